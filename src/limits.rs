@@ -1,0 +1,80 @@
+//! Limits and timers, with safe defaults (PROTOCOL §3-§5).
+
+use std::time::Duration;
+
+/// Every limit the engine enforces. [`Limits::default`] gives the values from the protocol.
+///
+/// ```
+/// use claude_ide_bridge::Limits;
+/// let limits = Limits { max_connections: 4, ..Limits::default() };
+/// assert_eq!(limits.max_head_bytes, 16 * 1024);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest HTTP upgrade request head, in bytes (431 past it).
+    pub max_head_bytes: usize,
+    /// Most headers in the upgrade request (431 past it).
+    pub max_headers: usize,
+    /// Time allowed from accept until the upgrade head is complete.
+    pub handshake_timeout: Duration,
+    /// Live authenticated WebSocket connections (503 past it).
+    pub max_connections: usize,
+    /// Sockets still in their handshake; the oldest is dropped to admit a new one.
+    pub max_pending_handshakes: usize,
+    /// Largest message, across all fragments (close 1009 past it).
+    pub max_message_size: usize,
+    /// Most fragments in one message (close 1009 past it).
+    pub max_fragments: usize,
+    /// Largest outbound queue per connection; a peer that stops reading is dropped past it.
+    pub max_outbound: usize,
+    /// Most entries in a JSON-RPC batch.
+    pub max_batch: usize,
+    /// Interval between server pings; a peer silent for two intervals is dead.
+    pub ping_interval: Duration,
+    /// Time to wait for the peer's Close after ours before dropping the connection.
+    pub close_timeout: Duration,
+    /// Most `at_mentioned` notifications queued while no client is connected.
+    pub max_queued_mentions: usize,
+    /// How long a queued `at_mentioned` stays deliverable.
+    pub mention_ttl: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_head_bytes: 16 * 1024,
+            max_headers: 64,
+            handshake_timeout: Duration::from_secs(10),
+            max_connections: 10,
+            max_pending_handshakes: 64,
+            max_message_size: 10 * 1024 * 1024,
+            max_fragments: 4096,
+            max_outbound: 64 * 1024 * 1024,
+            max_batch: 64,
+            ping_interval: Duration::from_secs(30),
+            close_timeout: Duration::from_secs(5),
+            max_queued_mentions: 32,
+            mention_ttl: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Limits {
+    /// Limits for a conformance echo server: 16 MiB messages in up to 65,536 fragments.
+    pub fn conformance() -> Self {
+        Limits {
+            max_message_size: 16 * 1024 * 1024,
+            max_fragments: 65_536,
+            ..Limits::default()
+        }
+    }
+
+    /// The WebSocket-layer subset of these limits.
+    pub fn ws(&self) -> crate::ws::WsLimits {
+        crate::ws::WsLimits {
+            max_message_size: self.max_message_size,
+            max_fragments: self.max_fragments,
+            max_outbound: self.max_outbound,
+        }
+    }
+}
