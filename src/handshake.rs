@@ -1,1 +1,684 @@
-//! (being written)
+//! The HTTP/1.1 → WebSocket upgrade, server side (RFC 6455 §4; PROTOCOL §2-§3).
+//!
+//! Bytes flow through four steps, none of which does any IO:
+//!
+//! 1. [`HeadReader`] collects the request head. It scans for `\r\n\r\n` once, byte by byte, remembering how
+//!    far it got, and never holds more than the head-size limit.
+//! 2. [`parse_upgrade`] parses that head once with `httparse` and checks that it is a well-formed WebSocket
+//!    upgrade request (400, 426 or 431 otherwise).
+//! 3. [`authorize`] applies the host's [`Policy`]: the `Host` must be a loopback name (DNS rebinding), an
+//!    `Origin`, when present, must be on the allow-list (browser pages), and the token must match (403, 401).
+//! 4. [`write_accept`] writes the `101 Switching Protocols` response, or [`Rejection::write_response`] writes
+//!    a plain HTTP refusal with `Connection: close`.
+//!
+//! ```
+//! use claude_ide_bridge::handshake::{
+//!     authorize, parse_upgrade, write_accept, HeadReader, HeadStatus, Policy,
+//! };
+//!
+//! let wire = b"GET / HTTP/1.1\r\n\
+//!     Host: 127.0.0.1:4242\r\n\
+//!     Connection: Upgrade\r\n\
+//!     Upgrade: websocket\r\n\
+//!     Sec-WebSocket-Version: 13\r\n\
+//!     Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+//!     Sec-WebSocket-Protocol: mcp\r\n\
+//!     X-Claude-Code-Ide-Authorization: s3cret\r\n\
+//!     \r\n";
+//!
+//! let mut reader = HeadReader::new(16 * 1024);
+//! let (used, status) = reader.feed(wire);
+//! assert_eq!((used, status), (wire.len(), HeadStatus::Complete));
+//!
+//! let policy = Policy { token: Some("s3cret"), allowed_origins: &[], check_host: true };
+//! let mut out = Vec::new();
+//! match parse_upgrade(reader.head(), 64).and_then(|req| authorize(&req, &policy).map(|()| req)) {
+//!     Ok(req) => {
+//!         let subprotocol = req.offers_protocol("mcp").then_some("mcp");
+//!         write_accept(&mut out, &req, subprotocol);
+//!     }
+//!     Err(rejection) => rejection.write_response(&mut out),
+//! }
+//! assert!(out.starts_with(b"HTTP/1.1 101 Switching Protocols\r\n"));
+//! ```
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use sha1::{Digest, Sha1};
+
+/// The GUID that RFC 6455 §1.3 appends to the client's key before hashing.
+const WEBSOCKET_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/// The header carrying the authentication token (PROTOCOL §2).
+pub const AUTH_HEADER: &str = "X-Claude-Code-Ide-Authorization";
+
+/// What [`HeadReader::feed`] has seen so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadStatus {
+    /// No `\r\n\r\n` yet and still under the limit: feed more bytes.
+    Partial,
+    /// The head, up to and including `\r\n\r\n`, is in [`HeadReader::head`].
+    Complete,
+    /// The limit was reached without `\r\n\r\n`: answer 431 ([`Rejection::HeadersTooLarge`]) and close.
+    TooLarge,
+}
+
+/// Accumulates an HTTP request head, up to and including the blank line that ends it.
+///
+/// The search for `\r\n\r\n` is a four-state matcher that looks at every byte exactly once and carries its
+/// state from one [`feed`](Self::feed) to the next, so feeding a head one byte at a time costs the same as
+/// feeding it whole (re-scanning the whole buffer on every read was CVE-2023-43669). The reader never holds
+/// more than `max_head_bytes` bytes, and a head of exactly `max_head_bytes` bytes is accepted.
+///
+/// ```
+/// use claude_ide_bridge::handshake::{HeadReader, HeadStatus};
+///
+/// let mut reader = HeadReader::new(1024);
+/// assert_eq!(reader.feed(b"GET / HTTP/1.1\r\nHost: localhost\r\n"), (33, HeadStatus::Partial));
+/// // The rest of the head, then the start of the first WebSocket frame.
+/// assert_eq!(reader.feed(b"\r\n\x81\x85"), (2, HeadStatus::Complete));
+/// assert_eq!(reader.head(), b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+/// ```
+#[derive(Debug, Clone)]
+pub struct HeadReader {
+    buf: Vec<u8>,
+    max: usize,
+    /// How many bytes of `\r\n\r\n` the end of `buf` matches (0..=4). This is the remembered search state:
+    /// the scan resumes at `buf.len()` with it.
+    matched: u8,
+    /// Bytes examined by the scan, over the reader's life (equals `buf.len()`: each byte is looked at once).
+    scanned: usize,
+    status: HeadStatus,
+}
+
+impl HeadReader {
+    /// A reader that accepts heads of at most `max_head_bytes` bytes, terminator included.
+    pub fn new(max_head_bytes: usize) -> Self {
+        HeadReader {
+            buf: Vec::new(),
+            max: max_head_bytes,
+            matched: 0,
+            scanned: 0,
+            status: HeadStatus::Partial,
+        }
+    }
+
+    /// Consumes bytes from `input` up to and including the end of the head.
+    ///
+    /// Returns how many bytes of `input` were consumed and the status afterwards:
+    ///
+    /// - [`HeadStatus::Partial`]: all of `input` was consumed; feed more.
+    /// - [`HeadStatus::Complete`]: the bytes after the head are *not* consumed (a client may pipeline its
+    ///   first frame right behind the head); hand `input[consumed..]` to the WebSocket layer.
+    /// - [`HeadStatus::TooLarge`]: only the bytes up to the limit were consumed and kept.
+    ///
+    /// Once the status is `Complete` or `TooLarge`, later calls consume nothing and return it again.
+    pub fn feed(&mut self, input: &[u8]) -> (usize, HeadStatus) {
+        if self.status != HeadStatus::Partial {
+            return (0, self.status);
+        }
+        let room = self.max - self.buf.len();
+        let window = &input[..input.len().min(room)];
+        let mut taken = window.len();
+        for (i, &byte) in window.iter().enumerate() {
+            self.scanned += 1;
+            self.matched = match (self.matched, byte) {
+                (2, b'\r') => 3,
+                (_, b'\r') => 1,
+                (1, b'\n') => 2,
+                (3, b'\n') => 4,
+                _ => 0,
+            };
+            if self.matched == 4 {
+                taken = i + 1;
+                self.status = HeadStatus::Complete;
+                break;
+            }
+        }
+        self.append(&window[..taken]);
+        if self.status == HeadStatus::Partial && self.buf.len() >= self.max {
+            // A full buffer without the terminator: any complete head would be longer than the limit.
+            self.status = HeadStatus::TooLarge;
+        }
+        (taken, self.status)
+    }
+
+    /// Appends to the buffer without letting its capacity grow past the limit.
+    fn append(&mut self, bytes: &[u8]) {
+        let needed = self.buf.len() + bytes.len();
+        if needed > self.buf.capacity() {
+            let target = needed
+                .max(self.buf.capacity().saturating_mul(2))
+                .min(self.max);
+            self.buf.reserve_exact(target - self.buf.len());
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The bytes kept so far: the whole head, terminator included, once the status is `Complete`.
+    pub fn head(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// How many bytes are held (never more than `max_head_bytes`).
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The status after the last [`feed`](Self::feed) (`Partial` before the first).
+    pub fn status(&self) -> HeadStatus {
+        self.status
+    }
+
+    /// How many bytes the terminator search has examined in total. Each byte is examined once, so this
+    /// equals [`buffered`](Self::buffered): the work done is linear in the head's length however it is split.
+    pub fn bytes_scanned(&self) -> usize {
+        self.scanned
+    }
+}
+
+/// What the upgrade request said, parsed once by [`parse_upgrade`].
+///
+/// The authentication token is kept private and read through [`auth_token`](Self::auth_token); `Debug`
+/// shows it as `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UpgradeRequest {
+    /// The request target, as sent (any path is accepted).
+    pub path: String,
+    /// The `Host` header (always present after [`parse_upgrade`]).
+    pub host: Option<String>,
+    /// The `Origin` header; browsers send it, the real client does not.
+    pub origin: Option<String>,
+    /// The `Sec-WebSocket-Key`, checked to be base64 of 16 bytes.
+    pub key: String,
+    /// Every `Sec-WebSocket-Protocol` token, from all occurrences of the header, in order.
+    pub protocols: Vec<String>,
+    /// Whether the client offered any extension (every extension is declined).
+    pub extensions_offered: bool,
+    /// The `User-Agent` header, if any (invalid UTF-8 replaced).
+    pub user_agent: Option<String>,
+    auth_token: Option<String>,
+}
+
+impl UpgradeRequest {
+    /// The value of the `X-Claude-Code-Ide-Authorization` header, if sent.
+    pub fn auth_token(&self) -> Option<&str> {
+        self.auth_token.as_deref()
+    }
+
+    /// Whether the client offered the subprotocol `name` (compared exactly, as RFC 6455 tokens are).
+    pub fn offers_protocol(&self, name: &str) -> bool {
+        self.protocols.iter().any(|p| p == name)
+    }
+}
+
+impl fmt::Debug for UpgradeRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpgradeRequest")
+            .field("path", &self.path)
+            .field("host", &self.host)
+            .field("origin", &self.origin)
+            .field("key", &self.key)
+            .field("protocols", &self.protocols)
+            .field("extensions_offered", &self.extensions_offered)
+            .field("user_agent", &self.user_agent)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| Redacted))
+            .finish()
+    }
+}
+
+/// Stands in for a secret in `Debug` output.
+struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Why an upgrade is refused, as a plain HTTP response sent before any WebSocket exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// 400: malformed request, missing or bad headers; the text says which.
+    BadRequest(&'static str),
+    /// 401: the token is missing or wrong.
+    Unauthorized,
+    /// 403: `Host` not loopback, or `Origin` not allowed; the text says which.
+    Forbidden(&'static str),
+    /// 426: `Sec-WebSocket-Version` missing or not 13 (the response says `Sec-WebSocket-Version: 13`).
+    UpgradeRequired,
+    /// 431: the head is over the size limit or has too many headers.
+    HeadersTooLarge,
+    /// 503: the connection limit is reached.
+    ServiceUnavailable,
+}
+
+impl Rejection {
+    /// The HTTP status code: 400, 401, 403, 426, 431 or 503.
+    pub fn status(&self) -> u16 {
+        match self {
+            Rejection::BadRequest(_) => 400,
+            Rejection::Unauthorized => 401,
+            Rejection::Forbidden(_) => 403,
+            Rejection::UpgradeRequired => 426,
+            Rejection::HeadersTooLarge => 431,
+            Rejection::ServiceUnavailable => 503,
+        }
+    }
+
+    /// The reason phrase of the status line.
+    pub fn reason_phrase(&self) -> &'static str {
+        match self {
+            Rejection::BadRequest(_) => "Bad Request",
+            Rejection::Unauthorized => "Unauthorized",
+            Rejection::Forbidden(_) => "Forbidden",
+            Rejection::UpgradeRequired => "Upgrade Required",
+            Rejection::HeadersTooLarge => "Request Header Fields Too Large",
+            Rejection::ServiceUnavailable => "Service Unavailable",
+        }
+    }
+
+    /// What is wrong, in a few words (the response body, without its trailing newline).
+    pub fn detail(&self) -> &'static str {
+        match self {
+            Rejection::BadRequest(why) | Rejection::Forbidden(why) => why,
+            Rejection::Unauthorized => "missing or wrong authentication token",
+            Rejection::UpgradeRequired => "only WebSocket version 13 is supported",
+            Rejection::HeadersTooLarge => "request head too large or too many headers",
+            Rejection::ServiceUnavailable => "too many connections",
+        }
+    }
+
+    /// Appends the full HTTP/1.1 response to `out`: the status line, `Connection: close`,
+    /// `Content-Type: text/plain; charset=utf-8`, `Content-Length`, and a one-line body saying what is wrong;
+    /// a 426 also carries `Sec-WebSocket-Version: 13`. Close the connection after writing it.
+    ///
+    /// ```
+    /// use claude_ide_bridge::handshake::Rejection;
+    ///
+    /// let mut out = Vec::new();
+    /// Rejection::Unauthorized.write_response(&mut out);
+    /// assert!(out.starts_with(b"HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n"));
+    /// ```
+    pub fn write_response(&self, out: &mut Vec<u8>) {
+        let body = self.detail();
+        let head = format!(
+            "HTTP/1.1 {} {}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n",
+            self.status(),
+            self.reason_phrase(),
+            body.len() + 1,
+        );
+        out.extend_from_slice(head.as_bytes());
+        if *self == Rejection::UpgradeRequired {
+            out.extend_from_slice(b"Sec-WebSocket-Version: 13\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body.as_bytes());
+        out.push(b'\n');
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status(),
+            self.reason_phrase(),
+            self.detail()
+        )
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// Trims HTTP optional whitespace (spaces and tabs) from both ends.
+fn trim_ows(s: &str) -> &str {
+    s.trim_matches([' ', '\t'])
+}
+
+/// Whether a comma-separated header list contains `token`, ASCII case-insensitively.
+fn list_has_token(values: &[&str], token: &str) -> bool {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .any(|t| trim_ows(t).eq_ignore_ascii_case(token))
+}
+
+/// A header that must appear at most once: its value, or `Err` if duplicated or not UTF-8.
+fn single<'h>(
+    headers: &[httparse::Header<'h>],
+    name: &str,
+    duplicate: &'static str,
+) -> Result<Option<&'h str>, Rejection> {
+    let mut found = None;
+    for h in headers.iter().filter(|h| h.name.eq_ignore_ascii_case(name)) {
+        if found.is_some() {
+            return Err(Rejection::BadRequest(duplicate));
+        }
+        let value = std::str::from_utf8(h.value)
+            .map_err(|_| Rejection::BadRequest("header value is not valid UTF-8"))?;
+        found = Some(trim_ows(value));
+    }
+    Ok(found)
+}
+
+/// Every occurrence of a list-valued header; values that are not UTF-8 are skipped.
+fn all<'h>(headers: &[httparse::Header<'h>], name: &str) -> Vec<&'h str> {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case(name))
+        .filter_map(|h| std::str::from_utf8(h.value).ok())
+        .collect()
+}
+
+/// Parses a complete request head (as collected by [`HeadReader`]) and checks that it is a WebSocket
+/// upgrade request. The head is parsed once.
+///
+/// Header names are compared case-insensitively. Refusals, in the order they are checked:
+///
+/// - 431 [`Rejection::HeadersTooLarge`]: more than `max_headers` headers.
+/// - 400 [`Rejection::BadRequest`]: malformed (including a head that ends before its last byte, or an
+///   incomplete one), not `GET`, not `HTTP/1.1`, `Host` missing, empty or duplicated; `Upgrade` without the
+///   token `websocket`; `Connection` without the token `upgrade`; `Sec-WebSocket-Key` missing, duplicated, or
+///   not base64 of exactly 16 bytes; `Origin`, `Sec-WebSocket-Version` or the token header duplicated; any
+///   of these single-valued headers not UTF-8.
+/// - 426 [`Rejection::UpgradeRequired`]: `Sec-WebSocket-Version` missing or not exactly `13`.
+///
+/// Any request path is accepted. The token is not checked here: that is [`authorize`]'s job.
+///
+/// ```
+/// use claude_ide_bridge::handshake::{parse_upgrade, Rejection};
+///
+/// let head = b"GET /mcp HTTP/1.1\r\nHost: localhost:9000\r\nUpgrade: websocket\r\n\
+///     Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+///     Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mcp, other\r\n\r\n";
+/// let req = parse_upgrade(head, 64).unwrap();
+/// assert_eq!(req.path, "/mcp");
+/// assert_eq!(req.protocols, ["mcp", "other"]);
+/// assert_eq!(req.auth_token(), None);
+///
+/// let old = b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n";
+/// assert_eq!(parse_upgrade(old, 64).unwrap_err().status(), 400);
+/// ```
+pub fn parse_upgrade(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, Rejection> {
+    let mut storage = vec![httparse::EMPTY_HEADER; max_headers];
+    let mut request = httparse::Request::new(&mut storage);
+    match request.parse(head) {
+        Ok(httparse::Status::Complete(len)) if len == head.len() => {}
+        Ok(httparse::Status::Complete(_)) => {
+            return Err(Rejection::BadRequest(
+                "bytes after the end of the request head",
+            ))
+        }
+        Ok(httparse::Status::Partial) => {
+            return Err(Rejection::BadRequest("incomplete request head"))
+        }
+        Err(httparse::Error::TooManyHeaders) => return Err(Rejection::HeadersTooLarge),
+        Err(_) => return Err(Rejection::BadRequest("malformed HTTP request")),
+    }
+    if request.method != Some("GET") {
+        return Err(Rejection::BadRequest("method must be GET"));
+    }
+    if request.version != Some(1) {
+        return Err(Rejection::BadRequest("HTTP/1.1 required"));
+    }
+    let path = request.path.unwrap_or("/").to_owned();
+    let headers: &[httparse::Header<'_>] = request.headers;
+
+    let host = single(headers, "Host", "duplicate Host header")?;
+    let host = match host {
+        Some(h) if !h.is_empty() => h.to_owned(),
+        _ => return Err(Rejection::BadRequest("missing Host header")),
+    };
+    if !list_has_token(&all(headers, "Upgrade"), "websocket") {
+        return Err(Rejection::BadRequest("Upgrade header must name websocket"));
+    }
+    if !list_has_token(&all(headers, "Connection"), "upgrade") {
+        return Err(Rejection::BadRequest(
+            "Connection header must contain upgrade",
+        ));
+    }
+    let key = single(
+        headers,
+        "Sec-WebSocket-Key",
+        "duplicate Sec-WebSocket-Key header",
+    )?
+    .ok_or(Rejection::BadRequest("missing Sec-WebSocket-Key header"))?;
+    if key.len() != 24 || STANDARD.decode(key).map(|k| k.len()) != Ok(16) {
+        return Err(Rejection::BadRequest(
+            "Sec-WebSocket-Key must be base64 of 16 bytes",
+        ));
+    }
+    let origin = single(headers, "Origin", "duplicate Origin header")?.map(str::to_owned);
+    let auth_token =
+        single(headers, AUTH_HEADER, "duplicate authorization header")?.map(str::to_owned);
+    let version = single(
+        headers,
+        "Sec-WebSocket-Version",
+        "duplicate Sec-WebSocket-Version header",
+    )?;
+
+    let protocols = all(headers, "Sec-WebSocket-Protocol")
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(trim_ows)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let extensions_offered = headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("Sec-WebSocket-Extensions") && !h.value.is_empty());
+    let user_agent = headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("User-Agent"))
+        .map(|h| trim_ows(&String::from_utf8_lossy(h.value)).to_owned());
+
+    if version != Some("13") {
+        return Err(Rejection::UpgradeRequired);
+    }
+    Ok(UpgradeRequest {
+        path,
+        host: Some(host),
+        origin,
+        key: key.to_owned(),
+        protocols,
+        extensions_offered,
+        user_agent,
+        auth_token,
+    })
+}
+
+/// What [`authorize`] checks an upgrade request against.
+#[derive(Clone, Copy)]
+pub struct Policy<'a> {
+    /// The token the client must send in `X-Claude-Code-Ide-Authorization`; `None` disables the check
+    /// (only for a conformance echo server, never for a real host).
+    pub token: Option<&'a str>,
+    /// Origins allowed when the request carries an `Origin` header (ASCII case-insensitive, exact).
+    /// A request without `Origin` is not affected: the real client sends none.
+    pub allowed_origins: &'a [String],
+    /// Refuse a `Host` that is not a loopback name or address (DNS rebinding defence).
+    pub check_host: bool,
+}
+
+impl fmt::Debug for Policy<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("token", &self.token.map(|_| Redacted))
+            .field("allowed_origins", &self.allowed_origins)
+            .field("check_host", &self.check_host)
+            .finish()
+    }
+}
+
+/// Checks a parsed upgrade request against the host's policy, in this order:
+///
+/// 1. When `check_host` is set, the `Host` must be loopback (see [`is_loopback_host`]), else 403.
+/// 2. An `Origin`, when present, must equal one of `allowed_origins` (ASCII case-insensitive), else 403.
+/// 3. When a token is set, `X-Claude-Code-Ide-Authorization` must equal it (compared in constant time),
+///    else 401.
+///
+/// ```
+/// use claude_ide_bridge::handshake::{authorize, parse_upgrade, Policy, Rejection};
+///
+/// let head = b"GET / HTTP/1.1\r\nHost: evil.example:8080\r\nUpgrade: websocket\r\n\
+///     Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+///     Sec-WebSocket-Version: 13\r\n\r\n";
+/// let req = parse_upgrade(head, 64).unwrap();
+/// let policy = Policy { token: None, allowed_origins: &[], check_host: true };
+/// assert_eq!(authorize(&req, &policy).unwrap_err().status(), 403);
+/// ```
+pub fn authorize(req: &UpgradeRequest, policy: &Policy<'_>) -> Result<(), Rejection> {
+    if policy.check_host && !req.host.as_deref().is_some_and(is_loopback_host) {
+        return Err(Rejection::Forbidden("Host is not a loopback address"));
+    }
+    if let Some(origin) = &req.origin {
+        if !policy
+            .allowed_origins
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(origin))
+        {
+            return Err(Rejection::Forbidden("Origin not allowed"));
+        }
+    }
+    if let Some(expected) = policy.token {
+        let sent = req.auth_token().unwrap_or("");
+        // Evaluate both so a missing header and a wrong one take the same path.
+        let matches = constant_time_eq(sent.as_bytes(), expected.as_bytes());
+        if req.auth_token.is_none() || !matches {
+            return Err(Rejection::Unauthorized);
+        }
+    }
+    Ok(())
+}
+
+/// Whether a `Host` header value names the loopback interface, ASCII case-insensitively, with an optional
+/// `:port` (decimal, at most 65535):
+///
+/// - `localhost` and `localhost.`;
+/// - any IPv4 address in `127.0.0.0/8`, in dotted-quad form (`127.0.0.1`, `127.1.2.3`; not `127.1`, not
+///   octal, not `127.0.0.1.evil.com`);
+/// - a bracketed IPv6 loopback: `[::1]` (any spelling of it, such as `[0:0:0:0:0:0:0:1]`), and also an
+///   IPv4-mapped loopback such as `[::ffff:127.0.0.1]` = `[::ffff:7f00:1]`. These literals are allowed on
+///   purpose: they denote loopback, and an IP literal cannot come from a DNS rebinding attack, which is what
+///   this check stops.
+///
+/// Anything else, including other names under `localhost` and the unbracketed `::1`, is not loopback.
+///
+/// ```
+/// use claude_ide_bridge::handshake::is_loopback_host;
+///
+/// assert!(is_loopback_host("127.0.0.1:51234"));
+/// assert!(is_loopback_host("LocalHost"));
+/// assert!(is_loopback_host("[::1]:80"));
+/// assert!(!is_loopback_host("127.0.0.1.evil.com"));
+/// ```
+pub fn is_loopback_host(host: &str) -> bool {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let Some((literal, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let port = match after.strip_prefix(':') {
+            Some(port) => Some(port),
+            None if after.is_empty() => None,
+            None => return false,
+        };
+        let loopback = literal.parse::<Ipv6Addr>().is_ok_and(|ip| {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        });
+        if !loopback {
+            return false;
+        }
+        (None, port)
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) => (Some(name), Some(port)),
+            None => (Some(host), None),
+        }
+    };
+    if let Some(port) = port {
+        let digits =
+            !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
+        if !digits || port.parse::<u16>().is_err() {
+            return false;
+        }
+    }
+    match name {
+        None => true,
+        Some(name) => {
+            name.eq_ignore_ascii_case("localhost")
+                || name.eq_ignore_ascii_case("localhost.")
+                || name.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+        }
+    }
+}
+
+/// Compares two byte strings without exiting early: the time taken depends on their lengths, never on
+/// where they differ. Strings of different lengths are unequal.
+///
+/// ```
+/// use claude_ide_bridge::handshake::constant_time_eq;
+///
+/// assert!(constant_time_eq(b"token", b"token"));
+/// assert!(!constant_time_eq(b"token", b"tokex"));
+/// assert!(!constant_time_eq(b"token", b"token2"));
+/// ```
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// The `Sec-WebSocket-Accept` value for a client's key: `base64(sha1(key + GUID))` (RFC 6455 §4.2.2).
+///
+/// ```
+/// use claude_ide_bridge::handshake::accept_key;
+///
+/// assert_eq!(accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+/// ```
+pub fn accept_key(key: &str) -> String {
+    let mut sha = Sha1::new();
+    sha.update(key.as_bytes());
+    sha.update(WEBSOCKET_GUID.as_bytes());
+    STANDARD.encode(sha.finalize())
+}
+
+/// Appends the `101 Switching Protocols` response to `out`: `Upgrade: websocket`, `Connection: Upgrade`,
+/// `Sec-WebSocket-Accept`, and `Sec-WebSocket-Protocol: <p>` when `subprotocol` is `Some(p)`.
+///
+/// A subprotocol the client did not offer is never answered (RFC 6455 §4.2.2; the client would fail the
+/// connection): pass `Some("mcp")` when [`UpgradeRequest::offers_protocol`] says so, which the real client
+/// requires. No `Sec-WebSocket-Extensions` header is ever written: every extension is declined.
+///
+/// ```
+/// use claude_ide_bridge::handshake::{parse_upgrade, write_accept};
+///
+/// let head = b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+///     Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+/// let mut out = Vec::new();
+/// write_accept(&mut out, &parse_upgrade(head, 64).unwrap(), None);
+/// assert_eq!(
+///     out,
+///     b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+///       Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
+/// );
+/// ```
+pub fn write_accept(out: &mut Vec<u8>, req: &UpgradeRequest, subprotocol: Option<&str>) {
+    out.extend_from_slice(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ",
+    );
+    out.extend_from_slice(accept_key(&req.key).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if let Some(protocol) = subprotocol.filter(|p| req.offers_protocol(p)) {
+        out.extend_from_slice(b"Sec-WebSocket-Protocol: ");
+        out.extend_from_slice(protocol.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
