@@ -1903,4 +1903,44 @@ mod tests {
         );
         assert_eq!(CompatRequest::GetCurrentFile.path(), None);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn typed_arguments_round_trip(
+            old in ".*", new in ".*", contents in ".*", tab in ".*",
+            preview in proptest::option::of(proptest::bool::ANY),
+            start_text in proptest::option::of(".*"),
+            start_line in proptest::option::of(0u64..1_000_000),
+        ) {
+            let diff = OpenDiffArgs {
+                old_file_path: old,
+                new_file_path: new,
+                new_file_contents: contents,
+                tab_name: tab.clone(),
+            };
+            let json = serde_json::to_string(&diff).unwrap();
+            proptest::prop_assert_eq!(ToolCall::parse("openDiff", Some(&raw(&json))), Ok(ToolCall::OpenDiff(diff)));
+            let open = OpenFileArgs {
+                file_path: tab,
+                preview,
+                start_text,
+                end_text: None,
+                select_to_end_of_line: None,
+                make_frontmost: preview,
+                start_line,
+                end_line: start_line,
+            };
+            let json = serde_json::to_string(&open).unwrap();
+            proptest::prop_assert_eq!(ToolCall::parse("openFile", Some(&raw(&json))), Ok(ToolCall::OpenFile(open)));
+        }
+
+        #[test]
+        fn parse_never_panics(name in "[a-zA-Z_]{0,30}", value in proptest::prelude::any::<Option<i64>>(), key in "[a-zA-Z_]{1,20}") {
+            let args = json!({ key: value }).to_string();
+            let _ = ToolCall::parse(&name, Some(&raw(&args)));
+            for tool in ToolName::ALL {
+                let _ = ToolCall::parse(tool.as_str(), Some(&raw(&args)));
+            }
+        }
+    }
 }
