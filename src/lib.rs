@@ -7,6 +7,7 @@
 pub mod discovery;
 pub mod handshake;
 pub mod limits;
+pub mod notify;
 pub mod paths;
 pub mod tools;
 pub mod ws;

@@ -1,1 +1,640 @@
-//! (being written)
+//! Path and `file://` URI handling (PROTOCOL §9), as pure string functions.
+//!
+//! Paths crossing the wire are absolute and POSIX-style: a Windows path `C:\Users\me\a.rs` travels as
+//! `/c/Users/me/a.rs`, and as the URI `file:///c:/Users/me/a.rs`. Nothing here touches the file system:
+//! [`normalize`], [`is_within`] and [`resolve_in_workspace`] are lexical. A host that serves files must still
+//! canonicalise the result (resolving symbolic links) and check it again with [`is_within`] against the
+//! canonicalised workspace folders before opening anything, because a link inside the workspace may point
+//! outside it.
+//!
+//! Windows paths are recognised by a drive letter (`C:\`, `C:/`, `C:`), the verbatim prefix `\\?\C:\`, or a
+//! UNC prefix `\\server\share`. Any other path is taken as POSIX, where a backslash is an ordinary character.
+//! Comparisons are case-sensitive except for the drive letter, which is always written in lower case;
+//! hosts on case-insensitive file systems should canonicalise the case of both sides first.
+
+use std::fmt;
+
+/// Splits a Windows drive path into its lower-case drive letter and the rest (which is empty or starts with a
+/// separator). Also accepts the verbatim prefix `\\?\`.
+fn split_drive(path: &str) -> Option<(char, &str)> {
+    let path = path.strip_prefix(r"\\?\").unwrap_or(path);
+    let b = path.as_bytes();
+    let drive_like = b.len() >= 2
+        && b[0].is_ascii_alphabetic()
+        && b[1] == b':'
+        && (b.len() == 2 || b[2] == b'\\' || b[2] == b'/');
+    drive_like.then(|| (char::from(b[0].to_ascii_lowercase()), &path[2..]))
+}
+
+/// Whether a path is written the Windows way: a drive letter, a verbatim prefix or a UNC prefix.
+fn windows_style(path: &str) -> bool {
+    split_drive(path).is_some() || path.starts_with(r"\\")
+}
+
+/// Converts a native path to the POSIX style used on the wire.
+///
+/// Windows drive paths become `/<drive>/...` with a lower-case drive letter and forward slashes; UNC paths
+/// `\\server\share\x` become `//server/share/x`. Every other path is returned unchanged (a POSIX path may
+/// legitimately contain backslashes).
+///
+/// ```
+/// use claude_ide_bridge::paths::to_posix;
+/// assert_eq!(to_posix(r"C:\Users\me\a.rs"), "/c/Users/me/a.rs");
+/// assert_eq!(to_posix("D:/work/x"), "/d/work/x");
+/// assert_eq!(to_posix("/home/me/a.rs"), "/home/me/a.rs");
+/// ```
+pub fn to_posix(path: &str) -> String {
+    if let Some((drive, rest)) = split_drive(path) {
+        let mut out = String::with_capacity(path.len() + 1);
+        out.push('/');
+        out.push(drive);
+        out.push_str(&rest.replace('\\', "/"));
+        out
+    } else if path.starts_with(r"\\") {
+        path.replace('\\', "/")
+    } else {
+        path.to_owned()
+    }
+}
+
+/// Converts a POSIX-style wire path back to a Windows path: `/c/Users/me` → `C:\Users\me`.
+///
+/// Returns `None` when the path does not start with a single-letter drive component. Useful for a host
+/// running on Windows, since [`uri_to_path`] and [`resolve_in_workspace`] answer in the POSIX style.
+///
+/// ```
+/// use claude_ide_bridge::paths::to_windows;
+/// assert_eq!(to_windows("/c/Users/me/a.rs").as_deref(), Some(r"C:\Users\me\a.rs"));
+/// assert_eq!(to_windows("/c").as_deref(), Some(r"C:\"));
+/// assert_eq!(to_windows("/home/me"), None);
+/// ```
+pub fn to_windows(path: &str) -> Option<String> {
+    let b = path.as_bytes();
+    let ok = b.len() >= 2
+        && b[0] == b'/'
+        && b[1].is_ascii_alphabetic()
+        && (b.len() == 2 || b[2] == b'/');
+    if !ok {
+        return None;
+    }
+    let mut out = String::with_capacity(path.len() + 1);
+    out.push(char::from(b[1].to_ascii_uppercase()));
+    out.push(':');
+    let rest = &path[2..];
+    if rest.is_empty() {
+        out.push('\\');
+    } else {
+        out.push_str(&rest.replace('/', "\\"));
+    }
+    Some(out)
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// Appends `s` percent-encoded: every byte outside RFC 3986 unreserved characters and `/` is escaped.
+fn encode_into(out: &mut String, s: &str) {
+    for &byte in s.as_bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(char::from(byte));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+    }
+}
+
+/// Builds the percent-encoded `file://` URI of a path.
+///
+/// Everything outside the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`) and `/` is percent-encoded
+/// byte by byte (UTF-8), so a space becomes `%20`, `#` becomes `%23` and `é` becomes `%C3%A9`. Windows drive
+/// paths give `file:///c:/...` (lower-case drive, colon kept); UNC paths give `file://server/share/...`.
+/// A relative path is taken as relative to the root (a `/` is prepended): pass absolute paths.
+///
+/// ```
+/// use claude_ide_bridge::paths::file_uri;
+/// assert_eq!(file_uri("/home/me/my file#1.rs"), "file:///home/me/my%20file%231.rs");
+/// assert_eq!(file_uri(r"C:\Users\me\a.rs"), "file:///c:/Users/me/a.rs");
+/// ```
+pub fn file_uri(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 16);
+    out.push_str("file://");
+    if let Some((drive, rest)) = split_drive(path) {
+        out.push('/');
+        out.push(drive);
+        out.push(':');
+        let rest = rest.replace('\\', "/");
+        if rest.is_empty() {
+            out.push('/');
+        } else {
+            encode_into(&mut out, &rest);
+        }
+    } else if let Some(unc) = path.strip_prefix(r"\\") {
+        let unc = unc.replace('\\', "/");
+        let (host, rest) = unc.split_at(unc.find('/').unwrap_or(unc.len()));
+        encode_into(&mut out, host);
+        if rest.is_empty() {
+            out.push('/');
+        } else {
+            encode_into(&mut out, rest);
+        }
+    } else {
+        if !path.starts_with('/') {
+            out.push('/');
+        }
+        encode_into(&mut out, path);
+    }
+    out
+}
+
+fn hex_value(byte: u8) -> Option<u8> {
+    match byte {
+        b'0'..=b'9' => Some(byte - b'0'),
+        b'a'..=b'f' => Some(byte - b'a' + 10),
+        b'A'..=b'F' => Some(byte - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Percent-decodes leniently: a `%` not followed by two hex digits is kept as is. `None` when the result is
+/// not UTF-8 or contains NUL.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(hi), Some(lo)) = (hex_value(b[i + 1]), hex_value(b[i + 2])) {
+                out.push(hi << 4 | lo);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    if out.contains(&0) {
+        return None;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Converts a `file://` URI back to a POSIX-style absolute path (the inverse of [`file_uri`]).
+///
+/// The scheme is matched case-insensitively; the authority must be empty or `localhost`, otherwise the result
+/// is a UNC-style `//host/path`. Percent escapes are decoded (a `%` not followed by two hex digits is kept
+/// literally, since some clients do not encode). A Windows drive (`/c:/x`, `/C%3A/x`) gives the wire form
+/// `/c/x`; use [`to_windows`] for the native `C:\x`. `?` and `#` are taken as part of the path, since file
+/// URIs in this protocol carry neither a query nor a fragment. Returns `None` for other schemes, a
+/// missing path, invalid UTF-8, or NUL.
+///
+/// ```
+/// use claude_ide_bridge::paths::{file_uri, uri_to_path};
+/// assert_eq!(uri_to_path("file:///home/me/my%20file.rs").as_deref(), Some("/home/me/my file.rs"));
+/// assert_eq!(uri_to_path("file:///c:/Users/me/a.rs").as_deref(), Some("/c/Users/me/a.rs"));
+/// assert_eq!(uri_to_path(&file_uri("/tmp/ü ?#%")).as_deref(), Some("/tmp/ü ?#%"));
+/// assert_eq!(uri_to_path("https://example.com/x"), None);
+/// ```
+pub fn uri_to_path(uri: &str) -> Option<String> {
+    let scheme = uri.get(..5)?;
+    if !scheme.eq_ignore_ascii_case("file:") {
+        return None;
+    }
+    let rest = &uri[5..];
+    let (host, path) = if let Some(after) = rest.strip_prefix("//") {
+        let slash = after.find('/')?;
+        (&after[..slash], &after[slash..])
+    } else if rest.starts_with('/') {
+        ("", rest)
+    } else {
+        return None;
+    };
+    let decoded = percent_decode(path)?;
+    if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
+        let host = percent_decode(host)?;
+        return Some(format!("//{host}{decoded}"));
+    }
+    let b = decoded.as_bytes();
+    let drive = b.len() >= 3
+        && b[1].is_ascii_alphabetic()
+        && b[2] == b':'
+        && (b.len() == 3 || b[3] == b'/');
+    if drive {
+        let mut out = String::with_capacity(decoded.len());
+        out.push('/');
+        out.push(char::from(b[1].to_ascii_lowercase()));
+        out.push_str(&decoded[3..]);
+        return Some(out);
+    }
+    Some(decoded)
+}
+
+/// Normalises a path lexically: resolves `.` and `..`, collapses repeated `/`, drops a trailing `/`.
+///
+/// Windows paths are first converted with [`to_posix`], so the result is always POSIX-style. Returns `None`
+/// for an empty path, or when `..` climbs above the root (or, for a relative path, above its start). A relative
+/// path that normalises to nothing gives `"."`. Symbolic links are not resolved (see the module docs).
+///
+/// ```
+/// use claude_ide_bridge::paths::normalize;
+/// assert_eq!(normalize("/a//b/./c/../d/").as_deref(), Some("/a/b/d"));
+/// assert_eq!(normalize("/a/b/../../.."), None);
+/// assert_eq!(normalize(r"C:\ws\src\..\lib.rs").as_deref(), Some("/c/ws/lib.rs"));
+/// ```
+pub fn normalize(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return None;
+    }
+    let posix = to_posix(path);
+    let absolute = posix.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for segment in posix.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    let joined = parts.join("/");
+    Some(if absolute {
+        format!("/{joined}")
+    } else if joined.is_empty() {
+        ".".to_owned()
+    } else {
+        joined
+    })
+}
+
+/// Whether `path` is `folder` or lies inside it, comparing whole components after [`normalize`].
+///
+/// Both must be absolute; `/a/bc` is not within `/a/b`. When `folder` is a Windows path, backslashes in
+/// `path` count as separators too. Returns `false` when either fails to normalise.
+///
+/// ```
+/// use claude_ide_bridge::paths::is_within;
+/// assert!(is_within("/ws/src/main.rs", "/ws"));
+/// assert!(is_within("/ws", "/ws/"));
+/// assert!(!is_within("/wsx/main.rs", "/ws"));
+/// assert!(!is_within("/ws/../etc/passwd", "/ws"));
+/// ```
+pub fn is_within(path: &str, folder: &str) -> bool {
+    let path = if windows_style(folder) {
+        std::borrow::Cow::Owned(path.replace('\\', "/"))
+    } else {
+        std::borrow::Cow::Borrowed(path)
+    };
+    let (Some(path), Some(folder)) = (normalize(&path), normalize(folder)) else {
+        return false;
+    };
+    within_normalized(&path, &folder)
+}
+
+fn within_normalized(path: &str, folder: &str) -> bool {
+    if !path.starts_with('/') || !folder.starts_with('/') {
+        return false;
+    }
+    if folder == "/" {
+        return true;
+    }
+    match path.strip_prefix(folder) {
+        Some("") => true,
+        Some(rest) => rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// Why a path was refused by [`resolve_in_workspace`]. Every case maps to JSON-RPC `-32602` (invalid params).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PathError {
+    /// The path is empty.
+    Empty,
+    /// The path contains a NUL character.
+    InvalidCharacter,
+    /// There is no workspace folder to resolve against (or the first one is not absolute).
+    NoWorkspace,
+    /// `..` climbs out of the root or out of the folder a relative path was resolved against.
+    Traversal,
+    /// The absolute path is not inside any workspace folder.
+    OutsideWorkspace,
+}
+
+impl PathError {
+    /// The JSON-RPC error code to answer with: always `-32602` (invalid params).
+    pub const fn json_rpc_code(self) -> i64 {
+        -32602
+    }
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PathError::Empty => "path is empty",
+            PathError::InvalidCharacter => "path contains a NUL character",
+            PathError::NoWorkspace => "no workspace folder to resolve the path in",
+            PathError::Traversal => "path escapes the workspace through '..'",
+            PathError::OutsideWorkspace => "path is outside the workspace folders",
+        })
+    }
+}
+
+impl std::error::Error for PathError {}
+
+/// Resolves a path from a peer inside the workspace, lexically.
+///
+/// A relative path is resolved against the first folder and must stay inside it. An absolute path (POSIX or
+/// Windows) must, after [`normalize`], be inside some folder. When any folder is a Windows path (drive letter or
+/// UNC), backslashes in `path` are separators, so `..\..\x` is refused there as `../../x` is everywhere. Returns the normalised absolute POSIX-style path.
+///
+/// This cannot see symbolic links: the host must canonicalise the returned path (and the folders) and check
+/// again with [`is_within`] before reading or writing, or a link inside the workspace leads out of it.
+///
+/// ```
+/// use claude_ide_bridge::paths::{resolve_in_workspace, PathError};
+/// let folders = vec!["/home/me/ws".to_string()];
+/// assert_eq!(resolve_in_workspace("src/main.rs", &folders).as_deref(), Ok("/home/me/ws/src/main.rs"));
+/// assert_eq!(resolve_in_workspace("/home/me/ws/./a.rs", &folders).as_deref(), Ok("/home/me/ws/a.rs"));
+/// assert_eq!(resolve_in_workspace("../secret", &folders), Err(PathError::Traversal));
+/// assert_eq!(resolve_in_workspace("/etc/passwd", &folders), Err(PathError::OutsideWorkspace));
+/// ```
+pub fn resolve_in_workspace(path: &str, folders: &[String]) -> Result<String, PathError> {
+    if path.is_empty() {
+        return Err(PathError::Empty);
+    }
+    if path.contains('\0') {
+        return Err(PathError::InvalidCharacter);
+    }
+    let mut posix = to_posix(path);
+    if folders.iter().any(|f| windows_style(f)) {
+        // On a Windows host a backslash separates components even in a relative path: `..\..\x` climbs.
+        posix = posix.replace('\\', "/");
+    }
+    if posix.starts_with('/') {
+        if folders.is_empty() {
+            return Err(PathError::NoWorkspace);
+        }
+        let resolved = normalize(&posix).ok_or(PathError::Traversal)?;
+        let inside = folders
+            .iter()
+            .filter_map(|f| normalize(f))
+            .any(|f| within_normalized(&resolved, &f));
+        if inside {
+            Ok(resolved)
+        } else {
+            Err(PathError::OutsideWorkspace)
+        }
+    } else {
+        let base = folders
+            .first()
+            .and_then(|f| normalize(f))
+            .filter(|f| f.starts_with('/'))
+            .ok_or(PathError::NoWorkspace)?;
+        let resolved = normalize(&format!("{base}/{posix}")).ok_or(PathError::Traversal)?;
+        if within_normalized(&resolved, &base) {
+            Ok(resolved)
+        } else {
+            Err(PathError::Traversal)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn posix_conversion() {
+        assert_eq!(to_posix(r"C:\Users\me\a.rs"), "/c/Users/me/a.rs");
+        assert_eq!(to_posix(r"c:\"), "/c/");
+        assert_eq!(to_posix("C:"), "/c");
+        assert_eq!(to_posix(r"\\?\D:\x\y"), "/d/x/y");
+        assert_eq!(to_posix(r"\\server\share\x"), "//server/share/x");
+        assert_eq!(to_posix("/usr/a\\b"), "/usr/a\\b");
+        assert_eq!(to_posix("rel/x"), "rel/x");
+        assert_eq!(to_posix("C:rel"), "C:rel");
+        assert_eq!(to_posix(""), "");
+    }
+
+    #[test]
+    fn windows_conversion() {
+        assert_eq!(to_windows("/c/Users/me").as_deref(), Some(r"C:\Users\me"));
+        assert_eq!(to_windows("/d/").as_deref(), Some(r"D:\"));
+        assert_eq!(to_windows("/cd/x"), None);
+        assert_eq!(to_windows("c/x"), None);
+        assert_eq!(to_windows("/"), None);
+    }
+
+    #[test]
+    fn uri_encoding() {
+        assert_eq!(file_uri("/a b/c#d?e%f"), "file:///a%20b/c%23d%3Fe%25f");
+        assert_eq!(
+            file_uri("/naïve/日本.rs"),
+            "file:///na%C3%AFve/%E6%97%A5%E6%9C%AC.rs"
+        );
+        assert_eq!(file_uri("/A-Z_a.z~0/9"), "file:///A-Z_a.z~0/9");
+        assert_eq!(file_uri("/x:y+z@w"), "file:///x%3Ay%2Bz%40w");
+        assert_eq!(
+            file_uri(r"C:\Users\me\my file.rs"),
+            "file:///c:/Users/me/my%20file.rs"
+        );
+        assert_eq!(file_uri("C:"), "file:///c:/");
+        assert_eq!(file_uri(r"\\srv\share\a b"), "file://srv/share/a%20b");
+        assert_eq!(file_uri("rel/x"), "file:///rel/x");
+    }
+
+    #[test]
+    fn uri_decoding() {
+        assert_eq!(
+            uri_to_path("file:///a%20b/c%23d").as_deref(),
+            Some("/a b/c#d")
+        );
+        assert_eq!(uri_to_path("FILE:///x").as_deref(), Some("/x"));
+        assert_eq!(uri_to_path("file://localhost/x").as_deref(), Some("/x"));
+        assert_eq!(uri_to_path("file:/x/y").as_deref(), Some("/x/y"));
+        assert_eq!(
+            uri_to_path("file:///C%3A/Users/x").as_deref(),
+            Some("/c/Users/x")
+        );
+        assert_eq!(uri_to_path("file:///D:").as_deref(), Some("/d"));
+        assert_eq!(
+            uri_to_path("file://srv/share/x").as_deref(),
+            Some("//srv/share/x")
+        );
+        // Unencoded input from a lenient client.
+        assert_eq!(
+            uri_to_path("file:///a b/100%/c").as_deref(),
+            Some("/a b/100%/c")
+        );
+        assert_eq!(uri_to_path("file:///a%2").as_deref(), Some("/a%2"));
+        assert_eq!(uri_to_path("file:///a%").as_deref(), Some("/a%"));
+        assert_eq!(uri_to_path("file:///%e6%97%a5").as_deref(), Some("/日"));
+        assert_eq!(uri_to_path("file:///%FF"), None);
+        assert_eq!(uri_to_path("file:///a%00b"), None);
+        assert_eq!(uri_to_path("file:relative"), None);
+        assert_eq!(uri_to_path("file://host"), None);
+        assert_eq!(uri_to_path("http:///x"), None);
+        assert_eq!(uri_to_path("fil"), None);
+        assert_eq!(uri_to_path("filé:///x"), None);
+    }
+
+    #[test]
+    fn windows_round_trip() {
+        let p = r"C:\Users\me\some dir\ü.rs";
+        assert_eq!(uri_to_path(&file_uri(p)), Some(to_posix(p)));
+        assert_eq!(
+            to_windows(&uri_to_path(&file_uri(p)).unwrap()).as_deref(),
+            Some(r"C:\Users\me\some dir\ü.rs")
+        );
+    }
+
+    #[test]
+    fn normalization() {
+        assert_eq!(normalize("/").as_deref(), Some("/"));
+        assert_eq!(normalize("//a///b//").as_deref(), Some("/a/b"));
+        assert_eq!(normalize("/a/./b/.").as_deref(), Some("/a/b"));
+        assert_eq!(normalize("/a/b/..").as_deref(), Some("/a"));
+        assert_eq!(normalize("/a/..").as_deref(), Some("/"));
+        assert_eq!(normalize("/..").as_deref(), None);
+        assert_eq!(normalize("/a/b/../../..").as_deref(), None);
+        assert_eq!(normalize("/a/../../b").as_deref(), None);
+        assert_eq!(normalize("a/b/../c").as_deref(), Some("a/c"));
+        assert_eq!(normalize("a/..").as_deref(), Some("."));
+        assert_eq!(normalize("./").as_deref(), Some("."));
+        assert_eq!(normalize("a/../..").as_deref(), None);
+        assert_eq!(normalize("/a/...").as_deref(), Some("/a/..."));
+        assert_eq!(normalize("/a/..b").as_deref(), Some("/a/..b"));
+        assert_eq!(normalize(""), None);
+    }
+
+    #[test]
+    fn within() {
+        assert!(is_within("/a/b", "/a/b"));
+        assert!(is_within("/a/b/c", "/a/b"));
+        assert!(is_within("/a/b/c", "/a/b/"));
+        assert!(!is_within("/a/bc", "/a/b"));
+        assert!(!is_within("/a", "/a/b"));
+        assert!(is_within("/anything", "/"));
+        assert!(!is_within("/a/b/../c", "/a/b"));
+        assert!(is_within("/a/b/x/../y", "/a/b"));
+        assert!(!is_within("a/b", "a"));
+        assert!(!is_within("/a/b", "a"));
+        assert!(!is_within("/..", "/"));
+        assert!(is_within(r"C:\ws\x", "/c/ws"));
+        assert!(is_within("/c/ws/x", r"C:\ws"));
+    }
+
+    #[test]
+    fn resolve() {
+        let ws = vec!["/home/me/ws".to_string(), "/srv/other/".to_string()];
+        let ok = |p: &str| resolve_in_workspace(p, &ws);
+        assert_eq!(ok("a.rs").as_deref(), Ok("/home/me/ws/a.rs"));
+        assert_eq!(ok("./src/../a.rs").as_deref(), Ok("/home/me/ws/a.rs"));
+        assert_eq!(ok(".").as_deref(), Ok("/home/me/ws"));
+        assert_eq!(ok("/srv/other/x").as_deref(), Ok("/srv/other/x"));
+        assert_eq!(ok("/srv/other").as_deref(), Ok("/srv/other"));
+        assert_eq!(ok("/home/me/ws/a/../b").as_deref(), Ok("/home/me/ws/b"));
+        assert_eq!(ok("~/x").as_deref(), Ok("/home/me/ws/~/x"));
+        assert_eq!(ok(".."), Err(PathError::Traversal));
+        assert_eq!(ok("../ws2/x"), Err(PathError::Traversal));
+        assert_eq!(ok("a/../../ws/x").as_deref(), Ok("/home/me/ws/x"));
+        assert_eq!(
+            ok("../../../../../../etc/passwd"),
+            Err(PathError::Traversal)
+        );
+        assert_eq!(ok("/home/me/ws/../../../.."), Err(PathError::Traversal));
+        assert_eq!(
+            ok("/home/me/ws/../secret"),
+            Err(PathError::OutsideWorkspace)
+        );
+        assert_eq!(ok("/home/me/wsx/a"), Err(PathError::OutsideWorkspace));
+        assert_eq!(ok("/etc/passwd"), Err(PathError::OutsideWorkspace));
+        assert_eq!(ok(""), Err(PathError::Empty));
+        assert_eq!(ok("a\0b"), Err(PathError::InvalidCharacter));
+        assert_eq!(resolve_in_workspace("a", &[]), Err(PathError::NoWorkspace));
+        assert_eq!(resolve_in_workspace("/a", &[]), Err(PathError::NoWorkspace));
+        assert_eq!(
+            resolve_in_workspace("a", &["rel".to_string()]),
+            Err(PathError::NoWorkspace)
+        );
+        let win = vec![r"C:\ws".to_string()];
+        assert_eq!(
+            resolve_in_workspace(r"C:\ws\src\a.rs", &win).as_deref(),
+            Ok("/c/ws/src/a.rs")
+        );
+        assert_eq!(
+            resolve_in_workspace(r"src\a.rs", &win).as_deref(),
+            Ok("/c/ws/src/a.rs")
+        );
+        assert_eq!(
+            resolve_in_workspace(r"..\..\x", &win),
+            Err(PathError::Traversal)
+        );
+        assert_eq!(
+            resolve_in_workspace(r"/c/ws/..\..\x", &win),
+            Err(PathError::OutsideWorkspace)
+        );
+        assert!(!is_within(r"/c/ws/..\..\x", r"C:\ws"));
+        // On a POSIX host a backslash is an ordinary character.
+        assert_eq!(ok(r"..\x").as_deref(), Ok("/home/me/ws/..\\x"));
+        assert_eq!(
+            resolve_in_workspace(r"D:\ws\a.rs", &win),
+            Err(PathError::OutsideWorkspace)
+        );
+        let root = vec!["/".to_string()];
+        assert_eq!(resolve_in_workspace("/etc", &root).as_deref(), Ok("/etc"));
+        assert_eq!(
+            resolve_in_workspace("../etc", &root),
+            Err(PathError::Traversal)
+        );
+    }
+
+    #[test]
+    fn error_display_and_code() {
+        assert_eq!(
+            PathError::Traversal.to_string(),
+            "path escapes the workspace through '..'"
+        );
+        assert_eq!(PathError::OutsideWorkspace.json_rpc_code(), -32602);
+    }
+
+    fn segment() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                any::<char>().prop_filter("no separator or NUL", |c| *c != '/' && *c != '\0'),
+                proptest::sample::select(vec![' ', '#', '?', '%', 'é', '日', '😀', ':', '\\', '+']),
+            ],
+            1..8,
+        )
+        .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    proptest! {
+        #[test]
+        fn uri_round_trip(segments in proptest::collection::vec(segment(), 0..6)) {
+            let path = format!("/{}", segments.join("/"));
+            // A first component shaped like a drive (`/c:`) is read back as a Windows drive, by design.
+            let b = path.as_bytes();
+            prop_assume!(!(b.len() >= 3 && b[1].is_ascii_alphabetic() && b[2] == b':' && (b.len() == 3 || b[3] == b'/')));
+            let uri = file_uri(&path);
+            prop_assert!(uri.bytes().all(|c| c.is_ascii_graphic()));
+            prop_assert_eq!(uri_to_path(&uri), Some(path));
+        }
+
+        #[test]
+        fn normalize_is_idempotent_and_within(segments in proptest::collection::vec(
+            proptest::sample::select(vec!["a", "b", ".", "..", "", "c d"]), 0..10)) {
+            let path = format!("/{}", segments.join("/"));
+            if let Some(n) = normalize(&path) {
+                prop_assert_eq!(normalize(&n), Some(n.clone()));
+                prop_assert!(is_within(&n, "/"));
+                prop_assert!(!n.split('/').any(|s| s == "." || s == ".."));
+            }
+            let ws = vec!["/ws".to_string()];
+            if let Ok(p) = resolve_in_workspace(&segments.join("/"), &ws) {
+                prop_assert!(is_within(&p, "/ws"));
+            }
+        }
+    }
+}

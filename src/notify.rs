@@ -1,0 +1,234 @@
+//! Notifications from the server to the client (PROTOCOL §8), with their params as serde structs.
+//!
+//! [`Notification::write_json`] appends the whole JSON-RPC notification, ready to send as one text message.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tools::{Diagnostic, Selection};
+
+/// Params of `selection_changed`: `{text, filePath, fileUrl, selection: {start, end, isEmpty}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectionChanged {
+    /// The selected text (empty for a cursor).
+    pub text: String,
+    /// The file's absolute POSIX-style path.
+    pub file_path: String,
+    /// The file's `file://` URI (see [`crate::paths::file_uri`]).
+    pub file_url: String,
+    /// The selected range, 0-based.
+    pub selection: Selection,
+}
+
+/// Params of `at_mentioned`: `{filePath, lineStart?, lineEnd?}`; lines are 0-based and omitted for a whole file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AtMentioned {
+    /// The file's absolute POSIX-style path.
+    pub file_path: String,
+    /// First line, 0-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_start: Option<u32>,
+    /// Last line, 0-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_end: Option<u32>,
+}
+
+/// Params of `diagnostics_changed`: `{uri, diagnostics}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiagnosticsChanged {
+    /// The file's `file://` URI.
+    pub uri: String,
+    /// Its diagnostics now.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Params of `log_event`: `{eventName, eventData}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEvent {
+    /// The event's name.
+    pub event_name: String,
+    /// Anything about it.
+    pub event_data: Value,
+}
+
+/// A notification the server sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notification {
+    /// `selection_changed`.
+    SelectionChanged(SelectionChanged),
+    /// `at_mentioned`.
+    AtMentioned(AtMentioned),
+    /// `diagnostics_changed`.
+    DiagnosticsChanged(DiagnosticsChanged),
+    /// `log_event`.
+    LogEvent(LogEvent),
+    /// `notifications/tools/list_changed`, without params: the host's tool set changed.
+    ToolsListChanged,
+}
+
+impl Notification {
+    /// The JSON-RPC method name.
+    pub const fn method(&self) -> &'static str {
+        match self {
+            Notification::SelectionChanged(_) => "selection_changed",
+            Notification::AtMentioned(_) => "at_mentioned",
+            Notification::DiagnosticsChanged(_) => "diagnostics_changed",
+            Notification::LogEvent(_) => "log_event",
+            Notification::ToolsListChanged => "notifications/tools/list_changed",
+        }
+    }
+
+    /// Appends the JSON-RPC notification `{"jsonrpc":"2.0","method":..,"params":..}` (no `params` for
+    /// [`Notification::ToolsListChanged`]).
+    ///
+    /// ```
+    /// use claude_ide_bridge::notify::{AtMentioned, Notification};
+    /// let mut out = Vec::new();
+    /// Notification::AtMentioned(AtMentioned {
+    ///     file_path: "/ws/a.rs".into(),
+    ///     line_start: Some(3),
+    ///     line_end: Some(7),
+    /// })
+    /// .write_json(&mut out);
+    /// assert_eq!(
+    ///     out,
+    ///     br#"{"jsonrpc":"2.0","method":"at_mentioned","params":{"filePath":"/ws/a.rs","lineStart":3,"lineEnd":7}}"#
+    /// );
+    /// ```
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"");
+        out.extend_from_slice(self.method().as_bytes());
+        out.push(b'"');
+        match self {
+            Notification::SelectionChanged(p) => write_params(out, p),
+            Notification::AtMentioned(p) => write_params(out, p),
+            Notification::DiagnosticsChanged(p) => write_params(out, p),
+            Notification::LogEvent(p) => write_params(out, p),
+            Notification::ToolsListChanged => {}
+        }
+        out.push(b'}');
+    }
+}
+
+/// Writes `,"params":` and the params.
+fn write_params<P: Serialize>(out: &mut Vec<u8>, params: &P) {
+    out.extend_from_slice(b",\"params\":");
+    serde_json::to_writer(out, params)
+        .expect("notification params hold only strings, numbers and JSON values");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{Position, Range};
+    use serde_json::json;
+
+    fn written(n: &Notification) -> String {
+        let mut out = b"prefix".to_vec();
+        n.write_json(&mut out);
+        let s = String::from_utf8(out).unwrap();
+        s.strip_prefix("prefix").unwrap().to_owned()
+    }
+
+    #[test]
+    fn selection_changed() {
+        let n = Notification::SelectionChanged(SelectionChanged {
+            text: "let x = \"y\";\n".into(),
+            file_path: "/ws/my file.rs".into(),
+            file_url: crate::paths::file_uri("/ws/my file.rs"),
+            selection: Selection::new(Position::new(1, 2), Position::new(3, 0)),
+        });
+        assert_eq!(n.method(), "selection_changed");
+        assert_eq!(
+            written(&n),
+            r#"{"jsonrpc":"2.0","method":"selection_changed","params":{"text":"let x = \"y\";\n","filePath":"/ws/my file.rs","fileUrl":"file:///ws/my%20file.rs","selection":{"start":{"line":1,"character":2},"end":{"line":3,"character":0},"isEmpty":false}}}"#
+        );
+        let cursor = Selection::new(Position::new(4, 4), Position::new(4, 4));
+        assert!(cursor.is_empty);
+    }
+
+    #[test]
+    fn at_mentioned() {
+        let whole = Notification::AtMentioned(AtMentioned {
+            file_path: "/ws/a.rs".into(),
+            line_start: None,
+            line_end: None,
+        });
+        assert_eq!(
+            written(&whole),
+            r#"{"jsonrpc":"2.0","method":"at_mentioned","params":{"filePath":"/ws/a.rs"}}"#
+        );
+        let lines = Notification::AtMentioned(AtMentioned {
+            file_path: "/ws/a.rs".into(),
+            line_start: Some(0),
+            line_end: Some(9),
+        });
+        assert_eq!(
+            written(&lines),
+            r#"{"jsonrpc":"2.0","method":"at_mentioned","params":{"filePath":"/ws/a.rs","lineStart":0,"lineEnd":9}}"#
+        );
+    }
+
+    #[test]
+    fn diagnostics_changed() {
+        let n = Notification::DiagnosticsChanged(DiagnosticsChanged {
+            uri: "file:///ws/a.rs".into(),
+            diagnostics: vec![
+                Diagnostic {
+                    message: "unused variable".into(),
+                    severity: Diagnostic::WARNING.into(),
+                    range: Range::new(Position::new(2, 8), Position::new(2, 9)),
+                    source: Some("rustc".into()),
+                    code: Some(json!("unused_variables")),
+                },
+                Diagnostic {
+                    message: "boom".into(),
+                    severity: Diagnostic::ERROR.into(),
+                    range: Range::new(Position::new(0, 0), Position::new(0, 1)),
+                    source: None,
+                    code: None,
+                },
+            ],
+        });
+        assert_eq!(
+            written(&n),
+            r#"{"jsonrpc":"2.0","method":"diagnostics_changed","params":{"uri":"file:///ws/a.rs","diagnostics":[{"message":"unused variable","severity":"Warning","range":{"start":{"line":2,"character":8},"end":{"line":2,"character":9}},"source":"rustc","code":"unused_variables"},{"message":"boom","severity":"Error","range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}}]}}"#
+        );
+        let empty = Notification::DiagnosticsChanged(DiagnosticsChanged {
+            uri: "file:///ws/b.rs".into(),
+            diagnostics: vec![],
+        });
+        assert_eq!(
+            written(&empty),
+            r#"{"jsonrpc":"2.0","method":"diagnostics_changed","params":{"uri":"file:///ws/b.rs","diagnostics":[]}}"#
+        );
+    }
+
+    #[test]
+    fn log_event_and_list_changed() {
+        let n = Notification::LogEvent(LogEvent {
+            event_name: "diff_accepted".into(),
+            event_data: json!({"n": 1}),
+        });
+        assert_eq!(
+            written(&n),
+            r#"{"jsonrpc":"2.0","method":"log_event","params":{"eventName":"diff_accepted","eventData":{"n":1}}}"#
+        );
+        assert_eq!(
+            written(&Notification::ToolsListChanged),
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#
+        );
+    }
+
+    #[test]
+    fn params_round_trip() {
+        let json = r#"{"text":"","filePath":"/a","fileUrl":"file:///a","selection":{"start":{"line":0,"character":0},"end":{"line":0,"character":0},"isEmpty":true},"unknown":1}"#;
+        let p: SelectionChanged = serde_json::from_str(json).unwrap();
+        assert!(p.selection.is_empty);
+        let m: AtMentioned = serde_json::from_str(r#"{"filePath":"/a","lineStart":null}"#).unwrap();
+        assert_eq!(m.line_start, None);
+    }
+}
