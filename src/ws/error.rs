@@ -76,9 +76,17 @@ impl ProtocolError {
         match self.kind {
             InvalidUtf8 | InvalidCloseReason => 1007,
             MessageTooBig | TooManyFragments => 1009,
-            Unmasked | ReservedBits | UnknownOpcode | FragmentedControl | ControlTooLong
-            | UnexpectedContinuation | ExpectedContinuation | NonMinimalLength | LengthMsbSet
-            | InvalidClosePayload | InvalidCloseCode => 1002,
+            Unmasked
+            | ReservedBits
+            | UnknownOpcode
+            | FragmentedControl
+            | ControlTooLong
+            | UnexpectedContinuation
+            | ExpectedContinuation
+            | NonMinimalLength
+            | LengthMsbSet
+            | InvalidClosePayload
+            | InvalidCloseCode => 1002,
         }
     }
 

@@ -1,7 +1,9 @@
 //! The inbound half: bytes in, validated messages out.
 
 use super::error::{is_valid_close_code, ProtocolError, ProtocolErrorKind};
-use super::frame::{decode_header, apply_mask, FrameHeader, OpCode, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN};
+use super::frame::{
+    apply_mask, decode_header, FrameHeader, OpCode, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN,
+};
 use super::sender::Sender;
 use super::utf8::Utf8Validator;
 use super::{Message, WsLimits, IDLE_CAPACITY, SHRINK_ABOVE};
@@ -124,7 +126,9 @@ impl Receiver {
     /// A writable slice of at least `min_len` bytes at the end of the input buffer, for the socket to read into;
     /// then call [`commit`](Self::commit) with the number of bytes written.
     ///
-    /// The buffer is compacted or grown only when too small, and only newly grown bytes are zeroed.
+    /// The buffer is compacted or grown only when too small, and only newly grown bytes are zeroed. The slice
+    /// is all the free space, which may be much more than `min_len`; ask for a small `min_len` (a few KiB):
+    /// the buffer shrinks back to 8 KiB between messages, and a larger request would regrow (and re-zero) it.
     pub fn read_buf(&mut self, min_len: usize) -> &mut [u8] {
         if self.buf.len() - self.tail < min_len {
             self.compact();
@@ -202,7 +206,10 @@ impl Receiver {
             Ready::Pong(s, e) => Message::Pong(&self.buf[s..e]),
             Ready::CloseEmpty => Message::Close(None),
             // The reason was validated by `step`; an empty reason stands in if it somehow were not.
-            Ready::Close(code, s, e) => Message::Close(Some((code, std::str::from_utf8(&self.buf[s..e]).unwrap_or("")))),
+            Ready::Close(code, s, e) => Message::Close(Some((
+                code,
+                std::str::from_utf8(&self.buf[s..e]).unwrap_or(""),
+            ))),
         };
         Ok(Some(msg))
     }
@@ -248,15 +255,28 @@ impl Receiver {
         self.state = State::Header;
     }
 
-    /// Called when `poll` needs more bytes: reset an empty input buffer, and shrink it between messages.
+    /// Called when `poll` needs more bytes: reset an empty input buffer, and shrink a large one that holds
+    /// little (unless an unfragmented frame is accumulating in it), so that a fragmented message or an idle
+    /// connection does not keep the capacity a large frame needed.
     fn idle(&mut self) {
         if self.head == self.tail {
             self.head = 0;
             self.tail = 0;
-            if !self.in_message() && self.buf.len() > SHRINK_ABOVE {
-                self.buf.truncate(IDLE_CAPACITY);
-                self.buf.shrink_to(IDLE_CAPACITY);
+        }
+        let accumulating = matches!(
+            self.state,
+            State::Payload {
+                kind: FrameKind::Single(_),
+                ..
             }
+        );
+        if self.buf.len() > SHRINK_ABOVE
+            && self.tail - self.head <= IDLE_CAPACITY / 2
+            && !accumulating
+        {
+            self.compact();
+            self.buf.truncate(IDLE_CAPACITY);
+            self.buf.shrink_to(IDLE_CAPACITY);
         }
     }
 
@@ -276,8 +296,17 @@ impl Receiver {
         if self.buf.capacity() >= needed {
             return;
         }
-        let cap_limit = self.limits.max_message_size.saturating_add(MAX_HEADER_LEN + IDLE_CAPACITY);
-        let target = needed.max(self.buf.capacity().saturating_mul(2).max(MIN_GROW).min(cap_limit));
+        let cap_limit = self
+            .limits
+            .max_message_size
+            .saturating_add(MAX_HEADER_LEN + IDLE_CAPACITY);
+        let target = needed.max(
+            self.buf
+                .capacity()
+                .saturating_mul(2)
+                .max(MIN_GROW)
+                .min(cap_limit),
+        );
         self.buf.reserve_exact(target - self.buf.len());
     }
 
@@ -287,7 +316,13 @@ impl Receiver {
         if self.msg.capacity() >= needed {
             return;
         }
-        let target = needed.max(self.msg.capacity().saturating_mul(2).max(256).min(self.limits.max_message_size));
+        let target = needed.max(
+            self.msg
+                .capacity()
+                .saturating_mul(2)
+                .max(256)
+                .min(self.limits.max_message_size),
+        );
         self.msg.reserve_exact(target - self.msg.len());
     }
 
@@ -348,7 +383,14 @@ impl Receiver {
     /// Process buffered bytes until a message is ready (`Some`) or more bytes are needed (`None`).
     fn step(&mut self, tx: &mut Sender) -> Result<Option<Ready>, ProtocolError> {
         loop {
-            let State::Payload { kind, mask, len, done, fin } = self.state else {
+            let State::Payload {
+                kind,
+                mask,
+                len,
+                done,
+                fin,
+            } = self.state
+            else {
                 let Some((h, n)) = decode_header(&self.buf[self.head..self.tail])? else {
                     return Ok(None);
                 };
@@ -383,7 +425,11 @@ impl Receiver {
                         apply_mask(&mut self.buf[s..s + len], mask, 0);
                         self.head += len;
                         self.state = State::Header;
-                        return Ok(Some(if text { Ready::Text(s, s + len) } else { Ready::Binary(s, s + len) }));
+                        return Ok(Some(if text {
+                            Ready::Text(s, s + len)
+                        } else {
+                            Ready::Binary(s, s + len)
+                        }));
                     }
                     let upto = avail.min(len);
                     if upto > done {
@@ -393,17 +439,29 @@ impl Receiver {
                                 .feed(&self.buf[s + done..s + upto])
                                 .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
                         }
-                        self.state = State::Payload { kind, mask, len, done: upto, fin };
+                        self.state = State::Payload {
+                            kind,
+                            mask,
+                            len,
+                            done: upto,
+                            fin,
+                        };
                     }
                     if upto < len {
                         return Ok(None);
                     }
                     if text {
-                        self.utf8.finish().map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
+                        self.utf8
+                            .finish()
+                            .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
                     }
                     self.head += len;
                     self.state = State::Header;
-                    return Ok(Some(if text { Ready::Text(s, s + len) } else { Ready::Binary(s, s + len) }));
+                    return Ok(Some(if text {
+                        Ready::Text(s, s + len)
+                    } else {
+                        Ready::Binary(s, s + len)
+                    }));
                 }
                 FrameKind::Fragment => {
                     let take = avail.min(len - done);
@@ -421,17 +479,29 @@ impl Receiver {
                     }
                     let done = done + take;
                     if done < len {
-                        self.state = State::Payload { kind, mask, len, done, fin };
+                        self.state = State::Payload {
+                            kind,
+                            mask,
+                            len,
+                            done,
+                            fin,
+                        };
                         return Ok(None);
                     }
                     self.state = State::Header;
                     if fin {
                         if self.msg_text {
-                            self.utf8.finish().map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
+                            self.utf8
+                                .finish()
+                                .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
                         }
                         self.in_msg = false;
                         self.msg_delivered = true;
-                        return Ok(Some(if self.msg_text { Ready::TextMsg } else { Ready::BinaryMsg }));
+                        return Ok(Some(if self.msg_text {
+                            Ready::TextMsg
+                        } else {
+                            Ready::BinaryMsg
+                        }));
                     }
                 }
             }
@@ -439,7 +509,13 @@ impl Receiver {
     }
 
     /// Handle a complete, unmasked control frame in `buf[s..e]`.
-    fn control(&mut self, op: OpCode, s: usize, e: usize, tx: &mut Sender) -> Result<Ready, ProtocolError> {
+    fn control(
+        &mut self,
+        op: OpCode,
+        s: usize,
+        e: usize,
+        tx: &mut Sender,
+    ) -> Result<Ready, ProtocolError> {
         match op {
             OpCode::Ping => {
                 if !tx.close_sent() && !tx.is_aborted() {

@@ -1,7 +1,9 @@
 //! The outbound half: server frames queued into one output buffer.
 
 use super::error::{is_valid_close_code, SendError};
-use super::frame::{encode_frame, header_len, write_header, OpCode, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN};
+use super::frame::{
+    encode_frame, header_len, write_header, OpCode, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN,
+};
 use super::{IDLE_CAPACITY, SHRINK_ABOVE};
 
 /// Longest header of an unmasked (server) frame.
@@ -47,13 +49,19 @@ impl Sender {
     /// Queue a Ping. A payload longer than 125 bytes is truncated to its first 125 bytes.
     pub fn send_ping(&mut self, payload: &[u8]) -> Result<(), SendError> {
         self.check_open()?;
-        self.push(OpCode::Ping, &payload[..payload.len().min(MAX_CONTROL_PAYLOAD)])
+        self.push(
+            OpCode::Ping,
+            &payload[..payload.len().min(MAX_CONTROL_PAYLOAD)],
+        )
     }
 
     /// Queue a Pong. A payload longer than 125 bytes is truncated to its first 125 bytes.
     pub fn send_pong(&mut self, payload: &[u8]) -> Result<(), SendError> {
         self.check_open()?;
-        self.push(OpCode::Pong, &payload[..payload.len().min(MAX_CONTROL_PAYLOAD)])
+        self.push(
+            OpCode::Pong,
+            &payload[..payload.len().min(MAX_CONTROL_PAYLOAD)],
+        )
     }
 
     /// Queue a Close with `code` (checked by `debug_assert!` against [`is_valid_close_code`]) and `reason`,
@@ -86,7 +94,10 @@ impl Sender {
         let start = self.out.len();
         self.out.extend_from_slice(&[0u8; MAX_SERVER_HEADER]);
         f(&mut self.out);
-        debug_assert!(self.out.len() >= start + MAX_SERVER_HEADER, "send_text_with: f must only append");
+        debug_assert!(
+            self.out.len() >= start + MAX_SERVER_HEADER,
+            "send_text_with: f must only append"
+        );
         if self.out.len() < start + MAX_SERVER_HEADER {
             self.out.resize(start + MAX_SERVER_HEADER, 0);
         }

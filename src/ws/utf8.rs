@@ -112,7 +112,10 @@ mod tests {
 
     fn bytewise(bytes: &[u8]) -> bool {
         let mut v = Utf8Validator::new();
-        bytes.iter().all(|b| v.feed(std::slice::from_ref(b)).is_ok()) && v.finish().is_ok()
+        bytes
+            .iter()
+            .all(|b| v.feed(std::slice::from_ref(b)).is_ok())
+            && v.finish().is_ok()
     }
 
     #[test]
@@ -128,7 +131,9 @@ mod tests {
             &[0xF0, 0x9F, 0x98],
             &[0xFF],
             &[0xE2, 0x82],
-            &[0xCE, 0xBA, 0xE1, 0xBD, 0xB9, 0xCF, 0x83, 0xCE, 0xBC, 0xCE, 0xB5, 0xED, 0xA0, 0x80],
+            &[
+                0xCE, 0xBA, 0xE1, 0xBD, 0xB9, 0xCF, 0x83, 0xCE, 0xBC, 0xCE, 0xB5, 0xED, 0xA0, 0x80,
+            ],
         ];
         for c in cases {
             let std_ok = std::str::from_utf8(c).is_ok();
