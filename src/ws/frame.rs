@@ -226,18 +226,20 @@ pub fn encode_frame(
 pub fn apply_mask(data: &mut [u8], mask: [u8; 4], phase: usize) {
     let mut m = mask;
     m.rotate_left(phase & 3);
-    let mut pattern = [0u8; 64];
-    for (i, p) in pattern.iter_mut().enumerate() {
-        *p = m[i & 3];
-    }
+    let word = u64::from_ne_bytes([m[0], m[1], m[2], m[3], m[0], m[1], m[2], m[3]]);
     let mut blocks = data.chunks_exact_mut(64);
-    for block in &mut blocks {
-        for (b, p) in block.iter_mut().zip(pattern.iter()) {
-            *b ^= *p;
+    if blocks.len() > 0 {
+        let mut pattern = [0u8; 64];
+        for p in pattern.chunks_exact_mut(8) {
+            p.copy_from_slice(&word.to_ne_bytes());
+        }
+        for block in &mut blocks {
+            for (b, p) in block.iter_mut().zip(pattern.iter()) {
+                *b ^= *p;
+            }
         }
     }
     let rest = blocks.into_remainder();
-    let word = u64::from_ne_bytes([m[0], m[1], m[2], m[3], m[0], m[1], m[2], m[3]]);
     let mut words = rest.chunks_exact_mut(8);
     for w in &mut words {
         let v = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]) ^ word;

@@ -34,6 +34,8 @@
 //! `max_message_size` or `max_fragments` are close 1009, decided from the declared length before any payload is
 //! buffered. Memory stays within the limits plus a small constant, and an idle connection holds a few KiB.
 
+#![warn(missing_docs)]
+
 mod error;
 mod frame;
 mod receiver;
