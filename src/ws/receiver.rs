@@ -1,0 +1,555 @@
+//! The inbound half: bytes in, validated messages out.
+
+use super::error::{is_valid_close_code, ProtocolError, ProtocolErrorKind};
+use super::frame::{
+    apply_mask, decode_header, FrameHeader, OpCode, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN,
+};
+use super::sender::Sender;
+use super::utf8::Utf8Validator;
+use super::{Message, WsLimits, IDLE_CAPACITY, SHRINK_ABOVE};
+
+/// Smallest size the input buffer grows to.
+const MIN_GROW: usize = 4096;
+
+/// What the payload being received belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FrameKind {
+    /// An unfragmented Text (`true`) or Binary (`false`) message: kept in the input buffer, unmasked in place.
+    Single(bool),
+    /// A frame of a fragmented message: moved into the message buffer as it arrives.
+    Fragment,
+    /// A control frame: waited for whole (at most 125 bytes).
+    Control(OpCode),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    /// Waiting for a frame header at `head`.
+    Header,
+    /// Receiving a payload of `len` bytes whose first `done` bytes were processed.
+    Payload {
+        kind: FrameKind,
+        mask: [u8; 4],
+        len: usize,
+        done: usize,
+        fin: bool,
+    },
+}
+
+/// A message found by `step`, as ranges, turned into a borrowed [`Message`] by `poll`.
+#[derive(Debug, Clone, Copy)]
+enum Ready {
+    /// Text in `buf[start..end]`.
+    Text(usize, usize),
+    /// Binary in `buf[start..end]`.
+    Binary(usize, usize),
+    /// The text message assembled in `msg`.
+    TextMsg,
+    /// The binary message assembled in `msg`.
+    BinaryMsg,
+    /// Ping payload in `buf[start..end]`.
+    Ping(usize, usize),
+    /// Pong payload in `buf[start..end]`.
+    Pong(usize, usize),
+    /// A Close with no payload.
+    CloseEmpty,
+    /// A Close with a code and its reason in `buf[start..end]`.
+    Close(u16, usize, usize),
+}
+
+/// The inbound half of a connection.
+///
+/// Feed bytes with [`receive`](Self::receive) (or [`read_buf`](Self::read_buf) and [`commit`](Self::commit)),
+/// then call [`poll`](Self::poll) until it returns `Ok(None)`. Call `poll` after every read: bytes are only
+/// processed (and the input buffer only drained) there, so the memory bound holds for a host that reads in
+/// bounded chunks and polls in between.
+#[derive(Debug, Clone)]
+pub struct Receiver {
+    limits: WsLimits,
+    /// Input bytes; `buf.len()` is the initialised (zeroed or written) part, data is `buf[head..tail]`.
+    buf: Vec<u8>,
+    head: usize,
+    tail: usize,
+    state: State,
+    /// A fragmented message is in progress.
+    in_msg: bool,
+    msg_text: bool,
+    msg_frags: usize,
+    /// The fragmented message assembled so far.
+    msg: Vec<u8>,
+    /// `msg` was handed out by the last poll and is to be cleared.
+    msg_delivered: bool,
+    utf8: Utf8Validator,
+    close_received: bool,
+    failed: bool,
+}
+
+impl Receiver {
+    /// An empty receiver enforcing `limits`.
+    pub fn new(limits: WsLimits) -> Self {
+        Receiver {
+            limits,
+            buf: Vec::new(),
+            head: 0,
+            tail: 0,
+            state: State::Header,
+            in_msg: false,
+            msg_text: false,
+            msg_frags: 0,
+            msg: Vec::new(),
+            msg_delivered: false,
+            utf8: Utf8Validator::new(),
+            close_received: false,
+            failed: false,
+        }
+    }
+
+    /// Copy received bytes into the input buffer. Ignored once a Close was received or the connection failed.
+    pub fn receive(&mut self, data: &[u8]) {
+        if self.is_done() {
+            return;
+        }
+        if self.buf.len() - self.tail < data.len() {
+            self.compact();
+        }
+        if self.buf.len() - self.tail >= data.len() {
+            self.buf[self.tail..self.tail + data.len()].copy_from_slice(data);
+        } else {
+            // Grow without zeroing: the new bytes are the data itself.
+            self.buf.truncate(self.tail);
+            self.reserve_input(data.len());
+            self.buf.extend_from_slice(data);
+        }
+        self.tail += data.len();
+    }
+
+    /// A writable slice of at least `min_len` bytes at the end of the input buffer, for the socket to read into;
+    /// then call [`commit`](Self::commit) with the number of bytes written.
+    ///
+    /// The buffer is compacted or grown only when too small, and only newly grown bytes are zeroed. The slice
+    /// is all the free space, which may be much more than `min_len`; ask for a small `min_len` (a few KiB):
+    /// the buffer shrinks back to 8 KiB between messages, and a larger request would regrow (and re-zero) it.
+    pub fn read_buf(&mut self, min_len: usize) -> &mut [u8] {
+        if self.buf.len() - self.tail < min_len {
+            self.compact();
+            if self.buf.len() - self.tail < min_len {
+                self.reserve_input(min_len);
+                let cap = self.buf.capacity();
+                self.buf.resize(cap, 0);
+            }
+        }
+        &mut self.buf[self.tail..]
+    }
+
+    /// Mark `n` bytes of the slice from [`read_buf`](Self::read_buf) as received (clamped to its length).
+    /// Ignored once a Close was received or the connection failed.
+    pub fn commit(&mut self, n: usize) {
+        debug_assert!(n <= self.buf.len() - self.tail, "commit past read_buf");
+        if !self.is_done() {
+            self.tail += n.min(self.buf.len() - self.tail);
+        }
+    }
+
+    /// Process buffered bytes and return the next message, or `Ok(None)` when more bytes are needed.
+    ///
+    /// An unfragmented Text or Binary message is unmasked in place and borrowed from the input buffer; a
+    /// fragmented one is assembled in a message buffer. A Ping queues its Pong on `tx`, a Close queues the echo
+    /// (same code, no reason; an empty Close for an empty one) unless a Close was already sent; both are
+    /// returned too. A protocol error queues a Close with its code (unless one was already sent), fails the
+    /// connection and is returned; later polls return `Ok(None)`, as they do after a Close was received.
+    pub fn poll(&mut self, tx: &mut Sender) -> Result<Option<Message<'_>>, ProtocolError> {
+        if self.msg_delivered {
+            self.msg_delivered = false;
+            self.msg.clear();
+            if self.msg.capacity() > IDLE_CAPACITY {
+                self.msg = Vec::new();
+            }
+        }
+        if self.is_done() {
+            if self.buf.capacity() + self.msg.capacity() > 0 {
+                self.release();
+            }
+            return Ok(None);
+        }
+        let ready = match self.step(tx) {
+            Ok(Some(ready)) => ready,
+            Ok(None) => {
+                self.idle();
+                return Ok(None);
+            }
+            Err(e) => return Err(self.fail(tx, e)),
+        };
+        let text = |bytes| std::str::from_utf8(bytes).map_err(|_| ProtocolErrorKind::InvalidUtf8);
+        let msg = match ready {
+            Ready::Text(s, e) => match text(&self.buf[s..e]) {
+                Ok(t) => Message::Text(t),
+                Err(kind) => {
+                    // The field-wise version of `fail`: `self.buf` is borrowed by the other arm.
+                    self.failed = true;
+                    self.head = self.tail;
+                    let _ = tx.close_frame(Some((1007, b"")));
+                    return Err(kind.into());
+                }
+            },
+            Ready::TextMsg => match text(&self.msg) {
+                Ok(t) => Message::Text(t),
+                Err(kind) => {
+                    self.failed = true;
+                    self.head = self.tail;
+                    let _ = tx.close_frame(Some((1007, b"")));
+                    return Err(kind.into());
+                }
+            },
+            Ready::Binary(s, e) => Message::Binary(&self.buf[s..e]),
+            Ready::BinaryMsg => Message::Binary(&self.msg),
+            Ready::Ping(s, e) => Message::Ping(&self.buf[s..e]),
+            Ready::Pong(s, e) => Message::Pong(&self.buf[s..e]),
+            Ready::CloseEmpty => Message::Close(None),
+            // The reason was validated by `step`; an empty reason stands in if it somehow were not.
+            Ready::Close(code, s, e) => Message::Close(Some((
+                code,
+                std::str::from_utf8(&self.buf[s..e]).unwrap_or(""),
+            ))),
+        };
+        Ok(Some(msg))
+    }
+
+    /// Bytes currently held: the capacity of the input and message buffers.
+    pub fn memory(&self) -> usize {
+        self.buf.capacity() + self.msg.capacity()
+    }
+
+    /// True once a Close frame was received.
+    pub fn close_received(&self) -> bool {
+        self.close_received
+    }
+
+    /// True once a protocol error failed the connection.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// True while a message is partly received (a fragmented message, or a frame whose payload is incomplete).
+    pub fn in_message(&self) -> bool {
+        self.in_msg || !matches!(self.state, State::Header)
+    }
+
+    fn is_done(&self) -> bool {
+        self.failed || self.close_received
+    }
+
+    fn fail(&mut self, tx: &mut Sender, e: ProtocolError) -> ProtocolError {
+        self.failed = true;
+        let _ = tx.close_frame(Some((e.close_code(), b"")));
+        self.release();
+        e
+    }
+
+    /// Drop every buffer (the connection is over).
+    fn release(&mut self) {
+        self.buf = Vec::new();
+        self.msg = Vec::new();
+        self.head = 0;
+        self.tail = 0;
+        self.in_msg = false;
+        self.state = State::Header;
+    }
+
+    /// Called when `poll` needs more bytes: reset an empty input buffer, and shrink a large one that holds
+    /// little (unless an unfragmented frame is accumulating in it), so that a fragmented message or an idle
+    /// connection does not keep the capacity a large frame needed.
+    fn idle(&mut self) {
+        if self.head == self.tail {
+            self.head = 0;
+            self.tail = 0;
+        }
+        let accumulating = matches!(
+            self.state,
+            State::Payload {
+                kind: FrameKind::Single(_),
+                ..
+            }
+        );
+        if self.buf.len() > SHRINK_ABOVE
+            && self.tail - self.head <= IDLE_CAPACITY / 2
+            && !accumulating
+        {
+            self.compact();
+            self.buf.truncate(IDLE_CAPACITY);
+            self.buf.shrink_to(IDLE_CAPACITY);
+        }
+    }
+
+    /// Move unprocessed bytes to the start of the input buffer.
+    fn compact(&mut self) {
+        if self.head > 0 {
+            self.buf.copy_within(self.head..self.tail, 0);
+            self.tail -= self.head;
+            self.head = 0;
+        }
+    }
+
+    /// Reserve capacity for `additional` bytes past `tail`: doubling, but capped near the largest frame the
+    /// limits allow so that the capacity never overshoots the limit by a factor of two.
+    fn reserve_input(&mut self, additional: usize) {
+        let needed = self.tail + additional;
+        if self.buf.capacity() >= needed {
+            return;
+        }
+        let cap_limit = self
+            .limits
+            .max_message_size
+            .saturating_add(MAX_HEADER_LEN + IDLE_CAPACITY);
+        let target = needed.max(
+            self.buf
+                .capacity()
+                .saturating_mul(2)
+                .max(MIN_GROW)
+                .min(cap_limit),
+        );
+        self.buf.reserve_exact(target - self.buf.len());
+    }
+
+    /// Reserve room in the message buffer for `additional` more bytes, doubling up to `max_message_size`.
+    fn reserve_msg(&mut self, additional: usize) {
+        let needed = self.msg.len() + additional;
+        if self.msg.capacity() >= needed {
+            return;
+        }
+        let target = needed.max(
+            self.msg
+                .capacity()
+                .saturating_mul(2)
+                .max(256)
+                .min(self.limits.max_message_size),
+        );
+        self.msg.reserve_exact(target - self.msg.len());
+    }
+
+    /// Check a header against the rules of RFC 6455 and the limits, returning what its payload is.
+    fn check_header(&mut self, h: &FrameHeader) -> Result<FrameKind, ProtocolErrorKind> {
+        use ProtocolErrorKind::*;
+        if h.rsv != 0 {
+            return Err(ReservedBits);
+        }
+        let op = OpCode::from_u8(h.opcode).ok_or(UnknownOpcode)?;
+        if h.mask.is_none() {
+            return Err(Unmasked);
+        }
+        if op.is_control() {
+            if !h.fin {
+                return Err(FragmentedControl);
+            }
+            if h.payload_len > MAX_CONTROL_PAYLOAD as u64 {
+                return Err(ControlTooLong);
+            }
+            return Ok(FrameKind::Control(op));
+        }
+        let max = self.limits.max_message_size as u64;
+        if op == OpCode::Continuation {
+            if !self.in_msg {
+                return Err(UnexpectedContinuation);
+            }
+            if self.msg_frags >= self.limits.max_fragments {
+                return Err(TooManyFragments);
+            }
+            if h.payload_len > max - self.msg.len() as u64 {
+                return Err(MessageTooBig);
+            }
+            self.msg_frags += 1;
+            return Ok(FrameKind::Fragment);
+        }
+        if self.in_msg {
+            return Err(ExpectedContinuation);
+        }
+        if h.payload_len > max {
+            return Err(MessageTooBig);
+        }
+        let text = op == OpCode::Text;
+        self.utf8.reset();
+        if h.fin {
+            return Ok(FrameKind::Single(text));
+        }
+        if self.limits.max_fragments == 0 {
+            return Err(TooManyFragments);
+        }
+        self.in_msg = true;
+        self.msg_text = text;
+        self.msg_frags = 1;
+        self.msg.clear();
+        Ok(FrameKind::Fragment)
+    }
+
+    /// Process buffered bytes until a message is ready (`Some`) or more bytes are needed (`None`).
+    fn step(&mut self, tx: &mut Sender) -> Result<Option<Ready>, ProtocolError> {
+        loop {
+            let State::Payload {
+                kind,
+                mask,
+                len,
+                done,
+                fin,
+            } = self.state
+            else {
+                let Some((h, n)) = decode_header(&self.buf[self.head..self.tail])? else {
+                    return Ok(None);
+                };
+                let kind = self.check_header(&h)?;
+                self.head += n;
+                self.state = State::Payload {
+                    kind,
+                    mask: h.mask.unwrap_or([0; 4]),
+                    // `check_header` bounded it by `max_message_size` or 125, so it fits a usize.
+                    len: h.payload_len as usize,
+                    done: 0,
+                    fin: h.fin,
+                };
+                continue;
+            };
+            let avail = self.tail - self.head;
+            match kind {
+                FrameKind::Control(op) => {
+                    if avail < len {
+                        return Ok(None);
+                    }
+                    let (s, e) = (self.head, self.head + len);
+                    apply_mask(&mut self.buf[s..e], mask, 0);
+                    self.head = e;
+                    self.state = State::Header;
+                    return self.control(op, s, e, tx).map(Some);
+                }
+                FrameKind::Single(text) => {
+                    let s = self.head;
+                    if done == 0 && avail >= len {
+                        // The whole frame is here: unmask in one pass; `poll` validates text in one pass.
+                        apply_mask(&mut self.buf[s..s + len], mask, 0);
+                        self.head += len;
+                        self.state = State::Header;
+                        return Ok(Some(if text {
+                            Ready::Text(s, s + len)
+                        } else {
+                            Ready::Binary(s, s + len)
+                        }));
+                    }
+                    let upto = avail.min(len);
+                    if upto > done {
+                        apply_mask(&mut self.buf[s + done..s + upto], mask, done);
+                        if text {
+                            self.utf8
+                                .feed(&self.buf[s + done..s + upto])
+                                .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
+                        }
+                        self.state = State::Payload {
+                            kind,
+                            mask,
+                            len,
+                            done: upto,
+                            fin,
+                        };
+                    }
+                    if upto < len {
+                        return Ok(None);
+                    }
+                    if text {
+                        self.utf8
+                            .finish()
+                            .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
+                    }
+                    self.head += len;
+                    self.state = State::Header;
+                    return Ok(Some(if text {
+                        Ready::Text(s, s + len)
+                    } else {
+                        Ready::Binary(s, s + len)
+                    }));
+                }
+                FrameKind::Fragment => {
+                    let take = avail.min(len - done);
+                    if take > 0 {
+                        let s = self.head;
+                        apply_mask(&mut self.buf[s..s + take], mask, done);
+                        if self.msg_text {
+                            self.utf8
+                                .feed(&self.buf[s..s + take])
+                                .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
+                        }
+                        self.reserve_msg(take);
+                        self.msg.extend_from_slice(&self.buf[s..s + take]);
+                        self.head += take;
+                    }
+                    let done = done + take;
+                    if done < len {
+                        self.state = State::Payload {
+                            kind,
+                            mask,
+                            len,
+                            done,
+                            fin,
+                        };
+                        return Ok(None);
+                    }
+                    self.state = State::Header;
+                    if fin {
+                        if self.msg_text {
+                            self.utf8
+                                .finish()
+                                .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
+                        }
+                        self.in_msg = false;
+                        self.msg_delivered = true;
+                        return Ok(Some(if self.msg_text {
+                            Ready::TextMsg
+                        } else {
+                            Ready::BinaryMsg
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handle a complete, unmasked control frame in `buf[s..e]`.
+    fn control(
+        &mut self,
+        op: OpCode,
+        s: usize,
+        e: usize,
+        tx: &mut Sender,
+    ) -> Result<Ready, ProtocolError> {
+        match op {
+            OpCode::Ping => {
+                if !tx.close_sent() && !tx.is_aborted() {
+                    let _ = tx.send_pong(&self.buf[s..e]);
+                }
+                Ok(Ready::Ping(s, e))
+            }
+            OpCode::Pong => Ok(Ready::Pong(s, e)),
+            _ => {
+                let ready = match e - s {
+                    0 => Ready::CloseEmpty,
+                    1 => return Err(ProtocolErrorKind::InvalidClosePayload.into()),
+                    _ => {
+                        let code = u16::from_be_bytes([self.buf[s], self.buf[s + 1]]);
+                        if !is_valid_close_code(code) {
+                            return Err(ProtocolErrorKind::InvalidCloseCode.into());
+                        }
+                        if std::str::from_utf8(&self.buf[s + 2..e]).is_err() {
+                            return Err(ProtocolErrorKind::InvalidCloseReason.into());
+                        }
+                        Ready::Close(code, s + 2, e)
+                    }
+                };
+                let echo = match ready {
+                    Ready::Close(code, _, _) => Some((code, &[][..])),
+                    _ => None,
+                };
+                let _ = tx.close_frame(echo);
+                self.close_received = true;
+                // Further input is ignored; the buffers are kept only for the borrow being returned.
+                self.head = self.tail;
+                self.in_msg = false;
+                Ok(ready)
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Streaming UTF-8 validation for text messages that arrive in pieces.
+
+use std::fmt;
+
+/// The bytes fed to a [`Utf8Validator`] are not UTF-8 (close code 1007).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidUtf8;
+
+impl fmt::Display for InvalidUtf8 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid UTF-8")
+    }
+}
+
+impl std::error::Error for InvalidUtf8 {}
+
+/// A streaming UTF-8 validator.
+///
+/// It carries an incomplete trailing sequence (at most 3 bytes) from one [`feed`](Self::feed) to the next, and
+/// reports an error as soon as a byte arrives that can never be part of valid UTF-8 (an invalid lead byte, a bad
+/// continuation, an overlong form, a surrogate, a code point past U+10FFFF), not only when the input ends.
+/// Bulk input goes through `std::str::from_utf8`.
+///
+/// ```
+/// use claude_ide_bridge::ws::Utf8Validator;
+/// let mut v = Utf8Validator::new();
+/// let euro = "€".as_bytes();
+/// assert!(v.feed(&euro[..1]).is_ok());
+/// assert!(v.feed(&euro[1..]).is_ok());
+/// assert!(v.finish().is_ok());
+/// assert!(v.feed(&[0xF4, 0x90]).is_err()); // past U+10FFFF: fails at the second byte
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Utf8Validator {
+    pending: [u8; 4],
+    len: usize,
+}
+
+impl Utf8Validator {
+    /// A validator at the start of a text.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Validate the next bytes of the text.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), InvalidUtf8> {
+        let mut bytes = bytes;
+        if self.len > 0 {
+            let mut used = 0;
+            loop {
+                let Some(&b) = bytes.get(used) else {
+                    return Ok(());
+                };
+                used += 1;
+                self.pending[self.len] = b;
+                self.len += 1;
+                match std::str::from_utf8(&self.pending[..self.len]) {
+                    Ok(_) => break,
+                    Err(e) if e.error_len().is_some() => return Err(InvalidUtf8),
+                    Err(_) if self.len >= 4 => return Err(InvalidUtf8),
+                    Err(_) => {}
+                }
+            }
+            self.len = 0;
+            bytes = &bytes[used..];
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error_len().is_some() => Err(InvalidUtf8),
+            Err(e) => {
+                let tail = &bytes[e.valid_up_to()..];
+                if tail.len() >= 4 {
+                    return Err(InvalidUtf8);
+                }
+                self.pending[..tail.len()].copy_from_slice(tail);
+                self.len = tail.len();
+                Ok(())
+            }
+        }
+    }
+
+    /// The text ended: fails if it ended inside a sequence. Resets the validator either way.
+    pub fn finish(&mut self) -> Result<(), InvalidUtf8> {
+        let complete = self.len == 0;
+        self.reset();
+        if complete {
+            Ok(())
+        } else {
+            Err(InvalidUtf8)
+        }
+    }
+
+    /// Forget any incomplete sequence and start a new text.
+    pub fn reset(&mut self) {
+        self.len = 0;
+    }
+
+    /// True when the bytes fed so far end inside a multi-byte sequence.
+    pub fn is_incomplete(&self) -> bool {
+        self.len > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(bytes: &[u8]) -> bool {
+        let mut v = Utf8Validator::new();
+        v.feed(bytes).is_ok() && v.finish().is_ok()
+    }
+
+    fn bytewise(bytes: &[u8]) -> bool {
+        let mut v = Utf8Validator::new();
+        bytes
+            .iter()
+            .all(|b| v.feed(std::slice::from_ref(b)).is_ok())
+            && v.finish().is_ok()
+    }
+
+    #[test]
+    fn agrees_with_std() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"hello",
+            "κόσμε".as_bytes(),
+            "𝄞 and €".as_bytes(),
+            &[0xC0, 0x80],
+            &[0xED, 0xA0, 0x80],
+            &[0xF4, 0x90, 0x80, 0x80],
+            &[0xF0, 0x9F, 0x98],
+            &[0xFF],
+            &[0xE2, 0x82],
+            &[
+                0xCE, 0xBA, 0xE1, 0xBD, 0xB9, 0xCF, 0x83, 0xCE, 0xBC, 0xCE, 0xB5, 0xED, 0xA0, 0x80,
+            ],
+        ];
+        for c in cases {
+            let std_ok = std::str::from_utf8(c).is_ok();
+            assert_eq!(whole(c), std_ok, "{c:?}");
+            assert_eq!(bytewise(c), std_ok, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn fails_at_first_impossible_byte() {
+        let mut v = Utf8Validator::new();
+        assert!(v.feed(&[0xF4]).is_ok());
+        assert!(v.feed(&[0x90]).is_err());
+        let mut v = Utf8Validator::new();
+        assert!(v.feed(b"ok\xED").is_ok());
+        assert!(v.feed(&[0xA0]).is_err());
+        let mut v = Utf8Validator::new();
+        assert!(v.feed(&[0xE0, 0x80]).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_split_matches_std(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), cut in 0usize..64) {
+            let cut = cut.min(bytes.len());
+            let mut v = Utf8Validator::new();
+            let ok = v.feed(&bytes[..cut]).is_ok() && v.feed(&bytes[cut..]).is_ok() && v.finish().is_ok();
+            proptest::prop_assert_eq!(ok, std::str::from_utf8(&bytes).is_ok());
+            proptest::prop_assert_eq!(bytewise(&bytes), std::str::from_utf8(&bytes).is_ok());
+        }
+    }
+}
