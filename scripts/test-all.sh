@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need, then runs them.
+# Usage: scripts/test-all.sh            (CI runs exactly this)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain"
+cargo --version
+rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+step "format"
+cargo fmt --all -- --check
+
+step "clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "tests"
+cargo test --workspace
+
+for extra in scripts/test-*.d/*.sh; do
+  [ -e "$extra" ] || continue
+  step "$extra"
+  bash "$extra"
+done
+step "all passed"

@@ -1,0 +1,408 @@
+//! JSON-RPC 2.0 framing (PROTOCOL §6): decoding one message or a batch from a text frame, and writing
+//! responses and errors straight into an output buffer.
+//!
+//! Decoding borrows from the frame: `id` and `params` stay [`RawValue`]s pointing into the text, so
+//! a request is scanned once here and its parameters are parsed once, into their typed form, by
+//! whoever handles the method.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Parse error: the text is not JSON.
+pub const PARSE_ERROR: i32 = -32700;
+/// The JSON is not a valid request object.
+pub const INVALID_REQUEST: i32 = -32600;
+/// The method does not exist.
+pub const METHOD_NOT_FOUND: i32 = -32601;
+/// Invalid method parameters.
+pub const INVALID_PARAMS: i32 = -32602;
+/// Internal error.
+pub const INTERNAL_ERROR: i32 = -32603;
+/// The server is not initialized yet (or the session is closed).
+pub const NOT_INITIALIZED: i32 = -32002;
+
+/// A JSON-RPC error object: a code from this module's constants and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcError {
+    /// The error code.
+    pub code: i32,
+    /// A short human-readable message.
+    pub message: Cow<'static, str>,
+}
+
+impl RpcError {
+    /// An error with the given code and message.
+    pub fn new(code: i32, message: impl Into<Cow<'static, str>>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+        }
+    }
+    /// -32602 with a message.
+    pub fn invalid_params(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(INVALID_PARAMS, message)
+    }
+    /// -32603 with a message.
+    pub fn internal(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(INTERNAL_ERROR, message)
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+/// One decoded JSON-RPC message, borrowing from the text it came from.
+#[derive(Debug)]
+pub enum Message<'a> {
+    /// A request (has an `id`).
+    Request {
+        /// The request id, as raw JSON (a string or a number), echoed verbatim in the response.
+        id: &'a RawValue,
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The params, if present.
+        params: Option<&'a RawValue>,
+    },
+    /// A notification (no `id`): never answered, not even with an error.
+    Notification {
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The params, if present.
+        params: Option<&'a RawValue>,
+    },
+    /// A response from the peer (has `result` or `error`, no `method`).
+    Response {
+        /// The id it answers.
+        id: Option<&'a RawValue>,
+    },
+    /// A message that is not valid JSON-RPC; answer with this error, addressed to `id` (null when
+    /// it could not be read).
+    Invalid {
+        /// The id, when one could be read.
+        id: Option<&'a RawValue>,
+        /// The error to send.
+        error: RpcError,
+    },
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "raw_present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_present")]
+    error: Option<&'a RawValue>,
+}
+
+/// `Some(raw)` whenever the member is present, even when it is `null`.
+fn raw_present<'de, D>(d: D) -> Result<Option<&'de RawValue>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <&'de RawValue as Deserialize>::deserialize(d).map(Some)
+}
+
+/// What a text frame held: one message, or a batch of raw entries to decode one by one.
+#[derive(Debug)]
+pub enum Frame<'a> {
+    /// A single message.
+    Single(Message<'a>),
+    /// A JSON array: each entry is decoded with [`decode_value`].
+    Batch(Vec<&'a RawValue>),
+}
+
+/// Decode one text frame: a message, a batch, or an invalid message.
+///
+/// ```
+/// use claude_ide_bridge::jsonrpc::{decode, Frame, Message};
+/// let f = decode(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+/// match f {
+///     Frame::Single(Message::Request { id, method, .. }) => {
+///         assert_eq!(id.get(), "7");
+///         assert_eq!(method, "ping");
+///     }
+///     _ => panic!(),
+/// }
+/// ```
+pub fn decode(text: &str) -> Frame<'_> {
+    let first = text
+        .as_bytes()
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
+    if first == Some(&b'[') {
+        return match serde_json::from_str::<Vec<&RawValue>>(text) {
+            Ok(items) => Frame::Batch(items),
+            Err(e) => Frame::Single(Message::Invalid {
+                id: None,
+                error: parse_failure(&e),
+            }),
+        };
+    }
+    if first == Some(&b'{') {
+        // One pass: the envelope is parsed straight from the text.
+        return Frame::Single(decode_object(text));
+    }
+    Frame::Single(match serde_json::from_str::<&RawValue>(text) {
+        Ok(raw) => decode_value(raw),
+        Err(e) => Message::Invalid {
+            id: None,
+            error: parse_failure(&e),
+        },
+    })
+}
+
+fn parse_failure(e: &serde_json::Error) -> RpcError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            RpcError::new(PARSE_ERROR, "parse error")
+        }
+        Category::Data => RpcError::new(INVALID_REQUEST, "invalid request"),
+    }
+}
+
+/// Decode one JSON value (a whole frame or one batch entry) as a JSON-RPC message.
+pub fn decode_value(raw: &RawValue) -> Message<'_> {
+    let text = raw.get();
+    if !text.starts_with('{') {
+        return Message::Invalid {
+            id: None,
+            error: RpcError::new(INVALID_REQUEST, "a JSON-RPC message must be an object"),
+        };
+    }
+    decode_object(text)
+}
+
+fn decode_object(text: &str) -> Message<'_> {
+    let env: Envelope<'_> = match serde_json::from_str(text) {
+        Ok(env) => env,
+        Err(e) => {
+            return Message::Invalid {
+                id: None,
+                error: parse_failure(&e),
+            }
+        }
+    };
+    // The id must be a string or a number; anything else cannot be echoed back.
+    let id = match env.id {
+        None => None,
+        Some(raw) => {
+            let t = raw.get().as_bytes()[0];
+            if t == b'"' || t == b'-' || t.is_ascii_digit() {
+                Some(raw)
+            } else {
+                return Message::Invalid {
+                    id: None,
+                    error: RpcError::new(INVALID_REQUEST, "id must be a string or a number"),
+                };
+            }
+        }
+    };
+    if env.jsonrpc.as_deref() != Some("2.0") {
+        return Message::Invalid {
+            id,
+            error: RpcError::new(INVALID_REQUEST, "jsonrpc must be \"2.0\""),
+        };
+    }
+    let method = match env.method {
+        Some(raw) => match serde_json::from_str::<Cow<'_, str>>(raw.get()) {
+            Ok(m) => Some(m),
+            Err(_) => {
+                return Message::Invalid {
+                    id,
+                    error: RpcError::new(INVALID_REQUEST, "method must be a string"),
+                }
+            }
+        },
+        None => None,
+    };
+    if let Some(p) = env.params {
+        let t = p.get().as_bytes()[0];
+        if t != b'{' && t != b'[' {
+            return Message::Invalid {
+                id,
+                error: RpcError::new(INVALID_REQUEST, "params must be an object or an array"),
+            };
+        }
+    }
+    match method {
+        Some(method) => match id {
+            Some(id) => Message::Request {
+                id,
+                method,
+                params: env.params,
+            },
+            None => Message::Notification {
+                method,
+                params: env.params,
+            },
+        },
+        None if env.result.is_some() || env.error.is_some() => Message::Response { id },
+        None => Message::Invalid {
+            id,
+            error: RpcError::new(INVALID_REQUEST, "missing method"),
+        },
+    }
+}
+
+/// Append `{"jsonrpc":"2.0","id":<id>,"result":` … `}` around what `body` writes.
+pub fn write_result(out: &mut Vec<u8>, id: &str, body: impl FnOnce(&mut Vec<u8>)) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    body(out);
+    out.push(b'}');
+}
+
+/// Append an error response; `id` None writes `null`.
+pub fn write_error(out: &mut Vec<u8>, id: Option<&str>, error: &RpcError) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.unwrap_or("null").as_bytes());
+    out.extend_from_slice(b",\"error\":{\"code\":");
+    out.extend_from_slice(error.code.to_string().as_bytes());
+    out.extend_from_slice(b",\"message\":");
+    write_json_string(out, &error.message);
+    out.extend_from_slice(b"}}");
+}
+
+/// Append `s` as a JSON string literal.
+pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    // serde_json's string escaping never fails when writing into a Vec.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Two raw ids name the same request when their JSON text is the same (`1` and `"1"` differ).
+pub fn same_id(a: &str, b: &str) -> bool {
+    a.trim() == b.trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(text: &str) -> Message<'_> {
+        match decode(text) {
+            Frame::Single(m) => m,
+            Frame::Batch(_) => panic!("batch"),
+        }
+    }
+
+    #[test]
+    fn request_notification_response() {
+        match single(r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}"#) {
+            Message::Request { id, method, params } => {
+                assert_eq!(id.get(), "\"a\"");
+                assert_eq!(method, "tools/call");
+                assert_eq!(params.unwrap().get(), r#"{"name":"x"}"#);
+            }
+            m => panic!("{m:?}"),
+        }
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Message::Notification { .. }
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            Message::Response { .. }
+        ));
+    }
+
+    #[test]
+    fn escaped_method_names_decode() {
+        match single(r#"{"jsonrpc":"2.0","id":1,"method":"p\u0069ng"}"#) {
+            Message::Request { method, .. } => assert_eq!(method, "ping"),
+            m => panic!("{m:?}"),
+        }
+    }
+
+    #[test]
+    fn invalid_messages() {
+        let code = |t: &str| match single(t) {
+            Message::Invalid { error, .. } => error.code,
+            m => panic!("{m:?}"),
+        };
+        assert_eq!(code("{"), PARSE_ERROR);
+        assert_eq!(code("nope"), PARSE_ERROR);
+        assert_eq!(code("42"), INVALID_REQUEST);
+        assert_eq!(code(r#"{"id":1,"method":"ping"}"#), INVALID_REQUEST);
+        assert_eq!(
+            code(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":5}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"a","params":3}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), INVALID_REQUEST);
+        // The id is kept when it is readable, so the error reaches the right request.
+        match single(r#"{"jsonrpc":"1.0","id":9,"method":"ping"}"#) {
+            Message::Invalid { id, .. } => assert_eq!(id.unwrap().get(), "9"),
+            m => panic!("{m:?}"),
+        }
+    }
+
+    #[test]
+    fn batches() {
+        match decode(r#" [ {"jsonrpc":"2.0","id":1,"method":"ping"}, 5 ]"#) {
+            Frame::Batch(items) => {
+                assert_eq!(items.len(), 2);
+                assert!(matches!(decode_value(items[0]), Message::Request { .. }));
+                assert!(matches!(decode_value(items[1]), Message::Invalid { .. }));
+            }
+            Frame::Single(m) => panic!("{m:?}"),
+        }
+        assert!(matches!(
+            decode("[1,"),
+            Frame::Single(Message::Invalid {
+                error: RpcError {
+                    code: PARSE_ERROR,
+                    ..
+                },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn writing() {
+        let mut out = Vec::new();
+        write_result(&mut out, "7", |o| o.extend_from_slice(b"{}"));
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":7,"result":{}}"#);
+        out.clear();
+        write_error(
+            &mut out,
+            None,
+            &RpcError::new(PARSE_ERROR, "parse \"error\""),
+        );
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse \"error\""}}"#
+        );
+    }
+}

@@ -1,0 +1,801 @@
+//! Scenarios through the whole engine with an in-memory client and a fake clock.
+
+mod common;
+
+use claude_ide_bridge::notify::{AtMentioned, Notification};
+use claude_ide_bridge::ws::OpCode;
+use claude_ide_bridge::{
+    CancelReason, DisconnectReason, Event, Target, ToolCall, ToolName, ToolResult, ToolSet,
+};
+use common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn status_line(head: &str) -> &str {
+    head.lines().next().unwrap_or("")
+}
+
+// ---- §3: the upgrade -------------------------------------------------------------------------
+
+#[test]
+fn real_client_upgrade_gets_101_with_mcp_and_no_extensions() {
+    let mut p = Pair::new();
+    let (conn, head) = p.handshake(&real_request(Some(TOKEN)));
+    assert!(
+        head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{head}"
+    );
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=\r\n"));
+    assert!(lower.contains("sec-websocket-protocol: mcp\r\n"));
+    assert!(!lower.contains("sec-websocket-extensions"));
+    let ev = p.take_events();
+    assert!(
+        matches!(&ev[..], [Event::Connected { conn: c, path, user_agent: Some(ua) }]
+        if *c == conn && path == "/" && ua.starts_with("claude-code/"))
+    );
+}
+
+#[test]
+fn no_subprotocol_answered_when_not_offered() {
+    let mut p = Pair::new();
+    let req = real_request(Some(TOKEN)).replace("Sec-WebSocket-Protocol: mcp\r\n", "");
+    let (_, head) = p.handshake(&req);
+    assert!(head.starts_with("HTTP/1.1 101"));
+    assert!(!head.to_ascii_lowercase().contains("sec-websocket-protocol"));
+}
+
+#[test]
+fn refusal_table() {
+    let cases: Vec<(String, &str)> = vec![
+        (real_request(None), "401"),
+        (real_request(Some("wrong-token")), "401"),
+        (
+            real_request(Some(TOKEN))
+                .replace("Sec-WebSocket-Version: 13", "Sec-WebSocket-Version: 8"),
+            "426",
+        ),
+        (
+            real_request(Some(TOKEN)).replace(
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                "Sec-WebSocket-Key: short",
+            ),
+            "400",
+        ),
+        (
+            real_request(Some(TOKEN)).replace("Upgrade: websocket\r\n", ""),
+            "400",
+        ),
+        (real_request(Some(TOKEN)).replace("GET /", "POST /"), "400"),
+        (
+            real_request(Some(TOKEN)).replace("Host: 127.0.0.1:40000", "Host: evil.example:40000"),
+            "403",
+        ),
+        (
+            real_request(Some(TOKEN))
+                .replace("\r\n\r\n", "\r\nOrigin: https://evil.example\r\n\r\n"),
+            "403",
+        ),
+    ];
+    for (req, status) in cases {
+        let mut p = Pair::new();
+        let (conn, head) = p.handshake(&req);
+        assert!(
+            status_line(&head).starts_with(&format!("HTTP/1.1 {status}")),
+            "{status}: {head}"
+        );
+        assert!(
+            head.to_ascii_lowercase().contains("connection: close"),
+            "{head}"
+        );
+        if status == "426" {
+            assert!(head
+                .to_ascii_lowercase()
+                .contains("sec-websocket-version: 13"));
+        }
+        assert!(p.closed.contains(&conn), "refused connections are closed");
+        let ev = p.take_events();
+        assert!(ev.iter().any(|e| matches!(e, Event::Disconnected { reason: DisconnectReason::Refused(s), .. } if s.to_string() == status)), "{ev:?}");
+    }
+}
+
+#[test]
+fn oversized_head_and_too_many_headers_get_431() {
+    let mut p = Pair::new();
+    let conn = p.server.accept(p.now);
+    let big = format!("GET / HTTP/1.1\r\nX-Fill: {}\r\n", "a".repeat(20_000));
+    p.raw(conn, big.as_bytes());
+    let head = String::from_utf8_lossy(&p.inbox.remove(&conn).unwrap()).into_owned();
+    assert!(head.starts_with("HTTP/1.1 431"), "{head}");
+    assert!(p.server.connection_memory(conn) <= 16 * 1024 + 1024);
+
+    let mut p = Pair::new();
+    let many: String = (0..70).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let req = real_request(Some(TOKEN)).replace("\r\n\r\n", &format!("\r\n{many}\r\n"));
+    let (_, head) = p.handshake(&req);
+    assert!(head.starts_with("HTTP/1.1 431"), "{head}");
+}
+
+#[test]
+fn eleventh_connection_gets_503_and_a_freed_slot_is_reused() {
+    let mut p = Pair::new();
+    let conns: Vec<_> = (0..10).map(|_| p.connect()).collect();
+    let (_, head) = p.handshake(&real_request(Some(TOKEN)));
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    // Free one: the client closes cleanly.
+    p.send_frame(conns[0], OpCode::Close, true, &1000u16.to_be_bytes());
+    assert!(p.closed.contains(&conns[0]));
+    p.connect();
+}
+
+#[test]
+fn handshake_deadline_closes_silent_sockets_and_idle_sockets_never_lock_out_the_client() {
+    let mut p = Pair::new();
+    let slow = p.server.accept(p.now);
+    p.raw(slow, b"GET / HTTP/1.1\r\n");
+    // 200 idle sockets from a process without the token: the oldest are evicted.
+    for _ in 0..200 {
+        p.server.accept(p.now);
+    }
+    p.pump();
+    assert!(p.closed.contains(&slow));
+    let ok = p.connect();
+    p.advance(Duration::from_secs(11));
+    assert!(
+        !p.closed.contains(&ok),
+        "the WebSocket is not subject to the handshake deadline"
+    );
+    let ev = p.take_events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Disconnected {
+            reason: DisconnectReason::HandshakeTimeout,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn pipelined_first_frame_after_the_head_is_processed() {
+    let mut p = Pair::new();
+    let conn = p.server.accept(p.now);
+    let mut bytes = real_request(Some(TOKEN)).into_bytes();
+    claude_ide_bridge::ws::encode_frame(
+        &mut bytes,
+        OpCode::Text,
+        true,
+        Some([1, 2, 3, 4]),
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+    );
+    p.raw(conn, &bytes);
+    let out = p.inbox.remove(&conn).unwrap();
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    p.inbox.insert(conn, out[end..].to_vec());
+    let m = p.messages(conn);
+    assert_eq!(m, vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})]);
+}
+
+// ---- §4: frames through the server -----------------------------------------------------------
+
+fn close_code(frames: &[(u8, Vec<u8>)]) -> Option<u16> {
+    frames
+        .iter()
+        .find(|(op, _)| *op == 8)
+        .map(|(_, p)| u16::from_be_bytes([p[0], p[1]]))
+}
+
+#[test]
+fn frame_rule_violations_close_with_the_right_code() {
+    // Unmasked frame -> 1002.
+    let mut p = Pair::new();
+    let c = p.connect();
+    let mut f = Vec::new();
+    claude_ide_bridge::ws::encode_frame(&mut f, OpCode::Text, true, None, b"hi");
+    p.raw(c, &f);
+    assert_eq!(close_code(&p.frames(c)), Some(1002));
+    assert!(p.closed.contains(&c));
+
+    // Invalid UTF-8 -> 1007.
+    let mut p = Pair::new();
+    let c = p.connect();
+    p.send_frame(c, OpCode::Text, true, &[b'{', 0xff, b'}']);
+    assert_eq!(close_code(&p.frames(c)), Some(1007));
+
+    // Binary -> 1003.
+    let mut p = Pair::new();
+    let c = p.connect();
+    p.send_frame(c, OpCode::Binary, true, b"\x00\x01");
+    assert_eq!(close_code(&p.frames(c)), Some(1003));
+
+    // Over the message limit -> 1009, decided from the header alone.
+    let mut p = Pair::with_config(|c| c.limits.max_message_size = 1000);
+    let c = p.connect();
+    let mut f = vec![0x81, 0xFE, 0x10, 0x00, 1, 2, 3, 4]; // masked, declares 4096 bytes
+    f.extend_from_slice(&[0u8; 10]);
+    p.raw(c, &f);
+    assert_eq!(close_code(&p.frames(c)), Some(1009));
+}
+
+#[test]
+fn ping_gets_pong_and_close_is_echoed() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    p.send_frame(c, OpCode::Ping, true, b"abc");
+    assert_eq!(p.frames(c), vec![(0xA, b"abc".to_vec())]);
+    p.send_frame(c, OpCode::Close, true, &[0x03, 0xE8, b'b', b'y', b'e']);
+    let f = p.frames(c);
+    assert_eq!(close_code(&f), Some(1000));
+    assert!(p.closed.contains(&c));
+    let ev = p.take_events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Disconnected {
+            reason: DisconnectReason::Closed(Some(1000)),
+            ..
+        }
+    )));
+}
+
+#[test]
+fn fragmented_request_with_interleaved_ping() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    let msg = br#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#;
+    p.send_frame(c, OpCode::Text, false, &msg[..10]);
+    p.send_frame(c, OpCode::Ping, true, b"");
+    p.send_frame(c, OpCode::Continuation, false, &msg[10..20]);
+    p.send_frame(c, OpCode::Continuation, true, &msg[20..]);
+    let f = p.frames(c);
+    assert_eq!(f[0], (0xA, vec![]));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&f[1].1).unwrap(),
+        json!({"jsonrpc":"2.0","id":5,"result":{}})
+    );
+}
+
+// ---- §5: keepalive -----------------------------------------------------------------------------
+
+#[test]
+fn server_pings_and_drops_a_silent_peer_after_two_intervals() {
+    let mut p = Pair::with_config(|c| c.limits.ping_interval = Duration::from_secs(5));
+    let c = p.connect();
+    assert_eq!(
+        p.server.poll_timeout(),
+        Some(p.now + Duration::from_secs(5))
+    );
+    p.advance(Duration::from_secs(5));
+    assert_eq!(p.frames(c), vec![(0x9, vec![])]);
+    p.advance(Duration::from_secs(5));
+    assert!(p.closed.contains(&c), "silent for two intervals");
+    let ev = p.take_events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Disconnected {
+            reason: DisconnectReason::PingTimeout,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn an_answering_peer_stays_connected() {
+    let mut p = Pair::with_config(|c| c.limits.ping_interval = Duration::from_secs(5));
+    let c = p.connect();
+    for _ in 0..10 {
+        p.advance(Duration::from_secs(5));
+        p.frames(c);
+        p.send_frame(c, OpCode::Pong, true, b"");
+    }
+    assert!(!p.closed.contains(&c));
+}
+
+#[test]
+fn clock_jump_after_sleep_resets_deadlines_instead_of_dropping() {
+    let mut p = Pair::with_config(|c| c.limits.ping_interval = Duration::from_secs(5));
+    let c = p.connect();
+    // The laptop slept for an hour: the first wake-up is far past every deadline.
+    p.advance(Duration::from_secs(3600));
+    assert!(!p.closed.contains(&c));
+    assert_eq!(p.frames(c), vec![(0x9, vec![])], "a ping probes the peer");
+    p.send_frame(c, OpCode::Pong, true, b"");
+    p.advance(Duration::from_secs(5));
+    assert!(!p.closed.contains(&c));
+}
+
+#[test]
+fn close_handshake_is_bounded_by_the_close_timeout() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    p.server.close(c, p.now).unwrap();
+    assert_eq!(close_code(&p.frames(c)), Some(1000));
+    assert!(!p.closed.contains(&c));
+    p.advance(Duration::from_secs(6));
+    assert!(p.closed.contains(&c));
+}
+
+// ---- §6: JSON-RPC and MCP -----------------------------------------------------------------------
+
+#[test]
+fn lifecycle() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    p.take_events();
+    // Before initialize: -32002, but ping works.
+    let r = p.request(c, json!(1), "tools/list", json!({}));
+    assert_eq!(r["error"]["code"], -32002);
+    let r = p.request(c, json!(2), "ping", json!({}));
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+    let r = p.request(c, json!("init"), "initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.1.330"}}));
+    assert_eq!(r["id"], "init");
+    assert_eq!(r["result"]["protocolVersion"], "2025-03-26");
+    assert_eq!(
+        r["result"]["capabilities"],
+        json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {}})
+    );
+    assert_eq!(r["result"]["serverInfo"]["name"], "claude-ide-bridge");
+    p.send_json(c, &json!({"jsonrpc": "2.0", "method": "initialized"}));
+    let ev = p.take_events();
+    assert!(
+        matches!(&ev[..], [Event::Initialized { protocol_version, client_name: Some(n), .. }] if protocol_version == "2025-03-26" && n == "claude-code"),
+        "{ev:?}"
+    );
+    p.send_json(
+        c,
+        &json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": 4242}}),
+    );
+    assert_eq!(
+        p.take_events(),
+        vec![Event::IdeConnected {
+            conn: c,
+            pid: Some(4242)
+        }]
+    );
+    let r = p.request(c, json!(3), "tools/list", json!({}));
+    assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 15);
+    assert_eq!(
+        p.request(c, json!(4), "resources/list", json!({}))["result"],
+        json!({"resources": []})
+    );
+    assert_eq!(
+        p.request(c, json!(5), "prompts/list", json!({}))["result"],
+        json!({"prompts": []})
+    );
+    assert_eq!(
+        p.request(c, json!(6), "nope/nope", json!({}))["error"]["code"],
+        -32601
+    );
+    // A notification never gets an answer, even an unknown one.
+    p.send_json(c, &json!({"jsonrpc": "2.0", "method": "nope/nope"}));
+    assert!(p.messages(c).is_empty());
+}
+
+#[test]
+fn version_negotiation() {
+    for (asked, got) in [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-11-25", "2025-11-25"),
+        ("1999-01-01", "2025-11-25"),
+    ] {
+        let mut p = Pair::new();
+        let c = p.connect();
+        let r = p.request(
+            c,
+            json!(1),
+            "initialize",
+            json!({"protocolVersion": asked, "capabilities": {}}),
+        );
+        assert_eq!(r["result"]["protocolVersion"], got);
+    }
+    let mut p = Pair::new();
+    let c = p.connect();
+    assert_eq!(
+        p.request(c, json!(1), "initialize", json!({}))["error"]["code"],
+        -32602
+    );
+}
+
+#[test]
+fn parse_and_invalid_request_errors() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    p.send_text(c, "{not json");
+    assert_eq!(
+        p.messages(c),
+        vec![
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}})
+        ]
+    );
+    p.send_text(c, r#"{"jsonrpc":"2.0","id":1}"#);
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+    p.send_text(c, r#""just a string""#);
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+}
+
+#[test]
+fn batches_follow_the_negotiated_version() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized(); // 2025-06-18: no batches
+    p.send_text(c, r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+
+    let mut p = Pair::new();
+    let c = p.connect();
+    p.request(
+        c,
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-03-26", "capabilities": {}}),
+    );
+    p.send_text(c, r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"nope"}]"#);
+    let m = p.messages(c);
+    assert_eq!(m.len(), 1);
+    let arr = m[0].as_array().unwrap();
+    assert_eq!(arr.len(), 2);
+    assert_eq!(arr[0], json!({"jsonrpc":"2.0","id":1,"result":{}}));
+    assert_eq!(arr[1]["error"]["code"], -32601);
+    // A batch holding a deferred tool call is answered once the host answers.
+    p.send_text(c, r#"[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"getWorkspaceFolders","arguments":{}}}]"#);
+    assert!(p.messages(c).is_empty());
+    let call = match p.take_events().pop() {
+        Some(Event::ToolCall { call, .. }) => call,
+        e => panic!("{e:?}"),
+    };
+    p.server.respond(call, ToolResult::text("x")).unwrap();
+    let m = p.messages(c);
+    assert_eq!(m[0].as_array().unwrap().len(), 2);
+    // Over the batch limit.
+    let many: Vec<Value> = (0..65)
+        .map(|i| json!({"jsonrpc":"2.0","id":i,"method":"ping"}))
+        .collect();
+    p.send_json(c, &Value::Array(many));
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+}
+
+// ---- §7: tools ------------------------------------------------------------------------------------
+
+fn expect_call(p: &mut Pair) -> (claude_ide_bridge::CallId, ToolCall) {
+    let ev = p.take_events();
+    match &ev[..] {
+        [Event::ToolCall { call, tool }] => (*call, tool.clone()),
+        _ => panic!("expected one tool call: {ev:?}"),
+    }
+}
+
+#[test]
+fn tool_calls_reach_the_host_and_answers_reach_the_client() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    p.call_tool(c, 7, "getDiagnostics", json!({"uri": "file:///w/a.rs"}));
+    let (call, tool) = expect_call(&mut p);
+    assert_eq!(tool.name(), ToolName::GetDiagnostics);
+    assert!(p.messages(c).is_empty(), "deferred until the host answers");
+    p.server
+        .respond(call, ToolResult::json(&json!([])))
+        .unwrap();
+    assert_eq!(
+        p.messages(c),
+        vec![json!({"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"[]"}]}})]
+    );
+    assert_eq!(
+        p.server.respond(call, ToolResult::ok()),
+        Err(claude_ide_bridge::ApiError::NotPending)
+    );
+}
+
+#[test]
+fn tool_argument_errors_are_invalid_params() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    for (name, args) in [
+        ("openDiff", json!({"old_file_path": "/a"})),
+        ("openFile", json!({"filePath": 3})),
+        ("noSuchTool", json!({})),
+    ] {
+        p.call_tool(c, 1, name, args);
+        let m = p.messages(c);
+        assert_eq!(m[0]["error"]["code"], -32602, "{name}: {m:?}");
+    }
+    // A tool the host does not offer is unknown too.
+    let mut p = Pair::with_config(|cfg| cfg.tools = ToolSet::all().without(ToolName::ExecuteCode));
+    let c = p.connect_initialized();
+    p.call_tool(c, 1, "executeCode", json!({"code": "1"}));
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32602);
+    let r = p.request(c, json!(2), "tools/list", json!({}));
+    assert!(r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["name"] != "executeCode"));
+}
+
+fn open_diff(
+    p: &mut Pair,
+    c: claude_ide_bridge::ConnectionId,
+    id: i64,
+    tab: &str,
+) -> claude_ide_bridge::CallId {
+    p.call_tool(c, id, "openDiff", json!({"old_file_path": "/w/a.rs", "new_file_path": "/w/a.rs", "new_file_contents": "fn main() {}\n", "tab_name": tab}));
+    let (call, tool) = expect_call(p);
+    assert!(matches!(tool, ToolCall::OpenDiff(ref a) if a.tab_name == tab));
+    call
+}
+
+#[test]
+fn deferred_diff_answered_after_other_calls() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let diff = open_diff(&mut p, c, 10, "✻ [Claude Code] a.rs (4f025d) ⧉");
+    p.call_tool(c, 11, "getWorkspaceFolders", json!({}));
+    let (call, _) = expect_call(&mut p);
+    p.server
+        .respond(
+            call,
+            ToolResult::json(&json!({"success": true, "folders": [], "rootPath": "/w"})),
+        )
+        .unwrap();
+    assert_eq!(p.messages(c)[0]["id"], 11);
+    p.server
+        .respond(diff, ToolResult::file_saved("fn main() {}\n"))
+        .unwrap();
+    let m = p.messages(c);
+    assert_eq!(m[0]["id"], 10);
+    assert_eq!(texts(&m[0]["result"]), vec!["FILE_SAVED", "fn main() {}\n"]);
+}
+
+#[test]
+fn close_tab_resolves_the_pending_diff_as_rejected() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let diff = open_diff(&mut p, c, 10, "tab-A");
+    p.call_tool(c, 11, "close_tab", json!({"tab_name": "tab-A"}));
+    let m = p.messages(c);
+    assert_eq!(m.len(), 2);
+    assert_eq!(m[0]["id"], 10);
+    assert_eq!(texts(&m[0]["result"]), vec!["DIFF_REJECTED", "tab-A"]);
+    assert_eq!(m[1]["id"], 11);
+    assert_eq!(texts(&m[1]["result"]), vec!["TAB_CLOSED"]);
+    let ev = p.take_events();
+    assert!(ev.contains(&Event::CallCancelled {
+        call: diff,
+        reason: CancelReason::TabClosed
+    }));
+    assert!(ev.contains(&Event::TabClosed {
+        conn: c,
+        tab_name: "tab-A".into()
+    }));
+    assert!(p.server.respond(diff, ToolResult::tab_closed()).is_err());
+    // Closing again (the client sends close_tab twice) just answers TAB_CLOSED.
+    p.call_tool(c, 12, "close_tab", json!({"tab_name": "tab-A"}));
+    assert_eq!(texts(&p.messages(c)[0]["result"]), vec!["TAB_CLOSED"]);
+}
+
+#[test]
+fn close_all_diff_tabs_only_touches_this_clients_diffs() {
+    let mut p = Pair::new();
+    let a = p.connect_initialized();
+    let b = p.connect_initialized();
+    open_diff(&mut p, a, 1, "t1");
+    open_diff(&mut p, a, 2, "t2");
+    let other = open_diff(&mut p, b, 1, "t1");
+    p.call_tool(a, 3, "closeAllDiffTabs", json!({}));
+    let m = p.messages(a);
+    assert_eq!(m.len(), 3);
+    assert_eq!(texts(&m[2]["result"]), vec!["CLOSED_2_DIFF_TABS"]);
+    assert!(p.messages(b).is_empty());
+    p.server.respond(other, ToolResult::tab_closed()).unwrap();
+    assert_eq!(texts(&p.messages(b)[0]["result"]), vec!["TAB_CLOSED"]);
+}
+
+#[test]
+fn repeated_tab_name_rejects_the_earlier_diff() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let first = open_diff(&mut p, c, 1, "same");
+    p.call_tool(c, 2, "openDiff", json!({"old_file_path": "/w/a", "new_file_path": "/w/a", "new_file_contents": "x", "tab_name": "same"}));
+    let m = p.messages(c);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0]["id"], 1);
+    assert_eq!(texts(&m[0]["result"]), vec!["DIFF_REJECTED", "same"]);
+    let ev = p.take_events();
+    assert_eq!(
+        ev[0],
+        Event::CallCancelled {
+            call: first,
+            reason: CancelReason::Replaced
+        }
+    );
+    assert!(matches!(ev[1], Event::ToolCall { .. }));
+}
+
+#[test]
+fn cancellation_drops_the_call_without_an_answer() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let diff = open_diff(&mut p, c, 9, "t");
+    p.send_json(c, &json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId": 9, "reason": "user"}}));
+    assert!(p.messages(c).is_empty());
+    assert_eq!(
+        p.take_events(),
+        vec![Event::CallCancelled {
+            call: diff,
+            reason: CancelReason::Cancelled
+        }]
+    );
+    assert!(p.server.respond(diff, ToolResult::tab_closed()).is_err());
+}
+
+#[test]
+fn disconnect_and_shutdown_resolve_pending_diffs() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let diff = open_diff(&mut p, c, 1, "t");
+    p.server.handle_close(c);
+    let ev = p.take_events();
+    assert_eq!(
+        ev[0],
+        Event::CallCancelled {
+            call: diff,
+            reason: CancelReason::Disconnected
+        }
+    );
+    assert!(matches!(
+        ev[1],
+        Event::Disconnected {
+            reason: DisconnectReason::TransportClosed,
+            ..
+        }
+    ));
+
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let diff = open_diff(&mut p, c, 1, "t");
+    p.call_tool(c, 2, "getOpenEditors", json!({}));
+    expect_call(&mut p);
+    p.server.shutdown(p.now);
+    let f = p.frames(c);
+    let msgs: Vec<Value> = f
+        .iter()
+        .filter(|(o, _)| *o == 1)
+        .map(|(_, b)| serde_json::from_slice(b).unwrap())
+        .collect();
+    assert_eq!(texts(&msgs[0]["result"]), vec!["DIFF_REJECTED", "t"]);
+    assert_eq!(msgs[1]["error"]["code"], -32603);
+    assert_eq!(close_code(&f), Some(1001));
+    assert!(p.take_events().contains(&Event::CallCancelled {
+        call: diff,
+        reason: CancelReason::ServerStopped
+    }));
+    let (_, head) = p.handshake(&real_request(Some(TOKEN)));
+    assert!(head.starts_with("HTTP/1.1 503"));
+    p.send_frame(c, OpCode::Close, true, &1001u16.to_be_bytes());
+    assert!(p.server.is_idle());
+}
+
+// ---- §8: notifications ----------------------------------------------------------------------------
+
+#[test]
+fn notifications_to_all_and_to_one() {
+    let mut p = Pair::new();
+    let a = p.connect_initialized();
+    let b = p.connect_initialized();
+    let uninit = p.connect();
+    let n = Notification::ToolsListChanged;
+    assert_eq!(p.server.notify(Target::All, &n, p.now), 2);
+    assert_eq!(
+        p.messages(a),
+        vec![json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"})]
+    );
+    assert_eq!(p.messages(b).len(), 1);
+    assert!(p.messages(uninit).is_empty());
+    assert_eq!(p.server.notify(Target::Connection(b), &n, p.now), 1);
+    assert!(p.messages(a).is_empty());
+    assert_eq!(p.messages(b).len(), 1);
+}
+
+#[test]
+fn at_mentions_queue_while_nobody_is_connected_and_expire() {
+    let mut p = Pair::new();
+    let mention = |line: u32| {
+        Notification::AtMentioned(AtMentioned {
+            file_path: "/w/a.rs".into(),
+            line_start: Some(line),
+            line_end: Some(line + 1),
+        })
+    };
+    assert_eq!(p.server.notify(Target::All, &mention(1), p.now), 0);
+    p.now += Duration::from_secs(400); // past the TTL
+    p.server.notify(Target::All, &mention(2), p.now);
+    let c = p.connect_initialized_keep();
+    let m = p.messages(c);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(
+        m[0],
+        json!({"jsonrpc":"2.0","method":"at_mentioned","params":{"filePath":"/w/a.rs","lineStart":2,"lineEnd":3}})
+    );
+}
+
+trait KeepMessages {
+    fn connect_initialized_keep(&mut self) -> claude_ide_bridge::ConnectionId;
+}
+
+impl KeepMessages for Pair {
+    /// Like connect_initialized, but leaves whatever follows `initialized` in the inbox.
+    fn connect_initialized_keep(&mut self) -> claude_ide_bridge::ConnectionId {
+        let c = self.connect();
+        self.request(
+            c,
+            json!(0),
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}}),
+        );
+        self.send_json(
+            c,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        c
+    }
+}
+
+#[test]
+fn set_tools_announces_list_changed() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    p.server
+        .set_tools(ToolSet::none().with(ToolName::OpenDiff), p.now);
+    assert_eq!(
+        p.messages(c)[0]["method"],
+        "notifications/tools/list_changed"
+    );
+    let r = p.request(c, json!(1), "tools/list", json!({}));
+    assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 1);
+}
+
+// ---- limits ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_without_harming_another() {
+    let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
+    let slow = p.connect_initialized();
+    let fast = p.connect_initialized();
+    let n = Notification::ToolsListChanged;
+    // The slow client never reads: emulate a runtime that cannot write by not draining it.
+    for _ in 0..5000 {
+        p.server.notify(Target::Connection(slow), &n, p.now);
+    }
+    p.pump();
+    assert!(p.closed.contains(&slow));
+    assert_eq!(p.server.notify(Target::All, &n, p.now), 1);
+    assert_eq!(p.messages(fast).len(), 1);
+}
+
+#[test]
+fn compat_methods_are_confined_to_the_workspace() {
+    let mut p = Pair::with_config(|c| {
+        c.compat_methods = true;
+        c.workspace_folders = vec!["/w".into()];
+    });
+    let c = p.connect_initialized();
+    for path in ["/etc/passwd", "/w/../etc/passwd"] {
+        let r = p.request(c, json!(1), "readFile", json!({"path": path}));
+        assert_eq!(r["error"]["code"], -32602, "{path}");
+    }
+    p.send_json(
+        c,
+        &json!({"jsonrpc":"2.0","id":2,"method":"readFile","params":{"path":"/w/src/a.rs"}}),
+    );
+    let ev = p.take_events();
+    let call = match &ev[..] {
+        [Event::CompatRequest { call, request }] => {
+            assert_eq!(request.path(), Some("/w/src/a.rs"));
+            *call
+        }
+        _ => panic!("{ev:?}"),
+    };
+    p.server
+        .respond_compat(call, Ok(json!({"content": "hello"})))
+        .unwrap();
+    assert_eq!(
+        p.messages(c),
+        vec![json!({"jsonrpc":"2.0","id":2,"result":{"content":"hello"}})]
+    );
+}
