@@ -193,28 +193,17 @@ fn drain(server: &mut Server, conn: claude_ide_bridge::ConnectionId) {
     while server.poll_transmit_ready().is_some() {}
 }
 
+/// A `tools/call openDiff` with members in the order the real client sends them.
 fn open_diff_body(size: usize) -> String {
     let contents: String = "fn main() {\n    println!(\"hello\");\n}\n"
         .chars()
         .cycle()
         .take(size)
         .collect();
-    serde_json::json!({
-        "method": "tools/call",
-        "params": {
-            "name": "openDiff",
-            "arguments": {
-                "old_file_path": "/home/me/project/src/main.rs",
-                "new_file_path": "/home/me/project/src/main.rs",
-                "new_file_contents": contents,
-                "tab_name": "✻ [Claude Code] main.rs (4f025d) ⧉"
-            },
-            "_meta": {"progressToken": 7, "claudecode/toolUseId": "toolu_01"}
-        },
-        "jsonrpc": "2.0",
-        "id": 7
-    })
-    .to_string()
+    let contents = serde_json::to_string(&contents).unwrap();
+    format!(
+        r#"{{"method":"tools/call","params":{{"name":"openDiff","arguments":{{"old_file_path":"/home/me/project/src/main.rs","new_file_path":"/home/me/project/src/main.rs","new_file_contents":{contents},"tab_name":"✻ [Claude Code] main.rs (4f025d) ⧉"}},"_meta":{{"progressToken":7,"claudecode/toolUseId":"toolu_01"}}}},"jsonrpc":"2.0","id":7}}"#
+    )
 }
 
 #[derive(Deserialize)]

@@ -448,6 +448,24 @@ pub struct ExecuteCodeArgs {
 #[derive(Deserialize)]
 struct NoArgs {}
 
+/// A deserializer that only lets a JSON object through: serde's derived structs would also accept
+/// a positional array, which is not a valid `arguments` value.
+struct OnlyMap<D>(D);
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for OnlyMap<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(v)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
 /// A parsed `tools/call`: the tool and its typed arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolCall {
@@ -540,6 +558,46 @@ impl ToolCall {
             ToolName::ReformatFile => parse_args(tool, json).map(ToolCall::ReformatFile),
             ToolName::ExecuteCode => parse_args(tool, json).map(ToolCall::ExecuteCode),
         }
+    }
+
+    /// Deserializes the `arguments` object of a call to `tool` straight from a deserializer, in
+    /// the same pass that reads the surrounding message (the server's fast path). Like
+    /// [`ToolCall::parse`], only a JSON object is accepted and unknown members are ignored; `null`
+    /// is not handled here (the caller treats it as `{}` through [`ToolCall::parse`]).
+    pub fn deserialize_arguments<'de, D>(tool: ToolName, d: D) -> Result<ToolCall, D::Error>
+    where
+        D: Deserializer<'de>,
+    {
+        let d = OnlyMap(d);
+        Ok(match tool {
+            ToolName::OpenDiff => ToolCall::OpenDiff(Deserialize::deserialize(d)?),
+            ToolName::CloseTab => ToolCall::CloseTab(Deserialize::deserialize(d)?),
+            ToolName::OpenFile => ToolCall::OpenFile(Deserialize::deserialize(d)?),
+            ToolName::OpenFiles => ToolCall::OpenFiles(Deserialize::deserialize(d)?),
+            ToolName::GetDiagnostics => ToolCall::GetDiagnostics(Deserialize::deserialize(d)?),
+            ToolName::CheckDocumentDirty => {
+                ToolCall::CheckDocumentDirty(Deserialize::deserialize(d)?)
+            }
+            ToolName::SaveDocument => ToolCall::SaveDocument(Deserialize::deserialize(d)?),
+            ToolName::ReformatFile => ToolCall::ReformatFile(Deserialize::deserialize(d)?),
+            ToolName::ExecuteCode => ToolCall::ExecuteCode(Deserialize::deserialize(d)?),
+            ToolName::CloseAllDiffTabs
+            | ToolName::GetCurrentSelection
+            | ToolName::GetLatestSelection
+            | ToolName::GetOpenEditors
+            | ToolName::GetWorkspaceFolders
+            | ToolName::GetAllOpenedFilePaths => {
+                NoArgs::deserialize(d)?;
+                match tool {
+                    ToolName::CloseAllDiffTabs => ToolCall::CloseAllDiffTabs,
+                    ToolName::GetCurrentSelection => ToolCall::GetCurrentSelection,
+                    ToolName::GetLatestSelection => ToolCall::GetLatestSelection,
+                    ToolName::GetOpenEditors => ToolCall::GetOpenEditors,
+                    ToolName::GetWorkspaceFolders => ToolCall::GetWorkspaceFolders,
+                    _ => ToolCall::GetAllOpenedFilePaths,
+                }
+            }
+        })
     }
 
     /// Which tool this call is for.
