@@ -131,7 +131,11 @@ impl Shared {
         st.core.server.handle_close(conn);
     }
 
-    async fn accept_loop(self: Arc<Self>, listener: Async<std::net::TcpListener>, stop: Receiver<()>) {
+    async fn accept_loop(
+        self: Arc<Self>,
+        listener: Async<std::net::TcpListener>,
+        stop: Receiver<()>,
+    ) {
         loop {
             let accepted = future::or(async { Some(listener.accept().await) }, async {
                 let _ = stop.recv().await;
@@ -167,7 +171,11 @@ impl Shared {
         st.tasks.retain(|t| !t.is_finished());
         let me = self.clone();
         st.tasks.push(smol::spawn(async move {
-            future::zip(me.read_loop(conn, &stream), me.write_loop(conn, &stream, wait)).await;
+            future::zip(
+                me.read_loop(conn, &stream),
+                me.write_loop(conn, &stream, wait),
+            )
+            .await;
         }));
         self.flush(&mut st);
     }
@@ -178,7 +186,9 @@ impl Shared {
         loop {
             match reader.read(&mut buf).await {
                 Ok(0) => break,
-                Ok(n) => self.with(|st| st.core.server.handle_input(conn, &buf[..n], Instant::now())),
+                Ok(n) => {
+                    self.with(|st| st.core.server.handle_input(conn, &buf[..n], Instant::now()))
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
