@@ -23,7 +23,7 @@ fn install() -> io::Result<()> {
         std::thread::Builder::new()
             .name("claude-ide-bridge-signals".into())
             .spawn(move || {
-                for signal in signals.forever() {
+                if let Some(signal) = signals.forever().next() {
                     remove_all();
                     let _ = emulate_default_handler(signal);
                     std::process::exit(128 + signal);
