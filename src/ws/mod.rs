@@ -36,6 +36,7 @@
 
 #![warn(missing_docs)]
 
+pub mod echo;
 mod error;
 mod frame;
 mod receiver;

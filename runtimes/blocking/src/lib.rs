@@ -1,0 +1,465 @@
+//! # claude-ide-bridge-blocking
+//!
+//! The `claude-ide-bridge` engine on std threads and `std::net`: an acceptor thread, a reader and
+//! a writer thread per connection, one timer thread, and events on a `std::sync::mpsc` channel.
+//! The engine sits in an `Arc<Mutex<_>>`; no thread holds the lock while it blocks on a socket, so
+//! a peer that stops reading blocks only its own writer.
+//!
+//! ```no_run
+//! use claude_ide_bridge_blocking::{Event, IdeServer, Options, ToolResult};
+//!
+//! let server = IdeServer::start(Options::new(vec!["/home/me/project".into()], "MyEditor"))?;
+//! println!("port {}, lock file {:?}", server.port(), server.lock_path());
+//! let handle = server.handle(); // Clone + Send + Sync: answer from any thread
+//! while let Some(event) = server.next_event() {
+//!     if let Event::ToolCall { call, tool } = event {
+//!         let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+//!     }
+//! }
+//! server.stop();
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! The smol runtime (`claude-ide-bridge-smol`) has the same types with the same names.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+pub use claude_ide_bridge::jsonrpc::RpcError;
+pub use claude_ide_bridge::{
+    ApiError, AuthToken, CallId, ConnectionId, Event, Limits, Notification, Target, ToolCall,
+    ToolResult, ToolSet,
+};
+pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
+
+use claude_ide_bridge_os::{Core, Drained};
+
+/// Largest chunk a writer copies out of the engine per socket write.
+const WRITE_CHUNK: usize = 64 * 1024;
+/// Read buffer per connection.
+const READ_CHUNK: usize = 16 * 1024;
+/// How long [`IdeServer::stop`] lets clients finish the close handshake.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A wake-up flag a writer thread sleeps on.
+#[derive(Default)]
+struct Bell {
+    rung: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Bell {
+    fn ring(&self) {
+        *self.rung.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_one();
+    }
+
+    fn wait(&self) {
+        let mut rung = self.rung.lock().unwrap_or_else(|e| e.into_inner());
+        while !*rung {
+            rung = self.cv.wait(rung).unwrap_or_else(|e| e.into_inner());
+        }
+        *rung = false;
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    bell: Arc<Bell>,
+}
+
+struct State {
+    core: Core,
+    conns: HashMap<ConnectionId, Conn>,
+    events: Option<mpsc::Sender<Event>>,
+    threads: Vec<JoinHandle<()>>,
+    stopped: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    timer: Condvar,
+    addr: SocketAddr,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drain the engine and act on it; everything here is non-blocking.
+    fn flush(&self, st: &mut State) {
+        let mut out = Drained::default();
+        st.core.drain(&mut out);
+        for (conn, close) in out.ready {
+            if let Some(c) = st.conns.get(&conn) {
+                if close {
+                    let _ = c.stream.shutdown(Shutdown::Both);
+                }
+                c.bell.ring();
+            }
+        }
+        if let Some(tx) = &st.events {
+            for e in out.events {
+                let _ = tx.send(e);
+            }
+        }
+        if out.timer_changed {
+            self.timer.notify_one();
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.lock();
+        let r = f(&mut st);
+        self.flush(&mut st);
+        r
+    }
+
+    fn accept_loop(self: &Arc<Self>, listener: TcpListener) {
+        for stream in listener.incoming() {
+            if self.lock().stopped {
+                return;
+            }
+            match stream {
+                Ok(stream) => {
+                    if let Err(e) = self.add(stream) {
+                        self.lock().core.log(|| format!("accept failed: {e}"));
+                    }
+                }
+                Err(_) => thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    fn add(self: &Arc<Self>, stream: TcpStream) -> io::Result<()> {
+        let _ = stream.set_nodelay(true);
+        let reader = stream.try_clone()?;
+        let writer = stream.try_clone()?;
+        let bell = Arc::new(Bell::default());
+        let mut st = self.lock();
+        if st.stopped {
+            return Ok(());
+        }
+        let conn = st.core.server.accept(Instant::now());
+        st.conns.insert(
+            conn,
+            Conn {
+                stream,
+                bell: bell.clone(),
+            },
+        );
+        st.threads.retain(|t| !t.is_finished());
+        let me = self.clone();
+        let r = thread::Builder::new()
+            .name(format!("ide-bridge-read-{}", conn.0))
+            .spawn(move || me.read_loop(conn, reader));
+        let me = self.clone();
+        let w = thread::Builder::new()
+            .name(format!("ide-bridge-write-{}", conn.0))
+            .spawn(move || me.write_loop(conn, writer, bell));
+        match (r, w) {
+            (Ok(r), Ok(w)) => st.threads.extend([r, w]),
+            (r, w) => {
+                st.threads.extend(r.into_iter().chain(w));
+                self.close_conn(&mut st, conn);
+            }
+        }
+        self.flush(&mut st);
+        Ok(())
+    }
+
+    fn close_conn(&self, st: &mut State, conn: ConnectionId) {
+        if let Some(c) = st.conns.get(&conn) {
+            let _ = c.stream.shutdown(Shutdown::Both);
+            c.bell.ring();
+        }
+        st.core.server.handle_close(conn);
+    }
+
+    fn read_loop(&self, conn: ConnectionId, mut stream: TcpStream) {
+        let mut buf = vec![0u8; READ_CHUNK];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.with(|st| st.core.server.handle_input(conn, &buf[..n], Instant::now()))
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.with(|st| self.close_conn(st, conn));
+    }
+
+    fn write_loop(&self, conn: ConnectionId, mut stream: TcpStream, bell: Arc<Bell>) {
+        let mut chunk = Vec::with_capacity(WRITE_CHUNK);
+        loop {
+            {
+                let mut st = self.lock();
+                let out = st.core.server.transmit(conn);
+                if !out.is_empty() && !st.stopped {
+                    chunk.clear();
+                    chunk.extend_from_slice(&out[..out.len().min(WRITE_CHUNK)]);
+                } else if st.stopped || st.core.server.should_close(conn) {
+                    self.close_conn(&mut st, conn);
+                    st.conns.remove(&conn);
+                    self.flush(&mut st);
+                    return;
+                } else {
+                    drop(st);
+                    bell.wait();
+                    continue;
+                }
+            }
+            // The lock is not held while the socket may block.
+            match stream.write(&chunk) {
+                Ok(n) if n > 0 => self.with(|st| st.core.server.advance_transmit(conn, n)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                _ => {
+                    let mut st = self.lock();
+                    self.close_conn(&mut st, conn);
+                    st.conns.remove(&conn);
+                    self.flush(&mut st);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn timer_loop(&self) {
+        let mut st = self.lock();
+        loop {
+            if st.stopped {
+                return;
+            }
+            let now = Instant::now();
+            match st.core.server.poll_timeout() {
+                Some(deadline) if deadline <= now => {
+                    st.core.server.handle_timeout(now);
+                    self.flush(&mut st);
+                }
+                Some(deadline) => {
+                    st = self
+                        .timer
+                        .wait_timeout(st, deadline - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                None => st = self.timer.wait(st).unwrap_or_else(|e| e.into_inner()),
+            }
+        }
+    }
+}
+
+/// A running server: listening, advertised by its lock file, delivering [`Event`]s.
+///
+/// Dropping it stops it (as [`IdeServer::stop`]) and removes the lock file, also when a panic
+/// unwinds through the thread that owns it.
+pub struct IdeServer {
+    shared: Arc<Shared>,
+    events: mpsc::Receiver<Event>,
+    acceptor: Option<JoinHandle<()>>,
+    timer: Option<JoinHandle<()>>,
+    lock_path: Option<PathBuf>,
+}
+
+impl IdeServer {
+    /// Binds, writes the lock file, and starts the threads.
+    pub fn start(opts: Options) -> io::Result<IdeServer> {
+        let (listener, core) = Core::start(&opts)?;
+        let addr = listener.local_addr()?;
+        let lock_path = core.lock_path().map(Path::to_path_buf);
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                core,
+                conns: HashMap::new(),
+                events: Some(tx),
+                threads: Vec::new(),
+                stopped: false,
+            }),
+            timer: Condvar::new(),
+            addr,
+        });
+        let mut server = IdeServer {
+            shared: shared.clone(),
+            events: rx,
+            acceptor: None,
+            timer: None,
+            lock_path,
+        };
+        let me = shared.clone();
+        server.timer = Some(
+            thread::Builder::new()
+                .name("ide-bridge-timer".into())
+                .spawn(move || me.timer_loop())?,
+        );
+        let me = shared;
+        server.acceptor = Some(
+            thread::Builder::new()
+                .name("ide-bridge-accept".into())
+                .spawn(move || me.accept_loop(listener))?,
+        );
+        Ok(server)
+    }
+
+    /// The port listened on.
+    pub fn port(&self) -> u16 {
+        self.shared.addr.port()
+    }
+
+    /// The address listened on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The lock file's path (`None` with [`LockFileMode::Disabled`]).
+    pub fn lock_path(&self) -> Option<&Path> {
+        self.lock_path.as_deref()
+    }
+
+    /// A handle for answering calls and sending notifications from any thread.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The next event, waiting for it; `None` once the server has stopped.
+    pub fn next_event(&self) -> Option<Event> {
+        self.events.recv().ok()
+    }
+
+    /// The next event, waiting at most `timeout`.
+    pub fn next_event_timeout(&self, timeout: Duration) -> Option<Event> {
+        self.events.recv_timeout(timeout).ok()
+    }
+
+    /// The next event if one is ready.
+    pub fn try_next_event(&self) -> Option<Event> {
+        self.events.try_recv().ok()
+    }
+
+    /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given
+    /// up to 2 s to finish, then every socket is closed, the lock file removed and the threads
+    /// joined.
+    pub fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        let Some(acceptor) = self.acceptor.take() else {
+            return;
+        };
+        let shared = &self.shared;
+        shared.with(|st| st.core.server.shutdown(Instant::now()));
+        let give_up = Instant::now() + STOP_GRACE;
+        while !shared.lock().core.server.is_idle() && Instant::now() < give_up {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let threads = {
+            let mut st = shared.lock();
+            st.stopped = true;
+            for c in st.conns.values() {
+                let _ = c.stream.shutdown(Shutdown::Both);
+                c.bell.ring();
+            }
+            st.events = None;
+            st.core.remove_lock_file();
+            shared.timer.notify_all();
+            std::mem::take(&mut st.threads)
+        };
+        // Wake the acceptor with a connection of our own.
+        let mut wake = shared.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(if wake.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
+            let _ = acceptor.join();
+        }
+        if let Some(t) = self.timer.take() {
+            let _ = t.join();
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for IdeServer {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+/// Answers calls, sends notifications and changes settings from any thread. Every method returns
+/// without blocking on a socket.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Handle {
+    /// Answers a tool call (see `Server::respond`).
+    pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
+        self.shared.with(|st| st.core.server.respond(call, result))
+    }
+
+    /// Answers a compatibility request (see `Server::respond_compat`).
+    pub fn respond_compat(
+        &self,
+        call: CallId,
+        result: Result<serde_json::Value, RpcError>,
+    ) -> Result<(), ApiError> {
+        self.shared
+            .with(|st| st.core.server.respond_compat(call, result))
+    }
+
+    /// Sends a notification; returns how many connections it was queued for.
+    pub fn notify(&self, target: Target, notification: &Notification) -> usize {
+        self.shared
+            .with(|st| st.core.server.notify(target, notification, Instant::now()))
+    }
+
+    /// Changes the offered tools (clients are told `tools/list_changed`).
+    pub fn set_tools(&self, tools: ToolSet) {
+        self.shared
+            .with(|st| st.core.server.set_tools(tools, Instant::now()))
+    }
+
+    /// Changes the workspace folders; the lock file is rewritten atomically.
+    pub fn set_workspace_folders(&self, folders: Vec<PathBuf>) -> io::Result<()> {
+        self.shared
+            .with(|st| st.core.set_workspace_folders(&folders))
+    }
+
+    /// Closes a connection (WebSocket Close 1000).
+    pub fn close(&self, conn: ConnectionId) {
+        self.shared.with(|st| {
+            let _ = st.core.server.close(conn, Instant::now());
+        })
+    }
+
+    /// The live (upgraded, not closed) connections.
+    pub fn connections(&self) -> Vec<ConnectionId> {
+        self.shared.lock().core.server.connections()
+    }
+
+    /// The port listened on.
+    pub fn port(&self) -> u16 {
+        self.shared.addr.port()
+    }
+}

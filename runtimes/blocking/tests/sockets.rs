@@ -1,0 +1,99 @@
+//! The shared scenarios over real loopback sockets, through the blocking runtime.
+
+#[path = "../../testsupport/client.rs"]
+mod client;
+#[path = "../../testsupport/scenarios.rs"]
+mod scenarios;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use claude_ide_bridge::{ApiError, CallId, ConnectionId, Event, Notification, Target, ToolResult};
+use claude_ide_bridge_blocking::{Handle, IdeServer, Options};
+use scenarios::Rt;
+
+struct Blocking;
+
+impl Rt for Blocking {
+    type S = IdeServer;
+    type H = Handle;
+    fn start(opts: Options) -> std::io::Result<IdeServer> {
+        IdeServer::start(opts)
+    }
+    fn port(s: &IdeServer) -> u16 {
+        assert_eq!(s.handle().port(), s.port());
+        s.local_addr().port()
+    }
+    fn lock_path(s: &IdeServer) -> Option<PathBuf> {
+        s.lock_path().map(|p| p.to_path_buf())
+    }
+    fn handle(s: &IdeServer) -> Handle {
+        s.handle()
+    }
+    fn event(s: &IdeServer, timeout: Duration) -> Option<Event> {
+        s.next_event_timeout(timeout)
+    }
+    fn stop(s: IdeServer) {
+        s.stop()
+    }
+    fn respond(h: &Handle, call: CallId, r: ToolResult) -> Result<(), ApiError> {
+        h.respond(call, r)
+    }
+    fn notify(h: &Handle, t: Target, n: &Notification) -> usize {
+        h.notify(t, n)
+    }
+    fn connections(h: &Handle) -> Vec<ConnectionId> {
+        h.connections()
+    }
+    fn set_folders(h: &Handle, f: Vec<PathBuf>) -> std::io::Result<()> {
+        h.set_workspace_folders(f)
+    }
+}
+
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { scenarios::$name::<Blocking>(); })*
+    };
+}
+
+scenarios!(
+    handshake_token,
+    mcp_lifecycle,
+    deferred_open_diff,
+    cancel_and_disconnect,
+    notify_one_and_all,
+    eleventh_refused,
+    slow_reader,
+    dead_peer,
+    lock_file,
+    lock_dir_refused,
+    stale_locks,
+    sigterm_child,
+);
+
+#[test]
+fn sigterm_removes_lock() {
+    scenarios::sigterm_removes_lock("sigterm_child");
+}
+
+#[test]
+fn try_next_event_and_stop_with_pending_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = IdeServer::start(scenarios::opts(dir.path())).unwrap();
+    assert!(s.try_next_event().is_none());
+    let (_, c) = client::connect(s.port(), Some(scenarios::TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    scenarios::wait_event::<Blocking>(&s, |e| matches!(e, Event::Initialized { .. }));
+    let id = c.call_tool(
+        "openDiff",
+        serde_json::json!({"old_file_path": "/w/a", "new_file_path": "/w/a",
+                           "new_file_contents": "x", "tab_name": "t"}),
+    );
+    scenarios::wait_event::<Blocking>(&s, |e| matches!(e, Event::ToolCall { .. }));
+    let stopper = std::thread::spawn(move || s.stop());
+    let resp = c.response(id);
+    assert_eq!(resp["result"]["content"][0]["text"], "DIFF_REJECTED");
+    assert!(c.closed_within(Duration::from_secs(3)));
+    stopper.join().unwrap();
+}

@@ -1,0 +1,197 @@
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use claude_ide_bridge::discovery::LockFile;
+use claude_ide_bridge::{ConnectionId, DisconnectReason, Event, Server};
+
+use crate::lock::{self, LockGuard};
+use crate::{generate_token, posix_folders, LockFileMode, Logger, Options};
+
+/// The engine plus what both runtimes track around it: the deadline the timer was last told
+/// about, and the logger. Runtimes keep it behind their mutex and call [`Core::drain`] after
+/// every call into the engine, then act on the [`Drained`] outside the lock where they can.
+#[derive(Debug)]
+pub struct Core {
+    /// The engine.
+    pub server: Server,
+    logger: Option<Logger>,
+    deadline: Option<Instant>,
+    lock: Option<(LockGuard, LockFile)>,
+}
+
+/// What one [`Core::drain`] found.
+#[derive(Debug, Default)]
+pub struct Drained {
+    /// Events for the host, in order.
+    pub events: Vec<Event>,
+    /// Connections with bytes to write or to close: wake their writers. `true` when
+    /// [`Server::should_close`] already holds (shut the socket down now, which also unblocks a
+    /// writer stuck on a peer that stopped reading).
+    pub ready: Vec<(ConnectionId, bool)>,
+    /// The engine's next deadline moved: re-arm the timer.
+    pub timer_changed: bool,
+}
+
+impl Drained {
+    /// Whether there is nothing to act on.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.ready.is_empty() && !self.timer_changed
+    }
+}
+
+impl Core {
+    /// Wraps a server (no lock file).
+    pub fn new(server: Server, logger: Option<Logger>) -> Core {
+        let deadline = server.poll_timeout();
+        Core {
+            server,
+            logger,
+            deadline,
+            lock: None,
+        }
+    }
+
+    /// What both runtimes do at start: binds the listener (blocking mode), takes the token
+    /// (fresh from the OS CSPRNG unless given), makes the workspace folders absolute POSIX
+    /// strings, removes this host's stale lock files and writes `<port>.lock` as the options say.
+    pub fn start(opts: &Options) -> io::Result<(TcpListener, Core)> {
+        let folders = posix_folders(&opts.workspace_folders)?;
+        let token = opts.auth_token.clone().unwrap_or_else(generate_token);
+        let listener = TcpListener::bind(SocketAddr::new(opts.bind, opts.port))?;
+        let port = listener.local_addr()?.port();
+        let logger = opts.logger.clone().or_else(Logger::from_env);
+        let server = Server::new(opts.config(token.clone(), folders.clone()));
+        let mut core = Core::new(server, logger);
+        core.log(|| format!("Listening on {}", SocketAddr::new(opts.bind, port)));
+        let dir = match &opts.lock_file {
+            LockFileMode::Auto => Some(lock::default_lock_dir()?),
+            LockFileMode::Dir(d) => Some(d.clone()),
+            LockFileMode::Disabled => None,
+        };
+        if let Some(dir) = dir {
+            lock::ensure_lock_dir(&dir)?;
+            for stale in lock::remove_stale_locks(&dir, &opts.ide_name)? {
+                core.log(|| format!("Removed stale lock file {}", stale.display()));
+            }
+            let content = LockFile::new(
+                std::process::id(),
+                folders,
+                opts.ide_name.clone(),
+                cfg!(windows),
+                token,
+            );
+            let guard = LockGuard::create(&dir, port, &content, opts.signal_cleanup)?;
+            core.log(|| format!("Lock file written: {}", guard.path().display()));
+            core.lock = Some((guard, content));
+        }
+        Ok((listener, core))
+    }
+
+    /// The lock file's path, if one was written.
+    pub fn lock_path(&self) -> Option<&Path> {
+        self.lock.as_ref().map(|(g, _)| g.path())
+    }
+
+    /// Changes the workspace folders: the engine's path checks and the lock file (rewritten
+    /// atomically).
+    pub fn set_workspace_folders(&mut self, folders: &[PathBuf]) -> io::Result<()> {
+        let folders = posix_folders(folders)?;
+        self.server.set_workspace_folders(folders.clone());
+        if let Some((guard, content)) = &mut self.lock {
+            content.workspace_folders = folders;
+            guard.update(content)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the lock file now (it is also removed when the `Core` is dropped).
+    pub fn remove_lock_file(&mut self) {
+        if let Some((mut guard, _)) = self.lock.take() {
+            let path = guard.path().to_path_buf();
+            match guard.remove() {
+                Ok(()) => self.log(|| format!("Lock file removed: {}", path.display())),
+                Err(e) => self.log(|| format!("Lock file {} not removed: {e}", path.display())),
+            }
+        }
+    }
+
+    /// Logs a line, when logging is on.
+    pub fn log(&self, line: impl FnOnce() -> String) {
+        if let Some(l) = &self.logger {
+            l.log(&line());
+        }
+    }
+
+    /// Drains the engine's outputs into `out` (appending) and logs connection events.
+    pub fn drain(&mut self, out: &mut Drained) {
+        loop {
+            let mut progressed = false;
+            while let Some(event) = self.server.poll_event() {
+                self.log_event(&event);
+                out.events.push(event);
+                progressed = true;
+            }
+            while let Some(conn) = self.server.poll_transmit_ready() {
+                let close = self.server.should_close(conn);
+                out.ready.push((conn, close));
+                progressed = true;
+            }
+            if !progressed {
+                break;
+            }
+        }
+        let deadline = self.server.poll_timeout();
+        if deadline != self.deadline {
+            self.deadline = deadline;
+            out.timer_changed = true;
+        }
+    }
+
+    fn log_event(&self, event: &Event) {
+        let Some(l) = &self.logger else { return };
+        let line = match event {
+            Event::Connected {
+                conn,
+                path,
+                user_agent,
+            } => {
+                l.log(&format!("Authentication successful ({conn})"));
+                format!(
+                    "Client connected {conn} path={path} user-agent={}",
+                    user_agent.as_deref().unwrap_or("-")
+                )
+            }
+            Event::Initialized {
+                conn,
+                protocol_version,
+                client_name,
+                ..
+            } => format!(
+                "Client initialized {conn} protocol={protocol_version} client={}",
+                client_name.as_deref().unwrap_or("-")
+            ),
+            Event::IdeConnected { conn, pid } => format!("ide_connected {conn} pid={pid:?}"),
+            Event::ToolCall { call, tool } => {
+                format!("Tool call {} from {}", tool.name().as_str(), call.conn)
+            }
+            Event::CompatRequest { call, .. } => format!("Compat request from {}", call.conn),
+            Event::CallCancelled { call, reason } => {
+                format!("Call from {} cancelled: {reason:?}", call.conn)
+            }
+            Event::TabClosed { conn, .. } => format!("Tab closed by {conn}"),
+            Event::Disconnected { conn, reason } => match reason {
+                DisconnectReason::PingTimeout => format!("Removing dead connection {conn}"),
+                DisconnectReason::Refused(401) => {
+                    format!("Authentication failed {conn}: refused with 401")
+                }
+                DisconnectReason::Refused(status) => {
+                    format!("Connection {conn} refused with {status}")
+                }
+                other => format!("Client disconnected {conn}: {other:?}"),
+            },
+        };
+        l.log(&line);
+    }
+}

@@ -1,0 +1,217 @@
+//! The lock file: its directory, atomic writes, the guard that removes it, stale-file cleanup.
+
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use claude_ide_bridge::discovery::{lock_dirs, lock_file_name, port_from_lock_name, LockFile};
+use rustix::fs::OFlags;
+use rustix::process::{getuid, test_kill_process, Pid};
+
+use crate::signals;
+
+/// The directory the real client scans first: `$CLAUDE_CONFIG_DIR/ide` when set, else
+/// `$HOME/.claude/ide`.
+pub fn default_lock_dir() -> io::Result<PathBuf> {
+    let config = std::env::var("CLAUDE_CONFIG_DIR").ok();
+    let home = std::env::var("HOME").ok();
+    lock_dirs(config.as_deref(), home.as_deref())
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "neither CLAUDE_CONFIG_DIR nor HOME is set: no lock-file directory",
+            )
+        })
+}
+
+/// Creates `dir` with mode 0700 if missing (parents included), then checks it: a real directory
+/// (not a symlink), owned by this user, not writable by group or others. Refusals are
+/// `PermissionDenied` errors naming the reason.
+pub fn ensure_lock_dir(dir: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    check_lock_dir(dir)
+}
+
+fn refuse(dir: &Path, why: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!("refusing lock-file directory {}: {why}", dir.display()),
+    )
+}
+
+fn check_lock_dir(dir: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(dir)?;
+    if meta.file_type().is_symlink() {
+        return Err(refuse(dir, "it is a symbolic link"));
+    }
+    if !meta.is_dir() {
+        return Err(refuse(dir, "it is not a directory"));
+    }
+    if meta.uid() != getuid().as_raw() {
+        return Err(refuse(dir, "it is owned by another user"));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refuse(dir, "it is writable by group or others"));
+    }
+    Ok(())
+}
+
+/// Writes `dir/name` atomically: a temporary file in `dir` created exclusively, without following
+/// symlinks, mode 0600; written, synced, then renamed over `name` (a rename replaces a symlink
+/// at `name` rather than writing through it).
+pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32)
+        .open(&tmp)?;
+    let written = file
+        .write_all(contents)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| fs::rename(&tmp, dir.join(name)));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Whether a process with this pid exists (a process of another user counts as alive). Pids
+/// that cannot name a process (0, or too large) count as alive, so their files are kept.
+pub fn pid_alive(pid: u32) -> bool {
+    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return true;
+    };
+    match test_kill_process(p) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+/// Removes this host's stale lock files from `dir`: files named `<port>.lock`, owned by us, with
+/// this `ide_name` and a pid that is not alive. A live process's file is never touched. Returns
+/// the removed paths.
+pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let uid = getuid().as_raw();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if port_from_lock_name(name).is_none() {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() || meta.uid() != uid {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(lock) = LockFile::parse(&text) else {
+            continue;
+        };
+        if lock.ide_name == ide_name && lock.pid != std::process::id() && !pid_alive(lock.pid) {
+            fs::remove_file(&path)?;
+            removed.push(path);
+        }
+    }
+    Ok(removed)
+}
+
+/// A written lock file: rewritten with [`LockGuard::update`], removed by [`LockGuard::remove`]
+/// or on drop.
+#[derive(Debug)]
+pub struct LockGuard {
+    dir: PathBuf,
+    name: String,
+    path: PathBuf,
+    registered: bool,
+    removed: bool,
+}
+
+impl LockGuard {
+    /// Checks `dir` (see [`ensure_lock_dir`]) and writes `<port>.lock` there. With
+    /// `signal_cleanup`, the path is registered for removal on SIGINT/SIGTERM
+    /// ([`signals::register`]).
+    pub fn create(
+        dir: &Path,
+        port: u16,
+        content: &LockFile,
+        signal_cleanup: bool,
+    ) -> io::Result<LockGuard> {
+        ensure_lock_dir(dir)?;
+        let name = lock_file_name(port);
+        let path = dir.join(&name);
+        if signal_cleanup {
+            signals::register(&path)?;
+        }
+        let guard = LockGuard {
+            dir: dir.to_path_buf(),
+            name,
+            path,
+            registered: signal_cleanup,
+            removed: false,
+        };
+        write_atomic(&guard.dir, &guard.name, content.to_json().as_bytes())?;
+        Ok(guard)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Rewrites the file atomically with new content (for example new workspace folders).
+    pub fn update(&mut self, content: &LockFile) -> io::Result<()> {
+        if self.removed {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "the lock file was removed",
+            ));
+        }
+        check_lock_dir(&self.dir)?;
+        write_atomic(&self.dir, &self.name, content.to_json().as_bytes())
+    }
+
+    /// Removes the file (once; later calls do nothing).
+    pub fn remove(&mut self) -> io::Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        self.removed = true;
+        if self.registered {
+            signals::unregister(&self.path);
+        }
+        match fs::remove_file(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let _ = self.remove();
+    }
+}

@@ -1,0 +1,117 @@
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+use claude_ide_bridge::{AuthToken, Config, Limits, ToolSet};
+
+use crate::Logger;
+
+/// Where the lock file goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum LockFileMode {
+    /// `$CLAUDE_CONFIG_DIR/ide` when set, else `~/.claude/ide` (what the real client scans).
+    #[default]
+    Auto,
+    /// This directory (created 0700 if missing).
+    Dir(PathBuf),
+    /// No lock file (the host advertises the port some other way).
+    Disabled,
+}
+
+/// How a runtime's server is started. [`Options::new`] gives safe defaults: loopback, an
+/// OS-assigned port, a fresh token, every tool, the lock file where the client looks.
+///
+/// ```
+/// use claude_ide_bridge_os::Options;
+/// let opts = Options::new(vec!["/home/me/project".into()], "MyEditor");
+/// assert_eq!(opts.bind.to_string(), "127.0.0.1");
+/// assert_eq!(opts.port, 0);
+/// assert!(opts.signal_cleanup);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The workspace folders (made absolute, POSIX-style, for the lock file and path checks).
+    pub workspace_folders: Vec<PathBuf>,
+    /// The IDE's name in the lock file (`ideName`).
+    pub ide_name: String,
+    /// The address to listen on; default `127.0.0.1`. Anything else is an explicit opt-in: the
+    /// `Host` check is turned off, the token is still required.
+    pub bind: IpAddr,
+    /// The port; 0 lets the OS choose.
+    pub port: u16,
+    /// Limits and timers.
+    pub limits: Limits,
+    /// The tools offered.
+    pub tools: ToolSet,
+    /// Answer the compatibility methods (`readFile`, `files/read`, ...).
+    pub compat_methods: bool,
+    /// `Origin` values allowed to connect.
+    pub allowed_origins: Vec<String>,
+    /// Where the lock file goes.
+    pub lock_file: LockFileMode,
+    /// The token; `None` draws a fresh one from the OS CSPRNG.
+    pub auth_token: Option<AuthToken>,
+    /// Remove the lock file on SIGINT/SIGTERM (then the default action happens); default true.
+    pub signal_cleanup: bool,
+    /// `serverInfo.name`.
+    pub server_name: String,
+    /// `serverInfo.version`.
+    pub server_version: String,
+    /// Debug log of connection events; `None` uses [`Logger::from_env`].
+    pub logger: Option<Logger>,
+}
+
+impl Options {
+    /// Defaults for serving `workspace_folders` as `ide_name`.
+    pub fn new(workspace_folders: Vec<PathBuf>, ide_name: impl Into<String>) -> Self {
+        let defaults = Config::new(AuthToken::from_string(String::new()));
+        Options {
+            workspace_folders,
+            ide_name: ide_name.into(),
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            limits: Limits::default(),
+            tools: ToolSet::all(),
+            compat_methods: false,
+            allowed_origins: Vec::new(),
+            lock_file: LockFileMode::Auto,
+            auth_token: None,
+            signal_cleanup: true,
+            server_name: defaults.server_name,
+            server_version: defaults.server_version,
+            logger: None,
+        }
+    }
+
+    /// The engine configuration these options describe, with `token` and `folders` (from
+    /// [`posix_folders`]).
+    pub fn config(&self, token: AuthToken, folders: Vec<String>) -> Config {
+        let mut config = Config::new(token);
+        config.limits = self.limits.clone();
+        config.tools = self.tools;
+        config.compat_methods = self.compat_methods;
+        config.allowed_origins = self.allowed_origins.clone();
+        config.check_host = self.bind.is_loopback();
+        config.server_name = self.server_name.clone();
+        config.server_version = self.server_version.clone();
+        config.workspace_folders = folders;
+        config
+    }
+}
+
+/// Workspace folders as absolute, POSIX-style strings (relative ones are taken from the current
+/// directory).
+///
+/// ```
+/// let f = claude_ide_bridge_os::posix_folders(&["/srv/a".into()]).unwrap();
+/// assert_eq!(f, ["/srv/a"]);
+/// ```
+pub fn posix_folders(folders: &[PathBuf]) -> io::Result<Vec<String>> {
+    folders
+        .iter()
+        .map(|f| {
+            let abs = std::path::absolute(Path::new(f))?;
+            Ok(claude_ide_bridge::paths::to_posix(&abs.to_string_lossy()))
+        })
+        .collect()
+}

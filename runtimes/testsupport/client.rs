@@ -1,0 +1,183 @@
+//! A tiny blocking WebSocket test client on the core's frame codec. Shared by the runtime
+//! crates' tests through `#[path]`.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use claude_ide_bridge::ws::{apply_mask, decode_header, encode_frame, OpCode};
+use serde_json::{json, Value};
+
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+    next_id: u64,
+}
+
+/// Connects and sends the upgrade; returns the HTTP status and, for 101, the client.
+pub fn connect(port: u16, token: Option<&str>) -> (u16, Option<Client>) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut req = format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: mcp\r\n"
+    );
+    if let Some(t) = token {
+        req.push_str(&format!("X-Claude-Code-Ide-Authorization: {t}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return (0, None),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+    let status: u16 = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    if status != 101 {
+        return (status, None);
+    }
+    buf.drain(..end);
+    (
+        status,
+        Some(Client {
+            stream,
+            buf,
+            next_id: 1,
+        }),
+    )
+}
+
+impl Client {
+    pub fn send_frame(&mut self, op: OpCode, payload: &[u8]) {
+        let mut out = Vec::new();
+        encode_frame(&mut out, op, true, Some([7, 3, 9, 1]), payload);
+        self.stream.write_all(&out).unwrap();
+    }
+
+    pub fn send_json(&mut self, v: &Value) {
+        self.send_frame(OpCode::Text, v.to_string().as_bytes());
+    }
+
+    /// The next frame `(opcode, payload)`, or `None` on timeout, EOF or error.
+    pub fn recv_frame(&mut self, timeout: Duration) -> Option<(u8, Vec<u8>)> {
+        let give_up = Instant::now() + timeout;
+        loop {
+            if let Ok(Some((h, n))) = decode_header(&self.buf) {
+                let len = h.payload_len as usize;
+                if self.buf.len() >= n + len {
+                    let mut payload = self.buf[n..n + len].to_vec();
+                    if let Some(m) = h.mask {
+                        apply_mask(&mut payload, m, 0);
+                    }
+                    self.buf.drain(..n + len);
+                    return Some((h.opcode, payload));
+                }
+            }
+            let now = Instant::now();
+            if now >= give_up {
+                return None;
+            }
+            self.stream.set_read_timeout(Some(give_up - now)).unwrap();
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// The next text message as JSON, answering pings on the way.
+    pub fn recv_json(&mut self, timeout: Duration) -> Option<Value> {
+        let give_up = Instant::now() + timeout;
+        loop {
+            let left = give_up.checked_duration_since(Instant::now())?;
+            let (op, payload) = self.recv_frame(left)?;
+            match op {
+                1 => return serde_json::from_slice(&payload).ok(),
+                9 => self.send_frame(OpCode::Pong, &payload),
+                8 => return None,
+                _ => {}
+            }
+        }
+    }
+
+    /// The next JSON message for which `pred` holds (others are skipped).
+    pub fn recv_until(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
+        let give_up = Instant::now() + timeout;
+        loop {
+            let left = give_up.checked_duration_since(Instant::now())?;
+            let v = self.recv_json(left)?;
+            if pred(&v) {
+                return Some(v);
+            }
+        }
+    }
+
+    /// Sends a request; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Sends a request and waits for its response.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.response(id)
+    }
+
+    pub fn response(&mut self, id: u64) -> Value {
+        self.recv_until(Duration::from_secs(5), |v| v["id"] == json!(id))
+            .unwrap_or_else(|| panic!("no response to request {id}"))
+    }
+
+    /// initialize + notifications/initialized.
+    pub fn init(&mut self) -> Value {
+        let r = self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "test-client", "version": "1"}}),
+        );
+        self.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+
+    pub fn call_tool(&mut self, name: &str, args: Value) -> u64 {
+        self.send_request("tools/call", json!({"name": name, "arguments": args}))
+    }
+
+    /// Waits until the server closes the connection (Close frame or EOF).
+    pub fn closed_within(&mut self, timeout: Duration) -> bool {
+        let give_up = Instant::now() + timeout;
+        loop {
+            let Some(left) = give_up.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            match self.recv_frame(left) {
+                None => return Instant::now() < give_up,
+                Some((8, _)) => return true,
+                Some(_) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! Scenarios run over real loopback sockets against each runtime. Each runtime's test file
+//! implements [`Rt`] and calls every scenario.
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use claude_ide_bridge::notify::LogEvent;
+use claude_ide_bridge::{
+    ApiError, AuthToken, CallId, CancelReason, ConnectionId, DisconnectReason, Event, Limits,
+    Notification, Target, ToolCall, ToolResult,
+};
+use claude_ide_bridge_os::{LockFileMode, Options};
+use serde_json::{json, Value};
+
+use crate::client::{connect, Client};
+
+pub const TOKEN: &str = "scenario-token-0123456789abcdefghijklmnopq";
+const WAIT: Duration = Duration::from_secs(5);
+
+/// What the scenarios need from a runtime.
+pub trait Rt {
+    type S;
+    type H: Clone + Send + 'static;
+    fn start(opts: Options) -> std::io::Result<Self::S>;
+    fn port(s: &Self::S) -> u16;
+    fn lock_path(s: &Self::S) -> Option<PathBuf>;
+    fn handle(s: &Self::S) -> Self::H;
+    fn event(s: &Self::S, timeout: Duration) -> Option<Event>;
+    fn stop(s: Self::S);
+    fn respond(h: &Self::H, call: CallId, r: ToolResult) -> Result<(), ApiError>;
+    fn notify(h: &Self::H, t: Target, n: &Notification) -> usize;
+    fn connections(h: &Self::H) -> Vec<ConnectionId>;
+    fn set_folders(h: &Self::H, f: Vec<PathBuf>) -> std::io::Result<()>;
+}
+
+pub fn opts(dir: &Path) -> Options {
+    let mut o = Options::new(vec![dir.to_path_buf()], "ScenarioIDE");
+    o.lock_file = LockFileMode::Dir(dir.join("ide"));
+    o.auth_token = Some(AuthToken::from_string(TOKEN));
+    o.signal_cleanup = false;
+    o
+}
+
+/// The next event matching `pred`, skipping others.
+pub fn wait_event<R: Rt>(s: &R::S, pred: impl Fn(&Event) -> bool) -> Event {
+    let give_up = Instant::now() + WAIT;
+    loop {
+        let left = give_up
+            .checked_duration_since(Instant::now())
+            .expect("timed out waiting for an event");
+        match R::event(s, left) {
+            Some(e) if pred(&e) => return e,
+            Some(_) => {}
+            None => panic!("timed out waiting for an event"),
+        }
+    }
+}
+
+fn connected<R: Rt>(s: &R::S) -> ConnectionId {
+    match wait_event::<R>(s, |e| matches!(e, Event::Connected { .. })) {
+        Event::Connected { conn, .. } => conn,
+        _ => unreachable!(),
+    }
+}
+
+/// Connects, initializes, waits for the Initialized event.
+fn client<R: Rt>(s: &R::S) -> (Client, ConnectionId) {
+    let (status, c) = connect(R::port(s), Some(TOKEN));
+    assert_eq!(status, 101);
+    let mut c = c.unwrap();
+    c.init();
+    let conn = match wait_event::<R>(s, |e| matches!(e, Event::Initialized { .. })) {
+        Event::Initialized { conn, .. } => conn,
+        _ => unreachable!(),
+    };
+    (c, conn)
+}
+
+fn tool_call<R: Rt>(s: &R::S) -> (CallId, ToolCall) {
+    match wait_event::<R>(s, |e| matches!(e, Event::ToolCall { .. })) {
+        Event::ToolCall { call, tool } => (call, tool),
+        _ => unreachable!(),
+    }
+}
+
+fn diff_args(tab: &str) -> Value {
+    json!({"old_file_path": "/w/a.rs", "new_file_path": "/w/a.rs",
+           "new_file_contents": "fn main() {}\n", "tab_name": tab})
+}
+
+fn text_of(resp: &Value) -> Vec<String> {
+    resp["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content in {resp}"))
+        .iter()
+        .map(|c| c["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+pub fn handshake_token<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    assert_eq!(connect(R::port(&s), None).0, 401);
+    assert_eq!(connect(R::port(&s), Some("wrong")).0, 401);
+    let (status, c) = connect(R::port(&s), Some(TOKEN));
+    assert_eq!(status, 101);
+    assert!(c.is_some());
+    connected::<R>(&s);
+    R::stop(s);
+}
+
+pub fn mcp_lifecycle<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (status, c) = connect(R::port(&s), Some(TOKEN));
+    assert_eq!(status, 101);
+    let mut c = c.unwrap();
+    let init = c.init();
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    assert!(init["result"]["serverInfo"]["name"].is_string());
+    wait_event::<R>(&s, |e| matches!(e, Event::Initialized { .. }));
+    let list = c.request("tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t["name"] == "openDiff"));
+    let ping = c.request("ping", json!({}));
+    assert_eq!(ping["result"], json!({}));
+    R::stop(s);
+}
+
+pub fn deferred_open_diff<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (mut c, _) = client::<R>(&s);
+    let diff_id = c.call_tool("openDiff", diff_args("tab-1"));
+    let (diff_call, tool) = tool_call::<R>(&s);
+    assert!(matches!(tool, ToolCall::OpenDiff(_)));
+    let wf_id = c.call_tool("getWorkspaceFolders", json!({}));
+    let (wf_call, tool) = tool_call::<R>(&s);
+    assert!(matches!(tool, ToolCall::GetWorkspaceFolders));
+    let h = R::handle(&s);
+    std::thread::spawn(move || {
+        R::respond(&h, wf_call, ToolResult::text("folders")).unwrap();
+    })
+    .join()
+    .unwrap();
+    let wf = c.response(wf_id);
+    assert_eq!(text_of(&wf), ["folders"]);
+    let h = R::handle(&s);
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        R::respond(&h, diff_call, ToolResult::file_saved("fn main() {}\n")).unwrap();
+    });
+    let diff = c.response(diff_id);
+    assert_eq!(text_of(&diff), ["FILE_SAVED", "fn main() {}\n"]);
+    assert_eq!(
+        R::respond(&R::handle(&s), diff_call, ToolResult::ok()),
+        Err(ApiError::NotPending)
+    );
+    R::stop(s);
+}
+
+pub fn cancel_and_disconnect<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (mut c, conn) = client::<R>(&s);
+    let id = c.call_tool("openDiff", diff_args("tab-1"));
+    let (call, _) = tool_call::<R>(&s);
+    c.send_json(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": id, "reason": "user"}}),
+    );
+    let e = wait_event::<R>(&s, |e| matches!(e, Event::CallCancelled { .. }));
+    assert_eq!(
+        e,
+        Event::CallCancelled {
+            call,
+            reason: CancelReason::Cancelled
+        }
+    );
+    c.call_tool("openDiff", diff_args("tab-2"));
+    let (call2, _) = tool_call::<R>(&s);
+    drop(c);
+    let e = wait_event::<R>(&s, |e| matches!(e, Event::CallCancelled { .. }));
+    assert_eq!(
+        e,
+        Event::CallCancelled {
+            call: call2,
+            reason: CancelReason::Disconnected
+        }
+    );
+    let e = wait_event::<R>(&s, |e| matches!(e, Event::Disconnected { .. }));
+    assert!(matches!(e, Event::Disconnected { conn: c2, .. } if c2 == conn));
+    assert!(R::connections(&R::handle(&s)).is_empty());
+    R::stop(s);
+}
+
+fn selection() -> Notification {
+    Notification::LogEvent(LogEvent {
+        event_name: "ping".into(),
+        event_data: json!({"x": 1}),
+    })
+}
+
+pub fn notify_one_and_all<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (mut a, conn_a) = client::<R>(&s);
+    let (mut b, _) = client::<R>(&s);
+    let h = R::handle(&s);
+    assert_eq!(R::notify(&h, Target::All, &selection()), 2);
+    for c in [&mut a, &mut b] {
+        let n = c.recv_until(WAIT, |v| v["method"] == "log_event").unwrap();
+        assert_eq!(n["params"]["eventName"], "ping");
+    }
+    let one = Notification::LogEvent(LogEvent {
+        event_name: "one".into(),
+        event_data: json!(null),
+    });
+    assert_eq!(R::notify(&h, Target::Connection(conn_a), &one), 1);
+    let n = a.recv_until(WAIT, |v| v["method"] == "log_event").unwrap();
+    assert_eq!(n["params"]["eventName"], "one");
+    // b gets nothing but the answer to its own ping.
+    let id = b.send_request("ping", json!({}));
+    let next = b.recv_json(WAIT).unwrap();
+    assert_eq!(next["id"], json!(id));
+    R::stop(s);
+}
+
+pub fn eleventh_refused<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..10 {
+        let (status, c) = connect(R::port(&s), Some(TOKEN));
+        assert_eq!(status, 101);
+        clients.push(c.unwrap());
+        connected::<R>(&s);
+    }
+    assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 503);
+    assert_eq!(R::connections(&R::handle(&s)).len(), 10);
+    drop(clients.pop());
+    wait_event::<R>(&s, |e| {
+        matches!(
+            e,
+            Event::Disconnected {
+                reason: DisconnectReason::TransportClosed,
+                ..
+            }
+        )
+    });
+    assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 101);
+    R::stop(s);
+}
+
+pub fn slow_reader<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits = Limits {
+        max_outbound: 256 * 1024,
+        ..Limits::default()
+    };
+    let s = R::start(o).unwrap();
+    let (_stalled, conn_a) = client::<R>(&s);
+    let (mut b, _) = client::<R>(&s);
+    let h = R::handle(&s);
+    let big = Notification::LogEvent(LogEvent {
+        event_name: "big".into(),
+        event_data: json!("x".repeat(64 * 1024)),
+    });
+    let give_up = Instant::now() + Duration::from_secs(20);
+    let mut dropped = false;
+    while Instant::now() < give_up && !dropped {
+        R::notify(&h, Target::Connection(conn_a), &big);
+        while let Some(e) = R::event(&s, Duration::from_millis(1)) {
+            if let Event::Disconnected { conn, reason } = e {
+                assert_eq!(conn, conn_a);
+                assert_eq!(reason, DisconnectReason::OutboundFull);
+                dropped = true;
+            }
+        }
+    }
+    assert!(dropped, "the stalled client was not dropped");
+    let pong = b.request("ping", json!({}));
+    assert_eq!(pong["result"], json!({}));
+    assert_eq!(R::connections(&h).len(), 1);
+    R::stop(s);
+}
+
+pub fn dead_peer<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits = Limits {
+        ping_interval: Duration::from_millis(150),
+        ..Limits::default()
+    };
+    let s = R::start(o).unwrap();
+    let (_silent, conn) = client::<R>(&s);
+    let started = Instant::now();
+    let e = wait_event::<R>(&s, |e| matches!(e, Event::Disconnected { .. }));
+    assert_eq!(
+        e,
+        Event::Disconnected {
+            conn,
+            reason: DisconnectReason::PingTimeout
+        }
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    R::stop(s);
+}
+
+fn mode(p: &Path) -> u32 {
+    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+pub fn lock_file<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let path = R::lock_path(&s).unwrap();
+    assert_eq!(
+        path,
+        dir.path().join("ide").join(format!("{}.lock", R::port(&s)))
+    );
+    assert_eq!(mode(&dir.path().join("ide")), 0o700);
+    assert_eq!(mode(&path), 0o600);
+    let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "authToken",
+            "ideName",
+            "pid",
+            "runningInWindows",
+            "transport",
+            "workspaceFolders"
+        ]
+    );
+    assert_eq!(v["authToken"], TOKEN);
+    assert_eq!(v["pid"], std::process::id());
+    assert_eq!(v["ideName"], "ScenarioIDE");
+    assert_eq!(v["transport"], "ws");
+    assert_eq!(v["workspaceFolders"], json!([dir.path().to_str().unwrap()]));
+    // Rewritten atomically when the folders change.
+    R::set_folders(&R::handle(&s), vec!["/srv/x".into(), "/srv/y".into()]).unwrap();
+    let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(v["workspaceFolders"], json!(["/srv/x", "/srv/y"]));
+    assert_eq!(mode(&path), 0o600);
+    let leftovers: Vec<_> = fs::read_dir(dir.path().join("ide")).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "no temporary files left");
+    R::stop(s);
+    assert!(!path.exists(), "removed on stop");
+
+    let s = R::start(opts(dir.path())).unwrap();
+    let path = R::lock_path(&s).unwrap();
+    assert!(path.exists());
+    drop(s);
+    assert!(!path.exists(), "removed on drop");
+
+    // A fresh token per start when none is given.
+    let mut o = opts(dir.path());
+    o.auth_token = None;
+    let s = R::start(o).unwrap();
+    let v: Value =
+        serde_json::from_str(&fs::read_to_string(R::lock_path(&s).unwrap()).unwrap()).unwrap();
+    let token = v["authToken"].as_str().unwrap().to_string();
+    assert_eq!(token.len(), 43);
+    assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 401);
+    assert_eq!(connect(R::port(&s), Some(&token)).0, 101);
+    R::stop(s);
+}
+
+pub fn lock_dir_refused<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    fs::create_dir(&real).unwrap();
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("ide")).unwrap();
+    let err = R::start(opts(dir.path()))
+        .err()
+        .expect("a symlinked lock dir is refused");
+    assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    // World-writable: refused too.
+    let mut o = opts(dir.path());
+    o.lock_file = LockFileMode::Dir(real.clone());
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o777)).unwrap();
+    let err = R::start(o)
+        .err()
+        .expect("a world-writable lock dir is refused");
+    assert!(err.to_string().contains("writable"), "{err}");
+}
+
+pub fn stale_locks<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let ide = dir.path().join("ide");
+    fs::create_dir(&ide).unwrap();
+    fs::set_permissions(&ide, fs::Permissions::from_mode(0o700)).unwrap();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let lock = |pid: u32, name: &str| {
+        json!({"pid": pid, "workspaceFolders": ["/w"], "ideName": name, "transport": "ws",
+               "runningInWindows": false, "authToken": "t"})
+        .to_string()
+    };
+    fs::write(ide.join("1.lock"), lock(dead, "ScenarioIDE")).unwrap();
+    fs::write(ide.join("2.lock"), lock(1, "ScenarioIDE")).unwrap();
+    fs::write(ide.join("3.lock"), lock(dead, "OtherIDE")).unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    assert!(
+        !ide.join("1.lock").exists(),
+        "stale lock of a dead pid removed"
+    );
+    assert!(ide.join("2.lock").exists(), "a live process's lock kept");
+    assert!(ide.join("3.lock").exists(), "another IDE's lock kept");
+    R::stop(s);
+}
+
+/// The child half of the SIGTERM test: runs when `RT_SIGTERM_CHILD` is set, starts a server with
+/// signal cleanup in `$CLAUDE_CONFIG_DIR/ide` and waits to be killed.
+pub fn sigterm_child<R: Rt>() {
+    if std::env::var_os("RT_SIGTERM_CHILD").is_none() {
+        return;
+    }
+    let mut o = Options::new(vec!["/w".into()], "SignalIDE");
+    o.lock_file = LockFileMode::Auto;
+    o.signal_cleanup = true;
+    let s = R::start(o).unwrap();
+    println!("READY {}", R::lock_path(&s).unwrap().display());
+    std::thread::sleep(Duration::from_secs(30));
+    R::stop(s);
+}
+
+/// The parent half: `test_name` is the test calling [`sigterm_child`].
+pub fn sigterm_removes_lock(test_name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("RT_SIGTERM_CHILD", "1")
+        .env("CLAUDE_CONFIG_DIR", dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ide = dir.path().join("ide");
+    let give_up = Instant::now() + Duration::from_secs(20);
+    let lock = loop {
+        let found = fs::read_dir(&ide).ok().and_then(|mut d| {
+            d.find_map(|e| {
+                let p = e.ok()?.path();
+                p.extension().is_some_and(|x| x == "lock").then_some(p)
+            })
+        });
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(Instant::now() < give_up, "the child wrote no lock file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let give_up = Instant::now() + Duration::from_secs(10);
+    let exit = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < give_up, "the child did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!exit.success());
+    assert!(!lock.exists(), "lock file removed on SIGTERM");
+}
