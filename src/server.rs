@@ -45,6 +45,9 @@ pub struct Config {
     pub compat_methods: bool,
     /// The workspace folders (absolute paths), for path checks of compatibility methods.
     pub workspace_folders: Vec<String>,
+    /// Report every JSON-RPC message in and out as [`Event::Message`] (a wire log for
+    /// debugging and tests; costs a copy of each message).
+    pub trace_messages: bool,
 }
 
 impl Config {
@@ -60,6 +63,7 @@ impl Config {
             check_host: true,
             compat_methods: false,
             workspace_folders: Vec::new(),
+            trace_messages: false,
         }
     }
 }
@@ -185,6 +189,15 @@ pub enum Event {
         /// The tab name.
         tab_name: String,
     },
+    /// A JSON-RPC message crossed the wire (only with [`Config::trace_messages`]).
+    Message {
+        /// The connection.
+        conn: ConnectionId,
+        /// True for client → server.
+        incoming: bool,
+        /// The message text.
+        text: String,
+    },
     /// The connection is gone; its pending calls were cancelled just before this event.
     Disconnected {
         /// The connection.
@@ -268,6 +281,8 @@ struct Mcp {
     next_batch: u64,
     /// Close handshake started by us at this instant.
     closing_since: Option<Instant>,
+    /// Outgoing messages not yet reported as events (`Some` only when tracing).
+    trace: Option<Vec<String>>,
 }
 
 struct Connection {
@@ -507,6 +522,7 @@ impl Server {
                 batches: Vec::new(),
                 next_batch: 1,
                 closing_since: None,
+                trace: self.config.trace_messages.then(Vec::new),
             },
         }));
         c.last_rx = now;
@@ -537,6 +553,18 @@ impl Server {
 
     fn mark_dirty(&mut self, conn: ConnectionId) {
         if let Some(c) = self.conns.get_mut(&conn.0) {
+            // Every path that queues output marks the connection: report traced messages here.
+            if let Phase::Open(s) = &mut c.phase {
+                if let Some(t) = &mut s.m.trace {
+                    for text in t.drain(..) {
+                        self.events.push_back(Event::Message {
+                            conn,
+                            incoming: false,
+                            text,
+                        });
+                    }
+                }
+            }
             if !c.in_dirty {
                 c.in_dirty = true;
                 self.dirty.push_back(conn);
@@ -586,10 +614,7 @@ impl Server {
                     if now.saturating_duration_since(t) <= ttl {
                         let mut frame = Vec::new();
                         n.write_json(&mut frame);
-                        let _ = session
-                            .ws
-                            .sender
-                            .send_text_with(|b| b.extend_from_slice(&frame));
+                        let _ = emit(&mut session.m, &mut session.ws.sender, &frame);
                     }
                 }
             }
@@ -603,11 +628,7 @@ impl Server {
                 }
                 Step::Continue => {}
                 Step::Send(out) => {
-                    if let Err(e) = session
-                        .ws
-                        .sender
-                        .send_text_with(|buf| buf.extend_from_slice(&out))
-                    {
+                    if let Err(e) = emit(&mut session.m, &mut session.ws.sender, &out) {
                         self.on_send_error(conn, e);
                         return;
                     }
@@ -937,7 +958,7 @@ impl Server {
             if !s.m.initialized || s.m.closing_since.is_some() {
                 continue;
             }
-            match s.ws.sender.send_text_with(|b| b.extend_from_slice(&frame)) {
+            match emit(&mut s.m, &mut s.ws.sender, &frame) {
                 Ok(()) => {
                     reached += 1;
                     self.mark_dirty(conn);
@@ -1076,6 +1097,14 @@ enum Step {
     PeerClosed(Option<u16>),
 }
 
+/// Queue one JSON-RPC message on the sender, keeping a copy when tracing.
+fn emit(m: &mut Mcp, tx: &mut Sender, json: &[u8]) -> Result<(), SendError> {
+    if let Some(t) = &mut m.trace {
+        t.push(String::from_utf8_lossy(json).into_owned());
+    }
+    tx.send_text_with(|b| b.extend_from_slice(json))
+}
+
 /// Write the response for a finished pending call, into its batch or as its own frame.
 fn answer(
     s: &mut Mcp,
@@ -1089,14 +1118,14 @@ fn answer(
         Err(e) => jsonrpc::write_error(&mut out, Some(&p.id), &e),
     }
     match p.batch {
-        None => tx.send_text_with(|b| b.extend_from_slice(&out)),
+        None => emit(s, tx, &out),
         Some(bid) => {
             if let Some(batch) = s.batches.iter_mut().find(|b| b.id == bid) {
                 push_batch_entry(batch, &out);
                 batch.remaining -= 1;
             }
             match take_if_done(s, bid) {
-                Some(body) => tx.send_text_with(|b| b.extend_from_slice(&body)),
+                Some(body) => emit(s, tx, &body),
                 None => Ok(()),
             }
         }
@@ -1122,6 +1151,13 @@ fn handle_text(
     tx: &mut Sender,
     text: &str,
 ) -> Step {
+    if s.trace.is_some() {
+        events.push_back(Event::Message {
+            conn,
+            incoming: true,
+            text: text.to_string(),
+        });
+    }
     if let Some(fast) = fast::tool_call(text) {
         let mut ctx = Ctx {
             config,
@@ -1299,7 +1335,7 @@ impl Ctx<'_> {
                             b.remaining -= 1;
                         }
                         if let Some(body) = take_if_done(s, bid) {
-                            let _ = self.tx.send_text_with(|b| b.extend_from_slice(&body));
+                            let _ = emit(s, self.tx, &body);
                         }
                     }
                     self.events.push_back(Event::CallCancelled {

@@ -799,3 +799,31 @@ fn compat_methods_are_confined_to_the_workspace() {
         vec![json!({"jsonrpc":"2.0","id":2,"result":{"content":"hello"}})]
     );
 }
+
+#[test]
+fn message_trace_reports_both_directions_in_order() {
+    let mut p = Pair::with_config(|c| c.trace_messages = true);
+    let c = p.connect();
+    p.take_events();
+    p.request(c, json!(1), "ping", json!({}));
+    let ev = p.take_events();
+    let trace: Vec<(bool, Value)> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Message { incoming, text, .. } => {
+                Some((*incoming, serde_json::from_str(text).unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        trace,
+        vec![
+            (
+                true,
+                json!({"jsonrpc":"2.0","id":1,"method":"ping","params":{}})
+            ),
+            (false, json!({"jsonrpc":"2.0","id":1,"result":{}})),
+        ]
+    );
+}

@@ -181,6 +181,19 @@ impl Core {
                 format!("Call from {} cancelled: {reason:?}", call.conn)
             }
             Event::TabClosed { conn, .. } => format!("Tab closed by {conn}"),
+            Event::Message {
+                conn,
+                incoming,
+                text,
+            } => {
+                let dir = if *incoming {
+                    "Raw data received"
+                } else {
+                    "Sent"
+                };
+                let cut = text.char_indices().nth(300).map_or(text.len(), |(i, _)| i);
+                format!("{dir} {conn}: {}", &text[..cut])
+            }
             Event::Disconnected { conn, reason } => match reason {
                 DisconnectReason::PingTimeout => format!("Removing dead connection {conn}"),
                 DisconnectReason::Refused(401) => {

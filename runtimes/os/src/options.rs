@@ -59,6 +59,8 @@ pub struct Options {
     pub server_version: String,
     /// Debug log of connection events; `None` uses [`Logger::from_env`].
     pub logger: Option<Logger>,
+    /// Report every JSON-RPC message as `Event::Message` (a wire log).
+    pub trace_messages: bool,
 }
 
 impl Options {
@@ -80,6 +82,7 @@ impl Options {
             server_name: defaults.server_name,
             server_version: defaults.server_version,
             logger: None,
+            trace_messages: false,
         }
     }
 
@@ -95,6 +98,7 @@ impl Options {
         config.server_name = self.server_name.clone();
         config.server_version = self.server_version.clone();
         config.workspace_folders = folders;
+        config.trace_messages = self.trace_messages;
         config
     }
 }
