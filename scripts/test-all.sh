@@ -11,6 +11,10 @@ step "toolchain"
 cargo --version
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
+step "test dependencies"
+# Python `websockets` is a real peer in the runtimes' socket tests.
+python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
+
 step "format"
 cargo fmt --all -- --check
 

@@ -476,3 +476,35 @@ pub fn sigterm_removes_lock(test_name: &str) {
     assert!(!exit.success());
     assert!(!lock.exists(), "lock file removed on SIGTERM");
 }
+
+/// A WebSocket implementation written by someone else (Python `websockets`) as the client.
+pub fn python_websockets_peer<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../testsupport/ws_peer.py");
+    let child = std::process::Command::new("python3")
+        .args([script, &R::port(&s).to_string(), TOKEN])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 is needed for this test (scripts/test-all.sh installs websockets)");
+    let h = R::handle(&s);
+    // The diff waits for the host while the folders call is answered at once.
+    let (diff, tool) = tool_call::<R>(&s);
+    assert!(matches!(tool, ToolCall::OpenDiff(ref a) if a.new_file_contents.len() == 12 * 1000));
+    let (folders, tool) = tool_call::<R>(&s);
+    assert_eq!(tool, ToolCall::GetWorkspaceFolders);
+    R::respond(&h, folders, ToolResult::text("folders")).unwrap();
+    R::respond(&h, diff, ToolResult::file_saved("accepted")).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the Python peer failed");
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["wrong_token"], 401);
+    assert_eq!(seen["subprotocol"], "mcp");
+    assert_eq!(seen["initialize"], "2025-06-18");
+    assert_eq!(seen["tools"], 15);
+    assert_eq!(seen["order"], json!([4, 3]));
+    assert_eq!(seen["diff"], json!(["FILE_SAVED", "accepted"]));
+    assert_eq!(seen["pong"], true);
+    assert_eq!(seen["close_code"], 1000);
+    R::stop(s);
+}

@@ -69,6 +69,7 @@ scenarios!(
     lock_dir_refused,
     stale_locks,
     sigterm_child,
+    python_websockets_peer,
 );
 
 #[test]
