@@ -437,6 +437,11 @@ pub fn sigterm_child<R: Rt>() {
 
 /// The parent half: `test_name` is the test calling [`sigterm_child`].
 pub fn sigterm_removes_lock(test_name: &str) {
+    signal_removes_lock(test_name, "-TERM");
+}
+
+/// The parent half for any signal (`-TERM`, `-INT`).
+pub fn signal_removes_lock(test_name: &str, signal: &str) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
@@ -461,7 +466,7 @@ pub fn sigterm_removes_lock(test_name: &str) {
         std::thread::sleep(Duration::from_millis(20));
     };
     let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -474,7 +479,7 @@ pub fn sigterm_removes_lock(test_name: &str) {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(!exit.success());
-    assert!(!lock.exists(), "lock file removed on SIGTERM");
+    assert!(!lock.exists(), "lock file removed on {signal}");
 }
 
 /// A WebSocket implementation written by someone else (Python `websockets`) as the client.
@@ -507,4 +512,140 @@ pub fn python_websockets_peer<R: Rt>() {
     assert_eq!(seen["pong"], true);
     assert_eq!(seen["close_code"], 1000);
     R::stop(s);
+}
+
+/// A peer that sends half a frame and vanishes affects only itself.
+pub fn vanish_mid_frame<R: Rt>() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (mut good, _) = client::<R>(&s);
+    let (mut bad, bad_conn) = client::<R>(&s);
+    // A masked text frame declaring 100 bytes, of which 10 arrive.
+    let mut partial = vec![0x81, 0x80 | 100, 1, 2, 3, 4];
+    partial.extend_from_slice(&[b'x' ^ 1; 10]);
+    bad.stream.write_all(&partial).unwrap();
+    drop(bad);
+    let e = wait_event::<R>(&s, |e| matches!(e, Event::Disconnected { .. }));
+    assert!(matches!(e, Event::Disconnected { conn, .. } if conn == bad_conn));
+    assert_eq!(good.request("ping", json!({}))["result"], json!({}));
+    R::stop(s);
+}
+
+/// A peer that vanishes while its `openDiff` waits for the user: the call is cancelled, and a
+/// late answer from the host is refused without harm.
+pub fn vanish_mid_open_diff<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (mut c, _) = client::<R>(&s);
+    c.call_tool("openDiff", diff_args("pending"));
+    let (call, _) = tool_call::<R>(&s);
+    drop(c);
+    let e = wait_event::<R>(&s, |e| matches!(e, Event::CallCancelled { .. }));
+    assert_eq!(
+        e,
+        Event::CallCancelled {
+            call,
+            reason: CancelReason::Disconnected
+        }
+    );
+    let h = R::handle(&s);
+    assert_eq!(
+        R::respond(&h, call, ToolResult::file_saved("late")),
+        Err(ApiError::NotPending)
+    );
+    let (mut next, _) = client::<R>(&s);
+    assert_eq!(next.request("ping", json!({}))["result"], json!({}));
+    R::stop(s);
+}
+
+/// Slowloris: an upgrade trickling in one byte at a time is dropped at the handshake deadline
+/// while another client is served normally.
+pub fn slowloris<R: Rt>() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits.handshake_timeout = Duration::from_millis(800);
+    let s = R::start(o).unwrap();
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", R::port(&s))).unwrap();
+    let started = Instant::now();
+    let trickle = std::thread::spawn(move || {
+        let head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        for b in head {
+            if slow.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 64];
+        // The server closes without a response once the deadline passes.
+        matches!(slow.read(&mut buf), Ok(0) | Err(_))
+    });
+    let (mut good, _) = client::<R>(&s);
+    assert_eq!(good.request("ping", json!({}))["result"], json!({}));
+    let e = wait_event::<R>(&s, |e| {
+        matches!(
+            e,
+            Event::Disconnected {
+                reason: DisconnectReason::HandshakeTimeout,
+                ..
+            }
+        )
+    });
+    assert!(matches!(e, Event::Disconnected { .. }));
+    assert!(trickle.join().unwrap(), "the slow socket was closed");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(good.request("ping", json!({}))["result"], json!({}));
+    R::stop(s);
+}
+
+/// Sleep/resume: the engine's clock leaps an hour ahead (a laptop lid) while the peer is healthy;
+/// the connection survives, probed by a ping, instead of being dropped as dead.
+pub fn clock_jump<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits.ping_interval = Duration::from_millis(400);
+    let clock = o.clock.clone();
+    let s = R::start(o).unwrap();
+    let (mut c, conn) = client::<R>(&s);
+    clock.jump(Duration::from_secs(3600));
+    // Keep reading (answering pings) for several intervals.
+    let until = Instant::now() + Duration::from_millis(2000);
+    let mut pings = 0;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match c.recv_frame(left) {
+            Some((9, payload)) => {
+                pings += 1;
+                c.send_frame(claude_ide_bridge::ws::OpCode::Pong, &payload);
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    assert!(pings >= 2, "the server kept probing ({pings} pings)");
+    assert!(
+        R::connections(&R::handle(&s)).contains(&conn),
+        "still connected"
+    );
+    assert_eq!(c.request("ping", json!({}))["result"], json!({}));
+    R::stop(s);
+}
+
+/// A lock directory that other users can write to is refused (they could swap lock files).
+pub fn lock_dir_wrong_permissions<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let ide = dir.path().join("ide");
+    fs::create_dir(&ide).unwrap();
+    fs::set_permissions(&ide, fs::Permissions::from_mode(0o777)).unwrap();
+    let mut o = opts(dir.path());
+    o.lock_file = LockFileMode::Dir(ide.clone());
+    let err = R::start(o)
+        .err()
+        .expect("a world-writable lock directory is refused");
+    assert!(
+        err.to_string().contains("writable") || err.to_string().contains("permission"),
+        "{err}"
+    );
+    assert_eq!(fs::read_dir(&ide).unwrap().count(), 0);
 }

@@ -149,7 +149,8 @@ impl Shared {
         if st.stopped {
             return Ok(());
         }
-        let conn = st.core.server.accept(Instant::now());
+        let now = st.core.clock.now();
+        let conn = st.core.server.accept(now);
         st.conns.insert(
             conn,
             Conn {
@@ -190,9 +191,10 @@ impl Shared {
         loop {
             match stream.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => {
-                    self.with(|st| st.core.server.handle_input(conn, &buf[..n], Instant::now()))
-                }
+                Ok(n) => self.with(|st| {
+                    let now = st.core.clock.now();
+                    st.core.server.handle_input(conn, &buf[..n], now)
+                }),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
@@ -241,7 +243,7 @@ impl Shared {
             if st.stopped {
                 return;
             }
-            let now = Instant::now();
+            let now = st.core.clock.now();
             match st.core.server.poll_timeout() {
                 Some(deadline) if deadline <= now => {
                     st.core.server.handle_timeout(now);
@@ -361,7 +363,10 @@ impl IdeServer {
             return;
         };
         let shared = &self.shared;
-        shared.with(|st| st.core.server.shutdown(Instant::now()));
+        shared.with(|st| {
+            let now = st.core.clock.now();
+            st.core.server.shutdown(now)
+        });
         let give_up = Instant::now() + STOP_GRACE;
         while !shared.lock().core.server.is_idle() && Instant::now() < give_up {
             thread::sleep(Duration::from_millis(5));
@@ -430,14 +435,18 @@ impl Handle {
 
     /// Sends a notification; returns how many connections it was queued for.
     pub fn notify(&self, target: Target, notification: &Notification) -> usize {
-        self.shared
-            .with(|st| st.core.server.notify(target, notification, Instant::now()))
+        self.shared.with(|st| {
+            let now = st.core.clock.now();
+            st.core.server.notify(target, notification, now)
+        })
     }
 
     /// Changes the offered tools (clients are told `tools/list_changed`).
     pub fn set_tools(&self, tools: ToolSet) {
-        self.shared
-            .with(|st| st.core.server.set_tools(tools, Instant::now()))
+        self.shared.with(|st| {
+            let now = st.core.clock.now();
+            st.core.server.set_tools(tools, now)
+        })
     }
 
     /// Changes the workspace folders; the lock file is rewritten atomically.
@@ -449,7 +458,8 @@ impl Handle {
     /// Closes a connection (WebSocket Close 1000).
     pub fn close(&self, conn: ConnectionId) {
         self.shared.with(|st| {
-            let _ = st.core.server.close(conn, Instant::now());
+            let now = st.core.clock.now();
+            let _ = st.core.server.close(conn, now);
         })
     }
 

@@ -16,6 +16,8 @@ use crate::{generate_token, posix_folders, LockFileMode, Logger, Options};
 pub struct Core {
     /// The engine.
     pub server: Server,
+    /// Where `now` comes from (see [`crate::Clock`]).
+    pub clock: crate::Clock,
     logger: Option<Logger>,
     deadline: Option<Instant>,
     lock: Option<(LockGuard, LockFile)>,
@@ -47,6 +49,7 @@ impl Core {
         let deadline = server.poll_timeout();
         Core {
             server,
+            clock: crate::Clock::default(),
             logger,
             deadline,
             lock: None,
@@ -64,6 +67,7 @@ impl Core {
         let logger = opts.logger.clone().or_else(Logger::from_env);
         let server = Server::new(opts.config(token.clone(), folders.clone()));
         let mut core = Core::new(server, logger);
+        core.clock = opts.clock.clone();
         core.log(|| format!("Listening on {}", SocketAddr::new(opts.bind, port)));
         let dir = match &opts.lock_file {
             LockFileMode::Auto => Some(lock::default_lock_dir()?),

@@ -32,12 +32,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod clock;
 mod core;
 pub mod lock;
 mod log;
 mod options;
 pub mod signals;
 
+pub use crate::clock::Clock;
 pub use crate::core::{Core, Drained};
 pub use crate::log::Logger;
 pub use crate::options::{posix_folders, LockFileMode, Options};

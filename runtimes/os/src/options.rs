@@ -61,6 +61,8 @@ pub struct Options {
     pub logger: Option<Logger>,
     /// Report every JSON-RPC message as `Event::Message` (a wire log).
     pub trace_messages: bool,
+    /// Where the runtime reads `now`; tests share a clone to simulate a clock jump.
+    pub clock: crate::Clock,
 }
 
 impl Options {
@@ -83,6 +85,7 @@ impl Options {
             server_version: defaults.server_version,
             logger: None,
             trace_messages: false,
+            clock: crate::Clock::default(),
         }
     }
 

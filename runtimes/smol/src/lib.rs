@@ -160,7 +160,8 @@ impl Shared {
         if st.stopped {
             return;
         }
-        let conn = st.core.server.accept(Instant::now());
+        let now = st.core.clock.now();
+        let conn = st.core.server.accept(now);
         st.conns.insert(
             conn,
             Conn {
@@ -186,9 +187,10 @@ impl Shared {
         loop {
             match reader.read(&mut buf).await {
                 Ok(0) => break,
-                Ok(n) => {
-                    self.with(|st| st.core.server.handle_input(conn, &buf[..n], Instant::now()))
-                }
+                Ok(n) => self.with(|st| {
+                    let now = st.core.clock.now();
+                    st.core.server.handle_input(conn, &buf[..n], now)
+                }),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
@@ -235,18 +237,21 @@ impl Shared {
 
     async fn timer_loop(self: Arc<Self>, bell: Receiver<()>) {
         loop {
-            let deadline = {
+            let wait = {
                 let st = self.lock();
                 if st.stopped {
                     return;
                 }
-                st.core.server.poll_timeout()
+                st.core
+                    .server
+                    .poll_timeout()
+                    .map(|d| st.core.clock.until(d))
             };
-            let rung = match deadline {
+            let rung = match wait {
                 Some(d) => {
                     future::or(
                         async {
-                            Timer::at(d).await;
+                            Timer::after(d).await;
                             true
                         },
                         async { bell.recv().await.is_ok() },
@@ -258,8 +263,8 @@ impl Shared {
             if !rung {
                 return;
             }
-            let now = Instant::now();
             self.with(|st| {
+                let now = st.core.clock.now();
                 if st.core.server.poll_timeout().is_some_and(|d| d <= now) {
                     st.core.server.handle_timeout(now);
                 }
@@ -366,7 +371,10 @@ impl IdeServer {
     pub async fn stop(mut self) {
         self.stopped = true;
         let shared = self.shared.clone();
-        shared.with(|st| st.core.server.shutdown(Instant::now()));
+        shared.with(|st| {
+            let now = st.core.clock.now();
+            st.core.server.shutdown(now)
+        });
         let give_up = Instant::now() + STOP_GRACE;
         while !shared.lock().core.server.is_idle() && Instant::now() < give_up {
             Timer::after(Duration::from_millis(5)).await;
@@ -380,8 +388,10 @@ impl IdeServer {
 impl Drop for IdeServer {
     fn drop(&mut self) {
         if !self.stopped {
-            self.shared
-                .with(|st| st.core.server.shutdown(Instant::now()));
+            self.shared.with(|st| {
+                let now = st.core.clock.now();
+                st.core.server.shutdown(now)
+            });
             for task in self.shared.stop_hard() {
                 task.detach();
             }
@@ -414,14 +424,18 @@ impl Handle {
 
     /// Sends a notification; returns how many connections it was queued for.
     pub fn notify(&self, target: Target, notification: &Notification) -> usize {
-        self.shared
-            .with(|st| st.core.server.notify(target, notification, Instant::now()))
+        self.shared.with(|st| {
+            let now = st.core.clock.now();
+            st.core.server.notify(target, notification, now)
+        })
     }
 
     /// Changes the offered tools (clients are told `tools/list_changed`).
     pub fn set_tools(&self, tools: ToolSet) {
-        self.shared
-            .with(|st| st.core.server.set_tools(tools, Instant::now()))
+        self.shared.with(|st| {
+            let now = st.core.clock.now();
+            st.core.server.set_tools(tools, now)
+        })
     }
 
     /// Changes the workspace folders; the lock file is rewritten atomically.
@@ -433,7 +447,8 @@ impl Handle {
     /// Closes a connection (WebSocket Close 1000).
     pub fn close(&self, conn: ConnectionId) {
         self.shared.with(|st| {
-            let _ = st.core.server.close(conn, Instant::now());
+            let now = st.core.clock.now();
+            let _ = st.core.server.close(conn, now);
         })
     }
 

@@ -75,11 +75,21 @@ scenarios!(
     stale_locks,
     sigterm_child,
     python_websockets_peer,
+    vanish_mid_frame,
+    vanish_mid_open_diff,
+    slowloris,
+    clock_jump,
+    lock_dir_wrong_permissions,
 );
 
 #[test]
 fn sigterm_removes_lock() {
     scenarios::sigterm_removes_lock("sigterm_child");
+}
+
+#[test]
+fn sigint_removes_lock() {
+    scenarios::signal_removes_lock("sigterm_child", "-INT");
 }
 
 #[test]
