@@ -7,6 +7,8 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+pub mod harness;
+
 pub const TOKEN: &str = "test-token-0123456789abcdefghijklmnopqrstuv";
 pub const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 
@@ -196,4 +198,82 @@ pub fn texts(result: &Value) -> Vec<String> {
         .iter()
         .map(|c| c["text"].as_str().expect("text item").to_string())
         .collect()
+}
+
+/// One masked client frame.
+pub fn masked(opcode: OpCode, fin: bool, mask: [u8; 4], payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    encode_frame(&mut f, opcode, fin, Some(mask), payload);
+    f
+}
+
+/// The tab name of the fragmented `openDiff` in [`real_client_stream`].
+pub const FRAGMENTED_TAB: &str = "✻ [Claude Code] main.rs (4f025d) ⧉";
+
+/// A realistic client session, as one byte stream: the real client's upgrade request, then masked
+/// frames carrying initialize, notifications/initialized, tools/list, a Ping, tools/call openDiff
+/// and getDiagnostics, a JSON-RPC ping, an `openDiff` split in three fragments (cut inside
+/// multi-byte characters, a Ping between two fragments), a cancellation of the getDiagnostics
+/// call, and a Close 1000. Pending: the two `openDiff` calls (ids 2 and 5).
+pub fn real_client_stream() -> Vec<u8> {
+    let mut s = real_request(Some(TOKEN)).into_bytes();
+    let mut n = 0u8;
+    let mut mask = || {
+        n = n.wrapping_add(1);
+        [0x37 ^ n, 0xfa, 0x21 ^ n.wrapping_mul(7), 0x3d]
+    };
+    let text = |v: Value, m: [u8; 4]| masked(OpCode::Text, true, m, v.to_string().as_bytes());
+    s.extend(text(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {"roots": {}},
+            "clientInfo": {"name": "claude-code", "version": "2.1.330"}}}),
+        mask(),
+    ));
+    s.extend(text(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        mask(),
+    ));
+    s.extend(text(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+        mask(),
+    ));
+    s.extend(masked(OpCode::Ping, true, mask(), b"keepalive"));
+    s.extend(text(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "openDiff", "arguments": {
+                "old_file_path": "/ws/src/lib.rs", "new_file_path": "/ws/src/lib.rs",
+                "new_file_contents": "pub fn f() {}\n", "tab_name": "✻ [Claude Code] lib.rs (0a1b2c) ⧉"},
+            "_meta": {"progressToken": 2, "claudecode/toolUseId": "toolu_01"}}}),
+        mask(),
+    ));
+    s.extend(text(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "getDiagnostics", "arguments": {"uri": "file:///ws/src/main.rs"}}}),
+        mask(),
+    ));
+    s.extend(text(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}),
+        mask(),
+    ));
+    let diff = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "openDiff", "arguments": {
+            "old_file_path": "/ws/src/main.rs", "new_file_path": "/ws/src/main.rs",
+            "new_file_contents": "fn main() { println!(\"grüße ✻\"); }\n", "tab_name": FRAGMENTED_TAB}}})
+    .to_string();
+    let b = diff.as_bytes();
+    // Cut inside the first "✻" (3 bytes) and inside "ü" (2 bytes).
+    let star = diff.find('✻').expect("a star") + 1;
+    let umlaut = diff.find('ü').expect("an umlaut") + 1;
+    let (c1, c2) = (star.min(umlaut), star.max(umlaut));
+    s.extend(masked(OpCode::Text, false, mask(), &b[..c1]));
+    s.extend(masked(OpCode::Continuation, false, mask(), &b[c1..c2]));
+    s.extend(masked(OpCode::Ping, true, mask(), b""));
+    s.extend(masked(OpCode::Continuation, true, mask(), &b[c2..]));
+    s.extend(text(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": 3, "reason": "interrupted"}}),
+        mask(),
+    ));
+    s.extend(masked(OpCode::Close, true, mask(), b"\x03\xe8bye"));
+    s
 }

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The fuzz crate on stable: format, lints, and every committed corpus file replayed through every
+# target without libFuzzer (fuzz/tests/corpus.rs).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+cargo test --manifest-path fuzz/Cargo.toml
