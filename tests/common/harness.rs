@@ -338,7 +338,8 @@ impl Harness {
             }
             Event::Initialized { conn, .. }
             | Event::IdeConnected { conn, .. }
-            | Event::TabClosed { conn, .. } => {
+            | Event::TabClosed { conn, .. }
+            | Event::Message { conn, .. } => {
                 assert!(self.connected.contains(conn) && !self.disconnected.contains(conn));
             }
             Event::ToolCall { call, .. } | Event::CompatRequest { call, .. } => {
