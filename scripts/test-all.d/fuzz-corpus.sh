@@ -6,3 +6,6 @@ cd "$(dirname "$0")/../.."
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 cargo test --manifest-path fuzz/Cargo.toml
+# Every libFuzzer target builds (on stable: libFuzzer's runtime links, without the coverage
+# instrumentation `cargo fuzz` adds on nightly).
+cargo build --manifest-path fuzz/Cargo.toml --features libfuzzer --bins
