@@ -12,6 +12,15 @@ cargo --version
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
 step "test dependencies"
+# Debian packages the tests drive: the real Vim (stdio example host), tmux (the real claude CLI),
+# script (pseudo-terminal for the ask prompt).
+missing=()
+for tool in vim:vim tmux:tmux script:bsdutils; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+fi
 # Python `websockets` is a real peer in the runtimes' socket tests.
 python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
 
