@@ -1508,28 +1508,20 @@ impl Ctx<'_> {
                 }
                 Ok(Some(result_body(&ToolResult::closed_diff_tabs(n))))
             }
-            ToolCall::OpenDiff(ref args) => {
-                let tab = args.tab_name.clone();
-                if let Some(i) = s
-                    .pending
-                    .iter()
-                    .position(|x| x.tab.as_deref() == Some(tab.as_str()))
+            tool => {
+                // A second openDiff with the same tab name first rejects the earlier one.
+                let tab = match &tool {
+                    ToolCall::OpenDiff(args) => Some(args.tab_name.clone()),
+                    _ => None,
+                };
+                if let Some(i) = tab
+                    .as_deref()
+                    .and_then(|t| s.pending.iter().position(|x| x.tab.as_deref() == Some(t)))
                 {
                     let p = s.pending.remove(i);
                     self.reject_diff(s, p, CancelReason::Replaced);
                 }
-                let seq = self.push_pending(s, id, Some(tab), false);
-                self.events.push_back(Event::ToolCall {
-                    call: CallId {
-                        conn: self.conn,
-                        seq,
-                    },
-                    tool,
-                });
-                Ok(None)
-            }
-            tool => {
-                let seq = self.push_pending(s, id, None, false);
+                let seq = self.push_pending(s, id, tab, false);
                 self.events.push_back(Event::ToolCall {
                     call: CallId {
                         conn: self.conn,
