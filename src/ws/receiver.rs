@@ -11,6 +11,9 @@ use super::{Message, WsLimits, IDLE_CAPACITY, SHRINK_ABOVE};
 /// Smallest size the input buffer grows to.
 const MIN_GROW: usize = 4096;
 
+/// Reads larger than this count as this large for [`Receiver::read_hint`].
+const MAX_READ_HINT: usize = 64 * 1024;
+
 /// What the payload being received belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FrameKind {
@@ -82,6 +85,9 @@ pub struct Receiver {
     /// `msg` was handed out by the last poll and is to be cleared.
     msg_delivered: bool,
     utf8: Utf8Validator,
+    /// The largest read seen (capped at [`MAX_READ_HINT`]): the input buffer keeps room for one such read when
+    /// it shrinks, so that a busy connection does not shrink and regrow it at every read.
+    read_hint: usize,
     close_received: bool,
     failed: bool,
 }
@@ -101,6 +107,7 @@ impl Receiver {
             msg: Vec::new(),
             msg_delivered: false,
             utf8: Utf8Validator::new(),
+            read_hint: 0,
             close_received: false,
             failed: false,
         }
@@ -111,6 +118,7 @@ impl Receiver {
         if self.is_done() {
             return;
         }
+        self.read_hint = self.read_hint.max(data.len().min(MAX_READ_HINT));
         if self.buf.len() - self.tail < data.len() {
             self.compact();
         }
@@ -134,6 +142,7 @@ impl Receiver {
     /// initialised free space, which may be more than `min_len`. Ask for a few KiB up to 64 KiB: the buffer
     /// shrinks back to 8 KiB between messages.
     pub fn read_buf(&mut self, min_len: usize) -> &mut [u8] {
+        self.read_hint = self.read_hint.max(min_len.min(MAX_READ_HINT));
         if self.buf.capacity() - self.tail < min_len {
             self.compact();
             self.reserve_input(min_len);
@@ -256,6 +265,11 @@ impl Receiver {
     /// Called when `poll` needs more bytes: reset an empty input buffer, and shrink a large one that holds
     /// little (unless an unfragmented frame is accumulating in it), so that a fragmented message or an idle
     /// connection does not keep the capacity a large frame needed.
+    ///
+    /// The buffer keeps room for one read of the largest size seen (up to 64 KiB) plus a quarter for a partial
+    /// frame, and only shrinks when it is over twice that: a connection read 16 KiB at a time keeps about
+    /// 20 KiB and never shrinks and regrows between reads, one that only ever saw small reads goes back to
+    /// 8 KiB.
     fn idle(&mut self) {
         if self.head == self.tail {
             self.head = 0;
@@ -268,13 +282,14 @@ impl Receiver {
                 ..
             }
         );
-        if self.buf.capacity() > SHRINK_ABOVE
-            && self.tail - self.head <= IDLE_CAPACITY / 2
+        let keep = IDLE_CAPACITY.max(self.read_hint + self.read_hint / 4);
+        if self.buf.capacity() > SHRINK_ABOVE.max(2 * keep)
+            && self.tail - self.head <= keep / 2
             && !accumulating
         {
             self.compact();
-            self.buf.truncate(IDLE_CAPACITY);
-            self.buf.shrink_to(IDLE_CAPACITY);
+            self.buf.truncate(keep);
+            self.buf.shrink_to(keep);
         }
     }
 
