@@ -885,9 +885,13 @@ impl Server {
     /// Answer a tool call. `openDiff` answers are normally [`ToolResult::file_saved`],
     /// [`ToolResult::tab_closed`] or [`ToolResult::diff_rejected`].
     pub fn respond(&mut self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
-        let mut body = Vec::new();
+        // The result is written into the reused scratch buffer, and from there into the output queue.
+        let mut body = std::mem::take(&mut self.scratch);
+        body.clear();
         result.write_json(&mut body);
-        self.finish_call(call, Ok(body), false)
+        let r = self.finish_call(call, Ok(&body), false);
+        self.scratch = body;
+        r
     }
 
     /// Answer a compatibility request with a JSON result or a JSON-RPC error.
@@ -897,13 +901,13 @@ impl Server {
         result: Result<serde_json::Value, RpcError>,
     ) -> Result<(), ApiError> {
         let r = result.map(|v| serde_json::to_vec(&v).unwrap_or_else(|_| b"null".to_vec()));
-        self.finish_call(call, r, true)
+        self.finish_call(call, r.as_deref(), true)
     }
 
     fn finish_call(
         &mut self,
         call: CallId,
-        body: Result<Vec<u8>, RpcError>,
+        body: Result<&[u8], &RpcError>,
         compat: bool,
     ) -> Result<(), ApiError> {
         let c = self
@@ -1047,7 +1051,7 @@ impl Server {
                             }
                             None => Err(RpcError::internal("the IDE is shutting down")),
                         };
-                        if let Err(e) = answer(&mut s.m, &mut s.ws.sender, &p, body) {
+                        if let Err(e) = answer(&mut s.m, &mut s.ws.sender, &p, body.as_deref()) {
                             failed = Some(e);
                         }
                         self.events.push_back(Event::CallCancelled {
@@ -1110,13 +1114,18 @@ fn answer(
     s: &mut Mcp,
     tx: &mut Sender,
     p: &Pending,
-    body: Result<Vec<u8>, RpcError>,
+    body: Result<&[u8], &RpcError>,
 ) -> Result<(), SendError> {
-    let mut out = Vec::with_capacity(64 + body.as_ref().map(|b| b.len()).unwrap_or(0));
-    match body {
-        Ok(b) => jsonrpc::write_result(&mut out, &p.id, |o| o.extend_from_slice(&b)),
-        Err(e) => jsonrpc::write_error(&mut out, Some(&p.id), &e),
+    let write = |out: &mut Vec<u8>| match body {
+        Ok(b) => jsonrpc::write_result(out, &p.id, |o| o.extend_from_slice(b)),
+        Err(e) => jsonrpc::write_error(out, Some(&p.id), e),
+    };
+    if p.batch.is_none() && s.trace.is_none() {
+        // The common case: straight into the output queue, no intermediate buffer.
+        return tx.send_text_with(write);
     }
+    let mut out = Vec::with_capacity(64 + body.map(|b| b.len()).unwrap_or(0));
+    write(&mut out);
     match p.batch {
         None => emit(s, tx, &out),
         Some(bid) => {
@@ -1538,7 +1547,7 @@ impl Ctx<'_> {
         let tab = p.tab.clone().unwrap_or_default();
         let body = result_body(&ToolResult::diff_rejected(tab));
         // A failure to queue (outbound full) is noticed by the caller through the sender state.
-        let _ = answer(s, self.tx, &p, Ok(body));
+        let _ = answer(s, self.tx, &p, Ok(&body));
         self.events.push_back(Event::CallCancelled {
             call: CallId {
                 conn: self.conn,
@@ -1606,10 +1615,52 @@ fn _assert_send() {
 mod fast {
     use crate::tools::{ToolCall, ToolName};
     use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
-    use serde::Deserializer;
+    use serde::{Deserialize, Deserializer};
     use serde_json::value::RawValue;
     use std::borrow::Cow;
     use std::fmt;
+
+    /// A key or string value, borrowed from the message when it has no escapes. (serde's own `Cow<str>`
+    /// always copies: that was one allocation per key, ten per `tools/call`.)
+    struct Str<'a>(Cow<'a, str>);
+
+    impl std::ops::Deref for Str<'_> {
+        type Target = str;
+        fn deref(&self) -> &str {
+            &self.0
+        }
+    }
+
+    impl PartialEq<&str> for Str<'_> {
+        fn eq(&self, other: &&str) -> bool {
+            *self.0 == **other
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Str<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Str<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_borrowed_str<E: serde::de::Error>(
+                    self,
+                    v: &'de str,
+                ) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Borrowed(v)))
+                }
+                fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Owned(v.to_owned())))
+                }
+                fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Owned(v)))
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
 
     pub(super) struct FastCall<'a> {
         pub(super) id: &'a RawValue,
@@ -1638,10 +1689,10 @@ mod fast {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let (mut version, mut id, mut method, mut call) = (false, None, false, None);
             let mut raw_params: Option<&'de RawValue> = None;
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            while let Some(key) = map.next_key::<Str<'de>>()? {
                 match &*key {
                     "jsonrpc" if !version => {
-                        version = map.next_value::<Cow<'de, str>>()? == "2.0";
+                        version = map.next_value::<Str<'de>>()? == "2.0";
                         if !version {
                             return Err(A::Error::custom("version"));
                         }
@@ -1655,7 +1706,7 @@ mod fast {
                         id = Some(raw);
                     }
                     "method" if !method => {
-                        if map.next_value::<Cow<'de, str>>()? != "tools/call" {
+                        if map.next_value::<Str<'de>>()? != "tools/call" {
                             return Err(A::Error::custom("method"));
                         }
                         method = true;
@@ -1707,10 +1758,10 @@ mod fast {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolCall, A::Error> {
             let (mut tool, mut call) = (None, None);
             let mut raw_args: Option<&'de RawValue> = None;
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            while let Some(key) = map.next_key::<Str<'de>>()? {
                 match &*key {
                     "name" if tool.is_none() => {
-                        let name = map.next_value::<Cow<'de, str>>()?;
+                        let name = map.next_value::<Str<'de>>()?;
                         tool = Some(
                             ToolName::from_name(&name).ok_or_else(|| A::Error::custom("tool"))?,
                         );

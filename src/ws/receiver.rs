@@ -5,11 +5,14 @@ use super::frame::{
     apply_mask, decode_header, FrameHeader, OpCode, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN,
 };
 use super::sender::Sender;
-use super::utf8::Utf8Validator;
+use super::utf8::{str_from_utf8, validated_str, Utf8Validator};
 use super::{Message, WsLimits, IDLE_CAPACITY, SHRINK_ABOVE};
 
 /// Smallest size the input buffer grows to.
 const MIN_GROW: usize = 4096;
+
+/// Reads larger than this count as this large for [`Receiver::read_hint`].
+const MAX_READ_HINT: usize = 64 * 1024;
 
 /// What the payload being received belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +44,8 @@ enum State {
 enum Ready {
     /// Text in `buf[start..end]`.
     Text(usize, usize),
+    /// Text in `buf[start..end]` that the streaming validator accepted as it arrived.
+    ValidText(usize, usize),
     /// Binary in `buf[start..end]`.
     Binary(usize, usize),
     /// The text message assembled in `msg`.
@@ -80,6 +85,9 @@ pub struct Receiver {
     /// `msg` was handed out by the last poll and is to be cleared.
     msg_delivered: bool,
     utf8: Utf8Validator,
+    /// The largest read seen (capped at [`MAX_READ_HINT`]): the input buffer keeps room for one such read when
+    /// it shrinks, so that a busy connection does not shrink and regrow it at every read.
+    read_hint: usize,
     close_received: bool,
     failed: bool,
 }
@@ -99,6 +107,7 @@ impl Receiver {
             msg: Vec::new(),
             msg_delivered: false,
             utf8: Utf8Validator::new(),
+            read_hint: 0,
             close_received: false,
             failed: false,
         }
@@ -109,6 +118,7 @@ impl Receiver {
         if self.is_done() {
             return;
         }
+        self.read_hint = self.read_hint.max(data.len().min(MAX_READ_HINT));
         if self.buf.len() - self.tail < data.len() {
             self.compact();
         }
@@ -126,17 +136,20 @@ impl Receiver {
     /// A writable slice of at least `min_len` bytes at the end of the input buffer, for the socket to read into;
     /// then call [`commit`](Self::commit) with the number of bytes written.
     ///
-    /// The buffer is compacted or grown only when too small, and only newly grown bytes are zeroed. The slice
-    /// is all the free space, which may be much more than `min_len`; ask for a small `min_len` (a few KiB):
-    /// the buffer shrinks back to 8 KiB between messages, and a larger request would regrow (and re-zero) it.
+    /// The buffer is compacted or grown only when too small. Safe code can only hand out initialised bytes, so
+    /// bytes are zeroed, but each byte of capacity only once, just before it is first handed out (while it is
+    /// in cache, `min_len` bytes at a time), never the whole capacity on growth. The slice is all the
+    /// initialised free space, which may be more than `min_len`. Ask for a few KiB up to 64 KiB: the buffer
+    /// shrinks back to 8 KiB between messages.
     pub fn read_buf(&mut self, min_len: usize) -> &mut [u8] {
-        if self.buf.len() - self.tail < min_len {
+        self.read_hint = self.read_hint.max(min_len.min(MAX_READ_HINT));
+        if self.buf.capacity() - self.tail < min_len {
             self.compact();
-            if self.buf.len() - self.tail < min_len {
-                self.reserve_input(min_len);
-                let cap = self.buf.capacity();
-                self.buf.resize(cap, 0);
-            }
+            self.reserve_input(min_len);
+        }
+        let want = self.tail + min_len;
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
         }
         &mut self.buf[self.tail..]
     }
@@ -179,7 +192,7 @@ impl Receiver {
             }
             Err(e) => return Err(self.fail(tx, e)),
         };
-        let text = |bytes| std::str::from_utf8(bytes).map_err(|_| ProtocolErrorKind::InvalidUtf8);
+        let text = |bytes| str_from_utf8(bytes).ok_or(ProtocolErrorKind::InvalidUtf8);
         let msg = match ready {
             Ready::Text(s, e) => match text(&self.buf[s..e]) {
                 Ok(t) => Message::Text(t),
@@ -191,15 +204,9 @@ impl Receiver {
                     return Err(kind.into());
                 }
             },
-            Ready::TextMsg => match text(&self.msg) {
-                Ok(t) => Message::Text(t),
-                Err(kind) => {
-                    self.failed = true;
-                    self.head = self.tail;
-                    let _ = tx.close_frame(Some((1007, b"")));
-                    return Err(kind.into());
-                }
-            },
+            // Fed to `self.utf8` piece by piece as it arrived, and `finish` accepted the end.
+            Ready::ValidText(s, e) => Message::Text(validated_str(&self.buf[s..e])),
+            Ready::TextMsg => Message::Text(validated_str(&self.msg)),
             Ready::Binary(s, e) => Message::Binary(&self.buf[s..e]),
             Ready::BinaryMsg => Message::Binary(&self.msg),
             Ready::Ping(s, e) => Message::Ping(&self.buf[s..e]),
@@ -258,6 +265,11 @@ impl Receiver {
     /// Called when `poll` needs more bytes: reset an empty input buffer, and shrink a large one that holds
     /// little (unless an unfragmented frame is accumulating in it), so that a fragmented message or an idle
     /// connection does not keep the capacity a large frame needed.
+    ///
+    /// The buffer keeps room for one read of the largest size seen (up to 64 KiB) plus a quarter for a partial
+    /// frame, and only shrinks when it is over twice that: a connection read 16 KiB at a time keeps about
+    /// 20 KiB and never shrinks and regrows between reads, one that only ever saw small reads goes back to
+    /// 8 KiB.
     fn idle(&mut self) {
         if self.head == self.tail {
             self.head = 0;
@@ -270,13 +282,14 @@ impl Receiver {
                 ..
             }
         );
-        if self.buf.len() > SHRINK_ABOVE
-            && self.tail - self.head <= IDLE_CAPACITY / 2
+        let keep = IDLE_CAPACITY.max(self.read_hint + self.read_hint / 4);
+        if self.buf.capacity() > SHRINK_ABOVE.max(2 * keep)
+            && self.tail - self.head <= keep / 2
             && !accumulating
         {
             self.compact();
-            self.buf.truncate(IDLE_CAPACITY);
-            self.buf.shrink_to(IDLE_CAPACITY);
+            self.buf.truncate(keep);
+            self.buf.shrink_to(keep);
         }
     }
 
@@ -291,15 +304,29 @@ impl Receiver {
 
     /// Reserve capacity for `additional` bytes past `tail`: doubling, but capped near the largest frame the
     /// limits allow so that the capacity never overshoots the limit by a factor of two.
+    ///
+    /// While an unfragmented frame accumulates, growth also stops at the end of that frame (its declared
+    /// length, already checked against the limit): a 16 MiB frame ends in a buffer of about 16 MiB, not 32. The
+    /// declared length is never reserved up front: each step at most doubles the capacity, which is about
+    /// what has actually arrived, so a peer that declares a large frame and sends little gets little memory.
     fn reserve_input(&mut self, additional: usize) {
         let needed = self.tail + additional;
         if self.buf.capacity() >= needed {
             return;
         }
-        let cap_limit = self
+        let mut cap_limit = self
             .limits
             .max_message_size
             .saturating_add(MAX_HEADER_LEN + IDLE_CAPACITY);
+        if let State::Payload {
+            kind: FrameKind::Single(_),
+            len,
+            ..
+        } = self.state
+        {
+            // The payload starts at `head` (it is consumed only when complete).
+            cap_limit = cap_limit.min(self.head + len);
+        }
         let target = needed.max(
             self.buf
                 .capacity()
@@ -307,6 +334,7 @@ impl Receiver {
                 .max(MIN_GROW)
                 .min(cap_limit),
         );
+        // `Vec::reserve_exact` takes the room wanted past `len`, which may be short of or past `tail`.
         self.buf.reserve_exact(target - self.buf.len());
     }
 
@@ -458,7 +486,7 @@ impl Receiver {
                     self.head += len;
                     self.state = State::Header;
                     return Ok(Some(if text {
-                        Ready::Text(s, s + len)
+                        Ready::ValidText(s, s + len)
                     } else {
                         Ready::Binary(s, s + len)
                     }));

@@ -550,6 +550,41 @@ fn memory_stays_bounded_and_idle_is_small() {
 }
 
 #[test]
+fn declared_length_is_not_reserved_up_front() {
+    let lim = WsLimits {
+        max_message_size: 16 << 20,
+        ..limits()
+    };
+    let wire = client(1, true, &vec![b'a'; 8 << 20]);
+    let mut ws = WebSocket::new(lim);
+    let mut fed = 0;
+    for part in wire[..256 * 1024].chunks(16 * 1024) {
+        let buf = ws.receiver.read_buf(part.len());
+        buf[..part.len()].copy_from_slice(part);
+        ws.receiver.commit(part.len());
+        fed += part.len();
+        assert_eq!(ws.poll().unwrap(), None);
+        // At most about twice what arrived, never the declared 8 MiB.
+        assert!(
+            ws.receiver.memory() <= 2 * fed + 16 * 1024,
+            "{}",
+            ws.receiver.memory()
+        );
+    }
+    // Growth stops at the end of the frame: the whole frame ends in a buffer of about its size.
+    let mut ws = WebSocket::new(lim);
+    for part in wire.chunks(64 * 1024) {
+        let buf = ws.receiver.read_buf(part.len());
+        buf[..part.len()].copy_from_slice(part);
+        ws.receiver.commit(part.len());
+        if let Some(m) = ws.poll().unwrap() {
+            assert!(matches!(m, Message::Text(t) if t.len() == 8 << 20));
+            assert!(ws.receiver.memory() <= (8 << 20) + 64 * 1024);
+        }
+    }
+}
+
+#[test]
 fn read_buf_does_not_rezero_and_commits() {
     let mut ws = WebSocket::new(limits());
     let wire = client(1, true, b"hello");

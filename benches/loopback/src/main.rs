@@ -1,0 +1,484 @@
+//! Loopback benchmark: notifications per second pushed to one client, and `tools/call` round trips
+//! per second with their median and p99 latency, for the smol runtime, the threads runtime and a
+//! reference server on Node `ws`, in one run, with the ratios against Node.
+//!
+//! ```text
+//! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|threads|node]...
+//!     [--notifications N] [--calls N]
+//! ```
+//!
+//! Everything stays on 127.0.0.1 and every loop is bounded by the counts given (and a 60 s
+//! timeout per figure). The load client is the same for all three servers: a blocking client on
+//! the core's frame codec.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use claude_ide_bridge::notify::{Notification, SelectionChanged};
+use claude_ide_bridge::tools::{Position, Selection};
+use claude_ide_bridge::ws::{apply_mask, decode_header, encode_frame, OpCode};
+use claude_ide_bridge::{AuthToken, Event, Target, ToolResult};
+use claude_ide_bridge_blocking::{LockFileMode, Options};
+
+const TOKEN: &str = "loopback-bench-token";
+/// Notifications a host lets run ahead of what the client has received (about 1 MiB), like the
+/// Node server's `bufferedAmount` window.
+const WINDOW: usize = 4096;
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn main() {
+    let mut runtimes = Vec::new();
+    let mut notifications = 200_000usize;
+    let mut calls = 20_000usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().unwrap_or_else(|| usage(&a));
+        match a.as_str() {
+            "--runtime" => runtimes.push(value()),
+            "--notifications" => notifications = value().parse().unwrap_or_else(|_| usage(&a)),
+            "--calls" => calls = value().parse().unwrap_or_else(|_| usage(&a)),
+            "--bench" => {} // passed by `cargo bench`
+            _ => usage(&a),
+        }
+    }
+    if runtimes.is_empty() {
+        runtimes = vec![
+            "smol".into(),
+            "threads".into(),
+            "node".into(),
+            "tcp-echo".into(),
+        ];
+    }
+    println!("loopback: {notifications} notifications, {calls} sequential tools/call getDiagnostics round trips");
+    let mut results: Vec<(String, Figures)> = Vec::new();
+    for rt in &runtimes {
+        let server = match rt.as_str() {
+            "smol" => Some(start_smol()),
+            "threads" => Some(start_threads()),
+            "node" => start_node(),
+            "tcp-echo" => Some(start_echo()),
+            other => usage(other),
+        };
+        let Some(server) = server else {
+            println!("{rt}: skipped (node or benches/loopback/node/node_modules missing: npm install there)");
+            continue;
+        };
+        match run(&server, notifications, calls) {
+            Ok(f) => {
+                let notes = if f.notes_per_s.is_nan() {
+                    "n/a".to_string()
+                } else {
+                    format!("{:.0}", f.notes_per_s)
+                };
+                println!(
+                    "{rt}: {notes} notifications/s; {:.0} calls/s, median {:.1} µs, p99 {:.1} µs",
+                    f.calls_per_s, f.median_us, f.p99_us
+                );
+                results.push((rt.clone(), f));
+            }
+            Err(e) => println!("{rt}: failed: {e}"),
+        }
+        server.stop();
+    }
+    if let Some((_, node)) = results.iter().find(|(n, _)| n == "node") {
+        let node = *node;
+        for (name, f) in results
+            .iter()
+            .filter(|(n, _)| n != "node" && n != "tcp-echo")
+        {
+            println!(
+                "ratio {name}/node: notifications/s {:.2}x, calls/s {:.2}x, median latency {:.2}x lower, p99 {:.2}x lower",
+                f.notes_per_s / node.notes_per_s,
+                f.calls_per_s / node.calls_per_s,
+                node.median_us / f.median_us,
+                node.p99_us / f.p99_us,
+            );
+        }
+    }
+}
+
+fn usage(arg: &str) -> ! {
+    eprintln!(
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|threads|node]... [--notifications N] [--calls N]"
+    );
+    std::process::exit(2)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    notes_per_s: f64,
+    calls_per_s: f64,
+    median_us: f64,
+    p99_us: f64,
+}
+
+/// A server under test and how to make it push notifications.
+struct Server {
+    port: u16,
+    /// Asks the host to push `n` notifications (`None`: send `bench/push` on the socket, for Node).
+    push: Option<mpsc::Sender<usize>>,
+    /// Notifications the client has received so far, for the hosts' window.
+    received: Arc<AtomicUsize>,
+    child: Option<Child>,
+    /// A bare TCP echo (the floor of a round trip on this machine): no notifications.
+    echo: bool,
+}
+
+impl Server {
+    fn stop(mut self) {
+        if let Some(mut c) = self.child.take() {
+            // `ws` stops on its own when stdin closes.
+            drop(c.stdin.take()); // the script exits when its stdin closes
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The options type is the os crate's, re-exported by both runtimes.
+fn options() -> Options {
+    let mut o = Options::new(vec![std::env::temp_dir()], "loopback-bench");
+    o.port = 0;
+    o.lock_file = LockFileMode::Disabled;
+    o.auth_token = Some(AuthToken::from_string(TOKEN.to_string()));
+    o.signal_cleanup = false;
+    o
+}
+
+fn selection() -> Notification {
+    Notification::SelectionChanged(SelectionChanged {
+        text: "fn main() {}".into(),
+        file_path: "/home/me/project/src/main.rs".into(),
+        file_url: "file:///home/me/project/src/main.rs".into(),
+        selection: Selection::new(Position::new(1, 0), Position::new(1, 12)),
+    })
+}
+
+/// Push `n` notifications through `notify`, keeping at most [`WINDOW`] ahead of the client.
+fn push_windowed(n: usize, received: &AtomicUsize, notify: impl Fn(&Notification) -> usize) {
+    let note = selection();
+    let base = received.load(Ordering::Acquire);
+    let start = Instant::now();
+    let mut sent = 0;
+    while sent < n && start.elapsed() < TIMEOUT {
+        if sent - (received.load(Ordering::Acquire) - base).min(sent) < WINDOW {
+            notify(&note);
+            sent += 1;
+        } else {
+            thread::yield_now();
+        }
+    }
+}
+
+fn start_threads() -> Server {
+    let server = claude_ide_bridge_blocking::IdeServer::start(options()).expect("start");
+    let port = server.port();
+    let handle = server.handle();
+    let received = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel::<usize>();
+    let r = received.clone();
+    let pusher = server.handle();
+    thread::spawn(move || {
+        for n in rx {
+            push_windowed(n, &r, |note| pusher.notify(Target::All, note));
+        }
+    });
+    // The host: answers every tool call at once. Ends with the process.
+    thread::spawn(move || {
+        while let Some(ev) = server.next_event() {
+            if let Event::ToolCall { call, .. } = ev {
+                let _ = handle.respond(call, ToolResult::text("[]"));
+            }
+        }
+    });
+    Server {
+        port,
+        push: Some(tx),
+        received,
+        child: None,
+        echo: false,
+    }
+}
+
+fn start_smol() -> Server {
+    let (port_tx, port_rx) = mpsc::channel();
+    thread::spawn(move || {
+        smol::block_on(async move {
+            let server = claude_ide_bridge_smol::IdeServer::start(options())
+                .await
+                .expect("start");
+            port_tx
+                .send((server.port(), server.handle()))
+                .expect("main waits");
+            let handle = server.handle();
+            while let Some(ev) = server.next_event().await {
+                if let Event::ToolCall { call, .. } = ev {
+                    let _ = handle.respond(call, ToolResult::text("[]"));
+                }
+            }
+        })
+    });
+    let (port, pusher) = port_rx.recv().expect("smol server started");
+    let received = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel::<usize>();
+    let r = received.clone();
+    thread::spawn(move || {
+        for n in rx {
+            push_windowed(n, &r, |note| pusher.notify(Target::All, note));
+        }
+    });
+    Server {
+        port,
+        push: Some(tx),
+        received,
+        child: None,
+        echo: false,
+    }
+}
+
+/// The floor: a thread that writes back whatever it reads, after a `101` for the upgrade. The client's
+/// masked frames come back as they were sent; it unmasks them and finds its id.
+fn start_echo() -> Server {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("bound").port();
+    thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
+        let _ = s.set_nodelay(true);
+        let mut buf = [0u8; 64 * 1024];
+        let mut head = Vec::new();
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 101 Switching Protocols\r\n\r\n");
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 || s.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    });
+    Server {
+        port,
+        push: None,
+        received: Arc::new(AtomicUsize::new(0)),
+        child: None,
+        echo: true,
+    }
+}
+
+fn start_node() -> Option<Server> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("node");
+    if !dir.join("node_modules/ws").exists() {
+        return None;
+    }
+    let mut child = Command::new("node")
+        .arg(dir.join("server.js"))
+        .arg(TOKEN)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take()?)
+        .read_line(&mut line)
+        .ok()?;
+    let port = line.trim().parse().ok()?;
+    Some(Server {
+        port,
+        push: None,
+        received: Arc::new(AtomicUsize::new(0)),
+        child: Some(child),
+        echo: false,
+    })
+}
+
+fn run(server: &Server, notifications: usize, calls: usize) -> io::Result<Figures> {
+    let mut c = Client::connect(server.port)?;
+    c.request(
+        r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loopback","version":"0"}}"#,
+    )?;
+    c.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+
+    // Warm up both paths a little.
+    for _ in 0..200 {
+        c.request(GET_DIAGNOSTICS)?;
+    }
+
+    // Notifications: from the moment they are asked for until the last one is read.
+    let notes_per_s = if server.echo {
+        f64::NAN
+    } else {
+        notifications_per_s(server, &mut c, notifications)?
+    };
+
+    // Round trips, one at a time.
+    let mut lat = Vec::with_capacity(calls);
+    let start = Instant::now();
+    for _ in 0..calls {
+        let t = Instant::now();
+        c.request(GET_DIAGNOSTICS)?;
+        lat.push(t.elapsed());
+        if start.elapsed() > TIMEOUT {
+            return Err(io::Error::other("round trips timed out"));
+        }
+    }
+    let calls_per_s = calls as f64 / start.elapsed().as_secs_f64();
+    lat.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    Ok(Figures {
+        notes_per_s,
+        calls_per_s,
+        median_us: us(lat[lat.len() / 2]),
+        p99_us: us(lat[lat.len() * 99 / 100]),
+    })
+}
+
+fn notifications_per_s(server: &Server, c: &mut Client, notifications: usize) -> io::Result<f64> {
+    let start = Instant::now();
+    match &server.push {
+        Some(tx) => tx.send(notifications).map_err(io::Error::other)?,
+        None => c.send(&format!(
+            r#"{{"jsonrpc":"2.0","method":"bench/push","params":{{"count":{notifications}}}}}"#
+        ))?,
+    }
+    let mut got = 0;
+    while got < notifications {
+        let text = c.next_text()?;
+        if text.contains("selection_changed") {
+            got += 1;
+            server.received.fetch_add(1, Ordering::Release);
+        }
+        if start.elapsed() > TIMEOUT {
+            return Err(io::Error::other("notifications timed out"));
+        }
+    }
+    Ok(notifications as f64 / start.elapsed().as_secs_f64())
+}
+
+const GET_DIAGNOSTICS: &str = r#""method":"tools/call","params":{"name":"getDiagnostics","arguments":{"uri":"file:///home/me/project/src/main.rs"}}"#;
+
+/// A blocking WebSocket client on the core's frame codec.
+struct Client {
+    stream: TcpStream,
+    /// Received bytes; unread from `head` on.
+    buf: Vec<u8>,
+    head: usize,
+    out: Vec<u8>,
+    next_id: u64,
+    mask: u32,
+}
+
+impl Client {
+    fn connect(port: u16) -> io::Result<Client> {
+        let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            stream,
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Protocol: mcp\r\nX-Claude-Code-Ide-Authorization: {TOKEN}\r\n\r\n"
+        )?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let end = loop {
+            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            let n = stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(io::Error::other("closed during the upgrade"));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        if !buf.starts_with(b"HTTP/1.1 101") {
+            return Err(io::Error::other(
+                String::from_utf8_lossy(&buf[..end]).into_owned(),
+            ));
+        }
+        buf.drain(..end);
+        Ok(Client {
+            stream,
+            buf,
+            head: 0,
+            out: Vec::new(),
+            next_id: 1,
+            mask: 0x9E37_79B9,
+        })
+    }
+
+    fn send(&mut self, text: &str) -> io::Result<()> {
+        self.mask = self
+            .mask
+            .wrapping_mul(1_664_525)
+            .wrapping_add(1_013_904_223);
+        self.out.clear();
+        encode_frame(
+            &mut self.out,
+            OpCode::Text,
+            true,
+            Some(self.mask.to_be_bytes()),
+            text.as_bytes(),
+        );
+        self.stream.write_all(&self.out)
+    }
+
+    /// Send `{"jsonrpc":"2.0","id":N,<members>}` and wait for the response with that id.
+    fn request(&mut self, members: &str) -> io::Result<()> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},{members}}}"#))?;
+        let want = format!(r#""id":{id},"#);
+        loop {
+            let text = self.next_text()?;
+            if text.contains(&want) {
+                if text.contains(r#""error""#) {
+                    return Err(io::Error::other(text));
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    /// The next text message (server frames are unmasked and, here, unfragmented).
+    fn next_text(&mut self) -> io::Result<String> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            let avail = &self.buf[self.head..];
+            if let Some((h, n)) =
+                decode_header(avail).map_err(|e| io::Error::other(e.to_string()))?
+            {
+                let len = h.payload_len as usize;
+                if avail.len() >= n + len {
+                    let mut payload = avail[n..n + len].to_vec();
+                    if let Some(m) = h.mask {
+                        apply_mask(&mut payload, m, 0);
+                    }
+                    self.head += n + len;
+                    match h.opcode {
+                        1 => return String::from_utf8(payload).map_err(io::Error::other),
+                        8 => return Err(io::Error::other("server closed")),
+                        _ => continue, // ping and pong: not expected in so short a run
+                    }
+                }
+            }
+            self.buf.drain(..self.head);
+            self.head = 0;
+            let r = self.stream.read(&mut chunk)?;
+            if r == 0 {
+                return Err(io::Error::other("connection closed"));
+            }
+            self.buf.extend_from_slice(&chunk[..r]);
+        }
+    }
+}
