@@ -64,7 +64,7 @@
 //! Tool calls arrive as [`Event::ToolCall`] with a [`CallId`]; answer with [`Server::respond`]
 //! now or much later (an `openDiff` waits for a person) while other traffic keeps flowing.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod discovery;

@@ -5,7 +5,7 @@ use super::frame::{
     apply_mask, decode_header, FrameHeader, OpCode, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN,
 };
 use super::sender::Sender;
-use super::utf8::{str_from_utf8, validated_str, Utf8Validator};
+use super::utf8::{str_from_utf8, Utf8Validator};
 use super::{Message, WsLimits, IDLE_CAPACITY, SHRINK_ABOVE};
 
 /// Smallest size the input buffer grows to.
@@ -193,8 +193,15 @@ impl Receiver {
             Err(e) => return Err(self.fail(tx, e)),
         };
         let text = |bytes| str_from_utf8(bytes).ok_or(ProtocolErrorKind::InvalidUtf8);
+        // A text frame that arrived over several reads was already validated piece by piece (to
+        // fail fast); building the `&str` validates it once more, with SIMD, in safe code.
+        let checked = match ready {
+            Ready::Text(s, e) | Ready::ValidText(s, e) => text(&self.buf[s..e]),
+            Ready::TextMsg => text(&self.msg),
+            _ => Ok(""),
+        };
         let msg = match ready {
-            Ready::Text(s, e) => match text(&self.buf[s..e]) {
+            Ready::Text(..) | Ready::ValidText(..) | Ready::TextMsg => match checked {
                 Ok(t) => Message::Text(t),
                 Err(kind) => {
                     // The field-wise version of `fail`: `self.buf` is borrowed by the other arm.
@@ -204,9 +211,6 @@ impl Receiver {
                     return Err(kind.into());
                 }
             },
-            // Fed to `self.utf8` piece by piece as it arrived, and `finish` accepted the end.
-            Ready::ValidText(s, e) => Message::Text(validated_str(&self.buf[s..e])),
-            Ready::TextMsg => Message::Text(validated_str(&self.msg)),
             Ready::Binary(s, e) => Message::Binary(&self.buf[s..e]),
             Ready::BinaryMsg => Message::Binary(&self.msg),
             Ready::Ping(s, e) => Message::Ping(&self.buf[s..e]),

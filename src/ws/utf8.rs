@@ -31,28 +31,6 @@ pub fn str_from_utf8(bytes: &[u8]) -> Option<&str> {
     }
 }
 
-/// `bytes` as a `&str` without validating them again: only for bytes that were fed, in order and in full, to
-/// a [`Utf8Validator`] that had been reset, whose every `feed` and final `finish` returned `Ok`.
-///
-/// A large text frame is validated as it arrives, a read at a time, while its bytes are in cache, to fail fast
-/// on invalid UTF-8; building the `&str` with a second full validation cost a quarter of the time of receiving
-/// it (`frame_decode/ours/large`: 3.6 ms against 2.8 ms for 16 MiB). Debug builds (and so every test) still
-/// check the bytes with `std`.
-pub(crate) fn validated_str(bytes: &[u8]) -> &str {
-    debug_assert!(
-        std::str::from_utf8(bytes).is_ok(),
-        "validated_str: not UTF-8"
-    );
-    #[allow(unsafe_code)]
-    // SAFETY: the caller fed exactly these bytes to a fresh `Utf8Validator` and every call returned `Ok`, and
-    // the validator accepts a sequence of pieces only if their concatenation is valid UTF-8: each piece's
-    // complete part is checked by `simdutf8` or `std` (both return `Ok` only for valid UTF-8), an incomplete
-    // trailing sequence is held back and checked by `std` once completed with the next piece's first bytes,
-    // and `finish` fails if one is still held back. `tests::any_split_matches_std` checks this against std.
-    unsafe {
-        std::str::from_utf8_unchecked(bytes)
-    }
-}
 
 /// A streaming UTF-8 validator.
 ///
