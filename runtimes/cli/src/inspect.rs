@@ -1,0 +1,348 @@
+//! `list` and `doctor`: the lock files the real client reads, and why it might not see a bridge.
+
+use std::fs;
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use claude_ide_bridge::discovery::{lock_dirs, port_from_lock_name, LockFile};
+use claude_ide_bridge::paths::is_within;
+use claude_ide_bridge_os::lock::pid_alive;
+
+/// One `<port>.lock` found in a directory.
+struct Found {
+    path: PathBuf,
+    port: u16,
+    ours: bool,
+    lock: Result<LockFile, String>,
+}
+
+impl Found {
+    fn live(&self) -> bool {
+        matches!(&self.lock, Ok(l) if pid_alive(l.pid))
+    }
+}
+
+fn dirs() -> Vec<PathBuf> {
+    let config = std::env::var("CLAUDE_CONFIG_DIR").ok();
+    let home = std::env::var("HOME").ok();
+    lock_dirs(config.as_deref(), home.as_deref())
+}
+
+fn scan(dir: &Path) -> Vec<Found> {
+    let uid = rustix::process::getuid().as_raw();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<Found> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let port = port_from_lock_name(&name)?;
+            let path = e.path();
+            let meta = fs::symlink_metadata(&path).ok()?;
+            let lock = if meta.file_type().is_symlink() {
+                Err("it is a symbolic link".to_string())
+            } else {
+                fs::read_to_string(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| LockFile::parse(&t).map_err(|e| format!("not a lock file: {e}")))
+            };
+            Some(Found {
+                path,
+                port,
+                ours: meta.uid() == uid,
+                lock,
+            })
+        })
+        .collect();
+    found.sort_by_key(|f| f.port);
+    found
+}
+
+/// `list`: every lock file in every directory the client scans.
+pub fn list() -> u8 {
+    for dir in dirs() {
+        if !dir.exists() {
+            println!("{} (does not exist)", dir.display());
+            continue;
+        }
+        println!("{}", dir.display());
+        let found = scan(&dir);
+        if found.is_empty() {
+            println!("  (no lock files)");
+        }
+        for f in found {
+            match &f.lock {
+                Ok(l) => println!(
+                    "  {:<5} port {:<5}  {:<20}  pid {:<7}  {}",
+                    if pid_alive(l.pid) { "live" } else { "stale" },
+                    f.port,
+                    l.ide_name,
+                    l.pid,
+                    l.workspace_folders.join(", ")
+                ),
+                Err(e) => println!("  {:<5} port {:<5}  unreadable: {e}", "?", f.port),
+            }
+        }
+    }
+    0
+}
+
+struct Report {
+    problems: usize,
+}
+
+impl Report {
+    fn ok(&self, msg: &str) {
+        println!("ok: {msg}");
+    }
+    fn info(&self, msg: &str) {
+        println!("info: {msg}");
+    }
+    fn problem(&mut self, msg: &str, fix: &str) {
+        self.problems += 1;
+        println!("problem: {msg}");
+        println!("  fix: {fix}");
+    }
+}
+
+fn covers_loopback(no_proxy: &str) -> bool {
+    no_proxy.split(',').map(str::trim).any(|e| {
+        matches!(
+            e,
+            "*" | "127.0.0.1" | "127.0.0.0/8" | "127.0.0.1/32" | "127.0.0.0/24"
+        )
+    })
+}
+
+fn port_answers(port: u16) -> bool {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
+}
+
+/// `doctor [DIR]`: returns 0 when nothing is wrong, 1 otherwise.
+pub fn doctor(dir: Option<PathBuf>) -> u8 {
+    let mut r = Report { problems: 0 };
+    let dir = match dir.map_or_else(std::env::current_dir, Ok) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: cannot read the current directory: {e}");
+            return 1;
+        }
+    };
+    let lexical = std::path::absolute(&dir).unwrap_or(dir.clone());
+    let canonical = fs::canonicalize(&dir).unwrap_or(lexical.clone());
+    let lexical = lexical.to_string_lossy().into_owned();
+    let canonical = canonical.to_string_lossy().into_owned();
+    println!("checking what `claude` started in {lexical} would see");
+
+    let dirs = dirs();
+    if dirs.is_empty() {
+        r.problem(
+            "neither CLAUDE_CONFIG_DIR nor HOME is set: claude has nowhere to look for lock files",
+            "set HOME (and CLAUDE_CONFIG_DIR if you use one)",
+        );
+    }
+    r.info(&format!(
+        "claude reads lock files from: {}",
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" and ")
+    ));
+
+    let uid = rustix::process::getuid().as_raw();
+    let mut all = Vec::new();
+    for d in &dirs {
+        match fs::symlink_metadata(d) {
+            Err(_) => {
+                r.info(&format!("{} does not exist (no IDE wrote a lock file there)", d.display()));
+                continue;
+            }
+            Ok(m) if m.file_type().is_symlink() => r.problem(
+                &format!("{} is a symbolic link; the bridge refuses to write lock files through it", d.display()),
+                &format!("replace it with a real directory: rm {0} && mkdir -m 700 {0}", d.display()),
+            ),
+            Ok(m) if !m.is_dir() => r.problem(
+                &format!("{} is not a directory", d.display()),
+                &format!("remove it and create a directory: rm {0} && mkdir -m 700 {0}", d.display()),
+            ),
+            Ok(m) if m.uid() != uid => r.problem(
+                &format!("{} is owned by another user (uid {})", d.display(), m.uid()),
+                &format!("make it yours: sudo chown \"$(id -u)\" {}", d.display()),
+            ),
+            Ok(m) if m.mode() & 0o077 != 0 => r.problem(
+                &format!(
+                    "{} has mode {:04o}: other users can read or plant lock files (the bridge refuses one writable by others)",
+                    d.display(),
+                    m.mode() & 0o7777
+                ),
+                &format!("chmod 700 {}", d.display()),
+            ),
+            Ok(_) => r.ok(&format!("{} is a private directory (0700, yours)", d.display())),
+        }
+        all.extend(scan(d));
+    }
+
+    for f in &all {
+        match &f.lock {
+            Err(e) => r.problem(
+                &format!("{}: {e} (foreign or corrupt)", f.path.display()),
+                &format!("remove it: rm {}", f.path.display()),
+            ),
+            Ok(_) if !f.ours => r.problem(
+                &format!("{} belongs to another user (foreign)", f.path.display()),
+                &format!(
+                    "ask its owner to remove it, or: sudo rm {}",
+                    f.path.display()
+                ),
+            ),
+            Ok(l) if !pid_alive(l.pid) => r.problem(
+                &format!(
+                    "{} is stale: its process {} ({}) is not running",
+                    f.path.display(),
+                    l.pid,
+                    l.ide_name
+                ),
+                &format!(
+                    "remove it: rm {} (claude deletes stale files too)",
+                    f.path.display()
+                ),
+            ),
+            Ok(l) if l.transport != "ws" => r.problem(
+                &format!(
+                    "{} uses transport {:?}; claude connects only over \"ws\"",
+                    f.path.display(),
+                    l.transport
+                ),
+                "update the IDE extension that wrote it",
+            ),
+            Ok(l) => r.ok(&format!(
+                "{}: live, {} on port {}, folders {}",
+                f.path.display(),
+                l.ide_name,
+                f.port,
+                l.workspace_folders.join(", ")
+            )),
+        }
+    }
+
+    let sse_port = std::env::var("CLAUDE_CODE_SSE_PORT")
+        .ok()
+        .and_then(|p| p.trim().parse::<u16>().ok());
+    let live: Vec<&Found> = all.iter().filter(|f| f.live() && f.ours).collect();
+    let matching: Vec<&Found> = live
+        .iter()
+        .copied()
+        .filter(|f| {
+            let Ok(l) = &f.lock else { return false };
+            Some(f.port) == sse_port
+                || l.workspace_folders.iter().any(|w| {
+                    let wc = fs::canonicalize(w)
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .unwrap_or_else(|_| w.clone());
+                    is_within(&lexical, w) || is_within(&canonical, &wc)
+                })
+        })
+        .collect();
+    if let Some(p) = sse_port {
+        if !live.iter().any(|f| f.port == p) {
+            r.problem(
+                &format!("CLAUDE_CODE_SSE_PORT={p}, but no live lock file has that port"),
+                "unset CLAUDE_CODE_SSE_PORT, or set it to the port `claude-ide-bridge serve` printed",
+            );
+        }
+    }
+    match matching.len() {
+        0 => r.problem(
+            &format!("no live lock file has a workspace folder containing {lexical}"),
+            &format!(
+                "start a bridge for it: claude-ide-bridge serve --workspace {lexical}  (or start claude inside a served folder)"
+            ),
+        ),
+        1 => r.ok(&format!(
+            "exactly one lock file matches ({}): claude will connect to it",
+            matching[0].path.display()
+        )),
+        n => r.problem(
+            &format!(
+                "{n} lock files match {lexical} (ports {}); claude auto-connects only when exactly one matches",
+                matching
+                    .iter()
+                    .map(|f| f.port.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "stop the extra IDEs, or pick one: export CLAUDE_CODE_SSE_PORT=<port> ENABLE_IDE_INTEGRATION=true",
+        ),
+    }
+    for f in &matching {
+        if port_answers(f.port) {
+            r.ok(&format!("port {} answers on 127.0.0.1", f.port));
+        } else {
+            r.problem(
+                &format!(
+                    "port {} from {} does not answer on 127.0.0.1",
+                    f.port,
+                    f.path.display()
+                ),
+                "the IDE is hung or listens elsewhere: restart it (its lock file is then rewritten)",
+            );
+        }
+    }
+
+    let no_proxy = ["no_proxy", "NO_PROXY"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    let proxies: Vec<&str> = [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+    ]
+    .into_iter()
+    .filter(|v| std::env::var(v).is_ok_and(|x| !x.trim().is_empty()))
+    .collect();
+    if !proxies.is_empty() && !covers_loopback(&no_proxy) {
+        r.problem(
+            &format!(
+                "{} is set and no_proxy/NO_PROXY does not cover 127.0.0.1: claude would send its loopback connection to the proxy",
+                proxies.join(", ")
+            ),
+            "export no_proxy=\"$no_proxy,127.0.0.1,localhost,::1\" NO_PROXY=\"$NO_PROXY,127.0.0.1,localhost,::1\" (or use `claude-ide-bridge run -- claude`)",
+        );
+    } else if !proxies.is_empty() {
+        r.ok("proxy variables are set, and no_proxy covers 127.0.0.1");
+    }
+
+    if r.problems == 0 {
+        println!("all good: claude started in {lexical} should find the bridge");
+        0
+    } else {
+        println!(
+            "{} problem{} found",
+            r.problems,
+            if r.problems == 1 { "" } else { "s" }
+        );
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::covers_loopback;
+
+    #[test]
+    fn no_proxy_loopback() {
+        assert!(covers_loopback("example.com, 127.0.0.1"));
+        assert!(covers_loopback("*"));
+        assert!(!covers_loopback("localhost,example.com"));
+        assert!(!covers_loopback(""));
+    }
+}

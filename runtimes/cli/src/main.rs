@@ -1,0 +1,397 @@
+//! `claude-ide-bridge`: the IDE side of Claude Code's IDE integration as a command-line program.
+//!
+//! - `serve`: a headless IDE (diffs shown and decided on the terminal, or by policy), or with
+//!   `--stdio` a bridge for editors that speak JSON lines.
+//! - `run -- claude ...`: serve, and run claude connected to it.
+//! - `list`, `doctor`: what the real client would see, and why it might not see a bridge.
+
+#![forbid(unsafe_code)]
+
+mod fsops;
+mod host;
+mod inspect;
+mod runtime;
+mod ui;
+
+use std::ffi::OsString;
+use std::io::{BufRead, IsTerminal};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::sync::mpsc::{self, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+
+use claude_ide_bridge_os::{posix_folders, LockFileMode, Options};
+use host::{Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, WireLog};
+use runtime::RuntimeKind;
+
+/// Exit code of a runtime failure.
+const FAILURE: u8 = 1;
+/// Exit code of a usage error (as clap's own).
+const USAGE: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "claude-ide-bridge",
+    version,
+    about = "The IDE side of Claude Code's IDE integration, without an IDE",
+    long_about = "The IDE side of Claude Code's IDE integration, without an IDE.\n\n\
+        `claude` finds an IDE through a lock file in ~/.claude/ide (or $CLAUDE_CONFIG_DIR/ide), \
+        connects over WebSocket on 127.0.0.1 and asks it to show diffs, open files and report \
+        diagnostics. This program is such an IDE for the terminal, a bridge for editors that \
+        speak JSON lines (--stdio), and a doctor for when claude does not find your IDE.\n\n\
+        Exit codes: 0 ok, 1 runtime failure or doctor findings, 2 usage error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve the workspace until SIGINT/SIGTERM (or, with --stdio, until stdin closes).
+    Serve(ServeArgs),
+    /// Serve, run a command (claude) connected to it in this terminal, and exit with its status.
+    #[command(after_help = "Example: claude-ide-bridge run -- claude --model sonnet")]
+    Run(RunArgs),
+    /// List the lock files claude would read, with their state.
+    List,
+    /// Explain why claude started in DIR would not see a bridge (exit 1 when a problem is found).
+    Doctor(DoctorArgs),
+}
+
+#[derive(Args, Clone)]
+struct CommonOpts {
+    /// A workspace folder (repeatable); default: the current directory.
+    #[arg(long = "workspace", value_name = "DIR")]
+    workspace: Vec<PathBuf>,
+    /// The IDE name claude shows.
+    #[arg(long, value_name = "NAME", default_value = "claude-ide-bridge")]
+    ide_name: String,
+    /// What to do with proposed changes (openDiff). Default: ask on a terminal, else defer
+    /// (serve); defer (run); the editor decides (--stdio).
+    #[arg(long, value_enum, value_name = "POLICY")]
+    on_diff: Option<DiffPolicy>,
+    /// The runtime driving the sockets.
+    #[arg(long, value_enum, default_value = "threads")]
+    runtime: RuntimeKind,
+    /// Open files claude asks to open (openFile, open_files) in $VISUAL/$EDITOR.
+    #[arg(long)]
+    open_files: bool,
+    /// Append every message and connection event to FILE as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    wire_log: Option<PathBuf>,
+    /// Write the lock file in DIR instead of $CLAUDE_CONFIG_DIR/ide or ~/.claude/ide.
+    #[arg(long, value_name = "DIR")]
+    lock_dir: Option<PathBuf>,
+    /// The port to listen on (0: any free port).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    port: u16,
+    /// The address to listen on. Anything but loopback is an explicit opt-in (the token is
+    /// still required).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    host: IpAddr,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    common: CommonOpts,
+    /// Talk to an editor over stdin/stdout, one JSON object per line (see docs/stdio.md).
+    #[arg(long)]
+    stdio: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: CommonOpts,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// The directory claude would start in (default: the current directory).
+    dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Serve(a) => serve(a.common, a.stdio, None),
+        Cmd::Run(a) => serve(a.common, false, Some(a.command)),
+        Cmd::List => ExitCode::from(inspect::list()),
+        Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir)),
+    }
+}
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(USAGE)
+}
+
+fn failure(msg: &str) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(FAILURE)
+}
+
+fn decider(common: &CommonOpts, stdio: bool, run: bool) -> Result<Decider, String> {
+    match (common.on_diff, stdio, run) {
+        (Some(DiffPolicy::Ask), true, _) => {
+            Err("--on-diff ask needs the terminal; with --stdio the editor decides".into())
+        }
+        (Some(DiffPolicy::Ask), _, true) => Err(
+            "--on-diff ask needs the terminal, which claude uses in `run`; \
+             decide in claude's own prompt (the default) or use accept/reject"
+                .into(),
+        ),
+        (Some(DiffPolicy::Ask), false, false)
+            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) =>
+        {
+            Err("--on-diff ask needs stdin and stderr on a terminal".into())
+        }
+        (Some(p), _, _) => Ok(Decider::Policy(p)),
+        (None, true, _) => Ok(Decider::Editor),
+        (None, _, true) => Ok(Decider::Policy(DiffPolicy::Defer)),
+        (None, false, false) => {
+            if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+                Ok(Decider::Policy(DiffPolicy::Ask))
+            } else {
+                Ok(Decider::Policy(DiffPolicy::Defer))
+            }
+        }
+    }
+}
+
+fn policy_name(d: Decider) -> &'static str {
+    match d {
+        Decider::Editor => "the editor decides (tool_call / diff_decision)",
+        Decider::Policy(DiffPolicy::Ask) => "ask on this terminal",
+        Decider::Policy(DiffPolicy::Accept) => "accept (written by the bridge)",
+        Decider::Policy(DiffPolicy::Reject) => "reject",
+        Decider::Policy(DiffPolicy::Defer) => "defer (decide in claude's own prompt)",
+    }
+}
+
+fn spawn_signals(tx: Sender<HostInput>) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if tx.send(HostInput::Signal(sig)).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// A thread that reads one terminal line each time it is asked to.
+fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
+    let (want_tx, want_rx) = mpsc::channel::<()>();
+    thread::Builder::new()
+        .name("terminal".into())
+        .spawn(move || {
+            let stdin = std::io::stdin();
+            while want_rx.recv().is_ok() {
+                let mut line = String::new();
+                let got = match stdin.lock().read_line(&mut line) {
+                    Ok(0) | Err(_) => None,
+                    Ok(_) => Some(line),
+                };
+                let eof = got.is_none();
+                if tx.send(HostInput::TerminalLine(got)).is_err() || eof {
+                    break;
+                }
+            }
+        })?;
+    Ok(want_tx)
+}
+
+fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
+    thread::Builder::new().name("stdio".into()).spawn(move || {
+        let stdin = std::io::stdin();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match stdin.lock().read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf).into_owned();
+                    if tx.send(HostInput::StdioLine(line)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = tx.send(HostInput::StdinClosed);
+    })?;
+    Ok(())
+}
+
+fn no_proxy_value(current: Option<OsString>) -> OsString {
+    let add = "127.0.0.1,localhost,::1";
+    match current {
+        Some(v) if !v.is_empty() => {
+            let mut v = v;
+            v.push(",");
+            v.push(add);
+            v
+        }
+        _ => OsString::from(add),
+    }
+}
+
+fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCode {
+    let start = Instant::now();
+    let decider = match decider(&common, stdio, run.is_some()) {
+        Ok(d) => d,
+        Err(e) => return usage(&e),
+    };
+    let mut folders = common.workspace.clone();
+    if folders.is_empty() {
+        match std::env::current_dir() {
+            Ok(d) => folders.push(d),
+            Err(e) => return failure(&format!("cannot read the current directory: {e}")),
+        }
+    }
+    for f in &folders {
+        if !f.is_dir() {
+            return usage(&format!(
+                "workspace folder {} is not a directory: pass an existing directory with --workspace",
+                f.display()
+            ));
+        }
+    }
+    let posix = match posix_folders(&folders) {
+        Ok(p) => p,
+        Err(e) => return failure(&format!("cannot make the workspace folders absolute: {e}")),
+    };
+    let wire = match &common.wire_log {
+        Some(p) => match WireLog::open(p, start) {
+            Ok(w) => Some(w),
+            Err(e) => return failure(&format!("cannot open the wire log {}: {e}", p.display())),
+        },
+        None => None,
+    };
+
+    let mut opts = Options::new(posix.iter().map(PathBuf::from).collect(), &common.ide_name);
+    opts.bind = common.host;
+    opts.port = common.port;
+    opts.compat_methods = true;
+    opts.signal_cleanup = false;
+    opts.trace_messages = wire.is_some();
+    if let Some(d) = &common.lock_dir {
+        opts.lock_file = LockFileMode::Dir(d.clone());
+    }
+
+    let (tx, rx) = mpsc::channel::<HostInput>();
+    if let Err(e) = spawn_signals(tx.clone()) {
+        return failure(&format!("cannot install the signal handlers: {e}"));
+    }
+    let running = match runtime::start(common.runtime, opts, tx.clone()) {
+        Ok(r) => r,
+        Err(e) => {
+            let hint = match e.kind() {
+                std::io::ErrorKind::AddrInUse => " (the port is taken: choose another --port or 0)",
+                std::io::ErrorKind::PermissionDenied => {
+                    " (check the lock-file directory: `claude-ide-bridge doctor` explains)"
+                }
+                _ => "",
+            };
+            return failure(&format!("cannot start the server: {e}{hint}"));
+        }
+    };
+    let port = running.addr.port();
+    ui::say(&format!("serving {} on {}", posix.join(", "), running.addr));
+    match &running.lock_path {
+        Some(p) => ui::say(&format!("lock file: {}", p.display())),
+        None => ui::say("lock file: none"),
+    }
+    ui::say(&format!("export CLAUDE_CODE_SSE_PORT={port}"));
+    ui::say(&format!("diffs: {}", policy_name(decider)));
+
+    let want_line = if decider == Decider::Policy(DiffPolicy::Ask) {
+        match spawn_terminal_reader(tx.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => return failure(&format!("cannot read the terminal: {e}")),
+        }
+    } else {
+        None
+    };
+    let bridge = running_bridge(&running);
+    let mut host = Host::new(
+        bridge,
+        HostConfig {
+            workspace: fsops::Workspace::new(posix.clone()),
+            ide_name: common.ide_name.clone(),
+            decider,
+            open_files: common.open_files,
+            wire,
+            stdio,
+            want_line,
+        },
+    );
+    if stdio {
+        host.ready(port, running.lock_path.as_deref());
+        if let Err(e) = spawn_stdio_reader(tx.clone()) {
+            running.stop(Duration::from_secs(5));
+            return failure(&format!("cannot read stdin: {e}"));
+        }
+    }
+
+    if let Some(cmd) = run {
+        let mut c = Command::new(&cmd[0]);
+        c.args(&cmd[1..])
+            .env("CLAUDE_CODE_SSE_PORT", port.to_string())
+            .env("ENABLE_IDE_INTEGRATION", "true")
+            .env("no_proxy", no_proxy_value(std::env::var_os("no_proxy")))
+            .env("NO_PROXY", no_proxy_value(std::env::var_os("NO_PROXY")));
+        match c.spawn() {
+            Ok(mut child) => {
+                host.set_child(child.id());
+                let tx = tx.clone();
+                let spawned = thread::Builder::new().name("child".into()).spawn(move || {
+                    let _ = tx.send(HostInput::ChildExited(child.wait()));
+                });
+                if let Err(e) = spawned {
+                    running.stop(Duration::from_secs(5));
+                    return failure(&format!("cannot wait for the command: {e}"));
+                }
+            }
+            Err(e) => {
+                running.stop(Duration::from_secs(5));
+                return failure(&format!(
+                    "cannot run {}: {e} (is it installed and on PATH? give its full path after --)",
+                    cmd[0].to_string_lossy()
+                ));
+            }
+        }
+    }
+    drop(tx);
+
+    let code = loop {
+        match rx.recv() {
+            Ok(input) => {
+                if let Flow::Exit(code) = host.handle(input) {
+                    break code;
+                }
+            }
+            Err(_) => break 1,
+        }
+    };
+    running.stop(Duration::from_secs(5));
+    ui::say("stopped");
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+fn running_bridge(running: &runtime::Running) -> Box<dyn runtime::Bridge> {
+    running.bridge()
+}

@@ -1,0 +1,200 @@
+//! Both runtimes behind one face: events forwarded into the host's std channel, answers through
+//! the [`Bridge`] trait, and a stop that resolves pending calls and removes the lock file.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Sender};
+use std::thread;
+use std::time::Duration;
+
+use claude_ide_bridge::jsonrpc::RpcError;
+use claude_ide_bridge::{ApiError, CallId, Notification, Target, ToolResult};
+use claude_ide_bridge_os::Options;
+
+use crate::host::HostInput;
+
+/// What the host needs from a runtime's `Handle`.
+pub trait Bridge: Send {
+    /// Answers a tool call.
+    fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError>;
+    /// Answers a compatibility request.
+    fn respond_compat(
+        &self,
+        call: CallId,
+        result: Result<serde_json::Value, RpcError>,
+    ) -> Result<(), ApiError>;
+    /// Sends a notification; returns how many connections it reached.
+    fn notify(&self, target: Target, notification: &Notification) -> usize;
+    /// Another handle to the same server.
+    fn boxed_clone(&self) -> Box<dyn Bridge>;
+}
+
+impl Bridge for claude_ide_bridge_blocking::Handle {
+    fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
+        claude_ide_bridge_blocking::Handle::respond(self, call, result)
+    }
+    fn respond_compat(
+        &self,
+        call: CallId,
+        result: Result<serde_json::Value, RpcError>,
+    ) -> Result<(), ApiError> {
+        claude_ide_bridge_blocking::Handle::respond_compat(self, call, result)
+    }
+    fn notify(&self, target: Target, notification: &Notification) -> usize {
+        claude_ide_bridge_blocking::Handle::notify(self, target, notification)
+    }
+    fn boxed_clone(&self) -> Box<dyn Bridge> {
+        Box::new(self.clone())
+    }
+}
+
+impl Bridge for claude_ide_bridge_smol::Handle {
+    fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
+        claude_ide_bridge_smol::Handle::respond(self, call, result)
+    }
+    fn respond_compat(
+        &self,
+        call: CallId,
+        result: Result<serde_json::Value, RpcError>,
+    ) -> Result<(), ApiError> {
+        claude_ide_bridge_smol::Handle::respond_compat(self, call, result)
+    }
+    fn notify(&self, target: Target, notification: &Notification) -> usize {
+        claude_ide_bridge_smol::Handle::notify(self, target, notification)
+    }
+    fn boxed_clone(&self) -> Box<dyn Bridge> {
+        Box::new(self.clone())
+    }
+}
+
+/// Which runtime drives the sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    /// `claude-ide-bridge-smol`: async tasks on one thread.
+    Smol,
+    /// `claude-ide-bridge-blocking`: std threads.
+    Threads,
+}
+
+/// A started server.
+pub struct Running {
+    /// The address listened on.
+    pub addr: SocketAddr,
+    /// The lock file, if written.
+    pub lock_path: Option<PathBuf>,
+    bridge: Box<dyn Bridge>,
+    stop: Box<dyn FnOnce() + Send>,
+    stopped: mpsc::Receiver<()>,
+}
+
+impl Running {
+    /// Another handle to the server.
+    pub fn bridge(&self) -> Box<dyn Bridge> {
+        self.bridge.boxed_clone()
+    }
+
+    /// Stops the server (pending diffs answered `DIFF_REJECTED`, clients closed, lock file
+    /// removed) and waits for it, at most `timeout`.
+    pub fn stop(self, timeout: Duration) {
+        (self.stop)();
+        let _ = self.stopped.recv_timeout(timeout);
+    }
+}
+
+/// Starts a server on `kind`; its events are sent to `tx` as [`HostInput::Event`].
+pub fn start(kind: RuntimeKind, opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
+    match kind {
+        RuntimeKind::Threads => start_threads(opts, tx),
+        RuntimeKind::Smol => start_smol(opts, tx),
+    }
+}
+
+fn start_threads(opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
+    let server = claude_ide_bridge_blocking::IdeServer::start(opts)?;
+    let addr = server.local_addr();
+    let lock_path = server.lock_path().map(PathBuf::from);
+    let handle = server.handle();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::Builder::new()
+        .name("bridge-events".into())
+        .spawn(move || {
+            loop {
+                if stop_rx.try_recv().is_ok() {
+                    break;
+                }
+                if let Some(e) = server.next_event_timeout(Duration::from_millis(50)) {
+                    if tx.send(HostInput::Event(e)).is_err() {
+                        break;
+                    }
+                }
+            }
+            server.stop();
+            let _ = done_tx.send(());
+        })?;
+    Ok(Running {
+        addr,
+        lock_path,
+        bridge: Box::new(handle),
+        stop: Box::new(move || {
+            let _ = stop_tx.send(());
+        }),
+        stopped: done_rx,
+    })
+}
+
+type Started = (SocketAddr, Option<PathBuf>, claude_ide_bridge_smol::Handle);
+
+fn start_smol(opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
+    let (started_tx, started_rx) = mpsc::channel::<io::Result<Started>>();
+    let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::Builder::new()
+        .name("bridge-smol".into())
+        .spawn(move || {
+            smol::block_on(async move {
+                let server = match claude_ide_bridge_smol::IdeServer::start(opts).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = started_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = started_tx.send(Ok((
+                    server.local_addr(),
+                    server.lock_path().map(PathBuf::from),
+                    server.handle(),
+                )));
+                loop {
+                    let next = smol::future::or(async { server.next_event().await }, async {
+                        let _ = stop_rx.recv().await;
+                        None
+                    })
+                    .await;
+                    match next {
+                        Some(e) => {
+                            if tx.send(HostInput::Event(e)).is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    }
+                }
+                server.stop().await;
+                let _ = done_tx.send(());
+            })
+        })?;
+    let (addr, lock_path, handle) = started_rx
+        .recv()
+        .map_err(|_| io::Error::other("the smol runtime thread ended before starting"))??;
+    Ok(Running {
+        addr,
+        lock_path,
+        bridge: Box::new(handle),
+        stop: Box::new(move || {
+            let _ = stop_tx.try_send(());
+        }),
+        stopped: done_rx,
+    })
+}

@@ -1,0 +1,409 @@
+//! `serve` against a WebSocket client: every tool, every `--on-diff` policy, confinement,
+//! compatibility methods, the wire log and SIGTERM, on both runtimes.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+#[test]
+fn every_tool_headless() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        fs::write(sb.ws.join("a.rs"), "fn main() {}\n").unwrap();
+        let mut s = Served::start(&sb, &["--runtime", rt, "--on-diff", "defer"]);
+        let ws = sb.ws.to_string_lossy().to_string();
+        let file = format!("{ws}/a.rs");
+        let mut c = s.client();
+
+        let v = json_of(&call(&mut c, "getWorkspaceFolders", json!({})));
+        assert_eq!(v["success"], true);
+        assert_eq!(v["folders"][0]["path"], json!(ws));
+        assert_eq!(v["rootPath"], json!(ws));
+        assert_eq!(
+            json_of(&call(&mut c, "getOpenEditors", json!({}))),
+            json!({"tabs": []})
+        );
+        for t in ["getCurrentSelection", "getLatestSelection"] {
+            let v = json_of(&call(&mut c, t, json!({})));
+            assert_eq!(v["success"], false, "{t}");
+            assert!(v["message"].is_string());
+        }
+        let v = json_of(&call(
+            &mut c,
+            "checkDocumentDirty",
+            json!({"filePath": file}),
+        ));
+        assert_eq!(v["isDirty"], false);
+        let r = call(&mut c, "saveDocument", json!({"filePath": file}));
+        let v = json_of(&r);
+        assert_eq!(v["saved"], false, "never a fake save: {v}");
+        assert_eq!(
+            texts(&call(&mut c, "get_all_opened_file_paths", json!({})))[0],
+            ""
+        );
+        assert_eq!(
+            json_of(&call(&mut c, "getDiagnostics", json!({}))),
+            json!([])
+        );
+        assert_eq!(
+            json_of(&call(
+                &mut c,
+                "getDiagnostics",
+                json!({"uri": format!("file://{file}")})
+            )),
+            json!([])
+        );
+        assert!(is_error(&call(
+            &mut c,
+            "reformat_file",
+            json!({"file_path": file})
+        )));
+        assert_eq!(
+            texts(&call(
+                &mut c,
+                "reformat_file",
+                json!({"file_path": format!("{ws}/nope.rs")})
+            )),
+            ["File not found"]
+        );
+        let r = call(&mut c, "executeCode", json!({"code": "1+1"}));
+        assert!(is_error(&r) && texts(&r)[0].contains("headless"), "{r}");
+        let r = call(&mut c, "openFile", json!({"filePath": file}));
+        assert!(
+            !is_error(&r) && texts(&r)[0].contains("no editor window"),
+            "{r}"
+        );
+        s.stderr.wait_for(&format!("claude asked to open {file}"));
+        let v = json_of(&call(
+            &mut c,
+            "openFile",
+            json!({"filePath": file, "makeFrontmost": false}),
+        ));
+        assert_eq!(v["success"], false);
+        assert_eq!(v["lineCount"], 1);
+        assert!(is_error(&call(
+            &mut c,
+            "openFile",
+            json!({"filePath": format!("{ws}/missing")})
+        )));
+        let v = json_of(&call(&mut c, "open_files", json!({"file_paths": [file]})));
+        assert_eq!(v, json!({"opened_files": []}));
+        assert_eq!(
+            texts(&call(&mut c, "close_tab", json!({"tab_name": "x"}))),
+            ["TAB_CLOSED"]
+        );
+        assert_eq!(
+            texts(&call(&mut c, "closeAllDiffTabs", json!({}))),
+            ["CLOSED_0_DIFF_TABS"]
+        );
+        assert_eq!(s.stop(), 0);
+        assert!(!s.lock.exists());
+    }
+}
+
+#[test]
+fn open_files_flag_runs_the_editor() {
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.rs"), "x\n").unwrap();
+    let marker = sb.root().join("opened");
+    let script = sb.root().join("ed.sh");
+    fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$@\" > {}\n", marker.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut cmd_sb = Served::start_with_env(
+        &sb,
+        &["--open-files", "--on-diff", "defer"],
+        &[("EDITOR", script.to_str().unwrap())],
+    );
+    let mut c = cmd_sb.client();
+    let file = sb.ws.join("a.rs").to_string_lossy().to_string();
+    let r = call(&mut c, "openFile", json!({"filePath": file}));
+    assert_eq!(texts(&r)[0], format!("Opened file: {file}"));
+    let give_up = std::time::Instant::now() + WAIT;
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the editor did not run"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(fs::read_to_string(&marker).unwrap().contains("a.rs"));
+    assert_eq!(cmd_sb.stop(), 0);
+}
+
+#[test]
+fn accept_writes_atomically_inside_and_refuses_outside() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        let outside = sb.root().join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret.txt"), "secret\n").unwrap();
+        symlink(&outside, sb.ws.join("escape")).unwrap();
+        symlink(outside.join("secret.txt"), sb.ws.join("secret-link.txt")).unwrap();
+        fs::write(sb.ws.join("run.sh"), "old\n").unwrap();
+        fs::set_permissions(
+            sb.ws.join("run.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o751),
+        )
+        .unwrap();
+        let mut s = Served::start(&sb, &["--runtime", rt, "--on-diff", "accept"]);
+        let mut c = s.client();
+
+        let r = call(
+            &mut c,
+            "openDiff",
+            open_diff_args(&sb.ws.join("run.sh"), "new\n", "t1"),
+        );
+        assert_eq!(texts(&r), ["FILE_SAVED", "new\n"]);
+        assert_eq!(fs::read_to_string(sb.ws.join("run.sh")).unwrap(), "new\n");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &fs::metadata(sb.ws.join("run.sh")).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o751, "mode preserved");
+        s.stderr.wait_for(&format!(
+            "diff accepted: {}",
+            sb.ws.join("run.sh").display()
+        ));
+        let r = call(
+            &mut c,
+            "openDiff",
+            open_diff_args(&sb.ws.join("sub/new.txt"), "fresh\n", "t2"),
+        );
+        assert_eq!(texts(&r)[0], "FILE_SAVED");
+        assert_eq!(
+            fs::read_to_string(sb.ws.join("sub/new.txt")).unwrap(),
+            "fresh\n"
+        );
+
+        let ws = sb.ws.to_string_lossy().to_string();
+        let bad = [
+            outside.join("secret.txt").to_string_lossy().to_string(),
+            format!("{ws}/../outside/secret.txt"),
+            format!("{ws}/escape/secret.txt"),
+            format!("{ws}/escape/planted.txt"),
+            format!("{ws}/secret-link.txt"),
+        ];
+        for (i, p) in bad.iter().enumerate() {
+            let args = json!({"old_file_path": p, "new_file_path": p, "new_file_contents": "pwned\n", "tab_name": format!("b{i}")});
+            let r = call(&mut c, "openDiff", args);
+            assert!(is_error(&r), "{p} must be refused: {r}");
+            s.stderr
+                .wait_for(&format!("diff refused (outside the workspace): {p}"));
+        }
+        assert_eq!(
+            fs::read_to_string(outside.join("secret.txt")).unwrap(),
+            "secret\n"
+        );
+        assert!(!outside.join("planted.txt").exists());
+        assert_eq!(s.stop(), 0);
+    }
+}
+
+#[test]
+fn reject_policy() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        fs::write(sb.ws.join("a.txt"), "old\n").unwrap();
+        let mut s = Served::start(&sb, &["--runtime", rt, "--on-diff", "reject"]);
+        let mut c = s.client();
+        let r = call(
+            &mut c,
+            "openDiff",
+            open_diff_args(&sb.ws.join("a.txt"), "new\n", "tab A"),
+        );
+        assert_eq!(texts(&r), ["DIFF_REJECTED", "tab A"]);
+        assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "old\n");
+        s.stderr.wait_for("diff rejected: ");
+        assert_eq!(s.stop(), 0);
+    }
+}
+
+#[test]
+fn defer_policy_close_tab_resolves_and_stop_rejects() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        fs::write(sb.ws.join("a.txt"), "old\n").unwrap();
+        // Without a terminal, defer is the default.
+        let mut s = Served::start(&sb, &["--runtime", rt]);
+        s.stderr.wait_for("diffs: defer");
+        let mut c = s.client();
+        let id = c.call_tool(
+            "openDiff",
+            open_diff_args(&sb.ws.join("a.txt"), "new\n", "tab D"),
+        );
+        s.stderr.wait_for("diff pending (decide in claude)");
+        assert!(
+            c.recv_until(Duration::from_millis(300), |v| v["id"] == json!(id))
+                .is_none(),
+            "deferred"
+        );
+        let close = c.call_tool("close_tab", json!({"tab_name": "tab D"}));
+        let got = responses(&mut c, &[id, close]);
+        assert_eq!(texts(&got[&close]), ["TAB_CLOSED"]);
+        assert_eq!(texts(&got[&id]), ["DIFF_REJECTED", "tab D"]);
+        assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "old\n");
+
+        // A diff still pending at SIGTERM is resolved, and the lock file goes.
+        let id = c.call_tool(
+            "openDiff",
+            open_diff_args(&sb.ws.join("a.txt"), "new\n", "tab E"),
+        );
+        s.stderr.wait_for("diff pending (decide in claude): ");
+        std::thread::sleep(Duration::from_millis(100));
+        s.signal("TERM");
+        let r = c.response(id);
+        assert_eq!(texts(&r), ["DIFF_REJECTED", "tab E"]);
+        assert_eq!(s.wait_exit(), 0);
+        assert!(!s.lock.exists(), "SIGTERM removes the lock file");
+    }
+}
+
+#[test]
+fn sigint_stops_cleanly() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        let mut s = Served::start(&sb, &["--runtime", rt]);
+        assert!(s.lock.exists());
+        s.signal("INT");
+        assert_eq!(s.wait_exit(), 0);
+        assert!(!s.lock.exists());
+    }
+}
+
+#[test]
+fn compat_methods_confined() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        let outside = sb.root().join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret.txt"), "secret\n").unwrap();
+        symlink(&outside, sb.ws.join("escape")).unwrap();
+        fs::create_dir_all(sb.ws.join("src")).unwrap();
+        fs::write(sb.ws.join("src/a.rs"), "A\n").unwrap();
+        let mut s = Served::start(&sb, &["--runtime", rt]);
+        let mut c = s.client();
+        let r = c.request("readFile", json!({"path": "src/a.rs"}));
+        assert_eq!(r["result"]["content"], "A\n", "{r}");
+        let r = c.request("files/read", json!({"path": sb.ws.join("src/a.rs")}));
+        assert_eq!(r["result"]["content"], "A\n", "{r}");
+        let r = c.request("writeFile", json!({"path": "src/b.rs", "content": "B\n"}));
+        assert_eq!(r["result"]["success"], true, "{r}");
+        assert_eq!(fs::read_to_string(sb.ws.join("src/b.rs")).unwrap(), "B\n");
+        for p in ["escape/secret.txt", "../outside/secret.txt", "/etc/passwd"] {
+            let r = c.request("readFile", json!({"path": p}));
+            assert_eq!(r["error"]["code"], -32602, "{p}: {r}");
+        }
+        let r = c.request(
+            "writeFile",
+            json!({"path": "escape/secret.txt", "content": "pwned"}),
+        );
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        assert_eq!(
+            fs::read_to_string(outside.join("secret.txt")).unwrap(),
+            "secret\n"
+        );
+        let r = c.request("listFiles", json!({"pattern": "*.rs"}));
+        let files: Vec<Value> = r["result"]["files"].as_array().unwrap().clone();
+        assert_eq!(files.len(), 2, "{r}");
+        let r = c.request("getWorkspaceInfo", json!({}));
+        assert_eq!(r["result"]["folders"][0], json!(sb.ws.to_string_lossy()));
+        assert_eq!(
+            c.request("getOpenFiles", json!({}))["result"]["files"],
+            json!([])
+        );
+        assert!(c.request("getCurrentFile", json!({}))["result"]["filePath"].is_null());
+        assert_eq!(
+            c.request("workspace/selection", json!({}))["result"]["success"],
+            false
+        );
+        assert_eq!(s.stop(), 0);
+    }
+}
+
+#[test]
+fn wire_log_lines() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        let log = sb.root().join("wire.jsonl");
+        let mut s = Served::start(&sb, &["--runtime", rt, "--wire-log", log.to_str().unwrap()]);
+        let mut c = s.client();
+        call(&mut c, "getWorkspaceFolders", json!({}));
+        let read = || -> Vec<Value> {
+            fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        // Flushed per line: readable while the bridge runs.
+        let give_up = std::time::Instant::now() + WAIT;
+        loop {
+            let lines = read();
+            if lines
+                .iter()
+                .any(|l| l["dir"] == "out" && l["msg"]["result"]["content"].is_array())
+            {
+                break;
+            }
+            assert!(std::time::Instant::now() < give_up, "{lines:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let lines = read();
+        assert!(lines
+            .iter()
+            .any(|l| l["event"] == "connected" && l["conn"] == 1));
+        assert!(lines
+            .iter()
+            .any(|l| l["dir"] == "in" && l["msg"]["method"] == "initialize"));
+        assert!(lines
+            .iter()
+            .all(|l| l["t_ms"].is_u64() && l["conn"].is_u64()));
+        drop(c);
+        s.stderr.wait_for("client disconnected");
+        assert_eq!(s.stop(), 0);
+        assert!(read().iter().any(|l| l["event"] == "disconnected"));
+        let text = fs::read_to_string(&log).unwrap();
+        let token = s.token_from_text();
+        assert!(!text.contains(&token), "the token never reaches the log");
+        assert!(!s.stderr.text().contains(&token), "nor stderr");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let sb = Sandbox::new();
+    let st = sb
+        .command()
+        .args(["serve", "--on-diff", "maybe"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2));
+    let st = sb
+        .command()
+        .args(["serve", "--workspace", "/does/not/exist"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&st.stderr).contains("--workspace"));
+    let st = sb
+        .command()
+        .args(["serve", "--stdio", "--on-diff", "ask"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2));
+    let st = sb.command().args(["run"]).output().unwrap();
+    assert_eq!(st.status.code(), Some(2));
+    for sub in ["serve", "run", "list", "doctor"] {
+        let st = sb.command().args([sub, "--help"]).output().unwrap();
+        assert_eq!(st.status.code(), Some(0), "{sub} --help");
+        assert!(!st.stdout.is_empty());
+    }
+}
