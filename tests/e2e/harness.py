@@ -186,11 +186,12 @@ class FakeModel:
                 self.proc.kill()
 
 
-def user_texts(body):
-    """All text the client put into user messages of one request, in order."""
+def message_texts(body, roles=None):
+    """All text in the messages of one request, in order (tool results included). The client (2.1.330) puts
+    context such as the IDE selection into a message of role "system", so by default every role counts."""
     out = []
     for m in body.get("messages", []):
-        if m.get("role") != "user":
+        if roles is not None and m.get("role") not in roles:
             continue
         c = m.get("content")
         if isinstance(c, str):
@@ -497,23 +498,30 @@ class Client:
     def keys(self, *keys):
         self.sb.tmux.keys(self.window, *keys)
 
-    def submit(self, text):
-        """Type a prompt, wait for it to show in the input box, press Enter."""
+    def input_line(self):
+        """The text in the input box (the last line starting with the prompt sign), or None."""
+        lines = [l for l in self.screen(history=False).splitlines() if l.startswith("❯")]
+        return lines[-1][1:].strip() if lines else None
+
+    def submit(self, text, timeout=10):
+        """Type into the empty input box, wait until the box shows the text, press Enter."""
+        wait_until(lambda: self.input_line() == "", timeout, "an empty input box", diag=self.sb.diag)
         self.type(text)
-        self.wait_screen(re.escape(text[-20:]), 10, f"the prompt text {text!r} in the input box", history=False)
+        wait_until(lambda: (self.input_line() or "").endswith(text), timeout, f"{text!r} in the input box",
+                   diag=self.sb.diag)
         time.sleep(0.3)  # let the input box settle; the next assertion is on what Enter causes
         self.keys("Enter")
 
     def slash_ide(self):
-        """Open `/ide`, return its screen, close it."""
-        self.type("/ide")
-        self.wait_screen(r"/ide", 10, "/ide typed", history=False)
-        time.sleep(0.3)
-        self.keys("Enter")
+        """Open `/ide`, return the dialog's text, close it with Escape."""
+        self.submit("/ide")
         m = self.wait_screen(r"Connect to an IDE[\s\S]*?(Esc to cancel|Enter to select)", 15,
                              "the /ide dialog", history=False)
         text = m.group(0)
         self.keys("Escape")
+        self.wait_screen(r"Kept IDE selection|Connect to an IDE", 5, "the dialog to close", history=False)
+        wait_until(lambda: "Connect to an IDE" not in self.screen(history=False), 10, "the /ide dialog to close",
+                   diag=self.sb.diag)
         return text
 
 
