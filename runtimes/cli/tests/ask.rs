@@ -1,0 +1,186 @@
+//! The `ask` prompt on a pseudo-terminal (util-linux `script`): accept, reject, edit, a queue, and
+//! a prompt withdrawn by claude's close_tab.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+fn has_script() -> bool {
+    Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn ask_on_a_terminal() {
+    if !has_script() {
+        eprintln!("SKIPPED: util-linux `script` is not installed (apt-get install -y bsdutils)");
+        return;
+    }
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        fs::write(sb.ws.join("a.txt"), "one\ntwo\n").unwrap();
+        let editor = sb.root().join("editor.sh");
+        fs::write(
+            &editor,
+            "#!/bin/sh\nprintf 'edited by editor\\n' > \"$1\"\n",
+        )
+        .unwrap();
+        fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
+        let cmd = format!(
+            "exec {BIN} serve --runtime {rt} --workspace {}",
+            sb.ws.display()
+        );
+        let c = sb.command();
+        let mut child = Command::new("script")
+            .args(["-qefc", &cmd, "/dev/null"])
+            .envs(
+                c.get_envs()
+                    .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+            )
+            .env_remove("NO_COLOR")
+            .env("EDITOR", &editor)
+            .env_remove("VISUAL")
+            .env("TERM", "xterm")
+            .current_dir(&sb.ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut tty = child.stdin.take().unwrap();
+        let screen = Screen::collect(child.stdout.take().unwrap());
+        screen.wait_for("diffs: ");
+        let text = screen.text();
+        let port: u16 = text
+            .split("export CLAUDE_CODE_SSE_PORT=")
+            .nth(1)
+            .unwrap()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        screen.wait_for("diffs: ask on this terminal");
+        let lock = sb.lock_dir().join(format!("{port}.lock"));
+        let token = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()
+            ["authToken"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (_, cl) = client::connect(port, Some(&token));
+        let mut cl = cl.unwrap();
+        cl.init();
+        let file = sb.ws.join("a.txt");
+        let mut type_line = |s: &str| {
+            tty.write_all(s.as_bytes()).unwrap();
+            tty.flush().unwrap();
+        };
+
+        // Accept.
+        let id = cl.call_tool("openDiff", open_diff_args(&file, "one\nthree\n", "T1"));
+        screen.wait_for("[a]ccept / [r]eject / [e]dit");
+        assert!(screen.text().contains("+three"), "{}", screen.text());
+        assert!(screen.text().contains("\x1b["), "coloured on a TTY");
+        type_line("a\n");
+        assert_eq!(texts(&cl.response(id)), ["FILE_SAVED", "one\nthree\n"]);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "one\nthree\n");
+        screen.wait_for("diff accepted: ");
+
+        // Reject.
+        let id = cl.call_tool("openDiff", open_diff_args(&file, "nope\n", "T2"));
+        wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
+        type_line("r\n");
+        assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T2"]);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "one\nthree\n");
+
+        // Edit: $EDITOR rewrites the temporary copy; its contents are saved.
+        let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T3"));
+        wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 3);
+        type_line("e\n");
+        assert_eq!(
+            texts(&cl.response(id)),
+            ["FILE_SAVED", "edited by editor\n"]
+        );
+        assert_eq!(fs::read_to_string(&file).unwrap(), "edited by editor\n");
+
+        // Two at once: queued; close_tab of the shown one withdraws its prompt, the next shows.
+        let new_file = sb.ws.join("new.txt");
+        let id4 = cl.call_tool("openDiff", open_diff_args(&file, "four\n", "T4"));
+        wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 4);
+        let id5 = cl.call_tool("openDiff", open_diff_args(&new_file, "brand new\n", "T5"));
+        screen.wait_for("diff queued: ");
+        let close = cl.call_tool("close_tab", json!({"tab_name": "T4"}));
+        let got = responses(&mut cl, &[id4, close]);
+        assert_eq!(texts(&got[&id4]), ["DIFF_REJECTED", "T4"]);
+        screen.wait_for("diff withdrawn (tab_closed)");
+        wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 5);
+        assert!(
+            screen.text().contains("--- /dev/null"),
+            "a new file shows whole"
+        );
+        type_line("a\n");
+        assert_eq!(texts(&cl.response(id5))[0], "FILE_SAVED");
+        assert_eq!(fs::read_to_string(&new_file).unwrap(), "brand new\n");
+
+        // Ctrl-C on the terminal stops the bridge; the lock goes.
+        type_line("\x03");
+        let give_up = Instant::now() + WAIT;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < give_up, "{}", screen.text());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "{}", screen.text());
+        assert!(!lock.exists());
+    }
+}
+
+#[derive(Clone, Default)]
+struct Screen(Arc<Mutex<String>>);
+
+impl Screen {
+    fn collect(mut r: impl Read + Send + 'static) -> Screen {
+        let s = Screen::default();
+        let s2 = s.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                s2.0.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        s
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+
+    fn wait_for(&self, needle: &str) {
+        wait_count(self, needle, 1)
+    }
+}
+
+fn wait_count(screen: &Screen, needle: &str, n: usize) {
+    let give_up = Instant::now() + WAIT;
+    while screen.text().matches(needle).count() < n {
+        assert!(Instant::now() < give_up, "{}", screen.text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,274 @@
+//! `run` with a stand-in claude, and `list` / `doctor` on each misconfiguration.
+
+mod common;
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::process::Command;
+
+use common::*;
+use serde_json::json;
+
+fn script(sb: &Sandbox, name: &str, body: &str) -> std::path::PathBuf {
+    let p = sb.root().join(name);
+    fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn run_passes_the_environment_and_the_exit_status() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        let out = sb.root().join("env.txt");
+        let claude = script(
+            &sb,
+            "claude",
+            &format!(
+                "env > {0}\nls {1} >> {0}\nexit 7",
+                out.display(),
+                sb.lock_dir().display()
+            ),
+        );
+        let o = sb
+            .command()
+            .env("no_proxy", "example.com")
+            .args(["run", "--runtime", rt, "--"])
+            .arg(&claude)
+            .arg("--some-flag")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(7), "{err}");
+        let env = fs::read_to_string(&out).unwrap();
+        let port = err
+            .lines()
+            .find_map(|l| l.strip_prefix("export CLAUDE_CODE_SSE_PORT="))
+            .unwrap();
+        assert!(
+            env.contains(&format!("CLAUDE_CODE_SSE_PORT={port}\n")),
+            "{env}"
+        );
+        assert!(env.contains("ENABLE_IDE_INTEGRATION=true\n"));
+        assert!(
+            env.contains("no_proxy=example.com,127.0.0.1,localhost,::1\n"),
+            "{env}"
+        );
+        assert!(env.contains("NO_PROXY=127.0.0.1,localhost,::1\n"), "{env}");
+        assert!(
+            env.contains(&format!("{port}.lock")),
+            "the lock exists while claude runs"
+        );
+        assert_eq!(
+            fs::read_dir(sb.lock_dir()).unwrap().count(),
+            0,
+            "lock removed after"
+        );
+    }
+}
+
+#[test]
+fn run_reports_a_signal_as_128_plus() {
+    let sb = Sandbox::new();
+    let claude = script(&sb, "claude", "kill -KILL $$");
+    let o = sb
+        .command()
+        .args(["run", "--"])
+        .arg(&claude)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(128 + 9));
+    let o = sb
+        .command()
+        .args(["run", "--", "/no/such/claude"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("PATH"));
+}
+
+#[test]
+fn run_answers_claude_while_it_runs() {
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.txt"), "a").unwrap();
+    // The stand-in connects as claude would, with the port it was given.
+    let probe = sb.root().join("probe");
+    let claude = script(
+        &sb,
+        "claude",
+        &format!(
+            "echo $CLAUDE_CODE_SSE_PORT > {}.tmp && mv {0}.tmp {0}\nsleep 30",
+            probe.display()
+        ),
+    );
+    let mut child = sb
+        .command()
+        .args(["run", "--on-diff", "accept", "--"])
+        .arg(&claude)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let give_up = std::time::Instant::now() + WAIT;
+    while !probe.exists() {
+        assert!(std::time::Instant::now() < give_up);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let port: u16 = fs::read_to_string(&probe).unwrap().trim().parse().unwrap();
+    let lock = sb.lock_dir().join(format!("{port}.lock"));
+    let token = serde_json::from_str::<serde_json::Value>(&fs::read_to_string(&lock).unwrap())
+        .unwrap()["authToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, c) = client::connect(port, Some(&token));
+    let mut c = c.unwrap();
+    c.init();
+    let r = call(
+        &mut c,
+        "openDiff",
+        open_diff_args(&sb.ws.join("a.txt"), "b", "t"),
+    );
+    assert_eq!(texts(&r)[0], "FILE_SAVED");
+    // SIGTERM to the bridge is passed to claude; the bridge then exits with claude's status.
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{}", stderr.text());
+    assert!(!lock.exists());
+}
+
+fn write_lock(dir: &std::path::Path, port: u16, pid: u32, folders: &[&str]) {
+    fs::create_dir_all(dir).unwrap();
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let v = json!({"pid": pid, "workspaceFolders": folders, "ideName": "Fake", "transport": "ws",
+        "runningInWindows": false, "authToken": "t"});
+    fs::write(dir.join(format!("{port}.lock")), v.to_string()).unwrap();
+}
+
+fn doctor(sb: &Sandbox, env: &[(&str, &str)]) -> (i32, String) {
+    let mut c = sb.command();
+    c.arg("doctor").arg(&sb.ws);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    (
+        o.status.code().unwrap(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn dead_pid() -> u32 {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+#[test]
+fn list_and_doctor() {
+    let sb = Sandbox::new();
+    let ws = sb.ws.to_string_lossy().to_string();
+    // Nothing served.
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("no live lock file has a workspace folder containing"),
+        "{out}"
+    );
+    assert!(out.contains("fix: "));
+
+    // A live bridge: all good, and `list` shows it.
+    let mut s = Served::start(&sb, &[]);
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("exactly one lock file matches"));
+    let o = sb.command().arg("list").output().unwrap();
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert!(list.contains(&format!("live  port {}", s.port)), "{list}");
+    assert!(
+        list.contains("claude-ide-bridge") && list.contains(&ws),
+        "{list}"
+    );
+
+    // Proxy capturing loopback.
+    let (code, out) = doctor(&sb, &[("HTTPS_PROXY", "http://proxy:3128")]);
+    assert_eq!(code, 1);
+    assert!(out.contains("HTTPS_PROXY is set"), "{out}");
+    let (code, _) = doctor(
+        &sb,
+        &[
+            ("HTTPS_PROXY", "http://proxy:3128"),
+            ("no_proxy", "localhost,127.0.0.1"),
+        ],
+    );
+    assert_eq!(code, 0);
+
+    // CLAUDE_CODE_SSE_PORT naming nothing.
+    let (code, out) = doctor(&sb, &[("CLAUDE_CODE_SSE_PORT", "1")]);
+    assert_eq!(code, 1);
+    assert!(out.contains("CLAUDE_CODE_SSE_PORT=1"), "{out}");
+
+    // A second live lock matching the same folder (this test process's pid), whose port does
+    // not answer.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    write_lock(&sb.lock_dir(), closed, std::process::id(), &[&ws]);
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1);
+    assert!(out.contains("2 lock files match"), "{out}");
+    assert!(
+        out.contains(&format!("port {closed} from")) && out.contains("does not answer"),
+        "{out}"
+    );
+    fs::remove_file(sb.lock_dir().join(format!("{closed}.lock"))).unwrap();
+
+    // Stale and foreign (corrupt) files in ~/.claude/ide.
+    let home_ide = sb.home.join(".claude/ide");
+    write_lock(&home_ide, 4242, dead_pid(), &["/elsewhere"]);
+    fs::write(home_ide.join("4343.lock"), "garbage").unwrap();
+    let o = sb.command().arg("list").output().unwrap();
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert!(list.contains("stale port 4242"), "{list}");
+    assert!(list.contains("unreadable"), "{list}");
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1);
+    assert!(out.contains("4242.lock is stale"), "{out}");
+    assert!(out.contains("4343.lock: not a lock file"), "{out}");
+    fs::remove_file(home_ide.join("4242.lock")).unwrap();
+    fs::remove_file(home_ide.join("4343.lock")).unwrap();
+
+    // Lock directory permissions: group/world readable, then a symlink.
+    fs::set_permissions(&home_ide, fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("has mode 0755") && out.contains("chmod 700"),
+        "{out}"
+    );
+    fs::remove_dir(&home_ide).unwrap();
+    let real = sb.root().join("real-ide");
+    fs::create_dir(&real).unwrap();
+    symlink(&real, &home_ide).unwrap();
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1);
+    assert!(out.contains("is a symbolic link"), "{out}");
+    fs::remove_file(&home_ide).unwrap();
+
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(s.stop(), 0);
+    // Doctor for a directory outside every workspace.
+    let (code, _) = {
+        let o = sb.command().arg("doctor").arg(sb.root()).output().unwrap();
+        (o.status.code().unwrap(), ())
+    };
+    assert_eq!(code, 1);
+}

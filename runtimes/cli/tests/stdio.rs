@@ -1,0 +1,215 @@
+//! `serve --stdio`: the JSON-lines protocol end to end, without an editor.
+
+mod common;
+
+use std::fs;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn next_msg(s: &Served, kind: &str, skip: usize) -> Value {
+    let give_up = std::time::Instant::now() + WAIT;
+    loop {
+        let msgs: Vec<Value> = s
+            .stdout
+            .all()
+            .iter()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|_| panic!("stdout is only JSON lines: {l}"))
+            })
+            .filter(|v: &Value| v["type"] == kind)
+            .collect();
+        if let Some(v) = msgs.get(skip) {
+            return v.clone();
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no {kind} #{skip}: {}",
+            s.stdout.text()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn stdio_round_trips() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        fs::write(sb.ws.join("a.rs"), "old\n").unwrap();
+        let mut s = Served::start(&sb, &["--stdio", "--runtime", rt]);
+        let ready = serde_json::from_str::<Value>(&s.stdout.wait_for("\"ready\"")).unwrap();
+        assert_eq!(
+            s.stdout.all()[0],
+            s.stdout.wait_for("\"ready\""),
+            "ready comes first"
+        );
+        assert_eq!(ready["port"], s.port);
+        assert_eq!(ready["lockFile"], json!(s.lock.to_string_lossy()));
+        let mut c = s.client();
+        assert_eq!(next_msg(&s, "connected", 0)["conn"], 1);
+        assert_eq!(
+            next_msg(&s, "initialized", 0)["protocolVersion"],
+            "2025-06-18"
+        );
+
+        let file = sb.ws.join("a.rs").to_string_lossy().to_string();
+        let uri = format!("file://{file}");
+        // Malformed lines never stop the bridge.
+        s.send_line("this is not json");
+        s.send_line("[1,2]");
+        s.send_line(r#"{"type":"no_such_type"}"#);
+        s.send_line(r#"{"type":"respond","id":999,"text":"x"}"#);
+        assert!(next_msg(&s, "error", 3)["message"]
+            .as_str()
+            .unwrap()
+            .contains("999"));
+
+        s.send_line(
+            &json!({"type":"selection_changed","filePath":file,"text":"old",
+            "selection":{"start":{"line":0,"character":0},"end":{"line":0,"character":3}}})
+            .to_string(),
+        );
+        let n = c
+            .recv_until(WAIT, |v| v["method"] == "selection_changed")
+            .unwrap();
+        assert_eq!(n["params"]["fileUrl"], json!(uri));
+        assert_eq!(n["params"]["selection"]["isEmpty"], false);
+        let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+        assert_eq!(v["success"], true);
+        assert_eq!(v["text"], "old");
+        assert_eq!(
+            json_of(&call(&mut c, "getLatestSelection", json!({})))["filePath"],
+            json!(file)
+        );
+
+        s.send_line(
+            &json!({"type":"at_mentioned","filePath":file,"lineStart":1,"lineEnd":2}).to_string(),
+        );
+        let n = c
+            .recv_until(WAIT, |v| v["method"] == "at_mentioned")
+            .unwrap();
+        assert_eq!(n["params"]["lineStart"], 1);
+
+        s.send_line(&json!({"type":"diagnostics","uri":uri,"diagnostics":[{"message":"boom","severity":"Error",
+            "range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"source":"rustc"}]}).to_string());
+        let n = c
+            .recv_until(WAIT, |v| v["method"] == "diagnostics_changed")
+            .unwrap();
+        assert_eq!(n["params"]["diagnostics"][0]["message"], "boom");
+        let v = json_of(&call(&mut c, "getDiagnostics", json!({"uri": uri})));
+        assert_eq!(v[0]["diagnostics"][0]["source"], "rustc");
+        assert_eq!(
+            json_of(&call(
+                &mut c,
+                "getDiagnostics",
+                json!({"uri": "file:///elsewhere.rs"})
+            )),
+            json!([])
+        );
+
+        s.send_line(&json!({"type":"open_editors","tabs":[{"uri":uri,"isActive":true,"isDirty":true,"label":"a.rs","languageId":"rust","lineCount":1}]}).to_string());
+        s.send_line(r#"{"type":"open_editors","tabs":"nope"}"#);
+        next_msg(&s, "error", 4);
+        assert_eq!(
+            json_of(&call(&mut c, "getOpenEditors", json!({})))["tabs"][0]["label"],
+            "a.rs"
+        );
+        assert_eq!(
+            texts(&call(&mut c, "get_all_opened_file_paths", json!({})))[0],
+            file
+        );
+        assert_eq!(
+            json_of(&call(
+                &mut c,
+                "checkDocumentDirty",
+                json!({"filePath": file})
+            ))["isDirty"],
+            true
+        );
+
+        // Tools the bridge can't answer go to the editor.
+        let id = c.call_tool("openFile", json!({"filePath": file, "startLine": 3}));
+        let tc = next_msg(&s, "tool_call", 0);
+        assert_eq!(tc["name"], "openFile");
+        assert_eq!(tc["arguments"]["startLine"], 3);
+        assert_eq!(tc["conn"], 1);
+        s.send_line(&json!({"type":"respond","id":tc["id"],"text":"opened"}).to_string());
+        assert_eq!(texts(&c.response(id)), ["opened"]);
+        let id = c.call_tool("executeCode", json!({"code": "1"}));
+        let tc = next_msg(&s, "tool_call", 1);
+        s.send_line(&json!({"type":"respond","id":tc["id"],"error":"no kernel"}).to_string());
+        let r = c.response(id);
+        assert!(is_error(&r) && texts(&r) == ["no kernel"]);
+        let id = c.call_tool("saveDocument", json!({"filePath": file}));
+        let tc = next_msg(&s, "tool_call", 2);
+        s.send_line(&json!({"type":"respond","id":tc["id"],"result":{"content":[{"type":"text","text":"{\"success\":true}"}]}}).to_string());
+        assert_eq!(json_of(&c.response(id))["success"], true);
+
+        // openDiff: accept with edited contents (written by the bridge), reject, and a cancel.
+        let id = c.call_tool(
+            "openDiff",
+            open_diff_args(&sb.ws.join("a.rs"), "proposed\n", "T1"),
+        );
+        let tc = next_msg(&s, "tool_call", 3);
+        assert_eq!(tc["name"], "openDiff");
+        assert_eq!(tc["arguments"]["new_file_contents"], "proposed\n");
+        s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"accept","contents":"edited\n"}).to_string());
+        assert_eq!(texts(&c.response(id)), ["FILE_SAVED", "edited\n"]);
+        assert_eq!(fs::read_to_string(sb.ws.join("a.rs")).unwrap(), "edited\n");
+        let id = c.call_tool(
+            "openDiff",
+            open_diff_args(&sb.ws.join("a.rs"), "p2\n", "T2"),
+        );
+        let tc = next_msg(&s, "tool_call", 4);
+        s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"reject"}).to_string());
+        assert_eq!(texts(&c.response(id)), ["DIFF_REJECTED", "T2"]);
+        let id = c.call_tool(
+            "openDiff",
+            open_diff_args(&sb.ws.join("a.rs"), "p3\n", "T3"),
+        );
+        let tc = next_msg(&s, "tool_call", 5);
+        let close = c.call_tool("close_tab", json!({"tab_name": "T3"}));
+        let got = responses(&mut c, &[id, close]);
+        assert_eq!(texts(&got[&id]), ["DIFF_REJECTED", "T3"]);
+        let cancelled = next_msg(&s, "cancelled", 0);
+        assert_eq!(cancelled["id"], tc["id"]);
+        assert_eq!(cancelled["reason"], "tab_closed");
+        assert_eq!(next_msg(&s, "tab_closed", 0)["tabName"], "T3");
+        s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"accept"}).to_string());
+        next_msg(&s, "error", 5);
+        assert_eq!(fs::read_to_string(sb.ws.join("a.rs")).unwrap(), "edited\n");
+        // Outside the workspace: refused without asking the editor.
+        let r = call(
+            &mut c,
+            "openDiff",
+            open_diff_args(&sb.root().join("x.txt"), "x", "T4"),
+        );
+        assert!(is_error(&r));
+        assert!(!sb.root().join("x.txt").exists());
+
+        drop(c);
+        next_msg(&s, "disconnected", 0);
+        // stdin closing ends the bridge and removes the lock file.
+        drop(s.stdin.take());
+        assert_eq!(s.wait_exit(), 0);
+        assert!(!s.lock.exists());
+        assert!(!s.stderr.text().is_empty(), "logs go to stderr");
+    }
+}
+
+#[test]
+fn stdio_with_explicit_policy_does_not_ask_the_editor() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--on-diff", "accept"]);
+    let mut c = s.client();
+    let r = call(
+        &mut c,
+        "openDiff",
+        open_diff_args(&sb.ws.join("n.txt"), "n\n", "T"),
+    );
+    assert_eq!(texts(&r)[0], "FILE_SAVED");
+    assert!(!s.stdout.text().contains("tool_call"));
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
