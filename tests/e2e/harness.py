@@ -456,7 +456,11 @@ class Client:
         self.window = window
         self.cwd = Path(cwd or sandbox.ws)
         full_env = dict(sandbox.env, **(env or {}))
-        cmd = command or [CLAUDE_BIN, *args]
+        # The client's own debug log: its MCP "ide" lines (connects, reconnection attempts, 401s) explain
+        # most failures. `E2E_CLIENT_DEBUG=0` turns it off.
+        self.debug_path = sandbox.root / f"{window}-debug.log"
+        debug = [] if os.environ.get("E2E_CLIENT_DEBUG") == "0" else ["--debug-file", str(self.debug_path)]
+        cmd = command or [CLAUDE_BIN, *args, *debug]
         script = sandbox.root / f"{window}.sh"
         script.write_text("#!/bin/sh\n" + "".join(
             f"export {k}={shlex.quote(v)}\n" for k, v in full_env.items())
@@ -467,9 +471,16 @@ class Client:
     def screen(self, history=True):
         return self.sb.tmux.capture(self.window, history)
 
+    def debug_lines(self, needle='MCP server "ide"'):
+        try:
+            return [l for l in self.debug_path.read_text(errors="replace").splitlines() if needle in l]
+        except FileNotFoundError:
+            return []
+
     def diag(self):
-        return "--- client screen:\n" + "\n".join(
+        return ("--- client screen:\n" + "\n".join(
             line for line in self.screen().splitlines() if line.strip())[-6000:]
+            + "\n--- client debug log, IDE lines (tail):\n" + "\n".join(l[:300] for l in self.debug_lines()[-20:]))
 
     def wait_screen(self, pattern, timeout=TIMEOUT, what=None, history=True):
         rx = re.compile(pattern)
@@ -501,20 +512,24 @@ class Client:
     def input_line(self):
         """The text in the input box (the last line starting with the prompt sign), or None."""
         lines = [l for l in self.screen(history=False).splitlines() if l.startswith("❯")]
-        return lines[-1][1:].strip() if lines else None
+        if not lines:
+            return None
+        # an empty box shows the IDE's selection as a placeholder: "[⧉ In a.txt]", "[⧉ 2 lines selected]"
+        return re.sub(r"^\[⧉[^\]]*\]", "", lines[-1][1:].strip()).strip()
 
-    def submit(self, text, timeout=10):
-        """Type into the empty input box, wait until the box shows the text, press Enter."""
-        wait_until(lambda: self.input_line() == "", timeout, "an empty input box", diag=self.sb.diag)
+    def submit(self, text, timeout=10, empty_first=True):
+        """Type into the (empty) input box, wait until the box shows the text, press Enter."""
+        if empty_first:
+            wait_until(lambda: self.input_line() == "", timeout, "an empty input box", diag=self.sb.diag)
         self.type(text)
-        wait_until(lambda: (self.input_line() or "").endswith(text), timeout, f"{text!r} in the input box",
+        wait_until(lambda: text in (self.input_line() or ""), timeout, f"{text!r} in the input box",
                    diag=self.sb.diag)
         time.sleep(0.3)  # let the input box settle; the next assertion is on what Enter causes
         self.keys("Enter")
 
-    def slash_ide(self):
+    def slash_ide(self, empty_first=True):
         """Open `/ide`, return the dialog's text, close it with Escape."""
-        self.submit("/ide")
+        self.submit("/ide", empty_first=empty_first)
         m = self.wait_screen(r"Connect to an IDE[\s\S]*?(Esc to cancel|Enter to select)", 15,
                              "the /ide dialog", history=False)
         text = m.group(0)

@@ -130,7 +130,7 @@ def test_selection_and_at_mention(sb, runtime):
     b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "at_mentioned",
                 what="at_mentioned sent to the client")
     c.wait_screen(r"@calc\.py#L1-2", what="the at-mention in the input box", history=False)
-    c.submit("and this?")
+    c.submit(" and this?", empty_first=False)  # the mention is already in the box
     turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 1], what="the second model turn",
                       diag=sb.diag)[0]
     texts = "\n".join(message_texts(turn["body"]))
@@ -282,7 +282,9 @@ def test_run_launches_connected_client(sb, runtime):
 
     w = WireLog(wire, diag=sb.diag)
     assert_handshake(w)
-    dialog = c.slash_ide()
+    # Known issue (reported): `run` prints its log lines ("client connected ...") on the terminal claude
+    # draws on, so they show up inside claude's input box until it redraws. Hence no empty-box check here.
+    dialog = c.slash_ide(empty_first=False)
     assert re.search(r"✔\s*e2e-run-" + runtime, dialog), dialog
 
 
