@@ -193,7 +193,7 @@ def test_edit_ask_answered_with_edit(sb, runtime):
     c.submit("Change hello to goodbye in a.txt")
     b.wait_tool_call("openDiff")
     wait_until(lambda: "[a]ccept / [r]eject / [e]dit" in b.screen(), what="the bridge's prompt", diag=sb.diag)
-    c.wait_screen(r"Opened changes in|" + re.escape(b.ide_name), what="the client waiting on the IDE")
+    c.wait_screen(r"Opened changes in " + re.escape(b.ide_name), what="the client waiting on the IDE")
     sb.tmux.text(b.name, "e")
     sb.tmux.keys(b.name, "Enter")
     check_accepted(sb, b, c, path, "farewell world\n")
@@ -248,10 +248,13 @@ def test_get_diagnostics(sb, runtime):
     c.submit("Any problems in main.py?")
 
     # Manual mode: the client asks before it calls an MCP tool.
+    asked = []
+
     def permission_or_call():
         if b.tool_calls("getDiagnostics"):
             return True
         if re.search(r"Do you want to proceed\?", c.screen(history=False)):
+            asked.append(c.screen(history=False))
             c.keys("Enter")
             return None
         return None
@@ -268,6 +271,9 @@ def test_get_diagnostics(sb, runtime):
     results = "\n".join(tool_result_text(t) for t in tool_results(turn[0]["body"]))
     assert "undefined name 'undefined_name'" in results, results
     c.wait_screen(r"Read the diagnostics\.", what="the end of the turn")
+    # manual mode: the client asked first, naming the IDE's tool
+    assert asked and re.search(r"ide — GetDiagnostics", asked[0]), asked
+    assert re.search(r"Called ide", c.screen()), c.screen()
 
 
 # --------------------------------------------------------------------------------------------------
