@@ -292,6 +292,13 @@ def test_run_launches_connected_client(sb, runtime):
     # draws on, so they show up inside claude's input box until it redraws. Hence no empty-box check here.
     dialog = c.slash_ide(empty_first=False)
     assert re.search(r"✔\s*e2e-run-" + runtime, dialog), dialog
+    locks = list((sb.cfg / "ide").glob("*.lock"))
+    assert len(locks) == 1 and json.loads(locks[0].read_text())["ideName"] == f"e2e-run-{runtime}", locks
+    # When claude exits, run stops serving: the lock file goes away with it.
+    c.submit("/exit", empty_first=False)
+    wait_until(lambda: sb.tmux.pane_dead(c.window), 20, "claude and run to exit", diag=sb.diag)
+    assert not list((sb.cfg / "ide").glob("*.lock")), "run left its lock file behind"
+    w.wait_wire(lambda e: e.get("event") == "disconnected", what="the client's disconnect")
 
 
 # --------------------------------------------------------------------------------------------------
