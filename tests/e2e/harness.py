@@ -1,7 +1,7 @@
 """Harness for driving the real `claude` CLI against `claude-ide-bridge` in tmux.
 
 Every test gets a `Sandbox`: its own directory with `home/` (HOME), `cfg/` (CLAUDE_CONFIG_DIR), `ws/` (the
-served workspace), its own tmux server (`tmux -L <name>`), its own scripted model endpoint and its own bridge
+served workspace), its own tmux server (`tmux -S <sandbox>/tmux.sock`), its own scripted model endpoint and its own bridge
 ports. Nothing is shared between tests, so they can run in parallel.
 
 Assertions poll the client's screen, the bridge's wire log and the model's request log with bounded timeouts
@@ -83,17 +83,17 @@ def read_jsonl(path):
 
 
 class Tmux:
-    """A private tmux server for one test."""
+    """A private tmux server for one test, its socket inside the sandbox (removed with the server)."""
 
-    def __init__(self, name, env, width=200, height=60):
-        self.name = name
+    def __init__(self, socket, env, width=200, height=60):
+        self.socket = str(socket)
         self.env = env
         self.width = width
         self.height = height
         self.windows = set()
 
     def cmd(self, *args, check=True):
-        r = subprocess.run(["tmux", "-L", self.name, "-f", "/dev/null", *args], env=self.env,
+        r = subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], env=self.env,
                            capture_output=True, text=True, timeout=20)
         if check and r.returncode != 0:
             raise RuntimeError(f"tmux {' '.join(args)}: {r.stderr.strip()}")
@@ -133,6 +133,10 @@ class Tmux:
 
     def kill(self):
         self.cmd("kill-server", check=False)
+        try:
+            os.unlink(self.socket)
+        except FileNotFoundError:
+            pass
 
 
 # --------------------------------------------------------------------------------------------------
@@ -568,7 +572,10 @@ class Sandbox:
         for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
             env.pop(k, None)
         self.env = env
-        self.tmux = Tmux(name, env)
+        sock = root / "tmux.sock"
+        if len(str(sock)) > 100:  # unix socket paths are limited to about 108 bytes
+            sock = Path("/tmp") / f"{name}.sock"
+        self.tmux = Tmux(sock, env)
         self.model = FakeModel(self)
         self.env.update({"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": self.model.url})
         self.bridges = []
