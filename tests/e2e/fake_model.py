@@ -6,7 +6,9 @@ test can assert what the client sent (e.g. the selection context). Requests that
 (title generation, quota checks) are answered with a short text and do not consume the script.
 
 Script format: {"replies": [{"text": "..."} | {"tool_use": {"name": "...", "input": {...}}}]}
-When the script is exhausted, the reply is the text "done".
+When the script is exhausted, the reply is the text "done". The script is re-read on every request, so a
+test may extend it while the client runs. Each logged request says whether it was a main-conversation
+turn ("main") and which script entry answered it ("reply_index", null once the script is exhausted).
 """
 
 import json
@@ -34,8 +36,8 @@ class State:
             if self.index < len(replies):
                 r = replies[self.index]
                 self.index += 1
-                return r
-            return {"text": "done"}
+                return self.index - 1, r
+            return None, {"text": "done"}
 
     def log(self, entry):
         with LOCK:
@@ -106,7 +108,9 @@ def make_handler(state):
             except ValueError:
                 body = {}
             path = self.path.split("?")[0]
-            state.log({"path": self.path, "body": body})
+            main = is_main_turn(body) and path.endswith("/v1/messages")
+            index, reply = state.next_reply() if main else (None, {"text": "Title"})
+            state.log({"path": self.path, "main": main, "reply_index": index, "body": body})
             if path.endswith("/count_tokens"):
                 self._send(200, "application/json", b'{"input_tokens": 10}')
                 return
@@ -116,7 +120,6 @@ def make_handler(state):
             with LOCK:
                 state.counter += 1
                 msg_id = f"msg_{state.counter:04d}"
-            reply = state.next_reply() if is_main_turn(body) else {"text": "Title"}
             model = body.get("model", "claude-test")
             if body.get("stream"):
                 self._send(200, "text/event-stream", stream_reply(reply, model, msg_id))

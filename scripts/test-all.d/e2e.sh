@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The end-to-end suite (issue 6): the real `claude` CLI, pinned in tests/e2e/package.json, driven in tmux
+# against `claude-ide-bridge serve` / `run`, with a scripted model endpoint (tests/e2e/fake_model.py).
+# Installs what it needs on a fresh Debian machine; exits non-zero when a scenario fails; the last line is
+# pytest's summary ("N passed, M failed in ...").
+#   E2E_JOBS=2 (parallel scenarios)   E2E_BUDGET=540 (seconds for the whole pytest run)   extra args go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+jobs=${E2E_JOBS:-2}
+budget=${E2E_BUDGET:-540}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_updated=
+apt_install() {
+  [ -n "$apt_updated" ] || { as_root apt-get update -qq; apt_updated=1; }
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+command -v tmux >/dev/null || apt_install tmux
+command -v npm >/dev/null || apt_install nodejs npm
+command -v python3 >/dev/null || apt_install python3 python3-pip
+
+if ! python3 -c 'import pytest, xdist' 2>/dev/null; then
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+  python3 -m pip install -q pytest pytest-xdist 2>/dev/null \
+    || python3 -m pip install -q --break-system-packages pytest pytest-xdist
+fi
+
+# The client, at the version pinned in tests/e2e/package.json (the one place the pin lives).
+npm install --prefix tests/e2e --no-audit --no-fund --no-package-lock --loglevel=error
+tests/e2e/node_modules/.bin/claude --version
+
+cargo build --release -p claude-ide-bridge-cli
+
+start=$(date +%s)
+status=0
+timeout --signal=INT --kill-after=30 "$budget" \
+  python3 -m pytest tests/e2e -p no:cacheprovider -n "$jobs" -rfE "$@" || status=$?
+echo "e2e suite: $(( $(date +%s) - start )) s, exit status $status"
+exit "$status"

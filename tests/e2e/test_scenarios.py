@@ -1,0 +1,382 @@
+"""Issue 6: the real `claude` CLI against `claude-ide-bridge`, each scenario on both runtimes.
+
+Every assertion is on the client's screen, the bridge's wire log (`--wire-log`), the bridge's stdio/stderr,
+the model endpoint's request log or the workspace on disk, polled with bounded timeouts.
+"""
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import WireLog, CLIENT_VERSION, CLAUDE_BIN, BRIDGE_BIN, text_of, tool_result_text, tool_results, \
+    message_texts, wait_until
+
+
+
+def file_uri(path):
+    from urllib.parse import quote
+    return "file://" + quote(str(path))
+
+
+def assert_handshake(b):
+    """initialize (with the client's version), initialized, ide_connected, tools/list on the bridge's wire."""
+    init = b.wait_request("initialize")
+    info = init["params"].get("clientInfo", {})
+    assert info.get("version") == CLIENT_VERSION, info
+    resp = b.wait_response(init["id"])
+    assert "result" in resp, resp
+    assert resp["result"]["serverInfo"]["name"], resp
+    assert resp["result"]["serverInfo"]["version"], resp
+    assert resp["result"]["protocolVersion"] == init["params"]["protocolVersion"], resp
+    b.wait_wire(lambda w: w.get("dir") == "in" and w["msg"].get("method") in
+                ("notifications/initialized", "initialized"), what="notifications/initialized")
+    connected = b.wait_request("ide_connected")
+    assert isinstance(connected["params"]["pid"], int), connected
+    tl = b.wait_request("tools/list")
+    tools = {t["name"] for t in b.wait_response(tl["id"])["result"]["tools"]}
+    assert {"openDiff", "close_tab", "getDiagnostics"} <= tools, tools
+    return init
+
+
+def wait_connected(b):
+    """The client has finished the handshake (ide_connected and tools/list answered)."""
+    b.wait_request("ide_connected")
+    tl = b.wait_request("tools/list")
+    b.wait_response(tl["id"])
+
+
+def edit_script(path, old, new, after="Edited it."):
+    return [{"tool_use": {"name": "Edit", "input": {"file_path": str(path), "old_string": old,
+                                                    "new_string": new}}},
+            {"text": after}]
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. discovery and handshake
+
+
+def test_handshake_ide_flag(sb, runtime):
+    b = sb.bridge(runtime)
+    lock = json.loads(Path(b.lock_file).read_text())
+    assert lock["ideName"] == b.ide_name and str(sb.ws) in lock["workspaceFolders"], lock
+    assert Path(b.lock_file).parent == sb.cfg / "ide"
+    c = sb.client(args=["--ide"])
+    c.wait_ready()
+    assert_handshake(b)
+    dialog = c.slash_ide()
+    assert re.search(r"✔\s*" + re.escape(b.ide_name), dialog), dialog
+
+
+def test_handshake_sse_port(sb, runtime):
+    # The client runs outside the workspace, so only CLAUDE_CODE_SSE_PORT can make it pick this bridge.
+    elsewhere = (sb.root / "elsewhere").resolve()
+    elsewhere.mkdir()
+    sb.write_client_config([sb.ws, elsewhere])
+    b = sb.bridge(runtime)
+    c = sb.client(args=[], cwd=elsewhere,
+                  env={"CLAUDE_CODE_SSE_PORT": str(b.port), "ENABLE_IDE_INTEGRATION": "true"})
+    c.wait_ready()
+    assert_handshake(b)
+    dialog = c.slash_ide()
+    assert re.search(r"✔\s*" + re.escape(b.ide_name), dialog), dialog
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. selection and at-mention through the stdio bridge
+
+
+def test_selection_and_at_mention(sb, runtime):
+    src = sb.ws / "calc.py"
+    src.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
+    sb.model.set_script([{"text": "Noted the selection."}, {"text": "Noted the mention."}])
+    b = sb.bridge(runtime, stdio=True)
+    c = sb.client()
+    c.wait_ready()
+    b.wait_event(lambda e: e.get("type") == "initialized", what="initialized on stdio")
+    wait_connected(b)
+
+    selection = {"type": "selection_changed", "filePath": str(src), "text": "def sub(a, b):\n    return a - b",
+                 "selection": {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 16}}}
+    # The client drops a selection_changed that arrives in the first moments after its handshake (seen with
+    # 2.1.330: sent right after resources/list, it never showed), so do what an editor does: send the current
+    # selection again until it shows. Each attempt waits up to 3 s; 5 attempts at most.
+    sent = 0
+
+    def shown():
+        nonlocal sent
+        if re.search(r"2 lines selected", c.screen(history=False)):
+            return True
+        if sent == 0 or time.monotonic() - last[0] > 3:
+            b.send(selection)
+            sent += 1
+            last[0] = time.monotonic()
+        return None
+    last = [0.0]
+    wait_until(shown, 16, "the selection indicator (2 lines selected)", interval=0.2, diag=sb.diag)
+    b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "selection_changed",
+                what="selection_changed sent to the client")
+    c.submit("What does the selection do?")
+    turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 0], what="the first model turn",
+                      diag=sb.diag)[0]
+    texts = "\n".join(message_texts(turn["body"]))
+    assert re.search(r"The user selected the lines 5 to 6 from " + re.escape(str(src)), texts), texts
+    assert "return a - b" in texts
+    c.wait_screen(r"Noted the selection\.", what="the model's answer")
+
+    b.send({"type": "at_mentioned", "filePath": str(src), "lineStart": 0, "lineEnd": 1})
+    b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "at_mentioned",
+                what="at_mentioned sent to the client")
+    c.wait_screen(r"@calc\.py#L1-2", what="the at-mention in the input box", history=False)
+    c.submit(" and this?", empty_first=False)  # the mention is already in the box
+    turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 1], what="the second model turn",
+                      diag=sb.diag)[0]
+    texts = "\n".join(message_texts(turn["body"]))
+    assert "@calc.py#L1-2" in texts, texts
+    # the client read the mentioned lines (and only those) and attached them
+    assert re.search(r"Called the Read tool with the following input: \{\"file_path\":\"" + re.escape(str(src)),
+                     texts), texts
+    assert "1\tdef add(a, b):\n2\t    return a + b" in texts, texts
+    assert "return a - b\n" not in texts.split("Noted the selection.")[-1], texts
+    c.wait_screen(r"Noted the mention\.", what="the model's answer")
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. an accepted edit
+
+
+def check_accepted(sb, b, c, path, expected):
+    call = b.wait_tool_call("openDiff")
+    args = call["params"]["arguments"]
+    assert args["old_file_path"] == str(path) and args["new_file_path"] == str(path), args
+    resp = b.wait_response(call["id"], timeout=60)
+    assert text_of(resp["result"]) == ["FILE_SAVED", expected], resp
+    close = b.wait_tool_call("close_tab")
+    assert close["params"]["arguments"]["tab_name"] == args["tab_name"], close
+    assert text_of(b.wait_response(close["id"])["result"]) == ["TAB_CLOSED"]
+    wait_until(lambda: path.read_text() == expected, what="the accepted contents on disk",
+               diag=lambda: f"on disk: {path.read_text()!r}\n" + sb.diag())
+    c.wait_screen(r"Edited it\.", what="the end of the turn")
+    assert re.search(r"Update\(" + re.escape(path.name) + r"\)", c.screen()), c.screen()
+    turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 1], what="the model turn after the edit")
+    results = [tool_result_text(t) for t in tool_results(turn[0]["body"])]
+    assert any("has been updated successfully" in r for r in results), results
+    assert f"diff accepted: {path}" in b.stderr() or f"diff accepted: {path}" in b.screen()
+
+
+def test_edit_accepted(sb, runtime):
+    path = sb.ws / "a.txt"
+    path.write_text("hello world\n")
+    sb.model.set_script(edit_script(path, "hello", "goodbye"))
+    b = sb.bridge(runtime, on_diff="accept")
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    c.submit("Change hello to goodbye in a.txt")
+    check_accepted(sb, b, c, path, "goodbye world\n")
+
+
+def test_edit_ask_answered_with_edit(sb, runtime):
+    path = sb.ws / "a.txt"
+    path.write_text("hello world\n")
+    editor = sb.root / "editor.sh"
+    editor.write_text("#!/bin/sh\n# the user's edit: replace what Claude proposed\n"
+                      "sed -i 's/goodbye/farewell/' \"$1\"\n")
+    editor.chmod(0o755)
+    sb.model.set_script(edit_script(path, "hello", "goodbye"))
+    b = sb.bridge(runtime, on_diff="ask", tty=True, env={"EDITOR": str(editor), "VISUAL": ""})
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    c.submit("Change hello to goodbye in a.txt")
+    b.wait_tool_call("openDiff")
+    wait_until(lambda: "[a]ccept / [r]eject / [e]dit" in b.screen(), what="the bridge's prompt", diag=sb.diag)
+    c.wait_screen(r"Opened changes in " + re.escape(b.ide_name), what="the client waiting on the IDE")
+    sb.tmux.text(b.name, "e")
+    sb.tmux.keys(b.name, "Enter")
+    check_accepted(sb, b, c, path, "farewell world\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. a rejected edit
+
+
+def test_edit_rejected(sb, runtime):
+    path = sb.ws / "a.txt"
+    path.write_text("hello world\n")
+    sb.model.set_script(edit_script(path, "hello", "goodbye", after="SHOULD NOT BE REACHED"))
+    b = sb.bridge(runtime, on_diff="reject")
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    c.submit("Change hello to goodbye in a.txt")
+    call = b.wait_tool_call("openDiff")
+    resp = b.wait_response(call["id"])
+    assert text_of(resp["result"]) == ["DIFF_REJECTED", call["params"]["arguments"]["tab_name"]], resp
+    c.wait_screen(r"Rejected update to " + re.escape(path.name), what="the client aborting the turn")
+    # Back at the prompt, the turn is over: the model was never asked again.
+    c.wait_screen(r"manual mode on", what="the input prompt", history=False)
+    assert not [r for r in sb.model.turns() if r["reply_index"] == 1], sb.model.summary()
+    assert "SHOULD NOT BE REACHED" not in c.screen()
+    assert path.read_text() == "hello world\n"
+    assert "diff rejected" in b.stderr(), b.stderr()
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. getDiagnostics
+
+
+def test_get_diagnostics(sb, runtime):
+    path = sb.ws / "main.py"
+    path.write_text("import os\nprint(undefined_name)\n")
+    uri = file_uri(path)
+    sb.model.set_script([{"tool_use": {"name": "mcp__ide__getDiagnostics", "input": {"uri": uri}}},
+                         {"text": "Read the diagnostics."}])
+    b = sb.bridge(runtime, stdio=True)
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    b.send({"type": "diagnostics", "uri": uri, "diagnostics": [
+        {"message": "undefined name 'undefined_name'", "severity": "Error", "source": "pyflakes",
+         "range": {"start": {"line": 1, "character": 6}, "end": {"line": 1, "character": 20}}},
+        {"message": "'os' imported but unused", "severity": "Warning", "source": "pyflakes",
+         "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 9}}}]})
+    b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "diagnostics_changed",
+                what="diagnostics_changed sent to the client")
+    c.submit("Any problems in main.py?")
+
+    # Manual mode: the client asks before it calls an MCP tool.
+    asked = []
+
+    def permission_or_call():
+        if b.tool_calls("getDiagnostics"):
+            return True
+        if re.search(r"Do you want to proceed\?", c.screen(history=False)):
+            asked.append(c.screen(history=False))
+            c.keys("Enter")
+            return None
+        return None
+    wait_until(permission_or_call, what="the getDiagnostics call", interval=0.3, diag=sb.diag)
+    call = b.wait_tool_call("getDiagnostics")
+    assert call["params"]["arguments"].get("uri") == uri, call
+    # A stdio host may be asked for the answer; supply the same diagnostics if so.
+    resp = b.wait_response(call["id"])
+    body = json.loads(text_of(resp["result"])[0])
+    msgs = [d["message"] for entry in body for d in entry["diagnostics"]]
+    assert "undefined name 'undefined_name'" in msgs and "'os' imported but unused" in msgs, body
+    turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 1],
+                      what="the model turn after getDiagnostics", diag=sb.diag)
+    results = "\n".join(tool_result_text(t) for t in tool_results(turn[0]["body"]))
+    assert "undefined name 'undefined_name'" in results, results
+    c.wait_screen(r"Read the diagnostics\.", what="the end of the turn")
+    # manual mode: the client asked first, naming the IDE's tool
+    assert asked and re.search(r"ide — GetDiagnostics", asked[0]), asked
+    assert re.search(r"Called ide", c.screen()), c.screen()
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. run -- claude
+
+
+def test_run_launches_connected_client(sb, runtime):
+    wire = sb.root / "run-wire.jsonl"
+    c = sb.client(command=[BRIDGE_BIN, "run", "--workspace", str(sb.ws), "--runtime", runtime,
+                           "--wire-log", str(wire), "--ide-name", f"e2e-run-{runtime}", "--", CLAUDE_BIN])
+    c.wait_ready()
+
+    w = WireLog(wire, diag=sb.diag)
+    assert_handshake(w)
+    # Known issue (reported): `run` prints its log lines ("client connected ...") on the terminal claude
+    # draws on, so they show up inside claude's input box until it redraws. Hence no empty-box check here.
+    dialog = c.slash_ide(empty_first=False)
+    assert re.search(r"✔\s*e2e-run-" + runtime, dialog), dialog
+    locks = list((sb.cfg / "ide").glob("*.lock"))
+    assert len(locks) == 1 and json.loads(locks[0].read_text())["ideName"] == f"e2e-run-{runtime}", locks
+    # When claude exits, run stops serving: the lock file goes away with it.
+    c.submit("/exit", empty_first=False)
+    wait_until(lambda: sb.tmux.pane_dead(c.window), 20, "claude and run to exit", diag=sb.diag)
+    assert not list((sb.cfg / "ide").glob("*.lock")), "run left its lock file behind"
+    w.wait_wire(lambda e: e.get("event") == "disconnected", what="the client's disconnect")
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. the bridge restarts while the client runs
+#
+# What the real client (2.1.330) does, and what these tests pin down (docs/e2e.md explains it to users):
+# - it keeps the port and auth token of the lock file it connected to, and retries that port a few times
+#   (about 1, 3, 7, 15 s after the loss);
+# - a restarted bridge has a new token (a new one per start, PROTOCOL.md §2), so on the same port (`--port`)
+#   the retries get 401 and the client stops retrying; on a new port the retries hit nothing;
+# - either way the user gets the connection back with `/ide` and picking the bridge again (the client then
+#   reads the new lock file); restarting `claude` also works.
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reconnect_with_ide_command(c, ide_name):
+    """`/ide`, choose `ide_name`, answer "connect automatically?" if asked; wait for "Connected to"."""
+    c.submit("/ide")
+    c.wait_screen(r"Connect to an IDE", 15, "the /ide dialog", history=False)
+
+    def choose():
+        s = c.screen(history=False)
+        if "Connected to " + ide_name in s:
+            return True
+        if "Connect to your IDE automatically?" in s:
+            c.keys("Enter")  # keeps the default ("No, connect with /ide"): the choice does not matter here
+            return None
+        if "Connect to an IDE" in s:
+            cur = re.search(r"❯ (?:✔ )?\s*(\S.*?)\s*$", s[s.index("Connect to an IDE"):], re.M)
+            if cur and cur.group(1) == ide_name:
+                c.keys("Enter")
+            else:
+                c.keys("Up")
+        return None
+    wait_until(choose, 20, f"'Connected to {ide_name}' after /ide", interval=0.7, diag=c.sb.diag)
+
+
+def test_restart_same_port(sb, runtime):
+    port = free_port()
+    b1 = sb.bridge(runtime, extra_args=["--port", str(port)])
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b1)
+    b1.stop()
+    assert not Path(b1.lock_file).exists(), "the lock file outlived the bridge"
+    b2 = sb.bridge(runtime, name="bridge2", extra_args=["--port", str(port)])
+    assert b2.port == port
+    # The client's own retry comes back with the old token: refused, and the client gives up.
+    b2.wait_wire(lambda w: w.get("event") == "disconnected" and w.get("reason") == "refused_401",
+                 timeout=25, what="the client's retry, refused with 401")
+    # Once its retries are over (about 15 s after the loss) the client says so.
+    c.wait_screen(re.escape(b1.ide_name) + " disconnected", 40, "the client reporting the loss")
+    assert not b2.requests("initialize"), "the client re-initialized on its own: update docs/e2e.md"
+    reconnect_with_ide_command(c, b2.ide_name)
+    assert_handshake(b2)
+
+
+def test_restart_new_port(sb, runtime):
+    b1 = sb.bridge(runtime)
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b1)
+    b1.stop()
+    assert not Path(b1.lock_file).exists(), "the lock file outlived the bridge"
+    b2 = sb.bridge(runtime, name="bridge2")
+    assert b2.port != b1.port
+    c.wait_screen(re.escape(b1.ide_name) + " disconnected", 40, "the client reporting the loss")
+    # The new bridge is listed, but the client is no longer connected to anything...
+    dialog = c.slash_ide()
+    assert re.search(r"^\s*(❯ )?\s*" + re.escape(b2.ide_name) + r"\s*$", dialog, re.M), dialog
+    assert re.search(r"✔\s*None", dialog), dialog
+    assert not b2.requests("initialize"), "the client reconnected on its own: update docs/e2e.md"
+    # ...until the user picks it again.
+    reconnect_with_ide_command(c, b2.ide_name)
+    assert_handshake(b2)
