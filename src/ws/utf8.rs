@@ -31,7 +31,6 @@ pub fn str_from_utf8(bytes: &[u8]) -> Option<&str> {
     }
 }
 
-
 /// A streaming UTF-8 validator.
 ///
 /// It carries an incomplete trailing sequence (at most 3 bytes) from one [`feed`](Self::feed) to the next, and

@@ -53,7 +53,7 @@ pub enum HostInput {
 pub enum DiffPolicy {
     /// Show the diff on the terminal and ask.
     Ask,
-    /// Accept as proposed (the bridge writes the file).
+    /// Accept as proposed (`FILE_SAVED`; the client writes the file).
     Accept,
     /// Reject.
     Reject,
@@ -698,22 +698,25 @@ impl Host {
         }
     }
 
+    /// Accepts a diff: answers `FILE_SAVED` with the final contents, which the client then
+    /// writes itself (PROTOCOL §7). The bridge does not write the file: the real client applies
+    /// its edit to the file as it finds it, and a file already rewritten by the bridge makes that
+    /// edit fail ("String not found in file"). A path outside the workspace folders (including
+    /// through a symlink) is refused with a tool error instead, and nothing is accepted.
     fn accept(&mut self, call: CallId, args: &OpenDiffArgs, contents: String) {
         let path = &args.new_file_path;
-        let result = self
-            .ws
-            .confine(path)
-            .and_then(|real| write_atomic(&real, contents.as_bytes()).map_err(|e| e.to_string()));
-        match result {
-            Ok(()) => {
+        match self.ws.confine(path) {
+            Ok(_) => {
                 ui::say(&format!("diff accepted: {path}"));
                 self.respond(call, ToolResult::file_saved(contents));
             }
             Err(why) => {
-                ui::say(&format!("diff not written: {path}: {why}"));
+                ui::say(&format!(
+                    "diff refused (outside the workspace): {path}: {why}"
+                ));
                 self.respond(
                     call,
-                    ToolResult::error(format!("Could not write {path}: {why}")),
+                    ToolResult::error(format!("Refused to accept a change to {path}: {why}")),
                 );
             }
         }

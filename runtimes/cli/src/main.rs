@@ -172,7 +172,7 @@ fn policy_name(d: Decider) -> &'static str {
     match d {
         Decider::Editor => "the editor decides (tool_call / diff_decision)",
         Decider::Policy(DiffPolicy::Ask) => "ask on this terminal",
-        Decider::Policy(DiffPolicy::Accept) => "accept (written by the bridge)",
+        Decider::Policy(DiffPolicy::Accept) => "accept (FILE_SAVED; claude writes the file)",
         Decider::Policy(DiffPolicy::Reject) => "reject",
         Decider::Policy(DiffPolicy::Defer) => "defer (decide in claude's own prompt)",
     }
@@ -354,6 +354,8 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             .env("ENABLE_IDE_INTEGRATION", "true")
             .env("no_proxy", no_proxy_value(std::env::var_os("no_proxy")))
             .env("NO_PROXY", no_proxy_value(std::env::var_os("NO_PROXY")));
+        // claude owns the terminal from here on.
+        ui::set_quiet(true);
         match c.spawn() {
             Ok(mut child) => {
                 host.set_child(child.id());
@@ -367,6 +369,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
                 }
             }
             Err(e) => {
+                ui::set_quiet(false);
                 running.stop(Duration::from_secs(5));
                 return failure(&format!(
                     "cannot run {}: {e} (is it installed and on PATH? give its full path after --)",
@@ -387,6 +390,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             Err(_) => break 1,
         }
     };
+    ui::set_quiet(false);
     running.stop(Duration::from_secs(5));
     ui::say("stopped");
     ExitCode::from(code.clamp(0, 255) as u8)

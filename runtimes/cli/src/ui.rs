@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anstyle::{AnsiColor, Style};
 use similar::{ChangeTag, TextDiff};
@@ -18,12 +19,25 @@ const BOLD: Style = Style::new().bold();
 
 /// Prints a line to stderr (colour stripped when not wanted).
 pub fn say(line: &str) {
-    anstream::eprintln!("{line}");
+    if !QUIET.load(Ordering::Relaxed) {
+        anstream::eprintln!("{line}");
+    }
+}
+
+/// While `run` has handed the terminal to `claude`, the bridge's own lines would land inside
+/// claude's screen: they are held back (the `--wire-log` still records everything).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Hold back (or resume) the lines of [`say`] and [`say_bold`].
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
 }
 
 /// Prints a line in bold.
 pub fn say_bold(line: &str) {
-    anstream::eprintln!("{BOLD}{line}{BOLD:#}");
+    if !QUIET.load(Ordering::Relaxed) {
+        anstream::eprintln!("{BOLD}{line}{BOLD:#}");
+    }
 }
 
 /// The unified diff from `old` (`None`: the file does not exist) to `new`, coloured.

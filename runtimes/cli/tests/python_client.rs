@@ -51,7 +51,7 @@ fn python_websockets_client() {
             sb.ws.to_string_lossy().as_ref()
         );
         assert_eq!(lines[2]["openDiff"]["content"][0]["text"], "FILE_SAVED");
-        assert_eq!(fs::read_to_string(&file).unwrap(), "from python\n");
+        assert_eq!(lines[2]["openDiff"]["content"][1]["text"], "from python\n");
         assert_eq!(s.stop(), 0);
     }
 }

@@ -146,7 +146,8 @@ fn stdio_round_trips() {
         s.send_line(&json!({"type":"respond","id":tc["id"],"result":{"content":[{"type":"text","text":"{\"success\":true}"}]}}).to_string());
         assert_eq!(json_of(&c.response(id))["success"], true);
 
-        // openDiff: accept with edited contents (written by the bridge), reject, and a cancel.
+        // openDiff: accept with edited contents (written by the client, not the bridge), reject,
+        // and a cancel.
         let id = c.call_tool(
             "openDiff",
             open_diff_args(&sb.ws.join("a.rs"), "proposed\n", "T1"),
@@ -156,7 +157,7 @@ fn stdio_round_trips() {
         assert_eq!(tc["arguments"]["new_file_contents"], "proposed\n");
         s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"accept","contents":"edited\n"}).to_string());
         assert_eq!(texts(&c.response(id)), ["FILE_SAVED", "edited\n"]);
-        assert_eq!(fs::read_to_string(sb.ws.join("a.rs")).unwrap(), "edited\n");
+        assert_eq!(fs::read_to_string(sb.ws.join("a.rs")).unwrap(), "old\n");
         let id = c.call_tool(
             "openDiff",
             open_diff_args(&sb.ws.join("a.rs"), "p2\n", "T2"),
@@ -178,7 +179,7 @@ fn stdio_round_trips() {
         assert_eq!(next_msg(&s, "tab_closed", 0)["tabName"], "T3");
         s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"accept"}).to_string());
         next_msg(&s, "error", 5);
-        assert_eq!(fs::read_to_string(sb.ws.join("a.rs")).unwrap(), "edited\n");
+        assert_eq!(fs::read_to_string(sb.ws.join("a.rs")).unwrap(), "old\n");
         // Outside the workspace: refused without asking the editor.
         let r = call(
             &mut c,
