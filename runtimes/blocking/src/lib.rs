@@ -3,7 +3,9 @@
 //! The `claude-ide-bridge` engine on std threads and `std::net`: an acceptor thread, a reader and
 //! a writer thread per connection, one timer thread, and events on a `std::sync::mpsc` channel.
 //! The engine sits in an `Arc<Mutex<_>>`; no thread holds the lock while it blocks on a socket, so
-//! a peer that stops reading blocks only its own writer.
+//! a peer that stops reading blocks only its own writer. Answers ([`Handle::respond`]) are written
+//! at once from the answering thread with a non-blocking send when the socket takes them; the
+//! writer thread is woken only for what a full socket left over.
 //!
 //! ```no_run
 //! use claude_ide_bridge_blocking::{Event, IdeServer, Options, ToolResult};
@@ -74,10 +76,48 @@ impl Bell {
 struct Conn {
     stream: TcpStream,
     bell: Arc<Bell>,
+    /// The writer thread holds a copy of the head of the output and is writing it outside the
+    /// lock: nobody else may write until it has advanced.
+    writing: bool,
+}
+
+/// Writes the connection's pending output now, from the thread that produced it, without ever
+/// blocking (`MSG_DONTWAIT`: the socket itself stays in blocking mode for its reader and writer).
+/// True when everything was written and there is nothing left for the writer thread to do.
+fn write_now(core: &mut Core, conn: ConnectionId, stream: &TcpStream) -> bool {
+    loop {
+        let out = core.server.transmit(conn);
+        if out.is_empty() {
+            return !core.server.should_close(conn);
+        }
+        match try_send(stream, out) {
+            Ok(n) if n > 0 => core.server.advance_transmit(conn, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Full (or an error the writer will meet and act on): the writer takes over.
+            _ => return false,
+        }
+    }
+}
+
+#[cfg(unix)]
+fn try_send(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    use rustix::net::{send, SendFlags};
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = SendFlags::DONTWAIT;
+    Ok(send(stream, buf, flags)?)
+}
+
+#[cfg(not(unix))]
+fn try_send(_: &TcpStream, _: &[u8]) -> io::Result<usize> {
+    Err(io::ErrorKind::WouldBlock.into())
 }
 
 struct State {
     core: Core,
+    /// Reused by every flush (no allocation per call).
+    drained: Drained,
     conns: HashMap<ConnectionId, Conn>,
     events: Option<mpsc::Sender<Event>>,
     threads: Vec<JoinHandle<()>>,
@@ -95,24 +135,41 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Drain the engine and act on it; everything here is non-blocking.
+    /// Drain the engine and act on it; everything here is non-blocking. Connections with new
+    /// output have their writer woken.
     fn flush(&self, st: &mut State) {
-        let mut out = Drained::default();
-        st.core.drain(&mut out);
-        for (conn, close) in out.ready {
-            if let Some(c) = st.conns.get(&conn) {
-                if close {
-                    let _ = c.stream.shutdown(Shutdown::Both);
+        self.flush_with(st, false);
+    }
+
+    /// [`Shared::flush`], writing new output from this thread when `inline` (see [`Shared::answer`]).
+    fn flush_with(&self, st: &mut State, inline: bool) {
+        let State {
+            core,
+            drained: out,
+            conns,
+            events,
+            stopped,
+            ..
+        } = st;
+        core.drain(out);
+        for (conn, close) in out.ready.drain(..) {
+            let Some(c) = conns.get(&conn) else { continue };
+            if close {
+                let _ = c.stream.shutdown(Shutdown::Both);
+            } else if inline && !c.writing && !*stopped && write_now(core, conn, &c.stream) {
+                continue;
+            }
+            c.bell.ring();
+        }
+        match events {
+            Some(tx) => {
+                for e in out.events.drain(..) {
+                    let _ = tx.send(e);
                 }
-                c.bell.ring();
             }
+            None => out.events.clear(),
         }
-        if let Some(tx) = &st.events {
-            for e in out.events {
-                let _ = tx.send(e);
-            }
-        }
-        if out.timer_changed {
+        if std::mem::take(&mut out.timer_changed) {
             self.timer.notify_one();
         }
     }
@@ -121,6 +178,18 @@ impl Shared {
         let mut st = self.lock();
         let r = f(&mut st);
         self.flush(&mut st);
+        r
+    }
+
+    /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
+    /// written at once from this thread when the socket takes it and the connection's writer is
+    /// idle, and the writer is woken only for what remains. A round trip then costs no wake-up
+    /// of the writer. Pushes ([`Handle::notify`]) go through the writer instead, which sends
+    /// what accumulated while it woke in one write: fewer system calls for a stream of them.
+    fn answer<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.lock();
+        let r = f(&mut st);
+        self.flush_with(&mut st, true);
         r
     }
 
@@ -156,6 +225,7 @@ impl Shared {
             Conn {
                 stream,
                 bell: bell.clone(),
+                writing: false,
             },
         );
         st.threads.retain(|t| !t.is_finished());
@@ -191,7 +261,7 @@ impl Shared {
         loop {
             match stream.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => self.with(|st| {
+                Ok(n) => self.answer(|st| {
                     let now = st.core.clock.now();
                     st.core.server.handle_input(conn, &buf[..n], now)
                 }),
@@ -211,6 +281,9 @@ impl Shared {
                 if !out.is_empty() && !st.stopped {
                     chunk.clear();
                     chunk.extend_from_slice(&out[..out.len().min(WRITE_CHUNK)]);
+                    if let Some(c) = st.conns.get_mut(&conn) {
+                        c.writing = true;
+                    }
                 } else if st.stopped || st.core.server.should_close(conn) {
                     self.close_conn(&mut st, conn);
                     st.conns.remove(&conn);
@@ -224,8 +297,17 @@ impl Shared {
             }
             // The lock is not held while the socket may block.
             match stream.write(&chunk) {
-                Ok(n) if n > 0 => self.with(|st| st.core.server.advance_transmit(conn, n)),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(n) if n > 0 => self.with(|st| {
+                    st.core.server.advance_transmit(conn, n);
+                    if let Some(c) = st.conns.get_mut(&conn) {
+                        c.writing = false;
+                    }
+                }),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.with(|st| {
+                    if let Some(c) = st.conns.get_mut(&conn) {
+                        c.writing = false;
+                    }
+                }),
                 _ => {
                     let mut st = self.lock();
                     self.close_conn(&mut st, conn);
@@ -284,6 +366,7 @@ impl IdeServer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core,
+                drained: Drained::default(),
                 conns: HashMap::new(),
                 events: Some(tx),
                 threads: Vec::new(),
@@ -420,7 +503,8 @@ pub struct Handle {
 impl Handle {
     /// Answers a tool call (see `Server::respond`).
     pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
-        self.shared.with(|st| st.core.server.respond(call, result))
+        self.shared
+            .answer(|st| st.core.server.respond(call, result))
     }
 
     /// Answers a compatibility request (see `Server::respond_compat`).
@@ -430,7 +514,7 @@ impl Handle {
         result: Result<serde_json::Value, RpcError>,
     ) -> Result<(), ApiError> {
         self.shared
-            .with(|st| st.core.server.respond_compat(call, result))
+            .answer(|st| st.core.server.respond_compat(call, result))
     }
 
     /// Sends a notification; returns how many connections it was queued for.
