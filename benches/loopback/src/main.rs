@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|threads|node]...
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|threads|node|tcp-echo]...
 //!     [--notifications N] [--calls N]
 //! ```
 //!
@@ -60,7 +60,8 @@ fn main() {
     let mut results: Vec<(String, Figures)> = Vec::new();
     for rt in &runtimes {
         let server = match rt.as_str() {
-            "smol" => Some(start_smol()),
+            "smol" => Some(start_smol(false)),
+            "smol-global" => Some(start_smol(true)),
             "threads" => Some(start_threads()),
             "node" => start_node(),
             "tcp-echo" => Some(start_echo()),
@@ -106,7 +107,7 @@ fn main() {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|threads|node]... [--notifications N] [--calls N]"
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|threads|node|tcp-echo]... [--notifications N] [--calls N]"
     );
     std::process::exit(2)
 }
@@ -206,13 +207,20 @@ fn start_threads() -> Server {
     }
 }
 
-fn start_smol() -> Server {
+/// The smol host as the runtime recommends for latency: the server's tasks and the host's event
+/// loop on one executor, run by one thread (`start_on`); with `global`, the tasks on smol's
+/// global executor and the host on its own thread (`start`): one thread hand-off per event.
+fn start_smol(global: bool) -> Server {
     let (port_tx, port_rx) = mpsc::channel();
     thread::spawn(move || {
-        smol::block_on(async move {
-            let server = claude_ide_bridge_smol::IdeServer::start(options())
-                .await
-                .expect("start");
+        let ex = Arc::new(smol::Executor::new());
+        smol::block_on(ex.run(async {
+            let server = if global {
+                claude_ide_bridge_smol::IdeServer::start(options()).await
+            } else {
+                claude_ide_bridge_smol::IdeServer::start_on(options(), ex.clone()).await
+            }
+            .expect("start");
             port_tx
                 .send((server.port(), server.handle()))
                 .expect("main waits");
@@ -222,7 +230,7 @@ fn start_smol() -> Server {
                     let _ = handle.respond(call, ToolResult::text("[]"));
                 }
             }
-        })
+        }))
     });
     let (port, pusher) = port_rx.recv().expect("smol server started");
     let received = Arc::new(AtomicUsize::new(0));
