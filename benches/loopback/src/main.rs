@@ -51,6 +51,7 @@ fn main() {
     if runtimes.is_empty() {
         runtimes = vec![
             "smol".into(),
+            "smol-global".into(),
             "threads".into(),
             "node".into(),
             "tcp-echo".into(),
@@ -88,20 +89,45 @@ fn main() {
         }
         server.stop();
     }
-    if let Some((_, node)) = results.iter().find(|(n, _)| n == "node") {
-        let node = *node;
-        for (name, f) in results
+    summary(&results);
+}
+
+/// One line per figure: every server's value and its ratio against Node (higher is better: for
+/// latencies, Node's value over this one). The tcp-echo floor's ratio is the most any server can
+/// reach on this machine.
+fn summary(results: &[(String, Figures)]) {
+    let Some((_, node)) = results.iter().find(|(n, _)| n == "node") else {
+        return;
+    };
+    type Figure = (&'static str, fn(&Figures) -> f64, bool);
+    let figures: [Figure; 4] = [
+        ("notifications/s", |f| f.notes_per_s, false),
+        ("calls/s", |f| f.calls_per_s, false),
+        ("median µs", |f| f.median_us, true),
+        ("p99 µs", |f| f.p99_us, true),
+    ];
+    println!("figures (× node, higher is better):");
+    for (label, get, lower_better) in figures {
+        let base = get(node);
+        let cells: Vec<String> = results
             .iter()
-            .filter(|(n, _)| n != "node" && n != "tcp-echo")
-        {
-            println!(
-                "ratio {name}/node: notifications/s {:.2}x, calls/s {:.2}x, median latency {:.2}x lower, p99 {:.2}x lower",
-                f.notes_per_s / node.notes_per_s,
-                f.calls_per_s / node.calls_per_s,
-                node.median_us / f.median_us,
-                node.p99_us / f.p99_us,
-            );
-        }
+            .filter(|(_, f)| !get(f).is_nan())
+            .map(|(name, f)| {
+                let v = get(f);
+                let value = if lower_better {
+                    format!("{v:.1}")
+                } else {
+                    format!("{:.1} k", v / 1e3)
+                };
+                if name == "node" {
+                    format!("{name} {value}")
+                } else {
+                    let ratio = if lower_better { base / v } else { v / base };
+                    format!("{name} {value} ({ratio:.2}×)")
+                }
+            })
+            .collect();
+        println!("  {label:<16} {}", cells.join(" | "));
     }
 }
 
