@@ -27,7 +27,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -119,13 +119,29 @@ struct State {
     /// Reused by every flush (no allocation per call).
     drained: Drained,
     conns: HashMap<ConnectionId, Conn>,
-    events: Option<mpsc::Sender<Event>>,
+    /// Where events go; `None` once stopped.
+    events: Option<Sink>,
+    /// Events waiting for the handler ([`Sink::Handler`]).
+    queue: VecDeque<Event>,
+    /// A thread is running the handler (and will deliver what is queued meanwhile).
+    delivering: bool,
     threads: Vec<JoinHandle<()>>,
     stopped: bool,
 }
 
+enum Sink {
+    /// To [`IdeServer::next_event`].
+    Channel(mpsc::Sender<Event>),
+    /// To the handler of [`IdeServer::start_with_handler`], through [`State::queue`].
+    Handler,
+}
+
+/// The handler of [`IdeServer::start_with_handler`].
+type Handler = Box<dyn FnMut(Event, &Handle) + Send>;
+
 struct Shared {
     state: Mutex<State>,
+    handler: Option<Mutex<Handler>>,
     timer: Condvar,
     addr: SocketAddr,
 }
@@ -149,6 +165,7 @@ impl Shared {
             conns,
             events,
             stopped,
+            queue,
             ..
         } = st;
         core.drain(out);
@@ -162,11 +179,12 @@ impl Shared {
             c.bell.ring();
         }
         match events {
-            Some(tx) => {
+            Some(Sink::Channel(tx)) => {
                 for e in out.events.drain(..) {
                     let _ = tx.send(e);
                 }
             }
+            Some(Sink::Handler) => queue.extend(out.events.drain(..)),
             None => out.events.clear(),
         }
         if std::mem::take(&mut out.timer_changed) {
@@ -174,11 +192,42 @@ impl Shared {
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    /// Runs `f` on the state, flushes, and (outside the lock) hands queued events to the handler.
+    fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st);
         self.flush(&mut st);
+        drop(st);
+        self.deliver();
         r
+    }
+
+    /// Hands queued events to the handler, in order, one at a time, with the lock not held. When
+    /// another thread is already doing so (or this one, re-entered from the handler through a
+    /// [`Handle`]), that thread delivers them after its current call. Called after every flush,
+    /// once the lock is released; does nothing without a handler.
+    fn deliver(self: &Arc<Self>) {
+        let Some(handler) = &self.handler else {
+            return;
+        };
+        let mut st = self.lock();
+        if st.delivering {
+            return;
+        }
+        st.delivering = true;
+        let handle = Handle {
+            shared: self.clone(),
+        };
+        // A panicking handler must not leave `delivering` set (no event would flow again).
+        let reset = Reset(self);
+        while let Some(event) = st.queue.pop_front() {
+            drop(st);
+            (handler.lock().unwrap_or_else(|e| e.into_inner()))(event, &handle);
+            st = self.lock();
+        }
+        st.delivering = false;
+        drop(st);
+        std::mem::forget(reset);
     }
 
     /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
@@ -186,10 +235,12 @@ impl Shared {
     /// idle, and the writer is woken only for what remains. A round trip then costs no wake-up
     /// of the writer. Pushes ([`Handle::notify`]) go through the writer instead, which sends
     /// what accumulated while it woke in one write: fewer system calls for a stream of them.
-    fn answer<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    fn answer<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st);
         self.flush_with(&mut st, true);
+        drop(st);
+        self.deliver();
         r
     }
 
@@ -245,6 +296,8 @@ impl Shared {
             }
         }
         self.flush(&mut st);
+        drop(st);
+        self.deliver();
         Ok(())
     }
 
@@ -256,7 +309,7 @@ impl Shared {
         st.core.server.handle_close(conn);
     }
 
-    fn read_loop(&self, conn: ConnectionId, mut stream: TcpStream) {
+    fn read_loop(self: &Arc<Self>, conn: ConnectionId, mut stream: TcpStream) {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             match stream.read(&mut buf) {
@@ -272,7 +325,7 @@ impl Shared {
         self.with(|st| self.close_conn(st, conn));
     }
 
-    fn write_loop(&self, conn: ConnectionId, mut stream: TcpStream, bell: Arc<Bell>) {
+    fn write_loop(self: &Arc<Self>, conn: ConnectionId, mut stream: TcpStream, bell: Arc<Bell>) {
         let mut chunk = Vec::with_capacity(WRITE_CHUNK);
         loop {
             {
@@ -288,6 +341,8 @@ impl Shared {
                     self.close_conn(&mut st, conn);
                     st.conns.remove(&conn);
                     self.flush(&mut st);
+                    drop(st);
+                    self.deliver();
                     return;
                 } else {
                     drop(st);
@@ -313,13 +368,15 @@ impl Shared {
                     self.close_conn(&mut st, conn);
                     st.conns.remove(&conn);
                     self.flush(&mut st);
+                    drop(st);
+                    self.deliver();
                     return;
                 }
             }
         }
     }
 
-    fn timer_loop(&self) {
+    fn timer_loop(self: &Arc<Self>) {
         let mut st = self.lock();
         loop {
             if st.stopped {
@@ -330,6 +387,9 @@ impl Shared {
                 Some(deadline) if deadline <= now => {
                     st.core.server.handle_timeout(now);
                     self.flush(&mut st);
+                    drop(st);
+                    self.deliver();
+                    st = self.lock();
                 }
                 Some(deadline) => {
                     st = self
@@ -341,6 +401,15 @@ impl Shared {
                 None => st = self.timer.wait(st).unwrap_or_else(|e| e.into_inner()),
             }
         }
+    }
+}
+
+/// Clears [`State::delivering`] when a handler panics (forgotten otherwise).
+struct Reset<'a>(&'a Shared);
+
+impl Drop for Reset<'_> {
+    fn drop(&mut self) {
+        self.0.lock().delivering = false;
     }
 }
 
@@ -357,21 +426,66 @@ pub struct IdeServer {
 }
 
 impl IdeServer {
-    /// Binds, writes the lock file, and starts the threads.
+    /// Binds, writes the lock file, and starts the threads. Events are read with
+    /// [`IdeServer::next_event`] on a thread of the host's.
     pub fn start(opts: Options) -> io::Result<IdeServer> {
+        IdeServer::start_inner(opts, None)
+    }
+
+    /// As [`IdeServer::start`], with events handed to `handler` instead of
+    /// [`IdeServer::next_event`] (which then returns `None`): in order, one at a time, with no
+    /// lock held, on the thread that produced them (a connection's reader, the timer, a thread
+    /// calling a [`Handle`] method) unless the handler is busy on another thread, which then
+    /// delivers them after its current call. A tool call answered from inside the handler is
+    /// read, answered and written by one thread, with no hand-off (the lowest latency).
+    ///
+    /// The handler must return quickly: it holds up the thread it runs on. Calls that take time
+    /// (an `openDiff` waiting for the user) are kept by their [`CallId`] and answered later from
+    /// any thread through a [`Handle`]. Use the `&Handle` it is given rather than capturing one
+    /// (that would keep the server alive in a cycle).
+    ///
+    /// ```no_run
+    /// use claude_ide_bridge_blocking::{Event, IdeServer, Options, ToolResult};
+    ///
+    /// let server = IdeServer::start_with_handler(
+    ///     Options::new(vec!["/home/me/project".into()], "MyEditor"),
+    ///     |event, handle| {
+    ///         if let Event::ToolCall { call, tool } = event {
+    ///             let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+    ///         }
+    ///     },
+    /// )?;
+    /// # drop(server);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn start_with_handler(
+        opts: Options,
+        handler: impl FnMut(Event, &Handle) + Send + 'static,
+    ) -> io::Result<IdeServer> {
+        IdeServer::start_inner(opts, Some(Box::new(handler)))
+    }
+
+    fn start_inner(opts: Options, handler: Option<Handler>) -> io::Result<IdeServer> {
         let (listener, core) = Core::start(&opts)?;
         let addr = listener.local_addr()?;
         let lock_path = core.lock_path().map(Path::to_path_buf);
         let (tx, rx) = mpsc::channel();
+        let sink = match handler {
+            None => Sink::Channel(tx),
+            Some(_) => Sink::Handler,
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core,
                 drained: Drained::default(),
                 conns: HashMap::new(),
-                events: Some(tx),
+                events: Some(sink),
+                queue: VecDeque::new(),
+                delivering: false,
                 threads: Vec::new(),
                 stopped: false,
             }),
+            handler: handler.map(Mutex::new),
             timer: Condvar::new(),
             addr,
         });
@@ -462,6 +576,7 @@ impl IdeServer {
                 c.bell.ring();
             }
             st.events = None;
+            st.queue.clear();
             st.core.remove_lock_file();
             shared.timer.notify_all();
             std::mem::take(&mut st.threads)
