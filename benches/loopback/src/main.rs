@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|threads|node|tcp-echo]...
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|threads|threads-channel|node|tcp-echo]...
 //!     [--notifications N] [--calls N]
 //! ```
 //!
@@ -53,6 +53,7 @@ fn main() {
             "smol".into(),
             "smol-global".into(),
             "threads".into(),
+            "threads-channel".into(),
             "node".into(),
             "tcp-echo".into(),
         ];
@@ -63,7 +64,8 @@ fn main() {
         let server = match rt.as_str() {
             "smol" => Some(start_smol(false)),
             "smol-global" => Some(start_smol(true)),
-            "threads" => Some(start_threads()),
+            "threads" => Some(start_threads(false)),
+            "threads-channel" => Some(start_threads(true)),
             "node" => start_node(),
             "tcp-echo" => Some(start_echo()),
             other => usage(other),
@@ -133,7 +135,7 @@ fn summary(results: &[(String, Figures)]) {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|threads|node|tcp-echo]... [--notifications N] [--calls N]"
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|threads|threads-channel|node|tcp-echo]... [--notifications N] [--calls N]"
     );
     std::process::exit(2)
 }
@@ -203,8 +205,20 @@ fn push_windowed(n: usize, received: &AtomicUsize, notify: impl Fn(&Notification
     }
 }
 
-fn start_threads() -> Server {
-    let server = claude_ide_bridge_blocking::IdeServer::start(options()).expect("start");
+/// The threads host as the runtime recommends for latency: calls answered by a handler on the
+/// thread that read them (`start_with_handler`); with `channel`, events read by a host thread
+/// of its own (`start` and `next_event`): one thread hand-off per event.
+fn start_threads(channel: bool) -> Server {
+    let server = if channel {
+        claude_ide_bridge_blocking::IdeServer::start(options())
+    } else {
+        claude_ide_bridge_blocking::IdeServer::start_with_handler(options(), |ev, handle| {
+            if let Event::ToolCall { call, .. } = ev {
+                let _ = handle.respond(call, ToolResult::text("[]"));
+            }
+        })
+    }
+    .expect("start");
     let port = server.port();
     let handle = server.handle();
     let received = Arc::new(AtomicUsize::new(0));
@@ -216,12 +230,16 @@ fn start_threads() -> Server {
             push_windowed(n, &r, |note| pusher.notify(Target::All, note));
         }
     });
-    // The host: answers every tool call at once. Ends with the process.
+    // The host: answers every tool call at once (with a handler, `next_event` ends at once and
+    // the thread only keeps the server alive). Ends with the process.
     thread::spawn(move || {
         while let Some(ev) = server.next_event() {
             if let Event::ToolCall { call, .. } = ev {
                 let _ = handle.respond(call, ToolResult::text("[]"));
             }
+        }
+        loop {
+            thread::park();
         }
     });
     Server {
