@@ -289,6 +289,29 @@ pub fn slow_reader<R: Rt>() {
     R::stop(s);
 }
 
+/// A client that sends calls and stops reading: answering them (written at once from the
+/// answering thread when the socket takes it) never blocks the host, and others are served.
+pub fn slow_caller<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (mut a, _) = client::<R>(&s);
+    let (mut b, _) = client::<R>(&s);
+    let h = R::handle(&s);
+    let big = "x".repeat(64 * 1024);
+    for _ in 0..256 {
+        a.call_tool("getDiagnostics", json!({}));
+    }
+    for _ in 0..256 {
+        let (call, _) = tool_call::<R>(&s);
+        let t = Instant::now();
+        let _ = R::respond(&h, call, ToolResult::text(big.clone()));
+        assert!(t.elapsed() < Duration::from_secs(2), "respond blocked");
+    }
+    let pong = b.request("ping", json!({}));
+    assert_eq!(pong["result"], json!({}));
+    R::stop(s);
+}
+
 pub fn dead_peer<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path());

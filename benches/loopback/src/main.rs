@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|threads|node]...
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|threads|threads-channel|node|tcp-echo]...
 //!     [--notifications N] [--calls N]
 //! ```
 //!
@@ -51,7 +51,9 @@ fn main() {
     if runtimes.is_empty() {
         runtimes = vec![
             "smol".into(),
+            "smol-global".into(),
             "threads".into(),
+            "threads-channel".into(),
             "node".into(),
             "tcp-echo".into(),
         ];
@@ -60,8 +62,10 @@ fn main() {
     let mut results: Vec<(String, Figures)> = Vec::new();
     for rt in &runtimes {
         let server = match rt.as_str() {
-            "smol" => Some(start_smol()),
-            "threads" => Some(start_threads()),
+            "smol" => Some(start_smol(false)),
+            "smol-global" => Some(start_smol(true)),
+            "threads" => Some(start_threads(false)),
+            "threads-channel" => Some(start_threads(true)),
             "node" => start_node(),
             "tcp-echo" => Some(start_echo()),
             other => usage(other),
@@ -87,26 +91,51 @@ fn main() {
         }
         server.stop();
     }
-    if let Some((_, node)) = results.iter().find(|(n, _)| n == "node") {
-        let node = *node;
-        for (name, f) in results
+    summary(&results);
+}
+
+/// One line per figure: every server's value and its ratio against Node (higher is better: for
+/// latencies, Node's value over this one). The tcp-echo floor's ratio is the most any server can
+/// reach on this machine.
+fn summary(results: &[(String, Figures)]) {
+    let Some((_, node)) = results.iter().find(|(n, _)| n == "node") else {
+        return;
+    };
+    type Figure = (&'static str, fn(&Figures) -> f64, bool);
+    let figures: [Figure; 4] = [
+        ("notifications/s", |f| f.notes_per_s, false),
+        ("calls/s", |f| f.calls_per_s, false),
+        ("median µs", |f| f.median_us, true),
+        ("p99 µs", |f| f.p99_us, true),
+    ];
+    println!("figures (× node, higher is better):");
+    for (label, get, lower_better) in figures {
+        let base = get(node);
+        let cells: Vec<String> = results
             .iter()
-            .filter(|(n, _)| n != "node" && n != "tcp-echo")
-        {
-            println!(
-                "ratio {name}/node: notifications/s {:.2}x, calls/s {:.2}x, median latency {:.2}x lower, p99 {:.2}x lower",
-                f.notes_per_s / node.notes_per_s,
-                f.calls_per_s / node.calls_per_s,
-                node.median_us / f.median_us,
-                node.p99_us / f.p99_us,
-            );
-        }
+            .filter(|(_, f)| !get(f).is_nan())
+            .map(|(name, f)| {
+                let v = get(f);
+                let value = if lower_better {
+                    format!("{v:.1}")
+                } else {
+                    format!("{:.1} k", v / 1e3)
+                };
+                if name == "node" {
+                    format!("{name} {value}")
+                } else {
+                    let ratio = if lower_better { base / v } else { v / base };
+                    format!("{name} {value} ({ratio:.2}×)")
+                }
+            })
+            .collect();
+        println!("  {label:<16} {}", cells.join(" | "));
     }
 }
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|threads|node]... [--notifications N] [--calls N]"
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|threads|threads-channel|node|tcp-echo]... [--notifications N] [--calls N]"
     );
     std::process::exit(2)
 }
@@ -176,8 +205,20 @@ fn push_windowed(n: usize, received: &AtomicUsize, notify: impl Fn(&Notification
     }
 }
 
-fn start_threads() -> Server {
-    let server = claude_ide_bridge_blocking::IdeServer::start(options()).expect("start");
+/// The threads host as the runtime recommends for latency: calls answered by a handler on the
+/// thread that read them (`start_with_handler`); with `channel`, events read by a host thread
+/// of its own (`start` and `next_event`): one thread hand-off per event.
+fn start_threads(channel: bool) -> Server {
+    let server = if channel {
+        claude_ide_bridge_blocking::IdeServer::start(options())
+    } else {
+        claude_ide_bridge_blocking::IdeServer::start_with_handler(options(), |ev, handle| {
+            if let Event::ToolCall { call, .. } = ev {
+                let _ = handle.respond(call, ToolResult::text("[]"));
+            }
+        })
+    }
+    .expect("start");
     let port = server.port();
     let handle = server.handle();
     let received = Arc::new(AtomicUsize::new(0));
@@ -189,12 +230,16 @@ fn start_threads() -> Server {
             push_windowed(n, &r, |note| pusher.notify(Target::All, note));
         }
     });
-    // The host: answers every tool call at once. Ends with the process.
+    // The host: answers every tool call at once (with a handler, `next_event` ends at once and
+    // the thread only keeps the server alive). Ends with the process.
     thread::spawn(move || {
         while let Some(ev) = server.next_event() {
             if let Event::ToolCall { call, .. } = ev {
                 let _ = handle.respond(call, ToolResult::text("[]"));
             }
+        }
+        loop {
+            thread::park();
         }
     });
     Server {
@@ -206,13 +251,20 @@ fn start_threads() -> Server {
     }
 }
 
-fn start_smol() -> Server {
+/// The smol host as the runtime recommends for latency: the server's tasks and the host's event
+/// loop on one executor, run by one thread (`start_on`); with `global`, the tasks on smol's
+/// global executor and the host on its own thread (`start`): one thread hand-off per event.
+fn start_smol(global: bool) -> Server {
     let (port_tx, port_rx) = mpsc::channel();
     thread::spawn(move || {
-        smol::block_on(async move {
-            let server = claude_ide_bridge_smol::IdeServer::start(options())
-                .await
-                .expect("start");
+        let ex = Arc::new(smol::Executor::new());
+        smol::block_on(ex.run(async {
+            let server = if global {
+                claude_ide_bridge_smol::IdeServer::start(options()).await
+            } else {
+                claude_ide_bridge_smol::IdeServer::start_on(options(), ex.clone()).await
+            }
+            .expect("start");
             port_tx
                 .send((server.port(), server.handle()))
                 .expect("main waits");
@@ -222,7 +274,7 @@ fn start_smol() -> Server {
                     let _ = handle.respond(call, ToolResult::text("[]"));
                 }
             }
-        })
+        }))
     });
     let (port, pusher) = port_rx.recv().expect("smol server started");
     let received = Arc::new(AtomicUsize::new(0));

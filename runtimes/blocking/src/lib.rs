@@ -3,7 +3,9 @@
 //! The `claude-ide-bridge` engine on std threads and `std::net`: an acceptor thread, a reader and
 //! a writer thread per connection, one timer thread, and events on a `std::sync::mpsc` channel.
 //! The engine sits in an `Arc<Mutex<_>>`; no thread holds the lock while it blocks on a socket, so
-//! a peer that stops reading blocks only its own writer.
+//! a peer that stops reading blocks only its own writer. Answers ([`Handle::respond`]) are written
+//! at once from the answering thread with a non-blocking send when the socket takes them; the
+//! writer thread is woken only for what a full socket left over.
 //!
 //! ```no_run
 //! use claude_ide_bridge_blocking::{Event, IdeServer, Options, ToolResult};
@@ -25,7 +27,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -74,18 +76,72 @@ impl Bell {
 struct Conn {
     stream: TcpStream,
     bell: Arc<Bell>,
+    /// The writer thread holds a copy of the head of the output and is writing it outside the
+    /// lock: nobody else may write until it has advanced.
+    writing: bool,
+}
+
+/// Writes the connection's pending output now, from the thread that produced it, without ever
+/// blocking (`MSG_DONTWAIT`: the socket itself stays in blocking mode for its reader and writer).
+/// True when everything was written and there is nothing left for the writer thread to do.
+fn write_now(core: &mut Core, conn: ConnectionId, stream: &TcpStream) -> bool {
+    loop {
+        let out = core.server.transmit(conn);
+        if out.is_empty() {
+            return !core.server.should_close(conn);
+        }
+        match try_send(stream, out) {
+            Ok(n) if n > 0 => core.server.advance_transmit(conn, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Full (or an error the writer will meet and act on): the writer takes over.
+            _ => return false,
+        }
+    }
+}
+
+#[cfg(unix)]
+fn try_send(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    use rustix::net::{send, SendFlags};
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = SendFlags::DONTWAIT;
+    Ok(send(stream, buf, flags)?)
+}
+
+#[cfg(not(unix))]
+fn try_send(_: &TcpStream, _: &[u8]) -> io::Result<usize> {
+    Err(io::ErrorKind::WouldBlock.into())
 }
 
 struct State {
     core: Core,
+    /// Reused by every flush (no allocation per call).
+    drained: Drained,
     conns: HashMap<ConnectionId, Conn>,
-    events: Option<mpsc::Sender<Event>>,
+    /// Where events go; `None` once stopped.
+    events: Option<Sink>,
+    /// Events waiting for the handler ([`Sink::Handler`]).
+    queue: VecDeque<Event>,
+    /// A thread is running the handler (and will deliver what is queued meanwhile).
+    delivering: bool,
     threads: Vec<JoinHandle<()>>,
     stopped: bool,
 }
 
+enum Sink {
+    /// To [`IdeServer::next_event`].
+    Channel(mpsc::Sender<Event>),
+    /// To the handler of [`IdeServer::start_with_handler`], through [`State::queue`].
+    Handler,
+}
+
+/// The handler of [`IdeServer::start_with_handler`].
+type Handler = Box<dyn FnMut(Event, &Handle) + Send>;
+
 struct Shared {
     state: Mutex<State>,
+    handler: Option<Mutex<Handler>>,
     timer: Condvar,
     addr: SocketAddr,
 }
@@ -95,32 +151,96 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Drain the engine and act on it; everything here is non-blocking.
+    /// Drain the engine and act on it; everything here is non-blocking. Connections with new
+    /// output have their writer woken.
     fn flush(&self, st: &mut State) {
-        let mut out = Drained::default();
-        st.core.drain(&mut out);
-        for (conn, close) in out.ready {
-            if let Some(c) = st.conns.get(&conn) {
-                if close {
-                    let _ = c.stream.shutdown(Shutdown::Both);
+        self.flush_with(st, false);
+    }
+
+    /// [`Shared::flush`], writing new output from this thread when `inline` (see [`Shared::answer`]).
+    fn flush_with(&self, st: &mut State, inline: bool) {
+        let State {
+            core,
+            drained: out,
+            conns,
+            events,
+            stopped,
+            queue,
+            ..
+        } = st;
+        core.drain(out);
+        for (conn, close) in out.ready.drain(..) {
+            let Some(c) = conns.get(&conn) else { continue };
+            if close {
+                let _ = c.stream.shutdown(Shutdown::Both);
+            } else if inline && !c.writing && !*stopped && write_now(core, conn, &c.stream) {
+                continue;
+            }
+            c.bell.ring();
+        }
+        match events {
+            Some(Sink::Channel(tx)) => {
+                for e in out.events.drain(..) {
+                    let _ = tx.send(e);
                 }
-                c.bell.ring();
             }
+            Some(Sink::Handler) => queue.extend(out.events.drain(..)),
+            None => out.events.clear(),
         }
-        if let Some(tx) = &st.events {
-            for e in out.events {
-                let _ = tx.send(e);
-            }
-        }
-        if out.timer_changed {
+        if std::mem::take(&mut out.timer_changed) {
             self.timer.notify_one();
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    /// Runs `f` on the state, flushes, and (outside the lock) hands queued events to the handler.
+    fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st);
         self.flush(&mut st);
+        drop(st);
+        self.deliver();
+        r
+    }
+
+    /// Hands queued events to the handler, in order, one at a time, with the lock not held. When
+    /// another thread is already doing so (or this one, re-entered from the handler through a
+    /// [`Handle`]), that thread delivers them after its current call. Called after every flush,
+    /// once the lock is released; does nothing without a handler.
+    fn deliver(self: &Arc<Self>) {
+        let Some(handler) = &self.handler else {
+            return;
+        };
+        let mut st = self.lock();
+        if st.delivering {
+            return;
+        }
+        st.delivering = true;
+        let handle = Handle {
+            shared: self.clone(),
+        };
+        // A panicking handler must not leave `delivering` set (no event would flow again).
+        let reset = Reset(self);
+        while let Some(event) = st.queue.pop_front() {
+            drop(st);
+            (handler.lock().unwrap_or_else(|e| e.into_inner()))(event, &handle);
+            st = self.lock();
+        }
+        st.delivering = false;
+        drop(st);
+        std::mem::forget(reset);
+    }
+
+    /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
+    /// written at once from this thread when the socket takes it and the connection's writer is
+    /// idle, and the writer is woken only for what remains. A round trip then costs no wake-up
+    /// of the writer. Pushes ([`Handle::notify`]) go through the writer instead, which sends
+    /// what accumulated while it woke in one write: fewer system calls for a stream of them.
+    fn answer<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.lock();
+        let r = f(&mut st);
+        self.flush_with(&mut st, true);
+        drop(st);
+        self.deliver();
         r
     }
 
@@ -156,6 +276,7 @@ impl Shared {
             Conn {
                 stream,
                 bell: bell.clone(),
+                writing: false,
             },
         );
         st.threads.retain(|t| !t.is_finished());
@@ -175,6 +296,8 @@ impl Shared {
             }
         }
         self.flush(&mut st);
+        drop(st);
+        self.deliver();
         Ok(())
     }
 
@@ -186,12 +309,12 @@ impl Shared {
         st.core.server.handle_close(conn);
     }
 
-    fn read_loop(&self, conn: ConnectionId, mut stream: TcpStream) {
+    fn read_loop(self: &Arc<Self>, conn: ConnectionId, mut stream: TcpStream) {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             match stream.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => self.with(|st| {
+                Ok(n) => self.answer(|st| {
                     let now = st.core.clock.now();
                     st.core.server.handle_input(conn, &buf[..n], now)
                 }),
@@ -202,7 +325,7 @@ impl Shared {
         self.with(|st| self.close_conn(st, conn));
     }
 
-    fn write_loop(&self, conn: ConnectionId, mut stream: TcpStream, bell: Arc<Bell>) {
+    fn write_loop(self: &Arc<Self>, conn: ConnectionId, mut stream: TcpStream, bell: Arc<Bell>) {
         let mut chunk = Vec::with_capacity(WRITE_CHUNK);
         loop {
             {
@@ -211,10 +334,15 @@ impl Shared {
                 if !out.is_empty() && !st.stopped {
                     chunk.clear();
                     chunk.extend_from_slice(&out[..out.len().min(WRITE_CHUNK)]);
+                    if let Some(c) = st.conns.get_mut(&conn) {
+                        c.writing = true;
+                    }
                 } else if st.stopped || st.core.server.should_close(conn) {
                     self.close_conn(&mut st, conn);
                     st.conns.remove(&conn);
                     self.flush(&mut st);
+                    drop(st);
+                    self.deliver();
                     return;
                 } else {
                     drop(st);
@@ -224,20 +352,31 @@ impl Shared {
             }
             // The lock is not held while the socket may block.
             match stream.write(&chunk) {
-                Ok(n) if n > 0 => self.with(|st| st.core.server.advance_transmit(conn, n)),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(n) if n > 0 => self.with(|st| {
+                    st.core.server.advance_transmit(conn, n);
+                    if let Some(c) = st.conns.get_mut(&conn) {
+                        c.writing = false;
+                    }
+                }),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.with(|st| {
+                    if let Some(c) = st.conns.get_mut(&conn) {
+                        c.writing = false;
+                    }
+                }),
                 _ => {
                     let mut st = self.lock();
                     self.close_conn(&mut st, conn);
                     st.conns.remove(&conn);
                     self.flush(&mut st);
+                    drop(st);
+                    self.deliver();
                     return;
                 }
             }
         }
     }
 
-    fn timer_loop(&self) {
+    fn timer_loop(self: &Arc<Self>) {
         let mut st = self.lock();
         loop {
             if st.stopped {
@@ -248,6 +387,9 @@ impl Shared {
                 Some(deadline) if deadline <= now => {
                     st.core.server.handle_timeout(now);
                     self.flush(&mut st);
+                    drop(st);
+                    self.deliver();
+                    st = self.lock();
                 }
                 Some(deadline) => {
                     st = self
@@ -259,6 +401,15 @@ impl Shared {
                 None => st = self.timer.wait(st).unwrap_or_else(|e| e.into_inner()),
             }
         }
+    }
+}
+
+/// Clears [`State::delivering`] when a handler panics (forgotten otherwise).
+struct Reset<'a>(&'a Shared);
+
+impl Drop for Reset<'_> {
+    fn drop(&mut self) {
+        self.0.lock().delivering = false;
     }
 }
 
@@ -275,20 +426,66 @@ pub struct IdeServer {
 }
 
 impl IdeServer {
-    /// Binds, writes the lock file, and starts the threads.
+    /// Binds, writes the lock file, and starts the threads. Events are read with
+    /// [`IdeServer::next_event`] on a thread of the host's.
     pub fn start(opts: Options) -> io::Result<IdeServer> {
+        IdeServer::start_inner(opts, None)
+    }
+
+    /// As [`IdeServer::start`], with events handed to `handler` instead of
+    /// [`IdeServer::next_event`] (which then returns `None`): in order, one at a time, with no
+    /// lock held, on the thread that produced them (a connection's reader, the timer, a thread
+    /// calling a [`Handle`] method) unless the handler is busy on another thread, which then
+    /// delivers them after its current call. A tool call answered from inside the handler is
+    /// read, answered and written by one thread, with no hand-off (the lowest latency).
+    ///
+    /// The handler must return quickly: it holds up the thread it runs on. Calls that take time
+    /// (an `openDiff` waiting for the user) are kept by their [`CallId`] and answered later from
+    /// any thread through a [`Handle`]. Use the `&Handle` it is given rather than capturing one
+    /// (that would keep the server alive in a cycle).
+    ///
+    /// ```no_run
+    /// use claude_ide_bridge_blocking::{Event, IdeServer, Options, ToolResult};
+    ///
+    /// let server = IdeServer::start_with_handler(
+    ///     Options::new(vec!["/home/me/project".into()], "MyEditor"),
+    ///     |event, handle| {
+    ///         if let Event::ToolCall { call, tool } = event {
+    ///             let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+    ///         }
+    ///     },
+    /// )?;
+    /// # drop(server);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn start_with_handler(
+        opts: Options,
+        handler: impl FnMut(Event, &Handle) + Send + 'static,
+    ) -> io::Result<IdeServer> {
+        IdeServer::start_inner(opts, Some(Box::new(handler)))
+    }
+
+    fn start_inner(opts: Options, handler: Option<Handler>) -> io::Result<IdeServer> {
         let (listener, core) = Core::start(&opts)?;
         let addr = listener.local_addr()?;
         let lock_path = core.lock_path().map(Path::to_path_buf);
         let (tx, rx) = mpsc::channel();
+        let sink = match handler {
+            None => Sink::Channel(tx),
+            Some(_) => Sink::Handler,
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core,
+                drained: Drained::default(),
                 conns: HashMap::new(),
-                events: Some(tx),
+                events: Some(sink),
+                queue: VecDeque::new(),
+                delivering: false,
                 threads: Vec::new(),
                 stopped: false,
             }),
+            handler: handler.map(Mutex::new),
             timer: Condvar::new(),
             addr,
         });
@@ -379,6 +576,7 @@ impl IdeServer {
                 c.bell.ring();
             }
             st.events = None;
+            st.queue.clear();
             st.core.remove_lock_file();
             shared.timer.notify_all();
             std::mem::take(&mut st.threads)
@@ -420,7 +618,8 @@ pub struct Handle {
 impl Handle {
     /// Answers a tool call (see `Server::respond`).
     pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
-        self.shared.with(|st| st.core.server.respond(call, result))
+        self.shared
+            .answer(|st| st.core.server.respond(call, result))
     }
 
     /// Answers a compatibility request (see `Server::respond_compat`).
@@ -430,7 +629,7 @@ impl Handle {
         result: Result<serde_json::Value, RpcError>,
     ) -> Result<(), ApiError> {
         self.shared
-            .with(|st| st.core.server.respond_compat(call, result))
+            .answer(|st| st.core.server.respond_compat(call, result))
     }
 
     /// Sends a notification; returns how many connections it was queued for.

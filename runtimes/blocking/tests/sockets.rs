@@ -64,6 +64,7 @@ scenarios!(
     notify_one_and_all,
     eleventh_refused,
     slow_reader,
+    slow_caller,
     dead_peer,
     lock_file,
     lock_dir_refused,

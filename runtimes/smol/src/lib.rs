@@ -23,14 +23,19 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! Tasks run on smol's global executor (`smol::spawn`). The blocking runtime
+//! Tasks run on smol's global executor (`smol::spawn`), or on an executor of the host's with
+//! [`IdeServer::start_on`]: run the host's event loop on that executor and thread and a tool
+//! call is read, answered and written in one turn, with no thread hand-off. Answers
+//! ([`Handle::respond`]) are written at once from the answering task when the socket takes them;
+//! the connection's writer task only handles what a full socket left over. The blocking runtime
 //! (`claude-ide-bridge-blocking`) has the same types with the same names.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::collections::HashMap;
-use std::io;
+use std::future::Future;
+use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,7 +44,7 @@ use std::time::{Duration, Instant};
 use async_channel::{Receiver, Sender};
 use async_io::{Async, Timer};
 use futures_lite::{future, AsyncReadExt, AsyncWriteExt};
-use smol::Task;
+use smol::{Executor, Task};
 
 pub use claude_ide_bridge::jsonrpc::RpcError;
 pub use claude_ide_bridge::{
@@ -65,10 +70,48 @@ fn bell() -> (Sender<()>, Receiver<()>) {
 struct Conn {
     stream: Arc<Async<TcpStream>>,
     bell: Sender<()>,
+    /// The writer task holds a copy of the head of the output and is writing it: nobody else
+    /// may write until it has advanced.
+    writing: bool,
+}
+
+/// Writes the connection's pending output now, from the task or thread that produced it (the
+/// socket is non-blocking: a full socket answers `WouldBlock`). True when everything was written
+/// and there is nothing left for the writer task to do.
+fn write_now(core: &mut Core, conn: ConnectionId, stream: &Async<TcpStream>) -> bool {
+    loop {
+        let out = core.server.transmit(conn);
+        if out.is_empty() {
+            return !core.server.should_close(conn);
+        }
+        match stream.get_ref().write(out) {
+            Ok(n) if n > 0 => core.server.advance_transmit(conn, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Full (or an error the writer will meet and act on): the writer takes over.
+            _ => return false,
+        }
+    }
+}
+
+/// Where the tasks run.
+enum Spawner {
+    Global,
+    Executor(Arc<Executor<'static>>),
+}
+
+impl Spawner {
+    fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) -> Task<()> {
+        match self {
+            Spawner::Global => smol::spawn(f),
+            Spawner::Executor(ex) => ex.spawn(f),
+        }
+    }
 }
 
 struct State {
     core: Core,
+    /// Reused by every flush (no allocation per call).
+    drained: Drained,
     conns: HashMap<ConnectionId, Conn>,
     events: Option<Sender<Event>>,
     tasks: Vec<Task<()>>,
@@ -80,6 +123,7 @@ struct Shared {
     timer_bell: Sender<()>,
     stop_bell: Sender<()>,
     addr: SocketAddr,
+    spawner: Spawner,
 }
 
 /// What a writer does next, decided under the lock and done after it.
@@ -94,24 +138,41 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Drain the engine and act on it; everything here is non-blocking.
+    /// Drain the engine and act on it; everything here is non-blocking. Connections with new
+    /// output have their writer woken.
     fn flush(&self, st: &mut State) {
-        let mut out = Drained::default();
-        st.core.drain(&mut out);
-        for (conn, close) in out.ready {
-            if let Some(c) = st.conns.get(&conn) {
-                if close {
-                    let _ = c.stream.get_ref().shutdown(Shutdown::Both);
+        self.flush_with(st, false);
+    }
+
+    /// [`Shared::flush`], writing new output from this thread when `inline` (see [`Shared::answer`]).
+    fn flush_with(&self, st: &mut State, inline: bool) {
+        let State {
+            core,
+            drained: out,
+            conns,
+            events,
+            stopped,
+            ..
+        } = st;
+        core.drain(out);
+        for (conn, close) in out.ready.drain(..) {
+            let Some(c) = conns.get(&conn) else { continue };
+            if close {
+                let _ = c.stream.get_ref().shutdown(Shutdown::Both);
+            } else if inline && !c.writing && !*stopped && write_now(core, conn, &c.stream) {
+                continue;
+            }
+            let _ = c.bell.try_send(());
+        }
+        match events {
+            Some(tx) => {
+                for e in out.events.drain(..) {
+                    let _ = tx.try_send(e);
                 }
-                let _ = c.bell.try_send(());
             }
+            None => out.events.clear(),
         }
-        if let Some(tx) = &st.events {
-            for e in out.events {
-                let _ = tx.try_send(e);
-            }
-        }
-        if out.timer_changed {
+        if std::mem::take(&mut out.timer_changed) {
             let _ = self.timer_bell.try_send(());
         }
     }
@@ -120,6 +181,18 @@ impl Shared {
         let mut st = self.lock();
         let r = f(&mut st);
         self.flush(&mut st);
+        r
+    }
+
+    /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
+    /// written at once from this thread when the socket takes it and the connection's writer is
+    /// idle, and the writer is woken only for what remains. A round trip then costs no wake-up
+    /// of the writer. Pushes ([`Handle::notify`]) go through the writer instead, which sends
+    /// what accumulated while it woke in one write: fewer system calls for a stream of them.
+    fn answer<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.lock();
+        let r = f(&mut st);
+        self.flush_with(&mut st, true);
         r
     }
 
@@ -167,11 +240,12 @@ impl Shared {
             Conn {
                 stream: stream.clone(),
                 bell: ring,
+                writing: false,
             },
         );
         st.tasks.retain(|t| !t.is_finished());
         let me = self.clone();
-        st.tasks.push(smol::spawn(async move {
+        st.tasks.push(self.spawner.spawn(async move {
             future::zip(
                 me.read_loop(conn, &stream),
                 me.write_loop(conn, &stream, wait),
@@ -187,7 +261,7 @@ impl Shared {
         loop {
             match reader.read(&mut buf).await {
                 Ok(0) => break,
-                Ok(n) => self.with(|st| {
+                Ok(n) => self.answer(|st| {
                     let now = st.core.clock.now();
                     st.core.server.handle_input(conn, &buf[..n], now)
                 }),
@@ -203,11 +277,14 @@ impl Shared {
         let mut writer = stream;
         loop {
             let next = {
-                let st = self.lock();
+                let mut st = self.lock();
                 let out = st.core.server.transmit(conn);
                 if !out.is_empty() && !st.stopped {
                     chunk.clear();
                     chunk.extend_from_slice(&out[..out.len().min(WRITE_CHUNK)]);
+                    if let Some(c) = st.conns.get_mut(&conn) {
+                        c.writing = true;
+                    }
                     Next::Write
                 } else if st.stopped || st.core.server.should_close(conn) {
                     Next::Close
@@ -222,8 +299,17 @@ impl Shared {
                     }
                 }
                 Next::Write => match writer.write(&chunk).await {
-                    Ok(n) if n > 0 => self.with(|st| st.core.server.advance_transmit(conn, n)),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Ok(n) if n > 0 => self.with(|st| {
+                        st.core.server.advance_transmit(conn, n);
+                        if let Some(c) = st.conns.get_mut(&conn) {
+                            c.writing = false;
+                        }
+                    }),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => self.with(|st| {
+                        if let Some(c) = st.conns.get_mut(&conn) {
+                            c.writing = false;
+                        }
+                    }),
                     _ => break,
                 },
                 Next::Close => break,
@@ -301,8 +387,43 @@ pub struct IdeServer {
 }
 
 impl IdeServer {
-    /// Binds, writes the lock file, and spawns the tasks.
+    /// Binds, writes the lock file, and spawns the tasks on smol's global executor (which runs
+    /// them on its own thread: a host awaiting [`IdeServer::next_event`] elsewhere is one thread
+    /// hand-off away from them; see [`IdeServer::start_on`]).
     pub async fn start(opts: Options) -> io::Result<IdeServer> {
+        IdeServer::start_with(opts, Spawner::Global).await
+    }
+
+    /// As [`IdeServer::start`], with the tasks spawned on `executor`. Run the host's event loop on
+    /// the same executor and thread (e.g. `smol::block_on(executor.run(host))`) and a tool call is
+    /// read, handed to the host, answered and written in one turn of one thread, with no hand-off
+    /// (the lowest latency). The executor must be run for the server to make progress.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use claude_ide_bridge_smol::{Event, IdeServer, Options, ToolResult};
+    ///
+    /// let ex = Arc::new(smol::Executor::new());
+    /// smol::block_on(ex.run(async {
+    ///     let server = IdeServer::start_on(Options::new(vec!["/home/me/project".into()], "MyEditor"), ex.clone()).await?;
+    ///     let handle = server.handle();
+    ///     while let Some(event) = server.next_event().await {
+    ///         if let Event::ToolCall { call, tool } = event {
+    ///             let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+    ///         }
+    ///     }
+    ///     Ok::<(), std::io::Error>(())
+    /// }))?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn start_on(
+        opts: Options,
+        executor: Arc<Executor<'static>>,
+    ) -> io::Result<IdeServer> {
+        IdeServer::start_with(opts, Spawner::Executor(executor)).await
+    }
+
+    async fn start_with(opts: Options, spawner: Spawner) -> io::Result<IdeServer> {
         let (listener, core) = Core::start(&opts)?;
         let addr = listener.local_addr()?;
         let listener = Async::new(listener)?;
@@ -313,6 +434,7 @@ impl IdeServer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core,
+                drained: Drained::default(),
                 conns: HashMap::new(),
                 events: Some(tx),
                 tasks: Vec::new(),
@@ -321,9 +443,12 @@ impl IdeServer {
             timer_bell,
             stop_bell,
             addr,
+            spawner,
         });
-        let timer = smol::spawn(shared.clone().timer_loop(timer_wait));
-        let acceptor = smol::spawn(shared.clone().accept_loop(listener, stop_wait));
+        let timer = shared.spawner.spawn(shared.clone().timer_loop(timer_wait));
+        let acceptor = shared
+            .spawner
+            .spawn(shared.clone().accept_loop(listener, stop_wait));
         shared.lock().tasks.extend([timer, acceptor]);
         Ok(IdeServer {
             shared,
@@ -409,7 +534,8 @@ pub struct Handle {
 impl Handle {
     /// Answers a tool call (see `Server::respond`).
     pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
-        self.shared.with(|st| st.core.server.respond(call, result))
+        self.shared
+            .answer(|st| st.core.server.respond(call, result))
     }
 
     /// Answers a compatibility request (see `Server::respond_compat`).
@@ -419,7 +545,7 @@ impl Handle {
         result: Result<serde_json::Value, RpcError>,
     ) -> Result<(), ApiError> {
         self.shared
-            .with(|st| st.core.server.respond_compat(call, result))
+            .answer(|st| st.core.server.respond_compat(call, result))
     }
 
     /// Sends a notification; returns how many connections it was queued for.

@@ -1,0 +1,125 @@
+//! The shared scenarios through the blocking runtime with events handed to a handler
+//! (`IdeServer::start_with_handler`) that forwards them to the test, and a handler that answers
+//! calls itself, on the reader thread.
+
+#[path = "../../testsupport/client.rs"]
+mod client;
+#[path = "../../testsupport/scenarios.rs"]
+mod scenarios;
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use claude_ide_bridge::{ApiError, CallId, ConnectionId, Event, Notification, Target, ToolResult};
+use claude_ide_bridge_blocking::{Handle, IdeServer, Options};
+use scenarios::Rt;
+
+struct Forwarded {
+    server: IdeServer,
+    events: mpsc::Receiver<Event>,
+}
+
+struct WithHandler;
+
+impl Rt for WithHandler {
+    type S = Forwarded;
+    type H = Handle;
+    fn start(opts: Options) -> std::io::Result<Forwarded> {
+        let (tx, events) = mpsc::channel();
+        let server = IdeServer::start_with_handler(opts, move |e, _| {
+            let _ = tx.send(e);
+        })?;
+        assert!(server.try_next_event().is_none());
+        Ok(Forwarded { server, events })
+    }
+    fn port(s: &Forwarded) -> u16 {
+        s.server.port()
+    }
+    fn lock_path(s: &Forwarded) -> Option<PathBuf> {
+        s.server.lock_path().map(|p| p.to_path_buf())
+    }
+    fn handle(s: &Forwarded) -> Handle {
+        s.server.handle()
+    }
+    fn event(s: &Forwarded, timeout: Duration) -> Option<Event> {
+        s.events.recv_timeout(timeout).ok()
+    }
+    fn stop(s: Forwarded) {
+        s.server.stop()
+    }
+    fn respond(h: &Handle, call: CallId, r: ToolResult) -> Result<(), ApiError> {
+        h.respond(call, r)
+    }
+    fn notify(h: &Handle, t: Target, n: &Notification) -> usize {
+        h.notify(t, n)
+    }
+    fn connections(h: &Handle) -> Vec<ConnectionId> {
+        h.connections()
+    }
+    fn set_folders(h: &Handle, f: Vec<PathBuf>) -> std::io::Result<()> {
+        h.set_workspace_folders(f)
+    }
+}
+
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { scenarios::$name::<WithHandler>(); })*
+    };
+}
+
+scenarios!(
+    handshake_token,
+    mcp_lifecycle,
+    deferred_open_diff,
+    cancel_and_disconnect,
+    notify_one_and_all,
+    eleventh_refused,
+    slow_reader,
+    slow_caller,
+    dead_peer,
+    vanish_mid_frame,
+    vanish_mid_open_diff,
+    slowloris,
+    clock_jump,
+);
+
+/// The handler answers every call itself and, re-entering the server through the handle it is
+/// given, sends a notification first: both arrive, in order.
+#[test]
+fn handler_answers_on_the_reader_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = IdeServer::start_with_handler(scenarios::opts(dir.path()), |e, handle| {
+        if let Event::ToolCall { call, .. } = e {
+            let n = handle.notify(Target::All, &Notification::AtMentioned(at_mention()));
+            assert_eq!(n, 1);
+            handle
+                .respond(
+                    call,
+                    ToolResult::text(format!("answered on {:?}", std::thread::current().name())),
+                )
+                .unwrap();
+        }
+    })
+    .unwrap();
+    let (_, c) = client::connect(server.port(), Some(scenarios::TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    for _ in 0..100 {
+        let id = c.call_tool("getDiagnostics", serde_json::json!({}));
+        let note = c.recv_json(Duration::from_secs(5)).unwrap();
+        assert_eq!(note["method"], "at_mentioned");
+        let resp = c.response(id);
+        let text = resp["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("ide-bridge-read-"), "{text}");
+    }
+    server.stop();
+}
+
+fn at_mention() -> claude_ide_bridge::notify::AtMentioned {
+    claude_ide_bridge::notify::AtMentioned {
+        file_path: "/w/a.rs".into(),
+        line_start: None,
+        line_end: None,
+    }
+}
