@@ -201,13 +201,12 @@ fn decode_object(text: &str) -> Message<'_> {
     let id = match env.id {
         None => None,
         Some(raw) => {
-            let t = raw.get().as_bytes()[0];
-            if t == b'"' || t == b'-' || t.is_ascii_digit() {
+            if is_valid_id(raw) {
                 Some(raw)
             } else {
                 return Message::Invalid {
                     id: None,
-                    error: RpcError::new(INVALID_REQUEST, "id must be a string or a number"),
+                    error: RpcError::new(INVALID_REQUEST, "id must be a string or an integer"),
                 };
             }
         }
@@ -257,6 +256,18 @@ fn decode_object(text: &str) -> Message<'_> {
             error: RpcError::new(INVALID_REQUEST, "missing method"),
         },
     }
+}
+
+/// Whether a raw `id` can identify a request: a string, or an integer of at most 20 digits (MCP
+/// ids are strings or integers; a fraction or an exponent such as `7E7620719` is refused, since
+/// echoing it back would hand the client a number many JSON parsers reject as out of range).
+pub fn is_valid_id(raw: &RawValue) -> bool {
+    let t = raw.get().as_bytes();
+    if t.first() == Some(&b'"') {
+        return true;
+    }
+    let digits = t.strip_prefix(b"-").unwrap_or(t);
+    (1..=20).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit)
 }
 
 /// Append `{"jsonrpc":"2.0","id":<id>,"result":` … `}` around what `body` writes.
@@ -365,6 +376,32 @@ mod tests {
             Message::Invalid { id, .. } => assert_eq!(id.unwrap().get(), "9"),
             m => panic!("{m:?}"),
         }
+    }
+
+    #[test]
+    fn ids_are_strings_or_integers() {
+        let code = |t: &str| match single(t) {
+            Message::Invalid { error, .. } => Some(error.code),
+            _ => None,
+        };
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#),
+            Some(INVALID_REQUEST)
+        );
+        // Found by the jsonrpc fuzz target: echoed back, it is out of range for most parsers.
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":7E7620719,"method":"ping"}"#),
+            Some(INVALID_REQUEST)
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":123456789012345678901,"method":"ping"}"#),
+            Some(INVALID_REQUEST)
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":-12,"method":"ping"}"#), None);
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":"a b","method":"ping"}"#),
+            None
+        );
     }
 
     #[test]

@@ -1699,8 +1699,7 @@ mod fast {
                     }
                     "id" if id.is_none() => {
                         let raw: &'de RawValue = map.next_value()?;
-                        let t = raw.get().as_bytes()[0];
-                        if !(t == b'"' || t == b'-' || t.is_ascii_digit()) {
+                        if !crate::jsonrpc::is_valid_id(raw) {
                             return Err(A::Error::custom("id"));
                         }
                         id = Some(raw);
