@@ -9,7 +9,8 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "toolchain"
 cargo --version
-rustup component add clippy rustfmt >/dev/null 2>&1 || true
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 
 step "test dependencies"
 # Debian packages the tests drive: the real Vim (stdio example host), tmux (the real claude CLI),
