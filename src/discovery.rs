@@ -253,9 +253,7 @@ mod tests {
         let a = AuthToken::generate(&mut TestRng(1));
         let b = AuthToken::generate(&mut TestRng(1));
         assert_eq!(a, b, "same seed, same token");
-        let os1 = AuthToken::generate(&mut rand_core::OsRng);
-        let os2 = AuthToken::generate(&mut rand_core::OsRng);
-        assert_ne!(os1, os2);
+        // Tokens from the OS generator are tested in runtimes/os, which owns that source.
     }
 
     #[test]

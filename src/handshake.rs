@@ -43,7 +43,8 @@
 //! ```
 
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+// Address parsing only (`core::net`): no sockets here.
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
