@@ -2,7 +2,7 @@
 //! lock file, pushes a `selection_changed` every few seconds, accepts every `openDiff` as
 //! proposed, and answers other tools truthfully or with a tool error.
 //!
-//! `cargo run -p claude-ide-bridge-smol --example editor-host -- /path/to/project`
+//! `cargo run -p claude-ide-bridge-smol --example editor-host-smol -- /path/to/project`
 
 use std::path::PathBuf;
 use std::time::Duration;
