@@ -31,12 +31,32 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# Everything below is also copied to a log, to add up the counts at the end.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
 step "tests"
-cargo test --workspace
+cargo test --workspace 2>&1 | tee -a "$log"
 
 for extra in scripts/test-*.d/*.sh; do
   [ -e "$extra" ] || continue
   step "$extra"
-  bash "$extra"
+  bash "$extra" 2>&1 | tee -a "$log"
 done
-step "all passed"
+
+# One closing line for the whole suite: cargo's "test result" lines, pytest's summary (e2e) and the
+# Autobahn comparisons (any failure above has already stopped the script).
+python3 - "$log" <<'PY'
+import re, sys
+passed = failed = 0
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"test result: \w+\. (\d+) passed; (\d+) failed", line)
+    if not m:
+        m = re.search(r"^=+ (\d+) passed(?:, (\d+) failed)?", line)
+    if not m:
+        m = re.search(r"^autobahn [\w-]+: (\d+) passed, (\d+) failed", line)
+    if m:
+        passed += int(m.group(1))
+        failed += int(m.group(2) or 0)
+print(f"all: {passed} passed, {failed} failed")
+PY
