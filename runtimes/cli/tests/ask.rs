@@ -149,6 +149,78 @@ fn ask_on_a_terminal() {
     }
 }
 
+/// `NO_COLOR` wins even on a terminal: the same prompt, without a single escape sequence.
+#[test]
+fn no_color_on_a_terminal() {
+    if !has_script() {
+        eprintln!("SKIPPED: util-linux `script` is not installed (apt-get install -y bsdutils)");
+        return;
+    }
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.txt"), "one\ntwo\n").unwrap();
+    let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
+    let c = sb.command();
+    let mut child = Command::new("script")
+        .args(["-qefc", &cmd, "/dev/null"])
+        .envs(
+            c.get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .current_dir(&sb.ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut tty = child.stdin.take().unwrap();
+    let screen = Screen::collect(child.stdout.take().unwrap());
+    screen.wait_for("diffs: ask on this terminal");
+    let text = screen.text();
+    let port: u16 = text
+        .split("export CLAUDE_CODE_SSE_PORT=")
+        .nth(1)
+        .unwrap()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let lock = sb.lock_dir().join(format!("{port}.lock"));
+    let token = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()
+        ["authToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, cl) = client::connect(port, Some(&token));
+    let mut cl = cl.unwrap();
+    cl.init();
+    let id = cl.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("a.txt"), "one\nthree\n", "T1"),
+    );
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    assert!(screen.text().contains("+three"), "{}", screen.text());
+    assert!(
+        !screen.text().contains('\x1b'),
+        "no colour with NO_COLOR: {:?}",
+        screen.text()
+    );
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T1"]);
+    // Ctrl-C stops the bridge.
+    tty.write_all(b"\x03").unwrap();
+    tty.flush().unwrap();
+    let give_up = Instant::now() + WAIT;
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < give_up, "{}", screen.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!lock.exists());
+}
+
 #[derive(Clone, Default)]
 struct Screen(Arc<Mutex<String>>);
 
