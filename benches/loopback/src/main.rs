@@ -4,12 +4,12 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|threads|threads-channel|node|tcp-echo]...
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]...
 //!     [--notifications N] [--calls N]
 //! ```
 //!
 //! Everything stays on 127.0.0.1 and every loop is bounded by the counts given (and a 60 s
-//! timeout per figure). The load client is the same for all three servers: a blocking client on
+//! timeout per figure). The load client is the same for all servers: a blocking client on
 //! the core's frame codec.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -52,6 +52,7 @@ fn main() {
         runtimes = vec![
             "smol".into(),
             "smol-global".into(),
+            "smol-handler".into(),
             "threads".into(),
             "threads-channel".into(),
             "node".into(),
@@ -64,6 +65,7 @@ fn main() {
         let server = match rt.as_str() {
             "smol" => Some(start_smol(false)),
             "smol-global" => Some(start_smol(true)),
+            "smol-handler" => Some(start_smol_handler()),
             "threads" => Some(start_threads(false)),
             "threads-channel" => Some(start_threads(true)),
             "node" => start_node(),
@@ -135,7 +137,7 @@ fn summary(results: &[(String, Figures)]) {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|threads|threads-channel|node|tcp-echo]... [--notifications N] [--calls N]"
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]... [--notifications N] [--calls N]"
     );
     std::process::exit(2)
 }
@@ -284,6 +286,39 @@ fn start_smol(global: bool) -> Server {
         for n in rx {
             push_windowed(n, &r, |note| pusher.notify(Target::All, note));
         }
+    });
+    Server {
+        port,
+        push: Some(tx),
+        received,
+        child: None,
+        echo: false,
+    }
+}
+
+/// The smol host as the threads one: calls answered by a handler from the connection's task
+/// (`start_with_handler`), the tasks on smol's global executor; no host loop at all.
+fn start_smol_handler() -> Server {
+    let server = smol::block_on(claude_ide_bridge_smol::IdeServer::start_with_handler(
+        options(),
+        |ev, handle| {
+            if let Event::ToolCall { call, .. } = ev {
+                let _ = handle.respond(call, ToolResult::text("[]"));
+            }
+        },
+    ))
+    .expect("start");
+    let port = server.port();
+    let pusher = server.handle();
+    let received = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel::<usize>();
+    let r = received.clone();
+    // The pusher thread owns the server: dropped (stopped) when the bench is done with it.
+    thread::spawn(move || {
+        for n in rx {
+            push_windowed(n, &r, |note| pusher.notify(Target::All, note));
+        }
+        drop(server);
     });
     Server {
         port,

@@ -22,7 +22,8 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! The smol runtime (`claude-ide-bridge-smol`) has the same types with the same names.
+//! The smol runtime (`claude-ide-bridge-smol`) has the same types and entry points with the same
+//! names (`start`, `start_with_handler`, awaited there).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -27,16 +27,25 @@
 //! [`IdeServer::start_on`]: run the host's event loop on that executor and thread and a tool
 //! call is read, answered and written in one turn, with no thread hand-off. Answers
 //! ([`Handle::respond`]) are written at once from the answering task when the socket takes them;
-//! the connection's writer task only handles what a full socket left over. The blocking runtime
-//! (`claude-ide-bridge-blocking`) has the same types with the same names.
+//! the connection's writer task only handles what a full socket left over.
+//!
+//! Events go to [`IdeServer::next_event`], or, with [`IdeServer::start_with_handler`] (global
+//! executor) and [`IdeServer::start_with_handler_on`] (the host's), to a closure called from the
+//! task that produced them, in order, one at a time, with no lock held: a tool call answered
+//! there is read, answered and written in one turn of the connection's task.
+//!
+//! The blocking runtime (`claude-ide-bridge-blocking`) has the same types and entry points with
+//! the same names (`start`, `start_with_handler`); the `_on` variants, which take an executor,
+//! are smol's only.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -113,13 +122,29 @@ struct State {
     /// Reused by every flush (no allocation per call).
     drained: Drained,
     conns: HashMap<ConnectionId, Conn>,
-    events: Option<Sender<Event>>,
+    /// Where events go; `None` once stopped.
+    events: Option<Sink>,
+    /// Events waiting for the handler ([`Sink::Handler`]).
+    queue: VecDeque<Event>,
+    /// A task or thread is running the handler (and will deliver what is queued meanwhile).
+    delivering: bool,
     tasks: Vec<Task<()>>,
     stopped: bool,
 }
 
+enum Sink {
+    /// To [`IdeServer::next_event`].
+    Channel(Sender<Event>),
+    /// To the handler of [`IdeServer::start_with_handler`], through [`State::queue`].
+    Handler,
+}
+
+/// The handler of [`IdeServer::start_with_handler`].
+type Handler = Box<dyn FnMut(Event, &Handle) + Send>;
+
 struct Shared {
     state: Mutex<State>,
+    handler: Option<Mutex<Handler>>,
     timer_bell: Sender<()>,
     stop_bell: Sender<()>,
     addr: SocketAddr,
@@ -152,6 +177,7 @@ impl Shared {
             conns,
             events,
             stopped,
+            queue,
             ..
         } = st;
         core.drain(out);
@@ -165,11 +191,12 @@ impl Shared {
             let _ = c.bell.try_send(());
         }
         match events {
-            Some(tx) => {
+            Some(Sink::Channel(tx)) => {
                 for e in out.events.drain(..) {
                     let _ = tx.try_send(e);
                 }
             }
+            Some(Sink::Handler) => queue.extend(out.events.drain(..)),
             None => out.events.clear(),
         }
         if std::mem::take(&mut out.timer_changed) {
@@ -177,11 +204,51 @@ impl Shared {
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    /// Runs `f` on the state, flushes, and (outside the lock) hands queued events to the handler.
+    fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st);
         self.flush(&mut st);
+        drop(st);
+        self.deliver();
         r
+    }
+
+    /// Hands queued events to the handler, in order, one at a time, with the lock not held, from
+    /// the task or thread calling it. When another one is already doing so (or this one,
+    /// re-entered from the handler through a [`Handle`]), that one delivers them after its
+    /// current call: the `delivering` flag, taken and released under the lock, makes the handler
+    /// run in one place at a time even on a multi-threaded executor. Called after every flush,
+    /// once the lock is released; does nothing without a handler or with nothing queued.
+    ///
+    /// A panic in the handler is caught here (the panic hook has reported it): the event is
+    /// dropped, the rest are delivered, and the task that ran it (a connection's, the timer,
+    /// the acceptor) carries on. Letting it unwind would end that task with the connection
+    /// still registered, or stop the timer or the acceptor for good.
+    fn deliver(self: &Arc<Self>) {
+        let Some(handler) = &self.handler else {
+            return;
+        };
+        let mut st = self.lock();
+        if st.delivering || st.queue.is_empty() {
+            return;
+        }
+        st.delivering = true;
+        let handle = Handle {
+            shared: self.clone(),
+        };
+        while let Some(event) = st.queue.pop_front() {
+            drop(st);
+            let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
+            let outcome = panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)));
+            drop(h);
+            st = self.lock();
+            if outcome.is_err() {
+                st.core
+                    .log(|| "the event handler panicked; its event is dropped".to_string());
+            }
+        }
+        st.delivering = false;
     }
 
     /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
@@ -189,10 +256,12 @@ impl Shared {
     /// idle, and the writer is woken only for what remains. A round trip then costs no wake-up
     /// of the writer. Pushes ([`Handle::notify`]) go through the writer instead, which sends
     /// what accumulated while it woke in one write: fewer system calls for a stream of them.
-    fn answer<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    fn answer<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st);
         self.flush_with(&mut st, true);
+        drop(st);
+        self.deliver();
         r
     }
 
@@ -253,9 +322,11 @@ impl Shared {
             .await;
         }));
         self.flush(&mut st);
+        drop(st);
+        self.deliver();
     }
 
-    async fn read_loop(&self, conn: ConnectionId, stream: &Async<TcpStream>) {
+    async fn read_loop(self: &Arc<Self>, conn: ConnectionId, stream: &Async<TcpStream>) {
         let mut buf = vec![0u8; READ_CHUNK];
         let mut reader = stream;
         loop {
@@ -272,7 +343,12 @@ impl Shared {
         self.with(|st| self.close_conn(st, conn));
     }
 
-    async fn write_loop(&self, conn: ConnectionId, stream: &Async<TcpStream>, bell: Receiver<()>) {
+    async fn write_loop(
+        self: &Arc<Self>,
+        conn: ConnectionId,
+        stream: &Async<TcpStream>,
+        bell: Receiver<()>,
+    ) {
         let mut chunk = Vec::with_capacity(WRITE_CHUNK);
         let mut writer = stream;
         loop {
@@ -367,6 +443,7 @@ impl Shared {
             let _ = c.bell.try_send(());
         }
         st.events = None;
+        st.queue.clear();
         st.core.remove_lock_file();
         self.timer_bell.close();
         self.stop_bell.close();
@@ -391,7 +468,7 @@ impl IdeServer {
     /// them on its own thread: a host awaiting [`IdeServer::next_event`] elsewhere is one thread
     /// hand-off away from them; see [`IdeServer::start_on`]).
     pub async fn start(opts: Options) -> io::Result<IdeServer> {
-        IdeServer::start_with(opts, Spawner::Global).await
+        IdeServer::start_with(opts, Spawner::Global, None).await
     }
 
     /// As [`IdeServer::start`], with the tasks spawned on `executor`. Run the host's event loop on
@@ -420,15 +497,83 @@ impl IdeServer {
         opts: Options,
         executor: Arc<Executor<'static>>,
     ) -> io::Result<IdeServer> {
-        IdeServer::start_with(opts, Spawner::Executor(executor)).await
+        IdeServer::start_with(opts, Spawner::Executor(executor), None).await
     }
 
-    async fn start_with(opts: Options, spawner: Spawner) -> io::Result<IdeServer> {
+    /// As [`IdeServer::start`], with events handed to `handler` instead of
+    /// [`IdeServer::next_event`] (which then returns `None`): in order, one at a time, with no
+    /// lock held, from the task that produced them (a connection's, the timer, the acceptor) or
+    /// the thread calling a [`Handle`] method, unless the handler is busy elsewhere, which then
+    /// delivers them after its current call. One at a time holds on smol's global executor even
+    /// when it runs tasks on several threads (`SMOL_THREADS`). A tool call answered from inside
+    /// the handler is read, answered and written in one turn of the connection's task, with no
+    /// hand-off (the lowest latency). The same concept as the blocking runtime's
+    /// `IdeServer::start_with_handler`, with the same name.
+    ///
+    /// The handler is a plain closure, not a future: it must return quickly, since it holds up
+    /// the executor thread it runs on. Calls that take time (an `openDiff` waiting for the user)
+    /// are kept by their [`CallId`] and answered later from any task or thread through a
+    /// [`Handle`] (e.g. from a task the handler spawns). Use the `&Handle` it is given rather than
+    /// capturing one (that would keep the server alive in a cycle). A panic in the handler is
+    /// caught: that event is dropped and later ones are delivered as usual.
+    ///
+    /// The tasks run on smol's global executor; [`IdeServer::start_with_handler_on`] puts them on
+    /// an executor of the host's.
+    ///
+    /// ```no_run
+    /// use claude_ide_bridge_smol::{Event, IdeServer, Options, ToolResult};
+    ///
+    /// smol::block_on(async {
+    ///     let server = IdeServer::start_with_handler(
+    ///         Options::new(vec!["/home/me/project".into()], "MyEditor"),
+    ///         |event, handle| {
+    ///             if let Event::ToolCall { call, tool } = event {
+    ///                 let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+    ///             }
+    ///         },
+    ///     )
+    ///     .await?;
+    ///     // ... the host's own work; the handler runs meanwhile ...
+    ///     server.stop().await;
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn start_with_handler(
+        opts: Options,
+        handler: impl FnMut(Event, &Handle) + Send + 'static,
+    ) -> io::Result<IdeServer> {
+        IdeServer::start_with(opts, Spawner::Global, Some(Box::new(handler))).await
+    }
+
+    /// [`IdeServer::start_with_handler`] with the tasks, and so the handler, on `executor` (as
+    /// [`IdeServer::start_on`]): for a host that runs its own executor (its threads, its
+    /// scheduling) and wants the server to add none. Events are still delivered one at a time
+    /// when several threads run the executor. The executor must be run for the server to make
+    /// progress.
+    pub async fn start_with_handler_on(
+        opts: Options,
+        executor: Arc<Executor<'static>>,
+        handler: impl FnMut(Event, &Handle) + Send + 'static,
+    ) -> io::Result<IdeServer> {
+        IdeServer::start_with(opts, Spawner::Executor(executor), Some(Box::new(handler))).await
+    }
+
+    async fn start_with(
+        opts: Options,
+        spawner: Spawner,
+        handler: Option<Handler>,
+    ) -> io::Result<IdeServer> {
         let (listener, core) = Core::start(&opts)?;
         let addr = listener.local_addr()?;
         let listener = Async::new(listener)?;
         let lock_path = core.lock_path().map(Path::to_path_buf);
         let (tx, rx) = async_channel::unbounded();
+        let sink = match handler {
+            None => Sink::Channel(tx),
+            // The sender is dropped: `next_event` returns `None` at once.
+            Some(_) => Sink::Handler,
+        };
         let (timer_bell, timer_wait) = bell();
         let (stop_bell, stop_wait) = bell();
         let shared = Arc::new(Shared {
@@ -436,10 +581,13 @@ impl IdeServer {
                 core,
                 drained: Drained::default(),
                 conns: HashMap::new(),
-                events: Some(tx),
+                events: Some(sink),
+                queue: VecDeque::new(),
+                delivering: false,
                 tasks: Vec::new(),
                 stopped: false,
             }),
+            handler: handler.map(Mutex::new),
             timer_bell,
             stop_bell,
             addr,

@@ -1,0 +1,360 @@
+//! The shared scenarios through the smol runtime with events handed to a handler
+//! (`IdeServer::start_with_handler`) that forwards them to the test; a handler that answers calls
+//! itself on the executor thread (`start_with_handler_on`); one at a time and in order on an
+//! executor run by several threads; and panics in the handler contained.
+
+#[path = "../../testsupport/client.rs"]
+mod client;
+#[path = "../../testsupport/scenarios.rs"]
+mod scenarios;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use claude_ide_bridge::tools::GetDiagnosticsArgs;
+use claude_ide_bridge::{
+    ApiError, CallId, ConnectionId, DisconnectReason, Event, Limits, Notification, Target,
+    ToolCall, ToolResult,
+};
+use claude_ide_bridge_smol::{Handle, IdeServer, Options};
+use scenarios::Rt;
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+struct Forwarded {
+    server: IdeServer,
+    events: mpsc::Receiver<Event>,
+}
+
+struct WithHandler;
+
+impl Rt for WithHandler {
+    type S = Forwarded;
+    type H = Handle;
+    fn start(opts: Options) -> std::io::Result<Forwarded> {
+        let (tx, events) = mpsc::channel();
+        let server = smol::block_on(IdeServer::start_with_handler(opts, move |e, _| {
+            let _ = tx.send(e);
+        }))?;
+        assert!(server.try_next_event().is_none());
+        assert!(smol::block_on(server.next_event()).is_none());
+        Ok(Forwarded { server, events })
+    }
+    fn port(s: &Forwarded) -> u16 {
+        s.server.port()
+    }
+    fn lock_path(s: &Forwarded) -> Option<PathBuf> {
+        s.server.lock_path().map(|p| p.to_path_buf())
+    }
+    fn handle(s: &Forwarded) -> Handle {
+        s.server.handle()
+    }
+    fn event(s: &Forwarded, timeout: Duration) -> Option<Event> {
+        s.events.recv_timeout(timeout).ok()
+    }
+    fn stop(s: Forwarded) {
+        smol::block_on(s.server.stop())
+    }
+    fn respond(h: &Handle, call: CallId, r: ToolResult) -> Result<(), ApiError> {
+        h.respond(call, r)
+    }
+    fn notify(h: &Handle, t: Target, n: &Notification) -> usize {
+        h.notify(t, n)
+    }
+    fn connections(h: &Handle) -> Vec<ConnectionId> {
+        h.connections()
+    }
+    fn set_folders(h: &Handle, f: Vec<PathBuf>) -> std::io::Result<()> {
+        h.set_workspace_folders(f)
+    }
+}
+
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { scenarios::$name::<WithHandler>(); })*
+    };
+}
+
+scenarios!(
+    handshake_token,
+    mcp_lifecycle,
+    deferred_open_diff,
+    cancel_and_disconnect,
+    notify_one_and_all,
+    eleventh_refused,
+    slow_reader,
+    slow_caller,
+    dead_peer,
+    vanish_mid_frame,
+    vanish_mid_open_diff,
+    slowloris,
+    clock_jump,
+);
+
+/// An executor run by `threads` threads named `name-N`, until the returned sender is dropped.
+fn executor(
+    threads: usize,
+    name: &str,
+) -> (
+    Arc<smol::Executor<'static>>,
+    smol::channel::Sender<()>,
+    Vec<thread::JoinHandle<()>>,
+) {
+    let ex = Arc::new(smol::Executor::new());
+    let (stop, stopped) = smol::channel::bounded::<()>(1);
+    let runners = (0..threads)
+        .map(|i| {
+            let ex = ex.clone();
+            let stopped = stopped.clone();
+            thread::Builder::new()
+                .name(format!("{name}-{i}"))
+                .spawn(move || {
+                    let _ = smol::block_on(ex.run(stopped.recv()));
+                })
+                .unwrap()
+        })
+        .collect();
+    (ex, stop, runners)
+}
+
+/// The handler answers every call itself and, re-entering the server through the handle it is
+/// given, sends a notification first: both arrive, in order, and the answer was made on the
+/// thread running the host's executor (the connection's task).
+#[test]
+fn handler_answers_in_the_connection_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ex, stop, runners) = executor(1, "host-executor");
+    let server = smol::block_on(IdeServer::start_with_handler_on(
+        scenarios::opts(dir.path()),
+        ex,
+        |e, handle| {
+            if let Event::ToolCall { call, .. } = e {
+                let n = handle.notify(Target::All, &Notification::AtMentioned(at_mention()));
+                assert_eq!(n, 1);
+                handle
+                    .respond(
+                        call,
+                        ToolResult::text(format!("answered on {:?}", thread::current().name())),
+                    )
+                    .unwrap();
+            }
+        },
+    ))
+    .unwrap();
+    let (_, c) = client::connect(server.port(), Some(scenarios::TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    for _ in 0..100 {
+        let id = c.call_tool("getDiagnostics", json!({}));
+        let note = c.recv_json(WAIT).unwrap();
+        assert_eq!(note["method"], "at_mentioned");
+        let resp = c.response(id);
+        let text = resp["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("host-executor-0"), "{text}");
+    }
+    smol::block_on(server.stop());
+    drop(stop);
+    for r in runners {
+        r.join().unwrap();
+    }
+}
+
+/// Several clients pipelining calls at a server whose tasks run on an executor with four
+/// threads: the handler never runs twice at once, and each connection's events arrive in the
+/// order its client sent them (Connected, Initialized, the calls by number, Disconnected).
+#[test]
+fn one_at_a_time_and_in_order_on_a_multi_threaded_executor() {
+    const CLIENTS: usize = 6;
+    const CALLS: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let (ex, stop, runners) = executor(4, "parallel");
+    let busy = Arc::new(AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let seen: Arc<Mutex<HashMap<ConnectionId, Vec<String>>>> = Arc::default();
+    let threads: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let (done_tx, done) = mpsc::channel();
+    let server = {
+        let (busy, overlaps, seen, threads) = (
+            busy.clone(),
+            overlaps.clone(),
+            seen.clone(),
+            threads.clone(),
+        );
+        smol::block_on(IdeServer::start_with_handler_on(
+            scenarios::opts(dir.path()),
+            ex,
+            move |e, handle| {
+                if busy.swap(true, Ordering::SeqCst) {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                threads
+                    .lock()
+                    .unwrap()
+                    .insert(thread::current().name().unwrap_or("?").to_string());
+                // Widen the window in which a second delivery would overlap.
+                thread::yield_now();
+                let (conn, label) = match &e {
+                    Event::Connected { conn, .. } => (*conn, "connected".to_string()),
+                    Event::Initialized { conn, .. } => (*conn, "initialized".to_string()),
+                    Event::ToolCall {
+                        call,
+                        tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri }),
+                    } => (call.conn, uri.clone().unwrap_or_default()),
+                    Event::Disconnected { conn, .. } => {
+                        let _ = done_tx.send(());
+                        (*conn, "disconnected".to_string())
+                    }
+                    _ => {
+                        busy.store(false, Ordering::SeqCst);
+                        return;
+                    }
+                };
+                seen.lock().unwrap().entry(conn).or_default().push(label);
+                if let Event::ToolCall { call, .. } = e {
+                    handle.respond(call, ToolResult::text("[]")).unwrap();
+                }
+                busy.store(false, Ordering::SeqCst);
+            },
+        ))
+        .unwrap()
+    };
+    let port = server.port();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            thread::spawn(move || {
+                let (_, c) = client::connect(port, Some(scenarios::TOKEN));
+                let mut c = c.unwrap();
+                c.init();
+                let ids: Vec<u64> = (0..CALLS)
+                    .map(|i| {
+                        c.call_tool("getDiagnostics", json!({"uri": format!("file:///w/{i}")}))
+                    })
+                    .collect();
+                for id in ids {
+                    assert_eq!(c.response(id)["result"]["content"][0]["text"], "[]");
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    for _ in 0..CLIENTS {
+        done.recv_timeout(WAIT).expect("every client disconnected");
+    }
+    smol::block_on(server.stop());
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "the handler ran twice at once"
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), CLIENTS);
+    let mut want = vec!["connected".to_string(), "initialized".to_string()];
+    want.extend((0..CALLS).map(|i| format!("file:///w/{i}")));
+    want.push("disconnected".to_string());
+    for labels in seen.values() {
+        assert_eq!(labels, &want);
+    }
+    eprintln!(
+        "the handler ran on {} executor threads",
+        threads.lock().unwrap().len()
+    );
+    drop(stop);
+    for r in runners {
+        r.join().unwrap();
+    }
+}
+
+/// A handler that panics on the first connection, on one tool call and on the first call
+/// answered from the timer: its task (the acceptor's, the connection's, the timer's) carries on,
+/// and later events are delivered.
+#[test]
+fn a_panicking_handler_stalls_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = scenarios::opts(dir.path());
+    o.limits = Limits {
+        ping_interval: Duration::from_millis(150),
+        ..Limits::default()
+    };
+    let (tx, events) = mpsc::channel();
+    let mut first_connected = true;
+    let mut first_timeout = true;
+    let server = smol::block_on(IdeServer::start_with_handler(o, move |e, _| match &e {
+        Event::Connected { .. } if std::mem::take(&mut first_connected) => {
+            panic!("test panic on the first connection")
+        }
+        Event::ToolCall {
+            tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri: Some(u) }),
+            ..
+        } if u == "file:///panic" => panic!("test panic on a call"),
+        Event::Disconnected {
+            reason: DisconnectReason::PingTimeout,
+            ..
+        } if std::mem::take(&mut first_timeout) => panic!("test panic on a timeout"),
+        _ => {
+            let _ = tx.send(e);
+        }
+    }))
+    .unwrap();
+    let next = |pred: &dyn Fn(&Event) -> bool| loop {
+        let e = events.recv_timeout(WAIT).expect("an event");
+        if pred(&e) {
+            return e;
+        }
+    };
+    let handle = server.handle();
+
+    // The acceptor's task survives the panic on the first Connected.
+    let (_, a) = client::connect(server.port(), Some(scenarios::TOKEN));
+    let mut a = a.unwrap();
+    a.init();
+    next(&|e| matches!(e, Event::Initialized { .. }));
+
+    // The connection's task survives the panic on a call: the next call is delivered.
+    a.call_tool("getDiagnostics", json!({"uri": "file:///panic"}));
+    let id = a.call_tool("getDiagnostics", json!({"uri": "file:///fine"}));
+    let call = match next(&|e| matches!(e, Event::ToolCall { .. })) {
+        Event::ToolCall {
+            call,
+            tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri }),
+        } => {
+            assert_eq!(uri.as_deref(), Some("file:///fine"));
+            call
+        }
+        e => panic!("{e:?}"),
+    };
+    handle.respond(call, ToolResult::text("ok")).unwrap();
+    assert_eq!(a.response(id)["result"]["content"][0]["text"], "ok");
+
+    // A second connection is accepted and announced.
+    let (_, b) = client::connect(server.port(), Some(scenarios::TOKEN));
+    let _b = b.unwrap();
+    next(&|e| matches!(e, Event::Connected { .. }));
+
+    // Neither client answers pings: both time out, from the timer task. The first timeout's
+    // event panics; the second is delivered.
+    let e = next(&|e| matches!(e, Event::Disconnected { .. }));
+    assert!(matches!(
+        e,
+        Event::Disconnected {
+            reason: DisconnectReason::PingTimeout,
+            ..
+        }
+    ));
+    assert!(handle.connections().is_empty());
+    smol::block_on(server.stop());
+}
+
+fn at_mention() -> claude_ide_bridge::notify::AtMentioned {
+    claude_ide_bridge::notify::AtMentioned {
+        file_path: "/w/a.rs".into(),
+        line_start: None,
+        line_end: None,
+    }
+}
