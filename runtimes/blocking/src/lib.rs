@@ -31,6 +31,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -219,16 +220,20 @@ impl Shared {
         let handle = Handle {
             shared: self.clone(),
         };
-        // A panicking handler must not leave `delivering` set (no event would flow again).
-        let reset = Reset(self);
         while let Some(event) = st.queue.pop_front() {
             drop(st);
-            (handler.lock().unwrap_or_else(|e| e.into_inner()))(event, &handle);
+            // A panic in the handler drops its event and is logged; the thread that ran it (a
+            // connection's reader, the timer) carries on, as in the smol runtime.
+            let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
+            let outcome = panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)));
+            drop(h);
             st = self.lock();
+            if outcome.is_err() {
+                st.core
+                    .log(|| "the event handler panicked; its event is dropped".to_string());
+            }
         }
         st.delivering = false;
-        drop(st);
-        std::mem::forget(reset);
     }
 
     /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
@@ -405,15 +410,6 @@ impl Shared {
     }
 }
 
-/// Clears [`State::delivering`] when a handler panics (forgotten otherwise).
-struct Reset<'a>(&'a Shared);
-
-impl Drop for Reset<'_> {
-    fn drop(&mut self) {
-        self.0.lock().delivering = false;
-    }
-}
-
 /// A running server: listening, advertised by its lock file, delivering [`Event`]s.
 ///
 /// Dropping it stops it (as [`IdeServer::stop`]) and removes the lock file, also when a panic
@@ -440,6 +436,7 @@ impl IdeServer {
     /// delivers them after its current call. A tool call answered from inside the handler is
     /// read, answered and written by one thread, with no hand-off (the lowest latency).
     ///
+    /// A panic in the handler drops that event (it is logged) and later events are delivered.
     /// The handler must return quickly: it holds up the thread it runs on. Calls that take time
     /// (an `openDiff` waiting for the user) are kept by their [`CallId`] and answered later from
     /// any thread through a [`Handle`]. Use the `&Handle` it is given rather than capturing one
