@@ -34,6 +34,7 @@ pub trait Rt {
     fn notify(h: &Self::H, t: Target, n: &Notification) -> usize;
     fn connections(h: &Self::H) -> Vec<ConnectionId>;
     fn set_folders(h: &Self::H, f: Vec<PathBuf>) -> std::io::Result<()>;
+    fn set_tools(h: &Self::H, t: claude_ide_bridge::ToolSet);
 }
 
 pub fn opts(dir: &Path) -> Options {
@@ -671,4 +672,30 @@ pub fn lock_dir_wrong_permissions<R: Rt>() {
         "{err}"
     );
     assert_eq!(fs::read_dir(&ide).unwrap().count(), 0);
+}
+
+/// The host changes the offered tools while a client is connected: the client is told
+/// `notifications/tools/list_changed`, `tools/list` shows the new set, and a withdrawn tool is
+/// refused with -32602.
+pub fn tools_changed_at_run_time<R: Rt>() {
+    use claude_ide_bridge::{ToolName, ToolSet};
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (mut c, _) = client::<R>(&s);
+    R::set_tools(&R::handle(&s), ToolSet::none().with(ToolName::OpenDiff));
+    let n = c
+        .recv_until(WAIT, |v| v["method"] == "notifications/tools/list_changed")
+        .expect("list_changed");
+    assert!(n.get("id").is_none());
+    let list = c.request("tools/list", json!({}));
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["openDiff"]);
+    let id = c.call_tool("getDiagnostics", json!({}));
+    assert_eq!(c.response(id)["error"]["code"], -32602);
+    R::stop(s);
 }

@@ -72,6 +72,9 @@ impl Rt for WithHandler {
     fn set_folders(h: &Handle, f: Vec<PathBuf>) -> std::io::Result<()> {
         h.set_workspace_folders(f)
     }
+    fn set_tools(h: &Handle, t: claude_ide_bridge::ToolSet) {
+        h.set_tools(t)
+    }
 }
 
 macro_rules! scenarios {
@@ -83,6 +86,7 @@ macro_rules! scenarios {
 scenarios!(
     handshake_token,
     mcp_lifecycle,
+    tools_changed_at_run_time,
     deferred_open_diff,
     cancel_and_disconnect,
     notify_one_and_all,
