@@ -40,46 +40,12 @@ fn ask_on_a_terminal() {
             "exec {BIN} serve --runtime {rt} --workspace {}",
             sb.ws.display()
         );
-        let c = sb.command();
-        let mut child = Command::new("script")
-            .args(["-qefc", &cmd, "/dev/null"])
-            .envs(
-                c.get_envs()
-                    .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
-            )
-            .env_remove("NO_COLOR")
-            .env("EDITOR", &editor)
-            .env_remove("VISUAL")
-            .env("TERM", "xterm")
-            .current_dir(&sb.ws)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut tty = child.stdin.take().unwrap();
-        let screen = Screen::collect(child.stdout.take().unwrap());
-        screen.wait_for("diffs: ");
-        let text = screen.text();
-        let port: u16 = text
-            .split("export CLAUDE_CODE_SSE_PORT=")
-            .nth(1)
-            .unwrap()
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        screen.wait_for("diffs: ask on this terminal");
-        let lock = sb.lock_dir().join(format!("{port}.lock"));
-        let token = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()
-            ["authToken"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let (_, cl) = client::connect(port, Some(&token));
-        let mut cl = cl.unwrap();
-        cl.init();
+        let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
+            c.env_remove("NO_COLOR")
+                .env("EDITOR", &editor)
+                .env_remove("VISUAL");
+        });
+        let (lock, mut cl) = connect_served(&sb, &screen);
         let file = sb.ws.join("a.txt");
         let mut type_line = |s: &str| {
             tty.write_all(s.as_bytes()).unwrap();
@@ -159,43 +125,10 @@ fn no_color_on_a_terminal() {
     let sb = Sandbox::new();
     fs::write(sb.ws.join("a.txt"), "one\ntwo\n").unwrap();
     let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
-    let c = sb.command();
-    let mut child = Command::new("script")
-        .args(["-qefc", &cmd, "/dev/null"])
-        .envs(
-            c.get_envs()
-                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
-        )
-        .env("NO_COLOR", "1")
-        .env("TERM", "xterm")
-        .current_dir(&sb.ws)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut tty = child.stdin.take().unwrap();
-    let screen = Screen::collect(child.stdout.take().unwrap());
-    screen.wait_for("diffs: ask on this terminal");
-    let text = screen.text();
-    let port: u16 = text
-        .split("export CLAUDE_CODE_SSE_PORT=")
-        .nth(1)
-        .unwrap()
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let lock = sb.lock_dir().join(format!("{port}.lock"));
-    let token = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()
-        ["authToken"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let (_, cl) = client::connect(port, Some(&token));
-    let mut cl = cl.unwrap();
-    cl.init();
+    let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
+        c.env("NO_COLOR", "1");
+    });
+    let (lock, mut cl) = connect_served(&sb, &screen);
     let id = cl.call_tool(
         "openDiff",
         open_diff_args(&sb.ws.join("a.txt"), "one\nthree\n", "T1"),
@@ -219,6 +152,59 @@ fn no_color_on_a_terminal() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!lock.exists());
+}
+
+/// Runs `cmd` on a pseudo-terminal (`script`) with the sandbox's environment, `TERM=xterm`, and
+/// whatever `env` adds: the child, the terminal's input, and what it shows.
+fn on_a_terminal(
+    sb: &Sandbox,
+    cmd: &str,
+    env: impl FnOnce(&mut Command),
+) -> (std::process::Child, std::process::ChildStdin, Screen) {
+    let c = sb.command();
+    let mut script = Command::new("script");
+    script
+        .args(["-qefc", cmd, "/dev/null"])
+        .envs(
+            c.get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .env("TERM", "xterm")
+        .current_dir(&sb.ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    env(&mut script);
+    let mut child = script.spawn().unwrap();
+    let tty = child.stdin.take().unwrap();
+    let screen = Screen::collect(child.stdout.take().unwrap());
+    (child, tty, screen)
+}
+
+/// Once the bridge on `screen` says it asks on this terminal: its lock file and an initialized
+/// client connected with the token from it.
+fn connect_served(sb: &Sandbox, screen: &Screen) -> (std::path::PathBuf, client::Client) {
+    screen.wait_for("diffs: ask on this terminal");
+    let text = screen.text();
+    let port: u16 = text
+        .split("export CLAUDE_CODE_SSE_PORT=")
+        .nth(1)
+        .unwrap()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let lock = sb.lock_dir().join(format!("{port}.lock"));
+    let token = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()
+        ["authToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, cl) = client::connect(port, Some(&token));
+    let mut cl = cl.unwrap();
+    cl.init();
+    (lock, cl)
 }
 
 #[derive(Clone, Default)]
