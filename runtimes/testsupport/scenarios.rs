@@ -699,3 +699,87 @@ pub fn tools_changed_at_run_time<R: Rt>() {
     assert_eq!(c.response(id)["error"]["code"], -32602);
     R::stop(s);
 }
+
+/// Runtimes whose events can go to a handler (`IdeServer::start_with_handler`).
+pub trait HandlerRt: Rt {
+    /// Starts with a handler that shows every event to `inspect` (on the thread or task that
+    /// produced it) and then forwards it to [`Rt::event`]; a panic in `inspect` loses the event.
+    fn start_with(
+        opts: Options,
+        inspect: Box<dyn FnMut(&Event) + Send>,
+    ) -> std::io::Result<Self::S>;
+}
+
+/// A handler that panics loses that event only: the acceptor, the connection's reader and the
+/// timer carry on, and later events are delivered (both runtimes promise this).
+pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
+    use claude_ide_bridge::tools::GetDiagnosticsArgs;
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits = Limits {
+        ping_interval: Duration::from_millis(150),
+        ..Limits::default()
+    };
+    let mut first_connected = true;
+    let mut first_timeout = true;
+    let s = R::start_with(
+        o,
+        Box::new(move |e| match e {
+            Event::Connected { .. } if std::mem::take(&mut first_connected) => {
+                panic!("test panic on the first connection")
+            }
+            Event::ToolCall {
+                tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri: Some(u) }),
+                ..
+            } if u == "file:///panic" => panic!("test panic on a call"),
+            Event::Disconnected {
+                reason: DisconnectReason::PingTimeout,
+                ..
+            } if std::mem::take(&mut first_timeout) => panic!("test panic on a timeout"),
+            _ => {}
+        }),
+    )
+    .unwrap();
+    let h = R::handle(&s);
+
+    // The task or thread that announced the first connection survives its panic.
+    let (_, a) = connect(R::port(&s), Some(TOKEN));
+    let mut a = a.unwrap();
+    a.init();
+    wait_event::<R>(&s, |e| matches!(e, Event::Initialized { .. }));
+
+    // The connection survives the panic on a call: the next call is delivered and answered.
+    a.call_tool("getDiagnostics", json!({"uri": "file:///panic"}));
+    let id = a.call_tool("getDiagnostics", json!({"uri": "file:///fine"}));
+    let call = match wait_event::<R>(&s, |e| matches!(e, Event::ToolCall { .. })) {
+        Event::ToolCall {
+            call,
+            tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri }),
+        } => {
+            assert_eq!(uri.as_deref(), Some("file:///fine"));
+            call
+        }
+        e => panic!("{e:?}"),
+    };
+    R::respond(&h, call, ToolResult::text("ok")).unwrap();
+    assert_eq!(a.response(id)["result"]["content"][0]["text"], "ok");
+
+    // A second connection is accepted and announced.
+    let (_, b) = connect(R::port(&s), Some(TOKEN));
+    let _b = b.unwrap();
+    wait_event::<R>(&s, |e| matches!(e, Event::Connected { .. }));
+
+    // Neither client answers pings: both time out, from the timer. The first timeout's event
+    // panics; the second is delivered.
+    wait_event::<R>(&s, |e| {
+        matches!(
+            e,
+            Event::Disconnected {
+                reason: DisconnectReason::PingTimeout,
+                ..
+            }
+        )
+    });
+    assert!(R::connections(&h).is_empty());
+    R::stop(s);
+}

@@ -17,8 +17,7 @@ use std::time::Duration;
 
 use claude_ide_bridge::tools::GetDiagnosticsArgs;
 use claude_ide_bridge::{
-    ApiError, CallId, ConnectionId, DisconnectReason, Event, Limits, Notification, Target,
-    ToolCall, ToolResult,
+    ApiError, CallId, ConnectionId, Event, Notification, Target, ToolCall, ToolResult,
 };
 use claude_ide_bridge_smol::{Handle, IdeServer, Options};
 use scenarios::Rt;
@@ -275,84 +274,23 @@ fn one_at_a_time_and_in_order_on_a_multi_threaded_executor() {
     }
 }
 
-/// A handler that panics on the first connection, on one tool call and on the first call
-/// answered from the timer: its task (the acceptor's, the connection's, the timer's) carries on,
-/// and later events are delivered.
+impl scenarios::HandlerRt for WithHandler {
+    fn start_with(
+        opts: Options,
+        mut inspect: Box<dyn FnMut(&Event) + Send>,
+    ) -> std::io::Result<Forwarded> {
+        let (tx, events) = mpsc::channel();
+        let server = smol::block_on(IdeServer::start_with_handler(opts, move |e, _| {
+            inspect(&e);
+            let _ = tx.send(e);
+        }))?;
+        Ok(Forwarded { server, events })
+    }
+}
+
 #[test]
 fn a_panicking_handler_stalls_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut o = scenarios::opts(dir.path());
-    o.limits = Limits {
-        ping_interval: Duration::from_millis(150),
-        ..Limits::default()
-    };
-    let (tx, events) = mpsc::channel();
-    let mut first_connected = true;
-    let mut first_timeout = true;
-    let server = smol::block_on(IdeServer::start_with_handler(o, move |e, _| match &e {
-        Event::Connected { .. } if std::mem::take(&mut first_connected) => {
-            panic!("test panic on the first connection")
-        }
-        Event::ToolCall {
-            tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri: Some(u) }),
-            ..
-        } if u == "file:///panic" => panic!("test panic on a call"),
-        Event::Disconnected {
-            reason: DisconnectReason::PingTimeout,
-            ..
-        } if std::mem::take(&mut first_timeout) => panic!("test panic on a timeout"),
-        _ => {
-            let _ = tx.send(e);
-        }
-    }))
-    .unwrap();
-    let next = |pred: &dyn Fn(&Event) -> bool| loop {
-        let e = events.recv_timeout(WAIT).expect("an event");
-        if pred(&e) {
-            return e;
-        }
-    };
-    let handle = server.handle();
-
-    // The acceptor's task survives the panic on the first Connected.
-    let (_, a) = client::connect(server.port(), Some(scenarios::TOKEN));
-    let mut a = a.unwrap();
-    a.init();
-    next(&|e| matches!(e, Event::Initialized { .. }));
-
-    // The connection's task survives the panic on a call: the next call is delivered.
-    a.call_tool("getDiagnostics", json!({"uri": "file:///panic"}));
-    let id = a.call_tool("getDiagnostics", json!({"uri": "file:///fine"}));
-    let call = match next(&|e| matches!(e, Event::ToolCall { .. })) {
-        Event::ToolCall {
-            call,
-            tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri }),
-        } => {
-            assert_eq!(uri.as_deref(), Some("file:///fine"));
-            call
-        }
-        e => panic!("{e:?}"),
-    };
-    handle.respond(call, ToolResult::text("ok")).unwrap();
-    assert_eq!(a.response(id)["result"]["content"][0]["text"], "ok");
-
-    // A second connection is accepted and announced.
-    let (_, b) = client::connect(server.port(), Some(scenarios::TOKEN));
-    let _b = b.unwrap();
-    next(&|e| matches!(e, Event::Connected { .. }));
-
-    // Neither client answers pings: both time out, from the timer task. The first timeout's
-    // event panics; the second is delivered.
-    let e = next(&|e| matches!(e, Event::Disconnected { .. }));
-    assert!(matches!(
-        e,
-        Event::Disconnected {
-            reason: DisconnectReason::PingTimeout,
-            ..
-        }
-    ));
-    assert!(handle.connections().is_empty());
-    smol::block_on(server.stop());
+    scenarios::a_panicking_handler_stalls_nothing::<WithHandler>();
 }
 
 fn at_mention() -> claude_ide_bridge::notify::AtMentioned {
