@@ -18,8 +18,10 @@ const MAX_READ_HINT: usize = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FrameKind {
     /// An unfragmented Text (`true`) or Binary (`false`) message: kept in the input buffer, unmasked in place.
+    /// A Text frame that does not arrive whole is received as a [`Fragment`](Self::Fragment) instead.
     Single(bool),
-    /// A frame of a fragmented message: moved into the message buffer as it arrives.
+    /// A frame of a fragmented message, or a text frame arriving over several reads: moved into the message
+    /// buffer as it arrives.
     Fragment,
     /// A control frame: waited for whole (at most 125 bytes).
     Control(OpCode),
@@ -42,13 +44,11 @@ enum State {
 /// A message found by `step`, as ranges, turned into a borrowed [`Message`] by `poll`.
 #[derive(Debug, Clone, Copy)]
 enum Ready {
-    /// Text in `buf[start..end]`.
+    /// Text in `buf[start..end]`, not validated yet.
     Text(usize, usize),
-    /// Text in `buf[start..end]` that the streaming validator accepted as it arrived.
-    ValidText(usize, usize),
     /// Binary in `buf[start..end]`.
     Binary(usize, usize),
-    /// The text message assembled in `msg`.
+    /// The text message assembled (and validated) in `text`.
     TextMsg,
     /// The binary message assembled in `msg`.
     BinaryMsg,
@@ -80,9 +80,11 @@ pub struct Receiver {
     in_msg: bool,
     msg_text: bool,
     msg_frags: usize,
-    /// The fragmented message assembled so far.
+    /// The binary message assembled so far.
     msg: Vec<u8>,
-    /// `msg` was handed out by the last poll and is to be cleared.
+    /// The text message assembled so far: validated as it arrives, so it is a `String` without a second pass.
+    text: String,
+    /// `msg` or `text` was handed out by the last poll and is to be cleared.
     msg_delivered: bool,
     utf8: Utf8Validator,
     /// The largest read seen (capped at [`MAX_READ_HINT`]): the input buffer keeps room for one such read when
@@ -105,6 +107,7 @@ impl Receiver {
             msg_text: false,
             msg_frags: 0,
             msg: Vec::new(),
+            text: String::new(),
             msg_delivered: false,
             utf8: Utf8Validator::new(),
             read_hint: 0,
@@ -177,9 +180,13 @@ impl Receiver {
             if self.msg.capacity() > IDLE_CAPACITY {
                 self.msg = Vec::new();
             }
+            self.text.clear();
+            if self.text.capacity() > IDLE_CAPACITY {
+                self.text = String::new();
+            }
         }
         if self.is_done() {
-            if self.buf.capacity() + self.msg.capacity() > 0 {
+            if self.memory() > 0 {
                 self.release();
             }
             return Ok(None);
@@ -192,16 +199,17 @@ impl Receiver {
             }
             Err(e) => return Err(self.fail(tx, e)),
         };
-        let text = |bytes| str_from_utf8(bytes).ok_or(ProtocolErrorKind::InvalidUtf8);
-        // A text frame that arrived over several reads was already validated piece by piece (to
-        // fail fast); building the `&str` validates it once more, with SIMD, in safe code.
+        // A text frame that arrived whole is validated here, in one pass; one that arrived in pieces was
+        // validated piece by piece (to fail fast) as it was appended to `text`.
         let checked = match ready {
-            Ready::Text(s, e) | Ready::ValidText(s, e) => text(&self.buf[s..e]),
-            Ready::TextMsg => text(&self.msg),
+            Ready::Text(s, e) => {
+                str_from_utf8(&self.buf[s..e]).ok_or(ProtocolErrorKind::InvalidUtf8)
+            }
+            Ready::TextMsg => Ok(self.text.as_str()),
             _ => Ok(""),
         };
         let msg = match ready {
-            Ready::Text(..) | Ready::ValidText(..) | Ready::TextMsg => match checked {
+            Ready::Text(..) | Ready::TextMsg => match checked {
                 Ok(t) => Message::Text(t),
                 Err(kind) => {
                     // The field-wise version of `fail`: `self.buf` is borrowed by the other arm.
@@ -227,7 +235,7 @@ impl Receiver {
 
     /// Bytes currently held: the capacity of the input and message buffers.
     pub fn memory(&self) -> usize {
-        self.buf.capacity() + self.msg.capacity()
+        self.buf.capacity() + self.msg.capacity() + self.text.capacity()
     }
 
     /// True once a Close frame was received.
@@ -260,6 +268,7 @@ impl Receiver {
     fn release(&mut self) {
         self.buf = Vec::new();
         self.msg = Vec::new();
+        self.text = String::new();
         self.head = 0;
         self.tail = 0;
         self.in_msg = false;
@@ -342,20 +351,26 @@ impl Receiver {
         self.buf.reserve_exact(target - self.buf.len());
     }
 
-    /// Reserve room in the message buffer for `additional` more bytes, doubling up to `max_message_size`.
-    fn reserve_msg(&mut self, additional: usize) {
-        let needed = self.msg.len() + additional;
-        if self.msg.capacity() >= needed {
-            return;
+    /// The room to reserve in a message buffer of length `len` and capacity `cap` for `additional` more bytes:
+    /// doubling up to `max_message_size`, and during the last frame of a message up to its end (`last_end`),
+    /// so that a 16 MiB message ends in a buffer of about 16 MiB, not 32. (Earlier frames double freely: a
+    /// message of many small fragments is still assembled in O(n).)
+    fn msg_reserve(
+        &self,
+        len: usize,
+        cap: usize,
+        additional: usize,
+        last_end: Option<usize>,
+    ) -> usize {
+        let needed = len + additional;
+        if cap >= needed {
+            return 0;
         }
-        let target = needed.max(
-            self.msg
-                .capacity()
-                .saturating_mul(2)
-                .max(256)
-                .min(self.limits.max_message_size),
-        );
-        self.msg.reserve_exact(target - self.msg.len());
+        let limit = last_end.map_or(self.limits.max_message_size, |end| {
+            end.min(self.limits.max_message_size)
+        });
+        let target = needed.max(cap.saturating_mul(2).max(256).min(limit));
+        target - len
     }
 
     /// Check a header against the rules of RFC 6455 and the limits, returning what its payload is.
@@ -385,7 +400,7 @@ impl Receiver {
             if self.msg_frags >= self.limits.max_fragments {
                 return Err(TooManyFragments);
             }
-            if h.payload_len > max - self.msg.len() as u64 {
+            if h.payload_len > max - (self.msg.len() + self.text.len()) as u64 {
                 return Err(MessageTooBig);
             }
             self.msg_frags += 1;
@@ -409,6 +424,7 @@ impl Receiver {
         self.msg_text = text;
         self.msg_frags = 1;
         self.msg.clear();
+        self.text.clear();
         Ok(FrameKind::Fragment)
     }
 
@@ -463,14 +479,26 @@ impl Receiver {
                             Ready::Binary(s, s + len)
                         }));
                     }
+                    if text {
+                        // Text arriving over several reads: validated and appended to `text` piece by piece,
+                        // as a one-fragment message. Each piece is unmasked and validated while in cache,
+                        // the input buffer stays the size of a read, and the whole is never validated twice.
+                        self.in_msg = true;
+                        self.msg_text = true;
+                        self.msg_frags = 1;
+                        self.state = State::Payload {
+                            kind: FrameKind::Fragment,
+                            mask,
+                            len,
+                            done,
+                            fin,
+                        };
+                        continue;
+                    }
+                    // Binary: accumulates in the input buffer, unmasked as it arrives.
                     let upto = avail.min(len);
                     if upto > done {
                         apply_mask(&mut self.buf[s + done..s + upto], mask, done);
-                        if text {
-                            self.utf8
-                                .feed(&self.buf[s + done..s + upto])
-                                .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
-                        }
                         self.state = State::Payload {
                             kind,
                             mask,
@@ -482,31 +510,42 @@ impl Receiver {
                     if upto < len {
                         return Ok(None);
                     }
-                    if text {
-                        self.utf8
-                            .finish()
-                            .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
-                    }
                     self.head += len;
                     self.state = State::Header;
-                    return Ok(Some(if text {
-                        Ready::ValidText(s, s + len)
-                    } else {
-                        Ready::Binary(s, s + len)
-                    }));
+                    return Ok(Some(Ready::Binary(s, s + len)));
                 }
                 FrameKind::Fragment => {
                     let take = avail.min(len - done);
                     if take > 0 {
                         let s = self.head;
                         apply_mask(&mut self.buf[s..s + take], mask, done);
+                        // Where the message ends if this is its last frame (the length was checked against
+                        // the limit by `check_header`).
+                        let end = |held: usize| fin.then_some(held + (len - done));
                         if self.msg_text {
+                            // With the bytes of a character the validator holds back from `text`.
+                            let last_end = end(self.text.len() + self.utf8.held_back());
+                            let more = self.msg_reserve(
+                                self.text.len(),
+                                self.text.capacity(),
+                                take,
+                                last_end,
+                            );
+                            self.text.reserve_exact(more);
                             self.utf8
-                                .feed(&self.buf[s..s + take])
+                                .feed_into(&self.buf[s..s + take], &mut self.text)
                                 .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
+                        } else {
+                            let last_end = end(self.msg.len());
+                            let more = self.msg_reserve(
+                                self.msg.len(),
+                                self.msg.capacity(),
+                                take,
+                                last_end,
+                            );
+                            self.msg.reserve_exact(more);
+                            self.msg.extend_from_slice(&self.buf[s..s + take]);
                         }
-                        self.reserve_msg(take);
-                        self.msg.extend_from_slice(&self.buf[s..s + take]);
                         self.head += take;
                     }
                     let done = done + take;

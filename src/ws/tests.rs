@@ -579,7 +579,11 @@ fn declared_length_is_not_reserved_up_front() {
         ws.receiver.commit(part.len());
         if let Some(m) = ws.poll().unwrap() {
             assert!(matches!(m, Message::Text(t) if t.len() == 8 << 20));
-            assert!(ws.receiver.memory() <= (8 << 20) + 64 * 1024);
+            assert!(
+                ws.receiver.memory() <= (8 << 20) + 64 * 1024,
+                "{}",
+                ws.receiver.memory()
+            );
         }
     }
 }
@@ -824,4 +828,31 @@ proptest! {
             prop_assert!(ws.receiver.memory() <= lim.max_message_size + 2 * chunk + 16 * 1024);
         }
     }
+}
+
+#[test]
+fn text_in_pieces_ends_in_a_buffer_of_its_size() {
+    // Characters cut by the ends of the reads (65,536 is not a multiple of 3): the validator holds
+    // their first bytes back, and the message still ends in one buffer of exactly its size, with the
+    // input buffer the size of a read.
+    let text = "€".repeat(1 << 18);
+    let wire = client(1, true, text.as_bytes());
+    let mut ws = WebSocket::new(limits());
+    let mut got = None;
+    for part in wire.chunks(64 * 1024) {
+        let buf = ws.receiver.read_buf(part.len());
+        buf[..part.len()].copy_from_slice(part);
+        ws.receiver.commit(part.len());
+        if let Some(m) = ws.poll().unwrap() {
+            let Message::Text(t) = m else { panic!("{m:?}") };
+            assert!(t == text, "the text arrived changed");
+            got = Some(ws.receiver.memory());
+        }
+    }
+    let held = got.expect("the message arrived");
+    assert!(
+        held <= text.len() + 64 * 1024 + 4096,
+        "{held} held for {}",
+        text.len()
+    );
 }

@@ -61,59 +61,69 @@ impl Utf8Validator {
 
     /// Validate the next bytes of the text.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(), InvalidUtf8> {
+        self.feed_with(bytes, |_| {})
+    }
+
+    /// Validate the next bytes of the text and append them to `out`, in one pass: bytes of a sequence cut by
+    /// the end of `bytes` are held back and appended once the rest of the sequence arrives. Nothing is appended
+    /// from an input that fails (the part before the failure may have been).
+    ///
+    /// This assembles a text that arrives in pieces into a `String` without validating it again at the end.
+    ///
+    /// ```
+    /// use claude_ide_bridge::ws::Utf8Validator;
+    /// let mut v = Utf8Validator::new();
+    /// let mut text = String::new();
+    /// let euro = "a€".as_bytes();
+    /// v.feed_into(&euro[..2], &mut text).unwrap();
+    /// assert_eq!(text, "a");
+    /// v.feed_into(&euro[2..], &mut text).unwrap();
+    /// v.finish().unwrap();
+    /// assert_eq!(text, "a€");
+    /// ```
+    pub fn feed_into(&mut self, bytes: &[u8], out: &mut String) -> Result<(), InvalidUtf8> {
+        self.feed_with(bytes, |s| out.push_str(s))
+    }
+
+    /// Validate `bytes`, giving each validated part to `sink` in order.
+    fn feed_with(&mut self, bytes: &[u8], mut sink: impl FnMut(&str)) -> Result<(), InvalidUtf8> {
         let mut bytes = bytes;
         if self.len > 0 {
-            let mut used = 0;
+            // Complete the sequence carried over, a byte at a time (at most 3).
             loop {
-                let Some(&b) = bytes.get(used) else {
+                let Some((&b, rest)) = bytes.split_first() else {
                     return Ok(());
                 };
-                used += 1;
+                bytes = rest;
                 self.pending[self.len] = b;
                 self.len += 1;
                 match std::str::from_utf8(&self.pending[..self.len]) {
-                    Ok(_) => break,
+                    Ok(s) => {
+                        sink(s);
+                        break;
+                    }
                     Err(e) if e.error_len().is_some() => return Err(InvalidUtf8),
                     Err(_) if self.len >= 4 => return Err(InvalidUtf8),
                     Err(_) => {}
                 }
             }
             self.len = 0;
-            bytes = &bytes[used..];
         }
-        if bytes.len() < SIMD_MIN {
-            return self.feed_tail(
-                std::str::from_utf8(bytes)
-                    .map(drop)
-                    .map_err(|e| (e.valid_up_to(), e.error_len())),
-                bytes,
-            );
-        }
-        let r = simdutf8::compat::from_utf8(bytes)
-            .map(drop)
-            .map_err(|e| (e.valid_up_to(), e.error_len()));
-        self.feed_tail(r, bytes)
-    }
-
-    /// Carry over the incomplete sequence at the end of `bytes`, given the result of validating them.
-    fn feed_tail(
-        &mut self,
-        r: Result<(), (usize, Option<usize>)>,
-        bytes: &[u8],
-    ) -> Result<(), InvalidUtf8> {
-        match r {
-            Ok(()) => Ok(()),
-            Err((_, Some(_))) => Err(InvalidUtf8),
-            Err((valid_up_to, None)) => {
-                let tail = &bytes[valid_up_to..];
-                if tail.len() >= 4 {
-                    return Err(InvalidUtf8);
-                }
+        // Hold back a sequence cut by the end, validate the rest in one pass (SIMD when long).
+        let (body, tail) = bytes.split_at(cut_before_incomplete(bytes));
+        sink(str_from_utf8(body).ok_or(InvalidUtf8)?);
+        match std::str::from_utf8(tail) {
+            // `cut_before_incomplete` only holds back a lead byte whose sequence is longer than the tail.
+            Ok(s) => sink(s),
+            // The start of a sequence that can still be completed: keep it.
+            Err(e) if e.valid_up_to() == 0 && e.error_len().is_none() => {
                 self.pending[..tail.len()].copy_from_slice(tail);
                 self.len = tail.len();
-                Ok(())
             }
+            // An impossible byte (a bad continuation, an overlong form, past U+10FFFF): fail now.
+            Err(_) => return Err(InvalidUtf8),
         }
+        Ok(())
     }
 
     /// The text ended: fails if it ended inside a sequence. Resets the validator either way.
@@ -132,10 +142,36 @@ impl Utf8Validator {
         self.len = 0;
     }
 
+    /// How many bytes of an incomplete sequence are held back (0-3): fed, not yet appended by
+    /// [`feed_into`](Self::feed_into).
+    pub(crate) fn held_back(&self) -> usize {
+        self.len
+    }
+
     /// True when the bytes fed so far end inside a multi-byte sequence.
     pub fn is_incomplete(&self) -> bool {
         self.len > 0
     }
+}
+
+/// Where `bytes` must be cut so that a multi-byte sequence started in the last three bytes but not complete
+/// falls after the cut: the index of that sequence's lead byte, or `bytes.len()`.
+fn cut_before_incomplete(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    for back in 1..=n.min(3) {
+        let b = bytes[n - back];
+        if b & 0xC0 == 0x80 {
+            continue; // a continuation byte: its lead is further back
+        }
+        let need = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        return if need > back { n - back } else { n };
+    }
+    n
 }
 
 #[cfg(test)]
@@ -199,6 +235,15 @@ mod tests {
             let ok = v.feed(&bytes[..cut]).is_ok() && v.feed(&bytes[cut..]).is_ok() && v.finish().is_ok();
             proptest::prop_assert_eq!(ok, std::str::from_utf8(&bytes).is_ok());
             proptest::prop_assert_eq!(bytewise(&bytes), std::str::from_utf8(&bytes).is_ok());
+            // Byte by byte into a String: the same verdict, the same text.
+            let mut v = Utf8Validator::new();
+            let mut out = String::new();
+            let ok = bytes.iter().all(|b| v.feed_into(std::slice::from_ref(b), &mut out).is_ok())
+                && v.finish().is_ok();
+            proptest::prop_assert_eq!(ok, std::str::from_utf8(&bytes).is_ok());
+            if ok {
+                proptest::prop_assert_eq!(out.as_bytes(), &bytes[..]);
+            }
         }
 
         /// Long inputs (the SIMD path): text with multi-byte characters, one byte possibly replaced, fed in
@@ -224,6 +269,17 @@ mod tests {
             let std_ok = std::str::from_utf8(&bytes).is_ok();
             proptest::prop_assert_eq!(ok, std_ok);
             proptest::prop_assert_eq!(str_from_utf8(&bytes).is_some(), std_ok);
+            // The same pieces assembled into a String: accepted exactly as often, and equal to the input.
+            let mut v = Utf8Validator::new();
+            let mut out = String::new();
+            let ok = v.feed_into(&bytes[..a], &mut out).is_ok()
+                && v.feed_into(&bytes[a..b], &mut out).is_ok()
+                && v.feed_into(&bytes[b..], &mut out).is_ok()
+                && v.finish().is_ok();
+            proptest::prop_assert_eq!(ok, std_ok);
+            if ok {
+                proptest::prop_assert_eq!(out.as_bytes(), &bytes[..]);
+            }
         }
     }
 }
