@@ -1,11 +1,12 @@
 //! Loopback benchmark: notifications per second pushed to one client, and `tools/call` round trips
-//! per second with their median and p99 latency, for the smol runtime, the threads runtime and a
-//! reference server on Node `ws`, in one run, with the ratios against Node.
+//! per second, one at a time (with their median and p99 latency) and pipelined (several calls in
+//! flight, as when the client runs tools in parallel), for the smol runtime, the threads runtime and
+//! a reference server on Node `ws`, in one run, with the ratios against Node.
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
 //! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]...
-//!     [--notifications N] [--calls N]
+//!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K]
 //! ```
 //!
 //! Everything stays on 127.0.0.1 and every loop is bounded by the counts given (and a 60 s
@@ -37,6 +38,8 @@ fn main() {
     let mut runtimes = Vec::new();
     let mut notifications = 200_000usize;
     let mut calls = 20_000usize;
+    let mut pipelined = 100_000usize;
+    let mut in_flight = 16usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| usage(&a));
@@ -44,6 +47,14 @@ fn main() {
             "--runtime" => runtimes.push(value()),
             "--notifications" => notifications = value().parse().unwrap_or_else(|_| usage(&a)),
             "--calls" => calls = value().parse().unwrap_or_else(|_| usage(&a)),
+            "--pipelined" => pipelined = value().parse().unwrap_or_else(|_| usage(&a)),
+            "--in-flight" => {
+                in_flight = value()
+                    .parse()
+                    .ok()
+                    .filter(|&k| k > 0)
+                    .unwrap_or_else(|| usage(&a))
+            }
             "--bench" => {} // passed by `cargo bench`
             _ => usage(&a),
         }
@@ -59,7 +70,10 @@ fn main() {
             "tcp-echo".into(),
         ];
     }
-    println!("loopback: {notifications} notifications, {calls} sequential tools/call getDiagnostics round trips");
+    println!(
+        "loopback: {notifications} notifications, {calls} sequential tools/call getDiagnostics round trips, \
+         {pipelined} more with {in_flight} in flight"
+    );
     let mut results: Vec<(String, Figures)> = Vec::new();
     for rt in &runtimes {
         let server = match rt.as_str() {
@@ -76,7 +90,7 @@ fn main() {
             println!("{rt}: skipped (node or benches/loopback/node/node_modules missing: npm install there)");
             continue;
         };
-        match run(&server, notifications, calls) {
+        match run(&server, notifications, calls, pipelined, in_flight) {
             Ok(f) => {
                 let notes = if f.notes_per_s.is_nan() {
                     "n/a".to_string()
@@ -84,8 +98,14 @@ fn main() {
                     format!("{:.0}", f.notes_per_s)
                 };
                 println!(
-                    "{rt}: {notes} notifications/s; {:.0} calls/s, median {:.1} µs, p99 {:.1} µs",
-                    f.calls_per_s, f.median_us, f.p99_us
+                    "{rt}: {notes} notifications/s; {:.0} calls/s, median {:.1} µs, p99 {:.1} µs; \
+                     pipelined {:.0} calls/s, median {:.1} µs, p99 {:.1} µs",
+                    f.calls_per_s,
+                    f.median_us,
+                    f.p99_us,
+                    f.piped_per_s,
+                    f.piped_median_us,
+                    f.piped_p99_us
                 );
                 results.push((rt.clone(), f));
             }
@@ -104,11 +124,14 @@ fn summary(results: &[(String, Figures)]) {
         return;
     };
     type Figure = (&'static str, fn(&Figures) -> f64, bool);
-    let figures: [Figure; 4] = [
+    let figures: [Figure; 7] = [
         ("notifications/s", |f| f.notes_per_s, false),
         ("calls/s", |f| f.calls_per_s, false),
         ("median µs", |f| f.median_us, true),
         ("p99 µs", |f| f.p99_us, true),
+        ("piped calls/s", |f| f.piped_per_s, false),
+        ("piped median µs", |f| f.piped_median_us, true),
+        ("piped p99 µs", |f| f.piped_p99_us, true),
     ];
     println!("figures (× node, higher is better):");
     for (label, get, lower_better) in figures {
@@ -137,7 +160,8 @@ fn summary(results: &[(String, Figures)]) {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]... [--notifications N] [--calls N]"
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]... \
+         [--notifications N] [--calls N] [--pipelined N] [--in-flight K]"
     );
     std::process::exit(2)
 }
@@ -148,6 +172,10 @@ struct Figures {
     calls_per_s: f64,
     median_us: f64,
     p99_us: f64,
+    /// Pipelined: round trips per second and latency with several calls in flight.
+    piped_per_s: f64,
+    piped_median_us: f64,
+    piped_p99_us: f64,
 }
 
 /// A server under test and how to make it push notifications.
@@ -389,7 +417,13 @@ fn start_node() -> Option<Server> {
     })
 }
 
-fn run(server: &Server, notifications: usize, calls: usize) -> io::Result<Figures> {
+fn run(
+    server: &Server,
+    notifications: usize,
+    calls: usize,
+    pipelined: usize,
+    in_flight: usize,
+) -> io::Result<Figures> {
     let mut c = Client::connect(server.port)?;
     c.request(
         r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loopback","version":"0"}}"#,
@@ -420,14 +454,30 @@ fn run(server: &Server, notifications: usize, calls: usize) -> io::Result<Figure
         }
     }
     let calls_per_s = calls as f64 / start.elapsed().as_secs_f64();
-    lat.sort();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let (median_us, p99_us) = percentiles(&mut lat);
+
+    // Round trips, `in_flight` at a time.
+    let (piped_per_s, mut lat) = c.pipelined(GET_DIAGNOSTICS, pipelined, in_flight)?;
+    let (piped_median_us, piped_p99_us) = percentiles(&mut lat);
     Ok(Figures {
         notes_per_s,
         calls_per_s,
-        median_us: us(lat[lat.len() / 2]),
-        p99_us: us(lat[lat.len() * 99 / 100]),
+        median_us,
+        p99_us,
+        piped_per_s,
+        piped_median_us,
+        piped_p99_us,
     })
+}
+
+/// Median and p99 of `lat`, in µs.
+fn percentiles(lat: &mut [Duration]) -> (f64, f64) {
+    if lat.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    lat.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    (us(lat[lat.len() / 2]), us(lat[lat.len() * 99 / 100]))
 }
 
 fn notifications_per_s(server: &Server, c: &mut Client, notifications: usize) -> io::Result<f64> {
@@ -450,6 +500,15 @@ fn notifications_per_s(server: &Server, c: &mut Client, notifications: usize) ->
         }
     }
     Ok(notifications as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The integer id of a JSON-RPC response (`"id":N`), if `text` has one.
+fn response_id(text: &str) -> Option<u64> {
+    let at = text.find(r#""id":"#)? + 5;
+    let digits = text[at..]
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or(&text[at..], |end| &text[at..at + end]);
+    digits.parse().ok()
 }
 
 const GET_DIAGNOSTICS: &str = r#""method":"tools/call","params":{"name":"getDiagnostics","arguments":{"uri":"file:///home/me/project/src/main.rs"}}"#;
@@ -505,11 +564,17 @@ impl Client {
     }
 
     fn send(&mut self, text: &str) -> io::Result<()> {
+        self.out.clear();
+        self.encode(text);
+        self.stream.write_all(&self.out)
+    }
+
+    /// Append a masked text frame to `out`.
+    fn encode(&mut self, text: &str) {
         self.mask = self
             .mask
             .wrapping_mul(1_664_525)
             .wrapping_add(1_013_904_223);
-        self.out.clear();
         encode_frame(
             &mut self.out,
             OpCode::Text,
@@ -517,7 +582,56 @@ impl Client {
             Some(self.mask.to_be_bytes()),
             text.as_bytes(),
         );
-        self.stream.write_all(&self.out)
+    }
+
+    /// `n` requests `{"jsonrpc":"2.0","id":N,<members>}`, keeping `in_flight` outstanding: whenever
+    /// responses free room, the requests that fill it again go out in one write. Returns round trips
+    /// per second and each request's latency (from its write to its response).
+    fn pipelined(
+        &mut self,
+        members: &str,
+        n: usize,
+        in_flight: usize,
+    ) -> io::Result<(f64, Vec<Duration>)> {
+        let base = self.next_id;
+        let mut sent_at: Vec<Option<Instant>> = vec![None; n];
+        let mut lat = Vec::with_capacity(n);
+        let (mut sent, mut done) = (0usize, 0usize);
+        let start = Instant::now();
+        while done < n {
+            if sent - done < in_flight && sent < n {
+                self.out.clear();
+                while sent - done < in_flight && sent < n {
+                    let id = base + sent as u64;
+                    self.encode(&format!(r#"{{"jsonrpc":"2.0","id":{id},{members}}}"#));
+                    sent += 1;
+                }
+                let now = Instant::now();
+                for at in &mut sent_at[done..sent] {
+                    at.get_or_insert(now);
+                }
+                self.stream.write_all(&self.out)?;
+            }
+            let text = self.next_text()?;
+            if text.contains(r#""error""#) {
+                return Err(io::Error::other(text));
+            }
+            let Some(id) = response_id(&text) else {
+                continue; // not a response
+            };
+            let at = id
+                .checked_sub(base)
+                .and_then(|i| sent_at.get_mut(i as usize))
+                .and_then(Option::take)
+                .ok_or_else(|| io::Error::other(format!("unexpected response {text}")))?;
+            lat.push(at.elapsed());
+            done += 1;
+            if start.elapsed() > TIMEOUT {
+                return Err(io::Error::other("pipelined round trips timed out"));
+            }
+        }
+        self.next_id = base + n as u64;
+        Ok((n as f64 / start.elapsed().as_secs_f64(), lat))
     }
 
     /// Send `{"jsonrpc":"2.0","id":N,<members>}` and wait for the response with that id.
