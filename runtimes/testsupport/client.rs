@@ -162,6 +162,28 @@ impl Client {
         r
     }
 
+    /// Sends `tools/call` requests for `calls` (name, arguments) in one write; returns their ids.
+    pub fn call_tools_at_once(&mut self, calls: &[(&str, Value)]) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut ids = Vec::new();
+        for (name, args) in calls {
+            let id = self.next_id;
+            self.next_id += 1;
+            let v = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                           "params": {"name": name, "arguments": args}});
+            encode_frame(
+                &mut out,
+                OpCode::Text,
+                true,
+                Some([7, 3, 9, 1]),
+                v.to_string().as_bytes(),
+            );
+            ids.push(id);
+        }
+        self.stream.write_all(&out).unwrap();
+        ids
+    }
+
     pub fn call_tool(&mut self, name: &str, args: Value) -> u64 {
         self.send_request("tools/call", json!({"name": name, "arguments": args}))
     }

@@ -700,14 +700,74 @@ pub fn tools_changed_at_run_time<R: Rt>() {
     R::stop(s);
 }
 
+/// What [`HandlerRt::start_with`] shows every event to.
+pub type Inspect = Box<dyn FnMut(&Event) -> Option<ToolResult> + Send>;
+
 /// Runtimes whose events can go to a handler (`IdeServer::start_with_handler`).
 pub trait HandlerRt: Rt {
     /// Starts with a handler that shows every event to `inspect` (on the thread or task that
-    /// produced it) and then forwards it to [`Rt::event`]; a panic in `inspect` loses the event.
-    fn start_with(
-        opts: Options,
-        inspect: Box<dyn FnMut(&Event) + Send>,
-    ) -> std::io::Result<Self::S>;
+    /// produced it): a tool call it returns a result for is answered there, through the handler's
+    /// `&Handle`; every other event is forwarded to [`Rt::event`]. A panic in `inspect` loses
+    /// the event.
+    fn start_with(opts: Options, inspect: Inspect) -> std::io::Result<Self::S>;
+}
+
+/// A burst of calls read at once and answered by the handler is written in order (the runtimes
+/// hold such answers to write them together), also when the burst ends with a call the handler
+/// keeps for later, answered from another thread.
+pub fn handler_answers_a_burst<R: HandlerRt>() {
+    use claude_ide_bridge::tools::GetDiagnosticsArgs;
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start_with(
+        opts(dir.path()),
+        Box::new(|e| match e {
+            Event::ToolCall {
+                tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri: Some(u) }),
+                ..
+            } if u.starts_with("file:///now/") => Some(ToolResult::text(u.clone())),
+            _ => None,
+        }),
+    )
+    .unwrap();
+    let h = R::handle(&s);
+    let (_, c) = connect(R::port(&s), Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    wait_event::<R>(&s, |e| matches!(e, Event::Initialized { .. }));
+    let text = |v: &Value| {
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    for round in 0..3 {
+        let now: Vec<String> = (0..7).map(|i| format!("file:///now/{round}/{i}")).collect();
+        let mut calls: Vec<(&str, Value)> = now
+            .iter()
+            .map(|u| ("getDiagnostics", json!({ "uri": u })))
+            .collect();
+        // Rounds 0 and 1 end the burst with a call kept for later; round 2 is all answered at once.
+        if round < 2 {
+            calls.push(("getDiagnostics", json!({"uri": "file:///later"})));
+        }
+        let ids = c.call_tools_at_once(&calls);
+        for (id, uri) in ids.iter().zip(&now) {
+            let v = c.recv_json(WAIT).expect("an answer of the burst");
+            assert_eq!(v["id"], json!(id), "{v}");
+            assert_eq!(text(&v).as_deref(), Some(uri.as_str()));
+        }
+        if round < 2 {
+            let call = match wait_event::<R>(&s, |e| matches!(e, Event::ToolCall { .. })) {
+                Event::ToolCall { call, .. } => call,
+                _ => unreachable!(),
+            };
+            assert!(c.recv_json(Duration::from_millis(100)).is_none());
+            R::respond(&h, call, ToolResult::text("later")).unwrap();
+            let v = c.recv_json(WAIT).expect("the later answer");
+            assert_eq!(v["id"], json!(ids[7]));
+            assert_eq!(text(&v).as_deref(), Some("later"));
+        }
+    }
+    R::stop(s);
 }
 
 /// A handler that panics loses that event only: the acceptor, the connection's reader and the
@@ -736,7 +796,7 @@ pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
                 reason: DisconnectReason::PingTimeout,
                 ..
             } if std::mem::take(&mut first_timeout) => panic!("test panic on a timeout"),
-            _ => {}
+            _ => None,
         }),
     )
     .unwrap();

@@ -6,8 +6,12 @@
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
 //! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]...
-//!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K]
+//!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C]
 //! ```
+//!
+//! `--cpu C` pins everything (client, servers, the Node child) to CPU `C` (Linux): on a virtual
+//! machine, waking a thread on another, idle vCPU can cost tens of µs, which would otherwise be
+//! most of every round trip for every server.
 //!
 //! Everything stays on 127.0.0.1 and every loop is bounded by the counts given (and a 60 s
 //! timeout per figure). The load client is the same for all servers: a blocking client on
@@ -40,6 +44,7 @@ fn main() {
     let mut calls = 20_000usize;
     let mut pipelined = 100_000usize;
     let mut in_flight = 16usize;
+    let mut cpu = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| usage(&a));
@@ -55,6 +60,7 @@ fn main() {
                     .filter(|&k| k > 0)
                     .unwrap_or_else(|| usage(&a))
             }
+            "--cpu" => cpu = Some(value().parse::<usize>().unwrap_or_else(|_| usage(&a))),
             "--bench" => {} // passed by `cargo bench`
             _ => usage(&a),
         }
@@ -69,6 +75,14 @@ fn main() {
             "node".into(),
             "tcp-echo".into(),
         ];
+    }
+    if let Some(cpu) = cpu {
+        // Before any thread or child exists: they inherit it.
+        if let Err(e) = pin_to(cpu) {
+            eprintln!("--cpu {cpu}: {e}");
+            std::process::exit(2);
+        }
+        println!("loopback: pinned to CPU {cpu}");
     }
     println!(
         "loopback: {notifications} notifications, {calls} sequential tools/call getDiagnostics round trips, \
@@ -158,10 +172,23 @@ fn summary(results: &[(String, Figures)]) {
     }
 }
 
+/// Pin this process's current thread (and so every thread and child started after) to `cpu`.
+#[cfg(target_os = "linux")]
+fn pin_to(cpu: usize) -> io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_to(_: usize) -> io::Result<()> {
+    Err(io::Error::other("only on Linux"))
+}
+
 fn usage(arg: &str) -> ! {
     eprintln!(
         "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]... \
-         [--notifications N] [--calls N] [--pipelined N] [--in-flight K]"
+         [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C]"
     );
     std::process::exit(2)
 }
@@ -520,6 +547,8 @@ struct Client {
     buf: Vec<u8>,
     head: usize,
     out: Vec<u8>,
+    /// Where reads land (allocated once: zeroing 64 KiB per read would be most of the client's cost).
+    chunk: Box<[u8]>,
     next_id: u64,
     mask: u32,
 }
@@ -558,6 +587,7 @@ impl Client {
             buf,
             head: 0,
             out: Vec::new(),
+            chunk: vec![0u8; 64 * 1024].into_boxed_slice(),
             next_id: 1,
             mask: 0x9E37_79B9,
         })
@@ -653,7 +683,6 @@ impl Client {
 
     /// The next text message (server frames are unmasked and, here, unfragmented).
     fn next_text(&mut self) -> io::Result<String> {
-        let mut chunk = [0u8; 64 * 1024];
         loop {
             let avail = &self.buf[self.head..];
             if let Some((h, n)) =
@@ -675,11 +704,11 @@ impl Client {
             }
             self.buf.drain(..self.head);
             self.head = 0;
-            let r = self.stream.read(&mut chunk)?;
+            let r = self.stream.read(&mut self.chunk)?;
             if r == 0 {
                 return Err(io::Error::other("connection closed"));
             }
-            self.buf.extend_from_slice(&chunk[..r]);
+            self.buf.extend_from_slice(&self.chunk[..r]);
         }
     }
 }

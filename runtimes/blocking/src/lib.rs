@@ -28,7 +28,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
@@ -44,7 +44,7 @@ pub use claude_ide_bridge::{
 };
 pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
 
-use claude_ide_bridge_os::{Core, Drained};
+use claude_ide_bridge_os::{Core, Delivery, Drained};
 
 /// Largest chunk a writer copies out of the engine per socket write.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -123,10 +123,8 @@ struct State {
     conns: HashMap<ConnectionId, Conn>,
     /// Where events go; `None` once stopped.
     events: Option<Sink>,
-    /// Events waiting for the handler ([`Sink::Handler`]).
-    queue: VecDeque<Event>,
-    /// A thread is running the handler (and will deliver what is queued meanwhile).
-    delivering: bool,
+    /// Events waiting for the handler ([`Sink::Handler`]), who runs it, the answers it holds.
+    delivery: Delivery,
     threads: Vec<JoinHandle<()>>,
     stopped: bool,
 }
@@ -134,7 +132,7 @@ struct State {
 enum Sink {
     /// To [`IdeServer::next_event`].
     Channel(mpsc::Sender<Event>),
-    /// To the handler of [`IdeServer::start_with_handler`], through [`State::queue`].
+    /// To the handler of [`IdeServer::start_with_handler`], through [`State::delivery`].
     Handler,
 }
 
@@ -160,6 +158,10 @@ impl Shared {
     }
 
     /// [`Shared::flush`], writing new output from this thread when `inline` (see [`Shared::answer`]).
+    ///
+    /// An answer the handler gives while more events are queued for it on this thread (a burst of
+    /// requests read at once) is held, neither written nor handed to the writer: the next answer
+    /// written carries it, one system call for the burst ([`Delivery`]).
     fn flush_with(&self, st: &mut State, inline: bool) {
         let State {
             core,
@@ -167,30 +169,53 @@ impl Shared {
             conns,
             events,
             stopped,
-            queue,
+            delivery,
             ..
         } = st;
         core.drain(out);
-        for (conn, close) in out.ready.drain(..) {
-            let Some(c) = conns.get(&conn) else { continue };
-            if close {
-                let _ = c.stream.shutdown(Shutdown::Both);
-            } else if inline && !c.writing && !*stopped && write_now(core, conn, &c.stream) {
-                continue;
-            }
-            c.bell.ring();
-        }
         match events {
             Some(Sink::Channel(tx)) => {
                 for e in out.events.drain(..) {
                     let _ = tx.send(e);
                 }
             }
-            Some(Sink::Handler) => queue.extend(out.events.drain(..)),
+            Some(Sink::Handler) => delivery.queue.extend(out.events.drain(..)),
             None => out.events.clear(),
+        }
+        let hold = inline && delivery.should_hold();
+        for (conn, close) in out.ready.drain(..) {
+            let Some(c) = conns.get(&conn) else { continue };
+            if close {
+                let _ = c.stream.shutdown(Shutdown::Both);
+            } else if hold {
+                delivery.hold(conn);
+                continue;
+            } else if inline && !c.writing && !*stopped && write_now(core, conn, &c.stream) {
+                continue;
+            }
+            c.bell.ring();
+        }
+        if inline && !hold && delivery.has_held() {
+            Self::write_held(core, conns, delivery, *stopped);
         }
         if std::mem::take(&mut out.timer_changed) {
             self.timer.notify_one();
+        }
+    }
+
+    /// Write the output [`Delivery`] held back, from this thread, or wake the writers for it.
+    fn write_held(
+        core: &mut Core,
+        conns: &HashMap<ConnectionId, Conn>,
+        delivery: &mut Delivery,
+        stopped: bool,
+    ) {
+        for conn in delivery.take_held() {
+            let Some(c) = conns.get(&conn) else { continue };
+            if !c.writing && !stopped && write_now(core, conn, &c.stream) {
+                continue;
+            }
+            c.bell.ring();
         }
     }
 
@@ -213,14 +238,13 @@ impl Shared {
             return;
         };
         let mut st = self.lock();
-        if st.delivering {
+        if !st.delivery.begin() {
             return;
         }
-        st.delivering = true;
         let handle = Handle {
             shared: self.clone(),
         };
-        while let Some(event) = st.queue.pop_front() {
+        while let Some(event) = st.delivery.queue.pop_front() {
             drop(st);
             // A panic in the handler drops its event and is logged; the thread that ran it (a
             // connection's reader, the timer) carries on, as in the smol runtime.
@@ -233,7 +257,16 @@ impl Shared {
                     .log(|| "the event handler panicked; its event is dropped".to_string());
             }
         }
-        st.delivering = false;
+        st.delivery.end();
+        // Answers held for a burst whose last event gave none.
+        let State {
+            core,
+            conns,
+            delivery,
+            stopped,
+            ..
+        } = &mut *st;
+        Self::write_held(core, conns, delivery, *stopped);
     }
 
     /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
@@ -478,8 +511,7 @@ impl IdeServer {
                 drained: Drained::default(),
                 conns: HashMap::new(),
                 events: Some(sink),
-                queue: VecDeque::new(),
-                delivering: false,
+                delivery: Delivery::default(),
                 threads: Vec::new(),
                 stopped: false,
             }),
@@ -574,7 +606,7 @@ impl IdeServer {
                 c.bell.ring();
             }
             st.events = None;
-            st.queue.clear();
+            st.delivery.queue.clear();
             st.core.remove_lock_file();
             shared.timer.notify_all();
             std::mem::take(&mut st.threads)

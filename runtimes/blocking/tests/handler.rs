@@ -129,17 +129,23 @@ fn at_mention() -> claude_ide_bridge::notify::AtMentioned {
 }
 
 impl scenarios::HandlerRt for WithHandler {
-    fn start_with(
-        opts: Options,
-        mut inspect: Box<dyn FnMut(&Event) + Send>,
-    ) -> std::io::Result<Forwarded> {
+    fn start_with(opts: Options, mut inspect: scenarios::Inspect) -> std::io::Result<Forwarded> {
         let (tx, events) = mpsc::channel();
-        let server = IdeServer::start_with_handler(opts, move |e, _| {
-            inspect(&e);
-            let _ = tx.send(e);
+        let server = IdeServer::start_with_handler(opts, move |e, h| match (inspect(&e), e) {
+            (Some(result), Event::ToolCall { call, .. }) => {
+                h.respond(call, result).expect("answer from the handler");
+            }
+            (_, e) => {
+                let _ = tx.send(e);
+            }
         })?;
         Ok(Forwarded { server, events })
     }
+}
+
+#[test]
+fn handler_answers_a_burst() {
+    scenarios::handler_answers_a_burst::<WithHandler>();
 }
 
 #[test]

@@ -12,7 +12,8 @@
 //!   default action happens.
 //! - [`Logger`]: debug logging of connection events, never of the token.
 //! - [`Options`] and [`LockFileMode`]: what both runtimes are started with, and [`Core`], the
-//!   drain step both runtimes run after every call into the engine.
+//!   drain step both runtimes run after every call into the engine, and [`Delivery`], the
+//!   bookkeeping of their event handlers.
 //!
 //! ```no_run
 //! use claude_ide_bridge::discovery::LockFile;
@@ -34,6 +35,7 @@
 
 mod clock;
 mod core;
+mod delivery;
 pub mod lock;
 mod log;
 mod options;
@@ -41,6 +43,7 @@ pub mod signals;
 
 pub use crate::clock::Clock;
 pub use crate::core::{Core, Drained};
+pub use crate::delivery::Delivery;
 pub use crate::log::Logger;
 pub use crate::options::{posix_folders, LockFileMode, Options};
 

@@ -41,7 +41,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -62,7 +62,7 @@ pub use claude_ide_bridge::{
 };
 pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
 
-use claude_ide_bridge_os::{Core, Drained};
+use claude_ide_bridge_os::{Core, Delivery, Drained};
 
 /// Largest chunk a writer copies out of the engine per socket write.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -124,10 +124,8 @@ struct State {
     conns: HashMap<ConnectionId, Conn>,
     /// Where events go; `None` once stopped.
     events: Option<Sink>,
-    /// Events waiting for the handler ([`Sink::Handler`]).
-    queue: VecDeque<Event>,
-    /// A task or thread is running the handler (and will deliver what is queued meanwhile).
-    delivering: bool,
+    /// Events waiting for the handler ([`Sink::Handler`]), who runs it, the answers it holds.
+    delivery: Delivery,
     tasks: Vec<Task<()>>,
     stopped: bool,
 }
@@ -135,7 +133,7 @@ struct State {
 enum Sink {
     /// To [`IdeServer::next_event`].
     Channel(Sender<Event>),
-    /// To the handler of [`IdeServer::start_with_handler`], through [`State::queue`].
+    /// To the handler of [`IdeServer::start_with_handler`], through [`State::delivery`].
     Handler,
 }
 
@@ -170,6 +168,10 @@ impl Shared {
     }
 
     /// [`Shared::flush`], writing new output from this thread when `inline` (see [`Shared::answer`]).
+    ///
+    /// An answer the handler gives while more events are queued for it on this thread (a burst of
+    /// requests read at once) is held, neither written nor handed to the writer: the next answer
+    /// written carries it, one system call for the burst ([`Delivery`]).
     fn flush_with(&self, st: &mut State, inline: bool) {
         let State {
             core,
@@ -177,30 +179,53 @@ impl Shared {
             conns,
             events,
             stopped,
-            queue,
+            delivery,
             ..
         } = st;
         core.drain(out);
-        for (conn, close) in out.ready.drain(..) {
-            let Some(c) = conns.get(&conn) else { continue };
-            if close {
-                let _ = c.stream.get_ref().shutdown(Shutdown::Both);
-            } else if inline && !c.writing && !*stopped && write_now(core, conn, &c.stream) {
-                continue;
-            }
-            let _ = c.bell.try_send(());
-        }
         match events {
             Some(Sink::Channel(tx)) => {
                 for e in out.events.drain(..) {
                     let _ = tx.try_send(e);
                 }
             }
-            Some(Sink::Handler) => queue.extend(out.events.drain(..)),
+            Some(Sink::Handler) => delivery.queue.extend(out.events.drain(..)),
             None => out.events.clear(),
+        }
+        let hold = inline && delivery.should_hold();
+        for (conn, close) in out.ready.drain(..) {
+            let Some(c) = conns.get(&conn) else { continue };
+            if close {
+                let _ = c.stream.get_ref().shutdown(Shutdown::Both);
+            } else if hold {
+                delivery.hold(conn);
+                continue;
+            } else if inline && !c.writing && !*stopped && write_now(core, conn, &c.stream) {
+                continue;
+            }
+            let _ = c.bell.try_send(());
+        }
+        if inline && !hold && delivery.has_held() {
+            Self::write_held(core, conns, delivery, *stopped);
         }
         if std::mem::take(&mut out.timer_changed) {
             let _ = self.timer_bell.try_send(());
+        }
+    }
+
+    /// Write the output [`Delivery`] held back, from this thread, or wake the writers for it.
+    fn write_held(
+        core: &mut Core,
+        conns: &HashMap<ConnectionId, Conn>,
+        delivery: &mut Delivery,
+        stopped: bool,
+    ) {
+        for conn in delivery.take_held() {
+            let Some(c) = conns.get(&conn) else { continue };
+            if !c.writing && !stopped && write_now(core, conn, &c.stream) {
+                continue;
+            }
+            let _ = c.bell.try_send(());
         }
     }
 
@@ -217,7 +242,7 @@ impl Shared {
     /// Hands queued events to the handler, in order, one at a time, with the lock not held, from
     /// the task or thread calling it. When another one is already doing so (or this one,
     /// re-entered from the handler through a [`Handle`]), that one delivers them after its
-    /// current call: the `delivering` flag, taken and released under the lock, makes the handler
+    /// current call: [`Delivery::begin`], taken and released under the lock, makes the handler
     /// run in one place at a time even on a multi-threaded executor. Called after every flush,
     /// once the lock is released; does nothing without a handler or with nothing queued.
     ///
@@ -230,14 +255,13 @@ impl Shared {
             return;
         };
         let mut st = self.lock();
-        if st.delivering || st.queue.is_empty() {
+        if !st.delivery.begin() {
             return;
         }
-        st.delivering = true;
         let handle = Handle {
             shared: self.clone(),
         };
-        while let Some(event) = st.queue.pop_front() {
+        while let Some(event) = st.delivery.queue.pop_front() {
             drop(st);
             let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)));
@@ -248,7 +272,16 @@ impl Shared {
                     .log(|| "the event handler panicked; its event is dropped".to_string());
             }
         }
-        st.delivering = false;
+        st.delivery.end();
+        // Answers held for a burst whose last event gave none.
+        let State {
+            core,
+            conns,
+            delivery,
+            stopped,
+            ..
+        } = &mut *st;
+        Self::write_held(core, conns, delivery, *stopped);
     }
 
     /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
@@ -443,7 +476,7 @@ impl Shared {
             let _ = c.bell.try_send(());
         }
         st.events = None;
-        st.queue.clear();
+        st.delivery.queue.clear();
         st.core.remove_lock_file();
         self.timer_bell.close();
         self.stop_bell.close();
@@ -582,8 +615,7 @@ impl IdeServer {
                 drained: Drained::default(),
                 conns: HashMap::new(),
                 events: Some(sink),
-                queue: VecDeque::new(),
-                delivering: false,
+                delivery: Delivery::default(),
                 tasks: Vec::new(),
                 stopped: false,
             }),

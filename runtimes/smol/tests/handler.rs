@@ -275,17 +275,25 @@ fn one_at_a_time_and_in_order_on_a_multi_threaded_executor() {
 }
 
 impl scenarios::HandlerRt for WithHandler {
-    fn start_with(
-        opts: Options,
-        mut inspect: Box<dyn FnMut(&Event) + Send>,
-    ) -> std::io::Result<Forwarded> {
+    fn start_with(opts: Options, mut inspect: scenarios::Inspect) -> std::io::Result<Forwarded> {
         let (tx, events) = mpsc::channel();
-        let server = smol::block_on(IdeServer::start_with_handler(opts, move |e, _| {
-            inspect(&e);
-            let _ = tx.send(e);
+        let server = smol::block_on(IdeServer::start_with_handler(opts, move |e, h| {
+            match (inspect(&e), e) {
+                (Some(result), Event::ToolCall { call, .. }) => {
+                    h.respond(call, result).expect("answer from the handler");
+                }
+                (_, e) => {
+                    let _ = tx.send(e);
+                }
+            }
         }))?;
         Ok(Forwarded { server, events })
     }
+}
+
+#[test]
+fn handler_answers_a_burst() {
+    scenarios::handler_answers_a_burst::<WithHandler>();
 }
 
 #[test]
