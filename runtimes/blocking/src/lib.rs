@@ -469,6 +469,10 @@ impl IdeServer {
     /// delivers them after its current call. A tool call answered from inside the handler is
     /// read, answered and written by one thread, with no hand-off (the lowest latency).
     ///
+    /// Requests that arrive together (several in one read) are answered together: an answer given
+    /// inside the handler while more of those events wait for it is written with the next one, in
+    /// one system call, once the handler has had them all.
+    ///
     /// A panic in the handler drops that event (it is logged) and later events are delivered.
     /// The handler must return quickly: it holds up the thread it runs on. Calls that take time
     /// (an `openDiff` waiting for the user) are kept by their [`CallId`] and answered later from

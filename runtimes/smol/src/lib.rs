@@ -543,6 +543,10 @@ impl IdeServer {
     /// hand-off (the lowest latency). The same concept as the blocking runtime's
     /// `IdeServer::start_with_handler`, with the same name.
     ///
+    /// Requests that arrive together (several in one read) are answered together: an answer given
+    /// inside the handler while more of those events wait for it is written with the next one, in
+    /// one system call, once the handler has had them all.
+    ///
     /// The handler is a plain closure, not a future: it must return quickly, since it holds up
     /// the executor thread it runs on. Calls that take time (an `openDiff` waiting for the user)
     /// are kept by their [`CallId`] and answered later from any task or thread through a
