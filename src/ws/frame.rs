@@ -225,21 +225,16 @@ pub fn encode_frame(
 /// assert_eq!(&data, b"Hello");
 /// ```
 pub fn apply_mask(data: &mut [u8], mask: [u8; 4], phase: usize) {
-    let p = phase & 3;
-    let m = [
-        mask[p],
-        mask[(p + 1) & 3],
-        mask[(p + 2) & 3],
-        mask[(p + 3) & 3],
-    ];
-    let key = [m[0], m[1], m[2], m[3], m[0], m[1], m[2], m[3]];
-    let word = u64::from_ne_bytes(key);
+    // The key as a little-endian word starting at byte `phase` of the mask: byte `i` of the
+    // word is `mask[(phase + i) % 4]`.
+    let m = u32::from_le_bytes(mask).rotate_right(8 * (phase & 3) as u32);
+    let word = u64::from(m) | (u64::from(m) << 32);
     let mut words = data.chunks_exact_mut(8);
     for w in &mut words {
-        let v = u64::from_ne_bytes(<[u8; 8]>::try_from(&*w).expect("8-byte chunk")) ^ word;
-        w.copy_from_slice(&v.to_ne_bytes());
+        let v = u64::from_le_bytes(<[u8; 8]>::try_from(&*w).expect("8-byte chunk")) ^ word;
+        w.copy_from_slice(&v.to_le_bytes());
     }
-    for (b, k) in words.into_remainder().iter_mut().zip(key) {
+    for (b, k) in words.into_remainder().iter_mut().zip(word.to_le_bytes()) {
         *b ^= k;
     }
 }
