@@ -1,10 +1,14 @@
-//! The bookkeeping of a runtime's event handler: the queue of events, who is running the
-//! handler, and the answers held back while it works through a burst.
+//! The path of events and answers shared by both runtimes: the queue of events for a handler,
+//! who is running it, the answers held back while it works through a burst, and the step that
+//! writes new output from the thread that produced it or wakes the connection's writer.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::io;
 use std::thread::{self, ThreadId};
 
 use claude_ide_bridge::{ConnectionId, Event};
+
+use crate::Core;
 
 /// Events waiting for a host's handler, delivered in order by one thread at a time, and the
 /// connections whose answers wait for that thread to finish a burst.
@@ -84,5 +88,84 @@ impl Delivery {
     /// Whether any output is held.
     pub fn has_held(&self) -> bool {
         !self.held.is_empty()
+    }
+}
+
+/// A connection's socket, as the shared output step ([`act_on_ready`], [`write_held`]) sees it.
+/// Each runtime implements it for its connection record.
+pub trait Wire {
+    /// Sends what the socket takes now, never blocking: `Ok(0)` or an error (`WouldBlock`) when it
+    /// takes nothing.
+    fn try_send(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Shuts the socket down both ways (which also unblocks a writer stuck on a full socket).
+    fn shutdown(&self);
+    /// Wakes the connection's writer.
+    fn wake_writer(&self);
+    /// The writer holds a chunk of the output in flight: nobody else may write until it has advanced.
+    fn writing(&self) -> bool;
+}
+
+/// Writes `conn`'s pending output now, from the calling thread, without blocking. True when
+/// everything was written and the writer has nothing to do; false when the socket was full (or
+/// failed: the writer meets the error and acts on it) or the connection is to be closed.
+pub fn write_now(core: &mut Core, conn: ConnectionId, wire: &impl Wire) -> bool {
+    loop {
+        let out = core.server.transmit(conn);
+        if out.is_empty() {
+            return !core.server.should_close(conn);
+        }
+        match wire.try_send(out) {
+            Ok(n) if n > 0 => core.server.advance_transmit(conn, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Acts on the connections a [`Core::drain`] found ready (`ready`, emptied): shuts down those to
+/// close; with `inline`, writes new output from this thread ([`write_now`]) when the writer is idle,
+/// or holds it when [`Delivery::should_hold`] (a burst is being answered); wakes the writer for
+/// the rest. Then, with `inline` and nothing held back now, writes what earlier calls held.
+///
+/// Call it after moving the drained events into `delivery.queue`, so that a burst's events count.
+pub fn act_on_ready<W: Wire>(
+    core: &mut Core,
+    ready: &mut Vec<(ConnectionId, bool)>,
+    conns: &HashMap<ConnectionId, W>,
+    delivery: &mut Delivery,
+    inline: bool,
+    stopped: bool,
+) {
+    let hold = inline && delivery.should_hold();
+    for (conn, close) in ready.drain(..) {
+        let Some(c) = conns.get(&conn) else { continue };
+        if close {
+            c.shutdown();
+        } else if hold {
+            delivery.hold(conn);
+            continue;
+        } else if inline && !c.writing() && !stopped && write_now(core, conn, c) {
+            continue;
+        }
+        c.wake_writer();
+    }
+    if inline && !hold && delivery.has_held() {
+        write_held(core, conns, delivery, stopped);
+    }
+}
+
+/// Writes the output [`Delivery`] held back, from this thread, or wakes the writers for it.
+pub fn write_held<W: Wire>(
+    core: &mut Core,
+    conns: &HashMap<ConnectionId, W>,
+    delivery: &mut Delivery,
+    stopped: bool,
+) {
+    for conn in delivery.take_held() {
+        let Some(c) = conns.get(&conn) else { continue };
+        if !c.writing() && !stopped && write_now(core, conn, c) {
+            continue;
+        }
+        c.wake_writer();
     }
 }

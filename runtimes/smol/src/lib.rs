@@ -62,7 +62,7 @@ pub use claude_ide_bridge::{
 };
 pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
 
-use claude_ide_bridge_os::{Core, Delivery, Drained};
+use claude_ide_bridge_os::{act_on_ready, write_held, Core, Delivery, Drained, Wire};
 
 /// Largest chunk a writer copies out of the engine per socket write.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -84,21 +84,19 @@ struct Conn {
     writing: bool,
 }
 
-/// Writes the connection's pending output now, from the task or thread that produced it (the
-/// socket is non-blocking: a full socket answers `WouldBlock`). True when everything was written
-/// and there is nothing left for the writer task to do.
-fn write_now(core: &mut Core, conn: ConnectionId, stream: &Async<TcpStream>) -> bool {
-    loop {
-        let out = core.server.transmit(conn);
-        if out.is_empty() {
-            return !core.server.should_close(conn);
-        }
-        match stream.get_ref().write(out) {
-            Ok(n) if n > 0 => core.server.advance_transmit(conn, n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // Full (or an error the writer will meet and act on): the writer takes over.
-            _ => return false,
-        }
+impl Wire for Conn {
+    /// The socket is non-blocking: a full socket answers `WouldBlock`.
+    fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.get_ref().write(buf)
+    }
+    fn shutdown(&self) {
+        let _ = self.stream.get_ref().shutdown(Shutdown::Both);
+    }
+    fn wake_writer(&self) {
+        let _ = self.bell.try_send(());
+    }
+    fn writing(&self) -> bool {
+        self.writing
     }
 }
 
@@ -192,40 +190,9 @@ impl Shared {
             Some(Sink::Handler) => delivery.queue.extend(out.events.drain(..)),
             None => out.events.clear(),
         }
-        let hold = inline && delivery.should_hold();
-        for (conn, close) in out.ready.drain(..) {
-            let Some(c) = conns.get(&conn) else { continue };
-            if close {
-                let _ = c.stream.get_ref().shutdown(Shutdown::Both);
-            } else if hold {
-                delivery.hold(conn);
-                continue;
-            } else if inline && !c.writing && !*stopped && write_now(core, conn, &c.stream) {
-                continue;
-            }
-            let _ = c.bell.try_send(());
-        }
-        if inline && !hold && delivery.has_held() {
-            Self::write_held(core, conns, delivery, *stopped);
-        }
+        act_on_ready(core, &mut out.ready, conns, delivery, inline, *stopped);
         if std::mem::take(&mut out.timer_changed) {
             let _ = self.timer_bell.try_send(());
-        }
-    }
-
-    /// Write the output [`Delivery`] held back, from this thread, or wake the writers for it.
-    fn write_held(
-        core: &mut Core,
-        conns: &HashMap<ConnectionId, Conn>,
-        delivery: &mut Delivery,
-        stopped: bool,
-    ) {
-        for conn in delivery.take_held() {
-            let Some(c) = conns.get(&conn) else { continue };
-            if !c.writing && !stopped && write_now(core, conn, &c.stream) {
-                continue;
-            }
-            let _ = c.bell.try_send(());
         }
     }
 
@@ -281,7 +248,7 @@ impl Shared {
             stopped,
             ..
         } = &mut *st;
-        Self::write_held(core, conns, delivery, *stopped);
+        write_held(core, conns, delivery, *stopped);
     }
 
     /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
