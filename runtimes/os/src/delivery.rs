@@ -35,7 +35,8 @@ use crate::Core;
 /// d.hold(ConnectionId(1));
 /// let _second = d.queue.pop_front();
 /// assert!(!d.should_hold()); // the last one: write what is held now
-/// assert_eq!(d.take_held(), vec![ConnectionId(1)]);
+/// assert_eq!(d.pop_held(), Some(ConnectionId(1)));
+/// assert_eq!(d.pop_held(), None);
 /// d.end();
 /// assert!(!d.should_hold());
 /// ```
@@ -80,9 +81,10 @@ impl Delivery {
         }
     }
 
-    /// The connections with held output, to write now (cleared).
-    pub fn take_held(&mut self) -> Vec<ConnectionId> {
-        std::mem::take(&mut self.held)
+    /// A connection with held output, to write now (forgotten here); `None` when none is left.
+    /// The list keeps its capacity: no allocation per burst.
+    pub fn pop_held(&mut self) -> Option<ConnectionId> {
+        self.held.pop()
     }
 
     /// Whether any output is held.
@@ -161,11 +163,63 @@ pub fn write_held<W: Wire>(
     delivery: &mut Delivery,
     stopped: bool,
 ) {
-    for conn in delivery.take_held() {
+    while let Some(conn) = delivery.pop_held() {
         let Some(c) = conns.get(&conn) else { continue };
         if !c.writing() && !stopped && write_now(core, conn, c) {
             continue;
         }
         c.wake_writer();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use claude_ide_bridge::DisconnectReason;
+
+    fn gone(n: u64) -> Event {
+        Event::Disconnected {
+            conn: ConnectionId(n),
+            reason: DisconnectReason::Closed(None),
+        }
+    }
+
+    #[test]
+    fn only_the_delivering_thread_holds() {
+        let mut d = Delivery::default();
+        d.queue.extend([gone(1), gone(2), gone(3)]);
+        assert!(d.begin());
+        d.queue.pop_front();
+        assert!(d.should_hold());
+        // Another thread answering meanwhile is never held back.
+        let d = std::thread::scope(|s| {
+            s.spawn(move || {
+                assert!(!d.should_hold());
+                d
+            })
+            .join()
+            .unwrap()
+        });
+        let mut d = d;
+        d.end();
+        assert!(!d.should_hold());
+        // Nothing queued: nothing to deliver.
+        d.queue.clear();
+        assert!(!d.begin());
+    }
+
+    #[test]
+    fn held_connections_are_kept_once_each() {
+        let mut d = Delivery::default();
+        for c in [1, 2, 1, 1, 2] {
+            d.hold(ConnectionId(c));
+        }
+        let mut held = Vec::new();
+        while let Some(c) = d.pop_held() {
+            held.push(c.0);
+        }
+        held.sort();
+        assert_eq!(held, [1, 2]);
+        assert!(!d.has_held());
     }
 }
