@@ -170,6 +170,29 @@ fn summary(results: &[(String, Figures)]) {
             .collect();
         println!("  {label:<16} {}", cells.join(" | "));
     }
+    // What each server adds to a sequential round trip over the tcp-echo floor of the same run:
+    // its own work per call, with the kernel's and the client's share taken out. Derived (a
+    // difference of two medians), so only meaningful when the run is steady (`--cpu`).
+    let Some((_, floor)) = results.iter().find(|(n, _)| n == "tcp-echo") else {
+        return;
+    };
+    let over = |f: &Figures| f.median_us - floor.median_us;
+    let base = over(node);
+    let cells: Vec<String> = results
+        .iter()
+        .filter(|(name, _)| name != "tcp-echo")
+        .map(|(name, f)| {
+            let v = over(f);
+            if name == "node" {
+                format!("{name} {v:.1}")
+            } else if v > 0.05 && base > 0.05 {
+                format!("{name} {v:.1} ({:.2}×)", base / v)
+            } else {
+                format!("{name} {v:.1} (at the floor)")
+            }
+        })
+        .collect();
+    println!("  {:<16} {}", "median−floor µs", cells.join(" | "));
 }
 
 /// Pin this process's current thread (and so every thread and child started after) to `cpu`.
