@@ -400,7 +400,10 @@ impl Receiver {
             if self.msg_frags >= self.limits.max_fragments {
                 return Err(TooManyFragments);
             }
-            if h.payload_len > max - (self.msg.len() + self.text.len()) as u64 {
+            // What the message holds so far, counting the bytes of a character the validator holds
+            // back from `text`.
+            let held = self.msg.len() + self.text.len() + self.utf8.held_back();
+            if h.payload_len > max - held as u64 {
                 return Err(MessageTooBig);
             }
             self.msg_frags += 1;

@@ -856,3 +856,30 @@ fn text_in_pieces_ends_in_a_buffer_of_its_size() {
         text.len()
     );
 }
+
+#[test]
+fn message_limit_counts_a_character_cut_between_fragments() {
+    // 1,000 bytes allowed. The first fragment ends with the first byte of "€" (held back by the
+    // validator, not yet in the text); a continuation that would bring the message to 1,001
+    // bytes is refused, one that brings it to exactly 1,000 is accepted.
+    let lim = WsLimits {
+        max_message_size: 1000,
+        ..limits()
+    };
+    let euro = "€".as_bytes();
+    let mut first = vec![b'a'; 997];
+    first.push(euro[0]);
+    for (rest, ok) in [(2 + 1, false), (2, true)] {
+        let mut last = euro[1..].to_vec();
+        last.resize(rest, b'b');
+        let mut wire = client(1, false, &first);
+        wire.extend(client(0, true, &last));
+        let mut ws = WebSocket::new(lim);
+        ws.receiver.receive(&wire);
+        match ws.poll() {
+            Ok(Some(Message::Text(t))) if ok => assert_eq!(t.len(), 1000),
+            Err(e) if !ok => assert_eq!(e.kind(), ProtocolErrorKind::MessageTooBig),
+            other => panic!("{rest}: {other:?}"),
+        }
+    }
+}
