@@ -31,6 +31,9 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "docs (broken links and other rustdoc warnings fail)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
 # Everything below is also copied to a log, to add up the counts at the end.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
