@@ -447,6 +447,20 @@ impl Receiver {
                 };
                 let kind = self.check_header(&h)?;
                 self.head += n;
+                // The common case first: a whole unfragmented message already in the buffer is
+                // unmasked and returned at once, without going through the payload state.
+                if let FrameKind::Single(text) = kind {
+                    let (s, len) = (self.head, h.payload_len as usize);
+                    if self.tail - s >= len {
+                        apply_mask(&mut self.buf[s..s + len], h.mask.unwrap_or([0; 4]), 0);
+                        self.head += len;
+                        return Ok(Some(if text {
+                            Ready::Text(s, s + len)
+                        } else {
+                            Ready::Binary(s, s + len)
+                        }));
+                    }
+                }
                 self.state = State::Payload {
                     kind,
                     mask: h.mask.unwrap_or([0; 4]),
