@@ -224,6 +224,7 @@ pub fn encode_frame(
 /// apply_mask(b, [1, 2, 3, 4], 2);
 /// assert_eq!(&data, b"Hello");
 /// ```
+#[inline]
 pub fn apply_mask(data: &mut [u8], mask: [u8; 4], phase: usize) {
     // The key as a little-endian word starting at byte `phase` of the mask: byte `i` of the
     // word is `mask[(phase + i) % 4]`.

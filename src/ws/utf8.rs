@@ -27,6 +27,7 @@ const SIMD_MIN: usize = 256;
 /// Long inputs go through `simdutf8`, several times faster than `std::str::from_utf8` on text that is not
 /// plain ASCII (source code with a few accented letters: about 20 GB/s against 4). Validation is the largest
 /// cost of receiving a large text frame, and safe code can only turn bytes into a `&str` through a validator.
+#[inline]
 pub fn str_from_utf8(bytes: &[u8]) -> Option<&str> {
     if bytes.len() < SIMD_MIN {
         std::str::from_utf8(bytes).ok()
