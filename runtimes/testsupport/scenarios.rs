@@ -37,6 +37,37 @@ pub trait Rt {
     fn set_tools(h: &Self::H, t: claude_ide_bridge::ToolSet);
 }
 
+/// The [`Rt`] methods that only forward to the runtime's `Handle` (both runtimes give it the same
+/// method names): `rt_handle_methods!(Handle);` inside an `impl Rt`.
+#[macro_export]
+macro_rules! rt_handle_methods {
+    ($handle:ty) => {
+        fn respond(
+            h: &$handle,
+            call: claude_ide_bridge::CallId,
+            r: claude_ide_bridge::ToolResult,
+        ) -> Result<(), claude_ide_bridge::ApiError> {
+            h.respond(call, r)
+        }
+        fn notify(
+            h: &$handle,
+            t: claude_ide_bridge::Target,
+            n: &claude_ide_bridge::Notification,
+        ) -> usize {
+            h.notify(t, n)
+        }
+        fn connections(h: &$handle) -> Vec<claude_ide_bridge::ConnectionId> {
+            h.connections()
+        }
+        fn set_folders(h: &$handle, f: Vec<std::path::PathBuf>) -> std::io::Result<()> {
+            h.set_workspace_folders(f)
+        }
+        fn set_tools(h: &$handle, t: claude_ide_bridge::ToolSet) {
+            h.set_tools(t)
+        }
+    };
+}
+
 pub fn opts(dir: &Path) -> Options {
     let mut o = Options::new(vec![dir.to_path_buf()], "ScenarioIDE");
     o.lock_file = LockFileMode::Dir(dir.join("ide"));

@@ -16,9 +16,7 @@ use std::thread;
 use std::time::Duration;
 
 use claude_ide_bridge::tools::GetDiagnosticsArgs;
-use claude_ide_bridge::{
-    ApiError, CallId, ConnectionId, Event, Notification, Target, ToolCall, ToolResult,
-};
+use claude_ide_bridge::{ConnectionId, Event, Notification, Target, ToolCall, ToolResult};
 use claude_ide_bridge_smol::{Handle, IdeServer, Options};
 use scenarios::Rt;
 use serde_json::json;
@@ -59,21 +57,7 @@ impl Rt for WithHandler {
     fn stop(s: Forwarded) {
         smol::block_on(s.server.stop())
     }
-    fn respond(h: &Handle, call: CallId, r: ToolResult) -> Result<(), ApiError> {
-        h.respond(call, r)
-    }
-    fn notify(h: &Handle, t: Target, n: &Notification) -> usize {
-        h.notify(t, n)
-    }
-    fn connections(h: &Handle) -> Vec<ConnectionId> {
-        h.connections()
-    }
-    fn set_folders(h: &Handle, f: Vec<PathBuf>) -> std::io::Result<()> {
-        h.set_workspace_folders(f)
-    }
-    fn set_tools(h: &Handle, t: claude_ide_bridge::ToolSet) {
-        h.set_tools(t)
-    }
+    rt_handle_methods!(Handle);
 }
 
 macro_rules! scenarios {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_io::Timer;
-use claude_ide_bridge::{ApiError, CallId, ConnectionId, Event, Notification, Target, ToolResult};
+use claude_ide_bridge::{Event, ToolResult};
 use claude_ide_bridge_smol::{Handle, IdeServer, Options};
 use futures_lite::future;
 use scenarios::Rt;
@@ -41,21 +41,7 @@ impl Rt for Smol {
     fn stop(s: IdeServer) {
         smol::block_on(s.stop())
     }
-    fn respond(h: &Handle, call: CallId, r: ToolResult) -> Result<(), ApiError> {
-        h.respond(call, r)
-    }
-    fn notify(h: &Handle, t: Target, n: &Notification) -> usize {
-        h.notify(t, n)
-    }
-    fn connections(h: &Handle) -> Vec<ConnectionId> {
-        h.connections()
-    }
-    fn set_folders(h: &Handle, f: Vec<PathBuf>) -> std::io::Result<()> {
-        h.set_workspace_folders(f)
-    }
-    fn set_tools(h: &Handle, t: claude_ide_bridge::ToolSet) {
-        h.set_tools(t)
-    }
+    rt_handle_methods!(Handle);
 }
 
 macro_rules! scenarios {
