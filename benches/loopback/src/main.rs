@@ -285,6 +285,31 @@ fn push_windowed(n: usize, received: &AtomicUsize, notify: impl Fn(&Notification
     }
 }
 
+/// A Rust server on `port` whose pushes go through `notify`: a thread pushes what [`run`] asks for,
+/// windowed. It owns `keep` (dropped, i.e. the server stopped, when the bench is done with it).
+fn rust_server(
+    port: u16,
+    notify: impl Fn(&Notification) -> usize + Send + 'static,
+    keep: impl Send + 'static,
+) -> Server {
+    let received = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel::<usize>();
+    let r = received.clone();
+    thread::spawn(move || {
+        for n in rx {
+            push_windowed(n, &r, &notify);
+        }
+        drop(keep);
+    });
+    Server {
+        port,
+        push: Some(tx),
+        received,
+        child: None,
+        echo: false,
+    }
+}
+
 /// The threads host as the runtime recommends for latency: calls answered by a handler on the
 /// thread that read them (`start_with_handler`); with `channel`, events read by a host thread
 /// of its own (`start` and `next_event`): one thread hand-off per event.
@@ -301,15 +326,7 @@ fn start_threads(channel: bool) -> Server {
     .expect("start");
     let port = server.port();
     let handle = server.handle();
-    let received = Arc::new(AtomicUsize::new(0));
-    let (tx, rx) = mpsc::channel::<usize>();
-    let r = received.clone();
     let pusher = server.handle();
-    thread::spawn(move || {
-        for n in rx {
-            push_windowed(n, &r, |note| pusher.notify(Target::All, note));
-        }
-    });
     // The host: answers every tool call at once (with a handler, `next_event` ends at once and
     // the thread only keeps the server alive). Ends with the process.
     thread::spawn(move || {
@@ -322,13 +339,7 @@ fn start_threads(channel: bool) -> Server {
             thread::park();
         }
     });
-    Server {
-        port,
-        push: Some(tx),
-        received,
-        child: None,
-        echo: false,
-    }
+    rust_server(port, move |note| pusher.notify(Target::All, note), ())
 }
 
 /// The smol host as the runtime recommends for latency: the server's tasks and the host's event
@@ -357,21 +368,7 @@ fn start_smol(global: bool) -> Server {
         }))
     });
     let (port, pusher) = port_rx.recv().expect("smol server started");
-    let received = Arc::new(AtomicUsize::new(0));
-    let (tx, rx) = mpsc::channel::<usize>();
-    let r = received.clone();
-    thread::spawn(move || {
-        for n in rx {
-            push_windowed(n, &r, |note| pusher.notify(Target::All, note));
-        }
-    });
-    Server {
-        port,
-        push: Some(tx),
-        received,
-        child: None,
-        echo: false,
-    }
+    rust_server(port, move |note| pusher.notify(Target::All, note), ())
 }
 
 /// The smol host as the threads one: calls answered by a handler from the connection's task
@@ -388,23 +385,7 @@ fn start_smol_handler() -> Server {
     .expect("start");
     let port = server.port();
     let pusher = server.handle();
-    let received = Arc::new(AtomicUsize::new(0));
-    let (tx, rx) = mpsc::channel::<usize>();
-    let r = received.clone();
-    // The pusher thread owns the server: dropped (stopped) when the bench is done with it.
-    thread::spawn(move || {
-        for n in rx {
-            push_windowed(n, &r, |note| pusher.notify(Target::All, note));
-        }
-        drop(server);
-    });
-    Server {
-        port,
-        push: Some(tx),
-        received,
-        child: None,
-        echo: false,
-    }
+    rust_server(port, move |note| pusher.notify(Target::All, note), server)
 }
 
 /// The floor: a thread that writes back whatever it reads, after a `101` for the upgrade. The client's
