@@ -474,7 +474,9 @@ impl IdeServer {
     /// As [`IdeServer::start`], with the tasks spawned on `executor`. Run the host's event loop on
     /// the same executor and thread (e.g. `smol::block_on(executor.run(host))`) and a tool call is
     /// read, handed to the host, answered and written in one turn of one thread, with no hand-off
-    /// (the lowest latency). The executor must be run for the server to make progress.
+    /// (the lowest latency). The executor must be run for the server to make progress. (Answers
+    /// from a host loop are each written at once; [`IdeServer::start_with_handler`] also writes
+    /// the answers to requests that arrived together in one system call.)
     ///
     /// ```no_run
     /// use std::sync::Arc;
