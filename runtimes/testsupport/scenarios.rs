@@ -68,6 +68,69 @@ macro_rules! rt_handle_methods {
     };
 }
 
+/// `#[test]` functions running each named scenario with runtime `$rt`.
+#[macro_export]
+macro_rules! scenario_tests {
+    ($rt:ty; $($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { scenarios::$name::<$rt>(); })*
+    };
+}
+
+/// The scenarios every runtime runs with its plain server (`tests/sockets.rs`): one list, so
+/// that both runtimes run the same ones.
+#[macro_export]
+macro_rules! socket_scenarios {
+    ($rt:ty) => {
+        $crate::scenario_tests!($rt;
+            handshake_token,
+            mcp_lifecycle,
+            tools_changed_at_run_time,
+            deferred_open_diff,
+            cancel_and_disconnect,
+            notify_one_and_all,
+            eleventh_refused,
+            slow_reader,
+            slow_caller,
+            dead_peer,
+            lock_file,
+            lock_dir_refused,
+            stale_locks,
+            sigterm_child,
+            python_websockets_peer,
+            vanish_mid_frame,
+            vanish_mid_open_diff,
+            slowloris,
+            clock_jump,
+            lock_dir_wrong_permissions,
+        );
+    };
+}
+
+/// The scenarios every runtime runs with its events going to a handler (`tests/handler.rs`).
+#[macro_export]
+macro_rules! handler_scenarios {
+    ($rt:ty) => {
+        $crate::scenario_tests!($rt;
+            handshake_token,
+            mcp_lifecycle,
+            tools_changed_at_run_time,
+            deferred_open_diff,
+            cancel_and_disconnect,
+            notify_one_and_all,
+            eleventh_refused,
+            slow_reader,
+            slow_caller,
+            dead_peer,
+            vanish_mid_frame,
+            vanish_mid_open_diff,
+            slowloris,
+            clock_jump,
+            handler_answers_a_burst,
+            a_panicking_handler_stalls_nothing,
+        );
+    };
+}
+
 pub fn opts(dir: &Path) -> Options {
     let mut o = Options::new(vec![dir.to_path_buf()], "ScenarioIDE");
     o.lock_file = LockFileMode::Dir(dir.join("ide"));

@@ -60,28 +60,7 @@ impl Rt for WithHandler {
     rt_handle_methods!(Handle);
 }
 
-macro_rules! scenarios {
-    ($($name:ident),* $(,)?) => {
-        $(#[test] fn $name() { scenarios::$name::<WithHandler>(); })*
-    };
-}
-
-scenarios!(
-    handshake_token,
-    mcp_lifecycle,
-    tools_changed_at_run_time,
-    deferred_open_diff,
-    cancel_and_disconnect,
-    notify_one_and_all,
-    eleventh_refused,
-    slow_reader,
-    slow_caller,
-    dead_peer,
-    vanish_mid_frame,
-    vanish_mid_open_diff,
-    slowloris,
-    clock_jump,
-);
+handler_scenarios!(WithHandler);
 
 /// An executor run by `threads` threads named `name-N`, until the returned sender is dropped.
 fn executor(
@@ -273,16 +252,6 @@ impl scenarios::HandlerRt for WithHandler {
         }))?;
         Ok(Forwarded { server, events })
     }
-}
-
-#[test]
-fn handler_answers_a_burst() {
-    scenarios::handler_answers_a_burst::<WithHandler>();
-}
-
-#[test]
-fn a_panicking_handler_stalls_nothing() {
-    scenarios::a_panicking_handler_stalls_nothing::<WithHandler>();
 }
 
 fn at_mention() -> claude_ide_bridge::notify::AtMentioned {

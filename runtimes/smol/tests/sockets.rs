@@ -44,34 +44,7 @@ impl Rt for Smol {
     rt_handle_methods!(Handle);
 }
 
-macro_rules! scenarios {
-    ($($name:ident),* $(,)?) => {
-        $(#[test] fn $name() { scenarios::$name::<Smol>(); })*
-    };
-}
-
-scenarios!(
-    handshake_token,
-    mcp_lifecycle,
-    tools_changed_at_run_time,
-    deferred_open_diff,
-    cancel_and_disconnect,
-    notify_one_and_all,
-    eleventh_refused,
-    slow_reader,
-    slow_caller,
-    dead_peer,
-    lock_file,
-    lock_dir_refused,
-    stale_locks,
-    sigterm_child,
-    python_websockets_peer,
-    vanish_mid_frame,
-    vanish_mid_open_diff,
-    slowloris,
-    clock_jump,
-    lock_dir_wrong_permissions,
-);
+socket_scenarios!(Smol);
 
 #[test]
 fn sigterm_removes_lock() {
