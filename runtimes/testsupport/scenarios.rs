@@ -818,6 +818,10 @@ pub fn handler_answers_a_burst<R: HandlerRt>() {
             Event::ToolCall {
                 tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri: Some(u) }),
                 ..
+            } if u.starts_with("file:///now/big/") => Some(ToolResult::text(u.repeat(400))),
+            Event::ToolCall {
+                tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri: Some(u) }),
+                ..
             } if u.starts_with("file:///now/") => Some(ToolResult::text(u.clone())),
             _ => None,
         }),
@@ -860,6 +864,19 @@ pub fn handler_answers_a_burst<R: HandlerRt>() {
             assert_eq!(v["id"], json!(ids[7]));
             assert_eq!(text(&v).as_deref(), Some("later"));
         }
+    }
+    // A burst longer than the runtimes hold at once (64 events), with answers of about 8 KiB each
+    // (more than the 64 KiB held for one connection): all of them, in order.
+    let big: Vec<String> = (0..80).map(|i| format!("file:///now/big/{i:02}")).collect();
+    let calls: Vec<(&str, Value)> = big
+        .iter()
+        .map(|u| ("getDiagnostics", json!({ "uri": u })))
+        .collect();
+    let ids = c.call_tools_at_once(&calls);
+    for (id, uri) in ids.iter().zip(&big) {
+        let v = c.recv_json(WAIT).expect("an answer of the long burst");
+        assert_eq!(v["id"], json!(id), "{v}");
+        assert_eq!(text(&v), Some(uri.repeat(400)));
     }
     R::stop(s);
 }

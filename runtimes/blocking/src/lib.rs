@@ -212,7 +212,7 @@ impl Shared {
         let handle = Handle {
             shared: self.clone(),
         };
-        while let Some(event) = st.delivery.queue.pop_front() {
+        while let Some(event) = st.delivery.take_next() {
             drop(st);
             // A panic in the handler drops its event and is logged; the thread that ran it (a
             // connection's reader, the timer) carries on, as in the smol runtime.
@@ -439,7 +439,8 @@ impl IdeServer {
     ///
     /// Requests that arrive together (several in one read) are answered together: an answer given
     /// inside the handler while more of those events wait for it is written with the next one, in
-    /// one system call, once the handler has had them all.
+    /// one system call, once the handler has had them all (at most 64 events, or 64 KiB of answers
+    /// for one connection, at a time; requests that arrive meanwhile are the next burst).
     ///
     /// A panic in the handler drops that event (it is logged) and later events are delivered.
     /// The handler must return quickly: it holds up the thread it runs on. Calls that take time

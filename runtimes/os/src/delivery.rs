@@ -14,11 +14,15 @@ use crate::Core;
 /// connections whose answers wait for that thread to finish a burst.
 ///
 /// A runtime keeps it under its state lock. The thread that [`begin`](Self::begin)s delivering
-/// pops events and runs the handler with the lock released; others only queue (the delivering
-/// thread runs what they queued after its current event). When the handler answers a call while
-/// more events are queued for the same thread (several requests arrived in one read), the answer
-/// is [held](Self::hold) and written with the last one: one system call for a burst instead of
-/// one per answer. Answers from other threads are never held.
+/// takes events with [`take_next`](Self::take_next) and runs the handler with the lock released; others only
+/// queue (the delivering thread runs what they queued after its current event). When the handler
+/// answers a call while more events of the same burst wait for it (several requests arrived in
+/// one read), the answer is [held](Self::hold) and written with the burst's last one: one system
+/// call for a burst instead of one per answer. Answers from other threads are never held.
+///
+/// A burst is what was queued when its first event was taken, at most [`MAX_BURST`] events: events
+/// queued meanwhile (a peer that keeps sending) start a new burst, so held answers wait at most for
+/// the handler to go through events that had already arrived.
 ///
 /// ```
 /// use claude_ide_bridge::{ConnectionId, DisconnectReason, Event};
@@ -30,11 +34,11 @@ use crate::Core;
 /// d.queue.push_back(gone(2));
 /// assert!(d.begin());
 /// assert!(!d.begin()); // one delivering thread at a time
-/// let _first = d.queue.pop_front();
-/// assert!(d.should_hold()); // another event is queued for this thread
+/// let _first = d.take_next();
+/// assert!(d.should_hold()); // another event of the burst is queued for this thread
 /// d.hold(ConnectionId(1));
-/// let _second = d.queue.pop_front();
-/// assert!(!d.should_hold()); // the last one: write what is held now
+/// let _second = d.take_next();
+/// assert!(!d.should_hold()); // the burst's last one: write what is held now
 /// assert_eq!(d.pop_held(), Some(ConnectionId(1)));
 /// assert_eq!(d.pop_held(), None);
 /// d.end();
@@ -46,6 +50,8 @@ pub struct Delivery {
     pub queue: VecDeque<Event>,
     /// The thread running the handler, if any.
     delivering: Option<ThreadId>,
+    /// Events of the current burst still queued after the one being delivered.
+    burst_left: usize,
     /// Connections with answers held back by [`hold`](Self::hold).
     held: Vec<ConnectionId>,
 }
@@ -61,15 +67,27 @@ impl Delivery {
         true
     }
 
+    /// The next event for the delivering thread. The first event of a burst makes the events
+    /// queued behind it (at most [`MAX_BURST`] − 1) the rest of that burst.
+    pub fn take_next(&mut self) -> Option<Event> {
+        let event = self.queue.pop_front()?;
+        self.burst_left = match self.burst_left {
+            0 => self.queue.len().min(MAX_BURST - 1),
+            n => n - 1,
+        };
+        Some(event)
+    }
+
     /// Stop delivering (the queue is empty).
     pub fn end(&mut self) {
         self.delivering = None;
+        self.burst_left = 0;
     }
 
-    /// True when this thread is delivering and has more events queued: new output for the peer
-    /// can wait for the next answers to join it.
+    /// True when this thread is delivering and more events of the current burst wait for it: new
+    /// output for the peer can wait for their answers to join it.
     pub fn should_hold(&self) -> bool {
-        !self.queue.is_empty()
+        self.burst_left > 0
             && self.delivering.is_some()
             && self.delivering == Some(thread::current().id())
     }
@@ -92,6 +110,13 @@ impl Delivery {
         !self.held.is_empty()
     }
 }
+
+/// Most events in one burst (see [`Delivery`]).
+pub const MAX_BURST: usize = 64;
+
+/// Output held for a burst is written at once, burst or not, when a connection has this many bytes
+/// waiting: a burst's answers are written in pieces of about this size, never piled up.
+pub const MAX_HELD_BYTES: usize = 64 * 1024;
 
 /// A connection's socket, as the shared output step ([`act_on_ready`], [`write_held`]) sees it.
 /// Each runtime implements it for its connection record.
@@ -126,8 +151,9 @@ pub fn write_now(core: &mut Core, conn: ConnectionId, wire: &impl Wire) -> bool 
 
 /// Acts on the connections a [`Core::drain`] found ready (`ready`, emptied): shuts down those to
 /// close; with `inline`, writes new output from this thread ([`write_now`]) when the writer is idle,
-/// or holds it when [`Delivery::should_hold`] (a burst is being answered); wakes the writer for
-/// the rest. Then, with `inline` and nothing held back now, writes what earlier calls held.
+/// or holds it when [`Delivery::should_hold`] (a burst is being answered) and less than
+/// [`MAX_HELD_BYTES`] wait; wakes the writer for the rest. Then, with `inline` and nothing held
+/// back now, writes what earlier calls held.
 ///
 /// Call it after moving the drained events into `delivery.queue`, so that a burst's events count.
 pub fn act_on_ready<W: Wire>(
@@ -143,7 +169,7 @@ pub fn act_on_ready<W: Wire>(
         let Some(c) = conns.get(&conn) else { continue };
         if close {
             c.shutdown();
-        } else if hold {
+        } else if hold && core.server.transmit(conn).len() < MAX_HELD_BYTES {
             delivery.hold(conn);
             continue;
         } else if inline && !c.writing() && !stopped && write_now(core, conn, c) {
@@ -189,7 +215,7 @@ mod tests {
         let mut d = Delivery::default();
         d.queue.extend([gone(1), gone(2), gone(3)]);
         assert!(d.begin());
-        d.queue.pop_front();
+        d.take_next();
         assert!(d.should_hold());
         // Another thread answering meanwhile is never held back.
         let d = std::thread::scope(|s| {
@@ -206,6 +232,43 @@ mod tests {
         // Nothing queued: nothing to deliver.
         d.queue.clear();
         assert!(!d.begin());
+    }
+
+    #[test]
+    fn a_burst_is_what_was_queued_when_it_began() {
+        let mut d = Delivery::default();
+        d.queue.extend([gone(1), gone(2), gone(3)]);
+        assert!(d.begin());
+        d.take_next(); // the burst: this one and the two behind it
+        assert!(d.should_hold());
+        // A peer that keeps sending: what arrives meanwhile does not lengthen the burst.
+        d.queue.extend([gone(4), gone(5)]);
+        d.take_next();
+        assert!(d.should_hold());
+        d.take_next(); // the burst's last event
+        assert!(!d.should_hold());
+        d.take_next(); // a new burst: 4 and 5
+        assert!(d.should_hold());
+        d.take_next();
+        assert!(!d.should_hold());
+        assert!(d.take_next().is_none());
+    }
+
+    #[test]
+    fn a_burst_is_at_most_max_burst_events() {
+        let mut d = Delivery::default();
+        d.queue.extend((0..200).map(gone));
+        assert!(d.begin());
+        let mut held_run = 0;
+        let mut runs = Vec::new();
+        while d.take_next().is_some() {
+            held_run += 1;
+            if !d.should_hold() {
+                runs.push(held_run);
+                held_run = 0;
+            }
+        }
+        assert_eq!(runs, [64, 64, 64, 8]);
     }
 
     #[test]

@@ -228,7 +228,7 @@ impl Shared {
         let handle = Handle {
             shared: self.clone(),
         };
-        while let Some(event) = st.delivery.queue.pop_front() {
+        while let Some(event) = st.delivery.take_next() {
             drop(st);
             let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)));
@@ -514,7 +514,8 @@ impl IdeServer {
     ///
     /// Requests that arrive together (several in one read) are answered together: an answer given
     /// inside the handler while more of those events wait for it is written with the next one, in
-    /// one system call, once the handler has had them all.
+    /// one system call, once the handler has had them all (at most 64 events, or 64 KiB of answers
+    /// for one connection, at a time; requests that arrive meanwhile are the next burst).
     ///
     /// The handler is a plain closure, not a future: it must return quickly, since it holds up
     /// the executor thread it runs on. Calls that take time (an `openDiff` waiting for the user)
