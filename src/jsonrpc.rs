@@ -22,6 +22,9 @@ pub const INVALID_PARAMS: i32 = -32602;
 pub const INTERNAL_ERROR: i32 = -32603;
 /// The server is not initialized yet (or the session is closed).
 pub const NOT_INITIALIZED: i32 = -32002;
+/// Too many calls in progress on this connection (`Limits::max_pending_calls`): a server error
+/// (JSON-RPC's implementation-defined range), the request may be sent again later.
+pub const TOO_MANY_CALLS: i32 = -32000;
 
 /// A JSON-RPC error object: a code from this module's constants and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]

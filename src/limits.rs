@@ -29,6 +29,10 @@ pub struct Limits {
     pub max_outbound: usize,
     /// Most entries in a JSON-RPC batch.
     pub max_batch: usize,
+    /// Most calls in progress on one connection (handed to the host, not answered yet); a call past
+    /// it is refused at once with JSON-RPC error `-32000`, so that a peer cannot make the engine and
+    /// the host hold an unbounded number of them.
+    pub max_pending_calls: usize,
     /// Interval between server pings; a peer silent for two intervals is dead.
     pub ping_interval: Duration,
     /// Time to wait for the peer's Close after ours before dropping the connection.
@@ -51,6 +55,7 @@ impl Default for Limits {
             max_fragments: 4096,
             max_outbound: 64 * 1024 * 1024,
             max_batch: 64,
+            max_pending_calls: 256,
             ping_interval: Duration::from_secs(30),
             close_timeout: Duration::from_secs(5),
             max_queued_mentions: 32,

@@ -1403,6 +1403,7 @@ impl Ctx<'_> {
                         paths::resolve_in_workspace(path, &self.config.workspace_folders)
                             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
                     }
+                    self.check_pending_room(s)?;
                     let seq = self.push_pending(s, id, None, true);
                     self.events.push_back(Event::CompatRequest {
                         call: CallId {
@@ -1530,6 +1531,7 @@ impl Ctx<'_> {
                     let p = s.pending.remove(i);
                     self.reject_diff(s, p, CancelReason::Replaced);
                 }
+                self.check_pending_room(s)?;
                 let seq = self.push_pending(s, id, tab, false);
                 self.events.push_back(Event::ToolCall {
                     call: CallId {
@@ -1555,6 +1557,18 @@ impl Ctx<'_> {
             },
             reason,
         });
+    }
+
+    /// Refuse a call that would go past [`Limits::max_pending_calls`](crate::Limits::max_pending_calls).
+    fn check_pending_room(&self, s: &Mcp) -> Result<(), RpcError> {
+        let max = self.config.limits.max_pending_calls;
+        if s.pending.len() >= max {
+            return Err(RpcError::new(
+                jsonrpc::TOO_MANY_CALLS,
+                format!("too many calls in progress on this connection (limit {max}): wait for some to be answered"),
+            ));
+        }
+        Ok(())
     }
 
     fn push_pending(

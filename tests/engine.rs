@@ -827,3 +827,49 @@ fn message_trace_reports_both_directions_in_order() {
         ]
     );
 }
+
+#[test]
+fn calls_past_the_pending_limit_are_refused_until_one_is_answered() {
+    let mut p = Pair::with_config(|c| c.limits.max_pending_calls = 3);
+    let c = p.connect_initialized();
+    let first = open_diff(&mut p, c, 1, "t1");
+    open_diff(&mut p, c, 2, "t2");
+    open_diff(&mut p, c, 3, "t3");
+    // The fourth call in progress is refused at once, without reaching the host.
+    p.call_tool(c, 4, "getDiagnostics", json!({}));
+    let m = p.messages(c);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(m[0]["id"], 4);
+    assert_eq!(m[0]["error"]["code"], -32000);
+    assert!(m[0]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("limit 3"));
+    assert!(p.take_events().is_empty());
+    // A new openDiff for an open tab replaces that call and takes its place: not refused.
+    p.call_tool(c, 5, "openDiff", json!({"old_file_path": "/w/a.rs", "new_file_path": "/w/a.rs", "new_file_contents": "x", "tab_name": "t3"}));
+    let ev = p.take_events();
+    assert!(
+        matches!(
+            ev[..],
+            [
+                Event::CallCancelled {
+                    reason: CancelReason::Replaced,
+                    ..
+                },
+                Event::ToolCall { .. }
+            ]
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(p.messages(c)[0]["id"], 3); // the replaced diff, rejected
+                                           // Answering one makes room again.
+    p.server
+        .respond(first, ToolResult::diff_rejected("t1"))
+        .unwrap();
+    assert_eq!(p.messages(c)[0]["id"], 1);
+    p.call_tool(c, 6, "getDiagnostics", json!({}));
+    let (call, _) = expect_call(&mut p);
+    p.server.respond(call, ToolResult::text("[]")).unwrap();
+    assert_eq!(p.messages(c)[0]["id"], 6);
+}
