@@ -164,6 +164,13 @@ impl Client {
 
     /// Sends `tools/call` requests for `calls` (name, arguments) in one write; returns their ids.
     pub fn call_tools_at_once(&mut self, calls: &[(&str, Value)]) -> Vec<u64> {
+        let (out, ids) = self.encode_tool_calls(calls);
+        self.stream.write_all(&out).unwrap();
+        ids
+    }
+
+    /// The frames of `tools/call` requests for `calls`, to write later; and their ids.
+    pub fn encode_tool_calls(&mut self, calls: &[(&str, Value)]) -> (Vec<u8>, Vec<u64>) {
         let mut out = Vec::new();
         let mut ids = Vec::new();
         for (name, args) in calls {
@@ -180,8 +187,7 @@ impl Client {
             );
             ids.push(id);
         }
-        self.stream.write_all(&out).unwrap();
-        ids
+        (out, ids)
     }
 
     pub fn call_tool(&mut self, name: &str, args: Value) -> u64 {

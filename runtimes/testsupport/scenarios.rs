@@ -102,6 +102,7 @@ macro_rules! socket_scenarios {
             slowloris,
             clock_jump,
             lock_dir_wrong_permissions,
+            a_host_behind_pauses_reading,
         );
     };
 }
@@ -796,6 +797,56 @@ pub fn tools_changed_at_run_time<R: Rt>() {
 
 /// What [`HandlerRt::start_with`] shows every event to.
 pub type Inspect = Box<dyn FnMut(&Event) -> Option<ToolResult> + Send>;
+
+/// A host that does not read its events: once `MAX_HOST_BACKLOG` of them wait, the server stops
+/// reading from the connection (its answers stop coming), and it goes on where it stopped once the
+/// host has read them. `close_tab` is answered by the engine at once and gives the host an event.
+pub fn a_host_behind_pauses_reading<R: Rt>() {
+    use claude_ide_bridge_os::MAX_HOST_BACKLOG;
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (_, c) = connect(R::port(&s), Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    wait_event::<R>(&s, |e| matches!(e, Event::Initialized { .. }));
+    let total = MAX_HOST_BACKLOG + 600;
+    let names: Vec<String> = (0..total).map(|i| format!("t{i}")).collect();
+    let calls: Vec<(&str, Value)> = names
+        .iter()
+        .map(|t| ("close_tab", json!({ "tab_name": t })))
+        .collect();
+    let (bytes, ids) = c.encode_tool_calls(&calls);
+    // Written from another thread: the server stops reading part way.
+    let mut w = c.stream.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&bytes).unwrap());
+    let mut answered = 0;
+    while let Some(v) = c.recv_json(Duration::from_millis(700)) {
+        assert_eq!(v["id"], json!(ids[answered]), "{v}");
+        answered += 1;
+    }
+    // Paused: everything up to the backlog (and the rest of the read that reached it), not more.
+    assert!(
+        (MAX_HOST_BACKLOG..total).contains(&answered),
+        "{answered} answered before the host read any event"
+    );
+    // The host reads its events: the server reads again and answers the rest.
+    let mut events = 0;
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while events < total && Instant::now() < give_up {
+        if let Some(Event::TabClosed { .. }) = R::event(&s, Duration::from_millis(50)) {
+            events += 1;
+        }
+    }
+    assert_eq!(events, total);
+    while answered < total {
+        let v = c.recv_json(WAIT).expect("the answers after the pause");
+        assert_eq!(v["id"], json!(ids[answered]), "{v}");
+        answered += 1;
+    }
+    writer.join().unwrap();
+    R::stop(s);
+}
 
 /// Runtimes whose events can go to a handler (`IdeServer::start_with_handler`).
 pub trait HandlerRt: Rt {

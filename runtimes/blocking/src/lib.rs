@@ -33,6 +33,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -44,7 +45,9 @@ pub use claude_ide_bridge::{
 };
 pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
 
-use claude_ide_bridge_os::{act_on_ready, write_held, Core, Delivery, Drained, Wire};
+use claude_ide_bridge_os::{
+    act_on_ready, write_held, Core, Delivery, Drained, Wire, BACKLOG_POLL, MAX_HOST_BACKLOG,
+};
 
 /// Largest chunk a writer copies out of the engine per socket write.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -143,6 +146,8 @@ struct Shared {
     handler: Option<Mutex<Handler>>,
     timer: Condvar,
     addr: SocketAddr,
+    /// Events sent to [`IdeServer::next_event`] and not taken yet.
+    backlog: AtomicUsize,
 }
 
 impl Shared {
@@ -174,6 +179,8 @@ impl Shared {
         core.drain(out);
         match events {
             Some(Sink::Channel(tx)) => {
+                // Counted before they are sent: the host takes them off as they come.
+                self.backlog.fetch_add(out.events.len(), Ordering::AcqRel);
                 for e in out.events.drain(..) {
                     let _ = tx.send(e);
                 }
@@ -316,9 +323,38 @@ impl Shared {
         st.core.server.handle_close(conn);
     }
 
+    /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs).
+    fn host_behind(&self) -> bool {
+        let st = self.lock();
+        !st.stopped
+            && match st.events {
+                Some(Sink::Channel(_)) => self.backlog.load(Ordering::Acquire) >= MAX_HOST_BACKLOG,
+                Some(Sink::Handler) => st.delivery.queue.len() >= MAX_HOST_BACKLOG,
+                None => false,
+            }
+    }
+
+    /// Returns once the host is less than [`MAX_HOST_BACKLOG`] events behind: until then this
+    /// connection is not read (the peer's bytes wait in the socket, and then in the peer).
+    fn wait_for_host(&self, conn: ConnectionId) {
+        if !self.host_behind() {
+            return;
+        }
+        self.lock().core.log(|| {
+            format!(
+                "connection {}: the host is {MAX_HOST_BACKLOG} events behind; reading paused",
+                conn.0
+            )
+        });
+        while self.host_behind() {
+            thread::sleep(BACKLOG_POLL);
+        }
+    }
+
     fn read_loop(self: &Arc<Self>, conn: ConnectionId, mut stream: TcpStream) {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
+            self.wait_for_host(conn);
             match stream.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => self.answer(|st| {
@@ -425,7 +461,10 @@ pub struct IdeServer {
 
 impl IdeServer {
     /// Binds, writes the lock file, and starts the threads. Events are read with
-    /// [`IdeServer::next_event`] on a thread of the host's.
+    /// [`IdeServer::next_event`] on a thread of the host's. Read them as they come: while
+    /// [`MAX_HOST_BACKLOG`] (4096) events wait, the server
+    /// stops reading from its connections (so that a peer cannot pile them up in front of a slow
+    /// host), and goes on once the host has caught up.
     pub fn start(opts: Options) -> io::Result<IdeServer> {
         IdeServer::start_inner(opts, None)
     }
@@ -491,6 +530,7 @@ impl IdeServer {
             handler: handler.map(Mutex::new),
             timer: Condvar::new(),
             addr,
+            backlog: AtomicUsize::new(0),
         });
         let mut server = IdeServer {
             shared: shared.clone(),
@@ -538,17 +578,25 @@ impl IdeServer {
 
     /// The next event, waiting for it; `None` once the server has stopped.
     pub fn next_event(&self) -> Option<Event> {
-        self.events.recv().ok()
+        self.taken(self.events.recv().ok())
+    }
+
+    /// Counts an event the host took off the backlog.
+    fn taken(&self, event: Option<Event>) -> Option<Event> {
+        if event.is_some() {
+            self.shared.backlog.fetch_sub(1, Ordering::AcqRel);
+        }
+        event
     }
 
     /// The next event, waiting at most `timeout`.
     pub fn next_event_timeout(&self, timeout: Duration) -> Option<Event> {
-        self.events.recv_timeout(timeout).ok()
+        self.taken(self.events.recv_timeout(timeout).ok())
     }
 
     /// The next event if one is ready.
     pub fn try_next_event(&self) -> Option<Event> {
-        self.events.try_recv().ok()
+        self.taken(self.events.try_recv().ok())
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given

@@ -111,6 +111,14 @@ impl Delivery {
     }
 }
 
+/// Events waiting for the host (queued for its handler, or sent to its `next_event` and not taken
+/// yet) past which the runtimes stop reading from their connections until the host catches up:
+/// a peer cannot make events pile up without bound in front of a slow host.
+pub const MAX_HOST_BACKLOG: usize = 4096;
+
+/// How often a connection's reader looks again whether the host has caught up.
+pub const BACKLOG_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Most events in one burst (see [`Delivery`]).
 pub const MAX_BURST: usize = 64;
 

@@ -62,7 +62,9 @@ pub use claude_ide_bridge::{
 };
 pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
 
-use claude_ide_bridge_os::{act_on_ready, write_held, Core, Delivery, Drained, Wire};
+use claude_ide_bridge_os::{
+    act_on_ready, write_held, Core, Delivery, Drained, Wire, BACKLOG_POLL, MAX_HOST_BACKLOG,
+};
 
 /// Largest chunk a writer copies out of the engine per socket write.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -326,10 +328,39 @@ impl Shared {
         self.deliver();
     }
 
+    /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs).
+    fn host_behind(&self) -> bool {
+        let st = self.lock();
+        !st.stopped
+            && match &st.events {
+                Some(Sink::Channel(tx)) => tx.len() >= MAX_HOST_BACKLOG,
+                Some(Sink::Handler) => st.delivery.queue.len() >= MAX_HOST_BACKLOG,
+                None => false,
+            }
+    }
+
+    /// Returns once the host is less than [`MAX_HOST_BACKLOG`] events behind: until then this
+    /// connection is not read (the peer's bytes wait in the socket, and then in the peer).
+    async fn wait_for_host(&self, conn: ConnectionId) {
+        if !self.host_behind() {
+            return;
+        }
+        self.lock().core.log(|| {
+            format!(
+                "connection {}: the host is {MAX_HOST_BACKLOG} events behind; reading paused",
+                conn.0
+            )
+        });
+        while self.host_behind() {
+            Timer::after(BACKLOG_POLL).await;
+        }
+    }
+
     async fn read_loop(self: &Arc<Self>, conn: ConnectionId, stream: &Async<TcpStream>) {
         let mut buf = vec![0u8; READ_CHUNK];
         let mut reader = stream;
         loop {
+            self.wait_for_host(conn).await;
             match reader.read(&mut buf).await {
                 Ok(0) => break,
                 Ok(n) => self.answer(|st| {
@@ -466,7 +497,10 @@ pub struct IdeServer {
 impl IdeServer {
     /// Binds, writes the lock file, and spawns the tasks on smol's global executor (which runs
     /// them on its own thread: a host awaiting [`IdeServer::next_event`] elsewhere is one thread
-    /// hand-off away from them; see [`IdeServer::start_on`]).
+    /// hand-off away from them; see [`IdeServer::start_on`]). Read events as they come: while
+    /// [`MAX_HOST_BACKLOG`] (4096) events wait, the server
+    /// stops reading from its connections (so that a peer cannot pile them up in front of a slow
+    /// host), and goes on once the host has caught up.
     pub async fn start(opts: Options) -> io::Result<IdeServer> {
         IdeServer::start_with(opts, Spawner::Global, None).await
     }
