@@ -158,6 +158,7 @@ impl Harness {
             max_outbound: 128 * 1024,
             max_batch: 8,
             max_queued_mentions: 4,
+            max_pending_calls: 4,
             ..Limits::default()
         }
     }
