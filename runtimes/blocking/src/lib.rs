@@ -146,7 +146,9 @@ struct Shared {
     handler: Option<Mutex<Handler>>,
     timer: Condvar,
     addr: SocketAddr,
-    /// Events sent to [`IdeServer::next_event`] and not taken yet.
+    /// Events waiting for the host: sent to [`IdeServer::next_event`] and not taken yet, or queued
+    /// for the handler and not handed to it yet. Readers look at it before every read, without
+    /// the lock.
     backlog: AtomicUsize,
 }
 
@@ -185,7 +187,10 @@ impl Shared {
                     let _ = tx.send(e);
                 }
             }
-            Some(Sink::Handler) => delivery.queue.extend(out.events.drain(..)),
+            Some(Sink::Handler) => {
+                self.backlog.fetch_add(out.events.len(), Ordering::AcqRel);
+                delivery.queue.extend(out.events.drain(..));
+            }
             None => out.events.clear(),
         }
         act_on_ready(core, &mut out.ready, conns, delivery, inline, *stopped);
@@ -220,6 +225,7 @@ impl Shared {
             shared: self.clone(),
         };
         while let Some(event) = st.delivery.take_next() {
+            self.backlog.fetch_sub(1, Ordering::AcqRel);
             drop(st);
             // A panic in the handler drops its event and is logged; the thread that ran it (a
             // connection's reader, the timer) carries on, as in the smol runtime.
@@ -323,15 +329,10 @@ impl Shared {
         st.core.server.handle_close(conn);
     }
 
-    /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs).
+    /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs). The
+    /// lock is only taken when it is.
     fn host_behind(&self) -> bool {
-        let st = self.lock();
-        !st.stopped
-            && match st.events {
-                Some(Sink::Channel(_)) => self.backlog.load(Ordering::Acquire) >= MAX_HOST_BACKLOG,
-                Some(Sink::Handler) => st.delivery.queue.len() >= MAX_HOST_BACKLOG,
-                None => false,
-            }
+        self.backlog.load(Ordering::Acquire) >= MAX_HOST_BACKLOG && !self.lock().stopped
     }
 
     /// Returns once the host is less than [`MAX_HOST_BACKLOG`] events behind: until then this

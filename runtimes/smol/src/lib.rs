@@ -47,6 +47,7 @@ use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,10 @@ struct Shared {
     stop_bell: Sender<()>,
     addr: SocketAddr,
     spawner: Spawner,
+    /// Events waiting for the host: sent to [`IdeServer::next_event`] and not taken yet, or queued
+    /// for the handler and not handed to it yet. Readers look at it before every read, without
+    /// the lock.
+    backlog: AtomicUsize,
 }
 
 /// What a writer does next, decided under the lock and done after it.
@@ -185,11 +190,16 @@ impl Shared {
         core.drain(out);
         match events {
             Some(Sink::Channel(tx)) => {
+                // Counted before they are sent: the host takes them off as they come.
+                self.backlog.fetch_add(out.events.len(), Ordering::AcqRel);
                 for e in out.events.drain(..) {
                     let _ = tx.try_send(e);
                 }
             }
-            Some(Sink::Handler) => delivery.queue.extend(out.events.drain(..)),
+            Some(Sink::Handler) => {
+                self.backlog.fetch_add(out.events.len(), Ordering::AcqRel);
+                delivery.queue.extend(out.events.drain(..));
+            }
             None => out.events.clear(),
         }
         act_on_ready(core, &mut out.ready, conns, delivery, inline, *stopped);
@@ -231,6 +241,7 @@ impl Shared {
             shared: self.clone(),
         };
         while let Some(event) = st.delivery.take_next() {
+            self.backlog.fetch_sub(1, Ordering::AcqRel);
             drop(st);
             let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)));
@@ -328,15 +339,10 @@ impl Shared {
         self.deliver();
     }
 
-    /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs).
+    /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs). The
+    /// lock is only taken when it is.
     fn host_behind(&self) -> bool {
-        let st = self.lock();
-        !st.stopped
-            && match &st.events {
-                Some(Sink::Channel(tx)) => tx.len() >= MAX_HOST_BACKLOG,
-                Some(Sink::Handler) => st.delivery.queue.len() >= MAX_HOST_BACKLOG,
-                None => false,
-            }
+        self.backlog.load(Ordering::Acquire) >= MAX_HOST_BACKLOG && !self.lock().stopped
     }
 
     /// Returns once the host is less than [`MAX_HOST_BACKLOG`] events behind: until then this
@@ -632,6 +638,7 @@ impl IdeServer {
             stop_bell,
             addr,
             spawner,
+            backlog: AtomicUsize::new(0),
         });
         let timer = shared.spawner.spawn(shared.clone().timer_loop(timer_wait));
         let acceptor = shared
@@ -670,12 +677,20 @@ impl IdeServer {
 
     /// The next event; `None` once the server has stopped.
     pub async fn next_event(&self) -> Option<Event> {
-        self.events.recv().await.ok()
+        self.taken(self.events.recv().await.ok())
+    }
+
+    /// Counts an event the host took off the backlog.
+    fn taken(&self, event: Option<Event>) -> Option<Event> {
+        if event.is_some() {
+            self.shared.backlog.fetch_sub(1, Ordering::AcqRel);
+        }
+        event
     }
 
     /// The next event if one is ready.
     pub fn try_next_event(&self) -> Option<Event> {
-        self.events.try_recv().ok()
+        self.taken(self.events.try_recv().ok())
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given
