@@ -1403,8 +1403,7 @@ impl Ctx<'_> {
                         paths::resolve_in_workspace(path, &self.config.workspace_folders)
                             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
                     }
-                    self.check_pending_room(s)?;
-                    let seq = self.push_pending(s, id, None, true);
+                    let seq = self.push_pending(s, id, None, true)?;
                     self.events.push_back(Event::CompatRequest {
                         call: CallId {
                             conn: self.conn,
@@ -1531,8 +1530,7 @@ impl Ctx<'_> {
                     let p = s.pending.remove(i);
                     self.reject_diff(s, p, CancelReason::Replaced);
                 }
-                self.check_pending_room(s)?;
-                let seq = self.push_pending(s, id, tab, false);
+                let seq = self.push_pending(s, id, tab, false)?;
                 self.events.push_back(Event::ToolCall {
                     call: CallId {
                         conn: self.conn,
@@ -1559,8 +1557,15 @@ impl Ctx<'_> {
         });
     }
 
-    /// Refuse a call that would go past [`Limits::max_pending_calls`](crate::Limits::max_pending_calls).
-    fn check_pending_room(&self, s: &Mcp) -> Result<(), RpcError> {
+    /// Record a call handed to the host, or refuse it when
+    /// [`Limits::max_pending_calls`](crate::Limits::max_pending_calls) are already in progress.
+    fn push_pending(
+        &mut self,
+        s: &mut Mcp,
+        id: &RawValue,
+        tab: Option<String>,
+        compat: bool,
+    ) -> Result<u64, RpcError> {
         let max = self.config.limits.max_pending_calls;
         if s.pending.len() >= max {
             return Err(RpcError::new(
@@ -1568,16 +1573,6 @@ impl Ctx<'_> {
                 format!("too many calls in progress on this connection (limit {max}): wait for some to be answered"),
             ));
         }
-        Ok(())
-    }
-
-    fn push_pending(
-        &mut self,
-        s: &mut Mcp,
-        id: &RawValue,
-        tab: Option<String>,
-        compat: bool,
-    ) -> u64 {
         let seq = *self.next_seq;
         *self.next_seq += 1;
         if let Some(bid) = self.batch {
@@ -1592,7 +1587,7 @@ impl Ctx<'_> {
             compat,
             batch: self.batch,
         });
-        seq
+        Ok(seq)
     }
 }
 
