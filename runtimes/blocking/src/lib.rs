@@ -33,7 +33,6 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -46,7 +45,8 @@ pub use claude_ide_bridge::{
 pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
 
 use claude_ide_bridge_os::{
-    act_on_ready, write_held, Core, Delivery, Drained, Wire, BACKLOG_POLL, MAX_HOST_BACKLOG,
+    act_on_ready, write_held, Backlog, Core, Delivery, Drained, Wire, BACKLOG_POLL,
+    MAX_HOST_BACKLOG,
 };
 
 /// Largest chunk a writer copies out of the engine per socket write.
@@ -149,7 +149,7 @@ struct Shared {
     /// Events waiting for the host: sent to [`IdeServer::next_event`] and not taken yet, or queued
     /// for the handler and not handed to it yet. Readers look at it before every read, without
     /// the lock.
-    backlog: AtomicUsize,
+    backlog: Backlog,
 }
 
 impl Shared {
@@ -182,13 +182,13 @@ impl Shared {
         match events {
             Some(Sink::Channel(tx)) => {
                 // Counted before they are sent: the host takes them off as they come.
-                self.backlog.fetch_add(out.events.len(), Ordering::AcqRel);
+                self.backlog.add(out.events.len());
                 for e in out.events.drain(..) {
                     let _ = tx.send(e);
                 }
             }
             Some(Sink::Handler) => {
-                self.backlog.fetch_add(out.events.len(), Ordering::AcqRel);
+                self.backlog.add(out.events.len());
                 delivery.queue.extend(out.events.drain(..));
             }
             None => out.events.clear(),
@@ -224,8 +224,7 @@ impl Shared {
         let handle = Handle {
             shared: self.clone(),
         };
-        while let Some(event) = st.delivery.take_next() {
-            self.backlog.fetch_sub(1, Ordering::AcqRel);
+        while let Some(event) = self.backlog.taken(st.delivery.take_next()) {
             drop(st);
             // A panic in the handler drops its event and is logged; the thread that ran it (a
             // connection's reader, the timer) carries on, as in the smol runtime.
@@ -332,7 +331,7 @@ impl Shared {
     /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs). The
     /// lock is only taken when it is.
     fn host_behind(&self) -> bool {
-        self.backlog.load(Ordering::Acquire) >= MAX_HOST_BACKLOG && !self.lock().stopped
+        self.backlog.is_full() && !self.lock().stopped
     }
 
     /// Returns once the host is less than [`MAX_HOST_BACKLOG`] events behind: until then this
@@ -531,7 +530,7 @@ impl IdeServer {
             handler: handler.map(Mutex::new),
             timer: Condvar::new(),
             addr,
-            backlog: AtomicUsize::new(0),
+            backlog: Backlog::default(),
         });
         let mut server = IdeServer {
             shared: shared.clone(),
@@ -579,25 +578,19 @@ impl IdeServer {
 
     /// The next event, waiting for it; `None` once the server has stopped.
     pub fn next_event(&self) -> Option<Event> {
-        self.taken(self.events.recv().ok())
-    }
-
-    /// Counts an event the host took off the backlog.
-    fn taken(&self, event: Option<Event>) -> Option<Event> {
-        if event.is_some() {
-            self.shared.backlog.fetch_sub(1, Ordering::AcqRel);
-        }
-        event
+        self.shared.backlog.taken(self.events.recv().ok())
     }
 
     /// The next event, waiting at most `timeout`.
     pub fn next_event_timeout(&self, timeout: Duration) -> Option<Event> {
-        self.taken(self.events.recv_timeout(timeout).ok())
+        self.shared
+            .backlog
+            .taken(self.events.recv_timeout(timeout).ok())
     }
 
     /// The next event if one is ready.
     pub fn try_next_event(&self) -> Option<Event> {
-        self.taken(self.events.try_recv().ok())
+        self.shared.backlog.taken(self.events.try_recv().ok())
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given

@@ -116,6 +116,32 @@ impl Delivery {
 /// a peer cannot make events pile up without bound in front of a slow host.
 pub const MAX_HOST_BACKLOG: usize = 4096;
 
+/// The events waiting for the host (sent to its `next_event` and not taken yet, or queued for its
+/// handler and not handed to it yet), counted without a lock so that readers can look before
+/// every read.
+#[derive(Debug, Default)]
+pub struct Backlog(std::sync::atomic::AtomicUsize);
+
+impl Backlog {
+    /// `n` more events wait for the host (count them before handing them over).
+    pub fn add(&self, n: usize) {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Counts `event`, if any, as taken by the host; returns it.
+    pub fn taken(&self, event: Option<Event>) -> Option<Event> {
+        if event.is_some() {
+            self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        event
+    }
+
+    /// [`MAX_HOST_BACKLOG`] or more events wait.
+    pub fn is_full(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire) >= MAX_HOST_BACKLOG
+    }
+}
+
 /// How often a connection's reader looks again whether the host has caught up.
 pub const BACKLOG_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 

@@ -44,8 +44,8 @@ pub mod signals;
 pub use crate::clock::Clock;
 pub use crate::core::{Core, Drained};
 pub use crate::delivery::{
-    act_on_ready, write_held, write_now, Delivery, Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES,
-    MAX_HOST_BACKLOG,
+    act_on_ready, write_held, write_now, Backlog, Delivery, Wire, BACKLOG_POLL, MAX_BURST,
+    MAX_HELD_BYTES, MAX_HOST_BACKLOG,
 };
 pub use crate::log::Logger;
 pub use crate::options::{posix_folders, LockFileMode, Options};

@@ -47,7 +47,6 @@ use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -64,7 +63,8 @@ pub use claude_ide_bridge::{
 pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
 
 use claude_ide_bridge_os::{
-    act_on_ready, write_held, Core, Delivery, Drained, Wire, BACKLOG_POLL, MAX_HOST_BACKLOG,
+    act_on_ready, write_held, Backlog, Core, Delivery, Drained, Wire, BACKLOG_POLL,
+    MAX_HOST_BACKLOG,
 };
 
 /// Largest chunk a writer copies out of the engine per socket write.
@@ -151,7 +151,7 @@ struct Shared {
     /// Events waiting for the host: sent to [`IdeServer::next_event`] and not taken yet, or queued
     /// for the handler and not handed to it yet. Readers look at it before every read, without
     /// the lock.
-    backlog: AtomicUsize,
+    backlog: Backlog,
 }
 
 /// What a writer does next, decided under the lock and done after it.
@@ -191,13 +191,13 @@ impl Shared {
         match events {
             Some(Sink::Channel(tx)) => {
                 // Counted before they are sent: the host takes them off as they come.
-                self.backlog.fetch_add(out.events.len(), Ordering::AcqRel);
+                self.backlog.add(out.events.len());
                 for e in out.events.drain(..) {
                     let _ = tx.try_send(e);
                 }
             }
             Some(Sink::Handler) => {
-                self.backlog.fetch_add(out.events.len(), Ordering::AcqRel);
+                self.backlog.add(out.events.len());
                 delivery.queue.extend(out.events.drain(..));
             }
             None => out.events.clear(),
@@ -240,8 +240,7 @@ impl Shared {
         let handle = Handle {
             shared: self.clone(),
         };
-        while let Some(event) = st.delivery.take_next() {
-            self.backlog.fetch_sub(1, Ordering::AcqRel);
+        while let Some(event) = self.backlog.taken(st.delivery.take_next()) {
             drop(st);
             let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)));
@@ -342,7 +341,7 @@ impl Shared {
     /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs). The
     /// lock is only taken when it is.
     fn host_behind(&self) -> bool {
-        self.backlog.load(Ordering::Acquire) >= MAX_HOST_BACKLOG && !self.lock().stopped
+        self.backlog.is_full() && !self.lock().stopped
     }
 
     /// Returns once the host is less than [`MAX_HOST_BACKLOG`] events behind: until then this
@@ -638,7 +637,7 @@ impl IdeServer {
             stop_bell,
             addr,
             spawner,
-            backlog: AtomicUsize::new(0),
+            backlog: Backlog::default(),
         });
         let timer = shared.spawner.spawn(shared.clone().timer_loop(timer_wait));
         let acceptor = shared
@@ -677,20 +676,12 @@ impl IdeServer {
 
     /// The next event; `None` once the server has stopped.
     pub async fn next_event(&self) -> Option<Event> {
-        self.taken(self.events.recv().await.ok())
-    }
-
-    /// Counts an event the host took off the backlog.
-    fn taken(&self, event: Option<Event>) -> Option<Event> {
-        if event.is_some() {
-            self.shared.backlog.fetch_sub(1, Ordering::AcqRel);
-        }
-        event
+        self.shared.backlog.taken(self.events.recv().await.ok())
     }
 
     /// The next event if one is ready.
     pub fn try_next_event(&self) -> Option<Event> {
-        self.taken(self.events.try_recv().ok())
+        self.shared.backlog.taken(self.events.try_recv().ok())
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given
