@@ -136,6 +136,11 @@ impl Backlog {
         event
     }
 
+    /// Some event waits for the host.
+    pub fn is_waiting(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
     /// [`MAX_HOST_BACKLOG`] or more events wait.
     pub fn is_full(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::Acquire) >= MAX_HOST_BACKLOG

@@ -277,6 +277,21 @@ impl Shared {
         r
     }
 
+    /// [`Shared::answer`] for the host's answer to a call. When more events wait for the host's
+    /// [`IdeServer::next_event`] (requests that arrived together), the answer is left to the
+    /// connection's writer, woken, which runs once the host task yields and writes what
+    /// accumulated meanwhile in one system call; the answer given with no event waiting is written
+    /// at once, with anything still pending. (A handler's answers are held by [`Delivery`] instead.)
+    fn host_answer<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.lock();
+        let r = f(&mut st);
+        let queued = matches!(st.events, Some(Sink::Channel(_))) && self.backlog.is_waiting();
+        self.flush_with(&mut st, !queued);
+        drop(st);
+        self.deliver();
+        r
+    }
+
     fn close_conn(&self, st: &mut State, conn: ConnectionId) {
         if let Some(c) = st.conns.get(&conn) {
             let _ = c.stream.get_ref().shutdown(Shutdown::Both);
@@ -729,7 +744,7 @@ impl Handle {
     /// Answers a tool call (see `Server::respond`).
     pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
         self.shared
-            .answer(|st| st.core.server.respond(call, result))
+            .host_answer(|st| st.core.server.respond(call, result))
     }
 
     /// Answers a compatibility request (see `Server::respond_compat`).
@@ -739,7 +754,7 @@ impl Handle {
         result: Result<serde_json::Value, RpcError>,
     ) -> Result<(), ApiError> {
         self.shared
-            .answer(|st| st.core.server.respond_compat(call, result))
+            .host_answer(|st| st.core.server.respond_compat(call, result))
     }
 
     /// Sends a notification; returns how many connections it was queued for.
