@@ -5,7 +5,9 @@
 //! The engine sits in an `Arc<Mutex<_>>`; no thread holds the lock while it blocks on a socket, so
 //! a peer that stops reading blocks only its own writer. Answers ([`Handle::respond`]) are written
 //! at once from the answering thread with a non-blocking send when the socket takes them; the
-//! writer thread is woken only for what a full socket left over.
+//! writer thread is woken only for what a full socket left over, and for the answers a host gives
+//! while more events wait for its `next_event` (requests that arrived together), which it writes
+//! in as few system calls as they accumulate.
 //!
 //! ```no_run
 //! use claude_ide_bridge_blocking::{Event, IdeServer, Options, ToolResult};

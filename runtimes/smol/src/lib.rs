@@ -27,7 +27,9 @@
 //! [`IdeServer::start_on`]: run the host's event loop on that executor and thread and a tool
 //! call is read, answered and written in one turn, with no thread hand-off. Answers
 //! ([`Handle::respond`]) are written at once from the answering task when the socket takes them;
-//! the connection's writer task only handles what a full socket left over.
+//! the connection's writer task only handles what a full socket left over, and the answers a host
+//! gives while more events wait for its `next_event` (requests that arrived together), which it
+//! writes together once the host yields.
 //!
 //! Events go to [`IdeServer::next_event`], or, with [`IdeServer::start_with_handler`] (global
 //! executor) and [`IdeServer::start_with_handler_on`] (the host's), to a closure called from the
@@ -528,9 +530,9 @@ impl IdeServer {
     /// As [`IdeServer::start`], with the tasks spawned on `executor`. Run the host's event loop on
     /// the same executor and thread (e.g. `smol::block_on(executor.run(host))`) and a tool call is
     /// read, handed to the host, answered and written in one turn of one thread, with no hand-off
-    /// (the lowest latency). The executor must be run for the server to make progress. (Answers
-    /// from a host loop are each written at once; [`IdeServer::start_with_handler`] also writes
-    /// the answers to requests that arrived together in one system call.)
+    /// (the lowest latency). The executor must be run for the server to make progress. Answers to
+    /// requests that arrived together are written together, in one system call, once the host task
+    /// has answered those it had waiting and yields.
     ///
     /// ```no_run
     /// use std::sync::Arc;
