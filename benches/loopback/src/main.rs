@@ -1,7 +1,9 @@
 //! Loopback benchmark: notifications per second pushed to one client, and `tools/call` round trips
 //! per second, one at a time (with their median and p99 latency) and pipelined (several calls in
 //! flight, as when the client runs tools in parallel), for the smol runtime, the threads runtime and
-//! a reference server on Node `ws`, in one run, with the ratios against Node.
+//! a reference server on Node `ws`, in one run, with the ratios against Node. For the round trips it
+//! also reports the CPU time the server's threads used per call (Linux, from `/proc`): what a
+//! server costs, which the round trip's wake-ups between CPUs do not hide.
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
@@ -112,14 +114,17 @@ fn main() {
                     format!("{:.0}", f.notes_per_s)
                 };
                 println!(
-                    "{rt}: {notes} notifications/s; {:.0} calls/s, median {:.1} µs, p99 {:.1} µs; \
-                     pipelined {:.0} calls/s, median {:.1} µs, p99 {:.1} µs",
+                    "{rt}: {notes} notifications/s; {:.0} calls/s, median {:.1} µs, p99 {:.1} µs, \
+                     server CPU {:.1} µs/call; pipelined {:.0} calls/s, median {:.1} µs, p99 {:.1} µs, \
+                     server CPU {:.1} µs/call",
                     f.calls_per_s,
                     f.median_us,
                     f.p99_us,
+                    f.cpu_us,
                     f.piped_per_s,
                     f.piped_median_us,
-                    f.piped_p99_us
+                    f.piped_p99_us,
+                    f.piped_cpu_us
                 );
                 results.push((rt.clone(), f));
             }
@@ -138,14 +143,16 @@ fn summary(results: &[(String, Figures)]) {
         return;
     };
     type Figure = (&'static str, fn(&Figures) -> f64, bool);
-    let figures: [Figure; 7] = [
+    let figures: [Figure; 9] = [
         ("notifications/s", |f| f.notes_per_s, false),
         ("calls/s", |f| f.calls_per_s, false),
         ("median µs", |f| f.median_us, true),
         ("p99 µs", |f| f.p99_us, true),
+        ("CPU µs/call", |f| f.cpu_us, true),
         ("piped calls/s", |f| f.piped_per_s, false),
         ("piped median µs", |f| f.piped_median_us, true),
         ("piped p99 µs", |f| f.piped_p99_us, true),
+        ("piped CPU µs/call", |f| f.piped_cpu_us, true),
     ];
     println!("figures (× node, higher is better):");
     for (label, get, lower_better) in figures {
@@ -168,7 +175,7 @@ fn summary(results: &[(String, Figures)]) {
                 }
             })
             .collect();
-        println!("  {label:<16} {}", cells.join(" | "));
+        println!("  {label:<17} {}", cells.join(" | "));
     }
     // What each server adds to a sequential round trip over the tcp-echo floor of the same run:
     // its own work per call, with the kernel's and the client's share taken out. Derived (a
@@ -192,7 +199,7 @@ fn summary(results: &[(String, Figures)]) {
             }
         })
         .collect();
-    println!("  {:<16} {}", "median−floor µs", cells.join(" | "));
+    println!("  {:<17} {}", "median−floor µs", cells.join(" | "));
 }
 
 /// Pin this process's current thread (and so every thread and child started after) to `cpu`.
@@ -226,6 +233,10 @@ struct Figures {
     piped_per_s: f64,
     piped_median_us: f64,
     piped_p99_us: f64,
+    /// CPU time the server's threads used per call (µs), sequential and pipelined (NaN where
+    /// `/proc` cannot tell).
+    cpu_us: f64,
+    piped_cpu_us: f64,
 }
 
 /// A server under test and how to make it push notifications.
@@ -475,6 +486,7 @@ fn run(
 
     // Round trips, one at a time.
     let mut lat = Vec::with_capacity(calls);
+    let cpu_before = server_cpu_ns(server);
     let start = Instant::now();
     for _ in 0..calls {
         let t = Instant::now();
@@ -485,10 +497,13 @@ fn run(
         }
     }
     let calls_per_s = calls as f64 / start.elapsed().as_secs_f64();
+    let cpu_us = cpu_per_call(cpu_before, server_cpu_ns(server), calls);
     let (median_us, p99_us) = percentiles(&mut lat);
 
     // Round trips, `in_flight` at a time.
+    let cpu_before = server_cpu_ns(server);
     let (piped_per_s, mut lat) = c.pipelined(GET_DIAGNOSTICS, pipelined, in_flight)?;
+    let piped_cpu_us = cpu_per_call(cpu_before, server_cpu_ns(server), pipelined);
     let (piped_median_us, piped_p99_us) = percentiles(&mut lat);
     Ok(Figures {
         notes_per_s,
@@ -498,7 +513,50 @@ fn run(
         piped_per_s,
         piped_median_us,
         piped_p99_us,
+        cpu_us,
+        piped_cpu_us,
     })
+}
+
+/// CPU time (ns) used so far by the server's threads, from the kernel's per-thread accounting
+/// (`/proc/<pid>/task/<tid>/schedstat`: time on a CPU, system calls and the loopback's network
+/// processing done in them included; time waiting to be woken is not). Node: every thread of the
+/// child. In-process servers: every thread of this process except the calling one, the load
+/// client (the other servers' threads are idle by then). `None` off Linux.
+fn server_cpu_ns(server: &Server) -> Option<u64> {
+    let (dir, skip) = match &server.child {
+        Some(child) => (format!("/proc/{}/task", child.id()), None),
+        None => {
+            // "<pid>/task/<tid>": the calling thread's id.
+            let me = std::fs::read_link("/proc/thread-self").ok()?;
+            let tid = me.file_name()?.to_str()?.to_string();
+            ("/proc/self/task".to_string(), Some(tid))
+        }
+    };
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).ok()? {
+        let entry = entry.ok()?;
+        if skip.as_deref() == entry.file_name().to_str() {
+            continue;
+        }
+        // A thread that ended meanwhile has no file any more: it counts as nothing.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        total += stat
+            .split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse::<u64>().ok())?;
+    }
+    Some(total)
+}
+
+/// µs of server CPU per call between two [`server_cpu_ns`] readings.
+fn cpu_per_call(before: Option<u64>, after: Option<u64>, calls: usize) -> f64 {
+    match (before, after) {
+        (Some(b), Some(a)) if calls > 0 => a.saturating_sub(b) as f64 / 1e3 / calls as f64,
+        _ => f64::NAN,
+    }
 }
 
 /// Median and p99 of `lat`, in µs.
