@@ -858,19 +858,7 @@ pub fn host_loop_answers_a_burst<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
     let h = R::handle(&s);
-    let (_, c) = connect(R::port(&s), Some(TOKEN));
-    let mut c = c.unwrap();
-    c.init();
-    wait_event::<R>(&s, |e| matches!(e, Event::Initialized { .. }));
-    let text = |v: &Value| {
-        v["result"]["content"][0]["text"]
-            .as_str()
-            .map(str::to_owned)
-    };
-    let next_call = || match wait_event::<R>(&s, |e| matches!(e, Event::ToolCall { .. })) {
-        Event::ToolCall { call, tool } => (call, tool),
-        _ => unreachable!(),
-    };
+    let (mut c, _) = client::<R>(&s);
     for round in 0..3 {
         let uris: Vec<String> = (0..8).map(|i| format!("file:///r{round}/{i}")).collect();
         let calls: Vec<(&str, Value)> = uris
@@ -878,19 +866,19 @@ pub fn host_loop_answers_a_burst<R: Rt>() {
             .map(|u| ("getDiagnostics", json!({ "uri": u })))
             .collect();
         let ids = c.call_tools_at_once(&calls);
-        // The first answer, given while the rest of the burst waits for the host; the host then
-        // takes its time before the next event: the answer arrives meanwhile.
-        let (first, _) = next_call();
+        // The first answer, given while the rest of the burst waits for the host, which then takes
+        // its time before the next event: the answer arrives meanwhile.
+        let (first, _) = tool_call::<R>(&s);
         R::respond(&h, first, ToolResult::text(uris[0].clone())).unwrap();
         let v = c
             .recv_json(WAIT)
             .expect("the first answer, host still busy");
         assert_eq!(v["id"], json!(ids[0]), "{v}");
-        assert_eq!(text(&v).as_deref(), Some(uris[0].as_str()));
+        assert_eq!(text_of(&v), [uris[0].as_str()]);
         // The rest at once, but the last one, kept for later in rounds 0 and 1.
         let mut kept = None;
         for (i, uri) in uris.iter().enumerate().skip(1) {
-            let (call, tool) = next_call();
+            let (call, tool) = tool_call::<R>(&s);
             assert!(
                 matches!(&tool, ToolCall::GetDiagnostics(a) if a.uri.as_deref() == Some(uri.as_str())),
                 "{tool:?}"
@@ -905,14 +893,14 @@ pub fn host_loop_answers_a_burst<R: Rt>() {
         for (id, uri) in ids.iter().zip(&uris).take(answered).skip(1) {
             let v = c.recv_json(WAIT).expect("an answer of the burst");
             assert_eq!(v["id"], json!(id), "{v}");
-            assert_eq!(text(&v).as_deref(), Some(uri.as_str()));
+            assert_eq!(text_of(&v), [uri.as_str()]);
         }
         if let Some(call) = kept {
             assert!(c.recv_json(Duration::from_millis(100)).is_none());
             R::respond(&h, call, ToolResult::text("later")).unwrap();
             let v = c.recv_json(WAIT).expect("the later answer");
             assert_eq!(v["id"], json!(ids[7]));
-            assert_eq!(text(&v).as_deref(), Some("later"));
+            assert_eq!(text_of(&v), ["later"]);
         }
     }
     R::stop(s);
