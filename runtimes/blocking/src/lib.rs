@@ -47,7 +47,7 @@ pub use claude_ide_bridge::{
 pub use claude_ide_bridge_os::{LockFileMode, Logger, Options};
 
 use claude_ide_bridge_os::{
-    act_on_ready, write_held, Backlog, Core, Delivery, Drained, Wire, BACKLOG_POLL,
+    act_on_ready, deliver, Backlog, Core, Delivery, DeliveryState, Drained, Wire, BACKLOG_POLL,
     MAX_HOST_BACKLOG,
 };
 
@@ -131,6 +131,18 @@ struct State {
     delivery: Delivery,
     threads: Vec<JoinHandle<()>>,
     stopped: bool,
+}
+
+impl DeliveryState for State {
+    type Wire = Conn;
+    fn parts(&mut self) -> (&mut Core, &HashMap<ConnectionId, Conn>, &mut Delivery, bool) {
+        (
+            &mut self.core,
+            &self.conns,
+            &mut self.delivery,
+            self.stopped,
+        )
+    }
 }
 
 enum Sink {
@@ -219,36 +231,15 @@ impl Shared {
         let Some(handler) = &self.handler else {
             return;
         };
-        let mut st = self.lock();
-        if !st.delivery.begin() {
-            return;
-        }
-        let handle = Handle {
-            shared: self.clone(),
-        };
-        while let Some(event) = self.backlog.taken(st.delivery.take_next()) {
-            drop(st);
-            // A panic in the handler drops its event and is logged; the thread that ran it (a
-            // connection's reader, the timer) carries on, as in the smol runtime.
+        // Made for the first event only: most calls find nothing queued.
+        let mut handle = None;
+        deliver(&self.state, &self.backlog, |event| {
+            let handle = handle.get_or_insert_with(|| Handle {
+                shared: self.clone(),
+            });
             let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
-            let outcome = panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)));
-            drop(h);
-            st = self.lock();
-            if outcome.is_err() {
-                st.core
-                    .log(|| "the event handler panicked; its event is dropped".to_string());
-            }
-        }
-        st.delivery.end();
-        // Answers held for a burst whose last event gave none.
-        let State {
-            core,
-            conns,
-            delivery,
-            stopped,
-            ..
-        } = &mut *st;
-        write_held(core, conns, delivery, *stopped);
+            panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &*handle))).map_err(|_| ())
+        });
     }
 
     /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is

@@ -237,6 +237,98 @@ pub fn write_held<W: Wire>(
     }
 }
 
+/// What [`deliver`] needs of a runtime's state: the parts of it the delivery loop works on.
+pub trait DeliveryState {
+    /// The runtime's connection record.
+    type Wire: Wire;
+    /// The engine, the connections, the handler's queue, and whether the server has stopped.
+    fn parts(
+        &mut self,
+    ) -> (
+        &mut Core,
+        &HashMap<ConnectionId, Self::Wire>,
+        &mut Delivery,
+        bool,
+    );
+}
+
+/// The delivery loop both runtimes run after every call into the engine, once their state lock
+/// is released: hands the events queued in [`Delivery`] to `run` (which calls the host's handler),
+/// in order, one at a time, with `state` unlocked while `run` works, from this thread, unless
+/// another thread (or this one, re-entered from the handler) is already delivering, which then
+/// runs them after its current call. Each event is counted off `backlog` as it is handed over. An
+/// event whose `run` returns `Err` (a panic caught in the handler) is dropped and logged; the rest
+/// are delivered. Finally the answers held for the burst are written ([`write_held`]).
+///
+/// A poisoned lock is used as it is: a panic elsewhere never stops delivery.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::Mutex;
+/// use claude_ide_bridge::{AuthToken, Config, ConnectionId, DisconnectReason, Event, Server};
+/// use claude_ide_bridge_os::{deliver, Backlog, Core, Delivery, DeliveryState, Wire};
+///
+/// struct Sock; // a runtime's connection record
+/// impl Wire for Sock {
+///     fn try_send(&self, buf: &[u8]) -> std::io::Result<usize> { Ok(buf.len()) }
+///     fn shutdown(&self) {}
+///     fn wake_writer(&self) {}
+///     fn writing(&self) -> bool { false }
+/// }
+/// struct State { core: Core, conns: HashMap<ConnectionId, Sock>, delivery: Delivery }
+/// impl DeliveryState for State {
+///     type Wire = Sock;
+///     fn parts(&mut self) -> (&mut Core, &HashMap<ConnectionId, Sock>, &mut Delivery, bool) {
+///         (&mut self.core, &self.conns, &mut self.delivery, false)
+///     }
+/// }
+///
+/// let server = Server::new(Config::new(AuthToken::from_string("token".to_string())));
+/// let state = Mutex::new(State {
+///     core: Core::new(server, None),
+///     conns: HashMap::new(),
+///     delivery: Delivery::default(),
+/// });
+/// let backlog = Backlog::default();
+/// let gone = |n| Event::Disconnected { conn: ConnectionId(n), reason: DisconnectReason::Closed(None) };
+/// state.lock().unwrap().delivery.queue.extend([gone(1), gone(2), gone(3)]);
+/// backlog.add(3);
+/// let mut seen = Vec::new();
+/// deliver(&state, &backlog, |event| {
+///     let Event::Disconnected { conn, .. } = event else { unreachable!() };
+///     seen.push(conn.0);
+///     // As if the handler panicked on the second event: it is dropped, the third still comes.
+///     if conn.0 == 2 { Err(()) } else { Ok(()) }
+/// });
+/// assert_eq!(seen, [1, 2, 3]);
+/// assert!(!backlog.is_waiting());
+/// ```
+pub fn deliver<S: DeliveryState>(
+    state: &std::sync::Mutex<S>,
+    backlog: &Backlog,
+    mut run: impl FnMut(Event) -> Result<(), ()>,
+) {
+    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = lock();
+    if !st.parts().2.begin() {
+        return;
+    }
+    while let Some(event) = backlog.taken(st.parts().2.take_next()) {
+        drop(st);
+        let outcome = run(event);
+        st = lock();
+        if outcome.is_err() {
+            st.parts()
+                .0
+                .log(|| "the event handler panicked; its event is dropped".to_string());
+        }
+    }
+    let (core, conns, delivery, stopped) = st.parts();
+    delivery.end();
+    // Answers held for a burst whose last event gave none.
+    write_held(core, conns, delivery, stopped);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,8 @@
 //!   default action happens.
 //! - [`Logger`]: debug logging of connection events, never of the token.
 //! - [`Options`] and [`LockFileMode`]: what both runtimes are started with, and [`Core`], the
-//!   drain step both runtimes run after every call into the engine, and [`Delivery`], the
-//!   bookkeeping of their event handlers.
+//!   drain step both runtimes run after every call into the engine, and [`Delivery`] and
+//!   [`deliver`], the bookkeeping and the delivery loop of their event handlers.
 //!
 //! ```no_run
 //! use claude_ide_bridge::discovery::LockFile;
@@ -44,8 +44,8 @@ pub mod signals;
 pub use crate::clock::Clock;
 pub use crate::core::{Core, Drained};
 pub use crate::delivery::{
-    act_on_ready, write_held, write_now, Backlog, Delivery, Wire, BACKLOG_POLL, MAX_BURST,
-    MAX_HELD_BYTES, MAX_HOST_BACKLOG,
+    act_on_ready, deliver, write_held, write_now, Backlog, Delivery, DeliveryState, Wire,
+    BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOST_BACKLOG,
 };
 pub use crate::log::Logger;
 pub use crate::options::{posix_folders, LockFileMode, Options};
