@@ -247,25 +247,18 @@ impl Shared {
     /// idle, and the writer is woken only for what remains. A round trip then costs no wake-up
     /// of the writer. Pushes ([`Handle::notify`]) go through the writer instead, which sends
     /// what accumulated while it woke in one write: fewer system calls for a stream of them.
-    fn answer<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
-        let mut st = self.lock();
-        let r = f(&mut st);
-        self.flush_with(&mut st, true);
-        drop(st);
-        self.deliver();
-        r
-    }
-
-    /// [`Shared::answer`] for the host's answer to a call. When more events wait for the host's
+    ///
+    /// With `from_host` (the host's answer to a call), when more events wait for the host's
     /// [`IdeServer::next_event`] (requests that arrived together), the answer is left to the
     /// connection's writer thread, woken, which writes what accumulated by the time it runs in one
     /// system call while the host goes on; the answer given with no event waiting is written at
     /// once from this thread, with anything still pending. (A handler's answers are held by
     /// [`Delivery`] instead.)
-    fn host_answer<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
+    fn answer<R>(self: &Arc<Self>, from_host: bool, f: impl FnOnce(&mut State) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st);
-        let queued = matches!(st.events, Some(Sink::Channel(_))) && self.backlog.is_waiting();
+        let queued =
+            from_host && matches!(st.events, Some(Sink::Channel(_))) && self.backlog.is_waiting();
         self.flush_with(&mut st, !queued);
         drop(st);
         self.deliver();
@@ -366,7 +359,7 @@ impl Shared {
             self.wait_for_host(conn);
             match stream.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => self.answer(|st| {
+                Ok(n) => self.answer(false, |st| {
                     let now = st.core.clock.now();
                     st.core.server.handle_input(conn, &buf[..n], now)
                 }),
@@ -673,7 +666,7 @@ impl Handle {
     /// Answers a tool call (see `Server::respond`).
     pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
         self.shared
-            .host_answer(|st| st.core.server.respond(call, result))
+            .answer(true, |st| st.core.server.respond(call, result))
     }
 
     /// Answers a compatibility request (see `Server::respond_compat`).
@@ -683,7 +676,7 @@ impl Handle {
         result: Result<serde_json::Value, RpcError>,
     ) -> Result<(), ApiError> {
         self.shared
-            .host_answer(|st| st.core.server.respond_compat(call, result))
+            .answer(true, |st| st.core.server.respond_compat(call, result))
     }
 
     /// Sends a notification; returns how many connections it was queued for.
