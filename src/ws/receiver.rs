@@ -5,8 +5,9 @@ use super::frame::{
     apply_mask, decode_header, FrameHeader, OpCode, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN,
 };
 use super::sender::Sender;
-use super::utf8::{str_from_utf8, Utf8Validator};
+use super::utf8::str_from_utf8;
 use super::{Message, WsLimits, IDLE_CAPACITY, SHRINK_ABOVE};
+use claude_ide_bridge_text::TextBuf;
 
 /// Smallest size the input buffer grows to.
 const MIN_GROW: usize = 4096;
@@ -82,11 +83,14 @@ pub struct Receiver {
     msg_frags: usize,
     /// The binary message assembled so far.
     msg: Vec<u8>,
-    /// The text message assembled so far: validated as it arrives, so it is a `String` without a second pass.
-    text: String,
+    /// The text message assembled so far: unmasked, validated and stored in one pass as it arrives, so it is
+    /// a `&str` without a second pass.
+    text: TextBuf,
     /// `msg` or `text` was handed out by the last poll and is to be cleared.
     msg_delivered: bool,
-    utf8: Utf8Validator,
+    /// An error found by [`receive`](Self::receive) while taking text straight from its input, reported by
+    /// the next [`poll`](Self::poll).
+    pending_error: Option<ProtocolErrorKind>,
     /// The largest read seen (capped at [`MAX_READ_HINT`]): the input buffer keeps room for one such read when
     /// it shrinks, so that a busy connection does not shrink and regrow it at every read.
     read_hint: usize,
@@ -107,9 +111,9 @@ impl Receiver {
             msg_text: false,
             msg_frags: 0,
             msg: Vec::new(),
-            text: String::new(),
+            text: TextBuf::new(),
             msg_delivered: false,
-            utf8: Utf8Validator::new(),
+            pending_error: None,
             read_hint: 0,
             close_received: false,
             failed: false,
@@ -117,11 +121,43 @@ impl Receiver {
     }
 
     /// Copy received bytes into the input buffer. Ignored once a Close was received or the connection failed.
-    pub fn receive(&mut self, data: &[u8]) {
+    ///
+    /// One exception: while a text message arrives over several reads and nothing is buffered before it, its
+    /// bytes are unmasked, validated and appended to the message straight from `data`, in one pass, without a
+    /// copy into the input buffer first. Invalid UTF-8 found that way is reported by the next `poll`.
+    pub fn receive(&mut self, mut data: &[u8]) {
         if self.is_done() {
             return;
         }
         self.read_hint = self.read_hint.max(data.len().min(MAX_READ_HINT));
+        if let State::Payload {
+            kind: FrameKind::Fragment,
+            mask,
+            len,
+            done,
+            fin,
+        } = self.state
+        {
+            if self.msg_text && self.head == self.tail && self.pending_error.is_none() {
+                let take = data.len().min(len - done);
+                self.reserve_text(take, len, done, fin);
+                if self.text.push_masked(&data[..take], mask, done).is_err() {
+                    self.pending_error = Some(ProtocolErrorKind::InvalidUtf8);
+                    return;
+                }
+                self.state = State::Payload {
+                    kind: FrameKind::Fragment,
+                    mask,
+                    len,
+                    done: done + take,
+                    fin,
+                };
+                data = &data[take..];
+                if data.is_empty() {
+                    return;
+                }
+            }
+        }
         if self.buf.len() - self.tail < data.len() {
             self.compact();
         }
@@ -182,7 +218,7 @@ impl Receiver {
             }
             self.text.clear();
             if self.text.capacity() > IDLE_CAPACITY {
-                self.text = String::new();
+                self.text = TextBuf::new();
             }
         }
         if self.is_done() {
@@ -205,7 +241,10 @@ impl Receiver {
             Ready::Text(s, e) => {
                 str_from_utf8(&self.buf[s..e]).ok_or(ProtocolErrorKind::InvalidUtf8)
             }
-            Ready::TextMsg => Ok(self.text.as_str()),
+            Ready::TextMsg => self
+                .text
+                .finish()
+                .map_err(|_| ProtocolErrorKind::InvalidUtf8),
             _ => Ok(""),
         };
         let msg = match ready {
@@ -268,7 +307,8 @@ impl Receiver {
     fn release(&mut self) {
         self.buf = Vec::new();
         self.msg = Vec::new();
-        self.text = String::new();
+        self.text = TextBuf::new();
+        self.pending_error = None;
         self.head = 0;
         self.tail = 0;
         self.in_msg = false;
@@ -351,6 +391,15 @@ impl Receiver {
         self.buf.reserve_exact(target - self.buf.len());
     }
 
+    /// Make room in `text` for `take` more bytes of a frame of `len` bytes of which `done` were received.
+    fn reserve_text(&mut self, take: usize, len: usize, done: usize, fin: bool) {
+        // Where the message ends if this is its last frame (the length was checked against the limit by
+        // `check_header`).
+        let last_end = fin.then_some(self.text.len() + (len - done));
+        let more = self.msg_reserve(self.text.len(), self.text.capacity(), take, last_end);
+        self.text.reserve_exact(more);
+    }
+
     /// The room to reserve in a message buffer of length `len` and capacity `cap` for `additional` more bytes:
     /// doubling up to `max_message_size`, and during the last frame of a message up to its end (`last_end`),
     /// so that a 16 MiB message ends in a buffer of about 16 MiB, not 32. (Earlier frames double freely: a
@@ -400,9 +449,8 @@ impl Receiver {
             if self.msg_frags >= self.limits.max_fragments {
                 return Err(TooManyFragments);
             }
-            // What the message holds so far, counting the bytes of a character the validator holds
-            // back from `text`.
-            let held = self.msg.len() + self.text.len() + self.utf8.held_back();
+            // What the message holds so far (for text, with the bytes of an incomplete last character).
+            let held = self.msg.len() + self.text.len();
             if h.payload_len > max - held as u64 {
                 return Err(MessageTooBig);
             }
@@ -416,7 +464,6 @@ impl Receiver {
             return Err(MessageTooBig);
         }
         let text = op == OpCode::Text;
-        self.utf8.reset();
         if h.fin {
             return Ok(FrameKind::Single(text));
         }
@@ -433,6 +480,9 @@ impl Receiver {
 
     /// Process buffered bytes until a message is ready (`Some`) or more bytes are needed (`None`).
     fn step(&mut self, tx: &mut Sender) -> Result<Option<Ready>, ProtocolError> {
+        if let Some(kind) = self.pending_error.take() {
+            return Err(kind.into());
+        }
         loop {
             let State::Payload {
                 kind,
@@ -503,6 +553,7 @@ impl Receiver {
                         self.in_msg = true;
                         self.msg_text = true;
                         self.msg_frags = 1;
+                        self.text.clear();
                         self.state = State::Payload {
                             kind: FrameKind::Fragment,
                             mask,
@@ -535,25 +586,17 @@ impl Receiver {
                     let take = avail.min(len - done);
                     if take > 0 {
                         let s = self.head;
-                        apply_mask(&mut self.buf[s..s + take], mask, done);
-                        // Where the message ends if this is its last frame (the length was checked against
-                        // the limit by `check_header`).
-                        let end = |held: usize| fin.then_some(held + (len - done));
                         if self.msg_text {
-                            // With the bytes of a character the validator holds back from `text`.
-                            let last_end = end(self.text.len() + self.utf8.held_back());
-                            let more = self.msg_reserve(
-                                self.text.len(),
-                                self.text.capacity(),
-                                take,
-                                last_end,
-                            );
-                            self.text.reserve_exact(more);
-                            self.utf8
-                                .feed_into(&self.buf[s..s + take], &mut self.text)
+                            // Unmasked, validated and stored in one pass.
+                            self.reserve_text(take, len, done, fin);
+                            self.text
+                                .push_masked(&self.buf[s..s + take], mask, done)
                                 .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
                         } else {
-                            let last_end = end(self.msg.len());
+                            apply_mask(&mut self.buf[s..s + take], mask, done);
+                            // Where the message ends if this is its last frame (the length was checked
+                            // against the limit by `check_header`).
+                            let last_end = fin.then_some(self.msg.len() + (len - done));
                             let more = self.msg_reserve(
                                 self.msg.len(),
                                 self.msg.capacity(),
@@ -578,10 +621,8 @@ impl Receiver {
                     }
                     self.state = State::Header;
                     if fin {
-                        if self.msg_text {
-                            self.utf8
-                                .finish()
-                                .map_err(|_| ProtocolErrorKind::InvalidUtf8)?;
+                        if self.msg_text && self.text.is_incomplete() {
+                            return Err(ProtocolErrorKind::InvalidUtf8.into());
                         }
                         self.in_msg = false;
                         self.msg_delivered = true;

@@ -408,6 +408,60 @@ fn utf8_fails_mid_frame() {
     assert_eq!(ws.poll().unwrap_err().close_code(), 1007);
 }
 
+/// Text that continues in a later read goes straight from the read into the message (`receive`'s one-pass
+/// path): an impossible byte there is reported by the next poll, and the bytes after the frame's end in the
+/// same read are still parsed.
+#[test]
+fn text_taken_straight_from_later_reads() {
+    let mut payload = "é".repeat(200).into_bytes();
+    let header = 4; // 400 bytes: 2-byte length
+    let wire = client(1, true, &payload);
+    let mut ws = WebSocket::new(limits());
+    ws.receiver.receive(&wire[..header + 10]);
+    assert_eq!(ws.poll(), Ok(None));
+    ws.receiver.receive(&wire[header + 10..header + 100]);
+    assert_eq!(ws.poll(), Ok(None));
+    // The rest of the frame, a ping and a second text in one read.
+    let mut rest = wire[header + 100..].to_vec();
+    rest.extend(client(9, true, b"p"));
+    rest.extend(client(1, true, b"next"));
+    ws.receiver.receive(&rest);
+    let mut evs = Vec::new();
+    drain(&mut ws, &mut evs);
+    assert_eq!(
+        evs,
+        [
+            Ev::Text("é".repeat(200)),
+            Ev::Ping(b"p".to_vec()),
+            Ev::Text("next".into())
+        ]
+    );
+
+    // An impossible byte in the second read fails the connection at the poll after it.
+    payload[150] = 0xFF;
+    let wire = client(1, true, &payload);
+    let mut ws = WebSocket::new(limits());
+    ws.receiver.receive(&wire[..header + 100]);
+    assert_eq!(ws.poll(), Ok(None));
+    ws.receiver.receive(&wire[header + 100..header + 160]);
+    assert_eq!(ws.poll().unwrap_err().close_code(), 1007);
+    assert_eq!(ws.sender.output(), close_bytes(1007));
+    ws.receiver.receive(&wire[header + 160..]);
+    assert_eq!(ws.poll(), Ok(None));
+
+    // A character cut by the end of the frame's last read fails when the frame ends.
+    let mut cut = b"a".repeat(100);
+    cut.push("é".as_bytes()[0]);
+    let wire = client(1, true, &cut);
+    let mut ws = WebSocket::new(limits());
+    ws.receiver.receive(&wire[..header + 50]);
+    assert_eq!(ws.poll(), Ok(None));
+    ws.receiver.receive(&wire[header + 50..wire.len() - 1]);
+    assert_eq!(ws.poll(), Ok(None));
+    ws.receiver.receive(&wire[wire.len() - 1..]);
+    assert_eq!(ws.poll().unwrap_err().close_code(), 1007);
+}
+
 #[test]
 fn utf8_char_split_across_fragments_and_reads() {
     let s = "a😀b";

@@ -147,12 +147,6 @@ impl Utf8Validator {
         self.len = 0;
     }
 
-    /// How many bytes of an incomplete sequence are held back (0-3): fed, not yet appended by
-    /// [`feed_into`](Self::feed_into).
-    pub(crate) fn held_back(&self) -> usize {
-        self.len
-    }
-
     /// True when the bytes fed so far end inside a multi-byte sequence.
     pub fn is_incomplete(&self) -> bool {
         self.len > 0

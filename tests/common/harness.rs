@@ -392,7 +392,7 @@ impl Harness {
         // Sometimes answer through the wrong method: it must be refused.
         let wrong = result % 11 == 10;
         let r = if compat != wrong {
-            let v = if result % 3 == 0 {
+            let v = if result.is_multiple_of(3) {
                 Err(RpcError::new(-32000, "no such file"))
             } else {
                 Ok(json!({"content": "x".repeat(result as usize * 7)}))
