@@ -125,6 +125,59 @@ fn check_refusal(out: &[u8], status: u16) {
     assert!(head.contains("Connection: close"));
 }
 
+// ---- text ------------------------------------------------------------------------------------
+
+/// `[k0, k1, k2, k3, n, cuts[n % 4] (2 bytes each)..., text...]`: the text, masked with the key
+/// `k0..k3`, is pushed to a [`TextBuf`](claude_ide_bridge_text::TextBuf) in pieces cut at the given
+/// offsets (modulo its length + 1), each with its phase. A differential check against `std`, for the
+/// crate's `unsafe` SIMD path (the one this CPU runs): after every piece the push succeeds exactly when
+/// the bytes so far can still be the start of valid UTF-8 (it fails at the first impossible byte,
+/// not later), `as_str` is exactly their longest complete prefix, and at the end `finish` gives the
+/// whole text exactly when `std` accepts it.
+pub fn text(data: &[u8]) {
+    let [k0, k1, k2, k3, n, rest @ ..] = data else {
+        return;
+    };
+    let key = [*k0, *k1, *k2, *k3];
+    let n = (*n as usize % 4).min(rest.len() / 2);
+    let (cut_bytes, text) = rest.split_at(2 * n);
+    let mut cuts: Vec<usize> = cut_bytes
+        .chunks_exact(2)
+        .map(|c| usize::from(u16::from_le_bytes([c[0], c[1]])) % (text.len() + 1))
+        .collect();
+    cuts.push(text.len());
+    cuts.sort_unstable();
+    let masked: Vec<u8> = text
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b ^ key[i % 4])
+        .collect();
+    let mut buf = claude_ide_bridge_text::TextBuf::new();
+    let mut at = 0;
+    for end in cuts {
+        let pushed = buf.push_masked(&masked[at..end], key, at);
+        // What `std` says of the bytes so far: valid, a valid prefix cut inside a character, or an
+        // impossible byte.
+        let so_far = std::str::from_utf8(&text[..end]);
+        let possible = so_far
+            .as_ref()
+            .map_or_else(|e| e.error_len().is_none(), |_| true);
+        assert_eq!(pushed.is_ok(), possible, "push of {at}..{end}");
+        if !possible {
+            return;
+        }
+        let complete = so_far.map_or_else(|e| e.valid_up_to(), str::len);
+        assert_eq!(buf.as_str().as_bytes(), &text[..complete]);
+        assert_eq!(buf.len(), end);
+        assert_eq!(buf.is_incomplete(), complete < end);
+        at = end;
+    }
+    match std::str::from_utf8(text) {
+        Ok(s) => assert_eq!(buf.finish(), Ok(s)),
+        Err(_) => assert!(buf.finish().is_err()),
+    }
+}
+
 // ---- frames ----------------------------------------------------------------------------------
 
 /// `[cfg, n, sizes[n % 9]..., stream...]`: the stream is fed to a server-side [`WebSocket`] in

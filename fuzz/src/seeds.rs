@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// One seed: the target, a file name, the bytes.
 pub struct Seed {
-    /// `upgrade`, `frames`, `jsonrpc` or `server`.
+    /// `upgrade`, `frames`, `jsonrpc`, `server` or `text`.
     pub target: &'static str,
     /// The file name in `fuzz/corpus/<target>/`.
     pub name: &'static str,
@@ -312,5 +312,49 @@ pub fn all() -> Vec<Seed> {
         "seed-slow-reader",
         with(&[4], &encode_ops(&slow_reader)),
     ));
+    seeds.extend(text_seeds());
+    seeds
+}
+
+/// `text`: the key, cuts, then text: source with multi-byte characters cut inside them and across
+/// 64-byte blocks, and invalid bytes of each kind.
+fn text_seeds() -> Vec<Seed> {
+    let mut code = String::new();
+    for i in 0..12 {
+        code.push_str(&format!("let é{i} = \"ünïcödé € 😀\"; // línea {i}\n"));
+    }
+    let header = |cuts: &[u16]| {
+        let mut h = vec![0x37, 0xfa, 0x21, 0x3d, cuts.len() as u8];
+        for c in cuts {
+            h.extend_from_slice(&c.to_le_bytes());
+        }
+        h
+    };
+    let code = code.into_bytes();
+    // Offsets inside characters: a lead byte, then the byte after it.
+    let lead = code
+        .iter()
+        .position(|b| *b >= 0xF0)
+        .expect("a 4-byte character") as u16;
+    let mut seeds = vec![
+        seed("text", "seed-source", with(&header(&[]), &code)),
+        seed(
+            "text",
+            "seed-source-cut",
+            with(&header(&[lead + 1, 63, 130]), &code),
+        ),
+    ];
+    for (name, bad) in [
+        ("seed-surrogate", &[0xED, 0xA0, 0x80][..]),
+        ("seed-overlong", &[0xE0, 0x80, 0xAF]),
+        ("seed-too-large", &[0xF4, 0x90, 0x80, 0x80]),
+        ("seed-lone-continuation", &[0x80]),
+        ("seed-truncated", &[0xE2, 0x82]),
+    ] {
+        let mut bytes = code[..100].to_vec();
+        bytes.extend_from_slice(bad);
+        bytes.extend_from_slice(&code[100..200]);
+        seeds.push(seed("text", name, with(&header(&[101]), &bytes)));
+    }
     seeds
 }

@@ -1,17 +1,20 @@
 //! Replays every committed corpus file through every target, on stable Rust without libFuzzer,
 //! and checks that the generated seeds are committed.
 
-use claude_ide_bridge_fuzz::{decode_ops, encode_ops, frames, jsonrpc, seeds, server, upgrade};
+use claude_ide_bridge_fuzz::{
+    decode_ops, encode_ops, frames, jsonrpc, seeds, server, text, upgrade,
+};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 4] = [
+const TARGETS: [(&str, Target); 5] = [
     ("upgrade", upgrade),
     ("frames", frames),
     ("jsonrpc", jsonrpc),
     ("server", server),
+    ("text", text),
 ];
 
 fn corpus_dir() -> PathBuf {
