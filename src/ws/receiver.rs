@@ -66,9 +66,10 @@ enum Ready {
 /// The inbound half of a connection.
 ///
 /// Feed bytes with [`receive`](Self::receive) (or [`read_buf`](Self::read_buf) and [`commit`](Self::commit)),
-/// then call [`poll`](Self::poll) until it returns `Ok(None)`. Call `poll` after every read: bytes are only
-/// processed (and the input buffer only drained) there, so the memory bound holds for a host that reads in
-/// bounded chunks and polls in between.
+/// then call [`poll`](Self::poll) until it returns `Ok(None)`. Call `poll` after every read: bytes are
+/// processed (and the input buffer drained) there, so the memory bound holds for a host that reads in bounded
+/// chunks and polls in between. (The one exception, text arriving after the start of its message, goes from
+/// `receive` straight into the message; see [`receive`](Self::receive).)
 #[derive(Debug, Clone)]
 pub struct Receiver {
     limits: WsLimits,

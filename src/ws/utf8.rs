@@ -1,18 +1,9 @@
 //! Streaming UTF-8 validation for text messages that arrive in pieces.
 
-use std::fmt;
+use claude_ide_bridge_text::incomplete_suffix_len;
 
-/// The bytes fed to a [`Utf8Validator`] are not UTF-8 (close code 1007).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InvalidUtf8;
-
-impl fmt::Display for InvalidUtf8 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("invalid UTF-8")
-    }
-}
-
-impl std::error::Error for InvalidUtf8 {}
+/// The bytes are not UTF-8 (close code 1007): the same error as the text crate's.
+pub use claude_ide_bridge_text::InvalidUtf8;
 
 /// Inputs at least this long are validated with SIMD instructions (`simdutf8`, which picks AVX2 or SSE4.2 at
 /// run time); shorter ones with `std::str::from_utf8`. Measured on an AVX2 machine: on ASCII (nearly every
@@ -115,10 +106,10 @@ impl Utf8Validator {
             self.len = 0;
         }
         // Hold back a sequence cut by the end, validate the rest in one pass (SIMD when long).
-        let (body, tail) = bytes.split_at(cut_before_incomplete(bytes));
+        let (body, tail) = bytes.split_at(bytes.len() - incomplete_suffix_len(bytes));
         sink(str_from_utf8(body).ok_or(InvalidUtf8)?);
         match std::str::from_utf8(tail) {
-            // `cut_before_incomplete` only holds back a lead byte whose sequence is longer than the tail.
+            // Only a lead byte whose sequence is longer than the tail is held back.
             Ok(s) => sink(s),
             // The start of a sequence that can still be completed: keep it.
             Err(e) if e.valid_up_to() == 0 && e.error_len().is_none() => {
@@ -151,26 +142,6 @@ impl Utf8Validator {
     pub fn is_incomplete(&self) -> bool {
         self.len > 0
     }
-}
-
-/// Where `bytes` must be cut so that a multi-byte sequence started in the last three bytes but not complete
-/// falls after the cut: the index of that sequence's lead byte, or `bytes.len()`.
-fn cut_before_incomplete(bytes: &[u8]) -> usize {
-    let n = bytes.len();
-    for back in 1..=n.min(3) {
-        let b = bytes[n - back];
-        if b & 0xC0 == 0x80 {
-            continue; // a continuation byte: its lead is further back
-        }
-        let need = match b {
-            0xC0..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF7 => 4,
-            _ => 1,
-        };
-        return if need > back { n - back } else { n };
-    }
-    n
 }
 
 #[cfg(test)]

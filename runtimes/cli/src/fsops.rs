@@ -128,7 +128,7 @@ impl Workspace {
                             .strip_prefix(canonical)
                             .map(path_str)
                             .unwrap_or_else(|_| name.clone());
-                        let hit = pattern.map_or(true, |pat| glob(pat, &name) || glob(pat, &rel));
+                        let hit = pattern.is_none_or(|pat| glob(pat, &name) || glob(pat, &rel));
                         if hit {
                             out.push(format!("{}/{rel}", folder.trim_end_matches('/')));
                             if out.len() >= limit {

@@ -603,7 +603,7 @@ impl Host {
                 let files: Vec<FileDiagnostics> = self
                     .diagnostics
                     .iter()
-                    .filter(|(uri, _)| a.uri.as_deref().map_or(true, |u| same_uri(u, uri)))
+                    .filter(|(uri, _)| a.uri.as_deref().is_none_or(|u| same_uri(u, uri)))
                     .map(|(uri, d)| FileDiagnostics {
                         uri: uri.clone(),
                         diagnostics: d.clone(),
