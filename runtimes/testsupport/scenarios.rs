@@ -16,6 +16,7 @@ use claude_ide_bridge_os::{LockFileMode, Options};
 use serde_json::{json, Value};
 
 use crate::client::{connect, Client};
+use claude_ide_bridge::ws::{encode_frame, OpCode};
 
 pub const TOKEN: &str = "scenario-token-0123456789abcdefghijklmnopq";
 const WAIT: Duration = Duration::from_secs(5);
@@ -99,6 +100,7 @@ macro_rules! socket_scenarios {
             python_websockets_peer,
             vanish_mid_frame,
             vanish_mid_open_diff,
+            large_text_over_many_reads,
             slowloris,
             clock_jump,
             lock_dir_wrong_permissions,
@@ -649,6 +651,56 @@ pub fn vanish_mid_frame<R: Rt>() {
     let e = wait_event::<R>(&s, |e| matches!(e, Event::Disconnected { .. }));
     assert!(matches!(e, Event::Disconnected { conn, .. } if conn == bad_conn));
     assert_eq!(good.request("ping", json!({}))["result"], json!({}));
+    R::stop(s);
+}
+
+/// A 3 MiB `openDiff` of text with multi-byte characters, written in 1,000-byte pieces so that the
+/// server reads it in many parts (the text is unmasked, validated and stored as each read arrives):
+/// the host gets the contents exactly. Then a peer whose 1 MiB frame holds one byte that is not UTF-8,
+/// deep inside: closed with 1007, the other client unharmed.
+pub fn large_text_over_many_reads<R: Rt>() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (mut c, _) = client::<R>(&s);
+    let contents = "fn é() { \"€ 😀\" } // ünïcödé\n".repeat(3 << 20 >> 5);
+    let mut args = diff_args("big");
+    args["new_file_contents"] = json!(contents);
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "openDiff", "arguments": args}});
+    let mut frame = Vec::new();
+    encode_frame(
+        &mut frame,
+        OpCode::Text,
+        true,
+        Some([0x5a, 0x1e, 0xc3, 0x07]),
+        req.to_string().as_bytes(),
+    );
+    for piece in frame.chunks(1000) {
+        c.stream.write_all(piece).unwrap();
+    }
+    let (call, tool) = tool_call::<R>(&s);
+    let ToolCall::OpenDiff(got) = tool else {
+        panic!("not an openDiff: {tool:?}")
+    };
+    assert!(got.new_file_contents == contents, "contents differ");
+    R::respond(&R::handle(&s), call, ToolResult::file_saved("ok")).unwrap();
+    assert_eq!(text_of(&c.response(1)), ["FILE_SAVED", "ok"]);
+
+    let (mut bad, _) = client::<R>(&s);
+    bad.stream.set_write_timeout(Some(WAIT)).unwrap();
+    let mut payload = "é".repeat(1 << 19).into_bytes();
+    payload[700_001] = 0xFF;
+    let mut frame = Vec::new();
+    encode_frame(&mut frame, OpCode::Text, true, Some([1, 2, 3, 4]), &payload);
+    for piece in frame.chunks(1000) {
+        if bad.stream.write_all(piece).is_err() {
+            break; // closed before everything was written: that is the point
+        }
+    }
+    let (op, close) = bad.recv_frame(WAIT).expect("a Close");
+    assert_eq!((op, &close[..2]), (8, &1007u16.to_be_bytes()[..]));
+    assert_eq!(c.request("ping", json!({}))["result"], json!({}));
     R::stop(s);
 }
 
