@@ -169,7 +169,15 @@ impl TextBuf {
                 let dst = self.bytes.spare_capacity_mut();
                 // SAFETY: `Path::Avx512` is only chosen when the CPU has AVX-512F, BW and VBMI (checked at run
                 // time in `Path::detect`, or by the tests before they force it).
-                unsafe { avx512::unmask_validate(masked, &mut dst[..masked.len()], key, phase) }
+                let ok = unsafe {
+                    avx512::unmask_validate(masked, &mut dst[..masked.len()], key, phase)
+                };
+                if ok {
+                    // SAFETY: `unmask_validate` initialised the first `masked.len()` bytes of the spare
+                    // capacity, which `reserve` made at least that long.
+                    unsafe { self.bytes.set_len(start + masked.len()) };
+                }
+                ok
             }
             Path::Portable => {
                 self.bytes.extend_from_slice(masked);
@@ -185,11 +193,6 @@ impl TextBuf {
         if !ok {
             self.bytes.truncate(start);
             return Err(self.reject());
-        }
-        if path == Path::Avx512 {
-            // SAFETY: `unmask_validate` initialised the first `masked.len()` bytes of the spare capacity,
-            // which `reserve` made at least that long.
-            unsafe { self.bytes.set_len(start + masked.len()) };
         }
         let new = &self.bytes[start..];
         let cut = start + new.len() - incomplete_suffix_len(new);
@@ -544,12 +547,11 @@ mod tests {
 
     /// Every path this machine can run.
     fn paths() -> Vec<Path> {
-        let mut v = vec![Path::Portable];
         #[cfg(target_arch = "x86_64")]
-        if avx512::available() {
-            v.push(Path::Avx512);
-        }
-        v
+        let simd = avx512::available().then_some(Path::Avx512);
+        #[cfg(not(target_arch = "x86_64"))]
+        let simd = None;
+        std::iter::once(Path::Portable).chain(simd).collect()
     }
 
     fn mask(bytes: &[u8], key: [u8; 4], phase: usize) -> Vec<u8> {
