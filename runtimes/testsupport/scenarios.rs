@@ -666,16 +666,7 @@ pub fn large_text_over_many_reads<R: Rt>() {
     let contents = "fn é() { \"€ 😀\" } // ünïcödé\n".repeat(3 << 20 >> 5);
     let mut args = diff_args("big");
     args["new_file_contents"] = json!(contents);
-    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                     "params": {"name": "openDiff", "arguments": args}});
-    let mut frame = Vec::new();
-    encode_frame(
-        &mut frame,
-        OpCode::Text,
-        true,
-        Some([0x5a, 0x1e, 0xc3, 0x07]),
-        req.to_string().as_bytes(),
-    );
+    let (frame, ids) = c.encode_tool_calls(&[("openDiff", args)]);
     for piece in frame.chunks(1000) {
         c.stream.write_all(piece).unwrap();
     }
@@ -685,7 +676,7 @@ pub fn large_text_over_many_reads<R: Rt>() {
     };
     assert!(got.new_file_contents == contents, "contents differ");
     R::respond(&R::handle(&s), call, ToolResult::file_saved("ok")).unwrap();
-    assert_eq!(text_of(&c.response(1)), ["FILE_SAVED", "ok"]);
+    assert_eq!(text_of(&c.response(ids[0])), ["FILE_SAVED", "ok"]);
 
     let (mut bad, _) = client::<R>(&s);
     bad.stream.set_write_timeout(Some(WAIT)).unwrap();
