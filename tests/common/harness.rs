@@ -116,6 +116,9 @@ pub struct Harness {
     answered: BTreeSet<CallId>,
     cancelled: BTreeSet<CallId>,
     write_budget: Option<usize>,
+    /// Output queued while writes were limited may still wait: set with a write budget, cleared by
+    /// a pump that wrote everything.
+    slow_backlog: bool,
     mask: u32,
     /// Events seen so far (for the properties' own checks).
     pub events: Vec<Event>,
@@ -141,6 +144,7 @@ impl Harness {
             answered: BTreeSet::new(),
             cancelled: BTreeSet::new(),
             write_budget: None,
+            slow_backlog: false,
             mask: 0x9e37_79b9,
             events: Vec::new(),
         }
@@ -166,8 +170,8 @@ impl Harness {
     /// The most one connection may hold.
     pub fn memory_bound(&self) -> usize {
         let base = self.limits.max_message_size + self.limits.max_head_bytes + MEMORY_SLACK;
-        if self.write_budget.is_some() {
-            // A host that writes slowly leaves up to a full outbound queue.
+        if self.write_budget.is_some() || self.slow_backlog {
+            // A host that writes slowly leaves up to a full outbound queue, until it has written it.
             base + self.limits.max_outbound
         } else {
             base
@@ -270,7 +274,10 @@ impl Harness {
                 };
                 self.server.set_tools(tools, self.now);
             }
-            Op::WriteBudget(b) => self.write_budget = *b,
+            Op::WriteBudget(b) => {
+                self.write_budget = *b;
+                self.slow_backlog |= b.is_some();
+            }
             Op::Shutdown => self.server.shutdown(self.now),
         }
         self.check_memory();
@@ -319,6 +326,10 @@ impl Harness {
             if self.server.should_close(c) {
                 self.server.handle_close(c);
             }
+        }
+        if self.write_budget.is_none() {
+            // Everything queued was written.
+            self.slow_backlog = false;
         }
         self.drain_events();
     }
