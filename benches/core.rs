@@ -112,12 +112,20 @@ fn tungstenite_decode(bytes: &[u8]) -> usize {
 }
 
 /// Decode with ours, handing over the bytes in 64 KiB reads with `receive`, as the runtimes do (they pass
-/// each read of the socket to `Server::handle_input`).
-fn ours_decode(bytes: &[u8]) -> usize {
+/// each read of the socket to `Server::handle_input`); with `zero_copy`, through `read_buf` and `commit`
+/// instead, where the bench's copy into the slice stands for the socket's read into it, so one more copy
+/// of the whole input is timed.
+fn ours_decode_with(bytes: &[u8], zero_copy: bool) -> usize {
     let mut ws = WebSocket::new(limits());
     let mut total = 0;
     for chunk in bytes.chunks(64 * 1024) {
-        ws.receiver.receive(chunk);
+        if zero_copy {
+            let buf = ws.receiver.read_buf(chunk.len());
+            buf[..chunk.len()].copy_from_slice(chunk);
+            ws.receiver.commit(chunk.len());
+        } else {
+            ws.receiver.receive(chunk);
+        }
         while let Ok(Some(m)) = ws.poll() {
             if let claude_ide_bridge::ws::Message::Text(t) = m {
                 total += t.len();
@@ -127,23 +135,12 @@ fn ours_decode(bytes: &[u8]) -> usize {
     total
 }
 
-/// Decode with ours through the zero-copy interface (`read_buf` and `commit`): the bench's copy into the
-/// slice stands for the socket's read into it, so one more copy of the whole input is timed than with
-/// `receive`.
+fn ours_decode(bytes: &[u8]) -> usize {
+    ours_decode_with(bytes, false)
+}
+
 fn ours_decode_read_buf(bytes: &[u8]) -> usize {
-    let mut ws = WebSocket::new(limits());
-    let mut total = 0;
-    for chunk in bytes.chunks(64 * 1024) {
-        let buf = ws.receiver.read_buf(chunk.len());
-        buf[..chunk.len()].copy_from_slice(chunk);
-        ws.receiver.commit(chunk.len());
-        while let Ok(Some(m)) = ws.poll() {
-            if let claude_ide_bridge::ws::Message::Text(t) = m {
-                total += t.len();
-            }
-        }
-    }
-    total
+    ours_decode_with(bytes, true)
 }
 
 fn frame_decode(c: &mut Criterion) {
