@@ -1,4 +1,5 @@
-//! Discovery (PROTOCOL §1-§2): the authentication token, the lock file's content, and where lock files live.
+//! Discovery (docs/protocol.md, "Discovery" and "Auth token"): the authentication token, the lock file's content,
+//! and where lock files live.
 //!
 //! Only the pure parts are here. Writing the file (atomically, mode 0600, in a 0700 directory, never through a
 //! symbolic link), removing it on exit, and reading the environment belong to the runtime, which passes the

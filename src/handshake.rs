@@ -1,4 +1,5 @@
-//! The HTTP/1.1 → WebSocket upgrade, server side (RFC 6455 §4; PROTOCOL §2-§3).
+//! The HTTP/1.1 → WebSocket upgrade, server side (RFC 6455 §4; docs/protocol.md, "Upgrade" and
+//! "Upgrade refusals").
 //!
 //! Bytes flow through four steps, none of which does any IO:
 //!
@@ -53,7 +54,7 @@ use sha1::{Digest, Sha1};
 /// The GUID that RFC 6455 §1.3 appends to the client's key before hashing.
 const WEBSOCKET_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
-/// The header carrying the authentication token (PROTOCOL §2).
+/// The header carrying the authentication token (docs/protocol.md, "Auth token").
 pub const AUTH_HEADER: &str = "X-Claude-Code-Ide-Authorization";
 
 /// What [`HeadReader::feed`] has seen so far.

@@ -1,5 +1,5 @@
-//! JSON-RPC 2.0 framing (PROTOCOL §6): decoding one message or a batch from a text frame, and writing
-//! responses and errors straight into an output buffer.
+//! JSON-RPC 2.0 framing (docs/protocol.md, "JSON-RPC" and "Batches"): decoding one message or a batch from a text
+//! frame, and writing responses and errors straight into an output buffer.
 //!
 //! Decoding borrows from the frame: `id` and `params` stay [`RawValue`]s pointing into the text, so
 //! a request is scanned once here and its parameters are parsed once, into their typed form, by

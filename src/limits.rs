@@ -1,4 +1,4 @@
-//! Limits and timers, with safe defaults (PROTOCOL §3-§5).
+//! Limits and timers, with safe defaults (docs/protocol.md, "Limits" and "Keepalive and timers").
 
 use std::time::Duration;
 

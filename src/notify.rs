@@ -1,4 +1,5 @@
-//! Notifications from the server to the client (PROTOCOL §8), with their params as serde structs.
+//! Notifications from the server to the client (docs/protocol.md, "Notifications"), with their params as serde
+//! structs.
 //!
 //! [`Notification::write_json`] appends the whole JSON-RPC notification, ready to send as one text message.
 

@@ -1,4 +1,4 @@
-//! Path and `file://` URI handling (PROTOCOL §9), as pure string functions.
+//! Path and `file://` URI handling (docs/protocol.md, "Paths and URIs"), as pure string functions.
 //!
 //! Paths crossing the wire are absolute and POSIX-style: a Windows path `C:\Users\me\a.rs` travels as
 //! `/c/Users/me/a.rs`, and as the URI `file:///c:/Users/me/a.rs`. Nothing here touches the file system:

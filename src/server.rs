@@ -41,7 +41,8 @@ pub struct Config {
     /// Refuse upgrades whose `Host` is not a loopback name (DNS rebinding). Turn off only when
     /// deliberately listening on a non-loopback address.
     pub check_host: bool,
-    /// Answer the compatibility methods of seeds 000/002 (`readFile`, `files/read`, ...).
+    /// Answer the compatibility methods (`readFile`, `files/read`, ...; docs/protocol.md,
+    /// "Compatibility methods").
     pub compat_methods: bool,
     /// The workspace folders (absolute paths), for path checks of compatibility methods.
     pub workspace_folders: Vec<String>,

@@ -1,4 +1,5 @@
-//! Typed MCP tools (PROTOCOL §7) and the compatibility methods of PROTOCOL §6.
+//! Typed MCP tools (docs/protocol.md, "Tools") and the compatibility methods (docs/protocol.md,
+//! "Compatibility methods").
 //!
 //! - [`ToolName`] names the fifteen tools, with their descriptions and JSON Schemas; a [`ToolSet`] is the subset a
 //!   host offers, and [`write_tools_list`] writes the `tools/list` result for it.
@@ -7,7 +8,8 @@
 //! - [`ToolResult`] is what a tool answers (MCP content), with constructors for the fixed answers of the protocol
 //!   (`FILE_SAVED`, `TAB_CLOSED`, `DIFF_REJECTED`, ...); the result structs ([`OpenFileResult`],
 //!   [`FileDiagnostics`], [`CurrentSelection`], ...) are serialised into one text item with [`ToolResult::json`].
-//! - [`CompatRequest`] parses the direct JSON-RPC methods of seeds 000 and 002 (`readFile`, `files/read`, ...).
+//! - [`CompatRequest`] parses the direct JSON-RPC methods other editor plugins answer (`readFile`, `files/read`,
+//!   ...).
 
 use std::fmt;
 
@@ -17,7 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-/// The tools of PROTOCOL §7.
+/// The tools (docs/protocol.md, "Tools").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ToolName {
     /// `openDiff`: show a proposed change and wait for the user's decision (deferred).
@@ -1052,7 +1054,7 @@ pub struct SaveDocumentResult {
     pub message: String,
 }
 
-/// A compatibility method of seeds 000 and 002 (PROTOCOL §6), called directly as a JSON-RPC method.
+/// A compatibility method (docs/protocol.md, "Compatibility methods"), called directly as a JSON-RPC method.
 ///
 /// The host answers these only when it enables them, and resolves every path with
 /// [`crate::paths::resolve_in_workspace`] first (refusing with `-32602` what falls outside).

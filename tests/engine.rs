@@ -15,7 +15,7 @@ fn status_line(head: &str) -> &str {
     head.lines().next().unwrap_or("")
 }
 
-// ---- §3: the upgrade -------------------------------------------------------------------------
+// ---- docs/protocol.md, "Upgrade" and "Upgrade refusals" -----------------------------------------
 
 #[test]
 fn real_client_upgrade_gets_101_with_mcp_and_no_extensions() {
@@ -175,7 +175,7 @@ fn pipelined_first_frame_after_the_head_is_processed() {
     assert_eq!(m, vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})]);
 }
 
-// ---- §4: frames through the server -----------------------------------------------------------
+// ---- docs/protocol.md, "Framing": frames through the server -------------------------------------
 
 fn close_code(frames: &[(u8, Vec<u8>)]) -> Option<u16> {
     frames
@@ -253,7 +253,7 @@ fn fragmented_request_with_interleaved_ping() {
     );
 }
 
-// ---- §5: keepalive -----------------------------------------------------------------------------
+// ---- docs/protocol.md, "Keepalive and timers" ---------------------------------------------------
 
 #[test]
 fn server_pings_and_drops_a_silent_peer_after_two_intervals() {
@@ -313,7 +313,7 @@ fn close_handshake_is_bounded_by_the_close_timeout() {
     assert!(p.closed.contains(&c));
 }
 
-// ---- §6: JSON-RPC and MCP -----------------------------------------------------------------------
+// ---- docs/protocol.md, "JSON-RPC", "Batches" and "MCP lifecycle" --------------------------------
 
 #[test]
 fn lifecycle() {
@@ -451,7 +451,7 @@ fn batches_follow_the_negotiated_version() {
     assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
 }
 
-// ---- §7: tools ------------------------------------------------------------------------------------
+// ---- docs/protocol.md, "Tools" and "Pending calls" ----------------------------------------------
 
 fn expect_call(p: &mut Pair) -> (claude_ide_bridge::CallId, ToolCall) {
     let ev = p.take_events();
@@ -671,7 +671,7 @@ fn disconnect_and_shutdown_resolve_pending_diffs() {
     assert!(p.server.is_idle());
 }
 
-// ---- §8: notifications ----------------------------------------------------------------------------
+// ---- docs/protocol.md, "Notifications" ----------------------------------------------------------
 
 #[test]
 fn notifications_to_all_and_to_one() {

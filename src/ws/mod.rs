@@ -28,11 +28,11 @@
 //! assert!(!ws.is_finished()); // once true, close the TCP connection after flushing
 //! ```
 //!
-//! Protocol rules (PROTOCOL §4): client frames must be masked; RSV bits, reserved opcodes, fragmented or long
-//! control frames, stray or missing continuations and non-minimal lengths are close 1002; text that is not
-//! UTF-8 is close 1007, detected at the first impossible byte even in the middle of a frame; messages over
-//! `max_message_size` or `max_fragments` are close 1009, decided from the declared length before any payload is
-//! buffered. Memory stays within the limits plus a small constant, and an idle connection holds a few KiB.
+//! Protocol rules (docs/protocol.md, "Framing"): client frames must be masked; RSV bits, reserved opcodes,
+//! fragmented or long control frames, stray or missing continuations and non-minimal lengths are close 1002; text
+//! that is not UTF-8 is close 1007, detected at the first impossible byte even in the middle of a frame; messages
+//! over `max_message_size` or `max_fragments` are close 1009, decided from the declared length before any payload
+//! is buffered. Memory stays within the limits plus a small constant, and an idle connection holds a few KiB.
 
 #![warn(missing_docs)]
 

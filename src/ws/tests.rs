@@ -1,4 +1,5 @@
-//! Tests of the WebSocket layer: RFC 6455 vectors, every rule of PROTOCOL §4, limits and properties.
+//! Tests of the WebSocket layer: RFC 6455 vectors, every rule of docs/protocol.md, "Framing", limits and
+//! properties.
 
 use super::*;
 use proptest::prelude::*;
@@ -166,7 +167,7 @@ fn rfc_length_encodings() {
     }
 }
 
-// ---- PROTOCOL §4 rules, with the Close frame queued ----
+// ---- the rules of docs/protocol.md, "Framing", with the Close frame queued ----
 
 #[test]
 fn unmasked_frame_is_1002() {

@@ -306,9 +306,9 @@ def test_run_launches_connected_client(sb, runtime):
 #
 # What the real client (2.1.330) does, and what these tests pin down (docs/e2e.md explains it to users):
 # - it keeps the port and auth token of the lock file it connected to, and retries that port a few times
-#   (about 1, 3, 7, 15 s after the loss);
-# - a restarted bridge has a new token (a new one per start, PROTOCOL.md §2), so on the same port (`--port`)
-#   the retries get 401 and the client stops retrying; on a new port the retries hit nothing;
+#   (about 1, 3, 7, 15 s after the loss; docs/protocol.md, "When things go wrong");
+# - a restarted bridge has a new token (a new one per start: docs/protocol.md, "Auth token"), so on the same
+#   port (`--port`) every retry gets 401 until the client gives up; on a new port the retries hit nothing;
 # - either way the user gets the connection back with `/ide` and picking the bridge again (the client then
 #   reads the new lock file); restarting `claude` also works.
 

@@ -698,11 +698,11 @@ impl Host {
         }
     }
 
-    /// Accepts a diff: answers `FILE_SAVED` with the final contents, which the client then
-    /// writes itself (PROTOCOL §7). The bridge does not write the file: the real client applies
-    /// its edit to the file as it finds it, and a file already rewritten by the bridge makes that
-    /// edit fail ("String not found in file"). A path outside the workspace folders (including
-    /// through a symlink) is refused with a tool error instead, and nothing is accepted.
+    /// Accepts a diff: answers `FILE_SAVED` with the final contents, which the client then writes itself
+    /// (docs/protocol.md, "openDiff"). The bridge does not write the file: the real client applies its edit to the
+    /// file as it finds it, and a file already rewritten by the bridge makes that edit fail ("String not found in
+    /// file"). A path outside the workspace folders (including through a symlink) is refused with a tool error
+    /// instead, and nothing is accepted.
     fn accept(&mut self, call: CallId, args: &OpenDiffArgs, contents: String) {
         let path = &args.new_file_path;
         match self.ws.confine(path) {

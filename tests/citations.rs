@@ -1,0 +1,219 @@
+//! Comments cite documents that are in the repository: the protocol is `docs/protocol.md`, cited by
+//! section name, e.g. `(docs/protocol.md, "Upgrade refusals")`. This test walks the repository and fails,
+//! naming file and line, on a citation of a document outside it (the protocol's old numbered
+//! sections, the source documents it was first written from, the shared folder beside the clone), and on
+//! a citation of a `docs/protocol.md` section that does not exist (a heading renamed without its
+//! citations).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Folders never scanned: build output, installed packages, VCS data, fuzz inputs.
+const SKIPPED_DIRS: [&str; 6] = [
+    ".git",
+    "target",
+    "node_modules",
+    "corpus",
+    "artifacts",
+    "proptest-regressions",
+];
+
+/// Files that hold prose or code with comments.
+const SCANNED_EXTENSIONS: [&str; 9] = ["rs", "md", "sh", "py", "toml", "vim", "txt", "yml", "yaml"];
+
+/// Why a line cites something outside the repository, or `None`.
+fn outside_citation(line: &str) -> Option<&'static str> {
+    // Assembled so that this file does not match its own patterns.
+    let old_spec = ["PROTOCOL", " §"].concat();
+    if line.contains(&old_spec) || line.contains(&["PROTOCOL", ".md"].concat()) {
+        return Some("the old protocol document: cite docs/protocol.md by section name");
+    }
+    if line.contains(&["REAL_", "CLIENT.md"].concat()) || line.contains(&["DESIGN", ".md"].concat())
+    {
+        return Some("a document outside the repository: cite docs/ (protocol.md, e2e.md)");
+    }
+    if line.contains("/work/shared") {
+        return Some("a path outside the repository");
+    }
+    // The Autobahn runner is a tool CI places beside the clone, not a document.
+    if line.contains("../shared/") && !line.contains("../shared/conformance/") {
+        return Some("the shared folder outside the repository");
+    }
+    if cites_seed(line) {
+        return Some(
+            "a source document outside the repository: say what it says, or cite docs/protocol.md",
+        );
+    }
+    // A numbered section on a line that names no RFC can only be the old protocol document's.
+    if line.contains('§') && !line.contains("RFC") {
+        return Some("a numbered section outside any RFC: cite docs/protocol.md by section name");
+    }
+    None
+}
+
+/// `seed 000`, `seeds 000 and 002`, `seeds 000/002`, `seeds/000_...` (any case).
+fn cites_seed(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    let mut rest = lower.as_str();
+    while let Some(i) = rest.find("seed") {
+        let after = &rest[i + 4..];
+        let after = after.strip_prefix('s').unwrap_or(after);
+        let after = after.strip_prefix([' ', '/']).unwrap_or(after);
+        if after.len() >= 3 && after.as_bytes()[..3].iter().all(u8::is_ascii_digit) {
+            return true;
+        }
+        rest = &rest[i + 4..];
+    }
+    false
+}
+
+/// The section names of `docs/protocol.md`: its headings without the `#`s.
+fn protocol_sections(root: &Path) -> BTreeSet<String> {
+    let text = fs::read_to_string(root.join("docs/protocol.md")).expect("docs/protocol.md exists");
+    text.lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim().to_string())
+        .collect()
+}
+
+/// Every `docs/protocol.md, "A"`, `..., "A" and "B"`, `..., "A", "B" and "C"` in `text`: the names.
+fn cited_sections(text: &str) -> Vec<String> {
+    let marker = "docs/protocol.md, \"";
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(marker) {
+        rest = &rest[i + marker.len() - 1..];
+        loop {
+            let Some(body) = rest.strip_prefix('"') else {
+                break;
+            };
+            let Some(end) = body.find('"') else { break };
+            names.push(body[..end].to_string());
+            rest = &body[end + 1..];
+            match [", ", " and "]
+                .iter()
+                .find_map(|sep| rest.strip_prefix(sep))
+            {
+                Some(next) if next.starts_with('"') => rest = next,
+                _ => break,
+            }
+        }
+    }
+    names
+}
+
+/// One file's lines with comment markers stripped and joined, so that a citation wrapped over two
+/// comment lines is read whole; with the line each byte offset came from.
+fn joined(text: &str) -> (String, Vec<usize>) {
+    let mut out = String::new();
+    let mut line_of = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        let t = ["//!", "///", "//", "#"]
+            .iter()
+            .find_map(|m| t.strip_prefix(m))
+            .unwrap_or(t)
+            .trim();
+        out.push_str(t);
+        out.push(' ');
+        line_of.resize(out.len(), n + 1);
+    }
+    (out, line_of)
+}
+
+fn scanned_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if meta.is_dir() {
+            if !SKIPPED_DIRS.contains(&name.as_ref()) {
+                scanned_files(&path, out);
+            }
+        } else if meta.is_file()
+            && path
+                .extension()
+                .is_some_and(|e| SCANNED_EXTENSIONS.contains(&e.to_string_lossy().as_ref()))
+        {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_comment_cites_a_document_outside_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sections = protocol_sections(root);
+    let this_file = root.join(file!());
+    let mut files = Vec::new();
+    scanned_files(root, &mut files);
+    assert!(
+        files.iter().any(|f| f.ends_with("src/server.rs")),
+        "the walk found the engine's sources"
+    );
+    let mut problems = Vec::new();
+    for file in files.iter().filter(|f| **f != this_file) {
+        let Ok(text) = fs::read_to_string(file) else {
+            continue;
+        };
+        let shown = file.strip_prefix(root).unwrap_or(file).display();
+        for (n, line) in text.lines().enumerate() {
+            if let Some(why) = outside_citation(line) {
+                problems.push(format!("{shown}:{}: {why}: {}", n + 1, line.trim()));
+            }
+        }
+        let (flat, line_of) = joined(&text);
+        let mut from = 0;
+        for name in cited_sections(&flat) {
+            let at = flat[from..]
+                .find(&format!("\"{name}\""))
+                .map_or(from, |i| from + i);
+            from = at;
+            if !sections.contains(&name) {
+                let line = line_of.get(at).copied().unwrap_or(0);
+                problems.push(format!(
+                    "{shown}:{line}: cites docs/protocol.md, \"{name}\", which has no such heading"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+#[test]
+fn the_patterns_catch_what_they_are_for() {
+    let bad = [
+        ["// see PROTOCOL", " §3"].concat(),
+        ["/// as PROTOCOL", ".md says"].concat(),
+        "//! the methods of seeds 000 and 002".to_string(),
+        "# Seed 001: keepalive".to_string(),
+        "# see ../shared/notes.md".to_string(),
+        "// ---- §7: tools ----".to_string(),
+    ];
+    for line in &bad {
+        assert!(outside_citation(line).is_some(), "{line}");
+    }
+    let good = [
+        "//! RFC 6455 §5.5.1 and §7",
+        "// (docs/protocol.md, \"Upgrade\")",
+        "runner=\"$root/../shared/conformance/autobahn\"",
+        "let seed = 3; // a proptest seed, 12 of them",
+        "fuzz/src/seeds.rs",
+    ];
+    for line in good {
+        assert!(outside_citation(line).is_none(), "{line}");
+    }
+    assert_eq!(
+        cited_sections(r#"(docs/protocol.md, "JSON-RPC", "Batches" and "MCP lifecycle"), "other""#),
+        ["JSON-RPC", "Batches", "MCP lifecycle"]
+    );
+    let (flat, _) = joined("//! (docs/protocol.md, \"Upgrade\" and\n//! \"Upgrade refusals\").");
+    assert_eq!(cited_sections(&flat), ["Upgrade", "Upgrade refusals"]);
+}
