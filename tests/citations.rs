@@ -84,10 +84,7 @@ fn cited_sections(text: &str) -> Vec<String> {
     let mut rest = text;
     while let Some(i) = rest.find(marker) {
         rest = &rest[i + marker.len() - 1..];
-        loop {
-            let Some(body) = rest.strip_prefix('"') else {
-                break;
-            };
+        while let Some(body) = rest.strip_prefix('"') {
             let Some(end) = body.find('"') else { break };
             names.push(body[..end].to_string());
             rest = &body[end + 1..];
