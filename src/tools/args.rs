@@ -1,0 +1,207 @@
+//! The arguments of each tool as typed structs, and [`ToolCall::parse`], which reads them from the
+//! `arguments` of a `tools/call`.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+use super::{ToolCall, ToolName};
+
+/// Arguments of `openDiff`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenDiffArgs {
+    /// Path of the file before the change (may not exist: a new file).
+    pub old_file_path: String,
+    /// Path of the file after the change (the real client sends the same path as `old_file_path`).
+    pub new_file_path: String,
+    /// The proposed contents.
+    pub new_file_contents: String,
+    /// Name of the diff tab, for example `✻ [Claude Code] main.rs (4f025d) ⧉`.
+    pub tab_name: String,
+}
+
+/// Arguments of `close_tab`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloseTabArgs {
+    /// Name of the tab.
+    pub tab_name: String,
+}
+
+/// Arguments of `openFile` (wire names in camelCase).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenFileArgs {
+    /// Path of the file (`filePath`).
+    pub file_path: String,
+    /// Open in a preview tab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<bool>,
+    /// Text where the selection starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_text: Option<String>,
+    /// Text where the selection ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_text: Option<String>,
+    /// Extend the selection to the end of its last line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select_to_end_of_line: Option<bool>,
+    /// Bring the editor to the front (default true); when false the answer is an [`OpenFileResult`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub make_frontmost: Option<bool>,
+    /// Line where the selection starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_line: Option<u64>,
+    /// Line where the selection ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_line: Option<u64>,
+}
+
+impl OpenFileArgs {
+    /// `makeFrontmost` with its default applied (true).
+    pub fn wants_frontmost(&self) -> bool {
+        self.make_frontmost.unwrap_or(true)
+    }
+}
+
+/// Arguments of `open_files`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenFilesArgs {
+    /// Paths of the files (`file_paths`).
+    pub file_paths: Vec<String>,
+}
+
+/// Arguments of `getDiagnostics`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GetDiagnosticsArgs {
+    /// `file://` URI of one file; `None` asks for every file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+}
+
+/// Arguments of `checkDocumentDirty`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckDocumentDirtyArgs {
+    /// Path of the document (`filePath`).
+    pub file_path: String,
+}
+
+/// Arguments of `saveDocument`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SaveDocumentArgs {
+    /// Path of the document (`filePath`).
+    pub file_path: String,
+}
+
+/// Arguments of `reformat_file`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReformatFileArgs {
+    /// Path of the file (`file_path`).
+    pub file_path: String,
+}
+
+/// Arguments of `executeCode`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecuteCodeArgs {
+    /// The code to run.
+    pub code: String,
+}
+
+/// Arguments of a tool that takes none: any object is accepted, its members ignored.
+#[derive(Deserialize)]
+pub(super) struct NoArgs {}
+
+/// A deserializer that only lets a JSON object through: serde's derived structs would also accept
+/// a positional array, which is not a valid `arguments` value.
+pub(super) struct OnlyMap<D>(pub(super) D);
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for OnlyMap<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(v)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+impl ToolCall {
+    /// Parses the `name` and `arguments` of a `tools/call`.
+    ///
+    /// `arguments` absent or JSON `null` counts as `{}`; otherwise it must be an object. Unknown members are
+    /// ignored (the real client adds some); tools without arguments accept any object. Both errors map to
+    /// JSON-RPC `-32602`. This does not check whether the host offers the tool: compare [`ToolCall::name`]
+    /// with its [`ToolSet`].
+    ///
+    /// ```
+    /// use claude_ide_bridge::tools::{ToolCall, ToolCallError};
+    /// use serde_json::value::RawValue;
+    /// let args = RawValue::from_string(r#"{"tab_name":"✻ [Claude Code] a.rs ⧉","extra":1}"#.into()).unwrap();
+    /// match ToolCall::parse("close_tab", Some(&args)).unwrap() {
+    ///     ToolCall::CloseTab(a) => assert_eq!(a.tab_name, "✻ [Claude Code] a.rs ⧉"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert_eq!(ToolCall::parse("closeAllDiffTabs", None).unwrap(), ToolCall::CloseAllDiffTabs);
+    /// assert!(matches!(ToolCall::parse("rm_rf", None), Err(ToolCallError::UnknownTool(_))));
+    /// assert!(matches!(ToolCall::parse("close_tab", None), Err(ToolCallError::InvalidArguments(_))));
+    /// ```
+    pub fn parse(name: &str, arguments: Option<&RawValue>) -> Result<ToolCall, ToolCallError> {
+        let tool =
+            ToolName::from_name(name).ok_or_else(|| ToolCallError::UnknownTool(name.to_owned()))?;
+        let json = match arguments.map(|raw| raw.get().trim()) {
+            None | Some("null") => "{}",
+            Some(json) => json,
+        };
+        if !json.starts_with('{') {
+            return Err(ToolCallError::InvalidArguments(format!(
+                "invalid arguments for {tool}: expected an object"
+            )));
+        }
+        let mut de = serde_json::Deserializer::from_str(json);
+        ToolCall::deserialize_arguments(tool, &mut de)
+            .and_then(|call| de.end().map(|()| call))
+            .map_err(|e| {
+                ToolCallError::InvalidArguments(format!("invalid arguments for {tool}: {e}"))
+            })
+    }
+}
+
+/// Why a `tools/call` could not be parsed. Both cases map to JSON-RPC `-32602` (invalid params).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolCallError {
+    /// No tool has this name (the name as sent).
+    UnknownTool(String),
+    /// The arguments do not match the tool's schema; the message names the field or type problem.
+    InvalidArguments(String),
+}
+
+impl ToolCallError {
+    /// The JSON-RPC error code to answer with: always `-32602`.
+    pub const fn json_rpc_code(&self) -> i64 {
+        -32602
+    }
+}
+
+/// At most this many characters of a peer's tool name are echoed in an error message.
+const MAX_ECHOED_NAME: usize = 64;
+
+impl fmt::Display for ToolCallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolCallError::UnknownTool(name) => {
+                let shown: String = name.chars().take(MAX_ECHOED_NAME).collect();
+                let more = if shown.len() < name.len() { "..." } else { "" };
+                write!(f, "unknown tool: {shown}{more}")
+            }
+            ToolCallError::InvalidArguments(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ToolCallError {}
