@@ -16,7 +16,8 @@ step "test dependencies"
 # Debian packages the tests drive: the real Vim (stdio example host), tmux (the real claude CLI),
 # script (pseudo-terminal for the ask prompt).
 missing=()
-for tool in vim:vim tmux:tmux script:bsdutils; do
+# clangd is a real language server for the LSP client's tests (runtimes/lsp).
+for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -24,6 +25,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Python `websockets` is a real peer in the runtimes' socket tests.
 python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
+# Real language servers for runtimes/lsp's tests (they fail, not skip, without them): pyright from npm
+# (pinned), ruff from PyPI.
+pyright_version=1.1.414
+pyright --version 2>/dev/null | grep -qF "$pyright_version" || npm install -g --silent "pyright@$pyright_version"
+command -v ruff >/dev/null 2>&1 || python3 -m pip install -q ruff
 
 step "format"
 cargo fmt --all -- --check

@@ -1,0 +1,562 @@
+//! A language-server client for claude-ide-bridge: diagnostics (and formatting) from real language servers.
+//!
+//! [`Lsp`] is a cheap handle (`Clone + Send + Sync`) over the servers of a workspace. It starts nothing
+//! until a file of a language is needed; then it starts that language's server (the first command of the
+//! [`ServerTable`] found on `PATH`), initializes it with the workspace folders, and keeps it. The crate never
+//! reads files: the program passes the text it read (with its own bounds), and [`Lsp::diagnostics`] makes the
+//! server have exactly that text before answering with the diagnostics computed for it.
+//!
+//! Layout, following the byte path: [`codec`] (Content-Length framing, pure), `rpc` (JSON-RPC messages and
+//! the answers to servers' requests, pure), `state` (one server's documents, requests and diagnostics, pure),
+//! `server` (the process and its reader, writer and stderr threads), and this file (the table of servers,
+//! start on demand, restarts with backoff, shutdown).
+//!
+//! ```no_run
+//! use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
+//! use std::path::Path;
+//! use std::time::{Duration, Instant};
+//!
+//! let config = LspConfig {
+//!     workspace_folders: vec!["/home/me/project".into()],
+//!     log: LspLog::File("/tmp/claude-ide-bridge-lsp.log".into()),
+//!     ..LspConfig::default()
+//! };
+//! let lsp = Lsp::new(config, |change| eprintln!("{} now has {} diagnostics", change.uri, change.diagnostics.len()));
+//! let path = Path::new("/home/me/project/app.py");
+//! let text = "x: int = 'one'\n";
+//! for d in lsp.diagnostics(path, text, lsp.deadline()) {
+//!     println!("{}:{}: {} {}", d.range.start.line + 1, d.range.start.character + 1, d.severity, d.message);
+//! }
+//! lsp.shutdown(Duration::from_secs(2));
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod codec;
+mod log;
+mod rpc;
+mod server;
+mod state;
+pub mod table;
+pub mod text;
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub use claude_ide_bridge::tools::{Diagnostic, FileDiagnostics};
+pub use log::LspLog;
+pub use state::LspLimits;
+pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable};
+
+use server::{OnChange, RequestError, Server};
+use state::Phase;
+
+/// What the client runs and how long it waits.
+#[derive(Debug, Clone)]
+pub struct LspConfig {
+    /// Which server serves which language ([`ServerTable::builtin`], with `--lsp` overrides applied).
+    pub servers: ServerTable,
+    /// The workspace folders, sent in `initialize`; the first is the servers' working directory.
+    pub workspace_folders: Vec<PathBuf>,
+    /// How long a `getDiagnostics` call waits for fresh diagnostics: [`Lsp::deadline`] is now plus this.
+    /// A call that had to wait for its server to start gets this long again once it is initialized.
+    pub diagnostics_wait: Duration,
+    /// How long a call may wait for its server's start (`initialize` answered), beyond its own deadline.
+    pub start_wait: Duration,
+    /// Where servers' stderr and log messages go (never the bridge's stderr).
+    pub log: LspLog,
+    /// Bounds on memory, time and restarts.
+    pub limits: LspLimits,
+    /// The `tabSize` sent with `textDocument/formatting` (with `insertSpaces: true`).
+    pub tab_size: u32,
+}
+
+impl Default for LspConfig {
+    fn default() -> LspConfig {
+        LspConfig {
+            servers: ServerTable::builtin(),
+            workspace_folders: Vec::new(),
+            diagnostics_wait: Duration::from_secs(3),
+            start_wait: Duration::from_secs(10),
+            log: LspLog::Discard,
+            limits: LspLimits::default(),
+            tab_size: 4,
+        }
+    }
+}
+
+/// Why [`Lsp::format`] has no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LspError {
+    /// The server did not answer before the deadline (or was still starting).
+    Timeout,
+    /// The server is gone (crashed, hung, misbehaved, or the client was shut down), with why.
+    Exited(String),
+    /// The server answered with an error.
+    Server {
+        /// Its JSON-RPC error code.
+        code: i64,
+        /// Its message.
+        message: String,
+    },
+    /// The server's answer could not be used (unreadable, or edits that overlap).
+    BadAnswer(String),
+}
+
+impl fmt::Display for LspError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LspError::Timeout => f.write_str("the language server did not answer in time"),
+            LspError::Exited(why) => write!(f, "the language server is not running ({why})"),
+            LspError::Server { code, message } => {
+                write!(f, "the language server refused: {message} ({code})")
+            }
+            LspError::BadAnswer(why) => {
+                write!(f, "the language server's answer is unusable: {why}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LspError {}
+
+/// How one server is doing, for `doctor` and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerStatus {
+    /// The languages it serves (those asked for so far).
+    pub languages: Vec<String>,
+    /// Its command; `None` when no server of the language was found on `PATH`.
+    pub command: Option<Vec<String>>,
+    /// Its state.
+    pub state: ServerState,
+    /// Its process id while it has one.
+    pub pid: Option<u32>,
+    /// How many times it was started again after a crash.
+    pub restarts: u32,
+}
+
+/// The state of a server in [`ServerStatus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    /// No command of the language is installed.
+    Missing,
+    /// Started; `initialize` not answered yet.
+    Starting,
+    /// Initialized and serving.
+    Running,
+    /// Gone (crashed, hung or misbehaved), with why; started again on the next need after its backoff.
+    Crashed(String),
+    /// Gone for good: it could not be started, or crashed more than [`LspLimits::max_restarts`] times.
+    Failed(String),
+    /// Stopped by [`Lsp::shutdown`].
+    Stopped,
+}
+
+impl fmt::Display for ServerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerState::Missing => f.write_str("missing"),
+            ServerState::Starting => f.write_str("starting"),
+            ServerState::Running => f.write_str("running"),
+            ServerState::Crashed(why) => write!(f, "crashed ({why}), restarting on next use"),
+            ServerState::Failed(why) => write!(f, "failed ({why})"),
+            ServerState::Stopped => f.write_str("stopped"),
+        }
+    }
+}
+
+/// One command's server over its life: the current process, and the crashes so far.
+struct Slot {
+    command: Vec<String>,
+    languages: BTreeSet<String>,
+    server: Option<Arc<Server>>,
+    restarts: u32,
+    /// The pid whose exit was last counted, and when it was noticed.
+    counted: Option<(u32, Instant)>,
+    /// Why it cannot run at all (spawn failed), or why it was given up.
+    failed: Option<String>,
+    stopped: bool,
+}
+
+struct Servers {
+    /// Language id → the command serving it (`None`: nothing installed).
+    by_language: HashMap<String, Option<Vec<String>>>,
+    slots: HashMap<Vec<String>, Slot>,
+}
+
+struct Inner {
+    config: LspConfig,
+    on_change: OnChange,
+    log: log::Log,
+    servers: Mutex<Servers>,
+    shut: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown(Duration::from_secs(2));
+    }
+}
+
+/// The language servers of a workspace. Cloning gives another handle to the same servers; they are shut down
+/// by [`Lsp::shutdown`] or when the last handle is dropped (an `on_change` that holds a handle keeps them up
+/// until `shutdown`).
+#[derive(Clone)]
+pub struct Lsp {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Lsp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lsp")
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+impl Lsp {
+    /// A client for `config`; `on_change` is called (from a client thread) whenever a file's diagnostics
+    /// change. Starts nothing.
+    pub fn new(
+        config: LspConfig,
+        on_change: impl Fn(FileDiagnostics) + Send + Sync + 'static,
+    ) -> Lsp {
+        let log = log::Log::new(config.log.clone());
+        Lsp {
+            inner: Arc::new(Inner {
+                config,
+                on_change: Arc::new(on_change),
+                log,
+                servers: Mutex::new(Servers {
+                    by_language: HashMap::new(),
+                    slots: HashMap::new(),
+                }),
+                shut: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LspConfig {
+        &self.inner.config
+    }
+
+    /// The deadline of a `getDiagnostics` call starting now: now plus [`LspConfig::diagnostics_wait`].
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.inner.config.diagnostics_wait
+    }
+
+    /// The language of a file, by its extension (`None`: no server serves it).
+    pub fn language_for(&self, path: &Path) -> Option<&str> {
+        self.inner.config.servers.language_for(path)
+    }
+
+    /// Makes the server of `path` (an absolute path) have `text`, and answers the diagnostics computed for
+    /// that text: pulled where the server offers pulls, else the ones it publishes for that version. Past
+    /// `deadline`, answers what is known (possibly for an older text, possibly nothing). The first call of a
+    /// language starts its server and may wait up to [`LspConfig::start_wait`] for it, then up to
+    /// [`LspConfig::diagnostics_wait`] for the diagnostics. A file of no known language, or whose server is
+    /// missing or down, gets what is known (usually nothing) at once.
+    pub fn diagnostics(&self, path: &Path, text: &str, deadline: Instant) -> Vec<Diagnostic> {
+        let Some((language, key)) = self.file(path) else {
+            return Vec::new();
+        };
+        let Some(server) = self.inner.server_for(language) else {
+            return self.known_for(&key);
+        };
+        let deadline = match self.inner.await_start(&server, deadline) {
+            Some(deadline) => deadline,
+            None => return server.known(&key),
+        };
+        server.diagnostics(&key, language, text, deadline)
+    }
+
+    /// Hands `text` of `path` to its server now, without waiting (after an accepted `openDiff` or a
+    /// `writeFile`), so that the next [`Lsp::diagnostics`] finds the server already at work. Starts the
+    /// server if needed; the text is sent once it is initialized.
+    pub fn sync(&self, path: &Path, text: &str) {
+        let Some((language, key)) = self.file(path) else {
+            return;
+        };
+        if let Some(server) = self.inner.server_for(language) {
+            server.sync(&key, language, text);
+        }
+    }
+
+    /// Every file with diagnostics known, from every server.
+    pub fn known(&self) -> Vec<FileDiagnostics> {
+        let servers = self.inner.servers();
+        let mut all: Vec<FileDiagnostics> = servers
+            .slots
+            .values()
+            .filter_map(|s| s.server.as_ref())
+            .flat_map(|s| s.all_known())
+            .collect();
+        all.sort_by(|a, b| a.uri.cmp(&b.uri));
+        all
+    }
+
+    fn known_for(&self, key: &str) -> Vec<Diagnostic> {
+        let servers = self.inner.servers();
+        servers
+            .slots
+            .values()
+            .filter_map(|s| s.server.as_ref())
+            .map(|s| s.known(key))
+            .find(|d| !d.is_empty())
+            .unwrap_or_default()
+    }
+
+    /// Formats `text` of `path` with its server's `textDocument/formatting` (options: `tabSize` from the
+    /// config, `insertSpaces: true`) and returns the formatted text. `Ok(None)` when it cannot be formatted
+    /// this way: no language, no server, or a server without formatting.
+    pub fn format(
+        &self,
+        path: &Path,
+        text: &str,
+        deadline: Instant,
+    ) -> Result<Option<String>, LspError> {
+        let Some((language, key)) = self.file(path) else {
+            return Ok(None);
+        };
+        let Some(server) = self.inner.server_for(language) else {
+            return Ok(None);
+        };
+        if self.inner.await_start(&server, deadline).is_none() {
+            return match server.phase() {
+                Phase::Exited(why) => Err(LspError::Exited(why)),
+                _ => Err(LspError::Timeout),
+            };
+        }
+        if !server.can_format() {
+            return Ok(None);
+        }
+        server.sync(&key, language, text);
+        let params = serde_json::json!({
+            "textDocument": {"uri": claude_ide_bridge::paths::file_uri(&key)},
+            "options": {"tabSize": self.inner.config.tab_size, "insertSpaces": true},
+        });
+        match server.request("textDocument/formatting", params, deadline) {
+            Ok(answer) => {
+                let edits: Option<Vec<lsp_types::TextEdit>> = serde_json::from_str(answer.get())
+                    .map_err(|e| LspError::BadAnswer(e.to_string()))?;
+                let edits = edits.unwrap_or_default();
+                text::apply_edits(text, &edits)
+                    .map(Some)
+                    .map_err(LspError::BadAnswer)
+            }
+            Err(RequestError::Timeout) => Err(LspError::Timeout),
+            Err(RequestError::Exited(why)) => Err(LspError::Exited(why)),
+            Err(RequestError::Server(e)) => Err(LspError::Server {
+                code: e.code,
+                message: e.message,
+            }),
+        }
+    }
+
+    /// The servers asked for so far (and the languages with none installed).
+    pub fn status(&self) -> Vec<ServerStatus> {
+        let servers = self.inner.servers();
+        let mut out: Vec<ServerStatus> = servers
+            .by_language
+            .iter()
+            .filter(|(_, c)| c.is_none())
+            .map(|(language, _)| ServerStatus {
+                languages: vec![language.clone()],
+                command: None,
+                state: ServerState::Missing,
+                pid: None,
+                restarts: 0,
+            })
+            .collect();
+        for slot in servers.slots.values() {
+            let phase = slot.server.as_ref().map(|s| s.phase());
+            let state = if slot.stopped {
+                ServerState::Stopped
+            } else if let Some(why) = &slot.failed {
+                ServerState::Failed(why.clone())
+            } else {
+                match phase {
+                    None | Some(Phase::Starting) => ServerState::Starting,
+                    Some(Phase::Running) => ServerState::Running,
+                    Some(Phase::Exited(why))
+                        if slot.restarts >= self.inner.config.limits.max_restarts =>
+                    {
+                        ServerState::Failed(format!(
+                            "{why}; gave up after {} restarts",
+                            slot.restarts
+                        ))
+                    }
+                    Some(Phase::Exited(why)) => ServerState::Crashed(why),
+                }
+            };
+            let pid = match &state {
+                ServerState::Starting | ServerState::Running => slot.server.as_ref().map(|s| s.pid),
+                _ => None,
+            };
+            out.push(ServerStatus {
+                languages: slot.languages.iter().cloned().collect(),
+                command: Some(slot.command.clone()),
+                state,
+                pid,
+                restarts: slot.restarts,
+            });
+        }
+        out.sort_by(|a, b| a.languages.cmp(&b.languages));
+        out
+    }
+
+    /// Stops every server: `shutdown` and `exit`, then a kill once `grace` has passed; returns when they are
+    /// gone (at most about `grace` plus the kill). Idempotent; nothing starts afterwards.
+    pub fn shutdown(&self, grace: Duration) {
+        self.inner.shutdown(grace);
+    }
+
+    /// The language of `path` and the key the servers know it by (its path as a string).
+    fn file<'a>(&'a self, path: &Path) -> Option<(&'a str, String)> {
+        let language = self.language_for(path)?;
+        let key = path.to_str()?.to_owned();
+        Some((language, key))
+    }
+}
+
+impl Inner {
+    fn servers(&self) -> MutexGuard<'_, Servers> {
+        self.servers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for `server` to be initialized if it is starting: until `deadline` or the start wait, whichever
+    /// is later. Returns the deadline for the answer (extended by the diagnostics wait after a start), or
+    /// `None` when the server is not running.
+    fn await_start(&self, server: &Server, deadline: Instant) -> Option<Instant> {
+        match server.phase() {
+            Phase::Running => Some(deadline),
+            Phase::Exited(_) => None,
+            Phase::Starting => {
+                let ready_by = deadline.max(server.started + self.config.start_wait);
+                server
+                    .wait_ready(ready_by)
+                    .then(|| deadline.max(Instant::now() + self.config.diagnostics_wait))
+            }
+        }
+    }
+
+    /// The server of `language`: the running one, or a new one when none has started yet or the last one
+    /// crashed and its backoff has passed (a bounded number of times). `None` when nothing can run.
+    fn server_for(&self, language: &str) -> Option<Arc<Server>> {
+        if self.shut.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut servers = self.servers();
+        let command = servers
+            .by_language
+            .entry(language.to_owned())
+            .or_insert_with(|| self.config.servers.resolve(language))
+            .clone()?;
+        let limits = &self.config.limits;
+        let slot = servers
+            .slots
+            .entry(command.clone())
+            .or_insert_with(|| Slot {
+                command: command.clone(),
+                languages: BTreeSet::new(),
+                server: None,
+                restarts: 0,
+                counted: None,
+                failed: None,
+                stopped: false,
+            });
+        slot.languages.insert(language.to_owned());
+        if slot.stopped || slot.failed.is_some() {
+            return slot.server.clone();
+        }
+        if let Some(server) = &slot.server {
+            if !matches!(server.phase(), Phase::Exited(_)) {
+                return Some(server.clone());
+            }
+            let now = Instant::now();
+            if slot.counted.is_none_or(|(pid, _)| pid != server.pid) {
+                // A server that ran well for a while before crashing starts a fresh series of restarts.
+                if now.duration_since(server.started) > Duration::from_secs(300) {
+                    slot.restarts = 0;
+                }
+                slot.counted = Some((server.pid, now));
+            }
+            let (_, noticed) = slot.counted.expect("set above");
+            let backoff = limits
+                .restart_backoff
+                .saturating_mul(1 << slot.restarts.min(16));
+            if slot.restarts >= limits.max_restarts || now < noticed + backoff {
+                return Some(server.clone());
+            }
+            slot.restarts += 1;
+            self.log.line(&format!(
+                "restarting {} (restart {} of at most {})",
+                command.join(" "),
+                slot.restarts,
+                limits.max_restarts
+            ));
+        }
+        let folders = self
+            .config
+            .workspace_folders
+            .iter()
+            .filter_map(|f| workspace_folder(f))
+            .collect();
+        match Server::start(
+            &command,
+            folders,
+            self.config.workspace_folders.first().map(PathBuf::as_path),
+            limits,
+            self.log.clone(),
+            self.on_change.clone(),
+        ) {
+            Ok(server) => {
+                let server = Arc::new(server);
+                slot.server = Some(server.clone());
+                Some(server)
+            }
+            Err(e) => {
+                let why = format!("cannot start {}: {e}", command.join(" "));
+                self.log.line(&why);
+                slot.failed = Some(why);
+                slot.server.clone()
+            }
+        }
+    }
+
+    fn shutdown(&self, grace: Duration) {
+        self.shut.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + grace;
+        let running: Vec<Arc<Server>> = {
+            let mut servers = self.servers();
+            servers
+                .slots
+                .values_mut()
+                .filter(|slot| !slot.stopped)
+                .filter_map(|slot| {
+                    slot.stopped = true;
+                    slot.server.clone()
+                })
+                .collect()
+        };
+        std::thread::scope(|scope| {
+            for server in &running {
+                scope.spawn(move || server.stop(deadline));
+            }
+        });
+    }
+}
+
+fn workspace_folder(path: &Path) -> Option<lsp_types::WorkspaceFolder> {
+    let text = path.to_str()?;
+    let uri = claude_ide_bridge::paths::file_uri(text).parse().ok()?;
+    let name = path
+        .file_name()
+        .map_or_else(|| text.to_owned(), |n| n.to_string_lossy().into_owned());
+    Some(lsp_types::WorkspaceFolder { uri, name })
+}

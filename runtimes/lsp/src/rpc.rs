@@ -1,0 +1,305 @@
+//! JSON-RPC bookkeeping for one server, as pure code: reading a frame's body into an [`Incoming`] message,
+//! writing requests, notifications and responses, and the answers to the requests servers send to the client.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+/// JSON-RPC's "method not found" error code.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC's "invalid params" error code.
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// A message read from a server.
+#[derive(Debug)]
+pub enum Incoming {
+    /// The answer to one of our requests.
+    Response {
+        /// Our request's id (we only send integer ids; other ids are answers to nothing).
+        id: i64,
+        /// The result, or the server's error.
+        result: Result<Box<RawValue>, ResponseError>,
+    },
+    /// A request the server sends us, to be answered.
+    Request {
+        /// Its id, echoed in the answer (a number or a string).
+        id: Value,
+        /// The method.
+        method: String,
+        /// Its parameters (`null` when absent).
+        params: Box<RawValue>,
+    },
+    /// A notification from the server.
+    Notification {
+        /// The method.
+        method: String,
+        /// Its parameters (`null` when absent).
+        params: Box<RawValue>,
+    },
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ResponseError {
+    /// The code.
+    pub code: i64,
+    /// The message.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Box<RawValue>>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<ResponseError>,
+}
+
+fn null() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).expect("null is JSON")
+}
+
+/// Reads one body. `Err` says why it is not a JSON-RPC message (the server is then out of order).
+pub fn parse(body: &[u8]) -> Result<Incoming, String> {
+    let env: Envelope =
+        serde_json::from_slice(body).map_err(|e| format!("not a JSON-RPC message: {e}"))?;
+    match (env.method, env.id) {
+        (Some(method), Some(id)) if !id.is_null() => Ok(Incoming::Request {
+            id,
+            method,
+            params: env.params.unwrap_or_else(null),
+        }),
+        (Some(method), _) => Ok(Incoming::Notification {
+            method,
+            params: env.params.unwrap_or_else(null),
+        }),
+        (None, Some(id)) => {
+            let id = id
+                .as_i64()
+                .ok_or_else(|| format!("response to an id we never sent: {id}"))?;
+            let result = match env.error {
+                Some(error) => Err(error),
+                None => Ok(env.result.unwrap_or_else(null)),
+            };
+            Ok(Incoming::Response { id, result })
+        }
+        (None, None) => Err("a message with neither method nor id".to_owned()),
+    }
+}
+
+/// The body of a request.
+pub fn request(id: i64, method: &str, params: impl serde::Serialize) -> Vec<u8> {
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .expect("request params serialise")
+}
+
+/// The body of a notification.
+pub fn notification(method: &str, params: impl serde::Serialize) -> Vec<u8> {
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+        .expect("notification params serialise")
+}
+
+/// The body of the answer to a server's request.
+pub fn response(id: &Value, answer: Result<Value, (i64, String)>) -> Vec<u8> {
+    let msg = match answer {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    };
+    serde_json::to_vec(&msg).expect("a response serialises")
+}
+
+/// What a server's request to the client changes on our side, besides its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// `client/registerCapability`: registration id and method (such as `textDocument/diagnostic`).
+    Added(String, String),
+    /// `client/unregisterCapability`: registration id and method.
+    Removed(String, String),
+}
+
+/// The answer to a request a server sends to the client, and the registrations it adds or removes.
+///
+/// Every request gets an answer, so that no server stalls waiting for one: `workspace/configuration` gets one
+/// `null` per item (the server's defaults), `workspace/workspaceFolders` the folders, the progress and
+/// registration requests `null`, and an unknown method `MethodNotFound`.
+pub fn answer_server_request(
+    method: &str,
+    params: &RawValue,
+    folders: &[lsp_types::WorkspaceFolder],
+) -> (Result<Value, (i64, String)>, Vec<Registration>) {
+    match method {
+        "workspace/configuration" => {
+            #[derive(Deserialize)]
+            struct Items {
+                items: Vec<serde::de::IgnoredAny>,
+            }
+            match serde_json::from_str::<Items>(params.get()) {
+                // Bounded by the message size limit, like everything read from a server.
+                Ok(items) => (
+                    Ok(Value::Array(vec![Value::Null; items.items.len()])),
+                    vec![],
+                ),
+                Err(e) => (
+                    Err((INVALID_PARAMS, format!("bad configuration params: {e}"))),
+                    vec![],
+                ),
+            }
+        }
+        "client/registerCapability" => {
+            let regs = serde_json::from_str::<lsp_types::RegistrationParams>(params.get())
+                .map(|p| {
+                    p.registrations
+                        .into_iter()
+                        .map(|r| Registration::Added(r.id, r.method))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (Ok(Value::Null), regs)
+        }
+        "client/unregisterCapability" => {
+            let regs = serde_json::from_str::<lsp_types::UnregistrationParams>(params.get())
+                .map(|p| {
+                    p.unregisterations
+                        .into_iter()
+                        .map(|r| Registration::Removed(r.id, r.method))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (Ok(Value::Null), regs)
+        }
+        "window/workDoneProgress/create"
+        | "window/showMessageRequest"
+        | "workspace/diagnostic/refresh"
+        | "workspace/semanticTokens/refresh"
+        | "workspace/inlayHint/refresh"
+        | "workspace/inlineValue/refresh"
+        | "workspace/codeLens/refresh" => (Ok(Value::Null), vec![]),
+        "workspace/workspaceFolders" => (
+            Ok(serde_json::to_value(folders).expect("folders serialise")),
+            vec![],
+        ),
+        "workspace/applyEdit" => (
+            Ok(json!({"applied": false, "failureReason": "this client does not apply edits"})),
+            vec![],
+        ),
+        "window/showDocument" => (Ok(json!({"success": false})), vec![]),
+        _ => (
+            Err((
+                METHOD_NOT_FOUND,
+                format!("method not supported by this client: {method}"),
+            )),
+            vec![],
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn classifies_messages() {
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":3,"result":{"a":1}}"#),
+            Ok(Incoming::Response { id: 3, result: Ok(r) }) if r.get() == r#"{"a":1}"#
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":4,"error":{"code":-32800,"message":"cancelled"}}"#),
+            Ok(Incoming::Response {
+                id: 4,
+                result: Err(ResponseError { code: -32800, .. })
+            })
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":"x","method":"workspace/configuration","params":{"items":[]}}"#),
+            Ok(Incoming::Request { method, .. }) if method == "workspace/configuration"
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","method":"$/progress"}"#),
+            Ok(Incoming::Notification { method, params }) if method == "$/progress" && params.get() == "null"
+        ));
+        assert!(parse(b"[1,2]").is_err());
+        assert!(parse(b"{}").is_err());
+        assert!(parse(br#"{"id":"s","result":1}"#).is_err());
+        assert!(parse(b"\xff").is_err());
+    }
+
+    #[test]
+    fn configuration_gets_one_null_per_item() {
+        let (answer, regs) = answer_server_request(
+            "workspace/configuration",
+            &raw(r#"{"items":[{"section":"python"},{"section":"python.analysis"},{}]}"#),
+            &[],
+        );
+        assert_eq!(answer, Ok(json!([null, null, null])));
+        assert!(regs.is_empty());
+        let (answer, _) = answer_server_request("workspace/configuration", &raw("null"), &[]);
+        assert_eq!(answer.unwrap_err().0, INVALID_PARAMS);
+    }
+
+    #[test]
+    fn registrations_are_reported() {
+        let (answer, regs) = answer_server_request(
+            "client/registerCapability",
+            &raw(
+                r#"{"registrations":[{"id":"1","method":"textDocument/diagnostic","registerOptions":{}}]}"#,
+            ),
+            &[],
+        );
+        assert_eq!(answer, Ok(Value::Null));
+        assert_eq!(
+            regs,
+            vec![Registration::Added(
+                "1".into(),
+                "textDocument/diagnostic".into()
+            )]
+        );
+        let (_, regs) = answer_server_request(
+            "client/unregisterCapability",
+            &raw(r#"{"unregisterations":[{"id":"1","method":"textDocument/formatting"}]}"#),
+            &[],
+        );
+        assert_eq!(
+            regs,
+            vec![Registration::Removed(
+                "1".into(),
+                "textDocument/formatting".into()
+            )]
+        );
+    }
+
+    #[test]
+    fn folders_and_unknown_methods() {
+        let folder = lsp_types::WorkspaceFolder {
+            uri: "file:///w".parse().unwrap(),
+            name: "w".into(),
+        };
+        let (answer, _) =
+            answer_server_request("workspace/workspaceFolders", &raw("null"), &[folder]);
+        assert_eq!(answer, Ok(json!([{"uri": "file:///w", "name": "w"}])));
+        let (answer, _) = answer_server_request(
+            "window/workDoneProgress/create",
+            &raw(r#"{"token":1}"#),
+            &[],
+        );
+        assert_eq!(answer, Ok(Value::Null));
+        let (answer, _) = answer_server_request("custom/thing", &raw("{}"), &[]);
+        assert_eq!(answer.unwrap_err().0, METHOD_NOT_FOUND);
+        let body = response(&json!("s1"), Err((METHOD_NOT_FOUND, "no".into())));
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["id"], "s1");
+        assert_eq!(v["error"]["code"], METHOD_NOT_FOUND);
+    }
+}

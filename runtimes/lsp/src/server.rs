@@ -1,0 +1,456 @@
+//! One server process and the threads around its [`State`]: a reader (stdout → frames → state), a writer
+//! (state's outbox → stdin; it also owns the child, enforces the `initialize` timeout and reaps the process),
+//! and a copier of stderr to the log. Callers wait on the state's condition variable with their own deadline,
+//! so a server that hangs never holds a caller past it.
+
+use std::io::{Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use claude_ide_bridge::tools::{Diagnostic, FileDiagnostics};
+use serde_json::value::RawValue;
+
+use crate::codec::Decoder;
+use crate::log::Log;
+use crate::rpc::ResponseError;
+use crate::state::{Effect, LspLimits, Phase, State};
+
+pub(crate) type OnChange = Arc<dyn Fn(FileDiagnostics) + Send + Sync>;
+
+/// JSON-RPC's "server cancelled" code: the server asks for the request again.
+const SERVER_CANCELLED: i64 = -32802;
+/// "content modified": the document changed while the server worked on the request.
+const CONTENT_MODIFIED: i64 = -32801;
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    cond: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent-enough state: keep serving.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until `done` holds or `deadline` passes; returns the guard and whether `done` held.
+    fn wait_until<'a>(
+        &'a self,
+        mut guard: MutexGuard<'a, State>,
+        deadline: Instant,
+        mut done: impl FnMut(&mut State) -> bool,
+    ) -> (MutexGuard<'a, State>, bool) {
+        loop {
+            if done(&mut guard) {
+                return (guard, true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return (guard, false);
+            }
+            guard = self
+                .cond
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+pub(crate) enum RequestError {
+    Timeout,
+    Exited(String),
+    Server(ResponseError),
+}
+
+/// A started server process.
+pub(crate) struct Server {
+    shared: Arc<Shared>,
+    on_change: OnChange,
+    pub started: Instant,
+    pub pid: u32,
+}
+
+impl Server {
+    /// Spawns `command` in its own process group (so that a stop takes its children too, and a Ctrl-C in the
+    /// bridge's terminal does not reach it) and sends `initialize`.
+    pub fn start(
+        command: &[String],
+        folders: Vec<lsp_types::WorkspaceFolder>,
+        cwd: Option<&std::path::Path>,
+        limits: &LspLimits,
+        log: Log,
+        on_change: OnChange,
+    ) -> std::io::Result<Server> {
+        let (program, args) = command
+            .split_first()
+            .ok_or(std::io::ErrorKind::InvalidInput)?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(cwd) = cwd {
+            cmd.current_dir(cwd);
+        }
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn()?;
+        let pid = child.id();
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let mut state = State::new(limits.clone(), folders);
+        state.pid = Some(pid);
+        state.begin(std::process::id());
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            cond: Condvar::new(),
+        });
+        let name = program.rsplit('/').next().unwrap_or(program).to_owned();
+        let log = log.for_server(format!("{name}[{pid}]"), limits.max_log_bytes);
+        let spawn = |what: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(format!("lsp-{what}-{pid}"))
+                .spawn(f)
+        };
+        let started = Instant::now();
+        {
+            let (shared, log) = (shared.clone(), log.clone());
+            let init_deadline = started + limits.initialize_timeout;
+            let initialize_timeout = limits.initialize_timeout;
+            spawn(
+                "writer",
+                Box::new(move || {
+                    write_loop(
+                        &shared,
+                        child,
+                        stdin,
+                        init_deadline,
+                        initialize_timeout,
+                        &log,
+                    )
+                }),
+            )?;
+        }
+        {
+            let (shared, log, on_change) = (shared.clone(), log.clone(), on_change.clone());
+            let max = limits.max_message_bytes;
+            spawn(
+                "reader",
+                Box::new(move || read_loop(&shared, stdout, max, &log, &on_change)),
+            )?;
+        }
+        {
+            let log = log.clone();
+            spawn("stderr", Box::new(move || log.copy_stream(stderr)))?;
+        }
+        Ok(Server {
+            shared,
+            on_change,
+            started,
+            pid,
+        })
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.shared.lock().phase.clone()
+    }
+
+    pub fn can_format(&self) -> bool {
+        self.shared.lock().caps.formatting
+    }
+
+    /// Waits until the server is initialized (true) or gone, or `deadline` passes.
+    pub fn wait_ready(&self, deadline: Instant) -> bool {
+        let guard = self.shared.lock();
+        let (guard, _) = self
+            .shared
+            .wait_until(guard, deadline, |s| s.phase != Phase::Starting);
+        guard.is_running()
+    }
+
+    /// Hands `text` of `path` to the server without waiting.
+    pub fn sync(&self, path: &str, language: &str, text: &str) {
+        let mut state = self.shared.lock();
+        state.sync(path, language, text);
+        drop(state);
+        self.shared.cond.notify_all();
+    }
+
+    pub fn known(&self, path: &str) -> Vec<Diagnostic> {
+        self.shared.lock().known(path)
+    }
+
+    pub fn all_known(&self) -> Vec<FileDiagnostics> {
+        self.shared.lock().all_known()
+    }
+
+    /// Sends a request and waits for its answer until `deadline` (then cancels it).
+    pub fn request(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+        deadline: Instant,
+    ) -> Result<Box<RawValue>, RequestError> {
+        let mut state = self.shared.lock();
+        if let Phase::Exited(why) = &state.phase {
+            return Err(RequestError::Exited(why.clone()));
+        }
+        let id = state.request(method, params);
+        self.shared.cond.notify_all();
+        let mut answer = None;
+        let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
+            answer = s.take_answer(id);
+            answer.is_some() || matches!(s.phase, Phase::Exited(_))
+        });
+        match answer {
+            Some(Ok(result)) => Ok(result),
+            Some(Err(e)) => Err(RequestError::Server(e)),
+            None => {
+                state.cancel(id);
+                self.shared.cond.notify_all();
+                match &state.phase {
+                    Phase::Exited(why) => Err(RequestError::Exited(why.clone())),
+                    _ => Err(RequestError::Timeout),
+                }
+            }
+        }
+    }
+
+    /// Syncs `text` and answers the diagnostics computed for it: pulled when the server offers pulls, else the
+    /// ones published for this version; past `deadline`, what is known.
+    pub fn diagnostics(
+        &self,
+        path: &str,
+        language: &str,
+        text: &str,
+        deadline: Instant,
+    ) -> Vec<Diagnostic> {
+        self.sync(path, language, text);
+        loop {
+            let state = self.shared.lock();
+            if !state.is_running() {
+                return state.known(path);
+            }
+            if !state.caps.pull {
+                let (state, _) = self.shared.wait_until(state, deadline, |s| {
+                    s.fresh(path) || !s.is_running() || s.caps.pull
+                });
+                if state.caps.pull && state.is_running() && Instant::now() < deadline {
+                    continue; // the server registered pulls meanwhile
+                }
+                return state.known(path);
+            }
+            let Some(version) = state.version(path) else {
+                return state.known(path);
+            };
+            let params = state.pull_params(path);
+            drop(state);
+            match self.request("textDocument/diagnostic", params, deadline) {
+                Ok(answer) => {
+                    let mut state = self.shared.lock();
+                    match state.take_pull(path, version, &answer) {
+                        Ok(changed) => {
+                            let known = state.known(path);
+                            drop(state);
+                            if let Some(change) = changed {
+                                (self.on_change)(change);
+                            }
+                            return known;
+                        }
+                        Err(_) => return state.known(path),
+                    }
+                }
+                Err(RequestError::Server(e))
+                    if e.code == SERVER_CANCELLED || e.code == CONTENT_MODIFIED =>
+                {
+                    // Asked again after a short pause, within the deadline.
+                    let pause = Instant::now() + Duration::from_millis(20);
+                    if pause >= deadline {
+                        return self.known(path);
+                    }
+                    std::thread::sleep(pause - Instant::now());
+                }
+                Err(_) => return self.known(path),
+            }
+        }
+    }
+
+    /// Stops the server: `shutdown` (answer awaited until `deadline`), `exit`, input closed, the process
+    /// waited for until `deadline`, then its process group killed. Returns once it is reaped, or shortly after
+    /// the kill.
+    pub fn stop(&self, deadline: Instant) {
+        let id = {
+            let mut state = self.shared.lock();
+            let id = state.begin_shutdown();
+            self.shared.cond.notify_all();
+            id
+        };
+        if let Some(id) = id {
+            let state = self.shared.lock();
+            let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
+                s.take_answer(id).is_some() || matches!(s.phase, Phase::Exited(_))
+            });
+            state.finish_shutdown();
+            self.shared.cond.notify_all();
+        }
+        let state = self.shared.lock();
+        let (mut state, reaped) = self.shared.wait_until(state, deadline, |s| s.reaped);
+        if reaped {
+            return;
+        }
+        state.exit("stopped: no exit within the grace period, killed");
+        kill_group(&state);
+        self.shared.cond.notify_all();
+        // SIGKILL is immediate; the writer reaps as soon as it is unblocked.
+        let _ = self
+            .shared
+            .wait_until(state, Instant::now() + Duration::from_secs(2), |s| s.reaped);
+    }
+}
+
+/// SIGKILL to the server's process group, unless the writer has started reaping it (it kills it first).
+fn kill_group(state: &State) {
+    if state.reaping {
+        return;
+    }
+    if let Some(pid) = state
+        .pid
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+fn write_loop(
+    shared: &Shared,
+    mut child: Child,
+    stdin: ChildStdin,
+    init_deadline: Instant,
+    initialize_timeout: Duration,
+    log: &Log,
+) {
+    let mut stdin = Some(stdin);
+    let mut state = shared.lock();
+    loop {
+        if matches!(state.phase, Phase::Exited(_)) {
+            break;
+        }
+        if state.phase == Phase::Starting && Instant::now() >= init_deadline {
+            state.exit(format!(
+                "hung: no answer to initialize within {initialize_timeout:?}"
+            ));
+            break;
+        }
+        if state.outbox.is_empty() {
+            if state.close_input {
+                stdin = None;
+            }
+            let wait = if state.phase == Phase::Starting {
+                init_deadline.saturating_duration_since(Instant::now())
+            } else {
+                Duration::from_secs(3600)
+            };
+            state = shared
+                .cond
+                .wait_timeout(state, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            continue;
+        }
+        let frames = state.take_outbox();
+        drop(state);
+        let mut failed = None;
+        if let Some(input) = stdin.as_mut() {
+            for frame in frames {
+                if let Err(e) = input.write_all(&frame).and_then(|()| input.flush()) {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        state = shared.lock();
+        if let Some(e) = failed {
+            state.exit(format!("exited: its input is closed ({e})"));
+        }
+    }
+    let reason = match &state.phase {
+        Phase::Exited(why) => why.clone(),
+        _ => unreachable!("the loop ends on exit"),
+    };
+    state.reaping = true;
+    drop(state);
+    drop(stdin);
+    // Kill the whole group (a server's own children too) before reaping, so that the id is not reused.
+    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let status = child.wait();
+    log.line(&format!("{reason}; process status: {status:?}"));
+    let mut state = shared.lock();
+    state.reaped = true;
+    drop(state);
+    shared.cond.notify_all();
+}
+
+fn read_loop(
+    shared: &Shared,
+    mut stdout: impl Read,
+    max_message: usize,
+    log: &Log,
+    on_change: &OnChange,
+) {
+    let mut decoder = Decoder::new(max_message);
+    let mut buf = vec![0u8; 64 * 1024];
+    let reason = loop {
+        let n = match stdout.read(&mut buf) {
+            Ok(0) => break "exited".to_owned(),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => break format!("exited: reading its output failed ({e})"),
+        };
+        decoder.push(&buf[..n]);
+        let mut fatal = None;
+        loop {
+            match decoder.next_frame() {
+                Ok(Some(frame)) => {
+                    let mut state = shared.lock();
+                    let effects = state.handle(&frame);
+                    drop(state);
+                    shared.cond.notify_all();
+                    match effects {
+                        Ok(effects) => {
+                            for effect in effects {
+                                match effect {
+                                    Effect::Changed(change) => on_change(change),
+                                    Effect::Log(line) => log.line(&line),
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            fatal = Some(e);
+                            break;
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    fatal = Some(format!("bad output: {e}"));
+                    break;
+                }
+            }
+        }
+        if let Some(why) = fatal {
+            break format!("stopped for misbehaving: {why}");
+        }
+    };
+    let mut state = shared.lock();
+    state.exit(reason);
+    kill_group(&state);
+    drop(state);
+    shared.cond.notify_all();
+}

@@ -1,0 +1,702 @@
+//! Everything the client knows about one server, as pure code: the lifecycle phase, the messages waiting to
+//! be written, the requests waiting for answers, the documents the server has (version and content hash), the
+//! diagnostics it reported (bounded per file and in total). The driver (`server.rs`) feeds it the frames read
+//! from the server and writes what it queues.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use claude_ide_bridge::paths::{file_uri, uri_to_path};
+use claude_ide_bridge::tools::{Diagnostic, FileDiagnostics, Position, Range};
+use lsp_types::{
+    DiagnosticSeverity, NumberOrString, TextDocumentSyncCapability, TextDocumentSyncKind,
+};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::codec;
+use crate::rpc::{self, Incoming, Registration, ResponseError};
+
+/// Bounds on what a server may cost the bridge.
+///
+/// ```
+/// use claude_ide_bridge_lsp::LspLimits;
+/// let limits = LspLimits { max_diagnostics_per_file: 50, ..LspLimits::default() };
+/// assert_eq!(limits.max_restarts, 3);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LspLimits {
+    /// The largest message accepted from a server; a larger one stops that server.
+    pub max_message_bytes: usize,
+    /// Diagnostics kept per file (the first ones, in the server's order).
+    pub max_diagnostics_per_file: usize,
+    /// Characters kept of a diagnostic's message.
+    pub max_message_chars: usize,
+    /// Files whose diagnostics are kept, per server.
+    pub max_files: usize,
+    /// Diagnostics kept in all, per server.
+    pub max_total_diagnostics: usize,
+    /// Documents kept open in a server; the least recently used is closed beyond it.
+    pub max_open_files: usize,
+    /// Bytes queued for a server that does not read its input before it is taken as hung and stopped.
+    pub max_outbox_bytes: usize,
+    /// Bytes of a server's stderr and log messages written to the log, per server process.
+    pub max_log_bytes: u64,
+    /// How long a server may take to answer `initialize` before it is stopped as hung.
+    pub initialize_timeout: Duration,
+    /// How many times a server that crashed is started again (then it stays down).
+    pub max_restarts: u32,
+    /// The wait before the first restart, doubled for each later one.
+    pub restart_backoff: Duration,
+}
+
+impl Default for LspLimits {
+    fn default() -> LspLimits {
+        LspLimits {
+            max_message_bytes: 8 << 20,
+            max_diagnostics_per_file: 200,
+            max_message_chars: 2000,
+            max_files: 2000,
+            max_total_diagnostics: 20_000,
+            max_open_files: 200,
+            max_outbox_bytes: 64 << 20,
+            max_log_bytes: 16 << 20,
+            initialize_timeout: Duration::from_secs(30),
+            max_restarts: 3,
+            restart_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// `initialize` sent, no answer yet.
+    Starting,
+    /// Initialized: documents and requests flow.
+    Running,
+    /// Gone, with why: crashed, hung, misbehaved or stopped.
+    Exited(String),
+}
+
+/// What the server supports, from its `initialize` answer and later registrations.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caps {
+    pub pull: bool,
+    pub pull_identifier: Option<String>,
+    pub formatting: bool,
+    /// `Some(include_text)` when the server wants `didSave`.
+    pub save: Option<bool>,
+    /// Whether the server takes `didChange` (else a changed document is closed and opened again).
+    pub change: bool,
+}
+
+impl Caps {
+    fn from_initialize(result: &RawValue) -> Result<Caps, String> {
+        let init: lsp_types::InitializeResult = serde_json::from_str(result.get())
+            .map_err(|e| format!("unreadable initialize answer: {e}"))?;
+        let c = init.capabilities;
+        let mut caps = Caps {
+            pull: c.diagnostic_provider.is_some(),
+            formatting: match c.document_formatting_provider {
+                Some(lsp_types::OneOf::Left(b)) => b,
+                Some(lsp_types::OneOf::Right(_)) => true,
+                None => false,
+            },
+            ..Caps::default()
+        };
+        if let Some(lsp_types::DiagnosticServerCapabilities::Options(o)) = &c.diagnostic_provider {
+            caps.pull_identifier = o.identifier.clone();
+        }
+        if let Some(lsp_types::DiagnosticServerCapabilities::RegistrationOptions(o)) =
+            &c.diagnostic_provider
+        {
+            caps.pull_identifier = o.diagnostic_options.identifier.clone();
+        }
+        match c.text_document_sync {
+            Some(TextDocumentSyncCapability::Kind(kind)) => {
+                caps.change = kind != TextDocumentSyncKind::NONE
+            }
+            Some(TextDocumentSyncCapability::Options(o)) => {
+                caps.change = o.change.is_some_and(|k| k != TextDocumentSyncKind::NONE);
+                caps.save = match o.save {
+                    Some(lsp_types::TextDocumentSyncSaveOptions::Supported(true)) => Some(false),
+                    Some(lsp_types::TextDocumentSyncSaveOptions::SaveOptions(s)) => {
+                        Some(s.include_text.unwrap_or(false))
+                    }
+                    _ => None,
+                };
+            }
+            None => {}
+        }
+        Ok(caps)
+    }
+}
+
+/// A document as the server has it.
+#[derive(Debug)]
+struct Doc {
+    language: String,
+    version: i32,
+    hash: u64,
+    /// The publish counter when this version was sent: a version-less publish after it is for this version.
+    synced_seq: u64,
+    last_used: u64,
+}
+
+/// Diagnostics a server reported for one file.
+#[derive(Debug)]
+struct Stored {
+    /// The document version they are for, when known.
+    version: Option<i32>,
+    /// When they arrived (the publish counter).
+    seq: u64,
+    items: Vec<Diagnostic>,
+    /// The pull answer's `resultId`, sent back as `previousResultId`.
+    result_id: Option<String>,
+}
+
+/// Something the driver does after feeding a frame to the state.
+#[derive(Debug)]
+pub(crate) enum Effect {
+    /// A file's diagnostics changed: tell `on_change`.
+    Changed(FileDiagnostics),
+    /// A line for the log (the server's `window/logMessage`, or what the client ignored and why).
+    Log(String),
+}
+
+pub(crate) struct State {
+    pub phase: Phase,
+    pub caps: Caps,
+    /// The capabilities from `initialize`, before registrations.
+    static_caps: Caps,
+    /// Dynamic registrations: id → method.
+    registered: HashMap<String, String>,
+    limits: LspLimits,
+    folders: Vec<lsp_types::WorkspaceFolder>,
+    next_id: i64,
+    init_id: i64,
+    pending: HashMap<i64, Option<Result<Box<RawValue>, ResponseError>>>,
+    /// Frames to write, in order, and their total size.
+    pub outbox: VecDeque<Vec<u8>>,
+    outbox_bytes: usize,
+    /// Set once stdin is to be closed after the outbox is written (`exit` sent).
+    pub close_input: bool,
+    docs: HashMap<String, Doc>,
+    diags: HashMap<String, Stored>,
+    total: usize,
+    seq: u64,
+    clock: u64,
+    /// Texts synced before the server was initialized: sent when it is.
+    early: VecDeque<(String, String, String)>,
+    /// The process group to kill, until the driver starts reaping it.
+    pub pid: Option<u32>,
+    pub reaping: bool,
+    pub reaped: bool,
+}
+
+impl State {
+    pub fn new(limits: LspLimits, folders: Vec<lsp_types::WorkspaceFolder>) -> State {
+        State {
+            phase: Phase::Starting,
+            caps: Caps::default(),
+            static_caps: Caps::default(),
+            registered: HashMap::new(),
+            limits,
+            folders,
+            next_id: 1,
+            init_id: 0,
+            pending: HashMap::new(),
+            outbox: VecDeque::new(),
+            outbox_bytes: 0,
+            close_input: false,
+            docs: HashMap::new(),
+            diags: HashMap::new(),
+            total: 0,
+            seq: 0,
+            clock: 0,
+            early: VecDeque::new(),
+            pid: None,
+            reaping: false,
+            reaped: false,
+        }
+    }
+
+    /// Queues `initialize`; `pid` is the bridge's, so that servers exit when it dies.
+    pub fn begin(&mut self, pid: u32) {
+        let params = initialize_params(pid, &self.folders);
+        self.init_id = self.next_id;
+        self.next_id += 1;
+        let body = rpc::request(self.init_id, "initialize", params);
+        self.push_out(body);
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    pub fn exit(&mut self, reason: impl Into<String>) {
+        if !matches!(self.phase, Phase::Exited(_)) {
+            self.phase = Phase::Exited(reason.into());
+        }
+    }
+
+    fn push_out(&mut self, body: Vec<u8>) {
+        if matches!(self.phase, Phase::Exited(_)) || self.close_input {
+            return;
+        }
+        let frame = codec::encode(&body);
+        if self.outbox_bytes + frame.len() > self.limits.max_outbox_bytes {
+            self.exit(format!(
+                "hung: it does not read its input ({} bytes waiting)",
+                self.outbox_bytes
+            ));
+            self.outbox.clear();
+            self.outbox_bytes = 0;
+            return;
+        }
+        self.outbox_bytes += frame.len();
+        self.outbox.push_back(frame);
+    }
+
+    /// Takes every queued frame for writing.
+    pub fn take_outbox(&mut self) -> Vec<Vec<u8>> {
+        self.outbox_bytes = 0;
+        self.outbox.drain(..).collect()
+    }
+
+    pub fn notify(&mut self, method: &str, params: impl serde::Serialize) {
+        self.push_out(rpc::notification(method, params));
+    }
+
+    /// Queues a request and returns its id; its answer is then taken with [`State::take_answer`].
+    pub fn request(&mut self, method: &str, params: impl serde::Serialize) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.insert(id, None);
+        self.push_out(rpc::request(id, method, params));
+        id
+    }
+
+    /// The answer to request `id` once it came; `None` while it has not.
+    pub fn take_answer(&mut self, id: i64) -> Option<Result<Box<RawValue>, ResponseError>> {
+        if self.pending.get(&id)?.is_some() {
+            return self.pending.remove(&id).flatten();
+        }
+        None
+    }
+
+    /// Gives up on request `id`: forgets it and tells the server.
+    pub fn cancel(&mut self, id: i64) {
+        if self.pending.remove(&id).is_some() {
+            self.notify("$/cancelRequest", json!({ "id": id }));
+        }
+    }
+
+    /// Sends `shutdown` (its id, to wait for) unless the server is not running.
+    pub fn begin_shutdown(&mut self) -> Option<i64> {
+        self.early.clear();
+        match self.phase {
+            Phase::Running => Some(self.request("shutdown", Value::Null)),
+            _ => None,
+        }
+    }
+
+    /// Queues `exit` and the closing of the server's input after it.
+    pub fn finish_shutdown(&mut self) {
+        self.notify("exit", Value::Null);
+        self.close_input = true;
+    }
+
+    /// Makes the server have `text` for `path`: `didOpen` the first time, the full text in `didChange` when it
+    /// differs, `didSave` after either when the server asks for it. Before the server is initialized, the
+    /// text is kept (the latest per file, a bounded number of files) and sent once it is.
+    pub fn sync(&mut self, path: &str, language: &str, text: &str) {
+        match self.phase {
+            Phase::Running => {}
+            Phase::Starting => {
+                self.early.retain(|(p, _, _)| p != path);
+                if self.early.len() >= self.limits.max_open_files {
+                    self.early.pop_front();
+                }
+                self.early
+                    .push_back((path.to_owned(), language.to_owned(), text.to_owned()));
+                return;
+            }
+            Phase::Exited(_) => return,
+        }
+        let hash = text_hash(text);
+        self.clock += 1;
+        let uri = file_uri(path);
+        let seq = self.seq;
+        let clock = self.clock;
+        let change = self.caps.change;
+        if let Some(doc) = self.docs.get_mut(path) {
+            doc.last_used = clock;
+            if doc.hash == hash {
+                return;
+            }
+            doc.version += 1;
+            doc.hash = hash;
+            doc.synced_seq = seq;
+            let (version, language) = (doc.version, doc.language.clone());
+            if change {
+                self.notify(
+                    "textDocument/didChange",
+                    json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+                );
+            } else {
+                self.notify(
+                    "textDocument/didClose",
+                    json!({"textDocument": {"uri": uri}}),
+                );
+                self.open(&uri, &language, version, text);
+            }
+        } else {
+            if self.docs.len() >= self.limits.max_open_files {
+                self.close_least_recent();
+            }
+            self.docs.insert(
+                path.to_owned(),
+                Doc {
+                    language: language.to_owned(),
+                    version: 1,
+                    hash,
+                    synced_seq: seq,
+                    last_used: clock,
+                },
+            );
+            self.open(&uri, language, 1, text);
+        }
+        if let Some(include_text) = self.caps.save {
+            let mut params = json!({"textDocument": {"uri": uri}});
+            if include_text {
+                params["text"] = Value::from(text);
+            }
+            self.notify("textDocument/didSave", params);
+        }
+    }
+
+    fn open(&mut self, uri: &str, language: &str, version: i32, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": language, "version": version, "text": text}}),
+        );
+    }
+
+    fn close_least_recent(&mut self) {
+        let Some(path) = self
+            .docs
+            .iter()
+            .min_by_key(|(_, d)| d.last_used)
+            .map(|(p, _)| p.clone())
+        else {
+            return;
+        };
+        self.docs.remove(&path);
+        self.notify(
+            "textDocument/didClose",
+            json!({"textDocument": {"uri": file_uri(&path)}}),
+        );
+    }
+
+    /// The version the server has of `path`, if it has it.
+    pub fn version(&self, path: &str) -> Option<i32> {
+        self.docs.get(path).map(|d| d.version)
+    }
+
+    /// Whether the diagnostics held for `path` are for the text last synced.
+    pub fn fresh(&self, path: &str) -> bool {
+        let (Some(doc), Some(stored)) = (self.docs.get(path), self.diags.get(path)) else {
+            return false;
+        };
+        match stored.version {
+            Some(v) => v == doc.version,
+            None => stored.seq > doc.synced_seq,
+        }
+    }
+
+    /// The diagnostics held for `path` (empty when none).
+    pub fn known(&self, path: &str) -> Vec<Diagnostic> {
+        self.diags
+            .get(path)
+            .map(|s| s.items.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every file with diagnostics held.
+    pub fn all_known(&self) -> Vec<FileDiagnostics> {
+        self.diags
+            .iter()
+            .filter(|(_, s)| !s.items.is_empty())
+            .map(|(p, s)| FileDiagnostics {
+                uri: file_uri(p),
+                diagnostics: s.items.clone(),
+            })
+            .collect()
+    }
+
+    /// The `textDocument/diagnostic` params for `path`.
+    pub fn pull_params(&self, path: &str) -> Value {
+        let mut params = json!({"textDocument": {"uri": file_uri(path)}});
+        if let Some(id) = &self.caps.pull_identifier {
+            params["identifier"] = Value::from(id.as_str());
+        }
+        if let Some(prev) = self.diags.get(path).and_then(|s| s.result_id.clone()) {
+            params["previousResultId"] = Value::from(prev);
+        }
+        params
+    }
+
+    /// Takes a pull answer for `path` at `version`. `Err` when it is not a report.
+    pub fn take_pull(
+        &mut self,
+        path: &str,
+        version: i32,
+        answer: &RawValue,
+    ) -> Result<Option<FileDiagnostics>, String> {
+        let report: lsp_types::DocumentDiagnosticReportResult = serde_json::from_str(answer.get())
+            .map_err(|e| format!("unreadable diagnostic report: {e}"))?;
+        match report {
+            lsp_types::DocumentDiagnosticReportResult::Report(
+                lsp_types::DocumentDiagnosticReport::Full(full),
+            ) => {
+                let report = full.full_document_diagnostic_report;
+                Ok(self.store(path, Some(version), report.items, report.result_id))
+            }
+            lsp_types::DocumentDiagnosticReportResult::Report(
+                lsp_types::DocumentDiagnosticReport::Unchanged(_),
+            ) => {
+                self.seq += 1;
+                if let Some(stored) = self.diags.get_mut(path) {
+                    stored.version = Some(version);
+                    stored.seq = self.seq;
+                }
+                Ok(None)
+            }
+            lsp_types::DocumentDiagnosticReportResult::Partial(_) => {
+                Err("a partial diagnostic report".to_owned())
+            }
+        }
+    }
+
+    /// Keeps `items` as the diagnostics of `path`, within the bounds; the change, if any, to report.
+    fn store(
+        &mut self,
+        path: &str,
+        version: Option<i32>,
+        items: Vec<lsp_types::Diagnostic>,
+        result_id: Option<String>,
+    ) -> Option<FileDiagnostics> {
+        self.seq += 1;
+        let mut items: Vec<Diagnostic> = items
+            .into_iter()
+            .take(self.limits.max_diagnostics_per_file)
+            .map(|d| convert(d, self.limits.max_message_chars))
+            .collect();
+        let old_len = self.diags.get(path).map_or(0, |s| s.items.len());
+        // Room for a new file, and for the new total: files the server has not open go first.
+        let is_new = !self.diags.contains_key(path);
+        while (is_new && self.diags.len() >= self.limits.max_files)
+            || self.total - old_len + items.len() > self.limits.max_total_diagnostics
+        {
+            let victim = self
+                .diags
+                .keys()
+                .find(|p| p.as_str() != path && !self.docs.contains_key(*p))
+                .cloned();
+            let Some(victim) = victim else { break };
+            let gone = self.diags.remove(&victim).map_or(0, |s| s.items.len());
+            self.total -= gone;
+        }
+        if is_new && self.diags.len() >= self.limits.max_files && !self.docs.contains_key(path) {
+            return None;
+        }
+        let room = self
+            .limits
+            .max_total_diagnostics
+            .saturating_sub(self.total - old_len);
+        items.truncate(room);
+        let seq = self.seq;
+        let stored = self.diags.entry(path.to_owned()).or_insert(Stored {
+            version,
+            seq,
+            items: Vec::new(),
+            result_id: None,
+        });
+        let changed = is_new && !items.is_empty() || stored.items != items;
+        self.total = self.total - stored.items.len() + items.len();
+        stored.version = version;
+        stored.seq = seq;
+        stored.result_id = result_id;
+        if !changed {
+            return None;
+        }
+        stored.items = items;
+        Some(FileDiagnostics {
+            uri: file_uri(path),
+            diagnostics: stored.items.clone(),
+        })
+    }
+
+    /// Feeds one frame read from the server. `Err` means the server is out of order and must stop.
+    pub fn handle(&mut self, body: &[u8]) -> Result<Vec<Effect>, String> {
+        let mut effects = Vec::new();
+        match rpc::parse(body)? {
+            Incoming::Response { id, result }
+                if id == self.init_id && self.phase == Phase::Starting =>
+            {
+                let result = result
+                    .map_err(|e| format!("initialize refused: {} ({})", e.message, e.code))?;
+                self.caps = Caps::from_initialize(&result)?;
+                self.static_caps = self.caps.clone();
+                self.phase = Phase::Running;
+                self.notify("initialized", json!({}));
+                for (path, language, text) in std::mem::take(&mut self.early) {
+                    self.sync(&path, &language, &text);
+                }
+            }
+            Incoming::Response { id, result } => {
+                if let Some(slot) = self.pending.get_mut(&id) {
+                    *slot = Some(result);
+                }
+            }
+            Incoming::Request { id, method, params } => {
+                let (answer, registrations) =
+                    rpc::answer_server_request(&method, &params, &self.folders);
+                if let Err((_, message)) = &answer {
+                    effects.push(Effect::Log(format!("answered {message}")));
+                }
+                for registration in registrations {
+                    self.register(registration);
+                }
+                self.push_out(rpc::response(&id, answer));
+            }
+            Incoming::Notification { method, params } => match method.as_str() {
+                "textDocument/publishDiagnostics" => {
+                    match serde_json::from_str::<lsp_types::PublishDiagnosticsParams>(params.get())
+                    {
+                        Ok(p) => match uri_to_path(p.uri.as_str()) {
+                            Some(path) => effects.extend(
+                                self.store(&path, p.version, p.diagnostics, None)
+                                    .map(Effect::Changed),
+                            ),
+                            None => effects.push(Effect::Log(format!(
+                                "ignored diagnostics for {}",
+                                p.uri.as_str()
+                            ))),
+                        },
+                        Err(e) => effects.push(Effect::Log(format!(
+                            "ignored unreadable publishDiagnostics: {e}"
+                        ))),
+                    }
+                }
+                "window/logMessage" | "window/showMessage" => {
+                    if let Ok(m) = serde_json::from_str::<lsp_types::LogMessageParams>(params.get())
+                    {
+                        effects.push(Effect::Log(m.message));
+                    }
+                }
+                _ => {}
+            },
+        }
+        Ok(effects)
+    }
+
+    /// Dynamic registrations: a method counts as registered while any registration id for it is.
+    fn register(&mut self, registration: Registration) {
+        match registration {
+            Registration::Added(id, method) => {
+                if self.registered.len() < 1000 {
+                    self.registered.insert(id, method);
+                }
+            }
+            Registration::Removed(id, _) => {
+                self.registered.remove(&id);
+            }
+        }
+        let has = |m: &str| self.registered.values().any(|r| r == m);
+        self.caps.pull = self.static_caps.pull || has("textDocument/diagnostic");
+        self.caps.formatting = self.static_caps.formatting || has("textDocument/formatting");
+        if self.static_caps.save.is_none() {
+            self.caps.save = has("textDocument/didSave").then_some(false);
+        }
+    }
+}
+
+fn text_hash(text: &str) -> u64 {
+    // SipHash with fixed keys: the same text always hashes the same; the length makes a collision between a
+    // file's versions even less likely.
+    let mut h = std::hash::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish() ^ (text.len() as u64).rotate_left(32)
+}
+
+fn truncate_chars(s: &mut String, max: usize) {
+    if let Some((cut, _)) = s.char_indices().nth(max) {
+        s.truncate(cut);
+        s.push('…');
+    }
+}
+
+/// An LSP diagnostic in the engine's shape: severity by name (`Error` when the server gives none, as editors
+/// do), range as sent (0-based, UTF-16), `source` and `code` kept, the message cut at `max_chars`.
+pub(crate) fn convert(d: lsp_types::Diagnostic, max_chars: usize) -> Diagnostic {
+    let severity = match d.severity {
+        Some(DiagnosticSeverity::WARNING) => Diagnostic::WARNING,
+        Some(DiagnosticSeverity::INFORMATION) => Diagnostic::INFORMATION,
+        Some(DiagnosticSeverity::HINT) => Diagnostic::HINT,
+        _ => Diagnostic::ERROR,
+    };
+    let mut message = d.message;
+    truncate_chars(&mut message, max_chars);
+    let mut source = d.source;
+    if let Some(s) = &mut source {
+        truncate_chars(s, 100);
+    }
+    let code = d.code.map(|c| match c {
+        NumberOrString::Number(n) => Value::from(n),
+        NumberOrString::String(mut s) => {
+            truncate_chars(&mut s, 100);
+            Value::from(s)
+        }
+    });
+    let pos = |p: lsp_types::Position| Position::new(p.line, p.character);
+    Diagnostic {
+        message,
+        severity: severity.to_owned(),
+        range: Range::new(pos(d.range.start), pos(d.range.end)),
+        source,
+        code,
+    }
+}
+
+/// What the client tells a server about itself in `initialize`.
+pub(crate) fn initialize_params(pid: u32, folders: &[lsp_types::WorkspaceFolder]) -> Value {
+    json!({
+        "processId": pid,
+        "clientInfo": {"name": "claude-ide-bridge", "version": env!("CARGO_PKG_VERSION")},
+        "rootUri": folders.first().map(|f| f.uri.as_str()),
+        "rootPath": folders.first().and_then(|f| uri_to_path(f.uri.as_str())),
+        "workspaceFolders": folders,
+        "capabilities": {
+            "general": {"positionEncodings": ["utf-16"]},
+            "workspace": {
+                "configuration": true,
+                "workspaceFolders": true,
+                "diagnostics": {"refreshSupport": true},
+            },
+            "window": {"workDoneProgress": true},
+            "textDocument": {
+                "synchronization": {"dynamicRegistration": true, "didSave": true},
+                "publishDiagnostics": {"versionSupport": true, "relatedInformation": false},
+                "diagnostic": {"dynamicRegistration": true, "relatedDocumentSupport": false},
+                "formatting": {"dynamicRegistration": true},
+            },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests;

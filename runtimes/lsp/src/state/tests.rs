@@ -1,0 +1,255 @@
+use super::*;
+
+fn frames(state: &mut State) -> Vec<Value> {
+    state
+        .take_outbox()
+        .into_iter()
+        .map(|frame| {
+            let mut d = codec::Decoder::new(1 << 20);
+            d.push(&frame);
+            serde_json::from_slice(&d.next_frame().unwrap().unwrap()).unwrap()
+        })
+        .collect()
+}
+
+fn running(caps: Value, limits: LspLimits) -> State {
+    let mut s = State::new(limits, vec![]);
+    s.begin(42);
+    let init = frames(&mut s);
+    assert_eq!(init[0]["method"], "initialize");
+    assert_eq!(init[0]["params"]["processId"], 42);
+    let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": caps}});
+    s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    assert!(s.is_running());
+    assert_eq!(frames(&mut s)[0]["method"], "initialized");
+    s
+}
+
+fn publish(s: &mut State, path: &str, version: Option<i32>, n: usize) -> Vec<Effect> {
+    let diags: Vec<Value> = (0..n)
+        .map(|i| json!({"range": {"start": {"line": i, "character": 0}, "end": {"line": i, "character": 1}}, "message": format!("m{i}"), "severity": 2, "code": i, "source": "t"}))
+        .collect();
+    let mut params = json!({"uri": file_uri(path), "diagnostics": diags});
+    if let Some(v) = version {
+        params["version"] = json!(v);
+    }
+    let msg =
+        json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": params});
+    s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap()
+}
+
+#[test]
+fn open_change_save_and_versioned_freshness() {
+    let mut s = running(
+        json!({"textDocumentSync": {"openClose": true, "change": 1, "save": {"includeText": false}}}),
+        LspLimits::default(),
+    );
+    s.sync("/w/a.py", "python", "x = 1\n");
+    let sent = frames(&mut s);
+    assert_eq!(sent[0]["method"], "textDocument/didOpen");
+    assert_eq!(sent[0]["params"]["textDocument"]["version"], 1);
+    assert_eq!(sent[1]["method"], "textDocument/didSave");
+    assert!(!s.fresh("/w/a.py"));
+    publish(&mut s, "/w/a.py", Some(1), 1);
+    assert!(s.fresh("/w/a.py"));
+    // The same text again: nothing sent, still fresh.
+    s.sync("/w/a.py", "python", "x = 1\n");
+    assert!(frames(&mut s).is_empty());
+    assert!(s.fresh("/w/a.py"));
+    s.sync("/w/a.py", "python", "x = 2\n");
+    let sent = frames(&mut s);
+    assert_eq!(sent[0]["method"], "textDocument/didChange");
+    assert_eq!(sent[0]["params"]["contentChanges"][0]["text"], "x = 2\n");
+    assert!(
+        !s.fresh("/w/a.py"),
+        "diagnostics for version 1 are not fresh for version 2"
+    );
+    publish(&mut s, "/w/a.py", Some(1), 0);
+    assert!(!s.fresh("/w/a.py"));
+    publish(&mut s, "/w/a.py", Some(2), 0);
+    assert!(s.fresh("/w/a.py"));
+}
+
+#[test]
+fn versionless_publish_counts_when_after_the_sync() {
+    let mut s = running(json!({"textDocumentSync": 2}), LspLimits::default());
+    s.sync("/w/a.c", "c", "int x;");
+    publish(&mut s, "/w/a.c", None, 1);
+    assert!(s.fresh("/w/a.c"));
+    s.sync("/w/a.c", "c", "int y;");
+    assert!(!s.fresh("/w/a.c"));
+    publish(&mut s, "/w/a.c", None, 0);
+    assert!(s.fresh("/w/a.c"));
+}
+
+#[test]
+fn no_change_support_reopens() {
+    let mut s = running(json!({}), LspLimits::default());
+    s.sync("/w/a.py", "python", "1");
+    frames(&mut s);
+    s.sync("/w/a.py", "python", "2");
+    let sent = frames(&mut s);
+    let methods: Vec<_> = sent.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(methods, ["textDocument/didClose", "textDocument/didOpen"]);
+    assert_eq!(sent[1]["params"]["textDocument"]["version"], 2);
+}
+
+#[test]
+fn changes_are_reported_once_and_converted() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    let effects = publish(&mut s, "/w/a.py", None, 2);
+    let Some(Effect::Changed(change)) = effects.first() else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(change.uri, "file:///w/a.py");
+    assert_eq!(change.diagnostics[1].severity, "Warning");
+    assert_eq!(change.diagnostics[1].code, Some(json!(1)));
+    assert_eq!(change.diagnostics[1].range.start.line, 1);
+    assert!(
+        publish(&mut s, "/w/a.py", None, 2).is_empty(),
+        "the same diagnostics are no change"
+    );
+    assert_eq!(publish(&mut s, "/w/a.py", None, 0).len(), 1);
+    assert!(s.all_known().is_empty());
+}
+
+#[test]
+fn memory_is_bounded_per_file_and_in_total() {
+    let limits = LspLimits {
+        max_diagnostics_per_file: 10,
+        max_total_diagnostics: 25,
+        max_files: 4,
+        ..LspLimits::default()
+    };
+    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    s.sync("/w/open.py", "python", "x");
+    publish(&mut s, "/w/open.py", None, 1000);
+    assert_eq!(s.known("/w/open.py").len(), 10);
+    for i in 0..100 {
+        publish(&mut s, &format!("/w/other{i}.py"), None, 10);
+        let total: usize = s.all_known().iter().map(|f| f.diagnostics.len()).sum();
+        assert!(total <= 25, "{total}");
+        assert!(s.all_known().len() <= 4);
+    }
+    // The open file's diagnostics are kept while others come and go.
+    assert_eq!(s.known("/w/open.py").len(), 10);
+    let long = "é".repeat(5000);
+    let msg = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///w/open.py", "diagnostics": [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "message": long}]}});
+    s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap();
+    assert_eq!(s.known("/w/open.py")[0].message.chars().count(), 2001);
+}
+
+#[test]
+fn open_documents_are_bounded() {
+    let limits = LspLimits {
+        max_open_files: 3,
+        ..LspLimits::default()
+    };
+    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    for i in 0..5 {
+        s.sync(&format!("/w/{i}.py"), "python", "x");
+    }
+    let closed: Vec<_> = frames(&mut s)
+        .into_iter()
+        .filter(|m| m["method"] == "textDocument/didClose")
+        .map(|m| {
+            m["params"]["textDocument"]["uri"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(closed, ["file:///w/0.py", "file:///w/1.py"]);
+}
+
+#[test]
+fn early_syncs_wait_for_initialize_and_requests_are_answered() {
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.begin(1);
+    frames(&mut s);
+    s.sync("/w/a.py", "python", "old");
+    s.sync("/w/a.py", "python", "new");
+    assert!(
+        frames(&mut s).is_empty(),
+        "nothing but initialize before its answer"
+    );
+    let req = json!({"jsonrpc": "2.0", "id": 7, "method": "workspace/configuration", "params": {"items": [{}, {}]}});
+    s.handle(&serde_json::to_vec(&req).unwrap()).unwrap();
+    assert_eq!(frames(&mut s)[0]["result"], json!([null, null]));
+    let answer =
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {"textDocumentSync": 1}}});
+    s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    let sent = frames(&mut s);
+    assert_eq!(sent[0]["method"], "initialized");
+    assert_eq!(sent[1]["method"], "textDocument/didOpen");
+    assert_eq!(sent[1]["params"]["textDocument"]["text"], "new");
+    assert_eq!(sent.len(), 2);
+    // A registration turns pulls on.
+    let reg = json!({"jsonrpc": "2.0", "id": "r", "method": "client/registerCapability", "params": {"registrations": [{"id": "d", "method": "textDocument/diagnostic"}]}});
+    s.handle(&serde_json::to_vec(&reg).unwrap()).unwrap();
+    assert!(s.caps.pull);
+    // Registered twice, unregistered once (as pyright does): still on.
+    let reg2 = json!({"jsonrpc": "2.0", "id": "r2", "method": "client/registerCapability", "params": {"registrations": [{"id": "e", "method": "textDocument/diagnostic"}]}});
+    s.handle(&serde_json::to_vec(&reg2).unwrap()).unwrap();
+    let unreg = json!({"jsonrpc": "2.0", "id": "r3", "method": "client/unregisterCapability", "params": {"unregisterations": [{"id": "d", "method": "textDocument/diagnostic"}]}});
+    s.handle(&serde_json::to_vec(&unreg).unwrap()).unwrap();
+    assert!(s.caps.pull);
+    let unreg = json!({"jsonrpc": "2.0", "id": "r4", "method": "client/unregisterCapability", "params": {"unregisterations": [{"id": "e", "method": "textDocument/diagnostic"}]}});
+    s.handle(&serde_json::to_vec(&unreg).unwrap()).unwrap();
+    assert!(!s.caps.pull);
+}
+
+#[test]
+fn a_stuck_server_is_exited_when_its_input_backs_up() {
+    let limits = LspLimits {
+        max_outbox_bytes: 10_000,
+        ..LspLimits::default()
+    };
+    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    for i in 0..100 {
+        s.sync("/w/a.py", "python", &"x".repeat(100 + i));
+    }
+    assert!(
+        matches!(&s.phase, Phase::Exited(why) if why.contains("does not read")),
+        "{:?}",
+        s.phase
+    );
+    assert!(s.take_outbox().is_empty());
+}
+
+#[test]
+fn pull_answers_are_stored_for_their_version() {
+    let mut s = running(
+        json!({"textDocumentSync": 1, "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false, "identifier": "p"}}),
+        LspLimits::default(),
+    );
+    assert!(s.caps.pull);
+    s.sync("/w/a.py", "python", "x");
+    assert_eq!(s.pull_params("/w/a.py")["identifier"], "p");
+    let full = RawValue::from_string(r#"{"kind":"full","resultId":"r1","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"bad"}]}"#.into()).unwrap();
+    assert!(s.take_pull("/w/a.py", 1, &full).unwrap().is_some());
+    assert!(s.fresh("/w/a.py"));
+    assert_eq!(s.pull_params("/w/a.py")["previousResultId"], "r1");
+    s.sync("/w/a.py", "python", "y");
+    let unchanged =
+        RawValue::from_string(r#"{"kind":"unchanged","resultId":"r1"}"#.into()).unwrap();
+    assert!(s.take_pull("/w/a.py", 2, &unchanged).unwrap().is_none());
+    assert!(s.fresh("/w/a.py"));
+    assert_eq!(s.known("/w/a.py")[0].message, "bad");
+    assert!(s
+        .take_pull("/w/a.py", 2, &RawValue::from_string("[]".into()).unwrap())
+        .is_err());
+}
+
+#[test]
+fn garbage_bodies_are_errors() {
+    let mut s = running(json!({}), LspLimits::default());
+    assert!(s.handle(b"not json").is_err());
+    assert!(s.handle(b"{}").is_err());
+    // An unreadable publish is logged, not fatal.
+    let bad = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": 5}});
+    assert!(matches!(
+        s.handle(&serde_json::to_vec(&bad).unwrap()).unwrap()[..],
+        [Effect::Log(_)]
+    ));
+}

@@ -1,0 +1,455 @@
+//! Which server serves which file: file extension → language id → commands tried in order, the first found on
+//! `PATH` wins. [`ServerTable::builtin`] knows the common servers; [`parse_override`] reads `LANG=COMMAND`;
+//! [`ServerTable::plan`] tells `doctor` what would run for a workspace and how to install what is missing.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// One language: its id (sent in `didOpen`), its file extensions and the server commands tried in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Language {
+    /// The LSP language id, such as `python` or `typescriptreact`.
+    pub id: String,
+    /// File extensions without the dot, matched case-sensitively (`C` is C++).
+    pub extensions: Vec<String>,
+    /// Commands (program then arguments), tried in order.
+    pub commands: Vec<Vec<String>>,
+}
+
+/// The table of languages and their servers.
+///
+/// ```
+/// use claude_ide_bridge_lsp::{parse_override, ServerTable};
+/// use std::path::Path;
+/// let mut table = ServerTable::builtin();
+/// assert_eq!(table.language_for(Path::new("src/app.py")), Some("python"));
+/// assert_eq!(table.language_for(Path::new("README")), None);
+/// table.set(parse_override("python=pylsp -v").unwrap());
+/// assert_eq!(table.commands("python"), [vec!["pylsp".to_string(), "-v".to_string()]]);
+/// table.set(parse_override("zig=zls").unwrap()); // a new language: `zig` is also its extension
+/// assert_eq!(table.language_for(Path::new("main.zig")), Some("zig"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerTable {
+    languages: Vec<Language>,
+}
+
+fn cmd(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| (*w).to_owned()).collect()
+}
+
+impl ServerTable {
+    /// No language at all (`--no-lsp`).
+    pub fn empty() -> ServerTable {
+        ServerTable::default()
+    }
+
+    /// The built-in table: Python, TypeScript/JavaScript, Rust, Go, C/C++.
+    pub fn builtin() -> ServerTable {
+        let python = vec![
+            cmd(&["pyright-langserver", "--stdio"]),
+            cmd(&["basedpyright-langserver", "--stdio"]),
+            cmd(&["pylsp"]),
+            cmd(&["ruff", "server"]),
+        ];
+        let ts = vec![cmd(&["typescript-language-server", "--stdio"])];
+        let clangd = vec![cmd(&["clangd"])];
+        let lang = |id: &str, exts: &[&str], commands: &Vec<Vec<String>>| Language {
+            id: id.to_owned(),
+            extensions: exts.iter().map(|e| (*e).to_owned()).collect(),
+            commands: commands.clone(),
+        };
+        ServerTable {
+            languages: vec![
+                lang("python", &["py", "pyi"], &python),
+                lang("typescript", &["ts", "mts", "cts"], &ts),
+                lang("typescriptreact", &["tsx"], &ts),
+                lang("javascript", &["js", "mjs", "cjs"], &ts),
+                lang("javascriptreact", &["jsx"], &ts),
+                lang("rust", &["rs"], &vec![cmd(&["rust-analyzer"])]),
+                lang("go", &["go"], &vec![cmd(&["gopls"])]),
+                lang("c", &["c", "h"], &clangd),
+                lang(
+                    "cpp",
+                    &["cc", "cpp", "cxx", "c++", "hh", "hpp", "hxx", "C", "H"],
+                    &clangd,
+                ),
+            ],
+        }
+    }
+
+    /// The languages, in table order.
+    pub fn languages(&self) -> &[Language] {
+        &self.languages
+    }
+
+    /// The language of a file, by its extension.
+    pub fn language_for(&self, path: &Path) -> Option<&str> {
+        let ext = path.extension().and_then(OsStr::to_str)?;
+        self.languages
+            .iter()
+            .find(|l| l.extensions.iter().any(|e| e == ext))
+            .map(|l| l.id.as_str())
+    }
+
+    /// The commands of a language (empty when it is unknown).
+    pub fn commands(&self, language: &str) -> &[Vec<String>] {
+        self.languages
+            .iter()
+            .find(|l| l.id == language)
+            .map_or(&[], |l| l.commands.as_slice())
+    }
+
+    /// Adds a language, or replaces the one with the same id.
+    pub fn push(&mut self, language: Language) {
+        match self.languages.iter_mut().find(|l| l.id == language.id) {
+            Some(old) => *old = language,
+            None => self.languages.push(language),
+        }
+    }
+
+    /// Applies an override: replaces the commands of its language, or adds the language.
+    pub fn set(&mut self, ov: Override) {
+        if let Some(lang) = self.languages.iter_mut().find(|l| l.id == ov.language) {
+            lang.commands = vec![ov.command];
+            return;
+        }
+        // Named by an extension of a known language (`py=...`): override that language.
+        if let Some(lang) = self
+            .languages
+            .iter_mut()
+            .find(|l| l.extensions.contains(&ov.language))
+        {
+            lang.commands = vec![ov.command];
+            return;
+        }
+        self.languages.push(Language {
+            extensions: vec![ov.language.clone()],
+            id: ov.language,
+            commands: vec![ov.command],
+        });
+    }
+
+    /// The first command of `language` whose program is found (on `PATH`, or as given when it has a `/`).
+    pub fn resolve(&self, language: &str) -> Option<Vec<String>> {
+        self.commands(language)
+            .iter()
+            .find(|c| c.first().and_then(|p| find_program(p)).is_some())
+            .cloned()
+    }
+
+    /// What would run for these files: per language present, the command found or what is missing.
+    pub fn plan<'a>(&self, files: impl IntoIterator<Item = &'a Path>) -> Plan {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for file in files {
+            if let Some(lang) = self.language_for(file) {
+                *counts.entry(lang.to_owned()).or_default() += 1;
+            }
+        }
+        let languages = counts
+            .into_iter()
+            .map(|(language, files)| {
+                let command = self.resolve(&language);
+                let missing = if command.is_some() {
+                    Vec::new()
+                } else {
+                    self.commands(&language)
+                        .iter()
+                        .filter_map(|c| c.first())
+                        .map(|program| Missing {
+                            program: program.clone(),
+                            install: install_hint(program).to_owned(),
+                        })
+                        .collect()
+                };
+                PlannedLanguage {
+                    language,
+                    files,
+                    command,
+                    missing,
+                }
+            })
+            .collect();
+        Plan {
+            languages,
+            truncated: false,
+        }
+    }
+
+    /// [`ServerTable::plan`] for the files under `folders`, visiting at most `max_entries` directory entries.
+    /// Hidden directories, `node_modules`, `target`, `__pycache__`, virtual environments and symbolic links are
+    /// skipped.
+    pub fn plan_workspace(&self, folders: &[PathBuf], max_entries: usize) -> Plan {
+        let mut files = Vec::new();
+        let mut stack: Vec<PathBuf> = folders.to_vec();
+        let mut seen = 0usize;
+        let mut truncated = false;
+        'walk: while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                seen += 1;
+                if seen > max_entries {
+                    truncated = true;
+                    break 'walk;
+                }
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if kind.is_dir() {
+                    let skip = name.starts_with('.')
+                        || matches!(
+                            &*name,
+                            "node_modules" | "target" | "__pycache__" | "venv" | "build"
+                        );
+                    if !skip {
+                        stack.push(entry.path());
+                    }
+                } else if kind.is_file() && self.language_for(Path::new(&*name)).is_some() {
+                    files.push(entry.path());
+                }
+            }
+        }
+        let mut plan = self.plan(files.iter().map(PathBuf::as_path));
+        plan.truncated = truncated;
+        plan
+    }
+}
+
+/// One `LANG=COMMAND` override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Override {
+    /// A language id (`python`), an extension of a known language (`py`), or a new language whose extension
+    /// is the same word (`zig`).
+    pub language: String,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+}
+
+/// Reads `LANG=COMMAND`. The command is split at spaces; single or double quotes keep spaces in one
+/// argument (no escapes, no variables).
+///
+/// ```
+/// use claude_ide_bridge_lsp::parse_override;
+/// let ov = parse_override("python='/opt/my lsp/bin/pylsp' -v").unwrap();
+/// assert_eq!(ov.command, ["/opt/my lsp/bin/pylsp", "-v"]);
+/// assert!(parse_override("=pylsp").is_err());
+/// assert!(parse_override("python=").is_err());
+/// ```
+pub fn parse_override(spec: &str) -> Result<Override, String> {
+    let (language, command) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("{spec:?}: expected LANG=COMMAND"))?;
+    let language = language.trim();
+    if language.is_empty()
+        || !language
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-_".contains(c))
+    {
+        return Err(format!(
+            "{spec:?}: the language must be a word such as python or ts"
+        ));
+    }
+    let command = split_words(command).map_err(|e| format!("{spec:?}: {e}"))?;
+    if command.is_empty() {
+        return Err(format!("{spec:?}: the command is empty"));
+    }
+    if command[0].contains('/')
+        && !Path::new(&command[0]).is_absolute()
+        && !command[0].starts_with("./")
+    {
+        return Err(format!(
+            "{spec:?}: a program path must be absolute (or a name found on PATH)"
+        ));
+    }
+    Ok(Override {
+        language: language.to_owned(),
+        command,
+    })
+}
+
+fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quote = None;
+    for c in s.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err("unclosed quote".to_owned());
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// The path of an executable program: `program` itself when it contains a `/`, else the first match on `PATH`.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return is_executable(&path).then_some(path);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.is_file() && meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        meta.is_file()
+    }
+}
+
+/// How to install a known server program (a generic hint for others).
+pub fn install_hint(program: &str) -> &'static str {
+    match program {
+        "pyright-langserver" => "npm install -g pyright",
+        "basedpyright-langserver" => "pip install basedpyright",
+        "pylsp" => "pip install python-lsp-server",
+        "ruff" => "pip install ruff",
+        "typescript-language-server" => "npm install -g typescript-language-server typescript",
+        "rust-analyzer" => "rustup component add rust-analyzer",
+        "gopls" => "go install golang.org/x/tools/gopls@latest",
+        "clangd" => "apt install clangd (or your system's package manager)",
+        _ => "install it and put it on PATH",
+    }
+}
+
+/// What `doctor` shows: per language present, the server that would run or what is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// One entry per language found, by language id.
+    pub languages: Vec<PlannedLanguage>,
+    /// Whether the workspace walk stopped at its entry limit (languages may be missing from the plan).
+    pub truncated: bool,
+}
+
+/// One language of a [`Plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedLanguage {
+    /// The language id.
+    pub language: String,
+    /// How many of the files given (or found) are in this language.
+    pub files: usize,
+    /// The command that would run, if one is found.
+    pub command: Option<Vec<String>>,
+    /// When none is found: every program tried, with how to install it.
+    pub missing: Vec<Missing>,
+}
+
+/// A server program that is not installed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    /// The program name.
+    pub program: String,
+    /// How to install it, such as `npm install -g pyright`.
+    pub install: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extensions_map_to_languages() {
+        let t = ServerTable::builtin();
+        for (file, lang) in [
+            ("a.py", "python"),
+            ("a.tsx", "typescriptreact"),
+            ("a.mjs", "javascript"),
+            ("a.rs", "rust"),
+            ("a.go", "go"),
+            ("a.h", "c"),
+            ("a.hpp", "cpp"),
+            ("a.C", "cpp"),
+        ] {
+            assert_eq!(t.language_for(Path::new(file)), Some(lang), "{file}");
+        }
+        assert_eq!(t.language_for(Path::new("a.PY")), None);
+        assert_eq!(t.commands("python")[3], ["ruff", "server"]);
+    }
+
+    #[test]
+    fn overrides_replace_by_id_or_extension() {
+        let mut t = ServerTable::builtin();
+        t.set(parse_override("ts=deno lsp").unwrap());
+        assert_eq!(t.commands("typescript"), [cmd(&["deno", "lsp"])]);
+        assert_eq!(
+            t.commands("javascript"),
+            [cmd(&["typescript-language-server", "--stdio"])]
+        );
+        assert_eq!(
+            split_words(r#"a "b c"  'd"e' """#).unwrap(),
+            ["a", "b c", "d\"e", ""]
+        );
+        assert!(parse_override("python=rel/path").is_err());
+        assert!(parse_override("py thon=x").is_err());
+        assert!(parse_override("python='x").is_err());
+    }
+
+    #[test]
+    fn plan_reports_found_and_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(root.join("node_modules/x")).unwrap();
+        std::fs::write(root.join("src/a.py"), "").unwrap();
+        std::fs::write(root.join("src/b.py"), "").unwrap();
+        std::fs::write(root.join("node_modules/x/c.js"), "").unwrap();
+        std::fs::write(root.join("d.zz"), "").unwrap();
+        let mut t = ServerTable::builtin();
+        t.set(parse_override("python=/bin/sh").unwrap());
+        t.set(parse_override("zz=surely-not-installed-lsp --stdio").unwrap());
+        let plan = t.plan_workspace(&[root.to_path_buf()], 1000);
+        assert!(!plan.truncated);
+        let names: Vec<_> = plan
+            .languages
+            .iter()
+            .map(|l| (l.language.as_str(), l.files))
+            .collect();
+        assert_eq!(names, [("python", 2), ("zz", 1)]);
+        assert_eq!(
+            plan.languages[0].command.as_deref(),
+            Some(&["/bin/sh".to_owned()][..])
+        );
+        assert_eq!(plan.languages[1].command, None);
+        assert_eq!(
+            plan.languages[1].missing[0].program,
+            "surely-not-installed-lsp"
+        );
+        assert!(t.plan_workspace(&[root.to_path_buf()], 2).truncated);
+    }
+}
