@@ -296,7 +296,9 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     if let Err(e) = spawn_signals(tx.clone()) {
         return failure(&format!("cannot install the signal handlers: {e}"));
     }
-    let running = match runtime::start(common.runtime, opts, tx.clone()) {
+    let events = tx.clone();
+    let sink: runtime::EventSink = Box::new(move |e| events.send(HostInput::Event(e)).is_ok());
+    let running = match runtime::start(common.runtime, opts, sink) {
         Ok(r) => r,
         Err(e) => {
             let hint = match e.kind() {
@@ -326,7 +328,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     } else {
         None
     };
-    let bridge = running_bridge(&running);
+    let bridge = running.bridge();
     let mut host = Host::new(
         bridge,
         HostConfig {
@@ -394,8 +396,4 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     running.stop(Duration::from_secs(5));
     ui::say("stopped");
     ExitCode::from(code.clamp(0, 255) as u8)
-}
-
-fn running_bridge(running: &runtime::Running) -> Box<dyn runtime::Bridge> {
-    running.bridge()
 }

@@ -1,18 +1,19 @@
-//! Both runtimes behind one face: events forwarded into the host's std channel, answers through
-//! the [`Bridge`] trait, and a stop that resolves pending calls and removes the lock file.
+//! Both runtimes behind one face: events handed to a callback, answers through the [`Bridge`]
+//! trait, and a stop that resolves pending calls and removes the lock file.
 
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
 use claude_ide_bridge::jsonrpc::RpcError;
-use claude_ide_bridge::{ApiError, CallId, Notification, Target, ToolResult};
+use claude_ide_bridge::{ApiError, CallId, Event, Notification, Target, ToolResult};
 use claude_ide_bridge_os::Options;
 
-use crate::host::HostInput;
+/// Takes each event of the server; `false` when nobody wants more (the server stops).
+pub type EventSink = Box<dyn FnMut(Event) -> bool + Send>;
 
 /// What the host needs from a runtime's `Handle`.
 pub trait Bridge: Send {
@@ -102,15 +103,15 @@ impl Running {
     }
 }
 
-/// Starts a server on `kind`; its events are sent to `tx` as [`HostInput::Event`].
-pub fn start(kind: RuntimeKind, opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
+/// Starts a server on `kind`; its events are handed to `sink`, on a thread of the runtime's.
+pub fn start(kind: RuntimeKind, opts: Options, sink: EventSink) -> io::Result<Running> {
     match kind {
-        RuntimeKind::Threads => start_threads(opts, tx),
-        RuntimeKind::Smol => start_smol(opts, tx),
+        RuntimeKind::Threads => start_threads(opts, sink),
+        RuntimeKind::Smol => start_smol(opts, sink),
     }
 }
 
-fn start_threads(opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
+fn start_threads(opts: Options, mut sink: EventSink) -> io::Result<Running> {
     let server = claude_ide_bridge_blocking::IdeServer::start(opts)?;
     let addr = server.local_addr();
     let lock_path = server.lock_path().map(PathBuf::from);
@@ -125,7 +126,7 @@ fn start_threads(opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
                     break;
                 }
                 if let Some(e) = server.next_event_timeout(Duration::from_millis(50)) {
-                    if tx.send(HostInput::Event(e)).is_err() {
+                    if !sink(e) {
                         break;
                     }
                 }
@@ -146,7 +147,7 @@ fn start_threads(opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
 
 type Started = (SocketAddr, Option<PathBuf>, claude_ide_bridge_smol::Handle);
 
-fn start_smol(opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
+fn start_smol(opts: Options, mut sink: EventSink) -> io::Result<Running> {
     let (started_tx, started_rx) = mpsc::channel::<io::Result<Started>>();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
     let (done_tx, done_rx) = mpsc::channel();
@@ -174,7 +175,7 @@ fn start_smol(opts: Options, tx: Sender<HostInput>) -> io::Result<Running> {
                     .await;
                     match next {
                         Some(e) => {
-                            if tx.send(HostInput::Event(e)).is_err() {
+                            if !sink(e) {
                                 break;
                             }
                         }

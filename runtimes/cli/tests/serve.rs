@@ -402,3 +402,71 @@ fn usage_errors_exit_2() {
         assert!(!st.stdout.is_empty());
     }
 }
+
+/// A file operation that hangs (here: reading a FIFO nobody writes, as a read on a hung network
+/// mount would) runs on a job of its own: other calls are still answered, the call past the
+/// limit of 64 jobs is refused at once, and stopping the bridge does not wait for the hung ones.
+#[test]
+fn hung_file_reads_hold_up_nothing_and_the_one_past_the_limit_is_refused() {
+    const MAX_JOBS: usize = 64;
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        let fifo = sb.ws.join("hung");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        fs::write(sb.ws.join("a.rs"), "A\n").unwrap();
+        let mut s = Served::start(&sb, &["--runtime", rt]);
+        let mut c = s.client();
+        let hung: Vec<u64> = (0..MAX_JOBS)
+            .map(|_| c.send_request("readFile", json!({"path": "hung"})))
+            .collect();
+        let r = c.request("readFile", json!({"path": "a.rs"}));
+        assert_eq!(r["error"]["code"], -32000, "{r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("busy with 64 operations"), "{msg}");
+        // Calls that need no job are answered while the reads hang.
+        let r = c.request("getWorkspaceInfo", json!({}));
+        assert_eq!(r["result"]["folders"][0], json!(sb.ws.to_string_lossy()));
+        let id = c.call_tool("getWorkspaceFolders", json!({}));
+        let r = c.response(id);
+        assert_eq!(r["result"]["isError"], Value::Null, "{r}");
+        let id = c.call_tool("closeAllDiffTabs", json!({}));
+        let r = c.response(id);
+        assert!(r["result"]["content"].is_array(), "{r}");
+
+        // A writer that opens and closes the FIFO lets each waiting read end (with no content).
+        let mut answered = std::collections::HashSet::new();
+        let give_up = std::time::Instant::now() + WAIT;
+        while answered.len() < hung.len() {
+            assert!(std::time::Instant::now() < give_up, "{answered:?}");
+            drop(
+                fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&fifo)
+                    .unwrap(),
+            );
+            while let Some(v) = c.recv_json(Duration::from_millis(20)) {
+                if let Some(id) = v["id"].as_u64().filter(|id| hung.contains(id)) {
+                    assert_eq!(v["result"]["content"], "", "{v}");
+                    answered.insert(id);
+                }
+            }
+        }
+        // The slots are free again.
+        let r = c.request("readFile", json!({"path": "a.rs"}));
+        assert_eq!(r["result"]["content"], "A\n", "{r}");
+
+        // Stopping does not wait for a read that still hangs.
+        c.send_request("readFile", json!({"path": "hung"}));
+        assert_eq!(
+            c.request("getCurrentFile", json!({}))["result"]["filePath"],
+            Value::Null
+        );
+        assert_eq!(s.stop(), 0);
+        assert!(!s.lock.exists());
+    }
+}

@@ -1,0 +1,192 @@
+//! Proposed changes (`openDiff`): decided by a policy, by the stdio editor, or on the terminal,
+//! where they wait in a queue and are shown one at a time (accept, reject, or edit first).
+
+use std::fs;
+use std::io::Write;
+
+use claude_ide_bridge::tools::OpenDiffArgs;
+use claude_ide_bridge::{CallId, ToolCall, ToolResult};
+
+use super::{Decider, DiffPolicy, Host};
+use crate::ui;
+
+/// A diff on the terminal, shown or waiting.
+pub(super) struct Shown {
+    call: CallId,
+    args: OpenDiffArgs,
+}
+
+impl Host {
+    pub(super) fn on_diff(&mut self, call: CallId, args: OpenDiffArgs) {
+        let path = args.new_file_path.clone();
+        if self.decider == Decider::Policy(DiffPolicy::Defer) {
+            ui::say(&format!("diff pending (decide in claude): {path}"));
+            return;
+        }
+        if let Err(why) = self.ws.confine(&path) {
+            ui::say(&format!("diff refused (outside the workspace): {path}"));
+            self.respond(
+                call,
+                ToolResult::error(format!("Refused: {why}; the file was left untouched")),
+            );
+            return;
+        }
+        match self.decider {
+            Decider::Policy(DiffPolicy::Accept) => {
+                let contents = args.new_file_contents.clone();
+                self.accept(call, &args, contents);
+            }
+            Decider::Policy(DiffPolicy::Reject) => self.reject(call, &args),
+            Decider::Policy(DiffPolicy::Ask) => {
+                self.queue.push_back(Shown { call, args });
+                if self.shown.is_none() {
+                    self.show_next();
+                } else {
+                    ui::say(&format!(
+                        "diff queued: {path} ({} waiting)",
+                        self.queue.len()
+                    ));
+                }
+            }
+            Decider::Policy(DiffPolicy::Defer) => {}
+            Decider::Editor => self.forward(call, &ToolCall::OpenDiff(args)),
+        }
+    }
+
+    /// Accepts a diff: answers `FILE_SAVED` with the final contents, which the client then
+    /// writes itself (docs/protocol.md, "openDiff"). The bridge does not write the file: the real
+    /// client applies its edit to the file as it finds it, and a file already rewritten by the
+    /// bridge makes that edit fail ("String not found in file"). A path outside the workspace
+    /// folders (including through a symlink) is refused with a tool error instead, and nothing is
+    /// accepted.
+    pub(super) fn accept(&mut self, call: CallId, args: &OpenDiffArgs, contents: String) {
+        let path = &args.new_file_path;
+        match self.ws.confine(path) {
+            Ok(_) => {
+                ui::say(&format!("diff accepted: {path}"));
+                self.respond(call, ToolResult::file_saved(contents));
+            }
+            Err(why) => {
+                ui::say(&format!(
+                    "diff refused (outside the workspace): {path}: {why}"
+                ));
+                self.respond(
+                    call,
+                    ToolResult::error(format!("Refused to accept a change to {path}: {why}")),
+                );
+            }
+        }
+    }
+
+    pub(super) fn reject(&mut self, call: CallId, args: &OpenDiffArgs) {
+        ui::say(&format!("diff rejected: {}", args.new_file_path));
+        self.respond(call, ToolResult::diff_rejected(args.tab_name.clone()));
+    }
+
+    fn show_next(&mut self) {
+        let Some(next) = self.queue.pop_front() else {
+            return;
+        };
+        let path = next.args.new_file_path.clone();
+        let old = self
+            .ws
+            .confine(&next.args.old_file_path)
+            .ok()
+            .and_then(|p| fs::read_to_string(p).ok());
+        anstream::eprintln!();
+        ui::say_bold(&format!("claude proposes a change: {path}"));
+        ui::show_diff(&path, old.as_deref(), &next.args.new_file_contents);
+        self.shown = Some(next);
+        self.ask();
+    }
+
+    fn ask(&mut self) {
+        ui::prompt(self.queue.len());
+        if !self.line_requested {
+            if let Some(tx) = &self.want_line {
+                if tx.send(()).is_ok() {
+                    self.line_requested = true;
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_terminal_line(&mut self, line: Option<String>) {
+        self.line_requested = false;
+        let Some(line) = line else {
+            anstream::eprintln!();
+            ui::say("the terminal closed: diffs are left for claude's own prompt from now on");
+            self.decider = Decider::Policy(DiffPolicy::Defer);
+            self.want_line = None;
+            return;
+        };
+        let Some(shown) = self.shown.take() else {
+            return;
+        };
+        match line.trim().to_ascii_lowercase().as_str() {
+            "a" | "accept" | "y" | "yes" => {
+                let contents = shown.args.new_file_contents.clone();
+                self.accept(shown.call, &shown.args, contents);
+                self.show_next();
+            }
+            "r" | "reject" | "n" | "no" => {
+                self.reject(shown.call, &shown.args);
+                self.show_next();
+            }
+            "e" | "edit" => match self.edit(&shown.args) {
+                Ok(contents) => {
+                    self.accept(shown.call, &shown.args, contents);
+                    self.show_next();
+                }
+                Err(why) => {
+                    ui::say(&why);
+                    self.shown = Some(shown);
+                    self.ask();
+                }
+            },
+            _ => {
+                ui::say("type a, r or e, then Enter");
+                self.shown = Some(shown);
+                self.ask();
+            }
+        }
+    }
+
+    fn edit(&self, args: &OpenDiffArgs) -> Result<String, String> {
+        let editor =
+            ui::editor_command().ok_or("set $VISUAL or $EDITOR to edit a proposed change")?;
+        let ext = std::path::Path::new(&args.new_file_path)
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        let mut tmp = tempfile::Builder::new()
+            .prefix("claude-proposed-")
+            .suffix(&ext)
+            .tempfile()
+            .map_err(|e| format!("could not create a temporary file: {e}"))?;
+        tmp.write_all(args.new_file_contents.as_bytes())
+            .and_then(|()| tmp.flush())
+            .map_err(|e| format!("could not write the temporary file: {e}"))?;
+        let status = ui::run_editor(&editor, tmp.path())
+            .map_err(|e| format!("could not start {}: {e}", editor.to_string_lossy()))?;
+        if !status.success() {
+            return Err(format!(
+                "the editor exited with {status}; the change was not accepted"
+            ));
+        }
+        fs::read_to_string(tmp.path()).map_err(|e| format!("could not read the edited file: {e}"))
+    }
+
+    /// Takes a cancelled call's diff off the terminal, or out of the queue.
+    pub(super) fn withdraw_diff(&mut self, call: CallId, why: &str) {
+        if self.shown.as_ref().is_some_and(|s| s.call == call) {
+            let s = self.shown.take().expect("shown");
+            anstream::eprintln!();
+            ui::say(&format!("diff withdrawn ({why}): {}", s.args.new_file_path));
+            self.show_next();
+        } else if let Some(i) = self.queue.iter().position(|s| s.call == call) {
+            let s = self.queue.remove(i).expect("queued");
+            ui::say(&format!("diff withdrawn ({why}): {}", s.args.new_file_path));
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The host logic: what the bridge answers for every event, written once for both runtimes.
+//!
+//! Everything the host reacts to arrives as a [`HostInput`] on one std channel (runtime events,
+//! terminal and stdio lines, signals, the child's exit) and is handled on one thread by
+//! [`Host::handle`], which answers through the runtime's handle. Slow work goes to
+//! [`jobs`] so that thread never waits on a file.
+//!
+//! - [`headless`]: the tools' answers when no editor answers them;
+//! - [`ask`]: what happens to a proposed change (`openDiff`), including the terminal prompt;
+//! - [`stdio`]: the JSON-lines protocol with an editor (`serve --stdio`, docs/stdio.md);
+//! - [`compat`]: the compatibility methods (`readFile`, `writeFile`, `listFiles`, ...);
+//! - [`tabs`]: the editor's open tabs; [`wire`]: the `--wire-log`.
+
+mod ask;
+mod compat;
+mod headless;
+mod jobs;
+mod stdio;
+mod tabs;
+mod wire;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io;
+use std::process::ExitStatus;
+use std::sync::mpsc::Sender;
+
+use claude_ide_bridge::notify::SelectionChanged;
+use claude_ide_bridge::tools::Diagnostic;
+use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
+
+use crate::fsops::Workspace;
+use crate::runtime::Bridge;
+use crate::ui;
+
+use ask::Shown;
+use jobs::Jobs;
+use stdio::{Forwarded, StdioOut};
+use tabs::Tabs;
+pub use wire::WireLog;
+
+/// Everything the host loop reacts to.
+#[derive(Debug)]
+pub enum HostInput {
+    /// An event from the runtime.
+    Event(Event),
+    /// A line typed at the `ask` prompt (`None`: the terminal closed).
+    TerminalLine(Option<String>),
+    /// A line from the stdio editor.
+    StdioLine(String),
+    /// The stdio editor closed stdin.
+    StdinClosed,
+    /// SIGINT, SIGTERM or SIGHUP.
+    Signal(i32),
+    /// The command of `run` ended.
+    ChildExited(io::Result<ExitStatus>),
+}
+
+/// What `openDiff` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffPolicy {
+    /// Show the diff on the terminal and ask.
+    Ask,
+    /// Accept as proposed (`FILE_SAVED`; the client writes the file).
+    Accept,
+    /// Reject.
+    Reject,
+    /// Leave pending: the user decides in claude's own prompt.
+    Defer,
+}
+
+/// How diffs are decided, with the stdio editor as a fifth way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decider {
+    /// One of the headless policies.
+    Policy(DiffPolicy),
+    /// The stdio editor (`tool_call` / `diff_decision`).
+    Editor,
+}
+
+/// What the loop does after an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep going.
+    Continue,
+    /// Stop the server and exit with this code.
+    Exit(i32),
+}
+
+/// How the host is set up.
+pub struct HostConfig {
+    /// The workspace.
+    pub workspace: Workspace,
+    /// `ideName`.
+    pub ide_name: String,
+    /// Who decides diffs.
+    pub decider: Decider,
+    /// `--open-files`.
+    pub open_files: bool,
+    /// `--wire-log`.
+    pub wire: Option<WireLog>,
+    /// `--stdio`.
+    pub stdio: bool,
+    /// Asks the terminal reader for one line (the `ask` prompt).
+    pub want_line: Option<Sender<()>>,
+}
+
+/// The host state.
+pub struct Host {
+    bridge: Box<dyn Bridge>,
+    jobs: Jobs,
+    ws: Workspace,
+    ide_name: String,
+    decider: Decider,
+    open_files: bool,
+    wire: Option<WireLog>,
+    stdio: Option<StdioOut>,
+    running_child: Option<u32>,
+    // The `ask` prompt.
+    queue: VecDeque<Shown>,
+    shown: Option<Shown>,
+    want_line: Option<Sender<()>>,
+    line_requested: bool,
+    // The stdio editor.
+    next_id: u64,
+    forwarded: HashMap<u64, Forwarded>,
+    selection: Option<SelectionChanged>,
+    diagnostics: BTreeMap<String, Vec<Diagnostic>>,
+    tabs: Tabs,
+}
+
+/// How a disconnection is named in messages, the wire log and stdio lines.
+fn reason_str(r: &DisconnectReason) -> String {
+    match r {
+        DisconnectReason::Refused(s) => format!("refused_{s}"),
+        DisconnectReason::HandshakeTimeout => "handshake_timeout".into(),
+        DisconnectReason::Evicted => "evicted".into(),
+        DisconnectReason::Closed(_) => "closed".into(),
+        DisconnectReason::ProtocolError(c) => format!("protocol_error_{c}"),
+        DisconnectReason::PingTimeout => "ping_timeout".into(),
+        DisconnectReason::OutboundFull => "outbound_full".into(),
+        DisconnectReason::TransportClosed => "transport_closed".into(),
+        DisconnectReason::ClosedByHost => "closed_by_host".into(),
+        DisconnectReason::ServerStopped => "server_stopped".into(),
+    }
+}
+
+fn cancel_str(r: CancelReason) -> &'static str {
+    match r {
+        CancelReason::Cancelled => "cancelled",
+        CancelReason::TabClosed => "tab_closed",
+        CancelReason::AllDiffTabsClosed => "all_diff_tabs_closed",
+        CancelReason::Replaced => "replaced",
+        CancelReason::Disconnected => "disconnected",
+        CancelReason::ServerStopped => "server_stopped",
+    }
+}
+
+impl Host {
+    /// A host answering through `bridge`.
+    pub fn new(bridge: Box<dyn Bridge>, cfg: HostConfig) -> Host {
+        Host {
+            jobs: Jobs::new(bridge.boxed_clone()),
+            bridge,
+            ws: cfg.workspace,
+            ide_name: cfg.ide_name,
+            decider: cfg.decider,
+            open_files: cfg.open_files,
+            wire: cfg.wire,
+            stdio: cfg.stdio.then_some(StdioOut),
+            running_child: None,
+            queue: VecDeque::new(),
+            shown: None,
+            want_line: cfg.want_line,
+            line_requested: false,
+            next_id: 1,
+            forwarded: HashMap::new(),
+            selection: None,
+            diagnostics: BTreeMap::new(),
+            tabs: Tabs::default(),
+        }
+    }
+
+    /// In `run` mode: the child's pid, told SIGTERM when the bridge gets SIGTERM or SIGHUP.
+    pub fn set_child(&mut self, pid: u32) {
+        self.running_child = Some(pid);
+    }
+
+    fn respond(&self, call: CallId, result: ToolResult) {
+        if let Err(e) = self.bridge.respond(call, result) {
+            ui::say(&format!("(answer dropped: {e})"));
+        }
+    }
+
+    /// Handles one input.
+    pub fn handle(&mut self, input: HostInput) -> Flow {
+        match input {
+            HostInput::Event(e) => self.on_event(e),
+            HostInput::TerminalLine(line) => self.on_terminal_line(line),
+            HostInput::StdioLine(line) => self.on_stdio_line(&line),
+            HostInput::StdinClosed => {
+                ui::say("stdin closed: stopping");
+                return Flow::Exit(0);
+            }
+            HostInput::Signal(sig) => return self.on_signal(sig),
+            HostInput::ChildExited(status) => {
+                return Flow::Exit(match status {
+                    Ok(s) => exit_code(s),
+                    Err(e) => {
+                        ui::say(&format!("waiting for the command failed: {e}"));
+                        1
+                    }
+                })
+            }
+        }
+        Flow::Continue
+    }
+
+    fn on_signal(&mut self, sig: i32) -> Flow {
+        use signal_hook::consts::SIGINT;
+        match self.running_child {
+            // In `run`, the terminal's Ctrl-C belongs to claude (it got the SIGINT too).
+            Some(_) if sig == SIGINT => Flow::Continue,
+            Some(pid) => {
+                if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+                }
+                Flow::Continue
+            }
+            None => {
+                ui::say(&format!("signal {sig}: stopping"));
+                Flow::Exit(0)
+            }
+        }
+    }
+
+    fn on_event(&mut self, e: Event) {
+        if let Some(w) = &mut self.wire {
+            w.event(&e);
+        }
+        match e {
+            Event::Message { .. } | Event::IdeConnected { .. } => {}
+            Event::Connected {
+                conn, user_agent, ..
+            } => {
+                ui::say(&format!(
+                    "client connected ({conn}, {})",
+                    user_agent.as_deref().unwrap_or("no user agent")
+                ));
+                self.to_editor(serde_json::json!({"type": "connected", "conn": conn.0}));
+            }
+            Event::Initialized {
+                conn,
+                protocol_version,
+                ..
+            } => self.to_editor(serde_json::json!({
+                "type": "initialized", "conn": conn.0, "protocolVersion": protocol_version,
+            })),
+            Event::Disconnected { conn, reason } => {
+                let r = reason_str(&reason);
+                if !matches!(reason, DisconnectReason::Refused(_)) {
+                    ui::say(&format!("client disconnected ({conn}, {r})"));
+                } else {
+                    ui::say(&format!("connection {conn} refused ({r})"));
+                }
+                self.to_editor(
+                    serde_json::json!({"type": "disconnected", "conn": conn.0, "reason": r}),
+                );
+            }
+            Event::TabClosed { tab_name, .. } => {
+                self.to_editor(serde_json::json!({"type": "tab_closed", "tabName": tab_name}))
+            }
+            Event::CallCancelled { call, reason } => self.on_cancelled(call, reason),
+            Event::ToolCall { call, tool } => self.on_tool(call, tool),
+            Event::CompatRequest { call, request } => self.on_compat(call, request),
+        }
+    }
+
+    fn on_cancelled(&mut self, call: CallId, reason: CancelReason) {
+        let why = cancel_str(reason);
+        self.withdraw_diff(call, why);
+        self.cancel_forwarded(call, why);
+    }
+
+    fn on_tool(&mut self, call: CallId, tool: ToolCall) {
+        match tool {
+            ToolCall::OpenDiff(args) => self.on_diff(call, args),
+            ToolCall::OpenFile(_)
+            | ToolCall::OpenFiles(_)
+            | ToolCall::SaveDocument(_)
+            | ToolCall::ReformatFile(_)
+            | ToolCall::ExecuteCode(_)
+                if self.stdio.is_some() =>
+            {
+                self.forward(call, &tool)
+            }
+            other => {
+                let r = self.answer(&other);
+                self.respond(call, r);
+            }
+        }
+    }
+}
+
+/// The exit code a shell would report: the status, or 128 + the signal.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}

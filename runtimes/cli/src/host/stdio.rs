@@ -1,0 +1,315 @@
+//! The stdio line protocol of `serve --stdio` (docs/stdio.md): one JSON object a line each way.
+//!
+//! Editor → bridge: [`Host::on_stdio_line`] reads a line's `type` and hands it to the handler
+//! of that name below (`selection_changed`, `at_mentioned`, `diagnostics`, `open_editors`,
+//! `respond`, `diff_decision`), each next to the shape it reads. A line the bridge cannot use is
+//! answered with an `error` line. Bridge → editor: `ready`, `connected`, `initialized`,
+//! `disconnected`, `tab_closed` (sent where those events are handled), and here `tool_call`
+//! (a call forwarded to the editor), `cancelled` and `error`.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use claude_ide_bridge::notify::{AtMentioned, DiagnosticsChanged, SelectionChanged};
+use claude_ide_bridge::paths::{file_uri, uri_to_path};
+use claude_ide_bridge::tools::{Diagnostic, OpenDiffArgs, Position, Selection};
+use claude_ide_bridge::{CallId, Notification, Target, ToolCall, ToolResult};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::Host;
+use crate::ui;
+
+/// Lines to the stdio editor (stdout, one JSON object per line, flushed).
+pub(super) struct StdioOut;
+
+impl StdioOut {
+    /// Writes one message.
+    fn send(&self, v: &Value) {
+        let mut out = io::stdout().lock();
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    }
+}
+
+/// A call forwarded to the stdio editor, waiting for its `respond` or `diff_decision`.
+pub(super) struct Forwarded {
+    call: CallId,
+    diff: Option<OpenDiffArgs>,
+}
+
+/// The arguments of a forwarded call, as the client sent them.
+fn tool_arguments(tool: &ToolCall) -> Value {
+    let v = match tool {
+        ToolCall::OpenDiff(a) => serde_json::to_value(a),
+        ToolCall::CloseTab(a) => serde_json::to_value(a),
+        ToolCall::OpenFile(a) => serde_json::to_value(a),
+        ToolCall::OpenFiles(a) => serde_json::to_value(a),
+        ToolCall::GetDiagnostics(a) => serde_json::to_value(a),
+        ToolCall::CheckDocumentDirty(a) => serde_json::to_value(a),
+        ToolCall::SaveDocument(a) => serde_json::to_value(a),
+        ToolCall::ReformatFile(a) => serde_json::to_value(a),
+        ToolCall::ExecuteCode(a) => serde_json::to_value(a),
+        _ => Ok(json!({})),
+    };
+    v.unwrap_or_else(|_| json!({}))
+}
+
+/// Reads a line's members into `T`, or says what is wrong with them.
+fn parse<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, String> {
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+// ---- bridge → editor ----
+
+impl Host {
+    /// Sends a line to the stdio editor (nothing without `--stdio`).
+    pub(super) fn to_editor(&self, v: Value) {
+        if let Some(out) = &self.stdio {
+            out.send(&v);
+        }
+    }
+
+    /// Sends the first line, `ready`.
+    pub fn ready(&self, port: u16, lock_file: Option<&Path>) {
+        self.to_editor(json!({
+            "type": "ready",
+            "port": port,
+            "lockFile": lock_file.map(|p| p.to_string_lossy().into_owned()),
+        }));
+    }
+
+    /// `error`: the editor's line could not be used.
+    fn editor_error(&self, message: impl Into<String>) {
+        let message = message.into();
+        ui::say(&format!("stdio: {message}"));
+        self.to_editor(json!({"type": "error", "message": message}));
+    }
+
+    /// `tool_call`: the editor answers this call.
+    pub(super) fn forward(&mut self, call: CallId, tool: &ToolCall) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let diff = match tool {
+            ToolCall::OpenDiff(a) => Some(a.clone()),
+            _ => None,
+        };
+        self.forwarded.insert(id, Forwarded { call, diff });
+        self.to_editor(json!({
+            "type": "tool_call",
+            "id": id,
+            "conn": call.conn.0,
+            "name": tool.name().as_str(),
+            "arguments": tool_arguments(tool),
+        }));
+    }
+
+    /// `cancelled`: a forwarded call no longer wants an answer.
+    pub(super) fn cancel_forwarded(&mut self, call: CallId, why: &str) {
+        let ids: Vec<u64> = self
+            .forwarded
+            .iter()
+            .filter(|(_, f)| f.call == call)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.forwarded.remove(&id);
+            self.to_editor(json!({"type": "cancelled", "id": id, "reason": why}));
+        }
+    }
+}
+
+// ---- editor → bridge ----
+
+impl Host {
+    /// Handles one line from the editor.
+    pub(super) fn on_stdio_line(&mut self, line: &str) {
+        let line = line.trim();
+        if line.is_empty() {
+            return;
+        }
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => return self.editor_error("expected a JSON object"),
+            Err(e) => return self.editor_error(format!("malformed JSON: {e}")),
+        };
+        let Some(kind) = v.get("type").and_then(Value::as_str).map(str::to_owned) else {
+            return self.editor_error("missing \"type\"");
+        };
+        let r = match kind.as_str() {
+            "selection_changed" => self.selection_changed(v),
+            "at_mentioned" => self.at_mentioned(v),
+            "diagnostics" => self.diagnostics(v),
+            "open_editors" => self.open_editors(v),
+            "respond" => self.respond_line(v),
+            "diff_decision" => self.diff_decision(v),
+            other => Err(format!("unknown message type {other:?}")),
+        };
+        if let Err(e) = r {
+            self.editor_error(format!("{kind}: {e}"));
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SelectionMsg {
+    file_path: String,
+    #[serde(default)]
+    text: String,
+    selection: RangeMsg,
+}
+
+#[derive(Deserialize)]
+struct RangeMsg {
+    start: Position,
+    end: Position,
+}
+
+impl Host {
+    /// `selection_changed`: sent to every client and kept for `getCurrentSelection`.
+    fn selection_changed(&mut self, v: Value) -> Result<(), String> {
+        let m: SelectionMsg = parse(v)?;
+        if !m.file_path.starts_with('/') {
+            return Err("filePath must be absolute".into());
+        }
+        let s = SelectionChanged {
+            text: m.text,
+            file_url: file_uri(&m.file_path),
+            file_path: m.file_path,
+            selection: Selection::new(m.selection.start, m.selection.end),
+        };
+        self.bridge
+            .notify(Target::All, &Notification::SelectionChanged(s.clone()));
+        self.selection = Some(s);
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MentionMsg {
+    file_path: String,
+    #[serde(default)]
+    line_start: Option<u32>,
+    #[serde(default)]
+    line_end: Option<u32>,
+}
+
+impl Host {
+    /// `at_mentioned`: sent to every client.
+    fn at_mentioned(&mut self, v: Value) -> Result<(), String> {
+        let m: MentionMsg = parse(v)?;
+        self.bridge.notify(
+            Target::All,
+            &Notification::AtMentioned(AtMentioned {
+                file_path: m.file_path,
+                line_start: m.line_start,
+                line_end: m.line_end,
+            }),
+        );
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+struct DiagnosticsMsg {
+    uri: String,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Host {
+    /// `diagnostics`: one file's diagnostics, kept for `getDiagnostics` and sent to every client.
+    fn diagnostics(&mut self, v: Value) -> Result<(), String> {
+        let m: DiagnosticsMsg = parse(v)?;
+        let uri = if m.uri.starts_with('/') {
+            file_uri(&m.uri)
+        } else if uri_to_path(&m.uri).is_some() {
+            m.uri
+        } else {
+            return Err("uri must be a file:// URI or an absolute path".into());
+        };
+        if m.diagnostics.is_empty() {
+            self.diagnostics.remove(&uri);
+        } else {
+            self.diagnostics.insert(uri.clone(), m.diagnostics.clone());
+        }
+        self.bridge.notify(
+            Target::All,
+            &Notification::DiagnosticsChanged(DiagnosticsChanged {
+                uri,
+                diagnostics: m.diagnostics,
+            }),
+        );
+        Ok(())
+    }
+
+    /// `open_editors`: replaces the open tabs.
+    fn open_editors(&mut self, v: Value) -> Result<(), String> {
+        self.tabs.replace_from(v.get("tabs"))
+    }
+}
+
+#[derive(Deserialize)]
+struct RespondMsg {
+    id: u64,
+    #[serde(default)]
+    result: Option<ToolResult>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+impl Host {
+    /// `respond`: the answer to a `tool_call`.
+    fn respond_line(&mut self, v: Value) -> Result<(), String> {
+        let m: RespondMsg = parse(v)?;
+        let result = match (m.result, m.text, m.error) {
+            (Some(r), None, None) => r,
+            (None, Some(t), None) => ToolResult::text(t),
+            (None, None, Some(e)) => ToolResult::error(e),
+            _ => return Err("give exactly one of \"result\", \"text\", \"error\"".into()),
+        };
+        let f = self
+            .forwarded
+            .remove(&m.id)
+            .ok_or_else(|| format!("no pending call with id {}", m.id))?;
+        self.bridge
+            .respond(f.call, result)
+            .map_err(|e| format!("id {}: {e}", m.id))
+    }
+}
+
+#[derive(Deserialize)]
+struct DecisionMsg {
+    id: u64,
+    decision: String,
+    #[serde(default)]
+    contents: Option<String>,
+}
+
+impl Host {
+    /// `diff_decision`: the answer to a forwarded `openDiff`.
+    fn diff_decision(&mut self, v: Value) -> Result<(), String> {
+        let m: DecisionMsg = parse(v)?;
+        if m.decision != "accept" && m.decision != "reject" {
+            return Err("decision must be \"accept\" or \"reject\"".into());
+        }
+        let diff = match self.forwarded.get(&m.id) {
+            None => return Err(format!("no pending call with id {}", m.id)),
+            Some(Forwarded { diff: None, .. }) => {
+                return Err(format!("id {} is not an openDiff", m.id))
+            }
+            Some(Forwarded { diff: Some(d), .. }) => d.clone(),
+        };
+        let f = self.forwarded.remove(&m.id).expect("present");
+        if m.decision == "accept" {
+            let contents = m.contents.unwrap_or_else(|| diff.new_file_contents.clone());
+            self.accept(f.call, &diff, contents);
+        } else {
+            self.reject(f.call, &diff);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! The editor's open tabs, as the stdio editor last reported them (`open_editors`, see
+//! docs/stdio.md): the members the bridge reads are typed, every other member is kept as given
+//! and passed through to `getOpenEditors`.
+
+use claude_ide_bridge::paths::uri_to_path;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One open tab.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tab {
+    /// The document's URI (`file://...` for files on disk).
+    pub uri: String,
+    /// Whether this is the focused tab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_active: Option<bool>,
+    /// Whether the buffer has unsaved changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_dirty: Option<bool>,
+    /// The tab's title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The editor's language id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language_id: Option<String>,
+    /// The buffer's number of lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_count: Option<u64>,
+    /// Any other member the editor sent, passed through unchanged.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+impl Tab {
+    /// The local path of the tab's document, when its URI is a `file://` URI.
+    pub fn path(&self) -> Option<String> {
+        uri_to_path(&self.uri)
+    }
+}
+
+/// The open tabs, in the editor's order.
+#[derive(Debug, Default)]
+pub struct Tabs(Vec<Tab>);
+
+impl Tabs {
+    /// Replaces the tabs with the `tabs` member of an `open_editors` line; on a malformed list the
+    /// previous tabs are kept and the reason is returned.
+    pub fn replace_from(&mut self, tabs: Option<&Value>) -> Result<(), String> {
+        let tabs = tabs.ok_or("missing \"tabs\"")?;
+        let parsed = Vec::<Tab>::deserialize(tabs).map_err(|e| {
+            format!("\"tabs\" must be an array of objects with a \"uri\" string: {e}")
+        })?;
+        self.0 = parsed;
+        Ok(())
+    }
+
+    /// All tabs, for `getOpenEditors`.
+    pub fn all(&self) -> &[Tab] {
+        &self.0
+    }
+
+    /// The local paths of the tabs that show files on disk.
+    pub fn paths(&self) -> Vec<String> {
+        self.0.iter().filter_map(Tab::path).collect()
+    }
+
+    /// The tab showing `path`, if any.
+    pub fn of_path(&self, path: &str) -> Option<&Tab> {
+        self.0.iter().find(|t| t.path().is_some_and(|p| p == path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn typed_members_are_read_and_unknown_members_pass_through() {
+        let mut tabs = Tabs::default();
+        let given = json!([{"uri": "file:///ws/a.rs", "isDirty": true, "label": "a.rs",
+            "lineCount": 3, "viewColumn": 2, "group": {"id": 1}}]);
+        tabs.replace_from(Some(&given)).unwrap();
+        let tab = tabs.of_path("/ws/a.rs").expect("the tab of /ws/a.rs");
+        assert_eq!(tab.is_dirty, Some(true));
+        assert_eq!(tab.line_count, Some(3));
+        assert_eq!(tabs.paths(), vec!["/ws/a.rs".to_string()]);
+        // What the editor sent comes back whole, and nothing is added.
+        assert_eq!(serde_json::to_value(tabs.all()).unwrap(), given);
+    }
+
+    #[test]
+    fn a_malformed_list_is_refused_and_the_previous_tabs_kept() {
+        let mut tabs = Tabs::default();
+        tabs.replace_from(Some(&json!([{"uri": "file:///ws/a.rs"}])))
+            .unwrap();
+        for bad in [
+            json!("nope"),
+            json!([{"label": "no uri"}]),
+            json!([{"uri": 7}]),
+            json!([{"uri": "file:///ws/b.rs", "isDirty": "yes"}]),
+        ] {
+            assert!(tabs.replace_from(Some(&bad)).is_err(), "{bad}");
+        }
+        assert!(tabs.replace_from(None).is_err());
+        assert_eq!(tabs.paths(), vec!["/ws/a.rs".to_string()]);
+        // A tab that is not a file on disk is listed but has no path.
+        tabs.replace_from(Some(&json!([{"uri": "untitled:Untitled-1"}])))
+            .unwrap();
+        assert_eq!(tabs.all().len(), 1);
+        assert!(tabs.paths().is_empty());
+    }
+}
