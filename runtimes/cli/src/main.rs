@@ -4,12 +4,14 @@
 //!   `--stdio` a bridge for editors that speak JSON lines.
 //! - `run -- claude ...`: serve, and run claude connected to it.
 //! - `list`, `doctor`: what the real client would see, and why it might not see a bridge.
+//! - `completions`, `man`: a shell completion script and a man page, from the same definitions.
 
 #![forbid(unsafe_code)]
 
 mod fsops;
 mod host;
 mod inspect;
+mod manual;
 mod runtime;
 mod ui;
 
@@ -22,7 +24,7 @@ use std::sync::mpsc::{self, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 
 use claude_ide_bridge_os::{posix_folders, LockFileMode, Options};
 use host::{Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, WireLog};
@@ -61,12 +63,19 @@ enum Cmd {
     List,
     /// Explain why claude started in DIR would not see a bridge (exit 1 when a problem is found).
     Doctor(DoctorArgs),
+    /// Print a completion script for SHELL (e.g. `source <(claude-ide-bridge completions bash)`).
+    Completions {
+        #[arg(value_enum)]
+        shell: manual::CompletionShell,
+    },
+    /// Print the man page (e.g. `claude-ide-bridge man > ~/.local/share/man/man1/claude-ide-bridge.1`).
+    Man,
 }
 
 #[derive(Args, Clone)]
 struct CommonOpts {
     /// A workspace folder (repeatable); default: the current directory.
-    #[arg(long = "workspace", value_name = "DIR")]
+    #[arg(long = "workspace", value_name = "DIR", value_hint = ValueHint::DirPath)]
     workspace: Vec<PathBuf>,
     /// The IDE name claude shows.
     #[arg(long, value_name = "NAME", default_value = "claude-ide-bridge")]
@@ -82,10 +91,10 @@ struct CommonOpts {
     #[arg(long)]
     open_files: bool,
     /// Append every message and connection event to FILE as JSON lines.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     wire_log: Option<PathBuf>,
     /// Write the lock file in DIR instead of $CLAUDE_CONFIG_DIR/ide or ~/.claude/ide.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
     lock_dir: Option<PathBuf>,
     /// The port to listen on (0: any free port).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -110,13 +119,14 @@ struct RunArgs {
     #[command(flatten)]
     common: CommonOpts,
     /// The command to run, after `--`.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(last = true, required = true, value_name = "COMMAND", value_hint = ValueHint::CommandWithArguments)]
     command: Vec<OsString>,
 }
 
 #[derive(Args)]
 struct DoctorArgs {
     /// The directory claude would start in (default: the current directory).
+    #[arg(value_hint = ValueHint::DirPath)]
     dir: Option<PathBuf>,
 }
 
@@ -127,6 +137,18 @@ fn main() -> ExitCode {
         Cmd::Run(a) => serve(a.common, false, Some(a.command)),
         Cmd::List => ExitCode::from(inspect::list()),
         Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir)),
+        Cmd::Completions { shell } => print(Ok(manual::completions(Cli::command(), shell))),
+        Cmd::Man => print(manual::man_page(Cli::command())),
+    }
+}
+
+/// Writes generated text (a completion script, the man page) to stdout.
+fn print(text: std::io::Result<Vec<u8>>) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match text.and_then(|t| out.write_all(&t).and_then(|()| out.flush())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => failure(&format!("cannot write to stdout: {e}")),
     }
 }
 

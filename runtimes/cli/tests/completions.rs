@@ -1,0 +1,202 @@
+//! `completions` and `man` through the built program: the bash script loads in a real bash and
+//! completes what `--help` lists, and the man page renders in groff without a warning and
+//! documents every command and long flag that `--help` shows. The expected commands and flags
+//! are read from the program's own `--help` output, never from a list kept here.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_claude-ide-bridge");
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(args: &[&str]) -> String {
+    String::from_utf8(run(Command::new(BIN).args(args)).stdout).unwrap()
+}
+
+/// The subcommands listed under `Commands:` in `claude-ide-bridge --help`.
+fn commands_in_help() -> Vec<String> {
+    let help = stdout(&["--help"]);
+    let list = help
+        .split("\nCommands:\n")
+        .nth(1)
+        .expect("a Commands: section");
+    let names: Vec<String> = list
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect();
+    assert!(names.iter().any(|n| n == "serve"), "{help}");
+    names
+}
+
+/// The long flags at the start of the option lines of `claude-ide-bridge help [COMMAND]` (the
+/// text `--help` prints, also for `help`, which has no `--help` of its own).
+fn flags_in_help(command: &[&str]) -> BTreeSet<String> {
+    let mut args = vec!["help"];
+    args.extend(command);
+    let help = stdout(&args);
+    let mut flags = BTreeSet::new();
+    for line in help
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+    {
+        for word in line.split([' ', ',', '=']) {
+            if let Some(name) = word.strip_prefix("--").filter(|n| !n.is_empty()) {
+                flags.insert(format!("--{name}"));
+            }
+        }
+    }
+    flags
+}
+
+fn bash(script: &str) -> Output {
+    Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", script])
+        .env("BIN", BIN)
+        .output()
+        .expect("bash is needed for this test")
+}
+
+#[test]
+fn bash_loads_the_script_and_registers_the_completion() {
+    let out = bash(r#"source <("$BIN" completions bash) && complete -p claude-ide-bridge"#);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{}\n{so}\n{se}", out.status);
+    assert_eq!(se, "", "loading the script wrote errors");
+    assert!(
+        so.starts_with("complete ") && so.trim_end().ends_with(" claude-ide-bridge"),
+        "{so}"
+    );
+    assert!(so.contains(" -F _claude__ide__bridge "), "{so}");
+}
+
+/// Completes `words` (the last one being the word under the cursor) the way bash does on Tab,
+/// through the function the script registered, and returns the candidates.
+fn complete_in_bash(words: &[&str]) -> BTreeSet<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let script = format!(
+        r#"source <("$BIN" completions bash) || exit 1
+fn=$(complete -p claude-ide-bridge | sed -n 's/.* -F \([^ ]*\) .*/\1/p')
+COMP_WORDS=({words})
+COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+COMPREPLY=()
+"$fn" claude-ide-bridge "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        words = quoted.join(" ")
+    );
+    let out = bash(&script);
+    assert!(
+        out.status.success(),
+        "{words:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{words:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn bash_completes_the_commands_and_each_commands_flags() {
+    let commands = commands_in_help();
+    assert!(flags_in_help(&["serve"]).contains("--on-diff"));
+    let offered = complete_in_bash(&["claude-ide-bridge", ""]);
+    for c in &commands {
+        assert!(offered.contains(c), "{c} not offered: {offered:?}");
+    }
+    for c in &commands {
+        let flags = flags_in_help(&[c]);
+        let offered = complete_in_bash(&["claude-ide-bridge", c, "--"]);
+        assert_eq!(offered, flags, "{c} --<Tab>");
+    }
+    // Values: the diff policies, and the shells this command writes scripts for.
+    let policies = complete_in_bash(&["claude-ide-bridge", "serve", "--on-diff", ""]);
+    assert_eq!(
+        policies,
+        ["accept", "ask", "defer", "reject"]
+            .map(String::from)
+            .into()
+    );
+    let shells = complete_in_bash(&["claude-ide-bridge", "completions", "b"]);
+    assert_eq!(shells, ["bash".to_owned()].into());
+}
+
+fn groff(args: &[&str], page: &[u8]) -> Output {
+    let mut child = Command::new("groff")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("groff is needed for this test (scripts/test-all.sh installs it)");
+    child.stdin.take().unwrap().write_all(page).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn man_page_renders_without_warnings_and_documents_every_command_and_flag() {
+    let page = run(Command::new(BIN).arg("man")).stdout;
+    assert!(
+        page.starts_with(b".ie") || page.starts_with(b".TH"),
+        "not roff"
+    );
+
+    // Every groff warning enabled (-ww), output discarded (-z): stderr must stay empty.
+    let check = groff(&["-man", "-Tutf8", "-ww", "-z"], &page);
+    assert!(check.status.success());
+    assert_eq!(String::from_utf8_lossy(&check.stderr), "", "groff warnings");
+
+    // As plain text, lines long enough that no flag is broken across lines.
+    let text = groff(&["-man", "-Tascii", "-rLL=300n", "-P-cbou"], &page);
+    assert!(
+        text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    let text = String::from_utf8(text.stdout).unwrap();
+    let sections: Vec<(&str, &str)> = text
+        .split("\n   claude-ide-bridge ")
+        .skip(1)
+        .map(|s| s.split_once('\n').unwrap_or((s, "")))
+        .collect();
+    let top = text.split("\n   claude-ide-bridge ").next().unwrap();
+    for flag in flags_in_help(&[]) {
+        assert!(
+            top.contains(&flag),
+            "the program's {flag} is not documented:\n{top}"
+        );
+    }
+    for c in commands_in_help() {
+        let (_, body) = sections
+            .iter()
+            .find(|(name, _)| name.trim() == c)
+            .unwrap_or_else(|| panic!("no section for {c} in\n{text}"));
+        for flag in flags_in_help(&[&c]) {
+            let documented = body.lines().any(|l| l.split([' ', ',']).any(|w| w == flag));
+            assert!(documented, "{c} {flag} is not documented:\n{body}");
+        }
+    }
+}
