@@ -5,7 +5,8 @@
 //! a request is scanned once here and its parameters are parsed once, into their typed form, by
 //! whoever handles the method.
 
-use serde::Deserialize;
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer as _};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
@@ -302,6 +303,166 @@ pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
 /// Two raw ids name the same request when their JSON text is the same (`1` and `"1"` differ).
 pub fn same_id(a: &str, b: &str) -> bool {
     a.trim() == b.trim()
+}
+
+/// What [`decode_with`] read from a text frame.
+#[derive(Debug)]
+pub enum Decoded<'a, T> {
+    /// A request for the expected method, read in one pass: its params are already typed.
+    Expected {
+        /// The request id, raw.
+        id: &'a RawValue,
+        /// The params, as the seed read them.
+        params: T,
+    },
+    /// Anything else (another method, a batch, an unusual message, params the seed refused),
+    /// read by the general decoder [`decode`], which reports any error precisely.
+    Frame(Frame<'a>),
+}
+
+/// Decode one text frame, expecting a request for `method` whose params `seed` reads.
+///
+/// The expected request is read in a single scan of the text: the envelope, then the params
+/// straight into their typed form (the real client sends `method` before `params`; the other
+/// order works too, at the cost of a second scan of the params). Anything unusual, including an
+/// error from the seed, falls back to [`decode`], so there is one decoder and one set of rules.
+///
+/// ```
+/// use claude_ide_bridge::jsonrpc::{decode_with, Decoded, Frame, Message};
+/// use std::marker::PhantomData;
+/// let seed = PhantomData::<Vec<u32>>;
+/// match decode_with(r#"{"jsonrpc":"2.0","id":7,"method":"sum","params":[1,2]}"#, "sum", seed) {
+///     Decoded::Expected { id, params } => assert_eq!((id.get(), params), ("7", vec![1, 2])),
+///     Decoded::Frame(f) => panic!("{f:?}"),
+/// }
+/// let other = decode_with(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#, "sum", seed);
+/// assert!(matches!(other, Decoded::Frame(Frame::Single(Message::Request { .. }))));
+/// ```
+pub fn decode_with<'a, S>(text: &'a str, method: &str, seed: S) -> Decoded<'a, S::Value>
+where
+    S: DeserializeSeed<'a>,
+{
+    match one_pass(text, method, seed) {
+        Some((id, params)) => Decoded::Expected { id, params },
+        None => Decoded::Frame(decode(text)),
+    }
+}
+
+fn one_pass<'a, S: DeserializeSeed<'a>>(
+    text: &'a str,
+    method: &str,
+    seed: S,
+) -> Option<(&'a RawValue, S::Value)> {
+    if !text.starts_with('{') {
+        return None;
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let found = de
+        .deserialize_map(Expected {
+            method,
+            seed: Some(seed),
+        })
+        .ok()?;
+    de.end().ok()?;
+    Some(found)
+}
+
+/// A key or string value, borrowed from the message when it has no escapes. (serde's own
+/// `Cow<str>` always copies: that was one allocation per key, ten per `tools/call`.)
+pub(crate) struct Str<'a>(Cow<'a, str>);
+
+impl std::ops::Deref for Str<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Str<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The envelope of the expected request, visited member by member.
+struct Expected<'m, S> {
+    method: &'m str,
+    seed: Option<S>,
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Expected<'_, S> {
+    type Value = (&'de RawValue, S::Value);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a {} request", self.method)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut version, mut id, mut method) = (false, None, false);
+        let mut params = None;
+        let mut raw_params: Option<&'de RawValue> = None;
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match &*key {
+                "jsonrpc" if !version => {
+                    version = &*map.next_value::<Str<'de>>()? == "2.0";
+                    if !version {
+                        return Err(A::Error::custom("version"));
+                    }
+                }
+                "id" if id.is_none() => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    if !is_valid_id(raw) {
+                        return Err(A::Error::custom("id"));
+                    }
+                    id = Some(raw);
+                }
+                "method" if !method => {
+                    if &*map.next_value::<Str<'de>>()? != self.method {
+                        return Err(A::Error::custom("method"));
+                    }
+                    method = true;
+                }
+                "params" if params.is_none() && raw_params.is_none() => match self.seed.take() {
+                    Some(seed) if method => params = Some(map.next_value_seed(seed)?),
+                    // Unusual order: keep the params and read them once the method is known.
+                    seed => {
+                        self.seed = seed;
+                        raw_params = Some(map.next_value()?);
+                    }
+                },
+                "jsonrpc" | "id" | "method" | "params" | "result" | "error" => {
+                    return Err(A::Error::custom("unusual"));
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if let (Some(raw), Some(seed), true) = (raw_params, self.seed.take(), method) {
+            let mut de = serde_json::Deserializer::from_str(raw.get());
+            params = Some(seed.deserialize(&mut de).map_err(A::Error::custom)?);
+        }
+        match (version, id, params) {
+            (true, Some(id), Some(params)) => Ok((id, params)),
+            _ => Err(A::Error::custom("incomplete")),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,12 +5,12 @@
 
 use crate::discovery::AuthToken;
 use crate::handshake::{self, HeadReader, HeadStatus, Policy, Rejection};
-use crate::jsonrpc::{self, Frame, Message, RpcError};
+use crate::jsonrpc::{self, Decoded, Frame, Message, RpcError};
 use crate::limits::Limits;
 use crate::notify::Notification;
 use crate::paths;
 use crate::tools::CompatRequest;
-use crate::tools::{ToolCall, ToolName, ToolResult, ToolSet};
+use crate::tools::{CallParams as CallParamsSeed, ToolCall, ToolResult, ToolSet};
 use crate::ws::{self, SendError, Sender, WebSocket};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -1168,31 +1168,34 @@ fn handle_text(
             text: text.to_string(),
         });
     }
-    if let Some(fast) = fast::tool_call(text) {
-        let mut ctx = Ctx {
-            config,
-            next_seq,
-            events,
-            conn,
-            tx,
-            batch: None,
-        };
-        let result = if s.initialize_seen {
-            ctx.dispatch_tool(s, fast.id, fast.call)
-        } else {
-            Err(not_initialized())
-        };
-        let mut out = Vec::new();
-        match result {
-            Ok(None) => return Step::Continue,
-            Ok(Some(body)) => {
-                jsonrpc::write_result(&mut out, fast.id.get(), |o| o.extend_from_slice(&body))
+    let frame = match jsonrpc::decode_with(text, "tools/call", CallParamsSeed(config.tools)) {
+        Decoded::Expected { id, params: call } => {
+            let mut ctx = Ctx {
+                config,
+                next_seq,
+                events,
+                conn,
+                tx,
+                batch: None,
+            };
+            let result = if s.initialize_seen {
+                ctx.dispatch_tool(s, id, call)
+            } else {
+                Err(not_initialized())
+            };
+            let mut out = Vec::new();
+            match result {
+                Ok(None) => return Step::Continue,
+                Ok(Some(body)) => {
+                    jsonrpc::write_result(&mut out, id.get(), |o| o.extend_from_slice(&body))
+                }
+                Err(e) => jsonrpc::write_error(&mut out, Some(id.get()), &e),
             }
-            Err(e) => jsonrpc::write_error(&mut out, Some(fast.id.get()), &e),
+            return Step::Send(out);
         }
-        return Step::Send(out);
-    }
-    match jsonrpc::decode(text) {
+        Decoded::Frame(frame) => frame,
+    };
+    match frame {
         Frame::Single(msg) => {
             let mut ctx = Ctx {
                 config,
@@ -1466,31 +1469,19 @@ impl Ctx<'_> {
         let params = params.ok_or_else(|| RpcError::invalid_params("tools/call needs params"))?;
         let p: CallParams<'_> = serde_json::from_str(params.get())
             .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
-        let offered = ToolName::from_name(&p.name).filter(|t| self.config.tools.contains(*t));
-        if offered.is_none() {
-            return Err(RpcError::invalid_params(format!(
-                "unknown tool: {}",
-                p.name
-            )));
-        }
-        let tool = ToolCall::parse(&p.name, p.arguments)
-            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+        self.config.tools.resolve(&p.name)?;
+        let tool = ToolCall::parse(&p.name, p.arguments)?;
         self.dispatch_tool(s, id, tool)
     }
 
-    /// Run or hand over a parsed tool call (from either decoding path).
+    /// Run or hand over a parsed tool call of an offered tool (either decoding path checked it
+    /// with `ToolSet::resolve`).
     fn dispatch_tool(
         &mut self,
         s: &mut Mcp,
         id: &RawValue,
         tool: ToolCall,
     ) -> Result<Option<Vec<u8>>, RpcError> {
-        if !self.config.tools.contains(tool.name()) {
-            return Err(RpcError::invalid_params(format!(
-                "unknown tool: {}",
-                tool.name()
-            )));
-        }
         match tool {
             ToolCall::CloseTab(args) => {
                 if let Some(i) = s
@@ -1616,264 +1607,4 @@ fn method_not_found(method: &str) -> RpcError {
 fn _assert_send() {
     fn is_send<T: Send>() {}
     is_send::<Server>();
-}
-
-/// One-pass decoding of a `tools/call` request: the envelope, the params and the typed arguments
-/// are read in a single scan of the text (the real client sends `method` before `params`, and
-/// `name` before `arguments`). Anything unusual (another order, an unknown tool, a type error)
-/// returns `None`, and the general path decodes the message and reports the precise error.
-mod fast {
-    use crate::tools::{ToolCall, ToolName};
-    use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
-    use serde::{Deserialize, Deserializer};
-    use serde_json::value::RawValue;
-    use std::borrow::Cow;
-    use std::fmt;
-
-    /// A key or string value, borrowed from the message when it has no escapes. (serde's own `Cow<str>`
-    /// always copies: that was one allocation per key, ten per `tools/call`.)
-    struct Str<'a>(Cow<'a, str>);
-
-    impl std::ops::Deref for Str<'_> {
-        type Target = str;
-        fn deref(&self) -> &str {
-            &self.0
-        }
-    }
-
-    impl PartialEq<&str> for Str<'_> {
-        fn eq(&self, other: &&str) -> bool {
-            *self.0 == **other
-        }
-    }
-
-    impl<'de> Deserialize<'de> for Str<'de> {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Str<'de>;
-                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    f.write_str("a string")
-                }
-                fn visit_borrowed_str<E: serde::de::Error>(
-                    self,
-                    v: &'de str,
-                ) -> Result<Str<'de>, E> {
-                    Ok(Str(Cow::Borrowed(v)))
-                }
-                fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Str<'de>, E> {
-                    Ok(Str(Cow::Owned(v.to_owned())))
-                }
-                fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Str<'de>, E> {
-                    Ok(Str(Cow::Owned(v)))
-                }
-            }
-            d.deserialize_str(V)
-        }
-    }
-
-    pub(super) struct FastCall<'a> {
-        pub(super) id: &'a RawValue,
-        pub(super) call: ToolCall,
-    }
-
-    pub(super) fn tool_call(text: &str) -> Option<FastCall<'_>> {
-        if !text.starts_with('{') {
-            return None;
-        }
-        let mut de = serde_json::Deserializer::from_str(text);
-        let call = de.deserialize_map(Top).ok()?;
-        de.end().ok()?;
-        Some(call)
-    }
-
-    struct Top;
-
-    impl<'de> Visitor<'de> for Top {
-        type Value = FastCall<'de>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a tools/call request")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let (mut version, mut id, mut method, mut call) = (false, None, false, None);
-            let mut raw_params: Option<&'de RawValue> = None;
-            while let Some(key) = map.next_key::<Str<'de>>()? {
-                match &*key {
-                    "jsonrpc" if !version => {
-                        version = map.next_value::<Str<'de>>()? == "2.0";
-                        if !version {
-                            return Err(A::Error::custom("version"));
-                        }
-                    }
-                    "id" if id.is_none() => {
-                        let raw: &'de RawValue = map.next_value()?;
-                        if !crate::jsonrpc::is_valid_id(raw) {
-                            return Err(A::Error::custom("id"));
-                        }
-                        id = Some(raw);
-                    }
-                    "method" if !method => {
-                        if map.next_value::<Str<'de>>()? != "tools/call" {
-                            return Err(A::Error::custom("method"));
-                        }
-                        method = true;
-                    }
-                    "params" if call.is_none() && raw_params.is_none() => {
-                        if method {
-                            call = Some(map.next_value_seed(Params)?);
-                        } else {
-                            // Unusual order: keep the params and read them once the method is known.
-                            raw_params = Some(map.next_value::<&'de RawValue>()?);
-                        }
-                    }
-                    "jsonrpc" | "id" | "method" | "params" | "result" | "error" => {
-                        return Err(A::Error::custom("unusual"));
-                    }
-                    _ => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                }
-            }
-            if let (Some(raw), true) = (raw_params, method) {
-                let mut de = serde_json::Deserializer::from_str(raw.get());
-                call = Some(de.deserialize_map(Params).map_err(A::Error::custom)?);
-            }
-            match (version, id, call) {
-                (true, Some(id), Some(call)) => Ok(FastCall { id, call }),
-                _ => Err(A::Error::custom("incomplete")),
-            }
-        }
-    }
-
-    struct Params;
-
-    impl<'de> DeserializeSeed<'de> for Params {
-        type Value = ToolCall;
-
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ToolCall, D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Params {
-        type Value = ToolCall;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("tools/call params")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolCall, A::Error> {
-            let (mut tool, mut call) = (None, None);
-            let mut raw_args: Option<&'de RawValue> = None;
-            while let Some(key) = map.next_key::<Str<'de>>()? {
-                match &*key {
-                    "name" if tool.is_none() => {
-                        let name = map.next_value::<Str<'de>>()?;
-                        tool = Some(
-                            ToolName::from_name(&name).ok_or_else(|| A::Error::custom("tool"))?,
-                        );
-                    }
-                    "arguments" if call.is_none() && raw_args.is_none() => match tool {
-                        Some(tool) => call = Some(map.next_value_seed(Arguments(tool))?),
-                        // Arguments before the name: keep them and read them once it is known.
-                        None => raw_args = Some(map.next_value()?),
-                    },
-                    "name" | "arguments" => return Err(A::Error::custom("duplicate")),
-                    _ => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                }
-            }
-            let tool = tool.ok_or_else(|| A::Error::custom("name"))?;
-            if let Some(raw) = raw_args {
-                return ToolCall::parse(tool.as_str(), Some(raw))
-                    .map_err(|_| A::Error::custom("args"));
-            }
-            match call.flatten() {
-                Some(call) => Ok(call),
-                // Absent or null arguments: the general rule ({} for tools without arguments).
-                None => ToolCall::parse(tool.as_str(), None).map_err(|_| A::Error::custom("args")),
-            }
-        }
-    }
-
-    struct Arguments(ToolName);
-
-    impl<'de> DeserializeSeed<'de> for Arguments {
-        type Value = Option<ToolCall>;
-
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<ToolCall>, D::Error> {
-            d.deserialize_option(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Arguments {
-        type Value = Option<ToolCall>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("tool arguments")
-        }
-
-        fn visit_none<E: serde::de::Error>(self) -> Result<Option<ToolCall>, E> {
-            Ok(None)
-        }
-
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<ToolCall>, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<ToolCall>, D::Error> {
-            ToolCall::deserialize_arguments(self.0, d).map(Some)
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn real_client_order_takes_the_fast_path() {
-            let t = r#"{"method":"tools/call","params":{"name":"close_tab","arguments":{"tab_name":"t"},"_meta":{"progressToken":3}},"jsonrpc":"2.0","id":3}"#;
-            let f = tool_call(t).expect("fast path");
-            assert_eq!(f.id.get(), "3");
-            assert!(matches!(f.call, ToolCall::CloseTab(ref a) if a.tab_name == "t"));
-            let t = r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"getOpenEditors"}}"#;
-            assert!(matches!(
-                tool_call(t).unwrap().call,
-                ToolCall::GetOpenEditors
-            ));
-            let t = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"getOpenEditors","arguments":null}}"#;
-            assert!(matches!(
-                tool_call(t).unwrap().call,
-                ToolCall::GetOpenEditors
-            ));
-        }
-
-        #[test]
-        fn other_member_orders_are_read_too() {
-            let t = r#"{"id":1,"jsonrpc":"2.0","params":{"arguments":{"tab_name":"t"},"name":"close_tab"},"method":"tools/call"}"#;
-            assert!(
-                matches!(tool_call(t).unwrap().call, ToolCall::CloseTab(ref a) if a.tab_name == "t")
-            );
-        }
-
-        #[test]
-        fn anything_unusual_falls_back() {
-            for t in [
-                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope"}}"#,
-                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"close_tab","arguments":["t"]}}"#,
-                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"close_tab","arguments":{}}}"#,
-                r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"getOpenEditors"}}"#,
-                r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"getOpenEditors"}}"#,
-                r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"getOpenEditors"}}"#,
-                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/call","params":{"name":"getOpenEditors"}}"#,
-                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"getOpenEditors"}} x"#,
-                r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
-            ] {
-                assert!(tool_call(t).is_none(), "{t}");
-            }
-        }
-    }
 }

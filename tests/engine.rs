@@ -495,6 +495,27 @@ fn tool_argument_errors_are_invalid_params() {
         let m = p.messages(c);
         assert_eq!(m[0]["error"]["code"], -32602, "{name}: {m:?}");
     }
+    // One unknown-tool check whichever way the message is read: a peer's long name is cut to 64
+    // characters in the answer, in the real client's member order and in another.
+    let long = "z".repeat(300);
+    let orders = [
+        format!(
+            r#"{{"method":"tools/call","params":{{"name":"{long}","arguments":{{}}}},"jsonrpc":"2.0","id":7}}"#
+        ),
+        format!(
+            r#"{{"params":{{"arguments":{{}},"name":"{long}"}},"id":7,"jsonrpc":"2.0","method":"tools/call"}}"#
+        ),
+    ];
+    for text in orders {
+        p.send_text(c, &text);
+        let m = p.messages(c);
+        assert_eq!(m[0]["id"], 7, "{m:?}");
+        assert_eq!(m[0]["error"]["code"], -32602, "{m:?}");
+        assert_eq!(
+            m[0]["error"]["message"],
+            format!("unknown tool: {}...", "z".repeat(64))
+        );
+    }
     // A tool the host does not offer is unknown too.
     let mut p = Pair::with_config(|cfg| cfg.tools = ToolSet::all().without(ToolName::ExecuteCode));
     let c = p.connect_initialized();

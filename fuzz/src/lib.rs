@@ -9,13 +9,14 @@
 use claude_ide_bridge::handshake::{
     self, accept_key, authorize, parse_upgrade, HeadReader, HeadStatus, Policy, Rejection,
 };
-use claude_ide_bridge::jsonrpc::{self, Frame, Message};
+use claude_ide_bridge::jsonrpc::{self, Decoded, Frame, Message};
 use claude_ide_bridge::tools::{CompatRequest, ToolCall, ToolName};
 use claude_ide_bridge::ws::{self, decode_header, WebSocket, WsLimits};
 use claude_ide_bridge::{paths, Limits};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 /// The in-memory client and the model host of the engine's own tests, shared by path.
@@ -320,6 +321,23 @@ pub fn jsonrpc(data: &[u8]) {
             for raw in items {
                 check_message(jsonrpc::decode_value(raw));
             }
+        }
+    }
+    // The one-pass decoder reads only what the general decoder reads as the same request.
+    if let Decoded::Expected { id, .. } = jsonrpc::decode_with(
+        &text,
+        "tools/call",
+        PhantomData::<serde_json::Map<String, serde_json::Value>>,
+    ) {
+        match jsonrpc::decode(&text) {
+            Frame::Single(Message::Request {
+                id: general,
+                method,
+                ..
+            }) => {
+                assert_eq!((general.get(), &*method), (id.get(), "tools/call"));
+            }
+            other => panic!("read in one pass, but the general decoder says {other:?}"),
         }
     }
     let raw: Option<&RawValue> = serde_json::from_str(&text).ok();

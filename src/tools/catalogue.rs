@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::args::{
     CheckDocumentDirtyArgs, CloseTabArgs, ExecuteCodeArgs, GetDiagnosticsArgs, NoArgs, OnlyMap,
-    OpenDiffArgs, OpenFileArgs, OpenFilesArgs, ReformatFileArgs, SaveDocumentArgs,
+    OpenDiffArgs, OpenFileArgs, OpenFilesArgs, ReformatFileArgs, SaveDocumentArgs, ToolCallError,
 };
 
 /// The JSON Schema of a string property.
@@ -325,6 +325,15 @@ impl ToolSet {
     /// Whether `tool` is in the set.
     pub const fn contains(self, tool: ToolName) -> bool {
         self.0 & tool.bit() != 0
+    }
+
+    /// The tool of the set with this wire name, or [`ToolCallError::UnknownTool`]: the one check of
+    /// the tool a `tools/call` names, whichever way it was decoded (its message shows at most 64
+    /// characters of a peer's name).
+    pub(crate) fn resolve(self, name: &str) -> Result<ToolName, ToolCallError> {
+        ToolName::from_name(name)
+            .filter(|tool| self.contains(*tool))
+            .ok_or_else(|| ToolCallError::UnknownTool(name.to_owned()))
     }
 
     /// Adds `tool`; returns whether it was absent.

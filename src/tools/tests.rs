@@ -811,3 +811,72 @@ proptest::proptest! {
         }
     }
 }
+
+/// A message through the one-pass decoder with [`CallParams`] as its seed: the id and the call when
+/// it took the one pass, `None` when it fell back to the general decoder.
+fn one_pass(text: &str, offered: ToolSet) -> Option<(String, ToolCall)> {
+    match crate::jsonrpc::decode_with(text, "tools/call", CallParams(offered)) {
+        crate::jsonrpc::Decoded::Expected { id, params } => Some((id.get().to_owned(), params)),
+        crate::jsonrpc::Decoded::Frame(_) => None,
+    }
+}
+
+#[test]
+fn real_client_order_takes_the_one_pass() {
+    let t = r#"{"method":"tools/call","params":{"name":"close_tab","arguments":{"tab_name":"t"},"_meta":{"progressToken":3}},"jsonrpc":"2.0","id":3}"#;
+    let (id, call) = one_pass(t, ToolSet::all()).expect("one pass");
+    assert_eq!(id, "3");
+    assert!(matches!(call, ToolCall::CloseTab(ref a) if a.tab_name == "t"));
+    let t =
+        r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"getOpenEditors"}}"#;
+    assert_eq!(
+        one_pass(t, ToolSet::all()).unwrap(),
+        ("\"x\"".to_owned(), ToolCall::GetOpenEditors)
+    );
+    let t = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"getOpenEditors","arguments":null}}"#;
+    assert_eq!(
+        one_pass(t, ToolSet::all()).unwrap().1,
+        ToolCall::GetOpenEditors
+    );
+}
+
+#[test]
+fn other_member_orders_are_read_in_one_pass_too() {
+    let t = r#"{"id":1,"jsonrpc":"2.0","params":{"arguments":{"tab_name":"t"},"name":"close_tab"},"method":"tools/call"}"#;
+    assert!(
+        matches!(one_pass(t, ToolSet::all()).unwrap().1, ToolCall::CloseTab(ref a) if a.tab_name == "t")
+    );
+}
+
+#[test]
+fn anything_unusual_falls_back_to_the_general_decoder() {
+    for t in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"close_tab","arguments":["t"]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"close_tab","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"getOpenEditors"}}"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"getOpenEditors"}}"#,
+        r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"getOpenEditors"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/call","params":{"name":"getOpenEditors"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"getOpenEditors"}} x"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+    ] {
+        assert!(one_pass(t, ToolSet::all()).is_none(), "{t}");
+    }
+    // A tool the host does not offer is not read in one pass either: the general decoder refuses it.
+    let t = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"executeCode","arguments":{"code":"1"}}}"#;
+    assert!(one_pass(t, ToolSet::all()).is_some());
+    assert!(one_pass(t, ToolSet::all().without(ToolName::ExecuteCode)).is_none());
+}
+
+#[test]
+fn one_unknown_tool_check_bounds_the_name() {
+    let set = ToolSet::all().without(ToolName::ExecuteCode);
+    assert_eq!(set.resolve("close_tab"), Ok(ToolName::CloseTab));
+    let not_offered = set.resolve("executeCode").unwrap_err();
+    assert_eq!(not_offered.to_string(), "unknown tool: executeCode");
+    let long = "y".repeat(500);
+    let e = crate::jsonrpc::RpcError::from(set.resolve(&long).unwrap_err());
+    assert_eq!(e.code, crate::jsonrpc::INVALID_PARAMS);
+    assert_eq!(e.message, format!("unknown tool: {}...", "y".repeat(64)));
+}
