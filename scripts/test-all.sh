@@ -14,10 +14,11 @@ cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 
 step "test dependencies"
 # Debian packages the tests drive: the real Vim (stdio example host), tmux (the real claude CLI),
-# script (pseudo-terminal for the ask prompt), groff (renders the man page the program prints).
+# script (pseudo-terminal for the ask prompt), groff (renders the man page the program prints),
+# zsh and fish (load the completion scripts it prints; bash is there already).
 missing=()
 # clangd is a real language server for the LSP client's tests (runtimes/lsp).
-for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd groff:groff-base; do
+for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd groff:groff-base zsh:zsh fish:fish; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

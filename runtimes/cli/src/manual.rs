@@ -211,30 +211,4 @@ mod tests {
             }
         }
     }
-
-    #[test]
-    fn fish_script_completes_every_flag_of_each_command() {
-        let script = String::from_utf8(completions(Cli::command(), CompletionShell::Fish)).unwrap();
-        for (name, longs) in commands() {
-            let condition = if name.is_empty() {
-                "\"__fish_claude_ide_bridge_needs_command\"".to_owned()
-            } else {
-                assert!(
-                    script.contains(&format!("needs_command\" -f -a \"{name}\"")),
-                    "{name} is not offered:\n{script}"
-                );
-                format!("\"__fish_claude_ide_bridge_using_subcommand {name}\"")
-            };
-            for flag in longs {
-                let line = format!("-n {condition} ");
-                let offered = script.lines().filter(|l| l.contains(&line)).any(|l| {
-                    l.split(' ')
-                        .collect::<Vec<_>>()
-                        .windows(2)
-                        .any(|w| w == ["-l", flag.as_str()])
-                });
-                assert!(offered, "{name} --{flag}:\n{script}");
-            }
-        }
-    }
 }

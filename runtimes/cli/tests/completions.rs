@@ -1,7 +1,8 @@
-//! `completions` and `man` through the built program: the bash script loads in a real bash and
-//! completes what `--help` lists, and the man page renders in groff without a warning and
-//! documents every command and long flag that `--help` shows. The expected commands and flags
-//! are read from the program's own `--help` output, never from a list kept here.
+//! `completions` and `man` through the built program: the bash and fish scripts load in the real
+//! shells and complete what `--help` lists, the zsh script loads and registers itself in a real
+//! zsh, and the man page renders in groff without a warning and documents every command and
+//! long flag that `--help` shows. The expected commands and flags are read from the program's
+//! own `--help` output, never from a list kept here.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -142,6 +143,114 @@ fn bash_completes_the_commands_and_each_commands_flags() {
     );
     let shells = complete_in_bash(&["claude-ide-bridge", "completions", "b"]);
     assert_eq!(shells, ["bash".to_owned()].into());
+}
+
+/// Runs `script` in a fish without configuration files, with the program as `$BIN`.
+fn fish(script: &str) -> Output {
+    Command::new("fish")
+        .args(["--no-config", "-c", script])
+        .env("BIN", BIN)
+        .output()
+        .expect("fish is needed for this test (scripts/test-all.sh installs it)")
+}
+
+/// fish's own candidates for the command line `line` (`complete -C`), without descriptions.
+fn complete_in_fish(line: &str) -> BTreeSet<String> {
+    let out = fish(&format!(
+        "\"$BIN\" completions fish | source; and complete -C '{line}'"
+    ));
+    assert!(
+        out.status.success(),
+        "{line}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{line}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split('\t').next())
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn fish_parses_the_script_and_completes_the_commands_and_each_commands_flags() {
+    let check = fish(r#""$BIN" completions fish | fish --no-config --no-execute"#);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&check.stderr),
+        "",
+        "fish --no-execute"
+    );
+
+    let commands = commands_in_help();
+    let offered = complete_in_fish("claude-ide-bridge ");
+    for c in &commands {
+        assert!(offered.contains(c), "{c} not offered: {offered:?}");
+    }
+    for c in &commands {
+        let offered = complete_in_fish(&format!("claude-ide-bridge {c} --"));
+        assert_eq!(offered, flags_in_help(&[c]), "{c} --<Tab>");
+    }
+    let policies = complete_in_fish("claude-ide-bridge run --on-diff ");
+    assert_eq!(
+        policies,
+        ["accept", "ask", "defer", "reject"]
+            .map(String::from)
+            .into()
+    );
+}
+
+#[test]
+fn zsh_parses_the_script_and_registers_the_completion() {
+    let script = stdout(&["completions", "zsh"]);
+    let mut check = Command::new("zsh")
+        .arg("-n")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zsh is needed for this test (scripts/test-all.sh installs it)");
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let check = check.wait_with_output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    // compinit with a throwaway HOME (-D: no dump file); sourcing the script outside a
+    // completion registers its function for the command.
+    let home = std::env::temp_dir().join(format!("claude-ide-bridge-zsh-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let out = Command::new("zsh")
+        .args(["-f", "-c"])
+        .arg(r#"autoload -U compinit && compinit -u -D && source <("$BIN" completions zsh) && print -r -- "$_comps[claude-ide-bridge]" && whence -w _claude-ide-bridge_commands"#)
+        .env("BIN", BIN)
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&home).ok();
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{so}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(
+        so,
+        "_claude-ide-bridge\n_claude-ide-bridge_commands: function\n"
+    );
 }
 
 fn groff(args: &[&str], page: &[u8]) -> Output {
