@@ -3,7 +3,8 @@
 //! naming file and line, on a citation of a document outside it (the protocol's old numbered
 //! sections, the source documents it was first written from, the shared folder beside the clone), and on
 //! a citation of a `docs/protocol.md` section that does not exist (a heading renamed without its
-//! citations).
+//! citations). It also checks that every file `docs/protocol.md` names exists, so that its "Where the
+//! code is" table follows the code when files move.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -184,6 +185,43 @@ fn no_comment_cites_a_document_outside_the_repository() {
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
 }
 
+/// The repository paths a Markdown text names in backticks (`src/...`, `runtimes/...`, ...).
+fn named_paths(text: &str) -> Vec<&str> {
+    const TOP: [&str; 10] = [
+        "src/",
+        "runtimes/",
+        "tests/",
+        "text/",
+        "docs/",
+        "fuzz/",
+        "benches/",
+        "scripts/",
+        "editors/",
+        "examples/",
+    ];
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| TOP.iter().any(|top| t.starts_with(top)) && !t.contains(' '))
+        .collect()
+}
+
+#[test]
+fn every_file_the_protocol_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = fs::read_to_string(root.join("docs/protocol.md")).expect("docs/protocol.md exists");
+    let named = named_paths(&text);
+    assert!(named.contains(&"src/limits.rs"), "{named:?}");
+    let missing: Vec<&str> = named
+        .into_iter()
+        .filter(|p| !root.join(p).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/protocol.md names files that do not exist (update its \"Where the code is\" table): {missing:?}"
+    );
+}
+
 #[test]
 fn the_patterns_catch_what_they_are_for() {
     let bad = [
@@ -210,6 +248,10 @@ fn the_patterns_catch_what_they_are_for() {
     assert_eq!(
         cited_sections(r#"(docs/protocol.md, "JSON-RPC", "Batches" and "MCP lifecycle"), "other""#),
         ["JSON-RPC", "Batches", "MCP lifecycle"]
+    );
+    assert_eq!(
+        named_paths("| Framing | `src/ws/receiver.rs` (rules), `Limits`, `tests/e2e/` |"),
+        ["src/ws/receiver.rs", "tests/e2e/"]
     );
     let (flat, _) = joined("//! (docs/protocol.md, \"Upgrade\" and\n//! \"Upgrade refusals\").");
     assert_eq!(cited_sections(&flat), ["Upgrade", "Upgrade refusals"]);
