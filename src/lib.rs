@@ -78,6 +78,8 @@ pub mod tools;
 pub mod ws;
 
 pub use discovery::{AuthToken, LockFile};
+pub use handshake::Rejection;
+pub use jsonrpc::RpcError;
 pub use limits::Limits;
 pub use notify::Notification;
 pub use server::{

@@ -341,6 +341,13 @@ impl fmt::Display for PathError {
 
 impl std::error::Error for PathError {}
 
+impl From<PathError> for crate::jsonrpc::RpcError {
+    /// Invalid params (`-32602`): the path a peer sent is not acceptable.
+    fn from(e: PathError) -> Self {
+        crate::jsonrpc::RpcError::invalid_params(e.to_string())
+    }
+}
+
 /// Resolves a path from a peer inside the workspace, lexically.
 ///
 /// A relative path is resolved against the first folder and must stay inside it. An absolute path (POSIX or

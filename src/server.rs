@@ -108,16 +108,17 @@ pub enum CancelReason {
 /// Why a connection ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DisconnectReason {
-    /// The upgrade was refused with this HTTP status.
-    Refused(u16),
+    /// The upgrade was refused: the HTTP response sent ([`Rejection::status`] is its status).
+    Refused(Rejection),
     /// The request head did not arrive before the handshake deadline.
     HandshakeTimeout,
     /// Dropped to make room for a newer socket still in its handshake.
     Evicted,
     /// A clean close handshake; the code the peer sent, if any.
     Closed(Option<u16>),
-    /// The peer broke the protocol; the close code we sent.
-    ProtocolError(u16),
+    /// The peer broke the WebSocket protocol: what it did, and the close code we sent
+    /// ([`ws::ProtocolError::close_code`]).
+    ProtocolError(ws::ProtocolError),
     /// Nothing arrived for two ping intervals.
     PingTimeout,
     /// The peer stopped reading and the outbound queue filled up.
@@ -540,7 +541,7 @@ impl Server {
     fn refuse(&mut self, conn: ConnectionId, rejection: Rejection) {
         if let Some(c) = self.conns.get_mut(&conn.0) {
             rejection.write_response(&mut c.pre_out);
-            c.finished = Some(DisconnectReason::Refused(rejection.status()));
+            c.finished = Some(DisconnectReason::Refused(rejection));
             self.mark_dirty(conn);
         }
     }
@@ -589,7 +590,7 @@ impl Server {
             // Decide what to do with the next message while it is borrowed; act after.
             let ws = &mut session.ws;
             let step = match ws.receiver.poll(&mut ws.sender) {
-                Err(e) => Step::Failed(e.close_code()),
+                Err(e) => Step::Failed(e),
                 Ok(None) => Step::Idle,
                 Ok(Some(ws::Message::Text(text))) => handle_text(
                     &self.config,
@@ -641,8 +642,8 @@ impl Server {
                         .send_close(1003, "binary messages are not supported");
                     session.m.closing_since = Some(now);
                 }
-                Step::Failed(code) => {
-                    c.finished = Some(DisconnectReason::ProtocolError(code));
+                Step::Failed(error) => {
+                    c.finished = Some(DisconnectReason::ProtocolError(error));
                 }
                 Step::PeerClosed(code) => {
                     c.finished = Some(DisconnectReason::Closed(code));
@@ -1098,7 +1099,7 @@ enum Step {
     Continue,
     Send(Vec<u8>),
     Unsupported,
-    Failed(u16),
+    Failed(ws::ProtocolError),
     PeerClosed(Option<u16>),
 }
 
@@ -1404,8 +1405,7 @@ impl Ctx<'_> {
                 Some(Err(msg)) => Err(RpcError::invalid_params(msg)),
                 Some(Ok(request)) => {
                     if let Some(path) = request.path() {
-                        paths::resolve_in_workspace(path, &self.config.workspace_folders)
-                            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+                        paths::resolve_in_workspace(path, &self.config.workspace_folders)?;
                     }
                     let seq = self.push_pending(s, id, None, true)?;
                     self.events.push_back(Event::CompatRequest {

@@ -95,7 +95,7 @@ fn refusal_table() {
         }
         assert!(p.closed.contains(&conn), "refused connections are closed");
         let ev = p.take_events();
-        assert!(ev.iter().any(|e| matches!(e, Event::Disconnected { reason: DisconnectReason::Refused(s), .. } if s.to_string() == status)), "{ev:?}");
+        assert!(ev.iter().any(|e| matches!(e, Event::Disconnected { reason: DisconnectReason::Refused(r), .. } if r.status().to_string() == status)), "{ev:?}");
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use claude_ide_bridge::discovery::LockFile;
-use claude_ide_bridge::{ConnectionId, DisconnectReason, Event, Server};
+use claude_ide_bridge::{ConnectionId, DisconnectReason, Event, Rejection, Server};
 
 use crate::lock::{self, LockGuard};
 use crate::{generate_token, posix_folders, LockFileMode, Logger, Options};
@@ -200,11 +200,14 @@ impl Core {
             }
             Event::Disconnected { conn, reason } => match reason {
                 DisconnectReason::PingTimeout => format!("Removing dead connection {conn}"),
-                DisconnectReason::Refused(401) => {
+                DisconnectReason::Refused(Rejection::Unauthorized) => {
                     format!("Authentication failed {conn}: refused with 401")
                 }
-                DisconnectReason::Refused(status) => {
-                    format!("Connection {conn} refused with {status}")
+                DisconnectReason::Refused(rejection) => {
+                    format!("Connection {conn} refused with {rejection}")
+                }
+                DisconnectReason::ProtocolError(error) => {
+                    format!("Client disconnected {conn}: {error}")
                 }
                 other => format!("Client disconnected {conn}: {other:?}"),
             },

@@ -131,11 +131,11 @@ pub struct Host {
 /// How a disconnection is named in messages, the wire log and stdio lines.
 fn reason_str(r: &DisconnectReason) -> String {
     match r {
-        DisconnectReason::Refused(s) => format!("refused_{s}"),
+        DisconnectReason::Refused(rejection) => format!("refused_{}", rejection.status()),
         DisconnectReason::HandshakeTimeout => "handshake_timeout".into(),
         DisconnectReason::Evicted => "evicted".into(),
         DisconnectReason::Closed(_) => "closed".into(),
-        DisconnectReason::ProtocolError(c) => format!("protocol_error_{c}"),
+        DisconnectReason::ProtocolError(error) => format!("protocol_error_{}", error.close_code()),
         DisconnectReason::PingTimeout => "ping_timeout".into(),
         DisconnectReason::OutboundFull => "outbound_full".into(),
         DisconnectReason::TransportClosed => "transport_closed".into(),
@@ -308,4 +308,47 @@ pub fn exit_code(status: ExitStatus) -> i32 {
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reason_str;
+    use claude_ide_bridge::ws::{ProtocolError, ProtocolErrorKind};
+    use claude_ide_bridge::{DisconnectReason, Rejection};
+
+    /// The stdio `reason` strings stay what editors already read, now that the engine's reasons
+    /// carry the refusal and the protocol error instead of numbers.
+    #[test]
+    fn disconnect_reasons_keep_their_wire_names() {
+        let cases = [
+            (
+                DisconnectReason::Refused(Rejection::Unauthorized),
+                "refused_401",
+            ),
+            (
+                DisconnectReason::Refused(Rejection::Forbidden("Host")),
+                "refused_403",
+            ),
+            (
+                DisconnectReason::Refused(Rejection::ServiceUnavailable),
+                "refused_503",
+            ),
+            (
+                DisconnectReason::ProtocolError(ProtocolError::from(ProtocolErrorKind::Unmasked)),
+                "protocol_error_1002",
+            ),
+            (
+                DisconnectReason::ProtocolError(ProtocolErrorKind::InvalidUtf8.into()),
+                "protocol_error_1007",
+            ),
+            (
+                DisconnectReason::ProtocolError(ProtocolErrorKind::MessageTooBig.into()),
+                "protocol_error_1009",
+            ),
+            (DisconnectReason::PingTimeout, "ping_timeout"),
+        ];
+        for (reason, want) in cases {
+            assert_eq!(reason_str(&reason), want);
+        }
+    }
 }
