@@ -175,8 +175,8 @@ struct Slot {
     languages: BTreeSet<String>,
     server: Option<Arc<Server>>,
     restarts: u32,
-    /// The pid whose exit was last counted, and when it was noticed.
-    counted: Option<(u32, Instant)>,
+    /// The pid whose exit was last counted.
+    counted: Option<u32>,
     /// Why it cannot run at all (spawn failed), or why it was given up.
     failed: Option<String>,
     stopped: bool,
@@ -475,22 +475,20 @@ impl Inner {
             return slot.server.clone();
         }
         if let Some(server) = &slot.server {
-            if !matches!(server.phase(), Phase::Exited(_)) {
+            let Some(exited_at) = server.exited_at() else {
                 return Some(server.clone());
-            }
-            let now = Instant::now();
-            if slot.counted.is_none_or(|(pid, _)| pid != server.pid) {
+            };
+            if slot.counted != Some(server.pid) {
                 // A server that ran well for a while before crashing starts a fresh series of restarts.
-                if now.duration_since(server.started) > Duration::from_secs(300) {
+                if exited_at.duration_since(server.started) > Duration::from_secs(300) {
                     slot.restarts = 0;
                 }
-                slot.counted = Some((server.pid, now));
+                slot.counted = Some(server.pid);
             }
-            let (_, noticed) = slot.counted.expect("set above");
             let backoff = limits
                 .restart_backoff
                 .saturating_mul(1 << slot.restarts.min(16));
-            if slot.restarts >= limits.max_restarts || now < noticed + backoff {
+            if slot.restarts >= limits.max_restarts || Instant::now() < exited_at + backoff {
                 return Some(server.clone());
             }
             slot.restarts += 1;

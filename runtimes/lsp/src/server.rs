@@ -160,6 +160,11 @@ impl Server {
         self.shared.lock().phase.clone()
     }
 
+    /// When the server was seen gone, if it is.
+    pub fn exited_at(&self) -> Option<Instant> {
+        self.shared.lock().exited_at
+    }
+
     pub fn can_format(&self) -> bool {
         self.shared.lock().caps.formatting
     }
@@ -421,15 +426,17 @@ fn read_loop(
                     let mut state = shared.lock();
                     let effects = state.handle(&frame);
                     drop(state);
-                    shared.cond.notify_all();
                     match effects {
                         Ok(effects) => {
+                            // Changes are told before waiters wake, so that a change is usually announced
+                            // before the answer that includes it.
                             for effect in effects {
                                 match effect {
                                     Effect::Changed(change) => on_change(change),
                                     Effect::Log(line) => log.line(&line),
                                 }
                             }
+                            shared.cond.notify_all();
                         }
                         Err(e) => {
                             fatal = Some(e);

@@ -194,6 +194,8 @@ pub(crate) struct State {
     pub pid: Option<u32>,
     pub reaping: bool,
     pub reaped: bool,
+    /// When the phase became `Exited`.
+    pub exited_at: Option<std::time::Instant>,
 }
 
 impl State {
@@ -220,6 +222,7 @@ impl State {
             pid: None,
             reaping: false,
             reaped: false,
+            exited_at: None,
         }
     }
 
@@ -239,6 +242,7 @@ impl State {
     pub fn exit(&mut self, reason: impl Into<String>) {
         if !matches!(self.phase, Phase::Exited(_)) {
             self.phase = Phase::Exited(reason.into());
+            self.exited_at = Some(std::time::Instant::now());
         }
     }
 
@@ -310,7 +314,7 @@ impl State {
     }
 
     /// Makes the server have `text` for `path`: `didOpen` the first time, the full text in `didChange` when it
-    /// differs, `didSave` after either when the server asks for it. Before the server is initialized, the
+    /// differs followed by `didSave` when the server asks for it. Before the server is initialized, the
     /// text is kept (the latest per file, a bounded number of files) and sent once it is.
     pub fn sync(&mut self, path: &str, language: &str, text: &str) {
         match self.phase {
@@ -368,7 +372,10 @@ impl State {
                 },
             );
             self.open(&uri, language, 1, text);
+            // No didSave after didOpen: every server checks an opened file already (clangd would build twice).
+            return;
         }
+        // The text is what is on disk (the program read it or wrote it): servers that check on save do now.
         if let Some(include_text) = self.caps.save {
             let mut params = json!({"textDocument": {"uri": uri}});
             if include_text {

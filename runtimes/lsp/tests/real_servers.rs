@@ -43,9 +43,14 @@ fn require(program: &str) {
     );
 }
 
+/// Whether a process exists and has not exited (a zombie waiting for its reaper has exited).
 fn alive(pid: u32) -> bool {
-    // A zombie is gone for our purposes only once reaped: /proc/PID exists until then.
-    Path::new(&format!("/proc/{pid}")).exists()
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
 }
 
 fn pids(lsp: &Lsp) -> Vec<u32> {
@@ -161,4 +166,146 @@ fn pyright_error_fix_new_error_and_shutdown() {
         .iter()
         .any(|d| d.source.as_deref() == Some("Pyright")));
     stop_and_check_gone(&f);
+}
+
+#[test]
+fn clangd_error_fix_new_error_and_shutdown() {
+    require("clangd");
+    let f = fixture(only("c", "clangd"));
+    let file: PathBuf = f.dir.path().join("main.c");
+    error_fixed_new_error(
+        &f,
+        &file,
+        "int main(void) { return missing_one; }\n",
+        "Use of undeclared identifier 'missing_one'",
+        "int main(void) { return 0; }\n",
+        "int main(void) {\n  int ok = 1;\n  return ok + missing_two;\n}\n",
+        "Use of undeclared identifier 'missing_two'",
+    );
+    let d = f.lsp.diagnostics(
+        &file,
+        "int main(void) {\n  int ok = 1;\n  return ok + missing_two;\n}\n",
+        Instant::now(),
+    );
+    assert_eq!((d[0].range.start.line, d[0].range.start.character), (2, 14));
+    stop_and_check_gone(&f);
+}
+
+#[test]
+fn ruff_pulls_diagnostics_and_formats() {
+    require("ruff");
+    let f = fixture(only("python", "ruff server"));
+    let file: PathBuf = f.dir.path().join("lint.py");
+    let deadline = || Instant::now() + Duration::from_secs(20);
+    let first = f.lsp.diagnostics(&file, "import os\n", deadline());
+    assert!(
+        first.iter().any(|d| d.code == Some("F401".into())),
+        "{first:#?}"
+    );
+    assert!(f
+        .lsp
+        .diagnostics(&file, "import os\n\nprint(os.sep)\n", deadline())
+        .is_empty());
+    let second = f
+        .lsp
+        .diagnostics(&file, "import sys\n\nx == 1\n", deadline());
+    assert!(
+        second.iter().any(|d| d.code == Some("F401".into())),
+        "{second:#?}"
+    );
+    let formatted = f
+        .lsp
+        .format(&file, "x=1\ny = [1,\n  2]\n", deadline())
+        .unwrap();
+    assert_eq!(formatted.as_deref(), Some("x = 1\ny = [1, 2]\n"));
+    stop_and_check_gone(&f);
+}
+
+/// Run as a child by `servers_exit_when_the_bridge_is_killed` (and a no-op otherwise): starts pyright, clangd
+/// and the scripted server, prints their pids, and waits to be killed.
+#[test]
+fn child_holding_servers() {
+    let Some(dir) = std::env::var_os("LSP_TEST_CHILD_WORKSPACE") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let mut servers = only("python", "pyright-langserver --stdio");
+    for lang in only("c", "clangd").languages() {
+        servers.push(lang.clone());
+    }
+    servers.push(claude_ide_bridge_lsp::table::Language {
+        id: "fake".into(),
+        extensions: vec!["fake".into()],
+        commands: vec![vec![
+            "python3".into(),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_lsp.py").into(),
+            "good".into(),
+        ]],
+    });
+    let lsp = Lsp::new(
+        LspConfig {
+            servers,
+            workspace_folders: vec![dir.clone()],
+            ..LspConfig::default()
+        },
+        |_| {},
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    assert!(!lsp
+        .diagnostics(&dir.join("a.py"), "x: int = ''\n", deadline)
+        .is_empty());
+    assert!(!lsp
+        .diagnostics(&dir.join("a.c"), "int f(void) { return nope; }\n", deadline)
+        .is_empty());
+    assert!(!lsp
+        .diagnostics(&dir.join("a.fake"), "error\n", deadline)
+        .is_empty());
+    let pids: Vec<String> = pids(&lsp).iter().map(u32::to_string).collect();
+    println!("PIDS {}", pids.join(" "));
+    std::thread::sleep(Duration::from_secs(120));
+}
+
+#[test]
+fn servers_exit_when_the_bridge_is_killed() {
+    use std::io::BufRead;
+    require("pyright-langserver");
+    require("clangd");
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_holding_servers",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LSP_TEST_CHILD_WORKSPACE", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut pids = Vec::new();
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        // libtest may have written "test child_holding_servers ... " on the same line.
+        if let Some((_, rest)) = line.split_once("PIDS ") {
+            pids = rest.split(' ').map(|p| p.parse::<u32>().unwrap()).collect();
+            break;
+        }
+    }
+    assert_eq!(pids.len(), 3, "the child did not start its servers");
+    assert!(pids.iter().all(|&p| alive(p)));
+    // SIGKILL: the bridge gets no chance to stop them; their input closes and the pid they watch is gone.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = Instant::now();
+    while pids.iter().any(|&p| alive(p)) {
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "still running after the bridge died: {:?}",
+            pids.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("servers gone {:?} after the bridge was killed", t.elapsed());
 }

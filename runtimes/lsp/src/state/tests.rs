@@ -48,7 +48,7 @@ fn open_change_save_and_versioned_freshness() {
     let sent = frames(&mut s);
     assert_eq!(sent[0]["method"], "textDocument/didOpen");
     assert_eq!(sent[0]["params"]["textDocument"]["version"], 1);
-    assert_eq!(sent[1]["method"], "textDocument/didSave");
+    assert_eq!(sent.len(), 1);
     assert!(!s.fresh("/w/a.py"));
     publish(&mut s, "/w/a.py", Some(1), 1);
     assert!(s.fresh("/w/a.py"));
@@ -60,6 +60,7 @@ fn open_change_save_and_versioned_freshness() {
     let sent = frames(&mut s);
     assert_eq!(sent[0]["method"], "textDocument/didChange");
     assert_eq!(sent[0]["params"]["contentChanges"][0]["text"], "x = 2\n");
+    assert_eq!(sent[1]["method"], "textDocument/didSave");
     assert!(
         !s.fresh("/w/a.py"),
         "diagnostics for version 1 are not fresh for version 2"

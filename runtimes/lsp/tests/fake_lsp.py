@@ -1,0 +1,157 @@
+"""A scripted language server for the client's fault tests: well-behaved, or misbehaving in one way.
+
+Usage: fake_lsp.py MODE [STATE_DIR]
+
+The well-behaved part reports one Error diagnostic per line containing "error" (message "bad line N"),
+published with the document's version after every didOpen/didChange, or answered to pulls in the `pull`
+modes. It formats by stripping trailing spaces. Each start appends a line to STATE_DIR/starts (time and
+pid) when STATE_DIR is given. Modes name the fault: see `main`.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+MODE = sys.argv[1]
+STATE = sys.argv[2] if len(sys.argv) > 2 else None
+out = sys.stdout.buffer
+inp = sys.stdin.buffer
+
+
+def note(name, text):
+    if STATE:
+        with open(os.path.join(STATE, name), "a") as f:
+            f.write(text + "\n")
+
+
+def send(msg, length_delta=0):
+    body = json.dumps(msg).encode()
+    out.write(b"Content-Length: %d\r\n\r\n" % (len(body) + length_delta) + body)
+    out.flush()
+
+
+def read():
+    length = None
+    while True:
+        line = inp.readline()
+        if not line:
+            sys.exit(0)  # input closed: the client is gone
+        line = line.strip()
+        if not line:
+            break
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            length = int(value)
+    return json.loads(inp.read(length))
+
+
+def diagnostics(text):
+    return [
+        {
+            "range": {"start": {"line": i, "character": 0}, "end": {"line": i, "character": len(line)}},
+            "message": "bad line %d" % i,
+            "severity": 1,
+            "source": "fake",
+            "code": "E%d" % i,
+        }
+        for i, line in enumerate(text.split("\n"))
+        if "error" in line
+    ]
+
+
+def sleep_forever():
+    while True:
+        time.sleep(3600)
+
+
+def main():
+    note("starts", "%f %d" % (time.time(), os.getpid()))
+    if MODE == "crash-at-start":
+        sys.exit(3)
+    pull = MODE in ("pull", "hang-pull")
+    docs = {}
+    while True:
+        msg = read()
+        method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if method == "initialize":
+            note("initialize", json.dumps(params))
+            if MODE == "hang-init":
+                continue
+            caps = {"textDocumentSync": {"openClose": True, "change": 1, "save": True}, "documentFormattingProvider": True}
+            if pull:
+                caps["diagnosticProvider"] = {"interFileDependencies": False, "workspaceDiagnostics": False}
+            send({"jsonrpc": "2.0", "id": mid, "result": {"capabilities": caps}})
+            # Requests real servers send: the client must answer each.
+            send({"jsonrpc": "2.0", "id": "cfg", "method": "workspace/configuration", "params": {"items": [{"section": "a"}, {"section": "b"}]}})
+            send({"jsonrpc": "2.0", "id": "odd", "method": "fake/unknownRequest", "params": {}})
+        elif method == "initialized":
+            if MODE == "exit-after-init":
+                sys.exit(0)
+            if MODE == "no-read":
+                sleep_forever()
+        elif mid in ("cfg", "odd"):
+            note("answers", json.dumps(msg))
+        elif method in ("textDocument/didOpen", "textDocument/didChange"):
+            doc = params["textDocument"]
+            text = doc["text"] if method.endswith("didOpen") else params["contentChanges"][-1]["text"]
+            docs[doc["uri"]] = text
+            if MODE == "crash-after-open":
+                os._exit(4)
+            if MODE == "garbage":
+                out.write(b"hello, this is not a frame\r\n\r\n")
+                out.flush()
+                sleep_forever()
+            if MODE == "huge":
+                big = [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "message": "x" * 1000}] * 20000
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": big}})
+                sleep_forever()
+            if MODE == "flood":
+                n = 0
+                while True:  # endless publishes for ever more files, until the client stops reading
+                    many = [{"range": {"start": {"line": i, "character": 0}, "end": {"line": i, "character": 1}}, "message": "flood %d" % i} for i in range(500)]
+                    send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///flood/%d.fake" % n, "diagnostics": many}})
+                    n += 1
+            if MODE == "short-length":
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": []}}, length_delta=-5)
+                sleep_forever()
+            if MODE == "long-length":
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": []}}, length_delta=+50)
+                sleep_forever()
+            if MODE == "stderr-flood":
+                for _ in range(2000):
+                    sys.stderr.write("noise " * 2000 + "\n")
+                sys.stderr.flush()
+            if not pull:
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": diagnostics(text)}})
+        elif method == "textDocument/diagnostic":
+            if MODE == "hang-pull":
+                continue
+            text = docs.get(params["textDocument"]["uri"], "")
+            send({"jsonrpc": "2.0", "id": mid, "result": {"kind": "full", "items": diagnostics(text)}})
+        elif method == "textDocument/formatting":
+            text = docs.get(params["textDocument"]["uri"], "")
+            edits = []
+            for i, line in enumerate(text.split("\n")):
+                stripped = line.rstrip(" ")
+                if stripped != line:
+                    # Positions in UTF-16 code units, as the protocol says.
+                    start = len(stripped.encode("utf-16-le")) // 2
+                    end = len(line.encode("utf-16-le")) // 2
+                    edits.append({"range": {"start": {"line": i, "character": start}, "end": {"line": i, "character": end}}, "newText": ""})
+            send({"jsonrpc": "2.0", "id": mid, "result": edits})
+        elif method == "shutdown":
+            if MODE == "hang-shutdown":
+                # A child of its own too, which must go with it; and deaf to SIGTERM.
+                child = subprocess.Popen(["sleep", "1000"])
+                note("grandchild", str(child.pid))
+                import signal
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                sleep_forever()
+            send({"jsonrpc": "2.0", "id": mid, "result": None})
+        elif method == "exit":
+            sys.exit(0)
+
+
+main()

@@ -1,0 +1,542 @@
+//! The client against a scripted server (`fake_lsp.py`), well-behaved or misbehaving in one way per test:
+//! what the client answers, that it answers within its bound, that memory stays bounded, that a crashed
+//! server is restarted with backoff a bounded number of times, and that no process is left behind.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use claude_ide_bridge_lsp::table::Language;
+use claude_ide_bridge_lsp::{
+    FileDiagnostics, Lsp, LspConfig, LspLimits, LspLog, ServerState, ServerTable,
+};
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_lsp.py");
+/// Slack on top of a bound, for a loaded machine (bounds are checked, not speed).
+const SLACK: Duration = Duration::from_millis(1500);
+
+struct Fx {
+    lsp: Lsp,
+    changes: Arc<Mutex<Vec<FileDiagnostics>>>,
+    log: Arc<Mutex<Vec<u8>>>,
+    state: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+fn language(id: &str, mode: &str, state: &Path) -> Language {
+    Language {
+        id: id.into(),
+        extensions: vec![id.into()],
+        commands: vec![vec![
+            "python3".into(),
+            SCRIPT.into(),
+            mode.into(),
+            state.to_str().unwrap().into(),
+        ]],
+    }
+}
+
+/// A workspace with the language `fake` served in `mode`, and `good` served well (to show that one bad
+/// server does not harm another).
+fn fake(mode: &str, tweak: impl FnOnce(&mut LspConfig)) -> Fx {
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(state.path().join("good")).unwrap();
+    let mut servers = ServerTable::empty();
+    servers.push(language("fake", mode, state.path()));
+    servers.push(language("good", "good", &state.path().join("good")));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut config = LspConfig {
+        servers,
+        workspace_folders: vec![ws.path().to_path_buf()],
+        diagnostics_wait: Duration::from_secs(3),
+        start_wait: Duration::from_secs(5),
+        log: LspLog::Writer(log.clone()),
+        limits: LspLimits {
+            restart_backoff: Duration::from_millis(200),
+            initialize_timeout: Duration::from_secs(2),
+            ..LspLimits::default()
+        },
+        ..LspConfig::default()
+    };
+    tweak(&mut config);
+    let changes = Arc::new(Mutex::new(Vec::new()));
+    let seen = changes.clone();
+    let lsp = Lsp::new(config, move |c| seen.lock().unwrap().push(c));
+    Fx {
+        lsp,
+        changes,
+        log,
+        state,
+        ws,
+    }
+}
+
+impl Fx {
+    fn file(&self, name: &str) -> PathBuf {
+        self.ws.path().join(name)
+    }
+
+    /// Diagnostics with a deadline `wait` from now; also checks the answer came within the bound.
+    fn diagnostics(&self, name: &str, text: &str, wait: Duration, bound: Duration) -> Vec<String> {
+        let t = Instant::now();
+        let got = self.lsp.diagnostics(&self.file(name), text, t + wait);
+        assert!(
+            t.elapsed() <= bound + SLACK,
+            "{name}: answered after {:?}, bound {bound:?}",
+            t.elapsed()
+        );
+        got.into_iter().map(|d| d.message).collect()
+    }
+
+    fn state_of(&self, language: &str) -> ServerState {
+        self.lsp
+            .status()
+            .into_iter()
+            .find(|s| s.languages.iter().any(|l| l == language))
+            .map(|s| s.state)
+            .unwrap_or(ServerState::Missing)
+    }
+
+    fn starts(&self) -> Vec<(f64, u32)> {
+        let text = std::fs::read_to_string(self.state.path().join("starts")).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let (t, pid) = l.split_once(' ').unwrap();
+                (t.parse().unwrap(), pid.parse().unwrap())
+            })
+            .collect()
+    }
+
+    fn log_text(&self) -> String {
+        String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
+    }
+
+    /// The good server still answers fresh diagnostics.
+    fn others_keep_working(&self) {
+        let wait = Duration::from_secs(5);
+        assert_eq!(
+            self.diagnostics("ok.good", "fine\nerror here\n", wait, wait),
+            ["bad line 1"]
+        );
+        assert_eq!(
+            self.diagnostics("ok.good", "fine\n", wait, wait),
+            Vec::<String>::new()
+        );
+    }
+
+    /// Shuts down and checks that every process started is gone.
+    fn shutdown_leaves_nothing(&self) {
+        let mut pids: Vec<u32> = self.starts().into_iter().map(|(_, p)| p).collect();
+        let good =
+            std::fs::read_to_string(self.state.path().join("good/starts")).unwrap_or_default();
+        pids.extend(
+            good.lines()
+                .map(|l| l.split_once(' ').unwrap().1.parse::<u32>().unwrap()),
+        );
+        let t = Instant::now();
+        self.lsp.shutdown(Duration::from_secs(1));
+        assert!(
+            t.elapsed() <= Duration::from_secs(3) + SLACK,
+            "shutdown took {:?}",
+            t.elapsed()
+        );
+        for pid in pids {
+            assert!(!alive(pid), "process {pid} survived shutdown");
+        }
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn wait_for(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + bound;
+    while !done() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn well_behaved_server_answers_fresh_and_gets_answers_to_its_requests() {
+    let fx = fake("good", |_| {});
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        fx.diagnostics("a.fake", "x\nerror\n", wait, wait),
+        ["bad line 1"]
+    );
+    assert_eq!(
+        fx.diagnostics("a.fake", "x\n", wait, wait),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        fx.diagnostics("a.fake", "error\nx\nerror", wait, wait),
+        ["bad line 0", "bad line 2"]
+    );
+    // The same text again answers at once from what is known.
+    let t = Instant::now();
+    assert_eq!(
+        fx.lsp
+            .diagnostics(&fx.file("a.fake"), "error\nx\nerror", t)
+            .len(),
+        2
+    );
+    let uri = claude_ide_bridge::paths::file_uri(fx.file("a.fake").to_str().unwrap());
+    let seen = || -> Vec<usize> {
+        let changes = fx.changes.lock().unwrap();
+        changes
+            .iter()
+            .filter(|c| c.uri == uri)
+            .map(|c| c.diagnostics.len())
+            .collect()
+    };
+    wait_for("three changes", Duration::from_secs(2), || {
+        seen().len() >= 3
+    });
+    assert_eq!(seen(), [1, 0, 2], "on_change once per change");
+    assert_eq!(fx.lsp.known().len(), 1);
+    let d = &fx.lsp.known()[0].diagnostics[1];
+    assert_eq!(
+        (d.severity.as_str(), d.source.as_deref(), d.code.clone()),
+        ("Error", Some("fake"), Some("E2".into()))
+    );
+    assert_eq!((d.range.start.line, d.range.end.character), (2, 5));
+    // The server's own requests got answers: one null per configuration item, MethodNotFound for the unknown.
+    let answers = std::fs::read_to_string(fx.state.path().join("answers")).unwrap();
+    let answers: Vec<serde_json::Value> = answers
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let cfg = answers.iter().find(|a| a["id"] == "cfg").unwrap();
+    assert_eq!(cfg["result"], serde_json::json!([null, null]));
+    let odd = answers.iter().find(|a| a["id"] == "odd").unwrap();
+    assert_eq!(odd["error"]["code"], -32601);
+    // initialize carried the bridge's pid and the workspace folder.
+    let init: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(fx.state.path().join("initialize"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
+    assert_eq!(init["processId"], std::process::id());
+    let folder = claude_ide_bridge::paths::file_uri(fx.ws.path().to_str().unwrap());
+    assert_eq!(init["workspaceFolders"][0]["uri"], folder.as_str());
+    fx.shutdown_leaves_nothing();
+    assert_eq!(fx.state_of("fake"), ServerState::Stopped);
+    // Nothing starts after shutdown; answers are what is known.
+    assert_eq!(
+        fx.lsp
+            .diagnostics(&fx.file("a.fake"), "error", Instant::now() + wait)
+            .len(),
+        2
+    );
+    assert_eq!(fx.starts().len(), 1);
+}
+
+#[test]
+fn pull_diagnostics_and_sync_without_waiting() {
+    let fx = fake("pull", |_| {});
+    let wait = Duration::from_secs(5);
+    // sync before the server is up: the text is sent once it is initialized.
+    fx.lsp.sync(&fx.file("b.fake"), "error\n");
+    assert_eq!(
+        fx.diagnostics("b.fake", "error\n", wait, wait),
+        ["bad line 0"]
+    );
+    assert_eq!(
+        fx.diagnostics("b.fake", "fine\n", wait, wait),
+        Vec::<String>::new()
+    );
+    fx.lsp.sync(&fx.file("b.fake"), "fine\nerror\n");
+    assert_eq!(
+        fx.diagnostics("b.fake", "fine\nerror\n", wait, wait),
+        ["bad line 1"]
+    );
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn formatting_applies_the_servers_utf16_edits() {
+    let fx = fake("good", |_| {});
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let formatted = fx
+        .lsp
+        .format(&fx.file("c.fake"), "a😀é  \nb \nc\n", deadline)
+        .unwrap();
+    assert_eq!(formatted.as_deref(), Some("a😀é\nb\nc\n"));
+    // A file of no language cannot be formatted this way.
+    assert_eq!(fx.lsp.format(&fx.file("c.txt"), "x ", deadline), Ok(None));
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn missing_server_answers_nothing_at_once() {
+    let fx = fake("good", |c| {
+        c.servers.push(Language {
+            id: "fake".into(),
+            extensions: vec!["fake".into()],
+            commands: vec![vec!["/nonexistent/surely-no-lsp".into()]],
+        })
+    });
+    let wait = Duration::from_secs(3);
+    assert!(fx
+        .diagnostics("a.fake", "error", wait, Duration::ZERO)
+        .is_empty());
+    assert_eq!(fx.state_of("fake"), ServerState::Missing);
+    assert_eq!(
+        fx.lsp
+            .format(&fx.file("a.fake"), "x", Instant::now() + wait),
+        Ok(None)
+    );
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn crash_at_start_restarts_with_backoff_then_gives_up() {
+    let fx = fake("crash-at-start", |_| {});
+    let wait = Duration::from_secs(3);
+    // Each call answers as soon as the server is seen gone, not at its deadline.
+    let end = Instant::now() + Duration::from_secs(20);
+    while !matches!(fx.state_of("fake"), ServerState::Failed(_)) {
+        assert!(Instant::now() < end, "never gave up: {:?}", fx.lsp.status());
+        assert!(fx
+            .diagnostics("a.fake", "error", wait, Duration::from_millis(500))
+            .is_empty());
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let starts = fx.starts();
+    assert_eq!(starts.len(), 4, "one start and three restarts: {starts:?}");
+    for (i, pair) in starts.windows(2).enumerate() {
+        let gap = pair[1].0 - pair[0].0;
+        let backoff = 0.2 * f64::from(1u32 << i);
+        assert!(
+            gap >= backoff * 0.9,
+            "restart {} after {gap:.3}s, backoff {backoff}s",
+            i + 1
+        );
+    }
+    let status = fx
+        .lsp
+        .status()
+        .into_iter()
+        .find(|s| s.languages == ["fake"])
+        .unwrap();
+    assert_eq!(status.restarts, 3);
+    assert!(
+        matches!(&status.state, ServerState::Failed(why) if why.contains("gave up")),
+        "{status:?}"
+    );
+    // Given up: no more starts.
+    std::thread::sleep(Duration::from_millis(2000));
+    fx.diagnostics("a.fake", "error", wait, Duration::from_millis(500));
+    assert_eq!(fx.starts().len(), 4);
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn crash_later_is_noticed_at_once_and_restarted() {
+    let fx = fake("crash-after-open", |_| {});
+    let wait = Duration::from_secs(3);
+    assert!(fx
+        .diagnostics("a.fake", "error", wait, Duration::from_secs(2))
+        .is_empty());
+    assert!(
+        matches!(fx.state_of("fake"), ServerState::Crashed(_)),
+        "{:?}",
+        fx.lsp.status()
+    );
+    std::thread::sleep(Duration::from_millis(250));
+    fx.diagnostics("a.fake", "error", wait, Duration::from_secs(2));
+    assert_eq!(fx.starts().len(), 2, "restarted once its backoff passed");
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn exit_after_initialize_counts_as_a_crash() {
+    let fx = fake("exit-after-init", |_| {});
+    let wait = Duration::from_secs(3);
+    assert!(fx.diagnostics("a.fake", "error", wait, wait).is_empty());
+    wait_for("the exit to be seen", Duration::from_secs(3), || {
+        matches!(fx.state_of("fake"), ServerState::Crashed(_))
+    });
+    wait_for("the exit in the log", Duration::from_secs(3), || {
+        fx.log_text().contains("exited; process status")
+    });
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn hung_initialize_is_bounded_by_the_start_wait_then_killed() {
+    let fx = fake("hang-init", |c| c.start_wait = Duration::from_millis(800));
+    let wait = Duration::from_millis(300);
+    assert!(fx
+        .diagnostics("a.fake", "error", wait, Duration::from_millis(800))
+        .is_empty());
+    assert_eq!(fx.state_of("fake"), ServerState::Starting);
+    let pid = fx.starts()[0].1;
+    // initialize_timeout is 2 s: then the server is killed and reaped.
+    wait_for(
+        "the hung server to be stopped",
+        Duration::from_secs(4),
+        || !alive(pid),
+    );
+    assert!(
+        matches!(fx.state_of("fake"), ServerState::Crashed(why) if why.contains("no answer to initialize")),
+        "{:?}",
+        fx.lsp.status()
+    );
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn hung_pull_answers_what_is_known_at_the_deadline() {
+    let fx = fake("hang-pull", |_| {});
+    let wait = Duration::from_millis(700);
+    // The first call waits for the start, then the deadline; the second only its deadline.
+    assert!(fx
+        .diagnostics("a.fake", "error", wait, Duration::from_secs(5))
+        .is_empty());
+    assert!(fx.diagnostics("a.fake", "error\n", wait, wait).is_empty());
+    assert_eq!(fx.state_of("fake"), ServerState::Running);
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn hung_shutdown_is_killed_with_its_children_after_the_grace() {
+    let fx = fake("hang-shutdown", |_| {});
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    let t = Instant::now();
+    fx.lsp.shutdown(Duration::from_secs(1));
+    assert!(
+        t.elapsed() <= Duration::from_secs(3) + SLACK,
+        "{:?}",
+        t.elapsed()
+    );
+    let pid = fx.starts()[0].1;
+    assert!(!alive(pid), "the server survived");
+    let grandchild: u32 = std::fs::read_to_string(fx.state.path().join("grandchild"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The grandchild is not ours to reap: it is gone once its reaper (init) has collected it.
+    wait_for(
+        "the server's own child to go",
+        Duration::from_secs(3),
+        || !alive(grandchild),
+    );
+}
+
+#[test]
+fn a_message_over_the_limit_stops_the_server() {
+    let fx = fake("huge", |c| c.limits.max_message_bytes = 1 << 20);
+    let wait = Duration::from_secs(3);
+    assert!(fx.diagnostics("a.fake", "error", wait, wait).is_empty());
+    wait_for(
+        "the server to be stopped",
+        Duration::from_secs(3),
+        || matches!(fx.state_of("fake"), ServerState::Crashed(why) if why.contains("over the limit")),
+    );
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn an_endless_flood_is_held_within_the_bounds() {
+    let fx = fake("flood", |c| {
+        c.limits.max_files = 50;
+        c.limits.max_total_diagnostics = 3000;
+        c.limits.max_diagnostics_per_file = 100;
+    });
+    let wait = Duration::from_millis(500);
+    fx.diagnostics("a.fake", "error", wait, Duration::from_secs(5));
+    let mut peak = (0, 0);
+    for _ in 0..20 {
+        let known = fx.lsp.known();
+        let total: usize = known.iter().map(|f| f.diagnostics.len()).sum();
+        assert!(known.iter().all(|f| f.diagnostics.len() <= 100));
+        peak = (peak.0.max(known.len()), peak.1.max(total));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(peak.0 <= 50 && peak.1 <= 3000, "{peak:?}");
+    assert!(peak.1 >= 1000, "the flood did arrive: {peak:?}");
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn garbage_output_stops_the_server_with_a_clear_reason() {
+    for (mode, reason) in [
+        ("garbage", "malformed header"),
+        ("short-length", "not a JSON-RPC message"),
+    ] {
+        let fx = fake(mode, |_| {});
+        let wait = Duration::from_secs(3);
+        assert!(fx.diagnostics("a.fake", "error", wait, wait).is_empty());
+        wait_for(
+            "the server to be stopped",
+            Duration::from_secs(3),
+            || matches!(fx.state_of("fake"), ServerState::Crashed(why) if why.contains(reason)),
+        );
+        wait_for("the reason in the log", Duration::from_secs(3), || {
+            fx.log_text().contains(reason)
+        });
+        fx.others_keep_working();
+        fx.shutdown_leaves_nothing();
+    }
+}
+
+#[test]
+fn a_length_too_long_leaves_answers_bounded_by_the_deadline() {
+    let fx = fake("long-length", |_| {});
+    let wait = Duration::from_millis(700);
+    assert!(fx
+        .diagnostics("a.fake", "error", wait, Duration::from_secs(5))
+        .is_empty());
+    assert!(fx.diagnostics("a.fake", "error\n", wait, wait).is_empty());
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn a_server_that_stops_reading_is_stopped_once_its_input_backs_up() {
+    let fx = fake("no-read", |c| c.limits.max_outbox_bytes = 1 << 20);
+    let wait = Duration::from_millis(300);
+    fx.diagnostics("a.fake", "first", wait, Duration::from_secs(5));
+    let big = "x".repeat(256 * 1024);
+    for i in 0..20 {
+        fx.lsp.sync(&fx.file("a.fake"), &format!("{big}{i}"));
+    }
+    wait_for("the server to be stopped", Duration::from_secs(5), || {
+        matches!(fx.state_of("fake"), ServerState::Crashed(_))
+    });
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+#[test]
+fn stderr_goes_to_the_log_within_its_budget() {
+    let fx = fake("stderr-flood", |c| c.limits.max_log_bytes = 100_000);
+    let wait = Duration::from_secs(10);
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    fx.shutdown_leaves_nothing();
+    let log = fx.log_text();
+    assert!(log.contains("noise noise"), "stderr reached the log");
+    assert!(log.contains("log limit reached"));
+    // The server wrote 24 MB; the log holds its budget plus the other lines.
+    assert!(log.len() < 100_000 + 10_000, "{}", log.len());
+}
