@@ -120,7 +120,7 @@ def main():
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": []}}, length_delta=+50)
                 sleep_forever()
             if MODE == "stderr-flood":
-                for _ in range(2000):
+                for _ in range(500):
                     sys.stderr.write("noise " * 2000 + "\n")
                 sys.stderr.flush()
             if not pull:

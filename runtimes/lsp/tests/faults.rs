@@ -461,6 +461,10 @@ fn an_endless_flood_is_held_within_the_bounds() {
     });
     let wait = Duration::from_millis(500);
     fx.diagnostics("a.fake", "error", wait, Duration::from_secs(5));
+    let total = || -> usize { fx.lsp.known().iter().map(|f| f.diagnostics.len()).sum() };
+    wait_for("the flood to arrive", Duration::from_secs(10), || {
+        total() >= 1000
+    });
     let mut peak = (0, 0);
     for _ in 0..20 {
         let known = fx.lsp.known();
@@ -470,7 +474,6 @@ fn an_endless_flood_is_held_within_the_bounds() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(peak.0 <= 50 && peak.1 <= 3000, "{peak:?}");
-    assert!(peak.1 >= 1000, "the flood did arrive: {peak:?}");
     fx.others_keep_working();
     fx.shutdown_leaves_nothing();
 }
@@ -537,6 +540,6 @@ fn stderr_goes_to_the_log_within_its_budget() {
     let log = fx.log_text();
     assert!(log.contains("noise noise"), "stderr reached the log");
     assert!(log.contains("log limit reached"));
-    // The server wrote 24 MB; the log holds its budget plus the other lines.
+    // The server wrote 6 MB; the log holds its budget plus the other lines.
     assert!(log.len() < 100_000 + 10_000, "{}", log.len());
 }
