@@ -13,7 +13,7 @@ cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 
 step "test dependencies"
-# Debian packages the tests drive: the real Vim (stdio example host), tmux (the real claude CLI),
+# Debian packages the tests drive: the real Vim (the plugin in editors/vim), tmux (the real claude CLI),
 # script (pseudo-terminal for the ask prompt), groff (renders the man page the program prints),
 # zsh and fish (load the completion scripts it prints; bash is there already).
 missing=()

@@ -1,125 +1,473 @@
-//! The Vim plugin (examples/vim/claude-ide-bridge.vim) in the real Vim, headless: it starts the
-//! bridge in --stdio mode, pushes a selection, shows an openDiff with :diffsplit and accepts it
-//! with :ClaudeAccept.
+//! The Vim plugin (editors/vim) in the real Vim, in tmux, loaded as a package from a temporary
+//! HOME, against the test WebSocket client playing claude: the lock file, selection tracking,
+//! `:ClaudeCodeSend`, open editors, `saveDocument`, diffs (`:w` with the user's edits, `:q`,
+//! `close_tab`, a dirty buffer, a new file), `openFile`, the terminal launcher, and the bridge gone
+//! with its lock file when Vim quits.
 
 mod common;
 
 use std::fs;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{json, Value};
 
+const PLUGIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../editors/vim");
+
+/// Vim in a private tmux server, with the plugin in `~/.vim/pack/claude/start`.
+struct Vim {
+    socket: PathBuf,
+    log: PathBuf,
+    out: PathBuf,
+    evals: u32,
+}
+
+impl Vim {
+    fn start(sb: &Sandbox, file: &Path, vimrc_extra: &str) -> Vim {
+        let pack = sb.home.join(".vim/pack/claude/start");
+        fs::create_dir_all(&pack).unwrap();
+        std::os::unix::fs::symlink(
+            fs::canonicalize(PLUGIN).unwrap(),
+            pack.join("claude-ide-bridge"),
+        )
+        .unwrap();
+        fs::write(
+            sb.home.join(".vimrc"),
+            format!(
+                "set nocompatible hidden cmdheight=3 shortmess+=I\n\
+                 let g:claude_ide_bridge_cmd = '{BIN}'\n\
+                 let g:claude_ide_bridge_log = '{log}'\n{vimrc_extra}\n",
+                log = sb.root().join("lines.log").display()
+            ),
+        )
+        .unwrap();
+        let vim = Vim {
+            socket: sb.root().join("tmux.sock"),
+            log: sb.root().join("lines.log"),
+            out: sb.root().join("eval"),
+            evals: 0,
+        };
+        let cmd = format!(
+            "env HOME='{}' CLAUDE_CONFIG_DIR='{}' NO_COLOR=1 vim -i NONE '{}'",
+            sb.home.display(),
+            sb.config.display(),
+            file.display()
+        );
+        vim.tmux(&[
+            "new-session",
+            "-d",
+            "-x",
+            "160",
+            "-y",
+            "45",
+            "-c",
+            &sb.ws.to_string_lossy(),
+            &cmd,
+        ]);
+        vim
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    fn text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "0", "-l", text]);
+    }
+
+    /// Types an Ex command (from Normal mode) and Enter.
+    fn ex(&self, cmd: &str) {
+        self.keys(&["Escape"]);
+        self.text(&format!(":{cmd}"));
+        self.keys(&["Enter"]);
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "0"])
+    }
+
+    /// What a failure shows: the screen and the plugin's last protocol lines.
+    fn diag(&self) -> String {
+        let log = fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        format!(
+            "screen:\n{}\nlast lines:\n{}",
+            self.screen(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )
+    }
+
+    /// The value of a Vim expression (legacy syntax), through a file Vim writes.
+    fn eval(&mut self, expr: &str) -> Value {
+        self.evals += 1;
+        let path = self.out.with_extension(self.evals.to_string());
+        self.ex(&format!(
+            "call writefile([json_encode({expr})], '{}')",
+            path.display()
+        ));
+        let give_up = Instant::now() + WAIT;
+        loop {
+            if let Ok(text) = fs::read_to_string(&path) {
+                if let Ok(v) = serde_json::from_str(text.trim()) {
+                    return v;
+                }
+            }
+            assert!(
+                Instant::now() < give_up,
+                "vim did not evaluate {expr}; {}",
+                self.diag()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Polls `expr` until `ok` holds for its value; returns it.
+    fn wait_eval(&mut self, expr: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        let give_up = Instant::now() + WAIT;
+        loop {
+            let v = self.eval(expr);
+            if ok(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < give_up,
+                "{expr} stayed {v}; {}",
+                self.diag()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Vim {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+fn tools_missing() -> bool {
+    for (tool, version) in [("vim", "--version"), ("tmux", "-V")] {
+        if Command::new(tool).arg(version).output().is_err() {
+            eprintln!("SKIPPED: {tool} is not installed (scripts/test-all.sh installs it)");
+            return true;
+        }
+    }
+    false
+}
+
+fn wait_lock(sb: &Sandbox) -> PathBuf {
+    let give_up = Instant::now() + WAIT;
+    loop {
+        if let Some(p) = fs::read_dir(sb.lock_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "lock"))
+        {
+            if fs::read_to_string(&p).is_ok_and(|t| t.contains("authToken")) {
+                return p;
+            }
+        }
+        assert!(Instant::now() < give_up, "no lock file appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn connect(lock: &Path) -> Client {
+    let port: u16 = lock.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let v: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
+    let (status, c) = client::connect(port, v["authToken"].as_str());
+    assert_eq!(status, 101);
+    let mut c = c.unwrap();
+    c.init();
+    c
+}
+
+/// The next notification `method` whose params satisfy `ok`.
+fn notification(c: &mut Client, method: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    c.recv_until(WAIT, |v| v["method"] == method && ok(&v["params"]))
+        .unwrap_or_else(|| panic!("no matching {method}"))["params"]
+        .clone()
+}
+
+fn range(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
+    json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2},
+           "isEmpty": (l1, c1) == (l2, c2)})
+}
+
+/// Calls a tool until its JSON answer satisfies `ok` (what Vim reports is debounced).
+fn call_until(c: &mut Client, name: &str, args: Value, ok: impl Fn(&Value) -> bool) -> Value {
+    let give_up = Instant::now() + WAIT;
+    loop {
+        let v = json_of(&call(c, name, args.clone()));
+        if ok(&v) {
+            return v;
+        }
+        assert!(Instant::now() < give_up, "{name} stayed {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn proposal_count(vim: &mut Vim) -> u64 {
+    vim.eval(&format!(
+        "len(filter(getbufinfo(), {{_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}}))"
+    ))
+    .as_u64()
+    .unwrap()
+}
+
 #[test]
-fn vim_plugin_end_to_end() {
-    if Command::new("vim").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: vim is not installed (apt-get install -y vim)");
+fn vim_plugin_with_a_scripted_claude() {
+    if tools_missing() {
         return;
     }
     let sb = Sandbox::new();
-    let file = sb.ws.join("a.txt");
-    fs::write(&file, "one\ntwo\n").unwrap();
-    let plugin = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/vim/claude-ide-bridge.vim"
-    );
-    let port_file = sb.root().join("port");
-    let done = sb.root().join("done");
-    let driver = sb.root().join("driver.vim");
-    fs::write(
-        &driver,
-        format!(
-            r#"vim9script
-g:claude_ide_bridge_cmd = '{bin}'
-source {plugin}
-execute 'ClaudeBridgeStart {ws}'
-var n = 0
-while g:claude_bridge_port == 0 && n < 100
-  sleep 100m
-  n += 1
-endwhile
-edit {file}
-execute ':1,1ClaudeSelection'
-sleep 200m
-writefile([string(g:claude_bridge_port)], '{port_file}')
-n = 0
-while empty(g:claude_pending) && n < 150
-  sleep 100m
-  n += 1
-endwhile
-ClaudeAccept
-sleep 300m
-writefile(['done'], '{done}')
-qa!
-"#,
-            bin = BIN,
-            plugin = plugin,
-            ws = sb.ws.display(),
-            file = file.display(),
-            port_file = port_file.display(),
-            done = done.display(),
-        ),
-    )
-    .unwrap();
-    let env = sb.command();
-    let mut vim = Command::new("vim")
-        .args(["-Nu", "NONE", "-i", "NONE", "-es", "-S"])
-        .arg(&driver)
-        .envs(
-            env.get_envs()
-                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
-        )
-        .current_dir(&sb.ws)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let give_up = Instant::now() + Duration::from_secs(20);
-    while !port_file.exists() {
-        assert!(Instant::now() < give_up, "vim did not start the bridge");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let port: u16 = fs::read_to_string(&port_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(port > 0);
-    let lock = sb.lock_dir().join(format!("{port}.lock"));
+    let a = sb.ws.join("a.txt");
+    let b = sb.ws.join("b.txt");
+    fs::write(&a, "one\ntwo three\nfour\n").unwrap();
+    fs::write(&b, "bee\n").unwrap();
+    let mut vim = Vim::start(&sb, &a, "");
+    let a_s = a.to_string_lossy().to_string();
+    let b_s = b.to_string_lossy().to_string();
+
+    // :ClaudeCodeStart: the lock file appears, for Vim and this workspace.
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
     let lockv: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
     assert_eq!(lockv["ideName"], "Vim");
-    let (_, c) = client::connect(port, lockv["authToken"].as_str());
-    let mut c = c.unwrap();
-    c.init();
-    let sel = json_of(&call(&mut c, "getCurrentSelection", json!({})));
-    assert_eq!(sel["success"], true, "{sel}");
-    assert_eq!(sel["text"], "one");
-    assert_eq!(sel["filePath"], json!(file.to_string_lossy()));
-    let id = c.call_tool(
-        "openDiff",
-        open_diff_args(&file, "one\nTWO\nthree\n", "vim tab"),
+    assert_eq!(lockv["workspaceFolders"], json!([sb.ws.to_string_lossy()]));
+    let mut c = connect(&lock);
+
+    // The cursor: an empty selection at its 0-based position.
+    vim.keys(&["Escape", "j", "w"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["selection"]["start"] == json!({"line": 1, "character": 4})
+    });
+    assert_eq!(sel["filePath"], json!(a_s));
+    assert_eq!(sel["text"], "");
+    assert_eq!(sel["selection"], range(1, 4, 1, 4));
+    // A characterwise selection: "three", the end exclusive.
+    vim.keys(&["v", "e"]);
+    let sel = notification(&mut c, "selection_changed", |p| p["text"] != "");
+    assert_eq!(sel["text"], "three");
+    assert_eq!(sel["selection"], range(1, 4, 1, 9));
+    assert_eq!(sel["filePath"], json!(a_s));
+    // Linewise, then :'<,'>ClaudeCodeSend.
+    vim.keys(&["Escape", "g", "g", "V", "j"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["text"].as_str().is_some_and(|t| t.contains('\n'))
+    });
+    assert_eq!(sel["text"], "one\ntwo three");
+    assert_eq!(sel["selection"], range(0, 0, 1, 9));
+    vim.text(":ClaudeCodeSend");
+    vim.keys(&["Enter"]);
+    let m = notification(&mut c, "at_mentioned", |_| true);
+    assert_eq!(m["filePath"], json!(a_s));
+    assert_eq!((m["lineStart"].clone(), m["lineEnd"].clone()), (json!(0), json!(1)));
+    // :ClaudeCodeAdd with a 1-based range.
+    vim.ex("ClaudeCodeAdd b.txt 1 1");
+    let m = notification(&mut c, "at_mentioned", |p| p["filePath"] == json!(b_s));
+    assert_eq!((m["lineStart"].clone(), m["lineEnd"].clone()), (json!(0), json!(0)));
+    // getCurrentSelection is what Vim reported last.
+    let cur = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+    assert_eq!(cur["filePath"], json!(a_s));
+
+    // Open editors: both buffers, b.txt active and dirty; saveDocument writes it.
+    vim.ex("edit b.txt");
+    vim.keys(&["i", "x", "Escape"]);
+    let editors = call_until(&mut c, "getOpenEditors", json!({}), |v| {
+        v["tabs"].as_array().is_some_and(|t| {
+            t.len() == 2 && t.iter().any(|t| t["label"] == "b.txt" && t["isDirty"] == true)
+        })
+    });
+    let tabs = editors["tabs"].as_array().unwrap();
+    let tab_a = tabs.iter().find(|t| t["label"] == "a.txt").unwrap();
+    let tab_b = tabs.iter().find(|t| t["label"] == "b.txt").unwrap();
+    assert_eq!(tab_a["uri"], json!(format!("file://{a_s}")));
+    assert_eq!((&tab_a["isActive"], &tab_a["isDirty"]), (&json!(false), &json!(false)));
+    assert_eq!(tab_b["isActive"], true);
+    assert_eq!(tab_b["languageId"], "plaintext");
+    assert_eq!(tab_b["lineCount"], 1);
+    let dirty = json_of(&call(&mut c, "checkDocumentDirty", json!({"filePath": b_s})));
+    assert_eq!(dirty["isDirty"], true);
+    let saved = json_of(&call(&mut c, "saveDocument", json!({"filePath": b_s})));
+    assert_eq!(saved["saved"], true, "{saved}");
+    assert_eq!(fs::read_to_string(&b).unwrap(), "xbee\n");
+    let dirty = json_of(&call(&mut c, "checkDocumentDirty", json!({"filePath": b_s})));
+    assert_eq!(dirty["isDirty"], false);
+
+    // openDiff: shown beside the file, the focus stays where it was; the user edits the
+    // proposal and :w accepts the edited text.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "one\nTWO\nthree\n", "tab one"));
+    let before = vim.eval("win_getid()");
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    assert_eq!(proposal_count(&mut vim), 1);
+    assert_eq!(vim.eval("win_getid()"), before, "the focus moved");
+    assert_eq!(
+        vim.eval("getwinvar(bufwinnr(bufnr('a.txt')), '&diff')"),
+        1,
+        "a.txt is not in diff mode"
     );
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("%s/three/THREE/");
+    vim.ex("w");
     let r = c
-        .recv_until(Duration::from_secs(20), |v| v["id"] == json!(id))
-        .expect("vim answered");
-    assert_eq!(texts(&r), ["FILE_SAVED", "one\nTWO\nthree\n"]);
-    // claude writes FILE_SAVED contents itself; until it does, the file is as it was.
-    assert_eq!(fs::read_to_string(&file).unwrap(), "one\ntwo\n");
-    let give_up = Instant::now() + Duration::from_secs(20);
-    loop {
-        if vim.try_wait().unwrap().is_some() {
-            break;
-        }
-        assert!(Instant::now() < give_up, "vim did not quit");
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("an answer");
+    assert_eq!(texts(&r), ["FILE_SAVED", "one\nTWO\nTHREE\n"]);
+    vim.wait_eval("len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))", |v| {
+        v == 0
+    });
+    assert_eq!(vim.eval("&diff"), 0);
+    // claude writes the file itself: the buffer shows it.
+    fs::write(&a, "one\nTWO\nTHREE\n").unwrap();
+    vim.wait_eval("getbufline(bufnr('a.txt'), 1, '$')", |v| {
+        v == &json!(["one", "TWO", "THREE"])
+    });
+
+    // :q in the proposal rejects.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "nope\n", "tab two"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("q");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["DIFF_REJECTED", "tab two"]);
+    assert_eq!(fs::read_to_string(&a).unwrap(), "one\nTWO\nTHREE\n");
+
+    // close_tab from claude closes the windows.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "closed\n", "tab three"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let close = c.call_tool("close_tab", json!({"tab_name": "tab three"}));
+    let got = responses(&mut c, &[id, close]);
+    assert_eq!(texts(&got[&close]), ["TAB_CLOSED"]);
+    assert_eq!(texts(&got[&id])[0], "DIFF_REJECTED");
+    vim.wait_eval("len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))", |v| {
+        v == 0
+    });
+
+    // A buffer with unsaved changes is not diffed.
+    vim.ex("buffer a.txt");
+    vim.keys(&["O", "mine", "Escape"]);
+    let r = call(&mut c, "openDiff", open_diff_args(&a, "theirs\n", "tab four"));
+    assert!(is_error(&r), "{r}");
+    assert!(texts(&r)[0].contains("unsaved changes"), "{r}");
+    assert_eq!(proposal_count(&mut vim), 0);
+    vim.ex("edit!");
+
+    // A new file: against an empty buffer; :ClaudeCodeDiffAccept accepts it as proposed.
+    let new = sb.ws.join("new.txt");
+    let id = c.call_tool("openDiff", open_diff_args(&new, "fresh\n", "tab five"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    assert_eq!(
+        vim.eval("getbufline(bufnr('(new file'), 1, '$')"),
+        json!([""])
+    );
+    vim.ex("ClaudeCodeDiffAccept");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", "fresh\n"]);
+    assert!(!new.exists(), "Vim must leave the writing to claude");
+    vim.wait_eval("bufnr('(new file')", |v| v == -1);
+
+    // openFile selects startText..endText.
+    let r = call(
+        &mut c,
+        "openFile",
+        json!({"filePath": b_s, "startText": "bee", "endText": "bee"}),
+    );
+    assert_eq!(texts(&r), [format!("Opened file: {b_s}")]);
+    assert_eq!(vim.eval("expand('%:t')"), "b.txt");
+    assert_eq!(
+        vim.eval("[line(\"'<\"), col(\"'<\"), line(\"'>\"), col(\"'>\")]"),
+        json!([1, 2, 1, 4])
+    );
+
+    // :ClaudeCodeStatus tells the port, the lock file and the client.
+    vim.ex("ClaudeCodeStatus");
+    let give_up = Instant::now() + WAIT;
+    while !vim.screen().contains("connected clients: 1") {
+        assert!(Instant::now() < give_up, "status: {}", vim.screen());
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(done.exists());
-    // Vim gone: the bridge's stdin closed, it stopped and removed its lock file.
+    assert!(vim.screen().contains(&lock.to_string_lossy().to_string()));
+
+    // Vim quits: the bridge stops and removes its lock file.
+    vim.ex("qa!");
+    assert!(c.closed_within(WAIT), "the bridge kept the connection");
     let give_up = Instant::now() + WAIT;
     while lock.exists() {
         assert!(Instant::now() < give_up, "lock file left behind");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn vim_claude_code_opens_the_terminal() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    // The terminal runs a stand-in for claude that shows what it was given.
+    let fake = sb.root().join("fake-claude");
+    fs::write(
+        &fake,
+        "#!/bin/sh\necho \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION ARGS=$*\"\nexec sleep 60\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut vim = Vim::start(
+        &sb,
+        &a,
+        &format!(
+            "let g:claude_ide_bridge_terminal_cmd = '{}'\nlet g:claude_ide_bridge_split_side = 'left'",
+            fake.display()
+        ),
+    );
+    vim.ex("ClaudeCode --resume");
+    let lock = wait_lock(&sb);
+    let port = lock.file_stem().unwrap().to_string_lossy().to_string();
+    let give_up = Instant::now() + WAIT;
+    while !vim
+        .screen()
+        .contains(&format!("PORT={port} IDE=true ARGS=--resume"))
+    {
+        assert!(Instant::now() < give_up, "screen:\n{}", vim.screen());
         std::thread::sleep(Duration::from_millis(50));
+    }
+    // On the left, focused, then hidden by a second :ClaudeCode, shown again by a third.
+    vim.keys(&["C-w", "N"]);
+    assert_eq!(vim.eval("[&buftype, winnr()]"), json!(["terminal", 1]));
+    vim.ex("ClaudeCode");
+    vim.wait_eval("winnr('$')", |v| v == 1);
+    assert_eq!(vim.eval("&buftype"), "");
+    vim.ex("ClaudeCode");
+    vim.keys(&["C-w", "N"]);
+    vim.wait_eval("[winnr('$'), &buftype]", |v| v == &json!([2, "terminal"]));
+    // Vim quits with the terminal running: everything stops.
+    vim.keys(&["C-w", "N"]);
+    vim.ex("qa!");
+    let give_up = Instant::now() + WAIT;
+    while lock.exists() {
+        assert!(Instant::now() < give_up, "lock file left behind");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -1,0 +1,265 @@
+vim9script
+# claude-ide-bridge for Vim: the bridge process (`claude-ide-bridge serve --stdio`), its JSON-lines
+# protocol (docs/stdio.md in the claude-ide-bridge repository) and the entry points of the commands.
+# See :help claude-ide-bridge.
+
+import autoload 'claude_ide_bridge/context.vim'
+import autoload 'claude_ide_bridge/diff.vim'
+import autoload 'claude_ide_bridge/files.vim'
+import autoload 'claude_ide_bridge/terminal.vim'
+
+var job: job = null_job
+var port = 0
+var lock_file = ''
+var folders: list<string> = []
+var clients: dict<dict<any>> = {}
+var waiting: list<any> = []
+var stderr_tail: list<string> = []
+var last_error = ''
+var stopping = false
+
+# ---- options and messages ----
+
+# The value of g:claude_ide_bridge_{name}, or `default`.
+export def Option(name: string, default: any): any
+  return get(g:, 'claude_ide_bridge_' .. name, default)
+enddef
+
+# Reports an error once: the same message again is not repeated until another one was shown.
+export def Error(msg: string)
+  if msg ==# last_error
+    return
+  endif
+  last_error = msg
+  echohl ErrorMsg
+  echomsg 'claude-ide-bridge: ' .. msg
+  echohl None
+enddef
+
+export def Info(msg: string)
+  echomsg 'claude-ide-bridge: ' .. msg
+enddef
+
+# ---- the bridge process ----
+
+export def Running(): bool
+  return job_status(job) ==# 'run' && port > 0
+enddef
+
+export def Port(): number
+  return port
+enddef
+
+export def Folders(): list<string>
+  return folders
+enddef
+
+export def Connected(): bool
+  return !empty(filter(values(clients), (_, c) => c.initialized))
+enddef
+
+def WorkspaceFolders(): list<string>
+  var w = Option('workspace', [])
+  var list = type(w) == v:t_list ? copy(w) : [w]
+  if empty(list)
+    list = [getcwd()]
+  endif
+  return map(list, (_, d) => fnamemodify(expand(d), ':p:s?/$??'))
+enddef
+
+# Starts the bridge unless it runs; `Then` (a function without arguments, or 0) is called once it
+# is ready (at once when it already is). Returns false when it could not start.
+export def Start(Then: any = 0): bool
+  if job_status(job) ==# 'run'
+    if type(Then) == v:t_func
+      if port > 0
+        Then()
+      else
+        add(waiting, Then)
+      endif
+    endif
+    return true
+  endif
+  var cmd = Option('cmd', 'claude-ide-bridge')
+  var argv: list<string> = type(cmd) == v:t_list ? copy(cmd) : [cmd]
+  if !executable(argv[0])
+    Error(argv[0] .. ' was not found: install it (:help claude-ide-bridge-install) or set g:claude_ide_bridge_cmd')
+    return false
+  endif
+  folders = WorkspaceFolders()
+  argv += ['serve', '--stdio', '--ide-name', Option('ide_name', 'Vim')]
+  for f in folders
+    argv += ['--workspace', f]
+  endfor
+  argv += Option('args', [])
+  port = 0
+  lock_file = ''
+  clients = {}
+  stderr_tail = []
+  last_error = ''
+  stopping = false
+  waiting = type(Then) == v:t_func ? [Then] : []
+  job = job_start(argv, {
+    in_mode: 'raw',
+    out_mode: 'nl', out_cb: (_, line) => OnLine(line),
+    err_mode: 'nl', err_cb: (_, line) => OnStderr(line),
+    exit_cb: (_, status) => OnExit(status),
+    stoponexit: 'term',
+  })
+  if job_status(job) !=# 'run'
+    Error('could not start ' .. join(argv))
+    return false
+  endif
+  augroup claude_ide_bridge_exit
+    autocmd!
+    autocmd VimLeavePre * Stop()
+  augroup END
+  return true
+enddef
+
+# Stops the bridge: it answers pending diffs as rejected and removes its lock file.
+export def Stop()
+  if job_status(job) ==# 'run'
+    stopping = true
+    ch_close_in(job_getchannel(job))
+  endif
+enddef
+
+# With g:claude_ide_bridge_log set to a file name, every line to and from the bridge is appended
+# to that file.
+def Log(dir: string, line: string)
+  var file = Option('log', '')
+  if file !=# ''
+    writefile([strftime('%H:%M:%S ') .. dir .. ' ' .. line], file, 'a')
+  endif
+enddef
+
+export def Send(msg: dict<any>)
+  if job_status(job) ==# 'run'
+    var line = json_encode(msg)
+    Log('->', line)
+    ch_sendraw(job_getchannel(job), line .. "\n")
+  endif
+enddef
+
+# Answers a tool call: {text: ...}, {error: ...} or {result: ...}.
+export def Respond(id: number, answer: dict<any>)
+  Send(extend({type: 'respond', id: id}, answer))
+enddef
+
+export def RespondJson(id: number, value: any)
+  Respond(id, {text: json_encode(value)})
+enddef
+
+def OnStderr(line: string)
+  Log('stderr', line)
+  add(stderr_tail, line)
+  if len(stderr_tail) > 30
+    remove(stderr_tail, 0)
+  endif
+enddef
+
+def OnExit(status: number)
+  var was_ready = port > 0
+  port = 0
+  clients = {}
+  waiting = []
+  context.Detach()
+  diff.CloseAll()
+  if !stopping
+    var why = empty(stderr_tail) ? '' : ': ' .. stderr_tail[-1]
+    Error('the bridge exited with status ' .. status .. (was_ready ? '' : ' before it was ready') .. why
+      .. ' (see :ClaudeCodeStatus, and run `claude-ide-bridge doctor`)')
+  endif
+  stopping = false
+enddef
+
+def OnLine(line: string)
+  Log('<-', line)
+  var msg: any
+  try
+    msg = json_decode(line)
+  catch
+    return
+  endtry
+  if type(msg) != v:t_dict || !has_key(msg, 'type')
+    return
+  endif
+  var kind = msg.type
+  if kind ==# 'ready'
+    port = msg.port
+    lock_file = msg.lockFile == v:null ? '' : msg.lockFile
+    context.Attach()
+    var todo = waiting
+    waiting = []
+    for F in todo
+      F()
+    endfor
+  elseif kind ==# 'connected'
+    clients[string(msg.conn)] = {initialized: false, protocolVersion: ''}
+  elseif kind ==# 'initialized'
+    clients[string(msg.conn)] = {initialized: true, protocolVersion: msg.protocolVersion}
+    context.Resend()
+  elseif kind ==# 'disconnected'
+    remove(clients, string(msg.conn))
+  elseif kind ==# 'tool_call'
+    OnToolCall(msg)
+  elseif kind ==# 'cancelled'
+    diff.Cancel(msg.id, msg.reason)
+  elseif kind ==# 'error'
+    Error('the bridge refused a line: ' .. msg.message)
+  endif
+enddef
+
+# Windows cannot change while the command line or a prompt is active: a tool call arriving then
+# waits until Vim is back in a mode that allows it.
+def OnToolCall(msg: dict<any>)
+  if mode() =~# '^[cr]'
+    timer_start(50, (_) => OnToolCall(msg))
+    return
+  endif
+  var args = get(msg, 'arguments', {})
+  try
+    if msg.name ==# 'openDiff'
+      diff.Open(msg.id, args)
+    elseif msg.name ==# 'openFile'
+      files.OpenFile(msg.id, args)
+    elseif msg.name ==# 'open_files'
+      files.OpenFiles(msg.id, args)
+    elseif msg.name ==# 'saveDocument'
+      files.Save(msg.id, args)
+    else
+      Respond(msg.id, {error: msg.name .. ' is not available in Vim'})
+    endif
+  catch
+    Respond(msg.id, {error: 'Vim could not ' .. msg.name .. ': ' .. v:exception})
+    Error(msg.name .. ' failed: ' .. v:exception)
+  endtry
+enddef
+
+# ---- :ClaudeCodeStatus ----
+
+export def Status()
+  var lines: list<string> = []
+  if job_status(job) !=# 'run'
+    lines += ['bridge: not running (:ClaudeCodeStart or :ClaudeCode starts it)']
+  elseif port == 0
+    lines += ['bridge: starting (pid ' .. job_info(job).process .. ')']
+  else
+    lines += ['bridge: running, pid ' .. job_info(job).process .. ', port ' .. port]
+    lines += ['lock file: ' .. (empty(lock_file) ? 'none'
+      : lock_file .. (filereadable(lock_file) ? '' : ' (MISSING: run `claude-ide-bridge doctor`)'))]
+    lines += ['workspace: ' .. join(folders, ', ')]
+    var conns = mapnew(items(clients), (_, kv) => '#' .. kv[0] .. (kv[1].initialized ? '' : ' (handshake)'))
+    lines += ['connected clients: ' .. (empty(conns) ? 'none' : len(conns) .. ' (' .. join(conns, ', ') .. ')')]
+  endif
+  lines += ['claude terminal: ' .. terminal.Describe()]
+  var pending = diff.Pending()
+  lines += ['pending diffs: ' .. (empty(pending) ? 'none' : len(pending) .. ' (' .. join(pending, ', ') .. ')')]
+  if !empty(stderr_tail)
+    lines += ['last bridge log line: ' .. stderr_tail[-1]]
+  endif
+  for l in lines
+    echo l
+  endfor
+enddef

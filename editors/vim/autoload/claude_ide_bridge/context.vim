@@ -1,0 +1,414 @@
+vim9script
+# What Vim tells claude without being asked: the selection (`selection_changed`, debounced), the
+# open buffers (`open_editors`), at-mentions (`at_mentioned`) and, when ALE or vim-lsp runs, their
+# diagnostics (`diagnostics`).
+
+import autoload 'claude_ide_bridge.vim' as bridge
+import autoload 'claude_ide_bridge/terminal.vim'
+
+var sel_timer = 0
+var editors_timer = 0
+var demote_timer = 0
+var pending_sel: dict<any> = {}
+var last_sel = ''
+var last_editors = ''
+var last_diags: dict<string> = {}
+var active_buf = -1
+
+# ---- helpers ----
+
+# A buffer that is a file: a normal buffer with a name (not the terminal, a diff's proposal, help).
+export def IsFileBuf(buf: number): bool
+  return buf > 0 && bufexists(buf) && getbufvar(buf, '&buftype') ==# '' && bufname(buf) !=# ''
+enddef
+
+export def FullPath(buf: number): string
+  return fnamemodify(bufname(buf), ':p')
+enddef
+
+# The buffer of a file, or -1.
+export def BufOf(path: string): number
+  var want = fnamemodify(path, ':p')
+  for b in getbufinfo()
+    if b.name !=# '' && fnamemodify(b.name, ':p') ==# want
+      return b.bufnr
+    endif
+  endfor
+  return -1
+enddef
+
+def Utf8(cp: number): list<number>
+  if cp < 0x80
+    return [cp]
+  elseif cp < 0x800
+    return [0xC0 + cp / 64, 0x80 + cp % 64]
+  elseif cp < 0x10000
+    return [0xE0 + cp / 4096, 0x80 + cp / 64 % 64, 0x80 + cp % 64]
+  endif
+  return [0xF0 + cp / 262144, 0x80 + cp / 4096 % 64, 0x80 + cp / 64 % 64, 0x80 + cp % 64]
+enddef
+
+# file:// URI of an absolute path, percent-encoded byte by byte.
+export def Uri(path: string): string
+  var out = 'file://'
+  for ch in split(path, '\zs')
+    if ch =~# '^[A-Za-z0-9/._~!$&''()*+,;=:@-]$'
+      out ..= ch
+    else
+      for byte in Utf8(char2nr(ch))
+        out ..= printf('%%%02X', byte)
+      endfor
+    endif
+  endfor
+  return out
+enddef
+
+const LANGUAGES = {sh: 'shellscript', bash: 'shellscript', zsh: 'shellscript', cs: 'csharp',
+  text: 'plaintext', '': 'plaintext', javascriptreact: 'javascriptreact', typescriptreact: 'typescriptreact',
+  dockerfile: 'dockerfile', make: 'makefile', tex: 'latex', objc: 'objective-c', objcpp: 'objective-cpp'}
+
+export def LanguageId(buf: number): string
+  var ft = getbufvar(buf, '&filetype')
+  return get(LANGUAGES, ft, ft)
+enddef
+
+# 0-based character index of byte column `col` (1-based) in `line`.
+def CharIndex(line: string, col: number): number
+  if col <= 1
+    return 0
+  endif
+  if col > strlen(line)
+    return strchars(line)
+  endif
+  return charidx(line, col - 1)
+enddef
+
+# ---- selection ----
+
+def Snapshot(): dict<any>
+  var buf = bufnr()
+  if !IsFileBuf(buf)
+    return {}
+  endif
+  var m = mode()
+  if m =~# "^[vV\<C-v>]"
+    var a = getpos('v')
+    var b = getpos('.')
+    if a[1] > b[1] || (a[1] == b[1] && a[2] > b[2])
+      [a, b] = [b, a]
+    endif
+    if m[0] ==# "\<C-v>"
+      var c1 = min([a[2], b[2]])
+      var c2 = max([a[2], b[2]])
+      return {buf: buf, kind: 'block', l1: a[1], c1: c1, l2: b[1], c2: c2}
+    endif
+    return {buf: buf, kind: m[0], l1: a[1], c1: a[2], l2: b[1], c2: b[2]}
+  endif
+  return {buf: buf, kind: 'cursor', l1: line('.'), c1: col('.'), l2: line('.'), c2: col('.')}
+enddef
+
+def Pos(line: number, character: number): dict<number>
+  return {line: line, character: character}
+enddef
+
+def SelectionMsg(s: dict<any>): dict<any>
+  if !bufexists(s.buf) || !bufloaded(s.buf)
+    return {}
+  endif
+  var lines = getbufline(s.buf, s.l1, s.l2)
+  if empty(lines)
+    return {}
+  endif
+  var start: dict<number>
+  var end: dict<number>
+  var text = ''
+  if s.kind ==# 'cursor'
+    start = Pos(s.l1 - 1, CharIndex(lines[0], s.c1))
+    end = start
+  elseif s.kind ==# 'V'
+    start = Pos(s.l1 - 1, 0)
+    end = Pos(s.l2 - 1, strchars(lines[-1]))
+    text = join(lines, "\n")
+  elseif s.kind ==# 'v'
+    # the end column is inclusive in Vim: include its whole (possibly multibyte) character
+    var last = lines[-1]
+    var stop = s.c2 > strlen(last) ? strlen(last) : s.c2 - 1 + strlen(strcharpart(strpart(last, s.c2 - 1), 0, 1))
+    start = Pos(s.l1 - 1, CharIndex(lines[0], s.c1))
+    end = Pos(s.l2 - 1, CharIndex(last, stop + 1))
+    if len(lines) == 1
+      text = strpart(lines[0], s.c1 - 1, stop - s.c1 + 1)
+    else
+      text = join([strpart(lines[0], s.c1 - 1)] + lines[1 : -2] + [strpart(last, 0, stop)], "\n")
+    endif
+  else
+    start = Pos(s.l1 - 1, CharIndex(lines[0], s.c1))
+    end = Pos(s.l2 - 1, CharIndex(lines[-1], s.c2 + 1))
+    text = join(mapnew(lines, (_, l) => strpart(l, s.c1 - 1, s.c2 - s.c1 + 1)), "\n")
+  endif
+  return {type: 'selection_changed', filePath: FullPath(s.buf), text: text,
+    selection: {start: start, end: end}}
+enddef
+
+def SendSelection(force: bool = false)
+  sel_timer = 0
+  if empty(pending_sel)
+    return
+  endif
+  var msg = SelectionMsg(pending_sel)
+  if empty(msg)
+    return
+  endif
+  var enc = json_encode(msg)
+  if enc ==# last_sel && !force
+    return
+  endif
+  last_sel = enc
+  bridge.Send(msg)
+enddef
+
+# Called on cursor moves: remembers where the selection is now, sends it after the debounce.
+def Track()
+  var buf = bufnr()
+  if IsFileBuf(buf) && buf != active_buf
+    active_buf = buf
+    ScheduleEditors()
+  endif
+  if !bridge.Option('track_selection', true)
+    return
+  endif
+  var snap = Snapshot()
+  if empty(snap)
+    return
+  endif
+  pending_sel = snap
+  if sel_timer != 0
+    timer_stop(sel_timer)
+  endif
+  sel_timer = timer_start(bridge.Option('selection_debounce_ms', 100), (_) => SendSelection())
+enddef
+
+# Leaving visual mode: keep the visual selection for a moment (so that going to the claude terminal
+# keeps it as context); then, unless Vim is in the terminal now, report the cursor again.
+def LeftVisual()
+  if demote_timer != 0
+    timer_stop(demote_timer)
+  endif
+  demote_timer = timer_start(bridge.Option('visual_demotion_delay_ms', 50), (_) => Demote())
+enddef
+
+def Demote()
+  demote_timer = 0
+  if !IsFileBuf(bufnr()) || mode() =~# "^[vV\<C-v>]"
+    return
+  endif
+  Track()
+enddef
+
+def OnModeChanged()
+  var old = v:event.old_mode
+  var new = v:event.new_mode
+  if old =~# "^[vV\<C-v>]" && new !~# "^[vV\<C-v>]" && new !~# '^c'
+    LeftVisual()
+  endif
+enddef
+
+# Sends the current selection again (a client that just connected may have missed it).
+export def Resend()
+  timer_start(500, (_) => {
+    last_sel = ''
+    Track()
+    SendEditors()
+  })
+enddef
+
+# ---- at_mentioned ----
+
+export def Mention(path: string, line_start: number = -1, line_end: number = -1)
+  var msg: dict<any> = {type: 'at_mentioned', filePath: path}
+  if line_start >= 0
+    msg.lineStart = line_start
+    msg.lineEnd = line_end >= 0 ? line_end : line_start
+  endif
+  bridge.Start(() => bridge.Send(msg))
+enddef
+
+# :[range]ClaudeCodeSend
+export def SendRange(line1: number, line2: number)
+  var buf = bufnr()
+  if !IsFileBuf(buf)
+    bridge.Error(':ClaudeCodeSend works in a buffer of a file')
+    return
+  endif
+  Mention(FullPath(buf), line1 - 1, line2 - 1)
+  if bridge.Option('focus_after_send', false)
+    terminal.Show(true)
+  endif
+enddef
+
+# :ClaudeCodeAdd {path} [start] [end]
+export def Add(args: list<string>)
+  if empty(args) || len(args) > 3
+    bridge.Error('usage: :ClaudeCodeAdd {path} [start-line] [end-line]')
+    return
+  endif
+  var path = fnamemodify(expand(args[0]), ':p')
+  if !filereadable(path) && !isdirectory(path)
+    bridge.Error('no such file or directory: ' .. args[0])
+    return
+  endif
+  if isdirectory(path)
+    Mention(substitute(path, '/$', '', ''))
+    return
+  endif
+  if len(args) == 1
+    Mention(path)
+    return
+  endif
+  if args[1] !~# '^\d\+$' || (len(args) == 3 && args[2] !~# '^\d\+$')
+    bridge.Error('line numbers must be positive numbers: ' .. join(args[1 :]))
+    return
+  endif
+  var first = str2nr(args[1])
+  var last = len(args) == 3 ? str2nr(args[2]) : first
+  if first < 1 || last < first
+    bridge.Error('the line range must start at 1 or more and not end before it starts')
+    return
+  endif
+  Mention(path, first - 1, last - 1)
+enddef
+
+# ---- open editors ----
+
+export def ScheduleEditors()
+  if editors_timer != 0
+    timer_stop(editors_timer)
+  endif
+  editors_timer = timer_start(50, (_) => SendEditors())
+enddef
+
+export def EditorsMsg(): dict<any>
+  var cur = bufnr()
+  var active = IsFileBuf(cur) ? cur : active_buf
+  var tabs: list<dict<any>> = []
+  for b in getbufinfo({buflisted: 1})
+    if !IsFileBuf(b.bufnr)
+      continue
+    endif
+    var path = fnamemodify(b.name, ':p')
+    add(tabs, {uri: Uri(path), label: fnamemodify(path, ':t'), fileName: path,
+      isDirty: b.changed ? true : false, isActive: b.bufnr == active, isUntitled: false,
+      languageId: LanguageId(b.bufnr), lineCount: get(b, 'linecount', 0)})
+  endfor
+  return {type: 'open_editors', tabs: tabs}
+enddef
+
+# Sends the open buffers when they changed since the last time (or always with `force`).
+export def SendEditors(force: bool = false)
+  editors_timer = 0
+  if !bridge.Running()
+    return
+  endif
+  var msg = EditorsMsg()
+  var enc = json_encode(msg)
+  if enc ==# last_editors && !force
+    return
+  endif
+  last_editors = enc
+  bridge.Send(msg)
+enddef
+
+# ---- diagnostics from ALE and vim-lsp (only when they run: else the bridge's own sources answer) ----
+
+const SEVERITY = {E: 'Error', W: 'Warning', I: 'Information', H: 'Hint'}
+const LSP_SEVERITY = {1: 'Error', 2: 'Warning', 3: 'Information', 4: 'Hint'}
+
+def SendDiagnostics(uri: string, list: list<dict<any>>)
+  var msg = {type: 'diagnostics', uri: uri, diagnostics: list}
+  var enc = json_encode(msg)
+  if get(last_diags, uri, '') ==# enc
+    return
+  endif
+  last_diags[uri] = enc
+  bridge.Send(msg)
+enddef
+
+def FromAle()
+  if !exists('g:loaded_ale') || !bridge.Running()
+    return
+  endif
+  for b in getbufinfo({buflisted: 1})
+    if !IsFileBuf(b.bufnr) || getbufvar(b.bufnr, 'ale_linted', 0) == 0
+      continue
+    endif
+    var out: list<dict<any>> = []
+    for it in call('ale#engine#GetLoclist', [b.bufnr])
+      var l = max([get(it, 'lnum', 1), 1]) - 1
+      var c = max([get(it, 'col', 1), 1]) - 1
+      var el = max([get(it, 'end_lnum', l + 1), 1]) - 1
+      var ec = get(it, 'end_col', c + 1)
+      var d: dict<any> = {message: get(it, 'text', ''), severity: get(SEVERITY, get(it, 'type', 'E'), 'Error'),
+        range: {start: Pos(l, c), end: Pos(el, ec)}, source: get(it, 'linter_name', 'ale')}
+      if has_key(it, 'code')
+        d.code = string(it.code)
+      endif
+      add(out, d)
+    endfor
+    SendDiagnostics(Uri(fnamemodify(b.name, ':p')), out)
+  endfor
+enddef
+
+def FromVimLsp()
+  if !exists('g:lsp_loaded') || !bridge.Running()
+    return
+  endif
+  var all = call('lsp#internal#diagnostics#state#_get_all_diagnostics_grouped_by_uri_and_server', [])
+  for [uri, servers] in items(all)
+    var out: list<dict<any>> = []
+    for [server, response] in items(servers)
+      for d in get(get(response, 'params', {}), 'diagnostics', [])
+        var item: dict<any> = {message: get(d, 'message', ''), range: d.range,
+          severity: get(LSP_SEVERITY, get(d, 'severity', 1), 'Error'), source: get(d, 'source', server)}
+        if has_key(d, 'code')
+          item.code = type(d.code) == v:t_string ? d.code : string(d.code)
+        endif
+        add(out, item)
+      endfor
+    endfor
+    SendDiagnostics(uri, out)
+  endfor
+enddef
+
+# ---- autocommands, while the bridge runs ----
+
+export def Attach()
+  last_sel = ''
+  last_editors = ''
+  last_diags = {}
+  augroup claude_ide_bridge_context
+    autocmd!
+    autocmd CursorMoved,CursorMovedI,BufEnter,WinEnter * Track()
+    autocmd ModeChanged *:* OnModeChanged()
+    autocmd BufAdd,BufDelete,BufWipeout,BufFilePost,BufWritePost,FileType * ScheduleEditors()
+    if exists('##BufModifiedSet')
+      autocmd BufModifiedSet * ScheduleEditors()
+    else
+      autocmd TextChanged,TextChangedI,InsertLeave * ScheduleEditors()
+    endif
+    autocmd User ALELintPost FromAle()
+    autocmd User lsp_diagnostics_updated FromVimLsp()
+  augroup END
+  Track()
+  SendEditors(true)
+  FromAle()
+  FromVimLsp()
+enddef
+
+export def Detach()
+  silent! autocmd! claude_ide_bridge_context
+  for t in [sel_timer, editors_timer, demote_timer]
+    if t != 0
+      timer_stop(t)
+    endif
+  endfor
+  [sel_timer, editors_timer, demote_timer] = [0, 0, 0]
+enddef

@@ -1,0 +1,226 @@
+vim9script
+# claude's proposed changes (`openDiff`): the file and the proposal side by side. `:w` in the
+# proposal accepts what it holds then (the user's edits included), closing it rejects.
+
+import autoload 'claude_ide_bridge.vim' as bridge
+import autoload 'claude_ide_bridge/context.vim'
+import autoload 'claude_ide_bridge/terminal.vim'
+
+# id (as a string) -> the diff's state
+var diffs: dict<dict<any>> = {}
+
+export def Pending(): list<string>
+  return mapnew(values(diffs), (_, d) => fnamemodify(d.path, ':~:.'))
+enddef
+
+def Lines(text: string): list<string>
+  var lines = split(text, "\n", true)
+  if len(lines) > 1 && lines[-1] ==# ''
+    remove(lines, -1)
+  endif
+  return lines
+enddef
+
+def Refuse(id: number, why: string)
+  bridge.Respond(id, {error: why})
+  bridge.Error(why)
+enddef
+
+export def Open(id: number, args: dict<any>)
+  var path: string = args.new_file_path
+  var old_path: string = get(args, 'old_file_path', path)
+  for p in uniq(sort([path, old_path]))
+    var b = context.BufOf(p)
+    if b > 0 && getbufvar(b, '&modified')
+      Refuse(id, 'Vim refused the change to ' .. p .. ': its buffer has unsaved changes.'
+        .. ' Save or undo them in Vim, then propose the change again.')
+      return
+    endif
+  endfor
+  var layout = bridge.Option('diff_layout', 'vertical')
+  var back = win_getid()
+  var tab = 0
+  if layout ==# 'tab'
+    tabnew
+    setlocal bufhidden=wipe
+    tab = tabpagenr()
+  else
+    var w = terminal.EditWindow(true)
+    win_gotoid(w)
+  endif
+  var main = win_getid()
+  var prev_buf = bufnr()
+  var old_scratch = !filereadable(old_path)
+  if old_scratch
+    hide enew
+    setlocal buftype=nofile bufhidden=wipe noswapfile nobuflisted
+    execute 'silent file ' .. fnameescape(path .. ' (new file #' .. id .. ')')
+    execute 'silent! doautocmd filetypedetect BufNewFile ' .. fnameescape(path)
+  else
+    execute 'hide edit ' .. fnameescape(old_path)
+  endif
+  var old_buf = bufnr()
+  diffthis
+  var ft = &filetype
+  execute (layout ==# 'horizontal' ? 'belowright new' : 'belowright vertical new')
+  setlocal buftype=acwrite bufhidden=wipe noswapfile nobuflisted
+  execute 'silent file ' .. fnameescape(path .. ' (proposed by claude #' .. id .. ')')
+  var contents: string = args.new_file_contents
+  setline(1, Lines(contents))
+  &l:filetype = ft
+  setlocal nomodified
+  diffthis
+  var proposed = bufnr()
+  diffs[string(id)] = {id: id, path: path, tab_name: get(args, 'tab_name', ''), proposed: proposed,
+    old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
+    eol: contents =~# "\n$" || contents ==# ''}
+  execute 'augroup claude_ide_bridge_diff_' .. proposed
+  autocmd!
+  execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Accept(' .. id .. ')'
+  execute 'autocmd BufWipeout <buffer=' .. proposed .. '> Rejected(' .. id .. ')'
+  augroup END
+  if !bridge.Option('diff_focus', false)
+    win_gotoid(back)
+  endif
+  bridge.Info('claude proposes a change to ' .. fnamemodify(path, ':~:.')
+    .. ': :w in the proposal accepts it (with your edits), :q rejects it')
+enddef
+
+# The diff the user means: the one shown in the current window or tab page, or the only one.
+def Current(): dict<any>
+  var buf = bufnr()
+  for d in values(diffs)
+    if d.proposed == buf
+      return d
+    endif
+  endfor
+  var here = tabpagebuflist()
+  for d in values(diffs)
+    if index(here, d.proposed) >= 0
+      return d
+    endif
+  endfor
+  if len(diffs) == 1
+    return values(diffs)[0]
+  endif
+  bridge.Error(empty(diffs) ? 'no change from claude is pending'
+    : len(diffs) .. ' changes are pending: run the command in the one you mean')
+  return {}
+enddef
+
+def Take(id: number): dict<any>
+  return has_key(diffs, string(id)) ? remove(diffs, string(id)) : {}
+enddef
+
+# :w in the proposal (or :ClaudeCodeDiffAccept): FILE_SAVED with what the proposal holds.
+export def Accept(id: number)
+  var d = Take(id)
+  if empty(d)
+    return
+  endif
+  var text = join(getbufline(d.proposed, 1, '$'), "\n")
+  if d.eol && text !=# ''
+    text ..= "\n"
+  endif
+  bridge.Send({type: 'diff_decision', id: id, decision: 'accept', contents: text})
+  setbufvar(d.proposed, '&modified', 0)
+  timer_start(0, (_) => Close(d))
+  WatchWrite(d.path, text)
+enddef
+
+def Reject(d: dict<any>)
+  bridge.Send({type: 'diff_decision', id: d.id, decision: 'reject'})
+  timer_start(0, (_) => Close(d))
+enddef
+
+# The proposal's buffer went away (:q, :close, :bwipeout): rejected.
+export def Rejected(id: number)
+  var d = Take(id)
+  if !empty(d)
+    Reject(d)
+  endif
+enddef
+
+export def AcceptCurrent()
+  var d = Current()
+  if !empty(d)
+    Accept(d.id)
+  endif
+enddef
+
+export def DenyCurrent()
+  var d = Current()
+  if !empty(d)
+    Reject(Take(d.id))
+  endif
+enddef
+
+# claude withdrew the call (close_tab, closeAllDiffTabs, a new prompt, disconnect).
+export def Cancel(id: number, reason: string)
+  var d = Take(id)
+  if !empty(d)
+    Close(d)
+  endif
+enddef
+
+export def CloseAll()
+  for id in keys(diffs)
+    Close(Take(str2nr(id)))
+  endfor
+enddef
+
+# Closes the diff's windows and gives the main window its buffer back.
+def Close(d: dict<any>)
+  if d.tab > 0
+    var tabnr = win_id2tabwin(d.main)[0]
+    if tabnr > 0 && tabpagenr('$') > 1
+      execute 'silent! tabclose! ' .. tabnr
+    endif
+  endif
+  if win_id2win(d.main) > 0 && bufexists(d.prev_buf) && d.prev_buf != d.old_buf
+      && winbufnr(d.main) == d.old_buf
+    win_execute(d.main, 'silent! hide buffer ' .. d.prev_buf)
+  endif
+  if bufexists(d.proposed)
+    execute 'silent! bwipeout! ' .. d.proposed
+  endif
+  if d.old_scratch
+    if bufexists(d.old_buf)
+      execute 'silent! bwipeout! ' .. d.old_buf
+    endif
+  else
+    for w in win_findbuf(d.old_buf)
+      win_execute(w, 'diffoff')
+    endfor
+  endif
+  context.ScheduleEditors()
+enddef
+
+# After an accept, claude writes the file itself: reload the file's buffer once it did.
+def WatchWrite(path: string, text: string)
+  var tries = 0
+  var Check: func
+  Check = (timer) => {
+    tries += 1
+    if filereadable(path) && getfsize(path) == strlen(text)
+        && join(readfile(path, 'b'), "\n") ==# text
+      timer_stop(timer)
+      Reload(path)
+    elseif tries >= 100
+      timer_stop(timer)
+      Reload(path)
+    endif
+  }
+  timer_start(100, Check, {repeat: 100})
+enddef
+
+def Reload(path: string)
+  var b = context.BufOf(path)
+  if b <= 0 || !bufloaded(b) || getbufvar(b, '&modified')
+    return
+  endif
+  var ar = getbufvar(b, '&autoread')
+  setbufvar(b, '&autoread', 1)
+  execute 'silent! checktime ' .. b
+  setbufvar(b, '&autoread', ar)
+enddef

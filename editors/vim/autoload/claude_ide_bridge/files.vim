@@ -1,0 +1,135 @@
+vim9script
+# claude's file tools answered by Vim: openFile, open_files, saveDocument.
+
+import autoload 'claude_ide_bridge.vim' as bridge
+import autoload 'claude_ide_bridge/context.vim'
+import autoload 'claude_ide_bridge/terminal.vim'
+
+# Shows `path` in the edit window (created beside the terminal when there is none).
+def Show(path: string)
+  win_gotoid(terminal.EditWindow(true))
+  if context.BufOf(path) != bufnr()
+    execute 'hide edit ' .. fnameescape(path)
+  endif
+enddef
+
+# The [line, col] (1-based, byte) where `text` starts at or after `from`, or [] ; with `at_end`,
+# where it ends.
+def Find(text: string, from: list<number>, at_end: bool): list<number>
+  cursor(from[0], from[1])
+  var pat = '\V' .. substitute(escape(text, '\'), "\n", '\\n', 'g')
+  var pos = searchpos(pat, 'cW' .. (at_end ? 'e' : ''))
+  return pos[0] == 0 ? [] : pos
+enddef
+
+# Selects from `first` to `last` ([line, col], inclusive): the marks '< and '>, and Visual mode when
+# the window has the focus.
+def Select(first: list<number>, last: list<number>, linewise: bool, visual: bool)
+  execute "silent! normal! \<Esc>"
+  setpos("'<", [0, first[0], first[1], 0])
+  setpos("'>", [0, last[0], last[1], 0])
+  cursor(first[0], first[1])
+  if visual
+    execute 'normal! ' .. (linewise ? 'V' : 'v')
+    cursor(last[0], last[1])
+  endif
+enddef
+
+export def OpenFile(id: number, args: dict<any>)
+  var path = fnamemodify(args.filePath, ':p')
+  if !filereadable(path)
+    bridge.Respond(id, {error: 'File not found: ' .. args.filePath})
+    return
+  endif
+  var frontmost = get(args, 'makeFrontmost', true) ? true : false
+  var back = win_getid()
+  Show(path)
+  var start_text = get(args, 'startText', '')
+  if type(start_text) == v:t_string && start_text !=# ''
+    var first = Find(start_text, [1, 1], false)
+    if !empty(first)
+      var last = Find(start_text, first, true)
+      var end_text = get(args, 'endText', '')
+      if type(end_text) == v:t_string && end_text !=# ''
+        var e = Find(end_text, last, true)
+        if !empty(e)
+          last = e
+        endif
+      endif
+      if get(args, 'selectToEndOfLine', false)
+        last = [last[0], max([1, strlen(getline(last[0]))])]
+      endif
+      Select(first, last, false, frontmost)
+    endif
+  elseif type(get(args, 'startLine', v:null)) == v:t_number
+    # lines are 0-based, like every position on this protocol
+    var l1 = min([args.startLine + 1, line('$')])
+    var l2 = type(get(args, 'endLine', v:null)) == v:t_number ? min([args.endLine + 1, line('$')]) : l1
+    if l2 > l1
+      Select([l1, 1], [l2, 1], true, frontmost)
+    else
+      cursor(l1, 1)
+    endif
+  endif
+  normal! zv
+  context.ScheduleEditors()
+  if frontmost
+    bridge.Respond(id, {text: 'Opened file: ' .. path})
+  else
+    var b = bufnr()
+    win_gotoid(back)
+    bridge.RespondJson(id, {success: true, filePath: path, languageId: context.LanguageId(b),
+      lineCount: len(getbufline(b, 1, '$'))})
+  endif
+enddef
+
+export def OpenFiles(id: number, args: dict<any>)
+  var opened: list<string> = []
+  var back = win_getid()
+  for p in get(args, 'file_paths', [])
+    var path = fnamemodify(p, ':p')
+    if filereadable(path)
+      Show(path)
+      add(opened, path)
+    endif
+  endfor
+  win_gotoid(back)
+  context.ScheduleEditors()
+  bridge.RespondJson(id, {opened_files: opened})
+enddef
+
+export def Save(id: number, args: dict<any>)
+  var path = fnamemodify(args.filePath, ':p')
+  var b = context.BufOf(path)
+  var answer = {success: true, filePath: path, saved: false, message: ''}
+  if b <= 0 || !bufloaded(b)
+    if !filereadable(path)
+      bridge.Respond(id, {error: 'Document not open: ' .. args.filePath})
+      return
+    endif
+    answer.message = 'Not open in Vim: the file on disk is current'
+  elseif !getbufvar(b, '&modified')
+    answer.message = 'No unsaved changes in Vim'
+  else
+    var wins = win_findbuf(b)
+    try
+      if !empty(wins)
+        win_execute(wins[0], 'silent update')
+      else
+        var w = terminal.EditWindow(true)
+        var prev = winbufnr(w)
+        win_execute(w, 'silent hide buffer ' .. b .. ' | silent update | silent hide buffer ' .. prev)
+      endif
+    catch
+      bridge.RespondJson(id, {success: false, filePath: path, saved: false,
+        message: 'Vim could not save it: ' .. v:exception})
+      return
+    endtry
+    var ok = !getbufvar(b, '&modified')
+    answer.success = ok
+    answer.saved = ok
+    answer.message = ok ? 'Saved by Vim' : 'Vim could not save it'
+  endif
+  context.SendEditors()
+  bridge.RespondJson(id, answer)
+enddef

@@ -1,0 +1,175 @@
+vim9script
+# The claude terminal (:ClaudeCode, :ClaudeCodeFocus) and where files and diffs are shown.
+
+import autoload 'claude_ide_bridge.vim' as bridge
+
+var term_buf = -1
+
+def Alive(): bool
+  return term_buf > 0 && bufexists(term_buf) && term_getstatus(term_buf) =~# 'running'
+enddef
+
+# The window of the claude terminal in the current tab page, or 0.
+def TermWin(): number
+  if term_buf <= 0
+    return 0
+  endif
+  for w in win_findbuf(term_buf)
+    if win_id2tabwin(w)[0] == tabpagenr()
+      return w
+    endif
+  endfor
+  return 0
+enddef
+
+export def Describe(): string
+  if !Alive()
+    return 'not running (:ClaudeCode starts it)'
+  endif
+  return 'running in buffer ' .. term_buf .. (TermWin() != 0 ? ', shown' : ', hidden')
+enddef
+
+def Side(): string
+  var side = bridge.Option('split_side', 'right')
+  return index(['left', 'right', 'top', 'bottom'], side) >= 0 ? side : 'right'
+enddef
+
+# Opens an empty window on the configured side, sized by g:claude_ide_bridge_split_width_percentage.
+def SplitWindow()
+  var side = Side()
+  var pct = bridge.Option('split_width_percentage', 0.3)
+  if side ==# 'left' || side ==# 'right'
+    var width = max([20, float2nr(&columns * pct)])
+    execute (side ==# 'right' ? 'botright' : 'topleft') .. ' vertical new'
+    execute 'vertical resize ' .. width
+  else
+    var height = max([5, float2nr(&lines * pct)])
+    execute (side ==# 'bottom' ? 'botright' : 'topleft') .. ' new'
+    execute 'resize ' .. height
+  endif
+  setlocal bufhidden=wipe
+enddef
+
+def Launch(args: string, focus: bool)
+  var back = win_getid()
+  var cmd = bridge.Option('terminal_cmd', 'claude')
+  var argv: any = type(cmd) == v:t_list ? cmd + (empty(args) ? [] : split(args)) : cmd .. (empty(args) ? '' : ' ' .. args)
+  SplitWindow()
+  var folders = bridge.Folders()
+  var opts: dict<any> = {
+    curwin: true,
+    term_name: 'claude',
+    term_finish: 'close',
+    term_kill: 'term',
+    env: {CLAUDE_CODE_SSE_PORT: string(bridge.Port()), ENABLE_IDE_INTEGRATION: 'true'},
+  }
+  if !empty(folders)
+    opts.cwd = folders[0]
+  endif
+  try
+    term_buf = term_start(argv, opts)
+  catch
+    bridge.Error('could not start claude: ' .. v:exception)
+    close
+    win_gotoid(back)
+    return
+  endtry
+  if term_buf <= 0
+    bridge.Error('could not start ' .. string(argv) .. ' (set g:claude_ide_bridge_terminal_cmd)')
+    return
+  endif
+  setbufvar(term_buf, '&buflisted', 0)
+  setbufvar(term_buf, '&bufhidden', 'hide')
+  if !focus
+    win_gotoid(back)
+  endif
+enddef
+
+def Hide(win: number)
+  if winnr('$') == 1 && tabpagenr('$') == 1
+    bridge.Error('the claude window is the only window')
+    return
+  endif
+  var cur = win_getid()
+  win_gotoid(win)
+  hide
+  if cur != win
+    win_gotoid(cur)
+  endif
+enddef
+
+# Shows the claude terminal (starting it, and the bridge, when needed).
+export def Show(focus: bool, args: string = '')
+  if !Alive()
+    bridge.Start(() => Launch(args, focus))
+    return
+  endif
+  var w = TermWin()
+  if w != 0
+    if focus
+      win_gotoid(w)
+    endif
+    return
+  endif
+  var back = win_getid()
+  SplitWindow()
+  execute 'buffer ' .. term_buf
+  if !focus
+    win_gotoid(back)
+  endif
+enddef
+
+# :ClaudeCode [args]: opens claude, or hides/shows its window.
+export def Toggle(args: string)
+  if Alive() && TermWin() != 0
+    Hide(TermWin())
+  else
+    Show(true, args)
+  endif
+enddef
+
+# :ClaudeCodeFocus [args]: goes to claude's window; hides it when already there.
+export def Focus(args: string)
+  var w = TermWin()
+  if Alive() && w != 0 && w == win_getid()
+    Hide(w)
+  else
+    Show(true, args)
+  endif
+enddef
+
+export def Close()
+  var w = TermWin()
+  if w != 0
+    Hide(w)
+  endif
+enddef
+
+export def IsTerminal(win: number): bool
+  return getbufvar(winbufnr(win), '&buftype') ==# 'terminal'
+enddef
+
+# A window of the current tab page to show a file in: the previous one when it shows a file, else
+# the first such window; with `create`, a new one beside the terminal when there is none.
+export def EditWindow(create: bool): number
+  var candidates = [win_getid(winnr('#')), win_getid()] + mapnew(range(1, winnr('$')), (_, n) => win_getid(n))
+  for w in candidates
+    if w != 0 && getbufvar(winbufnr(w), '&buftype') ==# '' && !getwinvar(w, '&previewwindow')
+        && win_gettype(w) ==# ''
+      return w
+    endif
+  endfor
+  if !create
+    return 0
+  endif
+  var tw = TermWin()
+  if tw != 0
+    win_gotoid(tw)
+    var side = Side()
+    execute (side ==# 'right' ? 'leftabove vertical' : side ==# 'left' ? 'rightbelow vertical'
+      : side ==# 'bottom' ? 'leftabove' : 'rightbelow') .. ' new'
+  else
+    new
+  endif
+  return win_getid()
+enddef

@@ -1,0 +1,50 @@
+vim9script
+# claude-ide-bridge: Claude Code's IDE integration for Vim 9 (:help claude-ide-bridge).
+# Commands and mappings only; everything else loads on first use from autoload/.
+
+if exists('g:loaded_claude_ide_bridge') || v:version < 900 || !has('terminal') || !has('job')
+  finish
+endif
+g:loaded_claude_ide_bridge = 1
+
+import autoload 'claude_ide_bridge.vim' as bridge
+import autoload 'claude_ide_bridge/context.vim'
+import autoload 'claude_ide_bridge/diff.vim'
+import autoload 'claude_ide_bridge/terminal.vim'
+
+command! -nargs=* -complete=file ClaudeCode terminal.Toggle(<q-args>)
+command! -nargs=* -complete=file ClaudeCodeFocus terminal.Focus(<q-args>)
+command! -nargs=* -complete=file ClaudeCodeOpen terminal.Show(true, <q-args>)
+command! -nargs=0 ClaudeCodeClose terminal.Close()
+command! -range ClaudeCodeSend context.SendRange(<line1>, <line2>)
+command! -nargs=+ -complete=file ClaudeCodeAdd context.Add([<f-args>])
+command! -nargs=0 ClaudeCodeDiffAccept diff.AcceptCurrent()
+command! -nargs=0 ClaudeCodeDiffDeny diff.DenyCurrent()
+command! -nargs=0 ClaudeCodeStart bridge.Start()
+command! -nargs=0 ClaudeCodeStop bridge.Stop()
+command! -nargs=0 ClaudeCodeStatus bridge.Status()
+
+nnoremap <silent> <Plug>(claude-code) <Cmd>ClaudeCode<CR>
+nnoremap <silent> <Plug>(claude-code-focus) <Cmd>ClaudeCodeFocus<CR>
+tnoremap <silent> <Plug>(claude-code-focus) <Cmd>ClaudeCodeFocus<CR>
+xnoremap <silent> <Plug>(claude-code-send) :ClaudeCodeSend<CR>
+nnoremap <silent> <Plug>(claude-code-diff-accept) <Cmd>ClaudeCodeDiffAccept<CR>
+nnoremap <silent> <Plug>(claude-code-diff-deny) <Cmd>ClaudeCodeDiffDeny<CR>
+
+def Map(mode: string, lhs: string, plug: string)
+  if !hasmapto(plug, mode) && maparg(lhs, mode) ==# ''
+    execute mode .. 'map ' .. lhs .. ' ' .. plug
+  endif
+enddef
+
+if !get(g:, 'claude_ide_bridge_no_mappings', false)
+  Map('n', '<Leader>ac', '<Plug>(claude-code)')
+  Map('n', '<Leader>af', '<Plug>(claude-code-focus)')
+  Map('x', '<Leader>as', '<Plug>(claude-code-send)')
+  Map('n', '<Leader>aa', '<Plug>(claude-code-diff-accept)')
+  Map('n', '<Leader>ad', '<Plug>(claude-code-diff-deny)')
+endif
+
+if get(g:, 'claude_ide_bridge_auto_start', false)
+  autocmd VimEnter * ++once bridge.Start()
+endif
