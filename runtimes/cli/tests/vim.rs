@@ -226,9 +226,9 @@ fn call_until(c: &mut Client, name: &str, args: Value, ok: impl Fn(&Value) -> bo
 }
 
 fn proposal_count(vim: &mut Vim) -> u64 {
-    vim.eval(&format!(
-        "len(filter(getbufinfo(), {{_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}}))"
-    ))
+    vim.eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
+    )
     .as_u64()
     .unwrap()
 }
@@ -280,11 +280,17 @@ fn vim_plugin_with_a_scripted_claude() {
     vim.keys(&["Enter"]);
     let m = notification(&mut c, "at_mentioned", |_| true);
     assert_eq!(m["filePath"], json!(a_s));
-    assert_eq!((m["lineStart"].clone(), m["lineEnd"].clone()), (json!(0), json!(1)));
+    assert_eq!(
+        (m["lineStart"].clone(), m["lineEnd"].clone()),
+        (json!(0), json!(1))
+    );
     // :ClaudeCodeAdd with a 1-based range.
     vim.ex("ClaudeCodeAdd b.txt 1 1");
     let m = notification(&mut c, "at_mentioned", |p| p["filePath"] == json!(b_s));
-    assert_eq!((m["lineStart"].clone(), m["lineEnd"].clone()), (json!(0), json!(0)));
+    assert_eq!(
+        (m["lineStart"].clone(), m["lineEnd"].clone()),
+        (json!(0), json!(0))
+    );
     // getCurrentSelection is what Vim reported last.
     let cur = json_of(&call(&mut c, "getCurrentSelection", json!({})));
     assert_eq!(cur["filePath"], json!(a_s));
@@ -294,28 +300,44 @@ fn vim_plugin_with_a_scripted_claude() {
     vim.keys(&["i", "x", "Escape"]);
     let editors = call_until(&mut c, "getOpenEditors", json!({}), |v| {
         v["tabs"].as_array().is_some_and(|t| {
-            t.len() == 2 && t.iter().any(|t| t["label"] == "b.txt" && t["isDirty"] == true)
+            t.len() == 2
+                && t.iter()
+                    .any(|t| t["label"] == "b.txt" && t["isDirty"] == true)
         })
     });
     let tabs = editors["tabs"].as_array().unwrap();
     let tab_a = tabs.iter().find(|t| t["label"] == "a.txt").unwrap();
     let tab_b = tabs.iter().find(|t| t["label"] == "b.txt").unwrap();
     assert_eq!(tab_a["uri"], json!(format!("file://{a_s}")));
-    assert_eq!((&tab_a["isActive"], &tab_a["isDirty"]), (&json!(false), &json!(false)));
+    assert_eq!(
+        (&tab_a["isActive"], &tab_a["isDirty"]),
+        (&json!(false), &json!(false))
+    );
     assert_eq!(tab_b["isActive"], true);
     assert_eq!(tab_b["languageId"], "plaintext");
     assert_eq!(tab_b["lineCount"], 1);
-    let dirty = json_of(&call(&mut c, "checkDocumentDirty", json!({"filePath": b_s})));
+    let dirty = json_of(&call(
+        &mut c,
+        "checkDocumentDirty",
+        json!({"filePath": b_s}),
+    ));
     assert_eq!(dirty["isDirty"], true);
     let saved = json_of(&call(&mut c, "saveDocument", json!({"filePath": b_s})));
     assert_eq!(saved["saved"], true, "{saved}");
     assert_eq!(fs::read_to_string(&b).unwrap(), "xbee\n");
-    let dirty = json_of(&call(&mut c, "checkDocumentDirty", json!({"filePath": b_s})));
+    let dirty = json_of(&call(
+        &mut c,
+        "checkDocumentDirty",
+        json!({"filePath": b_s}),
+    ));
     assert_eq!(dirty["isDirty"], false);
 
     // openDiff: shown beside the file, the focus stays where it was; the user edits the
     // proposal and :w accepts the edited text.
-    let id = c.call_tool("openDiff", open_diff_args(&a, "one\nTWO\nthree\n", "tab one"));
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&a, "one\nTWO\nthree\n", "tab one"),
+    );
     let before = vim.eval("win_getid()");
     vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
     assert_eq!(proposal_count(&mut vim), 1);
@@ -332,9 +354,10 @@ fn vim_plugin_with_a_scripted_claude() {
         .recv_until(WAIT, |v| v["id"] == json!(id))
         .expect("an answer");
     assert_eq!(texts(&r), ["FILE_SAVED", "one\nTWO\nTHREE\n"]);
-    vim.wait_eval("len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))", |v| {
-        v == 0
-    });
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))",
+        |v| v == 0,
+    );
     assert_eq!(vim.eval("&diff"), 0);
     // claude writes the file itself: the buffer shows it.
     fs::write(&a, "one\nTWO\nTHREE\n").unwrap();
@@ -358,14 +381,19 @@ fn vim_plugin_with_a_scripted_claude() {
     let got = responses(&mut c, &[id, close]);
     assert_eq!(texts(&got[&close]), ["TAB_CLOSED"]);
     assert_eq!(texts(&got[&id])[0], "DIFF_REJECTED");
-    vim.wait_eval("len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))", |v| {
-        v == 0
-    });
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))",
+        |v| v == 0,
+    );
 
     // A buffer with unsaved changes is not diffed.
     vim.ex("buffer a.txt");
     vim.keys(&["O", "mine", "Escape"]);
-    let r = call(&mut c, "openDiff", open_diff_args(&a, "theirs\n", "tab four"));
+    let r = call(
+        &mut c,
+        "openDiff",
+        open_diff_args(&a, "theirs\n", "tab four"),
+    );
     assert!(is_error(&r), "{r}");
     assert!(texts(&r)[0].contains("unsaved changes"), "{r}");
     assert_eq!(proposal_count(&mut vim), 0);
