@@ -73,6 +73,8 @@ pub struct LspConfig {
     pub limits: LspLimits,
     /// The `tabSize` sent with `textDocument/formatting` (with `insertSpaces: true`).
     pub tab_size: u32,
+    /// Also log every message to and from the servers (its first 1,000 bytes), for debugging a server.
+    pub trace: bool,
 }
 
 impl Default for LspConfig {
@@ -85,6 +87,7 @@ impl Default for LspConfig {
             log: LspLog::Discard,
             limits: LspLimits::default(),
             tab_size: 4,
+            trace: false,
         }
     }
 }
@@ -219,8 +222,10 @@ impl fmt::Debug for Lsp {
 }
 
 impl Lsp {
-    /// A client for `config`; `on_change` is called (from a client thread) whenever a file's diagnostics
-    /// change. Starts nothing.
+    /// A client for `config`; `on_change` is called whenever a file's diagnostics change: from the thread
+    /// reading the server's output (published diagnostics), or from the thread calling
+    /// [`Lsp::diagnostics`] (pulled ones), usually before that call answers. It holds no lock of the client
+    /// and may call it. Starts nothing.
     pub fn new(
         config: LspConfig,
         on_change: impl Fn(FileDiagnostics) + Send + Sync + 'static,
@@ -511,6 +516,7 @@ impl Inner {
             self.config.workspace_folders.first().map(PathBuf::as_path),
             limits,
             self.log.clone(),
+            self.config.trace,
             self.on_change.clone(),
         ) {
             Ok(server) => {

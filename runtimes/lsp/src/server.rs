@@ -83,6 +83,7 @@ impl Server {
         cwd: Option<&std::path::Path>,
         limits: &LspLimits,
         log: Log,
+        trace: bool,
         on_change: OnChange,
     ) -> std::io::Result<Server> {
         let (program, args) = command
@@ -112,6 +113,7 @@ impl Server {
         });
         let name = program.rsplit('/').next().unwrap_or(program).to_owned();
         let log = log.for_server(format!("{name}[{pid}]"), limits.max_log_bytes);
+        let trace = trace.then(|| log.clone());
         let spawn = |what: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
                 .name(format!("lsp-{what}-{pid}"))
@@ -119,7 +121,7 @@ impl Server {
         };
         let started = Instant::now();
         {
-            let (shared, log) = (shared.clone(), log.clone());
+            let (shared, log, trace) = (shared.clone(), log.clone(), trace.clone());
             let init_deadline = started + limits.initialize_timeout;
             let initialize_timeout = limits.initialize_timeout;
             spawn(
@@ -132,6 +134,7 @@ impl Server {
                         init_deadline,
                         initialize_timeout,
                         &log,
+                        trace.as_ref(),
                     )
                 }),
             )?;
@@ -141,7 +144,7 @@ impl Server {
             let max = limits.max_message_bytes;
             spawn(
                 "reader",
-                Box::new(move || read_loop(&shared, stdout, max, &log, &on_change)),
+                Box::new(move || read_loop(&shared, stdout, max, &log, trace.as_ref(), &on_change)),
             )?;
         }
         {
@@ -338,6 +341,7 @@ fn write_loop(
     init_deadline: Instant,
     initialize_timeout: Duration,
     log: &Log,
+    trace: Option<&Log>,
 ) {
     let mut stdin = Some(stdin);
     let mut state = shared.lock();
@@ -372,6 +376,9 @@ fn write_loop(
         let mut failed = None;
         if let Some(input) = stdin.as_mut() {
             for frame in frames {
+                if let Some(trace) = trace {
+                    trace.line(&format!("-> {}", head(&frame)));
+                }
                 if let Err(e) = input.write_all(&frame).and_then(|()| input.flush()) {
                     failed = Some(e);
                     break;
@@ -402,11 +409,21 @@ fn write_loop(
     shared.cond.notify_all();
 }
 
+/// The start of a frame's body, for the trace.
+fn head(frame: &[u8]) -> String {
+    let body = frame
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(frame, |i| &frame[i + 4..]);
+    String::from_utf8_lossy(&body[..body.len().min(1000)]).into_owned()
+}
+
 fn read_loop(
     shared: &Shared,
     mut stdout: impl Read,
     max_message: usize,
     log: &Log,
+    trace: Option<&Log>,
     on_change: &OnChange,
 ) {
     let mut decoder = Decoder::new(max_message);
@@ -423,6 +440,9 @@ fn read_loop(
         loop {
             match decoder.next_frame() {
                 Ok(Some(frame)) => {
+                    if let Some(trace) = trace {
+                        trace.line(&format!("<- {}", head(&frame)));
+                    }
                     let mut state = shared.lock();
                     let effects = state.handle(&frame);
                     drop(state);

@@ -237,7 +237,7 @@ fn well_behaved_server_answers_fresh_and_gets_answers_to_its_requests() {
 
 #[test]
 fn pull_diagnostics_and_sync_without_waiting() {
-    let fx = fake("pull", |_| {});
+    let fx = fake("pull", |c| c.trace = true);
     let wait = Duration::from_secs(5);
     // sync before the server is up: the text is sent once it is initialized.
     fx.lsp.sync(&fx.file("b.fake"), "error\n");
@@ -255,6 +255,16 @@ fn pull_diagnostics_and_sync_without_waiting() {
         ["bad line 1"]
     );
     fx.shutdown_leaves_nothing();
+    // The trace shows the pulls and their answers.
+    let log = fx.log_text();
+    assert!(
+        log.contains(r#""method":"textDocument/diagnostic""#),
+        "{log}"
+    );
+    assert!(
+        log.contains(r#"<- {"jsonrpc": "2.0", "id": 2, "result": {"kind": "full""#),
+        "{log}"
+    );
 }
 
 #[test]
