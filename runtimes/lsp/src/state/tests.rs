@@ -254,3 +254,56 @@ fn garbage_bodies_are_errors() {
         [Effect::Log(_)]
     ));
 }
+
+#[derive(Debug, Clone)]
+enum Op {
+    Sync(u8, u8),
+    Publish(u8, usize, bool),
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0u8..10, 0u8..3).prop_map(|(f, t)| Op::Sync(f, t)),
+        (0u8..30, 0usize..40, any::<bool>()).prop_map(|(f, n, v)| Op::Publish(f, n, v)),
+    ]
+}
+
+proptest::proptest! {
+    // Each case feeds up to 200 JSON messages through serde: fewer cases keep the unoptimised run short.
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Whatever a server publishes, in any order: per-file, per-server file count and total bounds hold, the
+    /// running total is exact, and an open file's latest publish is kept whole (open files fit the total).
+    #[test]
+    fn publishes_stay_within_the_bounds(ops in proptest::collection::vec(op(), 0..200)) {
+        let limits = LspLimits {
+            max_diagnostics_per_file: 20,
+            max_total_diagnostics: 100,
+            max_files: 8,
+            max_open_files: 5,
+            ..LspLimits::default()
+        };
+        let mut s = running(json!({"textDocumentSync": 1}), limits);
+        for op in ops {
+            match op {
+                Op::Sync(f, t) => s.sync(&format!("/w/{f}.py"), "python", &t.to_string()),
+                Op::Publish(f, n, versioned) => {
+                    let path = format!("/w/{f}.py");
+                    let version = if versioned { s.version(&path) } else { None };
+                    publish(&mut s, &path, version, n);
+                    if s.docs.contains_key(&path) {
+                        proptest::prop_assert_eq!(s.known(&path).len(), n.min(20));
+                    }
+                }
+            }
+            let _ = s.take_outbox();
+            let sum: usize = s.diags.values().map(|d| d.items.len()).sum();
+            proptest::prop_assert_eq!(s.total, sum);
+            proptest::prop_assert!(sum <= 100);
+            proptest::prop_assert!(s.diags.len() <= 8 + 5, "{}", s.diags.len());
+            proptest::prop_assert!(s.diags.values().all(|d| d.items.len() <= 20));
+            proptest::prop_assert!(s.docs.len() <= 5);
+        }
+    }
+}
