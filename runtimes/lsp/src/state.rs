@@ -556,7 +556,20 @@ impl State {
             {
                 let result = result
                     .map_err(|e| format!("initialize refused: {} ({})", e.message, e.code))?;
-                self.caps = Caps::from_initialize(&result)?;
+                self.caps = match Caps::from_initialize(&result) {
+                    Ok(caps) => caps,
+                    Err(why) => {
+                        // Off-spec capabilities: assume the common case (full-text changes, published
+                        // diagnostics) rather than lose the server.
+                        effects.push(Effect::Log(format!(
+                            "{why}; assuming didChange and publishDiagnostics"
+                        )));
+                        Caps {
+                            change: true,
+                            ..Caps::default()
+                        }
+                    }
+                };
                 self.static_caps = self.caps.clone();
                 self.phase = Phase::Running;
                 self.notify("initialized", json!({}));

@@ -307,3 +307,39 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn off_spec_capabilities_fall_back_to_full_changes() {
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.begin(1);
+    frames(&mut s);
+    let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {"textDocumentSync": "full please"}}});
+    let effects = s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    assert!(
+        matches!(&effects[..], [Effect::Log(why)] if why.contains("unreadable initialize answer"))
+    );
+    assert!(s.is_running());
+    s.sync("/w/a.py", "python", "1");
+    s.sync("/w/a.py", "python", "2");
+    let methods: Vec<_> = frames(&mut s)
+        .into_iter()
+        .map(|m| m["method"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialized",
+            "textDocument/didOpen",
+            "textDocument/didChange"
+        ]
+    );
+    // An initialize refused is the end of that server.
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.begin(1);
+    let refused =
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "no workspace"}});
+    assert!(s
+        .handle(&serde_json::to_vec(&refused).unwrap())
+        .unwrap_err()
+        .contains("no workspace"));
+}
