@@ -556,6 +556,16 @@ impl Inner {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    /// The handle the program shares between its threads.
+    #[test]
+    fn the_handle_is_clone_send_sync() {
+        fn shareable<T: Clone + Send + Sync + 'static>() {}
+        shareable::<super::Lsp>();
+    }
+}
+
 fn workspace_folder(path: &Path) -> Option<lsp_types::WorkspaceFolder> {
     let text = path.to_str()?;
     let uri = claude_ide_bridge::paths::file_uri(text).parse().ok()?;

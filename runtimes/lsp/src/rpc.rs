@@ -29,6 +29,8 @@ pub enum Incoming {
         /// Its parameters (`null` when absent).
         params: Box<RawValue>,
     },
+    /// An answer to no request of ours, with what it said (for the log).
+    Stray(String),
     /// A notification from the server.
     Notification {
         /// The method.
@@ -80,14 +82,26 @@ pub fn parse(body: &[u8]) -> Result<Incoming, String> {
             params: env.params.unwrap_or_else(null),
         }),
         (None, Some(id)) => {
-            let id = id
-                .as_i64()
-                .ok_or_else(|| format!("response to an id we never sent: {id}"))?;
+            let Some(id) = id.as_i64() else {
+                // Answers to nothing we sent (a string id, or `null` for a message the server could not
+                // read): told, not fatal.
+                let what = env
+                    .error
+                    .map_or_else(String::new, |e| format!(": {} ({})", e.message, e.code));
+                return Ok(Incoming::Stray(format!("an answer with id {id}{what}")));
+            };
             let result = match env.error {
                 Some(error) => Err(error),
                 None => Ok(env.result.unwrap_or_else(null)),
             };
             Ok(Incoming::Response { id, result })
+        }
+        // `"id": null` reads as no id: an answer to a message the server could not read.
+        (None, None) if env.error.is_some() || env.result.is_some() => {
+            let what = env
+                .error
+                .map_or_else(String::new, |e| format!(": {} ({})", e.message, e.code));
+            Ok(Incoming::Stray(format!("an answer without id{what}")))
         }
         (None, None) => Err("a message with neither method nor id".to_owned()),
     }
@@ -232,7 +246,14 @@ mod tests {
         ));
         assert!(parse(b"[1,2]").is_err());
         assert!(parse(b"{}").is_err());
-        assert!(parse(br#"{"id":"s","result":1}"#).is_err());
+        assert!(matches!(
+            parse(br#"{"id":"s","result":1}"#),
+            Ok(Incoming::Stray(_))
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}"#),
+            Ok(Incoming::Stray(what)) if what.contains("parse error")
+        ));
         assert!(parse(b"\xff").is_err());
     }
 

@@ -593,6 +593,7 @@ impl State {
                 }
                 self.push_out(rpc::response(&id, answer));
             }
+            Incoming::Stray(what) => effects.push(Effect::Log(format!("ignored {what}"))),
             Incoming::Notification { method, params } => match method.as_str() {
                 "textDocument/publishDiagnostics" => {
                     match serde_json::from_str::<lsp_types::PublishDiagnosticsParams>(params.get())
