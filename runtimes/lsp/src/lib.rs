@@ -556,6 +556,15 @@ impl Inner {
     }
 }
 
+fn workspace_folder(path: &Path) -> Option<lsp_types::WorkspaceFolder> {
+    let text = path.to_str()?;
+    let uri = claude_ide_bridge::paths::file_uri(text).parse().ok()?;
+    let name = path
+        .file_name()
+        .map_or_else(|| text.to_owned(), |n| n.to_string_lossy().into_owned());
+    Some(lsp_types::WorkspaceFolder { uri, name })
+}
+
 #[cfg(test)]
 mod tests {
     /// The handle the program shares between its threads.
@@ -564,13 +573,4 @@ mod tests {
         fn shareable<T: Clone + Send + Sync + 'static>() {}
         shareable::<super::Lsp>();
     }
-}
-
-fn workspace_folder(path: &Path) -> Option<lsp_types::WorkspaceFolder> {
-    let text = path.to_str()?;
-    let uri = claude_ide_bridge::paths::file_uri(text).parse().ok()?;
-    let name = path
-        .file_name()
-        .map_or_else(|| text.to_owned(), |n| n.to_string_lossy().into_owned());
-    Some(lsp_types::WorkspaceFolder { uri, name })
 }
