@@ -214,3 +214,42 @@ fn stdio_with_explicit_policy_does_not_ask_the_editor() {
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);
 }
+
+#[test]
+fn stdio_status_tells_port_lock_clients_and_pending_calls() {
+    let sb = Sandbox::new();
+    let file = sb.ws.join("a.rs");
+    fs::write(&file, "old\n").unwrap();
+    let mut s = Served::start(&sb, &["--stdio"]);
+    s.send_line(r#"{"type":"status"}"#);
+    let st = next_msg(&s, "status", 0);
+    assert_eq!(st["port"], s.port);
+    assert_eq!(st["lockFile"], json!(s.lock.to_string_lossy()));
+    assert_eq!((&st["clients"], &st["pending"]), (&json!([]), &json!([])));
+
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let id = c.call_tool("openDiff", open_diff_args(&file, "new\n", "tab"));
+    let forwarded = next_msg(&s, "tool_call", 0);
+    s.send_line(r#"{"type":"status"}"#);
+    let st = next_msg(&s, "status", 1);
+    assert_eq!(
+        st["clients"],
+        json!([{"conn": 1, "initialized": true, "protocolVersion": "2025-06-18"}])
+    );
+    assert_eq!(
+        st["pending"],
+        json!([{"id": forwarded["id"], "name": "openDiff", "filePath": file.to_string_lossy()}])
+    );
+
+    // Answered and disconnected: neither is listed any more.
+    s.send_line(
+        &json!({"type": "diff_decision", "id": forwarded["id"], "decision": "reject"}).to_string(),
+    );
+    assert_eq!(texts(&c.response(id))[0], "DIFF_REJECTED");
+    drop(c);
+    next_msg(&s, "disconnected", 0);
+    s.send_line(r#"{"type":"status"}"#);
+    let st = next_msg(&s, "status", 2);
+    assert_eq!((&st["clients"], &st["pending"]), (&json!([]), &json!([])));
+}

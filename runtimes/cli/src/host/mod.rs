@@ -126,6 +126,10 @@ pub struct Host {
     selection: Option<SelectionChanged>,
     diagnostics: BTreeMap<String, Vec<Diagnostic>>,
     tabs: Tabs,
+    // For the stdio `status` answer: the `ready` line's port and lock file, and the connected
+    // clients (the protocol version once initialized).
+    ready_line: serde_json::Value,
+    clients: BTreeMap<u64, Option<String>>,
 }
 
 /// How a disconnection is named in messages, the wire log and stdio lines.
@@ -177,6 +181,8 @@ impl Host {
             selection: None,
             diagnostics: BTreeMap::new(),
             tabs: Tabs::default(),
+            ready_line: serde_json::Value::Null,
+            clients: BTreeMap::new(),
         }
     }
 
@@ -246,15 +252,19 @@ impl Host {
                     "client connected ({conn}, {})",
                     user_agent.as_deref().unwrap_or("no user agent")
                 ));
+                self.clients.insert(conn.0, None);
                 self.to_editor(serde_json::json!({"type": "connected", "conn": conn.0}));
             }
             Event::Initialized {
                 conn,
                 protocol_version,
                 ..
-            } => self.to_editor(serde_json::json!({
-                "type": "initialized", "conn": conn.0, "protocolVersion": protocol_version,
-            })),
+            } => {
+                self.clients.insert(conn.0, Some(protocol_version.clone()));
+                self.to_editor(serde_json::json!({
+                    "type": "initialized", "conn": conn.0, "protocolVersion": protocol_version,
+                }))
+            }
             Event::Disconnected { conn, reason } => {
                 let r = reason_str(&reason);
                 if !matches!(reason, DisconnectReason::Refused(_)) {
@@ -262,6 +272,7 @@ impl Host {
                 } else {
                     ui::say(&format!("connection {conn} refused ({r})"));
                 }
+                self.clients.remove(&conn.0);
                 self.to_editor(
                     serde_json::json!({"type": "disconnected", "conn": conn.0, "reason": r}),
                 );

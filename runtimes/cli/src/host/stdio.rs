@@ -2,10 +2,10 @@
 //!
 //! Editor → bridge: [`Host::on_stdio_line`] reads a line's `type` and hands it to the handler
 //! of that name below (`selection_changed`, `at_mentioned`, `diagnostics`, `open_editors`,
-//! `respond`, `diff_decision`), each next to the shape it reads. A line the bridge cannot use is
-//! answered with an `error` line. Bridge → editor: `ready`, `connected`, `initialized`,
-//! `disconnected`, `tab_closed` (sent where those events are handled), and here `tool_call`
-//! (a call forwarded to the editor), `cancelled` and `error`.
+//! `respond`, `diff_decision`, `status`), each next to the shape it reads. A line the bridge
+//! cannot use is answered with an `error` line. Bridge → editor: `ready`, `connected`,
+//! `initialized`, `disconnected`, `tab_closed` (sent where those events are handled), and here
+//! `tool_call` (a call forwarded to the editor), `cancelled`, `status` and `error`.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -35,6 +35,7 @@ impl StdioOut {
 /// A call forwarded to the stdio editor, waiting for its `respond` or `diff_decision`.
 pub(super) struct Forwarded {
     call: CallId,
+    name: &'static str,
     diff: Option<OpenDiffArgs>,
 }
 
@@ -70,12 +71,32 @@ impl Host {
         }
     }
 
-    /// Sends the first line, `ready`.
-    pub fn ready(&self, port: u16, lock_file: Option<&Path>) {
-        self.to_editor(json!({
+    /// Sends the first line, `ready` (and keeps it for `status`).
+    pub fn ready(&mut self, port: u16, lock_file: Option<&Path>) {
+        self.ready_line = json!({
             "type": "ready",
             "port": port,
             "lockFile": lock_file.map(|p| p.to_string_lossy().into_owned()),
+        });
+        self.to_editor(self.ready_line.clone());
+    }
+
+    /// `status`: the answer to the editor's `status` line: the port and lock file, the connected
+    /// clients and the forwarded calls still waiting for the editor's answer.
+    fn status(&self) {
+        let mut pending: Vec<(&u64, &Forwarded)> = self.forwarded.iter().collect();
+        pending.sort_by_key(|(id, _)| **id);
+        self.to_editor(json!({
+            "type": "status",
+            "port": self.ready_line["port"],
+            "lockFile": self.ready_line["lockFile"],
+            "clients": self.clients.iter().map(|(conn, version)| json!({
+                "conn": conn, "initialized": version.is_some(), "protocolVersion": version,
+            })).collect::<Vec<_>>(),
+            "pending": pending.iter().map(|(id, f)| json!({
+                "id": id, "name": f.name,
+                "filePath": f.diff.as_ref().map(|d| d.new_file_path.clone()),
+            })).collect::<Vec<_>>(),
         }));
     }
 
@@ -94,12 +115,13 @@ impl Host {
             ToolCall::OpenDiff(a) => Some(a.clone()),
             _ => None,
         };
-        self.forwarded.insert(id, Forwarded { call, diff });
+        let name = tool.name().as_str();
+        self.forwarded.insert(id, Forwarded { call, name, diff });
         self.to_editor(json!({
             "type": "tool_call",
             "id": id,
             "conn": call.conn.0,
-            "name": tool.name().as_str(),
+            "name": name,
             "arguments": tool_arguments(tool),
         }));
     }
@@ -143,6 +165,10 @@ impl Host {
             "open_editors" => self.open_editors(v),
             "respond" => self.respond_line(v),
             "diff_decision" => self.diff_decision(v),
+            "status" => {
+                self.status();
+                Ok(())
+            }
             other => Err(format!("unknown message type {other:?}")),
         };
         if let Err(e) = r {
