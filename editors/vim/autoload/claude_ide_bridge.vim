@@ -17,6 +17,7 @@ var waiting: list<any> = []
 var stderr_tail: list<string> = []
 var last_error = ''
 var stopping = false
+var unanswered: dict<string> = {}
 
 # ---- options and messages ----
 
@@ -205,8 +206,19 @@ def OnLine(line: string)
   elseif kind ==# 'tool_call'
     OnToolCall(msg)
   elseif kind ==# 'cancelled'
+    if has_key(unanswered, string(msg.id))
+      remove(unanswered, string(msg.id))
+    endif
     diff.Cancel(msg.id, msg.reason)
+  elseif kind ==# 'status'
+    status_answer = msg
+    status_asked = false
   elseif kind ==# 'error'
+    if status_asked && msg.message =~# 'status'
+      # a bridge older than the `status` line
+      status_asked = false
+      return
+    endif
     Error('the bridge refused a line: ' .. msg.message)
   endif
 enddef
@@ -218,6 +230,11 @@ def OnToolCall(msg: dict<any>)
     timer_start(50, (_) => OnToolCall(msg))
     return
   endif
+  # An error inside a channel callback can end it without reaching the `catch` below (seen with
+  # Vim 9.0.1378): a timer answers for it then, as soon as Vim runs timers again.
+  var key = string(msg.id)
+  unanswered[key] = msg.name
+  timer_start(0, (_) => Unanswered(key))
   var args = get(msg, 'arguments', {})
   try
     if msg.name ==# 'openDiff'
@@ -235,27 +252,67 @@ def OnToolCall(msg: dict<any>)
     Respond(msg.id, {error: 'Vim could not ' .. msg.name .. ': ' .. v:exception})
     Error(msg.name .. ' failed: ' .. v:exception)
   endtry
+  remove(unanswered, key)
+enddef
+
+def Unanswered(key: string)
+  if has_key(unanswered, key)
+    var name = remove(unanswered, key)
+    Respond(str2nr(key), {error: 'Vim could not ' .. name .. ' (an error in the Vim plugin)'})
+    Error(name .. ' failed in the plugin: please report it, with :messages and g:claude_ide_bridge_log')
+  endif
 enddef
 
 # ---- :ClaudeCodeStatus ----
 
+var status_asked = false
+var status_answer: dict<any> = {}
+
+# Asks the bridge for its view (a `status` line; Vim handles the answer while it waits, up to a
+# second), then shows it, or what Vim knows when there is no answer (a bridge older than `status`).
 export def Status()
+  status_answer = {}
+  if Running()
+    status_asked = true
+    Send({type: 'status'})
+    var start = reltime()
+    while status_asked && reltimefloat(reltime(start)) < 1.0
+      sleep 10m
+    endwhile
+    status_asked = false
+  endif
+  ShowStatus(status_answer)
+enddef
+
+def ShowStatus(answer: dict<any>)
   var lines: list<string> = []
   if job_status(job) !=# 'run'
     lines += ['bridge: not running (:ClaudeCodeStart or :ClaudeCode starts it)']
   elseif port == 0
     lines += ['bridge: starting (pid ' .. job_info(job).process .. ')']
   else
-    lines += ['bridge: running, pid ' .. job_info(job).process .. ', port ' .. port]
-    lines += ['lock file: ' .. (empty(lock_file) ? 'none'
-      : lock_file .. (filereadable(lock_file) ? '' : ' (MISSING: run `claude-ide-bridge doctor`)'))]
+    var lock = get(answer, 'lockFile', lock_file)
+    lock = type(lock) == v:t_string ? lock : ''
+    lines += ['bridge: running, pid ' .. job_info(job).process .. ', port ' .. get(answer, 'port', port)]
+    lines += ['lock file: ' .. (empty(lock) ? 'none'
+      : lock .. (filereadable(lock) ? '' : ' (MISSING: run `claude-ide-bridge doctor`)'))]
     lines += ['workspace: ' .. join(folders, ', ')]
-    var conns = mapnew(items(clients), (_, kv) => '#' .. kv[0] .. (kv[1].initialized ? '' : ' (handshake)'))
+    var conns: list<string> = []
+    if has_key(answer, 'clients')
+      conns = mapnew(answer.clients, (_, c) => '#' .. c.conn .. (c.initialized ? '' : ' (handshake)'))
+    else
+      conns = mapnew(items(clients), (_, kv) => '#' .. kv[0] .. (kv[1].initialized ? '' : ' (handshake)'))
+    endif
     lines += ['connected clients: ' .. (empty(conns) ? 'none' : len(conns) .. ' (' .. join(conns, ', ') .. ')')]
   endif
   lines += ['claude terminal: ' .. terminal.Describe()]
   var pending = diff.Pending()
   lines += ['pending diffs: ' .. (empty(pending) ? 'none' : len(pending) .. ' (' .. join(pending, ', ') .. ')')]
+  var waiting_calls = mapnew(get(answer, 'pending', []), (_, p) => p.name
+    .. (type(p.filePath) == v:t_string ? ' ' .. fnamemodify(p.filePath, ':~:.') : ''))
+  if len(waiting_calls) != len(pending)
+    lines += ['calls waiting for Vim: ' .. (empty(waiting_calls) ? 'none' : join(waiting_calls, ', '))]
+  endif
   if !empty(stderr_tail)
     lines += ['last bridge log line: ' .. stderr_tail[-1]]
   endif

@@ -434,6 +434,13 @@ fn vim_plugin_with_a_scripted_claude() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(vim.screen().contains(&lock.to_string_lossy().to_string()));
+    // ... as the bridge answered it (a `status` line).
+    let log = fs::read_to_string(&vim.log).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("<- ") && l.contains(r#""type":"status""#)),
+        "{log}"
+    );
 
     // Vim quits: the bridge stops and removes its lock file.
     vim.ex("qa!");
