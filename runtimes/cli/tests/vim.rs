@@ -22,6 +22,8 @@ struct Vim {
     log: PathBuf,
     out: PathBuf,
     evals: u32,
+    /// Evaluate with CTRL-W : (the focus is in a terminal window).
+    in_terminal: bool,
 }
 
 impl Vim {
@@ -48,6 +50,7 @@ impl Vim {
             log: sb.root().join("lines.log"),
             out: sb.root().join("eval"),
             evals: 0,
+            in_terminal: false,
         };
         let cmd = format!(
             "env HOME='{}' CLAUDE_CONFIG_DIR='{}' NO_COLOR=1 vim -i NONE '{}'",
@@ -98,6 +101,13 @@ impl Vim {
         self.keys(&["Enter"]);
     }
 
+    /// Types an Ex command with CTRL-W :, which works from a terminal window too.
+    fn term_ex(&self, cmd: &str) {
+        self.keys(&["C-w", ":"]);
+        self.text(cmd);
+        self.keys(&["Enter"]);
+    }
+
     fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-t", "0"])
     }
@@ -117,10 +127,15 @@ impl Vim {
     fn eval(&mut self, expr: &str) -> Value {
         self.evals += 1;
         let path = self.out.with_extension(self.evals.to_string());
-        self.ex(&format!(
+        let cmd = format!(
             "call writefile([json_encode({expr})], '{}')",
             path.display()
-        ));
+        );
+        if self.in_terminal {
+            self.term_ex(&cmd);
+        } else {
+            self.ex(&cmd);
+        }
         let give_up = Instant::now() + WAIT;
         loop {
             if let Ok(text) = fs::read_to_string(&path) {
@@ -386,6 +401,17 @@ fn vim_plugin_with_a_scripted_claude() {
         |v| v == 0,
     );
 
+    // closeAllDiffTabs too.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "all\n", "tab all"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let all = c.call_tool("closeAllDiffTabs", json!({}));
+    let got = responses(&mut c, &[id, all]);
+    assert_eq!(texts(&got[&id])[0], "DIFF_REJECTED");
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))",
+        |v| v == 0,
+    );
+
     // A buffer with unsaved changes is not diffed.
     vim.ex("buffer a.txt");
     vim.keys(&["O", "mine", "Escape"]);
@@ -473,7 +499,8 @@ fn vim_claude_code_opens_the_terminal() {
         &sb,
         &a,
         &format!(
-            "let g:claude_ide_bridge_terminal_cmd = '{}'\nlet g:claude_ide_bridge_split_side = 'left'",
+            "let g:claude_ide_bridge_terminal_cmd = '{}'\nlet g:claude_ide_bridge_split_side = 'left'\n\
+             let g:claude_ide_bridge_diff_layout = 'tab'",
             fake.display()
         ),
     );
@@ -495,8 +522,22 @@ fn vim_claude_code_opens_the_terminal() {
     vim.wait_eval("winnr('$')", |v| v == 1);
     assert_eq!(vim.eval("&buftype"), "");
     vim.ex("ClaudeCode");
-    vim.keys(&["C-w", "N"]);
+    vim.in_terminal = true;
     vim.wait_eval("[winnr('$'), &buftype]", |v| v == &json!([2, "terminal"]));
+    // A diff (layout 'tab') opens while the focus is in claude's terminal: the focus stays there.
+    let mut c = connect(&lock);
+    let id = c.call_tool("openDiff", open_diff_args(&a, "two\n", "tab"));
+    vim.wait_eval("tabpagenr('$')", |v| v == 2);
+    assert_eq!(vim.eval("[tabpagenr(), &buftype]"), json!([1, "terminal"]));
+    vim.term_ex("ClaudeCodeDiffDeny");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["DIFF_REJECTED", "tab"]);
+    vim.wait_eval("tabpagenr('$')", |v| v == 1);
+    // claude goes away while a diff is open: it closes.
+    c.call_tool("openDiff", open_diff_args(&a, "three\n", "tab again"));
+    vim.wait_eval("tabpagenr('$')", |v| v == 2);
+    drop(c);
+    vim.wait_eval("tabpagenr('$')", |v| v == 1);
     // Vim quits with the terminal running: everything stops.
     vim.keys(&["C-w", "N"]);
     vim.ex("qa!");

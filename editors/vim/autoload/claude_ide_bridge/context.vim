@@ -215,9 +215,12 @@ enddef
 # Sends the current selection again (a client that just connected may have missed it).
 export def Resend()
   timer_start(500, (_) => {
-    last_sel = ''
-    Track()
-    SendEditors()
+    if empty(pending_sel)
+      Track()
+    else
+      SendSelection(true)
+    endif
+    SendEditors(true)
   })
 enddef
 
