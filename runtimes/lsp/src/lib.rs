@@ -280,6 +280,15 @@ impl Lsp {
         server.diagnostics(&key, language, text, deadline)
     }
 
+    /// Starts the server of `language` (a language id such as `python`) if it is not running, without
+    /// waiting: for a program that would rather start servers when a client connects than on the first
+    /// question. False when no server of that language can run.
+    pub fn start(&self, language: &str) -> bool {
+        self.inner
+            .server_for(language)
+            .is_some_and(|s| !matches!(s.phase(), Phase::Exited(_)))
+    }
+
     /// Hands `text` of `path` to its server now, without waiting (after an accepted `openDiff` or a
     /// `writeFile`), so that the next [`Lsp::diagnostics`] finds the server already at work. Starts the
     /// server if needed; the text is sent once it is initialized.

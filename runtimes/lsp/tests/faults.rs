@@ -282,6 +282,27 @@ fn formatting_applies_the_servers_utf16_edits() {
 }
 
 #[test]
+fn start_ahead_of_the_first_question() {
+    let fx = fake("good", |_| {});
+    assert!(fx.lsp.start("fake"));
+    assert!(!fx.lsp.start("cobol"));
+    wait_for(
+        "the server to be initialized",
+        Duration::from_secs(5),
+        || fx.state_of("fake") == ServerState::Running,
+    );
+    // Already running: the first question waits only for its diagnostics.
+    let wait = Duration::from_secs(3);
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    assert_eq!(fx.starts().len(), 1);
+    fx.shutdown_leaves_nothing();
+    assert!(!fx.lsp.start("fake"), "nothing starts after shutdown");
+}
+
+#[test]
 fn missing_server_answers_nothing_at_once() {
     let fx = fake("good", |c| {
         c.servers.push(Language {

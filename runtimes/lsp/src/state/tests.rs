@@ -343,3 +343,104 @@ fn off_spec_capabilities_fall_back_to_full_changes() {
         .unwrap_err()
         .contains("no workspace"));
 }
+
+fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        (0u32..5).prop_map(Value::from),
+        "[a-z/:é]{0,12}".prop_map(Value::from),
+        Just(json!("file:///w/a.py")),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(
+                prop_oneof![
+                    Just("uri".to_owned()),
+                    Just("diagnostics".to_owned()),
+                    Just("range".to_owned()),
+                    Just("start".to_owned()),
+                    Just("line".to_owned()),
+                    Just("character".to_owned()),
+                    Just("message".to_owned()),
+                    Just("items".to_owned()),
+                    Just("kind".to_owned()),
+                    Just("registrations".to_owned()),
+                    Just("method".to_owned()),
+                    Just("id".to_owned()),
+                    "[a-z]{1,6}",
+                ],
+                inner,
+                0..4,
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn server_message() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let method = prop_oneof![
+        Just("textDocument/publishDiagnostics"),
+        Just("client/registerCapability"),
+        Just("client/unregisterCapability"),
+        Just("workspace/configuration"),
+        Just("workspace/workspaceFolders"),
+        Just("window/logMessage"),
+        Just("$/progress"),
+        Just("other/thing"),
+    ];
+    prop_oneof![
+        (method, proptest::option::of(json_value()), json_value()).prop_map(|(m, id, params)| {
+            let mut msg = json!({"jsonrpc": "2.0", "method": m, "params": params});
+            if let Some(id) = id {
+                msg["id"] = id;
+            }
+            serde_json::to_vec(&msg).unwrap()
+        }),
+        (0i64..6, json_value()).prop_map(|(id, result)| {
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap()
+        }),
+        proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Whatever a server sends: no panic, every request gets exactly one answer, and the bounds hold.
+    #[test]
+    fn any_server_output_is_handled(msgs in proptest::collection::vec(server_message(), 0..40)) {
+        let limits = LspLimits { max_diagnostics_per_file: 3, max_total_diagnostics: 5, max_files: 2, ..LspLimits::default() };
+        let mut s = running(json!({"textDocumentSync": 1}), limits);
+        s.sync("/w/a.py", "python", "x");
+        let _ = s.take_outbox();
+        for body in msgs {
+            let request_id = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .filter(|m| m.get("method").is_some())
+                .and_then(|m| m.get("id").cloned())
+                .filter(|id| !id.is_null());
+            match s.handle(&body) {
+                Ok(_) => {
+                    let sent = frames(&mut s);
+                    if let Some(id) = request_id {
+                        proptest::prop_assert_eq!(sent.len(), 1);
+                        proptest::prop_assert_eq!(&sent[0]["id"], &id);
+                        proptest::prop_assert!(sent[0].get("result").is_some() != sent[0].get("error").is_some());
+                    } else {
+                        proptest::prop_assert!(sent.is_empty());
+                    }
+                }
+                Err(_) => proptest::prop_assert!(request_id.is_none()),
+            }
+            let sum: usize = s.diags.values().map(|d| d.items.len()).sum();
+            proptest::prop_assert_eq!(s.total, sum);
+            proptest::prop_assert!(sum <= 5);
+            proptest::prop_assert!(s.diags.len() <= 3);
+        }
+    }
+}
