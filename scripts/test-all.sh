@@ -21,6 +21,8 @@ missing=()
 for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd groff:groff-base zsh:zsh fish:fish; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
 done
+# ALE, a real Vim linting plugin: the Vim plugin reports its diagnostics (runtimes/cli/tests/vim.rs).
+[ -e /usr/share/vim-ale/plugin/ale.vim ] || missing+=(vim-ale)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi

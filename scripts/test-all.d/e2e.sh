@@ -19,6 +19,7 @@ apt_install() {
 }
 
 command -v tmux >/dev/null || apt_install tmux
+command -v vim >/dev/null || apt_install vim   # test_vim.py: the Vim plugin with claude inside :ClaudeCode
 command -v npm >/dev/null || apt_install nodejs npm
 command -v python3 >/dev/null || apt_install python3 python3-pip
 

@@ -1,8 +1,9 @@
 //! The Vim plugin (editors/vim) in the real Vim, in tmux, loaded as a package from a temporary
 //! HOME, against the test WebSocket client playing claude: the lock file, selection tracking,
 //! `:ClaudeCodeSend`, open editors, `saveDocument`, diffs (`:w` with the user's edits, `:q`,
-//! `close_tab`, a dirty buffer, a new file), `openFile`, the terminal launcher, and the bridge gone
-//! with its lock file when Vim quits.
+//! `close_tab`, `closeAllDiffTabs`, a disconnect, a dirty buffer, a new file, the tab layout),
+//! `openFile`, the terminal launcher, ALE's diagnostics (Debian's vim-ale), and the bridge gone with
+//! its lock file when Vim quits.
 
 mod common;
 
@@ -546,4 +547,58 @@ fn vim_claude_code_opens_the_terminal() {
         assert!(Instant::now() < give_up, "lock file left behind");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Where Debian's `vim-ale` package puts ALE (scripts/test-all.sh installs it).
+const ALE: &str = "/usr/share/vim-ale";
+
+#[test]
+fn vim_reports_ale_diagnostics() {
+    if tools_missing() {
+        return;
+    }
+    if !Path::new(ALE).join("plugin/ale.vim").exists() {
+        eprintln!(
+            "SKIPPED: ALE is not installed (apt-get install vim-ale; scripts/test-all.sh does)"
+        );
+        return;
+    }
+    let sb = Sandbox::new();
+    let script = sb.ws.join("s.sh");
+    fs::write(&script, "#!/bin/sh\nif true; then\n  echo hi\n").unwrap();
+    let uri = format!("file://{}", script.display());
+    let mut vim = Vim::start(
+        &sb,
+        &script,
+        &format!("filetype plugin on\nset runtimepath+={ALE}\nlet g:ale_linters = {{'sh': ['shell']}}\nlet g:ale_lint_delay = 0"),
+    );
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let mut c = connect(&lock);
+    // ALE's shell linter (sh -n) finds the missing `fi`; claude gets it from Vim.
+    let found = call_until(&mut c, "getDiagnostics", json!({"uri": uri}), |v| {
+        v[0]["diagnostics"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+    });
+    let d = &found[0]["diagnostics"][0];
+    assert_eq!(found[0]["uri"], json!(uri));
+    assert_eq!(d["severity"], "Error");
+    assert_eq!(d["source"], "shell");
+    assert!(
+        d["message"].as_str().unwrap().to_lowercase().contains("fi"),
+        "{d}"
+    );
+    // Fixed and saved: ALE finds nothing, and claude hears that too.
+    vim.ex("$put ='fi'");
+    vim.ex("w");
+    let n = c
+        .recv_until(WAIT, |v| {
+            v["method"] == "diagnostics_changed" && v["params"]["diagnostics"] == json!([])
+        })
+        .expect("diagnostics_changed with the cleared list");
+    assert_eq!(n["params"]["uri"], json!(uri));
+    let now = json_of(&call(&mut c, "getDiagnostics", json!({"uri": uri})));
+    assert_eq!(now, json!([]));
+    vim.ex("qa!");
 }
