@@ -567,7 +567,7 @@ fn vim_reports_ale_diagnostics() {
     let script = sb.ws.join("s.sh");
     fs::write(&script, "#!/bin/sh\nif true; then\n  echo hi\n").unwrap();
     let uri = format!("file://{}", script.display());
-    let mut vim = Vim::start(
+    let vim = Vim::start(
         &sb,
         &script,
         &format!("filetype plugin on\nset runtimepath+={ALE}\nlet g:ale_linters = {{'sh': ['shell']}}\nlet g:ale_lint_delay = 0"),
