@@ -452,6 +452,50 @@ fn vim_plugin_with_a_scripted_claude() {
         vim.eval("[line(\"'<\"), col(\"'<\"), line(\"'>\"), col(\"'>\")]"),
         json!([1, 2, 1, 4])
     );
+    // By lines (0-based).
+    let r = call(
+        &mut c,
+        "openFile",
+        json!({"filePath": a_s, "startLine": 1, "endLine": 2}),
+    );
+    assert_eq!(texts(&r), [format!("Opened file: {a_s}")]);
+    assert_eq!(
+        vim.eval("[expand('%:t'), line(\"'<\"), line(\"'>\")]"),
+        json!(["a.txt", 2, 3])
+    );
+    // In the background: the answer describes the file; the window still shows a.txt.
+    let before = vim.eval("[win_getid(), expand('%:t')]");
+    let v = json_of(&call(
+        &mut c,
+        "openFile",
+        json!({"filePath": b_s, "makeFrontmost": false}),
+    ));
+    assert_eq!(
+        (&v["success"], &v["lineCount"], &v["filePath"]),
+        (&json!(true), &json!(1), &json!(b_s))
+    );
+    assert_eq!(vim.eval("[win_getid(), expand('%:t')]"), before);
+    assert_eq!(vim.eval("bufloaded('b.txt')"), 1);
+    // open_files opens what exists.
+    let missing = sb.ws.join("missing.txt").to_string_lossy().to_string();
+    let v = json_of(&call(
+        &mut c,
+        "open_files",
+        json!({"file_paths": [a_s, missing]}),
+    ));
+    assert_eq!(v["opened_files"], json!([a_s]));
+
+    // Characters, not bytes: a selection after multibyte text.
+    let u = sb.ws.join("u.txt");
+    fs::write(&u, "h\u{e9}llo w\u{f6}rld\n").unwrap();
+    vim.ex("edit u.txt");
+    vim.keys(&["0", "w", "v", "e"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["filePath"] == json!(u.to_string_lossy()) && p["text"] != ""
+    });
+    assert_eq!(sel["text"], "w\u{f6}rld");
+    assert_eq!(sel["selection"], range(0, 6, 0, 11));
+    vim.keys(&["Escape"]);
 
     // :ClaudeCodeStatus tells the port, the lock file and the client.
     vim.ex("ClaudeCodeStatus");

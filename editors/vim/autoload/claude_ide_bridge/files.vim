@@ -22,17 +22,13 @@ def Find(text: string, from: list<number>, at_end: bool): list<number>
   return pos[0] == 0 ? [] : pos
 enddef
 
-# Selects from `first` to `last` ([line, col], inclusive): the marks '< and '>, and Visual mode when
-# the window has the focus.
-def Select(first: list<number>, last: list<number>, linewise: bool, visual: bool)
+# Selects from `first` to `last` ([line, col], inclusive) in Visual mode (which also sets the marks
+# '< and '> once Visual mode ends).
+def Select(first: list<number>, last: list<number>, linewise: bool)
   execute "silent! normal! \<Esc>"
-  setpos("'<", [0, first[0], first[1], 0])
-  setpos("'>", [0, last[0], last[1], 0])
   cursor(first[0], first[1])
-  if visual
-    execute 'normal! ' .. (linewise ? 'V' : 'v')
-    cursor(last[0], last[1])
-  endif
+  execute 'normal! ' .. (linewise ? 'V' : 'v')
+  cursor(last[0], last[1])
 enddef
 
 export def OpenFile(id: number, args: dict<any>)
@@ -42,7 +38,16 @@ export def OpenFile(id: number, args: dict<any>)
     return
   endif
   var frontmost = get(args, 'makeFrontmost', true) ? true : false
-  var back = win_getid()
+  if !frontmost
+    # in the background: loaded and listed (an open editor), no window changes
+    var b = bufadd(path)
+    setbufvar(b, '&buflisted', 1)
+    bufload(b)
+    context.ScheduleEditors()
+    bridge.RespondJson(id, {success: true, filePath: path, languageId: context.LanguageId(b),
+      lineCount: len(getbufline(b, 1, '$'))})
+    return
+  endif
   Show(path)
   var start_text = get(args, 'startText', '')
   if type(start_text) == v:t_string && start_text !=# ''
@@ -59,28 +64,21 @@ export def OpenFile(id: number, args: dict<any>)
       if get(args, 'selectToEndOfLine', false)
         last = [last[0], max([1, strlen(getline(last[0]))])]
       endif
-      Select(first, last, false, frontmost)
+      Select(first, last, false)
     endif
   elseif type(get(args, 'startLine', v:null)) == v:t_number
     # lines are 0-based, like every position on this protocol
     var l1 = min([args.startLine + 1, line('$')])
     var l2 = type(get(args, 'endLine', v:null)) == v:t_number ? min([args.endLine + 1, line('$')]) : l1
     if l2 > l1
-      Select([l1, 1], [l2, 1], true, frontmost)
+      Select([l1, 1], [l2, 1], true)
     else
       cursor(l1, 1)
     endif
   endif
   normal! zv
   context.ScheduleEditors()
-  if frontmost
-    bridge.Respond(id, {text: 'Opened file: ' .. path})
-  else
-    var b = bufnr()
-    win_gotoid(back)
-    bridge.RespondJson(id, {success: true, filePath: path, languageId: context.LanguageId(b),
-      lineCount: len(getbufline(b, 1, '$'))})
-  endif
+  bridge.Respond(id, {text: 'Opened file: ' .. path})
 enddef
 
 export def OpenFiles(id: number, args: dict<any>)
