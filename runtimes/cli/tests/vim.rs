@@ -307,6 +307,12 @@ fn vim_plugin_with_a_scripted_claude() {
         (m["lineStart"].clone(), m["lineEnd"].clone()),
         (json!(0), json!(0))
     );
+    // None of this printed anything.
+    let messages = vim.eval("execute('messages')");
+    assert!(
+        !messages.as_str().unwrap().contains("claude-ide-bridge"),
+        "{messages}"
+    );
     // getCurrentSelection is what Vim reported last.
     let cur = json_of(&call(&mut c, "getCurrentSelection", json!({})));
     assert_eq!(cur["filePath"], json!(a_s));
@@ -583,6 +589,19 @@ fn vim_claude_code_opens_the_terminal() {
     vim.wait_eval("tabpagenr('$')", |v| v == 2);
     drop(c);
     vim.wait_eval("tabpagenr('$')", |v| v == 1);
+    // :ClaudeCodeFocus in claude's window hides it; elsewhere it shows it and goes there.
+    vim.term_ex("ClaudeCodeFocus");
+    vim.in_terminal = false;
+    vim.wait_eval("[winnr('$'), &buftype]", |v| v == &json!([1, ""]));
+    vim.ex("ClaudeCodeFocus");
+    vim.in_terminal = true;
+    vim.wait_eval("[winnr('$'), &buftype]", |v| v == &json!([2, "terminal"]));
+    vim.term_ex("wincmd p");
+    vim.in_terminal = false;
+    vim.wait_eval("&buftype", |v| v == "");
+    vim.ex("ClaudeCodeFocus");
+    vim.in_terminal = true;
+    vim.wait_eval("[winnr('$'), &buftype]", |v| v == &json!([2, "terminal"]));
     // Vim quits with the terminal running: everything stops.
     vim.keys(&["C-w", "N"]);
     vim.ex("qa!");
@@ -644,5 +663,37 @@ fn vim_reports_ale_diagnostics() {
     assert_eq!(n["params"]["uri"], json!(uri));
     let now = json_of(&call(&mut c, "getDiagnostics", json!({"uri": uri})));
     assert_eq!(now, json!([]));
+    vim.ex("qa!");
+}
+
+#[test]
+fn vim_reports_a_bridge_that_cannot_start_once() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let mut vim = Vim::start(&sb, &a, "let g:claude_ide_bridge_args = ['--no-such-flag']");
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("the bridge exited")
+    });
+    let m = m.as_str().unwrap();
+    assert!(m.contains("before it was ready"), "{m}");
+    assert!(m.contains("--no-such-flag"), "the bridge's own reason: {m}");
+    assert!(m.contains("claude-ide-bridge doctor"), "{m}");
+    assert_eq!(m.matches("the bridge exited").count(), 1, "{m}");
+    assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
+    // A program that is not there: said once, with where to look.
+    vim.ex("let g:claude_ide_bridge_cmd = '/nonexistent/claude-ide-bridge'");
+    vim.ex("ClaudeCodeStart");
+    vim.ex("ClaudeCode");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("was not found")
+    });
+    let m = m.as_str().unwrap();
+    assert!(m.contains(":help claude-ide-bridge-install"), "{m}");
+    assert_eq!(m.matches("was not found").count(), 1, "{m}");
     vim.ex("qa!");
 }
