@@ -168,7 +168,9 @@ def OnExit(status: number)
   context.Detach()
   diff.CloseAll()
   if !stopping
-    var why = empty(stderr_tail) ? '' : ': ' .. stderr_tail[-1]
+    # the bridge's reason: its error line (clap ends with a hint about --help), else its last line
+    var errors = filter(copy(stderr_tail), (_, l) => l =~? '^\s*error')
+    var why = !empty(errors) ? ': ' .. errors[0] : empty(stderr_tail) ? '' : ': ' .. stderr_tail[-1]
     Error('the bridge exited with status ' .. status .. (was_ready ? '' : ' before it was ready') .. why
       .. ' (see :ClaudeCodeStatus, and run `claude-ide-bridge doctor`)')
   endif
