@@ -225,7 +225,8 @@ impl Lsp {
     /// A client for `config`; `on_change` is called whenever a file's diagnostics change: from the thread
     /// reading the server's output (published diagnostics), or from the thread calling
     /// [`Lsp::diagnostics`] (pulled ones), usually before that call answers. It holds no lock of the client
-    /// and may call it. Starts nothing.
+    /// and may call it, but should return quickly (hand the change to a channel): while it runs, that
+    /// server's output is not read. A panic in it is logged and ignored. Starts nothing.
     pub fn new(
         config: LspConfig,
         on_change: impl Fn(FileDiagnostics) + Send + Sync + 'static,

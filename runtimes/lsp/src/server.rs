@@ -70,6 +70,7 @@ pub(crate) enum RequestError {
 pub(crate) struct Server {
     shared: Arc<Shared>,
     on_change: OnChange,
+    log: Log,
     pub started: Instant,
     pub pid: u32,
 }
@@ -154,6 +155,7 @@ impl Server {
         Ok(Server {
             shared,
             on_change,
+            log,
             started,
             pid,
         })
@@ -266,7 +268,7 @@ impl Server {
                             let known = state.known(path);
                             drop(state);
                             if let Some(change) = changed {
-                                (self.on_change)(change);
+                                tell(&self.on_change, change, &self.log);
                             }
                             return known;
                         }
@@ -318,6 +320,14 @@ impl Server {
         let _ = self
             .shared
             .wait_until(state, Instant::now() + Duration::from_secs(2), |s| s.reaped);
+    }
+}
+
+/// Calls `on_change`; a panic in it is logged rather than allowed to end the thread reading the server.
+fn tell(on_change: &OnChange, change: FileDiagnostics, log: &Log) {
+    let call = std::panic::AssertUnwindSafe(|| on_change(change));
+    if std::panic::catch_unwind(call).is_err() {
+        log.line("the on_change callback panicked (ignored)");
     }
 }
 
@@ -452,7 +462,7 @@ fn read_loop(
                             // before the answer that includes it.
                             for effect in effects {
                                 match effect {
-                                    Effect::Changed(change) => on_change(change),
+                                    Effect::Changed(change) => tell(on_change, change, log),
                                     Effect::Log(line) => log.line(&line),
                                 }
                             }

@@ -574,3 +574,27 @@ fn stderr_goes_to_the_log_within_its_budget() {
     // The server wrote 6 MB; the log holds its budget plus the other lines.
     assert!(log.len() < 100_000 + 10_000, "{}", log.len());
 }
+
+#[test]
+fn a_panicking_on_change_does_not_stop_the_server() {
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut servers = ServerTable::empty();
+    servers.push(language("fake", "good", state.path()));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let config = LspConfig {
+        servers,
+        workspace_folders: vec![ws.path().to_path_buf()],
+        log: LspLog::Writer(log.clone()),
+        ..LspConfig::default()
+    };
+    let lsp = Lsp::new(config, |_| panic!("a callback bug"));
+    let file = ws.path().join("a.fake");
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    assert_eq!(lsp.diagnostics(&file, "error", deadline()).len(), 1);
+    assert_eq!(lsp.diagnostics(&file, "ok", deadline()).len(), 0);
+    assert_eq!(lsp.diagnostics(&file, "error\nerror", deadline()).len(), 2);
+    lsp.shutdown(Duration::from_secs(1));
+    let log = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+    assert!(log.contains("on_change callback panicked"), "{log}");
+}
