@@ -174,7 +174,12 @@ impl Decoder {
         self.start += n;
         self.body = None;
         if self.start == self.buf.len() {
-            self.buf.clear();
+            // After a large message, give its memory back rather than hold it for the server's life.
+            if self.buf.capacity() > 1 << 20 {
+                self.buf = Vec::new();
+            } else {
+                self.buf.clear();
+            }
             self.start = 0;
         }
         Ok(Some(frame))

@@ -243,6 +243,8 @@ impl State {
         if !matches!(self.phase, Phase::Exited(_)) {
             self.phase = Phase::Exited(reason.into());
             self.exited_at = Some(std::time::Instant::now());
+            self.early.clear();
+            self.pending.clear();
         }
     }
 
