@@ -1,0 +1,130 @@
+//! Why an access was refused or failed.
+
+use std::fmt;
+use std::io;
+
+/// Why a file access was refused (the client asked for something it may not have) or failed
+/// (the file system said no). Every message names the path as the client gave it.
+#[derive(Debug)]
+pub enum Error {
+    /// The path is not inside a workspace folder, or a symbolic link on the way leads out of it.
+    Outside {
+        /// The path as given.
+        path: String,
+        /// Why, in words.
+        why: String,
+    },
+    /// Nothing exists at the path (or a directory on the way is missing).
+    NotFound {
+        /// The path as given.
+        path: String,
+    },
+    /// The path names something other than a regular file.
+    NotRegular {
+        /// The path as given.
+        path: String,
+        /// What it is: `"a directory"`, `"a FIFO"`, `"a socket"`, ...
+        kind: &'static str,
+    },
+    /// Resolving the path followed more symbolic links than allowed (a loop, most likely).
+    SymlinkLoop {
+        /// The path as given.
+        path: String,
+    },
+    /// The file is bigger than the read limit.
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// Its size in bytes, as far as it was seen.
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The file is not UTF-8 text.
+    NotText {
+        /// The path as given.
+        path: String,
+    },
+    /// A `listFiles` pattern that is not a valid glob (or too long).
+    BadPattern {
+        /// The pattern.
+        pattern: String,
+        /// Why.
+        why: String,
+    },
+    /// The file system refused or failed.
+    Io {
+        /// The path as given.
+        path: String,
+        /// What was being done.
+        op: &'static str,
+        /// The error.
+        err: io::Error,
+    },
+}
+
+impl Error {
+    /// Whether the client asked for something it may not have or that cannot be served (answered
+    /// as invalid params, JSON-RPC -32602), rather than a failure of the file system (-32603).
+    ///
+    /// ```
+    /// use claude_ide_bridge_files::Error;
+    /// assert!(Error::NotFound { path: "a".into() }.is_refusal());
+    /// ```
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, Error::Io { .. })
+    }
+
+    pub(crate) fn io(path: &str, op: &'static str, err: impl Into<io::Error>) -> Error {
+        let err = err.into();
+        match err.kind() {
+            io::ErrorKind::NotFound => Error::NotFound { path: path.into() },
+            _ => Error::Io {
+                path: path.into(),
+                op,
+                err,
+            },
+        }
+    }
+
+    pub(crate) fn outside(path: &str, why: impl Into<String>) -> Error {
+        Error::Outside {
+            path: path.into(),
+            why: why.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Outside { path, why } => write!(f, "{path}: outside the workspace ({why})"),
+            Error::NotFound { path } => write!(f, "{path}: no such file"),
+            Error::NotRegular { path, kind } => {
+                write!(
+                    f,
+                    "{path} is {kind}: only regular files are read or written"
+                )
+            }
+            Error::SymlinkLoop { path } => {
+                write!(f, "{path}: too many symbolic links (a loop?)")
+            }
+            Error::TooLarge { path, size, limit } => write!(
+                f,
+                "{path} is {size} bytes, more than the {limit}-byte limit for a file read"
+            ),
+            Error::NotText { path } => write!(f, "{path} is not UTF-8 text"),
+            Error::BadPattern { pattern, why } => write!(f, "pattern {pattern:?}: {why}"),
+            Error::Io { path, op, err } => write!(f, "{path}: {op} failed: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { err, .. } => Some(err),
+            _ => None,
+        }
+    }
+}

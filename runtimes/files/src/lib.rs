@@ -1,0 +1,154 @@
+//! File access for claude-ide-bridge: every file the bridge reads, writes or lists for a client
+//! goes through a [`Workspace`], which keeps it inside the workspace folders and bounded.
+//!
+//! The rules, each enforced at the moment of the access (no check-then-use window):
+//!
+//! - **Only regular files** are read or written. A directory, FIFO, socket or device is refused
+//!   with [`Error::NotRegular`]. Files are opened with `O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC`, so
+//!   the open itself never waits (a FIFO without a writer opens at once), and the type is checked
+//!   with `fstat` on the opened handle before a byte is read.
+//! - **Reads are capped** at [`Limits::max_read_bytes`] (the message size limit, 10 MiB, by
+//!   default): the size from `fstat` is checked before memory is spent, and the read itself stops
+//!   one byte past the cap, so a file growing under us is refused too ([`Error::TooLarge`] names
+//!   the file and its size).
+//! - **Paths stay inside the workspace folders.** A path is resolved one component at a time
+//!   from the folder's directory handle with `openat(dir, name, O_NOFOLLOW)`; a symbolic link is
+//!   read with `readlinkat` and followed only when its target, resolved lexically, stays inside
+//!   the same folder (then the walk starts again from the folder's handle). A link leading out,
+//!   a dangling link leading out, a symlinked parent directory leading out, and `..` climbing out
+//!   are all refused with [`Error::Outside`].
+//! - **Writes are atomic** and keep the file's mode: a temporary file is created with
+//!   `O_EXCL | O_NOFOLLOW` relative to the checked directory handle, written, `fsync`ed and
+//!   renamed over the target with `renameat` on that same handle; a failed write leaves the old
+//!   file as it was.
+//! - **Listings are bounded** in entries, depth and time ([`Limits`]), never follow symbolic
+//!   links, and skip what an editor skips: `.git` and what `.gitignore` files (and
+//!   `.git/info/exclude`) exclude. The walk is the `ignore` crate's; the ignore files are read
+//!   through this crate, with the same rules as any other read.
+//!
+//! A file system that hangs in the kernel (a dead network mount) can still block one call:
+//! bounding that is the caller's job, by running each call on its own thread with a deadline.
+//!
+//! ```
+//! use claude_ide_bridge_files::{Error, Limits, Workspace};
+//! let dir = tempfile::tempdir().unwrap();
+//! let root = dir.path().to_str().unwrap().to_string();
+//! let ws = Workspace::new(vec![root.clone()], Limits::default());
+//! ws.write("notes/todo.md", b"- ship it\n").unwrap();
+//! assert_eq!(ws.read_text("notes/todo.md").unwrap().content, "- ship it\n");
+//! assert!(matches!(ws.read_text("/etc/passwd"), Err(Error::Outside { .. })));
+//! assert!(matches!(ws.read_text("../x"), Err(Error::Outside { .. })));
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod error;
+mod list;
+mod open;
+mod resolve;
+
+use std::time::Duration;
+
+pub use error::Error;
+pub use list::{Listing, WorkspaceInfo};
+pub use open::Text;
+
+/// The bounds of every file access.
+///
+/// ```
+/// use claude_ide_bridge_files::Limits;
+/// let small = Limits { max_read_bytes: 64 * 1024, ..Limits::default() };
+/// assert_eq!(small.max_list_entries, Limits::default().max_list_entries);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest file read, in bytes (the message size limit, 10 MiB, by default).
+    pub max_read_bytes: u64,
+    /// Most paths a listing answers.
+    pub max_list_entries: usize,
+    /// Most directory entries a listing (or a file count) looks at.
+    pub max_walk_entries: usize,
+    /// Deepest directory a listing descends into (the folder itself is depth 0).
+    pub max_depth: usize,
+    /// Longest time a listing (or a file count) walks before answering what it has.
+    pub max_walk_time: Duration,
+    /// Largest `.gitignore` read while listing; a bigger one is skipped.
+    pub max_ignore_file_bytes: u64,
+    /// Longest `listFiles` pattern, in bytes.
+    pub max_pattern_len: usize,
+    /// Most symbolic links followed while resolving one path.
+    pub max_symlinks: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_read_bytes: 10 * 1024 * 1024,
+            max_list_entries: 10_000,
+            max_walk_entries: 200_000,
+            max_depth: 64,
+            max_walk_time: Duration::from_secs(5),
+            max_ignore_file_bytes: 1024 * 1024,
+            max_pattern_len: 1024,
+            max_symlinks: 40,
+        }
+    }
+}
+
+/// One workspace folder: as advertised in the lock file, and as it was on disk at start
+/// (symbolic links in the folder's own path resolved), so that absolute paths naming it either
+/// way are recognised.
+#[derive(Debug, Clone)]
+struct Folder {
+    advertised: String,
+    canonical: String,
+}
+
+/// The workspace folders and the limits of every access to them.
+///
+/// Paths given to its methods come from the wire: relative to the first folder, or absolute
+/// inside one of the folders. The folder paths themselves are trusted (they come from the
+/// command line), including any symbolic link in them.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    folders: Vec<Folder>,
+    limits: Limits,
+}
+
+impl Workspace {
+    /// The workspace of these absolute folders, with these limits.
+    ///
+    /// ```
+    /// use claude_ide_bridge_files::{Limits, Workspace};
+    /// let ws = Workspace::new(vec!["/srv/project".into()], Limits::default());
+    /// assert_eq!(ws.folders(), vec!["/srv/project"]);
+    /// ```
+    pub fn new(folders: Vec<String>, limits: Limits) -> Workspace {
+        let folders = folders
+            .into_iter()
+            .map(|f| {
+                let advertised = claude_ide_bridge::paths::normalize(&f).unwrap_or(f);
+                let canonical = std::fs::canonicalize(&advertised)
+                    .ok()
+                    .and_then(|c| c.to_str().map(str::to_owned))
+                    .unwrap_or_else(|| advertised.clone());
+                Folder {
+                    advertised,
+                    canonical,
+                }
+            })
+            .collect();
+        Workspace { folders, limits }
+    }
+
+    /// The folders, as advertised.
+    pub fn folders(&self) -> Vec<&str> {
+        self.folders.iter().map(|f| f.advertised.as_str()).collect()
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+}

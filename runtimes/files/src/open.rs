@@ -1,0 +1,339 @@
+//! Reading and writing regular files at a resolved location.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{
+    fchmod, fcntl_getfl, fcntl_setfl, fstat, fsync, openat, renameat, unlinkat, AtFlags, FileType,
+    Mode, OFlags, Stat,
+};
+
+use crate::resolve::{kind_name, Located, Missing};
+use crate::{Error, Workspace};
+
+/// A file read as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text {
+    /// The file's path: the workspace folder as advertised, then the components below it with
+    /// symbolic links resolved.
+    pub path: String,
+    /// Its contents.
+    pub content: String,
+}
+
+/// How files are opened for reading: never through a link, never waiting (a FIFO without a
+/// writer opens at once instead of blocking), never becoming the controlling terminal.
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NOCTTY);
+
+fn same_file(a: &Stat, b: &Stat) -> bool {
+    a.st_dev == b.st_dev && a.st_ino == b.st_ino
+}
+
+fn file_type(st: &Stat) -> FileType {
+    FileType::from_raw_mode(st.st_mode)
+}
+
+impl Workspace {
+    /// Opens the regular file at `at` for reading and returns it with its `fstat`: anything that
+    /// is not a regular file (by the lookup, and again on the opened handle) is refused.
+    fn open_regular(&self, path: &str, at: &Located) -> Result<(File, Stat), Error> {
+        let looked = at
+            .stat
+            .as_ref()
+            .ok_or(Error::NotFound { path: path.into() })?;
+        let kind = file_type(looked);
+        if kind != FileType::RegularFile {
+            // Refused before opening: opening a device can have effects of its own.
+            return Err(Error::NotRegular {
+                path: path.into(),
+                kind: kind_name(kind),
+            });
+        }
+        let fd: OwnedFd = openat(&at.dir, at.name(), READ_FLAGS, Mode::empty())
+            .map_err(|e| Error::io(path, "opening", e))?;
+        let st = fstat(&fd).map_err(|e| Error::io(path, "stat", e))?;
+        if file_type(&st) != FileType::RegularFile {
+            return Err(Error::NotRegular {
+                path: path.into(),
+                kind: kind_name(file_type(&st)),
+            });
+        }
+        if !same_file(looked, &st) {
+            return Err(Error::io(
+                path,
+                "opening",
+                std::io::Error::other("the file was replaced while it was being opened"),
+            ));
+        }
+        // A regular file ignores O_NONBLOCK; cleared anyway so the handle reads as any other.
+        let flags = fcntl_getfl(&fd).map_err(|e| Error::io(path, "fcntl", e))?;
+        fcntl_setfl(&fd, flags.difference(OFlags::NONBLOCK))
+            .map_err(|e| Error::io(path, "fcntl", e))?;
+        Ok((File::from(fd), st))
+    }
+
+    /// Reads at most `cap` bytes of the regular file at `at`: the size from `fstat` is checked
+    /// first, and the read stops one byte past the cap in case the file grew.
+    fn read_located(&self, path: &str, at: &Located, cap: u64) -> Result<Vec<u8>, Error> {
+        let (file, st) = self.open_regular(path, at)?;
+        let size = st.st_size.max(0) as u64;
+        if size > cap {
+            return Err(Error::TooLarge {
+                path: path.into(),
+                size,
+                limit: cap,
+            });
+        }
+        let mut buf = Vec::with_capacity(size as usize + 1);
+        let got = file
+            .take(cap + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io(path, "reading", e))?;
+        if got as u64 > cap {
+            return Err(Error::TooLarge {
+                path: path.into(),
+                size: got as u64,
+                limit: cap,
+            });
+        }
+        Ok(buf)
+    }
+
+    /// Reads a regular file inside the workspace, at most [`Limits::max_read_bytes`]
+    /// (crate::Limits) bytes. Returns the path it was found at (links resolved) and the bytes.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("big"), vec![b'x'; 2048]).unwrap();
+    /// let ws = Workspace::new(
+    ///     vec![dir.path().to_str().unwrap().into()],
+    ///     Limits { max_read_bytes: 1024, ..Limits::default() },
+    /// );
+    /// assert!(matches!(ws.read("big"), Err(Error::TooLarge { size: 2048, .. })));
+    /// ```
+    pub fn read(&self, path: &str) -> Result<(String, Vec<u8>), Error> {
+        let at = self.locate(path, Missing::Fail)?;
+        let bytes = self.read_located(path, &at, self.limits.max_read_bytes)?;
+        Ok((self.display(&at), bytes))
+    }
+
+    /// Reads a regular UTF-8 text file inside the workspace (see [`Workspace::read`]); this is
+    /// what `readFile` answers and what is handed to a language server.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.rs"), "fn main() {}\n").unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// let text = ws.read_text("a.rs").unwrap();
+    /// assert_eq!(text.content, "fn main() {}\n");
+    /// assert!(text.path.ends_with("/a.rs"));
+    /// assert!(matches!(ws.read_text("."), Err(Error::NotRegular { .. })));
+    /// ```
+    pub fn read_text(&self, path: &str) -> Result<Text, Error> {
+        let (real, bytes) = self.read(path)?;
+        let content = String::from_utf8(bytes).map_err(|_| Error::NotText { path: path.into() })?;
+        Ok(Text {
+            path: real,
+            content,
+        })
+    }
+
+    /// Reads a small file at components below a folder (for `.gitignore` files), `None` when
+    /// it is missing, not a regular file, outside, or bigger than `cap`.
+    pub(crate) fn read_small(
+        &self,
+        folder: usize,
+        comps: Vec<OsString>,
+        cap: u64,
+    ) -> Option<Vec<u8>> {
+        let at = self.walk("", folder, comps, Missing::Fail).ok()?;
+        self.read_located("", &at, cap).ok()
+    }
+
+    /// Counts the lines of a regular text file inside the workspace (as `str::lines` would), for
+    /// `openFile`. The file is read in small pieces, never more than the read limit in all.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree").unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// assert_eq!(ws.line_count("a.txt").unwrap(), 3);
+    /// ```
+    pub fn line_count(&self, path: &str) -> Result<u64, Error> {
+        let at = self.locate(path, Missing::Fail)?;
+        let (file, st) = self.open_regular(path, &at)?;
+        let cap = self.limits.max_read_bytes;
+        let size = st.st_size.max(0) as u64;
+        if size > cap {
+            return Err(Error::TooLarge {
+                path: path.into(),
+                size,
+                limit: cap,
+            });
+        }
+        let mut reader = file.take(cap + 1);
+        let mut buf = vec![0u8; 64 * 1024];
+        let (mut total, mut newlines, mut last) = (0u64, 0u64, b'\n');
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io(path, "reading", e)),
+            };
+            total += n as u64;
+            newlines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+            last = buf[n - 1];
+        }
+        if total > cap {
+            return Err(Error::TooLarge {
+                path: path.into(),
+                size: total,
+                limit: cap,
+            });
+        }
+        Ok(newlines + u64::from(last != b'\n'))
+    }
+
+    /// Whether `path` is a regular file inside the workspace; its path with links resolved.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.rs"), "").unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// assert!(ws.regular_file("a.rs").is_ok());
+    /// assert!(ws.regular_file("b.rs").is_err());
+    /// ```
+    pub fn regular_file(&self, path: &str) -> Result<String, Error> {
+        let at = self.locate(path, Missing::Fail)?;
+        match at.file_type() {
+            Some(FileType::RegularFile) => Ok(self.display(&at)),
+            Some(t) => Err(Error::NotRegular {
+                path: path.into(),
+                kind: kind_name(t),
+            }),
+            None => Err(Error::NotFound { path: path.into() }),
+        }
+    }
+
+    /// Whether a write to `path` would be allowed now: inside the workspace (missing directories
+    /// on the way would be created inside it) and not naming anything but a regular file. For
+    /// `openDiff`, which accepts a change the client then writes itself. Returns the path with
+    /// links resolved.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// assert!(ws.writable("new/dir/file.rs").is_ok());
+    /// assert!(ws.writable(".").is_err());
+    /// assert!(ws.writable("/tmp/elsewhere.rs").is_err() || dir.path().starts_with("/tmp/elsewhere.rs"));
+    /// ```
+    pub fn writable(&self, path: &str) -> Result<String, Error> {
+        let at = self.locate(path, Missing::Stop)?;
+        match at.file_type() {
+            None | Some(FileType::RegularFile) => Ok(self.display(&at)),
+            Some(t) => Err(Error::NotRegular {
+                path: path.into(),
+                kind: kind_name(t),
+            }),
+        }
+    }
+
+    /// Writes `contents` to `path` atomically: a temporary file beside it, created relative to
+    /// the checked directory handle, written and `fsync`ed, then renamed over the target. An
+    /// existing file keeps its mode; a new one gets 0666 less the umask. Missing directories on
+    /// the way are created. Returns the path written (links resolved).
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// use std::os::unix::fs::PermissionsExt;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let script = dir.path().join("run.sh");
+    /// std::fs::write(&script, "old").unwrap();
+    /// std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// ws.write("run.sh", b"#!/bin/sh\n").unwrap();
+    /// assert_eq!(std::fs::read(&script).unwrap(), b"#!/bin/sh\n");
+    /// assert_eq!(std::fs::metadata(&script).unwrap().permissions().mode() & 0o7777, 0o750);
+    /// ```
+    pub fn write(&self, path: &str, contents: &[u8]) -> Result<String, Error> {
+        let at = self.locate(path, Missing::Create)?;
+        let mode = match at.file_type() {
+            None => None,
+            Some(FileType::RegularFile) => at.stat.as_ref().map(|s| s.st_mode & 0o7777),
+            Some(t) => {
+                return Err(Error::NotRegular {
+                    path: path.into(),
+                    kind: kind_name(t),
+                })
+            }
+        };
+        let (tmp_name, tmp) = create_temp(&at, path)?;
+        let written = (|| {
+            let mut file = File::from(tmp);
+            file.write_all(contents)
+                .map_err(|e| Error::io(path, "writing", e))?;
+            if let Some(mode) = mode {
+                fchmod(&file, Mode::from_raw_mode(mode))
+                    .map_err(|e| Error::io(path, "chmod", e))?;
+            }
+            fsync(&file).map_err(|e| Error::io(path, "fsync", e))?;
+            renameat(&at.dir, &tmp_name, &at.dir, at.name())
+                .map_err(|e| Error::io(path, "renaming into place", e))
+        })();
+        if let Err(e) = written {
+            let _ = unlinkat(&at.dir, &tmp_name, AtFlags::empty());
+            return Err(e);
+        }
+        // The rename is durable once the directory is synced; a directory that cannot be opened
+        // for that (no read permission) still has the file in place.
+        if let Ok(d) = openat(
+            &at.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            let _ = fsync(&d);
+        }
+        Ok(self.display(&at))
+    }
+}
+
+/// Creates a fresh temporary file beside the target, relative to the directory handle:
+/// `O_EXCL | O_NOFOLLOW`, so it is never an existing file or a planted link.
+fn create_temp(at: &Located, path: &str) -> Result<(OsString, OwnedFd), Error> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let pid = std::process::id();
+    let mut last = None;
+    for _ in 0..16 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = OsString::from(format!(".claude-ide-bridge.{pid}.{n}.{nanos:08x}.tmp"));
+        match openat(&at.dir, &name, flags, Mode::from_raw_mode(0o666)) {
+            Ok(fd) => return Ok((name, fd)),
+            Err(rustix::io::Errno::EXIST) => last = Some(rustix::io::Errno::EXIST),
+            Err(e) => return Err(Error::io(path, "creating a temporary file", e)),
+        }
+    }
+    Err(Error::io(
+        path,
+        "creating a temporary file",
+        last.unwrap_or(rustix::io::Errno::EXIST),
+    ))
+}

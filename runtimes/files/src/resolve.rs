@@ -1,0 +1,338 @@
+//! From a path on the wire to a directory handle and a name inside a workspace folder, one
+//! component at a time, never letting the kernel follow a symbolic link.
+//!
+//! The lexical step ([`Workspace::lexical`]) picks the folder and splits the path into plain
+//! components (no `.`, no `..`, no empty ones). The walk ([`Workspace::walk`]) then opens each
+//! directory with `openat(dir, name, O_DIRECTORY | O_NOFOLLOW)` relative to the previous one,
+//! starting from the folder's own handle. A symbolic link met on the way is read with
+//! `readlinkat`, its target is joined to the components walked so far and normalised lexically:
+//! when the result is still inside a workspace folder the walk starts again from that folder's
+//! handle with the new components, and otherwise the path is refused. Because every `openat`
+//! names one plain component relative to a handle reached the same way, nothing outside the
+//! folders is ever opened, whatever the links say and whenever they change.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStringExt;
+
+use rustix::fs::{mkdirat, openat, readlinkat, statat, AtFlags, FileType, Mode, OFlags, Stat, CWD};
+use rustix::io::Errno;
+
+use crate::{Error, Workspace};
+
+/// How directories are opened while walking: never following a link, and on Linux as `O_PATH`
+/// handles (no read permission needed, nothing read through them but names).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) const DIR_FLAGS: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NONBLOCK);
+
+/// Where a path led.
+pub(crate) struct Located {
+    /// The folder it is in.
+    pub folder: usize,
+    /// Its components below the folder, symbolic links resolved.
+    pub comps: Vec<OsString>,
+    /// The directory holding the last component (the folder itself when `comps` is empty).
+    pub dir: OwnedFd,
+    /// What is there, not following a link (`None`: nothing yet).
+    pub stat: Option<Stat>,
+}
+
+impl Located {
+    /// The last component (`"."` for the folder itself).
+    pub fn name(&self) -> &OsStr {
+        self.comps
+            .last()
+            .map(OsString::as_os_str)
+            .unwrap_or(OsStr::new("."))
+    }
+
+    /// What kind of file is there.
+    pub fn file_type(&self) -> Option<FileType> {
+        self.stat
+            .as_ref()
+            .map(|s| FileType::from_raw_mode(s.st_mode))
+    }
+}
+
+/// What to do about missing directories on the way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Missing {
+    /// A missing directory is an error ([`Error::NotFound`]).
+    Fail,
+    /// Missing directories are created (mode 0777 less the umask).
+    Create,
+    /// Stop at the first missing directory and report it as the location (nothing exists there;
+    /// whatever is created below it is created inside the folder).
+    Stop,
+}
+
+/// Splits a normalised absolute or relative byte path into components, resolving `.` and `..`
+/// against `base`; `None` when `..` climbs above `base`'s start.
+fn join_lexically(base: &[OsString], target: &[u8]) -> Option<Vec<OsString>> {
+    let mut out: Vec<OsString> = base.to_vec();
+    for part in target.split(|b| *b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => {
+                out.pop()?;
+            }
+            name => out.push(OsString::from_vec(name.to_vec())),
+        }
+    }
+    Some(out)
+}
+
+/// The components of `path` below `folder` when `path` is inside it (both absolute, split
+/// into plain components).
+fn strip_folder<'a>(path: &'a [OsString], folder: &str) -> Option<&'a [OsString]> {
+    let folder = join_lexically(&[], folder.as_bytes())?;
+    path.starts_with(&folder).then(|| &path[folder.len()..])
+}
+
+pub(crate) fn kind_name(t: FileType) -> &'static str {
+    match t {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO (named pipe)",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        _ => "not a regular file",
+    }
+}
+
+impl Workspace {
+    /// Picks the folder a wire path is in and its plain components below it, lexically: a
+    /// relative path is resolved against the first folder, an absolute one must be inside a
+    /// folder (as advertised or as it is on disk), and `..` may not climb out.
+    pub(crate) fn lexical(&self, path: &str) -> Result<(usize, Vec<OsString>), Error> {
+        use claude_ide_bridge::paths::{normalize, resolve_in_workspace};
+        if path.contains('\0') {
+            return Err(Error::outside(path, "the path contains NUL"));
+        }
+        let first = self
+            .folders
+            .first()
+            .ok_or_else(|| Error::outside(path, "there is no workspace folder"))?;
+        let absolute = if path.starts_with('/') {
+            normalize(path).ok_or_else(|| Error::outside(path, "`..` climbs above /"))?
+        } else {
+            resolve_in_workspace(path, std::slice::from_ref(&first.advertised))
+                .map_err(|e| Error::outside(path, e.to_string()))?
+        };
+        let comps = join_lexically(&[], absolute.as_bytes())
+            .ok_or_else(|| Error::outside(path, "`..` climbs above /"))?;
+        // The deepest folder containing the path, when folders nest.
+        let mut best: Option<(usize, &[OsString])> = None;
+        for (i, f) in self.folders.iter().enumerate() {
+            for root in [&f.advertised, &f.canonical] {
+                if let Some(rest) = strip_folder(&comps, root) {
+                    if best.is_none_or(|(_, b)| rest.len() < b.len()) {
+                        best = Some((i, rest));
+                    }
+                }
+            }
+        }
+        let (folder, rest) =
+            best.ok_or_else(|| Error::outside(path, "not inside a workspace folder"))?;
+        Ok((folder, rest.to_vec()))
+    }
+
+    /// The folder's directory handle. The folder's own path is trusted configuration: a link in
+    /// it is followed.
+    pub(crate) fn open_folder(&self, folder: usize, path: &str) -> Result<OwnedFd, Error> {
+        let flags = DIR_FLAGS.difference(OFlags::NOFOLLOW);
+        openat(
+            CWD,
+            self.folders[folder].advertised.as_str(),
+            flags,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::io(path, "opening the workspace folder", e))
+    }
+
+    /// Resolves a wire path to its location (see the module docs).
+    pub(crate) fn locate(&self, path: &str, missing: Missing) -> Result<Located, Error> {
+        let (folder, comps) = self.lexical(path)?;
+        self.walk(path, folder, comps, missing)
+    }
+
+    /// Walks `comps` from `folder`'s handle.
+    pub(crate) fn walk(
+        &self,
+        path: &str,
+        mut folder: usize,
+        comps: Vec<OsString>,
+        missing: Missing,
+    ) -> Result<Located, Error> {
+        let mut links = 0usize;
+        let mut todo: Vec<OsString> = comps;
+        'restart: loop {
+            let mut dir = self.open_folder(folder, path)?;
+            let mut done: Vec<OsString> = Vec::with_capacity(todo.len());
+            let mut i = 0;
+            while i < todo.len() {
+                let name = todo[i].clone();
+                let last = i + 1 == todo.len();
+                let stat = match statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => st,
+                    Err(Errno::NOENT) if last => {
+                        done.push(name);
+                        return Ok(Located {
+                            folder,
+                            comps: done,
+                            dir,
+                            stat: None,
+                        });
+                    }
+                    Err(Errno::NOENT) if missing == Missing::Stop => {
+                        done.push(name);
+                        return Ok(Located {
+                            folder,
+                            comps: done,
+                            dir,
+                            stat: None,
+                        });
+                    }
+                    Err(Errno::NOENT) if missing == Missing::Create => {
+                        match mkdirat(&dir, name.as_os_str(), Mode::from_raw_mode(0o777)) {
+                            Ok(()) | Err(Errno::EXIST) => continue,
+                            Err(e) => return Err(Error::io(path, "creating a directory", e)),
+                        }
+                    }
+                    Err(e) => return Err(Error::io(path, "looking up a component", e)),
+                };
+                match FileType::from_raw_mode(stat.st_mode) {
+                    FileType::Symlink => {
+                        links += 1;
+                        if links > self.limits.max_symlinks {
+                            return Err(Error::SymlinkLoop { path: path.into() });
+                        }
+                        let target = readlinkat(&dir, name.as_os_str(), Vec::new())
+                            .map_err(|e| Error::io(path, "reading a symbolic link", e))?;
+                        let target = target.as_bytes();
+                        let (next_folder, mut next) = self.follow(path, folder, &done, target)?;
+                        next.extend(todo.drain(i + 1..));
+                        folder = next_folder;
+                        todo = next;
+                        continue 'restart;
+                    }
+                    _ if last => {
+                        done.push(name);
+                        return Ok(Located {
+                            folder,
+                            comps: done,
+                            dir,
+                            stat: Some(stat),
+                        });
+                    }
+                    FileType::Directory => {
+                        dir = openat(&dir, name.as_os_str(), DIR_FLAGS, Mode::empty())
+                            .map_err(|e| Error::io(path, "opening a directory", e))?;
+                        done.push(name);
+                        i += 1;
+                    }
+                    _ => return Err(Error::NotFound { path: path.into() }),
+                }
+            }
+            // No components: the folder itself.
+            let stat = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, "stat", e))?;
+            return Ok(Located {
+                folder,
+                comps: done,
+                dir,
+                stat: Some(stat),
+            });
+        }
+    }
+
+    /// Where a link found in `folder` under `done` and pointing at `target` leads: a folder and
+    /// the components below it, or a refusal when that is outside every folder.
+    fn follow(
+        &self,
+        path: &str,
+        folder: usize,
+        done: &[OsString],
+        target: &[u8],
+    ) -> Result<(usize, Vec<OsString>), Error> {
+        let shown = || {
+            let mut link = self.folders[folder].advertised.clone();
+            for c in done {
+                link.push('/');
+                link.push_str(&c.to_string_lossy());
+            }
+            format!(
+                "a symbolic link under {link} points to {}",
+                String::from_utf8_lossy(target)
+            )
+        };
+        if target.is_empty() {
+            return Err(Error::NotFound { path: path.into() });
+        }
+        if target.starts_with(b"/") {
+            let abs = join_lexically(&[], target).ok_or_else(|| Error::outside(path, shown()))?;
+            let mut best: Option<(usize, &[OsString])> = None;
+            for (i, f) in self.folders.iter().enumerate() {
+                for root in [&f.advertised, &f.canonical] {
+                    if let Some(rest) = strip_folder(&abs, root) {
+                        if best.is_none_or(|(_, b)| rest.len() < b.len()) {
+                            best = Some((i, rest));
+                        }
+                    }
+                }
+            }
+            best.map(|(i, rest)| (i, rest.to_vec()))
+                .ok_or_else(|| Error::outside(path, shown()))
+        } else {
+            join_lexically(done, target)
+                .map(|c| (folder, c))
+                .ok_or_else(|| Error::outside(path, shown()))
+        }
+    }
+
+    /// The path a location is known by: the folder as advertised, then the components.
+    pub(crate) fn display(&self, at: &Located) -> String {
+        let mut s = self.folders[at.folder].advertised.clone();
+        for c in &at.comps {
+            if !s.ends_with('/') {
+                s.push('/');
+            }
+            s.push_str(&c.to_string_lossy());
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn comps(s: &[&str]) -> Vec<OsString> {
+        s.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn lexical_join() {
+        assert_eq!(
+            join_lexically(&comps(&["a", "b"]), b"../c/./d"),
+            Some(comps(&["a", "c", "d"]))
+        );
+        assert_eq!(join_lexically(&comps(&["a"]), b"../../x"), None);
+        assert_eq!(join_lexically(&[], b"/x//y/"), Some(comps(&["x", "y"])));
+        assert_eq!(
+            strip_folder(&comps(&["ws", "a"]), "/ws"),
+            Some(&comps(&["a"])[..])
+        );
+        assert_eq!(strip_folder(&comps(&["wsx", "a"]), "/ws"), None);
+    }
+}

@@ -1,0 +1,512 @@
+//! The rules of the files crate, one case at a time, on real files: special files, links in and
+//! out, huge and growing files, atomic writes, bounded listings.
+
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use claude_ide_bridge_files::{Error, Limits, Workspace};
+use rustix::fs::{mknodat, FileType, Mode, CWD};
+
+struct Tree {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        let ws = root.join("ws");
+        let outside = root.join("outside");
+        fs::create_dir_all(&ws).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret"), "secret\n").unwrap();
+        Tree {
+            _dir: dir,
+            ws,
+            outside,
+        }
+    }
+
+    fn workspace(&self, limits: Limits) -> Workspace {
+        Workspace::new(vec![self.ws.to_str().unwrap().to_string()], limits)
+    }
+
+    fn file(&self, rel: &str, contents: &str) -> PathBuf {
+        let p = self.ws.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, contents).unwrap();
+        p
+    }
+}
+
+fn fifo(path: &Path) {
+    mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o644), 0).unwrap();
+}
+
+/// Runs `f` on its own thread and fails the test if it has not returned in 20 s: a call that
+/// blocks (on a FIFO, say) fails instead of hanging the suite.
+fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the call blocked past its bound")
+}
+
+#[test]
+fn reads_a_regular_file_and_answers_its_path() {
+    let t = Tree::new();
+    t.file("src/a.rs", "fn main() {}\n");
+    let ws = t.workspace(Limits::default());
+    let text = ws.read_text("src/a.rs").unwrap();
+    assert_eq!(text.content, "fn main() {}\n");
+    assert_eq!(text.path, format!("{}/src/a.rs", t.ws.display()));
+    let abs = format!("{}/src/./a.rs", t.ws.display());
+    assert_eq!(ws.read_text(&abs).unwrap().content, "fn main() {}\n");
+    assert!(matches!(
+        ws.read_text("src/b.rs"),
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        ws.read_text("src/a.rs/x"),
+        Err(Error::NotFound { .. })
+    ));
+}
+
+#[test]
+fn special_files_are_refused_without_blocking() {
+    let t = Tree::new();
+    fifo(&t.ws.join("pipe"));
+    let _sock = std::os::unix::net::UnixListener::bind(t.ws.join("sock")).unwrap();
+    fs::create_dir(t.ws.join("dir")).unwrap();
+    let dev = t.ws.join("null");
+    let have_dev = mknodat(
+        CWD,
+        &dev,
+        FileType::CharacterDevice,
+        Mode::from_raw_mode(0o666),
+        rustix::fs::makedev(1, 3),
+    )
+    .is_ok();
+    let ws = t.workspace(Limits::default());
+    let mut cases = vec![
+        ("pipe", "a FIFO"),
+        ("sock", "a socket"),
+        ("dir", "a directory"),
+    ];
+    if have_dev {
+        cases.push(("null", "a character device"));
+    }
+    for (name, kind) in cases {
+        let w = ws.clone();
+        let (read, write, lines) = within(move || {
+            let ws = w;
+            (
+                ws.read_text(name),
+                ws.write(name, b"x"),
+                ws.line_count(name),
+            )
+        });
+        for r in [read.map(|_| ()), write.map(|_| ()), lines.map(|_| ())] {
+            match r {
+                Err(Error::NotRegular { kind: k, .. }) => {
+                    assert!(k.starts_with(kind), "{name}: {k}")
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        assert!(ws.writable(name).is_err(), "{name}");
+    }
+    // Nothing was written over them.
+    let ft = fs::symlink_metadata(t.ws.join("pipe")).unwrap().file_type();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&ft));
+    let msg = ws.read_text("pipe").unwrap_err().to_string();
+    assert!(msg.contains("pipe") && msg.contains("FIFO"), "{msg}");
+}
+
+#[test]
+fn a_file_over_the_cap_is_refused_before_it_is_read() {
+    let t = Tree::new();
+    // A sparse 1 GiB file: refused from its size, without a byte read.
+    let big = fs::File::create(t.ws.join("huge.log")).unwrap();
+    big.set_len(1 << 30).unwrap();
+    t.file("small.txt", &"x".repeat(1000));
+    let ws = t.workspace(Limits {
+        max_read_bytes: 1000,
+        ..Limits::default()
+    });
+    match ws.read_text("huge.log") {
+        Err(e @ Error::TooLarge { size, limit, .. }) => {
+            assert_eq!((size, limit), (1 << 30, 1000));
+            let msg = e.to_string();
+            assert!(
+                msg.contains("huge.log") && msg.contains("1073741824"),
+                "{msg}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        ws.line_count("huge.log"),
+        Err(Error::TooLarge { .. })
+    ));
+    assert_eq!(ws.read_text("small.txt").unwrap().content.len(), 1000);
+    // The default cap is the message size limit.
+    assert_eq!(Limits::default().max_read_bytes, 10 * 1024 * 1024);
+    let ws = t.workspace(Limits::default());
+    assert!(matches!(ws.read("huge.log"), Err(Error::TooLarge { .. })));
+}
+
+#[test]
+fn a_file_growing_while_read_is_cut_at_the_cap() {
+    // A file whose size says nothing of its contents: /proc files report 0 bytes, so the cap
+    // must hold on the read itself. The workspace is /proc/self.
+    let ws = Workspace::new(
+        vec!["/proc/self".into()],
+        Limits {
+            max_read_bytes: 16,
+            ..Limits::default()
+        },
+    );
+    assert!(
+        std::env::vars_os()
+            .map(|(k, v)| k.len() + v.len() + 2)
+            .sum::<usize>()
+            > 16
+    );
+    match ws.read("environ") {
+        Err(Error::TooLarge { size, limit, .. }) => assert_eq!((size, limit), (17, 16)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn links_leading_out_are_refused_and_links_inside_are_followed() {
+    let t = Tree::new();
+    t.file("src/a.rs", "A\n");
+    symlink(&t.outside, t.ws.join("escape")).unwrap();
+    symlink(t.outside.join("secret"), t.ws.join("secret-link")).unwrap();
+    symlink("../outside/secret", t.ws.join("relative-out")).unwrap();
+    symlink(t.outside.join("missing"), t.ws.join("dangling-out")).unwrap();
+    symlink("src/a.rs", t.ws.join("inside-rel")).unwrap();
+    symlink(t.ws.join("src"), t.ws.join("inside-abs")).unwrap();
+    symlink("../src/new.rs", t.ws.join("src/dangling-in")).unwrap();
+    symlink("loop-b", t.ws.join("loop-a")).unwrap();
+    symlink("loop-a", t.ws.join("loop-b")).unwrap();
+    symlink(".", t.ws.join("self")).unwrap();
+    let ws = t.workspace(Limits::default());
+    for p in [
+        "escape/secret",
+        "secret-link",
+        "relative-out",
+        "dangling-out",
+        "escape/new-file",
+        "../outside/secret",
+        "/etc/passwd",
+        "src/../../outside/secret",
+    ] {
+        assert!(
+            matches!(ws.read_text(p), Err(Error::Outside { .. })),
+            "read {p}"
+        );
+        assert!(
+            matches!(ws.write(p, b"pwned"), Err(Error::Outside { .. })),
+            "write {p}"
+        );
+        assert!(ws.writable(p).is_err(), "writable {p}");
+    }
+    assert!(!t.outside.join("missing").exists());
+    assert!(!t.outside.join("new-file").exists());
+    assert_eq!(
+        fs::read_to_string(t.outside.join("secret")).unwrap(),
+        "secret\n"
+    );
+    assert_eq!(fs::read_dir(&t.outside).unwrap().count(), 1);
+
+    assert_eq!(ws.read_text("inside-rel").unwrap().content, "A\n");
+    let via = ws.read_text("inside-abs/a.rs").unwrap();
+    assert_eq!(via.content, "A\n");
+    assert_eq!(via.path, format!("{}/src/a.rs", t.ws.display()));
+    assert_eq!(ws.read_text("self/self/src/a.rs").unwrap().content, "A\n");
+    // Writing through a dangling link inside creates its target inside.
+    ws.write("src/dangling-in", b"new\n").unwrap();
+    assert_eq!(
+        fs::read_to_string(t.ws.join("src/new.rs")).unwrap(),
+        "new\n"
+    );
+    assert!(fs::symlink_metadata(t.ws.join("src/dangling-in"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(matches!(
+        ws.read_text("loop-a"),
+        Err(Error::SymlinkLoop { .. })
+    ));
+    assert!(matches!(
+        ws.write("loop-a", b"x"),
+        Err(Error::SymlinkLoop { .. })
+    ));
+}
+
+#[test]
+fn a_symlinked_parent_swapped_in_later_is_caught_at_the_access() {
+    let t = Tree::new();
+    t.file("sub/a.txt", "mine\n");
+    let ws = t.workspace(Limits::default());
+    assert!(ws.writable("sub/a.txt").is_ok());
+    // The check passed; now the directory becomes a link to the outside.
+    fs::remove_dir_all(t.ws.join("sub")).unwrap();
+    symlink(&t.outside, t.ws.join("sub")).unwrap();
+    assert!(matches!(
+        ws.write("sub/secret", b"pwned"),
+        Err(Error::Outside { .. })
+    ));
+    assert!(matches!(
+        ws.read_text("sub/secret"),
+        Err(Error::Outside { .. })
+    ));
+    assert_eq!(
+        fs::read_to_string(t.outside.join("secret")).unwrap(),
+        "secret\n"
+    );
+}
+
+#[test]
+fn writes_are_atomic_keep_the_mode_and_create_directories() {
+    let t = Tree::new();
+    let p = t.file("bin/run.sh", "old\n");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o750)).unwrap();
+    let ws = t.workspace(Limits::default());
+    let written = ws.write("bin/run.sh", b"new\n").unwrap();
+    assert_eq!(written, p.to_str().unwrap());
+    assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
+    assert_eq!(
+        fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+        0o750
+    );
+    ws.write("deep/er/file.txt", b"x").unwrap();
+    assert_eq!(
+        fs::read_to_string(t.ws.join("deep/er/file.txt")).unwrap(),
+        "x"
+    );
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = fs::read_dir(t.ws.join("bin"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A directory is not written over.
+    assert!(matches!(
+        ws.write("bin", b"x"),
+        Err(Error::NotRegular { .. })
+    ));
+}
+
+#[test]
+fn long_and_non_utf8_names() {
+    let t = Tree::new();
+    let long = "n".repeat(255);
+    t.file(&long, "long\n");
+    let ws = t.workspace(Limits::default());
+    assert_eq!(ws.read_text(&long).unwrap().content, "long\n");
+    let too_long = "n".repeat(256);
+    assert!(ws.read_text(&too_long).is_err());
+    assert!(ws.write(&too_long, b"x").is_err());
+    let deep = vec!["d"; 2000].join("/");
+    assert!(ws.read_text(&deep).is_err());
+    // A name that is not UTF-8 can only be reached through a link; it is listed lossily.
+    let raw = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    fs::write(t.ws.join(raw), "bytes\n").unwrap();
+    symlink(raw, t.ws.join("to-raw")).unwrap();
+    assert_eq!(ws.read_text("to-raw").unwrap().content, "bytes\n");
+    let listing = ws.list(None).unwrap();
+    assert!(
+        listing.files.iter().any(|f| f.ends_with("caf\u{fffd}.txt")),
+        "{listing:?}"
+    );
+    // Contents that are not UTF-8 are refused as text, readable as bytes.
+    fs::write(t.ws.join("bin.dat"), [0xff, 0xfe]).unwrap();
+    assert!(matches!(
+        ws.read_text("bin.dat"),
+        Err(Error::NotText { .. })
+    ));
+    assert_eq!(ws.read("bin.dat").unwrap().1, vec![0xff, 0xfe]);
+}
+
+#[test]
+fn listing_skips_what_an_editor_skips() {
+    let t = Tree::new();
+    for f in [
+        "src/main.rs",
+        "src/gen/out.rs",
+        "target/debug/build.rs",
+        "logs/app.log",
+        "logs/keep.log",
+        ".github/ci.yml",
+        ".git/HEAD",
+        "sub/.gitignore",
+        "sub/a.tmp",
+        "sub/b.rs",
+        "x.rs",
+    ] {
+        t.file(f, "");
+    }
+    t.file(".gitignore", "target/\n*.log\n!keep.log\n");
+    fs::write(t.ws.join("sub/.gitignore"), "*.tmp\n").unwrap();
+    t.file(".git/info/exclude", "src/gen/\n");
+    symlink(&t.outside, t.ws.join("escape")).unwrap();
+    symlink(t.ws.join("src"), t.ws.join("src-link")).unwrap();
+    fifo(&t.ws.join("pipe"));
+    let ws = t.workspace(Limits::default());
+    let listing = within(move || ws.list(None).unwrap());
+    let rel: Vec<String> = listing
+        .files
+        .iter()
+        .map(|f| {
+            f.strip_prefix(&format!("{}/", t.ws.display()))
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        rel,
+        [
+            ".github/ci.yml",
+            ".gitignore",
+            "logs/keep.log",
+            "src/main.rs",
+            "sub/.gitignore",
+            "sub/b.rs",
+            "x.rs"
+        ],
+        "{listing:?}"
+    );
+    assert!(!listing.truncated);
+}
+
+#[test]
+fn ignore_files_are_read_with_the_same_rules() {
+    let t = Tree::new();
+    t.file("a.rs", "");
+    t.file("big/x.rs", "");
+    t.file("out/y.rs", "");
+    // A FIFO named .gitignore must not block the walk; a huge one is skipped; one linked to the
+    // outside is not read.
+    fifo(&t.ws.join(".gitignore"));
+    fs::write(t.ws.join("big/.gitignore"), "x.rs\n".repeat(100_000)).unwrap();
+    fs::write(t.outside.join("ignore-all"), "*\n").unwrap();
+    symlink(t.outside.join("ignore-all"), t.ws.join("out/.gitignore")).unwrap();
+    let ws = t.workspace(Limits {
+        max_ignore_file_bytes: 4096,
+        ..Limits::default()
+    });
+    let listing = within(move || ws.list(Some("*.rs")).unwrap());
+    assert_eq!(listing.files.len(), 3, "{listing:?}");
+}
+
+#[test]
+fn listing_bounds() {
+    let t = Tree::new();
+    for i in 0..50 {
+        t.file(&format!("f{i:02}.txt"), "");
+    }
+    t.file(&vec!["d"; 10].join("/"), "");
+    let ws = t.workspace(Limits {
+        max_list_entries: 20,
+        ..Limits::default()
+    });
+    let l = ws.list(Some("*.txt")).unwrap();
+    assert_eq!((l.files.len(), l.truncated), (20, true));
+    let ws = t.workspace(Limits {
+        max_depth: 5,
+        ..Limits::default()
+    });
+    let l = ws.list(None).unwrap();
+    assert_eq!((l.files.len(), l.truncated), (50, true));
+    let ws = t.workspace(Limits {
+        max_walk_entries: 10,
+        ..Limits::default()
+    });
+    let l = ws.list(None).unwrap();
+    assert!(l.truncated && l.files.len() < 10, "{l:?}");
+    let ws = t.workspace(Limits {
+        max_walk_time: Duration::ZERO,
+        ..Limits::default()
+    });
+    let l = ws.list(None).unwrap();
+    assert!(l.truncated && l.files.is_empty(), "{l:?}");
+    let ws = t.workspace(Limits::default());
+    let info = ws.info();
+    assert_eq!((info.file_count, info.file_count_truncated), (51, false));
+    let ws = t.workspace(Limits {
+        max_walk_entries: 10,
+        ..Limits::default()
+    });
+    assert!(ws.info().file_count_truncated);
+}
+
+#[test]
+fn patterns_are_globs() {
+    let t = Tree::new();
+    for f in ["a.rs", "src/b.rs", "src/deep/c.rs", "src/d.txt"] {
+        t.file(f, "");
+    }
+    let ws = t.workspace(Limits::default());
+    let count = |p: &str| ws.list(Some(p)).unwrap().files.len();
+    assert_eq!(count("*.rs"), 3);
+    assert_eq!(count("src/*.rs"), 1);
+    assert_eq!(count("src/**/*.rs"), 2);
+    assert_eq!(count("*.{rs,txt}"), 4);
+    assert_eq!(count("?.rs"), 3);
+    assert_eq!(count(&format!("{}/src/*", t.ws.display())), 2);
+    assert!(matches!(ws.list(Some("a[")), Err(Error::BadPattern { .. })));
+    assert!(matches!(
+        ws.list(Some(&"*".repeat(5000))),
+        Err(Error::BadPattern { .. })
+    ));
+}
+
+#[test]
+fn workspace_info() {
+    let t = Tree::new();
+    fs::create_dir(t.ws.join(".obsidian")).unwrap();
+    t.file("note.md", "");
+    let ws = t.workspace(Limits::default());
+    let info = ws.info();
+    assert_eq!(info.name, "ws");
+    assert_eq!(info.path, t.ws.to_str().unwrap());
+    assert_eq!(info.kind, "obsidian-vault");
+    assert_eq!(info.file_count, 1);
+    fs::remove_dir(t.ws.join(".obsidian")).unwrap();
+    assert_eq!(ws.info().kind, "folder");
+    t.file("package.json", "{}");
+    assert_eq!(ws.info().kind, "node");
+}
+
+#[test]
+fn the_workspace_folder_may_itself_be_a_link() {
+    let t = Tree::new();
+    t.file("a.rs", "A\n");
+    let link = t.outside.join("ws-link");
+    symlink(&t.ws, &link).unwrap();
+    let ws = Workspace::new(vec![link.to_str().unwrap().into()], Limits::default());
+    assert_eq!(ws.read_text("a.rs").unwrap().content, "A\n");
+    // Named by its real path, too.
+    let real = format!("{}/a.rs", t.ws.display());
+    assert_eq!(
+        ws.read_text(&real).unwrap().path,
+        format!("{}/a.rs", link.display())
+    );
+    assert!(ws
+        .read_text(t.outside.join("secret").to_str().unwrap())
+        .is_err());
+}
