@@ -176,6 +176,7 @@ impl Workspace {
         missing: Missing,
     ) -> Result<Located, Error> {
         let mut links = 0usize;
+        let mut created = 0usize;
         let mut todo: Vec<OsString> = comps;
         'restart: loop {
             let mut dir = self.open_folder(folder, path)?;
@@ -205,6 +206,12 @@ impl Workspace {
                         });
                     }
                     Err(Errno::NOENT) if missing == Missing::Create => {
+                        // Each component is created at most once (twice if raced); a name that
+                        // keeps vanishing is an error, not a loop.
+                        created += 1;
+                        if created > 2 * todo.len() {
+                            return Err(Error::io(path, "creating a directory", Errno::AGAIN));
+                        }
                         match mkdirat(&dir, name.as_os_str(), Mode::from_raw_mode(0o777)) {
                             Ok(()) | Err(Errno::EXIST) => continue,
                             Err(e) => return Err(Error::io(path, "creating a directory", e)),

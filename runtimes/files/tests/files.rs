@@ -321,7 +321,7 @@ fn long_and_non_utf8_names() {
     let too_long = "n".repeat(256);
     assert!(ws.read_text(&too_long).is_err());
     assert!(ws.write(&too_long, b"x").is_err());
-    let deep = vec!["d"; 2000].join("/");
+    let deep = ["d"; 2000].join("/");
     assert!(ws.read_text(&deep).is_err());
     // A name that is not UTF-8 can only be reached through a link; it is listed lossily.
     let raw = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
@@ -419,7 +419,7 @@ fn listing_bounds() {
     for i in 0..50 {
         t.file(&format!("f{i:02}.txt"), "");
     }
-    t.file(&vec!["d"; 10].join("/"), "");
+    t.file(&["d"; 10].join("/"), "");
     let ws = t.workspace(Limits {
         max_list_entries: 20,
         ..Limits::default()
