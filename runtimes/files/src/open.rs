@@ -106,8 +106,8 @@ impl Workspace {
         Ok(buf)
     }
 
-    /// Reads a regular file inside the workspace, at most [`Limits::max_read_bytes`]
-    /// (crate::Limits) bytes. Returns the path it was found at (links resolved) and the bytes.
+    /// Reads a regular file inside the workspace, at most
+    /// [`Limits::max_read_bytes`](crate::Limits::max_read_bytes) bytes. Returns the path it was found at (links resolved) and the bytes.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
