@@ -254,7 +254,7 @@ mod tests {
         let a = AuthToken::generate(&mut TestRng(1));
         let b = AuthToken::generate(&mut TestRng(1));
         assert_eq!(a, b, "same seed, same token");
-        // Tokens from the OS generator are tested in runtimes/os, which owns that source.
+        // Tokens from the OS generator are tested in runtimes/runtime, which owns that source.
     }
 
     #[test]

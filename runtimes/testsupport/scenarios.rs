@@ -12,7 +12,7 @@ use claude_ide_bridge::{
     ApiError, AuthToken, CallId, CancelReason, ConnectionId, DisconnectReason, Event, Limits,
     Notification, Target, ToolCall, ToolResult,
 };
-use claude_ide_bridge_os::{LockFileMode, Options};
+use claude_ide_bridge_runtime::{Handle, LockFileMode, Options};
 use serde_json::{json, Value};
 
 use crate::client::{connect, Client};
@@ -21,52 +21,16 @@ use claude_ide_bridge::ws::{encode_frame, OpCode};
 pub const TOKEN: &str = "scenario-token-0123456789abcdefghijklmnopq";
 const WAIT: Duration = Duration::from_secs(5);
 
-/// What the scenarios need from a runtime.
+/// What the scenarios need from a runtime: starting, events and stopping differ (blocking or
+/// awaited); everything else goes through the [`Handle`] both runtimes hand out.
 pub trait Rt {
     type S;
-    type H: Clone + Send + 'static;
     fn start(opts: Options) -> std::io::Result<Self::S>;
     fn port(s: &Self::S) -> u16;
     fn lock_path(s: &Self::S) -> Option<PathBuf>;
-    fn handle(s: &Self::S) -> Self::H;
+    fn handle(s: &Self::S) -> Handle;
     fn event(s: &Self::S, timeout: Duration) -> Option<Event>;
     fn stop(s: Self::S);
-    fn respond(h: &Self::H, call: CallId, r: ToolResult) -> Result<(), ApiError>;
-    fn notify(h: &Self::H, t: Target, n: &Notification) -> usize;
-    fn connections(h: &Self::H) -> Vec<ConnectionId>;
-    fn set_folders(h: &Self::H, f: Vec<PathBuf>) -> std::io::Result<()>;
-    fn set_tools(h: &Self::H, t: claude_ide_bridge::ToolSet);
-}
-
-/// The [`Rt`] methods that only forward to the runtime's `Handle` (both runtimes give it the same
-/// method names): `rt_handle_methods!(Handle);` inside an `impl Rt`.
-#[macro_export]
-macro_rules! rt_handle_methods {
-    ($handle:ty) => {
-        fn respond(
-            h: &$handle,
-            call: claude_ide_bridge::CallId,
-            r: claude_ide_bridge::ToolResult,
-        ) -> Result<(), claude_ide_bridge::ApiError> {
-            h.respond(call, r)
-        }
-        fn notify(
-            h: &$handle,
-            t: claude_ide_bridge::Target,
-            n: &claude_ide_bridge::Notification,
-        ) -> usize {
-            h.notify(t, n)
-        }
-        fn connections(h: &$handle) -> Vec<claude_ide_bridge::ConnectionId> {
-            h.connections()
-        }
-        fn set_folders(h: &$handle, f: Vec<std::path::PathBuf>) -> std::io::Result<()> {
-            h.set_workspace_folders(f)
-        }
-        fn set_tools(h: &$handle, t: claude_ide_bridge::ToolSet) {
-            h.set_tools(t)
-        }
-    };
 }
 
 /// `#[test]` functions running each named scenario with runtime `$rt`.
@@ -241,7 +205,7 @@ pub fn deferred_open_diff<R: Rt>() {
     assert!(matches!(tool, ToolCall::GetWorkspaceFolders));
     let h = R::handle(&s);
     std::thread::spawn(move || {
-        R::respond(&h, wf_call, ToolResult::text("folders")).unwrap();
+        h.respond(wf_call, ToolResult::text("folders")).unwrap();
     })
     .join()
     .unwrap();
@@ -250,12 +214,13 @@ pub fn deferred_open_diff<R: Rt>() {
     let h = R::handle(&s);
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
-        R::respond(&h, diff_call, ToolResult::file_saved("fn main() {}\n")).unwrap();
+        h.respond(diff_call, ToolResult::file_saved("fn main() {}\n"))
+            .unwrap();
     });
     let diff = c.response(diff_id);
     assert_eq!(text_of(&diff), ["FILE_SAVED", "fn main() {}\n"]);
     assert_eq!(
-        R::respond(&R::handle(&s), diff_call, ToolResult::ok()),
+        R::handle(&s).respond(diff_call, ToolResult::ok()),
         Err(ApiError::NotPending)
     );
     R::stop(s);
@@ -292,7 +257,7 @@ pub fn cancel_and_disconnect<R: Rt>() {
     );
     let e = wait_event::<R>(&s, |e| matches!(e, Event::Disconnected { .. }));
     assert!(matches!(e, Event::Disconnected { conn: c2, .. } if c2 == conn));
-    assert!(R::connections(&R::handle(&s)).is_empty());
+    assert!(R::handle(&s).connections().is_empty());
     R::stop(s);
 }
 
@@ -309,7 +274,7 @@ pub fn notify_one_and_all<R: Rt>() {
     let (mut a, conn_a) = client::<R>(&s);
     let (mut b, _) = client::<R>(&s);
     let h = R::handle(&s);
-    assert_eq!(R::notify(&h, Target::All, &selection()), 2);
+    assert_eq!(h.notify(Target::All, &selection()), 2);
     for c in [&mut a, &mut b] {
         let n = c.recv_until(WAIT, |v| v["method"] == "log_event").unwrap();
         assert_eq!(n["params"]["eventName"], "ping");
@@ -318,7 +283,7 @@ pub fn notify_one_and_all<R: Rt>() {
         event_name: "one".into(),
         event_data: json!(null),
     });
-    assert_eq!(R::notify(&h, Target::Connection(conn_a), &one), 1);
+    assert_eq!(h.notify(Target::Connection(conn_a), &one), 1);
     let n = a.recv_until(WAIT, |v| v["method"] == "log_event").unwrap();
     assert_eq!(n["params"]["eventName"], "one");
     // b gets nothing but the answer to its own ping.
@@ -339,7 +304,7 @@ pub fn eleventh_refused<R: Rt>() {
         connected::<R>(&s);
     }
     assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 503);
-    assert_eq!(R::connections(&R::handle(&s)).len(), 10);
+    assert_eq!(R::handle(&s).connections().len(), 10);
     drop(clients.pop());
     wait_event::<R>(&s, |e| {
         matches!(
@@ -372,7 +337,7 @@ pub fn slow_reader<R: Rt>() {
     let give_up = Instant::now() + Duration::from_secs(20);
     let mut dropped = false;
     while Instant::now() < give_up && !dropped {
-        R::notify(&h, Target::Connection(conn_a), &big);
+        h.notify(Target::Connection(conn_a), &big);
         while let Some(e) = R::event(&s, Duration::from_millis(1)) {
             if let Event::Disconnected { conn, reason } = e {
                 assert_eq!(conn, conn_a);
@@ -384,7 +349,7 @@ pub fn slow_reader<R: Rt>() {
     assert!(dropped, "the stalled client was not dropped");
     let pong = b.request("ping", json!({}));
     assert_eq!(pong["result"], json!({}));
-    assert_eq!(R::connections(&h).len(), 1);
+    assert_eq!(h.connections().len(), 1);
     R::stop(s);
 }
 
@@ -403,7 +368,7 @@ pub fn slow_caller<R: Rt>() {
     for _ in 0..256 {
         let (call, _) = tool_call::<R>(&s);
         let t = Instant::now();
-        let _ = R::respond(&h, call, ToolResult::text(big.clone()));
+        let _ = h.respond(call, ToolResult::text(big.clone()));
         assert!(t.elapsed() < Duration::from_secs(2), "respond blocked");
     }
     let pong = b.request("ping", json!({}));
@@ -467,7 +432,9 @@ pub fn lock_file<R: Rt>() {
     assert_eq!(v["transport"], "ws");
     assert_eq!(v["workspaceFolders"], json!([dir.path().to_str().unwrap()]));
     // Rewritten atomically when the folders change.
-    R::set_folders(&R::handle(&s), vec!["/srv/x".into(), "/srv/y".into()]).unwrap();
+    R::handle(&s)
+        .set_workspace_folders(vec!["/srv/x".into(), "/srv/y".into()])
+        .unwrap();
     let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(v["workspaceFolders"], json!(["/srv/x", "/srv/y"]));
     assert_eq!(mode(&path), 0o600);
@@ -620,8 +587,8 @@ pub fn python_websockets_peer<R: Rt>() {
     assert!(matches!(tool, ToolCall::OpenDiff(ref a) if a.new_file_contents.len() == 12 * 1000));
     let (folders, tool) = tool_call::<R>(&s);
     assert_eq!(tool, ToolCall::GetWorkspaceFolders);
-    R::respond(&h, folders, ToolResult::text("folders")).unwrap();
-    R::respond(&h, diff, ToolResult::file_saved("accepted")).unwrap();
+    h.respond(folders, ToolResult::text("folders")).unwrap();
+    h.respond(diff, ToolResult::file_saved("accepted")).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "the Python peer failed");
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -675,7 +642,9 @@ pub fn large_text_over_many_reads<R: Rt>() {
         panic!("not an openDiff: {tool:?}")
     };
     assert!(got.new_file_contents == contents, "contents differ");
-    R::respond(&R::handle(&s), call, ToolResult::file_saved("ok")).unwrap();
+    R::handle(&s)
+        .respond(call, ToolResult::file_saved("ok"))
+        .unwrap();
     assert_eq!(text_of(&c.response(ids[0])), ["FILE_SAVED", "ok"]);
 
     let (mut bad, _) = client::<R>(&s);
@@ -714,7 +683,7 @@ pub fn vanish_mid_open_diff<R: Rt>() {
     );
     let h = R::handle(&s);
     assert_eq!(
-        R::respond(&h, call, ToolResult::file_saved("late")),
+        h.respond(call, ToolResult::file_saved("late")),
         Err(ApiError::NotPending)
     );
     let (mut next, _) = client::<R>(&s);
@@ -788,7 +757,7 @@ pub fn clock_jump<R: Rt>() {
     }
     assert!(pings >= 2, "the server kept probing ({pings} pings)");
     assert!(
-        R::connections(&R::handle(&s)).contains(&conn),
+        R::handle(&s).connections().contains(&conn),
         "still connected"
     );
     assert_eq!(c.request("ping", json!({}))["result"], json!({}));
@@ -821,7 +790,7 @@ pub fn tools_changed_at_run_time<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
     let (mut c, _) = client::<R>(&s);
-    R::set_tools(&R::handle(&s), ToolSet::none().with(ToolName::OpenDiff));
+    R::handle(&s).set_tools(ToolSet::none().with(ToolName::OpenDiff));
     let n = c
         .recv_until(WAIT, |v| v["method"] == "notifications/tools/list_changed")
         .expect("list_changed");
@@ -846,7 +815,7 @@ pub type Inspect = Box<dyn FnMut(&Event) -> Option<ToolResult> + Send>;
 /// reading from the connection (its answers stop coming), and it goes on where it stopped once the
 /// host has read them. `close_tab` is answered by the engine at once and gives the host an event.
 pub fn a_host_behind_pauses_reading<R: Rt>() {
-    use claude_ide_bridge_os::MAX_HOST_BACKLOG;
+    use claude_ide_bridge_runtime::MAX_HOST_BACKLOG;
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
@@ -912,7 +881,7 @@ pub fn host_loop_answers_a_burst<R: Rt>() {
         // The first answer, given while the rest of the burst waits for the host, which then takes
         // its time before the next event: the answer arrives meanwhile.
         let (first, _) = tool_call::<R>(&s);
-        R::respond(&h, first, ToolResult::text(uris[0].clone())).unwrap();
+        h.respond(first, ToolResult::text(uris[0].clone())).unwrap();
         let v = c
             .recv_json(WAIT)
             .expect("the first answer, host still busy");
@@ -929,7 +898,7 @@ pub fn host_loop_answers_a_burst<R: Rt>() {
             if i == 7 && round < 2 {
                 kept = Some(call);
             } else {
-                R::respond(&h, call, ToolResult::text(uri.clone())).unwrap();
+                h.respond(call, ToolResult::text(uri.clone())).unwrap();
             }
         }
         let answered = if kept.is_some() { 7 } else { 8 };
@@ -940,7 +909,7 @@ pub fn host_loop_answers_a_burst<R: Rt>() {
         }
         if let Some(call) = kept {
             assert!(c.recv_json(Duration::from_millis(100)).is_none());
-            R::respond(&h, call, ToolResult::text("later")).unwrap();
+            h.respond(call, ToolResult::text("later")).unwrap();
             let v = c.recv_json(WAIT).expect("the later answer");
             assert_eq!(v["id"], json!(ids[7]));
             assert_eq!(text_of(&v), ["later"]);
@@ -1011,7 +980,7 @@ pub fn handler_answers_a_burst<R: HandlerRt>() {
                 _ => unreachable!(),
             };
             assert!(c.recv_json(Duration::from_millis(100)).is_none());
-            R::respond(&h, call, ToolResult::text("later")).unwrap();
+            h.respond(call, ToolResult::text("later")).unwrap();
             let v = c.recv_json(WAIT).expect("the later answer");
             assert_eq!(v["id"], json!(ids[7]));
             assert_eq!(text(&v).as_deref(), Some("later"));
@@ -1084,7 +1053,7 @@ pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
         }
         e => panic!("{e:?}"),
     };
-    R::respond(&h, call, ToolResult::text("ok")).unwrap();
+    h.respond(call, ToolResult::text("ok")).unwrap();
     assert_eq!(a.response(id)["result"]["content"][0]["text"], "ok");
 
     // A second connection is accepted and announced.
@@ -1103,6 +1072,6 @@ pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
             }
         )
     });
-    assert!(R::connections(&h).is_empty());
+    assert!(h.connections().is_empty());
     R::stop(s);
 }

@@ -32,7 +32,7 @@ use claude_ide_bridge::notify::{Notification, SelectionChanged};
 use claude_ide_bridge::tools::{Position, Selection};
 use claude_ide_bridge::ws::{apply_mask, decode_header, encode_frame, OpCode};
 use claude_ide_bridge::{AuthToken, Event, Target, ToolResult};
-use claude_ide_bridge_blocking::{LockFileMode, Options};
+use claude_ide_bridge_blocking::{Handle, LockFileMode, Options};
 
 const TOKEN: &str = "loopback-bench-token";
 /// Notifications a host lets run ahead of what the client has received (about 1 MiB), like the
@@ -263,7 +263,7 @@ impl Server {
     }
 }
 
-/// The options type is the os crate's, re-exported by both runtimes.
+/// The options type is the runtime crate's, re-exported by both runtimes.
 fn options() -> Options {
     let mut o = Options::new(vec![std::env::temp_dir()], "loopback-bench");
     o.port = 0;
@@ -283,14 +283,14 @@ fn selection() -> Notification {
 }
 
 /// Push `n` notifications through `notify`, keeping at most [`WINDOW`] ahead of the client.
-fn push_windowed(n: usize, received: &AtomicUsize, notify: impl Fn(&Notification) -> usize) {
+fn push_windowed(n: usize, received: &AtomicUsize, pusher: &Handle) {
     let note = selection();
     let base = received.load(Ordering::Acquire);
     let start = Instant::now();
     let mut sent = 0;
     while sent < n && start.elapsed() < TIMEOUT {
         if sent - (received.load(Ordering::Acquire) - base).min(sent) < WINDOW {
-            notify(&note);
+            pusher.notify(Target::All, &note);
             sent += 1;
         } else {
             thread::yield_now();
@@ -298,19 +298,16 @@ fn push_windowed(n: usize, received: &AtomicUsize, notify: impl Fn(&Notification
     }
 }
 
-/// A Rust server on `port` whose pushes go through `notify`: a thread pushes what [`run`] asks for,
-/// windowed. It owns `keep` (dropped, i.e. the server stopped, when the bench is done with it).
-fn rust_server(
-    port: u16,
-    notify: impl Fn(&Notification) -> usize + Send + 'static,
-    keep: impl Send + 'static,
-) -> Server {
+/// A Rust server on `port` whose pushes go through `pusher` (either runtime's handle): a thread
+/// pushes what [`run`] asks for, windowed. It owns `keep` (dropped, i.e. the server stopped, when
+/// the bench is done with it).
+fn rust_server(port: u16, pusher: Handle, keep: impl Send + 'static) -> Server {
     let received = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = mpsc::channel::<usize>();
     let r = received.clone();
     thread::spawn(move || {
         for n in rx {
-            push_windowed(n, &r, &notify);
+            push_windowed(n, &r, &pusher);
         }
         drop(keep);
     });
@@ -352,7 +349,7 @@ fn start_threads(channel: bool) -> Server {
             thread::park();
         }
     });
-    rust_server(port, move |note| pusher.notify(Target::All, note), ())
+    rust_server(port, pusher, ())
 }
 
 /// The smol host as the runtime recommends for latency: the server's tasks and the host's event
@@ -381,7 +378,7 @@ fn start_smol(global: bool) -> Server {
         }))
     });
     let (port, pusher) = port_rx.recv().expect("smol server started");
-    rust_server(port, move |note| pusher.notify(Target::All, note), ())
+    rust_server(port, pusher, ())
 }
 
 /// The smol host as the threads one: calls answered by a handler from the connection's task
@@ -398,7 +395,7 @@ fn start_smol_handler() -> Server {
     .expect("start");
     let port = server.port();
     let pusher = server.handle();
-    rust_server(port, move |note| pusher.notify(Target::All, note), server)
+    rust_server(port, pusher, server)
 }
 
 /// The floor: a thread that writes back whatever it reads, after a `101` for the upgrade. The client's

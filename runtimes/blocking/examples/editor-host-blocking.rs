@@ -48,7 +48,7 @@ fn main() -> std::io::Result<()> {
         .unwrap_or(std::env::current_dir()?);
     let folder = std::path::absolute(folder)?;
     let server = IdeServer::start(Options::new(vec![folder.clone()], "editor-host (blocking)"))?;
-    let folder = claude_ide_bridge_os::posix_folders(&[folder])?.remove(0);
+    let folder = claude_ide_bridge_runtime::posix_folders(&[folder])?.remove(0);
     println!("port {}", server.port());
     println!("lock file {:?}", server.lock_path());
     let handle = server.handle();

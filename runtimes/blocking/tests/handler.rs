@@ -24,7 +24,6 @@ struct WithHandler;
 
 impl Rt for WithHandler {
     type S = Forwarded;
-    type H = Handle;
     fn start(opts: Options) -> std::io::Result<Forwarded> {
         let (tx, events) = mpsc::channel();
         let server = IdeServer::start_with_handler(opts, move |e, _| {
@@ -48,7 +47,6 @@ impl Rt for WithHandler {
     fn stop(s: Forwarded) {
         s.server.stop()
     }
-    rt_handle_methods!(Handle);
 }
 
 handler_scenarios!(WithHandler);

@@ -16,7 +16,6 @@ struct Blocking;
 
 impl Rt for Blocking {
     type S = IdeServer;
-    type H = Handle;
     fn start(opts: Options) -> std::io::Result<IdeServer> {
         IdeServer::start(opts)
     }
@@ -36,7 +35,6 @@ impl Rt for Blocking {
     fn stop(s: IdeServer) {
         s.stop()
     }
-    rt_handle_methods!(Handle);
 }
 
 socket_scenarios!(Blocking);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use claude_ide_bridge::discovery::{lock_dirs, port_from_lock_name, LockFile};
 use claude_ide_bridge::paths::is_within;
-use claude_ide_bridge_os::lock::pid_alive;
+use claude_ide_bridge_runtime::lock::pid_alive;
 
 /// One `<port>.lock` found in a directory.
 struct Found {

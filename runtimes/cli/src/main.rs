@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 
-use claude_ide_bridge_os::{posix_folders, LockFileMode, Options};
+use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
 use host::{Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, WireLog};
 use runtime::RuntimeKind;
 
@@ -350,9 +350,8 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     } else {
         None
     };
-    let bridge = running.bridge();
     let mut host = Host::new(
-        bridge,
+        running.handle(),
         HostConfig {
             workspace: fsops::Workspace::new(posix.clone()),
             ide_name: common.ide_name.clone(),

@@ -1,5 +1,5 @@
-//! Both runtimes behind one face: events handed to a callback, answers through the [`Bridge`]
-//! trait, and a stop that resolves pending calls and removes the lock file.
+//! Both runtimes behind one face: events handed to a callback, answers through the runtimes'
+//! common [`Handle`], and a stop that resolves pending calls and removes the lock file.
 
 use std::io;
 use std::net::SocketAddr;
@@ -8,66 +8,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use claude_ide_bridge::jsonrpc::RpcError;
-use claude_ide_bridge::{ApiError, CallId, Event, Notification, Target, ToolResult};
-use claude_ide_bridge_os::Options;
+use claude_ide_bridge::Event;
+use claude_ide_bridge_runtime::{Handle, Options};
 
 /// Takes each event of the server; `false` when nobody wants more (the server stops).
 pub type EventSink = Box<dyn FnMut(Event) -> bool + Send>;
-
-/// What the host needs from a runtime's `Handle`.
-pub trait Bridge: Send {
-    /// Answers a tool call.
-    fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError>;
-    /// Answers a compatibility request.
-    fn respond_compat(
-        &self,
-        call: CallId,
-        result: Result<serde_json::Value, RpcError>,
-    ) -> Result<(), ApiError>;
-    /// Sends a notification; returns how many connections it reached.
-    fn notify(&self, target: Target, notification: &Notification) -> usize;
-    /// Another handle to the same server.
-    fn boxed_clone(&self) -> Box<dyn Bridge>;
-}
-
-impl Bridge for claude_ide_bridge_blocking::Handle {
-    fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
-        claude_ide_bridge_blocking::Handle::respond(self, call, result)
-    }
-    fn respond_compat(
-        &self,
-        call: CallId,
-        result: Result<serde_json::Value, RpcError>,
-    ) -> Result<(), ApiError> {
-        claude_ide_bridge_blocking::Handle::respond_compat(self, call, result)
-    }
-    fn notify(&self, target: Target, notification: &Notification) -> usize {
-        claude_ide_bridge_blocking::Handle::notify(self, target, notification)
-    }
-    fn boxed_clone(&self) -> Box<dyn Bridge> {
-        Box::new(self.clone())
-    }
-}
-
-impl Bridge for claude_ide_bridge_smol::Handle {
-    fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
-        claude_ide_bridge_smol::Handle::respond(self, call, result)
-    }
-    fn respond_compat(
-        &self,
-        call: CallId,
-        result: Result<serde_json::Value, RpcError>,
-    ) -> Result<(), ApiError> {
-        claude_ide_bridge_smol::Handle::respond_compat(self, call, result)
-    }
-    fn notify(&self, target: Target, notification: &Notification) -> usize {
-        claude_ide_bridge_smol::Handle::notify(self, target, notification)
-    }
-    fn boxed_clone(&self) -> Box<dyn Bridge> {
-        Box::new(self.clone())
-    }
-}
 
 /// Which runtime drives the sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -84,15 +29,15 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The lock file, if written.
     pub lock_path: Option<PathBuf>,
-    bridge: Box<dyn Bridge>,
+    handle: Handle,
     stop: Box<dyn FnOnce() + Send>,
     stopped: mpsc::Receiver<()>,
 }
 
 impl Running {
-    /// Another handle to the server.
-    pub fn bridge(&self) -> Box<dyn Bridge> {
-        self.bridge.boxed_clone()
+    /// A handle on the server.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
     }
 
     /// Stops the server (pending diffs answered `DIFF_REJECTED`, clients closed, lock file
@@ -137,7 +82,7 @@ fn start_threads(opts: Options, mut sink: EventSink) -> io::Result<Running> {
     Ok(Running {
         addr,
         lock_path,
-        bridge: Box::new(handle),
+        handle,
         stop: Box::new(move || {
             let _ = stop_tx.send(());
         }),
@@ -145,7 +90,7 @@ fn start_threads(opts: Options, mut sink: EventSink) -> io::Result<Running> {
     })
 }
 
-type Started = (SocketAddr, Option<PathBuf>, claude_ide_bridge_smol::Handle);
+type Started = (SocketAddr, Option<PathBuf>, Handle);
 
 fn start_smol(opts: Options, mut sink: EventSink) -> io::Result<Running> {
     let (started_tx, started_rx) = mpsc::channel::<io::Result<Started>>();
@@ -192,7 +137,7 @@ fn start_smol(opts: Options, mut sink: EventSink) -> io::Result<Running> {
     Ok(Running {
         addr,
         lock_path,
-        bridge: Box::new(handle),
+        handle,
         stop: Box::new(move || {
             let _ = stop_tx.try_send(());
         }),

@@ -50,7 +50,7 @@ fn main() -> std::io::Result<()> {
         let folder = std::path::absolute(folder)?;
         let server =
             IdeServer::start(Options::new(vec![folder.clone()], "editor-host (smol)")).await?;
-        let folder = claude_ide_bridge_os::posix_folders(&[folder])?.remove(0);
+        let folder = claude_ide_bridge_runtime::posix_folders(&[folder])?.remove(0);
         println!("port {}", server.port());
         println!("lock file {:?}", server.lock_path());
         let handle = server.handle();

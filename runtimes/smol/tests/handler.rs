@@ -32,7 +32,6 @@ struct WithHandler;
 
 impl Rt for WithHandler {
     type S = Forwarded;
-    type H = Handle;
     fn start(opts: Options) -> std::io::Result<Forwarded> {
         let (tx, events) = mpsc::channel();
         let server = smol::block_on(IdeServer::start_with_handler(opts, move |e, _| {
@@ -57,7 +56,6 @@ impl Rt for WithHandler {
     fn stop(s: Forwarded) {
         smol::block_on(s.server.stop())
     }
-    rt_handle_methods!(Handle);
 }
 
 handler_scenarios!(WithHandler);

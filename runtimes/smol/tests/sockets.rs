@@ -18,7 +18,6 @@ struct Smol;
 
 impl Rt for Smol {
     type S = IdeServer;
-    type H = Handle;
     fn start(opts: Options) -> std::io::Result<IdeServer> {
         smol::block_on(IdeServer::start(opts))
     }
@@ -41,7 +40,6 @@ impl Rt for Smol {
     fn stop(s: IdeServer) {
         smol::block_on(s.stop())
     }
-    rt_handle_methods!(Handle);
 }
 
 socket_scenarios!(Smol);

@@ -51,7 +51,7 @@ impl Host {
                 None => json!({"success": false, "message": "No selection"}),
             },
         };
-        if let Err(e) = self.bridge.respond_compat(call, Ok(answer)) {
+        if let Err(e) = self.handle.respond_compat(call, Ok(answer)) {
             ui::say(&format!("(answer dropped: {e})"));
         }
     }

@@ -15,15 +15,15 @@ use claude_ide_bridge::jsonrpc::{RpcError, TOO_MANY_CALLS};
 use claude_ide_bridge::{CallId, ToolResult};
 use serde_json::Value;
 
-use crate::runtime::Bridge;
 use crate::ui;
+use claude_ide_bridge_runtime::Handle;
 
 /// How many jobs may run at once.
 pub const MAX_JOBS: usize = 64;
 
 /// The jobs of one host.
 pub struct Jobs {
-    bridge: Box<dyn Bridge>,
+    handle: Handle,
     slots: Slots,
     next: AtomicU64,
 }
@@ -43,10 +43,10 @@ impl std::fmt::Display for Busy {
 }
 
 impl Jobs {
-    /// Jobs answering through clones of `bridge`.
-    pub fn new(bridge: Box<dyn Bridge>) -> Jobs {
+    /// Jobs answering through clones of `handle`.
+    pub fn new(handle: Handle) -> Jobs {
         Jobs {
-            bridge,
+            handle,
             slots: Slots::new(MAX_JOBS),
             next: AtomicU64::new(1),
         }
@@ -55,16 +55,16 @@ impl Jobs {
     /// Answers tool call `call` with the result of `work`, computed on a job thread.
     #[allow(dead_code)] // The headless tools that read files (getDiagnostics, reformat_file) move here next.
     pub fn tool(&self, call: CallId, work: impl FnOnce() -> ToolResult + Send + 'static) {
-        let bridge = self.bridge.boxed_clone();
+        let handle = self.handle.clone();
         let spawned = self.spawn(move || {
-            if let Err(e) = bridge.respond(call, work()) {
+            if let Err(e) = handle.respond(call, work()) {
                 ui::say(&format!("(answer dropped: {e})"));
             }
         });
         if let Err(busy) = spawned {
             ui::say(&format!("call refused: {busy}"));
             if let Err(e) = self
-                .bridge
+                .handle
                 .respond(call, ToolResult::error(busy.to_string()))
             {
                 ui::say(&format!("(answer dropped: {e})"));
@@ -78,16 +78,16 @@ impl Jobs {
         call: CallId,
         work: impl FnOnce() -> Result<Value, RpcError> + Send + 'static,
     ) {
-        let bridge = self.bridge.boxed_clone();
+        let handle = self.handle.clone();
         let spawned = self.spawn(move || {
-            if let Err(e) = bridge.respond_compat(call, work()) {
+            if let Err(e) = handle.respond_compat(call, work()) {
                 ui::say(&format!("(answer dropped: {e})"));
             }
         });
         if let Err(busy) = spawned {
             ui::say(&format!("call refused: {busy}"));
             let refusal = RpcError::new(TOO_MANY_CALLS, busy.to_string());
-            if let Err(e) = self.bridge.respond_compat(call, Err(refusal)) {
+            if let Err(e) = self.handle.respond_compat(call, Err(refusal)) {
                 ui::say(&format!("(answer dropped: {e})"));
             }
         }

@@ -29,8 +29,8 @@ use claude_ide_bridge::tools::Diagnostic;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
 
 use crate::fsops::Workspace;
-use crate::runtime::Bridge;
 use crate::ui;
+use claude_ide_bridge_runtime::Handle;
 
 use ask::Shown;
 use jobs::Jobs;
@@ -106,7 +106,7 @@ pub struct HostConfig {
 
 /// The host state.
 pub struct Host {
-    bridge: Box<dyn Bridge>,
+    handle: Handle,
     jobs: Jobs,
     ws: Workspace,
     ide_name: String,
@@ -160,11 +160,11 @@ fn cancel_str(r: CancelReason) -> &'static str {
 }
 
 impl Host {
-    /// A host answering through `bridge`.
-    pub fn new(bridge: Box<dyn Bridge>, cfg: HostConfig) -> Host {
+    /// A host answering through `handle`.
+    pub fn new(handle: Handle, cfg: HostConfig) -> Host {
         Host {
-            jobs: Jobs::new(bridge.boxed_clone()),
-            bridge,
+            jobs: Jobs::new(handle.clone()),
+            handle,
             ws: cfg.workspace,
             ide_name: cfg.ide_name,
             decider: cfg.decider,
@@ -192,7 +192,7 @@ impl Host {
     }
 
     fn respond(&self, call: CallId, result: ToolResult) {
-        if let Err(e) = self.bridge.respond(call, result) {
+        if let Err(e) = self.handle.respond(call, result) {
             ui::say(&format!("(answer dropped: {e})"));
         }
     }

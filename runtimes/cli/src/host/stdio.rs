@@ -205,7 +205,7 @@ impl Host {
             file_path: m.file_path,
             selection: Selection::new(m.selection.start, m.selection.end),
         };
-        self.bridge
+        self.handle
             .notify(Target::All, &Notification::SelectionChanged(s.clone()));
         self.selection = Some(s);
         Ok(())
@@ -226,7 +226,7 @@ impl Host {
     /// `at_mentioned`: sent to every client.
     fn at_mentioned(&mut self, v: Value) -> Result<(), String> {
         let m: MentionMsg = parse(v)?;
-        self.bridge.notify(
+        self.handle.notify(
             Target::All,
             &Notification::AtMentioned(AtMentioned {
                 file_path: m.file_path,
@@ -260,7 +260,7 @@ impl Host {
         } else {
             self.diagnostics.insert(uri.clone(), m.diagnostics.clone());
         }
-        self.bridge.notify(
+        self.handle.notify(
             Target::All,
             &Notification::DiagnosticsChanged(DiagnosticsChanged {
                 uri,
@@ -301,7 +301,7 @@ impl Host {
             .forwarded
             .remove(&m.id)
             .ok_or_else(|| format!("no pending call with id {}", m.id))?;
-        self.bridge
+        self.handle
             .respond(f.call, result)
             .map_err(|e| format!("id {}: {e}", m.id))
     }

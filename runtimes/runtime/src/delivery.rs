@@ -23,29 +23,8 @@ use crate::Core;
 /// A burst is what was queued when its first event was taken, at most [`MAX_BURST`] events: events
 /// queued meanwhile (a peer that keeps sending) start a new burst, so held answers wait at most for
 /// the handler to go through events that had already arrived.
-///
-/// ```
-/// use claude_ide_bridge::{ConnectionId, DisconnectReason, Event};
-/// use claude_ide_bridge_os::Delivery;
-///
-/// let mut d = Delivery::default();
-/// let gone = |n| Event::Disconnected { conn: ConnectionId(n), reason: DisconnectReason::Closed(None) };
-/// d.queue.push_back(gone(1));
-/// d.queue.push_back(gone(2));
-/// assert!(d.begin());
-/// assert!(!d.begin()); // one delivering thread at a time
-/// let _first = d.take_next();
-/// assert!(d.should_hold()); // another event of the burst is queued for this thread
-/// d.hold(ConnectionId(1));
-/// let _second = d.take_next();
-/// assert!(!d.should_hold()); // the burst's last one: write what is held now
-/// assert_eq!(d.pop_held(), Some(ConnectionId(1)));
-/// assert_eq!(d.pop_held(), None);
-/// d.end();
-/// assert!(!d.should_hold());
-/// ```
 #[derive(Debug, Default)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     /// Events waiting for the handler.
     pub queue: VecDeque<Event>,
     /// The thread running the handler, if any.
@@ -120,7 +99,7 @@ pub const MAX_HOST_BACKLOG: usize = 4096;
 /// handler and not handed to it yet), counted without a lock so that readers can look before
 /// every read.
 #[derive(Debug, Default)]
-pub struct Backlog(std::sync::atomic::AtomicUsize);
+pub(crate) struct Backlog(std::sync::atomic::AtomicUsize);
 
 impl Backlog {
     /// `n` more events wait for the host (count them before handing them over).
@@ -150,31 +129,37 @@ impl Backlog {
 /// How often a connection's reader looks again whether the host has caught up.
 pub const BACKLOG_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Most events in one burst (see [`Delivery`]).
+/// Most events in one burst: the events a handler goes through while the answers it gives are held
+/// back, to be written together in one system call.
 pub const MAX_BURST: usize = 64;
 
 /// Output held for a burst is written at once, burst or not, when a connection has this many bytes
 /// waiting: a burst's answers are written in pieces of about this size, never piled up.
 pub const MAX_HELD_BYTES: usize = 64 * 1024;
 
-/// A connection's socket, as the shared output step ([`act_on_ready`], [`write_held`]) sees it.
-/// Each runtime implements it for its connection record.
-pub trait Wire {
+/// A connection's socket as the shared part writes to it. Each runtime implements it for what it
+/// keeps of an accepted connection.
+pub trait Wire: Send {
     /// Sends what the socket takes now, never blocking: `Ok(0)` or an error (`WouldBlock`) when it
     /// takes nothing.
     fn try_send(&self, buf: &[u8]) -> io::Result<usize>;
     /// Shuts the socket down both ways (which also unblocks a writer stuck on a full socket).
     fn shutdown(&self);
-    /// Wakes the connection's writer.
+    /// Wakes the connection's writer (a wake-up while it is not waiting is kept for its next wait).
     fn wake_writer(&self);
-    /// The writer holds a chunk of the output in flight: nobody else may write until it has advanced.
-    fn writing(&self) -> bool;
+}
+
+/// A connection: its socket, and whether its writer holds a chunk of the output in flight
+/// (nobody else may write until the writer has advanced).
+pub(crate) struct Conn {
+    pub(crate) wire: Box<dyn Wire>,
+    pub(crate) writing: bool,
 }
 
 /// Writes `conn`'s pending output now, from the calling thread, without blocking. True when
 /// everything was written and the writer has nothing to do; false when the socket was full (or
 /// failed: the writer meets the error and acts on it) or the connection is to be closed.
-pub fn write_now(core: &mut Core, conn: ConnectionId, wire: &impl Wire) -> bool {
+pub(crate) fn write_now(core: &mut Core, conn: ConnectionId, wire: &dyn Wire) -> bool {
     loop {
         let out = core.server.transmit(conn);
         if out.is_empty() {
@@ -195,10 +180,10 @@ pub fn write_now(core: &mut Core, conn: ConnectionId, wire: &impl Wire) -> bool 
 /// back now, writes what earlier calls held.
 ///
 /// Call it after moving the drained events into `delivery.queue`, so that a burst's events count.
-pub fn act_on_ready<W: Wire>(
+pub(crate) fn act_on_ready(
     core: &mut Core,
     ready: &mut Vec<(ConnectionId, bool)>,
-    conns: &HashMap<ConnectionId, W>,
+    conns: &HashMap<ConnectionId, Conn>,
     delivery: &mut Delivery,
     inline: bool,
     stopped: bool,
@@ -207,14 +192,14 @@ pub fn act_on_ready<W: Wire>(
     for (conn, close) in ready.drain(..) {
         let Some(c) = conns.get(&conn) else { continue };
         if close {
-            c.shutdown();
+            c.wire.shutdown();
         } else if hold && core.server.transmit(conn).len() < MAX_HELD_BYTES {
             delivery.hold(conn);
             continue;
-        } else if inline && !c.writing() && !stopped && write_now(core, conn, c) {
+        } else if inline && !c.writing && !stopped && write_now(core, conn, &*c.wire) {
             continue;
         }
-        c.wake_writer();
+        c.wire.wake_writer();
     }
     if inline && !hold && delivery.has_held() {
         write_held(core, conns, delivery, stopped);
@@ -222,111 +207,19 @@ pub fn act_on_ready<W: Wire>(
 }
 
 /// Writes the output [`Delivery`] held back, from this thread, or wakes the writers for it.
-pub fn write_held<W: Wire>(
+pub(crate) fn write_held(
     core: &mut Core,
-    conns: &HashMap<ConnectionId, W>,
+    conns: &HashMap<ConnectionId, Conn>,
     delivery: &mut Delivery,
     stopped: bool,
 ) {
     while let Some(conn) = delivery.pop_held() {
         let Some(c) = conns.get(&conn) else { continue };
-        if !c.writing() && !stopped && write_now(core, conn, c) {
+        if !c.writing && !stopped && write_now(core, conn, &*c.wire) {
             continue;
         }
-        c.wake_writer();
+        c.wire.wake_writer();
     }
-}
-
-/// What [`deliver`] needs of a runtime's state: the parts of it the delivery loop works on.
-pub trait DeliveryState {
-    /// The runtime's connection record.
-    type Wire: Wire;
-    /// The engine, the connections, the handler's queue, and whether the server has stopped.
-    fn parts(
-        &mut self,
-    ) -> (
-        &mut Core,
-        &HashMap<ConnectionId, Self::Wire>,
-        &mut Delivery,
-        bool,
-    );
-}
-
-/// The delivery loop both runtimes run after every call into the engine, once their state lock
-/// is released: hands the events queued in [`Delivery`] to `run` (which calls the host's handler),
-/// in order, one at a time, with `state` unlocked while `run` works, from this thread, unless
-/// another thread (or this one, re-entered from the handler) is already delivering, which then
-/// runs them after its current call. Each event is counted off `backlog` as it is handed over. An
-/// event whose `run` returns `Err` (a panic caught in the handler) is dropped and logged; the rest
-/// are delivered. Finally the answers held for the burst are written ([`write_held`]).
-///
-/// A poisoned lock is used as it is: a panic elsewhere never stops delivery.
-///
-/// ```
-/// use std::collections::HashMap;
-/// use std::sync::Mutex;
-/// use claude_ide_bridge::{AuthToken, Config, ConnectionId, DisconnectReason, Event, Server};
-/// use claude_ide_bridge_os::{deliver, Backlog, Core, Delivery, DeliveryState, Wire};
-///
-/// struct Sock; // a runtime's connection record
-/// impl Wire for Sock {
-///     fn try_send(&self, buf: &[u8]) -> std::io::Result<usize> { Ok(buf.len()) }
-///     fn shutdown(&self) {}
-///     fn wake_writer(&self) {}
-///     fn writing(&self) -> bool { false }
-/// }
-/// struct State { core: Core, conns: HashMap<ConnectionId, Sock>, delivery: Delivery }
-/// impl DeliveryState for State {
-///     type Wire = Sock;
-///     fn parts(&mut self) -> (&mut Core, &HashMap<ConnectionId, Sock>, &mut Delivery, bool) {
-///         (&mut self.core, &self.conns, &mut self.delivery, false)
-///     }
-/// }
-///
-/// let server = Server::new(Config::new(AuthToken::from_string("token".to_string())));
-/// let state = Mutex::new(State {
-///     core: Core::new(server, None),
-///     conns: HashMap::new(),
-///     delivery: Delivery::default(),
-/// });
-/// let backlog = Backlog::default();
-/// let gone = |n| Event::Disconnected { conn: ConnectionId(n), reason: DisconnectReason::Closed(None) };
-/// state.lock().unwrap().delivery.queue.extend([gone(1), gone(2), gone(3)]);
-/// backlog.add(3);
-/// let mut seen = Vec::new();
-/// deliver(&state, &backlog, |event| {
-///     let Event::Disconnected { conn, .. } = event else { unreachable!() };
-///     seen.push(conn.0);
-///     // As if the handler panicked on the second event: it is dropped, the third still comes.
-///     if conn.0 == 2 { Err(()) } else { Ok(()) }
-/// });
-/// assert_eq!(seen, [1, 2, 3]);
-/// assert!(!backlog.is_waiting());
-/// ```
-pub fn deliver<S: DeliveryState>(
-    state: &std::sync::Mutex<S>,
-    backlog: &Backlog,
-    mut run: impl FnMut(Event) -> Result<(), ()>,
-) {
-    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
-    let mut st = lock();
-    if !st.parts().2.begin() {
-        return;
-    }
-    while let Some(event) = backlog.taken(st.parts().2.take_next()) {
-        drop(st);
-        let outcome = run(event);
-        st = lock();
-        if outcome.is_err() {
-            st.parts()
-                .0
-                .log(|| "the event handler panicked; its event is dropped".to_string());
-        }
-    }
-    let (core, conns, delivery, stopped) = st.parts();
-    delivery.end();
-    // Answers held for a burst whose last event gave none.
-    write_held(core, conns, delivery, stopped);
 }
 
 #[cfg(test)]

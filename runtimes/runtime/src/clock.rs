@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 /// does after a laptop sleeps, while the sockets stay healthy.
 ///
 /// ```
-/// use claude_ide_bridge_os::Clock;
+/// use claude_ide_bridge_runtime::Clock;
 /// use std::time::Duration;
 /// let clock = Clock::default();
 /// let before = clock.now();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 /// own callback with [`Logger::new`].
 ///
 /// ```
-/// use claude_ide_bridge_os::Logger;
+/// use claude_ide_bridge_runtime::Logger;
 /// use std::sync::{Arc, Mutex};
 /// let lines = Arc::new(Mutex::new(Vec::new()));
 /// let sink = lines.clone();

@@ -22,7 +22,7 @@ pub enum LockFileMode {
 /// OS-assigned port, a fresh token, every tool, the lock file where the client looks.
 ///
 /// ```
-/// use claude_ide_bridge_os::Options;
+/// use claude_ide_bridge_runtime::Options;
 /// let opts = Options::new(vec!["/home/me/project".into()], "MyEditor");
 /// assert_eq!(opts.bind.to_string(), "127.0.0.1");
 /// assert_eq!(opts.port, 0);
@@ -110,7 +110,7 @@ impl Options {
 /// directory).
 ///
 /// ```
-/// let f = claude_ide_bridge_os::posix_folders(&["/srv/a".into()]).unwrap();
+/// let f = claude_ide_bridge_runtime::posix_folders(&["/srv/a".into()]).unwrap();
 /// assert_eq!(f, ["/srv/a"]);
 /// ```
 pub fn posix_folders(folders: &[PathBuf]) -> io::Result<Vec<String>> {

@@ -36,13 +36,6 @@ pub struct Drained {
     pub timer_changed: bool,
 }
 
-impl Drained {
-    /// Whether there is nothing to act on.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.ready.is_empty() && !self.timer_changed
-    }
-}
-
 impl Core {
     /// Wraps a server (no lock file).
     pub fn new(server: Server, logger: Option<Logger>) -> Core {

@@ -1,0 +1,86 @@
+//! # claude-ide-bridge-runtime
+//!
+//! What the `claude-ide-bridge` runtimes (smol tasks, std threads) share, written once: each of
+//! them only runs its accept, read, write and timer loops, and this crate does the rest.
+//!
+//! - [`Shared`]: a running server's state (the engine, its connections, the events waiting for
+//!   the host), created by [`Shared::start`], which binds the listener and writes the lock file,
+//!   and what happens after every call into the engine: draining it, writing new output to a
+//!   socket at once from the calling thread when the socket takes it (through the [`Wire`] trait
+//!   a runtime implements for its connections) or waking the connection's writer, and handing
+//!   events to the host's handler one at a time.
+//! - [`Handle`]: how hosts answer calls, push notifications and change settings, from any thread
+//!   or task: one type for both runtimes.
+//! - [`Options`] and [`LockFileMode`]: what a server is started with.
+//! - [`generate_token`]: a fresh [`AuthToken`] from the OS CSPRNG.
+//! - [`lock`]: the lock-file directory (created 0700, refused when it is a symlink, not ours, or
+//!   writable by others), atomic writes of `<port>.lock` (0600, never through a symlink), the
+//!   [`LockGuard`](lock::LockGuard) that rewrites and removes it, and removal of this host's stale
+//!   lock files.
+//! - [`signals`]: a process-wide registry of live lock files removed on SIGINT/SIGTERM before the
+//!   default action happens.
+//! - [`Logger`]: debug logging of connection events, never of the token. [`Clock`]: the engine's
+//!   `now`, which tests can move forward.
+//!
+//! ```no_run
+//! use claude_ide_bridge::discovery::LockFile;
+//! use claude_ide_bridge_runtime::{generate_token, lock};
+//!
+//! let token = generate_token();
+//! let dir = lock::default_lock_dir()?;
+//! lock::ensure_lock_dir(&dir)?;
+//! lock::remove_stale_locks(&dir, "MyEditor")?;
+//! let content = LockFile::new(std::process::id(), vec!["/home/me/project".into()], "MyEditor", false, token);
+//! let guard = lock::LockGuard::create(&dir, 41234, &content, true)?;
+//! println!("lock file at {}", guard.path().display());
+//! drop(guard); // removes the file
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod clock;
+mod core;
+mod delivery;
+pub mod lock;
+mod log;
+mod options;
+mod shared;
+pub mod signals;
+
+pub use crate::clock::Clock;
+pub use crate::delivery::{Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOST_BACKLOG};
+pub use crate::log::Logger;
+pub use crate::options::{posix_folders, LockFileMode, Options};
+pub use crate::shared::{
+    Events, Handle, Handler, Next, Shared, READ_CHUNK, STOP_GRACE, WRITE_CHUNK,
+};
+
+pub(crate) use crate::core::Core;
+
+/// The names each runtime crate re-exports (`pub use claude_ide_bridge_runtime::api::*`), so that
+/// a host needs only its runtime's crate: what it starts a server with, what it receives, how it
+/// answers.
+pub mod api {
+    pub use crate::{Handle, LockFileMode, Logger, Options, MAX_HOST_BACKLOG};
+    pub use claude_ide_bridge::jsonrpc::RpcError;
+    pub use claude_ide_bridge::{
+        ApiError, AuthToken, CallId, ConnectionId, Event, Limits, Notification, Target, ToolCall,
+        ToolResult, ToolSet,
+    };
+}
+
+use claude_ide_bridge::AuthToken;
+
+/// A fresh token: 32 bytes from the operating system's CSPRNG, base64url without padding.
+///
+/// ```
+/// let a = claude_ide_bridge_runtime::generate_token();
+/// let b = claude_ide_bridge_runtime::generate_token();
+/// assert_eq!(a.as_str().len(), 43);
+/// assert_ne!(a, b);
+/// ```
+pub fn generate_token() -> AuthToken {
+    AuthToken::generate(&mut rand_core::OsRng)
+}

@@ -1,0 +1,543 @@
+//! The running server's state both runtimes share, what they do with it after every call into
+//! the engine (drain, write or wake, deliver), and the [`Handle`] hosts answer through.
+//!
+//! A runtime creates it with [`Shared::start`] and from then on only runs loops: accepting
+//! ([`Shared::add`]), reading ([`Shared::input`]), writing ([`Shared::next_output`],
+//! [`Shared::written`]), and the timer ([`Shared::timer`], [`Shared::on_timer`]). Everything that
+//! decides something (what to write, when to hold an answer, who runs the handler, when a
+//! connection is done) happens here, under one lock that is never held across a blocking call or
+//! an `.await`.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use claude_ide_bridge::jsonrpc::RpcError;
+use claude_ide_bridge::{
+    ApiError, CallId, ConnectionId, Event, Notification, Target, ToolResult, ToolSet,
+};
+
+use crate::core::{Core, Drained};
+use crate::delivery::{act_on_ready, write_held, Backlog, Conn, Delivery, Wire};
+use crate::{Options, MAX_HOST_BACKLOG};
+
+/// Largest chunk a writer copies out of the engine per socket write.
+pub const WRITE_CHUNK: usize = 64 * 1024;
+/// Read buffer per connection.
+pub const READ_CHUNK: usize = 16 * 1024;
+/// How long a stopping server lets clients finish the close handshake.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// The host's event handler (`IdeServer::start_with_handler`).
+pub type Handler = Box<dyn FnMut(Event, &Handle) + Send>;
+
+/// Where a server's events go.
+pub enum Events {
+    /// To the runtime's channel, read by `IdeServer::next_event`: the function sends one.
+    Channel(Box<dyn Fn(Event) + Send>),
+    /// To a handler, called from the thread or task that produced them.
+    Handler(Handler),
+}
+
+impl Events {
+    /// Events to `handler` when there is one, else to `send`, the sending half of the runtime's
+    /// channel (dropped here when unused, so that `next_event` ends at once).
+    pub fn new(handler: Option<Handler>, send: impl Fn(Event) + Send + 'static) -> Events {
+        match handler {
+            Some(h) => Events::Handler(h),
+            None => Events::Channel(Box::new(send)),
+        }
+    }
+}
+
+/// What a connection's writer does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Write the chunk [`Shared::next_output`] filled, then report it with [`Shared::written`].
+    Write,
+    /// The connection is done: call [`Shared::writer_done`].
+    Close,
+    /// Nothing to write: wait until woken ([`Wire::wake_writer`]).
+    Wait,
+}
+
+/// The state under the lock.
+struct State {
+    core: Core,
+    /// Reused by every flush (no allocation per call).
+    drained: Drained,
+    conns: HashMap<ConnectionId, Conn>,
+    /// The channel of [`Events::Channel`]; `None` with a handler, and once stopped.
+    channel: Option<Box<dyn Fn(Event) + Send>>,
+    /// Events waiting for the handler, who runs it, the answers it holds.
+    delivery: Delivery,
+    stopped: bool,
+}
+
+/// A running server's shared part. Runtimes keep it in an `Arc` and call it from their loops.
+pub struct Shared {
+    state: Mutex<State>,
+    handler: Option<Mutex<Handler>>,
+    /// Wakes the runtime's timer loop: the engine's deadline moved, or the server stopped.
+    wake_timer: Box<dyn Fn() + Send + Sync>,
+    addr: SocketAddr,
+    lock_path: Option<PathBuf>,
+    /// Events waiting for the host: sent to the channel and not taken yet, or queued for the
+    /// handler and not handed to it yet. Readers look at it before every read, without the lock.
+    backlog: Backlog,
+}
+
+impl Shared {
+    /// What both runtimes do at start: binds the listener (blocking mode; the runtime wraps it as
+    /// it needs), takes the token (fresh from the OS CSPRNG unless given), makes the workspace
+    /// folders absolute POSIX strings, removes this host's stale lock files, writes `<port>.lock`
+    /// as the options say, and makes the shared state. Events go
+    /// where `events` says; `wake_timer` is called whenever the engine's next deadline moves and
+    /// when the server stops.
+    pub fn start(
+        opts: &Options,
+        events: Events,
+        wake_timer: impl Fn() + Send + Sync + 'static,
+    ) -> io::Result<(TcpListener, Arc<Shared>)> {
+        let (listener, core) = Core::start(opts)?;
+        let addr = listener.local_addr()?;
+        let lock_path = core.lock_path().map(Path::to_path_buf);
+        let (channel, handler) = match events {
+            Events::Channel(send) => (Some(send), None),
+            Events::Handler(h) => (None, Some(Mutex::new(h))),
+        };
+        let shared = Shared {
+            state: Mutex::new(State {
+                core,
+                drained: Drained::default(),
+                conns: HashMap::new(),
+                channel,
+                delivery: Delivery::default(),
+                stopped: false,
+            }),
+            handler,
+            wake_timer: Box::new(wake_timer),
+            addr,
+            lock_path,
+            backlog: Backlog::default(),
+        };
+        Ok((listener, Arc::new(shared)))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The address listened on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Where a connection of this process's own reaches the listener (the loopback address of its
+    /// family when it listens on all addresses): a runtime connects once to wake a blocked accept.
+    pub fn loopback_addr(&self) -> SocketAddr {
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr {
+                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        addr
+    }
+
+    /// The lock file's path, if one was written.
+    pub fn lock_path(&self) -> Option<&Path> {
+        self.lock_path.as_deref()
+    }
+
+    /// A handle on this server.
+    pub fn handle(self: &Arc<Self>) -> Handle {
+        Handle {
+            shared: self.clone(),
+        }
+    }
+
+    /// Counts `event`, taken from the channel by the host, off the backlog; returns it.
+    pub fn taken(&self, event: Option<Event>) -> Option<Event> {
+        self.backlog.taken(event)
+    }
+
+    /// Whether the server has stopped (loops end).
+    pub fn is_stopped(&self) -> bool {
+        self.lock().stopped
+    }
+
+    /// Logs a line, when logging is on.
+    pub fn log(&self, line: impl FnOnce() -> String) {
+        self.lock().core.log(line)
+    }
+
+    /// Drain the engine and act on it; everything here is non-blocking. New output is written
+    /// from this thread when `inline` and the socket takes it, held when the handler is answering
+    /// a burst ([`Delivery`]), and otherwise left to the connection's writer, woken.
+    fn flush(&self, st: &mut State, inline: bool) {
+        let State {
+            core,
+            drained: out,
+            conns,
+            channel,
+            stopped,
+            delivery,
+        } = st;
+        core.drain(out);
+        // Counted before they are handed over: the host takes them off as they come.
+        if let Some(send) = channel {
+            self.backlog.add(out.events.len());
+            out.events.drain(..).for_each(send);
+        } else if self.handler.is_some() && !*stopped {
+            self.backlog.add(out.events.len());
+            delivery.queue.extend(out.events.drain(..));
+        } else {
+            out.events.clear();
+        }
+        act_on_ready(core, &mut out.ready, conns, delivery, inline, *stopped);
+        if std::mem::take(&mut out.timer_changed) {
+            (self.wake_timer)();
+        }
+    }
+
+    /// Runs `f` on the state, flushes (new output to the connections' writers), and, outside the
+    /// lock, hands queued events to the handler.
+    fn run<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.lock();
+        let r = f(&mut st);
+        self.flush(&mut st, false);
+        drop(st);
+        self.deliver();
+        r
+    }
+
+    /// [`Shared::run`] on the engine, for what does not answer the peer (pushes, settings, the
+    /// timer): output goes through the connection's writer, which sends what accumulated while it
+    /// woke in one write.
+    fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core) -> R) -> R {
+        self.run(|st| f(&mut st.core))
+    }
+
+    /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
+    /// written at once from this thread when the socket takes it and the connection's writer is
+    /// idle, and the writer is woken only for what remains. A round trip then costs no wake-up of
+    /// the writer.
+    ///
+    /// With `from_host` (the host's answer to a call), when more events wait for the host's
+    /// `next_event` (requests that arrived together), the answer is left to the connection's
+    /// writer, woken, which writes what accumulated by the time it runs in one system call while
+    /// the host goes on; the answer given with no event waiting is written at once, with anything
+    /// still pending. (A handler's answers are held by [`Delivery`] instead.)
+    fn answer<R>(self: &Arc<Self>, from_host: bool, f: impl FnOnce(&mut Core) -> R) -> R {
+        let mut st = self.lock();
+        let r = f(&mut st.core);
+        let queued = from_host && st.channel.is_some() && self.backlog.is_waiting();
+        self.flush(&mut st, !queued);
+        drop(st);
+        self.deliver();
+        r
+    }
+
+    /// Hands queued events to the handler, in order, one at a time, with the lock not held, from
+    /// the thread or task calling it. When another one is already doing so (or this one,
+    /// re-entered from the handler through a [`Handle`]), that one delivers them after its
+    /// current call: [`Delivery::begin`], taken and released under the lock, makes the handler
+    /// run in one place at a time even when several threads call in. Called after every flush,
+    /// once the lock is released; does nothing without a handler or with nothing queued.
+    ///
+    /// A panic in the handler is caught here (the panic hook has reported it): the event is
+    /// dropped and logged, the rest are delivered, and the thread or task that ran it (a
+    /// connection's, the timer, the acceptor) carries on. Letting it unwind would end that loop
+    /// with the connection still registered, or stop the timer or the acceptor for good.
+    fn deliver(self: &Arc<Self>) {
+        let Some(handler) = &self.handler else {
+            return;
+        };
+        let mut st = self.lock();
+        if !st.delivery.begin() {
+            return;
+        }
+        // Made for the first event only: most calls find nothing queued.
+        let handle = self.handle();
+        while let Some(event) = self.backlog.taken(st.delivery.take_next()) {
+            drop(st);
+            let outcome = {
+                let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
+                panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)))
+            };
+            st = self.lock();
+            if outcome.is_err() {
+                st.core
+                    .log(|| "the event handler panicked; its event is dropped".to_string());
+            }
+        }
+        let State {
+            core,
+            conns,
+            delivery,
+            stopped,
+            ..
+        } = &mut *st;
+        delivery.end();
+        // Answers held for a burst whose last event gave none.
+        write_held(core, conns, delivery, *stopped);
+    }
+
+    // ---- the accept loop ----
+
+    /// A new connection (an accepted socket, `wire`): registered with the engine, then `spawn`
+    /// starts its reader and writer (under the lock, so that a stopping server sees them). `None`
+    /// when the server has stopped (the socket is dropped).
+    pub fn add(
+        self: &Arc<Self>,
+        wire: Box<dyn Wire>,
+        spawn: impl FnOnce(ConnectionId) -> io::Result<()>,
+    ) -> Option<ConnectionId> {
+        let mut st = self.lock();
+        if st.stopped {
+            return None;
+        }
+        let now = st.core.clock.now();
+        let conn = st.core.server.accept(now);
+        st.conns.insert(
+            conn,
+            Conn {
+                wire,
+                writing: false,
+            },
+        );
+        if let Err(e) = spawn(conn) {
+            st.core
+                .log(|| format!("connection {}: not started: {e}", conn.0));
+            Self::close_conn(&mut st, conn);
+            st.conns.remove(&conn);
+        }
+        self.flush(&mut st, false);
+        drop(st);
+        self.deliver();
+        Some(conn)
+    }
+
+    fn close_conn(st: &mut State, conn: ConnectionId) {
+        if let Some(c) = st.conns.get(&conn) {
+            c.wire.shutdown();
+            c.wire.wake_writer();
+        }
+        st.core.server.handle_close(conn);
+    }
+
+    // ---- a connection's reader ----
+
+    /// The host is [`MAX_HOST_BACKLOG`] or more events behind (and the server still runs). The
+    /// lock is only taken when the backlog is full.
+    pub fn host_behind(&self) -> bool {
+        self.backlog.is_full() && !self.is_stopped()
+    }
+
+    /// Whether the reader of `conn` pauses before its next read: when [`Shared::host_behind`]
+    /// (logged), the reader waits, looking again every [`BACKLOG_POLL`](crate::BACKLOG_POLL), until
+    /// it is not, so that a peer cannot pile events up in front of a slow host (its bytes wait in
+    /// the socket, and then in the peer).
+    pub fn pause_reading(&self, conn: ConnectionId) -> bool {
+        let behind = self.host_behind();
+        if behind {
+            self.log(|| {
+                format!(
+                    "connection {}: the host is {MAX_HOST_BACKLOG} events behind; reading paused",
+                    conn.0
+                )
+            });
+        }
+        behind
+    }
+
+    /// Bytes read from `conn`.
+    pub fn input(self: &Arc<Self>, conn: ConnectionId, bytes: &[u8]) {
+        self.answer(false, |core| {
+            let now = core.clock.now();
+            core.server.handle_input(conn, bytes, now)
+        })
+    }
+
+    /// The reader of `conn` met the end of the stream, or an error.
+    pub fn read_ended(self: &Arc<Self>, conn: ConnectionId) {
+        self.run(|st| Self::close_conn(st, conn))
+    }
+
+    // ---- a connection's writer ----
+
+    /// What the writer of `conn` does next. For [`Next::Write`], `chunk` holds the head of the
+    /// output (at most [`WRITE_CHUNK`] bytes), and nobody else writes to the connection until the
+    /// writer reports it with [`Shared::written`].
+    pub fn next_output(&self, conn: ConnectionId, chunk: &mut Vec<u8>) -> Next {
+        let mut st = self.lock();
+        let out = st.core.server.transmit(conn);
+        if !out.is_empty() && !st.stopped {
+            chunk.clear();
+            chunk.extend_from_slice(&out[..out.len().min(WRITE_CHUNK)]);
+            if let Some(c) = st.conns.get_mut(&conn) {
+                c.writing = true;
+            }
+            Next::Write
+        } else if st.stopped || st.core.server.should_close(conn) {
+            Next::Close
+        } else {
+            Next::Wait
+        }
+    }
+
+    /// The writer of `conn` wrote `n` bytes of its chunk (0: interrupted, try again).
+    pub fn written(self: &Arc<Self>, conn: ConnectionId, n: usize) {
+        self.run(|st| {
+            if n > 0 {
+                st.core.server.advance_transmit(conn, n);
+            }
+            if let Some(c) = st.conns.get_mut(&conn) {
+                c.writing = false;
+            }
+        })
+    }
+
+    /// The writer of `conn` is done (the connection closed, or its socket failed): the
+    /// connection is forgotten.
+    pub fn writer_done(self: &Arc<Self>, conn: ConnectionId) {
+        self.run(|st| {
+            Self::close_conn(st, conn);
+            st.conns.remove(&conn);
+        })
+    }
+
+    // ---- the timer loop ----
+
+    /// How long the timer loop sleeps before calling [`Shared::on_timer`] (zero: call it now;
+    /// `Some(None)`: until woken); `None` once the server has stopped (the loop ends).
+    pub fn timer(&self) -> Option<Option<Duration>> {
+        let st = self.lock();
+        if st.stopped {
+            return None;
+        }
+        Some(
+            st.core
+                .server
+                .poll_timeout()
+                .map(|d| st.core.clock.until(d)),
+        )
+    }
+
+    /// The timer loop woke: runs the engine's timers when they are due.
+    pub fn on_timer(self: &Arc<Self>) {
+        self.with(|core| {
+            let now = core.clock.now();
+            if core.server.poll_timeout().is_some_and(|d| d <= now) {
+                core.server.handle_timeout(now);
+            }
+        })
+    }
+
+    // ---- stopping ----
+
+    /// The first step of stopping: pending diffs are answered `DIFF_REJECTED`, other pending
+    /// calls an error, and clients are sent Close 1001.
+    pub fn begin_stop(self: &Arc<Self>) {
+        self.with(|core| {
+            let now = core.clock.now();
+            core.server.shutdown(now)
+        })
+    }
+
+    /// Whether every connection has finished closing (see [`STOP_GRACE`]).
+    pub fn is_idle(&self) -> bool {
+        self.lock().core.server.is_idle()
+    }
+
+    /// The part of stopping that needs no waiting: every socket shut down and its writer woken,
+    /// events no longer delivered (the channel's sender dropped: `next_event` ends), the lock
+    /// file removed, the timer woken to see it. `f` runs under the lock, after the server is
+    /// marked stopped (a runtime takes its threads or tasks there: no connection is added after).
+    pub fn stop_hard<R>(&self, f: impl FnOnce() -> R) -> R {
+        let mut st = self.lock();
+        st.stopped = true;
+        for c in st.conns.values() {
+            c.wire.shutdown();
+            c.wire.wake_writer();
+        }
+        st.channel = None;
+        st.delivery.queue.clear();
+        st.core.remove_lock_file();
+        (self.wake_timer)();
+        f()
+    }
+}
+
+/// Answers calls, sends notifications and changes settings from any thread or task. Every method
+/// returns without blocking on a socket: output the socket does not take at once is left to the
+/// connection's writer. Both runtimes hand out this same type (`IdeServer::handle`).
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Handle {
+    /// Answers a tool call (see `Server::respond`).
+    pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
+        self.shared
+            .answer(true, |core| core.server.respond(call, result))
+    }
+
+    /// Answers a compatibility request (see `Server::respond_compat`).
+    pub fn respond_compat(
+        &self,
+        call: CallId,
+        result: Result<serde_json::Value, RpcError>,
+    ) -> Result<(), ApiError> {
+        self.shared
+            .answer(true, |core| core.server.respond_compat(call, result))
+    }
+
+    /// Sends a notification; returns how many connections it was queued for. Pushes go through
+    /// the connections' writers, which send what accumulated while they woke in one write.
+    pub fn notify(&self, target: Target, notification: &Notification) -> usize {
+        self.shared.with(|core| {
+            let now = core.clock.now();
+            core.server.notify(target, notification, now)
+        })
+    }
+
+    /// Changes the offered tools (clients are told `tools/list_changed`).
+    pub fn set_tools(&self, tools: ToolSet) {
+        self.shared.with(|core| {
+            let now = core.clock.now();
+            core.server.set_tools(tools, now)
+        })
+    }
+
+    /// Changes the workspace folders; the lock file is rewritten atomically.
+    pub fn set_workspace_folders(&self, folders: Vec<PathBuf>) -> io::Result<()> {
+        self.shared
+            .with(|core| core.set_workspace_folders(&folders))
+    }
+
+    /// Closes a connection (WebSocket Close 1000).
+    pub fn close(&self, conn: ConnectionId) {
+        self.shared.with(|core| {
+            let now = core.clock.now();
+            let _ = core.server.close(conn, now);
+        })
+    }
+
+    /// The live (upgraded, not closed) connections.
+    pub fn connections(&self) -> Vec<ConnectionId> {
+        self.shared.lock().core.server.connections()
+    }
+
+    /// The port listened on.
+    pub fn port(&self) -> u16 {
+        self.shared.addr.port()
+    }
+}
