@@ -685,6 +685,110 @@ pub fn write_accept(out: &mut Vec<u8>, req: &UpgradeRequest, subprotocol: Option
     out.extend_from_slice(b"\r\n");
 }
 
+/// One socket's side of the upgrade, shared by the MCP connection and the echo connection: the
+/// request head while it is being read, then the response (the `101` or a refusal), which is
+/// written ahead of anything the WebSocket queues.
+#[derive(Debug)]
+pub(crate) struct Upgrade {
+    /// `Some` until the head is complete and answered.
+    reader: Option<HeadReader>,
+    refused: bool,
+    /// The response, and how much of it was written.
+    out: Vec<u8>,
+    sent: usize,
+}
+
+/// What [`Upgrade::read_head`] made of some input.
+pub(crate) enum HeadRead<'d> {
+    /// The head is not complete yet: all the input was taken.
+    Partial,
+    /// The head is over the size limit: refuse with 431.
+    TooLarge,
+    /// The head is complete ([`Upgrade::head`]); these bytes came after it (a pipelined first frame).
+    Complete(&'d [u8]),
+}
+
+impl Upgrade {
+    /// The upgrade of a socket just accepted.
+    pub(crate) fn new(max_head_bytes: usize) -> Self {
+        Upgrade {
+            reader: Some(HeadReader::new(max_head_bytes)),
+            refused: false,
+            out: Vec::new(),
+            sent: 0,
+        }
+    }
+
+    /// Whether the head is still being read (neither accepted nor refused).
+    pub(crate) fn is_reading(&self) -> bool {
+        self.reader.is_some() && !self.refused
+    }
+
+    /// Whether the upgrade was refused.
+    pub(crate) fn is_refused(&self) -> bool {
+        self.refused
+    }
+
+    /// Feed bytes of the request head.
+    pub(crate) fn read_head<'d>(&mut self, data: &'d [u8]) -> HeadRead<'d> {
+        let Some(reader) = &mut self.reader else {
+            return HeadRead::Complete(data);
+        };
+        let (used, status) = reader.feed(data);
+        match status {
+            HeadStatus::Partial => HeadRead::Partial,
+            HeadStatus::TooLarge => HeadRead::TooLarge,
+            HeadStatus::Complete => HeadRead::Complete(&data[used..]),
+        }
+    }
+
+    /// The complete head (empty once answered).
+    pub(crate) fn head(&self) -> &[u8] {
+        self.reader.as_ref().map_or(&[], HeadReader::head)
+    }
+
+    /// Answer `101 Switching Protocols`; the head is dropped.
+    pub(crate) fn accept(&mut self, req: &UpgradeRequest, subprotocol: Option<&str>) {
+        write_accept(&mut self.out, req, subprotocol);
+        self.reader = None;
+    }
+
+    /// Answer with a refusal; nothing else is ever written after it.
+    pub(crate) fn refuse(&mut self, rejection: Rejection) {
+        rejection.write_response(&mut self.out);
+        self.reader = None;
+        self.refused = true;
+    }
+
+    /// The bytes to write now: the rest of the response, then (once accepted) `ws_output`.
+    pub(crate) fn transmit<'a>(&'a self, ws_output: &'a [u8]) -> &'a [u8] {
+        if self.sent < self.out.len() {
+            &self.out[self.sent..]
+        } else if self.refused || self.reader.is_some() {
+            &[]
+        } else {
+            ws_output
+        }
+    }
+
+    /// `n` bytes of [`Upgrade::transmit`] were written; returns how many of them were the
+    /// WebSocket's output.
+    pub(crate) fn advance(&mut self, n: usize) -> usize {
+        let k = n.min(self.out.len() - self.sent);
+        self.sent += k;
+        if k > 0 && self.sent == self.out.len() {
+            self.out = Vec::new();
+            self.sent = 0;
+        }
+        n - k
+    }
+
+    /// Bytes held: the head being read and the response not yet written.
+    pub(crate) fn memory(&self) -> usize {
+        self.out.capacity() + self.reader.as_ref().map_or(0, HeadReader::buffered)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

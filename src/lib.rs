@@ -13,7 +13,7 @@
 //! | [`handshake`] | the HTTP/1.1 upgrade: one linear scan, one parse, refusals as HTTP statuses |
 //! | [`ws`] | RFC 6455 frames and messages; usable alone (an echo server is built on it) |
 //! | [`jsonrpc`] | JSON-RPC 2.0 messages and batches, borrowed from the frame |
-//! | [`server`] | connections, the MCP lifecycle, tool calls as events with handles, timers |
+//! | [`server`] | the endpoint: accepting, routing, broadcast; each connection's state machine (its upgrade, WebSocket, timers) and MCP session (initialize, batches, tool calls as events with handles) are private modules behind it |
 //! | [`tools`], [`notify`] | typed tool arguments and results, notifications, compatibility methods |
 //! | [`discovery`], [`paths`] | lock-file JSON, the token, `file://` URIs and workspace path checks |
 //! | [`limits`] | every limit, with safe defaults |
@@ -67,10 +67,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod connection;
 pub mod discovery;
 pub mod handshake;
 pub mod jsonrpc;
 pub mod limits;
+mod mcp;
 pub mod notify;
 pub mod paths;
 pub mod server;

@@ -48,7 +48,7 @@ pub struct OpenFileArgs {
     /// Extend the selection to the end of its last line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub select_to_end_of_line: Option<bool>,
-    /// Bring the editor to the front (default true); when false the answer is an [`OpenFileResult`].
+    /// Bring the editor to the front (default true); when false the answer is an [`OpenFileResult`](super::OpenFileResult).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub make_frontmost: Option<bool>,
     /// Line where the selection starts.

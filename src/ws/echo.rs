@@ -1,9 +1,7 @@
 //! A sans-IO WebSocket echo connection (no token, no MCP), for conformance servers such as the
 //! runtimes' `echo-*` examples run under the Autobahn suite.
 
-use crate::handshake::{
-    authorize, parse_upgrade, write_accept, HeadReader, HeadStatus, Policy, Rejection,
-};
+use crate::handshake::{authorize, parse_upgrade, HeadRead, Policy, Rejection, Upgrade};
 use crate::limits::Limits;
 use crate::ws::{Message, WebSocket};
 
@@ -29,11 +27,8 @@ use crate::ws::{Message, WebSocket};
 /// ```
 #[derive(Debug)]
 pub struct EchoConnection {
-    head: Option<HeadReader>,
+    upgrade: Upgrade,
     max_headers: usize,
-    pre_out: Vec<u8>,
-    pre_sent: usize,
-    refused: bool,
     ws: WebSocket,
 }
 
@@ -41,40 +36,34 @@ impl EchoConnection {
     /// A connection that has just been accepted.
     pub fn new(limits: &Limits) -> Self {
         EchoConnection {
-            head: Some(HeadReader::new(limits.max_head_bytes)),
+            upgrade: Upgrade::new(limits.max_head_bytes),
             max_headers: limits.max_headers,
-            pre_out: Vec::new(),
-            pre_sent: 0,
-            refused: false,
             ws: WebSocket::new(limits.ws()),
         }
     }
 
     /// Bytes arrived from the socket.
     pub fn handle_input(&mut self, mut data: &[u8]) {
-        if self.refused {
+        if self.upgrade.is_refused() {
             return;
         }
-        if let Some(reader) = &mut self.head {
-            let (used, status) = reader.feed(data);
-            data = &data[used..];
-            match status {
-                HeadStatus::Partial => return,
-                HeadStatus::TooLarge => return self.refuse(Rejection::HeadersTooLarge),
-                HeadStatus::Complete => {}
-            }
+        if self.upgrade.is_reading() {
+            data = match self.upgrade.read_head(data) {
+                HeadRead::Partial => return,
+                HeadRead::TooLarge => return self.upgrade.refuse(Rejection::HeadersTooLarge),
+                HeadRead::Complete(rest) => rest,
+            };
             let policy = Policy {
                 token: None,
                 allowed_origins: &[],
                 check_host: false,
             };
-            match parse_upgrade(reader.head(), self.max_headers)
+            match parse_upgrade(self.upgrade.head(), self.max_headers)
                 .and_then(|req| authorize(&req, &policy).map(|()| req))
             {
-                Ok(req) => write_accept(&mut self.pre_out, &req, None),
-                Err(rejection) => return self.refuse(rejection),
+                Ok(req) => self.upgrade.accept(&req, None),
+                Err(rejection) => return self.upgrade.refuse(rejection),
             }
-            self.head = None;
         }
         if !data.is_empty() {
             self.ws.receiver.receive(data);
@@ -93,33 +82,14 @@ impl EchoConnection {
         }
     }
 
-    fn refuse(&mut self, rejection: Rejection) {
-        rejection.write_response(&mut self.pre_out);
-        self.refused = true;
-    }
-
     /// The bytes to write now.
     pub fn transmit(&self) -> &[u8] {
-        if self.pre_sent < self.pre_out.len() {
-            &self.pre_out[self.pre_sent..]
-        } else if self.refused || self.head.is_some() {
-            &[]
-        } else {
-            self.ws.sender.output()
-        }
+        self.upgrade.transmit(self.ws.sender.output())
     }
 
     /// `n` bytes of [`EchoConnection::transmit`] were written.
-    pub fn advance_transmit(&mut self, mut n: usize) {
-        if self.pre_sent < self.pre_out.len() {
-            let k = n.min(self.pre_out.len() - self.pre_sent);
-            self.pre_sent += k;
-            n -= k;
-            if self.pre_sent == self.pre_out.len() {
-                self.pre_out = Vec::new();
-                self.pre_sent = 0;
-            }
-        }
+    pub fn advance_transmit(&mut self, n: usize) {
+        let n = self.upgrade.advance(n);
         if n > 0 {
             self.ws.sender.advance(n);
         }
@@ -128,6 +98,6 @@ impl EchoConnection {
     /// True when the socket should be closed: everything was written and the connection is
     /// done (refused, or the WebSocket closed or failed).
     pub fn should_close(&self) -> bool {
-        (self.refused || self.ws.is_finished()) && self.transmit().is_empty()
+        (self.upgrade.is_refused() || self.ws.is_finished()) && self.transmit().is_empty()
     }
 }

@@ -1,0 +1,558 @@
+//! One connection's state machine, from the first byte of its upgrade request to the closed
+//! socket: the upgrade, then the WebSocket and the MCP session over it, with the connection's own
+//! timers (docs/protocol.md, "Keepalive and timers"). The server routes input, host calls and timeouts to it and
+//! keeps only the endpoint's work.
+
+use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
+use crate::jsonrpc::RpcError;
+use crate::limits::Limits;
+use crate::mcp::{self, Mcp, McpPhase};
+use crate::server::{ConnectionId, DisconnectReason, Event, Shared};
+use crate::ws::{self, SendError, WebSocket};
+use std::time::Instant;
+
+/// Where a connection is in its life. Every transition is a method of [`Connection`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Lifecycle {
+    /// Reading the upgrade request.
+    Upgrading,
+    /// Upgraded: the WebSocket is open and the MCP session at this phase.
+    Open(McpPhase),
+    /// We sent a Close at `since` and wait for the peer's (bounded by the close timeout); the
+    /// session keeps its phase.
+    Closing {
+        /// When our Close was queued.
+        since: Instant,
+        /// The MCP session's phase.
+        mcp: McpPhase,
+    },
+    /// Done: write what is queued (a refusal, a Close), then close the socket.
+    Draining(DisconnectReason),
+    /// Done: close the socket now, without writing anything more.
+    Aborted(DisconnectReason),
+}
+
+/// The WebSocket and the MCP session of an upgraded connection.
+struct Session {
+    ws: WebSocket,
+    mcp: Mcp,
+}
+
+/// What the message loop found next on the WebSocket.
+enum Step {
+    /// Nothing more is buffered.
+    Idle,
+    /// A message was handled; its reply, if any, is in the option.
+    Handled(Option<Vec<u8>>),
+    /// A binary message: MCP is text only.
+    Unsupported,
+    /// The peer broke the protocol (a Close is already queued).
+    Failed(ws::ProtocolError),
+    /// The peer sent a Close (its echo is already queued).
+    PeerClosed(Option<u16>),
+}
+
+/// One connection.
+pub(crate) struct Connection {
+    id: ConnectionId,
+    state: Lifecycle,
+    upgrade: Upgrade,
+    /// `Some` once upgraded.
+    session: Option<Box<Session>>,
+    created: Instant,
+    last_rx: Instant,
+    next_ping: Instant,
+    /// Whether the connection is in the server's queue of connections to transmit.
+    in_dirty: bool,
+}
+
+impl Connection {
+    /// A socket that has just been accepted.
+    pub(crate) fn new(id: ConnectionId, limits: &Limits, now: Instant) -> Self {
+        Connection {
+            id,
+            state: Lifecycle::Upgrading,
+            upgrade: Upgrade::new(limits.max_head_bytes),
+            session: None,
+            created: now,
+            last_rx: now,
+            next_ping: now + limits.ping_interval,
+            in_dirty: false,
+        }
+    }
+
+    /// When the connection was accepted.
+    pub(crate) fn created(&self) -> Instant {
+        self.created
+    }
+
+    /// Still reading its upgrade request (and not refused or dropped).
+    pub(crate) fn is_upgrading(&self) -> bool {
+        self.state == Lifecycle::Upgrading
+    }
+
+    /// Upgraded and not finished: a live WebSocket connection.
+    pub(crate) fn is_live(&self) -> bool {
+        matches!(self.state, Lifecycle::Open(_) | Lifecycle::Closing { .. })
+    }
+
+    /// Live and past the MCP handshake.
+    pub(crate) fn is_initialized(&self) -> bool {
+        self.mcp_phase() == Some(McpPhase::Ready)
+    }
+
+    fn mcp_phase(&self) -> Option<McpPhase> {
+        match self.state {
+            Lifecycle::Open(mcp) | Lifecycle::Closing { mcp, .. } => Some(mcp),
+            _ => None,
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        matches!(self.state, Lifecycle::Draining(_) | Lifecycle::Aborted(_))
+    }
+
+    /// Done: `reason` unless it was already done for another.
+    fn finish(&mut self, reason: DisconnectReason) {
+        if !self.is_finished() {
+            self.state = Lifecycle::Draining(reason);
+        }
+    }
+
+    /// Done, and nothing more is written: `reason` unless it was already done for another.
+    fn abort(&mut self, reason: DisconnectReason) {
+        self.state = match std::mem::replace(&mut self.state, Lifecycle::Upgrading) {
+            Lifecycle::Draining(r) | Lifecycle::Aborted(r) => Lifecycle::Aborted(r),
+            _ => Lifecycle::Aborted(reason),
+        };
+    }
+
+    /// Queue the connection for [`crate::Server::poll_transmit_ready`] (once), and report the
+    /// messages it traced.
+    fn mark_dirty(&mut self, cx: &mut Shared<'_>) {
+        if let Some(s) = &mut self.session {
+            for text in s.mcp.take_trace() {
+                cx.events.push_back(Event::Message {
+                    conn: self.id,
+                    incoming: false,
+                    text,
+                });
+            }
+        }
+        if !self.in_dirty {
+            self.in_dirty = true;
+            cx.dirty.push_back(self.id);
+        }
+    }
+
+    /// Taken off the server's transmit queue.
+    pub(crate) fn take_dirty(&mut self) {
+        self.in_dirty = false;
+    }
+
+    /// Bytes arrived. `admit` says whether the endpoint has room for one more live connection,
+    /// should this input complete the upgrade.
+    pub(crate) fn input(&mut self, mut data: &[u8], now: Instant, admit: bool, cx: &mut Shared) {
+        if self.is_finished() || data.is_empty() {
+            return;
+        }
+        self.last_rx = now;
+        if self.is_upgrading() {
+            data = match self.upgrade.read_head(data) {
+                HeadRead::Partial => return,
+                HeadRead::TooLarge => return self.refuse(Rejection::HeadersTooLarge, cx),
+                HeadRead::Complete(rest) => rest,
+            };
+            if let Err(rejection) = self.accept_upgrade(now, admit, cx) {
+                return self.refuse(rejection, cx);
+            }
+        }
+        if let Some(s) = &mut self.session {
+            if !data.is_empty() {
+                s.ws.receiver.receive(data);
+            }
+        }
+        self.process(now, cx);
+    }
+
+    /// Zero-copy input: the receiver's buffer, when the connection is a live WebSocket.
+    pub(crate) fn read_buf(&mut self, min_len: usize) -> Option<&mut [u8]> {
+        match (&self.state, &mut self.session) {
+            (Lifecycle::Open(_) | Lifecycle::Closing { .. }, Some(s)) => {
+                Some(s.ws.receiver.read_buf(min_len))
+            }
+            _ => None,
+        }
+    }
+
+    /// `n` bytes were read into [`Connection::read_buf`].
+    pub(crate) fn commit_read(&mut self, n: usize, now: Instant, cx: &mut Shared) {
+        if !self.is_live() {
+            return;
+        }
+        if let Some(s) = &mut self.session {
+            s.ws.receiver.commit(n);
+            if n > 0 {
+                self.last_rx = now;
+            }
+            self.process(now, cx);
+        }
+    }
+
+    fn accept_upgrade(
+        &mut self,
+        now: Instant,
+        admit: bool,
+        cx: &mut Shared,
+    ) -> Result<(), Rejection> {
+        let config = cx.config;
+        let req = handshake::parse_upgrade(self.upgrade.head(), config.limits.max_headers)?;
+        handshake::authorize(
+            &req,
+            &Policy {
+                token: Some(config.auth_token.as_str()),
+                allowed_origins: &config.allowed_origins,
+                check_host: config.check_host,
+            },
+        )?;
+        if !admit {
+            return Err(Rejection::ServiceUnavailable);
+        }
+        let proto = req.offers_protocol("mcp").then_some("mcp");
+        self.upgrade.accept(&req, proto);
+        self.session = Some(Box::new(Session {
+            ws: WebSocket::new(config.limits.ws()),
+            mcp: Mcp::new(config),
+        }));
+        self.state = Lifecycle::Open(McpPhase::AwaitingInitialize);
+        self.last_rx = now;
+        self.next_ping = now + config.limits.ping_interval;
+        self.mark_dirty(cx);
+        cx.events.push_back(Event::Connected {
+            conn: self.id,
+            path: req.path,
+            user_agent: req.user_agent,
+        });
+        Ok(())
+    }
+
+    fn refuse(&mut self, rejection: Rejection, cx: &mut Shared) {
+        self.upgrade.refuse(rejection);
+        self.state = Lifecycle::Draining(DisconnectReason::Refused(rejection));
+        self.mark_dirty(cx);
+    }
+
+    /// Run the WebSocket and MCP layers over whatever input is buffered.
+    fn process(&mut self, now: Instant, cx: &mut Shared) {
+        loop {
+            let Some(s) = self.session.as_deref_mut() else {
+                return;
+            };
+            let phase = match &mut self.state {
+                Lifecycle::Open(mcp) | Lifecycle::Closing { mcp, .. } => mcp,
+                _ => return,
+            };
+            let before = s.ws.sender.queued();
+            let was_initialized = *phase == McpPhase::Ready;
+            // Decide what to do with the next message while it is borrowed; act after.
+            let ws = &mut s.ws;
+            let step = match ws.receiver.poll(&mut ws.sender) {
+                Err(e) => Step::Failed(e),
+                Ok(None) => Step::Idle,
+                Ok(Some(ws::Message::Text(text))) => Step::Handled(mcp::handle_text(
+                    cx,
+                    self.id,
+                    &mut s.mcp,
+                    phase,
+                    &mut ws.sender,
+                    text,
+                )),
+                Ok(Some(ws::Message::Binary(_))) => Step::Unsupported,
+                Ok(Some(ws::Message::Close(code))) => Step::PeerClosed(code.map(|(c, _)| c)),
+                Ok(Some(ws::Message::Ping(_))) | Ok(Some(ws::Message::Pong(_))) => {
+                    Step::Handled(None)
+                }
+            };
+            let phase = *phase;
+            if !was_initialized && phase == McpPhase::Ready {
+                // Deliver the at-mentions queued while nobody was connected.
+                let ttl = cx.config.limits.mention_ttl;
+                for (t, n) in cx.mentions.drain(..) {
+                    if now.saturating_duration_since(t) <= ttl {
+                        let mut frame = Vec::new();
+                        n.write_json(&mut frame);
+                        let _ = s.mcp.send(&mut s.ws.sender, &frame);
+                    }
+                }
+            }
+            match step {
+                Step::Idle => {
+                    if s.ws.sender.queued() != before {
+                        self.mark_dirty(cx);
+                    }
+                    self.after_output(cx);
+                    return;
+                }
+                Step::Handled(None) => {}
+                Step::Handled(Some(out)) => {
+                    if let Err(e) = s.mcp.send(&mut s.ws.sender, &out) {
+                        self.on_send_error(e, cx);
+                        return;
+                    }
+                }
+                Step::Unsupported => {
+                    let _ =
+                        s.ws.sender
+                            .send_close(1003, "binary messages are not supported");
+                    self.state = Lifecycle::Closing {
+                        since: now,
+                        mcp: phase,
+                    };
+                }
+                Step::Failed(error) => self.finish(DisconnectReason::ProtocolError(error)),
+                Step::PeerClosed(code) => self.finish(DisconnectReason::Closed(code)),
+            }
+            self.mark_dirty(cx);
+        }
+    }
+
+    /// After output was queued: an outbound queue that overflowed aborts the connection, and a
+    /// finished close handshake ends it.
+    fn after_output(&mut self, cx: &mut Shared) {
+        let Some(s) = &self.session else { return };
+        if s.ws.sender.is_aborted() {
+            self.abort(DisconnectReason::OutboundFull);
+            self.mark_dirty(cx);
+        } else if !self.is_finished() && s.ws.is_finished() {
+            self.finish(DisconnectReason::Closed(None));
+            self.mark_dirty(cx);
+        }
+    }
+
+    fn on_send_error(&mut self, e: SendError, cx: &mut Shared) {
+        match e {
+            SendError::OutboundFull => self.abort(DisconnectReason::OutboundFull),
+            SendError::Closed => {}
+        }
+        self.mark_dirty(cx);
+    }
+
+    /// The bytes to write to the socket now.
+    pub(crate) fn transmit(&self) -> &[u8] {
+        if matches!(self.state, Lifecycle::Aborted(_)) {
+            return &[];
+        }
+        let ws_output = self
+            .session
+            .as_ref()
+            .map_or(&[][..], |s| s.ws.sender.output());
+        self.upgrade.transmit(ws_output)
+    }
+
+    /// `n` bytes of [`Connection::transmit`] were written.
+    pub(crate) fn advance_transmit(&mut self, n: usize, cx: &mut Shared) {
+        let n = self.upgrade.advance(n);
+        if n > 0 {
+            if let Some(s) = &mut self.session {
+                s.ws.sender.advance(n);
+            }
+        }
+        // More to send (the WebSocket's bytes behind the 101): report the connection again.
+        if !self.transmit().is_empty() {
+            self.mark_dirty(cx);
+        }
+    }
+
+    /// Done, and everything it had to write was written (or it is aborted).
+    pub(crate) fn should_close(&self) -> bool {
+        match self.state {
+            Lifecycle::Aborted(_) => true,
+            Lifecycle::Draining(_) => self.transmit().is_empty(),
+            _ => false,
+        }
+    }
+
+    /// The socket is closed: the reason, and the events that say so. Pending calls are
+    /// cancelled. A socket closed during its upgrade is reported only when the engine ended it.
+    pub(crate) fn closed(self, events: &mut std::collections::VecDeque<Event>) {
+        let conn = self.id;
+        let reason = match self.state {
+            Lifecycle::Draining(r) | Lifecycle::Aborted(r) => r,
+            _ => DisconnectReason::TransportClosed,
+        };
+        match self.session {
+            Some(s) => {
+                s.mcp.disconnected(conn, events);
+                events.push_back(Event::Disconnected { conn, reason });
+            }
+            None if reason != DisconnectReason::TransportClosed => {
+                // Refused or timed-out handshakes are reported too, for logging.
+                events.push_back(Event::Disconnected { conn, reason });
+            }
+            None => {}
+        }
+    }
+
+    /// Closed by the host: WebSocket close 1000, or dropped during the upgrade.
+    pub(crate) fn close(&mut self, now: Instant, cx: &mut Shared) {
+        match self.state {
+            Lifecycle::Open(mcp) => {
+                if let Some(s) = &mut self.session {
+                    let _ = s.ws.sender.send_close(1000, "closed by the IDE");
+                }
+                self.state = Lifecycle::Closing { since: now, mcp };
+            }
+            Lifecycle::Closing { .. } => {}
+            _ if self.session.is_none() => self.abort(DisconnectReason::ClosedByHost),
+            _ => {}
+        }
+        self.mark_dirty(cx);
+    }
+
+    /// Dropped by the endpoint (evicted, or the server stopping during the upgrade).
+    pub(crate) fn drop_now(&mut self, reason: DisconnectReason, cx: &mut Shared) {
+        self.abort(reason);
+        self.mark_dirty(cx);
+    }
+
+    /// The earliest deadline the connection needs: the upgrade's, or the ping, dead-peer and close
+    /// deadlines.
+    pub(crate) fn deadline(&self, l: &Limits) -> Option<Instant> {
+        match self.state {
+            Lifecycle::Upgrading => Some(self.created + l.handshake_timeout),
+            Lifecycle::Open(_) => Some(self.next_ping.min(self.last_rx + 2 * l.ping_interval)),
+            Lifecycle::Closing { since, .. } => Some(
+                self.next_ping
+                    .min(self.last_rx + 2 * l.ping_interval)
+                    .min(since + l.close_timeout),
+            ),
+            Lifecycle::Draining(_) | Lifecycle::Aborted(_) => None,
+        }
+    }
+
+    /// Timers at `now`. A wake-up later than a deadline by more than one ping interval means the
+    /// host slept (laptop lid): deadlines restart from `now` instead of dropping a healthy peer.
+    pub(crate) fn timeout(&mut self, now: Instant, cx: &mut Shared) {
+        let l = &cx.config.limits;
+        let Some(deadline) = self.deadline(l) else {
+            return;
+        };
+        if now < deadline {
+            return;
+        }
+        let (interval, close_timeout) = (l.ping_interval, l.close_timeout);
+        match self.state {
+            Lifecycle::Upgrading => self.abort(DisconnectReason::HandshakeTimeout),
+            Lifecycle::Open(_) | Lifecycle::Closing { .. } => {
+                let closing = match self.state {
+                    Lifecycle::Closing { since, .. } => Some(since),
+                    _ => None,
+                };
+                if closing.is_some_and(|since| now >= since + close_timeout) {
+                    self.abort(DisconnectReason::Closed(None));
+                    self.mark_dirty(cx);
+                    return;
+                }
+                let slept = now > deadline + interval;
+                if slept {
+                    self.last_rx = now;
+                } else if now >= self.last_rx + 2 * interval {
+                    self.abort(DisconnectReason::PingTimeout);
+                    self.mark_dirty(cx);
+                    return;
+                }
+                if now >= self.next_ping || slept {
+                    self.next_ping = now + interval;
+                    if closing.is_none() {
+                        if let Some(s) = &mut self.session {
+                            if let Err(e) = s.ws.sender.send_ping(b"") {
+                                self.on_send_error(e, cx);
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            Lifecycle::Draining(_) | Lifecycle::Aborted(_) => {}
+        }
+        self.mark_dirty(cx);
+    }
+
+    /// Answer the pending call `seq`. `false` when it is not pending (answered, cancelled, or
+    /// the connection is done).
+    pub(crate) fn answer(
+        &mut self,
+        seq: u64,
+        compat: bool,
+        body: Result<&[u8], &RpcError>,
+        cx: &mut Shared,
+    ) -> bool {
+        if self.is_finished() {
+            return false;
+        }
+        let Some(s) = &mut self.session else {
+            return false;
+        };
+        match s.mcp.answer_call(&mut s.ws.sender, seq, compat, body) {
+            None => false,
+            Some(Err(e)) => {
+                self.on_send_error(e, cx);
+                true
+            }
+            Some(Ok(())) => {
+                self.mark_dirty(cx);
+                self.after_output(cx);
+                true
+            }
+        }
+    }
+
+    /// Send a notification if the connection is initialized and not closing; whether it was
+    /// queued.
+    pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut Shared) -> bool {
+        if self.state != Lifecycle::Open(McpPhase::Ready) {
+            return false;
+        }
+        let Some(s) = &mut self.session else {
+            return false;
+        };
+        match s.mcp.send(&mut s.ws.sender, frame) {
+            Ok(()) => {
+                self.mark_dirty(cx);
+                true
+            }
+            Err(e) => {
+                self.on_send_error(e, cx);
+                false
+            }
+        }
+    }
+
+    /// The server is stopping: pending diffs are answered `DIFF_REJECTED`, other pending calls an
+    /// error, and the WebSocket is sent Close 1001; a connection still upgrading is dropped.
+    pub(crate) fn shutdown(&mut self, now: Instant, cx: &mut Shared) {
+        match &mut self.session {
+            None => self.abort(DisconnectReason::ServerStopped),
+            Some(s) => {
+                let failed = s.mcp.stop(self.id, &mut s.ws.sender, cx.events);
+                if let Lifecycle::Open(mcp) = self.state {
+                    let _ = s.ws.sender.send_close(1001, "the IDE is shutting down");
+                    self.state = Lifecycle::Closing { since: now, mcp };
+                }
+                if let Some(e) = failed {
+                    self.on_send_error(e, cx);
+                }
+            }
+        }
+        self.mark_dirty(cx);
+    }
+
+    /// Bytes held by the connection's buffers.
+    pub(crate) fn memory(&self) -> usize {
+        self.upgrade.memory()
+            + self
+                .session
+                .as_ref()
+                .map_or(0, |s| s.ws.receiver.memory() + s.ws.sender.queued())
+    }
+}

@@ -1,0 +1,672 @@
+//! The MCP session of one connection (docs/protocol.md, "MCP lifecycle", "Batches", "Tool calls"
+//! and "Pending calls"): `initialize` and `notifications/initialized`, the methods answered at
+//! once, batches, calls handed to the host and pending until it answers, and cancellation. It sits on the byte path after the JSON-RPC
+//! decoder and before the tools: a connection hands it each text message and the WebSocket
+//! sender its replies go to.
+
+use crate::jsonrpc::{self, Decoded, Frame, Message, RpcError};
+use crate::paths;
+use crate::server::{CallId, CancelReason, Config, ConnectionId, Event, Shared};
+use crate::tools::{CallParams as CallParamsSeed, CompatRequest, ToolCall, ToolResult};
+use crate::ws::{SendError, Sender};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+/// MCP protocol versions this server speaks, oldest first.
+pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
+    ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// Where a session is in the MCP handshake; one part of the connection's lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum McpPhase {
+    /// Nothing but `initialize` (and `ping`) is served yet.
+    AwaitingInitialize,
+    /// `initialize` was answered; `notifications/initialized` has not arrived.
+    AwaitingInitialized,
+    /// Initialized: notifications may be sent to the client.
+    Ready,
+}
+
+impl McpPhase {
+    fn initialize_seen(self) -> bool {
+        self != McpPhase::AwaitingInitialize
+    }
+}
+
+struct Pending {
+    seq: u64,
+    /// The JSON-RPC id, raw.
+    id: Box<str>,
+    /// `Some` for `openDiff`: its tab name.
+    tab: Option<String>,
+    /// Tool call (MCP content result) or compatibility method (plain result).
+    compat: bool,
+    batch: Option<u64>,
+}
+
+struct Batch {
+    id: u64,
+    /// Entries still waiting for the host.
+    remaining: usize,
+    /// Still being decoded: not sent even when `remaining` is 0.
+    open: bool,
+    /// The JSON array under construction (starts with `[`).
+    body: Vec<u8>,
+    entries: usize,
+}
+
+/// The MCP state of one connection (apart from its WebSocket, so a message borrowed from the
+/// receiver can be handled while replies are queued on the sender).
+pub(crate) struct Mcp {
+    protocol_version: &'static str,
+    client_name: Option<String>,
+    client_version: Option<String>,
+    pending: Vec<Pending>,
+    batches: Vec<Batch>,
+    next_batch: u64,
+    /// Outgoing messages not yet reported as events (`Some` only when tracing).
+    trace: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct InitializeParams<'a> {
+    #[serde(rename = "protocolVersion", borrow)]
+    protocol_version: Cow<'a, str>,
+    #[serde(rename = "clientInfo", default)]
+    client_info: Option<ClientInfo>,
+}
+
+#[derive(Deserialize)]
+struct ClientInfo {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CancelledParams<'a> {
+    #[serde(rename = "requestId", borrow)]
+    request_id: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct IdeConnectedParams {
+    #[serde(default)]
+    pid: Option<u32>,
+}
+
+impl Mcp {
+    /// The session of a connection that has just been upgraded.
+    pub(crate) fn new(config: &Config) -> Self {
+        Mcp {
+            protocol_version: SUPPORTED_PROTOCOL_VERSIONS[SUPPORTED_PROTOCOL_VERSIONS.len() - 1],
+            client_name: None,
+            client_version: None,
+            pending: Vec::new(),
+            batches: Vec::new(),
+            next_batch: 1,
+            trace: config.trace_messages.then(Vec::new),
+        }
+    }
+
+    /// Outgoing messages not yet reported (only when tracing), oldest first.
+    pub(crate) fn take_trace(&mut self) -> impl Iterator<Item = String> + '_ {
+        self.trace.iter_mut().flat_map(|t| t.drain(..))
+    }
+
+    /// Queue one message (a notification) on the sender.
+    pub(crate) fn send(&mut self, tx: &mut Sender, json: &[u8]) -> Result<(), SendError> {
+        emit(self, tx, json)
+    }
+
+    /// Answer the pending call `seq` of this kind (tool call or compatibility method) with a
+    /// result body or an error. `None` when no such call is pending; otherwise whether the
+    /// answer could be queued.
+    pub(crate) fn answer_call(
+        &mut self,
+        tx: &mut Sender,
+        seq: u64,
+        compat: bool,
+        body: Result<&[u8], &RpcError>,
+    ) -> Option<Result<(), SendError>> {
+        let i = self
+            .pending
+            .iter()
+            .position(|p| p.seq == seq && p.compat == compat)?;
+        let p = self.pending.remove(i);
+        Some(answer(self, tx, &p, body))
+    }
+
+    /// The server is stopping: every pending diff is answered `DIFF_REJECTED` and every other
+    /// call an error, and each is reported cancelled. Returns the last failure to queue.
+    pub(crate) fn stop(
+        &mut self,
+        conn: ConnectionId,
+        tx: &mut Sender,
+        events: &mut VecDeque<Event>,
+    ) -> Option<SendError> {
+        let mut failed = None;
+        for p in std::mem::take(&mut self.pending) {
+            let body = match &p.tab {
+                Some(tab) => Ok(result_body(&ToolResult::diff_rejected(tab.clone()))),
+                None => Err(RpcError::internal("the IDE is shutting down")),
+            };
+            if let Err(e) = answer(self, tx, &p, body.as_deref()) {
+                failed = Some(e);
+            }
+            events.push_back(Event::CallCancelled {
+                call: CallId { conn, seq: p.seq },
+                reason: CancelReason::ServerStopped,
+            });
+        }
+        failed
+    }
+
+    /// The connection is gone: every pending call is reported cancelled.
+    pub(crate) fn disconnected(self, conn: ConnectionId, events: &mut VecDeque<Event>) {
+        for p in self.pending {
+            events.push_back(Event::CallCancelled {
+                call: CallId { conn, seq: p.seq },
+                reason: CancelReason::Disconnected,
+            });
+        }
+    }
+}
+
+/// Queue one JSON-RPC message on the sender, keeping a copy when tracing.
+fn emit(m: &mut Mcp, tx: &mut Sender, json: &[u8]) -> Result<(), SendError> {
+    if let Some(t) = &mut m.trace {
+        t.push(String::from_utf8_lossy(json).into_owned());
+    }
+    tx.send_text_with(|b| b.extend_from_slice(json))
+}
+
+/// Write the response for a finished pending call, into its batch or as its own frame.
+fn answer(
+    s: &mut Mcp,
+    tx: &mut Sender,
+    p: &Pending,
+    body: Result<&[u8], &RpcError>,
+) -> Result<(), SendError> {
+    let write = |out: &mut Vec<u8>| match body {
+        Ok(b) => jsonrpc::write_result(out, &p.id, |o| o.extend_from_slice(b)),
+        Err(e) => jsonrpc::write_error(out, Some(&p.id), e),
+    };
+    if p.batch.is_none() && s.trace.is_none() {
+        // The common case: straight into the output queue, no intermediate buffer.
+        return tx.send_text_with(write);
+    }
+    let mut out = Vec::with_capacity(64 + body.map(|b| b.len()).unwrap_or(0));
+    write(&mut out);
+    match p.batch {
+        None => emit(s, tx, &out),
+        Some(bid) => {
+            if let Some(batch) = s.batches.iter_mut().find(|b| b.id == bid) {
+                push_batch_entry(batch, &out);
+                batch.remaining -= 1;
+            }
+            match take_if_done(s, bid) {
+                Some(body) => emit(s, tx, &body),
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+fn push_batch_entry(batch: &mut Batch, entry: &[u8]) {
+    if batch.entries > 0 {
+        batch.body.push(b',');
+    }
+    batch.body.extend_from_slice(entry);
+    batch.entries += 1;
+}
+
+/// Handle one text message: the reply to send now (one frame), if any; deferred calls become
+/// pending entries and events.
+pub(crate) fn handle_text(
+    cx: &mut Shared<'_>,
+    conn: ConnectionId,
+    s: &mut Mcp,
+    phase: &mut McpPhase,
+    tx: &mut Sender,
+    text: &str,
+) -> Option<Vec<u8>> {
+    let config = cx.config;
+    if s.trace.is_some() {
+        cx.events.push_back(Event::Message {
+            conn,
+            incoming: true,
+            text: text.to_string(),
+        });
+    }
+    let frame = match jsonrpc::decode_with(text, "tools/call", CallParamsSeed(config.tools)) {
+        Decoded::Expected { id, params: call } => {
+            let mut ctx = Ctx::new(cx, conn, tx, phase, None);
+            let result = if ctx.phase.initialize_seen() {
+                ctx.dispatch_tool(s, id, call)
+            } else {
+                Err(not_initialized())
+            };
+            return reply(id, result);
+        }
+        Decoded::Frame(frame) => frame,
+    };
+    match frame {
+        Frame::Single(msg) => Ctx::new(cx, conn, tx, phase, None).handle(s, msg),
+        Frame::Batch(items) => {
+            let batching_allowed = phase.initialize_seen() && s.protocol_version <= "2025-03-26";
+            if !batching_allowed || items.is_empty() || items.len() > config.limits.max_batch {
+                let msg = if items.is_empty() {
+                    "empty batch".to_string()
+                } else if !batching_allowed {
+                    format!(
+                        "batches are not supported in protocol version {}",
+                        s.protocol_version
+                    )
+                } else {
+                    format!("batch larger than {} entries", config.limits.max_batch)
+                };
+                let mut out = Vec::new();
+                jsonrpc::write_error(
+                    &mut out,
+                    None,
+                    &RpcError::new(jsonrpc::INVALID_REQUEST, msg),
+                );
+                return Some(out);
+            }
+            let bid = s.next_batch;
+            s.next_batch += 1;
+            s.batches.push(Batch {
+                id: bid,
+                remaining: 0,
+                open: true,
+                body: vec![b'['],
+                entries: 0,
+            });
+            for raw in items {
+                let msg = jsonrpc::decode_value(raw);
+                let mut ctx = Ctx::new(cx, conn, &mut *tx, &mut *phase, Some(bid));
+                if let Some(b) = ctx.handle(s, msg) {
+                    if let Some(batch) = s.batches.iter_mut().find(|b| b.id == bid) {
+                        push_batch_entry(batch, &b);
+                    }
+                }
+            }
+            if let Some(batch) = s.batches.iter_mut().find(|b| b.id == bid) {
+                batch.open = false;
+            }
+            take_if_done(s, bid)
+        }
+    }
+}
+
+/// The finished JSON array of a batch whose entries are all answered (None while some are
+/// pending, or when it held only notifications: then nothing is sent).
+fn take_if_done(s: &mut Mcp, bid: u64) -> Option<Vec<u8>> {
+    let i = s.batches.iter().position(|b| b.id == bid)?;
+    let b = &s.batches[i];
+    if b.open || b.remaining > 0 {
+        return None;
+    }
+    let mut b = s.batches.remove(i);
+    if b.entries == 0 {
+        return None;
+    }
+    b.body.push(b']');
+    Some(b.body)
+}
+
+struct Ctx<'c> {
+    config: &'c Config,
+    next_seq: &'c mut u64,
+    events: &'c mut VecDeque<Event>,
+    conn: ConnectionId,
+    tx: &'c mut Sender,
+    phase: &'c mut McpPhase,
+    batch: Option<u64>,
+}
+
+/// The response to a request: its result body or error, addressed to `id`; `None` for a call
+/// answered later.
+fn reply(id: &RawValue, result: Result<Option<Vec<u8>>, RpcError>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    match result {
+        Ok(None) => return None,
+        Ok(Some(body)) => jsonrpc::write_result(&mut out, id.get(), |o| o.extend_from_slice(&body)),
+        Err(e) => jsonrpc::write_error(&mut out, Some(id.get()), &e),
+    }
+    Some(out)
+}
+
+impl<'c> Ctx<'c> {
+    fn new(
+        cx: &'c mut Shared<'_>,
+        conn: ConnectionId,
+        tx: &'c mut Sender,
+        phase: &'c mut McpPhase,
+        batch: Option<u64>,
+    ) -> Self {
+        Ctx {
+            config: cx.config,
+            next_seq: &mut *cx.next_seq,
+            events: &mut *cx.events,
+            conn,
+            tx,
+            phase,
+            batch,
+        }
+    }
+
+    /// The complete response bytes for a request answered now, or `None` when there is nothing
+    /// to send now (notifications, responses, deferred calls).
+    fn handle(&mut self, s: &mut Mcp, msg: Message<'_>) -> Option<Vec<u8>> {
+        match msg {
+            Message::Response { .. } => None,
+            Message::Invalid { id, error } => {
+                let mut out = Vec::new();
+                jsonrpc::write_error(&mut out, id.map(|i| i.get()), &error);
+                Some(out)
+            }
+            Message::Notification { method, params } => {
+                self.notification(s, &method, params);
+                None
+            }
+            Message::Request { id, method, params } => {
+                let result = self.request(s, id, &method, params);
+                reply(id, result)
+            }
+        }
+    }
+
+    fn notification(&mut self, s: &mut Mcp, method: &str, params: Option<&RawValue>) {
+        match method {
+            "notifications/initialized" | "initialized"
+                if *self.phase == McpPhase::AwaitingInitialized =>
+            {
+                *self.phase = McpPhase::Ready;
+                self.events.push_back(Event::Initialized {
+                    conn: self.conn,
+                    protocol_version: s.protocol_version.to_string(),
+                    client_name: s.client_name.take(),
+                    client_version: s.client_version.take(),
+                });
+            }
+            "notifications/cancelled" => {
+                let Some(p) =
+                    params.and_then(|p| serde_json::from_str::<CancelledParams>(p.get()).ok())
+                else {
+                    return;
+                };
+                let rid = p.request_id.get();
+                if let Some(i) = s.pending.iter().position(|x| jsonrpc::same_id(&x.id, rid)) {
+                    let p = s.pending.remove(i);
+                    if let Some(bid) = p.batch {
+                        // A cancelled entry of a batch is left out of the batch's answer.
+                        if let Some(b) = s.batches.iter_mut().find(|b| b.id == bid) {
+                            b.remaining -= 1;
+                        }
+                        if let Some(body) = take_if_done(s, bid) {
+                            let _ = emit(s, self.tx, &body);
+                        }
+                    }
+                    self.events.push_back(Event::CallCancelled {
+                        call: CallId {
+                            conn: self.conn,
+                            seq: p.seq,
+                        },
+                        reason: CancelReason::Cancelled,
+                    });
+                }
+            }
+            "ide_connected" => {
+                let pid = params
+                    .and_then(|p| serde_json::from_str::<IdeConnectedParams>(p.get()).ok())
+                    .and_then(|p| p.pid);
+                self.events.push_back(Event::IdeConnected {
+                    conn: self.conn,
+                    pid,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn request(
+        &mut self,
+        s: &mut Mcp,
+        id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Option<Vec<u8>>, RpcError> {
+        if method == "ping" {
+            return Ok(Some(b"{}".to_vec()));
+        }
+        if method == "initialize" {
+            return self.initialize(s, params).map(Some);
+        }
+        if !self.phase.initialize_seen() {
+            return Err(not_initialized());
+        }
+        match method {
+            "tools/list" => {
+                let mut out = Vec::new();
+                crate::tools::write_tools_list(&mut out, self.config.tools);
+                Ok(Some(out))
+            }
+            "resources/list" => Ok(Some(br#"{"resources":[]}"#.to_vec())),
+            "resources/templates/list" => Ok(Some(br#"{"resourceTemplates":[]}"#.to_vec())),
+            "prompts/list" => Ok(Some(br#"{"prompts":[]}"#.to_vec())),
+            "tools/call" => self.tool_call(s, id, params),
+            _ if self.config.compat_methods => match CompatRequest::parse(method, params) {
+                None => Err(method_not_found(method)),
+                Some(Err(msg)) => Err(RpcError::invalid_params(msg)),
+                Some(Ok(request)) => {
+                    if let Some(path) = request.path() {
+                        paths::resolve_in_workspace(path, &self.config.workspace_folders)?;
+                    }
+                    let seq = self.push_pending(s, id, None, true)?;
+                    self.events.push_back(Event::CompatRequest {
+                        call: CallId {
+                            conn: self.conn,
+                            seq,
+                        },
+                        request,
+                    });
+                    Ok(None)
+                }
+            },
+            _ => Err(method_not_found(method)),
+        }
+    }
+
+    fn initialize(&mut self, s: &mut Mcp, params: Option<&RawValue>) -> Result<Vec<u8>, RpcError> {
+        if self.phase.initialize_seen() {
+            return Err(RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                "already initialized",
+            ));
+        }
+        let p: InitializeParams<'_> = params
+            .ok_or_else(|| RpcError::invalid_params("initialize needs params"))
+            .and_then(|p| {
+                serde_json::from_str(p.get()).map_err(|e| {
+                    RpcError::invalid_params(format!("invalid initialize params: {e}"))
+                })
+            })?;
+        let version = SUPPORTED_PROTOCOL_VERSIONS
+            .iter()
+            .find(|v| **v == p.protocol_version)
+            .copied()
+            .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[SUPPORTED_PROTOCOL_VERSIONS.len() - 1]);
+        s.protocol_version = version;
+        *self.phase = McpPhase::AwaitingInitialized;
+        if let Some(info) = p.client_info {
+            s.client_name = info.name;
+            s.client_version = info.version;
+        }
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(b"{\"protocolVersion\":\"");
+        out.extend_from_slice(version.as_bytes());
+        out.extend_from_slice(
+            b"\",\"capabilities\":{\"tools\":{\"listChanged\":true},\"prompts\":{},\"resources\":{}},\"serverInfo\":{\"name\":",
+        );
+        jsonrpc::write_json_string(&mut out, &self.config.server_name);
+        out.extend_from_slice(b",\"version\":");
+        jsonrpc::write_json_string(&mut out, &self.config.server_version);
+        out.extend_from_slice(b"}}");
+        Ok(out)
+    }
+
+    fn tool_call(
+        &mut self,
+        s: &mut Mcp,
+        id: &RawValue,
+        params: Option<&RawValue>,
+    ) -> Result<Option<Vec<u8>>, RpcError> {
+        let params = params.ok_or_else(|| RpcError::invalid_params("tools/call needs params"))?;
+        let p: CallParams<'_> = serde_json::from_str(params.get())
+            .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
+        self.config.tools.resolve(&p.name)?;
+        let tool = ToolCall::parse(&p.name, p.arguments)?;
+        self.dispatch_tool(s, id, tool)
+    }
+
+    /// Run or hand over a parsed tool call of an offered tool (either decoding path checked it
+    /// with `ToolSet::resolve`).
+    fn dispatch_tool(
+        &mut self,
+        s: &mut Mcp,
+        id: &RawValue,
+        tool: ToolCall,
+    ) -> Result<Option<Vec<u8>>, RpcError> {
+        match tool {
+            ToolCall::CloseTab(args) => {
+                if let Some(i) = s
+                    .pending
+                    .iter()
+                    .position(|x| x.tab.as_deref() == Some(args.tab_name.as_str()))
+                {
+                    let p = s.pending.remove(i);
+                    self.reject_diff(s, p, CancelReason::TabClosed);
+                }
+                self.events.push_back(Event::TabClosed {
+                    conn: self.conn,
+                    tab_name: args.tab_name,
+                });
+                Ok(Some(result_body(&ToolResult::tab_closed())))
+            }
+            ToolCall::CloseAllDiffTabs => {
+                let diffs: Vec<usize> = (0..s.pending.len())
+                    .filter(|i| s.pending[*i].tab.is_some())
+                    .collect();
+                let n = diffs.len();
+                for i in diffs.into_iter().rev() {
+                    let p = s.pending.remove(i);
+                    self.reject_diff(s, p, CancelReason::AllDiffTabsClosed);
+                }
+                Ok(Some(result_body(&ToolResult::closed_diff_tabs(n))))
+            }
+            tool => {
+                // A second openDiff with the same tab name first rejects the earlier one.
+                let tab = match &tool {
+                    ToolCall::OpenDiff(args) => Some(args.tab_name.clone()),
+                    _ => None,
+                };
+                if let Some(i) = tab
+                    .as_deref()
+                    .and_then(|t| s.pending.iter().position(|x| x.tab.as_deref() == Some(t)))
+                {
+                    let p = s.pending.remove(i);
+                    self.reject_diff(s, p, CancelReason::Replaced);
+                }
+                let seq = self.push_pending(s, id, tab, false)?;
+                self.events.push_back(Event::ToolCall {
+                    call: CallId {
+                        conn: self.conn,
+                        seq,
+                    },
+                    tool,
+                });
+                Ok(None)
+            }
+        }
+    }
+
+    fn reject_diff(&mut self, s: &mut Mcp, p: Pending, reason: CancelReason) {
+        let tab = p.tab.clone().unwrap_or_default();
+        let body = result_body(&ToolResult::diff_rejected(tab));
+        // A failure to queue (outbound full) is noticed by the caller through the sender state.
+        let _ = answer(s, self.tx, &p, Ok(&body));
+        self.events.push_back(Event::CallCancelled {
+            call: CallId {
+                conn: self.conn,
+                seq: p.seq,
+            },
+            reason,
+        });
+    }
+
+    /// Record a call handed to the host, or refuse it when
+    /// [`Limits::max_pending_calls`](crate::Limits::max_pending_calls) are already in progress.
+    fn push_pending(
+        &mut self,
+        s: &mut Mcp,
+        id: &RawValue,
+        tab: Option<String>,
+        compat: bool,
+    ) -> Result<u64, RpcError> {
+        let max = self.config.limits.max_pending_calls;
+        if s.pending.len() >= max {
+            return Err(RpcError::new(
+                jsonrpc::TOO_MANY_CALLS,
+                format!("too many calls in progress on this connection (limit {max}): wait for some to be answered"),
+            ));
+        }
+        let seq = *self.next_seq;
+        *self.next_seq += 1;
+        if let Some(bid) = self.batch {
+            if let Some(b) = s.batches.iter_mut().find(|b| b.id == bid) {
+                b.remaining += 1;
+            }
+        }
+        s.pending.push(Pending {
+            seq,
+            id: id.get().into(),
+            tab,
+            compat,
+            batch: self.batch,
+        });
+        Ok(seq)
+    }
+}
+
+fn result_body(r: &ToolResult) -> Vec<u8> {
+    let mut b = Vec::new();
+    r.write_json(&mut b);
+    b
+}
+
+fn not_initialized() -> RpcError {
+    RpcError::new(
+        jsonrpc::NOT_INITIALIZED,
+        "the server is not initialized: send initialize first",
+    )
+}
+
+fn method_not_found(method: &str) -> RpcError {
+    RpcError::new(
+        jsonrpc::METHOD_NOT_FOUND,
+        format!("method not found: {method}"),
+    )
+}
