@@ -8,8 +8,21 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 start=$(date +%s)
+# The verification builds each crate against the others through a temporary local registry of
+# the same name and version every run. cargo extracts a registry crate's sources once (into
+# $CARGO_HOME/registry/src) and counts its build fresh as long as the version is the same, so a
+# second run would build against the first run's crates. Hence a CARGO_HOME of its own (its own
+# crates.io downloads), whose extracted local-registry sources are removed first, and a target
+# directory of its own (dependencies built from other source paths would otherwise rebuild those
+# in target/), in which the workspace crates' fingerprints are removed first.
 # --allow-dirty: what is checked is the packaging, not whether the tree is committed.
-cargo package --workspace --allow-dirty
+check="$PWD/target/package-check"
+mkdir -p "$check/cargo-home"
+rm -rf "$check"/cargo-home/registry/src/-* "$check"/target/debug/.fingerprint/claude-ide-bridge-*
+# Without debug info or incremental state: the build is only there to be checked, and this keeps
+# the check's target directory smaller and its first run faster.
+CARGO_HOME="$check/cargo-home" CARGO_PROFILE_DEV_DEBUG=false CARGO_INCREMENTAL=0 \
+  cargo package --workspace --allow-dirty --target-dir "$check/target"
 echo "package: cargo package --workspace took $(( $(date +%s) - start )) s"
 
 failed=0
