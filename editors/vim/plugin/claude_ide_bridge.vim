@@ -2,7 +2,7 @@ vim9script
 # claude-ide-bridge: Claude Code's IDE integration for Vim 9 (:help claude-ide-bridge).
 # Commands and mappings only; everything else loads on first use from autoload/.
 
-if exists('g:loaded_claude_ide_bridge') || v:version < 900 || !has('terminal') || !has('job')
+if exists('g:loaded_claude_ide_bridge') || v:version < 900 || !has('job') || !has('channel')
   finish
 endif
 g:loaded_claude_ide_bridge = 1

@@ -77,7 +77,7 @@ export def Open(id: number, args: dict<any>)
   execute 'augroup claude_ide_bridge_diff_' .. proposed
   autocmd!
   execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Accept(' .. id .. ')'
-  execute 'autocmd BufWipeout <buffer=' .. proposed .. '> Rejected(' .. id .. ')'
+  execute 'autocmd BufUnload,BufWipeout <buffer=' .. proposed .. '> Rejected(' .. id .. ')'
   augroup END
   if !bridge.Option('diff_focus', false)
     win_gotoid(back)

@@ -6,7 +6,7 @@ import autoload 'claude_ide_bridge.vim' as bridge
 var term_buf = -1
 
 def Alive(): bool
-  return term_buf > 0 && bufexists(term_buf) && term_getstatus(term_buf) =~# 'running'
+  return term_buf > 0 && bufexists(term_buf) && call('term_getstatus', [term_buf]) =~# 'running'
 enddef
 
 # The window of the claude terminal in the current tab page, or 0.
@@ -51,6 +51,10 @@ def SplitWindow()
 enddef
 
 def Launch(args: string, focus: bool)
+  if !has('terminal')
+    bridge.Error('this Vim has no +terminal: run claude in a shell (claude --ide), the bridge runs')
+    return
+  endif
   var back = win_getid()
   var cmd = bridge.Option('terminal_cmd', 'claude')
   var argv: any = type(cmd) == v:t_list ? cmd + (empty(args) ? [] : split(args)) : cmd .. (empty(args) ? '' : ' ' .. args)
@@ -67,7 +71,8 @@ def Launch(args: string, focus: bool)
     opts.cwd = folders[0]
   endif
   try
-    term_buf = term_start(argv, opts)
+    # through call(): a Vim without +terminal has no term_start() to compile against
+    term_buf = call('term_start', [argv, opts])
   catch
     bridge.Error('could not start claude: ' .. v:exception)
     close
