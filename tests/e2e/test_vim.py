@@ -1,4 +1,5 @@
-"""Issue 15: the Vim plugin (editors/vim) with the real `claude` inside `:ClaudeCode`.
+"""Issue 15: the Vim plugin (editors/vim) with the real `claude` inside `:ClaudeCode`: it connects, a Visual selection
+is claude's context, `:'<,'>ClaudeCodeSend` is an at-mention in its input, a scripted edit is accepted with `:w`.
 
 Vim runs in the sandbox's tmux with the plugin as a package (`~/.vim/pack/claude/start`) and starts the bridge and
 claude itself; the test only types into Vim. Assertions poll the bridge's wire log (`--wire-log`, passed through
@@ -10,7 +11,7 @@ import re
 import shlex
 import time
 
-from harness import BRIDGE_BIN, CLAUDE_BIN, WireLog, message_texts, wait_until, text_of, ROOT
+from harness import BRIDGE_BIN, CLAUDE_BIN, ROOT, WireLog, message_texts, text_of, wait_until
 
 
 class VimInTmux:
@@ -114,11 +115,25 @@ def test_vim_claude_code_selection_and_accepted_edit(sb):
     assert "return a - b" in texts
     wait_until(lambda: "Noted the selection." in vim.screen(), 20, "the model's answer", diag=vim.diag)
 
+    # :'<,'>ClaudeCodeSend puts an at-mention of the lines in claude's input box.
+    vim.keys("C-w", "p")
+    wait_until(lambda: vim.eval("&buftype") == "", 10, "the file's window", diag=vim.diag)
+    vim.keys("Escape", "1", "G", "V", "j", ":")
+    vim.text("ClaudeCodeSend")
+    vim.keys("Enter")
+    vim.wire.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "at_mentioned",
+                       what="at_mentioned sent to claude")
+    wait_until(lambda: "@calc.py#L1-2" in vim.screen(), 15, "the at-mention in claude's input", diag=vim.diag)
+    vim.keys("C-w", "p")
+    wait_until(lambda: vim.eval("&buftype") == "terminal", 10, "claude's window", diag=vim.diag)
+
     # The scripted edit opens as a Vim diff; :w in the proposal accepts it, claude writes the file.
     vim.text("Comment the subtraction")
     time.sleep(0.3)
     vim.keys("Enter")
     call = vim.wire.wait_tool_call("openDiff")
+    turn = [r for r in sb.model.turns() if r["reply_index"] == 1][0]
+    assert "@calc.py#L1-2" in "\n".join(message_texts(turn["body"])), "the at-mention went with the prompt"
     wait_until(lambda: vim.eval("bufwinid(bufnr('proposed by claude'))") != -1, 15, "the diff in Vim",
                diag=vim.diag)
     assert vim.eval("&buftype") == "terminal", "the diff took the focus from claude's terminal"
