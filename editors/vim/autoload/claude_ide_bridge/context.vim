@@ -364,7 +364,12 @@ def FromVimLsp()
   if !exists('g:lsp_loaded') || !bridge.Running()
     return
   endif
-  var all = call('lsp#internal#diagnostics#state#_get_all_diagnostics_grouped_by_uri_and_server', [])
+  var all: dict<any>
+  try
+    all = call('lsp#internal#diagnostics#state#_get_all_diagnostics_grouped_by_uri_and_server', [])
+  catch
+    return  # g:lsp_loaded set by hand to keep vim-lsp off, or a vim-lsp without this function
+  endtry
   for [uri, servers] in items(all)
     var out: list<dict<any>> = []
     for [server, response] in items(servers)
