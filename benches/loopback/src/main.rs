@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]...
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|tcp-echo]...
 //!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C]
 //! ```
 //!
@@ -77,6 +77,7 @@ fn main() {
             "threads".into(),
             "threads-channel".into(),
             "node".into(),
+            "bare-ws".into(),
             "tcp-echo".into(),
         ];
     }
@@ -101,6 +102,7 @@ fn main() {
             "threads" => Some(start_threads(false)),
             "threads-channel" => Some(start_threads(true)),
             "node" => start_node(),
+            "bare-ws" => Some(start_bare_ws()),
             "tcp-echo" => Some(start_echo()),
             other => usage(other),
         };
@@ -141,6 +143,25 @@ fn main() {
 /// latencies, Node's value over this one). The tcp-echo floor's ratio is the most any server can
 /// reach on this machine.
 fn summary(results: &[(String, Figures)]) {
+    // The sequential round trip against the bare WebSocket server of the same run: the least a
+    // WebSocket server costs per call on this machine (issue 13, item 8: at least 0.9×).
+    if let Some((_, bare)) = results.iter().find(|(n, _)| n == "bare-ws") {
+        let cells: Vec<String> = results
+            .iter()
+            .filter(|(name, _)| name != "bare-ws" && name != "tcp-echo")
+            .map(|(name, f)| {
+                format!(
+                    "{name} {:.2}× ({:.2}×)",
+                    f.calls_per_s / bare.calls_per_s,
+                    bare.median_us / f.median_us
+                )
+            })
+            .collect();
+        println!(
+            "sequential round trip × bare-ws, calls/s (median): {}",
+            cells.join(" | ")
+        );
+    }
     let Some((_, node)) = results.iter().find(|(n, _)| n == "node") else {
         return;
     };
@@ -219,7 +240,7 @@ fn pin_to(_: usize) -> io::Result<()> {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|tcp-echo]... \
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|tcp-echo]... \
          [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C]"
     );
     std::process::exit(2)
@@ -249,11 +270,22 @@ struct Server {
     /// Notifications the client has received so far, for the hosts' window.
     received: Arc<AtomicUsize>,
     child: Option<Child>,
-    /// A bare TCP echo (the floor of a round trip on this machine): no notifications.
+    /// A floor (tcp-echo, bare-ws) rather than a server of the protocol: no notifications.
     echo: bool,
 }
 
 impl Server {
+    /// A floor (tcp-echo, bare-ws) on `port`, in this process.
+    fn floor(port: u16) -> Server {
+        Server {
+            port,
+            push: None,
+            received: Arc::new(AtomicUsize::new(0)),
+            child: None,
+            echo: true,
+        }
+    }
+
     fn stop(mut self) {
         if let Some(mut c) = self.child.take() {
             // `ws` stops on its own when stdin closes.
@@ -423,12 +455,95 @@ fn start_echo() -> Server {
             }
         }
     });
-    Server {
-        port,
-        push: None,
-        received: Arc::new(AtomicUsize::new(0)),
-        child: None,
-        echo: true,
+    Server::floor(port)
+}
+
+/// The floor of a WebSocket server: a thread that does the least a server must do for a call, with
+/// nothing else (no MCP session, no tools, no notifications, no limits): it answers the upgrade
+/// (`101` with the `Sec-WebSocket-Accept` of the client's key), then for each masked text frame
+/// read, takes the request's id from the unmasked payload and writes one fixed `getDiagnostics`
+/// answer (the same bytes as the real servers' `[]`) with that id; the answers to the frames of one
+/// read leave in one write. The sequential round trips through the runtimes are measured against
+/// it (item 8 of issue 13 asks for at least 0.9× of its calls/s).
+fn start_bare_ws() -> Server {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("bound").port();
+    thread::spawn(move || {
+        if let Ok((s, _)) = listener.accept() {
+            let _ = bare_ws_session(s);
+        }
+    });
+    Server::floor(port)
+}
+
+fn bare_ws_session(mut s: TcpStream) -> io::Result<()> {
+    use base64::Engine;
+    use sha1::Digest;
+    s.set_nodelay(true)?;
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let key = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("sec-websocket-key")
+                .then(|| value.trim())
+        })
+        .unwrap_or_default();
+    let digest = sha1::Sha1::digest(format!("{key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11"));
+    let accept = base64::engine::general_purpose::STANDARD.encode(digest);
+    write!(
+        s,
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: mcp\r\n\r\n"
+    )?;
+    buf.drain(..end);
+    let mut out = Vec::new();
+    let mut payload = Vec::new();
+    loop {
+        let mut at = 0;
+        while let Some((h, n)) =
+            decode_header(&buf[at..]).map_err(|e| io::Error::other(e.to_string()))?
+        {
+            let len = h.payload_len as usize;
+            if buf.len() - at < n + len {
+                break;
+            }
+            payload.clear();
+            payload.extend_from_slice(&buf[at + n..at + n + len]);
+            if let Some(m) = h.mask {
+                apply_mask(&mut payload, m, 0);
+            }
+            at += n + len;
+            // Requests get the fixed answer; notifications (no id) none.
+            if let Some(id) = std::str::from_utf8(&payload).ok().and_then(response_id) {
+                let reply = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"[]"}}]}}}}"#
+                );
+                encode_frame(&mut out, OpCode::Text, true, None, reply.as_bytes());
+            }
+        }
+        buf.drain(..at);
+        if !out.is_empty() {
+            s.write_all(&out)?;
+            out.clear();
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
