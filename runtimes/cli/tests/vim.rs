@@ -29,13 +29,11 @@ struct Vim {
 
 impl Vim {
     fn start(sb: &Sandbox, file: &Path, vimrc_extra: &str) -> Vim {
-        let pack = sb.home.join(".vim/pack/claude/start");
-        fs::create_dir_all(&pack).unwrap();
-        std::os::unix::fs::symlink(
-            fs::canonicalize(PLUGIN).unwrap(),
-            pack.join("claude-ide-bridge"),
-        )
-        .unwrap();
+        // A copy, as a user's package would be (and :helptags writes there, not in the repository).
+        copy_dir(
+            Path::new(PLUGIN),
+            &sb.home.join(".vim/pack/claude/start/claude-ide-bridge"),
+        );
         fs::write(
             sb.home.join(".vimrc"),
             format!(
@@ -174,6 +172,18 @@ impl Vim {
 impl Drop for Vim {
     fn drop(&mut self) {
         self.tmux(&["kill-server"]);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            fs::copy(e.path(), target).unwrap();
+        }
     }
 }
 
@@ -685,6 +695,25 @@ fn vim_reports_a_bridge_that_cannot_start_once() {
     assert!(m.contains("claude-ide-bridge doctor"), "{m}");
     assert_eq!(m.matches("the bridge exited").count(), 1, "{m}");
     assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
+    // :help finds the documentation of the package, down to each command.
+    vim.ex("helptags ALL");
+    for topic in [
+        "claude-ide-bridge-install",
+        ":ClaudeCodeAdd",
+        "g:claude_ide_bridge_diff_layout",
+    ] {
+        vim.ex(&format!("help {topic}"));
+        let tag = format!("*{topic}*");
+        vim.wait_eval("getline('.')", |v| {
+            v.as_str().is_some_and(|l| l.contains(&tag))
+        });
+        assert!(vim
+            .eval("expand('%:p')")
+            .as_str()
+            .unwrap()
+            .ends_with("claude-ide-bridge/doc/claude-ide-bridge.txt"));
+        vim.ex("close");
+    }
     // A program that is not there: said once, with where to look.
     vim.ex("let g:claude_ide_bridge_cmd = '/nonexistent/claude-ide-bridge'");
     vim.ex("ClaudeCodeStart");
