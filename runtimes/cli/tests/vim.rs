@@ -529,9 +529,25 @@ fn vim_plugin_with_a_scripted_claude() {
         "{log}"
     );
 
-    // Vim quits: the bridge stops and removes its lock file.
+    // :ClaudeCodeStop with a diff open: rejected, its windows closed, the lock file gone.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "stop\n", "tab stop"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("ClaudeCodeStop");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r)[0], "DIFF_REJECTED");
+    assert!(c.closed_within(WAIT), "the bridge kept the connection");
+    gone(&lock);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    // Started again: a new lock file; Vim quits: the bridge stops and removes it.
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let mut c = connect(&lock);
     vim.ex("qa!");
     assert!(c.closed_within(WAIT), "the bridge kept the connection");
+    gone(&lock);
+}
+
+fn gone(lock: &Path) {
     let give_up = Instant::now() + WAIT;
     while lock.exists() {
         assert!(Instant::now() < give_up, "lock file left behind");
@@ -615,11 +631,7 @@ fn vim_claude_code_opens_the_terminal() {
     // Vim quits with the terminal running: everything stops.
     vim.keys(&["C-w", "N"]);
     vim.ex("qa!");
-    let give_up = Instant::now() + WAIT;
-    while lock.exists() {
-        assert!(Instant::now() < give_up, "lock file left behind");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    gone(&lock);
 }
 
 /// Where Debian's `vim-ale` package puts ALE (scripts/test-all.sh installs it).
