@@ -307,15 +307,60 @@ fn split_words(s: &str) -> Result<Vec<String>, String> {
 }
 
 /// The path of an executable program: `program` itself when it contains a `/`, else the first match on `PATH`.
+/// A rustup proxy (such as `~/.cargo/bin/rust-analyzer`) whose component no toolchain has is not a program:
+/// running it only prints that the component is missing.
 pub fn find_program(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
+    let path = if program.contains('/') {
         let path = PathBuf::from(program);
-        return is_executable(&path).then_some(path);
+        is_executable(&path).then_some(path)?
+    } else {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .find(|candidate| is_executable(candidate))?
+    };
+    let rustup_home = std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".rustup")));
+    (!is_empty_rustup_proxy(&path, rustup_home.as_deref())).then_some(path)
+}
+
+/// Whether `path` is rustup itself under another name (a proxy; rustup links them, hard or symbolic) for a
+/// component that no installed toolchain has.
+fn is_empty_rustup_proxy(path: &Path, rustup_home: Option<&Path>) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        if name == "rustup" {
+            return false;
+        }
+        let same = match (
+            std::fs::metadata(path),
+            std::fs::metadata(dir.join("rustup")),
+        ) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        if !same {
+            return false;
+        }
+        let Some(Ok(toolchains)) = rustup_home.map(|h| std::fs::read_dir(h.join("toolchains")))
+        else {
+            return false; // cannot tell: take it as a program
+        };
+        !toolchains
+            .flatten()
+            .take(100)
+            .any(|t| is_executable(&t.path().join("bin").join(name)))
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|candidate| is_executable(candidate))
+    #[cfg(not(unix))]
+    {
+        let _ = (path, rustup_home);
+        false
+    }
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -418,6 +463,36 @@ mod tests {
         assert!(parse_override("python=rel/path").is_err());
         assert!(parse_override("py thon=x").is_err());
         assert!(parse_override("python='x").is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_rustup_proxy_without_its_component_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        let toolchain = dir.path().join("rustup/toolchains/stable/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&toolchain).unwrap();
+        let rustup = bin.join("rustup");
+        std::fs::write(&rustup, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&rustup, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::os::unix::fs::symlink("rustup", bin.join("rust-analyzer")).unwrap();
+        std::fs::hard_link(&rustup, bin.join("gopls")).unwrap(); // a hard link, as some installs make
+        std::fs::copy(&rustup, bin.join("clangd")).unwrap(); // a copy is a program of its own
+        let home = dir.path().join("rustup");
+        let proxy = |name: &str| is_empty_rustup_proxy(&bin.join(name), Some(&home));
+        assert!(proxy("rust-analyzer"));
+        assert!(proxy("gopls"));
+        assert!(!proxy("clangd"));
+        assert!(!proxy("rustup"));
+        assert!(
+            !is_empty_rustup_proxy(&bin.join("gopls"), None),
+            "no rustup home: cannot tell"
+        );
+        // Once a toolchain has the component, the proxy runs it.
+        std::fs::copy(&rustup, toolchain.join("rust-analyzer")).unwrap();
+        assert!(!proxy("rust-analyzer"));
     }
 
     #[test]
