@@ -8,7 +8,6 @@
 
 #![forbid(unsafe_code)]
 
-mod fsops;
 mod host;
 mod inspect;
 mod manual;
@@ -103,6 +102,11 @@ struct CommonOpts {
     /// still required).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     host: IpAddr,
+    /// The largest file the bridge reads for a client (readFile, openFile's line count, the
+    /// diff shown at the prompt), in bytes; a bigger one is refused with its size. Default: the
+    /// message size limit, 10 MiB.
+    #[arg(long, value_name = "BYTES", default_value_t = 10 * 1024 * 1024)]
+    max_read_bytes: u64,
 }
 
 #[derive(Args)]
@@ -353,13 +357,20 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     let mut host = Host::new(
         running.handle(),
         HostConfig {
-            workspace: fsops::Workspace::new(posix.clone()),
+            workspace: claude_ide_bridge_files::Workspace::new(
+                posix.clone(),
+                claude_ide_bridge_files::Limits {
+                    max_read_bytes: common.max_read_bytes,
+                    ..claude_ide_bridge_files::Limits::default()
+                },
+            ),
             ide_name: common.ide_name.clone(),
             decider,
             open_files: common.open_files,
             wire,
             stdio,
             want_line,
+            inputs: tx.clone(),
         },
     );
     if stdio {

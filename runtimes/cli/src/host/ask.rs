@@ -7,13 +7,36 @@ use std::io::Write;
 use claude_ide_bridge::tools::OpenDiffArgs;
 use claude_ide_bridge::{CallId, ToolCall, ToolResult};
 
-use super::{Decider, DiffPolicy, Host};
+use claude_ide_bridge_files::Error;
+
+use super::jobs::Stalled;
+use super::{Decider, DiffPolicy, Host, HostInput};
 use crate::ui;
 
-/// A diff on the terminal, shown or waiting.
+/// A diff on the terminal, shown or waiting, with the file as it was when the diff arrived.
 pub(super) struct Shown {
     call: CallId,
     args: OpenDiffArgs,
+    old: Option<String>,
+}
+
+/// The workspace check of a proposed change, made on a job and handed back to the host loop:
+/// whether the file may be changed (inside the workspace, not a special file), and for the
+/// terminal prompt the file as it is now.
+#[derive(Debug)]
+pub struct DiffCheck {
+    call: CallId,
+    args: OpenDiffArgs,
+    verdict: Result<(), String>,
+    old: Option<String>,
+}
+
+/// Why a change is refused, as the terminal says it: "(outside the workspace)" or the reason.
+fn refusal(e: &Error) -> String {
+    match e {
+        Error::Outside { why, .. } => format!("(outside the workspace: {why})"),
+        e => format!("({e})"),
+    }
 }
 
 impl Host {
@@ -23,11 +46,53 @@ impl Host {
             ui::say(&format!("diff pending (decide in claude): {path}"));
             return;
         }
-        if let Err(why) = self.ws.confine(&path) {
-            ui::say(&format!("diff refused (outside the workspace): {path}"));
+        let ws = self.ws.clone();
+        let inputs = self.inputs.clone();
+        let wants_old = self.decider == Decider::Policy(DiffPolicy::Ask);
+        let old_path = args.old_file_path.clone();
+        let work = move || {
+            let verdict = ws.writable(&path).map(drop).map_err(|e| refusal(&e));
+            // The old file is shown only when it may be read; a new file has none.
+            let old = (wants_old && verdict.is_ok())
+                .then(|| ws.read_text(&old_path).ok().map(|t| t.content))
+                .flatten();
+            (verdict, old)
+        };
+        let done = move |r: Result<(Result<(), String>, Option<String>), Stalled>| {
+            let (verdict, old) = r.unwrap_or_else(|why| (Err(format!("({why})")), None));
+            let check = DiffCheck {
+                call,
+                args,
+                verdict,
+                old,
+            };
+            let _ = inputs.send(HostInput::DiffChecked(Box::new(check)));
+        };
+        match self.jobs.run(call, work, done) {
+            Ok(()) => {
+                self.checking.insert(call);
+            }
+            Err(busy) => self.respond(call, ToolResult::error(busy.to_string())),
+        }
+    }
+
+    /// A proposed change whose workspace check came back: refused, or on to its decider.
+    pub(super) fn on_diff_checked(&mut self, check: DiffCheck) {
+        let DiffCheck {
+            call,
+            args,
+            verdict,
+            old,
+        } = check;
+        if !self.checking.remove(&call) {
+            return; // Cancelled while it was being checked.
+        }
+        let path = args.new_file_path.clone();
+        if let Err(why) = verdict {
+            ui::say(&format!("diff refused {why}: {path}"));
             self.respond(
                 call,
-                ToolResult::error(format!("Refused: {why}; the file was left untouched")),
+                ToolResult::error(format!("Refused {why}: the file was left untouched")),
             );
             return;
         }
@@ -38,7 +103,7 @@ impl Host {
             }
             Decider::Policy(DiffPolicy::Reject) => self.reject(call, &args),
             Decider::Policy(DiffPolicy::Ask) => {
-                self.queue.push_back(Shown { call, args });
+                self.queue.push_back(Shown { call, args, old });
                 if self.shown.is_none() {
                     self.show_next();
                 } else {
@@ -48,7 +113,10 @@ impl Host {
                     ));
                 }
             }
-            Decider::Policy(DiffPolicy::Defer) => {}
+            // The terminal closed while it was checked: claude's own prompt decides.
+            Decider::Policy(DiffPolicy::Defer) => {
+                ui::say(&format!("diff pending (decide in claude): {path}"))
+            }
             Decider::Editor => self.forward(call, &ToolCall::OpenDiff(args)),
         }
     }
@@ -56,26 +124,22 @@ impl Host {
     /// Accepts a diff: answers `FILE_SAVED` with the final contents, which the client then
     /// writes itself (docs/protocol.md, "openDiff"). The bridge does not write the file: the real
     /// client applies its edit to the file as it finds it, and a file already rewritten by the
-    /// bridge makes that edit fail ("String not found in file"). A path outside the workspace
-    /// folders (including through a symlink) is refused with a tool error instead, and nothing is
-    /// accepted.
+    /// bridge makes that edit fail ("String not found in file"). The path is checked again at
+    /// the moment of the decision, on a job: outside the workspace folders (including through a
+    /// symlink) or not a regular file, it is refused with a tool error and nothing is accepted.
     pub(super) fn accept(&mut self, call: CallId, args: &OpenDiffArgs, contents: String) {
-        let path = &args.new_file_path;
-        match self.ws.confine(path) {
+        let path = args.new_file_path.clone();
+        let ws = self.ws.clone();
+        self.jobs.tool(call, move || match ws.writable(&path) {
             Ok(_) => {
                 ui::say(&format!("diff accepted: {path}"));
-                self.respond(call, ToolResult::file_saved(contents));
+                ToolResult::file_saved(contents)
             }
             Err(why) => {
-                ui::say(&format!(
-                    "diff refused (outside the workspace): {path}: {why}"
-                ));
-                self.respond(
-                    call,
-                    ToolResult::error(format!("Refused to accept a change to {path}: {why}")),
-                );
+                ui::say(&format!("diff refused {}: {path}", refusal(&why)));
+                ToolResult::error(format!("Refused to accept a change to {path}: {why}"))
             }
-        }
+        });
     }
 
     pub(super) fn reject(&mut self, call: CallId, args: &OpenDiffArgs) {
@@ -88,14 +152,9 @@ impl Host {
             return;
         };
         let path = next.args.new_file_path.clone();
-        let old = self
-            .ws
-            .confine(&next.args.old_file_path)
-            .ok()
-            .and_then(|p| fs::read_to_string(p).ok());
         anstream::eprintln!();
         ui::say_bold(&format!("claude proposes a change: {path}"));
-        ui::show_diff(&path, old.as_deref(), &next.args.new_file_contents);
+        ui::show_diff(&path, next.old.as_deref(), &next.args.new_file_contents);
         self.shown = Some(next);
         self.ask();
     }

@@ -1,44 +1,50 @@
 //! The compatibility methods (`readFile`, `writeFile`, `listFiles`, ...: plain JSON-RPC methods
-//! some clients call besides MCP). Those that touch files run as [`jobs`](super::jobs); those
-//! that report what the editor told the host are answered at once.
-
-use std::fs;
+//! some clients call besides MCP). Those that touch files run as [`jobs`](super::jobs) through
+//! the files crate (`claude-ide-bridge-files`: confined to the workspace, regular files only,
+//! bounded); those that report what the editor told the host are answered at once.
 
 use claude_ide_bridge::jsonrpc::RpcError;
 use claude_ide_bridge::{CallId, CompatRequest};
+use claude_ide_bridge_files::{Error, Workspace};
 use serde_json::{json, Value};
 
 use super::Host;
-use crate::fsops::{write_atomic, Workspace};
 use crate::ui;
 
-/// The most paths `listFiles` returns.
-const LIST_LIMIT: usize = 10_000;
+/// A refusal of the files crate as a JSON-RPC error: what the client may not have or that
+/// cannot be served is invalid params (-32602), a failing file system is an internal error.
+pub(super) fn rpc_error(e: Error) -> RpcError {
+    if e.is_refusal() {
+        RpcError::invalid_params(e.to_string())
+    } else {
+        RpcError::internal(e.to_string())
+    }
+}
 
 impl Host {
     pub(super) fn on_compat(&mut self, call: CallId, request: CompatRequest) {
+        let ws = self.ws.clone();
         let answer = match request {
             CompatRequest::FilesRead { path } | CompatRequest::ReadFile { path } => {
-                let ws = self.ws.clone();
                 return self.jobs.compat(call, move || read_file(&ws, &path));
             }
             CompatRequest::WriteFile { path, content } => {
-                let ws = self.ws.clone();
                 return self
                     .jobs
                     .compat(call, move || write_file(&ws, &path, &content));
             }
             CompatRequest::ListFiles { pattern } => {
-                let ws = self.ws.clone();
                 return self.jobs.compat(call, move || {
-                    Ok(json!({"files": ws.list_files(pattern.as_deref(), LIST_LIMIT)}))
+                    let listing = ws.list(pattern.as_deref()).map_err(rpc_error)?;
+                    Ok(json!({"files": listing.files, "truncated": listing.truncated}))
                 });
             }
-            CompatRequest::GetWorkspaceInfo => json!({
-                "name": self.ide_name,
-                "folders": self.ws.folders,
-                "rootPath": self.ws.folders.first(),
-            }),
+            CompatRequest::GetWorkspaceInfo => {
+                let ide_name = self.ide_name.clone();
+                return self
+                    .jobs
+                    .compat(call, move || Ok(workspace_info(&ws, &ide_name)));
+            }
             CompatRequest::GetOpenFiles => json!({ "files": self.tabs.paths() }),
             CompatRequest::GetCurrentFile => json!({
                 "filePath": self.selection.as_ref().map(|s| s.file_path.clone())
@@ -58,16 +64,28 @@ impl Host {
 }
 
 fn read_file(ws: &Workspace, path: &str) -> Result<Value, RpcError> {
-    let real = ws.resolve_compat(path).map_err(RpcError::invalid_params)?;
-    let content =
-        fs::read_to_string(&real).map_err(|e| RpcError::invalid_params(format!("{path}: {e}")))?;
-    Ok(json!({"path": real.to_string_lossy(), "content": content}))
+    let text = ws.read_text(path).map_err(rpc_error)?;
+    Ok(json!({"path": text.path, "content": text.content}))
 }
 
 fn write_file(ws: &Workspace, path: &str, content: &str) -> Result<Value, RpcError> {
-    let real = ws.resolve_compat(path).map_err(RpcError::invalid_params)?;
-    write_atomic(&real, content.as_bytes())
-        .map_err(|e| RpcError::internal(format!("{path}: {e}")))?;
-    ui::say(&format!("file written (writeFile): {}", real.display()));
-    Ok(json!({"success": true, "path": real.to_string_lossy()}))
+    let written = ws.write(path, content.as_bytes()).map_err(rpc_error)?;
+    ui::say(&format!("file written (writeFile): {written}"));
+    Ok(json!({"success": true, "path": written}))
+}
+
+/// `getWorkspaceInfo`: the shape other IDE integrations answer (`name` of the workspace, `path`,
+/// `fileCount`, `type`: see the files crate's `Workspace::info`), and the folders.
+fn workspace_info(ws: &Workspace, ide_name: &str) -> Value {
+    let info = ws.info();
+    json!({
+        "name": info.name,
+        "path": info.path,
+        "fileCount": info.file_count,
+        "fileCountTruncated": info.file_count_truncated,
+        "type": info.kind,
+        "folders": ws.folders(),
+        "rootPath": ws.folders().first(),
+        "ideName": ide_name,
+    })
 }

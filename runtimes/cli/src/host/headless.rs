@@ -1,72 +1,52 @@
-//! The tools' answers when no editor answers them: from the workspace on disk, and from what the
-//! stdio editor last reported (selection, open tabs, diagnostics).
-
-use std::fs;
+//! The tools' answers when no editor answers them: from the workspace on disk (on a job, through
+//! the files crate), and from what the stdio editor last reported (selection, open tabs,
+//! diagnostics).
 
 use claude_ide_bridge::paths::{file_uri, uri_to_path};
 use claude_ide_bridge::tools::{
-    CurrentSelection, DocumentDirty, FileDiagnostics, OpenFileResult, OpenedFiles,
+    CheckDocumentDirtyArgs, CurrentSelection, DocumentDirty, FileDiagnostics, OpenFileArgs,
+    OpenFileResult, OpenFilesArgs, OpenedFiles, ReformatFileArgs, SaveDocumentArgs,
     SaveDocumentResult, SelectionUnavailable, WorkspaceFolder, WorkspaceFolders,
 };
-use claude_ide_bridge::{ToolCall, ToolResult};
+use claude_ide_bridge::{CallId, ToolCall, ToolResult};
+use claude_ide_bridge_files::{Error, Workspace};
 use serde_json::json;
 
 use super::Host;
 use crate::ui;
 
 impl Host {
-    pub(super) fn answer(&self, tool: &ToolCall) -> ToolResult {
+    /// Answers a tool no editor answers: those that look at files on a job (they wait on the
+    /// disk), the others at once from what the host knows.
+    pub(super) fn answer_headless(&mut self, call: CallId, tool: ToolCall) {
+        match DiskTool::try_from(tool) {
+            Ok(disk) => {
+                let at = OnDisk {
+                    ws: self.ws.clone(),
+                    ide_name: self.ide_name.clone(),
+                    open_files: self.open_files,
+                    tab_dirty: match &disk {
+                        DiskTool::Dirty(a) => self.tabs.of_path(&a.file_path).map(|t| t.is_dirty),
+                        _ => None,
+                    },
+                };
+                self.jobs.tool(call, move || at.answer(disk));
+            }
+            Err(other) => {
+                let r = self.answer(&other);
+                self.respond(call, r);
+            }
+        }
+    }
+
+    fn answer(&self, tool: &ToolCall) -> ToolResult {
         match tool {
-            ToolCall::OpenFile(a) => {
-                let exists = self.ws_file_exists(&a.file_path);
-                ui::say(&format!(
-                    "claude asked to open {}{}",
-                    a.file_path,
-                    a.start_line
-                        .map(|l| format!(" at line {}", l + 1))
-                        .unwrap_or_default()
-                ));
-                if !exists {
-                    return ToolResult::error(format!("File not found: {}", a.file_path));
-                }
-                let opened = self.open_in_editor(std::slice::from_ref(&a.file_path));
-                if !a.wants_frontmost() {
-                    let text = fs::read_to_string(&a.file_path).unwrap_or_default();
-                    return ToolResult::json(&OpenFileResult {
-                        success: opened,
-                        file_path: a.file_path.clone(),
-                        language_id: language_id(&a.file_path).to_string(),
-                        line_count: text.lines().count() as u64,
-                    });
-                }
-                if opened {
-                    ToolResult::text(format!("Opened file: {}", a.file_path))
-                } else {
-                    ToolResult::text(format!(
-                        "{} has no editor window; the path was shown to the user in its terminal: {}",
-                        self.ide_name, a.file_path
-                    ))
-                }
-            }
-            ToolCall::OpenFiles(a) => {
-                ui::say(&format!("claude asked to open {}", a.file_paths.join(", ")));
-                let existing: Vec<String> = a
-                    .file_paths
-                    .iter()
-                    .filter(|p| self.ws_file_exists(p))
-                    .cloned()
-                    .collect();
-                let opened = !existing.is_empty() && self.open_in_editor(&existing);
-                ToolResult::json(&OpenedFiles {
-                    opened_files: if opened { existing } else { Vec::new() },
-                })
-            }
             ToolCall::GetWorkspaceFolders => ToolResult::json(&WorkspaceFolders {
                 success: true,
                 folders: self
                     .ws
-                    .folders
-                    .iter()
+                    .folders()
+                    .into_iter()
                     .map(|f| WorkspaceFolder {
                         name: f
                             .rsplit('/')
@@ -74,10 +54,15 @@ impl Host {
                             .unwrap_or(f)
                             .to_string(),
                         uri: file_uri(f),
-                        path: f.clone(),
+                        path: f.to_string(),
                     })
                     .collect(),
-                root_path: self.ws.folders.first().cloned().unwrap_or_default(),
+                root_path: self
+                    .ws
+                    .folders()
+                    .first()
+                    .map(|f| f.to_string())
+                    .unwrap_or_default(),
             }),
             ToolCall::GetOpenEditors => ToolResult::json(&json!({ "tabs": self.tabs.all() })),
             ToolCall::GetCurrentSelection | ToolCall::GetLatestSelection => match &self.selection {
@@ -94,33 +79,6 @@ impl Host {
                     "No active editor: claude-ide-bridge runs headless"
                 })),
             },
-            ToolCall::CheckDocumentDirty(a) => {
-                let tab = self.tabs.of_path(&a.file_path);
-                if !self.ws_file_exists(&a.file_path) && tab.is_none() {
-                    return ToolResult::error(format!("Document not open: {}", a.file_path));
-                }
-                let dirty = tab.and_then(|t| t.is_dirty).unwrap_or(false);
-                ToolResult::json(&DocumentDirty {
-                    success: true,
-                    file_path: a.file_path.clone(),
-                    is_dirty: dirty,
-                    is_untitled: false,
-                })
-            }
-            ToolCall::SaveDocument(a) => {
-                if !self.ws_file_exists(&a.file_path) {
-                    return ToolResult::error(format!("Document not open: {}", a.file_path));
-                }
-                ToolResult::json(&SaveDocumentResult {
-                    success: true,
-                    file_path: a.file_path.clone(),
-                    saved: false,
-                    message: format!(
-                        "Nothing to save: {} has no unsaved editor buffers, the file on disk is current",
-                        self.ide_name
-                    ),
-                })
-            }
             ToolCall::GetAllOpenedFilePaths => ToolResult::text(self.tabs.paths().join("\n")),
             ToolCall::GetDiagnostics(a) => {
                 let files: Vec<FileDiagnostics> = self
@@ -134,15 +92,6 @@ impl Host {
                     .collect();
                 ToolResult::json(&files)
             }
-            ToolCall::ReformatFile(a) => {
-                if !self.ws_file_exists(&a.file_path) {
-                    return ToolResult::file_not_found();
-                }
-                ToolResult::error(format!(
-                    "{} runs headless and has no formatter: {} was not reformatted",
-                    self.ide_name, a.file_path
-                ))
-            }
             ToolCall::ExecuteCode(_) => ToolResult::error(format!(
                 "{} runs headless and has no notebook kernel: cannot execute code",
                 self.ide_name
@@ -150,27 +99,165 @@ impl Host {
             ToolCall::CloseTab(_) => ToolResult::tab_closed(),
             ToolCall::CloseAllDiffTabs => ToolResult::closed_diff_tabs(0),
             ToolCall::OpenDiff(a) => ToolResult::diff_rejected(a.tab_name.clone()),
+            ToolCall::OpenFile(_)
+            | ToolCall::OpenFiles(_)
+            | ToolCall::CheckDocumentDirty(_)
+            | ToolCall::SaveDocument(_)
+            | ToolCall::ReformatFile(_) => ToolResult::error(format!(
+                "{} answers {} from the disk, on a job",
+                self.ide_name,
+                tool.name().as_str()
+            )),
         }
     }
+}
 
-    fn ws_file_exists(&self, path: &str) -> bool {
-        self.ws.confine(path).map(|p| p.is_file()).unwrap_or(false)
+/// The tools whose answers look at the workspace on disk.
+enum DiskTool {
+    OpenFile(OpenFileArgs),
+    OpenFiles(OpenFilesArgs),
+    Dirty(CheckDocumentDirtyArgs),
+    Save(SaveDocumentArgs),
+    Reformat(ReformatFileArgs),
+}
+
+impl TryFrom<ToolCall> for DiskTool {
+    type Error = ToolCall;
+
+    fn try_from(tool: ToolCall) -> Result<DiskTool, ToolCall> {
+        Ok(match tool {
+            ToolCall::OpenFile(a) => DiskTool::OpenFile(a),
+            ToolCall::OpenFiles(a) => DiskTool::OpenFiles(a),
+            ToolCall::CheckDocumentDirty(a) => DiskTool::Dirty(a),
+            ToolCall::SaveDocument(a) => DiskTool::Save(a),
+            ToolCall::ReformatFile(a) => DiskTool::Reformat(a),
+            other => return Err(other),
+        })
+    }
+}
+
+/// What a job answering a [`DiskTool`] needs from the host.
+struct OnDisk {
+    ws: Workspace,
+    ide_name: String,
+    open_files: bool,
+    /// `checkDocumentDirty`: the editor's tab for the file, if any (and whether it is dirty).
+    tab_dirty: Option<Option<bool>>,
+}
+
+impl OnDisk {
+    fn exists(&self, path: &str) -> bool {
+        self.ws.regular_file(path).is_ok()
     }
 
-    fn open_in_editor(&self, files: &[String]) -> bool {
-        if !self.open_files {
-            return false;
-        }
-        let Some(editor) = ui::editor_command() else {
-            ui::say("--open-files: set $VISUAL or $EDITOR to open files");
-            return false;
-        };
-        match ui::spawn_editor(&editor, files) {
-            Ok(()) => true,
-            Err(e) => {
-                ui::say(&format!("could not start the editor: {e}"));
-                false
+    fn answer(self, tool: DiskTool) -> ToolResult {
+        match tool {
+            DiskTool::OpenFile(a) => {
+                ui::say(&format!(
+                    "claude asked to open {}{}",
+                    a.file_path,
+                    a.start_line
+                        .map(|l| format!(" at line {}", l + 1))
+                        .unwrap_or_default()
+                ));
+                if let Err(e) = self.ws.regular_file(&a.file_path) {
+                    return ToolResult::error(match e {
+                        Error::NotFound { .. } => format!("File not found: {}", a.file_path),
+                        e => format!("Cannot open {}: {e}", a.file_path),
+                    });
+                }
+                let line_count = if a.wants_frontmost() {
+                    0
+                } else {
+                    match self.ws.line_count(&a.file_path) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            return ToolResult::error(format!("Cannot open {}: {e}", a.file_path))
+                        }
+                    }
+                };
+                let opened = open_in_editor(self.open_files, std::slice::from_ref(&a.file_path));
+                if !a.wants_frontmost() {
+                    return ToolResult::json(&OpenFileResult {
+                        success: opened,
+                        file_path: a.file_path.clone(),
+                        language_id: language_id(&a.file_path).to_string(),
+                        line_count,
+                    });
+                }
+                if opened {
+                    ToolResult::text(format!("Opened file: {}", a.file_path))
+                } else {
+                    ToolResult::text(format!(
+                        "{} has no editor window; the path was shown to the user in its terminal: {}",
+                        self.ide_name, a.file_path
+                    ))
+                }
             }
+            DiskTool::OpenFiles(a) => {
+                ui::say(&format!("claude asked to open {}", a.file_paths.join(", ")));
+                let existing: Vec<String> = a
+                    .file_paths
+                    .iter()
+                    .filter(|p| self.exists(p))
+                    .cloned()
+                    .collect();
+                let opened = !existing.is_empty() && open_in_editor(self.open_files, &existing);
+                ToolResult::json(&OpenedFiles {
+                    opened_files: if opened { existing } else { Vec::new() },
+                })
+            }
+            DiskTool::Dirty(a) => {
+                if self.tab_dirty.is_none() && !self.exists(&a.file_path) {
+                    return ToolResult::error(format!("Document not open: {}", a.file_path));
+                }
+                ToolResult::json(&DocumentDirty {
+                    success: true,
+                    file_path: a.file_path.clone(),
+                    is_dirty: self.tab_dirty.flatten().unwrap_or(false),
+                    is_untitled: false,
+                })
+            }
+            DiskTool::Save(a) => {
+                if !self.exists(&a.file_path) {
+                    return ToolResult::error(format!("Document not open: {}", a.file_path));
+                }
+                ToolResult::json(&SaveDocumentResult {
+                    success: true,
+                    file_path: a.file_path.clone(),
+                    saved: false,
+                    message: format!(
+                        "Nothing to save: {} has no unsaved editor buffers, the file on disk is current",
+                        self.ide_name
+                    ),
+                })
+            }
+            DiskTool::Reformat(a) => {
+                if !self.exists(&a.file_path) {
+                    return ToolResult::file_not_found();
+                }
+                ToolResult::error(format!(
+                    "{} runs headless and has no formatter: {} was not reformatted",
+                    self.ide_name, a.file_path
+                ))
+            }
+        }
+    }
+}
+
+fn open_in_editor(open_files: bool, files: &[String]) -> bool {
+    if !open_files {
+        return false;
+    }
+    let Some(editor) = ui::editor_command() else {
+        ui::say("--open-files: set $VISUAL or $EDITOR to open files");
+        return false;
+    };
+    match ui::spawn_editor(&editor, files) {
+        Ok(()) => true,
+        Err(e) => {
+            ui::say(&format!("could not start the editor: {e}"));
+            false
         }
     }
 }

@@ -4,12 +4,20 @@
 //! mount) would hold up every other client, the stdio editor and the signals. A job runs on its
 //! own named thread instead and answers its call through its own clone of the runtime's handle.
 //! At most [`MAX_JOBS`] run at once; past that a call is refused at once with a clear error
-//! rather than queued without bound. Nothing waits for a job: stopping the bridge stops the server
-//! and exits while a stuck job's thread is still blocked, and the process's exit ends it.
+//! rather than queued without bound.
+//!
+//! Every job has a deadline ([`JOB_DEADLINE`]): the work runs on one thread and a second one
+//! waits for it at most that long, then answers the call with a time-out error. Where the kernel
+//! itself blocks (a read on a dead network mount) the work's thread stays blocked and keeps its
+//! slot until the kernel lets go, so stuck jobs are bounded in number by [`MAX_JOBS`]. Nothing
+//! waits for a job: stopping the bridge stops the server and exits while a stuck job's thread is
+//! still blocked, and the process's exit ends it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use claude_ide_bridge::jsonrpc::{RpcError, TOO_MANY_CALLS};
 use claude_ide_bridge::{CallId, ToolResult};
@@ -21,47 +29,95 @@ use claude_ide_bridge_runtime::Handle;
 /// How many jobs may run at once.
 pub const MAX_JOBS: usize = 64;
 
+/// How many of them one connection's calls may hold, so that a client flooding the bridge with
+/// slow requests cannot take every job from the others.
+pub const MAX_JOBS_PER_CONNECTION: usize = 16;
+
+/// How long a job may take before its call is answered with a time-out error. Longer than any
+/// bound of the files crate (a listing stops itself after 5 s), so only a file system that does
+/// not answer reaches it.
+pub const JOB_DEADLINE: Duration = Duration::from_secs(20);
+
 /// The jobs of one host.
 pub struct Jobs {
     handle: Handle,
     slots: Slots,
     next: AtomicU64,
+    deadline: Duration,
 }
 
-/// The refusal when every slot is taken.
+/// The refusal when every slot is taken (or every slot one connection may hold).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Busy(pub usize);
+pub enum Busy {
+    /// Every job of the bridge is taken.
+    All(usize),
+    /// The connection holds as many as it may.
+    Connection(usize),
+}
 
 impl std::fmt::Display for Busy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "The bridge is busy with {} operations; try again when one has finished",
-            self.0
-        )
+        match self {
+            Busy::All(n) => write!(
+                f,
+                "The bridge is busy with {n} operations; try again when one has finished"
+            ),
+            Busy::Connection(n) => write!(
+                f,
+                "This connection has {n} operations in progress; try again when one has finished"
+            ),
+        }
+    }
+}
+
+/// Why a job gave no result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stalled {
+    /// It had not finished at its deadline (it may still finish later).
+    TimedOut(Duration),
+    /// It ended without a result (it panicked, or its thread could not start).
+    Failed,
+}
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stalled::TimedOut(d) => write!(
+                f,
+                "the file system did not answer within {} s (the operation may still complete)",
+                d.as_secs()
+            ),
+            Stalled::Failed => f.write_str("the operation failed without an answer"),
+        }
     }
 }
 
 impl Jobs {
-    /// Jobs answering through clones of `handle`.
+    /// Jobs answering through clones of `handle`, each bounded by [`JOB_DEADLINE`].
     pub fn new(handle: Handle) -> Jobs {
+        Jobs::with_deadline(handle, JOB_DEADLINE)
+    }
+
+    /// Jobs with another deadline.
+    pub fn with_deadline(handle: Handle, deadline: Duration) -> Jobs {
         Jobs {
             handle,
-            slots: Slots::new(MAX_JOBS),
+            slots: Slots::new(MAX_JOBS, MAX_JOBS_PER_CONNECTION),
             next: AtomicU64::new(1),
+            deadline,
         }
     }
 
     /// Answers tool call `call` with the result of `work`, computed on a job thread.
-    #[allow(dead_code)] // The headless tools that read files (getDiagnostics, reformat_file) move here next.
     pub fn tool(&self, call: CallId, work: impl FnOnce() -> ToolResult + Send + 'static) {
         let handle = self.handle.clone();
-        let spawned = self.spawn(move || {
-            if let Err(e) = handle.respond(call, work()) {
+        let done = move |r: Result<ToolResult, Stalled>| {
+            let result = r.unwrap_or_else(|why| ToolResult::error(format!("No answer: {why}")));
+            if let Err(e) = handle.respond(call, result) {
                 ui::say(&format!("(answer dropped: {e})"));
             }
-        });
-        if let Err(busy) = spawned {
+        };
+        if let Err(busy) = self.run(call, work, done) {
             ui::say(&format!("call refused: {busy}"));
             if let Err(e) = self
                 .handle
@@ -79,12 +135,13 @@ impl Jobs {
         work: impl FnOnce() -> Result<Value, RpcError> + Send + 'static,
     ) {
         let handle = self.handle.clone();
-        let spawned = self.spawn(move || {
-            if let Err(e) = handle.respond_compat(call, work()) {
+        let done = move |r: Result<Result<Value, RpcError>, Stalled>| {
+            let result = r.unwrap_or_else(|why| Err(RpcError::internal(why.to_string())));
+            if let Err(e) = handle.respond_compat(call, result) {
                 ui::say(&format!("(answer dropped: {e})"));
             }
-        });
-        if let Err(busy) = spawned {
+        };
+        if let Err(busy) = self.run(call, work, done) {
             ui::say(&format!("call refused: {busy}"));
             let refusal = RpcError::new(TOO_MANY_CALLS, busy.to_string());
             if let Err(e) = self.handle.respond_compat(call, Err(refusal)) {
@@ -93,46 +150,123 @@ impl Jobs {
         }
     }
 
-    fn spawn(&self, work: impl FnOnce() + Send + 'static) -> Result<(), Busy> {
+    /// Runs `work` for `call` on a job thread and hands its result (or why there is none by the
+    /// deadline) to `done`, on another thread that waits at most the deadline.
+    pub fn run<T: Send + 'static>(
+        &self,
+        call: CallId,
+        work: impl FnOnce() -> T + Send + 'static,
+        done: impl FnOnce(Result<T, Stalled>) + Send + 'static,
+    ) -> Result<(), Busy> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        self.slots.spawn(format!("job-{n}"), work)
+        self.slots
+            .run(format!("job-{n}"), call.conn.0, self.deadline, work, done)
     }
 }
 
-/// A count of running jobs with a ceiling.
+/// A count of running jobs with a ceiling, overall and per connection.
 #[derive(Clone)]
 struct Slots {
     running: Arc<AtomicUsize>,
     max: usize,
+    per_owner: Arc<Mutex<HashMap<u64, usize>>>,
+    max_per_owner: usize,
 }
 
 /// One taken slot, given back when dropped (when the job ends, or unwinds, or never started).
-struct Slot(Arc<AtomicUsize>);
+struct Slot {
+    running: Arc<AtomicUsize>,
+    per_owner: Arc<Mutex<HashMap<u64, usize>>>,
+    owner: u64,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let mut owners = self.per_owner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = owners.get_mut(&self.owner) {
+            *n -= 1;
+            if *n == 0 {
+                owners.remove(&self.owner);
+            }
+        }
+        self.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 impl Slots {
-    fn new(max: usize) -> Slots {
+    fn new(max: usize, max_per_owner: usize) -> Slots {
         Slots {
             running: Arc::new(AtomicUsize::new(0)),
             max,
+            per_owner: Arc::new(Mutex::new(HashMap::new())),
+            max_per_owner,
         }
     }
 
-    /// Runs `work` on a new thread named `name` when a slot is free.
-    fn spawn(&self, name: String, work: impl FnOnce() + Send + 'static) -> Result<(), Busy> {
+    /// Takes a slot for `owner` (a connection) when one is free.
+    fn take(&self, owner: u64) -> Result<Slot, Busy> {
+        let mut owners = self.per_owner.lock().unwrap_or_else(|p| p.into_inner());
+        let held = owners.get(&owner).copied().unwrap_or(0);
+        if held >= self.max_per_owner {
+            return Err(Busy::Connection(self.max_per_owner));
+        }
         let max = self.max;
         self.running
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
-            .map_err(|_| Busy(max))?;
-        let slot = Slot(self.running.clone());
-        // If the thread cannot be started the closure, and the slot with it, is dropped here.
+            .map_err(|_| Busy::All(max))?;
+        owners.insert(owner, held + 1);
+        Ok(Slot {
+            running: self.running.clone(),
+            per_owner: self.per_owner.clone(),
+            owner,
+        })
+    }
+
+    /// Runs `work` on a thread named `name`-work holding a slot, and `done` with its result
+    /// on a thread named `name` that waits for it at most `deadline`.
+    fn run<T: Send + 'static>(
+        &self,
+        name: String,
+        owner: u64,
+        deadline: Duration,
+        work: impl FnOnce() -> T + Send + 'static,
+        done: impl FnOnce(Result<T, Stalled>) + Send + 'static,
+    ) -> Result<(), Busy> {
+        let slot = self.take(owner)?;
+        let max = self.max;
+        let work_name = format!("{name}-work");
+        thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                let (tx, rx) = mpsc::sync_channel(1);
+                // The work's thread holds the slot: a thread the kernel keeps blocked keeps it.
+                // If it cannot start, the closure and the slot are dropped here.
+                let started = thread::Builder::new().name(work_name).spawn(move || {
+                    let _slot = slot;
+                    let _ = tx.send(work());
+                });
+                if let Err(e) = started {
+                    ui::say(&format!("cannot start a job thread: {e}"));
+                }
+                done(match rx.recv_timeout(deadline) {
+                    Ok(v) => Ok(v),
+                    Err(mpsc::RecvTimeoutError::Timeout) => Err(Stalled::TimedOut(deadline)),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(Stalled::Failed),
+                })
+            })
+            .map(drop)
+            .map_err(|e| {
+                ui::say(&format!("cannot start a job thread: {e}"));
+                Busy::All(max)
+            })
+    }
+
+    /// Runs `work` on a new thread named `name` when a slot is free.
+    #[cfg(test)]
+    fn spawn(&self, name: String, work: impl FnOnce() + Send + 'static) -> Result<(), Busy> {
+        let slot = self.take(0)?;
         thread::Builder::new()
             .name(name)
             .spawn(move || {
@@ -140,10 +274,7 @@ impl Slots {
                 work();
             })
             .map(drop)
-            .map_err(|e| {
-                ui::say(&format!("cannot start a job thread: {e}"));
-                Busy(max)
-            })
+            .map_err(|_| Busy::All(self.max))
     }
 
     #[cfg(test)]
@@ -170,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_blocked_job_does_not_hold_up_the_others_and_the_one_past_the_limit_is_refused() {
-        let slots = Slots::new(3);
+        let slots = Slots::new(3, 10);
         // Two jobs block until released, as reads on a hung mount would.
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
@@ -207,7 +338,7 @@ mod tests {
         let (ran_tx, ran_rx) = mpsc::channel::<()>();
         assert_eq!(
             slots.spawn("refused".into(), move || ran_tx.send(()).unwrap()),
-            Err(Busy(3))
+            Err(Busy::All(3))
         );
         assert!(ran_rx.recv_timeout(Duration::from_millis(50)).is_err());
         assert_eq!(slots.running(), 3);
@@ -226,7 +357,7 @@ mod tests {
 
     #[test]
     fn a_job_that_panics_gives_its_slot_back() {
-        let slots = Slots::new(1);
+        let slots = Slots::new(1, 1);
         slots
             .spawn("panics".into(), || panic!("a job failed"))
             .unwrap();
@@ -239,10 +370,93 @@ mod tests {
     }
 
     #[test]
+    fn a_job_past_its_deadline_is_answered_and_keeps_its_slot_until_it_ends() {
+        let slots = Slots::new(2, 2);
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (done_tx, done_rx) = mpsc::channel();
+        let start = Instant::now();
+        let deadline = Duration::from_millis(200);
+        slots
+            .run(
+                "stuck".into(),
+                1,
+                deadline,
+                move || release_rx.recv().map(|()| 7),
+                move |r| done_tx.send(r).unwrap(),
+            )
+            .unwrap();
+        // Answered at the deadline, while the work is still blocked.
+        assert_eq!(
+            done_rx.recv_timeout(WAIT).unwrap(),
+            Err(Stalled::TimedOut(deadline))
+        );
+        assert!(start.elapsed() >= deadline);
+        assert_eq!(slots.running(), 1);
+        // A quick job still gets its result.
+        let (quick_tx, quick_rx) = mpsc::channel();
+        slots
+            .run(
+                "quick".into(),
+                1,
+                WAIT,
+                || 5,
+                move |r| quick_tx.send(r).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(quick_rx.recv_timeout(WAIT).unwrap(), Ok(5));
+        // The stuck one lets go: its slot comes back.
+        release_tx.send(()).unwrap();
+        wait_until(|| slots.running() == 0);
+        // A job that panics is reported as failed, not left unanswered.
+        let (failed_tx, failed_rx) = mpsc::channel();
+        slots
+            .run(
+                "panics".into(),
+                1,
+                WAIT,
+                || -> u8 { panic!("a job failed") },
+                move |r| failed_tx.send(r).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(failed_rx.recv_timeout(WAIT).unwrap(), Err(Stalled::Failed));
+    }
+
+    #[test]
+    fn one_connection_cannot_take_every_job() {
+        let slots = Slots::new(4, 2);
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            held.push(slots.take(1).unwrap());
+        }
+        assert_eq!(slots.take(1).err(), Some(Busy::Connection(2)));
+        // Another connection still gets its jobs, up to the overall limit.
+        let rx = release_rx.clone();
+        slots
+            .spawn("other".into(), move || {
+                let _ = rx.lock().unwrap().recv();
+            })
+            .unwrap();
+        held.push(slots.take(2).unwrap());
+        assert_eq!(slots.take(3).err(), Some(Busy::All(4)));
+        // A finished job gives its connection's slot back.
+        held.remove(0);
+        assert!(slots.take(1).is_ok());
+        drop(held);
+        drop(release_tx);
+        wait_until(|| slots.running() == 0);
+    }
+
+    #[test]
     fn the_refusal_names_the_limit() {
         assert_eq!(
-            Busy(MAX_JOBS).to_string(),
+            Busy::All(MAX_JOBS).to_string(),
             "The bridge is busy with 64 operations; try again when one has finished"
+        );
+        assert_eq!(
+            Busy::Connection(MAX_JOBS_PER_CONNECTION).to_string(),
+            "This connection has 16 operations in progress; try again when one has finished"
         );
     }
 }

@@ -19,7 +19,7 @@ mod stdio;
 mod tabs;
 mod wire;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
@@ -28,11 +28,11 @@ use claude_ide_bridge::notify::SelectionChanged;
 use claude_ide_bridge::tools::Diagnostic;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
 
-use crate::fsops::Workspace;
 use crate::ui;
+use claude_ide_bridge_files::Workspace;
 use claude_ide_bridge_runtime::Handle;
 
-use ask::Shown;
+use ask::{DiffCheck, Shown};
 use jobs::Jobs;
 use stdio::{Forwarded, StdioOut};
 use tabs::Tabs;
@@ -53,6 +53,8 @@ pub enum HostInput {
     Signal(i32),
     /// The command of `run` ended.
     ChildExited(io::Result<ExitStatus>),
+    /// The workspace check of a proposed change, back from its job.
+    DiffChecked(Box<DiffCheck>),
 }
 
 /// What `openDiff` does.
@@ -102,12 +104,15 @@ pub struct HostConfig {
     pub stdio: bool,
     /// Asks the terminal reader for one line (the `ask` prompt).
     pub want_line: Option<Sender<()>>,
+    /// The host's own input channel, for the results of jobs that change its state.
+    pub inputs: Sender<HostInput>,
 }
 
 /// The host state.
 pub struct Host {
     handle: Handle,
     jobs: Jobs,
+    inputs: Sender<HostInput>,
     ws: Workspace,
     ide_name: String,
     decider: Decider,
@@ -115,7 +120,8 @@ pub struct Host {
     wire: Option<WireLog>,
     stdio: Option<StdioOut>,
     running_child: Option<u32>,
-    // The `ask` prompt.
+    // Proposed changes being checked on a job, and the `ask` prompt.
+    checking: HashSet<CallId>,
     queue: VecDeque<Shown>,
     shown: Option<Shown>,
     want_line: Option<Sender<()>>,
@@ -165,6 +171,7 @@ impl Host {
         Host {
             jobs: Jobs::new(handle.clone()),
             handle,
+            inputs: cfg.inputs,
             ws: cfg.workspace,
             ide_name: cfg.ide_name,
             decider: cfg.decider,
@@ -172,6 +179,7 @@ impl Host {
             wire: cfg.wire,
             stdio: cfg.stdio.then_some(StdioOut),
             running_child: None,
+            checking: HashSet::new(),
             queue: VecDeque::new(),
             shown: None,
             want_line: cfg.want_line,
@@ -208,6 +216,7 @@ impl Host {
                 return Flow::Exit(0);
             }
             HostInput::Signal(sig) => return self.on_signal(sig),
+            HostInput::DiffChecked(check) => self.on_diff_checked(*check),
             HostInput::ChildExited(status) => {
                 return Flow::Exit(match status {
                     Ok(s) => exit_code(s),
@@ -288,6 +297,7 @@ impl Host {
 
     fn on_cancelled(&mut self, call: CallId, reason: CancelReason) {
         let why = cancel_str(reason);
+        self.checking.remove(&call);
         self.withdraw_diff(call, why);
         self.cancel_forwarded(call, why);
     }
@@ -304,10 +314,7 @@ impl Host {
             {
                 self.forward(call, &tool)
             }
-            other => {
-                let r = self.answer(&other);
-                self.respond(call, r);
-            }
+            other => self.answer_headless(call, other),
         }
     }
 }
