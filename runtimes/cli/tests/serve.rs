@@ -416,8 +416,9 @@ fn usage_errors_exit_2() {
 
 /// Reading a FIFO nobody writes blocked the thread that answers files forever, until every job
 /// was stuck and every later call refused. A FIFO is now refused at once from its type on the
-/// opened handle (opened without waiting): many such reads leave every job free, other calls are
-/// answered, and stopping the bridge works. (The job limit and the deadline of a read the kernel
+/// opened handle (opened without waiting): many such reads leave every job free (those sent
+/// faster than they are refused may be turned away as too many for one connection), other calls
+/// are answered, and stopping the bridge works. (The job limit and the deadline of a read the kernel
 /// itself blocks, as on a dead network mount, are tested in `host/jobs.rs`.)
 #[test]
 fn fifo_reads_are_refused_at_once_and_leave_every_job_free() {
@@ -436,11 +437,19 @@ fn fifo_reads_are_refused_at_once_and_leave_every_job_free() {
         let reads: Vec<u64> = (0..2 * MAX_JOBS)
             .map(|_| c.send_request("readFile", json!({"path": "hung"})))
             .collect();
+        let mut refused_as_fifo = 0;
         for (id, r) in responses(&mut c, &reads) {
-            assert_eq!(r["error"]["code"], -32602, "{id}: {r}");
             let msg = r["error"]["message"].as_str().unwrap();
+            if r["error"]["code"] == -32000 {
+                // Sent faster than refused: turned away as too many at once for one connection.
+                assert!(msg.contains("operations in progress"), "{id}: {msg}");
+                continue;
+            }
+            assert_eq!(r["error"]["code"], -32602, "{id}: {r}");
             assert!(msg.contains("hung is a FIFO"), "{msg}");
+            refused_as_fifo += 1;
         }
+        assert!(refused_as_fifo >= 16, "{refused_as_fifo}");
         // Every slot is free: a file is read, and calls that need no job are answered.
         let r = c.request("readFile", json!({"path": "a.rs"}));
         assert_eq!(r["result"]["content"], "A\n", "{r}");
