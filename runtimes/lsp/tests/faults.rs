@@ -598,3 +598,19 @@ fn a_panicking_on_change_does_not_stop_the_server() {
     let log = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
     assert!(log.contains("on_change callback panicked"), "{log}");
 }
+
+#[test]
+fn dropping_the_last_handle_stops_the_servers() {
+    let fx = fake("good", |_| {});
+    let wait = Duration::from_secs(5);
+    assert_eq!(fx.diagnostics("a.fake", "error", wait, wait).len(), 1);
+    let pid = fx.starts()[0].1;
+    assert!(alive(pid));
+    let Fx { lsp, state, ws, .. } = fx;
+    let other = lsp.clone();
+    drop(lsp);
+    assert!(alive(pid), "another handle keeps the servers");
+    drop(other);
+    assert!(!alive(pid), "the server outlived the last handle");
+    drop((state, ws));
+}
