@@ -594,3 +594,11 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
     }
     out
 }
+
+// ---- lsp -------------------------------------------------------------------------------------
+
+/// `[cfg, chunk, output...]`: what a language server writes, through the LSP client's codec into one
+/// server's state (`claude_ide_bridge_lsp::fuzzing` says which invariants are checked).
+pub fn lsp(data: &[u8]) {
+    claude_ide_bridge_lsp::fuzzing::server_output(data);
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// One seed: the target, a file name, the bytes.
 pub struct Seed {
-    /// `upgrade`, `frames`, `jsonrpc`, `server` or `text`.
+    /// `upgrade`, `frames`, `jsonrpc`, `server`, `text` or `lsp`.
     pub target: &'static str,
     /// The file name in `fuzz/corpus/<target>/`.
     pub name: &'static str,
@@ -313,7 +313,66 @@ pub fn all() -> Vec<Seed> {
         with(&[4], &encode_ops(&slow_reader)),
     ));
     seeds.extend(text_seeds());
+    seeds.extend(lsp_seeds());
     seeds
+}
+
+/// `lsp`: `[cfg, chunk]` then what a server writes, framed: the messages of a pyright session as the
+/// client's tests saw them (initialize answer, its requests, registrations, progress, diagnostics),
+/// then the same with faults (garbage, a wrong Content-Length, a message over the small limit).
+fn lsp_seeds() -> Vec<Seed> {
+    let frame = |v: serde_json::Value| {
+        let body = serde_json::to_vec(&v).expect("JSON");
+        let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        out.extend(body);
+        out
+    };
+    let range = json!({"start": {"line": 0, "character": 9}, "end": {"line": 0, "character": 14}});
+    let session: Vec<u8> = [
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {"textDocumentSync": 2, "documentFormattingProvider": true}}}),
+        json!({"jsonrpc": "2.0", "id": 0, "method": "client/registerCapability", "params": {"registrations": [{"id": "d1", "method": "textDocument/diagnostic", "registerOptions": {"identifier": "Pyright"}}]}}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "workspace/configuration", "params": {"items": [{"scopeUri": "file:///w", "section": "python"}]}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "workspace/diagnostic/refresh"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "window/workDoneProgress/create", "params": {"token": "t"}}),
+        json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "t", "value": {"kind": "begin", "title": ""}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "client/unregisterCapability", "params": {"unregisterations": [{"id": "d1", "method": "textDocument/diagnostic"}]}}),
+        json!({"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": 3, "message": "No source files found."}}),
+        json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///w/a.py", "version": 1, "diagnostics": [{"range": range, "message": "Type \"Literal['one']\" is not assignable to declared type \"int\"", "severity": 1, "code": "reportAssignmentType", "source": "Pyright"}]}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "workspace/workspaceFolders"}),
+        json!({"jsonrpc": "2.0", "id": "s", "method": "unknown/request", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}}),
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"kind": "full", "resultId": "3", "items": []}}),
+    ]
+    .into_iter()
+    .flat_map(frame)
+    .collect();
+    let mut garbage = session.clone();
+    garbage.extend_from_slice(b"Starting server on stdio...\r\n\r\n");
+    let mut short = frame(json!({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {}}}));
+    short.extend(b"Content-Length: 10\r\n\r\n{\"jsonrpc\":\"2.0\",\"method\":\"x\"}");
+    let big = frame(
+        json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///w/a.py", "diagnostics": [{"range": range, "message": "x".repeat(400)}]}}),
+    );
+    vec![
+        seed("lsp", "seed-pyright-session", with(&[4, 255], &session)),
+        seed(
+            "lsp",
+            "seed-pyright-session-bytewise",
+            with(&[4, 0], &session),
+        ),
+        seed(
+            "lsp",
+            "seed-running-pull",
+            with(&[6, 31], &session[session.len() / 2..]),
+        ),
+        seed(
+            "lsp",
+            "seed-garbage-after-session",
+            with(&[0, 63], &garbage),
+        ),
+        seed("lsp", "seed-short-length", with(&[0, 255], &short)),
+        seed("lsp", "seed-over-small-limit", with(&[3, 255], &big)),
+    ]
 }
 
 /// `text`: the key, cuts, then text: source with multi-byte characters cut inside them and across

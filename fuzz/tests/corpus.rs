@@ -2,19 +2,20 @@
 //! and checks that the generated seeds are committed.
 
 use claude_ide_bridge_fuzz::{
-    decode_ops, encode_ops, frames, jsonrpc, seeds, server, text, upgrade,
+    decode_ops, encode_ops, frames, jsonrpc, lsp, seeds, server, text, upgrade,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 5] = [
+const TARGETS: [(&str, Target); 6] = [
     ("upgrade", upgrade),
     ("frames", frames),
     ("jsonrpc", jsonrpc),
     ("server", server),
     ("text", text),
+    ("lsp", lsp),
 ];
 
 fn corpus_dir() -> PathBuf {

@@ -33,6 +33,8 @@
 #![warn(missing_docs)]
 
 pub mod codec;
+#[doc(hidden)]
+pub mod fuzzing;
 mod log;
 mod rpc;
 mod server;

@@ -549,6 +549,21 @@ impl State {
         })
     }
 
+    /// Asserts the bounds on what is held (for the fuzz target and tests): per file, in total (counted
+    /// exactly), files (those open may exceed it), open documents.
+    pub fn check_bounds(&self) {
+        let sum: usize = self.diags.values().map(|d| d.items.len()).sum();
+        assert_eq!(self.total, sum, "the running total");
+        assert!(sum <= self.limits.max_total_diagnostics);
+        assert!(self
+            .diags
+            .values()
+            .all(|d| d.items.len() <= self.limits.max_diagnostics_per_file));
+        assert!(self.diags.len() <= self.limits.max_files + self.docs.len());
+        assert!(self.docs.len() <= self.limits.max_open_files);
+        assert!(self.early.len() <= self.limits.max_open_files);
+    }
+
     /// Feeds one frame read from the server. `Err` means the server is out of order and must stop.
     pub fn handle(&mut self, body: &[u8]) -> Result<Vec<Effect>, String> {
         let mut effects = Vec::new();
