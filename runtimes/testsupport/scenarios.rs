@@ -1008,8 +1008,11 @@ pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
     use claude_ide_bridge::tools::GetDiagnosticsArgs;
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path());
+    // Long enough that the panics' own reports (with RUST_BACKTRACE=1, symbolizing a backtrace on
+    // the thread that delivers the event can take hundreds of ms on a loaded machine) do not hold
+    // the connection's reader past two intervals before the test gets to its calls.
     o.limits = Limits {
-        ping_interval: Duration::from_millis(150),
+        ping_interval: Duration::from_millis(1000),
         ..Limits::default()
     };
     let mut first_connected = true;
