@@ -6,7 +6,9 @@
 //! crate (regular files only, inside the workspace, at most
 //! [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes)) and matches with `ignore`'s own gitignore matcher, so the semantics are
 //! git's. Links are never followed, `.git` is skipped, and the walk stops at the first of its
-//! bounds: entries looked at, depth, time, results.
+//! bounds: entries looked at, depth, time, results. Each file found is resolved again the
+//! crate's way before it is answered, so a directory swapped for a link during the walk does not
+//! lead the listing outside; names that are not UTF-8 are left out (JSON cannot name them).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -215,13 +217,21 @@ impl Workspace {
                 if !ft.is_file() {
                     continue;
                 }
-                let Ok(rel) = e.path().strip_prefix(&root) else {
+                // A name that is not UTF-8 cannot be named in JSON: it is left out.
+                let Some(rel) = e.path().strip_prefix(&root).ok().and_then(|r| r.to_str()) else {
                     continue;
                 };
-                let rel = rel.to_string_lossy();
-                let name = e.file_name().to_string_lossy();
+                let Some(name) = e.file_name().to_str() else {
+                    continue;
+                };
                 let abs = format!("{}/{rel}", folder.advertised.trim_end_matches('/'));
-                if !found(&name, &rel, &abs) {
+                // The walk goes by path: a directory swapped for a link after its parent was
+                // read would be listed through the link. Each file is resolved again the
+                // crate's way, and kept only if that reaches it without a link.
+                if self.regular_file(&abs).ok().as_deref() != Some(abs.as_str()) {
+                    continue;
+                }
+                if !found(name, rel, &abs) {
                     return true;
                 }
             }
