@@ -4,10 +4,10 @@
 //!
 //! `cargo bench --bench alloc`. Counts, not times: the figures are exact and repeatable.
 
-use claude_ide_bridge::notify::{Notification, SelectionChanged};
-use claude_ide_bridge::tools::{Position, Selection};
 use claude_ide_bridge::ws::{encode_frame, Message, OpCode, Sender, WebSocket, WsLimits};
 use claude_ide_bridge::{AuthToken, Config, ConnectionId, Event, Server, ToolResult};
+use claude_ide_bridge::{Notification, SelectionChanged};
+use claude_ide_bridge::{Position, Selection};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
@@ -250,7 +250,7 @@ fn idle_connections() {
     let held = (LIVE.load(Relaxed) - before) as f64 / n as f64;
     let engine: usize = conns
         .iter()
-        .map(|&c| server.connection_memory(c))
+        .map(|&c| claude_ide_bridge::hooks::connection_memory(&server, c))
         .sum::<usize>()
         / n;
     println!(

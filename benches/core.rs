@@ -1,10 +1,10 @@
 //! Core benchmarks (in memory, no sockets): the frame layer against tungstenite and memcpy, the
 //! full stack against bare serde_json, and outbound encoding. Ratios within one run are what count.
 
-use claude_ide_bridge::notify::{Notification, SelectionChanged};
-use claude_ide_bridge::tools::{OpenDiffArgs, Position, Selection};
 use claude_ide_bridge::ws::{apply_mask, encode_frame, str_from_utf8, OpCode, WebSocket, WsLimits};
 use claude_ide_bridge::{AuthToken, Config, Event, Server, ToolCall, ToolResult};
+use claude_ide_bridge::{Notification, SelectionChanged};
+use claude_ide_bridge::{OpenDiffArgs, Position, Selection};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use serde::Deserialize;
 use std::hint::black_box;

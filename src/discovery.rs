@@ -42,7 +42,7 @@ impl AuthToken {
     /// Pass the operating system's CSPRNG (for example `rand_core::OsRng`); use a new token per server start.
     ///
     /// ```
-    /// use claude_ide_bridge::discovery::AuthToken;
+    /// use claude_ide_bridge::AuthToken;
     /// let token = AuthToken::generate(&mut rand_core::OsRng);
     /// assert_eq!(token.as_str().len(), 43);
     /// assert!(token.matches(token.as_str()));
@@ -67,7 +67,7 @@ impl AuthToken {
     /// Whether `candidate` (the header value) equals the token, in constant time. An empty token matches nothing.
     ///
     /// ```
-    /// use claude_ide_bridge::discovery::AuthToken;
+    /// use claude_ide_bridge::AuthToken;
     /// let token = AuthToken::from_string("s3cret");
     /// assert!(token.matches("s3cret"));
     /// assert!(!token.matches("s3cre"));
@@ -135,7 +135,7 @@ impl LockFile {
     /// The JSON to write into the file.
     ///
     /// ```
-    /// use claude_ide_bridge::discovery::{AuthToken, LockFile};
+    /// use claude_ide_bridge::{AuthToken, LockFile};
     /// let lock = LockFile::new(42, vec!["/home/me/ws".into()], "MyEditor", false, AuthToken::from_string("t"));
     /// let json = lock.to_json();
     /// assert_eq!(
@@ -162,7 +162,7 @@ impl LockFile {
 ///
 /// ```
 /// use std::path::PathBuf;
-/// use claude_ide_bridge::discovery::lock_dirs;
+/// use claude_ide_bridge::lock_dirs;
 /// assert_eq!(
 ///     lock_dirs(Some("/cfg"), Some("/home/me")),
 ///     vec![PathBuf::from("/cfg/ide"), PathBuf::from("/home/me/.claude/ide")]
@@ -186,7 +186,7 @@ pub fn lock_dirs(claude_config_dir: Option<&str>, home: Option<&str>) -> Vec<Pat
 /// The lock file's name for a port: `<port>.lock`.
 ///
 /// ```
-/// use claude_ide_bridge::discovery::{lock_file_name, port_from_lock_name};
+/// use claude_ide_bridge::{lock_file_name, port_from_lock_name};
 /// assert_eq!(lock_file_name(41234), "41234.lock");
 /// assert_eq!(port_from_lock_name("41234.lock"), Some(41234));
 /// ```

@@ -13,7 +13,7 @@
 //!    a plain HTTP refusal with `Connection: close`.
 //!
 //! ```
-//! use claude_ide_bridge::handshake::{
+//! use claude_ide_bridge::hooks::handshake::{
 //!     authorize, parse_upgrade, write_accept, HeadReader, HeadStatus, Policy,
 //! };
 //!
@@ -76,7 +76,7 @@ pub enum HeadStatus {
 /// more than `max_head_bytes` bytes, and a head of exactly `max_head_bytes` bytes is accepted.
 ///
 /// ```
-/// use claude_ide_bridge::handshake::{HeadReader, HeadStatus};
+/// use claude_ide_bridge::hooks::handshake::{HeadReader, HeadStatus};
 ///
 /// let mut reader = HeadReader::new(1024);
 /// assert_eq!(reader.feed(b"GET / HTTP/1.1\r\nHost: localhost\r\n"), (33, HeadStatus::Partial));
@@ -299,7 +299,7 @@ impl Rejection {
     /// a 426 also carries `Sec-WebSocket-Version: 13`. Close the connection after writing it.
     ///
     /// ```
-    /// use claude_ide_bridge::handshake::Rejection;
+    /// use claude_ide_bridge::Rejection;
     ///
     /// let mut out = Vec::new();
     /// Rejection::Unauthorized.write_response(&mut out);
@@ -393,7 +393,7 @@ fn all<'h>(headers: &[httparse::Header<'h>], name: &str) -> Vec<&'h str> {
 /// Any request path is accepted. The token is not checked here: that is [`authorize`]'s job.
 ///
 /// ```
-/// use claude_ide_bridge::handshake::{parse_upgrade, Rejection};
+/// use claude_ide_bridge::hooks::handshake::{parse_upgrade, Rejection};
 ///
 /// let head = b"GET /mcp HTTP/1.1\r\nHost: localhost:9000\r\nUpgrade: websocket\r\n\
 ///     Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
@@ -525,7 +525,7 @@ impl fmt::Debug for Policy<'_> {
 ///    else 401.
 ///
 /// ```
-/// use claude_ide_bridge::handshake::{authorize, parse_upgrade, Policy, Rejection};
+/// use claude_ide_bridge::hooks::handshake::{authorize, parse_upgrade, Policy, Rejection};
 ///
 /// let head = b"GET / HTTP/1.1\r\nHost: evil.example:8080\r\nUpgrade: websocket\r\n\
 ///     Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
@@ -572,7 +572,7 @@ pub fn authorize(req: &UpgradeRequest, policy: &Policy<'_>) -> Result<(), Reject
 /// Anything else, including other names under `localhost` and the unbracketed `::1`, is not loopback.
 ///
 /// ```
-/// use claude_ide_bridge::handshake::is_loopback_host;
+/// use claude_ide_bridge::hooks::handshake::is_loopback_host;
 ///
 /// assert!(is_loopback_host("127.0.0.1:51234"));
 /// assert!(is_loopback_host("LocalHost"));
@@ -623,7 +623,7 @@ pub fn is_loopback_host(host: &str) -> bool {
 /// where they differ. Strings of different lengths are unequal.
 ///
 /// ```
-/// use claude_ide_bridge::handshake::constant_time_eq;
+/// use claude_ide_bridge::hooks::handshake::constant_time_eq;
 ///
 /// assert!(constant_time_eq(b"token", b"token"));
 /// assert!(!constant_time_eq(b"token", b"tokex"));
@@ -640,7 +640,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// The `Sec-WebSocket-Accept` value for a client's key: `base64(sha1(key + GUID))` (RFC 6455 §4.2.2).
 ///
 /// ```
-/// use claude_ide_bridge::handshake::accept_key;
+/// use claude_ide_bridge::hooks::handshake::accept_key;
 ///
 /// assert_eq!(accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
 /// ```
@@ -659,7 +659,7 @@ pub fn accept_key(key: &str) -> String {
 /// requires. No `Sec-WebSocket-Extensions` header is ever written: every extension is declined.
 ///
 /// ```
-/// use claude_ide_bridge::handshake::{parse_upgrade, write_accept};
+/// use claude_ide_bridge::hooks::handshake::{parse_upgrade, write_accept};
 ///
 /// let head = b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
 ///     Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";

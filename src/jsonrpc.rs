@@ -37,6 +37,21 @@ pub struct RpcError {
 }
 
 impl RpcError {
+    /// Parse error: the text is not JSON (-32700).
+    pub const PARSE_ERROR: i32 = PARSE_ERROR;
+    /// The JSON is not a valid request object (-32600).
+    pub const INVALID_REQUEST: i32 = INVALID_REQUEST;
+    /// The method does not exist (-32601).
+    pub const METHOD_NOT_FOUND: i32 = METHOD_NOT_FOUND;
+    /// Invalid method parameters (-32602).
+    pub const INVALID_PARAMS: i32 = INVALID_PARAMS;
+    /// Internal error (-32603).
+    pub const INTERNAL_ERROR: i32 = INTERNAL_ERROR;
+    /// The server is not initialized yet (-32002).
+    pub const NOT_INITIALIZED: i32 = NOT_INITIALIZED;
+    /// Too many calls in progress on this connection (-32000); the request may be sent again later.
+    pub const TOO_MANY_CALLS: i32 = TOO_MANY_CALLS;
+
     /// An error with the given code and message.
     pub fn new(code: i32, message: impl Into<Cow<'static, str>>) -> Self {
         RpcError {
@@ -132,7 +147,7 @@ pub enum Frame<'a> {
 /// Decode one text frame: a message, a batch, or an invalid message.
 ///
 /// ```
-/// use claude_ide_bridge::jsonrpc::{decode, Frame, Message};
+/// use claude_ide_bridge::hooks::jsonrpc::{decode, Frame, Message};
 /// let f = decode(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
 /// match f {
 ///     Frame::Single(Message::Request { id, method, .. }) => {
@@ -328,7 +343,7 @@ pub enum Decoded<'a, T> {
 /// error from the seed, falls back to [`decode`], so there is one decoder and one set of rules.
 ///
 /// ```
-/// use claude_ide_bridge::jsonrpc::{decode_with, Decoded, Frame, Message};
+/// use claude_ide_bridge::hooks::jsonrpc::{decode_with, Decoded, Frame, Message};
 /// use std::marker::PhantomData;
 /// let seed = PhantomData::<Vec<u32>>;
 /// match decode_with(r#"{"jsonrpc":"2.0","id":7,"method":"sum","params":[1,2]}"#, "sum", seed) {

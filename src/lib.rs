@@ -8,16 +8,18 @@
 //!
 //! ## The layers, in the order bytes flow
 //!
-//! | module | what it does |
+//! | file | what it does |
 //! | --- | --- |
-//! | [`handshake`] | the HTTP/1.1 upgrade: one linear scan, one parse, refusals as HTTP statuses |
+//! | `handshake.rs` | the HTTP/1.1 upgrade: one linear scan, one parse, refusals as HTTP statuses ([`Rejection`]) |
 //! | [`ws`] | RFC 6455 frames and messages; usable alone (an echo server is built on it) |
-//! | [`jsonrpc`] | JSON-RPC 2.0 messages and batches, borrowed from the frame |
-//! | [`server`] | the endpoint: accepting, routing, broadcast; each connection's state machine (its upgrade, WebSocket, timers) and MCP session (initialize, batches, tool calls as events with handles) are private modules behind it |
-//! | [`tools`], [`notify`] | typed tool arguments and results, notifications, compatibility methods |
-//! | [`discovery`], [`paths`] | lock-file JSON, the token, `file://` URIs and workspace path checks |
-//! | [`limits`] | every limit, with safe defaults |
+//! | `jsonrpc.rs` | JSON-RPC 2.0 messages and batches, borrowed from the frame; [`RpcError`] |
+//! | `mcp.rs`, `connection.rs` | one connection's MCP session and state machine, behind the [`Server`] |
+//! | `tools/`, `notify.rs` | typed tool arguments and results ([`ToolCall`], [`ToolResult`]), [`Notification`]s, [`CompatRequest`]s |
+//! | `discovery.rs`, `paths.rs` | lock-file JSON, the [`AuthToken`], `file://` URIs ([`file_uri`]) and workspace path checks |
+//! | `limits.rs` | every limit, with safe defaults ([`Limits`]) |
 //!
+//! The modules are private: everything a host needs is re-exported below, in that order.
+
 //! ## The drive loop
 //!
 //! A runtime owns the sockets and the clock. After every input (bytes, a timeout, a host call such
@@ -67,24 +69,87 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The byte path, in order: upgrade → frame → message → JSON-RPC → MCP → tools.
 mod connection;
-pub mod discovery;
-pub mod handshake;
-pub mod jsonrpc;
-pub mod limits;
+mod discovery;
+mod handshake;
+mod jsonrpc;
+mod limits;
 mod mcp;
-pub mod notify;
-pub mod paths;
-pub mod server;
-pub mod tools;
+mod notify;
+mod paths;
+mod server;
+mod tools;
 pub mod ws;
 
-pub use discovery::{AuthToken, LockFile};
-pub use handshake::Rejection;
-pub use jsonrpc::RpcError;
+// The server and its drive loop.
 pub use limits::Limits;
-pub use notify::Notification;
 pub use server::{
     ApiError, CallId, CancelReason, Config, ConnectionId, DisconnectReason, Event, Server, Target,
+    SUPPORTED_PROTOCOL_VERSIONS,
 };
-pub use tools::{CompatRequest, ToolCall, ToolName, ToolResult, ToolSet};
+// Why things fail: an upgrade refused, a JSON-RPC error, a path outside the workspace.
+pub use handshake::Rejection;
+pub use jsonrpc::RpcError;
+pub use paths::PathError;
+// Tool calls: the catalogue, typed arguments, results.
+pub use tools::{
+    CheckDocumentDirtyArgs, CloseTabArgs, ExecuteCodeArgs, GetDiagnosticsArgs, OpenDiffArgs,
+    OpenFileArgs, OpenFilesArgs, ReformatFileArgs, SaveDocumentArgs, ToolCall, ToolCallError,
+    ToolName, ToolSet,
+};
+pub use tools::{
+    Content, CurrentSelection, Diagnostic, DocumentDirty, EditorTab, FileDiagnostics, OpenEditors,
+    OpenFileResult, OpenedFiles, Position, Range, SaveDocumentResult, Selection,
+    SelectionUnavailable, ToolResult, WorkspaceFolder, WorkspaceFolders,
+};
+// Compatibility methods and notifications.
+pub use notify::{AtMentioned, DiagnosticsChanged, LogEvent, Notification, SelectionChanged};
+pub use tools::CompatRequest;
+// Discovery: the token, the lock file, where it lives.
+pub use discovery::{lock_dirs, lock_file_name, port_from_lock_name, AuthToken, LockFile};
+// Paths and `file://` URIs.
+pub use paths::{
+    file_uri, is_within, normalize, resolve_in_workspace, to_posix, to_windows, uri_to_path,
+};
+
+/// Not part of the API: the engine's inner steps, for the fuzz targets, tests and benchmarks.
+#[doc(hidden)]
+pub mod hooks {
+    use crate::{ConnectionId, Server};
+    use std::time::Instant;
+
+    /// The upgrade's steps.
+    pub mod handshake {
+        pub use crate::handshake::{
+            accept_key, authorize, constant_time_eq, is_loopback_host, parse_upgrade, write_accept,
+            HeadReader, HeadStatus, Policy, Rejection, UpgradeRequest, AUTH_HEADER,
+        };
+    }
+
+    /// The JSON-RPC decoder and writers.
+    pub mod jsonrpc {
+        pub use crate::jsonrpc::{
+            decode, decode_value, decode_with, is_valid_id, same_id, write_error,
+            write_json_string, write_result, Decoded, Frame, Message,
+        };
+    }
+
+    pub use crate::tools::write_tools_list;
+
+    /// Zero-copy input: a buffer to read into, when the connection is a WebSocket. Follow with
+    /// [`commit_read`].
+    pub fn read_buf(server: &mut Server, conn: ConnectionId, min_len: usize) -> Option<&mut [u8]> {
+        server.read_buf(conn, min_len)
+    }
+
+    /// `n` bytes were read into the buffer from [`read_buf`].
+    pub fn commit_read(server: &mut Server, conn: ConnectionId, n: usize, now: Instant) {
+        server.commit_read(conn, n, now)
+    }
+
+    /// Bytes held by one connection's buffers (for tests of memory bounds).
+    pub fn connection_memory(server: &Server, conn: ConnectionId) -> usize {
+        server.connection_memory(conn)
+    }
+}

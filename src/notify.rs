@@ -86,7 +86,7 @@ impl Notification {
     /// [`Notification::ToolsListChanged`]).
     ///
     /// ```
-    /// use claude_ide_bridge::notify::{AtMentioned, Notification};
+    /// use claude_ide_bridge::{AtMentioned, Notification};
     /// let mut out = Vec::new();
     /// Notification::AtMentioned(AtMentioned {
     ///     file_path: "/ws/a.rs".into(),

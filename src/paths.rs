@@ -38,7 +38,7 @@ fn windows_style(path: &str) -> bool {
 /// legitimately contain backslashes).
 ///
 /// ```
-/// use claude_ide_bridge::paths::to_posix;
+/// use claude_ide_bridge::to_posix;
 /// assert_eq!(to_posix(r"C:\Users\me\a.rs"), "/c/Users/me/a.rs");
 /// assert_eq!(to_posix("D:/work/x"), "/d/work/x");
 /// assert_eq!(to_posix("/home/me/a.rs"), "/home/me/a.rs");
@@ -63,7 +63,7 @@ pub fn to_posix(path: &str) -> String {
 /// running on Windows, since [`uri_to_path`] and [`resolve_in_workspace`] answer in the POSIX style.
 ///
 /// ```
-/// use claude_ide_bridge::paths::to_windows;
+/// use claude_ide_bridge::to_windows;
 /// assert_eq!(to_windows("/c/Users/me/a.rs").as_deref(), Some(r"C:\Users\me\a.rs"));
 /// assert_eq!(to_windows("/c").as_deref(), Some(r"C:\"));
 /// assert_eq!(to_windows("/home/me"), None);
@@ -112,7 +112,7 @@ fn encode_into(out: &mut String, s: &str) {
 /// A relative path is taken as relative to the root (a `/` is prepended): pass absolute paths.
 ///
 /// ```
-/// use claude_ide_bridge::paths::file_uri;
+/// use claude_ide_bridge::file_uri;
 /// assert_eq!(file_uri("/home/me/my file#1.rs"), "file:///home/me/my%20file%231.rs");
 /// assert_eq!(file_uri(r"C:\Users\me\a.rs"), "file:///c:/Users/me/a.rs");
 /// ```
@@ -189,7 +189,7 @@ fn percent_decode(s: &str) -> Option<String> {
 /// missing path, invalid UTF-8, or NUL.
 ///
 /// ```
-/// use claude_ide_bridge::paths::{file_uri, uri_to_path};
+/// use claude_ide_bridge::{file_uri, uri_to_path};
 /// assert_eq!(uri_to_path("file:///home/me/my%20file.rs").as_deref(), Some("/home/me/my file.rs"));
 /// assert_eq!(uri_to_path("file:///c:/Users/me/a.rs").as_deref(), Some("/c/Users/me/a.rs"));
 /// assert_eq!(uri_to_path(&file_uri("/tmp/ü ?#%")).as_deref(), Some("/tmp/ü ?#%"));
@@ -236,7 +236,7 @@ pub fn uri_to_path(uri: &str) -> Option<String> {
 /// path that normalises to nothing gives `"."`. Symbolic links are not resolved (see the module docs).
 ///
 /// ```
-/// use claude_ide_bridge::paths::normalize;
+/// use claude_ide_bridge::normalize;
 /// assert_eq!(normalize("/a//b/./c/../d/").as_deref(), Some("/a/b/d"));
 /// assert_eq!(normalize("/a/b/../../.."), None);
 /// assert_eq!(normalize(r"C:\ws\src\..\lib.rs").as_deref(), Some("/c/ws/lib.rs"));
@@ -273,7 +273,7 @@ pub fn normalize(path: &str) -> Option<String> {
 /// `path` count as separators too. Returns `false` when either fails to normalise.
 ///
 /// ```
-/// use claude_ide_bridge::paths::is_within;
+/// use claude_ide_bridge::is_within;
 /// assert!(is_within("/ws/src/main.rs", "/ws"));
 /// assert!(is_within("/ws", "/ws/"));
 /// assert!(!is_within("/wsx/main.rs", "/ws"));
@@ -358,7 +358,7 @@ impl From<PathError> for crate::jsonrpc::RpcError {
 /// again with [`is_within`] before reading or writing, or a link inside the workspace leads out of it.
 ///
 /// ```
-/// use claude_ide_bridge::paths::{resolve_in_workspace, PathError};
+/// use claude_ide_bridge::{resolve_in_workspace, PathError};
 /// let folders = vec!["/home/me/ws".to_string()];
 /// assert_eq!(resolve_in_workspace("src/main.rs", &folders).as_deref(), Ok("/home/me/ws/src/main.rs"));
 /// assert_eq!(resolve_in_workspace("/home/me/ws/./a.rs", &folders).as_deref(), Ok("/home/me/ws/a.rs"));

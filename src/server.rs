@@ -348,12 +348,12 @@ impl Server {
 
     /// Zero-copy input: a buffer to read into, when the connection is a WebSocket (during the
     /// handshake use [`Server::handle_input`]). Follow with [`Server::commit_read`].
-    pub fn read_buf(&mut self, conn: ConnectionId, min_len: usize) -> Option<&mut [u8]> {
+    pub(crate) fn read_buf(&mut self, conn: ConnectionId, min_len: usize) -> Option<&mut [u8]> {
         self.conns.get_mut(&conn.0)?.read_buf(min_len)
     }
 
     /// `n` bytes were read into the buffer from [`Server::read_buf`].
-    pub fn commit_read(&mut self, conn: ConnectionId, n: usize, now: Instant) {
+    pub(crate) fn commit_read(&mut self, conn: ConnectionId, n: usize, now: Instant) {
         self.with(conn, |c, cx| c.commit_read(n, now, cx));
     }
 
@@ -413,11 +413,6 @@ impl Server {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let limits = &self.config.limits;
         self.conns.values().filter_map(|c| c.deadline(limits)).min()
-    }
-
-    /// The earliest deadline one connection needs.
-    pub fn connection_deadline(&self, conn: ConnectionId) -> Option<Instant> {
-        self.conns.get(&conn.0)?.deadline(&self.config.limits)
     }
 
     /// Timers: handshake deadline, pings, the dead-peer deadline, the close deadline. A wake-up
@@ -561,7 +556,7 @@ impl Server {
     }
 
     /// Bytes held by one connection's buffers (for tests of memory bounds).
-    pub fn connection_memory(&self, conn: ConnectionId) -> usize {
+    pub(crate) fn connection_memory(&self, conn: ConnectionId) -> usize {
         self.conns.get(&conn.0).map_or(0, Connection::memory)
     }
 }

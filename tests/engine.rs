@@ -2,8 +2,8 @@
 
 mod common;
 
-use claude_ide_bridge::notify::{AtMentioned, Notification};
 use claude_ide_bridge::ws::OpCode;
+use claude_ide_bridge::{AtMentioned, Notification};
 use claude_ide_bridge::{
     CancelReason, DisconnectReason, Event, Target, ToolCall, ToolName, ToolResult, ToolSet,
 };
@@ -107,7 +107,7 @@ fn oversized_head_and_too_many_headers_get_431() {
     p.raw(conn, big.as_bytes());
     let head = String::from_utf8_lossy(&p.inbox.remove(&conn).unwrap()).into_owned();
     assert!(head.starts_with("HTTP/1.1 431"), "{head}");
-    assert!(p.server.connection_memory(conn) <= 16 * 1024 + 1024);
+    assert!(claude_ide_bridge::hooks::connection_memory(&p.server, conn) <= 16 * 1024 + 1024);
 
     let mut p = Pair::new();
     let many: String = (0..70).map(|i| format!("X-H{i}: v\r\n")).collect();

@@ -36,10 +36,10 @@ fn run_chunks(stream: &[u8], cuts: &[usize], zero_copy: &[bool]) -> Outcome {
         start = end;
         let now = p.now;
         let zc = zero_copy.get(i).copied().unwrap_or(false);
-        match p.server.read_buf(conn, chunk.len()).filter(|_| zc) {
+        match claude_ide_bridge::hooks::read_buf(&mut p.server, conn, chunk.len()).filter(|_| zc) {
             Some(buf) => {
                 buf[..chunk.len()].copy_from_slice(chunk);
-                p.server.commit_read(conn, chunk.len(), now);
+                claude_ide_bridge::hooks::commit_read(&mut p.server, conn, chunk.len(), now);
                 p.pump();
             }
             None => p.raw(conn, chunk),
@@ -242,10 +242,10 @@ fn feed_checked(
             .max(1);
         let end = (pos + n).min(bytes.len());
         p.server.handle_input(conn, &bytes[pos..end], p.now);
-        let m = p.server.connection_memory(conn);
+        let m = claude_ide_bridge::hooks::connection_memory(&p.server, conn);
         assert!(m <= limit, "{m} > {limit} before draining");
         p.pump();
-        let m = p.server.connection_memory(conn);
+        let m = claude_ide_bridge::hooks::connection_memory(&p.server, conn);
         assert!(m <= limit, "{m} > {limit} after draining");
         pos = end;
         i += 1;

@@ -6,13 +6,13 @@
 
 #![forbid(unsafe_code)]
 
-use claude_ide_bridge::handshake::{
+use claude_ide_bridge::hooks::handshake::{
     self, accept_key, authorize, parse_upgrade, HeadReader, HeadStatus, Policy, Rejection,
 };
-use claude_ide_bridge::jsonrpc::{self, Decoded, Frame, Message};
-use claude_ide_bridge::tools::{CompatRequest, ToolCall, ToolName};
+use claude_ide_bridge::hooks::jsonrpc::{self, Decoded, Frame, Message};
 use claude_ide_bridge::ws::{self, decode_header, WebSocket, WsLimits};
-use claude_ide_bridge::{paths, Limits};
+use claude_ide_bridge::{is_within, resolve_in_workspace, uri_to_path, Limits};
+use claude_ide_bridge::{CompatRequest, ToolCall, ToolName};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -360,8 +360,8 @@ pub fn jsonrpc(data: &[u8]) {
         check_compat(method, raw);
     }
     check_compat(&text, raw);
-    let _ = paths::resolve_in_workspace(&text, &["/ws".to_string()]);
-    let _ = paths::uri_to_path(&text);
+    let _ = resolve_in_workspace(&text, &["/ws".to_string()]);
+    let _ = uri_to_path(&text);
 }
 
 fn check_compat(method: &str, params: Option<&RawValue>) {
@@ -370,11 +370,8 @@ fn check_compat(method: &str, params: Option<&RawValue>) {
         Some(Ok(r)) => {
             assert_eq!(r.method(), method);
             if let Some(path) = r.path() {
-                if let Ok(p) = paths::resolve_in_workspace(path, &["/ws".to_string()]) {
-                    assert!(
-                        paths::is_within(&p, "/ws"),
-                        "{path:?} resolved outside: {p:?}"
-                    );
+                if let Ok(p) = resolve_in_workspace(path, &["/ws".to_string()]) {
+                    assert!(is_within(&p, "/ws"), "{path:?} resolved outside: {p:?}");
                 }
             }
         }

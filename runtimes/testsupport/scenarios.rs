@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use claude_ide_bridge::notify::LogEvent;
+use claude_ide_bridge::LogEvent;
 use claude_ide_bridge::{
     ApiError, AuthToken, CallId, CancelReason, ConnectionId, DisconnectReason, Event, Limits,
     Notification, Target, ToolCall, ToolResult,
@@ -931,7 +931,7 @@ pub trait HandlerRt: Rt {
 /// hold such answers to write them together), also when the burst ends with a call the handler
 /// keeps for later, answered from another thread.
 pub fn handler_answers_a_burst<R: HandlerRt>() {
-    use claude_ide_bridge::tools::GetDiagnosticsArgs;
+    use claude_ide_bridge::GetDiagnosticsArgs;
     let dir = tempfile::tempdir().unwrap();
     let s = R::start_with(
         opts(dir.path()),
@@ -1005,7 +1005,7 @@ pub fn handler_answers_a_burst<R: HandlerRt>() {
 /// A handler that panics loses that event only: the acceptor, the connection's reader and the
 /// timer carry on, and later events are delivered (both runtimes promise this).
 pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
-    use claude_ide_bridge::tools::GetDiagnosticsArgs;
+    use claude_ide_bridge::GetDiagnosticsArgs;
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path());
     // Long enough that the panics' own reports (with RUST_BACKTRACE=1, symbolizing a backtrace on

@@ -142,7 +142,7 @@ impl ToolCall {
     /// with its [`ToolSet`].
     ///
     /// ```
-    /// use claude_ide_bridge::tools::{ToolCall, ToolCallError};
+    /// use claude_ide_bridge::{ToolCall, ToolCallError};
     /// use serde_json::value::RawValue;
     /// let args = RawValue::from_string(r#"{"tab_name":"✻ [Claude Code] a.rs ⧉","extra":1}"#.into()).unwrap();
     /// match ToolCall::parse("close_tab", Some(&args)).unwrap() {

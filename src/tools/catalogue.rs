@@ -270,7 +270,7 @@ impl ToolName {
     /// The tool with this wire name (exact, case-sensitive).
     ///
     /// ```
-    /// use claude_ide_bridge::tools::ToolName;
+    /// use claude_ide_bridge::ToolName;
     /// assert_eq!(ToolName::from_name("close_tab"), Some(ToolName::CloseTab));
     /// assert_eq!(ToolName::from_name("closeTab"), None);
     /// ```
@@ -292,7 +292,7 @@ impl fmt::Display for ToolName {
 /// A set of tools: the ones a host offers. [`ToolSet::default`] is empty.
 ///
 /// ```
-/// use claude_ide_bridge::tools::{ToolName, ToolSet};
+/// use claude_ide_bridge::{ToolName, ToolSet};
 /// let set = ToolSet::none().with(ToolName::OpenDiff).with(ToolName::CloseTab);
 /// assert!(set.contains(ToolName::CloseTab));
 /// assert_eq!(set.len(), 2);
@@ -376,7 +376,8 @@ impl FromIterator<ToolName> for ToolSet {
 /// `{"tools":[{"name":..,"description":..,"inputSchema":{..}},..]}`.
 ///
 /// ```
-/// use claude_ide_bridge::tools::{write_tools_list, ToolName, ToolSet};
+/// use claude_ide_bridge::hooks::write_tools_list;
+/// use claude_ide_bridge::{ToolName, ToolSet};
 /// let mut out = Vec::new();
 /// write_tools_list(&mut out, ToolSet::none().with(ToolName::CloseTab));
 /// let v: serde_json::Value = serde_json::from_slice(&out).unwrap();

@@ -66,7 +66,7 @@ impl CompatRequest {
     /// and unknown members are ignored.
     ///
     /// ```
-    /// use claude_ide_bridge::tools::CompatRequest;
+    /// use claude_ide_bridge::CompatRequest;
     /// use serde_json::value::RawValue;
     /// let params = RawValue::from_string(r#"{"path":"notes/a.md"}"#.into()).unwrap();
     /// let req = CompatRequest::parse("readFile", Some(&params)).unwrap().unwrap();

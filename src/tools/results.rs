@@ -159,7 +159,7 @@ impl ToolResult {
     /// Appends the MCP result JSON, `{"content":[..]}` plus `"isError":true` only when set.
     ///
     /// ```
-    /// use claude_ide_bridge::tools::ToolResult;
+    /// use claude_ide_bridge::ToolResult;
     /// let mut out = Vec::new();
     /// ToolResult::diff_rejected("t").write_json(&mut out);
     /// assert_eq!(

@@ -6,14 +6,14 @@
 //! both check exactly the same things. It depends only on the engine, `serde_json` and `std`.
 #![allow(dead_code)]
 
-use claude_ide_bridge::jsonrpc::RpcError;
-use claude_ide_bridge::notify::{AtMentioned, LogEvent, Notification, SelectionChanged};
-use claude_ide_bridge::tools::{Position, Selection};
 use claude_ide_bridge::ws::{decode_header, encode_frame, OpCode};
+use claude_ide_bridge::RpcError;
 use claude_ide_bridge::{
     ApiError, AuthToken, CallId, Config, ConnectionId, Event, Limits, Server, Target, ToolName,
     ToolResult, ToolSet,
 };
+use claude_ide_bridge::{AtMentioned, LogEvent, Notification, SelectionChanged};
+use claude_ide_bridge::{Position, Selection};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -302,7 +302,7 @@ impl Harness {
     fn check_memory(&self) {
         let bound = self.memory_bound();
         for c in &self.accepted {
-            let m = self.server.connection_memory(*c);
+            let m = claude_ide_bridge::hooks::connection_memory(&self.server, *c);
             assert!(m <= bound, "connection {c} holds {m} bytes, over {bound}");
         }
     }

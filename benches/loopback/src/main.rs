@@ -28,10 +28,10 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use claude_ide_bridge::notify::{Notification, SelectionChanged};
-use claude_ide_bridge::tools::{Position, Selection};
 use claude_ide_bridge::ws::{apply_mask, decode_header, encode_frame, OpCode};
 use claude_ide_bridge::{AuthToken, Event, Target, ToolResult};
+use claude_ide_bridge::{Notification, SelectionChanged};
+use claude_ide_bridge::{Position, Selection};
 use claude_ide_bridge_blocking::{Handle, LockFileMode, Options};
 
 const TOKEN: &str = "loopback-bench-token";

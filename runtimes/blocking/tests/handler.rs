@@ -83,8 +83,8 @@ fn handler_answers_on_the_reader_thread() {
     server.stop();
 }
 
-fn at_mention() -> claude_ide_bridge::notify::AtMentioned {
-    claude_ide_bridge::notify::AtMentioned {
+fn at_mention() -> claude_ide_bridge::AtMentioned {
+    claude_ide_bridge::AtMentioned {
         file_path: "/w/a.rs".into(),
         line_start: None,
         line_end: None,

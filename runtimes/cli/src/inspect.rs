@@ -6,8 +6,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use claude_ide_bridge::discovery::{lock_dirs, port_from_lock_name, LockFile};
-use claude_ide_bridge::paths::is_within;
+use claude_ide_bridge::is_within;
+use claude_ide_bridge::{lock_dirs, port_from_lock_name, LockFile};
 use claude_ide_bridge_runtime::lock::pid_alive;
 
 /// One `<port>.lock` found in a directory.

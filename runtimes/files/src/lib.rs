@@ -128,7 +128,7 @@ impl Workspace {
         let folders = folders
             .into_iter()
             .map(|f| {
-                let advertised = claude_ide_bridge::paths::normalize(&f).unwrap_or(f);
+                let advertised = claude_ide_bridge::normalize(&f).unwrap_or(f);
                 let canonical = std::fs::canonicalize(&advertised)
                     .ok()
                     .and_then(|c| c.to_str().map(str::to_owned))

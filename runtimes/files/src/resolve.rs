@@ -116,7 +116,7 @@ impl Workspace {
     /// relative path is resolved against the first folder, an absolute one must be inside a
     /// folder (as advertised or as it is on disk), and `..` may not climb out.
     pub(crate) fn lexical(&self, path: &str) -> Result<(usize, Vec<OsString>), Error> {
-        use claude_ide_bridge::paths::{normalize, resolve_in_workspace};
+        use claude_ide_bridge::{normalize, resolve_in_workspace};
         if path.contains('\0') {
             return Err(Error::outside(path, "the path contains NUL"));
         }

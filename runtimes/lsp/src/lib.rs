@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub use claude_ide_bridge::tools::{Diagnostic, FileDiagnostics};
+pub use claude_ide_bridge::{Diagnostic, FileDiagnostics};
 pub use log::LspLog;
 pub use state::LspLimits;
 pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable};
@@ -354,7 +354,7 @@ impl Lsp {
         }
         server.sync(&key, language, text);
         let params = serde_json::json!({
-            "textDocument": {"uri": claude_ide_bridge::paths::file_uri(&key)},
+            "textDocument": {"uri": claude_ide_bridge::file_uri(&key)},
             "options": {"tabSize": self.inner.config.tab_size, "insertSpaces": true},
         });
         match server.request("textDocument/formatting", params, deadline) {
@@ -570,7 +570,7 @@ impl Inner {
 
 fn workspace_folder(path: &Path) -> Option<lsp_types::WorkspaceFolder> {
     let text = path.to_str()?;
-    let uri = claude_ide_bridge::paths::file_uri(text).parse().ok()?;
+    let uri = claude_ide_bridge::file_uri(text).parse().ok()?;
     let name = path
         .file_name()
         .map_or_else(|| text.to_owned(), |n| n.to_string_lossy().into_owned());

@@ -8,7 +8,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use claude_ide_bridge::tools::{Diagnostic, FileDiagnostics};
+use claude_ide_bridge::{Diagnostic, FileDiagnostics};
 use serde_json::value::RawValue;
 
 use crate::codec::Decoder;

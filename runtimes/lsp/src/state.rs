@@ -7,8 +7,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use claude_ide_bridge::paths::{file_uri, uri_to_path};
-use claude_ide_bridge::tools::{Diagnostic, FileDiagnostics, Position, Range};
+use claude_ide_bridge::{file_uri, uri_to_path};
+use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
 use lsp_types::{
     DiagnosticSeverity, NumberOrString, TextDocumentSyncCapability, TextDocumentSyncKind,
 };

@@ -183,7 +183,7 @@ fn well_behaved_server_answers_fresh_and_gets_answers_to_its_requests() {
             .len(),
         2
     );
-    let uri = claude_ide_bridge::paths::file_uri(fx.file("a.fake").to_str().unwrap());
+    let uri = claude_ide_bridge::file_uri(fx.file("a.fake").to_str().unwrap());
     let seen = || -> Vec<usize> {
         let changes = fx.changes.lock().unwrap();
         changes
@@ -221,7 +221,7 @@ fn well_behaved_server_answers_fresh_and_gets_answers_to_its_requests() {
     )
     .unwrap();
     assert_eq!(init["processId"], std::process::id());
-    let folder = claude_ide_bridge::paths::file_uri(fx.ws.path().to_str().unwrap());
+    let folder = claude_ide_bridge::file_uri(fx.ws.path().to_str().unwrap());
     assert_eq!(init["workspaceFolders"][0]["uri"], folder.as_str());
     fx.shutdown_leaves_nothing();
     assert_eq!(fx.state_of("fake"), ServerState::Stopped);

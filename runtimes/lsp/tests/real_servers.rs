@@ -98,7 +98,7 @@ fn error_fixed_new_error(
         "new error: {second:#?}\nlog: {}",
         String::from_utf8_lossy(&f.log.lock().unwrap())
     );
-    let uri = claude_ide_bridge::paths::file_uri(file.to_str().unwrap());
+    let uri = claude_ide_bridge::file_uri(file.to_str().unwrap());
     let changes = f.changes.lock().unwrap();
     let mine: Vec<_> = changes.iter().filter(|c| c.uri == uri).collect();
     assert!(

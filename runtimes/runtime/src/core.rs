@@ -3,7 +3,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use claude_ide_bridge::discovery::LockFile;
+use claude_ide_bridge::LockFile;
 use claude_ide_bridge::{ConnectionId, DisconnectReason, Event, Rejection, Server};
 
 use crate::lock::{self, LockGuard};

@@ -23,7 +23,7 @@
 //!   `now`, which tests can move forward.
 //!
 //! ```no_run
-//! use claude_ide_bridge::discovery::LockFile;
+//! use claude_ide_bridge::LockFile;
 //! use claude_ide_bridge_runtime::{generate_token, lock};
 //!
 //! let token = generate_token();
@@ -64,7 +64,7 @@ pub(crate) use crate::core::Core;
 /// answers.
 pub mod api {
     pub use crate::{Handle, LockFileMode, Logger, Options, MAX_HOST_BACKLOG};
-    pub use claude_ide_bridge::jsonrpc::RpcError;
+    pub use claude_ide_bridge::RpcError;
     pub use claude_ide_bridge::{
         ApiError, AuthToken, CallId, ConnectionId, Event, Limits, Notification, Target, ToolCall,
         ToolResult, ToolSet,

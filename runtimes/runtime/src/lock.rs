@@ -6,7 +6,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use claude_ide_bridge::discovery::{lock_dirs, lock_file_name, port_from_lock_name, LockFile};
+use claude_ide_bridge::{lock_dirs, lock_file_name, port_from_lock_name, LockFile};
 use rustix::fs::OFlags;
 use rustix::process::{getuid, test_kill_process, Pid};
 

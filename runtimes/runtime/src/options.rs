@@ -118,7 +118,7 @@ pub fn posix_folders(folders: &[PathBuf]) -> io::Result<Vec<String>> {
         .iter()
         .map(|f| {
             let abs = std::path::absolute(Path::new(f))?;
-            Ok(claude_ide_bridge::paths::to_posix(&abs.to_string_lossy()))
+            Ok(claude_ide_bridge::to_posix(&abs.to_string_lossy()))
         })
         .collect()
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use claude_ide_bridge::jsonrpc::RpcError;
+use claude_ide_bridge::RpcError;
 use claude_ide_bridge::{
     ApiError, CallId, ConnectionId, Event, Notification, Target, ToolResult, ToolSet,
 };

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use claude_ide_bridge::notify::SelectionChanged;
-use claude_ide_bridge::paths::file_uri;
-use claude_ide_bridge::tools::{Position, Selection, WorkspaceFolder, WorkspaceFolders};
+use claude_ide_bridge::file_uri;
+use claude_ide_bridge::SelectionChanged;
+use claude_ide_bridge::{Position, Selection, WorkspaceFolder, WorkspaceFolders};
 use claude_ide_bridge_smol::{
     Event, IdeServer, Notification, Options, Target, ToolCall, ToolResult,
 };

@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use claude_ide_bridge::tools::GetDiagnosticsArgs;
+use claude_ide_bridge::GetDiagnosticsArgs;
 use claude_ide_bridge::{ConnectionId, Event, Notification, Target, ToolCall, ToolResult};
 use claude_ide_bridge_smol::{Handle, IdeServer, Options};
 use scenarios::Rt;
@@ -252,8 +252,8 @@ impl scenarios::HandlerRt for WithHandler {
     }
 }
 
-fn at_mention() -> claude_ide_bridge::notify::AtMentioned {
-    claude_ide_bridge::notify::AtMentioned {
+fn at_mention() -> claude_ide_bridge::AtMentioned {
+    claude_ide_bridge::AtMentioned {
         file_path: "/w/a.rs".into(),
         line_start: None,
         line_end: None,

@@ -4,7 +4,7 @@
 use std::fs;
 use std::io::Write;
 
-use claude_ide_bridge::tools::OpenDiffArgs;
+use claude_ide_bridge::OpenDiffArgs;
 use claude_ide_bridge::{CallId, ToolCall, ToolResult};
 
 use claude_ide_bridge_files::Error;

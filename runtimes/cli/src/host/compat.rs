@@ -3,7 +3,7 @@
 //! the files crate (`claude-ide-bridge-files`: confined to the workspace, regular files only,
 //! bounded); those that report what the editor told the host are answered at once.
 
-use claude_ide_bridge::jsonrpc::RpcError;
+use claude_ide_bridge::RpcError;
 use claude_ide_bridge::{CallId, CompatRequest};
 use claude_ide_bridge_files::{Error, Workspace};
 use serde_json::{json, Value};

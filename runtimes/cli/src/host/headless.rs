@@ -2,13 +2,13 @@
 //! the files crate), and from what the stdio editor last reported (selection, open tabs,
 //! diagnostics).
 
-use claude_ide_bridge::paths::{file_uri, uri_to_path};
-use claude_ide_bridge::tools::{
+use claude_ide_bridge::{file_uri, uri_to_path};
+use claude_ide_bridge::{CallId, ToolCall, ToolResult};
+use claude_ide_bridge::{
     CheckDocumentDirtyArgs, CurrentSelection, DocumentDirty, FileDiagnostics, OpenFileArgs,
     OpenFileResult, OpenFilesArgs, OpenedFiles, ReformatFileArgs, SaveDocumentArgs,
     SaveDocumentResult, SelectionUnavailable, WorkspaceFolder, WorkspaceFolders,
 };
-use claude_ide_bridge::{CallId, ToolCall, ToolResult};
 use claude_ide_bridge_files::{Error, Workspace};
 use serde_json::json;
 

@@ -19,7 +19,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use claude_ide_bridge::jsonrpc::{RpcError, TOO_MANY_CALLS};
+use claude_ide_bridge::RpcError;
 use claude_ide_bridge::{CallId, ToolResult};
 use serde_json::Value;
 
@@ -143,7 +143,7 @@ impl Jobs {
         };
         if let Err(busy) = self.run(call, work, done) {
             ui::say(&format!("call refused: {busy}"));
-            let refusal = RpcError::new(TOO_MANY_CALLS, busy.to_string());
+            let refusal = RpcError::new(RpcError::TOO_MANY_CALLS, busy.to_string());
             if let Err(e) = self.handle.respond_compat(call, Err(refusal)) {
                 ui::say(&format!("(answer dropped: {e})"));
             }

@@ -24,8 +24,8 @@ use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
 
-use claude_ide_bridge::notify::SelectionChanged;
-use claude_ide_bridge::tools::Diagnostic;
+use claude_ide_bridge::Diagnostic;
+use claude_ide_bridge::SelectionChanged;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
 
 use crate::ui;

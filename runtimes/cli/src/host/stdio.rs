@@ -10,10 +10,10 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use claude_ide_bridge::notify::{AtMentioned, DiagnosticsChanged, SelectionChanged};
-use claude_ide_bridge::paths::{file_uri, uri_to_path};
-use claude_ide_bridge::tools::{Diagnostic, OpenDiffArgs, Position, Selection};
+use claude_ide_bridge::{file_uri, uri_to_path};
+use claude_ide_bridge::{AtMentioned, DiagnosticsChanged, SelectionChanged};
 use claude_ide_bridge::{CallId, Notification, Target, ToolCall, ToolResult};
+use claude_ide_bridge::{Diagnostic, OpenDiffArgs, Position, Selection};
 use serde::Deserialize;
 use serde_json::{json, Value};
 

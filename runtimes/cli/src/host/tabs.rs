@@ -2,7 +2,7 @@
 //! docs/stdio.md): the members the bridge reads are typed, every other member is kept as given
 //! and passed through to `getOpenEditors`.
 
-use claude_ide_bridge::paths::uri_to_path;
+use claude_ide_bridge::uri_to_path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
