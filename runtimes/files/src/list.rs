@@ -20,6 +20,11 @@ use globset::{GlobBuilder, GlobMatcher};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::{Match, WalkBuilder};
 
+use std::os::fd::OwnedFd;
+
+use rustix::fs::{statat, AtFlags, FileType};
+
+use crate::resolve::Missing;
 use crate::{Error, Workspace};
 
 /// The files a listing found.
@@ -165,6 +170,16 @@ impl Ignores {
 }
 
 impl Workspace {
+    /// The handle of directory `rel` below folder `folder`, when it is reached from the folder's
+    /// handle without following a link.
+    fn real_dir(&self, folder: usize, rel: &Path) -> Option<OwnedFd> {
+        let mut comps: Vec<OsString> = rel.iter().map(OsString::from).collect();
+        comps.push(OsString::from("."));
+        let at = self.walk("", folder, comps.clone(), Missing::Fail).ok()?;
+        (at.folder == folder && at.comps == comps && at.file_type() == Some(FileType::Directory))
+            .then_some(at.dir)
+    }
+
     /// Walks every folder, calling `found(folder, path below it, absolute path)` for each
     /// regular file not skipped, until it returns `false` or a bound stops the walk. Returns
     /// whether the walk was cut short.
@@ -172,6 +187,7 @@ impl Workspace {
         let deadline = Instant::now() + self.limits.max_walk_time;
         let mut visited = 0usize;
         let mut cut = false;
+        let mut verified: Option<(PathBuf, OwnedFd)> = None;
         for (i, folder) in self.folders.iter().enumerate() {
             let root = PathBuf::from(&folder.advertised);
             let mut ignores = Ignores {
@@ -226,9 +242,22 @@ impl Workspace {
                 };
                 let abs = format!("{}/{rel}", folder.advertised.trim_end_matches('/'));
                 // The walk goes by path: a directory swapped for a link after its parent was
-                // read would be listed through the link. Each file is resolved again the
-                // crate's way, and kept only if that reaches it without a link.
-                if self.regular_file(&abs).ok().as_deref() != Some(abs.as_str()) {
+                // read would be listed through the link. Each file's directory is resolved
+                // again the crate's way (kept while the walk stays in it), and the file is kept
+                // only if that directory is reached without a link and holds it as a regular
+                // file now.
+                let parent = Path::new(rel).parent().unwrap_or(Path::new(""));
+                if verified.as_ref().is_none_or(|(p, _)| p != parent) {
+                    verified = self
+                        .real_dir(i, parent)
+                        .map(|fd| (parent.to_path_buf(), fd));
+                }
+                let regular = verified.as_ref().is_some_and(|(_, dir)| {
+                    statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                        FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                    })
+                });
+                if !regular {
                     continue;
                 }
                 if !found(name, rel, &abs) {
