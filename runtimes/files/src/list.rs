@@ -6,9 +6,10 @@
 //! crate (regular files only, inside the workspace, at most
 //! [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes)) and matches with `ignore`'s own gitignore matcher, so the semantics are
 //! git's. Links are never followed, `.git` is skipped, and the walk stops at the first of its
-//! bounds: entries looked at, depth, time, results. Each file found is resolved again the
-//! crate's way before it is answered, so a directory swapped for a link during the walk does not
-//! lead the listing outside; names that are not UTF-8 are left out (JSON cannot name them).
+//! bounds: entries looked at, depth, time, results. Each file found is checked on its
+//! directory's handle (that directory resolved the crate's way, once per directory) before it is
+//! answered, so a directory swapped for a link during the walk does not lead the listing outside;
+//! names that are not UTF-8 are left out (JSON cannot name them).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
