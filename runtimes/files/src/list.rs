@@ -4,8 +4,8 @@
 //! ignore files it finds with a plain `File::open`, which blocks on a FIFO named `.gitignore`
 //! and reads a huge one whole. Instead the filter below reads each `.gitignore` through this
 //! crate (regular files only, inside the workspace, at most
-//! [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes)) and matches with `ignore`'s own gitignore matcher, so the semantics are
-//! git's. Links are never followed, `.git` is skipped, and the walk stops at the first of its
+//! [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes)) and matches with
+//! `ignore`'s own gitignore matcher, so the semantics are git's. Links are never followed, `.git` is skipped, and the walk stops at the first of its
 //! bounds: entries looked at, depth, time, results. Each file found is checked on its
 //! directory's handle (that directory resolved the crate's way, once per directory) before it is
 //! answered, so a directory swapped for a link during the walk does not lead the listing outside;
