@@ -730,7 +730,9 @@ pub(crate) fn initialize_params(pid: u32, folders: &[lsp_types::WorkspaceFolder]
                 "synchronization": {"dynamicRegistration": true, "didSave": true},
                 "publishDiagnostics": {"versionSupport": true, "relatedInformation": false},
                 "diagnostic": {"dynamicRegistration": true, "relatedDocumentSupport": false},
-                "formatting": {"dynamicRegistration": true},
+                // Static only: a server that registers formatting dynamically (ruff) does so after
+                // `initialized`, so a format asked right after the start would find none.
+                "formatting": {"dynamicRegistration": false},
             },
         },
     })
