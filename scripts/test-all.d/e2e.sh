@@ -29,6 +29,9 @@ if ! python3 -c 'import pytest, xdist' 2>/dev/null; then
     || python3 -m pip install -q --break-system-packages pytest pytest-xdist
 fi
 
+# The language server of the diagnostics scenario (issue 14).
+command -v pyright-langserver >/dev/null || npm install -g --no-audit --no-fund --loglevel=error pyright
+
 # The client, at the version pinned in tests/e2e/package.json (the one place the pin lives).
 npm install --prefix tests/e2e --no-audit --no-fund --no-package-lock --loglevel=error
 tests/e2e/node_modules/.bin/claude --version

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use claude_ide_bridge::is_within;
 use claude_ide_bridge::{lock_dirs, port_from_lock_name, LockFile};
+use claude_ide_bridge_lsp::ServerTable;
 use claude_ide_bridge_runtime::lock::pid_alive;
+
+use crate::lsp::ServerOpts;
 
 /// One `<port>.lock` found in a directory.
 struct Found {
@@ -122,8 +125,54 @@ fn port_answers(port: u16) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
 }
 
+/// How many directory entries `doctor` looks at to find the workspace's languages.
+const PLAN_ENTRIES: usize = 20_000;
+
+/// The language servers `serve` would use for `dir`: per language present, the command that would
+/// run, or every server tried and how to install it. Missing servers are not problems (claude
+/// still finds the bridge); `getDiagnostics` answers `[]` for those files.
+fn language_servers(table: Option<ServerTable>, dir: &Path) {
+    println!("language servers (getDiagnostics in serve and run):");
+    let Some(table) = table else {
+        println!("info: --no-lsp: no language server would start");
+        return;
+    };
+    let plan = table.plan_workspace(&[dir.to_path_buf()], PLAN_ENTRIES);
+    if plan.languages.is_empty() {
+        println!(
+            "info: no file of a language with a known server under {}",
+            dir.display()
+        );
+    }
+    for lang in &plan.languages {
+        let files = format!(
+            "{} file{}",
+            lang.files,
+            if lang.files == 1 { "" } else { "s" }
+        );
+        match &lang.command {
+            Some(cmd) => println!("ok: {} ({files}): {}", lang.language, cmd.join(" ")),
+            None => {
+                println!(
+                    "missing: {} ({files}): no server found; getDiagnostics answers [] for them",
+                    lang.language
+                );
+                for m in &lang.missing {
+                    println!("  install {}: {}", m.program, m.install);
+                }
+                println!("  or name one: --lsp {}=COMMAND", lang.language);
+            }
+        }
+    }
+    if plan.truncated {
+        println!(
+            "info: stopped looking after {PLAN_ENTRIES} directory entries: other languages may be present"
+        );
+    }
+}
+
 /// `doctor [DIR]`: returns 0 when nothing is wrong, 1 otherwise.
-pub fn doctor(dir: Option<PathBuf>) -> u8 {
+pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     let mut r = Report { problems: 0 };
     let dir = match dir.map_or_else(std::env::current_dir, Ok) {
         Ok(d) => d,
@@ -320,6 +369,8 @@ pub fn doctor(dir: Option<PathBuf>) -> u8 {
     } else if !proxies.is_empty() {
         r.ok("proxy variables are set, and no_proxy covers 127.0.0.1");
     }
+
+    language_servers(servers.table(), Path::new(&lexical));
 
     if r.problems == 0 {
         println!("all good: claude started in {lexical} should find the bridge");

@@ -10,6 +10,7 @@
 
 mod host;
 mod inspect;
+mod lsp;
 mod manual;
 mod runtime;
 mod ui;
@@ -20,19 +21,23 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 
+use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
-use host::{Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, WireLog};
+use host::{Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, WireLog};
 use runtime::RuntimeKind;
 
 /// Exit code of a runtime failure.
 const FAILURE: u8 = 1;
 /// Exit code of a usage error (as clap's own).
 const USAGE: u8 = 2;
+/// How long language servers get to exit after `shutdown`/`exit` before they are killed.
+const LSP_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Parser)]
 #[command(
@@ -107,6 +112,8 @@ struct CommonOpts {
     /// message size limit, 10 MiB.
     #[arg(long, value_name = "BYTES", default_value_t = 10 * 1024 * 1024)]
     max_read_bytes: u64,
+    #[command(flatten)]
+    lsp: lsp::LspOpts,
 }
 
 #[derive(Args)]
@@ -132,6 +139,8 @@ struct DoctorArgs {
     /// The directory claude would start in (default: the current directory).
     #[arg(value_hint = ValueHint::DirPath)]
     dir: Option<PathBuf>,
+    #[command(flatten)]
+    servers: lsp::ServerOpts,
 }
 
 fn main() -> ExitCode {
@@ -140,7 +149,7 @@ fn main() -> ExitCode {
         Cmd::Serve(a) => serve(a.common, a.stdio, None),
         Cmd::Run(a) => serve(a.common, false, Some(a.command)),
         Cmd::List => ExitCode::from(inspect::list()),
-        Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir)),
+        Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir, &a.servers)),
         Cmd::Completions { shell } => print(Ok(manual::completions(Cli::command(), shell))),
         Cmd::Man => print(manual::man_page(Cli::command())),
     }
@@ -308,6 +317,26 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
         None => None,
     };
 
+    let lsp_log = match common.lsp.servers.table() {
+        None => None,
+        Some(_) => {
+            let path = common
+                .lsp
+                .lsp_log
+                .clone()
+                .unwrap_or_else(lsp::default_log_path);
+            match lsp::Log::open(&path) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    return failure(&format!(
+                        "cannot open the language-server log {}: {e} (choose another with --lsp-log FILE, or --no-lsp)",
+                        path.display()
+                    ))
+                }
+            }
+        }
+    };
+
     let mut opts = Options::new(posix.iter().map(PathBuf::from).collect(), &common.ide_name);
     opts.bind = common.host;
     opts.port = common.port;
@@ -345,6 +374,38 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     }
     ui::say(&format!("export CLAUDE_CODE_SSE_PORT={port}"));
     ui::say(&format!("diffs: {}", policy_name(decider)));
+    let workspace = claude_ide_bridge_files::Workspace::new(
+        posix.clone(),
+        claude_ide_bridge_files::Limits {
+            max_read_bytes: common.max_read_bytes,
+            ..claude_ide_bridge_files::Limits::default()
+        },
+    );
+    let lsp = match (common.lsp.servers.table(), lsp_log) {
+        (Some(servers), Some(log)) => {
+            ui::say(&format!(
+                "language servers: started on demand; log in {}",
+                log.path().display()
+            ));
+            let config = LspConfig {
+                servers,
+                workspace_folders: posix.iter().map(PathBuf::from).collect(),
+                diagnostics_wait: common.lsp.diagnostics_wait,
+                start_wait: common.lsp.lsp_start_wait,
+                log: LspLog::Writer(Arc::new(std::sync::Mutex::new(log.clone()))),
+                ..LspConfig::default()
+            };
+            let changes = tx.clone();
+            let lsp = Lsp::new(config, move |change| {
+                let _ = changes.send(HostInput::Diagnostics(change));
+            });
+            Some(Arc::new(LanguageServers::new(lsp, log, workspace.clone())))
+        }
+        _ => {
+            ui::say("language servers: off (--no-lsp)");
+            None
+        }
+    };
 
     let want_line = if decider == Decider::Policy(DiffPolicy::Ask) {
         match spawn_terminal_reader(tx.clone()) {
@@ -357,13 +418,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     let mut host = Host::new(
         running.handle(),
         HostConfig {
-            workspace: claude_ide_bridge_files::Workspace::new(
-                posix.clone(),
-                claude_ide_bridge_files::Limits {
-                    max_read_bytes: common.max_read_bytes,
-                    ..claude_ide_bridge_files::Limits::default()
-                },
-            ),
+            workspace,
             ide_name: common.ide_name.clone(),
             decider,
             open_files: common.open_files,
@@ -371,6 +426,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             stdio,
             want_line,
             inputs: tx.clone(),
+            lsp,
         },
     );
     if stdio {
@@ -424,6 +480,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             Err(_) => break 1,
         }
     };
+    host.stop_language_servers(LSP_GRACE);
     ui::set_quiet(false);
     running.stop(Duration::from_secs(5));
     ui::say("stopped");

@@ -193,10 +193,12 @@ mod tests {
                 &rest[..rest.find(";;").expect("end of case")]
             };
             for flag in longs {
+                // `'(--other)--flag[`: a flag that conflicts with another.
                 let named = [
                     format!("'--{flag}["),
                     format!("'--{flag}="),
                     format!("'*--{flag}="),
+                    format!(")--{flag}["),
                 ];
                 assert!(
                     named.iter().any(|n| block.contains(n.as_str())),

@@ -15,7 +15,8 @@ fn every_tool_headless() {
     for rt in RUNTIMES {
         let sb = Sandbox::new();
         fs::write(sb.ws.join("a.rs"), "fn main() {}\n").unwrap();
-        let mut s = Served::start(&sb, &["--runtime", rt, "--on-diff", "defer"]);
+        // Without language servers (tests/lsp.rs has them): what the bridge answers alone.
+        let mut s = Served::start(&sb, &["--runtime", rt, "--on-diff", "defer", "--no-lsp"]);
         let ws = sb.ws.to_string_lossy().to_string();
         let file = format!("{ws}/a.rs");
         let mut c = s.client();

@@ -130,9 +130,14 @@ impl Host {
     pub(super) fn accept(&mut self, call: CallId, args: &OpenDiffArgs, contents: String) {
         let path = args.new_file_path.clone();
         let ws = self.ws.clone();
+        let lsp = self.lsp.clone();
         self.jobs.tool(call, move || match ws.writable(&path) {
-            Ok(_) => {
+            Ok(real) => {
                 ui::say(&format!("diff accepted: {path}"));
+                // The client writes these contents next; its language server gets them now.
+                if let Some(servers) = lsp {
+                    servers.changed(std::path::Path::new(&real), &contents, true);
+                }
                 ToolResult::file_saved(contents)
             }
             Err(why) => {

@@ -29,9 +29,15 @@ impl Host {
                 return self.jobs.compat(call, move || read_file(&ws, &path));
             }
             CompatRequest::WriteFile { path, content } => {
-                return self
-                    .jobs
-                    .compat(call, move || write_file(&ws, &path, &content));
+                let lsp = self.lsp.clone();
+                return self.jobs.compat(call, move || {
+                    let (written, answer) = write_file(&ws, &path, &content)?;
+                    // Written through the bridge: its language server gets the new text now.
+                    if let Some(servers) = lsp {
+                        servers.changed(std::path::Path::new(&written), &content, false);
+                    }
+                    Ok(answer)
+                });
             }
             CompatRequest::ListFiles { pattern } => {
                 return self.jobs.compat(call, move || {
@@ -68,10 +74,11 @@ fn read_file(ws: &Workspace, path: &str) -> Result<Value, RpcError> {
     Ok(json!({"path": text.path, "content": text.content}))
 }
 
-fn write_file(ws: &Workspace, path: &str, content: &str) -> Result<Value, RpcError> {
+fn write_file(ws: &Workspace, path: &str, content: &str) -> Result<(String, Value), RpcError> {
     let written = ws.write(path, content.as_bytes()).map_err(rpc_error)?;
     ui::say(&format!("file written (writeFile): {written}"));
-    Ok(json!({"success": true, "path": written}))
+    let answer = json!({"success": true, "path": written});
+    Ok((written, answer))
 }
 
 /// `getWorkspaceInfo`: the shape other IDE integrations answer (`name` of the workspace, `path`,

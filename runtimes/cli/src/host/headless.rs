@@ -2,12 +2,12 @@
 //! the files crate), and from what the stdio editor last reported (selection, open tabs,
 //! diagnostics).
 
-use claude_ide_bridge::{file_uri, uri_to_path};
+use claude_ide_bridge::file_uri;
 use claude_ide_bridge::{CallId, ToolCall, ToolResult};
 use claude_ide_bridge::{
-    CheckDocumentDirtyArgs, CurrentSelection, DocumentDirty, FileDiagnostics, OpenFileArgs,
-    OpenFileResult, OpenFilesArgs, OpenedFiles, ReformatFileArgs, SaveDocumentArgs,
-    SaveDocumentResult, SelectionUnavailable, WorkspaceFolder, WorkspaceFolders,
+    CheckDocumentDirtyArgs, CurrentSelection, DocumentDirty, OpenFileArgs, OpenFileResult,
+    OpenFilesArgs, OpenedFiles, ReformatFileArgs, SaveDocumentArgs, SaveDocumentResult,
+    SelectionUnavailable, WorkspaceFolder, WorkspaceFolders,
 };
 use claude_ide_bridge_files::{Error, Workspace};
 use serde_json::json;
@@ -80,18 +80,7 @@ impl Host {
                 })),
             },
             ToolCall::GetAllOpenedFilePaths => ToolResult::text(self.tabs.paths().join("\n")),
-            ToolCall::GetDiagnostics(a) => {
-                let files: Vec<FileDiagnostics> = self
-                    .diagnostics
-                    .iter()
-                    .filter(|(uri, _)| a.uri.as_deref().is_none_or(|u| same_uri(u, uri)))
-                    .map(|(uri, d)| FileDiagnostics {
-                        uri: uri.clone(),
-                        diagnostics: d.clone(),
-                    })
-                    .collect();
-                ToolResult::json(&files)
-            }
+            ToolCall::GetDiagnostics(a) => self.answer_editor_diagnostics(a.uri.as_deref()),
             ToolCall::ExecuteCode(_) => ToolResult::error(format!(
                 "{} runs headless and has no notebook kernel: cannot execute code",
                 self.ide_name
@@ -232,17 +221,20 @@ impl OnDisk {
                     ),
                 })
             }
-            DiskTool::Reformat(a) => {
-                if !self.exists(&a.file_path) {
-                    return ToolResult::file_not_found();
-                }
-                ToolResult::error(format!(
-                    "{} runs headless and has no formatter: {} was not reformatted",
-                    self.ide_name, a.file_path
-                ))
-            }
+            DiskTool::Reformat(a) => no_formatter(&self.ws, &self.ide_name, &a.file_path),
         }
     }
+}
+
+/// The answer of `reformat_file` without a formatter for the file: not found, or not
+/// reformatted.
+pub(super) fn no_formatter(ws: &Workspace, ide_name: &str, file_path: &str) -> ToolResult {
+    if ws.regular_file(file_path).is_err() {
+        return ToolResult::file_not_found();
+    }
+    ToolResult::error(format!(
+        "{ide_name} runs headless and has no formatter for this file: {file_path} was not reformatted"
+    ))
 }
 
 fn open_in_editor(open_files: bool, files: &[String]) -> bool {
@@ -260,10 +252,6 @@ fn open_in_editor(open_files: bool, files: &[String]) -> bool {
             false
         }
     }
-}
-
-fn same_uri(a: &str, b: &str) -> bool {
-    a == b || matches!((uri_to_path(a), uri_to_path(b)), (Some(x), Some(y)) if x == y)
 }
 
 fn language_id(path: &str) -> &'static str {

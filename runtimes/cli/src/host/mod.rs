@@ -9,10 +9,12 @@
 //! - [`ask`]: what happens to a proposed change (`openDiff`), including the terminal prompt;
 //! - [`stdio`]: the JSON-lines protocol with an editor (`serve --stdio`, docs/stdio.md);
 //! - [`compat`]: the compatibility methods (`readFile`, `writeFile`, `listFiles`, ...);
+//! - [`diagnostics`]: `getDiagnostics` and `reformat_file` through language servers;
 //! - [`tabs`]: the editor's open tabs; [`wire`]: the `--wire-log`.
 
 mod ask;
 mod compat;
+mod diagnostics;
 mod headless;
 mod jobs;
 mod stdio;
@@ -23,16 +25,18 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
-use claude_ide_bridge::Diagnostic;
 use claude_ide_bridge::SelectionChanged;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
+use claude_ide_bridge::{Diagnostic, FileDiagnostics};
 
 use crate::ui;
 use claude_ide_bridge_files::Workspace;
 use claude_ide_bridge_runtime::Handle;
 
 use ask::{DiffCheck, Shown};
+pub use diagnostics::LanguageServers;
 use jobs::Jobs;
 use stdio::{Forwarded, StdioOut};
 use tabs::Tabs;
@@ -55,6 +59,8 @@ pub enum HostInput {
     ChildExited(io::Result<ExitStatus>),
     /// The workspace check of a proposed change, back from its job.
     DiffChecked(Box<DiffCheck>),
+    /// A language server's diagnostics for a file changed.
+    Diagnostics(FileDiagnostics),
 }
 
 /// What `openDiff` does.
@@ -106,6 +112,8 @@ pub struct HostConfig {
     pub want_line: Option<Sender<()>>,
     /// The host's own input channel, for the results of jobs that change its state.
     pub inputs: Sender<HostInput>,
+    /// The language servers (`None`: `--no-lsp`).
+    pub lsp: Option<Arc<LanguageServers>>,
 }
 
 /// The host state.
@@ -130,12 +138,14 @@ pub struct Host {
     next_id: u64,
     forwarded: HashMap<u64, Forwarded>,
     selection: Option<SelectionChanged>,
+    /// What the editor reported, by URI (an empty list too: the editor says the file is clean).
     diagnostics: BTreeMap<String, Vec<Diagnostic>>,
     tabs: Tabs,
     // For the stdio `status` answer: the `ready` line's port and lock file, and the connected
     // clients (the protocol version once initialized).
     ready_line: serde_json::Value,
     clients: BTreeMap<u64, Option<String>>,
+    lsp: Option<Arc<LanguageServers>>,
 }
 
 /// How a disconnection is named in messages, the wire log and stdio lines.
@@ -191,6 +201,7 @@ impl Host {
             tabs: Tabs::default(),
             ready_line: serde_json::Value::Null,
             clients: BTreeMap::new(),
+            lsp: cfg.lsp,
         }
     }
 
@@ -217,6 +228,7 @@ impl Host {
             }
             HostInput::Signal(sig) => return self.on_signal(sig),
             HostInput::DiffChecked(check) => self.on_diff_checked(*check),
+            HostInput::Diagnostics(change) => self.on_lsp_change(change),
             HostInput::ChildExited(status) => {
                 return Flow::Exit(match status {
                     Ok(s) => exit_code(s),
@@ -305,6 +317,11 @@ impl Host {
     fn on_tool(&mut self, call: CallId, tool: ToolCall) {
         match tool {
             ToolCall::OpenDiff(args) => self.on_diff(call, args),
+            ToolCall::GetDiagnostics(a) => self.diagnostics_call(call, a.uri),
+            ToolCall::ReformatFile(a) if self.stdio.is_none() && self.lsp.is_some() => {
+                let servers = self.lsp.clone().expect("checked");
+                self.reformat_call(call, servers, a.file_path)
+            }
             ToolCall::OpenFile(_)
             | ToolCall::OpenFiles(_)
             | ToolCall::SaveDocument(_)

@@ -255,11 +255,9 @@ impl Host {
         } else {
             return Err("uri must be a file:// URI or an absolute path".into());
         };
-        if m.diagnostics.is_empty() {
-            self.diagnostics.remove(&uri);
-        } else {
-            self.diagnostics.insert(uri.clone(), m.diagnostics.clone());
-        }
+        // Kept even when empty: the editor's word on a file takes precedence over a language
+        // server's.
+        self.diagnostics.insert(uri.clone(), m.diagnostics.clone());
         self.handle.notify(
             Target::All,
             &Notification::DiagnosticsChanged(DiagnosticsChanged {

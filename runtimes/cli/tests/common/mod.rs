@@ -118,6 +118,12 @@ impl Lines {
         }
     }
 
+    /// Waits for the `export CLAUDE_CODE_SSE_PORT=` line; returns the port.
+    pub fn port(&self) -> u16 {
+        let line = self.wait_for("export CLAUDE_CODE_SSE_PORT=");
+        line.rsplit('=').next().unwrap().trim().parse().unwrap()
+    }
+
     pub fn count(&self, needle: &str) -> usize {
         self.all().iter().filter(|l| l.contains(needle)).count()
     }
@@ -153,14 +159,7 @@ impl Served {
         let stdin = child.stdin.take();
         let stdout = Lines::collect(child.stdout.take().unwrap());
         let stderr = Lines::collect(child.stderr.take().unwrap());
-        let port_line = stderr.wait_for("export CLAUDE_CODE_SSE_PORT=");
-        let port = port_line
-            .rsplit('=')
-            .next()
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let port = stderr.port();
         let lock_line = stderr.wait_for("lock file: ");
         let lock = PathBuf::from(lock_line.split_once("lock file: ").unwrap().1.trim());
         let mut s = Served {

@@ -1,0 +1,558 @@
+//! Diagnostics from language servers when no editor reports them (`serve`, `run`), and for the
+//! files an editor does not report in `--stdio`.
+//!
+//! `getDiagnostics` with a `uri` reads the file (bounded, inside the workspace) and asks its
+//! server for the diagnostics of exactly that text ([`Lsp::diagnostics`], which waits a bounded
+//! time); without a `uri` it first refreshes the files claude changed through the bridge, then
+//! answers every file with known diagnostics. Both run as [`jobs`](super::jobs): the host thread
+//! never waits for a server. An accepted `openDiff` and `writeFile` hand the new text to the
+//! server at once ([`LanguageServers::changed`]), so the client's check after an edit finds the
+//! server already at work. `reformat_file` goes through the server's formatting when it has one.
+//!
+//! What the real client does with these answers (its own checks around every edit, and their
+//! time bounds) is in docs/e2e.md, "What the real client does with diagnostics".
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use claude_ide_bridge::{file_uri, uri_to_path, Diagnostic, DiagnosticsChanged, FileDiagnostics};
+use claude_ide_bridge::{CallId, Notification, Target, ToolResult};
+use claude_ide_bridge_files::{Error, Text, Workspace};
+use claude_ide_bridge_lsp::{Lsp, ServerState};
+
+use super::headless::no_formatter;
+use super::Host;
+use crate::lsp::Log;
+use crate::ui;
+
+/// Files changed through the bridge whose diagnostics a `getDiagnostics` without `uri` brings up
+/// to date first (the most recent ones), and answers remembered.
+const RECENT: usize = 16;
+/// How long accepted contents count as about to be written by the client.
+const PENDING: Duration = Duration::from_secs(10);
+/// Threads asking for the diagnostics of files just changed, at most.
+const REFRESHES: usize = 4;
+
+/// The language servers of the workspace, shared by the host and its jobs.
+pub struct LanguageServers {
+    lsp: Lsp,
+    log: Log,
+    ws: Workspace,
+    /// Files changed through the bridge, and the last answers.
+    memory: Mutex<Memory>,
+    /// What the log has been told once already.
+    noted: Mutex<HashSet<String>>,
+    /// Refresh threads running ([`LanguageServers::changed`]).
+    refreshing: AtomicUsize,
+    /// Per language: until when its calls wait for its first answer (`None`: it has answered).
+    warming: Mutex<HashMap<String, Option<Instant>>>,
+    /// How long a language's first answer may take (`--lsp-start-wait`).
+    start_wait: Duration,
+}
+
+/// The file a `getDiagnostics` names, as the files crate takes it: a `file://` URI's path, or a
+/// path (absolute, or relative to the first workspace folder). `None` for other URI schemes
+/// (`untitled:`, a diff's right side).
+fn named_path(uri: &str) -> Option<String> {
+    if uri.contains("://") || uri.starts_with("file:") {
+        uri_to_path(uri)
+    } else if uri.contains(':') && !uri.starts_with('/') {
+        None
+    } else {
+        Some(uri.to_owned())
+    }
+}
+
+/// Reads a file for a server through the workspace (inside it, a regular file, bounded, UTF-8):
+/// `Ok(None)` when it does not exist.
+fn read(ws: &Workspace, path: &str) -> Result<Option<Text>, Error> {
+    match ws.read_text(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What the bridge remembers about the files it changed or answered for, to answer the real
+/// client's check before an edit. An accepted `openDiff` is answered `FILE_SAVED`, then the
+/// client asks `getDiagnostics {uri}` (within 500 ms) and only then writes the file: that
+/// question is about the text still on disk, while the server already has the accepted text.
+/// It is answered from the last answer for that text, or `[]` (as an editor that never had the
+/// file open answers), without taking the accepted text back from the server.
+#[derive(Default)]
+struct Memory {
+    /// Changed through the bridge, most recent last (at most [`RECENT`]).
+    recent: VecDeque<PathBuf>,
+    /// Accepted contents not yet on disk: their hash, and when they were accepted.
+    pending: HashMap<PathBuf, (u64, Instant)>,
+    /// The last answer for a file, with the hash of the text it is about (at most [`RECENT`]).
+    answers: VecDeque<(PathBuf, u64, Vec<Diagnostic>)>,
+}
+
+impl Memory {
+    fn changed(&mut self, path: &Path, accepted: Option<u64>, now: Instant) {
+        self.recent.retain(|p| p != path);
+        self.recent.push_back(path.to_path_buf());
+        while self.recent.len() > RECENT {
+            if let Some(old) = self.recent.pop_front() {
+                self.pending.remove(&old);
+            }
+        }
+        match accepted {
+            Some(hash) => self.pending.insert(path.to_path_buf(), (hash, now)),
+            None => self.pending.remove(path),
+        };
+    }
+
+    /// The answer for `path` holding text `hash` while accepted contents are not yet on disk
+    /// (`None`: ask the server).
+    fn before_write(&mut self, path: &Path, hash: u64, now: Instant) -> Option<Vec<Diagnostic>> {
+        let (pending, at) = *self.pending.get(path)?;
+        if pending == hash || now.duration_since(at) > PENDING {
+            self.pending.remove(path);
+            return None;
+        }
+        let known = self
+            .answers
+            .iter()
+            .find(|(p, h, _)| p == path && *h == hash)
+            .map(|(_, _, d)| d.clone());
+        Some(known.unwrap_or_default())
+    }
+
+    fn answered(&mut self, path: &Path, hash: u64, diagnostics: &[Diagnostic]) {
+        self.answers.retain(|(p, _, _)| p != path);
+        self.answers
+            .push_back((path.to_path_buf(), hash, diagnostics.to_vec()));
+        while self.answers.len() > RECENT {
+            self.answers.pop_front();
+        }
+    }
+}
+
+fn text_hash(text: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+impl LanguageServers {
+    fn memory(&self) -> MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Language servers over `lsp`, noting what they cannot do in `log`.
+    pub fn new(lsp: Lsp, log: Log, ws: Workspace) -> LanguageServers {
+        LanguageServers {
+            log,
+            ws,
+            memory: Mutex::new(Memory::default()),
+            noted: Mutex::new(HashSet::new()),
+            refreshing: AtomicUsize::new(0),
+            warming: Mutex::new(HashMap::new()),
+            start_wait: lsp.config().start_wait,
+            lsp,
+        }
+    }
+
+    /// The diagnostics of `path` holding `text`, from its server, waiting until `deadline` (default:
+    /// one diagnostics wait from now). Until a language's server has answered once, its calls wait
+    /// until the end of its start wait instead: a server's first analysis (pyright's takes seconds
+    /// on a busy machine) would otherwise outlast every call, each giving up on its question.
+    fn ask(&self, path: &Path, text: &str, deadline: Option<Instant>) -> Vec<Diagnostic> {
+        let now = Instant::now();
+        let mut deadline = deadline.unwrap_or_else(|| self.lsp.deadline());
+        let language = self.lsp.language_for(path).unwrap_or_default().to_owned();
+        let warm_by = *self
+            .warming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(language.clone())
+            .or_insert(Some(now + self.start_wait));
+        if let Some(by) = warm_by {
+            deadline = deadline.max(by);
+        }
+        let d = self.lsp.diagnostics(path, text, deadline);
+        if warm_by.is_some() && Instant::now() < deadline {
+            self.warming
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(language, None);
+        }
+        d
+    }
+
+    /// Writes `line` to the log (and the terminal in `serve`) the first time `key` comes up.
+    fn note_once(&self, key: String, line: &str) {
+        let first = self
+            .noted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
+        if first {
+            self.log.note(line);
+            ui::say(line);
+        }
+    }
+
+    /// Whether `language` has no server to ask (missing, or given up on); why is noted once.
+    fn unavailable(&self, language: &str) -> bool {
+        let mut down = false;
+        for s in self.lsp.status() {
+            if !s.languages.iter().any(|l| l == language) {
+                continue;
+            }
+            down = matches!(s.state, ServerState::Missing | ServerState::Failed(_));
+            match &s.state {
+                ServerState::Missing => {
+                    let tried = self.lsp.config().servers.commands(language);
+                    let tried: Vec<String> = tried.iter().map(|c| c.join(" ")).collect();
+                    self.note_once(
+                        format!("missing {language}"),
+                        &format!(
+                            "language servers: none found for {language} (tried: {}); getDiagnostics answers [] for its files (`claude-ide-bridge doctor` says how to install one)",
+                            tried.join(", ")
+                        ),
+                    );
+                }
+                ServerState::Failed(why) => self.note_once(
+                    format!("failed {language} {why}"),
+                    &format!("language servers: {language}: {why}"),
+                ),
+                _ => {}
+            }
+        }
+        down
+    }
+
+    /// The answer to `getDiagnostics {uri}`.
+    pub fn file(&self, uri: &str) -> ToolResult {
+        let Some(named) = named_path(uri) else {
+            return ToolResult::json(&Vec::<FileDiagnostics>::new());
+        };
+        let Some(language) = self.lsp.language_for(Path::new(&named)).map(str::to_owned) else {
+            let ext = Path::new(&named)
+                .extension()
+                .map_or_else(|| "(none)".into(), |e| e.to_string_lossy().into_owned());
+            self.note_once(
+                format!("extension {ext}"),
+                &format!("language servers: no language known for files with extension {ext}: getDiagnostics answers [] for them (add one with --lsp {ext}=COMMAND)"),
+            );
+            return ToolResult::json(&Vec::<FileDiagnostics>::new());
+        };
+        let (path, text) = match read(&self.ws, &named) {
+            Ok(Some(t)) => (PathBuf::from(t.path), t.content),
+            Ok(None) => return ToolResult::json(&Vec::<FileDiagnostics>::new()),
+            Err(e @ Error::Outside { .. }) => {
+                // Nothing known about it: no file outside the workspace goes to a server.
+                self.note_once(
+                    format!("outside {uri}"),
+                    &format!("language servers: not asked about {uri}: {e}"),
+                );
+                return ToolResult::json(&Vec::<FileDiagnostics>::new());
+            }
+            Err(e) => return ToolResult::error(format!("{uri}: {e}")),
+        };
+        let hash = text_hash(&text);
+        let remembered = self.memory().before_write(&path, hash, Instant::now());
+        let diagnostics = match remembered {
+            Some(d) => d,
+            None => {
+                let d = self.ask(&path, &text, None);
+                if d.is_empty() && self.unavailable(&language) {
+                    return ToolResult::json(&Vec::<FileDiagnostics>::new());
+                }
+                self.memory().answered(&path, hash, &d);
+                d
+            }
+        };
+        // The client matches the answer to its question by URI: give its own back when it asked
+        // with one.
+        let uri = if uri.starts_with("file:") {
+            uri.to_owned()
+        } else {
+            file_uri(&path.to_string_lossy())
+        };
+        ToolResult::json(&vec![FileDiagnostics { uri, diagnostics }])
+    }
+
+    /// The answer to `getDiagnostics {}`: the files changed through the bridge brought up to date
+    /// (within one diagnostics wait in all), then every file with known diagnostics. The editor's
+    /// (`--stdio`) take precedence for their files.
+    pub fn all(&self, editor: &BTreeMap<String, Vec<Diagnostic>>) -> ToolResult {
+        let recent: Vec<PathBuf> = self.memory().recent.iter().cloned().collect();
+        let deadline = self.lsp.deadline();
+        for path in recent.iter().rev() {
+            if Instant::now() >= deadline {
+                break;
+            }
+            if editor.contains_key(&file_uri(&path.to_string_lossy())) {
+                continue;
+            }
+            if let Ok(Some(Text { content: text, .. })) = read(&self.ws, &path.to_string_lossy()) {
+                let hash = text_hash(&text);
+                // Accepted contents not written yet: the server keeps them.
+                if self
+                    .memory()
+                    .before_write(path, hash, Instant::now())
+                    .is_none()
+                {
+                    let d = self.ask(path, &text, Some(deadline));
+                    self.memory().answered(path, hash, &d);
+                }
+            }
+        }
+        let mut files: BTreeMap<String, Vec<Diagnostic>> = self
+            .lsp
+            .known()
+            .into_iter()
+            .filter(|f| !editor.contains_key(&f.uri))
+            .map(|f| (f.uri, f.diagnostics))
+            .collect();
+        files.extend(editor.iter().map(|(u, d)| (u.clone(), d.clone())));
+        let files: Vec<FileDiagnostics> = files
+            .into_iter()
+            .filter(|(_, d)| !d.is_empty())
+            .map(|(uri, diagnostics)| FileDiagnostics { uri, diagnostics })
+            .collect();
+        ToolResult::json(&files)
+    }
+
+    /// `path` (inside the workspace) now holds `text` (`accepted`: the client is about to write
+    /// it, after an accepted `openDiff`): its server gets it now, without waiting, and a thread
+    /// asks for its diagnostics (a server that is asked, rather than one that publishes, says
+    /// nothing until then), which reach the clients as `diagnostics_changed`. At most
+    /// [`REFRESHES`] such threads run at once; past that the next `getDiagnostics` asks instead.
+    pub fn changed(self: &Arc<Self>, path: &Path, text: &str, accepted: bool) {
+        if self.lsp.language_for(path).is_none()
+            || text.len() as u64 > self.ws.limits().max_read_bytes
+        {
+            return;
+        }
+        self.lsp.sync(path, text);
+        let hash = accepted.then(|| text_hash(text));
+        self.memory().changed(path, hash, Instant::now());
+        if self.refreshing.fetch_add(1, Ordering::AcqRel) >= REFRESHES {
+            self.refreshing.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let (me, path, text) = (self.clone(), path.to_path_buf(), text.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name("lsp-refresh".into())
+            .spawn(move || {
+                me.ask(&path, &text, None);
+                me.refreshing.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            self.refreshing.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// `reformat_file` through the file's server: `Some(answer)`, or `None` when it has no
+    /// formatting (the caller keeps its refusal).
+    pub fn format(self: &Arc<Self>, file_path: &str) -> Option<ToolResult> {
+        self.lsp.language_for(Path::new(file_path))?;
+        let (path, text) = match read(&self.ws, file_path) {
+            Ok(Some(t)) => (t.path, t.content),
+            Ok(None) => return Some(ToolResult::file_not_found()),
+            Err(e) => {
+                return Some(ToolResult::error(format!(
+                    "{file_path} was not reformatted: {e}"
+                )))
+            }
+        };
+        let formatted = match self
+            .lsp
+            .format(Path::new(&path), &text, self.lsp.deadline())
+        {
+            Ok(None) => return None,
+            Ok(Some(f)) => f,
+            Err(e) => {
+                return Some(ToolResult::error(format!(
+                    "{file_path} was not reformatted: {e}"
+                )))
+            }
+        };
+        if formatted != text {
+            // The file may have changed while the server worked: write only over what was formatted.
+            match read(&self.ws, &path) {
+                Ok(Some(now)) if now.content == text => {}
+                _ => {
+                    return Some(ToolResult::error(format!(
+                        "{file_path} changed while it was being formatted: it was not reformatted"
+                    )))
+                }
+            }
+            if let Err(e) = self.ws.write(&path, formatted.as_bytes()) {
+                return Some(ToolResult::error(format!(
+                    "{file_path} was not reformatted: {e}"
+                )));
+            }
+            self.changed(Path::new(&path), &formatted, false);
+            ui::say(&format!("reformatted: {path}"));
+        }
+        Some(ToolResult::ok())
+    }
+
+    /// Stops every server (`shutdown`, `exit`, then a kill after `grace`).
+    pub fn shutdown(&self, grace: Duration) {
+        self.lsp.shutdown(grace);
+    }
+}
+
+impl Host {
+    /// `getDiagnostics` with language servers: the editor's answer at once for a file it reported
+    /// (`--stdio`), else a job.
+    pub(super) fn diagnostics_call(&mut self, call: CallId, uri: Option<String>) {
+        let Some(servers) = self.lsp.clone() else {
+            let r = self.answer_editor_diagnostics(uri.as_deref());
+            return self.respond(call, r);
+        };
+        match uri {
+            Some(u) if self.editor_reported(&u) => {
+                let r = self.answer_editor_diagnostics(Some(&u));
+                self.respond(call, r);
+            }
+            Some(u) => self.jobs.tool(call, move || servers.file(&u)),
+            None => {
+                let editor = self.diagnostics.clone();
+                self.jobs.tool(call, move || servers.all(&editor));
+            }
+        }
+    }
+
+    /// `reformat_file` headless with language servers: through the file's server when it
+    /// formats, else the refusal of a bridge without a formatter; on a job.
+    pub(super) fn reformat_call(
+        &mut self,
+        call: CallId,
+        servers: Arc<LanguageServers>,
+        file_path: String,
+    ) {
+        let (ws, ide_name) = (self.ws.clone(), self.ide_name.clone());
+        self.jobs.tool(call, move || {
+            servers
+                .format(&file_path)
+                .unwrap_or_else(|| no_formatter(&ws, &ide_name, &file_path))
+        });
+    }
+
+    /// A server's diagnostics for a file changed: `diagnostics_changed` to every client, unless
+    /// the editor reports that file (`--stdio`).
+    pub(super) fn on_lsp_change(&mut self, change: FileDiagnostics) {
+        if self.editor_reported(&change.uri) {
+            return;
+        }
+        self.handle.notify(
+            Target::All,
+            &Notification::DiagnosticsChanged(DiagnosticsChanged {
+                uri: change.uri,
+                diagnostics: change.diagnostics,
+            }),
+        );
+    }
+
+    fn editor_reported(&self, uri: &str) -> bool {
+        self.diagnostics.keys().any(|u| same_uri(u, uri))
+    }
+
+    /// What the editor reported: for one file, or every file with diagnostics.
+    pub(super) fn answer_editor_diagnostics(&self, uri: Option<&str>) -> ToolResult {
+        let files: Vec<FileDiagnostics> = self
+            .diagnostics
+            .iter()
+            .filter(|(u, d)| !d.is_empty() && uri.is_none_or(|want| same_uri(want, u)))
+            .map(|(u, d)| FileDiagnostics {
+                uri: u.clone(),
+                diagnostics: d.clone(),
+            })
+            .collect();
+        ToolResult::json(&files)
+    }
+
+    /// Stops the language servers, if any ran.
+    pub fn stop_language_servers(&self, grace: Duration) {
+        if let Some(servers) = &self.lsp {
+            servers.shutdown(grace);
+        }
+    }
+}
+
+/// Whether two URIs (or paths) name the same file.
+pub(super) fn same_uri(a: &str, b: &str) -> bool {
+    let path = |s: &str| {
+        if s.starts_with('/') {
+            Some(s.to_owned())
+        } else {
+            uri_to_path(s)
+        }
+    };
+    a == b || matches!((path(a), path(b)), (Some(x), Some(y)) if x == y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_before_a_write_is_answered_from_memory() {
+        let (a, t0) = (Path::new("/w/a.py"), Instant::now());
+        let err = Diagnostic {
+            message: "old error".into(),
+            severity: Diagnostic::ERROR.into(),
+            range: claude_ide_bridge::Range::new(
+                claude_ide_bridge::Position::new(0, 0),
+                claude_ide_bridge::Position::new(0, 1),
+            ),
+            source: None,
+            code: None,
+        };
+        let mut m = Memory::default();
+        // Nothing accepted: ask the server.
+        assert_eq!(m.before_write(a, 1, t0), None);
+        m.answered(a, 1, std::slice::from_ref(&err));
+        // Accepted text 2 while the disk holds 1: the last answer for 1.
+        m.changed(a, Some(2), t0);
+        assert_eq!(m.before_write(a, 1, t0), Some(vec![err.clone()]));
+        // Another text on disk, never answered: nothing known.
+        assert_eq!(m.before_write(a, 3, t0), Some(vec![]));
+        // Written: the server is asked again, and the pending text is forgotten.
+        assert_eq!(m.before_write(a, 2, t0), None);
+        assert_eq!(m.before_write(a, 1, t0), None);
+        // Never written: forgotten after a while.
+        m.changed(a, Some(5), t0);
+        assert_eq!(
+            m.before_write(a, 1, t0 + PENDING + Duration::from_secs(1)),
+            None
+        );
+        // writeFile (written already) never pends; memory stays bounded.
+        m.changed(a, Some(6), t0);
+        m.changed(a, None, t0);
+        assert_eq!(m.before_write(a, 1, t0), None);
+        for i in 0..100 {
+            let p = PathBuf::from(format!("/w/{i}.py"));
+            m.changed(&p, Some(i), t0);
+            m.answered(&p, i, &[]);
+        }
+        assert!(m.recent.len() <= RECENT && m.pending.len() <= RECENT && m.answers.len() <= RECENT);
+    }
+
+    #[test]
+    fn uris_and_paths() {
+        assert!(same_uri("file:///w/a.py", "/w/a.py"));
+        assert!(same_uri("file:///w/a%20b.py", "file:///w/a b.py"));
+        assert!(!same_uri("file:///w/a.py", "file:///w/b.py"));
+        assert_eq!(
+            named_path("file:///w/a%20b.py").as_deref(),
+            Some("/w/a b.py")
+        );
+        assert_eq!(named_path("/w/a.py").as_deref(), Some("/w/a.py"));
+        assert_eq!(named_path("a.py").as_deref(), Some("a.py"));
+        assert!(named_path("untitled:Untitled-1").is_none());
+        assert!(named_path("_claude_fs_right:/w/a.py").is_none());
+    }
+}

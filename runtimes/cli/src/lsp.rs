@@ -1,0 +1,231 @@
+//! Language servers in the program: the flags of `serve`, `run` and `doctor`, the log their stderr
+//! goes to, and the conversion of what they report into the diagnostics the bridge answers
+//! (`getDiagnostics`, `diagnostics_changed`).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use claude_ide_bridge_lsp::{parse_override, Override, ServerTable};
+
+/// Which servers (`serve`, `run`, `doctor`).
+#[derive(Args, Clone, Debug, Default)]
+pub struct ServerOpts {
+    /// The language server for a language: LANG=COMMAND, such as python="pylsp -v" (repeatable;
+    /// replaces the built-in servers of that language, or adds a language whose file extension is
+    /// LANG). `doctor` lists what would run.
+    #[arg(long = "lsp", value_name = "LANG=COMMAND", value_parser = parse_override)]
+    pub lsp: Vec<Override>,
+    /// Start no language server: getDiagnostics answers only what an editor reports (--stdio).
+    #[arg(long, conflicts_with = "lsp")]
+    pub no_lsp: bool,
+}
+
+impl ServerOpts {
+    /// The server table: the built-in one with the overrides applied, or `None` with `--no-lsp`.
+    pub fn table(&self) -> Option<ServerTable> {
+        if self.no_lsp {
+            return None;
+        }
+        let mut table = ServerTable::builtin();
+        for ov in &self.lsp {
+            table.set(ov.clone());
+        }
+        Some(table)
+    }
+}
+
+/// How the bridge uses its language servers (`serve`, `run`).
+#[derive(Args, Clone, Debug)]
+pub struct LspOpts {
+    #[command(flatten)]
+    pub servers: ServerOpts,
+    /// How long getDiagnostics waits for a language server's answer about a file's current
+    /// contents before it answers with what it has (such as 800ms or 2s).
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_duration)]
+    pub diagnostics_wait: Duration,
+    /// How long the first getDiagnostics of a language also waits for its server to start.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub lsp_start_wait: Duration,
+    /// Append the language servers' stderr and the bridge's notes about them to FILE (default:
+    /// $XDG_STATE_HOME/claude-ide-bridge/lsp.log, or ~/.local/state/claude-ide-bridge/lsp.log).
+    #[arg(long, value_name = "FILE")]
+    pub lsp_log: Option<PathBuf>,
+}
+
+/// Reads a duration: a number followed by `ms` or `s` (`1500ms`, `2s`, `0.5s`), or `0`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if t == "0" {
+        ("0", 1.0)
+    } else {
+        return Err(format!("{s:?}: give a unit, such as 800ms or 2s"));
+    };
+    let v: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: not a duration such as 800ms or 2s"))?;
+    if !(0.0..=3600.0).contains(&(v * scale)) {
+        return Err(format!("{s:?}: must be between 0 and 3600s"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+/// Where the log goes when `--lsp-log` is not given.
+pub fn default_log_path() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        })
+        .unwrap_or_else(std::env::temp_dir);
+    state.join("claude-ide-bridge").join("lsp.log")
+}
+
+/// A log that keeps at most this many bytes from one run (past it, one line says so).
+const LOG_RUN_LIMIT: u64 = 32 << 20;
+/// A log file found bigger than this at start is moved to `<name>.old` first.
+const LOG_ROTATE_AT: u64 = 8 << 20;
+
+/// The language-server log: appended to, private (0600), bounded per run, shared by the servers'
+/// stderr and the bridge's own notes.
+#[derive(Clone)]
+pub struct Log {
+    path: PathBuf,
+    inner: Arc<Mutex<LogFile>>,
+}
+
+struct LogFile {
+    file: File,
+    written: u64,
+    full: bool,
+}
+
+impl Log {
+    /// Opens (creates) `path`; a log above 8 MiB is moved aside to `<path>.old` first.
+    pub fn open(path: &Path) -> io::Result<Log> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        if fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_AT) {
+            let mut old = path.as_os_str().to_owned();
+            old.push(".old");
+            let _ = fs::rename(path, old);
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        Ok(Log {
+            path,
+            inner: Arc::new(Mutex::new(LogFile {
+                file,
+                written: 0,
+                full: false,
+            })),
+        })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one note of the bridge's own, prefixed with its pid.
+    pub fn note(&self, line: &str) {
+        let mut w = self.clone();
+        let _ = writeln!(w, "claude-ide-bridge[{}]: {line}", std::process::id());
+    }
+}
+
+impl Write for Log {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if g.full {
+            return Ok(buf.len());
+        }
+        if g.written + buf.len() as u64 > LOG_RUN_LIMIT {
+            g.full = true;
+            let _ = g.file.write_all(
+                b"\n(claude-ide-bridge: this run wrote 32 MiB to the log; the rest is dropped)\n",
+            );
+            return Ok(buf.len());
+        }
+        g.written += buf.len() as u64;
+        g.file.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("2h").is_err());
+        assert!(parse_duration("9999s").is_err());
+    }
+
+    #[test]
+    fn log_is_private_bounded_and_rotated() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("state/lsp.log");
+        let log = Log::open(&p).unwrap();
+        log.note("hello");
+        let text = fs::read_to_string(&p).unwrap();
+        assert!(
+            text.contains("hello") && text.starts_with("claude-ide-bridge["),
+            "{text}"
+        );
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let mut w = log.clone();
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..40 {
+            w.write_all(&chunk).unwrap();
+        }
+        let len = fs::metadata(&p).unwrap().len();
+        assert!(len <= LOG_RUN_LIMIT + 200, "{len}");
+        assert!(fs::read_to_string(&p)
+            .unwrap()
+            .ends_with("the rest is dropped)\n"));
+        drop((log, w));
+        // Bigger than 8 MiB at the next start: moved aside, a fresh log begins.
+        let log = Log::open(&p).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().len(), 0);
+        assert!(d.path().join("state/lsp.log.old").exists());
+        drop(log);
+    }
+}

@@ -1,0 +1,521 @@
+//! `getDiagnostics` from real language servers (issue 14): pyright (npm `pyright`) and ruff's server
+//! (PyPI `ruff`), which scripts/test-all.sh installs, behind `serve` and `run`.
+//!
+//! Every wait is bounded; pyright's cold start takes about a second on a quiet machine, so the
+//! bounds here are generous (`SLOW`), and no test asserts a time.
+
+mod common;
+#[path = "../../testsupport/procs.rs"]
+mod procs;
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// The bound of one wait for a language server.
+const SLOW: Duration = Duration::from_secs(60);
+
+const CLEAN: &str =
+    "def total(xs: list[int]) -> int:\n    return sum(xs)\n\n\ncount: int = total([1, 2])\n";
+const TYPE_ERROR: &str =
+    "def total(xs: list[int]) -> int:\n    return sum(xs)\n\n\ncount: int = \"two\"\n";
+const OTHER_ERROR: &str =
+    "def total(xs: list[int]) -> int:\n    return sum(xs)\n\n\ncount: str = total([1, 2])\n";
+
+fn have(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+/// Panics with how to install `program` when it is missing: these tests are about real servers.
+fn require(program: &str, install: &str) {
+    assert!(
+        have(program),
+        "{program} is not on PATH: {install} (scripts/test-all.sh does it)"
+    );
+}
+
+fn uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// A client that keeps the notifications it receives while it waits for answers.
+struct Session {
+    c: Client,
+    notes: Vec<Value>,
+}
+
+impl Session {
+    fn new(s: &Served) -> Session {
+        Session {
+            c: s.client(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn call(&mut self, name: &str, args: Value) -> Value {
+        let id = self.c.call_tool(name, args);
+        let give_up = Instant::now() + SLOW;
+        loop {
+            let left = give_up.saturating_duration_since(Instant::now());
+            let v = self
+                .c
+                .recv_json(left)
+                .unwrap_or_else(|| panic!("no answer to {name} (id {id})"));
+            if v["id"] == json!(id) {
+                return v;
+            }
+            if v.get("method").is_some() {
+                self.notes.push(v);
+            }
+        }
+    }
+
+    /// `getDiagnostics` with these arguments: the parsed list.
+    fn diagnostics(&mut self, args: Value) -> Vec<Value> {
+        let r = self.call("getDiagnostics", args);
+        assert!(!is_error(&r), "{r}");
+        match json_of(&r) {
+            Value::Array(a) => a,
+            other => panic!("not a list: {other}"),
+        }
+    }
+
+    /// The first notification (kept or still to come) for which `pred` holds.
+    fn wait_note(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.notes.iter().find(|v| pred(v)) {
+            return v.clone();
+        }
+        let give_up = Instant::now() + SLOW;
+        loop {
+            let left = give_up.saturating_duration_since(Instant::now());
+            let v = self
+                .c
+                .recv_json(left)
+                .unwrap_or_else(|| panic!("no {what}; kept: {:?}", self.notes));
+            if v.get("method").is_some() {
+                self.notes.push(v.clone());
+                if pred(&v) {
+                    return v;
+                }
+            }
+        }
+    }
+}
+
+/// Every message of the diagnostics of `path` in a getDiagnostics answer.
+fn messages(answer: &[Value], path: &Path) -> Vec<String> {
+    answer
+        .iter()
+        .filter(|e| e["uri"] == json!(uri(path)))
+        .flat_map(|e| e["diagnostics"].as_array().cloned().unwrap_or_default())
+        .map(|d| d["message"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn mentions(msgs: &[String], needle: &str) -> bool {
+    msgs.iter().any(|m| m.contains(needle))
+}
+
+const LITERAL_TWO: &str = "\"Literal['two']\" is not assignable to declared type \"int\"";
+const INT_TO_STR: &str = "\"int\" is not assignable to declared type \"str\"";
+
+fn serve(sb: &Sandbox, rt: &str, extra: &[&str]) -> Served {
+    let log = sb.root().join("lsp.log");
+    // The machine may be busy (tests run in parallel): waits long enough for a cold pyright. An
+    // answer comes as soon as it is fresh, so a long wait costs nothing when all goes well.
+    let mut args = vec![
+        "--runtime",
+        rt,
+        "--lsp-log",
+        log.to_str().unwrap(),
+        "--diagnostics-wait",
+        "30s",
+    ];
+    args.extend_from_slice(extra);
+    Served::start(sb, &args)
+}
+
+#[test]
+fn pyright_diagnostics_follow_the_file_on_disk() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let notes_txt = sb.ws.join("notes.txt");
+    fs::write(&notes_txt, "not code\n").unwrap();
+    let mut s = serve(&sb, "threads", &[]);
+    let log = sb.root().join("lsp.log");
+    s.stderr.wait_for(&format!(
+        "language servers: started on demand; log in {}",
+        log.display()
+    ));
+    // Nothing asked yet: no server runs.
+    assert!(procs::descendants(s.child.id()).is_empty());
+    let mut c = Session::new(&s);
+
+    // The first call: the server starts, and the answer already holds the error, in the bridge's shape.
+    let answer = c.diagnostics(json!({"uri": uri(&app)}));
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    assert_eq!(answer[0]["uri"], json!(uri(&app)));
+    let d = &answer[0]["diagnostics"][0];
+    assert!(d["message"].as_str().unwrap().contains(LITERAL_TWO), "{d}");
+    assert_eq!(d["severity"], "Error", "{d}");
+    assert_eq!(d["source"], "Pyright", "{d}");
+    assert_eq!(d["code"], "reportAssignmentType", "{d}");
+    assert_eq!(
+        d["range"]["start"],
+        json!({"line": 4, "character": 13}),
+        "{d}"
+    );
+    let servers = procs::descendants(s.child.id());
+    assert!(
+        servers
+            .iter()
+            .any(|p| procs::cmdline(p.pid).contains("pyright")),
+        "no pyright below the bridge: {:?}",
+        servers
+            .iter()
+            .map(|p| procs::cmdline(p.pid))
+            .collect::<Vec<_>>()
+    );
+
+    // Fixed on disk: cleared on the next call.
+    fs::write(&app, CLEAN).unwrap();
+    let answer = c.diagnostics(json!({"uri": uri(&app)}));
+    assert!(messages(&answer, &app).is_empty(), "{answer:?}");
+
+    // A new error on disk: shown on the next call, asked by plain path this time.
+    fs::write(&app, OTHER_ERROR).unwrap();
+    let answer = c.diagnostics(json!({"uri": app.to_str().unwrap()}));
+    assert!(mentions(&messages(&answer, &app), INT_TO_STR), "{answer:?}");
+
+    // Without a uri: every file with known diagnostics.
+    let all = c.diagnostics(json!({}));
+    assert!(mentions(&messages(&all, &app), INT_TO_STR), "{all:?}");
+
+    // diagnostics_changed was pushed for each change.
+    c.wait_note("diagnostics_changed with the new error", |v| {
+        v["method"] == "diagnostics_changed"
+            && v["params"]["uri"] == json!(uri(&app))
+            && v["params"]["diagnostics"]
+                .to_string()
+                .contains("is not assignable to declared type")
+            && v["params"]["diagnostics"].to_string().contains("str")
+    });
+
+    // A file of no known language, or outside the workspace (never handed to a server): [] at once.
+    assert_eq!(
+        c.diagnostics(json!({"uri": uri(&notes_txt)})),
+        Vec::<Value>::new()
+    );
+    let outside = sb.root().join("outside.py");
+    fs::write(&outside, TYPE_ERROR).unwrap();
+    assert_eq!(
+        c.diagnostics(json!({"uri": uri(&outside)})),
+        Vec::<Value>::new()
+    );
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn accepted_diff_and_write_file_are_synced_at_once() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, CLEAN).unwrap();
+    let mut s = serve(&sb, "smol", &["--on-diff", "accept"]);
+    let mut c = Session::new(&s);
+    assert!(messages(&c.diagnostics(json!({"uri": uri(&app)})), &app).is_empty());
+
+    // Accepted: FILE_SAVED, the client writes the file afterwards. Before it does, the server already
+    // has the new contents: their diagnostics are pushed.
+    let r = c.call("openDiff", open_diff_args(&app, TYPE_ERROR, "t1"));
+    assert_eq!(texts(&r), ["FILE_SAVED", TYPE_ERROR]);
+    assert_eq!(
+        fs::read_to_string(&app).unwrap(),
+        CLEAN,
+        "the bridge must not write the file"
+    );
+    c.wait_note("diagnostics_changed for the accepted contents", |v| {
+        v["method"] == "diagnostics_changed"
+            && v["params"]["uri"] == json!(uri(&app))
+            && v["params"]["diagnostics"]
+                .to_string()
+                .contains("Literal['two']")
+    });
+    // The client writes the file, then asks without a uri (its after-edit check): the error is there.
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let all = c.diagnostics(json!({}));
+    assert!(mentions(&messages(&all, &app), LITERAL_TWO), "{all:?}");
+
+    // writeFile (a compatibility method): written atomically, and synced.
+    let other = sb.ws.join("other.py");
+    let r = c.c.request(
+        "writeFile",
+        json!({"path": other.to_str().unwrap(), "content": OTHER_ERROR}),
+    );
+    assert_eq!(r["result"]["success"], true, "{r}");
+    c.wait_note("diagnostics_changed for the written file", |v| {
+        v["method"] == "diagnostics_changed"
+            && v["params"]["uri"] == json!(uri(&other))
+            && v["params"]["diagnostics"]
+                .to_string()
+                .contains("\\\"str\\\"")
+    });
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn no_lsp_starts_nothing_and_answers_empty() {
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let mut s = serve(&sb, "threads", &["--no-lsp"]);
+    let mut c = Session::new(&s);
+    assert_eq!(
+        c.diagnostics(json!({"uri": uri(&app)})),
+        Vec::<Value>::new()
+    );
+    assert_eq!(c.diagnostics(json!({})), Vec::<Value>::new());
+    assert!(procs::descendants(s.child.id()).is_empty());
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn a_missing_server_answers_empty_and_the_log_says_why_once() {
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let mut s = serve(
+        &sb,
+        "threads",
+        &["--lsp", "python=/nonexistent/bin/some-lsp --stdio"],
+    );
+    let mut c = Session::new(&s);
+    for _ in 0..3 {
+        assert_eq!(
+            c.diagnostics(json!({"uri": uri(&app)})),
+            Vec::<Value>::new()
+        );
+    }
+    assert_eq!(s.stop(), 0);
+    let log = fs::read_to_string(sb.root().join("lsp.log")).unwrap();
+    assert_eq!(log.matches("/nonexistent/bin/some-lsp").count(), 1, "{log}");
+}
+
+#[test]
+fn reformat_file_through_a_server_that_formats() {
+    require("ruff", "pip install ruff");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, "x=[1,2 ,3]\n").unwrap();
+    fs::set_permissions(&app, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let mut s = serve(&sb, "threads", &["--lsp", "python=ruff server"]);
+    let mut c = Session::new(&s);
+    let r = c.call("reformat_file", json!({"file_path": app.to_str().unwrap()}));
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert_eq!(fs::read_to_string(&app).unwrap(), "x = [1, 2, 3]\n");
+    let mode = fs::metadata(&app).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o640
+    );
+    assert_eq!(s.stop(), 0);
+
+    // pyright does not format: the refusal stays, the file is untouched.
+    if have("pyright-langserver") {
+        fs::write(&app, "x=[1,2 ,3]\n").unwrap();
+        let mut s = serve(&sb, "threads", &[]);
+        let mut c = Session::new(&s);
+        let r = c.call("reformat_file", json!({"file_path": app.to_str().unwrap()}));
+        assert!(
+            is_error(&r) && texts(&r)[0].contains("not reformatted"),
+            "{r}"
+        );
+        assert_eq!(fs::read_to_string(&app).unwrap(), "x=[1,2 ,3]\n");
+        assert_eq!(s.stop(), 0);
+    }
+}
+
+#[test]
+fn stdio_editor_diagnostics_take_precedence_for_their_file() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.py");
+    let b = sb.ws.join("b.py");
+    fs::write(&a, TYPE_ERROR).unwrap();
+    fs::write(&b, TYPE_ERROR).unwrap();
+    let mut s = serve(&sb, "threads", &["--stdio"]);
+    let mut c = Session::new(&s);
+    // One round trip: the bridge has taken the client's `initialized` before the editor speaks.
+    c.call("getWorkspaceFolders", json!({}));
+    s.send_line(
+        &json!({"type": "diagnostics", "uri": uri(&a), "diagnostics": [{"message": "from the editor",
+            "severity": "Warning", "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}}]})
+        .to_string(),
+    );
+    c.wait_note("the editor's diagnostics", |v| {
+        v["method"] == "diagnostics_changed"
+            && v["params"]["diagnostics"]
+                .to_string()
+                .contains("from the editor")
+    });
+    assert_eq!(
+        messages(&c.diagnostics(json!({"uri": uri(&a)})), &a),
+        ["from the editor"]
+    );
+    assert!(mentions(
+        &messages(&c.diagnostics(json!({"uri": uri(&b)})), &b),
+        LITERAL_TWO
+    ));
+    let all = c.diagnostics(json!({}));
+    assert_eq!(messages(&all, &a), ["from the editor"], "{all:?}");
+    assert!(mentions(&messages(&all, &b), LITERAL_TWO), "{all:?}");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
+// ---- every way the bridge stops leaves no server behind ----
+
+/// Asks about a Python file until a language server runs below `pid`; returns those processes.
+fn start_a_server(port_token: (u16, String), app: &Path, pid: u32) -> (Client, Vec<procs::Proc>) {
+    let (status, c) = client::connect(port_token.0, Some(&port_token.1));
+    assert_eq!(status, 101);
+    let mut c = c.unwrap();
+    c.init();
+    let id = c.call_tool("getDiagnostics", json!({"uri": uri(app)}));
+    c.recv_until(SLOW, |v| v["id"] == json!(id))
+        .expect("an answer");
+    let servers = procs::descendants(pid);
+    assert!(
+        servers
+            .iter()
+            .any(|p| procs::cmdline(p.pid).contains("pyright")),
+        "no pyright below the bridge"
+    );
+    (c, servers)
+}
+
+fn assert_all_gone(servers: &[procs::Proc], how: &str) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while servers.iter().any(|&p| procs::alive(p)) && Instant::now() < give_up {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<String> = servers
+        .iter()
+        .filter(|&&p| procs::alive(p))
+        .map(|p| procs::cmdline(p.pid))
+        .collect();
+    assert!(left.is_empty(), "after {how}, still running: {left:?}");
+}
+
+#[test]
+fn servers_are_stopped_on_every_signal_and_when_stdin_closes() {
+    require("pyright-langserver", "npm install -g pyright");
+    for (how, rt) in [
+        ("TERM", "threads"),
+        ("INT", "smol"),
+        ("HUP", "threads"),
+        ("stdin", "smol"),
+    ] {
+        let sb = Sandbox::new();
+        let app = sb.ws.join("app.py");
+        fs::write(&app, TYPE_ERROR).unwrap();
+        let stdio: &[&str] = if how == "stdin" { &["--stdio"] } else { &[] };
+        let mut s = serve(&sb, rt, stdio);
+        let (_c, servers) = start_a_server((s.port, s.token()), &app, s.child.id());
+        if how == "stdin" {
+            drop(s.stdin.take());
+        } else {
+            s.signal(how);
+        }
+        assert_eq!(s.wait_exit(), 0, "{how}: {}", s.stderr.text());
+        assert_all_gone(&servers, how);
+    }
+}
+
+#[test]
+fn servers_are_stopped_when_the_command_of_run_exits() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let log = sb.root().join("lsp.log");
+    // The command waits for a line on its stdin, then exits 3.
+    let mut child: Child = sb
+        .command()
+        .args([
+            "run",
+            "--lsp-log",
+            log.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "read line; exit 3",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = Lines::collect(child.stderr.take().unwrap());
+    let port = err.port();
+    let lock: PathBuf = sb.lock_dir().join(format!("{port}.lock"));
+    let token: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
+    let (_c, servers) = start_a_server(
+        (port, token["authToken"].as_str().unwrap().to_string()),
+        &app,
+        child.id(),
+    );
+    child.stdin.as_mut().unwrap().write_all(b"done\n").unwrap();
+    let give_up = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < give_up, "run did not exit");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3));
+    assert_all_gone(&servers, "run's command exited");
+    // Nothing of the servers reached the terminal claude uses: their stderr went to the log.
+    assert!(!err.text().contains("pyright"), "{}", err.text());
+    assert!(log.exists());
+}
+
+#[test]
+fn doctor_lists_the_servers_of_the_workspace() {
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.py"), "").unwrap();
+    fs::write(sb.ws.join("b.go"), "").unwrap();
+    let o = sb
+        .command()
+        .args(["doctor", "--lsp", "go=/nonexistent/gopls"])
+        .arg(&sb.ws)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("language servers"), "{out}");
+    assert!(out.contains("missing: go (1 file)"), "{out}");
+    assert!(out.contains("/nonexistent/gopls"), "{out}");
+    if have("pyright-langserver") {
+        assert!(
+            out.contains("ok: python (1 file): pyright-langserver --stdio"),
+            "{out}"
+        );
+    }
+    let o = sb
+        .command()
+        .args(["doctor", "--no-lsp"])
+        .arg(&sb.ws)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("--no-lsp"));
+}
