@@ -108,6 +108,17 @@ impl Fx {
             .collect()
     }
 
+    /// The pid of the server's first start, once the script has recorded it (a Python start
+    /// can take a while on a loaded machine).
+    fn first_pid(&self) -> u32 {
+        wait_for(
+            "the server to record its start",
+            Duration::from_secs(10),
+            || !self.starts().is_empty(),
+        );
+        self.starts()[0].1
+    }
+
     fn log_text(&self) -> String {
         String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
     }
@@ -409,7 +420,7 @@ fn hung_initialize_is_bounded_by_the_start_wait_then_killed() {
         .diagnostics("a.fake", "error", wait, Duration::from_millis(800))
         .is_empty());
     assert_eq!(fx.state_of("fake"), ServerState::Starting);
-    let pid = fx.starts()[0].1;
+    let pid = fx.first_pid();
     // initialize_timeout is 2 s: then the server is killed and reaped.
     wait_for(
         "the hung server to be stopped",
@@ -454,7 +465,7 @@ fn hung_shutdown_is_killed_with_its_children_after_the_grace() {
         "{:?}",
         t.elapsed()
     );
-    let pid = fx.starts()[0].1;
+    let pid = fx.first_pid();
     assert!(!alive(pid), "the server survived");
     let grandchild: u32 = std::fs::read_to_string(fx.state.path().join("grandchild"))
         .unwrap()
@@ -604,7 +615,7 @@ fn dropping_the_last_handle_stops_the_servers() {
     let fx = fake("good", |_| {});
     let wait = Duration::from_secs(5);
     assert_eq!(fx.diagnostics("a.fake", "error", wait, wait).len(), 1);
-    let pid = fx.starts()[0].1;
+    let pid = fx.first_pid();
     assert!(alive(pid));
     let Fx { lsp, state, ws, .. } = fx;
     let other = lsp.clone();
