@@ -391,11 +391,14 @@ fn start_smol(global: bool) -> Server {
     let (port_tx, port_rx) = mpsc::channel();
     thread::spawn(move || {
         let ex = Arc::new(smol::Executor::new());
-        smol::block_on(ex.run(async {
+        let on = ex.clone();
+        // The host's loop is a task of the executor, as the runtime recommends: woken by an
+        // event, it is run in the same turn as the connection's task.
+        smol::block_on(ex.run(ex.spawn(async move {
             let server = if global {
                 claude_ide_bridge_smol::IdeServer::start(options()).await
             } else {
-                claude_ide_bridge_smol::IdeServer::start_on(options(), ex.clone()).await
+                claude_ide_bridge_smol::IdeServer::start_on(options(), on).await
             }
             .expect("start");
             port_tx
@@ -407,7 +410,7 @@ fn start_smol(global: bool) -> Server {
                     let _ = handle.respond(call, ToolResult::text("[]"));
                 }
             }
-        }))
+        })))
     });
     let (port, pusher) = port_rx.recv().expect("smol server started");
     rust_server(port, pusher, ())

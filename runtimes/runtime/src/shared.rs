@@ -340,6 +340,12 @@ impl Shared {
         self.backlog.is_full() && !self.is_stopped()
     }
 
+    /// Events wait for the host's `next_event` (or handler): a reader on the host's executor lets
+    /// it run before reading again.
+    pub fn host_has_events(&self) -> bool {
+        self.backlog.is_waiting()
+    }
+
     /// Whether the reader of `conn` pauses before its next read: when [`Shared::host_behind`]
     /// (logged), the reader waits, looking again every [`BACKLOG_POLL`](crate::BACKLOG_POLL), until
     /// it is not, so that a peer cannot pile events up in front of a slow host (its bytes wait in

@@ -25,8 +25,8 @@
 //! ```
 //!
 //! Tasks run on smol's global executor (`smol::spawn`), or on an executor of the host's with
-//! [`IdeServer::start_on`]: run the host's event loop on that executor and thread and a tool
-//! call is read, answered and written in one turn, with no thread hand-off. Answers
+//! [`IdeServer::start_on`]: run the host's event loop as a task of that executor, on that
+//! thread, and a tool call is read, answered and written in one turn, with no thread hand-off. Answers
 //! ([`Handle::respond`]) are written at once from the answering task when the socket takes them;
 //! the connection's writer task only handles what a full socket left over, and the answers a host
 //! gives while more events wait for its `next_event` (requests that arrived together), which it
@@ -45,7 +45,7 @@
 #![warn(missing_docs)]
 
 use std::future::Future;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use async_channel::{Receiver, Sender};
 use async_io::{Async, Timer};
-use futures_lite::{future, AsyncReadExt, AsyncWriteExt};
+use futures_lite::{future, AsyncWriteExt};
 use smol::{Executor, Task};
 
 pub use claude_ide_bridge_runtime::api::*;
@@ -151,7 +151,7 @@ impl Tasks {
         });
     }
 
-    async fn read_loop(&self, conn: ConnectionId, mut stream: &Stream) {
+    async fn read_loop(&self, conn: ConnectionId, stream: &Stream) {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             if self.shared.pause_reading(conn) {
@@ -159,9 +159,23 @@ impl Tasks {
                     Timer::after(BACKLOG_POLL).await;
                 }
             }
-            match stream.read(&mut buf).await {
+            // Read first, and on `WouldBlock` wait with `readable()`, whose readiness is used up
+            // when it reports it (`AsyncRead` reads again instead, leaving it stale: one more
+            // read that finds nothing per call). With events waiting for the host, it goes
+            // first: it answers, and the next request is often in by the next read.
+            match stream.get_ref().read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => self.shared.input(conn, &buf[..n]),
+                Ok(n) => {
+                    self.shared.input(conn, &buf[..n]);
+                    if self.shared.host_has_events() {
+                        future::yield_now().await;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if stream.readable().await.is_err() {
+                        break;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
@@ -234,10 +248,12 @@ impl IdeServer {
         IdeServer::start_with(opts, Spawner::Global, None).await
     }
 
-    /// As [`IdeServer::start`], with the tasks spawned on `executor`. Run the host's event loop on
-    /// the same executor and thread (e.g. `smol::block_on(executor.run(host))`) and a tool call is
-    /// read, handed to the host, answered and written in one turn of one thread, with no hand-off
-    /// (the lowest latency). The executor must be run for the server to make progress. Answers to
+    /// As [`IdeServer::start`], with the tasks spawned on `executor`. Run the host's event loop as
+    /// a task of the same executor, on the same thread (e.g.
+    /// `smol::block_on(executor.run(executor.spawn(host)))`) and a tool call is read, handed to the
+    /// host, answered and written in one turn of one thread, with no hand-off and no extra look at
+    /// the sockets (the lowest latency; a host passed to `run` or `block_on` directly rather than
+    /// spawned costs a few more system calls per call, each time an event wakes it). The executor must be run for the server to make progress. Answers to
     /// requests that arrived together are written together, in one system call, once the host task
     /// has answered those it had waiting and yields.
     ///
@@ -246,8 +262,9 @@ impl IdeServer {
     /// use claude_ide_bridge_smol::{Event, IdeServer, Options, ToolResult};
     ///
     /// let ex = Arc::new(smol::Executor::new());
-    /// smol::block_on(ex.run(async {
-    ///     let server = IdeServer::start_on(Options::new(vec!["/home/me/project".into()], "MyEditor"), ex.clone()).await?;
+    /// let on = ex.clone();
+    /// smol::block_on(ex.run(ex.spawn(async move {
+    ///     let server = IdeServer::start_on(Options::new(vec!["/home/me/project".into()], "MyEditor"), on).await?;
     ///     let handle = server.handle();
     ///     while let Some(event) = server.next_event().await {
     ///         if let Event::ToolCall { call, tool } = event {
@@ -255,7 +272,7 @@ impl IdeServer {
     ///         }
     ///     }
     ///     Ok::<(), std::io::Error>(())
-    /// }))?;
+    /// })))?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub async fn start_on(
