@@ -17,8 +17,8 @@ step "test dependencies"
 # script (pseudo-terminal for the ask prompt), groff (renders the man page the program prints),
 # zsh and fish (load the completion scripts it prints; bash is there already).
 missing=()
-# clangd is a real language server for the LSP client's tests (runtimes/lsp).
-for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd groff:groff-base zsh:zsh fish:fish; do
+# clangd is a real language server for the LSP client's tests (runtimes/lsp); npm installs pyright below.
+for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd npm:npm groff:groff-base zsh:zsh fish:fish; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
 done
 # ALE, a real Vim linting plugin: the Vim plugin reports its diagnostics (runtimes/cli/tests/vim.rs).
