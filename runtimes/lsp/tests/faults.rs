@@ -419,7 +419,15 @@ fn hung_initialize_is_bounded_by_the_start_wait_then_killed() {
     assert!(fx
         .diagnostics("a.fake", "error", wait, Duration::from_millis(800))
         .is_empty());
-    assert_eq!(fx.state_of("fake"), ServerState::Starting);
+    // Still starting, unless a loaded machine let the 2 s initialize timeout pass meanwhile.
+    assert!(
+        matches!(
+            fx.state_of("fake"),
+            ServerState::Starting | ServerState::Crashed(_)
+        ),
+        "{:?}",
+        fx.lsp.status()
+    );
     let pid = fx.first_pid();
     // initialize_timeout is 2 s: then the server is killed and reaped.
     wait_for(
