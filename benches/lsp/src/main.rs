@@ -26,9 +26,10 @@
 //!
 //! Nothing is asserted: figures are printed. Everything stays on 127.0.0.1; every wait is bounded.
 
-#[path = "../../../runtimes/testsupport/client.rs"]
+// Symlinks to runtimes/testsupport, inside this crate so that it packages.
+#[path = "testsupport/client.rs"]
 mod client;
-#[path = "../../../runtimes/testsupport/procs.rs"]
+#[path = "testsupport/procs.rs"]
 mod procs;
 
 use std::io::{BufRead, BufReader, Read, Write};
