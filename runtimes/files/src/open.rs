@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Take, Write};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -79,30 +79,24 @@ impl Workspace {
         Ok((File::from(fd), st))
     }
 
-    /// Reads at most `cap` bytes of the regular file at `at`: the size from `fstat` is checked
-    /// first, and the read stops one byte past the cap in case the file grew.
-    fn read_located(&self, path: &str, at: &Located, cap: u64) -> Result<Vec<u8>, Error> {
+    /// Opens the regular file at `at` for reading at most `cap` bytes: the size from `fstat` is
+    /// checked first, and the reader stops one byte past the cap in case the file grew (the
+    /// caller checks what it read with [`within`]). Also returns the size `fstat` gave.
+    fn open_capped(&self, path: &str, at: &Located, cap: u64) -> Result<(Take<File>, u64), Error> {
         let (file, st) = self.open_regular(path, at)?;
         let size = st.st_size.max(0) as u64;
-        if size > cap {
-            return Err(Error::TooLarge {
-                path: path.into(),
-                size,
-                limit: cap,
-            });
-        }
+        within(path, size, cap)?;
+        Ok((file.take(cap + 1), size))
+    }
+
+    /// Reads at most `cap` bytes of the regular file at `at` (see [`Workspace::open_capped`]).
+    fn read_located(&self, path: &str, at: &Located, cap: u64) -> Result<Vec<u8>, Error> {
+        let (mut reader, size) = self.open_capped(path, at, cap)?;
         let mut buf = Vec::with_capacity(size as usize + 1);
-        let got = file
-            .take(cap + 1)
+        let got = reader
             .read_to_end(&mut buf)
             .map_err(|e| Error::io(path, "reading", e))?;
-        if got as u64 > cap {
-            return Err(Error::TooLarge {
-                path: path.into(),
-                size: got as u64,
-                limit: cap,
-            });
-        }
+        within(path, got as u64, cap)?;
         Ok(buf)
     }
 
@@ -171,17 +165,8 @@ impl Workspace {
     /// ```
     pub fn line_count(&self, path: &str) -> Result<u64, Error> {
         let at = self.locate(path, Missing::Fail)?;
-        let (file, st) = self.open_regular(path, &at)?;
         let cap = self.limits.max_read_bytes;
-        let size = st.st_size.max(0) as u64;
-        if size > cap {
-            return Err(Error::TooLarge {
-                path: path.into(),
-                size,
-                limit: cap,
-            });
-        }
-        let mut reader = file.take(cap + 1);
+        let (mut reader, _) = self.open_capped(path, &at, cap)?;
         let mut buf = vec![0u8; 64 * 1024];
         let (mut total, mut newlines, mut last) = (0u64, 0u64, b'\n');
         loop {
@@ -195,13 +180,7 @@ impl Workspace {
             newlines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
             last = buf[n - 1];
         }
-        if total > cap {
-            return Err(Error::TooLarge {
-                path: path.into(),
-                size: total,
-                limit: cap,
-            });
-        }
+        within(path, total, cap)?;
         Ok(newlines + u64::from(last != b'\n'))
     }
 
@@ -336,4 +315,16 @@ fn create_temp(at: &Located, path: &str) -> Result<(OsString, OwnedFd), Error> {
         "creating a temporary file",
         last.unwrap_or(rustix::io::Errno::EXIST),
     ))
+}
+
+/// [`Error::TooLarge`] when `size` bytes of `path` are more than `cap`.
+fn within(path: &str, size: u64, cap: u64) -> Result<(), Error> {
+    if size > cap {
+        return Err(Error::TooLarge {
+            path: path.into(),
+            size,
+            limit: cap,
+        });
+    }
+    Ok(())
 }

@@ -187,16 +187,9 @@ impl Workspace {
                 let last = i + 1 == todo.len();
                 let stat = match statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
                     Ok(st) => st,
-                    Err(Errno::NOENT) if last => {
-                        done.push(name);
-                        return Ok(Located {
-                            folder,
-                            comps: done,
-                            dir,
-                            stat: None,
-                        });
-                    }
-                    Err(Errno::NOENT) if missing == Missing::Stop => {
+                    // The last name may be missing (it is what a caller creates); with
+                    // `Missing::Stop` so may any other, and the walk ends there.
+                    Err(Errno::NOENT) if last || missing == Missing::Stop => {
                         done.push(name);
                         return Ok(Located {
                             folder,
