@@ -166,7 +166,7 @@ impl Lsp {
                                     "workspace": {"configuration": true, "workspaceFolders": true,
                                                   "diagnostics": {"refreshSupport": true}}}}),
         );
-        lsp.wait(|v| v["id"] == json!(id));
+        lsp.wait(|v| v.get("method").is_none() && v["id"] == json!(id));
         lsp.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
         if pull {
             lsp.wait(|v| {
@@ -197,7 +197,7 @@ impl Lsp {
                 "textDocument/diagnostic",
                 json!({"textDocument": {"uri": uri}}),
             );
-            return self.wait(|v| v["id"] == json!(id));
+            return self.wait(|v| v.get("method").is_none() && v["id"] == json!(id));
         }
         self.wait(|v| {
             v["method"] == "textDocument/publishDiagnostics"
@@ -219,7 +219,8 @@ impl Lsp {
         id
     }
 
-    /// The next message matching `pred`, answering the server's requests on the way.
+    /// The next message matching `pred` (a server's request included), answering the server's
+    /// requests on the way.
     fn wait(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
         let give_up = Instant::now() + WAIT;
         loop {
@@ -237,7 +238,6 @@ impl Lsp {
                     _ => Value::Null,
                 };
                 self.send(json!({"jsonrpc": "2.0", "id": v["id"], "result": result}));
-                continue;
             }
             if pred(&v) {
                 return v;
