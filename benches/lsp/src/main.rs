@@ -489,6 +489,9 @@ fn main() {
     drop(bridge);
     drop((push, pull));
 
+    // Paired: each iteration's bridge time less the pull floor of the same iteration (both
+    // before any sorting below).
+    let mut paired: Vec<f64> = t_bridge.iter().zip(&t_pull).map(|(b, p)| b - p).collect();
     let floor = median(&mut t_pull);
     let b_med = median(&mut t_bridge);
     println!();
@@ -526,6 +529,12 @@ fn main() {
         "bridge overhead (median bridge − median pull floor): {:.1} ms; answers that needed a second call: {stale} of {}",
         b_med - floor,
         a.iterations
+    );
+    println!(
+        "paired, iteration by iteration (bridge − pull floor): median {:.1} ms, p10 {:.1} ms, p90 {:.1} ms",
+        median(&mut paired),
+        pct(&mut paired, 0.1),
+        pct(&mut paired, 0.9)
     );
     if !t_cli.is_empty() {
         println!("command line / bridge: {:.1}×", median(&mut t_cli) / b_med);
