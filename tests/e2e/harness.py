@@ -172,6 +172,11 @@ class FakeModel:
         """Requests of the main conversation (the ones that consume the script)."""
         return [r for r in self.requests() if r.get("main")]
 
+    def wait_turn(self, index, what, diag=None, timeout=TIMEOUT):
+        """The main-conversation request that script entry `index` answered, once it has come."""
+        return wait_until(lambda: [r for r in self.turns() if r["reply_index"] == index], timeout, what,
+                          diag=diag or self.summary)[0]
+
     def summary(self):
         lines = []
         for r in self.requests():
@@ -213,6 +218,11 @@ def message_texts(body, roles=None):
                         if p.get("type") == "text":
                             out.append(p.get("text", ""))
     return out
+
+
+def turn_text(turn):
+    """The text of every message a model request carried, one string."""
+    return "\n".join(message_texts(turn["body"]))
 
 
 def tool_results(body):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import WireLog, CLIENT_VERSION, CLAUDE_BIN, BRIDGE_BIN, text_of, tool_result_text, tool_results, \
-    message_texts, wait_until
+    message_texts, turn_text, wait_until
 
 
 
@@ -119,9 +119,7 @@ def test_selection_and_at_mention(sb, runtime):
     b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "selection_changed",
                 what="selection_changed sent to the client")
     c.submit("What does the selection do?")
-    turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 0], what="the first model turn",
-                      diag=sb.diag)[0]
-    texts = "\n".join(message_texts(turn["body"]))
+    texts = turn_text(sb.model.wait_turn(0, "the first model turn", diag=sb.diag))
     assert re.search(r"The user selected the lines 5 to 6 from " + re.escape(str(src)), texts), texts
     assert "return a - b" in texts
     c.wait_screen(r"Noted the selection\.", what="the model's answer")
@@ -131,9 +129,7 @@ def test_selection_and_at_mention(sb, runtime):
                 what="at_mentioned sent to the client")
     c.wait_screen(r"@calc\.py#L1-2", what="the at-mention in the input box", history=False)
     c.submit(" and this?", empty_first=False)  # the mention is already in the box
-    turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 1], what="the second model turn",
-                      diag=sb.diag)[0]
-    texts = "\n".join(message_texts(turn["body"]))
+    texts = turn_text(sb.model.wait_turn(1, "the second model turn", diag=sb.diag))
     assert "@calc.py#L1-2" in texts, texts
     # the client read the mentioned lines (and only those) and attached them
     assert re.search(r"Called the Read tool with the following input: \{\"file_path\":\"" + re.escape(str(src)),
@@ -160,8 +156,8 @@ def check_accepted(sb, b, c, path, expected):
                diag=lambda: f"on disk: {path.read_text()!r}\n" + sb.diag())
     c.wait_screen(r"Edited it\.", what="the end of the turn")
     assert re.search(r"Update\(" + re.escape(path.name) + r"\)", c.screen()), c.screen()
-    turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 1], what="the model turn after the edit")
-    results = [tool_result_text(t) for t in tool_results(turn[0]["body"])]
+    turn = sb.model.wait_turn(1, "the model turn after the edit")
+    results = [tool_result_text(t) for t in tool_results(turn["body"])]
     assert any("has been updated successfully" in r for r in results), results
     assert f"diff accepted: {path}" in b.stderr() or f"diff accepted: {path}" in b.screen()
 

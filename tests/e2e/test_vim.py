@@ -11,7 +11,7 @@ import re
 import shlex
 import time
 
-from harness import BRIDGE_BIN, CLAUDE_BIN, ROOT, WireLog, message_texts, text_of, wait_until
+from harness import BRIDGE_BIN, CLAUDE_BIN, ROOT, WireLog, text_of, turn_text, wait_until
 
 
 class VimInTmux:
@@ -108,9 +108,7 @@ def test_vim_claude_code_selection_and_accepted_edit(sb):
     vim.text("What does the selection do?")
     time.sleep(0.3)
     vim.keys("Enter")
-    turn = wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 0], what="the first model turn",
-                      diag=vim.diag)[0]
-    texts = "\n".join(message_texts(turn["body"]))
+    texts = turn_text(sb.model.wait_turn(0, "the first model turn", diag=vim.diag))
     assert re.search(r"The user selected the lines 5 to 6 from " + re.escape(str(src)), texts), texts
     assert "return a - b" in texts
     wait_until(lambda: "Noted the selection." in vim.screen(), 20, "the model's answer", diag=vim.diag)
@@ -133,7 +131,7 @@ def test_vim_claude_code_selection_and_accepted_edit(sb):
     vim.keys("Enter")
     call = vim.wire.wait_tool_call("openDiff")
     turn = [r for r in sb.model.turns() if r["reply_index"] == 1][0]
-    assert "@calc.py#L1-2" in "\n".join(message_texts(turn["body"])), "the at-mention went with the prompt"
+    assert "@calc.py#L1-2" in turn_text(turn), "the at-mention went with the prompt"
     wait_until(lambda: vim.eval("bufwinid(bufnr('proposed by claude'))") != -1, 15, "the diff in Vim",
                diag=vim.diag)
     assert vim.eval("&buftype") == "terminal", "the diff took the focus from claude's terminal"
@@ -145,5 +143,4 @@ def test_vim_claude_code_selection_and_accepted_edit(sb):
     # The buffer shows what claude wrote, and the model heard the edit went through.
     wait_until(lambda: vim.eval("getbufline(bufnr('calc.py'), 6)") == ["    return a - b  # difference"], 15,
                "the buffer to show the new text", diag=vim.diag)
-    wait_until(lambda: [r for r in sb.model.turns() if r["reply_index"] == 2], what="the turn after the edit",
-               diag=vim.diag)
+    sb.model.wait_turn(2, "the turn after the edit", diag=vim.diag)
