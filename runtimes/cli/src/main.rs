@@ -29,6 +29,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 
 use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
+use host::{read_line_capped, Line, MAX_STDIO_LINE};
 use host::{Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, WireLog};
 use runtime::RuntimeKind;
 
@@ -255,15 +256,13 @@ fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
         let stdin = std::io::stdin();
         let mut buf = Vec::new();
         loop {
-            buf.clear();
-            match stdin.lock().read_until(b'\n', &mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf).into_owned();
-                    if tx.send(HostInput::StdioLine(line)).is_err() {
-                        return;
-                    }
-                }
+            let input = match read_line_capped(&mut stdin.lock(), &mut buf, MAX_STDIO_LINE) {
+                Ok(Line::Eof) | Err(_) => break,
+                Ok(Line::Read) => HostInput::StdioLine(String::from_utf8_lossy(&buf).into_owned()),
+                Ok(Line::TooLong(n)) => HostInput::StdioLineTooLong(n),
+            };
+            if tx.send(input).is_err() {
+                return;
             }
         }
         let _ = tx.send(HostInput::StdinClosed);

@@ -38,6 +38,7 @@ use claude_ide_bridge_runtime::Handle;
 use ask::{DiffCheck, Shown};
 pub use diagnostics::LanguageServers;
 use jobs::Jobs;
+pub use stdio::{read_line_capped, Line, MAX_STDIO_LINE};
 use stdio::{Forwarded, StdioOut};
 use tabs::Tabs;
 pub use wire::WireLog;
@@ -51,6 +52,9 @@ pub enum HostInput {
     TerminalLine(Option<String>),
     /// A line from the stdio editor.
     StdioLine(String),
+    /// The stdio editor sent a line of this many bytes, more than [`MAX_STDIO_LINE`]; it was
+    /// dropped unread.
+    StdioLineTooLong(usize),
     /// The stdio editor closed stdin.
     StdinClosed,
     /// SIGINT, SIGTERM or SIGHUP.
@@ -222,6 +226,9 @@ impl Host {
             HostInput::Event(e) => self.on_event(e),
             HostInput::TerminalLine(line) => self.on_terminal_line(line),
             HostInput::StdioLine(line) => self.on_stdio_line(&line),
+            HostInput::StdioLineTooLong(n) => self.editor_error(format!(
+                "a line of {n} bytes was refused: a line may have at most {MAX_STDIO_LINE} bytes"
+            )),
             HostInput::StdinClosed => {
                 ui::say("stdin closed: stopping");
                 return Flow::Exit(0);

@@ -20,6 +20,60 @@ use serde_json::{json, Value};
 use super::Host;
 use crate::ui;
 
+/// The longest line the bridge takes from the stdio editor, newline included: room for a
+/// `diff_decision` or `respond` carrying the largest message the engine sends or takes, JSON
+/// escaped. A longer line is skipped to its end, never held whole, and refused with an `error`.
+pub const MAX_STDIO_LINE: usize = 64 * 1024 * 1024;
+
+/// What [`read_line_capped`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// The input ended before any byte of a new line.
+    Eof,
+    /// A line (with its newline, unless the input ended first) is in the buffer.
+    Read,
+    /// A line of this many bytes, more than the cap, was skipped; the buffer is empty.
+    TooLong(usize),
+}
+
+/// Reads one line into `buf` (cleared first), holding at most `cap` bytes of it: the rest of
+/// a longer line is read and dropped up to its newline, so the next call starts on the next
+/// line.
+pub fn read_line_capped(
+    r: &mut impl io::BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<Line> {
+    buf.clear();
+    let mut seen = 0usize;
+    loop {
+        let avail = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let (n, end) = match avail.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None if avail.is_empty() && seen == 0 => return Ok(Line::Eof),
+            None => (avail.len(), avail.is_empty()),
+        };
+        seen = seen.saturating_add(n);
+        if seen <= cap {
+            buf.extend_from_slice(&avail[..n]);
+        } else if !buf.is_empty() {
+            *buf = Vec::new();
+        }
+        r.consume(n);
+        if end {
+            return Ok(if seen > cap {
+                Line::TooLong(seen)
+            } else {
+                Line::Read
+            });
+        }
+    }
+}
+
 /// Lines to the stdio editor (stdout, one JSON object per line, flushed).
 pub(super) struct StdioOut;
 
@@ -101,7 +155,7 @@ impl Host {
     }
 
     /// `error`: the editor's line could not be used.
-    fn editor_error(&self, message: impl Into<String>) {
+    pub(super) fn editor_error(&self, message: impl Into<String>) {
         let message = message.into();
         ui::say(&format!("stdio: {message}"));
         self.to_editor(json!({"type": "error", "message": message}));
@@ -335,5 +389,51 @@ impl Host {
             self.reject(f.call, &diff);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads every line of `input` with a cap of `cap` bytes.
+    fn lines(input: &[u8], cap: usize) -> Vec<(Line, Vec<u8>)> {
+        // A small buffer, so that lines span several fills.
+        let mut r = io::BufReader::with_capacity(4, input);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let line = read_line_capped(&mut r, &mut buf, cap).unwrap();
+            if line == Line::Eof {
+                return out;
+            }
+            assert!(buf.len() <= cap, "held {} bytes past the cap", buf.len());
+            out.push((line, buf.clone()));
+        }
+    }
+
+    #[test]
+    fn a_line_past_the_cap_is_skipped_to_its_end_and_the_next_one_is_read() {
+        let got = lines(b"short\n0123456789abcdef\nnext\nlast", 8);
+        assert_eq!(
+            got,
+            vec![
+                (Line::Read, b"short\n".to_vec()),
+                (Line::TooLong(17), Vec::new()),
+                (Line::Read, b"next\n".to_vec()),
+                (Line::Read, b"last".to_vec()),
+            ]
+        );
+        // At the cap exactly (newline included) the line is kept; an unfinished long one at
+        // the end of the input is refused too.
+        assert_eq!(
+            lines(b"1234567\n123456789", 8),
+            vec![
+                (Line::Read, b"1234567\n".to_vec()),
+                (Line::TooLong(9), Vec::new())
+            ]
+        );
+        assert_eq!(lines(b"", 8), vec![]);
+        assert_eq!(lines(b"\n\n", 8), vec![(Line::Read, b"\n".to_vec()); 2]);
     }
 }
