@@ -253,3 +253,24 @@ fn stdio_status_tells_port_lock_clients_and_pending_calls() {
     let st = next_msg(&s, "status", 2);
     assert_eq!((&st["clients"], &st["pending"]), (&json!([]), &json!([])));
 }
+
+/// What the editor sends past a limit is refused with an error line naming it, and what was kept
+/// before stays.
+#[test]
+fn stdio_refuses_diagnostics_past_the_per_file_limit() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio"]);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let uri = format!("file://{}", sb.ws.join("a.rs").to_string_lossy());
+    let d = json!({"message":"boom","severity":"Error",
+        "range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}});
+    s.send_line(&json!({"type":"diagnostics","uri":uri,"diagnostics":[d.clone()]}).to_string());
+    s.send_line(&json!({"type":"diagnostics","uri":uri,"diagnostics":vec![d; 10_001]}).to_string());
+    let e = next_msg(&s, "error", 0);
+    assert!(e["message"].as_str().unwrap().contains("10000"), "{e}");
+    let v = json_of(&call(&mut c, "getDiagnostics", json!({"uri": uri})));
+    assert_eq!(v[0]["diagnostics"].as_array().unwrap().len(), 1);
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}

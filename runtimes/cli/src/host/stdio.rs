@@ -7,6 +7,7 @@
 //! `initialized`, `disconnected`, `tab_closed` (sent where those events are handled), and here
 //! `tool_call` (a call forwarded to the editor), `cancelled`, `status` and `error`.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -298,6 +299,56 @@ struct DiagnosticsMsg {
     diagnostics: Vec<Diagnostic>,
 }
 
+/// The most files the stdio editor's diagnostics are kept for; a `diagnostics` line for one more
+/// file is refused with an `error` line.
+pub const MAX_DIAGNOSTIC_FILES: usize = 10_000;
+
+/// The most diagnostics one `diagnostics` line may give for its file.
+pub const MAX_DIAGNOSTICS_PER_FILE: usize = 10_000;
+
+/// The most diagnostics kept over all files; a line that would pass it is refused.
+pub const MAX_DIAGNOSTICS_TOTAL: usize = 100_000;
+
+/// Stores the editor's diagnostics for `uri` in `map`, within the limits above; past one the map
+/// is left as it was and the limit is named. An empty list removes the file's entry unless
+/// `keep_empty` (with language servers, where the entry says the editor reports the file).
+fn store_diagnostics(
+    map: &mut BTreeMap<String, Vec<Diagnostic>>,
+    uri: &str,
+    diagnostics: &[Diagnostic],
+    keep_empty: bool,
+) -> Result<(), String> {
+    if diagnostics.is_empty() && !keep_empty {
+        map.remove(uri);
+        return Ok(());
+    }
+    if diagnostics.len() > MAX_DIAGNOSTICS_PER_FILE {
+        return Err(format!(
+            "{} diagnostics for one file, more than the limit of {MAX_DIAGNOSTICS_PER_FILE}",
+            diagnostics.len()
+        ));
+    }
+    if !map.contains_key(uri) && map.len() >= MAX_DIAGNOSTIC_FILES {
+        return Err(format!(
+            "diagnostics are kept for at most {MAX_DIAGNOSTIC_FILES} files: send an empty list \
+             for a clean file to free its entry"
+        ));
+    }
+    let others: usize = map
+        .iter()
+        .filter(|(u, _)| u.as_str() != uri)
+        .map(|(_, d)| d.len())
+        .sum();
+    if others + diagnostics.len() > MAX_DIAGNOSTICS_TOTAL {
+        return Err(format!(
+            "at most {MAX_DIAGNOSTICS_TOTAL} diagnostics are kept over all files ({others} for \
+             other files)"
+        ));
+    }
+    map.insert(uri.to_string(), diagnostics.to_vec());
+    Ok(())
+}
+
 impl Host {
     /// `diagnostics`: one file's diagnostics, kept for `getDiagnostics` and sent to every client.
     fn diagnostics(&mut self, v: Value) -> Result<(), String> {
@@ -309,9 +360,10 @@ impl Host {
         } else {
             return Err("uri must be a file:// URI or an absolute path".into());
         };
-        // Kept even when empty: the editor's word on a file takes precedence over a language
-        // server's.
-        self.diagnostics.insert(uri.clone(), m.diagnostics.clone());
+        // With language servers an empty list is kept: the editor's word that the file is clean
+        // takes precedence over a server's. Without them an absent file answers the same.
+        let keep_empty = self.lsp.is_some();
+        store_diagnostics(&mut self.diagnostics, &uri, &m.diagnostics, keep_empty)?;
         self.handle.notify(
             Target::All,
             &Notification::DiagnosticsChanged(DiagnosticsChanged {
@@ -435,5 +487,65 @@ mod tests {
         );
         assert_eq!(lines(b"", 8), vec![]);
         assert_eq!(lines(b"\n\n", 8), vec![(Line::Read, b"\n".to_vec()); 2]);
+    }
+
+    fn diag(message: &str) -> Diagnostic {
+        serde_json::from_value(json!({"message": message, "severity": "Error",
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_empty_list_removes_the_file_unless_language_servers_need_the_editors_word() {
+        let mut map = BTreeMap::new();
+        store_diagnostics(&mut map, "file:///a.rs", &[diag("x")], false).unwrap();
+        store_diagnostics(&mut map, "file:///a.rs", &[], false).unwrap();
+        assert!(
+            map.is_empty(),
+            "without language servers a clean file is not kept"
+        );
+        store_diagnostics(&mut map, "file:///a.rs", &[], true).unwrap();
+        assert_eq!(
+            map.get("file:///a.rs"),
+            Some(&Vec::new()),
+            "with them it is"
+        );
+    }
+
+    #[test]
+    fn diagnostics_past_a_limit_are_refused_naming_it_and_nothing_is_dropped() {
+        let mut map = BTreeMap::new();
+        let one = [diag("x")];
+        for i in 0..MAX_DIAGNOSTIC_FILES {
+            store_diagnostics(&mut map, &format!("file:///{i}.rs"), &one, true).unwrap();
+        }
+        let e = store_diagnostics(&mut map, "file:///new.rs", &one, true).unwrap_err();
+        assert!(e.contains(&MAX_DIAGNOSTIC_FILES.to_string()), "{e}");
+        assert!(!map.contains_key("file:///new.rs"));
+        // A file already kept may still be replaced, and a freed entry makes room.
+        store_diagnostics(&mut map, "file:///0.rs", &[diag("y"), diag("z")], true).unwrap();
+        store_diagnostics(&mut map, "file:///1.rs", &[], false).unwrap();
+        store_diagnostics(&mut map, "file:///new.rs", &one, true).unwrap();
+        assert_eq!(map.len(), MAX_DIAGNOSTIC_FILES);
+
+        let many = vec![diag("x"); MAX_DIAGNOSTICS_PER_FILE + 1];
+        let e = store_diagnostics(&mut map, "file:///0.rs", &many, true).unwrap_err();
+        assert!(e.contains(&MAX_DIAGNOSTICS_PER_FILE.to_string()), "{e}");
+        assert_eq!(map["file:///0.rs"].len(), 2, "the previous list is kept");
+
+        // Over all files: the files already kept hold about MAX_DIAGNOSTIC_FILES.
+        let full = vec![diag("x"); MAX_DIAGNOSTICS_PER_FILE];
+        let mut refused = None;
+        // (1.rs was freed above and the map is full of files: start at 2.)
+        for i in 2..MAX_DIAGNOSTICS_TOTAL / MAX_DIAGNOSTICS_PER_FILE + 3 {
+            if let Err(e) = store_diagnostics(&mut map, &format!("file:///{i}.rs"), &full, true) {
+                refused = Some(e);
+                break;
+            }
+        }
+        let e = refused.expect("the total limit is reached");
+        assert!(e.contains(&MAX_DIAGNOSTICS_TOTAL.to_string()), "{e}");
+        let total: usize = map.values().map(Vec::len).sum();
+        assert!(total <= MAX_DIAGNOSTICS_TOTAL, "{total}");
     }
 }
