@@ -274,3 +274,21 @@ fn stdio_refuses_diagnostics_past_the_per_file_limit() {
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);
 }
+
+#[test]
+fn stdio_refuses_more_tabs_than_the_limit() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio"]);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let tab = |i: usize| json!({"uri": format!("file:///ws/{i}.rs")});
+    s.send_line(&json!({"type":"open_editors","tabs":[tab(0)]}).to_string());
+    let many: Vec<Value> = (0..1_001).map(tab).collect();
+    s.send_line(&json!({"type":"open_editors","tabs":many}).to_string());
+    let e = next_msg(&s, "error", 0);
+    assert!(e["message"].as_str().unwrap().contains("1000"), "{e}");
+    let tabs = json_of(&call(&mut c, "getOpenEditors", json!({})))["tabs"].clone();
+    assert_eq!(tabs, json!([tab(0)]), "the previous tabs are kept");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}

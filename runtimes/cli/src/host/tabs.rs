@@ -39,6 +39,12 @@ impl Tab {
     }
 }
 
+/// The most tabs an `open_editors` line may list; a longer list is refused.
+pub const MAX_TABS: usize = 1_000;
+
+/// The most bytes one tab's passthrough members may take, as JSON; a tab with more is refused.
+pub const MAX_TAB_EXTRA_BYTES: usize = 16 * 1024;
+
 /// The open tabs, in the editor's order.
 #[derive(Debug, Default)]
 pub struct Tabs(Vec<Tab>);
@@ -48,9 +54,22 @@ impl Tabs {
     /// previous tabs are kept and the reason is returned.
     pub fn replace_from(&mut self, tabs: Option<&Value>) -> Result<(), String> {
         let tabs = tabs.ok_or("missing \"tabs\"")?;
+        if let Some(n) = tabs.as_array().map(Vec::len).filter(|&n| n > MAX_TABS) {
+            return Err(format!("{n} tabs, more than the limit of {MAX_TABS}"));
+        }
         let parsed = Vec::<Tab>::deserialize(tabs).map_err(|e| {
             format!("\"tabs\" must be an array of objects with a \"uri\" string: {e}")
         })?;
+        for (i, tab) in parsed.iter().enumerate() {
+            let size = serde_json::to_vec(&tab.other).map_or(usize::MAX, |v| v.len());
+            if size > MAX_TAB_EXTRA_BYTES {
+                return Err(format!(
+                    "tab {i} ({}): its other members take {size} bytes, more than the limit of \
+                     {MAX_TAB_EXTRA_BYTES}",
+                    tab.uri
+                ));
+            }
+        }
         self.0 = parsed;
         Ok(())
     }
@@ -110,5 +129,29 @@ mod tests {
             .unwrap();
         assert_eq!(tabs.all().len(), 1);
         assert!(tabs.paths().is_empty());
+    }
+
+    #[test]
+    fn too_many_tabs_or_too_large_a_tab_is_refused_naming_the_limit() {
+        let mut tabs = Tabs::default();
+        let most: Vec<Value> = (0..MAX_TABS)
+            .map(|i| json!({"uri": format!("file:///ws/{i}.rs")}))
+            .collect();
+        tabs.replace_from(Some(&json!(most))).unwrap();
+        assert_eq!(tabs.all().len(), MAX_TABS);
+        let mut more = most.clone();
+        more.push(json!({"uri": "file:///ws/one-more.rs"}));
+        let e = tabs.replace_from(Some(&json!(more))).unwrap_err();
+        assert!(e.contains(&MAX_TABS.to_string()), "{e}");
+        assert_eq!(tabs.all().len(), MAX_TABS, "the previous tabs are kept");
+
+        // Passthrough members up to the limit are kept, past it the line is refused.
+        let fits = "x".repeat(MAX_TAB_EXTRA_BYTES - r#"{"note":""}"#.len());
+        let ok = json!([{"uri": "file:///ws/a.rs", "note": fits}]);
+        tabs.replace_from(Some(&ok)).unwrap();
+        let big = json!([{"uri": "file:///ws/b.rs", "note": format!("{fits}x")}]);
+        let e = tabs.replace_from(Some(&big)).unwrap_err();
+        assert!(e.contains(&MAX_TAB_EXTRA_BYTES.to_string()), "{e}");
+        assert_eq!(tabs.paths(), vec!["/ws/a.rs".to_string()]);
     }
 }
