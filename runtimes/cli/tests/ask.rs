@@ -20,6 +20,15 @@ fn has_script() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// A sandbox, when `script` is there to give the bridge a terminal.
+fn terminal_sandbox() -> Option<Sandbox> {
+    if !has_script() {
+        eprintln!("SKIPPED: util-linux `script` is not installed (apt-get install -y bsdutils)");
+        return None;
+    }
+    Some(Sandbox::new())
+}
+
 #[test]
 fn ask_on_a_terminal() {
     if !has_script() {
@@ -115,14 +124,58 @@ fn ask_on_a_terminal() {
     }
 }
 
+/// While `$EDITOR` is open on a proposed change, the bridge answers other calls; the change is
+/// accepted as edited when the editor exits.
+#[test]
+fn other_calls_are_answered_while_the_editor_is_open() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    let (started, done) = (sb.root().join("started"), sb.root().join("done"));
+    // The editor waits (at most 30 s) for the test to say it is done.
+    let editor = sb.root().join("editor.sh");
+    fs::write(
+        &editor,
+        format!(
+            "#!/bin/sh\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; \
+             i=$((i+1)); done\nprintf 'slowly edited\\n' > \"$1\"\n",
+            started.display(),
+            done.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
+    let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
+        c.env("EDITOR", &editor).env_remove("VISUAL");
+    });
+    let (_lock, mut cl) = connect_served(&sb, &screen);
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    tty.write_all(b"e\n").unwrap();
+    tty.flush().unwrap();
+    let give_up = Instant::now() + WAIT;
+    while !started.exists() {
+        assert!(Instant::now() < give_up, "{}", screen.text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The editor is open: another call is answered all the same.
+    let r = call(&mut cl, "getWorkspaceFolders", json!({}));
+    assert!(!done.exists());
+    assert!(json_of(&r)["folders"].is_array(), "{r}");
+    fs::write(&done, "").unwrap();
+    assert_eq!(texts(&cl.response(id)), ["FILE_SAVED", "slowly edited\n"]);
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
 /// `NO_COLOR` wins even on a terminal: the same prompt, without a single escape sequence.
 #[test]
 fn no_color_on_a_terminal() {
-    if !has_script() {
-        eprintln!("SKIPPED: util-linux `script` is not installed (apt-get install -y bsdutils)");
+    let Some(sb) = terminal_sandbox() else {
         return;
-    }
-    let sb = Sandbox::new();
+    };
     fs::write(sb.ws.join("a.txt"), "one\ntwo\n").unwrap();
     let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
     let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
@@ -144,6 +197,12 @@ fn no_color_on_a_terminal() {
     tty.flush().unwrap();
     assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T1"]);
     // Ctrl-C stops the bridge.
+    ctrl_c(&mut child, &mut tty, &screen);
+    assert!(!lock.exists());
+}
+
+/// Types Ctrl-C on the terminal and waits for the bridge (and `script`) to end.
+fn ctrl_c(child: &mut std::process::Child, tty: &mut std::process::ChildStdin, screen: &Screen) {
     tty.write_all(b"\x03").unwrap();
     tty.flush().unwrap();
     let give_up = Instant::now() + WAIT;
@@ -151,7 +210,6 @@ fn no_color_on_a_terminal() {
         assert!(Instant::now() < give_up, "{}", screen.text());
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!lock.exists());
 }
 
 /// Runs `cmd` on a pseudo-terminal (`script`) with the sandbox's environment, `TERM=xterm`, and

@@ -1,8 +1,9 @@
 //! Proposed changes (`openDiff`): decided by a policy, by the stdio editor, or on the terminal,
 //! where they wait in a queue and are shown one at a time (accept, reject, or edit first).
 
+use std::ffi::OsString;
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 
 use claude_ide_bridge::OpenDiffArgs;
 use claude_ide_bridge::{CallId, ToolCall, ToolResult};
@@ -12,6 +13,10 @@ use claude_ide_bridge_files::Error;
 use super::jobs::Stalled;
 use super::{Decider, DiffPolicy, Host, HostInput};
 use crate::ui;
+
+/// The most bytes of an edited proposal read back from `$EDITOR`'s file; a larger file is not
+/// accepted and the prompt asks again.
+pub const MAX_EDITED_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A diff on the terminal, shown or waiting, with the file as it was when the diff arrived.
 pub(super) struct Shown {
@@ -153,6 +158,9 @@ impl Host {
     }
 
     fn show_next(&mut self) {
+        if self.editing.is_some() {
+            return; // `$EDITOR` has the terminal; on_edited shows the next.
+        }
         let Some(next) = self.queue.pop_front() else {
             return;
         };
@@ -197,10 +205,10 @@ impl Host {
                 self.reject(shown.call, &shown.args);
                 self.show_next();
             }
-            "e" | "edit" => match self.edit(&shown.args) {
-                Ok(contents) => {
-                    self.accept(shown.call, &shown.args, contents);
-                    self.show_next();
+            "e" | "edit" => match self.start_edit(shown.call, &shown.args) {
+                Ok(()) => {
+                    self.editing = Some(shown.call);
+                    self.shown = Some(shown);
                 }
                 Err(why) => {
                     ui::say(&why);
@@ -216,7 +224,9 @@ impl Host {
         }
     }
 
-    fn edit(&self, args: &OpenDiffArgs) -> Result<String, String> {
+    /// Writes the proposal to a temporary file and runs `$EDITOR` on it on a thread of its own,
+    /// which hands the result back as [`HostInput::Edited`]: other calls go on meanwhile.
+    fn start_edit(&self, call: CallId, args: &OpenDiffArgs) -> Result<(), String> {
         let editor =
             ui::editor_command().ok_or("set $VISUAL or $EDITOR to edit a proposed change")?;
         let ext = std::path::Path::new(&args.new_file_path)
@@ -231,14 +241,43 @@ impl Host {
         tmp.write_all(args.new_file_contents.as_bytes())
             .and_then(|()| tmp.flush())
             .map_err(|e| format!("could not write the temporary file: {e}"))?;
-        let status = ui::run_editor(&editor, tmp.path())
-            .map_err(|e| format!("could not start {}: {e}", editor.to_string_lossy()))?;
-        if !status.success() {
-            return Err(format!(
-                "the editor exited with {status}; the change was not accepted"
-            ));
+        let inputs = self.inputs.clone();
+        std::thread::Builder::new()
+            .name("editor".into())
+            .spawn(move || {
+                let edited = edit(&editor, &tmp);
+                let _ = inputs.send(HostInput::Edited(call, edited));
+            })
+            .map(drop)
+            .map_err(|e| format!("could not start a thread for the editor: {e}"))
+    }
+
+    /// `$EDITOR` ended on the shown change: accepted as edited, or the prompt asks again. A
+    /// result for a change withdrawn meanwhile is dropped.
+    pub(super) fn on_edited(&mut self, call: CallId, edited: Result<String, String>) {
+        if self.editing != Some(call) {
+            return;
         }
-        fs::read_to_string(tmp.path()).map_err(|e| format!("could not read the edited file: {e}"))
+        self.editing = None;
+        match self.shown.take() {
+            Some(shown) if shown.call == call => match edited {
+                Ok(contents) => {
+                    self.accept(call, &shown.args, contents);
+                    self.show_next();
+                }
+                Err(why) => {
+                    ui::say(&why);
+                    self.shown = Some(shown);
+                    self.ask();
+                }
+            },
+            other => {
+                self.shown = other;
+                if self.shown.is_none() {
+                    self.show_next();
+                }
+            }
+        }
     }
 
     /// Takes a cancelled call's diff off the terminal, or out of the queue.
@@ -252,5 +291,48 @@ impl Host {
             let s = self.queue.remove(i).expect("queued");
             ui::say(&format!("diff withdrawn ({why}): {}", s.args.new_file_path));
         }
+    }
+}
+
+/// Runs `editor` on `tmp` and waits; the edited contents, at most [`MAX_EDITED_BYTES`].
+fn edit(editor: &OsString, tmp: &tempfile::NamedTempFile) -> Result<String, String> {
+    let status = ui::run_editor(editor, tmp.path())
+        .map_err(|e| format!("could not start {}: {e}", editor.to_string_lossy()))?;
+    if !status.success() {
+        return Err(format!(
+            "the editor exited with {status}; the change was not accepted"
+        ));
+    }
+    read_capped(tmp.path(), MAX_EDITED_BYTES)
+}
+
+/// Reads `path` as UTF-8 text of at most `cap` bytes.
+fn read_capped(path: &std::path::Path, cap: u64) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(cap + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("could not read the edited file: {e}"))?;
+    if bytes.len() as u64 > cap {
+        return Err(format!(
+            "the edited file is larger than {cap} bytes; the change was not accepted"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "the edited file is not UTF-8 text".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_edited_file_is_read_up_to_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        fs::write(&p, "12345678").unwrap();
+        assert_eq!(read_capped(&p, 8).unwrap(), "12345678");
+        let e = read_capped(&p, 7).unwrap_err();
+        assert!(e.contains("larger than 7 bytes"), "{e}");
+        fs::write(&p, [0xff, 0xfe]).unwrap();
+        assert!(read_capped(&p, 8).is_err());
     }
 }

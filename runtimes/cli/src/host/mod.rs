@@ -63,6 +63,8 @@ pub enum HostInput {
     ChildExited(io::Result<ExitStatus>),
     /// The workspace check of a proposed change, back from its job.
     DiffChecked(Box<DiffCheck>),
+    /// `$EDITOR` on the shown proposed change ended: the edited contents, or why not.
+    Edited(CallId, Result<String, String>),
     /// A language server's diagnostics for a file changed.
     Diagnostics(FileDiagnostics),
 }
@@ -136,6 +138,8 @@ pub struct Host {
     checking: HashSet<CallId>,
     queue: VecDeque<Shown>,
     shown: Option<Shown>,
+    /// The shown change is in `$EDITOR` (on its own thread): nothing else is shown meanwhile.
+    editing: Option<CallId>,
     want_line: Option<Sender<()>>,
     line_requested: bool,
     // The stdio editor.
@@ -196,6 +200,7 @@ impl Host {
             checking: HashSet::new(),
             queue: VecDeque::new(),
             shown: None,
+            editing: None,
             want_line: cfg.want_line,
             line_requested: false,
             next_id: 1,
@@ -235,6 +240,7 @@ impl Host {
             }
             HostInput::Signal(sig) => return self.on_signal(sig),
             HostInput::DiffChecked(check) => self.on_diff_checked(*check),
+            HostInput::Edited(call, edited) => self.on_edited(call, edited),
             HostInput::Diagnostics(change) => self.on_lsp_change(change),
             HostInput::ChildExited(status) => {
                 return Flow::Exit(match status {
