@@ -14,7 +14,7 @@
 //! still blocked, and the process's exit ends it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -167,59 +167,60 @@ impl Jobs {
 /// A count of running jobs with a ceiling, overall and per connection.
 #[derive(Clone)]
 struct Slots {
-    running: Arc<AtomicUsize>,
+    counts: Arc<Mutex<Counts>>,
     max: usize,
-    per_owner: Arc<Mutex<HashMap<u64, usize>>>,
     max_per_owner: usize,
+}
+
+/// The jobs running, in all and per owner (a connection), under one lock.
+#[derive(Default)]
+struct Counts {
+    running: usize,
+    per_owner: HashMap<u64, usize>,
 }
 
 /// One taken slot, given back when dropped (when the job ends, or unwinds, or never started).
 struct Slot {
-    running: Arc<AtomicUsize>,
-    per_owner: Arc<Mutex<HashMap<u64, usize>>>,
+    counts: Arc<Mutex<Counts>>,
     owner: u64,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut owners = self.per_owner.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = owners.get_mut(&self.owner) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        counts.running -= 1;
+        if let Some(n) = counts.per_owner.get_mut(&self.owner) {
             *n -= 1;
             if *n == 0 {
-                owners.remove(&self.owner);
+                counts.per_owner.remove(&self.owner);
             }
         }
-        self.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 impl Slots {
     fn new(max: usize, max_per_owner: usize) -> Slots {
         Slots {
-            running: Arc::new(AtomicUsize::new(0)),
+            counts: Arc::default(),
             max,
-            per_owner: Arc::new(Mutex::new(HashMap::new())),
             max_per_owner,
         }
     }
 
     /// Takes a slot for `owner` (a connection) when one is free.
     fn take(&self, owner: u64) -> Result<Slot, Busy> {
-        let mut owners = self.per_owner.lock().unwrap_or_else(|p| p.into_inner());
-        let held = owners.get(&owner).copied().unwrap_or(0);
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let held = counts.per_owner.get(&owner).copied().unwrap_or(0);
         if held >= self.max_per_owner {
             return Err(Busy::Connection(self.max_per_owner));
         }
-        let max = self.max;
-        self.running
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map_err(|_| Busy::All(max))?;
-        owners.insert(owner, held + 1);
+        if counts.running >= self.max {
+            return Err(Busy::All(self.max));
+        }
+        counts.running += 1;
+        counts.per_owner.insert(owner, held + 1);
         Ok(Slot {
-            running: self.running.clone(),
-            per_owner: self.per_owner.clone(),
+            counts: self.counts.clone(),
             owner,
         })
     }
@@ -279,7 +280,7 @@ impl Slots {
 
     #[cfg(test)]
     fn running(&self) -> usize {
-        self.running.load(Ordering::Acquire)
+        self.counts.lock().unwrap().running
     }
 }
 
