@@ -5,11 +5,13 @@
 //! a request is scanned once here and its parameters are parsed once, into their typed form, by
 //! whoever handles the method.
 
-use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer as _};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
+
+mod scan;
+pub(crate) use scan::Scanner;
 
 /// Parse error: the text is not JSON.
 pub const PARSE_ERROR: i32 = -32700;
@@ -281,7 +283,11 @@ fn decode_object(text: &str) -> Message<'_> {
 /// ids are strings or integers; a fraction or an exponent such as `7E7620719` is refused, since
 /// echoing it back would hand the client a number many JSON parsers reject as out of range).
 pub fn is_valid_id(raw: &RawValue) -> bool {
-    let t = raw.get().as_bytes();
+    valid_id(raw.get())
+}
+
+fn valid_id(t: &str) -> bool {
+    let t = t.as_bytes();
     if t.first() == Some(&b'"') {
         return true;
     }
@@ -311,8 +317,16 @@ pub fn write_error(out: &mut Vec<u8>, id: Option<&str>, error: &RpcError) {
 
 /// Append `s` as a JSON string literal.
 pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
-    // serde_json's string escaping never fails when writing into a Vec.
-    let _ = serde_json::to_writer(&mut *out, s);
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        // Nothing to escape (most strings): copied as it is.
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // serde_json's string escaping never fails when writing into a Vec.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
 }
 
 /// Two raw ids name the same request when their JSON text is the same (`1` and `"1"` differ).
@@ -323,160 +337,78 @@ pub fn same_id(a: &str, b: &str) -> bool {
 /// What [`decode_with`] read from a text frame.
 #[derive(Debug)]
 pub enum Decoded<'a, T> {
-    /// A request for the expected method, read in one pass: its params are already typed.
+    /// A request for the expected method, read by the fast path: its params are already typed.
     Expected {
-        /// The request id, raw.
-        id: &'a RawValue,
-        /// The params, as the seed read them.
+        /// The request id, its JSON text as sent (a string with its quotes, or an integer).
+        id: &'a str,
+        /// The params, as the caller's reader read them.
         params: T,
     },
-    /// Anything else (another method, a batch, an unusual message, params the seed refused),
+    /// Anything else (another method, a batch, an unusual message, params the reader refused),
     /// read by the general decoder [`decode`], which reports any error precisely.
     Frame(Frame<'a>),
 }
 
-/// Decode one text frame, expecting a request for `method` whose params `seed` reads.
+/// Decode one text frame, expecting a request for `method` whose params `read_params` reads.
 ///
-/// The expected request is read in a single scan of the text: the envelope, then the params
-/// straight into their typed form (the real client sends `method` before `params`; the other
-/// order works too, at the cost of a second scan of the params). Anything unusual, including an
-/// error from the seed, falls back to [`decode`], so there is one decoder and one set of rules.
-///
-/// ```
-/// use claude_ide_bridge::hooks::jsonrpc::{decode_with, Decoded, Frame, Message};
-/// use std::marker::PhantomData;
-/// let seed = PhantomData::<Vec<u32>>;
-/// match decode_with(r#"{"jsonrpc":"2.0","id":7,"method":"sum","params":[1,2]}"#, "sum", seed) {
-///     Decoded::Expected { id, params } => assert_eq!((id.get(), params), ("7", vec![1, 2])),
-///     Decoded::Frame(f) => panic!("{f:?}"),
-/// }
-/// let other = decode_with(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#, "sum", seed);
-/// assert!(matches!(other, Decoded::Frame(Frame::Single(Message::Request { .. }))));
-/// ```
-pub fn decode_with<'a, S>(text: &'a str, method: &str, seed: S) -> Decoded<'a, S::Value>
-where
-    S: DeserializeSeed<'a>,
-{
-    match one_pass(text, method, seed) {
+/// The fast path: the expected request, written plainly (as clients write it: no escapes in its
+/// strings), is read by a [`Scanner`] without serde, in one pass; `read_params` reads the params
+/// where they stand. Anything else, and anything `read_params` gives up on (`None`), is read by
+/// the general decoder [`decode`] instead, so there is one decoder and one set of rules: the fast
+/// path only ever reads what the general decoder reads the same way.
+pub(crate) fn decode_with<'a, T>(
+    text: &'a str,
+    method: &str,
+    read_params: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
+) -> Decoded<'a, T> {
+    match scan_request(text, method, read_params) {
         Some((id, params)) => Decoded::Expected { id, params },
         None => Decoded::Frame(decode(text)),
     }
 }
 
-fn one_pass<'a, S: DeserializeSeed<'a>>(
+/// [`decode_with`] with the params kept as their JSON text (for tests and fuzzing).
+///
+/// ```
+/// use claude_ide_bridge::hooks::jsonrpc::{decode_fast, Decoded, Frame, Message};
+/// match decode_fast(r#"{"jsonrpc":"2.0","id":7,"method":"sum","params":[1, 2]}"#, "sum") {
+///     Decoded::Expected { id, params } => assert_eq!((id, params), ("7", "[1, 2]")),
+///     Decoded::Frame(f) => panic!("{f:?}"),
+/// }
+/// let other = decode_fast(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#, "sum");
+/// assert!(matches!(other, Decoded::Frame(Frame::Single(Message::Request { .. }))));
+/// ```
+pub fn decode_fast<'a>(text: &'a str, method: &str) -> Decoded<'a, &'a str> {
+    decode_with(text, method, Scanner::value)
+}
+
+/// The fast path's envelope: `jsonrpc` "2.0", an `id`, `method` equal to `method` and `params`,
+/// in any order, each once; other members are passed over, except `result` and `error`. The id's
+/// JSON text and what `read_params` read, or `None` to give up.
+fn scan_request<'a, T>(
     text: &'a str,
     method: &str,
-    seed: S,
-) -> Option<(&'a RawValue, S::Value)> {
-    if !text.starts_with('{') {
-        return None;
-    }
-    let mut de = serde_json::Deserializer::from_str(text);
-    let found = de
-        .deserialize_map(Expected {
-            method,
-            seed: Some(seed),
-        })
-        .ok()?;
-    de.end().ok()?;
-    Some(found)
-}
-
-/// A key or string value, borrowed from the message when it has no escapes. (serde's own
-/// `Cow<str>` always copies: that was one allocation per key, ten per `tools/call`.)
-pub(crate) struct Str<'a>(Cow<'a, str>);
-
-impl std::ops::Deref for Str<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for Str<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Str<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Str<'de>, E> {
-                Ok(Str(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Str<'de>, E> {
-                Ok(Str(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Str<'de>, E> {
-                Ok(Str(Cow::Owned(v)))
-            }
+    read_params: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
+) -> Option<(&'a str, T)> {
+    let mut s = Scanner::new(text);
+    let (mut version, mut id, mut named, mut params) = (false, None, false, None);
+    let mut read_params = Some(read_params);
+    s.object(|s, key| {
+        match key {
+            // A wrong version or another method: the general decoder's business.
+            "jsonrpc" if !version => version = (s.plain_str()? == "2.0").then_some(true)?,
+            "id" if id.is_none() => id = Some(s.value().filter(|t| valid_id(t))?),
+            "method" if !named => named = (s.plain_str()? == method).then_some(true)?,
+            "params" if params.is_none() => params = Some(read_params.take()?(s)?),
+            "jsonrpc" | "id" | "method" | "params" | "result" | "error" => return None,
+            _ => drop(s.value()?),
         }
-        d.deserialize_str(V)
-    }
-}
-
-/// The envelope of the expected request, visited member by member.
-struct Expected<'m, S> {
-    method: &'m str,
-    seed: Option<S>,
-}
-
-impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Expected<'_, S> {
-    type Value = (&'de RawValue, S::Value);
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a {} request", self.method)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut version, mut id, mut method) = (false, None, false);
-        let mut params = None;
-        let mut raw_params: Option<&'de RawValue> = None;
-        while let Some(key) = map.next_key::<Str<'de>>()? {
-            match &*key {
-                "jsonrpc" if !version => {
-                    version = &*map.next_value::<Str<'de>>()? == "2.0";
-                    if !version {
-                        return Err(A::Error::custom("version"));
-                    }
-                }
-                "id" if id.is_none() => {
-                    let raw: &'de RawValue = map.next_value()?;
-                    if !is_valid_id(raw) {
-                        return Err(A::Error::custom("id"));
-                    }
-                    id = Some(raw);
-                }
-                "method" if !method => {
-                    if &*map.next_value::<Str<'de>>()? != self.method {
-                        return Err(A::Error::custom("method"));
-                    }
-                    method = true;
-                }
-                "params" if params.is_none() && raw_params.is_none() => match self.seed.take() {
-                    Some(seed) if method => params = Some(map.next_value_seed(seed)?),
-                    // Unusual order: keep the params and read them once the method is known.
-                    seed => {
-                        self.seed = seed;
-                        raw_params = Some(map.next_value()?);
-                    }
-                },
-                "jsonrpc" | "id" | "method" | "params" | "result" | "error" => {
-                    return Err(A::Error::custom("unusual"));
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        if let (Some(raw), Some(seed), true) = (raw_params, self.seed.take(), method) {
-            let mut de = serde_json::Deserializer::from_str(raw.get());
-            params = Some(seed.deserialize(&mut de).map_err(A::Error::custom)?);
-        }
-        match (version, id, params) {
-            (true, Some(id), Some(params)) => Ok((id, params)),
-            _ => Err(A::Error::custom("incomplete")),
-        }
+        Some(())
+    })?;
+    s.end()?;
+    match (version, named) {
+        (true, true) => Some((id?, params?)),
+        _ => None,
     }
 }
 

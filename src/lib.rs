@@ -130,9 +130,17 @@ pub mod hooks {
     /// The JSON-RPC decoder and writers.
     pub mod jsonrpc {
         pub use crate::jsonrpc::{
-            decode, decode_value, decode_with, is_valid_id, same_id, write_error,
+            decode, decode_fast, decode_value, is_valid_id, same_id, write_error,
             write_json_string, write_result, Decoded, Frame, Message,
         };
+
+        /// The fast path's reader of `tools/call` params (every tool offered): the call, or
+        /// `None` where the general decoder takes over.
+        pub fn scan_call_params(params: &str) -> Option<crate::ToolCall> {
+            let mut s = crate::jsonrpc::Scanner::new(params);
+            let call = crate::tools::scan_call_params(crate::ToolSet::all(), &mut s)?;
+            s.end().map(|()| call)
+        }
     }
 
     pub use crate::tools::write_tools_list;

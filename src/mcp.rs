@@ -7,7 +7,7 @@
 use crate::jsonrpc::{self, Decoded, Frame, Message, RpcError};
 use crate::paths;
 use crate::server::{CallId, CancelReason, Config, ConnectionId, Event, Shared};
-use crate::tools::{CallParams as CallParamsSeed, CompatRequest, ToolCall, ToolResult};
+use crate::tools::{scan_call_params, CompatRequest, ToolCall, ToolResult};
 use crate::ws::{SendError, Sender};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -250,7 +250,8 @@ pub(crate) fn handle_text(
             text: text.to_string(),
         });
     }
-    let frame = match jsonrpc::decode_with(text, "tools/call", CallParamsSeed(config.tools)) {
+    let read_params = |s: &mut _| scan_call_params(config.tools, s);
+    let frame = match jsonrpc::decode_with(text, "tools/call", read_params) {
         Decoded::Expected { id, params: call } => {
             let mut ctx = Ctx::new(cx, conn, tx, phase, None);
             let result = if ctx.phase.initialize_seen() {
@@ -339,12 +340,12 @@ struct Ctx<'c> {
 
 /// The response to a request: its result body or error, addressed to `id`; `None` for a call
 /// answered later.
-fn reply(id: &RawValue, result: Result<Option<Vec<u8>>, RpcError>) -> Option<Vec<u8>> {
+fn reply(id: &str, result: Result<Option<Vec<u8>>, RpcError>) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     match result {
         Ok(None) => return None,
-        Ok(Some(body)) => jsonrpc::write_result(&mut out, id.get(), |o| o.extend_from_slice(&body)),
-        Err(e) => jsonrpc::write_error(&mut out, Some(id.get()), &e),
+        Ok(Some(body)) => jsonrpc::write_result(&mut out, id, |o| o.extend_from_slice(&body)),
+        Err(e) => jsonrpc::write_error(&mut out, Some(id), &e),
     }
     Some(out)
 }
@@ -384,7 +385,7 @@ impl<'c> Ctx<'c> {
             }
             Message::Request { id, method, params } => {
                 let result = self.request(s, id, &method, params);
-                reply(id, result)
+                reply(id.get(), result)
             }
         }
     }
@@ -467,7 +468,7 @@ impl<'c> Ctx<'c> {
             "resources/list" => Ok(Some(br#"{"resources":[]}"#.to_vec())),
             "resources/templates/list" => Ok(Some(br#"{"resourceTemplates":[]}"#.to_vec())),
             "prompts/list" => Ok(Some(br#"{"prompts":[]}"#.to_vec())),
-            "tools/call" => self.tool_call(s, id, params),
+            "tools/call" => self.tool_call(s, id.get(), params),
             _ if self.config.compat_methods => match CompatRequest::parse(method, params) {
                 None => Err(method_not_found(method)),
                 Some(Err(msg)) => Err(RpcError::invalid_params(msg)),
@@ -475,7 +476,7 @@ impl<'c> Ctx<'c> {
                     if let Some(path) = request.path() {
                         paths::resolve_in_workspace(path, &self.config.workspace_folders)?;
                     }
-                    let seq = self.push_pending(s, id, None, true)?;
+                    let seq = self.push_pending(s, id.get(), None, true)?;
                     self.events.push_back(Event::CompatRequest {
                         call: CallId {
                             conn: self.conn,
@@ -531,7 +532,7 @@ impl<'c> Ctx<'c> {
     fn tool_call(
         &mut self,
         s: &mut Mcp,
-        id: &RawValue,
+        id: &str,
         params: Option<&RawValue>,
     ) -> Result<Option<Vec<u8>>, RpcError> {
         let params = params.ok_or_else(|| RpcError::invalid_params("tools/call needs params"))?;
@@ -547,7 +548,7 @@ impl<'c> Ctx<'c> {
     fn dispatch_tool(
         &mut self,
         s: &mut Mcp,
-        id: &RawValue,
+        id: &str,
         tool: ToolCall,
     ) -> Result<Option<Vec<u8>>, RpcError> {
         match tool {
@@ -622,7 +623,7 @@ impl<'c> Ctx<'c> {
     fn push_pending(
         &mut self,
         s: &mut Mcp,
-        id: &RawValue,
+        id: &str,
         tab: Option<String>,
         compat: bool,
     ) -> Result<u64, RpcError> {
@@ -642,7 +643,7 @@ impl<'c> Ctx<'c> {
         }
         s.pending.push(Pending {
             seq,
-            id: id.get().into(),
+            id: id.into(),
             tab,
             compat,
             batch: self.batch,

@@ -16,7 +16,6 @@ use claude_ide_bridge::{CompatRequest, ToolCall, ToolName};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::marker::PhantomData;
 use std::time::Duration;
 
 /// The in-memory client and the model host of the engine's own tests, shared by path.
@@ -323,21 +322,30 @@ pub fn jsonrpc(data: &[u8]) {
             }
         }
     }
-    // The one-pass decoder reads only what the general decoder reads as the same request.
-    if let Decoded::Expected { id, .. } = jsonrpc::decode_with(
-        &text,
-        "tools/call",
-        PhantomData::<serde_json::Map<String, serde_json::Value>>,
-    ) {
+    // The fast path reads only what the general decoder reads as the same request, and its params
+    // reader only the call that the general rules read from those params.
+    if let Decoded::Expected { id, params } = jsonrpc::decode_fast(&text, "tools/call") {
         match jsonrpc::decode(&text) {
             Frame::Single(Message::Request {
                 id: general,
                 method,
-                ..
+                params: Some(p),
             }) => {
-                assert_eq!((general.get(), &*method), (id.get(), "tools/call"));
+                assert_eq!((general.get(), &*method), (id, "tools/call"));
+                assert_eq!(p.get(), params);
             }
-            other => panic!("read in one pass, but the general decoder says {other:?}"),
+            other => panic!("read by the fast path, but the general decoder says {other:?}"),
+        }
+        if let Some(call) = jsonrpc::scan_call_params(params) {
+            #[derive(serde::Deserialize)]
+            struct Params<'a> {
+                #[serde(borrow)]
+                name: Cow<'a, str>,
+                #[serde(borrow, default)]
+                arguments: Option<&'a RawValue>,
+            }
+            let general: Params<'_> = serde_json::from_str(params).expect("params the scanner read");
+            assert_eq!(ToolCall::parse(&general.name, general.arguments), Ok(call));
         }
     }
     let raw: Option<&RawValue> = serde_json::from_str(&text).ok();

@@ -3,12 +3,11 @@
 
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 use super::{ToolCall, ToolName, ToolSet};
-use crate::jsonrpc::{RpcError, Str};
+use crate::jsonrpc::{RpcError, Scanner};
 
 /// Arguments of `openDiff`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,7 +155,12 @@ impl ToolCall {
     pub fn parse(name: &str, arguments: Option<&RawValue>) -> Result<ToolCall, ToolCallError> {
         let tool =
             ToolName::from_name(name).ok_or_else(|| ToolCallError::UnknownTool(name.to_owned()))?;
-        let json = match arguments.map(|raw| raw.get().trim()) {
+        ToolCall::parse_arguments(tool, arguments.map(RawValue::get))
+    }
+
+    /// [`ToolCall::parse`] for a known tool, `arguments` as JSON text.
+    fn parse_arguments(tool: ToolName, arguments: Option<&str>) -> Result<ToolCall, ToolCallError> {
+        let json = match arguments.map(str::trim) {
             None | Some("null") => "{}",
             Some(json) => json,
         };
@@ -174,86 +178,25 @@ impl ToolCall {
     }
 }
 
-/// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`), read in the
-/// same pass as the message around them by [`jsonrpc::decode_with`]: the seed for that decoder.
-/// A tool that is not offered, arguments before the name that do not parse, or any other fault is
-/// an error, so the general decoder reads the message again and reports it precisely.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CallParams(pub(crate) ToolSet);
-
-impl<'de> DeserializeSeed<'de> for CallParams {
-    type Value = ToolCall;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ToolCall, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for CallParams {
-    type Value = ToolCall;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("tools/call params")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolCall, A::Error> {
-        let (mut tool, mut call) = (None, None);
-        let mut raw_args: Option<&'de RawValue> = None;
-        while let Some(key) = map.next_key::<Str<'de>>()? {
-            match &*key {
-                "name" if tool.is_none() => {
-                    let name = map.next_value::<Str<'de>>()?;
-                    tool = Some(self.0.resolve(&name).map_err(A::Error::custom)?);
-                }
-                "arguments" if call.is_none() && raw_args.is_none() => match tool {
-                    Some(tool) => call = Some(map.next_value_seed(Arguments(tool))?),
-                    // Arguments before the name: keep them and read them once it is known.
-                    None => raw_args = Some(map.next_value()?),
-                },
-                "name" | "arguments" => return Err(A::Error::custom("duplicate")),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
+/// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`) as the fast
+/// path of [`jsonrpc::decode_with`] reads them: `None`, to have the general decoder read the message
+/// and report it precisely, for a tool that is not offered, arguments that do not parse, or anything
+/// the scanner does not read.
+///
+/// [`jsonrpc::decode_with`]: crate::jsonrpc::decode_with
+pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<ToolCall> {
+    let (mut name, mut arguments) = (None, None);
+    s.object(|s, key| {
+        match key {
+            "name" if name.is_none() => name = Some(s.plain_str()?),
+            "arguments" if arguments.is_none() => arguments = Some(s.value()?),
+            "name" | "arguments" => return None,
+            _ => drop(s.value()?),
         }
-        let tool = tool.ok_or_else(|| A::Error::custom("name"))?;
-        match (raw_args, call.flatten()) {
-            (_, Some(call)) => Ok(call),
-            // Absent or null arguments, or arguments read before the name: the general rule.
-            (raw, None) => ToolCall::parse(tool.as_str(), raw).map_err(A::Error::custom),
-        }
-    }
-}
-
-/// The `arguments` of a call to a known tool; `null` is `None` (read as `{}` by the caller).
-struct Arguments(ToolName);
-
-impl<'de> DeserializeSeed<'de> for Arguments {
-    type Value = Option<ToolCall>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<ToolCall>, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Arguments {
-    type Value = Option<ToolCall>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("tool arguments")
-    }
-
-    fn visit_none<E: serde::de::Error>(self) -> Result<Option<ToolCall>, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<ToolCall>, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<ToolCall>, D::Error> {
-        ToolCall::deserialize_arguments(self.0, d).map(Some)
-    }
+        Some(())
+    })?;
+    let tool = offered.resolve(name?).ok()?;
+    ToolCall::parse_arguments(tool, arguments).ok()
 }
 
 /// Why a `tools/call` could not be parsed. Both cases map to JSON-RPC `-32602` (invalid params).

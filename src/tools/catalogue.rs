@@ -128,8 +128,8 @@ macro_rules! tools {
                 }
             }
 
-            /// Deserializes the `arguments` object of a call to `tool` straight from a deserializer, in
-            /// the same pass that reads the surrounding message (the one-pass `tools/call` decoder).
+            /// Deserializes the `arguments` object of a call to `tool` straight from a deserializer, with
+            /// no intermediate value.
             /// Like [`ToolCall::parse`], only a JSON object is accepted and unknown members are ignored;
             /// `null` is not handled here (the caller treats it as `{}` through [`ToolCall::parse`]).
             pub fn deserialize_arguments<'de, D>(tool: ToolName, d: D) -> Result<ToolCall, D::Error>

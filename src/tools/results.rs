@@ -6,6 +6,8 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::jsonrpc::write_json_string;
+
 /// One item of MCP tool-result content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Content {
@@ -168,7 +170,32 @@ impl ToolResult {
     /// );
     /// ```
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        serde_json::to_writer(out, self).expect("text and image content always serialise");
+        // Written by hand, byte for byte what serde_json writes for it (a test compares them): this
+        // is on every call's path.
+        out.extend_from_slice(b"{\"content\":[");
+        for (i, item) in self.content.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            match item {
+                Content::Text(text) => {
+                    out.extend_from_slice(b"{\"type\":\"text\",\"text\":");
+                    write_json_string(out, text);
+                }
+                Content::Image { data, mime_type } => {
+                    out.extend_from_slice(b"{\"type\":\"image\",\"data\":");
+                    write_json_string(out, data);
+                    out.extend_from_slice(b",\"mimeType\":");
+                    write_json_string(out, mime_type);
+                }
+            }
+            out.push(b'}');
+        }
+        out.push(b']');
+        if self.is_error {
+            out.extend_from_slice(b",\"isError\":true");
+        }
+        out.push(b'}');
     }
 }
 

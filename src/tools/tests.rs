@@ -812,11 +812,11 @@ proptest::proptest! {
     }
 }
 
-/// A message through the one-pass decoder with [`CallParams`] as its seed: the id and the call when
-/// it took the one pass, `None` when it fell back to the general decoder.
+/// A message through the fast path with [`scan_call_params`] as its params reader: the id and the
+/// call when it took the fast path, `None` when it fell back to the general decoder.
 fn one_pass(text: &str, offered: ToolSet) -> Option<(String, ToolCall)> {
-    match crate::jsonrpc::decode_with(text, "tools/call", CallParams(offered)) {
-        crate::jsonrpc::Decoded::Expected { id, params } => Some((id.get().to_owned(), params)),
+    match crate::jsonrpc::decode_with(text, "tools/call", |s| scan_call_params(offered, s)) {
+        crate::jsonrpc::Decoded::Expected { id, params } => Some((id.to_owned(), params)),
         crate::jsonrpc::Decoded::Frame(_) => None,
     }
 }
@@ -879,4 +879,207 @@ fn one_unknown_tool_check_bounds_the_name() {
     let e = crate::jsonrpc::RpcError::from(set.resolve(&long).unwrap_err());
     assert_eq!(e.code, crate::jsonrpc::INVALID_PARAMS);
     assert_eq!(e.message, format!("unknown tool: {}...", "y".repeat(64)));
+}
+
+/// What the general rules make of a message: the id and the call when it is a `tools/call` of an
+/// offered tool that parses (what `mcp` does with a request the fast path left to it).
+fn general(text: &str, offered: ToolSet) -> Option<(String, ToolCall)> {
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        name: std::borrow::Cow<'a, str>,
+        #[serde(borrow, default)]
+        arguments: Option<&'a RawValue>,
+    }
+    match crate::jsonrpc::decode(text) {
+        crate::jsonrpc::Frame::Single(crate::jsonrpc::Message::Request {
+            id,
+            method,
+            params: Some(params),
+        }) if method == "tools/call" => {
+            let p: Params<'_> = serde_json::from_str(params.get()).ok()?;
+            offered.resolve(&p.name).ok()?;
+            Some((
+                id.get().to_owned(),
+                ToolCall::parse(&p.name, p.arguments).ok()?,
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Pieces of JSON text, plain and unusual, that messages are built from.
+fn json_piece() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just("1".to_owned()),
+        Just("-0".to_owned()),
+        Just("007".to_owned()),
+        Just("1.5".to_owned()),
+        Just("2e3".to_owned()),
+        Just("123456789012345678901".to_owned()),
+        Just("null".to_owned()),
+        Just("true".to_owned()),
+        Just(r#""a b""#.to_owned()),
+        Just(r#""\u0041""#.to_owned()),
+        Just(r#""tab\there""#.to_owned()),
+        Just("\"raw\u{1}control\"".to_owned()),
+        Just("[]".to_owned()),
+        Just(r#"{"progressToken":3,"claudecode/toolUseId":"toolu_1"}"#.to_owned()),
+        Just(r#"[1,{"a":[null,false]},"x"]"#.to_owned()),
+        Just("{".to_owned()),
+        Just("[1,]".to_owned()),
+        "[a-z]{0,6}".prop_map(|s| format!("\"{s}\"")),
+    ]
+}
+
+/// A `tools/call` of the real client's shape, with each part sometimes replaced by something else.
+fn call_message() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let key = |k: &'static str| {
+        prop_oneof![
+            24 => Just(format!("\"{k}\"")),
+            1 => Just(format!("\"{}\"", k.replacen(|_: char| true, "\\u0069", 1))),
+            1 => Just(r#""other""#.to_owned()),
+        ]
+    };
+    let value = |plain: &'static str| prop_oneof![16 => Just(plain.to_owned()), 1 => json_piece()];
+    let ws = prop_oneof![4 => Just(""), 1 => Just(" "), 1 => Just("\n\t")];
+    let args = prop_oneof![
+        Just(r#"{"uri":"file:///a/b.rs"}"#),
+        Just("{}"),
+        Just("null"),
+        Just(r#"{"uri":"file:///a\"b"}"#),
+        Just(r#"{"uri":5}"#),
+        Just(r#"{"tab_name":"t","x":[1]}"#),
+    ];
+    let name = prop_oneof![
+        Just(r#""getDiagnostics""#),
+        Just(r#""close_tab""#),
+        Just(r#""getOpenEditors""#),
+        Just(r#""executeCode""#),
+        Just(r#""nope""#),
+        Just(r#""get\u0044iagnostics""#),
+    ];
+    let params = (
+        key("name"),
+        name,
+        key("arguments"),
+        args,
+        proptest::option::of(value("{\"progressToken\":1}")),
+        proptest::bool::ANY,
+    )
+        .prop_map(|(nk, n, ak, a, meta, swap)| {
+            let mut members = vec![format!("{nk}:{n}"), format!("{ak}:{a}")];
+            if let Some(m) = meta {
+                members.push(format!("\"_meta\":{m}"));
+            }
+            if swap {
+                members.reverse();
+            }
+            format!("{{{}}}", members.join(","))
+        });
+    (
+        (key("jsonrpc"), value(r#""2.0""#), key("id"), value("7")),
+        (key("method"), value(r#""tools/call""#), key("params")),
+        prop_oneof![12 => params.boxed(), 1 => json_piece().boxed()],
+        proptest::option::of(json_piece()),
+        Just(vec![0usize, 1, 2, 3, 4]).prop_shuffle(),
+        0..16usize,
+        proptest::collection::vec(ws, 3),
+    )
+        .prop_map(
+            |((jk, jv, ik, iv), (mk, mv, pk), p, extra, order, drop, spaces)| {
+                let mut members = [
+                    format!("{jk}:{jv}"),
+                    format!("{ik}:{}{iv}", spaces[0]),
+                    format!("{mk}{}:{mv}", spaces[1]),
+                    format!("{pk}:{p}"),
+                    format!("\"extra\":{}", extra.unwrap_or_else(|| "0".to_owned())),
+                ];
+                // Now and then a member is missing (4: only the extra one).
+                let chosen: Vec<String> = order
+                    .iter()
+                    .filter(|&&i| i != drop && !(i == 4 && drop > 8))
+                    .map(|&i| std::mem::take(&mut members[i]))
+                    .collect();
+                format!("{}{{{}}}", spaces[2], chosen.join(","))
+            },
+        )
+}
+
+proptest::proptest! {
+    /// The fast path reads only what the general rules read, and reads it the same way.
+    #[test]
+    fn the_fast_path_agrees_with_the_general_rules(text in call_message()) {
+        if let Some(fast) = one_pass(&text, ToolSet::all()) {
+            proptest::prop_assert_eq!(Some(fast), general(&text, ToolSet::all()), "{}", text);
+        }
+    }
+
+    /// Bytes changed anywhere in a message the fast path reads: whatever it still reads, the
+    /// general rules read the same way.
+    #[test]
+    fn damaged_messages_are_read_the_same_way_or_left_to_the_general_decoder(
+        text in call_message(),
+        edits in proptest::collection::vec(
+            (proptest::prelude::any::<proptest::sample::Index>(), proptest::sample::select(&b"\"\\{}[],:0-.e \x01a"[..]), 0..3u8),
+            1..4,
+        ),
+    ) {
+        let mut bytes = text.into_bytes();
+        for (at, b, how) in edits {
+            let i = at.index(bytes.len() + 1);
+            match how {
+                0 => bytes.insert(i, b),
+                1 if i < bytes.len() => { bytes.remove(i); }
+                _ if i < bytes.len() => bytes[i] = b,
+                _ => {}
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        if let Some(fast) = one_pass(&text, ToolSet::all()) {
+            proptest::prop_assert_eq!(Some(fast), general(&text, ToolSet::all()), "{}", text);
+        }
+    }
+}
+
+#[test]
+fn the_generated_messages_take_the_fast_path_often() {
+    use proptest::strategy::{Strategy, ValueTree};
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = call_message();
+    let fast = (0..500)
+        .filter(|_| {
+            let text = strategy.new_tree(&mut runner).unwrap().current();
+            one_pass(&text, ToolSet::all()).is_some()
+        })
+        .count();
+    // Both paths are exercised: neither almost never nor almost always fast.
+    assert!(
+        (25..475).contains(&fast),
+        "{fast} of 500 took the fast path"
+    );
+}
+
+proptest::proptest! {
+    /// `write_json`, written by hand, writes what serde_json writes for the same result.
+    #[test]
+    fn write_json_is_what_serde_writes(
+        texts in proptest::collection::vec("(?s).{0,12}|[\"\\\\\u{0}-\u{1f}\u{7f}é✻a]{0,8}", 0..4),
+        image in proptest::option::of(("[A-Za-z0-9+/=]{0,8}", "[a-z/\"]{0,6}")),
+        is_error in proptest::bool::ANY,
+    ) {
+        let mut r = ToolResult::texts(texts);
+        if let Some((data, mime)) = image {
+            r = r.with_image(data, mime);
+        }
+        r.is_error = is_error;
+        let mut ours = Vec::new();
+        r.write_json(&mut ours);
+        proptest::prop_assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            serde_json::to_string(&r).unwrap()
+        );
+    }
 }
