@@ -44,6 +44,22 @@ impl<'a> Scanner<'a> {
         (self.peek()? == c).then(|| self.at += 1)
     }
 
+    /// The next byte after whitespace (not taken).
+    pub(crate) fn next_byte(&mut self) -> Option<u8> {
+        self.ws();
+        self.peek()
+    }
+
+    /// The text from here on, for a reader of its own (see [`Scanner::advance`]).
+    pub(crate) fn rest(&self) -> &'a str {
+        self.text.get(self.at..).unwrap_or_default()
+    }
+
+    /// `n` bytes of [`Scanner::rest`] were read by another reader.
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.at = (self.at + n).min(self.text.len());
+    }
+
     /// Whitespace to the end of the text: nothing may follow the value.
     pub(crate) fn end(mut self) -> Option<()> {
         self.ws();

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|tcp-echo]...
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-smol|tcp-echo]...
 //!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C]
 //! ```
 //!
@@ -78,6 +78,7 @@ fn main() {
             "threads-channel".into(),
             "node".into(),
             "bare-ws".into(),
+            "bare-ws-smol".into(),
             "tcp-echo".into(),
         ];
     }
@@ -103,6 +104,7 @@ fn main() {
             "threads-channel" => Some(start_threads(true)),
             "node" => start_node(),
             "bare-ws" => Some(start_bare_ws()),
+            "bare-ws-smol" => Some(start_bare_ws_smol()),
             "tcp-echo" => Some(start_echo()),
             other => usage(other),
         };
@@ -144,11 +146,17 @@ fn main() {
 /// reach on this machine.
 fn summary(results: &[(String, Figures)]) {
     // The sequential round trip against the bare WebSocket server of the same run: the least a
-    // WebSocket server costs per call on this machine (issue 13, item 8: at least 0.9×).
-    if let Some((_, bare)) = results.iter().find(|(n, _)| n == "bare-ws") {
+    // WebSocket server costs per call on this machine (issue 13, item 8: at least 0.9×). The same
+    // bare server on smol's reactor is in the list: the most any server on that reactor reaches.
+    let floors = [("bare-ws", "all"), ("bare-ws-smol", "smol's reactor")];
+    for (floor, on) in floors {
+        let Some((_, bare)) = results.iter().find(|(n, _)| n == floor) else {
+            continue;
+        };
         let cells: Vec<String> = results
             .iter()
-            .filter(|(name, _)| name != "bare-ws" && name != "tcp-echo")
+            .filter(|(name, _)| name != floor && name != "tcp-echo" && name != "node")
+            .filter(|(name, _)| floor == "bare-ws" || name.starts_with("smol"))
             .map(|(name, f)| {
                 format!(
                     "{name} {:.2}× ({:.2}×)",
@@ -157,10 +165,12 @@ fn summary(results: &[(String, Figures)]) {
                 )
             })
             .collect();
-        println!(
-            "sequential round trip × bare-ws, calls/s (median): {}",
-            cells.join(" | ")
-        );
+        if !cells.is_empty() {
+            println!(
+                "sequential round trip × {floor} ({on}), calls/s (median): {}",
+                cells.join(" | ")
+            );
+        }
     }
     let Some((_, node)) = results.iter().find(|(n, _)| n == "node") else {
         return;
@@ -240,7 +250,7 @@ fn pin_to(_: usize) -> io::Result<()> {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|tcp-echo]... \
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-smol|tcp-echo]... \
          [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C]"
     );
     std::process::exit(2)
@@ -480,73 +490,123 @@ fn start_bare_ws() -> Server {
 }
 
 fn bare_ws_session(mut s: TcpStream) -> io::Result<()> {
-    use base64::Engine;
-    use sha1::Digest;
     s.set_nodelay(true)?;
-    let mut buf = Vec::new();
+    let mut bare = Bare::default();
     let mut chunk = vec![0u8; 64 * 1024];
-    let end = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
+    loop {
         let n = s.read(&mut chunk)?;
         if n == 0 {
             return Ok(());
         }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let key = head
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("sec-websocket-key")
-                .then(|| value.trim())
+        let out = bare.input(&chunk[..n])?;
+        if !out.is_empty() {
+            s.write_all(out)?;
+        }
+    }
+}
+
+/// The same bare server on smol's reactor (async-io), as the smol runtime reads: a read first,
+/// a wait for readiness only when it would block. What any server on that reactor pays per call
+/// on this machine: the floor of the smol runtime.
+fn start_bare_ws_smol() -> Server {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("bound").port();
+    thread::spawn(move || {
+        smol::block_on(async move {
+            let listener = smol::Async::new(listener)?;
+            let (s, _) = listener.accept().await?;
+            s.get_ref().set_nodelay(true)?;
+            let mut bare = Bare::default();
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                let n = match s.get_ref().read(&mut chunk) {
+                    Ok(0) => return Ok(()),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        s.readable().await?;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                let out = bare.input(&chunk[..n])?;
+                if !out.is_empty() {
+                    smol::io::AsyncWriteExt::write_all(&mut &s, out).await?;
+                }
+            }
         })
-        .unwrap_or_default();
-    let digest = sha1::Sha1::digest(format!("{key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11"));
-    let accept = base64::engine::general_purpose::STANDARD.encode(digest);
-    write!(
-        s,
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: mcp\r\n\r\n"
-    )?;
-    buf.drain(..end);
-    let mut out = Vec::new();
-    let mut payload = Vec::new();
-    loop {
+        .unwrap_or_else(|e: io::Error| eprintln!("bare-ws-smol: {e}"))
+    });
+    Server::floor(port)
+}
+
+/// What a bare WebSocket server does with the bytes it reads: the upgrade, then a fixed answer to
+/// each request.
+#[derive(Default)]
+struct Bare {
+    upgraded: bool,
+    buf: Vec<u8>,
+    payload: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Bare {
+    /// Bytes read; what to write back (maybe nothing).
+    fn input(&mut self, bytes: &[u8]) -> io::Result<&[u8]> {
+        use base64::Engine;
+        use sha1::Digest;
+        self.buf.extend_from_slice(bytes);
+        self.out.clear();
+        if !self.upgraded {
+            let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return Ok(&self.out);
+            };
+            let head = String::from_utf8_lossy(&self.buf[..end + 4]).into_owned();
+            let key = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("sec-websocket-key")
+                        .then(|| value.trim())
+                })
+                .unwrap_or_default();
+            let digest = sha1::Sha1::digest(format!("{key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11"));
+            let accept = base64::engine::general_purpose::STANDARD.encode(digest);
+            write!(
+                self.out,
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                 Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: mcp\r\n\r\n"
+            )?;
+            self.buf.drain(..end + 4);
+            self.upgraded = true;
+        }
         let mut at = 0;
         while let Some((h, n)) =
-            decode_header(&buf[at..]).map_err(|e| io::Error::other(e.to_string()))?
+            decode_header(&self.buf[at..]).map_err(|e| io::Error::other(e.to_string()))?
         {
             let len = h.payload_len as usize;
-            if buf.len() - at < n + len {
+            if self.buf.len() - at < n + len {
                 break;
             }
-            payload.clear();
-            payload.extend_from_slice(&buf[at + n..at + n + len]);
+            self.payload.clear();
+            self.payload
+                .extend_from_slice(&self.buf[at + n..at + n + len]);
             if let Some(m) = h.mask {
-                apply_mask(&mut payload, m, 0);
+                apply_mask(&mut self.payload, m, 0);
             }
             at += n + len;
             // Requests get the fixed answer; notifications (no id) none.
-            if let Some(id) = std::str::from_utf8(&payload).ok().and_then(response_id) {
+            if let Some(id) = std::str::from_utf8(&self.payload)
+                .ok()
+                .and_then(response_id)
+            {
                 let reply = format!(
                     r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"[]"}}]}}}}"#
                 );
-                encode_frame(&mut out, OpCode::Text, true, None, reply.as_bytes());
+                encode_frame(&mut self.out, OpCode::Text, true, None, reply.as_bytes());
             }
         }
-        buf.drain(..at);
-        if !out.is_empty() {
-            s.write_all(&out)?;
-            out.clear();
-        }
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
+        self.buf.drain(..at);
+        Ok(&self.out)
     }
 }
 
