@@ -95,6 +95,7 @@ macro_rules! handler_scenarios {
             clock_jump,
             handler_answers_a_burst,
             a_panicking_handler_stalls_nothing,
+            a_stopped_server_is_freed,
         );
     };
 }
@@ -1000,6 +1001,37 @@ pub fn handler_answers_a_burst<R: HandlerRt>() {
         assert_eq!(text(&v), Some(uri.repeat(400)));
     }
     R::stop(s);
+}
+
+/// Once stopped, a server whose handler answered calls is freed, handler included: the handle
+/// the runtime keeps for its handler between deliveries (it points back at the server) is dropped
+/// when the server stops.
+pub fn a_stopped_server_is_freed<R: HandlerRt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let alive = std::sync::Arc::new(());
+    let watch = std::sync::Arc::downgrade(&alive);
+    let s = R::start_with(
+        opts(dir.path()),
+        Box::new(move |e| {
+            let _kept = &alive;
+            matches!(e, Event::ToolCall { .. }).then(|| ToolResult::text("[]"))
+        }),
+    )
+    .unwrap();
+    let (_, c) = connect(R::port(&s), Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    for _ in 0..3 {
+        let id = c.call_tool("getDiagnostics", json!({}));
+        assert_eq!(c.response(id)["result"]["content"][0]["text"], "[]");
+    }
+    drop(c);
+    R::stop(s);
+    let freed = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        watch.upgrade().is_none()
+    });
+    assert!(freed, "the server (and its handler) outlived its stop");
 }
 
 /// A handler that panics loses that event only: the acceptor, the connection's reader and the

@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::thread::{self, ThreadId};
 
 use claude_ide_bridge::{ConnectionId, Event};
 
@@ -27,12 +26,21 @@ use crate::Core;
 pub(crate) struct Delivery {
     /// Events waiting for the handler.
     pub queue: VecDeque<Event>,
-    /// The thread running the handler, if any.
-    delivering: Option<ThreadId>,
+    /// The thread running the handler, if any ([`this_thread`]).
+    delivering: Option<usize>,
     /// Events of the current burst still queued after the one being delivered.
     burst_left: usize,
     /// Connections with answers held back by [`hold`](Self::hold).
     held: Vec<ConnectionId>,
+}
+
+/// An identity of the calling thread, for as long as it runs: the address of a thread-local.
+/// (`thread::current()` costs two atomic operations on a shared count, on every delivery.)
+fn this_thread() -> usize {
+    thread_local! {
+        static MARK: u8 = const { 0 };
+    }
+    MARK.with(|m| m as *const u8 as usize)
 }
 
 impl Delivery {
@@ -42,7 +50,7 @@ impl Delivery {
         if self.delivering.is_some() || self.queue.is_empty() {
             return false;
         }
-        self.delivering = Some(thread::current().id());
+        self.delivering = Some(this_thread());
         true
     }
 
@@ -66,9 +74,7 @@ impl Delivery {
     /// True when this thread is delivering and more events of the current burst wait for it: new
     /// output for the peer can wait for their answers to join it.
     pub fn should_hold(&self) -> bool {
-        self.burst_left > 0
-            && self.delivering.is_some()
-            && self.delivering == Some(thread::current().id())
+        self.burst_left > 0 && self.delivering.is_some() && self.delivering == Some(this_thread())
     }
 
     /// Remember that `conn` has output held back.
@@ -113,6 +119,12 @@ impl Backlog {
             self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         }
         event
+    }
+
+    /// Sets the count (handler mode: the queue is counted under the state lock, and a store is
+    /// cheaper than a read-modify-write).
+    pub fn set(&self, n: usize) {
+        self.0.store(n, std::sync::atomic::Ordering::Release);
     }
 
     /// Some event waits for the host.

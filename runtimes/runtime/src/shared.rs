@@ -54,6 +54,14 @@ impl Events {
     }
 }
 
+/// What [`Shared::claim`] hands to [`Shared::deliver`]: the first event, the handler, and the
+/// handle to give it.
+struct Claimed {
+    event: Event,
+    handler: Handler,
+    handle: Handle,
+}
+
 /// What a connection's writer does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
@@ -75,13 +83,20 @@ struct State {
     channel: Option<Box<dyn Fn(Event) + Send>>,
     /// Events waiting for the handler, who runs it, the answers it holds.
     delivery: Delivery,
+    /// The handler, here when nobody is running it: the thread that delivers takes it out with the
+    /// events it claims and puts it back when done (so running it needs no lock of its own).
+    handler: Option<Handler>,
+    /// The handle given to the handler, kept between deliveries (made once, not per event). It
+    /// points back at this server: [`Shared::stop_hard`] drops it, which ends that cycle.
+    handle: Option<Handle>,
     stopped: bool,
 }
 
 /// A running server's shared part. Runtimes keep it in an `Arc` and call it from their loops.
 pub struct Shared {
     state: Mutex<State>,
-    handler: Option<Mutex<Handler>>,
+    /// Whether events go to a handler ([`Events::Handler`]).
+    has_handler: bool,
     /// Wakes the runtime's timer loop: the engine's deadline moved, or the server stopped.
     wake_timer: Box<dyn Fn() + Send + Sync>,
     addr: SocketAddr,
@@ -108,8 +123,9 @@ impl Shared {
         let lock_path = core.lock_path().map(Path::to_path_buf);
         let (channel, handler) = match events {
             Events::Channel(send) => (Some(send), None),
-            Events::Handler(h) => (None, Some(Mutex::new(h))),
+            Events::Handler(h) => (None, Some(h)),
         };
+        let has_handler = handler.is_some();
         let shared = Shared {
             state: Mutex::new(State {
                 core,
@@ -117,9 +133,11 @@ impl Shared {
                 conns: HashMap::new(),
                 channel,
                 delivery: Delivery::default(),
+                handler,
+                handle: None,
                 stopped: false,
             }),
-            handler,
+            has_handler,
             wake_timer: Box::new(wake_timer),
             addr,
             lock_path,
@@ -188,15 +206,19 @@ impl Shared {
             channel,
             stopped,
             delivery,
+            ..
         } = st;
         core.drain(out);
         // Counted before they are handed over: the host takes them off as they come.
         if let Some(send) = channel {
             self.backlog.add(out.events.len());
             out.events.drain(..).for_each(send);
-        } else if self.handler.is_some() && !*stopped {
-            self.backlog.add(out.events.len());
-            delivery.queue.extend(out.events.drain(..));
+        } else if self.has_handler && !*stopped {
+            if !out.events.is_empty() {
+                delivery.queue.extend(out.events.drain(..));
+                // Counted under the lock: a store, not a read-modify-write.
+                self.backlog.set(delivery.queue.len());
+            }
         } else {
             out.events.clear();
         }
@@ -212,8 +234,9 @@ impl Shared {
         let mut st = self.lock();
         let r = f(&mut st);
         self.flush(&mut st, false);
+        let first = self.claim(&mut st);
         drop(st);
-        self.deliver();
+        self.deliver(first);
         r
     }
 
@@ -239,54 +262,94 @@ impl Shared {
         let r = f(&mut st.core);
         let queued = from_host && st.channel.is_some() && self.backlog.is_waiting();
         self.flush(&mut st, !queued);
+        let first = self.claim(&mut st);
         drop(st);
-        self.deliver();
+        self.deliver(first);
         r
     }
 
-    /// Hands queued events to the handler, in order, one at a time, with the lock not held, from
-    /// the thread or task calling it. When another one is already doing so (or this one,
-    /// re-entered from the handler through a [`Handle`]), that one delivers them after its
-    /// current call: [`Delivery::begin`], taken and released under the lock, makes the handler
-    /// run in one place at a time even when several threads call in. Called after every flush,
-    /// once the lock is released; does nothing without a handler or with nothing queued.
+    /// Under the lock, after a flush: when there is a handler, events are queued for it and nobody
+    /// is delivering them, this thread becomes the one that does ([`Delivery::begin`]) and takes
+    /// the first, with the handle to give the handler; [`Shared::deliver`] runs them once the lock
+    /// is released. Taking the first event under the same lock as the flush saves a lock per call.
+    fn claim(self: &Arc<Self>, st: &mut State) -> Option<Claimed> {
+        if !self.has_handler || !st.delivery.begin() {
+            return None;
+        }
+        let Some(handler) = st.handler.take() else {
+            // Only after a panic that escaped `catch_unwind` (none can): deliver nothing.
+            st.delivery.end();
+            return None;
+        };
+        let Some(event) = st.delivery.take_next() else {
+            st.handler = Some(handler);
+            st.delivery.end();
+            return None;
+        };
+        self.backlog.set(st.delivery.queue.len());
+        // Made once and kept between deliveries (cloning it per event would cost two atomic
+        // operations on every call).
+        let handle = st.handle.take().unwrap_or_else(|| self.handle());
+        Some(Claimed {
+            event,
+            handler,
+            handle,
+        })
+    }
+
+    /// Hands the events claimed by [`Shared::claim`] to the handler, in order, one at a time,
+    /// with the lock not held, from the thread or task that claimed them. When another one is
+    /// already doing so (or this one, re-entered from the handler through a [`Handle`]), nothing
+    /// was claimed, and that one delivers what was queued after its current call:
+    /// [`Delivery::begin`], taken and released under the lock, makes the handler run in one place
+    /// at a time even when several threads call in.
     ///
     /// A panic in the handler is caught here (the panic hook has reported it): the event is
     /// dropped and logged, the rest are delivered, and the thread or task that ran it (a
     /// connection's, the timer, the acceptor) carries on. Letting it unwind would end that loop
     /// with the connection still registered, or stop the timer or the acceptor for good.
-    fn deliver(self: &Arc<Self>) {
-        let Some(handler) = &self.handler else {
+    fn deliver(self: &Arc<Self>, claimed: Option<Claimed>) {
+        let Some(Claimed {
+            mut event,
+            mut handler,
+            handle,
+        }) = claimed
+        else {
             return;
         };
-        let mut st = self.lock();
-        if !st.delivery.begin() {
-            return;
-        }
-        // Made for the first event only: most calls find nothing queued.
-        let handle = self.handle();
-        while let Some(event) = self.backlog.taken(st.delivery.take_next()) {
-            drop(st);
-            let outcome = {
-                let mut h = handler.lock().unwrap_or_else(|e| e.into_inner());
-                panic::catch_unwind(AssertUnwindSafe(|| (*h)(event, &handle)))
-            };
-            st = self.lock();
+        loop {
+            let outcome = panic::catch_unwind(AssertUnwindSafe(|| handler(event, &handle)));
+            let mut st = self.lock();
             if outcome.is_err() {
                 st.core
                     .log(|| "the event handler panicked; its event is dropped".to_string());
             }
+            match st.delivery.take_next() {
+                Some(next) => {
+                    self.backlog.set(st.delivery.queue.len());
+                    event = next;
+                }
+                None => {
+                    let State {
+                        core,
+                        conns,
+                        delivery,
+                        stopped,
+                        handler: put_back,
+                        handle: kept,
+                        ..
+                    } = &mut *st;
+                    delivery.end();
+                    // Answers held for a burst whose last event gave none.
+                    write_held(core, conns, delivery, *stopped);
+                    *put_back = Some(handler);
+                    if !*stopped {
+                        *kept = Some(handle);
+                    }
+                    return;
+                }
+            }
         }
-        let State {
-            core,
-            conns,
-            delivery,
-            stopped,
-            ..
-        } = &mut *st;
-        delivery.end();
-        // Answers held for a burst whose last event gave none.
-        write_held(core, conns, delivery, *stopped);
     }
 
     // ---- the accept loop ----
@@ -319,8 +382,9 @@ impl Shared {
             st.conns.remove(&conn);
         }
         self.flush(&mut st, false);
+        let first = self.claim(&mut st);
         drop(st);
-        self.deliver();
+        self.deliver(first);
         Some(conn)
     }
 
@@ -475,6 +539,8 @@ impl Shared {
         }
         st.channel = None;
         st.delivery.queue.clear();
+        // The handle kept for the handler points back at this server.
+        st.handle = None;
         st.core.remove_lock_file();
         (self.wake_timer)();
         f()
