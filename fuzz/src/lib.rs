@@ -344,7 +344,8 @@ pub fn jsonrpc(data: &[u8]) {
                 #[serde(borrow, default)]
                 arguments: Option<&'a RawValue>,
             }
-            let general: Params<'_> = serde_json::from_str(params).expect("params the scanner read");
+            let general: Params<'_> =
+                serde_json::from_str(params).expect("params the scanner read");
             assert_eq!(ToolCall::parse(&general.name, general.arguments), Ok(call));
         }
     }
