@@ -8,8 +8,10 @@
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
 //! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-smol|tcp-echo]...
-//!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C]
+//!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--syscall-costs]
 //! ```
+//!
+//! `--syscall-costs` prints instead what each system call of a wait on smol's reactor costs here.
 //!
 //! `--cpu C` pins everything (client, servers, the Node child) to CPU `C` (Linux): on a virtual
 //! machine, waking a thread on another, idle vCPU can cost tens of µs, which would otherwise be
@@ -49,6 +51,7 @@ fn main() {
     // the pace: with 16 even the tcp-echo floor is only about 2x Node on these VMs.
     let mut in_flight = 256usize;
     let mut cpu = None;
+    let mut syscall_costs = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| usage(&a));
@@ -65,6 +68,7 @@ fn main() {
                     .unwrap_or_else(|| usage(&a))
             }
             "--cpu" => cpu = Some(value().parse::<usize>().unwrap_or_else(|_| usage(&a))),
+            "--syscall-costs" => syscall_costs = true,
             "--bench" => {} // passed by `cargo bench`
             _ => usage(&a),
         }
@@ -89,6 +93,10 @@ fn main() {
             std::process::exit(2);
         }
         println!("loopback: pinned to CPU {cpu}");
+    }
+    if syscall_costs {
+        print_syscall_costs();
+        return;
     }
     println!(
         "loopback: {notifications} notifications, {calls} sequential tools/call getDiagnostics round trips, \
@@ -235,6 +243,90 @@ fn summary(results: &[(String, Figures)]) {
     println!("  {:<17} {}", "median−floor µs", cells.join(" | "));
 }
 
+/// `--syscall-costs`: what each system call of a wait on smol's reactor costs on this machine (a
+/// million of each, back to back; the mean). polling's epoll backend makes `timerfd_settime`, an
+/// `epoll_ctl` for the timer, `epoll_wait`, a `read` of its notifier and an `epoll_ctl` re-arming it
+/// for every wait; a reader that waits also re-arms its socket (`epoll_ctl`) and has made a read
+/// that found nothing. `getppid` is the cheapest call there is: the cost of entering the kernel.
+#[cfg(target_os = "linux")]
+fn print_syscall_costs() {
+    use rustix::event::epoll;
+    use rustix::time::{timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId};
+    use rustix::time::{TimerfdFlags, TimerfdTimerFlags, Timespec};
+    const N: u32 = 1_000_000;
+    let time = |name: &str, mut f: Box<dyn FnMut() + '_>| {
+        let start = Instant::now();
+        for _ in 0..N {
+            f();
+        }
+        println!(
+            "{name:<24} {:6.1} ns",
+            start.elapsed().as_nanos() as f64 / f64::from(N)
+        );
+    };
+    let setup = || -> io::Result<_> {
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let timer = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::NONBLOCK)?;
+        let flags = epoll::EventFlags::IN | epoll::EventFlags::ONESHOT;
+        epoll::add(&ep, &timer, epoll::EventData::new_u64(0), flags)?;
+        Ok((ep, timer, flags))
+    };
+    let (ep, timer, flags) = match setup() {
+        Ok(s) => s,
+        Err(e) => return println!("syscall costs: {e}"),
+    };
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let off = Itimerspec {
+        it_interval: zero,
+        it_value: zero,
+    };
+    time(
+        "getppid",
+        Box::new(|| {
+            std::hint::black_box(rustix::process::getppid());
+        }),
+    );
+    time(
+        "timerfd_settime",
+        Box::new(|| {
+            let _ = timerfd_settime(&timer, TimerfdTimerFlags::empty(), &off);
+        }),
+    );
+    time(
+        "epoll_ctl (modify)",
+        Box::new(|| {
+            let _ = epoll::modify(&ep, &timer, epoll::EventData::new_u64(0), flags);
+        }),
+    );
+    let mut events = Vec::with_capacity(4);
+    time(
+        "epoll_wait (no timeout)",
+        Box::new(|| {
+            events.clear();
+            let _ = epoll::wait(
+                &ep,
+                rustix::buffer::spare_capacity(&mut events),
+                Some(&zero),
+            );
+        }),
+    );
+    let mut byte = [0u8; 8];
+    time(
+        "read (nothing there)",
+        Box::new(|| {
+            let _ = rustix::io::read(&timer, &mut byte);
+        }),
+    );
+}
+
+#[cfg(not(target_os = "linux"))]
+fn print_syscall_costs() {
+    println!("syscall costs: only on Linux");
+}
+
 /// Pin this process's current thread (and so every thread and child started after) to `cpu`.
 #[cfg(target_os = "linux")]
 fn pin_to(cpu: usize) -> io::Result<()> {
@@ -251,7 +343,7 @@ fn pin_to(_: usize) -> io::Result<()> {
 fn usage(arg: &str) -> ! {
     eprintln!(
         "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-smol|tcp-echo]... \
-         [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C]"
+         [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--syscall-costs]"
     );
     std::process::exit(2)
 }
