@@ -83,20 +83,30 @@ impl<'a> Scanner<'a> {
         &mut self,
         mut f: impl FnMut(&mut Self, &'a str) -> Option<()>,
     ) -> Option<()> {
-        self.eat(b'{')?;
-        self.ws();
-        if self.peek()? == b'}' {
+        self.items(b'{', b'}', |s| {
+            let key = s.plain_str()?;
+            s.eat(b':')?;
+            f(s, key)
+        })
+    }
+
+    /// `open`, items separated by commas (each read by `item`), `close`.
+    fn items(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(open)?;
+        if self.next_byte()? == close {
             self.at += 1;
             return Some(());
         }
         loop {
-            let key = self.plain_str()?;
-            self.eat(b':')?;
-            f(self, key)?;
-            self.ws();
-            match self.peek()? {
+            item(self)?;
+            match self.next_byte()? {
                 b',' => self.at += 1,
-                b'}' => {
+                c if c == close => {
                     self.at += 1;
                     return Some(());
                 }
@@ -120,26 +130,7 @@ impl<'a> Scanner<'a> {
         match self.peek()? {
             b'"' => self.plain_str().map(drop),
             b'{' => self.object(|s, _| s.ws_skip(depth + 1)),
-            b'[' => {
-                self.at += 1;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.at += 1;
-                    return Some(());
-                }
-                loop {
-                    self.ws_skip(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => self.at += 1,
-                        b']' => {
-                            self.at += 1;
-                            return Some(());
-                        }
-                        _ => return None,
-                    }
-                }
-            }
+            b'[' => self.items(b'[', b']', |s| s.ws_skip(depth + 1)),
             b't' => self.literal("true"),
             b'f' => self.literal("false"),
             b'n' => self.literal("null"),
