@@ -334,7 +334,7 @@ pub fn same_id(a: &str, b: &str) -> bool {
     a.trim() == b.trim()
 }
 
-/// What [`decode_with`] read from a text frame.
+/// What the `tools/call` fast path read from a text frame ([`decode_fast`]).
 #[derive(Debug)]
 pub enum Decoded<'a, T> {
     /// A request for the expected method, read by the fast path: its params are already typed.
@@ -367,7 +367,8 @@ pub(crate) fn decode_with<'a, T>(
     }
 }
 
-/// [`decode_with`] with the params kept as their JSON text (for tests and fuzzing).
+/// The fast path with the params kept as their JSON text (for tests and fuzzing): the expected
+/// request, read by the scanner, or the general decoder's reading of anything else.
 ///
 /// ```
 /// use claude_ide_bridge::hooks::jsonrpc::{decode_fast, Decoded, Frame, Message};
