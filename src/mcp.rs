@@ -38,12 +38,47 @@ impl McpPhase {
 struct Pending {
     seq: u64,
     /// The JSON-RPC id, raw.
-    id: Box<str>,
+    id: RawId,
     /// `Some` for `openDiff`: its tab name.
     tab: Option<String>,
     /// Tool call (MCP content result) or compatibility method (plain result).
     compat: bool,
     batch: Option<u64>,
+}
+
+/// A request's id as it was written, kept inline when short (ids are nearly always small integers),
+/// so that a pending call costs no allocation.
+enum RawId {
+    Inline { len: u8, bytes: [u8; RawId::INLINE] },
+    Boxed(Box<str>),
+}
+
+impl RawId {
+    const INLINE: usize = 23;
+
+    fn new(id: &str) -> RawId {
+        match u8::try_from(id.len()) {
+            Ok(len) if id.len() <= RawId::INLINE => {
+                let mut bytes = [0; RawId::INLINE];
+                bytes[..id.len()].copy_from_slice(id.as_bytes());
+                RawId::Inline { len, bytes }
+            }
+            _ => RawId::Boxed(id.into()),
+        }
+    }
+}
+
+impl std::ops::Deref for RawId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            // Copied whole from a `str`, so always UTF-8.
+            RawId::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            RawId::Boxed(id) => id,
+        }
+    }
 }
 
 struct Batch {
@@ -643,7 +678,7 @@ impl<'c> Ctx<'c> {
         }
         s.pending.push(Pending {
             seq,
-            id: id.into(),
+            id: RawId::new(id),
             tab,
             compat,
             batch: self.batch,
@@ -670,4 +705,29 @@ fn method_not_found(method: &str) -> RpcError {
         jsonrpc::METHOD_NOT_FOUND,
         format!("method not found: {method}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RawId;
+
+    #[test]
+    fn raw_ids_read_back_as_written_inline_or_not() {
+        let long = format!("\"{}\"", "é".repeat(40));
+        for id in [
+            "7",
+            "-12",
+            "\"a b\"",
+            "\"✻ 22 bytes of text ✻\"",
+            "12345678901234567890",
+            &long,
+        ] {
+            assert_eq!(&*RawId::new(id), id);
+        }
+        assert!(matches!(
+            RawId::new("12345678901234567890"),
+            RawId::Inline { .. }
+        ));
+        assert!(matches!(RawId::new(&long), RawId::Boxed(_)));
+    }
 }

@@ -2,7 +2,7 @@
 //! who is running it, the answers held back while it works through a burst, and the step that
 //! writes new output from the thread that produced it or wakes the connection's writer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 
 use claude_ide_bridge::{ConnectionId, Event};
@@ -195,7 +195,7 @@ pub(crate) fn write_now(core: &mut Core, conn: ConnectionId, wire: &dyn Wire) ->
 pub(crate) fn act_on_ready(
     core: &mut Core,
     ready: &mut Vec<(ConnectionId, bool)>,
-    conns: &HashMap<ConnectionId, Conn>,
+    conns: &BTreeMap<ConnectionId, Conn>,
     delivery: &mut Delivery,
     inline: bool,
     stopped: bool,
@@ -221,7 +221,7 @@ pub(crate) fn act_on_ready(
 /// Writes the output [`Delivery`] held back, from this thread, or wakes the writers for it.
 pub(crate) fn write_held(
     core: &mut Core,
-    conns: &HashMap<ConnectionId, Conn>,
+    conns: &BTreeMap<ConnectionId, Conn>,
     delivery: &mut Delivery,
     stopped: bool,
 ) {

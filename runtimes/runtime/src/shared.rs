@@ -8,7 +8,7 @@
 //! connection is done) happens here, under one lock that is never held across a blocking call or
 //! an `.await`.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::panic::{self, AssertUnwindSafe};
@@ -78,7 +78,8 @@ struct State {
     core: Core,
     /// Reused by every flush (no allocation per call).
     drained: Drained,
-    conns: HashMap<ConnectionId, Conn>,
+    /// The connections by id (a B-tree: no hashing per lookup, and few entries).
+    conns: BTreeMap<ConnectionId, Conn>,
     /// The channel of [`Events::Channel`]; `None` with a handler, and once stopped.
     channel: Option<Box<dyn Fn(Event) + Send>>,
     /// Events waiting for the handler, who runs it, the answers it holds.
@@ -130,7 +131,7 @@ impl Shared {
             state: Mutex::new(State {
                 core,
                 drained: Drained::default(),
-                conns: HashMap::new(),
+                conns: BTreeMap::new(),
                 channel,
                 delivery: Delivery::default(),
                 handler,
