@@ -2,6 +2,7 @@
 //! goes to, and the conversion of what they report into the diagnostics the bridge answers
 //! (`getDiagnostics`, `diagnostics_changed`).
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -10,7 +11,34 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
+use claude_ide_bridge::FileDiagnostics;
 use claude_ide_bridge_lsp::{parse_override, Override, ServerTable};
+
+/// Diagnostics changes waiting for the host, the latest per file. A server's changes arrive on its
+/// reader thread and the host takes them on its own: one wake-up is sent when the first change
+/// comes in, and the host takes all that came by the time it looks. A server that publishes
+/// faster than the host works costs one entry per file, not one per publish, and the clients get
+/// the latest diagnostics of each file once (docs/protocol.md, "Notifications").
+#[derive(Debug, Default)]
+pub struct Changes {
+    waiting: Mutex<BTreeMap<String, FileDiagnostics>>,
+}
+
+impl Changes {
+    /// A change: `true` when the host must be woken (nothing was waiting).
+    pub fn add(&self, change: FileDiagnostics) -> bool {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let wake = waiting.is_empty();
+        waiting.insert(change.uri.clone(), change);
+        wake
+    }
+
+    /// Every change waiting, in file order; the next [`Changes::add`] wakes the host again.
+    pub fn take(&self) -> Vec<FileDiagnostics> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *waiting).into_values().collect()
+    }
+}
 
 /// Which servers (`serve`, `run`, `doctor`).
 #[derive(Args, Clone, Debug, Default)]
@@ -227,5 +255,54 @@ mod tests {
         assert_eq!(fs::metadata(&p).unwrap().len(), 0);
         assert!(d.path().join("state/lsp.log.old").exists());
         drop(log);
+    }
+}
+
+#[cfg(test)]
+mod changes_tests {
+    use super::Changes;
+    use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
+
+    /// A change of `uri` whose one diagnostic says `n`.
+    fn change(uri: &str, n: usize) -> FileDiagnostics {
+        FileDiagnostics {
+            uri: uri.into(),
+            diagnostics: vec![Diagnostic {
+                message: format!("problem {n}"),
+                severity: Diagnostic::ERROR.into(),
+                range: Range::new(Position::new(0, 0), Position::new(0, 1)),
+                source: None,
+                code: None,
+            }],
+        }
+    }
+
+    /// A flood of changes before the host looks: one wake-up, one entry per file, the latest.
+    #[test]
+    fn a_flood_is_one_wake_up_and_the_latest_change_per_file() {
+        let changes = Changes::default();
+        let mut wakes = 0;
+        for i in 0..10_000 {
+            let uri = ["file:///a.py", "file:///b.py", "file:///c.py"][i % 3];
+            wakes += usize::from(changes.add(change(uri, i)));
+        }
+        assert_eq!(wakes, 1);
+        let taken = changes.take();
+        let got: Vec<(&str, &str)> = taken
+            .iter()
+            .map(|c| (c.uri.as_str(), c.diagnostics[0].message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("file:///a.py", "problem 9999"),
+                ("file:///b.py", "problem 9997"),
+                ("file:///c.py", "problem 9998")
+            ]
+        );
+        // Taken: the next change wakes the host again.
+        assert!(changes.take().is_empty());
+        assert!(changes.add(change("file:///a.py", 0)));
+        assert!(!changes.add(change("file:///b.py", 0)));
     }
 }

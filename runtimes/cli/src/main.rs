@@ -394,9 +394,11 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
                 log: LspLog::Writer(Arc::new(std::sync::Mutex::new(log.clone()))),
                 ..LspConfig::default()
             };
-            let changes = tx.clone();
+            let (wake, changes) = (tx.clone(), Arc::new(lsp::Changes::default()));
             let lsp = Lsp::new(config, move |change| {
-                let _ = changes.send(HostInput::Diagnostics(change));
+                if changes.add(change) {
+                    let _ = wake.send(HostInput::Diagnostics(changes.clone()));
+                }
             });
             Some(Arc::new(LanguageServers::new(lsp, log, workspace.clone())))
         }

@@ -27,9 +27,9 @@ use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
+use claude_ide_bridge::Diagnostic;
 use claude_ide_bridge::SelectionChanged;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
-use claude_ide_bridge::{Diagnostic, FileDiagnostics};
 
 use crate::ui;
 use claude_ide_bridge_files::Workspace;
@@ -65,8 +65,8 @@ pub enum HostInput {
     DiffChecked(Box<DiffCheck>),
     /// `$EDITOR` on the shown proposed change ended: the edited contents, or why not.
     Edited(CallId, Result<String, String>),
-    /// A language server's diagnostics for a file changed.
-    Diagnostics(FileDiagnostics),
+    /// Language servers' diagnostics changed: take them from [`Changes`](crate::lsp::Changes).
+    Diagnostics(Arc<crate::lsp::Changes>),
 }
 
 /// What `openDiff` does.
@@ -241,7 +241,11 @@ impl Host {
             HostInput::Signal(sig) => return self.on_signal(sig),
             HostInput::DiffChecked(check) => self.on_diff_checked(*check),
             HostInput::Edited(call, edited) => self.on_edited(call, edited),
-            HostInput::Diagnostics(change) => self.on_lsp_change(change),
+            HostInput::Diagnostics(changes) => {
+                for change in changes.take() {
+                    self.on_lsp_change(change);
+                }
+            }
             HostInput::ChildExited(status) => {
                 return Flow::Exit(match status {
                     Ok(s) => exit_code(s),
