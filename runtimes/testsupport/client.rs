@@ -13,6 +13,9 @@ pub struct Client {
     pub stream: TcpStream,
     buf: Vec<u8>,
     next_id: u64,
+    /// Why the last receive ended without a message, when it was not a timeout (for the message
+    /// of a failing test).
+    pub ended: Option<String>,
 }
 
 /// Connects and sends the upgrade; returns the HTTP status and, for 101, the client.
@@ -58,6 +61,7 @@ pub fn connect(port: u16, token: Option<&str>) -> (u16, Option<Client>) {
             stream,
             buf,
             next_id: 1,
+            ended: None,
         }),
     )
 }
@@ -95,7 +99,19 @@ impl Client {
             self.stream.set_read_timeout(Some(give_up - now)).unwrap();
             let mut chunk = [0u8; 65536];
             match self.stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return None,
+                Ok(0) => {
+                    self.ended = Some("the server closed the connection (EOF)".into());
+                    return None;
+                }
+                Err(e) => {
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) {
+                        self.ended = Some(format!("read failed: {e}"));
+                    }
+                    return None;
+                }
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
             }
         }
@@ -103,14 +119,28 @@ impl Client {
 
     /// The next text message as JSON, answering pings on the way.
     pub fn recv_json(&mut self, timeout: Duration) -> Option<Value> {
+        self.ended = None;
         let give_up = Instant::now() + timeout;
         loop {
             let left = give_up.checked_duration_since(Instant::now())?;
             let (op, payload) = self.recv_frame(left)?;
             match op {
-                1 => return serde_json::from_slice(&payload).ok(),
+                1 => {
+                    let v = serde_json::from_slice(&payload).ok();
+                    if v.is_none() {
+                        let text = String::from_utf8_lossy(&payload);
+                        let cut: String = text.chars().take(300).collect();
+                        self.ended = Some(format!("a text message that is not JSON: {cut}"));
+                    }
+                    return v;
+                }
                 9 => self.send_frame(OpCode::Pong, &payload),
-                8 => return None,
+                8 => {
+                    let code = payload.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]]));
+                    let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
+                    self.ended = Some(format!("a Close frame: {code:?} {reason}"));
+                    return None;
+                }
                 _ => {}
             }
         }
@@ -132,6 +162,11 @@ impl Client {
         }
     }
 
+    /// Why receiving ended early, or that it timed out.
+    pub fn why(&self) -> &str {
+        self.ended.as_deref().unwrap_or("timed out")
+    }
+
     /// Sends a request; returns its id.
     pub fn send_request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
@@ -148,7 +183,7 @@ impl Client {
 
     pub fn response(&mut self, id: u64) -> Value {
         self.recv_until(Duration::from_secs(5), |v| v["id"] == json!(id))
-            .unwrap_or_else(|| panic!("no response to request {id}"))
+            .unwrap_or_else(|| panic!("no response to request {id} ({})", self.why()))
     }
 
     /// initialize + notifications/initialized.

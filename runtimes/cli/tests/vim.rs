@@ -171,6 +171,13 @@ impl Vim {
 
 impl Drop for Vim {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // What Vim showed when the test failed.
+            eprintln!(
+                "--- Vim's screen ---\n{}\n---",
+                self.tmux(&["capture-pane", "-p", "-t", "0"])
+            );
+        }
         self.tmux(&["kill-server"]);
     }
 }

@@ -276,7 +276,7 @@ pub fn responses(c: &mut Client, ids: &[u64]) -> std::collections::HashMap<u64, 
     while got.len() < ids.len() {
         let v = c
             .recv_until(WAIT, |v| v["id"].as_u64().is_some_and(|i| ids.contains(&i)))
-            .unwrap_or_else(|| panic!("missing responses; have {got:?}"));
+            .unwrap_or_else(|| panic!("missing responses ({}); have {got:?}", c.why()));
         got.insert(v["id"].as_u64().unwrap(), v);
     }
     got
