@@ -83,6 +83,7 @@ impl<'a> Scanner<'a> {
 
     /// The members of an object, one at a time: `f` is called with each key (after its `:`) and
     /// must read the member's value. `None` from `f` gives up.
+    #[inline(always)]
     pub(crate) fn object(
         &mut self,
         mut f: impl FnMut(&mut Self, &'a str) -> Option<()>,
@@ -95,6 +96,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// `open`, items separated by commas (each read by `item`), `close`.
+    #[inline(always)]
     fn items(
         &mut self,
         open: u8,
