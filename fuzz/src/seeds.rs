@@ -179,6 +179,11 @@ pub fn all() -> Vec<Seed> {
         ("seed-write-file", r#"{"path":"/ws/a.txt","content":"hi"}"#.to_string()),
         ("seed-invalid", r#"{"jsonrpc":"2.0","id":{"x":1},"method":7,"params":[]}"#.to_string()),
         ("seed-response", r#"{"jsonrpc":"2.0","id":9,"result":{"ok":true}}"#.to_string()),
+        // The fast path of `tools/call`: the real client's member order, with `_meta`; spaces and
+        // nested ignored members; a key written with an escape, which only the general decoder reads.
+        ("seed-real-client-call", r#"{"method":"tools/call","params":{"name":"getDiagnostics","arguments":{"uri":"file:///ws/src/main.rs"},"_meta":{"progressToken":5,"claudecode/toolUseId":"toolu_01"}},"jsonrpc":"2.0","id":5}"#.to_string()),
+        ("seed-spaced-call", "{ \"jsonrpc\" : \"2.0\" ,\n \"id\" : \"a b\" , \"method\":\"tools/call\",\t\"params\": { \"name\":\"close_tab\", \"arguments\": {\"tab_name\":\"t\",\"x\":[1,{\"y\":null},-0.5e3]} } }".to_string()),
+        ("seed-escaped-key-call", r#"{"jsonrpc":"2.0","\u0069d":7,"method":"tools/call","params":{"name":"getDiagnostics"}}"#.to_string()),
     ];
     for (name, text) in messages {
         seeds.push(seed("jsonrpc", name, text.into_bytes()));

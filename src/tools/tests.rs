@@ -841,6 +841,20 @@ fn real_client_order_takes_the_one_pass() {
 }
 
 #[test]
+fn whitespace_between_tokens_takes_the_fast_path_and_escapes_do_not() {
+    let t = "{ \"jsonrpc\" : \"2.0\" ,\n \"id\" : \"a b\" , \"method\":\"tools/call\",\t\"params\": { \"name\":\"close_tab\", \"arguments\": {\"tab_name\":\"t\",\"x\":[1,{\"y\":null},-0.5e3]} } }";
+    let (id, call) = one_pass(t, ToolSet::all()).expect("fast path");
+    assert_eq!(id, "\"a b\"");
+    assert!(matches!(call, ToolCall::CloseTab(ref a) if a.tab_name == "t"));
+    assert_eq!(Some((id, call)), general(t, ToolSet::all()));
+    // A key written with an escape is the general decoder's: it reads it as "id".
+    let t =
+        r#"{"jsonrpc":"2.0","\u0069d":7,"method":"tools/call","params":{"name":"getDiagnostics"}}"#;
+    assert!(one_pass(t, ToolSet::all()).is_none());
+    assert_eq!(general(t, ToolSet::all()).unwrap().0, "7");
+}
+
+#[test]
 fn other_member_orders_are_read_in_one_pass_too() {
     let t = r#"{"id":1,"jsonrpc":"2.0","params":{"arguments":{"tab_name":"t"},"name":"close_tab"},"method":"tools/call"}"#;
     assert!(
