@@ -132,20 +132,26 @@ impl Workspace {
         };
         let comps = join_lexically(&[], absolute.as_bytes())
             .ok_or_else(|| Error::outside(path, "`..` climbs above /"))?;
-        // The deepest folder containing the path, when folders nest.
+        let (folder, rest) = self
+            .deepest_folder(&comps)
+            .ok_or_else(|| Error::outside(path, "not inside a workspace folder"))?;
+        Ok((folder, rest.to_vec()))
+    }
+
+    /// The deepest folder containing the absolute path `comps` (folders may nest), by its
+    /// advertised or its canonical path, and the components below it.
+    fn deepest_folder<'c>(&self, comps: &'c [OsString]) -> Option<(usize, &'c [OsString])> {
         let mut best: Option<(usize, &[OsString])> = None;
         for (i, f) in self.folders.iter().enumerate() {
             for root in [&f.advertised, &f.canonical] {
-                if let Some(rest) = strip_folder(&comps, root) {
+                if let Some(rest) = strip_folder(comps, root) {
                     if best.is_none_or(|(_, b)| rest.len() < b.len()) {
                         best = Some((i, rest));
                     }
                 }
             }
         }
-        let (folder, rest) =
-            best.ok_or_else(|| Error::outside(path, "not inside a workspace folder"))?;
-        Ok((folder, rest.to_vec()))
+        best
     }
 
     /// The folder's directory handle. The folder's own path is trusted configuration: a link in
@@ -281,17 +287,8 @@ impl Workspace {
         }
         if target.starts_with(b"/") {
             let abs = join_lexically(&[], target).ok_or_else(|| Error::outside(path, shown()))?;
-            let mut best: Option<(usize, &[OsString])> = None;
-            for (i, f) in self.folders.iter().enumerate() {
-                for root in [&f.advertised, &f.canonical] {
-                    if let Some(rest) = strip_folder(&abs, root) {
-                        if best.is_none_or(|(_, b)| rest.len() < b.len()) {
-                            best = Some((i, rest));
-                        }
-                    }
-                }
-            }
-            best.map(|(i, rest)| (i, rest.to_vec()))
+            self.deepest_folder(&abs)
+                .map(|(i, rest)| (i, rest.to_vec()))
                 .ok_or_else(|| Error::outside(path, shown()))
         } else {
             join_lexically(done, target)
