@@ -44,11 +44,11 @@ impl<'a> Scanner<'a> {
     /// Whitespace, then `c`.
     #[inline(always)]
     fn eat(&mut self, c: u8) -> Option<()> {
-        self.ws();
-        (self.peek()? == c).then(|| self.at += 1)
+        (self.next_byte()? == c).then(|| self.at += 1)
     }
 
     /// The next byte after whitespace (not taken).
+    #[inline(always)]
     pub(crate) fn next_byte(&mut self) -> Option<u8> {
         self.ws();
         self.peek()
@@ -156,9 +156,8 @@ impl<'a> Scanner<'a> {
     }
 
     /// A number in JSON's grammar, `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`; the text it
-    /// spans.
+    /// spans. Called after the whitespace before it.
     fn number(&mut self) -> Option<&'a str> {
-        self.ws();
         let start = self.at;
         if self.peek() == Some(b'-') {
             self.at += 1;
