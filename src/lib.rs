@@ -134,6 +134,12 @@ pub mod hooks {
             write_json_string, write_result, Decoded, Frame, Message,
         };
 
+        /// The general rules' reading of `tools/call` params (every tool offered): the call, or
+        /// the error the client gets.
+        pub fn parse_call_params(params: &str) -> Result<crate::ToolCall, crate::RpcError> {
+            crate::tools::parse_call_params(crate::ToolSet::all(), params)
+        }
+
         /// The fast path's reader of `tools/call` params (every tool offered): the call, or
         /// `None` where the general decoder takes over.
         pub fn scan_call_params(params: &str) -> Option<crate::ToolCall> {

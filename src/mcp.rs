@@ -7,7 +7,7 @@
 use crate::jsonrpc::{self, Decoded, Frame, Message, RpcError};
 use crate::paths;
 use crate::server::{CallId, CancelReason, Config, ConnectionId, Event, Shared};
-use crate::tools::{scan_call_params, CompatRequest, ToolCall, ToolResult};
+use crate::tools::{parse_call_params, scan_call_params, CompatRequest, ToolCall, ToolResult};
 use crate::ws::{SendError, Sender};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -119,14 +119,6 @@ struct ClientInfo {
     name: Option<String>,
     #[serde(default)]
     version: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct CallParams<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -571,10 +563,7 @@ impl<'c> Ctx<'c> {
         params: Option<&RawValue>,
     ) -> Result<Option<Vec<u8>>, RpcError> {
         let params = params.ok_or_else(|| RpcError::invalid_params("tools/call needs params"))?;
-        let p: CallParams<'_> = serde_json::from_str(params.get())
-            .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
-        self.config.tools.resolve(&p.name)?;
-        let tool = ToolCall::parse(&p.name, p.arguments)?;
+        let tool = parse_call_params(self.config.tools, params.get())?;
         self.dispatch_tool(s, id, tool)
     }
 

@@ -337,16 +337,7 @@ pub fn jsonrpc(data: &[u8]) {
             other => panic!("read by the fast path, but the general decoder says {other:?}"),
         }
         if let Some(call) = jsonrpc::scan_call_params(params) {
-            #[derive(serde::Deserialize)]
-            struct Params<'a> {
-                #[serde(borrow)]
-                name: Cow<'a, str>,
-                #[serde(borrow, default)]
-                arguments: Option<&'a RawValue>,
-            }
-            let general: Params<'_> =
-                serde_json::from_str(params).expect("params the scanner read");
-            assert_eq!(ToolCall::parse(&general.name, general.arguments), Ok(call));
+            assert_eq!(jsonrpc::parse_call_params(params), Ok(call));
         }
     }
     let raw: Option<&RawValue> = serde_json::from_str(&text).ok();

@@ -192,6 +192,22 @@ impl ToolCall {
     }
 }
 
+/// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`) by the
+/// general rules: the tool must be one `offered`, and every fault is the error the client gets.
+pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCall, RpcError> {
+    #[derive(Deserialize)]
+    struct CallParams<'a> {
+        #[serde(borrow)]
+        name: std::borrow::Cow<'a, str>,
+        #[serde(borrow, default)]
+        arguments: Option<&'a RawValue>,
+    }
+    let p: CallParams<'_> = serde_json::from_str(params)
+        .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
+    offered.resolve(&p.name)?;
+    Ok(ToolCall::parse(&p.name, p.arguments)?)
+}
+
 /// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`) as the fast
 /// path of [`jsonrpc::decode_with`] reads them: `None`, to have the general decoder read the message
 /// and report it precisely, for a tool that is not offered, arguments that do not parse, or anything

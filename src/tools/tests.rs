@@ -898,26 +898,15 @@ fn one_unknown_tool_check_bounds_the_name() {
 /// What the general rules make of a message: the id and the call when it is a `tools/call` of an
 /// offered tool that parses (what `mcp` does with a request the fast path left to it).
 fn general(text: &str, offered: ToolSet) -> Option<(String, ToolCall)> {
-    #[derive(Deserialize)]
-    struct Params<'a> {
-        #[serde(borrow)]
-        name: std::borrow::Cow<'a, str>,
-        #[serde(borrow, default)]
-        arguments: Option<&'a RawValue>,
-    }
     match crate::jsonrpc::decode(text) {
         crate::jsonrpc::Frame::Single(crate::jsonrpc::Message::Request {
             id,
             method,
             params: Some(params),
-        }) if method == "tools/call" => {
-            let p: Params<'_> = serde_json::from_str(params.get()).ok()?;
-            offered.resolve(&p.name).ok()?;
-            Some((
-                id.get().to_owned(),
-                ToolCall::parse(&p.name, p.arguments).ok()?,
-            ))
-        }
+        }) if method == "tools/call" => Some((
+            id.get().to_owned(),
+            parse_call_params(offered, params.get()).ok()?,
+        )),
         _ => None,
     }
 }
