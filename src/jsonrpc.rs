@@ -380,7 +380,12 @@ pub(crate) fn decode_with<'a, T>(
 /// assert!(matches!(other, Decoded::Frame(Frame::Single(Message::Request { .. }))));
 /// ```
 pub fn decode_fast<'a>(text: &'a str, method: &str) -> Decoded<'a, &'a str> {
-    decode_with(text, method, Scanner::value)
+    // Params by the general rule: an object or an array (the reader of a method's own params,
+    // such as `tools/call`'s, asks for more).
+    decode_with(text, method, |s| match s.next_byte()? {
+        b'{' | b'[' => s.value(),
+        _ => None,
+    })
 }
 
 /// The fast path's envelope: `jsonrpc` "2.0", an `id`, `method` equal to `method` and `params`,

@@ -9,6 +9,11 @@
 //! string with an escape is given up on, so a key such as `"\u0069d"` can never be taken for a
 //! different key than the general decoder reads.
 
+use std::fmt;
+
+use serde::de::value::BorrowedStrDeserializer;
+use serde::de::{self, Visitor};
+
 /// Nesting this scanner follows before it gives up (serde_json's own limit is 128).
 const MAX_DEPTH: usize = 32;
 
@@ -52,16 +57,6 @@ impl<'a> Scanner<'a> {
     pub(crate) fn next_byte(&mut self) -> Option<u8> {
         self.ws();
         self.peek()
-    }
-
-    /// The text from here on, for a reader of its own (see [`Scanner::advance`]).
-    pub(crate) fn rest(&self) -> &'a str {
-        self.text.get(self.at..).unwrap_or_default()
-    }
-
-    /// `n` bytes of [`Scanner::rest`] were read by another reader.
-    pub(crate) fn advance(&mut self, n: usize) {
-        self.at = (self.at + n).min(self.text.len());
     }
 
     /// Whitespace to the end of the text: nothing may follow the value.
@@ -193,6 +188,195 @@ impl<'a> Scanner<'a> {
         let start = self.at;
         self.digits();
         (self.at > start).then_some(())
+    }
+}
+
+/// The scanner gave up: the value is outside its subset, or is not what the type reading it
+/// wants. It carries no words: the general decoder reads the text again and words the refusal.
+#[derive(Debug)]
+pub(crate) struct GiveUp;
+
+impl fmt::Display for GiveUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("left to the general decoder")
+    }
+}
+
+impl std::error::Error for GiveUp {}
+
+impl de::Error for GiveUp {
+    fn custom<T: fmt::Display>(_: T) -> Self {
+        GiveUp
+    }
+}
+
+/// The scanner as a serde deserializer of its subset, so that a type's derived `Deserialize`
+/// reads a value where it stands (the `arguments` of a `tools/call`) without serde_json. What
+/// it hands the visitor is what serde_json hands it for the same text: borrowed strings, `bool`s,
+/// unit for `null`, maps and sequences; of numbers only non-negative integers that fit a `u64`,
+/// as serde_json reads them (`visit_u64`); any other number gives up, since serde_json reads
+/// `-0`, fractions and large integers as floats. Every other difference from serde_json is a
+/// refusal here, never another value.
+impl<'de> de::Deserializer<'de> for &mut Scanner<'de> {
+    type Error = GiveUp;
+
+    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, GiveUp> {
+        match self.next_byte().ok_or(GiveUp)? {
+            b'"' => v.visit_borrowed_str(self.plain_str().ok_or(GiveUp)?),
+            b't' => self
+                .literal("true")
+                .ok_or(GiveUp)
+                .and_then(|()| v.visit_bool(true)),
+            b'f' => self
+                .literal("false")
+                .ok_or(GiveUp)
+                .and_then(|()| v.visit_bool(false)),
+            b'n' => self
+                .literal("null")
+                .ok_or(GiveUp)
+                .and_then(|()| v.visit_unit()),
+            b'{' => self.deserialize_map(v),
+            b'[' => {
+                self.at += 1;
+                let mut items = Items::new(self, b']');
+                let value = v.visit_seq(&mut items)?;
+                items.finished(value)
+            }
+            _ => {
+                let digits = self.number().ok_or(GiveUp)?;
+                v.visit_u64(digits.parse().map_err(|_| GiveUp)?)
+            }
+        }
+    }
+
+    /// An object, and only an object (serde_json would let a struct be read from an array too;
+    /// the arguments of a tool must be an object).
+    fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, GiveUp> {
+        self.eat(b'{').ok_or(GiveUp)?;
+        let mut items = Items::new(self, b'}');
+        let value = v.visit_map(&mut items)?;
+        items.finished(value)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        _: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, GiveUp> {
+        self.deserialize_map(v)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, GiveUp> {
+        if self.next_byte() == Some(b'n') {
+            self.literal("null").ok_or(GiveUp)?;
+            v.visit_none()
+        } else {
+            v.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        v: V,
+    ) -> Result<V::Value, GiveUp> {
+        v.visit_newtype_struct(self)
+    }
+
+    /// Checked and passed over, as any value of the subset.
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, GiveUp> {
+        self.value().ok_or(GiveUp)?;
+        v.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct enum identifier
+    }
+}
+
+/// The members of an object or the elements of an array, for a visitor: after the opening
+/// bracket, up to `close`, separated by commas.
+struct Items<'s, 'de> {
+    s: &'s mut Scanner<'de>,
+    close: u8,
+    first: bool,
+    done: bool,
+}
+
+impl<'s, 'de> Items<'s, 'de> {
+    fn new(s: &'s mut Scanner<'de>, close: u8) -> Self {
+        Items {
+            s,
+            close,
+            first: true,
+            done: false,
+        }
+    }
+
+    /// Whether another item follows (its comma taken), or the closing bracket (taken).
+    fn more(&mut self) -> Result<bool, GiveUp> {
+        let c = self.s.next_byte().ok_or(GiveUp)?;
+        if c == self.close {
+            self.s.at += 1;
+            self.done = true;
+            return Ok(false);
+        }
+        if !std::mem::take(&mut self.first) {
+            if c != b',' {
+                return Err(GiveUp);
+            }
+            self.s.at += 1;
+        }
+        Ok(true)
+    }
+
+    /// The visitor's value, once the closing bracket is taken: a visitor that stops before the
+    /// last item leaves the rest, which serde_json refuses and so does this.
+    fn finished<T>(self, value: T) -> Result<T, GiveUp> {
+        if !self.done {
+            self.s.eat(self.close).ok_or(GiveUp)?;
+        }
+        Ok(value)
+    }
+}
+
+impl<'de> de::MapAccess<'de> for Items<'_, 'de> {
+    type Error = GiveUp;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, GiveUp> {
+        if !self.more()? {
+            return Ok(None);
+        }
+        let key = self.s.plain_str().ok_or(GiveUp)?;
+        self.s.eat(b':').ok_or(GiveUp)?;
+        seed.deserialize(BorrowedStrDeserializer::new(key))
+            .map(Some)
+    }
+
+    fn next_value_seed<T: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<T::Value, GiveUp> {
+        seed.deserialize(&mut *self.s)
+    }
+}
+
+impl<'de> de::SeqAccess<'de> for Items<'_, 'de> {
+    type Error = GiveUp;
+
+    fn next_element_seed<T: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, GiveUp> {
+        if !self.more()? {
+            return Ok(None);
+        }
+        seed.deserialize(&mut *self.s).map(Some)
     }
 }
 
@@ -328,5 +512,81 @@ mod tests {
         .unwrap();
         assert!(s.end().is_some());
         assert_eq!(seen, [("a", "1"), ("b", "\"x\"")]);
+    }
+
+    /// `T` read by the scanner as a serde deserializer, the whole text.
+    fn read<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Option<T> {
+        let mut s = Scanner::new(text);
+        let value = T::deserialize(&mut s).ok()?;
+        s.end().map(|()| value)
+    }
+
+    #[test]
+    fn as_a_deserializer_it_reads_what_serde_json_reads_or_gives_up() {
+        use crate::tools::OpenFileArgs;
+        fn agree<'a, T>(text: &'a str) -> bool
+        where
+            T: serde::Deserialize<'a> + PartialEq + std::fmt::Debug,
+        {
+            let ours = read::<T>(text);
+            if let Some(v) = &ours {
+                assert_eq!(
+                    Some(v),
+                    serde_json::from_str::<T>(text).ok().as_ref(),
+                    "{text}"
+                );
+            }
+            ours.is_some()
+        }
+        let open_file =
+            r#" { "filePath" : "/a" , "startLine":3,"preview":false,"x":[{"y":null}]} "#;
+        assert!(agree::<OpenFileArgs>(open_file));
+        assert!(agree::<Vec<String>>(r#"["a", "b"]"#));
+        assert!(agree::<Option<u64>>("null"));
+        assert!(agree::<u64>("18446744073709551615"));
+        assert!(agree::<bool>("true"));
+        // serde_json reads these numbers as floats (or refuses them): the scanner gives up.
+        for n in ["-0", "-1", "1.0", "1e2", "18446744073709551616"] {
+            assert!(!agree::<Option<u64>>(n), "{n}");
+            assert!(!agree::<serde_json::Value>(n), "{n}");
+        }
+        for t in [
+            "{\"filePath\":\"/a\",}",
+            r#"{"filePath":"/a" "x":1}"#,
+            r#"{"filePath":"\u0061"}"#,
+        ] {
+            assert!(!agree::<OpenFileArgs>(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn as_a_deserializer_it_reads_structs_only_from_objects_and_only_whole() {
+        // serde_json reads a struct from an array too; the arguments of a tool must be an object.
+        assert!(serde_json::from_str::<crate::tools::CloseTabArgs>(r#"["t"]"#).is_ok());
+        assert!(read::<crate::tools::CloseTabArgs>(r#"["t"]"#).is_none());
+        // A visitor that stops before the closing brace: serde_json refuses the rest, so does this.
+        struct FirstKey;
+        impl<'de> serde::Deserialize<'de> for FirstKey {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = FirstKey;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a map")
+                    }
+                    fn visit_map<A: de::MapAccess<'de>>(
+                        self,
+                        mut m: A,
+                    ) -> Result<FirstKey, A::Error> {
+                        m.next_entry::<de::IgnoredAny, de::IgnoredAny>()?;
+                        Ok(FirstKey)
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+        assert!(read::<FirstKey>(r#"{"a":1}"#).is_some());
+        assert!(read::<FirstKey>(r#"{"a":1,"b":2}"#).is_none());
+        assert!(serde_json::from_str::<FirstKey>(r#"{"a":1,"b":2}"#).is_err());
     }
 }

@@ -132,20 +132,6 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for OnlyMap<D> {
     }
 }
 
-/// A `T` read from the JSON object at the start of `text` (only an object, as [`OnlyMap`]), and the
-/// length of text it took, with serde_json's own rule for what may follow a value.
-pub(super) fn object_at<T: serde::de::DeserializeOwned>(text: &str) -> Option<(T, usize)> {
-    struct Object<T>(T);
-    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            T::deserialize(OnlyMap(d)).map(Object)
-        }
-    }
-    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Object<T>>();
-    let Object(value) = values.next()?.ok()?;
-    Some((value, values.byte_offset()))
-}
-
 impl ToolCall {
     /// Parses the `name` and `arguments` of a `tools/call`.
     ///
@@ -222,9 +208,7 @@ pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<
             // The real client's order, the name first: the arguments are read where they stand.
             "arguments" if arguments.is_none() && call.is_none() => match tool {
                 Some(tool) if s.next_byte()? == b'{' => {
-                    let (read, n) = ToolCall::arguments_at(tool, s.rest())?;
-                    s.advance(n);
-                    call = Some(read);
+                    call = Some(ToolCall::deserialize_arguments(tool, &mut *s).ok()?);
                 }
                 _ => arguments = Some(s.value()?),
             },

@@ -10,9 +10,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::args::{
-    object_at, CheckDocumentDirtyArgs, CloseTabArgs, ExecuteCodeArgs, GetDiagnosticsArgs, NoArgs,
-    OnlyMap, OpenDiffArgs, OpenFileArgs, OpenFilesArgs, ReformatFileArgs, SaveDocumentArgs,
-    ToolCallError,
+    CheckDocumentDirtyArgs, CloseTabArgs, ExecuteCodeArgs, GetDiagnosticsArgs, NoArgs, OnlyMap,
+    OpenDiffArgs, OpenFileArgs, OpenFilesArgs, ReformatFileArgs, SaveDocumentArgs, ToolCallError,
 };
 
 /// The JSON Schema of a string property.
@@ -59,18 +58,6 @@ macro_rules! parse_arguments {
     ($d:ident, $variant:ident, $args:ty) => {
         ToolCall::$variant(<$args>::deserialize($d)?)
     };
-}
-
-/// [`ToolCall::arguments_at`] for one tool: with no argument struct, any object is read and ignored.
-macro_rules! arguments_at {
-    ($text:ident, $variant:ident,) => {{
-        let (NoArgs {}, n) = object_at::<NoArgs>($text)?;
-        (ToolCall::$variant, n)
-    }};
-    ($text:ident, $variant:ident, $args:ty) => {{
-        let (args, n) = object_at::<$args>($text)?;
-        (ToolCall::$variant(args), n)
-    }};
 }
 
 /// The table of tools. Each entry: the variant's doc, `Variant = "wireName"`, the argument struct
@@ -152,16 +139,6 @@ macro_rules! tools {
                 let d = OnlyMap(d);
                 Ok(match tool {
                     $(ToolName::$variant => parse_arguments!(d, $variant, $($args)?),)*
-                })
-            }
-
-            /// The `arguments` object of a call to `tool` at the start of `text`, read as
-            /// [`ToolCall::deserialize_arguments`] reads it, and the length of text it took (the
-            /// fast path of `tools/call` reads on from there). `None` when they do not parse, or
-            /// when something other than `,`, `}`, `]`, `:`, a quote or whitespace follows them.
-            pub(crate) fn arguments_at(tool: ToolName, text: &str) -> Option<(ToolCall, usize)> {
-                Some(match tool {
-                    $(ToolName::$variant => arguments_at!(text, $variant, $($args)?),)*
                 })
             }
         }

@@ -936,6 +936,66 @@ fn json_piece() -> impl proptest::strategy::Strategy<Value = String> {
     ]
 }
 
+/// A tool's name and an arguments object for it: each member of the right type most of the time,
+/// now and then missing or holding a value of another type or an unusual number, and sometimes a
+/// member the tool does not have.
+fn tool_and_arguments() -> impl proptest::strategy::Strategy<Value = (String, String)> {
+    use proptest::prelude::*;
+    const TOOLS: &[(&str, &[(&str, &str)])] = &[
+        ("getDiagnostics", &[("uri", r#""file:///a/b.rs""#)]),
+        (
+            "openFile",
+            &[
+                ("filePath", r#""/a/b.rs""#),
+                ("preview", "false"),
+                ("startLine", "3"),
+                ("endLine", "0"),
+                ("startText", r#""fn main""#),
+            ],
+        ),
+        ("open_files", &[("file_paths", r#"["/a", "/b"]"#)]),
+        ("close_tab", &[("tab_name", r#""t""#)]),
+        ("executeCode", &[("code", r#""1 + 1""#)]),
+        ("getOpenEditors", &[]),
+    ];
+    let other = prop_oneof![
+        Just("-0".to_owned()),
+        Just("-1".to_owned()),
+        Just("18446744073709551615".to_owned()),
+        Just("18446744073709551616".to_owned()),
+        Just("1.0".to_owned()),
+        Just("true".to_owned()),
+        Just(r#""s""#.to_owned()),
+        Just(r#"["a",1]"#.to_owned()),
+        Just(r#"{"uri":"nested"}"#.to_owned()),
+        json_piece(),
+    ];
+    let member = prop_oneof![
+        8 => Just(Some(None)),
+        1 => Just(None),
+        2 => other.clone().prop_map(|v| Some(Some(v))),
+    ];
+    (
+        0..TOOLS.len(),
+        proptest::collection::vec(member, 5),
+        proptest::option::weighted(0.2, other),
+    )
+        .prop_map(|(tool, members, extra)| {
+            let (name, fields) = TOOLS[tool];
+            let mut written: Vec<String> = fields
+                .iter()
+                .zip(members)
+                .filter_map(|(&(key, plain), m)| {
+                    m.map(|v| format!("\"{key}\": {}", v.as_deref().unwrap_or(plain)))
+                })
+                .collect();
+            if let Some(v) = extra {
+                written.push(format!("\"x\":{v}"));
+            }
+            (format!("\"{name}\""), format!("{{{}}}", written.join(",")))
+        })
+}
+
 /// A `tools/call` of the real client's shape, with each part sometimes replaced by something else.
 fn call_message() -> impl proptest::strategy::Strategy<Value = String> {
     use proptest::prelude::*;
@@ -948,31 +1008,34 @@ fn call_message() -> impl proptest::strategy::Strategy<Value = String> {
     };
     let value = |plain: &'static str| prop_oneof![16 => Just(plain.to_owned()), 1 => json_piece()];
     let ws = prop_oneof![4 => Just(""), 1 => Just(" "), 1 => Just("\n\t")];
-    let args = prop_oneof![
-        Just(r#"{"uri":"file:///a/b.rs"}"#),
-        Just("{}"),
-        Just("null"),
-        Just(r#"{"uri":"file:///a\"b"}"#),
-        Just(r#"{"uri":5}"#),
-        Just(r#"{"tab_name":"t","x":[1]}"#),
-    ];
-    let name = prop_oneof![
-        Just(r#""getDiagnostics""#),
-        Just(r#""close_tab""#),
-        Just(r#""getOpenEditors""#),
-        Just(r#""executeCode""#),
-        Just(r#""nope""#),
-        Just(r#""get\u0044iagnostics""#),
+    let name_and_args = prop_oneof![
+        8 => tool_and_arguments(),
+        1 => (
+            prop_oneof![
+                Just(r#""getDiagnostics""#),
+                Just(r#""close_tab""#),
+                Just(r#""nope""#),
+                Just(r#""get\u0044iagnostics""#),
+            ],
+            prop_oneof![
+                Just(r#"{"uri":"file:///a/b.rs"}"#),
+                Just("{}"),
+                Just("null"),
+                Just(r#"{"uri":"file:///a\"b"}"#),
+                Just(r#"{"tab_name":"t","x":[1]}"#),
+                Just(r#"[{"uri":"a"}]"#),
+            ],
+        )
+            .prop_map(|(n, a)| (n.to_owned(), a.to_owned())),
     ];
     let params = (
         key("name"),
-        name,
         key("arguments"),
-        args,
+        name_and_args,
         proptest::option::of(value("{\"progressToken\":1}")),
         proptest::bool::ANY,
     )
-        .prop_map(|(nk, n, ak, a, meta, swap)| {
+        .prop_map(|(nk, ak, (n, a), meta, swap)| {
             let mut members = vec![format!("{nk}:{n}"), format!("{ak}:{a}")];
             if let Some(m) = meta {
                 members.push(format!("\"_meta\":{m}"));
