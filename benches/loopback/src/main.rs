@@ -8,8 +8,12 @@
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
 //! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-smol|tcp-echo]...
-//!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--syscall-costs]
+//!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--rounds R] [--syscall-costs]
 //! ```
+//!
+//! `--rounds R` runs the whole list R times in turn and ends with, for each server, the median
+//! over the rounds of its ratio to the bare WebSocket server of the same round: on a shared
+//! machine one run's ratios move by several hundredths between runs of the same build.
 //!
 //! `--syscall-costs` prints instead what each system call of a wait on smol's reactor costs here.
 //!
@@ -51,6 +55,7 @@ fn main() {
     // the pace: with 16 even the tcp-echo floor is only about 2x Node on these VMs.
     let mut in_flight = 256usize;
     let mut cpu = None;
+    let mut rounds = 1usize;
     let mut syscall_costs = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -68,6 +73,13 @@ fn main() {
                     .unwrap_or_else(|| usage(&a))
             }
             "--cpu" => cpu = Some(value().parse::<usize>().unwrap_or_else(|_| usage(&a))),
+            "--rounds" => {
+                rounds = value()
+                    .parse()
+                    .ok()
+                    .filter(|&r| r > 0)
+                    .unwrap_or_else(|| usage(&a))
+            }
             "--syscall-costs" => syscall_costs = true,
             "--bench" => {} // passed by `cargo bench`
             _ => usage(&a),
@@ -102,8 +114,30 @@ fn main() {
         "loopback: {notifications} notifications, {calls} sequential tools/call getDiagnostics round trips, \
          {pipelined} more with {in_flight} in flight"
     );
+    let mut rounds_run = Vec::new();
+    for round in 1..=rounds {
+        if rounds > 1 {
+            println!("round {round} of {rounds}");
+        }
+        let results = run_all(&runtimes, notifications, calls, pipelined, in_flight);
+        summary(&results);
+        rounds_run.push(results);
+    }
+    if rounds > 1 {
+        rounds_summary(&rounds_run);
+    }
+}
+
+/// Each server in turn: started, measured, stopped.
+fn run_all(
+    runtimes: &[String],
+    notifications: usize,
+    calls: usize,
+    pipelined: usize,
+    in_flight: usize,
+) -> Vec<(String, Figures)> {
     let mut results: Vec<(String, Figures)> = Vec::new();
-    for rt in &runtimes {
+    for rt in runtimes {
         let server = match rt.as_str() {
             "smol" => Some(start_smol(false)),
             "smol-global" => Some(start_smol(true)),
@@ -146,7 +180,56 @@ fn main() {
         }
         server.stop();
     }
-    summary(&results);
+    results
+}
+
+/// Over several rounds: for each server, the median and the range of its sequential round trip
+/// ratio to bare-ws in the same round (of the medians, and of calls/s).
+fn rounds_summary(rounds: &[Vec<(String, Figures)>]) {
+    let Some(first) = rounds.first() else { return };
+    let mut by_median = Vec::new();
+    for (name, _) in first.iter().filter(|(n, _)| n != "bare-ws") {
+        let ratios = |get: fn(&Figures, &Figures) -> f64| {
+            let mut r: Vec<f64> = rounds
+                .iter()
+                .filter_map(|round| {
+                    let bare = &round.iter().find(|(n, _)| n == "bare-ws")?.1;
+                    let f = &round.iter().find(|(n, _)| n == name)?.1;
+                    Some(get(f, bare))
+                })
+                .filter(|r| r.is_finite())
+                .collect();
+            r.sort_by(f64::total_cmp);
+            r
+        };
+        let medians = ratios(|f, bare| bare.median_us / f.median_us);
+        let rates = ratios(|f, bare| f.calls_per_s / bare.calls_per_s);
+        let (Some(m), Some(c)) = (middle(&medians), middle(&rates)) else {
+            continue;
+        };
+        by_median.push(format!(
+            "{name} {m:.3}× ({:.3}-{:.3}), calls/s {c:.3}×",
+            medians[0],
+            medians[medians.len() - 1]
+        ));
+    }
+    if !by_median.is_empty() {
+        println!(
+            "over {} rounds, sequential round trip × bare-ws by median (range), and by calls/s: {}",
+            rounds.len(),
+            by_median.join(" | ")
+        );
+    }
+}
+
+/// The median of sorted values (the mean of the middle two for an even count).
+fn middle(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
 }
 
 /// One line per figure: every server's value and its ratio against Node (higher is better: for
@@ -343,7 +426,7 @@ fn pin_to(_: usize) -> io::Result<()> {
 fn usage(arg: &str) -> ! {
     eprintln!(
         "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-smol|tcp-echo]... \
-         [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--syscall-costs]"
+         [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--rounds R] [--syscall-costs]"
     );
     std::process::exit(2)
 }

@@ -508,16 +508,28 @@ fn vim_plugin_with_a_scripted_claude() {
     ));
     assert_eq!(v["opened_files"], json!([a_s]));
 
-    // Characters, not bytes: a selection after multibyte text.
+    // UTF-16 code units, not bytes or characters: a selection after multibyte text. Before "w":
+    // 10 bytes, 6 code points, 5 characters as Vim counts them (e with its composing accent is
+    // one), 7 UTF-16 units (the emoji is two).
     let u = sb.ws.join("u.txt");
-    fs::write(&u, "h\u{e9}llo w\u{f6}rld\n").unwrap();
+    fs::write(&u, "\u{1f600} e\u{301}t w\u{f6}rld\n").unwrap();
     vim.ex("edit u.txt");
-    vim.keys(&["0", "w", "v", "e"]);
+    vim.ex("call cursor(1, stridx(getline(1), 'w') + 1)");
+    vim.keys(&["v", "e"]);
     let sel = notification(&mut c, "selection_changed", |p| {
         p["filePath"] == json!(u.to_string_lossy()) && p["text"] != ""
     });
     assert_eq!(sel["text"], "w\u{f6}rld");
-    assert_eq!(sel["selection"], range(0, 6, 0, 11));
+    assert_eq!(sel["selection"], range(0, 7, 0, 12));
+    vim.keys(&["Escape"]);
+    // Linewise: the end is the line's length in UTF-16 units.
+    vim.keys(&["V"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["filePath"] == json!(u.to_string_lossy())
+            && p["selection"]["start"]["character"] == 0
+            && p["text"] != ""
+    });
+    assert_eq!(sel["selection"], range(0, 0, 0, 12));
     vim.keys(&["Escape"]);
 
     // :ClaudeCodeStatus tells the port, the lock file and the client.

@@ -72,15 +72,25 @@ export def LanguageId(buf: number): string
   return get(LANGUAGES, ft, ft)
 enddef
 
-# 0-based character index of byte column `col` (1-based) in `line`.
+# The `character` of a position on the wire: UTF-16 code units before it, as VS Code and LSP count
+# them (docs/protocol.md, "Roles and terms"). A character beyond U+FFFF is two; a composing character is
+# one of its own.
+def Utf16Len(s: string): number
+  if s !~ '[^\x01-\x7f]'
+    return strlen(s)
+  endif
+  return strchars(s) + len(filter(str2list(s), (_, c) => c > 0xFFFF))
+enddef
+
+# The `character` of byte column `col` (1-based) in `line`: what comes before it, in UTF-16 units.
 def CharIndex(line: string, col: number): number
-  if col <= 1
-    return 0
-  endif
-  if col > strlen(line)
-    return strchars(line)
-  endif
-  return charidx(line, col - 1)
+  return col <= 1 ? 0 : Utf16Len(strpart(line, 0, col - 1))
+enddef
+
+# The byte column (1-based) just after the character at byte column `col` of `line` (a column past
+# the end stays past it): Vim's inclusive ends, made exclusive.
+def AfterChar(line: string, col: number): number
+  return col > strlen(line) ? col : col + strlen(strcharpart(strpart(line, col - 1), 0, 1))
 enddef
 
 # ---- selection ----
@@ -127,12 +137,12 @@ def SelectionMsg(s: dict<any>): dict<any>
     end = start
   elseif s.kind ==# 'V'
     start = Pos(s.l1 - 1, 0)
-    end = Pos(s.l2 - 1, strchars(lines[-1]))
+    end = Pos(s.l2 - 1, Utf16Len(lines[-1]))
     text = join(lines, "\n")
   elseif s.kind ==# 'v'
     # the end column is inclusive in Vim: include its whole (possibly multibyte) character
     var last = lines[-1]
-    var stop = s.c2 > strlen(last) ? strlen(last) : s.c2 - 1 + strlen(strcharpart(strpart(last, s.c2 - 1), 0, 1))
+    var stop = min([AfterChar(last, s.c2), strlen(last) + 1]) - 1
     start = Pos(s.l1 - 1, CharIndex(lines[0], s.c1))
     end = Pos(s.l2 - 1, CharIndex(last, stop + 1))
     if len(lines) == 1
@@ -209,6 +219,9 @@ def OnModeChanged()
   var new = v:event.new_mode
   if old =~# "^[vV\<C-v>]" && new !~# "^[vV\<C-v>]" && new !~# '^c'
     LeftVisual()
+  elseif new =~# "^[vV\<C-v>]" && new !=# old
+    # A selection made without moving (`V` on a line, `v` switched to `V`): no CursorMoved follows.
+    Track()
   endif
 enddef
 
@@ -345,12 +358,16 @@ def FromAle()
     endif
     var out: list<dict<any>> = []
     for it in call('ale#engine#GetLoclist', [b.bufnr])
-      var l = max([get(it, 'lnum', 1), 1]) - 1
-      var c = max([get(it, 'col', 1), 1]) - 1
-      var el = max([get(it, 'end_lnum', l + 1), 1]) - 1
-      var ec = get(it, 'end_col', c + 1)
+      # ALE's columns are Vim's: 1-based bytes, the end inclusive.
+      var l = max([get(it, 'lnum', 1), 1])
+      var c = max([get(it, 'col', 1), 1])
+      var el = max([get(it, 'end_lnum', l), 1])
+      var ec = max([get(it, 'end_col', c), 1])
+      var line = get(getbufline(b.bufnr, l), 0, '')
+      var end_line = el == l ? line : get(getbufline(b.bufnr, el), 0, '')
       var d: dict<any> = {message: get(it, 'text', ''), severity: get(SEVERITY, get(it, 'type', 'E'), 'Error'),
-        range: {start: Pos(l, c), end: Pos(el, ec)}, source: get(it, 'linter_name', 'ale')}
+        range: {start: Pos(l - 1, CharIndex(line, c)), end: Pos(el - 1, CharIndex(end_line, AfterChar(end_line, ec)))},
+        source: get(it, 'linter_name', 'ale')}
       if has_key(it, 'code')
         d.code = string(it.code)
       endif
