@@ -240,6 +240,11 @@ fn notification(c: &mut Client, method: &str, ok: impl Fn(&Value) -> bool) -> Va
         .clone()
 }
 
+/// A diagnostic's `range`.
+fn range_of(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
+    json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}})
+}
+
 fn range(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
     json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2},
            "isEmpty": (l1, c1) == (l2, c2)})
@@ -669,31 +674,52 @@ fn vim_reports_ale_diagnostics() {
     }
     let sb = Sandbox::new();
     let script = sb.ws.join("s.sh");
-    fs::write(&script, "#!/bin/sh\nif true; then\n  echo hi\n").unwrap();
+    // Line 2 carries an emoji before the "x" a second linter points at (byte column 8).
+    fs::write(
+        &script,
+        "#!/bin/sh\n# \u{1f600} x\nif true; then\n  echo hi\n",
+    )
+    .unwrap();
     let uri = format!("file://{}", script.display());
+    // A linter of our own through ALE's Unix format handler: it reports "x" while line 2 ends
+    // with it.
+    let marks = "call ale#linter#Define('sh', {'name': 'marks', 'executable': 'sh', \
+        'command': 'grep -q \"x$\" %t && echo \"s.sh:2:8: x marks the spot\"', \
+        'callback': 'ale#handlers#unix#HandleAsError'})";
     let vim = Vim::start(
         &sb,
         &script,
-        &format!("filetype plugin on\nset runtimepath+={ALE}\nlet g:ale_linters = {{'sh': ['shell']}}\nlet g:ale_lint_delay = 0"),
+        &format!("filetype plugin on\nset runtimepath+={ALE}\n{marks}\nlet g:ale_linters = {{'sh': ['shell', 'marks']}}\nlet g:ale_lint_delay = 0"),
     );
     vim.ex("ClaudeCodeStart");
     let lock = wait_lock(&sb);
     let mut c = connect(&lock);
     // ALE's shell linter (sh -n) finds the missing `fi`; claude gets it from Vim.
     let found = call_until(&mut c, "getDiagnostics", json!({"uri": uri}), |v| {
-        v[0]["diagnostics"]
-            .as_array()
-            .is_some_and(|d| !d.is_empty())
+        v[0]["diagnostics"].as_array().is_some_and(|d| d.len() == 2)
     });
-    let d = &found[0]["diagnostics"][0];
     assert_eq!(found[0]["uri"], json!(uri));
+    let from = |source: &str| {
+        found[0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["source"] == source)
+            .unwrap_or_else(|| panic!("no diagnostic from {source}: {found}"))
+            .clone()
+    };
+    let d = from("shell");
     assert_eq!(d["severity"], "Error");
-    assert_eq!(d["source"], "shell");
     assert!(
         d["message"].as_str().unwrap().to_lowercase().contains("fi"),
         "{d}"
     );
+    // ALE's byte column 8 is UTF-16 unit 5 ("# " and the emoji's two units before it).
+    let d = from("marks");
+    assert_eq!(d["message"], "x marks the spot");
+    assert_eq!(d["range"], range_of(1, 5, 1, 6));
     // Fixed and saved: ALE finds nothing, and claude hears that too.
+    vim.ex("2delete");
     vim.ex("$put ='fi'");
     vim.ex("w");
     let n = c
