@@ -6,8 +6,10 @@
 //! What it accepts is a strict subset of JSON, checked as strictly as serde_json checks it: strings
 //! without escapes or control characters, numbers in JSON's own grammar, `true`/`false`/`null`, and
 //! objects and arrays of those up to [`MAX_DEPTH`] deep, with JSON's whitespace between tokens. A
-//! string with an escape is given up on, so a key such as `"\u0069d"` can never be taken for a
-//! different key than the general decoder reads.
+//! key or a passed-over string with an escape is given up on, so a key such as `"\u0069d"` can
+//! never be taken for a different key than the general decoder reads. The one place escapes are
+//! read is a string value handed to a type (the deserializer below): serde_json decodes that
+//! token, since a file's contents in `openDiff` are full of `\n`.
 
 use std::fmt;
 
@@ -74,6 +76,17 @@ impl<'a> Scanner<'a> {
         self.at = start + len + 1;
         // The quotes are ASCII, so both ends fall on character boundaries.
         self.text.get(start..start + len)
+    }
+
+    /// A string that may hold escapes (called at its opening quote), decoded by serde_json in one
+    /// pass from where it stands, so that an escape means what it means to the general decoder.
+    /// `None` for a control character, a bad escape or a lone surrogate.
+    fn escaped_str(&mut self) -> Option<String> {
+        let mut strings =
+            serde_json::Deserializer::from_str(self.text.get(self.at..)?).into_iter::<String>();
+        let decoded = strings.next()?.ok()?;
+        self.at += strings.byte_offset();
+        Some(decoded)
     }
 
     /// The members of an object, one at a time: `f` is called with each key (after its `:`) and
@@ -212,7 +225,8 @@ impl de::Error for GiveUp {
 
 /// The scanner as a serde deserializer of its subset, so that a type's derived `Deserialize`
 /// reads a value where it stands (the `arguments` of a `tools/call`) without serde_json. What
-/// it hands the visitor is what serde_json hands it for the same text: borrowed strings, `bool`s,
+/// it hands the visitor is what serde_json hands it for the same text: borrowed strings (owned
+/// ones, decoded by serde_json itself, when they hold escapes), `bool`s,
 /// unit for `null`, maps and sequences; of numbers only non-negative integers that fit a `u64`,
 /// as serde_json reads them (`visit_u64`); any other number gives up, since serde_json reads
 /// `-0`, fractions and large integers as floats. Every other difference from serde_json is a
@@ -222,7 +236,17 @@ impl<'de> de::Deserializer<'de> for &mut Scanner<'de> {
 
     fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, GiveUp> {
         match self.next_byte().ok_or(GiveUp)? {
-            b'"' => v.visit_borrowed_str(self.plain_str().ok_or(GiveUp)?),
+            b'"' => {
+                let start = self.at;
+                match self.plain_str() {
+                    Some(plain) => v.visit_borrowed_str(plain),
+                    // Escapes, as in a file's contents with its line breaks.
+                    None => {
+                        self.at = start;
+                        v.visit_string(self.escaped_str().ok_or(GiveUp)?)
+                    }
+                }
+            }
             b't' => self
                 .literal("true")
                 .ok_or(GiveUp)
@@ -384,6 +408,12 @@ impl<'de> de::SeqAccess<'de> for Items<'_, 'de> {
 /// end with `"` before any `\\` or control character.
 #[inline(always)]
 fn string_stop(rest: &[u8]) -> Option<usize> {
+    first_stop(rest).filter(|&at| rest[at] == b'"')
+}
+
+/// Where the first `"`, `\\` or control character of `rest` is.
+#[inline(always)]
+fn first_stop(rest: &[u8]) -> Option<usize> {
     // Eight bytes at a time: in the mask, the lowest set high bit marks the first byte that is the
     // quote, the backslash, or below 0x20 (bytes of 0x80 and above, UTF-8, never match); bits
     // above the first may be spurious, so only the lowest is used.
@@ -400,19 +430,14 @@ fn string_stop(rest: &[u8]) -> Option<usize> {
             | (x.wrapping_sub(ONES * 0x20) & !x))
             & HIGH;
         if found != 0 {
-            at += found.trailing_zeros() as usize / 8;
-            return (rest[at] == b'"').then_some(at);
+            return Some(at + found.trailing_zeros() as usize / 8);
         }
         at += 8;
     }
-    while at < rest.len() {
-        match rest[at] {
-            b'"' => return Some(at),
-            b'\\' | 0..=0x1f => return None,
-            _ => at += 1,
-        }
-    }
-    None
+    rest[at..]
+        .iter()
+        .position(|&b| matches!(b, b'"' | b'\\' | 0..=0x1f))
+        .map(|n| at + n)
 }
 
 #[cfg(test)]
@@ -553,9 +578,26 @@ mod tests {
         for t in [
             "{\"filePath\":\"/a\",}",
             r#"{"filePath":"/a" "x":1}"#,
-            r#"{"filePath":"\u0061"}"#,
+            r#"{"fil\u0065Path":"/a"}"#,
         ] {
             assert!(!agree::<OpenFileArgs>(t), "{t}");
+        }
+        // Escapes in a string value mean what serde_json says they mean.
+        assert!(agree::<OpenFileArgs>(
+            r#"{"filePath":"\u0061\n\"b\" \\ \ud83d\ude00 \/"}"#
+        ));
+        assert_eq!(
+            read::<String>(r#""a\tb\u00e9""#).as_deref(),
+            Some("a\tb\u{e9}")
+        );
+        for t in [
+            r#""\ud800""#,
+            r#""\x""#,
+            "\"a\u{1}\\n\"",
+            r#""\"#,
+            r#""\u12""#,
+        ] {
+            assert!(!agree::<String>(t), "{t}");
         }
     }
 
