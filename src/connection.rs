@@ -293,6 +293,9 @@ impl Connection {
                     self.after_output(cx);
                     return;
                 }
+                // Nothing queued (a call handed to the host, a notification): no new bytes, so
+                // the connection is not put on the transmit queue for nothing.
+                Step::Handled(None) if s.ws.sender.queued() == before => continue,
                 Step::Handled(None) => {}
                 Step::Handled(Some(out)) => {
                     if let Err(e) = s.mcp.send(&mut s.ws.sender, &out) {
