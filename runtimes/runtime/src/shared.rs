@@ -229,15 +229,21 @@ impl Shared {
         }
     }
 
+    /// The end of every step under the lock: flush (`inline`: see [`act_on_ready`]), claim the
+    /// handler's first event, release the lock, deliver.
+    fn release(self: &Arc<Self>, mut st: MutexGuard<'_, State>, inline: bool) {
+        self.flush(&mut st, inline);
+        let first = self.claim(&mut st);
+        drop(st);
+        self.deliver(first);
+    }
+
     /// Runs `f` on the state, flushes (new output to the connections' writers), and, outside the
     /// lock, hands queued events to the handler.
     fn run<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st);
-        self.flush(&mut st, false);
-        let first = self.claim(&mut st);
-        drop(st);
-        self.deliver(first);
+        self.release(st, false);
         r
     }
 
@@ -262,10 +268,7 @@ impl Shared {
         let mut st = self.lock();
         let r = f(&mut st.core);
         let queued = from_host && st.channel.is_some() && self.backlog.is_waiting();
-        self.flush(&mut st, !queued);
-        let first = self.claim(&mut st);
-        drop(st);
-        self.deliver(first);
+        self.release(st, !queued);
         r
     }
 
@@ -382,10 +385,7 @@ impl Shared {
             Self::close_conn(&mut st, conn);
             st.conns.remove(&conn);
         }
-        self.flush(&mut st, false);
-        let first = self.claim(&mut st);
-        drop(st);
-        self.deliver(first);
+        self.release(st, false);
         Some(conn)
     }
 
