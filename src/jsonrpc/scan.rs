@@ -112,21 +112,11 @@ impl<'a> Scanner<'a> {
         mut item: impl FnMut(&mut Self) -> Option<()>,
     ) -> Option<()> {
         self.eat(open)?;
-        if self.next_byte()? == close {
-            self.at += 1;
-            return Some(());
+        let mut items = Items::new(self, close);
+        while items.more().ok()? {
+            item(items.s)?;
         }
-        loop {
-            item(self)?;
-            match self.next_byte()? {
-                b',' => self.at += 1,
-                c if c == close => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+        Some(())
     }
 
     /// Any value of the accepted subset, checked and passed over; the text it spans.
@@ -260,12 +250,7 @@ impl<'de> de::Deserializer<'de> for &mut Scanner<'de> {
                 .ok_or(GiveUp)
                 .and_then(|()| v.visit_unit()),
             b'{' => self.deserialize_map(v),
-            b'[' => {
-                self.at += 1;
-                let mut items = Items::new(self, b']');
-                let value = v.visit_seq(&mut items)?;
-                items.finished(value)
-            }
+            b'[' => self.deserialize_seq(v),
             _ => {
                 let digits = self.number().ok_or(GiveUp)?;
                 v.visit_u64(digits.parse().map_err(|_| GiveUp)?)
@@ -279,6 +264,13 @@ impl<'de> de::Deserializer<'de> for &mut Scanner<'de> {
         self.eat(b'{').ok_or(GiveUp)?;
         let mut items = Items::new(self, b'}');
         let value = v.visit_map(&mut items)?;
+        items.finished(value)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, v: V) -> Result<V::Value, GiveUp> {
+        self.eat(b'[').ok_or(GiveUp)?;
+        let mut items = Items::new(self, b']');
+        let value = v.visit_seq(&mut items)?;
         items.finished(value)
     }
 
@@ -316,12 +308,12 @@ impl<'de> de::Deserializer<'de> for &mut Scanner<'de> {
 
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct enum identifier
+        bytes byte_buf unit unit_struct tuple tuple_struct enum identifier
     }
 }
 
-/// The members of an object or the elements of an array, for a visitor: after the opening
-/// bracket, up to `close`, separated by commas.
+/// The members of an object or the elements of an array, after the opening bracket, up to
+/// `close`, separated by commas: for a visitor, and for [`Scanner::items`].
 struct Items<'s, 'de> {
     s: &'s mut Scanner<'de>,
     close: u8,
