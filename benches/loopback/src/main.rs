@@ -65,21 +65,9 @@ fn main() {
             "--notifications" => notifications = value().parse().unwrap_or_else(|_| usage(&a)),
             "--calls" => calls = value().parse().unwrap_or_else(|_| usage(&a)),
             "--pipelined" => pipelined = value().parse().unwrap_or_else(|_| usage(&a)),
-            "--in-flight" => {
-                in_flight = value()
-                    .parse()
-                    .ok()
-                    .filter(|&k| k > 0)
-                    .unwrap_or_else(|| usage(&a))
-            }
+            "--in-flight" => in_flight = positive(&value()).unwrap_or_else(|| usage(&a)),
             "--cpu" => cpu = Some(value().parse::<usize>().unwrap_or_else(|_| usage(&a))),
-            "--rounds" => {
-                rounds = value()
-                    .parse()
-                    .ok()
-                    .filter(|&r| r > 0)
-                    .unwrap_or_else(|| usage(&a))
-            }
+            "--rounds" => rounds = positive(&value()).unwrap_or_else(|| usage(&a)),
             "--syscall-costs" => syscall_costs = true,
             "--bench" => {} // passed by `cargo bench`
             _ => usage(&a),
@@ -421,6 +409,11 @@ fn pin_to(cpu: usize) -> io::Result<()> {
 #[cfg(not(target_os = "linux"))]
 fn pin_to(_: usize) -> io::Result<()> {
     Err(io::Error::other("only on Linux"))
+}
+
+/// A count of at least one.
+fn positive(value: &str) -> Option<usize> {
+    value.parse().ok().filter(|&n| n > 0)
 }
 
 fn usage(arg: &str) -> ! {
