@@ -28,10 +28,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Python `websockets` is a real peer in the runtimes' socket tests.
 python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
-# Real language servers for runtimes/lsp's tests (they fail, not skip, without them): pyright from npm
-# (pinned), ruff from PyPI.
+# Real language servers for runtimes/lsp's tests (they fail, not skip, without them): pyright and
+# typescript-language-server with the TypeScript it drives from npm (pinned; this
+# typescript-language-server runs on Node 18 and later), ruff from PyPI.
 pyright_version=1.1.414
 pyright --version 2>/dev/null | grep -qF "$pyright_version" || npm install -g --silent "pyright@$pyright_version"
+tsls_version=4.4.1 typescript_version=5.9.3
+{ typescript-language-server --version 2>/dev/null | grep -qxF "$tsls_version" &&
+  tsc --version 2>/dev/null | grep -qF "$typescript_version"; } ||
+  npm install -g --silent "typescript-language-server@$tsls_version" "typescript@$typescript_version"
 command -v ruff >/dev/null 2>&1 || python3 -m pip install -q ruff
 
 step "format"

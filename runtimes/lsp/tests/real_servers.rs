@@ -1,5 +1,9 @@
-//! Against real language servers: pyright (npm), clangd (Debian), ruff (PyPI). `scripts/test-all.d/lsp.sh`
-//! installs them on a fresh machine; a missing server fails these tests rather than skipping them.
+//! Against real language servers: pyright and typescript-language-server (npm), clangd (Debian), ruff
+//! (PyPI). `scripts/test-all.sh` installs them on a fresh machine; a missing server fails these tests
+//! rather than skipping them.
+
+#[path = "../../testsupport/procs.rs"]
+mod procs;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -39,7 +43,7 @@ fn fixture(servers: ServerTable) -> Fixture {
 fn require(program: &str) {
     assert!(
         claude_ide_bridge_lsp::table::find_program(program).is_some(),
-        "{program} is not installed: run scripts/test-all.d/lsp.sh (these tests fail rather than skip)"
+        "{program} is not installed: scripts/test-all.sh installs it (these tests fail rather than skip)"
     );
 }
 
@@ -114,15 +118,39 @@ fn error_fixed_new_error(
     assert!(f.lsp.known().iter().any(|k| k.uri == uri));
 }
 
+/// `shutdown` ends every server and every process a server started (typescript-language-server runs
+/// tsserver as its own children): none is left running.
 fn stop_and_check_gone(f: &Fixture) {
-    let before = pids(&f.lsp);
-    assert!(!before.is_empty());
-    assert!(before.iter().all(|&p| alive(p)));
+    let servers = pids(&f.lsp);
+    assert!(!servers.is_empty());
+    assert!(servers.iter().all(|&p| alive(p)));
+    let started: Vec<procs::Proc> = servers
+        .iter()
+        .flat_map(|&pid| procs::descendants(pid))
+        .collect();
     let t = Instant::now();
     f.lsp.shutdown(Duration::from_secs(5));
-    eprintln!("shutdown took {:?}", t.elapsed());
-    for pid in before {
+    eprintln!(
+        "shutdown took {:?} ({} servers, {} processes of theirs)",
+        t.elapsed(),
+        servers.len(),
+        started.len()
+    );
+    for pid in servers {
         assert!(!alive(pid), "server {pid} is still there after shutdown");
+    }
+    // SIGKILL to the group has been sent when shutdown returns; dying takes the kernel a moment.
+    let give_up = Instant::now() + Duration::from_secs(5);
+    while started.iter().any(|&p| procs::alive(p)) && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for p in started {
+        assert!(
+            !procs::alive(p),
+            "{} ({}) is still there after shutdown",
+            p.pid,
+            procs::cmdline(p.pid)
+        );
     }
     assert!(f
         .lsp
@@ -188,6 +216,32 @@ fn clangd_error_fix_new_error_and_shutdown() {
         Instant::now(),
     );
     assert_eq!((d[0].range.start.line, d[0].range.start.character), (2, 14));
+    stop_and_check_gone(&f);
+}
+
+#[test]
+fn typescript_error_fix_new_error_and_shutdown() {
+    require("typescript-language-server");
+    let f = fixture(only("typescript", "typescript-language-server --stdio"));
+    // A loose file (no tsconfig.json): tsserver checks it in an inferred project.
+    let file: PathBuf = f.dir.path().join("app.ts");
+    error_fixed_new_error(
+        &f,
+        &file,
+        "const count: number = \"one\";\n",
+        "Type 'string' is not assignable to type 'number'.",
+        "const count: number = 1;\n",
+        "const count: number = 1;\nconst label: string = count;\n",
+        "Type 'number' is not assignable to type 'string'.",
+    );
+    let d = f.lsp.diagnostics(
+        &file,
+        "const count: number = 1;\nconst label: string = count;\n",
+        Instant::now(),
+    );
+    // tsserver's own wording of where and what: 0-based, the declared name; its source and code.
+    assert_eq!((d[0].range.start.line, d[0].range.start.character), (1, 6));
+    assert_eq!(d[0].source.as_deref(), Some("typescript"));
     stop_and_check_gone(&f);
 }
 
