@@ -133,7 +133,9 @@ fn run_all(
             "threads" => Some(start_threads(false)),
             "threads-channel" => Some(start_threads(true)),
             "node" => start_node(),
-            "bare-ws" => Some(start_bare_ws()),
+            "bare-ws" => Some(start_bare_ws(Extra::None)),
+            "bare-ws-wide" => Some(start_bare_ws(Extra::Wide)),
+            "bare-ws-narrow" => Some(start_bare_ws(Extra::Narrow)),
             "bare-ws-smol" => Some(start_bare_ws_smol()),
             "tcp-echo" => Some(start_echo()),
             other => usage(other),
@@ -646,18 +648,18 @@ fn start_echo() -> Server {
 /// answer (the same bytes as the real servers' `[]`) with that id; the answers to the frames of one
 /// read leave in one write. The sequential round trips through the runtimes are measured against
 /// it (item 8 of issue 13 asks for at least 0.9× of its calls/s).
-fn start_bare_ws() -> Server {
+fn start_bare_ws(extra: Extra) -> Server {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("bound").port();
     thread::spawn(move || {
         if let Ok((s, _)) = listener.accept() {
-            let _ = bare_ws_session(s);
+            let _ = bare_ws_session(s, extra);
         }
     });
     Server::floor(port)
 }
 
-fn bare_ws_session(mut s: TcpStream) -> io::Result<()> {
+fn bare_ws_session(mut s: TcpStream, extra: Extra) -> io::Result<()> {
     s.set_nodelay(true)?;
     let mut bare = Bare::default();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -667,10 +669,61 @@ fn bare_ws_session(mut s: TcpStream) -> io::Result<()> {
             return Ok(());
         }
         let out = bare.input(&chunk[..n])?;
+        extra.run(n as u64);
         if !out.is_empty() {
             s.write_all(out)?;
         }
     }
+}
+
+/// Work added to the bare server on every read, to tell what the sequential round trip follows
+/// (BENCHMARKS.md, "Item 8, fourth session of 2026-11-23"): `Wide` runs 512 distinct small
+/// functions (about 5 k instructions over about 28 KiB of code more than `bare-ws`), `Narrow` the
+/// same shape of function 512 times with its constant passed at run time (more instructions, in
+/// one small function). Neither is in the default list.
+#[derive(Clone, Copy)]
+enum Extra {
+    None,
+    Wide,
+    Narrow,
+}
+
+impl Extra {
+    fn run(self, seed: u64) {
+        let mut x = seed;
+        match self {
+            Extra::None => return,
+            Extra::Wide => {
+                // 2^9 calls of step::<K>, K from 512 to 1023: each K its own copy of the code.
+                macro_rules! steps {
+                    ($k:expr, []) => { x = step::<{ $k }>(x); };
+                    ($k:expr, [_ $($more:tt)*]) => {
+                        steps!($k * 2, [$($more)*]);
+                        steps!($k * 2 + 1, [$($more)*]);
+                    };
+                }
+                steps!(1, [_ _ _ _ _ _ _ _ _]);
+            }
+            Extra::Narrow => {
+                for k in 512..1024 {
+                    x = step_at(x, std::hint::black_box(k));
+                }
+            }
+        }
+        std::hint::black_box(x);
+    }
+}
+
+/// One step of [`Extra::Wide`]; `black_box` keeps every copy and its result.
+#[inline(never)]
+fn step<const K: u64>(x: u64) -> u64 {
+    std::hint::black_box(x.wrapping_mul(K | 1).rotate_left((K % 61) as u32 + 1) ^ (K * 0x9E37_79B9))
+}
+
+/// [`step`] with `k` known only at run time: the one function of [`Extra::Narrow`].
+#[inline(never)]
+fn step_at(x: u64, k: u64) -> u64 {
+    std::hint::black_box(x.wrapping_mul(k | 1).rotate_left((k % 61) as u32 + 1) ^ (k * 0x9E37_79B9))
 }
 
 /// The same bare server on smol's reactor (async-io), as the smol runtime reads: a read first,
