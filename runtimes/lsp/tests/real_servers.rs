@@ -5,11 +5,13 @@
 #[path = "../../testsupport/procs.rs"]
 mod procs;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use claude_ide_bridge_lsp::{FileDiagnostics, Lsp, LspConfig, LspLog, ServerState, ServerTable};
+use claude_ide_bridge_lsp::{
+    Diagnostic, FileDiagnostics, Lsp, LspConfig, LspLog, ServerState, ServerTable,
+};
 
 struct Fixture {
     lsp: Lsp,
@@ -61,17 +63,39 @@ fn pids(lsp: &Lsp) -> Vec<u32> {
     lsp.status().iter().filter_map(|s| s.pid).collect()
 }
 
-/// The same three steps for every server: a known error on the first call, fixed text clears it, a new
-/// error shows; `on_change` saw them; after `shutdown` the process is gone.
-fn error_fixed_new_error(
-    f: &Fixture,
-    file: &Path,
-    bad: &str,
-    want: &str,
-    good: &str,
-    bad2: &str,
-    want2: &str,
-) {
+/// One real server's case for [`error_fixed_new_error`]: its language and command, a file name, an
+/// error and a word of its message, the fixed text, a new error and a word of its message.
+struct Case {
+    program: &'static str,
+    language: &'static str,
+    command: &'static str,
+    file: &'static str,
+    bad: &'static str,
+    want: &'static str,
+    good: &'static str,
+    bad2: &'static str,
+    want2: &'static str,
+}
+
+/// The same three steps for every server: a known error on the first call, fixed text clears it, a
+/// new error shows; `on_change` saw them. The fixture (for [`stop_and_check_gone`]) and the new
+/// error's diagnostics, asked for again, for the server's own details.
+fn error_fixed_new_error(case: &Case) -> (Fixture, Vec<Diagnostic>) {
+    let Case {
+        program,
+        language,
+        command,
+        file,
+        bad,
+        want,
+        good,
+        bad2,
+        want2,
+    } = *case;
+    require(program);
+    let f = fixture(only(language, command));
+    let file: PathBuf = f.dir.path().join(file);
+    let file = file.as_path();
     let deadline = || Instant::now() + Duration::from_secs(20);
     let t0 = Instant::now();
     let first = f.lsp.diagnostics(file, bad, deadline());
@@ -116,6 +140,9 @@ fn error_fixed_new_error(
         "{mine:#?}"
     );
     assert!(f.lsp.known().iter().any(|k| k.uri == uri));
+    drop(changes);
+    let again = f.lsp.diagnostics(file, bad2, Instant::now());
+    (f, again)
 }
 
 /// `shutdown` ends every server and every process a server started (typescript-language-server runs
@@ -176,70 +203,53 @@ fn only(language: &str, command: &str) -> ServerTable {
 
 #[test]
 fn pyright_error_fix_new_error_and_shutdown() {
-    require("pyright-langserver");
-    let f = fixture(only("python", "pyright-langserver --stdio"));
-    let file: PathBuf = f.dir.path().join("app.py");
-    error_fixed_new_error(
-        &f,
-        &file,
-        "x: int = 'one'\n",
-        "is not assignable to declared type",
-        "x: int = 1\n",
-        "x: int = 1\ny: str = x\n",
-        "is not assignable to declared type \"str\"",
-    );
-    assert!(f
-        .lsp
-        .diagnostics(&file, "x: int = 1\ny: str = x\n", Instant::now())
-        .iter()
-        .any(|d| d.source.as_deref() == Some("Pyright")));
+    let (f, d) = error_fixed_new_error(&Case {
+        program: "pyright-langserver",
+        language: "python",
+        command: "pyright-langserver --stdio",
+        file: "app.py",
+        bad: "x: int = 'one'\n",
+        want: "is not assignable to declared type",
+        good: "x: int = 1\n",
+        bad2: "x: int = 1\ny: str = x\n",
+        want2: "is not assignable to declared type \"str\"",
+    });
+    assert!(d.iter().any(|d| d.source.as_deref() == Some("Pyright")));
     stop_and_check_gone(&f);
 }
 
 #[test]
 fn clangd_error_fix_new_error_and_shutdown() {
-    require("clangd");
-    let f = fixture(only("c", "clangd"));
-    let file: PathBuf = f.dir.path().join("main.c");
-    error_fixed_new_error(
-        &f,
-        &file,
-        "int main(void) { return missing_one; }\n",
-        "Use of undeclared identifier 'missing_one'",
-        "int main(void) { return 0; }\n",
-        "int main(void) {\n  int ok = 1;\n  return ok + missing_two;\n}\n",
-        "Use of undeclared identifier 'missing_two'",
-    );
-    let d = f.lsp.diagnostics(
-        &file,
-        "int main(void) {\n  int ok = 1;\n  return ok + missing_two;\n}\n",
-        Instant::now(),
-    );
+    let (f, d) = error_fixed_new_error(&Case {
+        program: "clangd",
+        language: "c",
+        command: "clangd",
+        file: "main.c",
+        bad: "int main(void) { return missing_one; }\n",
+        want: "Use of undeclared identifier 'missing_one'",
+        good: "int main(void) { return 0; }\n",
+        bad2: "int main(void) {\n  int ok = 1;\n  return ok + missing_two;\n}\n",
+        want2: "Use of undeclared identifier 'missing_two'",
+    });
     assert_eq!((d[0].range.start.line, d[0].range.start.character), (2, 14));
     stop_and_check_gone(&f);
 }
 
 #[test]
 fn typescript_error_fix_new_error_and_shutdown() {
-    require("typescript-language-server");
-    let f = fixture(only("typescript", "typescript-language-server --stdio"));
     // A loose file (no tsconfig.json): tsserver checks it in an inferred project.
-    let file: PathBuf = f.dir.path().join("app.ts");
-    error_fixed_new_error(
-        &f,
-        &file,
-        "const count: number = \"one\";\n",
-        "Type 'string' is not assignable to type 'number'.",
-        "const count: number = 1;\n",
-        "const count: number = 1;\nconst label: string = count;\n",
-        "Type 'number' is not assignable to type 'string'.",
-    );
-    let d = f.lsp.diagnostics(
-        &file,
-        "const count: number = 1;\nconst label: string = count;\n",
-        Instant::now(),
-    );
-    // tsserver's own wording of where and what: 0-based, the declared name; its source and code.
+    let (f, d) = error_fixed_new_error(&Case {
+        program: "typescript-language-server",
+        language: "typescript",
+        command: "typescript-language-server --stdio",
+        file: "app.ts",
+        bad: "const count: number = \"one\";\n",
+        want: "Type 'string' is not assignable to type 'number'.",
+        good: "const count: number = 1;\n",
+        bad2: "const count: number = 1;\nconst label: string = count;\n",
+        want2: "Type 'number' is not assignable to type 'string'.",
+    });
+    // Where tsserver puts it (0-based, at the declared name) and who it says it is.
     assert_eq!((d[0].range.start.line, d[0].range.start.character), (1, 6));
     assert_eq!(d[0].source.as_deref(), Some("typescript"));
     stop_and_check_gone(&f);
