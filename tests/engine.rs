@@ -482,14 +482,6 @@ fn tool_calls_reach_the_host_and_answers_reach_the_client() {
     );
 }
 
-/// A client frame for `text`, masked, as `Pair::send_text` sends it but not yet handed over.
-fn text_frame(p: &mut Pair, text: &str) -> Vec<u8> {
-    let mut f = Vec::new();
-    let mask = p.next_mask();
-    claude_ide_bridge::ws::encode_frame(&mut f, OpCode::Text, true, Some(mask), text.as_bytes());
-    f
-}
-
 #[test]
 fn only_a_connection_with_bytes_to_send_is_reported_ready() {
     let mut p = Pair::new();
@@ -500,8 +492,8 @@ fn only_a_connection_with_bytes_to_send_is_reported_ready() {
                       "params": {"name": "getDiagnostics", "arguments": {}}});
     let note =
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}});
-    let mut bytes = text_frame(&mut p, &call.to_string());
-    bytes.extend(text_frame(&mut p, &note.to_string()));
+    let mut bytes = p.masked_frame(OpCode::Text, true, call.to_string().as_bytes());
+    bytes.extend(p.masked_frame(OpCode::Text, true, note.to_string().as_bytes()));
     p.server.handle_input(c, &bytes, p.now);
     assert_eq!(p.server.poll_transmit_ready(), None);
     let (id, _) = expect_call(&mut p);
@@ -512,13 +504,15 @@ fn only_a_connection_with_bytes_to_send_is_reported_ready() {
     p.pump();
     p.inbox.clear();
     // So is a ping's pong, and a request answered at once.
-    let mut ping = Vec::new();
-    let mask = p.next_mask();
-    claude_ide_bridge::ws::encode_frame(&mut ping, OpCode::Ping, true, Some(mask), b"hi");
+    let ping = p.masked_frame(OpCode::Ping, true, b"hi");
     p.server.handle_input(c, &ping, p.now);
     assert_eq!(p.server.poll_transmit_ready(), Some(c));
     p.pump();
-    let list = text_frame(&mut p, r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#);
+    let list = p.masked_frame(
+        OpCode::Text,
+        true,
+        br#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#,
+    );
     p.server.handle_input(c, &list, p.now);
     assert_eq!(p.server.poll_transmit_ready(), Some(c));
 }

@@ -14,8 +14,8 @@ pub struct Client {
     buf: Vec<u8>,
     next_id: u64,
     /// Why the last receive ended without a message, when it was not a timeout (for the message
-    /// of a failing test).
-    pub ended: Option<String>,
+    /// of a failing test); see [`Client::why`].
+    ended: Option<String>,
 }
 
 /// Connects and sends the upgrade; returns the HTTP status and, for 101, the client.

@@ -128,10 +128,16 @@ impl Pair {
         self.mask.to_be_bytes()
     }
 
-    pub fn send_frame(&mut self, conn: ConnectionId, opcode: OpCode, fin: bool, payload: &[u8]) {
+    /// A client frame, masked, not yet handed to the server (for a test that feeds it itself).
+    pub fn masked_frame(&mut self, opcode: OpCode, fin: bool, payload: &[u8]) -> Vec<u8> {
         let mut f = Vec::new();
         let mask = self.next_mask();
         encode_frame(&mut f, opcode, fin, Some(mask), payload);
+        f
+    }
+
+    pub fn send_frame(&mut self, conn: ConnectionId, opcode: OpCode, fin: bool, payload: &[u8]) {
+        let f = self.masked_frame(opcode, fin, payload);
         self.raw(conn, &f);
     }
 

@@ -172,11 +172,8 @@ impl Vim {
 impl Drop for Vim {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            // What Vim showed when the test failed.
-            eprintln!(
-                "--- Vim's screen ---\n{}\n---",
-                self.tmux(&["capture-pane", "-p", "-t", "0"])
-            );
+            // What Vim showed, and the plugin's last lines, when the test failed.
+            eprintln!("--- Vim ---\n{}\n---", self.diag());
         }
         self.tmux(&["kill-server"]);
     }
@@ -245,9 +242,11 @@ fn range_of(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
     json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}})
 }
 
+/// A selection's `range`: a diagnostic's, and whether it is empty.
 fn range(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
-    json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2},
-           "isEmpty": (l1, c1) == (l2, c2)})
+    let mut r = range_of(l1, c1, l2, c2);
+    r["isEmpty"] = json!((l1, c1) == (l2, c2));
+    r
 }
 
 /// Calls a tool until its JSON answer satisfies `ok` (what Vim reports is debounced).
