@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-smol|tcp-echo]...
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|tcp-echo]...
 //!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--rounds R] [--syscall-costs]
 //! ```
 //!
@@ -420,7 +420,7 @@ fn positive(value: &str) -> Option<usize> {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-smol|tcp-echo]... \
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|tcp-echo]... \
          [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--rounds R] [--syscall-costs]"
     );
     std::process::exit(2)
@@ -717,12 +717,19 @@ impl Extra {
 /// One step of [`Extra::Wide`]; `black_box` keeps every copy and its result.
 #[inline(never)]
 fn step<const K: u64>(x: u64) -> u64 {
-    std::hint::black_box(x.wrapping_mul(K | 1).rotate_left((K % 61) as u32 + 1) ^ (K * 0x9E37_79B9))
+    mix(x, K)
 }
 
 /// [`step`] with `k` known only at run time: the one function of [`Extra::Narrow`].
 #[inline(never)]
 fn step_at(x: u64, k: u64) -> u64 {
+    mix(x, k)
+}
+
+/// The work of one step, inlined into each: with `k` a constant in [`step`], a variable in
+/// [`step_at`].
+#[inline(always)]
+fn mix(x: u64, k: u64) -> u64 {
     std::hint::black_box(x.wrapping_mul(k | 1).rotate_left((k % 61) as u32 + 1) ^ (k * 0x9E37_79B9))
 }
 
