@@ -49,6 +49,16 @@ pub fn descendants(root: u32) -> Vec<Proc> {
     out
 }
 
+/// `pid` as it is now, if it runs (not a zombie): for a later [`alive`] that a new process given
+/// the same pid cannot fool.
+pub fn seen(pid: u32) -> Option<Proc> {
+    let p = Proc {
+        pid,
+        start: stat(pid)?.2,
+    };
+    alive(p).then_some(p)
+}
+
 /// Whether `p` still runs (a zombie, or a new process with its pid, does not count).
 pub fn alive(p: Proc) -> bool {
     matches!(stat(p.pid), Some((_, state, start)) if start == p.start && state != 'Z' && state != 'X')

@@ -49,16 +49,6 @@ fn require(program: &str) {
     );
 }
 
-/// Whether a process exists and has not exited (a zombie waiting for its reaper has exited).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
 fn pids(lsp: &Lsp) -> Vec<u32> {
     lsp.status().iter().filter_map(|s| s.pid).collect()
 }
@@ -148,12 +138,11 @@ fn error_fixed_new_error(case: &Case) -> (Fixture, Vec<Diagnostic>) {
 /// `shutdown` ends every server and every process a server started (typescript-language-server runs
 /// tsserver as its own children): none is left running.
 fn stop_and_check_gone(f: &Fixture) {
-    let servers = pids(&f.lsp);
+    let servers = running(&pids(&f.lsp));
     assert!(!servers.is_empty());
-    assert!(servers.iter().all(|&p| alive(p)));
     let started: Vec<procs::Proc> = servers
         .iter()
-        .flat_map(|&pid| procs::descendants(pid))
+        .flat_map(|p| procs::descendants(p.pid))
         .collect();
     let t = Instant::now();
     f.lsp.shutdown(Duration::from_secs(5));
@@ -163,8 +152,12 @@ fn stop_and_check_gone(f: &Fixture) {
         servers.len(),
         started.len()
     );
-    for pid in servers {
-        assert!(!alive(pid), "server {pid} is still there after shutdown");
+    for p in servers {
+        assert!(
+            !procs::alive(p),
+            "server {} is still there after shutdown",
+            p.pid
+        );
     }
     // SIGKILL to the group has been sent when shutdown returns; dying takes the kernel a moment.
     let give_up = Instant::now() + Duration::from_secs(5);
@@ -184,6 +177,13 @@ fn stop_and_check_gone(f: &Fixture) {
         .status()
         .iter()
         .all(|s| s.state == ServerState::Stopped || s.state == ServerState::Missing));
+}
+
+/// `pids` as processes, each of which must be running now.
+fn running(pids: &[u32]) -> Vec<procs::Proc> {
+    pids.iter()
+        .map(|&pid| procs::seen(pid).unwrap_or_else(|| panic!("process {pid} is not running")))
+        .collect()
 }
 
 fn only(language: &str, command: &str) -> ServerTable {
@@ -358,16 +358,18 @@ fn servers_exit_when_the_bridge_is_killed() {
         }
     }
     assert_eq!(pids.len(), 3, "the child did not start its servers");
-    assert!(pids.iter().all(|&p| alive(p)));
+    let pids = running(&pids);
     // SIGKILL: the bridge gets no chance to stop them; their input closes and the pid they watch is gone.
     child.kill().unwrap();
     child.wait().unwrap();
     let t = Instant::now();
-    while pids.iter().any(|&p| alive(p)) {
+    while pids.iter().any(|&p| procs::alive(p)) {
         assert!(
             t.elapsed() < Duration::from_secs(15),
             "still running after the bridge died: {:?}",
-            pids.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
+            pids.iter()
+                .filter(|&&p| procs::alive(p))
+                .collect::<Vec<_>>()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
