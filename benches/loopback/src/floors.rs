@@ -1,12 +1,16 @@
 //! The floors the servers are measured against: a TCP echo, the bare WebSocket server (`bare-ws`,
 //! with the calibration variants `bare-ws-wide` and `bare-ws-narrow`) and the same bare server on
-//! smol's reactor (`bare-ws-smol`).
+//! smol's reactor (`bare-ws-smol`); and, between the floor and the runtimes, the engine driven
+//! with no runtime (`engine-alone`, calibration).
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::thread;
 
+use std::time::Instant;
+
 use claude_ide_bridge::ws::{apply_mask, decode_header, encode_frame, OpCode};
+use claude_ide_bridge::{AuthToken, Config, Event, ToolResult};
 
 use crate::client::response_id;
 use crate::servers::Server;
@@ -233,5 +237,56 @@ impl Bare {
         }
         self.buf.drain(..at);
         Ok(&self.out)
+    }
+}
+
+/// Calibration, not in the default list (`engine-alone`): the engine with no runtime, driven by
+/// one blocking thread as the least an embedder could write: read, [`Server::handle_input`],
+/// answer each tool call at once with the runtimes' answer (`[]`), write what the engine has to
+/// send, ask for the next deadline. No lock, no handler delivery, no writer: between `bare-ws`
+/// and `threads`, it tells the engine's share of the gap from the runtime's (BENCHMARKS.md, "Item
+/// 8, session of 2026-11-24, second").
+///
+/// [`Server::handle_input`]: claude_ide_bridge::Server::handle_input
+pub(crate) fn start_engine_alone() -> Server {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("bound").port();
+    thread::spawn(move || {
+        if let Ok((s, _)) = listener.accept() {
+            let _ = engine_session(s);
+        }
+    });
+    Server::floor(port)
+}
+
+fn engine_session(mut s: TcpStream) -> io::Result<()> {
+    s.set_nodelay(true)?;
+    let token = AuthToken::from_string(crate::TOKEN.to_string());
+    let mut server = claude_ide_bridge::Server::new(Config::new(token));
+    let conn = server.accept(Instant::now());
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        server.handle_input(conn, &chunk[..n], Instant::now());
+        while let Some(event) = server.poll_event() {
+            if let Event::ToolCall { call, .. } = event {
+                let _ = server.respond(call, ToolResult::text("[]"));
+            }
+        }
+        while server.poll_transmit_ready().is_some() {}
+        let out = server.transmit(conn);
+        if !out.is_empty() {
+            let n = out.len();
+            s.write_all(out)?;
+            server.advance_transmit(conn, n);
+        }
+        if server.should_close(conn) {
+            return Ok(());
+        }
+        // A real embedder sets its read timeout from this; the bench's calls never reach it.
+        std::hint::black_box(server.poll_timeout());
     }
 }

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|tcp-echo]...
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|engine-alone|tcp-echo]...
 //!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--rounds R] [--syscall-costs]
 //! ```
 //!
@@ -22,7 +22,7 @@
 //! most of every round trip for every server.
 //!
 //! Where things are: the servers under test in `servers.rs`, the floors they are measured against
-//! (TCP echo, `bare-ws` and its variants) in `floors.rs`, the load client in `client.rs`, pinning
+//! (TCP echo, `bare-ws` and its variants, and the engine with no runtime) in `floors.rs`, the load client in `client.rs`, pinning
 //! and `--syscall-costs` in `system.rs`; the run, the figures and their summaries here.
 //!
 //! Everything stays on 127.0.0.1 and every loop is bounded by the counts given (and a 60 s
@@ -39,7 +39,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use client::{Client, GET_DIAGNOSTICS};
-use floors::{start_bare_ws, start_bare_ws_smol, start_echo, Extra};
+use floors::{start_bare_ws, start_bare_ws_smol, start_echo, start_engine_alone, Extra};
 use servers::{start_node, start_smol, start_smol_handler, start_threads, Server};
 use system::{pin_to, print_syscall_costs};
 
@@ -137,6 +137,7 @@ fn run_all(
             "bare-ws-wide" => Some(start_bare_ws(Extra::Wide)),
             "bare-ws-narrow" => Some(start_bare_ws(Extra::Narrow)),
             "bare-ws-smol" => Some(start_bare_ws_smol()),
+            "engine-alone" => Some(start_engine_alone()),
             "tcp-echo" => Some(start_echo()),
             other => usage(other),
         };
@@ -323,7 +324,7 @@ fn positive(value: &str) -> Option<usize> {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|tcp-echo]... \
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|engine-alone|tcp-echo]... \
          [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--rounds R] [--syscall-costs]"
     );
     std::process::exit(2)
