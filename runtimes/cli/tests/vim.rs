@@ -2,8 +2,8 @@
 //! HOME, against the test WebSocket client playing claude: the lock file, selection tracking,
 //! `:ClaudeCodeSend`, open editors, `saveDocument`, diffs (`:w` with the user's edits, `:q`,
 //! `close_tab`, `closeAllDiffTabs`, a disconnect, a dirty buffer, a new file, the tab layout),
-//! `openFile`, the terminal launcher, ALE's diagnostics (Debian's vim-ale), and the bridge gone with
-//! its lock file when Vim quits.
+//! `openFile`, the terminal launcher, ALE's diagnostics (Debian's vim-ale), vim-lsp's (a stand-in of its
+//! state: vim-lsp is in no registry), and the bridge gone with its lock file when Vim quits.
 
 mod common;
 
@@ -729,6 +729,122 @@ fn vim_reports_ale_diagnostics() {
     assert_eq!(n["params"]["uri"], json!(uri));
     let now = json_of(&call(&mut c, "getDiagnostics", json!({"uri": uri})));
     assert_eq!(now, json!([]));
+    vim.ex("qa!");
+}
+
+/// A stand-in for vim-lsp's diagnostics state: vim-lsp is in no package registry the tests can
+/// install from. What the plugin reads is vim-lsp's own (its
+/// `autoload/lsp/internal/diagnostics/state.vim`): the state grouped by URI and then by server,
+/// each entry the server's `textDocument/publishDiagnostics` message as received, read through
+/// `lsp#internal#diagnostics#state#_get_all_diagnostics_grouped_by_uri_and_server()`, with
+/// `User lsp_diagnostics_updated` after every change. Publishing replaces one server's entry for a
+/// URI, and a server's exit removes its entries from every URI and leaves the URIs, as vim-lsp
+/// does.
+const VIM_LSP_STATE: &str = "\
+let s:state = {}
+function! lsp#internal#diagnostics#state#_get_all_diagnostics_grouped_by_uri_and_server() abort
+  return s:state
+endfunction
+function! lsp#internal#diagnostics#state#test_publish(server, uri, diagnostics) abort
+  if !has_key(s:state, a:uri)
+    let s:state[a:uri] = {}
+  endif
+  let s:state[a:uri][a:server] = {'method': 'textDocument/publishDiagnostics',
+    \\ 'params': {'uri': a:uri, 'diagnostics': a:diagnostics}}
+  doautocmd <nomodeline> User lsp_diagnostics_updated
+endfunction
+function! lsp#internal#diagnostics#state#test_exit(server) abort
+  for l:servers in values(s:state)
+    if has_key(l:servers, a:server)
+      call remove(l:servers, a:server)
+    endif
+  endfor
+  doautocmd <nomodeline> User lsp_diagnostics_updated
+endfunction
+";
+
+#[test]
+fn vim_reports_vim_lsp_diagnostics() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let file = sb.ws.join("m.py");
+    fs::write(&file, "x = 1\n# \u{1f600} y\n").unwrap();
+    let uri = format!("file://{}", file.display());
+    let state = sb
+        .home
+        .join(".vim/autoload/lsp/internal/diagnostics/state.vim");
+    fs::create_dir_all(state.parent().unwrap()).unwrap();
+    fs::write(&state, VIM_LSP_STATE).unwrap();
+    // vim-lsp sets g:lsp_loaded when it loads.
+    let vim = Vim::start(&sb, &file, "let g:lsp_loaded = 1");
+    let publish = |server: &str, diagnostics: Value| {
+        vim.ex(&format!(
+            "call lsp#internal#diagnostics#state#test_publish('{server}', '{uri}', json_decode('{diagnostics}'))"
+        ));
+    };
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let mut c = connect(&lock);
+    // Positions travel as the servers sent them: UTF-16 units, as vim-lsp asks for by default
+    // (the emoji is two units: "y" is at 5).
+    publish(
+        "pyright",
+        json!([
+            {"range": range_of(1, 5, 1, 6), "message": "\"y\" is not defined", "severity": 1,
+             "code": "reportUndefinedVariable", "source": "Pyright"},
+            {"range": range_of(0, 0, 0, 1), "message": "x is unused", "severity": 4, "source": "Pyright"},
+        ]),
+    );
+    // No severity (an error, as LSP says), a number for a code, no source (the server's name).
+    publish(
+        "ruff",
+        json!([{"range": range_of(0, 4, 0, 5), "message": "one is magic", "code": 501}]),
+    );
+    let found = call_until(&mut c, "getDiagnostics", json!({"uri": uri}), |v| {
+        v[0]["diagnostics"].as_array().is_some_and(|d| d.len() == 3)
+    });
+    assert_eq!(found[0]["uri"], json!(uri));
+    let by_message = |found: &Value, message: &str| {
+        found[0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["message"] == message)
+            .unwrap_or_else(|| panic!("no {message:?} in {found}"))
+            .clone()
+    };
+    let d = by_message(&found, "\"y\" is not defined");
+    assert_eq!(d["severity"], "Error");
+    assert_eq!(d["source"], "Pyright");
+    assert_eq!(d["code"], "reportUndefinedVariable");
+    assert_eq!(d["range"], range_of(1, 5, 1, 6));
+    let d = by_message(&found, "x is unused");
+    assert_eq!(d["severity"], "Hint");
+    assert_eq!(d["range"], range_of(0, 0, 0, 1));
+    let d = by_message(&found, "one is magic");
+    assert_eq!(d["severity"], "Error");
+    assert_eq!(d["source"], "ruff");
+    assert_eq!(d["code"], "501");
+    // pyright exits: its diagnostics go, ruff's stay.
+    vim.ex("call lsp#internal#diagnostics#state#test_exit('pyright')");
+    let left = call_until(&mut c, "getDiagnostics", json!({"uri": uri}), |v| {
+        v[0]["diagnostics"].as_array().is_some_and(|d| d.len() == 1)
+    });
+    assert_eq!(by_message(&left, "one is magic")["source"], "ruff");
+    // ruff publishes an empty list: claude hears the file is clean.
+    publish("ruff", json!([]));
+    let n = c
+        .recv_until(WAIT, |v| {
+            v["method"] == "diagnostics_changed" && v["params"]["diagnostics"] == json!([])
+        })
+        .expect("diagnostics_changed with the cleared list");
+    assert_eq!(n["params"]["uri"], json!(uri));
+    assert_eq!(
+        json_of(&call(&mut c, "getDiagnostics", json!({"uri": uri}))),
+        json!([])
+    );
     vim.ex("qa!");
 }
 
