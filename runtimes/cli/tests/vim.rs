@@ -657,6 +657,17 @@ fn vim_claude_code_opens_the_terminal() {
     gone(&lock);
 }
 
+/// The diagnostic of the first file in a `getDiagnostics` answer whose `field` is `value`.
+fn diagnostic_with(found: &Value, field: &str, value: &str) -> Value {
+    found[0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d[field] == value)
+        .unwrap_or_else(|| panic!("no diagnostic with {field} {value:?}: {found}"))
+        .clone()
+}
+
 /// Where Debian's `vim-ale` package puts ALE (scripts/test-all.sh installs it).
 const ALE: &str = "/usr/share/vim-ale";
 
@@ -698,15 +709,7 @@ fn vim_reports_ale_diagnostics() {
         v[0]["diagnostics"].as_array().is_some_and(|d| d.len() == 2)
     });
     assert_eq!(found[0]["uri"], json!(uri));
-    let from = |source: &str| {
-        found[0]["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["source"] == source)
-            .unwrap_or_else(|| panic!("no diagnostic from {source}: {found}"))
-            .clone()
-    };
+    let from = |source: &str| diagnostic_with(&found, "source", source);
     let d = from("shell");
     assert_eq!(d["severity"], "Error");
     assert!(
@@ -806,15 +809,7 @@ fn vim_reports_vim_lsp_diagnostics() {
         v[0]["diagnostics"].as_array().is_some_and(|d| d.len() == 3)
     });
     assert_eq!(found[0]["uri"], json!(uri));
-    let by_message = |found: &Value, message: &str| {
-        found[0]["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["message"] == message)
-            .unwrap_or_else(|| panic!("no {message:?} in {found}"))
-            .clone()
-    };
+    let by_message = |found: &Value, message: &str| diagnostic_with(found, "message", message);
     let d = by_message(&found, "\"y\" is not defined");
     assert_eq!(d["severity"], "Error");
     assert_eq!(d["source"], "Pyright");
