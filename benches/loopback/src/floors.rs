@@ -6,7 +6,6 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::thread;
-
 use std::time::Instant;
 
 use claude_ide_bridge::ws::{apply_mask, decode_header, encode_frame, OpCode};
@@ -245,7 +244,7 @@ impl Bare {
 /// answer each tool call at once with the runtimes' answer (`[]`), write what the engine has to
 /// send, ask for the next deadline. No lock, no handler delivery, no writer: between `bare-ws`
 /// and `threads`, it tells the engine's share of the gap from the runtime's (BENCHMARKS.md, "Item
-/// 8, session of 2026-11-24, second").
+/// 8, second session of 2026-11-24").
 ///
 /// [`Server::handle_input`]: claude_ide_bridge::Server::handle_input
 pub(crate) fn start_engine_alone() -> Server {
