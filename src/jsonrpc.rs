@@ -115,8 +115,10 @@ pub enum Message<'a> {
 
 #[derive(Deserialize)]
 struct Envelope<'a> {
-    #[serde(borrow, default)]
-    jsonrpc: Option<Cow<'a, str>>,
+    // Raw, like the members below: a `jsonrpc` that is not a string (`2.0`) must not stop the id
+    // from being read (docs/protocol.md, "JSON-RPC").
+    #[serde(borrow, default, deserialize_with = "raw_present")]
+    jsonrpc: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "raw_present")]
     id: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "raw_present")]
@@ -232,7 +234,10 @@ fn decode_object(text: &str) -> Message<'_> {
             }
         }
     };
-    if env.jsonrpc.as_deref() != Some("2.0") {
+    let version = env
+        .jsonrpc
+        .and_then(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).ok());
+    if version.as_deref() != Some("2.0") {
         return Message::Invalid {
             id,
             error: RpcError::new(INVALID_REQUEST, "jsonrpc must be \"2.0\""),
@@ -488,11 +493,23 @@ mod tests {
             INVALID_REQUEST
         );
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), INVALID_REQUEST);
-        // The id is kept when it is readable, so the error reaches the right request.
-        match single(r#"{"jsonrpc":"1.0","id":9,"method":"ping"}"#) {
-            Message::Invalid { id, .. } => assert_eq!(id.unwrap().get(), "9"),
-            m => panic!("{m:?}"),
+        // The id is kept when it is readable, so the error reaches the right request, whatever
+        // the wrong version is.
+        for version in [r#""1.0""#, "2.0", "null", "[]", r#"{"v":2}"#] {
+            let text = format!(r#"{{"jsonrpc":{version},"id":9,"method":"ping"}}"#);
+            match single(&text) {
+                Message::Invalid { id, error } => {
+                    assert_eq!(id.map(RawValue::get), Some("9"), "{text}");
+                    assert_eq!(error.code, INVALID_REQUEST, "{text}");
+                }
+                m => panic!("{text}: {m:?}"),
+            }
         }
+        // An escaped "2.0" is "2.0".
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2\u002e0","id":9,"method":"ping"}"#),
+            Message::Request { .. }
+        ));
     }
 
     #[test]

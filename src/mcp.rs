@@ -7,7 +7,9 @@
 use crate::jsonrpc::{self, Decoded, Frame, Message, RpcError};
 use crate::paths;
 use crate::server::{CallId, CancelReason, Config, ConnectionId, Event, Shared};
-use crate::tools::{parse_call_params, scan_call_params, CompatRequest, ToolCall, ToolResult};
+use crate::tools::{
+    from_object, parse_call_params, scan_call_params, CompatRequest, ToolCall, ToolResult,
+};
 use crate::ws::{SendError, Sender};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -431,8 +433,7 @@ impl<'c> Ctx<'c> {
                 });
             }
             "notifications/cancelled" => {
-                let Some(p) =
-                    params.and_then(|p| serde_json::from_str::<CancelledParams>(p.get()).ok())
+                let Some(p) = params.and_then(|p| from_object::<CancelledParams>(p.get()).ok())
                 else {
                     return;
                 };
@@ -459,7 +460,7 @@ impl<'c> Ctx<'c> {
             }
             "ide_connected" => {
                 let pid = params
-                    .and_then(|p| serde_json::from_str::<IdeConnectedParams>(p.get()).ok())
+                    .and_then(|p| from_object::<IdeConnectedParams>(p.get()).ok())
                     .and_then(|p| p.pid);
                 self.events.push_back(Event::IdeConnected {
                     conn: self.conn,
@@ -528,7 +529,7 @@ impl<'c> Ctx<'c> {
         let p: InitializeParams<'_> = params
             .ok_or_else(|| RpcError::invalid_params("initialize needs params"))
             .and_then(|p| {
-                serde_json::from_str(p.get()).map_err(|e| {
+                from_object(p.get()).map_err(|e| {
                     RpcError::invalid_params(format!("invalid initialize params: {e}"))
                 })
             })?;

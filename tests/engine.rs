@@ -392,6 +392,50 @@ fn version_negotiation() {
         p.request(c, json!(1), "initialize", json!({}))["error"]["code"],
         -32602
     );
+    // MCP's params are objects: an array is refused, even where positions would fit.
+    let r = p.request(c, json!(2), "initialize", json!(["2025-03-26", {}]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid initialize params: invalid type: sequence"),
+        "{r}"
+    );
+    // Neither refusal counts as the initialize.
+    let r = p.request(c, json!(3), "tools/list", json!({}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+}
+
+#[test]
+fn positional_params_are_refused() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    // A tools/call whose params are an array: read by the general rules, refused as a whole.
+    let r = p.request(
+        c,
+        json!(1),
+        "tools/call",
+        json!(["close_tab", {"tab_name": "t"}]),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid tools/call params: invalid type: sequence"),
+        "{r}"
+    );
+    assert!(p.take_events().is_empty());
+    // A notification's positional params are ignored as any unreadable params are.
+    p.send_json(
+        c,
+        &json!({"jsonrpc": "2.0", "method": "ide_connected", "params": [4242]}),
+    );
+    assert_eq!(
+        p.take_events(),
+        vec![Event::IdeConnected { conn: c, pid: None }]
+    );
 }
 
 #[test]
@@ -409,6 +453,24 @@ fn parse_and_invalid_request_errors() {
     assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
     p.send_text(c, r#""just a string""#);
     assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+    // `params: null` is neither an object nor an array, for every method: refused before any
+    // method reads it, with the id.
+    for method in ["tools/list", "files/read", "tools/call"] {
+        p.send_text(
+            c,
+            &format!(r#"{{"jsonrpc":"2.0","id":4,"method":"{method}","params":null}}"#),
+        );
+        let m = p.messages(c);
+        assert_eq!(m[0]["id"], 4, "{method}: {m:?}");
+        assert_eq!(m[0]["error"]["code"], -32600, "{method}: {m:?}");
+    }
+    // A `jsonrpc` that is not a string does not lose the id either.
+    p.send_text(c, r#"{"jsonrpc":2.0,"id":5,"method":"ping"}"#);
+    let m = p.messages(c);
+    assert_eq!(
+        (&m[0]["id"], &m[0]["error"]["code"]),
+        (&json!(5), &json!(-32600))
+    );
 }
 
 #[test]

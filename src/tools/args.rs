@@ -132,6 +132,16 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for OnlyMap<D> {
     }
 }
 
+/// `T` read from `json` only when it is an object, with nothing after it: a derived struct would
+/// also take an array by position, and MCP's params are objects (docs/protocol.md, "MCP
+/// lifecycle").
+pub(crate) fn from_object<'a, T: Deserialize<'a>>(json: &'a str) -> serde_json::Result<T> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value = T::deserialize(OnlyMap(&mut de))?;
+    de.end()?;
+    Ok(value)
+}
+
 impl ToolCall {
     /// Parses the `name` and `arguments` of a `tools/call`.
     ///
@@ -188,7 +198,7 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCa
         #[serde(borrow, default)]
         arguments: Option<&'a RawValue>,
     }
-    let p: CallParams<'_> = serde_json::from_str(params)
+    let p: CallParams<'_> = from_object(params)
         .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
     offered.resolve(&p.name)?;
     Ok(ToolCall::parse(&p.name, p.arguments)?)
