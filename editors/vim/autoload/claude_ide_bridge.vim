@@ -18,6 +18,8 @@ var stderr_tail: list<string> = []
 var last_error = ''
 var stopping = false
 var unanswered: dict<string> = {}
+# ids of tool calls that wait for Vim to leave the command line; claude may withdraw them meanwhile
+var deferred: dict<bool> = {}
 
 # ---- options and messages ----
 
@@ -26,7 +28,8 @@ export def Option(name: string, default: any): any
   return get(g:, 'claude_ide_bridge_' .. name, default)
 enddef
 
-# Reports an error once: the same message again is not repeated until another one was shown.
+# Reports an error once: the same message again is not repeated until another one was shown, or
+# until the user runs a command again (Fresh).
 export def Error(msg: string)
   if msg ==# last_error
     return
@@ -35,6 +38,11 @@ export def Error(msg: string)
   echohl ErrorMsg
   echomsg 'claude-ide-bridge: ' .. msg
   echohl None
+enddef
+
+# A command the user typed: its errors are shown even when they were the last ones shown.
+export def Fresh()
+  last_error = ''
 enddef
 
 export def Info(msg: string)
@@ -63,9 +71,11 @@ def WorkspaceFolders(): list<string>
   var w = Option('workspace', [])
   var list = type(w) == v:t_list ? copy(w) : [w]
   if empty(list)
-    list = [getcwd()]
+    # as it is: expand() would read `$`, `[...]` or `{a,b}` in a directory's name as patterns
+    return [fnamemodify(getcwd(), ':p:s?/$??')]
   endif
-  return map(list, (_, d) => fnamemodify(expand(d), ':p:s?/$??'))
+  # `~` and `$VAR` in what the user wrote
+  return map(list, (_, d) => fnamemodify(d =~# '^\~\|\$' ? expand(d) : d, ':p:s?/$??'))
 enddef
 
 # Starts the bridge unless it runs; `Then` (a function without arguments, or 0) is called once it
@@ -165,6 +175,7 @@ def OnExit(status: number)
   port = 0
   clients = {}
   waiting = []
+  deferred = {}
   context.Detach()
   diff.CloseAll()
   if !stopping
@@ -204,12 +215,18 @@ def OnLine(line: string)
     clients[string(msg.conn)] = {initialized: true, protocolVersion: msg.protocolVersion}
     context.Resend()
   elseif kind ==# 'disconnected'
-    remove(clients, string(msg.conn))
+    # also for a connection refused before it was reported (a wrong token, a stale lock file)
+    if has_key(clients, string(msg.conn))
+      remove(clients, string(msg.conn))
+    endif
   elseif kind ==# 'tool_call'
     OnToolCall(msg)
   elseif kind ==# 'cancelled'
     if has_key(unanswered, string(msg.id))
       remove(unanswered, string(msg.id))
+    endif
+    if has_key(deferred, string(msg.id))
+      remove(deferred, string(msg.id))
     endif
     diff.Cancel(msg.id, msg.reason)
   elseif kind ==# 'status'
@@ -226,12 +243,30 @@ def OnLine(line: string)
 enddef
 
 # Windows cannot change while the command line or a prompt is active: a tool call arriving then
-# waits until Vim is back in a mode that allows it.
+# waits until Vim is back in a mode that allows it, unless claude withdraws it meanwhile.
 def OnToolCall(msg: dict<any>)
   if mode() =~# '^[cr]'
-    timer_start(50, (_) => OnToolCall(msg))
+    deferred[string(msg.id)] = true
+    timer_start(50, (_) => Deferred(msg))
     return
   endif
+  RunToolCall(msg)
+enddef
+
+def Deferred(msg: dict<any>)
+  var key = string(msg.id)
+  if !has_key(deferred, key)
+    return
+  endif
+  if mode() =~# '^[cr]'
+    timer_start(50, (_) => Deferred(msg))
+    return
+  endif
+  remove(deferred, key)
+  RunToolCall(msg)
+enddef
+
+def RunToolCall(msg: dict<any>)
   # An error inside a channel callback can end it without reaching the `catch` below (seen with
   # Vim 9.0.1378): a timer answers for it then, as soon as Vim runs timers again.
   var key = string(msg.id)
@@ -254,11 +289,16 @@ def OnToolCall(msg: dict<any>)
     Respond(msg.id, {error: 'Vim could not ' .. msg.name .. ': ' .. v:exception})
     Error(msg.name .. ' failed: ' .. v:exception)
   endtry
-  remove(unanswered, key)
+  if has_key(unanswered, key)
+    remove(unanswered, key)
+  endif
 enddef
 
 def Unanswered(key: string)
-  if has_key(unanswered, key)
+  if mode() =~# '^[cr]'
+    # the call may still be running, held by a prompt (timers run while Vim waits for a key)
+    timer_start(50, (_) => Unanswered(key))
+  elseif has_key(unanswered, key)
     var name = remove(unanswered, key)
     Respond(str2nr(key), {error: 'Vim could not ' .. name .. ' (an error in the Vim plugin)'})
     Error(name .. ' failed in the plugin: please report it, with :messages and g:claude_ide_bridge_log')

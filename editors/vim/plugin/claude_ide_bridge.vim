@@ -1,6 +1,7 @@
 vim9script
 # claude-ide-bridge: Claude Code's IDE integration for Vim 9 (:help claude-ide-bridge).
-# Commands and mappings only; everything else loads on first use from autoload/.
+# Commands and mappings only; everything else loads on first use from autoload/. Each command
+# first lets its own errors show again (bridge.Fresh).
 
 if exists('g:loaded_claude_ide_bridge') || v:version < 900 || !has('job') || !has('channel')
   finish
@@ -12,17 +13,17 @@ import autoload 'claude_ide_bridge/context.vim'
 import autoload 'claude_ide_bridge/diff.vim'
 import autoload 'claude_ide_bridge/terminal.vim'
 
-command! -nargs=* -complete=file ClaudeCode terminal.Toggle(<q-args>)
-command! -nargs=* -complete=file ClaudeCodeFocus terminal.Focus(<q-args>)
-command! -nargs=* -complete=file ClaudeCodeOpen terminal.Show(true, <q-args>)
-command! -nargs=0 ClaudeCodeClose terminal.Close()
-command! -range ClaudeCodeSend context.SendRange(<line1>, <line2>)
-command! -nargs=+ -complete=file ClaudeCodeAdd context.Add([<f-args>])
-command! -nargs=0 ClaudeCodeDiffAccept diff.AcceptCurrent()
-command! -nargs=0 ClaudeCodeDiffDeny diff.DenyCurrent()
-command! -nargs=0 ClaudeCodeStart bridge.Start()
-command! -nargs=0 ClaudeCodeStop bridge.Stop()
-command! -nargs=0 ClaudeCodeStatus bridge.Status()
+command! -nargs=* -complete=file ClaudeCode bridge.Fresh() | terminal.Toggle(<q-args>)
+command! -nargs=* -complete=file ClaudeCodeFocus bridge.Fresh() | terminal.Focus(<q-args>)
+command! -nargs=* -complete=file ClaudeCodeOpen bridge.Fresh() | terminal.Show(true, <q-args>)
+command! -nargs=0 ClaudeCodeClose bridge.Fresh() | terminal.Close()
+command! -range ClaudeCodeSend bridge.Fresh() | context.SendRange(<line1>, <line2>)
+command! -nargs=+ -complete=file ClaudeCodeAdd bridge.Fresh() | context.Add([<f-args>])
+command! -nargs=0 ClaudeCodeDiffAccept bridge.Fresh() | diff.AcceptCurrent()
+command! -nargs=0 ClaudeCodeDiffDeny bridge.Fresh() | diff.DenyCurrent()
+command! -nargs=0 ClaudeCodeStart bridge.Fresh() | bridge.Start()
+command! -nargs=0 ClaudeCodeStop bridge.Fresh() | bridge.Stop()
+command! -nargs=0 ClaudeCodeStatus bridge.Fresh() | bridge.Status()
 
 nnoremap <silent> <Plug>(claude-code) <Cmd>ClaudeCode<CR>
 nnoremap <silent> <Plug>(claude-code-focus) <Cmd>ClaudeCodeFocus<CR>

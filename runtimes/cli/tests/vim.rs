@@ -3,7 +3,9 @@
 //! `:ClaudeCodeSend`, open editors, `saveDocument`, diffs (`:w` with the user's edits, `:q`,
 //! `close_tab`, `closeAllDiffTabs`, a disconnect, a dirty buffer, a new file, the tab layout),
 //! `openFile`, the terminal launcher, ALE's diagnostics (Debian's vim-ale), vim-lsp's (a stand-in of its
-//! state: vim-lsp is in no registry), and the bridge gone with its lock file when Vim quits.
+//! state: vim-lsp is in no registry), the bridge gone with its lock file when Vim quits, and what
+//! Vim users run into (swap files, files changed on disk, CRLF, a workspace named like a pattern,
+//! a call withdrawn while the user types a command).
 
 mod common;
 
@@ -145,6 +147,24 @@ impl Vim {
             assert!(
                 Instant::now() < give_up,
                 "vim did not evaluate {expr}; {}",
+                self.diag()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the screen shows Vim on the command line (`:` typed, no Enter yet): an
+    /// expression cannot be evaluated there without leaving it.
+    fn wait_eval_in_cmdline(&self) {
+        let give_up = Instant::now() + WAIT;
+        while !self
+            .screen()
+            .lines()
+            .any(|l| l.starts_with(":echo 'typing"))
+        {
+            assert!(
+                Instant::now() < give_up,
+                "not on the command line; {}",
                 self.diag()
             );
             std::thread::sleep(Duration::from_millis(20));
@@ -844,7 +864,7 @@ fn vim_reports_vim_lsp_diagnostics() {
 }
 
 #[test]
-fn vim_reports_a_bridge_that_cannot_start_once() {
+fn vim_reports_a_bridge_that_cannot_start_once_per_command() {
     if tools_missing() {
         return;
     }
@@ -881,15 +901,197 @@ fn vim_reports_a_bridge_that_cannot_start_once() {
             .ends_with("claude-ide-bridge/doc/claude-ide-bridge.txt"));
         vim.ex("close");
     }
-    // A program that is not there: said once, with where to look.
+    // A program that is not there: said with where to look, once for each command typed.
     vim.ex("let g:claude_ide_bridge_cmd = '/nonexistent/claude-ide-bridge'");
     vim.ex("ClaudeCodeStart");
     vim.ex("ClaudeCode");
     let m = vim.wait_eval("execute('messages')", |v| {
-        v.as_str().unwrap().contains("was not found")
+        v.as_str().unwrap().matches("was not found").count() == 2
     });
     let m = m.as_str().unwrap();
     assert!(m.contains(":help claude-ide-bridge-install"), "{m}");
-    assert_eq!(m.matches("was not found").count(), 1, "{m}");
+    // A command that finds nothing to do says so every time it is typed.
+    vim.ex("ClaudeCodeDiffAccept");
+    vim.ex("ClaudeCodeDiffAccept");
+    vim.wait_eval("execute('messages')", |v| {
+        v.as_str()
+            .unwrap()
+            .matches("no change from claude is pending")
+            .count()
+            == 2
+    });
     vim.ex("qa!");
+}
+
+/// What Vim users run into that a scripted session does not: a workspace whose name Vim's
+/// `expand()` would read as a pattern, a connection refused before it was reported, a file
+/// another Vim edits (a swap file), a save when the file changed on disk, CRLF files, a window
+/// that showed another buffer before the diff, and a call claude withdraws while Vim is on the
+/// command line. None of them may put a raw Vim error, a question or a false report in front of
+/// the user.
+#[test]
+fn vim_handles_what_vim_users_run_into() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    // `[id]` as Next.js names folders: expand() would make it `i`, which exists beside it.
+    let ws = sb.ws.join("[id]");
+    fs::create_dir_all(&ws).unwrap();
+    fs::create_dir_all(sb.ws.join("i")).unwrap();
+    let other = ws.join("other.txt");
+    let a = ws.join("a.txt");
+    let b = ws.join("b.txt");
+    let c_txt = ws.join("c.txt");
+    let dos = ws.join("dos.txt");
+    fs::write(&other, "other\n").unwrap();
+    fs::write(&a, "one\ntwo\n").unwrap();
+    fs::write(&b, "bee\n").unwrap();
+    fs::write(&c_txt, "sea\n").unwrap();
+    fs::write(&dos, "one\r\ntwo\r\nthree\r\n").unwrap();
+    let mut vim = Vim::start(&sb, &other, "");
+    vim.ex(&format!("call chdir('{}')", ws.display()));
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let lockv: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
+    assert_eq!(lockv["workspaceFolders"], json!([ws.to_string_lossy()]));
+    let mut c = connect(&lock);
+
+    // A connection with a wrong token: refused, and reported to Vim only as gone.
+    let port: u16 = lock.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    assert_eq!(client::connect(port, Some("wrong")).0, 401);
+    let give_up = Instant::now() + WAIT;
+    while !fs::read_to_string(&vim.log).is_ok_and(|l| l.contains("refused_401")) {
+        assert!(Instant::now() < give_up, "{}", vim.diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // a.txt is open in another Vim: the diff still opens, its file side read-only, and the
+    // user is told why. The edit window showed other.txt before.
+    vim.tmux(&[
+        "new-window",
+        "-d",
+        "-c",
+        &ws.to_string_lossy(),
+        "vim -i NONE -u NONE -N a.txt",
+    ]);
+    let swap = ws.join(".a.txt.swp");
+    let give_up = Instant::now() + WAIT;
+    while !swap.exists() {
+        assert!(Instant::now() < give_up, "the other Vim wrote no swap file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let id = c.call_tool("openDiff", open_diff_args(&a, "one\nTWO\n", "swap"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    assert_eq!(vim.eval("getbufvar(bufnr('a.txt'), '&readonly')"), 1);
+    vim.ex("ClaudeCodeDiffDeny");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["DIFF_REJECTED", "swap"]);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    // The window went back to other.txt with diff mode off for a.txt: shown again, it is a
+    // plain window.
+    assert_eq!(vim.eval("expand('%:t')"), "other.txt");
+    vim.ex("buffer a.txt");
+    assert_eq!(
+        vim.eval("[&diff, &scrollbind, &cursorbind, &foldmethod]"),
+        json!([0, 0, 0, "manual"])
+    );
+    vim.ex("buffer other.txt");
+
+    // saveDocument when the file changed on disk while Vim holds unsaved changes: not saved,
+    // no question, the disk's version kept, and the user told.
+    vim.ex("edit b.txt");
+    vim.keys(&["i", "x", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
+    fs::write(&b, "theirs\n").unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    fs::File::options()
+        .write(true)
+        .open(&b)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let saved = json_of(&call(
+        &mut c,
+        "saveDocument",
+        json!({"filePath": b.to_string_lossy()}),
+    ));
+    assert_eq!(saved["saved"], false, "{saved}");
+    assert!(
+        saved["message"]
+            .as_str()
+            .unwrap()
+            .contains("changed on disk"),
+        "{saved}"
+    );
+    assert_eq!(fs::read_to_string(&b).unwrap(), "theirs\n");
+    assert_eq!(vim.eval("[mode(), &modified]"), json!(["n", 1]));
+    vim.ex("edit!");
+
+    // A CRLF file: the proposal is read with the same line breaks (only the changed line
+    // differs) and accepted with them.
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&dos, "one\r\nTWO\r\nthree\r\n", "dos"),
+    );
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let shown = vim.eval(
+        "[win_execute(bufwinid(bufnr('proposed by claude')), \
+         'let g:seen = [getline(1, \"$\"), &fileformat, diff_hlID(1, 1), diff_hlID(2, 1)]'), g:seen][1]",
+    );
+    assert_eq!(shown[0], json!(["one", "TWO", "three"]), "{shown}");
+    assert_eq!(shown[1], "dos", "{shown}");
+    assert_eq!(shown[2], 0, "an unchanged line is marked: {shown}");
+    assert_ne!(shown[3], 0, "the changed line is not marked: {shown}");
+    vim.ex("ClaudeCodeDiffAccept");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", "one\r\nTWO\r\nthree\r\n"]);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+
+    // A diff arriving while the user types a command waits; withdrawn meanwhile, it never opens.
+    vim.keys(&["Escape"]);
+    vim.text(":echo 'typing");
+    vim.wait_eval_in_cmdline();
+    let id = c.call_tool("openDiff", open_diff_args(&c_txt, "SEA\n", "typed"));
+    let logged = |what: &str| {
+        let give_up = Instant::now() + WAIT;
+        while !fs::read_to_string(&vim.log).is_ok_and(|l| l.contains(what)) {
+            assert!(
+                Instant::now() < give_up,
+                "{what} not logged; {}",
+                vim.diag()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    logged(r#""tab_name":"typed"},"conn":1,"id":4,"name":"openDiff""#);
+    let close = c.call_tool("close_tab", json!({"tab_name": "typed"}));
+    let got = responses(&mut c, &[id, close]);
+    assert_eq!(texts(&got[&id])[0], "DIFF_REJECTED");
+    logged(r#""type":"cancelled""#);
+    vim.keys(&["Escape"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(vim.eval("bufnr('proposed by claude')"), -1);
+    assert_eq!(vim.eval("bufloaded('c.txt')"), 0);
+
+    // Through all of it: no raw Vim error, no false report of a plugin failure, and the
+    // messages that were due.
+    let m = vim.eval("execute('messages')");
+    let m = m.as_str().unwrap();
+    for bad in [
+        "E716",
+        "E325",
+        "Error detected",
+        "please report",
+        "refused a line",
+    ] {
+        assert!(!m.contains(bad), "{bad} in {m}");
+    }
+    assert!(m.contains("opened read-only"), "{m}");
+    assert!(
+        m.contains("changed on disk while Vim has unsaved changes"),
+        "{m}"
+    );
+    vim.ex("qa!");
+    gone(&lock);
 }

@@ -4,6 +4,7 @@ vim9script
 
 import autoload 'claude_ide_bridge.vim' as bridge
 import autoload 'claude_ide_bridge/context.vim'
+import autoload 'claude_ide_bridge/files.vim'
 import autoload 'claude_ide_bridge/terminal.vim'
 
 # id (as a string) -> the diff's state
@@ -13,8 +14,13 @@ export def Pending(): list<string>
   return mapnew(values(diffs), (_, d) => fnamemodify(d.path, ':~:.'))
 enddef
 
+# Whether every line break of `text` is CRLF (there is at least one).
+def Crlf(text: string): bool
+  return text =~# "\r\n" && stridx(substitute(text, "\r\n", '', 'g'), "\n") < 0
+enddef
+
 def Lines(text: string): list<string>
-  var lines = split(text, "\n", true)
+  var lines = split(text, Crlf(text) ? "\r\n" : "\n", true)
   if len(lines) > 1 && lines[-1] ==# ''
     remove(lines, -1)
   endif
@@ -57,7 +63,7 @@ export def Open(id: number, args: dict<any>)
     execute 'silent file ' .. fnameescape(path .. ' (new file #' .. id .. ')')
     execute 'silent! doautocmd filetypedetect BufNewFile ' .. fnameescape(path)
   else
-    execute 'hide edit ' .. fnameescape(old_path)
+    files.Edit(old_path)
   endif
   var old_buf = bufnr()
   diffthis
@@ -66,14 +72,18 @@ export def Open(id: number, args: dict<any>)
   setlocal buftype=acwrite bufhidden=wipe noswapfile nobuflisted
   execute 'silent file ' .. fnameescape(path .. ' (proposed by claude #' .. id .. ')')
   var contents: string = args.new_file_contents
+  var crlf = Crlf(contents)
   setline(1, Lines(contents))
+  if crlf
+    setlocal fileformat=dos
+  endif
   &l:filetype = ft
   setlocal nomodified
   diffthis
   var proposed = bufnr()
   diffs[string(id)] = {id: id, path: path, tab_name: get(args, 'tab_name', ''), proposed: proposed,
     old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
-    eol: contents =~# "\n$" || contents ==# ''}
+    eol: contents =~# "\n$" || contents ==# '', crlf: crlf}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
   autocmd!
   execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Accept(' .. id .. ')'
@@ -118,9 +128,10 @@ export def Accept(id: number)
   if empty(d)
     return
   endif
-  var text = join(getbufline(d.proposed, 1, '$'), "\n")
+  var nl = d.crlf ? "\r\n" : "\n"
+  var text = join(getbufline(d.proposed, 1, '$'), nl)
   if d.eol && text !=# ''
-    text ..= "\n"
+    text ..= nl
   endif
   bridge.Send({type: 'diff_decision', id: id, decision: 'accept', contents: text})
   setbufvar(d.proposed, '&modified', 0)
@@ -179,6 +190,9 @@ def Close(d: dict<any>)
   endif
   if win_id2win(d.main) > 0 && bufexists(d.prev_buf) && d.prev_buf != d.old_buf
       && winbufnr(d.main) == d.old_buf
+    # diff mode off first: the window keeps its options for the buffer it leaves, and would
+    # bring them back (diff, scrollbind, folds) the next time it shows the file
+    win_execute(d.main, 'diffoff')
     win_execute(d.main, 'silent! hide buffer ' .. d.prev_buf)
   endif
   if bufexists(d.proposed)

@@ -5,12 +5,55 @@ import autoload 'claude_ide_bridge.vim' as bridge
 import autoload 'claude_ide_bridge/context.vim'
 import autoload 'claude_ide_bridge/terminal.vim'
 
+var swap_found = false
+var changed_on_disk = false
+
+# `:hide edit path` in the current window, without Vim's question about a swap file, which a tool
+# call cannot wait for: when another Vim edits the file (or one crashed), it opens read-only, and
+# the user is told.
+export def Edit(path: string)
+  swap_found = false
+  augroup claude_ide_bridge_swap
+    autocmd!
+    autocmd SwapExists * v:swapchoice = 'o' | swap_found = true
+  augroup END
+  try
+    execute 'hide edit ' .. fnameescape(path)
+  finally
+    augroup claude_ide_bridge_swap
+      autocmd!
+    augroup END
+  endtry
+  if swap_found
+    bridge.Info(fnamemodify(path, ':~:.') .. ' has a swap file (another Vim edits it, or one'
+      .. ' crashed): opened read-only')
+  endif
+enddef
+
 # Shows `path` in the edit window (created beside the terminal when there is none).
 def Show(path: string)
   win_gotoid(terminal.EditWindow(true))
   if context.BufOf(path) != bufnr()
-    execute 'hide edit ' .. fnameescape(path)
+    Edit(path)
   endif
+enddef
+
+# Whether the file of buffer `b` changed on disk since Vim read it (found with :checktime, without
+# the question `:update` would then ask).
+def ChangedOnDisk(b: number): bool
+  changed_on_disk = false
+  augroup claude_ide_bridge_save
+    autocmd!
+    execute 'autocmd FileChangedShell <buffer=' .. b .. '> changed_on_disk = true | v:fcs_choice = ""'
+  augroup END
+  try
+    execute 'silent checktime ' .. b
+  finally
+    augroup claude_ide_bridge_save
+      autocmd!
+    augroup END
+  endtry
+  return changed_on_disk
 enddef
 
 # The [line, col] (1-based, byte) where `text` starts at or after `from`, or [] ; with `at_end`,
@@ -108,6 +151,14 @@ export def Save(id: number, args: dict<any>)
     answer.message = 'Not open in Vim: the file on disk is current'
   elseif !getbufvar(b, '&modified')
     answer.message = 'No unsaved changes in Vim'
+  elseif ChangedOnDisk(b)
+    # Both changed: writing would lose what is on disk, so the user decides.
+    var name = fnamemodify(path, ':~:.')
+    bridge.Error(name .. ' changed on disk while Vim has unsaved changes to it: not saved for claude'
+      .. ' (:w writes your version over it, :e! loads the file)')
+    answer.success = false
+    answer.message = 'Vim did not save it: the file changed on disk since Vim read it, and Vim'
+      .. ' has unsaved changes to it'
   else
     var wins = win_findbuf(b)
     try
