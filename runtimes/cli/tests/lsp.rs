@@ -225,6 +225,27 @@ fn pyright_diagnostics_follow_the_file_on_disk() {
 }
 
 #[test]
+fn a_file_the_client_writes_itself_is_read_again_by_the_check_after() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, CLEAN).unwrap();
+    // No --on-diff and no terminal: diffs are decided in claude's own prompt, so the bridge
+    // never sees the accepted text; the client asks its baseline, writes the file, then checks.
+    let mut s = serve(&sb, "threads", &[]);
+    let mut c = Session::new(&s);
+    assert!(messages(&c.diagnostics(json!({"uri": uri(&app)})), &app).is_empty());
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let all = c.diagnostics(json!({}));
+    assert!(mentions(&messages(&all, &app), LITERAL_TWO), "{all:?}");
+    // Fixed by the client the same way: the check after finds it clean.
+    fs::write(&app, CLEAN).unwrap();
+    let all = c.diagnostics(json!({}));
+    assert!(messages(&all, &app).is_empty(), "{all:?}");
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
 fn accepted_diff_and_write_file_are_synced_at_once() {
     require("pyright-langserver", "npm install -g pyright");
     let sb = Sandbox::new();

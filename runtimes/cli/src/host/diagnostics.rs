@@ -3,8 +3,9 @@
 //!
 //! `getDiagnostics` with a `uri` reads the file (bounded, inside the workspace) and asks its
 //! server for the diagnostics of exactly that text ([`Lsp::diagnostics`], which waits a bounded
-//! time); without a `uri` it first refreshes the files claude changed through the bridge, then
-//! answers every file with known diagnostics. Both run as [`jobs`](super::jobs): the host thread
+//! time); without a `uri` it first refreshes the files claude changed through the bridge or asked
+//! about (the client may write a file itself: with the diff decided in its own prompt, or in
+//! accept-edits mode), then answers every file with known diagnostics. Both run as [`jobs`](super::jobs): the host thread
 //! never waits for a server. An accepted `openDiff` and `writeFile` hand the new text to the
 //! server at once ([`LanguageServers::changed`]), so the client's check after an edit finds the
 //! server already at work. `reformat_file` goes through the server's formatting when it has one.
@@ -29,8 +30,8 @@ use super::Host;
 use crate::lsp::Log;
 use crate::ui;
 
-/// Files changed through the bridge whose diagnostics a `getDiagnostics` without `uri` brings up
-/// to date first (the most recent ones), and answers remembered.
+/// Files changed through the bridge or asked about whose diagnostics a `getDiagnostics` without
+/// `uri` brings up to date first (the most recent ones), and answers remembered.
 const RECENT: usize = 16;
 /// How long accepted contents count as about to be written by the client.
 const PENDING: Duration = Duration::from_secs(10);
@@ -85,7 +86,7 @@ fn read(ws: &Workspace, path: &str) -> Result<Option<Text>, Error> {
 /// file open answers), without taking the accepted text back from the server.
 #[derive(Default)]
 struct Memory {
-    /// Changed through the bridge, most recent last (at most [`RECENT`]).
+    /// Changed through the bridge or asked about, most recent last (at most [`RECENT`]).
     recent: VecDeque<PathBuf>,
     /// Accepted contents not yet on disk: their hash, and when they were accepted.
     pending: HashMap<PathBuf, (u64, Instant)>,
@@ -95,6 +96,16 @@ struct Memory {
 
 impl Memory {
     fn changed(&mut self, path: &Path, accepted: Option<u64>, now: Instant) {
+        self.asked(path);
+        match accepted {
+            Some(hash) => self.pending.insert(path.to_path_buf(), (hash, now)),
+            None => self.pending.remove(path),
+        };
+    }
+
+    /// `path` was asked about (its baseline, before the client writes it) or changed: the next
+    /// `getDiagnostics` without `uri` reads it again.
+    fn asked(&mut self, path: &Path) {
         self.recent.retain(|p| p != path);
         self.recent.push_back(path.to_path_buf());
         while self.recent.len() > RECENT {
@@ -102,10 +113,6 @@ impl Memory {
                 self.pending.remove(&old);
             }
         }
-        match accepted {
-            Some(hash) => self.pending.insert(path.to_path_buf(), (hash, now)),
-            None => self.pending.remove(path),
-        };
     }
 
     /// The answer for `path` holding text `hash` while accepted contents are not yet on disk
@@ -258,7 +265,11 @@ impl LanguageServers {
             Err(e) => return ToolResult::error(format!("{uri}: {e}")),
         };
         let hash = text_hash(&text);
-        let remembered = self.memory().before_write(&path, hash, Instant::now());
+        let remembered = {
+            let mut memory = self.memory();
+            memory.asked(&path);
+            memory.before_write(&path, hash, Instant::now())
+        };
         let diagnostics = match remembered {
             Some(d) => d,
             None => {
@@ -280,8 +291,9 @@ impl LanguageServers {
         ToolResult::json(&vec![FileDiagnostics { uri, diagnostics }])
     }
 
-    /// The answer to `getDiagnostics {}`: the files changed through the bridge brought up to date
-    /// (within one diagnostics wait in all), then every file with known diagnostics. The editor's
+    /// The answer to `getDiagnostics {}`: the files changed through the bridge or asked about
+    /// brought up to date (within one diagnostics wait in all; a file whose text the server
+    /// already has costs nothing), then every file with known diagnostics. The editor's
     /// (`--stdio`) take precedence for their files.
     pub fn all(&self, editor: &BTreeMap<String, Vec<Diagnostic>>) -> ToolResult {
         let recent: Vec<PathBuf> = self.memory().recent.iter().cloned().collect();
@@ -539,6 +551,26 @@ mod tests {
             m.answered(&p, i, &[]);
         }
         assert!(m.recent.len() <= RECENT && m.pending.len() <= RECENT && m.answers.len() <= RECENT);
+    }
+
+    #[test]
+    fn files_asked_about_are_read_again_by_the_next_check() {
+        let (a, b, t0) = (Path::new("/w/a.py"), Path::new("/w/b.py"), Instant::now());
+        let mut m = Memory::default();
+        // A baseline asked: the file is among those `getDiagnostics {}` reads again, the most
+        // recent last.
+        m.asked(a);
+        m.asked(b);
+        m.asked(a);
+        assert_eq!(m.recent, [b.to_path_buf(), a.to_path_buf()]);
+        // Asking about a file whose accepted text is not written yet keeps it pending.
+        m.changed(b, Some(2), t0);
+        m.asked(b);
+        assert_eq!(m.before_write(b, 1, t0), Some(vec![]));
+        for i in 0..100 {
+            m.asked(&PathBuf::from(format!("/w/{i}.py")));
+        }
+        assert!(m.recent.len() <= RECENT && m.pending.is_empty());
     }
 
     #[test]
