@@ -259,7 +259,9 @@ impl Workspace {
                 })
             }
         };
-        let (tmp_name, tmp) = create_temp(&at, path)?;
+        // Until it has the target's mode, the new text is readable by its owner only: the target
+        // may be a file others must not read. A new file has no mode to keep: 0666 less the umask.
+        let (tmp_name, tmp) = create_temp(&at, path, if mode.is_some() { 0o600 } else { 0o666 })?;
         let written = (|| {
             let mut file = File::from(tmp);
             file.write_all(contents)
@@ -290,9 +292,10 @@ impl Workspace {
     }
 }
 
-/// Creates a fresh temporary file beside the target, relative to the directory handle:
-/// `O_EXCL | O_NOFOLLOW`, so it is never an existing file or a planted link.
-fn create_temp(at: &Located, path: &str) -> Result<(OsString, OwnedFd), Error> {
+/// Creates a fresh temporary file beside the target, relative to the directory handle, with
+/// `mode` (less the umask): `O_EXCL | O_NOFOLLOW`, so it is never an existing file or a planted
+/// link.
+fn create_temp(at: &Located, path: &str, mode: u32) -> Result<(OsString, OwnedFd), Error> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let pid = std::process::id();
@@ -304,7 +307,7 @@ fn create_temp(at: &Located, path: &str) -> Result<(OsString, OwnedFd), Error> {
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
         let name = OsString::from(format!(".claude-ide-bridge.{pid}.{n}.{nanos:08x}.tmp"));
-        match openat(&at.dir, &name, flags, Mode::from_raw_mode(0o666)) {
+        match openat(&at.dir, &name, flags, Mode::from_raw_mode(mode)) {
             Ok(fd) => return Ok((name, fd)),
             Err(rustix::io::Errno::EXIST) => last = Some(rustix::io::Errno::EXIST),
             Err(e) => return Err(Error::io(path, "creating a temporary file", e)),
@@ -327,4 +330,30 @@ fn within(path: &str, size: u64, cap: u64) -> Result<(), Error> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Limits;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The temporary file of a write over a file others must not read is never readable by
+    /// them, not even before it gets the target's mode.
+    #[test]
+    fn the_temporary_file_is_created_with_the_mode_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+        let at = ws.locate("secret.txt", Missing::Create).unwrap();
+        for mode in [0o600, 0o666] {
+            let (name, fd) = create_temp(&at, "secret.txt", mode).unwrap();
+            let got = File::from(fd).metadata().unwrap().permissions().mode() & 0o777;
+            // The umask only takes bits away.
+            assert_eq!(got & !mode, 0, "{mode:o}: {got:o}");
+            if mode == 0o600 {
+                assert_eq!(got, 0o600);
+            }
+            unlinkat(&at.dir, &name, AtFlags::empty()).unwrap();
+        }
+    }
 }
