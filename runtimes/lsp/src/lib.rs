@@ -469,6 +469,11 @@ impl Inner {
             return None;
         }
         let mut servers = self.servers();
+        // Again under the lock: a shutdown that began meanwhile has collected the servers to stop
+        // (it sets the flag before taking the lock), and would miss one started now.
+        if self.shut.load(Ordering::SeqCst) {
+            return None;
+        }
         let command = servers
             .by_language
             .entry(language.to_owned())

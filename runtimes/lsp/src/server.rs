@@ -187,6 +187,7 @@ impl Server {
     pub fn sync(&self, path: &str, language: &str, text: &str) {
         let mut state = self.shared.lock();
         state.sync(path, language, text);
+        kill_if_hung(&mut state);
         drop(state);
         self.shared.cond.notify_all();
     }
@@ -211,6 +212,7 @@ impl Server {
             return Err(RequestError::Exited(why.clone()));
         }
         let id = state.request(method, params);
+        kill_if_hung(&mut state);
         self.shared.cond.notify_all();
         let mut answer = None;
         let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
@@ -222,6 +224,7 @@ impl Server {
             Some(Err(e)) => Err(RequestError::Server(e)),
             None => {
                 state.cancel(id);
+                kill_if_hung(&mut state);
                 self.shared.cond.notify_all();
                 match &state.phase {
                     Phase::Exited(why) => Err(RequestError::Exited(why.clone())),
@@ -328,6 +331,14 @@ fn tell(on_change: &OnChange, change: FileDiagnostics, log: &Log) {
     let call = std::panic::AssertUnwindSafe(|| on_change(change));
     if std::panic::catch_unwind(call).is_err() {
         log.line("the on_change callback panicked (ignored)");
+    }
+}
+
+/// Kills a server its caller found hung ([`State::take_hung`]): nothing else would, since its
+/// writer is blocked writing to it and its reader reading from it.
+fn kill_if_hung(state: &mut State) {
+    if state.take_hung() {
+        kill_group(state);
     }
 }
 
@@ -455,6 +466,7 @@ fn read_loop(
                     }
                     let mut state = shared.lock();
                     let effects = state.handle(&frame);
+                    kill_if_hung(&mut state);
                     drop(state);
                     match effects {
                         Ok(effects) => {

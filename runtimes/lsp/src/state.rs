@@ -194,6 +194,9 @@ pub(crate) struct State {
     pub pid: Option<u32>,
     pub reaping: bool,
     pub reaped: bool,
+    /// Set when the server was found hung by a caller queueing for it (its input backed up): its
+    /// writer is stuck writing to it, so whoever holds the state kills it ([`State::take_hung`]).
+    hung: bool,
     /// When the phase became `Exited`.
     pub exited_at: Option<std::time::Instant>,
 }
@@ -222,6 +225,7 @@ impl State {
             pid: None,
             reaping: false,
             reaped: false,
+            hung: false,
             exited_at: None,
         }
     }
@@ -260,10 +264,16 @@ impl State {
             ));
             self.outbox.clear();
             self.outbox_bytes = 0;
+            self.hung = true;
             return;
         }
         self.outbox_bytes += frame.len();
         self.outbox.push_back(frame);
+    }
+
+    /// Whether the server was found hung since the last call: then it must be killed now.
+    pub fn take_hung(&mut self) -> bool {
+        std::mem::take(&mut self.hung)
     }
 
     /// Takes every queued frame for writing.

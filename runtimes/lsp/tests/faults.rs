@@ -574,6 +574,16 @@ fn a_server_that_stops_reading_is_stopped_once_its_input_backs_up() {
     wait_for("the server to be stopped", Duration::from_secs(5), || {
         matches!(fx.state_of("fake"), ServerState::Crashed(_))
     });
+    // Killed then and there, not left behind its blocked writer: gone and reaped before any
+    // shutdown.
+    let (_, hung) = fx.starts()[0];
+    wait_for("the hung server to be gone", Duration::from_secs(5), || {
+        !alive(hung)
+    });
+    // Its replacement, once the backoff has passed, answers.
+    std::thread::sleep(Duration::from_millis(1100));
+    fx.diagnostics("a.fake", "second", wait, Duration::from_secs(5));
+    assert_eq!(fx.starts().len(), 2, "{:?}", fx.starts());
     fx.others_keep_working();
     fx.shutdown_leaves_nothing();
 }
