@@ -30,7 +30,9 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
 use host::{read_line_capped, Line, MAX_STDIO_LINE};
-use host::{Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, WireLog};
+use host::{
+    Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, LineQueue, WireLog,
+};
 use runtime::RuntimeKind;
 
 /// Exit code of a runtime failure.
@@ -255,10 +257,16 @@ fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
     thread::Builder::new().name("stdio".into()).spawn(move || {
         let stdin = std::io::stdin();
         let mut buf = Vec::new();
+        let queue = LineQueue::default();
         loop {
+            // Room first: no line is read while the host has its fill of them.
+            let place = queue.enter();
             let input = match read_line_capped(&mut stdin.lock(), &mut buf, MAX_STDIO_LINE) {
                 Ok(Line::Eof) | Err(_) => break,
-                Ok(Line::Read) => HostInput::StdioLine(String::from_utf8_lossy(&buf).into_owned()),
+                Ok(Line::Read) => match String::from_utf8(std::mem::take(&mut buf)) {
+                    Ok(line) => HostInput::StdioLine(line, place),
+                    Err(e) => HostInput::StdioLineNotUtf8(e.utf8_error().valid_up_to()),
+                },
                 Ok(Line::TooLong(n)) => HostInput::StdioLineTooLong(n),
             };
             if tx.send(input).is_err() {

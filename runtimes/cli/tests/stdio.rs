@@ -292,3 +292,112 @@ fn stdio_refuses_more_tabs_than_the_limit() {
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);
 }
+
+/// Lines the bridge cannot use are refused with an error line saying why, and what it kept stays:
+/// a severity not in the protocol, diagnostics past the byte budget, an at-mention without an
+/// absolute path or with lines the wrong way round, a line that is not UTF-8. A file reported
+/// under two spellings of its URI is one file, answered under the URI asked; `null` stops
+/// reporting it.
+#[test]
+fn stdio_refuses_what_it_cannot_use_and_keeps_one_entry_per_file() {
+    use std::io::Write;
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio"]);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let dir = sb.ws.join("c++");
+    fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("a.rs").to_string_lossy().to_string();
+    let plain = format!("file://{path}");
+    let encoded = plain.replace("c++", "c%2B%2B");
+    let d = |message: &str, severity: &str| {
+        json!({"message": message, "severity": severity,
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}})
+    };
+    let mut errors = 0;
+    let mut refused = |s: &mut Served, line: &str, why: &str| {
+        s.send_line(line);
+        let e = next_msg(s, "error", errors);
+        errors += 1;
+        assert!(
+            e["message"].as_str().unwrap().contains(why),
+            "{line:.200}: {e}"
+        );
+    };
+
+    // Reported with `+` as it is, asked with it encoded: the same file, under the URI asked.
+    s.send_line(
+        &json!({"type":"diagnostics","uri":plain,"diagnostics":[d("kept", "Error")]}).to_string(),
+    );
+    call_until_json(&mut c, |v| v.to_string().contains("kept"));
+    let v = json_of(&call(&mut c, "getDiagnostics", json!({"uri": encoded})));
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(
+        (&v[0]["uri"], &v[0]["diagnostics"][0]["message"]),
+        (&json!(encoded), &json!("kept"))
+    );
+    // Reported again under the other spelling: still one entry.
+    s.send_line(
+        &json!({"type":"diagnostics","uri":encoded,"diagnostics":[d("again", "Warning")]})
+            .to_string(),
+    );
+    let all = call_until_json(&mut c, |v| v.to_string().contains("again"));
+    assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
+
+    refused(
+        &mut s,
+        &json!({"type":"diagnostics","uri":plain,"diagnostics":[d("x", "error")]}).to_string(),
+        "severity \"error\" is not one of Error, Warning, Information, Hint",
+    );
+    let huge = "y".repeat(25 * 1024 * 1024);
+    refused(
+        &mut s,
+        &json!({"type":"diagnostics","uri":plain,"diagnostics":[d(&huge, "Error")]}).to_string(),
+        "bytes of diagnostics are kept over all files",
+    );
+    refused(
+        &mut s,
+        r#"{"type":"at_mentioned","filePath":"src/a.rs"}"#,
+        "filePath must be absolute",
+    );
+    refused(
+        &mut s,
+        &json!({"type":"at_mentioned","filePath":path,"lineStart":9,"lineEnd":3}).to_string(),
+        "lineStart 9 is after lineEnd 3",
+    );
+    refused(
+        &mut s,
+        &json!({"type":"at_mentioned","filePath":path,"lineStart":9}).to_string(),
+        "give both lineStart and lineEnd",
+    );
+    let stdin = s.stdin.as_mut().unwrap();
+    stdin
+        .write_all(b"{\"type\":\"at_mentioned\",\"filePath\":\"/ws/\xff.rs\"}\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    let e = next_msg(&s, "error", errors);
+    assert!(e["message"].as_str().unwrap().contains("not UTF-8"), "{e}");
+    // What was kept before the refusals is still there.
+    let v = json_of(&call(&mut c, "getDiagnostics", json!({"uri": plain})));
+    assert_eq!(v[0]["diagnostics"][0]["message"], "again", "{v}");
+
+    // null: the editor stops reporting the file.
+    s.send_line(&json!({"type":"diagnostics","uri":plain,"diagnostics":null}).to_string());
+    call_until_json(&mut c, |v| v == &json!([]));
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
+/// `getDiagnostics {}` until its answer satisfies `ok` (the editor's lines are handled in turn
+/// with the client's calls).
+fn call_until_json(c: &mut Client, ok: impl Fn(&Value) -> bool) -> Value {
+    let give_up = std::time::Instant::now() + WAIT;
+    loop {
+        let v = json_of(&call(c, "getDiagnostics", json!({})));
+        if ok(&v) {
+            return v;
+        }
+        assert!(std::time::Instant::now() < give_up, "stayed {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -479,7 +479,12 @@ impl Host {
             .iter()
             .filter(|(u, d)| !d.is_empty() && uri.is_none_or(|want| same_uri(want, u)))
             .map(|(u, d)| FileDiagnostics {
-                uri: u.clone(),
+                // The client matches the answer to its question by URI: its own back when it
+                // asked with one.
+                uri: uri
+                    .filter(|want| want.starts_with("file:"))
+                    .unwrap_or(u)
+                    .to_owned(),
                 diagnostics: d.clone(),
             })
             .collect();

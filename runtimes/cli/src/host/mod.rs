@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use claude_ide_bridge::Diagnostic;
 use claude_ide_bridge::SelectionChanged;
@@ -50,11 +50,13 @@ pub enum HostInput {
     Event(Event),
     /// A line typed at the `ask` prompt (`None`: the terminal closed).
     TerminalLine(Option<String>),
-    /// A line from the stdio editor.
-    StdioLine(String),
+    /// A line from the stdio editor; the reader reads the next ones only while few are queued.
+    StdioLine(String, Queued),
     /// The stdio editor sent a line of this many bytes, more than [`MAX_STDIO_LINE`]; it was
     /// dropped unread.
     StdioLineTooLong(usize),
+    /// The stdio editor sent a line that is not UTF-8 (valid up to this byte); it was dropped.
+    StdioLineNotUtf8(usize),
     /// The stdio editor closed stdin.
     StdinClosed,
     /// SIGINT, SIGTERM or SIGHUP.
@@ -67,6 +69,42 @@ pub enum HostInput {
     Edited(CallId, Result<String, String>),
     /// Language servers' diagnostics changed: take them from [`Changes`](crate::lsp::Changes).
     Diagnostics(Arc<crate::lsp::Changes>),
+}
+
+/// The most lines of the stdio editor read and not yet handled: an editor that writes faster than
+/// the host handles (for instance while it does not read the host's own lines, which blocks the
+/// host's writes) waits instead of having its lines pile up, each up to [`MAX_STDIO_LINE`].
+pub const MAX_QUEUED_LINES: usize = 2;
+
+/// The place of a stdio line in the host's queue ([`HostInput::StdioLine`]): given back when
+/// dropped.
+#[derive(Debug)]
+pub struct Queued(Arc<(Mutex<usize>, Condvar)>);
+
+/// Where the stdio reader waits for room in the host's queue.
+#[derive(Debug, Clone, Default)]
+pub struct LineQueue(Arc<(Mutex<usize>, Condvar)>);
+
+impl LineQueue {
+    /// Waits until fewer than [`MAX_QUEUED_LINES`] lines are queued, then takes a place.
+    pub fn enter(&self) -> Queued {
+        let (count, room) = &*self.0;
+        let mut n = count.lock().unwrap_or_else(|p| p.into_inner());
+        while *n >= MAX_QUEUED_LINES {
+            n = room.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+        *n += 1;
+        Queued(self.0.clone())
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        let (count, room) = &*self.0;
+        let mut n = count.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+        room.notify_one();
+    }
 }
 
 /// What `openDiff` does.
@@ -230,9 +268,13 @@ impl Host {
         match input {
             HostInput::Event(e) => self.on_event(e),
             HostInput::TerminalLine(line) => self.on_terminal_line(line),
-            HostInput::StdioLine(line) => self.on_stdio_line(&line),
+            // The line's place in the queue is given back once it is handled.
+            HostInput::StdioLine(line, _queued) => self.on_stdio_line(&line),
             HostInput::StdioLineTooLong(n) => self.editor_error(format!(
                 "a line of {n} bytes was refused: a line may have at most {MAX_STDIO_LINE} bytes"
+            )),
+            HostInput::StdioLineNotUtf8(at) => self.editor_error(format!(
+                "a line was refused: it is not UTF-8 (an invalid byte after {at} valid ones)"
             )),
             HostInput::StdinClosed => {
                 ui::say("stdin closed: stopping");

@@ -281,6 +281,18 @@ impl Host {
     /// `at_mentioned`: sent to every client.
     fn at_mentioned(&mut self, v: Value) -> Result<(), String> {
         let m: MentionMsg = parse(v)?;
+        if !m.file_path.starts_with('/') {
+            return Err("filePath must be absolute".into());
+        }
+        match (m.line_start, m.line_end) {
+            (Some(start), Some(end)) if start > end => {
+                return Err(format!("lineStart {start} is after lineEnd {end}"))
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                return Err("give both lineStart and lineEnd, or neither (the whole file)".into())
+            }
+            _ => {}
+        }
         self.handle.notify(
             Target::All,
             &Notification::AtMentioned(AtMentioned {
@@ -296,7 +308,8 @@ impl Host {
 #[derive(Deserialize)]
 struct DiagnosticsMsg {
     uri: String,
-    diagnostics: Vec<Diagnostic>,
+    /// `null`: the editor no longer reports the file.
+    diagnostics: Option<Vec<Diagnostic>>,
 }
 
 /// The most files the stdio editor's diagnostics are kept for; a `diagnostics` line for one more
@@ -308,6 +321,41 @@ pub const MAX_DIAGNOSTICS_PER_FILE: usize = 10_000;
 
 /// The most diagnostics kept over all files; a line that would pass it is refused.
 pub const MAX_DIAGNOSTICS_TOTAL: usize = 100_000;
+
+/// The most bytes of diagnostics kept over all files, counted as JSON ([`weight`]); a line that
+/// would pass it is refused. `getDiagnostics` answers with all of them at once, as JSON inside a
+/// JSON string (at most twice as long): this keeps that answer below what a connection may
+/// queue (64 MiB).
+pub const MAX_DIAGNOSTICS_BYTES: usize = 24 * 1024 * 1024;
+
+/// At least the length of a diagnostic as JSON: its strings escaped, and 192 bytes for its keys,
+/// severity and range (four numbers up to 4294967295).
+fn weight(d: &Diagnostic) -> usize {
+    let code = d.code.as_ref().map_or(0, |c| c.to_string().len());
+    192 + json_len(&d.message) + d.source.as_deref().map_or(0, json_len) + code
+}
+
+/// The length of `s` as a JSON string: quotes, and the escapes of quotes, backslashes and
+/// control characters.
+fn json_len(s: &str) -> usize {
+    let extra: usize = s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' => 1,
+            0..=0x1f => 5,
+            _ => 0,
+        })
+        .sum();
+    s.len() + 2 + extra
+}
+
+/// The severities a diagnostic may have.
+const SEVERITIES: [&str; 4] = [
+    Diagnostic::ERROR,
+    Diagnostic::WARNING,
+    Diagnostic::INFORMATION,
+    Diagnostic::HINT,
+];
 
 /// Stores the editor's diagnostics for `uri` in `map`, within the limits above; past one the map
 /// is left as it was and the limit is named. An empty list removes the file's entry unless
@@ -322,6 +370,16 @@ fn store_diagnostics(
         map.remove(uri);
         return Ok(());
     }
+    if let Some(d) = diagnostics
+        .iter()
+        .find(|d| !SEVERITIES.contains(&d.severity.as_str()))
+    {
+        return Err(format!(
+            "severity {:?} is not one of {}",
+            d.severity,
+            SEVERITIES.join(", ")
+        ));
+    }
     if diagnostics.len() > MAX_DIAGNOSTICS_PER_FILE {
         return Err(format!(
             "{} diagnostics for one file, more than the limit of {MAX_DIAGNOSTICS_PER_FILE}",
@@ -329,20 +387,31 @@ fn store_diagnostics(
         ));
     }
     if !map.contains_key(uri) && map.len() >= MAX_DIAGNOSTIC_FILES {
+        let free = if keep_empty {
+            "\"diagnostics\": null for a file"
+        } else {
+            "an empty list for a clean file"
+        };
         return Err(format!(
-            "diagnostics are kept for at most {MAX_DIAGNOSTIC_FILES} files: send an empty list \
-             for a clean file to free its entry"
+            "diagnostics are kept for at most {MAX_DIAGNOSTIC_FILES} files: send {free} to free \
+             its entry"
         ));
     }
-    let others: usize = map
-        .iter()
-        .filter(|(u, _)| u.as_str() != uri)
-        .map(|(_, d)| d.len())
-        .sum();
-    if others + diagnostics.len() > MAX_DIAGNOSTICS_TOTAL {
+    let others = map.iter().filter(|(u, _)| u.as_str() != uri);
+    let (count, bytes) = others.fold((0, 0), |(n, b), (_, d)| {
+        (n + d.len(), b + d.iter().map(weight).sum::<usize>())
+    });
+    if count + diagnostics.len() > MAX_DIAGNOSTICS_TOTAL {
         return Err(format!(
-            "at most {MAX_DIAGNOSTICS_TOTAL} diagnostics are kept over all files ({others} for \
+            "at most {MAX_DIAGNOSTICS_TOTAL} diagnostics are kept over all files ({count} for \
              other files)"
+        ));
+    }
+    let these: usize = diagnostics.iter().map(weight).sum();
+    if bytes + these > MAX_DIAGNOSTICS_BYTES {
+        return Err(format!(
+            "at most {MAX_DIAGNOSTICS_BYTES} bytes of diagnostics are kept over all files \
+             ({these} for this file, {bytes} for the others)"
         ));
     }
     map.insert(uri.to_string(), diagnostics.to_vec());
@@ -352,24 +421,35 @@ fn store_diagnostics(
 impl Host {
     /// `diagnostics`: one file's diagnostics, kept for `getDiagnostics` and sent to every client.
     fn diagnostics(&mut self, v: Value) -> Result<(), String> {
+        if v.get("diagnostics").is_none() {
+            return Err(
+                "missing field `diagnostics` (a list, or null to stop reporting the file)".into(),
+            );
+        }
         let m: DiagnosticsMsg = parse(v)?;
-        let uri = if m.uri.starts_with('/') {
-            file_uri(&m.uri)
-        } else if uri_to_path(&m.uri).is_some() {
-            m.uri
+        // Kept under one spelling of the file's URI, the one the bridge and the language servers
+        // write, whichever the editor used.
+        let path = if m.uri.starts_with('/') {
+            Some(m.uri)
         } else {
+            uri_to_path(&m.uri)
+        };
+        let Some(path) = path else {
             return Err("uri must be a file:// URI or an absolute path".into());
+        };
+        let uri = file_uri(&path);
+        let Some(diagnostics) = m.diagnostics else {
+            // The editor no longer reports the file: a language server answers for it again.
+            self.diagnostics.remove(&uri);
+            return Ok(());
         };
         // With language servers an empty list is kept: the editor's word that the file is clean
         // takes precedence over a server's. Without them an absent file answers the same.
         let keep_empty = self.lsp.is_some();
-        store_diagnostics(&mut self.diagnostics, &uri, &m.diagnostics, keep_empty)?;
+        store_diagnostics(&mut self.diagnostics, &uri, &diagnostics, keep_empty)?;
         self.handle.notify(
             Target::All,
-            &Notification::DiagnosticsChanged(DiagnosticsChanged {
-                uri,
-                diagnostics: m.diagnostics,
-            }),
+            &Notification::DiagnosticsChanged(DiagnosticsChanged { uri, diagnostics }),
         );
         Ok(())
     }
