@@ -33,6 +33,11 @@ pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
+/// Whether [`say`]'s lines reach the terminal now (not while `run` has handed it to `claude`).
+pub fn heard() -> bool {
+    !QUIET.load(Ordering::Relaxed)
+}
+
 /// Prints a line in bold.
 pub fn say_bold(line: &str) {
     if !QUIET.load(Ordering::Relaxed) {

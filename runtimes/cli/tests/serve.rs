@@ -126,17 +126,39 @@ fn open_files_flag_runs_the_editor() {
     );
     let mut c = cmd_sb.client();
     let file = sb.ws.join("a.rs").to_string_lossy().to_string();
+    let opened = |what: &str| {
+        let give_up = std::time::Instant::now() + WAIT;
+        loop {
+            // The script may still be writing: wait for its whole line.
+            if let Some(line) = fs::read_to_string(&marker)
+                .ok()
+                .filter(|l| l.ends_with('\n'))
+            {
+                let _ = fs::remove_file(&marker);
+                return line.trim_end().to_string();
+            }
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the editor did not run for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
     let r = call(&mut c, "openFile", json!({"filePath": file}));
     assert_eq!(texts(&r)[0], format!("Opened file: {file}"));
-    let give_up = std::time::Instant::now() + WAIT;
-    while !marker.exists() {
-        assert!(
-            std::time::Instant::now() < give_up,
-            "the editor did not run"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(fs::read_to_string(&marker).unwrap().contains("a.rs"));
+    assert_eq!(opened("an absolute path"), file);
+    // A relative path is the workspace's file, wherever the bridge runs: the editor gets it
+    // absolute.
+    let r = call(&mut c, "openFile", json!({"filePath": "a.rs"}));
+    assert_eq!(texts(&r)[0], "Opened file: a.rs");
+    assert_eq!(opened("a relative path"), file);
+    let r = call(
+        &mut c,
+        "open_files",
+        json!({"file_paths": ["a.rs", "missing.rs"]}),
+    );
+    assert_eq!(json_of(&r)["opened_files"], json!(["a.rs"]));
+    assert_eq!(opened("open_files"), file);
     assert_eq!(cmd_sb.stop(), 0);
 }
 

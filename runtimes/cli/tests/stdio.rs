@@ -381,6 +381,26 @@ fn stdio_refuses_what_it_cannot_use_and_keeps_one_entry_per_file() {
     let v = json_of(&call(&mut c, "getDiagnostics", json!({"uri": plain})));
     assert_eq!(v[0]["diagnostics"][0]["message"], "again", "{v}");
 
+    // checkDocumentDirty answers from the editor's tabs: a file on disk it has no tab for is
+    // not open in it.
+    fs::write(&path, "fn main() {}\n").unwrap();
+    let r = call(&mut c, "checkDocumentDirty", json!({"filePath": path}));
+    assert!(is_error(&r), "{r}");
+    assert_eq!(texts(&r), [format!("Document not open: {path}")]);
+    s.send_line(
+        &json!({"type":"open_editors","tabs":[{"uri": plain, "isDirty": true}]}).to_string(),
+    );
+    let give_up = std::time::Instant::now() + WAIT;
+    loop {
+        let r = call(&mut c, "checkDocumentDirty", json!({"filePath": path}));
+        if !is_error(&r) {
+            assert_eq!(json_of(&r)["isDirty"], true, "{r}");
+            break;
+        }
+        assert!(std::time::Instant::now() < give_up, "{r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
     // null: the editor stops reporting the file.
     s.send_line(&json!({"type":"diagnostics","uri":plain,"diagnostics":null}).to_string());
     call_until_json(&mut c, |v| v == &json!([]));

@@ -25,6 +25,7 @@ impl Host {
                     ws: self.ws.clone(),
                     ide_name: self.ide_name.clone(),
                     open_files: self.open_files,
+                    editor: self.stdio.is_some(),
                     tab_dirty: match &disk {
                         DiskTool::Dirty(a) => self.tabs.of_path(&a.file_path).map(|t| t.is_dirty),
                         _ => None,
@@ -130,6 +131,8 @@ struct OnDisk {
     ws: Workspace,
     ide_name: String,
     open_files: bool,
+    /// A stdio editor reports the open documents: a file it has no tab for is not open.
+    editor: bool,
     /// `checkDocumentDirty`: the editor's tab for the file, if any (and whether it is dirty).
     tab_dirty: Option<Option<bool>>,
 }
@@ -149,12 +152,17 @@ impl OnDisk {
                         .map(|l| format!(" at line {}", l + 1))
                         .unwrap_or_default()
                 ));
-                if let Err(e) = self.ws.regular_file(&a.file_path) {
-                    return ToolResult::error(match e {
-                        Error::NotFound { .. } => format!("File not found: {}", a.file_path),
-                        e => format!("Cannot open {}: {e}", a.file_path),
-                    });
-                }
+                // Resolved as the workspace resolves it: a relative path is taken from the first
+                // folder, and the editor does not run there.
+                let resolved = match self.ws.regular_file(&a.file_path) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        return ToolResult::error(match e {
+                            Error::NotFound { .. } => format!("File not found: {}", a.file_path),
+                            e => format!("Cannot open {}: {e}", a.file_path),
+                        })
+                    }
+                };
                 let line_count = if a.wants_frontmost() {
                     0
                 } else {
@@ -165,7 +173,7 @@ impl OnDisk {
                         }
                     }
                 };
-                let opened = open_in_editor(self.open_files, std::slice::from_ref(&a.file_path));
+                let opened = open_in_editor(self.open_files, &[resolved]);
                 if !a.wants_frontmost() {
                     return ToolResult::json(&OpenFileResult {
                         success: opened,
@@ -176,28 +184,32 @@ impl OnDisk {
                 }
                 if opened {
                     ToolResult::text(format!("Opened file: {}", a.file_path))
-                } else {
+                } else if ui::heard() {
                     ToolResult::text(format!(
                         "{} has no editor window; the path was shown to the user in its terminal: {}",
+                        self.ide_name, a.file_path
+                    ))
+                } else {
+                    ToolResult::text(format!(
+                        "{} has no editor window: {} was not opened",
                         self.ide_name, a.file_path
                     ))
                 }
             }
             DiskTool::OpenFiles(a) => {
                 ui::say(&format!("claude asked to open {}", a.file_paths.join(", ")));
-                let existing: Vec<String> = a
+                let (existing, resolved): (Vec<String>, Vec<String>) = a
                     .file_paths
                     .iter()
-                    .filter(|p| self.exists(p))
-                    .cloned()
-                    .collect();
-                let opened = !existing.is_empty() && open_in_editor(self.open_files, &existing);
+                    .filter_map(|p| Some((p.clone(), self.ws.regular_file(p).ok()?)))
+                    .unzip();
+                let opened = !existing.is_empty() && open_in_editor(self.open_files, &resolved);
                 ToolResult::json(&OpenedFiles {
                     opened_files: if opened { existing } else { Vec::new() },
                 })
             }
             DiskTool::Dirty(a) => {
-                if self.tab_dirty.is_none() && !self.exists(&a.file_path) {
+                if self.tab_dirty.is_none() && (self.editor || !self.exists(&a.file_path)) {
                     return ToolResult::error(format!("Document not open: {}", a.file_path));
                 }
                 ToolResult::json(&DocumentDirty {
