@@ -250,11 +250,25 @@ impl Server {
                 return state.known(path);
             }
             if !state.caps.pull {
-                let (state, _) = self.shared.wait_until(state, deadline, |s| {
+                let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
                     s.fresh(path) || !s.is_running() || s.caps.pull
                 });
                 if state.caps.pull && state.is_running() && Instant::now() < deadline {
                     continue; // the server registered pulls meanwhile
+                }
+                // Published without a version: final once no other publish follows for a while.
+                while state.is_running() && state.fresh(path) {
+                    let Some(until) = state.settles_at(path).map(|t| t.min(deadline)) else {
+                        break;
+                    };
+                    let seq = state.publish_seq(path);
+                    let (next, _) = self.shared.wait_until(state, until, |s| {
+                        s.publish_seq(path) != seq || !s.is_running()
+                    });
+                    state = next;
+                    if state.publish_seq(path) == seq {
+                        break;
+                    }
                 }
                 return state.known(path);
             }

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use claude_ide_bridge::{file_uri, uri_to_path};
 use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
@@ -145,6 +145,9 @@ struct Doc {
     last_used: u64,
 }
 
+/// How long after a publish without a version diagnostics count as final ([`State::settles_at`]).
+pub const SETTLE: Duration = Duration::from_millis(200);
+
 /// Diagnostics a server reported for one file.
 #[derive(Debug)]
 struct Stored {
@@ -152,6 +155,8 @@ struct Stored {
     version: Option<i32>,
     /// When they arrived (the publish counter).
     seq: u64,
+    /// When they arrived.
+    at: Instant,
     items: Vec<Diagnostic>,
     /// The pull answer's `resultId`, sent back as `previousResultId`.
     result_id: Option<String>,
@@ -436,6 +441,21 @@ impl State {
         }
     }
 
+    /// For diagnostics published without a version: when they count as final, [`SETTLE`] after
+    /// the last publish (`None`: published with a version, or nothing held). A server that does
+    /// not say which text it checked may publish several times for one text:
+    /// typescript-language-server publishes each kind of check as it completes, the first with
+    /// the previous text's type errors still in it.
+    pub fn settles_at(&self, path: &str) -> Option<Instant> {
+        let stored = self.diags.get(path)?;
+        stored.version.is_none().then(|| stored.at + SETTLE)
+    }
+
+    /// The publish counter of `path`'s diagnostics (0 when none are held).
+    pub fn publish_seq(&self, path: &str) -> u64 {
+        self.diags.get(path).map_or(0, |s| s.seq)
+    }
+
     /// The diagnostics held for `path` (empty when none).
     pub fn known(&self, path: &str) -> Vec<Diagnostic> {
         self.diags
@@ -538,9 +558,11 @@ impl State {
             .saturating_sub(self.total - old_len);
         items.truncate(room);
         let seq = self.seq;
+        let at = Instant::now();
         let stored = self.diags.entry(path.to_owned()).or_insert(Stored {
             version,
             seq,
+            at,
             items: Vec::new(),
             result_id: None,
         });
@@ -548,6 +570,7 @@ impl State {
         self.total = self.total - stored.items.len() + items.len();
         stored.version = version;
         stored.seq = seq;
+        stored.at = at;
         stored.result_id = result_id;
         if !changed {
             return None;

@@ -123,7 +123,15 @@ def main():
                 for _ in range(500):
                     sys.stderr.write("noise " * 2000 + "\n")
                 sys.stderr.flush()
-            if not pull:
+            if MODE == "staged":
+                # As typescript-language-server: no version, and a first publish that still holds
+                # the previous text's diagnostics, the full one a little later.
+                before = docs.get("previous:" + doc["uri"], "")
+                docs["previous:" + doc["uri"]] = text
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(before)}})
+                time.sleep(0.1)
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(text)}})
+            elif not pull:
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": diagnostics(text)}})
         elif method == "textDocument/diagnostic":
             if MODE == "hang-pull":

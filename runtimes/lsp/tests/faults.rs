@@ -562,6 +562,33 @@ fn a_length_too_long_leaves_answers_bounded_by_the_deadline() {
     fx.shutdown_leaves_nothing();
 }
 
+/// A server that publishes without a version, first with the previous text's diagnostics and
+/// then the full ones (as typescript-language-server does per kind of check): the answer is the
+/// last publish once they settle, not the first.
+#[test]
+fn publishes_without_a_version_are_taken_once_they_settle() {
+    let fx = fake("staged", |_| {});
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    assert_eq!(
+        fx.diagnostics("a.fake", "ok\nerror", wait, wait),
+        ["bad line 1"]
+    );
+    assert_eq!(
+        fx.diagnostics("a.fake", "ok\nok", wait, wait),
+        Vec::<String>::new()
+    );
+    // The same text again: already settled, answered without a new publish.
+    assert_eq!(
+        fx.diagnostics("a.fake", "ok\nok", wait, Duration::from_millis(100)),
+        Vec::<String>::new()
+    );
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn a_server_that_stops_reading_is_stopped_once_its_input_backs_up() {
     let fx = fake("no-read", |c| c.limits.max_outbox_bytes = 1 << 20);
