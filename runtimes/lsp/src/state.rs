@@ -419,6 +419,10 @@ impl State {
             return;
         };
         self.docs.remove(&path);
+        // Opened again, its versions start over: what is kept may not pass for the new text's.
+        if let Some(stored) = self.diags.get_mut(&path) {
+            stored.version = None;
+        }
         self.notify(
             "textDocument/didClose",
             json!({"textDocument": {"uri": file_uri(&path)}}),

@@ -164,6 +164,27 @@ fn open_documents_are_bounded() {
 }
 
 #[test]
+fn a_reopened_document_is_not_fresh_from_before_it_was_closed() {
+    let limits = LspLimits {
+        max_open_files: 1,
+        ..LspLimits::default()
+    };
+    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    s.sync("/w/a.py", "python", "one");
+    publish(&mut s, "/w/a.py", Some(1), 2);
+    assert!(s.fresh("/w/a.py"));
+    // Closed to make room, then opened again with other text: its version starts over at 1,
+    // and the diagnostics kept for the old text's version 1 are not its answer.
+    s.sync("/w/b.py", "python", "x");
+    s.sync("/w/a.py", "python", "two");
+    assert_eq!(s.version("/w/a.py"), Some(1));
+    assert!(!s.fresh("/w/a.py"));
+    publish(&mut s, "/w/a.py", Some(1), 0);
+    assert!(s.fresh("/w/a.py"));
+    assert!(s.known("/w/a.py").is_empty());
+}
+
+#[test]
 fn early_syncs_wait_for_initialize_and_requests_are_answered() {
     let mut s = State::new(LspLimits::default(), vec![]);
     s.begin(1);
@@ -216,6 +237,9 @@ fn a_stuck_server_is_exited_when_its_input_backs_up() {
         s.phase
     );
     assert!(s.take_outbox().is_empty());
+    // Its caller is told once to kill it.
+    assert!(s.take_hung());
+    assert!(!s.take_hung());
 }
 
 #[test]
