@@ -57,6 +57,32 @@ pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable};
 use server::{OnChange, RequestError, Server};
 use state::Phase;
 
+/// The diagnostics [`Lsp::check`] answers, and whether they are for the text asked about.
+///
+/// ```
+/// use claude_ide_bridge_lsp::Checked;
+/// let late = Checked::stale(Vec::new());
+/// assert!(!late.fresh && late.diagnostics.is_empty());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    /// The file's diagnostics.
+    pub diagnostics: Vec<Diagnostic>,
+    /// False when they may be for another text, or no server said: the deadline passed first,
+    /// or no server runs for the file (then they are what was known, often nothing).
+    pub fresh: bool,
+}
+
+impl Checked {
+    /// What was known, not computed for the text asked about.
+    pub fn stale(diagnostics: Vec<Diagnostic>) -> Checked {
+        Checked {
+            diagnostics,
+            fresh: false,
+        }
+    }
+}
+
 /// What the client runs and how long it waits.
 #[derive(Debug, Clone)]
 pub struct LspConfig {
@@ -270,15 +296,21 @@ impl Lsp {
     /// [`LspConfig::diagnostics_wait`] for the diagnostics. A file of no known language, or whose server is
     /// missing or down, gets what is known (usually nothing) at once.
     pub fn diagnostics(&self, path: &Path, text: &str, deadline: Instant) -> Vec<Diagnostic> {
+        self.check(path, text, deadline).diagnostics
+    }
+
+    /// [`Lsp::diagnostics`], saying whether they are for `text` ([`Checked::fresh`]): a caller
+    /// that remembers answers keeps only fresh ones.
+    pub fn check(&self, path: &Path, text: &str, deadline: Instant) -> Checked {
         let Some((language, key)) = self.file(path) else {
-            return Vec::new();
+            return Checked::stale(Vec::new());
         };
         let Some(server) = self.inner.server_for(language) else {
-            return self.known_for(&key);
+            return Checked::stale(self.known_for(&key));
         };
         let deadline = match self.inner.await_start(&server, deadline) {
             Some(deadline) => deadline,
-            None => return server.known(&key),
+            None => return Checked::stale(server.known(&key)),
         };
         server.diagnostics(&key, language, text, deadline)
     }

@@ -15,6 +15,7 @@ use crate::codec::Decoder;
 use crate::log::Log;
 use crate::rpc::ResponseError;
 use crate::state::{Effect, LspLimits, Phase, State};
+use crate::Checked;
 
 pub(crate) type OnChange = Arc<dyn Fn(FileDiagnostics) + Send + Sync>;
 
@@ -235,19 +236,19 @@ impl Server {
     }
 
     /// Syncs `text` and answers the diagnostics computed for it: pulled when the server offers pulls, else the
-    /// ones published for this version; past `deadline`, what is known.
+    /// ones published for this version; past `deadline`, what is known (not fresh).
     pub fn diagnostics(
         &self,
         path: &str,
         language: &str,
         text: &str,
         deadline: Instant,
-    ) -> Vec<Diagnostic> {
+    ) -> Checked {
         self.sync(path, language, text);
         loop {
             let state = self.shared.lock();
             if !state.is_running() {
-                return state.known(path);
+                return Checked::stale(state.known(path));
             }
             if !state.caps.pull {
                 let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
@@ -270,10 +271,13 @@ impl Server {
                         break;
                     }
                 }
-                return state.known(path);
+                return Checked {
+                    fresh: state.is_running() && state.fresh(path),
+                    diagnostics: state.known(path),
+                };
             }
             let Some(version) = state.version(path) else {
-                return state.known(path);
+                return Checked::stale(state.known(path));
             };
             let params = state.pull_params(path);
             drop(state);
@@ -287,9 +291,12 @@ impl Server {
                             if let Some(change) = changed {
                                 tell(&self.on_change, change, &self.log);
                             }
-                            return known;
+                            return Checked {
+                                diagnostics: known,
+                                fresh: true,
+                            };
                         }
-                        Err(_) => return state.known(path),
+                        Err(_) => return Checked::stale(state.known(path)),
                     }
                 }
                 Err(RequestError::Server(e))
@@ -298,11 +305,11 @@ impl Server {
                     // Asked again after a short pause, within the deadline.
                     let pause = Instant::now() + Duration::from_millis(20);
                     if pause >= deadline {
-                        return self.known(path);
+                        return Checked::stale(self.known(path));
                     }
                     std::thread::sleep(pause - Instant::now());
                 }
-                Err(_) => return self.known(path),
+                Err(_) => return Checked::stale(self.known(path)),
             }
         }
     }

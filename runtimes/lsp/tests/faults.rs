@@ -453,6 +453,16 @@ fn hung_pull_answers_what_is_known_at_the_deadline() {
         .diagnostics("a.fake", "error", wait, Duration::from_secs(5))
         .is_empty());
     assert!(fx.diagnostics("a.fake", "error\n", wait, wait).is_empty());
+    // ... and says that the answer is not for the text asked about.
+    let file = fx.file("a.fake");
+    let late = fx.lsp.check(&file, "error\n\n", Instant::now() + wait);
+    assert!(!late.fresh && late.diagnostics.is_empty(), "{late:?}");
+    let good = fx.lsp.check(
+        &fx.file("b.good"),
+        "error",
+        Instant::now() + Duration::from_secs(5),
+    );
+    assert!(good.fresh && good.diagnostics.len() == 1, "{good:?}");
     assert_eq!(fx.state_of("fake"), ServerState::Running);
     fx.others_keep_working();
     fx.shutdown_leaves_nothing();

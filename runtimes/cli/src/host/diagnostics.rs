@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use claude_ide_bridge::{file_uri, uri_to_path, Diagnostic, DiagnosticsChanged, FileDiagnostics};
 use claude_ide_bridge::{CallId, Notification, Target, ToolResult};
 use claude_ide_bridge_files::{Error, Text, Workspace};
-use claude_ide_bridge_lsp::{Lsp, ServerState};
+use claude_ide_bridge_lsp::{Checked, Lsp, ServerState};
 
 use super::headless::no_formatter;
 use super::Host;
@@ -170,7 +170,7 @@ impl LanguageServers {
     /// one diagnostics wait from now). Until a language's server has answered once, its calls wait
     /// until the end of its start wait instead: a server's first analysis (pyright's takes seconds
     /// on a busy machine) would otherwise outlast every call, each giving up on its question.
-    fn ask(&self, path: &Path, text: &str, deadline: Option<Instant>) -> Vec<Diagnostic> {
+    fn ask(&self, path: &Path, text: &str, deadline: Option<Instant>) -> Checked {
         let now = Instant::now();
         let mut deadline = deadline.unwrap_or_else(|| self.lsp.deadline());
         let language = self.lsp.language_for(path).unwrap_or_default().to_owned();
@@ -183,7 +183,7 @@ impl LanguageServers {
         if let Some(by) = warm_by {
             deadline = deadline.max(by);
         }
-        let d = self.lsp.diagnostics(path, text, deadline);
+        let d = self.lsp.check(path, text, deadline);
         if warm_by.is_some() && Instant::now() < deadline {
             self.warming
                 .lock()
@@ -273,12 +273,16 @@ impl LanguageServers {
         let diagnostics = match remembered {
             Some(d) => d,
             None => {
-                let d = self.ask(&path, &text, None);
-                if d.is_empty() && self.unavailable(&language) {
+                let Checked { diagnostics, fresh } = self.ask(&path, &text, None);
+                if diagnostics.is_empty() && self.unavailable(&language) {
                     return ToolResult::json(&Vec::<FileDiagnostics>::new());
                 }
-                self.memory().answered(&path, hash, &d);
-                d
+                // Only an answer for this very text may stand in for it later (the check before
+                // a write): one the deadline cut short may be another text's, or nothing yet.
+                if fresh {
+                    self.memory().answered(&path, hash, &diagnostics);
+                }
+                diagnostics
             }
         };
         // The client matches the answer to its question by URI: give its own back when it asked
@@ -313,8 +317,10 @@ impl LanguageServers {
                     .before_write(path, hash, Instant::now())
                     .is_none()
                 {
-                    let d = self.ask(path, &text, Some(deadline));
-                    self.memory().answered(path, hash, &d);
+                    let checked = self.ask(path, &text, Some(deadline));
+                    if checked.fresh {
+                        self.memory().answered(path, hash, &checked.diagnostics);
+                    }
                 }
             }
         }
