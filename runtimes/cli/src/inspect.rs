@@ -13,6 +13,15 @@ use claude_ide_bridge_runtime::lock::pid_alive;
 
 use crate::lsp::ServerOpts;
 
+/// `println!` that ignores a closed stdout (`claude-ide-bridge list | head -1`): the report is
+/// for a person, and a reader that stopped reading is not an error.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// One `<port>.lock` found in a directory.
 struct Found {
     path: PathBuf,
@@ -68,17 +77,17 @@ fn scan(dir: &Path) -> Vec<Found> {
 pub fn list() -> u8 {
     for dir in dirs() {
         if !dir.exists() {
-            println!("{} (does not exist)", dir.display());
+            out!("{} (does not exist)", dir.display());
             continue;
         }
-        println!("{}", dir.display());
+        out!("{}", dir.display());
         let found = scan(&dir);
         if found.is_empty() {
-            println!("  (no lock files)");
+            out!("  (no lock files)");
         }
         for f in found {
             match &f.lock {
-                Ok(l) => println!(
+                Ok(l) => out!(
                     "  {:<5} port {:<5}  {:<20}  pid {:<7}  {}",
                     if pid_alive(l.pid) { "live" } else { "stale" },
                     f.port,
@@ -86,7 +95,7 @@ pub fn list() -> u8 {
                     l.pid,
                     l.workspace_folders.join(", ")
                 ),
-                Err(e) => println!("  {:<5} port {:<5}  unreadable: {e}", "?", f.port),
+                Err(e) => out!("  {:<5} port {:<5}  unreadable: {e}", "?", f.port),
             }
         }
     }
@@ -99,15 +108,15 @@ struct Report {
 
 impl Report {
     fn ok(&self, msg: &str) {
-        println!("ok: {msg}");
+        out!("ok: {msg}");
     }
     fn info(&self, msg: &str) {
-        println!("info: {msg}");
+        out!("info: {msg}");
     }
     fn problem(&mut self, msg: &str, fix: &str) {
         self.problems += 1;
-        println!("problem: {msg}");
-        println!("  fix: {fix}");
+        out!("problem: {msg}");
+        out!("  fix: {fix}");
     }
 }
 
@@ -132,14 +141,14 @@ const PLAN_ENTRIES: usize = 20_000;
 /// run, or every server tried and how to install it. Missing servers are not problems (claude
 /// still finds the bridge); `getDiagnostics` answers `[]` for those files.
 fn language_servers(table: Option<ServerTable>, dir: &Path) {
-    println!("language servers (getDiagnostics in serve and run):");
+    out!("language servers (getDiagnostics in serve and run):");
     let Some(table) = table else {
-        println!("info: --no-lsp: no language server would start");
+        out!("info: --no-lsp: no language server would start");
         return;
     };
     let plan = table.plan_workspace(&[dir.to_path_buf()], PLAN_ENTRIES);
     if plan.languages.is_empty() {
-        println!(
+        out!(
             "info: no file of a language with a known server under {}",
             dir.display()
         );
@@ -151,21 +160,21 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
             if lang.files == 1 { "" } else { "s" }
         );
         match &lang.command {
-            Some(cmd) => println!("ok: {} ({files}): {}", lang.language, cmd.join(" ")),
+            Some(cmd) => out!("ok: {} ({files}): {}", lang.language, cmd.join(" ")),
             None => {
-                println!(
+                out!(
                     "missing: {} ({files}): no server found; getDiagnostics answers [] for them",
                     lang.language
                 );
                 for m in &lang.missing {
-                    println!("  install {}: {}", m.program, m.install);
+                    out!("  install {}: {}", m.program, m.install);
                 }
-                println!("  or name one: --lsp {}=COMMAND", lang.language);
+                out!("  or name one: --lsp {}=COMMAND", lang.language);
             }
         }
     }
     if plan.truncated {
-        println!(
+        out!(
             "info: stopped looking after {PLAN_ENTRIES} directory entries: other languages may be present"
         );
     }
@@ -185,7 +194,7 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     let canonical = fs::canonicalize(&dir).unwrap_or(lexical.clone());
     let lexical = lexical.to_string_lossy().into_owned();
     let canonical = canonical.to_string_lossy().into_owned();
-    println!("checking what `claude` started in {lexical} would see");
+    out!("checking what `claude` started in {lexical} would see");
 
     let dirs = dirs();
     if dirs.is_empty() {
@@ -373,10 +382,10 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     language_servers(servers.table(), Path::new(&lexical));
 
     if r.problems == 0 {
-        println!("all good: claude started in {lexical} should find the bridge");
+        out!("all good: claude started in {lexical} should find the bridge");
         0
     } else {
-        println!(
+        out!(
             "{} problem{} found",
             r.problems,
             if r.problems == 1 { "" } else { "s" }

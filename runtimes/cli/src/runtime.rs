@@ -30,7 +30,9 @@ pub struct Running {
     /// The lock file, if written.
     pub lock_path: Option<PathBuf>,
     handle: Handle,
-    stop: Box<dyn FnOnce() + Send>,
+    /// Taken by the first stop; a `Running` dropped without one (a panic unwinding through the
+    /// host loop) stops the server then, so that its lock file does not outlive it.
+    stop: Option<Box<dyn FnOnce() + Send>>,
     stopped: mpsc::Receiver<()>,
 }
 
@@ -42,9 +44,21 @@ impl Running {
 
     /// Stops the server (pending diffs answered `DIFF_REJECTED`, clients closed, lock file
     /// removed) and waits for it, at most `timeout`.
-    pub fn stop(self, timeout: Duration) {
-        (self.stop)();
-        let _ = self.stopped.recv_timeout(timeout);
+    pub fn stop(mut self, timeout: Duration) {
+        self.stop_within(timeout);
+    }
+
+    fn stop_within(&mut self, timeout: Duration) {
+        if let Some(stop) = self.stop.take() {
+            stop();
+            let _ = self.stopped.recv_timeout(timeout);
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop_within(Duration::from_secs(2));
     }
 }
 
@@ -83,9 +97,9 @@ fn start_threads(opts: Options, mut sink: EventSink) -> io::Result<Running> {
         addr,
         lock_path,
         handle,
-        stop: Box::new(move || {
+        stop: Some(Box::new(move || {
             let _ = stop_tx.send(());
-        }),
+        })),
         stopped: done_rx,
     })
 }
@@ -138,9 +152,9 @@ fn start_smol(opts: Options, mut sink: EventSink) -> io::Result<Running> {
         addr,
         lock_path,
         handle,
-        stop: Box::new(move || {
+        stop: Some(Box::new(move || {
             let _ = stop_tx.try_send(());
-        }),
+        })),
         stopped: done_rx,
     })
 }

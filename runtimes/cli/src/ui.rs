@@ -17,10 +17,17 @@ const GREEN: Style = AnsiColor::Green.on_default();
 const CYAN: Style = AnsiColor::Cyan.on_default();
 const BOLD: Style = Style::new().bold();
 
+/// Writes to stderr (colour stripped when not wanted), ignoring failures: a terminal that went
+/// away (a hangup, a closed pipe) must not stop the bridge before it has removed its lock file.
+pub fn err(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = anstream::stderr().write_fmt(args);
+}
+
 /// Prints a line to stderr (colour stripped when not wanted).
 pub fn say(line: &str) {
     if !QUIET.load(Ordering::Relaxed) {
-        anstream::eprintln!("{line}");
+        err(format_args!("{line}\n"));
     }
 }
 
@@ -41,7 +48,7 @@ pub fn heard() -> bool {
 /// Prints a line in bold.
 pub fn say_bold(line: &str) {
     if !QUIET.load(Ordering::Relaxed) {
-        anstream::eprintln!("{BOLD}{line}{BOLD:#}");
+        err(format_args!("{BOLD}{line}{BOLD:#}\n"));
     }
 }
 
@@ -83,7 +90,7 @@ pub fn render_diff(path: &str, old: Option<&str>, new: &str) -> String {
 
 /// Prints a diff to stderr.
 pub fn show_diff(path: &str, old: Option<&str>, new: &str) {
-    anstream::eprint!("{}", render_diff(path, old, new));
+    err(format_args!("{}", render_diff(path, old, new)));
 }
 
 /// The prompt for the shown diff.
@@ -93,7 +100,9 @@ pub fn prompt(queued: usize) {
     } else {
         String::new()
     };
-    anstream::eprint!("{BOLD}[a]ccept / [r]eject / [e]dit{more}? {BOLD:#}");
+    err(format_args!(
+        "{BOLD}[a]ccept / [r]eject / [e]dit{more}? {BOLD:#}"
+    ));
 }
 
 /// `$VISUAL`, else `$EDITOR` (non-empty).

@@ -487,3 +487,47 @@ fn fifo_reads_are_refused_at_once_and_leave_every_job_free() {
         assert!(!s.lock.exists());
     }
 }
+
+/// `serve` in a terminal that goes away (the window closed: the terminal hangs up, and writing
+/// to it fails): the bridge stops as for any SIGHUP, exit 0, and its lock file goes with it.
+#[test]
+fn a_terminal_that_hangs_up_stops_serve_and_its_lock_file_goes() {
+    let sb = Sandbox::new();
+    // A pseudo-terminal for the bridge, closed once the bridge has written its lock file.
+    let script = r#"
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+out, give_up = b"", time.time() + 20
+while b"lock file:" not in out and time.time() < give_up:
+    if select.select([fd], [], [], 0.2)[0]:
+        try:
+            out += os.read(fd, 4096)
+        except OSError:
+            break
+os.close(fd)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, BIN, "serve", "--no-lsp"])
+        .env("HOME", &sb.home)
+        .env("CLAUDE_CONFIG_DIR", &sb.config)
+        .env("NO_COLOR", "1")
+        .env_remove("CLAUDE_CODE_SSE_PORT")
+        .current_dir(&sb.ws)
+        .output()
+        .expect("python3 runs (scripts/test-all.sh installs it)");
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        status.trim(),
+        "0",
+        "{status}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<_> = fs::read_dir(sb.lock_dir())
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

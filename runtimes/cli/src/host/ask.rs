@@ -165,7 +165,7 @@ impl Host {
             return;
         };
         let path = next.args.new_file_path.clone();
-        anstream::eprintln!();
+        ui::err(format_args!("\n"));
         ui::say_bold(&format!("claude proposes a change: {path}"));
         ui::show_diff(&path, next.old.as_deref(), &next.args.new_file_contents);
         self.shown = Some(next);
@@ -186,7 +186,7 @@ impl Host {
     pub(super) fn on_terminal_line(&mut self, line: Option<String>) {
         self.line_requested = false;
         let Some(line) = line else {
-            anstream::eprintln!();
+            ui::err(format_args!("\n"));
             ui::say("the terminal closed: diffs are left for claude's own prompt from now on");
             self.decider = Decider::Policy(DiffPolicy::Defer);
             self.want_line = None;
@@ -284,7 +284,7 @@ impl Host {
     pub(super) fn withdraw_diff(&mut self, call: CallId, why: &str) {
         if self.shown.as_ref().is_some_and(|s| s.call == call) {
             let s = self.shown.take().expect("shown");
-            anstream::eprintln!();
+            ui::err(format_args!("\n"));
             ui::say(&format!("diff withdrawn ({why}): {}", s.args.new_file_path));
             self.show_next();
         } else if let Some(i) = self.queue.iter().position(|s| s.call == call) {
