@@ -218,7 +218,12 @@ fn policy_name(d: Decider) -> &'static str {
 
 fn spawn_signals(tx: Sender<HostInput>) -> std::io::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    // Under `nohup` (SIGHUP ignored) or as a script's background job (SIGINT ignored), the
+    // bridge stays as deaf to those as it was started.
+    let wanted = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|s| !claude_ide_bridge_runtime::signals::ignored(*s));
+    let mut signals = signal_hook::iterator::Signals::new(wanted)?;
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {

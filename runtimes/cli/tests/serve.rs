@@ -531,3 +531,55 @@ print(os.waitstatus_to_exitcode(status))
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Started with SIGHUP ignored (`nohup`, or `trap '' HUP` in a script), the bridge stays deaf to
+/// it: a hangup does not stop it; SIGTERM still does, and its lock file goes.
+#[test]
+fn a_signal_ignored_at_start_stays_ignored() {
+    let sb = Sandbox::new();
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "trap '' HUP; exec \"$0\" serve --no-lsp", BIN])
+        .env("HOME", &sb.home)
+        .env("CLAUDE_CONFIG_DIR", &sb.config)
+        .env("NO_COLOR", "1")
+        .env_remove("CLAUDE_CODE_SSE_PORT")
+        .current_dir(&sb.ws)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let line = stderr.wait_for("lock file: ");
+    let lock = std::path::PathBuf::from(line.split_once("lock file: ").unwrap().1.trim());
+    let pid = child.id().to_string();
+    let kill = |sig: &str| {
+        assert!(std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success());
+    };
+    kill("-HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "stopped by SIGHUP: {}",
+        stderr.text()
+    );
+    assert!(lock.exists());
+    kill("-TERM");
+    let give_up = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "SIGTERM did not stop it"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    assert!(!lock.exists());
+}
