@@ -231,14 +231,20 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                 &format!("{} is owned by another user (uid {})", d.display(), m.uid()),
                 &format!("make it yours: sudo chown \"$(id -u)\" {}", d.display()),
             ),
-            Ok(m) if m.mode() & 0o077 != 0 => r.problem(
+            // What the bridge refuses (runtimes/runtime/src/lock.rs): a directory others may write.
+            Ok(m) if m.mode() & 0o022 != 0 => r.problem(
                 &format!(
-                    "{} has mode {:04o}: other users can read or plant lock files (the bridge refuses one writable by others)",
+                    "{} has mode {:04o}: other users can plant lock files there (the bridge refuses it)",
                     d.display(),
                     m.mode() & 0o7777
                 ),
                 &format!("chmod 700 {}", d.display()),
             ),
+            Ok(m) if m.mode() & 0o077 != 0 => r.info(&format!(
+                "{} has mode {:04o}: other users can list the lock files (their contents, with the token, are yours only: 0600); chmod 700 {0} hides the ports too",
+                d.display(),
+                m.mode() & 0o7777
+            )),
             Ok(_) => r.ok(&format!("{} is a private directory (0700, yours)", d.display())),
         }
         all.extend(scan(d));
@@ -257,18 +263,13 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                     f.path.display()
                 ),
             ),
-            Ok(l) if !pid_alive(l.pid) => r.problem(
-                &format!(
-                    "{} is stale: its process {} ({}) is not running",
-                    f.path.display(),
-                    l.pid,
-                    l.ide_name
-                ),
-                &format!(
-                    "remove it: rm {} (claude deletes stale files too)",
-                    f.path.display()
-                ),
-            ),
+            // Harmless: claude skips it, and deletes it.
+            Ok(l) if !pid_alive(l.pid) => r.info(&format!(
+                "{} is stale: its process {} ({}) is not running; claude deletes such files (or: rm {0})",
+                f.path.display(),
+                l.pid,
+                l.ide_name
+            )),
             Ok(l) if l.transport != "ws" => r.problem(
                 &format!(
                     "{} uses transport {:?}; claude connects only over \"ws\"",
@@ -291,11 +292,16 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         .ok()
         .and_then(|p| p.trim().parse::<u16>().ok());
     let live: Vec<&Found> = all.iter().filter(|f| f.live() && f.ours).collect();
+    // CLAUDE_CODE_SSE_PORT naming a live lock file makes the choice: claude connects to that one.
+    let chosen = sse_port.filter(|p| live.iter().any(|f| f.port == *p));
     let matching: Vec<&Found> = live
         .iter()
         .copied()
         .filter(|f| {
             let Ok(l) = &f.lock else { return false };
+            if let Some(p) = chosen {
+                return f.port == p;
+            }
             Some(f.port) == sse_port
                 || l.workspace_folders.iter().any(|w| {
                     let wc = fs::canonicalize(w)

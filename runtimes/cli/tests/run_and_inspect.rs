@@ -228,6 +228,11 @@ fn list_and_doctor() {
         out.contains(&format!("port {closed} from")) && out.contains("does not answer"),
         "{out}"
     );
+    // CLAUDE_CODE_SSE_PORT naming one of them makes the choice: all good.
+    let port = s.port.to_string();
+    let (code, out) = doctor(&sb, &[("CLAUDE_CODE_SSE_PORT", port.as_str())]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("exactly one lock file matches"), "{out}");
     fs::remove_file(sb.lock_dir().join(format!("{closed}.lock"))).unwrap();
 
     // Stale and foreign (corrupt) files in ~/.claude/ide.
@@ -242,15 +247,30 @@ fn list_and_doctor() {
     assert_eq!(code, 1);
     assert!(out.contains("4242.lock is stale"), "{out}");
     assert!(out.contains("4343.lock: not a lock file"), "{out}");
-    fs::remove_file(home_ide.join("4242.lock")).unwrap();
     fs::remove_file(home_ide.join("4343.lock")).unwrap();
+    // A stale file alone is no problem: claude skips and deletes it.
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("info: ") && out.contains("4242.lock is stale"),
+        "{out}"
+    );
+    fs::remove_file(home_ide.join("4242.lock")).unwrap();
 
-    // Lock directory permissions: group/world readable, then a symlink.
+    // Lock directory permissions: readable by others (said, no problem: the bridge uses it),
+    // writable by the group (a problem: the bridge refuses it), then a symlink.
     fs::set_permissions(&home_ide, fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("info: ") && out.contains("has mode 0755"),
+        "{out}"
+    );
+    fs::set_permissions(&home_ide, fs::Permissions::from_mode(0o775)).unwrap();
     let (code, out) = doctor(&sb, &[]);
     assert_eq!(code, 1);
     assert!(
-        out.contains("has mode 0755") && out.contains("chmod 700"),
+        out.contains("has mode 0775") && out.contains("chmod 700"),
         "{out}"
     );
     fs::remove_dir(&home_ide).unwrap();

@@ -132,8 +132,19 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
             continue;
         };
         if lock.ide_name == ide_name && lock.pid != std::process::id() && !pid_alive(lock.pid) {
-            fs::remove_file(&path)?;
-            removed.push(path);
+            // Still the file that was read: a bridge started meanwhile on the same port renames
+            // its live file into place, and that one stays.
+            let same = fs::symlink_metadata(&path)
+                .is_ok_and(|now| now.ino() == meta.ino() && now.dev() == meta.dev());
+            if !same {
+                continue;
+            }
+            match fs::remove_file(&path) {
+                Ok(()) => removed.push(path),
+                // claude, or another bridge, removed it first.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(removed)
