@@ -31,7 +31,8 @@ use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
 use host::{read_line_capped, Line, MAX_STDIO_LINE};
 use host::{
-    Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, LineQueue, WireLog,
+    Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, WireLog,
+    MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
 };
 use runtime::RuntimeKind;
 
@@ -262,7 +263,7 @@ fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
     thread::Builder::new().name("stdio".into()).spawn(move || {
         let stdin = std::io::stdin();
         let mut buf = Vec::new();
-        let queue = LineQueue::default();
+        let queue = Bounded::new(MAX_QUEUED_LINES);
         loop {
             // Room first: no line is read while the host has its fill of them.
             let place = queue.enter();
@@ -364,7 +365,11 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
         return failure(&format!("cannot install the signal handlers: {e}"));
     }
     let events = tx.clone();
-    let sink: runtime::EventSink = Box::new(move |e| events.send(HostInput::Event(e)).is_ok());
+    let room = Bounded::new(MAX_QUEUED_EVENTS);
+    let sink: runtime::EventSink = Box::new(move |e| {
+        let place = room.enter();
+        events.send(HostInput::Event(e, place)).is_ok()
+    });
     let running = match runtime::start(common.runtime, opts, sink) {
         Ok(r) => r,
         Err(e) => {
@@ -378,6 +383,9 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             return failure(&format!("cannot start the server: {e}{hint}"));
         }
     };
+    // Declared again after `running`, so dropped before it (a panic unwinding included): the
+    // events still queued hold places the runtime may be waiting for while it stops.
+    let rx = rx;
     let port = running.addr.port();
     ui::say(&format!("serving {} on {}", posix.join(", "), running.addr));
     match &running.lock_path {
@@ -494,6 +502,9 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             Err(_) => break 1,
         }
     };
+    // The inputs not handled go, and the places they held with them: a runtime waiting for one
+    // takes its stop.
+    drop(rx);
     host.stop_language_servers(LSP_GRACE);
     ui::set_quiet(false);
     running.stop(Duration::from_secs(5));

@@ -46,8 +46,8 @@ pub use wire::WireLog;
 /// Everything the host loop reacts to.
 #[derive(Debug)]
 pub enum HostInput {
-    /// An event from the runtime.
-    Event(Event),
+    /// An event from the runtime; the runtime hands over the next ones only while few are queued.
+    Event(Event, Queued),
     /// A line typed at the `ask` prompt (`None`: the terminal closed).
     TerminalLine(Option<String>),
     /// A line from the stdio editor; the reader reads the next ones only while few are queued.
@@ -76,25 +76,43 @@ pub enum HostInput {
 /// host's writes) waits instead of having its lines pile up, each up to [`MAX_STDIO_LINE`].
 pub const MAX_QUEUED_LINES: usize = 2;
 
-/// The place of a stdio line in the host's queue ([`HostInput::StdioLine`]): given back when
+/// The most events of the runtime handed to the host and not yet handled: past them the runtime
+/// keeps its events, and past its own bound ([`MAX_HOST_BACKLOG`]) stops reading from its
+/// connections until the host catches up, so that a busy host never holds events without bound.
+///
+/// [`MAX_HOST_BACKLOG`]: claude_ide_bridge_runtime::MAX_HOST_BACKLOG
+pub const MAX_QUEUED_EVENTS: usize = 256;
+
+/// A place in the host's queue ([`HostInput::StdioLine`], [`HostInput::Event`]): given back when
 /// dropped.
 #[derive(Debug)]
 pub struct Queued(Arc<(Mutex<usize>, Condvar)>);
 
-/// Where the stdio reader waits for room in the host's queue.
-#[derive(Debug, Clone, Default)]
-pub struct LineQueue(Arc<(Mutex<usize>, Condvar)>);
+/// Where a producer of the host's inputs waits for room in its share of the queue.
+#[derive(Debug, Clone)]
+pub struct Bounded {
+    places: Arc<(Mutex<usize>, Condvar)>,
+    max: usize,
+}
 
-impl LineQueue {
-    /// Waits until fewer than [`MAX_QUEUED_LINES`] lines are queued, then takes a place.
+impl Bounded {
+    /// At most `max` inputs queued at once.
+    pub fn new(max: usize) -> Bounded {
+        Bounded {
+            places: Arc::default(),
+            max,
+        }
+    }
+
+    /// Waits until fewer than `max` inputs are queued, then takes a place.
     pub fn enter(&self) -> Queued {
-        let (count, room) = &*self.0;
+        let (count, room) = &*self.places;
         let mut n = count.lock().unwrap_or_else(|p| p.into_inner());
-        while *n >= MAX_QUEUED_LINES {
+        while *n >= self.max {
             n = room.wait(n).unwrap_or_else(|p| p.into_inner());
         }
         *n += 1;
-        Queued(self.0.clone())
+        Queued(self.places.clone())
     }
 }
 
@@ -266,7 +284,7 @@ impl Host {
     /// Handles one input.
     pub fn handle(&mut self, input: HostInput) -> Flow {
         match input {
-            HostInput::Event(e) => self.on_event(e),
+            HostInput::Event(e, _queued) => self.on_event(e),
             HostInput::TerminalLine(line) => self.on_terminal_line(line),
             // The line's place in the queue is given back once it is handled.
             HostInput::StdioLine(line, _queued) => self.on_stdio_line(&line),
@@ -406,7 +424,7 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::reason_str;
+    use super::{reason_str, Bounded};
     use claude_ide_bridge::ws::{ProtocolError, ProtocolErrorKind};
     use claude_ide_bridge::{DisconnectReason, Rejection};
 
@@ -444,5 +462,27 @@ mod tests {
         for (reason, want) in cases {
             assert_eq!(reason_str(&reason), want);
         }
+    }
+
+    #[test]
+    fn a_bounded_producer_waits_until_a_place_is_given_back() {
+        let room = Bounded::new(2);
+        let (a, b) = (room.enter(), room.enter());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiting = room.clone();
+        let t = std::thread::spawn(move || {
+            let third = waiting.enter();
+            tx.send(()).unwrap();
+            third
+        });
+        // Two places taken: the third waits.
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .is_err());
+        drop(a);
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("a place given back lets the producer on");
+        drop((b, t.join().unwrap()));
+        let _again = (room.enter(), room.enter());
     }
 }
