@@ -245,10 +245,14 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
         .spawn(move || {
             let stdin = std::io::stdin();
             while want_rx.recv().is_ok() {
-                let mut line = String::new();
-                let got = match stdin.lock().read_line(&mut line) {
+                // What was typed before the question was shown is not its answer: a stray `a`
+                // typed earlier must not accept a change nobody has seen.
+                let _ = rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush);
+                // Bytes, decoded leniently: one byte of another encoding is not the end of input.
+                let mut line = Vec::new();
+                let got = match stdin.lock().read_until(b'\n', &mut line) {
                     Ok(0) | Err(_) => None,
-                    Ok(_) => Some(line),
+                    Ok(_) => Some(String::from_utf8_lossy(&line).into_owned()),
                 };
                 let eof = got.is_none();
                 if tx.send(HostInput::TerminalLine(got)).is_err() || eof {

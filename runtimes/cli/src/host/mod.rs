@@ -66,7 +66,7 @@ pub enum HostInput {
     /// The workspace check of a proposed change, back from its job.
     DiffChecked(Box<DiffCheck>),
     /// `$EDITOR` on the shown proposed change ended: the edited contents, or why not.
-    Edited(CallId, Result<String, String>),
+    Edited(CallId, ask::EditOutcome),
     /// Language servers' diagnostics changed: take them from [`Changes`](crate::lsp::Changes).
     Diagnostics(Arc<crate::lsp::Changes>),
 }
