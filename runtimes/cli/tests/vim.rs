@@ -716,18 +716,36 @@ fn vim_reports_ale_diagnostics() {
     let marks = "call ale#linter#Define('sh', {'name': 'marks', 'executable': 'sh', \
         'command': 'grep -q \"x$\" %t && echo \"s.sh:2:8: x marks the spot\"', \
         'callback': 'ale#handlers#unix#HandleAsError'})";
+    // And one whose items carry a code, one of them for another file (as a compiler's errors
+    // in a header): only this file's reach claude, the code as it was given.
+    let other = "function! OtherFile(buffer, lines) abort\n  if getbufline(a:buffer, 2)[0] !~# 'x$' | return [] | endif\n  \
+        return [{'lnum': 3, 'col': 1, 'text': 'mine, with a code', 'code': 'W42', 'type': 'W'}, \
+        {'lnum': 1, 'col': 1, 'text': 'in another file', 'filename': '/elsewhere/other.sh'}]\nendfunction\n\
+        call ale#linter#Define('sh', {'name': 'other', 'executable': 'sh', 'command': 'true', 'callback': 'OtherFile'})";
     let vim = Vim::start(
         &sb,
         &script,
-        &format!("filetype plugin on\nset runtimepath+={ALE}\n{marks}\nlet g:ale_linters = {{'sh': ['shell', 'marks']}}\nlet g:ale_lint_delay = 0"),
+        &format!("filetype plugin on\nset runtimepath+={ALE}\n{marks}\n{other}\nlet g:ale_linters = {{'sh': ['shell', 'marks', 'other']}}\nlet g:ale_lint_delay = 0"),
     );
     vim.ex("ClaudeCodeStart");
     let lock = wait_lock(&sb);
     let mut c = connect(&lock);
     // ALE's shell linter (sh -n) finds the missing `fi`; claude gets it from Vim.
     let found = call_until(&mut c, "getDiagnostics", json!({"uri": uri}), |v| {
-        v[0]["diagnostics"].as_array().is_some_and(|d| d.len() == 2)
+        v[0]["diagnostics"].as_array().is_some_and(|d| d.len() >= 3)
     });
+    assert_eq!(
+        found[0]["diagnostics"].as_array().unwrap().len(),
+        3,
+        "{found}"
+    );
+    assert!(!found.to_string().contains("in another file"), "{found}");
+    let d = diagnostic_with(&found, "source", "other");
+    assert_eq!(
+        (&d["code"], &d["severity"]),
+        (&json!("W42"), &json!("Warning")),
+        "{d}"
+    );
     assert_eq!(found[0]["uri"], json!(uri));
     let from = |source: &str| diagnostic_with(&found, "source", source);
     let d = from("shell");
@@ -1073,6 +1091,19 @@ fn vim_handles_what_vim_users_run_into() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(vim.eval("bufnr('proposed by claude')"), -1);
     assert_eq!(vim.eval("bufloaded('c.txt')"), 0);
+
+    // A file whose name has a composing accent (é as e and U+0301): its URI in the open
+    // editors is the bridge's spelling, every code point encoded.
+    let nfd = ws.join("cafe\u{301}.txt");
+    fs::write(&nfd, "x\n").unwrap();
+    vim.ex("edit cafe\u{301}.txt");
+    let want = claude_ide_bridge::file_uri(&nfd.to_string_lossy());
+    assert!(want.ends_with("cafe%CC%81.txt"), "{want}");
+    call_until(&mut c, "getOpenEditors", json!({}), |v| {
+        v["tabs"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["uri"] == json!(want)))
+    });
 
     // Through all of it: no raw Vim error, no false report of a plugin failure, and the
     // messages that were due.

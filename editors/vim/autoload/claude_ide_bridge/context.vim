@@ -48,14 +48,16 @@ def Utf8(cp: number): list<number>
   return [0xF0 + cp / 262144, 0x80 + cp / 4096 % 64, 0x80 + cp / 64 % 64, 0x80 + cp % 64]
 enddef
 
-# file:// URI of an absolute path, percent-encoded byte by byte.
+# file:// URI of an absolute path, percent-encoded byte by byte as the bridge writes it (only
+# letters, digits and `-._~/` as they are), so that a file has one URI on both sides. Code point
+# by code point: a composing character is one of its own, not part of the one before it.
 export def Uri(path: string): string
   var out = 'file://'
-  for ch in split(path, '\zs')
-    if ch =~# '^[A-Za-z0-9/._~!$&''()*+,;=:@-]$'
-      out ..= ch
+  for cp in str2list(path)
+    if cp < 0x80 && nr2char(cp) =~# '^[A-Za-z0-9/._~-]$'
+      out ..= nr2char(cp)
     else
-      for byte in Utf8(char2nr(ch))
+      for byte in Utf8(cp)
         out ..= printf('%%%02X', byte)
       endfor
     endif
@@ -357,7 +359,14 @@ def FromAle()
       continue
     endif
     var out: list<dict<any>> = []
+    var here = fnamemodify(b.name, ':p')
     for it in call('ale#engine#GetLoclist', [b.bufnr])
+      # ALE keeps a linter's items for other files (a header's errors, an imported module's)
+      # in the buffer's list: they are not this file's.
+      if get(it, 'bufnr', b.bufnr) != b.bufnr
+          || (has_key(it, 'filename') && fnamemodify(it.filename, ':p') !=# here)
+        continue
+      endif
       # ALE's columns are Vim's: 1-based bytes, the end inclusive.
       var l = max([get(it, 'lnum', 1), 1])
       var c = max([get(it, 'col', 1), 1])
@@ -369,11 +378,11 @@ def FromAle()
         range: {start: Pos(l - 1, CharIndex(line, c)), end: Pos(el - 1, CharIndex(end_line, AfterChar(end_line, ec)))},
         source: get(it, 'linter_name', 'ale')}
       if has_key(it, 'code')
-        d.code = string(it.code)
+        d.code = type(it.code) == v:t_string ? it.code : string(it.code)
       endif
       add(out, d)
     endfor
-    SendDiagnostics(Uri(fnamemodify(b.name, ':p')), out)
+    SendDiagnostics(Uri(here), out)
   endfor
 enddef
 
