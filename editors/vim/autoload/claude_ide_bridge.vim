@@ -55,6 +55,11 @@ export def Running(): bool
   return job_status(job) ==# 'run' && port > 0
 enddef
 
+# Started, and not ready yet.
+export def Starting(): bool
+  return job_status(job) ==# 'run' && port == 0
+enddef
+
 export def Port(): number
   return port
 enddef

@@ -1126,3 +1126,68 @@ fn vim_handles_what_vim_users_run_into() {
     vim.ex("qa!");
     gone(&lock);
 }
+
+/// `:ClaudeCode` when claude cannot run says why: a command that is not there, a claude that
+/// exits with an error (its window stays, with what it said), while one that ends well closes
+/// its window; and two `:ClaudeCode` before the bridge is ready start one claude.
+#[test]
+fn vim_claude_code_says_why_claude_did_not_start() {
+    if tools_missing() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let script = |name: &str, body: &str| {
+        let p = sb.root().join(name);
+        fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p.display().to_string()
+    };
+    let failing = script("failing-claude", "echo 'Invalid API key'; exit 1");
+    let quick = script("quick-claude", "exit 0");
+    let slow = script("slow-claude", "exec sleep 60");
+    let mut vim = Vim::start(
+        &sb,
+        &a,
+        "let g:claude_ide_bridge_terminal_cmd = '/nonexistent/claude'",
+    );
+    vim.ex("ClaudeCode");
+    vim.wait_eval("execute('messages')", |v| {
+        v.as_str()
+            .unwrap()
+            .contains("/nonexistent/claude was not found")
+    });
+    assert_eq!(vim.eval("winnr('$')"), 1);
+
+    vim.ex(&format!(
+        "let g:claude_ide_bridge_terminal_cmd = '{failing}'"
+    ));
+    vim.ex("ClaudeCode");
+    // From here the focus may be in claude's window: Ex commands go through CTRL-W :.
+    vim.in_terminal = true;
+    vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("claude exited with status 1")
+    });
+    assert!(vim.screen().contains("Invalid API key"), "{}", vim.screen());
+    vim.term_ex("only!");
+    vim.term_ex("for b in term_list() | execute 'bwipeout!' b | endfor");
+
+    vim.term_ex(&format!("let g:claude_ide_bridge_terminal_cmd = '{quick}'"));
+    vim.term_ex("ClaudeCode");
+    vim.wait_eval("len(term_list())", |v| v == 0);
+    vim.wait_eval("winnr('$')", |v| v == 1);
+
+    // Twice before the bridge is ready: one claude.
+    vim.term_ex("ClaudeCodeStop");
+    vim.wait_eval("execute('ClaudeCodeStatus')", |v| {
+        v.as_str().unwrap().contains("bridge: not running")
+    });
+    vim.term_ex(&format!("let g:claude_ide_bridge_terminal_cmd = '{slow}'"));
+    vim.term_ex("ClaudeCode | ClaudeCode");
+    vim.wait_eval("len(term_list())", |v| v == 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(vim.eval("len(term_list())"), 1);
+    vim.term_ex("qa!");
+}

@@ -4,6 +4,8 @@ vim9script
 import autoload 'claude_ide_bridge.vim' as bridge
 
 var term_buf = -1
+# A launch waits for the bridge to be ready: another :ClaudeCode meanwhile starts no second one.
+var launching = false
 
 def Alive(): bool
   return term_buf > 0 && bufexists(term_buf) && call('term_getstatus', [term_buf]) =~# 'running'
@@ -58,21 +60,30 @@ def Launch(args: string, focus: bool)
   var back = win_getid()
   var cmd = bridge.Option('terminal_cmd', 'claude')
   var argv: any = type(cmd) == v:t_list ? cmd + (empty(args) ? [] : split(args)) : cmd .. (empty(args) ? '' : ' ' .. args)
+  var program = type(cmd) == v:t_list ? get(cmd, 0, '') : get(split(cmd), 0, '')
+  if !executable(program)
+    bridge.Error(program .. ' was not found: install claude (npm install -g @anthropic-ai/claude-code)'
+      .. ' or set g:claude_ide_bridge_terminal_cmd')
+    return
+  endif
   SplitWindow()
   var folders = bridge.Folders()
   var opts: dict<any> = {
     curwin: true,
     term_name: 'claude',
-    term_finish: 'close',
     term_kill: 'term',
     env: {CLAUDE_CODE_SSE_PORT: string(bridge.Port()), ENABLE_IDE_INTEGRATION: 'true'},
   }
   if !empty(folders)
     opts.cwd = folders[0]
   endif
+  # claude ending well closes its window; ending badly leaves it, with what it said on exit.
+  var buf = -1
+  opts.exit_cb = (_, status) => timer_start(10, (_) => Finished(buf, status))
   try
     # through call(): a Vim without +terminal has no term_start() to compile against
-    term_buf = call('term_start', [argv, opts])
+    buf = call('term_start', [argv, opts])
+    term_buf = buf
   catch
     bridge.Error('could not start claude: ' .. v:exception)
     close
@@ -88,6 +99,22 @@ def Launch(args: string, focus: bool)
   if !focus
     win_gotoid(back)
   endif
+enddef
+
+def Finished(buf: number, status: number)
+  if status != 0
+    bridge.Error('claude exited with status ' .. status .. ': its window shows why')
+    return
+  endif
+  if !bufexists(buf)
+    return
+  endif
+  for w in win_findbuf(buf)
+    if winnr('$') > 1 || tabpagenr('$') > 1
+      win_execute(w, 'close')
+    endif
+  endfor
+  execute 'silent! bwipeout! ' .. buf
 enddef
 
 def Hide(win: number)
@@ -106,7 +133,16 @@ enddef
 # Shows the claude terminal (starting it, and the bridge, when needed).
 export def Show(focus: bool, args: string = '')
   if !Alive()
-    bridge.Start(() => Launch(args, focus))
+    if launching && bridge.Starting()
+      return
+    endif
+    launching = true
+    if !bridge.Start(() => {
+        launching = false
+        Launch(args, focus)
+      })
+      launching = false
+    endif
     return
   endif
   var w = TermWin()
