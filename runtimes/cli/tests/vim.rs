@@ -770,6 +770,22 @@ fn vim_reports_ale_diagnostics() {
     assert_eq!(n["params"]["uri"], json!(uri));
     let now = json_of(&call(&mut c, "getDiagnostics", json!({"uri": uri})));
     assert_eq!(now, json!([]));
+    // Broken again, then the buffer wiped: Vim withdraws what ALE said of it (`null`), so its
+    // last word does not stand for the file for good.
+    vim.ex("$delete");
+    vim.ex("w");
+    call_until(&mut c, "getDiagnostics", json!({"uri": uri}), |v| {
+        v.to_string().contains("\"shell\"")
+    });
+    vim.ex("enew | bwipeout! s.sh");
+    let give_up = Instant::now() + WAIT;
+    while !fs::read_to_string(&vim.log).is_ok_and(|l| l.contains(r#""diagnostics":null"#)) {
+        assert!(Instant::now() < give_up, "{}", vim.diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    call_until(&mut c, "getDiagnostics", json!({"uri": uri}), |v| {
+        v == &json!([])
+    });
     vim.ex("qa!");
 }
 

@@ -13,6 +13,8 @@ var pending_sel: dict<any> = {}
 var last_sel = ''
 var last_editors = ''
 var last_diags: dict<string> = {}
+# the URIs each source reported last time: one it no longer reports is withdrawn
+var reported: dict<dict<bool>> = {ale: {}, lsp: {}}
 var active_buf = -1
 
 # ---- helpers ----
@@ -350,10 +352,26 @@ def SendDiagnostics(uri: string, list: list<dict<any>>)
   bridge.Send(msg)
 enddef
 
+# The files `source` reports now; the ones it reported before and no longer does (a buffer
+# wiped, a server stopped) are withdrawn with `null`: the editor's last word would otherwise
+# stand for them for good, and the bridge's language servers answer for them again.
+def Reported(source: string, uris: dict<bool>)
+  for uri in keys(reported[source])
+    if !has_key(uris, uri)
+      if has_key(last_diags, uri)
+        remove(last_diags, uri)
+      endif
+      bridge.Send({type: 'diagnostics', uri: uri, diagnostics: v:null})
+    endif
+  endfor
+  reported[source] = uris
+enddef
+
 def FromAle()
   if !exists('g:loaded_ale') || !bridge.Running()
     return
   endif
+  var uris: dict<bool> = {}
   for b in getbufinfo({buflisted: 1})
     if !IsFileBuf(b.bufnr) || getbufvar(b.bufnr, 'ale_linted', 0) == 0
       continue
@@ -383,7 +401,9 @@ def FromAle()
       add(out, d)
     endfor
     SendDiagnostics(Uri(here), out)
+    uris[Uri(here)] = true
   endfor
+  Reported('ale', uris)
 enddef
 
 def FromVimLsp()
@@ -396,7 +416,9 @@ def FromVimLsp()
   catch
     return  # g:lsp_loaded set by hand to keep vim-lsp off, or a vim-lsp without this function
   endtry
+  var uris: dict<bool> = {}
   for [uri, servers] in items(all)
+    uris[uri] = true
     var out: list<dict<any>> = []
     for [server, response] in items(servers)
       for d in get(get(response, 'params', {}), 'diagnostics', [])
@@ -410,6 +432,7 @@ def FromVimLsp()
     endfor
     SendDiagnostics(uri, out)
   endfor
+  Reported('lsp', uris)
 enddef
 
 # ---- autocommands, while the bridge runs ----
@@ -418,6 +441,7 @@ export def Attach()
   last_sel = ''
   last_editors = ''
   last_diags = {}
+  reported = {ale: {}, lsp: {}}
   augroup claude_ide_bridge_context
     autocmd!
     autocmd CursorMoved,CursorMovedI,BufEnter,WinEnter * Track()
@@ -429,6 +453,8 @@ export def Attach()
       autocmd TextChanged,TextChangedI,InsertLeave * ScheduleEditors()
     endif
     autocmd User ALELintPost FromAle()
+    # a buffer ALE linted goes away: its diagnostics are withdrawn (once it is gone)
+    autocmd BufDelete,BufWipeout * timer_start(0, (_) => FromAle())
     autocmd User lsp_diagnostics_updated FromVimLsp()
   augroup END
   Track()
