@@ -27,7 +27,6 @@ use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 
-use claude_ide_bridge::Diagnostic;
 use claude_ide_bridge::SelectionChanged;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
 
@@ -203,7 +202,7 @@ pub struct Host {
     forwarded: HashMap<u64, Forwarded>,
     selection: Option<SelectionChanged>,
     /// What the editor reported, by URI (an empty list too: the editor says the file is clean).
-    diagnostics: BTreeMap<String, Vec<Diagnostic>>,
+    diagnostics: stdio::EditorDiagnostics,
     tabs: Tabs,
     // For the stdio `status` answer: the `ready` line's port and lock file, and the connected
     // clients (the protocol version once initialized).
@@ -262,7 +261,7 @@ impl Host {
             next_id: 1,
             forwarded: HashMap::new(),
             selection: None,
-            diagnostics: BTreeMap::new(),
+            diagnostics: stdio::EditorDiagnostics::default(),
             tabs: Tabs::default(),
             ready_line: serde_json::Value::Null,
             clients: BTreeMap::new(),

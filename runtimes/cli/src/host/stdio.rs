@@ -357,65 +357,100 @@ const SEVERITIES: [&str; 4] = [
     Diagnostic::HINT,
 ];
 
-/// Stores the editor's diagnostics for `uri` in `map`, within the limits above; past one the map
-/// is left as it was and the limit is named. An empty list removes the file's entry unless
-/// `keep_empty` (with language servers, where the entry says the editor reports the file).
-fn store_diagnostics(
-    map: &mut BTreeMap<String, Vec<Diagnostic>>,
-    uri: &str,
-    diagnostics: &[Diagnostic],
-    keep_empty: bool,
-) -> Result<(), String> {
-    if diagnostics.is_empty() && !keep_empty {
-        map.remove(uri);
-        return Ok(());
+/// The stdio editor's diagnostics by file URI, with the totals the limits above are checked
+/// against kept as they change (a line is checked in the time of its own diagnostics, not of
+/// every file's). Read as the map it holds.
+#[derive(Debug, Default)]
+pub(super) struct EditorDiagnostics {
+    files: BTreeMap<String, Vec<Diagnostic>>,
+    /// Diagnostics over all files.
+    count: usize,
+    /// Their [`weight`]s over all files.
+    bytes: usize,
+}
+
+impl std::ops::Deref for EditorDiagnostics {
+    type Target = BTreeMap<String, Vec<Diagnostic>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.files
     }
-    if let Some(d) = diagnostics
-        .iter()
-        .find(|d| !SEVERITIES.contains(&d.severity.as_str()))
-    {
-        return Err(format!(
-            "severity {:?} is not one of {}",
-            d.severity,
-            SEVERITIES.join(", ")
-        ));
+}
+
+impl EditorDiagnostics {
+    /// Stores the editor's diagnostics for `uri`, within the limits above; past one nothing
+    /// changes and the limit is named. An empty list removes the file's entry unless
+    /// `keep_empty` (with language servers, where the entry says the editor reports the file).
+    fn store(
+        &mut self,
+        uri: &str,
+        diagnostics: &[Diagnostic],
+        keep_empty: bool,
+    ) -> Result<(), String> {
+        if diagnostics.is_empty() && !keep_empty {
+            self.forget(uri);
+            return Ok(());
+        }
+        if let Some(d) = diagnostics
+            .iter()
+            .find(|d| !SEVERITIES.contains(&d.severity.as_str()))
+        {
+            return Err(format!(
+                "severity {:?} is not one of {}",
+                d.severity,
+                SEVERITIES.join(", ")
+            ));
+        }
+        if diagnostics.len() > MAX_DIAGNOSTICS_PER_FILE {
+            return Err(format!(
+                "{} diagnostics for one file, more than the limit of {MAX_DIAGNOSTICS_PER_FILE}",
+                diagnostics.len()
+            ));
+        }
+        if !self.files.contains_key(uri) && self.files.len() >= MAX_DIAGNOSTIC_FILES {
+            let free = if keep_empty {
+                "\"diagnostics\": null for a file"
+            } else {
+                "an empty list for a clean file"
+            };
+            return Err(format!(
+                "diagnostics are kept for at most {MAX_DIAGNOSTIC_FILES} files: send {free} to \
+                 free its entry"
+            ));
+        }
+        let (old_count, old_bytes) = self.files.get(uri).map_or((0, 0), |d| totals(d));
+        let (count, bytes) = (self.count - old_count, self.bytes - old_bytes);
+        if count + diagnostics.len() > MAX_DIAGNOSTICS_TOTAL {
+            return Err(format!(
+                "at most {MAX_DIAGNOSTICS_TOTAL} diagnostics are kept over all files ({count} \
+                 for other files)"
+            ));
+        }
+        let these: usize = diagnostics.iter().map(weight).sum();
+        if bytes + these > MAX_DIAGNOSTICS_BYTES {
+            return Err(format!(
+                "at most {MAX_DIAGNOSTICS_BYTES} bytes of diagnostics are kept over all files \
+                 ({these} for this file, {bytes} for the others)"
+            ));
+        }
+        self.files.insert(uri.to_string(), diagnostics.to_vec());
+        (self.count, self.bytes) = (count + diagnostics.len(), bytes + these);
+        Ok(())
     }
-    if diagnostics.len() > MAX_DIAGNOSTICS_PER_FILE {
-        return Err(format!(
-            "{} diagnostics for one file, more than the limit of {MAX_DIAGNOSTICS_PER_FILE}",
-            diagnostics.len()
-        ));
+
+    /// The editor no longer reports `uri`.
+    fn forget(&mut self, uri: &str) {
+        if let Some(old) = self.files.remove(uri) {
+            let (n, b) = totals(&old);
+            self.count -= n;
+            self.bytes -= b;
+        }
     }
-    if !map.contains_key(uri) && map.len() >= MAX_DIAGNOSTIC_FILES {
-        let free = if keep_empty {
-            "\"diagnostics\": null for a file"
-        } else {
-            "an empty list for a clean file"
-        };
-        return Err(format!(
-            "diagnostics are kept for at most {MAX_DIAGNOSTIC_FILES} files: send {free} to free \
-             its entry"
-        ));
-    }
-    let others = map.iter().filter(|(u, _)| u.as_str() != uri);
-    let (count, bytes) = others.fold((0, 0), |(n, b), (_, d)| {
-        (n + d.len(), b + d.iter().map(weight).sum::<usize>())
-    });
-    if count + diagnostics.len() > MAX_DIAGNOSTICS_TOTAL {
-        return Err(format!(
-            "at most {MAX_DIAGNOSTICS_TOTAL} diagnostics are kept over all files ({count} for \
-             other files)"
-        ));
-    }
-    let these: usize = diagnostics.iter().map(weight).sum();
-    if bytes + these > MAX_DIAGNOSTICS_BYTES {
-        return Err(format!(
-            "at most {MAX_DIAGNOSTICS_BYTES} bytes of diagnostics are kept over all files \
-             ({these} for this file, {bytes} for the others)"
-        ));
-    }
-    map.insert(uri.to_string(), diagnostics.to_vec());
-    Ok(())
+}
+
+/// How many diagnostics, and their weight.
+fn totals(diagnostics: &[Diagnostic]) -> (usize, usize) {
+    (diagnostics.len(), diagnostics.iter().map(weight).sum())
 }
 
 impl Host {
@@ -440,13 +475,13 @@ impl Host {
         let uri = file_uri(&path);
         let Some(diagnostics) = m.diagnostics else {
             // The editor no longer reports the file: a language server answers for it again.
-            self.diagnostics.remove(&uri);
+            self.diagnostics.forget(&uri);
             return Ok(());
         };
         // With language servers an empty list is kept: the editor's word that the file is clean
         // takes precedence over a server's. Without them an absent file answers the same.
         let keep_empty = self.lsp.is_some();
-        store_diagnostics(&mut self.diagnostics, &uri, &diagnostics, keep_empty)?;
+        self.diagnostics.store(&uri, &diagnostics, keep_empty)?;
         self.handle.notify(
             Target::All,
             &Notification::DiagnosticsChanged(DiagnosticsChanged { uri, diagnostics }),
@@ -577,14 +612,14 @@ mod tests {
 
     #[test]
     fn an_empty_list_removes_the_file_unless_language_servers_need_the_editors_word() {
-        let mut map = BTreeMap::new();
-        store_diagnostics(&mut map, "file:///a.rs", &[diag("x")], false).unwrap();
-        store_diagnostics(&mut map, "file:///a.rs", &[], false).unwrap();
+        let mut map = EditorDiagnostics::default();
+        map.store("file:///a.rs", &[diag("x")], false).unwrap();
+        map.store("file:///a.rs", &[], false).unwrap();
         assert!(
             map.is_empty(),
             "without language servers a clean file is not kept"
         );
-        store_diagnostics(&mut map, "file:///a.rs", &[], true).unwrap();
+        map.store("file:///a.rs", &[], true).unwrap();
         assert_eq!(
             map.get("file:///a.rs"),
             Some(&Vec::new()),
@@ -594,22 +629,23 @@ mod tests {
 
     #[test]
     fn diagnostics_past_a_limit_are_refused_naming_it_and_nothing_is_dropped() {
-        let mut map = BTreeMap::new();
+        let mut map = EditorDiagnostics::default();
         let one = [diag("x")];
         for i in 0..MAX_DIAGNOSTIC_FILES {
-            store_diagnostics(&mut map, &format!("file:///{i}.rs"), &one, true).unwrap();
+            map.store(&format!("file:///{i}.rs"), &one, true).unwrap();
         }
-        let e = store_diagnostics(&mut map, "file:///new.rs", &one, true).unwrap_err();
+        let e = map.store("file:///new.rs", &one, true).unwrap_err();
         assert!(e.contains(&MAX_DIAGNOSTIC_FILES.to_string()), "{e}");
         assert!(!map.contains_key("file:///new.rs"));
         // A file already kept may still be replaced, and a freed entry makes room.
-        store_diagnostics(&mut map, "file:///0.rs", &[diag("y"), diag("z")], true).unwrap();
-        store_diagnostics(&mut map, "file:///1.rs", &[], false).unwrap();
-        store_diagnostics(&mut map, "file:///new.rs", &one, true).unwrap();
+        map.store("file:///0.rs", &[diag("y"), diag("z")], true)
+            .unwrap();
+        map.store("file:///1.rs", &[], false).unwrap();
+        map.store("file:///new.rs", &one, true).unwrap();
         assert_eq!(map.len(), MAX_DIAGNOSTIC_FILES);
 
         let many = vec![diag("x"); MAX_DIAGNOSTICS_PER_FILE + 1];
-        let e = store_diagnostics(&mut map, "file:///0.rs", &many, true).unwrap_err();
+        let e = map.store("file:///0.rs", &many, true).unwrap_err();
         assert!(e.contains(&MAX_DIAGNOSTICS_PER_FILE.to_string()), "{e}");
         assert_eq!(map["file:///0.rs"].len(), 2, "the previous list is kept");
 
@@ -618,7 +654,7 @@ mod tests {
         let mut refused = None;
         // (1.rs was freed above and the map is full of files: start at 2.)
         for i in 2..MAX_DIAGNOSTICS_TOTAL / MAX_DIAGNOSTICS_PER_FILE + 3 {
-            if let Err(e) = store_diagnostics(&mut map, &format!("file:///{i}.rs"), &full, true) {
+            if let Err(e) = map.store(&format!("file:///{i}.rs"), &full, true) {
                 refused = Some(e);
                 break;
             }
@@ -627,5 +663,10 @@ mod tests {
         assert!(e.contains(&MAX_DIAGNOSTICS_TOTAL.to_string()), "{e}");
         let total: usize = map.values().map(Vec::len).sum();
         assert!(total <= MAX_DIAGNOSTICS_TOTAL, "{total}");
+        // The totals kept as lines come and go are the totals of what is kept.
+        map.forget("file:///0.rs");
+        map.store("file:///2.rs", &[diag("shorter")], true).unwrap();
+        assert_eq!(map.count, map.values().map(Vec::len).sum::<usize>());
+        assert_eq!(map.bytes, map.values().flatten().map(weight).sum::<usize>());
     }
 }
