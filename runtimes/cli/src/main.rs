@@ -95,7 +95,8 @@ struct CommonOpts {
     /// The runtime driving the sockets.
     #[arg(long, value_enum, default_value = "threads")]
     runtime: RuntimeKind,
-    /// Open files claude asks to open (openFile, open_files) in $VISUAL/$EDITOR.
+    /// Open files claude asks to open (openFile, open_files) in $VISUAL/$EDITOR, started in the
+    /// background without the terminal (which belongs to claude or the prompt): a GUI editor.
     #[arg(long)]
     open_files: bool,
     /// Append every message and connection event to FILE as JSON lines.

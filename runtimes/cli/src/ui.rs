@@ -195,7 +195,9 @@ pub fn run_editor(editor: &OsString, file: &Path) -> io::Result<ExitStatus> {
         .status()
 }
 
-/// Starts the editor on `files` without waiting (for `--open-files`).
+/// Starts the editor on `files` without waiting (for `--open-files`), without the terminal: a
+/// terminal editor started in the background would fight `claude` (in `run`) or the prompt for
+/// it, so only an editor with a window of its own opens anything.
 pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
     let mut script = OsString::from(editor);
     script.push(" \"$@\"");
@@ -204,6 +206,9 @@ pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
         .arg(script)
         .arg("editor")
         .args(files)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()?;
     std::thread::spawn(move || {
         let _ = child.wait();
