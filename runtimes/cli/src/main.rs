@@ -289,6 +289,31 @@ fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Waits for `run`'s command to end. When it stops itself (claude suspending on Ctrl-Z), the
+/// bridge stops with it: the shell sees its foreground job stopped and takes the terminal back,
+/// and `fg` continues both (it continues the whole process group).
+fn wait_for_command(child: &mut std::process::Child) -> std::io::Result<std::process::ExitStatus> {
+    use rustix::process::{kill_current_process_group, waitpid, Pid, Signal, WaitOptions};
+    use std::os::unix::process::ExitStatusExt;
+    let Some(pid) = Pid::from_raw(child.id() as i32) else {
+        return child.wait();
+    };
+    loop {
+        match waitpid(Some(pid), WaitOptions::UNTRACED) {
+            Ok(Some((_, status))) if status.stopped() => {
+                // SIGTSTP, not SIGSTOP: a group no shell would continue ignores it.
+                let _ = kill_current_process_group(Signal::TSTP);
+            }
+            Ok(Some((_, status))) => {
+                return Ok(std::process::ExitStatus::from_raw(status.as_raw()))
+            }
+            Ok(None) => continue,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 fn no_proxy_value(current: Option<OsString>) -> OsString {
     let add = "127.0.0.1,localhost,::1";
     match current {
@@ -478,7 +503,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
                 host.set_child(child.id());
                 let tx = tx.clone();
                 let spawned = thread::Builder::new().name("child".into()).spawn(move || {
-                    let _ = tx.send(HostInput::ChildExited(child.wait()));
+                    let _ = tx.send(HostInput::ChildExited(wait_for_command(&mut child)));
                 });
                 if let Err(e) = spawned {
                     running.stop(Duration::from_secs(5));

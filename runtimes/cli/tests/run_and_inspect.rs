@@ -292,3 +292,59 @@ fn list_and_doctor() {
     };
     assert_eq!(code, 1);
 }
+
+/// The state letter of a process (`/proc/<pid>/stat`): `T` when stopped.
+fn state_of(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The command of `run` suspends itself (claude on Ctrl-Z): the bridge stops with it, so that
+/// the shell takes the terminal back, and continuing the job (`fg`: SIGCONT to the process
+/// group) continues both; the bridge then exits with the command's status.
+#[test]
+fn run_stops_with_a_command_that_suspends_itself() {
+    use std::os::unix::process::CommandExt;
+    let sb = Sandbox::new();
+    let claude = script(&sb, "claude", "kill -STOP $$\nexit 3");
+    let mut child = sb
+        .command()
+        .args(["run", "--"])
+        .arg(&claude)
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let pid = child.id();
+    let group = |sig: &str| {
+        Command::new("kill")
+            .args(["-s", sig, "--", &format!("-{pid}")])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    // Whatever happens below, nothing of the group is left stopped behind the test.
+    struct Reap<F: Fn(&str) -> bool>(F);
+    impl<F: Fn(&str) -> bool> Drop for Reap<F> {
+        fn drop(&mut self) {
+            (self.0)("KILL");
+        }
+    }
+    let _reap = Reap(group);
+    let give_up = std::time::Instant::now() + WAIT;
+    while state_of(pid) != Some('T') {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the bridge did not stop with its command: {:?}; {}",
+            state_of(pid),
+            stderr.text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // `fg`.
+    assert!(group("CONT"));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "{}", stderr.text());
+    assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
+}

@@ -326,6 +326,8 @@ impl Host {
             Some(pid) => {
                 if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
                     let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+                    // A command stopped (suspended) takes its SIGTERM only once it runs again.
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::CONT);
                 }
                 Flow::Continue
             }
