@@ -135,23 +135,15 @@ fn other_calls_are_answered_while_the_editor_is_open() {
     fs::write(&file, "one\n").unwrap();
     let (started, done) = (sb.root().join("started"), sb.root().join("done"));
     // The editor waits (at most 30 s) for the test to say it is done.
-    let editor = sb.root().join("editor.sh");
-    fs::write(
-        &editor,
-        format!(
-            "#!/bin/sh\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; \
-             i=$((i+1)); done\nprintf 'slowly edited\\n' > \"$1\"\n",
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(
+        &sb,
+        &format!(
+            "touch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; \
+             i=$((i+1)); done\nprintf 'slowly edited\\n' > \"$1\"",
             started.display(),
             done.display()
         ),
-    )
-    .unwrap();
-    fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
-    let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
-    let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
-        c.env("EDITOR", &editor).env_remove("VISUAL");
-    });
-    let (_lock, mut cl) = connect_served(&sb, &screen);
+    );
     let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
     screen.wait_for("[a]ccept / [r]eject / [e]dit");
     tty.write_all(b"e\n").unwrap();
@@ -210,6 +202,28 @@ fn ctrl_c(child: &mut std::process::Child, tty: &mut std::process::ChildStdin, s
         assert!(Instant::now() < give_up, "{}", screen.text());
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `serve` on a pseudo-terminal with `$EDITOR` a shell script of `body`, and a client connected
+/// to it: the bridge, its terminal's input, what it shows, the client.
+fn serve_with_editor(
+    sb: &Sandbox,
+    body: &str,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    Screen,
+    client::Client,
+) {
+    let editor = sb.root().join("editor.sh");
+    fs::write(&editor, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
+    let (child, tty, screen) = on_a_terminal(sb, &cmd, |c| {
+        c.env("EDITOR", &editor).env_remove("VISUAL");
+    });
+    let (_lock, cl) = connect_served(sb, &screen);
+    (child, tty, screen, cl)
 }
 
 /// Runs `cmd` on a pseudo-terminal (`script`) with the sandbox's environment, `TERM=xterm`, and
@@ -314,21 +328,13 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
     fs::write(&file, "one\n").unwrap();
     // The first run edits, then fails; the second leaves the file as it finds it.
     let mark = sb.root().join("edited-once");
-    let editor = sb.root().join("editor.sh");
-    fs::write(
-        &editor,
-        format!(
-            "#!/bin/sh\nif [ ! -e '{0}' ]; then touch '{0}'; printf 'my edit\\n' >> \"$1\"; exit 1; fi\n",
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(
+        &sb,
+        &format!(
+            "if [ ! -e '{0}' ]; then touch '{0}'; printf 'my edit\\n' >> \"$1\"; exit 1; fi",
             mark.display()
         ),
-    )
-    .unwrap();
-    fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
-    let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
-    let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
-        c.env("EDITOR", &editor).env_remove("VISUAL");
-    });
-    let (_lock, mut cl) = connect_served(&sb, &screen);
+    );
     let mut type_line = |s: &str| {
         tty.write_all(s.as_bytes()).unwrap();
         tty.flush().unwrap();
@@ -351,10 +357,5 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
         texts(&cl.response(id)),
         ["FILE_SAVED", "proposed\nmy edit\n"]
     );
-    type_line("\x03");
-    let give_up = Instant::now() + WAIT;
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < give_up, "{}", screen.text());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ctrl_c(&mut child, &mut tty, &screen);
 }
