@@ -5,10 +5,11 @@
 //! server for the diagnostics of exactly that text ([`Lsp::diagnostics`], which waits a bounded
 //! time); without a `uri` it first refreshes the files claude changed through the bridge or asked
 //! about (the client may write a file itself: with the diff decided in its own prompt, or in
-//! accept-edits mode), then answers every file with known diagnostics. Both run as [`jobs`](super::jobs): the host thread
-//! never waits for a server. An accepted `openDiff` and `writeFile` hand the new text to the
-//! server at once ([`LanguageServers::changed`]), so the client's check after an edit finds the
-//! server already at work. `reformat_file` goes through the server's formatting when it has one.
+//! accept-edits mode), then answers every file with known diagnostics. Both run as
+//! [`jobs`](super::jobs): the host thread never waits for a server. An accepted `openDiff` and
+//! `writeFile` hand the new text to the server at once ([`LanguageServers::changed`]), so the
+//! client's check after an edit finds the server already at work. `reformat_file` goes through
+//! the server's formatting when it has one.
 //!
 //! What the real client does with these answers (its own checks around every edit, and their
 //! time bounds) is in docs/e2e.md, "What the real client does with diagnostics".
