@@ -1121,6 +1121,33 @@ fn vim_handles_what_vim_users_run_into() {
             .is_some_and(|t| t.iter().any(|t| t["uri"] == json!(want)))
     });
 
+    // A block selection (CTRL-V) by the screen columns Vim shows: the second é of one line and
+    // the b under it, whatever bytes come before them.
+    fs::write(ws.join("blk.txt"), "\u{e9}\u{e9}\u{e9}\nabc\n").unwrap();
+    vim.ex("edit blk.txt");
+    vim.ex("call cursor(1, 3)");
+    vim.keys(&["C-v", "j"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["text"].as_str().is_some_and(|t| t.contains('\n'))
+    });
+    assert_eq!(sel["text"], "\u{e9}\nb", "{sel}");
+    assert_eq!(sel["selection"], range(0, 1, 1, 2));
+    vim.keys(&["Escape"]);
+    // A tab before one corner: the x shown at screen column 9 on both lines.
+    fs::write(ws.join("tab.txt"), "\tx\n12345678x\n").unwrap();
+    vim.ex("edit tab.txt");
+    vim.ex("call cursor(1, 2)");
+    vim.keys(&["C-v", "j"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["filePath"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("tab.txt"))
+            && p["text"].as_str().is_some_and(|t| t.contains('\n'))
+    });
+    assert_eq!(sel["text"], "x\nx", "{sel}");
+    assert_eq!(sel["selection"], range(0, 1, 1, 9));
+    vim.keys(&["Escape"]);
+
     // Through all of it: no raw Vim error, no false report of a plugin failure, and the
     // messages that were due.
     let m = vim.eval("execute('messages')");

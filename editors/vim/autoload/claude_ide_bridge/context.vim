@@ -114,11 +114,52 @@ def Snapshot(): dict<any>
     if m[0] ==# "\<C-v>"
       var c1 = min([a[2], b[2]])
       var c2 = max([a[2], b[2]])
-      return {buf: buf, kind: 'block', l1: a[1], c1: c1, l2: b[1], c2: c2}
+      return {buf: buf, kind: 'block', l1: a[1], c1: c1, l2: b[1], c2: c2,
+        cols: BlockCols(a, b)}
     endif
     return {buf: buf, kind: m[0], l1: a[1], c1: a[2], l2: b[1], c2: b[2]}
   endif
   return {buf: buf, kind: 'cursor', l1: line('.'), c1: col('.'), l2: line('.'), c2: col('.')}
+enddef
+
+# The byte where the character holding byte `b` (1-based) of `line` starts.
+def CharStart(line: string, b: number): number
+  return b <= 1 ? 1 : byteidx(line, charidx(line, b - 1)) + 1
+enddef
+
+# A block selection as Vim shows it, in the current window: the screen columns between the
+# corners, so that each line gives the characters under them whatever bytes come before (tabs,
+# multibyte text); `$` takes every line to its end. Per line, [first byte, byte after the last]
+# (1-based; empty past the line's end). Empty where this Vim cannot tell screen columns, or for a
+# block too tall to walk on each move: the corners' byte columns are taken then.
+def BlockCols(a: list<number>, b: list<number>): list<list<number>>
+  if abs(b[1] - a[1]) > 1000 || !exists('*virtcol2col')
+    return []
+  endif
+  var cols: list<list<number>> = []
+  try
+    var va = virtcol([a[1], a[2]], 1)
+    var vb = virtcol([b[1], b[2]], 1)
+    var left = min([va[0], vb[0]])
+    var to_end = getcurpos()[4] == v:maxcol
+    var right = max([va[1], vb[1]])
+    var win = win_getid()
+    for lnum in range(min([a[1], b[1]]), max([a[1], b[1]]))
+      var line = getline(lnum)
+      var past = strlen(line) + 1
+      if virtcol([lnum, '$']) - 1 < left
+        cols->add([past, past])
+        continue
+      endif
+      var first = CharStart(line, virtcol2col(win, lnum, left))
+      var stop = to_end || virtcol([lnum, '$']) - 1 <= right ? past
+        : AfterChar(line, CharStart(line, virtcol2col(win, lnum, right)))
+      cols->add([first, stop])
+    endfor
+  catch
+    return []
+  endtry
+  return cols
 enddef
 
 def Pos(line: number, character: number): dict<number>
@@ -154,6 +195,12 @@ def SelectionMsg(s: dict<any>): dict<any>
     else
       text = join([strpart(lines[0], s.c1 - 1)] + lines[1 : -2] + [strpart(last, 0, stop)], "\n")
     endif
+  elseif len(get(s, 'cols', [])) == len(lines)
+    # a block, by the screen columns Vim shows it in
+    var cols: list<list<number>> = s.cols
+    start = Pos(s.l1 - 1, CharIndex(lines[0], cols[0][0]))
+    end = Pos(s.l2 - 1, CharIndex(lines[-1], cols[-1][1]))
+    text = join(mapnew(lines, (i, l) => strpart(l, cols[i][0] - 1, cols[i][1] - cols[i][0])), "\n")
   else
     start = Pos(s.l1 - 1, CharIndex(lines[0], s.c1))
     end = Pos(s.l2 - 1, CharIndex(lines[-1], s.c2 + 1))
