@@ -302,13 +302,12 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             if let Some(p) = chosen {
                 return f.port == p;
             }
-            Some(f.port) == sse_port
-                || l.workspace_folders.iter().any(|w| {
-                    let wc = fs::canonicalize(w)
-                        .map(|p| p.to_string_lossy().into_owned())
-                        .unwrap_or_else(|_| w.clone());
-                    is_within(&lexical, w) || is_within(&canonical, &wc)
-                })
+            l.workspace_folders.iter().any(|w| {
+                let wc = fs::canonicalize(w)
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| w.clone());
+                is_within(&lexical, w) || is_within(&canonical, &wc)
+            })
         })
         .collect();
     if let Some(p) = sse_port {

@@ -26,7 +26,7 @@ pub fn err(args: std::fmt::Arguments<'_>) {
 
 /// Prints a line to stderr (colour stripped when not wanted).
 pub fn say(line: &str) {
-    if !QUIET.load(Ordering::Relaxed) {
+    if heard() {
         err(format_args!("{line}\n"));
     }
 }
@@ -47,7 +47,7 @@ pub fn heard() -> bool {
 
 /// Prints a line in bold.
 pub fn say_bold(line: &str) {
-    if !QUIET.load(Ordering::Relaxed) {
+    if heard() {
         err(format_args!("{BOLD}{line}{BOLD:#}\n"));
     }
 }
@@ -119,20 +119,19 @@ pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
     let (mut any, mut lines, mut more) = (false, 0usize, 0usize);
     for hunk in unified.iter_hunks() {
         any = true;
-        for (i, change) in std::iter::once(None)
-            .chain(hunk.iter_changes().map(Some))
-            .enumerate()
-        {
+        // The hunk's header and each of its lines count towards MAX_DIFF_LINES.
+        if lines >= MAX_DIFF_LINES {
+            more += 1 + hunk.iter_changes().count();
+            continue;
+        }
+        lines += 1;
+        out.push_str(&format!("{CYAN}{}{CYAN:#}\n", hunk.header()));
+        for change in hunk.iter_changes() {
             if lines >= MAX_DIFF_LINES {
                 more += 1;
                 continue;
             }
             lines += 1;
-            let Some(change) = change else {
-                debug_assert_eq!(i, 0);
-                out.push_str(&format!("{CYAN}{}{CYAN:#}\n", hunk.header()));
-                continue;
-            };
             let (sign, style) = match change.tag() {
                 ChangeTag::Delete => ('-', RED),
                 ChangeTag::Insert => ('+', GREEN),

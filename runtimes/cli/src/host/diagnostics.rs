@@ -506,16 +506,18 @@ impl Host {
     }
 }
 
+/// The path an editor means by `uri`: an absolute path as it is, or a `file://` URI's path.
+pub(super) fn editor_path(uri: &str) -> Option<String> {
+    if uri.starts_with('/') {
+        Some(uri.to_owned())
+    } else {
+        uri_to_path(uri)
+    }
+}
+
 /// Whether two URIs (or paths) name the same file.
 pub(super) fn same_uri(a: &str, b: &str) -> bool {
-    let path = |s: &str| {
-        if s.starts_with('/') {
-            Some(s.to_owned())
-        } else {
-            uri_to_path(s)
-        }
-    };
-    a == b || matches!((path(a), path(b)), (Some(x), Some(y)) if x == y)
+    a == b || matches!((editor_path(a), editor_path(b)), (Some(x), Some(y)) if x == y)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
 
-use claude_ide_bridge::{file_uri, uri_to_path};
+use claude_ide_bridge::file_uri;
 use claude_ide_bridge::{AtMentioned, DiagnosticsChanged, SelectionChanged};
 use claude_ide_bridge::{CallId, Notification, Target, ToolCall, ToolResult};
 use claude_ide_bridge::{Diagnostic, OpenDiffArgs, Position, Selection};
@@ -426,7 +426,7 @@ impl EditorDiagnostics {
                  for other files)"
             ));
         }
-        let these: usize = diagnostics.iter().map(weight).sum();
+        let (_, these) = totals(diagnostics);
         if bytes + these > MAX_DIAGNOSTICS_BYTES {
             return Err(format!(
                 "at most {MAX_DIAGNOSTICS_BYTES} bytes of diagnostics are kept over all files \
@@ -464,12 +464,7 @@ impl Host {
         let m: DiagnosticsMsg = parse(v)?;
         // Kept under one spelling of the file's URI, the one the bridge and the language servers
         // write, whichever the editor used.
-        let path = if m.uri.starts_with('/') {
-            Some(m.uri)
-        } else {
-            uri_to_path(&m.uri)
-        };
-        let Some(path) = path else {
+        let Some(path) = super::diagnostics::editor_path(&m.uri) else {
             return Err("uri must be a file:// URI or an absolute path".into());
         };
         let uri = file_uri(&path);
