@@ -68,7 +68,11 @@ impl<'a> Scanner<'a> {
     }
 
     /// A string without escapes or control characters; its contents.
-    #[inline(always)]
+    ///
+    /// Not inlined: a `tools/call` reads about ten strings, and one copy of this body instead of
+    /// one per call site is 3.6 KiB less code per call, which the round trip follows
+    /// (BENCHMARKS.md, "Item 8, session of 2026-11-25 (afternoon)").
+    #[inline(never)]
     pub(crate) fn plain_str(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.at;

@@ -216,7 +216,11 @@ impl Shared {
             out.events.drain(..).for_each(send);
         } else if self.has_handler && !*stopped {
             if !out.events.is_empty() {
-                delivery.queue.extend(out.events.drain(..));
+                // One at a time: `VecDeque::extend`'s general code is larger than this loop, and
+                // it runs on every call (nearly always for one event).
+                for event in out.events.drain(..) {
+                    delivery.queue.push_back(event);
+                }
                 // Counted under the lock: a store, not a read-modify-write.
                 self.backlog.set(delivery.queue.len());
             }
