@@ -348,3 +348,21 @@ fn run_stops_with_a_command_that_suspends_itself() {
     assert_eq!(status.code(), Some(3), "{}", stderr.text());
     assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
 }
+
+/// `list` and `doctor` piped into a reader that is gone (`claude-ide-bridge list | head -0`): they
+/// end with their own status, not a panic about a broken pipe (exit 101).
+#[test]
+fn list_and_doctor_with_a_closed_stdout_end_normally() {
+    let sb = Sandbox::new();
+    // Something to print besides the headers: a stale lock file.
+    write_lock(&sb.lock_dir(), 4242, dead_pid(), &["/elsewhere"]);
+    for args in [&["list"][..], &["doctor"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = sb.command().args(args).stdout(writer).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        let code = o.status.code();
+        assert!(matches!(code, Some(0 | 1)), "{args:?}: {code:?} {err}");
+    }
+}
