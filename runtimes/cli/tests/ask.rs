@@ -359,3 +359,31 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
     );
     ctrl_c(&mut child, &mut tty, &screen);
 }
+
+/// A byte that is not UTF-8 typed at the prompt (a terminal in another encoding) is an answer
+/// like any other unknown one: the question is asked again, and the next line still decides.
+#[test]
+fn a_byte_that_is_not_utf8_is_asked_again() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 0");
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    tty.write_all(b"\xe9t\xe9\n").unwrap();
+    tty.flush().unwrap();
+    screen.wait_for("type a, r or e, then Enter");
+    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
+    assert!(
+        cl.recv_until(Duration::from_millis(300), |v| v["id"] == json!(id))
+            .is_none(),
+        "answered by a line that said nothing"
+    );
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T"]);
+    assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
+    ctrl_c(&mut child, &mut tty, &screen);
+}
