@@ -1147,6 +1147,24 @@ fn vim_handles_what_vim_users_run_into() {
     assert_eq!(sel["text"], "x\nx", "{sel}");
     assert_eq!(sel["selection"], range(0, 1, 1, 9));
     vim.keys(&["Escape"]);
+    // `$` in a block selection takes each line to its own end, the first one past the column
+    // the cursor ends in.
+    fs::write(ws.join("ends.txt"), "abcdef\nab\nabcd\n").unwrap();
+    vim.ex("edit ends.txt");
+    vim.ex("call cursor(1, 2)");
+    vim.keys(&["C-v", "j", "j"]);
+    vim.text("$");
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["filePath"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("ends.txt"))
+            && p["text"]
+                .as_str()
+                .is_some_and(|t| t.matches('\n').count() == 2)
+    });
+    assert_eq!(sel["text"], "bcdef\nb\nbcd", "{sel}");
+    assert_eq!(sel["selection"], range(0, 1, 2, 4));
+    vim.keys(&["Escape"]);
 
     // Through all of it: no raw Vim error, no false report of a plugin failure, and the
     // messages that were due.
