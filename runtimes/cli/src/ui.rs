@@ -250,6 +250,23 @@ mod tests {
         assert_eq!(visible("tab\tok"), "tab\tok");
     }
 
+    /// Two long texts with nothing in common: the diff's search would run for minutes, and the
+    /// host answers no other call meanwhile. Past its deadline a coarser diff is shown instead.
+    #[test]
+    fn a_diff_that_would_take_minutes_is_shown_coarser_at_once() {
+        let old: String = (0..30_000).map(|i| format!("old {i}\n")).collect();
+        let new: String = (0..30_000).map(|i| format!("new {}\n", i * 7)).collect();
+        let started = std::time::Instant::now();
+        let d = render_diff("/w/a.txt", &Old::Text(old), &new);
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "the diff took {took:?}"
+        );
+        assert!(d.contains("-old 0"), "{}", &d[..200]);
+        assert!(d.contains("more lines of this diff not shown"));
+    }
+
     #[test]
     fn a_long_diff_is_cut_and_says_how_much_is_left() {
         let new: String = (0..MAX_DIFF_LINES + 500)
