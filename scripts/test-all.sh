@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# shellcheck source=lib/install.sh
+. scripts/lib/install.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -24,20 +26,20 @@ done
 # ALE, a real Vim linting plugin: the Vim plugin reports its diagnostics (runtimes/cli/tests/vim.rs).
 [ -e /usr/share/vim-ale/plugin/ale.vim ] || missing+=(vim-ale)
 if [ ${#missing[@]} -gt 0 ]; then
-  apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+  apt_install "${missing[@]}"
 fi
 # Python `websockets` is a real peer in the runtimes' socket tests.
-python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
+python3 -c 'import websockets' 2>/dev/null || pip_install websockets
 # Real language servers for runtimes/lsp's tests (they fail, not skip, without them): pyright and
 # typescript-language-server with the TypeScript it drives from npm (pinned; this
 # typescript-language-server runs on Node 18 and later), ruff from PyPI.
 pyright_version=1.1.414
-pyright --version 2>/dev/null | grep -qF "$pyright_version" || npm install -g --silent "pyright@$pyright_version"
+pyright --version 2>/dev/null | grep -qF "$pyright_version" || npm_install_global "pyright@$pyright_version"
 tsls_version=4.4.1 typescript_version=5.9.3
 { typescript-language-server --version 2>/dev/null | grep -qxF "$tsls_version" &&
   tsc --version 2>/dev/null | grep -qF "$typescript_version"; } ||
-  npm install -g --silent "typescript-language-server@$tsls_version" "typescript@$typescript_version"
-command -v ruff >/dev/null 2>&1 || python3 -m pip install -q ruff
+  npm_install_global "typescript-language-server@$tsls_version" "typescript@$typescript_version"
+command -v ruff >/dev/null 2>&1 || pip_install ruff
 
 step "format"
 cargo fmt --all -- --check

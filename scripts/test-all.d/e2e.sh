@@ -11,26 +11,18 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 jobs=${E2E_JOBS:-2}
 budget=${E2E_BUDGET:-540}
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-apt_updated=
-apt_install() {
-  [ -n "$apt_updated" ] || { as_root apt-get update -qq; apt_updated=1; }
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
+# shellcheck source=../lib/install.sh
+. scripts/lib/install.sh
 
 command -v tmux >/dev/null || apt_install tmux
 command -v vim >/dev/null || apt_install vim   # test_vim.py: the Vim plugin with claude inside :ClaudeCode
 command -v npm >/dev/null || apt_install nodejs npm
 command -v python3 >/dev/null || apt_install python3 python3-pip
 
-if ! python3 -c 'import pytest, xdist' 2>/dev/null; then
-  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
-  python3 -m pip install -q pytest pytest-xdist 2>/dev/null \
-    || python3 -m pip install -q --break-system-packages pytest pytest-xdist
-fi
+python3 -c 'import pytest, xdist' 2>/dev/null || pip_install pytest pytest-xdist
 
 # The language server of the diagnostics scenario (issue 14).
-command -v pyright-langserver >/dev/null || npm install -g --no-audit --no-fund --loglevel=error pyright
+command -v pyright-langserver >/dev/null || npm_install_global pyright
 
 # The client, at the version pinned in tests/e2e/package.json (the one place the pin lives).
 npm install --prefix tests/e2e --no-audit --no-fund --no-package-lock --loglevel=error

@@ -53,7 +53,8 @@ const LSP_GRACE: Duration = Duration::from_secs(2);
         connects over WebSocket on 127.0.0.1 and asks it to show diffs, open files and report \
         diagnostics. This program is such an IDE for the terminal, a bridge for editors that \
         speak JSON lines (--stdio), and a doctor for when claude does not find your IDE.\n\n\
-        Exit codes: 0 ok, 1 runtime failure or doctor findings, 2 usage error."
+        Exit codes: 0 ok, 1 runtime failure or doctor findings, 2 usage error; `run` exits with \
+        its command's status (128+N when a signal N ended it)."
 )]
 struct Cli {
     #[command(subcommand)]
