@@ -104,22 +104,27 @@ impl Log {
         let mut out = format!("[{}] ", self.prefix).into_bytes();
         out.extend_from_slice(text.trim_end().as_bytes());
         out.push(b'\n');
-        let left = self.budget.load(Ordering::Relaxed);
-        if left == 0 {
-            return;
-        }
-        if (out.len() as u64) < left {
-            self.budget.fetch_sub(out.len() as u64, Ordering::Relaxed);
-            self.write_all(&out);
-        } else {
-            self.budget.store(0, Ordering::Relaxed);
-            self.write_all(
+        // Taken from the budget in one step: the server's stderr, its reader and its writer log
+        // from three threads, and a check then a subtraction could let two lines through where
+        // one fits, wrapping the budget round to nearly 2^64.
+        let n = out.len() as u64;
+        let taken = self
+            .budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                (left > n).then(|| left - n)
+            });
+        match taken {
+            Ok(_) => self.write_all(&out),
+            // Nothing left: a line was already cut.
+            Err(0) => {}
+            Err(_) if self.budget.swap(0, Ordering::Relaxed) == 0 => {}
+            Err(_) => self.write_all(
                 format!(
                     "[{}] (log limit reached: the rest of its output is dropped)\n",
                     self.prefix
                 )
                 .as_bytes(),
-            );
+            ),
         }
     }
 
@@ -149,6 +154,62 @@ impl Log {
         }
         if !pending.is_empty() {
             self.line(&String::from_utf8_lossy(&pending));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One server's log lines come from several threads at once: together they stay within its
+    /// budget, and the line that says the limit was reached is written once.
+    #[test]
+    fn lines_from_several_threads_stay_within_the_budget() {
+        for round in 0..20 {
+            let memory = Arc::new(Mutex::new(Vec::<u8>::new()));
+            let log = Log::new(LspLog::Writer(memory.clone()));
+            let budget = 20_000 + round * 7;
+            let server = log.for_server("s".into(), budget);
+            std::thread::scope(|scope| {
+                for t in 0..8 {
+                    let server = server.clone();
+                    scope.spawn(move || {
+                        for i in 0..2_000 {
+                            server.line(&format!("thread {t} line {i:05}"));
+                        }
+                    });
+                }
+            });
+            let text = String::from_utf8(memory.lock().unwrap().clone()).unwrap();
+            let cut = text.matches("log limit reached").count();
+            assert_eq!(cut, 1, "{cut} limit lines in round {round}");
+            // The limit line may come before lines whose bytes were taken earlier.
+            let lines: usize = text
+                .lines()
+                .filter(|l| !l.contains("log limit reached"))
+                .map(|l| l.len() + 1)
+                .sum();
+            assert!(
+                lines as u64 <= budget,
+                "{lines} bytes of lines past a budget of {budget}"
+            );
+        }
+        // Many budgets spent at once, with nothing slowing the threads down between lines: each
+        // ends at zero (one taken past what was left would wrap it round to nearly 2^64).
+        for round in 0..300u64 {
+            let server = Log::new(LspLog::Discard).for_server("s".into(), 1_000 + round);
+            std::thread::scope(|scope| {
+                for _ in 0..4 {
+                    let server = server.clone();
+                    scope.spawn(move || {
+                        for _ in 0..200 {
+                            server.line("twenty bytes a line");
+                        }
+                    });
+                }
+            });
+            assert_eq!(server.budget.load(Ordering::Relaxed), 0, "round {round}");
         }
     }
 }

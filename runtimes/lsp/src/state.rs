@@ -18,6 +18,14 @@ use serde_json::{json, Value};
 use crate::codec;
 use crate::rpc::{self, Incoming, Registration, ResponseError};
 
+/// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
+/// some of them as three).
+const MAX_URI_BYTES: usize = 3 * 4096 + 16;
+/// Longest registration id kept.
+const MAX_REGISTRATION_ID: usize = 256;
+/// Longest `resultId` of a pulled report kept for the next pull.
+const MAX_RESULT_ID: usize = 1024;
+
 /// Bounds on what a server may cost the bridge.
 ///
 /// ```
@@ -575,7 +583,8 @@ impl State {
         stored.version = version;
         stored.seq = seq;
         stored.at = at;
-        stored.result_id = result_id;
+        // Only an optimisation of the next pull: a long one is not kept.
+        stored.result_id = result_id.filter(|r| r.len() <= MAX_RESULT_ID);
         if !changed {
             return None;
         }
@@ -652,6 +661,14 @@ impl State {
                 "textDocument/publishDiagnostics" => {
                     match serde_json::from_str::<lsp_types::PublishDiagnosticsParams>(params.get())
                     {
+                        // A key no file can have (Linux paths end at 4096 bytes) is not kept:
+                        // entries are counted, and each key must stay small.
+                        Ok(p) if p.uri.as_str().len() > MAX_URI_BYTES => {
+                            effects.push(Effect::Log(format!(
+                                "ignored diagnostics for a URI of {} bytes",
+                                p.uri.as_str().len()
+                            )))
+                        }
                         Ok(p) => match uri_to_path(p.uri.as_str()) {
                             Some(path) => effects.extend(
                                 self.store(&path, p.version, p.diagnostics, None)
@@ -680,10 +697,18 @@ impl State {
     }
 
     /// Dynamic registrations: a method counts as registered while any registration id for it is.
+    /// Only the methods this client acts on are kept, under ids of a reasonable length: the
+    /// registrations are counted, and a server's strings must not make each one large.
     fn register(&mut self, registration: Registration) {
+        const USED: [&str; 3] = [
+            "textDocument/diagnostic",
+            "textDocument/formatting",
+            "textDocument/didSave",
+        ];
         match registration {
             Registration::Added(id, method) => {
-                if self.registered.len() < 1000 {
+                let used = USED.contains(&method.as_str()) && id.len() <= MAX_REGISTRATION_ID;
+                if used && self.registered.len() < 1000 {
                     self.registered.insert(id, method);
                 }
             }

@@ -468,3 +468,42 @@ proptest::proptest! {
         }
     }
 }
+
+/// What a server names is kept only when it is small: the entries are counted, so none may be
+/// large. A publish for a URI no file can have, registrations of methods this client does not use
+/// or under long ids, and a long `resultId` are not kept.
+#[test]
+fn a_servers_strings_are_kept_only_when_small() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    let long = format!("/w/{}", "a".repeat(20_000));
+    let effects = publish(&mut s, &long, None, 1);
+    assert!(
+        matches!(&effects[..], [Effect::Log(l)] if l.contains("a URI of")),
+        "{effects:?}"
+    );
+    assert!(s.diags.is_empty());
+    // A path of the longest length a file can have is kept.
+    let longest = format!("/w/{}", "a".repeat(4090));
+    publish(&mut s, &longest, None, 1);
+    assert_eq!(s.known(&longest).len(), 1);
+
+    let register = |s: &mut State, id: &str, method: &str| {
+        let reg = json!({"jsonrpc": "2.0", "id": "r", "method": "client/registerCapability",
+            "params": {"registrations": [{"id": id, "method": method}]}});
+        s.handle(&serde_json::to_vec(&reg).unwrap()).unwrap();
+    };
+    register(&mut s, "w", &"workspace/x".repeat(1000));
+    register(&mut s, &"i".repeat(10_000), "textDocument/formatting");
+    assert!(s.registered.is_empty(), "{:?}", s.registered.len());
+    assert!(!s.caps.formatting);
+    register(&mut s, "f", "textDocument/formatting");
+    assert!(s.caps.formatting);
+    assert_eq!(s.registered.len(), 1);
+
+    s.sync("/w/p.py", "python", "x");
+    frames(&mut s);
+    s.store("/w/p.py", Some(1), vec![], Some("r".repeat(5000)));
+    assert_eq!(s.diags["/w/p.py"].result_id, None);
+    s.store("/w/p.py", Some(1), vec![], Some("r1".into()));
+    assert_eq!(s.diags["/w/p.py"].result_id.as_deref(), Some("r1"));
+}
