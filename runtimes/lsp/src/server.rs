@@ -122,36 +122,63 @@ impl Server {
                 .spawn(f)
         };
         let started = Instant::now();
+        // A thread that cannot be started leaves no server behind: it is killed and reaped, and
+        // the threads already started see it gone. The writer, which takes the process, is
+        // started last.
+        let give_up = |e: std::io::Error, child: Option<Child>| {
+            {
+                let mut state = shared.lock();
+                state.exit(format!("could not start its threads: {e}"));
+                state.reaping = true;
+            }
+            shared.cond.notify_all();
+            let group = rustix::process::Pid::from_raw(pid as i32);
+            if let Some(group) = group {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
+            match child {
+                Some(mut child) => drop(child.wait()),
+                // Dropped with the writer's closure: reaped by its id.
+                None => drop(group.map(|p| {
+                    rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty())
+                })),
+            }
+            shared.lock().reaped = true;
+            e
+        };
+        {
+            let (shared, log, on_change) = (shared.clone(), log.clone(), on_change.clone());
+            let (max, trace) = (limits.max_message_bytes, trace.clone());
+            let reader =
+                Box::new(move || read_loop(&shared, stdout, max, &log, trace.as_ref(), &on_change));
+            if let Err(e) = spawn("reader", reader) {
+                return Err(give_up(e, Some(child)));
+            }
+        }
+        {
+            let log = log.clone();
+            if let Err(e) = spawn("stderr", Box::new(move || log.copy_stream(stderr))) {
+                return Err(give_up(e, Some(child)));
+            }
+        }
         {
             let (shared, log, trace) = (shared.clone(), log.clone(), trace.clone());
             let init_deadline = started + limits.initialize_timeout;
             let initialize_timeout = limits.initialize_timeout;
-            spawn(
-                "writer",
-                Box::new(move || {
-                    write_loop(
-                        &shared,
-                        child,
-                        stdin,
-                        init_deadline,
-                        initialize_timeout,
-                        &log,
-                        trace.as_ref(),
-                    )
-                }),
-            )?;
-        }
-        {
-            let (shared, log, on_change) = (shared.clone(), log.clone(), on_change.clone());
-            let max = limits.max_message_bytes;
-            spawn(
-                "reader",
-                Box::new(move || read_loop(&shared, stdout, max, &log, trace.as_ref(), &on_change)),
-            )?;
-        }
-        {
-            let log = log.clone();
-            spawn("stderr", Box::new(move || log.copy_stream(stderr)))?;
+            let writer = Box::new(move || {
+                write_loop(
+                    &shared,
+                    child,
+                    stdin,
+                    init_deadline,
+                    initialize_timeout,
+                    &log,
+                    trace.as_ref(),
+                )
+            });
+            if let Err(e) = spawn("writer", writer) {
+                return Err(give_up(e, None));
+            }
         }
         Ok(Server {
             shared,
@@ -321,6 +348,15 @@ impl Server {
         let id = {
             let mut state = self.shared.lock();
             let id = state.begin_shutdown();
+            // The request overflowed the input of a server that stopped reading it: killed now,
+            // not after the grace.
+            kill_if_hung(&mut state);
+            if state.phase == Phase::Starting {
+                // Not initialized: there is nothing to shut down politely, and its writer would
+                // wait for the answer to `initialize`.
+                state.exit("stopped while starting");
+                kill_group(&state);
+            }
             self.shared.cond.notify_all();
             id
         };
@@ -330,6 +366,7 @@ impl Server {
                 s.take_answer(id).is_some() || matches!(s.phase, Phase::Exited(_))
             });
             state.finish_shutdown();
+            kill_if_hung(&mut state);
             self.shared.cond.notify_all();
         }
         let state = self.shared.lock();

@@ -680,3 +680,32 @@ fn dropping_the_last_handle_stops_the_servers() {
     assert!(!alive(pid), "the server outlived the last handle");
     drop((state, ws));
 }
+
+/// Stopped while it has not answered `initialize`: killed at once, not after the grace (the
+/// program's exit waited the whole grace when claude quit during a server's cold start).
+#[test]
+fn a_server_still_starting_is_stopped_at_once() {
+    let fx = fake("hang-init", |c| {
+        c.start_wait = Duration::from_millis(300);
+        c.limits.initialize_timeout = Duration::from_secs(60);
+    });
+    let wait = Duration::from_millis(200);
+    assert!(fx
+        .diagnostics("a.fake", "error", wait, Duration::from_secs(1))
+        .is_empty());
+    let pid = fx.first_pid();
+    assert_eq!(fx.state_of("fake"), ServerState::Starting);
+    let t = Instant::now();
+    fx.lsp.shutdown(Duration::from_secs(20));
+    assert!(
+        t.elapsed() <= Duration::from_secs(5) + SLACK,
+        "shutdown took {:?}",
+        t.elapsed()
+    );
+    assert!(!alive(pid), "the server survived");
+    assert!(
+        fx.log_text().contains("stopped while starting"),
+        "{}",
+        fx.log_text()
+    );
+}
