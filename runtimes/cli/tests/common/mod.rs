@@ -201,6 +201,19 @@ impl Served {
     }
 
     pub fn signal(&self, sig: &str) {
+        // The bridge keeps ignoring a signal it was started with ignored (`nohup`), and inherits
+        // that from this process: say so rather than wait for an exit that cannot come.
+        let number = match sig {
+            "HUP" => 1,
+            "INT" => 2,
+            "TERM" => 15,
+            _ => 0,
+        };
+        assert!(
+            !claude_ide_bridge_runtime::signals::ignored(number),
+            "SIG{sig} is ignored in the tests' process (run under nohup, or as a background job \
+             of a shell without job control?): the bridge inherits that and keeps ignoring it"
+        );
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(self.child.id().to_string())
