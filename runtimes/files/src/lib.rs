@@ -103,6 +103,10 @@ impl Default for Limits {
 struct Folder {
     advertised: String,
     canonical: String,
+    /// The directory it was when first opened (device and inode): a folder whose path has come
+    /// to name another directory since (one nested in another folder, swapped for a link by
+    /// whatever writes there) is refused instead of followed.
+    identity: std::sync::OnceLock<(u64, u64)>,
 }
 
 /// The workspace folders and the limits of every access to them.
@@ -133,9 +137,15 @@ impl Workspace {
                     .ok()
                     .and_then(|c| c.to_str().map(str::to_owned))
                     .unwrap_or_else(|| advertised.clone());
+                let identity = std::sync::OnceLock::new();
+                if let Ok(st) = std::fs::metadata(&advertised) {
+                    use std::os::unix::fs::MetadataExt;
+                    let _ = identity.set((st.dev(), st.ino()));
+                }
                 Folder {
                     advertised,
                     canonical,
+                    identity,
                 }
             })
             .collect();

@@ -186,7 +186,10 @@ impl Workspace {
     /// whether the walk was cut short.
     fn walk_files(&self, mut found: impl FnMut(&str, &str, &str) -> bool) -> bool {
         let deadline = Instant::now() + self.limits.max_walk_time;
-        let mut visited = 0usize;
+        // Every entry the walk reads counts, the ones the filter skips too (ignored trees).
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let max_entries = self.limits.max_walk_entries;
+        let over = move |n: usize| n > max_entries || Instant::now() > deadline;
         let mut cut = false;
         let mut verified: Option<(PathBuf, OwnedFd)> = None;
         for (i, folder) in self.folders.iter().enumerate() {
@@ -202,15 +205,20 @@ impl Workspace {
             let ignores = Arc::new(ignores);
             let filter = ignores.clone();
             let filter_root = root.clone();
+            let filter_seen = seen.clone();
             let walker = WalkBuilder::new(&root)
                 .standard_filters(false)
                 .follow_links(false)
                 .max_depth(Some(self.limits.max_depth))
                 .filter_entry(move |e| {
-                    if e.depth() == 0 {
+                    // Past a bound the entry is let through, so that the loop below sees it and
+                    // stops the walk as cut short: a skipped entry is passed over silently, and
+                    // the walk would read on (and end looking complete).
+                    let n = filter_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    if e.depth() == 0 || over(n) {
                         return true;
                     }
-                    if e.file_name() == ".git" || Instant::now() > deadline {
+                    if e.file_name() == ".git" {
                         return false;
                     }
                     let Ok(rel) = e.path().strip_prefix(&filter_root) else {
@@ -221,8 +229,7 @@ impl Workspace {
                 })
                 .build();
             for entry in walker {
-                visited += 1;
-                if visited > self.limits.max_walk_entries || Instant::now() > deadline {
+                if over(seen.load(std::sync::atomic::Ordering::Relaxed)) {
                     return true;
                 }
                 let Ok(e) = entry else { continue };

@@ -155,16 +155,28 @@ impl Workspace {
     }
 
     /// The folder's directory handle. The folder's own path is trusted configuration: a link in
-    /// it is followed.
+    /// it is followed. But it must still name the directory it named when the workspace was made
+    /// (checked on the handle itself, so no swap can come between the check and the use): a
+    /// folder nested in another can be replaced, by anything that writes in the outer one, with a
+    /// link to anywhere.
     pub(crate) fn open_folder(&self, folder: usize, path: &str) -> Result<OwnedFd, Error> {
         let flags = DIR_FLAGS.difference(OFlags::NOFOLLOW);
-        openat(
-            CWD,
-            self.folders[folder].advertised.as_str(),
-            flags,
-            Mode::empty(),
-        )
-        .map_err(|e| Error::io(path, "opening the workspace folder", e))
+        let f = &self.folders[folder];
+        let dir = openat(CWD, f.advertised.as_str(), flags, Mode::empty())
+            .map_err(|e| Error::io(path, "opening the workspace folder", e))?;
+        let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, "stat", e))?;
+        let now = (st.st_dev as u64, st.st_ino as u64);
+        if *f.identity.get_or_init(|| now) != now {
+            return Err(Error::outside(
+                path,
+                format!(
+                    "the workspace folder {} is no longer the directory it was when the bridge \
+                     started (restart the bridge to serve what is there now)",
+                    f.advertised
+                ),
+            ));
+        }
+        Ok(dir)
     }
 
     /// Resolves a wire path to its location (see the module docs).

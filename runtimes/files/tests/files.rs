@@ -442,7 +442,7 @@ fn listing_bounds() {
         ..Limits::default()
     });
     let l = ws.list(None).unwrap();
-    assert!(l.truncated && l.files.len() < 10, "{l:?}");
+    assert!(l.truncated && l.files.len() <= 10, "{l:?}");
     let ws = t.workspace(Limits {
         max_walk_time: Duration::ZERO,
         ..Limits::default()
@@ -457,6 +457,45 @@ fn listing_bounds() {
         ..Limits::default()
     });
     assert!(ws.info().file_count_truncated);
+}
+
+/// A walk that runs out of time half way says so: the listing is marked cut short (it was
+/// answered as complete, and `getWorkspaceInfo`'s count as exact), and ignored trees count
+/// towards the entries a walk may look at.
+#[test]
+fn a_walk_past_its_deadline_or_entry_bound_is_marked_cut_short() {
+    let t = Tree::new();
+    for d in 0..30 {
+        for f in 0..100 {
+            t.file(&format!("d{d:02}/f{f:03}.txt"), "");
+        }
+    }
+    let ws = t.workspace(Limits {
+        max_walk_time: Duration::from_millis(2),
+        ..Limits::default()
+    });
+    for _ in 0..5 {
+        let l = ws.list(None).unwrap();
+        assert!(
+            l.truncated || l.files.len() == 3000,
+            "{} files, not cut",
+            l.files.len()
+        );
+        let info = ws.info();
+        assert!(
+            info.file_count_truncated || info.file_count == 3000,
+            "{info:?}"
+        );
+    }
+    // Ignored files are looked at too: a bound of 500 entries stops a walk through 3,000
+    // ignored ones.
+    t.file(".gitignore", "*.txt\n");
+    let ws = t.workspace(Limits {
+        max_walk_entries: 500,
+        ..Limits::default()
+    });
+    let l = ws.list(None).unwrap();
+    assert!(l.truncated, "{l:?}");
 }
 
 #[test]
@@ -514,6 +553,34 @@ fn the_workspace_folder_may_itself_be_a_link() {
     assert!(ws
         .read_text(t.outside.join("secret").to_str().unwrap())
         .is_err());
+}
+
+/// A folder nested in another, replaced by a link to elsewhere by whatever writes in the outer
+/// one: reads, writes and listings through it are refused, not led outside.
+#[test]
+fn a_nested_folder_swapped_for_a_link_is_refused() {
+    let t = Tree::new();
+    t.file("sub/a.txt", "A\n");
+    let sub = t.ws.join("sub");
+    let ws = Workspace::new(
+        vec![t.ws.to_str().unwrap().into(), sub.to_str().unwrap().into()],
+        Limits::default(),
+    );
+    let inner = |name: &str| format!("{}/{name}", sub.display());
+    assert_eq!(ws.read_text(&inner("a.txt")).unwrap().content, "A\n");
+    fs::rename(&sub, t.ws.join("sub.orig")).unwrap();
+    symlink(&t.outside, &sub).unwrap();
+    let e = ws.read_text(&inner("secret")).unwrap_err();
+    assert!(matches!(e, Error::Outside { .. }), "{e}");
+    assert!(e.to_string().contains("no longer the directory"), "{e}");
+    assert!(ws.write(&inner("planted"), b"x").is_err());
+    assert!(!t.outside.join("planted").exists());
+    let l = ws.list(None).unwrap();
+    assert!(!l.files.iter().any(|f| f.contains("secret")), "{l:?}");
+    // The same directory back in its place is served again.
+    fs::remove_file(&sub).unwrap();
+    fs::rename(t.ws.join("sub.orig"), &sub).unwrap();
+    assert_eq!(ws.read_text(&inner("a.txt")).unwrap().content, "A\n");
 }
 
 #[test]
