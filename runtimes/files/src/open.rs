@@ -7,8 +7,8 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{
-    fchmod, fcntl_getfl, fcntl_setfl, fstat, fsync, openat, renameat, unlinkat, AtFlags, FileType,
-    Mode, OFlags, Stat,
+    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, fsync, openat, renameat, unlinkat,
+    Access, AtFlags, FileType, Gid, Mode, OFlags, Stat, Uid,
 };
 
 use crate::resolve::{kind_name, Located, Missing};
@@ -86,7 +86,7 @@ impl Workspace {
         let (file, st) = self.open_regular(path, at)?;
         let size = st.st_size.max(0) as u64;
         within(path, size, cap)?;
-        Ok((file.take(cap + 1), size))
+        Ok((file.take(cap.saturating_add(1)), size))
     }
 
     /// Reads at most `cap` bytes of the regular file at `at` (see [`Workspace::open_capped`]).
@@ -215,7 +215,7 @@ impl Workspace {
     /// # use claude_ide_bridge_files::{Limits, Workspace};
     /// let dir = tempfile::tempdir().unwrap();
     /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
-    /// assert!(ws.writable("new/dir/file.rs").is_ok());
+    /// assert!(ws.writable("new/dir/file.rs").unwrap().ends_with("/new/dir/file.rs"));
     /// assert!(ws.writable(".").is_err());
     /// assert!(ws.writable("/tmp/elsewhere.rs").is_err() || dir.path().starts_with("/tmp/elsewhere.rs"));
     /// ```
@@ -259,6 +259,17 @@ impl Workspace {
                 })
             }
         };
+        // Replacing a file is a write to it: one the user may not write (read-only, say) is
+        // refused, as an editor would refuse it, although the directory would take the rename.
+        if mode.is_some() {
+            accessat(&at.dir, at.name(), Access::WRITE_OK, AtFlags::EACCESS)
+                .map_err(|e| Error::io(path, "checking that the file may be written", e))?;
+        }
+        let owner = at
+            .stat
+            .as_ref()
+            .filter(|_| mode.is_some())
+            .map(|s| (s.st_uid, s.st_gid));
         // Until it has the target's mode, the new text is readable by its owner only: the target
         // may be a file others must not read. A new file has no mode to keep: 0666 less the umask.
         let (tmp_name, tmp) = create_temp(&at, path, if mode.is_some() { 0o600 } else { 0o666 })?;
@@ -266,6 +277,16 @@ impl Workspace {
             let mut file = File::from(tmp);
             file.write_all(contents)
                 .map_err(|e| Error::io(path, "writing", e))?;
+            // The new file keeps the old one's owner and group (a file of another user, or of a
+            // shared group, written by root or a group member): when that cannot be, nothing
+            // is replaced.
+            if let Some((uid, gid)) = owner {
+                let st = fstat(&file).map_err(|e| Error::io(path, "stat", e))?;
+                if (st.st_uid, st.st_gid) != (uid, gid) {
+                    fchown(&file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
+                        .map_err(|e| Error::io(path, "keeping the file's owner and group", e))?;
+                }
+            }
             if let Some(mode) = mode {
                 fchmod(&file, Mode::from_raw_mode(mode))
                     .map_err(|e| Error::io(path, "chmod", e))?;

@@ -38,9 +38,11 @@ pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY
 pub(crate) struct Located {
     /// The folder it is in.
     pub folder: usize,
-    /// Its components below the folder, symbolic links resolved.
+    /// Its components below the folder, symbolic links resolved (with `Missing::Stop`, the
+    /// missing ones below the first directory that is not there too).
     pub comps: Vec<OsString>,
-    /// The directory holding the last component (the folder itself when `comps` is empty).
+    /// The directory holding the last component (the folder itself when `comps` is empty; with
+    /// `Missing::Stop`, the deepest directory that exists).
     pub dir: OwnedFd,
     /// What is there, not following a link (`None`: nothing yet).
     pub stat: Option<Stat>,
@@ -208,7 +210,9 @@ impl Workspace {
                     // The last name may be missing (it is what a caller creates); with
                     // `Missing::Stop` so may any other, and the walk ends there.
                     Err(Errno::NOENT) if last || missing == Missing::Stop => {
-                        done.push(name);
+                        // The whole path, the missing directories below this one included: it is
+                        // what will be there once they are created.
+                        done.extend(todo.drain(i..));
                         return Ok(Located {
                             folder,
                             comps: done,

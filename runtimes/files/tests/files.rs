@@ -311,6 +311,58 @@ fn writes_are_atomic_keep_the_mode_and_create_directories() {
     ));
 }
 
+/// Replacing a file keeps what an editor writing it in place would keep: its owner and group
+/// (root writing a user's file left it root's), and a file the user may not write is not
+/// replaced although its directory would take the rename.
+#[test]
+fn a_write_keeps_the_owner_and_refuses_a_file_that_may_not_be_written() {
+    use std::os::unix::fs::MetadataExt;
+    let t = Tree::new();
+    let ws = t.workspace(Limits::default());
+    let root = rustix::process::geteuid().is_root();
+    let p = t.file("theirs.txt", "theirs\n");
+    if root {
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        ws.write("theirs.txt", b"edited\n").unwrap();
+        let m = fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+        assert_eq!(fs::read_to_string(&p).unwrap(), "edited\n");
+    }
+    let ro = t.file("read-only.txt", "kept\n");
+    fs::set_permissions(&ro, fs::Permissions::from_mode(0o444)).unwrap();
+    // Root may write any file: the check is the user's, as the kernel makes it.
+    if !root {
+        let e = ws.write("read-only.txt", b"lost\n").unwrap_err();
+        assert!(e.to_string().contains("may be written"), "{e}");
+        assert_eq!(fs::read_to_string(&ro).unwrap(), "kept\n");
+    }
+}
+
+/// The largest read limit there is reads files as any other (one past it wrapped to 0: every
+/// read was empty).
+#[test]
+fn the_largest_read_limit_reads_whole_files() {
+    let t = Tree::new();
+    t.file("a.txt", "all of it\n");
+    let ws = t.workspace(Limits {
+        max_read_bytes: u64::MAX,
+        ..Limits::default()
+    });
+    assert_eq!(ws.read_text("a.txt").unwrap().content, "all of it\n");
+}
+
+/// `writable` names the file a write would create, below directories it would create too.
+#[test]
+fn writable_names_the_whole_path_below_missing_directories() {
+    let t = Tree::new();
+    let ws = t.workspace(Limits::default());
+    assert_eq!(
+        ws.writable("src/newmod/mod.rs").unwrap(),
+        format!("{}/src/newmod/mod.rs", t.ws.display())
+    );
+    assert!(!t.ws.join("src").exists());
+}
+
 #[test]
 fn long_and_non_utf8_names() {
     let t = Tree::new();
