@@ -96,6 +96,8 @@ macro_rules! handler_scenarios {
             handler_answers_a_burst,
             a_panicking_handler_stalls_nothing,
             a_stopped_server_is_freed,
+            a_stopped_server_drops_its_handler_while_a_handle_lives,
+            a_dropped_server_says_goodbye,
         );
     };
 }
@@ -1032,6 +1034,83 @@ pub fn a_stopped_server_is_freed<R: HandlerRt>() {
         watch.upgrade().is_none()
     });
     assert!(freed, "the server (and its handler) outlived its stop");
+}
+
+/// A stopped server drops its handler, and what the handler holds, though the host keeps a
+/// `Handle` (to answer diffs later, say): a handler that forwards events to a channel must let
+/// the host's receiving loop end, as `next_event` ends.
+pub fn a_stopped_server_drops_its_handler_while_a_handle_lives<R: HandlerRt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = std::sync::Arc::new(());
+    let watch = std::sync::Arc::downgrade(&held);
+    let s = R::start_with(
+        opts(dir.path()),
+        Box::new(move |e| {
+            let _kept = &held;
+            matches!(e, Event::ToolCall { .. }).then(|| ToolResult::text("[]"))
+        }),
+    )
+    .unwrap();
+    let kept = R::handle(&s);
+    let (_, c) = connect(R::port(&s), Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    let id = c.call_tool("getDiagnostics", json!({}));
+    assert_eq!(c.response(id)["result"]["content"][0]["text"], "[]");
+    R::stop(s);
+    let dropped = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        watch.upgrade().is_none()
+    });
+    assert!(
+        dropped,
+        "the handler outlived the stop while a Handle lived"
+    );
+    // The handle still answers, as a stopped server's handle does.
+    assert_eq!(kept.connections().len(), 0);
+}
+
+/// A server dropped without `stop` still says goodbye: the pending `openDiff` is answered
+/// `DIFF_REJECTED` and the client gets its Close (1001), as `stop` does, on both runtimes.
+pub fn a_dropped_server_says_goodbye<R: HandlerRt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start_with(opts(dir.path()), Box::new(|_| None)).unwrap();
+    let (_, c) = connect(R::port(&s), Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    let file = dir.path().join("a.rs");
+    let id = c.call_tool(
+        "openDiff",
+        json!({"old_file_path": file, "new_file_path": file,
+               "new_file_contents": "x", "tab_name": "t"}),
+    );
+    wait_event::<R>(&s, |e| matches!(e, Event::ToolCall { .. }));
+    drop(s);
+    let answer = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("the pending diff answered");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "DIFF_REJECTED",
+        "{answer}"
+    );
+    let mut close = None;
+    let give_up = Instant::now() + WAIT;
+    while let Some(left) = give_up.checked_duration_since(Instant::now()) {
+        match c.recv_frame(left) {
+            Some((8, payload)) => {
+                close = Some(payload);
+                break;
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    let close = close.expect("a Close frame before the socket closed");
+    assert_eq!(
+        close.get(..2),
+        Some(&1001u16.to_be_bytes()[..]),
+        "{close:?}"
+    );
 }
 
 /// A handler that panics loses that event only: the acceptor, the connection's reader and the

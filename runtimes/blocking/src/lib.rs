@@ -327,10 +327,13 @@ impl IdeServer {
     }
 
     fn stop_now(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
-            return;
-        };
         let shared = &self.threads.shared;
+        // Stopped already (by `stop`, then dropped). A start that failed half way (no acceptor)
+        // still stops what it started: the timer thread, the lock file.
+        if shared.is_stopped() {
+            return;
+        }
+        let acceptor = self.acceptor.take();
         shared.begin_stop();
         let give_up = Instant::now() + STOP_GRACE;
         while !shared.is_idle() && Instant::now() < give_up {
@@ -339,13 +342,22 @@ impl IdeServer {
         let joins = shared.stop_hard(|| {
             std::mem::take(&mut *self.threads.joins.lock().unwrap_or_else(|e| e.into_inner()))
         });
-        // Wake the acceptor with a connection of our own.
-        let wake = shared.loopback_addr();
-        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
-            let _ = acceptor.join();
+        // A thread cannot join itself: `stop` called (or the server dropped) from the handler
+        // runs on one of these threads, which then ends on its own once the handler returns.
+        let me = thread::current().id();
+        if let Some(acceptor) = acceptor {
+            // Wake the acceptor with a connection of our own (waiting in the backlog when this
+            // is the acceptor's own thread, for its next accept).
+            let wake = shared.loopback_addr();
+            let woken = TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok();
+            if woken && acceptor.thread().id() != me {
+                let _ = acceptor.join();
+            }
         }
         for t in joins {
-            let _ = t.join();
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
         }
     }
 }

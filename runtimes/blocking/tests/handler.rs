@@ -83,6 +83,47 @@ fn handler_answers_on_the_reader_thread() {
     server.stop();
 }
 
+/// The handler stops the server it runs in (a host that quits on a command): the stop completes,
+/// the lock file goes, and the threads that could be joined are (one cannot join itself: it
+/// panicked there, and the threads after it in the list were left unjoined).
+#[test]
+fn the_handler_may_stop_its_own_server() {
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let slot: Arc<Mutex<Option<IdeServer>>> = Arc::new(Mutex::new(None));
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut o = scenarios::opts(dir.path());
+    let lines = log.clone();
+    o.logger = Some(claude_ide_bridge_blocking::Logger::new(move |l| {
+        lines.lock().unwrap().push(l.to_owned())
+    }));
+    let (done_tx, done) = mpsc::channel();
+    let held = slot.clone();
+    let server = IdeServer::start_with_handler(o, move |e, _| {
+        if let Event::ToolCall { .. } = e {
+            if let Some(server) = held.lock().unwrap().take() {
+                server.stop();
+                let _ = done_tx.send(());
+            }
+        }
+    })
+    .unwrap();
+    let lock = server.lock_path().unwrap().to_path_buf();
+    *slot.lock().unwrap() = Some(server);
+    let (_, c) = client::connect(
+        slot.lock().unwrap().as_ref().unwrap().port(),
+        Some(scenarios::TOKEN),
+    );
+    let mut c = c.unwrap();
+    c.init();
+    c.call_tool("getDiagnostics", serde_json::json!({}));
+    done.recv_timeout(Duration::from_secs(20))
+        .expect("the stop from the handler returned");
+    assert!(!lock.exists());
+    let log = log.lock().unwrap();
+    assert!(!log.iter().any(|l| l.contains("panicked")), "{log:?}");
+}
+
 fn at_mention() -> claude_ide_bridge::AtMentioned {
     claude_ide_bridge::AtMentioned {
         file_path: "/w/a.rs".into(),

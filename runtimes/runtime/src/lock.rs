@@ -67,8 +67,11 @@ fn check_lock_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Writes `dir/name` atomically: a temporary file in `dir` created exclusively, without following
-/// symlinks, mode 0600; written, synced, then renamed over `name` (a rename replaces a symlink
-/// at `name` rather than writing through it).
+/// symlinks, mode 0600; written, then renamed over `name` (a rename replaces a symlink at `name`
+/// rather than writing through it). Readers see the old file or the new one whole. Not synced to
+/// disk: a lock file only matters while its process runs, and a rewrite happens under the
+/// running server's lock (`Handle::set_workspace_folders`), which an `fsync` on a slow disk
+/// would hold for seconds.
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -81,16 +84,11 @@ pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
         .open(&tmp)?;
     let written = file
         .write_all(contents)
-        .and_then(|()| file.sync_all())
         .and_then(|()| fs::rename(&tmp, dir.join(name)));
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    written?;
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    written
 }
 
 /// Whether a process with this pid exists (a process of another user counts as alive). Pids

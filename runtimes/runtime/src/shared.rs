@@ -350,10 +350,15 @@ impl Shared {
                     delivery.end();
                     // Answers held for a burst whose last event gave none.
                     write_held(core, conns, delivery, *stopped);
-                    *put_back = Some(handler);
-                    if !*stopped {
-                        *kept = Some(handle);
+                    if *stopped {
+                        // Not put back: a stopped server keeps no handler (see `stop_hard`).
+                        // Dropped after the lock, with the handle.
+                        drop(st);
+                        drop(handler);
+                        return;
                     }
+                    *put_back = Some(handler);
+                    *kept = Some(handle);
                     return;
                 }
             }
@@ -520,7 +525,10 @@ impl Shared {
     /// The first step of stopping: pending diffs are answered `DIFF_REJECTED`, other pending
     /// calls an error, and clients are sent Close 1001.
     pub fn begin_stop(self: &Arc<Self>) {
-        self.with(|core| {
+        // Written from this thread where the sockets take it (the Close 1001, the rejected
+        // diffs): a runtime that stops hard right after (smol's `Drop`) would otherwise leave
+        // them to writers that only wake once the server is marked stopped, and drop them.
+        self.answer(false, |core| {
             let now = core.clock.now();
             core.server.shutdown(now)
         })
@@ -546,9 +554,17 @@ impl Shared {
         st.delivery.queue.clear();
         // The handle kept for the handler points back at this server.
         st.handle = None;
+        // The handler, and what it holds (a host's channel, say), goes too, as the channel does:
+        // a `Handle` kept by the host must not keep it alive. Dropped once the lock is released,
+        // since dropping what it captured may call a `Handle`. (One running now is dropped by
+        // its delivering thread when it returns.)
+        let handler = st.handler.take();
         st.core.remove_lock_file();
         (self.wake_timer)();
-        f()
+        let r = f();
+        drop(st);
+        drop(handler);
+        r
     }
 }
 

@@ -123,9 +123,7 @@ impl Tasks {
             match accepted {
                 None => return,
                 Some(Ok((stream, _))) => self.add(stream),
-                Some(Err(_)) => {
-                    Timer::after(Duration::from_millis(10)).await;
-                }
+                Some(Err(_)) => drop(Timer::after(Duration::from_millis(10)).await),
             }
         }
     }
@@ -219,11 +217,22 @@ impl Tasks {
     }
 
     /// The part of stopping that needs no waiting; returns the tasks to await.
-    fn stop_hard(&self) -> Vec<Task<()>> {
-        self.shared.stop_hard(|| {
+    fn stop_hard(&self) -> Left {
+        Left(self.shared.stop_hard(|| {
             self.stop_bell.close();
             std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()))
-        })
+        }))
+    }
+}
+
+/// The tasks left at a stop, detached when dropped: a `stop` no longer awaited (a host's timeout
+/// around it) or a `Drop` leaves them to end on their own instead of cancelling them half way,
+/// which would leave a connection's socket and buffers registered until the last `Handle` goes.
+struct Left(Vec<Task<()>>);
+
+impl Drop for Left {
+    fn drop(&mut self) {
+        self.0.drain(..).for_each(Task::detach);
     }
 }
 
@@ -355,9 +364,7 @@ impl IdeServer {
         // With a handler the sender is dropped: `next_event` returns `None` at once.
         let events = Events::new(handler, move |e| drop(tx.try_send(e)));
         let (ring, timer_wait) = bell();
-        let wake_timer = move || {
-            let _ = ring.try_send(());
-        };
+        let wake_timer = move || ring.try_send(()).unwrap_or(());
         let (listener, shared) = Shared::start(&opts, events, wake_timer)?;
         let listener = Async::new(listener)?;
         let (stop_bell, stop_wait) = bell();
@@ -412,7 +419,8 @@ impl IdeServer {
         while !tasks.shared.is_idle() && Instant::now() < give_up {
             Timer::after(Duration::from_millis(5)).await;
         }
-        for task in tasks.stop_hard() {
+        // Awaited in place: see `Left`.
+        for task in &mut tasks.stop_hard().0 {
             task.await;
         }
     }
@@ -422,9 +430,7 @@ impl Drop for IdeServer {
     fn drop(&mut self) {
         if !self.tasks.shared.is_stopped() {
             self.tasks.shared.begin_stop();
-            for task in self.tasks.stop_hard() {
-                task.detach();
-            }
+            drop(self.tasks.stop_hard());
         }
     }
 }
