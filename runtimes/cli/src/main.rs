@@ -277,9 +277,9 @@ fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
                 Ok(Line::Eof) | Err(_) => break,
                 Ok(Line::Read) => match String::from_utf8(std::mem::take(&mut buf)) {
                     Ok(line) => HostInput::StdioLine(line, place),
-                    Err(e) => HostInput::StdioLineNotUtf8(e.utf8_error().valid_up_to()),
+                    Err(e) => HostInput::StdioLineNotUtf8(e.utf8_error().valid_up_to(), place),
                 },
-                Ok(Line::TooLong(n)) => HostInput::StdioLineTooLong(n),
+                Ok(Line::TooLong(n)) => HostInput::StdioLineTooLong(n, place),
             };
             if tx.send(input).is_err() {
                 return;

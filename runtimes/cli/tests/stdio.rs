@@ -421,3 +421,45 @@ fn call_until_json(c: &mut Client, ok: impl Fn(&Value) -> bool) -> Value {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// An editor that stops reading stdout but keeps writing lines the bridge refuses (not UTF-8):
+/// each refusal is an `error` line waiting to be written, so the bridge reads at most two lines
+/// ahead of them and the editor waits on its writes, instead of the bridge queueing without end.
+#[test]
+fn refused_lines_count_towards_the_lines_read_ahead() {
+    use std::io::Write;
+    use std::process::Stdio;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let sb = Sandbox::new();
+    let mut child = sb
+        .command()
+        .args(["serve", "--stdio", "--no-lsp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _stdout_not_read = child.stdout.take().unwrap();
+    let written = Arc::new(AtomicUsize::new(0));
+    let counter = written.clone();
+    std::thread::spawn(move || {
+        let chunk = b"\x80\n".repeat(4096);
+        for _ in 0..256 {
+            if stdin.write_all(&chunk).is_err() {
+                return;
+            }
+            counter.fetch_add(chunk.len(), Ordering::Relaxed);
+        }
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let n = written.load(Ordering::Relaxed);
+    let _ = child.kill();
+    let _ = child.wait();
+    // Two pipes' worth (the editor's and the bridge's, 64 KiB each here), not the 2 MiB written.
+    assert!(
+        n < 512 * 1024,
+        "{n} bytes taken from an editor that does not read"
+    );
+}

@@ -52,10 +52,10 @@ pub enum HostInput {
     /// A line from the stdio editor; the reader reads the next ones only while few are queued.
     StdioLine(String, Queued),
     /// The stdio editor sent a line of this many bytes, more than [`MAX_STDIO_LINE`]; it was
-    /// dropped unread.
-    StdioLineTooLong(usize),
+    /// dropped unread. Counted among the queued lines like any other: each is answered.
+    StdioLineTooLong(usize, Queued),
     /// The stdio editor sent a line that is not UTF-8 (valid up to this byte); it was dropped.
-    StdioLineNotUtf8(usize),
+    StdioLineNotUtf8(usize, Queued),
     /// The stdio editor closed stdin.
     StdinClosed,
     /// SIGINT, SIGTERM or SIGHUP.
@@ -287,10 +287,10 @@ impl Host {
             HostInput::TerminalLine(line) => self.on_terminal_line(line),
             // The line's place in the queue is given back once it is handled.
             HostInput::StdioLine(line, _queued) => self.on_stdio_line(&line),
-            HostInput::StdioLineTooLong(n) => self.editor_error(format!(
+            HostInput::StdioLineTooLong(n, _queued) => self.editor_error(format!(
                 "a line of {n} bytes was refused: a line may have at most {MAX_STDIO_LINE} bytes"
             )),
-            HostInput::StdioLineNotUtf8(at) => self.editor_error(format!(
+            HostInput::StdioLineNotUtf8(at, _queued) => self.editor_error(format!(
                 "a line was refused: it is not UTF-8 (an invalid byte after {at} valid ones)"
             )),
             HostInput::StdinClosed => {
