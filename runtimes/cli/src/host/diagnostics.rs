@@ -14,6 +14,7 @@
 //! What the real client does with these answers (its own checks around every edit, and their
 //! time bounds) is in docs/e2e.md, "What the real client does with diagnostics".
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -30,6 +31,24 @@ use super::headless::no_formatter;
 use super::Host;
 use crate::lsp::Log;
 use crate::ui;
+
+/// Notes ([`LanguageServers::note_once`]) remembered at most; the last one says so.
+const MAX_NOTES: usize = 256;
+const LAST_NOTE: &str =
+    "language servers: more notes like these are not shown (this many were, in this run)";
+
+/// `text` cut to at most 300 bytes, at a character boundary, with `...` when cut.
+fn cut(text: &str) -> Cow<'_, str> {
+    const MAX: usize = 300;
+    if text.len() <= MAX {
+        return Cow::Borrowed(text);
+    }
+    let end = (0..=MAX)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    Cow::Owned(format!("{}...", &text[..end]))
+}
 
 /// Files changed through the bridge or asked about whose diagnostics a `getDiagnostics` without
 /// `uri` brings up to date first (the most recent ones), and answers remembered.
@@ -195,15 +214,22 @@ impl LanguageServers {
     }
 
     /// Writes `line` to the log (and the terminal in `serve`) the first time `key` comes up.
+    /// Keys and lines name what a client sent (a URI of up to the message size): both are cut,
+    /// and at most [`MAX_NOTES`] are remembered, so that a client asking about ever new files
+    /// cannot grow the set or flood the terminal.
     fn note_once(&self, key: String, line: &str) {
-        let first = self
-            .noted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key);
-        if first {
-            self.log.note(line);
-            ui::say(line);
+        let mut noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
+        if noted.len() >= MAX_NOTES || !noted.insert(cut(&key).into_owned()) {
+            return;
+        }
+        let last = noted.len() == MAX_NOTES;
+        drop(noted);
+        for line in [Some(cut(line)), last.then_some(Cow::Borrowed(LAST_NOTE))]
+            .into_iter()
+            .flatten()
+        {
+            self.log.note(&line);
+            ui::say(&line);
         }
     }
 
@@ -523,6 +549,16 @@ pub(super) fn same_uri(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a client named goes into notes cut: a 10 MiB URI is not kept or printed whole.
+    #[test]
+    fn notes_are_cut_at_a_character_boundary() {
+        assert_eq!(cut("short"), "short");
+        let long = "é".repeat(1_000_000);
+        let c = cut(&long);
+        assert!(c.len() <= 303 && c.ends_with("..."), "{}", c.len());
+        assert!(c.starts_with("éé"));
+    }
 
     #[test]
     fn the_check_before_a_write_is_answered_from_memory() {
