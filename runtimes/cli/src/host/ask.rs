@@ -38,7 +38,8 @@ pub type EditOutcome = Result<String, (String, tempfile::NamedTempFile)>;
 pub struct DiffCheck {
     call: CallId,
     args: OpenDiffArgs,
-    verdict: Result<(), String>,
+    /// The new and the old path as they resolve inside the workspace, or why not.
+    verdict: Result<(String, String), String>,
     old: ui::Old,
 }
 
@@ -62,7 +63,16 @@ impl Host {
         let wants_old = self.decider == Decider::Policy(DiffPolicy::Ask);
         let old_path = args.old_file_path.clone();
         let work = move || {
-            let verdict = ws.writable(&path).map(drop).map_err(|e| refusal(&e));
+            // Both paths: an editor is handed both, and shows the old file too.
+            let verdict = ws.writable(&path).and_then(|new| {
+                let old = if old_path == path {
+                    new.clone()
+                } else {
+                    ws.writable(&old_path)?
+                };
+                Ok((new, old))
+            });
+            let verdict = verdict.map_err(|e| refusal(&e));
             // The old file is shown only when it may be read; a new file has none, and one that
             // cannot be shown is said to exist.
             let old = match (wants_old && verdict.is_ok()).then(|| ws.read_text(&old_path)) {
@@ -72,7 +82,7 @@ impl Host {
             };
             (verdict, old)
         };
-        let done = move |r: Result<(Result<(), String>, ui::Old), Stalled>| {
+        let done = move |r: Result<(Result<(String, String), String>, ui::Old), Stalled>| {
             let (verdict, old) =
                 r.unwrap_or_else(|why| (Err(format!("({why})")), ui::Old::Missing));
             let check = DiffCheck {
@@ -103,14 +113,17 @@ impl Host {
             return; // Cancelled while it was being checked.
         }
         let path = args.new_file_path.clone();
-        if let Err(why) = verdict {
-            ui::say(&format!("diff refused {why}: {path}"));
-            self.respond(
-                call,
-                ToolResult::error(format!("Refused {why}: the file was left untouched")),
-            );
-            return;
-        }
+        let (new_real, old_real) = match verdict {
+            Ok(paths) => paths,
+            Err(why) => {
+                ui::say(&format!("diff refused {why}: {path}"));
+                self.respond(
+                    call,
+                    ToolResult::error(format!("Refused {why}: the file was left untouched")),
+                );
+                return;
+            }
+        };
         match self.decider {
             Decider::Policy(DiffPolicy::Accept) => {
                 let contents = args.new_file_contents.clone();
@@ -137,7 +150,13 @@ impl Host {
             Decider::Policy(DiffPolicy::Defer) => {
                 ui::say(&format!("diff pending (decide in claude): {path}"))
             }
-            Decider::Editor => self.forward(call, &ToolCall::OpenDiff(args)),
+            // The paths as checked, absolute: the editor opens what was checked, not a
+            // relative path resolved against its own directory.
+            Decider::Editor => {
+                let mut args = args;
+                (args.new_file_path, args.old_file_path) = (new_real, old_real);
+                self.forward(call, &ToolCall::OpenDiff(args))
+            }
         }
     }
 
