@@ -42,6 +42,8 @@ const FAILURE: u8 = 1;
 const USAGE: u8 = 2;
 /// How long language servers get to exit after `shutdown`/`exit` before they are killed.
 const LSP_GRACE: Duration = Duration::from_secs(2);
+/// How long the exit waits for the answers of jobs still running (an accepted diff's check).
+const JOBS_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Parser)]
 #[command(
@@ -533,6 +535,9 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             Err(_) => break 1,
         }
     };
+    // Answers on their way (an accepted diff's last check) are given before the stop answers
+    // what is still pending as rejected.
+    host.settle_jobs(JOBS_GRACE);
     // The inputs not handled go, and the places they held with them: a runtime waiting for one
     // takes its stop.
     drop(rx);

@@ -479,3 +479,28 @@ fn refused_lines_count_towards_the_lines_read_ahead() {
         "{n} bytes taken from an editor that does not read"
     );
 }
+
+/// The editor accepts a diff and goes away at once (`:wqa` in Vim: the write accepts, then stdin
+/// closes): claude gets the accepted contents, not the rejection the stop gives what is still
+/// pending.
+#[test]
+fn a_diff_accepted_as_the_editor_quits_is_saved() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        fs::write(sb.ws.join("a.rs"), "old\n").unwrap();
+        let mut s = Served::start(&sb, &["--stdio", "--runtime", rt, "--no-lsp"]);
+        s.stdout.wait_for("\"ready\"");
+        let mut c = s.client();
+        next_msg(&s, "initialized", 0);
+        let id = c.call_tool(
+            "openDiff",
+            open_diff_args(&sb.ws.join("a.rs"), "proposed\n", "T"),
+        );
+        let tc = next_msg(&s, "tool_call", 0);
+        s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"accept"}).to_string());
+        drop(s.stdin.take());
+        let r = c.response(id);
+        assert_eq!(texts(&r), ["FILE_SAVED", "proposed\n"], "{rt}: {r}");
+        assert_eq!(s.wait_exit(), 0);
+    }
+}

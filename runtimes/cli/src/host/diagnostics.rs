@@ -525,6 +525,13 @@ impl Host {
     }
 
     /// Stops the language servers, if any ran.
+    /// Waits, at most `within`, for the answers of the jobs running (see [`Jobs::settle`]).
+    ///
+    /// [`Jobs::settle`]: super::jobs::Jobs::settle
+    pub fn settle_jobs(&self, within: Duration) {
+        self.jobs.settle(within);
+    }
+
     pub fn stop_language_servers(&self, grace: Duration) {
         if let Some(servers) = &self.lsp {
             servers.shutdown(grace);

@@ -14,7 +14,7 @@
 //! still blocked, and the process's exit ends it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -44,6 +44,24 @@ pub struct Jobs {
     slots: Slots,
     next: AtomicU64,
     deadline: Duration,
+    /// Jobs started and not yet through their `done` (their answer given).
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// One job counted in [`Jobs::in_flight`] until dropped (after its `done`, or with it unrun).
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(count: &Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::AcqRel);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The refusal when every slot is taken (or every slot one connection may hold).
@@ -105,6 +123,17 @@ impl Jobs {
             slots: Slots::new(MAX_JOBS, MAX_JOBS_PER_CONNECTION),
             next: AtomicU64::new(1),
             deadline,
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// Waits, at most `within`, for the jobs started to give their answers: at exit, an
+    /// accepted diff whose check is still running is answered `FILE_SAVED` before the stop
+    /// answers whatever is still pending `DIFF_REJECTED`.
+    pub fn settle(&self, within: Duration) {
+        let give_up = std::time::Instant::now() + within;
+        while self.in_flight.load(Ordering::Acquire) > 0 && std::time::Instant::now() < give_up {
+            thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -159,6 +188,11 @@ impl Jobs {
         done: impl FnOnce(Result<T, Stalled>) + Send + 'static,
     ) -> Result<(), Busy> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let flight = InFlight::enter(&self.in_flight);
+        let done = move |r| {
+            done(r);
+            drop(flight);
+        };
         self.slots
             .run(format!("job-{n}"), call.conn.0, self.deadline, work, done)
     }
