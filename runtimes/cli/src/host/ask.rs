@@ -38,10 +38,13 @@ pub type EditOutcome = Result<String, (String, tempfile::NamedTempFile)>;
 pub struct DiffCheck {
     call: CallId,
     args: OpenDiffArgs,
-    /// The new and the old path as they resolve inside the workspace, or why not.
-    verdict: Result<(String, String), String>,
+    verdict: Verdict,
     old: ui::Old,
 }
+
+/// The new and the old path of a proposed change as they resolve inside the workspace, or why
+/// the change is refused.
+type Verdict = Result<(String, String), String>;
 
 /// Why a change is refused, as the terminal says it: "(outside the workspace)" or the reason.
 fn refusal(e: &Error) -> String {
@@ -82,7 +85,7 @@ impl Host {
             };
             (verdict, old)
         };
-        let done = move |r: Result<(Result<(String, String), String>, ui::Old), Stalled>| {
+        let done = move |r: Result<(Verdict, ui::Old), Stalled>| {
             let (verdict, old) =
                 r.unwrap_or_else(|why| (Err(format!("({why})")), ui::Old::Missing));
             let check = DiffCheck {
