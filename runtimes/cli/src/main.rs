@@ -538,6 +538,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     // Answers on their way (an accepted diff's last check) are given before the stop answers
     // what is still pending as rejected.
     host.settle_jobs(JOBS_GRACE);
+    host.say_goodbye();
     // The inputs not handled go, and the places they held with them: a runtime waiting for one
     // takes its stop.
     drop(rx);

@@ -504,3 +504,32 @@ fn a_diff_accepted_as_the_editor_quits_is_saved() {
         assert_eq!(s.wait_exit(), 0);
     }
 }
+
+/// The bridge stopping (stdin closed, or a signal) tells the editor: the calls it was asked
+/// are `cancelled` and the clients `disconnected`, both `server_stopped`, as docs/stdio.md says.
+#[test]
+fn a_stopping_bridge_tells_the_editor_what_ends() {
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.rs"), "old\n").unwrap();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp"]);
+    s.stdout.wait_for("\"ready\"");
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    c.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("a.rs"), "proposed\n", "T"),
+    );
+    let tc = next_msg(&s, "tool_call", 0);
+    s.signal("TERM");
+    assert_eq!(s.wait_exit(), 0);
+    let cancelled = next_msg(&s, "cancelled", 0);
+    assert_eq!(
+        (cancelled["id"].clone(), cancelled["reason"].clone()),
+        (tc["id"].clone(), json!("server_stopped"))
+    );
+    let gone = next_msg(&s, "disconnected", 0);
+    assert_eq!(
+        (gone["conn"].clone(), gone["reason"].clone()),
+        (json!(1), json!("server_stopped"))
+    );
+}

@@ -181,6 +181,25 @@ impl Host {
         }));
     }
 
+    /// The bridge stops: every forwarded call is `cancelled` and every client `disconnected`,
+    /// both with reason `server_stopped`, before the server goes (its own events about them
+    /// would come after the host has stopped listening).
+    pub fn say_goodbye(&mut self) {
+        let mut ids: Vec<u64> = self.forwarded.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.forwarded.remove(&id);
+            self.to_editor(json!({"type": "cancelled", "id": id, "reason": "server_stopped"}));
+        }
+        let conns: Vec<u64> = self.clients.keys().copied().collect();
+        self.clients.clear();
+        for conn in conns {
+            self.to_editor(
+                json!({"type": "disconnected", "conn": conn, "reason": "server_stopped"}),
+            );
+        }
+    }
+
     /// `cancelled`: a forwarded call no longer wants an answer.
     pub(super) fn cancel_forwarded(&mut self, call: CallId, why: &str) {
         let ids: Vec<u64> = self
