@@ -47,6 +47,7 @@ macro_rules! scenario_tests {
 macro_rules! socket_scenarios {
     ($rt:ty) => {
         $crate::scenario_tests!($rt;
+            a_logger_may_call_the_server,
             handshake_token,
             mcp_lifecycle,
             tools_changed_at_run_time,
@@ -1034,6 +1035,41 @@ pub fn a_stopped_server_is_freed<R: HandlerRt>() {
         watch.upgrade().is_none()
     });
     assert!(freed, "the server (and its handler) outlived its stop");
+}
+
+/// The host's logger is called without the server's lock held: a logger that looks at the
+/// server through a `Handle` (or blocks on a stderr nobody reads) holds nothing up. It was called
+/// under the lock, and this deadlocked on the first connection's log line.
+pub fn a_logger_may_call_the_server<R: Rt>() {
+    use std::sync::{Arc, Mutex, OnceLock};
+    let dir = tempfile::tempdir().unwrap();
+    let handle: Arc<OnceLock<Handle>> = Arc::new(OnceLock::new());
+    let seen = Arc::new(Mutex::new(Vec::<(String, usize)>::new()));
+    let mut o = opts(dir.path());
+    let (h, lines) = (handle.clone(), seen.clone());
+    o.logger = Some(claude_ide_bridge_runtime::Logger::new(move |line| {
+        let live = h.get().map_or(0, |h| h.connections().len());
+        lines.lock().unwrap().push((line.to_owned(), live));
+    }));
+    let s = R::start(o).unwrap();
+    let _ = handle.set(R::handle(&s));
+    let (_, c) = connect(R::port(&s), Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    let id = c.call_tool("getWorkspaceFolders", json!({}));
+    let call = wait_event::<R>(&s, |e| matches!(e, Event::ToolCall { .. }));
+    if let Event::ToolCall { call, .. } = call {
+        R::handle(&s).respond(call, ToolResult::text("[]")).unwrap();
+    }
+    c.response(id);
+    let lines = seen.lock().unwrap().clone();
+    assert!(
+        lines
+            .iter()
+            .any(|(l, live)| l.contains("connected") && *live == 1),
+        "{lines:?}"
+    );
+    R::stop(s);
 }
 
 /// A stopped server drops its handler, and what the handler holds, though the host keeps a

@@ -19,6 +19,10 @@ pub struct Core {
     /// Where `now` comes from (see [`crate::Clock`]).
     pub clock: crate::Clock,
     logger: Option<Logger>,
+    /// Lines for the logger, written by the runtime once it has released its lock
+    /// ([`Core::take_logs`]): a logger that blocks (a stderr nobody reads) or calls back into the
+    /// server must not hold every connection up.
+    logs: Vec<String>,
     deadline: Option<Instant>,
     lock: Option<(LockGuard, LockFile)>,
 }
@@ -44,6 +48,7 @@ impl Core {
             server,
             clock: crate::Clock::default(),
             logger,
+            logs: Vec::new(),
             deadline,
             lock: None,
         }
@@ -115,10 +120,15 @@ impl Core {
     }
 
     /// Logs a line, when logging is on.
-    pub fn log(&self, line: impl FnOnce() -> String) {
-        if let Some(l) = &self.logger {
-            l.log(&line());
+    pub fn log(&mut self, line: impl FnOnce() -> String) {
+        if self.logger.is_some() {
+            self.logs.push(line());
         }
+    }
+
+    /// The lines logged since the last call, to write with [`Core::logger`] outside the lock.
+    pub fn take_logs(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.logs)
     }
 
     /// Drains the engine's outputs into `out` (appending) and logs connection events.
@@ -126,7 +136,11 @@ impl Core {
         loop {
             let mut progressed = false;
             while let Some(event) = self.server.poll_event() {
-                self.log_event(&event);
+                if self.logger.is_some() {
+                    let mut logs = std::mem::take(&mut self.logs);
+                    self.log_event(&event, &mut logs);
+                    self.logs = logs;
+                }
                 out.events.push(event);
                 progressed = true;
             }
@@ -146,15 +160,19 @@ impl Core {
         }
     }
 
-    fn log_event(&self, event: &Event) {
-        let Some(l) = &self.logger else { return };
+    /// The logger, for lines written outside the runtime's lock.
+    pub fn logger(&self) -> Option<&Logger> {
+        self.logger.as_ref()
+    }
+
+    fn log_event(&self, event: &Event, logs: &mut Vec<String>) {
         let line = match event {
             Event::Connected {
                 conn,
                 path,
                 user_agent,
             } => {
-                l.log(&format!("Authentication successful ({conn})"));
+                logs.push(format!("Authentication successful ({conn})"));
                 format!(
                     "Client connected {conn} path={path} user-agent={}",
                     user_agent.as_deref().unwrap_or("-")
@@ -205,6 +223,6 @@ impl Core {
                 other => format!("Client disconnected {conn}: {other:?}"),
             },
         };
-        l.log(&line);
+        logs.push(line);
     }
 }

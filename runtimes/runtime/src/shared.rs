@@ -105,6 +105,8 @@ pub struct Shared {
     /// Events waiting for the host: sent to the channel and not taken yet, or queued for the
     /// handler and not handed to it yet. Readers look at it before every read, without the lock.
     backlog: Backlog,
+    /// The logger, called without the lock held (see [`Drained::logs`]).
+    logger: Option<crate::Logger>,
 }
 
 impl Shared {
@@ -119,7 +121,9 @@ impl Shared {
         events: Events,
         wake_timer: impl Fn() + Send + Sync + 'static,
     ) -> io::Result<(TcpListener, Arc<Shared>)> {
-        let (listener, core) = Core::start(opts)?;
+        let (listener, mut core) = Core::start(opts)?;
+        let logger = core.logger().cloned();
+        let started = core.take_logs();
         let addr = listener.local_addr()?;
         let lock_path = core.lock_path().map(Path::to_path_buf);
         let (channel, handler) = match events {
@@ -143,7 +147,9 @@ impl Shared {
             addr,
             lock_path,
             backlog: Backlog::default(),
+            logger,
         };
+        shared.write_logs(started);
         Ok((listener, Arc::new(shared)))
     }
 
@@ -193,7 +199,16 @@ impl Shared {
 
     /// Logs a line, when logging is on.
     pub fn log(&self, line: impl FnOnce() -> String) {
-        self.lock().core.log(line)
+        if let Some(l) = &self.logger {
+            l.log(&line());
+        }
+    }
+
+    /// Writes lines the engine's side logged under the lock, now that it is released.
+    fn write_logs(&self, lines: Vec<String>) {
+        if let Some(l) = &self.logger {
+            lines.iter().for_each(|line| l.log(line));
+        }
     }
 
     /// Drain the engine and act on it; everything here is non-blocking. New output is written
@@ -238,7 +253,9 @@ impl Shared {
     fn release(self: &Arc<Self>, mut st: MutexGuard<'_, State>, inline: bool) {
         self.flush(&mut st, inline);
         let first = self.claim(&mut st);
+        let logs = st.core.take_logs();
         drop(st);
+        self.write_logs(logs);
         self.deliver(first);
     }
 
@@ -327,11 +344,10 @@ impl Shared {
         };
         loop {
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| handler(event, &handle)));
-            let mut st = self.lock();
             if outcome.is_err() {
-                st.core
-                    .log(|| "the event handler panicked; its event is dropped".to_string());
+                self.log(|| "the event handler panicked; its event is dropped".to_string());
             }
+            let mut st = self.lock();
             match st.delivery.take_next() {
                 Some(next) => {
                     self.backlog.set(st.delivery.queue.len());
@@ -388,13 +404,15 @@ impl Shared {
                 writing: false,
             },
         );
-        if let Err(e) = spawn(conn) {
-            st.core
-                .log(|| format!("connection {}: not started: {e}", conn.0));
+        let failed = spawn(conn).err();
+        if failed.is_some() {
             Self::close_conn(&mut st, conn);
             st.conns.remove(&conn);
         }
         self.release(st, false);
+        if let Some(e) = failed {
+            self.log(|| format!("connection {}: not started: {e}", conn.0));
+        }
         Some(conn)
     }
 
@@ -562,8 +580,10 @@ impl Shared {
         st.core.remove_lock_file();
         (self.wake_timer)();
         let r = f();
+        let logs = st.core.take_logs();
         drop(st);
         drop(handler);
+        self.write_logs(logs);
         r
     }
 }
