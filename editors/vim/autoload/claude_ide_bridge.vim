@@ -15,6 +15,10 @@ var folders: list<string> = []
 var clients: dict<dict<any>> = {}
 var waiting: list<any> = []
 var stderr_tail: list<string> = []
+# The bridge's exit status once it exited (`null` before: a signal's status is negative too), and
+# whether its output was read to the end.
+var exited: any = null
+var closed = false
 var last_error = ''
 var stopping = false
 var unanswered: dict<string> = {}
@@ -52,7 +56,7 @@ enddef
 # ---- the bridge process ----
 
 export def Running(): bool
-  return job_status(job) ==# 'run' && port > 0
+  return job_status(job) ==# 'run' && port > 0 && !stopping
 enddef
 
 # Started, and not ready yet.
@@ -114,11 +118,13 @@ export def Start(Then: any = 0): bool
   stderr_tail = []
   last_error = ''
   stopping = false
+  [exited, closed] = [null, false]
   waiting = type(Then) == v:t_func ? [Then] : []
   job = job_start(argv, {
     in_mode: 'raw',
     out_mode: 'nl', out_cb: (_, line) => OnLine(line),
     err_mode: 'nl', err_cb: (_, line) => OnStderr(line),
+    close_cb: (_) => OnClosed(),
     exit_cb: (_, status) => OnExit(status),
     stoponexit: 'term',
   })
@@ -151,7 +157,8 @@ def Log(dir: string, line: string)
 enddef
 
 export def Send(msg: dict<any>)
-  if job_status(job) ==# 'run'
+  # Not once stopping: its input is closed while it winds down (E630 from a timer otherwise).
+  if job_status(job) ==# 'run' && !stopping
     var line = json_encode(msg)
     Log('->', line)
     ch_sendraw(job_getchannel(job), line .. "\n")
@@ -175,7 +182,37 @@ def OnStderr(line: string)
   endif
 enddef
 
+# The bridge's end is handled once its status is known and its output read to the end: the exit
+# callback may come before the last stderr lines (the reason a bridge gives for not starting),
+# the close callback comes after them. A close that never comes is waited for 200 ms at most.
 def OnExit(status: number)
+  exited = status
+  if closed
+    Ended(status)
+  else
+    var ended = job
+    timer_start(200, (_) => ClosedLate(ended))
+  endif
+enddef
+
+# The wait for the close is over: unless another bridge was started meanwhile.
+def ClosedLate(ended: job)
+  if ended == job
+    OnClosed()
+  endif
+enddef
+
+def OnClosed()
+  if closed
+    return
+  endif
+  closed = true
+  if exited != null
+    Ended(exited)
+  endif
+enddef
+
+def Ended(status: number)
   var was_ready = port > 0
   port = 0
   clients = {}

@@ -472,6 +472,22 @@ fn vim_plugin_with_a_scripted_claude() {
     assert!(texts(&r)[0].contains("unsaved changes"), "{r}");
     assert_eq!(proposal_count(&mut vim), 0);
     vim.ex("edit!");
+    // The same through a symbolic link (CLAUDE.md -> AGENTS.md): the bridge names the real
+    // file, the buffer has the link's name, and it is the same buffer.
+    fs::write(sb.ws.join("real.txt"), "real\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", sb.ws.join("link.txt")).unwrap();
+    vim.ex("edit link.txt");
+    vim.keys(&["O", "mine", "Escape"]);
+    let r = call(
+        &mut c,
+        "openDiff",
+        open_diff_args(&sb.ws.join("link.txt"), "theirs\n", "tab linked"),
+    );
+    assert!(is_error(&r), "{r}");
+    assert!(texts(&r)[0].contains("unsaved changes"), "{r}");
+    assert_eq!(proposal_count(&mut vim), 0);
+    vim.ex("edit!");
+    vim.ex("buffer a.txt");
 
     // A new file: against an empty buffer; :ClaudeCodeDiffAccept accepts it as proposed.
     let new = sb.ws.join("new.txt");
@@ -1146,6 +1162,22 @@ fn vim_handles_what_vim_users_run_into() {
     });
     assert_eq!(sel["text"], "x\nx", "{sel}");
     assert_eq!(sel["selection"], range(0, 1, 1, 9));
+    vim.keys(&["Escape"]);
+    // A selection ending on a letter with a composing accent (e + U+0301) keeps the accent.
+    fs::write(ws.join("nfd.txt"), "cafe\u{301} x\n").unwrap();
+    vim.ex("edit nfd.txt");
+    vim.ex("call cursor(1, 1)");
+    vim.keys(&["v", "e"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["filePath"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("nfd.txt"))
+            && p["text"].as_str().is_some_and(|t| t.starts_with("caf"))
+    });
+    assert_eq!(sel["text"], "cafe\u{301}", "{sel}");
+    // Five UTF-16 units: the accent is one of its own (the line looked ASCII to the plugin, and
+    // its bytes were counted: 6).
+    assert_eq!(sel["selection"], range(0, 0, 0, 5), "{sel}");
     vim.keys(&["Escape"]);
     // `$` in a block selection takes each line to its own end, the first one past the column
     // the cursor ends in.

@@ -28,11 +28,13 @@ export def FullPath(buf: number): string
   return fnamemodify(bufname(buf), ':p')
 enddef
 
-# The buffer of a file, or -1.
+# The buffer of a file, or -1. Names are compared with symbolic links resolved: the bridge names
+# a file by its real path (CLAUDE.md -> AGENTS.md arrives as AGENTS.md), the buffer may have the
+# link's.
 export def BufOf(path: string): number
-  var want = fnamemodify(path, ':p')
+  var want = resolve(fnamemodify(path, ':p'))
   for b in getbufinfo()
-    if b.name !=# '' && fnamemodify(b.name, ':p') ==# want
+    if b.name !=# '' && resolve(fnamemodify(b.name, ':p')) ==# want
       return b.bufnr
     endif
   endfor
@@ -80,10 +82,13 @@ enddef
 # them (docs/protocol.md, "Roles and terms"). A character beyond U+FFFF is two; a composing character is
 # one of its own.
 def Utf16Len(s: string): number
-  if s !~ '[^\x01-\x7f]'
-    return strlen(s)
+  # ASCII when every byte is a character. (Not a regex for non-ASCII: Vim's regex takes a
+  # composing character as part of the one before it, so "cafe" + U+0301 looked ASCII.)
+  var chars = strchars(s)
+  if chars == strlen(s)
+    return chars
   endif
-  return strchars(s) + len(filter(str2list(s), (_, c) => c > 0xFFFF))
+  return chars + len(filter(str2list(s), (_, c) => c > 0xFFFF))
 enddef
 
 # The `character` of byte column `col` (1-based) in `line`: what comes before it, in UTF-16 units.
@@ -94,7 +99,8 @@ enddef
 # The byte column (1-based) just after the character at byte column `col` of `line` (a column past
 # the end stays past it): Vim's inclusive ends, made exclusive.
 def AfterChar(line: string, col: number): number
-  return col > strlen(line) ? col : col + strlen(strcharpart(strpart(line, col - 1), 0, 1))
+  # The character with its composing ones (skipcc): an accent written as e + U+0301 is one.
+  return col > strlen(line) ? col : col + strlen(strcharpart(strpart(line, col - 1), 0, 1, 1))
 enddef
 
 # ---- selection ----
@@ -465,6 +471,10 @@ def FromVimLsp()
   endtry
   var uris: dict<bool> = {}
   for [uri, servers] in items(all)
+    # A server gone (vim-lsp keeps its files with no server): withdrawn, not reported clean.
+    if empty(servers)
+      continue
+    endif
     uris[uri] = true
     var out: list<dict<any>> = []
     for [server, response] in items(servers)
