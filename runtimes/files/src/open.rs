@@ -265,11 +265,8 @@ impl Workspace {
             accessat(&at.dir, at.name(), Access::WRITE_OK, AtFlags::EACCESS)
                 .map_err(|e| Error::io(path, "checking that the file may be written", e))?;
         }
-        let owner = at
-            .stat
-            .as_ref()
-            .filter(|_| mode.is_some())
-            .map(|s| (s.st_uid, s.st_gid));
+        // (Only a regular file, with a mode, has a `stat` here: anything else was refused.)
+        let owner = at.stat.as_ref().map(|s| (s.st_uid, s.st_gid));
         // Until it has the target's mode, the new text is readable by its owner only: the target
         // may be a file others must not read. A new file has no mode to keep: 0666 less the umask.
         let (tmp_name, tmp) = create_temp(&at, path, if mode.is_some() { 0o600 } else { 0o666 })?;

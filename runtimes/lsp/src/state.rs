@@ -700,14 +700,13 @@ impl State {
     /// Only the methods this client acts on are kept, under ids of a reasonable length: the
     /// registrations are counted, and a server's strings must not make each one large.
     fn register(&mut self, registration: Registration) {
-        const USED: [&str; 3] = [
-            "textDocument/diagnostic",
-            "textDocument/formatting",
-            "textDocument/didSave",
-        ];
+        const PULL: &str = "textDocument/diagnostic";
+        const FORMATTING: &str = "textDocument/formatting";
+        const SAVE: &str = "textDocument/didSave";
         match registration {
             Registration::Added(id, method) => {
-                let used = USED.contains(&method.as_str()) && id.len() <= MAX_REGISTRATION_ID;
+                let used = [PULL, FORMATTING, SAVE].contains(&method.as_str())
+                    && id.len() <= MAX_REGISTRATION_ID;
                 if used && self.registered.len() < 1000 {
                     self.registered.insert(id, method);
                 }
@@ -717,10 +716,10 @@ impl State {
             }
         }
         let has = |m: &str| self.registered.values().any(|r| r == m);
-        self.caps.pull = self.static_caps.pull || has("textDocument/diagnostic");
-        self.caps.formatting = self.static_caps.formatting || has("textDocument/formatting");
+        self.caps.pull = self.static_caps.pull || has(PULL);
+        self.caps.formatting = self.static_caps.formatting || has(FORMATTING);
         if self.static_caps.save.is_none() {
-            self.caps.save = has("textDocument/didSave").then_some(false);
+            self.caps.save = has(SAVE).then_some(false);
         }
     }
 }

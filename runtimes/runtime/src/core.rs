@@ -137,9 +137,7 @@ impl Core {
             let mut progressed = false;
             while let Some(event) = self.server.poll_event() {
                 if self.logger.is_some() {
-                    let mut logs = std::mem::take(&mut self.logs);
-                    self.log_event(&event, &mut logs);
-                    self.logs = logs;
+                    Self::log_event(&event, &mut self.logs);
                 }
                 out.events.push(event);
                 progressed = true;
@@ -165,7 +163,8 @@ impl Core {
         self.logger.as_ref()
     }
 
-    fn log_event(&self, event: &Event, logs: &mut Vec<String>) {
+    /// The lines that say what `event` was, added to `logs`.
+    fn log_event(event: &Event, logs: &mut Vec<String>) {
         let line = match event {
             Event::Connected {
                 conn,

@@ -105,7 +105,7 @@ pub struct Shared {
     /// Events waiting for the host: sent to the channel and not taken yet, or queued for the
     /// handler and not handed to it yet. Readers look at it before every read, without the lock.
     backlog: Backlog,
-    /// The logger, called without the lock held (see [`Drained::logs`]).
+    /// The logger, called without the lock held (see [`Core::take_logs`]).
     logger: Option<crate::Logger>,
 }
 

@@ -524,7 +524,6 @@ impl Host {
         ToolResult::json(&files)
     }
 
-    /// Stops the language servers, if any ran.
     /// Waits, at most `within`, for the answers of the jobs running (see [`Jobs::settle`]).
     ///
     /// [`Jobs::settle`]: super::jobs::Jobs::settle
@@ -532,6 +531,7 @@ impl Host {
         self.jobs.settle(within);
     }
 
+    /// Stops the language servers, if any ran.
     pub fn stop_language_servers(&self, grace: Duration) {
         if let Some(servers) = &self.lsp {
             servers.shutdown(grace);

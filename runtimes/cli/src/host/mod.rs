@@ -371,10 +371,7 @@ impl Host {
                 } else {
                     ui::say(&format!("connection {conn} refused ({r})"));
                 }
-                self.clients.remove(&conn.0);
-                self.to_editor(
-                    serde_json::json!({"type": "disconnected", "conn": conn.0, "reason": r}),
-                );
+                self.client_gone(conn.0, &r);
             }
             Event::TabClosed { tab_name, .. } => {
                 self.to_editor(serde_json::json!({"type": "tab_closed", "tabName": tab_name}))

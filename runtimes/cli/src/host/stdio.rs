@@ -185,29 +185,33 @@ impl Host {
     /// both with reason `server_stopped`, before the server goes (its own events about them
     /// would come after the host has stopped listening).
     pub fn say_goodbye(&mut self) {
-        let mut ids: Vec<u64> = self.forwarded.keys().copied().collect();
-        ids.sort_unstable();
-        for id in ids {
-            self.forwarded.remove(&id);
-            self.to_editor(json!({"type": "cancelled", "id": id, "reason": "server_stopped"}));
-        }
+        self.cancel_where(|_| true, "server_stopped");
         let conns: Vec<u64> = self.clients.keys().copied().collect();
-        self.clients.clear();
         for conn in conns {
-            self.to_editor(
-                json!({"type": "disconnected", "conn": conn, "reason": "server_stopped"}),
-            );
+            self.client_gone(conn, "server_stopped");
         }
+    }
+
+    /// `disconnected`: a client is gone.
+    pub(super) fn client_gone(&mut self, conn: u64, reason: &str) {
+        self.clients.remove(&conn);
+        self.to_editor(json!({"type": "disconnected", "conn": conn, "reason": reason}));
     }
 
     /// `cancelled`: a forwarded call no longer wants an answer.
     pub(super) fn cancel_forwarded(&mut self, call: CallId, why: &str) {
-        let ids: Vec<u64> = self
+        self.cancel_where(|f| f.call == call, why);
+    }
+
+    /// `cancelled` for every forwarded call `which` picks, in the order they were forwarded.
+    fn cancel_where(&mut self, which: impl Fn(&Forwarded) -> bool, why: &str) {
+        let mut ids: Vec<u64> = self
             .forwarded
             .iter()
-            .filter(|(_, f)| f.call == call)
+            .filter(|(_, f)| which(f))
             .map(|(id, _)| *id)
             .collect();
+        ids.sort_unstable();
         for id in ids {
             self.forwarded.remove(&id);
             self.to_editor(json!({"type": "cancelled", "id": id, "reason": why}));
