@@ -45,6 +45,12 @@ pub enum Error {
         /// The path as given.
         path: String,
     },
+    /// The path leads, through a symbolic link, to a name that is not UTF-8: an answer (a JSON
+    /// string) could only name it lossily, and that name would be another file's.
+    NameNotUtf8 {
+        /// The path as given.
+        path: String,
+    },
     /// A `listFiles` pattern that is not a valid glob (or too long).
     BadPattern {
         /// The pattern.
@@ -114,6 +120,10 @@ impl fmt::Display for Error {
                 "{path} is {size} bytes, more than the {limit}-byte limit for a file read"
             ),
             Error::NotText { path } => write!(f, "{path} is not UTF-8 text"),
+            Error::NameNotUtf8 { path } => write!(
+                f,
+                "{path} leads through a symbolic link to a name that is not UTF-8, which an answer cannot hold"
+            ),
             Error::BadPattern { pattern, why } => write!(f, "pattern {pattern:?}: {why}"),
             Error::Io { path, op, err } => write!(f, "{path}: {op} failed: {err}"),
         }

@@ -18,7 +18,8 @@ use crate::{Error, Workspace};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Text {
     /// The file's path: the workspace folder as advertised, then the components below it with
-    /// symbolic links resolved.
+    /// symbolic links resolved (a link leading to a name that is not UTF-8 is refused:
+    /// [`Error::NameNotUtf8`](crate::Error::NameNotUtf8)).
     pub path: String,
     /// Its contents.
     pub content: String,
@@ -115,8 +116,9 @@ impl Workspace {
     /// ```
     pub fn read(&self, path: &str) -> Result<(String, Vec<u8>), Error> {
         let at = self.locate(path, Missing::Fail)?;
+        let shown = self.display(path, &at)?;
         let bytes = self.read_located(path, &at, self.limits.max_read_bytes)?;
-        Ok((self.display(&at), bytes))
+        Ok((shown, bytes))
     }
 
     /// Reads a regular UTF-8 text file inside the workspace (see [`Workspace::read`]); this is
@@ -197,7 +199,7 @@ impl Workspace {
     pub fn regular_file(&self, path: &str) -> Result<String, Error> {
         let at = self.locate(path, Missing::Fail)?;
         match at.file_type() {
-            Some(FileType::RegularFile) => Ok(self.display(&at)),
+            Some(FileType::RegularFile) => self.display(path, &at),
             Some(t) => Err(Error::NotRegular {
                 path: path.into(),
                 kind: kind_name(t),
@@ -222,7 +224,7 @@ impl Workspace {
     pub fn writable(&self, path: &str) -> Result<String, Error> {
         let at = self.locate(path, Missing::Stop)?;
         match at.file_type() {
-            None | Some(FileType::RegularFile) => Ok(self.display(&at)),
+            None | Some(FileType::RegularFile) => self.display(path, &at),
             Some(t) => Err(Error::NotRegular {
                 path: path.into(),
                 kind: kind_name(t),
@@ -249,6 +251,8 @@ impl Workspace {
     /// ```
     pub fn write(&self, path: &str, contents: &[u8]) -> Result<String, Error> {
         let at = self.locate(path, Missing::Create)?;
+        // Named before anything is written: a name no answer can hold is refused first.
+        let shown = self.display(path, &at)?;
         let mode = match at.file_type() {
             None => None,
             Some(FileType::RegularFile) => at.stat.as_ref().map(|s| s.st_mode & 0o7777),
@@ -306,7 +310,7 @@ impl Workspace {
         ) {
             let _ = fsync(&d);
         }
-        Ok(self.display(&at))
+        Ok(shown)
     }
 }
 

@@ -313,16 +313,23 @@ impl Workspace {
         }
     }
 
-    /// The path a location is known by: the folder as advertised, then the components.
-    pub(crate) fn display(&self, at: &Located) -> String {
+    /// The path a location is known by: the folder as advertised, then the components (links
+    /// resolved). Refused when a component is not UTF-8 (reached through a link: the client's
+    /// own paths are JSON strings): its lossy form would name another file, which a later write
+    /// would create, and the path as given may not name the file for anyone but this crate
+    /// (a link's `..` is taken lexically here, by the directory the kernel).
+    pub(crate) fn display(&self, path: &str, at: &Located) -> Result<String, Error> {
         let mut s = self.folders[at.folder].advertised.clone();
         for c in &at.comps {
             if !s.ends_with('/') {
                 s.push('/');
             }
-            s.push_str(&c.to_string_lossy());
+            let c = c
+                .to_str()
+                .ok_or_else(|| Error::NameNotUtf8 { path: path.into() })?;
+            s.push_str(c);
         }
-        s
+        Ok(s)
     }
 }
 

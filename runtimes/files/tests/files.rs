@@ -375,12 +375,35 @@ fn long_and_non_utf8_names() {
     assert!(ws.write(&too_long, b"x").is_err());
     let deep = ["d"; 2000].join("/");
     assert!(ws.read_text(&deep).is_err());
-    // A name that is not UTF-8 can only be reached through a link, and is not listed (JSON
-    // cannot name it).
+    // A name that is not UTF-8 can only be reached through a link, and is neither listed nor
+    // answered (JSON cannot name it).
     let raw = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
     fs::write(t.ws.join(raw), "bytes\n").unwrap();
     symlink(raw, t.ws.join("to-raw")).unwrap();
-    assert_eq!(ws.read_text("to-raw").unwrap().content, "bytes\n");
+    // Refused: the lossy name (`caf\u{FFFD}.txt`) is another file, which a write to the
+    // answered path would create beside the real one.
+    for answer in [
+        ws.read_text("to-raw").map(|t| t.path),
+        ws.read("to-raw").map(|r| r.0),
+        ws.regular_file("to-raw"),
+        ws.writable("to-raw"),
+        ws.write("to-raw", b"new\n"),
+    ] {
+        assert!(
+            matches!(answer, Err(Error::NameNotUtf8 { .. })),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(
+        fs::read(t.ws.join(raw)).unwrap(),
+        b"bytes\n",
+        "refused, not written"
+    );
+    assert_eq!(
+        fs::read_dir(&t.ws).unwrap().count(),
+        3,
+        "a file was created beside"
+    );
     let listing = ws.list(None).unwrap();
     assert!(
         !listing.files.iter().any(|f| f.contains("caf")),
