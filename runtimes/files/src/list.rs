@@ -1,31 +1,27 @@
 //! `listFiles` and `getWorkspaceInfo`: bounded walks over the workspace folders.
 //!
-//! The walk is the `ignore` crate's (`WalkBuilder`), with its own filters off: it would open the
-//! ignore files it finds with a plain `File::open`, which blocks on a FIFO named `.gitignore`
-//! and reads a huge one whole. Instead the filter below reads each `.gitignore` through this
-//! crate (regular files only, inside the workspace, at most
-//! [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes)) and matches with
-//! `ignore`'s own gitignore matcher, so the semantics are git's. Links are never followed, `.git` is skipped, and the walk stops at the first of its
-//! bounds: entries looked at, depth, time, results. Each file found is checked on its
-//! directory's handle (that directory resolved the crate's way, once per directory) before it is
-//! answered, so a directory swapped for a link during the walk does not lead the listing outside;
-//! names that are not UTF-8 are left out (JSON cannot name them).
+//! The walk is this crate's own, depth first over directory handles: each directory is opened
+//! relative to its parent's handle without following a link (a directory swapped for a link
+//! during the walk is not entered, so the listing never leads outside), and its entries are
+//! read a batch at a time as the walk goes, so a huge directory costs no memory (walkdir, under
+//! the `ignore` crate's walker, reads the rest of a directory into memory once the walk is more
+//! than ten levels below it). `ignore` is used for its gitignore matcher, so the semantics are
+//! git's; each `.gitignore` is read through this crate (regular files only, inside the
+//! workspace, at most [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes)),
+//! never with a plain open that would block on a FIFO or read a huge file whole. Links are
+//! never followed nor listed, `.git` is skipped, and the walk stops at the first of its bounds:
+//! entries looked at, depth, time, results. Names that are not UTF-8 are left out (JSON cannot
+//! name them).
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::{Match, WalkBuilder};
 
-use std::os::fd::OwnedFd;
+use rustix::fs::{openat, statat, AtFlags, Dir, FileType, Mode, OFlags};
 
-use rustix::fs::{statat, AtFlags, FileType};
-
-use crate::resolve::Missing;
 use crate::{Error, Workspace};
 
 /// The files a listing found.
@@ -116,25 +112,31 @@ impl Pattern {
     }
 }
 
-/// The gitignore matchers of the directories seen so far (by path below the folder).
-struct Ignores {
-    ws: Workspace,
-    folder: usize,
-    root: PathBuf,
-    exclude: Gitignore,
-    by_dir: Mutex<HashMap<PathBuf, Arc<Gitignore>>>,
+/// One directory the walk is in: its entries, read as the walk goes (never all at once), its
+/// path below the folder, and its `.gitignore`. The walk holds one per level, so at most
+/// [`Limits::max_depth`](crate::Limits::max_depth) of them.
+struct Frame {
+    entries: Dir,
+    rel: String,
+    ignore: Gitignore,
 }
 
-impl Ignores {
-    fn matcher(&self, rel_dir: &Path, file: &[&str]) -> Gitignore {
-        let mut comps: Vec<OsString> = rel_dir.iter().map(OsString::from).collect();
+/// How the walk opens a directory: readable, never through a link, relative to its parent's
+/// handle.
+const LIST_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NONBLOCK);
+
+impl Workspace {
+    /// The gitignore matcher of `file` (components) below `rel_dir` of folder `folder`, whose
+    /// path is `root`: read the crate's way, bounded, and empty when there is none.
+    fn matcher(&self, folder: usize, root: &Path, rel_dir: &str, file: &[&str]) -> Gitignore {
+        let mut comps: Vec<OsString> = Path::new(rel_dir).iter().map(OsString::from).collect();
         comps.extend(file.iter().map(OsString::from));
-        let dir = self.root.join(rel_dir);
-        let mut b = GitignoreBuilder::new(&dir);
-        if let Some(bytes) =
-            self.ws
-                .read_small(self.folder, comps, self.ws.limits.max_ignore_file_bytes)
-        {
+        let mut b = GitignoreBuilder::new(root.join(rel_dir));
+        if let Some(bytes) = self.read_small(folder, comps, self.limits.max_ignore_file_bytes) {
             for line in String::from_utf8_lossy(&bytes).lines() {
                 // A line that is not a valid glob is ignored, as git does.
                 let _ = b.add_line(None, line);
@@ -143,132 +145,111 @@ impl Ignores {
         b.build().unwrap_or_else(|_| Gitignore::empty())
     }
 
-    fn of_dir(&self, rel_dir: &Path) -> Arc<Gitignore> {
-        let mut map = self.by_dir.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(m) = map.get(rel_dir) {
-            return m.clone();
-        }
-        let m = Arc::new(self.matcher(rel_dir, &[".gitignore"]));
-        map.insert(rel_dir.to_path_buf(), m.clone());
-        m
-    }
-
-    /// Whether git would ignore `rel`: the deepest `.gitignore` with an opinion decides, then
-    /// `.git/info/exclude`.
-    fn ignored(&self, rel: &Path, is_dir: bool) -> bool {
-        let full = self.root.join(rel);
-        let mut dir = rel.parent();
-        while let Some(d) = dir {
-            match self.of_dir(d).matched(&full, is_dir) {
-                Match::Ignore(_) => return true,
-                Match::Whitelist(_) => return false,
-                Match::None => {}
-            }
-            dir = d.parent();
-        }
-        self.exclude.matched(&full, is_dir).is_ignore()
-    }
-}
-
-impl Workspace {
-    /// The handle of directory `rel` below folder `folder`, when it is reached from the folder's
-    /// handle without following a link.
-    fn real_dir(&self, folder: usize, rel: &Path) -> Option<OwnedFd> {
-        let mut comps: Vec<OsString> = rel.iter().map(OsString::from).collect();
-        comps.push(OsString::from("."));
-        let at = self.walk("", folder, comps.clone(), Missing::Fail).ok()?;
-        (at.folder == folder && at.comps == comps && at.file_type() == Some(FileType::Directory))
-            .then_some(at.dir)
-    }
-
-    /// Walks every folder, calling `found(folder, path below it, absolute path)` for each
+    /// Walks every folder, calling `found(name, path below the folder, absolute path)` for each
     /// regular file not skipped, until it returns `false` or a bound stops the walk. Returns
     /// whether the walk was cut short.
+    ///
+    /// Depth first, each directory opened relative to its parent's handle without following a
+    /// link, so a directory swapped for a link during the walk is not entered, and read a batch
+    /// of entries at a time: a huge directory costs time (bounded) but no memory.
     fn walk_files(&self, mut found: impl FnMut(&str, &str, &str) -> bool) -> bool {
         let deadline = Instant::now() + self.limits.max_walk_time;
-        // Every entry the walk reads counts, the ones the filter skips too (ignored trees).
-        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let max_entries = self.limits.max_walk_entries;
-        let over = move |n: usize| n > max_entries || Instant::now() > deadline;
+        let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
+        // Every entry the walk reads counts, the ones skipped too (ignored trees).
+        let mut seen = 0usize;
         let mut cut = false;
-        let mut verified: Option<(PathBuf, OwnedFd)> = None;
         for (i, folder) in self.folders.iter().enumerate() {
             let root = PathBuf::from(&folder.advertised);
-            let mut ignores = Ignores {
-                ws: self.clone(),
-                folder: i,
-                root: root.clone(),
-                exclude: Gitignore::empty(),
-                by_dir: Mutex::new(HashMap::new()),
-            };
-            ignores.exclude = ignores.matcher(Path::new(""), &[".git", "info", "exclude"]);
-            let ignores = Arc::new(ignores);
-            let filter = ignores.clone();
-            let filter_root = root.clone();
-            let filter_seen = seen.clone();
-            let walker = WalkBuilder::new(&root)
-                .standard_filters(false)
-                .follow_links(false)
-                .max_depth(Some(self.limits.max_depth))
-                .filter_entry(move |e| {
-                    // Past a bound the entry is let through, so that the loop below sees it and
-                    // stops the walk as cut short: a skipped entry is passed over silently, and
-                    // the walk would read on (and end looking complete).
-                    let n = filter_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    if e.depth() == 0 || over(n) {
-                        return true;
-                    }
-                    if e.file_name() == ".git" {
-                        return false;
-                    }
-                    let Ok(rel) = e.path().strip_prefix(&filter_root) else {
-                        return false;
-                    };
-                    let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-                    !filter.ignored(rel, is_dir)
-                })
-                .build();
-            for entry in walker {
-                if over(seen.load(std::sync::atomic::Ordering::Relaxed)) {
+            let top = self.open_folder(i, "").ok().and_then(|fd| {
+                let fd = openat(&fd, ".", LIST_FLAGS, Mode::empty()).ok()?;
+                Dir::new(fd).ok()
+            });
+            let Some(top) = top else { continue };
+            let exclude = self.matcher(i, &root, "", &[".git", "info", "exclude"]);
+            let mut stack = vec![Frame {
+                entries: top,
+                rel: String::new(),
+                ignore: self.matcher(i, &root, "", &[".gitignore"]),
+            }];
+            while let Some(frame) = stack.last_mut() {
+                let Some(Ok(entry)) = frame.entries.read() else {
+                    // The directory's end (or an error reading it: what was read stands).
+                    stack.pop();
+                    continue;
+                };
+                let name = entry.file_name().to_bytes();
+                if name == b"." || name == b".." {
+                    continue;
+                }
+                seen += 1;
+                if seen > max_entries || Instant::now() > deadline {
                     return true;
                 }
-                let Ok(e) = entry else { continue };
-                let Some(ft) = e.file_type() else { continue };
-                if ft.is_dir() && e.depth() == self.limits.max_depth && e.depth() > 0 {
-                    // Not descended into: there may be more below.
+                // A name that is not UTF-8 cannot be named in JSON: it is left out (a directory
+                // with all it holds).
+                let Ok(name) = std::str::from_utf8(name) else {
+                    continue;
+                };
+                if name == ".git" {
+                    continue;
+                }
+                let kind = match entry.file_type() {
+                    FileType::Unknown => frame.entries.fd().ok().and_then(|dir| {
+                        let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+                        Some(FileType::from_raw_mode(st.st_mode))
+                    }),
+                    kind => Some(kind),
+                };
+                let is_dir = match kind {
+                    Some(FileType::Directory) => true,
+                    Some(FileType::RegularFile) => false,
+                    _ => continue,
+                };
+                let depth = stack.len();
+                if depth > max_depth || (is_dir && depth == max_depth) {
+                    // Not listed or not entered: there may be more below.
                     cut = true;
-                }
-                if !ft.is_file() {
                     continue;
                 }
-                // A name that is not UTF-8 cannot be named in JSON: it is left out.
-                let Some(rel) = e.path().strip_prefix(&root).ok().and_then(|r| r.to_str()) else {
-                    continue;
+                let parent = &stack[depth - 1];
+                let rel = if parent.rel.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{}/{name}", parent.rel)
                 };
-                let Some(name) = e.file_name().to_str() else {
-                    continue;
+                // The deepest `.gitignore` with an opinion decides, then `.git/info/exclude`.
+                let full = root.join(&rel);
+                let verdict = stack
+                    .iter()
+                    .rev()
+                    .map(|f| f.ignore.matched(&full, is_dir))
+                    .find(|m| !m.is_none());
+                let ignored = match verdict {
+                    Some(m) => m.is_ignore(),
+                    None => exclude.matched(&full, is_dir).is_ignore(),
                 };
+                if ignored {
+                    continue;
+                }
+                if is_dir {
+                    let parent = &stack[depth - 1].entries;
+                    let opened = parent.fd().ok().and_then(|dir| {
+                        let fd = openat(dir, name, LIST_FLAGS, Mode::empty()).ok()?;
+                        Dir::new(fd).ok()
+                    });
+                    // Gone, not readable, or swapped for a link since it was read: passed over.
+                    if let Some(entries) = opened {
+                        let ignore = self.matcher(i, &root, &rel, &[".gitignore"]);
+                        stack.push(Frame {
+                            entries,
+                            rel,
+                            ignore,
+                        });
+                    }
+                    continue;
+                }
                 let abs = format!("{}/{rel}", folder.advertised.trim_end_matches('/'));
-                // The walk goes by path: a directory swapped for a link after its parent was
-                // read would be listed through the link. Each file's directory is resolved
-                // again the crate's way (kept while the walk stays in it), and the file is kept
-                // only if that directory is reached without a link and holds it as a regular
-                // file now.
-                let parent = Path::new(rel).parent().unwrap_or(Path::new(""));
-                if verified.as_ref().is_none_or(|(p, _)| p != parent) {
-                    verified = self
-                        .real_dir(i, parent)
-                        .map(|fd| (parent.to_path_buf(), fd));
-                }
-                let regular = verified.as_ref().is_some_and(|(_, dir)| {
-                    statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
-                        FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                    })
-                });
-                if !regular {
-                    continue;
-                }
-                if !found(name, rel, &abs) {
+                if !found(name, &rel, &abs) {
                     return true;
                 }
             }
