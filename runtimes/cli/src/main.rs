@@ -29,7 +29,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 
 use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
-use host::{read_line_capped, Line, MAX_STDIO_LINE};
+use host::{read_line_capped, Line, StdioOut, MAX_STDIO_LINE};
 use host::{
     Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, WireLog,
     MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
@@ -44,6 +44,9 @@ const USAGE: u8 = 2;
 const LSP_GRACE: Duration = Duration::from_secs(2);
 /// How long the exit waits for the answers of jobs still running (an accepted diff's check).
 const JOBS_GRACE: Duration = Duration::from_secs(2);
+/// How long the last lines to the stdio editor (`cancelled`, `disconnected`) may wait for it to
+/// read them.
+const STDOUT_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Parser)]
 #[command(
@@ -221,7 +224,10 @@ fn policy_name(d: Decider) -> &'static str {
     }
 }
 
-fn spawn_signals(tx: Sender<HostInput>) -> std::io::Result<()> {
+/// A thread turning SIGINT, SIGTERM and SIGHUP into host inputs; the stdio editor's writer is
+/// told first that the bridge is stopping, so a host waiting for an editor that does not read
+/// goes on to take the signal.
+fn spawn_signals(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> std::io::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     // Under `nohup` (SIGHUP ignored) or as a script's background job (SIGINT ignored), the
     // bridge stays as deaf to those as it was started.
@@ -233,6 +239,9 @@ fn spawn_signals(tx: Sender<HostInput>) -> std::io::Result<()> {
         .name("signals".into())
         .spawn(move || {
             for sig in signals.forever() {
+                if let Some(out) = &stdio {
+                    out.stopping();
+                }
                 if tx.send(HostInput::Signal(sig)).is_err() {
                     break;
                 }
@@ -394,7 +403,11 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     }
 
     let (tx, rx) = mpsc::channel::<HostInput>();
-    if let Err(e) = spawn_signals(tx.clone()) {
+    let stdio = match stdio.then(StdioOut::start).transpose() {
+        Ok(out) => out,
+        Err(e) => return failure(&format!("cannot start the stdout writer: {e}")),
+    };
+    if let Err(e) = spawn_signals(tx.clone(), stdio.clone()) {
         return failure(&format!("cannot install the signal handlers: {e}"));
     }
     let events = tx.clone();
@@ -478,13 +491,13 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             decider,
             open_files: common.open_files,
             wire,
-            stdio,
+            stdio: stdio.clone(),
             want_line,
             inputs: tx.clone(),
             lsp,
         },
     );
-    if stdio {
+    if stdio.is_some() {
         host.ready(port, running.lock_path.as_deref());
         if let Err(e) = spawn_stdio_reader(tx.clone()) {
             running.stop(Duration::from_secs(5));
@@ -535,10 +548,17 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             Err(_) => break 1,
         }
     };
+    // From here on nothing waits for the stdio editor to read (it may have stopped for good).
+    if let Some(out) = &stdio {
+        out.stopping();
+    }
     // Answers on their way (an accepted diff's last check) are given before the stop answers
     // what is still pending as rejected.
     host.settle_jobs(JOBS_GRACE);
     host.say_goodbye();
+    if let Some(out) = &stdio {
+        out.flush(STDOUT_GRACE);
+    }
     // The inputs not handled go, and the places they held with them: a runtime waiting for one
     // takes its stop.
     drop(rx);

@@ -533,3 +533,58 @@ fn a_stopping_bridge_tells_the_editor_what_ends() {
         (json!(1), json!("server_stopped"))
     );
 }
+
+/// An editor that stops reading stdout while the bridge has much to tell it (10,000 `status`
+/// answers, about 2 MiB: more than the pipe and the bridge's own queue hold) does not make the
+/// bridge deaf: SIGTERM still stops it, and the lines nobody reads are given up after a grace
+/// period. (The host wrote to stdout itself and stayed blocked in that write for good.)
+#[test]
+fn a_bridge_whose_editor_does_not_read_still_stops_on_a_signal() {
+    use std::io::Write;
+    use std::process::Stdio;
+    assert!(
+        !claude_ide_bridge_runtime::signals::ignored(15),
+        "SIGTERM is ignored in the tests' process: the bridge would inherit that"
+    );
+    let sb = Sandbox::new();
+    let mut child = sb
+        .command()
+        .args(["serve", "--stdio", "--no-lsp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _stdout_not_read = child.stdout.take().unwrap();
+    let stderr = common::Lines::collect(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        let lines = "{\"type\":\"status\"}\n".repeat(10_000);
+        let _ = stdin.write_all(lines.as_bytes());
+        // Kept open: the bridge must stop for the signal, not for stdin's end.
+        std::thread::sleep(Duration::from_secs(60));
+    });
+    stderr.wait_for("diffs: the editor decides");
+    std::thread::sleep(Duration::from_secs(2));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the bridge did not stop on SIGTERM; stderr:\n{}",
+                stderr.text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+}

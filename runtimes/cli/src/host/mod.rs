@@ -37,8 +37,8 @@ use claude_ide_bridge_runtime::Handle;
 use ask::{DiffCheck, Shown};
 pub use diagnostics::LanguageServers;
 use jobs::Jobs;
-pub use stdio::{read_line_capped, Line, MAX_STDIO_LINE};
-use stdio::{Forwarded, StdioOut};
+use stdio::Forwarded;
+pub use stdio::{read_line_capped, Line, StdioOut, MAX_STDIO_LINE};
 use tabs::Tabs;
 pub use wire::WireLog;
 
@@ -167,8 +167,8 @@ pub struct HostConfig {
     pub open_files: bool,
     /// `--wire-log`.
     pub wire: Option<WireLog>,
-    /// `--stdio`.
-    pub stdio: bool,
+    /// `--stdio`: the editor's stdout writer.
+    pub stdio: Option<StdioOut>,
     /// Asks the terminal reader for one line (the `ask` prompt).
     pub want_line: Option<Sender<()>>,
     /// The host's own input channel, for the results of jobs that change its state.
@@ -250,7 +250,7 @@ impl Host {
             decider: cfg.decider,
             open_files: cfg.open_files,
             wire: cfg.wire,
-            stdio: cfg.stdio.then_some(StdioOut),
+            stdio: cfg.stdio,
             running_child: None,
             checking: HashSet::new(),
             queue: VecDeque::new(),

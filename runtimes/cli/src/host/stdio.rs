@@ -7,9 +7,12 @@
 //! `initialized`, `disconnected`, `tab_closed` (sent where those events are handled), and here
 //! `tool_call` (a call forwarded to the editor), `cancelled`, `status` and `error`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use claude_ide_bridge::file_uri;
 use claude_ide_bridge::{AtMentioned, DiagnosticsChanged, SelectionChanged};
@@ -75,15 +78,127 @@ pub fn read_line_capped(
     }
 }
 
-/// Lines to the stdio editor (stdout, one JSON object per line, flushed).
-pub(super) struct StdioOut;
+/// The most bytes of lines waiting for the stdio editor to read before the host waits for
+/// room: what stops an editor that writes without reading from having its answers (`error`,
+/// `status` lines) queued without end. A single larger line (a `tool_call` carrying a file)
+/// still goes in when the queue is below it.
+pub const MAX_UNWRITTEN: usize = 1024 * 1024;
+
+/// Lines to the stdio editor: one JSON object a line on stdout, written by a thread of its own
+/// (`stdout`), so that an editor that stops reading holds up only that thread. The host waits
+/// for room when [`MAX_UNWRITTEN`] bytes are waiting (an editor writing without reading waits on
+/// its writes, docs/stdio.md "Limits"), and never once the bridge is stopping
+/// ([`StdioOut::stopping`], from the signal thread too): a signal is acted on, and the goodbye
+/// lines queued, whether the editor reads or not.
+#[derive(Clone)]
+pub struct StdioOut {
+    shared: Arc<(Mutex<Outbox>, Condvar)>,
+}
+
+#[derive(Default)]
+struct Outbox {
+    lines: VecDeque<Vec<u8>>,
+    /// Bytes queued or being written.
+    bytes: usize,
+    /// The writer is writing a batch taken off `lines`.
+    writing: bool,
+    /// stdout failed (the editor closed it): lines are dropped from then on.
+    broken: bool,
+    /// The bridge is stopping: the host no longer waits for room.
+    stopping: bool,
+}
 
 impl StdioOut {
-    /// Writes one message.
+    /// Starts the writer thread.
+    pub fn start() -> io::Result<StdioOut> {
+        let out = StdioOut {
+            shared: Arc::new((Mutex::new(Outbox::default()), Condvar::new())),
+        };
+        let shared = out.shared.clone();
+        thread::Builder::new()
+            .name("stdout".into())
+            .spawn(move || write_lines(&shared))?;
+        Ok(out)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Outbox> {
+        self.shared.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues one message, first waiting for room unless the bridge is stopping.
     fn send(&self, v: &Value) {
-        let mut out = io::stdout().lock();
-        let _ = writeln!(out, "{v}");
-        let _ = out.flush();
+        let mut line = v.to_string().into_bytes();
+        line.push(b'\n');
+        let mut o = self.lock();
+        while o.bytes >= MAX_UNWRITTEN && !o.broken && !o.stopping {
+            o = self.shared.1.wait(o).unwrap_or_else(|p| p.into_inner());
+        }
+        if o.broken {
+            return;
+        }
+        o.bytes += line.len();
+        o.lines.push_back(line);
+        self.shared.1.notify_all();
+    }
+
+    /// The bridge is stopping: a host waiting for room goes on, and none waits again.
+    pub fn stopping(&self) {
+        self.lock().stopping = true;
+        self.shared.1.notify_all();
+    }
+
+    /// Waits, at most `grace`, until every queued line is written (or stdout failed).
+    pub fn flush(&self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        let mut o = self.lock();
+        while (!o.lines.is_empty() || o.writing) && !o.broken {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            o = self
+                .shared
+                .1
+                .wait_timeout(o, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// The `stdout` thread: writes what is queued, a batch at a time, until stdout fails.
+fn write_lines(shared: &(Mutex<Outbox>, Condvar)) {
+    let (m, cv) = shared;
+    let lock = || m.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let batch: Vec<Vec<u8>> = {
+            let mut o = lock();
+            while o.lines.is_empty() {
+                o = cv.wait(o).unwrap_or_else(|p| p.into_inner());
+            }
+            o.writing = true;
+            o.lines.drain(..).collect()
+        };
+        let n: usize = batch.iter().map(Vec::len).sum();
+        let written = {
+            let mut out = io::stdout().lock();
+            batch
+                .iter()
+                .try_for_each(|l| out.write_all(l))
+                .and_then(|()| out.flush())
+        };
+        let mut o = lock();
+        o.writing = false;
+        o.bytes -= n;
+        if written.is_err() {
+            o.broken = true;
+            o.lines.clear();
+            o.bytes = 0;
+        }
+        cv.notify_all();
+        if o.broken {
+            return;
+        }
     }
 }
 
