@@ -248,8 +248,9 @@ impl Connection {
             let Some(s) = self.session.as_deref_mut() else {
                 return;
             };
-            let phase = match &mut self.state {
-                Lifecycle::Open(mcp) | Lifecycle::Closing { mcp, .. } => mcp,
+            let (phase, closing) = match &mut self.state {
+                Lifecycle::Open(mcp) => (mcp, false),
+                Lifecycle::Closing { mcp, .. } => (mcp, true),
                 _ => return,
             };
             let before = s.ws.sender.queued();
@@ -259,6 +260,9 @@ impl Connection {
             let step = match ws.receiver.poll(&mut ws.sender) {
                 Err(e) => Step::Failed(e),
                 Ok(None) => Step::Idle,
+                // After our Close nothing more can be answered: a call is not handed to the host
+                // (an `openDiff` would open a diff nobody can accept).
+                Ok(Some(ws::Message::Text(_))) if closing => Step::Handled(None),
                 Ok(Some(ws::Message::Text(text))) => Step::Handled(mcp::handle_text(
                     cx,
                     self.id,
@@ -267,6 +271,7 @@ impl Connection {
                     &mut ws.sender,
                     text,
                 )),
+                Ok(Some(ws::Message::Binary(_))) if closing => Step::Handled(None),
                 Ok(Some(ws::Message::Binary(_))) => Step::Unsupported,
                 Ok(Some(ws::Message::Close(code))) => Step::PeerClosed(code.map(|(c, _)| c)),
                 Ok(Some(ws::Message::Ping(_))) | Ok(Some(ws::Message::Pong(_))) => {
@@ -274,7 +279,7 @@ impl Connection {
                 }
             };
             let phase = *phase;
-            if !was_initialized && phase == McpPhase::Ready {
+            if !was_initialized && phase == McpPhase::Ready && !closing {
                 // Deliver the at-mentions queued while nobody was connected.
                 let ttl = cx.config.limits.mention_ttl;
                 for (t, n) in cx.mentions.drain(..) {
@@ -429,7 +434,11 @@ impl Connection {
                     .min(self.last_rx + 2 * l.ping_interval)
                     .min(since + l.close_timeout),
             ),
-            Lifecycle::Draining(_) | Lifecycle::Aborted(_) => None,
+            // Its last bytes (a refusal, a Close) have the close timeout from the input that
+            // finished it (nothing read counts after that) to be written; a peer that does not
+            // read them is dropped then.
+            Lifecycle::Draining(_) => Some(self.last_rx + l.close_timeout),
+            Lifecycle::Aborted(_) => None,
         }
     }
 
@@ -446,6 +455,8 @@ impl Connection {
         let (interval, close_timeout) = (l.ping_interval, l.close_timeout);
         match self.state {
             Lifecycle::Upgrading => self.abort(DisconnectReason::HandshakeTimeout),
+            // Keeps the reason it finished for.
+            Lifecycle::Draining(_) => self.abort(DisconnectReason::Closed(None)),
             Lifecycle::Open(_) | Lifecycle::Closing { .. } => {
                 let closing = match self.state {
                     Lifecycle::Closing { since, .. } => Some(since),
@@ -476,7 +487,7 @@ impl Connection {
                     }
                 }
             }
-            Lifecycle::Draining(_) | Lifecycle::Aborted(_) => {}
+            Lifecycle::Aborted(_) => {}
         }
         self.mark_dirty(cx);
     }

@@ -313,6 +313,86 @@ fn close_handshake_is_bounded_by_the_close_timeout() {
     assert!(p.closed.contains(&c));
 }
 
+/// A connection finished with bytes still to write (here the Close of a protocol fault) whose
+/// peer never reads them is dropped after the close timeout. It had no deadline at all: a peer
+/// could keep any number of such sockets (and their queued replies) open, each past the
+/// connection limit, which counts only live connections.
+#[test]
+fn a_finished_connection_whose_peer_does_not_read_is_dropped_after_the_close_timeout() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    let mut f = Vec::new();
+    claude_ide_bridge::ws::encode_frame(&mut f, OpCode::Text, true, None, b"unmasked");
+    // Not pumped: the runtime cannot write (the peer does not read).
+    p.server.handle_input(c, &f, p.now);
+    assert!(
+        !p.server.should_close(c),
+        "the Close 1002 is still to be written"
+    );
+    let deadline = p
+        .server
+        .poll_timeout()
+        .expect("a finished connection has a deadline");
+    assert_eq!(deadline, p.now + Duration::from_secs(5));
+    p.now += Duration::from_secs(6);
+    p.server.handle_timeout(p.now);
+    assert!(p.server.should_close(c));
+    assert!(p.server.transmit(c).is_empty(), "dropped, not written");
+}
+
+/// After the host's Close, what the peer sends is not handled: a binary message no longer
+/// restarts the close timeout (a peer sending one every 4 s kept the connection forever), a
+/// call no longer reaches the host (it could never be answered), and a request's refused reply
+/// no longer stops the reading of what came with it (the peer's Close).
+#[test]
+fn after_the_hosts_close_the_peer_cannot_keep_the_connection_or_call_the_host() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    p.server.close(c, p.now).unwrap();
+    assert_eq!(close_code(&p.frames(c)), Some(1000));
+    for _ in 0..3 {
+        p.advance(Duration::from_secs(2));
+        p.send_frame(c, OpCode::Binary, true, b"\x00");
+        p.call_tool(
+            c,
+            9,
+            "openDiff",
+            json!({
+            "old_file_path": "/ws/a.rs", "new_file_path": "/ws/a.rs",
+            "new_file_contents": "x", "tab_name": "t"}),
+        );
+    }
+    assert!(
+        p.closed.contains(&c),
+        "still open 6 s after the host's Close"
+    );
+    let events = p.take_events();
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::ToolCall { .. })),
+        "{events:?}"
+    );
+
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    p.server.close(c, p.now).unwrap();
+    p.frames(c);
+    let mut both = p.masked_frame(
+        OpCode::Text,
+        true,
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+    );
+    both.extend(p.masked_frame(OpCode::Close, true, &1000u16.to_be_bytes()));
+    p.raw(c, &both);
+    assert!(p.closed.contains(&c), "the peer's Close was left unread");
+    assert!(p.take_events().iter().any(|e| matches!(
+        e,
+        Event::Disconnected {
+            reason: DisconnectReason::Closed(Some(1000)),
+            ..
+        }
+    )));
+}
+
 // ---- docs/protocol.md, "JSON-RPC", "Batches" and "MCP lifecycle" --------------------------------
 
 #[test]
