@@ -52,6 +52,16 @@ enum Step {
     PeerClosed(Option<u16>),
 }
 
+/// Whether what the session keeps for its pending calls, with the output queued, is over the
+/// outbound limit (checked only when it may have grown): a client holding calls open with huge
+/// ids, tab names or batches is dropped as one that stops reading is (docs/protocol.md,
+/// "Limits").
+fn over_limit(s: &mut Session, max_outbound: usize) -> bool {
+    s.mcp
+        .held_if_grown()
+        .is_some_and(|held| held.saturating_add(s.ws.sender.queued()) > max_outbound)
+}
+
 /// One connection.
 pub(crate) struct Connection {
     id: ConnectionId,
@@ -279,6 +289,11 @@ impl Connection {
                 }
             };
             let phase = *phase;
+            if over_limit(s, cx.config.limits.max_outbound) {
+                self.abort(DisconnectReason::OutboundFull);
+                self.mark_dirty(cx);
+                return;
+            }
             if !was_initialized && phase == McpPhase::Ready && !closing {
                 // Deliver the at-mentions queued while nobody was connected.
                 let ttl = cx.config.limits.mention_ttl;
@@ -507,7 +522,13 @@ impl Connection {
         let Some(s) = &mut self.session else {
             return false;
         };
-        match s.mcp.answer_call(&mut s.ws.sender, seq, compat, body) {
+        let answered = s.mcp.answer_call(&mut s.ws.sender, seq, compat, body);
+        if answered.is_some() && over_limit(s, cx.config.limits.max_outbound) {
+            self.abort(DisconnectReason::OutboundFull);
+            self.mark_dirty(cx);
+            return true;
+        }
+        match answered {
             None => false,
             Some(Err(e)) => {
                 self.on_send_error(e, cx);

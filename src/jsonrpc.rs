@@ -162,12 +162,27 @@ pub enum Frame<'a> {
 /// }
 /// ```
 pub fn decode(text: &str) -> Frame<'_> {
+    decode_limited(text, usize::MAX)
+}
+
+/// [`decode`], keeping at most `max_batch + 1` entries of a batch: the rest are checked as JSON
+/// and counted out, never held, so a huge batch (millions of `0`s) costs no memory before it is
+/// refused as larger than `max_batch`.
+pub fn decode_limited(text: &str, max_batch: usize) -> Frame<'_> {
     let first = text
         .as_bytes()
         .iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
     if first == Some(&b'[') {
-        return match serde_json::from_str::<Vec<&RawValue>>(text) {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let items = serde::Deserializer::deserialize_seq(
+            &mut de,
+            Entries {
+                keep: max_batch.saturating_add(1),
+            },
+        )
+        .and_then(|items| de.end().map(|()| items));
+        return match items {
             Ok(items) => Frame::Batch(items),
             Err(e) => Frame::Single(Message::Invalid {
                 id: None,
@@ -186,6 +201,42 @@ pub fn decode(text: &str) -> Frame<'_> {
             error: parse_failure(&e),
         },
     })
+}
+
+/// A batch's entries, at most `keep` of them kept (see [`decode_limited`]).
+struct Entries {
+    keep: usize,
+}
+
+impl<'de> serde::de::Visitor<'de> for Entries {
+    type Value = Vec<&'de RawValue>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while items.len() < self.keep {
+            match seq.next_element::<&RawValue>()? {
+                Some(raw) => items.push(raw),
+                None => return Ok(items),
+            }
+        }
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(items)
+    }
+}
+
+/// A peer's method or tool name as an error message shows it: at most 64 characters, then
+/// `...`. The message is kept with a pending call (a batch's answer waits for its slowest
+/// entry), so a 10 MiB name must not be copied whole.
+pub(crate) fn echoed_name(name: &str) -> Cow<'_, str> {
+    const MAX_ECHOED_NAME: usize = 64;
+    match name.char_indices().nth(MAX_ECHOED_NAME) {
+        Some((cut, _)) => Cow::Owned(format!("{}...", &name[..cut])),
+        None => Cow::Borrowed(name),
+    }
 }
 
 fn parse_failure(e: &serde_json::Error) -> RpcError {
@@ -220,6 +271,14 @@ fn decode_object(text: &str) -> Message<'_> {
             }
         }
     };
+    // A response (no method; a result or an error) is never answered, whatever else is wrong
+    // with it: `"id": null` is what an error about an unreadable message carries, and answering
+    // it would start two peers answering each other.
+    if env.method.is_none() && (env.result.is_some() || env.error.is_some()) {
+        return Message::Response {
+            id: env.id.filter(|raw| is_valid_id(raw)),
+        };
+    }
     // The id must be a string or a number; anything else cannot be echoed back.
     let id = match env.id {
         None => None,
@@ -276,7 +335,6 @@ fn decode_object(text: &str) -> Message<'_> {
                 params: env.params,
             },
         },
-        None if env.result.is_some() || env.error.is_some() => Message::Response { id },
         None => Message::Invalid {
             id,
             error: RpcError::new(INVALID_REQUEST, "missing method"),
@@ -359,16 +417,17 @@ pub enum Decoded<'a, T> {
 /// The fast path: the expected request, written plainly (as clients write it: no escapes in its
 /// strings), is read by a [`Scanner`] without serde, in one pass; `read_params` reads the params
 /// where they stand. Anything else, and anything `read_params` gives up on (`None`), is read by
-/// the general decoder [`decode`] instead, so there is one decoder and one set of rules: the fast
+/// the general decoder ([`decode_limited`] with `max_batch`) instead, so there is one decoder and one set of rules: the fast
 /// path only ever reads what the general decoder reads the same way.
 pub(crate) fn decode_with<'a, T>(
     text: &'a str,
     method: &str,
+    max_batch: usize,
     read_params: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Decoded<'a, T> {
     match scan_request(text, method, read_params) {
         Some((id, params)) => Decoded::Expected { id, params },
-        None => Decoded::Frame(decode(text)),
+        None => Decoded::Frame(decode_limited(text, max_batch)),
     }
 }
 
@@ -387,7 +446,7 @@ pub(crate) fn decode_with<'a, T>(
 pub fn decode_fast<'a>(text: &'a str, method: &str) -> Decoded<'a, &'a str> {
     // Params by the general rule: an object or an array (the reader of a method's own params,
     // such as `tools/call`'s, asks for more).
-    decode_with(text, method, |s| match s.next_byte()? {
+    decode_with(text, method, usize::MAX, |s| match s.next_byte()? {
         b'{' | b'[' => s.value(),
         _ => None,
     })
@@ -558,6 +617,49 @@ mod tests {
                 ..
             })
         ));
+        // A huge batch keeps one entry more than the limit, enough to refuse it; the rest are
+        // read as JSON and counted out (it kept all 1,000,000 before, 16 MB for an answer of
+        // one error).
+        let huge = format!("[{}0]", "0,".repeat(999_999));
+        match decode_limited(&huge, 64) {
+            Frame::Batch(items) => assert_eq!(items.len(), 65),
+            Frame::Single(m) => panic!("{m:?}"),
+        }
+        match decode_limited("[1, 2]", 64) {
+            Frame::Batch(items) => assert_eq!(items.len(), 2),
+            Frame::Single(m) => panic!("{m:?}"),
+        }
+        // What is not kept is still read: a syntax error past the kept entries is one.
+        let broken = format!("[{}x]", "0,".repeat(100));
+        assert!(matches!(
+            decode_limited(&broken, 64),
+            Frame::Single(Message::Invalid {
+                error: RpcError {
+                    code: PARSE_ERROR,
+                    ..
+                },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn responses_are_never_answered() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}"#,
+            r#"{"id":3,"result":{}}"#,
+            r#"{"jsonrpc":"1.0","id":1.5,"result":1}"#,
+        ] {
+            assert!(
+                matches!(single(text), Message::Response { .. }),
+                "{text}: {:?}",
+                single(text)
+            );
+        }
+        match single(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#) {
+            Message::Response { id } => assert_eq!(id.map(|r| r.get()), Some(r#""a""#)),
+            m => panic!("{m:?}"),
+        }
     }
 
     #[test]

@@ -105,22 +105,38 @@ pub(crate) struct Mcp {
     next_batch: u64,
     /// Outgoing messages not yet reported as events (`Some` only when tracing).
     trace: Option<Vec<String>>,
+    /// What is kept for pending calls may have grown (a long id, a tab name, a batch's answers):
+    /// the connection checks [`Mcp::held`] against its outbound limit.
+    grew: bool,
 }
 
 #[derive(Deserialize)]
 struct InitializeParams<'a> {
     #[serde(rename = "protocolVersion", borrow)]
     protocol_version: Cow<'a, str>,
-    #[serde(rename = "clientInfo", default)]
-    client_info: Option<ClientInfo>,
+    /// Read leniently ([`ClientInfo::read`]): only `protocolVersion` can make `initialize` fail.
+    #[serde(rename = "clientInfo", default, borrow)]
+    client_info: Option<&'a RawValue>,
 }
 
+/// `clientInfo`'s members, recorded when they are strings and ignored otherwise.
 #[derive(Deserialize)]
-struct ClientInfo {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    version: Option<String>,
+struct ClientInfo<'a> {
+    #[serde(default, borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    version: Option<&'a RawValue>,
+}
+
+impl ClientInfo<'_> {
+    /// The name and version that are strings, from a `clientInfo` of any shape.
+    fn read(raw: &RawValue) -> (Option<String>, Option<String>) {
+        let string = |r: Option<&RawValue>| r.and_then(|r| serde_json::from_str(r.get()).ok());
+        match serde_json::from_str::<ClientInfo<'_>>(raw.get()) {
+            Ok(info) => (string(info.name), string(info.version)),
+            Err(_) => (None, None),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -146,7 +162,28 @@ impl Mcp {
             batches: Vec::new(),
             next_batch: 1,
             trace: config.trace_messages.then(Vec::new),
+            grew: false,
         }
+    }
+
+    /// The bytes kept for pending calls (ids too long to keep inline, tab names, the answers of
+    /// batches waiting for the host) when they may have grown since the last call, else `None`.
+    /// They count towards [`Limits::max_outbound`](crate::Limits::max_outbound) with the queued
+    /// output: the client's answers, held here instead of there.
+    pub(crate) fn held_if_grown(&mut self) -> Option<usize> {
+        if !std::mem::take(&mut self.grew) {
+            return None;
+        }
+        let ids = self.pending.iter().map(|p| {
+            let id = if p.id.len() > RawId::INLINE {
+                p.id.len()
+            } else {
+                0
+            };
+            id + p.tab.as_ref().map_or(0, String::capacity)
+        });
+        let batches = self.batches.iter().map(|b| b.body.capacity());
+        Some(ids.sum::<usize>() + batches.sum::<usize>())
     }
 
     /// Outgoing messages not yet reported (only when tracing), oldest first.
@@ -244,6 +281,7 @@ fn answer(
             if let Some(batch) = s.batches.iter_mut().find(|b| b.id == bid) {
                 push_batch_entry(batch, &out);
                 batch.remaining -= 1;
+                s.grew = true;
             }
             match take_if_done(s, bid) {
                 Some(body) => emit(s, tx, &body),
@@ -280,7 +318,8 @@ pub(crate) fn handle_text(
         });
     }
     let read_params = |s: &mut _| scan_call_params(config.tools, s);
-    let frame = match jsonrpc::decode_with(text, "tools/call", read_params) {
+    let max_batch = config.limits.max_batch;
+    let frame = match jsonrpc::decode_with(text, "tools/call", max_batch, read_params) {
         Decoded::Expected { id, params: call } => {
             let mut ctx = Ctx::new(cx, conn, tx, phase, None);
             let result = if ctx.phase.initialize_seen() {
@@ -317,6 +356,7 @@ pub(crate) fn handle_text(
             }
             let bid = s.next_batch;
             s.next_batch += 1;
+            s.grew = true;
             s.batches.push(Batch {
                 id: bid,
                 remaining: 0,
@@ -540,9 +580,8 @@ impl<'c> Ctx<'c> {
             .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[SUPPORTED_PROTOCOL_VERSIONS.len() - 1]);
         s.protocol_version = version;
         *self.phase = McpPhase::AwaitingInitialized;
-        if let Some(info) = p.client_info {
-            s.client_name = info.name;
-            s.client_version = info.version;
+        if let Some(raw) = p.client_info {
+            (s.client_name, s.client_version) = ClientInfo::read(raw);
         }
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(b"{\"protocolVersion\":\"");
@@ -661,6 +700,7 @@ impl<'c> Ctx<'c> {
         }
         let seq = *self.next_seq;
         *self.next_seq += 1;
+        s.grew |= tab.is_some() || id.len() > RawId::INLINE;
         if let Some(bid) = self.batch {
             if let Some(b) = s.batches.iter_mut().find(|b| b.id == bid) {
                 b.remaining += 1;
@@ -693,7 +733,7 @@ fn not_initialized() -> RpcError {
 fn method_not_found(method: &str) -> RpcError {
     RpcError::new(
         jsonrpc::METHOD_NOT_FOUND,
-        format!("method not found: {method}"),
+        format!("method not found: {}", jsonrpc::echoed_name(method)),
     )
 }
 

@@ -485,6 +485,33 @@ fn version_negotiation() {
     // Neither refusal counts as the initialize.
     let r = p.request(c, json!(3), "tools/list", json!({}));
     assert_eq!(r["error"]["code"], -32002, "{r}");
+    // `clientInfo` is recorded when its members are strings, and never refuses the initialize
+    // (both of these got -32602 before).
+    for (info, name) in [
+        (json!({"name": 1, "version": "2"}), None),
+        (json!("claude"), None),
+        (json!({"name": "claude-code"}), Some("claude-code")),
+    ] {
+        let mut p = Pair::new();
+        let c = p.connect();
+        let r = p.request(
+            c,
+            json!(1),
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "clientInfo": info}),
+        );
+        assert_eq!(r["result"]["protocolVersion"], "2025-06-18", "{info}: {r}");
+        p.send_json(
+            c,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        let events = p.take_events();
+        let recorded = events.iter().find_map(|e| match e {
+            Event::Initialized { client_name, .. } => Some(client_name.clone()),
+            _ => None,
+        });
+        assert_eq!(recorded, Some(name.map(String::from)), "{info}: {events:?}");
+    }
 }
 
 #[test]
@@ -551,6 +578,21 @@ fn parse_and_invalid_request_errors() {
         (&m[0]["id"], &m[0]["error"]["code"]),
         (&json!(5), &json!(-32600))
     );
+    // Responses are never answered, not even odd ones: the error a peer sends about a message it
+    // could not read (`id: null`), one without `jsonrpc`. Both got -32600 before.
+    p.send_text(
+        c,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}"#,
+    );
+    p.send_text(c, r#"{"id":6,"result":{}}"#);
+    assert_eq!(p.messages(c), Vec::<Value>::new());
+    // An unknown method's name is echoed cut to 64 characters, as a tool's is: the answer of a
+    // batch entry waits with the batch, and a 10 MiB name was kept whole.
+    let long = "é".repeat(100_000);
+    let r = p.request(c, json!(7), &long, json!({}));
+    assert_eq!(r["error"]["code"], -32601);
+    let message = r["error"]["message"].as_str().unwrap();
+    assert_eq!(message, format!("method not found: {}...", "é".repeat(64)));
 }
 
 #[test]
@@ -964,6 +1006,66 @@ fn a_client_that_stops_reading_is_dropped_without_harming_another() {
     assert!(p.closed.contains(&slow));
     assert_eq!(p.server.notify(Target::All, &n, p.now), 1);
     assert_eq!(p.messages(fast).len(), 1);
+}
+
+/// What the engine keeps for pending calls counts towards the outbound limit with the queued
+/// output: a client holding calls open with long tab names, or batches whose answers wait for
+/// one pending call, is dropped as one that stops reading is (with 256 calls and 10 MiB names
+/// each, one connection kept 2.5 GiB before).
+#[test]
+fn what_pending_calls_keep_counts_towards_the_outbound_limit() {
+    let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
+    let c = p.connect_initialized();
+    let tab = "t".repeat(10 * 1024);
+    for i in 0..8 {
+        p.call_tool(
+            c,
+            i,
+            "openDiff",
+            json!({
+            "old_file_path": "/ws/a.rs", "new_file_path": "/ws/a.rs",
+            "new_file_contents": "x", "tab_name": format!("{tab}{i}")}),
+        );
+    }
+    assert!(
+        p.closed.contains(&c),
+        "7 tab names of 10 KiB are over 64 KiB"
+    );
+    assert!(p.take_events().iter().any(|e| matches!(
+        e,
+        Event::Disconnected {
+            reason: DisconnectReason::OutboundFull,
+            ..
+        }
+    )));
+
+    // Batches (protocol 2025-03-26) whose answers wait for an openDiff in each.
+    let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
+    let c = p.connect();
+    p.request(
+        c,
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-03-26"}),
+    );
+    p.send_json(
+        c,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    for b in 0..4 {
+        let mut batch = vec![
+            json!({"jsonrpc": "2.0", "id": format!("d{b}"), "method": "tools/call",
+            "params": {"name": "openDiff", "arguments": {
+                "old_file_path": "/ws/a.rs", "new_file_path": "/ws/a.rs",
+                "new_file_contents": "x", "tab_name": format!("t{b}")}}}),
+        ];
+        batch.extend((0..60).map(|i| json!({"jsonrpc": "2.0", "id": format!("{b}-{i}-{}", "i".repeat(512)), "method": "ping"})));
+        p.send_json(c, &Value::Array(batch));
+    }
+    assert!(
+        p.closed.contains(&c),
+        "answers of 4 × 60 pings of 0.5 KiB kept"
+    );
 }
 
 #[test]

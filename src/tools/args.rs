@@ -249,16 +249,11 @@ impl ToolCallError {
     }
 }
 
-/// At most this many characters of a peer's tool name are echoed in an error message.
-const MAX_ECHOED_NAME: usize = 64;
-
 impl fmt::Display for ToolCallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ToolCallError::UnknownTool(name) => {
-                let shown: String = name.chars().take(MAX_ECHOED_NAME).collect();
-                let more = if shown.len() < name.len() { "..." } else { "" };
-                write!(f, "unknown tool: {shown}{more}")
+                write!(f, "unknown tool: {}", crate::jsonrpc::echoed_name(name))
             }
             ToolCallError::InvalidArguments(message) => f.write_str(message),
         }

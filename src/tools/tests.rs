@@ -815,7 +815,9 @@ proptest::proptest! {
 /// A message through the fast path with [`scan_call_params`] as its params reader: the id and the
 /// call when it took the fast path, `None` when it fell back to the general decoder.
 fn one_pass(text: &str, offered: ToolSet) -> Option<(String, ToolCall)> {
-    match crate::jsonrpc::decode_with(text, "tools/call", |s| scan_call_params(offered, s)) {
+    match crate::jsonrpc::decode_with(text, "tools/call", usize::MAX, |s| {
+        scan_call_params(offered, s)
+    }) {
         crate::jsonrpc::Decoded::Expected { id, params } => Some((id.to_owned(), params)),
         crate::jsonrpc::Decoded::Frame(_) => None,
     }
