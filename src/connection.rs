@@ -352,10 +352,16 @@ impl Connection {
         }
     }
 
+    /// A message could not be queued. `Closed` also comes from a sender that an earlier overflow
+    /// aborted without telling (a diff rejected on the way, whose failure is not returned): that
+    /// ends the connection too, now rather than at its next input.
     fn on_send_error(&mut self, e: SendError, cx: &mut Shared) {
-        match e {
-            SendError::OutboundFull => self.abort(DisconnectReason::OutboundFull),
-            SendError::Closed => {}
+        let aborted = self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.ws.sender.is_aborted());
+        if e == SendError::OutboundFull || aborted {
+            self.abort(DisconnectReason::OutboundFull);
         }
         self.mark_dirty(cx);
     }
