@@ -954,6 +954,41 @@ fn at_mentions_queue_while_nobody_is_connected_and_expire() {
     );
 }
 
+/// A client the host closes before it finishes the MCP handshake does not spend the queued
+/// at-mentions: the next client that initializes gets them (they went to the closing one, whose
+/// sends failed, and were lost).
+#[test]
+fn at_mentions_wait_for_a_client_that_is_not_closing() {
+    let mut p = Pair::new();
+    let mention = Notification::AtMentioned(AtMentioned {
+        file_path: "/w/a.rs".into(),
+        line_start: Some(1),
+        line_end: Some(2),
+    });
+    assert_eq!(p.server.notify(Target::All, &mention, p.now), 0);
+    let c = p.connect();
+    p.request(
+        c,
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18"}),
+    );
+    p.server.close(c, p.now).unwrap();
+    p.send_json(
+        c,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let to_closing = p.messages(c);
+    assert!(
+        !to_closing.iter().any(|m| m["method"] == "at_mentioned"),
+        "{to_closing:?}"
+    );
+    let next = p.connect_initialized_keep();
+    let m = p.messages(next);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(m[0]["method"], "at_mentioned");
+}
+
 trait KeepMessages {
     fn connect_initialized_keep(&mut self) -> claude_ide_bridge::ConnectionId;
 }
