@@ -246,6 +246,7 @@ def OnLine(line: string)
     port = msg.port
     lock_file = msg.lockFile == v:null ? '' : msg.lockFile
     context.Attach()
+    files.WatchDisk()
     var todo = waiting
     waiting = []
     for F in todo

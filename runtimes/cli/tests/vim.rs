@@ -5,7 +5,8 @@
 //! `openFile`, the terminal launcher, ALE's diagnostics (Debian's vim-ale), vim-lsp's (a stand-in of its
 //! state: vim-lsp is in no registry), the bridge gone with its lock file when Vim quits, and what
 //! Vim users run into (swap files, files changed on disk, CRLF, a workspace named like a pattern,
-//! a call withdrawn while the user types a command).
+//! a call withdrawn while the user types a command, saves asked again after a conflict, what claude
+//! writes after a diff, a diff window that shows another buffer, two diffs pending at once).
 
 mod common;
 
@@ -1283,4 +1284,319 @@ fn vim_claude_code_says_why_claude_did_not_start() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(vim.eval("len(term_list())"), 1);
     vim.term_ex("qa!");
+}
+
+/// Vim, its bridge and a connected claude, on a workspace with `files` (name, contents); the
+/// file first named is the one Vim edits.
+fn vim_with_claude(sb: &Sandbox, files: &[(&str, &str)], vimrc_extra: &str) -> (Vim, Client) {
+    for (name, text) in files {
+        fs::write(sb.ws.join(name), text).unwrap();
+    }
+    let vim = Vim::start(sb, &sb.ws.join(files[0].0), vimrc_extra);
+    vim.ex("ClaudeCodeStart");
+    let c = connect(&wait_lock(sb));
+    (vim, c)
+}
+
+/// Sets the time a file was last written (what Vim compares to tell whether it changed).
+fn set_mtime(path: &Path, when: std::time::SystemTime) {
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+}
+
+/// A save claude asks for when the file changed on disk while Vim holds unsaved changes is
+/// refused each time it is asked, and none of them asks the user anything (the second one met
+/// Vim's "The file has been changed since reading it!!! Do you really want to write to it"
+/// before: the first one's :checktime had taken the file's new time as seen, `:update` had not).
+/// Once the user chose (`:e!`), saves work again.
+#[test]
+fn vim_repeated_saves_after_a_conflict_ask_nothing() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("b.txt", "bee\n")], "");
+    let b = sb.ws.join("b.txt");
+    let b_s = b.to_string_lossy().to_string();
+    vim.keys(&["i", "x", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
+    fs::write(&b, "theirs\n").unwrap();
+    set_mtime(&b, std::time::SystemTime::now() + Duration::from_secs(5));
+    for attempt in 1..=3 {
+        let saved = json_of(&call(&mut c, "saveDocument", json!({"filePath": b_s})));
+        assert_eq!(saved["saved"], false, "attempt {attempt}: {saved}");
+        assert_eq!(saved["success"], false, "attempt {attempt}: {saved}");
+        assert!(
+            saved["message"]
+                .as_str()
+                .unwrap()
+                .contains("changed on disk"),
+            "attempt {attempt}: {saved}"
+        );
+        assert_eq!(fs::read_to_string(&b).unwrap(), "theirs\n");
+        assert_eq!(vim.eval("[mode(), &modified]"), json!(["n", 1]));
+    }
+    assert!(!vim.screen().contains("really want"), "{}", vim.diag());
+    // The user takes the file's version and edits it: saved again.
+    vim.ex("edit!");
+    vim.keys(&["A", "!", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
+    let saved = json_of(&call(&mut c, "saveDocument", json!({"filePath": b_s})));
+    assert_eq!(saved["saved"], true, "{saved}");
+    assert_eq!(fs::read_to_string(&b).unwrap(), "theirs!\n");
+    let m = vim.eval("execute('messages')");
+    assert_eq!(
+        m.as_str().unwrap().matches("changed on disk while").count(),
+        1,
+        "{m}"
+    );
+    // Vim's own check finds the change (here :checktime; also on focus, or after a shell
+    // command) and the user keeps the buffer: the same.
+    vim.keys(&["A", "?", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
+    fs::write(&b, "again\n").unwrap();
+    set_mtime(&b, std::time::SystemTime::now() + Duration::from_secs(10));
+    vim.ex("checktime");
+    let give_up = Instant::now() + WAIT;
+    while !vim.screen().contains("(L)oad File") {
+        assert!(Instant::now() < give_up, "no W12 question; {}", vim.diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    vim.keys(&["o"]);
+    vim.wait_eval("[mode(), &modified]", |v| v == &json!(["n", 1]));
+    let saved = json_of(&call(&mut c, "saveDocument", json!({"filePath": b_s})));
+    assert_eq!(saved["saved"], false, "{saved}");
+    assert_eq!(fs::read_to_string(&b).unwrap(), "again\n");
+    assert_eq!(vim.eval("[mode(), &modified]"), json!(["n", 1]));
+    vim.ex("qa!");
+}
+
+/// Replaces a file's contents at once (as an editor's atomic save) and gives it `mtime`: with the
+/// same size and time as before, what Vim's timestamp check sees of a write within the same tick
+/// of the file system's clock as its read (or the same second, on file systems that keep no more).
+fn write_unseen(path: &Path, text: &str, mtime: std::time::SystemTime) {
+    let tmp = path.with_extension("claude-tmp");
+    fs::write(&tmp, text).unwrap();
+    set_mtime(&tmp, mtime);
+    fs::rename(&tmp, path).unwrap();
+}
+
+/// The file claude writes after a diff is answered (in its terminal: the diff is closed by
+/// `close_tab`; in Vim: `:w`) shows in its buffer even when the file's time and size do not tell
+/// that it changed (`:checktime` found nothing before: the buffer kept the old text), whether the
+/// buffer is shown or hidden; a buffer with unsaved changes is not reloaded, and the user is told.
+#[test]
+fn vim_shows_what_claude_wrote_after_a_diff() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) =
+        vim_with_claude(&sb, &[("a.txt", "one\n"), ("other.txt", "other\n")], "");
+    let a = sb.ws.join("a.txt");
+    let mtime = || {
+        fs::metadata(sb.ws.join("a.txt"))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let lines = "getbufline(bufnr('a.txt'), 1, '$')";
+
+    // Accepted in claude's terminal: claude closes the diff, then writes the file.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "ONE\n", "terminal"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let close = c.call_tool("close_tab", json!({"tab_name": "terminal"}));
+    responses(&mut c, &[id, close]);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    write_unseen(&a, "ONE\n", mtime());
+    vim.wait_eval(lines, |v| v == &json!(["ONE"]));
+    assert_eq!(vim.eval("[&modified, expand('%:t')]"), json!([0, "a.txt"]));
+    // What Vim had is one undo away.
+    vim.ex("undo");
+    assert_eq!(vim.eval(lines), json!(["one"]));
+    vim.ex("redo");
+
+    // Accepted with :w while the window showed another file: the file's buffer is hidden once the
+    // diff closes, and shows what claude wrote when it is shown again.
+    vim.ex("edit other.txt");
+    let id = c.call_tool("openDiff", open_diff_args(&a, "two\n", "hidden"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("ClaudeCodeDiffAccept");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", "two\n"]);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    assert_eq!(vim.eval("expand('%:t')"), "other.txt");
+    write_unseen(&a, "two\n", mtime());
+    // (time for Vim to notice the write while the buffer is hidden)
+    std::thread::sleep(Duration::from_millis(500));
+    vim.ex("buffer a.txt");
+    vim.wait_eval(lines, |v| v == &json!(["two"]));
+    assert_eq!(vim.eval("&modified"), 0);
+
+    // Unsaved changes in the file's buffer when claude writes: kept, and the user is told.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "six\n", "mine"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("call setbufline(bufnr('a.txt'), 1, 'mine')");
+    vim.wait_eval("getbufvar(bufnr('a.txt'), '&modified')", |v| v == 1);
+    let close = c.call_tool("close_tab", json!({"tab_name": "mine"}));
+    responses(&mut c, &[id, close]);
+    write_unseen(&a, "six\n", mtime());
+    vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("not reloaded")
+    });
+    assert_eq!(vim.eval(lines), json!(["mine"]));
+    assert_eq!(
+        vim.eval("[mode(), getbufvar(bufnr('a.txt'), '&modified')]"),
+        json!(["n", 1])
+    );
+    assert_eq!(fs::read_to_string(&a).unwrap(), "six\n");
+    vim.ex("qa!");
+}
+
+/// Whether any window, in any tab page, is in diff mode.
+const ANY_DIFF: &str =
+    "len(filter(getwininfo(), {_, w -> gettabwinvar(w.tabnr, w.winnr, '&diff')}))";
+
+/// Closing a diff turns diff mode off where it put it, whatever the windows show by then. The user
+/// showed another file in the file's window during the diff: the window kept the file's options of
+/// the diff, and brought them back (diff, scrollbind, folds) when it showed the file again.
+#[test]
+fn vim_diff_mode_ends_where_the_diff_put_it() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(
+        &sb,
+        &[("a.txt", "one\n"), ("b.txt", "bee\n"), ("c.txt", "sea\n")],
+        "",
+    );
+    let a = sb.ws.join("a.txt");
+
+    // The user shows another buffer in the proposal's window: rejected, no diff mode left.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "ONE\n", "proposal"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("edit b.txt");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r)[0], "DIFF_REJECTED");
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    vim.wait_eval(ANY_DIFF, |v| v == 0);
+    vim.ex("only");
+    vim.wait_eval("winnr('$')", |v| v == 1);
+
+    // ... in the file's window: the same, and the file shown there again is a plain window.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "ONE\n", "file"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("call win_gotoid(bufwinid(bufnr('a.txt')))");
+    vim.ex("edit c.txt");
+    vim.ex("ClaudeCodeDiffDeny");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r)[0], "DIFF_REJECTED");
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    vim.wait_eval(ANY_DIFF, |v| v == 0);
+    vim.ex("buffer a.txt");
+    assert_eq!(
+        vim.eval("[&diff, &scrollbind, &cursorbind, &foldmethod]"),
+        json!([0, 0, 0, "manual"])
+    );
+    vim.ex("qa!");
+}
+
+/// The window id of the proposal of diff `id` (in any tab page), or -1.
+fn proposal_win(id: u64) -> String {
+    format!(
+        "get(win_findbuf(get(map(filter(getbufinfo(), \
+         {{_, b -> b.name =~ 'proposed by claude #{id})$'}}), {{_, b -> b.bufnr}}), 0, -1)), 0, -1)"
+    )
+}
+
+/// What the tab page of a proposal shows: the file names of its windows, and whether each is
+/// in diff mode.
+fn diff_tab(vim: &mut Vim, id: u64) -> Value {
+    vim.eval(&format!(
+        "getwininfo()->filter({{_, w -> w.tabnr == win_id2tabwin({})[0]}})\
+         ->map({{_, w -> [fnamemodify(bufname(w.bufnr), ':t'), gettabwinvar(w.tabnr, w.winnr, '&diff')]}})",
+        proposal_win(id)
+    ))
+}
+
+/// Two diffs pending at once each have a tab page of their own (diff mode compares every window
+/// of a tab page: the second one took the first one's window before), and answering one leaves
+/// the other as it was.
+#[test]
+fn vim_two_pending_diffs_each_their_own() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\n"), ("b.txt", "bee\n")], "");
+    let a = sb.ws.join("a.txt");
+    let b = sb.ws.join("b.txt");
+    for round in 0..2u64 {
+        let first = c.call_tool("openDiff", open_diff_args(&a, "A\n", "first"));
+        vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+        let second = c.call_tool("openDiff", open_diff_args(&b, "B\n", "second"));
+        vim.wait_eval(
+            "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
+            |v| v == 2,
+        );
+        // the bridge's ids: it counts the calls it forwarded
+        let (p1, p2) = (2 * round + 1, 2 * round + 2);
+        assert_eq!(vim.eval("tabpagenr('$')"), 2, "{}", vim.diag());
+        assert_eq!(vim.eval("tabpagenr()"), 1, "the focus moved");
+        let m = vim.eval("execute('messages')");
+        assert!(m.as_str().unwrap().contains("b.txt (tab page 2)"), "{m}");
+        let tab1 = diff_tab(&mut vim, p1);
+        let tab2 = diff_tab(&mut vim, p2);
+        assert_eq!(
+            tab1,
+            json!([
+                ["a.txt", 1],
+                [format!("a.txt (proposed by claude #{p1})"), 1]
+            ])
+        );
+        assert_eq!(
+            tab2,
+            json!([
+                ["b.txt", 1],
+                [format!("b.txt (proposed by claude #{p2})"), 1]
+            ])
+        );
+        if round == 0 {
+            // The second is withdrawn: the first stays, and is accepted.
+            let close = c.call_tool("close_tab", json!({"tab_name": "second"}));
+            let got = responses(&mut c, &[second, close]);
+            assert_eq!(texts(&got[&second])[0], "DIFF_REJECTED");
+            vim.wait_eval("tabpagenr('$')", |v| v == 1);
+            assert_eq!(diff_tab(&mut vim, p1), tab1);
+            vim.ex(&format!("call win_gotoid({})", proposal_win(p1)));
+            vim.ex("w");
+            let r = c.recv_until(WAIT, |v| v["id"] == json!(first)).unwrap();
+            assert_eq!(texts(&r), ["FILE_SAVED", "A\n"]);
+        } else {
+            // The first is accepted: the second stays, and is rejected.
+            vim.ex(&format!("call win_gotoid({})", proposal_win(p1)));
+            vim.ex("w");
+            let r = c.recv_until(WAIT, |v| v["id"] == json!(first)).unwrap();
+            assert_eq!(texts(&r), ["FILE_SAVED", "A\n"]);
+            vim.wait_eval(&proposal_win(p1), |v| v == -1);
+            assert_eq!(diff_tab(&mut vim, p2), tab2);
+            vim.ex(&format!("call win_gotoid({})", proposal_win(p2)));
+            vim.ex("q");
+            let r = c.recv_until(WAIT, |v| v["id"] == json!(second)).unwrap();
+            assert_eq!(texts(&r), ["DIFF_REJECTED", "second"]);
+        }
+        vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+        vim.wait_eval("tabpagenr('$')", |v| v == 1);
+        vim.wait_eval(ANY_DIFF, |v| v == 0);
+        vim.ex("only");
+        vim.ex("buffer a.txt");
+        vim.wait_eval("[winnr('$'), expand('%:t')]", |v| v == &json!([1, "a.txt"]));
+    }
+    vim.ex("qa!");
 }

@@ -46,7 +46,9 @@ export def Open(id: number, args: dict<any>)
   var layout = bridge.Option('diff_layout', 'vertical')
   var back = win_getid()
   var tab = 0
-  if layout ==# 'tab'
+  # Vim compares all the windows in diff mode of a tab page together: a diff while another one is
+  # shown there (or the user's own) gets a tab page of its own.
+  if layout ==# 'tab' || !empty(filter(range(1, winnr('$')), (_, n) => getwinvar(n, '&diff')))
     tabnew
     setlocal bufhidden=wipe
     tab = tabpagenr()
@@ -83,7 +85,8 @@ export def Open(id: number, args: dict<any>)
   var proposed = bufnr()
   diffs[string(id)] = {id: id, path: path, tab_name: get(args, 'tab_name', ''), proposed: proposed,
     old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
-    eol: contents =~# "\n$" || contents ==# '', crlf: crlf}
+    eol: contents =~# "\n$" || contents ==# '', crlf: crlf, wins: [main, win_getid()],
+    disk: Disk(path), contents: contents}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
   autocmd!
   execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Accept(' .. id .. ')'
@@ -93,6 +96,7 @@ export def Open(id: number, args: dict<any>)
     win_gotoid(back)
   endif
   bridge.Info('claude proposes a change to ' .. fnamemodify(path, ':~:.')
+    .. (tab > 0 ? ' (tab page ' .. tab .. ')' : '')
     .. ': :w in the proposal accepts it (with your edits), :q rejects it')
 enddef
 
@@ -136,7 +140,7 @@ export def Accept(id: number)
   bridge.Send({type: 'diff_decision', id: id, decision: 'accept', contents: text})
   setbufvar(d.proposed, '&modified', 0)
   timer_start(0, (_) => Close(d))
-  WatchWrite(d.path, text)
+  WatchWrite(d, text)
 enddef
 
 def Reject(d: dict<any>)
@@ -166,11 +170,13 @@ export def DenyCurrent()
   endif
 enddef
 
-# claude withdrew the call (close_tab, closeAllDiffTabs, a new prompt, disconnect).
+# claude withdrew the call (close_tab, closeAllDiffTabs, a new prompt, disconnect). When the user
+# accepted in claude's terminal, claude writes the proposal itself then.
 export def Cancel(id: number, reason: string)
   var d = Take(id)
   if !empty(d)
     Close(d)
+    WatchWrite(d, d.contents)
   endif
 enddef
 
@@ -178,6 +184,15 @@ export def CloseAll()
   for id in keys(diffs)
     Close(Take(str2nr(id)))
   endfor
+enddef
+
+# The tab pages that show the proposal of a pending diff.
+def ProposalTabs(): list<number>
+  var tabs: list<number> = []
+  for d in values(diffs)
+    tabs += mapnew(win_findbuf(d.proposed), (_, w) => win_id2tabwin(w)[0])
+  endfor
+  return tabs
 enddef
 
 # Closes the diff's windows and gives the main window its buffer back.
@@ -188,53 +203,120 @@ def Close(d: dict<any>)
       execute 'silent! tabclose! ' .. tabnr
     endif
   endif
-  if win_id2win(d.main) > 0 && bufexists(d.prev_buf) && d.prev_buf != d.old_buf
+  # the user showed another buffer in the file's window
+  var left = !d.old_scratch && win_id2tabwin(d.main)[0] > 0 && winbufnr(d.main) != d.old_buf
+  if win_id2tabwin(d.main)[0] > 0 && bufexists(d.prev_buf) && d.prev_buf != d.old_buf
       && winbufnr(d.main) == d.old_buf
     # diff mode off first: the window keeps its options for the buffer it leaves, and would
     # bring them back (diff, scrollbind, folds) the next time it shows the file
     win_execute(d.main, 'diffoff')
     win_execute(d.main, 'silent! hide buffer ' .. d.prev_buf)
   endif
+  # Diff mode off in the windows this diff put in it, whatever they show now (the user may have
+  # shown another buffer there), and in the file's windows; not where another diff is shown.
+  var others = ProposalTabs()
+  for w in d.wins + (d.old_scratch ? [] : win_findbuf(d.old_buf))
+    var tabnr = win_id2tabwin(w)[0]
+    if tabnr > 0 && index(others, tabnr) < 0 && gettabwinvar(tabnr, w, '&diff')
+      win_execute(w, 'diffoff')
+    endif
+  endfor
+  # The file's window, which shows another buffer now, keeps the file's options of the diff
+  # (diff, scrollbind, folds), and brings them back when it shows the file again.
+  if left
+    augroup claude_ide_bridge_diff_left
+      execute 'autocmd! * <buffer=' .. d.old_buf .. '>'
+      execute 'autocmd BufWinEnter <buffer=' .. d.old_buf .. '> LeftDiffOff(' .. d.old_buf .. ', '
+        .. d.main .. ')'
+    augroup END
+  endif
   if bufexists(d.proposed)
     execute 'silent! bwipeout! ' .. d.proposed
   endif
-  if d.old_scratch
-    if bufexists(d.old_buf)
-      execute 'silent! bwipeout! ' .. d.old_buf
-    endif
-  else
-    for w in win_findbuf(d.old_buf)
-      win_execute(w, 'diffoff')
-    endfor
+  if d.old_scratch && bufexists(d.old_buf)
+    execute 'silent! bwipeout! ' .. d.old_buf
   endif
   context.ScheduleEditors()
 enddef
 
-# After an accept, claude writes the file itself: reload the file's buffer once it did.
-def WatchWrite(path: string, text: string)
+# Buffer `buf` is shown again in window `win`, which it left in the diff mode of a diff closed
+# since: diff mode off (a new diff of the file turns it on again).
+def LeftDiffOff(buf: number, win: number)
+  if win_getid() != win
+    return
+  endif
+  execute 'autocmd! claude_ide_bridge_diff_left * <buffer=' .. buf .. '>'
+  if &diff
+    diffoff
+  endif
+enddef
+
+# The lines of a file as readfile() reads them in binary mode ([] when it does not exist).
+def Disk(path: string): list<string>
+  return filereadable(path) ? readfile(path, 'b') : []
+enddef
+
+# After an accept (with :w, or in claude's terminal), claude writes the file itself: the file's
+# buffer shows it once it did. Written is `text`, or (a hook that formats it) something else than
+# the file held when the diff opened, once it stays the same for a moment.
+def WatchWrite(d: dict<any>, text: string)
+  var want = split(text, "\n", true)
+  var last = d.disk
+  var last_size = getfsize(d.path)
   var tries = 0
   var Check: func
   Check = (timer) => {
     tries += 1
-    if filereadable(path) && getfsize(path) == strlen(text)
-        && join(readfile(path, 'b'), "\n") ==# text
-      timer_stop(timer)
-      Reload(path)
-    elseif tries >= 100
-      timer_stop(timer)
-      Reload(path)
+    # The file is read again when its size changed, and once a second besides (a write of the
+    # same size): not ten times a second for the ten seconds a rejected diff is watched.
+    var size = getfsize(d.path)
+    if size == last_size && tries % 10 != 0 && tries < 100
+      return
     endif
+    last_size = size
+    var now = Disk(d.path)
+    if now ==# want || (now !=# d.disk && now ==# last) || tries >= 100
+      timer_stop(timer)
+      if now !=# d.disk
+        Reload(d.path)
+      endif
+    endif
+    last = now
   }
   timer_start(100, Check, {repeat: 100})
 enddef
 
+# Shows what claude wrote in the file's buffer, unless the buffer has unsaved changes: the user
+# is told then. :checktime reads the file again when its time or size tell it changed; a write
+# they do not tell (of the old text's size, within the same tick of the file system's clock as
+# Vim's read, or the same second where the file system keeps no finer times) is read with :edit.
 def Reload(path: string)
   var b = context.BufOf(path)
-  if b <= 0 || !bufloaded(b) || getbufvar(b, '&modified')
+  if b <= 0 || !bufloaded(b)
     return
   endif
+  if getbufvar(b, '&modified')
+    bridge.Error('claude wrote ' .. fnamemodify(path, ':~:.') .. ', which has unsaved changes in'
+      .. ' Vim: not reloaded (:e! loads what claude wrote, :w writes your version over it)')
+    return
+  endif
+  var tick = getbufvar(b, 'changedtick')
   var ar = getbufvar(b, '&autoread')
   setbufvar(b, '&autoread', 1)
   execute 'silent! checktime ' .. b
   setbufvar(b, '&autoread', ar)
+  if getbufvar(b, 'changedtick') != tick
+    return
+  endif
+  var wins = win_findbuf(b)
+  if !empty(wins)
+    files.Reread(wins[0])
+  else
+    # hidden: read once it is shown again (after the command that shows it)
+    augroup claude_ide_bridge_reload
+      execute 'autocmd! * <buffer=' .. b .. '>'
+      execute 'autocmd BufWinEnter <buffer=' .. b .. '> ++once timer_start(0, (_) => Reload('
+        .. string(path) .. '))'
+    augroup END
+  endif
 enddef

@@ -8,26 +8,41 @@ import autoload 'claude_ide_bridge/terminal.vim'
 var swap_found = false
 var changed_on_disk = false
 
-# `:hide edit path` in the current window, without Vim's question about a swap file, which a tool
-# call cannot wait for: when another Vim edits the file (or one crashed), it opens read-only, and
-# the user is told.
-export def Edit(path: string)
+# Runs F without Vim's question about a swap file, which a tool call cannot wait for: when another
+# Vim edits the file (or one crashed), it opens read-only. Returns whether there was a swap file.
+def WithoutSwapQuestion(F: func()): bool
   swap_found = false
   augroup claude_ide_bridge_swap
     autocmd!
     autocmd SwapExists * v:swapchoice = 'o' | swap_found = true
   augroup END
   try
-    execute 'hide edit ' .. fnameescape(path)
+    F()
   finally
     augroup claude_ide_bridge_swap
       autocmd!
     augroup END
   endtry
-  if swap_found
+  return swap_found
+enddef
+
+# `:hide edit path` in the current window, without the swap file question: the user is told when
+# the file opened read-only.
+export def Edit(path: string)
+  if WithoutSwapQuestion(() => {
+      execute 'hide edit ' .. fnameescape(path)
+    })
     bridge.Info(fnamemodify(path, ':~:.') .. ' has a swap file (another Vim edits it, or one'
       .. ' crashed): opened read-only')
   endif
+enddef
+
+# Reads the file of the (unmodified) buffer shown in window `win` again: `:edit`, which keeps its
+# undo history ('undoreload'), the cursor line and the window's diff mode.
+export def Reread(win: number)
+  WithoutSwapQuestion(() => {
+    win_execute(win, 'silent edit')
+  })
 enddef
 
 # Shows `path` in the edit window (created beside the terminal when there is none).
@@ -39,8 +54,14 @@ def Show(path: string)
 enddef
 
 # Whether the file of buffer `b` changed on disk since Vim read it (found with :checktime, without
-# the question `:update` would then ask).
+# the question `:update` would then ask). :checktime tells it once: it then takes the file's new
+# time as seen, while `:update` still compares with the time Vim read it at, and would ask "Do you
+# really want to write to it". So what it found is kept (KeepChanged) until the buffer is read or
+# written again.
 def ChangedOnDisk(b: number): bool
+  if getbufvar(b, 'claude_ide_bridge_changed_on_disk', false)
+    return true
+  endif
   changed_on_disk = false
   augroup claude_ide_bridge_save
     autocmd!
@@ -53,7 +74,34 @@ def ChangedOnDisk(b: number): bool
       autocmd!
     augroup END
   endtry
+  if changed_on_disk
+    KeepChanged(b)
+  endif
   return changed_on_disk
+enddef
+
+def KeepChanged(b: number)
+  setbufvar(b, 'claude_ide_bridge_changed_on_disk', true)
+  augroup claude_ide_bridge_changed_on_disk
+    execute 'autocmd! * <buffer=' .. b .. '>'
+    execute 'autocmd BufReadPost,BufWritePost <buffer=' .. b .. '> ++once'
+      .. ' unlet! b:claude_ide_bridge_changed_on_disk'
+  augroup END
+enddef
+
+# The same when Vim's own check (on focus, after a shell command, :checktime) found the file
+# changed and the buffer, with unsaved changes, was kept (the user chose OK).
+export def WatchDisk()
+  augroup claude_ide_bridge_disk
+    autocmd!
+    autocmd FileChangedShellPost * Kept(str2nr(expand('<abuf>')))
+  augroup END
+enddef
+
+def Kept(b: number)
+  if getbufvar(b, '&modified')
+    KeepChanged(b)
+  endif
 enddef
 
 # The [line, col] (1-based, byte) where `text` starts at or after `from`, or [] ; with `at_end`,
