@@ -170,10 +170,19 @@ impl Mcp {
     /// batches waiting for the host) when they may have grown since the last call, else `None`.
     /// They count towards [`Limits::max_outbound`](crate::Limits::max_outbound) with the queued
     /// output: the client's answers, held here instead of there.
+    #[inline]
     pub(crate) fn held_if_grown(&mut self) -> Option<usize> {
-        if !std::mem::take(&mut self.grew) {
+        if !self.grew {
             return None;
         }
+        self.grew = false;
+        Some(self.held())
+    }
+
+    /// What [`Mcp::held_if_grown`] counts (out of the way of every call's code).
+    #[cold]
+    #[inline(never)]
+    fn held(&self) -> usize {
         let ids = self.pending.iter().map(|p| {
             let id = if p.id.len() > RawId::INLINE {
                 p.id.len()
@@ -183,7 +192,7 @@ impl Mcp {
             id + p.tab.as_ref().map_or(0, String::capacity)
         });
         let batches = self.batches.iter().map(|b| b.body.capacity());
-        Some(ids.sum::<usize>() + batches.sum::<usize>())
+        ids.sum::<usize>() + batches.sum::<usize>()
     }
 
     /// Outgoing messages not yet reported (only when tracing), oldest first.
