@@ -197,6 +197,8 @@ pub(crate) struct State {
     /// Set once stdin is to be closed after the outbox is written (`exit` sent).
     pub close_input: bool,
     docs: HashMap<String, Doc>,
+    /// The last document version sent, for any file.
+    versions: i32,
     diags: HashMap<String, Stored>,
     total: usize,
     seq: u64,
@@ -230,6 +232,7 @@ impl State {
             outbox_bytes: 0,
             close_input: false,
             docs: HashMap::new(),
+            versions: 0,
             diags: HashMap::new(),
             total: 0,
             seq: 0,
@@ -361,15 +364,20 @@ impl State {
         let seq = self.seq;
         let clock = self.clock;
         let change = self.caps.change;
+        // One counter for every file, across closes: a file opened again after the least recently
+        // used was closed gets versions its earlier life never had, so a late publish for that
+        // life cannot pass for the new text's.
+        let version = self.versions.saturating_add(1);
         if let Some(doc) = self.docs.get_mut(path) {
             doc.last_used = clock;
             if doc.hash == hash {
                 return;
             }
-            doc.version += 1;
+            doc.version = version;
             doc.hash = hash;
             doc.synced_seq = seq;
-            let (version, language) = (doc.version, doc.language.clone());
+            let language = doc.language.clone();
+            self.versions = version;
             if change {
                 self.notify(
                     "textDocument/didChange",
@@ -390,13 +398,14 @@ impl State {
                 path.to_owned(),
                 Doc {
                     language: language.to_owned(),
-                    version: 1,
+                    version,
                     hash,
                     synced_seq: seq,
                     last_used: clock,
                 },
             );
-            self.open(&uri, language, 1, text);
+            self.versions = version;
+            self.open(&uri, language, version, text);
             // No didSave after didOpen: every server checks an opened file already (clangd would build twice).
             return;
         }

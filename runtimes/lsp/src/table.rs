@@ -237,6 +237,8 @@ pub struct Override {
 /// use claude_ide_bridge_lsp::parse_override;
 /// let ov = parse_override("python='/opt/my lsp/bin/pylsp' -v").unwrap();
 /// assert_eq!(ov.command, ["/opt/my lsp/bin/pylsp", "-v"]);
+/// let here = std::env::current_dir().unwrap();
+/// assert_eq!(parse_override("zig=./zls").unwrap().command, [here.join("zls").to_str().unwrap()]);
 /// assert!(parse_override("=pylsp").is_err());
 /// assert!(parse_override("python=").is_err());
 /// ```
@@ -258,6 +260,7 @@ pub fn parse_override(spec: &str) -> Result<Override, String> {
     if command.is_empty() {
         return Err(format!("{spec:?}: the command is empty"));
     }
+    let mut command = command;
     if command[0].contains('/')
         && !Path::new(&command[0]).is_absolute()
         && !command[0].starts_with("./")
@@ -265,6 +268,12 @@ pub fn parse_override(spec: &str) -> Result<Override, String> {
         return Err(format!(
             "{spec:?}: a program path must be absolute (or a name found on PATH)"
         ));
+    }
+    if command[0].starts_with("./") {
+        // Found and run from here: the server's own working directory is the workspace folder,
+        // where `./prog` would be another program, or none.
+        let here = std::env::current_dir().map_err(|e| format!("{spec:?}: {e}"))?;
+        command[0] = here.join(&command[0][2..]).to_string_lossy().into_owned();
     }
     Ok(Override {
         language: language.to_owned(),
