@@ -1,5 +1,7 @@
 //! One server process and the threads around its [`State`]: a reader (stdout → frames → state), a writer
-//! (state's outbox → stdin; it also owns the child, enforces the `initialize` timeout and reaps the process),
+//! (state's outbox → stdin, never blocked in a write; it also owns the child, looks at it every second
+//! (an exit the reader cannot see, a process the server started holding its output), enforces the
+//! `initialize` timeout, also while the server does not read, and reaps the process),
 //! and a copier of stderr to the log. Callers wait on the state's condition variable with their own deadline,
 //! so a server that hangs never holds a caller past it.
 
@@ -413,25 +415,96 @@ fn kill_group(state: &State) {
     }
 }
 
+/// How often the writer looks at the process and the `initialize` deadline while it has nothing to
+/// write or waits for the server to read: a server can exit while a process it started keeps its
+/// output open (the reader sees no end), and a server can stop reading before it answers
+/// `initialize` (the writer would wait in its write for good).
+const WATCH: Duration = Duration::from_secs(1);
+
+/// Whether the process has exited, left unreaped (its group is killed before it is reaped, so that
+/// the id is not reused meanwhile).
+fn has_exited(child: &Child) -> bool {
+    use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+    let Some(pid) = Pid::from_raw(child.id() as i32) else {
+        return false;
+    };
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    matches!(waitid(WaitId::Pid(pid), options), Ok(Some(_)))
+}
+
+/// The writer's checks, under the lock: the server is done (exited, found exited, or past its
+/// `initialize` deadline, each recorded), or not.
+fn done(state: &mut State, child: &Child, init_deadline: Instant, timeout: Duration) -> bool {
+    if matches!(state.phase, Phase::Exited(_)) {
+        return true;
+    }
+    if state.phase == Phase::Starting && Instant::now() >= init_deadline {
+        state.exit(format!("hung: no answer to initialize within {timeout:?}"));
+        return true;
+    }
+    if has_exited(child) {
+        state.exit(
+            "exited (seen by its status: its output is still held open, by a process it started)"
+                .to_owned(),
+        );
+        return true;
+    }
+    false
+}
+
+/// Writes `frame` to the server's input (non-blocking), looking every [`WATCH`] at whether to give
+/// up (`give_up`): `Ok(false)` when it gave up.
+fn write_watched(
+    input: &mut ChildStdin,
+    mut frame: &[u8],
+    mut give_up: impl FnMut() -> bool,
+) -> std::io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let watch = Timespec {
+        tv_sec: WATCH.as_secs() as _,
+        tv_nsec: 0,
+    };
+    while !frame.is_empty() {
+        match input.write(frame) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => frame = &frame[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut fds = [PollFd::new(input, PollFlags::OUT)];
+                match poll(&mut fds, Some(&watch)) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                if give_up() {
+                    return Ok(false);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
 fn write_loop(
     shared: &Shared,
-    mut child: Child,
+    child: Child,
     stdin: ChildStdin,
     init_deadline: Instant,
     initialize_timeout: Duration,
     log: &Log,
     trace: Option<&Log>,
 ) {
-    let mut stdin = Some(stdin);
+    let mut child = child;
+    // Non-blocking, so that a server that stops reading does not hold the writer from its checks.
+    let mut stdin = rustix::io::ioctl_fionbio(&stdin, true)
+        .is_ok()
+        .then_some(stdin);
     let mut state = shared.lock();
+    if stdin.is_none() {
+        state.exit("could not set up its input".to_owned());
+    }
     loop {
-        if matches!(state.phase, Phase::Exited(_)) {
-            break;
-        }
-        if state.phase == Phase::Starting && Instant::now() >= init_deadline {
-            state.exit(format!(
-                "hung: no answer to initialize within {initialize_timeout:?}"
-            ));
+        if done(&mut state, &child, init_deadline, initialize_timeout) {
             break;
         }
         if state.outbox.is_empty() {
@@ -441,11 +514,11 @@ fn write_loop(
             let wait = if state.phase == Phase::Starting {
                 init_deadline.saturating_duration_since(Instant::now())
             } else {
-                Duration::from_secs(3600)
+                WATCH
             };
             state = shared
                 .cond
-                .wait_timeout(state, wait)
+                .wait_timeout(state, wait.min(WATCH))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
             continue;
@@ -458,10 +531,19 @@ fn write_loop(
                 if let Some(trace) = trace {
                     trace.line(&format!("-> {}", head(&frame)));
                 }
-                if let Err(e) = input.write_all(&frame).and_then(|()| input.flush()) {
-                    failed = Some(e);
-                    break;
+                let give_up = || {
+                    let mut state = shared.lock();
+                    done(&mut state, &child, init_deadline, initialize_timeout)
+                };
+                match write_watched(input, &frame, give_up) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
                 }
+                let _ = input.flush();
             }
         }
         state = shared.lock();

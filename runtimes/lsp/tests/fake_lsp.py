@@ -79,6 +79,11 @@ def main():
             note("initialize", json.dumps(params))
             if MODE == "hang-init":
                 continue
+            if MODE == "deaf-init":
+                # Requests whose answers fill the pipe to it, and never a read again.
+                for i in range(2000):
+                    send({"jsonrpc": "2.0", "id": "deaf%d" % i, "method": "workspace/configuration", "params": {"items": [{"section": "s"}] * 20}})
+                sleep_forever()
             caps = {"textDocumentSync": {"openClose": True, "change": 1, "save": True}, "documentFormattingProvider": True}
             if pull:
                 caps["diagnosticProvider"] = {"interFileDependencies": False, "workspaceDiagnostics": False}
@@ -98,6 +103,11 @@ def main():
             text = doc["text"] if method.endswith("didOpen") else params["contentChanges"][-1]["text"]
             docs[doc["uri"]] = text
             if MODE == "crash-after-open":
+                os._exit(4)
+            if MODE == "orphan-output":
+                # Its own child keeps stdin and stdout open: the client sees no end of output.
+                child = subprocess.Popen(["sleep", "1000"])
+                note("grandchild", str(child.pid))
                 os._exit(4)
             if MODE == "garbage":
                 out.write(b"hello, this is not a frame\r\n\r\n")

@@ -398,6 +398,67 @@ fn crash_later_is_noticed_at_once_and_restarted() {
     fx.shutdown_leaves_nothing();
 }
 
+/// A server that exits while a process it started keeps its output open: the reader sees no end,
+/// so the exit is seen by its status instead (the writer looks every second); the server is
+/// restarted, and its child goes with its process group. It stayed `Running` before, a zombie
+/// every request waited on until its deadline.
+#[test]
+fn an_exit_is_seen_while_a_child_holds_the_output_open() {
+    let fx = fake("orphan-output", |_| {});
+    let wait = Duration::from_secs(3);
+    assert!(fx
+        .diagnostics("a.fake", "error", wait, Duration::from_secs(2))
+        .is_empty());
+    let pid = fx.first_pid();
+    wait_for("the exit to be seen", Duration::from_secs(5), || {
+        matches!(fx.state_of("fake"), ServerState::Crashed(_))
+    });
+    wait_for(
+        "the server and its child to be gone",
+        Duration::from_secs(5),
+        || {
+            let child =
+                std::fs::read_to_string(fx.state.path().join("grandchild")).unwrap_or_default();
+            !alive(pid) && child.trim().parse().is_ok_and(|c| !alive(c))
+        },
+    );
+    std::thread::sleep(Duration::from_millis(250));
+    fx.diagnostics("a.fake", "error", wait, Duration::from_secs(2));
+    assert_eq!(fx.starts().len(), 2, "restarted once its backoff passed");
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+/// A server that asks for more than its input takes before it answers `initialize`, and never
+/// reads: the writer, waiting for it to read, still kills it at the `initialize` deadline. It
+/// stayed `Starting` for the whole run before (the deadline was looked at between writes only).
+#[test]
+fn a_server_deaf_before_initialize_is_killed_at_its_deadline() {
+    let fx = fake("deaf-init", |c| c.start_wait = Duration::from_millis(500));
+    assert!(fx
+        .diagnostics(
+            "a.fake",
+            "error",
+            Duration::from_millis(300),
+            Duration::from_secs(1)
+        )
+        .is_empty());
+    let pid = fx.first_pid();
+    // initialize_timeout is 2 s, looked at every second while the writer waits.
+    wait_for(
+        "the deaf server to be stopped",
+        Duration::from_secs(6),
+        || !alive(pid),
+    );
+    assert!(
+        matches!(fx.state_of("fake"), ServerState::Crashed(why) if why.contains("no answer to initialize")),
+        "{:?}",
+        fx.lsp.status()
+    );
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn exit_after_initialize_counts_as_a_crash() {
     let fx = fake("exit-after-init", |_| {});
