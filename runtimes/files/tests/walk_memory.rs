@@ -3,42 +3,14 @@
 //! crate's walker, read the rest of a directory into memory once the walk was more than ten
 //! levels below it: 100,000 names, 15 MB here, and without bound for a larger one.)
 //!
-//! Its own test binary: the allocator below counts every allocation of the process.
+//! Its own test binary: the counting allocator counts every allocation of the process.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+#[path = "../../testsupport/counting_alloc.rs"]
+mod counting_alloc;
+
 use std::fs;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use claude_ide_bridge_files::{Limits, Workspace};
-
-/// The system allocator, counting the bytes in use and the most in use since the last reset.
-struct Counting;
-
-static IN_USE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed on unchanged to `System`, which upholds `GlobalAlloc`'s contract;
-// the counters only add atomic arithmetic beside it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract for `alloc`, passed on unchanged.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = IN_USE.fetch_add(layout.size(), Relaxed) + layout.size();
-            PEAK.fetch_max(now, Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        IN_USE.fetch_sub(layout.size(), Relaxed);
-        // SAFETY: the caller's contract for `dealloc`, passed on unchanged.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
 
 #[test]
 fn a_deep_walk_below_a_huge_directory_reads_it_a_batch_at_a_time() {
@@ -62,10 +34,7 @@ fn a_deep_walk_below_a_huge_directory_reads_it_a_batch_at_a_time() {
             ..Limits::default()
         },
     );
-    let before = IN_USE.load(Relaxed);
-    PEAK.store(before, Relaxed);
-    let info = ws.info();
-    let peak = PEAK.load(Relaxed) - before;
+    let (info, peak) = counting_alloc::peak_during(|| ws.info());
     assert_eq!(
         (info.file_count, info.file_count_truncated),
         (FILES + 20, false)

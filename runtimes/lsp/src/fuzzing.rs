@@ -74,6 +74,21 @@ pub fn server_output(data: &[u8]) {
     }
 }
 
+/// One running server's state (pulls offered, `/w/a.py` open) handling `frames`, the bodies of
+/// what the server writes, with nothing else around it (for tests that measure what reading them
+/// costs). Returns how many it took without stopping the server.
+pub fn handle_bodies(frames: &[&[u8]]) -> usize {
+    let mut state = State::new(LspLimits::default(), vec![]);
+    state.begin(1);
+    let init = br#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"textDocumentSync":1}}}"#;
+    state.handle(init).expect("a well-formed initialize answer");
+    state.sync("/w/a.py", "python", "x = 1\n");
+    frames
+        .iter()
+        .take_while(|frame| state.handle(frame).is_ok())
+        .count()
+}
+
 /// Takes the queued frames, checking that each is one Content-Length frame of a JSON-RPC 2.0 object.
 fn queued(state: &mut State) -> Vec<serde_json::Value> {
     state

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC's "invalid params" error code.
 pub const INVALID_PARAMS: i64 = -32602;
+/// The most items a `workspace/configuration` request is answered for (servers ask for a few).
+pub const MAX_CONFIGURATION_ITEMS: usize = 1024;
 
 /// A message read from a server.
 #[derive(Debug)]
@@ -156,7 +158,18 @@ pub fn answer_server_request(
                 items: Vec<serde::de::IgnoredAny>,
             }
             match serde_json::from_str::<Items>(params.get()) {
-                // Bounded by the message size limit, like everything read from a server.
+                // Each item would cost a value of 32 bytes (and 5 in the answer) for 2 in the
+                // request: more than any server asks for is refused.
+                Ok(items) if items.items.len() > MAX_CONFIGURATION_ITEMS => (
+                    Err((
+                        INVALID_PARAMS,
+                        format!(
+                            "more than {MAX_CONFIGURATION_ITEMS} configuration items ({})",
+                            items.items.len()
+                        ),
+                    )),
+                    vec![],
+                ),
                 Ok(items) => (
                     Ok(Value::Array(vec![Value::Null; items.items.len()])),
                     vec![],
@@ -258,6 +271,17 @@ mod tests {
     }
 
     #[test]
+    fn too_many_configuration_items_are_refused() {
+        let items = vec!["{}"; MAX_CONFIGURATION_ITEMS + 1].join(",");
+        let (answer, _) = answer_server_request(
+            "workspace/configuration",
+            &raw(&format!(r#"{{"items":[{items}]}}"#)),
+            &[],
+        );
+        assert!(matches!(answer, Err((INVALID_PARAMS, _))), "{answer:?}");
+    }
+
+    #[test]
     fn configuration_gets_one_null_per_item() {
         let (answer, regs) = answer_server_request(
             "workspace/configuration",
@@ -323,4 +347,52 @@ mod tests {
         assert_eq!(v["id"], "s1");
         assert_eq!(v["error"]["code"], METHOD_NOT_FOUND);
     }
+}
+
+/// A diagnostic as a server sends it, with only what the client keeps: `data`, `relatedInformation`,
+/// `tags` and `codeDescription` (any JSON, which `lsp_types` builds as values, about 16 times the bytes of a
+/// long `[0,0,...]`) are passed over without being built.
+#[derive(Debug, Deserialize)]
+pub struct WireDiagnostic {
+    /// Where.
+    pub range: lsp_types::Range,
+    /// How bad (absent: an error).
+    #[serde(default)]
+    pub severity: Option<lsp_types::DiagnosticSeverity>,
+    /// The server's code for it.
+    #[serde(default)]
+    pub code: Option<lsp_types::NumberOrString>,
+    /// Who says so (`rustc`, `pyright`).
+    #[serde(default)]
+    pub source: Option<String>,
+    /// What.
+    pub message: String,
+}
+
+/// `textDocument/publishDiagnostics`' params, read as [`WireDiagnostic`]s.
+#[derive(Debug, Deserialize)]
+pub struct Published {
+    /// The file.
+    pub uri: String,
+    /// The document version they are for, if the server says.
+    #[serde(default)]
+    pub version: Option<i32>,
+    /// Its diagnostics.
+    pub diagnostics: Vec<WireDiagnostic>,
+}
+
+/// A `textDocument/diagnostic` answer, read as [`WireDiagnostic`]s and without buffering: `lsp_types` reads
+/// it as an untagged enum of internally tagged ones, which builds the whole answer in memory first. Related
+/// documents are passed over (the client asks for one file); a report without `kind` is a partial one.
+#[derive(Debug, Deserialize)]
+pub struct PullReport {
+    /// `full`, `unchanged`, or absent (a partial result).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// The id to send back as `previousResultId`.
+    #[serde(rename = "resultId", default)]
+    pub result_id: Option<String>,
+    /// A full report's diagnostics.
+    #[serde(default)]
+    pub items: Vec<WireDiagnostic>,
 }

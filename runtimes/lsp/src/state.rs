@@ -516,18 +516,11 @@ impl State {
         version: i32,
         answer: &RawValue,
     ) -> Result<Option<FileDiagnostics>, String> {
-        let report: lsp_types::DocumentDiagnosticReportResult = serde_json::from_str(answer.get())
+        let report: rpc::PullReport = serde_json::from_str(answer.get())
             .map_err(|e| format!("unreadable diagnostic report: {e}"))?;
-        match report {
-            lsp_types::DocumentDiagnosticReportResult::Report(
-                lsp_types::DocumentDiagnosticReport::Full(full),
-            ) => {
-                let report = full.full_document_diagnostic_report;
-                Ok(self.store(path, Some(version), report.items, report.result_id))
-            }
-            lsp_types::DocumentDiagnosticReportResult::Report(
-                lsp_types::DocumentDiagnosticReport::Unchanged(_),
-            ) => {
+        match report.kind.as_deref() {
+            Some("full") => Ok(self.store(path, Some(version), report.items, report.result_id)),
+            Some("unchanged") => {
                 self.seq += 1;
                 if let Some(stored) = self.diags.get_mut(path) {
                     stored.version = Some(version);
@@ -535,9 +528,11 @@ impl State {
                 }
                 Ok(None)
             }
-            lsp_types::DocumentDiagnosticReportResult::Partial(_) => {
-                Err("a partial diagnostic report".to_owned())
-            }
+            None => Err("a partial diagnostic report".to_owned()),
+            Some(kind) => Err(format!(
+                "a diagnostic report of kind {:?}",
+                kind.chars().take(40).collect::<String>()
+            )),
         }
     }
 
@@ -546,7 +541,7 @@ impl State {
         &mut self,
         path: &str,
         version: Option<i32>,
-        items: Vec<lsp_types::Diagnostic>,
+        items: Vec<rpc::WireDiagnostic>,
         result_id: Option<String>,
     ) -> Option<FileDiagnostics> {
         self.seq += 1;
@@ -668,25 +663,20 @@ impl State {
             Incoming::Stray(what) => effects.push(Effect::Log(format!("ignored {what}"))),
             Incoming::Notification { method, params } => match method.as_str() {
                 "textDocument/publishDiagnostics" => {
-                    match serde_json::from_str::<lsp_types::PublishDiagnosticsParams>(params.get())
-                    {
+                    match serde_json::from_str::<rpc::Published>(params.get()) {
                         // A key no file can have (Linux paths end at 4096 bytes) is not kept:
                         // entries are counted, and each key must stay small.
-                        Ok(p) if p.uri.as_str().len() > MAX_URI_BYTES => {
-                            effects.push(Effect::Log(format!(
-                                "ignored diagnostics for a URI of {} bytes",
-                                p.uri.as_str().len()
-                            )))
-                        }
-                        Ok(p) => match uri_to_path(p.uri.as_str()) {
+                        Ok(p) if p.uri.len() > MAX_URI_BYTES => effects.push(Effect::Log(format!(
+                            "ignored diagnostics for a URI of {} bytes",
+                            p.uri.len()
+                        ))),
+                        Ok(p) => match uri_to_path(&p.uri) {
                             Some(path) => effects.extend(
                                 self.store(&path, p.version, p.diagnostics, None)
                                     .map(Effect::Changed),
                             ),
-                            None => effects.push(Effect::Log(format!(
-                                "ignored diagnostics for {}",
-                                p.uri.as_str()
-                            ))),
+                            None => effects
+                                .push(Effect::Log(format!("ignored diagnostics for {}", p.uri))),
                         },
                         Err(e) => effects.push(Effect::Log(format!(
                             "ignored unreadable publishDiagnostics: {e}"
@@ -750,7 +740,7 @@ fn truncate_chars(s: &mut String, max: usize) {
 
 /// An LSP diagnostic in the engine's shape: severity by name (`Error` when the server gives none, as editors
 /// do), range as sent (0-based, UTF-16), `source` and `code` kept, the message cut at `max_chars`.
-pub(crate) fn convert(d: lsp_types::Diagnostic, max_chars: usize) -> Diagnostic {
+pub(crate) fn convert(d: rpc::WireDiagnostic, max_chars: usize) -> Diagnostic {
     let severity = match d.severity {
         Some(DiagnosticSeverity::WARNING) => Diagnostic::WARNING,
         Some(DiagnosticSeverity::INFORMATION) => Diagnostic::INFORMATION,
