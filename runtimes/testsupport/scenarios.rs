@@ -71,6 +71,7 @@ macro_rules! socket_scenarios {
             lock_dir_wrong_permissions,
             a_host_behind_pauses_reading,
             host_loop_answers_a_burst,
+            a_flooding_peer_starves_nobody,
         );
     };
 }
@@ -99,6 +100,7 @@ macro_rules! handler_scenarios {
             a_stopped_server_is_freed,
             a_stopped_server_drops_its_handler_while_a_handle_lives,
             a_dropped_server_says_goodbye,
+            a_flooding_peer_starves_nobody,
         );
     };
 }
@@ -733,6 +735,52 @@ pub fn slowloris<R: Rt>() {
     assert!(trickle.join().unwrap(), "the slow socket was closed");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(good.request("ping", json!({}))["result"], json!({}));
+    R::stop(s);
+}
+
+/// A peer that keeps its socket readable with messages that give no event and no output (unknown
+/// notifications, written faster than they are read) harms nobody: another client still connects
+/// and is answered. On smol, the
+/// flooding connection's task never met a read that found nothing, so it never let the executor's
+/// thread go: the acceptor, the timer and the other connections stood still.
+pub fn a_flooding_peer_starves_nobody<R: Rt>() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let (flooder, _) = client::<R>(&s);
+    let mut chunk = Vec::new();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/nothing"}).to_string();
+    for _ in 0..2000 {
+        claude_ide_bridge::ws::encode_frame(
+            &mut chunk,
+            claude_ide_bridge::ws::OpCode::Text,
+            true,
+            Some([1, 2, 3, 4]),
+            note.as_bytes(),
+        );
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let (stop, chunk) = (stop.clone(), chunk.clone());
+        let mut stream = flooder.stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(20);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
+                if stream.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let (mut other, _) = client::<R>(&s);
+    assert_eq!(other.request("ping", json!({}))["result"], json!({}));
+    let answered = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flood.join().unwrap();
+    assert!(answered < WAIT, "answered after {answered:?}");
+    drop(flooder);
     R::stop(s);
 }
 

@@ -144,7 +144,7 @@ impl Threads {
             }
             match stream.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => self.shared.input(conn, &buf[..n]),
+                Ok(n) => _ = self.shared.input(conn, &buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }

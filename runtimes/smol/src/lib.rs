@@ -114,7 +114,9 @@ impl Tasks {
     }
 
     async fn accept_loop(self: Arc<Self>, listener: Async<TcpListener>, stop: Receiver<()>) {
-        loop {
+        // Never more than one accept before the others run, and none after a stop (`accept` is
+        // preferred over the stop bell while connections wait).
+        while !self.shared.is_stopped() {
             let accepted = future::or(async { Some(listener.accept().await) }, async {
                 let _ = stop.recv().await;
                 None
@@ -125,6 +127,7 @@ impl Tasks {
                 Some(Ok((stream, _))) => self.add(stream),
                 Some(Err(_)) => drop(Timer::after(Duration::from_millis(10)).await),
             }
+            future::yield_now().await;
         }
     }
 
@@ -159,13 +162,11 @@ impl Tasks {
             }
             // Read first, and on `WouldBlock` wait with `readable()`, whose readiness is used up
             // when it reports it (`AsyncRead` reads again instead, leaving it stale: one more
-            // read that finds nothing per call). With events waiting for the host, it goes
-            // first: it answers, and the next request is often in by the next read.
+            // read that finds nothing per call). Others run first when `input` says so.
             match stream.get_ref().read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    self.shared.input(conn, &buf[..n]);
-                    if self.shared.host_has_events() {
+                    if self.shared.input(conn, &buf[..n]) {
                         future::yield_now().await;
                     }
                 }
