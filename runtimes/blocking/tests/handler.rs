@@ -116,10 +116,23 @@ fn the_handler_may_stop_its_own_server() {
     );
     let mut c = c.unwrap();
     c.init();
-    c.call_tool("getDiagnostics", serde_json::json!({}));
+    // Two calls in one write: the stop comes in the middle of a burst, whose answers are held.
+    c.call_tools_at_once(&[
+        ("getDiagnostics", serde_json::json!({})),
+        ("getDiagnostics", serde_json::json!({})),
+    ]);
     done.recv_timeout(Duration::from_secs(20))
         .expect("the stop from the handler returned");
     assert!(!lock.exists());
+    // The Close 1001 reached the client (it was held for the burst, then dropped by the stop).
+    let close =
+        std::iter::from_fn(|| c.recv_frame(Duration::from_secs(5))).find(|(op, _)| *op == 8);
+    assert_eq!(
+        close.map(|(_, p)| u16::from_be_bytes([p[0], p[1]])),
+        Some(1001),
+        "{}",
+        c.why()
+    );
     let log = log.lock().unwrap();
     assert!(!log.iter().any(|l| l.contains("panicked")), "{log:?}");
 }

@@ -356,6 +356,12 @@ impl Shared {
                 self.log(|| "the event handler panicked; its event is dropped".to_string());
             }
             let mut st = self.lock();
+            if !st.delivery.should_hold() && st.delivery.has_held() {
+                // A burst ended with an event that gave no answer: what its earlier events' gave
+                // goes out before the next burst begins.
+                let st = &mut *st;
+                write_held(&mut st.core, &st.conns, &mut st.delivery, st.stopped);
+            }
             match st.delivery.take_next() {
                 Some(next) => {
                     self.backlog.set(st.delivery.queue.len());
@@ -568,7 +574,10 @@ impl Shared {
         self.answer(false, |core| {
             let now = core.clock.now();
             core.server.shutdown(now)
-        })
+        });
+        // Stopped from the handler in a burst, that output was held for the burst's next
+        // answers, which will not come: written now, before a hard stop would drop it.
+        self.run(|st| write_held(&mut st.core, &st.conns, &mut st.delivery, st.stopped))
     }
 
     /// Whether every connection has finished closing (see [`STOP_GRACE`]).
