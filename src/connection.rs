@@ -56,10 +56,9 @@ enum Step {
 /// outbound limit (checked only when it may have grown): a client holding calls open with huge
 /// ids, tab names or batches is dropped as one that stops reading is (docs/protocol.md,
 /// "Limits").
+#[inline]
 fn over_limit(s: &mut Session, max_outbound: usize) -> bool {
-    s.mcp
-        .held_if_grown()
-        .is_some_and(|held| held.saturating_add(s.ws.sender.queued()) > max_outbound)
+    s.mcp.grew() && s.mcp.held().saturating_add(s.ws.sender.queued()) > max_outbound
 }
 
 /// One connection.
@@ -290,9 +289,7 @@ impl Connection {
             };
             let phase = *phase;
             if over_limit(s, cx.config.limits.max_outbound) {
-                self.abort(DisconnectReason::OutboundFull);
-                self.mark_dirty(cx);
-                return;
+                return self.outbound_full(cx);
             }
             if !was_initialized && phase == McpPhase::Ready && !closing {
                 // Deliver the at-mentions queued while nobody was connected.
@@ -350,6 +347,14 @@ impl Connection {
             self.finish(DisconnectReason::Closed(None));
             self.mark_dirty(cx);
         }
+    }
+
+    /// Dropped for holding more than the outbound limit allows (see [`over_limit`]).
+    #[cold]
+    #[inline(never)]
+    fn outbound_full(&mut self, cx: &mut Shared) {
+        self.abort(DisconnectReason::OutboundFull);
+        self.mark_dirty(cx);
     }
 
     /// A message could not be queued. `Closed` also comes from a sender that an earlier overflow
@@ -530,8 +535,7 @@ impl Connection {
         };
         let answered = s.mcp.answer_call(&mut s.ws.sender, seq, compat, body);
         if answered.is_some() && over_limit(s, cx.config.limits.max_outbound) {
-            self.abort(DisconnectReason::OutboundFull);
-            self.mark_dirty(cx);
+            self.outbound_full(cx);
             return true;
         }
         match answered {

@@ -166,23 +166,21 @@ impl Mcp {
         }
     }
 
-    /// The bytes kept for pending calls (ids too long to keep inline, tab names, the answers of
-    /// batches waiting for the host) when they may have grown since the last call, else `None`.
-    /// They count towards [`Limits::max_outbound`](crate::Limits::max_outbound) with the queued
-    /// output: the client's answers, held here instead of there.
+    /// Whether what is kept for pending calls may have grown since [`Mcp::held`] was last asked.
     #[inline]
-    pub(crate) fn held_if_grown(&mut self) -> Option<usize> {
-        if !self.grew {
-            return None;
-        }
-        self.grew = false;
-        Some(self.held())
+    pub(crate) fn grew(&self) -> bool {
+        self.grew
     }
 
-    /// What [`Mcp::held_if_grown`] counts (out of the way of every call's code).
+    /// The bytes kept for pending calls: ids too long to keep inline, tab names, the answers of
+    /// batches waiting for the host. They count towards
+    /// [`Limits::max_outbound`](crate::Limits::max_outbound) with the queued output: the client's
+    /// answers, held here instead of there. Asked only when [`Mcp::grew`] (out of the way of
+    /// every call's code).
     #[cold]
     #[inline(never)]
-    fn held(&self) -> usize {
+    pub(crate) fn held(&mut self) -> usize {
+        self.grew = false;
         let ids = self.pending.iter().map(|p| {
             let id = if p.id.len() > RawId::INLINE {
                 p.id.len()

@@ -13,7 +13,6 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -108,13 +107,7 @@ pub struct Shared {
     backlog: Backlog,
     /// The logger, called without the lock held (see [`Core::take_logs`]).
     logger: Option<crate::Logger>,
-    /// Reads counted for [`Shared::input`]'s turns (all connections'; only the rhythm matters).
-    reads: AtomicU32,
 }
-
-/// A reader on a shared thread lets the others run at least once every this many reads
-/// ([`Shared::input`]).
-pub const FAIR_READS: u32 = 16;
 
 impl Shared {
     /// What both runtimes do at start: binds the listener (blocking mode; the runtime wraps it as
@@ -155,7 +148,6 @@ impl Shared {
             lock_path,
             backlog: Backlog::default(),
             logger,
-            reads: AtomicU32::new(1),
         };
         shared.write_logs(started);
         Ok((listener, Arc::new(shared)))
@@ -356,7 +348,7 @@ impl Shared {
                 self.log(|| "the event handler panicked; its event is dropped".to_string());
             }
             let mut st = self.lock();
-            if !st.delivery.should_hold() && st.delivery.has_held() {
+            if st.delivery.has_held() && !st.delivery.should_hold() {
                 // A burst ended with an event that gave no answer: what its earlier events' gave
                 // goes out before the next burst begins.
                 let st = &mut *st;
@@ -469,23 +461,15 @@ impl Shared {
         behind
     }
 
-    /// Bytes read from `conn`. Returns whether a reader sharing its thread with other tasks lets
-    /// them run before it reads again: when events wait for the host (on the host's executor, it
-    /// answers first, and the next request is often in by the next read), and at every
-    /// [`FAIR_READS`]th read. A peer whose messages give no event and no output (notifications, or
-    /// anything once its connection is finished) can keep its socket readable for good: its task
-    /// would never wait, and keep the executor's thread from the timer, the acceptor, the other
-    /// connections and its own writer.
+    /// Bytes read from `conn`. Returns whether events wait for the host: a reader on the host's
+    /// executor lets it run before reading again (it answers first, and the next request is often
+    /// in by the next read).
     pub fn input(self: &Arc<Self>, conn: ConnectionId, bytes: &[u8]) -> bool {
         self.answer(false, |core| {
             let now = core.clock.now();
             core.server.handle_input(conn, bytes, now)
         });
         self.host_has_events()
-            || self
-                .reads
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(FAIR_READS)
     }
 
     /// The reader of `conn` met the end of the stream, or an error.
