@@ -180,8 +180,9 @@ pub fn answer_server_request(
                 ),
             }
         }
+        // Read as ids and methods only: `registerOptions` (any JSON) is passed over, not built.
         "client/registerCapability" => {
-            let regs = serde_json::from_str::<lsp_types::RegistrationParams>(params.get())
+            let regs = serde_json::from_str::<Registrations>(params.get())
                 .map(|p| {
                     p.registrations
                         .into_iter()
@@ -192,7 +193,7 @@ pub fn answer_server_request(
             (Ok(Value::Null), regs)
         }
         "client/unregisterCapability" => {
-            let regs = serde_json::from_str::<lsp_types::UnregistrationParams>(params.get())
+            let regs = serde_json::from_str::<Unregistrations>(params.get())
                 .map(|p| {
                     p.unregisterations
                         .into_iter()
@@ -347,6 +348,24 @@ mod tests {
         assert_eq!(v["id"], "s1");
         assert_eq!(v["error"]["code"], METHOD_NOT_FOUND);
     }
+}
+
+/// A registration or unregistration, without its options.
+#[derive(Deserialize)]
+struct IdAndMethod {
+    id: String,
+    method: String,
+}
+
+#[derive(Deserialize)]
+struct Registrations {
+    registrations: Vec<IdAndMethod>,
+}
+
+/// (`unregisterations`: the protocol's own spelling.)
+#[derive(Deserialize)]
+struct Unregistrations {
+    unregisterations: Vec<IdAndMethod>,
 }
 
 /// A diagnostic as a server sends it, with only what the client keeps: `data`, `relatedInformation`,

@@ -223,6 +223,16 @@ fn early_syncs_wait_for_initialize_and_requests_are_answered() {
     let unreg = json!({"jsonrpc": "2.0", "id": "r4", "method": "client/unregisterCapability", "params": {"unregisterations": [{"id": "e", "method": "textDocument/diagnostic"}]}});
     s.handle(&serde_json::to_vec(&unreg).unwrap()).unwrap();
     assert!(!s.caps.pull);
+    // Many at once, with options of any shape (not built): the last 1,000 usable ones count.
+    let many: Vec<_> = (0..200_000)
+        .map(|i| json!({"id": format!("m{i}"), "method": "textDocument/formatting", "registerOptions": {"x": [i]}}))
+        .collect();
+    let reg = json!({"jsonrpc": "2.0", "id": "r5", "method": "client/registerCapability", "params": {"registrations": many}});
+    let started = std::time::Instant::now();
+    s.handle(&serde_json::to_vec(&reg).unwrap()).unwrap();
+    eprintln!("200,000 registrations handled in {:?}", started.elapsed());
+    assert!(s.caps.formatting);
+    assert_eq!(s.registered.len(), 1000);
 }
 
 #[test]
