@@ -211,6 +211,9 @@ struct Slot {
     /// Why it cannot run at all (spawn failed), or why it was given up.
     failed: Option<String>,
     stopped: bool,
+    /// What its processes may still write to the log, shared by its restarts: a noisy server
+    /// that crashes does not get a fresh budget each time, and cannot fill the run's log alone.
+    log_budget: Arc<std::sync::atomic::AtomicU64>,
 }
 
 struct Servers {
@@ -523,6 +526,7 @@ impl Inner {
                 counted: None,
                 failed: None,
                 stopped: false,
+                log_budget: Arc::new(limits.max_log_bytes.into()),
             });
         slot.languages.insert(language.to_owned());
         if slot.stopped || slot.failed.is_some() {
@@ -565,6 +569,7 @@ impl Inner {
             self.config.workspace_folders.first().map(PathBuf::as_path),
             limits,
             self.log.clone(),
+            slot.log_budget.clone(),
             self.config.trace,
             self.on_change.clone(),
         ) {

@@ -1,5 +1,6 @@
 //! Where servers' stderr and log messages go: a file, a writer, or nowhere; never the bridge's own stderr.
-//! Each server process may write a bounded number of bytes; past it, its output is read and dropped.
+//! Each server (its processes over the run, restarts included) may write a bounded number of bytes; past
+//! it, its output is read and dropped, but for the line that says why a process ended.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -72,10 +73,12 @@ impl Log {
         }
     }
 
-    pub fn for_server(&self, prefix: String, max_bytes: u64) -> Log {
+    /// The log of one server process: lines prefixed with `prefix`, within `budget` (shared by
+    /// the processes of one server, its restarts).
+    pub fn for_server(&self, prefix: String, budget: Arc<AtomicU64>) -> Log {
         Log {
             prefix: prefix.into(),
-            budget: Arc::new(AtomicU64::new(max_bytes)),
+            budget,
             ..self.clone()
         }
     }
@@ -97,6 +100,12 @@ impl Log {
         if let Some(sink) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             let _ = sink.write_all(bytes).and_then(|()| sink.flush());
         }
+    }
+
+    /// Writes `[prefix] text` as one line whatever is left of the budget: for the few lines that
+    /// say why a server ended, once per process.
+    pub fn note(&self, text: &str) {
+        self.write_all(format!("[{}] {}\n", self.prefix, text.trim_end()).as_bytes());
     }
 
     /// Writes `[prefix] text` as one line, within the budget (a line that does not fit is cut, once).
@@ -170,7 +179,7 @@ mod tests {
             let memory = Arc::new(Mutex::new(Vec::<u8>::new()));
             let log = Log::new(LspLog::Writer(memory.clone()));
             let budget = 20_000 + round * 7;
-            let server = log.for_server("s".into(), budget);
+            let server = log.for_server("s".into(), Arc::new(budget.into()));
             std::thread::scope(|scope| {
                 for t in 0..8 {
                     let server = server.clone();
@@ -198,7 +207,8 @@ mod tests {
         // Many budgets spent at once, with nothing slowing the threads down between lines: each
         // ends at zero (one taken past what was left would wrap it round to nearly 2^64).
         for round in 0..300u64 {
-            let server = Log::new(LspLog::Discard).for_server("s".into(), 1_000 + round);
+            let server =
+                Log::new(LspLog::Discard).for_server("s".into(), Arc::new((1_000 + round).into()));
             std::thread::scope(|scope| {
                 for _ in 0..4 {
                     let server = server.clone();

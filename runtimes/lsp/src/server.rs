@@ -87,6 +87,7 @@ impl Server {
         cwd: Option<&std::path::Path>,
         limits: &LspLimits,
         log: Log,
+        log_budget: Arc<std::sync::atomic::AtomicU64>,
         trace: bool,
         on_change: OnChange,
     ) -> std::io::Result<Server> {
@@ -116,7 +117,7 @@ impl Server {
             cond: Condvar::new(),
         });
         let name = program.rsplit('/').next().unwrap_or(program).to_owned();
-        let log = log.for_server(format!("{name}[{pid}]"), limits.max_log_bytes);
+        let log = log.for_server(format!("{name}[{pid}]"), log_budget);
         let trace = trace.then(|| log.clone());
         let spawn = |what: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -563,7 +564,8 @@ fn write_loop(
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
     let status = child.wait();
-    log.line(&format!("{reason}; process status: {status:?}"));
+    // Outside the budget: why it ended is what the log is read for.
+    log.note(&format!("{reason}; process status: {status:?}"));
     let mut state = shared.lock();
     state.reaped = true;
     drop(state);

@@ -49,7 +49,10 @@ pub struct LspLimits {
     pub max_open_files: usize,
     /// Bytes queued for a server that does not read its input before it is taken as hung and stopped.
     pub max_outbox_bytes: usize,
-    /// Bytes of a server's stderr and log messages written to the log, per server process.
+    /// Bytes of a server's stderr and log messages written to the log over the run, its restarts
+    /// included (the line saying why a process ended is always written). A quarter of the
+    /// program's 32 MiB per run at the default, so that a few noisy servers cannot silence the
+    /// others and the bridge's own notes.
     pub max_log_bytes: u64,
     /// How long a server may take to answer `initialize` before it is stopped as hung.
     pub initialize_timeout: Duration,
@@ -69,7 +72,7 @@ impl Default for LspLimits {
             max_total_diagnostics: 20_000,
             max_open_files: 200,
             max_outbox_bytes: 64 << 20,
-            max_log_bytes: 16 << 20,
+            max_log_bytes: 8 << 20,
             initialize_timeout: Duration::from_secs(30),
             max_restarts: 3,
             restart_backoff: Duration::from_secs(1),

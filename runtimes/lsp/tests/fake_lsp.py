@@ -129,6 +129,11 @@ def main():
             if MODE == "long-length":
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": []}}, length_delta=+50)
                 sleep_forever()
+            if MODE == "stderr-flood-crash":
+                for _ in range(500):
+                    sys.stderr.write("noise " * 2000 + "\n")
+                sys.stderr.flush()
+                os._exit(4)
             if MODE == "stderr-flood":
                 for _ in range(500):
                     sys.stderr.write("noise " * 2000 + "\n")

@@ -702,6 +702,39 @@ fn stderr_goes_to_the_log_within_its_budget() {
     assert!(log.len() < 100_000 + 10_000, "{}", log.len());
 }
 
+/// A noisy server that crashes gets no fresh log budget with each restart (it could fill the
+/// run's log alone, silencing the others and the bridge's notes), and why each of its processes
+/// ended is written past the budget.
+#[test]
+fn a_noisy_server_has_one_log_budget_over_its_restarts() {
+    let fx = fake("stderr-flood-crash", |c| c.limits.max_log_bytes = 100_000);
+    let wait = Duration::from_secs(3);
+    for round in 1..=2 {
+        fx.diagnostics("a.fake", "error", wait, wait);
+        wait_for("the crash to be seen", Duration::from_secs(5), || {
+            matches!(fx.state_of("fake"), ServerState::Crashed(_))
+        });
+        wait_for("its reason in the log", Duration::from_secs(5), || {
+            fx.log_text().matches("process status").count() == round
+        });
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(fx.starts().len(), 2);
+    fx.shutdown_leaves_nothing();
+    let log = fx.log_text();
+    let noise: usize = log
+        .lines()
+        .filter(|l| l.contains("noise"))
+        .map(|l| l.len() + 1)
+        .sum();
+    // Each process wrote 6 MB; the two together had 100,000 bytes.
+    assert!(
+        noise <= 100_000,
+        "{noise} bytes of noise from two processes"
+    );
+    assert_eq!(log.matches("log limit reached").count(), 1, "{}", log.len());
+}
+
 #[test]
 fn a_panicking_on_change_does_not_stop_the_server() {
     let state = tempfile::tempdir().unwrap();
