@@ -568,8 +568,7 @@ impl Inner {
             folders,
             self.config.workspace_folders.first().map(PathBuf::as_path),
             limits,
-            self.log.clone(),
-            slot.log_budget.clone(),
+            self.log.with_budget(slot.log_budget.clone()),
             self.config.trace,
             self.on_change.clone(),
         ) {

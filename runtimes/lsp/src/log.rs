@@ -73,12 +73,18 @@ impl Log {
         }
     }
 
-    /// The log of one server process: lines prefixed with `prefix`, within `budget` (shared by
-    /// the processes of one server, its restarts).
-    pub fn for_server(&self, prefix: String, budget: Arc<AtomicU64>) -> Log {
+    /// The log of one server: its lines within `budget` (shared by its processes, its restarts).
+    pub fn with_budget(&self, budget: Arc<AtomicU64>) -> Log {
+        Log {
+            budget,
+            ..self.clone()
+        }
+    }
+
+    /// The log of one server process: lines prefixed with `prefix`, within the server's budget.
+    pub fn for_server(&self, prefix: String) -> Log {
         Log {
             prefix: prefix.into(),
-            budget,
             ..self.clone()
         }
     }
@@ -179,7 +185,9 @@ mod tests {
             let memory = Arc::new(Mutex::new(Vec::<u8>::new()));
             let log = Log::new(LspLog::Writer(memory.clone()));
             let budget = 20_000 + round * 7;
-            let server = log.for_server("s".into(), Arc::new(budget.into()));
+            let server = log
+                .with_budget(Arc::new(budget.into()))
+                .for_server("s".into());
             std::thread::scope(|scope| {
                 for t in 0..8 {
                     let server = server.clone();
@@ -207,8 +215,9 @@ mod tests {
         // Many budgets spent at once, with nothing slowing the threads down between lines: each
         // ends at zero (one taken past what was left would wrap it round to nearly 2^64).
         for round in 0..300u64 {
-            let server =
-                Log::new(LspLog::Discard).for_server("s".into(), Arc::new((1_000 + round).into()));
+            let server = Log::new(LspLog::Discard)
+                .with_budget(Arc::new((1_000 + round).into()))
+                .for_server("s".into());
             std::thread::scope(|scope| {
                 for _ in 0..4 {
                     let server = server.clone();

@@ -87,7 +87,6 @@ impl Server {
         cwd: Option<&std::path::Path>,
         limits: &LspLimits,
         log: Log,
-        log_budget: Arc<std::sync::atomic::AtomicU64>,
         trace: bool,
         on_change: OnChange,
     ) -> std::io::Result<Server> {
@@ -117,7 +116,7 @@ impl Server {
             cond: Condvar::new(),
         });
         let name = program.rsplit('/').next().unwrap_or(program).to_owned();
-        let log = log.for_server(format!("{name}[{pid}]"), log_budget);
+        let log = log.for_server(format!("{name}[{pid}]"));
         let trace = trace.then(|| log.clone());
         let spawn = |what: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
