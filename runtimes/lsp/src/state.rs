@@ -352,9 +352,22 @@ impl State {
             Phase::Running => {}
             Phase::Starting => {
                 self.early.retain(|(p, _, _)| p != path);
-                if self.early.len() >= self.limits.max_open_files {
-                    self.early.pop_front();
+                // Bounded in bytes too: they are all sent at once when the server is
+                // initialized, and past the outbox's limit that burst would pass for a server
+                // that does not read (200 files of 10 MiB were 2 GiB, held, then the server
+                // killed as hung). A quarter of the limit; the newest text always.
+                let room = self.limits.max_outbox_bytes / 4;
+                let mut held = text.len();
+                let mut keep = 0;
+                for (_, _, t) in self.early.iter().rev() {
+                    if held + t.len() > room || keep + 1 >= self.limits.max_open_files {
+                        break;
+                    }
+                    held += t.len();
+                    keep += 1;
                 }
+                let drop = self.early.len() - keep;
+                self.early.drain(..drop);
                 self.early
                     .push_back((path.to_owned(), language.to_owned(), text.to_owned()));
                 return;

@@ -521,3 +521,35 @@ fn a_servers_strings_are_kept_only_when_small() {
     s.store("/w/p.py", Some(1), vec![], Some("r1".into()));
     assert_eq!(s.diags["/w/p.py"].result_id.as_deref(), Some("r1"));
 }
+
+/// Texts synced while the server starts are kept within a quarter of the outbox's limit (the
+/// newest first), so that sending them all once it is initialized does not pass for a server
+/// that does not read: 10 files of 300 KB against a 1 MiB outbox killed it as hung.
+#[test]
+fn texts_kept_before_initialize_fit_the_outbox() {
+    let limits = LspLimits {
+        max_outbox_bytes: 1 << 20,
+        ..LspLimits::default()
+    };
+    let mut s = State::new(limits, vec![]);
+    s.begin(42);
+    let init = frames(&mut s);
+    for i in 0..10 {
+        s.sync(&format!("/w/{i}.py"), "python", &"x".repeat(300_000 + i));
+    }
+    let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": {"textDocumentSync": 1}}});
+    s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    assert!(s.is_running(), "{:?}", s.phase);
+    let opened: Vec<String> = frames(&mut s)
+        .iter()
+        .filter(|m| m["method"] == "textDocument/didOpen")
+        .map(|m| {
+            m["params"]["textDocument"]["uri"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    // 256 KiB of room: the newest alone, which is always kept.
+    assert_eq!(opened, ["file:///w/9.py"]);
+}
