@@ -52,6 +52,72 @@ fn cut(text: &str) -> Cow<'_, str> {
 
 /// Files changed through the bridge or asked about whose diagnostics a `getDiagnostics` without
 /// `uri` brings up to date first (the most recent ones), and answers remembered.
+/// The most bytes of diagnostics (as JSON) a `getDiagnostics` answer carries. The answer is that
+/// JSON inside a JSON string (a quote costs two bytes there, a control character six), and one
+/// past the connection's 64 MiB outbound limit would drop the client: servers may hold 20,000
+/// diagnostics of 2,000 characters each, editors 24 MiB. Far more than a model reads.
+pub(crate) const MAX_ANSWER_BYTES: usize = 2 << 20;
+
+/// `files` within [`MAX_ANSWER_BYTES`]: errors first, then warnings, information and hints, each
+/// in file order; files left with none are dropped. Also returns how many were left out.
+pub(crate) fn within_answer(files: Vec<FileDiagnostics>) -> (Vec<FileDiagnostics>, usize) {
+    let size = |d: &Diagnostic| serde_json::to_vec(d).map_or(0, |v| v.len() + 1);
+    let total: usize = files
+        .iter()
+        .map(|f| f.uri.len() + 32 + f.diagnostics.iter().map(size).sum::<usize>())
+        .sum();
+    if total <= MAX_ANSWER_BYTES {
+        return (files, 0);
+    }
+    let rank = |d: &Diagnostic| match d.severity.as_str() {
+        Diagnostic::ERROR => 0,
+        Diagnostic::WARNING => 1,
+        Diagnostic::INFORMATION => 2,
+        _ => 3,
+    };
+    let mut order: Vec<(u8, usize, usize)> = files
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| {
+            f.diagnostics
+                .iter()
+                .enumerate()
+                .map(move |(j, d)| (rank(d), i, j))
+        })
+        .collect();
+    order.sort_unstable();
+    let mut keep = vec![Vec::new(); files.len()];
+    let mut used = 0;
+    let mut left_out = 0;
+    for (_, i, j) in order {
+        let d = &files[i].diagnostics[j];
+        let cost = size(d)
+            + if keep[i].is_empty() {
+                files[i].uri.len() + 32
+            } else {
+                0
+            };
+        if used + cost > MAX_ANSWER_BYTES {
+            left_out += 1;
+            continue;
+        }
+        used += cost;
+        keep[i].push(j);
+    }
+    let files = files
+        .into_iter()
+        .zip(keep)
+        .filter(|(_, k)| !k.is_empty())
+        .map(|(mut f, mut k)| {
+            k.sort_unstable();
+            let all = std::mem::take(&mut f.diagnostics);
+            f.diagnostics = k.into_iter().map(|j| all[j].clone()).collect();
+            f
+        })
+        .collect();
+    (files, left_out)
+}
+
 const RECENT: usize = 16;
 /// How long accepted contents count as about to be written by the client.
 const PENDING: Duration = Duration::from_secs(10);
@@ -364,6 +430,16 @@ impl LanguageServers {
             .filter(|(_, d)| !d.is_empty())
             .map(|(uri, diagnostics)| FileDiagnostics { uri, diagnostics })
             .collect();
+        let (files, left_out) = within_answer(files);
+        if left_out > 0 {
+            self.note_once(
+                "answer cut".to_owned(),
+                &format!(
+                    "getDiagnostics: {left_out} diagnostics left out of an answer past \
+                     {MAX_ANSWER_BYTES} bytes (errors first; said once)"
+                ),
+            );
+        }
         ToolResult::json(&files)
     }
 
@@ -521,7 +597,7 @@ impl Host {
                 diagnostics: d.clone(),
             })
             .collect();
-        ToolResult::json(&files)
+        ToolResult::json(&within_answer(files).0)
     }
 
     /// Waits, at most `within`, for the answers of the jobs running (see [`Jobs::settle`]).
@@ -565,6 +641,58 @@ mod tests {
         let c = cut(&long);
         assert!(c.len() <= 303 && c.ends_with("..."), "{}", c.len());
         assert!(c.starts_with("éé"));
+    }
+
+    /// An answer past MAX_ANSWER_BYTES keeps errors first, in file order, and drops what does
+    /// not fit (40,000 diagnostics of 2,000 characters made a 160 MB answer, past the client
+    /// connection's 64 MiB limit: the client was dropped).
+    #[test]
+    fn answers_are_cut_to_their_limit_errors_first() {
+        let diag = |severity: &str, n: usize| Diagnostic {
+            message: format!("{n:06}{}", "m".repeat(2000)),
+            severity: severity.into(),
+            range: claude_ide_bridge::Range::new(
+                claude_ide_bridge::Position::new(0, 0),
+                claude_ide_bridge::Position::new(0, 1),
+            ),
+            source: None,
+            code: None,
+        };
+        let files: Vec<FileDiagnostics> = (0..200)
+            .map(|f| FileDiagnostics {
+                uri: format!("file:///w/{f:03}.py"),
+                diagnostics: (0..200)
+                    .map(|n| {
+                        diag(
+                            if n % 2 == 0 {
+                                Diagnostic::WARNING
+                            } else {
+                                Diagnostic::ERROR
+                            },
+                            n,
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        let (kept, left_out) = within_answer(files);
+        let count: usize = kept.iter().map(|f| f.diagnostics.len()).sum();
+        assert_eq!(count + left_out, 40_000);
+        assert!(count > 900, "{count} kept");
+        assert!(serde_json::to_vec(&kept).unwrap().len() <= MAX_ANSWER_BYTES);
+        assert!(kept
+            .iter()
+            .flat_map(|f| &f.diagnostics)
+            .all(|d| d.severity == Diagnostic::ERROR));
+        assert_eq!(kept[0].uri, "file:///w/000.py");
+        assert_eq!(kept[0].diagnostics.len(), 100, "a file's errors, in order");
+        assert!(kept[0].diagnostics[0].message.starts_with("000001"));
+        // Within the limit: unchanged.
+        let small = vec![FileDiagnostics {
+            uri: "file:///w/a.py".into(),
+            diagnostics: vec![diag(Diagnostic::HINT, 1)],
+        }];
+        assert_eq!(within_answer(small.clone()), (small, 0));
     }
 
     #[test]
