@@ -129,7 +129,14 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         let Ok(lock) = LockFile::parse(&text) else {
             continue;
         };
-        if lock.ide_name == ide_name && lock.pid != std::process::id() && !pid_alive(lock.pid) {
+        // Our own pid on a file this process did not write: a previous run's, in a container
+        // where every run is pid 1 (it would never pass for dead, and stay for good).
+        let stale = if lock.pid == std::process::id() {
+            !written_here(&path)
+        } else {
+            !pid_alive(lock.pid)
+        };
+        if lock.ide_name == ide_name && stale {
             // Still the file that was read: a bridge started meanwhile on the same port renames
             // its live file into place, and that one stays.
             let same = fs::symlink_metadata(&path)
@@ -146,6 +153,16 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         }
     }
     Ok(removed)
+}
+
+/// The lock files this process has written and not removed (by [`LockGuard`]), whatever their
+/// signal cleanup: [`remove_stale_locks`] takes a file with this process's pid for stale only when
+/// it is not one of them.
+static WRITTEN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn written_here(path: &Path) -> bool {
+    let written = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+    written.iter().any(|p| p == path)
 }
 
 /// A written lock file: rewritten with [`LockGuard::update`], removed by [`LockGuard::remove`]
@@ -175,6 +192,11 @@ impl LockGuard {
         if signal_cleanup {
             signals::register(&path)?;
         }
+        // Before it exists, like the signal registration: never a moment as somebody's stale file.
+        WRITTEN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path.clone());
         let guard = LockGuard {
             dir: dir.to_path_buf(),
             name,
@@ -212,15 +234,41 @@ impl LockGuard {
         if self.registered {
             signals::unregister(&self.path);
         }
-        match fs::remove_file(&self.path) {
+        let removed = match fs::remove_file(&self.path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
+        };
+        let mut written = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = written.iter().position(|p| *p == self.path) {
+            written.swap_remove(i);
         }
+        removed
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
         let _ = self.remove();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lock file with this process's pid that this process did not write (a previous run's,
+    /// in a container where each run is pid 1) is stale; one it wrote is not.
+    #[test]
+    fn our_pid_on_a_file_we_did_not_write_is_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = claude_ide_bridge::AuthToken::from_string("t".repeat(43));
+        let lock = LockFile::new(std::process::id(), vec!["/w".into()], "Vim", false, token);
+        fs::write(dir.path().join("1.lock"), lock.to_json()).unwrap();
+        let mut ours = LockGuard::create(dir.path(), 2, &lock, false).unwrap();
+        let removed = remove_stale_locks(dir.path(), "Vim").unwrap();
+        assert_eq!(removed, [dir.path().join("1.lock")]);
+        assert!(ours.path().exists());
+        ours.remove().unwrap();
+        assert!(!written_here(&dir.path().join("2.lock")));
     }
 }
