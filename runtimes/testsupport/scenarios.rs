@@ -1054,6 +1054,81 @@ pub fn handler_answers_a_burst<R: HandlerRt>() {
     R::stop(s);
 }
 
+/// A reader that began delivering (its own call) while another peer keeps sending calls does not
+/// deliver that peer's calls for as long as they come: it hands them over after a while and goes
+/// back to its own socket, whose requests are answered. Before, it delivered the flood until it
+/// stopped, and its own peer went unread (dropped as silent after 60 s). For runtimes whose
+/// readers run at the same time (the blocking one: on smol's one executor thread a handler that
+/// takes its time holds up every task anyway).
+pub fn a_flood_of_calls_does_not_keep_another_reader_delivering<R: HandlerRt>() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Arc::new(AtomicBool::new(false));
+    let open = gate.clone();
+    let s = R::start_with(
+        opts(dir.path()),
+        Box::new(move |e| {
+            let Event::ToolCall {
+                tool: ToolCall::GetDiagnostics(args),
+                ..
+            } = e
+            else {
+                return None;
+            };
+            match args.uri.as_deref() {
+                Some("file:///gate") => {
+                    let until = Instant::now() + Duration::from_secs(10);
+                    while !open.load(Relaxed) && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Some(ToolResult::text("gate"))
+                }
+                _ => {
+                    std::thread::sleep(Duration::from_millis(2));
+                    Some(ToolResult::text("slow"))
+                }
+            }
+        }),
+    )
+    .unwrap();
+    let (mut b, _) = client::<R>(&s);
+    let (a, _) = client::<R>(&s);
+    // B's reader delivers B's call, held in the handler until A's calls wait behind it.
+    let gate_id = b.call_tool("getDiagnostics", json!({"uri": "file:///gate"}));
+    std::thread::sleep(Duration::from_millis(200));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let stop = stop.clone();
+        let mut a = a;
+        std::thread::spawn(move || {
+            let calls = vec![("getDiagnostics", json!({"uri": "file:///slow"})); 100];
+            let until = Instant::now() + Duration::from_secs(20);
+            while !stop.load(Relaxed) && Instant::now() < until {
+                let (out, _) = a.encode_tool_calls(&calls);
+                if std::io::Write::write_all(&mut a.stream, &out).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    gate.store(true, Relaxed);
+    let started = Instant::now();
+    let gated = b.response(gate_id);
+    assert_eq!(text_of(&gated), ["gate"]);
+    let pong = b.request("ping", json!({}));
+    let answered = started.elapsed();
+    stop.store(true, Relaxed);
+    flood.join().unwrap();
+    assert_eq!(pong["result"], json!({}));
+    assert!(answered < WAIT, "B's ping answered after {answered:?}");
+    // A's last calls (at most the 256 pending) answered before the stop cancels them.
+    std::thread::sleep(Duration::from_millis(1500));
+    R::stop(s);
+}
+
 /// Once stopped, a server whose handler answered calls is freed, handler included: the handle
 /// the runtime keeps for its handler between deliveries (it points back at the server) is dropped
 /// when the server stops.

@@ -137,6 +137,11 @@ fn the_handler_may_stop_its_own_server() {
     assert!(!log.iter().any(|l| l.contains("panicked")), "{log:?}");
 }
 
+#[test]
+fn a_flood_of_calls_does_not_keep_another_reader_delivering() {
+    scenarios::a_flood_of_calls_does_not_keep_another_reader_delivering::<WithHandler>();
+}
+
 fn at_mention() -> claude_ide_bridge::AtMentioned {
     claude_ide_bridge::AtMentioned {
         file_path: "/w/a.rs".into(),

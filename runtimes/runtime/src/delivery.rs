@@ -65,7 +65,12 @@ impl Delivery {
         Some(event)
     }
 
-    /// Stop delivering (the queue is empty).
+    /// Whether a thread is delivering.
+    pub fn is_delivering(&self) -> bool {
+        self.delivering.is_some()
+    }
+
+    /// Stop delivering (the queue is empty, or the thread hands the rest over).
     pub fn end(&mut self) {
         self.delivering = None;
         self.burst_left = 0;
@@ -150,6 +155,12 @@ pub const BACKLOG_POLL: std::time::Duration = std::time::Duration::from_millis(1
 /// Most events in one burst: the events a handler goes through while the answers it gives are held
 /// back, to be written together in one system call.
 pub const MAX_BURST: usize = 64;
+
+/// Most events one thread delivers in a row before it hands the rest to the timer's thread or
+/// task and goes back to its own work: a connection's reader that began delivering while another
+/// peer keeps sending calls would otherwise deliver that peer's calls for as long as they come,
+/// and never read its own socket again (its peer dropped as silent, the flooder served).
+pub const MAX_DELIVERED: usize = 4 * MAX_BURST;
 
 /// Output held for a burst is written at once, burst or not, when a connection has this many bytes
 /// waiting: a burst's answers are written in pieces of about this size, never piled up.

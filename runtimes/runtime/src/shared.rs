@@ -22,7 +22,7 @@ use claude_ide_bridge::{
 };
 
 use crate::core::{Core, Drained};
-use crate::delivery::{act_on_ready, write_held, Backlog, Conn, Delivery, Wire};
+use crate::delivery::{act_on_ready, write_held, Backlog, Conn, Delivery, Wire, MAX_DELIVERED};
 use crate::{Options, MAX_HOST_BACKLOG};
 
 /// Largest chunk a writer copies out of the engine per socket write.
@@ -342,7 +342,7 @@ impl Shared {
         else {
             return;
         };
-        loop {
+        for delivered in 1.. {
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| handler(event, &handle)));
             if outcome.is_err() {
                 self.log(|| "the event handler panicked; its event is dropped".to_string());
@@ -354,7 +354,13 @@ impl Shared {
                 let st = &mut *st;
                 write_held(&mut st.core, &st.conns, &mut st.delivery, st.stopped);
             }
-            match st.delivery.take_next() {
+            let hand_over = delivered >= MAX_DELIVERED && !st.stopped;
+            let next = if hand_over {
+                None
+            } else {
+                st.delivery.take_next()
+            };
+            match next {
                 Some(next) => {
                     self.backlog.set(st.delivery.queue.len());
                     event = next;
@@ -381,6 +387,10 @@ impl Shared {
                     }
                     *put_back = Some(handler);
                     *kept = Some(handle);
+                    if hand_over {
+                        // The rest to the timer's loop, which `timer` sends here at once.
+                        (self.wake_timer)();
+                    }
                     return;
                 }
             }
@@ -528,6 +538,10 @@ impl Shared {
         let st = self.lock();
         if st.stopped {
             return None;
+        }
+        // Events a delivering thread handed over (see `MAX_DELIVERED`): delivered from here now.
+        if !st.delivery.queue.is_empty() && !st.delivery.is_delivering() && st.handler.is_some() {
+            return Some(Some(Duration::ZERO));
         }
         Some(
             st.core
