@@ -387,12 +387,14 @@ impl Lsp {
         if !server.can_format() {
             return Ok(None);
         }
-        server.sync(&key, language, text);
         let params = serde_json::json!({
             "textDocument": {"uri": claude_ide_bridge::file_uri(&key)},
             "options": {"tabSize": self.inner.config.tab_size, "insertSpaces": true},
         });
-        match server.request("textDocument/formatting", params, deadline) {
+        // The text and the request in one go: another sync of the file (an accepted diff) between
+        // them would have the edits computed for its text and applied to this one.
+        let sync = |state: &mut state::State| state.sync(&key, language, text);
+        match server.request_after(sync, "textDocument/formatting", params, deadline) {
             Ok(answer) => {
                 let edits: Option<Vec<lsp_types::TextEdit>> = serde_json::from_str(answer.get())
                     .map_err(|e| LspError::BadAnswer(e.to_string()))?;

@@ -237,10 +237,23 @@ impl Server {
         params: serde_json::Value,
         deadline: Instant,
     ) -> Result<Box<RawValue>, RequestError> {
+        self.request_after(|_| {}, method, params, deadline)
+    }
+
+    /// [`Server::request`], with `before` done on the state in the same hold of its lock (a sync
+    /// whose text the request is about: no other sync of the file comes between them).
+    pub fn request_after(
+        &self,
+        before: impl FnOnce(&mut State),
+        method: &str,
+        params: serde_json::Value,
+        deadline: Instant,
+    ) -> Result<Box<RawValue>, RequestError> {
         let mut state = self.shared.lock();
         if let Phase::Exited(why) = &state.phase {
             return Err(RequestError::Exited(why.clone()));
         }
+        before(&mut state);
         let id = state.request(method, params);
         kill_if_hung(&mut state);
         self.shared.cond.notify_all();
