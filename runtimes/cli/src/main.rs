@@ -339,8 +339,25 @@ fn no_proxy_value(current: Option<OsString>) -> OsString {
     }
 }
 
+/// Raises the soft limit on open files to the hard one: each listing holds a directory handle
+/// per level (up to 64), 64 of them may run at once, and every connection, language server and
+/// file read takes more; the usual soft limit of 1,024 would run out first. A limit that cannot
+/// be raised stays as it was (listings cut short by it say so).
+fn raise_open_files_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        let _ = setrlimit(Resource::Nofile, raised);
+    }
+}
+
 fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCode {
     let start = Instant::now();
+    raise_open_files_limit();
     let decider = match decider(&common, stdio, run.is_some()) {
         Ok(d) => d,
         Err(e) => return usage(&e),

@@ -67,13 +67,17 @@ pub struct Limits {
     pub max_read_bytes: u64,
     /// Most paths a listing answers.
     pub max_list_entries: usize,
+    /// Most bytes of paths a listing answers (10,000 paths 64 levels deep can hold 160 MB).
+    pub max_list_bytes: usize,
     /// Most directory entries a listing (or a file count) looks at.
     pub max_walk_entries: usize,
-    /// Deepest directory a listing descends into (the folder itself is depth 0).
+    /// How deep a listing goes: files at this depth are listed, directories there are not
+    /// entered (the folder itself is depth 0, its entries depth 1).
     pub max_depth: usize,
     /// Longest time a listing (or a file count) walks before answering what it has.
     pub max_walk_time: Duration,
-    /// Largest `.gitignore` read while listing; a bigger one is skipped.
+    /// Largest `.gitignore` read while listing; a bigger one is skipped. One walk reads at most
+    /// twice this in all its ignore files; past that it stops, cut short.
     pub max_ignore_file_bytes: u64,
     /// Longest `listFiles` pattern, in bytes.
     pub max_pattern_len: usize,
@@ -86,6 +90,7 @@ impl Default for Limits {
         Limits {
             max_read_bytes: 10 * 1024 * 1024,
             max_list_entries: 10_000,
+            max_list_bytes: 4 * 1024 * 1024,
             max_walk_entries: 200_000,
             max_depth: 64,
             max_walk_time: Duration::from_secs(5),

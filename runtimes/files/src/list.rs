@@ -21,6 +21,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 use rustix::fs::{openat, statat, AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use crate::{Error, Workspace};
 
@@ -131,18 +132,32 @@ const LIST_FLAGS: OFlags = OFlags::RDONLY
 
 impl Workspace {
     /// The gitignore matcher of `file` (components) below `rel_dir` of folder `folder`, whose
-    /// path is `root`: read the crate's way, bounded, and empty when there is none.
-    fn matcher(&self, folder: usize, root: &Path, rel_dir: &str, file: &[&str]) -> Gitignore {
+    /// path is `root`: read the crate's way, bounded, and empty when there is none. `None` once
+    /// the walk's budget for ignore files (`left`, bytes) is spent: a compiled matcher takes tens
+    /// of times its text, and one kept for each level of a deep tree of 1 MiB ignore files (one
+    /// file, linked at every level) would take gigabytes.
+    fn matcher(
+        &self,
+        folder: usize,
+        root: &Path,
+        rel_dir: &str,
+        file: &[&str],
+        left: &mut u64,
+    ) -> Option<Gitignore> {
+        if *left == 0 {
+            return None;
+        }
         let mut comps: Vec<OsString> = Path::new(rel_dir).iter().map(OsString::from).collect();
         comps.extend(file.iter().map(OsString::from));
         let mut b = GitignoreBuilder::new(root.join(rel_dir));
         if let Some(bytes) = self.read_small(folder, comps, self.limits.max_ignore_file_bytes) {
+            *left = left.saturating_sub(bytes.len() as u64);
             for line in String::from_utf8_lossy(&bytes).lines() {
                 // A line that is not a valid glob is ignored, as git does.
                 let _ = b.add_line(None, line);
             }
         }
-        b.build().unwrap_or_else(|_| Gitignore::empty())
+        Some(b.build().unwrap_or_else(|_| Gitignore::empty()))
     }
 
     /// Walks every folder, calling `found(name, path below the folder, absolute path)` for each
@@ -158,24 +173,44 @@ impl Workspace {
         // Every entry the walk reads counts, the ones skipped too (ignored trees).
         let mut seen = 0usize;
         let mut cut = false;
+        // What the ignore files of one walk may hold in all (see `matcher`).
+        let mut ignore_left = 2 * self.limits.max_ignore_file_bytes;
         for (i, folder) in self.folders.iter().enumerate() {
             let root = PathBuf::from(&folder.advertised);
             let top = self.open_folder(i, "").ok().and_then(|fd| {
                 let fd = openat(&fd, ".", LIST_FLAGS, Mode::empty()).ok()?;
                 Dir::new(fd).ok()
             });
-            let Some(top) = top else { continue };
-            let exclude = self.matcher(i, &root, "", &[".git", "info", "exclude"]);
+            let Some(top) = top else {
+                // Not seen at all: the listing is not whole.
+                cut = true;
+                continue;
+            };
+            let exclude =
+                self.matcher(i, &root, "", &[".git", "info", "exclude"], &mut ignore_left);
+            let ignore = self.matcher(i, &root, "", &[".gitignore"], &mut ignore_left);
+            let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
+                return true;
+            };
             let mut stack = vec![Frame {
                 entries: top,
                 rel: String::new(),
-                ignore: self.matcher(i, &root, "", &[".gitignore"]),
+                ignore,
             }];
             while let Some(frame) = stack.last_mut() {
-                let Some(Ok(entry)) = frame.entries.read() else {
-                    // The directory's end (or an error reading it: what was read stands).
-                    stack.pop();
-                    continue;
+                let entry = match frame.entries.read() {
+                    Some(Ok(entry)) => entry,
+                    // The directory's end.
+                    None => {
+                        stack.pop();
+                        continue;
+                    }
+                    // What was read stands, the rest was not seen.
+                    Some(Err(_)) => {
+                        cut = true;
+                        stack.pop();
+                        continue;
+                    }
                 };
                 let name = entry.file_name().to_bytes();
                 if name == b"." || name == b".." {
@@ -206,11 +241,6 @@ impl Workspace {
                     _ => continue,
                 };
                 let depth = stack.len();
-                if depth > max_depth || (is_dir && depth == max_depth) {
-                    // Not listed or not entered: there may be more below.
-                    cut = true;
-                    continue;
-                }
                 let parent = &stack[depth - 1];
                 let rel = if parent.rel.is_empty() {
                     name.to_string()
@@ -231,20 +261,33 @@ impl Workspace {
                 if ignored {
                     continue;
                 }
+                if is_dir && depth >= max_depth {
+                    // Not entered: there may be more below.
+                    cut = true;
+                    continue;
+                }
                 if is_dir {
                     let parent = &stack[depth - 1].entries;
-                    let opened = parent.fd().ok().and_then(|dir| {
-                        let fd = openat(dir, name, LIST_FLAGS, Mode::empty()).ok()?;
-                        Dir::new(fd).ok()
-                    });
-                    // Gone, not readable, or swapped for a link since it was read: passed over.
-                    if let Some(entries) = opened {
-                        let ignore = self.matcher(i, &root, &rel, &[".gitignore"]);
-                        stack.push(Frame {
-                            entries,
-                            rel,
-                            ignore,
-                        });
+                    let opened = parent
+                        .fd()
+                        .and_then(|dir| Dir::new(openat(dir, name, LIST_FLAGS, Mode::empty())?));
+                    match opened {
+                        Ok(entries) => {
+                            let Some(ignore) =
+                                self.matcher(i, &root, &rel, &[".gitignore"], &mut ignore_left)
+                            else {
+                                return true;
+                            };
+                            stack.push(Frame {
+                                entries,
+                                rel,
+                                ignore,
+                            });
+                        }
+                        // Gone, or swapped for a link since it was read: passed over.
+                        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {}
+                        // Not readable, or out of handles: the listing is not whole.
+                        Err(_) => cut = true,
                     }
                     continue;
                 }
@@ -261,7 +304,9 @@ impl Workspace {
     /// matches the glob `pattern` (every file without one), skipping what an editor skips:
     /// `.git`, and what `.gitignore` files and `.git/info/exclude` exclude. Links are not
     /// followed nor listed. Bounded by [`Limits`](crate::Limits): at most `max_list_entries`
-    /// results, `max_walk_entries` entries looked at, `max_depth` levels and `max_walk_time`.
+    /// results and `max_list_bytes` of them, `max_walk_entries` entries looked at, `max_depth`
+    /// levels, `max_walk_time`, and twice `max_ignore_file_bytes` of ignore files. A directory
+    /// that cannot be read (permissions, no handle left) marks the listing cut short too.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Limits, Workspace};
@@ -283,15 +328,17 @@ impl Workspace {
             .filter(|p| !p.is_empty())
             .map(|p| Pattern::new(p, self.limits.max_pattern_len))
             .transpose()?;
-        let max = self.limits.max_list_entries;
+        let (max, max_bytes) = (self.limits.max_list_entries, self.limits.max_list_bytes);
         let mut files = Vec::new();
+        let mut bytes = 0usize;
         let mut full = false;
         let cut = self.walk_files(|name, rel, abs| {
             if pattern.as_ref().is_none_or(|p| p.matches(name, rel, abs)) {
-                if files.len() == max {
+                if files.len() == max || bytes + abs.len() > max_bytes {
                     full = true;
                     return false;
                 }
+                bytes += abs.len();
                 files.push(abs.to_string());
             }
             true

@@ -534,6 +534,66 @@ fn listing_bounds() {
     assert!(ws.info().file_count_truncated);
 }
 
+/// The walk's other bounds: the bytes of paths answered, and of ignore files read (a matcher
+/// takes tens of times its text, and one per level of a deep tree of 1 MiB ignore files, one file
+/// linked at every level, took gigabytes); a directory ignored at the depth limit does not make
+/// the listing look cut short; a directory that cannot be read does.
+#[test]
+fn listing_bytes_ignore_files_and_unreadable_directories() {
+    let t = Tree::new();
+    for i in 0..50 {
+        t.file(&format!("f{i:02}.txt"), "");
+    }
+    let one = t.ws.to_str().unwrap().len() + "/f00.txt".len();
+    let ws = t.workspace(Limits {
+        max_list_bytes: 10 * one,
+        ..Limits::default()
+    });
+    let l = ws.list(None).unwrap();
+    assert_eq!((l.files.len(), l.truncated), (10, true));
+
+    // Ignore files: 200 KB at every level of a 10-level tree, against 2 x 256 KiB in all.
+    let t = Tree::new();
+    let rules: String = (0..22_000).map(|i| format!("pat{i:05}\n")).collect();
+    let mut dir = String::new();
+    for level in 0..10 {
+        t.file(&format!("{dir}.gitignore"), &rules);
+        t.file(&format!("{dir}file{level}.txt"), "");
+        dir.push_str(&format!("d{level}/"));
+    }
+    let ws = t.workspace(Limits {
+        max_ignore_file_bytes: 256 * 1024,
+        ..Limits::default()
+    });
+    let l = ws.list(None).unwrap();
+    assert!(l.truncated, "{} files, not cut", l.files.len());
+    assert!(l.files.len() < 20, "{:?}", l.files);
+
+    // A directory ignored at the depth limit is not a cut.
+    let t = Tree::new();
+    t.file("a/b/kept.txt", "");
+    t.file("a/b/ignored/deeper.txt", "");
+    t.file(".gitignore", "ignored/\n");
+    let ws = t.workspace(Limits {
+        max_depth: 3,
+        ..Limits::default()
+    });
+    let l = ws.list(None).unwrap();
+    assert!(!l.truncated, "{l:?}");
+    assert_eq!(l.files.len(), 2, "{l:?}");
+
+    // A directory that cannot be read (not as root, who reads anything).
+    if !rustix::process::geteuid().is_root() {
+        let t = Tree::new();
+        t.file("open/a.txt", "");
+        t.file("closed/b.txt", "");
+        fs::set_permissions(t.ws.join("closed"), fs::Permissions::from_mode(0o000)).unwrap();
+        let l = t.workspace(Limits::default()).list(None).unwrap();
+        fs::set_permissions(t.ws.join("closed"), fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(l.truncated, "{l:?}");
+    }
+}
+
 /// A walk that runs out of time half way says so: the listing is marked cut short (it was
 /// answered as complete, and `getWorkspaceInfo`'s count as exact), and ignored trees count
 /// towards the entries a walk may look at.
