@@ -424,6 +424,12 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
         Ok(out) => out,
         Err(e) => return failure(&format!("cannot start the stdout writer: {e}")),
     };
+    // The editor may not read stderr at all: the log lines must never hold up the host.
+    if stdio.is_some() {
+        if let Err(e) = ui::detach_stderr() {
+            return failure(&format!("cannot start the stderr writer: {e}"));
+        }
+    }
     if let Err(e) = spawn_signals(tx.clone(), stdio.clone()) {
         return failure(&format!("cannot install the signal handlers: {e}"));
     }
@@ -583,5 +589,6 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     ui::set_quiet(false);
     running.stop(Duration::from_secs(5));
     ui::say("stopped");
+    ui::flush_stderr(STDOUT_GRACE);
     ExitCode::from(code.clamp(0, 255) as u8)
 }

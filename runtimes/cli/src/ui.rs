@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anstyle::{AnsiColor, Style};
 use similar::{ChangeTag, TextDiff};
@@ -19,9 +19,68 @@ const BOLD: Style = Style::new().bold();
 
 /// Writes to stderr (colour stripped when not wanted), ignoring failures: a terminal that went
 /// away (a hangup, a closed pipe) must not stop the bridge before it has removed its lock file.
+/// After [`detach_stderr`], queued for the `stderr` thread instead, never waiting.
 pub fn err(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
-    let _ = anstream::stderr().write_fmt(args);
+    let Some(detached) = DETACHED.get() else {
+        let _ = anstream::stderr().write_fmt(args);
+        return;
+    };
+    // Counted before it is queued: the thread may write it before `try_send` returns.
+    let queue = |line: String| {
+        UNWRITTEN.fetch_add(1, Ordering::Relaxed);
+        let sent = detached.try_send(line).is_ok();
+        if !sent {
+            UNWRITTEN.fetch_sub(1, Ordering::Relaxed);
+        }
+        sent
+    };
+    let dropped = DROPPED.swap(0, Ordering::Relaxed);
+    if dropped > 0
+        && !queue(format!(
+            "(claude-ide-bridge: {dropped} lines dropped: stderr was not read)\n"
+        ))
+    {
+        DROPPED.fetch_add(dropped, Ordering::Relaxed);
+    }
+    if !queue(args.to_string()) {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The `stderr` thread's queue, once [`detach_stderr`] started it.
+static DETACHED: std::sync::OnceLock<std::sync::mpsc::SyncSender<String>> =
+    std::sync::OnceLock::new();
+/// Lines [`err`] dropped because the queue was full, not said yet.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Lines queued and not written yet (for [`flush_stderr`]).
+static UNWRITTEN: AtomicU64 = AtomicU64::new(0);
+
+/// From now on, stderr is written by a thread of its own, at most 1,024 lines behind; past that,
+/// lines are dropped (and counted in a line once there is room). For `serve --stdio`: an editor
+/// that never reads the bridge's stderr (a pipe nobody drains) would otherwise block the host in
+/// a write after 64 KiB of log lines, deaf to its clients and to signals.
+pub fn detach_stderr() -> io::Result<()> {
+    use std::io::Write;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<String>(1024);
+    std::thread::Builder::new()
+        .name("stderr".into())
+        .spawn(move || {
+            for line in rx {
+                let _ = anstream::stderr().write_all(line.as_bytes());
+                UNWRITTEN.fetch_sub(1, Ordering::Relaxed);
+            }
+        })?;
+    let _ = DETACHED.set(tx);
+    Ok(())
+}
+
+/// Waits, at most `grace`, for the lines queued after [`detach_stderr`] to be written.
+pub fn flush_stderr(grace: std::time::Duration) {
+    let give_up = std::time::Instant::now() + grace;
+    while UNWRITTEN.load(Ordering::Relaxed) > 0 && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// Prints a line to stderr (colour stripped when not wanted).

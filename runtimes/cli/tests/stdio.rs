@@ -588,3 +588,52 @@ fn a_bridge_whose_editor_does_not_read_still_stops_on_a_signal() {
     };
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
 }
+
+/// An editor that never reads the bridge's stderr (a pipe nobody drains: Node's `spawn` without a
+/// listener) does not freeze it: past what the pipe holds, log lines are queued, then dropped,
+/// while the editor's lines are still answered and a signal still stops it. (The host wrote its
+/// log lines itself and stayed in that write for good after 64 KiB.)
+#[test]
+fn a_bridge_whose_stderr_is_not_read_keeps_answering() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    let mut child = sb
+        .command()
+        .args(["serve", "--stdio", "--no-lsp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = common::Lines::collect(child.stdout.take().unwrap());
+    let _stderr_not_read = child.stderr.take().unwrap();
+    stdout.wait_for("\"ready\"");
+    // 3,000 refused lines: an `error` line on stdout and a log line on stderr each (200 KB).
+    stdin
+        .write_all("not json\n".repeat(3000).as_bytes())
+        .unwrap();
+    stdin.write_all(b"{\"type\":\"status\"}\n").unwrap();
+    stdin.flush().unwrap();
+    stdout.wait_for("\"status\"");
+    assert!(stdout.count("\"error\"") >= 3000);
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the bridge did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+}
