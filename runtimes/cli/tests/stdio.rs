@@ -637,3 +637,33 @@ fn a_bridge_whose_stderr_is_not_read_keeps_answering() {
     };
     assert_eq!(status.code(), Some(0));
 }
+
+/// A line is read for what the bridge uses, not built whole: a 48 MB `open_editors` line of
+/// `[0,0,...]` (24 million tabs) and one of an unknown type cost about their own size, where each
+/// was read into a `serde_json::Value` first (about 800 MB). The peak is the process's own
+/// (`VmHWM`).
+#[test]
+fn a_huge_line_costs_about_its_own_size() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp"]);
+    s.stdout.wait_for("\"ready\"");
+    let zeros = "0,".repeat(24_000_000);
+    let line = format!("{{\"type\":\"open_editors\",\"tabs\":[{zeros}0]}}");
+    s.send_line(&line);
+    s.stdout.wait_for("more than the limit");
+    s.send_line(&format!("{{\"type\":\"no_such_type\",\"x\":[{zeros}0]}}"));
+    s.stdout.wait_for("unknown message type");
+    let status = fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        peak_kb * 1024 < 3 * line.len() as u64,
+        "peak {peak_kb} kB for a {} byte line",
+        line.len()
+    );
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}

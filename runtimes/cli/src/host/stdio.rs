@@ -226,9 +226,18 @@ fn tool_arguments(tool: &ToolCall) -> Value {
     v.unwrap_or_else(|_| json!({}))
 }
 
-/// Reads a line's members into `T`, or says what is wrong with them.
-fn parse<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, String> {
-    serde_json::from_value(v).map_err(|e| e.to_string())
+/// Reads a line's members into `T`, or says what is wrong with them. Straight from the text:
+/// the members `T` does not name are passed over, never built (a 64 MiB line read as a
+/// `serde_json::Value` took about 1 GiB).
+fn parse<'a, T: Deserialize<'a>>(line: &'a str) -> Result<T, String> {
+    serde_json::from_str(line).map_err(|e| e.to_string())
+}
+
+/// A line's `type`, and nothing else of it.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
 }
 
 // ---- bridge → editor ----
@@ -343,21 +352,21 @@ impl Host {
         if line.is_empty() {
             return;
         }
-        let v: Value = match serde_json::from_str(line) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) => return self.editor_error("expected a JSON object"),
+        let envelope: Envelope = match serde_json::from_str(line) {
+            Ok(envelope) => envelope,
+            Err(e) if e.is_data() => return self.editor_error("expected a JSON object"),
             Err(e) => return self.editor_error(format!("malformed JSON: {e}")),
         };
-        let Some(kind) = v.get("type").and_then(Value::as_str).map(str::to_owned) else {
+        let Some(kind) = envelope.kind.map(|k| k.into_owned()) else {
             return self.editor_error("missing \"type\"");
         };
         let r = match kind.as_str() {
-            "selection_changed" => self.selection_changed(v),
-            "at_mentioned" => self.at_mentioned(v),
-            "diagnostics" => self.diagnostics(v),
-            "open_editors" => self.open_editors(v),
-            "respond" => self.respond_line(v),
-            "diff_decision" => self.diff_decision(v),
+            "selection_changed" => self.selection_changed(line),
+            "at_mentioned" => self.at_mentioned(line),
+            "diagnostics" => self.diagnostics(line),
+            "open_editors" => self.open_editors(line),
+            "respond" => self.respond_line(line),
+            "diff_decision" => self.diff_decision(line),
             "status" => {
                 self.status();
                 Ok(())
@@ -387,8 +396,8 @@ struct RangeMsg {
 
 impl Host {
     /// `selection_changed`: sent to every client and kept for `getCurrentSelection`.
-    fn selection_changed(&mut self, v: Value) -> Result<(), String> {
-        let m: SelectionMsg = parse(v)?;
+    fn selection_changed(&mut self, line: &str) -> Result<(), String> {
+        let m: SelectionMsg = parse(line)?;
         if !m.file_path.starts_with('/') {
             return Err("filePath must be absolute".into());
         }
@@ -417,8 +426,8 @@ struct MentionMsg {
 
 impl Host {
     /// `at_mentioned`: sent to every client.
-    fn at_mentioned(&mut self, v: Value) -> Result<(), String> {
-        let m: MentionMsg = parse(v)?;
+    fn at_mentioned(&mut self, line: &str) -> Result<(), String> {
+        let m: MentionMsg = parse(line)?;
         if !m.file_path.starts_with('/') {
             return Err("filePath must be absolute".into());
         }
@@ -446,8 +455,84 @@ impl Host {
 #[derive(Deserialize)]
 struct DiagnosticsMsg {
     uri: String,
-    /// `null`: the editor no longer reports the file.
-    diagnostics: Option<Vec<Diagnostic>>,
+    /// Absent: refused; `null`: the editor no longer reports the file.
+    #[serde(default, deserialize_with = "present")]
+    diagnostics: Option<Given>,
+}
+
+/// A member that is there, `null` included (which a plain `Option` would take for absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Given>, D::Error> {
+    Given::deserialize(d).map(Some)
+}
+
+/// A `diagnostics` member that is present: `null` or a list, read at most one diagnostic past
+/// [`MAX_DIAGNOSTICS_PER_FILE`] (the rest is passed over, never built) and each `code` a string
+/// or a number (anything else refused, never built).
+struct Given(Option<Vec<Diagnostic>>);
+
+impl<'de> Deserialize<'de> for Given {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Given, D::Error> {
+        struct Items;
+        impl<'de> serde::de::Visitor<'de> for Items {
+            type Value = Given;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of diagnostics, or null")
+            }
+            fn visit_unit<E>(self) -> Result<Given, E> {
+                Ok(Given(None))
+            }
+            fn visit_none<E>(self) -> Result<Given, E> {
+                Ok(Given(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Given, A::Error> {
+                let mut items = Vec::new();
+                while let Some(d) = seq.next_element::<WireDiagnostic>()? {
+                    if items.len() > MAX_DIAGNOSTICS_PER_FILE {
+                        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                        break;
+                    }
+                    items.push(d.into_diagnostic().map_err(serde::de::Error::custom)?);
+                }
+                Ok(Given(Some(items)))
+            }
+        }
+        d.deserialize_any(Items)
+    }
+}
+
+/// A diagnostic as an editor writes it, its `code` kept raw until it is known to be small.
+#[derive(Deserialize)]
+struct WireDiagnostic {
+    message: String,
+    severity: String,
+    range: claude_ide_bridge::Range,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    code: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl WireDiagnostic {
+    fn into_diagnostic(self) -> Result<Diagnostic, &'static str> {
+        let code = match self.code {
+            None => None,
+            Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
+                Ok(c @ (Value::String(_) | Value::Number(_))) => Some(c),
+                Ok(Value::Null) => None,
+                _ => return Err("a diagnostic's code must be a string or a number"),
+            },
+        };
+        Ok(Diagnostic {
+            message: self.message,
+            severity: self.severity,
+            range: self.range,
+            source: self.source,
+            code,
+        })
+    }
 }
 
 /// The most files the stdio editor's diagnostics are kept for; a `diagnostics` line for one more
@@ -593,20 +678,20 @@ fn totals(diagnostics: &[Diagnostic]) -> (usize, usize) {
 
 impl Host {
     /// `diagnostics`: one file's diagnostics, kept for `getDiagnostics` and sent to every client.
-    fn diagnostics(&mut self, v: Value) -> Result<(), String> {
-        if v.get("diagnostics").is_none() {
+    fn diagnostics(&mut self, line: &str) -> Result<(), String> {
+        let m: DiagnosticsMsg = parse(line)?;
+        let Some(given) = m.diagnostics else {
             return Err(
                 "missing field `diagnostics` (a list, or null to stop reporting the file)".into(),
             );
-        }
-        let m: DiagnosticsMsg = parse(v)?;
+        };
         // Kept under one spelling of the file's URI, the one the bridge and the language servers
         // write, whichever the editor used.
         let Some(path) = super::diagnostics::editor_path(&m.uri) else {
             return Err("uri must be a file:// URI or an absolute path".into());
         };
         let uri = file_uri(&path);
-        let Some(diagnostics) = m.diagnostics else {
+        let Some(diagnostics) = given.0 else {
             // The editor no longer reports the file: a language server answers for it again.
             self.diagnostics.forget(&uri);
             return Ok(());
@@ -623,8 +708,14 @@ impl Host {
     }
 
     /// `open_editors`: replaces the open tabs.
-    fn open_editors(&mut self, v: Value) -> Result<(), String> {
-        self.tabs.replace_from(v.get("tabs"))
+    fn open_editors(&mut self, line: &str) -> Result<(), String> {
+        #[derive(Deserialize)]
+        struct OpenEditors<'a> {
+            #[serde(borrow, default)]
+            tabs: Option<super::tabs::Listed<'a>>,
+        }
+        let m: OpenEditors = parse(line)?;
+        self.tabs.replace_from(m.tabs)
     }
 }
 
@@ -641,8 +732,8 @@ struct RespondMsg {
 
 impl Host {
     /// `respond`: the answer to a `tool_call`.
-    fn respond_line(&mut self, v: Value) -> Result<(), String> {
-        let m: RespondMsg = parse(v)?;
+    fn respond_line(&mut self, line: &str) -> Result<(), String> {
+        let m: RespondMsg = parse(line)?;
         let result = match (m.result, m.text, m.error) {
             (Some(r), None, None) => r,
             (None, Some(t), None) => ToolResult::text(t),
@@ -669,8 +760,8 @@ struct DecisionMsg {
 
 impl Host {
     /// `diff_decision`: the answer to a forwarded `openDiff`.
-    fn diff_decision(&mut self, v: Value) -> Result<(), String> {
-        let m: DecisionMsg = parse(v)?;
+    fn diff_decision(&mut self, line: &str) -> Result<(), String> {
+        let m: DecisionMsg = parse(line)?;
         if m.decision != "accept" && m.decision != "reject" {
             return Err("decision must be \"accept\" or \"reject\"".into());
         }

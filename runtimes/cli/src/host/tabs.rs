@@ -45,6 +45,49 @@ pub const MAX_TABS: usize = 1_000;
 /// The most bytes one tab's passthrough members may take, as JSON; a tab with more is refused.
 pub const MAX_TAB_EXTRA_BYTES: usize = 16 * 1024;
 
+/// The `tabs` of an `open_editors` line as read: how many, and the first [`MAX_TABS`] of them as
+/// their text (the rest counted, never kept).
+pub struct Listed<'a> {
+    count: usize,
+    kept: Vec<&'a serde_json::value::RawValue>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Listed<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Listed<'a>, D::Error> {
+        struct Items<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Items<'a> {
+            type Value = Listed<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of tabs")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Listed<'a>, A::Error> {
+                let mut listed = Listed {
+                    count: 0,
+                    kept: Vec::new(),
+                };
+                while listed.kept.len() < MAX_TABS {
+                    match seq.next_element::<&'de serde_json::value::RawValue>()? {
+                        Some(raw) => listed.kept.push(raw),
+                        None => {
+                            listed.count = listed.kept.len();
+                            return Ok(listed);
+                        }
+                    }
+                }
+                listed.count = listed.kept.len();
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    listed.count += 1;
+                }
+                Ok(listed)
+            }
+        }
+        d.deserialize_seq(Items(std::marker::PhantomData))
+    }
+}
+
 /// The open tabs, in the editor's order.
 #[derive(Debug, Default)]
 pub struct Tabs(Vec<Tab>);
@@ -52,14 +95,27 @@ pub struct Tabs(Vec<Tab>);
 impl Tabs {
     /// Replaces the tabs with the `tabs` member of an `open_editors` line; on a malformed list the
     /// previous tabs are kept and the reason is returned.
-    pub fn replace_from(&mut self, tabs: Option<&Value>) -> Result<(), String> {
+    pub fn replace_from(&mut self, tabs: Option<Listed<'_>>) -> Result<(), String> {
         let tabs = tabs.ok_or("missing \"tabs\"")?;
-        if let Some(n) = tabs.as_array().map(Vec::len).filter(|&n| n > MAX_TABS) {
-            return Err(format!("{n} tabs, more than the limit of {MAX_TABS}"));
+        if tabs.count > MAX_TABS {
+            return Err(format!(
+                "{} tabs, more than the limit of {MAX_TABS}",
+                tabs.count
+            ));
         }
-        let parsed = Vec::<Tab>::deserialize(tabs).map_err(|e| {
-            format!("\"tabs\" must be an array of objects with a \"uri\" string: {e}")
-        })?;
+        let mut parsed = Vec::with_capacity(tabs.kept.len());
+        for (i, raw) in tabs.kept.iter().enumerate() {
+            // Refused before it is built: its members would take many times their text.
+            if raw.get().len() > MAX_TAB_EXTRA_BYTES + 64 * 1024 {
+                return Err(format!(
+                    "tab {i}: {} bytes, more than a tab may take",
+                    raw.get().len()
+                ));
+            }
+            parsed.push(serde_json::from_str::<Tab>(raw.get()).map_err(|e| {
+                format!("\"tabs\" must be an array of objects with a \"uri\" string: {e}")
+            })?);
+        }
         for (i, tab) in parsed.iter().enumerate() {
             let size = serde_json::to_vec(&tab.other).map_or(usize::MAX, |v| v.len());
             if size > MAX_TAB_EXTRA_BYTES {
@@ -95,12 +151,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `tabs` as an `open_editors` line gives it.
+    fn set(tabs: &mut Tabs, given: &Value) -> Result<(), String> {
+        let text = given.to_string();
+        let listed: Listed = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        tabs.replace_from(Some(listed))
+    }
+
     #[test]
     fn typed_members_are_read_and_unknown_members_pass_through() {
         let mut tabs = Tabs::default();
         let given = json!([{"uri": "file:///ws/a.rs", "isDirty": true, "label": "a.rs",
             "lineCount": 3, "viewColumn": 2, "group": {"id": 1}}]);
-        tabs.replace_from(Some(&given)).unwrap();
+        set(&mut tabs, &given).unwrap();
         let tab = tabs.of_path("/ws/a.rs").expect("the tab of /ws/a.rs");
         assert_eq!(tab.is_dirty, Some(true));
         assert_eq!(tab.line_count, Some(3));
@@ -112,21 +175,19 @@ mod tests {
     #[test]
     fn a_malformed_list_is_refused_and_the_previous_tabs_kept() {
         let mut tabs = Tabs::default();
-        tabs.replace_from(Some(&json!([{"uri": "file:///ws/a.rs"}])))
-            .unwrap();
+        set(&mut tabs, &json!([{"uri": "file:///ws/a.rs"}])).unwrap();
         for bad in [
             json!("nope"),
             json!([{"label": "no uri"}]),
             json!([{"uri": 7}]),
             json!([{"uri": "file:///ws/b.rs", "isDirty": "yes"}]),
         ] {
-            assert!(tabs.replace_from(Some(&bad)).is_err(), "{bad}");
+            assert!(set(&mut tabs, &bad).is_err(), "{bad}");
         }
         assert!(tabs.replace_from(None).is_err());
         assert_eq!(tabs.paths(), vec!["/ws/a.rs".to_string()]);
         // A tab that is not a file on disk is listed but has no path.
-        tabs.replace_from(Some(&json!([{"uri": "untitled:Untitled-1"}])))
-            .unwrap();
+        set(&mut tabs, &json!([{"uri": "untitled:Untitled-1"}])).unwrap();
         assert_eq!(tabs.all().len(), 1);
         assert!(tabs.paths().is_empty());
     }
@@ -137,20 +198,20 @@ mod tests {
         let most: Vec<Value> = (0..MAX_TABS)
             .map(|i| json!({"uri": format!("file:///ws/{i}.rs")}))
             .collect();
-        tabs.replace_from(Some(&json!(most))).unwrap();
+        set(&mut tabs, &json!(most)).unwrap();
         assert_eq!(tabs.all().len(), MAX_TABS);
         let mut more = most.clone();
         more.push(json!({"uri": "file:///ws/one-more.rs"}));
-        let e = tabs.replace_from(Some(&json!(more))).unwrap_err();
+        let e = set(&mut tabs, &json!(more)).unwrap_err();
         assert!(e.contains(&MAX_TABS.to_string()), "{e}");
         assert_eq!(tabs.all().len(), MAX_TABS, "the previous tabs are kept");
 
         // Passthrough members up to the limit are kept, past it the line is refused.
         let fits = "x".repeat(MAX_TAB_EXTRA_BYTES - r#"{"note":""}"#.len());
         let ok = json!([{"uri": "file:///ws/a.rs", "note": fits}]);
-        tabs.replace_from(Some(&ok)).unwrap();
+        set(&mut tabs, &ok).unwrap();
         let big = json!([{"uri": "file:///ws/b.rs", "note": format!("{fits}x")}]);
-        let e = tabs.replace_from(Some(&big)).unwrap_err();
+        let e = set(&mut tabs, &big).unwrap_err();
         assert!(e.contains(&MAX_TAB_EXTRA_BYTES.to_string()), "{e}");
         assert_eq!(tabs.paths(), vec!["/ws/a.rs".to_string()]);
     }
