@@ -162,6 +162,32 @@ fn other_calls_are_answered_while_the_editor_is_open() {
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
+/// An editor that returns without writing the file (quit without saving, or `code` without
+/// `--wait`) accepts nothing: the prompt asks again (before, the unedited proposal was accepted
+/// as the user's edit).
+#[test]
+fn an_editor_that_writes_nothing_accepts_nothing() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 0");
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    tty.write_all(b"e\n").unwrap();
+    tty.flush().unwrap();
+    screen.wait_for("did not write the file");
+    assert!(
+        cl.recv_json(Duration::from_millis(300)).is_none(),
+        "answered"
+    );
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id))[0], "DIFF_REJECTED");
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
 /// `NO_COLOR` wins even on a terminal: the same prompt, without a single escape sequence.
 #[test]
 fn no_color_on_a_terminal() {

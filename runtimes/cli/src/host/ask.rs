@@ -278,18 +278,18 @@ impl Host {
         let editor =
             ui::editor_command().ok_or("set $VISUAL or $EDITOR to edit a proposed change")?;
         let inputs = self.inputs.clone();
-        let run = move |tmp: tempfile::NamedTempFile| {
+        let run = move |tmp: tempfile::NamedTempFile, fresh: bool| {
             std::thread::Builder::new()
                 .name("editor".into())
                 .spawn(move || {
-                    let edited = edit(&editor, &tmp).map_err(|why| (why, tmp));
+                    let edited = edit(&editor, &tmp, fresh).map_err(|why| (why, tmp));
                     let _ = inputs.send(HostInput::Edited(call, edited));
                 })
                 .map(drop)
                 .map_err(|e| format!("could not start a thread for the editor: {e}"))
         };
         if let Some(draft) = draft {
-            return run(draft);
+            return run(draft, false);
         }
         let ext = std::path::Path::new(&args.new_file_path)
             .extension()
@@ -303,7 +303,7 @@ impl Host {
         tmp.write_all(args.new_file_contents.as_bytes())
             .and_then(|()| tmp.flush())
             .map_err(|e| format!("could not write the temporary file: {e}"))?;
-        run(tmp)
+        run(tmp, true)
     }
 
     /// `$EDITOR` ended on the shown change: accepted as edited, or the prompt asks again. A
@@ -355,12 +355,25 @@ impl Host {
 }
 
 /// Runs `editor` on `tmp` and waits; the edited contents, at most [`MAX_EDITED_BYTES`].
-fn edit(editor: &OsString, tmp: &tempfile::NamedTempFile) -> Result<String, String> {
+/// A `fresh` copy of the proposal that the editor did not write (quit without saving, or an
+/// editor that returns at once, such as `code` without `--wait`) is not taken for an edit:
+/// nothing is accepted. A draft kept from an earlier edit is the user's own text: opened again
+/// and left as it is, it is accepted as it is.
+fn edit(editor: &OsString, tmp: &tempfile::NamedTempFile, fresh: bool) -> Result<String, String> {
+    let written = || fs::metadata(tmp.path()).and_then(|m| m.modified()).ok();
+    let before = written();
     let status = ui::run_editor(editor, tmp.path())
         .map_err(|e| format!("could not start {}: {e}", editor.to_string_lossy()))?;
     if !status.success() {
         return Err(format!(
             "the editor exited with {status}; the change was not accepted"
+        ));
+    }
+    if fresh && before.is_some() && written() == before {
+        return Err(format!(
+            "{} did not write the file (quit without saving, or it does not wait: \
+             `code --wait`, `subl -w`); the change was not accepted",
+            editor.to_string_lossy()
         ));
     }
     read_capped(tmp.path(), MAX_EDITED_BYTES)
