@@ -143,12 +143,6 @@ impl Backlog {
     }
 }
 
-/// A reader sharing its thread with other tasks (smol's) lets them run at least once every this
-/// many reads: a peer whose messages give no event and no output (notifications, or anything once
-/// its connection is finished) can keep its socket readable for good, and its task would never
-/// wait, keeping the thread from the timer, the acceptor, the other connections and its own writer.
-pub const FAIR_READS: u64 = 16;
-
 /// How often a connection's reader looks again whether the host has caught up.
 pub const BACKLOG_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 

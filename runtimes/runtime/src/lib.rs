@@ -50,9 +50,7 @@ mod shared;
 pub mod signals;
 
 pub use crate::clock::Clock;
-pub use crate::delivery::{
-    Wire, BACKLOG_POLL, FAIR_READS, MAX_BURST, MAX_HELD_BYTES, MAX_HOST_BACKLOG,
-};
+pub use crate::delivery::{Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOST_BACKLOG};
 pub use crate::log::Logger;
 pub use crate::options::{posix_folders, LockFileMode, Options};
 pub use crate::shared::{

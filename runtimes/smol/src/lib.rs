@@ -59,7 +59,7 @@ use smol::{Executor, Task};
 pub use claude_ide_bridge_runtime::api::*;
 
 use claude_ide_bridge_runtime::{
-    Events, Handler, Next, Shared, Wire, BACKLOG_POLL, FAIR_READS, READ_CHUNK, STOP_GRACE,
+    Events, Handler, Next, Shared, Wire, BACKLOG_POLL, READ_CHUNK, STOP_GRACE,
 };
 
 type Stream = Async<TcpStream>;
@@ -154,7 +154,7 @@ impl Tasks {
 
     async fn read_loop(&self, conn: ConnectionId, stream: &Stream) {
         let mut buf = vec![0u8; READ_CHUNK];
-        for reads in 1u64.. {
+        loop {
             if self.shared.pause_reading(conn) {
                 while self.shared.host_behind() {
                     Timer::after(BACKLOG_POLL).await;
@@ -163,12 +163,15 @@ impl Tasks {
             // Read first, and on `WouldBlock` wait with `readable()`, whose readiness is used up
             // when it reports it (`AsyncRead` reads again instead, leaving it stale: one more
             // read that finds nothing per call). Others run first when events wait for the host
-            // (it answers, and the next request is often in by the next read), and every
-            // FAIR_READS reads (a peer that keeps the socket readable).
+            // (it answers, and the next request is often in by the next read), and after a read
+            // that filled the buffer: a peer that keeps the socket full (messages that give no
+            // event and no output, written faster than they are read) would otherwise keep this
+            // task from ever waiting, and the executor's thread from the timer, the acceptor,
+            // the other connections and this one's writer.
             match stream.get_ref().read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    if self.shared.input(conn, &buf[..n]) || reads.is_multiple_of(FAIR_READS) {
+                    if self.shared.input(conn, &buf[..n]) || n == buf.len() {
                         future::yield_now().await;
                     }
                 }
