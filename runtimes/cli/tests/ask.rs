@@ -167,14 +167,9 @@ fn other_calls_are_answered_while_the_editor_is_open() {
 /// as the user's edit).
 #[test]
 fn an_editor_that_writes_nothing_accepts_nothing() {
-    let Some(sb) = terminal_sandbox() else {
+    let Some((_sb, mut child, mut tty, screen, mut cl, id)) = a_diff_shown("exit 0") else {
         return;
     };
-    let file = sb.ws.join("a.txt");
-    fs::write(&file, "one\n").unwrap();
-    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 0");
-    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
-    screen.wait_for("[a]ccept / [r]eject / [e]dit");
     tty.write_all(b"e\n").unwrap();
     tty.flush().unwrap();
     screen.wait_for("did not write the file");
@@ -228,6 +223,28 @@ fn ctrl_c(child: &mut std::process::Child, tty: &mut std::process::ChildStdin, s
         assert!(Instant::now() < give_up, "{}", screen.text());
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `serve` on a pseudo-terminal with `$EDITOR` a shell script of `body`, asking about a proposed
+/// change to `a.txt` (`one` -> `proposed`): the sandbox, the bridge, its terminal's input, what it
+/// shows, the client and the call's id. `None` without a terminal to run it on.
+fn a_diff_shown(
+    body: &str,
+) -> Option<(
+    Sandbox,
+    std::process::Child,
+    std::process::ChildStdin,
+    Screen,
+    client::Client,
+    u64,
+)> {
+    let sb = terminal_sandbox()?;
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    let (child, tty, screen, mut cl) = serve_with_editor(&sb, body);
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    Some((sb, child, tty, screen, cl, id))
 }
 
 /// `serve` on a pseudo-terminal with `$EDITOR` a shell script of `body`, and a client connected
@@ -390,14 +407,9 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
 /// like any other unknown one: the question is asked again, and the next line still decides.
 #[test]
 fn a_byte_that_is_not_utf8_is_asked_again() {
-    let Some(sb) = terminal_sandbox() else {
+    let Some((sb, mut child, mut tty, screen, mut cl, id)) = a_diff_shown("exit 0") else {
         return;
     };
-    let file = sb.ws.join("a.txt");
-    fs::write(&file, "one\n").unwrap();
-    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 0");
-    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
-    screen.wait_for("[a]ccept / [r]eject / [e]dit");
     tty.write_all(b"\xe9t\xe9\n").unwrap();
     tty.flush().unwrap();
     screen.wait_for("type a, r or e, then Enter");
@@ -410,6 +422,6 @@ fn a_byte_that_is_not_utf8_is_asked_again() {
     tty.write_all(b"r\n").unwrap();
     tty.flush().unwrap();
     assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T"]);
-    assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
+    assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "one\n");
     ctrl_c(&mut child, &mut tty, &screen);
 }

@@ -448,14 +448,7 @@ fn refused_lines_count_towards_the_lines_read_ahead() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     let sb = Sandbox::new();
-    let mut child = sb
-        .command()
-        .args(["serve", "--stdio", "--no-lsp"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = stdio_child(&sb, Stdio::null());
     let mut stdin = child.stdin.take().unwrap();
     let _stdout_not_read = child.stdout.take().unwrap();
     let written = Arc::new(AtomicUsize::new(0));
@@ -542,19 +535,8 @@ fn a_stopping_bridge_tells_the_editor_what_ends() {
 fn a_bridge_whose_editor_does_not_read_still_stops_on_a_signal() {
     use std::io::Write;
     use std::process::Stdio;
-    assert!(
-        !claude_ide_bridge_runtime::signals::ignored(15),
-        "SIGTERM is ignored in the tests' process: the bridge would inherit that"
-    );
     let sb = Sandbox::new();
-    let mut child = sb
-        .command()
-        .args(["serve", "--stdio", "--no-lsp"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = stdio_child(&sb, Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     let _stdout_not_read = child.stdout.take().unwrap();
     let stderr = common::Lines::collect(child.stderr.take().unwrap());
@@ -566,26 +548,7 @@ fn a_bridge_whose_editor_does_not_read_still_stops_on_a_signal() {
     });
     stderr.wait_for("diffs: the editor decides");
     std::thread::sleep(Duration::from_secs(2));
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let give_up = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > give_up {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "the bridge did not stop on SIGTERM; stderr:\n{}",
-                stderr.text()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = term_and_wait(&mut child);
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
 }
 
@@ -598,14 +561,7 @@ fn a_bridge_whose_stderr_is_not_read_keeps_answering() {
     use std::io::Write;
     use std::process::Stdio;
     let sb = Sandbox::new();
-    let mut child = sb
-        .command()
-        .args(["serve", "--stdio", "--no-lsp"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = stdio_child(&sb, Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     let stdout = common::Lines::collect(child.stdout.take().unwrap());
     let _stderr_not_read = child.stderr.take().unwrap();
@@ -618,24 +574,7 @@ fn a_bridge_whose_stderr_is_not_read_keeps_answering() {
     stdin.flush().unwrap();
     stdout.wait_for("\"status\"");
     assert!(stdout.count("\"error\"") >= 3000);
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let give_up = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > give_up {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the bridge did not stop on SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(term_and_wait(&mut child).code(), Some(0));
 }
 
 /// A line is read for what the bridge uses, not built whole: a 48 MB `open_editors` line of
@@ -666,4 +605,41 @@ fn a_huge_line_costs_about_its_own_size() {
     );
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);
+}
+
+/// `serve --stdio --no-lsp` with stdin and stdout piped, and stderr as given.
+fn stdio_child(sb: &Sandbox, stderr: std::process::Stdio) -> std::process::Child {
+    use std::process::Stdio;
+    sb.command()
+        .args(["serve", "--stdio", "--no-lsp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
+/// Sends SIGTERM and waits (at most 20 s, then kills it and fails) for the exit.
+fn term_and_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
+    assert!(
+        !claude_ide_bridge_runtime::signals::ignored(15),
+        "SIGTERM is ignored in the tests' process: the bridge would inherit that"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if std::time::Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the bridge did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -391,7 +391,14 @@ fn crash_later_is_noticed_at_once_and_restarted() {
         "{:?}",
         fx.lsp.status()
     );
+    restarted_once(&fx);
+}
+
+/// Once its backoff (200 ms) passed, the crashed fake server is started again by the next
+/// question; the other is unharmed, and shutting down leaves nothing.
+fn restarted_once(fx: &Fx) {
     std::thread::sleep(Duration::from_millis(250));
+    let wait = Duration::from_secs(3);
     fx.diagnostics("a.fake", "error", wait, Duration::from_secs(2));
     assert_eq!(fx.starts().len(), 2, "restarted once its backoff passed");
     fx.others_keep_working();
@@ -422,11 +429,7 @@ fn an_exit_is_seen_while_a_child_holds_the_output_open() {
             !alive(pid) && child.trim().parse().is_ok_and(|c| !alive(c))
         },
     );
-    std::thread::sleep(Duration::from_millis(250));
-    fx.diagnostics("a.fake", "error", wait, Duration::from_secs(2));
-    assert_eq!(fx.starts().len(), 2, "restarted once its backoff passed");
-    fx.others_keep_working();
-    fx.shutdown_leaves_nothing();
+    restarted_once(&fx);
 }
 
 /// A server that asks for more than its input takes before it answers `initialize`, and never
@@ -443,13 +446,15 @@ fn a_server_deaf_before_initialize_is_killed_at_its_deadline() {
             Duration::from_secs(1)
         )
         .is_empty());
-    let pid = fx.first_pid();
     // initialize_timeout is 2 s, looked at every second while the writer waits.
-    wait_for(
-        "the deaf server to be stopped",
-        Duration::from_secs(6),
-        || !alive(pid),
-    );
+    stopped_for_no_initialize(&fx, Duration::from_secs(6));
+}
+
+/// The fake server is killed and reaped within `within` for not answering `initialize`, the
+/// other server is unharmed, and shutting down leaves nothing.
+fn stopped_for_no_initialize(fx: &Fx, within: Duration) {
+    let pid = fx.first_pid();
+    wait_for("the server to be stopped", within, || !alive(pid));
     assert!(
         matches!(fx.state_of("fake"), ServerState::Crashed(why) if why.contains("no answer to initialize")),
         "{:?}",
@@ -489,20 +494,8 @@ fn hung_initialize_is_bounded_by_the_start_wait_then_killed() {
         "{:?}",
         fx.lsp.status()
     );
-    let pid = fx.first_pid();
     // initialize_timeout is 2 s: then the server is killed and reaped.
-    wait_for(
-        "the hung server to be stopped",
-        Duration::from_secs(4),
-        || !alive(pid),
-    );
-    assert!(
-        matches!(fx.state_of("fake"), ServerState::Crashed(why) if why.contains("no answer to initialize")),
-        "{:?}",
-        fx.lsp.status()
-    );
-    fx.others_keep_working();
-    fx.shutdown_leaves_nothing();
+    stopped_for_no_initialize(&fx, Duration::from_secs(4));
 }
 
 #[test]

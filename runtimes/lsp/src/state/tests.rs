@@ -12,6 +12,20 @@ fn frames(state: &mut State) -> Vec<Value> {
         .collect()
 }
 
+/// The documents of the queued `method` notifications, in order.
+fn uris_of(state: &mut State, method: &str) -> Vec<String> {
+    frames(state)
+        .into_iter()
+        .filter(|m| m["method"] == method)
+        .map(|m| {
+            m["params"]["textDocument"]["uri"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
 fn running(caps: Value, limits: LspLimits) -> State {
     let mut s = State::new(limits, vec![]);
     s.begin(42);
@@ -150,16 +164,7 @@ fn open_documents_are_bounded() {
     for i in 0..5 {
         s.sync(&format!("/w/{i}.py"), "python", "x");
     }
-    let closed: Vec<_> = frames(&mut s)
-        .into_iter()
-        .filter(|m| m["method"] == "textDocument/didClose")
-        .map(|m| {
-            m["params"]["textDocument"]["uri"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let closed = uris_of(&mut s, "textDocument/didClose");
     assert_eq!(closed, ["file:///w/0.py", "file:///w/1.py"]);
 }
 
@@ -540,16 +545,7 @@ fn texts_kept_before_initialize_fit_the_outbox() {
     let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": {"textDocumentSync": 1}}});
     s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
     assert!(s.is_running(), "{:?}", s.phase);
-    let opened: Vec<String> = frames(&mut s)
-        .iter()
-        .filter(|m| m["method"] == "textDocument/didOpen")
-        .map(|m| {
-            m["params"]["textDocument"]["uri"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let opened = uris_of(&mut s, "textDocument/didOpen");
     // 256 KiB of room: the newest alone, which is always kept.
     assert_eq!(opened, ["file:///w/9.py"]);
 }
