@@ -643,3 +643,23 @@ fn term_and_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A line must be a JSON object: an array is refused even when it would read by position as one
+/// (`["status"]`), as is any other value.
+#[test]
+fn a_line_that_is_not_an_object_is_refused() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp"]);
+    s.stdout.wait_for("\"ready\"");
+    for line in [r#"["status"]"#, "5", r#""status""#] {
+        s.send_line(line);
+    }
+    s.send_line(r#"{"type":"status"}"#);
+    next_msg(&s, "status", 0);
+    for n in 0..3 {
+        let e = next_msg(&s, "error", n);
+        assert_eq!(e["message"], "expected a JSON object", "{e}");
+    }
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}

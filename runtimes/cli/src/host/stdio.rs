@@ -353,7 +353,9 @@ impl Host {
             return;
         }
         let envelope: Envelope = match serde_json::from_str(line) {
-            Ok(envelope) => envelope,
+            // (A struct also reads an array, by position: not a line's shape.)
+            Ok(envelope) if line.starts_with('{') => envelope,
+            Ok(_) => return self.editor_error("expected a JSON object"),
             Err(e) if e.is_data() => return self.editor_error("expected a JSON object"),
             Err(e) => return self.editor_error(format!("malformed JSON: {e}")),
         };
