@@ -403,6 +403,40 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
+/// A change withdrawn while `$EDITOR` has it open: once the editor ends, the user is told that
+/// the edit was not used (it was dropped without a word, and the next change's question could be
+/// taken for this one's).
+#[test]
+fn a_change_withdrawn_during_its_edit_is_said_so() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (started, done) = (sb.root().join("started"), sb.root().join("done"));
+    let body = format!(
+        "touch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); \
+         done\nprintf 'edited\\n' > \"$1\"",
+        started.display(),
+        done.display()
+    );
+    let Some((_sb2, mut child, mut tty, screen, mut cl, id)) = a_diff_shown(&body) else {
+        return;
+    };
+    tty.write_all(b"e\n").unwrap();
+    tty.flush().unwrap();
+    let give_up = Instant::now() + WAIT;
+    while !started.exists() {
+        assert!(Instant::now() < give_up, "{}", screen.text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let close = cl.call_tool("close_tab", json!({"tab_name": "T"}));
+    let answers = responses(&mut cl, &[id, close]);
+    assert_eq!(texts(&answers[&close]), ["TAB_CLOSED"]);
+    assert_eq!(texts(&answers[&id])[0], "DIFF_REJECTED");
+    fs::write(&done, "").unwrap();
+    screen.wait_for("your edit was not used");
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
 /// A byte that is not UTF-8 typed at the prompt (a terminal in another encoding) is an answer
 /// like any other unknown one: the question is asked again, and the next line still decides.
 #[test]

@@ -332,6 +332,11 @@ impl Host {
                 }
             },
             other => {
+                // Withdrawn while it was being edited (its lines were held back meanwhile).
+                ui::say(
+                    "the change you were editing was withdrawn meanwhile (claude closed it or \
+                     decided it): your edit was not used",
+                );
                 self.shown = other;
                 if self.shown.is_none() {
                     self.show_next();
@@ -344,7 +349,10 @@ impl Host {
     pub(super) fn withdraw_diff(&mut self, call: CallId, why: &str) {
         if self.shown.as_ref().is_some_and(|s| s.call == call) {
             let s = self.shown.take().expect("shown");
-            ui::err(format_args!("\n"));
+            // (Not into `$EDITOR`'s screen: that one is told when the editor ends.)
+            if self.editing.is_none() {
+                ui::err(format_args!("\n"));
+            }
             ui::say(&format!("diff withdrawn ({why}): {}", s.args.new_file_path));
             self.show_next();
         } else if let Some(i) = self.queue.iter().position(|s| s.call == call) {
