@@ -177,6 +177,15 @@ impl Workspace {
         let mut ignore_left = 2 * self.limits.max_ignore_file_bytes;
         for (i, folder) in self.folders.iter().enumerate() {
             let root = PathBuf::from(&folder.advertised);
+            // A folder inside another one (or given twice) is walked as part of that one, with
+            // its ignore files: walked again, its files were listed and counted twice.
+            let covered = self.folders.iter().enumerate().any(|(k, outer)| {
+                let outer = Path::new(&outer.advertised);
+                k != i && root.starts_with(outer) && (root != outer || k < i)
+            });
+            if covered {
+                continue;
+            }
             let top = self.open_folder(i, "").ok().and_then(|fd| {
                 let fd = openat(&fd, ".", LIST_FLAGS, Mode::empty()).ok()?;
                 Dir::new(fd).ok()

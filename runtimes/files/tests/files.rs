@@ -594,6 +594,34 @@ fn listing_bytes_ignore_files_and_unreadable_directories() {
     }
 }
 
+/// A folder nested in another (`--workspace /w --workspace /w/sub`), or given twice, is listed
+/// once, with the outer folder's ignore files (its files were listed and counted twice, and the
+/// outer `.gitignore` did not apply to the second walk).
+#[test]
+fn nested_folders_are_listed_once() {
+    let t = Tree::new();
+    t.file("top.txt", "");
+    t.file("sub/inner.txt", "");
+    t.file("sub/skipped.log", "");
+    t.file(".gitignore", "*.log\n");
+    let ws = Workspace::new(
+        vec![
+            t.ws.join("sub").to_str().unwrap().to_string(),
+            t.ws.to_str().unwrap().to_string(),
+            t.ws.to_str().unwrap().to_string(),
+        ],
+        Limits::default(),
+    );
+    let l = ws.list(None).unwrap();
+    let names: Vec<&str> = l
+        .files
+        .iter()
+        .map(|f| f.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(names, [".gitignore", "inner.txt", "top.txt"], "{l:?}");
+    assert_eq!(ws.info().file_count, 3);
+}
+
 /// A walk that runs out of time half way says so: the listing is marked cut short (it was
 /// answered as complete, and `getWorkspaceInfo`'s count as exact), and ignored trees count
 /// towards the entries a walk may look at.
