@@ -179,9 +179,20 @@ impl Workspace {
             let root = PathBuf::from(&folder.advertised);
             // A folder inside another one (or given twice) is walked as part of that one, with
             // its ignore files: walked again, its files were listed and counted twice.
+            // (Only when the way from the outer one to it has no link, which that walk would
+            // not follow: the same path below both the advertised and the real folders.)
             let covered = self.folders.iter().enumerate().any(|(k, outer)| {
-                let outer = Path::new(&outer.advertised);
-                k != i && root.starts_with(outer) && (root != outer || k < i)
+                let below = |inner: &str, outer: &str| {
+                    Path::new(inner)
+                        .strip_prefix(outer)
+                        .ok()
+                        .map(Path::to_path_buf)
+                };
+                let advertised = below(&folder.advertised, &outer.advertised);
+                k != i
+                    && advertised.is_some()
+                    && advertised == below(&folder.canonical, &outer.canonical)
+                    && (advertised.as_deref() != Some(Path::new("")) || k < i)
             });
             if covered {
                 continue;

@@ -620,6 +620,18 @@ fn nested_folders_are_listed_once() {
         .collect();
     assert_eq!(names, [".gitignore", "inner.txt", "top.txt"], "{l:?}");
     assert_eq!(ws.info().file_count, 3);
+    // A folder reached from the other through a link is its own: that walk does not follow it.
+    fs::write(t.outside.join("far.txt"), "").unwrap();
+    symlink(&t.outside, t.ws.join("linked")).unwrap();
+    let ws = Workspace::new(
+        vec![
+            t.ws.to_str().unwrap().to_string(),
+            t.ws.join("linked").to_str().unwrap().to_string(),
+        ],
+        Limits::default(),
+    );
+    let l = ws.list(Some("far.txt")).unwrap();
+    assert_eq!(l.files.len(), 1, "{l:?}");
 }
 
 /// A walk that runs out of time half way says so: the listing is marked cut short (it was
