@@ -135,24 +135,11 @@ fn other_calls_are_answered_while_the_editor_is_open() {
     fs::write(&file, "one\n").unwrap();
     let (started, done) = (sb.root().join("started"), sb.root().join("done"));
     // The editor waits (at most 30 s) for the test to say it is done.
-    let (mut child, mut tty, screen, mut cl) = serve_with_editor(
-        &sb,
-        &format!(
-            "touch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; \
-             i=$((i+1)); done\nprintf 'slowly edited\\n' > \"$1\"",
-            started.display(),
-            done.display()
-        ),
-    );
+    let body = slow_editor(&started, &done, "slowly edited");
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, &body);
     let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
     screen.wait_for("[a]ccept / [r]eject / [e]dit");
-    tty.write_all(b"e\n").unwrap();
-    tty.flush().unwrap();
-    let give_up = Instant::now() + WAIT;
-    while !started.exists() {
-        assert!(Instant::now() < give_up, "{}", screen.text());
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    edit_and_wait(&mut tty, &screen, &started);
     // The editor is open: another call is answered all the same.
     let r = call(&mut cl, "getWorkspaceFolders", json!({}));
     assert!(!done.exists());
@@ -412,22 +399,11 @@ fn a_change_withdrawn_during_its_edit_is_said_so() {
         return;
     };
     let (started, done) = (sb.root().join("started"), sb.root().join("done"));
-    let body = format!(
-        "touch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); \
-         done\nprintf 'edited\\n' > \"$1\"",
-        started.display(),
-        done.display()
-    );
+    let body = slow_editor(&started, &done, "edited");
     let Some((_sb2, mut child, mut tty, screen, mut cl, id)) = a_diff_shown(&body) else {
         return;
     };
-    tty.write_all(b"e\n").unwrap();
-    tty.flush().unwrap();
-    let give_up = Instant::now() + WAIT;
-    while !started.exists() {
-        assert!(Instant::now() < give_up, "{}", screen.text());
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    edit_and_wait(&mut tty, &screen, &started);
     let close = cl.call_tool("close_tab", json!({"tab_name": "T"}));
     let answers = responses(&mut cl, &[id, close]);
     assert_eq!(texts(&answers[&close]), ["TAB_CLOSED"]);
@@ -435,6 +411,28 @@ fn a_change_withdrawn_during_its_edit_is_said_so() {
     fs::write(&done, "").unwrap();
     screen.wait_for("your edit was not used");
     ctrl_c(&mut child, &mut tty, &screen);
+}
+
+/// An `$EDITOR` script that says it `started` (a file), then waits (at most 30 s) for `done`,
+/// then writes `text` into the file it edits.
+fn slow_editor(started: &std::path::Path, done: &std::path::Path, text: &str) -> String {
+    format!(
+        "touch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); \
+         done\nprintf '{text}\\n' > \"$1\"",
+        started.display(),
+        done.display()
+    )
+}
+
+/// Answers `e` at the prompt and waits until the editor started.
+fn edit_and_wait(tty: &mut std::process::ChildStdin, screen: &Screen, started: &std::path::Path) {
+    tty.write_all(b"e\n").unwrap();
+    tty.flush().unwrap();
+    let give_up = Instant::now() + WAIT;
+    while !started.exists() {
+        assert!(Instant::now() < give_up, "{}", screen.text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// A byte that is not UTF-8 typed at the prompt (a terminal in another encoding) is an answer
