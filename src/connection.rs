@@ -270,8 +270,11 @@ impl Connection {
                 Err(e) => Step::Failed(e),
                 Ok(None) => Step::Idle,
                 // After our Close nothing more can be answered: a call is not handed to the host
-                // (an `openDiff` would open a diff nobody can accept).
-                Ok(Some(ws::Message::Text(_))) if closing => Step::Handled(None),
+                // (an `openDiff` would open a diff nobody can accept), and a binary message gets
+                // no second Close.
+                Ok(Some(ws::Message::Text(_) | ws::Message::Binary(_))) if closing => {
+                    Step::Handled(None)
+                }
                 Ok(Some(ws::Message::Text(text))) => Step::Handled(mcp::handle_text(
                     cx,
                     self.id,
@@ -280,7 +283,6 @@ impl Connection {
                     &mut ws.sender,
                     text,
                 )),
-                Ok(Some(ws::Message::Binary(_))) if closing => Step::Handled(None),
                 Ok(Some(ws::Message::Binary(_))) => Step::Unsupported,
                 Ok(Some(ws::Message::Close(code))) => Step::PeerClosed(code.map(|(c, _)| c)),
                 Ok(Some(ws::Message::Ping(_))) | Ok(Some(ws::Message::Pong(_))) => {
@@ -291,7 +293,7 @@ impl Connection {
             if over_limit(s, cx.config.limits.max_outbound) {
                 return self.outbound_full(cx);
             }
-            if !was_initialized && phase == McpPhase::Ready && !closing {
+            if !was_initialized && phase == McpPhase::Ready {
                 // Deliver the at-mentions queued while nobody was connected.
                 let ttl = cx.config.limits.mention_ttl;
                 for (t, n) in cx.mentions.drain(..) {

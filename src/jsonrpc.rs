@@ -417,8 +417,8 @@ pub enum Decoded<'a, T> {
 /// The fast path: the expected request, written plainly (as clients write it: no escapes in its
 /// strings), is read by a [`Scanner`] without serde, in one pass; `read_params` reads the params
 /// where they stand. Anything else, and anything `read_params` gives up on (`None`), is read by
-/// the general decoder ([`decode_limited`] with `max_batch`) instead, so there is one decoder and one set of rules: the fast
-/// path only ever reads what the general decoder reads the same way.
+/// the general decoder ([`decode_limited`] with `max_batch`) instead, so there is one decoder and
+/// one set of rules: the fast path only ever reads what the general decoder reads the same way.
 pub(crate) fn decode_with<'a, T>(
     text: &'a str,
     method: &str,

@@ -68,6 +68,14 @@ impl RawId {
             _ => RawId::Boxed(id.into()),
         }
     }
+
+    /// The bytes it keeps on the heap (none when inline).
+    fn heap_len(&self) -> usize {
+        match self {
+            RawId::Inline { .. } => 0,
+            RawId::Boxed(id) => id.len(),
+        }
+    }
 }
 
 impl std::ops::Deref for RawId {
@@ -181,14 +189,10 @@ impl Mcp {
     #[inline(never)]
     pub(crate) fn held(&mut self) -> usize {
         self.grew = false;
-        let ids = self.pending.iter().map(|p| {
-            let id = if p.id.len() > RawId::INLINE {
-                p.id.len()
-            } else {
-                0
-            };
-            id + p.tab.as_ref().map_or(0, String::capacity)
-        });
+        let ids = self
+            .pending
+            .iter()
+            .map(|p| p.id.heap_len() + p.tab.as_ref().map_or(0, String::capacity));
         let batches = self.batches.iter().map(|b| b.body.capacity());
         ids.sum::<usize>() + batches.sum::<usize>()
     }
@@ -707,7 +711,8 @@ impl<'c> Ctx<'c> {
         }
         let seq = *self.next_seq;
         *self.next_seq += 1;
-        s.grew |= tab.is_some() || id.len() > RawId::INLINE;
+        let id = RawId::new(id);
+        s.grew |= tab.is_some() || id.heap_len() > 0;
         if let Some(bid) = self.batch {
             if let Some(b) = s.batches.iter_mut().find(|b| b.id == bid) {
                 b.remaining += 1;
@@ -715,7 +720,7 @@ impl<'c> Ctx<'c> {
         }
         s.pending.push(Pending {
             seq,
-            id: RawId::new(id),
+            id,
             tab,
             compat,
             batch: self.batch,
