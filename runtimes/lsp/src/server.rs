@@ -500,14 +500,13 @@ fn write_watched(
 
 fn write_loop(
     shared: &Shared,
-    child: Child,
+    mut child: Child,
     stdin: ChildStdin,
     init_deadline: Instant,
     initialize_timeout: Duration,
     log: &Log,
     trace: Option<&Log>,
 ) {
-    let mut child = child;
     // Non-blocking, so that a server that stops reading does not hold the writer from its checks.
     let mut stdin = rustix::io::ioctl_fionbio(&stdin, true)
         .is_ok()
@@ -525,13 +524,13 @@ fn write_loop(
                 stdin = None;
             }
             let wait = if state.phase == Phase::Starting {
-                init_deadline.saturating_duration_since(Instant::now())
+                WATCH.min(init_deadline.saturating_duration_since(Instant::now()))
             } else {
                 WATCH
             };
             state = shared
                 .cond
-                .wait_timeout(state, wait.min(WATCH))
+                .wait_timeout(state, wait)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
             continue;

@@ -256,11 +256,10 @@ pub fn parse_override(spec: &str) -> Result<Override, String> {
             "{spec:?}: the language must be a word such as python or ts"
         ));
     }
-    let command = split_words(command).map_err(|e| format!("{spec:?}: {e}"))?;
+    let mut command = split_words(command).map_err(|e| format!("{spec:?}: {e}"))?;
     if command.is_empty() {
         return Err(format!("{spec:?}: the command is empty"));
     }
-    let mut command = command;
     if command[0].contains('/')
         && !Path::new(&command[0]).is_absolute()
         && !command[0].starts_with("./")

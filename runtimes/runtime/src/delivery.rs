@@ -65,11 +65,6 @@ impl Delivery {
         Some(event)
     }
 
-    /// Whether a thread is delivering.
-    pub fn is_delivering(&self) -> bool {
-        self.delivering.is_some()
-    }
-
     /// Stop delivering (the queue is empty, or the thread hands the rest over).
     pub fn end(&mut self) {
         self.delivering = None;

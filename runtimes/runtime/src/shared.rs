@@ -540,7 +540,8 @@ impl Shared {
             return None;
         }
         // Events a delivering thread handed over (see `MAX_DELIVERED`): delivered from here now.
-        if !st.delivery.queue.is_empty() && !st.delivery.is_delivering() && st.handler.is_some() {
+        // (The handler is there only while nobody delivers: the delivering thread holds it.)
+        if !st.delivery.queue.is_empty() && st.handler.is_some() {
             return Some(Some(Duration::ZERO));
         }
         Some(
