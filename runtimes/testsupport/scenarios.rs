@@ -1134,12 +1134,28 @@ pub fn a_flood_of_calls_does_not_keep_another_reader_delivering<R: HandlerRt>() 
 /// when the server stops.
 pub fn a_stopped_server_is_freed<R: HandlerRt>() {
     let dir = tempfile::tempdir().unwrap();
-    let alive = std::sync::Arc::new(());
-    let watch = std::sync::Arc::downgrade(&alive);
+    let (s, watch, mut c) = serving_with_a_token::<R>(dir.path());
+    for _ in 0..3 {
+        let id = c.call_tool("getDiagnostics", json!({}));
+        assert_eq!(c.response(id)["result"]["content"][0]["text"], "[]");
+    }
+    drop(c);
+    R::stop(s);
+    assert!(
+        freed(&watch),
+        "the server (and its handler) outlived its stop"
+    );
+}
+
+/// A server whose handler holds a token (answering tool calls with `[]`), a watch on the token,
+/// and an initialized client.
+fn serving_with_a_token<R: HandlerRt>(dir: &Path) -> (R::S, std::sync::Weak<()>, Client) {
+    let token = std::sync::Arc::new(());
+    let watch = std::sync::Arc::downgrade(&token);
     let s = R::start_with(
-        opts(dir.path()),
+        opts(dir),
         Box::new(move |e| {
-            let _kept = &alive;
+            let _kept = &token;
             matches!(e, Event::ToolCall { .. }).then(|| ToolResult::text("[]"))
         }),
     )
@@ -1147,17 +1163,15 @@ pub fn a_stopped_server_is_freed<R: HandlerRt>() {
     let (_, c) = connect(R::port(&s), Some(TOKEN));
     let mut c = c.unwrap();
     c.init();
-    for _ in 0..3 {
-        let id = c.call_tool("getDiagnostics", json!({}));
-        assert_eq!(c.response(id)["result"]["content"][0]["text"], "[]");
-    }
-    drop(c);
-    R::stop(s);
-    let freed = (0..500).any(|_| {
+    (s, watch, c)
+}
+
+/// Whether the watched token is dropped within 5 s.
+fn freed(watch: &std::sync::Weak<()>) -> bool {
+    (0..500).any(|_| {
         std::thread::sleep(Duration::from_millis(10));
         watch.upgrade().is_none()
-    });
-    assert!(freed, "the server (and its handler) outlived its stop");
+    })
 }
 
 /// The host's logger is called without the server's lock held: a logger that looks at the
@@ -1200,29 +1214,13 @@ pub fn a_logger_may_call_the_server<R: Rt>() {
 /// the host's receiving loop end, as `next_event` ends.
 pub fn a_stopped_server_drops_its_handler_while_a_handle_lives<R: HandlerRt>() {
     let dir = tempfile::tempdir().unwrap();
-    let held = std::sync::Arc::new(());
-    let watch = std::sync::Arc::downgrade(&held);
-    let s = R::start_with(
-        opts(dir.path()),
-        Box::new(move |e| {
-            let _kept = &held;
-            matches!(e, Event::ToolCall { .. }).then(|| ToolResult::text("[]"))
-        }),
-    )
-    .unwrap();
+    let (s, watch, mut c) = serving_with_a_token::<R>(dir.path());
     let kept = R::handle(&s);
-    let (_, c) = connect(R::port(&s), Some(TOKEN));
-    let mut c = c.unwrap();
-    c.init();
     let id = c.call_tool("getDiagnostics", json!({}));
     assert_eq!(c.response(id)["result"]["content"][0]["text"], "[]");
     R::stop(s);
-    let dropped = (0..500).any(|_| {
-        std::thread::sleep(Duration::from_millis(10));
-        watch.upgrade().is_none()
-    });
     assert!(
-        dropped,
+        freed(&watch),
         "the handler outlived the stop while a Handle lived"
     );
     // The handle still answers, as a stopped server's handle does.
