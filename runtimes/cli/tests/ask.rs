@@ -413,6 +413,30 @@ fn a_change_withdrawn_during_its_edit_is_said_so() {
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
+/// Ctrl-C while `$EDITOR` has the terminal ends the editor, not the bridge (the editor is in the
+/// bridge's process group, so both get the SIGINT): the question comes back, and still decides.
+#[test]
+fn ctrl_c_in_the_editor_ends_the_editor_not_the_bridge() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (started, done) = (sb.root().join("started"), sb.root().join("done"));
+    let body = slow_editor(&started, &done, "edited");
+    let Some((_sb2, mut child, mut tty, screen, mut cl, id)) = a_diff_shown(&body) else {
+        return;
+    };
+    edit_and_wait(&mut tty, &screen, &started);
+    tty.write_all(b"\x03").unwrap();
+    tty.flush().unwrap();
+    screen.wait_for("the editor exited with");
+    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
+    assert!(child.try_wait().unwrap().is_none(), "{}", screen.text());
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T"]);
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
 /// An `$EDITOR` script that says it `started` (a file), then waits (at most 30 s) for `done`,
 /// then writes `text` into the file it edits.
 fn slow_editor(started: &std::path::Path, done: &std::path::Path, text: &str) -> String {

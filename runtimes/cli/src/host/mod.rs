@@ -323,6 +323,9 @@ impl Host {
         match self.running_child {
             // In `run`, the terminal's Ctrl-C belongs to claude (it got the SIGINT too).
             Some(_) if sig == SIGINT => Flow::Continue,
+            // So does it to `$EDITOR` while it has the terminal (it shares the bridge's process
+            // group): Ctrl-C ends the editor, whose failure keeps the edit and asks again.
+            None if sig == SIGINT && self.editing.is_some() => Flow::Continue,
             Some(pid) => {
                 if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
                     let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
