@@ -258,9 +258,8 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
         .spawn(move || {
             let stdin = std::io::stdin();
             while want_rx.recv().is_ok() {
-                // What was typed before the question was shown is not its answer: a stray `a`
-                // typed earlier must not accept a change nobody has seen.
-                let _ = rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush);
+                // A stray `a` typed earlier must not accept a change nobody has seen.
+                ui::discard_typed();
                 // Bytes, decoded leniently: one byte of another encoding is not the end of input.
                 let mut line = Vec::new();
                 let got = match stdin.lock().read_until(b'\n', &mut line) {
@@ -268,7 +267,11 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
                     Ok(_) => Some(String::from_utf8_lossy(&line).into_owned()),
                 };
                 let eof = got.is_none();
-                if tx.send(HostInput::TerminalLine(got)).is_err() || eof {
+                if tx
+                    .send(HostInput::TerminalLine(got, Instant::now()))
+                    .is_err()
+                    || eof
+                {
                     break;
                 }
             }

@@ -215,6 +215,12 @@ pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
     out
 }
 
+/// Drops what was typed on the terminal and not read yet, a line not ended too: what was typed
+/// before a question was shown is not its answer.
+pub fn discard_typed() {
+    let _ = rustix::termios::tcflush(std::io::stdin(), rustix::termios::QueueSelector::IFlush);
+}
+
 /// Prints a diff to stderr.
 pub fn show_diff(path: &str, old: &Old, new: &str) {
     err(format_args!("{}", render_diff(path, old, new)));

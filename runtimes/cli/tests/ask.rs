@@ -437,6 +437,133 @@ fn ctrl_c_in_the_editor_ends_the_editor_not_the_bridge() {
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
+/// Two proposed changes, to `a.txt` (tab `T1`, shown) and `b.txt` (`T2`, queued): their ids.
+fn two_diffs(sb: &Sandbox, cl: &mut client::Client, screen: &Screen) -> (u64, u64) {
+    let id1 = cl.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("a.txt"), "one\n", "T1"),
+    );
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    let id2 = cl.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("b.txt"), "two\n", "T2"),
+    );
+    screen.wait_for("diff queued: ");
+    (id1, id2)
+}
+
+/// Claude closes the shown change's tab and the next change is shown: what was answered for the
+/// first one decides nothing for the second, and the second is decided by its own answer.
+fn withdrawn_then_next_decided_by_its_own(
+    tty: &mut std::process::ChildStdin,
+    cl: &mut client::Client,
+    screen: &Screen,
+    (id1, id2, close): (u64, u64, u64),
+    said: &str,
+) {
+    let got = responses(cl, &[id1, close]);
+    assert_eq!(texts(&got[&id1]), ["DIFF_REJECTED", "T1"]);
+    screen.wait_for(said);
+    assert!(
+        cl.recv_until(Duration::from_millis(500), |v| v["id"] == json!(id2))
+            .is_none(),
+        "answered by a line meant for the withdrawn change: {}",
+        screen.text()
+    );
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id2)), ["DIFF_REJECTED", "T2"]);
+}
+
+/// An answer being typed as the shown change is withdrawn (claude closed its tab) is dropped
+/// with the question: ended after the next change is shown, it does not answer that one.
+#[test]
+fn an_answer_begun_for_a_withdrawn_change_is_dropped() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1");
+    let (id1, id2) = two_diffs(&sb, &mut cl, &screen);
+    tty.write_all(b"a").unwrap();
+    tty.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let close = cl.call_tool("close_tab", json!({"tab_name": "T1"}));
+    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
+    tty.write_all(b"\n").unwrap();
+    tty.flush().unwrap();
+    let ids = (id1, id2, close);
+    withdrawn_then_next_decided_by_its_own(&mut tty, &mut cl, &screen, ids, "type a, r or e");
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
+/// A line ended for the shown change just as claude withdrew it, but taken by the bridge only
+/// after the next change is shown, does not answer that one. The bridge is held meanwhile by
+/// its wire log, a pipe the test stops reading.
+#[test]
+fn an_answer_read_for_a_withdrawn_change_decides_nothing() {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let wire = sb.root().join("wire");
+    assert!(Command::new("mkfifo")
+        .arg(&wire)
+        .status()
+        .unwrap()
+        .success());
+    let mut pipe = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&wire)
+        .unwrap();
+    let (paused, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let drain = {
+        let (paused, done) = (paused.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while !done.load(Ordering::SeqCst) {
+                let read = !paused.load(Ordering::SeqCst) && pipe.read(&mut buf).unwrap_or(0) > 0;
+                if !read {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    let cmd = format!(
+        "exec {BIN} serve --wire-log {} --workspace {}",
+        wire.display(),
+        sb.ws.display()
+    );
+    let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
+        c.env("EDITOR", "false").env_remove("VISUAL");
+    });
+    let (_lock, mut cl) = connect_served(&sb, &screen);
+    let (id1, id2) = two_diffs(&sb, &mut cl, &screen);
+    // The wire log's pipe fills with a message larger than it: the bridge's host waits there.
+    paused.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(100));
+    let pad = "x".repeat(256 * 1024);
+    cl.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/pad", "params": {"pad": pad}}));
+    std::thread::sleep(Duration::from_millis(300));
+    // Claude closes the tab, then the line is typed and read: both wait for the host.
+    let close = cl.call_tool("close_tab", json!({"tab_name": "T1"}));
+    std::thread::sleep(Duration::from_millis(300));
+    tty.write_all(b"a\n").unwrap();
+    tty.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    paused.store(false, Ordering::SeqCst);
+    let ids = (id1, id2, close);
+    let said = "typed before this change was shown";
+    withdrawn_then_next_decided_by_its_own(&mut tty, &mut cl, &screen, ids, said);
+    ctrl_c(&mut child, &mut tty, &screen);
+    done.store(true, Ordering::SeqCst);
+    drain.join().unwrap();
+}
+
 /// An `$EDITOR` script that says it `started` (a file), then waits (at most 30 s) for `done`,
 /// then writes `text` into the file it edits.
 fn slow_editor(started: &std::path::Path, done: &std::path::Path, text: &str) -> String {

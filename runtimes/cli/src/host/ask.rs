@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};
+use std::time::Instant;
 
 use claude_ide_bridge::OpenDiffArgs;
 use claude_ide_bridge::{CallId, ToolCall, ToolResult};
@@ -206,6 +207,14 @@ impl Host {
         ui::say_bold(&format!("claude proposes a change: {path}"));
         ui::show_diff(&path, &next.old, &next.args.new_file_contents);
         self.shown = Some(next);
+        // A line being typed as the question changes (the change before was withdrawn as it was
+        // answered) was meant for that one: what is typed so far is dropped, and a line read
+        // before now is not this question's answer (`on_terminal_line`). A new read drops what
+        // was typed by itself.
+        if self.line_requested {
+            ui::discard_typed();
+        }
+        self.shown_at = Instant::now();
         self.ask();
     }
 
@@ -220,7 +229,7 @@ impl Host {
         }
     }
 
-    pub(super) fn on_terminal_line(&mut self, line: Option<String>) {
+    pub(super) fn on_terminal_line(&mut self, line: Option<String>, read_at: Instant) {
         self.line_requested = false;
         let Some(line) = line else {
             ui::err(format_args!("\n"));
@@ -232,6 +241,12 @@ impl Host {
         let Some(shown) = self.shown.take() else {
             return;
         };
+        if read_at < self.shown_at {
+            ui::say("that answer was typed before this change was shown: it decides nothing");
+            self.shown = Some(shown);
+            self.ask();
+            return;
+        }
         match line.trim().to_ascii_lowercase().as_str() {
             "a" | "accept" | "y" | "yes" => {
                 let contents = shown.args.new_file_contents.clone();

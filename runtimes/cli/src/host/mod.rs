@@ -26,6 +26,7 @@ use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 use claude_ide_bridge::SelectionChanged;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
@@ -47,8 +48,8 @@ pub use wire::WireLog;
 pub enum HostInput {
     /// An event from the runtime; the runtime hands over the next ones only while few are queued.
     Event(Event, Queued),
-    /// A line typed at the `ask` prompt (`None`: the terminal closed).
-    TerminalLine(Option<String>),
+    /// A line typed at the `ask` prompt (`None`: the terminal closed), and when it was read.
+    TerminalLine(Option<String>, Instant),
     /// A line from the stdio editor; the reader reads the next ones only while few are queued.
     StdioLine(String, Queued),
     /// The stdio editor sent a line of this many bytes, more than [`MAX_STDIO_LINE`]; it was
@@ -193,6 +194,8 @@ pub struct Host {
     checking: HashSet<CallId>,
     queue: VecDeque<Shown>,
     shown: Option<Shown>,
+    /// When the shown change's question was put: a line read before it is not its answer.
+    shown_at: Instant,
     /// The shown change is in `$EDITOR` (on its own thread): nothing else is shown meanwhile.
     editing: Option<CallId>,
     want_line: Option<Sender<()>>,
@@ -258,6 +261,7 @@ impl Host {
             editing: None,
             want_line: cfg.want_line,
             line_requested: false,
+            shown_at: Instant::now(),
             next_id: 1,
             forwarded: HashMap::new(),
             selection: None,
@@ -284,7 +288,7 @@ impl Host {
     pub fn handle(&mut self, input: HostInput) -> Flow {
         match input {
             HostInput::Event(e, _queued) => self.on_event(e),
-            HostInput::TerminalLine(line) => self.on_terminal_line(line),
+            HostInput::TerminalLine(line, read_at) => self.on_terminal_line(line, read_at),
             // The line's place in the queue is given back once it is handled.
             HostInput::StdioLine(line, _queued) => self.on_stdio_line(&line),
             HostInput::StdioLineTooLong(n, _queued) => self.editor_error(format!(
