@@ -23,8 +23,10 @@
 //!   file as it was.
 //! - **Listings are bounded** in entries, depth and time ([`Limits`]), never follow symbolic
 //!   links, and skip what an editor skips: `.git` and what `.gitignore` files (and
-//!   `.git/info/exclude`) exclude. The walk is the `ignore` crate's; the ignore files are read
-//!   through this crate, with the same rules as any other read.
+//!   `.git/info/exclude`) exclude. The walk is this crate's own, over directory handles; each
+//!   `.gitignore` is read through its directory's handle with the same rules as any other read,
+//!   and one that is a symbolic link counts for nothing, as in git (`.git/info/exclude`, where
+//!   git follows a link, is found as any path is).
 //!
 //! A file system that hangs in the kernel (a dead network mount) can still block one call:
 //! bounding that is the caller's job, by running each call on its own thread with a deadline.
@@ -76,8 +78,9 @@ pub struct Limits {
     pub max_depth: usize,
     /// Longest time a listing (or a file count) walks before answering what it has.
     pub max_walk_time: Duration,
-    /// Largest `.gitignore` read while listing; a bigger one is skipped. One walk reads at most
-    /// twice this in all its ignore files; past that it stops, cut short.
+    /// Largest ignore file (`.gitignore`, `.git/info/exclude`) read while listing; a bigger one
+    /// is skipped. One walk reads at most twice this in all its ignore files; past that it
+    /// stops, cut short.
     pub max_ignore_file_bytes: u64,
     /// Longest `listFiles` pattern, in bytes.
     pub max_pattern_len: usize,

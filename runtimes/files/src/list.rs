@@ -6,14 +6,20 @@
 //! read a batch at a time as the walk goes, so a huge directory costs no memory (walkdir, under
 //! the `ignore` crate's walker, reads the rest of a directory into memory once the walk is more
 //! than ten levels below it). `ignore` is used for its gitignore matcher, so the semantics are
-//! git's; each `.gitignore` is read through this crate (regular files only, inside the
-//! workspace, at most [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes)),
-//! never with a plain open that would block on a FIFO or read a huge file whole. Links are
-//! never followed nor listed, `.git` is skipped, and the walk stops at the first of its bounds:
-//! entries looked at, depth, time, results. Names that are not UTF-8 are left out (JSON cannot
-//! name them).
+//! git's. Each directory's `.gitignore` is read through the handle the walk lists that
+//! directory by, never by its path, so the rules are that directory's whatever is put at its
+//! path meanwhile: opened without following a link and without waiting (a FIFO never blocks
+//! the walk), checked to be a regular file, and read up to
+//! [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes) (a bigger one is
+//! skipped). A `.gitignore` that is a symbolic link counts for nothing, wherever it points, as
+//! in git since 2.32. `.git/info/exclude` is not in the working tree, and git follows a link
+//! there: it is found from the folder as any path is (a link followed while it stays inside the
+//! workspace), within the same limits. The walk follows no link and lists none, `.git` is
+//! skipped, and the walk stops at the first of its bounds: entries looked at, depth, time,
+//! results. Names that are not UTF-8 are left out (JSON cannot name them).
 
 use std::ffi::OsString;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -23,6 +29,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{openat, statat, AtFlags, Dir, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::open::read_small_in;
 use crate::{Error, Workspace};
 
 /// The files a listing found.
@@ -131,26 +138,22 @@ const LIST_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NONBLOCK);
 
 impl Workspace {
-    /// The gitignore matcher of `file` (components) below `rel_dir` of folder `folder`, whose
-    /// path is `root`: read the crate's way, bounded, and empty when there is none. `None` once
-    /// the walk's budget for ignore files (`left`, bytes) is spent: a compiled matcher takes tens
-    /// of times its text, and one kept for each level of a deep tree of 1 MiB ignore files (one
-    /// file, linked at every level) would take gigabytes.
+    /// The gitignore matcher of an ignore file in `rel_dir` below the folder at `root`, from
+    /// the bytes `read` gives (`None`: there is none, and the matcher is empty). `None` once the
+    /// walk's budget for ignore files (`left`, bytes) is spent, before anything is read: a
+    /// compiled matcher takes tens of times its text, and one kept for each level of a deep tree
+    /// of 1 MiB ignore files (one file, hard-linked at every level) would take gigabytes.
     fn matcher(
-        &self,
-        folder: usize,
         root: &Path,
         rel_dir: &str,
-        file: &[&str],
         left: &mut u64,
+        read: impl FnOnce() -> Option<Vec<u8>>,
     ) -> Option<Gitignore> {
         if *left == 0 {
             return None;
         }
-        let mut comps: Vec<OsString> = Path::new(rel_dir).iter().map(OsString::from).collect();
-        comps.extend(file.iter().map(OsString::from));
         let mut b = GitignoreBuilder::new(root.join(rel_dir));
-        if let Some(bytes) = self.read_small(folder, comps, self.limits.max_ignore_file_bytes) {
+        if let Some(bytes) = read() {
             *left = left.saturating_sub(bytes.len() as u64);
             for line in String::from_utf8_lossy(&bytes).lines() {
                 // A line that is not a valid glob is ignored, as git does.
@@ -174,7 +177,8 @@ impl Workspace {
         let mut seen = 0usize;
         let mut cut = false;
         // What the ignore files of one walk may hold in all (see `matcher`).
-        let mut ignore_left = 2 * self.limits.max_ignore_file_bytes;
+        let cap = self.limits.max_ignore_file_bytes;
+        let mut ignore_left = 2 * cap;
         for (i, folder) in self.folders.iter().enumerate() {
             let root = PathBuf::from(&folder.advertised);
             // A folder inside another one (or given twice) is walked as part of that one, with
@@ -197,20 +201,29 @@ impl Workspace {
             if covered {
                 continue;
             }
-            let top = self.open_folder(i, "").ok().and_then(|fd| {
-                let fd = openat(&fd, ".", LIST_FLAGS, Mode::empty()).ok()?;
-                Dir::new(fd).ok()
-            });
+            let top = self.open_folder(i, "").ok();
+            let top = top.and_then(|fd| openat(&fd, ".", LIST_FLAGS, Mode::empty()).ok());
             let Some(top) = top else {
                 // Not seen at all: the listing is not whole.
                 cut = true;
                 continue;
             };
-            let exclude =
-                self.matcher(i, &root, "", &[".git", "info", "exclude"], &mut ignore_left);
-            let ignore = self.matcher(i, &root, "", &[".gitignore"], &mut ignore_left);
+            // `.git/info/exclude` is found as any path is: git follows a link there. Each
+            // `.gitignore` is read through the handle its directory is listed by, and is not
+            // read when it is a link.
+            let exclude = Self::matcher(&root, "", &mut ignore_left, || {
+                let comps = [".git", "info", "exclude"].map(OsString::from).to_vec();
+                self.read_small(i, comps, cap)
+            });
+            let ignore = Self::matcher(&root, "", &mut ignore_left, || {
+                read_small_in(top.as_fd(), ".gitignore", cap)
+            });
             let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
                 return true;
+            };
+            let Ok(top) = Dir::new(top) else {
+                cut = true;
+                continue;
             };
             let mut stack = vec![Frame {
                 entries: top,
@@ -290,20 +303,22 @@ impl Workspace {
                     let parent = &stack[depth - 1].entries;
                     let opened = parent
                         .fd()
-                        .and_then(|dir| Dir::new(openat(dir, name, LIST_FLAGS, Mode::empty())?));
+                        .and_then(|dir| openat(dir, name, LIST_FLAGS, Mode::empty()));
+                    // Its `.gitignore` is read through the handle its entries are read from:
+                    // whatever comes to be at its path meanwhile, the rules are its own.
+                    let opened = opened.and_then(|fd| {
+                        let ignore = Self::matcher(&root, &rel, &mut ignore_left, || {
+                            read_small_in(fd.as_fd(), ".gitignore", cap)
+                        });
+                        Ok((Dir::new(fd)?, ignore))
+                    });
                     match opened {
-                        Ok(entries) => {
-                            let Some(ignore) =
-                                self.matcher(i, &root, &rel, &[".gitignore"], &mut ignore_left)
-                            else {
-                                return true;
-                            };
-                            stack.push(Frame {
-                                entries,
-                                rel,
-                                ignore,
-                            });
-                        }
+                        Ok((_, None)) => return true,
+                        Ok((entries, Some(ignore))) => stack.push(Frame {
+                            entries,
+                            rel,
+                            ignore,
+                        }),
                         // Gone, or swapped for a link since it was read: passed over.
                         Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {}
                         // Not readable, or out of handles: the listing is not whole.
@@ -322,8 +337,8 @@ impl Workspace {
 
     /// The regular files of the workspace whose name (or path, when the pattern has a `/`)
     /// matches the glob `pattern` (every file without one), skipping what an editor skips:
-    /// `.git`, and what `.gitignore` files and `.git/info/exclude` exclude. Links are not
-    /// followed nor listed. Bounded by [`Limits`](crate::Limits): at most `max_list_entries`
+    /// `.git`, and what `.gitignore` files and `.git/info/exclude` exclude (a `.gitignore` that
+    /// is a symbolic link counts for nothing, as in git). Links are not followed nor listed. Bounded by [`Limits`](crate::Limits): at most `max_list_entries`
     /// results and `max_list_bytes` of them, `max_walk_entries` entries looked at, `max_depth`
     /// levels, `max_walk_time`, and twice `max_ignore_file_bytes` of ignore files. A directory
     /// that cannot be read (permissions, no handle left) marks the listing cut short too.

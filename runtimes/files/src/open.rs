@@ -1,14 +1,14 @@
 //! Reading and writing regular files at a resolved location.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Take, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{
-    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, fsync, openat, renameat, unlinkat,
-    Access, AtFlags, FileType, Gid, Mode, OFlags, Stat, Uid,
+    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, fsync, openat, renameat, statat,
+    unlinkat, Access, AtFlags, FileType, Gid, Mode, OFlags, Stat, Uid,
 };
 
 use crate::resolve::{kind_name, Located, Missing};
@@ -41,66 +41,84 @@ fn file_type(st: &Stat) -> FileType {
     FileType::from_raw_mode(st.st_mode)
 }
 
+/// Opens the regular file `name` in the directory `dir` for reading and returns it with its
+/// `fstat`. `looked` is what a lookup without following a link found there (`None`: nothing):
+/// anything that is not a regular file, by the lookup and again on the opened handle, is
+/// refused, and so is a file other than the one looked up. `path` names it in errors.
+fn open_regular(
+    path: &str,
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    looked: Option<&Stat>,
+) -> Result<(File, Stat), Error> {
+    let looked = looked.ok_or(Error::NotFound { path: path.into() })?;
+    let kind = file_type(looked);
+    if kind != FileType::RegularFile {
+        // Refused before opening: opening a device can have effects of its own.
+        return Err(Error::NotRegular {
+            path: path.into(),
+            kind: kind_name(kind),
+        });
+    }
+    let fd: OwnedFd =
+        openat(dir, name, READ_FLAGS, Mode::empty()).map_err(|e| Error::io(path, "opening", e))?;
+    let st = fstat(&fd).map_err(|e| Error::io(path, "stat", e))?;
+    if file_type(&st) != FileType::RegularFile {
+        return Err(Error::NotRegular {
+            path: path.into(),
+            kind: kind_name(file_type(&st)),
+        });
+    }
+    if !same_file(looked, &st) {
+        return Err(Error::io(
+            path,
+            "opening",
+            std::io::Error::other("the file was replaced while it was being opened"),
+        ));
+    }
+    // A regular file ignores O_NONBLOCK; cleared anyway so the handle reads as any other.
+    let flags = fcntl_getfl(&fd).map_err(|e| Error::io(path, "fcntl", e))?;
+    fcntl_setfl(&fd, flags.difference(OFlags::NONBLOCK))
+        .map_err(|e| Error::io(path, "fcntl", e))?;
+    Ok((File::from(fd), st))
+}
+
+/// The regular file at `at`, opened (see [`open_regular`]).
+fn open_located(path: &str, at: &Located) -> Result<(File, Stat), Error> {
+    open_regular(path, at.dir.as_fd(), at.name(), at.stat.as_ref())
+}
+
+/// An opened regular file (and its `fstat`) to read at most `cap` bytes of: the size from
+/// `fstat` is checked first, and the reader stops one byte past the cap in case the file grew
+/// (the caller checks what it read with [`within`]). Also returns the size `fstat` gave.
+fn capped(path: &str, (file, st): (File, Stat), cap: u64) -> Result<(Take<File>, u64), Error> {
+    let size = st.st_size.max(0) as u64;
+    within(path, size, cap)?;
+    Ok((file.take(cap.saturating_add(1)), size))
+}
+
+/// Reads at most `cap` bytes of an opened regular file (see [`capped`]).
+fn read_capped(path: &str, opened: (File, Stat), cap: u64) -> Result<Vec<u8>, Error> {
+    let (mut reader, size) = capped(path, opened, cap)?;
+    let mut buf = Vec::with_capacity(size as usize + 1);
+    let got = reader
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, "reading", e))?;
+    within(path, got as u64, cap)?;
+    Ok(buf)
+}
+
+/// Reads the small regular file `name` in the directory `dir` (a `.gitignore`, through the
+/// handle the listing reads the directory by), at most `cap` bytes, the way every file is read
+/// (see [`open_regular`]): `None` when it is missing, a link, not a regular file, or bigger
+/// than `cap`.
+pub(crate) fn read_small_in(dir: BorrowedFd<'_>, name: &str, cap: u64) -> Option<Vec<u8>> {
+    let looked = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let opened = open_regular("", dir, OsStr::new(name), Some(&looked)).ok()?;
+    read_capped("", opened, cap).ok()
+}
+
 impl Workspace {
-    /// Opens the regular file at `at` for reading and returns it with its `fstat`: anything that
-    /// is not a regular file (by the lookup, and again on the opened handle) is refused.
-    fn open_regular(&self, path: &str, at: &Located) -> Result<(File, Stat), Error> {
-        let looked = at
-            .stat
-            .as_ref()
-            .ok_or(Error::NotFound { path: path.into() })?;
-        let kind = file_type(looked);
-        if kind != FileType::RegularFile {
-            // Refused before opening: opening a device can have effects of its own.
-            return Err(Error::NotRegular {
-                path: path.into(),
-                kind: kind_name(kind),
-            });
-        }
-        let fd: OwnedFd = openat(&at.dir, at.name(), READ_FLAGS, Mode::empty())
-            .map_err(|e| Error::io(path, "opening", e))?;
-        let st = fstat(&fd).map_err(|e| Error::io(path, "stat", e))?;
-        if file_type(&st) != FileType::RegularFile {
-            return Err(Error::NotRegular {
-                path: path.into(),
-                kind: kind_name(file_type(&st)),
-            });
-        }
-        if !same_file(looked, &st) {
-            return Err(Error::io(
-                path,
-                "opening",
-                std::io::Error::other("the file was replaced while it was being opened"),
-            ));
-        }
-        // A regular file ignores O_NONBLOCK; cleared anyway so the handle reads as any other.
-        let flags = fcntl_getfl(&fd).map_err(|e| Error::io(path, "fcntl", e))?;
-        fcntl_setfl(&fd, flags.difference(OFlags::NONBLOCK))
-            .map_err(|e| Error::io(path, "fcntl", e))?;
-        Ok((File::from(fd), st))
-    }
-
-    /// Opens the regular file at `at` for reading at most `cap` bytes: the size from `fstat` is
-    /// checked first, and the reader stops one byte past the cap in case the file grew (the
-    /// caller checks what it read with [`within`]). Also returns the size `fstat` gave.
-    fn open_capped(&self, path: &str, at: &Located, cap: u64) -> Result<(Take<File>, u64), Error> {
-        let (file, st) = self.open_regular(path, at)?;
-        let size = st.st_size.max(0) as u64;
-        within(path, size, cap)?;
-        Ok((file.take(cap.saturating_add(1)), size))
-    }
-
-    /// Reads at most `cap` bytes of the regular file at `at` (see [`Workspace::open_capped`]).
-    fn read_located(&self, path: &str, at: &Located, cap: u64) -> Result<Vec<u8>, Error> {
-        let (mut reader, size) = self.open_capped(path, at, cap)?;
-        let mut buf = Vec::with_capacity(size as usize + 1);
-        let got = reader
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::io(path, "reading", e))?;
-        within(path, got as u64, cap)?;
-        Ok(buf)
-    }
-
     /// Reads a regular file inside the workspace, at most
     /// [`Limits::max_read_bytes`](crate::Limits::max_read_bytes) bytes. Returns the path it was found at (links resolved) and the bytes.
     ///
@@ -117,7 +135,7 @@ impl Workspace {
     pub fn read(&self, path: &str) -> Result<(String, Vec<u8>), Error> {
         let at = self.locate(path, Missing::Fail)?;
         let shown = self.display(path, &at)?;
-        let bytes = self.read_located(path, &at, self.limits.max_read_bytes)?;
+        let bytes = read_capped(path, open_located(path, &at)?, self.limits.max_read_bytes)?;
         Ok((shown, bytes))
     }
 
@@ -143,8 +161,9 @@ impl Workspace {
         })
     }
 
-    /// Reads a small file at components below a folder (for `.gitignore` files), `None` when
-    /// it is missing, not a regular file, outside, or bigger than `cap`.
+    /// Reads a small file at components below a folder (for `.git/info/exclude`), resolved as
+    /// any path is (a link is followed while it stays inside the workspace), `None` when it is
+    /// missing, not a regular file, outside, or bigger than `cap`.
     pub(crate) fn read_small(
         &self,
         folder: usize,
@@ -152,7 +171,7 @@ impl Workspace {
         cap: u64,
     ) -> Option<Vec<u8>> {
         let at = self.walk("", folder, comps, Missing::Fail).ok()?;
-        self.read_located("", &at, cap).ok()
+        read_capped("", open_located("", &at).ok()?, cap).ok()
     }
 
     /// Counts the lines of a regular text file inside the workspace (as `str::lines` would), for
@@ -168,7 +187,7 @@ impl Workspace {
     pub fn line_count(&self, path: &str) -> Result<u64, Error> {
         let at = self.locate(path, Missing::Fail)?;
         let cap = self.limits.max_read_bytes;
-        let (mut reader, _) = self.open_capped(path, &at, cap)?;
+        let (mut reader, _) = capped(path, open_located(path, &at)?, cap)?;
         let mut buf = vec![0u8; 64 * 1024];
         let (mut total, mut newlines, mut last) = (0u64, 0u64, b'\n');
         loop {

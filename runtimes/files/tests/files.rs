@@ -493,6 +493,76 @@ fn ignore_files_are_read_with_the_same_rules() {
     assert_eq!(listing.files.len(), 3, "{listing:?}");
 }
 
+/// A `.gitignore` that is a symbolic link counts for nothing, as in git (since 2.32), wherever
+/// it points: at the folder's top and below it, a regular one hides `a.txt`, a linked one with
+/// the same rules does not. (A link to a file inside the workspace was followed.)
+#[test]
+fn a_linked_gitignore_is_not_followed() {
+    // Each case, and whether `a.txt` was hidden.
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for dir in ["", "sub/"] {
+        for kind in ["regular", "linked inside", "linked outside"] {
+            let t = Tree::new();
+            t.file("rules", "*.txt\n");
+            fs::write(t.outside.join("rules"), "*.txt\n").unwrap();
+            t.file(&format!("{dir}a.txt"), "");
+            let ignore = t.ws.join(format!("{dir}.gitignore"));
+            match kind {
+                "regular" => fs::write(&ignore, "*.txt\n").unwrap(),
+                "linked inside" => symlink(t.ws.join("rules"), &ignore).unwrap(),
+                _ => symlink(t.outside.join("rules"), &ignore).unwrap(),
+            }
+            let ws = t.workspace(Limits::default());
+            let l = within(move || ws.list(Some("*.txt")).unwrap());
+            got.push((dir, kind, l.files.is_empty()));
+            want.push((dir, kind, kind == "regular"));
+        }
+    }
+    assert_eq!(got, want);
+}
+
+/// `.git/info/exclude` is not an ignore file of the working tree: git follows a link there, and
+/// so does the listing while the link stays inside the workspace (`exclude`, `info` or `.git` a
+/// link). One leading outside is not read.
+#[test]
+fn a_linked_exclude_file_is_followed_inside_the_workspace() {
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for kind in [
+        "regular",
+        "exclude linked",
+        "info linked",
+        ".git linked",
+        "linked outside",
+    ] {
+        let t = Tree::new();
+        t.file("a.txt", "");
+        t.file("rules/exclude", "*.txt\n");
+        fs::write(t.outside.join("exclude"), "*.txt\n").unwrap();
+        let git = t.ws.join(".git");
+        fs::create_dir_all(git.join("info")).unwrap();
+        match kind {
+            "regular" => drop(t.file(".git/info/exclude", "*.txt\n")),
+            "exclude linked" => {
+                symlink(t.ws.join("rules/exclude"), git.join("info/exclude")).unwrap()
+            }
+            "info linked" => {
+                fs::remove_dir(git.join("info")).unwrap();
+                symlink("../rules", git.join("info")).unwrap();
+            }
+            ".git linked" => {
+                fs::rename(&git, t.ws.join("real-git")).unwrap();
+                t.file("real-git/info/exclude", "*.txt\n");
+                symlink("real-git", &git).unwrap();
+            }
+            _ => symlink(t.outside.join("exclude"), git.join("info/exclude")).unwrap(),
+        }
+        let l = t.workspace(Limits::default()).list(Some("a.txt")).unwrap();
+        got.push((kind, l.files.is_empty()));
+        want.push((kind, kind != "linked outside"));
+    }
+    assert_eq!(got, want);
+}
+
 #[test]
 fn listing_bounds() {
     let t = Tree::new();
