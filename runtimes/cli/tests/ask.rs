@@ -501,41 +501,13 @@ fn an_answer_begun_for_a_withdrawn_change_is_dropped() {
 /// its wire log, a pipe the test stops reading.
 #[test]
 fn an_answer_read_for_a_withdrawn_change_decides_nothing() {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let Some(sb) = terminal_sandbox() else {
         return;
     };
-    let wire = sb.root().join("wire");
-    assert!(Command::new("mkfifo")
-        .arg(&wire)
-        .status()
-        .unwrap()
-        .success());
-    let mut pipe = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(&wire)
-        .unwrap();
-    let (paused, done) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicBool::new(false)),
-    );
-    let drain = {
-        let (paused, done) = (paused.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            while !done.load(Ordering::SeqCst) {
-                let read = !paused.load(Ordering::SeqCst) && pipe.read(&mut buf).unwrap_or(0) > 0;
-                if !read {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            }
-        })
-    };
+    let wire = HeldWireLog::new(&sb);
     let cmd = format!(
         "exec {BIN} serve --wire-log {} --workspace {}",
-        wire.display(),
+        wire.path.display(),
         sb.ws.display()
     );
     let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
@@ -543,25 +515,18 @@ fn an_answer_read_for_a_withdrawn_change_decides_nothing() {
     });
     let (_lock, mut cl) = connect_served(&sb, &screen);
     let (id1, id2) = two_diffs(&sb, &mut cl, &screen);
-    // The wire log's pipe fills with a message larger than it: the bridge's host waits there.
-    paused.store(true, Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(100));
-    let pad = "x".repeat(256 * 1024);
-    cl.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/pad", "params": {"pad": pad}}));
-    std::thread::sleep(Duration::from_millis(300));
+    wire.hold(&mut cl);
     // Claude closes the tab, then the line is typed and read: both wait for the host.
     let close = cl.call_tool("close_tab", json!({"tab_name": "T1"}));
     std::thread::sleep(Duration::from_millis(300));
     tty.write_all(b"a\n").unwrap();
     tty.flush().unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    paused.store(false, Ordering::SeqCst);
+    wire.release();
     let ids = (id1, id2, close);
     let said = "typed before this change was shown";
     withdrawn_then_next_decided_by_its_own(&mut tty, &mut cl, &screen, ids, said);
     ctrl_c(&mut child, &mut tty, &screen);
-    done.store(true, Ordering::SeqCst);
-    drain.join().unwrap();
 }
 
 /// An `$EDITOR` script that says it `started` (a file), then waits (at most 30 s) for `done`,

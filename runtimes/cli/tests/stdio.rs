@@ -663,3 +663,102 @@ fn a_line_that_is_not_an_object_is_refused() {
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);
 }
+
+/// An `openDiff` is decided with `diff_decision`, which checks the path again: `respond` can
+/// only answer it with an error (the editor could not show it), and anything else is refused
+/// with an `error` line, the call still waiting.
+#[test]
+fn respond_does_not_decide_an_open_diff() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio"]);
+    let mut c = s.client();
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("a.rs"), "new\n", "T"),
+    );
+    let tc = next_msg(&s, "tool_call", 0);
+    for line in [
+        json!({"type": "respond", "id": tc["id"], "text": "FILE_SAVED"}),
+        json!({"type": "respond", "id": tc["id"], "result": {"content": [{"type": "text", "text": "FILE_SAVED"}]}}),
+    ] {
+        s.send_line(&line.to_string());
+    }
+    let refused = next_msg(&s, "error", 1);
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("decide it with diff_decision"),
+        "{refused}"
+    );
+    assert!(c
+        .recv_until(Duration::from_millis(300), |v| v["id"] == json!(id))
+        .is_none());
+    s.send_line(
+        &json!({"type": "respond", "id": tc["id"], "error": "cannot show diffs"}).to_string(),
+    );
+    let r = c.response(id);
+    assert!(is_error(&r) && texts(&r) == ["cannot show diffs"], "{r}");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
+/// A `diff_decision` that could not be given is told to the editor with an `error` line: an
+/// accepted change whose file became a link out of the workspace meanwhile (claude is told it
+/// was refused), and decisions that reached the bridge before claude's cancellation of the
+/// calls but were handled after it.
+#[test]
+fn a_decision_refused_or_too_late_is_told_to_the_editor() {
+    let sb = Sandbox::new();
+    let wire = HeldWireLog::new(&sb);
+    let log = wire.path.to_str().unwrap().to_string();
+    let mut s = Served::start(&sb, &["--stdio", "--wire-log", &log]);
+    let mut c = s.client();
+    let file = sb.ws.join("a.rs");
+    fs::write(&file, "old\n").unwrap();
+    let id = c.call_tool("openDiff", open_diff_args(&file, "new\n", "T1"));
+    let tc = next_msg(&s, "tool_call", 0);
+    fs::remove_file(&file).unwrap();
+    fs::write(sb.root().join("outside.rs"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(sb.root().join("outside.rs"), &file).unwrap();
+    s.send_line(
+        &json!({"type": "diff_decision", "id": tc["id"], "decision": "accept"}).to_string(),
+    );
+    assert!(is_error(&c.response(id)));
+    let told = next_msg(&s, "error", 0);
+    assert!(
+        told["message"].as_str().unwrap().contains("not accepted"),
+        "{told}"
+    );
+
+    // Decided by the editor, then cancelled by claude: the host handles the decisions after
+    // the engine took the cancellations.
+    fs::remove_file(&file).unwrap();
+    let ids: Vec<u64> = ["T2", "T3"]
+        .iter()
+        .map(|tab| c.call_tool("openDiff", open_diff_args(&file, "new\n", tab)))
+        .collect();
+    let forwarded = [next_msg(&s, "tool_call", 1), next_msg(&s, "tool_call", 2)];
+    wire.hold(&mut c);
+    for (tc, decision) in forwarded.iter().zip(["accept", "reject"]) {
+        s.send_line(
+            &json!({"type": "diff_decision", "id": tc["id"], "decision": decision}).to_string(),
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for id in &ids {
+        c.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    wire.release();
+    for n in [1, 2] {
+        let late = next_msg(&s, "error", n);
+        assert!(
+            late["message"].as_str().unwrap().contains("came too late"),
+            "{late}"
+        );
+    }
+    assert!(!file.exists(), "nothing was written");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::time::Instant;
 
 use claude_ide_bridge::OpenDiffArgs;
-use claude_ide_bridge::{CallId, ToolCall, ToolResult};
+use claude_ide_bridge::{ApiError, CallId, ToolCall, ToolResult};
 
 use claude_ide_bridge_files::Error;
 
@@ -131,9 +131,9 @@ impl Host {
         match self.decider {
             Decider::Policy(DiffPolicy::Accept) => {
                 let contents = args.new_file_contents.clone();
-                self.accept(call, &args, contents);
+                self.accept(call, &args, contents, None);
             }
-            Decider::Policy(DiffPolicy::Reject) => self.reject(call, &args),
+            Decider::Policy(DiffPolicy::Reject) => _ = self.reject(call, &args),
             Decider::Policy(DiffPolicy::Ask) => {
                 self.queue.push_back(Shown {
                     call,
@@ -170,11 +170,21 @@ impl Host {
     /// bridge makes that edit fail ("String not found in file"). The path is checked again at
     /// the moment of the decision, on a job: outside the workspace folders (including through a
     /// symlink) or not a regular file, it is refused with a tool error and nothing is accepted.
-    pub(super) fn accept(&mut self, call: CallId, args: &OpenDiffArgs, contents: String) {
+    /// A decision of the stdio editor (`decision`, its line's id) that could not be given is
+    /// told to it with an `error` line: refused, or too late (the call was cancelled meanwhile).
+    pub(super) fn accept(
+        &mut self,
+        call: CallId,
+        args: &OpenDiffArgs,
+        contents: String,
+        decision: Option<u64>,
+    ) {
         let path = args.new_file_path.clone();
         let ws = self.ws.clone();
         let lsp = self.lsp.clone();
-        self.jobs.tool(call, move || match ws.writable(&path) {
+        let editor = decision.and_then(|id| Some((id, self.stdio.clone()?)));
+        let refused = editor.clone();
+        let work = move || match ws.writable(&path) {
             Ok(real) => {
                 ui::say(&format!("diff accepted: {path}"));
                 // The client writes these contents next; its language server gets them now.
@@ -185,14 +195,29 @@ impl Host {
             }
             Err(why) => {
                 ui::say(&format!("diff refused {}: {path}", refusal(&why)));
+                if let Some((id, out)) = &refused {
+                    out.error(&format!(
+                        "id {id}: not accepted, and claude was told: {why}"
+                    ));
+                }
                 ToolResult::error(format!("Refused to accept a change to {path}: {why}"))
             }
-        });
+        };
+        let dropped = move |e| {
+            if let Some((id, out)) = &editor {
+                out.error(&format!("id {id}: the decision came too late: {e}"));
+            }
+        };
+        self.jobs.tool_or(call, work, dropped);
     }
 
-    pub(super) fn reject(&mut self, call: CallId, args: &OpenDiffArgs) {
+    /// Answers `DIFF_REJECTED`; an error when the call was no longer waiting (said here too).
+    pub(super) fn reject(&mut self, call: CallId, args: &OpenDiffArgs) -> Result<(), ApiError> {
         ui::say(&format!("diff rejected: {}", args.new_file_path));
-        self.respond(call, ToolResult::diff_rejected(args.tab_name.clone()));
+        let answered = self
+            .handle
+            .respond(call, ToolResult::diff_rejected(args.tab_name.clone()));
+        answered.inspect_err(|e| ui::say(&format!("(answer dropped: {e})")))
     }
 
     fn show_next(&mut self) {
@@ -250,11 +275,11 @@ impl Host {
         match line.trim().to_ascii_lowercase().as_str() {
             "a" | "accept" | "y" | "yes" => {
                 let contents = shown.args.new_file_contents.clone();
-                self.accept(shown.call, &shown.args, contents);
+                self.accept(shown.call, &shown.args, contents, None);
                 self.show_next();
             }
             "r" | "reject" | "n" | "no" => {
-                self.reject(shown.call, &shown.args);
+                let _ = self.reject(shown.call, &shown.args);
                 self.show_next();
             }
             "e" | "edit" => {
@@ -332,7 +357,7 @@ impl Host {
         match self.shown.take() {
             Some(shown) if shown.call == call => match edited {
                 Ok(contents) => {
-                    self.accept(call, &shown.args, contents);
+                    self.accept(call, &shown.args, contents, None);
                     self.show_next();
                 }
                 Err((why, draft)) => {

@@ -20,7 +20,7 @@ use std::thread;
 use std::time::Duration;
 
 use claude_ide_bridge::RpcError;
-use claude_ide_bridge::{CallId, ToolResult};
+use claude_ide_bridge::{ApiError, CallId, ToolResult};
 use serde_json::Value;
 
 use crate::ui;
@@ -139,21 +139,32 @@ impl Jobs {
 
     /// Answers tool call `call` with the result of `work`, computed on a job thread.
     pub fn tool(&self, call: CallId, work: impl FnOnce() -> ToolResult + Send + 'static) {
-        let handle = self.handle.clone();
-        let done = move |r: Result<ToolResult, Stalled>| {
-            let result = r.unwrap_or_else(|why| ToolResult::error(format!("No answer: {why}")));
+        self.tool_or(call, work, |_| {});
+    }
+
+    /// [`Jobs::tool`], telling `dropped` why when the answer could not be given (the call was
+    /// cancelled or its client left meanwhile).
+    pub fn tool_or(
+        &self,
+        call: CallId,
+        work: impl FnOnce() -> ToolResult + Send + 'static,
+        dropped: impl Fn(ApiError) + Send + Sync + 'static,
+    ) {
+        let dropped = Arc::new(dropped);
+        let answer = move |handle: &Handle, result: ToolResult, dropped: &dyn Fn(ApiError)| {
             if let Err(e) = handle.respond(call, result) {
                 ui::say(&format!("(answer dropped: {e})"));
+                dropped(e);
             }
+        };
+        let (handle, later) = (self.handle.clone(), dropped.clone());
+        let done = move |r: Result<ToolResult, Stalled>| {
+            let result = r.unwrap_or_else(|why| ToolResult::error(format!("No answer: {why}")));
+            answer(&handle, result, &*later);
         };
         if let Err(busy) = self.run(call, work, done) {
             ui::say(&format!("call refused: {busy}"));
-            if let Err(e) = self
-                .handle
-                .respond(call, ToolResult::error(busy.to_string()))
-            {
-                ui::say(&format!("(answer dropped: {e})"));
-            }
+            answer(&self.handle, ToolResult::error(busy.to_string()), &*dropped);
         }
     }
 

@@ -125,6 +125,12 @@ impl StdioOut {
         self.shared.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// `error`: what the editor sent could not be used, or not as it asked (said here too).
+    pub(super) fn error(&self, message: &str) {
+        ui::say(&format!("stdio: {message}"));
+        self.send(&json!({"type": "error", "message": message}));
+    }
+
     /// Queues one message, first waiting for room unless the bridge is stopping.
     fn send(&self, v: &Value) {
         let mut line = v.to_string().into_bytes();
@@ -282,8 +288,10 @@ impl Host {
     /// `error`: the editor's line could not be used.
     pub(super) fn editor_error(&self, message: impl Into<String>) {
         let message = message.into();
-        ui::say(&format!("stdio: {message}"));
-        self.to_editor(json!({"type": "error", "message": message}));
+        match &self.stdio {
+            Some(out) => out.error(&message),
+            None => ui::say(&format!("stdio: {message}")),
+        }
     }
 
     /// `tool_call`: the editor answers this call.
@@ -744,8 +752,17 @@ impl Host {
         };
         let f = self
             .forwarded
-            .remove(&m.id)
+            .get(&m.id)
             .ok_or_else(|| format!("no pending call with id {}", m.id))?;
+        // A change is decided with `diff_decision`, which checks the path again and tells the
+        // language servers; `respond` can only say that the editor could not show it.
+        if f.diff.is_some() && !result.is_error {
+            return Err(format!(
+                "id {} is an openDiff: decide it with diff_decision (respond gives it only an error)",
+                m.id
+            ));
+        }
+        let f = self.forwarded.remove(&m.id).expect("present");
         self.handle
             .respond(f.call, result)
             .map_err(|e| format!("id {}: {e}", m.id))
@@ -777,11 +794,13 @@ impl Host {
         let f = self.forwarded.remove(&m.id).expect("present");
         if m.decision == "accept" {
             let contents = m.contents.unwrap_or_else(|| diff.new_file_contents.clone());
-            self.accept(f.call, &diff, contents);
+            self.accept(f.call, &diff, contents, Some(m.id));
+            Ok(())
         } else {
-            self.reject(f.call, &diff);
+            // (Cancelled meanwhile: its `cancelled` line may still be on its way.)
+            self.reject(f.call, &diff)
+                .map_err(|e| format!("id {}: the decision came too late: {e}", m.id))
         }
-        Ok(())
     }
 }
 
