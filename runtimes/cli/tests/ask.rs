@@ -395,46 +395,34 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
 /// taken for this one's).
 #[test]
 fn a_change_withdrawn_during_its_edit_is_said_so() {
-    let Some(sb) = terminal_sandbox() else {
+    let Some(mut e) = editing_slowly() else {
         return;
     };
-    let (started, done) = (sb.root().join("started"), sb.root().join("done"));
-    let body = slow_editor(&started, &done, "edited");
-    let Some((_sb2, mut child, mut tty, screen, mut cl, id)) = a_diff_shown(&body) else {
-        return;
-    };
-    edit_and_wait(&mut tty, &screen, &started);
-    let close = cl.call_tool("close_tab", json!({"tab_name": "T"}));
-    let answers = responses(&mut cl, &[id, close]);
+    let close = e.cl.call_tool("close_tab", json!({"tab_name": "T"}));
+    let answers = responses(&mut e.cl, &[e.id, close]);
     assert_eq!(texts(&answers[&close]), ["TAB_CLOSED"]);
-    assert_eq!(texts(&answers[&id])[0], "DIFF_REJECTED");
-    fs::write(&done, "").unwrap();
-    screen.wait_for("your edit was not used");
-    ctrl_c(&mut child, &mut tty, &screen);
+    assert_eq!(texts(&answers[&e.id])[0], "DIFF_REJECTED");
+    fs::write(&e.done, "").unwrap();
+    e.screen.wait_for("your edit was not used");
+    ctrl_c(&mut e.child, &mut e.tty, &e.screen);
 }
 
 /// Ctrl-C while `$EDITOR` has the terminal ends the editor, not the bridge (the editor is in the
 /// bridge's process group, so both get the SIGINT): the question comes back, and still decides.
 #[test]
 fn ctrl_c_in_the_editor_ends_the_editor_not_the_bridge() {
-    let Some(sb) = terminal_sandbox() else {
+    let Some(mut e) = editing_slowly() else {
         return;
     };
-    let (started, done) = (sb.root().join("started"), sb.root().join("done"));
-    let body = slow_editor(&started, &done, "edited");
-    let Some((_sb2, mut child, mut tty, screen, mut cl, id)) = a_diff_shown(&body) else {
-        return;
-    };
-    edit_and_wait(&mut tty, &screen, &started);
-    tty.write_all(b"\x03").unwrap();
-    tty.flush().unwrap();
-    screen.wait_for("the editor exited with");
-    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
-    assert!(child.try_wait().unwrap().is_none(), "{}", screen.text());
-    tty.write_all(b"r\n").unwrap();
-    tty.flush().unwrap();
-    assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T"]);
-    ctrl_c(&mut child, &mut tty, &screen);
+    e.tty.write_all(b"\x03").unwrap();
+    e.tty.flush().unwrap();
+    e.screen.wait_for("the editor exited with");
+    wait_count(&e.screen, "[a]ccept / [r]eject / [e]dit", 2);
+    assert!(e.child.try_wait().unwrap().is_none(), "{}", e.screen.text());
+    e.tty.write_all(b"r\n").unwrap();
+    e.tty.flush().unwrap();
+    assert_eq!(texts(&e.cl.response(e.id)), ["DIFF_REJECTED", "T"]);
+    ctrl_c(&mut e.child, &mut e.tty, &e.screen);
 }
 
 /// Two proposed changes, to `a.txt` (tab `T1`, shown) and `b.txt` (`T2`, queued): their ids.
@@ -527,6 +515,35 @@ fn an_answer_read_for_a_withdrawn_change_decides_nothing() {
     let said = "typed before this change was shown";
     withdrawn_then_next_decided_by_its_own(&mut tty, &mut cl, &screen, ids, said);
     ctrl_c(&mut child, &mut tty, &screen);
+}
+
+/// A proposed change shown and `e` answered: the editor has it open until `done` is written,
+/// then writes `edited` into it.
+struct Editing {
+    _sandboxes: (Sandbox, Sandbox),
+    child: std::process::Child,
+    tty: std::process::ChildStdin,
+    screen: Screen,
+    cl: client::Client,
+    id: u64,
+    done: std::path::PathBuf,
+}
+
+fn editing_slowly() -> Option<Editing> {
+    let sb = terminal_sandbox()?;
+    let (started, done) = (sb.root().join("started"), sb.root().join("done"));
+    let body = slow_editor(&started, &done, "edited");
+    let (sb2, child, mut tty, screen, cl, id) = a_diff_shown(&body)?;
+    edit_and_wait(&mut tty, &screen, &started);
+    Some(Editing {
+        _sandboxes: (sb, sb2),
+        child,
+        tty,
+        screen,
+        cl,
+        id,
+        done,
+    })
 }
 
 /// An `$EDITOR` script that says it `started` (a file), then waits (at most 30 s) for `done`,
