@@ -10,6 +10,7 @@
 
 mod host;
 mod inspect;
+mod lines;
 mod lsp;
 mod manual;
 mod runtime;

@@ -7,10 +7,12 @@ use std::ffi::OsString;
 use std::io;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anstyle::{AnsiColor, Style};
 use similar::{ChangeTag, TextDiff};
+
+use crate::lines::{Full, LineWriter};
 
 const RED: Style = AnsiColor::Red.on_default();
 const GREEN: Style = AnsiColor::Green.on_default();
@@ -22,64 +24,39 @@ const BOLD: Style = Style::new().bold();
 /// After [`detach_stderr`], queued for the `stderr` thread instead, never waiting.
 pub fn err(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
-    let Some(detached) = DETACHED.get() else {
-        let _ = anstream::stderr().write_fmt(args);
-        return;
-    };
-    // Counted before it is queued: the thread may write it before `try_send` returns.
-    let queue = |line: String| {
-        UNWRITTEN.fetch_add(1, Ordering::Relaxed);
-        let sent = detached.try_send(line).is_ok();
-        if !sent {
-            UNWRITTEN.fetch_sub(1, Ordering::Relaxed);
-        }
-        sent
-    };
-    let dropped = DROPPED.swap(0, Ordering::Relaxed);
-    if dropped > 0
-        && !queue(format!(
-            "(claude-ide-bridge: {dropped} lines dropped: stderr was not read)\n"
-        ))
-    {
-        DROPPED.fetch_add(dropped, Ordering::Relaxed);
-    }
-    if !queue(args.to_string()) {
-        DROPPED.fetch_add(1, Ordering::Relaxed);
+    match DETACHED.get() {
+        Some(detached) => detached.send(args.to_string().into_bytes()),
+        None => _ = anstream::stderr().write_fmt(args),
     }
 }
 
 /// The `stderr` thread's queue, once [`detach_stderr`] started it.
-static DETACHED: std::sync::OnceLock<std::sync::mpsc::SyncSender<String>> =
-    std::sync::OnceLock::new();
-/// Lines [`err`] dropped because the queue was full, not said yet.
-static DROPPED: AtomicU64 = AtomicU64::new(0);
-/// Lines queued and not written yet (for [`flush_stderr`]).
-static UNWRITTEN: AtomicU64 = AtomicU64::new(0);
+static DETACHED: std::sync::OnceLock<LineWriter> = std::sync::OnceLock::new();
 
-/// From now on, stderr is written by a thread of its own, at most 1,024 lines behind; past that,
-/// lines are dropped (and counted in a line once there is room). For `serve --stdio`: an editor
-/// that never reads the bridge's stderr (a pipe nobody drains) would otherwise block the host in
-/// a write after 64 KiB of log lines, deaf to its clients and to signals.
+/// The most bytes of log lines waiting for the `stderr` thread; past it, lines are dropped.
+const MAX_STDERR_QUEUED: usize = 256 * 1024;
+
+/// From now on, stderr is written by a thread of its own, at most [`MAX_STDERR_QUEUED`] bytes
+/// behind; past that, lines are dropped (and counted in a line once there is room). For `serve
+/// --stdio`: an editor that never reads the bridge's stderr (a pipe nobody drains) would
+/// otherwise block the host in a write after 64 KiB of log lines, deaf to its clients and to
+/// signals.
 pub fn detach_stderr() -> io::Result<()> {
     use std::io::Write;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<String>(1024);
-    std::thread::Builder::new()
-        .name("stderr".into())
-        .spawn(move || {
-            for line in rx {
-                let _ = anstream::stderr().write_all(line.as_bytes());
-                UNWRITTEN.fetch_sub(1, Ordering::Relaxed);
-            }
-        })?;
-    let _ = DETACHED.set(tx);
+    let write = |batch: &[Vec<u8>]| {
+        let mut stderr = anstream::stderr();
+        batch.iter().for_each(|l| _ = stderr.write_all(l));
+        Ok(())
+    };
+    let detached = LineWriter::start("stderr", MAX_STDERR_QUEUED, Full::Drop, write)?;
+    let _ = DETACHED.set(detached);
     Ok(())
 }
 
 /// Waits, at most `grace`, for the lines queued after [`detach_stderr`] to be written.
 pub fn flush_stderr(grace: std::time::Duration) {
-    let give_up = std::time::Instant::now() + grace;
-    while UNWRITTEN.load(Ordering::Relaxed) > 0 && std::time::Instant::now() < give_up {
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    if let Some(detached) = DETACHED.get() {
+        detached.flush(grace);
     }
 }
 

@@ -7,12 +7,10 @@
 //! `initialized`, `disconnected`, `tab_closed` (sent where those events are handled), and here
 //! `tool_call` (a call forwarded to the editor), `cancelled`, `status` and `error`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use claude_ide_bridge::file_uri;
 use claude_ide_bridge::{AtMentioned, DiagnosticsChanged, SelectionChanged};
@@ -22,6 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::Host;
+use crate::lines::{Full, LineWriter};
 use crate::ui;
 
 /// The longest line the bridge takes from the stdio editor, newline included: room for a
@@ -91,38 +90,19 @@ pub const MAX_UNWRITTEN: usize = 1024 * 1024;
 /// ([`StdioOut::stopping`], from the signal thread too): a signal is acted on, and the goodbye
 /// lines queued, whether the editor reads or not.
 #[derive(Clone)]
-pub struct StdioOut {
-    shared: Arc<(Mutex<Outbox>, Condvar)>,
-}
-
-#[derive(Default)]
-struct Outbox {
-    lines: VecDeque<Vec<u8>>,
-    /// Bytes queued or being written.
-    bytes: usize,
-    /// The writer is writing a batch taken off `lines`.
-    writing: bool,
-    /// stdout failed (the editor closed it): lines are dropped from then on.
-    broken: bool,
-    /// The bridge is stopping: the host no longer waits for room.
-    stopping: bool,
-}
+pub struct StdioOut(LineWriter);
 
 impl StdioOut {
     /// Starts the writer thread.
     pub fn start() -> io::Result<StdioOut> {
-        let out = StdioOut {
-            shared: Arc::new((Mutex::new(Outbox::default()), Condvar::new())),
+        let write = |batch: &[Vec<u8>]| {
+            let mut out = io::stdout().lock();
+            batch
+                .iter()
+                .try_for_each(|l| out.write_all(l))
+                .and_then(|()| out.flush())
         };
-        let shared = out.shared.clone();
-        thread::Builder::new()
-            .name("stdout".into())
-            .spawn(move || write_lines(&shared))?;
-        Ok(out)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Outbox> {
-        self.shared.0.lock().unwrap_or_else(|p| p.into_inner())
+        LineWriter::start("stdout", MAX_UNWRITTEN, Full::Wait, write).map(StdioOut)
     }
 
     /// `error`: what the editor sent could not be used, or not as it asked (said here too).
@@ -135,76 +115,17 @@ impl StdioOut {
     fn send(&self, v: &Value) {
         let mut line = v.to_string().into_bytes();
         line.push(b'\n');
-        let mut o = self.lock();
-        while o.bytes >= MAX_UNWRITTEN && !o.broken && !o.stopping {
-            o = self.shared.1.wait(o).unwrap_or_else(|p| p.into_inner());
-        }
-        if o.broken {
-            return;
-        }
-        o.bytes += line.len();
-        o.lines.push_back(line);
-        self.shared.1.notify_all();
+        self.0.send(line);
     }
 
     /// The bridge is stopping: a host waiting for room goes on, and none waits again.
     pub fn stopping(&self) {
-        self.lock().stopping = true;
-        self.shared.1.notify_all();
+        self.0.stopping();
     }
 
     /// Waits, at most `grace`, until every queued line is written (or stdout failed).
     pub fn flush(&self, grace: Duration) {
-        let deadline = Instant::now() + grace;
-        let mut o = self.lock();
-        while (!o.lines.is_empty() || o.writing) && !o.broken {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            o = self
-                .shared
-                .1
-                .wait_timeout(o, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
-}
-
-/// The `stdout` thread: writes what is queued, a batch at a time, until stdout fails.
-fn write_lines(shared: &(Mutex<Outbox>, Condvar)) {
-    let (m, cv) = shared;
-    let lock = || m.lock().unwrap_or_else(|p| p.into_inner());
-    loop {
-        let batch: Vec<Vec<u8>> = {
-            let mut o = lock();
-            while o.lines.is_empty() {
-                o = cv.wait(o).unwrap_or_else(|p| p.into_inner());
-            }
-            o.writing = true;
-            o.lines.drain(..).collect()
-        };
-        let n: usize = batch.iter().map(Vec::len).sum();
-        let written = {
-            let mut out = io::stdout().lock();
-            batch
-                .iter()
-                .try_for_each(|l| out.write_all(l))
-                .and_then(|()| out.flush())
-        };
-        let mut o = lock();
-        o.writing = false;
-        o.bytes -= n;
-        if written.is_err() {
-            o.broken = true;
-            o.lines.clear();
-            o.bytes = 0;
-        }
-        cv.notify_all();
-        if o.broken {
-            return;
-        }
+        self.0.flush(grace);
     }
 }
 
