@@ -5,8 +5,9 @@
 //! `openFile`, the terminal launcher, ALE's diagnostics (Debian's vim-ale), vim-lsp's (a stand-in of its
 //! state: vim-lsp is in no registry), the bridge gone with its lock file when Vim quits, and what
 //! Vim users run into (swap files, files changed on disk, CRLF, a workspace named like a pattern,
-//! a call withdrawn while the user types a command, saves asked again after a conflict, what claude
-//! writes after a diff, a diff window that shows another buffer, two diffs pending at once).
+//! a call withdrawn while the user types a command, saves asked again after a conflict, a save
+//! after the user kept a file Vim found changed, what claude writes after a diff, a diff window
+//! that shows another buffer, two diffs pending at once).
 
 mod common;
 
@@ -1372,6 +1373,115 @@ fn vim_repeated_saves_after_a_conflict_ask_nothing() {
     assert_eq!(saved["saved"], false, "{saved}");
     assert_eq!(fs::read_to_string(&b).unwrap(), "again\n");
     assert_eq!(vim.eval("[mode(), &modified]"), json!(["n", 1]));
+    vim.ex("qa!");
+}
+
+/// saveDocument for `path`, failing as soon as Vim asks anything meanwhile (its "Do you really
+/// want to write to it" holds Vim, and the answer, until someone types y or n).
+fn save_asking_nothing(vim: &Vim, c: &mut Client, path: &Path) -> Value {
+    let id = c.call_tool("saveDocument", json!({"filePath": path.to_string_lossy()}));
+    let give_up = Instant::now() + WAIT;
+    loop {
+        if let Some(r) = c.recv_until(Duration::from_millis(100), |v| v["id"] == json!(id)) {
+            return json_of(&r);
+        }
+        assert!(
+            !vim.screen().contains("really want"),
+            "Vim asked; {}",
+            vim.diag()
+        );
+        assert!(
+            Instant::now() < give_up,
+            "no answer to saveDocument; {}",
+            vim.diag()
+        );
+    }
+}
+
+/// Vim's own check (here :checktime; also on focus, or after a shell command) finds the file
+/// changed while the buffer has no unsaved changes: W11, and the user keeps Vim's text (OK). Vim
+/// then takes the file's new time as seen while a write still compares with the time it was read
+/// at, so once the user edits the buffer, a save claude asks for is a conflict: refused, the
+/// user's edit and the file kept, and nothing asked (Vim asked "Do you really want to write to
+/// it" before: the plugin kept only what it found of buffers with unsaved changes). Answered
+/// Load, or when only the file's time changed, saves work.
+#[test]
+fn vim_a_save_after_keeping_a_changed_file_asks_nothing() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("b.txt", "bee\n")], "");
+    let b = sb.ws.join("b.txt");
+    let w11 = |vim: &Vim| {
+        let give_up = Instant::now() + WAIT;
+        while !vim.screen().contains("W11") {
+            assert!(Instant::now() < give_up, "no W11 question; {}", vim.diag());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let later = |s: u64| std::time::SystemTime::now() + Duration::from_secs(s);
+
+    fs::write(&b, "theirs\n").unwrap();
+    set_mtime(&b, later(5));
+    vim.ex("checktime");
+    w11(&vim);
+    vim.keys(&["o"]);
+    vim.wait_eval("[mode(), &modified, getline(1)]", |v| {
+        v == &json!(["n", 0, "bee"])
+    });
+    vim.keys(&["A", "!", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
+    for attempt in 1..=2 {
+        let saved = save_asking_nothing(&vim, &mut c, &b);
+        assert_eq!(saved["saved"], false, "attempt {attempt}: {saved}");
+        assert_eq!(saved["success"], false, "attempt {attempt}: {saved}");
+        assert!(
+            saved["message"]
+                .as_str()
+                .unwrap()
+                .contains("changed on disk"),
+            "attempt {attempt}: {saved}"
+        );
+        assert_eq!(fs::read_to_string(&b).unwrap(), "theirs\n");
+        assert_eq!(
+            vim.eval("[mode(), &modified, getline(1)]"),
+            json!(["n", 1, "bee!"])
+        );
+    }
+
+    // The user takes the file's version; it changes again and the user loads it (L): saved.
+    vim.ex("edit!");
+    vim.wait_eval("[&modified, getline(1)]", |v| v == &json!([0, "theirs"]));
+    fs::write(&b, "again\n").unwrap();
+    set_mtime(&b, later(10));
+    vim.ex("checktime");
+    w11(&vim);
+    vim.keys(&["l"]);
+    vim.wait_eval("[mode(), &modified, getline(1)]", |v| {
+        v == &json!(["n", 0, "again"])
+    });
+    vim.keys(&["A", "!", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
+    let saved = save_asking_nothing(&vim, &mut c, &b);
+    assert_eq!(saved["saved"], true, "{saved}");
+    assert_eq!(fs::read_to_string(&b).unwrap(), "again!\n");
+
+    // Only its time changes: Vim says nothing, and takes the new time as the file's.
+    set_mtime(&b, later(15));
+    vim.ex("checktime");
+    assert_eq!(vim.eval("[mode(), &modified]"), json!(["n", 0]));
+    vim.keys(&["A", "?", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
+    let saved = save_asking_nothing(&vim, &mut c, &b);
+    assert_eq!(saved["saved"], true, "{saved}");
+    assert_eq!(fs::read_to_string(&b).unwrap(), "again!?\n");
+    let m = vim.eval("execute('messages')");
+    assert_eq!(
+        m.as_str().unwrap().matches("changed on disk while").count(),
+        1,
+        "{m}"
+    );
     vim.ex("qa!");
 }
 

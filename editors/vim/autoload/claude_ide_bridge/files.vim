@@ -90,16 +90,35 @@ def KeepChanged(b: number)
 enddef
 
 # The same when Vim's own check (on focus, after a shell command, :checktime) found the file
-# changed and the buffer, with unsaved changes, was kept (the user chose OK).
+# changed and the buffer was kept (the user chose OK to W11, W12 or W16): Vim takes the new time
+# as seen there too, whether or not the buffer had unsaved changes yet (a W16 for a mode change
+# alone is kept as well, though writing would not ask). Not when the buffer was read again (Load,
+# 'autoread': BufReadPost comes first) or only the file's time changed (Vim then takes it as the
+# time the file was read at).
 export def WatchDisk()
   augroup claude_ide_bridge_disk
     autocmd!
+    autocmd BufReadPost * Read(str2nr(expand('<abuf>')))
     autocmd FileChangedShellPost * Kept(str2nr(expand('<abuf>')))
   augroup END
 enddef
 
+# Buffers read since Vim last waited for a key. Vim's question about a changed file waits for one
+# (and runs timers) before it reads the file again, so a buffer listed here when its
+# FileChangedShellPost comes was read by that check.
+var just_read: list<number> = []
+
+def Read(b: number)
+  if empty(just_read)
+    timer_start(0, (_) => {
+      just_read = []
+    })
+  endif
+  add(just_read, b)
+enddef
+
 def Kept(b: number)
-  if getbufvar(b, '&modified')
+  if index(just_read, b) < 0 && v:fcs_reason !=# 'time'
     KeepChanged(b)
   endif
 enddef
