@@ -255,7 +255,11 @@ impl fmt::Debug for Lsp {
 impl Lsp {
     /// A client for `config`; `on_change` is called whenever a file's diagnostics change: from the thread
     /// reading the server's output (published diagnostics), or from the thread calling
-    /// [`Lsp::diagnostics`] (pulled ones), usually before that call answers. It holds no lock of the client
+    /// [`Lsp::diagnostics`] (pulled ones), usually before that call answers. A file whose diagnostics
+    /// the client forgets is told with an empty list, as if its server had published one: when it is
+    /// closed in its server to make room for another ([`LspLimits::max_open_files`]; from the thread
+    /// handing that one over: [`Lsp::diagnostics`], [`Lsp::sync`], [`Lsp::format`]), and when they
+    /// are dropped to keep within the bounds on what is held. It holds no lock of the client
     /// and may call it, but should return quickly (hand the change to a channel): while it runs, that
     /// server's output is not read. A panic in it is logged and ignored. Starts nothing.
     pub fn new(

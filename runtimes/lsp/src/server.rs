@@ -218,8 +218,16 @@ impl Server {
         let mut state = self.shared.lock();
         state.sync(path, language, text);
         kill_if_hung(&mut state);
+        let effects = state.take_effects();
         drop(state);
         self.shared.cond.notify_all();
+        self.apply(effects);
+    }
+
+    /// Does what the state left to do, outside its lock: tells `on_change` of a file whose
+    /// diagnostics it forgot, writes a line to the log.
+    fn apply(&self, effects: Vec<Effect>) {
+        apply(effects, &self.on_change, &self.log);
     }
 
     pub fn known(&self, path: &str) -> Vec<Diagnostic> {
@@ -256,7 +264,11 @@ impl Server {
         before(&mut state);
         let id = state.request(method, params);
         kill_if_hung(&mut state);
+        let effects = state.take_effects();
+        drop(state);
         self.shared.cond.notify_all();
+        self.apply(effects);
+        let state = self.shared.lock();
         let mut answer = None;
         let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
             answer = s.take_answer(id);
@@ -329,10 +341,10 @@ impl Server {
                     match state.take_pull(path, version, &answer) {
                         Ok(changed) => {
                             let known = state.known(path);
+                            let mut effects = state.take_effects();
                             drop(state);
-                            if let Some(change) = changed {
-                                tell(&self.on_change, change, &self.log);
-                            }
+                            effects.extend(changed.map(Effect::Changed));
+                            self.apply(effects);
                             return Checked {
                                 diagnostics: known,
                                 fresh: true,
@@ -396,6 +408,16 @@ impl Server {
         let _ = self
             .shared
             .wait_until(state, Instant::now() + Duration::from_secs(2), |s| s.reaped);
+    }
+}
+
+/// Tells `on_change` of the changes and writes the lines to the log.
+fn apply(effects: Vec<Effect>, on_change: &OnChange, log: &Log) {
+    for effect in effects {
+        match effect {
+            Effect::Changed(change) => tell(on_change, change, log),
+            Effect::Log(line) => log.line(&line),
+        }
     }
 }
 
@@ -625,12 +647,7 @@ fn read_loop(
                         Ok(effects) => {
                             // Changes are told before waiters wake, so that a change is usually announced
                             // before the answer that includes it.
-                            for effect in effects {
-                                match effect {
-                                    Effect::Changed(change) => tell(on_change, change, log),
-                                    Effect::Log(line) => log.line(&line),
-                                }
-                            }
+                            apply(effects, on_change, log);
                             shared.cond.notify_all();
                         }
                         Err(e) => {

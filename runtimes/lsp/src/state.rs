@@ -45,7 +45,8 @@ pub struct LspLimits {
     pub max_files: usize,
     /// Diagnostics kept in all, per server.
     pub max_total_diagnostics: usize,
-    /// Documents kept open in a server; the least recently used is closed beyond it.
+    /// Documents kept open in a server; the least recently used is closed beyond it, and the
+    /// diagnostics held for it are forgotten (`on_change` is told it has none).
     pub max_open_files: usize,
     /// Bytes queued for a server that does not read its input before it is taken as hung and stopped.
     pub max_outbox_bytes: usize,
@@ -150,6 +151,8 @@ impl Caps {
 struct Doc {
     language: String,
     version: i32,
+    /// The version it was opened with: a lower one is from before it was last closed.
+    opened: i32,
     hash: u64,
     /// The publish counter when this version was sent: a version-less publish after it is for this version.
     synced_seq: u64,
@@ -217,6 +220,9 @@ pub(crate) struct State {
     hung: bool,
     /// When the phase became `Exited`.
     pub exited_at: Option<std::time::Instant>,
+    /// What calls other than [`State::handle`] leave for the driver to do once it has let go of
+    /// the state ([`State::take_effects`]): a file whose diagnostics were forgotten, a log line.
+    effects: Vec<Effect>,
 }
 
 impl State {
@@ -246,6 +252,7 @@ impl State {
             reaped: false,
             hung: false,
             exited_at: None,
+            effects: Vec::new(),
         }
     }
 
@@ -299,6 +306,11 @@ impl State {
     pub fn take_outbox(&mut self) -> Vec<Vec<u8>> {
         self.outbox_bytes = 0;
         self.outbox.drain(..).collect()
+    }
+
+    /// What the calls since the last time left for the driver to do (see `effects`).
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
     }
 
     pub fn notify(&mut self, method: &str, params: impl serde::Serialize) {
@@ -415,6 +427,7 @@ impl State {
                 Doc {
                     language: language.to_owned(),
                     version,
+                    opened: version,
                     hash,
                     synced_seq: seq,
                     last_used: clock,
@@ -451,15 +464,44 @@ impl State {
         else {
             return;
         };
-        self.docs.remove(&path);
-        // Opened again, its versions start over: what is kept may not pass for the new text's.
-        if let Some(stored) = self.diags.get_mut(&path) {
-            stored.version = None;
+        self.close(&path);
+    }
+
+    /// Closes `path` in the server if it has it open, and forgets the diagnostics held for it:
+    /// they were for a text the server no longer has, which nobody syncs any more. Servers usually
+    /// publish an empty list for a closed file themselves (pyright does), but not all do.
+    fn close(&mut self, path: &str) {
+        if self.docs.remove(path).is_none() {
+            return;
         }
         self.notify(
             "textDocument/didClose",
-            json!({"textDocument": {"uri": file_uri(&path)}}),
+            json!({"textDocument": {"uri": file_uri(path)}}),
         );
+        self.forget(path);
+    }
+
+    /// Drops the diagnostics held for `path`; when there were some, `on_change` is told it has
+    /// none, as a publish of an empty list would tell it.
+    fn forget(&mut self, path: &str) {
+        let Some(stored) = self.diags.remove(path) else {
+            return;
+        };
+        self.total -= stored.items.len();
+        if !stored.items.is_empty() {
+            self.effects.push(Effect::Changed(FileDiagnostics {
+                uri: file_uri(path),
+                diagnostics: Vec::new(),
+            }));
+        }
+    }
+
+    /// Whether diagnostics for `version` of `path` are for the document as it is open now: a
+    /// version belongs to one document's life (the counter is shared and never goes back), so
+    /// one for a file not open, or below the version it was opened with, is for a text the server
+    /// was since told to close (a publish sent before the server read the `didClose`).
+    fn of_open_document(&self, path: &str, version: i32) -> bool {
+        self.docs.get(path).is_some_and(|d| version >= d.opened)
     }
 
     /// The version the server has of `path`, if it has it.
@@ -537,6 +579,9 @@ impl State {
         match report.kind.as_deref() {
             Some("full") => Ok(self.store(path, Some(version), report.items, report.result_id)),
             Some("unchanged") => {
+                if !self.of_open_document(path, version) {
+                    return Ok(None);
+                }
                 self.seq += 1;
                 if let Some(stored) = self.diags.get_mut(path) {
                     stored.version = Some(version);
@@ -553,6 +598,8 @@ impl State {
     }
 
     /// Keeps `items` as the diagnostics of `path`, within the bounds; the change, if any, to report.
+    /// Those for a version of a document since closed are passed over: they would bring back what
+    /// its closing forgot.
     fn store(
         &mut self,
         path: &str,
@@ -560,6 +607,9 @@ impl State {
         items: Vec<rpc::WireDiagnostic>,
         result_id: Option<String>,
     ) -> Option<FileDiagnostics> {
+        if version.is_some_and(|v| !self.of_open_document(path, v)) {
+            return None;
+        }
         self.seq += 1;
         let mut items: Vec<Diagnostic> = items
             .into_iter()
@@ -578,8 +628,7 @@ impl State {
                 .find(|p| p.as_str() != path && !self.docs.contains_key(*p))
                 .cloned();
             let Some(victim) = victim else { break };
-            let gone = self.diags.remove(&victim).map_or(0, |s| s.items.len());
-            self.total -= gone;
+            self.forget(&victim);
         }
         if is_new && self.diags.len() >= self.limits.max_files && !self.docs.contains_key(path) {
             return None;
@@ -708,6 +757,8 @@ impl State {
                 _ => {}
             },
         }
+        // Those of the syncs it made (the early texts) and of the files it forgot to make room.
+        effects.append(&mut self.effects);
         Ok(effects)
     }
 

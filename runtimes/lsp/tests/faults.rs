@@ -246,6 +246,48 @@ fn well_behaved_server_answers_fresh_and_gets_answers_to_its_requests() {
     assert_eq!(fx.starts().len(), 1);
 }
 
+/// A file closed in its server to make room for another (`max_open_files`) has its diagnostics
+/// forgotten, and `on_change` is told so with an empty list, as when a server publishes one (this
+/// server publishes nothing for a closed file; some real ones do the same). They were kept before,
+/// for a text nobody synced any more, without a word to `on_change`.
+#[test]
+fn a_file_closed_to_make_room_is_told_it_has_no_diagnostics() {
+    let fx = fake("good", |c| c.limits.max_open_files = 1);
+    let wait = Duration::from_secs(5);
+    let a = claude_ide_bridge::file_uri(fx.file("a.fake").to_str().unwrap());
+    let told = || -> Vec<usize> {
+        let changes = fx.changes.lock().unwrap();
+        changes
+            .iter()
+            .filter(|c| c.uri == a)
+            .map(|c| c.diagnostics.len())
+            .collect()
+    };
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    wait_for("a.fake's diagnostics", Duration::from_secs(2), || {
+        told() == [1]
+    });
+    // Opening b.fake closes a.fake: told before the call answers.
+    assert_eq!(
+        fx.diagnostics("b.fake", "fine", wait, wait),
+        Vec::<String>::new()
+    );
+    assert_eq!(told(), [1, 0]);
+    assert!(fx.lsp.known().is_empty(), "{:?}", fx.lsp.known());
+    // Asked about again, it is opened again and checked anew.
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    wait_for("a.fake's diagnostics again", Duration::from_secs(2), || {
+        told() == [1, 0, 1]
+    });
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn pull_diagnostics_and_sync_without_waiting() {
     let fx = fake("pull", |c| c.trace = true);

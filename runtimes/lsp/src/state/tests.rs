@@ -179,9 +179,8 @@ fn a_reopened_document_is_not_fresh_from_before_it_was_closed() {
     publish(&mut s, "/w/a.py", Some(1), 2);
     assert!(s.fresh("/w/a.py"));
     // Closed to make room, then opened again with other text: its version does not start over
-    // (b.py had 2, a.py has 3 now), so the diagnostics kept for the old text's version 1 are not
-    // its answer, nor is a publish for that version arriving late (the server's clearing of the
-    // closed file, say). With versions starting over at 1 the late one passed as fresh.
+    // (b.py had 2, a.py has 3 now), so a publish for the old text's version 1 arriving late is not
+    // its answer. With versions starting over at 1 the late one passed as fresh.
     s.sync("/w/b.py", "python", "x");
     s.sync("/w/a.py", "python", "two");
     assert_eq!(s.version("/w/a.py"), Some(3));
@@ -191,6 +190,42 @@ fn a_reopened_document_is_not_fresh_from_before_it_was_closed() {
     publish(&mut s, "/w/a.py", Some(3), 0);
     assert!(s.fresh("/w/a.py"));
     assert!(s.known("/w/a.py").is_empty());
+}
+
+/// Closing a document to make room forgets its diagnostics (for the driver to tell `on_change`),
+/// and a publish for a version from before the close, sent before the server read
+/// the `didClose`, does not bring them back, nor does one for that version once the file is open
+/// again. Before, they were kept (and the late publish taken) for the closed file.
+#[test]
+fn a_closed_documents_diagnostics_are_forgotten_for_good() {
+    let limits = LspLimits {
+        max_open_files: 1,
+        ..LspLimits::default()
+    };
+    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    s.sync("/w/a.py", "python", "one");
+    publish(&mut s, "/w/a.py", Some(1), 2);
+    assert_eq!(s.known("/w/a.py").len(), 2);
+    s.sync("/w/b.py", "python", "x");
+    assert!(s.known("/w/a.py").is_empty());
+    assert!(s.all_known().is_empty());
+    let told = s.take_effects();
+    assert!(
+        matches!(&told[..], [Effect::Changed(c)] if c.uri == "file:///w/a.py" && c.diagnostics.is_empty()),
+        "{told:?}"
+    );
+    assert!(publish(&mut s, "/w/a.py", Some(1), 2).is_empty());
+    assert!(s.known("/w/a.py").is_empty());
+    // Open again (version 3): the late publish is still not taken.
+    s.sync("/w/a.py", "python", "one");
+    assert!(publish(&mut s, "/w/a.py", Some(1), 2).is_empty());
+    assert!(s.known("/w/a.py").is_empty());
+    assert_eq!(publish(&mut s, "/w/a.py", Some(3), 1).len(), 1);
+    assert!(s.fresh("/w/a.py"));
+    // A publish without a version cannot be told from the server's word on a file it checks
+    // without having it open: taken.
+    publish(&mut s, "/w/b.py", None, 1);
+    assert_eq!(s.known("/w/b.py").len(), 1);
 }
 
 #[test]
