@@ -232,9 +232,15 @@ fn parse_headers(block: &[u8]) -> Result<u64, FrameError> {
 
 /// Frames one body: `Content-Length: N\r\n\r\n` followed by the body.
 pub fn encode(body: &[u8]) -> Vec<u8> {
-    let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    let mut out = header(body.len());
+    out.reserve_exact(body.len());
     out.extend_from_slice(body);
     out
+}
+
+/// The header block of a body of `len` bytes.
+pub(crate) fn header(len: usize) -> Vec<u8> {
+    format!("Content-Length: {len}\r\n\r\n").into_bytes()
 }
 
 #[cfg(test)]

@@ -89,6 +89,20 @@ pub fn handle_bodies(frames: &[&[u8]]) -> usize {
         .count()
 }
 
+/// One running server's state (full texts in `didChange`, and in `didSave` too) syncing each of
+/// `texts` to one file in turn, with nothing written out (for tests that measure what a sync
+/// holds). Whether the server is still taken for running after.
+pub fn sync_texts(texts: &[&str]) -> bool {
+    let mut state = State::new(LspLimits::default(), vec![]);
+    state.begin(1);
+    let init = br#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"textDocumentSync":{"openClose":true,"change":1,"save":{"includeText":true}}}}}"#;
+    state.handle(init).expect("a well-formed initialize answer");
+    for text in texts {
+        state.sync("/w/a.py", "python", text);
+    }
+    state.is_running()
+}
+
 /// Takes the queued frames, checking that each is one Content-Length frame of a JSON-RPC 2.0 object.
 fn queued(state: &mut State) -> Vec<serde_json::Value> {
     state
@@ -96,7 +110,7 @@ fn queued(state: &mut State) -> Vec<serde_json::Value> {
         .into_iter()
         .map(|frame| {
             let mut d = Decoder::new(usize::MAX);
-            d.push(&frame);
+            d.push(&frame.start(usize::MAX));
             let body = d.next_frame().expect("our framing").expect("a whole frame");
             assert_eq!(d.buffered(), 0);
             let msg: serde_json::Value = serde_json::from_slice(&body).expect("our JSON");

@@ -301,7 +301,8 @@ impl Lsp {
     /// `deadline`, answers what is known (possibly for an older text, possibly nothing). The first call of a
     /// language starts its server and may wait up to [`LspConfig::start_wait`] for it, then up to
     /// [`LspConfig::diagnostics_wait`] for the diagnostics. A file of no known language, or whose server is
-    /// missing or down, gets what is known (usually nothing) at once.
+    /// missing or down, gets what is known (usually nothing) at once; so does a text longer than half of
+    /// [`LspLimits::max_outbox_bytes`], which is not sent (the log says so).
     pub fn diagnostics(&self, path: &Path, text: &str, deadline: Instant) -> Vec<Diagnostic> {
         self.check(path, text, deadline).diagnostics
     }
@@ -333,7 +334,8 @@ impl Lsp {
 
     /// Hands `text` of `path` to its server now, without waiting (after an accepted `openDiff` or a
     /// `writeFile`), so that the next [`Lsp::diagnostics`] finds the server already at work. Starts the
-    /// server if needed; the text is sent once it is initialized.
+    /// server if needed; the text is sent once it is initialized (not at all when it is too long, see
+    /// [`LspLimits::max_outbox_bytes`]).
     pub fn sync(&self, path: &Path, text: &str) {
         let Some((language, key)) = self.file(path) else {
             return;
@@ -369,7 +371,8 @@ impl Lsp {
 
     /// Formats `text` of `path` with its server's `textDocument/formatting` (options: `tabSize` from the
     /// config, `insertSpaces: true`) and returns the formatted text. `Ok(None)` when it cannot be formatted
-    /// this way: no language, no server, or a server without formatting.
+    /// this way: no language, no server, a server without formatting, or a text too long to send
+    /// ([`LspLimits::max_outbox_bytes`]).
     pub fn format(
         &self,
         path: &Path,
@@ -407,6 +410,8 @@ impl Lsp {
                     .map(Some)
                     .map_err(LspError::BadAnswer)
             }
+            // Too long to send (the log says so).
+            Err(RequestError::NotSent) => Ok(None),
             Err(RequestError::Timeout) => Err(LspError::Timeout),
             Err(RequestError::Exited(why)) => Err(LspError::Exited(why)),
             Err(RequestError::Server(e)) => Err(LspError::Server {

@@ -1,9 +1,13 @@
 //! JSON-RPC bookkeeping for one server, as pure code: reading a frame's body into an [`Incoming`] message,
 //! writing requests, notifications and responses, and the answers to the requests servers send to the client.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
+
+use crate::codec;
 
 /// JSON-RPC's "method not found" error code.
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -121,6 +125,128 @@ pub fn notification(method: &str, params: impl serde::Serialize) -> Vec<u8> {
         .expect("notification params serialise")
 }
 
+/// A message waiting to be written, framed: its bytes, or, for one that carries a file's text,
+/// the bytes before and after the text and the text itself (shared by the messages of one sync),
+/// escaped as a JSON string only while it is written. A text is so held once, at its own size,
+/// whatever JSON makes of it (a control character takes six bytes, `\u0001`).
+#[derive(Debug)]
+pub enum Frame {
+    /// The whole frame.
+    Bytes(Vec<u8>),
+    /// The header and the JSON up to the text's opening quote, the text, and the JSON from its
+    /// closing quote.
+    Text {
+        head: Vec<u8>,
+        text: Arc<str>,
+        tail: Vec<u8>,
+    },
+}
+
+/// How much of a text is escaped at a time while it is written (at most six times as many bytes).
+const TEXT_CHUNK: usize = 64 * 1024;
+
+impl Frame {
+    /// A notification whose params end with a text member: `params_head` is the params' JSON
+    /// before the text's value, `params_tail` what follows it.
+    pub fn text_notification(
+        method: &str,
+        params_head: &str,
+        text: Arc<str>,
+        params_tail: &str,
+    ) -> Frame {
+        let head = format!(
+            r#"{{"jsonrpc":"2.0","method":{},"params":{params_head}""#,
+            Value::from(method)
+        );
+        let tail = format!(r#""{params_tail}}}"#);
+        let mut framed = codec::header(head.len() + escaped_len(&text) + tail.len());
+        framed.extend_from_slice(head.as_bytes());
+        Frame::Text {
+            head: framed,
+            text,
+            tail: tail.into_bytes(),
+        }
+    }
+
+    /// The bytes it holds besides a text.
+    pub fn held(&self) -> usize {
+        match self {
+            Frame::Bytes(bytes) => bytes.len(),
+            Frame::Text { head, tail, .. } => head.len() + tail.len(),
+        }
+    }
+
+    /// Hands its bytes to `put` in order, a piece at a time (a text a chunk at a time, escaped);
+    /// stops, answering `Ok(false)`, when `put` does.
+    pub fn write(
+        &self,
+        mut put: impl FnMut(&[u8]) -> std::io::Result<bool>,
+    ) -> std::io::Result<bool> {
+        let (head, text, tail) = match self {
+            Frame::Bytes(bytes) => return put(bytes),
+            Frame::Text { head, text, tail } => (head, text, tail),
+        };
+        if !put(head)? {
+            return Ok(false);
+        }
+        let mut escaped = Vec::new();
+        for chunk in chunks(text) {
+            escaped.clear();
+            serde_json::to_writer(&mut escaped, chunk).expect("a string serialises into memory");
+            // Without the quotes that make it a JSON string of its own.
+            if !put(&escaped[1..escaped.len() - 1])? {
+                return Ok(false);
+            }
+        }
+        put(tail)
+    }
+
+    /// Its first `max` bytes (all of them for the tests; the start of a message for the trace).
+    pub fn start(&self, max: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = self.write(|piece| {
+            out.extend_from_slice(&piece[..piece.len().min(max - out.len())]);
+            Ok(out.len() < max)
+        });
+        out
+    }
+}
+
+/// A text in pieces of about [`TEXT_CHUNK`] bytes, each ending at a character's end.
+fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut cut = rest.len().min(TEXT_CHUNK);
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let (chunk, after) = rest.split_at(cut);
+        rest = after;
+        Some(chunk)
+    })
+}
+
+/// The length of `text` escaped as the contents of a JSON string (without its quotes), counted
+/// without being written anywhere.
+fn escaped_len(text: &str) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, text).expect("a string serialises");
+    count.0 - 2
+}
+
 /// The body of the answer to a server's request.
 pub fn response(id: &Value, answer: Result<Value, (i64, String)>) -> Vec<u8> {
     let msg = match answer {
@@ -232,6 +358,32 @@ pub fn answer_server_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text frame is the JSON of its message, with a header of its exact length, the text
+    /// escaped a chunk at a time: control characters, quotes, backslashes, and characters of
+    /// several bytes across the chunks' ends (the pattern is 11 bytes: 65,536 cuts into the emoji).
+    #[test]
+    fn a_text_frame_is_its_messages_json() {
+        let text = "a\u{1}é\"\\😀\n".repeat(30_000);
+        let frame = Frame::text_notification(
+            "textDocument/didSave",
+            r#"{"textDocument":{"uri":"file:///w/a.py"},"text":"#,
+            Arc::from(text.as_str()),
+            "}",
+        );
+        let bytes = frame.start(usize::MAX);
+        let mut decoder = codec::Decoder::new(usize::MAX);
+        decoder.push(&bytes);
+        let body = decoder.next_frame().unwrap().unwrap();
+        assert_eq!(decoder.buffered(), 0);
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        let expected = json!({"jsonrpc": "2.0", "method": "textDocument/didSave",
+            "params": {"textDocument": {"uri": "file:///w/a.py"}, "text": text}});
+        assert_eq!(message, expected);
+        assert_eq!(frame.start(100), bytes[..100]);
+        // It holds its head and tail beside the text, not the text escaped.
+        assert!(frame.held() < 200, "{}", frame.held());
+    }
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()

@@ -1,5 +1,6 @@
 //! One server process and the threads around its [`State`]: a reader (stdout → frames → state), a writer
-//! (state's outbox → stdin, never blocked in a write; it also owns the child, looks at it every second
+//! (state's outbox → stdin, a file's text escaped as JSON as it is written, never blocked in a write; it
+//! also owns the child, looks at it every second
 //! (an exit the reader cannot see, a process the server started holding its output), enforces the
 //! `initialize` timeout, also while the server does not read, and reaps the process),
 //! and a copier of stderr to the log. Callers wait on the state's condition variable with their own deadline,
@@ -67,6 +68,8 @@ pub(crate) enum RequestError {
     Timeout,
     Exited(String),
     Server(ResponseError),
+    /// The text it is about could not be sent (see [`State::sync`]): it was not asked.
+    NotSent,
 }
 
 /// A started server process.
@@ -213,15 +216,17 @@ impl Server {
         guard.is_running()
     }
 
-    /// Hands `text` of `path` to the server without waiting.
-    pub fn sync(&self, path: &str, language: &str, text: &str) {
+    /// Hands `text` of `path` to the server without waiting; false when it will not have it
+    /// (see [`State::sync`]).
+    pub fn sync(&self, path: &str, language: &str, text: &str) -> bool {
         let mut state = self.shared.lock();
-        state.sync(path, language, text);
+        let sent = state.sync(path, language, text);
         kill_if_hung(&mut state);
         let effects = state.take_effects();
         drop(state);
         self.shared.cond.notify_all();
         self.apply(effects);
+        sent
     }
 
     /// Does what the state left to do, outside its lock: tells `on_change` of a file whose
@@ -245,14 +250,15 @@ impl Server {
         params: serde_json::Value,
         deadline: Instant,
     ) -> Result<Box<RawValue>, RequestError> {
-        self.request_after(|_| {}, method, params, deadline)
+        self.request_after(|_| true, method, params, deadline)
     }
 
     /// [`Server::request`], with `before` done on the state in the same hold of its lock (a sync
-    /// whose text the request is about: no other sync of the file comes between them).
+    /// whose text the request is about: no other sync of the file comes between them); when it
+    /// answers false, nothing is asked.
     pub fn request_after(
         &self,
-        before: impl FnOnce(&mut State),
+        before: impl FnOnce(&mut State) -> bool,
         method: &str,
         params: serde_json::Value,
         deadline: Instant,
@@ -261,13 +267,15 @@ impl Server {
         if let Phase::Exited(why) = &state.phase {
             return Err(RequestError::Exited(why.clone()));
         }
-        before(&mut state);
-        let id = state.request(method, params);
+        let id = before(&mut state).then(|| state.request(method, params));
         kill_if_hung(&mut state);
         let effects = state.take_effects();
         drop(state);
         self.shared.cond.notify_all();
         self.apply(effects);
+        let Some(id) = id else {
+            return Err(RequestError::NotSent);
+        };
         let state = self.shared.lock();
         let mut answer = None;
         let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
@@ -298,7 +306,9 @@ impl Server {
         text: &str,
         deadline: Instant,
     ) -> Checked {
-        self.sync(path, language, text);
+        if !self.sync(path, language, text) {
+            return Checked::stale(self.known(path));
+        }
         loop {
             let state = self.shared.lock();
             if !state.is_running() {
@@ -487,11 +497,11 @@ fn done(state: &mut State, child: &Child, init_deadline: Instant, timeout: Durat
     false
 }
 
-/// Writes `frame` to the server's input (non-blocking), looking every [`WATCH`] at whether to give
+/// Writes `bytes` to the server's input (non-blocking), looking every [`WATCH`] at whether to give
 /// up (`give_up`): `Ok(false)` when it gave up.
 fn write_watched(
     input: &mut ChildStdin,
-    mut frame: &[u8],
+    mut bytes: &[u8],
     mut give_up: impl FnMut() -> bool,
 ) -> std::io::Result<bool> {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -499,10 +509,10 @@ fn write_watched(
         tv_sec: WATCH.as_secs() as _,
         tv_nsec: 0,
     };
-    while !frame.is_empty() {
-        match input.write(frame) {
+    while !bytes.is_empty() {
+        match input.write(bytes) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => frame = &frame[n..],
+            Ok(n) => bytes = &bytes[n..],
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let mut fds = [PollFd::new(input, PollFlags::OUT)];
@@ -563,13 +573,14 @@ fn write_loop(
         if let Some(input) = stdin.as_mut() {
             for frame in frames {
                 if let Some(trace) = trace {
-                    trace.line(&format!("-> {}", head(&frame)));
+                    // Its header and the first 1,000 bytes of its body.
+                    trace.line(&format!("-> {}", head(&frame.start(1100))));
                 }
-                let give_up = || {
+                let mut give_up = || {
                     let mut state = shared.lock();
                     done(&mut state, &child, init_deadline, initialize_timeout)
                 };
-                match write_watched(input, &frame, give_up) {
+                match frame.write(|piece| write_watched(input, piece, &mut give_up)) {
                     Ok(true) => {}
                     Ok(false) => break,
                     Err(e) => {
@@ -605,7 +616,7 @@ fn write_loop(
     shared.cond.notify_all();
 }
 
-/// The start of a frame's body, for the trace.
+/// The start of a frame's body (or of a body), for the trace.
 fn head(frame: &[u8]) -> String {
     let body = frame
         .windows(4)

@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge::{file_uri, uri_to_path};
@@ -16,7 +17,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::codec;
-use crate::rpc::{self, Incoming, Registration, ResponseError};
+use crate::rpc::{self, Frame, Incoming, Registration, ResponseError};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
@@ -48,7 +49,9 @@ pub struct LspLimits {
     /// Documents kept open in a server; the least recently used is closed beyond it, and the
     /// diagnostics held for it are forgotten (`on_change` is told it has none).
     pub max_open_files: usize,
-    /// Bytes queued for a server that does not read its input before it is taken as hung and stopped.
+    /// Bytes waiting to be written to a server past which it is taken as hung (it does not read
+    /// its input) and stopped. A synced text counts once, at its length, whatever JSON makes of
+    /// it; a text longer than half of this is not sent (the log says so).
     pub max_outbox_bytes: usize,
     /// Bytes of a server's stderr and log messages written to the log over the run, its restarts
     /// included (the line saying why a process ended is always written). A quarter of the
@@ -197,8 +200,8 @@ pub(crate) struct State {
     next_id: i64,
     init_id: i64,
     pending: HashMap<i64, Option<Result<Box<RawValue>, ResponseError>>>,
-    /// Frames to write, in order, and their total size.
-    pub outbox: VecDeque<Vec<u8>>,
+    /// Frames to write, in order, and the bytes they hold (a text shared by several, once).
+    pub outbox: VecDeque<Frame>,
     outbox_bytes: usize,
     /// Set once stdin is to be closed after the outbox is written (`exit` sent).
     pub close_input: bool,
@@ -279,11 +282,32 @@ impl State {
     }
 
     fn push_out(&mut self, body: Vec<u8>) {
+        let frame = Frame::Bytes(codec::encode(&body));
+        let held = frame.held();
+        self.push_frame(frame, held);
+    }
+
+    /// Queues a notification carrying `text` (see [`Frame::text_notification`]); the text counts
+    /// against the bound when `count_text` (not again for a second message of the same sync).
+    fn push_text(
+        &mut self,
+        method: &str,
+        head: &str,
+        text: &Arc<str>,
+        tail: &str,
+        count_text: bool,
+    ) {
+        let frame = Frame::text_notification(method, head, text.clone(), tail);
+        let held = frame.held() + if count_text { text.len() } else { 0 };
+        self.push_frame(frame, held);
+    }
+
+    /// Queues `frame`, holding `held` bytes.
+    fn push_frame(&mut self, frame: Frame, held: usize) {
         if matches!(self.phase, Phase::Exited(_)) || self.close_input {
             return;
         }
-        let frame = codec::encode(&body);
-        if self.outbox_bytes + frame.len() > self.limits.max_outbox_bytes {
+        if self.outbox_bytes + held > self.limits.max_outbox_bytes {
             self.exit(format!(
                 "hung: it does not read its input ({} bytes waiting)",
                 self.outbox_bytes
@@ -293,7 +317,7 @@ impl State {
             self.hung = true;
             return;
         }
-        self.outbox_bytes += frame.len();
+        self.outbox_bytes += held;
         self.outbox.push_back(frame);
     }
 
@@ -303,7 +327,7 @@ impl State {
     }
 
     /// Takes every queued frame for writing.
-    pub fn take_outbox(&mut self) -> Vec<Vec<u8>> {
+    pub fn take_outbox(&mut self) -> Vec<Frame> {
         self.outbox_bytes = 0;
         self.outbox.drain(..).collect()
     }
@@ -358,33 +382,47 @@ impl State {
 
     /// Makes the server have `text` for `path`: `didOpen` the first time, the full text in `didChange` when it
     /// differs followed by `didSave` when the server asks for it. Before the server is initialized, the
-    /// text is kept (the latest per file, a bounded number of files) and sent once it is.
-    pub fn sync(&mut self, path: &str, language: &str, text: &str) {
-        match self.phase {
-            Phase::Running => {}
-            Phase::Starting => {
-                self.early.retain(|(p, _, _)| p != path);
-                // Bounded in bytes too: they are all sent at once when the server is
-                // initialized, and past the outbox's limit that burst would pass for a server
-                // that does not read (200 files of 10 MiB were 2 GiB, held, then the server
-                // killed as hung). A quarter of the limit; the newest text always.
-                let room = self.limits.max_outbox_bytes / 4;
-                let mut held = text.len();
-                let mut keep = 0;
-                for (_, _, t) in self.early.iter().rev() {
-                    if held + t.len() > room || keep + 1 >= self.limits.max_open_files {
-                        break;
-                    }
-                    held += t.len();
-                    keep += 1;
+    /// text is kept (the latest per file, a bounded number of files) and sent once it is. False when
+    /// the server will not have it: it is gone, or the text is too long to send (then the log says
+    /// so, and the file is closed in the server: what it said about an older text is forgotten).
+    pub fn sync(&mut self, path: &str, language: &str, text: &str) -> bool {
+        if matches!(self.phase, Phase::Exited(_)) {
+            return false;
+        }
+        // The messages of a sync hold its text once, about its length against the outbox's bound
+        // (a text past the whole bound would pass for a server that does not read); past half of
+        // it the text is not sent, leaving room for what comes with it.
+        if text.len() > self.limits.max_outbox_bytes / 2 {
+            self.early.retain(|(p, _, _)| p != path);
+            self.close(path);
+            self.effects.push(Effect::Log(format!(
+                "{path} not sent to the server: {} bytes, past half of the {} bytes that may wait for it (max_outbox_bytes)",
+                text.len(),
+                self.limits.max_outbox_bytes
+            )));
+            return false;
+        }
+        if self.phase == Phase::Starting {
+            self.early.retain(|(p, _, _)| p != path);
+            // Bounded in bytes too: they are all sent at once when the server is
+            // initialized, and past the outbox's limit that burst would pass for a server
+            // that does not read (200 files of 10 MiB were 2 GiB, held, then the server
+            // killed as hung). A quarter of the limit; the newest text always.
+            let room = self.limits.max_outbox_bytes / 4;
+            let mut held = text.len();
+            let mut keep = 0;
+            for (_, _, t) in self.early.iter().rev() {
+                if held + t.len() > room || keep + 1 >= self.limits.max_open_files {
+                    break;
                 }
-                let drop = self.early.len() - keep;
-                self.early.drain(..drop);
-                self.early
-                    .push_back((path.to_owned(), language.to_owned(), text.to_owned()));
-                return;
+                held += t.len();
+                keep += 1;
             }
-            Phase::Exited(_) => return,
+            let drop = self.early.len() - keep;
+            self.early.drain(..drop);
+            self.early
+                .push_back((path.to_owned(), language.to_owned(), text.to_owned()));
+            return true;
         }
         let hash = text_hash(text);
         self.clock += 1;
@@ -399,24 +437,41 @@ impl State {
         if let Some(doc) = self.docs.get_mut(path) {
             doc.last_used = clock;
             if doc.hash == hash {
-                return;
+                return true;
             }
             doc.version = version;
             doc.hash = hash;
             doc.synced_seq = seq;
             let language = doc.language.clone();
             self.versions = version;
+            let text: Arc<str> = Arc::from(text);
             if change {
-                self.notify(
-                    "textDocument/didChange",
-                    json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+                let head = format!(
+                    r#"{{"textDocument":{{"uri":{},"version":{version}}},"contentChanges":[{{"text":"#,
+                    Value::from(uri.as_str())
                 );
+                self.push_text("textDocument/didChange", &head, &text, "}]}", true);
             } else {
                 self.notify(
                     "textDocument/didClose",
                     json!({"textDocument": {"uri": uri}}),
                 );
-                self.open(&uri, &language, version, text);
+                self.open(&uri, &language, version, &text);
+            }
+            // The text is what is on disk (the program read it or wrote it): servers that check on save do now.
+            match self.caps.save {
+                Some(true) => {
+                    let head = format!(
+                        r#"{{"textDocument":{{"uri":{}}},"text":"#,
+                        Value::from(uri.as_str())
+                    );
+                    self.push_text("textDocument/didSave", &head, &text, "}", false);
+                }
+                Some(false) => self.notify(
+                    "textDocument/didSave",
+                    json!({"textDocument": {"uri": uri}}),
+                ),
+                None => {}
             }
         } else {
             if self.docs.len() >= self.limits.max_open_files {
@@ -434,25 +489,19 @@ impl State {
                 },
             );
             self.versions = version;
-            self.open(&uri, language, version, text);
             // No didSave after didOpen: every server checks an opened file already (clangd would build twice).
-            return;
+            self.open(&uri, language, version, &Arc::from(text));
         }
-        // The text is what is on disk (the program read it or wrote it): servers that check on save do now.
-        if let Some(include_text) = self.caps.save {
-            let mut params = json!({"textDocument": {"uri": uri}});
-            if include_text {
-                params["text"] = Value::from(text);
-            }
-            self.notify("textDocument/didSave", params);
-        }
+        true
     }
 
-    fn open(&mut self, uri: &str, language: &str, version: i32, text: &str) {
-        self.notify(
-            "textDocument/didOpen",
-            json!({"textDocument": {"uri": uri, "languageId": language, "version": version, "text": text}}),
+    fn open(&mut self, uri: &str, language: &str, version: i32, text: &Arc<str>) {
+        let head = format!(
+            r#"{{"textDocument":{{"uri":{},"languageId":{},"version":{version},"text":"#,
+            Value::from(uri),
+            Value::from(language)
         );
+        self.push_text("textDocument/didOpen", &head, text, "}}", true);
     }
 
     fn close_least_recent(&mut self) {

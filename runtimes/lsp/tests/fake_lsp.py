@@ -5,7 +5,8 @@ Usage: fake_lsp.py MODE [STATE_DIR]
 The well-behaved part reports one Error diagnostic per line containing "error" (message "bad line N"),
 published with the document's version after every didOpen/didChange, or answered to pulls in the `pull`
 modes. It formats by stripping trailing spaces. Each start appends a line to STATE_DIR/starts (time and
-pid) when STATE_DIR is given. Modes name the fault: see `main`.
+pid) when STATE_DIR is given, each didSave the length of its text to STATE_DIR/saved. Modes name the
+fault: see `main` (`save-text` is well-behaved, asking for the text with didSave).
 """
 
 import json
@@ -85,6 +86,8 @@ def main():
                     send({"jsonrpc": "2.0", "id": "deaf%d" % i, "method": "workspace/configuration", "params": {"items": [{"section": "s"}] * 20}})
                 sleep_forever()
             caps = {"textDocumentSync": {"openClose": True, "change": 1, "save": True}, "documentFormattingProvider": True}
+            if MODE == "save-text":
+                caps["textDocumentSync"]["save"] = {"includeText": True}
             if pull:
                 caps["diagnosticProvider"] = {"interFileDependencies": False, "workspaceDiagnostics": False}
             send({"jsonrpc": "2.0", "id": mid, "result": {"capabilities": caps}})
@@ -148,6 +151,8 @@ def main():
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(text)}})
             elif not pull:
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": diagnostics(text)}})
+        elif method == "textDocument/didSave":
+            note("saved", "%d" % len(params.get("text", "")))
         elif method == "textDocument/diagnostic":
             if MODE == "hang-pull":
                 continue

@@ -721,6 +721,28 @@ fn a_server_that_stops_reading_is_stopped_once_its_input_backs_up() {
     fx.shutdown_leaves_nothing();
 }
 
+/// One sync of a large file is not taken for a server that does not read its input: a 10 MiB
+/// file of control characters, six bytes each as JSON (`\u0001`), sent in a `didChange` and again
+/// in a `didSave` with its text (this server asks for it), was two 60 MiB messages, past the
+/// 64 MiB that may wait for a server, and the server was killed as hung as they were queued. The
+/// text is now held once and escaped as it is written: the server reads both and answers.
+#[test]
+fn one_large_sync_is_not_taken_for_a_hung_server() {
+    let fx = fake("save-text", |_| {});
+    let wait = Duration::from_secs(5);
+    assert!(fx.diagnostics("big.fake", "fine", wait, wait).is_empty());
+    let big = format!("{}\nerror", "\u{1}".repeat(10 << 20));
+    let wait = Duration::from_secs(30);
+    assert_eq!(fx.diagnostics("big.fake", &big, wait, wait), ["bad line 1"]);
+    assert_eq!(fx.state_of("fake"), ServerState::Running);
+    let saved = || std::fs::read_to_string(fx.state.path().join("saved")).unwrap_or_default();
+    wait_for("the didSave with the text", Duration::from_secs(10), || {
+        saved().lines().any(|l| l == big.len().to_string())
+    });
+    assert_eq!(fx.starts().len(), 1);
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn stderr_goes_to_the_log_within_its_budget() {
     let fx = fake("stderr-flood", |c| c.limits.max_log_bytes = 100_000);
