@@ -42,7 +42,8 @@ use std::time::{Duration, Instant};
 
 pub use claude_ide_bridge_runtime::api::*;
 
-use claude_ide_bridge_runtime::{Events, Next, Shared, Wire, BACKLOG_POLL, READ_CHUNK, STOP_GRACE};
+use claude_ide_bridge_runtime::{stop_listening, Events, Next, Shared, Wire};
+use claude_ide_bridge_runtime::{BACKLOG_POLL, READ_CHUNK, STOP_GRACE};
 
 /// A wake-up that is never lost: a ring while nobody waits is kept (one is enough).
 fn bell() -> (SyncSender<()>, Receiver<()>) {
@@ -195,7 +196,8 @@ impl Threads {
 pub struct IdeServer {
     threads: Arc<Threads>,
     events: mpsc::Receiver<Event>,
-    acceptor: Option<JoinHandle<()>>,
+    /// The acceptor thread, and a handle on its listener to wake it with.
+    acceptor: Option<(JoinHandle<()>, TcpListener)>,
 }
 
 impl IdeServer {
@@ -274,11 +276,11 @@ impl IdeServer {
         };
         threads.spawn("ide-bridge-timer".into(), |me| me.timer_loop(timer))?;
         let me = threads.clone();
-        server.acceptor = Some(
-            thread::Builder::new()
-                .name("ide-bridge-accept".into())
-                .spawn(move || me.accept_loop(listener))?,
-        );
+        let wake = listener.try_clone()?;
+        let acceptor = thread::Builder::new()
+            .name("ide-bridge-accept".into())
+            .spawn(move || me.accept_loop(listener))?;
+        server.acceptor = Some((acceptor, wake));
         Ok(server)
     }
 
@@ -345,11 +347,12 @@ impl IdeServer {
         // A thread cannot join itself: `stop` called (or the server dropped) from the handler
         // runs on one of these threads, which then ends on its own once the handler returns.
         let me = thread::current().id();
-        if let Some(acceptor) = acceptor {
-            // Wake the acceptor with a connection of our own (waiting in the backlog when this
-            // is the acceptor's own thread, for its next accept).
+        if let Some((acceptor, listener)) = acceptor {
+            // Wake the acceptor: its listener shut down (Linux), or a connection of our own,
+            // waiting in the backlog when this is the acceptor's own thread, for its next accept.
             let wake = shared.loopback_addr();
-            let woken = TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok();
+            let woken = stop_listening(&listener)
+                || TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok();
             if woken && acceptor.thread().id() != me {
                 let _ = acceptor.join();
             }

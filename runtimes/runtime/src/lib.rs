@@ -54,7 +54,7 @@ pub use crate::delivery::{Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOS
 pub use crate::log::Logger;
 pub use crate::options::{posix_folders, LockFileMode, Options};
 pub use crate::shared::{
-    Events, Handle, Handler, Next, Shared, READ_CHUNK, STOP_GRACE, WRITE_CHUNK,
+    stop_listening, Events, Handle, Handler, Next, Shared, READ_CHUNK, STOP_GRACE, WRITE_CHUNK,
 };
 
 pub(crate) use crate::core::Core;
