@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use crate::codec::Decoder;
 use crate::log::Log;
 use crate::rpc::ResponseError;
-use crate::state::{Effect, LspLimits, Phase, State};
+use crate::state::{Effect, LspLimits, Phase, Pulled, State};
 use crate::Checked;
 
 pub(crate) type OnChange = Arc<dyn Fn(FileDiagnostics) + Send + Sync>;
@@ -349,7 +349,7 @@ impl Server {
                 Ok(answer) => {
                     let mut state = self.shared.lock();
                     match state.take_pull(path, version, &answer) {
-                        Ok(changed) => {
+                        Ok(Pulled::Kept(changed)) => {
                             let known = state.known(path);
                             let mut effects = state.take_effects();
                             drop(state);
@@ -360,7 +360,17 @@ impl Server {
                                 fresh: true,
                             };
                         }
-                        Err(_) => return Checked::stale(state.known(path)),
+                        // Closed meanwhile (to make room, or refused): the answer is still the
+                        // one asked for, what the client holds is not.
+                        Ok(Pulled::Passed(Some(diagnostics))) => {
+                            return Checked {
+                                diagnostics,
+                                fresh: true,
+                            }
+                        }
+                        Ok(Pulled::Passed(None)) | Err(_) => {
+                            return Checked::stale(state.known(path))
+                        }
                     }
                 }
                 Err(RequestError::Server(e))

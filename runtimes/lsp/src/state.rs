@@ -179,6 +179,17 @@ struct Stored {
     result_id: Option<String>,
 }
 
+/// What became of a pull's answer ([`State::take_pull`]).
+#[derive(Debug)]
+pub(crate) enum Pulled {
+    /// Kept as the document's diagnostics: the change to report, if any.
+    Kept(Option<FileDiagnostics>),
+    /// For a text of the document from before it was last closed: not kept (it would bring back
+    /// what the closing forgot), but still the answer for the text asked about; `None` for an
+    /// "unchanged" report, relative to an answer no longer held.
+    Passed(Option<Vec<Diagnostic>>),
+}
+
 /// Something the driver does after feeding a frame to the state.
 #[derive(Debug)]
 pub(crate) enum Effect {
@@ -622,21 +633,26 @@ impl State {
         path: &str,
         version: i32,
         answer: &RawValue,
-    ) -> Result<Option<FileDiagnostics>, String> {
+    ) -> Result<Pulled, String> {
         let report: rpc::PullReport = serde_json::from_str(answer.get())
             .map_err(|e| format!("unreadable diagnostic report: {e}"))?;
+        let current = self.of_open_document(path, version);
         match report.kind.as_deref() {
-            Some("full") => Ok(self.store(path, Some(version), report.items, report.result_id)),
+            Some("full") if !current => Ok(Pulled::Passed(Some(self.converted(report.items)))),
+            Some("full") => Ok(Pulled::Kept(self.store(
+                path,
+                Some(version),
+                report.items,
+                report.result_id,
+            ))),
+            Some("unchanged") if !current => Ok(Pulled::Passed(None)),
             Some("unchanged") => {
-                if !self.of_open_document(path, version) {
-                    return Ok(None);
-                }
                 self.seq += 1;
                 if let Some(stored) = self.diags.get_mut(path) {
                     stored.version = Some(version);
                     stored.seq = self.seq;
                 }
-                Ok(None)
+                Ok(Pulled::Kept(None))
             }
             None => Err("a partial diagnostic report".to_owned()),
             Some(kind) => Err(format!(
@@ -644,6 +660,15 @@ impl State {
                 kind.chars().take(40).collect::<String>()
             )),
         }
+    }
+
+    /// A server's diagnostics as the client keeps them: at most so many a file, messages cut.
+    fn converted(&self, items: Vec<rpc::WireDiagnostic>) -> Vec<Diagnostic> {
+        items
+            .into_iter()
+            .take(self.limits.max_diagnostics_per_file)
+            .map(|d| convert(d, self.limits.max_message_chars))
+            .collect()
     }
 
     /// Keeps `items` as the diagnostics of `path`, within the bounds; the change, if any, to report.
@@ -660,11 +685,7 @@ impl State {
             return None;
         }
         self.seq += 1;
-        let mut items: Vec<Diagnostic> = items
-            .into_iter()
-            .take(self.limits.max_diagnostics_per_file)
-            .map(|d| convert(d, self.limits.max_message_chars))
-            .collect();
+        let mut items = self.converted(items);
         let old_len = self.diags.get(path).map_or(0, |s| s.items.len());
         // Room for a new file, and for the new total: files the server has not open go first.
         let is_new = !self.diags.contains_key(path);

@@ -71,7 +71,7 @@ def main():
     note("starts", "%f %d" % (time.time(), os.getpid()))
     if MODE == "crash-at-start":
         sys.exit(3)
-    pull = MODE in ("pull", "hang-pull")
+    pull = MODE in ("pull", "hang-pull", "slow-pull")
     docs = {}
     while True:
         msg = read()
@@ -157,6 +157,9 @@ def main():
             if MODE == "hang-pull":
                 continue
             text = docs.get(params["textDocument"]["uri"], "")
+            if MODE == "slow-pull":
+                # The answer for the text asked about, half a second later.
+                time.sleep(0.5)
             send({"jsonrpc": "2.0", "id": mid, "result": {"kind": "full", "items": diagnostics(text)}})
         elif method == "textDocument/formatting":
             text = docs.get(params["textDocument"]["uri"], "")

@@ -540,6 +540,23 @@ fn hung_initialize_is_bounded_by_the_start_wait_then_killed() {
     stopped_for_no_initialize(&fx, Duration::from_secs(4));
 }
 
+/// A pull answered after its file was closed in the server (to make room for another file) is
+/// still the answer for the text asked about: it was dropped, and the file's diagnostics the
+/// client no longer held ([]) were answered as fresh instead.
+#[test]
+fn a_pull_answered_after_its_file_was_closed_is_still_its_answer() {
+    let fx = fake("slow-pull", |c| c.limits.max_open_files = 1);
+    let wait = Duration::from_secs(5);
+    std::thread::scope(|s| {
+        let asked = s.spawn(|| fx.diagnostics("a.fake", "error\n", wait, wait));
+        // While the server takes its time, another file takes the only place.
+        std::thread::sleep(Duration::from_millis(200));
+        fx.lsp.sync(&fx.file("b.fake"), "fine\n");
+        assert_eq!(asked.join().unwrap(), ["bad line 0"]);
+    });
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn hung_pull_answers_what_is_known_at_the_deadline() {
     let fx = fake("hang-pull", |_| {});

@@ -360,18 +360,60 @@ fn pull_answers_are_stored_for_their_version() {
     s.sync("/w/a.py", "python", "x");
     assert_eq!(s.pull_params("/w/a.py")["identifier"], "p");
     let full = RawValue::from_string(r#"{"kind":"full","resultId":"r1","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"bad"}]}"#.into()).unwrap();
-    assert!(s.take_pull("/w/a.py", 1, &full).unwrap().is_some());
+    assert!(matches!(
+        s.take_pull("/w/a.py", 1, &full).unwrap(),
+        Pulled::Kept(Some(_))
+    ));
     assert!(s.fresh("/w/a.py"));
     assert_eq!(s.pull_params("/w/a.py")["previousResultId"], "r1");
     s.sync("/w/a.py", "python", "y");
     let unchanged =
         RawValue::from_string(r#"{"kind":"unchanged","resultId":"r1"}"#.into()).unwrap();
-    assert!(s.take_pull("/w/a.py", 2, &unchanged).unwrap().is_none());
+    assert!(matches!(
+        s.take_pull("/w/a.py", 2, &unchanged).unwrap(),
+        Pulled::Kept(None)
+    ));
     assert!(s.fresh("/w/a.py"));
     assert_eq!(s.known("/w/a.py")[0].message, "bad");
     assert!(s
         .take_pull("/w/a.py", 2, &RawValue::from_string("[]".into()).unwrap())
         .is_err());
+}
+
+/// A pull answered after its document was closed (to make room for another) is not kept, but
+/// is still the answer for the text it asked about; an "unchanged" one then says nothing.
+#[test]
+fn a_pull_answered_after_its_document_closed_is_passed_on_not_kept() {
+    let limits = LspLimits {
+        max_open_files: 1,
+        ..LspLimits::default()
+    };
+    let mut s = running(
+        json!({"textDocumentSync": 1, "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false}}),
+        limits,
+    );
+    s.sync("/w/a.py", "python", "x");
+    let version = s.version("/w/a.py").unwrap();
+    s.sync("/w/b.py", "python", "y");
+    assert_eq!(s.version("/w/a.py"), None);
+    let full = RawValue::from_string(r#"{"kind":"full","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"bad"}]}"#.into()).unwrap();
+    match s.take_pull("/w/a.py", version, &full).unwrap() {
+        Pulled::Passed(Some(d)) => assert_eq!(d[0].message, "bad"),
+        other => panic!("{other:?}"),
+    }
+    assert!(s.known("/w/a.py").is_empty());
+    let unchanged = RawValue::from_string(r#"{"kind":"unchanged","resultId":"r"}"#.into()).unwrap();
+    assert!(matches!(
+        s.take_pull("/w/a.py", version, &unchanged).unwrap(),
+        Pulled::Passed(None)
+    ));
+    // Open again: the old text's answer is still not the new text's.
+    s.sync("/w/a.py", "python", "x");
+    assert!(matches!(
+        s.take_pull("/w/a.py", version, &full).unwrap(),
+        Pulled::Passed(Some(_))
+    ));
+    assert!(s.known("/w/a.py").is_empty());
 }
 
 #[test]
