@@ -151,19 +151,23 @@ fn other_calls_are_answered_while_the_editor_is_open() {
 
 /// An editor that returns without writing the file (quit without saving, or `code` without
 /// `--wait`) accepts nothing: the prompt asks again (before, the unedited proposal was accepted
-/// as the user's edit).
+/// as the user's edit). Nor does it the second time, on the copy kept from the first (before,
+/// that copy was taken for the user's own text).
 #[test]
 fn an_editor_that_writes_nothing_accepts_nothing() {
     let Some((_sb, mut child, mut tty, screen, mut cl, id)) = a_diff_shown("exit 0") else {
         return;
     };
-    tty.write_all(b"e\n").unwrap();
-    tty.flush().unwrap();
-    screen.wait_for("did not write the file");
-    assert!(
-        cl.recv_json(Duration::from_millis(300)).is_none(),
-        "answered"
-    );
+    for n in 1..=2 {
+        tty.write_all(b"e\n").unwrap();
+        tty.flush().unwrap();
+        wait_count(&screen, "did not write the file", n);
+        wait_count(&screen, "[a]ccept / [r]eject / [e]dit", n + 1);
+        assert!(
+            cl.recv_json(Duration::from_millis(300)).is_none(),
+            "answered after edit {n}"
+        );
+    }
     tty.write_all(b"r\n").unwrap();
     tty.flush().unwrap();
     assert_eq!(texts(&cl.response(id))[0], "DIFF_REJECTED");

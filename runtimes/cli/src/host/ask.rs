@@ -26,11 +26,20 @@ pub(super) struct Shown {
     old: ui::Old,
     /// The user's edit of the proposal, kept when it could not be accepted (the editor failed,
     /// or what it left is not usable): the next `e` opens it again.
-    draft: Option<tempfile::NamedTempFile>,
+    draft: Option<Draft>,
 }
 
-/// What `$EDITOR` left: the edited text, or why it cannot be used and the file it is in.
-pub type EditOutcome = Result<String, (String, tempfile::NamedTempFile)>;
+/// The copy of a proposal an edit left, kept when it could not be accepted.
+#[derive(Debug)]
+pub struct Draft {
+    file: tempfile::NamedTempFile,
+    /// The editor wrote it: it is the user's own text, accepted as it is when opened again and
+    /// left. Else it is still the proposal as shown, which quitting without writing never accepts.
+    written: bool,
+}
+
+/// What `$EDITOR` left: the edited text, or why it cannot be used and the copy it is in.
+pub type EditOutcome = Result<String, (String, Draft)>;
 
 /// The workspace check of a proposed change, made on a job and handed back to the host loop:
 /// whether the file may be changed (inside the workspace, not a special file), and for the
@@ -313,7 +322,7 @@ impl Host {
         &self,
         call: CallId,
         args: &OpenDiffArgs,
-        draft: Option<tempfile::NamedTempFile>,
+        draft: Option<Draft>,
     ) -> Result<(), String> {
         let editor =
             ui::editor_command().ok_or("set $VISUAL or $EDITOR to edit a proposed change")?;
@@ -322,14 +331,15 @@ impl Host {
             std::thread::Builder::new()
                 .name("editor".into())
                 .spawn(move || {
-                    let edited = edit(&editor, &tmp, fresh).map_err(|why| (why, tmp));
+                    let edited = edit(&editor, &tmp, fresh)
+                        .map_err(|(why, written)| (why, Draft { file: tmp, written }));
                     let _ = inputs.send(HostInput::Edited(call, edited));
                 })
                 .map(drop)
                 .map_err(|e| format!("could not start a thread for the editor: {e}"))
         };
         if let Some(draft) = draft {
-            return run(draft, false);
+            return run(draft.file, !draft.written);
         }
         let ext = std::path::Path::new(&args.new_file_path)
             .extension()
@@ -363,7 +373,7 @@ impl Host {
                 Err((why, draft)) => {
                     ui::say(&format!(
                         "{why}; your edit is kept in {}: e opens it again",
-                        draft.path().display()
+                        draft.file.path().display()
                     ));
                     let mut shown = shown;
                     shown.draft = Some(draft);
@@ -405,26 +415,36 @@ impl Host {
 /// Runs `editor` on `tmp` and waits; the edited contents, at most [`MAX_EDITED_BYTES`].
 /// A `fresh` copy of the proposal that the editor did not write (quit without saving, or an
 /// editor that returns at once, such as `code` without `--wait`) is not taken for an edit:
-/// nothing is accepted. A draft kept from an earlier edit is the user's own text: opened again
-/// and left as it is, it is accepted as it is.
-fn edit(editor: &OsString, tmp: &tempfile::NamedTempFile, fresh: bool) -> Result<String, String> {
-    let written = || fs::metadata(tmp.path()).and_then(|m| m.modified()).ok();
-    let before = written();
-    let status = ui::run_editor(editor, tmp.path())
-        .map_err(|e| format!("could not start {}: {e}", editor.to_string_lossy()))?;
+/// nothing is accepted. A draft the user wrote in an earlier edit is their own text: opened again
+/// and left as it is, it is accepted as it is. Why not, and whether the copy is the user's text
+/// now (not `fresh`, or written by this edit), when nothing is accepted.
+fn edit(
+    editor: &OsString,
+    tmp: &tempfile::NamedTempFile,
+    fresh: bool,
+) -> Result<String, (String, bool)> {
+    let modified = || fs::metadata(tmp.path()).and_then(|m| m.modified()).ok();
+    let before = modified();
+    let status = ui::run_editor(editor, tmp.path());
+    let written = !fresh || before.is_none() || modified() != before;
+    let refused = |why: String| Err((why, written));
+    let status = match status {
+        Ok(status) => status,
+        Err(e) => return refused(format!("could not start {}: {e}", editor.to_string_lossy())),
+    };
     if !status.success() {
-        return Err(format!(
+        return refused(format!(
             "the editor exited with {status}; the change was not accepted"
         ));
     }
-    if fresh && before.is_some() && written() == before {
-        return Err(format!(
+    if !written {
+        return refused(format!(
             "{} did not write the file (quit without saving, or it does not wait: \
              `code --wait`, `subl -w`); the change was not accepted",
             editor.to_string_lossy()
         ));
     }
-    read_capped(tmp.path(), MAX_EDITED_BYTES)
+    read_capped(tmp.path(), MAX_EDITED_BYTES).or_else(refused)
 }
 
 /// Reads `path` as UTF-8 text of at most `cap` bytes.
