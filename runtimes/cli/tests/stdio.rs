@@ -754,7 +754,11 @@ fn a_decision_refused_or_too_late_is_told_to_the_editor() {
     for n in [1, 2] {
         let late = next_msg(&s, "error", n);
         assert!(
-            late["message"].as_str().unwrap().contains("came too late"),
+            late["message"]
+                .as_str()
+                .unwrap()
+                .contains("diff_decision: id ")
+                && late["message"].as_str().unwrap().contains("came too late"),
             "{late}"
         );
     }

@@ -11,7 +11,7 @@ use claude_ide_bridge::{ApiError, CallId, ToolCall, ToolResult};
 
 use claude_ide_bridge_files::Error;
 
-use super::jobs::Stalled;
+use super::jobs::{NotGiven, Stalled};
 use super::{Decider, DiffPolicy, Host, HostInput};
 use crate::ui;
 
@@ -192,7 +192,6 @@ impl Host {
         let ws = self.ws.clone();
         let lsp = self.lsp.clone();
         let editor = decision.and_then(|id| Some((id, self.stdio.clone()?)));
-        let refused = editor.clone();
         let work = move || match ws.writable(&path) {
             Ok(real) => {
                 ui::say(&format!("diff accepted: {path}"));
@@ -204,20 +203,19 @@ impl Host {
             }
             Err(why) => {
                 ui::say(&format!("diff refused {}: {path}", refusal(&why)));
-                if let Some((id, out)) = &refused {
-                    out.error(&format!(
-                        "id {id}: not accepted, and claude was told: {why}"
-                    ));
-                }
                 ToolResult::error(format!("Refused to accept a change to {path}: {why}"))
             }
         };
-        let dropped = move |e| {
-            if let Some((id, out)) = &editor {
-                out.error(&format!("id {id}: the decision came too late: {e}"));
-            }
+        let not_given = move |why| {
+            let Some((id, out)) = &editor else { return };
+            out.error(&match why {
+                NotGiven::Refused(told) => {
+                    format!("diff_decision: id {id}: not accepted; claude was told: {told}")
+                }
+                NotGiven::Dropped(e) => format!("diff_decision: id {id}: it came too late: {e}"),
+            });
         };
-        self.jobs.tool_or(call, work, dropped);
+        self.jobs.tool_or(call, work, not_given);
     }
 
     /// Answers `DIFF_REJECTED`; an error when the call was no longer waiting (said here too).

@@ -20,7 +20,7 @@ use std::thread;
 use std::time::Duration;
 
 use claude_ide_bridge::RpcError;
-use claude_ide_bridge::{ApiError, CallId, ToolResult};
+use claude_ide_bridge::{ApiError, CallId, Content, ToolResult};
 use serde_json::Value;
 
 use crate::ui;
@@ -142,29 +142,41 @@ impl Jobs {
         self.tool_or(call, work, |_| {});
     }
 
-    /// [`Jobs::tool`], telling `dropped` why when the answer could not be given (the call was
-    /// cancelled or its client left meanwhile).
+    /// [`Jobs::tool`], telling `not_given` when the call's answer is not `work`'s success: a
+    /// tool error (`work`'s own, a busy refusal, or no answer in time), or no answer at all.
     pub fn tool_or(
         &self,
         call: CallId,
         work: impl FnOnce() -> ToolResult + Send + 'static,
-        dropped: impl Fn(ApiError) + Send + Sync + 'static,
+        not_given: impl Fn(NotGiven) + Send + Sync + 'static,
     ) {
-        let dropped = Arc::new(dropped);
-        let answer = move |handle: &Handle, result: ToolResult, dropped: &dyn Fn(ApiError)| {
-            if let Err(e) = handle.respond(call, result) {
-                ui::say(&format!("(answer dropped: {e})"));
-                dropped(e);
+        let not_given = Arc::new(not_given);
+        let answer = move |handle: &Handle, result: ToolResult, not_given: &dyn Fn(NotGiven)| {
+            let error = result.is_error.then(|| match result.content.first() {
+                Some(Content::Text(text)) => text.clone(),
+                _ => "a tool error".to_owned(),
+            });
+            match (handle.respond(call, result), error) {
+                (Err(e), _) => {
+                    ui::say(&format!("(answer dropped: {e})"));
+                    not_given(NotGiven::Dropped(e));
+                }
+                (Ok(()), Some(why)) => not_given(NotGiven::Refused(why)),
+                (Ok(()), None) => {}
             }
         };
-        let (handle, later) = (self.handle.clone(), dropped.clone());
+        let (handle, later) = (self.handle.clone(), not_given.clone());
         let done = move |r: Result<ToolResult, Stalled>| {
             let result = r.unwrap_or_else(|why| ToolResult::error(format!("No answer: {why}")));
             answer(&handle, result, &*later);
         };
         if let Err(busy) = self.run(call, work, done) {
             ui::say(&format!("call refused: {busy}"));
-            answer(&self.handle, ToolResult::error(busy.to_string()), &*dropped);
+            answer(
+                &self.handle,
+                ToolResult::error(busy.to_string()),
+                &*not_given,
+            );
         }
     }
 
@@ -207,6 +219,15 @@ impl Jobs {
         self.slots
             .run(format!("job-{n}"), call.conn.0, self.deadline, work, done)
     }
+}
+
+/// Why a call's answer was not what its work gave ([`Jobs::tool_or`]).
+#[derive(Debug)]
+pub enum NotGiven {
+    /// The client was told this tool error instead.
+    Refused(String),
+    /// The client was told nothing: the call was no longer waiting.
+    Dropped(ApiError),
 }
 
 /// A count of running jobs with a ceiling, overall and per connection.

@@ -720,7 +720,7 @@ impl Host {
         } else {
             // (Cancelled meanwhile: its `cancelled` line may still be on its way.)
             self.reject(f.call, &diff)
-                .map_err(|e| format!("id {}: the decision came too late: {e}", m.id))
+                .map_err(|e| format!("id {}: it came too late: {e}", m.id))
         }
     }
 }
