@@ -107,10 +107,12 @@ enddef
 # (and runs timers) before it reads the file again, so a buffer listed here when its
 # FileChangedShellPost comes was read by that check.
 var just_read: list<number> = []
+# The timer that empties it (started again when it is gone: another plugin's timer_stopall()).
+var clearing = -1
 
 def Read(b: number)
-  if empty(just_read)
-    timer_start(0, (_) => {
+  if empty(just_read) || empty(timer_info(clearing))
+    clearing = timer_start(0, (_) => {
       just_read = []
     })
   endif
@@ -118,6 +120,9 @@ def Read(b: number)
 enddef
 
 def Kept(b: number)
+  if empty(timer_info(clearing))
+    just_read = []
+  endif
   if index(just_read, b) < 0 && v:fcs_reason !=# 'time'
     KeepChanged(b)
   endif
