@@ -183,7 +183,10 @@ fn usage(msg: &str) -> ExitCode {
 }
 
 fn failure(msg: &str) -> ExitCode {
-    eprintln!("error: {msg}");
+    // After the log lines queued before it (with `--stdio`, stderr is written by a thread of its
+    // own, and an editor that does not read it must not hold up the exit).
+    ui::err(format_args!("error: {msg}\n"));
+    ui::flush_stderr(STDOUT_GRACE);
     ExitCode::from(FAILURE)
 }
 
