@@ -179,7 +179,8 @@ pub enum ServerState {
     Starting,
     /// Initialized and serving.
     Running,
-    /// Gone (crashed, hung or misbehaved), with why; started again on the next need after its backoff.
+    /// Gone (crashed, hung or misbehaved), with why; its diagnostics forgotten (`on_change` is told);
+    /// started again on the next need after its backoff.
     Crashed(String),
     /// Gone for good: it could not be started, or crashed more than [`LspLimits::max_restarts`] times.
     Failed(String),
@@ -258,10 +259,14 @@ impl Lsp {
     /// [`Lsp::diagnostics`] (pulled ones), usually before that call answers. A file whose diagnostics
     /// the client forgets is told with an empty list, as if its server had published one: when it is
     /// closed in its server to make room for another ([`LspLimits::max_open_files`]; from the thread
-    /// handing that one over: [`Lsp::diagnostics`], [`Lsp::sync`], [`Lsp::format`]), and when they
-    /// are dropped to keep within the bounds on what is held. It holds no lock of the client
-    /// and may call it, but should return quickly (hand the change to a channel): while it runs, that
-    /// server's output is not read. A panic in it is logged and ignored. Starts nothing.
+    /// handing that one over: [`Lsp::diagnostics`], [`Lsp::sync`], [`Lsp::format`]), when they
+    /// are dropped to keep within the bounds on what is held, and when their server is gone
+    /// (crashed, found hung and killed, or stopped for misbehaving): once for each file it had
+    /// diagnostics for, from the thread that reaps it, after the changes it reported before and
+    /// before a server is started in its place. A server stopped by [`Lsp::shutdown`] (or the
+    /// last handle dropped) keeps its diagnostics, and nothing is told of them. It holds no lock of
+    /// the client and may call it, but should return quickly (hand the change to a channel): while
+    /// it runs, that server's output is not read. A panic in it is logged and ignored. Starts nothing.
     pub fn new(
         config: LspConfig,
         on_change: impl Fn(FileDiagnostics) + Send + Sync + 'static,
@@ -474,7 +479,8 @@ impl Lsp {
     }
 
     /// Stops every server: `shutdown` and `exit`, then a kill once `grace` has passed; returns when they are
-    /// gone (at most about `grace` plus the kill). Idempotent; nothing starts afterwards.
+    /// gone (at most about `grace` plus the kill). Idempotent; nothing starts afterwards. Their
+    /// diagnostics are kept ([`Lsp::known`] still answers them): `on_change` is not told of them.
     pub fn shutdown(&self, grace: Duration) {
         self.inner.shutdown(grace);
     }
@@ -544,7 +550,7 @@ impl Inner {
             return slot.server.clone();
         }
         if let Some(server) = &slot.server {
-            let Some(exited_at) = server.exited_at() else {
+            let Some(exited_at) = server.gone_at() else {
                 return Some(server.clone());
             };
             if slot.counted != Some(server.pid) {

@@ -168,6 +168,7 @@ impl Server {
         }
         {
             let (shared, log, trace) = (shared.clone(), log.clone(), trace.clone());
+            let on_change = on_change.clone();
             let init_deadline = started + limits.initialize_timeout;
             let initialize_timeout = limits.initialize_timeout;
             let writer = Box::new(move || {
@@ -179,6 +180,7 @@ impl Server {
                     initialize_timeout,
                     &log,
                     trace.as_ref(),
+                    &on_change,
                 )
             });
             if let Err(e) = spawn("writer", writer) {
@@ -198,9 +200,11 @@ impl Server {
         self.shared.lock().phase.clone()
     }
 
-    /// When the server was seen gone, if it is.
-    pub fn exited_at(&self) -> Option<Instant> {
-        self.shared.lock().exited_at
+    /// When the server was seen gone, once its process is reaped and its diagnostics told gone
+    /// (see `write_loop`): a server started in its place comes after.
+    pub fn gone_at(&self) -> Option<Instant> {
+        let state = self.shared.lock();
+        state.exited_at.filter(|_| state.reaped)
     }
 
     pub fn can_format(&self) -> bool {
@@ -223,16 +227,25 @@ impl Server {
         let sent = state.sync(path, language, text);
         kill_if_hung(&mut state);
         let effects = state.take_effects();
-        drop(state);
-        self.shared.cond.notify_all();
-        self.apply(effects);
+        self.deliver(state, effects);
         sent
     }
 
     /// Does what the state left to do, outside its lock: tells `on_change` of a file whose
-    /// diagnostics it forgot, writes a line to the log.
-    fn apply(&self, effects: Vec<Effect>) {
+    /// diagnostics changed, writes a line to the log. Counted in [`State::telling`] meanwhile:
+    /// the server's end waits for it before telling its diagnostics gone.
+    fn deliver(&self, mut state: MutexGuard<'_, State>, effects: Vec<Effect>) {
+        let changes = effects.iter().any(|e| matches!(e, Effect::Changed(_)));
+        state.telling += usize::from(changes);
+        drop(state);
+        self.shared.cond.notify_all();
         apply(effects, &self.on_change, &self.log);
+        if changes {
+            let mut state = self.shared.lock();
+            state.telling = state.telling.saturating_sub(1);
+            drop(state);
+            self.shared.cond.notify_all();
+        }
     }
 
     pub fn known(&self, path: &str) -> Vec<Diagnostic> {
@@ -270,9 +283,7 @@ impl Server {
         let id = before(&mut state).then(|| state.request(method, params));
         kill_if_hung(&mut state);
         let effects = state.take_effects();
-        drop(state);
-        self.shared.cond.notify_all();
-        self.apply(effects);
+        self.deliver(state, effects);
         let Some(id) = id else {
             return Err(RequestError::NotSent);
         };
@@ -352,9 +363,8 @@ impl Server {
                         Ok(Pulled::Kept(changed)) => {
                             let known = state.known(path);
                             let mut effects = state.take_effects();
-                            drop(state);
                             effects.extend(changed.map(Effect::Changed));
-                            self.apply(effects);
+                            self.deliver(state, effects);
                             return Checked {
                                 diagnostics: known,
                                 fresh: true,
@@ -540,6 +550,7 @@ fn write_watched(
     Ok(true)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn write_loop(
     shared: &Shared,
     mut child: Child,
@@ -548,6 +559,7 @@ fn write_loop(
     initialize_timeout: Duration,
     log: &Log,
     trace: Option<&Log>,
+    on_change: &OnChange,
 ) {
     // Non-blocking, so that a server that stops reading does not hold the writer from its checks.
     let mut stdin = rustix::io::ioctl_fionbio(&stdin, true)
@@ -620,11 +632,24 @@ fn write_loop(
     let status = child.wait();
     // Outside the budget: why it ended is what the log is read for.
     log.note(&format!("{reason}; process status: {status:?}"));
+    // Its diagnostics go with it: each file it had some for is told it has none, after the
+    // changes already taken from it (the reader's last ones: it ends at the end of the output,
+    // which the kill brings), and before a server is started in its place (`Server::gone_at`).
+    let state = shared.lock();
+    let (mut state, _) =
+        shared.wait_until(state, Instant::now() + TELLING_WAIT, |s| s.telling == 0);
+    let gone = state.gone();
+    drop(state);
+    apply(gone, on_change, log);
     let mut state = shared.lock();
     state.reaped = true;
     drop(state);
     shared.cond.notify_all();
 }
+
+/// How long a server's end waits for the changes taken from it to be told (`on_change` should
+/// return quickly) before telling its diagnostics gone.
+const TELLING_WAIT: Duration = Duration::from_secs(2);
 
 /// The start of a frame's body (or of a body), for the trace.
 fn head(frame: &[u8]) -> String {
@@ -691,6 +716,8 @@ fn read_loop(
     let mut state = shared.lock();
     state.exit(reason);
     kill_group(&state);
+    // Its changes are all told.
+    state.telling = state.telling.saturating_sub(1);
     drop(state);
     shared.cond.notify_all();
 }

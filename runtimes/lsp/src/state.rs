@@ -228,7 +228,15 @@ pub(crate) struct State {
     /// The process group to kill, until the driver starts reaping it.
     pub pid: Option<u32>,
     pub reaping: bool,
+    /// Set once the process is reaped and its diagnostics told gone ([`State::gone`]).
     pub reaped: bool,
+    /// Threads telling `on_change` of changes taken from the state: the reader from its start to
+    /// its end, a caller while it tells. The server's end waits for none to be left before it
+    /// tells its files' diagnostics gone, so that no change told before comes after.
+    pub telling: usize,
+    /// Set when the client stops the server ([`State::begin_shutdown`]): its end is no crash, and
+    /// its diagnostics are kept.
+    stopping: bool,
     /// Set when the server was found hung by a caller queueing for it (its input backed up): its
     /// writer is stuck writing to it, so whoever holds the state kills it ([`State::take_hung`]).
     hung: bool,
@@ -264,6 +272,8 @@ impl State {
             pid: None,
             reaping: false,
             reaped: false,
+            telling: 1,
+            stopping: false,
             hung: false,
             exited_at: None,
             effects: Vec::new(),
@@ -281,6 +291,10 @@ impl State {
 
     pub fn is_running(&self) -> bool {
         self.phase == Phase::Running
+    }
+
+    fn has_exited(&self) -> bool {
+        matches!(self.phase, Phase::Exited(_))
     }
 
     pub fn exit(&mut self, reason: impl Into<String>) {
@@ -378,6 +392,7 @@ impl State {
 
     /// Sends `shutdown` (its id, to wait for) unless the server is not running.
     pub fn begin_shutdown(&mut self) -> Option<i64> {
+        self.stopping = true;
         self.early.clear();
         match self.phase {
             Phase::Running => Some(self.request("shutdown", Value::Null)),
@@ -556,6 +571,28 @@ impl State {
         }
     }
 
+    /// The server is gone (crashed, hung or misbehaving, not stopped by the client): forgets the
+    /// diagnostics of every file, and answers a change with an empty list for each file that had
+    /// some, as a publish of one would give, to be told to `on_change`. Once: nothing is kept
+    /// after the server's end (see [`State::store`]). A server stopped by the client keeps its
+    /// diagnostics: nothing is told.
+    pub fn gone(&mut self) -> Vec<Effect> {
+        if self.stopping || !self.has_exited() {
+            return Vec::new();
+        }
+        self.total = 0;
+        self.diags
+            .drain()
+            .filter(|(_, stored)| !stored.items.is_empty())
+            .map(|(path, _)| {
+                Effect::Changed(FileDiagnostics {
+                    uri: file_uri(&path),
+                    diagnostics: Vec::new(),
+                })
+            })
+            .collect()
+    }
+
     /// Whether diagnostics for `version` of `path` are for the document as it is open now: a
     /// version belongs to one document's life (the counter is shared and never goes back), so
     /// one for a file not open, or below the version it was opened with, is for a text the server
@@ -636,7 +673,8 @@ impl State {
     ) -> Result<Pulled, String> {
         let report: rpc::PullReport = serde_json::from_str(answer.get())
             .map_err(|e| format!("unreadable diagnostic report: {e}"))?;
-        let current = self.of_open_document(path, version);
+        // Not kept either once the server is gone: its diagnostics were forgotten (`gone`).
+        let current = self.of_open_document(path, version) && !self.has_exited();
         match report.kind.as_deref() {
             Some("full") if !current => Ok(Pulled::Passed(Some(self.converted(report.items)))),
             Some("full") => Ok(Pulled::Kept(self.store(
@@ -673,7 +711,8 @@ impl State {
 
     /// Keeps `items` as the diagnostics of `path`, within the bounds; the change, if any, to report.
     /// Those for a version of a document since closed are passed over: they would bring back what
-    /// its closing forgot.
+    /// its closing forgot; so are all once the server is gone (read after its end was seen): they
+    /// would bring back what [`State::gone`] forgot.
     fn store(
         &mut self,
         path: &str,
@@ -681,7 +720,7 @@ impl State {
         items: Vec<rpc::WireDiagnostic>,
         result_id: Option<String>,
     ) -> Option<FileDiagnostics> {
-        if version.is_some_and(|v| !self.of_open_document(path, v)) {
+        if self.has_exited() || version.is_some_and(|v| !self.of_open_document(path, v)) {
             return None;
         }
         self.seq += 1;

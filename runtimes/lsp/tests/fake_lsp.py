@@ -151,6 +151,8 @@ def main():
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(text)}})
             elif not pull:
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": diagnostics(text)}})
+            if MODE == "crash-after-publish" and "crash" in text:
+                os._exit(4)
         elif method == "textDocument/didSave":
             note("saved", "%d" % len(params.get("text", "")))
         elif method == "textDocument/diagnostic":

@@ -436,6 +436,50 @@ fn crash_later_is_noticed_at_once_and_restarted() {
     restarted_once(&fx);
 }
 
+/// A server that crashes takes its diagnostics with it, and `on_change` is told so, once per
+/// file it had diagnostics for, with an empty list: they vanished from `known` when the server
+/// was replaced, without a word, and the program kept telling claude of them. A file whose
+/// diagnostics were already empty is not told again, and a server stopped by shutdown keeps its
+/// diagnostics without a word either.
+#[test]
+fn a_crashed_servers_diagnostics_are_told_gone() {
+    let fx = fake("crash-after-publish", |_| {});
+    let wait = Duration::from_secs(5);
+    let told = |name: &str| -> Vec<usize> {
+        let uri = claude_ide_bridge::file_uri(fx.file(name).to_str().unwrap());
+        let changes = fx.changes.lock().unwrap();
+        changes
+            .iter()
+            .filter(|c| c.uri == uri)
+            .map(|c| c.diagnostics.len())
+            .collect()
+    };
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    assert!(fx.diagnostics("b.fake", "fine", wait, wait).is_empty());
+    // Published ([1]), then the server exits: the answer may come before or after the crash.
+    fx.diagnostics("c.fake", "error\ncrash", wait, wait);
+    wait_for("the crash to be told", Duration::from_secs(5), || {
+        told("a.fake") == [1, 0] && told("c.fake") == [1, 0]
+    });
+    assert!(fx.lsp.known().is_empty(), "{:?}", fx.lsp.known());
+    assert!(told("b.fake").is_empty());
+    // Its replacement, once the backoff (200 ms) has passed, reports anew; told once per crash.
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    assert_eq!(fx.starts().len(), 2, "{:?}", fx.starts());
+    assert_eq!(told("a.fake"), [1, 0, 1]);
+    assert_eq!(told("c.fake"), [1, 0]);
+    fx.shutdown_leaves_nothing();
+    assert_eq!(told("a.fake"), [1, 0, 1], "told nothing at shutdown");
+    assert_eq!(fx.lsp.known().len(), 1, "kept at shutdown");
+}
+
 /// Once its backoff (200 ms) passed, the crashed fake server is started again by the next
 /// question; the other is unharmed, and shutting down leaves nothing.
 fn restarted_once(fx: &Fx) {

@@ -228,6 +228,40 @@ fn a_closed_documents_diagnostics_are_forgotten_for_good() {
     assert_eq!(s.known("/w/b.py").len(), 1);
 }
 
+/// A server gone on its own (crashed, hung, misbehaving) forgets every file's diagnostics, with
+/// an empty list to tell for each file that had some, once, and keeps none read after its end; one
+/// stopped by the client keeps them, and nothing is told.
+#[test]
+fn a_gone_servers_diagnostics_are_forgotten_and_told_once() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    s.sync("/w/a.py", "python", "one");
+    s.sync("/w/b.py", "python", "two");
+    publish(&mut s, "/w/a.py", Some(1), 2);
+    publish(&mut s, "/w/b.py", Some(2), 0);
+    assert!(s.gone().is_empty(), "still running");
+    assert_eq!(s.known("/w/a.py").len(), 2);
+    s.exit("exited");
+    let told = s.gone();
+    assert!(
+        matches!(&told[..], [Effect::Changed(c)] if c.uri == "file:///w/a.py" && c.diagnostics.is_empty()),
+        "{told:?}"
+    );
+    assert!(s.all_known().is_empty());
+    assert!(s.gone().is_empty(), "told once");
+    assert!(publish(&mut s, "/w/a.py", Some(1), 1).is_empty());
+    assert!(publish(&mut s, "/w/c.py", None, 1).is_empty());
+    assert!(s.all_known().is_empty());
+    s.check_bounds();
+
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    s.sync("/w/a.py", "python", "one");
+    publish(&mut s, "/w/a.py", Some(1), 2);
+    s.begin_shutdown();
+    s.exit("stopped");
+    assert!(s.gone().is_empty());
+    assert_eq!(s.known("/w/a.py").len(), 2);
+}
+
 #[test]
 fn early_syncs_wait_for_initialize_and_requests_are_answered() {
     let mut s = State::new(LspLimits::default(), vec![]);
