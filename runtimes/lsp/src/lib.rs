@@ -307,7 +307,8 @@ impl Lsp {
     /// language starts its server and may wait up to [`LspConfig::start_wait`] for it, then up to
     /// [`LspConfig::diagnostics_wait`] for the diagnostics. A file of no known language, or whose server is
     /// missing or down, gets what is known (usually nothing) at once; so does a text longer than half of
-    /// [`LspLimits::max_outbox_bytes`], which is not sent (the log says so).
+    /// [`LspLimits::max_outbox_bytes`], which is not sent (the log says so), without starting or
+    /// waiting for a server.
     pub fn diagnostics(&self, path: &Path, text: &str, deadline: Instant) -> Vec<Diagnostic> {
         self.check(path, text, deadline).diagnostics
     }
@@ -318,6 +319,9 @@ impl Lsp {
         let Some((language, key)) = self.file(path) else {
             return Checked::stale(Vec::new());
         };
+        if let Some(known) = self.refuse(language, &key, text) {
+            return Checked::stale(known);
+        }
         let Some(server) = self.inner.server_for(language) else {
             return Checked::stale(self.known_for(&key));
         };
@@ -340,11 +344,14 @@ impl Lsp {
     /// Hands `text` of `path` to its server now, without waiting (after an accepted `openDiff` or a
     /// `writeFile`), so that the next [`Lsp::diagnostics`] finds the server already at work. Starts the
     /// server if needed; the text is sent once it is initialized (not at all when it is too long, see
-    /// [`LspLimits::max_outbox_bytes`]).
+    /// [`LspLimits::max_outbox_bytes`]: then no server is started).
     pub fn sync(&self, path: &Path, text: &str) {
         let Some((language, key)) = self.file(path) else {
             return;
         };
+        if self.refuse(language, &key, text).is_some() {
+            return;
+        }
         if let Some(server) = self.inner.server_for(language) {
             server.sync(&key, language, text);
         }
@@ -377,7 +384,7 @@ impl Lsp {
     /// Formats `text` of `path` with its server's `textDocument/formatting` (options: `tabSize` from the
     /// config, `insertSpaces: true`) and returns the formatted text. `Ok(None)` when it cannot be formatted
     /// this way: no language, no server, a server without formatting, or a text too long to send
-    /// ([`LspLimits::max_outbox_bytes`]).
+    /// ([`LspLimits::max_outbox_bytes`]; answered at once, without starting or waiting for a server).
     pub fn format(
         &self,
         path: &Path,
@@ -387,6 +394,9 @@ impl Lsp {
         let Some((language, key)) = self.file(path) else {
             return Ok(None);
         };
+        if self.refuse(language, &key, text).is_some() {
+            return Ok(None);
+        }
         let Some(server) = self.inner.server_for(language) else {
             return Ok(None);
         };
@@ -485,6 +495,25 @@ impl Lsp {
         self.inner.shutdown(grace);
     }
 
+    /// Refuses a text too long to send ([`LspLimits::max_outbox_bytes`]) before any server is
+    /// started or waited for: the log says so, and the server of the language, if one was started,
+    /// closes the file's older text (forgetting what it said about it). `None` when the text may
+    /// be sent; else the file's diagnostics still known.
+    fn refuse(&self, language: &str, key: &str, text: &str) -> Option<Vec<Diagnostic>> {
+        let line = state::too_long(&self.inner.config.limits, key, text)?;
+        match self.inner.current_server(language) {
+            Some(server) => {
+                // Refused there too, said in that server's log.
+                server.sync(key, language, text);
+                Some(server.known(key))
+            }
+            None => {
+                self.inner.log.line(&line);
+                Some(self.known_for(key))
+            }
+        }
+    }
+
     /// The language of `path` and the key the servers know it by (its path as a string).
     fn file<'a>(&'a self, path: &Path) -> Option<(&'a str, String)> {
         let language = self.language_for(path)?;
@@ -512,6 +541,17 @@ impl Inner {
                     .then(|| deadline.max(Instant::now() + self.config.diagnostics_wait))
             }
         }
+    }
+
+    /// The server last started for `language`, whatever its phase, without starting one; `None`
+    /// once the client is shut down.
+    fn current_server(&self, language: &str) -> Option<Arc<Server>> {
+        if self.shut.load(Ordering::SeqCst) {
+            return None;
+        }
+        let servers = self.servers();
+        let command = servers.by_language.get(language)?.as_ref()?;
+        servers.slots.get(command)?.server.clone()
     }
 
     /// The server of `language`: the running one, or a new one when none has started yet or the last one

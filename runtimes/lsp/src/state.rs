@@ -412,20 +412,15 @@ impl State {
     /// the server will not have it: it is gone, or the text is too long to send (then the log says
     /// so, and the file is closed in the server: what it said about an older text is forgotten).
     pub fn sync(&mut self, path: &str, language: &str, text: &str) -> bool {
-        if matches!(self.phase, Phase::Exited(_)) {
+        if let Some(line) = too_long(&self.limits, path, text) {
+            if !self.has_exited() {
+                self.early.retain(|(p, _, _)| p != path);
+                self.close(path);
+            }
+            self.effects.push(Effect::Log(line));
             return false;
         }
-        // The messages of a sync hold its text once, about its length against the outbox's bound
-        // (a text past the whole bound would pass for a server that does not read); past half of
-        // it the text is not sent, leaving room for what comes with it.
-        if text.len() > self.limits.max_outbox_bytes / 2 {
-            self.early.retain(|(p, _, _)| p != path);
-            self.close(path);
-            self.effects.push(Effect::Log(format!(
-                "{path} not sent to the server: {} bytes, past half of the {} bytes that may wait for it (max_outbox_bytes)",
-                text.len(),
-                self.limits.max_outbox_bytes
-            )));
+        if self.has_exited() {
             return false;
         }
         if self.phase == Phase::Starting {
@@ -901,6 +896,20 @@ impl State {
             self.caps.save = has(SAVE).then_some(false);
         }
     }
+}
+
+/// The log line for a text too long to send to a server, `None` when it may be sent. The
+/// messages of a sync hold its text once, about its length against the outbox's bound (a text past
+/// the whole bound would pass for a server that does not read); past half of it the text is not
+/// sent, leaving room for what comes with it.
+pub(crate) fn too_long(limits: &LspLimits, path: &str, text: &str) -> Option<String> {
+    (text.len() > limits.max_outbox_bytes / 2).then(|| {
+        format!(
+            "{path} not sent to the server: {} bytes, past half of the {} bytes that may wait for it (max_outbox_bytes)",
+            text.len(),
+            limits.max_outbox_bytes
+        )
+    })
 }
 
 fn text_hash(text: &str) -> u64 {

@@ -80,6 +80,8 @@ def main():
             note("initialize", json.dumps(params))
             if MODE == "hang-init":
                 continue
+            if MODE == "slow-init":
+                time.sleep(3)
             if MODE == "deaf-init":
                 # Requests whose answers fill the pipe to it, and never a read again.
                 for i in range(2000):

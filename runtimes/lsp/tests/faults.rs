@@ -804,6 +804,46 @@ fn one_large_sync_is_not_taken_for_a_hung_server() {
     fx.shutdown_leaves_nothing();
 }
 
+/// A text too long to send (past half of `max_outbox_bytes`) is refused at once, as documented:
+/// it starts no server and does not wait for one that is starting. It was refused only after its
+/// server was started and had answered `initialize` (3 s for this one).
+#[test]
+fn a_text_too_long_to_send_answers_without_waiting_for_a_start() {
+    let fx = fake("slow-init", |c| {
+        c.limits.max_outbox_bytes = 1000;
+        c.limits.initialize_timeout = Duration::from_secs(20);
+    });
+    let long = "error\n".repeat(100);
+    let file = fx.file("a.fake");
+    let later = || Instant::now() + Duration::from_secs(10);
+    let t = Instant::now();
+    assert!(fx.lsp.diagnostics(&file, &long, later()).is_empty());
+    assert_eq!(fx.lsp.format(&file, &long, later()), Ok(None));
+    fx.lsp.sync(&file, &long);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(fx.lsp.status().is_empty(), "{:?}", fx.lsp.status());
+    // A server starting (it answers initialize 3 s after): not waited for either.
+    assert!(fx.lsp.start("fake"));
+    let t = Instant::now();
+    assert!(fx.lsp.diagnostics(&file, &long, later()).is_empty());
+    assert_eq!(fx.lsp.format(&file, &long, later()), Ok(None));
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(fx.state_of("fake"), ServerState::Starting);
+    // A text that fits waits for the start and is answered.
+    let wait = Duration::from_secs(10);
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    let said = fx
+        .log_text()
+        .matches("a.fake not sent to the server: 600 bytes")
+        .count();
+    assert_eq!(said, 5, "{}", fx.log_text());
+    assert_eq!(fx.starts().len(), 1);
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn stderr_goes_to_the_log_within_its_budget() {
     let fx = fake("stderr-flood", |c| c.limits.max_log_bytes = 100_000);
