@@ -145,13 +145,36 @@ pub enum Frame {
 /// How much of a text is escaped at a time while it is written (at most six times as many bytes).
 const TEXT_CHUNK: usize = 64 * 1024;
 
+/// A file's text as the messages of one sync carry it: shared, and with its length escaped as
+/// JSON counted once (a walk over the whole text) for all of them.
+#[derive(Debug, Clone)]
+pub struct SyncText {
+    text: Arc<str>,
+    escaped_len: usize,
+}
+
+impl SyncText {
+    /// `text`, shared, with its escaped length counted.
+    pub fn new(text: &str) -> SyncText {
+        SyncText {
+            escaped_len: escaped_len(text),
+            text: Arc::from(text),
+        }
+    }
+
+    /// Its length in bytes (as held, not escaped).
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+}
+
 impl Frame {
     /// A notification whose params end with a text member: `params_head` is the params' JSON
     /// before the text's value, `params_tail` what follows it.
     pub fn text_notification(
         method: &str,
         params_head: &str,
-        text: Arc<str>,
+        text: &SyncText,
         params_tail: &str,
     ) -> Frame {
         let head = format!(
@@ -159,11 +182,11 @@ impl Frame {
             Value::from(method)
         );
         let tail = format!(r#""{params_tail}}}"#);
-        let mut framed = codec::header(head.len() + escaped_len(&text) + tail.len());
+        let mut framed = codec::header(head.len() + text.escaped_len + tail.len());
         framed.extend_from_slice(head.as_bytes());
         Frame::Text {
             head: framed,
-            text,
+            text: text.text.clone(),
             tail: tail.into_bytes(),
         }
     }
@@ -368,7 +391,7 @@ mod tests {
         let frame = Frame::text_notification(
             "textDocument/didSave",
             r#"{"textDocument":{"uri":"file:///w/a.py"},"text":"#,
-            Arc::from(text.as_str()),
+            &SyncText::new(&text),
             "}",
         );
         let bytes = frame.start(usize::MAX);

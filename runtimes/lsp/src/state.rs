@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge::{file_uri, uri_to_path};
@@ -17,7 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::codec;
-use crate::rpc::{self, Frame, Incoming, Registration, ResponseError};
+use crate::rpc::{self, Frame, Incoming, Registration, ResponseError, SyncText};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
@@ -318,11 +317,11 @@ impl State {
         &mut self,
         method: &str,
         head: &str,
-        text: &Arc<str>,
+        text: &SyncText,
         tail: &str,
         count_text: bool,
     ) {
-        let frame = Frame::text_notification(method, head, text.clone(), tail);
+        let frame = Frame::text_notification(method, head, text, tail);
         let held = frame.held() + if count_text { text.len() } else { 0 };
         self.push_frame(frame, held);
     }
@@ -465,7 +464,8 @@ impl State {
             doc.synced_seq = seq;
             let language = doc.language.clone();
             self.versions = version;
-            let text: Arc<str> = Arc::from(text);
+            // Its escaped length counted once for the messages of this sync.
+            let text = SyncText::new(text);
             if change {
                 let head = format!(
                     r#"{{"textDocument":{{"uri":{},"version":{version}}},"contentChanges":[{{"text":"#,
@@ -511,12 +511,12 @@ impl State {
             );
             self.versions = version;
             // No didSave after didOpen: every server checks an opened file already (clangd would build twice).
-            self.open(&uri, language, version, &Arc::from(text));
+            self.open(&uri, language, version, &SyncText::new(text));
         }
         true
     }
 
-    fn open(&mut self, uri: &str, language: &str, version: i32, text: &Arc<str>) {
+    fn open(&mut self, uri: &str, language: &str, version: i32, text: &SyncText) {
         let head = format!(
             r#"{{"textDocument":{{"uri":{},"languageId":{},"version":{version},"text":"#,
             Value::from(uri),
