@@ -48,9 +48,18 @@ pub struct LspLimits {
     /// Documents kept open in a server; the least recently used is closed beyond it, and the
     /// diagnostics held for it are forgotten (`on_change` is told it has none).
     pub max_open_files: usize,
-    /// Bytes waiting to be written to a server past which it is taken as hung (it does not read
-    /// its input) and stopped. A synced text counts once, at its length, whatever JSON makes of
-    /// it; a text longer than half of this is not sent (the log says so).
+    /// The bytes queued for a server and not yet taken by its writer: a message that would bring
+    /// the count past this has the server taken as hung (it does not read its input) and stopped.
+    /// Counted: each message as framed (header and JSON), except a file's text, shared by the
+    /// messages of one sync (`didOpen`, or `didChange` and a `didSave` with the text), which
+    /// counts once, at its length in UTF-8 bytes. The bytes written are more: each message that
+    /// carries the text carries it escaped as JSON (a control character, one byte, takes six:
+    /// `\u0001`), up to about 12 times its count when two do. What it bounds is memory: the queue
+    /// holds about this much (a text once, escaped only as it is written, 64 KiB of it at a
+    /// time), besides the messages the writer took and is writing (at most as much again). A text
+    /// longer than half of this is not sent: the log says so, and the call answers at once,
+    /// without starting or waiting for a server. Texts synced before a server is initialized are
+    /// held apart, within a quarter of this (the newest always kept).
     pub max_outbox_bytes: usize,
     /// Bytes of a server's stderr and log messages written to the log over the run, its restarts
     /// included (the line saying why a process ended is always written). A quarter of the
