@@ -1329,15 +1329,7 @@ fn vim_repeated_saves_after_a_conflict_ask_nothing() {
     set_mtime(&b, std::time::SystemTime::now() + Duration::from_secs(5));
     for attempt in 1..=3 {
         let saved = json_of(&call(&mut c, "saveDocument", json!({"filePath": b_s})));
-        assert_eq!(saved["saved"], false, "attempt {attempt}: {saved}");
-        assert_eq!(saved["success"], false, "attempt {attempt}: {saved}");
-        assert!(
-            saved["message"]
-                .as_str()
-                .unwrap()
-                .contains("changed on disk"),
-            "attempt {attempt}: {saved}"
-        );
+        refused_as_changed_on_disk(&saved, attempt);
         assert_eq!(fs::read_to_string(&b).unwrap(), "theirs\n");
         assert_eq!(vim.eval("[mode(), &modified]"), json!(["n", 1]));
     }
@@ -1374,6 +1366,17 @@ fn vim_repeated_saves_after_a_conflict_ask_nothing() {
     assert_eq!(fs::read_to_string(&b).unwrap(), "again\n");
     assert_eq!(vim.eval("[mode(), &modified]"), json!(["n", 1]));
     vim.ex("qa!");
+}
+
+/// A `saveDocument` answer refusing the save because the file changed on disk.
+fn refused_as_changed_on_disk(saved: &Value, attempt: u32) {
+    assert_eq!(saved["saved"], false, "attempt {attempt}: {saved}");
+    assert_eq!(saved["success"], false, "attempt {attempt}: {saved}");
+    let message = saved["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("changed on disk"),
+        "attempt {attempt}: {saved}"
+    );
 }
 
 /// saveDocument for `path`, failing as soon as Vim asks anything meanwhile (its "Do you really
@@ -1421,28 +1424,25 @@ fn vim_a_save_after_keeping_a_changed_file_asks_nothing() {
         }
     };
     let later = |s: u64| std::time::SystemTime::now() + Duration::from_secs(s);
+    // The file becomes `text` on disk (`secs` later), Vim asks W11, the user answers `key`, then
+    // edits the buffer, whose first line was `line`.
+    let answer_then_edit = |vim: &mut Vim, text: &str, secs: u64, key: &str, line: &str| {
+        fs::write(&b, text).unwrap();
+        set_mtime(&b, later(secs));
+        vim.ex("checktime");
+        w11(&*vim);
+        vim.keys(&[key]);
+        vim.wait_eval("[mode(), &modified, getline(1)]", |v| {
+            v == &json!(["n", 0, line])
+        });
+        vim.keys(&["A", "!", "Escape"]);
+        vim.wait_eval("&modified", |v| v == 1);
+    };
 
-    fs::write(&b, "theirs\n").unwrap();
-    set_mtime(&b, later(5));
-    vim.ex("checktime");
-    w11(&vim);
-    vim.keys(&["o"]);
-    vim.wait_eval("[mode(), &modified, getline(1)]", |v| {
-        v == &json!(["n", 0, "bee"])
-    });
-    vim.keys(&["A", "!", "Escape"]);
-    vim.wait_eval("&modified", |v| v == 1);
+    answer_then_edit(&mut vim, "theirs\n", 5, "o", "bee");
     for attempt in 1..=2 {
         let saved = save_asking_nothing(&vim, &mut c, &b);
-        assert_eq!(saved["saved"], false, "attempt {attempt}: {saved}");
-        assert_eq!(saved["success"], false, "attempt {attempt}: {saved}");
-        assert!(
-            saved["message"]
-                .as_str()
-                .unwrap()
-                .contains("changed on disk"),
-            "attempt {attempt}: {saved}"
-        );
+        refused_as_changed_on_disk(&saved, attempt);
         assert_eq!(fs::read_to_string(&b).unwrap(), "theirs\n");
         assert_eq!(
             vim.eval("[mode(), &modified, getline(1)]"),
@@ -1453,16 +1453,7 @@ fn vim_a_save_after_keeping_a_changed_file_asks_nothing() {
     // The user takes the file's version; it changes again and the user loads it (L): saved.
     vim.ex("edit!");
     vim.wait_eval("[&modified, getline(1)]", |v| v == &json!([0, "theirs"]));
-    fs::write(&b, "again\n").unwrap();
-    set_mtime(&b, later(10));
-    vim.ex("checktime");
-    w11(&vim);
-    vim.keys(&["l"]);
-    vim.wait_eval("[mode(), &modified, getline(1)]", |v| {
-        v == &json!(["n", 0, "again"])
-    });
-    vim.keys(&["A", "!", "Escape"]);
-    vim.wait_eval("&modified", |v| v == 1);
+    answer_then_edit(&mut vim, "again\n", 10, "l", "again");
     let saved = save_asking_nothing(&vim, &mut c, &b);
     assert_eq!(saved["saved"], true, "{saved}");
     assert_eq!(fs::read_to_string(&b).unwrap(), "again!\n");

@@ -89,6 +89,17 @@ impl Fx {
         got.into_iter().map(|d| d.message).collect()
     }
 
+    /// How many diagnostics `on_change` was told of for file `name`, each time, in order.
+    fn told(&self, name: &str) -> Vec<usize> {
+        let uri = claude_ide_bridge::file_uri(self.file(name).to_str().unwrap());
+        let changes = self.changes.lock().unwrap();
+        changes
+            .iter()
+            .filter(|c| c.uri == uri)
+            .map(|c| c.diagnostics.len())
+            .collect()
+    }
+
     fn state_of(&self, language: &str) -> ServerState {
         self.lsp
             .status()
@@ -254,15 +265,7 @@ fn well_behaved_server_answers_fresh_and_gets_answers_to_its_requests() {
 fn a_file_closed_to_make_room_is_told_it_has_no_diagnostics() {
     let fx = fake("good", |c| c.limits.max_open_files = 1);
     let wait = Duration::from_secs(5);
-    let a = claude_ide_bridge::file_uri(fx.file("a.fake").to_str().unwrap());
-    let told = || -> Vec<usize> {
-        let changes = fx.changes.lock().unwrap();
-        changes
-            .iter()
-            .filter(|c| c.uri == a)
-            .map(|c| c.diagnostics.len())
-            .collect()
-    };
+    let told = || fx.told("a.fake");
     assert_eq!(
         fx.diagnostics("a.fake", "error", wait, wait),
         ["bad line 0"]
@@ -445,15 +448,7 @@ fn crash_later_is_noticed_at_once_and_restarted() {
 fn a_crashed_servers_diagnostics_are_told_gone() {
     let fx = fake("crash-after-publish", |_| {});
     let wait = Duration::from_secs(5);
-    let told = |name: &str| -> Vec<usize> {
-        let uri = claude_ide_bridge::file_uri(fx.file(name).to_str().unwrap());
-        let changes = fx.changes.lock().unwrap();
-        changes
-            .iter()
-            .filter(|c| c.uri == uri)
-            .map(|c| c.diagnostics.len())
-            .collect()
-    };
+    let told = |name: &str| fx.told(name);
     assert_eq!(
         fx.diagnostics("a.fake", "error", wait, wait),
         ["bad line 0"]

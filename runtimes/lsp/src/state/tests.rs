@@ -168,13 +168,18 @@ fn open_documents_are_bounded() {
     assert_eq!(closed, ["file:///w/0.py", "file:///w/1.py"]);
 }
 
-#[test]
-fn a_reopened_document_is_not_fresh_from_before_it_was_closed() {
+/// A running server with `caps` that has at most one document open.
+fn one_open_file(caps: Value) -> State {
     let limits = LspLimits {
         max_open_files: 1,
         ..LspLimits::default()
     };
-    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    running(caps, limits)
+}
+
+#[test]
+fn a_reopened_document_is_not_fresh_from_before_it_was_closed() {
+    let mut s = one_open_file(json!({"textDocumentSync": 1}));
     s.sync("/w/a.py", "python", "one");
     publish(&mut s, "/w/a.py", Some(1), 2);
     assert!(s.fresh("/w/a.py"));
@@ -198,11 +203,7 @@ fn a_reopened_document_is_not_fresh_from_before_it_was_closed() {
 /// again. Before, they were kept (and the late publish taken) for the closed file.
 #[test]
 fn a_closed_documents_diagnostics_are_forgotten_for_good() {
-    let limits = LspLimits {
-        max_open_files: 1,
-        ..LspLimits::default()
-    };
-    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    let mut s = one_open_file(json!({"textDocumentSync": 1}));
     s.sync("/w/a.py", "python", "one");
     publish(&mut s, "/w/a.py", Some(1), 2);
     assert_eq!(s.known("/w/a.py").len(), 2);
@@ -418,13 +419,8 @@ fn pull_answers_are_stored_for_their_version() {
 /// is still the answer for the text it asked about; an "unchanged" one then says nothing.
 #[test]
 fn a_pull_answered_after_its_document_closed_is_passed_on_not_kept() {
-    let limits = LspLimits {
-        max_open_files: 1,
-        ..LspLimits::default()
-    };
-    let mut s = running(
+    let mut s = one_open_file(
         json!({"textDocumentSync": 1, "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false}}),
-        limits,
     );
     s.sync("/w/a.py", "python", "x");
     let version = s.version("/w/a.py").unwrap();
