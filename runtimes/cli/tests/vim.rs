@@ -1407,7 +1407,7 @@ fn save_asking_nothing(vim: &Vim, c: &mut Client, path: &Path) -> Value {
 /// at, so once the user edits the buffer, a save claude asks for is a conflict: refused, the
 /// user's edit and the file kept, and nothing asked (Vim asked "Do you really want to write to
 /// it" before: the plugin kept only what it found of buffers with unsaved changes). Answered
-/// Load, or when only the file's time changed, saves work.
+/// Load, or when only the file's time or its mode changed, saves work.
 #[test]
 fn vim_a_save_after_keeping_a_changed_file_asks_nothing() {
     if tools_missing() {
@@ -1467,6 +1467,24 @@ fn vim_a_save_after_keeping_a_changed_file_asks_nothing() {
     let saved = save_asking_nothing(&vim, &mut c, &b);
     assert_eq!(saved["saved"], true, "{saved}");
     assert_eq!(fs::read_to_string(&b).unwrap(), "again!?\n");
+
+    // Only its mode changes (`chmod`): Vim asks W16 and the user answers OK. A write would not
+    // ask (the file's time is the one read), so the save goes through.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&b, fs::Permissions::from_mode(0o755)).unwrap();
+    vim.ex("checktime");
+    let give_up = Instant::now() + WAIT;
+    while !vim.screen().contains("W16") {
+        assert!(Instant::now() < give_up, "no W16 question; {}", vim.diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    vim.keys(&["o"]);
+    vim.wait_eval("[mode(), &modified]", |v| v == &json!(["n", 0]));
+    vim.keys(&["A", "#", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
+    let saved = save_asking_nothing(&vim, &mut c, &b);
+    assert_eq!(saved["saved"], true, "{saved}");
+    assert_eq!(fs::read_to_string(&b).unwrap(), "again!?#\n");
     let m = vim.eval("execute('messages')");
     assert_eq!(
         m.as_str().unwrap().matches("changed on disk while").count(),

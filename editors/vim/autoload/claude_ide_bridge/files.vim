@@ -91,10 +91,10 @@ enddef
 
 # The same when Vim's own check (on focus, after a shell command, :checktime) found the file
 # changed and the buffer was kept (the user chose OK to W11, W12 or W16): Vim takes the new time
-# as seen there too, whether or not the buffer had unsaved changes yet (a W16 for a mode change
-# alone is kept as well, though writing would not ask). Not when the buffer was read again (Load,
-# 'autoread': BufReadPost comes first) or only the file's time changed (Vim then takes it as the
-# time the file was read at).
+# as seen there too, whether or not the buffer had unsaved changes yet. Not when the buffer was
+# read again (Load, 'autoread': BufReadPost comes first), nor when only the file's time changed
+# (Vim then takes it as the time the file was read at) or only its mode (W16 for a `chmod`: the
+# file's time is the one read, and a write does not ask).
 export def WatchDisk()
   augroup claude_ide_bridge_disk
     autocmd!
@@ -123,7 +123,7 @@ def Kept(b: number)
   if empty(timer_info(clearing))
     just_read = []
   endif
-  if index(just_read, b) < 0 && v:fcs_reason !=# 'time'
+  if index(just_read, b) < 0 && index(['time', 'mode'], v:fcs_reason) < 0
     KeepChanged(b)
   endif
 enddef
