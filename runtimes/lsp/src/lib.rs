@@ -260,7 +260,8 @@ impl Lsp {
     /// the client forgets is told with an empty list, as if its server had published one: when it is
     /// closed in its server to make room for another ([`LspLimits::max_open_files`]; from the thread
     /// handing that one over: [`Lsp::diagnostics`], [`Lsp::sync`], [`Lsp::format`]), when they
-    /// are dropped to keep within the bounds on what is held, and when their server is gone
+    /// are dropped to keep within the bounds on what is held, when a text of it too long to send is
+    /// refused (its older text is closed in its server), and when their server is gone
     /// (crashed, found hung and killed, or stopped for misbehaving): once for each file it had
     /// diagnostics for, from the thread that reaps it, after the changes it reported before and
     /// before a server is started in its place. A server stopped by [`Lsp::shutdown`] (or the

@@ -57,7 +57,8 @@ pub struct LspLimits {
     /// `\u0001`), up to about 12 times its count when two do. What it bounds is memory: the queue
     /// holds about this much (a text once, escaped only as it is written, 64 KiB of it at a
     /// time), besides the messages the writer took and is writing (at most as much again). A text
-    /// longer than half of this is not sent: the log says so, and the call answers at once,
+    /// longer than half of this is not sent: the log says so (a server already running closes the
+    /// file's older text and forgets its diagnostics), and the call answers at once,
     /// without starting or waiting for a server. Texts synced before a server is initialized are
     /// held apart, within a quarter of this (the newest always kept).
     pub max_outbox_bytes: usize,

@@ -3,7 +3,7 @@
 //! Editor → bridge: [`Host::on_stdio_line`] reads a line's `type` and hands it to the handler
 //! of that name below (`selection_changed`, `at_mentioned`, `diagnostics`, `open_editors`,
 //! `respond`, `diff_decision`, `status`), each next to the shape it reads. A line the bridge
-//! cannot use is answered with an `error` line. Bridge → editor: `ready`, `connected`,
+//! cannot use is answered with an `error` line, and so is a `diff_decision` it could not give. Bridge → editor: `ready`, `connected`,
 //! `initialized`, `disconnected`, `tab_closed` (sent where those events are handled), and here
 //! `tool_call` (a call forwarded to the editor), `cancelled`, `status` and `error`.
 
@@ -718,7 +718,7 @@ impl Host {
             self.accept(f.call, &diff, contents, Some(m.id));
             Ok(())
         } else {
-            // (Cancelled meanwhile: its `cancelled` line may still be on its way.)
+            // (Withdrawn meanwhile, its id already taken off here: no `cancelled` line comes.)
             self.reject(f.call, &diff)
                 .map_err(|e| format!("id {}: it came too late: {e}", m.id))
         }
