@@ -35,6 +35,7 @@
 pub mod codec;
 #[doc(hidden)]
 pub mod fuzzing;
+mod limits;
 mod log;
 mod rpc;
 mod server;
@@ -50,8 +51,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use claude_ide_bridge::{Diagnostic, FileDiagnostics};
+pub use limits::LspLimits;
 pub use log::LspLog;
-pub use state::LspLimits;
 pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable};
 
 use server::{OnChange, RequestError, Server};

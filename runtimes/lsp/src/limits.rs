@@ -1,0 +1,70 @@
+//! [`LspLimits`]: what a language server may cost the bridge, with its defaults.
+
+use std::time::Duration;
+
+/// Bounds on what a server may cost the bridge.
+///
+/// ```
+/// use claude_ide_bridge_lsp::LspLimits;
+/// let limits = LspLimits { max_diagnostics_per_file: 50, ..LspLimits::default() };
+/// assert_eq!(limits.max_restarts, 3);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LspLimits {
+    /// The largest message accepted from a server; a larger one stops that server.
+    pub max_message_bytes: usize,
+    /// Diagnostics kept per file (the first ones, in the server's order).
+    pub max_diagnostics_per_file: usize,
+    /// Characters kept of a diagnostic's message.
+    pub max_message_chars: usize,
+    /// Files whose diagnostics are kept, per server.
+    pub max_files: usize,
+    /// Diagnostics kept in all, per server.
+    pub max_total_diagnostics: usize,
+    /// Documents kept open in a server; the least recently used is closed beyond it, and the
+    /// diagnostics held for it are forgotten (`on_change` is told it has none).
+    pub max_open_files: usize,
+    /// The bytes queued for a server and not yet taken by its writer: a message that would bring
+    /// the count past this has the server taken as hung (it does not read its input) and stopped.
+    /// Counted: each message as framed (header and JSON), except a file's text, shared by the
+    /// messages of one sync (`didOpen`, or `didChange` and a `didSave` with the text), which
+    /// counts once, at its length in UTF-8 bytes. The bytes written are more: each message that
+    /// carries the text carries it escaped as JSON (a control character, one byte, takes six:
+    /// `\u0001`), up to about 12 times its count when two do. What it bounds is memory: the queue
+    /// holds about this much (a text once, escaped only as it is written, 64 KiB of it at a
+    /// time), besides the messages the writer took and is writing (at most as much again). A text
+    /// longer than half of this is not sent: the log says so (a server already running closes the
+    /// file's older text and forgets its diagnostics), and the call answers at once,
+    /// without starting or waiting for a server. Texts synced before a server is initialized are
+    /// held apart, within a quarter of this (the newest always kept).
+    pub max_outbox_bytes: usize,
+    /// Bytes of a server's stderr and log messages written to the log over the run, its restarts
+    /// included (the line saying why a process ended is always written). A quarter of the
+    /// program's 32 MiB per run at the default, so that a few noisy servers cannot silence the
+    /// others and the bridge's own notes.
+    pub max_log_bytes: u64,
+    /// How long a server may take to answer `initialize` before it is stopped as hung.
+    pub initialize_timeout: Duration,
+    /// How many times a server that crashed is started again (then it stays down).
+    pub max_restarts: u32,
+    /// The wait before the first restart, doubled for each later one.
+    pub restart_backoff: Duration,
+}
+
+impl Default for LspLimits {
+    fn default() -> LspLimits {
+        LspLimits {
+            max_message_bytes: 8 << 20,
+            max_diagnostics_per_file: 200,
+            max_message_chars: 2000,
+            max_files: 2000,
+            max_total_diagnostics: 20_000,
+            max_open_files: 200,
+            max_outbox_bytes: 64 << 20,
+            max_log_bytes: 8 << 20,
+            initialize_timeout: Duration::from_secs(30),
+            max_restarts: 3,
+            restart_backoff: Duration::from_secs(1),
+        }
+    }
+}
