@@ -511,25 +511,19 @@ impl State {
     }
 
     /// The server is gone (crashed, hung or misbehaving, not stopped by the client): forgets the
-    /// diagnostics of every file, and answers a change with an empty list for each file that had
-    /// some, as a publish of one would give, to be told to `on_change`. Once: nothing is kept
-    /// after the server's end (see [`State::store`]). A server stopped by the client keeps its
-    /// diagnostics: nothing is told.
+    /// diagnostics of every file ([`State::forget`]) and answers what is left to do, among it a
+    /// change with an empty list for each file that had some, to be told to `on_change`. Once:
+    /// nothing is kept after the server's end (see [`State::store`]). A server stopped by the
+    /// client keeps its diagnostics: nothing is told.
     pub fn gone(&mut self) -> Vec<Effect> {
         if self.stopping || !self.has_exited() {
             return Vec::new();
         }
-        self.total = 0;
-        self.diags
-            .drain()
-            .filter(|(_, stored)| !stored.items.is_empty())
-            .map(|(path, _)| {
-                Effect::Changed(FileDiagnostics {
-                    uri: file_uri(&path),
-                    diagnostics: Vec::new(),
-                })
-            })
-            .collect()
+        let paths: Vec<String> = self.diags.keys().cloned().collect();
+        for path in paths {
+            self.forget(&path);
+        }
+        self.take_effects()
     }
 
     /// Whether diagnostics for `version` of `path` are for the document as it is open now: a

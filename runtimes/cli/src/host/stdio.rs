@@ -3,9 +3,10 @@
 //! Editor → bridge: [`Host::on_stdio_line`] reads a line's `type` and hands it to the handler
 //! of that name below (`selection_changed`, `at_mentioned`, `diagnostics`, `open_editors`,
 //! `respond`, `diff_decision`, `status`), each next to the shape it reads. A line the bridge
-//! cannot use is answered with an `error` line, and so is a `diff_decision` it could not give. Bridge → editor: `ready`, `connected`,
-//! `initialized`, `disconnected`, `tab_closed` (sent where those events are handled), and here
-//! `tool_call` (a call forwarded to the editor), `cancelled`, `status` and `error`.
+//! cannot use is answered with an `error` line, and so is a `diff_decision` it could not give.
+//! Bridge → editor: `ready`, `connected`, `initialized`, `disconnected`, `tab_closed` (sent where
+//! those events are handled), and here `tool_call` (a call forwarded to the editor), `cancelled`,
+//! `status` and `error`.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
