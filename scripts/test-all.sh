@@ -19,18 +19,18 @@ step "test dependencies"
 # script (pseudo-terminal for the ask prompt), groff (renders the man page the program prints),
 # zsh and fish (load the completion scripts it prints; bash is there already).
 missing=()
-# clangd is a real language server for the LSP client's tests (runtimes/lsp); npm installs pyright below.
+# clangd is a real language server for the LSP client's tests (program/lsp); npm installs pyright below.
 for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd npm:npm groff:groff-base zsh:zsh fish:fish; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
 done
-# ALE, a real Vim linting plugin: the Vim plugin reports its diagnostics (runtimes/cli/tests/vim.rs).
+# ALE, a real Vim linting plugin: the Vim plugin reports its diagnostics (program/cli/tests/vim.rs).
 [ -e /usr/share/vim-ale/plugin/ale.vim ] || missing+=(vim-ale)
 if [ ${#missing[@]} -gt 0 ]; then
   apt_install "${missing[@]}"
 fi
 # Python `websockets` is a real peer in the runtimes' socket tests.
 python3 -c 'import websockets' 2>/dev/null || pip_install websockets
-# Real language servers for runtimes/lsp's tests (they fail, not skip, without them): pyright and
+# Real language servers for program/lsp's tests (they fail, not skip, without them): pyright and
 # typescript-language-server with the TypeScript it drives from npm (pinned; this
 # typescript-language-server runs on Node 18 and later), ruff from PyPI.
 pyright_version=1.1.414

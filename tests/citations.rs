@@ -185,11 +185,12 @@ fn no_comment_cites_a_document_outside_the_repository() {
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
 }
 
-/// The repository paths a Markdown text names in backticks (`src/...`, `runtimes/...`, ...).
+/// The repository paths a Markdown text names in backticks (`src/...`, `runtimes/...`, `program/...`, ...).
 fn named_paths(text: &str) -> Vec<&str> {
-    const TOP: [&str; 10] = [
+    const TOP: [&str; 11] = [
         "src/",
         "runtimes/",
+        "program/",
         "tests/",
         "text/",
         "docs/",

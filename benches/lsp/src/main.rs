@@ -26,11 +26,7 @@
 //!
 //! Nothing is asserted: figures are printed. Everything stays on 127.0.0.1; every wait is bounded.
 
-// Symlinks to runtimes/testsupport, inside this crate so that it packages.
-#[path = "testsupport/client.rs"]
-mod client;
-#[path = "testsupport/procs.rs"]
-mod procs;
+use claude_ide_bridge_testsupport::{client, procs};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

@@ -2,10 +2,7 @@
 //! (`IdeServer::start_with_handler`) that forwards them to the test, and a handler that answers
 //! calls itself, on the reader thread.
 
-#[path = "../../testsupport/client.rs"]
-mod client;
-#[path = "../../testsupport/scenarios.rs"]
-mod scenarios;
+use claude_ide_bridge_testsupport::{client, scenarios};
 
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -49,7 +46,7 @@ impl Rt for WithHandler {
     }
 }
 
-handler_scenarios!(WithHandler);
+claude_ide_bridge_testsupport::handler_scenarios!(WithHandler);
 
 /// The handler answers every call itself and, re-entering the server through the handle it is
 /// given, sends a notification first: both arrive, in order.

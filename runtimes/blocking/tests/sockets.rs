@@ -1,9 +1,6 @@
 //! The shared scenarios over real loopback sockets, through the blocking runtime.
 
-#[path = "../../testsupport/client.rs"]
-mod client;
-#[path = "../../testsupport/scenarios.rs"]
-mod scenarios;
+use claude_ide_bridge_testsupport::{client, scenarios};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -37,7 +34,7 @@ impl Rt for Blocking {
     }
 }
 
-socket_scenarios!(Blocking);
+claude_ide_bridge_testsupport::socket_scenarios!(Blocking);
 
 #[test]
 fn sigterm_removes_lock() {

@@ -3,10 +3,7 @@
 //! itself on the executor thread (`start_with_handler_on`); one at a time and in order on an
 //! executor run by several threads; and panics in the handler contained.
 
-#[path = "../../testsupport/client.rs"]
-mod client;
-#[path = "../../testsupport/scenarios.rs"]
-mod scenarios;
+use claude_ide_bridge_testsupport::{client, scenarios};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -58,7 +55,7 @@ impl Rt for WithHandler {
     }
 }
 
-handler_scenarios!(WithHandler);
+claude_ide_bridge_testsupport::handler_scenarios!(WithHandler);
 
 /// An executor run by `threads` threads named `name-N`, until the returned sender is dropped.
 fn executor(

@@ -1,9 +1,6 @@
 //! The shared scenarios over real loopback sockets, through the smol runtime.
 
-#[path = "../../testsupport/client.rs"]
-mod client;
-#[path = "../../testsupport/scenarios.rs"]
-mod scenarios;
+use claude_ide_bridge_testsupport::{client, scenarios};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,7 +39,7 @@ impl Rt for Smol {
     }
 }
 
-socket_scenarios!(Smol);
+claude_ide_bridge_testsupport::socket_scenarios!(Smol);
 
 #[test]
 fn sigterm_removes_lock() {

@@ -2,8 +2,7 @@
 //! (PyPI). `scripts/test-all.sh` installs them on a fresh machine; a missing server fails these tests
 //! rather than skipping them.
 
-#[path = "../../testsupport/procs.rs"]
-mod procs;
+use claude_ide_bridge_testsupport::procs;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,5 @@
 //! Processes from Linux `/proc`: a process's descendants and their resident memory, and whether a
-//! process seen earlier is still there. Shared by the program's tests and the diagnostics benchmark
-//! through `#[path]`.
-#![allow(dead_code)]
+//! process seen earlier is still there. Used by the program's tests and the diagnostics benchmark.
 
 use std::fs;
 

@@ -5,8 +5,10 @@
 //!
 //! Its own test binary: the counting allocator counts every allocation of the process.
 
-#[path = "../../testsupport/counting_alloc.rs"]
-mod counting_alloc;
+use claude_ide_bridge_testsupport::counting_alloc;
+
+#[global_allocator]
+static ALLOC: counting_alloc::Counting = counting_alloc::Counting;
 
 use std::fs;
 

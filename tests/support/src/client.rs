@@ -1,6 +1,5 @@
-//! A tiny blocking WebSocket test client on the core's frame codec. Shared by the runtime
-//! crates' tests through `#[path]`.
-#![allow(dead_code)]
+//! A tiny blocking WebSocket test client on the core's frame codec, used by the runtime
+//! crates' and the program's tests.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

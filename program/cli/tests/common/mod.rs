@@ -2,8 +2,7 @@
 //! to it with the test WebSocket client.
 #![allow(dead_code)]
 
-#[path = "../../../testsupport/client.rs"]
-pub mod client;
+pub use claude_ide_bridge_testsupport::client;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -1,12 +1,23 @@
 //! A global allocator for tests that measure memory: the system allocator, counting the bytes in
-//! use and the most in use since [`peak_during`] began. Included by a test binary of its own
-//! (`#[path = ".../testsupport/counting_alloc.rs"] mod counting_alloc;`), since it counts every
-//! allocation of the process.
+//! use and the most in use since [`peak_during`] began. A test binary of its own installs it, since
+//! it counts every allocation of the process:
+//!
+//! ```
+//! use claude_ide_bridge_testsupport::counting_alloc::{peak_during, Counting};
+//!
+//! #[global_allocator]
+//! static ALLOC: Counting = Counting;
+//!
+//! let (v, peak) = peak_during(|| vec![0u8; 4096]);
+//! assert_eq!(v.len(), 4096);
+//! assert!(peak >= 4096);
+//! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-struct Counting;
+/// The system allocator, counting: install it with `#[global_allocator]`.
+pub struct Counting;
 
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
@@ -30,9 +41,6 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
 }
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
 
 /// Runs `f`; returns what it returned and the most bytes in use meanwhile beyond those in use when
 /// it began (the whole process's: run one such test per binary).

@@ -1,6 +1,5 @@
 //! Scenarios run over real loopback sockets against each runtime. Each runtime's test file
 //! implements [`Rt`] and calls every scenario.
-#![allow(dead_code)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -37,7 +36,7 @@ pub trait Rt {
 #[macro_export]
 macro_rules! scenario_tests {
     ($rt:ty; $($name:ident),* $(,)?) => {
-        $(#[test] fn $name() { scenarios::$name::<$rt>(); })*
+        $(#[test] fn $name() { $crate::scenarios::$name::<$rt>(); })*
     };
 }
 
@@ -581,7 +580,7 @@ pub fn signal_removes_lock(test_name: &str, signal: &str) {
 pub fn python_websockets_peer<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../testsupport/ws_peer.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/ws_peer.py");
     let child = std::process::Command::new("python3")
         .args([script, &R::port(&s).to_string(), TOKEN])
         .stdout(std::process::Stdio::piped())

@@ -5,8 +5,7 @@
 //! bounds here are generous (`SLOW`), and no test asserts a time.
 
 mod common;
-#[path = "../../testsupport/procs.rs"]
-mod procs;
+use claude_ide_bridge_testsupport::procs;
 
 use std::fs;
 use std::io::Write;

@@ -1,1 +1,0 @@
-../../../../runtimes/testsupport/client.rs

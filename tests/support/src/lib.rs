@@ -1,0 +1,12 @@
+//! Test support shared by the workspace's crates (`publish = false`, a dev-dependency only).
+//!
+//! - [`scenarios`]: the scenarios every runtime runs over real loopback sockets; a runtime's test
+//!   file implements [`scenarios::Rt`] and invokes [`socket_scenarios!`] or [`handler_scenarios!`];
+//! - [`client`]: a small blocking WebSocket client on the engine's frame codec;
+//! - [`procs`]: processes seen through Linux `/proc` (descendants, liveness, resident memory);
+//! - [`counting_alloc`]: a counting global allocator for tests that measure memory.
+
+pub mod client;
+pub mod counting_alloc;
+pub mod procs;
+pub mod scenarios;
