@@ -55,7 +55,7 @@ pub use limits::LspLimits;
 pub use log::LspLog;
 pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable};
 
-use server::{OnChange, RequestError, Server};
+use server::{OnChange, RequestError, ServerProcess};
 use state::Phase;
 
 /// The diagnostics [`Lsp::check`] answers, and whether they are for the text asked about.
@@ -206,7 +206,7 @@ impl fmt::Display for ServerState {
 struct Slot {
     command: Vec<String>,
     languages: BTreeSet<String>,
-    server: Option<Arc<Server>>,
+    server: Option<Arc<ServerProcess>>,
     restarts: u32,
     /// The pid whose exit was last counted.
     counted: Option<u32>,
@@ -532,7 +532,7 @@ impl Inner {
     /// Waits for `server` to be initialized if it is starting: until `deadline` or the start wait, whichever
     /// is later. Returns the deadline for the answer (extended by the diagnostics wait after a start), or
     /// `None` when the server is not running.
-    fn await_start(&self, server: &Server, deadline: Instant) -> Option<Instant> {
+    fn await_start(&self, server: &ServerProcess, deadline: Instant) -> Option<Instant> {
         match server.phase() {
             Phase::Running => Some(deadline),
             Phase::Exited(_) => None,
@@ -547,7 +547,7 @@ impl Inner {
 
     /// The server last started for `language`, whatever its phase, without starting one; `None`
     /// once the client is shut down.
-    fn current_server(&self, language: &str) -> Option<Arc<Server>> {
+    fn current_server(&self, language: &str) -> Option<Arc<ServerProcess>> {
         if self.shut.load(Ordering::SeqCst) {
             return None;
         }
@@ -558,7 +558,7 @@ impl Inner {
 
     /// The server of `language`: the running one, or a new one when none has started yet or the last one
     /// crashed and its backoff has passed (a bounded number of times). `None` when nothing can run.
-    fn server_for(&self, language: &str) -> Option<Arc<Server>> {
+    fn server_for(&self, language: &str) -> Option<Arc<ServerProcess>> {
         if self.shut.load(Ordering::SeqCst) {
             return None;
         }
@@ -622,7 +622,7 @@ impl Inner {
             .iter()
             .filter_map(|f| workspace_folder(f))
             .collect();
-        match Server::start(
+        match ServerProcess::start(
             &command,
             folders,
             self.config.workspace_folders.first().map(PathBuf::as_path),
@@ -648,7 +648,7 @@ impl Inner {
     fn shutdown(&self, grace: Duration) {
         self.shut.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + grace;
-        let running: Vec<Arc<Server>> = {
+        let running: Vec<Arc<ServerProcess>> = {
             let mut servers = self.servers();
             servers
                 .slots

@@ -51,9 +51,9 @@ pub(crate) struct Log {
     budget: Arc<AtomicU64>,
 }
 
-struct Shared(Arc<Mutex<dyn Write + Send>>);
+struct LockedWriter(Arc<Mutex<dyn Write + Send>>);
 
-impl Write for Shared {
+impl Write for LockedWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).write(buf)
     }
@@ -99,7 +99,7 @@ impl Log {
                     .open(path)
                     .ok()
                     .map(|f| Box::new(f) as Box<dyn Write + Send>),
-                LspLog::Writer(w) => Some(Box::new(Shared(w.clone()))),
+                LspLog::Writer(w) => Some(Box::new(LockedWriter(w.clone()))),
             };
             *self.sink.lock().unwrap_or_else(|p| p.into_inner()) = sink;
         });

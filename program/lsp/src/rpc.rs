@@ -547,7 +547,7 @@ struct Unregistrations {
 /// `tags` and `codeDescription` (any JSON, which `lsp_types` builds as values, about 16 times the bytes of a
 /// long `[0,0,...]`) are passed over without being built.
 #[derive(Debug, Deserialize)]
-pub struct WireDiagnostic {
+pub struct ServerDiagnostic {
     /// Where.
     pub range: lsp_types::Range,
     /// How bad (absent: an error).
@@ -563,7 +563,7 @@ pub struct WireDiagnostic {
     pub message: String,
 }
 
-/// `textDocument/publishDiagnostics`' params, read as [`WireDiagnostic`]s.
+/// `textDocument/publishDiagnostics`' params, read as [`ServerDiagnostic`]s.
 #[derive(Debug, Deserialize)]
 pub struct Published {
     /// The file.
@@ -572,10 +572,10 @@ pub struct Published {
     #[serde(default)]
     pub version: Option<i32>,
     /// Its diagnostics.
-    pub diagnostics: Vec<WireDiagnostic>,
+    pub diagnostics: Vec<ServerDiagnostic>,
 }
 
-/// A `textDocument/diagnostic` answer, read as [`WireDiagnostic`]s and without buffering: `lsp_types` reads
+/// A `textDocument/diagnostic` answer, read as [`ServerDiagnostic`]s and without buffering: `lsp_types` reads
 /// it as an untagged enum of internally tagged ones, which builds the whole answer in memory first. Related
 /// documents are passed over (the client asks for one file); a report without `kind` is a partial one.
 #[derive(Debug, Deserialize)]
@@ -588,5 +588,5 @@ pub struct PullReport {
     pub result_id: Option<String>,
     /// A full report's diagnostics.
     #[serde(default)]
-    pub items: Vec<WireDiagnostic>,
+    pub items: Vec<ServerDiagnostic>,
 }

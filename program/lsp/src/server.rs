@@ -27,12 +27,12 @@ const SERVER_CANCELLED: i64 = -32802;
 /// "content modified": the document changed while the server worked on the request.
 const CONTENT_MODIFIED: i64 = -32801;
 
-pub(crate) struct Shared {
+pub(crate) struct StateMonitor {
     state: Mutex<State>,
     cond: Condvar,
 }
 
-impl Shared {
+impl StateMonitor {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves consistent-enough state: keep serving.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -73,15 +73,15 @@ pub(crate) enum RequestError {
 }
 
 /// A started server process.
-pub(crate) struct Server {
-    shared: Arc<Shared>,
+pub(crate) struct ServerProcess {
+    shared: Arc<StateMonitor>,
     on_change: OnChange,
     log: Log,
     pub started: Instant,
     pub pid: u32,
 }
 
-impl Server {
+impl ServerProcess {
     /// Spawns `command` in its own process group (so that a stop takes its children too, and a Ctrl-C in the
     /// bridge's terminal does not reach it) and sends `initialize`.
     pub fn start(
@@ -92,7 +92,7 @@ impl Server {
         log: Log,
         trace: bool,
         on_change: OnChange,
-    ) -> std::io::Result<Server> {
+    ) -> std::io::Result<ServerProcess> {
         let (program, args) = command
             .split_first()
             .ok_or(std::io::ErrorKind::InvalidInput)?;
@@ -114,7 +114,7 @@ impl Server {
         let mut state = State::new(limits.clone(), folders);
         state.pid = Some(pid);
         state.begin(std::process::id());
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(StateMonitor {
             state: Mutex::new(state),
             cond: Condvar::new(),
         });
@@ -187,7 +187,7 @@ impl Server {
                 return Err(give_up(e, None));
             }
         }
-        Ok(Server {
+        Ok(ServerProcess {
             shared,
             on_change,
             log,
@@ -266,7 +266,7 @@ impl Server {
         self.request_after(|_| true, method, params, deadline)
     }
 
-    /// [`Server::request`], with `before` done on the state in the same hold of its lock (a sync
+    /// [`ServerProcess::request`], with `before` done on the state in the same hold of its lock (a sync
     /// whose text the request is about: no other sync of the file comes between them); when it
     /// answers false, nothing is asked.
     pub fn request_after(
@@ -552,7 +552,7 @@ fn write_watched(
 
 #[allow(clippy::too_many_arguments)]
 fn write_loop(
-    shared: &Shared,
+    shared: &StateMonitor,
     mut child: Child,
     stdin: ChildStdin,
     init_deadline: Instant,
@@ -634,7 +634,7 @@ fn write_loop(
     log.note(&format!("{reason}; process status: {status:?}"));
     // Its diagnostics go with it: each file it had some for is told it has none, after the
     // changes already taken from it (the reader's last ones: it ends at the end of the output,
-    // which the kill brings), and before a server is started in its place (`Server::gone_at`).
+    // which the kill brings), and before a server is started in its place (`ServerProcess::gone_at`).
     let state = shared.lock();
     let (mut state, _) =
         shared.wait_until(state, Instant::now() + TELLING_WAIT, |s| s.telling == 0);
@@ -661,7 +661,7 @@ fn head(frame: &[u8]) -> String {
 }
 
 fn read_loop(
-    shared: &Shared,
+    shared: &StateMonitor,
     mut stdout: impl Read,
     max_message: usize,
     log: &Log,

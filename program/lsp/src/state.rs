@@ -634,7 +634,7 @@ impl State {
     }
 
     /// A server's diagnostics as the client keeps them: at most so many a file, messages cut.
-    fn converted(&self, items: Vec<rpc::WireDiagnostic>) -> Vec<Diagnostic> {
+    fn converted(&self, items: Vec<rpc::ServerDiagnostic>) -> Vec<Diagnostic> {
         items
             .into_iter()
             .take(self.limits.max_diagnostics_per_file)
@@ -650,7 +650,7 @@ impl State {
         &mut self,
         path: &str,
         version: Option<i32>,
-        items: Vec<rpc::WireDiagnostic>,
+        items: Vec<rpc::ServerDiagnostic>,
         result_id: Option<String>,
     ) -> Option<FileDiagnostics> {
         if self.has_exited() || version.is_some_and(|v| !self.of_open_document(path, v)) {
@@ -867,7 +867,7 @@ fn truncate_chars(s: &mut String, max: usize) {
 
 /// An LSP diagnostic in the engine's shape: severity by name (`Error` when the server gives none, as editors
 /// do), range as sent (0-based, UTF-16), `source` and `code` kept, the message cut at `max_chars`.
-pub(crate) fn convert(d: rpc::WireDiagnostic, max_chars: usize) -> Diagnostic {
+pub(crate) fn convert(d: rpc::ServerDiagnostic, max_chars: usize) -> Diagnostic {
     let severity = match d.severity {
         Some(DiagnosticSeverity::WARNING) => Diagnostic::WARNING,
         Some(DiagnosticSeverity::INFORMATION) => Diagnostic::INFORMATION,
