@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 pub use claude_ide_bridge_runtime::api::*;
 
-use claude_ide_bridge_runtime::{stop_listening, Events, Next, Shared, Wire};
+use claude_ide_bridge_runtime::{stop_listening, Events, Next, RunningServer, Wire};
 use claude_ide_bridge_runtime::{BACKLOG_POLL, READ_CHUNK, STOP_GRACE};
 
 /// A wake-up that is never lost: a ring while nobody waits is kept (one is enough).
@@ -87,7 +87,7 @@ fn try_send(_: &TcpStream, _: &[u8]) -> io::Result<usize> {
 
 /// The threads' side: the shared part, and the threads to join when stopping.
 struct Threads {
-    shared: Arc<Shared>,
+    shared: Arc<RunningServer>,
     joins: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -264,7 +264,7 @@ impl IdeServer {
         let wake_timer = move || {
             let _ = ring.try_send(());
         };
-        let (listener, shared) = Shared::start(&opts, events, wake_timer)?;
+        let (listener, shared) = RunningServer::start(&opts, events, wake_timer)?;
         let threads = Arc::new(Threads {
             shared,
             joins: Mutex::new(Vec::new()),

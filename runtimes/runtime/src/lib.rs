@@ -3,11 +3,11 @@
 //! What the `claude-ide-bridge` runtimes (smol tasks, std threads) share, written once: each of
 //! them only runs its accept, read, write and timer loops, and this crate does the rest.
 //!
-//! - [`Shared`]: a running server's state (the engine, its connections, the events waiting for
-//!   the host), created by [`Shared::start`], which binds the listener and writes the lock file,
-//!   and what happens after every call into the engine: draining it, writing new output to a
-//!   socket at once from the calling thread when the socket takes it (through the [`Wire`] trait
-//!   a runtime implements for its connections) or waking the connection's writer, and handing
+//! - - [`RunningServer`]: a running server's state (the engine, its connections, the events waiting
+//!   for the host), created by [`RunningServer::start`], which binds the listener and writes the
+//!   lock file, and what happens after every call into the engine: draining it, writing new output
+//!   to a socket at once from the calling thread when the socket takes it (through the [`Wire`]
+//!   trait a runtime implements for its connections) or waking the connection's writer, and handing
 //!   events to the host's handler one at a time.
 //! - [`Handle`]: how hosts answer calls, push notifications and change settings, from any thread
 //!   or task: one type for both runtimes.
@@ -26,14 +26,11 @@
 //! use claude_ide_bridge::LockFile;
 //! use claude_ide_bridge_runtime::{generate_token, lock};
 //!
-//! let token = generate_token();
-//! let dir = lock::default_lock_dir()?;
-//! lock::ensure_lock_dir(&dir)?;
-//! lock::remove_stale_locks(&dir, "MyEditor")?;
-//! let content = LockFile::new(std::process::id(), vec!["/home/me/project".into()], "MyEditor", false, token);
-//! let guard = lock::LockGuard::create(&dir, 41234, &content, true)?;
-//! println!("lock file at {}", guard.path().display());
-//! drop(guard); // removes the file
+//! let token = generate_token(); let dir = lock::default_lock_dir()?; lock::ensure_lock_dir(&dir)?;
+//! lock::remove_stale_locks(&dir, "MyEditor")?; let content = LockFile::new(std::process::id(),
+//! vec!["/home/me/project".into()], "MyEditor", false, token); let guard =
+//! lock::LockGuard::create(&dir, 41234, &content, true)?; println!("lock file at {}",
+//! guard.path().display()); drop(guard); // removes the file
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
@@ -54,7 +51,8 @@ pub use crate::delivery::{Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOS
 pub use crate::log::Logger;
 pub use crate::options::{posix_folders, LockFileMode, Options};
 pub use crate::shared::{
-    stop_listening, Events, Handle, Handler, Next, Shared, READ_CHUNK, STOP_GRACE, WRITE_CHUNK,
+    stop_listening, Events, Handle, Handler, Next, RunningServer, READ_CHUNK, STOP_GRACE,
+    WRITE_CHUNK,
 };
 
 pub(crate) use crate::core::Core;

@@ -1,12 +1,12 @@
 //! The running server's state both runtimes share, what they do with it after every call into
 //! the engine (drain, write or wake, deliver), and the [`Handle`] hosts answer through.
 //!
-//! A runtime creates it with [`Shared::start`] and from then on only runs loops: accepting
-//! ([`Shared::add`]), reading ([`Shared::input`]), writing ([`Shared::next_output`],
-//! [`Shared::written`]), and the timer ([`Shared::timer`], [`Shared::on_timer`]). Everything that
-//! decides something (what to write, when to hold an answer, who runs the handler, when a
-//! connection is done) happens here, under one lock that is never held across a blocking call or
-//! an `.await`.
+//! A runtime creates it with [`RunningServer::start`] and from then on only runs loops: accepting
+//! ([`RunningServer::add`]), reading ([`RunningServer::input`]), writing
+//! ([`RunningServer::next_output`], [`RunningServer::written`]), and the timer
+//! ([`RunningServer::timer`], [`RunningServer::on_timer`]). Everything that decides something (what
+//! to write, when to hold an answer, who runs the handler, when a connection is done) happens here,
+//! under one lock that is never held across a blocking call or an `.await`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -54,9 +54,9 @@ impl Events {
     }
 }
 
-/// Shuts down for reading the listener [`Shared::start`] bound, which on Linux ends an `accept`
-/// waiting on it. Unlike a connection of the runtime's own it needs no new socket, so it works
-/// when the process is out of file handles too; `false` where it is not known to work.
+/// Shuts down for reading the listener [`RunningServer::start`] bound, which on Linux ends an
+/// `accept` waiting on it. Unlike a connection of the runtime's own it needs no new socket, so it
+/// works when the process is out of file handles too; `false` where it is not known to work.
 pub fn stop_listening(listener: &TcpListener) -> bool {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     return rustix::net::shutdown(listener, rustix::net::Shutdown::Read).is_ok();
@@ -67,8 +67,8 @@ pub fn stop_listening(listener: &TcpListener) -> bool {
     };
 }
 
-/// What [`Shared::claim`] hands to [`Shared::deliver`]: the first event, the handler, and the
-/// handle to give it.
+/// What [`RunningServer::claim`] hands to [`RunningServer::deliver`]: the first event, the handler,
+/// and the handle to give it.
 struct Claimed {
     event: Event,
     handler: Handler,
@@ -78,9 +78,10 @@ struct Claimed {
 /// What a connection's writer does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
-    /// Write the chunk [`Shared::next_output`] filled, then report it with [`Shared::written`].
+    /// Write the chunk [`RunningServer::next_output`] filled, then report it with
+    /// [`RunningServer::written`].
     Write,
-    /// The connection is done: call [`Shared::writer_done`].
+    /// The connection is done: call [`RunningServer::writer_done`].
     Close,
     /// Nothing to write: wait until woken ([`Wire::wake_writer`]).
     Wait,
@@ -101,13 +102,13 @@ struct State {
     /// events it claims and puts it back when done (so running it needs no lock of its own).
     handler: Option<Handler>,
     /// The handle given to the handler, kept between deliveries (made once, not per event). It
-    /// points back at this server: [`Shared::stop_hard`] drops it, which ends that cycle.
+    /// points back at this server: [`RunningServer::stop_hard`] drops it, which ends that cycle.
     handle: Option<Handle>,
     stopped: bool,
 }
 
 /// A running server's shared part. Runtimes keep it in an `Arc` and call it from their loops.
-pub struct Shared {
+pub struct RunningServer {
     state: Mutex<State>,
     /// Whether events go to a handler ([`Events::Handler`]).
     has_handler: bool,
@@ -122,7 +123,7 @@ pub struct Shared {
     logger: Option<crate::Logger>,
 }
 
-impl Shared {
+impl RunningServer {
     /// What both runtimes do at start: binds the listener (blocking mode; the runtime wraps it as
     /// it needs), takes the token (fresh from the OS CSPRNG unless given), makes the workspace
     /// folders absolute POSIX strings, removes this host's stale lock files, writes `<port>.lock`
@@ -133,7 +134,7 @@ impl Shared {
         opts: &Options,
         events: Events,
         wake_timer: impl Fn() + Send + Sync + 'static,
-    ) -> io::Result<(TcpListener, Arc<Shared>)> {
+    ) -> io::Result<(TcpListener, Arc<RunningServer>)> {
         let (listener, mut core) = Core::start(opts)?;
         let logger = core.logger().cloned();
         let started = core.take_logs();
@@ -144,7 +145,7 @@ impl Shared {
             Events::Handler(h) => (None, Some(h)),
         };
         let has_handler = handler.is_some();
-        let shared = Shared {
+        let shared = RunningServer {
             state: Mutex::new(State {
                 core,
                 drained: Drained::default(),
@@ -281,17 +282,17 @@ impl Shared {
         r
     }
 
-    /// [`Shared::run`] on the engine, for what does not answer the peer (pushes, settings, the
-    /// timer): output goes through the connection's writer, which sends what accumulated while it
-    /// woke in one write.
+    /// [`RunningServer::run`] on the engine, for what does not answer the peer (pushes, settings,
+    /// the timer): output goes through the connection's writer, which sends what accumulated while
+    /// it woke in one write.
     fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core) -> R) -> R {
         self.run(|st| f(&mut st.core))
     }
 
-    /// [`Shared::with`] for what answers the peer (input handled, a call answered): the output is
-    /// written at once from this thread when the socket takes it and the connection's writer is
-    /// idle, and the writer is woken only for what remains. A round trip then costs no wake-up of
-    /// the writer.
+    /// [`RunningServer::with`] for what answers the peer (input handled, a call answered): the
+    /// output is written at once from this thread when the socket takes it and the connection's
+    /// writer is idle, and the writer is woken only for what remains. A round trip then costs no
+    /// wake-up of the writer.
     ///
     /// With `from_host` (the host's answer to a call), when more events wait for the host's
     /// `next_event` (requests that arrived together), the answer is left to the connection's
@@ -308,8 +309,9 @@ impl Shared {
 
     /// Under the lock, after a flush: when there is a handler, events are queued for it and nobody
     /// is delivering them, this thread becomes the one that does ([`Delivery::begin`]) and takes
-    /// the first, with the handle to give the handler; [`Shared::deliver`] runs them once the lock
-    /// is released. Taking the first event under the same lock as the flush saves a lock per call.
+    /// the first, with the handle to give the handler; [`RunningServer::deliver`] runs them once
+    /// the lock is released. Taking the first event under the same lock as the flush saves a lock
+    /// per call.
     fn claim(self: &Arc<Self>, st: &mut State) -> Option<Claimed> {
         if !self.has_handler || !st.delivery.begin() {
             return None;
@@ -335,8 +337,8 @@ impl Shared {
         })
     }
 
-    /// Hands the events claimed by [`Shared::claim`] to the handler, in order, one at a time,
-    /// with the lock not held, from the thread or task that claimed them. When another one is
+    /// Hands the events claimed by [`RunningServer::claim`] to the handler, in order, one at a
+    /// time, with the lock not held, from the thread or task that claimed them. When another one is
     /// already doing so (or this one, re-entered from the handler through a [`Handle`]), nothing
     /// was claimed, and that one delivers what was queued after its current call:
     /// [`Delivery::begin`], taken and released under the lock, makes the handler run in one place
@@ -467,10 +469,10 @@ impl Shared {
         self.backlog.is_waiting()
     }
 
-    /// Whether the reader of `conn` pauses before its next read: when [`Shared::host_behind`]
-    /// (logged), the reader waits, looking again every [`BACKLOG_POLL`](crate::BACKLOG_POLL), until
-    /// it is not, so that a peer cannot pile events up in front of a slow host (its bytes wait in
-    /// the socket, and then in the peer).
+    /// Whether the reader of `conn` pauses before its next read: when
+    /// [`RunningServer::host_behind`] (logged), the reader waits, looking again every
+    /// [`BACKLOG_POLL`](crate::BACKLOG_POLL), until it is not, so that a peer cannot pile events up
+    /// in front of a slow host (its bytes wait in the socket, and then in the peer).
     pub fn pause_reading(&self, conn: ConnectionId) -> bool {
         let behind = self.host_behind();
         if behind {
@@ -504,7 +506,7 @@ impl Shared {
 
     /// What the writer of `conn` does next. For [`Next::Write`], `chunk` holds the head of the
     /// output (at most [`WRITE_CHUNK`] bytes), and nobody else writes to the connection until the
-    /// writer reports it with [`Shared::written`].
+    /// writer reports it with [`RunningServer::written`].
     pub fn next_output(&self, conn: ConnectionId, chunk: &mut Vec<u8>) -> Next {
         let mut st = self.lock();
         let out = st.core.server.transmit(conn);
@@ -545,8 +547,8 @@ impl Shared {
 
     // ---- the timer loop ----
 
-    /// How long the timer loop sleeps before calling [`Shared::on_timer`] (zero: call it now;
-    /// `Some(None)`: until woken); `None` once the server has stopped (the loop ends).
+    /// How long the timer loop sleeps before calling [`RunningServer::on_timer`] (zero: call it
+    /// now; `Some(None)`: until woken); `None` once the server has stopped (the loop ends).
     pub fn timer(&self) -> Option<Option<Duration>> {
         let st = self.lock();
         if st.stopped {
@@ -633,7 +635,7 @@ impl Shared {
 /// connection's writer. Both runtimes hand out this same type (`IdeServer::handle`).
 #[derive(Clone)]
 pub struct Handle {
-    shared: Arc<Shared>,
+    shared: Arc<RunningServer>,
 }
 
 impl Handle {

@@ -59,7 +59,7 @@ use smol::{Executor, Task};
 pub use claude_ide_bridge_runtime::api::*;
 
 use claude_ide_bridge_runtime::{
-    Events, Handler, Next, Shared, Wire, BACKLOG_POLL, READ_CHUNK, STOP_GRACE,
+    Events, Handler, Next, RunningServer, Wire, BACKLOG_POLL, READ_CHUNK, STOP_GRACE,
 };
 
 type Stream = Async<TcpStream>;
@@ -96,7 +96,7 @@ enum Spawner {
 
 /// The tasks' side: the shared part, where tasks run, and the tasks to await when stopping.
 struct Tasks {
-    shared: Arc<Shared>,
+    shared: Arc<RunningServer>,
     spawner: Spawner,
     stop_bell: Sender<()>,
     tasks: Mutex<Vec<Task<()>>>,
@@ -371,7 +371,7 @@ impl IdeServer {
         let events = Events::new(handler, move |e| drop(tx.try_send(e)));
         let (ring, timer_wait) = bell();
         let wake_timer = move || ring.try_send(()).unwrap_or(());
-        let (listener, shared) = Shared::start(&opts, events, wake_timer)?;
+        let (listener, shared) = RunningServer::start(&opts, events, wake_timer)?;
         let listener = Async::new(listener)?;
         let (stop_bell, stop_wait) = bell();
         let tasks = Arc::new(Tasks {

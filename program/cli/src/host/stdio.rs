@@ -421,7 +421,7 @@ impl<'de> Deserialize<'de> for Given {
                 mut seq: A,
             ) -> Result<Given, A::Error> {
                 let mut items = Vec::new();
-                while let Some(d) = seq.next_element::<WireDiagnostic>()? {
+                while let Some(d) = seq.next_element::<EditorDiagnostic>()? {
                     if items.len() > MAX_DIAGNOSTICS_PER_FILE {
                         while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
                         break;
@@ -437,7 +437,7 @@ impl<'de> Deserialize<'de> for Given {
 
 /// A diagnostic as an editor writes it, its `code` kept raw until it is known to be small.
 #[derive(Deserialize)]
-struct WireDiagnostic {
+struct EditorDiagnostic {
     message: String,
     severity: String,
     range: claude_ide_bridge::Range,
@@ -447,7 +447,7 @@ struct WireDiagnostic {
     code: Option<Box<serde_json::value::RawValue>>,
 }
 
-impl WireDiagnostic {
+impl EditorDiagnostic {
     fn into_diagnostic(self) -> Result<Diagnostic, &'static str> {
         let code = match self.code {
             None => None,
