@@ -3,7 +3,7 @@
 //! What the `claude-ide-bridge` runtimes (smol tasks, std threads) share, written once: each of
 //! them only runs its accept, read, write and timer loops, and this crate does the rest.
 //!
-//! - - [`RunningServer`]: a running server's state (the engine, its connections, the events waiting
+//! - [`RunningServer`]: a running server's state (the engine, its connections, the events waiting
 //!   for the host), created by [`RunningServer::start`], which binds the listener and writes the
 //!   lock file, and what happens after every call into the engine: draining it, writing new output
 //!   to a socket at once from the calling thread when the socket takes it (through the [`Wire`]
