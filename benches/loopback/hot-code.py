@@ -2,10 +2,12 @@
 """The code a thread runs on every call, from a callgrind profile (BENCHMARKS.md, "Item 8, fourth
 session of 2026-11-23": the round trip follows the code touched per call more than its instruction count).
 
-Record the profile with instruction addresses, one file per thread:
+Build with debug info (the `profiling` profile: release plus `debug = 1`), then record the profile
+with instruction addresses, one file per thread:
 
+    cargo build --profile profiling -p claude-ide-bridge-bench-loopback
     valgrind --tool=callgrind --dump-instr=yes --separate-threads=yes \\
-        target/release/claude-ide-bridge-bench-loopback --runtime threads \\
+        target/profiling/claude-ide-bridge-bench-loopback --runtime threads \\
         --notifications 0 --pipelined 0 --calls 20000
 
 then pass the server thread's file and the number of calls:
