@@ -241,6 +241,8 @@ fn stdio_status_tells_port_lock_clients_and_pending_calls() {
     let st = next_msg(&s, "status", 0);
     assert_eq!(st["port"], s.port);
     assert_eq!(st["lockFile"], json!(s.lock.to_string_lossy()));
+    let ws = fs::canonicalize(&sb.ws).unwrap();
+    assert_eq!(st["workspace"], json!([ws.to_string_lossy()]));
     assert_eq!((&st["clients"], &st["pending"]), (&json!([]), &json!([])));
 
     let mut c = s.client();

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::time::Instant;
 
 use claude_ide_bridge::OpenDiffArgs;
-use claude_ide_bridge::{ApiError, CallId, ToolCall, ToolResult};
+use claude_ide_bridge::{ApiError, CallId, ToolResult};
 
 use claude_ide_bridge_files::Error;
 
@@ -168,7 +168,7 @@ impl Host {
             Decider::Editor => {
                 let mut args = args;
                 (args.new_file_path, args.old_file_path) = (new_real, old_real);
-                self.forward(call, &ToolCall::OpenDiff(args))
+                self.forward(call, super::messages::EditorCall::OpenDiff(args))
             }
         }
     }

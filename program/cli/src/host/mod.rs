@@ -7,7 +7,8 @@
 //!
 //! - [`headless`]: the tools' answers when no editor answers them;
 //! - [`ask`]: what happens to a proposed change (`openDiff`), including the terminal prompt;
-//! - [`stdio`]: the JSON-lines protocol with an editor (`serve --stdio`, docs/stdio.md);
+//! - [`stdio`]: the JSON-lines protocol with an editor (`serve --stdio`, docs/stdio.md), its
+//!   messages typed in [`messages`];
 //! - [`compat`]: the compatibility methods (`readFile`, `writeFile`, `listFiles`, ...);
 //! - [`diagnostics`]: `getDiagnostics` and `reformat_file` through language servers;
 //! - [`tabs`]: the editor's open tabs; [`wire`]: the `--wire-log`.
@@ -17,6 +18,7 @@ mod compat;
 mod diagnostics;
 mod headless;
 mod jobs;
+mod messages;
 mod stdio;
 mod tabs;
 mod wire;
@@ -38,6 +40,7 @@ use claude_ide_bridge_runtime::Handle;
 use ask::{DiffCheck, Shown};
 pub use diagnostics::LanguageServers;
 use jobs::Jobs;
+use messages::{EditorCall, ToEditor};
 use stdio::Forwarded;
 pub use stdio::{read_line_capped, Line, StdioOut, MAX_STDIO_LINE};
 use tabs::Tabs;
@@ -209,7 +212,7 @@ pub struct Host {
     tabs: Tabs,
     // For the stdio `status` answer: the `ready` line's port and lock file, and the connected
     // clients (the protocol version once initialized).
-    ready_line: serde_json::Value,
+    ready: Option<(u16, Option<String>)>,
     clients: BTreeMap<u64, Option<String>>,
     lsp: Option<Arc<LanguageServers>>,
 }
@@ -267,7 +270,7 @@ impl Host {
             selection: None,
             diagnostics: stdio::EditorDiagnostics::default(),
             tabs: Tabs::default(),
-            ready_line: serde_json::Value::Null,
+            ready: None,
             clients: BTreeMap::new(),
             lsp: cfg.lsp,
         }
@@ -359,7 +362,7 @@ impl Host {
                     user_agent.as_deref().unwrap_or("no user agent")
                 ));
                 self.clients.insert(conn.0, None);
-                self.to_editor(serde_json::json!({"type": "connected", "conn": conn.0}));
+                self.to_editor(&ToEditor::Connected { conn: conn.0 });
             }
             Event::Initialized {
                 conn,
@@ -367,9 +370,10 @@ impl Host {
                 ..
             } => {
                 self.clients.insert(conn.0, Some(protocol_version.clone()));
-                self.to_editor(serde_json::json!({
-                    "type": "initialized", "conn": conn.0, "protocolVersion": protocol_version,
-                }))
+                self.to_editor(&ToEditor::Initialized {
+                    conn: conn.0,
+                    protocol_version: &protocol_version,
+                })
             }
             Event::Disconnected { conn, reason } => {
                 let r = reason_str(&reason);
@@ -380,9 +384,9 @@ impl Host {
                 }
                 self.client_gone(conn.0, &r);
             }
-            Event::TabClosed { tab_name, .. } => {
-                self.to_editor(serde_json::json!({"type": "tab_closed", "tabName": tab_name}))
-            }
+            Event::TabClosed { tab_name, .. } => self.to_editor(&ToEditor::TabClosed {
+                tab_name: &tab_name,
+            }),
             Event::CallCancelled { call, reason } => self.on_cancelled(call, reason),
             Event::ToolCall { call, tool } => self.on_tool(call, tool),
             Event::CompatRequest { call, request } => self.on_compat(call, request),
@@ -404,15 +408,11 @@ impl Host {
                 let servers = self.lsp.clone().expect("checked");
                 self.reformat_call(call, servers, a.file_path)
             }
-            ToolCall::OpenFile(_)
-            | ToolCall::OpenFiles(_)
-            | ToolCall::SaveDocument(_)
-            | ToolCall::ReformatFile(_)
-            | ToolCall::ExecuteCode(_)
-                if self.stdio.is_some() =>
-            {
-                self.forward(call, &tool)
-            }
+            // With an editor, a tool it has a form for goes to it; the others are answered here.
+            other if self.stdio.is_some() => match EditorCall::of(other) {
+                Ok(form) => self.forward(call, form),
+                Err(other) => self.answer_headless(call, other),
+            },
             other => self.answer_headless(call, other),
         }
     }

@@ -1,12 +1,12 @@
 //! The stdio line protocol of `serve --stdio` (docs/stdio.md): one JSON object a line each way.
 //!
-//! Editor → bridge: [`Host::on_stdio_line`] reads a line's `type` and hands it to the handler
-//! of that name below (`selection_changed`, `at_mentioned`, `diagnostics`, `open_editors`,
-//! `respond`, `diff_decision`, `status`), each next to the shape it reads. A line the bridge
-//! cannot use is answered with an `error` line, and so is a `diff_decision` it could not give.
-//! Bridge → editor: `ready`, `connected`, `initialized`, `disconnected`, `tab_closed` (sent where
-//! those events are handled), and here `tool_call` (a call forwarded to the editor), `cancelled`,
-//! `status` and `error`.
+//! The messages are typed in [`messages`](super::messages). Editor → bridge: [`Host::on_stdio_line`]
+//! reads a line as a [`FromEditor`] and hands it to the handler of its `type` below. A line the
+//! bridge cannot use is answered with an `error` line, and so is a `diff_decision` it could not
+//! give. Bridge → editor: the [`ToEditor`] lines `ready`, `connected`, `initialized`,
+//! `disconnected`, `tab_closed` (sent where those events are handled), and here `tool_call` (a
+//! call forwarded to the editor, only a tool with an [`EditorCall`] form), `cancelled`, `status`
+//! and `error`.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -15,11 +15,10 @@ use std::time::Duration;
 
 use claude_ide_bridge::file_uri;
 use claude_ide_bridge::{AtMentioned, DiagnosticsChanged, SelectionChanged};
-use claude_ide_bridge::{CallId, Notification, Target, ToolCall, ToolResult};
-use claude_ide_bridge::{Diagnostic, OpenDiffArgs, Position, Selection};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use claude_ide_bridge::{CallId, Diagnostic, Notification, Selection, Target, ToolResult};
 
+use super::messages::{ClientStatus, Decision, DecisionMsg, DiagnosticsMsg, EditorCall};
+use super::messages::{FromEditor, MentionMsg, PendingStatus, RespondMsg, SelectionMsg, ToEditor};
 use super::Host;
 use crate::lines::{Full, LineWriter};
 use crate::ui;
@@ -109,14 +108,12 @@ impl StdioOut {
     /// `error`: what the editor sent could not be used, or not as it asked (said here too).
     pub(super) fn error(&self, message: &str) {
         ui::say(&format!("stdio: {message}"));
-        self.send(&json!({"type": "error", "message": message}));
+        self.send(&ToEditor::Error { message });
     }
 
     /// Queues one message, first waiting for room unless the bridge is stopping.
-    fn send(&self, v: &Value) {
-        let mut line = v.to_string().into_bytes();
-        line.push(b'\n');
-        self.0.send(line);
+    fn send(&self, m: &ToEditor) {
+        self.0.send(m.to_line());
     }
 
     /// The bridge is stopping: a host waiting for room goes on, and none waits again.
@@ -130,81 +127,61 @@ impl StdioOut {
     }
 }
 
-/// A call forwarded to the stdio editor, waiting for its `respond` or `diff_decision`.
+/// A call forwarded to the stdio editor, waiting for its `respond` or `diff_decision`: the
+/// tool's arguments as the bridge checked them.
 pub(super) struct Forwarded {
     call: CallId,
-    name: &'static str,
-    diff: Option<OpenDiffArgs>,
-}
-
-/// The arguments of a forwarded call, as the client sent them.
-fn tool_arguments(tool: &ToolCall) -> Value {
-    let v = match tool {
-        ToolCall::OpenDiff(a) => serde_json::to_value(a),
-        ToolCall::CloseTab(a) => serde_json::to_value(a),
-        ToolCall::OpenFile(a) => serde_json::to_value(a),
-        ToolCall::OpenFiles(a) => serde_json::to_value(a),
-        ToolCall::GetDiagnostics(a) => serde_json::to_value(a),
-        ToolCall::CheckDocumentDirty(a) => serde_json::to_value(a),
-        ToolCall::SaveDocument(a) => serde_json::to_value(a),
-        ToolCall::ReformatFile(a) => serde_json::to_value(a),
-        ToolCall::ExecuteCode(a) => serde_json::to_value(a),
-        _ => Ok(json!({})),
-    };
-    v.unwrap_or_else(|_| json!({}))
-}
-
-/// Reads a line's members into `T`, or says what is wrong with them. Straight from the text:
-/// the members `T` does not name are passed over, never built (a 64 MiB line read as a
-/// `serde_json::Value` took about 1 GiB).
-fn parse<'a, T: Deserialize<'a>>(line: &'a str) -> Result<T, String> {
-    serde_json::from_str(line).map_err(|e| e.to_string())
-}
-
-/// A line's `type`, and nothing else of it.
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<std::borrow::Cow<'a, str>>,
+    tool: EditorCall,
 }
 
 // ---- bridge → editor ----
 
 impl Host {
     /// Sends a line to the stdio editor (nothing without `--stdio`).
-    pub(super) fn to_editor(&self, v: Value) {
+    pub(super) fn to_editor(&self, m: &ToEditor) {
         if let Some(out) = &self.stdio {
-            out.send(&v);
+            out.send(m);
         }
     }
 
-    /// Sends the first line, `ready` (and keeps it for `status`).
+    /// Sends the first line, `ready` (and keeps what it said for `status`).
     pub fn ready(&mut self, port: u16, lock_file: Option<&Path>) {
-        self.ready_line = json!({
-            "type": "ready",
-            "port": port,
-            "lockFile": lock_file.map(|p| p.to_string_lossy().into_owned()),
+        let lock_file = lock_file.map(|p| p.to_string_lossy().into_owned());
+        self.to_editor(&ToEditor::Ready {
+            port,
+            lock_file: lock_file.as_deref(),
         });
-        self.to_editor(self.ready_line.clone());
+        self.ready = Some((port, lock_file));
     }
 
-    /// `status`: the answer to the editor's `status` line: the port and lock file, the connected
-    /// clients and the forwarded calls still waiting for the editor's answer.
+    /// `status`: the answer to the editor's `status` line: the port and lock file, the workspace
+    /// folders, the connected clients and the forwarded calls still waiting for the editor's
+    /// answer.
     fn status(&self) {
         let mut pending: Vec<(&u64, &Forwarded)> = self.forwarded.iter().collect();
         pending.sort_by_key(|(id, _)| **id);
-        self.to_editor(json!({
-            "type": "status",
-            "port": self.ready_line["port"],
-            "lockFile": self.ready_line["lockFile"],
-            "clients": self.clients.iter().map(|(conn, version)| json!({
-                "conn": conn, "initialized": version.is_some(), "protocolVersion": version,
-            })).collect::<Vec<_>>(),
-            "pending": pending.iter().map(|(id, f)| json!({
-                "id": id, "name": f.name,
-                "filePath": f.diff.as_ref().map(|d| d.new_file_path.clone()),
-            })).collect::<Vec<_>>(),
-        }));
+        self.to_editor(&ToEditor::Status {
+            port: self.ready.as_ref().map(|(port, _)| *port),
+            lock_file: self.ready.as_ref().and_then(|(_, l)| l.as_deref()),
+            workspace: self.ws.folders().iter().map(|f| f.to_string()).collect(),
+            clients: self
+                .clients
+                .iter()
+                .map(|(conn, version)| ClientStatus {
+                    conn: *conn,
+                    initialized: version.is_some(),
+                    protocol_version: version.as_deref(),
+                })
+                .collect(),
+            pending: pending
+                .iter()
+                .map(|(id, f)| PendingStatus {
+                    id: **id,
+                    name: f.tool.name(),
+                    file_path: f.tool.diff().map(|d| d.new_file_path.clone()),
+                })
+                .collect(),
+        });
     }
 
     /// `error`: the editor's line could not be used.
@@ -217,22 +194,16 @@ impl Host {
     }
 
     /// `tool_call`: the editor answers this call.
-    pub(super) fn forward(&mut self, call: CallId, tool: &ToolCall) {
+    pub(super) fn forward(&mut self, call: CallId, tool: EditorCall) {
         let id = self.next_id;
         self.next_id += 1;
-        let diff = match tool {
-            ToolCall::OpenDiff(a) => Some(a.clone()),
-            _ => None,
-        };
-        let name = tool.name().as_str();
-        self.forwarded.insert(id, Forwarded { call, name, diff });
-        self.to_editor(json!({
-            "type": "tool_call",
-            "id": id,
-            "conn": call.conn.0,
-            "name": name,
-            "arguments": tool_arguments(tool),
-        }));
+        self.to_editor(&ToEditor::ToolCall {
+            id,
+            conn: call.conn.0,
+            name: tool.name(),
+            arguments: &tool,
+        });
+        self.forwarded.insert(id, Forwarded { call, tool });
     }
 
     /// The bridge stops: every forwarded call is `cancelled` and every client `disconnected`,
@@ -249,7 +220,7 @@ impl Host {
     /// `disconnected`: a client is gone.
     pub(super) fn client_gone(&mut self, conn: u64, reason: &str) {
         self.clients.remove(&conn);
-        self.to_editor(json!({"type": "disconnected", "conn": conn, "reason": reason}));
+        self.to_editor(&ToEditor::Disconnected { conn, reason });
     }
 
     /// `cancelled`: a forwarded call no longer wants an answer.
@@ -268,7 +239,7 @@ impl Host {
         ids.sort_unstable();
         for id in ids {
             self.forwarded.remove(&id);
-            self.to_editor(json!({"type": "cancelled", "id": id, "reason": why}));
+            self.to_editor(&ToEditor::Cancelled { id, reason: why });
         }
     }
 }
@@ -282,54 +253,30 @@ impl Host {
         if line.is_empty() {
             return;
         }
-        let envelope: Envelope = match serde_json::from_str(line) {
-            // (A struct also reads an array, by position: not a line's shape.)
-            Ok(envelope) if line.starts_with('{') => envelope,
-            Ok(_) => return self.editor_error("expected a JSON object"),
-            Err(e) if e.is_data() => return self.editor_error("expected a JSON object"),
-            Err(e) => return self.editor_error(format!("malformed JSON: {e}")),
+        let m = match FromEditor::parse(line) {
+            Ok(m) => m,
+            Err(e) => return self.editor_error(e),
         };
-        let Some(kind) = envelope.kind.map(|k| k.into_owned()) else {
-            return self.editor_error("missing \"type\"");
-        };
-        let r = match kind.as_str() {
-            "selection_changed" => self.selection_changed(line),
-            "at_mentioned" => self.at_mentioned(line),
-            "diagnostics" => self.diagnostics(line),
-            "open_editors" => self.open_editors(line),
-            "respond" => self.respond_line(line),
-            "diff_decision" => self.diff_decision(line),
-            "status" => {
+        let kind = m.kind();
+        let r = match m {
+            FromEditor::SelectionChanged(m) => self.selection_changed(m),
+            FromEditor::AtMentioned(m) => self.at_mentioned(m),
+            FromEditor::Diagnostics(m) => self.diagnostics(m),
+            FromEditor::OpenEditors(m) => self.tabs.replace_from(m.tabs),
+            FromEditor::Respond(m) => self.respond_line(m),
+            FromEditor::DiffDecision(m) => self.diff_decision(m),
+            FromEditor::Status => {
                 self.status();
                 Ok(())
             }
-            other => Err(format!("unknown message type {other:?}")),
         };
         if let Err(e) = r {
             self.editor_error(format!("{kind}: {e}"));
         }
     }
-}
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SelectionMsg {
-    file_path: String,
-    #[serde(default)]
-    text: String,
-    selection: RangeMsg,
-}
-
-#[derive(Deserialize)]
-struct RangeMsg {
-    start: Position,
-    end: Position,
-}
-
-impl Host {
     /// `selection_changed`: sent to every client and kept for `getCurrentSelection`.
-    fn selection_changed(&mut self, line: &str) -> Result<(), String> {
-        let m: SelectionMsg = parse(line)?;
+    fn selection_changed(&mut self, m: SelectionMsg) -> Result<(), String> {
         if !m.file_path.starts_with('/') {
             return Err("filePath must be absolute".into());
         }
@@ -344,22 +291,9 @@ impl Host {
         self.selection = Some(s);
         Ok(())
     }
-}
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MentionMsg {
-    file_path: String,
-    #[serde(default)]
-    line_start: Option<u32>,
-    #[serde(default)]
-    line_end: Option<u32>,
-}
-
-impl Host {
     /// `at_mentioned`: sent to every client.
-    fn at_mentioned(&mut self, line: &str) -> Result<(), String> {
-        let m: MentionMsg = parse(line)?;
+    fn at_mentioned(&mut self, m: MentionMsg) -> Result<(), String> {
         if !m.file_path.starts_with('/') {
             return Err("filePath must be absolute".into());
         }
@@ -384,95 +318,11 @@ impl Host {
     }
 }
 
-#[derive(Deserialize)]
-struct DiagnosticsMsg {
-    uri: String,
-    /// Absent: refused; `null`: the editor no longer reports the file.
-    #[serde(default, deserialize_with = "present")]
-    diagnostics: Option<Given>,
-}
-
-/// A member that is there, `null` included (which a plain `Option` would take for absent).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Given>, D::Error> {
-    Given::deserialize(d).map(Some)
-}
-
-/// A `diagnostics` member that is present: `null` or a list, read at most one diagnostic past
-/// [`MAX_DIAGNOSTICS_PER_FILE`] (the rest is passed over, never built) and each `code` a string
-/// or a number (anything else refused, never built).
-struct Given(Option<Vec<Diagnostic>>);
-
-impl<'de> Deserialize<'de> for Given {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Given, D::Error> {
-        struct Items;
-        impl<'de> serde::de::Visitor<'de> for Items {
-            type Value = Given;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of diagnostics, or null")
-            }
-            fn visit_unit<E>(self) -> Result<Given, E> {
-                Ok(Given(None))
-            }
-            fn visit_none<E>(self) -> Result<Given, E> {
-                Ok(Given(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Given, A::Error> {
-                let mut items = Vec::new();
-                while let Some(d) = seq.next_element::<EditorDiagnostic>()? {
-                    if items.len() > MAX_DIAGNOSTICS_PER_FILE {
-                        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                        break;
-                    }
-                    items.push(d.into_diagnostic().map_err(serde::de::Error::custom)?);
-                }
-                Ok(Given(Some(items)))
-            }
-        }
-        d.deserialize_any(Items)
-    }
-}
-
-/// A diagnostic as an editor writes it, its `code` kept raw until it is known to be small.
-#[derive(Deserialize)]
-struct EditorDiagnostic {
-    message: String,
-    severity: String,
-    range: claude_ide_bridge::Range,
-    #[serde(default)]
-    source: Option<String>,
-    #[serde(default)]
-    code: Option<Box<serde_json::value::RawValue>>,
-}
-
-impl EditorDiagnostic {
-    fn into_diagnostic(self) -> Result<Diagnostic, &'static str> {
-        let code = match self.code {
-            None => None,
-            Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
-                Ok(c @ (Value::String(_) | Value::Number(_))) => Some(c),
-                Ok(Value::Null) => None,
-                _ => return Err("a diagnostic's code must be a string or a number"),
-            },
-        };
-        Ok(Diagnostic {
-            message: self.message,
-            severity: self.severity,
-            range: self.range,
-            source: self.source,
-            code,
-        })
-    }
-}
-
 /// The most files the stdio editor's diagnostics are kept for; a `diagnostics` line for one more
 /// file is refused with an `error` line.
 pub const MAX_DIAGNOSTIC_FILES: usize = 10_000;
 
-/// The most diagnostics one `diagnostics` line may give for its file.
-pub const MAX_DIAGNOSTICS_PER_FILE: usize = 10_000;
+pub use super::messages::MAX_DIAGNOSTICS_PER_FILE;
 
 /// The most diagnostics kept over all files; a line that would pass it is refused.
 pub const MAX_DIAGNOSTICS_TOTAL: usize = 100_000;
@@ -610,8 +460,7 @@ fn totals(diagnostics: &[Diagnostic]) -> (usize, usize) {
 
 impl Host {
     /// `diagnostics`: one file's diagnostics, kept for `getDiagnostics` and sent to every client.
-    fn diagnostics(&mut self, line: &str) -> Result<(), String> {
-        let m: DiagnosticsMsg = parse(line)?;
+    fn diagnostics(&mut self, m: DiagnosticsMsg) -> Result<(), String> {
         let Some(given) = m.diagnostics else {
             return Err(
                 "missing field `diagnostics` (a list, or null to stop reporting the file)".into(),
@@ -638,34 +487,11 @@ impl Host {
         );
         Ok(())
     }
-
-    /// `open_editors`: replaces the open tabs.
-    fn open_editors(&mut self, line: &str) -> Result<(), String> {
-        #[derive(Deserialize)]
-        struct OpenEditors<'a> {
-            #[serde(borrow, default)]
-            tabs: Option<super::tabs::Listed<'a>>,
-        }
-        let m: OpenEditors = parse(line)?;
-        self.tabs.replace_from(m.tabs)
-    }
-}
-
-#[derive(Deserialize)]
-struct RespondMsg {
-    id: u64,
-    #[serde(default)]
-    result: Option<ToolResult>,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
 }
 
 impl Host {
     /// `respond`: the answer to a `tool_call`.
-    fn respond_line(&mut self, line: &str) -> Result<(), String> {
-        let m: RespondMsg = parse(line)?;
+    fn respond_line(&mut self, m: RespondMsg) -> Result<(), String> {
         let result = match (m.result, m.text, m.error) {
             (Some(r), None, None) => r,
             (None, Some(t), None) => ToolResult::text(t),
@@ -678,7 +504,7 @@ impl Host {
             .ok_or_else(|| format!("no pending call with id {}", m.id))?;
         // A change is decided with `diff_decision`, which checks the path again and tells the
         // language servers; `respond` can only say that the editor could not show it.
-        if f.diff.is_some() && !result.is_error {
+        if f.tool.diff().is_some() && !result.is_error {
             return Err(format!(
                 "id {} is an openDiff: decide it with diff_decision (respond gives it only an error)",
                 m.id
@@ -689,39 +515,27 @@ impl Host {
             .respond(f.call, result)
             .map_err(|e| format!("id {}: {e}", m.id))
     }
-}
 
-#[derive(Deserialize)]
-struct DecisionMsg {
-    id: u64,
-    decision: String,
-    #[serde(default)]
-    contents: Option<String>,
-}
-
-impl Host {
     /// `diff_decision`: the answer to a forwarded `openDiff`.
-    fn diff_decision(&mut self, line: &str) -> Result<(), String> {
-        let m: DecisionMsg = parse(line)?;
-        if m.decision != "accept" && m.decision != "reject" {
-            return Err("decision must be \"accept\" or \"reject\"".into());
-        }
+    fn diff_decision(&mut self, m: DecisionMsg) -> Result<(), String> {
         let diff = match self.forwarded.get(&m.id) {
             None => return Err(format!("no pending call with id {}", m.id)),
-            Some(Forwarded { diff: None, .. }) => {
-                return Err(format!("id {} is not an openDiff", m.id))
-            }
-            Some(Forwarded { diff: Some(d), .. }) => d.clone(),
+            Some(f) => match f.tool.diff() {
+                None => return Err(format!("id {} is not an openDiff", m.id)),
+                Some(d) => d.clone(),
+            },
         };
         let f = self.forwarded.remove(&m.id).expect("present");
-        if m.decision == "accept" {
-            let contents = m.contents.unwrap_or_else(|| diff.new_file_contents.clone());
-            self.accept(f.call, &diff, contents, Some(m.id));
-            Ok(())
-        } else {
+        match m.decision {
+            Decision::Accept => {
+                let contents = m.contents.unwrap_or_else(|| diff.new_file_contents.clone());
+                self.accept(f.call, &diff, contents, Some(m.id));
+                Ok(())
+            }
             // (Withdrawn meanwhile, its id already taken off here: no `cancelled` line comes.)
-            self.reject(f.call, &diff)
-                .map_err(|e| format!("id {}: it came too late: {e}", m.id))
+            Decision::Reject => self
+                .reject(f.call, &diff)
+                .map_err(|e| format!("id {}: it came too late: {e}", m.id)),
         }
     }
 }
@@ -772,7 +586,7 @@ mod tests {
     }
 
     fn diag(message: &str) -> Diagnostic {
-        serde_json::from_value(json!({"message": message, "severity": "Error",
+        serde_json::from_value(serde_json::json!({"message": message, "severity": "Error",
             "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}}))
         .unwrap()
     }

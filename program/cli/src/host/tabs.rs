@@ -47,9 +47,17 @@ pub const MAX_TAB_EXTRA_BYTES: usize = 16 * 1024;
 
 /// The `tabs` of an `open_editors` line as read: how many, and the first [`MAX_TABS`] of them as
 /// their text (the rest counted, never kept).
+#[derive(Debug)]
 pub struct Listed<'a> {
     count: usize,
     kept: Vec<&'a serde_json::value::RawValue>,
+}
+
+/// The tabs kept, as they were given (for tests writing an `open_editors` line).
+impl Serialize for Listed<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(&self.kept)
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Listed<'a> {
