@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use claude_ide_bridge::{Diagnostic, Position, ToolCall, ToolResult};
+use claude_ide_bridge::{Diagnostic, Position, ToolCall, ToolName, ToolResult};
 use claude_ide_bridge::{ExecuteCodeArgs, OpenDiffArgs, OpenFileArgs, OpenFilesArgs};
 use claude_ide_bridge::{ReformatFileArgs, SaveDocumentArgs};
 use serde::{Deserialize, Serialize};
@@ -123,15 +123,16 @@ impl EditorCall {
 
     /// The tool's wire name (`tool_call`'s `name`).
     pub fn name(&self) -> &'static str {
-        let tool = match self.clone() {
-            EditorCall::OpenDiff(a) => ToolCall::OpenDiff(a),
-            EditorCall::OpenFile(a) => ToolCall::OpenFile(a),
-            EditorCall::OpenFiles(a) => ToolCall::OpenFiles(a),
-            EditorCall::SaveDocument(a) => ToolCall::SaveDocument(a),
-            EditorCall::ReformatFile(a) => ToolCall::ReformatFile(a),
-            EditorCall::ExecuteCode(a) => ToolCall::ExecuteCode(a),
+        // Named without a copy of the arguments (an `openDiff` may carry megabytes).
+        let tool = match self {
+            EditorCall::OpenDiff(_) => ToolName::OpenDiff,
+            EditorCall::OpenFile(_) => ToolName::OpenFile,
+            EditorCall::OpenFiles(_) => ToolName::OpenFiles,
+            EditorCall::SaveDocument(_) => ToolName::SaveDocument,
+            EditorCall::ReformatFile(_) => ToolName::ReformatFile,
+            EditorCall::ExecuteCode(_) => ToolName::ExecuteCode,
         };
-        tool.name().as_str()
+        tool.as_str()
     }
 
     /// The proposed change, for an `openDiff`.
