@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use claude_ide_bridge::is_within;
 use claude_ide_bridge::{lock_dirs, port_from_lock_name, LockFile};
+use claude_ide_bridge_files::{Limits, Workspace};
 use claude_ide_bridge_lsp::ServerTable;
 use claude_ide_bridge_runtime::lock::pid_alive;
 
@@ -134,19 +135,27 @@ fn port_answers(port: u16) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
 }
 
-/// How many directory entries `doctor` looks at to find the workspace's languages.
-const PLAN_ENTRIES: usize = 20_000;
-
 /// The language servers `serve` would use for `dir`: per language present, the command that would
 /// run, or every server tried and how to install it. Missing servers are not problems (claude
-/// still finds the bridge); `getDiagnostics` answers `[]` for those files.
+/// still finds the bridge); `getDiagnostics` answers `[]` for those files. The files are found by
+/// the walk `listFiles` makes (claude_ide_bridge_files: `.gitignore` honoured, `.git` and links
+/// skipped, bounded), so the languages counted are those of the files a client can list.
 fn language_servers(table: Option<ServerTable>, dir: &Path) {
     out!("language servers (getDiagnostics in serve and run):");
     let Some(table) = table else {
         out!("info: --no-lsp: no language server would start");
         return;
     };
-    let plan = table.plan_workspace(&[dir.to_path_buf()], PLAN_ENTRIES);
+    let workspace = Workspace::new(vec![dir.to_string_lossy().into_owned()], Limits::default());
+    let mut files = Vec::new();
+    let truncated = workspace.for_each_file(|path| {
+        if table.language_for(Path::new(path)).is_some() {
+            files.push(PathBuf::from(path));
+        }
+        true
+    });
+    let mut plan = table.plan(files.iter().map(PathBuf::as_path));
+    plan.truncated = truncated;
     if plan.languages.is_empty() {
         out!(
             "info: no file of a language with a known server under {}",
@@ -175,7 +184,7 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
     }
     if plan.truncated {
         out!(
-            "info: stopped looking after {PLAN_ENTRIES} directory entries: other languages may be present"
+            "info: the walk over the workspace was cut short (one of its bounds, or a directory it could not read), as listFiles would be: other languages may be present"
         );
     }
 }

@@ -45,7 +45,8 @@ impl Changes {
 pub struct ServerOpts {
     /// The language server for a language: LANG=COMMAND, such as python="pylsp -v" (repeatable;
     /// replaces the built-in servers of that language, or adds a language whose file extension is
-    /// LANG). `doctor` lists what would run.
+    /// LANG). COMMAND is split into words as a shell splits them (quotes, backslash escapes),
+    /// without expanding anything. `doctor` lists what would run.
     #[arg(long = "lsp", value_name = "LANG=COMMAND", value_parser = parse_override)]
     pub lsp: Vec<Override>,
     /// Start no language server: getDiagnostics answers only what an editor reports (--stdio).

@@ -515,6 +515,13 @@ fn doctor_lists_the_servers_of_the_workspace() {
     let sb = Sandbox::new();
     fs::write(sb.ws.join("a.py"), "").unwrap();
     fs::write(sb.ws.join("b.go"), "").unwrap();
+    // The walk listFiles makes: what .gitignore excludes is not counted (the old walk of its
+    // own, with a fixed skip list, counted generated/c.py), nor what a link leads to.
+    fs::write(sb.ws.join(".gitignore"), "generated/\n").unwrap();
+    fs::create_dir(sb.ws.join("generated")).unwrap();
+    fs::write(sb.ws.join("generated/c.py"), "").unwrap();
+    fs::write(sb.ws.join("generated/d.go"), "").unwrap();
+    std::os::unix::fs::symlink(sb.ws.join("a.py"), sb.ws.join("link.py")).unwrap();
     let o = sb
         .command()
         .args(["doctor", "--lsp", "go=/nonexistent/gopls"])

@@ -385,6 +385,34 @@ impl Workspace {
         })
     }
 
+    /// Calls `found` with the absolute path (each folder as advertised, then the path below it) of
+    /// every regular file a listing without a pattern sees, in the walk's order, until it returns
+    /// `false` or a bound of the walk stops it: the one walk of [`Workspace::list`], with its
+    /// skips (`.git`, what `.gitignore` files and `.git/info/exclude` exclude, links) and its
+    /// bounds on entries looked at, depth, time and ignore files (not the bounds on what a listing
+    /// answers: `found` keeps what it needs). Returns whether the walk was cut short (by a bound,
+    /// an unreadable directory, or `found`). `doctor` finds a workspace's languages this way.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// for f in ["a.py", "b.py", "venv/lib/c.py", ".gitignore"] {
+    ///     let p = dir.path().join(f);
+    ///     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    ///     std::fs::write(p, if f == ".gitignore" { "venv/\n" } else { "" }).unwrap();
+    /// }
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// let mut python = 0;
+    /// let cut = ws.for_each_file(|path| {
+    ///     python += usize::from(path.ends_with(".py"));
+    ///     true
+    /// });
+    /// assert_eq!((python, cut), (2, false));
+    /// ```
+    pub fn for_each_file(&self, mut found: impl FnMut(&str) -> bool) -> bool {
+        self.walk_files(|_, _, abs| found(abs))
+    }
+
     /// What `getWorkspaceInfo` answers: the first folder's name and path, how many files a
     /// listing sees (within the same bounds), and the kind of workspace, from the first of these
     /// at the folder's top: `.obsidian` (`"obsidian-vault"`), `Cargo.toml` (`"rust"`),

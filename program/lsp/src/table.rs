@@ -140,6 +140,19 @@ impl ServerTable {
     }
 
     /// What would run for these files: per language present, the command found or what is missing.
+    /// The files are the caller's to find (`doctor` walks the workspace as `listFiles` does, and
+    /// sets [`Plan::truncated`] when that walk was cut short).
+    ///
+    /// ```
+    /// use claude_ide_bridge_lsp::{parse_override, ServerTable};
+    /// use std::path::Path;
+    /// let mut table = ServerTable::builtin();
+    /// table.set(parse_override("zz=surely-not-installed-lsp").unwrap());
+    /// let plan = table.plan([Path::new("/w/a.zz"), Path::new("/w/b.zz"), Path::new("/w/README")]);
+    /// assert_eq!((plan.languages[0].language.as_str(), plan.languages[0].files), ("zz", 2));
+    /// assert_eq!(plan.languages[0].command, None);
+    /// assert_eq!(plan.languages[0].missing[0].program, "surely-not-installed-lsp");
+    /// ```
     pub fn plan<'a>(&self, files: impl IntoIterator<Item = &'a Path>) -> Plan {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for file in files {
@@ -176,48 +189,6 @@ impl ServerTable {
             truncated: false,
         }
     }
-
-    /// [`ServerTable::plan`] for the files under `folders`, visiting at most `max_entries` directory entries.
-    /// Hidden directories, `node_modules`, `target`, `__pycache__`, virtual environments and symbolic links are
-    /// skipped.
-    pub fn plan_workspace(&self, folders: &[PathBuf], max_entries: usize) -> Plan {
-        let mut files = Vec::new();
-        let mut stack: Vec<PathBuf> = folders.to_vec();
-        let mut seen = 0usize;
-        let mut truncated = false;
-        'walk: while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                seen += 1;
-                if seen > max_entries {
-                    truncated = true;
-                    break 'walk;
-                }
-                let Ok(kind) = entry.file_type() else {
-                    continue;
-                };
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if kind.is_dir() {
-                    let skip = name.starts_with('.')
-                        || matches!(
-                            &*name,
-                            "node_modules" | "target" | "__pycache__" | "venv" | "build"
-                        );
-                    if !skip {
-                        stack.push(entry.path());
-                    }
-                } else if kind.is_file() && self.language_for(Path::new(&*name)).is_some() {
-                    files.push(entry.path());
-                }
-            }
-        }
-        let mut plan = self.plan(files.iter().map(PathBuf::as_path));
-        plan.truncated = truncated;
-        plan
-    }
 }
 
 /// One `LANG=COMMAND` override.
@@ -230,13 +201,17 @@ pub struct Override {
     pub command: Vec<String>,
 }
 
-/// Reads `LANG=COMMAND`. The command is split at spaces; single or double quotes keep spaces in one
-/// argument (no escapes, no variables).
+/// Reads `LANG=COMMAND`. The command is split into words as a POSIX shell splits them (the
+/// `shell-words` crate): single quotes keep everything, double quotes keep spaces and take `\"`,
+/// `\\`, `\$` and `` \` `` as escapes, a backslash outside quotes keeps the character after it;
+/// nothing is expanded (no variables, no `~`, no globs). An unclosed quote is an error.
 ///
 /// ```
 /// use claude_ide_bridge_lsp::parse_override;
 /// let ov = parse_override("python='/opt/my lsp/bin/pylsp' -v").unwrap();
 /// assert_eq!(ov.command, ["/opt/my lsp/bin/pylsp", "-v"]);
+/// let ov = parse_override(r#"python=/opt/my\ lsp/pylsp --name "a \"b\"""#).unwrap();
+/// assert_eq!(ov.command, ["/opt/my lsp/pylsp", "--name", r#"a "b""#]);
 /// let here = std::env::current_dir().unwrap();
 /// assert_eq!(parse_override("zig=./zls").unwrap().command, [here.join("zls").to_str().unwrap()]);
 /// assert!(parse_override("=pylsp").is_err());
@@ -256,7 +231,8 @@ pub fn parse_override(spec: &str) -> Result<Override, String> {
             "{spec:?}: the language must be a word such as python or ts"
         ));
     }
-    let mut command = split_words(command).map_err(|e| format!("{spec:?}: {e}"))?;
+    let mut command = shell_words::split(command)
+        .map_err(|_| format!("{spec:?}: the command has an unclosed quote"))?;
     if command.is_empty() {
         return Err(format!("{spec:?}: the command is empty"));
     }
@@ -278,40 +254,6 @@ pub fn parse_override(spec: &str) -> Result<Override, String> {
         language: language.to_owned(),
         command,
     })
-}
-
-fn split_words(s: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut quote = None;
-    for c in s.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                in_word = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            (None, c) => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if quote.is_some() {
-        return Err("unclosed quote".to_owned());
-    }
-    if in_word {
-        words.push(word);
-    }
-    Ok(words)
 }
 
 /// The path of an executable program: `program` itself when it contains a `/`, else the first match on `PATH`.
@@ -464,13 +406,43 @@ mod tests {
             t.commands("javascript"),
             [cmd(&["typescript-language-server", "--stdio"])]
         );
-        assert_eq!(
-            split_words(r#"a "b c"  'd"e' """#).unwrap(),
-            ["a", "b c", "d\"e", ""]
-        );
         assert!(parse_override("python=rel/path").is_err());
         assert!(parse_override("py thon=x").is_err());
-        assert!(parse_override("python='x").is_err());
+    }
+
+    /// Commands are split as a shell splits words: quotes of both kinds, backslash escapes
+    /// inside double quotes and outside quotes, none inside single quotes; nothing expanded.
+    #[test]
+    fn commands_are_split_as_a_shell_splits_words() {
+        let words = |command: &str| parse_override(&format!("x={command}")).map(|o| o.command);
+        for (command, want) in [
+            (r#"a "b c"  'd"e' """#, &["a", "b c", "d\"e", ""][..]),
+            (
+                r"/opt/my\ lsp/bin/pylsp -v",
+                &["/opt/my lsp/bin/pylsp", "-v"],
+            ),
+            (
+                r#"srv "a \"quoted\" word" 'it''s'"#,
+                &["srv", r#"a "quoted" word"#, "its"],
+            ),
+            (
+                r#"srv 'back\slash' "back\\slash" back\\slash"#,
+                &["srv", r"back\slash", r"back\slash", r"back\slash"],
+            ),
+            (
+                r#"srv "\$HOME" $HOME ~ *"#,
+                &["srv", "$HOME", "$HOME", "~", "*"],
+            ),
+            ("srv\targ\ttab", &["srv", "arg", "tab"]),
+            // A backslash with nothing after it is kept.
+            (r"srv trailing\", &["srv", r"trailing\"]),
+        ] {
+            assert_eq!(words(command).unwrap(), want, "{command}");
+        }
+        for bad in ["srv 'open", r#"srv "open"#, r#"srv "escaped quote\""#] {
+            let err = words(bad).unwrap_err();
+            assert!(err.contains("unclosed quote"), "{bad}: {err}");
+        }
     }
 
     #[cfg(unix)]
@@ -505,18 +477,11 @@ mod tests {
 
     #[test]
     fn plan_reports_found_and_missing() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("src")).unwrap();
-        std::fs::create_dir_all(root.join("node_modules/x")).unwrap();
-        std::fs::write(root.join("src/a.py"), "").unwrap();
-        std::fs::write(root.join("src/b.py"), "").unwrap();
-        std::fs::write(root.join("node_modules/x/c.js"), "").unwrap();
-        std::fs::write(root.join("d.zz"), "").unwrap();
         let mut t = ServerTable::builtin();
         t.set(parse_override("python=/bin/sh").unwrap());
         t.set(parse_override("zz=surely-not-installed-lsp --stdio").unwrap());
-        let plan = t.plan_workspace(&[root.to_path_buf()], 1000);
+        let files = ["/w/src/a.py", "/w/src/b.py", "/w/d.zz", "/w/notes.txt"];
+        let plan = t.plan(files.iter().map(Path::new));
         assert!(!plan.truncated);
         let names: Vec<_> = plan
             .languages
@@ -533,6 +498,5 @@ mod tests {
             plan.languages[1].missing[0].program,
             "surely-not-installed-lsp"
         );
-        assert!(t.plan_workspace(&[root.to_path_buf()], 2).truncated);
     }
 }
