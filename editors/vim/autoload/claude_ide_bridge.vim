@@ -6,6 +6,7 @@ vim9script
 import autoload 'claude_ide_bridge/context.vim'
 import autoload 'claude_ide_bridge/diff.vim'
 import autoload 'claude_ide_bridge/files.vim'
+import autoload 'claude_ide_bridge/remote.vim'
 import autoload 'claude_ide_bridge/terminal.vim'
 
 var job: job = null_job
@@ -21,6 +22,8 @@ var exited: any = null
 var closed = false
 var last_error = ''
 var stopping = false
+# Why the last bridge ended without being asked to (for :ClaudeCodeStatus), or ''.
+var ended_why = ''
 var unanswered: dict<string> = {}
 # ids of tool calls that wait for Vim to leave the command line; claude may withdraw them meanwhile
 var deferred: dict<bool> = {}
@@ -100,24 +103,38 @@ export def Start(Then: any = 0): bool
     endif
     return true
   endif
-  var cmd = Option('cmd', 'claude-ide-bridge')
-  var argv: list<string> = type(cmd) == v:t_list ? copy(cmd) : [cmd]
-  if !executable(argv[0])
-    Error(argv[0] .. ' was not found: install it (:help claude-ide-bridge-install) or set g:claude_ide_bridge_cmd')
-    return false
+  var argv: list<string>
+  var serve: list<string>
+  if remote.On()
+    # the bridge runs on the other side of the transport (:help claude-ide-bridge-remote)
+    var problem = remote.Problem()
+    if problem !=# ''
+      Error(problem)
+      return false
+    endif
+    folders = remote.Workspace(WorkspaceFolders())
+  else
+    var cmd = Option('cmd', 'claude-ide-bridge')
+    argv = type(cmd) == v:t_list ? copy(cmd) : [cmd]
+    if !executable(argv[0])
+      Error(argv[0] .. ' was not found: install it (:help claude-ide-bridge-install) or set g:claude_ide_bridge_cmd')
+      return false
+    endif
+    folders = WorkspaceFolders()
   endif
-  folders = WorkspaceFolders()
-  argv += ['serve', '--stdio', '--ide-name', Option('ide_name', 'Vim')]
+  serve = ['serve', '--stdio', '--ide-name', Option('ide_name', 'Vim')]
   for f in folders
-    argv += ['--workspace', f]
+    serve += ['--workspace', f]
   endfor
-  argv += Option('args', [])
+  serve += Option('args', [])
+  argv = remote.On() ? remote.BridgeCommand(serve) : argv + serve
   port = 0
   lock_file = ''
   clients = {}
   stderr_tail = []
   last_error = ''
   stopping = false
+  ended_why = ''
   [exited, closed] = [null, false]
   waiting = type(Then) == v:t_func ? [Then] : []
   job = job_start(argv, {
@@ -219,13 +236,26 @@ def Ended(status: number)
   waiting = []
   deferred = {}
   context.Detach()
-  diff.CloseAll()
-  if !stopping
+  if stopping
+    diff.CloseAll()
+  else
+    # Not asked to end: the diffs close unanswered (a bridge that stops answers claude for them)
+    # and a proposal the user edited stays in a buffer of its own.
+    var kept = diff.CloseUnanswered()
     # the bridge's reason: its error line (clap ends with a hint about --help), else its last line
     var errors = filter(copy(stderr_tail), (_, l) => l =~? '^\s*error')
     var why = !empty(errors) ? ': ' .. errors[0] : empty(stderr_tail) ? '' : ': ' .. stderr_tail[-1]
-    Error('the bridge exited with status ' .. status .. (was_ready ? '' : ' before it was ready') .. why
-      .. ' (see :ClaudeCodeStatus, and run `claude-ide-bridge doctor`)')
+    ended_why = remote.On() ? remote.Why(status, stderr_tail, was_ready) : ''
+    if ended_why ==# ''
+      ended_why = (remote.On() ? 'the remote bridge (`' .. remote.Describe() .. '`)' : 'the bridge')
+        .. ' exited with status ' .. status .. (was_ready ? '' : ' before it was ready') .. why
+        .. (remote.On() ? '' : ' (see :ClaudeCodeStatus, and run `claude-ide-bridge doctor`)')
+    endif
+    if !empty(kept)
+      ended_why ..= '. Your edits of the proposals are kept in: ' .. join(kept, ', ')
+    endif
+    Error(ended_why)
+    ended_why = strftime('%H:%M:%S ') .. ended_why
   endif
   stopping = false
 enddef
@@ -371,15 +401,22 @@ enddef
 
 def ShowStatus(answer: dict<any>)
   var lines: list<string> = []
+  if remote.On()
+    lines += ['remote: through `' .. remote.Describe() .. '`']
+  endif
   if job_status(job) !=# 'run'
     lines += ['bridge: not running (:ClaudeCodeStart or :ClaudeCode starts it)']
+    if ended_why !=# ''
+      lines += ['last end: ' .. ended_why]
+    endif
   elseif port == 0
     lines += ['bridge: starting (pid ' .. job_info(job).process .. ')']
   else
     var lock = get(answer, 'lockFile', lock_file)
     lock = type(lock) == v:t_string ? lock : ''
-    lines += ['bridge: running, pid ' .. job_info(job).process .. ', port ' .. get(answer, 'port', port)]
-    lines += ['lock file: ' .. (empty(lock) ? 'none'
+    lines += ['bridge: running, pid ' .. job_info(job).process .. (remote.On() ? ' (the transport)' : '')
+      .. ', port ' .. get(answer, 'port', port) .. (remote.On() ? ' on the remote side' : '')]
+    lines += ['lock file: ' .. (empty(lock) ? 'none' : remote.On() ? lock .. ' (on the remote side)'
       : lock .. (filereadable(lock) ? '' : ' (MISSING: run `claude-ide-bridge doctor`)'))]
     lines += ['workspace: ' .. join(folders, ', ')]
     var conns: list<string> = []

@@ -186,7 +186,32 @@ export def CloseAll()
   endfor
 enddef
 
-# The tab pages that show the proposal of a pending diff.
+# The bridge ended without being asked to (a link that dropped, a crash): the diffs close with no
+# answer from Vim (the bridge cannot carry one now; a bridge that stops answers claude itself).
+# A proposal the user edited is not lost: its text stays in a buffer of its own, listed, whose
+# name is returned.
+export def CloseUnanswered(): list<string>
+  var kept: list<string> = []
+  for id in keys(diffs)
+    var d = Take(str2nr(id))
+    if bufexists(d.proposed) && getbufvar(d.proposed, '&modified')
+      var name = d.path .. ' (your edit of claude''s proposal #' .. d.id .. ', not sent)'
+      var b = bufadd(name)
+      setbufvar(b, '&buftype', 'nofile')
+      setbufvar(b, '&swapfile', 0)
+      bufload(b)
+      setbufvar(b, '&buflisted', 1)
+      setbufvar(b, '&filetype', getbufvar(d.proposed, '&filetype'))
+      deletebufline(b, 1, '$')
+      setbufline(b, 1, getbufline(d.proposed, 1, '$'))
+      add(kept, name)
+    endif
+    Close(d)
+  endfor
+  return kept
+enddef
+
+ the proposal of a pending diff.
 def ProposalTabs(): list<number>
   var tabs: list<number> = []
   for d in values(diffs)

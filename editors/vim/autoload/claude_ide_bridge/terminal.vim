@@ -2,6 +2,7 @@ vim9script
 # The claude terminal (:ClaudeCode, :ClaudeCodeFocus) and where files and diffs are shown.
 
 import autoload 'claude_ide_bridge.vim' as bridge
+import autoload 'claude_ide_bridge/remote.vim'
 
 var term_buf = -1
 # A launch waits for the bridge to be ready: another :ClaudeCode meanwhile starts no second one.
@@ -58,25 +59,27 @@ def Launch(args: string, focus: bool)
     return
   endif
   var back = win_getid()
-  var cmd = bridge.Option('terminal_cmd', 'claude')
-  var argv: any = type(cmd) == v:t_list ? cmd + (empty(args) ? [] : split(args)) : cmd .. (empty(args) ? '' : ' ' .. args)
-  var program = type(cmd) == v:t_list ? get(cmd, 0, '') : get(split(cmd), 0, '')
-  if !executable(program)
-    bridge.Error(program .. ' was not found: install claude (npm install -g @anthropic-ai/claude-code)'
-      .. ' or set g:claude_ide_bridge_terminal_cmd')
-    return
+  var argv: any
+  var opts: dict<any> = {curwin: true, term_name: 'claude', term_kill: 'term'}
+  if remote.On()
+    # claude runs on the other side, in the remote workspace, told the remote bridge's port
+    argv = remote.TerminalCommand(split(args), bridge.Port())
+  else
+    var cmd = bridge.Option('terminal_cmd', 'claude')
+    argv = type(cmd) == v:t_list ? cmd + (empty(args) ? [] : split(args)) : cmd .. (empty(args) ? '' : ' ' .. args)
+    var program = type(cmd) == v:t_list ? get(cmd, 0, '') : get(split(cmd), 0, '')
+    if !executable(program)
+      bridge.Error(program .. ' was not found: install claude (npm install -g @anthropic-ai/claude-code)'
+        .. ' or set g:claude_ide_bridge_terminal_cmd')
+      return
+    endif
+    opts.env = {CLAUDE_CODE_SSE_PORT: string(bridge.Port()), ENABLE_IDE_INTEGRATION: 'true'}
+    var folders = bridge.Folders()
+    if !empty(folders)
+      opts.cwd = folders[0]
+    endif
   endif
   SplitWindow()
-  var folders = bridge.Folders()
-  var opts: dict<any> = {
-    curwin: true,
-    term_name: 'claude',
-    term_kill: 'term',
-    env: {CLAUDE_CODE_SSE_PORT: string(bridge.Port()), ENABLE_IDE_INTEGRATION: 'true'},
-  }
-  if !empty(folders)
-    opts.cwd = folders[0]
-  endif
   # claude ending well closes its window; ending badly leaves it, with what it said on exit.
   var buf = -1
   opts.exit_cb = (_, status) => timer_start(10, (_) => Finished(buf, status))

@@ -371,3 +371,4 @@ impl Drop for HeldWireLog {
         }
     }
 }
+pub mod vim;

@@ -1,0 +1,199 @@
+vim9script
+# Remote use (:help claude-ide-bridge-remote): the bridge runs where the code is (an SSH host, a
+# container, WSL), reached through a transport the user already trusts (`ssh HOST`, `docker exec
+# -i NAME`, ...). Only the bridge's JSON lines cross it; claude runs there too, in the terminal.
+# This file turns g:claude_ide_bridge_remote into the commands Vim runs, and a remote bridge's end
+# into what the user is told.
+
+import autoload 'claude_ide_bridge.vim' as bridge
+
+# What the wrapper prints when the program is not on the remote PATH (found in the bridge's stderr).
+const NOT_FOUND = 'claude-ide-bridge-remote: not found: '
+
+# Runs "$1" with the other arguments, once `command -v` found it; else says so and exits 127.
+const FIND = 'command -v "$1" >/dev/null 2>&1 || { printf "' .. NOT_FOUND
+  .. '%s\n" "$1" >&2; exit 127; }; exec "$@"'
+
+# In folder "$1", with CLAUDE_CODE_SSE_PORT="$2": runs "$3" with the arguments after it.
+const IN_WORKSPACE = 'cd -- "$1" || exit 1; CLAUDE_CODE_SSE_PORT=$2; ENABLE_IDE_INTEGRATION=true;'
+  .. ' export CLAUDE_CODE_SSE_PORT ENABLE_IDE_INTEGRATION; shift 2; ' .. FIND
+
+const INSTALL = 'install claude-ide-bridge there (in a clone of its repository on that machine:'
+  .. ' cargo install --locked --path program/cli), or give its full path as'
+  .. ' g:claude_ide_bridge_remote.bridge (:help claude-ide-bridge-remote)'
+
+# The setting when remote use is on, else {}.
+export def Settings(): dict<any>
+  var r = bridge.Option('remote', {})
+  return type(r) == v:t_dict && !empty(r) ? r : {}
+enddef
+
+export def On(): bool
+  return !empty(Settings())
+enddef
+
+# What is wrong with the setting, or ''.
+export def Problem(): string
+  var r = Settings()
+  var t = get(r, 'transport', [])
+  if type(t) != v:t_list || empty(t) || !empty(filter(copy(t), (_, w) => type(w) != v:t_string))
+    return "g:claude_ide_bridge_remote.transport must be a command as a list of words, e.g. ['ssh', 'devbox']"
+  endif
+  var m = get(r, 'path_map', {})
+  if type(m) != v:t_dict && m !=# 'wsl'
+    return "g:claude_ide_bridge_remote.path_map must be a dictionary {editor folder: remote folder} or 'wsl'"
+  endif
+  if !executable(t[0])
+    return t[0] .. ' (the transport of g:claude_ide_bridge_remote) was not found'
+  endif
+  return ''
+enddef
+
+# The transport as the user reads it: `ssh devbox`.
+export def Describe(): string
+  return join(get(Settings(), 'transport', []))
+enddef
+
+# A word for a POSIX shell, whatever it holds (spaces, quotes, `$`, non-ASCII names).
+def ShellWord(s: string): string
+  return "'" .. substitute(s, "'", "'\\\\''", 'g') .. "'"
+enddef
+
+# Whether the transport hands the command to a shell on the other side as one line (ssh, and
+# wsl.exe without --exec), so that each word must be quoted; docker, podman and kubectl exec pass
+# the words as they are. The setting's `quote` decides when given.
+def Quoted(transport: list<string>): bool
+  var r = Settings()
+  if has_key(r, 'quote')
+    return !!r.quote
+  endif
+  var prog = fnamemodify(transport[0], ':t')
+  if prog =~? '^ssh\(\.exe\)\=$'
+    return true
+  endif
+  return prog =~? '^wsl\(\.exe\)\=$' && index(transport, '-e') < 0 && index(transport, '--exec') < 0
+enddef
+
+def Through(transport: list<string>, words: list<string>): list<string>
+  return transport + (Quoted(transport) ? mapnew(words, (_, w) => ShellWord(w)) : words)
+enddef
+
+def Words(v: any): list<string>
+  return type(v) == v:t_list ? copy(v) : split(v)
+enddef
+
+# The editor's folder (a full path without its last slash) for a folder the user wrote.
+def EditorFolder(d: string): string
+  return fnamemodify(d =~# '^\~\|\$' ? expand(d) : d, ':p:s?/$??')
+enddef
+
+# The remote side of an editor path, through the path map (the longest prefix), or ''.
+def ToRemote(path: string, map: dict<any>): string
+  var best = ''
+  for ed in keys(map)
+    var e = EditorFolder(ed)
+    if (path ==# e || stridx(path, e .. '/') == 0) && strlen(e) > strlen(best)
+      best = e
+    endif
+  endfor
+  if best ==# ''
+    return ''
+  endif
+  for [ed, here] in items(map)
+    if EditorFolder(ed) ==# best
+      return substitute(here, '/$', '', '') .. strpart(path, strlen(best))
+    endif
+  endfor
+  return ''
+enddef
+
+# The workspace folders on the remote side: the setting's `workspace`, else the editor's folders
+# (`local`) through the path map, else as they are (the same path on both sides).
+export def Workspace(local: list<string>): list<string>
+  var r = Settings()
+  var w = get(r, 'workspace', [])
+  var list = type(w) == v:t_list ? copy(w) : [w]
+  if !empty(list)
+    return list
+  endif
+  var m = get(r, 'path_map', {})
+  if type(m) != v:t_dict || empty(m)
+    return local
+  endif
+  return mapnew(local, (_, d) => ToRemote(d, m) ==# '' ? d : ToRemote(d, m))
+enddef
+
+# The command that runs the bridge on the other side: `TRANSPORT sh -c FIND sh claude-ide-bridge
+# serve --stdio ...`. `args` are serve's arguments without the path map.
+export def BridgeCommand(args: list<string>): list<string>
+  var r = Settings()
+  var words = ['sh', '-c', FIND, 'sh'] + Words(get(r, 'bridge', 'claude-ide-bridge')) + args
+  var m = get(r, 'path_map', {})
+  if type(m) == v:t_string
+    words += ['--path-map', m]
+  else
+    for [ed, here] in items(m)
+      words += ['--path-map', EditorFolder(ed) .. '=' .. substitute(here, '/$', '', '')]
+    endfor
+  endif
+  return Through(r.transport, words)
+enddef
+
+# The transport for the claude terminal: the setting's `terminal`, else the transport with a
+# terminal asked for (`ssh -t`, `docker exec -it`; wsl.exe runs in Vim's terminal as it is).
+def TerminalTransport(): list<string>
+  var r = Settings()
+  if has_key(r, 'terminal')
+    return Words(r.terminal)
+  endif
+  var t: list<string> = copy(r.transport)
+  var prog = fnamemodify(t[0], ':t')
+  if prog =~? '^ssh\(\.exe\)\=$'
+    return [t[0], '-t'] + t[1 :]
+  endif
+  if prog =~? '^\(docker\|podman\|kubectl\|nerdctl\)\(\.exe\)\=$'
+    var i = index(t, '-i')
+    if i >= 0
+      return t[: i] + ['-t'] + t[i + 1 :]
+    endif
+  endif
+  return t
+enddef
+
+# The command of :ClaudeCode on the other side: claude (the setting's `claude`, else `claude`)
+# with `args`, in the first remote workspace folder, told the remote bridge's port.
+export def TerminalCommand(args: list<string>, port: number): list<string>
+  var r = Settings()
+  var folder = get(bridge.Folders(), 0, '.')
+  var words = ['sh', '-c', IN_WORKSPACE, 'sh', folder, string(port)]
+    + Words(get(r, 'claude', 'claude')) + args
+  return Through(TerminalTransport(), words)
+enddef
+
+# Why the remote bridge ended, for the user; '' when nothing specific is known.
+export def Why(status: number, stderr: list<string>, was_ready: bool): string
+  var where = Describe()
+  for l in stderr
+    var at = stridx(l, NOT_FOUND)
+    if at >= 0
+      return strpart(l, at + strlen(NOT_FOUND)) .. ' was not found through `' .. where .. '`: ' .. INSTALL
+    endif
+  endfor
+  if !was_ready
+    for l in stderr
+      var flag = matchstr(l, "unexpected argument '\\zs--[a-z-]\\+\\ze'")
+      if flag =~# '^--\(stdio\|path-map\|ide-name\|workspace\)$'
+          || l =~# "unrecognized subcommand 'serve'"
+        return 'the claude-ide-bridge reached through `' .. where .. '` is too old: it does not know '
+          .. (flag ==# '' ? 'serve' : flag) .. '. Update it there (in a clone of its repository on that'
+          .. ' machine: git pull, then cargo install --locked --path program/cli)'
+      endif
+    endfor
+    return ''
+  endif
+  var errors = filter(copy(stderr), (_, l) => l =~? '^\s*error\|ssh:\|connection\|broken pipe')
+  var tail = !empty(errors) ? ': ' .. errors[-1] : empty(stderr) ? '' : ': ' .. stderr[-1]
+  return 'the link to the remote bridge (`' .. where .. '`) dropped (status ' .. status .. tail
+    .. '). The pending diffs were closed unanswered by Vim: the remote bridge answers claude for'
+    .. ' them as it stops. :ClaudeCodeStart connects again'
+enddef
