@@ -211,7 +211,7 @@ export def CloseUnanswered(): list<string>
   return kept
 enddef
 
- the proposal of a pending diff.
+# The tab pages that show the proposal of a pending diff.
 def ProposalTabs(): list<number>
   var tabs: list<number> = []
   for d in values(diffs)

@@ -46,10 +46,10 @@ impl Vim {
             in_terminal: false,
         };
         let cmd = format!(
-            "env HOME='{}' CLAUDE_CONFIG_DIR='{}' NO_COLOR=1 vim -i NONE '{}'",
-            sb.home.display(),
-            sb.config.display(),
-            file.display()
+            "env HOME={} CLAUDE_CONFIG_DIR={} NO_COLOR=1 vim -i NONE {}",
+            shell_word(&sb.home),
+            shell_word(&sb.config),
+            shell_word(file)
         );
         vim.tmux(&[
             "new-session",
@@ -189,6 +189,11 @@ impl Drop for Vim {
         }
         self.tmux(&["kill-server"]);
     }
+}
+
+/// A path as one word for `sh` (tmux runs the command through it), whatever it holds.
+pub fn shell_word(p: &Path) -> String {
+    format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"))
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {

@@ -1,0 +1,462 @@
+//! The Vim plugin used remotely (`g:claude_ide_bridge_remote`, issue 30): the bridge runs on the
+//! other side of a real OpenSSH link (Debian's openssh-server, started by the test on a free port of
+//! 127.0.0.1 with a throwaway host key and user key, its own sshd_config, as a child), reached by
+//! the real `ssh` client, with the workspace at another path there: sshd runs in a mount namespace
+//! of its own (`unshare -m`) where the editor's folder is bind-mounted on another path and the
+//! editor's own path is an empty folder. Both paths have spaces and non-ASCII letters. claude's
+//! side is the test client, connected to the remote bridge with the lock file it writes.
+//!
+//! Covered: a selection and an at-mention reach claude with the bridge-side path; an openDiff from
+//! claude opens on the editor-side file, `:w` answers FILE_SAVED with the user's edit, the file is
+//! written; `:ClaudeCode` runs claude there (a stand-in that shows its terminal, folder and port);
+//! the transport killed with a diff pending (closed in Vim, the user's edit kept, claude answered,
+//! the file unchanged, `:ClaudeCodeStatus` says so, `:ClaudeCodeStart` connects again); a remote
+//! without the bridge, one too old for it, and a transport that dies in the middle of a line.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::vim::*;
+use common::*;
+use serde_json::{json, Value};
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+/// A real sshd on 127.0.0.1, in a mount namespace where `remote` shows the files of `editor`.
+struct Sshd {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Sshd {
+    fn start(sb: &Sandbox, editor: &Path, remote: &Path) -> Sshd {
+        assert!(
+            Path::new(SSHD).exists(),
+            "{SSHD} is missing: apt-get install openssh-server (scripts/test-all.sh does)"
+        );
+        let dir = sb.root().join("ssh");
+        fs::create_dir_all(&dir).unwrap();
+        for key in ["host_key", "user_key"] {
+            let out = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", "test", "-f"])
+                .arg(dir.join(key))
+                .output()
+                .expect("ssh-keygen runs (openssh-client)");
+            assert!(out.status.success(), "ssh-keygen: {out:?}");
+        }
+        fs::copy(dir.join("user_key.pub"), dir.join("authorized_keys")).unwrap();
+        // sshd refuses to start without its privilege separation directory (a Debian package
+        // makes it at boot, through systemd, which a container does not run).
+        fs::create_dir_all("/run/sshd").expect("/run/sshd (sshd runs as root here)");
+        let remote_home = sb.root().join("remote home");
+        fs::create_dir_all(&remote_home).unwrap();
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let config = dir.join("sshd_config");
+            // The sessions get the sandbox's lock file folder, and a HOME of their own (no
+            // profile of the machine's user adds folders to PATH: a bridge installed there).
+            fs::write(
+                &config,
+                format!(
+                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+                     AuthorizedKeysFile {d}/authorized_keys\nPidFile none\nStrictModes no\n\
+                     UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                     PermitRootLogin prohibit-password\nLogLevel ERROR\n\
+                     SetEnv CLAUDE_CONFIG_DIR=\"{config}\" HOME=\"{home}\"\n",
+                    d = dir.display(),
+                    config = sb.config.display(),
+                    home = remote_home.display(),
+                ),
+            )
+            .unwrap();
+            let pubkey = fs::read_to_string(dir.join("host_key.pub")).unwrap();
+            let mut words = pubkey.split_whitespace();
+            fs::write(
+                dir.join("known_hosts"),
+                format!(
+                    "[127.0.0.1]:{port} {} {}\n",
+                    words.next().unwrap(),
+                    words.next().unwrap()
+                ),
+            )
+            .unwrap();
+            let log = fs::File::create(dir.join("sshd.log")).unwrap();
+            // In the new namespace: `remote` shows the editor's files, the editor's path is
+            // empty; then sshd, in the foreground (-D), logging to stderr (-e).
+            let child = Command::new("unshare")
+                .args(["-m", "--propagation", "private", "sh", "-c"])
+                .arg(
+                    "mount --bind \"$1\" \"$2\" && mount -t tmpfs tmpfs \"$1\" \
+                     && exec \"$3\" -D -e -f \"$4\"",
+                )
+                .arg("sh")
+                .args([editor, remote, Path::new(SSHD), &config])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("unshare runs");
+            let mut sshd = Sshd {
+                child,
+                dir: dir.clone(),
+                port,
+            };
+            let give_up = Instant::now() + WAIT;
+            loop {
+                if let Ok(Some(status)) = sshd.child.try_wait() {
+                    last = format!(
+                        "sshd exited with {status}: {}",
+                        fs::read_to_string(sshd.dir.join("sshd.log")).unwrap_or_default()
+                    );
+                    break;
+                }
+                let out = sshd.ssh().arg("true").output().unwrap();
+                if out.status.success() {
+                    return sshd;
+                }
+                last = String::from_utf8_lossy(&out.stderr).into_owned();
+                assert!(
+                    Instant::now() < give_up,
+                    "ssh to the test's sshd fails: {last}; sshd: {}",
+                    fs::read_to_string(sshd.dir.join("sshd.log")).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // the port was taken meanwhile: another one
+        }
+        panic!("sshd could not start: {last}");
+    }
+
+    /// The client's words, as a Vim list item each: ssh with this test's keys and nothing else.
+    fn transport(&self) -> Vec<String> {
+        let d = self.dir.display();
+        [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-i",
+            &format!("{d}/user_key"),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            &format!("UserKnownHostsFile={d}/known_hosts"),
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "LogLevel=ERROR",
+            "-p",
+            &self.port.to_string(),
+            "root@127.0.0.1",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn ssh(&self) -> Command {
+        let t = self.transport();
+        let mut c = Command::new(&t[0]);
+        c.args(&t[1..]).stdin(Stdio::null());
+        c
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A Vim literal of a string (single quotes doubled).
+fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The remote setting: the transport, the path map `editor` -> `remote` and more `extra` items.
+fn remote_setting(sshd: &Sshd, editor: &Path, remote: &Path, extra: &str) -> String {
+    let transport: Vec<String> = sshd.transport().iter().map(|w| lit(w)).collect();
+    format!(
+        "let g:claude_ide_bridge_workspace = {ed}\n\
+         let g:claude_ide_bridge_remote = {{'transport': [{t}], 'path_map': {{{ed}: {rem}}}{extra}}}",
+        t = transport.join(", "),
+        ed = lit(&editor.to_string_lossy()),
+        rem = lit(&remote.to_string_lossy()),
+    )
+}
+
+/// The folders of a test: the editor's (with the files) and the remote side's path of it.
+fn folders(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    let editor = sb.root().join("editor's wörk space");
+    let remote = sb.root().join("remote ẞ ws");
+    fs::create_dir_all(&editor).unwrap();
+    fs::create_dir_all(&remote).unwrap();
+    (editor, remote)
+}
+
+fn messages(vim: &mut Vim) -> String {
+    vim.eval("execute('messages')")
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn status(vim: &mut Vim) -> String {
+    vim.eval("execute('ClaudeCodeStatus')")
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn wait_screen(vim: &Vim, needle: &str) {
+    let give_up = Instant::now() + WAIT;
+    while !vim.screen().contains(needle) {
+        assert!(
+            Instant::now() < give_up,
+            "no {needle:?} on the screen; {}",
+            vim.diag()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn vim_remote_over_ssh() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (editor, remote) = folders(&sb);
+    let a = editor.join("a.txt");
+    fs::write(&a, "one\ntwo three\nfour\n").unwrap();
+    let notes_name = "nötes ü.txt";
+    let notes = editor.join(notes_name);
+    fs::write(&notes, "alpha\nbeta\n").unwrap();
+    // claude on the remote side: a stand-in that shows its terminal, folder, port and arguments.
+    let fake = sb.root().join("fake-claude");
+    fs::write(
+        &fake,
+        "#!/bin/sh\necho \"TTY=$(tty)\"\necho \"PWD=$(pwd)\"\n\
+         echo \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION ARGS=$*\"\nexec sleep 60\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let sshd = Sshd::start(&sb, &editor, &remote);
+    // The namespace is real: on the remote side the editor's path is empty, the remote one has
+    // the files; here the other way round.
+    let out = sshd
+        .ssh()
+        .arg(format!(
+            "ls '{}' | wc -l; cat '{}'",
+            editor.display(),
+            remote.join("a.txt").display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\none\ntwo three\nfour\n");
+    assert_eq!(fs::read_dir(&remote).unwrap().count(), 0);
+    let extra = format!(
+        ", 'bridge': {}, 'claude': {}",
+        lit(BIN),
+        lit(&fake.to_string_lossy())
+    );
+    let vimrc = remote_setting(&sshd, &editor, &remote, &extra)
+        + "\nlet g:claude_ide_bridge_split_width_percentage = 0.6";
+    let mut vim = Vim::start(&sb, &a, &vimrc);
+
+    // :ClaudeCodeStart: the bridge starts over there, its lock file names the remote folder.
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let lockv: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
+    assert_eq!(lockv["workspaceFolders"], json!([remote.to_string_lossy()]));
+    let mut c = connect(&lock);
+    let ra = remote.join("a.txt").to_string_lossy().to_string();
+
+    // A selection and an at-mention arrive with the bridge-side path.
+    vim.keys(&["Escape", "j", "w", "v", "e"]);
+    let sel = notification(&mut c, "selection_changed", |p| p["text"] == "three");
+    assert_eq!(sel["filePath"], json!(ra));
+    assert_eq!(sel["selection"], range(1, 4, 1, 9));
+    vim.keys(&["Escape"]);
+    vim.ex("2,3ClaudeCodeSend");
+    let m = notification(&mut c, "at_mentioned", |_| true);
+    assert_eq!(m["filePath"], json!(ra));
+    assert_eq!((&m["lineStart"], &m["lineEnd"]), (&json!(1), &json!(2)));
+
+    // An openDiff of the remote file opens in Vim on the editor's file; :w sends the user's edit.
+    let r_notes = remote.join(notes_name);
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&r_notes, "alpha\nBETA\n", "tab notes"),
+    );
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let shown = vim.eval("map(filter(getbufinfo(), {_, b -> !empty(b.windows)}), {_, b -> b.name})");
+    let names: Vec<&str> = shown
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(names.contains(&notes.to_str().unwrap()), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with(notes.to_str().unwrap())
+            && n.contains("proposed by claude")),
+        "{names:?}"
+    );
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("$put ='gamma'");
+    vim.ex("w");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).expect("an answer");
+    assert_eq!(texts(&r), ["FILE_SAVED", "alpha\nBETA\ngamma\n"]);
+    // claude writes the file over there; Vim shows it.
+    let out = sshd
+        .ssh()
+        .arg(format!(
+            "printf 'alpha\\nBETA\\ngamma\\n' > '{}'",
+            r_notes.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(fs::read_to_string(&notes).unwrap(), "alpha\nBETA\ngamma\n");
+    vim.wait_eval(&format!("getbufline(bufnr({}), 1, '$')", lit(notes_name)), |v| {
+        v == &json!(["alpha", "BETA", "gamma"])
+    });
+
+    // :ClaudeCode runs claude over there, in a terminal, in the remote folder, with the port.
+    vim.ex("ClaudeCode --resume");
+    let port = lock.file_stem().unwrap().to_string_lossy().to_string();
+    wait_screen(&vim, &format!("PORT={port} IDE=true ARGS=--resume"));
+    let screen = vim.screen();
+    assert!(screen.contains("TTY=/dev/pts/"), "no terminal: {screen}");
+    assert!(
+        screen.contains(&format!("PWD={}", remote.display())),
+        "{screen}"
+    );
+    vim.keys(&["C-w", "p"]);
+
+    // The link drops with a diff pending that the user edited: Vim closes it and keeps the edit,
+    // claude gets an answer (not FILE_SAVED), the file is unchanged, and Vim says what happened.
+    let id = c.call_tool("openDiff", open_diff_args(&remote.join("a.txt"), "ONE\n", "tab drop"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("$put ='mine'");
+    let st = status(&mut vim);
+    let pid: i32 = st
+        .split("pid ")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {st}"));
+    assert!(st.contains("(the transport)"), "{st}");
+    assert!(
+        fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with("ssh\0")),
+        "pid {pid} is not the ssh client"
+    );
+    Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).expect("an answer for the diff");
+    assert_ne!(texts(&r).first().map(String::as_str), Some("FILE_SAVED"), "{r}");
+    assert!(c.closed_within(WAIT), "the remote bridge kept the connection");
+    gone(&lock);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    let kept = vim.wait_eval(
+        "map(filter(getbufinfo({'buflisted': 1}), {_, b -> b.name =~ 'your edit'}), {_, b -> getbufline(b.bufnr, 1, '$')})",
+        |v| v.as_array().is_some_and(|a| !a.is_empty()),
+    );
+    assert_eq!(kept, json!([["ONE", "mine"]]));
+    assert_eq!(fs::read_to_string(&a).unwrap(), "one\ntwo three\nfour\n");
+    let m = messages(&mut vim);
+    assert!(m.contains("dropped"), "{m}");
+    let st = status(&mut vim);
+    assert!(st.contains("bridge: not running"), "{st}");
+    assert!(st.contains("dropped"), "{st}");
+
+    // :ClaudeCodeStart connects again: a new remote bridge, and the selection reaches claude.
+    vim.ex("ClaudeCodeStart");
+    let lock2 = wait_lock(&sb);
+    let mut c = connect(&lock2);
+    vim.ex("buffer a.txt");
+    vim.keys(&["g", "g", "V"]);
+    let sel = notification(&mut c, "selection_changed", |p| p["text"] == "one");
+    assert_eq!(sel["filePath"], json!(ra));
+    vim.keys(&["Escape"]);
+    vim.ex("qa!");
+    assert!(c.closed_within(WAIT), "the remote bridge kept the connection");
+    gone(&lock2);
+}
+
+#[test]
+fn vim_remote_says_what_is_missing_over_there() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (editor, remote) = folders(&sb);
+    let a = editor.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let sshd = Sshd::start(&sb, &editor, &remote);
+    // No claude-ide-bridge on the remote PATH.
+    let mut vim = Vim::start(&sb, &a, &remote_setting(&sshd, &editor, &remote, ""));
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("was not found")
+    });
+    let m = m.as_str().unwrap();
+    assert!(
+        m.contains("claude-ide-bridge was not found through `ssh "),
+        "{m}"
+    );
+    assert!(m.contains("cargo install --locked --path program/cli"), "{m}");
+    assert!(m.contains(":help claude-ide-bridge-remote"), "{m}");
+    assert!(status(&mut vim).contains("was not found"));
+
+    // A bridge too old for remote use: one that does not know --path-map (clap's refusal).
+    fs::write(
+        sb.root().join("old-bridge"),
+        "#!/bin/sh\necho \"error: unexpected argument '--path-map' found\" >&2\nexit 2\n",
+    )
+    .unwrap();
+    fs::set_permissions(sb.root().join("old-bridge"), fs::Permissions::from_mode(0o755)).unwrap();
+    vim.ex(&format!(
+        "let g:claude_ide_bridge_remote.bridge = {}",
+        lit(&sb.root().join("old-bridge").to_string_lossy())
+    ));
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("too old")
+    });
+    assert!(
+        m.as_str().unwrap().contains("does not know --path-map"),
+        "{m}"
+    );
+
+    // A transport that dies in the middle of a line: no half line is taken for one, Vim says the
+    // link ended, and nothing is left pending.
+    let script = r#"printf '{"type":"ready","port":1,"lockFile":null}\n{"type":"tool_call","id":1,"na'; sleep 0.3; echo gone >&2; exit 255"#;
+    vim.ex(&format!(
+        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
+        lit(script)
+    ));
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("dropped (status 255: gone)")
+    });
+    let m = m.as_str().unwrap();
+    assert!(!m.contains("E6"), "a raw Vim error: {m}");
+    assert!(!m.contains("Vim could not"), "a half line taken for a call: {m}");
+    let st = status(&mut vim);
+    assert!(st.contains("bridge: not running"), "{st}");
+    vim.ex("qa!");
+}
