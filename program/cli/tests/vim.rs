@@ -335,7 +335,6 @@ fn vim_plugin_with_a_scripted_claude() {
     gone(&lock);
 }
 
-
 #[test]
 fn vim_claude_code_opens_the_terminal() {
     if tools_missing() {

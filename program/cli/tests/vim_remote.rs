@@ -259,13 +259,16 @@ fn vim_remote_over_ssh() {
     let out = sshd
         .ssh()
         .arg(format!(
-            "ls '{}' | wc -l; cat '{}'",
-            editor.display(),
-            remote.join("a.txt").display()
+            "ls {} | wc -l; cat {}",
+            shell_word(&editor),
+            shell_word(&remote.join("a.txt"))
         ))
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\none\ntwo three\nfour\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "0\none\ntwo three\nfour\n"
+    );
     assert_eq!(fs::read_dir(&remote).unwrap().count(), 0);
     let extra = format!(
         ", 'bridge': {}, 'claude': {}",
@@ -302,7 +305,8 @@ fn vim_remote_over_ssh() {
         open_diff_args(&r_notes, "alpha\nBETA\n", "tab notes"),
     );
     vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
-    let shown = vim.eval("map(filter(getbufinfo(), {_, b -> !empty(b.windows)}), {_, b -> b.name})");
+    let shown =
+        vim.eval("map(filter(getbufinfo(), {_, b -> !empty(b.windows)}), {_, b -> b.name})");
     let names: Vec<&str> = shown
         .as_array()
         .unwrap()
@@ -311,29 +315,33 @@ fn vim_remote_over_ssh() {
         .collect();
     assert!(names.contains(&notes.to_str().unwrap()), "{names:?}");
     assert!(
-        names.iter().any(|n| n.starts_with(notes.to_str().unwrap())
-            && n.contains("proposed by claude")),
+        names
+            .iter()
+            .any(|n| n.starts_with(notes.to_str().unwrap()) && n.contains("proposed by claude")),
         "{names:?}"
     );
     vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
     vim.ex("$put ='gamma'");
     vim.ex("w");
-    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).expect("an answer");
+    let r = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("an answer");
     assert_eq!(texts(&r), ["FILE_SAVED", "alpha\nBETA\ngamma\n"]);
     // claude writes the file over there; Vim shows it.
     let out = sshd
         .ssh()
         .arg(format!(
-            "printf 'alpha\\nBETA\\ngamma\\n' > '{}'",
-            r_notes.display()
+            "printf 'alpha\\nBETA\\ngamma\\n' > {}",
+            shell_word(&r_notes)
         ))
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(fs::read_to_string(&notes).unwrap(), "alpha\nBETA\ngamma\n");
-    vim.wait_eval(&format!("getbufline(bufnr({}), 1, '$')", lit(notes_name)), |v| {
-        v == &json!(["alpha", "BETA", "gamma"])
-    });
+    vim.wait_eval(
+        &format!("getbufline(bufnr({}), 1, '$')", lit(notes_name)),
+        |v| v == &json!(["alpha", "BETA", "gamma"]),
+    );
 
     // :ClaudeCode runs claude over there, in a terminal, in the remote folder, with the port.
     vim.ex("ClaudeCode --resume");
@@ -345,11 +353,15 @@ fn vim_remote_over_ssh() {
         screen.contains(&format!("PWD={}", remote.display())),
         "{screen}"
     );
-    vim.keys(&["C-w", "p"]);
+    vim.term_ex("wincmd p");
+    vim.wait_eval("&buftype", |v| v == "");
 
     // The link drops with a diff pending that the user edited: Vim closes it and keeps the edit,
     // claude gets an answer (not FILE_SAVED), the file is unchanged, and Vim says what happened.
-    let id = c.call_tool("openDiff", open_diff_args(&remote.join("a.txt"), "ONE\n", "tab drop"));
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&remote.join("a.txt"), "ONE\n", "tab drop"),
+    );
     vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
     vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
     vim.ex("$put ='mine'");
@@ -365,10 +377,22 @@ fn vim_remote_over_ssh() {
         fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with("ssh\0")),
         "pid {pid} is not the ssh client"
     );
-    Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
-    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).expect("an answer for the diff");
-    assert_ne!(texts(&r).first().map(String::as_str), Some("FILE_SAVED"), "{r}");
-    assert!(c.closed_within(WAIT), "the remote bridge kept the connection");
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    let r = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("an answer for the diff");
+    assert_ne!(
+        texts(&r).first().map(String::as_str),
+        Some("FILE_SAVED"),
+        "{r}"
+    );
+    assert!(
+        c.closed_within(WAIT),
+        "the remote bridge kept the connection"
+    );
     gone(&lock);
     vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
     let kept = vim.wait_eval(
@@ -393,7 +417,10 @@ fn vim_remote_over_ssh() {
     assert_eq!(sel["filePath"], json!(ra));
     vim.keys(&["Escape"]);
     vim.ex("qa!");
-    assert!(c.closed_within(WAIT), "the remote bridge kept the connection");
+    assert!(
+        c.closed_within(WAIT),
+        "the remote bridge kept the connection"
+    );
     gone(&lock2);
 }
 
@@ -418,7 +445,10 @@ fn vim_remote_says_what_is_missing_over_there() {
         m.contains("claude-ide-bridge was not found through `ssh "),
         "{m}"
     );
-    assert!(m.contains("cargo install --locked --path program/cli"), "{m}");
+    assert!(
+        m.contains("cargo install --locked --path program/cli"),
+        "{m}"
+    );
     assert!(m.contains(":help claude-ide-bridge-remote"), "{m}");
     assert!(status(&mut vim).contains("was not found"));
 
@@ -428,7 +458,11 @@ fn vim_remote_says_what_is_missing_over_there() {
         "#!/bin/sh\necho \"error: unexpected argument '--path-map' found\" >&2\nexit 2\n",
     )
     .unwrap();
-    fs::set_permissions(sb.root().join("old-bridge"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(
+        sb.root().join("old-bridge"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     vim.ex(&format!(
         "let g:claude_ide_bridge_remote.bridge = {}",
         lit(&sb.root().join("old-bridge").to_string_lossy())
@@ -455,7 +489,10 @@ fn vim_remote_says_what_is_missing_over_there() {
     });
     let m = m.as_str().unwrap();
     assert!(!m.contains("E6"), "a raw Vim error: {m}");
-    assert!(!m.contains("Vim could not"), "a half line taken for a call: {m}");
+    assert!(
+        !m.contains("Vim could not"),
+        "a half line taken for a call: {m}"
+    );
     let st = status(&mut vim);
     assert!(st.contains("bridge: not running"), "{st}");
     vim.ex("qa!");

@@ -256,6 +256,11 @@ def Close(d: dict<any>)
     augroup END
   endif
   if bufexists(d.proposed)
+    # the cursor in the proposal goes to the file's window, not wherever Vim would put it (the
+    # claude terminal, in Terminal-Job mode, where the next keys would go to claude)
+    if winbufnr(0) == d.proposed && win_id2tabwin(d.main)[0] == tabpagenr()
+      win_gotoid(d.main)
+    endif
     execute 'silent! bwipeout! ' .. d.proposed
   endif
   if d.old_scratch && bufexists(d.old_buf)
