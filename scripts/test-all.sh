@@ -25,6 +25,10 @@ for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd npm:npm groff:groff-
 done
 # ALE, a real Vim linting plugin: the Vim plugin reports its diagnostics (program/cli/tests/vim.rs).
 [ -e /usr/share/vim-ale/plugin/ale.vim ] || missing+=(vim-ale)
+# A real OpenSSH server and client: the Vim plugin's remote use goes through them
+# (program/cli/tests/vim_remote.rs starts sshd on 127.0.0.1 itself; it fails, not skips, without it).
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 if [ ${#missing[@]} -gt 0 ]; then
   apt_install "${missing[@]}"
 fi
