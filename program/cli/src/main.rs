@@ -13,6 +13,9 @@ mod inspect;
 mod lines;
 mod lsp;
 mod manual;
+mod pathmap;
+
+use pathmap::PathMap;
 mod runtime;
 mod ui;
 
@@ -135,6 +138,13 @@ struct ServeArgs {
     /// Talk to an editor over stdin/stdout, one JSON object per line (see docs/stdio.md).
     #[arg(long)]
     stdio: bool,
+    /// With --stdio, for an editor on another machine (repeatable): EDITOR=HERE names a folder as
+    /// the editor names it (`/home/me/app`, `C:\Users\me\app`, a file:// URI) and the same
+    /// folder here. Every path between the two is translated by the longest matching folder; a
+    /// path under none is refused. `wsl`: Windows drives at /mnt/<letter> (docs/stdio.md, "Path
+    /// mapping").
+    #[arg(long = "path-map", value_name = "EDITOR=HERE", requires = "stdio")]
+    path_map: Vec<String>,
 }
 
 #[derive(Args)]
@@ -158,8 +168,8 @@ struct DoctorArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Serve(a) => serve(a.common, a.stdio, None),
-        Cmd::Run(a) => serve(a.common, false, Some(a.command)),
+        Cmd::Serve(a) => serve(a.common, a.stdio, &a.path_map, None),
+        Cmd::Run(a) => serve(a.common, false, &[], Some(a.command)),
         Cmd::List => ExitCode::from(inspect::list()),
         Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir, &a.servers)),
         Cmd::Completions { shell } => print(Ok(manual::completions(Cli::command(), shell))),
@@ -226,6 +236,42 @@ fn policy_name(d: Decider) -> &'static str {
         Decider::Policy(DiffPolicy::Reject) => "reject",
         Decider::Policy(DiffPolicy::Defer) => "defer (decide in claude's own prompt)",
     }
+}
+
+/// The `--path-map` values as one map. The bridge's folder of each `EDITOR=HERE` must hold a
+/// workspace folder or lie inside one (else every path it maps is one claude cannot use), and is
+/// also matched with its links resolved, as the bridge's own paths come.
+fn path_mapping(specs: &[String], folders: &[String]) -> Result<PathMap, String> {
+    let mut map = PathMap::default();
+    for spec in specs {
+        map.add(spec)?;
+    }
+    let real = |p: &str| {
+        std::fs::canonicalize(p)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned())
+    };
+    let mut workspace: Vec<String> = folders.to_vec();
+    workspace.extend(folders.iter().filter_map(|f| real(f)));
+    let overlaps = |h: &str| {
+        workspace
+            .iter()
+            .any(|f| claude_ide_bridge::is_within(h, f) || claude_ide_bridge::is_within(f, h))
+    };
+    for here in map.here_folders() {
+        let here_real = real(&here);
+        if let Some(r) = &here_real {
+            map.also_here(&here, r);
+        }
+        if !overlaps(&here) && !here_real.as_deref().is_some_and(overlaps) {
+            return Err(format!(
+                "--path-map: {here} neither holds a workspace folder nor lies in one ({}): the \
+                 paths it maps would be outside the workspace",
+                folders.join(", ")
+            ));
+        }
+    }
+    Ok(map)
 }
 
 /// A thread turning SIGINT, SIGTERM and SIGHUP into host inputs; the stdio editor's writer is
@@ -362,7 +408,12 @@ fn raise_open_files_limit() {
     }
 }
 
-fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCode {
+fn serve(
+    common: CommonOpts,
+    stdio: bool,
+    path_map: &[String],
+    run: Option<Vec<OsString>>,
+) -> ExitCode {
     let start = Instant::now();
     raise_open_files_limit();
     let decider = match decider(&common, stdio, run.is_some()) {
@@ -387,6 +438,10 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
     let posix = match posix_folders(&folders) {
         Ok(p) => p,
         Err(e) => return failure(&format!("cannot make the workspace folders absolute: {e}")),
+    };
+    let paths = match path_mapping(path_map, &posix) {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
     };
     let wire = match &common.wire_log {
         Some(p) => match WireLog::open(p, start) {
@@ -525,6 +580,7 @@ fn serve(common: CommonOpts, stdio: bool, run: Option<Vec<OsString>>) -> ExitCod
             want_line,
             inputs: tx.clone(),
             lsp,
+            paths,
         },
     );
     if stdio.is_some() {

@@ -8,30 +8,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::{json, Value};
 
-fn next_msg(s: &Served, kind: &str, skip: usize) -> Value {
-    let give_up = std::time::Instant::now() + WAIT;
-    loop {
-        let msgs: Vec<Value> = s
-            .stdout
-            .all()
-            .iter()
-            .map(|l| {
-                serde_json::from_str(l).unwrap_or_else(|_| panic!("stdout is only JSON lines: {l}"))
-            })
-            .filter(|v: &Value| v["type"] == kind)
-            .collect();
-        if let Some(v) = msgs.get(skip) {
-            return v.clone();
-        }
-        assert!(
-            std::time::Instant::now() < give_up,
-            "no {kind} #{skip}: {}",
-            s.stdout.text()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn stdio_round_trips() {
     for rt in RUNTIMES {

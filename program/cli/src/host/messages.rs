@@ -135,6 +135,18 @@ impl EditorCall {
         tool.as_str()
     }
 
+    /// Every file path among the arguments, to be named as the editor names it.
+    pub fn paths_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            EditorCall::OpenDiff(a) => vec![&mut a.old_file_path, &mut a.new_file_path],
+            EditorCall::OpenFile(a) => vec![&mut a.file_path],
+            EditorCall::OpenFiles(a) => a.file_paths.iter_mut().collect(),
+            EditorCall::SaveDocument(a) => vec![&mut a.file_path],
+            EditorCall::ReformatFile(a) => vec![&mut a.file_path],
+            EditorCall::ExecuteCode(_) => Vec::new(),
+        }
+    }
+
     /// The proposed change, for an `openDiff`.
     pub fn diff(&self) -> Option<&OpenDiffArgs> {
         match self {

@@ -33,6 +33,7 @@ use std::time::Instant;
 use claude_ide_bridge::SelectionChanged;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
 
+use crate::pathmap::PathMap;
 use crate::ui;
 use claude_ide_bridge_files::Workspace;
 use claude_ide_bridge_runtime::Handle;
@@ -179,6 +180,8 @@ pub struct HostConfig {
     pub inputs: Sender<HostInput>,
     /// The language servers (`None`: `--no-lsp`).
     pub lsp: Option<Arc<LanguageServers>>,
+    /// `--path-map`: the stdio editor's names of the paths (empty: the bridge's own).
+    pub paths: PathMap,
 }
 
 /// The host state.
@@ -215,6 +218,7 @@ pub struct Host {
     ready: Option<(u16, Option<String>)>,
     clients: BTreeMap<u64, Option<String>>,
     lsp: Option<Arc<LanguageServers>>,
+    paths: PathMap,
 }
 
 /// How a disconnection is named in messages, the wire log and stdio lines.
@@ -273,6 +277,7 @@ impl Host {
             ready: None,
             clients: BTreeMap::new(),
             lsp: cfg.lsp,
+            paths: cfg.paths,
         }
     }
 

@@ -8,6 +8,7 @@
 //! call forwarded to the editor, only a tool with an [`EditorCall`] form), `cancelled`, `status`
 //! and `error`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
@@ -17,10 +18,12 @@ use claude_ide_bridge::file_uri;
 use claude_ide_bridge::{AtMentioned, DiagnosticsChanged, SelectionChanged};
 use claude_ide_bridge::{CallId, Diagnostic, Notification, Selection, Target, ToolResult};
 
+use super::messages::OpenEditorsMsg;
 use super::messages::{ClientStatus, Decision, DecisionMsg, DiagnosticsMsg, EditorCall};
 use super::messages::{FromEditor, MentionMsg, PendingStatus, RespondMsg, SelectionMsg, ToEditor};
 use super::Host;
 use crate::lines::{Full, LineWriter};
+use crate::pathmap::MapError;
 use crate::ui;
 
 /// The longest line the bridge takes from the stdio editor, newline included: room for a
@@ -163,7 +166,10 @@ impl Host {
         self.to_editor(&ToEditor::Status {
             port: self.ready.as_ref().map(|(port, _)| *port),
             lock_file: self.ready.as_ref().and_then(|(_, l)| l.as_deref()),
-            workspace: self.ws.folders().iter().map(|f| f.to_string()).collect(),
+            // The folders the editor can name (all of them without `--path-map`).
+            workspace: (self.ws.folders().iter())
+                .filter_map(|f| self.editor_path(f).ok())
+                .collect(),
             clients: self
                 .clients
                 .iter()
@@ -178,7 +184,8 @@ impl Host {
                 .map(|(id, f)| PendingStatus {
                     id: **id,
                     name: f.tool.name(),
-                    file_path: f.tool.diff().map(|d| d.new_file_path.clone()),
+                    file_path: (f.tool.diff())
+                        .and_then(|d| self.editor_path(&d.new_file_path).ok()),
                 })
                 .collect(),
         });
@@ -193,16 +200,33 @@ impl Host {
         }
     }
 
-    /// `tool_call`: the editor answers this call.
+    /// `tool_call`: the editor answers this call, its paths named as the editor names them; a
+    /// path the editor has no name for (`--path-map`) is refused with a tool error instead.
     pub(super) fn forward(&mut self, call: CallId, tool: EditorCall) {
+        let mut shown = Cow::Borrowed(&tool);
+        if !self.paths.is_empty() {
+            let mut mapped = tool.clone();
+            for p in mapped.paths_mut() {
+                match self.editor_path(p) {
+                    Ok(named) => *p = named,
+                    Err(e) => {
+                        ui::say(&format!("{} not sent to the editor: {e}", tool.name()));
+                        let e = format!("{}: the editor cannot be shown this: {e}", self.ide_name);
+                        return self.respond(call, ToolResult::error(e));
+                    }
+                }
+            }
+            shown = Cow::Owned(mapped);
+        }
         let id = self.next_id;
         self.next_id += 1;
         self.to_editor(&ToEditor::ToolCall {
             id,
             conn: call.conn.0,
             name: tool.name(),
-            arguments: &tool,
+            arguments: &shown,
         });
+        drop(shown);
         self.forwarded.insert(id, Forwarded { call, tool });
     }
 
@@ -262,7 +286,7 @@ impl Host {
             FromEditor::SelectionChanged(m) => self.selection_changed(m),
             FromEditor::AtMentioned(m) => self.at_mentioned(m),
             FromEditor::Diagnostics(m) => self.diagnostics(m),
-            FromEditor::OpenEditors(m) => self.tabs.replace_from(m.tabs),
+            FromEditor::OpenEditors(m) => self.open_editors(m),
             FromEditor::Respond(m) => self.respond_line(m),
             FromEditor::DiffDecision(m) => self.diff_decision(m),
             FromEditor::Status => {
@@ -277,13 +301,11 @@ impl Host {
 
     /// `selection_changed`: sent to every client and kept for `getCurrentSelection`.
     fn selection_changed(&mut self, m: SelectionMsg) -> Result<(), String> {
-        if !m.file_path.starts_with('/') {
-            return Err("filePath must be absolute".into());
-        }
+        let file_path = self.here_path(&m.file_path)?;
         let s = SelectionChanged {
             text: m.text,
-            file_url: file_uri(&m.file_path),
-            file_path: m.file_path,
+            file_url: file_uri(&file_path),
+            file_path,
             selection: Selection::new(m.selection.start, m.selection.end),
         };
         self.handle
@@ -294,9 +316,7 @@ impl Host {
 
     /// `at_mentioned`: sent to every client.
     fn at_mentioned(&mut self, m: MentionMsg) -> Result<(), String> {
-        if !m.file_path.starts_with('/') {
-            return Err("filePath must be absolute".into());
-        }
+        let file_path = self.here_path(&m.file_path)?;
         match (m.line_start, m.line_end) {
             (Some(start), Some(end)) if start > end => {
                 return Err(format!("lineStart {start} is after lineEnd {end}"))
@@ -309,11 +329,66 @@ impl Host {
         self.handle.notify(
             Target::All,
             &Notification::AtMentioned(AtMentioned {
-                file_path: m.file_path,
+                file_path,
                 line_start: m.line_start,
                 line_end: m.line_end,
             }),
         );
+        Ok(())
+    }
+}
+
+// ---- paths (`--path-map`) ----
+
+impl Host {
+    /// The bridge's name of a `filePath` from the editor: the path itself without `--path-map`
+    /// (it must be absolute), else mapped.
+    fn here_path(&self, path: &str) -> Result<String, String> {
+        if self.paths.is_empty() {
+            return match path.starts_with('/') {
+                true => Ok(path.to_string()),
+                false => Err("filePath must be absolute".into()),
+            };
+        }
+        self.paths
+            .to_here(path)
+            .map_err(|e| format!("filePath {e}"))
+    }
+
+    /// The bridge's path of a `uri` from the editor (a `file://` URI or an absolute path).
+    fn here_of_uri(&self, uri: &str) -> Result<String, String> {
+        if self.paths.is_empty() {
+            return super::diagnostics::editor_path(uri)
+                .ok_or_else(|| "uri must be a file:// URI or an absolute path".into());
+        }
+        self.paths.to_here(uri).map_err(|e| format!("uri {e}"))
+    }
+
+    /// The editor's name of one of the bridge's paths (a relative one is taken from the first
+    /// workspace folder, as the workspace takes it).
+    fn editor_path(&self, path: &str) -> Result<String, MapError> {
+        if self.paths.is_empty() {
+            return Ok(path.to_string());
+        }
+        match (path.starts_with('/'), self.ws.folders().first()) {
+            (false, Some(first)) => self.paths.to_editor(&format!("{first}/{path}")),
+            _ => self.paths.to_editor(path),
+        }
+    }
+
+    /// `open_editors`: replaces the open tabs. With `--path-map`, a tab of a file the bridge has
+    /// no name for is left out, and an `error` line names it.
+    fn open_editors(&mut self, m: OpenEditorsMsg) -> Result<(), String> {
+        let paths = (!self.paths.is_empty()).then_some(&self.paths);
+        let left_out = self.tabs.replace_from(m.tabs, paths)?;
+        if let Some(first) = left_out.first() {
+            let more = match left_out.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
+            let n = left_out.len();
+            self.editor_error(format!("open_editors: {n} tab(s) left out: {first}{more}"));
+        }
         Ok(())
     }
 }
@@ -468,9 +543,7 @@ impl Host {
         };
         // Kept under one spelling of the file's URI, the one the bridge and the language servers
         // write, whichever the editor used.
-        let Some(path) = super::diagnostics::editor_path(&m.uri) else {
-            return Err("uri must be a file:// URI or an absolute path".into());
-        };
+        let path = self.here_of_uri(&m.uri)?;
         let uri = file_uri(&path);
         let Some(diagnostics) = given.0 else {
             // The editor no longer reports the file: a language server answers for it again.

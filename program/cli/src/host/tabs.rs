@@ -2,7 +2,9 @@
 //! docs/stdio.md): the members the bridge reads are typed, every other member is kept as given
 //! and passed through to `getOpenEditors`.
 
-use claude_ide_bridge::uri_to_path;
+use claude_ide_bridge::{file_uri, uri_to_path};
+
+use crate::pathmap::PathMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -102,8 +104,14 @@ pub struct Tabs(Vec<Tab>);
 
 impl Tabs {
     /// Replaces the tabs with the `tabs` member of an `open_editors` line; on a malformed list the
-    /// previous tabs are kept and the reason is returned.
-    pub fn replace_from(&mut self, tabs: Option<Listed<'_>>) -> Result<(), String> {
+    /// previous tabs are kept and the reason is returned. With `paths` (`--path-map`), each
+    /// `file://` URI is named as the bridge names it, and a tab the bridge has no name for is left
+    /// out: what is returned says why, for each one.
+    pub fn replace_from(
+        &mut self,
+        tabs: Option<Listed<'_>>,
+        paths: Option<&PathMap>,
+    ) -> Result<Vec<String>, String> {
         let tabs = tabs.ok_or("missing \"tabs\"")?;
         if tabs.count > MAX_TABS {
             return Err(format!(
@@ -134,8 +142,26 @@ impl Tabs {
                 ));
             }
         }
+        let mut left_out = Vec::new();
+        if let Some(paths) = paths {
+            parsed.retain_mut(|tab| {
+                if tab.path().is_none() {
+                    return true; // Not a file (`untitled:`...): kept as it is.
+                }
+                match paths.to_here(&tab.uri) {
+                    Ok(here) => {
+                        tab.uri = file_uri(&here);
+                        true
+                    }
+                    Err(e) => {
+                        left_out.push(e.to_string());
+                        false
+                    }
+                }
+            });
+        }
         self.0 = parsed;
-        Ok(())
+        Ok(left_out)
     }
 
     /// All tabs, for `getOpenEditors`.
@@ -163,7 +189,7 @@ mod tests {
     fn set(tabs: &mut Tabs, given: &Value) -> Result<(), String> {
         let text = given.to_string();
         let listed: Listed = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        tabs.replace_from(Some(listed))
+        tabs.replace_from(Some(listed), None).map(|_| ())
     }
 
     #[test]
@@ -192,7 +218,7 @@ mod tests {
         ] {
             assert!(set(&mut tabs, &bad).is_err(), "{bad}");
         }
-        assert!(tabs.replace_from(None).is_err());
+        assert!(tabs.replace_from(None, None).is_err());
         assert_eq!(tabs.paths(), vec!["/ws/a.rs".to_string()]);
         // A tab that is not a file on disk is listed but has no path.
         set(&mut tabs, &json!([{"uri": "untitled:Untitled-1"}])).unwrap();

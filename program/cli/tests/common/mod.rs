@@ -270,6 +270,31 @@ pub fn json_of(resp: &Value) -> Value {
     serde_json::from_str(&texts(resp)[0]).unwrap_or_else(|_| panic!("not JSON: {resp}"))
 }
 
+/// The stdio bridge's `skip`-th line of type `kind` (0: the first), waiting for it.
+pub fn next_msg(s: &Served, kind: &str, skip: usize) -> Value {
+    let give_up = std::time::Instant::now() + WAIT;
+    loop {
+        let msgs: Vec<Value> = s
+            .stdout
+            .all()
+            .iter()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|_| panic!("stdout is only JSON lines: {l}"))
+            })
+            .filter(|v: &Value| v["type"] == kind)
+            .collect();
+        if let Some(v) = msgs.get(skip) {
+            return v.clone();
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no {kind} #{skip}: {}",
+            s.stdout.text()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 pub fn call(c: &mut Client, name: &str, args: Value) -> Value {
     let id = c.call_tool(name, args);
     c.response(id)

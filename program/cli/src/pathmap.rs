@@ -1,0 +1,625 @@
+//! Path mapping for `serve --stdio --path-map EDITOR=HERE` (docs/stdio.md, "Path mapping"): the
+//! editor runs on one machine, the bridge (and `claude`) on another, and a folder has a name on
+//! each. Every path and `file://` URI of the line protocol goes through a [`PathMap`]: from the
+//! editor's names to the bridge's ([`PathMap::to_here`]) and back ([`PathMap::to_editor`]), by
+//! the longest matching folder. A path under no mapping is refused, never passed on untranslated.
+//!
+//! The editor's side may be POSIX (`/home/me/app`) or Windows (`C:\Users\me\app`, `c:/Users/me/app`,
+//! `file:///C:/Users/me/app`, `file:///c%3A/Users/me/app`): a drive letter matches in either case,
+//! `\` and `/` both separate a Windows path, and a path goes back to the editor spelled as its
+//! mapping was given (drive letter, separator). The bridge's side is POSIX. `.` and `..` are
+//! resolved before a path is matched, so `..` can only leave a mapped folder by naming a path that
+//! is then under no mapping (or under another one, which names it as its own); `..` above the
+//! root is refused. Names are compared exactly (Windows file names too, but for the drive).
+//!
+//! ```text
+//! --path-map 'C:\Users\me\app=/home/me/app'
+//!   editor C:\Users\me\app\src\a.rs  <->  bridge /home/me/app/src/a.rs
+//! --path-map wsl
+//!   editor C:\Users\me\app  <->  bridge /mnt/c/Users/me/app  (every drive, /mnt/<letter>)
+//! ```
+
+use std::fmt;
+
+/// The most bytes of a path quoted in an error (the rest is cut, with `...`).
+const QUOTED: usize = 512;
+
+/// Why a path could not be mapped. Each names the path, as it was given (cut past 512 bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MapError {
+    /// Neither an absolute path nor a `file://` URI.
+    NotAbsolute(String),
+    /// `..` climbs above the root.
+    Climbs(String),
+    /// A `file://` URI that names another host, or that cannot be decoded.
+    BadUri(String),
+    /// A UNC path (`\\server\share`): not mapped.
+    Unc(String),
+    /// Under no mapping.
+    Outside(String),
+    /// A name that cannot be written on the other side (a `\` in a name, for a Windows editor; a
+    /// NUL anywhere).
+    Unnameable(String),
+}
+
+impl fmt::Display for MapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MapError::NotAbsolute(p) => write!(f, "{} is not an absolute path", quote(p)),
+            MapError::Climbs(p) => write!(f, "{}: `..` climbs above the root", quote(p)),
+            MapError::BadUri(p) => write!(
+                f,
+                "{} is not a file:// URI of this machine (another host, or bad escapes)",
+                quote(p)
+            ),
+            MapError::Unc(p) => write!(f, "{}: UNC paths are not mapped", quote(p)),
+            MapError::Outside(p) => write!(f, "{} is outside every --path-map folder", quote(p)),
+            MapError::Unnameable(p) => {
+                write!(f, "{} cannot be named on the other side", quote(p))
+            }
+        }
+    }
+}
+
+impl std::error::Error for MapError {}
+
+/// `p` in quotes, JSON-escaped, cut at a character boundary past [`QUOTED`] bytes.
+fn quote(p: &str) -> String {
+    if p.len() <= QUOTED {
+        return format!("{p:?}");
+    }
+    let mut end = QUOTED;
+    while !p.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}...", &p[..end])
+}
+
+/// Where a path starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Root {
+    /// `/`.
+    Posix,
+    /// A Windows drive, its letter in lower case.
+    Drive(u8),
+}
+
+/// An absolute path, resolved (`.` and `..`), as its root and names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Parsed {
+    root: Root,
+    names: Vec<String>,
+}
+
+impl Parsed {
+    /// The names of `self` past `prefix`, when `prefix` is one of its folders (or itself).
+    fn under(&self, prefix: &Parsed) -> Option<&[String]> {
+        (self.root == prefix.root && self.names.starts_with(&prefix.names))
+            .then(|| &self.names[prefix.names.len()..])
+    }
+}
+
+/// How a Windows path is written back to the editor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Spelling {
+    /// The drive letter as given.
+    drive: char,
+    /// `\` or `/`.
+    sep: char,
+}
+
+/// One `EDITOR=HERE` pair.
+#[derive(Debug, Clone)]
+struct Mapping {
+    editor: Parsed,
+    /// For a Windows editor folder, how its paths are written.
+    spelling: Option<Spelling>,
+    /// The bridge's folder, as given and, when it differs, with its links resolved.
+    here: Vec<Parsed>,
+    /// Given as `EDITOR=HERE` (not one of `wsl`'s drives).
+    given: bool,
+}
+
+/// The mappings of `--path-map`, in the order given; see the module doc.
+///
+/// ```text
+/// let mut map = PathMap::default();
+/// map.add("C:\\Users\\me\\app=/srv/app")?;
+/// assert_eq!(map.to_here("file:///c%3A/Users/me/app/a%20b.rs")?, "/srv/app/a b.rs");
+/// assert_eq!(map.to_editor("/srv/app/src/x.rs")?, "C:\\Users\\me\\app\\src\\x.rs");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct PathMap {
+    maps: Vec<Mapping>,
+}
+
+impl PathMap {
+    /// Adds one `--path-map` value: `EDITOR=HERE` (split at the first `=`), or `wsl` for every
+    /// drive `X:\` at `/mnt/x`. HERE must be absolute; EDITOR an absolute POSIX or Windows path
+    /// or a `file://` URI.
+    pub fn add(&mut self, spec: &str) -> Result<(), String> {
+        if spec == "wsl" {
+            for letter in b'a'..=b'z' {
+                self.maps.push(Mapping {
+                    editor: Parsed {
+                        root: Root::Drive(letter),
+                        names: Vec::new(),
+                    },
+                    spelling: Some(Spelling {
+                        drive: char::from(letter.to_ascii_uppercase()),
+                        sep: '\\',
+                    }),
+                    here: vec![Parsed {
+                        root: Root::Posix,
+                        names: vec!["mnt".into(), char::from(letter).to_string()],
+                    }],
+                    given: false,
+                });
+            }
+            return Ok(());
+        }
+        let Some((editor, here)) = spec.split_once('=') else {
+            return Err(format!(
+                "--path-map {spec:?}: expected EDITOR=HERE (a folder as the editor names it, then \
+                 the same folder here) or `wsl`"
+            ));
+        };
+        let e = parse_editor(editor).map_err(|e| format!("--path-map {spec:?}: EDITOR: {e}"))?;
+        let h = parse_here(here).map_err(|e| format!("--path-map {spec:?}: HERE: {e}"))?;
+        let spelling = match e.root {
+            Root::Posix => None,
+            Root::Drive(_) => Some(windows_spelling(editor)),
+        };
+        self.maps.push(Mapping {
+            editor: e,
+            spelling,
+            here: vec![h],
+            given: true,
+        });
+        Ok(())
+    }
+
+    /// Whether no mapping was given (paths then pass as they are).
+    pub fn is_empty(&self) -> bool {
+        self.maps.is_empty()
+    }
+
+    /// The bridge's folder of each mapping given as `EDITOR=HERE` (not `wsl`'s), as given.
+    pub fn here_folders(&self) -> Vec<String> {
+        self.maps
+            .iter()
+            .filter(|m| m.given)
+            .map(|m| write_posix(&m.here[0].names))
+            .collect()
+    }
+
+    /// Also matches the bridge's folder `given` (of a mapping) under its other name `real` (the
+    /// same folder with its links resolved): the bridge's own paths come resolved.
+    pub fn also_here(&mut self, given: &str, real: &str) {
+        let (Ok(given), Ok(real)) = (parse_here(given), parse_here(real)) else {
+            return;
+        };
+        for m in &mut self.maps {
+            if m.here[0] == given && !m.here.contains(&real) {
+                m.here.push(real.clone());
+            }
+        }
+    }
+
+    /// The bridge's path for the editor's `path` (absolute, or a `file://` URI).
+    pub fn to_here(&self, path: &str) -> Result<String, MapError> {
+        let p = parse_editor(path)?;
+        let (m, rest) = self
+            .maps
+            .iter()
+            .filter_map(|m| Some((m, p.under(&m.editor)?)))
+            .max_by_key(|(m, _)| m.editor.names.len())
+            .ok_or_else(|| MapError::Outside(path.to_string()))?;
+        let mut names = m.here[0].names.clone();
+        names.extend_from_slice(rest);
+        Ok(write_posix(&names))
+    }
+
+    /// The editor's path for the bridge's absolute `path`.
+    pub fn to_editor(&self, path: &str) -> Result<String, MapError> {
+        let p = parse_here(path)?;
+        let (m, rest) = self
+            .maps
+            .iter()
+            .flat_map(|m| m.here.iter().map(move |h| (m, h)))
+            .filter_map(|(m, h)| Some((m, h.names.len(), p.under(h)?)))
+            .max_by_key(|(_, len, _)| *len)
+            .map(|(m, _, rest)| (m, rest))
+            .ok_or_else(|| MapError::Outside(path.to_string()))?;
+        let mut names = m.editor.names.clone();
+        names.extend_from_slice(rest);
+        match m.spelling {
+            None => Ok(write_posix(&names)),
+            Some(s) => {
+                if rest.iter().any(|n| n.contains('\\')) {
+                    return Err(MapError::Unnameable(path.to_string()));
+                }
+                let mut out = format!("{}:{}", s.drive, s.sep);
+                out.push_str(&names.join(&s.sep.to_string()));
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// `/` and the names.
+fn write_posix(names: &[String]) -> String {
+    format!("/{}", names.join("/"))
+}
+
+/// How a Windows EDITOR folder was written: its drive letter and first separator (`\` when it
+/// has none, `/` for a URI).
+fn windows_spelling(given: &str) -> Spelling {
+    if is_file_uri(given) {
+        let drive = given[5..]
+            .trim_start_matches('/')
+            .chars()
+            .next()
+            .unwrap_or('C');
+        return Spelling { drive, sep: '/' };
+    }
+    let drive = given.chars().next().unwrap_or('C');
+    let sep = given[2..]
+        .chars()
+        .find(|c| *c == '\\' || *c == '/')
+        .unwrap_or('\\');
+    Spelling { drive, sep }
+}
+
+fn is_file_uri(s: &str) -> bool {
+    s.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("file:"))
+}
+
+/// Resolves `.`, `..` and empty names of `names`, or `None` when `..` climbs above the root.
+fn resolve<'a>(names: impl Iterator<Item = &'a str>) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for n in names {
+        match n {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            n => out.push(n.to_string()),
+        }
+    }
+    Some(out)
+}
+
+/// A bridge's path: absolute POSIX.
+fn parse_here(path: &str) -> Result<Parsed, MapError> {
+    if path.contains('\0') {
+        return Err(MapError::Unnameable(path.to_string()));
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        return Err(MapError::NotAbsolute(path.to_string()));
+    };
+    let names = resolve(rest.split('/')).ok_or_else(|| MapError::Climbs(path.to_string()))?;
+    Ok(Parsed {
+        root: Root::Posix,
+        names,
+    })
+}
+
+/// An editor's path: absolute POSIX, absolute Windows (a drive), or a `file://` URI of either.
+fn parse_editor(path: &str) -> Result<Parsed, MapError> {
+    if path.contains('\0') {
+        return Err(MapError::Unnameable(path.to_string()));
+    }
+    let decoded;
+    let (text, from_uri) = if is_file_uri(path) {
+        decoded = decode_uri(path).ok_or_else(|| MapError::BadUri(path.to_string()))?;
+        (decoded.as_str(), true)
+    } else {
+        (path, false)
+    };
+    let b = text.as_bytes();
+    let climbs = || MapError::Climbs(path.to_string());
+    // `C:`, `C:\...`, `C:/...`; from a URI, `/C:/...`.
+    let drive_at = usize::from(from_uri && b.first() == Some(&b'/'));
+    let d = &b[drive_at.min(b.len())..];
+    if d.len() >= 2
+        && d[0].is_ascii_alphabetic()
+        && d[1] == b':'
+        && (d.len() == 2 || d[2] == b'\\' || d[2] == b'/')
+    {
+        let rest = &text[drive_at + 2..];
+        let names = resolve(rest.split(['\\', '/'])).ok_or_else(climbs)?;
+        return Ok(Parsed {
+            root: Root::Drive(d[0].to_ascii_lowercase()),
+            names,
+        });
+    }
+    if !from_uri && text.starts_with("\\\\") {
+        return Err(MapError::Unc(path.to_string()));
+    }
+    match text.strip_prefix('/') {
+        Some(rest) => Ok(Parsed {
+            root: Root::Posix,
+            names: resolve(rest.split('/')).ok_or_else(climbs)?,
+        }),
+        None => Err(MapError::NotAbsolute(path.to_string())),
+    }
+}
+
+/// The path of a `file://` URI, percent escapes decoded (a `%` not followed by two hex digits is
+/// kept, as some editors do not escape): `None` for another host, an invalid UTF-8 result or a
+/// NUL. The authority may be empty or `localhost`.
+fn decode_uri(uri: &str) -> Option<String> {
+    let rest = &uri[5..];
+    let path = match rest.strip_prefix("//") {
+        Some(after) => {
+            let slash = after.find('/')?;
+            let host = &after[..slash];
+            if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
+                return None;
+            }
+            &after[slash..]
+        }
+        None if rest.starts_with('/') => rest,
+        None => return None,
+    };
+    let b = path.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| char::from(c).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    let s = String::from_utf8(out).ok()?;
+    (!s.contains('\0')).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn map(specs: &[&str]) -> PathMap {
+        let mut m = PathMap::default();
+        for s in specs {
+            m.add(s).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn windows_forms_map_to_one_posix_path_and_back_as_the_mapping_spells_them() {
+        let m = map(&[r"C:\Users\me\app=/home/me/app"]);
+        for given in [
+            r"C:\Users\me\app\src\a.rs",
+            r"c:\Users\me\app\src\a.rs",
+            "c:/Users/me/app/src/a.rs",
+            "C:/Users/me/app\\src/./a.rs",
+            "file:///C:/Users/me/app/src/a.rs",
+            "file:///c%3A/Users/me/app/src/a.rs",
+            "FILE://localhost/c:/Users/me/app/src/a.rs",
+            r"C:\Users\me\app\lib\..\src\a.rs",
+        ] {
+            assert_eq!(
+                m.to_here(given).as_deref(),
+                Ok("/home/me/app/src/a.rs"),
+                "{given}"
+            );
+        }
+        assert_eq!(
+            m.to_editor("/home/me/app/src/a.rs").as_deref(),
+            Ok(r"C:\Users\me\app\src\a.rs")
+        );
+        assert_eq!(
+            m.to_editor("/home/me/app").as_deref(),
+            Ok(r"C:\Users\me\app")
+        );
+        // As given: a drive letter in lower case and `/`.
+        let m = map(&["c:/Users/me/app=/home/me/app"]);
+        assert_eq!(
+            m.to_editor("/home/me/app/a b/é.rs").as_deref(),
+            Ok("c:/Users/me/app/a b/é.rs")
+        );
+        assert_eq!(
+            m.to_here("file:///C:/Users/me/app/a%20b/%C3%A9.rs")
+                .as_deref(),
+            Ok("/home/me/app/a b/é.rs")
+        );
+    }
+
+    #[test]
+    fn wsl_maps_every_drive_under_mnt() {
+        let m = map(&["wsl"]);
+        assert_eq!(
+            m.to_here(r"C:\Users\me\app").as_deref(),
+            Ok("/mnt/c/Users/me/app")
+        );
+        assert_eq!(m.to_here("file:///d:/x").as_deref(), Ok("/mnt/d/x"));
+        assert_eq!(m.to_here("C:").as_deref(), Ok("/mnt/c"));
+        assert_eq!(
+            m.to_editor("/mnt/c/Users/me/app").as_deref(),
+            Ok(r"C:\Users\me\app")
+        );
+        assert_eq!(m.to_editor("/mnt/z").as_deref(), Ok(r"Z:\"));
+        assert!(matches!(m.to_editor("/home/me"), Err(MapError::Outside(_))));
+        assert!(matches!(m.to_here("/home/me"), Err(MapError::Outside(_))));
+        assert!(m.here_folders().is_empty(), "wsl's folders are not checked");
+    }
+
+    #[test]
+    fn the_longest_folder_wins_in_both_directions() {
+        let m = map(&[
+            "wsl",
+            r"C:\Users\me\app=/home/me/app",
+            "C:/Users/me/app/vendor=/opt/vendor",
+        ]);
+        assert_eq!(
+            m.to_here(r"C:\Users\me\app\a").as_deref(),
+            Ok("/home/me/app/a")
+        );
+        assert_eq!(
+            m.to_here(r"C:\Users\me\app\vendor\v").as_deref(),
+            Ok("/opt/vendor/v")
+        );
+        assert_eq!(
+            m.to_here(r"C:\Users\me\other").as_deref(),
+            Ok("/mnt/c/Users/me/other")
+        );
+        assert_eq!(
+            m.to_editor("/opt/vendor/v").as_deref(),
+            Ok("C:/Users/me/app/vendor/v")
+        );
+        assert_eq!(
+            m.to_editor("/mnt/c/Users/me/app/a").as_deref(),
+            Ok(r"C:\Users\me\app\a")
+        );
+        // A name that only starts like a folder is not under it.
+        let m = map(&["/ws=/srv/ws"]);
+        assert!(matches!(m.to_here("/ws2/a"), Err(MapError::Outside(_))));
+        assert!(matches!(
+            m.to_editor("/srv/ws2/a"),
+            Err(MapError::Outside(_))
+        ));
+    }
+
+    #[test]
+    fn what_cannot_be_mapped_is_refused_naming_it() {
+        let m = map(&["/ws=/srv/ws", r"D:\proj=/srv/proj"]);
+        for (given, want) in [
+            ("/ws/../etc/passwd", "outside"),
+            ("/ws/../../..", "climbs above the root"),
+            (r"D:\proj\..\..\x", "climbs above the root"),
+            ("ws/a.rs", "not an absolute path"),
+            ("file://server/ws/a.rs", "not a file:// URI of this machine"),
+            (r"\\server\share\a", "UNC"),
+            ("/ws/a\0b", "cannot be named"),
+            ("file:///ws/%FF", "not a file:// URI"),
+            (r"E:\proj\a", "outside"),
+        ] {
+            let e = m.to_here(given).unwrap_err().to_string();
+            assert!(e.contains(want), "{given}: {e}");
+            assert!(e.contains(&format!("{given:?}")), "names the path: {e}");
+        }
+        assert!(matches!(
+            m.to_editor("/srv/proj/a\\b"),
+            Err(MapError::Unnameable(_))
+        ));
+        assert!(matches!(
+            m.to_editor("relative"),
+            Err(MapError::NotAbsolute(_))
+        ));
+        // Long names are cut in the message.
+        let long = format!("/elsewhere/{}", "é".repeat(1000));
+        let e = m.to_here(&long).unwrap_err().to_string();
+        assert!(e.len() < 700, "{}", e.len());
+    }
+
+    #[test]
+    fn bad_specs_are_refused_and_links_add_a_name() {
+        let mut m = PathMap::default();
+        for bad in ["nothing", "rel=/x", "/x=rel", "/x=/../y"] {
+            assert!(m.add(bad).is_err(), "{bad}");
+        }
+        m.add("/ws=/home/me/link").unwrap();
+        m.also_here("/home/me/link", "/srv/real");
+        assert_eq!(m.to_editor("/srv/real/a").as_deref(), Ok("/ws/a"));
+        assert_eq!(m.to_editor("/home/me/link/a").as_deref(), Ok("/ws/a"));
+        assert_eq!(m.to_here("/ws/a").as_deref(), Ok("/home/me/link/a"));
+        assert_eq!(m.here_folders(), ["/home/me/link"]);
+    }
+
+    /// A file or folder name: spaces, non-ASCII letters, dots, `%`, but not `.` or `..` alone,
+    /// nor a separator.
+    fn name() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9 é中%._~-]{1,8}".prop_filter("not . or ..", |n| n != "." && n != "..")
+    }
+
+    fn names(max: usize) -> impl Strategy<Value = Vec<String>> {
+        proptest::collection::vec(name(), 0..max)
+    }
+
+    proptest! {
+        /// A path under a mapping comes back as the same path, whichever form it was given in.
+        #[test]
+        fn round_trip(
+            folder in names(4), here in names(4), rest in names(5),
+            drive in proptest::char::range('a', 'z'), upper: bool, slash: bool, uri: bool,
+        ) {
+            let d = if upper { drive.to_ascii_uppercase() } else { drive };
+            let sep = if slash { "/" } else { "\\" };
+            let editor = format!("{d}:{sep}{}", folder.join(sep));
+            let here_dir = format!("/{}", here.join("/"));
+            let m = map(&[&format!("{editor}={here_dir}")]);
+            let mut all = folder.clone();
+            all.extend(rest.iter().cloned());
+            let given = if uri {
+                claude_ide_bridge::file_uri(&format!("{}:\\{}", drive.to_ascii_uppercase(), all.join("\\")))
+            } else {
+                format!("{}:\\{}", drive, all.join("\\"))
+            };
+            let h = m.to_here(&given).unwrap();
+            let mut want = here.clone();
+            want.extend(rest.iter().cloned());
+            prop_assert_eq!(&h, &write_posix(&want));
+            let back = m.to_editor(&h).unwrap();
+            prop_assert_eq!(parse_editor(&back).unwrap(), parse_editor(&given).unwrap());
+            prop_assert!(back.starts_with(&format!("{d}:{sep}")), "spelled as given: {}", back);
+            // And from the bridge's side.
+            prop_assert_eq!(m.to_here(&back).unwrap(), h);
+        }
+
+        /// Of the folders a path is under, the one with the most names maps it; a path under none
+        /// is refused.
+        #[test]
+        fn longest_prefix(a in names(3), b in names(3), rest in names(3), other in name()) {
+            let outer = format!("/e/{}", a.join("/"));
+            let inner = format!("{outer}/in/{}", b.join("/"));
+            let m = map(&[&format!("{outer}=/h1"), &format!("{inner}=/h2")]);
+            let path = format!("{inner}/{}", rest.join("/"));
+            let want = format!("/h2/{}", rest.join("/"));
+            prop_assert_eq!(m.to_here(&path).unwrap(), parse_here(&want).map(|p| write_posix(&p.names)).unwrap());
+            let beside = format!("{outer}/{other}x");
+            prop_assert!(m.to_here(&beside).unwrap().starts_with("/h1/"));
+            let outside = format!("/f/{other}");
+            prop_assert!(matches!(m.to_here(&outside), Err(MapError::Outside(_))));
+            let elsewhere = format!("/h3/{other}");
+            prop_assert!(matches!(m.to_editor(&elsewhere), Err(MapError::Outside(_))));
+        }
+
+        /// `..` never leaves a mapped folder while staying mapped to it: the path is resolved first,
+        /// and what it resolves to is mapped (or refused) as itself.
+        #[test]
+        fn dot_dot_is_resolved_before_mapping(folder in names(3), ups in 0usize..6, rest in names(3)) {
+            let editor = format!("/e/{}", folder.join("/"));
+            let m = map(&[&format!("{editor}=/h")]);
+            let path = format!("{editor}/{}{}", "../".repeat(ups), rest.join("/"));
+            let resolved = parse_editor(&path);
+            match m.to_here(&path) {
+                Ok(h) => {
+                    let r = resolved.unwrap();
+                    prop_assert!(r.names.starts_with(&parse_editor(&editor).unwrap().names));
+                    prop_assert!(h.starts_with("/h"));
+                }
+                Err(MapError::Outside(_)) => {
+                    let r = resolved.unwrap();
+                    prop_assert!(!r.names.starts_with(&parse_editor(&editor).unwrap().names));
+                }
+                Err(MapError::Climbs(_)) => prop_assert!(resolved.is_err()),
+                Err(e) => prop_assert!(false, "{}", e),
+            }
+        }
+    }
+}
