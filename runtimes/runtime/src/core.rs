@@ -79,7 +79,7 @@ impl Core {
             }
             let content = LockFile::new(
                 std::process::id(),
-                folders,
+                crate::lock_folders(&opts.workspace_folders)?,
                 opts.ide_name.clone(),
                 cfg!(windows),
                 token,
@@ -99,10 +99,10 @@ impl Core {
     /// Changes the workspace folders: the engine's path checks and the lock file (rewritten
     /// atomically).
     pub fn set_workspace_folders(&mut self, folders: &[PathBuf]) -> io::Result<()> {
-        let folders = posix_folders(folders)?;
-        self.server.set_workspace_folders(folders.clone());
+        let posix = posix_folders(folders)?;
+        self.server.set_workspace_folders(posix);
         if let Some((guard, content)) = &mut self.lock {
-            content.workspace_folders = folders;
+            content.workspace_folders = crate::lock_folders(folders)?;
             guard.update(content)?;
         }
         Ok(())

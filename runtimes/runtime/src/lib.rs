@@ -14,11 +14,15 @@
 //! - [`Options`] and [`LockFileMode`]: what a server is started with.
 //! - [`generate_token`]: a fresh [`AuthToken`] from the OS CSPRNG.
 //! - [`lock`]: the lock-file directory (created 0700, refused when it is a symlink, not ours, or
-//!   writable by others), atomic writes of `<port>.lock` (0600, never through a symlink), the
+//!   writable by others; on Windows private by the profile's access list), atomic writes of
+//!   `<port>.lock` (0600, never through a symlink), the
 //!   [`LockGuard`](lock::LockGuard) that rewrites and removes it, and removal of this host's stale
 //!   lock files.
-//! - [`signals`]: a process-wide registry of live lock files removed on SIGINT/SIGTERM before the
-//!   default action happens.
+//! - [`signals`]: a process-wide registry of live lock files removed on SIGINT/SIGTERM (Ctrl-C,
+//!   Ctrl-Break and closing the console on Windows) before the process ends.
+//!
+//! What differs between operating systems lives in one private module per platform
+//! (`src/sys/unix.rs`, `src/sys/windows.rs`) behind one interface.
 //! - [`Logger`]: debug logging of connection events, never of the token. [`Clock`]: the engine's
 //!   `now`, which tests can move forward.
 //!
@@ -34,7 +38,8 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-#![forbid(unsafe_code)]
+// Unsafe code only in `sys/windows.rs`, for Win32 calls std does not wrap.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod clock;
@@ -45,11 +50,12 @@ mod log;
 mod options;
 mod shared;
 pub mod signals;
+mod sys;
 
 pub use crate::clock::Clock;
 pub use crate::delivery::{Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOST_BACKLOG};
 pub use crate::log::Logger;
-pub use crate::options::{posix_folders, LockFileMode, Options};
+pub use crate::options::{lock_folders, posix_folders, LockFileMode, Options};
 pub use crate::shared::{
     stop_listening, Events, Handle, Handler, Next, RunningServer, READ_CHUNK, STOP_GRACE,
     WRITE_CHUNK,

@@ -1,40 +1,42 @@
 //! The lock file: its directory, atomic writes, the guard that removes it, stale-file cleanup.
 
-use std::fs::{self, DirBuilder, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use claude_ide_bridge::{lock_dirs, lock_file_name, port_from_lock_name, LockFile};
-use rustix::fs::OFlags;
-use rustix::process::{getuid, test_kill_process, Pid};
 
-use crate::signals;
+use crate::{signals, sys};
 
 /// The directory the real client scans first: `$CLAUDE_CONFIG_DIR/ide` when set, else
-/// `$HOME/.claude/ide`.
+/// `.claude/ide` in the user's home: `$HOME` on Unix, `%USERPROFILE%` on Windows (where the
+/// Windows `claude` looks).
 pub fn default_lock_dir() -> io::Result<PathBuf> {
     let config = std::env::var("CLAUDE_CONFIG_DIR").ok();
-    let home = std::env::var("HOME").ok();
+    let home = std::env::var(sys::HOME_VAR).ok();
     lock_dirs(config.as_deref(), home.as_deref())
         .into_iter()
         .next()
         .ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
-                "neither CLAUDE_CONFIG_DIR nor HOME is set: no lock-file directory",
+                format!(
+                    "neither CLAUDE_CONFIG_DIR nor {} is set: no lock-file directory",
+                    sys::HOME_VAR
+                ),
             )
         })
 }
 
-/// Creates `dir` with mode 0700 if missing (parents included), then checks it: a real directory
-/// (not a symlink), owned by this user, not writable by group or others. Refusals are
-/// `PermissionDenied` errors naming the reason.
+/// Creates `dir` private to the user if missing (parents included; mode 0700 on Unix), then
+/// checks it: a real directory (not a symlink), and on Unix owned by this user and not writable
+/// by group or others (on Windows it inherits the access list of the folder it is made in:
+/// SECURITY.md). Refusals are `PermissionDenied` errors naming the reason.
 pub fn ensure_lock_dir(dir: &Path) -> io::Result<()> {
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            sys::create_private_dir(dir)?;
         }
         Err(e) => return Err(e),
         Ok(_) => {}
@@ -57,17 +59,14 @@ fn check_lock_dir(dir: &Path) -> io::Result<()> {
     if !meta.is_dir() {
         return Err(refuse(dir, "it is not a directory"));
     }
-    if meta.uid() != getuid().as_raw() {
-        return Err(refuse(dir, "it is owned by another user"));
+    match sys::private_dir_problem(&meta) {
+        Some(why) => Err(refuse(dir, why)),
+        None => Ok(()),
     }
-    if meta.mode() & 0o022 != 0 {
-        return Err(refuse(dir, "it is writable by group or others"));
-    }
-    Ok(())
 }
 
 /// Writes `dir/name` atomically: a temporary file in `dir` created exclusively, without following
-/// symlinks, mode 0600; written, then renamed over `name` (a rename replaces a symlink at `name`
+/// symlinks, private to the user (mode 0600 on Unix); written, then renamed over `name` (a rename replaces a symlink at `name`
 /// rather than writing through it). Readers see the old file or the new one whole. Not synced to
 /// disk: a lock file only matters while its process runs, and a rewrite happens under the
 /// running server's lock (`Handle::set_workspace_folders`), which an `fsync` on a slow disk
@@ -76,15 +75,11 @@ pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags((OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32)
-        .open(&tmp)?;
-    let written = file
-        .write_all(contents)
-        .and_then(|()| fs::rename(&tmp, dir.join(name)));
+    let mut file = sys::create_private_file(&tmp)?;
+    // Closed before the rename, which Windows refuses for an open file.
+    let written = file.write_all(contents);
+    drop(file);
+    let written = written.and_then(|()| fs::rename(&tmp, dir.join(name)));
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }
@@ -92,15 +87,16 @@ pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
 }
 
 /// Whether a process with this pid exists (a process of another user counts as alive). Pids
-/// that cannot name a process (0, or too large) count as alive, so their files are kept.
+/// that cannot name a process (0, or too large) count as alive, so their files are kept. Unix
+/// asks `kill(pid, 0)`; Windows opens the process and reads whether it has exited.
+///
+/// ```
+/// use claude_ide_bridge_runtime::lock::pid_alive;
+/// assert!(pid_alive(std::process::id()));
+/// assert!(pid_alive(0));
+/// ```
 pub fn pid_alive(pid: u32) -> bool {
-    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
-        return true;
-    };
-    match test_kill_process(p) {
-        Ok(()) => true,
-        Err(e) => e != rustix::io::Errno::SRCH,
-    }
+    sys::pid_alive(pid)
 }
 
 /// Removes this host's stale lock files from `dir`: files named `<port>.lock`, owned by us, with
@@ -108,7 +104,6 @@ pub fn pid_alive(pid: u32) -> bool {
 /// the removed paths.
 pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
-    let uid = getuid().as_raw();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
@@ -120,7 +115,7 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         let Ok(meta) = fs::symlink_metadata(&path) else {
             continue;
         };
-        if !meta.is_file() || meta.uid() != uid {
+        if !meta.is_file() || !sys::owned_by_me(&meta) {
             continue;
         }
         let Ok(text) = fs::read_to_string(&path) else {
@@ -139,8 +134,7 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         if lock.ide_name == ide_name && stale {
             // Still the file that was read: a bridge started meanwhile on the same port renames
             // its live file into place, and that one stays.
-            let same = fs::symlink_metadata(&path)
-                .is_ok_and(|now| now.ino() == meta.ino() && now.dev() == meta.dev());
+            let same = fs::symlink_metadata(&path).is_ok_and(|now| sys::same_file(&now, &meta));
             if !same {
                 continue;
             }
@@ -178,8 +172,8 @@ pub struct LockGuard {
 
 impl LockGuard {
     /// Checks `dir` (see [`ensure_lock_dir`]) and writes `<port>.lock` there. With
-    /// `signal_cleanup`, the path is registered for removal on SIGINT/SIGTERM
-    /// ([`signals::register`]).
+    /// `signal_cleanup`, the path is registered for removal when the process is told to stop
+    /// (SIGINT/SIGTERM; Ctrl-C, Ctrl-Break, console closed on Windows: [`signals::register`]).
     pub fn create(
         dir: &Path,
         port: u16,

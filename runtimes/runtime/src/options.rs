@@ -122,3 +122,21 @@ pub fn posix_folders(folders: &[PathBuf]) -> io::Result<Vec<String>> {
         })
         .collect()
 }
+
+/// Workspace folders as the lock file carries them for this OS's `claude`: on Unix the
+/// POSIX-style strings of [`posix_folders`]; on Windows native absolute paths
+/// (`C:\Users\me\project`), which the Windows `claude` resolves and compares with its working
+/// directory (and `claude` in WSL converts with `wslpath`), where the engine's `/c/Users/...` form
+/// would name another folder.
+///
+/// ```
+/// let f = claude_ide_bridge_runtime::lock_folders(&["/srv/a".into()]).unwrap();
+/// # #[cfg(unix)]
+/// assert_eq!(f, ["/srv/a"]);
+/// ```
+pub fn lock_folders(folders: &[PathBuf]) -> io::Result<Vec<String>> {
+    folders
+        .iter()
+        .map(|f| Ok(crate::sys::lock_folder(&std::path::absolute(Path::new(f))?)))
+        .collect()
+}

@@ -58,13 +58,7 @@ impl Events {
 /// `accept` waiting on it. Unlike a connection of the runtime's own it needs no new socket, so it
 /// works when the process is out of file handles too; `false` where it is not known to work.
 pub fn stop_listening(listener: &TcpListener) -> bool {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    return rustix::net::shutdown(listener, rustix::net::Shutdown::Read).is_ok();
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    return {
-        let _ = listener;
-        false
-    };
+    crate::sys::shutdown_listener(listener)
 }
 
 /// What [`RunningServer::claim`] hands to [`RunningServer::deliver`]: the first event, the handler,

@@ -1,20 +1,19 @@
-//! Removal of lock files on SIGINT/SIGTERM.
+//! Removal of lock files when the process is told to stop.
 //!
 //! A process-wide registry holds the paths of live lock files. The first registration installs a
-//! handler (a `signal-hook` thread) for SIGINT and SIGTERM that removes every registered file and
-//! then lets the signal's default action happen (the process ends as if no handler had been
-//! installed). Hosts that handle these signals themselves opt out
-//! (`Options::signal_cleanup = false`) and stop the server from their own handler. A signal the
-//! process was started ignoring (`nohup`, a background job of a script) stays ignored: no handler
-//! is installed for it ([`ignored`]).
+//! handler that removes every registered file and then ends the process as the signal would
+//! have: on Unix a `signal-hook` thread for SIGINT and SIGTERM, which then lets the signal's
+//! default action happen; on Windows a console control handler for Ctrl-C, Ctrl-Break, the
+//! console closing, logoff and shutdown, which then exits with `STATUS_CONTROL_C_EXIT`. Hosts
+//! that handle these themselves opt out (`Options::signal_cleanup = false`) and stop the server
+//! from their own handler. A signal the process was started ignoring (`nohup`, a background job
+//! of a script) stays ignored: no handler is installed for it ([`ignored`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
-use signal_hook::low_level::emulate_default_handler;
+use crate::sys;
 
 static REGISTRY: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
@@ -23,7 +22,8 @@ static IGNORED: OnceLock<u64> = OnceLock::new();
 /// Whether `signal` was ignored when this was first asked, which a host asks before installing
 /// any handler: a process started with a signal ignored (`nohup` ignores SIGHUP; a shell ignores
 /// SIGINT for its background jobs) expects to stay deaf to it. Read from `SigIgn` in
-/// `/proc/self/status` (Linux); false where that cannot be read.
+/// `/proc/self/status` on Linux, from `ps -o sigignore=` on macOS and the other Unixes (false
+/// when `ps` cannot be run); always false on Windows, which has no such mask.
 ///
 /// ```
 /// use claude_ide_bridge_runtime::signals::ignored;
@@ -31,41 +31,18 @@ static IGNORED: OnceLock<u64> = OnceLock::new();
 /// assert_eq!(ignored(1), ignored(1));
 /// ```
 pub fn ignored(signal: i32) -> bool {
-    let mask = *IGNORED.get_or_init(|| {
-        std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|status| {
-                let line = status.lines().find(|l| l.starts_with("SigIgn:"))?;
-                u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).ok()
-            })
-            .unwrap_or(0)
-    });
+    let mask = *IGNORED.get_or_init(sys::ignored_signals);
     (1..=64).contains(&signal) && mask & (1 << (signal - 1)) != 0
 }
 
 fn install() -> io::Result<()> {
-    let result = INSTALLED.get_or_init(|| {
-        let wanted: Vec<i32> = [SIGINT, SIGTERM]
-            .into_iter()
-            .filter(|s| !ignored(*s))
-            .collect();
-        let mut signals = Signals::new(wanted).map_err(|e| e.to_string())?;
-        std::thread::Builder::new()
-            .name("claude-ide-bridge-signals".into())
-            .spawn(move || {
-                if let Some(signal) = signals.forever().next() {
-                    remove_all();
-                    let _ = emulate_default_handler(signal);
-                    std::process::exit(128 + signal);
-                }
-            })
-            .map_err(|e| e.to_string())?;
-        Ok(())
-    });
+    let result = INSTALLED
+        .get_or_init(|| sys::on_termination(remove_all, ignored).map_err(|e| e.to_string()));
     result.clone().map_err(io::Error::other)
 }
 
-/// Adds a lock file to remove on SIGINT/SIGTERM (installing the handler on first use).
+/// Adds a lock file to remove when the process is told to stop (installing the handler on first
+/// use).
 pub fn register(path: &Path) -> io::Result<()> {
     install()?;
     lock_registry().push(path.to_path_buf());

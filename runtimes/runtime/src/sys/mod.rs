@@ -1,0 +1,30 @@
+//! What differs between operating systems, behind one interface (std's `sys` pattern): every
+//! platform file defines the same items, and the rest of the crate calls them without `cfg`.
+//!
+//! - `unix.rs`: Linux, macOS and the other Unixes (what differs between them, the query of the
+//!   signals the process started ignoring, is chosen there: `/proc` on Linux, `ps` elsewhere);
+//! - `windows.rs`: Windows.
+//!
+//! The interface:
+//!
+//! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
+//! - `create_private_dir(dir)`, `private_dir_problem(&Metadata)`: the lock-file directory,
+//!   created private to the user and checked to be so;
+//! - `create_private_file(path)`: a new file only the user can read, never through a link;
+//! - `owned_by_me(&Metadata)`, `same_file(&Metadata, &Metadata)`: for stale-file cleanup;
+//! - `pid_alive(pid)`: whether a process exists;
+//! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
+//! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
+//! - `ignored_signals()`: the mask of signals the process started ignoring;
+//! - `on_termination(cleanup)`: runs `cleanup` when the process is told to stop (SIGINT and
+//!   SIGTERM; Ctrl-C, Ctrl-Break and closing the console on Windows), then ends it.
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+pub(crate) use self::unix::*;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub(crate) use self::windows::*;

@@ -1,0 +1,190 @@
+//! Unix (Linux, macOS and the others): modes and owners, `kill(pid, 0)`, signals through
+//! `signal-hook`.
+
+use std::fs::{DirBuilder, File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use rustix::fs::OFlags;
+use rustix::process::{getuid, test_kill_process, Pid};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use signal_hook::low_level::emulate_default_handler;
+
+pub(crate) const HOME_VAR: &str = "HOME";
+
+/// Creates `dir` (parents included) with mode 0700.
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+/// Why a directory is not private to this user: owned by another, or writable by group or
+/// others; `None` when it is.
+pub(crate) fn private_dir_problem(meta: &Metadata) -> Option<&'static str> {
+    if !owned_by_me(meta) {
+        return Some("it is owned by another user");
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Some("it is writable by group or others");
+    }
+    None
+}
+
+/// Creates a new file, mode 0600, failing if anything (a symlink included) is at `path`.
+pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32)
+        .open(path)
+}
+
+pub(crate) fn owned_by_me(meta: &Metadata) -> bool {
+    meta.uid() == getuid().as_raw()
+}
+
+/// The same file (device and inode).
+pub(crate) fn same_file(a: &Metadata, b: &Metadata) -> bool {
+    a.ino() == b.ino() && a.dev() == b.dev()
+}
+
+/// `kill(pid, 0)`: alive unless it says there is no such process (a process of another user
+/// answers "not permitted", and is alive). Pids that cannot name a process (0, or too large)
+/// count as alive, so their files are kept.
+pub(crate) fn pid_alive(pid: u32) -> bool {
+    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return true;
+    };
+    match test_kill_process(p) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+/// The POSIX form the engine compares paths in, which `claude` on Unix reads as is.
+pub(crate) fn lock_folder(abs: &Path) -> String {
+    claude_ide_bridge::to_posix(&abs.to_string_lossy())
+}
+
+/// The signals this process ignores (bit `n - 1` for signal `n`), 0 when that cannot be known.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn ignored_signals() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| proc_sig_ign(&status))
+        .unwrap_or(0)
+}
+
+/// The signals this process ignores, from `ps` (there is no `/proc` to read): 0 when it cannot
+/// be run or says nothing readable.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn ignored_signals() -> u64 {
+    ps_ignored_signals(std::process::id()).unwrap_or(0)
+}
+
+/// `SigIgn` of a Linux `/proc/<pid>/status`.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+pub(crate) fn proc_sig_ign(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("SigIgn:"))?;
+    u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).ok()
+}
+
+/// The ignored-signals mask of process `pid` as `ps -o sigignore=` prints it, in hexadecimal
+/// (with or without `0x`): the same keyword in macOS's and the BSDs' `ps` and in procps (Linux),
+/// so Linux tests this path too.
+#[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
+pub(crate) fn ps_ignored_signals(pid: u32) -> Option<u64> {
+    let out = std::process::Command::new("ps")
+        .args(["-o", "sigignore=", "-p", &pid.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    let hex = text.trim();
+    let hex = hex.strip_prefix("0x").unwrap_or(hex);
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Runs `cleanup` on SIGINT or SIGTERM (those not ignored: `ignored(signal)` says), on a
+/// `signal-hook` thread, then lets the signal's default action happen.
+pub(crate) fn on_termination(cleanup: fn(), ignored: fn(i32) -> bool) -> io::Result<()> {
+    let wanted: Vec<i32> = [SIGINT, SIGTERM]
+        .into_iter()
+        .filter(|s| !ignored(*s))
+        .collect();
+    let mut signals = Signals::new(wanted)?;
+    std::thread::Builder::new()
+        .name("claude-ide-bridge-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                cleanup();
+                let _ = emulate_default_handler(signal);
+                std::process::exit(128 + signal);
+            }
+        })?;
+    Ok(())
+}
+
+/// Shuts a listener down for reading, which on Linux ends an `accept` waiting on it; `false`
+/// elsewhere (not known to work there).
+pub(crate) fn shutdown_listener(listener: &std::net::TcpListener) -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    return rustix::net::shutdown(listener, rustix::net::Shutdown::Read).is_ok();
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    return {
+        let _ = listener;
+        false
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// A child started with SIGINT and SIGQUIT ignored (`trap ''` survives `exec`).
+    fn deaf_child() -> std::process::Child {
+        Command::new("sh")
+            .args(["-c", "trap '' INT QUIT; exec sleep 30"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// The query macOS uses (`ps`) sees what the child ignores; on Linux it agrees with `/proc`,
+    /// which the Linux build reads.
+    #[test]
+    fn ps_reads_the_signals_a_process_ignores() {
+        let mut child = deaf_child();
+        let (int, quit) = (1 << (SIGINT - 1), 1 << (signal_hook::consts::SIGQUIT - 1));
+        let give_up = Instant::now() + Duration::from_secs(10);
+        let mask = loop {
+            let mask = ps_ignored_signals(child.id()).expect("ps answers");
+            if mask & int != 0 || Instant::now() > give_up {
+                break mask;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(mask & (int | quit), int | quit, "mask {mask:#x}");
+        assert_eq!(mask & (1 << (SIGTERM - 1)), 0, "mask {mask:#x}");
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+            assert_eq!(proc_sig_ign(&status), Some(mask));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(
+            ps_ignored_signals(child.id()),
+            None,
+            "a reaped child has no line"
+        );
+    }
+}
