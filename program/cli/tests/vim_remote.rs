@@ -374,6 +374,25 @@ fn vim_remote_over_ssh() {
     vim.term_ex("wincmd p");
     vim.wait_eval("&buftype", |v| v == "");
 
+    // A file outside the path map: nothing of it is sent (the bridge would refuse each cursor
+    // move with an error line), and an at-mention of it is refused in Vim, saying why.
+    if PATH_MAP {
+        let outside = sb.root().join("outside.txt");
+        fs::write(&outside, "out\nside\n").unwrap();
+        vim.ex(&format!("edit {}", outside.display()));
+        vim.keys(&["j", "V"]);
+        vim.ex("ClaudeCodeSend");
+        let m = vim.wait_eval("execute('messages')", |v| {
+            v.as_str().unwrap().contains("outside the folders")
+        });
+        assert!(!m.as_str().unwrap().contains("refused a line"), "{m}");
+        let editors = json_of(&call(&mut c, "getOpenEditors", json!({})));
+        assert!(!editors.to_string().contains("outside.txt"), "{editors}");
+        let log = fs::read_to_string(&vim.log).unwrap();
+        assert!(!log.contains("outside.txt\",\"text"), "sent: {log}");
+        vim.ex("buffer a.txt");
+    }
+
     // The link drops with a diff pending that the user edited: Vim closes it and keeps the edit,
     // claude gets an answer (not FILE_SAVED), the file is unchanged, and Vim says what happened.
     let id = c.call_tool(

@@ -4,6 +4,7 @@ vim9script
 # diagnostics (`diagnostics`).
 
 import autoload 'claude_ide_bridge.vim' as bridge
+import autoload 'claude_ide_bridge/remote.vim'
 import autoload 'claude_ide_bridge/terminal.vim'
 
 var sel_timer = 0
@@ -26,6 +27,12 @@ enddef
 
 export def FullPath(buf: number): string
   return fnamemodify(bufname(buf), ':p')
+enddef
+
+# A file buffer the bridge has a name for: with a remote path map, one under its folders only
+# (:help claude-ide-bridge-remote).
+def Shared(buf: number): bool
+  return IsFileBuf(buf) && remote.Reaches(FullPath(buf))
 enddef
 
 # The buffer of a file, or -1. Names are compared with symbolic links resolved: the bridge names
@@ -107,7 +114,7 @@ enddef
 
 def Snapshot(): dict<any>
   var buf = bufnr()
-  if !IsFileBuf(buf)
+  if !Shared(buf)
     return {}
   endif
   var m = mode()
@@ -297,6 +304,11 @@ enddef
 # ---- at_mentioned ----
 
 export def Mention(path: string, line_start: number = -1, line_end: number = -1)
+  if !remote.Reaches(path)
+    bridge.Error(fnamemodify(path, ':~:.') .. ' is outside the folders of'
+      .. ' g:claude_ide_bridge_remote.path_map: claude, over there, has no name for it')
+    return
+  endif
   var msg: dict<any> = {type: 'at_mentioned', filePath: path}
   if line_start >= 0
     msg.lineStart = line_start
@@ -364,7 +376,7 @@ export def EditorsMsg(): dict<any>
   var active = IsFileBuf(cur) ? cur : active_buf
   var tabs: list<dict<any>> = []
   for b in getbufinfo({buflisted: 1})
-    if !IsFileBuf(b.bufnr)
+    if !Shared(b.bufnr)
       continue
     endif
     var path = fnamemodify(b.name, ':p')
@@ -426,7 +438,7 @@ def FromAle()
   endif
   var uris: dict<bool> = {}
   for b in getbufinfo({buflisted: 1})
-    if !IsFileBuf(b.bufnr) || getbufvar(b.bufnr, 'ale_linted', 0) == 0
+    if !Shared(b.bufnr) || getbufvar(b.bufnr, 'ale_linted', 0) == 0
       continue
     endif
     var out: list<dict<any>> = []
@@ -472,7 +484,7 @@ def FromVimLsp()
   var uris: dict<bool> = {}
   for [uri, servers] in items(all)
     # A server gone (vim-lsp keeps its files with no server): withdrawn, not reported clean.
-    if empty(servers)
+    if empty(servers) || !remote.ReachesUri(uri, Uri)
       continue
     endif
     uris[uri] = true

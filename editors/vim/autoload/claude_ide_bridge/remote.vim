@@ -107,6 +107,29 @@ def ToRemote(path: string, map: dict<any>): string
   return ''
 enddef
 
+# Whether the bridge has a name for the editor's file `path`: always, unless a path map (a
+# dictionary) is given and `path` is under none of its folders. The bridge refuses such a path
+# with an error line; Vim does not send it (a cursor moving in such a file would be refused at
+# every move).
+export def Reaches(path: string): bool
+  var m = get(Settings(), 'path_map', {})
+  if type(m) != v:t_dict || empty(m)
+    return true
+  endif
+  return !empty(filter(keys(m), (_, ed) => path ==# EditorFolder(ed)
+    || stridx(path, EditorFolder(ed) .. '/') == 0))
+enddef
+
+# The same for a file:// URI as Vim spells it (`uri_of` turns a folder into one).
+export def ReachesUri(uri: string, Uri_of: func(string): string): bool
+  var m = get(Settings(), 'path_map', {})
+  if type(m) != v:t_dict || empty(m)
+    return true
+  endif
+  return !empty(filter(keys(m), (_, ed) => uri ==# Uri_of(EditorFolder(ed))
+    || stridx(uri, Uri_of(EditorFolder(ed)) .. '/') == 0))
+enddef
+
 # The workspace folders on the remote side: the setting's `workspace`, else the editor's folders
 # (`local`) through the path map, else as they are (the same path on both sides).
 export def Workspace(local: list<string>): list<string>
