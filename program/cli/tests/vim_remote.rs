@@ -97,8 +97,8 @@ impl Sshd {
             let child = Command::new("unshare")
                 .args(["-m", "--propagation", "private", "sh", "-c"])
                 .arg(
-                    "[ \"$1\" = \"$2\" ] || { mount --bind \"$1\" \"$2\" \
-                     && mount -t tmpfs tmpfs \"$1\"; } && exec \"$3\" -D -e -f \"$4\"",
+                    "mount --bind \"$1\" \"$2\" && mount -t tmpfs tmpfs \"$1\" \
+                     && exec \"$3\" -D -e -f \"$4\"",
                 )
                 .arg("sh")
                 .args([editor, remote, Path::new(SSHD), &config])
@@ -190,33 +190,17 @@ fn remote_setting(sshd: &Sshd, editor: &Path, remote: &Path, extra: &str) -> Str
     let transport: Vec<String> = sshd.transport().iter().map(|w| lit(w)).collect();
     format!(
         "let g:claude_ide_bridge_workspace = {ed}\n\
-         let g:claude_ide_bridge_remote = {{'transport': [{t}]{map}{extra}}}",
+         let g:claude_ide_bridge_remote = {{'transport': [{t}], 'path_map': {{{ed}: {rem}}}{extra}}}",
         t = transport.join(", "),
         ed = lit(&editor.to_string_lossy()),
-        map = if editor == remote {
-            String::new()
-        } else {
-            format!(
-                ", 'path_map': {{{}: {}}}",
-                lit(&editor.to_string_lossy()),
-                lit(&remote.to_string_lossy())
-            )
-        },
+        rem = lit(&remote.to_string_lossy()),
     )
 }
-
-/// Whether the bridge has `serve --stdio --path-map` (issue 30, item 1). Without it, the
-/// workspace is at the same path on both sides.
-const PATH_MAP: bool = false;
 
 /// The folders of a test: the editor's (with the files) and the remote side's path of it.
 fn folders(sb: &Sandbox) -> (PathBuf, PathBuf) {
     let editor = sb.root().join("editor's wörk space");
-    let remote = if PATH_MAP {
-        sb.root().join("remote ẞ ws")
-    } else {
-        editor.clone()
-    };
+    let remote = sb.root().join("remote ẞ ws");
     fs::create_dir_all(&editor).unwrap();
     fs::create_dir_all(&remote).unwrap();
     (editor, remote)
@@ -281,13 +265,11 @@ fn vim_remote_over_ssh() {
         ))
         .output()
         .unwrap();
-    if editor != remote {
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "0\none\ntwo three\nfour\n"
-        );
-        assert_eq!(fs::read_dir(&remote).unwrap().count(), 0);
-    }
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "0\none\ntwo three\nfour\n"
+    );
+    assert_eq!(fs::read_dir(&remote).unwrap().count(), 0);
     let extra = format!(
         ", 'bridge': {}, 'claude': {}",
         lit(BIN),
@@ -376,26 +358,24 @@ fn vim_remote_over_ssh() {
 
     // A file outside the path map: nothing of it is sent (the bridge would refuse each cursor
     // move with an error line), and an at-mention of it is refused in Vim, saying why.
-    if PATH_MAP {
-        let outside = sb.root().join("outside.txt");
-        fs::write(&outside, "out\nside\n").unwrap();
-        vim.ex(&format!("edit {}", outside.display()));
-        vim.keys(&["j", "V"]);
-        vim.ex("ClaudeCodeSend");
-        let m = vim.wait_eval("execute('messages')", |v| {
-            v.as_str().unwrap().contains("outside the folders")
-        });
-        assert!(!m.as_str().unwrap().contains("refused a line"), "{m}");
-        let editors = json_of(&call(&mut c, "getOpenEditors", json!({})));
-        assert!(!editors.to_string().contains("outside.txt"), "{editors}");
-        let log = fs::read_to_string(&vim.log).unwrap();
-        assert!(
-            !log.lines()
-                .any(|l| l.contains(" -> ") && l.contains("outside.txt")),
-            "sent: {log}"
-        );
-        vim.ex("buffer a.txt");
-    }
+    let outside = sb.root().join("outside.txt");
+    fs::write(&outside, "out\nside\n").unwrap();
+    vim.ex(&format!("edit {}", outside.display()));
+    vim.keys(&["j", "V"]);
+    vim.ex("ClaudeCodeSend");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("outside the folders")
+    });
+    assert!(!m.as_str().unwrap().contains("refused a line"), "{m}");
+    let editors = json_of(&call(&mut c, "getOpenEditors", json!({})));
+    assert!(!editors.to_string().contains("outside.txt"), "{editors}");
+    let log = fs::read_to_string(&vim.log).unwrap();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains(" -> ") && l.contains("outside.txt")),
+        "sent: {log}"
+    );
+    vim.ex("buffer a.txt");
 
     // The link drops with a diff pending that the user edited: Vim closes it and keeps the edit,
     // claude gets an answer (not FILE_SAVED), the file is unchanged, and Vim says what happened.
