@@ -505,6 +505,15 @@ fn vim_remote_says_what_is_missing_over_there() {
         "{m}"
     );
 
+    // A setting of the wrong shape is named, with what it must be.
+    vim.ex("let g:claude_ide_bridge_remote = {'transport': 'ssh devbox'}");
+    vim.ex("ClaudeCodeStart");
+    vim.wait_eval("execute('messages')", |v| {
+        v.as_str()
+            .unwrap()
+            .contains("transport must be a command as a list of words")
+    });
+
     // A transport that dies in the middle of a line: no half line is taken for one, Vim says the
     // link ended, and nothing is left pending.
     let script = r#"printf '{"type":"ready","port":1,"lockFile":null}\n{"type":"tool_call","id":1,"na'; sleep 0.3; echo gone >&2; exit 255"#;

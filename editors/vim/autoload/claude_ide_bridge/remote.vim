@@ -40,7 +40,7 @@ export def Problem(): string
     return "g:claude_ide_bridge_remote.transport must be a command as a list of words, e.g. ['ssh', 'devbox']"
   endif
   var m = get(r, 'path_map', {})
-  if type(m) != v:t_dict && m !=# 'wsl'
+  if type(m) != v:t_dict && !(type(m) == v:t_string && m ==# 'wsl')
     return "g:claude_ide_bridge_remote.path_map must be a dictionary {editor folder: remote folder} or 'wsl'"
   endif
   if !executable(t[0])
@@ -140,6 +140,11 @@ export def Workspace(local: list<string>): list<string>
     return list
   endif
   var m = get(r, 'path_map', {})
+  if type(m) == v:t_string && m ==# 'wsl'
+    # a Windows drive's folder as WSL mounts it: C:\Users\me -> /mnt/c/Users/me
+    return mapnew(local, (_, d) => d =~# '^\a:[\\/]'
+      ? '/mnt/' .. tolower(d[0]) .. tr(strpart(d, 2), '\', '/') : d)
+  endif
   if type(m) != v:t_dict || empty(m)
     return local
   endif
