@@ -222,6 +222,7 @@ impl Connection {
                 token: Some(config.auth_token.as_str()),
                 allowed_origins: &config.allowed_origins,
                 check_host: config.check_host,
+                allowed_hosts: &config.allowed_hosts,
             },
         )?;
         if !admit {

@@ -31,7 +31,7 @@
 //! let (used, status) = reader.feed(wire);
 //! assert_eq!((used, status), (wire.len(), HeadStatus::Complete));
 //!
-//! let policy = Policy { token: Some("s3cret"), allowed_origins: &[], check_host: true };
+//! let policy = Policy { token: Some("s3cret"), allowed_origins: &[], check_host: true, allowed_hosts: &[] };
 //! let mut out = Vec::new();
 //! match parse_upgrade(reader.head(), 64).and_then(|req| authorize(&req, &policy).map(|()| req)) {
 //!     Ok(req) => {
@@ -503,8 +503,13 @@ pub struct Policy<'a> {
     /// Origins allowed when the request carries an `Origin` header (ASCII case-insensitive, exact).
     /// A request without `Origin` is not affected: the real client sends none.
     pub allowed_origins: &'a [String],
-    /// Refuse a `Host` that is not a loopback name or address (DNS rebinding defence).
+    /// Refuse a `Host` that is not a loopback name or address (DNS rebinding defence), nor one of
+    /// `allowed_hosts`.
     pub check_host: bool,
+    /// Names a `Host` may also carry when `check_host` is set, with any port (see
+    /// [`is_allowed_host`]): an explicit opt-in for a client that reaches the host by another name,
+    /// such as `host.docker.internal` from a container. Empty: loopback names only.
+    pub allowed_hosts: &'a [String],
 }
 
 impl fmt::Debug for Policy<'_> {
@@ -513,13 +518,15 @@ impl fmt::Debug for Policy<'_> {
             .field("token", &self.token.map(|_| Redacted))
             .field("allowed_origins", &self.allowed_origins)
             .field("check_host", &self.check_host)
+            .field("allowed_hosts", &self.allowed_hosts)
             .finish()
     }
 }
 
 /// Checks a parsed upgrade request against the host's policy, in this order:
 ///
-/// 1. When `check_host` is set, the `Host` must be loopback (see [`is_loopback_host`]), else 403.
+/// 1. When `check_host` is set, the `Host` must be loopback (see [`is_loopback_host`]) or one of
+///    `allowed_hosts` (see [`is_allowed_host`]), else 403.
 /// 2. An `Origin`, when present, must equal one of `allowed_origins` (ASCII case-insensitive), else 403.
 /// 3. When a token is set, `X-Claude-Code-Ide-Authorization` must equal it (compared in constant time),
 ///    else 401.
@@ -531,12 +538,24 @@ impl fmt::Debug for Policy<'_> {
 ///     Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
 ///     Sec-WebSocket-Version: 13\r\n\r\n";
 /// let req = parse_upgrade(head, 64).unwrap();
-/// let policy = Policy { token: None, allowed_origins: &[], check_host: true };
+/// let policy = Policy { token: None, allowed_origins: &[], check_host: true, allowed_hosts: &[] };
 /// assert_eq!(authorize(&req, &policy).unwrap_err().status(), 403);
+/// // Named on purpose: accepted (the token, when set, is still checked).
+/// let named = ["evil.example".to_string()];
+/// assert!(authorize(&req, &Policy { allowed_hosts: &named, ..policy }).is_ok());
 /// ```
 pub fn authorize(req: &UpgradeRequest, policy: &Policy<'_>) -> Result<(), Rejection> {
-    if policy.check_host && !req.host.as_deref().is_some_and(is_loopback_host) {
-        return Err(Rejection::Forbidden("Host is not a loopback address"));
+    if policy.check_host
+        && !req
+            .host
+            .as_deref()
+            .is_some_and(|h| is_loopback_host(h) || is_allowed_host(h, policy.allowed_hosts))
+    {
+        return Err(Rejection::Forbidden(if policy.allowed_hosts.is_empty() {
+            "Host is not a loopback address"
+        } else {
+            "Host is neither a loopback address nor an allowed name"
+        }));
     }
     if let Some(origin) = &req.origin {
         if !policy
@@ -617,6 +636,48 @@ pub fn is_loopback_host(host: &str) -> bool {
                 || name.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
         }
     }
+}
+
+/// Whether a `Host` header value is one of `names` (ASCII case-insensitively, a trailing `.` on either
+/// side ignored), with an optional `:port` (decimal, at most 65535). A bracketed IPv6 literal is
+/// compared with its brackets (`[fd00::1]`). An empty name never matches.
+///
+/// ```
+/// use claude_ide_bridge::hooks::handshake::is_allowed_host;
+///
+/// let names = ["host.docker.internal".to_string()];
+/// assert!(is_allowed_host("host.docker.internal:41234", &names));
+/// assert!(is_allowed_host("Host.Docker.Internal.", &names));
+/// assert!(!is_allowed_host("host.docker.internal.evil.com", &names));
+/// assert!(!is_allowed_host("host.docker.internal:99999", &names));
+/// ```
+pub fn is_allowed_host(host: &str, names: &[String]) -> bool {
+    let (name, port) = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((literal, after)) => (&host[..literal.len() + 2], after.strip_prefix(':')),
+            None => return false,
+        },
+        None => match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        },
+    };
+    if name.len() + port.map_or(0, |p| p.len() + 1) != host.len() {
+        return false; // Something after `]` that is not `:port`.
+    }
+    if let Some(port) = port {
+        let digits =
+            !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
+        if !digits || port.parse::<u16>().is_err() {
+            return false;
+        }
+    }
+    let bare = |n: &str| n.strip_suffix('.').unwrap_or(n).to_string();
+    let name = bare(name);
+    !name.is_empty()
+        && names
+            .iter()
+            .any(|n| !n.is_empty() && bare(n).eq_ignore_ascii_case(&name))
 }
 
 /// Compares two byte strings without exiting early: the time taken depends on their lengths, never on

@@ -122,8 +122,9 @@ pub mod hooks {
     /// The upgrade's steps.
     pub mod handshake {
         pub use crate::handshake::{
-            accept_key, authorize, constant_time_eq, is_loopback_host, parse_upgrade, write_accept,
-            HeadReader, HeadStatus, Policy, Rejection, UpgradeRequest, AUTH_HEADER,
+            accept_key, authorize, constant_time_eq, is_allowed_host, is_loopback_host,
+            parse_upgrade, write_accept, HeadReader, HeadStatus, Policy, Rejection, UpgradeRequest,
+            AUTH_HEADER,
         };
     }
 

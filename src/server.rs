@@ -33,9 +33,12 @@ pub struct Config {
     pub tools: ToolSet,
     /// `Origin` values allowed to connect (a request without `Origin` is always allowed).
     pub allowed_origins: Vec<String>,
-    /// Refuse upgrades whose `Host` is not a loopback name (DNS rebinding). Turn off only when
-    /// deliberately listening on a non-loopback address.
+    /// Refuse upgrades whose `Host` is not a loopback name (DNS rebinding), nor one of
+    /// `allowed_hosts`. Turn off only when deliberately listening on a non-loopback address.
     pub check_host: bool,
+    /// Names the `Host` may also carry while `check_host` is on (an explicit opt-in, such as
+    /// `host.docker.internal` for a client in a container); the token is still required.
+    pub allowed_hosts: Vec<String>,
     /// Answer the compatibility methods (`readFile`, `files/read`, ...; docs/protocol.md,
     /// "Compatibility methods").
     pub compat_methods: bool,
@@ -57,6 +60,7 @@ impl Config {
             tools: ToolSet::all(),
             allowed_origins: Vec::new(),
             check_host: true,
+            allowed_hosts: Vec::new(),
             compat_methods: false,
             workspace_folders: Vec::new(),
             trace_messages: false,

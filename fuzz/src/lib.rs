@@ -78,6 +78,7 @@ pub fn upgrade(data: &[u8]) {
         token: (cfg & 4 == 0).then_some(UPGRADE_TOKEN),
         allowed_origins: &origins,
         check_host: cfg & 8 == 0,
+        allowed_hosts: &[],
     };
     let verdict = parse_upgrade(reader.head(), max_headers).and_then(|req| {
         authorize(&req, &policy)?;

@@ -68,6 +68,7 @@ fn policy() -> Policy<'static> {
         token: Some(TOKEN),
         allowed_origins: &[],
         check_host: true,
+        allowed_hosts: &[],
     }
 }
 
@@ -833,4 +834,58 @@ fn respond_lenient(wire: &[u8]) -> (Result<UpgradeRequest, Rejection>, Vec<u8>) 
         });
     }
     respond(wire, &policy())
+}
+
+/// `allowed_hosts` (`--allow-host`): the names given pass the Host check, with any valid port, in
+/// any case; other names are still refused, loopback still passes, and the token is still required.
+#[test]
+fn allowed_host_names_pass_the_host_check_and_nothing_else_changes() {
+    let names = vec!["host.docker.internal".to_owned(), "[fd00::1]".to_owned()];
+    let named = Policy {
+        allowed_hosts: &names,
+        ..policy()
+    };
+    for host in [
+        "host.docker.internal",
+        "host.docker.internal:41234",
+        "HOST.Docker.internal.",
+        "[fd00::1]:80",
+        "127.0.0.1:9",
+    ] {
+        let wire = replaced("Host", &format!("Host: {host}"));
+        assert!(respond(&wire, &named).0.is_ok(), "{host}");
+        assert!(
+            host.starts_with("127") || respond(&wire, &policy()).0.is_err(),
+            "{host} is refused without the opt-in"
+        );
+    }
+    for host in [
+        "host.docker.internal.evil.com",
+        "evil.host.docker.internal",
+        "host.docker.internal:99999",
+        "host.docker.internal:",
+        "host.docker.internal:80:80",
+        "[fd00::1]x",
+        "[fd00::2]",
+        "fd00::1",
+        "",
+    ] {
+        assert!(!is_allowed_host(host, &names), "{host}");
+        let wire = replaced("Host", &format!("Host: {host}"));
+        assert_eq!(
+            respond(&wire, &named).0.err().map(|r| r.status()),
+            Some(if host.is_empty() { 400 } else { 403 }),
+            "{host}"
+        );
+    }
+    // An allowed name without the token: 401, as for loopback.
+    let wire = join(&{
+        let mut l = real_lines();
+        l[1] = "Host: host.docker.internal:41234".into();
+        l.retain(|l| !l.starts_with("X-Claude"));
+        l
+    });
+    let req = parse_upgrade(&wire, 64).unwrap();
+    assert_eq!(authorize(&req, &named), Err(Rejection::Unauthorized));
+    assert!(!is_allowed_host("anything", &[String::new()]));
 }

@@ -57,6 +57,7 @@ impl EchoConnection {
                 token: None,
                 allowed_origins: &[],
                 check_host: false,
+                allowed_hosts: &[],
             };
             match parse_upgrade(self.upgrade.head(), self.max_headers)
                 .and_then(|req| authorize(&req, &policy).map(|()| req))

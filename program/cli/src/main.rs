@@ -122,6 +122,12 @@ struct CommonOpts {
     /// still required).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     host: IpAddr,
+    /// Accept this name in a client's Host header besides loopback ones (repeatable): an explicit
+    /// opt-in, e.g. `host.docker.internal` for claude in a container with
+    /// CLAUDE_CODE_IDE_HOST_OVERRIDE. The Host check then stays on whatever --host is; the token
+    /// is still required (SECURITY.md).
+    #[arg(long = "allow-host", value_name = "NAME", value_parser = host_name)]
+    allow_host: Vec<String>,
     /// The largest file the bridge reads for a client (readFile, openFile's line count, the
     /// diff shown at the prompt), in bytes; a bigger one is refused with its size. Default: the
     /// message size limit, 10 MiB.
@@ -235,6 +241,24 @@ fn policy_name(d: Decider) -> &'static str {
         Decider::Policy(DiffPolicy::Accept) => "accept (FILE_SAVED; claude writes the file)",
         Decider::Policy(DiffPolicy::Reject) => "reject",
         Decider::Policy(DiffPolicy::Defer) => "defer (decide in claude's own prompt)",
+    }
+}
+
+/// A `--allow-host` value: a DNS name (letters, digits, `-`, `.`), an IPv4 address or a bracketed
+/// IPv6 one, without a port.
+fn host_name(name: &str) -> Result<String, String> {
+    let ipv6 = (name.strip_prefix('[').and_then(|n| n.strip_suffix(']')))
+        .is_some_and(|n| n.parse::<std::net::Ipv6Addr>().is_ok());
+    let dns = !name.is_empty()
+        && name.len() <= 253
+        && (name.bytes()).all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && !name.starts_with(['.', '-']);
+    match ipv6 || dns {
+        true => Ok(name.to_string()),
+        false => Err(format!(
+            "{name:?} is not a host name (letters, digits, '-', '.'), an IPv4 address or a \
+             bracketed IPv6 address; give it without a port"
+        )),
     }
 }
 
@@ -473,6 +497,7 @@ fn serve(
 
     let mut opts = Options::new(posix.iter().map(PathBuf::from).collect(), &common.ide_name);
     opts.bind = common.host;
+    opts.allowed_hosts = common.allow_host.clone();
     opts.port = common.port;
     opts.compat_methods = true;
     opts.signal_cleanup = false;

@@ -35,8 +35,27 @@ pub struct Options {
     /// The IDE's name in the lock file (`ideName`).
     pub ide_name: String,
     /// The address to listen on; default `127.0.0.1`. Anything else is an explicit opt-in: the
-    /// `Host` check is turned off, the token is still required.
+    /// `Host` check is turned off (unless `allowed_hosts` names some), the token is still
+    /// required.
     pub bind: IpAddr,
+    /// Names the `Host` header may carry besides loopback ones (`host.docker.internal` for
+    /// `claude` in a container): an explicit opt-in. When some are given the `Host` check stays on
+    /// whatever `bind` is, so only loopback names and these are accepted; the token is still
+    /// required.
+    ///
+    /// ```
+    /// use claude_ide_bridge::AuthToken;
+    /// use claude_ide_bridge_runtime::Options;
+    /// let mut opts = Options::new(vec!["/srv/app".into()], "MyEditor");
+    /// opts.bind = "0.0.0.0".parse().unwrap();
+    /// let token = || AuthToken::from_string("t");
+    /// assert!(!opts.config(token(), vec![]).check_host);
+    /// opts.allowed_hosts = vec!["host.docker.internal".into()];
+    /// let config = opts.config(token(), vec![]);
+    /// assert!(config.check_host);
+    /// assert_eq!(config.allowed_hosts, ["host.docker.internal"]);
+    /// ```
+    pub allowed_hosts: Vec<String>,
     /// The port; 0 lets the OS choose.
     pub port: u16,
     /// Limits and timers.
@@ -78,6 +97,7 @@ impl Options {
             tools: ToolSet::all(),
             compat_methods: false,
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             lock_file: LockFileMode::Auto,
             auth_token: None,
             signal_cleanup: true,
@@ -97,7 +117,8 @@ impl Options {
         config.tools = self.tools;
         config.compat_methods = self.compat_methods;
         config.allowed_origins = self.allowed_origins.clone();
-        config.check_host = self.bind.is_loopback();
+        config.check_host = self.bind.is_loopback() || !self.allowed_hosts.is_empty();
+        config.allowed_hosts = self.allowed_hosts.clone();
         config.server_name = self.server_name.clone();
         config.server_version = self.server_version.clone();
         config.workspace_folders = folders;
