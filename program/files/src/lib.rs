@@ -49,6 +49,7 @@ mod error;
 mod list;
 mod open;
 mod resolve;
+mod sys;
 
 use std::time::Duration;
 
@@ -126,6 +127,9 @@ struct Folder {
 pub struct Workspace {
     folders: Vec<Folder>,
     limits: Limits,
+    /// How directories on the way are opened ([`sys::DIR_FLAGS`]; the tests also walk with
+    /// [`sys::PORTABLE_DIR_FLAGS`], what macOS uses, on Linux).
+    dir_flags: rustix::fs::OFlags,
 }
 
 impl Workspace {
@@ -157,7 +161,11 @@ impl Workspace {
                 }
             })
             .collect();
-        Workspace { folders, limits }
+        Workspace {
+            folders,
+            limits,
+            dir_flags: sys::DIR_FLAGS,
+        }
     }
 
     /// The folders, as advertised.

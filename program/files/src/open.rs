@@ -292,7 +292,11 @@ impl Workspace {
         let owner = at.stat.as_ref().map(|s| (s.st_uid, s.st_gid));
         // Until it has the target's mode, the new text is readable by its owner only: the target
         // may be a file others must not read. A new file has no mode to keep: 0666 less the umask.
-        let (tmp_name, tmp) = create_temp(&at, path, if mode.is_some() { 0o600 } else { 0o666 })?;
+        let (tmp_name, tmp) = create_temp(
+            &at,
+            path,
+            Mode::from_raw_mode(if mode.is_some() { 0o600 } else { 0o666 }),
+        )?;
         let written = (|| {
             let mut file = File::from(tmp);
             file.write_all(contents)
@@ -336,7 +340,7 @@ impl Workspace {
 /// Creates a fresh temporary file beside the target, relative to the directory handle, with
 /// `mode` (less the umask): `O_EXCL | O_NOFOLLOW`, so it is never an existing file or a planted
 /// link.
-fn create_temp(at: &Located, path: &str, mode: u32) -> Result<(OsString, OwnedFd), Error> {
+fn create_temp(at: &Located, path: &str, mode: Mode) -> Result<(OsString, OwnedFd), Error> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let pid = std::process::id();
@@ -348,7 +352,7 @@ fn create_temp(at: &Located, path: &str, mode: u32) -> Result<(OsString, OwnedFd
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
         let name = OsString::from(format!(".claude-ide-bridge.{pid}.{n}.{nanos:08x}.tmp"));
-        match openat(&at.dir, &name, flags, Mode::from_raw_mode(mode)) {
+        match openat(&at.dir, &name, flags, mode) {
             Ok(fd) => return Ok((name, fd)),
             Err(rustix::io::Errno::EXIST) => last = Some(rustix::io::Errno::EXIST),
             Err(e) => return Err(Error::io(path, "creating a temporary file", e)),
@@ -377,7 +381,6 @@ fn within(path: &str, size: u64, cap: u64) -> Result<(), Error> {
 mod tests {
     use super::*;
     use crate::Limits;
-    use std::os::unix::fs::PermissionsExt;
 
     /// The temporary file of a write over a file others must not read is never readable by
     /// them, not even before it gets the target's mode.
@@ -387,12 +390,13 @@ mod tests {
         let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
         let at = ws.locate("secret.txt", Missing::Create).unwrap();
         for mode in [0o600, 0o666] {
-            let (name, fd) = create_temp(&at, "secret.txt", mode).unwrap();
-            let got = File::from(fd).metadata().unwrap().permissions().mode() & 0o777;
+            let asked = Mode::from_raw_mode(mode);
+            let (name, fd) = create_temp(&at, "secret.txt", asked).unwrap();
+            let got = Mode::from_raw_mode(fstat(&fd).unwrap().st_mode & 0o777);
             // The umask only takes bits away.
-            assert_eq!(got & !mode, 0, "{mode:o}: {got:o}");
+            assert!((got & !asked).is_empty(), "{mode:o}: {got:?}");
             if mode == 0o600 {
-                assert_eq!(got, 0o600);
+                assert_eq!(got, asked);
             }
             unlinkat(&at.dir, &name, AtFlags::empty()).unwrap();
         }

@@ -20,20 +20,6 @@ use rustix::io::Errno;
 
 use crate::{Error, Workspace};
 
-/// How directories are opened while walking: never following a link, and on Linux as `O_PATH`
-/// handles (no read permission needed, nothing read through them but names).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub(crate) const DIR_FLAGS: OFlags = OFlags::PATH
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC)
-    .union(OFlags::NONBLOCK);
-
 /// Where a path led.
 pub(crate) struct Located {
     /// The folder it is in.
@@ -162,7 +148,7 @@ impl Workspace {
     /// folder nested in another can be replaced, by anything that writes in the outer one, with a
     /// link to anywhere.
     pub(crate) fn open_folder(&self, folder: usize, path: &str) -> Result<OwnedFd, Error> {
-        let flags = DIR_FLAGS.difference(OFlags::NOFOLLOW);
+        let flags = self.dir_flags.difference(OFlags::NOFOLLOW);
         let f = &self.folders[folder];
         let dir = openat(CWD, f.advertised.as_str(), flags, Mode::empty())
             .map_err(|e| Error::io(path, "opening the workspace folder", e))?;
@@ -259,7 +245,7 @@ impl Workspace {
                         });
                     }
                     FileType::Directory => {
-                        dir = openat(&dir, name.as_os_str(), DIR_FLAGS, Mode::empty())
+                        dir = openat(&dir, name.as_os_str(), self.dir_flags, Mode::empty())
                             .map_err(|e| Error::io(path, "opening a directory", e))?;
                         done.push(name);
                         i += 1;
@@ -354,5 +340,65 @@ mod tests {
             Some(&comps(&["a"])[..])
         );
         assert_eq!(strip_folder(&comps(&["wsx", "a"]), "/ws"), None);
+    }
+
+    /// The walk with the directory handles macOS opens (no `O_PATH`), run here on Linux too:
+    /// it serves and refuses exactly what the Linux walk does, and a directory that may be
+    /// searched but not read is refused by it with "permission denied", never served around.
+    #[test]
+    fn the_portable_directory_handles_confine_the_same() {
+        use crate::sys::{DIR_FLAGS, PORTABLE_DIR_FLAGS};
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let outer = tempfile::tempdir().unwrap();
+        let root = outer.path().join("ws");
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        std::fs::write(root.join("src/deep/a.txt"), "a\n").unwrap();
+        std::fs::write(outer.path().join("secret"), "secret\n").unwrap();
+        symlink("../../secret", root.join("src/out")).unwrap();
+        symlink("deep", root.join("src/in")).unwrap();
+        symlink(outer.path(), root.join("up")).unwrap();
+        std::fs::create_dir(root.join("locked")).unwrap();
+        std::fs::write(root.join("locked/b.txt"), "b\n").unwrap();
+        std::fs::set_permissions(root.join("locked"), PermissionsExt::from_mode(0o311)).unwrap();
+        let mut seen = Vec::new();
+        for flags in [DIR_FLAGS, PORTABLE_DIR_FLAGS] {
+            let mut ws = Workspace::new(
+                vec![root.to_str().unwrap().into()],
+                crate::Limits::default(),
+            );
+            ws.dir_flags = flags;
+            assert_eq!(ws.read_text("src/in/a.txt").unwrap().content, "a\n");
+            for bad in ["src/out", "up/secret", "../secret", "src/../../secret"] {
+                assert!(
+                    matches!(ws.read_text(bad), Err(Error::Outside { .. })),
+                    "{flags:?} {bad}"
+                );
+                assert!(ws.write(bad, b"x").is_err(), "{flags:?} {bad}");
+            }
+            ws.write("src/in/new/c.txt", b"c").unwrap();
+            assert_eq!(
+                std::fs::read(root.join("src/deep/new/c.txt")).unwrap(),
+                b"c"
+            );
+            seen.push(ws.read_text("locked/b.txt").map(|t| t.content));
+        }
+        assert_eq!(
+            std::fs::read(outer.path().join("secret")).unwrap(),
+            b"secret\n"
+        );
+        // Root reads any directory; anyone else gets the difference the module docs describe.
+        if rustix::process::geteuid().is_root() {
+            assert!(seen.iter().all(|r| matches!(r.as_deref(), Ok("b\n"))));
+        } else {
+            assert!(
+                matches!(seen[0].as_deref(), Ok("b\n")),
+                "O_PATH walks through --x"
+            );
+            let Err(e) = &seen[1] else {
+                panic!("the portable walk read through a directory it may not read")
+            };
+            assert!(e.to_string().contains("ermission denied"), "{e}");
+        }
+        std::fs::set_permissions(root.join("locked"), PermissionsExt::from_mode(0o755)).unwrap();
     }
 }

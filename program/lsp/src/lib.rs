@@ -40,6 +40,7 @@ mod log;
 mod rpc;
 mod server;
 mod state;
+mod sys;
 pub mod table;
 pub mod text;
 

@@ -18,6 +18,7 @@ use crate::codec::Decoder;
 use crate::log::Log;
 use crate::rpc::ResponseError;
 use crate::state::{Effect, LspLimits, Phase, Pulled, State};
+use crate::sys;
 use crate::Checked;
 
 pub(crate) type OnChange = Arc<dyn Fn(FileDiagnostics) + Send + Sync>;
@@ -104,8 +105,7 @@ impl ServerProcess {
         if let Some(cwd) = cwd {
             cmd.current_dir(cwd);
         }
-        #[cfg(unix)]
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        sys::own_tree(&mut cmd);
         let mut child = cmd.spawn()?;
         let pid = child.id();
         let stdin = child.stdin.take().expect("piped");
@@ -137,16 +137,11 @@ impl ServerProcess {
                 state.reaping = true;
             }
             shared.cond.notify_all();
-            let group = rustix::process::Pid::from_raw(pid as i32);
-            if let Some(group) = group {
-                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-            }
+            sys::kill_tree(pid);
             match child {
                 Some(mut child) => drop(child.wait()),
                 // Dropped with the writer's closure: reaped by its id.
-                None => drop(group.map(|p| {
-                    rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty())
-                })),
+                None => sys::reap_id(pid),
             }
             shared.lock().reaped = true;
             e
@@ -472,11 +467,8 @@ fn kill_group(state: &State) {
     if state.reaping {
         return;
     }
-    if let Some(pid) = state
-        .pid
-        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
-    {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    if let Some(pid) = state.pid {
+        sys::kill_tree(pid);
     }
 }
 
@@ -485,17 +477,6 @@ fn kill_group(state: &State) {
 /// output open (the reader sees no end), and a server can stop reading before it answers
 /// `initialize` (the writer would wait in its write for good).
 const WATCH: Duration = Duration::from_secs(1);
-
-/// Whether the process has exited, left unreaped (its group is killed before it is reaped, so that
-/// the id is not reused meanwhile).
-fn has_exited(child: &Child) -> bool {
-    use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
-    let Some(pid) = Pid::from_raw(child.id() as i32) else {
-        return false;
-    };
-    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-    matches!(waitid(WaitId::Pid(pid), options), Ok(Some(_)))
-}
 
 /// The writer's checks, under the lock: the server is done (exited, found exited, or past its
 /// `initialize` deadline, each recorded), or not.
@@ -507,7 +488,7 @@ fn done(state: &mut State, child: &Child, init_deadline: Instant, timeout: Durat
         state.exit(format!("hung: no answer to initialize within {timeout:?}"));
         return true;
     }
-    if has_exited(child) {
+    if sys::has_exited(child) {
         state.exit(
             "exited (seen by its status: its output is still held open, by a process it started)"
                 .to_owned(),
@@ -626,9 +607,7 @@ fn write_loop(
     drop(state);
     drop(stdin);
     // Kill the whole group (a server's own children too) before reaping, so that the id is not reused.
-    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
+    sys::kill_tree(child.id());
     let status = child.wait();
     // Outside the budget: why it ended is what the log is read for.
     log.note(&format!("{reason}; process status: {status:?}"));

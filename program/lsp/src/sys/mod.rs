@@ -1,0 +1,17 @@
+//! What differs between the operating systems the client runs on, behind one interface: how a
+//! server is started so that its whole tree can be stopped, how that tree is killed, and how an
+//! exit is seen without reaping. `server.rs` names these and never tests the OS itself.
+//!
+//! On Linux and macOS alike (`unix.rs`) the tree is the server's own process group: the server
+//! is started as a group leader, and a stop sends SIGKILL to the group, which takes the
+//! processes it started too (a `node` under a shell script, say). When the bridge itself is
+//! killed with SIGKILL nothing runs to do that; each server then sees its input closed and, as
+//! the protocol has it, exits on its own (all the servers the bridge knows do). No
+//! parent-death signal is asked for: Linux's `PR_SET_PDEATHSIG` reaches only the direct child,
+//! not its group, and macOS has none, so both behave the same.
+
+#[cfg(unix)]
+#[path = "unix.rs"]
+mod os;
+
+pub(crate) use os::{has_exited, kill_tree, own_tree, reap_id};

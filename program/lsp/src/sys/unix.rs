@@ -1,0 +1,37 @@
+//! Linux, macOS and the other Unixes: a server's tree is its process group.
+
+use std::process::{Child, Command};
+
+use rustix::process::{
+    kill_process_group, waitid, waitpid, Pid, Signal, WaitId, WaitIdOptions, WaitOptions,
+};
+
+/// Makes the command start in a process group of its own, which is the tree [`kill_tree`]
+/// kills (and which a Ctrl-C in the bridge's terminal does not reach).
+pub(crate) fn own_tree(cmd: &mut Command) {
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+}
+
+/// SIGKILL to the process group led by `pid`.
+pub(crate) fn kill_tree(pid: u32) {
+    if let Some(group) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = kill_process_group(group, Signal::KILL);
+    }
+}
+
+/// Reaps the child `pid` when its `Child` is gone (dropped with a thread that never started).
+pub(crate) fn reap_id(pid: u32) {
+    if let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = waitpid(Some(p), WaitOptions::empty());
+    }
+}
+
+/// Whether the process has exited, left unreaped (its group is killed before it is reaped, so
+/// that the id is not reused meanwhile).
+pub(crate) fn has_exited(child: &Child) -> bool {
+    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    matches!(waitid(WaitId::Pid(pid), options), Ok(Some(_)))
+}
