@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use claude_ide_bridge_files::{Limits, Workspace};
 use proptest::prelude::*;
-use rustix::fs::{mknodat, FileType, Mode, CWD};
 
 /// A name in a generated tree: short ones collide on purpose, so that links find things.
 #[derive(Debug, Clone)]
@@ -199,8 +198,15 @@ impl Tree {
             let made = match kind {
                 Kind::Dir => fs::create_dir(&at).map(|()| dirs.push(at.clone())),
                 Kind::File => fs::write(&at, "INSIDE\n"),
-                Kind::Fifo => mknodat(CWD, &at, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
-                    .map_err(Into::into),
+                // mkfifo(1): rustix has no `mknodat` on macOS.
+                Kind::Fifo => std::process::Command::new("mkfifo")
+                    .arg(&at)
+                    .status()
+                    .and_then(|s| {
+                        s.success()
+                            .then_some(())
+                            .ok_or(std::io::ErrorKind::Other.into())
+                    }),
                 Kind::Socket => std::os::unix::net::UnixListener::bind(&at).map(drop),
                 Kind::Link(target) => symlink(std::ffi::OsStr::from_bytes(&target.bytes(&t)), &at),
             };
