@@ -14,6 +14,8 @@ use claude_ide_bridge_runtime::lock::pid_alive;
 
 use crate::lsp::ServerOpts;
 
+mod remote;
+
 /// `println!` that ignores a closed stdout (`claude-ide-bridge list | head -1`): the report is
 /// for a person, and a reader that stopped reading is not an error.
 macro_rules! out {
@@ -392,6 +394,8 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     } else if !proxies.is_empty() {
         r.ok("proxy variables are set, and no_proxy covers 127.0.0.1");
     }
+
+    remote::remote_view(&mut r, &matching, &all, &no_proxy, &proxies);
 
     language_servers(servers.table(), Path::new(&lexical));
 

@@ -1,0 +1,172 @@
+//! `doctor` where the code is (README, "Remote"): what is particular about `claude` running over
+//! ssh, in a container or in WSL, and what `CLAUDE_CODE_IDE_HOST_OVERRIDE` changes (claude then
+//! connects to that host instead of 127.0.0.1, so that host must answer, accept its own name in
+//! `Host`, and be left out of the proxy).
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use super::{Found, Report};
+
+/// A non-empty environment variable.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Says where this runs (over ssh, in a container, in WSL) and checks what claude here would do
+/// with `CLAUDE_CODE_IDE_HOST_OVERRIDE`: `matching` are the live lock files for the directory,
+/// `all` every one found, `proxies` the proxy variables set and `no_proxy` their exceptions.
+pub(super) fn remote_view(
+    r: &mut Report,
+    matching: &[&Found],
+    all: &[Found],
+    no_proxy: &str,
+    proxies: &[&str],
+) {
+    if let Some(c) = env("SSH_CONNECTION") {
+        let from = c.split_whitespace().next().unwrap_or("?");
+        r.info(&format!(
+            "running over ssh (from {from}): claude here reads the lock files of this machine; an \
+             editor on yours reaches a bridge here through `ssh ... claude-ide-bridge serve --stdio \
+             --path-map ...` (README, \"Remote\")"
+        ));
+    }
+    let container = Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists();
+    if container {
+        r.info(
+            "running in a container: claude here reads the lock files of the container, and a \
+             bridge outside it (on the host) is not among them unless its lock directory is shared",
+        );
+        let unseen = all.iter().filter(|f| f.ours && !f.live()).count();
+        if unseen > 0 {
+            r.info(&format!(
+                "{unseen} lock file(s) name a process not running here: a bridge on the host has a \
+                 process id of another namespace, and claude here deletes such files as stale; run \
+                 the bridge in the container instead (`docker exec -i ... serve --stdio`)"
+            ));
+        }
+    }
+    if let Some(distro) = env("WSL_DISTRO_NAME") {
+        r.info(&format!(
+            "running in WSL ({distro}): an editor on Windows names C:\\... what is /mnt/c/... here; \
+             start the bridge with --path-map wsl"
+        ));
+    }
+    let Some(host) = env("CLAUDE_CODE_IDE_HOST_OVERRIDE") else {
+        return;
+    };
+    let host = host.trim().to_string();
+    r.info(&format!(
+        "CLAUDE_CODE_IDE_HOST_OVERRIDE={host}: claude connects to {host}, not to 127.0.0.1"
+    ));
+    for f in matching {
+        let port = f.port;
+        match upgrade_status(&host, port) {
+            Ok(401) => r.ok(&format!(
+                "{host}:{port} answers and takes the name {host} (the token decides)"
+            )),
+            Ok(403) => r.problem(
+                &format!("{host}:{port} refuses the name {host} in Host (403): it is not loopback"),
+                &format!(
+                    "start that bridge with --allow-host {host} (SECURITY.md, \"What \
+                     --allow-host changes\")"
+                ),
+            ),
+            Ok(status) => r.info(&format!("{host}:{port} answered HTTP {status}")),
+            Err(e) => r.problem(
+                &format!("{host}:{port} does not answer from here: {e}"),
+                "the bridge must listen on an address this machine reaches as that name (--host; \
+                 SECURITY.md, \"What --allow-host changes\")",
+            ),
+        }
+    }
+    if !proxies.is_empty() && !covers_host(no_proxy, &host) {
+        r.problem(
+            &format!(
+                "{} is set and no_proxy/NO_PROXY does not cover {host}: claude would send its \
+                 connection to the proxy",
+                proxies.join(", ")
+            ),
+            &format!("export no_proxy=\"$no_proxy,{host}\" NO_PROXY=\"$NO_PROXY,{host}\""),
+        );
+    }
+}
+
+/// The HTTP status a bridge at `host:port` answers to an upgrade naming `host` without a token:
+/// 401 once the `Host` check passed, 403 when it refused the name. Bounded: 2 s to connect to
+/// each address, 2 s to answer.
+fn upgrade_status(host: &str, port: u16) -> Result<u16, String> {
+    let addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+    let mut last = format!("{host} has no address");
+    for addr in addrs {
+        let mut s = match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            Ok(s) => s,
+            Err(e) => {
+                last = format!("{addr}: {e}");
+                continue;
+            }
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let name = match host.contains(':') {
+            true => format!("[{host}]:{port}"),
+            false => format!("{host}:{port}"),
+        };
+        let head = format!(
+            "GET / HTTP/1.1\r\nHost: {name}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+        let mut line = [0u8; 12];
+        s.read_exact(&mut line)
+            .map_err(|e| format!("{addr}: no HTTP answer: {e}"))?;
+        return std::str::from_utf8(&line[9..12])
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("{addr}: not an HTTP answer"));
+    }
+    Err(last)
+}
+
+/// Whether a `no_proxy` list leaves `host` out of the proxy: `*`, the host itself, or a domain it
+/// is under (`example.com` and `.example.com` both cover `a.example.com`), ASCII
+/// case-insensitively; for a loopback address, the loopback entries `doctor` already takes.
+fn covers_host(no_proxy: &str, host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    if host
+        .parse::<std::net::Ipv4Addr>()
+        .is_ok_and(|ip| ip.is_loopback())
+        && super::covers_loopback(no_proxy)
+    {
+        return true;
+    }
+    no_proxy.split(',').map(str::trim).any(|e| {
+        let e = e.trim_end_matches('.').to_ascii_lowercase();
+        let domain = e.strip_prefix('.').unwrap_or(&e);
+        e == "*"
+            || (!domain.is_empty() && (host == domain || host.ends_with(&format!(".{domain}"))))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::covers_host;
+
+    #[test]
+    fn no_proxy_covers_a_host_by_name_or_domain() {
+        let h = "host.docker.internal";
+        assert!(covers_host("localhost,host.docker.internal", h));
+        assert!(covers_host(" .docker.internal ", h));
+        assert!(covers_host("docker.internal", h));
+        assert!(covers_host("HOST.DOCKER.INTERNAL.", h));
+        assert!(covers_host("*", h));
+        assert!(!covers_host("internal.example,ocker.internal", h));
+        assert!(!covers_host("", h));
+        assert!(!covers_host(",", h));
+        assert!(covers_host("127.0.0.0/8", "127.0.0.1"));
+        assert!(!covers_host("localhost", "127.0.0.1"));
+    }
+}

@@ -1,0 +1,79 @@
+//! `doctor` where the code is: over ssh, and with `CLAUDE_CODE_IDE_HOST_OVERRIDE` (claude then
+//! connects to that name, which the bridge must accept and the proxy must leave out). The name
+//! used is `127.1`: it reaches loopback (so the test stays on it) but is not a loopback name for
+//! the Host check, as `host.docker.internal` is not.
+
+mod common;
+
+use common::*;
+
+/// `doctor` for the sandbox's workspace with `env` set; its exit code and report.
+fn doctor(sb: &Sandbox, env: &[(&str, &str)]) -> (i32, String) {
+    let mut c = sb.command();
+    c.arg("doctor").arg(&sb.ws).arg("--no-lsp");
+    for v in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+        "SSH_CONNECTION",
+        "CLAUDE_CODE_IDE_HOST_OVERRIDE",
+        "WSL_DISTRO_NAME",
+    ] {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    (o.status.code().unwrap(), out)
+}
+
+#[test]
+fn doctor_says_what_claude_over_there_needs_from_a_host_override() {
+    let sb = Sandbox::new();
+    let s = Served::start(&sb, &["--no-lsp", "--on-diff", "reject"]);
+    let remote = [
+        ("SSH_CONNECTION", "10.1.2.3 50000 10.0.0.1 22"),
+        ("CLAUDE_CODE_IDE_HOST_OVERRIDE", "127.1"),
+        ("HTTPS_PROXY", "http://127.0.0.1:9"),
+        ("no_proxy", "127.0.0.1,localhost"),
+    ];
+    let (code, out) = doctor(&sb, &remote);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("running over ssh (from 10.1.2.3)"), "{out}");
+    assert!(
+        out.contains("claude connects to 127.1, not to 127.0.0.1"),
+        "{out}"
+    );
+    let port = s.port;
+    assert!(
+        out.contains(&format!("127.1:{port} refuses the name 127.1"))
+            && out.contains("--allow-host 127.1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("HTTPS_PROXY is set and no_proxy/NO_PROXY does not cover 127.1"),
+        "{out}"
+    );
+    drop(s);
+
+    // The bridge takes the name, and the proxy leaves it out: nothing left to fix.
+    let s = Served::start(
+        &sb,
+        &["--no-lsp", "--on-diff", "reject", "--allow-host", "127.1"],
+    );
+    let mut fixed = remote;
+    fixed[3] = ("no_proxy", "127.0.0.1,127.1");
+    let (code, out) = doctor(&sb, &fixed);
+    assert!(
+        out.contains(&format!("127.1:{} answers and takes the name 127.1", s.port)),
+        "{out}"
+    );
+    assert_eq!(code, 0, "{out}");
+}
