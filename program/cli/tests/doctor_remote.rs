@@ -72,7 +72,10 @@ fn doctor_says_what_claude_over_there_needs_from_a_host_override() {
     fixed[3] = ("no_proxy", "127.0.0.1,127.1");
     let (code, out) = doctor(&sb, &fixed);
     assert!(
-        out.contains(&format!("127.1:{} answers and takes the name 127.1", s.port)),
+        out.contains(&format!(
+            "127.1:{} answers and takes the name 127.1",
+            s.port
+        )),
         "{out}"
     );
     assert_eq!(code, 0, "{out}");
