@@ -571,6 +571,8 @@ class Sandbox:
         env.update({
             "HOME": str(self.home),
             "CLAUDE_CONFIG_DIR": str(self.cfg),
+            # where the bridge keeps each workspace's port and token for its next start
+            "XDG_STATE_HOME": str(root / "state"),
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",

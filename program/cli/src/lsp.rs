@@ -110,17 +110,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Where the log goes when `--lsp-log` is not given.
 pub fn default_log_path() -> PathBuf {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".local/state"))
-        })
-        .unwrap_or_else(std::env::temp_dir);
-    state.join("claude-ide-bridge").join("lsp.log")
+    crate::state::state_dir()
+        .unwrap_or_else(|| std::env::temp_dir().join("claude-ide-bridge"))
+        .join("lsp.log")
 }
 
 /// A log that keeps at most this many bytes from one run (past it, one line says so).

@@ -17,6 +17,7 @@ mod pathmap;
 
 use pathmap::PathMap;
 mod runtime;
+mod state;
 mod ui;
 
 use std::ffi::OsString;
@@ -115,9 +116,15 @@ struct CommonOpts {
     /// Write the lock file in DIR instead of $CLAUDE_CONFIG_DIR/ide or ~/.claude/ide.
     #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
     lock_dir: Option<PathBuf>,
-    /// The port to listen on (0: any free port).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    port: u16,
+    /// The port to listen on (0: any free port). Default: the port this workspace's last bridge
+    /// had, kept with its auth token in a state file (~/.local/state/claude-ide-bridge), so that a
+    /// claude still running reconnects by itself; any free port the first time, or when it is taken.
+    #[arg(long, value_name = "N")]
+    port: Option<u16>,
+    /// Draw a new auth token instead of the one kept for this workspace (a claude connected to the
+    /// last bridge then reconnects with /ide).
+    #[arg(long)]
+    new_token: bool,
     /// The address to listen on. Anything but loopback is an explicit opt-in (the token is
     /// still required).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
@@ -498,7 +505,9 @@ fn serve(
     let mut opts = Options::new(posix.iter().map(PathBuf::from).collect(), &common.ide_name);
     opts.bind = common.host;
     opts.allowed_hosts = common.allow_host.clone();
-    opts.port = common.port;
+    let mut kept = state::Kept::load(&posix, common.port, common.new_token);
+    opts.port = kept.port();
+    opts.auth_token = Some(kept.token());
     opts.compat_methods = true;
     opts.signal_cleanup = false;
     opts.trace_messages = wire.is_some();
@@ -520,13 +529,23 @@ fn serve(
     if let Err(e) = spawn_signals(tx.clone(), stdio.clone()) {
         return failure(&format!("cannot install the signal handlers: {e}"));
     }
-    let events = tx.clone();
-    let room = Bounded::new(MAX_QUEUED_EVENTS);
-    let sink: runtime::EventSink = Box::new(move |e| {
-        let place = room.enter();
-        events.send(HostInput::Event(e, place)).is_ok()
-    });
-    let running = match runtime::start(common.runtime, opts, sink) {
+    let sink = || -> runtime::EventSink {
+        let (events, room) = (tx.clone(), Bounded::new(MAX_QUEUED_EVENTS));
+        Box::new(move |e| {
+            let place = room.enter();
+            events.send(HostInput::Event(e, place)).is_ok()
+        })
+    };
+    let started = match runtime::start(common.runtime, opts.clone(), sink()) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && kept.may_move() => {
+            kept.port_taken();
+            opts.port = kept.port();
+            opts.auth_token = Some(kept.token());
+            runtime::start(common.runtime, opts, sink())
+        }
+        started => started,
+    };
+    let running = match started {
         Ok(r) => r,
         Err(e) => {
             let hint = match e.kind() {
@@ -543,12 +562,17 @@ fn serve(
     // events still queued hold places the runtime may be waiting for while it stops.
     let rx = rx;
     let port = running.addr.port();
+    // Kept before the port is printed: whoever reads it may stop the bridge at once.
+    let kept_lines = kept.started(port);
     ui::say(&format!("serving {} on {}", posix.join(", "), running.addr));
     match &running.lock_path {
         Some(p) => ui::say(&format!("lock file: {}", p.display())),
         None => ui::say("lock file: none"),
     }
     ui::say(&format!("export CLAUDE_CODE_SSE_PORT={port}"));
+    for line in kept_lines {
+        ui::say(&line);
+    }
     ui::say(&format!("diffs: {}", policy_name(decider)));
     let workspace = claude_ide_bridge_files::Workspace::new(
         posix.clone(),

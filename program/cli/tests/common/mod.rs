@@ -58,6 +58,8 @@ impl Sandbox {
             .env("CLAUDE_CONFIG_DIR", &self.config)
             .env("NO_COLOR", "1")
             .env_remove("CLAUDE_CODE_SSE_PORT")
+            // The state file (the kept port and token) goes under the sandbox's HOME.
+            .env_remove("XDG_STATE_HOME")
             .env_remove("CLAUDE_IDE_BRIDGE_LOG");
         for v in [
             "http_proxy",

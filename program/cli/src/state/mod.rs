@@ -1,0 +1,455 @@
+//! The port and auth token a workspace's bridge had, kept for its next start (issue 32, item 2).
+//!
+//! `claude` holds on to the port and token of the lock file it connected to, and retries them for
+//! about 17 s after losing the bridge (docs/e2e.md). A bridge restarted for the same workspace
+//! folders therefore comes back on the same port with the same token, read from a state file of
+//! this user's: the client's own retry reconnects, without `/ide`.
+//!
+//! One file per set of workspace folders, `<state dir>/workspaces/<hash>.json` (where the state
+//! dir is, per platform: [`state_dir`]), mode 0600 in a 0700 folder, written atomically. It holds a
+//! secret and comes from the disk, so it is read as any untrusted file: bounded in size, refused
+//! unless it is a regular file of this user's that nobody else can read, never followed through a
+//! symbolic link, and checked field by field. A file refused for any reason is reported and
+//! replaced by a fresh port and token.
+
+mod unix;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use claude_ide_bridge::AuthToken;
+use serde::{Deserialize, Serialize};
+
+pub use unix::state_dir;
+
+/// A state file bigger than this is refused (a few workspace folders fit many times over).
+pub const MAX_STATE_BYTES: u64 = 64 * 1024;
+
+/// What a bridge keeps for its workspace's next start.
+#[derive(Debug, Clone)]
+pub struct Saved {
+    /// The port it listened on.
+    pub port: u16,
+    /// Its auth token.
+    pub token: AuthToken,
+    /// Its process id (a later bridge that finds the port taken by this live process leaves the
+    /// file to it).
+    pub pid: u32,
+}
+
+/// The file as written (`version` 1).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct File {
+    version: u32,
+    workspace_folders: Vec<String>,
+    port: u16,
+    auth_token: String,
+    pid: u32,
+}
+
+/// Why a state file was not used.
+#[derive(Debug)]
+pub enum Refused {
+    /// It is a symbolic link (never followed).
+    Symlink,
+    /// It is not a regular file.
+    NotAFile,
+    /// Another user owns it.
+    NotOurs,
+    /// Group or others may read or write it (its mode).
+    OpenToOthers(u32),
+    /// Larger than [`MAX_STATE_BYTES`] (its size).
+    TooBig(u64),
+    /// Not the JSON this program writes.
+    Garbage(String),
+    /// Written for other workspace folders (two sets of folders with one hash).
+    OtherWorkspace,
+    /// It could not be read.
+    Unreadable(io::Error),
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::Symlink => f.write_str("it is a symbolic link"),
+            Refused::NotAFile => f.write_str("it is not a regular file"),
+            Refused::NotOurs => f.write_str("it is owned by another user"),
+            Refused::OpenToOthers(mode) => {
+                write!(f, "its mode {mode:o} lets group or others at it")
+            }
+            Refused::TooBig(n) => write!(f, "it has {n} bytes, more than {MAX_STATE_BYTES}"),
+            Refused::Garbage(why) => write!(f, "it is not a state file: {why}"),
+            Refused::OtherWorkspace => f.write_str("it is another workspace's"),
+            Refused::Unreadable(e) => write!(f, "it cannot be read: {e}"),
+        }
+    }
+}
+
+/// The state file of one set of workspace folders.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+    name: String,
+    folders: Vec<String>,
+}
+
+impl Store {
+    /// The file for `folders` (absolute POSIX strings, in the order served) under `base` (the
+    /// program's state directory, [`state_dir`]).
+    pub fn new(base: &Path, folders: &[String]) -> Store {
+        Store {
+            dir: base.join("workspaces"),
+            name: format!("{:016x}.json", key(folders)),
+            folders: folders.to_vec(),
+        }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&self.name)
+    }
+
+    /// What the last bridge of these folders kept: `Ok(None)` when there is no file (or no folder
+    /// for it yet), `Err` when there is one that is not used (it is replaced by the next
+    /// [`Store::save`]).
+    pub fn load(&self) -> Result<Option<Saved>, Refused> {
+        let bytes = match unix::read_private(&self.path(), MAX_STATE_BYTES) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let file: File =
+            serde_json::from_slice(&bytes).map_err(|e| Refused::Garbage(e.to_string()))?;
+        if file.version != 1 {
+            return Err(Refused::Garbage(format!("version {}", file.version)));
+        }
+        if file.port == 0 {
+            return Err(Refused::Garbage("port 0".into()));
+        }
+        if !token_is_well_formed(&file.auth_token) {
+            return Err(Refused::Garbage("a malformed auth token".into()));
+        }
+        if file.workspace_folders != self.folders {
+            return Err(Refused::OtherWorkspace);
+        }
+        Ok(Some(Saved {
+            port: file.port,
+            token: AuthToken::from_string(file.auth_token),
+            pid: file.pid,
+        }))
+    }
+
+    /// Writes `saved` (the folder created 0700 if missing, and checked; the file 0600, atomically,
+    /// replacing whatever was there, a symbolic link included, without following it).
+    pub fn save(&self, saved: &Saved) -> io::Result<()> {
+        let file = File {
+            version: 1,
+            workspace_folders: self.folders.clone(),
+            port: saved.port,
+            auth_token: saved.token.as_str().to_owned(),
+            pid: saved.pid,
+        };
+        let json = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
+        unix::private_dir(&self.dir)?;
+        claude_ide_bridge_runtime::lock::write_atomic(&self.dir, &self.name, &json)
+    }
+}
+
+/// What one start of the bridge takes from its workspace's state file, and keeps in it.
+///
+/// The rules: the port given with `--port` wins; else the kept one, else any free one. The token
+/// is the kept one unless `--new-token` (or there is none). A kept port found taken is left for a
+/// new one: when the bridge that kept it is still running (two bridges for one workspace), with a
+/// new token too, and the file stays that bridge's; else (another program took the port) the new
+/// port is kept instead. A file that cannot be used is reported and replaced.
+pub struct Kept {
+    store: Option<Store>,
+    loaded: Option<Saved>,
+    explicit_port: Option<u16>,
+    port: u16,
+    token: AuthToken,
+    save: bool,
+    notes: Vec<String>,
+}
+
+impl Kept {
+    /// Reads the state file of `folders` (absolute POSIX strings) from the program's state
+    /// directory ([`state_dir`]).
+    pub fn load(folders: &[String], explicit_port: Option<u16>, new_token: bool) -> Kept {
+        Kept::load_from(state_dir().as_deref(), folders, explicit_port, new_token)
+    }
+
+    /// As [`Kept::load`], from `base` (`None`: nowhere to keep anything).
+    pub fn load_from(
+        base: Option<&Path>,
+        folders: &[String],
+        explicit_port: Option<u16>,
+        new_token: bool,
+    ) -> Kept {
+        let mut notes = Vec::new();
+        let store = base.map(|b| Store::new(b, folders));
+        let loaded = match store.as_ref().map(Store::load) {
+            None => {
+                notes.push(
+                    "port and auth token: new each start (no state folder: neither \
+                     XDG_STATE_HOME nor HOME is set)"
+                        .into(),
+                );
+                None
+            }
+            Some(Ok(loaded)) => loaded,
+            Some(Err(why)) => {
+                let path = store.as_ref().map(Store::path).unwrap_or_default();
+                notes.push(format!(
+                    "state file {} not used ({why}): a new port and token replace it",
+                    path.display()
+                ));
+                None
+            }
+        };
+        let token = match &loaded {
+            Some(s) if !new_token => s.token.clone(),
+            _ => claude_ide_bridge_runtime::generate_token(),
+        };
+        if new_token && loaded.is_some() {
+            notes.push(
+                "auth token: a new one (--new-token); a claude connected to the last bridge \
+                 reconnects with /ide"
+                    .into(),
+            );
+        }
+        let port = explicit_port
+            .or(loaded.as_ref().map(|s| s.port))
+            .unwrap_or(0);
+        Kept {
+            save: store.is_some(),
+            store,
+            loaded,
+            explicit_port,
+            port,
+            token,
+            notes,
+        }
+    }
+
+    /// The port to listen on (0: any).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The auth token.
+    pub fn token(&self) -> AuthToken {
+        self.token.clone()
+    }
+
+    /// Whether a start refused with "address in use" should go on with [`Kept::port_taken`]: the
+    /// port was the kept one, not one given with `--port`.
+    pub fn may_move(&self) -> bool {
+        self.explicit_port.is_none() && self.port != 0
+    }
+
+    /// The kept port is taken: go on with any free port (and, when the bridge that kept it still
+    /// runs, a new token, keeping nothing).
+    pub fn port_taken(&mut self) {
+        let taken = self.port;
+        self.port = 0;
+        let me = std::process::id();
+        let live = self
+            .loaded
+            .as_ref()
+            .map(|s| s.pid)
+            .filter(|&pid| pid != me && claude_ide_bridge_runtime::lock::pid_alive(pid));
+        match live {
+            Some(pid) => {
+                self.token = claude_ide_bridge_runtime::generate_token();
+                self.save = false;
+                self.notes.push(format!(
+                    "port {taken}, kept for this workspace, is taken: another bridge (pid {pid}) \
+                     serves it; this one takes a new port and token and keeps neither"
+                ));
+            }
+            None => self.notes.push(format!(
+                "port {taken}, kept for this workspace, is taken: listening on a new one (a claude \
+                 still trying the old port reconnects with /ide)"
+            )),
+        }
+    }
+
+    /// The server started on `port`: keeps port and token for the next start (when it should);
+    /// returns the lines to show.
+    pub fn started(mut self, port: u16) -> Vec<String> {
+        let Some(store) = self.store.as_ref().filter(|_| self.save) else {
+            return self.notes;
+        };
+        let same = self
+            .loaded
+            .as_ref()
+            .is_some_and(|s| s.port == port && s.token.as_str() == self.token.as_str());
+        let saved = Saved {
+            port,
+            token: self.token.clone(),
+            pid: std::process::id(),
+        };
+        match store.save(&saved) {
+            Ok(()) if same => self.notes.push(format!(
+                "port and auth token: the last start's, kept in {}",
+                store.path().display()
+            )),
+            Ok(()) => self.notes.push(format!(
+                "port and auth token: kept in {} for the next start",
+                store.path().display()
+            )),
+            Err(e) => self.notes.push(format!(
+                "port and auth token: not kept for the next start ({e})"
+            )),
+        }
+        self.notes
+    }
+}
+
+/// The file name's key: FNV-1a (64 bits) of the folders, each followed by a NUL. Only a name: the
+/// file also holds the folders, and one written for others is not used.
+fn key(folders: &[String]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in folders {
+        for b in f.bytes().chain([0]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// A token as `generate_token` writes them: 43 characters of base64url.
+fn token_is_well_formed(t: &str) -> bool {
+    t.len() == 43
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn store(dir: &Path) -> Store {
+        Store::new(dir, &["/w/a".into(), "/w/b".into()])
+    }
+
+    fn saved() -> Saved {
+        Saved {
+            port: 40123,
+            token: claude_ide_bridge_runtime::generate_token(),
+            pid: 7,
+        }
+    }
+
+    #[test]
+    fn saved_is_loaded_back_private() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        assert!(s.load().unwrap().is_none());
+        let kept = saved();
+        s.save(&kept).unwrap();
+        let back = s.load().unwrap().unwrap();
+        assert_eq!(back.port, 40123);
+        assert_eq!(back.token.as_str(), kept.token.as_str());
+        assert_eq!(back.pid, 7);
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&s.path()), 0o600);
+        assert_eq!(mode(s.path().parent().unwrap()), 0o700);
+    }
+
+    #[test]
+    fn folders_key_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let a = Store::new(d.path(), &["/w/a".into()]);
+        let b = Store::new(d.path(), &["/w/b".into()]);
+        let ab = Store::new(d.path(), &["/w/a".into(), "/w/b".into()]);
+        assert_ne!(a.path(), b.path());
+        assert_ne!(a.path(), ab.path());
+        a.save(&saved()).unwrap();
+        assert!(b.load().unwrap().is_none());
+        // Another set of folders' file under this name (a hash collision) is not used.
+        fs::copy(a.path(), b.path()).unwrap();
+        assert!(matches!(b.load(), Err(Refused::OtherWorkspace)));
+    }
+
+    #[test]
+    fn bad_files_are_refused_then_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        s.save(&saved()).unwrap();
+        let good = fs::read(s.path()).unwrap();
+        let put = |bytes: &[u8], mode: u32| {
+            let _ = fs::remove_file(s.path());
+            fs::write(s.path(), bytes).unwrap();
+            fs::set_permissions(s.path(), fs::Permissions::from_mode(mode)).unwrap();
+        };
+        put(b"{not json", 0o600);
+        assert!(matches!(s.load(), Err(Refused::Garbage(_))));
+        let json = String::from_utf8(good.clone()).unwrap();
+        let token = json.split("\"authToken\": \"").nth(1).unwrap()[..43].to_owned();
+        put(json.replace(&token, "short").as_bytes(), 0o600);
+        assert!(matches!(s.load(), Err(Refused::Garbage(_))));
+        put(json.replace("40123", "0").as_bytes(), 0o600);
+        assert!(matches!(s.load(), Err(Refused::Garbage(_))));
+        put(&good, 0o644);
+        assert!(matches!(s.load(), Err(Refused::OpenToOthers(0o644))));
+        let mut big = good.clone();
+        big.resize(MAX_STATE_BYTES as usize + 1, b' ');
+        put(&big, 0o600);
+        assert!(matches!(s.load(), Err(Refused::TooBig(_))));
+        // A symbolic link to a good file is not followed.
+        let elsewhere = d.path().join("elsewhere.json");
+        fs::write(&elsewhere, &good).unwrap();
+        fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::remove_file(s.path()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, s.path()).unwrap();
+        assert!(matches!(s.load(), Err(Refused::Symlink)));
+        // Saving replaces the link itself, not the file it points to.
+        s.save(&saved()).unwrap();
+        assert!(!fs::symlink_metadata(s.path()).unwrap().is_symlink());
+        assert_eq!(fs::read(&elsewhere).unwrap(), good);
+        assert!(s.load().unwrap().is_some());
+        // Another user's file (the tests can make one only as root).
+        if rustix::process::getuid().is_root() {
+            put(&good, 0o600);
+            let other = rustix::process::Uid::from_raw(65534);
+            rustix::fs::chown(s.path(), Some(other), None).unwrap();
+            assert!(matches!(s.load(), Err(Refused::NotOurs)));
+        }
+        // A directory, or a FIFO (read without waiting), in its place.
+        fs::remove_file(s.path()).unwrap();
+        fs::create_dir(s.path()).unwrap();
+        assert!(matches!(s.load(), Err(Refused::NotAFile)));
+        fs::remove_dir(s.path()).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            s.path(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(matches!(s.load(), Err(Refused::NotAFile)));
+    }
+
+    #[test]
+    fn a_folder_open_to_others_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        fs::create_dir(d.path().join("workspaces")).unwrap();
+        fs::set_permissions(
+            d.path().join("workspaces"),
+            fs::Permissions::from_mode(0o777),
+        )
+        .unwrap();
+        let e = s.save(&saved()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(!s.path().exists());
+    }
+}

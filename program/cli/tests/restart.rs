@@ -1,0 +1,275 @@
+//! A bridge restarted for the same workspace comes back on the same port with the same token
+//! (issue 32, item 2), kept in a state file under the sandbox's HOME
+//! (`~/.local/state/claude-ide-bridge/workspaces/*.json`): the rules of `state::Kept`, through
+//! the program.
+
+mod common;
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use common::{client, Sandbox, Served};
+use serde_json::Value;
+
+/// The state files in the sandbox.
+fn state_files(sb: &Sandbox) -> Vec<PathBuf> {
+    let dir = sb.home.join(".local/state/claude-ide-bridge/workspaces");
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+fn state_file(sb: &Sandbox) -> PathBuf {
+    let files = state_files(sb);
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.into_iter().next().unwrap()
+}
+
+fn state(sb: &Sandbox) -> Value {
+    serde_json::from_str(&fs::read_to_string(state_file(sb)).unwrap()).unwrap()
+}
+
+/// Kills the bridge as a crash would (SIGKILL: nothing is cleaned up).
+fn crash(mut s: Served) {
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
+
+/// A client holding the old port and token (what claude retries with) is let in.
+fn old_client_gets_in(port: u16, token: &str) {
+    let (status, c) = client::connect(port, Some(token));
+    assert_eq!(status, 101);
+    c.unwrap().init();
+}
+
+fn restarted_with_same_port_and_token(runtime: &str) {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &["--runtime", runtime]);
+    let (port, token) = (first.port, first.token());
+    first.stderr.wait_for("port and auth token: kept in ");
+    let kept = state(&sb);
+    assert_eq!(kept["port"], port);
+    assert_eq!(kept["authToken"], token.as_str());
+    assert_eq!(kept["workspaceFolders"][0], sb.ws.to_str().unwrap());
+    let file = state_file(&sb);
+    assert_eq!(
+        fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        fs::metadata(file.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    crash(first);
+
+    let second = Served::start(&sb, &["--runtime", runtime]);
+    assert_eq!(second.port, port);
+    assert_eq!(second.token(), token);
+    second
+        .stderr
+        .wait_for("port and auth token: the last start's, kept in ");
+    old_client_gets_in(port, &token);
+}
+
+#[test]
+fn a_restarted_bridge_has_the_same_port_and_token_threads() {
+    restarted_with_same_port_and_token("threads");
+}
+
+#[test]
+fn a_restarted_bridge_has_the_same_port_and_token_smol() {
+    restarted_with_same_port_and_token("smol");
+}
+
+/// Stopped cleanly (SIGTERM) rather than killed, the same.
+#[test]
+fn a_stopped_bridge_too() {
+    let sb = Sandbox::new();
+    let mut first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    assert_eq!(first.stop(), 0);
+    let second = Served::start(&sb, &[]);
+    assert_eq!((second.port, second.token()), (port, token));
+}
+
+/// Another program holds the kept port: a new port, said so, and kept for the next start (with
+/// the same token).
+#[test]
+fn a_taken_port_is_replaced_and_said() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    crash(first);
+    let squatter = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let second = Served::start(&sb, &[]);
+    assert_ne!(second.port, port);
+    second.stderr.wait_for(&format!(
+        "port {port}, kept for this workspace, is taken: listening on a new one"
+    ));
+    assert_eq!(second.token(), token);
+    assert_eq!(state(&sb)["port"], second.port);
+    let new_port = second.port;
+    crash(second);
+    drop(squatter);
+    let third = Served::start(&sb, &[]);
+    assert_eq!((third.port, third.token()), (new_port, token));
+}
+
+/// `--port` wins over the kept port (and is kept in its place); the token stays.
+#[test]
+fn an_explicit_port_wins() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    crash(first);
+    let free = TcpListener::bind("127.0.0.1:0").unwrap();
+    let wanted = free.local_addr().unwrap().port();
+    drop(free);
+    let wanted_arg = wanted.to_string();
+    let second = Served::start(&sb, &["--port", &wanted_arg]);
+    assert_ne!(wanted, port);
+    assert_eq!(second.port, wanted);
+    assert_eq!(second.token(), token);
+    crash(second);
+    let third = Served::start(&sb, &[]);
+    assert_eq!(third.port, wanted);
+}
+
+/// An explicit port that is taken is still an error (not moved silently).
+#[test]
+fn an_explicit_port_taken_fails() {
+    let sb = Sandbox::new();
+    let squatter = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = squatter.local_addr().unwrap().port().to_string();
+    let out = sb
+        .command()
+        .args(["serve", "--port", &port])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the port is taken"), "{err}");
+}
+
+/// `--new-token` rotates the token and keeps the port; the old token is refused, the new one kept.
+#[test]
+fn new_token_rotates_it() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    crash(first);
+    let second = Served::start(&sb, &["--new-token"]);
+    second
+        .stderr
+        .wait_for("auth token: a new one (--new-token)");
+    assert_eq!(second.port, port);
+    let rotated = second.token();
+    assert_ne!(rotated, token);
+    assert_eq!(client::connect(port, Some(&token)).0, 401);
+    assert_eq!(state(&sb)["authToken"], rotated.as_str());
+    crash(second);
+    let third = Served::start(&sb, &[]);
+    assert_eq!((third.port, third.token()), (port, rotated));
+}
+
+/// Two bridges for one workspace at once: the second gets a port, a token and a lock file of its
+/// own, and leaves the state file to the first.
+#[test]
+fn two_at_once_share_nothing() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let before = fs::read(state_file(&sb)).unwrap();
+    let second = Served::start(&sb, &[]);
+    assert_ne!(second.port, first.port);
+    assert_ne!(second.token(), first.token());
+    assert_ne!(second.lock, first.lock);
+    assert!(first.lock.exists() && second.lock.exists());
+    second.stderr.wait_for(&format!(
+        "port {}, kept for this workspace, is taken: another bridge (pid {}) serves it",
+        first.port,
+        first.child.id()
+    ));
+    assert_eq!(fs::read(state_file(&sb)).unwrap(), before);
+    old_client_gets_in(first.port, &first.token());
+    old_client_gets_in(second.port, &second.token());
+}
+
+/// Each workspace has its own file.
+#[test]
+fn workspaces_are_kept_apart() {
+    let sb = Sandbox::new();
+    let other = sb.root().join("other");
+    fs::create_dir(&other).unwrap();
+    let a = Served::start(&sb, &[]);
+    let b = Served::start(&sb, &["--workspace", other.to_str().unwrap()]);
+    assert_eq!(state_files(&sb).len(), 2);
+    assert!(!b.stderr.text().contains("is taken"), "{}", b.stderr.text());
+    assert_ne!(a.token(), b.token());
+}
+
+/// A state file that cannot be used is said, not trusted, and replaced by a good one.
+#[test]
+fn bad_state_files_are_replaced() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    crash(first);
+    let file = state_file(&sb);
+    let good = fs::read_to_string(&file).unwrap();
+    let elsewhere = sb.root().join("elsewhere.json");
+    type Spoil = Box<dyn Fn(&PathBuf)>;
+    let cases: Vec<(&str, Spoil)> = vec![
+        (
+            "not a state file",
+            Box::new(|f| fs::write(f, "{\"port\": ").unwrap()),
+        ),
+        (
+            "more than 65536",
+            Box::new(|f| fs::write(f, " ".repeat(70_000)).unwrap()),
+        ),
+        (
+            "lets group or others at it",
+            Box::new(|f| fs::set_permissions(f, fs::Permissions::from_mode(0o644)).unwrap()),
+        ),
+        (
+            "symbolic link",
+            Box::new(move |f| {
+                fs::rename(f, &elsewhere).unwrap();
+                std::os::unix::fs::symlink(&elsewhere, f).unwrap();
+            }),
+        ),
+    ];
+    for (why, spoil) in cases {
+        fs::write(&file, &good).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+        spoil(&file);
+        let s = Served::start(&sb, &[]);
+        s.stderr
+            .wait_for(&format!("state file {} not used (", file.display()));
+        s.stderr.wait_for(why);
+        // Not trusted: a new token (the port may come back by chance, the token cannot).
+        assert_ne!(s.token(), token, "{why}");
+        // Replaced by a good file, private, not a link.
+        let meta = fs::symlink_metadata(&file).unwrap();
+        assert!(meta.is_file(), "{why}");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{why}");
+        assert_eq!(state(&sb)["authToken"], s.token().as_str(), "{why}");
+        assert_eq!(state(&sb)["port"], s.port, "{why}");
+        crash(s);
+    }
+    // The link's target was left alone.
+    assert_eq!(
+        fs::read_to_string(sb.root().join("elsewhere.json")).unwrap(),
+        good
+    );
+    let _ = port;
+}
