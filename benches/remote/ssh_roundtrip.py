@@ -8,7 +8,8 @@ both ends: the editor (it reads the bridge's `tool_call` lines and answers each 
 `diff_decision` accept at once) and claude (a WebSocket client, Python `websockets`, that calls
 `openDiff` and waits for FILE_SAVED). The calls alternate between the two bridges, so that both
 see the same machine load; the report is the median (and p90) per bridge over the calls, and the
-difference of the medians: what the ssh transport adds to a round trip.
+difference of the medians (and the median of the per-call differences, each ssh call against the
+local one just before it): what the ssh transport adds to a round trip.
 
 Usage: benches/remote/ssh_roundtrip.py [--bin target/release/claude-ide-bridge] [--calls 50]
 Needs root (sshd), openssh-server and python3-websockets. Results: BENCHMARKS.md, "Remote".
@@ -153,6 +154,11 @@ def main():
         print(f"{k:5}: median {med[k]:.3f} ms, p90 {p90:.3f} ms over {len(v)} openDiff round trips")
     print(f"ssh adds {med['ssh'] - med['local']:.3f} ms to the median round trip "
           f"({med['ssh'] / med['local']:.2f}x local --stdio)")
+    # each ssh call against the local call just before it: the same moment's machine load
+    diffs = sorted((s - l) * 1e3 for l, s in zip(times["local"], times["ssh"]))
+    n = len(diffs)
+    print(f"paired, ssh - local per call: median {statistics.median(diffs):.3f} ms "
+          f"(p10 {diffs[n // 10]:.3f} ... p90 {diffs[n * 9 // 10 - 1]:.3f} ms)")
 
 
 if __name__ == "__main__":
