@@ -169,8 +169,11 @@ impl Fx {
     }
 }
 
+/// Whether a process with this id exists (a zombie counts), by `kill(pid, 0)`: only ESRCH
+/// says it is gone. The same on Linux and macOS (which has no /proc).
 fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid");
+    rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH)
 }
 
 fn wait_for(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {

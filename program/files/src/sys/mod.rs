@@ -8,8 +8,15 @@
 //!   (mode `--x`) cannot be walked through there, and a path through it is refused with
 //!   "permission denied" instead of being served. The tests run the walk with these flags on
 //!   Linux too (`resolve.rs`), so the fallback is exercised on every run.
+//! - `winpath.rs`: paths and names as Windows reads them (drive letters, UNC and `\\?\`
+//!   roots, case-insensitive names, reserved device names, alternate data streams, trailing
+//!   dots and spaces), the lexical step a Windows backend resolves with. Pure string work,
+//!   compiled and tested on every OS; the Windows backend itself (handle-relative walks, opens
+//!   and atomic replace) is not written yet, so the crate does not build for Windows.
 
 use rustix::fs::OFlags;
+
+pub(crate) mod winpath;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[path = "linux.rs"]

@@ -1,0 +1,407 @@
+//! Paths as Windows reads them, parsed without asking Windows: the lexical step of resolution
+//! for the Windows backend (issue 31). Pure string work, so it is compiled and tested on every
+//! OS; only Windows resolves with it.
+//!
+//! A wire path is split into a root (a drive letter, or a UNC share) and plain components:
+//! `/` and `\` both separate, `.` and `..` are resolved lexically (`..` may not climb above the
+//! root), and the verbatim (`\\?\C:\`, `\\?\UNC\server\share\`) and plain forms of one root are
+//! the same root. Drive letters and names compare case-insensitively, as NTFS does by default.
+//!
+//! Each component is then checked for what Windows would read another way than written, and
+//! refused:
+//!
+//! - reserved device names (`CON`, `PRN`, `AUX`, `NUL`, `COM0`-`COM9`, `LPT0`-`LPT9`, the
+//!   superscript-digit forms, `CONIN$`, `CONOUT$`), with or without an extension: they name a
+//!   device in every directory;
+//! - `:` (an alternate data stream, `a.txt:stream`, or a drive in the middle of a path);
+//! - trailing dots and spaces, which Windows strips (`a.txt.` names `a.txt`);
+//! - the characters Windows refuses in names (`<>"|?*`, control characters), which are also
+//!   wildcards to some of its calls.
+//!
+//! Short (8.3) names such as `PROGRA~1` are not refused: inside a folder they name a file in the
+//! same directory, reached by the same handle-relative walk, so they cannot lead out; a folder
+//! named by its short name in an absolute path does not match the folder's long name, and the
+//! path is refused as outside. Paths longer than Windows' own limit (32,767 UTF-16 units) are
+//! refused; below it `MAX_PATH` (260) does not apply, since each component is opened relative
+//! to its directory's handle.
+#![cfg_attr(not(windows), allow(dead_code))]
+
+/// The longest path Windows can name, in UTF-16 units.
+pub(crate) const MAX_WIDE_PATH: usize = 32_767;
+
+/// Where an absolute Windows path starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Root {
+    /// A drive, its letter in upper case.
+    Drive(char),
+    /// A share: `\\server\share`, both as written (compared case-insensitively).
+    Unc {
+        /// The server.
+        server: String,
+        /// The share.
+        share: String,
+    },
+}
+
+impl Root {
+    /// Whether two roots are the same, case aside.
+    pub(crate) fn same(&self, other: &Root) -> bool {
+        match (self, other) {
+            (Root::Drive(a), Root::Drive(b)) => a == b,
+            (
+                Root::Unc { server, share },
+                Root::Unc {
+                    server: s2,
+                    share: sh2,
+                },
+            ) => same_name(server, s2) && same_name(share, sh2),
+            _ => false,
+        }
+    }
+}
+
+/// A wire path, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WinPath {
+    /// Its root; `None` for a relative path (resolved against the first workspace folder).
+    pub root: Option<Root>,
+    /// Its plain components, `.` and `..` resolved.
+    pub comps: Vec<String>,
+}
+
+impl WinPath {
+    /// Whether this absolute path is `folder` or below it (case aside); the components below.
+    pub(crate) fn below<'a>(&'a self, folder: &WinPath) -> Option<&'a [String]> {
+        let (Some(r), Some(f)) = (&self.root, &folder.root) else {
+            return None;
+        };
+        if !r.same(f) || self.comps.len() < folder.comps.len() {
+            return None;
+        }
+        let (head, rest) = self.comps.split_at(folder.comps.len());
+        head.iter()
+            .zip(&folder.comps)
+            .all(|(a, b)| same_name(a, b))
+            .then_some(rest)
+    }
+}
+
+/// Whether two names are the same for a case-insensitive file system (NTFS's default; its
+/// table upper-cases each UTF-16 unit, which simple upper-casing of each character follows for
+/// everything but a few characters whose upper case is longer).
+pub(crate) fn same_name(a: &str, b: &str) -> bool {
+    let fold = |s: &str| -> Vec<char> { s.chars().flat_map(char::to_uppercase).collect() };
+    a == b || fold(a) == fold(b)
+}
+
+/// Why a path is refused, in words.
+pub(crate) type Why = String;
+
+/// Parses a wire path (see the module docs).
+pub(crate) fn parse(path: &str) -> Result<WinPath, Why> {
+    if path.contains('\0') {
+        return Err("the path contains NUL".into());
+    }
+    if path.encode_utf16().count() > MAX_WIDE_PATH {
+        return Err(format!(
+            "the path is longer than Windows allows ({MAX_WIDE_PATH} UTF-16 units)"
+        ));
+    }
+    let sep = |c: char| c == '/' || c == '\\';
+    let (root, rest) = split_root(path, sep)?;
+    let mut comps: Vec<String> = Vec::new();
+    for part in rest.split(sep) {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if comps.pop().is_none() {
+                    return Err(if root.is_some() {
+                        "`..` climbs above the root".into()
+                    } else {
+                        "`..` climbs out of the workspace folder".into()
+                    });
+                }
+            }
+            name => {
+                check_name(name)?;
+                comps.push(name.to_owned());
+            }
+        }
+    }
+    Ok(WinPath { root, comps })
+}
+
+/// The root of `path` and the rest of it.
+fn split_root(path: &str, sep: impl Fn(char) -> bool + Copy) -> Result<(Option<Root>, &str), Why> {
+    let starts_sep2 = path.chars().take(2).filter(|c| sep(*c)).count() == 2;
+    if starts_sep2 {
+        let body = &path[2..];
+        // `\\?\` (verbatim) and `\\.\` (device) prefixes.
+        let mut it = body.splitn(2, sep);
+        let first = it.next().unwrap_or("");
+        let after = it.next().unwrap_or("");
+        match first {
+            "." => {
+                return Err(
+                    "a `\\\\.\\` path names a device, not a file in a workspace folder".into(),
+                )
+            }
+            "?" => {
+                let mut it = after.splitn(2, sep);
+                let kind = it.next().unwrap_or("");
+                let rest = it.next().unwrap_or("");
+                if let Some(d) = drive(kind) {
+                    return Ok((Some(Root::Drive(d)), rest));
+                }
+                if kind.eq_ignore_ascii_case("UNC") {
+                    return unc(rest, sep);
+                }
+                return Err(format!(
+                    "`{}` names a device or volume, not a path in a workspace folder",
+                    &path[..(4 + kind.len()).min(path.len())]
+                ));
+            }
+            _ => return unc(body, sep),
+        }
+    }
+    if let Some(d) = path.get(..2).and_then(drive) {
+        let rest = &path[2..];
+        if !rest.starts_with(sep) {
+            return Err(format!(
+                "`{}` is relative to the current directory of drive {d}: (give the full path)",
+                &path[..2]
+            ));
+        }
+        return Ok((Some(Root::Drive(d)), rest));
+    }
+    if path.starts_with(sep) {
+        return Err("a path from the root of the current drive (give the drive letter)".into());
+    }
+    Ok((None, path))
+}
+
+/// `\\server\share\rest` (the leading separators already taken).
+fn unc(body: &str, sep: impl Fn(char) -> bool + Copy) -> Result<(Option<Root>, &str), Why> {
+    let mut it = body.splitn(3, sep);
+    let server = it.next().unwrap_or("");
+    let share = it.next().unwrap_or("");
+    let rest = it.next().unwrap_or("");
+    if server.is_empty() || share.is_empty() || server == "." || server == "?" {
+        return Err("a UNC path needs a server and a share (\\\\server\\share\\...)".into());
+    }
+    check_name(server)?;
+    check_name(share)?;
+    Ok((
+        Some(Root::Unc {
+            server: server.to_owned(),
+            share: share.to_owned(),
+        }),
+        rest,
+    ))
+}
+
+/// `C:` (any case) as the drive letter in upper case.
+fn drive(s: &str) -> Option<char> {
+    let mut c = s.chars();
+    match (c.next(), c.next(), c.next()) {
+        (Some(l), Some(':'), None) if l.is_ascii_alphabetic() => Some(l.to_ascii_uppercase()),
+        _ => None,
+    }
+}
+
+/// Refuses a component Windows would read as something else (see the module docs).
+pub(crate) fn check_name(name: &str) -> Result<(), Why> {
+    if name.contains(':') {
+        return Err(format!(
+            "`{name}` names an alternate data stream (or holds a drive): `:` is not allowed in a name"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| matches!(c, '<' | '>' | '"' | '|' | '?' | '*') || (*c as u32) < 0x20)
+    {
+        return Err(format!(
+            "`{name}` holds {c:?}, which Windows does not allow in names"
+        ));
+    }
+    if name.ends_with('.') || name.ends_with(' ') {
+        return Err(format!(
+            "`{name}` ends with a dot or a space, which Windows strips: it would name another file"
+        ));
+    }
+    if is_reserved(name) {
+        return Err(format!(
+            "`{name}` is a reserved device name on Windows (it names a device in every directory)"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `name` is a reserved device name: the part before the first dot, trailing spaces
+/// aside, is one of them (`nul.txt`, `COM1 .log`).
+fn is_reserved(name: &str) -> bool {
+    let stem = name.split('.').next().unwrap_or("").trim_end_matches(' ');
+    let upper: String = stem.chars().flat_map(char::to_uppercase).collect();
+    match upper.as_str() {
+        "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$" => true,
+        s => {
+            let (Some(head), Some(digit)) = (s.get(..3), s.get(3..)) else {
+                return false;
+            };
+            matches!(head, "COM" | "LPT")
+                && matches!(
+                    digit,
+                    "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³"
+                )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn abs(root: Root, comps: &[&str]) -> WinPath {
+        WinPath {
+            root: Some(root),
+            comps: comps.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn roots_in_every_form_are_one() {
+        let c = |comps: &[&str]| abs(Root::Drive('C'), comps);
+        assert_eq!(parse(r"C:\ws\a.txt").unwrap(), c(&["ws", "a.txt"]));
+        assert_eq!(parse("c:/ws/a.txt").unwrap(), c(&["ws", "a.txt"]));
+        assert_eq!(parse(r"\\?\C:\ws\a.txt").unwrap(), c(&["ws", "a.txt"]));
+        assert_eq!(parse(r"C:\ws\.\b\..\a.txt").unwrap(), c(&["ws", "a.txt"]));
+        let share = Root::Unc {
+            server: "srv".into(),
+            share: "proj".into(),
+        };
+        let unc = parse(r"\\srv\proj\src\a.rs").unwrap();
+        assert_eq!(unc, abs(share.clone(), &["src", "a.rs"]));
+        assert_eq!(parse(r"\\?\UNC\srv\proj\src\a.rs").unwrap(), unc);
+        assert_eq!(
+            parse("//SRV/Proj/src/a.rs").unwrap().root,
+            Some(Root::Unc {
+                server: "SRV".into(),
+                share: "Proj".into(),
+            })
+        );
+        assert!(parse("//SRV/Proj/x").unwrap().root.unwrap().same(&share));
+        assert_eq!(
+            parse(r"src\a.rs").unwrap(),
+            WinPath {
+                root: None,
+                comps: vec!["src".into(), "a.rs".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn what_cannot_name_a_workspace_file_is_refused() {
+        for bad in [
+            r"C:ws\a.txt",      // drive-relative
+            r"\ws\a.txt",       // root of the current drive
+            r"\\.\C:\ws\a.txt", // device namespace (accepted form is \\?\)
+            r"\\.\PhysicalDrive0",
+            r"\\?\Volume{0b1c}\x",
+            r"\\server", // no share
+            r"C:\..\x",  // climbs above the root
+            r"..\x",     // climbs out of the folder
+            "a\0b",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+        let long = format!(r"C:\{}", "a\\".repeat(MAX_WIDE_PATH / 2));
+        assert!(parse(&long)
+            .unwrap_err()
+            .contains("longer than Windows allows"));
+        let under = format!(r"C:\{}", "ab\\".repeat(100)); // past MAX_PATH (260), accepted
+        assert_eq!(parse(&under).unwrap().comps.len(), 100);
+    }
+
+    #[test]
+    fn names_windows_reads_otherwise_are_refused() {
+        for bad in [
+            "CON",
+            "con",
+            "nul.txt",
+            "NUL.tar.gz",
+            "Aux",
+            "prn",
+            "COM1",
+            "com9.log",
+            "LPT1",
+            "lpt¹",
+            "COM³.x",
+            "CONIN$",
+            "conout$",
+            "NUL .txt",
+            "a.txt:stream",
+            "a.txt::$DATA",
+            "a.txt.",
+            "a.txt ",
+            "dir...",
+            "a*b",
+            "a?b",
+            "a|b",
+            "a<b",
+            "a\"b",
+            "a\u{1}b",
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?} was accepted");
+            assert!(
+                parse(&format!(r"C:\ws\{bad}\x")).is_err(),
+                "{bad:?} inside a path"
+            );
+        }
+        for good in [
+            "CONFIG",
+            "console.log",
+            "null",
+            "COM10",
+            "LPT",
+            "COMA",
+            "a.txt",
+            ".gitignore",
+            "PROGRA~1",
+            "..a",
+            "a. b",
+            "résumé.md",
+        ] {
+            assert!(check_name(good).is_ok(), "{good:?} was refused");
+        }
+    }
+
+    #[test]
+    fn folders_match_case_insensitively_by_component() {
+        let folder = parse(r"C:\Users\Me\Project").unwrap();
+        let inside = parse(r"c:\users\me\PROJECT\src\A.rs").unwrap();
+        assert_eq!(inside.below(&folder).unwrap(), ["src", "A.rs"]);
+        assert_eq!(
+            parse(r"\\?\C:\USERS\me\project")
+                .unwrap()
+                .below(&folder)
+                .unwrap()
+                .len(),
+            0
+        );
+        assert!(parse(r"C:\Users\Me\Project2\a")
+            .unwrap()
+            .below(&folder)
+            .is_none());
+        assert!(parse(r"C:\Users\Me").unwrap().below(&folder).is_none());
+        assert!(parse(r"D:\Users\Me\Project\a")
+            .unwrap()
+            .below(&folder)
+            .is_none());
+        // A short name for the folder is another spelling: refused as outside, not served.
+        assert!(parse(r"C:\Users\Me\PROJEC~1\a")
+            .unwrap()
+            .below(&folder)
+            .is_none());
+        assert!(same_name("ÉTÉ", "été"));
+    }
+}
