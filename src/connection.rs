@@ -7,7 +7,7 @@ use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
 use crate::jsonrpc::RpcError;
 use crate::limits::Limits;
 use crate::mcp::{self, Mcp, McpPhase};
-use crate::server::{ConnectionId, DisconnectReason, Event, Shared};
+use crate::types::{ConnectionId, DisconnectReason, Endpoint, Event};
 use crate::ws::{self, SendError, WebSocket};
 use std::time::Instant;
 
@@ -138,7 +138,7 @@ impl Connection {
 
     /// Queue the connection for [`crate::Server::poll_transmit_ready`] (once), and report the
     /// messages it traced.
-    fn mark_dirty(&mut self, cx: &mut Shared<'_>) {
+    fn mark_dirty(&mut self, cx: &mut Endpoint<'_>) {
         if let Some(s) = &mut self.session {
             for text in s.mcp.take_trace() {
                 cx.events.push_back(Event::Message {
@@ -161,7 +161,7 @@ impl Connection {
 
     /// Bytes arrived. `admit` says whether the endpoint has room for one more live connection,
     /// should this input complete the upgrade.
-    pub(crate) fn input(&mut self, mut data: &[u8], now: Instant, admit: bool, cx: &mut Shared) {
+    pub(crate) fn input(&mut self, mut data: &[u8], now: Instant, admit: bool, cx: &mut Endpoint) {
         if self.is_finished() || data.is_empty() {
             return;
         }
@@ -184,35 +184,11 @@ impl Connection {
         self.process(now, cx);
     }
 
-    /// Zero-copy input: the receiver's buffer, when the connection is a live WebSocket.
-    pub(crate) fn read_buf(&mut self, min_len: usize) -> Option<&mut [u8]> {
-        match (&self.state, &mut self.session) {
-            (Lifecycle::Open(_) | Lifecycle::Closing { .. }, Some(s)) => {
-                Some(s.ws.receiver.read_buf(min_len))
-            }
-            _ => None,
-        }
-    }
-
-    /// `n` bytes were read into [`Connection::read_buf`].
-    pub(crate) fn commit_read(&mut self, n: usize, now: Instant, cx: &mut Shared) {
-        if !self.is_live() {
-            return;
-        }
-        if let Some(s) = &mut self.session {
-            s.ws.receiver.commit(n);
-            if n > 0 {
-                self.last_rx = now;
-            }
-            self.process(now, cx);
-        }
-    }
-
     fn accept_upgrade(
         &mut self,
         now: Instant,
         admit: bool,
-        cx: &mut Shared,
+        cx: &mut Endpoint,
     ) -> Result<(), Rejection> {
         let config = cx.config;
         let req = handshake::parse_upgrade(self.upgrade.head(), config.limits.max_headers)?;
@@ -246,14 +222,14 @@ impl Connection {
         Ok(())
     }
 
-    fn refuse(&mut self, rejection: Rejection, cx: &mut Shared) {
+    fn refuse(&mut self, rejection: Rejection, cx: &mut Endpoint) {
         self.upgrade.refuse(rejection);
         self.state = Lifecycle::Draining(DisconnectReason::Refused(rejection));
         self.mark_dirty(cx);
     }
 
     /// Run the WebSocket and MCP layers over whatever input is buffered.
-    fn process(&mut self, now: Instant, cx: &mut Shared) {
+    fn process(&mut self, now: Instant, cx: &mut Endpoint) {
         loop {
             let Some(s) = self.session.as_deref_mut() else {
                 return;
@@ -341,7 +317,7 @@ impl Connection {
 
     /// After output was queued: an outbound queue that overflowed aborts the connection, and a
     /// finished close handshake ends it.
-    fn after_output(&mut self, cx: &mut Shared) {
+    fn after_output(&mut self, cx: &mut Endpoint) {
         let Some(s) = &self.session else { return };
         if s.ws.sender.is_aborted() {
             self.abort(DisconnectReason::OutboundFull);
@@ -355,7 +331,7 @@ impl Connection {
     /// Dropped for holding more than the outbound limit allows (see [`over_limit`]).
     #[cold]
     #[inline(never)]
-    fn outbound_full(&mut self, cx: &mut Shared) {
+    fn outbound_full(&mut self, cx: &mut Endpoint) {
         self.abort(DisconnectReason::OutboundFull);
         self.mark_dirty(cx);
     }
@@ -363,7 +339,7 @@ impl Connection {
     /// A message could not be queued. `Closed` also comes from a sender that an earlier overflow
     /// aborted without telling (a diff rejected on the way, whose failure is not returned): that
     /// ends the connection too, now rather than at its next input.
-    fn on_send_error(&mut self, e: SendError, cx: &mut Shared) {
+    fn on_send_error(&mut self, e: SendError, cx: &mut Endpoint) {
         let aborted = self
             .session
             .as_ref()
@@ -387,7 +363,7 @@ impl Connection {
     }
 
     /// `n` bytes of [`Connection::transmit`] were written.
-    pub(crate) fn advance_transmit(&mut self, n: usize, cx: &mut Shared) {
+    pub(crate) fn advance_transmit(&mut self, n: usize, cx: &mut Endpoint) {
         let n = self.upgrade.advance(n);
         if n > 0 {
             if let Some(s) = &mut self.session {
@@ -431,7 +407,7 @@ impl Connection {
     }
 
     /// Closed by the host: WebSocket close 1000, or dropped during the upgrade.
-    pub(crate) fn close(&mut self, now: Instant, cx: &mut Shared) {
+    pub(crate) fn close(&mut self, now: Instant, cx: &mut Endpoint) {
         match self.state {
             Lifecycle::Open(mcp) => {
                 if let Some(s) = &mut self.session {
@@ -447,7 +423,7 @@ impl Connection {
     }
 
     /// Dropped by the endpoint (evicted, or the server stopping during the upgrade).
-    pub(crate) fn drop_now(&mut self, reason: DisconnectReason, cx: &mut Shared) {
+    pub(crate) fn drop_now(&mut self, reason: DisconnectReason, cx: &mut Endpoint) {
         self.abort(reason);
         self.mark_dirty(cx);
     }
@@ -473,7 +449,7 @@ impl Connection {
 
     /// Timers at `now`. A wake-up later than a deadline by more than one ping interval means the
     /// host slept (laptop lid): deadlines restart from `now` instead of dropping a healthy peer.
-    pub(crate) fn timeout(&mut self, now: Instant, cx: &mut Shared) {
+    pub(crate) fn timeout(&mut self, now: Instant, cx: &mut Endpoint) {
         let l = &cx.config.limits;
         let Some(deadline) = self.deadline(l) else {
             return;
@@ -528,7 +504,7 @@ impl Connection {
         seq: u64,
         compat: bool,
         body: Result<&[u8], &RpcError>,
-        cx: &mut Shared,
+        cx: &mut Endpoint,
     ) -> bool {
         if self.is_finished() {
             return false;
@@ -557,7 +533,7 @@ impl Connection {
 
     /// Send a notification if the connection is initialized and not closing; whether it was
     /// queued.
-    pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut Shared) -> bool {
+    pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut Endpoint) -> bool {
         if self.state != Lifecycle::Open(McpPhase::Ready) {
             return false;
         }
@@ -578,7 +554,7 @@ impl Connection {
 
     /// The server is stopping: pending diffs are answered `DIFF_REJECTED`, other pending calls an
     /// error, and the WebSocket is sent Close 1001; a connection still upgrading is dropped.
-    pub(crate) fn shutdown(&mut self, now: Instant, cx: &mut Shared) {
+    pub(crate) fn shutdown(&mut self, now: Instant, cx: &mut Endpoint) {
         match &mut self.session {
             None => self.abort(DisconnectReason::ServerStopped),
             Some(s) => {
@@ -596,6 +572,7 @@ impl Connection {
     }
 
     /// Bytes held by the connection's buffers.
+    #[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
     pub(crate) fn memory(&self) -> usize {
         self.upgrade.memory()
             + self

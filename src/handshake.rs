@@ -166,17 +166,20 @@ impl HeadReader {
     }
 
     /// How many bytes are held (never more than `max_head_bytes`).
+    #[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
     pub fn buffered(&self) -> usize {
         self.buf.len()
     }
 
     /// The status after the last [`feed`](Self::feed) (`Partial` before the first).
+    #[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
     pub fn status(&self) -> HeadStatus {
         self.status
     }
 
     /// How many bytes the terminator search has examined in total. Each byte is examined once, so this
     /// equals [`buffered`](Self::buffered): the work done is linear in the head's length however it is split.
+    #[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
     pub fn bytes_scanned(&self) -> usize {
         self.scanned
     }
@@ -243,6 +246,7 @@ impl fmt::Debug for Redacted {
 
 /// Why an upgrade is refused, as a plain HTTP response sent before any WebSocket exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Rejection {
     /// 400: malformed request, missing or bad headers; the text says which.
     BadRequest(&'static str),
@@ -845,6 +849,7 @@ impl Upgrade {
     }
 
     /// Bytes held: the head being read and the response not yet written.
+    #[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
     pub(crate) fn memory(&self) -> usize {
         self.out.capacity() + self.reader.as_ref().map_or(0, HeadReader::buffered)
     }

@@ -100,7 +100,8 @@ pub enum Message<'a> {
     },
     /// A response from the peer (has `result` or `error`, no `method`).
     Response {
-        /// The id it answers.
+        /// The id it answers (only `hooks` reads it: a response from the client is dropped).
+        #[cfg_attr(not(feature = "hooks"), allow(dead_code))]
         id: Option<&'a RawValue>,
     },
     /// A message that is not valid JSON-RPC; answer with this error, addressed to `id` (null when
@@ -161,6 +162,7 @@ pub enum Frame<'a> {
 ///     _ => panic!(),
 /// }
 /// ```
+#[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
 pub fn decode(text: &str) -> Frame<'_> {
     decode_limited(text, usize::MAX)
 }
@@ -443,6 +445,7 @@ pub(crate) fn decode_with<'a, T>(
 /// let other = decode_fast(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#, "sum");
 /// assert!(matches!(other, Decoded::Frame(Frame::Single(Message::Request { .. }))));
 /// ```
+#[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
 pub fn decode_fast<'a>(text: &'a str, method: &str) -> Decoded<'a, &'a str> {
     // Params by the general rule: an object or an array (the reader of a method's own params,
     // such as `tools/call`'s, asks for more).

@@ -14,6 +14,7 @@
 //! | [`ws`] | RFC 6455 frames and messages; usable alone (an echo server is built on it) |
 //! | `jsonrpc.rs` | JSON-RPC 2.0 messages and batches, borrowed from the frame; [`RpcError`] |
 //! | `mcp.rs`, `connection.rs` | one connection's MCP session and state machine, behind the [`Server`] |
+//! | `types.rs` | what the server, a connection and its session share: [`Config`], [`Event`], the ids and reasons |
 //! | `tools/`, `notify.rs` | typed tool arguments and results ([`ToolCall`], [`ToolResult`]), [`Notification`]s, [`CompatRequest`]s |
 //! | `discovery.rs`, `paths.rs` | lock-file JSON, the [`AuthToken`], `file://` URIs ([`file_uri`]) and workspace path checks |
 //! | `limits.rs` | every limit, with safe defaults ([`Limits`]) |
@@ -80,13 +81,15 @@ mod notify;
 mod paths;
 mod server;
 mod tools;
+mod types;
 pub mod ws;
 
 // The server and its drive loop.
 pub use limits::Limits;
-pub use server::{
-    ApiError, CallId, CancelReason, Config, ConnectionId, DisconnectReason, Event, Server, Target,
-    SUPPORTED_PROTOCOL_VERSIONS,
+pub use mcp::SUPPORTED_PROTOCOL_VERSIONS;
+pub use server::Server;
+pub use types::{
+    ApiError, CallId, CancelReason, Config, ConnectionId, DisconnectReason, Event, Target,
 };
 // Why things fail: an upgrade refused, a JSON-RPC error, a path outside the workspace.
 pub use handshake::Rejection;
@@ -113,11 +116,12 @@ pub use paths::{
     file_uri, is_within, normalize, resolve_in_workspace, to_posix, to_windows, uri_to_path,
 };
 
-/// Not part of the API: the engine's inner steps, for the fuzz targets, tests and benchmarks.
+/// Not part of the API (no semver promise; only with the `hooks` feature): the engine's inner
+/// steps, for the fuzz targets and this crate's tests, doc examples and benchmarks.
+#[cfg(feature = "hooks")]
 #[doc(hidden)]
 pub mod hooks {
     use crate::{ConnectionId, Server};
-    use std::time::Instant;
 
     /// The upgrade's steps.
     pub mod handshake {
@@ -151,17 +155,6 @@ pub mod hooks {
     }
 
     pub use crate::tools::write_tools_list;
-
-    /// Zero-copy input: a buffer to read into, when the connection is a WebSocket. Follow with
-    /// [`commit_read`].
-    pub fn read_buf(server: &mut Server, conn: ConnectionId, min_len: usize) -> Option<&mut [u8]> {
-        server.read_buf(conn, min_len)
-    }
-
-    /// `n` bytes were read into the buffer from [`read_buf`].
-    pub fn commit_read(server: &mut Server, conn: ConnectionId, n: usize, now: Instant) {
-        server.commit_read(conn, n, now)
-    }
 
     /// Bytes held by one connection's buffers (for tests of memory bounds).
     pub fn connection_memory(server: &Server, conn: ConnectionId) -> usize {

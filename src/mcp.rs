@@ -6,10 +6,10 @@
 
 use crate::jsonrpc::{self, Decoded, Frame, Message, RpcError};
 use crate::paths;
-use crate::server::{CallId, CancelReason, Config, ConnectionId, Event, Shared};
 use crate::tools::{
     from_object, parse_call_params, scan_call_params, CompatRequest, ToolCall, ToolResult,
 };
+use crate::types::{CallId, CancelReason, Config, ConnectionId, Endpoint, Event};
 use crate::ws::{SendError, Sender};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -313,7 +313,7 @@ fn push_batch_entry(batch: &mut Batch, entry: &[u8]) {
 /// Handle one text message: the reply to send now (one frame), if any; deferred calls become
 /// pending entries and events.
 pub(crate) fn handle_text(
-    cx: &mut Shared<'_>,
+    cx: &mut Endpoint<'_>,
     conn: ConnectionId,
     s: &mut Mcp,
     phase: &mut McpPhase,
@@ -432,7 +432,7 @@ fn reply(id: &str, result: Result<Option<Vec<u8>>, RpcError>) -> Option<Vec<u8>>
 
 impl<'c> Ctx<'c> {
     fn new(
-        cx: &'c mut Shared<'_>,
+        cx: &'c mut Endpoint<'_>,
         conn: ConnectionId,
         tx: &'c mut Sender,
         phase: &'c mut McpPhase,

@@ -57,6 +57,7 @@ pub struct LogEvent {
 
 /// A notification the server sends.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Notification {
     /// `selection_changed`.
     SelectionChanged(SelectionChanged),

@@ -307,6 +307,7 @@ fn within_normalized(path: &str, folder: &str) -> bool {
 
 /// Why a path was refused by [`resolve_in_workspace`]. Every case maps to JSON-RPC `-32602` (invalid params).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PathError {
     /// The path is empty.
     Empty,

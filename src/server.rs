@@ -1,251 +1,20 @@
 //! The server: the endpoint. It accepts sockets, bounds the connections, routes input, host
 //! calls and timeouts to each connection's state machine (`connection.rs`, with its MCP session in
-//! `mcp.rs`), queues at-mentions while nobody is connected, and broadcasts notifications.
+//! `mcp.rs`), queues at-mentions while nobody is connected, and broadcasts notifications. The
+//! types it shares with them live in `types.rs`.
 //!
 //! See the crate documentation for the drive loop.
 
 use crate::connection::Connection;
-use crate::discovery::AuthToken;
-use crate::handshake::Rejection;
 use crate::jsonrpc::RpcError;
-use crate::limits::Limits;
 use crate::notify::Notification;
-use crate::tools::{CompatRequest, ToolCall, ToolResult, ToolSet};
-use crate::ws;
+use crate::tools::{ToolResult, ToolSet};
+use crate::types::{
+    ApiError, CallId, Config, ConnectionId, DisconnectReason, Endpoint, Event, Target,
+};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::Instant;
-
-pub use crate::mcp::SUPPORTED_PROTOCOL_VERSIONS;
-
-/// How the server is set up. [`Config::new`] takes the token; everything else has defaults.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The token clients must send in `X-Claude-Code-Ide-Authorization`.
-    pub auth_token: AuthToken,
-    /// Limits and timers.
-    pub limits: Limits,
-    /// `serverInfo.name` in the `initialize` result.
-    pub server_name: String,
-    /// `serverInfo.version` in the `initialize` result.
-    pub server_version: String,
-    /// The tools offered in `tools/list` and accepted by `tools/call`.
-    pub tools: ToolSet,
-    /// `Origin` values allowed to connect (a request without `Origin` is always allowed).
-    pub allowed_origins: Vec<String>,
-    /// Refuse upgrades whose `Host` is not a loopback name (DNS rebinding), nor one of
-    /// `allowed_hosts`. Turn off only when deliberately listening on a non-loopback address.
-    pub check_host: bool,
-    /// Names the `Host` may also carry while `check_host` is on (an explicit opt-in, such as
-    /// `host.docker.internal` for a client in a container); the token is still required.
-    pub allowed_hosts: Vec<String>,
-    /// Answer the compatibility methods (`readFile`, `files/read`, ...; docs/protocol.md,
-    /// "Compatibility methods").
-    pub compat_methods: bool,
-    /// The workspace folders (absolute paths), for path checks of compatibility methods.
-    pub workspace_folders: Vec<String>,
-    /// Report every JSON-RPC message in and out as [`Event::Message`] (a wire log for
-    /// debugging and tests; costs a copy of each message).
-    pub trace_messages: bool,
-}
-
-impl Config {
-    /// A configuration with the given token, every tool offered, and default limits.
-    pub fn new(auth_token: AuthToken) -> Self {
-        Config {
-            auth_token,
-            limits: Limits::default(),
-            server_name: "claude-ide-bridge".to_string(),
-            server_version: env!("CARGO_PKG_VERSION").to_string(),
-            tools: ToolSet::all(),
-            allowed_origins: Vec::new(),
-            check_host: true,
-            allowed_hosts: Vec::new(),
-            compat_methods: false,
-            workspace_folders: Vec::new(),
-            trace_messages: false,
-        }
-    }
-}
-
-/// Names one connection for as long as the server lives; never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ConnectionId(pub u64);
-
-impl fmt::Display for ConnectionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}", self.0)
-    }
-}
-
-/// The handle of a request the host answers, now or much later, with [`Server::respond`] (tool
-/// calls) or [`Server::respond_compat`] (compatibility methods).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CallId {
-    /// The connection the call came from.
-    pub conn: ConnectionId,
-    pub(crate) seq: u64,
-}
-
-/// Why a pending call will not be answered by the host (or was answered by the engine).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelReason {
-    /// The client sent `notifications/cancelled`; no answer is sent.
-    Cancelled,
-    /// `close_tab` named this diff's tab; it was answered `DIFF_REJECTED`.
-    TabClosed,
-    /// `closeAllDiffTabs`; it was answered `DIFF_REJECTED`.
-    AllDiffTabsClosed,
-    /// A new `openDiff` reused the tab name; this one was answered `DIFF_REJECTED`.
-    Replaced,
-    /// The connection is gone.
-    Disconnected,
-    /// The server is stopping; a diff was answered `DIFF_REJECTED`, other calls an error.
-    ServerStopped,
-}
-
-/// Why a connection ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DisconnectReason {
-    /// The upgrade was refused: the HTTP response sent ([`Rejection::status`] is its status).
-    Refused(Rejection),
-    /// The request head did not arrive before the handshake deadline.
-    HandshakeTimeout,
-    /// Dropped to make room for a newer socket still in its handshake.
-    Evicted,
-    /// A clean close handshake; the code the peer sent, if any.
-    Closed(Option<u16>),
-    /// The peer broke the WebSocket protocol: what it did, and the close code we sent
-    /// ([`ws::ProtocolError::close_code`]).
-    ProtocolError(ws::ProtocolError),
-    /// Nothing arrived for two ping intervals.
-    PingTimeout,
-    /// The peer stopped reading and the outbound queue filled up.
-    OutboundFull,
-    /// The socket closed or failed under us.
-    TransportClosed,
-    /// The host closed it.
-    ClosedByHost,
-    /// The server is stopping.
-    ServerStopped,
-}
-
-/// What the engine tells the host. Drain them with [`Server::poll_event`] after every input.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// A client completed the upgrade (token checked) and is now a WebSocket connection.
-    Connected {
-        /// The connection.
-        conn: ConnectionId,
-        /// The request path (the client has used `/` and `/mcp`).
-        path: String,
-        /// The client's `User-Agent`, if sent.
-        user_agent: Option<String>,
-    },
-    /// The client finished the MCP handshake (`notifications/initialized`).
-    Initialized {
-        /// The connection.
-        conn: ConnectionId,
-        /// The negotiated protocol version.
-        protocol_version: String,
-        /// `clientInfo.name`, if sent.
-        client_name: Option<String>,
-        /// `clientInfo.version`, if sent.
-        client_version: Option<String>,
-    },
-    /// `ide_connected`: the client told us its pid.
-    IdeConnected {
-        /// The connection.
-        conn: ConnectionId,
-        /// The client's process id.
-        pid: Option<u32>,
-    },
-    /// A tool call for the host; answer with [`Server::respond`].
-    ToolCall {
-        /// The handle to answer through.
-        call: CallId,
-        /// The typed call.
-        tool: ToolCall,
-    },
-    /// A compatibility method for the host (only with [`Config::compat_methods`]); answer with
-    /// [`Server::respond_compat`]. Paths were already checked against the workspace folders
-    /// lexically; the host must still resolve symlinks and re-check with [`crate::paths::is_within`].
-    CompatRequest {
-        /// The handle to answer through.
-        call: CallId,
-        /// The request.
-        request: CompatRequest,
-    },
-    /// A pending call the host must no longer answer (any UI for it should go away).
-    CallCancelled {
-        /// The call.
-        call: CallId,
-        /// Why.
-        reason: CancelReason,
-    },
-    /// The client asked to close a tab (`close_tab`); answered by the engine.
-    TabClosed {
-        /// The connection.
-        conn: ConnectionId,
-        /// The tab name.
-        tab_name: String,
-    },
-    /// A JSON-RPC message crossed the wire (only with [`Config::trace_messages`]).
-    Message {
-        /// The connection.
-        conn: ConnectionId,
-        /// True for client → server.
-        incoming: bool,
-        /// The message text.
-        text: String,
-    },
-    /// The connection is gone; its pending calls were cancelled just before this event.
-    Disconnected {
-        /// The connection.
-        conn: ConnectionId,
-        /// Why.
-        reason: DisconnectReason,
-    },
-}
-
-/// Which connections a notification goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// Every initialized connection.
-    All,
-    /// One connection (ignored unless it is initialized).
-    Connection(ConnectionId),
-}
-
-/// A misuse of the API by the host (never a peer fault).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiError {
-    /// The call is not pending: answered, cancelled, or its connection is gone.
-    NotPending,
-    /// No such live connection.
-    UnknownConnection,
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ApiError::NotPending => "the call is no longer pending",
-            ApiError::UnknownConnection => "no such connection",
-        })
-    }
-}
-
-impl std::error::Error for ApiError {}
-
-/// The endpoint's state that a connection touches while it works: the configuration, the queues
-/// of events and of connections to transmit, the call numbering and the queued at-mentions.
-pub(crate) struct Shared<'a> {
-    pub(crate) config: &'a Config,
-    pub(crate) events: &'a mut VecDeque<Event>,
-    pub(crate) dirty: &'a mut VecDeque<ConnectionId>,
-    pub(crate) next_seq: &'a mut u64,
-    pub(crate) mentions: &'a mut VecDeque<(Instant, Notification)>,
-}
 
 /// The sans-IO server. One per listening socket; see the crate docs for the drive loop.
 pub struct Server {
@@ -291,10 +60,10 @@ impl Server {
     }
 
     /// The connections and the endpoint state they may touch, borrowed apart.
-    fn parts(&mut self) -> (&mut BTreeMap<u64, Connection>, Shared<'_>) {
+    fn parts(&mut self) -> (&mut BTreeMap<u64, Connection>, Endpoint<'_>) {
         (
             &mut self.conns,
-            Shared {
+            Endpoint {
                 config: &self.config,
                 events: &mut self.events,
                 dirty: &mut self.dirty,
@@ -308,7 +77,7 @@ impl Server {
     fn with<R>(
         &mut self,
         conn: ConnectionId,
-        f: impl FnOnce(&mut Connection, &mut Shared<'_>) -> R,
+        f: impl FnOnce(&mut Connection, &mut Endpoint<'_>) -> R,
     ) -> Option<R> {
         let (conns, mut cx) = self.parts();
         conns.get_mut(&conn.0).map(|c| f(c, &mut cx))
@@ -348,17 +117,6 @@ impl Server {
             && !self.stopping
             && self.live_connections() < self.config.limits.max_connections;
         self.with(conn, |c, cx| c.input(data, now, admit, cx));
-    }
-
-    /// Zero-copy input: a buffer to read into, when the connection is a WebSocket (during the
-    /// handshake use [`Server::handle_input`]). Follow with [`Server::commit_read`].
-    pub(crate) fn read_buf(&mut self, conn: ConnectionId, min_len: usize) -> Option<&mut [u8]> {
-        self.conns.get_mut(&conn.0)?.read_buf(min_len)
-    }
-
-    /// `n` bytes were read into the buffer from [`Server::read_buf`].
-    pub(crate) fn commit_read(&mut self, conn: ConnectionId, n: usize, now: Instant) {
-        self.with(conn, |c, cx| c.commit_read(n, now, cx));
     }
 
     fn live_connections(&self) -> usize {
@@ -560,6 +318,7 @@ impl Server {
     }
 
     /// Bytes held by one connection's buffers (for tests of memory bounds).
+    #[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
     pub(crate) fn connection_memory(&self, conn: ConnectionId) -> usize {
         self.conns.get(&conn.0).map_or(0, Connection::memory)
     }

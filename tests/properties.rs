@@ -20,30 +20,20 @@ struct Outcome {
     closed: bool,
 }
 
-/// Feed `stream` to a fresh server in the given chunks, through `handle_input`, or through the
-/// zero-copy `read_buf`/`commit_read` once the connection is a WebSocket when `zero_copy[i]`.
-fn run_chunks(stream: &[u8], cuts: &[usize], zero_copy: &[bool]) -> Outcome {
+/// Feed `stream` to a fresh server in the given chunks, through `handle_input`.
+fn run_chunks(stream: &[u8], cuts: &[usize]) -> Outcome {
     let mut p = Pair::new();
     let conn = p.server.accept(p.now);
     let mut start = 0;
     let mut ends: Vec<usize> = cuts.iter().copied().filter(|c| *c < stream.len()).collect();
     ends.push(stream.len());
-    for (i, end) in ends.into_iter().enumerate() {
+    for end in ends {
         if end <= start {
             continue;
         }
         let chunk = &stream[start..end];
         start = end;
-        let now = p.now;
-        let zc = zero_copy.get(i).copied().unwrap_or(false);
-        match claude_ide_bridge::hooks::read_buf(&mut p.server, conn, chunk.len()).filter(|_| zc) {
-            Some(buf) => {
-                buf[..chunk.len()].copy_from_slice(chunk);
-                claude_ide_bridge::hooks::commit_read(&mut p.server, conn, chunk.len(), now);
-                p.pump();
-            }
-            None => p.raw(conn, chunk),
-        }
+        p.raw(conn, chunk);
     }
     let events = p.take_events();
     Outcome {
@@ -56,7 +46,7 @@ fn run_chunks(stream: &[u8], cuts: &[usize], zero_copy: &[bool]) -> Outcome {
 #[test]
 fn realistic_stream_fed_whole_does_the_whole_session() {
     let stream = real_client_stream();
-    let o = run_chunks(&stream, &[], &[]);
+    let o = run_chunks(&stream, &[]);
     assert!(o.closed, "the close handshake ends the connection");
     let ev = &o.events;
     assert!(matches!(ev[0], Event::Connected { .. }), "{ev:?}");
@@ -114,11 +104,9 @@ fn realistic_stream_fed_whole_does_the_whole_session() {
 #[test]
 fn realistic_stream_byte_by_byte_equals_whole() {
     let stream = real_client_stream();
-    let whole = run_chunks(&stream, &[], &[]);
+    let whole = run_chunks(&stream, &[]);
     let cuts: Vec<usize> = (1..stream.len()).collect();
-    assert_eq!(run_chunks(&stream, &cuts, &[]), whole);
-    let zero_copy = vec![true; stream.len()];
-    assert_eq!(run_chunks(&stream, &cuts, &zero_copy), whole);
+    assert_eq!(run_chunks(&stream, &cuts), whole);
 }
 
 proptest! {
@@ -127,14 +115,13 @@ proptest! {
     #[test]
     fn realistic_stream_in_random_chunks_equals_whole(
         cuts in prop::collection::vec(any::<Index>(), 0..60),
-        zero_copy in prop::collection::vec(any::<bool>(), 0..61),
     ) {
         let stream = real_client_stream();
-        let whole = run_chunks(&stream, &[], &[]);
+        let whole = run_chunks(&stream, &[]);
         let mut cuts: Vec<usize> = cuts.iter().map(|i| i.index(stream.len())).collect();
         cuts.sort_unstable();
         cuts.dedup();
-        prop_assert_eq!(run_chunks(&stream, &cuts, &zero_copy), whole);
+        prop_assert_eq!(run_chunks(&stream, &cuts), whole);
     }
 }
 

@@ -235,6 +235,7 @@ pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<
 
 /// Why a `tools/call` could not be parsed. Both cases map to JSON-RPC `-32602` (invalid params).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolCallError {
     /// No tool has this name (the name as sent).
     UnknownTool(String),

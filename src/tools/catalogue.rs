@@ -74,6 +74,7 @@ macro_rules! tools {
     )*) => {
         /// The tools (docs/protocol.md, "Tools").
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
         pub enum ToolName {
             $($(#[$doc])* $variant,)*
         }
@@ -116,6 +117,7 @@ macro_rules! tools {
 
         /// A parsed `tools/call`: the tool and its typed arguments.
         #[derive(Debug, Clone, PartialEq)]
+        #[non_exhaustive]
         pub enum ToolCall {
             $(#[doc = concat!("`", $wire, "`.")] $variant $(($args))?,)*
         }

@@ -13,6 +13,7 @@ use super::args::NoArgs;
 /// The host answers these only when it enables them, and resolves every path with
 /// [`crate::paths::resolve_in_workspace`] first (refusing with `-32602` what falls outside).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CompatRequest {
     /// `files/read {path}`.
     FilesRead {

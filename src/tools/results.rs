@@ -10,6 +10,7 @@ use crate::jsonrpc::write_json_string;
 
 /// One item of MCP tool-result content.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Content {
     /// `{"type":"text","text":..}`
     Text(String),

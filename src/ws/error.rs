@@ -129,6 +129,7 @@ impl std::error::Error for ProtocolError {}
 
 /// A frame could not be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SendError {
     /// A Close was already sent, or the connection failed or was aborted.
     Closed,

@@ -53,7 +53,7 @@ pub use frame::{
 };
 pub use receiver::Receiver;
 pub use sender::Sender;
-pub use utf8::{str_from_utf8, InvalidUtf8, Utf8Validator};
+pub use utf8::str_from_utf8;
 
 /// Capacity a buffer is shrunk back to once a large message has gone through.
 const IDLE_CAPACITY: usize = 8 * 1024;

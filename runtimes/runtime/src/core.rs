@@ -221,6 +221,8 @@ impl Core {
                 }
                 other => format!("Client disconnected {conn}: {other:?}"),
             },
+            // An event of a newer engine: logged as it is, so nothing goes unseen.
+            other => format!("Event {other:?}"),
         };
         logs.push(line);
     }

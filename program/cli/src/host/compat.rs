@@ -62,6 +62,17 @@ impl Host {
                 }),
                 None => json!({"success": false, "message": "No selection"}),
             },
+            // A method of a newer engine this host does not answer: refused as unknown.
+            other => {
+                let refusal = RpcError::new(
+                    RpcError::METHOD_NOT_FOUND,
+                    format!("this host does not answer {other:?}"),
+                );
+                if let Err(e) = self.handle.respond_compat(call, Err(refusal)) {
+                    ui::say(&format!("(answer dropped: {e})"));
+                }
+                return;
+            }
         };
         if let Err(e) = self.handle.respond_compat(call, Ok(answer)) {
             ui::say(&format!("(answer dropped: {e})"));

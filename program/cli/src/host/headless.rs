@@ -98,6 +98,12 @@ impl Host {
                 self.ide_name,
                 tool.name().as_str()
             )),
+            // A tool of a newer engine that this host was not written for: refused, by name.
+            other => ToolResult::error(format!(
+                "{} does not implement the tool {}",
+                self.ide_name,
+                other.name().as_str()
+            )),
         }
     }
 }

@@ -234,6 +234,8 @@ fn reason_str(r: &DisconnectReason) -> String {
         DisconnectReason::TransportClosed => "transport_closed".into(),
         DisconnectReason::ClosedByHost => "closed_by_host".into(),
         DisconnectReason::ServerStopped => "server_stopped".into(),
+        // A reason of a newer engine this host does not name yet.
+        _ => "other".into(),
     }
 }
 
@@ -245,6 +247,8 @@ fn cancel_str(r: CancelReason) -> &'static str {
         CancelReason::Replaced => "replaced",
         CancelReason::Disconnected => "disconnected",
         CancelReason::ServerStopped => "server_stopped",
+        // A reason of a newer engine: still a cancellation, so the call's UI goes away.
+        _ => "cancelled",
     }
 }
 
@@ -395,6 +399,8 @@ impl Host {
             Event::CallCancelled { call, reason } => self.on_cancelled(call, reason),
             Event::ToolCall { call, tool } => self.on_tool(call, tool),
             Event::CompatRequest { call, request } => self.on_compat(call, request),
+            // An event of a newer engine this host does not handle: said, not dropped silently.
+            other => ui::say(&format!("(event not handled by this host: {other:?})")),
         }
     }
 

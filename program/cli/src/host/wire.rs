@@ -63,6 +63,8 @@ impl WireLog {
             Event::CallCancelled { .. } | Event::ToolCall { .. } | Event::CompatRequest { .. } => {
                 return
             }
+            // An event of a newer engine: logged in its debug form.
+            other => json!({"event": "other", "debug": format!("{other:?}")}),
         };
         self.line(line);
     }

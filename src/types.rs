@@ -1,0 +1,253 @@
+//! The engine's shared types: what the host configures ([`Config`]), the names it is given
+//! ([`ConnectionId`], [`CallId`]), what it is told ([`Event`] and its reasons) and the misuses it
+//! is refused for ([`ApiError`]); and [`Endpoint`], the part of the server a connection works
+//! on. The server (`server.rs`), a connection (`connection.rs`) and its MCP session (`mcp.rs`) all
+//! use them; this module uses none of those, so they depend on it and not on each other in a
+//! circle: `types` ← `mcp` ← `connection` ← `server`.
+
+use crate::discovery::AuthToken;
+use crate::handshake::Rejection;
+use crate::limits::Limits;
+use crate::notify::Notification;
+use crate::tools::{CompatRequest, ToolCall, ToolSet};
+use crate::ws;
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Instant;
+
+/// How the server is set up. [`Config::new`] takes the token; everything else has defaults.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// The token clients must send in `X-Claude-Code-Ide-Authorization`.
+    pub auth_token: AuthToken,
+    /// Limits and timers.
+    pub limits: Limits,
+    /// `serverInfo.name` in the `initialize` result.
+    pub server_name: String,
+    /// `serverInfo.version` in the `initialize` result.
+    pub server_version: String,
+    /// The tools offered in `tools/list` and accepted by `tools/call`.
+    pub tools: ToolSet,
+    /// `Origin` values allowed to connect (a request without `Origin` is always allowed).
+    pub allowed_origins: Vec<String>,
+    /// Refuse upgrades whose `Host` is not a loopback name (DNS rebinding), nor one of
+    /// `allowed_hosts`. Turn off only when deliberately listening on a non-loopback address.
+    pub check_host: bool,
+    /// Names the `Host` may also carry while `check_host` is on (an explicit opt-in, such as
+    /// `host.docker.internal` for a client in a container); the token is still required.
+    pub allowed_hosts: Vec<String>,
+    /// Answer the compatibility methods (`readFile`, `files/read`, ...; docs/protocol.md,
+    /// "Compatibility methods").
+    pub compat_methods: bool,
+    /// The workspace folders (absolute paths), for path checks of compatibility methods.
+    pub workspace_folders: Vec<String>,
+    /// Report every JSON-RPC message in and out as [`Event::Message`] (a wire log for
+    /// debugging and tests; costs a copy of each message).
+    pub trace_messages: bool,
+}
+
+impl Config {
+    /// A configuration with the given token, every tool offered, and default limits.
+    pub fn new(auth_token: AuthToken) -> Self {
+        Config {
+            auth_token,
+            limits: Limits::default(),
+            server_name: "claude-ide-bridge".to_string(),
+            server_version: env!("CARGO_PKG_VERSION").to_string(),
+            tools: ToolSet::all(),
+            allowed_origins: Vec::new(),
+            check_host: true,
+            allowed_hosts: Vec::new(),
+            compat_methods: false,
+            workspace_folders: Vec::new(),
+            trace_messages: false,
+        }
+    }
+}
+
+/// Names one connection for as long as the server lives; never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionId(pub u64);
+
+impl fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// The handle of a request the host answers, now or much later, with
+/// [`Server::respond`](crate::Server::respond) (tool calls) or
+/// [`Server::respond_compat`](crate::Server::respond_compat) (compatibility methods).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId {
+    /// The connection the call came from.
+    pub conn: ConnectionId,
+    pub(crate) seq: u64,
+}
+
+/// Why a pending call will not be answered by the host (or was answered by the engine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CancelReason {
+    /// The client sent `notifications/cancelled`; no answer is sent.
+    Cancelled,
+    /// `close_tab` named this diff's tab; it was answered `DIFF_REJECTED`.
+    TabClosed,
+    /// `closeAllDiffTabs`; it was answered `DIFF_REJECTED`.
+    AllDiffTabsClosed,
+    /// A new `openDiff` reused the tab name; this one was answered `DIFF_REJECTED`.
+    Replaced,
+    /// The connection is gone.
+    Disconnected,
+    /// The server is stopping; a diff was answered `DIFF_REJECTED`, other calls an error.
+    ServerStopped,
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DisconnectReason {
+    /// The upgrade was refused: the HTTP response sent ([`Rejection::status`] is its status).
+    Refused(Rejection),
+    /// The request head did not arrive before the handshake deadline.
+    HandshakeTimeout,
+    /// Dropped to make room for a newer socket still in its handshake.
+    Evicted,
+    /// A clean close handshake; the code the peer sent, if any.
+    Closed(Option<u16>),
+    /// The peer broke the WebSocket protocol: what it did, and the close code we sent
+    /// ([`ws::ProtocolError::close_code`]).
+    ProtocolError(ws::ProtocolError),
+    /// Nothing arrived for two ping intervals.
+    PingTimeout,
+    /// The peer stopped reading and the outbound queue filled up.
+    OutboundFull,
+    /// The socket closed or failed under us.
+    TransportClosed,
+    /// The host closed it.
+    ClosedByHost,
+    /// The server is stopping.
+    ServerStopped,
+}
+
+/// What the engine tells the host. Drain them with
+/// [`Server::poll_event`](crate::Server::poll_event) after every input.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A client completed the upgrade (token checked) and is now a WebSocket connection.
+    Connected {
+        /// The connection.
+        conn: ConnectionId,
+        /// The request path (the client has used `/` and `/mcp`).
+        path: String,
+        /// The client's `User-Agent`, if sent.
+        user_agent: Option<String>,
+    },
+    /// The client finished the MCP handshake (`notifications/initialized`).
+    Initialized {
+        /// The connection.
+        conn: ConnectionId,
+        /// The negotiated protocol version.
+        protocol_version: String,
+        /// `clientInfo.name`, if sent.
+        client_name: Option<String>,
+        /// `clientInfo.version`, if sent.
+        client_version: Option<String>,
+    },
+    /// `ide_connected`: the client told us its pid.
+    IdeConnected {
+        /// The connection.
+        conn: ConnectionId,
+        /// The client's process id.
+        pid: Option<u32>,
+    },
+    /// A tool call for the host; answer with [`Server::respond`](crate::Server::respond).
+    ToolCall {
+        /// The handle to answer through.
+        call: CallId,
+        /// The typed call.
+        tool: ToolCall,
+    },
+    /// A compatibility method for the host (only with [`Config::compat_methods`]); answer with
+    /// [`Server::respond_compat`](crate::Server::respond_compat). Paths were already checked
+    /// against the workspace folders lexically; the host must still resolve symlinks and re-check
+    /// with [`crate::paths::is_within`].
+    CompatRequest {
+        /// The handle to answer through.
+        call: CallId,
+        /// The request.
+        request: CompatRequest,
+    },
+    /// A pending call the host must no longer answer (any UI for it should go away).
+    CallCancelled {
+        /// The call.
+        call: CallId,
+        /// Why.
+        reason: CancelReason,
+    },
+    /// The client asked to close a tab (`close_tab`); answered by the engine.
+    TabClosed {
+        /// The connection.
+        conn: ConnectionId,
+        /// The tab name.
+        tab_name: String,
+    },
+    /// A JSON-RPC message crossed the wire (only with [`Config::trace_messages`]).
+    Message {
+        /// The connection.
+        conn: ConnectionId,
+        /// True for client → server.
+        incoming: bool,
+        /// The message text.
+        text: String,
+    },
+    /// The connection is gone; its pending calls were cancelled just before this event.
+    Disconnected {
+        /// The connection.
+        conn: ConnectionId,
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
+
+/// Which connections a notification goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Every initialized connection.
+    All,
+    /// One connection (ignored unless it is initialized).
+    Connection(ConnectionId),
+}
+
+/// A misuse of the API by the host (never a peer fault).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// The call is not pending: answered, cancelled, or its connection is gone.
+    NotPending,
+    /// No such live connection.
+    UnknownConnection,
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ApiError::NotPending => "the call is no longer pending",
+            ApiError::UnknownConnection => "no such connection",
+        })
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// The endpoint's state that a connection touches while it works: the configuration, the queues
+/// of events and of connections to transmit, the call numbering and the queued at-mentions.
+pub(crate) struct Endpoint<'a> {
+    pub(crate) config: &'a Config,
+    pub(crate) events: &'a mut VecDeque<Event>,
+    pub(crate) dirty: &'a mut VecDeque<ConnectionId>,
+    pub(crate) next_seq: &'a mut u64,
+    pub(crate) mentions: &'a mut VecDeque<(Instant, Notification)>,
+}
