@@ -5,7 +5,8 @@
 //! the longest matching folder. A path under no mapping is refused, never passed on untranslated.
 //!
 //! The editor's side may be POSIX (`/home/me/app`) or Windows (`C:\Users\me\app`, `c:/Users/me/app`,
-//! `file:///C:/Users/me/app`, `file:///c%3A/Users/me/app`): a drive letter matches in either case,
+//! `file:///C:/Users/me/app`, `file:///c%3A/Users/me/app`, `\\wsl.localhost\Debian\home\me`,
+//! `file://wsl.localhost/Debian/home/me`): a drive letter (a UNC server and share) matches in either case,
 //! `\` and `/` both separate a Windows path, and a path goes back to the editor spelled as its
 //! mapping was given (drive letter, separator). The bridge's side is POSIX. `.` and `..` are
 //! resolved before a path is matched, so `..` can only leave a mapped folder by naming a path that
@@ -31,9 +32,9 @@ pub enum MapError {
     NotAbsolute(String),
     /// `..` climbs above the root.
     Climbs(String),
-    /// A `file://` URI that names another host, or that cannot be decoded.
+    /// A `file://` URI that cannot be decoded.
     BadUri(String),
-    /// A UNC path (`\\server\share`): not mapped.
+    /// A UNC path without its server and share, or a device path (`\\?\`, `\\.\`).
     Unc(String),
     /// Under no mapping.
     Outside(String),
@@ -49,10 +50,14 @@ impl fmt::Display for MapError {
             MapError::Climbs(p) => write!(f, "{}: `..` climbs above the root", quote(p)),
             MapError::BadUri(p) => write!(
                 f,
-                "{} is not a file:// URI of this machine (another host, or bad escapes)",
+                "{} is not a valid file:// URI (its escapes are not UTF-8, or it has no path)",
                 quote(p)
             ),
-            MapError::Unc(p) => write!(f, "{}: UNC paths are not mapped", quote(p)),
+            MapError::Unc(p) => write!(
+                f,
+                "{}: a UNC path is \\\\server\\share\\... (device paths are not mapped)",
+                quote(p)
+            ),
             MapError::Outside(p) => write!(f, "{} is outside every --path-map folder", quote(p)),
             MapError::Unnameable(p) => {
                 write!(f, "{} cannot be named on the other side", quote(p))
@@ -82,6 +87,9 @@ enum Root {
     Posix,
     /// A Windows drive, its letter in lower case.
     Drive(u8),
+    /// A UNC path, `\\server\share\...`: its first two names are the server and the share, in
+    /// lower case (`\\wsl.localhost\Debian\home`, a WSL distribution's files seen from Windows).
+    Unc,
 }
 
 /// An absolute path, resolved (`.` and `..`), as its root and names.
@@ -167,7 +175,7 @@ impl PathMap {
         let e = parse_editor(editor).map_err(|e| format!("--path-map {spec:?}: EDITOR: {e}"))?;
         let h = parse_here(here).map_err(|e| format!("--path-map {spec:?}: HERE: {e}"))?;
         let spelling = match e.root {
-            Root::Posix => None,
+            Root::Posix | Root::Unc => None,
             Root::Drive(_) => Some(windows_spelling(editor)),
         };
         self.maps.push(Mapping {
@@ -233,16 +241,17 @@ impl PathMap {
             .ok_or_else(|| MapError::Outside(path.to_string()))?;
         let mut names = m.editor.names.clone();
         names.extend_from_slice(rest);
-        match m.spelling {
-            None => Ok(write_posix(&names)),
-            Some(s) => {
-                if rest.iter().any(|n| n.contains('\\')) {
-                    return Err(MapError::Unnameable(path.to_string()));
-                }
+        if m.editor.root != Root::Posix && rest.iter().any(|n| n.contains('\\')) {
+            return Err(MapError::Unnameable(path.to_string()));
+        }
+        match (m.editor.root, m.spelling) {
+            (Root::Unc, _) => Ok(format!("\\\\{}", names.join("\\"))),
+            (_, Some(s)) => {
                 let mut out = format!("{}:{}", s.drive, s.sep);
                 out.push_str(&names.join(&s.sep.to_string()));
                 Ok(out)
             }
+            _ => Ok(write_posix(&names)),
         }
     }
 }
@@ -334,8 +343,18 @@ fn parse_editor(path: &str) -> Result<Parsed, MapError> {
             names,
         });
     }
-    if !from_uri && text.starts_with("\\\\") {
-        return Err(MapError::Unc(path.to_string()));
+    if let Some(unc) = text.strip_prefix("\\\\") {
+        let mut parts = unc.split(['\\', '/']);
+        let (server, share) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        if server.is_empty() || share.is_empty() || server == "?" || server == "." {
+            return Err(MapError::Unc(path.to_string()));
+        }
+        let mut names = vec![server.to_lowercase(), share.to_lowercase()];
+        names.extend(resolve(parts).ok_or_else(climbs)?);
+        return Ok(Parsed {
+            root: Root::Unc,
+            names,
+        });
     }
     match text.strip_prefix('/') {
         Some(rest) => Ok(Parsed {
@@ -347,22 +366,30 @@ fn parse_editor(path: &str) -> Result<Parsed, MapError> {
 }
 
 /// The path of a `file://` URI, percent escapes decoded (a `%` not followed by two hex digits is
-/// kept, as some editors do not escape): `None` for another host, an invalid UTF-8 result or a
-/// NUL. The authority may be empty or `localhost`.
+/// kept, as some editors do not escape): `None` for an invalid UTF-8 result or a NUL. The
+/// authority may be empty or `localhost`; another one gives a UNC path
+/// (`file://server/share/x` is `\\server\share/x`).
 fn decode_uri(uri: &str) -> Option<String> {
     let rest = &uri[5..];
-    let path = match rest.strip_prefix("//") {
+    let (host, path) = match rest.strip_prefix("//") {
         Some(after) => {
             let slash = after.find('/')?;
             let host = &after[..slash];
-            if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
-                return None;
+            match host.is_empty() || host.eq_ignore_ascii_case("localhost") {
+                true => ("", &after[slash..]),
+                false => (host, &after[slash..]),
             }
-            &after[slash..]
         }
-        None if rest.starts_with('/') => rest,
+        None if rest.starts_with('/') => ("", rest),
         None => return None,
     };
+    if !host.is_empty() {
+        return Some(format!(
+            "\\\\{}{}",
+            decode_uri(&format!("file:/{host}"))?.trim_start_matches('/'),
+            decode_uri(&format!("file:{path}"))?
+        ));
+    }
     let b = path.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -459,6 +486,40 @@ mod tests {
         assert!(m.here_folders().is_empty(), "wsl's folders are not checked");
     }
 
+    /// A WSL distribution's files as Windows names them (`\\wsl.localhost\Debian\...`), in any
+    /// case for the server and share, with either separator, or as a URI with a host.
+    #[test]
+    fn unc_paths_map_by_server_and_share() {
+        let m = map(&[r"\\wsl.localhost\Debian\home\me\app=/home/me/app"]);
+        for given in [
+            r"\\wsl.localhost\Debian\home\me\app\a b.rs",
+            r"\\WSL.LOCALHOST\debian\home\me\app\src\..\a b.rs",
+            "file://wsl.localhost/Debian/home/me/app/a%20b.rs",
+        ] {
+            assert_eq!(
+                m.to_here(given).as_deref(),
+                Ok("/home/me/app/a b.rs"),
+                "{given}"
+            );
+        }
+        assert_eq!(
+            m.to_editor("/home/me/app/src/x.rs").as_deref(),
+            Ok(r"\\wsl.localhost\debian\home\me\app\src\x.rs")
+        );
+        assert!(matches!(
+            m.to_here(r"\\wsl.localhost\Debian\home\me\..\..\..\x"),
+            Err(MapError::Climbs(_))
+        ));
+        assert!(matches!(
+            m.to_here(r"\\other\Debian\home\me\app"),
+            Err(MapError::Outside(_))
+        ));
+        assert!(matches!(
+            m.to_editor("/home/me/app/a\\b"),
+            Err(MapError::Unnameable(_))
+        ));
+    }
+
     #[test]
     fn the_longest_folder_wins_in_both_directions() {
         let m = map(&[
@@ -503,10 +564,12 @@ mod tests {
             ("/ws/../../..", "climbs above the root"),
             (r"D:\proj\..\..\x", "climbs above the root"),
             ("ws/a.rs", "not an absolute path"),
-            ("file://server/ws/a.rs", "not a file:// URI of this machine"),
-            (r"\\server\share\a", "UNC"),
+            ("file://server/ws/a.rs", "outside"),
+            (r"\\server\share\a", "outside"),
+            (r"\\server", "a UNC path is"),
+            (r"\\?\C:\x", "device paths"),
             ("/ws/a\0b", "cannot be named"),
-            ("file:///ws/%FF", "not a file:// URI"),
+            ("file:///ws/%FF", "not a valid file:// URI"),
             (r"E:\proj\a", "outside"),
         ] {
             let e = m.to_here(given).unwrap_err().to_string();
