@@ -28,13 +28,18 @@ impl Vim {
             Path::new(PLUGIN),
             &sb.home.join(".vim/pack/claude/start/claude-ide-bridge"),
         );
+        // Vim says when it has started (VimEnter): keys typed before can be lost in its startup.
+        let ready = sb.root().join("vim-started");
+        let _ = fs::remove_file(&ready);
         fs::write(
             sb.home.join(".vimrc"),
             format!(
                 "set nocompatible hidden cmdheight=3 shortmess+=I\n\
+                 autocmd VimEnter * call writefile([], '{ready}')\n\
                  let g:claude_ide_bridge_cmd = '{BIN}'\n\
                  let g:claude_ide_bridge_log = '{log}'\n{vimrc_extra}\n",
-                log = sb.root().join("lines.log").display()
+                log = sb.root().join("lines.log").display(),
+                ready = ready.display()
             ),
         )
         .unwrap();
@@ -62,6 +67,15 @@ impl Vim {
             &sb.ws.to_string_lossy(),
             &cmd,
         ]);
+        let give_up = Instant::now() + WAIT;
+        while !ready.exists() {
+            assert!(
+                Instant::now() < give_up,
+                "Vim did not start; {}",
+                vim.diag()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         vim
     }
 
