@@ -97,7 +97,10 @@ impl ServerProcess {
         let (program, args) = command
             .split_first()
             .ok_or(std::io::ErrorKind::InvalidInput)?;
-        let mut cmd = Command::new(program);
+        // The file found on PATH, as `doctor` reports it: on Windows that is how npm's
+        // `name.cmd` shims run (std starts a `.cmd` through cmd.exe, quoting its arguments).
+        let found = crate::table::find_program(program);
+        let mut cmd = Command::new(found.as_deref().unwrap_or(std::path::Path::new(program)));
         cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

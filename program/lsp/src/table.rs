@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use crate::sys;
+
 /// One language: its id (sent in `didOpen`), its file extensions and the server commands tried in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Language {
@@ -256,17 +258,26 @@ pub fn parse_override(spec: &str) -> Result<Override, String> {
     })
 }
 
-/// The path of an executable program: `program` itself when it contains a `/`, else the first match on `PATH`.
+/// The path of an executable program: `program` itself when it names a directory too (`/` in it;
+/// on Windows `\\` or a drive as well), else the first match on `PATH`. On Windows a match is a
+/// name with one of `PATHEXT`'s extensions (see [`candidate_names`]).
 /// A rustup proxy (such as `~/.cargo/bin/rust-analyzer`) whose component no toolchain has is not a program:
 /// running it only prints that the component is missing.
 pub fn find_program(program: &str) -> Option<PathBuf> {
-    let path = if program.contains('/') {
-        let path = PathBuf::from(program);
-        is_executable(&path).then_some(path)?
+    let exts = sys::exe_extensions();
+    let given = Path::new(program);
+    let path = if given.parent().is_some_and(|p| !p.as_os_str().is_empty()) {
+        let dir = given.parent()?;
+        let name = given.file_name()?.to_str()?;
+        candidate_names(name, exts.as_deref())
+            .into_iter()
+            .map(|n| dir.join(n))
+            .find(|candidate| is_executable(candidate))?
     } else {
         let path = std::env::var_os("PATH")?;
+        let names = candidate_names(program, exts.as_deref());
         std::env::split_paths(&path)
-            .map(|dir| dir.join(program))
+            .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
             .find(|candidate| is_executable(candidate))?
     };
     let rustup_home = std::env::var_os("RUSTUP_HOME")
@@ -275,57 +286,87 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
     (!is_empty_rustup_proxy(&path, rustup_home.as_deref())).then_some(path)
 }
 
+/// The file names a program called `program` may have, in the order looked for: with no
+/// `PATHEXT` (Unix), the name itself; with one (Windows, `.COM;.EXE;.BAT;.CMD` and so on), the
+/// name followed by each extension, and the name itself only when it already ends with one of
+/// them (npm installs `pyright-langserver.cmd` beside `pyright-langserver`, a shell script that
+/// Windows cannot start).
+///
+/// ```
+/// use claude_ide_bridge_lsp::table::candidate_names;
+/// assert_eq!(candidate_names("clangd", None), ["clangd"]);
+/// assert_eq!(
+///     candidate_names("pyright-langserver", Some(".EXE;.CMD")),
+///     ["pyright-langserver.EXE", "pyright-langserver.CMD"]
+/// );
+/// ```
+pub fn candidate_names(program: &str, pathext: Option<&str>) -> Vec<String> {
+    let Some(pathext) = pathext else {
+        return vec![program.to_owned()];
+    };
+    let exts: Vec<&str> = pathext
+        .split(';')
+        .map(str::trim)
+        .filter(|e| e.len() > 1 && e.starts_with('.'))
+        .collect();
+    let has_ext = !split_extension(program, Some(pathext)).1.is_empty();
+    has_ext
+        .then(|| program.to_owned())
+        .into_iter()
+        .chain(exts.iter().map(|e| format!("{program}{e}")))
+        .collect()
+}
+
 /// Whether `path` is rustup itself under another name (a proxy; rustup links them, hard or symbolic) for a
 /// component that no installed toolchain has.
 fn is_empty_rustup_proxy(path: &Path, rustup_home: Option<&Path>) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return false;
-        };
-        if name == "rustup" {
-            return false;
-        }
-        let same = match (
-            std::fs::metadata(path),
-            std::fs::metadata(dir.join("rustup")),
-        ) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        };
-        if !same {
-            return false;
-        }
-        let Some(Ok(toolchains)) = rustup_home.map(|h| std::fs::read_dir(h.join("toolchains")))
-        else {
-            return false; // cannot tell: take it as a program
-        };
-        !toolchains
-            .flatten()
-            .take(100)
-            .any(|t| is_executable(&t.path().join("bin").join(name)))
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(OsStr::to_str)) else {
+        return false;
+    };
+    // On Windows the proxy and rustup both carry the extension (`rust-analyzer.exe`).
+    let exts = sys::exe_extensions();
+    let (stem, ext) = split_extension(name, exts.as_deref());
+    if stem == "rustup" {
+        return false;
     }
-    #[cfg(not(unix))]
-    {
-        let _ = (path, rustup_home);
-        false
+    let same = match (
+        std::fs::metadata(path),
+        std::fs::metadata(dir.join(format!("rustup{ext}"))),
+    ) {
+        (Ok(a), Ok(b)) => sys::same_file(&a, &b),
+        _ => false,
+    };
+    if !same {
+        return false;
     }
+    let Some(Ok(toolchains)) = rustup_home.map(|h| std::fs::read_dir(h.join("toolchains"))) else {
+        return false; // cannot tell: take it as a program
+    };
+    let names = candidate_names(stem, exts.as_deref());
+    !toolchains.flatten().take(100).any(|t| {
+        let bin = t.path().join("bin");
+        names.iter().any(|n| is_executable(&bin.join(n)))
+    })
+}
+
+/// `name` split before the `PATHEXT` extension it ends with (`("rustup", ".exe")`), or whole.
+fn split_extension<'a>(name: &'a str, pathext: Option<&str>) -> (&'a str, &'a str) {
+    let lower = name.to_ascii_lowercase();
+    pathext
+        .into_iter()
+        .flat_map(|p| p.split(';'))
+        .map(str::trim)
+        .filter(|e| e.len() > 1 && e.starts_with('.'))
+        .find(|e| lower.ends_with(&e.to_ascii_lowercase()))
+        .and_then(|e| {
+            name.is_char_boundary(name.len() - e.len())
+                .then(|| name.split_at(name.len() - e.len()))
+        })
+        .unwrap_or((name, ""))
 }
 
 fn is_executable(path: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return false;
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        meta.is_file() && meta.permissions().mode() & 0o111 != 0
-    }
-    #[cfg(not(unix))]
-    {
-        meta.is_file()
-    }
+    std::fs::metadata(path).is_ok_and(|m| sys::is_executable(&m))
 }
 
 /// How to install a known server program (a generic hint for others).
@@ -473,6 +514,45 @@ mod tests {
         // Once a toolchain has the component, the proxy runs it.
         std::fs::copy(&rustup, toolchain.join("rust-analyzer")).unwrap();
         assert!(!proxy("rust-analyzer"));
+    }
+
+    /// What Windows looks for on `PATH`: npm's shim `name.cmd`, never its extensionless
+    /// shell-script twin; a name given with its extension as it is too; extensions in any case.
+    #[test]
+    fn programs_on_windows_are_found_by_their_pathext_names() {
+        let pathext = Some(".COM;.EXE;.BAT;.CMD;;.x; EXE");
+        assert_eq!(
+            candidate_names("pyright-langserver", pathext),
+            [
+                "pyright-langserver.COM",
+                "pyright-langserver.EXE",
+                "pyright-langserver.BAT",
+                "pyright-langserver.CMD",
+                "pyright-langserver.x",
+            ]
+        );
+        let given = candidate_names("clangd.exe", pathext);
+        assert_eq!(given[0], "clangd.exe");
+        assert_eq!(given.len(), 6);
+        assert_eq!(split_extension("Rustup.EXE", pathext), ("Rustup", ".EXE"));
+        assert_eq!(
+            split_extension("rust-analyzer", pathext),
+            ("rust-analyzer", "")
+        );
+        assert_eq!(
+            split_extension("rust-analyzer.exe", None),
+            ("rust-analyzer.exe", "")
+        );
+        assert_eq!(candidate_names("a.cmd", None), ["a.cmd"]);
+        // Found on a PATH as Windows would (the extensionless twin is there, and skipped).
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pyright-langserver"), "#!/bin/sh\n").unwrap();
+        std::fs::write(dir.path().join("pyright-langserver.cmd"), "@echo off\n").unwrap();
+        let found = candidate_names("pyright-langserver", Some(".EXE;.cmd"))
+            .into_iter()
+            .map(|n| dir.path().join(n))
+            .find(|p| p.is_file());
+        assert_eq!(found, Some(dir.path().join("pyright-langserver.cmd")));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! What differs between the operating systems the client runs on, behind one interface: how a
 //! server is started so that its whole tree can be stopped, how that tree is killed, and how an
-//! exit is seen without reaping. `server.rs` names these and never tests the OS itself.
+//! exit is seen without reaping, and what a program file is (an execute bit here; on Windows a
+//! name with one of `PATHEXT`'s extensions, so that npm's `pyright-langserver.cmd` is found and
+//! its extensionless shell-script twin is not). `server.rs` and `table.rs` name these and never tests the OS itself.
 //!
 //! On Linux and macOS alike (`unix.rs`) the tree is the server's own process group: the server
 //! is started as a group leader, and a stop sends SIGKILL to the group, which takes the
@@ -14,4 +16,6 @@
 #[path = "unix.rs"]
 mod os;
 
-pub(crate) use os::{has_exited, kill_tree, own_tree, reap_id};
+pub(crate) use os::{
+    exe_extensions, has_exited, is_executable, kill_tree, own_tree, reap_id, same_file,
+};

@@ -35,3 +35,21 @@ pub(crate) fn has_exited(child: &Child) -> bool {
     let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
     matches!(waitid(WaitId::Pid(pid), options), Ok(Some(_)))
 }
+
+/// Whether the file with this metadata may be run: a regular file with an execute bit.
+pub(crate) fn is_executable(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.is_file() && meta.permissions().mode() & 0o111 != 0
+}
+
+/// Whether two metadata are of one file (device and inode).
+pub(crate) fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// The extensions a program found on `PATH` may have (Windows' `PATHEXT`): none here, the
+/// name is the file's.
+pub(crate) fn exe_extensions() -> Option<String> {
+    None
+}
