@@ -178,7 +178,13 @@ export def Send(msg: dict<any>)
   if job_status(job) ==# 'run' && !stopping
     var line = json_encode(msg)
     Log('->', line)
-    ch_sendraw(job_getchannel(job), line .. "\n")
+    try
+      ch_sendraw(job_getchannel(job), line .. "\n")
+    catch
+      # The pipe broke before Vim saw the job end (a transport that dropped): the end is told
+      # once its status is known (Ended), not as a raw write error now.
+      Log('!!', v:exception)
+    endtry
   endif
 enddef
 
@@ -241,11 +247,12 @@ def Ended(status: number)
   else
     # Not asked to end: the diffs close unanswered (a bridge that stops answers claude for them)
     # and a proposal the user edited stays in a buffer of its own.
+    var closed_diffs = len(diff.Pending())
     var kept = diff.CloseUnanswered()
     # the bridge's reason: its error line (clap ends with a hint about --help), else its last line
     var errors = filter(copy(stderr_tail), (_, l) => l =~? '^\s*error')
     var why = !empty(errors) ? ': ' .. errors[0] : empty(stderr_tail) ? '' : ': ' .. stderr_tail[-1]
-    ended_why = remote.On() ? remote.Why(status, stderr_tail, was_ready) : ''
+    ended_why = remote.On() ? remote.Why(status, stderr_tail, was_ready, closed_diffs) : ''
     if ended_why ==# ''
       ended_why = (remote.On() ? 'the remote bridge (`' .. remote.Describe() .. '`)' : 'the bridge')
         .. ' exited with status ' .. status .. (was_ready ? '' : ' before it was ready') .. why

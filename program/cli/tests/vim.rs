@@ -571,8 +571,14 @@ fn vim_reports_vim_lsp_diagnostics() {
         .join(".vim/autoload/lsp/internal/diagnostics/state.vim");
     fs::create_dir_all(state.parent().unwrap()).unwrap();
     fs::write(&state, VIM_LSP_STATE).unwrap();
-    // vim-lsp sets g:lsp_loaded when it loads.
-    let vim = Vim::start(&sb, &file, "let g:lsp_loaded = 1");
+    // vim-lsp sets g:lsp_loaded when it loads. The bridge runs no language server of its own:
+    // a getDiagnostics before Vim's first report would otherwise wait for pyright's cold start
+    // (past the test client's 5 s on a loaded machine), and only Vim's reports are under test.
+    let vim = Vim::start(
+        &sb,
+        &file,
+        "let g:lsp_loaded = 1\nlet g:claude_ide_bridge_args = ['--no-lsp']",
+    );
     let publish = |server: &str, diagnostics: Value| {
         vim.ex(&format!(
             "call lsp#internal#diagnostics#state#test_publish('{server}', '{uri}', json_decode('{diagnostics}'))"

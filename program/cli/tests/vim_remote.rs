@@ -424,6 +424,9 @@ fn vim_remote_over_ssh() {
     assert_eq!(fs::read_to_string(&a).unwrap(), "one\ntwo three\nfour\n");
     let m = messages(&mut vim);
     assert!(m.contains("dropped"), "{m}");
+    assert!(!m.contains("E63"), "a raw write error: {m}");
+    assert!(m.contains("1 pending diff(s) closed unanswered"), "{m}");
+    assert!(m.contains("your edit of claude's proposal #"), "{m}");
     let st = status(&mut vim);
     assert!(st.contains("bridge: not running"), "{st}");
     assert!(st.contains("dropped"), "{st}");
@@ -533,5 +536,18 @@ fn vim_remote_says_what_is_missing_over_there() {
     );
     let st = status(&mut vim);
     assert!(st.contains("bridge: not running"), "{st}");
+
+    // A transport that stops reading once the bridge is ready: Vim's next lines meet a broken
+    // pipe, which is not put before the user as a raw write error; the end is told once known.
+    let script = r#"exec 0<&-; printf '{"type":"ready","port":1,"lockFile":null}\n'; sleep 1; echo closed >&2; exit 3"#;
+    vim.ex(&format!(
+        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
+        lit(script)
+    ));
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("dropped (status 3: closed)")
+    });
+    assert!(!m.as_str().unwrap().contains("E63"), "a raw Vim error: {m}");
     vim.ex("qa!");
 }

@@ -199,7 +199,7 @@ export def TerminalCommand(args: list<string>, port: number): list<string>
 enddef
 
 # Why the remote bridge ended, for the user; '' when nothing specific is known.
-export def Why(status: number, stderr: list<string>, was_ready: bool): string
+export def Why(status: number, stderr: list<string>, was_ready: bool, closed_diffs: number): string
   var where = Describe()
   for l in stderr
     var at = stridx(l, NOT_FOUND)
@@ -221,7 +221,8 @@ export def Why(status: number, stderr: list<string>, was_ready: bool): string
   endif
   var errors = filter(copy(stderr), (_, l) => l =~? '^\s*error\|ssh:\|connection\|broken pipe')
   var tail = !empty(errors) ? ': ' .. errors[-1] : empty(stderr) ? '' : ': ' .. stderr[-1]
-  return 'the link to the remote bridge (`' .. where .. '`) dropped (status ' .. status .. tail
-    .. '). The pending diffs were closed unanswered by Vim: the remote bridge answers claude for'
-    .. ' them as it stops. :ClaudeCodeStart connects again'
+  return 'the link to the remote bridge (`' .. where .. '`) dropped (status ' .. status .. tail .. ').'
+    .. (closed_diffs == 0 ? '' : ' ' .. closed_diffs .. ' pending diff(s) closed unanswered by Vim:'
+      .. ' the remote bridge answers claude for them as it stops.')
+    .. ' :ClaudeCodeStart connects again'
 enddef
