@@ -2,9 +2,13 @@
 //!
 //! Pure code, no IO: [`Decoder::push`] takes whatever bytes a read returned and [`Decoder::next_frame`] yields
 //! the complete bodies. Both sizes are bounded: a header block longer than [`Decoder::MAX_HEADER_BYTES`] or a
-//! `Content-Length` over the configured body limit is an error, and so is anything that is not a header block
-//! (garbage on stdout, a missing or unparsable `Content-Length`). An error is final: the decoder refuses every
-//! later frame too, since the stream can no longer be trusted to be in step.
+//! `Content-Length` over the configured body limit is an error, and so is a header block that is not one (a
+//! malformed line, a missing or unparsable `Content-Length`). The buffer grows with the bytes that arrive, never
+//! to the length a header announces. Output between frames that does not start a header (a log line a server
+//! prints on stdout, a wrapper script's echo) is skipped, as far as the next line's end or the next
+//! `Content-Length:`/`Content-Type:`, and told ([`Decoder::take_skipped`]); more than
+//! [`Decoder::MAX_SKIPPED_BYTES`] of it between two frames is an error. An error is final: the decoder refuses
+//! every later frame too, since the stream can no longer be trusted to be in step.
 
 use std::fmt;
 
@@ -26,6 +30,12 @@ pub enum FrameError {
         /// The limit.
         limit: usize,
     },
+    /// More than [`Decoder::MAX_SKIPPED_BYTES`] of output that is not a frame came between two
+    /// frames.
+    NotFrames {
+        /// The start of what was skipped.
+        start: String,
+    },
 }
 
 impl fmt::Display for FrameError {
@@ -45,6 +55,11 @@ impl fmt::Display for FrameError {
                     "message of {length} bytes is over the limit of {limit} bytes"
                 )
             }
+            FrameError::NotFrames { start } => write!(
+                f,
+                "more than {} bytes of output that is not a Content-Length frame (it began {start:?})",
+                Decoder::MAX_SKIPPED_BYTES
+            ),
         }
     }
 }
@@ -74,6 +89,11 @@ pub struct Decoder {
     body: Option<usize>,
     max_body: usize,
     failed: Option<FrameError>,
+    /// Bytes skipped since the last frame (the bound is on these).
+    skipped: usize,
+    /// Bytes skipped since the last [`Decoder::take_skipped`], and the start of what they said.
+    told: usize,
+    sample: Vec<u8>,
 }
 
 impl Decoder {
@@ -88,7 +108,35 @@ impl Decoder {
             body: None,
             max_body,
             failed: None,
+            skipped: 0,
+            told: 0,
+            sample: Vec::new(),
         }
+    }
+
+    /// The most output that is not a frame skipped between two frames: past it the stream is
+    /// taken for something other than a language server's ([`FrameError::NotFrames`]).
+    pub const MAX_SKIPPED_BYTES: usize = 64 * 1024;
+
+    /// How much of the skipped output [`Decoder::take_skipped`] tells.
+    const SAMPLE_BYTES: usize = 200;
+
+    /// The output skipped since the last call, other than blank lines: how many bytes, and the
+    /// start of it (lossy UTF-8). `None` when nothing was.
+    ///
+    /// ```
+    /// use claude_ide_bridge_lsp::codec::{encode, Decoder};
+    /// let mut decoder = Decoder::new(1024);
+    /// decoder.push(b"server 1.2 starting\n");
+    /// decoder.push(&encode(b"{}"));
+    /// assert_eq!(decoder.next_frame().unwrap().as_deref(), Some(&b"{}"[..]));
+    /// assert_eq!(decoder.take_skipped(), Some((20, "server 1.2 starting\n".to_owned())));
+    /// assert_eq!(decoder.take_skipped(), None);
+    /// ```
+    pub fn take_skipped(&mut self) -> Option<(usize, String)> {
+        let told = std::mem::take(&mut self.told);
+        let sample = std::mem::take(&mut self.sample);
+        (!sample.is_empty()).then(|| (told, String::from_utf8_lossy(&sample).into_owned()))
     }
 
     /// Appends bytes read from the stream. After an error, bytes are dropped.
@@ -138,18 +186,42 @@ impl Decoder {
         }
     }
 
+    /// Passes over what cannot start a header block, counting it; `false` when more bytes are
+    /// needed to tell.
+    fn skip(&mut self) -> Result<bool, FrameError> {
+        loop {
+            let pending = &self.buf[self.start..];
+            let n = match not_a_header(pending) {
+                Skip::Header => return Ok(true),
+                Skip::NeedMore => return Ok(false),
+                Skip::Bytes(n) => n,
+            };
+            let junk = &pending[..n];
+            if junk.iter().any(|b| !b.is_ascii_whitespace()) {
+                let room = Self::SAMPLE_BYTES.saturating_sub(self.sample.len());
+                self.sample.extend_from_slice(&junk[..n.min(room)]);
+                self.told += n;
+            }
+            self.skipped += n;
+            self.start += n;
+            if self.skipped > Self::MAX_SKIPPED_BYTES {
+                let start = String::from_utf8_lossy(&self.sample[..self.sample.len().min(80)]);
+                return Err(FrameError::NotFrames {
+                    start: start.into_owned(),
+                });
+            }
+        }
+    }
+
     fn step(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
         if self.body.is_none() {
+            if !self.skip()? {
+                return Ok(None);
+            }
             let pending = &self.buf[self.start..];
             let Some(end) = find_blank_line(pending) else {
                 if pending.len() >= Self::MAX_HEADER_BYTES {
                     return Err(FrameError::HeaderTooLong);
-                }
-                // Bytes that cannot start a header are garbage already: say so now rather than wait.
-                if let Some(&first) = pending.first() {
-                    if !first.is_ascii_alphabetic() {
-                        return Err(FrameError::BadHeader(lossy_prefix(pending)));
-                    }
                 }
                 return Ok(None);
             };
@@ -165,6 +237,7 @@ impl Decoder {
             }
             self.start += end;
             self.body = Some(length as usize);
+            self.skipped = 0;
         }
         let n = self.body.expect("set above");
         if self.buf.len() - self.start < n {
@@ -183,6 +256,69 @@ impl Decoder {
             self.start = 0;
         }
         Ok(Some(frame))
+    }
+}
+
+/// The header names a block may start with (lower case): the two the protocol defines.
+const HEADER_NAMES: [&[u8]; 2] = [b"content-length:", b"content-type:"];
+
+/// What the start of the pending bytes is, between frames.
+enum Skip {
+    /// A header block starts here.
+    Header,
+    /// These many bytes are not a frame: up to the end of their line, or to where a header starts.
+    Bytes(usize),
+    /// Too few bytes to tell.
+    NeedMore,
+}
+
+fn starts_with_ignore_case(bytes: &[u8], name: &[u8]) -> bool {
+    bytes.len() >= name.len() && bytes[..name.len()].eq_ignore_ascii_case(name)
+}
+
+/// Whether `bytes` start a header block (a header name of the protocol), and if not, how many
+/// of them to skip: the rest of the line, or what comes before a header name within it (a log
+/// line without its newline, then a frame), keeping back a last few bytes that may be the start
+/// of a name.
+fn not_a_header(bytes: &[u8]) -> Skip {
+    if bytes.is_empty() {
+        return Skip::NeedMore;
+    }
+    let is_prefix_of_a_name = |tail: &[u8]| {
+        HEADER_NAMES
+            .iter()
+            .any(|name| tail.len() < name.len() && name[..tail.len()].eq_ignore_ascii_case(tail))
+    };
+    if HEADER_NAMES
+        .iter()
+        .any(|name| starts_with_ignore_case(bytes, name))
+    {
+        return Skip::Header;
+    }
+    if is_prefix_of_a_name(bytes) {
+        return Skip::NeedMore;
+    }
+    let line_end = bytes.iter().position(|&b| b == b'\n').map(|i| i + 1);
+    let scan = line_end.unwrap_or(bytes.len());
+    let name_at = (1..scan).find(|&i| {
+        HEADER_NAMES
+            .iter()
+            .any(|name| starts_with_ignore_case(&bytes[i..], name))
+    });
+    if let Some(i) = name_at {
+        return Skip::Bytes(i);
+    }
+    if let Some(end) = line_end {
+        return Skip::Bytes(end);
+    }
+    // No line's end yet: all of it but a tail that may start a name.
+    let keep = (1..bytes.len().min(16))
+        .rev()
+        .find(|&k| is_prefix_of_a_name(&bytes[bytes.len() - k..]))
+        .unwrap_or(0);
+    match bytes.len() - keep {
+        0 => Skip::NeedMore,
+        n => Skip::Bytes(n),
     }
 }
 
@@ -263,14 +399,94 @@ mod tests {
         assert_eq!(all_frames(&mut d).unwrap(), vec![b"{}".to_vec()]);
     }
 
+    /// A log line before a header is skipped and told, in whatever pieces it comes; so is one
+    /// without its newline, up to the header that follows it; blank lines are skipped untold.
     #[test]
-    fn garbage_is_refused_at_once_and_for_good() {
+    fn output_that_is_not_a_frame_is_skipped_and_told() {
+        let mut wire = b"Starting server v1.2\r\n".to_vec();
+        wire.extend(encode(b"{}"));
+        wire.extend(b"\r\n\n");
+        wire.extend(encode(b"[]"));
+        wire.extend(b"progress 50%... content-type is json ");
+        wire.extend(encode(b"1"));
+        for cut in 0..wire.len() {
+            let mut d = Decoder::new(100);
+            d.push(&wire[..cut]);
+            let mut got = all_frames(&mut d).unwrap();
+            d.push(&wire[cut..]);
+            got.extend(all_frames(&mut d).unwrap());
+            assert_eq!(got, [&b"{}"[..], b"[]", b"1"], "cut at {cut}");
+            assert_eq!(d.buffered(), 0);
+        }
         let mut d = Decoder::new(100);
-        d.push(b"{\"jsonrpc\":\"2.0\"}\r\n");
-        assert!(matches!(d.next_frame(), Err(FrameError::BadHeader(_))));
+        d.push(&wire);
+        all_frames(&mut d).unwrap();
+        let (n, said) = d.take_skipped().unwrap();
+        assert_eq!(n, 22 + 37, "{said:?}");
+        assert_eq!(
+            said,
+            "Starting server v1.2\r\nprogress 50%... content-type is json "
+        );
+        assert_eq!(d.take_skipped(), None);
+    }
+
+    /// Past the budget between two frames, output that is not frames ends the stream, saying
+    /// what it began with; a frame in between starts the count again.
+    #[test]
+    fn too_much_output_that_is_not_frames_is_an_error() {
+        let line = b"log: something happened, and more was said about it\n";
+        let lines_in_budget = Decoder::MAX_SKIPPED_BYTES / line.len();
+        let mut d = Decoder::new(100);
+        for _ in 0..3 {
+            for _ in 0..lines_in_budget {
+                d.push(line);
+                assert_eq!(d.next_frame(), Ok(None));
+            }
+            d.push(&encode(b"{}"));
+            assert_eq!(d.next_frame().unwrap().as_deref(), Some(&b"{}"[..]));
+        }
+        // Never more than a line held while skipping.
+        assert!(d.buffered() <= line.len());
+        let mut err = None;
+        for _ in 0..=lines_in_budget {
+            d.push(line);
+            if let Err(e) = d.next_frame() {
+                err = Some(e);
+                break;
+            }
+        }
+        let err = err.expect("an error past the budget");
+        assert!(
+            matches!(&err, FrameError::NotFrames { start } if start.starts_with("log: something"))
+        );
+        assert!(
+            err.to_string()
+                .contains("65536 bytes of output that is not a Content-Length frame"),
+            "{err}"
+        );
         d.push(&encode(b"{}"));
-        assert!(matches!(d.next_frame(), Err(FrameError::BadHeader(_))));
+        assert_eq!(d.next_frame(), Err(err));
         assert_eq!(d.buffered(), 0);
+        // Endless output without a newline is bounded the same way.
+        let mut d = Decoder::new(100);
+        let mut failed = false;
+        for _ in 0..100 {
+            d.push(&[b'x'; 1000]);
+            assert!(d.buffered() <= 1000);
+            if d.next_frame().is_err() {
+                failed = true;
+                break;
+            }
+        }
+        assert!(failed);
+    }
+
+    /// Inside a header block, a line that is not a header is still an error.
+    #[test]
+    fn a_malformed_line_inside_a_header_block_is_an_error() {
+        let mut d = Decoder::new(100);
+        d.push(b"Content-Length: 2\r\nnot a header\r\n\r\n{}");
+        assert!(matches!(d.next_frame(), Err(FrameError::BadHeader(_))));
     }
 
     #[test]
@@ -283,8 +499,8 @@ mod tests {
             (b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n", "bad"),
             (b"Content-Type: a\r\n\r\n", "missing"),
             (b"Content-Length: 101\r\n\r\n", "large"),
-            (b"Content Length: 1\r\n\r\n", "header"),
-            (b"Content-Length 1\r\n\r\n", "header"),
+            (b"Content-Length: 1\r\nContent Length: 1\r\n\r\n", "header"),
+            (b"Content-Type: a\r\nContent-Length 1\r\n\r\n", "header"),
         ] {
             let mut d = Decoder::new(100);
             d.push(wire);
@@ -295,6 +511,7 @@ mod tests {
                 FrameError::TooLarge { .. } => "large",
                 FrameError::BadHeader(_) => "header",
                 FrameError::HeaderTooLong => "long",
+                FrameError::NotFrames { .. } => "not frames",
             };
             assert_eq!(kind, want, "{:?}", String::from_utf8_lossy(wire));
         }
@@ -303,7 +520,7 @@ mod tests {
     #[test]
     fn endless_header_is_bounded() {
         let mut d = Decoder::new(100);
-        d.push(b"X-Header: ");
+        d.push(b"Content-Type: ");
         for _ in 0..100 {
             if !d.wants_more() {
                 break;
@@ -325,8 +542,14 @@ mod tests {
         wire.extend(encode(b"{}"));
         d.push(&wire);
         assert_eq!(d.next_frame().unwrap().as_deref(), Some(&b"{}C"[..]));
-        // What is left, "ontent-Length: 2", is a header of another name.
-        assert_eq!(d.next_frame(), Err(FrameError::MissingLength));
+        // What is left, "ontent-Length: 2" and its body, is not a frame: skipped and told.
+        assert_eq!(d.next_frame(), Ok(None));
+        assert_eq!(
+            d.take_skipped(),
+            Some((20, "ontent-Length: 2\r\n{}".to_owned()))
+        );
+        d.push(&encode(b"[]"));
+        assert_eq!(d.next_frame().unwrap().as_deref(), Some(&b"[]"[..]));
     }
 
     proptest! {

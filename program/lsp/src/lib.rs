@@ -6,8 +6,10 @@
 //! reads files: the program passes the text it read (with its own bounds), and [`Lsp::diagnostics`] makes the
 //! server have exactly that text before answering with the diagnostics computed for it.
 //!
-//! Layout, following the byte path: [`codec`] (Content-Length framing, pure), `rpc` (JSON-RPC messages and
-//! the answers to servers' requests, pure), `state` (one server's documents, requests and diagnostics, pure),
+//! Layout, following the byte path: [`codec`] (Content-Length framing, pure), `rpc` (JSON-RPC messages, each
+//! typed by lsp-types' `Request` or `Notification` trait, and the answers to servers' requests, pure),
+//! `messages` (lean views of the messages whose lsp-types types would build what the client passes over),
+//! `state` (one server's documents, requests and diagnostics, pure),
 //! `server` (the process and its reader, writer and stderr threads), and this file (the table of servers,
 //! start on demand, restarts with backoff, shutdown).
 //!
@@ -37,6 +39,7 @@ pub mod codec;
 pub mod fuzzing;
 mod limits;
 mod log;
+mod messages;
 mod rpc;
 mod server;
 mod state;
@@ -412,17 +415,23 @@ impl Lsp {
         if !server.can_format() {
             return Ok(None);
         }
-        let params = serde_json::json!({
-            "textDocument": {"uri": claude_ide_bridge::file_uri(&key)},
-            "options": {"tabSize": self.inner.config.tab_size, "insertSpaces": true},
-        });
+        let Some(uri) = rpc::uri(&key) else {
+            return Ok(None);
+        };
+        let params = lsp_types::DocumentFormattingParams {
+            text_document: lsp_types::TextDocumentIdentifier { uri },
+            options: lsp_types::FormattingOptions {
+                tab_size: self.inner.config.tab_size,
+                insert_spaces: true,
+                ..Default::default()
+            },
+            work_done_progress_params: Default::default(),
+        };
         // The text and the request in one go: another sync of the file (an accepted diff) between
         // them would have the edits computed for its text and applied to this one.
         let sync = |state: &mut state::State| state.sync(&key, language, text);
-        match server.request_after(sync, "textDocument/formatting", params, deadline) {
-            Ok(answer) => {
-                let edits: Option<Vec<lsp_types::TextEdit>> = serde_json::from_str(answer.get())
-                    .map_err(|e| LspError::BadAnswer(e.to_string()))?;
+        match server.request_after::<lsp_types::request::Formatting>(sync, params, deadline) {
+            Ok(edits) => {
                 let edits = edits.unwrap_or_default();
                 text::apply_edits(text, &edits)
                     .map(Some)
@@ -432,6 +441,7 @@ impl Lsp {
             Err(RequestError::NotSent) => Ok(None),
             Err(RequestError::Timeout) => Err(LspError::Timeout),
             Err(RequestError::Exited(why)) => Err(LspError::Exited(why)),
+            Err(RequestError::BadAnswer(why)) => Err(LspError::BadAnswer(why)),
             Err(RequestError::Server(e)) => Err(LspError::Server {
                 code: e.code,
                 message: e.message,

@@ -1,13 +1,20 @@
-//! JSON-RPC bookkeeping for one server, as pure code: reading a frame's body into an [`Incoming`] message,
-//! writing requests, notifications and responses, and the answers to the requests servers send to the client.
+//! JSON-RPC bookkeeping for one server, as pure code, typed in both directions by lsp-types'
+//! `Request` and `Notification` traits (each message's `METHOD`, `Params` and `Result`): reading a
+//! frame's body into an [`Incoming`] message, writing requests, notifications and responses, and
+//! the answers to the requests servers send to the client ([`answer_server_request`]). Where
+//! lsp-types' types would build what the client passes over, the trait is implemented by a lean
+//! view (`messages.rs`).
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use lsp_types::notification::Notification;
+use lsp_types::request::{self as req, Request};
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::codec;
+use crate::messages::{RegisterCapability, UnregisterCapability, WorkspaceConfiguration};
 
 /// JSON-RPC's "method not found" error code.
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -113,17 +120,99 @@ pub fn parse(body: &[u8]) -> Result<Incoming, String> {
     }
 }
 
-/// The body of a request.
-pub fn request(id: i64, method: &str, params: impl serde::Serialize) -> Vec<u8> {
-    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-        .expect("request params serialise")
+/// A message the client writes: a request (with an id) or a notification.
+#[derive(Serialize)]
+struct Outgoing<'a, P> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<i64>,
+    method: &'static str,
+    params: &'a P,
 }
 
-/// The body of a notification.
-pub fn notification(method: &str, params: impl serde::Serialize) -> Vec<u8> {
-    serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
-        .expect("notification params serialise")
+/// The answer to a server's request: its result or an error.
+#[derive(Serialize)]
+struct Response<'a, T> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorObject<'a>>,
 }
+
+#[derive(Serialize)]
+struct ErrorObject<'a> {
+    code: i64,
+    message: &'a str,
+}
+
+fn to_body(message: &impl Serialize) -> Vec<u8> {
+    // lsp-types' params and results, and this crate's, are plain data: maps keyed by strings.
+    serde_json::to_vec(message).expect("a message serialises")
+}
+
+/// The body of request `id` of `R`.
+pub fn request<R: Request>(id: i64, params: &R::Params) -> Vec<u8> {
+    to_body(&Outgoing {
+        jsonrpc: "2.0",
+        id: Some(id),
+        method: R::METHOD,
+        params,
+    })
+}
+
+/// The body of a notification of `N`.
+pub fn notification<N: Notification>(params: &N::Params) -> Vec<u8> {
+    to_body(&Outgoing {
+        jsonrpc: "2.0",
+        id: None,
+        method: N::METHOD,
+        params,
+    })
+}
+
+/// The body of the answer `result` to a server's request `id` of `R`.
+pub fn response<R: Request>(id: &Value, result: &R::Result) -> Vec<u8> {
+    to_body(&Response {
+        jsonrpc: "2.0",
+        id,
+        result: Some(result),
+        error: None,
+    })
+}
+
+/// The body of an error in answer to a server's request `id`, whatever its method.
+pub fn error_response(id: &Value, code: i64, message: &str) -> Vec<u8> {
+    to_body(&Response::<()> {
+        jsonrpc: "2.0",
+        id,
+        result: None,
+        error: Some(ErrorObject { code, message }),
+    })
+}
+
+/// The result of an answer to our request of `R`, as `R` types it.
+pub fn decode<R: Request>(answer: &RawValue) -> Result<R::Result, String> {
+    serde_json::from_str(answer.get())
+        .map_err(|e| format!("unreadable answer to {}: {e}", R::METHOD))
+}
+
+/// The params of a notification of `N` a server sent, as `N` types them.
+pub fn params<N: Notification>(params: &RawValue) -> Result<N::Params, String> {
+    serde_json::from_str(params.get()).map_err(|e| format!("unreadable {}: {e}", N::METHOD))
+}
+
+/// The URI the client names a file by in what it sends (`None`: none can name it, which the
+/// percent-encoding of `file_uri` makes impossible for a path).
+pub fn uri(path: &str) -> Option<lsp_types::Uri> {
+    claude_ide_bridge::file_uri(path).parse().ok()
+}
+
+/// Stands in a notification's params for the text of a file ([`Frame::text_notification`]):
+/// control characters, escaped in JSON, that no URI or language id holds (a URI is
+/// percent-encoded, a language id is a word).
+pub const TEXT_MARK: &str = "\u{1}claude-ide-bridge:text\u{1}";
 
 /// A message waiting to be written, framed: its bytes, or, for one that carries a file's text,
 /// the bytes before and after the text and the text itself (shared by the messages of one sync),
@@ -169,25 +258,24 @@ impl SyncText {
 }
 
 impl Frame {
-    /// A notification whose params end with a text member: `params_head` is the params' JSON
-    /// before the text's value, `params_tail` what follows it.
-    pub fn text_notification(
-        method: &str,
-        params_head: &str,
-        text: &SyncText,
-        params_tail: &str,
-    ) -> Frame {
-        let head = format!(
-            r#"{{"jsonrpc":"2.0","method":{},"params":{params_head}""#,
-            Value::from(method)
-        );
-        let tail = format!(r#""{params_tail}}}"#);
+    /// A notification of `N` that carries `text`: `params` hold [`TEXT_MARK`] where the text goes
+    /// (exactly once). The message is written with the mark, then held as the bytes before and
+    /// after it beside the text, escaped only as it is written.
+    pub fn text_notification<N: Notification>(params: &N::Params, text: &SyncText) -> Frame {
+        let body = notification::<N>(params);
+        let mark = serde_json::to_vec(TEXT_MARK).expect("a string serialises");
+        let at = body
+            .windows(mark.len())
+            .position(|w| w == mark)
+            .expect("the params hold the text's mark");
+        // From the opening quote to the closing one, both kept.
+        let (head, tail) = (&body[..=at], &body[at + mark.len() - 1..]);
         let mut framed = codec::header(head.len() + text.escaped_len + tail.len());
-        framed.extend_from_slice(head.as_bytes());
+        framed.extend_from_slice(head);
         Frame::Text {
             head: framed,
             text: text.text.clone(),
-            tail: tail.into_bytes(),
+            tail: tail.to_vec(),
         }
     }
 
@@ -270,17 +358,6 @@ fn escaped_len(text: &str) -> usize {
     count.0 - 2
 }
 
-/// The body of the answer to a server's request.
-pub fn response(id: &Value, answer: Result<Value, (i64, String)>) -> Vec<u8> {
-    let msg = match answer {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err((code, message)) => {
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-        }
-    };
-    serde_json::to_vec(&msg).expect("a response serialises")
-}
-
 /// What a server's request to the client changes on our side, besides its answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Registration {
@@ -290,90 +367,126 @@ pub enum Registration {
     Removed(String, String),
 }
 
-/// The answer to a request a server sends to the client, and the registrations it adds or removes.
-///
-/// Every request gets an answer, so that no server stalls waiting for one: `workspace/configuration` gets one
-/// `null` per item (the server's defaults), `workspace/workspaceFolders` the folders, the progress and
-/// registration requests `null`, and an unknown method `MethodNotFound`.
+/// The answer to a server's request: its body, the registrations it adds or removes, and why it
+/// was refused, if it was (for the log).
+#[derive(Debug)]
+pub struct Answer {
+    /// The response's body.
+    pub body: Vec<u8>,
+    /// What it registered or unregistered.
+    pub registrations: Vec<Registration>,
+    /// The error's message, when the answer is one.
+    pub refused: Option<String>,
+}
+
+/// The answer `result` to request `id` of `R`.
+fn reply<R: Request>(id: &Value, result: &R::Result) -> Answer {
+    Answer {
+        body: response::<R>(id, result),
+        registrations: Vec::new(),
+        refused: None,
+    }
+}
+
+/// The error `code` with `message` in answer to request `id`.
+fn refuse(id: &Value, code: i64, message: String) -> Answer {
+    Answer {
+        body: error_response(id, code, &message),
+        registrations: Vec::new(),
+        refused: Some(message),
+    }
+}
+
+/// Request `id` of `R` answered by `answer` from its params, read as `R` types them (params that
+/// cannot be read are refused as invalid).
+fn answer_with<R: Request>(
+    id: &Value,
+    params: &RawValue,
+    answer: impl FnOnce(R::Params) -> Result<(R::Result, Vec<Registration>), (i64, String)>,
+) -> Answer {
+    let read = serde_json::from_str::<R::Params>(params.get())
+        .map_err(|e| (INVALID_PARAMS, format!("bad {} params: {e}", R::METHOD)));
+    match read.and_then(answer) {
+        Ok((result, registrations)) => Answer {
+            registrations,
+            ..reply::<R>(id, &result)
+        },
+        Err((code, message)) => refuse(id, code, message),
+    }
+}
+
+/// The answer to request `id` of `method` a server sends to the client, and the registrations it
+/// adds or removes. Every request gets an answer, so that no server stalls waiting for one, typed
+/// by its method's `Request`: `workspace/configuration` gets one `null` per item (the server's
+/// defaults), `workspace/workspaceFolders` the folders, the progress and refresh requests and
+/// registrations `null`, `workspace/applyEdit` and `window/showDocument` a refusal in their
+/// result, params that cannot be read `InvalidParams`, and an unknown method `MethodNotFound`.
+/// Params the answer does not depend on are not read.
 pub fn answer_server_request(
+    id: &Value,
     method: &str,
     params: &RawValue,
     folders: &[lsp_types::WorkspaceFolder],
-) -> (Result<Value, (i64, String)>, Vec<Registration>) {
+) -> Answer {
     match method {
-        "workspace/configuration" => {
-            #[derive(Deserialize)]
-            struct Items {
-                items: Vec<serde::de::IgnoredAny>,
-            }
-            match serde_json::from_str::<Items>(params.get()) {
-                // Each item would cost a value of 32 bytes (and 5 in the answer) for 2 in the
+        WorkspaceConfiguration::METHOD => {
+            answer_with::<WorkspaceConfiguration>(id, params, |p| {
+                let n = p.items.len();
+                // Each item costs a value of 32 bytes (and 5 in the answer) for 2 in the
                 // request: more than any server asks for is refused.
-                Ok(items) if items.items.len() > MAX_CONFIGURATION_ITEMS => (
-                    Err((
+                if n > MAX_CONFIGURATION_ITEMS {
+                    return Err((
                         INVALID_PARAMS,
-                        format!(
-                            "more than {MAX_CONFIGURATION_ITEMS} configuration items ({})",
-                            items.items.len()
-                        ),
-                    )),
-                    vec![],
-                ),
-                Ok(items) => (
-                    Ok(Value::Array(vec![Value::Null; items.items.len()])),
-                    vec![],
-                ),
-                Err(e) => (
-                    Err((INVALID_PARAMS, format!("bad configuration params: {e}"))),
-                    vec![],
-                ),
-            }
+                        format!("more than {MAX_CONFIGURATION_ITEMS} configuration items ({n})"),
+                    ));
+                }
+                Ok((vec![Value::Null; n], Vec::new()))
+            })
         }
         // Read as ids and methods only: `registerOptions` (any JSON) is passed over, not built.
-        "client/registerCapability" => {
-            let regs = serde_json::from_str::<Registrations>(params.get())
-                .map(|p| {
-                    p.registrations
-                        .into_iter()
-                        .map(|r| Registration::Added(r.id, r.method))
-                        .collect()
-                })
-                .unwrap_or_default();
-            (Ok(Value::Null), regs)
+        RegisterCapability::METHOD => answer_with::<RegisterCapability>(id, params, |p| {
+            let added = p.registrations.into_iter();
+            Ok((
+                (),
+                added.map(|r| Registration::Added(r.id, r.method)).collect(),
+            ))
+        }),
+        UnregisterCapability::METHOD => answer_with::<UnregisterCapability>(id, params, |p| {
+            let removed = p.unregisterations.into_iter();
+            Ok((
+                (),
+                removed
+                    .map(|r| Registration::Removed(r.id, r.method))
+                    .collect(),
+            ))
+        }),
+        req::WorkDoneProgressCreate::METHOD => reply::<req::WorkDoneProgressCreate>(id, &()),
+        req::ShowMessageRequest::METHOD => reply::<req::ShowMessageRequest>(id, &None),
+        req::WorkspaceDiagnosticRefresh::METHOD => {
+            reply::<req::WorkspaceDiagnosticRefresh>(id, &())
         }
-        "client/unregisterCapability" => {
-            let regs = serde_json::from_str::<Unregistrations>(params.get())
-                .map(|p| {
-                    p.unregisterations
-                        .into_iter()
-                        .map(|r| Registration::Removed(r.id, r.method))
-                        .collect()
-                })
-                .unwrap_or_default();
-            (Ok(Value::Null), regs)
+        req::SemanticTokensRefresh::METHOD => reply::<req::SemanticTokensRefresh>(id, &()),
+        req::InlayHintRefreshRequest::METHOD => reply::<req::InlayHintRefreshRequest>(id, &()),
+        req::InlineValueRefreshRequest::METHOD => reply::<req::InlineValueRefreshRequest>(id, &()),
+        req::CodeLensRefresh::METHOD => reply::<req::CodeLensRefresh>(id, &()),
+        req::WorkspaceFoldersRequest::METHOD => {
+            reply::<req::WorkspaceFoldersRequest>(id, &Some(folders.to_vec()))
         }
-        "window/workDoneProgress/create"
-        | "window/showMessageRequest"
-        | "workspace/diagnostic/refresh"
-        | "workspace/semanticTokens/refresh"
-        | "workspace/inlayHint/refresh"
-        | "workspace/inlineValue/refresh"
-        | "workspace/codeLens/refresh" => (Ok(Value::Null), vec![]),
-        "workspace/workspaceFolders" => (
-            Ok(serde_json::to_value(folders).expect("folders serialise")),
-            vec![],
+        req::ApplyWorkspaceEdit::METHOD => reply::<req::ApplyWorkspaceEdit>(
+            id,
+            &lsp_types::ApplyWorkspaceEditResponse {
+                applied: false,
+                failure_reason: Some("this client does not apply edits".to_owned()),
+                failed_change: None,
+            },
         ),
-        "workspace/applyEdit" => (
-            Ok(json!({"applied": false, "failureReason": "this client does not apply edits"})),
-            vec![],
-        ),
-        "window/showDocument" => (Ok(json!({"success": false})), vec![]),
-        _ => (
-            Err((
-                METHOD_NOT_FOUND,
-                format!("method not supported by this client: {method}"),
-            )),
-            vec![],
+        req::ShowDocument::METHOD => {
+            reply::<req::ShowDocument>(id, &lsp_types::ShowDocumentResult { success: false })
+        }
+        _ => refuse(
+            id,
+            METHOD_NOT_FOUND,
+            format!("method not supported by this client: {method}"),
         ),
     }
 }
@@ -381,6 +494,7 @@ pub fn answer_server_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// A text frame is the JSON of its message, with a header of its exact length, the text
     /// escaped a chunk at a time: control characters, quotes, backslashes, and characters of
@@ -388,11 +502,15 @@ mod tests {
     #[test]
     fn a_text_frame_is_its_messages_json() {
         let text = "a\u{1}é\"\\😀\n".repeat(30_000);
-        let frame = Frame::text_notification(
-            "textDocument/didSave",
-            r#"{"textDocument":{"uri":"file:///w/a.py"},"text":"#,
+        let params = lsp_types::DidSaveTextDocumentParams {
+            text_document: lsp_types::TextDocumentIdentifier {
+                uri: uri("/w/a.py").unwrap(),
+            },
+            text: Some(TEXT_MARK.to_owned()),
+        };
+        let frame = Frame::text_notification::<lsp_types::notification::DidSaveTextDocument>(
+            &params,
             &SyncText::new(&text),
-            "}",
         );
         let bytes = frame.start(usize::MAX);
         let mut decoder = codec::Decoder::new(usize::MAX);
@@ -446,40 +564,59 @@ mod tests {
         assert!(parse(b"\xff").is_err());
     }
 
+    /// The answer to request `id` of `method`: its JSON, and its registrations.
+    fn ask(
+        method: &str,
+        params: &str,
+        folders: &[lsp_types::WorkspaceFolder],
+    ) -> (Value, Vec<Registration>) {
+        let answer = answer_server_request(&json!("s1"), method, &raw(params), folders);
+        let body: Value = serde_json::from_slice(&answer.body).unwrap();
+        assert_eq!(body["jsonrpc"], "2.0");
+        assert_eq!(body["id"], "s1");
+        assert_eq!(
+            answer.refused.as_deref(),
+            body["error"]["message"].as_str(),
+            "{body}"
+        );
+        (body, answer.registrations)
+    }
+
     #[test]
     fn too_many_configuration_items_are_refused() {
         let items = vec!["{}"; MAX_CONFIGURATION_ITEMS + 1].join(",");
-        let (answer, _) = answer_server_request(
+        let (answer, _) = ask(
             "workspace/configuration",
-            &raw(&format!(r#"{{"items":[{items}]}}"#)),
+            &format!(r#"{{"items":[{items}]}}"#),
             &[],
         );
-        assert!(matches!(answer, Err((INVALID_PARAMS, _))), "{answer:?}");
+        assert_eq!(answer["error"]["code"], INVALID_PARAMS, "{answer}");
     }
 
     #[test]
     fn configuration_gets_one_null_per_item() {
-        let (answer, regs) = answer_server_request(
+        let (answer, regs) = ask(
             "workspace/configuration",
-            &raw(r#"{"items":[{"section":"python"},{"section":"python.analysis"},{}]}"#),
+            r#"{"items":[{"section":"python"},{"section":"python.analysis"},{}]}"#,
             &[],
         );
-        assert_eq!(answer, Ok(json!([null, null, null])));
+        assert_eq!(answer["result"], json!([null, null, null]));
         assert!(regs.is_empty());
-        let (answer, _) = answer_server_request("workspace/configuration", &raw("null"), &[]);
-        assert_eq!(answer.unwrap_err().0, INVALID_PARAMS);
+        let (answer, _) = ask("workspace/configuration", "null", &[]);
+        assert_eq!(answer["error"]["code"], INVALID_PARAMS);
     }
 
     #[test]
     fn registrations_are_reported() {
-        let (answer, regs) = answer_server_request(
+        let (answer, regs) = ask(
             "client/registerCapability",
-            &raw(
-                r#"{"registrations":[{"id":"1","method":"textDocument/diagnostic","registerOptions":{}}]}"#,
-            ),
+            r#"{"registrations":[{"id":"1","method":"textDocument/diagnostic","registerOptions":{}}]}"#,
             &[],
         );
-        assert_eq!(answer, Ok(Value::Null));
+        assert_eq!(
+            answer,
+            json!({"jsonrpc": "2.0", "id": "s1", "result": null})
+        );
         assert_eq!(
             regs,
             vec![Registration::Added(
@@ -487,9 +624,9 @@ mod tests {
                 "textDocument/diagnostic".into()
             )]
         );
-        let (_, regs) = answer_server_request(
+        let (_, regs) = ask(
             "client/unregisterCapability",
-            &raw(r#"{"unregisterations":[{"id":"1","method":"textDocument/formatting"}]}"#),
+            r#"{"unregisterations":[{"id":"1","method":"textDocument/formatting"}]}"#,
             &[],
         );
         assert_eq!(
@@ -507,86 +644,60 @@ mod tests {
             uri: "file:///w".parse().unwrap(),
             name: "w".into(),
         };
-        let (answer, _) =
-            answer_server_request("workspace/workspaceFolders", &raw("null"), &[folder]);
-        assert_eq!(answer, Ok(json!([{"uri": "file:///w", "name": "w"}])));
-        let (answer, _) = answer_server_request(
-            "window/workDoneProgress/create",
-            &raw(r#"{"token":1}"#),
-            &[],
-        );
-        assert_eq!(answer, Ok(Value::Null));
-        let (answer, _) = answer_server_request("custom/thing", &raw("{}"), &[]);
-        assert_eq!(answer.unwrap_err().0, METHOD_NOT_FOUND);
-        let body = response(&json!("s1"), Err((METHOD_NOT_FOUND, "no".into())));
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["id"], "s1");
-        assert_eq!(v["error"]["code"], METHOD_NOT_FOUND);
+        let (answer, _) = ask("workspace/workspaceFolders", "null", &[folder]);
+        assert_eq!(answer["result"], json!([{"uri": "file:///w", "name": "w"}]));
+        for (method, result) in [
+            ("window/workDoneProgress/create", json!(null)),
+            ("window/showMessageRequest", json!(null)),
+            ("workspace/diagnostic/refresh", json!(null)),
+            ("workspace/codeLens/refresh", json!(null)),
+            ("window/showDocument", json!({"success": false})),
+            (
+                "workspace/applyEdit",
+                json!({"applied": false, "failureReason": "this client does not apply edits"}),
+            ),
+        ] {
+            // Their params are not read: any will do.
+            let (answer, _) = ask(method, r#"{"any":[1,2]}"#, &[]);
+            assert_eq!(answer["result"], result, "{method}: {answer}");
+            assert!(answer.get("error").is_none());
+        }
+        let (answer, _) = ask("custom/thing", "{}", &[]);
+        assert_eq!(answer["error"]["code"], METHOD_NOT_FOUND);
+        assert!(answer.get("result").is_none());
+        // Registrations that cannot be read are refused, not taken for none.
+        let (answer, regs) = ask("client/registerCapability", r#"{"registrations":5}"#, &[]);
+        assert_eq!(answer["error"]["code"], INVALID_PARAMS);
+        assert!(regs.is_empty());
     }
-}
 
-/// A registration or unregistration, without its options.
-#[derive(Deserialize)]
-struct IdAndMethod {
-    id: String,
-    method: String,
-}
-
-#[derive(Deserialize)]
-struct Registrations {
-    registrations: Vec<IdAndMethod>,
-}
-
-/// (`unregisterations`: the protocol's own spelling.)
-#[derive(Deserialize)]
-struct Unregistrations {
-    unregisterations: Vec<IdAndMethod>,
-}
-
-/// A diagnostic as a server sends it, with only what the client keeps: `data`, `relatedInformation`,
-/// `tags` and `codeDescription` (any JSON, which `lsp_types` builds as values, about 16 times the bytes of a
-/// long `[0,0,...]`) are passed over without being built.
-#[derive(Debug, Deserialize)]
-pub struct ServerDiagnostic {
-    /// Where.
-    pub range: lsp_types::Range,
-    /// How bad (absent: an error).
-    #[serde(default)]
-    pub severity: Option<lsp_types::DiagnosticSeverity>,
-    /// The server's code for it.
-    #[serde(default)]
-    pub code: Option<lsp_types::NumberOrString>,
-    /// Who says so (`rustc`, `pyright`).
-    #[serde(default)]
-    pub source: Option<String>,
-    /// What.
-    pub message: String,
-}
-
-/// `textDocument/publishDiagnostics`' params, read as [`ServerDiagnostic`]s.
-#[derive(Debug, Deserialize)]
-pub struct Published {
-    /// The file.
-    pub uri: String,
-    /// The document version they are for, if the server says.
-    #[serde(default)]
-    pub version: Option<i32>,
-    /// Its diagnostics.
-    pub diagnostics: Vec<ServerDiagnostic>,
-}
-
-/// A `textDocument/diagnostic` answer, read as [`ServerDiagnostic`]s and without buffering: `lsp_types` reads
-/// it as an untagged enum of internally tagged ones, which builds the whole answer in memory first. Related
-/// documents are passed over (the client asks for one file); a report without `kind` is a partial one.
-#[derive(Debug, Deserialize)]
-pub struct PullReport {
-    /// `full`, `unchanged`, or absent (a partial result).
-    #[serde(default)]
-    pub kind: Option<String>,
-    /// The id to send back as `previousResultId`.
-    #[serde(rename = "resultId", default)]
-    pub result_id: Option<String>,
-    /// A full report's diagnostics.
-    #[serde(default)]
-    pub items: Vec<ServerDiagnostic>,
+    /// What the client sends is its method's params as lsp-types types them.
+    #[test]
+    fn requests_and_notifications_are_their_methods_params() {
+        let body = request::<lsp_types::request::Shutdown>(7, &());
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).unwrap(),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "shutdown", "params": null})
+        );
+        let cancel = lsp_types::CancelParams {
+            id: lsp_types::NumberOrString::Number(7),
+        };
+        let body = notification::<lsp_types::notification::Cancel>(&cancel);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).unwrap(),
+            json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}})
+        );
+        let edits = raw(
+            r#"[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"newText":"x"}]"#,
+        );
+        let edits = decode::<lsp_types::request::Formatting>(&edits)
+            .unwrap()
+            .unwrap();
+        assert_eq!(edits[0].new_text, "x");
+        let err = decode::<lsp_types::request::Formatting>(&raw("5")).unwrap_err();
+        assert!(
+            err.starts_with("unreadable answer to textDocument/formatting"),
+            "{err}"
+        );
+    }
 }

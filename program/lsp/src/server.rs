@@ -12,10 +12,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge::{Diagnostic, FileDiagnostics};
-use serde_json::value::RawValue;
+use lsp_types::request::Request;
 
 use crate::codec::Decoder;
 use crate::log::Log;
+use crate::messages::DocumentDiagnostic;
 use crate::rpc::ResponseError;
 use crate::state::{Effect, LspLimits, Phase, Pulled, State};
 use crate::sys;
@@ -71,6 +72,8 @@ pub(crate) enum RequestError {
     Server(ResponseError),
     /// The text it is about could not be sent (see [`State::sync`]): it was not asked.
     NotSent,
+    /// The answer is not what the request's type says it is, with why.
+    BadAnswer(String),
 }
 
 /// A started server process.
@@ -255,30 +258,28 @@ impl ServerProcess {
     }
 
     /// Sends a request and waits for its answer until `deadline` (then cancels it).
-    pub fn request(
+    pub fn request<R: Request>(
         &self,
-        method: &str,
-        params: serde_json::Value,
+        params: R::Params,
         deadline: Instant,
-    ) -> Result<Box<RawValue>, RequestError> {
-        self.request_after(|_| true, method, params, deadline)
+    ) -> Result<R::Result, RequestError> {
+        self.request_after::<R>(|_| true, params, deadline)
     }
 
     /// [`ServerProcess::request`], with `before` done on the state in the same hold of its lock (a sync
     /// whose text the request is about: no other sync of the file comes between them); when it
     /// answers false, nothing is asked.
-    pub fn request_after(
+    pub fn request_after<R: Request>(
         &self,
         before: impl FnOnce(&mut State) -> bool,
-        method: &str,
-        params: serde_json::Value,
+        params: R::Params,
         deadline: Instant,
-    ) -> Result<Box<RawValue>, RequestError> {
+    ) -> Result<R::Result, RequestError> {
         let mut state = self.shared.lock();
         if let Phase::Exited(why) = &state.phase {
             return Err(RequestError::Exited(why.clone()));
         }
-        let id = before(&mut state).then(|| state.request(method, params));
+        let id = before(&mut state).then(|| state.request::<R>(&params));
         kill_if_hung(&mut state);
         let effects = state.take_effects();
         self.deliver(state, effects);
@@ -292,7 +293,11 @@ impl ServerProcess {
             answer.is_some() || matches!(s.phase, Phase::Exited(_))
         });
         match answer {
-            Some(Ok(result)) => Ok(result),
+            // Read outside the lock: the reader goes on meanwhile.
+            Some(Ok(result)) => {
+                drop(state);
+                crate::rpc::decode::<R>(&result).map_err(RequestError::BadAnswer)
+            }
             Some(Err(e)) => Err(RequestError::Server(e)),
             None => {
                 state.cancel(id);
@@ -352,12 +357,14 @@ impl ServerProcess {
             let Some(version) = state.version(path) else {
                 return Checked::stale(state.known(path));
             };
-            let params = state.pull_params(path);
+            let Some(params) = state.pull_params(path) else {
+                return Checked::stale(state.known(path));
+            };
             drop(state);
-            match self.request("textDocument/diagnostic", params, deadline) {
-                Ok(answer) => {
+            match self.request::<DocumentDiagnostic>(params, deadline) {
+                Ok(report) => {
                     let mut state = self.shared.lock();
-                    match state.take_pull(path, version, &answer) {
+                    match state.take_pull(path, version, report) {
                         Ok(Pulled::Kept(changed)) => {
                             let known = state.known(path);
                             let mut effects = state.take_effects();
@@ -690,6 +697,12 @@ fn read_loop(
                     break;
                 }
             }
+        }
+        // Output that is not a frame (a log line on stdout) was passed over: the log says so.
+        if let Some((n, said)) = decoder.take_skipped() {
+            log.line(&format!(
+                "skipped {n} bytes of its output that are not a Content-Length frame: {said:?}"
+            ));
         }
         if let Some(why) = fatal {
             break format!("stopped for misbehaving: {why}");

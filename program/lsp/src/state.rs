@@ -9,15 +9,19 @@ use std::time::{Duration, Instant};
 
 use claude_ide_bridge::{file_uri, uri_to_path};
 use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
+use lsp_types::notification::{self as note, Notification};
+use lsp_types::request::{self as req, Request};
 use lsp_types::{
-    DiagnosticSeverity, NumberOrString, TextDocumentSyncCapability, TextDocumentSyncKind,
+    DiagnosticSeverity, NumberOrString, TextDocumentIdentifier, TextDocumentSyncCapability,
+    TextDocumentSyncKind,
 };
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::codec;
 pub use crate::limits::LspLimits;
-use crate::rpc::{self, Frame, Incoming, Registration, ResponseError, SyncText};
+use crate::messages::{PublishDiagnostics, PullReport, ServerDiagnostic};
+use crate::rpc::{self, Frame, Incoming, Registration, ResponseError, SyncText, TEXT_MARK};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
@@ -52,8 +56,7 @@ pub(crate) struct Caps {
 
 impl Caps {
     fn from_initialize(result: &RawValue) -> Result<Caps, String> {
-        let init: lsp_types::InitializeResult = serde_json::from_str(result.get())
-            .map_err(|e| format!("unreadable initialize answer: {e}"))?;
+        let init = rpc::decode::<req::Initialize>(result)?;
         let c = init.capabilities;
         let mut caps = Caps {
             pull: c.diagnostic_provider.is_some(),
@@ -228,7 +231,7 @@ impl State {
         let params = initialize_params(pid, &self.folders);
         self.init_id = self.next_id;
         self.next_id += 1;
-        let body = rpc::request(self.init_id, "initialize", params);
+        let body = rpc::request::<req::Initialize>(self.init_id, &params);
         self.push_out(body);
     }
 
@@ -255,17 +258,16 @@ impl State {
         self.push_frame(frame, held);
     }
 
-    /// Queues a notification carrying `text` (see [`Frame::text_notification`]); the text counts
-    /// against the bound when `count_text` (not again for a second message of the same sync).
-    fn push_text(
+    /// Queues a notification of `N` carrying `text` where its params hold [`TEXT_MARK`] (see
+    /// [`Frame::text_notification`]); the text counts against the bound when `count_text` (not
+    /// again for a second message of the same sync).
+    fn push_text<N: Notification>(
         &mut self,
-        method: &str,
-        head: &str,
+        params: &N::Params,
         text: &SyncText,
-        tail: &str,
         count_text: bool,
     ) {
-        let frame = Frame::text_notification(method, head, text, tail);
+        let frame = Frame::text_notification::<N>(params, text);
         let held = frame.held() + if count_text { text.len() } else { 0 };
         self.push_frame(frame, held);
     }
@@ -305,16 +307,18 @@ impl State {
         std::mem::take(&mut self.effects)
     }
 
-    pub fn notify(&mut self, method: &str, params: impl serde::Serialize) {
-        self.push_out(rpc::notification(method, params));
+    /// Queues a notification of `N`.
+    pub fn notify<N: Notification>(&mut self, params: &N::Params) {
+        self.push_out(rpc::notification::<N>(params));
     }
 
-    /// Queues a request and returns its id; its answer is then taken with [`State::take_answer`].
-    pub fn request(&mut self, method: &str, params: impl serde::Serialize) -> i64 {
+    /// Queues a request of `R` and returns its id; its answer is then taken with
+    /// [`State::take_answer`] (and read with [`rpc::decode`]).
+    pub fn request<R: Request>(&mut self, params: &R::Params) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         self.pending.insert(id, None);
-        self.push_out(rpc::request(id, method, params));
+        self.push_out(rpc::request::<R>(id, params));
         id
     }
 
@@ -329,7 +333,12 @@ impl State {
     /// Gives up on request `id`: forgets it and tells the server.
     pub fn cancel(&mut self, id: i64) {
         if self.pending.remove(&id).is_some() {
-            self.notify("$/cancelRequest", json!({ "id": id }));
+            // lsp-types' ids are 32-bit: past 2^31 requests (never, in practice), a string.
+            let id = i32::try_from(id).map_or_else(
+                |_| NumberOrString::String(id.to_string()),
+                NumberOrString::Number,
+            );
+            self.notify::<note::Cancel>(&lsp_types::CancelParams { id });
         }
     }
 
@@ -338,14 +347,14 @@ impl State {
         self.stopping = true;
         self.early.clear();
         match self.phase {
-            Phase::Running => Some(self.request("shutdown", Value::Null)),
+            Phase::Running => Some(self.request::<req::Shutdown>(&())),
             _ => None,
         }
     }
 
     /// Queues `exit` and the closing of the server's input after it.
     pub fn finish_shutdown(&mut self) {
-        self.notify("exit", Value::Null);
+        self.notify::<note::Exit>(&());
         self.close_input = true;
     }
 
@@ -388,9 +397,13 @@ impl State {
                 .push_back((path.to_owned(), language.to_owned(), text.to_owned()));
             return true;
         }
+        let Some(uri) = rpc::uri(path) else {
+            self.effects
+                .push(Effect::Log(format!("{path} not sent: no URI names it")));
+            return false;
+        };
         let hash = text_hash(text);
         self.clock += 1;
-        let uri = file_uri(path);
         let seq = self.seq;
         let clock = self.clock;
         let change = self.caps.change;
@@ -411,32 +424,37 @@ impl State {
             // Its escaped length counted once for the messages of this sync.
             let text = SyncText::new(text);
             if change {
-                let head = format!(
-                    r#"{{"textDocument":{{"uri":{},"version":{version}}},"contentChanges":[{{"text":"#,
-                    Value::from(uri.as_str())
-                );
-                self.push_text("textDocument/didChange", &head, &text, "}]}", true);
+                let params = lsp_types::DidChangeTextDocumentParams {
+                    text_document: lsp_types::VersionedTextDocumentIdentifier {
+                        uri: uri.clone(),
+                        version,
+                    },
+                    content_changes: vec![lsp_types::TextDocumentContentChangeEvent {
+                        range: None,
+                        range_length: None,
+                        text: TEXT_MARK.to_owned(),
+                    }],
+                };
+                self.push_text::<note::DidChangeTextDocument>(&params, &text, true);
             } else {
-                self.notify(
-                    "textDocument/didClose",
-                    json!({"textDocument": {"uri": uri}}),
-                );
+                self.notify::<note::DidCloseTextDocument>(&lsp_types::DidCloseTextDocumentParams {
+                    text_document: TextDocumentIdentifier { uri: uri.clone() },
+                });
                 self.open(&uri, &language, version, &text);
             }
             // The text is what is on disk (the program read it or wrote it): servers that check on save do now.
-            match self.caps.save {
-                Some(true) => {
-                    let head = format!(
-                        r#"{{"textDocument":{{"uri":{}}},"text":"#,
-                        Value::from(uri.as_str())
-                    );
-                    self.push_text("textDocument/didSave", &head, &text, "}", false);
-                }
-                Some(false) => self.notify(
-                    "textDocument/didSave",
-                    json!({"textDocument": {"uri": uri}}),
-                ),
-                None => {}
+            let include_text = match self.caps.save {
+                Some(include_text) => include_text,
+                None => return true,
+            };
+            let params = lsp_types::DidSaveTextDocumentParams {
+                text_document: TextDocumentIdentifier { uri },
+                text: include_text.then(|| TEXT_MARK.to_owned()),
+            };
+            if include_text {
+                self.push_text::<note::DidSaveTextDocument>(&params, &text, false);
+            } else {
+                self.notify::<note::DidSaveTextDocument>(&params);
             }
         } else {
             if self.docs.len() >= self.limits.max_open_files {
@@ -460,13 +478,16 @@ impl State {
         true
     }
 
-    fn open(&mut self, uri: &str, language: &str, version: i32, text: &SyncText) {
-        let head = format!(
-            r#"{{"textDocument":{{"uri":{},"languageId":{},"version":{version},"text":"#,
-            Value::from(uri),
-            Value::from(language)
-        );
-        self.push_text("textDocument/didOpen", &head, text, "}}", true);
+    fn open(&mut self, uri: &lsp_types::Uri, language: &str, version: i32, text: &SyncText) {
+        let params = lsp_types::DidOpenTextDocumentParams {
+            text_document: lsp_types::TextDocumentItem {
+                uri: uri.clone(),
+                language_id: language.to_owned(),
+                version,
+                text: TEXT_MARK.to_owned(),
+            },
+        };
+        self.push_text::<note::DidOpenTextDocument>(&params, text, true);
     }
 
     fn close_least_recent(&mut self) {
@@ -488,10 +509,12 @@ impl State {
         if self.docs.remove(path).is_none() {
             return;
         }
-        self.notify(
-            "textDocument/didClose",
-            json!({"textDocument": {"uri": file_uri(path)}}),
-        );
+        // Opened, so named by a URI.
+        if let Some(uri) = rpc::uri(path) {
+            self.notify::<note::DidCloseTextDocument>(&lsp_types::DidCloseTextDocumentParams {
+                text_document: TextDocumentIdentifier { uri },
+            });
+        }
         self.forget(path);
     }
 
@@ -585,27 +608,26 @@ impl State {
             .collect()
     }
 
-    /// The `textDocument/diagnostic` params for `path`.
-    pub fn pull_params(&self, path: &str) -> Value {
-        let mut params = json!({"textDocument": {"uri": file_uri(path)}});
-        if let Some(id) = &self.caps.pull_identifier {
-            params["identifier"] = Value::from(id.as_str());
-        }
-        if let Some(prev) = self.diags.get(path).and_then(|s| s.result_id.clone()) {
-            params["previousResultId"] = Value::from(prev);
-        }
-        params
+    /// The `textDocument/diagnostic` params for `path` (`None`: no URI names it).
+    pub fn pull_params(&self, path: &str) -> Option<lsp_types::DocumentDiagnosticParams> {
+        Some(lsp_types::DocumentDiagnosticParams {
+            text_document: TextDocumentIdentifier {
+                uri: rpc::uri(path)?,
+            },
+            identifier: self.caps.pull_identifier.clone(),
+            previous_result_id: self.diags.get(path).and_then(|s| s.result_id.clone()),
+            work_done_progress_params: Default::default(),
+            partial_result_params: Default::default(),
+        })
     }
 
-    /// Takes a pull answer for `path` at `version`. `Err` when it is not a report.
+    /// Takes a pull answer for `path` at `version`. `Err` when it is not a whole report.
     pub fn take_pull(
         &mut self,
         path: &str,
         version: i32,
-        answer: &RawValue,
+        report: PullReport,
     ) -> Result<Pulled, String> {
-        let report: rpc::PullReport = serde_json::from_str(answer.get())
-            .map_err(|e| format!("unreadable diagnostic report: {e}"))?;
         // Not kept either once the server is gone: its diagnostics were forgotten (`gone`).
         let current = self.of_open_document(path, version) && !self.has_exited();
         match report.kind.as_deref() {
@@ -634,7 +656,7 @@ impl State {
     }
 
     /// A server's diagnostics as the client keeps them: at most so many a file, messages cut.
-    fn converted(&self, items: Vec<rpc::ServerDiagnostic>) -> Vec<Diagnostic> {
+    fn converted(&self, items: Vec<ServerDiagnostic>) -> Vec<Diagnostic> {
         items
             .into_iter()
             .take(self.limits.max_diagnostics_per_file)
@@ -650,7 +672,7 @@ impl State {
         &mut self,
         path: &str,
         version: Option<i32>,
-        items: Vec<rpc::ServerDiagnostic>,
+        items: Vec<ServerDiagnostic>,
         result_id: Option<String>,
     ) -> Option<FileDiagnostics> {
         if self.has_exited() || version.is_some_and(|v| !self.of_open_document(path, v)) {
@@ -746,7 +768,7 @@ impl State {
                 };
                 self.static_caps = self.caps.clone();
                 self.phase = Phase::Running;
-                self.notify("initialized", json!({}));
+                self.notify::<note::Initialized>(&lsp_types::InitializedParams {});
                 for (path, language, text) in std::mem::take(&mut self.early) {
                     self.sync(&path, &language, &text);
                 }
@@ -757,20 +779,19 @@ impl State {
                 }
             }
             Incoming::Request { id, method, params } => {
-                let (answer, registrations) =
-                    rpc::answer_server_request(&method, &params, &self.folders);
-                if let Err((_, message)) = &answer {
+                let answer = rpc::answer_server_request(&id, &method, &params, &self.folders);
+                if let Some(message) = &answer.refused {
                     effects.push(Effect::Log(format!("answered {message}")));
                 }
-                if !registrations.is_empty() {
-                    self.register(registrations);
+                if !answer.registrations.is_empty() {
+                    self.register(answer.registrations);
                 }
-                self.push_out(rpc::response(&id, answer));
+                self.push_out(answer.body);
             }
             Incoming::Stray(what) => effects.push(Effect::Log(format!("ignored {what}"))),
             Incoming::Notification { method, params } => match method.as_str() {
-                "textDocument/publishDiagnostics" => {
-                    match serde_json::from_str::<rpc::Published>(params.get()) {
+                PublishDiagnostics::METHOD => {
+                    match rpc::params::<PublishDiagnostics>(&params) {
                         // A key no file can have (Linux paths end at 4096 bytes) is not kept:
                         // entries are counted, and each key must stay small.
                         Ok(p) if p.uri.len() > MAX_URI_BYTES => effects.push(Effect::Log(format!(
@@ -785,14 +806,16 @@ impl State {
                             None => effects
                                 .push(Effect::Log(format!("ignored diagnostics for {}", p.uri))),
                         },
-                        Err(e) => effects.push(Effect::Log(format!(
-                            "ignored unreadable publishDiagnostics: {e}"
-                        ))),
+                        Err(e) => effects.push(Effect::Log(format!("ignored {e}"))),
                     }
                 }
-                "window/logMessage" | "window/showMessage" => {
-                    if let Ok(m) = serde_json::from_str::<lsp_types::LogMessageParams>(params.get())
-                    {
+                note::LogMessage::METHOD => {
+                    if let Ok(m) = rpc::params::<note::LogMessage>(&params) {
+                        effects.push(Effect::Log(m.message));
+                    }
+                }
+                note::ShowMessage::METHOD => {
+                    if let Ok(m) = rpc::params::<note::ShowMessage>(&params) {
                         effects.push(Effect::Log(m.message));
                     }
                 }
@@ -810,9 +833,9 @@ impl State {
     /// The capabilities are worked out once for all of a message's registrations (once per
     /// registration, 300,000 of them in one message took about 10^9 steps under the lock).
     fn register(&mut self, registrations: Vec<Registration>) {
-        const PULL: &str = "textDocument/diagnostic";
-        const FORMATTING: &str = "textDocument/formatting";
-        const SAVE: &str = "textDocument/didSave";
+        const PULL: &str = req::DocumentDiagnosticRequest::METHOD;
+        const FORMATTING: &str = req::Formatting::METHOD;
+        const SAVE: &str = note::DidSaveTextDocument::METHOD;
         for registration in registrations {
             match registration {
                 Registration::Added(id, method) => {
@@ -867,7 +890,7 @@ fn truncate_chars(s: &mut String, max: usize) {
 
 /// An LSP diagnostic in the engine's shape: severity by name (`Error` when the server gives none, as editors
 /// do), range as sent (0-based, UTF-16), `source` and `code` kept, the message cut at `max_chars`.
-pub(crate) fn convert(d: rpc::ServerDiagnostic, max_chars: usize) -> Diagnostic {
+pub(crate) fn convert(d: ServerDiagnostic, max_chars: usize) -> Diagnostic {
     let severity = match d.severity {
         Some(DiagnosticSeverity::WARNING) => Diagnostic::WARNING,
         Some(DiagnosticSeverity::INFORMATION) => Diagnostic::INFORMATION,
@@ -898,31 +921,67 @@ pub(crate) fn convert(d: rpc::ServerDiagnostic, max_chars: usize) -> Diagnostic 
 }
 
 /// What the client tells a server about itself in `initialize`.
-pub(crate) fn initialize_params(pid: u32, folders: &[lsp_types::WorkspaceFolder]) -> Value {
-    json!({
-        "processId": pid,
-        "clientInfo": {"name": "claude-ide-bridge", "version": env!("CARGO_PKG_VERSION")},
-        "rootUri": folders.first().map(|f| f.uri.as_str()),
-        "rootPath": folders.first().and_then(|f| uri_to_path(f.uri.as_str())),
-        "workspaceFolders": folders,
-        "capabilities": {
-            "general": {"positionEncodings": ["utf-16"]},
-            "workspace": {
-                "configuration": true,
-                "workspaceFolders": true,
-                "diagnostics": {"refreshSupport": true},
-            },
-            "window": {"workDoneProgress": true},
-            "textDocument": {
-                "synchronization": {"dynamicRegistration": true, "didSave": true},
-                "publishDiagnostics": {"versionSupport": true, "relatedInformation": false},
-                "diagnostic": {"dynamicRegistration": true, "relatedDocumentSupport": false},
+// `rootPath` and `rootUri` are deprecated in favour of `workspaceFolders`, and still sent for
+// the servers that read only them.
+#[allow(deprecated)]
+pub(crate) fn initialize_params(
+    pid: u32,
+    folders: &[lsp_types::WorkspaceFolder],
+) -> lsp_types::InitializeParams {
+    use lsp_types::*;
+    let yes = Some(true);
+    InitializeParams {
+        process_id: Some(pid),
+        client_info: Some(ClientInfo {
+            name: "claude-ide-bridge".to_owned(),
+            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        }),
+        root_uri: folders.first().map(|f| f.uri.clone()),
+        root_path: folders.first().and_then(|f| uri_to_path(f.uri.as_str())),
+        workspace_folders: Some(folders.to_vec()),
+        capabilities: ClientCapabilities {
+            general: Some(GeneralClientCapabilities {
+                position_encodings: Some(vec![PositionEncodingKind::UTF16]),
+                ..Default::default()
+            }),
+            // Not `workspace.diagnostics.refreshSupport`: lsp-types 0.97 names it `diagnostic`,
+            // which servers do not read, and this client would only answer a refresh (it pulls
+            // a file's diagnostics each time it is asked about it anyway).
+            workspace: Some(WorkspaceClientCapabilities {
+                configuration: yes,
+                workspace_folders: yes,
+                ..Default::default()
+            }),
+            window: Some(WindowClientCapabilities {
+                work_done_progress: yes,
+                ..Default::default()
+            }),
+            text_document: Some(TextDocumentClientCapabilities {
+                synchronization: Some(TextDocumentSyncClientCapabilities {
+                    dynamic_registration: yes,
+                    did_save: yes,
+                    ..Default::default()
+                }),
+                publish_diagnostics: Some(PublishDiagnosticsClientCapabilities {
+                    version_support: yes,
+                    related_information: Some(false),
+                    ..Default::default()
+                }),
+                diagnostic: Some(DiagnosticClientCapabilities {
+                    dynamic_registration: yes,
+                    related_document_support: Some(false),
+                }),
                 // Static only: a server that registers formatting dynamically (ruff) does so after
                 // `initialized`, so a format asked right after the start would find none.
-                "formatting": {"dynamicRegistration": false},
-            },
+                formatting: Some(DocumentFormattingClientCapabilities {
+                    dynamic_registration: Some(false),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
         },
-    })
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

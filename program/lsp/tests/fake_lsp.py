@@ -29,6 +29,9 @@ def note(name, text):
 
 def send(msg, length_delta=0):
     body = json.dumps(msg).encode()
+    if MODE == "chatty":
+        # A log line on stdout before each message, as some servers and wrapper scripts print.
+        out.write(b"chatty: sending a message\n")
     out.write(b"Content-Length: %d\r\n\r\n" % (len(body) + length_delta) + body)
     out.flush()
 
@@ -115,9 +118,10 @@ def main():
                 note("grandchild", str(child.pid))
                 os._exit(4)
             if MODE == "garbage":
-                out.write(b"hello, this is not a frame\r\n\r\n")
-                out.flush()
-                sleep_forever()
+                # Lines that are not frames, without end.
+                while True:
+                    out.write(b"hello, this is not a frame\r\n")
+                    out.flush()
             if MODE == "huge":
                 big = [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "message": "x" * 1000}] * 20000
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": big}})

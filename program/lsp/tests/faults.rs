@@ -696,7 +696,7 @@ fn an_endless_flood_is_held_within_the_bounds() {
 #[test]
 fn garbage_output_stops_the_server_with_a_clear_reason() {
     for (mode, reason) in [
-        ("garbage", "malformed header"),
+        ("garbage", "more than 65536 bytes of output that is not a Content-Length frame (it began \"hello, this is not a frame"),
         ("short-length", "not a JSON-RPC message"),
     ] {
         let fx = fake(mode, |_| {});
@@ -713,6 +713,30 @@ fn garbage_output_stops_the_server_with_a_clear_reason() {
         fx.others_keep_working();
         fx.shutdown_leaves_nothing();
     }
+}
+
+/// A server that prints a log line on stdout before each message still serves: the lines are
+/// skipped, and the log says so.
+#[test]
+fn a_log_line_on_stdout_is_skipped_and_logged() {
+    let fx = fake("chatty", |_| {});
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        fx.diagnostics("a.fake", "ok\nerror", wait, wait),
+        ["bad line 1"]
+    );
+    assert_eq!(
+        fx.diagnostics("a.fake", "error\nok", wait, wait),
+        ["bad line 0"]
+    );
+    assert_eq!(fx.state_of("fake"), ServerState::Running);
+    let log = fx.log_text();
+    assert!(
+        log.contains(r#"skipped 26 bytes of its output that are not a Content-Length frame: "chatty: sending a message\n""#),
+        "{log}"
+    );
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
 }
 
 #[test]

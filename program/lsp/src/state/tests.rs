@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 
 fn frames(state: &mut State) -> Vec<Value> {
     state
@@ -385,6 +386,11 @@ fn a_text_too_long_to_send_is_refused_and_said() {
     assert_eq!(uris_of(&mut s, "textDocument/didOpen"), ["file:///w/a.py"]);
 }
 
+/// A pull's answer as the client reads it.
+fn report(json: &str) -> PullReport {
+    serde_json::from_str(json).unwrap()
+}
+
 #[test]
 fn pull_answers_are_stored_for_their_version() {
     let mut s = running(
@@ -393,26 +399,29 @@ fn pull_answers_are_stored_for_their_version() {
     );
     assert!(s.caps.pull);
     s.sync("/w/a.py", "python", "x");
-    assert_eq!(s.pull_params("/w/a.py")["identifier"], "p");
-    let full = RawValue::from_string(r#"{"kind":"full","resultId":"r1","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"bad"}]}"#.into()).unwrap();
+    let params = |s: &State| serde_json::to_value(s.pull_params("/w/a.py").unwrap()).unwrap();
+    assert_eq!(
+        params(&s),
+        // As lsp-types writes them: an optional member without a value is null.
+        json!({"textDocument": {"uri": "file:///w/a.py"}, "identifier": "p", "previousResultId": null})
+    );
+    let full = r#"{"kind":"full","resultId":"r1","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"bad"}]}"#;
     assert!(matches!(
-        s.take_pull("/w/a.py", 1, &full).unwrap(),
+        s.take_pull("/w/a.py", 1, report(full)).unwrap(),
         Pulled::Kept(Some(_))
     ));
     assert!(s.fresh("/w/a.py"));
-    assert_eq!(s.pull_params("/w/a.py")["previousResultId"], "r1");
+    assert_eq!(params(&s)["previousResultId"], "r1");
     s.sync("/w/a.py", "python", "y");
-    let unchanged =
-        RawValue::from_string(r#"{"kind":"unchanged","resultId":"r1"}"#.into()).unwrap();
+    let unchanged = r#"{"kind":"unchanged","resultId":"r1"}"#;
     assert!(matches!(
-        s.take_pull("/w/a.py", 2, &unchanged).unwrap(),
+        s.take_pull("/w/a.py", 2, report(unchanged)).unwrap(),
         Pulled::Kept(None)
     ));
     assert!(s.fresh("/w/a.py"));
     assert_eq!(s.known("/w/a.py")[0].message, "bad");
-    assert!(s
-        .take_pull("/w/a.py", 2, &RawValue::from_string("[]".into()).unwrap())
-        .is_err());
+    // A partial report (no kind).
+    assert!(s.take_pull("/w/a.py", 2, report("{}")).is_err());
 }
 
 /// A pull answered after its document was closed (to make room for another) is not kept, but
@@ -426,21 +435,21 @@ fn a_pull_answered_after_its_document_closed_is_passed_on_not_kept() {
     let version = s.version("/w/a.py").unwrap();
     s.sync("/w/b.py", "python", "y");
     assert_eq!(s.version("/w/a.py"), None);
-    let full = RawValue::from_string(r#"{"kind":"full","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"bad"}]}"#.into()).unwrap();
-    match s.take_pull("/w/a.py", version, &full).unwrap() {
+    let full = r#"{"kind":"full","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"bad"}]}"#;
+    match s.take_pull("/w/a.py", version, report(full)).unwrap() {
         Pulled::Passed(Some(d)) => assert_eq!(d[0].message, "bad"),
         other => panic!("{other:?}"),
     }
     assert!(s.known("/w/a.py").is_empty());
-    let unchanged = RawValue::from_string(r#"{"kind":"unchanged","resultId":"r"}"#.into()).unwrap();
+    let unchanged = r#"{"kind":"unchanged","resultId":"r"}"#;
     assert!(matches!(
-        s.take_pull("/w/a.py", version, &unchanged).unwrap(),
+        s.take_pull("/w/a.py", version, report(unchanged)).unwrap(),
         Pulled::Passed(None)
     ));
     // Open again: the old text's answer is still not the new text's.
     s.sync("/w/a.py", "python", "x");
     assert!(matches!(
-        s.take_pull("/w/a.py", version, &full).unwrap(),
+        s.take_pull("/w/a.py", version, report(full)).unwrap(),
         Pulled::Passed(Some(_))
     ));
     assert!(s.known("/w/a.py").is_empty());
@@ -522,7 +531,7 @@ fn off_spec_capabilities_fall_back_to_full_changes() {
     let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {"textDocumentSync": "full please"}}});
     let effects = s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
     assert!(
-        matches!(&effects[..], [Effect::Log(why)] if why.contains("unreadable initialize answer"))
+        matches!(&effects[..], [Effect::Log(why)] if why.contains("unreadable answer to initialize"))
     );
     assert!(s.is_running());
     s.sync("/w/a.py", "python", "1");
