@@ -75,19 +75,16 @@ fn start_threads(opts: Options, mut sink: EventSink) -> io::Result<Running> {
     let addr = server.local_addr();
     let lock_path = server.lock_path().map(PathBuf::from);
     let handle = server.handle();
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    // The events thread waits for the next event, never polls (an idle bridge does not wake):
+    // the stop ends that wait.
+    let stopper = server.stopper();
     let (done_tx, done_rx) = mpsc::channel();
     thread::Builder::new()
         .name("bridge-events".into())
         .spawn(move || {
-            loop {
-                if stop_rx.try_recv().is_ok() {
+            while let Some(e) = server.next_event() {
+                if !sink(e) {
                     break;
-                }
-                if let Some(e) = server.next_event_timeout(Duration::from_millis(50)) {
-                    if !sink(e) {
-                        break;
-                    }
                 }
             }
             server.stop();
@@ -97,9 +94,7 @@ fn start_threads(opts: Options, mut sink: EventSink) -> io::Result<Running> {
         addr,
         lock_path,
         handle,
-        stop: Some(Box::new(move || {
-            let _ = stop_tx.send(());
-        })),
+        stop: Some(Box::new(move || stopper.stop())),
         stopped: done_rx,
     })
 }

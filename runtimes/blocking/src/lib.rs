@@ -304,6 +304,32 @@ impl IdeServer {
         self.threads.shared.handle()
     }
 
+    /// A way to stop the server from another thread while one waits in
+    /// [`IdeServer::next_event`], which then returns `None`: a host reading events on a thread of
+    /// its own has it wait for them, never poll. [`IdeServer::stop`] (or dropping the server)
+    /// still follows, on the thread that owns it, to join the threads.
+    ///
+    /// ```no_run
+    /// use claude_ide_bridge_blocking::{IdeServer, Options};
+    ///
+    /// let server = IdeServer::start(Options::new(vec!["/home/me/project".into()], "MyEditor"))?;
+    /// let stopper = server.stopper();
+    /// let reader = std::thread::spawn(move || {
+    ///     while let Some(event) = server.next_event() {
+    ///         println!("{event:?}");
+    ///     }
+    ///     server.stop();
+    /// });
+    /// stopper.stop(); // from anywhere: the reader's next_event returns None
+    /// reader.join().unwrap();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            threads: self.threads.clone(),
+        }
+    }
+
     /// The next event, waiting for it; `None` once the server has stopped.
     pub fn next_event(&self) -> Option<Event> {
         self.threads.shared.taken(self.events.recv().ok())
@@ -330,16 +356,19 @@ impl IdeServer {
 
     fn stop_now(&mut self) {
         let shared = &self.threads.shared;
+        let acceptor = self.acceptor.take();
         // Stopped already (by `stop`, then dropped). A start that failed half way (no acceptor)
-        // still stops what it started: the timer thread, the lock file.
-        if shared.is_stopped() {
+        // still stops what it started: the timer thread, the lock file. Stopped by a `Stopper`,
+        // the threads are still to be woken and joined.
+        if shared.is_stopped() && acceptor.is_none() {
             return;
         }
-        let acceptor = self.acceptor.take();
-        shared.begin_stop();
-        let give_up = Instant::now() + STOP_GRACE;
-        while !shared.is_idle() && Instant::now() < give_up {
-            thread::sleep(Duration::from_millis(5));
+        if !shared.is_stopped() {
+            shared.begin_stop();
+            let give_up = Instant::now() + STOP_GRACE;
+            while !shared.is_idle() && Instant::now() < give_up {
+                thread::sleep(Duration::from_millis(5));
+            }
         }
         let joins = shared.stop_hard(|| {
             std::mem::take(&mut *self.threads.joins.lock().unwrap_or_else(|e| e.into_inner()))
@@ -362,6 +391,30 @@ impl IdeServer {
                 let _ = t.join();
             }
         }
+    }
+}
+
+/// Stops an [`IdeServer`] from any thread (see [`IdeServer::stopper`]).
+#[derive(Clone)]
+pub struct Stopper {
+    threads: Arc<Threads>,
+}
+
+impl Stopper {
+    /// The part of [`IdeServer::stop`] that needs no thread of the server's: pending diffs are
+    /// answered `DIFF_REJECTED`, clients are sent Close 1001 and given up to 2 s to finish, then
+    /// every socket is closed, the lock file removed and `next_event` ends. Later calls do nothing.
+    pub fn stop(&self) {
+        let shared = &self.threads.shared;
+        if shared.is_stopped() {
+            return;
+        }
+        shared.begin_stop();
+        let give_up = Instant::now() + STOP_GRACE;
+        while !shared.is_idle() && Instant::now() < give_up {
+            thread::sleep(Duration::from_millis(5));
+        }
+        shared.stop_hard(|| ());
     }
 }
 

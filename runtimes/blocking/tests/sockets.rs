@@ -67,3 +67,45 @@ fn try_next_event_and_stop_with_pending_diff() {
     assert!(c.closed_within(Duration::from_secs(3)));
     stopper.join().unwrap();
 }
+
+/// A `Stopper` stops the server from another thread while one waits in `next_event` (which has
+/// no timeout: nothing polls): the wait ends with `None`, the pending diff is rejected, the lock
+/// file is gone, and `stop` afterwards joins the threads and gives the port back.
+#[test]
+fn a_stopper_ends_a_wait_in_next_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = IdeServer::start(scenarios::opts(dir.path())).unwrap();
+    let port = s.port();
+    let lock = s.lock_path().unwrap().to_path_buf();
+    let (_, c) = client::connect(port, Some(scenarios::TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    let stopper = s.stopper();
+    let (seen_tx, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut calls = 0;
+        while let Some(e) = s.next_event() {
+            if matches!(e, Event::ToolCall { .. }) {
+                calls += 1;
+                let _ = seen_tx.send(());
+            }
+        }
+        s.stop();
+        calls
+    });
+    let id = c.call_tool(
+        "openDiff",
+        serde_json::json!({"old_file_path": "/w/a", "new_file_path": "/w/a",
+                           "new_file_contents": "x", "tab_name": "t"}),
+    );
+    seen.recv_timeout(Duration::from_secs(10)).unwrap();
+    stopper.stop();
+    assert!(!lock.exists(), "the lock file outlived the stop");
+    let resp = c.response(id);
+    assert_eq!(resp["result"]["content"][0]["text"], "DIFF_REJECTED");
+    assert!(c.closed_within(Duration::from_secs(3)));
+    assert_eq!(reader.join().unwrap(), 1);
+    std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port was given back");
+    // A second stop does nothing.
+    stopper.stop();
+}

@@ -1,0 +1,239 @@
+//! How much an idle bridge costs (issue 32, item 1): how often its process wakes, counted as the
+//! context switches of all its threads (`/proc/PID/task/*/status`, voluntary and nonvoluntary),
+//! and its private memory (`RssAnon`), over a window of idle time, for each runtime, with no
+//! client and with a connected, initialized client that says nothing (it answers the bridge's
+//! keepalive pings, as the real client does). Not a test: figures go to BENCHMARKS.md.
+//!
+//! ```text
+//! cargo build --release -p claude-ide-bridge-cli
+//! cargo run --release -p claude-ide-bridge-bench-idle -- [--seconds 30] [--runtime threads|smol]...
+//!     [--bin PATH] [--baseline OLD-BINARY]
+//! ```
+//!
+//! `--baseline` measures an older build in the same run, for the comparison.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use claude_ide_bridge_testsupport::client;
+use serde_json::Value;
+
+struct Args {
+    seconds: u64,
+    runtimes: Vec<String>,
+    bins: Vec<(String, PathBuf)>,
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("bench-idle: {msg}");
+    std::process::exit(2)
+}
+
+fn args() -> Args {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let mut a = Args {
+        seconds: 30,
+        runtimes: Vec::new(),
+        bins: Vec::new(),
+    };
+    let mut bin = target.join("release/claude-ide-bridge");
+    let mut baseline = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || {
+            it.next()
+                .unwrap_or_else(|| die(&format!("{arg} needs a value")))
+        };
+        match arg.as_str() {
+            "--seconds" => {
+                a.seconds = value()
+                    .parse()
+                    .unwrap_or_else(|_| die("--seconds: a number"))
+            }
+            "--runtime" => a.runtimes.push(value()),
+            "--bin" => bin = PathBuf::from(value()),
+            "--baseline" => baseline = Some(PathBuf::from(value())),
+            // `cargo bench` passes this to every bench target.
+            "--bench" => {}
+            other => die(&format!(
+                "unknown argument {other:?} (--seconds N, --runtime R, --bin PATH, --baseline PATH)"
+            )),
+        }
+    }
+    if a.runtimes.is_empty() {
+        a.runtimes = vec!["threads".into(), "smol".into()];
+    }
+    if let Some(b) = baseline {
+        a.bins.push(("baseline".into(), b));
+    }
+    a.bins.push(("this".into(), bin));
+    a
+}
+
+/// A bridge serving an empty workspace in a sandbox of its own (HOME, lock and state folders).
+struct Bridge {
+    child: Child,
+    port: u16,
+    token: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Bridge {
+    fn start(bin: &Path, runtime: &str) -> Bridge {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir(&ws).unwrap();
+        let lock_dir = dir.path().join("ide");
+        let mut child = Command::new(bin)
+            .args([
+                "serve",
+                "--on-diff",
+                "reject",
+                "--no-lsp",
+                "--runtime",
+                runtime,
+            ])
+            .arg("--workspace")
+            .arg(&ws)
+            .arg("--lock-dir")
+            .arg(&lock_dir)
+            .env("HOME", dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env_remove("CLAUDE_IDE_BRIDGE_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                die(&format!(
+                    "{}: {e} (cargo build --release -p claude-ide-bridge-cli)",
+                    bin.display()
+                ))
+            });
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut port = None;
+        let mut line = String::new();
+        while port.is_none() {
+            line.clear();
+            if err.read_line(&mut line).unwrap_or(0) == 0 {
+                die("the bridge exited before printing its port");
+            }
+            port = line
+                .trim()
+                .strip_prefix("export CLAUDE_CODE_SSE_PORT=")
+                .and_then(|p| p.parse().ok());
+        }
+        thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        let port = port.unwrap();
+        let lock: Value = serde_json::from_str(
+            &fs::read_to_string(lock_dir.join(format!("{port}.lock"))).unwrap(),
+        )
+        .unwrap();
+        Bridge {
+            child,
+            port,
+            token: lock["authToken"].as_str().unwrap().to_string(),
+            _dir: dir,
+        }
+    }
+
+    /// A client that connects, initializes, then only answers pings (on a thread of its own, in
+    /// this process), until the bridge closes the connection.
+    fn silent_client(&self) {
+        let (status, c) = client::connect(self.port, Some(&self.token));
+        assert_eq!(status, 101, "the bridge refused the connection");
+        let mut c = c.unwrap();
+        c.init();
+        thread::spawn(move || {
+            while c.recv_json(Duration::from_secs(3600)).is_some() || c.why().is_empty() {}
+        });
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A number field (`Name:  123 kB`) of a `/proc` status text.
+fn field(status: &str, name: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Context switches of every thread of `pid` so far, and its thread count. (The process's own
+/// `status` counts only its main thread.)
+fn switches(pid: u32) -> (u64, usize) {
+    let mut total = 0;
+    let mut threads = 0;
+    for task in fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        if let Ok(s) = fs::read_to_string(task.path().join("status")) {
+            total += field(&s, "voluntary_ctxt_switches") + field(&s, "nonvoluntary_ctxt_switches");
+            threads += 1;
+        }
+    }
+    (total, threads)
+}
+
+/// A thread that exited during the window takes its count with it: the window is measured
+/// again, at most twice, when the thread count changed.
+fn idle_window(pid: u32, seconds: u64) -> (u64, usize) {
+    for _ in 0..3 {
+        let (before, n) = switches(pid);
+        thread::sleep(Duration::from_secs(seconds));
+        let (after, m) = switches(pid);
+        if n == m {
+            return (after.saturating_sub(before), m);
+        }
+    }
+    die("the bridge's thread count kept changing while idle")
+}
+
+fn main() {
+    let a = args();
+    println!(
+        "idle for {} s per case; wake-ups = context switches of all threads (voluntary + nonvoluntary)",
+        a.seconds
+    );
+    println!(
+        "{:<9} {:<8} {:<14} {:>8} {:>12} {:>10} {:>12}",
+        "binary", "runtime", "client", "threads", "switches", "per min", "RssAnon kB"
+    );
+    for runtime in &a.runtimes {
+        for (name, bin) in &a.bins {
+            for with_client in [false, true] {
+                let b = Bridge::start(bin, runtime);
+                if with_client {
+                    b.silent_client();
+                }
+                // Start-up (threads starting, the first allocations) is over.
+                thread::sleep(Duration::from_secs(1));
+                let pid = b.child.id();
+                let (n, threads) = idle_window(pid, a.seconds);
+                let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+                println!(
+                    "{:<9} {:<8} {:<14} {:>8} {:>12} {:>10.1} {:>12}",
+                    name,
+                    runtime,
+                    if with_client { "silent client" } else { "none" },
+                    threads,
+                    n,
+                    n as f64 * 60.0 / a.seconds as f64,
+                    field(&status, "RssAnon"),
+                );
+            }
+        }
+    }
+}
