@@ -490,7 +490,7 @@ const WATCH: Duration = Duration::from_secs(1);
 
 /// The writer's checks, under the lock: the server is done (exited, found exited, or past its
 /// `initialize` deadline, each recorded), or not.
-fn done(state: &mut State, child: &Child, init_deadline: Instant, timeout: Duration) -> bool {
+fn done(state: &mut State, child: &mut Child, init_deadline: Instant, timeout: Duration) -> bool {
     if matches!(state.phase, Phase::Exited(_)) {
         return true;
     }
@@ -515,22 +515,13 @@ fn write_watched(
     mut bytes: &[u8],
     mut give_up: impl FnMut() -> bool,
 ) -> std::io::Result<bool> {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let watch = Timespec {
-        tv_sec: WATCH.as_secs() as _,
-        tv_nsec: 0,
-    };
     while !bytes.is_empty() {
         match input.write(bytes) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => bytes = &bytes[n..],
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut fds = [PollFd::new(input, PollFlags::OUT)];
-                match poll(&mut fds, Some(&watch)) {
-                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                    Err(e) => return Err(e.into()),
-                }
+                sys::wait_writable(input, WATCH)?;
                 if give_up() {
                     return Ok(false);
                 }
@@ -553,15 +544,13 @@ fn write_loop(
     on_change: &OnChange,
 ) {
     // Non-blocking, so that a server that stops reading does not hold the writer from its checks.
-    let mut stdin = rustix::io::ioctl_fionbio(&stdin, true)
-        .is_ok()
-        .then_some(stdin);
+    let mut stdin = sys::set_nonblocking(&stdin).then_some(stdin);
     let mut state = shared.lock();
     if stdin.is_none() {
         state.exit("could not set up its input".to_owned());
     }
     loop {
-        if done(&mut state, &child, init_deadline, initialize_timeout) {
+        if done(&mut state, &mut child, init_deadline, initialize_timeout) {
             break;
         }
         if state.outbox.is_empty() {
@@ -591,7 +580,7 @@ fn write_loop(
                 }
                 let mut give_up = || {
                     let mut state = shared.lock();
-                    done(&mut state, &child, init_deadline, initialize_timeout)
+                    done(&mut state, &mut child, init_deadline, initialize_timeout)
                 };
                 match frame.write(|piece| write_watched(input, piece, &mut give_up)) {
                     Ok(true) => {}

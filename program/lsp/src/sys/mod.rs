@@ -15,7 +15,11 @@
 #[cfg(unix)]
 #[path = "unix.rs"]
 mod os;
+#[cfg(windows)]
+#[path = "windows.rs"]
+mod os;
 
 pub(crate) use os::{
     exe_extensions, has_exited, is_executable, kill_tree, own_tree, reap_id, same_file,
+    set_nonblocking, wait_writable,
 };

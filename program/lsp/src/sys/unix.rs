@@ -28,7 +28,7 @@ pub(crate) fn reap_id(pid: u32) {
 
 /// Whether the process has exited, left unreaped (its group is killed before it is reaped, so
 /// that the id is not reused meanwhile).
-pub(crate) fn has_exited(child: &Child) -> bool {
+pub(crate) fn has_exited(child: &mut Child) -> bool {
     let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
         return false;
     };
@@ -52,4 +52,27 @@ pub(crate) fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 /// name is the file's.
 pub(crate) fn exe_extensions() -> Option<String> {
     None
+}
+
+/// Makes the server's input non-blocking, so that a server that stops reading does not hold
+/// the writer from its checks; false when that cannot be done.
+pub(crate) fn set_nonblocking(input: &std::process::ChildStdin) -> bool {
+    rustix::io::ioctl_fionbio(input, true).is_ok()
+}
+
+/// Waits until the server's input takes bytes again, or `timeout` passed.
+pub(crate) fn wait_writable(
+    input: &std::process::ChildStdin,
+    timeout: std::time::Duration,
+) -> std::io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let watch = Timespec {
+        tv_sec: timeout.as_secs().try_into().unwrap_or(i64::MAX as _),
+        tv_nsec: timeout.subsec_nanos().into(),
+    };
+    let mut fds = [PollFd::new(input, PollFlags::OUT)];
+    match poll(&mut fds, Some(&watch)) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
