@@ -57,38 +57,6 @@ pub fn to_posix(path: &str) -> String {
     }
 }
 
-/// Converts a POSIX-style wire path back to a Windows path: `/c/Users/me` → `C:\Users\me`.
-///
-/// Returns `None` when the path does not start with a single-letter drive component. Useful for a host
-/// running on Windows, since [`uri_to_path`] and [`resolve_in_workspace`] answer in the POSIX style.
-///
-/// ```
-/// use claude_ide_bridge::to_windows;
-/// assert_eq!(to_windows("/c/Users/me/a.rs").as_deref(), Some(r"C:\Users\me\a.rs"));
-/// assert_eq!(to_windows("/c").as_deref(), Some(r"C:\"));
-/// assert_eq!(to_windows("/home/me"), None);
-/// ```
-pub fn to_windows(path: &str) -> Option<String> {
-    let b = path.as_bytes();
-    let ok = b.len() >= 2
-        && b[0] == b'/'
-        && b[1].is_ascii_alphabetic()
-        && (b.len() == 2 || b[2] == b'/');
-    if !ok {
-        return None;
-    }
-    let mut out = String::with_capacity(path.len() + 1);
-    out.push(char::from(b[1].to_ascii_uppercase()));
-    out.push(':');
-    let rest = &path[2..];
-    if rest.is_empty() {
-        out.push('\\');
-    } else {
-        out.push_str(&rest.replace('/', "\\"));
-    }
-    Some(out)
-}
-
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Appends `s` percent-encoded: every byte outside RFC 3986 unreserved characters and `/` is escaped.
@@ -184,8 +152,8 @@ fn percent_decode(s: &str) -> Option<String> {
 /// The scheme is matched case-insensitively; the authority must be empty or `localhost`, otherwise the result
 /// is a UNC-style `//host/path`. Percent escapes are decoded (a `%` not followed by two hex digits is kept
 /// literally, since some clients do not encode). A Windows drive (`/c:/x`, `/C%3A/x`) gives the wire form
-/// `/c/x`; use [`to_windows`] for the native `C:\x`. `?` and `#` are taken as part of the path, since file
-/// URIs in this protocol carry neither a query nor a fragment. Returns `None` for other schemes, a
+/// `/c/x`. `?` and `#` are taken as part of the path, since file URIs in this protocol carry neither a
+/// query nor a fragment. Returns `None` for other schemes, a
 /// missing path, invalid UTF-8, or NUL.
 ///
 /// ```
@@ -426,15 +394,6 @@ mod tests {
     }
 
     #[test]
-    fn windows_conversion() {
-        assert_eq!(to_windows("/c/Users/me").as_deref(), Some(r"C:\Users\me"));
-        assert_eq!(to_windows("/d/").as_deref(), Some(r"D:\"));
-        assert_eq!(to_windows("/cd/x"), None);
-        assert_eq!(to_windows("c/x"), None);
-        assert_eq!(to_windows("/"), None);
-    }
-
-    #[test]
     fn uri_encoding() {
         assert_eq!(file_uri("/a b/c#d?e%f"), "file:///a%20b/c%23d%3Fe%25f");
         assert_eq!(
@@ -491,10 +450,6 @@ mod tests {
     fn windows_round_trip() {
         let p = r"C:\Users\me\some dir\ü.rs";
         assert_eq!(uri_to_path(&file_uri(p)), Some(to_posix(p)));
-        assert_eq!(
-            to_windows(&uri_to_path(&file_uri(p)).unwrap()).as_deref(),
-            Some(r"C:\Users\me\some dir\ü.rs")
-        );
     }
 
     #[test]
