@@ -2,7 +2,6 @@
 //! implements [`Rt`] and calls every scenario.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -15,6 +14,7 @@ use claude_ide_bridge_runtime::{Handle, LockFileMode, Options};
 use serde_json::{json, Value};
 
 use crate::client::{connect, Client};
+use crate::platform::{assert_mode, set_mode};
 use claude_ide_bridge::ws::{encode_frame, OpCode};
 
 pub const TOKEN: &str = "scenario-token-0123456789abcdefghijklmnopq";
@@ -35,8 +35,8 @@ pub trait Rt {
 /// `#[test]` functions running each named scenario with runtime `$rt`.
 #[macro_export]
 macro_rules! scenario_tests {
-    ($rt:ty; $($name:ident),* $(,)?) => {
-        $(#[test] fn $name() { $crate::scenarios::$name::<$rt>(); })*
+    ($rt:ty; $($(#[$attr:meta])* $name:ident),* $(,)?) => {
+        $($(#[$attr])* #[test] fn $name() { $crate::scenarios::$name::<$rt>(); })*
     };
 }
 
@@ -61,12 +61,17 @@ macro_rules! socket_scenarios {
             lock_dir_refused,
             stale_locks,
             sigterm_child,
+            // Not on Windows: the Python peer is a Linux program, which a Windows process
+            // (under Wine in CI) cannot start.
+            #[cfg(unix)]
             python_websockets_peer,
             vanish_mid_frame,
             vanish_mid_open_diff,
             large_text_over_many_reads,
             slowloris,
             clock_jump,
+            // Not on Windows: no mode bits (privacy by access lists, SECURITY.md).
+            #[cfg(unix)]
             lock_dir_wrong_permissions,
             a_host_behind_pauses_reading,
             host_loop_answers_a_burst,
@@ -403,10 +408,6 @@ pub fn dead_peer<R: Rt>() {
     R::stop(s);
 }
 
-fn mode(p: &Path) -> u32 {
-    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777
-}
-
 pub fn lock_file<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
@@ -415,8 +416,8 @@ pub fn lock_file<R: Rt>() {
         path,
         dir.path().join("ide").join(format!("{}.lock", R::port(&s)))
     );
-    assert_eq!(mode(&dir.path().join("ide")), 0o700);
-    assert_eq!(mode(&path), 0o600);
+    assert_mode(&dir.path().join("ide"), 0o700);
+    assert_mode(&path, 0o600);
     let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
     keys.sort();
@@ -435,14 +436,21 @@ pub fn lock_file<R: Rt>() {
     assert_eq!(v["pid"], std::process::id());
     assert_eq!(v["ideName"], "ScenarioIDE");
     assert_eq!(v["transport"], "ws");
+    // The folders as this OS's claude compares them: the path itself (`/tmp/...` on Unix,
+    // `C:\...` on Windows), and whether the bridge runs on Windows.
     assert_eq!(v["workspaceFolders"], json!([dir.path().to_str().unwrap()]));
+    assert_eq!(v["runningInWindows"], cfg!(windows));
     // Rewritten atomically when the folders change.
+    let (x, y) = (dir.path().join("x"), dir.path().join("y"));
     R::handle(&s)
-        .set_workspace_folders(vec!["/srv/x".into(), "/srv/y".into()])
+        .set_workspace_folders(vec![x.clone(), y.clone()])
         .unwrap();
     let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(v["workspaceFolders"], json!(["/srv/x", "/srv/y"]));
-    assert_eq!(mode(&path), 0o600);
+    assert_eq!(
+        v["workspaceFolders"],
+        json!([x.to_str().unwrap(), y.to_str().unwrap()])
+    );
+    assert_mode(&path, 0o600);
     let leftovers: Vec<_> = fs::read_dir(dir.path().join("ide")).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "no temporary files left");
     R::stop(s);
@@ -471,38 +479,59 @@ pub fn lock_dir_refused<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().join("real");
     fs::create_dir(&real).unwrap();
-    fs::set_permissions(&real, fs::Permissions::from_mode(0o700)).unwrap();
-    std::os::unix::fs::symlink(&real, dir.path().join("ide")).unwrap();
+    set_mode(&real, 0o700);
+    crate::platform::symlink_dir(&real, &dir.path().join("ide")).unwrap();
     let err = R::start(opts(dir.path()))
         .err()
         .expect("a symlinked lock dir is refused");
     assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
     assert!(err.to_string().contains("symbolic link"), "{err}");
-    // World-writable: refused too.
-    let mut o = opts(dir.path());
-    o.lock_file = LockFileMode::Dir(real.clone());
-    fs::set_permissions(&real, fs::Permissions::from_mode(0o777)).unwrap();
-    let err = R::start(o)
-        .err()
-        .expect("a world-writable lock dir is refused");
-    assert!(err.to_string().contains("writable"), "{err}");
+    // World-writable: refused too (Unix: Windows has no mode bits).
+    if cfg!(unix) {
+        let mut o = opts(dir.path());
+        o.lock_file = LockFileMode::Dir(real.clone());
+        set_mode(&real, 0o777);
+        let err = R::start(o)
+            .err()
+            .expect("a world-writable lock dir is refused");
+        assert!(err.to_string().contains("writable"), "{err}");
+    }
 }
 
 pub fn stale_locks<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let ide = dir.path().join("ide");
     fs::create_dir(&ide).unwrap();
-    fs::set_permissions(&ide, fs::Permissions::from_mode(0o700)).unwrap();
-    let mut child = std::process::Command::new("true").spawn().unwrap();
+    set_mode(&ide, 0o700);
+    // A pid that was alive and is not: this test binary listing its tests, waited for. A live
+    // one that is not ours: the same binary as the child that waits to be killed.
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--list", "--format=terse"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let dead = child.id();
     child.wait().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut live = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "sigterm_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RT_SIGTERM_CHILD", "1")
+        .env("CLAUDE_CONFIG_DIR", elsewhere.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let lock = |pid: u32, name: &str| {
         json!({"pid": pid, "workspaceFolders": ["/w"], "ideName": name, "transport": "ws",
                "runningInWindows": false, "authToken": "t"})
         .to_string()
     };
     fs::write(ide.join("1.lock"), lock(dead, "ScenarioIDE")).unwrap();
-    fs::write(ide.join("2.lock"), lock(1, "ScenarioIDE")).unwrap();
+    fs::write(ide.join("2.lock"), lock(live.id(), "ScenarioIDE")).unwrap();
     fs::write(ide.join("3.lock"), lock(dead, "OtherIDE")).unwrap();
     let s = R::start(opts(dir.path())).unwrap();
     assert!(
@@ -512,6 +541,8 @@ pub fn stale_locks<R: Rt>() {
     assert!(ide.join("2.lock").exists(), "a live process's lock kept");
     assert!(ide.join("3.lock").exists(), "another IDE's lock kept");
     R::stop(s);
+    live.kill().unwrap();
+    live.wait().unwrap();
 }
 
 /// The child half of the SIGTERM test: runs when `RT_SIGTERM_CHILD` is set, starts a server with
@@ -529,12 +560,14 @@ pub fn sigterm_child<R: Rt>() {
     R::stop(s);
 }
 
-/// The parent half: `test_name` is the test calling [`sigterm_child`].
+/// The parent half: `test_name` is the test calling [`sigterm_child`]. Unix only (signals).
+#[cfg(unix)]
 pub fn sigterm_removes_lock(test_name: &str) {
     signal_removes_lock(test_name, "-TERM");
 }
 
-/// The parent half for any signal (`-TERM`, `-INT`).
+/// The parent half for any signal (`-TERM`, `-INT`). Unix only (signals).
+#[cfg(unix)]
 pub fn signal_removes_lock(test_name: &str, signal: &str) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
@@ -559,11 +592,7 @@ pub fn signal_removes_lock(test_name: &str, signal: &str) {
         assert!(Instant::now() < give_up, "the child wrote no lock file");
         std::thread::sleep(Duration::from_millis(20));
     };
-    let status = std::process::Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    crate::platform::signal(child.id(), signal);
     let give_up = Instant::now() + Duration::from_secs(10);
     let exit = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -820,7 +849,7 @@ pub fn lock_dir_wrong_permissions<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let ide = dir.path().join("ide");
     fs::create_dir(&ide).unwrap();
-    fs::set_permissions(&ide, fs::Permissions::from_mode(0o777)).unwrap();
+    set_mode(&ide, 0o777);
     let mut o = opts(dir.path());
     o.lock_file = LockFileMode::Dir(ide.clone());
     let err = R::start(o)
