@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod codec;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod limits;

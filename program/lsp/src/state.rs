@@ -730,6 +730,7 @@ impl State {
 
     /// Asserts the bounds on what is held (for the fuzz target and tests): per file, in total (counted
     /// exactly), files (those open may exceed it), open documents.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn check_bounds(&self) {
         let sum: usize = self.diags.values().map(|d| d.items.len()).sum();
         assert_eq!(self.total, sum, "the running total");
