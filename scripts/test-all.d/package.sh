@@ -16,16 +16,17 @@ start=$(date +%s)
 # directory of its own (dependencies built from other source paths would otherwise rebuild those
 # in target/), in which the workspace crates' fingerprints are removed first.
 # --allow-dirty: what is checked is the packaging, not whether the tree is committed.
-# The diagnostics benchmark (publish = false) is left out: it depends on the test-support crate,
-# which is publish = false too, and cargo's verification registry holds only crates that may be
-# published, so it cannot be built from a .crate file. Neither will ever be on crates.io.
+# The benchmarks that use the test-support crate (publish = false, as they are) are left out:
+# cargo's verification registry holds only crates that may be published, so they cannot be built
+# from a .crate file. None of them will ever be on crates.io.
 check="$PWD/target/package-check"
 mkdir -p "$check/cargo-home"
 rm -rf "$check"/cargo-home/registry/src/-* "$check"/target/debug/.fingerprint/claude-ide-bridge-*
 # Without debug info or incremental state: the build is only there to be checked, and this keeps
 # the check's target directory smaller and its first run faster.
 CARGO_HOME="$check/cargo-home" CARGO_PROFILE_DEV_DEBUG=false CARGO_INCREMENTAL=0 \
-  cargo package --workspace --exclude claude-ide-bridge-bench-lsp --allow-dirty --target-dir "$check/target"
+  cargo package --workspace --exclude claude-ide-bridge-bench-lsp \
+    --exclude claude-ide-bridge-bench-idle --allow-dirty --target-dir "$check/target"
 echo "package: cargo package --workspace took $(( $(date +%s) - start )) s"
 
 failed=0
