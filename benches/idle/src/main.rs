@@ -13,14 +13,12 @@
 //! `--baseline` measures an older build in the same run, for the comparison.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::thread;
 use std::time::Duration;
 
-use claude_ide_bridge_testsupport::client;
-use serde_json::Value;
+use claude_ide_bridge_testsupport::{bridge, client};
 
 struct Args {
     seconds: u64,
@@ -91,55 +89,34 @@ impl Bridge {
         let ws = dir.path().join("ws");
         fs::create_dir(&ws).unwrap();
         let lock_dir = dir.path().join("ide");
-        let mut child = Command::new(bin)
-            .args([
-                "serve",
-                "--on-diff",
-                "reject",
-                "--no-lsp",
-                "--runtime",
-                runtime,
-            ])
-            .arg("--workspace")
-            .arg(&ws)
-            .arg("--lock-dir")
-            .arg(&lock_dir)
-            .env("HOME", dir.path())
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env_remove("CLAUDE_IDE_BRIDGE_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| {
-                die(&format!(
-                    "{}: {e} (cargo build --release -p claude-ide-bridge-cli)",
-                    bin.display()
-                ))
-            });
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut port = None;
-        let mut line = String::new();
-        while port.is_none() {
-            line.clear();
-            if err.read_line(&mut line).unwrap_or(0) == 0 {
-                die("the bridge exited before printing its port");
-            }
-            port = line
-                .trim()
-                .strip_prefix("export CLAUDE_CODE_SSE_PORT=")
-                .and_then(|p| p.parse().ok());
-        }
-        thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        let port = port.unwrap();
-        let lock: Value = serde_json::from_str(
-            &fs::read_to_string(lock_dir.join(format!("{port}.lock"))).unwrap(),
+        let serving = bridge::serve(
+            Command::new(bin)
+                .args([
+                    "serve",
+                    "--on-diff",
+                    "reject",
+                    "--no-lsp",
+                    "--runtime",
+                    runtime,
+                ])
+                .arg("--workspace")
+                .arg(&ws)
+                .arg("--lock-dir")
+                .arg(&lock_dir)
+                .env("HOME", dir.path())
+                .env("XDG_STATE_HOME", dir.path().join("state"))
+                .env_remove("CLAUDE_IDE_BRIDGE_LOG"),
+            &lock_dir,
         )
-        .unwrap();
+        .unwrap_or_else(|e| {
+            die(&format!(
+                "{e} (cargo build --release -p claude-ide-bridge-cli)"
+            ))
+        });
         Bridge {
-            child,
-            port,
-            token: lock["authToken"].as_str().unwrap().to_string(),
+            child: serving.child,
+            port: serving.port,
+            token: serving.token,
             _dir: dir,
         }
     }

@@ -26,7 +26,7 @@
 //!
 //! Nothing is asserted: figures are printed. Everything stays on 127.0.0.1; every wait is bounded.
 
-use claude_ide_bridge_testsupport::{client, procs};
+use claude_ide_bridge_testsupport::{bridge, client, procs};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -260,52 +260,31 @@ struct Bridge {
 impl Bridge {
     fn start(bin: &Path, ws: &Path, dir: &Path, runtime: &str, extra: &[&str]) -> Bridge {
         let lock_dir = dir.join(format!("lock-{}", extra.join("")));
-        let mut child = Command::new(bin)
-            .args([
-                "serve",
-                "--on-diff",
-                "reject",
-                "--runtime",
-                runtime,
-                "--workspace",
-            ])
-            .arg(ws)
-            .arg("--lock-dir")
-            .arg(&lock_dir)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| {
-                die(&format!(
-                    "{}: {e} (cargo build --release -p claude-ide-bridge-cli)",
-                    bin.display()
-                ))
-            });
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut port = None;
-        let mut line = String::new();
-        while port.is_none() {
-            line.clear();
-            if err.read_line(&mut line).unwrap_or(0) == 0 {
-                die("the bridge exited before printing its port");
-            }
-            port = line
-                .trim()
-                .strip_prefix("export CLAUDE_CODE_SSE_PORT=")
-                .and_then(|p| p.parse().ok());
-        }
-        thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        let port = port.unwrap();
-        let lock: Value = serde_json::from_str(
-            &std::fs::read_to_string(lock_dir.join(format!("{port}.lock"))).unwrap(),
+        let serving = bridge::serve(
+            Command::new(bin)
+                .args([
+                    "serve",
+                    "--on-diff",
+                    "reject",
+                    "--runtime",
+                    runtime,
+                    "--workspace",
+                ])
+                .arg(ws)
+                .arg("--lock-dir")
+                .arg(&lock_dir)
+                .args(extra),
+            &lock_dir,
         )
-        .unwrap();
+        .unwrap_or_else(|e| {
+            die(&format!(
+                "{e} (cargo build --release -p claude-ide-bridge-cli)"
+            ))
+        });
         Bridge {
-            child,
-            port,
-            token: lock["authToken"].as_str().unwrap().to_string(),
+            child: serving.child,
+            port: serving.port,
+            token: serving.token,
         }
     }
 

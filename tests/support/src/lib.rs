@@ -3,11 +3,13 @@
 //! - [`scenarios`]: the scenarios every runtime runs over real loopback sockets; a runtime's test
 //!   file implements [`scenarios::Rt`] and invokes [`socket_scenarios!`] or [`handler_scenarios!`];
 //! - [`client`]: a small blocking WebSocket client on the engine's frame codec;
+//! - [`bridge`]: the program's `serve` as a child process (its port and token);
 //! - [`procs`]: processes seen through Linux `/proc` (descendants, liveness, resident memory;
 //!   nothing elsewhere);
 //! - [`platform`]: what the scenarios do differently per operating system (modes, links, signals);
 //! - [`counting_alloc`]: a counting global allocator for tests that measure memory.
 
+pub mod bridge;
 pub mod client;
 pub mod counting_alloc;
 pub mod platform;
