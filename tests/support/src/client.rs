@@ -243,3 +243,13 @@ impl Client {
         }
     }
 }
+
+/// The text items of a tool result (`result.content[].text`); panics when it has no content.
+pub fn texts(resp: &Value) -> Vec<String> {
+    resp["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content in {resp}"))
+        .iter()
+        .map(|c| c["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}

@@ -13,7 +13,7 @@ use claude_ide_bridge::{
 use claude_ide_bridge_runtime::{Handle, LockFileMode, Options};
 use serde_json::{json, Value};
 
-use crate::client::{connect, Client};
+use crate::client::{connect, texts, Client};
 use crate::platform::{assert_mode, set_mode};
 use claude_ide_bridge::ws::{encode_frame, OpCode};
 
@@ -164,15 +164,6 @@ fn diff_args(tab: &str) -> Value {
            "new_file_contents": "fn main() {}\n", "tab_name": tab})
 }
 
-fn text_of(resp: &Value) -> Vec<String> {
-    resp["result"]["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content in {resp}"))
-        .iter()
-        .map(|c| c["text"].as_str().unwrap_or("").to_string())
-        .collect()
-}
-
 pub fn handshake_token<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
@@ -220,7 +211,7 @@ pub fn deferred_open_diff<R: Rt>() {
     .join()
     .unwrap();
     let wf = c.response(wf_id);
-    assert_eq!(text_of(&wf), ["folders"]);
+    assert_eq!(texts(&wf), ["folders"]);
     let h = R::handle(&s);
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
@@ -228,7 +219,7 @@ pub fn deferred_open_diff<R: Rt>() {
             .unwrap();
     });
     let diff = c.response(diff_id);
-    assert_eq!(text_of(&diff), ["FILE_SAVED", "fn main() {}\n"]);
+    assert_eq!(texts(&diff), ["FILE_SAVED", "fn main() {}\n"]);
     assert_eq!(
         R::handle(&s).respond(diff_call, ToolResult::ok()),
         Err(ApiError::NotPending)
@@ -679,7 +670,7 @@ pub fn large_text_over_many_reads<R: Rt>() {
     R::handle(&s)
         .respond(call, ToolResult::file_saved("ok"))
         .unwrap();
-    assert_eq!(text_of(&c.response(ids[0])), ["FILE_SAVED", "ok"]);
+    assert_eq!(texts(&c.response(ids[0])), ["FILE_SAVED", "ok"]);
 
     let (mut bad, _) = client::<R>(&s);
     bad.stream.set_write_timeout(Some(WAIT)).unwrap();
@@ -966,7 +957,7 @@ pub fn host_loop_answers_a_burst<R: Rt>() {
             .recv_json(WAIT)
             .expect("the first answer, host still busy");
         assert_eq!(v["id"], json!(ids[0]), "{v}");
-        assert_eq!(text_of(&v), [uris[0].as_str()]);
+        assert_eq!(texts(&v), [uris[0].as_str()]);
         // The rest at once, but the last one, kept for later in rounds 0 and 1.
         let mut kept = None;
         for (i, uri) in uris.iter().enumerate().skip(1) {
@@ -985,14 +976,14 @@ pub fn host_loop_answers_a_burst<R: Rt>() {
         for (id, uri) in ids.iter().zip(&uris).take(answered).skip(1) {
             let v = c.recv_json(WAIT).expect("an answer of the burst");
             assert_eq!(v["id"], json!(id), "{v}");
-            assert_eq!(text_of(&v), [uri.as_str()]);
+            assert_eq!(texts(&v), [uri.as_str()]);
         }
         if let Some(call) = kept {
             assert!(c.recv_json(Duration::from_millis(100)).is_none());
             h.respond(call, ToolResult::text("later")).unwrap();
             let v = c.recv_json(WAIT).expect("the later answer");
             assert_eq!(v["id"], json!(ids[7]));
-            assert_eq!(text_of(&v), ["later"]);
+            assert_eq!(texts(&v), ["later"]);
         }
     }
     R::stop(s);
@@ -1145,7 +1136,7 @@ pub fn a_flood_of_calls_does_not_keep_another_reader_delivering<R: HandlerRt>() 
     gate.store(true, Relaxed);
     let started = Instant::now();
     let gated = b.response(gate_id);
-    assert_eq!(text_of(&gated), ["gate"]);
+    assert_eq!(texts(&gated), ["gate"]);
     let pong = b.request("ping", json!({}));
     let answered = started.elapsed();
     stop.store(true, Relaxed);

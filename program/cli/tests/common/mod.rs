@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub use claude_ide_bridge_testsupport::client;
+pub use claude_ide_bridge_testsupport::client::texts;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -251,16 +252,6 @@ impl Drop for Served {
             let _ = self.child.wait();
         }
     }
-}
-
-/// The text items of a tool result.
-pub fn texts(resp: &Value) -> Vec<String> {
-    resp["result"]["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content in {resp}"))
-        .iter()
-        .map(|c| c["text"].as_str().unwrap_or("").to_string())
-        .collect()
 }
 
 pub fn is_error(resp: &Value) -> bool {
