@@ -49,6 +49,15 @@ def wait_connected(b):
     b.wait_response(tl["id"])
 
 
+def wait_settled(b):
+    """The handshake and the listings the client makes right after it (prompts, resources) are done.
+
+    A bridge lost before then (observed: between prompts/list and resources/list) is not retried at all
+    ("Failed to fetch resources"), so the restart tests stop the bridge only once the session is idle."""
+    wait_connected(b)
+    b.wait_response(b.wait_request("resources/list")["id"])
+
+
 def edit_script(path, old, new, after="Edited it."):
     return [{"tool_use": {"name": "Edit", "input": {"file_path": str(path), "old_string": old,
                                                     "new_string": new}}},
@@ -349,11 +358,7 @@ def test_restart_reconnects_by_itself(sb, runtime):
     b1 = sb.bridge(runtime, on_diff="accept")
     c = sb.client()
     c.wait_ready()
-    wait_connected(b1)
-    # The client lists prompts and resources right after the handshake; a bridge lost before it is done
-    # (observed: between prompts/list and resources/list) is not retried at all ("Failed to fetch resources"):
-    # the restart this test is about comes later, once the session is idle.
-    b1.wait_response(b1.wait_request("resources/list")["id"])
+    wait_settled(b1)
     b1.stop(signal.SIGKILL)
     assert Path(b1.lock_file).exists(), "a killed bridge cannot remove its lock file"
     b2 = sb.bridge(runtime, name="bridge2", on_diff="accept")
@@ -372,7 +377,7 @@ def test_restart_new_token(sb, runtime):
     b1 = sb.bridge(runtime)
     c = sb.client()
     c.wait_ready()
-    wait_connected(b1)
+    wait_settled(b1)
     b1.stop()
     assert not Path(b1.lock_file).exists(), "the lock file outlived the bridge"
     b2 = sb.bridge(runtime, name="bridge2", extra_args=["--new-token"])
@@ -391,7 +396,7 @@ def test_restart_new_port(sb, runtime):
     b1 = sb.bridge(runtime)
     c = sb.client()
     c.wait_ready()
-    wait_connected(b1)
+    wait_settled(b1)
     b1.stop()
     assert not Path(b1.lock_file).exists(), "the lock file outlived the bridge"
     b2 = sb.bridge(runtime, name="bridge2", extra_args=["--port", str(free_port())])
