@@ -137,8 +137,9 @@ fn port_answers(port: u16) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
 }
 
-/// The language servers `serve` would use for `dir`: per language present, the command that would
-/// run, or every server tried and how to install it. Missing servers are not problems (claude
+/// The language servers `serve` would use for `dir`: per language present, the servers that would
+/// run together (and those that would run beside them once installed), or every server tried and
+/// how to install it. Missing servers are not problems (claude
 /// still finds the bridge); `getDiagnostics` answers `[]` for those files. The files are found by
 /// the walk `listFiles` makes (claude_ide_bridge_files: `.gitignore` honoured, `.git` and links
 /// skipped, bounded), so the languages counted are those of the files a client can list.
@@ -170,9 +171,8 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
             lang.files,
             if lang.files == 1 { "" } else { "s" }
         );
-        match &lang.command {
-            Some(cmd) => out!("ok: {} ({files}): {}", lang.language, cmd.join(" ")),
-            None => {
+        match lang.servers.as_slice() {
+            [] => {
                 out!(
                     "missing: {} ({files}): no server found; getDiagnostics answers [] for them",
                     lang.language
@@ -181,6 +181,16 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
                     out!("  install {}: {}", m.program, m.install);
                 }
                 out!("  or name one: --lsp {}=COMMAND", lang.language);
+            }
+            set => {
+                out!(
+                    "ok: {} ({files}): {}",
+                    lang.language,
+                    crate::lsp::describe_set(set)
+                );
+                for m in &lang.missing {
+                    out!("  also runs {} when installed: {}", m.program, m.install);
+                }
             }
         }
     }
@@ -397,7 +407,13 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
 
     remote::remote_view(&mut r, &matching, &all, &no_proxy, &proxies);
 
-    language_servers(servers.table(), Path::new(&lexical));
+    match servers.table() {
+        Ok(table) => language_servers(table, Path::new(&lexical)),
+        Err(e) => r.problem(
+            &format!("language servers: {e}"),
+            "name fewer servers for that language with --lsp",
+        ),
+    }
 
     if r.problems == 0 {
         out!("all good: claude started in {lexical} should find the bridge");

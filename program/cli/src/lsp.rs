@@ -43,10 +43,12 @@ impl Changes {
 /// Which servers (`serve`, `run`, `doctor`).
 #[derive(Args, Clone, Debug, Default)]
 pub struct ServerOpts {
-    /// The language server for a language: LANG=COMMAND, such as python="pylsp -v" (repeatable;
+    /// A language server for a language: LANG=COMMAND, such as python="pylsp -v" (repeatable;
     /// replaces the built-in servers of that language, or adds a language whose file extension is
-    /// LANG). COMMAND is split into words as a shell splits them (quotes, backslash escapes),
-    /// without expanding anything. `doctor` lists what would run.
+    /// LANG; given again for the same language, runs that server too, beside the first, at most 4
+    /// per language: python=pylsp --lsp python="ruff server"). COMMAND is split into words as a
+    /// shell splits them (quotes, backslash escapes), without expanding anything. `doctor` lists
+    /// what would run.
     #[arg(long = "lsp", value_name = "LANG=COMMAND", value_parser = parse_override)]
     pub lsp: Vec<Override>,
     /// Start no language server: getDiagnostics answers only what an editor reports (--stdio).
@@ -56,16 +58,50 @@ pub struct ServerOpts {
 
 impl ServerOpts {
     /// The server table: the built-in one with the overrides applied, or `None` with `--no-lsp`.
-    pub fn table(&self) -> Option<ServerTable> {
+    /// The first override of a language replaces its servers, the next ones of that language run
+    /// beside it; refused past [`claude_ide_bridge_lsp::MAX_SERVERS`] for one language.
+    pub fn table(&self) -> Result<Option<ServerTable>, String> {
         if self.no_lsp {
-            return None;
+            return Ok(None);
         }
         let mut table = ServerTable::builtin();
+        let mut named: Vec<String> = Vec::new();
         for ov in &self.lsp {
-            table.set(ov.clone());
+            // `py` and `python` name the same language.
+            let language = table.named(&ov.language).unwrap_or(&ov.language).to_owned();
+            if named.contains(&language) {
+                table.add(ov.clone()).map_err(|e| format!("--lsp {e}"))?;
+            } else {
+                table.set(ov.clone());
+                named.push(language);
+            }
         }
-        Some(table)
+        Ok(Some(table))
     }
+
+    /// The languages `--lsp` names, as ids of `table`, each once, in the order given.
+    pub fn languages(&self, table: &ServerTable) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for ov in &self.lsp {
+            let id = table.named(&ov.language).unwrap_or(&ov.language).to_owned();
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        out
+    }
+}
+
+/// A language's set of servers in one line: `pyright-langserver --stdio + ruff server`, or that
+/// none is found.
+pub fn describe_set(set: &[Vec<String>]) -> String {
+    if set.is_empty() {
+        return "no server found on PATH".to_owned();
+    }
+    set.iter()
+        .map(|c| c.join(" "))
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// How the bridge uses its language servers (`serve`, `run`).

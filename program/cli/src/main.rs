@@ -482,7 +482,11 @@ fn serve(
         None => None,
     };
 
-    let lsp_log = match common.lsp.servers.table() {
+    let table = match common.lsp.servers.table() {
+        Ok(t) => t,
+        Err(e) => return usage(&e),
+    };
+    let lsp_log = match &table {
         None => None,
         Some(_) => {
             let path = common
@@ -581,12 +585,19 @@ fn serve(
             ..claude_ide_bridge_files::Limits::default()
         },
     );
-    let lsp = match (common.lsp.servers.table(), lsp_log) {
+    let lsp = match (table, lsp_log) {
         (Some(servers), Some(log)) => {
             ui::say(&format!(
                 "language servers: started on demand; log in {}",
                 log.path().display()
             ));
+            // The sets the overrides make, as `doctor` shows them.
+            for language in common.lsp.servers.languages(&servers) {
+                ui::say(&format!(
+                    "language servers: {language}: {}",
+                    lsp::describe_set(&servers.resolve(&language))
+                ));
+            }
             let config = LspConfig {
                 servers,
                 workspace_folders: posix.iter().map(PathBuf::from).collect(),

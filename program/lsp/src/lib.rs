@@ -1,10 +1,12 @@
 //! A language-server client for claude-ide-bridge: diagnostics (and formatting) from real language servers.
 //!
 //! [`Lsp`] is a cheap handle (`Clone + Send + Sync`) over the servers of a workspace. It starts nothing
-//! until a file of a language is needed; then it starts that language's server (the first command of the
-//! [`ServerTable`] found on `PATH`), initializes it with the workspace folders, and keeps it. The crate never
-//! reads files: the program passes the text it read (with its own bounds), and [`Lsp::diagnostics`] makes the
-//! server have exactly that text before answering with the diagnostics computed for it.
+//! until a file of a language is needed; then it starts that language's servers (the set
+//! [`ServerTable::resolve`] finds on `PATH`: for Python, pyright for types and `ruff server` for
+//! lint and formatting), initializes them with the workspace folders, and keeps them. The crate never
+//! reads files: the program passes the text it read (with its own bounds), and [`Lsp::diagnostics`] makes
+//! each server of the set have exactly that text before answering with the diagnostics they computed for
+//! it, merged (each keeps its `source`).
 //!
 //! Layout, following the byte path: [`codec`] (Content-Length framing, pure), `rpc` (JSON-RPC messages, each
 //! typed by lsp-types' `Request` or `Notification` trait, and the answers to servers' requests, pure),
@@ -48,17 +50,17 @@ mod sys;
 pub mod table;
 pub mod text;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 pub use claude_ide_bridge::{Diagnostic, FileDiagnostics};
 pub use limits::LspLimits;
 pub use log::LspLog;
-pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable};
+pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable, MAX_SERVERS};
 
 use server::{OnChange, RequestError, ServerProcess};
 use state::Phase;
@@ -68,15 +70,20 @@ use state::Phase;
 /// ```
 /// use claude_ide_bridge_lsp::Checked;
 /// let late = Checked::stale(Vec::new());
-/// assert!(!late.fresh && late.diagnostics.is_empty());
+/// assert!(!late.fresh && late.diagnostics.is_empty() && late.down.is_empty());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checked {
-    /// The file's diagnostics.
+    /// The file's diagnostics: those of every server of its set, merged (each with its `source`).
     pub diagnostics: Vec<Diagnostic>,
-    /// False when they may be for another text, or no server said: the deadline passed first,
-    /// or no server runs for the file (then they are what was known, often nothing).
+    /// False when they may be for another text, or no server said: the deadline passed first
+    /// for a server that runs, or no server runs for the file (then they are what was known,
+    /// often nothing). A server of the set that is not running does not make them stale: it is
+    /// named in [`Checked::down`].
     pub fresh: bool,
+    /// The servers of the file's set whose diagnostics are missing from the answer, with why
+    /// (`ruff server: not running (exited)`, `pylsp: no answer in time`).
+    pub down: Vec<String>,
 }
 
 impl Checked {
@@ -85,6 +92,7 @@ impl Checked {
         Checked {
             diagnostics,
             fresh: false,
+            down: Vec::new(),
         }
     }
 }
@@ -224,16 +232,43 @@ struct Slot {
 }
 
 struct Servers {
-    /// Language id → the command serving it (`None`: nothing installed).
-    by_language: HashMap<String, Option<Vec<String>>>,
-    slots: HashMap<Vec<String>, Slot>,
+    /// Language id → the commands run together for it (empty: nothing installed).
+    by_language: HashMap<String, Vec<Vec<String>>>,
+    /// By command: the order in which a file's diagnostics from several servers are merged.
+    slots: BTreeMap<Vec<String>, Slot>,
+}
+
+impl Servers {
+    /// Every server process there is now (of every language).
+    fn processes(&self) -> Vec<Arc<ServerProcess>> {
+        self.slots
+            .values()
+            .filter_map(|s| s.server.clone())
+            .collect()
+    }
+}
+
+/// One server of a language's set, as a call finds it.
+struct Member {
+    command: Vec<String>,
+    /// `None` when it could not be started.
+    server: Option<Arc<ServerProcess>>,
+    /// Why it cannot run, when it was given up.
+    failed: Option<String>,
+}
+
+impl Member {
+    /// What a call says of this server when its answer is missing.
+    fn down(&self, why: &str) -> String {
+        format!("{}: {why}", self.command.join(" "))
+    }
 }
 
 struct Inner {
     config: LspConfig,
     on_change: OnChange,
     log: log::Log,
-    servers: Mutex<Servers>,
+    servers: Arc<Mutex<Servers>>,
     shut: AtomicBool,
 }
 
@@ -260,7 +295,8 @@ impl fmt::Debug for Lsp {
 }
 
 impl Lsp {
-    /// A client for `config`; `on_change` is called whenever a file's diagnostics change: from the thread
+    /// A client for `config`; `on_change` is called whenever a file's diagnostics change (those of
+    /// every server that has some for it, merged, as [`Lsp::diagnostics`] answers them): from the thread
     /// reading the server's output (published diagnostics), or from the thread calling
     /// [`Lsp::diagnostics`] (pulled ones), usually before that call answers. A file whose diagnostics
     /// the client forgets is told with an empty list, as if its server had published one: when it is
@@ -279,15 +315,20 @@ impl Lsp {
         on_change: impl Fn(FileDiagnostics) + Send + Sync + 'static,
     ) -> Lsp {
         let log = log::Log::new(config.log.clone());
+        let servers = Arc::new(Mutex::new(Servers {
+            by_language: HashMap::new(),
+            slots: BTreeMap::new(),
+        }));
+        // A change from one server is told with what the others hold for the file: a client
+        // keeping the latest list per file would otherwise keep only the last server's.
+        let weak = Arc::downgrade(&servers);
+        let merged: OnChange = Arc::new(move |change| on_change(merge_change(&weak, change)));
         Lsp {
             inner: Arc::new(Inner {
                 config,
-                on_change: Arc::new(on_change),
+                on_change: merged,
                 log,
-                servers: Mutex::new(Servers {
-                    by_language: HashMap::new(),
-                    slots: HashMap::new(),
-                }),
+                servers,
                 shut: AtomicBool::new(false),
             }),
         }
@@ -308,11 +349,14 @@ impl Lsp {
         self.inner.config.servers.language_for(path)
     }
 
-    /// Makes the server of `path` (an absolute path) have `text`, and answers the diagnostics computed for
-    /// that text: pulled where the server offers pulls, else the ones it publishes for that version. Past
-    /// `deadline`, answers what is known (possibly for an older text, possibly nothing). The first call of a
-    /// language starts its server and may wait up to [`LspConfig::start_wait`] for it, then up to
-    /// [`LspConfig::diagnostics_wait`] for the diagnostics. A file of no known language, or whose server is
+    /// Makes each server of `path`'s set (an absolute path) have `text`, and answers the diagnostics
+    /// computed for that text, merged in the order of the servers' commands: pulled where a server offers
+    /// pulls, else the ones it publishes for that version. The servers are asked at once, each on its own
+    /// thread; past `deadline`, a server's part is what is known (possibly for an older text, possibly
+    /// nothing), and a server that is down adds what is known of it (nothing once it crashed) while the
+    /// others answer. The first call of a
+    /// language starts its servers and may wait up to [`LspConfig::start_wait`] for them, then up to
+    /// [`LspConfig::diagnostics_wait`] for the diagnostics. A file of no known language, or whose servers are
     /// missing or down, gets what is known (usually nothing) at once; so does a text longer than half of
     /// [`LspLimits::max_outbox_bytes`], which is not sent (the log says so), without starting or
     /// waiting for a server.
@@ -320,8 +364,9 @@ impl Lsp {
         self.check(path, text, deadline).diagnostics
     }
 
-    /// [`Lsp::diagnostics`], saying whether they are for `text` ([`Checked::fresh`]): a caller
-    /// that remembers answers keeps only fresh ones.
+    /// [`Lsp::diagnostics`], saying whether they are for `text` ([`Checked::fresh`]; a caller
+    /// that remembers answers keeps only fresh ones) and which servers of the set did not answer
+    /// ([`Checked::down`]).
     pub fn check(&self, path: &Path, text: &str, deadline: Instant) -> Checked {
         let Some((language, key)) = self.file(path) else {
             return Checked::stale(Vec::new());
@@ -329,28 +374,69 @@ impl Lsp {
         if let Some(known) = self.refuse(language, &key, text) {
             return Checked::stale(known);
         }
-        let Some(server) = self.inner.server_for(language) else {
+        let mut members = self.inner.servers_for(language);
+        if members.is_empty() {
             return Checked::stale(self.known_for(&key));
+        }
+        members.sort_by(|a, b| a.command.cmp(&b.command));
+        let ask = |member: &Member| self.inner.ask(member, &key, language, text, deadline);
+        let answers: Vec<(Checked, bool)> = if let [one] = members.as_slice() {
+            vec![ask(one)]
+        } else {
+            // Each server on its own thread: the slowest sets the time, not their sum.
+            std::thread::scope(|scope| {
+                let asking: Vec<_> = members
+                    .iter()
+                    .map(|m| {
+                        std::thread::Builder::new()
+                            .name("lsp-ask".into())
+                            .spawn_scoped(scope, move || ask(m))
+                            .map_err(|_| m)
+                    })
+                    .collect();
+                asking
+                    .into_iter()
+                    .map(|a| match a {
+                        Ok(thread) => thread
+                            .join()
+                            .unwrap_or_else(|_| (Checked::stale(Vec::new()), false)),
+                        // No thread to be had: asked on this one.
+                        Err(m) => ask(m),
+                    })
+                    .collect()
+            })
         };
-        let deadline = match self.inner.await_start(&server, deadline) {
-            Some(deadline) => deadline,
-            None => return Checked::stale(server.known(&key)),
+        let mut merged = Checked {
+            diagnostics: Vec::new(),
+            fresh: answers.iter().any(|(c, _)| c.fresh),
+            down: Vec::new(),
         };
-        server.diagnostics(&key, language, text, deadline)
+        for (checked, running) in answers {
+            merged.fresh &= checked.fresh || !running;
+            merged.diagnostics.extend(checked.diagnostics);
+            merged.down.extend(checked.down);
+        }
+        merged
     }
 
-    /// Starts the server of `language` (a language id such as `python`) if it is not running, without
+    /// Starts the servers of `language` (a language id such as `python`) that are not running, without
     /// waiting: for a program that would rather start servers when a client connects than on the first
     /// question. False when no server of that language can run.
     pub fn start(&self, language: &str) -> bool {
-        self.inner
-            .server_for(language)
-            .is_some_and(|s| !matches!(s.phase(), Phase::Exited(_)))
+        let members = self.inner.servers_for(language);
+        let mut any = false;
+        for member in &members {
+            any |= member
+                .server
+                .as_ref()
+                .is_some_and(|s| !matches!(s.phase(), Phase::Exited(_)));
+        }
+        any
     }
 
-    /// Hands `text` of `path` to its server now, without waiting (after an accepted `openDiff` or a
-    /// `writeFile`), so that the next [`Lsp::diagnostics`] finds the server already at work. Starts the
-    /// server if needed; the text is sent once it is initialized (not at all when it is too long, see
+    /// Hands `text` of `path` to each server of its set now, without waiting (after an accepted `openDiff` or a
+    /// `writeFile`), so that the next [`Lsp::diagnostics`] finds the servers already at work. Starts the
+    /// servers if needed; the text is sent once each is initialized (not at all when it is too long, see
     /// [`LspLimits::max_outbox_bytes`]: then no server is started).
     pub fn sync(&self, path: &Path, text: &str) {
         let Some((language, key)) = self.file(path) else {
@@ -359,39 +445,38 @@ impl Lsp {
         if self.refuse(language, &key, text).is_some() {
             return;
         }
-        if let Some(server) = self.inner.server_for(language) {
-            server.sync(&key, language, text);
+        for member in self.inner.servers_for(language) {
+            if let Some(server) = member.server {
+                server.sync(&key, language, text);
+            }
         }
     }
 
-    /// Every file with diagnostics known, from every server.
+    /// Every file with diagnostics known, from every server (a file's from several servers merged,
+    /// in the order of their commands).
     pub fn known(&self) -> Vec<FileDiagnostics> {
-        let servers = self.inner.servers();
-        let mut all: Vec<FileDiagnostics> = servers
-            .slots
-            .values()
-            .filter_map(|s| s.server.as_ref())
-            .flat_map(|s| s.all_known())
-            .collect();
-        all.sort_by(|a, b| a.uri.cmp(&b.uri));
-        all
+        let processes = self.inner.servers().processes();
+        let mut all: BTreeMap<String, Vec<Diagnostic>> = BTreeMap::new();
+        for file in processes.iter().flat_map(|s| s.all_known()) {
+            all.entry(file.uri).or_default().extend(file.diagnostics);
+        }
+        all.into_iter()
+            .map(|(uri, diagnostics)| FileDiagnostics { uri, diagnostics })
+            .collect()
     }
 
     fn known_for(&self, key: &str) -> Vec<Diagnostic> {
-        let servers = self.inner.servers();
-        servers
-            .slots
-            .values()
-            .filter_map(|s| s.server.as_ref())
-            .map(|s| s.known(key))
-            .find(|d| !d.is_empty())
-            .unwrap_or_default()
+        known_of(&self.inner.servers().processes(), key)
     }
 
-    /// Formats `text` of `path` with its server's `textDocument/formatting` (options: `tabSize` from the
-    /// config, `insertSpaces: true`) and returns the formatted text. `Ok(None)` when it cannot be formatted
-    /// this way: no language, no server, a server without formatting, or a text too long to send
-    /// ([`LspLimits::max_outbox_bytes`]; answered at once, without starting or waiting for a server).
+    /// Formats `text` of `path` with `textDocument/formatting` (options: `tabSize` from the
+    /// config, `insertSpaces: true`) and returns the formatted text. The server asked is the last of
+    /// the file's set whose capabilities include formatting (for Python, `ruff server` rather than
+    /// pylsp): the servers are looked at from the last, each waited for while it starts.
+    /// `Ok(None)` when it cannot be formatted this way: no language, no server, no server of the set
+    /// with formatting, or a text too long to send ([`LspLimits::max_outbox_bytes`]; answered at once,
+    /// without starting or waiting for a server). A server of the set that is down or still starting,
+    /// when no other formats, is the error (it may be the one that formats).
     pub fn format(
         &self,
         path: &Path,
@@ -404,19 +489,37 @@ impl Lsp {
         if self.refuse(language, &key, text).is_some() {
             return Ok(None);
         }
-        let Some(server) = self.inner.server_for(language) else {
-            return Ok(None);
-        };
-        if self.inner.await_start(&server, deadline).is_none() {
-            return match server.phase() {
-                Phase::Exited(why) => Err(LspError::Exited(why)),
-                _ => Err(LspError::Timeout),
+        let mut unknown = None;
+        for member in self.inner.servers_for(language).iter().rev() {
+            let Some(server) = &member.server else {
+                let why = member.failed.as_deref().unwrap_or("could not be started");
+                unknown.get_or_insert(LspError::Exited(member.down(why)));
+                continue;
             };
+            if self.inner.await_start(server, deadline).is_none() {
+                unknown.get_or_insert(match server.phase() {
+                    Phase::Exited(why) => LspError::Exited(member.down(&why)),
+                    _ => LspError::Timeout,
+                });
+                continue;
+            }
+            if server.can_format() {
+                return self.format_with(server, language, &key, text, deadline);
+            }
         }
-        if !server.can_format() {
-            return Ok(None);
-        }
-        let Some(uri) = rpc::uri(&key) else {
+        unknown.map_or(Ok(None), Err)
+    }
+
+    /// [`Lsp::format`] with `server`, which formats.
+    fn format_with(
+        &self,
+        server: &ServerProcess,
+        language: &str,
+        key: &str,
+        text: &str,
+        deadline: Instant,
+    ) -> Result<Option<String>, LspError> {
+        let Some(uri) = rpc::uri(key) else {
             return Ok(None);
         };
         let params = lsp_types::DocumentFormattingParams {
@@ -430,7 +533,7 @@ impl Lsp {
         };
         // The text and the request in one go: another sync of the file (an accepted diff) between
         // them would have the edits computed for its text and applied to this one.
-        let sync = |state: &mut state::State| state.sync(&key, language, text);
+        let sync = |state: &mut state::State| state.sync(key, language, text);
         match server.request_after::<lsp_types::request::Formatting>(sync, params, deadline) {
             Ok(edits) => {
                 let edits = edits.unwrap_or_default();
@@ -456,7 +559,7 @@ impl Lsp {
         let mut out: Vec<ServerStatus> = servers
             .by_language
             .iter()
-            .filter(|(_, c)| c.is_none())
+            .filter(|(_, c)| c.is_empty())
             .map(|(language, _)| ServerStatus {
                 languages: vec![language.clone()],
                 command: None,
@@ -510,22 +613,21 @@ impl Lsp {
     }
 
     /// Refuses a text too long to send ([`LspLimits::max_outbox_bytes`]) before any server is
-    /// started or waited for: the log says so, and the server of the language, if one was started,
-    /// closes the file's older text (forgetting what it said about it). `None` when the text may
+    /// started or waited for: the log says so, and the servers of the language that were started
+    /// close the file's older text (forgetting what they said about it). `None` when the text may
     /// be sent; else the file's diagnostics still known.
     fn refuse(&self, language: &str, key: &str, text: &str) -> Option<Vec<Diagnostic>> {
         let line = state::too_long(&self.inner.config.limits, key, text)?;
-        match self.inner.current_server(language) {
-            Some(server) => {
-                // Refused there too, said in that server's log.
-                server.sync(key, language, text);
-                Some(server.known(key))
-            }
-            None => {
-                self.inner.log.line(&line);
-                Some(self.known_for(key))
-            }
+        let started = self.inner.current_servers(language);
+        if started.is_empty() {
+            self.inner.log.line(&line);
+            return Some(self.known_for(key));
         }
+        for server in &started {
+            // Refused there too, said in that server's log.
+            server.sync(key, language, text);
+        }
+        Some(known_of(&started, key))
     }
 
     /// The language of `path` and the key the servers know it by (its path as a string).
@@ -557,34 +659,97 @@ impl Inner {
         }
     }
 
-    /// The server last started for `language`, whatever its phase, without starting one; `None`
+    /// The servers last started for `language`, whatever their phase, without starting one; none
     /// once the client is shut down.
-    fn current_server(&self, language: &str) -> Option<Arc<ServerProcess>> {
+    fn current_servers(&self, language: &str) -> Vec<Arc<ServerProcess>> {
         if self.shut.load(Ordering::SeqCst) {
-            return None;
+            return Vec::new();
         }
         let servers = self.servers();
-        let command = servers.by_language.get(language)?.as_ref()?;
-        servers.slots.get(command)?.server.clone()
+        let Some(commands) = servers.by_language.get(language) else {
+            return Vec::new();
+        };
+        commands
+            .iter()
+            .filter_map(|c| servers.slots.get(c)?.server.clone())
+            .collect()
     }
 
-    /// The server of `language`: the running one, or a new one when none has started yet or the last one
-    /// crashed and its backoff has passed (a bounded number of times). `None` when nothing can run.
-    fn server_for(&self, language: &str) -> Option<Arc<ServerProcess>> {
+    /// The servers of `language`'s set, in the table's order (see [`ServerTable::resolve`]):
+    /// none once the client is shut down or when nothing is installed.
+    fn servers_for(&self, language: &str) -> Vec<Member> {
         if self.shut.load(Ordering::SeqCst) {
-            return None;
+            return Vec::new();
         }
         let mut servers = self.servers();
         // Again under the lock: a shutdown that began meanwhile has collected the servers to stop
         // (it sets the flag before taking the lock), and would miss one started now.
         if self.shut.load(Ordering::SeqCst) {
-            return None;
+            return Vec::new();
         }
-        let command = servers
+        let commands = servers
             .by_language
             .entry(language.to_owned())
             .or_insert_with(|| self.config.servers.resolve(language))
-            .clone()?;
+            .clone();
+        commands
+            .into_iter()
+            .map(|command| {
+                let server = self.server_of(&mut servers, &command, language);
+                let failed = servers.slots.get(&command).and_then(|s| s.failed.clone());
+                Member {
+                    command,
+                    server,
+                    failed,
+                }
+            })
+            .collect()
+    }
+
+    /// Asks `member` for the diagnostics of `text`: its answer, and whether it runs (a server that
+    /// is down is named in [`Checked::down`], and does not make the others' answer stale).
+    fn ask(
+        &self,
+        member: &Member,
+        key: &str,
+        language: &str,
+        text: &str,
+        deadline: Instant,
+    ) -> (Checked, bool) {
+        let Some(server) = &member.server else {
+            let why = member.failed.as_deref().unwrap_or("could not be started");
+            let mut checked = Checked::stale(Vec::new());
+            checked.down.push(member.down(why));
+            return (checked, false);
+        };
+        let (mut checked, running) = match self.await_start(server, deadline) {
+            Some(deadline) => (server.diagnostics(key, language, text, deadline), true),
+            None => (Checked::stale(server.known(key)), false),
+        };
+        match server.phase() {
+            Phase::Exited(why) => checked
+                .down
+                .push(member.down(&format!("not running ({why})"))),
+            Phase::Starting => checked.down.push(member.down("still starting")),
+            Phase::Running if !checked.fresh => checked.down.push(member.down("no answer in time")),
+            Phase::Running => {}
+        }
+        (
+            checked,
+            running && !matches!(server.phase(), Phase::Exited(_)),
+        )
+    }
+
+    /// The server of `command` (serving `language`, among others maybe): the running one, or a new one
+    /// when none has started yet or the last one crashed and its backoff has passed (a bounded number
+    /// of times). `None` when it could not be started.
+    fn server_of(
+        &self,
+        servers: &mut Servers,
+        command: &[String],
+        language: &str,
+    ) -> Option<Arc<ServerProcess>> {
+        let command = command.to_vec();
         let limits = &self.config.limits;
         let slot = servers
             .slots
@@ -658,6 +823,7 @@ impl Inner {
     }
 
     fn shutdown(&self, grace: Duration) {
+        // Every server of every set.
         self.shut.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + grace;
         let running: Vec<Arc<ServerProcess>> = {
@@ -677,6 +843,35 @@ impl Inner {
                 scope.spawn(move || server.stop(deadline));
             }
         });
+    }
+}
+
+/// The diagnostics `servers` hold for the file `key`, one after the other.
+fn known_of(servers: &[Arc<ServerProcess>], key: &str) -> Vec<Diagnostic> {
+    servers.iter().flat_map(|s| s.known(key)).collect()
+}
+
+/// A file's change from one server, told with what every server holds for the file now (the
+/// changed one included: it stored the change before telling it). Passed as it is when there is
+/// one server, or once the client is gone.
+fn merge_change(servers: &Weak<Mutex<Servers>>, change: FileDiagnostics) -> FileDiagnostics {
+    let Some(servers) = servers.upgrade() else {
+        return change;
+    };
+    let processes = servers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .processes();
+    drop(servers);
+    if processes.len() < 2 {
+        return change;
+    }
+    let Some(path) = claude_ide_bridge::uri_to_path(&change.uri) else {
+        return change;
+    };
+    FileDiagnostics {
+        diagnostics: known_of(&processes, &path),
+        uri: change.uri,
     }
 }
 

@@ -352,6 +352,7 @@ impl ServerProcess {
                 return Checked {
                     fresh: state.is_running() && state.fresh(path),
                     diagnostics: state.known(path),
+                    down: Vec::new(),
                 };
             }
             let Some(version) = state.version(path) else {
@@ -373,6 +374,7 @@ impl ServerProcess {
                             return Checked {
                                 diagnostics: known,
                                 fresh: true,
+                                down: Vec::new(),
                             };
                         }
                         // Closed meanwhile (to make room, or refused): the answer is still the
@@ -381,6 +383,7 @@ impl ServerProcess {
                             return Checked {
                                 diagnostics,
                                 fresh: true,
+                                down: Vec::new(),
                             }
                         }
                         Ok(Pulled::Passed(None)) | Err(_) => {

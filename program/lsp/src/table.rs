@@ -1,12 +1,20 @@
-//! Which server serves which file: file extension → language id → commands tried in order, the first found on
-//! `PATH` wins. [`ServerTable::builtin`] knows the common servers; [`parse_override`] reads `LANG=COMMAND`;
-//! [`ServerTable::plan`] tells `doctor` what would run for a workspace and how to install what is missing.
+//! Which servers serve which file: file extension → language id → the set of servers run together
+//! for it: the first of its commands found on `PATH` (a type checker such as pyright), and beside it
+//! each of its `also` commands found (a linter and formatter such as `ruff server`), at most
+//! [`MAX_SERVERS`]. [`ServerTable::builtin`] knows the common servers; [`parse_override`] reads
+//! `LANG=COMMAND`; [`ServerTable::plan`] tells `doctor` what would run for a workspace and how to
+//! install what is missing.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use crate::sys;
+
+/// The most servers run together for one language (the first found of its commands and its
+/// `also` commands found): each is a process with its own memory and its own copy of the files
+/// it is given.
+pub const MAX_SERVERS: usize = 4;
 
 /// One language: its id (sent in `didOpen`), its file extensions and the server commands tried in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,8 +23,12 @@ pub struct Language {
     pub id: String,
     /// File extensions without the dot, matched case-sensitively (`C` is C++).
     pub extensions: Vec<String>,
-    /// Commands (program then arguments), tried in order.
+    /// Commands (program then arguments), tried in order: the first found runs.
     pub commands: Vec<Vec<String>>,
+    /// Commands run beside it, each one found (for Python, `ruff server`: lint findings and
+    /// formatting beside pyright's type errors). Formatting goes to the last server of the set
+    /// that formats, so a formatter here is preferred to the main server's.
+    pub also: Vec<Vec<String>>,
 }
 
 /// The table of languages and their servers.
@@ -29,6 +41,8 @@ pub struct Language {
 /// assert_eq!(table.language_for(Path::new("README")), None);
 /// table.set(parse_override("python=pylsp -v").unwrap());
 /// assert_eq!(table.commands("python"), [vec!["pylsp".to_string(), "-v".to_string()]]);
+/// table.add(parse_override("python=ruff server").unwrap()).unwrap(); // run beside it
+/// assert_eq!(table.also("python"), [vec!["ruff".to_string(), "server".to_string()]]);
 /// table.set(parse_override("zig=zls").unwrap()); // a new language: `zig` is also its extension
 /// assert_eq!(table.language_for(Path::new("main.zig")), Some("zig"));
 /// ```
@@ -47,13 +61,13 @@ impl ServerTable {
         ServerTable::default()
     }
 
-    /// The built-in table: Python, TypeScript/JavaScript, Rust, Go, C/C++.
+    /// The built-in table: Python, TypeScript/JavaScript, Rust, Go, C/C++. Python runs a type
+    /// checker (pyright, basedpyright or pylsp, the first found) and `ruff server` beside it.
     pub fn builtin() -> ServerTable {
         let python = vec![
             cmd(&["pyright-langserver", "--stdio"]),
             cmd(&["basedpyright-langserver", "--stdio"]),
             cmd(&["pylsp"]),
-            cmd(&["ruff", "server"]),
         ];
         let ts = vec![cmd(&["typescript-language-server", "--stdio"])];
         let clangd = vec![cmd(&["clangd"])];
@@ -61,10 +75,13 @@ impl ServerTable {
             id: id.to_owned(),
             extensions: exts.iter().map(|e| (*e).to_owned()).collect(),
             commands: commands.clone(),
+            also: Vec::new(),
         };
+        let mut python = lang("python", &["py", "pyi"], &python);
+        python.also = vec![cmd(&["ruff", "server"])];
         ServerTable {
             languages: vec![
-                lang("python", &["py", "pyi"], &python),
+                python,
                 lang("typescript", &["ts", "mts", "cts"], &ts),
                 lang("typescriptreact", &["tsx"], &ts),
                 lang("javascript", &["js", "mjs", "cjs"], &ts),
@@ -103,6 +120,14 @@ impl ServerTable {
             .map_or(&[], |l| l.commands.as_slice())
     }
 
+    /// The commands run beside the main server of a language (empty when it is unknown).
+    pub fn also(&self, language: &str) -> &[Vec<String>] {
+        self.languages
+            .iter()
+            .find(|l| l.id == language)
+            .map_or(&[], |l| l.also.as_slice())
+    }
+
     /// Adds a language, or replaces the one with the same id.
     pub fn push(&mut self, language: Language) {
         match self.languages.iter_mut().find(|l| l.id == language.id) {
@@ -111,34 +136,90 @@ impl ServerTable {
         }
     }
 
-    /// Applies an override: replaces the commands of its language, or adds the language.
+    /// Applies an override: replaces the servers of its language (its commands, and those run
+    /// beside them) by this one, or adds the language.
     pub fn set(&mut self, ov: Override) {
-        if let Some(lang) = self.languages.iter_mut().find(|l| l.id == ov.language) {
-            lang.commands = vec![ov.command];
-            return;
-        }
-        // Named by an extension of a known language (`py=...`): override that language.
-        if let Some(lang) = self
-            .languages
-            .iter_mut()
-            .find(|l| l.extensions.contains(&ov.language))
-        {
-            lang.commands = vec![ov.command];
-            return;
-        }
-        self.languages.push(Language {
-            extensions: vec![ov.language.clone()],
-            id: ov.language,
-            commands: vec![ov.command],
-        });
+        let lang = self.language_of(&ov.language);
+        lang.commands = vec![ov.command];
+        lang.also.clear();
     }
 
-    /// The first command of `language` whose program is found (on `PATH`, or as given when it has a `/`).
-    pub fn resolve(&self, language: &str) -> Option<Vec<String>> {
-        self.commands(language)
+    /// Adds an override's command to the servers run together for its language (`--lsp` given
+    /// again for a language), or adds the language. Refused past [`MAX_SERVERS`] commands.
+    pub fn add(&mut self, ov: Override) -> Result<(), String> {
+        let name = ov.language.clone();
+        let lang = self.language_of(&ov.language);
+        if lang.commands.is_empty() {
+            lang.commands = vec![ov.command];
+            return Ok(());
+        }
+        if 1 + lang.also.len() >= MAX_SERVERS {
+            return Err(format!(
+                "{name}: at most {MAX_SERVERS} language servers run together for a language"
+            ));
+        }
+        if !lang.commands.contains(&ov.command) && !lang.also.contains(&ov.command) {
+            lang.also.push(ov.command);
+        }
+        Ok(())
+    }
+
+    /// The id of the language an override's name means: its own, or that of the language with
+    /// this extension (`py` is `python`). `None` for a language not in the table.
+    ///
+    /// ```
+    /// use claude_ide_bridge_lsp::ServerTable;
+    /// let table = ServerTable::builtin();
+    /// assert_eq!(table.named("py"), Some("python"));
+    /// assert_eq!(table.named("python"), Some("python"));
+    /// assert_eq!(table.named("zig"), None);
+    /// ```
+    pub fn named(&self, name: &str) -> Option<&str> {
+        self.position(name).map(|at| self.languages[at].id.as_str())
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        self.languages
             .iter()
-            .find(|c| c.first().and_then(|p| find_program(p)).is_some())
-            .cloned()
+            .position(|l| l.id == name)
+            .or_else(|| {
+                self.languages
+                    .iter()
+                    .position(|l| l.extensions.iter().any(|e| e == name))
+            })
+    }
+
+    /// The language an override names (see [`ServerTable::named`]), or a new language without
+    /// servers whose extension is the same word.
+    fn language_of(&mut self, name: &str) -> &mut Language {
+        let at = self.position(name).unwrap_or_else(|| {
+            self.languages.push(Language {
+                id: name.to_owned(),
+                extensions: vec![name.to_owned()],
+                commands: Vec::new(),
+                also: Vec::new(),
+            });
+            self.languages.len() - 1
+        });
+        &mut self.languages[at]
+    }
+
+    /// The servers run together for `language`, whose programs are found (on `PATH`, or as given
+    /// when they have a `/`): the first of its commands found, then each of its `also` commands
+    /// found; at most [`MAX_SERVERS`], without repeats. Empty when none is found.
+    pub fn resolve(&self, language: &str) -> Vec<Vec<String>> {
+        let found = |c: &&Vec<String>| c.first().and_then(|p| find_program(p)).is_some();
+        let mut set: Vec<Vec<String>> = Vec::new();
+        let main = self.commands(language).iter().find(found);
+        for command in main
+            .into_iter()
+            .chain(self.also(language).iter().filter(found))
+        {
+            if set.len() < MAX_SERVERS && !set.contains(command) {
+                set.push(command.clone());
+            }
+        }
+        set
     }
 
     /// What would run for these files: per language present, the command found or what is missing.
@@ -152,7 +233,7 @@ impl ServerTable {
     /// table.set(parse_override("zz=surely-not-installed-lsp").unwrap());
     /// let plan = table.plan([Path::new("/w/a.zz"), Path::new("/w/b.zz"), Path::new("/w/README")]);
     /// assert_eq!((plan.languages[0].language.as_str(), plan.languages[0].files), ("zz", 2));
-    /// assert_eq!(plan.languages[0].command, None);
+    /// assert!(plan.languages[0].servers.is_empty());
     /// assert_eq!(plan.languages[0].missing[0].program, "surely-not-installed-lsp");
     /// ```
     pub fn plan<'a>(&self, files: impl IntoIterator<Item = &'a Path>) -> Plan {
@@ -165,23 +246,27 @@ impl ServerTable {
         let languages = counts
             .into_iter()
             .map(|(language, files)| {
-                let command = self.resolve(&language);
-                let missing = if command.is_some() {
-                    Vec::new()
-                } else {
+                let servers = self.resolve(&language);
+                // Nothing runs: every program tried; else those run beside it that are not found.
+                let tried = if servers.is_empty() {
                     self.commands(&language)
-                        .iter()
-                        .filter_map(|c| c.first())
-                        .map(|program| Missing {
-                            program: program.clone(),
-                            install: install_hint(program).to_owned(),
-                        })
-                        .collect()
+                } else {
+                    &[]
                 };
+                let missing = tried
+                    .iter()
+                    .chain(self.also(&language))
+                    .filter(|c| !servers.contains(*c))
+                    .filter_map(|c| c.first())
+                    .map(|program| Missing {
+                        program: program.clone(),
+                        install: install_hint(program).to_owned(),
+                    })
+                    .collect();
                 PlannedLanguage {
                     language,
                     files,
-                    command,
+                    servers,
                     missing,
                 }
             })
@@ -384,7 +469,7 @@ pub fn install_hint(program: &str) -> &'static str {
     }
 }
 
-/// What `doctor` shows: per language present, the server that would run or what is missing.
+/// What `doctor` shows: per language present, the servers that would run or what is missing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// One entry per language found, by language id.
@@ -400,9 +485,10 @@ pub struct PlannedLanguage {
     pub language: String,
     /// How many of the files given (or found) are in this language.
     pub files: usize,
-    /// The command that would run, if one is found.
-    pub command: Option<Vec<String>>,
-    /// When none is found: every program tried, with how to install it.
+    /// The servers that would run together (see [`ServerTable::resolve`]); empty when none is found.
+    pub servers: Vec<Vec<String>>,
+    /// When none is found: every program tried, with how to install it; else the programs that
+    /// would run beside the found ones and are not installed.
     pub missing: Vec<Missing>,
 }
 
@@ -435,7 +521,8 @@ mod tests {
             assert_eq!(t.language_for(Path::new(file)), Some(lang), "{file}");
         }
         assert_eq!(t.language_for(Path::new("a.PY")), None);
-        assert_eq!(t.commands("python")[3], ["ruff", "server"]);
+        assert_eq!(t.commands("python")[0], ["pyright-langserver", "--stdio"]);
+        assert_eq!(t.also("python"), [["ruff", "server"]]);
     }
 
     #[test]
@@ -449,6 +536,50 @@ mod tests {
         );
         assert!(parse_override("python=rel/path").is_err());
         assert!(parse_override("py thon=x").is_err());
+        // An override replaces the whole set; `add` builds one, bounded.
+        t.set(parse_override("py=/bin/sh").unwrap());
+        assert!(t.also("python").is_empty());
+        for i in 1..MAX_SERVERS {
+            t.add(parse_override(&format!("python=/bin/sh -{i}")).unwrap())
+                .unwrap();
+        }
+        t.add(parse_override("python=/bin/sh -1").unwrap())
+            .expect_err("full");
+        let set = t.resolve("python");
+        assert_eq!(set.len(), MAX_SERVERS);
+        assert_eq!((set[0].len(), set[1].join(" ")), (1, "/bin/sh -1".into()));
+        // A new language from `add` alone.
+        t.add(parse_override("zz=/bin/sh").unwrap()).unwrap();
+        assert_eq!(t.language_for(Path::new("a.zz")), Some("zz"));
+        assert_eq!(t.resolve("zz"), [["/bin/sh"]]);
+    }
+
+    /// The set is the first found of the commands, and each found of those run beside it.
+    #[test]
+    fn the_set_is_the_first_found_and_each_found_beside_it() {
+        let mut t = ServerTable::empty();
+        t.push(Language {
+            id: "zz".into(),
+            extensions: vec!["zz".into()],
+            commands: vec![
+                cmd(&["surely-not-installed-lsp"]),
+                cmd(&["/bin/sh"]),
+                cmd(&["/bin/cat"]),
+            ],
+            also: vec![
+                cmd(&["/bin/true"]),
+                cmd(&["surely-not-a-linter"]),
+                cmd(&["/bin/sh"]),
+            ],
+        });
+        assert_eq!(t.resolve("zz"), [cmd(&["/bin/sh"]), cmd(&["/bin/true"])]);
+        let plan = t.plan([Path::new("/w/a.zz")]);
+        let missing: Vec<_> = plan.languages[0]
+            .missing
+            .iter()
+            .map(|m| m.program.as_str())
+            .collect();
+        assert_eq!(missing, ["surely-not-a-linter"]);
     }
 
     /// Commands are split as a shell splits words: quotes of both kinds, backslash escapes
@@ -569,11 +700,8 @@ mod tests {
             .map(|l| (l.language.as_str(), l.files))
             .collect();
         assert_eq!(names, [("python", 2), ("zz", 1)]);
-        assert_eq!(
-            plan.languages[0].command.as_deref(),
-            Some(&["/bin/sh".to_owned()][..])
-        );
-        assert_eq!(plan.languages[1].command, None);
+        assert_eq!(plan.languages[0].servers, [["/bin/sh"]]);
+        assert!(plan.languages[1].servers.is_empty());
         assert_eq!(
             plan.languages[1].missing[0].program,
             "surely-not-installed-lsp"

@@ -1,11 +1,14 @@
 """A scripted language server for the client's fault tests: well-behaved, or misbehaving in one way.
 
-Usage: fake_lsp.py MODE [STATE_DIR]
+Usage: fake_lsp.py MODE [STATE_DIR [WORD]]
 
-The well-behaved part reports one Error diagnostic per line containing "error" (message "bad line N"),
+The well-behaved part reports one Error diagnostic per line containing WORD (default "error"; message
+"bad line N", source "fake", or WORD when one is given: two of them run together for a language tell
+their diagnostics apart),
 published with the document's version after every didOpen/didChange, or answered to pulls in the `pull`
 modes. It formats by stripping trailing spaces. Each start appends a line to STATE_DIR/starts (time and
-pid) when STATE_DIR is given, each didSave the length of its text to STATE_DIR/saved. Modes name the
+pid) when STATE_DIR is given, each didSave the length of its text to STATE_DIR/saved, each formatting
+request the document's URI to STATE_DIR/formatted. Modes name the
 fault: see `main` (`save-text` is well-behaved, asking for the text with didSave).
 """
 
@@ -16,7 +19,9 @@ import sys
 import time
 
 MODE = sys.argv[1]
-STATE = sys.argv[2] if len(sys.argv) > 2 else None
+STATE = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else None
+WORD = sys.argv[3] if len(sys.argv) > 3 else "error"
+SOURCE = sys.argv[3] if len(sys.argv) > 3 else "fake"
 out = sys.stdout.buffer
 inp = sys.stdin.buffer
 
@@ -57,11 +62,11 @@ def diagnostics(text):
             "range": {"start": {"line": i, "character": 0}, "end": {"line": i, "character": len(line)}},
             "message": "bad line %d" % i,
             "severity": 1,
-            "source": "fake",
+            "source": SOURCE,
             "code": "E%d" % i,
         }
         for i, line in enumerate(text.split("\n"))
-        if "error" in line
+        if WORD in line
     ]
 
 
@@ -91,6 +96,8 @@ def main():
                     send({"jsonrpc": "2.0", "id": "deaf%d" % i, "method": "workspace/configuration", "params": {"items": [{"section": "s"}] * 20}})
                 sleep_forever()
             caps = {"textDocumentSync": {"openClose": True, "change": 1, "save": True}, "documentFormattingProvider": True}
+            if MODE == "no-format":
+                del caps["documentFormattingProvider"]
             if MODE == "save-text":
                 caps["textDocumentSync"]["save"] = {"includeText": True}
             if pull:
@@ -170,6 +177,7 @@ def main():
                 time.sleep(0.5)
             send({"jsonrpc": "2.0", "id": mid, "result": {"kind": "full", "items": diagnostics(text)}})
         elif method == "textDocument/formatting":
+            note("formatted", params["textDocument"]["uri"])
             text = docs.get(params["textDocument"]["uri"], "")
             edits = []
             for i, line in enumerate(text.split("\n")):

@@ -33,6 +33,7 @@ fn language(id: &str, mode: &str, state: &Path) -> Language {
             mode.into(),
             state.to_str().unwrap().into(),
         ]],
+        also: Vec::new(),
     }
 }
 
@@ -368,6 +369,7 @@ fn missing_server_answers_nothing_at_once() {
             id: "fake".into(),
             extensions: vec!["fake".into()],
             commands: vec![vec!["/nonexistent/surely-no-lsp".into()]],
+            also: Vec::new(),
         })
     });
     let wait = Duration::from_secs(3);

@@ -194,6 +194,7 @@ fn only(language: &str, command: &str) -> ServerTable {
         if lang.id == language {
             let mut lang = lang.clone();
             lang.commands = table.commands(language).to_vec();
+            lang.also = Vec::new();
             out.push(lang);
         }
     }
@@ -284,6 +285,88 @@ fn ruff_pulls_diagnostics_and_formats() {
     stop_and_check_gone(&f);
 }
 
+/// The built-in Python set: pyright for types and ruff for lint and formatting, run together. One
+/// answer holds a type error from pyright and an unused import from ruff (two sources), `on_change`
+/// is told both, and formatting goes to ruff (pyright does not format).
+#[test]
+fn pyright_and_ruff_together_one_answer_two_sources_and_ruff_formats() {
+    require("pyright-langserver");
+    require("ruff");
+    let mut servers = ServerTable::empty();
+    for lang in ServerTable::builtin().languages() {
+        if lang.id == "python" {
+            servers.push(lang.clone());
+        }
+    }
+    assert_eq!(
+        servers.resolve("python"),
+        [
+            vec!["pyright-langserver".to_string(), "--stdio".into()],
+            vec!["ruff".to_string(), "server".into()]
+        ]
+    );
+    let f = fixture(servers);
+    let file: PathBuf = f.dir.path().join("both.py");
+    let deadline = || Instant::now() + Duration::from_secs(20);
+    let text = "import os
+
+count: int = \"two\"\n";
+    let checked = f.lsp.check(&file, text, deadline());
+    let sources = |d: &[Diagnostic]| {
+        let mut s: Vec<String> = d.iter().filter_map(|d| d.source.clone()).collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    assert!(
+        checked
+            .diagnostics
+            .iter()
+            .any(|d| d.source.as_deref() == Some("Pyright")
+                && d.message.contains("is not assignable to declared type")),
+        "{checked:#?}\nlog: {}",
+        String::from_utf8_lossy(&f.log.lock().unwrap())
+    );
+    assert!(
+        checked
+            .diagnostics
+            .iter()
+            .any(|d| d.source.as_deref() == Some("Ruff") && d.code == Some("F401".into())),
+        "{checked:#?}"
+    );
+    assert_eq!(sources(&checked.diagnostics), ["Pyright", "Ruff"]);
+    assert!(checked.fresh && checked.down.is_empty(), "{checked:#?}");
+    // The clients are told the merged list: the last change of the file holds both.
+    let uri = claude_ide_bridge::file_uri(file.to_str().unwrap());
+    let give_up = Instant::now() + Duration::from_secs(20);
+    loop {
+        let last = f
+            .changes
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|c| c.uri == uri)
+            .map(|c| sources(&c.diagnostics));
+        if last.as_deref() == Some(&["Pyright".to_string(), "Ruff".to_string()][..]) {
+            break;
+        }
+        assert!(Instant::now() < give_up, "last change: {last:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let known = f.lsp.known();
+    assert_eq!(known.len(), 1, "{known:#?}");
+    assert_eq!(sources(&known[0].diagnostics), ["Pyright", "Ruff"]);
+    // Formatted by ruff, the one of the set that formats.
+    let formatted = f
+        .lsp
+        .format(&file, "import os\nx=[1,\n  2]\n", deadline())
+        .unwrap();
+    assert_eq!(formatted.as_deref(), Some("import os\n\nx = [1, 2]\n"));
+    assert_eq!(pids(&f.lsp).len(), 2, "{:?}", f.lsp.status());
+    stop_and_check_gone(&f);
+}
+
 /// Run as a child by `servers_exit_when_the_bridge_is_killed` (and a no-op otherwise): starts pyright, clangd
 /// and the scripted server, prints their pids, and waits to be killed.
 #[test]
@@ -304,6 +387,7 @@ fn child_holding_servers() {
             concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_lsp.py").into(),
             "good".into(),
         ]],
+        also: Vec::new(),
     });
     let lsp = Lsp::new(
         LspConfig {

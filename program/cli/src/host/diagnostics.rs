@@ -270,6 +270,16 @@ impl LanguageServers {
             deadline = deadline.max(by);
         }
         let d = self.lsp.check(path, text, deadline);
+        // A server of the set that did not answer: the answer holds the others' diagnostics,
+        // and the terminal and the log say whose are missing (once for each reason).
+        for down in d.down.iter().filter(|d| !d.ends_with("still starting")) {
+            self.note_once(
+                format!("down {down}"),
+                &format!(
+                    "language servers: {language}: {down}; its diagnostics are missing from the answers"
+                ),
+            );
+        }
         if warm_by.is_some() && Instant::now() < deadline {
             self.warming
                 .lock()
@@ -299,14 +309,16 @@ impl LanguageServers {
         }
     }
 
-    /// Whether `language` has no server to ask (missing, or given up on); why is noted once.
+    /// Whether `language` has no server to ask (all of its set missing, or given up on); why is
+    /// noted once.
     fn unavailable(&self, language: &str) -> bool {
-        let mut down = false;
+        let mut down = None;
         for s in self.lsp.status() {
             if !s.languages.iter().any(|l| l == language) {
                 continue;
             }
-            down = matches!(s.state, ServerState::Missing | ServerState::Failed(_));
+            let gone = matches!(s.state, ServerState::Missing | ServerState::Failed(_));
+            down = Some(down.unwrap_or(true) && gone);
             match &s.state {
                 ServerState::Missing => {
                     let tried = self.lsp.config().servers.commands(language);
@@ -326,7 +338,7 @@ impl LanguageServers {
                 _ => {}
             }
         }
-        down
+        down.unwrap_or(false)
     }
 
     /// The answer to `getDiagnostics {uri}`.
@@ -366,7 +378,9 @@ impl LanguageServers {
         let diagnostics = match remembered {
             Some(d) => d,
             None => {
-                let Checked { diagnostics, fresh } = self.ask(&path, &text, None);
+                let Checked {
+                    diagnostics, fresh, ..
+                } = self.ask(&path, &text, None);
                 if diagnostics.is_empty() && self.unavailable(&language) {
                     return ToolResult::json(&Vec::<FileDiagnostics>::new());
                 }

@@ -1,0 +1,360 @@
+//! Several servers for one language, run together (a type checker beside a linter and formatter),
+//! against the scripted server (`fake_lsp.py`): their diagnostics merged, each with its source, in
+//! one answer and in what `on_change` is told; formatting through the one that formats; one of
+//! them failing or crashing while the others answer, and the failure said; at most
+//! [`MAX_SERVERS`] of them; none left running after the stop.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use claude_ide_bridge_lsp::table::Language;
+use claude_ide_bridge_lsp::{
+    FileDiagnostics, Lsp, LspConfig, LspError, LspLimits, LspLog, ServerState, ServerTable,
+    MAX_SERVERS,
+};
+use claude_ide_bridge_testsupport::procs;
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_lsp.py");
+/// Slack on top of a bound, for a loaded machine (bounds are checked, not speed).
+const SLACK: Duration = Duration::from_millis(1500);
+
+/// One scripted server: `mode`, its state in `dir`, reporting lines holding `word` with source `word`.
+fn server(mode: &str, dir: &Path, word: &str) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
+    ["python3", SCRIPT, mode, dir.to_str().unwrap(), word]
+        .map(String::from)
+        .to_vec()
+}
+
+struct Fx {
+    lsp: Lsp,
+    changes: Arc<Mutex<Vec<FileDiagnostics>>>,
+    state: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+/// The language `zz` served by a set: `main` (mode, word) first, then `also`, each with its own
+/// state directory named after its word.
+fn set_of(main: (&str, &str), also: &[(&str, &str)], tweak: impl FnOnce(&mut LspConfig)) -> Fx {
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let dir = |word: &str| state.path().join(word);
+    let mut servers = ServerTable::empty();
+    servers.push(Language {
+        id: "zz".into(),
+        extensions: vec!["zz".into()],
+        commands: vec![server(main.0, &dir(main.1), main.1)],
+        also: also
+            .iter()
+            .map(|(mode, word)| server(mode, &dir(word), word))
+            .collect(),
+    });
+    let mut config = LspConfig {
+        servers,
+        workspace_folders: vec![ws.path().to_path_buf()],
+        diagnostics_wait: Duration::from_secs(5),
+        start_wait: Duration::from_secs(10),
+        log: LspLog::Discard,
+        limits: LspLimits {
+            restart_backoff: Duration::from_millis(200),
+            initialize_timeout: Duration::from_secs(5),
+            ..LspLimits::default()
+        },
+        ..LspConfig::default()
+    };
+    tweak(&mut config);
+    let changes = Arc::new(Mutex::new(Vec::new()));
+    let seen = changes.clone();
+    let lsp = Lsp::new(config, move |c| seen.lock().unwrap().push(c));
+    Fx {
+        lsp,
+        changes,
+        state,
+        ws,
+    }
+}
+
+impl Fx {
+    fn file(&self, name: &str) -> PathBuf {
+        self.ws.path().join(name)
+    }
+
+    /// The pids the server with `word` recorded, once it recorded one.
+    fn pids(&self, word: &str) -> Vec<u32> {
+        let starts = self.state.path().join(word).join("starts");
+        let text = std::fs::read_to_string(starts).unwrap_or_default();
+        text.lines()
+            .map(|l| l.split_once(' ').unwrap().1.parse().unwrap())
+            .collect()
+    }
+
+    fn formatted(&self, word: &str) -> usize {
+        let path = self.state.path().join(word).join("formatted");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+
+    /// The sources of the last change `on_change` was told of for `name`.
+    fn last_told(&self, name: &str) -> Option<Vec<String>> {
+        let uri = claude_ide_bridge::file_uri(self.file(name).to_str().unwrap());
+        let changes = self.changes.lock().unwrap();
+        changes
+            .iter()
+            .rev()
+            .find(|c| c.uri == uri)
+            .map(|c| sources(&c.diagnostics))
+    }
+
+    /// Stops, and checks that every process any server of the set recorded is gone.
+    fn shutdown_leaves_nothing(&self, words: &[&str]) {
+        let pids: Vec<u32> = words.iter().flat_map(|w| self.pids(w)).collect();
+        assert!(!pids.is_empty());
+        let t = Instant::now();
+        self.lsp.shutdown(Duration::from_secs(1));
+        assert!(
+            t.elapsed() <= Duration::from_secs(3) + SLACK,
+            "{:?}",
+            t.elapsed()
+        );
+        for pid in pids {
+            let gone = Instant::now() + Duration::from_secs(5);
+            while procs::seen(pid).is_some_and(procs::alive) && Instant::now() < gone {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(
+                !procs::seen(pid).is_some_and(procs::alive),
+                "process {pid} survived shutdown"
+            );
+        }
+        assert!(self
+            .lsp
+            .status()
+            .iter()
+            .all(|s| s.state == ServerState::Stopped));
+    }
+}
+
+/// Each diagnostic's source, in order.
+fn sources(d: &[claude_ide_bridge_lsp::Diagnostic]) -> Vec<String> {
+    d.iter()
+        .map(|d| d.source.clone().unwrap_or_default())
+        .collect()
+}
+
+fn wait_for(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + bound;
+    while !done() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Two servers, each finding its own word: one answer holds both findings, each with its
+/// source; `on_change` is told the merged list (a client keeping the last list per file would
+/// otherwise keep one server's); formatting goes to the last of the set that formats.
+#[test]
+fn a_sets_diagnostics_are_merged_and_the_last_formatter_formats() {
+    let fx = set_of(("good", "types"), &[("good", "lint")], |_| {});
+    let text = "types here\nlint here\nboth types lint\nfine\n";
+    let t = Instant::now();
+    let checked = fx.lsp.check(
+        &fx.file("a.zz"),
+        text,
+        Instant::now() + Duration::from_secs(5),
+    );
+    assert!(t.elapsed() <= Duration::from_secs(5) + SLACK);
+    // Merged in the order of the commands (the same for both here but their word: `lint` first).
+    assert_eq!(
+        sources(&checked.diagnostics),
+        ["lint", "lint", "types", "types"]
+    );
+    let lines: Vec<u32> = checked
+        .diagnostics
+        .iter()
+        .map(|d| d.range.start.line)
+        .collect();
+    assert_eq!(lines, [1, 2, 0, 2]);
+    assert!(checked.fresh && checked.down.is_empty(), "{checked:?}");
+    wait_for("the merged change", Duration::from_secs(5), || {
+        fx.last_told("a.zz").is_some_and(|s| s.len() == 4)
+    });
+    // Fixed for one server only: its part goes, the other's stays, in the answer and the change.
+    let checked = fx.lsp.check(
+        &fx.file("a.zz"),
+        "fine\nlint here\n",
+        Instant::now() + Duration::from_secs(5),
+    );
+    assert_eq!(sources(&checked.diagnostics), ["lint"]);
+    wait_for("the change without types", Duration::from_secs(5), || {
+        fx.last_told("a.zz") == Some(vec!["lint".into()])
+    });
+    let known = fx.lsp.known();
+    assert_eq!(known.len(), 1);
+    assert_eq!(sources(&known[0].diagnostics), ["lint"]);
+    // Both format: the one run beside the main server is asked, only it.
+    let formatted = fx
+        .lsp
+        .format(
+            &fx.file("a.zz"),
+            "x  \ny\n",
+            Instant::now() + Duration::from_secs(5),
+        )
+        .unwrap();
+    assert_eq!(formatted.as_deref(), Some("x\ny\n"));
+    assert_eq!((fx.formatted("lint"), fx.formatted("types")), (1, 0));
+    fx.shutdown_leaves_nothing(&["types", "lint"]);
+}
+
+/// The server beside the main one does not format: the main one does.
+#[test]
+fn formatting_goes_to_the_server_of_the_set_that_formats() {
+    let fx = set_of(("good", "types"), &[("no-format", "lint")], |_| {});
+    let formatted = fx
+        .lsp
+        .format(
+            &fx.file("b.zz"),
+            "x  \n",
+            Instant::now() + Duration::from_secs(5),
+        )
+        .unwrap();
+    assert_eq!(formatted.as_deref(), Some("x\n"));
+    assert_eq!((fx.formatted("lint"), fx.formatted("types")), (0, 1));
+    fx.shutdown_leaves_nothing(&["types", "lint"]);
+
+    // None of the set formats: no answer, as for a server without formatting.
+    let fx = set_of(("no-format", "types"), &[("no-format", "lint")], |_| {});
+    let deadline = Instant::now() + Duration::from_secs(5);
+    assert_eq!(fx.lsp.format(&fx.file("b.zz"), "x  \n", deadline), Ok(None));
+    fx.shutdown_leaves_nothing(&["types", "lint"]);
+}
+
+/// One server of the set crashes on every file it is given: the other still answers, fresh; the
+/// answer says whose diagnostics are missing and why; formatting, which only the crashed one
+/// might have done, is an error naming it rather than a silent "no formatter".
+#[test]
+fn one_server_of_a_set_crashing_leaves_the_others_answering_and_is_said() {
+    let fx = set_of(
+        ("no-format", "types"),
+        &[("crash-after-open", "lint")],
+        |c| {
+            c.limits.max_restarts = 1;
+        },
+    );
+    let text = "types here\nlint here\n";
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let checked = fx.lsp.check(
+            &fx.file("c.zz"),
+            text,
+            Instant::now() + Duration::from_secs(5),
+        );
+        assert!(
+            t.elapsed() <= Duration::from_secs(5) + SLACK,
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(sources(&checked.diagnostics), ["types"], "{checked:?}");
+        answers.push(checked);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Said each time: the crashed server by its command, and why.
+    for checked in &answers {
+        assert_eq!(checked.down.len(), 1, "{checked:?}");
+        assert!(
+            checked.down[0].contains("fake_lsp.py crash-after-open")
+                && checked.down[0].contains("not running"),
+            "{checked:?}"
+        );
+    }
+    assert!(answers.iter().all(|c| c.fresh), "{answers:?}");
+    // Restarted once, then given up; the other runs on.
+    wait_for(
+        "the crashing server given up",
+        Duration::from_secs(10),
+        || {
+            fx.lsp.check(
+                &fx.file("c.zz"),
+                text,
+                Instant::now() + Duration::from_secs(5),
+            );
+            fx.lsp.status().iter().any(|s| {
+                s.command
+                    .as_ref()
+                    .is_some_and(|c| c.contains(&"lint".to_string()))
+                    && matches!(s.state, ServerState::Failed(_))
+            })
+        },
+    );
+    assert!(fx.lsp.status().iter().any(|s| {
+        s.command
+            .as_ref()
+            .is_some_and(|c| c.contains(&"types".to_string()))
+            && s.state == ServerState::Running
+    }));
+    assert_eq!(fx.pids("lint").len(), 2, "started, then restarted once");
+    // The formatter of the set (the one beside) is down: said, not taken for "no formatter".
+    let got = fx.lsp.format(
+        &fx.file("c.zz"),
+        "x  \n",
+        Instant::now() + Duration::from_secs(5),
+    );
+    match got {
+        Err(LspError::Exited(why)) => assert!(why.contains("crash-after-open"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    fx.shutdown_leaves_nothing(&["types", "lint"]);
+}
+
+/// A server of the set that never answers (its pulls hang): the answer comes at the deadline with
+/// the other's diagnostics, not fresh, naming the one that did not answer.
+#[test]
+fn a_hung_server_of_a_set_costs_one_deadline_and_is_said() {
+    let fx = set_of(("good", "types"), &[("hang-pull", "lint")], |_| {});
+    let wait = Duration::from_secs(2);
+    // Started first: the deadline below is the diagnostics', not the start's.
+    assert!(fx.lsp.start("zz"));
+    wait_for("both running", Duration::from_secs(10), || {
+        let s = fx.lsp.status();
+        s.len() == 2 && s.iter().all(|s| s.state == ServerState::Running)
+    });
+    let t = Instant::now();
+    let checked = fx
+        .lsp
+        .check(&fx.file("d.zz"), "types\nlint\n", Instant::now() + wait);
+    assert!(t.elapsed() <= wait + SLACK, "{:?}", t.elapsed());
+    assert_eq!(sources(&checked.diagnostics), ["types"]);
+    assert!(!checked.fresh);
+    assert_eq!(checked.down.len(), 1, "{checked:?}");
+    assert!(
+        checked.down[0].ends_with("no answer in time"),
+        "{checked:?}"
+    );
+    fx.shutdown_leaves_nothing(&["types", "lint"]);
+}
+
+/// At most MAX_SERVERS run for a language, however many the table names; each is stopped.
+#[test]
+fn a_set_is_at_most_a_few_servers() {
+    let also: Vec<(&str, &str)> = ["b", "c", "d", "e", "f"]
+        .iter()
+        .map(|w| ("good", *w))
+        .collect();
+    let fx = set_of(("good", "a"), &also, |_| {});
+    assert!(fx.lsp.start("zz"));
+    wait_for("the set running", Duration::from_secs(15), || {
+        let s = fx.lsp.status();
+        s.len() == MAX_SERVERS && s.iter().all(|s| s.state == ServerState::Running)
+    });
+    let checked = fx.lsp.check(
+        &fx.file("e.zz"),
+        "a b c d e f\n",
+        Instant::now() + Duration::from_secs(5),
+    );
+    assert_eq!(sources(&checked.diagnostics), ["a", "b", "c", "d"]);
+    assert!(fx.pids("e").is_empty() && fx.pids("f").is_empty());
+    fx.shutdown_leaves_nothing(&["a", "b", "c", "d"]);
+}
