@@ -349,10 +349,14 @@ fn reformat_file_through_a_server_that_formats() {
     );
     assert_eq!(s.stop(), 0);
 
-    // pyright does not format: the refusal stays, the file is untouched.
+    // pyright alone does not format: the refusal stays, the file is untouched.
     if have("pyright-langserver") {
         fs::write(&app, "x=[1,2 ,3]\n").unwrap();
-        let mut s = serve(&sb, "threads", &[]);
+        let mut s = serve(
+            &sb,
+            "threads",
+            &["--lsp", "python=pyright-langserver --stdio"],
+        );
         let mut c = Session::new(&s);
         let r = c.call("reformat_file", json!({"file_path": app.to_str().unwrap()}));
         assert!(
@@ -362,6 +366,47 @@ fn reformat_file_through_a_server_that_formats() {
         assert_eq!(fs::read_to_string(&app).unwrap(), "x=[1,2 ,3]\n");
         assert_eq!(s.stop(), 0);
     }
+}
+
+/// The built-in Python set, pyright and ruff together (issue 32): one answer holds pyright's type
+/// error and ruff's unused import, each with its source; `reformat_file` goes through ruff, the
+/// one of the set that formats; both servers are gone after the stop.
+#[test]
+fn pyright_and_ruff_run_together_for_python() {
+    require("pyright-langserver", "npm install -g pyright");
+    require("ruff", "pip install ruff");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    let text = format!("import os\n\n\n{TYPE_ERROR}");
+    fs::write(&app, &text).unwrap();
+    let mut s = serve(&sb, "threads", &[]);
+    let mut c = Session::new(&s);
+    let answer = c.diagnostics(json!({"uri": uri(&app)}));
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    let d = answer[0]["diagnostics"].as_array().unwrap();
+    let from = |source: &str, word: &str| {
+        d.iter()
+            .any(|d| d["source"] == source && d.to_string().contains(word))
+    };
+    assert!(
+        from("Pyright", "is not assignable to declared type"),
+        "{answer:?}"
+    );
+    assert!(from("Ruff", "F401"), "{answer:?}");
+    let servers = procs::descendants(s.child.id());
+    let lines: Vec<String> = servers.iter().map(|p| procs::cmdline(p.pid)).collect();
+    assert!(lines.iter().any(|l| l.contains("pyright")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("ruff")), "{lines:?}");
+
+    fs::write(&app, "import os\nx=[1,\n  2]\n").unwrap();
+    let r = c.call("reformat_file", json!({"file_path": app.to_str().unwrap()}));
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert_eq!(
+        fs::read_to_string(&app).unwrap(),
+        "import os\n\nx = [1, 2]\n"
+    );
+    assert_eq!(s.stop(), 0);
+    assert_all_gone(&servers, "after the stop");
 }
 
 #[test]
@@ -532,12 +577,40 @@ fn doctor_lists_the_servers_of_the_workspace() {
     assert!(out.contains("language servers"), "{out}");
     assert!(out.contains("missing: go (1 file)"), "{out}");
     assert!(out.contains("/nonexistent/gopls"), "{out}");
-    if have("pyright-langserver") {
+    if have("pyright-langserver") && have("ruff") {
         assert!(
-            out.contains("ok: python (1 file): pyright-langserver --stdio"),
+            out.contains("ok: python (1 file): pyright-langserver --stdio + ruff server"),
             "{out}"
         );
     }
+    // --lsp again for a language: a set of its own, shown as such; past 4, refused.
+    let o = sb
+        .command()
+        .args([
+            "doctor",
+            "--lsp",
+            "py=/bin/cat",
+            "--lsp",
+            "python=/bin/cat -u",
+        ])
+        .arg(&sb.ws)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("ok: python (1 file): /bin/cat + /bin/cat -u"),
+        "{out}"
+    );
+    let mut many = vec!["doctor".to_string()];
+    for i in 0..5 {
+        many.extend(["--lsp".into(), format!("python=/bin/cat -{i}")]);
+    }
+    let o = sb.command().args(&many).arg(&sb.ws).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("at most 4 language servers run together"),
+        "{out}"
+    );
     let o = sb
         .command()
         .args(["doctor", "--no-lsp"])
