@@ -2,7 +2,6 @@
 
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,6 +12,7 @@ use claude_ide_bridge_lsp::ServerTable;
 use claude_ide_bridge_runtime::lock::pid_alive;
 
 use crate::lsp::ServerOpts;
+use crate::sys::{self, Finding};
 
 mod remote;
 
@@ -41,12 +41,11 @@ impl Found {
 
 fn dirs() -> Vec<PathBuf> {
     let config = std::env::var("CLAUDE_CONFIG_DIR").ok();
-    let home = std::env::var("HOME").ok();
+    let home = std::env::var(sys::HOME_VAR).ok();
     lock_dirs(config.as_deref(), home.as_deref())
 }
 
 fn scan(dir: &Path) -> Vec<Found> {
-    let uid = rustix::process::getuid().as_raw();
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -67,7 +66,7 @@ fn scan(dir: &Path) -> Vec<Found> {
             Some(Found {
                 path,
                 port,
-                ours: meta.uid() == uid,
+                ours: sys::is_mine(&meta),
                 lock,
             })
         })
@@ -220,8 +219,11 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     let dirs = dirs();
     if dirs.is_empty() {
         r.problem(
-            "neither CLAUDE_CONFIG_DIR nor HOME is set: claude has nowhere to look for lock files",
-            "set HOME (and CLAUDE_CONFIG_DIR if you use one)",
+            &format!(
+                "neither CLAUDE_CONFIG_DIR nor {} is set: claude has nowhere to look for lock files",
+                sys::HOME_VAR
+            ),
+            &format!("set {} (and CLAUDE_CONFIG_DIR if you use one)", sys::HOME_VAR),
         );
     }
     r.info(&format!(
@@ -232,41 +234,33 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             .join(" and ")
     ));
 
-    let uid = rustix::process::getuid().as_raw();
     let mut all = Vec::new();
     for d in &dirs {
         match fs::symlink_metadata(d) {
             Err(_) => {
-                r.info(&format!("{} does not exist (no IDE wrote a lock file there)", d.display()));
+                r.info(&format!(
+                    "{} does not exist (no IDE wrote a lock file there)",
+                    d.display()
+                ));
                 continue;
             }
             Ok(m) if m.file_type().is_symlink() => r.problem(
-                &format!("{} is a symbolic link; the bridge refuses to write lock files through it", d.display()),
-                &format!("replace it with a real directory: rm {0} && mkdir -m 700 {0}", d.display()),
+                &format!(
+                    "{} is a symbolic link; the bridge refuses to write lock files through it",
+                    d.display()
+                ),
+                &format!("replace it with a real directory: {}", sys::new_dir_hint(d)),
             ),
             Ok(m) if !m.is_dir() => r.problem(
                 &format!("{} is not a directory", d.display()),
-                &format!("remove it and create a directory: rm {0} && mkdir -m 700 {0}", d.display()),
-            ),
-            Ok(m) if m.uid() != uid => r.problem(
-                &format!("{} is owned by another user (uid {})", d.display(), m.uid()),
-                &format!("make it yours: sudo chown \"$(id -u)\" {}", d.display()),
+                &format!("remove it and create a directory: {}", sys::new_dir_hint(d)),
             ),
             // What the bridge refuses (runtimes/runtime/src/lock.rs): a directory others may write.
-            Ok(m) if m.mode() & 0o022 != 0 => r.problem(
-                &format!(
-                    "{} has mode {:04o}: other users can plant lock files there (the bridge refuses it)",
-                    d.display(),
-                    m.mode() & 0o7777
-                ),
-                &format!("chmod 700 {}", d.display()),
-            ),
-            Ok(m) if m.mode() & 0o077 != 0 => r.info(&format!(
-                "{} has mode {:04o}: other users can list the lock files (their contents, with the token, are yours only: 0600); chmod 700 {0} hides the ports too",
-                d.display(),
-                m.mode() & 0o7777
-            )),
-            Ok(_) => r.ok(&format!("{} is a private directory (0700, yours)", d.display())),
+            Ok(m) => match sys::lock_dir_finding(d, &m) {
+                Finding::Ok(msg) => r.ok(&msg),
+                Finding::Info(msg) => r.info(&msg),
+                Finding::Problem(msg, fix) => r.problem(&msg, &fix),
+            },
         }
         all.extend(scan(d));
     }
@@ -275,21 +269,22 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         match &f.lock {
             Err(e) => r.problem(
                 &format!("{}: {e} (foreign or corrupt)", f.path.display()),
-                &format!("remove it: rm {}", f.path.display()),
+                &format!("remove it: {}", sys::remove_hint(&f.path)),
             ),
             Ok(_) if !f.ours => r.problem(
                 &format!("{} belongs to another user (foreign)", f.path.display()),
                 &format!(
-                    "ask its owner to remove it, or: sudo rm {}",
-                    f.path.display()
+                    "ask its owner to remove it, or: sudo {}",
+                    sys::remove_hint(&f.path)
                 ),
             ),
             // Harmless: claude skips it, and deletes it.
             Ok(l) if !pid_alive(l.pid) => r.info(&format!(
-                "{} is stale: its process {} ({}) is not running; claude deletes such files (or: rm {0})",
+                "{} is stale: its process {} ({}) is not running; claude deletes such files (or: {})",
                 f.path.display(),
                 l.pid,
-                l.ide_name
+                l.ide_name,
+                sys::remove_hint(&f.path)
             )),
             Ok(l) if l.transport != "ws" => r.problem(
                 &format!(

@@ -3,9 +3,8 @@
 //! (`getDiagnostics`, `diagnostics_changed`).
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -117,7 +116,8 @@ pub struct LspOpts {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub lsp_start_wait: Duration,
     /// Append the language servers' stderr and the bridge's notes about them to FILE (default:
-    /// $XDG_STATE_HOME/claude-ide-bridge/lsp.log, or ~/.local/state/claude-ide-bridge/lsp.log).
+    /// $XDG_STATE_HOME/claude-ide-bridge/lsp.log, or ~/.local/state/claude-ide-bridge/lsp.log;
+    /// %LOCALAPPDATA%\claude-ide-bridge\lsp.log on Windows).
     #[arg(long, value_name = "FILE")]
     pub lsp_log: Option<PathBuf>,
 }
@@ -174,21 +174,14 @@ impl Log {
     /// Opens (creates) `path`; a log above 8 MiB is moved aside to `<path>.old` first.
     pub fn open(path: &Path) -> io::Result<Log> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
+            crate::sys::private_dirs(dir)?;
         }
         if fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_AT) {
             let mut old = path.as_os_str().to_owned();
             old.push(".old");
             let _ = fs::rename(path, old);
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = crate::sys::append_private(path)?;
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         Ok(Log {
             path,
@@ -254,7 +247,6 @@ mod tests {
 
     #[test]
     fn log_is_private_bounded_and_rotated() {
-        use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("state/lsp.log");
         let log = Log::open(&p).unwrap();
@@ -264,10 +256,10 @@ mod tests {
             text.contains("hello") && text.starts_with("claude-ide-bridge["),
             "{text}"
         );
-        assert_eq!(
-            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        // Mode bits where there are some (Unix); Windows has none.
+        if let Some(mode) = crate::sys::mode_of(&p) {
+            assert_eq!(mode, 0o600);
+        }
         let mut w = log.clone();
         let chunk = vec![b'x'; 1 << 20];
         for _ in 0..40 {

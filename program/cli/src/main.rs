@@ -18,6 +18,7 @@ mod pathmap;
 use pathmap::PathMap;
 mod runtime;
 mod state;
+mod sys;
 mod ui;
 
 use std::ffi::OsString;
@@ -305,32 +306,6 @@ fn path_mapping(specs: &[String], folders: &[String]) -> Result<PathMap, String>
     Ok(map)
 }
 
-/// A thread turning SIGINT, SIGTERM and SIGHUP into host inputs; the stdio editor's writer is
-/// told first that the bridge is stopping, so a host waiting for an editor that does not read
-/// goes on to take the signal.
-fn spawn_signals(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> std::io::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    // Under `nohup` (SIGHUP ignored) or as a script's background job (SIGINT ignored), the
-    // bridge stays as deaf to those as it was started.
-    let wanted = [SIGINT, SIGTERM, SIGHUP]
-        .into_iter()
-        .filter(|s| !claude_ide_bridge_runtime::signals::ignored(*s));
-    let mut signals = signal_hook::iterator::Signals::new(wanted)?;
-    thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            for sig in signals.forever() {
-                if let Some(out) = &stdio {
-                    out.stopping();
-                }
-                if tx.send(HostInput::Signal(sig)).is_err() {
-                    break;
-                }
-            }
-        })?;
-    Ok(())
-}
-
 /// A thread that reads one terminal line each time it is asked to.
 fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
     let (want_tx, want_rx) = mpsc::channel::<()>();
@@ -385,31 +360,6 @@ fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Waits for `run`'s command to end. When it stops itself (claude suspending on Ctrl-Z), the
-/// bridge stops with it: the shell sees its foreground job stopped and takes the terminal back,
-/// and `fg` continues both (it continues the whole process group).
-fn wait_for_command(child: &mut std::process::Child) -> std::io::Result<std::process::ExitStatus> {
-    use rustix::process::{kill_current_process_group, waitpid, Pid, Signal, WaitOptions};
-    use std::os::unix::process::ExitStatusExt;
-    let Some(pid) = Pid::from_raw(child.id() as i32) else {
-        return child.wait();
-    };
-    loop {
-        match waitpid(Some(pid), WaitOptions::UNTRACED) {
-            Ok(Some((_, status))) if status.stopped() => {
-                // SIGTSTP, not SIGSTOP: a group no shell would continue ignores it.
-                let _ = kill_current_process_group(Signal::TSTP);
-            }
-            Ok(Some((_, status))) => {
-                return Ok(std::process::ExitStatus::from_raw(status.as_raw()))
-            }
-            Ok(None) => continue,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 fn no_proxy_value(current: Option<OsString>) -> OsString {
     let add = "127.0.0.1,localhost,::1";
     match current {
@@ -423,22 +373,6 @@ fn no_proxy_value(current: Option<OsString>) -> OsString {
     }
 }
 
-/// Raises the soft limit on open files to the hard one: each listing holds a directory handle
-/// per level (up to 64), 64 of them may run at once, and every connection, language server and
-/// file read takes more; the usual soft limit of 1,024 would run out first. A limit that cannot
-/// be raised stays as it was (listings cut short by it say so).
-fn raise_open_files_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let limit = getrlimit(Resource::Nofile);
-    if limit.current < limit.maximum {
-        let raised = rustix::process::Rlimit {
-            current: limit.maximum,
-            maximum: limit.maximum,
-        };
-        let _ = setrlimit(Resource::Nofile, raised);
-    }
-}
-
 fn serve(
     common: CommonOpts,
     stdio: bool,
@@ -446,7 +380,7 @@ fn serve(
     run: Option<Vec<OsString>>,
 ) -> ExitCode {
     let start = Instant::now();
-    raise_open_files_limit();
+    sys::raise_open_files_limit();
     let decider = match decider(&common, stdio, run.is_some()) {
         Ok(d) => d,
         Err(e) => return usage(&e),
@@ -530,7 +464,7 @@ fn serve(
             return failure(&format!("cannot start the stderr writer: {e}"));
         }
     }
-    if let Err(e) = spawn_signals(tx.clone(), stdio.clone()) {
+    if let Err(e) = sys::listen_for_stop(tx.clone(), stdio.clone()) {
         return failure(&format!("cannot install the signal handlers: {e}"));
     }
     let sink = || -> runtime::EventSink {
@@ -665,7 +599,7 @@ fn serve(
                 host.set_child(child.id());
                 let tx = tx.clone();
                 let spawned = thread::Builder::new().name("child".into()).spawn(move || {
-                    let _ = tx.send(HostInput::ChildExited(wait_for_command(&mut child)));
+                    let _ = tx.send(HostInput::ChildExited(sys::wait_for_command(&mut child)));
                 });
                 if let Err(e) = spawned {
                     running.stop(Duration::from_secs(5));
@@ -713,5 +647,6 @@ fn serve(
     running.stop(Duration::from_secs(5));
     ui::say("stopped");
     ui::flush_stderr(STDOUT_GRACE);
+    sys::stopped();
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -14,6 +14,10 @@ pub enum CompletionShell {
     Bash,
     Zsh,
     Fish,
+    /// PowerShell (Windows PowerShell 5.1 and PowerShell 7): `claude-ide-bridge completions
+    /// powershell | Out-String | Invoke-Expression`, or the output saved and dot-sourced from
+    /// `$PROFILE`.
+    Powershell,
 }
 
 impl CompletionShell {
@@ -22,6 +26,7 @@ impl CompletionShell {
             CompletionShell::Bash => Shell::Bash,
             CompletionShell::Zsh => Shell::Zsh,
             CompletionShell::Fish => Shell::Fish,
+            CompletionShell::Powershell => Shell::PowerShell,
         }
     }
 }
@@ -208,6 +213,45 @@ mod tests {
             if !name.is_empty() {
                 assert!(
                     script.contains(&format!("'{name}:")),
+                    "{name} is not offered"
+                );
+            }
+        }
+    }
+
+    /// The PowerShell script registers a native completer for the program, offers every command
+    /// at the top and, in each command's arm, every flag `--help` lists. (No PowerShell runs
+    /// here: the structure is what is checked.)
+    #[test]
+    fn powershell_script_completes_every_flag_of_each_command() {
+        let script =
+            String::from_utf8(completions(Cli::command(), CompletionShell::Powershell)).unwrap();
+        assert!(
+            script.contains("Register-ArgumentCompleter -Native -CommandName 'claude-ide-bridge'"),
+            "{script}"
+        );
+        let arm = |key: &str| -> &str {
+            let head = format!("'{key}' {{");
+            let start = script
+                .find(&head)
+                .unwrap_or_else(|| panic!("no {head} arm in\n{script}"));
+            let rest = &script[start..];
+            &rest[..rest.find("\n            break\n").expect("end of arm")]
+        };
+        for (name, longs) in commands() {
+            let block = if name.is_empty() {
+                arm("claude-ide-bridge")
+            } else {
+                arm(&format!("claude-ide-bridge;{name}"))
+            };
+            for flag in longs {
+                let offered = format!("[CompletionResult]::new('--{flag}'");
+                assert!(block.contains(&offered), "{name} --{flag}:\n{block}");
+            }
+            if !name.is_empty() {
+                let offered = format!("[CompletionResult]::new('{name}'");
+                assert!(
+                    arm("claude-ide-bridge").contains(&offered),
                     "{name} is not offered"
                 );
             }

@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
-use std::process::{Command, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anstyle::{AnsiColor, Style};
@@ -195,7 +195,7 @@ pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
 /// Drops what was typed on the terminal and not read yet, a line not ended too: what was typed
 /// before a question was shown is not its answer.
 pub fn discard_typed() {
-    let _ = rustix::termios::tcflush(std::io::stdin(), rustix::termios::QueueSelector::IFlush);
+    crate::sys::discard_typed();
 }
 
 /// Prints a diff to stderr.
@@ -224,28 +224,16 @@ pub fn editor_command() -> Option<OsString> {
 }
 
 /// Runs the editor on `file` in the foreground and waits for it. The command may carry
-/// arguments (`EDITOR="code --wait"`), so it is run by `sh`.
+/// arguments (`EDITOR="code --wait"`): it is run by `sh` (`cmd` on Windows).
 pub fn run_editor(editor: &OsString, file: &Path) -> io::Result<ExitStatus> {
-    let mut script = OsString::from(editor);
-    script.push(" \"$@\"");
-    Command::new("/bin/sh")
-        .arg("-c")
-        .arg(script)
-        .arg("editor")
-        .arg(file)
-        .status()
+    crate::sys::editor_command(editor).arg(file).status()
 }
 
 /// Starts the editor on `files` without waiting (for `--open-files`), without the terminal: a
 /// terminal editor started in the background would fight `claude` (in `run`) or the prompt for
 /// it, so only an editor with a window of its own opens anything.
 pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
-    let mut script = OsString::from(editor);
-    script.push(" \"$@\"");
-    let mut child = Command::new("/bin/sh")
-        .arg("-c")
-        .arg(script)
-        .arg("editor")
+    let mut child = crate::sys::editor_command(editor)
         .args(files)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

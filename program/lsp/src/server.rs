@@ -113,6 +113,11 @@ impl ServerProcess {
         }
         sys::own_tree(&mut cmd);
         let mut child = cmd.spawn()?;
+        if let Err(e) = sys::adopt(&child) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
         let pid = child.id();
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");

@@ -170,11 +170,11 @@ impl Fx {
     }
 }
 
-/// Whether a process with this id exists (a zombie counts), by `kill(pid, 0)`: only ESRCH
-/// says it is gone. The same on Linux and macOS (which has no /proc).
+/// Whether a process with this id exists (a zombie counts): the runtime crate's liveness
+/// check, `kill(pid, 0)` on Linux and macOS (only ESRCH says it is gone), `OpenProcess` on
+/// Windows.
 fn alive(pid: u32) -> bool {
-    let pid = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid");
-    rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH)
+    claude_ide_bridge_runtime::lock::pid_alive(pid)
 }
 
 fn wait_for(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {

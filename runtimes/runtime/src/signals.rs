@@ -61,6 +61,42 @@ pub fn remove_all() {
     }
 }
 
+/// A console's control event on Windows: what [`on_console_event`] passes to its handler.
+#[cfg(windows)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsoleEvent {
+    /// Ctrl-C.
+    CtrlC,
+    /// Ctrl-Break.
+    CtrlBreak,
+    /// The console was closed.
+    Close,
+    /// The user logs off.
+    Logoff,
+    /// The system shuts down.
+    Shutdown,
+}
+
+/// Windows only, for hosts that stop themselves (`Options::signal_cleanup = false`): calls
+/// `handler` on each console control event, on the thread Windows makes for it. After Ctrl-C and
+/// Ctrl-Break the process goes on; after the other three Windows ends it as soon as `handler`
+/// returns (and within 5 s of a closed console in any case), so there `handler` should return
+/// only once the host has stopped. Registered once; later calls add nothing.
+///
+/// ```no_run
+/// # #[cfg(windows)] {
+/// use claude_ide_bridge_runtime::signals::{on_console_event, ConsoleEvent};
+/// fn heard(event: ConsoleEvent) {
+///     eprintln!("{event:?}: stopping");
+/// }
+/// on_console_event(heard).unwrap();
+/// # }
+/// ```
+#[cfg(windows)]
+pub fn on_console_event(handler: fn(ConsoleEvent)) -> io::Result<()> {
+    sys::on_console_event(handler)
+}
+
 fn lock_registry() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -335,7 +335,7 @@ impl Host {
     }
 
     fn on_signal(&mut self, sig: i32) -> Flow {
-        use signal_hook::consts::SIGINT;
+        const SIGINT: i32 = crate::sys::INTERRUPT;
         match self.running_child {
             // In `run`, the terminal's Ctrl-C belongs to claude (it got the SIGINT too).
             Some(_) if sig == SIGINT => Flow::Continue,
@@ -343,11 +343,7 @@ impl Host {
             // group): Ctrl-C ends the editor, whose failure keeps the edit and asks again.
             None if sig == SIGINT && self.editing.is_some() => Flow::Continue,
             Some(pid) => {
-                if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-                    let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
-                    // A command stopped (suspended) takes its SIGTERM only once it runs again.
-                    let _ = rustix::process::kill_process(p, rustix::process::Signal::CONT);
-                }
+                crate::sys::ask_to_stop(pid);
                 Flow::Continue
             }
             None => {
@@ -429,13 +425,9 @@ impl Host {
     }
 }
 
-/// The exit code a shell would report: the status, or 128 + the signal.
+/// The exit code a shell would report: the status, or 128 + the signal (Unix).
 pub fn exit_code(status: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
+    crate::sys::exit_code(status)
 }
 
 #[cfg(test)]

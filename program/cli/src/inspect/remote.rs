@@ -53,6 +53,23 @@ pub(super) fn remote_view(
             "running in WSL ({distro}): an editor on Windows names C:\\... what is /mnt/c/... here; \
              start the bridge with --path-map wsl"
         ));
+        let windows = crate::sys::wsl_windows_lock_dirs().unwrap_or_default();
+        let seen = match windows.is_empty() {
+            true => "no Windows profile with a .claude folder found under /mnt/c/Users".to_owned(),
+            false => format!(
+                "here: {}",
+                windows
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        };
+        r.info(&format!(
+            "a claude run on Windows (not in WSL) reads %USERPROFILE%\\.claude\\ide ({seen}), \
+             not the lock files of this distribution: it does not see a bridge started here, and a \
+             claude run here does not see a bridge started on Windows"
+        ));
     }
     let Some(host) = env("CLAUDE_CODE_IDE_HOST_OVERRIDE") else {
         return;

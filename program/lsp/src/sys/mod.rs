@@ -1,5 +1,6 @@
 //! What differs between the operating systems the client runs on, behind one interface: how a
-//! server is started so that its whole tree can be stopped, how that tree is killed, and how an
+//! server is started so that its whole tree can be stopped (`own_tree` before the start, `adopt`
+//! after it), how that tree is killed, and how an
 //! exit is seen without reaping, and what a program file is (an execute bit here; on Windows a
 //! name with one of `PATHEXT`'s extensions, so that npm's `pyright-langserver.cmd` is found and
 //! its extensionless shell-script twin is not). `server.rs` and `table.rs` name these and never tests the OS itself.
@@ -11,6 +12,9 @@
 //! the protocol has it, exits on its own (all the servers the bridge knows do). No
 //! parent-death signal is asked for: Linux's `PR_SET_PDEATHSIG` reaches only the direct child,
 //! not its group, and macOS has none, so both behave the same.
+//!
+//! On Windows (`windows.rs`) the tree is a Job Object per server, created with "kill on job
+//! close": a stop closes it, and Windows closes it too when the bridge exits however it ends.
 
 #[cfg(unix)]
 #[path = "unix.rs"]
@@ -20,6 +24,6 @@ mod os;
 mod os;
 
 pub(crate) use os::{
-    exe_extensions, has_exited, is_executable, kill_tree, own_tree, reap_id, same_file,
+    adopt, exe_extensions, has_exited, is_executable, kill_tree, own_tree, reap_id, same_file,
     set_nonblocking, wait_writable,
 };

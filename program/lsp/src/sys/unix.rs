@@ -12,6 +12,11 @@ pub(crate) fn own_tree(cmd: &mut Command) {
     std::os::unix::process::CommandExt::process_group(cmd, 0);
 }
 
+/// Nothing to do once started: the group was made by [`own_tree`].
+pub(crate) fn adopt(_child: &Child) -> std::io::Result<()> {
+    Ok(())
+}
+
 /// SIGKILL to the process group led by `pid`.
 pub(crate) fn kill_tree(pid: u32) {
     if let Some(group) = i32::try_from(pid).ok().and_then(Pid::from_raw) {

@@ -1,16 +1,34 @@
-//! Windows: a server's tree is what `taskkill /T` finds under it; writes to its input block.
+//! Windows: a server's tree is a Job Object of its own; writes to its input block.
 //!
-//! What this is not yet: a Job Object (which would also take the tree when the bridge itself
-//! is killed, and needs `unsafe` Win32 calls this crate forbids); until then a server outlives
-//! a bridge killed from outside, as on Unix it does until it sees its input closed. And a
-//! server that stops reading holds the writer in its write until the request that is waiting
+//! Each server is put, right after it is started, into a job created for it with "kill on job
+//! close" (the `win32job` crate: the Win32 calls behind a safe API, so this crate has no
+//! `unsafe`). The processes it starts later (the `node` under npm's `.cmd` shim) are in the job
+//! too, and closing the job's one handle, which this module holds, ends them all: that is the
+//! stop, and Windows closes the handle itself when the bridge exits, however it ends (killed
+//! from the task manager included), so no server outlives it. What the job does not hold: a
+//! process the server started in the moment between its start and its assignment (std has no
+//! suspended start); npm's shims start `node` long after that.
+//!
+//! A server that stops reading holds the writer in its write until the request that is waiting
 //! passes its deadline: the caller then finds it hung and kills its tree, which ends the write.
 //! Type-checked and clippy-clean for `x86_64-pc-windows-msvc`; not yet run (the crate's tests
 //! start Python servers, which the Wine harness does not have).
 
+use std::collections::HashMap;
+use std::os::windows::io::AsRawHandle;
 use std::os::windows::process::CommandExt;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+use win32job::{ExtendedLimitInfo, Job};
+
+/// Each running server's job, by the server's process id.
+static JOBS: Mutex<Option<HashMap<u32, Job>>> = Mutex::new(None);
+
+fn jobs() -> MutexGuard<'static, Option<HashMap<u32, Job>>> {
+    JOBS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `CREATE_NEW_PROCESS_GROUP`: a Ctrl-C in the bridge's console does not reach the server.
 const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
@@ -22,15 +40,22 @@ pub(crate) fn own_tree(cmd: &mut Command) {
     cmd.creation_flags(CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW);
 }
 
-/// Ends the process `pid` and every process it started (`taskkill /PID pid /T /F`).
+/// Puts the server just started into a job of its own, created with "kill on job close".
+pub(crate) fn adopt(child: &Child) -> std::io::Result<()> {
+    let mut limits = ExtendedLimitInfo::new();
+    limits.limit_kill_on_job_close();
+    let job = Job::create_with_limit_info(&limits)?;
+    job.assign_process(child.as_raw_handle() as isize)?;
+    jobs()
+        .get_or_insert_with(HashMap::new)
+        .insert(child.id(), job);
+    Ok(())
+}
+
+/// Ends the server `pid` and every process it started: its job's handle is closed.
 pub(crate) fn kill_tree(pid: u32) {
-    let _ = Command::new("taskkill")
-        .args(["/PID", &pid.to_string(), "/T", "/F"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .creation_flags(CREATE_NO_WINDOW)
-        .status();
+    let job = jobs().as_mut().and_then(|j| j.remove(&pid));
+    drop(job);
 }
 
 /// Nothing to do: an exited process leaves no zombie, and its id is not reused while a handle

@@ -19,7 +19,10 @@ use std::sync::OnceLock;
 use windows_sys::core::BOOL;
 use windows_sys::Win32::Foundation::{CloseHandle, ERROR_INVALID_PARAMETER, STILL_ACTIVE};
 use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OPEN_REPARSE_POINT;
-use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+use windows_sys::Win32::System::Console::{
+    SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT,
+    CTRL_SHUTDOWN_EVENT,
+};
 use windows_sys::Win32::System::Threading::{
     GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
 };
@@ -124,6 +127,41 @@ pub(crate) fn on_termination(cleanup: fn(), _ignored: fn(i32) -> bool) -> io::Re
     // SAFETY: registers a function with the signature Windows calls; it stays valid for the
     // life of the process (a plain fn item).
     if unsafe { SetConsoleCtrlHandler(Some(console_handler), 1) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+static HOST_HANDLER: OnceLock<fn(crate::signals::ConsoleEvent)> = OnceLock::new();
+
+unsafe extern "system" fn host_console_handler(ctrl_type: u32) -> BOOL {
+    use crate::signals::ConsoleEvent;
+    let event = match ctrl_type {
+        CTRL_C_EVENT => ConsoleEvent::CtrlC,
+        CTRL_BREAK_EVENT => ConsoleEvent::CtrlBreak,
+        CTRL_CLOSE_EVENT => ConsoleEvent::Close,
+        CTRL_LOGOFF_EVENT => ConsoleEvent::Logoff,
+        CTRL_SHUTDOWN_EVENT => ConsoleEvent::Shutdown,
+        // Not one of ours: the next handler (Windows' default at the end) takes it.
+        _ => return 0,
+    };
+    match HOST_HANDLER.get() {
+        Some(handler) => {
+            handler(event);
+            1
+        }
+        None => 0,
+    }
+}
+
+/// Calls `handler` on each console control event (see `signals::on_console_event`).
+pub(crate) fn on_console_event(handler: fn(crate::signals::ConsoleEvent)) -> io::Result<()> {
+    if HOST_HANDLER.set(handler).is_err() {
+        return Ok(());
+    }
+    // SAFETY: registers a function with the signature Windows calls; it stays valid for the
+    // life of the process (a plain fn item).
+    if unsafe { SetConsoleCtrlHandler(Some(host_console_handler), 1) } == 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

@@ -1,0 +1,42 @@
+//! What differs between the operating systems the program runs on, behind one interface (std's
+//! `sys` pattern, as in the runtime crate): every platform file defines the same items, and the
+//! rest of the program calls them without `cfg`.
+//!
+//! - `unix.rs`: Linux, macOS and the other Unixes;
+//! - `windows.rs`: Windows.
+//!
+//! The interface:
+//!
+//! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
+//! - `state_dir()`, `read_private(path, max)`, `private_dir(dir)`: the program's state folder and
+//!   the private files in it (`state`); `private_dirs(dir)`, `append_private(path)`: the
+//!   language-server log;
+//! - `is_mine(&Metadata)`, `lock_dir_finding(dir, &Metadata)`, `remove_hint(path)`,
+//!   `new_dir_hint(dir)`: what `list` and `doctor` say about lock files and their folders;
+//! - `wsl_windows_lock_dirs()`: inside WSL, where a `claude` run on Windows looks (`doctor`);
+//! - `INTERRUPT`: the number [`HostInput::Signal`](crate::host::HostInput::Signal) carries for
+//!   Ctrl-C; `listen_for_stop(inputs, stdio)`: the requests to stop (SIGINT, SIGTERM, SIGHUP;
+//!   Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs; `stopped()`: the
+//!   program has stopped (Windows waits for it before ending a process whose console closes);
+//! - `ask_to_stop(pid)`, `wait_for_command(child)`, `exit_code(status)`: `run`'s command;
+//! - `raise_open_files_limit()`, `discard_typed()`, `editor_command(editor)`: the rest.
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+pub use self::unix::*;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use self::windows::*;
+
+/// What `doctor` says about a lock-file folder that exists and is a directory.
+pub enum Finding {
+    /// All is well: the message.
+    Ok(String),
+    /// Worth knowing, not a problem.
+    Info(String),
+    /// A problem, and its fix.
+    Problem(String, String),
+}

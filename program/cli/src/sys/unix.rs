@@ -1,0 +1,392 @@
+//! Linux, macOS and the other Unixes: state under `$XDG_STATE_HOME` (or `~/.local/state`), private
+//! by mode bits and owner, signals through `signal-hook`, `run`'s command under job control.
+
+use std::ffi::OsString;
+use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc::Sender;
+
+use rustix::fs::OFlags;
+use rustix::process::getuid;
+
+use super::Finding;
+use crate::host::{HostInput, StdioOut};
+use crate::state::Refused;
+
+/// The variable naming the user's home.
+pub const HOME_VAR: &str = "HOME";
+
+/// Why there is no state directory, as a note says it.
+pub const NO_STATE_DIR: &str = "neither XDG_STATE_HOME nor HOME is set";
+
+/// The program's state directory: `$XDG_STATE_HOME/claude-ide-bridge` when that is an absolute
+/// path, else `~/.local/state/claude-ide-bridge` (macOS included: a command-line program's state,
+/// found where its users look on Linux); `None` without a home.
+pub fn state_dir() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        })?;
+    Some(state.join("claude-ide-bridge"))
+}
+
+/// Reads `path` whole if it is a regular file of this user's that group and others cannot use,
+/// of at most `max` bytes. Opened without following a symbolic link and without waiting (a FIFO
+/// put there does not block). `Ok(None)` when it does not exist.
+pub fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refused> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(Refused::Symlink)
+        }
+        Err(e) => return Err(Refused::Unreadable(e)),
+    };
+    let meta = file.metadata().map_err(Refused::Unreadable)?;
+    if !meta.is_file() {
+        return Err(Refused::NotAFile);
+    }
+    if meta.uid() != getuid().as_raw() {
+        return Err(Refused::NotOurs);
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(Refused::OpenToOthers(meta.mode() & 0o7777));
+    }
+    if meta.len() > max {
+        return Err(Refused::TooBig(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Refused::Unreadable)?;
+    if bytes.len() as u64 > max {
+        return Err(Refused::TooBig(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
+}
+
+/// Creates `dir` (and its parents) with mode 0700 when missing, then checks it and its parent:
+/// real directories (not symbolic links) of this user's that nobody else can write; `dir` itself
+/// closed to group and others. Refusals are `PermissionDenied` errors saying why.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(dir).is_err() {
+        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    }
+    if let Some(parent) = dir.parent() {
+        check_dir(parent, 0o022)?;
+    }
+    check_dir(dir, 0o077)
+}
+
+fn check_dir(dir: &Path, forbidden: u32) -> io::Result<()> {
+    let refuse = |why: String| {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("refusing state folder {}: {why}", dir.display()),
+        )
+    };
+    let meta = fs::symlink_metadata(dir)?;
+    if meta.file_type().is_symlink() {
+        return Err(refuse("it is a symbolic link".into()));
+    }
+    if !meta.is_dir() {
+        return Err(refuse("it is not a directory".into()));
+    }
+    if meta.uid() != getuid().as_raw() {
+        return Err(refuse("it is owned by another user".into()));
+    }
+    if meta.mode() & forbidden != 0 {
+        return Err(refuse(format!(
+            "its mode {:o} lets group or others at it (chmod go-rwx {})",
+            meta.mode() & 0o7777,
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents, mode 0700.
+pub fn private_dirs(dir: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+/// Opens `path` to append to, created with mode 0600 when missing.
+pub fn append_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Whether this user owns the file.
+pub fn is_mine(meta: &Metadata) -> bool {
+    meta.uid() == getuid().as_raw()
+}
+
+/// What the bridge requires of a lock-file folder (runtimes/runtime/src/lock.rs): this user's, not
+/// writable by others; readable by others is worth a word.
+pub fn lock_dir_finding(d: &Path, m: &Metadata) -> Finding {
+    let mode = m.mode() & 0o7777;
+    let d = d.display();
+    if !is_mine(m) {
+        Finding::Problem(
+            format!("{d} is owned by another user (uid {})", m.uid()),
+            format!("make it yours: sudo chown \"$(id -u)\" {d}"),
+        )
+    } else if mode & 0o022 != 0 {
+        Finding::Problem(
+            format!(
+                "{d} has mode {mode:04o}: other users can plant lock files there (the bridge \
+                 refuses it)"
+            ),
+            format!("chmod 700 {d}"),
+        )
+    } else if mode & 0o077 != 0 {
+        Finding::Info(format!(
+            "{d} has mode {mode:04o}: other users can list the lock files (their contents, with \
+             the token, are yours only: 0600); chmod 700 {d} hides the ports too"
+        ))
+    } else {
+        Finding::Ok(format!("{d} is a private directory (0700, yours)"))
+    }
+}
+
+/// The command that removes a file (said in a fix).
+pub fn remove_hint(path: &Path) -> String {
+    format!("rm {}", path.display())
+}
+
+/// The commands that put a private directory in place of what is at `dir` (said in a fix).
+pub fn new_dir_hint(dir: &Path) -> String {
+    format!("rm {0} && mkdir -m 700 {0}", dir.display())
+}
+
+/// Inside WSL: the lock-file folders a `claude` run on Windows (not in WSL) reads, as this
+/// distribution sees them (`%USERPROFILE%\.claude\ide` under `/mnt/<drive>`): the profile
+/// `USERPROFILE` names when WSLENV passes it, else each `/mnt/c/Users/*` with a `.claude`
+/// folder. `None` outside WSL.
+pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
+    std::env::var_os("WSL_DISTRO_NAME").filter(|v| !v.is_empty())?;
+    let from_env = std::env::var("USERPROFILE").ok().and_then(|p| {
+        let p = p.replace('\\', "/");
+        let (drive, rest) = p.split_once(":/")?;
+        let drive = drive.to_ascii_lowercase();
+        (drive.len() == 1).then(|| PathBuf::from(format!("/mnt/{drive}/{rest}")))
+    });
+    let profiles: Vec<PathBuf> = match from_env {
+        Some(p) => vec![p],
+        None => fs::read_dir("/mnt/c/Users")
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.join(".claude").is_dir())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    Some(
+        profiles
+            .into_iter()
+            .map(|p| p.join(".claude").join("ide"))
+            .collect(),
+    )
+}
+
+/// The number of SIGINT, which `HostInput::Signal` carries for an interrupt (Ctrl-C).
+pub const INTERRUPT: i32 = signal_hook::consts::SIGINT;
+
+/// A thread turning SIGINT, SIGTERM and SIGHUP into host inputs; the stdio editor's writer is
+/// told first that the bridge is stopping, so a host waiting for an editor that does not read
+/// goes on to take the signal. Under `nohup` (SIGHUP ignored) or as a script's background job
+/// (SIGINT ignored), the bridge stays as deaf to those as it was started.
+pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let wanted = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|s| !claude_ide_bridge_runtime::signals::ignored(*s));
+    let mut signals = signal_hook::iterator::Signals::new(wanted)?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if let Some(out) = &stdio {
+                    out.stopping();
+                }
+                if tx.send(HostInput::Signal(sig)).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Nothing waits for the stop here: a signal's default action is not taken once handled.
+pub fn stopped() {}
+
+/// Tells `run`'s command to stop: SIGTERM, and SIGCONT (a command stopped, suspended, takes its
+/// SIGTERM only once it runs again).
+pub fn ask_to_stop(pid: u32) {
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::CONT);
+    }
+}
+
+/// Waits for `run`'s command to end. When it stops itself (claude suspending on Ctrl-Z), the
+/// bridge stops with it: the shell sees its foreground job stopped and takes the terminal back,
+/// and `fg` continues both (it continues the whole process group).
+pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
+    use rustix::process::{kill_current_process_group, waitpid, Pid, Signal, WaitOptions};
+    use std::os::unix::process::ExitStatusExt;
+    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+        return child.wait();
+    };
+    loop {
+        match waitpid(Some(pid), WaitOptions::UNTRACED) {
+            Ok(Some((_, status))) if status.stopped() => {
+                // SIGTSTP, not SIGSTOP: a group no shell would continue ignores it.
+                let _ = kill_current_process_group(Signal::TSTP);
+            }
+            Ok(Some((_, status))) => return Ok(ExitStatus::from_raw(status.as_raw())),
+            Ok(None) => continue,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The exit code a shell would report: the status, or 128 + the signal.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+/// Raises the soft limit on open files to the hard one: each listing holds a directory handle
+/// per level (up to 64), 64 of them may run at once, and every connection, language server and
+/// file read takes more; the usual soft limit of 1,024 would run out first. A limit that cannot
+/// be raised stays as it was (listings cut short by it say so).
+pub fn raise_open_files_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        let _ = setrlimit(Resource::Nofile, raised);
+    }
+}
+
+/// Drops what was typed on the terminal and not read yet, a line not ended too.
+pub fn discard_typed() {
+    let _ = rustix::termios::tcflush(std::io::stdin(), rustix::termios::QueueSelector::IFlush);
+}
+
+/// The command running `$VISUAL`/`$EDITOR` on the arguments added to it. The variable may carry
+/// arguments (`EDITOR="code --wait"`), so it is run by `sh`, the files passed as `"$@"`.
+pub fn editor_command(editor: &OsString) -> Command {
+    let mut script = OsString::from(editor);
+    script.push(" \"$@\"");
+    let mut c = Command::new("/bin/sh");
+    c.arg("-c").arg(script).arg("editor");
+    c
+}
+
+/// The permission bits of `path` (tests).
+#[cfg(test)]
+pub fn mode_of(path: &Path) -> Option<u32> {
+    Some(fs::metadata(path).ok()?.mode() & 0o777)
+}
+
+/// Makes a file written by a test as private as the program's own (0600).
+#[cfg(test)]
+pub fn make_private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::tests::{saved, store};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn set_mode(path: &Path, mode: u32) {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// What the state file is refused for on Unix: group or others may use it, it is a symbolic
+    /// link (never followed, and replaced itself by a save), another user's, or a FIFO (read
+    /// without waiting).
+    #[test]
+    fn state_files_refused_by_mode_link_owner_and_type() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        s.save(&saved()).unwrap();
+        let good = fs::read(s.path()).unwrap();
+        let put = |bytes: &[u8], mode: u32| {
+            let _ = fs::remove_file(s.path());
+            fs::write(s.path(), bytes).unwrap();
+            set_mode(&s.path(), mode);
+        };
+        put(&good, 0o644);
+        assert!(matches!(s.load(), Err(Refused::OpenToOthers(0o644))));
+        // A symbolic link to a good file is not followed.
+        let elsewhere = d.path().join("elsewhere.json");
+        fs::write(&elsewhere, &good).unwrap();
+        set_mode(&elsewhere, 0o600);
+        fs::remove_file(s.path()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, s.path()).unwrap();
+        assert!(matches!(s.load(), Err(Refused::Symlink)));
+        // Saving replaces the link itself, not the file it points to.
+        s.save(&saved()).unwrap();
+        assert!(!fs::symlink_metadata(s.path()).unwrap().is_symlink());
+        assert_eq!(fs::read(&elsewhere).unwrap(), good);
+        assert!(s.load().unwrap().is_some());
+        // Another user's file (the tests can make one only as root).
+        if getuid().is_root() {
+            put(&good, 0o600);
+            let other = rustix::process::Uid::from_raw(65534);
+            rustix::fs::chown(s.path(), Some(other), None).unwrap();
+            assert!(matches!(s.load(), Err(Refused::NotOurs)));
+        }
+        // A FIFO in its place. mkfifo(1): rustix has no `mknodat` on macOS.
+        fs::remove_file(s.path()).unwrap();
+        let made = Command::new("mkfifo")
+            .args(["-m", "600"])
+            .arg(s.path())
+            .status();
+        assert!(made.unwrap().success(), "mkfifo {}", s.path().display());
+        assert!(matches!(s.load(), Err(Refused::NotAFile)));
+    }
+
+    #[test]
+    fn a_folder_open_to_others_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        fs::create_dir(d.path().join("workspaces")).unwrap();
+        set_mode(&d.path().join("workspaces"), 0o777);
+        let e = s.save(&saved()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(!s.path().exists());
+    }
+}

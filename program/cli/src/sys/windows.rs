@@ -1,0 +1,310 @@
+//! Windows: state under `%LOCALAPPDATA%`, private by the profile's access list and never through
+//! a reparse point; the console's control events (Ctrl-C, Ctrl-Break, the console closed, logoff,
+//! shutdown) as the requests to stop; `run`'s command waited for plainly.
+//!
+//! Privacy: Windows has no mode bits. `%LOCALAPPDATA%` is inside the user's profile, whose access
+//! list grants the user, SYSTEM and Administrators only, and what is created in it inherits that
+//! list (as the lock-file folder under `%USERPROFILE%` does: runtimes/runtime/src/sys/windows.rs).
+//! What is checked here is what can be without reading access lists: no file or folder on the
+//! way is a reparse point (a symbolic link or a junction), and a file read is a regular file of
+//! bounded size.
+
+use std::ffi::OsString;
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
+use std::os::windows::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc::Sender;
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use claude_ide_bridge_runtime::signals::ConsoleEvent;
+
+use super::Finding;
+use crate::host::{HostInput, StdioOut};
+use crate::state::Refused;
+
+/// The variable naming the user's home (where the Windows `claude` looks for `.claude\ide`).
+pub const HOME_VAR: &str = "USERPROFILE";
+
+/// `FILE_FLAG_OPEN_REPARSE_POINT`: a reparse point is opened itself, not what it points to.
+const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+/// `FILE_ATTRIBUTE_REPARSE_POINT`: the file is a reparse point (symbolic link, junction, ...).
+const FILE_ATTRIBUTE_REPARSE_POINT: u32 = 0x0000_0400;
+
+fn is_reparse_point(meta: &Metadata) -> bool {
+    meta.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0
+}
+
+/// The program's state directory: `%LOCALAPPDATA%\claude-ide-bridge` when that is an absolute
+/// path; `None` without it.
+pub fn state_dir() -> Option<PathBuf> {
+    let local = std::env::var_os("LOCALAPPDATA")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())?;
+    Some(local.join("claude-ide-bridge"))
+}
+
+/// Why there is no state directory, as a note says it.
+pub const NO_STATE_DIR: &str = "LOCALAPPDATA is not set";
+
+/// Reads `path` whole if it is a regular file, not a reparse point, of at most `max` bytes.
+/// `Ok(None)` when it does not exist.
+pub fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refused> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Refused::Unreadable(e)),
+    };
+    let meta = file.metadata().map_err(Refused::Unreadable)?;
+    if is_reparse_point(&meta) {
+        return Err(Refused::Symlink);
+    }
+    if !meta.is_file() {
+        return Err(Refused::NotAFile);
+    }
+    if meta.len() > max {
+        return Err(Refused::TooBig(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Refused::Unreadable)?;
+    if bytes.len() as u64 > max {
+        return Err(Refused::TooBig(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
+}
+
+/// Creates `dir` (and its parents) when missing, then checks it and its parent: real
+/// directories, not reparse points. Refusals are `PermissionDenied` errors saying why.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(dir).is_err() {
+        fs::create_dir_all(dir)?;
+    }
+    if let Some(parent) = dir.parent() {
+        check_dir(parent)?;
+    }
+    check_dir(dir)
+}
+
+fn check_dir(dir: &Path) -> io::Result<()> {
+    let refuse = |why: &str| {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("refusing state folder {}: {why}", dir.display()),
+        )
+    };
+    let meta = fs::symlink_metadata(dir)?;
+    if is_reparse_point(&meta) {
+        return Err(refuse("it is a symbolic link or a junction"));
+    }
+    if !meta.is_dir() {
+        return Err(refuse("it is not a directory"));
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents (they inherit their parent's access list).
+pub fn private_dirs(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir)
+}
+
+/// Opens `path` to append to, created when missing; a reparse point there is refused, not
+/// followed.
+pub fn append_private(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
+        .open(path)?;
+    if is_reparse_point(&file.metadata()?) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is a symbolic link or a junction", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
+/// Files under the user's profile are this user's (see the module's note on privacy).
+pub fn is_mine(_: &Metadata) -> bool {
+    true
+}
+
+/// Nothing to check beyond a real directory (the caller's checks): its access list is the
+/// profile's, which `doctor` does not read.
+pub fn lock_dir_finding(d: &Path, _: &Metadata) -> Finding {
+    Finding::Ok(format!(
+        "{} is a directory (private by the access list of your profile, not checked here)",
+        d.display()
+    ))
+}
+
+/// The command that removes a file (said in a fix).
+pub fn remove_hint(path: &Path) -> String {
+    format!("del \"{}\"", path.display())
+}
+
+/// The commands that put a directory in place of what is at `dir` (said in a fix).
+pub fn new_dir_hint(dir: &Path) -> String {
+    format!(
+        "remove it (rmdir \"{0}\" for a link or junction, del \"{0}\" for a file), then mkdir \"{0}\"",
+        dir.display()
+    )
+}
+
+/// Not WSL.
+pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
+    None
+}
+
+/// The number `HostInput::Signal` carries for Ctrl-C (the C runtime's SIGINT).
+pub const INTERRUPT: i32 = 2;
+/// For Ctrl-Break (the C runtime's SIGBREAK).
+const BREAK: i32 = 21;
+/// For the console closed (as a terminal hanging up: SIGHUP's number).
+const HANGUP: i32 = 1;
+/// For logoff and shutdown (SIGTERM's number).
+const TERMINATE: i32 = 15;
+
+/// Where the console handler sends what it hears, and how it learns that the program stopped.
+struct Stop {
+    inputs: Mutex<Sender<HostInput>>,
+    stdio: Option<StdioOut>,
+    done: Mutex<bool>,
+    cond: Condvar,
+}
+
+static STOP: OnceLock<Stop> = OnceLock::new();
+
+/// Windows ends a process this long after its console closed, whatever its handler does: the
+/// handler waits for the stop a little less.
+const CLOSE_GRACE: Duration = Duration::from_millis(4500);
+
+/// Turns the console's control events into host inputs (through the runtime crate's console
+/// handler): Ctrl-C as [`INTERRUPT`], Ctrl-Break, the console closed, logoff and shutdown as
+/// the others. Windows ends the process once the handler returns from the last three, so there
+/// it waits for [`stopped`] (at most 4.5 s: Windows' own limit is 5): the lock file is removed
+/// and the language servers stopped before the end. The stdio editor's writer is told first that
+/// the bridge is stopping.
+pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Result<()> {
+    let _ = STOP.set(Stop {
+        inputs: Mutex::new(tx),
+        stdio,
+        done: Mutex::new(false),
+        cond: Condvar::new(),
+    });
+    claude_ide_bridge_runtime::signals::on_console_event(on_console_event)
+}
+
+fn on_console_event(event: ConsoleEvent) {
+    let Some(stop) = STOP.get() else {
+        return;
+    };
+    if let Some(out) = &stop.stdio {
+        out.stopping();
+    }
+    let (signal, wait) = match event {
+        ConsoleEvent::CtrlC => (INTERRUPT, false),
+        ConsoleEvent::CtrlBreak => (BREAK, false),
+        ConsoleEvent::Close => (HANGUP, true),
+        ConsoleEvent::Logoff | ConsoleEvent::Shutdown => (TERMINATE, true),
+    };
+    let sent = {
+        let inputs = stop.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        inputs.send(HostInput::Signal(signal)).is_ok()
+    };
+    if wait && sent {
+        let done = stop.done.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = stop
+            .cond
+            .wait_timeout_while(done, CLOSE_GRACE, |done| !*done);
+    }
+}
+
+/// The program has stopped: a console handler waiting for it returns.
+pub fn stopped() {
+    if let Some(stop) = STOP.get() {
+        *stop.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        stop.cond.notify_all();
+    }
+}
+
+/// Nothing to send: `run`'s command shares the bridge's console, and Windows gives it the
+/// console's events (closed, logoff, shutdown) itself.
+pub fn ask_to_stop(_pid: u32) {}
+
+/// Waits for `run`'s command to end (Windows has no job control to follow).
+pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
+    child.wait()
+}
+
+/// The command's exit code when it is one a process can exit with here (0 to 255), else 1
+/// (Windows' codes are 32 bits: `STATUS_CONTROL_C_EXIT` is 0xC000013A).
+pub fn exit_code(status: ExitStatus) -> i32 {
+    match status.code() {
+        Some(c) if (0..=255).contains(&c) => c,
+        _ => 1,
+    }
+}
+
+/// Nothing to raise: Windows has no per-process soft limit on handles.
+pub fn raise_open_files_limit() {}
+
+/// Not done on Windows: the flush is a console call (`FlushConsoleInputBuffer`) this crate makes
+/// no `unsafe` for, so a key typed before a question was shown stays in the console's buffer.
+pub fn discard_typed() {}
+
+/// The command running `%VISUAL%`/`%EDITOR%` on the arguments added to it: through `cmd /C`, as
+/// the variable may carry arguments (`code --wait`) and name a `.cmd` shim.
+pub fn editor_command(editor: &OsString) -> Command {
+    let mut c = Command::new("cmd");
+    c.args(["/D", "/C"]).raw_arg(editor);
+    c
+}
+
+/// No permission bits on Windows (tests).
+#[cfg(test)]
+pub fn mode_of(_path: &Path) -> Option<u32> {
+    None
+}
+
+/// Nothing to do: a file written by a test is as private as its folder (tests).
+#[cfg(test)]
+pub fn make_private(_path: &Path) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::tests::{saved, store};
+
+    /// The state folder is `%LOCALAPPDATA%\claude-ide-bridge`, and only under an absolute one.
+    #[test]
+    fn state_dir_is_under_local_app_data() {
+        let Some(local) = std::env::var_os("LOCALAPPDATA") else {
+            return;
+        };
+        assert_eq!(
+            state_dir().unwrap(),
+            PathBuf::from(local).join("claude-ide-bridge")
+        );
+    }
+
+    /// A file where the state folder should be is refused, not written through.
+    #[test]
+    fn a_file_in_the_folders_place_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        fs::write(d.path().join("workspaces"), b"x").unwrap();
+        assert!(s.save(&saved()).is_err());
+        assert_eq!(fs::read(d.path().join("workspaces")).unwrap(), b"x");
+    }
+}
