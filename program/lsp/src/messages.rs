@@ -151,3 +151,29 @@ impl Serialize for Item {
         serializer.serialize_map(Some(0))?.end()
     }
 }
+
+/// `$/progress`, its params read as the token and the kind of report (`begin`, `report`, `end`);
+/// the rest (title, message, percentage) is passed over.
+pub enum Progress {}
+
+impl Notification for Progress {
+    type Params = ProgressParams;
+    const METHOD: &'static str = lsp_types::notification::Progress::METHOD;
+}
+
+/// The params of `$/progress` as this client reads them.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct ProgressParams {
+    /// The token, a number or a string.
+    pub token: lsp_types::NumberOrString,
+    /// The report.
+    pub value: ProgressValue,
+}
+
+/// A progress report as this client reads it.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct ProgressValue {
+    /// `begin`, `report` or `end` (absent for a partial result).
+    #[serde(default)]
+    pub kind: Option<String>,
+}

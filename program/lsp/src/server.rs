@@ -325,9 +325,21 @@ impl ServerProcess {
         text: &str,
         deadline: Instant,
     ) -> Checked {
-        if !self.sync(path, language, text) {
+        // The version this text has in the server, taken in the same hold of the lock as the
+        // sync: an answer counts only for it (a sync of another text meanwhile, an accepted diff,
+        // makes what comes next that text's, not this one's).
+        let mine = {
+            let mut state = self.shared.lock();
+            let sent = state.sync(path, language, text);
+            let mine = state.version(path).filter(|_| sent);
+            kill_if_hung(&mut state);
+            let effects = state.take_effects();
+            self.deliver(state, effects);
+            mine
+        };
+        let Some(mine) = mine else {
             return Checked::stale(self.known(path));
-        }
+        };
         loop {
             let state = self.shared.lock();
             if !state.is_running() {
@@ -335,34 +347,45 @@ impl ServerProcess {
             }
             if !state.caps.pull {
                 let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
-                    s.fresh(path) || !s.is_running() || s.caps.pull
+                    s.fresh_for(path, mine) || !s.is_running() || s.caps.pull
                 });
                 if state.caps.pull && state.is_running() && Instant::now() < deadline {
                     continue; // the server registered pulls meanwhile
                 }
-                // Published without a version: final once no other publish follows for a while.
-                while state.is_running() && state.fresh(path) {
-                    let Some(until) = state.settles_at(path).map(|t| t.min(deadline)) else {
+                // Published without a version: final once no other publish follows for a while,
+                // and not while the server reports work in progress (see `State::settles_at`).
+                let mut settled = true;
+                while state.is_running() && state.fresh_for(path, mine) {
+                    let Some(quiet) = state.settles_at(path) else {
                         break;
                     };
-                    let seq = state.publish_seq(path);
-                    let (next, _) = self.shared.wait_until(state, until, |s| {
-                        s.publish_seq(path) != seq || !s.is_running()
-                    });
-                    state = next;
-                    if state.publish_seq(path) == seq {
+                    let now = Instant::now();
+                    let busy = state.busy(now);
+                    if !busy && now >= quiet {
                         break;
                     }
+                    if now >= deadline {
+                        settled = false;
+                        break;
+                    }
+                    let until = if busy { deadline } else { quiet.min(deadline) };
+                    let (seq, work) = (state.publish_seq(path), state.progress_len());
+                    let (next, _) = self.shared.wait_until(state, until, |s| {
+                        s.publish_seq(path) != seq || s.progress_len() != work || !s.is_running()
+                    });
+                    state = next;
                 }
                 return Checked {
-                    fresh: state.is_running() && state.fresh(path),
+                    fresh: settled && state.is_running() && state.fresh_for(path, mine),
                     diagnostics: state.known(path),
                     down: Vec::new(),
                 };
             }
-            let Some(version) = state.version(path) else {
+            let version = mine;
+            if state.version(path) != Some(mine) {
+                // Another text of the file was synced meanwhile: not this one's to ask about.
                 return Checked::stale(state.known(path));
-            };
+            }
             let Some(params) = state.pull_params(path) else {
                 return Checked::stale(state.known(path));
             };

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::codec;
 pub use crate::limits::LspLimits;
-use crate::messages::{PublishDiagnostics, PullReport, ServerDiagnostic};
+use crate::messages::{Progress, PublishDiagnostics, PullReport, ServerDiagnostic};
 use crate::rpc::{self, Frame, Incoming, Registration, ResponseError, SyncText, TEXT_MARK};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
@@ -30,6 +30,12 @@ const MAX_URI_BYTES: usize = 3 * 4096 + 16;
 const MAX_REGISTRATION_ID: usize = 256;
 /// Longest `resultId` of a pulled report kept for the next pull.
 const MAX_RESULT_ID: usize = 1024;
+/// Work in progress (`$/progress` begun, not ended) tracked at most; past it, new work is not
+/// tracked (a server's strings must not grow the table).
+const MAX_PROGRESS: usize = 64;
+/// Work reported in progress longer than this no longer holds answers back: a server that never
+/// ends a token (or reports a background index for minutes) does not make every answer late.
+pub const PROGRESS_STALE: Duration = Duration::from_secs(30);
 
 /// Where a server is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,11 +111,17 @@ struct Doc {
     hash: u64,
     /// The publish counter when this version was sent: a version-less publish after it is for this version.
     synced_seq: u64,
+    /// When this version was sent.
+    synced_at: Instant,
     last_used: u64,
 }
 
 /// How long after a publish without a version diagnostics count as final ([`State::settles_at`]).
 pub const SETTLE: Duration = Duration::from_millis(200);
+/// How long after a text was sent a publish without a version may count as final: its server's
+/// full check comes later than its first publish (typescript-language-server waits 300-800 ms
+/// before it asks tsserver, whose syntactic pass answers before its semantic one).
+pub const SETTLE_AFTER_SYNC: Duration = Duration::from_millis(900);
 
 /// Diagnostics a server reported for one file.
 #[derive(Debug)]
@@ -191,6 +203,9 @@ pub(crate) struct State {
     /// What calls other than [`State::handle`] leave for the driver to do once it has let go of
     /// the state ([`State::take_effects`]): a file whose diagnostics were forgotten, a log line.
     effects: Vec<Effect>,
+    /// Work the server reports in progress (`$/progress` begun and not ended): its token, and
+    /// when it began (at most [`MAX_PROGRESS`]).
+    progress: HashMap<String, Instant>,
 }
 
 impl State {
@@ -223,6 +238,7 @@ impl State {
             hung: false,
             exited_at: None,
             effects: Vec::new(),
+            progress: HashMap::new(),
         }
     }
 
@@ -419,6 +435,7 @@ impl State {
             doc.version = version;
             doc.hash = hash;
             doc.synced_seq = seq;
+            doc.synced_at = Instant::now();
             let language = doc.language.clone();
             self.versions = version;
             // Its escaped length counted once for the messages of this sync.
@@ -468,6 +485,7 @@ impl State {
                     opened: version,
                     hash,
                     synced_seq: seq,
+                    synced_at: Instant::now(),
                     last_used: clock,
                 },
             );
@@ -563,24 +581,51 @@ impl State {
     }
 
     /// Whether the diagnostics held for `path` are for the text last synced.
+    #[cfg(test)]
     pub fn fresh(&self, path: &str) -> bool {
+        self.version(path).is_some_and(|v| self.fresh_for(path, v))
+    }
+
+    /// Whether the diagnostics held for `path` are for `version`, the text a caller synced: a
+    /// publish with that version, or one without a version that came after that text was sent
+    /// while the server still has it (a later sync makes them another text's).
+    pub fn fresh_for(&self, path: &str, version: i32) -> bool {
         let (Some(doc), Some(stored)) = (self.docs.get(path), self.diags.get(path)) else {
             return false;
         };
         match stored.version {
-            Some(v) => v == doc.version,
-            None => stored.seq > doc.synced_seq,
+            Some(v) => v == version,
+            None => doc.version == version && stored.seq > doc.synced_seq,
         }
     }
 
-    /// For diagnostics published without a version: when they count as final, [`SETTLE`] after
-    /// the last publish (`None`: published with a version, or nothing held). A server that does
-    /// not say which text it checked may publish several times for one text:
-    /// typescript-language-server publishes each kind of check as it completes, the first with
-    /// the previous text's type errors still in it.
+    /// For diagnostics published without a version: when they count as final (`None`: published
+    /// with a version, or nothing held). [`SETTLE`] after the last publish, and after
+    /// [`SETTLE_AFTER_SYNC`] from the text's sync, and not while the server reports work in
+    /// progress ([`State::busy`]; the caller waits for its end). A server that does not say which
+    /// text it checked may publish several times for one text: typescript-language-server
+    /// publishes each kind of check as it completes (the syntactic one first, with the previous
+    /// text's type errors still in it, or an empty list while its project still loads).
     pub fn settles_at(&self, path: &str) -> Option<Instant> {
         let stored = self.diags.get(path)?;
-        stored.version.is_none().then(|| stored.at + SETTLE)
+        let synced = self.docs.get(path).map(|d| d.synced_at);
+        stored.version.is_none().then(|| {
+            let quiet = stored.at + SETTLE;
+            synced.map_or(quiet, |t| quiet.max(t + SETTLE_AFTER_SYNC))
+        })
+    }
+
+    /// Whether the server reports work in progress (`$/progress` begun, not ended, begun less
+    /// than [`PROGRESS_STALE`] ago): a publish without a version is not final meanwhile.
+    pub fn busy(&self, now: Instant) -> bool {
+        self.progress
+            .values()
+            .any(|&begun| now.duration_since(begun) < PROGRESS_STALE)
+    }
+
+    /// How many pieces of work are in progress (a change wakes the callers waiting to settle).
+    pub fn progress_len(&self) -> usize {
+        self.progress.len()
     }
 
     /// The publish counter of `path`'s diagnostics (0 when none are held).
@@ -810,6 +855,11 @@ impl State {
                         Err(e) => effects.push(Effect::Log(format!("ignored {e}"))),
                     }
                 }
+                Progress::METHOD => {
+                    if let Ok(p) = rpc::params::<Progress>(&params) {
+                        self.progress_report(p);
+                    }
+                }
                 note::LogMessage::METHOD => {
                     if let Ok(m) = rpc::params::<note::LogMessage>(&params) {
                         effects.push(Effect::Log(m.message));
@@ -826,6 +876,24 @@ impl State {
         // Those of the syncs it made (the early texts) and of the files it forgot to make room.
         effects.append(&mut self.effects);
         Ok(effects)
+    }
+
+    /// Work begun or ended (`$/progress`); reports in between change nothing.
+    fn progress_report(&mut self, p: crate::messages::ProgressParams) {
+        let token = match p.token {
+            NumberOrString::Number(n) => format!("n{n}"),
+            NumberOrString::String(s) if s.len() <= MAX_REGISTRATION_ID => format!("s{s}"),
+            NumberOrString::String(_) => return,
+        };
+        match p.value.kind.as_deref() {
+            Some("begin") if self.progress.len() < MAX_PROGRESS => {
+                self.progress.insert(token, Instant::now());
+            }
+            Some("end") => {
+                self.progress.remove(&token);
+            }
+            _ => {}
+        }
     }
 
     /// Dynamic registrations: a method counts as registered while any registration id for it is.

@@ -162,6 +162,18 @@ def main():
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(before)}})
                 time.sleep(0.1)
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(text)}})
+            elif MODE == "progress":
+                # As a server still loading its project: work in progress, an empty list at once
+                # (its quick pass), the real diagnostics 1.5 s later, then the work's end.
+                send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "load", "value": {"kind": "begin", "title": "Loading"}}})
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": []}})
+                time.sleep(1.5)
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(text)}})
+                send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "load", "value": {"kind": "end"}}})
+            elif MODE == "late-unversioned":
+                # No version, each text's diagnostics 300 ms after it came.
+                time.sleep(0.3)
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(text)}})
             elif not pull:
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": diagnostics(text)}})
             if MODE == "crash-after-publish" and "crash" in text:

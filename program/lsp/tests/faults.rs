@@ -985,3 +985,62 @@ fn a_server_still_starting_is_stopped_at_once() {
         fx.log_text()
     );
 }
+
+/// A server without versioned publishes that reports work in progress: its first, empty publish
+/// is not taken as the answer while the work runs (typescript-language-server loading its project
+/// answered `[]` before its 16 real diagnostics, and the `[]` was remembered).
+#[test]
+fn publishes_are_not_settled_while_work_is_in_progress() {
+    let fx = fake("progress", |_| {});
+    let wait = Duration::from_secs(6);
+    let t = Instant::now();
+    let got = fx.lsp.check(&fx.file("a.fake"), "ok\nerror", t + wait);
+    assert!(got.fresh, "{got:?}");
+    let messages: Vec<String> = got.diagnostics.into_iter().map(|d| d.message).collect();
+    assert_eq!(messages, ["bad line 1"]);
+    // A deadline that passes while the work runs: what is known, not fresh.
+    let got = fx.lsp.check(
+        &fx.file("a.fake"),
+        "error\nok",
+        Instant::now() + Duration::from_millis(700),
+    );
+    assert!(!got.fresh, "{got:?}");
+    fx.shutdown_leaves_nothing();
+}
+
+/// An answer belongs to the text it was asked for: a newer text of the file synced while the
+/// server works (an accepted diff) makes what the server says next that text's, never the older
+/// one's (a baseline was once answered with the edited text's diagnostics).
+#[test]
+fn an_answer_is_for_the_text_asked_about() {
+    let fx = fake("late-unversioned", |_| {});
+    let path = fx.file("a.fake");
+    // Started and warm.
+    fx.diagnostics(
+        "a.fake",
+        "warm",
+        Duration::from_secs(5),
+        Duration::from_secs(5),
+    );
+    let asker = {
+        let (lsp, path) = (fx.lsp.clone(), path.clone());
+        std::thread::spawn(move || {
+            lsp.check(&path, "error\nok", Instant::now() + Duration::from_secs(2))
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    fx.lsp.sync(&path, "ok\nerror");
+    let got = asker.join().unwrap();
+    let messages: Vec<String> = got.diagnostics.iter().map(|d| d.message.clone()).collect();
+    assert!(
+        !got.fresh || messages == ["bad line 0"],
+        "the newer text's answer passed for the older one's: {got:?}"
+    );
+    // The newer text itself gets its own answer.
+    let now = fx
+        .lsp
+        .check(&path, "ok\nerror", Instant::now() + Duration::from_secs(3));
+    assert!(now.fresh);
+    assert_eq!(now.diagnostics[0].message, "bad line 1");
+    fx.shutdown_leaves_nothing();
+}

@@ -721,3 +721,79 @@ fn texts_kept_before_initialize_fit_the_outbox() {
     // 256 KiB of room: the newest alone, which is always kept.
     assert_eq!(opened, ["file:///w/9.py"]);
 }
+
+/// An answer belongs to the text it was computed for: once another text of the file is synced,
+/// diagnostics for the first (with or without a version) are not that text's, and a publish for
+/// the newer text is not the older one's.
+#[test]
+fn answers_are_tied_to_the_version_asked_about() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    s.sync("/w/a.py", "python", "old");
+    let old = s.version("/w/a.py").unwrap();
+    s.sync("/w/a.py", "python", "new");
+    let new = s.version("/w/a.py").unwrap();
+    assert!(new > old);
+    // Versioned: each publish counts for its own version only.
+    publish(&mut s, "/w/a.py", Some(new), 2);
+    assert!(s.fresh_for("/w/a.py", new));
+    assert!(
+        !s.fresh_for("/w/a.py", old),
+        "the new text's answer stored as the old one's"
+    );
+    publish(&mut s, "/w/a.py", Some(old), 1);
+    assert!(s.fresh_for("/w/a.py", old) && !s.fresh_for("/w/a.py", new));
+    // Without a version: only for the text the server has now.
+    publish(&mut s, "/w/a.py", None, 3);
+    assert!(s.fresh_for("/w/a.py", new));
+    assert!(!s.fresh_for("/w/a.py", old));
+}
+
+fn progress(s: &mut State, token: Value, kind: &str) {
+    let msg = json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": token, "value": {"kind": kind, "title": "Initializing"}}});
+    s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap();
+}
+
+/// Work in progress (`$/progress` begun, not ended) is tracked by token, bounded, and counts as
+/// busy only for a while.
+#[test]
+fn work_in_progress_is_tracked_until_it_ends() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    let now = Instant::now();
+    assert!(!s.busy(now));
+    progress(&mut s, json!("load"), "begin");
+    progress(&mut s, json!(7), "begin");
+    progress(&mut s, json!("load"), "report");
+    assert!(s.busy(Instant::now()));
+    progress(&mut s, json!("load"), "end");
+    assert!(s.busy(Instant::now()), "token 7 still runs");
+    progress(&mut s, json!(7), "end");
+    assert!(!s.busy(Instant::now()));
+    // Never ended: no longer holds answers back after a while.
+    progress(&mut s, json!("forever"), "begin");
+    assert!(!s.busy(Instant::now() + PROGRESS_STALE + Duration::from_secs(1)));
+    // Bounded: a server's flood of tokens does not grow the table.
+    for i in 0..10_000 {
+        progress(&mut s, json!(format!("t{i}")), "begin");
+    }
+    assert!(s.progress_len() <= MAX_PROGRESS);
+    // Off-spec reports are passed over.
+    let odd = json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": {"x": 1}, "value": 3}});
+    s.handle(&serde_json::to_vec(&odd).unwrap()).unwrap();
+}
+
+/// A publish without a version is final only once quiet, and not before the text's check had
+/// time to run its passes.
+#[test]
+fn versionless_publishes_settle_after_the_sync_too() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    let before = Instant::now();
+    s.sync("/w/a.ts", "typescript", "let x: number = 'a';");
+    publish(&mut s, "/w/a.ts", None, 0);
+    let at = s.settles_at("/w/a.ts").unwrap();
+    assert!(
+        at >= before + SETTLE_AFTER_SYNC,
+        "settles only after the passes had time"
+    );
+    publish(&mut s, "/w/a.ts", Some(1), 0);
+    assert_eq!(s.settles_at("/w/a.ts"), None, "versioned: final at once");
+}
