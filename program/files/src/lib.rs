@@ -28,6 +28,14 @@
 //!   and one that is a symbolic link counts for nothing, as in git (`.git/info/exclude`, where
 //!   git follows a link, is found as any path is).
 //!
+//! On Windows the same rules hold with Windows' own means (`sys/windows.rs`): paths are parsed
+//! the way Windows reads them (drive letters, UNC and `\\?\` roots, `file:///C:/` URIs, names
+//! compared case-insensitively) and names Windows would read as something else are refused
+//! (reserved device names such as `CON`, alternate data streams, trailing dots and spaces); the
+//! rest is resolved by cap-std's `Dir` from the folder's handle, which follows a symbolic link or
+//! junction only while it stays inside that folder; the type and size are checked on the opened
+//! handle; a write renames a new temporary file over the target.
+//!
 //! A file system that hangs in the kernel (a dead network mount) can still block one call:
 //! bounding that is the caller's job, by running each call on its own thread with a deadline.
 //!
@@ -47,15 +55,32 @@
 
 mod error;
 mod list;
-mod open;
-mod resolve;
 mod sys;
+// The Unix backend: the walk over `openat` handles, the reads and writes at its end, and the
+// listing's walk. The Windows one is `sys/windows.rs` (see `sys/mod.rs`).
+#[cfg(unix)]
+mod open;
+#[cfg(unix)]
+mod resolve;
+#[cfg(unix)]
+mod walk;
 
 use std::time::Duration;
 
 pub use error::Error;
 pub use list::{Listing, WorkspaceInfo};
-pub use open::Text;
+
+/// A file read as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text {
+    /// The file's path: the workspace folder as advertised, then the components below it with
+    /// symbolic links resolved (a link leading to a name that is not UTF-8 is refused:
+    /// [`Error::NameNotUtf8`]). On Windows, the components as
+    /// given, joined with `\`.
+    pub path: String,
+    /// Its contents.
+    pub content: String,
+}
 
 /// The bounds of every file access.
 ///
@@ -112,7 +137,8 @@ impl Default for Limits {
 struct Folder {
     advertised: String,
     canonical: String,
-    /// The directory it was when first opened (device and inode): a folder whose path has come
+    /// The directory it was when first opened (device and inode; on Windows, volume serial
+    /// number and file index): a folder whose path has come
     /// to name another directory since (one nested in another folder, swapped for a link by
     /// whatever writes there) is refused instead of followed.
     identity: std::sync::OnceLock<(u64, u64)>,
@@ -129,6 +155,7 @@ pub struct Workspace {
     limits: Limits,
     /// How directories on the way are opened ([`sys::DIR_FLAGS`]; the tests also walk with
     /// [`sys::PORTABLE_DIR_FLAGS`], what macOS uses, on Linux).
+    #[cfg(unix)]
     dir_flags: rustix::fs::OFlags,
 }
 
@@ -144,15 +171,14 @@ impl Workspace {
         let folders = folders
             .into_iter()
             .map(|f| {
-                let advertised = claude_ide_bridge::normalize(&f).unwrap_or(f);
+                let advertised = sys::advertised(f);
                 let canonical = std::fs::canonicalize(&advertised)
                     .ok()
                     .and_then(|c| c.to_str().map(str::to_owned))
                     .unwrap_or_else(|| advertised.clone());
                 let identity = std::sync::OnceLock::new();
-                if let Ok(st) = std::fs::metadata(&advertised) {
-                    use std::os::unix::fs::MetadataExt;
-                    let _ = identity.set((st.dev(), st.ino()));
+                if let Some(id) = sys::identity(&advertised) {
+                    let _ = identity.set(id);
                 }
                 Folder {
                     advertised,
@@ -164,6 +190,7 @@ impl Workspace {
         Workspace {
             folders,
             limits,
+            #[cfg(unix)]
             dir_flags: sys::DIR_FLAGS,
         }
     }
@@ -177,4 +204,38 @@ impl Workspace {
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
+
+    /// Reads a regular UTF-8 text file inside the workspace (see [`Workspace::read`]); this is
+    /// what `readFile` answers and what is handed to a language server.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.rs"), "fn main() {}\n").unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// let text = ws.read_text("a.rs").unwrap();
+    /// assert_eq!(text.content, "fn main() {}\n");
+    /// assert!(text.path.ends_with("a.rs"));
+    /// assert!(matches!(ws.read_text("."), Err(Error::NotRegular { .. })));
+    /// ```
+    pub fn read_text(&self, path: &str) -> Result<Text, Error> {
+        let (real, bytes) = self.read(path)?;
+        let content = String::from_utf8(bytes).map_err(|_| Error::NotText { path: path.into() })?;
+        Ok(Text {
+            path: real,
+            content,
+        })
+    }
+}
+
+/// [`Error::TooLarge`] when `size` bytes of `path` are more than `cap`.
+pub(crate) fn within(path: &str, size: u64, cap: u64) -> Result<(), Error> {
+    if size > cap {
+        return Err(Error::TooLarge {
+            path: path.into(),
+            size,
+            limit: cap,
+        });
+    }
+    Ok(())
 }

@@ -18,18 +18,11 @@
 //! skipped, and the walk stops at the first of its bounds: entries looked at, depth, time,
 //! results. Names that are not UTF-8 are left out (JSON cannot name them).
 
-use std::ffi::OsString;
-use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::Path;
 
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
-use rustix::fs::{openat, statat, AtFlags, Dir, FileType, Mode, OFlags};
-use rustix::io::Errno;
-
-use crate::open::read_small_in;
 use crate::{Error, Workspace};
 
 /// The files a listing found.
@@ -120,30 +113,13 @@ impl Pattern {
     }
 }
 
-/// One directory the walk is in: its entries, read as the walk goes (never all at once), its
-/// path below the folder, and its `.gitignore`. The walk holds one per level, so at most
-/// [`Limits::max_depth`](crate::Limits::max_depth) of them.
-struct Frame {
-    entries: Dir,
-    rel: String,
-    ignore: Gitignore,
-}
-
-/// How the walk opens a directory: readable, never through a link, relative to its parent's
-/// handle.
-const LIST_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC)
-    .union(OFlags::NONBLOCK);
-
 impl Workspace {
     /// The gitignore matcher of an ignore file in `rel_dir` below the folder at `root`, from
     /// the bytes `read` gives (`None`: there is none, and the matcher is empty). `None` once the
     /// walk's budget for ignore files (`left`, bytes) is spent, before anything is read: a
     /// compiled matcher takes tens of times its text, and one kept for each level of a deep tree
     /// of 1 MiB ignore files (one file, hard-linked at every level) would take gigabytes.
-    fn matcher(
+    pub(crate) fn matcher(
         root: &Path,
         rel_dir: &str,
         left: &mut u64,
@@ -163,176 +139,26 @@ impl Workspace {
         Some(b.build().unwrap_or_else(|_| Gitignore::empty()))
     }
 
-    /// Walks every folder, calling `found(name, path below the folder, absolute path)` for each
-    /// regular file not skipped, until it returns `false` or a bound stops the walk. Returns
-    /// whether the walk was cut short.
-    ///
-    /// Depth first, each directory opened relative to its parent's handle without following a
-    /// link, so a directory swapped for a link during the walk is not entered, and read a batch
-    /// of entries at a time: a huge directory costs time (bounded) but no memory.
-    fn walk_files(&self, mut found: impl FnMut(&str, &str, &str) -> bool) -> bool {
-        let deadline = Instant::now() + self.limits.max_walk_time;
-        let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
-        // Every entry the walk reads counts, the ones skipped too (ignored trees).
-        let mut seen = 0usize;
-        let mut cut = false;
-        // What the ignore files of one walk may hold in all (see `matcher`).
-        let cap = self.limits.max_ignore_file_bytes;
-        let mut ignore_left = 2 * cap;
-        for (i, folder) in self.folders.iter().enumerate() {
-            let root = PathBuf::from(&folder.advertised);
-            // A folder inside another one (or given twice) is walked as part of that one, with
-            // its ignore files: walked again, its files were listed and counted twice.
-            // (Only when the way from the outer one to it has no link, which that walk would
-            // not follow: the same path below both the advertised and the real folders.)
-            let covered = self.folders.iter().enumerate().any(|(k, outer)| {
-                let below = |inner: &str, outer: &str| {
-                    Path::new(inner)
-                        .strip_prefix(outer)
-                        .ok()
-                        .map(Path::to_path_buf)
-                };
-                let advertised = below(&folder.advertised, &outer.advertised);
-                k != i
-                    && advertised.is_some()
-                    && advertised == below(&folder.canonical, &outer.canonical)
-                    && (advertised.as_deref() != Some(Path::new("")) || k < i)
-            });
-            if covered {
-                continue;
-            }
-            let top = self.open_folder(i, "").ok();
-            let top = top.and_then(|fd| openat(&fd, ".", LIST_FLAGS, Mode::empty()).ok());
-            let Some(top) = top else {
-                // Not seen at all: the listing is not whole.
-                cut = true;
-                continue;
+    /// Whether folder `i` is walked as part of another one.
+    pub(crate) fn covered(&self, i: usize) -> bool {
+        let folder = &self.folders[i];
+        // A folder inside another one (or given twice) is walked as part of that one, with
+        // its ignore files: walked again, its files were listed and counted twice.
+        // (Only when the way from the outer one to it has no link, which that walk would
+        // not follow: the same path below both the advertised and the real folders.)
+        self.folders.iter().enumerate().any(|(k, outer)| {
+            let below = |inner: &str, outer: &str| {
+                Path::new(inner)
+                    .strip_prefix(outer)
+                    .ok()
+                    .map(Path::to_path_buf)
             };
-            // `.git/info/exclude` is found as any path is: git follows a link there. Each
-            // `.gitignore` is read through the handle its directory is listed by, and is not
-            // read when it is a link.
-            let exclude = Self::matcher(&root, "", &mut ignore_left, || {
-                let comps = [".git", "info", "exclude"].map(OsString::from).to_vec();
-                self.read_small(i, comps, cap)
-            });
-            let ignore = Self::matcher(&root, "", &mut ignore_left, || {
-                read_small_in(top.as_fd(), ".gitignore", cap)
-            });
-            let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
-                return true;
-            };
-            let Ok(top) = Dir::new(top) else {
-                cut = true;
-                continue;
-            };
-            let mut stack = vec![Frame {
-                entries: top,
-                rel: String::new(),
-                ignore,
-            }];
-            while let Some(frame) = stack.last_mut() {
-                let entry = match frame.entries.read() {
-                    Some(Ok(entry)) => entry,
-                    // The directory's end.
-                    None => {
-                        stack.pop();
-                        continue;
-                    }
-                    // What was read stands, the rest was not seen.
-                    Some(Err(_)) => {
-                        cut = true;
-                        stack.pop();
-                        continue;
-                    }
-                };
-                let name = entry.file_name().to_bytes();
-                if name == b"." || name == b".." {
-                    continue;
-                }
-                seen += 1;
-                if seen > max_entries || Instant::now() > deadline {
-                    return true;
-                }
-                // A name that is not UTF-8 cannot be named in JSON: it is left out (a directory
-                // with all it holds).
-                let Ok(name) = std::str::from_utf8(name) else {
-                    continue;
-                };
-                if name == ".git" {
-                    continue;
-                }
-                let kind = match entry.file_type() {
-                    FileType::Unknown => frame.entries.fd().ok().and_then(|dir| {
-                        let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-                        Some(FileType::from_raw_mode(st.st_mode))
-                    }),
-                    kind => Some(kind),
-                };
-                let is_dir = match kind {
-                    Some(FileType::Directory) => true,
-                    Some(FileType::RegularFile) => false,
-                    _ => continue,
-                };
-                let depth = stack.len();
-                let parent = &stack[depth - 1];
-                let rel = if parent.rel.is_empty() {
-                    name.to_string()
-                } else {
-                    format!("{}/{name}", parent.rel)
-                };
-                // The deepest `.gitignore` with an opinion decides, then `.git/info/exclude`.
-                let full = root.join(&rel);
-                let verdict = stack
-                    .iter()
-                    .rev()
-                    .map(|f| f.ignore.matched(&full, is_dir))
-                    .find(|m| !m.is_none());
-                let ignored = match verdict {
-                    Some(m) => m.is_ignore(),
-                    None => exclude.matched(&full, is_dir).is_ignore(),
-                };
-                if ignored {
-                    continue;
-                }
-                if is_dir && depth >= max_depth {
-                    // Not entered: there may be more below.
-                    cut = true;
-                    continue;
-                }
-                if is_dir {
-                    let parent = &stack[depth - 1].entries;
-                    let opened = parent
-                        .fd()
-                        .and_then(|dir| openat(dir, name, LIST_FLAGS, Mode::empty()));
-                    // Its `.gitignore` is read through the handle its entries are read from:
-                    // whatever comes to be at its path meanwhile, the rules are its own.
-                    let opened = opened.and_then(|fd| {
-                        let ignore = Self::matcher(&root, &rel, &mut ignore_left, || {
-                            read_small_in(fd.as_fd(), ".gitignore", cap)
-                        });
-                        Ok((Dir::new(fd)?, ignore))
-                    });
-                    match opened {
-                        Ok((_, None)) => return true,
-                        Ok((entries, Some(ignore))) => stack.push(Frame {
-                            entries,
-                            rel,
-                            ignore,
-                        }),
-                        // Gone, or swapped for a link since it was read: passed over.
-                        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {}
-                        // Not readable, or out of handles: the listing is not whole.
-                        Err(_) => cut = true,
-                    }
-                    continue;
-                }
-                let abs = format!("{}/{rel}", folder.advertised.trim_end_matches('/'));
-                if !found(name, &rel, &abs) {
-                    return true;
-                }
-            }
-        }
-        cut
+            let advertised = below(&folder.advertised, &outer.advertised);
+            k != i
+                && advertised.is_some()
+                && advertised == below(&folder.canonical, &outer.canonical)
+                && (advertised.as_deref() != Some(Path::new("")) || k < i)
+        })
     }
 
     /// The regular files of the workspace whose name (or path, when the pattern has a `/`)
@@ -431,7 +257,10 @@ impl Workspace {
     pub fn info(&self) -> WorkspaceInfo {
         let path = self.folders.first().map(|f| f.advertised.clone());
         let path = path.unwrap_or_default();
-        let name = path.rsplit('/').find(|s| !s.is_empty()).unwrap_or("/");
+        let name = Path::new(&path)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("/");
         let mut file_count = 0u64;
         let truncated = self.walk_files(|_, _, _| {
             file_count += 1;
@@ -439,17 +268,7 @@ impl Workspace {
         });
         let kind = KINDS
             .iter()
-            .find(|(marker, _)| {
-                !self.folders.is_empty()
-                    && self
-                        .walk(
-                            "",
-                            0,
-                            vec![OsString::from(marker)],
-                            crate::resolve::Missing::Fail,
-                        )
-                        .is_ok_and(|at| at.stat.is_some())
-            })
+            .find(|(marker, _)| !self.folders.is_empty() && self.at_top(marker))
             .map_or("folder", |(_, kind)| kind);
         WorkspaceInfo {
             name: name.to_string(),

@@ -12,18 +12,7 @@ use rustix::fs::{
 };
 
 use crate::resolve::{kind_name, Located, Missing};
-use crate::{Error, Workspace};
-
-/// A file read as text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Text {
-    /// The file's path: the workspace folder as advertised, then the components below it with
-    /// symbolic links resolved (a link leading to a name that is not UTF-8 is refused:
-    /// [`Error::NameNotUtf8`](crate::Error::NameNotUtf8)).
-    pub path: String,
-    /// Its contents.
-    pub content: String,
-}
+use crate::{within, Error, Workspace};
 
 /// How files are opened for reading: never through a link, never waiting (a FIFO without a
 /// writer opens at once instead of blocking), never becoming the controlling terminal.
@@ -137,28 +126,6 @@ impl Workspace {
         let shown = self.display(path, &at)?;
         let bytes = read_capped(path, open_located(path, &at)?, self.limits.max_read_bytes)?;
         Ok((shown, bytes))
-    }
-
-    /// Reads a regular UTF-8 text file inside the workspace (see [`Workspace::read`]); this is
-    /// what `readFile` answers and what is handed to a language server.
-    ///
-    /// ```
-    /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
-    /// let dir = tempfile::tempdir().unwrap();
-    /// std::fs::write(dir.path().join("a.rs"), "fn main() {}\n").unwrap();
-    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
-    /// let text = ws.read_text("a.rs").unwrap();
-    /// assert_eq!(text.content, "fn main() {}\n");
-    /// assert!(text.path.ends_with("/a.rs"));
-    /// assert!(matches!(ws.read_text("."), Err(Error::NotRegular { .. })));
-    /// ```
-    pub fn read_text(&self, path: &str) -> Result<Text, Error> {
-        let (real, bytes) = self.read(path)?;
-        let content = String::from_utf8(bytes).map_err(|_| Error::NotText { path: path.into() })?;
-        Ok(Text {
-            path: real,
-            content,
-        })
     }
 
     /// Reads a small file at components below a folder (for `.git/info/exclude`), resolved as
@@ -363,18 +330,6 @@ fn create_temp(at: &Located, path: &str, mode: Mode) -> Result<(OsString, OwnedF
         "creating a temporary file",
         last.unwrap_or(rustix::io::Errno::EXIST),
     ))
-}
-
-/// [`Error::TooLarge`] when `size` bytes of `path` are more than `cap`.
-fn within(path: &str, size: u64, cap: u64) -> Result<(), Error> {
-    if size > cap {
-        return Err(Error::TooLarge {
-            path: path.into(),
-            size,
-            limit: cap,
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

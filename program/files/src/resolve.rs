@@ -167,6 +167,13 @@ impl Workspace {
         Ok(dir)
     }
 
+    /// Whether something is at `name` at the first folder's top (a link followed while it stays
+    /// inside the workspace), for [`Workspace::info`].
+    pub(crate) fn at_top(&self, name: &str) -> bool {
+        self.walk("", 0, vec![OsString::from(name)], Missing::Fail)
+            .is_ok_and(|at| at.stat.is_some())
+    }
+
     /// Resolves a wire path to its location (see the module docs).
     pub(crate) fn locate(&self, path: &str, missing: Missing) -> Result<Located, Error> {
         let (folder, comps) = self.lexical(path)?;

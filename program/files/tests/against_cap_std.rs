@@ -27,6 +27,8 @@
 //!
 //! The kernel's resolution, which says which rule applies, is this test's own walk with
 //! `symlink_metadata` and `read_link`, one component at a time.
+// Unix only: compares with cap-std through Unix links and inodes; on Windows cap-std is the backend itself.
+#![cfg(unix)]
 
 use std::collections::VecDeque;
 use std::ffi::OsString;

@@ -1,5 +1,7 @@
 //! The rules of the files crate, one case at a time, on real files: special files, links in and
 //! out, huge and growing files, atomic writes, bounded listings.
+// Unix only: symbolic links, modes, FIFOs and sockets made the Unix way; the Windows cases are in tests/windows.rs.
+#![cfg(unix)]
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;

@@ -6,6 +6,8 @@
 //! Every file outside the workspace holds the word SECRET, every file inside holds INSIDE: a
 //! read that answers SECRET has read outside. The outside is snapshotted (types, contents,
 //! modes, link targets) before the calls and compared after them.
+// Unix only: Unix names (bytes), links, FIFOs and sockets; the Windows cases are in tests/windows.rs.
+#![cfg(unix)]
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

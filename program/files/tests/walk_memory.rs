@@ -4,6 +4,9 @@
 //! levels below it: 100,000 names, 15 MB here, and without bound for a larger one.)
 //!
 //! Its own test binary: the counting allocator counts every allocation of the process.
+// Unix only: its 100,000 files take minutes to make under Wine (the Windows walk reads a
+// directory through std's FindNextFileW, a batch at a time, too).
+#![cfg(unix)]
 
 use claude_ide_bridge_testsupport::counting_alloc;
 

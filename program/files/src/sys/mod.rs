@@ -1,5 +1,7 @@
-//! What differs between the operating systems the crate runs on, behind one interface: the
-//! rest of the crate names [`DIR_FLAGS`] and never tests the OS itself.
+//! What differs between the operating systems the crate runs on, behind one interface.
+//!
+//! On Unix the walk, the reads and writes and the listing are `resolve.rs`, `open.rs` and
+//! `walk.rs` (over `openat` handles); what differs between Unixes is here:
 //!
 //! - `linux.rs` (Linux, Android): directories on the way are opened as `O_PATH` handles.
 //! - `macos.rs` (macOS and the other Unixes): `O_PATH` does not exist there; directories are
@@ -8,13 +10,16 @@
 //!   (mode `--x`) cannot be walked through there, and a path through it is refused with
 //!   "permission denied" instead of being served. The tests run the walk with these flags on
 //!   Linux too (`resolve.rs`), so the fallback is exercised on every run.
-//! - `winpath.rs`: paths and names as Windows reads them (drive letters, UNC and `\\?\`
-//!   roots, case-insensitive names, reserved device names, alternate data streams, trailing
-//!   dots and spaces), the lexical step a Windows backend resolves with. Pure string work,
-//!   compiled and tested on every OS; the Windows backend itself (handle-relative walks, opens
-//!   and atomic replace) is not written yet, so the crate does not build for Windows.
-
-use rustix::fs::OFlags;
+//!
+//! On Windows, `windows.rs` is the whole backend: the same `Workspace` methods (`read`,
+//! `line_count`, `regular_file`, `writable`, `write`, and the listing's `walk_files` and
+//! `at_top`) built on cap-std's `Dir`, after the lexical step of `winpath.rs`: paths and names
+//! as Windows reads them (drive letters, UNC and `\\?\` roots, case-insensitive names, reserved
+//! device names, alternate data streams, trailing dots and spaces). `winpath.rs` is pure string
+//! work, compiled and tested on every OS.
+//!
+//! Both give [`advertised`] (how a folder given on the command line is kept) and [`identity`]
+//! (which directory a folder is).
 
 pub(crate) mod winpath;
 
@@ -24,15 +29,37 @@ mod os;
 #[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
 #[path = "macos.rs"]
 mod os;
+#[cfg(windows)]
+mod windows;
+
+#[cfg(windows)]
+pub(crate) use windows::{advertised, identity};
 
 /// How directories are opened while walking a path: never following a link, never waiting.
+#[cfg(unix)]
 pub(crate) use os::DIR_FLAGS;
 
 /// Directory handles any Unix can open: for reading, never following a link, never waiting
 /// (`O_NONBLOCK`: a FIFO swapped in for the directory fails `O_DIRECTORY` without blocking).
+#[cfg(unix)]
 #[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
-pub(crate) const PORTABLE_DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC)
-    .union(OFlags::NONBLOCK);
+pub(crate) const PORTABLE_DIR_FLAGS: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
+    .union(rustix::fs::OFlags::DIRECTORY)
+    .union(rustix::fs::OFlags::NOFOLLOW)
+    .union(rustix::fs::OFlags::CLOEXEC)
+    .union(rustix::fs::OFlags::NONBLOCK);
+
+/// A folder as given on the command line, as the workspace keeps it: normalised lexically
+/// (`.`, `..`, repeated and trailing `/`).
+#[cfg(unix)]
+pub(crate) fn advertised(folder: String) -> String {
+    claude_ide_bridge::normalize(&folder).unwrap_or(folder)
+}
+
+/// Which directory `folder` is now (device and inode), following links.
+#[cfg(unix)]
+pub(crate) fn identity(folder: &str) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let st = std::fs::metadata(folder).ok()?;
+    Some((st.dev(), st.ino()))
+}

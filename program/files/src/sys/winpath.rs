@@ -97,6 +97,30 @@ pub(crate) fn same_name(a: &str, b: &str) -> bool {
 /// Why a path is refused, in words.
 pub(crate) type Why = String;
 
+/// A `file:` URI as the Windows path it names (`file:///C:/x` and `file:///c%3A/x` are `C:/x`,
+/// `file://server/share/x` is `//server/share/x`); any other path as it is. What the URI names
+/// is then parsed as any path is.
+pub(crate) fn from_uri(path: &str) -> Result<std::borrow::Cow<'_, str>, Why> {
+    use std::borrow::Cow;
+    if !path
+        .get(..5)
+        .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+    {
+        return Ok(Cow::Borrowed(path));
+    }
+    let posix = claude_ide_bridge::uri_to_path(path)
+        .ok_or_else(|| Why::from("not a file URI that names a local path"))?;
+    // `uri_to_path` writes a drive as `/c/...`.
+    let b = posix.as_bytes();
+    if b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic() && (b.len() == 2 || b[2] == b'/')
+    {
+        let letter = char::from(b[1]);
+        let rest = posix[2..].trim_start_matches('/');
+        return Ok(Cow::Owned(format!("{letter}:/{rest}")));
+    }
+    Ok(Cow::Owned(posix))
+}
+
 /// Parses a wire path (see the module docs).
 pub(crate) fn parse(path: &str) -> Result<WinPath, Why> {
     if path.contains('\0') {
@@ -373,6 +397,46 @@ mod tests {
         ] {
             assert!(check_name(good).is_ok(), "{good:?} was refused");
         }
+    }
+
+    #[test]
+    fn file_uris_name_windows_paths() {
+        let c = |comps: &[&str]| abs(Root::Drive('C'), comps);
+        for uri in [
+            "file:///C:/ws/a%20b.txt",
+            "file:///c%3A/ws/a%20b.txt",
+            "FILE:///c:/ws/./x/../a%20b.txt",
+            "file://localhost/C:/ws/a%20b.txt",
+        ] {
+            assert_eq!(
+                parse(&from_uri(uri).unwrap()).unwrap(),
+                c(&["ws", "a b.txt"]),
+                "{uri}"
+            );
+        }
+        assert_eq!(
+            parse(&from_uri("file://srv/proj/a.rs").unwrap()).unwrap(),
+            abs(
+                Root::Unc {
+                    server: "srv".into(),
+                    share: "proj".into()
+                },
+                &["a.rs"]
+            )
+        );
+        assert_eq!(from_uri(r"C:\ws\a.txt").unwrap(), r"C:\ws\a.txt");
+        // What a URI names is refused as the same path would be.
+        for bad in [
+            "file:///C:/ws/CON",
+            "file:///C:/ws/a.txt%3Astream",
+            "file:///C:/ws/a.txt.",
+            "file:///C:/../x",
+            "file:///home/me/a.txt",
+        ] {
+            let refused = from_uri(bad).and_then(|p| parse(&p));
+            assert!(refused.is_err(), "{bad} was accepted: {refused:?}");
+        }
+        assert!(from_uri("file:").is_err());
     }
 
     #[test]

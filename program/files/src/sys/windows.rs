@@ -1,0 +1,604 @@
+//! The Windows backend: the same `Workspace` methods as the Unix one, built on cap-std's `Dir`.
+//!
+//! A wire path (or a `file:///C:/...` URI) first goes through the lexical step of
+//! [`winpath`](super::winpath): a drive letter or UNC root in any of its forms (`C:\`, `c:/`,
+//! `\\?\C:\`, `\\server\share\`, `\\?\UNC\server\share\`), `/` and `\` both separators, `.` and
+//! `..` resolved without climbing out, and every name that Windows would read as something else
+//! refused (reserved device names, alternate data streams, trailing dots and spaces, wildcard
+//! characters). The folder is picked by comparing roots and names case-insensitively.
+//!
+//! The components below the folder are then resolved by cap-std from the folder's own directory
+//! handle: one component at a time, each opened relative to the handle of the one before; a
+//! symbolic link or junction (any name-surrogate reparse point) is followed only while it stays
+//! inside that folder (a relative target that does not climb out of it), and any other, a
+//! junction's absolute target included, is refused as leading outside. Short (8.3) names and
+//! case variants are resolved by Windows itself, inside the directory whose handle the walk
+//! holds, so they cannot lead out either; paths past `MAX_PATH` work, since no full path is
+//! handed to a path-based call that would be cut there.
+//!
+//! What differs from the Unix backend: a link is followed only within its own folder (a link
+//! from one folder into another is refused, where Unix follows it); a write whose last
+//! component is a link is refused rather than written through; a path is shown with its
+//! components as given, joined with `\` (cap-std does not say where links led); and a new file
+//! gets the folder's inherited access list (there is no mode to keep).
+
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use cap_fs_ext::{DirExt, FollowSymlinks, MetadataExt, OpenOptionsFollowExt};
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, File, FileType, OpenOptions, ReadDir};
+use ignore::gitignore::Gitignore;
+
+use super::winpath::{self, Root, WinPath};
+use crate::{within, Error, Workspace};
+
+/// Windows' `ERROR_TOO_MANY_LINKS`, cap-std's error for a chain of links longer than it follows.
+const ERROR_TOO_MANY_LINKS: i32 = 1142;
+
+/// A folder as given on the command line, as the workspace keeps it: an absolute Windows path
+/// with `\` separators, `.` and `..` resolved (a `\\?\` prefix kept out); anything else as given.
+pub(crate) fn advertised(folder: String) -> String {
+    match winpath::parse(&folder) {
+        Ok(p) if p.root.is_some() => render(&p),
+        _ => folder,
+    }
+}
+
+/// An absolute parsed path, written out.
+fn render(p: &WinPath) -> String {
+    let mut s = match &p.root {
+        Some(Root::Drive(d)) => format!("{d}:"),
+        Some(Root::Unc { server, share }) => format!(r"\\{server}\{share}"),
+        None => String::new(),
+    };
+    if p.comps.is_empty() {
+        s.push('\\');
+    }
+    for c in &p.comps {
+        s.push('\\');
+        s.push_str(c);
+    }
+    s
+}
+
+/// Which directory `folder` is now (volume serial number and file index, read from its handle).
+pub(crate) fn identity(folder: &str) -> Option<(u64, u64)> {
+    let dir = Dir::open_ambient_dir(folder, ambient_authority()).ok()?;
+    let md = dir.dir_metadata().ok()?;
+    Some((md.dev(), md.ino()))
+}
+
+/// Whether cap-std refused because a path (a link's target, most often) leads out of its `Dir`.
+fn is_escape(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied
+        && e.get_ref()
+            .is_some_and(|inner| inner.to_string().contains("outside of the filesystem"))
+}
+
+/// An error of cap-std on the way to `path`, as this crate names it.
+fn failed(path: &str, op: &'static str, e: io::Error) -> Error {
+    if is_escape(&e) {
+        Error::outside(
+            path,
+            "a symbolic link or junction on the way leads out of its workspace folder",
+        )
+    } else if e.raw_os_error() == Some(ERROR_TOO_MANY_LINKS) {
+        Error::SymlinkLoop { path: path.into() }
+    } else {
+        Error::io(path, op, e)
+    }
+}
+
+fn kind_name(t: FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The relative path of components below a folder (`.` for the folder itself).
+fn rel(comps: &[String]) -> PathBuf {
+    if comps.is_empty() {
+        PathBuf::from(".")
+    } else {
+        comps.iter().collect()
+    }
+}
+
+/// Reads at most `cap` bytes of an opened file whose size (by its handle) is `size`: the size is
+/// checked first, and the read stops one byte past the cap in case the file grew.
+fn read_capped(path: &str, file: File, size: u64, cap: u64) -> Result<Vec<u8>, Error> {
+    within(path, size, cap)?;
+    let mut buf = Vec::with_capacity(size as usize + 1);
+    let got = file
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, "reading", e))?;
+    within(path, got as u64, cap)?;
+    Ok(buf)
+}
+
+/// Reads the small regular file `name` in `dir` (a `.gitignore`, `.git\info\exclude`), at most
+/// `cap` bytes: `None` when it is missing, not a regular file, bigger than `cap`, or (unless
+/// `follow`) a link.
+fn read_small_in(dir: &Dir, name: &str, cap: u64, follow: bool) -> Option<Vec<u8>> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).follow(if follow {
+        FollowSymlinks::Yes
+    } else {
+        FollowSymlinks::No
+    });
+    if !follow && !dir.symlink_metadata(name).ok()?.is_file() {
+        return None;
+    }
+    let file = dir.open_with(name, &opts).ok()?;
+    let md = file.metadata().ok()?;
+    if !md.is_file() {
+        return None;
+    }
+    read_capped("", file, md.len(), cap).ok()
+}
+
+/// One directory the listing's walk is in (see `list.rs`).
+struct Frame {
+    dir: Dir,
+    entries: ReadDir,
+    rel: String,
+    ignore: Gitignore,
+}
+
+impl Workspace {
+    /// The folder a wire path is in and its plain components below it (see the module docs).
+    fn lexical(&self, path: &str) -> Result<(usize, Vec<String>), Error> {
+        let given = winpath::from_uri(path).map_err(|why| Error::outside(path, why))?;
+        let parsed = winpath::parse(&given).map_err(|why| Error::outside(path, why))?;
+        if self.folders.is_empty() {
+            return Err(Error::outside(path, "there is no workspace folder"));
+        }
+        if parsed.root.is_none() {
+            return Ok((0, parsed.comps));
+        }
+        let mut best: Option<(usize, &[String])> = None;
+        for (i, f) in self.folders.iter().enumerate() {
+            for root in [&f.advertised, &f.canonical] {
+                let Ok(folder) = winpath::parse(root) else {
+                    continue;
+                };
+                if let Some(rest) = parsed.below(&folder) {
+                    if best.is_none_or(|(_, b)| rest.len() < b.len()) {
+                        best = Some((i, rest));
+                    }
+                }
+            }
+        }
+        let (i, rest) =
+            best.ok_or_else(|| Error::outside(path, "not inside a workspace folder"))?;
+        Ok((i, rest.to_vec()))
+    }
+
+    /// The folder's directory handle, refused when the folder's path has come to name another
+    /// directory since the workspace was made (see `resolve.rs` for why).
+    fn open_folder(&self, folder: usize, path: &str) -> Result<Dir, Error> {
+        let f = &self.folders[folder];
+        let dir = Dir::open_ambient_dir(&f.advertised, ambient_authority())
+            .map_err(|e| Error::io(path, "opening the workspace folder", e))?;
+        let md = dir.dir_metadata().map_err(|e| Error::io(path, "stat", e))?;
+        let now = (md.dev(), md.ino());
+        if *f.identity.get_or_init(|| now) != now {
+            return Err(Error::outside(
+                path,
+                format!(
+                    "the workspace folder {} is no longer the directory it was when the bridge \
+                     started (restart the bridge to serve what is there now)",
+                    f.advertised
+                ),
+            ));
+        }
+        Ok(dir)
+    }
+
+    /// The path shown for components below a folder: the folder as advertised, then the
+    /// components, joined with `\`.
+    fn display(&self, folder: usize, comps: &[String]) -> String {
+        let mut s = self.folders[folder].advertised.clone();
+        for c in comps {
+            if !s.ends_with('\\') {
+                s.push('\\');
+            }
+            s.push_str(c);
+        }
+        s
+    }
+
+    /// Opens the regular file at `path` for reading: the type is checked before the open (no
+    /// device is opened) and again on the opened handle, which also gives the size.
+    fn open_regular(&self, path: &str) -> Result<(String, File, u64), Error> {
+        let (i, comps) = self.lexical(path)?;
+        let dir = self.open_folder(i, path)?;
+        let at = rel(&comps);
+        let looked = dir
+            .metadata(&at)
+            .map_err(|e| failed(path, "looking up", e))?;
+        if !looked.is_file() {
+            return Err(Error::NotRegular {
+                path: path.into(),
+                kind: kind_name(looked.file_type()),
+            });
+        }
+        let file = dir.open(&at).map_err(|e| failed(path, "opening", e))?;
+        let md = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+        if !md.is_file() {
+            return Err(Error::NotRegular {
+                path: path.into(),
+                kind: kind_name(md.file_type()),
+            });
+        }
+        Ok((self.display(i, &comps), file, md.len()))
+    }
+
+    /// Reads a regular file inside the workspace, at most
+    /// [`Limits::max_read_bytes`](crate::Limits::max_read_bytes) bytes. Returns the path it
+    /// was found at and the bytes.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("big"), vec![b'x'; 2048]).unwrap();
+    /// let ws = Workspace::new(
+    ///     vec![dir.path().to_str().unwrap().into()],
+    ///     Limits { max_read_bytes: 1024, ..Limits::default() },
+    /// );
+    /// assert!(matches!(ws.read("big"), Err(Error::TooLarge { size: 2048, .. })));
+    /// ```
+    pub fn read(&self, path: &str) -> Result<(String, Vec<u8>), Error> {
+        let (shown, file, size) = self.open_regular(path)?;
+        let bytes = read_capped(path, file, size, self.limits.max_read_bytes)?;
+        Ok((shown, bytes))
+    }
+
+    /// Counts the lines of a regular text file inside the workspace (as `str::lines` would), for
+    /// `openFile`, reading it in small pieces, never more than the read limit in all.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree").unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// assert_eq!(ws.line_count("a.txt").unwrap(), 3);
+    /// ```
+    pub fn line_count(&self, path: &str) -> Result<u64, Error> {
+        let (_, file, size) = self.open_regular(path)?;
+        let cap = self.limits.max_read_bytes;
+        within(path, size, cap)?;
+        let mut reader = file.take(cap.saturating_add(1));
+        let mut buf = vec![0u8; 64 * 1024];
+        let (mut total, mut newlines, mut last) = (0u64, 0u64, b'\n');
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io(path, "reading", e)),
+            };
+            total += n as u64;
+            newlines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+            last = buf[n - 1];
+        }
+        within(path, total, cap)?;
+        Ok(newlines + u64::from(last != b'\n'))
+    }
+
+    /// Whether `path` is a regular file inside the workspace; the path it is known by.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.rs"), "").unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// assert!(ws.regular_file("a.rs").is_ok());
+    /// assert!(ws.regular_file("b.rs").is_err());
+    /// ```
+    pub fn regular_file(&self, path: &str) -> Result<String, Error> {
+        let (i, comps) = self.lexical(path)?;
+        let dir = self.open_folder(i, path)?;
+        let md = dir
+            .metadata(rel(&comps))
+            .map_err(|e| failed(path, "looking up", e))?;
+        if !md.is_file() {
+            return Err(Error::NotRegular {
+                path: path.into(),
+                kind: kind_name(md.file_type()),
+            });
+        }
+        Ok(self.display(i, &comps))
+    }
+
+    /// Whether a write to `path` would be allowed now: inside the workspace (missing directories
+    /// on the way would be created inside it) and not naming anything but a regular file.
+    /// Returns the path it is known by.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// assert!(ws.writable(r"new\dir\file.rs").unwrap().ends_with(r"\new\dir\file.rs"));
+    /// assert!(ws.writable(".").is_err());
+    /// ```
+    pub fn writable(&self, path: &str) -> Result<String, Error> {
+        let (i, comps) = self.lexical(path)?;
+        let dir = self.open_folder(i, path)?;
+        // The deepest part of the path that exists must be a directory, or the whole path a
+        // regular file (a link at the end is refused, as a write would refuse it).
+        for k in (0..=comps.len()).rev() {
+            let at = rel(&comps[..k]);
+            let md = if k == comps.len() {
+                dir.symlink_metadata(&at)
+            } else {
+                dir.metadata(&at)
+            };
+            match md {
+                Ok(md) if k == comps.len() && md.is_file() => return Ok(self.display(i, &comps)),
+                Ok(md) if k < comps.len() && md.is_dir() => return Ok(self.display(i, &comps)),
+                Ok(md) if k == comps.len() => {
+                    return Err(Error::NotRegular {
+                        path: path.into(),
+                        kind: kind_name(md.file_type()),
+                    })
+                }
+                Ok(_) => return Err(Error::NotFound { path: path.into() }),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(failed(path, "looking up", e)),
+            }
+        }
+        Err(Error::NotFound { path: path.into() })
+    }
+
+    /// Writes `contents` to `path` atomically: a temporary file is created new in the same
+    /// directory (relative to its handle), written and flushed to disk, then renamed over the
+    /// target (replacing it); a failed write leaves the old file as it was. Missing directories
+    /// on the way are created. A read-only file is refused, and so is a path whose last
+    /// component is a link or junction. Returns the path written.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// ws.write(r"src\main.rs", b"fn main() {}\n").unwrap();
+    /// assert_eq!(std::fs::read(dir.path().join("src").join("main.rs")).unwrap(), b"fn main() {}\n");
+    /// ```
+    pub fn write(&self, path: &str, contents: &[u8]) -> Result<String, Error> {
+        let (i, comps) = self.lexical(path)?;
+        let dir = self.open_folder(i, path)?;
+        let Some((name, parents)) = comps.split_last() else {
+            return Err(Error::NotRegular {
+                path: path.into(),
+                kind: "a directory",
+            });
+        };
+        let parent = if parents.is_empty() {
+            dir
+        } else {
+            let at = rel(parents);
+            dir.create_dir_all(&at)
+                .map_err(|e| failed(path, "creating a directory", e))?;
+            dir.open_dir(&at)
+                .map_err(|e| failed(path, "opening a directory", e))?
+        };
+        match parent.symlink_metadata(name) {
+            Ok(md) if md.is_file() => {
+                // Replacing a file is a write to it: a read-only one is refused, as an editor
+                // would refuse it.
+                if md.permissions().readonly() {
+                    return Err(Error::io(
+                        path,
+                        "checking that the file may be written",
+                        io::Error::new(io::ErrorKind::PermissionDenied, "the file is read-only"),
+                    ));
+                }
+            }
+            Ok(md) => {
+                return Err(Error::NotRegular {
+                    path: path.into(),
+                    kind: kind_name(md.file_type()),
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(failed(path, "looking up", e)),
+        }
+        let (tmp_name, tmp) = create_temp(&parent, path)?;
+        let written = (|| {
+            let mut file = tmp;
+            file.write_all(contents)
+                .map_err(|e| Error::io(path, "writing", e))?;
+            file.sync_all()
+                .map_err(|e| Error::io(path, "flushing", e))?;
+            // Closed before the rename: Windows does not rename a file open without delete
+            // sharing.
+            drop(file);
+            parent
+                .rename(&tmp_name, &parent, name)
+                .map_err(|e| failed(path, "renaming into place", e))
+        })();
+        if let Err(e) = written {
+            let _ = parent.remove_file(&tmp_name);
+            return Err(e);
+        }
+        Ok(self.display(i, &comps))
+    }
+
+    /// Whether something is at `name` at the first folder's top (a link followed while it stays
+    /// inside the folder), for [`Workspace::info`].
+    pub(crate) fn at_top(&self, name: &str) -> bool {
+        self.open_folder(0, "")
+            .is_ok_and(|dir| dir.metadata(name).is_ok())
+    }
+
+    /// The listing's walk (see `list.rs`): depth first over directory handles, each opened
+    /// relative to its parent's without following a link, links and junctions neither followed
+    /// nor listed.
+    pub(crate) fn walk_files(&self, mut found: impl FnMut(&str, &str, &str) -> bool) -> bool {
+        let deadline = Instant::now() + self.limits.max_walk_time;
+        let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
+        let mut seen = 0usize;
+        let mut cut = false;
+        let cap = self.limits.max_ignore_file_bytes;
+        let mut ignore_left = 2 * cap;
+        for (i, folder) in self.folders.iter().enumerate() {
+            if self.covered(i) {
+                continue;
+            }
+            let root = PathBuf::from(&folder.advertised);
+            let Ok(top) = self.open_folder(i, "") else {
+                cut = true;
+                continue;
+            };
+            // `.git\info\exclude` is found as any path is (git follows a link there); each
+            // `.gitignore` is read through its directory's handle, and not when it is a link.
+            let exclude = Self::matcher(&root, "", &mut ignore_left, || {
+                read_small_in(&top, r".git\info\exclude", cap, true)
+            });
+            let ignore = Self::matcher(&root, "", &mut ignore_left, || {
+                read_small_in(&top, ".gitignore", cap, false)
+            });
+            let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
+                return true;
+            };
+            let Ok(entries) = top.entries() else {
+                cut = true;
+                continue;
+            };
+            let mut stack = vec![Frame {
+                dir: top,
+                entries,
+                rel: String::new(),
+                ignore,
+            }];
+            while let Some(frame) = stack.last_mut() {
+                let entry = match frame.entries.next() {
+                    Some(Ok(entry)) => entry,
+                    None => {
+                        stack.pop();
+                        continue;
+                    }
+                    Some(Err(_)) => {
+                        cut = true;
+                        stack.pop();
+                        continue;
+                    }
+                };
+                seen += 1;
+                if seen > max_entries || Instant::now() > deadline {
+                    return true;
+                }
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else {
+                    continue;
+                };
+                if name.eq_ignore_ascii_case(".git") {
+                    continue;
+                }
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                if kind.is_symlink() || !(kind.is_dir() || kind.is_file()) {
+                    continue;
+                }
+                let is_dir = kind.is_dir();
+                let depth = stack.len();
+                let parent = &stack[depth - 1];
+                let rel = if parent.rel.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{}/{name}", parent.rel)
+                };
+                let full = root.join(&rel);
+                let verdict = stack
+                    .iter()
+                    .rev()
+                    .map(|f| f.ignore.matched(&full, is_dir))
+                    .find(|m| !m.is_none());
+                let ignored = match verdict {
+                    Some(m) => m.is_ignore(),
+                    None => exclude.matched(&full, is_dir).is_ignore(),
+                };
+                if ignored {
+                    continue;
+                }
+                if is_dir && depth >= max_depth {
+                    cut = true;
+                    continue;
+                }
+                if is_dir {
+                    match stack[depth - 1].dir.open_dir_nofollow(name) {
+                        Ok(dir) => {
+                            let ignore = Self::matcher(&root, &rel, &mut ignore_left, || {
+                                read_small_in(&dir, ".gitignore", cap, false)
+                            });
+                            let Some(ignore) = ignore else {
+                                return true;
+                            };
+                            match dir.entries() {
+                                Ok(entries) => stack.push(Frame {
+                                    dir,
+                                    entries,
+                                    rel,
+                                    ignore,
+                                }),
+                                Err(_) => cut = true,
+                            }
+                        }
+                        // Gone since it was read: passed over.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        // Swapped for a link, not readable, out of handles: not whole.
+                        Err(_) => cut = true,
+                    }
+                    continue;
+                }
+                let abs = format!(
+                    "{}\\{}",
+                    folder.advertised.trim_end_matches('\\'),
+                    rel.replace('/', "\\")
+                );
+                if !found(name, &rel, &abs) {
+                    return true;
+                }
+            }
+        }
+        cut
+    }
+}
+
+/// Creates a fresh temporary file in `dir` (new: never an existing file or a planted link).
+fn create_temp(dir: &Dir, path: &str) -> Result<(String, File), Error> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let pid = std::process::id();
+    let mut opts = OpenOptions::new();
+    opts.write(true).create_new(true);
+    let mut last = None;
+    for _ in 0..16 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(".claude-ide-bridge.{pid}.{n}.{nanos:08x}.tmp");
+        match dir.open_with(&name, &opts) {
+            Ok(file) => return Ok((name, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(Error::io(path, "creating a temporary file", e)),
+        }
+    }
+    Err(Error::io(
+        path,
+        "creating a temporary file",
+        last.unwrap_or_else(|| io::ErrorKind::AlreadyExists.into()),
+    ))
+}
