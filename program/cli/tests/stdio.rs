@@ -505,6 +505,35 @@ fn a_stopping_bridge_tells_the_editor_what_ends() {
     );
 }
 
+/// The editor's link drops (stdin ends) with a diff pending: claude gets a tool error for it,
+/// not `DIFF_REJECTED`, since nobody decided (the real client then keeps its own accept prompt,
+/// docs/e2e.md); the file is untouched and the bridge exits 0.
+#[test]
+fn a_dropped_link_answers_a_pending_diff_with_an_error_not_a_rejection() {
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.rs"), "old\n").unwrap();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp", "--ide-name", "Ed"]);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("a.rs"), "proposed\n", "T"),
+    );
+    next_msg(&s, "tool_call", 0);
+    drop(s.stdin.take());
+    let r = c.response(id);
+    assert!(is_error(&r), "{r}");
+    assert_eq!(
+        texts(&r),
+        [
+            "Ed: the editor did not answer: its link to the bridge ended before the user decided \
+          (nothing was accepted or written)"
+        ]
+    );
+    assert_eq!(s.wait_exit(), 0);
+    assert_eq!(fs::read_to_string(sb.ws.join("a.rs")).unwrap(), "old\n");
+}
+
 /// An editor that stops reading stdout while the bridge has much to tell it (10,000 `status`
 /// answers, about 2 MiB: more than the pipe and the bridge's own queue hold) does not make the
 /// bridge deaf: SIGTERM still stops it, and the lines nobody reads are given up after a grace

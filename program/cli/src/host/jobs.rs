@@ -129,7 +129,7 @@ impl Jobs {
 
     /// Waits, at most `within`, for the jobs started to give their answers: at exit, an
     /// accepted diff whose check is still running is answered `FILE_SAVED` before the stop
-    /// answers whatever is still pending `DIFF_REJECTED`.
+    /// answers whatever is still pending (`Host::say_goodbye`).
     pub fn settle(&self, within: Duration) {
         let give_up = std::time::Instant::now() + within;
         while self.in_flight.load(Ordering::Acquire) > 0 && std::time::Instant::now() < give_up {

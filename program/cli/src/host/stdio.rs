@@ -233,7 +233,26 @@ impl Host {
     /// The bridge stops: every forwarded call is `cancelled` and every client `disconnected`,
     /// both with reason `server_stopped`, before the server goes (its own events about them
     /// would come after the host has stopped listening).
+    ///
+    /// A forwarded `openDiff` is first answered with a tool error, not `DIFF_REJECTED`: the
+    /// editor (gone, or its link dropped) decided nothing, and the real client takes an error as
+    /// "the IDE could not show it" and keeps its own accept prompt in its terminal, where a
+    /// `DIFF_REJECTED` would end the turn as if the user had said no (docs/e2e.md, "When the
+    /// editor's link drops").
     pub fn say_goodbye(&mut self) {
+        let mut diffs: Vec<(u64, CallId)> = (self.forwarded.iter())
+            .filter(|(_, f)| f.tool.diff().is_some())
+            .map(|(id, f)| (*id, f.call))
+            .collect();
+        diffs.sort_unstable_by_key(|(id, _)| *id);
+        for (_, call) in diffs {
+            let e = format!(
+                "{}: the editor did not answer: its link to the bridge ended before the user \
+                 decided (nothing was accepted or written)",
+                self.ide_name
+            );
+            self.respond(call, ToolResult::error(e));
+        }
         self.cancel_where(|_| true, "server_stopped");
         let conns: Vec<u64> = self.clients.keys().copied().collect();
         for conn in conns {
