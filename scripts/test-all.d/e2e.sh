@@ -3,13 +3,13 @@
 # against `claude-ide-bridge serve` / `run`, with a scripted model endpoint (tests/e2e/fake_model.py).
 # Installs what it needs on a fresh Debian machine; exits non-zero when a scenario fails; the last line is
 # pytest's summary ("N passed, M failed in ...").
-#   E2E_JOBS=2 (parallel scenarios)   E2E_BUDGET=540 (seconds for the whole pytest run)   extra args go to pytest
+#   E2E_JOBS=2 (parallel scenarios)   E2E_BUDGET=570 (seconds for the whole pytest run)   extra args go to pytest
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 jobs=${E2E_JOBS:-2}
-budget=${E2E_BUDGET:-540}
+budget=${E2E_BUDGET:-570}
 
 # shellcheck source=../lib/install.sh
 . scripts/lib/install.sh
@@ -18,6 +18,9 @@ command -v tmux >/dev/null || apt_install tmux
 command -v vim >/dev/null || apt_install vim   # test_vim.py: the Vim plugin with claude inside :ClaudeCode
 command -v npm >/dev/null || apt_install nodejs npm
 command -v python3 >/dev/null || apt_install python3 python3-pip
+# test_remote.py: the container stand-in (a network and mount namespace; `ip` brings up its loopback)
+command -v ip >/dev/null || apt_install iproute2
+command -v nsenter >/dev/null || apt_install util-linux
 
 python3 -c 'import pytest, xdist' 2>/dev/null || pip_install pytest pytest-xdist
 

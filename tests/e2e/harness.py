@@ -146,15 +146,17 @@ class Tmux:
 class FakeModel:
     """`fake_model.py` in a subprocess: answers /v1/messages from `script.json`, logs every request."""
 
-    def __init__(self, sandbox):
-        self.dir = sandbox.root / "model"
+    def __init__(self, sandbox, prefix=(), name="model"):
+        """`prefix`: a command that runs the endpoint elsewhere (`nsenter ... --`: in a network namespace,
+        where its 127.0.0.1 is the namespace's)."""
+        self.dir = sandbox.root / name
         self.dir.mkdir()
         self.script_path = self.dir / "script.json"
         self.log_path = self.dir / "requests.jsonl"
         self.port_file = self.dir / "port"
         self.set_script([])
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "fake_model.py"), str(self.port_file), str(self.script_path),
+            [*prefix, sys.executable, str(HERE / "fake_model.py"), str(self.port_file), str(self.script_path),
              str(self.log_path)],
             stdout=open(self.dir / "stdout.log", "w"), stderr=subprocess.STDOUT)
         self.port = int(wait_until(lambda: self.port_file.read_text().strip(), 10, "the model endpoint's port"))
@@ -311,7 +313,9 @@ class Bridge(WireLog):
     """
 
     def __init__(self, sandbox, runtime, *, stdio=False, tty=False, on_diff=None, name="bridge",
-                 extra_args=(), ide_name=None, env=None):
+                 extra_args=(), ide_name=None, env=None, transport=(), workspace=None):
+        """`transport`: a command the bridge runs through (`nsenter ... --`, as an editor reaches a remote
+        bridge); `workspace`: the folder served (default: the sandbox's)."""
         self.sb = sandbox
         self.runtime = runtime
         self.stdio = stdio
@@ -327,7 +331,7 @@ class Bridge(WireLog):
         self.proc = None
         self.port = None
         self.lock_file = None
-        args = [BRIDGE_BIN, "serve", "--workspace", str(sandbox.ws), "--runtime", runtime,
+        args = [*transport, BRIDGE_BIN, "serve", "--workspace", str(workspace or sandbox.ws), "--runtime", runtime,
                 "--wire-log", str(self.wire_path), "--ide-name", self.ide_name]
         if on_diff:
             args += ["--on-diff", on_diff]
