@@ -379,7 +379,9 @@ impl Lsp {
             return Checked::stale(self.known_for(&key));
         }
         members.sort_by(|a, b| a.command.cmp(&b.command));
-        let ask = |member: &Member| self.inner.ask(member, &key, language, text, deadline);
+        // One copy of the text for all of them.
+        let text = rpc::SharedText::new(text);
+        let ask = |member: &Member| self.inner.ask(member, &key, language, &text, deadline);
         let answers: Vec<(Checked, bool)> = if let [one] = members.as_slice() {
             vec![ask(one)]
         } else {
@@ -445,9 +447,10 @@ impl Lsp {
         if self.refuse(language, &key, text).is_some() {
             return;
         }
+        let text = rpc::SharedText::new(text);
         for member in self.inner.servers_for(language) {
             if let Some(server) = member.server {
-                server.sync(&key, language, text);
+                server.sync(&key, language, &text);
             }
         }
     }
@@ -625,7 +628,7 @@ impl Lsp {
         }
         for server in &started {
             // Refused there too, said in that server's log.
-            server.sync(key, language, text);
+            server.sync(key, language, &rpc::SharedText::new(text));
         }
         Some(known_of(&started, key))
     }
@@ -713,7 +716,7 @@ impl Inner {
         member: &Member,
         key: &str,
         language: &str,
-        text: &str,
+        text: &rpc::SharedText<'_>,
         deadline: Instant,
     ) -> (Checked, bool) {
         let Some(server) = &member.server else {

@@ -238,7 +238,7 @@ const TEXT_CHUNK: usize = 64 * 1024;
 /// JSON counted once (a walk over the whole text) for all of them.
 #[derive(Debug, Clone)]
 pub struct SyncText {
-    text: Arc<str>,
+    pub(crate) text: Arc<str>,
     escaped_len: usize,
 }
 
@@ -254,6 +254,55 @@ impl SyncText {
     /// Its length in bytes (as held, not escaped).
     pub fn len(&self) -> usize {
         self.text.len()
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// A text handed to the servers of a language's set: made into one [`SyncText`] (one copy held,
+/// its escaped length counted once) the first time a server needs it, shared by the others,
+/// and hashed once; nothing is made for servers that already have it.
+pub struct SharedText<'a> {
+    text: &'a str,
+    pub(crate) sync: std::sync::OnceLock<SyncText>,
+    hash: std::sync::OnceLock<u64>,
+}
+
+impl<'a> SharedText<'a> {
+    /// `text`, nothing made yet.
+    pub fn new(text: &'a str) -> SharedText<'a> {
+        SharedText {
+            text,
+            sync: std::sync::OnceLock::new(),
+            hash: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A text already held as a [`SyncText`].
+    pub fn held(text: &'a SyncText) -> SharedText<'a> {
+        SharedText {
+            text: text.as_str(),
+            sync: text.clone().into(),
+            hash: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &'a str {
+        self.text
+    }
+
+    /// The one [`SyncText`] of it.
+    pub fn sync_text(&self) -> &SyncText {
+        self.sync.get_or_init(|| SyncText::new(self.text))
+    }
+
+    /// Its hash, by `hash`, worked out once.
+    pub fn hash(&self, hash: impl FnOnce(&str) -> u64) -> u64 {
+        *self.hash.get_or_init(|| hash(self.text))
     }
 }
 

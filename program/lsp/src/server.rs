@@ -17,7 +17,7 @@ use lsp_types::request::Request;
 use crate::codec::Decoder;
 use crate::log::Log;
 use crate::messages::DocumentDiagnostic;
-use crate::rpc::ResponseError;
+use crate::rpc::{ResponseError, SharedText};
 use crate::state::{Effect, LspLimits, Phase, Pulled, State};
 use crate::sys;
 use crate::Checked;
@@ -228,9 +228,9 @@ impl ServerProcess {
 
     /// Hands `text` of `path` to the server without waiting; false when it will not have it
     /// (see [`State::sync`]).
-    pub fn sync(&self, path: &str, language: &str, text: &str) -> bool {
+    pub fn sync(&self, path: &str, language: &str, text: &SharedText<'_>) -> bool {
         let mut state = self.shared.lock();
-        let sent = state.sync(path, language, text);
+        let sent = state.sync_shared(path, language, text);
         kill_if_hung(&mut state);
         let effects = state.take_effects();
         self.deliver(state, effects);
@@ -322,7 +322,7 @@ impl ServerProcess {
         &self,
         path: &str,
         language: &str,
-        text: &str,
+        text: &SharedText<'_>,
         deadline: Instant,
     ) -> Checked {
         // The version this text has in the server, taken in the same hold of the lock as the
@@ -330,7 +330,7 @@ impl ServerProcess {
         // makes what comes next that text's, not this one's).
         let mine = {
             let mut state = self.shared.lock();
-            let sent = state.sync(path, language, text);
+            let sent = state.sync_shared(path, language, text);
             let mine = state.version(path).filter(|_| sent);
             kill_if_hung(&mut state);
             let effects = state.take_effects();

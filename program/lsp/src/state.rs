@@ -21,7 +21,9 @@ use serde_json::Value;
 use crate::codec;
 pub use crate::limits::LspLimits;
 use crate::messages::{Progress, PublishDiagnostics, PullReport, ServerDiagnostic};
-use crate::rpc::{self, Frame, Incoming, Registration, ResponseError, SyncText, TEXT_MARK};
+use crate::rpc::{
+    self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
+};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
@@ -182,7 +184,7 @@ pub(crate) struct State {
     seq: u64,
     clock: u64,
     /// Texts synced before the server was initialized: sent when it is.
-    early: VecDeque<(String, String, String)>,
+    early: VecDeque<(String, String, SyncText)>,
     /// The process group to kill, until the driver starts reaping it.
     pub pid: Option<u32>,
     pub reaping: bool,
@@ -380,6 +382,13 @@ impl State {
     /// the server will not have it: it is gone, or the text is too long to send (then the log says
     /// so, and the file is closed in the server: what it said about an older text is forgotten).
     pub fn sync(&mut self, path: &str, language: &str, text: &str) -> bool {
+        self.sync_shared(path, language, &SharedText::new(text))
+    }
+
+    /// [`State::sync`] of a text shared with other servers: the copy each holds until it is
+    /// written, and its hash, are made once for all of them.
+    pub fn sync_shared(&mut self, path: &str, language: &str, shared: &SharedText<'_>) -> bool {
+        let text = shared.as_str();
         if let Some(line) = too_long(&self.limits, path, text) {
             if !self.has_exited() {
                 self.early.retain(|(p, _, _)| p != path);
@@ -409,8 +418,11 @@ impl State {
             }
             let drop = self.early.len() - keep;
             self.early.drain(..drop);
-            self.early
-                .push_back((path.to_owned(), language.to_owned(), text.to_owned()));
+            self.early.push_back((
+                path.to_owned(),
+                language.to_owned(),
+                shared.sync_text().clone(),
+            ));
             return true;
         }
         let Some(uri) = rpc::uri(path) else {
@@ -418,7 +430,7 @@ impl State {
                 .push(Effect::Log(format!("{path} not sent: no URI names it")));
             return false;
         };
-        let hash = text_hash(text);
+        let hash = shared.hash(text_hash);
         self.clock += 1;
         let seq = self.seq;
         let clock = self.clock;
@@ -438,8 +450,9 @@ impl State {
             doc.synced_at = Instant::now();
             let language = doc.language.clone();
             self.versions = version;
-            // Its escaped length counted once for the messages of this sync.
-            let text = SyncText::new(text);
+            // Its escaped length counted once for the messages of this sync (and of the other
+            // servers'), the text held once.
+            let text = shared.sync_text();
             if change {
                 let params = lsp_types::DidChangeTextDocumentParams {
                     text_document: lsp_types::VersionedTextDocumentIdentifier {
@@ -452,12 +465,12 @@ impl State {
                         text: TEXT_MARK.to_owned(),
                     }],
                 };
-                self.push_text::<note::DidChangeTextDocument>(&params, &text, true);
+                self.push_text::<note::DidChangeTextDocument>(&params, text, true);
             } else {
                 self.notify::<note::DidCloseTextDocument>(&lsp_types::DidCloseTextDocumentParams {
                     text_document: TextDocumentIdentifier { uri: uri.clone() },
                 });
-                self.open(&uri, &language, version, &text);
+                self.open(&uri, &language, version, text);
             }
             // The text is what is on disk (the program read it or wrote it): servers that check on save do now.
             let include_text = match self.caps.save {
@@ -469,7 +482,7 @@ impl State {
                 text: include_text.then(|| TEXT_MARK.to_owned()),
             };
             if include_text {
-                self.push_text::<note::DidSaveTextDocument>(&params, &text, false);
+                self.push_text::<note::DidSaveTextDocument>(&params, text, false);
             } else {
                 self.notify::<note::DidSaveTextDocument>(&params);
             }
@@ -491,7 +504,7 @@ impl State {
             );
             self.versions = version;
             // No didSave after didOpen: every server checks an opened file already (clangd would build twice).
-            self.open(&uri, language, version, &SyncText::new(text));
+            self.open(&uri, language, version, shared.sync_text());
         }
         true
     }
@@ -816,7 +829,7 @@ impl State {
                 self.phase = Phase::Running;
                 self.notify::<note::Initialized>(&lsp_types::InitializedParams {});
                 for (path, language, text) in std::mem::take(&mut self.early) {
-                    self.sync(&path, &language, &text);
+                    self.sync_shared(&path, &language, &SharedText::held(&text));
                 }
             }
             Incoming::Response { id, result } => {

@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::json;
+use std::sync::Arc;
 
 fn frames(state: &mut State) -> Vec<Value> {
     state
@@ -796,4 +797,45 @@ fn versionless_publishes_settle_after_the_sync_too() {
     );
     publish(&mut s, "/w/a.ts", Some(1), 0);
     assert_eq!(s.settles_at("/w/a.ts"), None, "versioned: final at once");
+}
+
+/// The servers of a set share one copy of a text handed to all of them: the frames of two
+/// servers' syncs (one opening it, one changing it, one still starting) hold the same text, and
+/// a server that already has it makes nothing.
+#[test]
+fn a_text_for_several_servers_is_held_once() {
+    let caps = json!({"textDocumentSync": 1});
+    let (mut a, mut b) = (
+        running(caps.clone(), LspLimits::default()),
+        running(caps, LspLimits::default()),
+    );
+    let mut starting = State::new(LspLimits::default(), vec![]);
+    starting.begin(42);
+    starting.take_outbox();
+    b.sync("/w/a.py", "python", "old\n");
+    b.take_outbox();
+    let text = "x = 1\n".repeat(1000);
+    let shared = SharedText::new(&text);
+    assert!(a.sync_shared("/w/a.py", "python", &shared));
+    assert!(b.sync_shared("/w/a.py", "python", &shared));
+    assert!(starting.sync_shared("/w/a.py", "python", &shared));
+    let held = |s: &mut State| -> Vec<Arc<str>> {
+        s.take_outbox()
+            .into_iter()
+            .filter_map(|f| match f {
+                Frame::Text { text, .. } => Some(text),
+                Frame::Bytes(_) => None,
+            })
+            .collect()
+    };
+    let (from_a, from_b) = (held(&mut a), held(&mut b));
+    assert_eq!((from_a.len(), from_b.len()), (1, 1));
+    assert!(Arc::ptr_eq(&from_a[0], &from_b[0]));
+    assert!(Arc::ptr_eq(&from_a[0], &shared.sync_text().text));
+    assert!(Arc::ptr_eq(&starting.early[0].2.text, &from_a[0]));
+    // Already there: nothing queued, and a fresh shared text is never made into a copy.
+    let again = SharedText::new(&text);
+    assert!(a.sync_shared("/w/a.py", "python", &again));
+    assert!(a.take_outbox().is_empty());
+    assert!(again.sync.get().is_none());
 }
