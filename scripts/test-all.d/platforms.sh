@@ -24,13 +24,16 @@ CRATES=(
   claude-ide-bridge-testsupport
   claude-ide-bridge-files
 )
-# The runtimes' socket scenarios (runtimes/*/tests/{sockets,handler}.rs) are not here yet: under
-# Wine 8.0 each one hangs at its first connection (docs/platforms.md, "Open").
+# The runtimes' socket scenarios run too (runtimes/*/tests/{sockets,handler}.rs). Skipped by name:
+# lock_dir_refused, since Wine 8.0's CreateSymbolicLinkW reports success and makes no link
+# (docs/platforms.md lists it; real Windows makes one).
 # The files crate's Windows tests skip the three that Wine 8.0 cannot run (docs/platforms.md):
 # it makes no symbolic links or junctions, and its GetFinalPathNameByHandleW stops at MAX_PATH.
 WINE_TESTS=(
   "-p claude-ide-bridge --lib --tests"
   "-p claude-ide-bridge-runtime --lib --tests"
+  "-p claude-ide-bridge-smol --test sockets --test handler -- --skip lock_dir_refused"
+  "-p claude-ide-bridge-blocking --test sockets --test handler -- --skip lock_dir_refused"
   "-p claude-ide-bridge-files --lib --tests -- --skip links_leading_out_are_refused --skip junctions_leading_out_are_refused --skip paths_past_max_path_are_written_and_listed"
 )
 CHECK_TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc)

@@ -33,7 +33,7 @@
 #![warn(missing_docs)]
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 pub use claude_ide_bridge_runtime::api::*;
 
-use claude_ide_bridge_runtime::{stop_listening, Events, Next, RunningServer, Wire};
+use claude_ide_bridge_runtime::{shut_down, stop_listening, Events, Next, RunningServer, Wire};
 use claude_ide_bridge_runtime::{BACKLOG_POLL, READ_CHUNK, STOP_GRACE};
 
 /// A wake-up that is never lost: a ring while nobody waits is kept (one is enough).
@@ -50,9 +50,11 @@ fn bell() -> (SyncSender<()>, Receiver<()>) {
     mpsc::sync_channel(1)
 }
 
-/// A connection's socket as the shared part writes to it.
+/// A connection's socket as the shared part writes to it. Its reader and writer threads use the
+/// same socket (one handle, not a `try_clone`): a shutdown must end their blocked calls, which
+/// on Windows means cancelling the calls pending on that handle ([`shut_down`]).
 struct Conn {
-    stream: TcpStream,
+    stream: Arc<TcpStream>,
     bell: SyncSender<()>,
 }
 
@@ -63,7 +65,7 @@ impl Wire for Conn {
         try_send(&self.stream, buf)
     }
     fn shutdown(&self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
+        shut_down(&self.stream);
     }
     fn wake_writer(&self) {
         let _ = self.bell.try_send(());
@@ -120,8 +122,8 @@ impl Threads {
 
     fn add(self: &Arc<Self>, stream: TcpStream) -> io::Result<()> {
         let _ = stream.set_nodelay(true);
-        let reader = stream.try_clone()?;
-        let writer = stream.try_clone()?;
+        let stream = Arc::new(stream);
+        let (reader, writer) = (stream.clone(), stream.clone());
         let (ring, bell) = bell();
         let wire = Box::new(Conn { stream, bell: ring });
         self.shared.add(wire, |conn| {
@@ -135,7 +137,7 @@ impl Threads {
         Ok(())
     }
 
-    fn read_loop(&self, conn: ConnectionId, mut stream: TcpStream) {
+    fn read_loop(&self, conn: ConnectionId, stream: Arc<TcpStream>) {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             if self.shared.pause_reading(conn) {
@@ -143,7 +145,7 @@ impl Threads {
                     thread::sleep(BACKLOG_POLL);
                 }
             }
-            match stream.read(&mut buf) {
+            match (&*stream).read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => _ = self.shared.input(conn, &buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -153,7 +155,7 @@ impl Threads {
         self.shared.read_ended(conn);
     }
 
-    fn write_loop(&self, conn: ConnectionId, mut stream: TcpStream, bell: Receiver<()>) {
+    fn write_loop(&self, conn: ConnectionId, stream: Arc<TcpStream>, bell: Receiver<()>) {
         let mut chunk = Vec::new();
         loop {
             match self.shared.next_output(conn, &mut chunk) {
@@ -162,7 +164,7 @@ impl Threads {
                 }
                 Next::Close => break,
                 // The lock is not held while the socket may block.
-                Next::Write => match stream.write(&chunk) {
+                Next::Write => match (&*stream).write(&chunk) {
                     Ok(n) if n > 0 => self.shared.written(conn, n),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {
                         self.shared.written(conn, 0)

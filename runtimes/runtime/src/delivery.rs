@@ -161,7 +161,8 @@ pub trait Wire: Send {
     /// Sends what the socket takes now, never blocking: `Ok(0)` or an error (`WouldBlock`) when it
     /// takes nothing.
     fn try_send(&self, buf: &[u8]) -> io::Result<usize>;
-    /// Shuts the socket down both ways (which also unblocks a writer stuck on a full socket).
+    /// Shuts the socket down both ways and ends the connection's reader and writer, blocked in a
+    /// call or waiting for the socket ([`shut_down`](crate::shut_down) where threads block on it).
     fn shutdown(&self);
     /// Wakes the connection's writer (a wake-up while it is not waiting is kept for its next wait).
     fn wake_writer(&self);

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -59,6 +59,16 @@ impl Events {
 /// works when the process is out of file handles too; `false` where it is not known to work.
 pub fn stop_listening(listener: &TcpListener) -> bool {
     crate::sys::shutdown_listener(listener)
+}
+
+/// Shuts a connection's socket down both ways and ends a read or write that another thread is
+/// blocked in on it (the same handle: share the stream, do not `try_clone` it for the reader).
+/// On Unix the shutdown does both; Windows' does not end a blocked `recv` or `send`, so the calls
+/// pending on this socket handle are cancelled too (`CancelIoEx`): the blocked thread gets an
+/// error, and any later call fails at once (the socket is shut down).
+pub fn shut_down(stream: &TcpStream) {
+    let _ = stream.shutdown(Shutdown::Both);
+    crate::sys::cancel_blocked(stream);
 }
 
 /// What [`RunningServer::claim`] hands to [`RunningServer::deliver`]: the first event, the handler,

@@ -73,6 +73,10 @@ fn bell() -> (Sender<()>, Receiver<()>) {
 struct Conn {
     stream: Arc<Async<TcpStream>>,
     bell: Sender<()>,
+    /// Closed at [`Wire::shutdown`]: ends the reader's wait for the socket to be readable, which
+    /// a shutdown of our own side does not end on every OS (on Windows the socket never reports
+    /// it, and the task would wait for the peer).
+    hangup: Sender<()>,
 }
 
 impl Wire for Conn {
@@ -82,6 +86,7 @@ impl Wire for Conn {
     }
     fn shutdown(&self) {
         let _ = self.stream.get_ref().shutdown(Shutdown::Both);
+        self.hangup.close();
     }
     fn wake_writer(&self) {
         let _ = self.bell.try_send(());
@@ -135,15 +140,17 @@ impl Tasks {
         let _ = stream.get_ref().set_nodelay(true);
         let stream = Arc::new(stream);
         let (ring, wait) = bell();
+        let (hangup, hung_up) = bell();
         let wire = Box::new(Conn {
             stream: stream.clone(),
             bell: ring,
+            hangup,
         });
         self.shared.add(wire, |conn| {
             let me = self.clone();
             self.spawn(async move {
                 future::zip(
-                    me.read_loop(conn, &stream),
+                    me.read_loop(conn, &stream, hung_up),
                     me.write_loop(conn, &stream, wait),
                 )
                 .await;
@@ -152,7 +159,7 @@ impl Tasks {
         });
     }
 
-    async fn read_loop(&self, conn: ConnectionId, stream: &Stream) {
+    async fn read_loop(&self, conn: ConnectionId, stream: &Stream, hung_up: Receiver<()>) {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             if self.shared.pause_reading(conn) {
@@ -176,7 +183,10 @@ impl Tasks {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if stream.readable().await.is_err() {
+                    // Ends when readable, or when the socket was shut down here (`hung_up` is
+                    // closed; nothing is ever sent on it).
+                    let wait = async { stream.readable().await.is_err() };
+                    if future::or(wait, async { hung_up.recv().await.is_err() }).await {
                         break;
                     }
                 }

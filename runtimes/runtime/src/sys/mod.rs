@@ -15,6 +15,8 @@
 //! - `pid_alive(pid)`: whether a process exists;
 //! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
 //! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
+//! - `cancel_blocked(&TcpStream)`: ends the calls another thread is blocked in on a socket that
+//!   was just shut down (nothing to do on Unix, where the shutdown does it);
 //! - `ignored_signals()`: the mask of signals the process started ignoring;
 //! - `on_termination(cleanup)`: runs `cleanup` when the process is told to stop (SIGINT and
 //!   SIGTERM; Ctrl-C, Ctrl-Break and closing the console on Windows), then ends it.

@@ -143,6 +143,9 @@ pub(crate) fn shutdown_listener(listener: &std::net::TcpListener) -> bool {
     };
 }
 
+/// Nothing: on Unix a shutdown ends the `recv` or `send` another thread is blocked in.
+pub(crate) fn cancel_blocked(_: &std::net::TcpStream) {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,18 +6,19 @@
 //! only; files created in it inherit that list (what the official extensions rely on too). A
 //! `CLAUDE_CONFIG_DIR` elsewhere is as private as the folder the user chose (SECURITY.md).
 
-// The three calls below have no safe wrapper in std; each is a plain Win32 call on values this
+// The calls below have no safe wrapper in std; each is a plain Win32 call on values this
 // module owns.
 #![allow(unsafe_code)]
 
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
+use std::os::windows::io::AsRawSocket;
 use std::path::Path;
 use std::sync::OnceLock;
 
 use windows_sys::core::BOOL;
-use windows_sys::Win32::Foundation::{CloseHandle, ERROR_INVALID_PARAMETER, STILL_ACTIVE};
+use windows_sys::Win32::Foundation::{CloseHandle, ERROR_INVALID_PARAMETER, HANDLE, STILL_ACTIVE};
 use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OPEN_REPARSE_POINT;
 use windows_sys::Win32::System::Console::{
     SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT,
@@ -26,6 +27,7 @@ use windows_sys::Win32::System::Console::{
 use windows_sys::Win32::System::Threading::{
     GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
 };
+use windows_sys::Win32::System::IO::CancelIoEx;
 
 pub(crate) const HOME_VAR: &str = "USERPROFILE";
 
@@ -170,4 +172,17 @@ pub(crate) fn on_console_event(handler: fn(crate::signals::ConsoleEvent)) -> io:
 /// Not known to end a waiting `accept` on Windows: `false`, and the caller wakes it otherwise.
 pub(crate) fn shutdown_listener(_: &std::net::TcpListener) -> bool {
     false
+}
+
+/// Cancels every call pending on `stream`'s handle, from any thread: Windows' `shutdown` does
+/// not end a `recv` (or a `send` on a full socket) that a thread is blocked in, which then
+/// returns `ERROR_OPERATION_ABORTED`; calls made after the shutdown fail at once. Only this
+/// handle's calls: a duplicate made by `try_clone` has calls of its own, which this does not reach.
+pub(crate) fn cancel_blocked(stream: &std::net::TcpStream) {
+    // SAFETY: the socket is a handle owned by `stream`, open for the length of this call (it is
+    // borrowed); a null OVERLAPPED asks for every pending call on it. Failure (nothing pending)
+    // is what it says and is ignored.
+    unsafe {
+        CancelIoEx(stream.as_raw_socket() as HANDLE, std::ptr::null());
+    }
 }
