@@ -106,7 +106,12 @@ impl Lines {
 
     /// Waits for a line containing `needle`; returns it.
     pub fn wait_for(&self, needle: &str) -> String {
-        let give_up = Instant::now() + WAIT;
+        self.wait_for_within(needle, WAIT)
+    }
+
+    /// [`Lines::wait_for`] with a bound of its own, for work whose time grows with its input.
+    pub fn wait_for_within(&self, needle: &str, wait: Duration) -> String {
+        let give_up = Instant::now() + wait;
         loop {
             if let Some(l) = self.all().into_iter().find(|l| l.contains(needle)) {
                 return l;
