@@ -2,6 +2,11 @@
 //! (`host.docker.internal`, for claude in a container reaching the bridge on the host), and
 //! nothing else changes: other names are refused, the token is still required. Loopback only.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::io::{Read, Write};

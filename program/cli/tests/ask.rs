@@ -1,6 +1,11 @@
 //! The `ask` prompt on a pseudo-terminal (util-linux `script`): accept, reject, edit, a queue, and
 //! a prompt withdrawn by claude's close_tab.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

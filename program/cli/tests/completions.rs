@@ -4,6 +4,11 @@
 //! long flag that `--help` shows. The expected commands and flags are read from the program's
 //! own `--help` output, never from a list kept here.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -3,6 +3,11 @@
 //! used is `127.1`: it reaches loopback (so the test stays on it) but is not a loopback name for
 //! the Host check, as `host.docker.internal` is not.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

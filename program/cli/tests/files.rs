@@ -4,6 +4,11 @@
 //! a reason, the bridge's memory stays within idle + 20 MB, and it still stops on SIGTERM and
 //! removes its lock file.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

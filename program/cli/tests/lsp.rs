@@ -4,6 +4,11 @@
 //! Every wait is bounded; pyright's cold start takes about a second on a quiet machine, so the
 //! bounds here are generous (`SLOW`), and no test asserts a time.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 use claude_ide_bridge_testsupport::procs;
 

@@ -1,5 +1,10 @@
 //! `serve` driven by an independent WebSocket implementation: Python's `websockets`.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

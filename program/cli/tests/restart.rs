@@ -3,6 +3,11 @@
 //! (`~/.local/state/claude-ide-bridge/workspaces/*.json`): the rules of `state::Kept`, through
 //! the program.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

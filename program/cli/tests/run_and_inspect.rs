@@ -1,5 +1,10 @@
 //! `run` with a stand-in claude, and `list` / `doctor` on each misconfiguration.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

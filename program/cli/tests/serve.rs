@@ -1,6 +1,11 @@
 //! `serve` against a WebSocket client: every tool, every `--on-diff` policy, confinement,
 //! compatibility methods, the wire log and SIGTERM, on both runtimes.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

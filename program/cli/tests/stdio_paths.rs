@@ -2,6 +2,11 @@
 //! claude) another, and every path of the line protocol is translated between the two, through
 //! the real program. docs/stdio.md, "Path mapping".
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

@@ -9,6 +9,11 @@
 //! after the user kept a file Vim found changed, what claude writes after a diff, a diff window
 //! that shows another buffer, two diffs pending at once).
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

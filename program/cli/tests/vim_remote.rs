@@ -13,6 +13,11 @@
 //! the file unchanged, `:ClaudeCodeStatus` says so, `:ClaudeCodeStart` connects again); a remote
 //! without the bridge, one too old for it, and a transport that dies in the middle of a line.
 
+// Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
+// Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
+// unit tests are the check (docs/platforms.md).
+#![cfg(unix)]
+
 mod common;
 
 use std::fs;

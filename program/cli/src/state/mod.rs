@@ -56,9 +56,11 @@ pub enum Refused {
     Symlink,
     /// It is not a regular file.
     NotAFile,
-    /// Another user owns it.
+    /// Another user owns it (Unix: Windows has no owner check, see `crate::sys`).
+    #[cfg_attr(windows, allow(dead_code))]
     NotOurs,
-    /// Group or others may read or write it (its mode).
+    /// Group or others may read or write it (its mode; Unix: Windows has no mode bits).
+    #[cfg_attr(windows, allow(dead_code))]
     OpenToOthers(u32),
     /// Larger than [`MAX_STATE_BYTES`] (its size).
     TooBig(u64),

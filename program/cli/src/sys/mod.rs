@@ -35,8 +35,10 @@ pub use self::windows::*;
 pub enum Finding {
     /// All is well: the message.
     Ok(String),
-    /// Worth knowing, not a problem.
+    /// Worth knowing, not a problem (Unix: a mode open to reading).
+    #[cfg_attr(windows, allow(dead_code))]
     Info(String),
-    /// A problem, and its fix.
+    /// A problem, and its fix (Unix: another owner, a mode open to writing).
+    #[cfg_attr(windows, allow(dead_code))]
     Problem(String, String),
 }
