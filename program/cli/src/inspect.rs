@@ -193,11 +193,45 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
             }
         }
     }
+    let warm = crate::lsp::warm_languages(&plan);
+    if !warm.is_empty() {
+        out!(
+            "info: with --lsp-warm connect these would start when claude connects: {} (by default, a file's server starts at its first diff or question)",
+            warm.join(", ")
+        );
+    }
+    if let Some(line) = compilation_database_warning(&plan, dir) {
+        out!("{line}");
+    }
     if plan.truncated {
         out!(
             "info: the walk over the workspace was cut short (one of its bounds, or a directory it could not read), as listFiles would be: other languages may be present"
         );
     }
+}
+
+/// Where clangd looks for how a project is built, under the workspace: a compilation database
+/// (`compile_commands.json`, at the top or in `build/`) or `compile_flags.txt`.
+const COMPILATION_DATABASES: [&str; 3] = [
+    "compile_commands.json",
+    "build/compile_commands.json",
+    "compile_flags.txt",
+];
+
+/// A warning for a C or C++ workspace without a compilation database: clangd then guesses the
+/// flags and reports include errors that are not in the code (`'foo.h' file not found`).
+fn compilation_database_warning(plan: &claude_ide_bridge_lsp::Plan, dir: &Path) -> Option<String> {
+    let c = plan
+        .languages
+        .iter()
+        .any(|l| (l.language == "c" || l.language == "cpp") && !l.servers.is_empty());
+    if !c || COMPILATION_DATABASES.iter().any(|f| dir.join(f).is_file()) {
+        return None;
+    }
+    Some(format!(
+        "warning: C/C++ files but no compile_commands.json or compile_flags.txt in {}: clangd guesses how they are built and may report include errors that are not in the code (generate one: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON, or bear -- make; or list the flags, one a line, in compile_flags.txt)",
+        dir.display()
+    ))
 }
 
 /// `doctor [DIR]`: returns 0 when nothing is wrong, 1 otherwise.
@@ -425,6 +459,58 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
 
 #[cfg(test)]
 mod tests {
+
+    /// A C/C++ workspace without a compilation database is warned about; one with one (or no C)
+    /// is not. `--lsp-warm connect` starts the languages with the most files, at most three.
+    #[test]
+    fn c_without_a_compilation_database_and_what_warms() {
+        use claude_ide_bridge_lsp::{Plan, PlannedLanguage};
+        let lang = |id: &str, files: usize, found: bool| PlannedLanguage {
+            language: id.into(),
+            files,
+            servers: if found {
+                vec![vec![format!("{id}-server")]]
+            } else {
+                vec![]
+            },
+            missing: vec![],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let c = Plan {
+            languages: vec![lang("c", 3, true)],
+            truncated: false,
+        };
+        let w = super::compilation_database_warning(&c, dir.path()).unwrap();
+        assert!(
+            w.starts_with("warning: C/C++ files but no compile_commands.json"),
+            "{w}"
+        );
+        std::fs::create_dir(dir.path().join("build")).unwrap();
+        std::fs::write(dir.path().join("build/compile_commands.json"), "[]").unwrap();
+        assert_eq!(super::compilation_database_warning(&c, dir.path()), None);
+        let py = Plan {
+            languages: vec![lang("python", 3, true)],
+            truncated: false,
+        };
+        assert_eq!(
+            super::compilation_database_warning(&py, tempfile::tempdir().unwrap().path()),
+            None
+        );
+        let many = Plan {
+            languages: vec![
+                lang("c", 2, true),
+                lang("go", 50, false),
+                lang("python", 9, true),
+                lang("rust", 4, true),
+                lang("typescript", 30, true),
+            ],
+            truncated: false,
+        };
+        assert_eq!(
+            crate::lsp::warm_languages(&many),
+            ["typescript", "python", "rust"]
+        );
+    }
     use super::covers_loopback;
 
     #[test]

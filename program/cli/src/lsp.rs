@@ -115,11 +115,48 @@ pub struct LspOpts {
     /// How long the first getDiagnostics of a language also waits for its server to start.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub lsp_start_wait: Duration,
+    /// When language servers start: `diff` (a file's when an openDiff arrives for it, which
+    /// also checks its text on disk then, for claude's baseline), `connect` (also, when a client
+    /// connects, those of the languages with files in the workspace, at most 3, the most files
+    /// first), `none` (only when a file is asked about).
+    #[arg(long, value_name = "WHEN", value_enum, default_value = "diff")]
+    pub lsp_warm: Warm,
     /// Append the language servers' stderr and the bridge's notes about them to FILE (default:
     /// $XDG_STATE_HOME/claude-ide-bridge/lsp.log, or ~/.local/state/claude-ide-bridge/lsp.log;
     /// %LOCALAPPDATA%\claude-ide-bridge\lsp.log on Windows).
     #[arg(long, value_name = "FILE")]
     pub lsp_log: Option<PathBuf>,
+}
+
+/// When language servers start (`--lsp-warm`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Warm {
+    /// When a client connects (the workspace's languages, at most [`WARM_MAX`]) and at an openDiff.
+    Connect,
+    /// At an openDiff for a file: its server starts and checks the file's text on disk.
+    #[default]
+    Diff,
+    /// Only when a file is asked about.
+    None,
+}
+
+/// The most servers `--lsp-warm connect` starts when a client connects.
+pub const WARM_MAX: usize = 3;
+
+/// The languages `--lsp-warm connect` would start servers for, from a plan of the workspace:
+/// those with a server found and files, the most files first, at most [`WARM_MAX`].
+pub fn warm_languages(plan: &claude_ide_bridge_lsp::Plan) -> Vec<String> {
+    let mut langs: Vec<&claude_ide_bridge_lsp::PlannedLanguage> = plan
+        .languages
+        .iter()
+        .filter(|l| !l.servers.is_empty() && l.files > 0)
+        .collect();
+    langs.sort_by(|a, b| b.files.cmp(&a.files).then(a.language.cmp(&b.language)));
+    langs
+        .into_iter()
+        .take(WARM_MAX)
+        .map(|l| l.language.clone())
+        .collect()
 }
 
 /// Reads a duration: a number followed by `ms` or `s` (`1500ms`, `2s`, `0.5s`), or `0`.

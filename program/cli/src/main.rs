@@ -525,6 +525,11 @@ fn serve(
                 "language servers: started on demand; log in {}",
                 log.path().display()
             ));
+            ui::say(match common.lsp.lsp_warm {
+                lsp::Warm::Connect => "language servers: those of the workspace's languages (at most 3) start when claude connects, a file's at its diff (--lsp-warm connect)",
+                lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)",
+                lsp::Warm::None => "language servers: a file's starts when it is asked about (--lsp-warm none)",
+            });
             // The sets the overrides make, as `doctor` shows them.
             for language in common.lsp.servers.languages(&servers) {
                 ui::say(&format!(
@@ -546,7 +551,9 @@ fn serve(
                     let _ = wake.send(HostInput::Diagnostics(changes.clone()));
                 }
             });
-            Some(Arc::new(LanguageServers::new(lsp, log, workspace.clone())))
+            Some(Arc::new(
+                LanguageServers::new(lsp, log, workspace.clone()).warm(common.lsp.lsp_warm),
+            ))
         }
         _ => {
             ui::say("language servers: off (--no-lsp)");

@@ -624,3 +624,50 @@ fn doctor_lists_the_servers_of_the_workspace() {
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).contains("--no-lsp"));
 }
+
+/// The client's sequence on the first edit of a file the bridge was never asked about, which
+/// already has an error: `openDiff` (accepted at once), the baseline `getDiagnostics {uri}`
+/// before the write, the write, then `getDiagnostics {}`. The baseline is never an empty list
+/// the bridge did not get from a server for that text (the client would forward the old error
+/// as new): it holds the old error, or is an error ("not known yet", no baseline). The check
+/// after the write holds the new error, and nothing the baseline had counts as new.
+#[test]
+fn the_first_edits_baseline_is_never_an_invented_empty_list() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let edited = format!("{TYPE_ERROR}label: str = total([1, 2])\n");
+    let mut s = serve(&sb, "threads", &["--on-diff", "accept"]);
+    let mut c = Session::new(&s);
+    let r = c.call("openDiff", open_diff_args(&app, &edited, "t1"));
+    assert_eq!(texts(&r)[0], "FILE_SAVED");
+    let baseline = c.call("getDiagnostics", json!({"uri": uri(&app)}));
+    let before = if is_error(&baseline) {
+        assert!(texts(&baseline)[0].contains("not known yet"), "{baseline}");
+        None
+    } else {
+        let list = match json_of(&baseline) {
+            Value::Array(a) => a,
+            other => panic!("not a list: {other}"),
+        };
+        let msgs = messages(&list, &app);
+        assert!(
+            mentions(&msgs, LITERAL_TWO),
+            "the baseline of a file with an error: {baseline}"
+        );
+        Some(msgs)
+    };
+    fs::write(&app, &edited).unwrap();
+    let all = c.diagnostics(json!({}));
+    let after = messages(&all, &app);
+    assert!(mentions(&after, INT_TO_STR), "{all:?}");
+    if let Some(before) = before {
+        let new: Vec<&String> = after.iter().filter(|m| !before.contains(m)).collect();
+        assert!(
+            new.iter().all(|m| !m.contains(LITERAL_TWO)),
+            "the old error reported as new: {new:?}"
+        );
+    }
+    assert_eq!(s.stop(), 0);
+}

@@ -67,6 +67,11 @@ fn refusal(e: &Error) -> String {
 impl Host {
     pub(super) fn on_diff(&mut self, call: CallId, args: OpenDiffArgs) {
         let path = args.new_file_path.clone();
+        // Its server checks the text still on disk now, for the client's baseline after the
+        // diff is accepted (`--lsp-warm`).
+        if let Some(servers) = &self.lsp {
+            servers.opening(&args.old_file_path);
+        }
         if self.decider == Decider::Policy(DiffPolicy::Defer) {
             ui::say(&format!("diff pending (decide in claude): {path}"));
             return;

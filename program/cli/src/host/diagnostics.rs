@@ -29,7 +29,7 @@ use claude_ide_bridge_lsp::{Checked, Lsp, ServerState};
 
 use super::headless::no_formatter;
 use super::Host;
-use crate::lsp::Log;
+use crate::lsp::{Log, Warm};
 use crate::ui;
 
 /// Notes ([`LanguageServers::note_once`]) remembered at most; the last one says so.
@@ -139,6 +139,27 @@ pub struct LanguageServers {
     warming: Mutex<HashMap<String, Option<Instant>>>,
     /// How long a language's first answer may take (`--lsp-start-wait`).
     start_wait: Duration,
+    /// When servers start (`--lsp-warm`).
+    warm: Warm,
+    /// Set once the servers of the workspace's languages were started (`--lsp-warm connect`).
+    warmed: std::sync::atomic::AtomicBool,
+}
+
+/// How long a baseline (`getDiagnostics {uri}` between an accepted diff and its write) may wait
+/// for the server: the client gives it 500 ms, and a later answer counts as a timeout (three in a
+/// row and it asks for no more baselines).
+const BASELINE_WAIT: Duration = Duration::from_millis(400);
+
+/// The answer when a file's diagnostics are not known for its current text in time: a tool error
+/// (its text is not JSON), never an empty list the bridge did not get from a server for that
+/// text. The real client takes an error as no baseline for that file (it compares nothing, and
+/// counts no timeout); an empty baseline would make it forward every diagnostic the file already
+/// had to the model as new.
+fn not_known(uri: &str) -> ToolResult {
+    ToolResult::error(format!(
+        "the diagnostics of {} are not known yet: its language server has not answered for its current contents in time (ask again shortly)",
+        cut(uri)
+    ))
 }
 
 /// The file a `getDiagnostics` names, as the files crate takes it: a `file://` URI's path, or a
@@ -202,8 +223,14 @@ impl Memory {
     }
 
     /// The answer for `path` holding text `hash` while accepted contents are not yet on disk
-    /// (`None`: ask the server).
-    fn before_write(&mut self, path: &Path, hash: u64, now: Instant) -> Option<Vec<Diagnostic>> {
+    /// (`None`: no such contents, ask the server; `Some(None)`: they are pending and no answer
+    /// for `hash` is known: never an empty list in its place).
+    fn before_write(
+        &mut self,
+        path: &Path,
+        hash: u64,
+        now: Instant,
+    ) -> Option<Option<Vec<Diagnostic>>> {
         let (pending, at) = *self.pending.get(path)?;
         if pending == hash || now.duration_since(at) > PENDING {
             self.pending.remove(path);
@@ -214,7 +241,7 @@ impl Memory {
             .iter()
             .find(|(p, h, _)| p == path && *h == hash)
             .map(|(_, _, d)| d.clone());
-        Some(known.unwrap_or_default())
+        Some(known)
     }
 
     fn answered(&mut self, path: &Path, hash: u64, diagnostics: &[Diagnostic]) {
@@ -248,7 +275,80 @@ impl LanguageServers {
             refreshing: AtomicUsize::new(0),
             warming: Mutex::new(HashMap::new()),
             start_wait: lsp.config().start_wait,
+            warm: Warm::None,
+            warmed: std::sync::atomic::AtomicBool::new(false),
             lsp,
+        }
+    }
+
+    /// When servers start (`--lsp-warm`; [`Warm::None`] unless set).
+    pub fn warm(mut self, warm: Warm) -> LanguageServers {
+        self.warm = warm;
+        self
+    }
+
+    /// A client connected: with `--lsp-warm connect`, the first time, starts the servers of the
+    /// languages with files in the workspace (at most [`crate::lsp::WARM_MAX`], the most files
+    /// first), on a thread: the walk is `listFiles`' (bounded), and no call waits for it.
+    pub fn connected(self: &Arc<Self>) {
+        if self.warm != Warm::Connect || self.warmed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        let _ = std::thread::Builder::new()
+            .name("lsp-warm".into())
+            .spawn(move || {
+                let table = &me.lsp.config().servers;
+                let mut files = Vec::new();
+                me.ws.for_each_file(|path| {
+                    if table.language_for(Path::new(path)).is_some() {
+                        files.push(PathBuf::from(path));
+                    }
+                    true
+                });
+                let plan = table.plan(files.iter().map(PathBuf::as_path));
+                for language in crate::lsp::warm_languages(&plan) {
+                    let started = me.lsp.start(&language);
+                    me.log.note(&format!(
+                        "--lsp-warm connect: {language}: {}",
+                        if started {
+                            "server started"
+                        } else {
+                            "no server can run"
+                        }
+                    ));
+                }
+            });
+    }
+
+    /// An `openDiff` arrived for `file_path` (unless `--lsp-warm none`): its server starts now if
+    /// it is not running, and a thread checks the file's text on disk, so that the client's
+    /// baseline after the diff is accepted is answered with what that text really has (the
+    /// answer is remembered for that text). At most [`REFRESHES`] such threads at once.
+    pub fn opening(self: &Arc<Self>, file_path: &str) {
+        if self.warm == Warm::None || self.lsp.language_for(Path::new(file_path)).is_none() {
+            return;
+        }
+        if self.refreshing.fetch_add(1, Ordering::AcqRel) >= REFRESHES {
+            self.refreshing.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let (me, file_path) = (self.clone(), file_path.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name("lsp-diff".into())
+            .spawn(move || {
+                if let Ok(Some(t)) = read(&me.ws, &file_path) {
+                    let path = PathBuf::from(&t.path);
+                    let checked = me.ask(&path, &t.content, None);
+                    if checked.fresh {
+                        me.memory()
+                            .answered(&path, text_hash(&t.content), &checked.diagnostics);
+                    }
+                }
+                me.refreshing.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            self.refreshing.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -257,6 +357,22 @@ impl LanguageServers {
     /// until the end of its start wait instead: a server's first analysis (pyright's takes seconds
     /// on a busy machine) would otherwise outlast every call, each giving up on its question.
     fn ask(&self, path: &Path, text: &str, deadline: Option<Instant>) -> Checked {
+        self.ask_within(path, text, deadline, false)
+    }
+
+    /// [`LanguageServers::ask`]; with `hard`, `deadline` is kept even before the language's
+    /// first answer (a baseline, which the client gives 500 ms).
+    fn ask_within(
+        &self,
+        path: &Path,
+        text: &str,
+        deadline: Option<Instant>,
+        hard: bool,
+    ) -> Checked {
+        if hard {
+            let deadline = deadline.unwrap_or_else(|| self.lsp.deadline());
+            return self.lsp.check(path, text, deadline);
+        }
         let now = Instant::now();
         let mut deadline = deadline.unwrap_or_else(|| self.lsp.deadline());
         let language = self.lsp.language_for(path).unwrap_or_default().to_owned();
@@ -376,7 +492,21 @@ impl LanguageServers {
             memory.before_write(&path, hash, Instant::now())
         };
         let diagnostics = match remembered {
-            Some(d) => d,
+            Some(Some(d)) => d,
+            // The baseline of an accepted diff whose old text was never answered for (the
+            // check at its openDiff did not finish): asked now, within the client's bound.
+            Some(None) => {
+                let deadline = Instant::now() + BASELINE_WAIT;
+                let checked = self.ask_within(&path, &text, Some(deadline), true);
+                if !checked.fresh {
+                    if checked.diagnostics.is_empty() && self.unavailable(&language) {
+                        return ToolResult::json(&Vec::<FileDiagnostics>::new());
+                    }
+                    return not_known(uri);
+                }
+                self.memory().answered(&path, hash, &checked.diagnostics);
+                checked.diagnostics
+            }
             None => {
                 let Checked {
                     diagnostics, fresh, ..
@@ -385,10 +515,12 @@ impl LanguageServers {
                     return ToolResult::json(&Vec::<FileDiagnostics>::new());
                 }
                 // Only an answer for this very text may stand in for it later (the check before
-                // a write): one the deadline cut short may be another text's, or nothing yet.
-                if fresh {
-                    self.memory().answered(&path, hash, &diagnostics);
+                // a write), and only such an answer is given: one the deadline cut short may be
+                // another text's, or nothing yet.
+                if !fresh {
+                    return not_known(uri);
                 }
+                self.memory().answered(&path, hash, &diagnostics);
                 diagnostics
             }
         };
@@ -728,9 +860,9 @@ mod tests {
         m.answered(a, 1, std::slice::from_ref(&err));
         // Accepted text 2 while the disk holds 1: the last answer for 1.
         m.changed(a, Some(2), t0);
-        assert_eq!(m.before_write(a, 1, t0), Some(vec![err.clone()]));
-        // Another text on disk, never answered: nothing known.
-        assert_eq!(m.before_write(a, 3, t0), Some(vec![]));
+        assert_eq!(m.before_write(a, 1, t0), Some(Some(vec![err.clone()])));
+        // Another text on disk, never answered: not known (never an empty list in its place).
+        assert_eq!(m.before_write(a, 3, t0), Some(None));
         // Written: the server is asked again, and the pending text is forgotten.
         assert_eq!(m.before_write(a, 2, t0), None);
         assert_eq!(m.before_write(a, 1, t0), None);
@@ -765,7 +897,7 @@ mod tests {
         // Asking about a file whose accepted text is not written yet keeps it pending.
         m.changed(b, Some(2), t0);
         m.asked(b);
-        assert_eq!(m.before_write(b, 1, t0), Some(vec![]));
+        assert_eq!(m.before_write(b, 1, t0), Some(None));
         for i in 0..100 {
             m.asked(&PathBuf::from(format!("/w/{i}.py")));
         }

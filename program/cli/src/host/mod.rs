@@ -368,6 +368,9 @@ impl Host {
                 ));
                 self.clients.insert(conn.0, None);
                 self.to_editor(&ToEditor::Connected { conn: conn.0 });
+                if let Some(servers) = &self.lsp {
+                    servers.connected();
+                }
             }
             Event::Initialized {
                 conn,
