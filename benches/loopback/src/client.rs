@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use claude_ide_bridge::ws::{apply_mask, decode_header, encode_frame, OpCode};
 
-use crate::{TIMEOUT, TOKEN};
+use crate::TIMEOUT;
 
 /// The integer id of a JSON-RPC response (`"id":N`), if `text` has one.
 pub(crate) fn response_id(text: &str) -> Option<u64> {
@@ -19,6 +19,11 @@ pub(crate) fn response_id(text: &str) -> Option<u64> {
 }
 
 pub(crate) const GET_DIAGNOSTICS: &str = r#""method":"tools/call","params":{"name":"getDiagnostics","arguments":{"uri":"file:///home/me/project/src/main.rs"}}"#;
+
+/// The call made of the program (`serve`), whose `getDiagnostics` would ask language servers: a
+/// tool it answers from memory, as the bench's hosts answer `getDiagnostics`.
+pub(crate) const GET_WORKSPACE_FOLDERS: &str =
+    r#""method":"tools/call","params":{"name":"getWorkspaceFolders","arguments":{}}"#;
 
 /// A blocking WebSocket client on the core's frame codec.
 pub(crate) struct Client {
@@ -34,7 +39,7 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    pub(crate) fn connect(port: u16) -> io::Result<Client> {
+    pub(crate) fn connect(port: u16, token: &str) -> io::Result<Client> {
         let mut stream = TcpStream::connect(("127.0.0.1", port))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -42,7 +47,7 @@ impl Client {
             stream,
             "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-             Sec-WebSocket-Protocol: mcp\r\nX-Claude-Code-Ide-Authorization: {TOKEN}\r\n\r\n"
+             Sec-WebSocket-Protocol: mcp\r\nX-Claude-Code-Ide-Authorization: {token}\r\n\r\n"
         )?;
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];

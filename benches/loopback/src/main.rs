@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! (cd benches/loopback/node && npm install)      # once; without it the Node figures are skipped
-//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|engine-alone|tcp-echo]...
+//! cargo build --release -p claude-ide-bridge-cli   # for serve-threads and serve-smol
+//! cargo run --release -p claude-ide-bridge-bench-loopback -- [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|engine-alone|serve-threads|serve-smol|tcp-echo]...
 //!     [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--rounds R] [--syscall-costs]
 //! ```
 //!
@@ -38,9 +39,9 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use client::{Client, GET_DIAGNOSTICS};
+use client::Client;
 use floors::{start_bare_ws, start_bare_ws_smol, start_echo, start_engine_alone, Extra};
-use servers::{start_node, start_smol, start_smol_handler, start_threads, Server};
+use servers::{start_node, start_serve, start_smol, start_smol_handler, start_threads, Server};
 use system::{pin_to, print_syscall_costs};
 
 pub(crate) const TOKEN: &str = "loopback-bench-token";
@@ -83,6 +84,8 @@ fn main() {
             "node".into(),
             "bare-ws".into(),
             "bare-ws-smol".into(),
+            "serve-threads".into(),
+            "serve-smol".into(),
             "tcp-echo".into(),
         ];
     }
@@ -126,7 +129,19 @@ fn run_all(
 ) -> Vec<(String, Figures)> {
     let mut results: Vec<(String, Figures)> = Vec::new();
     for rt in runtimes {
+        if let Some(runtime) = rt.strip_prefix("serve-") {
+            if !matches!(runtime, "threads" | "smol") {
+                usage(rt)
+            }
+        }
         let server = match rt.as_str() {
+            "serve-threads" | "serve-smol" => match start_serve(&rt["serve-".len()..]) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    println!("{rt}: skipped ({e})");
+                    continue;
+                }
+            },
             "smol" => Some(start_smol(false)),
             "smol-global" => Some(start_smol(true)),
             "smol-handler" => Some(start_smol_handler()),
@@ -238,7 +253,9 @@ fn summary(results: &[(String, Figures)]) {
         let cells: Vec<String> = results
             .iter()
             .filter(|(name, _)| name != floor && name != "tcp-echo" && name != "node")
-            .filter(|(name, _)| floor == "bare-ws" || name.starts_with("smol"))
+            .filter(|(name, _)| {
+                floor == "bare-ws" || name.starts_with("smol") || name == "serve-smol"
+            })
             .map(|(name, f)| {
                 format!(
                     "{name} {:.2}× ({:.2}×)",
@@ -254,6 +271,7 @@ fn summary(results: &[(String, Figures)]) {
             );
         }
     }
+    serve_summary(results);
     let Some((_, node)) = results.iter().find(|(n, _)| n == "node") else {
         return;
     };
@@ -317,6 +335,35 @@ fn summary(results: &[(String, Figures)]) {
     println!("  {:<17} {}", "median−floor µs", cells.join(" | "));
 }
 
+/// The program's sequential round trip (issue 32, item 6: at least 2× Node's and 0.5× the bare
+/// WebSocket server's, on both runtimes), as ratios of the same run's, by median and by calls/s.
+fn serve_summary(results: &[(String, Figures)]) {
+    let find = |name: &str| results.iter().find(|(n, _)| n == name).map(|(_, f)| f);
+    let mut cells = Vec::new();
+    for (name, f) in results.iter().filter(|(n, _)| n.starts_with("serve-")) {
+        let mut against = Vec::new();
+        for other in ["node", "bare-ws", "bare-ws-smol"] {
+            if let Some(o) = find(other) {
+                against.push(format!(
+                    "{:.2}× {other}",
+                    o.median_us / f.median_us
+                ));
+            }
+        }
+        cells.push(format!(
+            "{name} median {:.1} µs: {}",
+            f.median_us,
+            against.join(", ")
+        ));
+    }
+    if !cells.is_empty() {
+        println!(
+            "the program's sequential round trip × others (by median, higher is better): {}",
+            cells.join(" | ")
+        );
+    }
+}
+
 /// A count of at least one.
 fn positive(value: &str) -> Option<usize> {
     value.parse().ok().filter(|&n| n > 0)
@@ -324,7 +371,7 @@ fn positive(value: &str) -> Option<usize> {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|engine-alone|tcp-echo]... \
+        "unexpected {arg:?}\nusage: loopback [--runtime smol|smol-global|smol-handler|threads|threads-channel|node|bare-ws|bare-ws-wide|bare-ws-narrow|bare-ws-smol|engine-alone|serve-threads|serve-smol|tcp-echo]... \
          [--notifications N] [--calls N] [--pipelined N] [--in-flight K] [--cpu C] [--rounds R] [--syscall-costs]"
     );
     std::process::exit(2)
@@ -353,7 +400,7 @@ fn run(
     pipelined: usize,
     in_flight: usize,
 ) -> io::Result<Figures> {
-    let mut c = Client::connect(server.port)?;
+    let mut c = Client::connect(server.port, &server.token)?;
     c.request(
         r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loopback","version":"0"}}"#,
     )?;
@@ -361,7 +408,7 @@ fn run(
 
     // Warm up both paths a little.
     for _ in 0..200 {
-        c.request(GET_DIAGNOSTICS)?;
+        c.request(server.call)?;
     }
 
     // Notifications: from the moment they are asked for until the last one is read.
@@ -377,7 +424,7 @@ fn run(
     let start = Instant::now();
     for _ in 0..calls {
         let t = Instant::now();
-        c.request(GET_DIAGNOSTICS)?;
+        c.request(server.call)?;
         lat.push(t.elapsed());
         if start.elapsed() > TIMEOUT {
             return Err(io::Error::other("round trips timed out"));
@@ -389,7 +436,7 @@ fn run(
 
     // Round trips, `in_flight` at a time.
     let cpu_before = server_cpu_ns(server);
-    let (piped_per_s, mut lat) = c.pipelined(GET_DIAGNOSTICS, pipelined, in_flight)?;
+    let (piped_per_s, mut lat) = c.pipelined(server.call, pipelined, in_flight)?;
     let piped_cpu_us = cpu_per_call(cpu_before, server_cpu_ns(server), pipelined);
     let (piped_median_us, piped_p99_us) = percentiles(&mut lat);
     Ok(Figures {

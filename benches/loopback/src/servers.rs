@@ -13,6 +13,7 @@ use claude_ide_bridge::{AuthToken, Event, Notification, Position, Selection};
 use claude_ide_bridge::{SelectionChanged, Target, ToolResult};
 use claude_ide_bridge_blocking::{Handle, LockFileMode, Options};
 
+use crate::client::{GET_DIAGNOSTICS, GET_WORKSPACE_FOLDERS};
 use crate::{TIMEOUT, TOKEN};
 
 /// Notifications a host lets run ahead of what the client has received (about 1 MiB), like the
@@ -27,8 +28,15 @@ pub(crate) struct Server {
     /// Notifications the client has received so far, for the hosts' window.
     pub(crate) received: Arc<AtomicUsize>,
     pub(crate) child: Option<Child>,
-    /// A floor (tcp-echo, bare-ws) rather than a server of the protocol: no notifications.
+    /// No notifications: a floor (tcp-echo, bare-ws), or the program, which pushes them only
+    /// when an editor reports a selection.
     pub(crate) echo: bool,
+    /// The client's token.
+    pub(crate) token: String,
+    /// The `tools/call` members of each round trip.
+    pub(crate) call: &'static str,
+    /// The program's lock and workspace directories, removed with the server.
+    pub(crate) dirs: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -40,10 +48,22 @@ impl Server {
             received: Arc::new(AtomicUsize::new(0)),
             child: None,
             echo: true,
+            token: TOKEN.into(),
+            call: GET_DIAGNOSTICS,
+            dirs: None,
         }
     }
 
     pub(crate) fn stop(mut self) {
+        if let (Some(c), Some(_)) = (&mut self.child, &self.dirs) {
+            // The program stops on SIGTERM, removing its lock file.
+            #[cfg(target_os = "linux")]
+            if let Some(pid) = rustix::process::Pid::from_raw(c.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = c.kill();
+        }
         if let Some(mut c) = self.child.take() {
             // `ws` stops on its own when stdin closes.
             drop(c.stdin.take()); // the script exits when its stdin closes
@@ -106,6 +126,9 @@ fn rust_server(port: u16, pusher: Handle, keep: impl Send + 'static) -> Server {
         received,
         child: None,
         echo: false,
+        token: TOKEN.into(),
+        call: GET_DIAGNOSTICS,
+        dirs: None,
     }
 }
 
@@ -213,5 +236,52 @@ pub(crate) fn start_node() -> Option<Server> {
         received: Arc::new(AtomicUsize::new(0)),
         child: Some(child),
         echo: false,
+        token: TOKEN.into(),
+        call: GET_DIAGNOSTICS,
+        dirs: None,
+    })
+}
+
+/// The program itself, `claude-ide-bridge serve --runtime RUNTIME`, as a user starts it (no
+/// language servers, diffs rejected, a lock file in a directory of its own), from the directory
+/// this bench was built into (`cargo build --release -p claude-ide-bridge-cli`) or `$LOOPBACK_BRIDGE`;
+/// `Err` says why not. Its round trips call `getWorkspaceFolders`, answered from memory.
+pub(crate) fn start_serve(runtime: &str) -> Result<Server, String> {
+    // Another build (a baseline) with `LOOPBACK_BRIDGE=PATH`.
+    let bin = match std::env::var_os("LOOPBACK_BRIDGE") {
+        Some(path) => PathBuf::from(path),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name(format!("claude-ide-bridge{}", std::env::consts::EXE_SUFFIX)),
+    };
+    if !bin.exists() {
+        return Err(format!(
+            "{} missing: cargo build --release -p claude-ide-bridge-cli (the same profile as this bench)",
+            bin.display()
+        ));
+    }
+    let dirs = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (locks, workspace) = (dirs.path().join("locks"), dirs.path().join("project"));
+    for d in [&locks, &workspace] {
+        std::fs::create_dir(d).map_err(|e| e.to_string())?;
+    }
+    let mut cmd = Command::new(&bin);
+    cmd.args(["serve", "--runtime", runtime, "--no-lsp", "--on-diff", "reject"])
+        .args(["--port", "0", "--new-token", "--workspace"])
+        .arg(&workspace)
+        .arg("--lock-dir")
+        .arg(&locks)
+        // Its kept port and token (state) go to the bench's directory, not the user's.
+        .env("XDG_STATE_HOME", dirs.path());
+    let serving = claude_ide_bridge_testsupport::bridge::serve(&mut cmd, &locks)?;
+    Ok(Server {
+        port: serving.port,
+        push: None,
+        received: Arc::new(AtomicUsize::new(0)),
+        child: Some(serving.child),
+        echo: true,
+        token: serving.token,
+        call: GET_WORKSPACE_FOLDERS,
+        dirs: Some(dirs),
     })
 }

@@ -27,12 +27,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::mpsc::{self, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 
+use claude_ide_bridge::Event;
 use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
 use host::{read_line_capped, Line, StdioOut, MAX_STDIO_LINE};
@@ -40,7 +41,7 @@ use host::{
     Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, WireLog,
     MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
 };
-use runtime::RuntimeKind;
+use runtime::{EventSink, RuntimeKind};
 
 /// Exit code of a runtime failure.
 const FAILURE: u8 = 1;
@@ -373,6 +374,47 @@ fn no_proxy_value(current: Option<OsString>) -> OsString {
     }
 }
 
+/// The runtime's events, to the host: answered on the runtime's own thread when the host can
+/// answer at once from memory and nothing is queued before them (a call's round trip is then one
+/// turn of the thread that read it), queued for the host's loop otherwise.
+struct HostSink {
+    host: Arc<OnceLock<Mutex<Host>>>,
+    events: Sender<HostInput>,
+    room: Bounded,
+}
+
+fn lock_host(host: &Mutex<Host>) -> MutexGuard<'_, Host> {
+    host.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl EventSink for HostSink {
+    fn try_take(&mut self, event: Event) -> Result<bool, Event> {
+        // Never waits for the host: busy with an input of its own, it gets the event queued.
+        // The places of the runtime's events are given back once handled, so an empty room
+        // means no earlier event is waiting or being handled: the order of events is kept.
+        if let Some(Ok(mut host)) = self.host.get().map(Mutex::try_lock) {
+            if self.room.is_empty() && host.answers_at_once(&event) {
+                host.handle_now(event);
+                return Ok(true);
+            }
+        }
+        match self.room.try_enter() {
+            Some(place) => Ok(self.events.send(HostInput::Event(event, place)).is_ok()),
+            None => Err(event),
+        }
+    }
+
+    fn take(&mut self, event: Event) -> bool {
+        match self.try_take(event) {
+            Ok(more) => more,
+            Err(event) => {
+                let place = self.room.enter();
+                self.events.send(HostInput::Event(event, place)).is_ok()
+            }
+        }
+    }
+}
+
 fn serve(
     common: CommonOpts,
     stdio: bool,
@@ -467,12 +509,12 @@ fn serve(
     if let Err(e) = sys::listen_for_stop(tx.clone(), stdio.clone()) {
         return failure(&format!("cannot install the signal handlers: {e}"));
     }
-    let sink = || -> runtime::EventSink {
-        let (events, room) = (tx.clone(), Bounded::new(MAX_QUEUED_EVENTS));
-        Box::new(move |e| {
-            let place = room.enter();
-            events.send(HostInput::Event(e, place)).is_ok()
-        })
+    // The host, once made: until then every event is queued.
+    let shared_host: Arc<OnceLock<Mutex<Host>>> = Arc::default();
+    let sink = || HostSink {
+        host: shared_host.clone(),
+        events: tx.clone(),
+        room: Bounded::new(MAX_QUEUED_EVENTS),
     };
     let started = match runtime::start(common.runtime, opts.clone(), sink()) {
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && kept.may_move() => {
@@ -625,16 +667,21 @@ fn serve(
     }
     drop(tx);
 
+    // From here on the runtime may answer calls from memory itself (`HostSink`).
+    let shared = shared_host.get_or_init(|| Mutex::new(host));
     let code = loop {
         match rx.recv() {
             Ok(input) => {
-                if let Flow::Exit(code) = host.handle(input) {
+                if let Flow::Exit(code) = lock_host(shared).handle(input) {
                     break code;
                 }
             }
             Err(_) => break 1,
         }
     };
+    // Held to the end: the runtime answers nothing itself any more (its events are queued, and
+    // go with the queue).
+    let mut host = lock_host(shared);
     // From here on nothing waits for the stdio editor to read (it may have stopped for good).
     if let Some(out) = &stdio {
         out.stopping();

@@ -118,6 +118,24 @@ impl Bounded {
         *n += 1;
         Queued(self.places.clone())
     }
+
+    /// Takes a place if one is free now, without waiting.
+    pub fn try_enter(&self) -> Option<Queued> {
+        let (count, _) = &*self.places;
+        let mut n = count.lock().unwrap_or_else(|p| p.into_inner());
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(Queued(self.places.clone()))
+    }
+
+    /// Whether no input of this producer is queued or being handled (a place is given back only
+    /// once its input is handled).
+    pub fn is_empty(&self) -> bool {
+        let (count, _) = &*self.places;
+        *count.lock().unwrap_or_else(|p| p.into_inner()) == 0
+    }
 }
 
 impl Drop for Queued {
@@ -294,6 +312,35 @@ impl Host {
         if let Err(e) = self.handle.respond(call, result) {
             ui::say(&format!("(answer dropped: {e})"));
         }
+    }
+
+    /// Whether `event` is answered from memory at once, waiting on nothing (no file, terminal,
+    /// editor or language server): a tool call that the host answers from what it knows, with no
+    /// stdio editor to forward it to. Such an event may be handled by [`Host::handle_now`] on the
+    /// runtime's thread, when nothing of the runtime's is queued before it; the others go
+    /// through the host's queue.
+    pub fn answers_at_once(&self, event: &Event) -> bool {
+        let Event::ToolCall { tool, .. } = event else {
+            return false;
+        };
+        self.stdio.is_none()
+            && matches!(
+                tool,
+                ToolCall::GetWorkspaceFolders
+                    | ToolCall::GetOpenEditors
+                    | ToolCall::GetCurrentSelection
+                    | ToolCall::GetLatestSelection
+                    | ToolCall::GetAllOpenedFilePaths
+                    | ToolCall::ExecuteCode(_)
+                    | ToolCall::CloseTab(_)
+                    | ToolCall::CloseAllDiffTabs
+            )
+    }
+
+    /// Handles a runtime event taken without a place in the queue (see
+    /// [`Host::answers_at_once`]), as [`Host::handle`] does a queued one.
+    pub fn handle_now(&mut self, event: Event) {
+        self.on_event(event);
     }
 
     /// Handles one input.
