@@ -26,7 +26,8 @@ rm -rf "$check"/cargo-home/registry/src/-* "$check"/target/debug/.fingerprint/cl
 # the check's target directory smaller and its first run faster.
 CARGO_HOME="$check/cargo-home" CARGO_PROFILE_DEV_DEBUG=false CARGO_INCREMENTAL=0 \
   cargo package --workspace --exclude claude-ide-bridge-bench-lsp \
-    --exclude claude-ide-bridge-bench-idle --allow-dirty --target-dir "$check/target"
+    --exclude claude-ide-bridge-bench-idle --exclude claude-ide-bridge-bench-loopback \
+    --allow-dirty --target-dir "$check/target"
 echo "package: cargo package --workspace took $(( $(date +%s) - start )) s"
 
 failed=0

@@ -344,10 +344,7 @@ fn serve_summary(results: &[(String, Figures)]) {
         let mut against = Vec::new();
         for other in ["node", "bare-ws", "bare-ws-smol"] {
             if let Some(o) = find(other) {
-                against.push(format!(
-                    "{:.2}× {other}",
-                    o.median_us / f.median_us
-                ));
+                against.push(format!("{:.2}× {other}", o.median_us / f.median_us));
             }
         }
         cells.push(format!(

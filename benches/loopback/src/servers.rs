@@ -266,13 +266,20 @@ pub(crate) fn start_serve(runtime: &str) -> Result<Server, String> {
         std::fs::create_dir(d).map_err(|e| e.to_string())?;
     }
     let mut cmd = Command::new(&bin);
-    cmd.args(["serve", "--runtime", runtime, "--no-lsp", "--on-diff", "reject"])
-        .args(["--port", "0", "--new-token", "--workspace"])
-        .arg(&workspace)
-        .arg("--lock-dir")
-        .arg(&locks)
-        // Its kept port and token (state) go to the bench's directory, not the user's.
-        .env("XDG_STATE_HOME", dirs.path());
+    cmd.args([
+        "serve",
+        "--runtime",
+        runtime,
+        "--no-lsp",
+        "--on-diff",
+        "reject",
+    ])
+    .args(["--port", "0", "--new-token", "--workspace"])
+    .arg(&workspace)
+    .arg("--lock-dir")
+    .arg(&locks)
+    // Its kept port and token (state) go to the bench's directory, not the user's.
+    .env("XDG_STATE_HOME", dirs.path());
     let serving = claude_ide_bridge_testsupport::bridge::serve(&mut cmd, &locks)?;
     Ok(Server {
         port: serving.port,

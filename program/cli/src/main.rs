@@ -41,7 +41,7 @@ use host::{
     Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, WireLog,
     MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
 };
-use runtime::{EventSink, RuntimeKind};
+use runtime::{EventSink, RuntimeKind, TryTake};
 
 /// Exit code of a runtime failure.
 const FAILURE: u8 = 1;
@@ -388,26 +388,26 @@ fn lock_host(host: &Mutex<Host>) -> MutexGuard<'_, Host> {
 }
 
 impl EventSink for HostSink {
-    fn try_take(&mut self, event: Event) -> Result<bool, Event> {
+    fn try_take(&mut self, event: Event) -> TryTake {
         // Never waits for the host: busy with an input of its own, it gets the event queued.
         // The places of the runtime's events are given back once handled, so an empty room
         // means no earlier event is waiting or being handled: the order of events is kept.
         if let Some(Ok(mut host)) = self.host.get().map(Mutex::try_lock) {
             if self.room.is_empty() && host.answers_at_once(&event) {
                 host.handle_now(event);
-                return Ok(true);
+                return TryTake::Taken(true);
             }
         }
         match self.room.try_enter() {
-            Some(place) => Ok(self.events.send(HostInput::Event(event, place)).is_ok()),
-            None => Err(event),
+            Some(place) => TryTake::Taken(self.events.send(HostInput::Event(event, place)).is_ok()),
+            None => TryTake::Full(event),
         }
     }
 
     fn take(&mut self, event: Event) -> bool {
         match self.try_take(event) {
-            Ok(more) => more,
-            Err(event) => {
+            TryTake::Taken(more) => more,
+            TryTake::Full(event) => {
                 let place = self.room.enter();
                 self.events.send(HostInput::Event(event, place)).is_ok()
             }

@@ -14,11 +14,18 @@ use claude_ide_bridge_runtime::{Handle, Options};
 /// Where the server's events go, called on a thread of the runtime's (for smol, from a task of
 /// the executor that also runs the connections, which must not wait there).
 pub trait EventSink: Send + 'static {
-    /// Takes `event` without waiting: `Ok(more)` when it was taken (`more` false when nobody wants
-    /// more, and the server stops), `Err(event)` when taking it would wait.
-    fn try_take(&mut self, event: Event) -> Result<bool, Event>;
+    /// Takes `event` without waiting, or gives it back when taking it would wait.
+    fn try_take(&mut self, event: Event) -> TryTake;
     /// Takes `event`, waiting as long as needed: false when nobody wants more.
     fn take(&mut self, event: Event) -> bool;
+}
+
+/// What [`EventSink::try_take`] did.
+pub enum TryTake {
+    /// Taken; false when nobody wants more events (the server stops).
+    Taken(bool),
+    /// Not taken: taking it would wait.
+    Full(Event),
 }
 
 /// Which runtime drives the sockets.
@@ -158,10 +165,10 @@ fn start_smol(opts: Options, sink: impl EventSink) -> io::Result<Running> {
                         break;
                     };
                     let more = match s.try_take(e) {
-                        Ok(more) => more,
+                        TryTake::Taken(more) => more,
                         // The host's queue is full: the wait for room goes to a thread of its
                         // own, so that the connections' tasks go on meanwhile.
-                        Err(e) => {
+                        TryTake::Full(e) => {
                             let (s2, more) = smol::unblock(move || {
                                 let more = s.take(e);
                                 (s, more)
