@@ -37,6 +37,9 @@ WINE_TESTS=(
   "-p claude-ide-bridge-smol --test sockets --test handler -- --skip lock_dir_refused"
   "-p claude-ide-bridge-blocking --test sockets --test handler -- --skip lock_dir_refused"
   "-p claude-ide-bridge-files --lib --tests -- --skip links_leading_out_are_refused --skip junctions_leading_out_are_refused --skip paths_past_max_path_are_written_and_listed"
+  # The program's state file, its Windows folder rules and the language-server log (its other unit
+  # tests run on Linux; one of them takes minutes under Wine).
+  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests"
 )
 CHECK_TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc)
 WINE_TARGET=x86_64-pc-windows-gnu

@@ -61,7 +61,14 @@ pub fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refused> {
     let file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Refused::Unreadable(e)),
+        // A directory does not open as a file (access denied): said as what it is.
+        Err(e) => {
+            return Err(match fs::symlink_metadata(path) {
+                Ok(m) if is_reparse_point(&m) => Refused::Symlink,
+                Ok(m) if !m.is_file() => Refused::NotAFile,
+                _ => Refused::Unreadable(e),
+            })
+        }
     };
     let meta = file.metadata().map_err(Refused::Unreadable)?;
     if is_reparse_point(&meta) {
