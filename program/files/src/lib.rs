@@ -239,3 +239,28 @@ pub(crate) fn within(path: &str, size: u64, cap: u64) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// The lines of what `reader` gives (as `str::lines` counts them), read in small pieces, with
+/// [`Error::TooLarge`] once more than `cap` bytes came: the reader is expected to give at most
+/// one byte past the cap (`take(cap + 1)`).
+pub(crate) fn count_lines(
+    path: &str,
+    mut reader: impl std::io::Read,
+    cap: u64,
+) -> Result<u64, Error> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut total, mut newlines, mut last) = (0u64, 0u64, b'\n');
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, "reading", e)),
+        };
+        total += n as u64;
+        newlines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+        last = buf[n - 1];
+    }
+    within(path, total, cap)?;
+    Ok(newlines + u64::from(last != b'\n'))
+}

@@ -139,6 +139,34 @@ impl Workspace {
         Some(b.build().unwrap_or_else(|_| Gitignore::empty()))
     }
 
+    /// The path of `name`, an entry of the folder at `parent_rel` (`""` for the walked folder
+    /// itself), relative to the walked folder, `/` between components on every OS.
+    pub(crate) fn child_rel(parent_rel: &str, name: &str) -> String {
+        if parent_rel.is_empty() {
+            name.to_string()
+        } else {
+            format!("{parent_rel}/{name}")
+        }
+    }
+
+    /// Whether the walk leaves out `full`: the deepest `.gitignore` with an opinion decides
+    /// (`deepest_first`: the matchers of the folders from the entry's own up to the walked
+    /// folder), then `.git/info/exclude`.
+    pub(crate) fn ignored<'a>(
+        deepest_first: impl Iterator<Item = &'a Gitignore>,
+        exclude: &Gitignore,
+        full: &Path,
+        is_dir: bool,
+    ) -> bool {
+        match deepest_first
+            .map(|g| g.matched(full, is_dir))
+            .find(|m| !m.is_none())
+        {
+            Some(m) => m.is_ignore(),
+            None => exclude.matched(full, is_dir).is_ignore(),
+        }
+    }
+
     /// Whether folder `i` is walked as part of another one.
     pub(crate) fn covered(&self, i: usize) -> bool {
         let folder = &self.folders[i];

@@ -12,7 +12,7 @@ use rustix::fs::{
 };
 
 use crate::resolve::{kind_name, Located, Missing};
-use crate::{within, Error, Workspace};
+use crate::{count_lines, within, Error, Workspace};
 
 /// How files are opened for reading: never through a link, never waiting (a FIFO without a
 /// writer opens at once instead of blocking), never becoming the controlling terminal.
@@ -154,22 +154,8 @@ impl Workspace {
     pub fn line_count(&self, path: &str) -> Result<u64, Error> {
         let at = self.locate(path, Missing::Fail)?;
         let cap = self.limits.max_read_bytes;
-        let (mut reader, _) = capped(path, open_located(path, &at)?, cap)?;
-        let mut buf = vec![0u8; 64 * 1024];
-        let (mut total, mut newlines, mut last) = (0u64, 0u64, b'\n');
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io(path, "reading", e)),
-            };
-            total += n as u64;
-            newlines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
-            last = buf[n - 1];
-        }
-        within(path, total, cap)?;
-        Ok(newlines + u64::from(last != b'\n'))
+        let (reader, _) = capped(path, open_located(path, &at)?, cap)?;
+        count_lines(path, reader, cap)
     }
 
     /// Whether `path` is a regular file inside the workspace; its path with links resolved.

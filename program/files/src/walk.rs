@@ -125,24 +125,14 @@ impl Workspace {
                     _ => continue,
                 };
                 let depth = stack.len();
-                let parent = &stack[depth - 1];
-                let rel = if parent.rel.is_empty() {
-                    name.to_string()
-                } else {
-                    format!("{}/{name}", parent.rel)
-                };
-                // The deepest `.gitignore` with an opinion decides, then `.git/info/exclude`.
+                let rel = Self::child_rel(&stack[depth - 1].rel, name);
                 let full = root.join(&rel);
-                let verdict = stack
-                    .iter()
-                    .rev()
-                    .map(|f| f.ignore.matched(&full, is_dir))
-                    .find(|m| !m.is_none());
-                let ignored = match verdict {
-                    Some(m) => m.is_ignore(),
-                    None => exclude.matched(&full, is_dir).is_ignore(),
-                };
-                if ignored {
+                if Self::ignored(
+                    stack.iter().rev().map(|f| &f.ignore),
+                    &exclude,
+                    &full,
+                    is_dir,
+                ) {
                     continue;
                 }
                 if is_dir && depth >= max_depth {

@@ -72,6 +72,24 @@ pub enum Refused {
     Unreadable(io::Error),
 }
 
+/// Reads a state file already opened and checked (`len`: the size its metadata gave): at most
+/// `max` bytes, refused as [`Refused::TooBig`] when it is larger, by its metadata or by what it
+/// gave (it may have grown since).
+pub(crate) fn read_bounded(file: std::fs::File, len: u64, max: u64) -> Result<Vec<u8>, Refused> {
+    use std::io::Read;
+    if len > max {
+        return Err(Refused::TooBig(len));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Refused::Unreadable)?;
+    if bytes.len() as u64 > max {
+        return Err(Refused::TooBig(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

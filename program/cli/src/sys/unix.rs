@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -64,17 +64,7 @@ pub fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refused> {
     if meta.mode() & 0o077 != 0 {
         return Err(Refused::OpenToOthers(meta.mode() & 0o7777));
     }
-    if meta.len() > max {
-        return Err(Refused::TooBig(meta.len()));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(Refused::Unreadable)?;
-    if bytes.len() as u64 > max {
-        return Err(Refused::TooBig(bytes.len() as u64));
-    }
-    Ok(Some(bytes))
+    crate::state::read_bounded(file, meta.len(), max).map(Some)
 }
 
 /// Creates `dir` (and its parents) with mode 0700 when missing, then checks it and its parent:

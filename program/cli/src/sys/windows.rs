@@ -11,7 +11,7 @@
 
 use std::ffi::OsString;
 use std::fs::{self, File, Metadata, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
 use std::os::windows::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -77,17 +77,7 @@ pub fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refused> {
     if !meta.is_file() {
         return Err(Refused::NotAFile);
     }
-    if meta.len() > max {
-        return Err(Refused::TooBig(meta.len()));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(Refused::Unreadable)?;
-    if bytes.len() as u64 > max {
-        return Err(Refused::TooBig(bytes.len() as u64));
-    }
-    Ok(Some(bytes))
+    crate::state::read_bounded(file, meta.len(), max).map(Some)
 }
 
 /// Creates `dir` (and its parents) when missing, then checks it and its parent: real

@@ -33,7 +33,7 @@ use cap_std::fs::{Dir, File, FileType, OpenOptions, ReadDir};
 use ignore::gitignore::Gitignore;
 
 use super::winpath::{self, Root, WinPath};
-use crate::{within, Error, Workspace};
+use crate::{count_lines, within, Error, Workspace};
 
 /// Windows' `ERROR_TOO_MANY_LINKS`, cap-std's error for a chain of links longer than it follows.
 const ERROR_TOO_MANY_LINKS: i32 = 1142;
@@ -278,22 +278,7 @@ impl Workspace {
         let (_, file, size) = self.open_regular(path)?;
         let cap = self.limits.max_read_bytes;
         within(path, size, cap)?;
-        let mut reader = file.take(cap.saturating_add(1));
-        let mut buf = vec![0u8; 64 * 1024];
-        let (mut total, mut newlines, mut last) = (0u64, 0u64, b'\n');
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io(path, "reading", e)),
-            };
-            total += n as u64;
-            newlines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
-            last = buf[n - 1];
-        }
-        within(path, total, cap)?;
-        Ok(newlines + u64::from(last != b'\n'))
+        count_lines(path, file.take(cap.saturating_add(1)), cap)
     }
 
     /// Whether `path` is a regular file inside the workspace; the path it is known by.
@@ -513,23 +498,14 @@ impl Workspace {
                 }
                 let is_dir = kind.is_dir();
                 let depth = stack.len();
-                let parent = &stack[depth - 1];
-                let rel = if parent.rel.is_empty() {
-                    name.to_string()
-                } else {
-                    format!("{}/{name}", parent.rel)
-                };
+                let rel = Self::child_rel(&stack[depth - 1].rel, name);
                 let full = root.join(&rel);
-                let verdict = stack
-                    .iter()
-                    .rev()
-                    .map(|f| f.ignore.matched(&full, is_dir))
-                    .find(|m| !m.is_none());
-                let ignored = match verdict {
-                    Some(m) => m.is_ignore(),
-                    None => exclude.matched(&full, is_dir).is_ignore(),
-                };
-                if ignored {
+                if Self::ignored(
+                    stack.iter().rev().map(|f| &f.ignore),
+                    &exclude,
+                    &full,
+                    is_dir,
+                ) {
                     continue;
                 }
                 if is_dir && depth >= max_depth {
