@@ -144,6 +144,40 @@ struct Folder {
     identity: std::sync::OnceLock<(u64, u64)>,
 }
 
+impl Folder {
+    /// `Ok` when the folder is the directory it was when first opened (`now`: its identity as
+    /// just opened); otherwise the refusal for `path`.
+    fn still_itself(&self, path: &str, now: (u64, u64)) -> Result<(), Error> {
+        if *self.identity.get_or_init(|| now) == now {
+            return Ok(());
+        }
+        Err(Error::outside(
+            path,
+            format!(
+                "the workspace folder {} is no longer the directory it was when the bridge \
+                 started (restart the bridge to serve what is there now)",
+                self.advertised
+            ),
+        ))
+    }
+}
+
+/// A fresh name for the temporary file of an atomic write: hidden, unique in this process (a
+/// counter) and not guessable from its pid alone (the clock's nanoseconds). The caller creates it
+/// new (never an existing file or a planted link) and tries again on a clash.
+pub(crate) fn temp_name() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        ".claude-ide-bridge.{}.{n}.{nanos:08x}.tmp",
+        std::process::id()
+    )
+}
+
 /// The workspace folders and the limits of every access to them.
 ///
 /// Paths given to its methods come from the wire: relative to the first folder, or absolute

@@ -4,7 +4,6 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Take, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{
     accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, fsync, openat, renameat, statat,
@@ -294,17 +293,10 @@ impl Workspace {
 /// `mode` (less the umask): `O_EXCL | O_NOFOLLOW`, so it is never an existing file or a planted
 /// link.
 fn create_temp(at: &Located, path: &str, mode: Mode) -> Result<(OsString, OwnedFd), Error> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let pid = std::process::id();
     let mut last = None;
     for _ in 0..16 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let name = OsString::from(format!(".claude-ide-bridge.{pid}.{n}.{nanos:08x}.tmp"));
+        let name = OsString::from(crate::temp_name());
         match openat(&at.dir, &name, flags, mode) {
             Ok(fd) => return Ok((name, fd)),
             Err(rustix::io::Errno::EXIST) => last = Some(rustix::io::Errno::EXIST),

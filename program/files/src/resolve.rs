@@ -154,16 +154,7 @@ impl Workspace {
             .map_err(|e| Error::io(path, "opening the workspace folder", e))?;
         let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, "stat", e))?;
         let now = (st.st_dev as u64, st.st_ino as u64);
-        if *f.identity.get_or_init(|| now) != now {
-            return Err(Error::outside(
-                path,
-                format!(
-                    "the workspace folder {} is no longer the directory it was when the bridge \
-                     started (restart the bridge to serve what is there now)",
-                    f.advertised
-                ),
-            ));
-        }
+        f.still_itself(path, now)?;
         Ok(dir)
     }
 

@@ -24,7 +24,6 @@
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use cap_fs_ext::{DirExt, FollowSymlinks, MetadataExt, OpenOptionsFollowExt};
@@ -192,16 +191,7 @@ impl Workspace {
             .map_err(|e| Error::io(path, "opening the workspace folder", e))?;
         let md = dir.dir_metadata().map_err(|e| Error::io(path, "stat", e))?;
         let now = (md.dev(), md.ino());
-        if *f.identity.get_or_init(|| now) != now {
-            return Err(Error::outside(
-                path,
-                format!(
-                    "the workspace folder {} is no longer the directory it was when the bridge \
-                     started (restart the bridge to serve what is there now)",
-                    f.advertised
-                ),
-            ));
-        }
+        f.still_itself(path, now)?;
         Ok(dir)
     }
 
@@ -554,18 +544,11 @@ impl Workspace {
 
 /// Creates a fresh temporary file in `dir` (new: never an existing file or a planted link).
 fn create_temp(dir: &Dir, path: &str) -> Result<(String, File), Error> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let pid = std::process::id();
     let mut opts = OpenOptions::new();
     opts.write(true).create_new(true);
     let mut last = None;
     for _ in 0..16 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let name = format!(".claude-ide-bridge.{pid}.{n}.{nanos:08x}.tmp");
+        let name = crate::temp_name();
         match dir.open_with(&name, &opts) {
             Ok(file) => return Ok((name, file)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
