@@ -339,10 +339,19 @@ impl LanguageServers {
             .spawn(move || {
                 if let Ok(Some(t)) = read(&me.ws, &file_path) {
                     let path = PathBuf::from(&t.path);
-                    let checked = me.ask(&path, &t.content, None);
-                    if checked.fresh {
-                        me.memory()
-                            .answered(&path, text_hash(&t.content), &checked.diagnostics);
+                    // Accepted before this thread got here (a policy that accepts at once, a
+                    // loaded machine): the server has the accepted contents, and handing it the
+                    // text on disk now would take them away and lose their diagnostics_changed.
+                    let accepted = me.memory().pending.contains_key(&path);
+                    if !accepted {
+                        let checked = me.ask(&path, &t.content, None);
+                        if checked.fresh {
+                            me.memory().answered(
+                                &path,
+                                text_hash(&t.content),
+                                &checked.diagnostics,
+                            );
+                        }
                     }
                 }
                 me.refreshing.fetch_sub(1, Ordering::AcqRel);
