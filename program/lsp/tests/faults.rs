@@ -2,18 +2,15 @@
 //! what the client answers, that it answers within its bound, that memory stays bounded, that a crashed
 //! server is restarted with backoff a bounded number of times, and that no process is left behind.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge_lsp::table::Language;
-use claude_ide_bridge_lsp::{
-    FileDiagnostics, Lsp, LspConfig, LspLimits, LspLog, ServerState, ServerTable,
-};
-
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_lsp.py");
-/// Slack on top of a bound, for a loaded machine (bounds are checked, not speed).
-const SLACK: Duration = Duration::from_millis(1500);
+use claude_ide_bridge_lsp::{FileDiagnostics, Lsp, LspConfig, LspLog, ServerState, ServerTable};
+use common::{script, wait_for, Waits, SLACK};
 
 struct Fx {
     lsp: Lsp,
@@ -27,12 +24,7 @@ fn language(id: &str, mode: &str, state: &Path) -> Language {
     Language {
         id: id.into(),
         extensions: vec![id.into()],
-        commands: vec![vec![
-            "python3".into(),
-            SCRIPT.into(),
-            mode.into(),
-            state.to_str().unwrap().into(),
-        ]],
+        commands: vec![script(mode, state, &[])],
         also: Vec::new(),
     }
 }
@@ -40,36 +32,26 @@ fn language(id: &str, mode: &str, state: &Path) -> Language {
 /// A workspace with the language `fake` served in `mode`, and `good` served well (to show that one bad
 /// server does not harm another).
 fn fake(mode: &str, tweak: impl FnOnce(&mut LspConfig)) -> Fx {
-    let state = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir(state.path().join("good")).unwrap();
-    let mut servers = ServerTable::empty();
-    servers.push(language("fake", mode, state.path()));
-    servers.push(language("good", "good", &state.path().join("good")));
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mut config = LspConfig {
-        servers,
-        workspace_folders: vec![ws.path().to_path_buf()],
-        diagnostics_wait: Duration::from_secs(3),
-        start_wait: Duration::from_secs(5),
-        log: LspLog::Writer(log.clone()),
-        limits: LspLimits {
-            restart_backoff: Duration::from_millis(200),
-            initialize_timeout: Duration::from_secs(2),
-            ..LspLimits::default()
-        },
-        ..LspConfig::default()
+    let waits = Waits {
+        diagnostics: Duration::from_secs(3),
+        start: Duration::from_secs(5),
+        initialize: Duration::from_secs(2),
     };
-    tweak(&mut config);
-    let changes = Arc::new(Mutex::new(Vec::new()));
-    let seen = changes.clone();
-    let lsp = Lsp::new(config, move |c| seen.lock().unwrap().push(c));
+    let servers = |state: &Path| {
+        std::fs::create_dir(state.join("good")).unwrap();
+        let mut servers = ServerTable::empty();
+        servers.push(language("fake", mode, state));
+        servers.push(language("good", "good", &state.join("good")));
+        servers
+    };
+    let started = common::start(servers, LspLog::Writer(log.clone()), waits, tweak);
     Fx {
-        lsp,
-        changes,
+        lsp: started.lsp,
+        changes: started.changes,
         log,
-        state,
-        ws,
+        state: started.state,
+        ws: started.ws,
     }
 }
 
@@ -111,13 +93,7 @@ impl Fx {
     }
 
     fn starts(&self) -> Vec<(f64, u32)> {
-        let text = std::fs::read_to_string(self.state.path().join("starts")).unwrap_or_default();
-        text.lines()
-            .map(|l| {
-                let (t, pid) = l.split_once(' ').unwrap();
-                (t.parse().unwrap(), pid.parse().unwrap())
-            })
-            .collect()
+        common::starts(self.state.path())
     }
 
     /// The pid of the server's first start, once the script has recorded it (a Python start
@@ -151,11 +127,10 @@ impl Fx {
     /// Shuts down and checks that every process started is gone.
     fn shutdown_leaves_nothing(&self) {
         let mut pids: Vec<u32> = self.starts().into_iter().map(|(_, p)| p).collect();
-        let good =
-            std::fs::read_to_string(self.state.path().join("good/starts")).unwrap_or_default();
         pids.extend(
-            good.lines()
-                .map(|l| l.split_once(' ').unwrap().1.parse::<u32>().unwrap()),
+            common::starts(&self.state.path().join("good"))
+                .into_iter()
+                .map(|(_, p)| p),
         );
         let t = Instant::now();
         self.lsp.shutdown(Duration::from_secs(1));
@@ -175,14 +150,6 @@ impl Fx {
 /// Windows.
 fn alive(pid: u32) -> bool {
     claude_ide_bridge_runtime::lock::pid_alive(pid)
-}
-
-fn wait_for(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + bound;
-    while !done() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

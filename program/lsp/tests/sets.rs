@@ -4,27 +4,23 @@
 //! them failing or crashing while the others answer, and the failure said; at most
 //! [`MAX_SERVERS`] of them; none left running after the stop.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge_lsp::table::Language;
 use claude_ide_bridge_lsp::{
-    FileDiagnostics, Lsp, LspConfig, LspError, LspLimits, LspLog, ServerState, ServerTable,
-    MAX_SERVERS,
+    FileDiagnostics, Lsp, LspConfig, LspError, LspLog, ServerState, ServerTable, MAX_SERVERS,
 };
 use claude_ide_bridge_testsupport::procs;
-
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_lsp.py");
-/// Slack on top of a bound, for a loaded machine (bounds are checked, not speed).
-const SLACK: Duration = Duration::from_millis(1500);
+use common::{script, wait_for, Waits, SLACK};
 
 /// One scripted server: `mode`, its state in `dir`, reporting lines holding `word` with source `word`.
 fn server(mode: &str, dir: &Path, word: &str) -> Vec<String> {
     std::fs::create_dir_all(dir).unwrap();
-    ["python3", SCRIPT, mode, dir.to_str().unwrap(), word]
-        .map(String::from)
-        .to_vec()
+    script(mode, dir, &[word])
 }
 
 struct Fx {
@@ -37,41 +33,31 @@ struct Fx {
 /// The language `zz` served by a set: `main` (mode, word) first, then `also`, each with its own
 /// state directory named after its word.
 fn set_of(main: (&str, &str), also: &[(&str, &str)], tweak: impl FnOnce(&mut LspConfig)) -> Fx {
-    let state = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let dir = |word: &str| state.path().join(word);
-    let mut servers = ServerTable::empty();
-    servers.push(Language {
-        id: "zz".into(),
-        extensions: vec!["zz".into()],
-        commands: vec![server(main.0, &dir(main.1), main.1)],
-        also: also
-            .iter()
-            .map(|(mode, word)| server(mode, &dir(word), word))
-            .collect(),
-    });
-    let mut config = LspConfig {
-        servers,
-        workspace_folders: vec![ws.path().to_path_buf()],
-        diagnostics_wait: Duration::from_secs(5),
-        start_wait: Duration::from_secs(10),
-        log: LspLog::Discard,
-        limits: LspLimits {
-            restart_backoff: Duration::from_millis(200),
-            initialize_timeout: Duration::from_secs(5),
-            ..LspLimits::default()
-        },
-        ..LspConfig::default()
+    let waits = Waits {
+        diagnostics: Duration::from_secs(5),
+        start: Duration::from_secs(10),
+        initialize: Duration::from_secs(5),
     };
-    tweak(&mut config);
-    let changes = Arc::new(Mutex::new(Vec::new()));
-    let seen = changes.clone();
-    let lsp = Lsp::new(config, move |c| seen.lock().unwrap().push(c));
+    let servers = |state: &Path| {
+        let dir = |word: &str| state.join(word);
+        let mut servers = ServerTable::empty();
+        servers.push(Language {
+            id: "zz".into(),
+            extensions: vec!["zz".into()],
+            commands: vec![server(main.0, &dir(main.1), main.1)],
+            also: also
+                .iter()
+                .map(|(mode, word)| server(mode, &dir(word), word))
+                .collect(),
+        });
+        servers
+    };
+    let started = common::start(servers, LspLog::Discard, waits, tweak);
     Fx {
-        lsp,
-        changes,
-        state,
-        ws,
+        lsp: started.lsp,
+        changes: started.changes,
+        state: started.state,
+        ws: started.ws,
     }
 }
 
@@ -82,10 +68,9 @@ impl Fx {
 
     /// The pids the server with `word` recorded, once it recorded one.
     fn pids(&self, word: &str) -> Vec<u32> {
-        let starts = self.state.path().join(word).join("starts");
-        let text = std::fs::read_to_string(starts).unwrap_or_default();
-        text.lines()
-            .map(|l| l.split_once(' ').unwrap().1.parse().unwrap())
+        common::starts(&self.state.path().join(word))
+            .into_iter()
+            .map(|(_, pid)| pid)
             .collect()
     }
 
@@ -142,14 +127,6 @@ fn sources(d: &[claude_ide_bridge_lsp::Diagnostic]) -> Vec<String> {
     d.iter()
         .map(|d| d.source.clone().unwrap_or_default())
         .collect()
-}
-
-fn wait_for(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + bound;
-    while !done() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Two servers, each finding its own word: one answer holds both findings, each with its
