@@ -62,7 +62,6 @@ mod sys;
 mod open;
 #[cfg(unix)]
 mod resolve;
-#[cfg(unix)]
 mod walk;
 
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Reading and writing regular files at a resolved location.
+//! Reading and writing regular files at a resolved location, and the directory handles the
+//! listing's walk reads (Unix).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -7,10 +8,12 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{
     accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, fsync, openat, renameat, statat,
-    unlinkat, Access, AtFlags, FileType, Gid, Mode, OFlags, Stat, Uid,
+    unlinkat, Access, AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Uid,
 };
+use rustix::io::Errno;
 
 use crate::resolve::{kind_name, Located, Missing};
+use crate::walk::{Entry, Listing, NotEntered};
 use crate::{count_lines, within, Error, Workspace};
 
 /// How files are opened for reading: never through a link, never waiting (a FIFO without a
@@ -308,6 +311,85 @@ fn create_temp(at: &Located, path: &str, mode: Mode) -> Result<(OsString, OwnedF
         "creating a temporary file",
         last.unwrap_or(rustix::io::Errno::EXIST),
     ))
+}
+
+/// A directory the listing's walk reads on Unix (see `walk.rs`): an `openat` handle, read a
+/// batch of entries at a time.
+pub(crate) struct Listed(Dir);
+
+/// How the walk opens a directory: readable, never through a link, relative to its parent's
+/// handle.
+const LIST_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NONBLOCK);
+
+impl Listing for Listed {
+    fn top(ws: &Workspace, i: usize) -> Option<Listed> {
+        let folder = ws.open_folder(i, "").ok()?;
+        let top = openat(&folder, ".", LIST_FLAGS, Mode::empty()).ok()?;
+        Dir::new(top).ok().map(Listed)
+    }
+
+    fn exclude(&self, ws: &Workspace, i: usize, cap: u64) -> Option<Vec<u8>> {
+        let comps = [".git", "info", "exclude"].map(OsString::from).to_vec();
+        ws.read_small(i, comps, cap)
+    }
+
+    fn gitignore(&self, cap: u64) -> Option<Vec<u8>> {
+        read_small_in(self.0.fd().ok()?, ".gitignore", cap)
+    }
+
+    fn next_entry(&mut self) -> Option<std::io::Result<Entry>> {
+        loop {
+            let entry = match self.0.read()? {
+                Ok(entry) => entry,
+                Err(e) => return Some(Err(e.into())),
+            };
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let Ok(name) = std::str::from_utf8(name) else {
+                return Some(Ok(Entry::Other));
+            };
+            let kind = match entry.file_type() {
+                FileType::Unknown => self.0.fd().ok().and_then(|dir| {
+                    let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+                    Some(FileType::from_raw_mode(st.st_mode))
+                }),
+                kind => Some(kind),
+            };
+            return Some(Ok(match kind {
+                Some(FileType::Directory) => Entry::Dir(name.to_string()),
+                Some(FileType::RegularFile) => Entry::File(name.to_string()),
+                _ => Entry::Other,
+            }));
+        }
+    }
+
+    fn child(&self, name: &str) -> Result<Listed, NotEntered> {
+        let opened = self
+            .0
+            .fd()
+            .and_then(|dir| openat(dir, name, LIST_FLAGS, Mode::empty()))
+            .and_then(Dir::new);
+        match opened {
+            Ok(dir) => Ok(Listed(dir)),
+            // Gone, or swapped for a link since it was read.
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => Err(NotEntered::Gone),
+            Err(_) => Err(NotEntered::Failed),
+        }
+    }
+
+    fn is_git(name: &str) -> bool {
+        name == ".git"
+    }
+
+    fn absolute(folder: &str, rel: &str) -> String {
+        format!("{}/{rel}", folder.trim_end_matches('/'))
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! What differs between the operating systems the crate runs on, behind one interface.
 //!
-//! On Unix the walk, the reads and writes and the listing are `resolve.rs`, `open.rs` and
-//! `walk.rs` (over `openat` handles); what differs between Unixes is here:
+//! The listing's walk (`walk.rs`) is one for every OS, over a directory handle each OS gives
+//! (its `Listing` trait). On Unix the path walk, the reads and writes and the listing's handles
+//! are `resolve.rs` and `open.rs` (over `openat` handles); what differs between Unixes is here:
 //!
 //! - `linux.rs` (Linux, Android): directories on the way are opened as `O_PATH` handles.
 //! - `macos.rs` (macOS and the other Unixes): `O_PATH` does not exist there; directories are
@@ -12,8 +13,7 @@
 //!   Linux too (`resolve.rs`), so the fallback is exercised on every run.
 //!
 //! On Windows, `windows.rs` is the whole backend: the same `Workspace` methods (`read`,
-//! `line_count`, `regular_file`, `writable`, `write`, and the listing's `walk_files` and
-//! `at_top`) built on cap-std's `Dir`, after the lexical step of `winpath.rs`: paths and names
+//! `line_count`, `regular_file`, `writable`, `write`, `at_top`, and the listing's handles) built on cap-std's `Dir`, after the lexical step of `winpath.rs`: paths and names
 //! as Windows reads them (drive letters, UNC and `\\?\` roots, case-insensitive names, reserved
 //! device names, alternate data streams, trailing dots and spaces). `winpath.rs` is pure string
 //! work, compiled and tested on every OS.
@@ -33,7 +33,11 @@ mod os;
 mod windows;
 
 #[cfg(windows)]
-pub(crate) use windows::{advertised, identity};
+pub(crate) use windows::{advertised, identity, Listed};
+
+/// A directory handle as the listing's walk reads it (`walk.rs`'s `Listing`).
+#[cfg(unix)]
+pub(crate) use crate::open::Listed;
 
 /// How directories are opened while walking a path: never following a link, never waiting.
 #[cfg(unix)]

@@ -24,14 +24,13 @@
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
-use std::time::Instant;
 
 use cap_fs_ext::{DirExt, FollowSymlinks, MetadataExt, OpenOptionsFollowExt};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, File, FileType, OpenOptions, ReadDir};
-use ignore::gitignore::Gitignore;
 
 use super::winpath::{self, Root, WinPath};
+use crate::walk::{Entry, Listing, NotEntered};
 use crate::{count_lines, within, Error, Workspace};
 
 /// Windows' `ERROR_TOO_MANY_LINKS`, cap-std's error for a chain of links longer than it follows.
@@ -146,12 +145,75 @@ fn read_small_in(dir: &Dir, name: &str, cap: u64, follow: bool) -> Option<Vec<u8
     read_capped("", file, md.len(), cap).ok()
 }
 
-/// One directory the listing's walk is in (see `list.rs`).
-struct Frame {
+/// A directory the listing's walk reads (see `walk.rs`): a cap-std handle and its entries.
+pub(crate) struct Listed {
     dir: Dir,
     entries: ReadDir,
-    rel: String,
-    ignore: Gitignore,
+}
+
+impl Listed {
+    fn of(dir: Dir) -> io::Result<Listed> {
+        let entries = dir.entries()?;
+        Ok(Listed { dir, entries })
+    }
+}
+
+/// Links and junctions are neither followed nor listed; each directory is opened relative to
+/// its parent's handle without following a link.
+impl Listing for Listed {
+    fn top(ws: &Workspace, i: usize) -> Option<Listed> {
+        Listed::of(ws.open_folder(i, "").ok()?).ok()
+    }
+
+    fn exclude(&self, _: &Workspace, _: usize, cap: u64) -> Option<Vec<u8>> {
+        read_small_in(&self.dir, r".git\info\exclude", cap, true)
+    }
+
+    fn gitignore(&self, cap: u64) -> Option<Vec<u8>> {
+        read_small_in(&self.dir, ".gitignore", cap, false)
+    }
+
+    fn next_entry(&mut self) -> Option<io::Result<Entry>> {
+        let entry = match self.entries.next()? {
+            Ok(entry) => entry,
+            Err(e) => return Some(Err(e)),
+        };
+        let name = entry.file_name();
+        let (Some(name), Ok(kind)) = (name.to_str(), entry.file_type()) else {
+            return Some(Ok(Entry::Other));
+        };
+        Some(Ok(if kind.is_symlink() {
+            Entry::Other
+        } else if kind.is_dir() {
+            Entry::Dir(name.to_string())
+        } else if kind.is_file() {
+            Entry::File(name.to_string())
+        } else {
+            Entry::Other
+        }))
+    }
+
+    fn child(&self, name: &str) -> Result<Listed, NotEntered> {
+        match self.dir.open_dir_nofollow(name).and_then(Listed::of) {
+            Ok(listed) => Ok(listed),
+            // Gone since it was read: passed over.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(NotEntered::Gone),
+            // Swapped for a link, not readable, out of handles: not whole.
+            Err(_) => Err(NotEntered::Failed),
+        }
+    }
+
+    fn is_git(name: &str) -> bool {
+        name.eq_ignore_ascii_case(".git")
+    }
+
+    fn absolute(folder: &str, rel: &str) -> String {
+        format!(
+            "{}\\{}",
+            folder.trim_end_matches('\\'),
+            rel.replace('/', "\\")
+        )
+    }
 }
 
 impl Workspace {
@@ -414,131 +476,6 @@ impl Workspace {
     pub(crate) fn at_top(&self, name: &str) -> bool {
         self.open_folder(0, "")
             .is_ok_and(|dir| dir.metadata(name).is_ok())
-    }
-
-    /// The listing's walk (see `list.rs`): depth first over directory handles, each opened
-    /// relative to its parent's without following a link, links and junctions neither followed
-    /// nor listed.
-    pub(crate) fn walk_files(&self, mut found: impl FnMut(&str, &str, &str) -> bool) -> bool {
-        let deadline = Instant::now() + self.limits.max_walk_time;
-        let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
-        let mut seen = 0usize;
-        let mut cut = false;
-        let cap = self.limits.max_ignore_file_bytes;
-        let mut ignore_left = 2 * cap;
-        for (i, folder) in self.folders.iter().enumerate() {
-            if self.covered(i) {
-                continue;
-            }
-            let root = PathBuf::from(&folder.advertised);
-            let Ok(top) = self.open_folder(i, "") else {
-                cut = true;
-                continue;
-            };
-            // `.git\info\exclude` is found as any path is (git follows a link there); each
-            // `.gitignore` is read through its directory's handle, and not when it is a link.
-            let exclude = Self::matcher(&root, "", &mut ignore_left, || {
-                read_small_in(&top, r".git\info\exclude", cap, true)
-            });
-            let ignore = Self::matcher(&root, "", &mut ignore_left, || {
-                read_small_in(&top, ".gitignore", cap, false)
-            });
-            let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
-                return true;
-            };
-            let Ok(entries) = top.entries() else {
-                cut = true;
-                continue;
-            };
-            let mut stack = vec![Frame {
-                dir: top,
-                entries,
-                rel: String::new(),
-                ignore,
-            }];
-            while let Some(frame) = stack.last_mut() {
-                let entry = match frame.entries.next() {
-                    Some(Ok(entry)) => entry,
-                    None => {
-                        stack.pop();
-                        continue;
-                    }
-                    Some(Err(_)) => {
-                        cut = true;
-                        stack.pop();
-                        continue;
-                    }
-                };
-                seen += 1;
-                if seen > max_entries || Instant::now() > deadline {
-                    return true;
-                }
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else {
-                    continue;
-                };
-                if name.eq_ignore_ascii_case(".git") {
-                    continue;
-                }
-                let Ok(kind) = entry.file_type() else {
-                    continue;
-                };
-                if kind.is_symlink() || !(kind.is_dir() || kind.is_file()) {
-                    continue;
-                }
-                let is_dir = kind.is_dir();
-                let depth = stack.len();
-                let rel = Self::child_rel(&stack[depth - 1].rel, name);
-                let full = root.join(&rel);
-                if Self::ignored(
-                    stack.iter().rev().map(|f| &f.ignore),
-                    &exclude,
-                    &full,
-                    is_dir,
-                ) {
-                    continue;
-                }
-                if is_dir && depth >= max_depth {
-                    cut = true;
-                    continue;
-                }
-                if is_dir {
-                    match stack[depth - 1].dir.open_dir_nofollow(name) {
-                        Ok(dir) => {
-                            let ignore = Self::matcher(&root, &rel, &mut ignore_left, || {
-                                read_small_in(&dir, ".gitignore", cap, false)
-                            });
-                            let Some(ignore) = ignore else {
-                                return true;
-                            };
-                            match dir.entries() {
-                                Ok(entries) => stack.push(Frame {
-                                    dir,
-                                    entries,
-                                    rel,
-                                    ignore,
-                                }),
-                                Err(_) => cut = true,
-                            }
-                        }
-                        // Gone since it was read: passed over.
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        // Swapped for a link, not readable, out of handles: not whole.
-                        Err(_) => cut = true,
-                    }
-                    continue;
-                }
-                let abs = format!(
-                    "{}\\{}",
-                    folder.advertised.trim_end_matches('\\'),
-                    rel.replace('/', "\\")
-                );
-                if !found(name, &rel, &abs) {
-                    return true;
-                }
-            }
-        }
-        cut
     }
 }
 
