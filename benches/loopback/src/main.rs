@@ -13,8 +13,9 @@
 //! ```
 //!
 //! `--rounds R` runs the whole list R times in turn and ends with, for each server, the median
-//! over the rounds of its ratio to the bare WebSocket server of the same round: on a shared
-//! machine one run's ratios move by several hundredths between runs of the same build.
+//! over the rounds of its ratio to the bare WebSocket server of the same round (and, for the smol
+//! setups, to `bare-ws-smol` when it is in the list): on a shared machine one run's ratios move
+//! by several hundredths between runs of the same build.
 //!
 //! `--syscall-costs` prints instead what each system call of a wait on smol's reactor costs here.
 //!
@@ -190,41 +191,52 @@ fn run_all(
 }
 
 /// Over several rounds: for each server, the median and the range of its sequential round trip
-/// ratio to bare-ws in the same round (of the medians, and of calls/s).
+/// ratio to bare-ws in the same round (of the medians, and of calls/s); and for the smol setups,
+/// the same against bare-ws-smol (the floor on smol's reactor), when it ran.
 fn rounds_summary(rounds: &[Vec<(String, Figures)>]) {
     let Some(first) = rounds.first() else { return };
-    let mut by_median = Vec::new();
-    for (name, _) in first.iter().filter(|(n, _)| n != "bare-ws") {
-        let ratios = |get: fn(&Figures, &Figures) -> f64| {
-            let mut r: Vec<f64> = rounds
-                .iter()
-                .filter_map(|round| {
-                    let bare = &round.iter().find(|(n, _)| n == "bare-ws")?.1;
-                    let f = &round.iter().find(|(n, _)| n == name)?.1;
-                    Some(get(f, bare))
-                })
-                .filter(|r| r.is_finite())
-                .collect();
-            r.sort_by(f64::total_cmp);
-            r
-        };
-        let medians = ratios(|f, bare| bare.median_us / f.median_us);
-        let rates = ratios(|f, bare| f.calls_per_s / bare.calls_per_s);
-        let (Some(m), Some(c)) = (middle(&medians), middle(&rates)) else {
-            continue;
-        };
-        by_median.push(format!(
-            "{name} {m:.3}× ({:.3}-{:.3}), calls/s {c:.3}×",
-            medians[0],
-            medians[medians.len() - 1]
-        ));
-    }
-    if !by_median.is_empty() {
-        println!(
-            "over {} rounds, sequential round trip × bare-ws by median (range), and by calls/s: {}",
-            rounds.len(),
-            by_median.join(" | ")
-        );
+    let floors = [
+        ("bare-ws", "bare-ws"),
+        ("bare-ws-smol", "bare-ws-smol (smol's reactor)"),
+    ];
+    for (floor, label) in floors {
+        let mut by_median = Vec::new();
+        let on_floor = first
+            .iter()
+            .filter(|(n, _)| n != floor)
+            .filter(|(n, _)| floor == "bare-ws" || n.starts_with("smol") || n == "serve-smol");
+        for (name, _) in on_floor {
+            let ratios = |get: fn(&Figures, &Figures) -> f64| {
+                let mut r: Vec<f64> = rounds
+                    .iter()
+                    .filter_map(|round| {
+                        let bare = &round.iter().find(|(n, _)| n == floor)?.1;
+                        let f = &round.iter().find(|(n, _)| n == name)?.1;
+                        Some(get(f, bare))
+                    })
+                    .filter(|r| r.is_finite())
+                    .collect();
+                r.sort_by(f64::total_cmp);
+                r
+            };
+            let medians = ratios(|f, bare| bare.median_us / f.median_us);
+            let rates = ratios(|f, bare| f.calls_per_s / bare.calls_per_s);
+            let (Some(m), Some(c)) = (middle(&medians), middle(&rates)) else {
+                continue;
+            };
+            by_median.push(format!(
+                "{name} {m:.3}× ({:.3}-{:.3}), calls/s {c:.3}×",
+                medians[0],
+                medians[medians.len() - 1]
+            ));
+        }
+        if !by_median.is_empty() {
+            println!(
+                "over {} rounds, sequential round trip × {label} by median (range), and by calls/s: {}",
+                rounds.len(),
+                by_median.join(" | ")
+            );
+        }
     }
 }
 

@@ -2,9 +2,9 @@
 //!
 //! The `claude-ide-bridge` engine on smol (`async-io`): an accept task, one task per connection
 //! (its reader and writer), one timer task re-armed with `async_io::Timer` whenever the engine's
-//! deadline moves, and events on an `async-channel`. What the tasks share (the engine, delivery,
-//! answering, the [`Handle`]) is `claude-ide-bridge-runtime`'s, written once for both runtimes;
-//! this crate only runs the loops. The engine's lock is never held across an `.await`.
+//! deadline moves, and events in a queue read by `next_event` (`wake.rs`). What the tasks share
+//! (the engine, delivery, answering, the [`Handle`]) is `claude-ide-bridge-runtime`'s, written
+//! once for both runtimes; this crate only runs the loops. The engine's lock is never held across an `.await`.
 //!
 //! ```no_run
 //! use claude_ide_bridge_smol::{Event, IdeServer, Options, ToolResult};
@@ -51,7 +51,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_channel::{Receiver, Sender};
 use async_io::{Async, Timer};
 use futures_lite::{future, AsyncWriteExt};
 use smol::{Executor, Task};
@@ -62,21 +61,20 @@ use claude_ide_bridge_runtime::{
     Events, Handler, Next, RunningServer, Wire, BACKLOG_POLL, READ_CHUNK, STOP_GRACE,
 };
 
-type Stream = Async<TcpStream>;
+mod wake;
 
-/// A wake-up that is never lost: a ring while nobody waits is kept (one is enough).
-fn bell() -> (Sender<()>, Receiver<()>) {
-    async_channel::bounded(1)
-}
+use wake::{bell, Bell, EventQueue, Ring};
+
+type Stream = Async<TcpStream>;
 
 /// A connection's socket as the shared part writes to it.
 struct Conn {
     stream: Arc<Async<TcpStream>>,
-    bell: Sender<()>,
+    bell: Ring,
     /// Closed at [`Wire::shutdown`]: ends the reader's wait for the socket to be readable, which
     /// a shutdown of our own side does not end on every OS (on Windows the socket never reports
     /// it, and the task would wait for the peer).
-    hangup: Sender<()>,
+    hangup: Ring,
 }
 
 impl Wire for Conn {
@@ -89,7 +87,7 @@ impl Wire for Conn {
         self.hangup.close();
     }
     fn wake_writer(&self) {
-        let _ = self.bell.try_send(());
+        self.bell.ring();
     }
 }
 
@@ -103,7 +101,7 @@ enum Spawner {
 struct Tasks {
     shared: Arc<RunningServer>,
     spawner: Spawner,
-    stop_bell: Sender<()>,
+    stop_bell: Ring,
     tasks: Mutex<Vec<Task<()>>>,
 }
 
@@ -118,12 +116,12 @@ impl Tasks {
         tasks.push(task);
     }
 
-    async fn accept_loop(self: Arc<Self>, listener: Async<TcpListener>, stop: Receiver<()>) {
+    async fn accept_loop(self: Arc<Self>, listener: Async<TcpListener>, stop: Arc<Bell>) {
         // Never more than one accept before the others run, and none after a stop (`accept` is
         // preferred over the stop bell while connections wait).
         while !self.shared.is_stopped() {
             let accepted = future::or(async { Some(listener.accept().await) }, async {
-                let _ = stop.recv().await;
+                stop.wait().await;
                 None
             })
             .await;
@@ -159,7 +157,7 @@ impl Tasks {
         });
     }
 
-    async fn read_loop(&self, conn: ConnectionId, stream: &Stream, hung_up: Receiver<()>) {
+    async fn read_loop(&self, conn: ConnectionId, stream: &Stream, hung_up: Arc<Bell>) {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             if self.shared.pause_reading(conn) {
@@ -170,11 +168,13 @@ impl Tasks {
             // Read first, and on `WouldBlock` wait with `readable()`, whose readiness is used up
             // when it reports it (`AsyncRead` reads again instead, leaving it stale: one more
             // read that finds nothing per call). Others run first when events wait for the host
-            // (it answers, and the next request is often in by the next read), and after a read
-            // that filled the buffer: a peer that keeps the socket full (messages that give no
-            // event and no output, written faster than they are read) would otherwise keep this
-            // task from ever waiting, and the executor's thread from the timer, the acceptor,
-            // the other connections and this one's writer.
+            // (it answers, and the next request is often in by the next read: on one CPU the
+            // peer, woken by the answer, runs before this task does, and its next request is
+            // read with no wait on the reactor, whose five system calls cost more than this
+            // task's turn), and after a read that filled the buffer: a peer that keeps the
+            // socket full (messages that give no event and no output, written faster than they
+            // are read) would otherwise keep this task from ever waiting, and the executor's
+            // thread from the timer, the acceptor, the other connections and this one's writer.
             match stream.get_ref().read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
@@ -186,7 +186,7 @@ impl Tasks {
                     // Ends when readable, or when the socket was shut down here (`hung_up` is
                     // closed; nothing is ever sent on it).
                     let wait = async { stream.readable().await.is_err() };
-                    if future::or(wait, async { hung_up.recv().await.is_err() }).await {
+                    if future::or(wait, async { !hung_up.wait().await }).await {
                         break;
                     }
                 }
@@ -197,12 +197,12 @@ impl Tasks {
         self.shared.read_ended(conn);
     }
 
-    async fn write_loop(&self, conn: ConnectionId, mut stream: &Stream, bell: Receiver<()>) {
+    async fn write_loop(&self, conn: ConnectionId, mut stream: &Stream, bell: Arc<Bell>) {
         let mut chunk = Vec::new();
         loop {
             match self.shared.next_output(conn, &mut chunk) {
                 Next::Wait => {
-                    if bell.recv().await.is_err() {
+                    if !bell.wait().await {
                         return;
                     }
                 }
@@ -219,7 +219,7 @@ impl Tasks {
         self.shared.writer_done(conn);
     }
 
-    async fn timer_loop(self: Arc<Self>, bell: Receiver<()>) {
+    async fn timer_loop(self: Arc<Self>, bell: Arc<Bell>) {
         while let Some(wait) = self.shared.timer() {
             let sleep = async {
                 match wait {
@@ -227,7 +227,10 @@ impl Tasks {
                     None => future::pending().await,
                 }
             };
-            future::or(sleep, async { bell.recv().await.unwrap_or(()) }).await;
+            future::or(sleep, async {
+                bell.wait().await;
+            })
+            .await;
             self.shared.on_timer();
         }
     }
@@ -259,7 +262,7 @@ impl Drop for Left {
 /// [`IdeServer::stop`], which lets clients finish the close handshake.
 pub struct IdeServer {
     tasks: Arc<Tasks>,
-    events: Receiver<Event>,
+    events: Arc<EventQueue>,
 }
 
 impl IdeServer {
@@ -376,11 +379,11 @@ impl IdeServer {
         spawner: Spawner,
         handler: Option<Handler>,
     ) -> io::Result<IdeServer> {
-        let (tx, rx) = async_channel::unbounded();
+        let (tx, rx) = wake::event_queue();
         // With a handler the sender is dropped: `next_event` returns `None` at once.
-        let events = Events::new(handler, move |e| drop(tx.try_send(e)));
+        let events = Events::new(handler, move |e| tx.send(e));
         let (ring, timer_wait) = bell();
-        let wake_timer = move || ring.try_send(()).unwrap_or(());
+        let wake_timer = move || ring.ring();
         let (listener, shared) = RunningServer::start(&opts, events, wake_timer)?;
         let listener = Async::new(listener)?;
         let (stop_bell, stop_wait) = bell();
@@ -417,12 +420,12 @@ impl IdeServer {
 
     /// The next event; `None` once the server has stopped.
     pub async fn next_event(&self) -> Option<Event> {
-        self.tasks.shared.taken(self.events.recv().await.ok())
+        self.tasks.shared.taken(self.events.next().await)
     }
 
     /// The next event if one is ready.
     pub fn try_next_event(&self) -> Option<Event> {
-        self.tasks.shared.taken(self.events.try_recv().ok())
+        self.tasks.shared.taken(self.events.try_next())
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given
@@ -444,6 +447,8 @@ impl IdeServer {
 
 impl Drop for IdeServer {
     fn drop(&mut self) {
+        // Nobody reads the events any more.
+        self.events.close();
         if !self.tasks.shared.is_stopped() {
             self.tasks.shared.begin_stop();
             drop(self.tasks.stop_hard());
