@@ -79,15 +79,44 @@ export def Connected(): bool
   return !empty(filter(values(clients), (_, c) => c.initialized))
 enddef
 
+# A full path without its last separators (`/`, and on Windows `\` too), but for a root (`/`,
+# `C:\`), which keeps one.
+def Unslashed(full: string): string
+  if full =~# '^\a:[\\/]\+$'
+    return full[: 2]
+  endif
+  var cut = substitute(full, has('win32') ? '[\\/]\+$' : '/\+$', '', '')
+  return cut ==# '' ? full[0] : cut
+enddef
+
+# A folder the user wrote, as a full path without its last separator; `~` and `$VAR` in it
+# expanded, nothing else (expand() would read `[...]` or `{a,b}` in a name as patterns).
+export def FullFolder(d: string): string
+  return Unslashed(fnamemodify(d =~# '^\~\|\$' ? expand(d) : d, ':p'))
+enddef
+
+# Whether the full path `path` is the folder `folder` (a FullFolder) or below it: `/` after it,
+# or on Windows `\` too, where names are compared ignoring case.
+export def Below(path: string, folder: string): bool
+  var [p, f] = has('win32') ? [tolower(path), tolower(folder)] : [path, folder]
+  if p ==# f
+    return true
+  endif
+  if stridx(p, f) != 0
+    return false
+  endif
+  var after = strpart(p, strlen(f), 1)
+  return f =~# '[\\/]$' || after ==# '/' || (has('win32') && after ==# '\')
+enddef
+
 def WorkspaceFolders(): list<string>
   var w = Option('workspace', [])
   var list = type(w) == v:t_list ? copy(w) : [w]
   if empty(list)
     # as it is: expand() would read `$`, `[...]` or `{a,b}` in a directory's name as patterns
-    return [fnamemodify(getcwd(), ':p:s?/$??')]
+    return [Unslashed(fnamemodify(getcwd(), ':p'))]
   endif
-  # `~` and `$VAR` in what the user wrote
-  return map(list, (_, d) => fnamemodify(d =~# '^\~\|\$' ? expand(d) : d, ':p:s?/$??'))
+  return map(list, (_, d) => FullFolder(d))
 enddef
 
 # Starts the bridge unless it runs; `Then` (a function without arguments, or 0) is called once it

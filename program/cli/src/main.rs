@@ -442,10 +442,24 @@ fn serve(
             ));
         }
     }
+    // Without a trailing separator (`C:\work\app\` as Vim's `:p` gives it on Windows):
+    // `claude` compares the lock file's folders with its working directory as text.
+    let folders: Vec<PathBuf> = folders.iter().map(|f| f.components().collect()).collect();
     let posix = match posix_folders(&folders) {
         Ok(p) => p,
         Err(e) => return failure(&format!("cannot make the workspace folders absolute: {e}")),
     };
+    // The folders as this OS names them (`C:\Users\me\project` on Windows), for what meets
+    // the OS: the lock file (the Windows `claude` compares it with its working directory), the
+    // files crate and the language servers. The engine speaks the POSIX form (`posix`).
+    let native: Vec<PathBuf> = folders
+        .iter()
+        .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
+        .collect();
+    let native_text: Vec<String> = native
+        .iter()
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect();
     let paths = match path_mapping(path_map, &posix) {
         Ok(p) => p,
         Err(e) => return usage(&e),
@@ -482,7 +496,7 @@ fn serve(
         }
     };
 
-    let mut opts = Options::new(posix.iter().map(PathBuf::from).collect(), &common.ide_name);
+    let mut opts = Options::new(native.clone(), &common.ide_name);
     opts.bind = common.host;
     opts.allowed_hosts = common.allow_host.clone();
     let mut kept = state::Kept::load(&posix, common.port, common.new_token);
@@ -544,7 +558,11 @@ fn serve(
     let port = running.addr.port();
     // Kept before the port is printed: whoever reads it may stop the bridge at once.
     let kept_lines = kept.started(port);
-    ui::say(&format!("serving {} on {}", posix.join(", "), running.addr));
+    ui::say(&format!(
+        "serving {} on {}",
+        native_text.join(", "),
+        running.addr
+    ));
     match &running.lock_path {
         Some(p) => ui::say(&format!("lock file: {}", p.display())),
         None => ui::say("lock file: none"),
@@ -555,7 +573,7 @@ fn serve(
     }
     ui::say(&format!("diffs: {}", policy_name(decider)));
     let workspace = claude_ide_bridge_files::Workspace::new(
-        posix.clone(),
+        native_text.clone(),
         claude_ide_bridge_files::Limits {
             max_read_bytes: common.max_read_bytes,
             ..claude_ide_bridge_files::Limits::default()
@@ -581,7 +599,7 @@ fn serve(
             }
             let config = LspConfig {
                 servers,
-                workspace_folders: posix.iter().map(PathBuf::from).collect(),
+                workspace_folders: native.clone(),
                 diagnostics_wait: common.lsp.diagnostics_wait,
                 start_wait: common.lsp.lsp_start_wait,
                 log: LspLog::Writer(Arc::new(std::sync::Mutex::new(log.clone()))),

@@ -1452,3 +1452,82 @@ fn vim_two_pending_diffs_each_their_own() {
     }
     vim.ex("qa!");
 }
+
+/// The plugin's path functions, in Vim without a terminal: a file's URI is the one the bridge
+/// gives it (the engine's `file_uri`), Windows paths included (a Windows Vim names files
+/// `C:\...` and `\\server\share\...`; scripts/wine/vim-windows.py runs the plugin there); a
+/// folder keeps no trailing separator but at a root; a path is below a folder only across a
+/// separator. Every function of the plugin compiles (Vim 9.2 refused one that Vim 9.0 took).
+#[test]
+fn vim_plugin_paths_are_the_bridges() {
+    let sb = Sandbox::new();
+    let paths = [
+        r"C:\Users\me\a b.rs",
+        r"d:/work/ü.txt",
+        r"\\host\share\dir\x%y.rs",
+        "/home/me/a b#c.rs",
+        "/tmp/é\u{301}",
+    ];
+    // A copy whose scripts each end in `defcompile`: loading one compiles all its functions.
+    let plugin = sb.root().join("plugin");
+    copy_dir(Path::new(PLUGIN), &plugin);
+    let autoload = plugin.join("autoload");
+    let mut scripts = vec![autoload.join("claude_ide_bridge.vim")];
+    for e in fs::read_dir(autoload.join("claude_ide_bridge")).unwrap() {
+        scripts.push(e.unwrap().path());
+    }
+    for f in &scripts {
+        let text = fs::read_to_string(f).unwrap();
+        fs::write(f, text + "\ndefcompile\n").unwrap();
+    }
+    let names = scripts
+        .iter()
+        .map(|f| format!("'{}'", f.strip_prefix(&plugin).unwrap().display()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let out = sb.root().join("out.json");
+    let script = sb.root().join("check.vim");
+    let list = paths
+        .iter()
+        .map(|p| format!("'{}'", p.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    fs::write(
+        &script,
+        format!(
+            "set nocompatible\n\
+             let &runtimepath = '{plugin}' .. ',' .. &runtimepath\n\
+             runtime plugin/claude_ide_bridge.vim\n\
+             let r = {{}}\n\
+             let r.uris = map([{list}], {{_, p -> claude_ide_bridge#context#Uri(p)}})\n\
+             let r.folders = map(['/', '/tmp/', '/tmp//'], {{_, p -> claude_ide_bridge#FullFolder(p)}})\n\
+             let r.below = [claude_ide_bridge#Below('/a/b/c', '/a/b'), claude_ide_bridge#Below('/a/bc', '/a/b'), claude_ide_bridge#Below('/a/b', '/a/b'), claude_ide_bridge#Below('/x', '/')]\n\
+             let r.errors = ''\n\
+             for s in [{names}]\n\
+             \x20 let r.errors ..= execute('runtime ' .. s)\n\
+             endfor\n\
+             call writefile([json_encode(r)], '{out}')\n\
+             qa!\n",
+            plugin = plugin.display(),
+            out = out.display()
+        ),
+    )
+    .unwrap();
+    let status = std::process::Command::new("vim")
+        .args(["-N", "-u", "NONE", "-i", "NONE", "-es", "-S"])
+        .arg(&script)
+        .env("HOME", &sb.home)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "vim: {status}");
+    let got: Value = serde_json::from_str(&fs::read_to_string(&out).unwrap()).unwrap();
+    let want: Vec<String> = paths
+        .iter()
+        .map(|p| claude_ide_bridge::file_uri(p))
+        .collect();
+    assert_eq!(got["uris"], json!(want));
+    assert_eq!(got["folders"], json!(["/", "/tmp", "/tmp"]));
+    assert_eq!(got["below"], json!([true, false, true, true]));
+    assert_eq!(got["errors"], json!(""), "every function compiles");
+}

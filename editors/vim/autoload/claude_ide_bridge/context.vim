@@ -61,10 +61,19 @@ enddef
 
 # file:// URI of an absolute path, percent-encoded byte by byte as the bridge writes it (only
 # letters, digits and `-._~/` as they are), so that a file has one URI on both sides. Code point
-# by code point: a composing character is one of its own, not part of the one before it.
+# by code point: a composing character is one of its own, not part of the one before it. A
+# Windows path as the bridge writes it too: `C:\a b\x` is `file:///c:/a%20b/x`, `\\host\share\x`
+# is `file://host/share/x`.
 export def Uri(path: string): string
   var out = 'file://'
-  for cp in str2list(path)
+  var rest = path
+  if path =~# '^\a:[\\/]'
+    out ..= '/' .. tolower(path[0]) .. ':'
+    rest = tr(strpart(path, 2), '\', '/')
+  elseif path =~# '^\\\\'
+    rest = tr(strpart(path, 2), '\', '/')
+  endif
+  for cp in str2list(rest)
     if cp < 0x80 && nr2char(cp) =~# '^[A-Za-z0-9/._~-]$'
       out ..= nr2char(cp)
     else

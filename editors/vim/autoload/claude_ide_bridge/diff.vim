@@ -117,8 +117,12 @@ def Current(): dict<any>
   if len(diffs) == 1
     return values(diffs)[0]
   endif
-  bridge.Error(empty(diffs) ? 'no change from claude is pending'
-    : len(diffs) .. ' changes are pending: run the command in the one you mean')
+  # (not one expression over two lines: Vim 9.2 fails to compile this one, E109)
+  if empty(diffs)
+    bridge.Error('no change from claude is pending')
+  else
+    bridge.Error(len(diffs) .. ' changes are pending: run the command in the one you mean')
+  endif
   return {}
 enddef
 

@@ -82,9 +82,9 @@ def Words(v: any): list<string>
   return type(v) == v:t_list ? copy(v) : split(v)
 enddef
 
-# The editor's folder (a full path without its last slash) for a folder the user wrote.
+# The editor's folder (a full path without its last separator) for a folder the user wrote.
 def EditorFolder(d: string): string
-  return fnamemodify(d =~# '^\~\|\$' ? expand(d) : d, ':p:s?/$??')
+  return bridge.FullFolder(d)
 enddef
 
 # The remote side of an editor path, through the path map (the longest prefix), or ''.
@@ -92,7 +92,7 @@ def ToRemote(path: string, map: dict<any>): string
   var best = ''
   for ed in keys(map)
     var e = EditorFolder(ed)
-    if (path ==# e || stridx(path, e .. '/') == 0) && strlen(e) > strlen(best)
+    if bridge.Below(path, e) && strlen(e) > strlen(best)
       best = e
     endif
   endfor
@@ -101,7 +101,9 @@ def ToRemote(path: string, map: dict<any>): string
   endif
   for [ed, here] in items(map)
     if EditorFolder(ed) ==# best
-      return substitute(here, '/$', '', '') .. strpart(path, strlen(best))
+      var rest = strpart(path, strlen(best))
+      # the rest of a Windows path, with the remote side's separator
+      return substitute(here, '/$', '', '') .. (has('win32') ? tr(rest, '\', '/') : rest)
     endif
   endfor
   return ''
@@ -116,8 +118,7 @@ export def Reaches(path: string): bool
   if type(m) != v:t_dict || empty(m)
     return true
   endif
-  return !empty(filter(keys(m), (_, ed) => path ==# EditorFolder(ed)
-    || stridx(path, EditorFolder(ed) .. '/') == 0))
+  return !empty(filter(keys(m), (_, ed) => bridge.Below(path, EditorFolder(ed))))
 enddef
 
 # The same for a file:// URI as Vim spells it (`uri_of` turns a folder into one).

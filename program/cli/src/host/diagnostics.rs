@@ -774,6 +774,9 @@ impl Host {
 pub(super) fn editor_path(uri: &str) -> Option<String> {
     if uri.starts_with('/') {
         Some(uri.to_owned())
+    } else if std::path::Path::new(uri).is_absolute() {
+        // A Windows path (on Windows only), in the wire form its file:// URI has.
+        Some(claude_ide_bridge::to_posix(uri))
     } else {
         uri_to_path(uri)
     }

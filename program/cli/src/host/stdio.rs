@@ -361,10 +361,11 @@ impl Host {
 
 impl Host {
     /// The bridge's name of a `filePath` from the editor: the path itself without `--path-map`
-    /// (it must be absolute), else mapped.
+    /// (it must be absolute: `/…`, or on Windows `C:\…` and `\\server\share\…` too), else
+    /// mapped.
     fn here_path(&self, path: &str) -> Result<String, String> {
         if self.paths.is_empty() {
-            return match path.starts_with('/') {
+            return match path.starts_with('/') || std::path::Path::new(path).is_absolute() {
                 true => Ok(path.to_string()),
                 false => Err("filePath must be absolute".into()),
             };
