@@ -131,30 +131,28 @@ async def call(ws, id_, name, args):
                               "params": {"name": name, "arguments": args}}))
 
 
-async def answer(ws, id_, seen, timeout=30):
-    """The answer to request `id_`; notifications met on the way go to `seen`."""
-    end = time.time() + timeout
-    while True:
-        left = end - time.time()
-        assert left > 0, f"no answer to {id_}"
-        msg = json.loads(await asyncio.wait_for(ws.recv(), left))
-        if msg.get("id") == id_:
-            return msg
-        seen.append(msg)
-
-
-async def notification(ws, method, seen, timeout=30):
+async def first(ws, wanted, seen, what, timeout=30):
+    """The first message `wanted` takes, from those kept in `seen` or those to come; the others
+    met on the way are kept in `seen`."""
     for i, m in enumerate(seen):
-        if m.get("method") == method:
+        if wanted(m):
             return seen.pop(i)
     end = time.time() + timeout
     while True:
         left = end - time.time()
-        assert left > 0, f"no {method}"
+        assert left > 0, f"no {what}"
         msg = json.loads(await asyncio.wait_for(ws.recv(), left))
-        if msg.get("method") == method:
+        if wanted(msg):
             return msg
         seen.append(msg)
+
+
+async def answer(ws, id_, seen):
+    return await first(ws, lambda m: m.get("id") == id_, seen, f"answer to {id_}")
+
+
+async def notification(ws, method, seen):
+    return await first(ws, lambda m: m.get("method") == method, seen, method)
 
 
 def check(ok, what):
