@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::path::Path;
+
 use std::time::Duration;
 
 use super::{Found, Report};
@@ -33,8 +33,7 @@ pub(super) fn remote_view(
              --path-map ...` (README, \"Remote\")"
         ));
     }
-    let container = Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists();
-    if container {
+    if crate::sys::in_container() {
         r.info(
             "running in a container: claude here reads the lock files of the container, and a \
              bridge outside it (on the host) is not among them unless its lock directory is shared",

@@ -13,7 +13,8 @@
 //!   language-server log;
 //! - `is_mine(&Metadata)`, `lock_dir_finding(dir, &Metadata)`, `remove_hint(path)`,
 //!   `new_dir_hint(dir)`: what `list` and `doctor` say about lock files and their folders;
-//! - `wsl_windows_lock_dirs()`: inside WSL, where a `claude` run on Windows looks (`doctor`);
+//! - `in_container()`, `wsl_windows_lock_dirs()`: whether this runs in a container, and inside
+//!   WSL where a `claude` run on Windows looks (`doctor`);
 //! - `INTERRUPT`: the number [`HostInput::Signal`](crate::host::HostInput::Signal) carries for
 //!   Ctrl-C; `listen_for_stop(inputs, stdio)`: the requests to stop (SIGINT, SIGTERM, SIGHUP;
 //!   Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs; `stopped()`: the

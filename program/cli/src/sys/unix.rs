@@ -164,6 +164,11 @@ pub fn new_dir_hint(dir: &Path) -> String {
     format!("rm {0} && mkdir -m 700 {0}", dir.display())
 }
 
+/// Whether this runs in a container (Docker's `/.dockerenv`, Podman's `/run/.containerenv`).
+pub fn in_container() -> bool {
+    Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists()
+}
+
 /// Inside WSL: the lock-file folders a `claude` run on Windows (not in WSL) reads, as this
 /// distribution sees them (`%USERPROFILE%\.claude\ide` under `/mnt/<drive>`): the profile
 /// `USERPROFILE` names when WSLENV passes it, else each `/mnt/c/Users/*` with a `.claude`

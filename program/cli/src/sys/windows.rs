@@ -158,6 +158,12 @@ pub fn new_dir_hint(dir: &Path) -> String {
     )
 }
 
+/// Not a Linux container: `/.dockerenv` would name `C:\.dockerenv` here (and a Windows program
+/// run by Wine sees the Linux root as drive `Z:`).
+pub fn in_container() -> bool {
+    false
+}
+
 /// Not WSL.
 pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
     None
