@@ -4,6 +4,7 @@
 # Installs what it needs on a fresh Debian machine; exits non-zero when a scenario fails; the last line is
 # pytest's summary ("N passed, M failed in ...").
 #   E2E_JOBS=2 (parallel scenarios)   E2E_BUDGET=570 (seconds for the whole pytest run)   extra args go to pytest
+#   E2E_CACHE=~/.cache/claude-ide-bridge-e2e (downloads kept between runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -26,6 +27,15 @@ python3 -c 'import pytest, xdist' 2>/dev/null || pip_install pytest pytest-xdist
 
 # The language server of the diagnostics scenario (issue 14).
 command -v pyright-langserver >/dev/null || npm_install_global pyright
+
+# The workspace of scenario 11 (the first edit, issue 32): the source of requests 2.32.3 from PyPI, fetched once
+# into a cache (about 20 s: pip prepares its metadata); conftest.py fetches it the same way when it is missing.
+export E2E_CACHE=${E2E_CACHE:-$HOME/.cache/claude-ide-bridge-e2e}
+if [ ! -f "$E2E_CACHE/requests-2.32.3.tar.gz" ]; then
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+  mkdir -p "$E2E_CACHE"
+  python3 -m pip download -q --no-deps --no-binary :all: -d "$E2E_CACHE" requests==2.32.3
+fi
 
 # The client, at the version pinned in tests/e2e/package.json (the one place the pin lives).
 npm install --prefix tests/e2e --no-audit --no-fund --no-package-lock --loglevel=error

@@ -1,5 +1,8 @@
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -18,6 +21,32 @@ def pytest_configure(config):
             + " (npm install --prefix tests/e2e; cargo build --release -p claude-ide-bridge-cli)")
     if not shutil.which("tmux"):
         raise pytest.UsageError("tmux is not installed")
+
+
+# A workspace of a realistic size (scenario 11): the source distribution of requests 2.32.3 from PyPI, fetched
+# once with pip into a cache (scripts/test-all.d/e2e.sh fetches it before pytest runs; by hand, the first test
+# that needs it does).
+REQUESTS_SDIST = "requests-2.32.3.tar.gz"
+
+
+def requests_cache():
+    return Path(os.environ.get("E2E_CACHE") or Path.home() / ".cache" / "claude-ide-bridge-e2e")
+
+
+@pytest.fixture(scope="session")
+def requests_sdist():
+    cache = requests_cache()
+    sdist = cache / REQUESTS_SDIST
+    if not sdist.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        # Into a directory of its own, then renamed: two test processes may fetch it at once.
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            got = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                                  "-d", tmp, "requests==2.32.3"], capture_output=True, text=True, timeout=300)
+            if got.returncode != 0 or not (Path(tmp) / REQUESTS_SDIST).exists():
+                pytest.fail(f"pip download requests==2.32.3 failed ({got.returncode}):\n{got.stdout}\n{got.stderr}")
+            os.replace(Path(tmp) / REQUESTS_SDIST, sdist)
+    return sdist
 
 
 @pytest.fixture(params=RUNTIMES)

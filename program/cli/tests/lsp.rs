@@ -671,3 +671,47 @@ fn the_first_edits_baseline_is_never_an_invented_empty_list() {
     }
     assert_eq!(s.stop(), 0);
 }
+
+/// The first edit of a file, accepted while its language server is still starting (issue 32:
+/// a cold pyright in a real workspace takes seconds, longer than a user reading the diff, and
+/// `--on-diff accept` answers at once): the accept waits for the check of the text on disk that
+/// the `openDiff` started, so the client's baseline right after it holds the file's old error,
+/// and the check after the write holds the new one beside it. Before, the accepted contents went
+/// to the server at once, the check of the old text ended unanswered and the baseline was "not
+/// known yet": the client compared nothing, and the edit's new error never reached the model.
+#[test]
+fn an_edit_accepted_while_its_server_starts_gets_its_baseline() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    // pyright, a second slower to start: the accept always comes before its first answer.
+    let slow = sb.root().join("slow-pyright");
+    fs::write(
+        &slow,
+        "#!/bin/sh\nsleep 1\nexec pyright-langserver --stdio\n",
+    )
+    .unwrap();
+    let mut perms = fs::metadata(&slow).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    fs::set_permissions(&slow, perms).unwrap();
+    let lsp = format!("python={}", slow.display());
+    let edited = format!("{TYPE_ERROR}label: str = total([1, 2])\n");
+    for rt in RUNTIMES {
+        fs::write(&app, TYPE_ERROR).unwrap();
+        let mut s = serve(&sb, rt, &["--on-diff", "accept", "--lsp", &lsp]);
+        let mut c = Session::new(&s);
+        let r = c.call("openDiff", open_diff_args(&app, &edited, "t1"));
+        assert_eq!(texts(&r)[0], "FILE_SAVED", "{rt}");
+        // The baseline, asked before the client writes the file: the old text's error, not an
+        // error ("not known yet").
+        let baseline = messages(&c.diagnostics(json!({"uri": uri(&app)})), &app);
+        assert!(mentions(&baseline, LITERAL_TWO), "{rt}: {baseline:?}");
+        assert!(!mentions(&baseline, INT_TO_STR), "{rt}: {baseline:?}");
+        fs::write(&app, &edited).unwrap();
+        let after = messages(&c.diagnostics(json!({})), &app);
+        assert!(mentions(&after, INT_TO_STR), "{rt}: {after:?}");
+        assert!(mentions(&after, LITERAL_TWO), "{rt}: {after:?}");
+        assert_eq!(s.stop(), 0, "{rt}");
+    }
+}

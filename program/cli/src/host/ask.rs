@@ -194,15 +194,17 @@ impl Host {
         decision: Option<u64>,
     ) {
         let path = args.new_file_path.clone();
+        let old_path = args.old_file_path.clone();
         let ws = self.ws.clone();
         let lsp = self.lsp.clone();
         let editor = decision.and_then(|id| Some((id, self.stdio.clone()?)));
         let work = move || match ws.writable(&path) {
             Ok(real) => {
                 ui::say(&format!("diff accepted: {path}"));
-                // The client writes these contents next; its language server gets them now.
+                // The client asks for its baseline (the text on disk), writes these contents
+                // and asks again, each within a bound: its language server checks both first.
                 if let Some(servers) = lsp {
-                    servers.changed(std::path::Path::new(&real), &contents, true);
+                    servers.accepting(&old_path, std::path::Path::new(&real), &contents);
                 }
                 ToolResult::file_saved(contents)
             }
@@ -220,7 +222,12 @@ impl Host {
                 NotGiven::Dropped(e) => format!("diff_decision: id {id}: it came too late: {e}"),
             });
         };
-        self.jobs.tool_or(call, work, not_given);
+        // The accept may wait for the file's language servers (`accepting`), on purpose.
+        let wait = self
+            .lsp
+            .as_ref()
+            .map_or(std::time::Duration::ZERO, |s| s.accept_wait());
+        self.jobs.tool_or_longer(call, wait, work, not_given);
     }
 
     /// Answers `DIFF_REJECTED`; an error when the call was no longer waiting (said here too).

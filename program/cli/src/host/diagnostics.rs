@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge::{file_uri, uri_to_path, Diagnostic, DiagnosticsChanged, FileDiagnostics};
@@ -143,6 +143,10 @@ pub struct LanguageServers {
     warm: Warm,
     /// Set once the servers of the workspace's languages were started (`--lsp-warm connect`).
     warmed: std::sync::atomic::AtomicBool,
+    /// The checks of a file's text on disk started at its `openDiff` ([`LanguageServers::opening`])
+    /// and not done, by the path claude gave; `checked` is told when one ends.
+    checking: Mutex<HashMap<String, usize>>,
+    checked: Condvar,
 }
 
 /// How long a baseline (`getDiagnostics {uri}` between an accepted diff and its write) may wait
@@ -277,6 +281,8 @@ impl LanguageServers {
             start_wait: lsp.config().start_wait,
             warm: Warm::None,
             warmed: std::sync::atomic::AtomicBool::new(false),
+            checking: Mutex::new(HashMap::new()),
+            checked: Condvar::new(),
             lsp,
         }
     }
@@ -324,7 +330,8 @@ impl LanguageServers {
     /// An `openDiff` arrived for `file_path` (unless `--lsp-warm none`): its server starts now if
     /// it is not running, and a thread checks the file's text on disk, so that the client's
     /// baseline after the diff is accepted is answered with what that text really has (the
-    /// answer is remembered for that text). At most [`REFRESHES`] such threads at once.
+    /// answer is remembered for that text). An accept waits for that check
+    /// ([`LanguageServers::accepting`]). At most [`REFRESHES`] such threads at once.
     pub fn opening(self: &Arc<Self>, file_path: &str) {
         if self.warm == Warm::None || self.lsp.language_for(Path::new(file_path)).is_none() {
             return;
@@ -333,15 +340,19 @@ impl LanguageServers {
             self.refreshing.fetch_sub(1, Ordering::AcqRel);
             return;
         }
+        // Counted here, on the caller's thread: an accept that comes right after (a policy that
+        // accepts at once) finds the check under way, whenever its thread gets to run.
+        *self.checks().entry(file_path.to_owned()).or_default() += 1;
         let (me, file_path) = (self.clone(), file_path.to_owned());
+        let named = file_path.clone();
         let spawned = std::thread::Builder::new()
             .name("lsp-diff".into())
             .spawn(move || {
                 if let Ok(Some(t)) = read(&me.ws, &file_path) {
                     let path = PathBuf::from(&t.path);
-                    // Accepted before this thread got here (a policy that accepts at once, a
-                    // loaded machine): the server has the accepted contents, and handing it the
-                    // text on disk now would take them away and lose their diagnostics_changed.
+                    // Accepted before this check (an accept that waited its longest): the
+                    // server has the accepted contents, and handing it the text on disk now
+                    // would take them away and lose their diagnostics_changed.
                     let accepted = me.memory().pending.contains_key(&path);
                     if !accepted {
                         let checked = me.ask(&path, &t.content, None);
@@ -355,9 +366,70 @@ impl LanguageServers {
                     }
                 }
                 me.refreshing.fetch_sub(1, Ordering::AcqRel);
+                me.checked_on_disk(&file_path);
             });
         if spawned.is_err() {
             self.refreshing.fetch_sub(1, Ordering::AcqRel);
+            self.checked_on_disk(&named);
+        }
+    }
+
+    fn checks(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+        self.checking.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The check of `file_path`'s text on disk started at its `openDiff` is over.
+    fn checked_on_disk(&self, file_path: &str) {
+        let mut checks = self.checks();
+        if let Some(n) = checks.get_mut(file_path) {
+            *n -= 1;
+            if *n == 0 {
+                checks.remove(file_path);
+            }
+        }
+        drop(checks);
+        self.checked.notify_all();
+    }
+
+    /// How long an accepted diff may wait for the file's servers ([`LanguageServers::accepting`]):
+    /// the start wait (`--lsp-start-wait`, 10 s by default).
+    pub fn accept_wait(&self) -> Duration {
+        self.start_wait
+    }
+
+    /// The `openDiff` of `file_path` was accepted: the client, once told, asks for its baseline
+    /// (the text still on disk) within 500 ms, writes `contents` to `path` (the file as it
+    /// resolves in the workspace), and asks again without `uri` within 2 s. So before the answer:
+    /// waits until the check of the text on disk started at the `openDiff` is over, hands the
+    /// server `contents` ([`LanguageServers::changed`]), and waits for their diagnostics, in all
+    /// at most [`LanguageServers::accept_wait`]. A
+    /// server's cold start and a big file's check (pyright on requests' `models.py`: 2-15 s, then
+    /// 1-4 s for each change, on a busy 2-core machine) outlast a user reading the diff and the
+    /// client's bounds: the accepted contents handed over at once would end the check of the old
+    /// text unanswered (no baseline: the client compares nothing), and the check after the write
+    /// would find the server still at work (the new diagnostics never reach the model). A warm
+    /// server costs the time of its check of `contents` only.
+    pub fn accepting(self: &Arc<Self>, file_path: &str, path: &Path, contents: &str) {
+        let until = Instant::now() + self.accept_wait();
+        let mut checks = self.checks();
+        while checks.contains_key(file_path) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            checks = match self.checked.wait_timeout(checks, left) {
+                Ok((guard, _)) => guard,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        drop(checks);
+        self.changed(path, contents, true);
+        if Instant::now() < until && self.memory().pending.contains_key(path) {
+            self.lsp.check(path, contents, until);
+            // Pending from now: the client writes the file once answered.
+            if let Some(p) = self.memory().pending.get_mut(path) {
+                p.1 = Instant::now();
+            }
         }
     }
 

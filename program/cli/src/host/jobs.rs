@@ -150,6 +150,18 @@ impl Jobs {
         work: impl FnOnce() -> ToolResult + Send + 'static,
         not_given: impl Fn(NotGiven) + Send + Sync + 'static,
     ) {
+        self.tool_or_longer(call, Duration::ZERO, work, not_given);
+    }
+
+    /// [`Jobs::tool_or`] for work that also waits up to `extra` on purpose (an accepted diff
+    /// waiting for the file's language servers): its deadline is the jobs' own plus `extra`.
+    pub fn tool_or_longer(
+        &self,
+        call: CallId,
+        extra: Duration,
+        work: impl FnOnce() -> ToolResult + Send + 'static,
+        not_given: impl Fn(NotGiven) + Send + Sync + 'static,
+    ) {
         let not_given = Arc::new(not_given);
         let answer = move |handle: &Handle, result: ToolResult, not_given: &dyn Fn(NotGiven)| {
             let error = result.is_error.then(|| match result.content.first() {
@@ -170,7 +182,7 @@ impl Jobs {
             let result = r.unwrap_or_else(|why| ToolResult::error(format!("No answer: {why}")));
             answer(&handle, result, &*later);
         };
-        if let Err(busy) = self.run(call, work, done) {
+        if let Err(busy) = self.run_longer(call, extra, work, done) {
             ui::say(&format!("call refused: {busy}"));
             answer(
                 &self.handle,
@@ -210,14 +222,30 @@ impl Jobs {
         work: impl FnOnce() -> T + Send + 'static,
         done: impl FnOnce(Result<T, Stalled>) + Send + 'static,
     ) -> Result<(), Busy> {
+        self.run_longer(call, Duration::ZERO, work, done)
+    }
+
+    /// [`Jobs::run`] with a deadline longer by `extra`.
+    fn run_longer<T: Send + 'static>(
+        &self,
+        call: CallId,
+        extra: Duration,
+        work: impl FnOnce() -> T + Send + 'static,
+        done: impl FnOnce(Result<T, Stalled>) + Send + 'static,
+    ) -> Result<(), Busy> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let flight = InFlight::enter(&self.in_flight);
         let done = move |r| {
             done(r);
             drop(flight);
         };
-        self.slots
-            .run(format!("job-{n}"), call.conn.0, self.deadline, work, done)
+        self.slots.run(
+            format!("job-{n}"),
+            call.conn.0,
+            self.deadline.saturating_add(extra),
+            work,
+            done,
+        )
     }
 }
 
