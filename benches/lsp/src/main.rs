@@ -26,6 +26,8 @@
 //!
 //! Nothing is asserted: figures are printed. Everything stays on 127.0.0.1; every wait is bounded.
 
+mod first_edit;
+
 use claude_ide_bridge_testsupport::{bridge, client, procs};
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -47,11 +49,16 @@ struct Args {
     baseline: Option<PathBuf>,
 }
 
-fn args() -> Args {
+/// The workspace's `target/` folder.
+fn target() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+        .unwrap_or_else(|| root.join("target"))
+}
+
+fn args() -> Args {
+    let target = target();
     let mut a = Args {
         iterations: 30,
         cli_iterations: 10,
@@ -357,6 +364,9 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("first-edit") {
+        return first_edit::main(std::env::args().skip(2), &target());
+    }
     let a = args();
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");

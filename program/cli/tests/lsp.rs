@@ -715,3 +715,34 @@ fn an_edit_accepted_while_its_server_starts_gets_its_baseline() {
         assert_eq!(s.stop(), 0, "{rt}");
     }
 }
+
+/// A `getDiagnostics` may wait as long as the user lets it (`--diagnostics-wait`,
+/// `--lsp-start-wait`), past the 20 s a job is given for the file system: it is answered by the
+/// servers' rule (here "not known yet": the server never answers its pulls), not cut at 20 s by
+/// the job's bound with "the file system did not answer" (seen with waits of 30 s under load).
+#[test]
+fn a_diagnostics_wait_past_the_jobs_bound_is_kept() {
+    let sb = Sandbox::new();
+    let f = sb.ws.join("a.fake");
+    fs::write(&f, "error\n").unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+    let server = format!("fake=python3 '{}' hang-pull", script.display());
+    let log = sb.root().join("lsp.log");
+    let mut s = Served::start(
+        &sb,
+        &[
+            "--lsp",
+            &server,
+            "--lsp-log",
+            log.to_str().unwrap(),
+            "--diagnostics-wait",
+            "21s",
+        ],
+    );
+    let mut c = Session::new(&s);
+    let r = c.call("getDiagnostics", json!({"uri": uri(&f)}));
+    assert!(is_error(&r), "{r}");
+    let text = &texts(&r)[0];
+    assert!(text.contains("not known yet"), "{text}");
+    assert_eq!(s.stop(), 0);
+}

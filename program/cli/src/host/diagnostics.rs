@@ -28,6 +28,8 @@ use claude_ide_bridge_files::{Error, Text, Workspace};
 use claude_ide_bridge_lsp::{Checked, Lsp, ServerState};
 
 use super::headless::no_formatter;
+#[cfg(doc)]
+use super::jobs::JOB_DEADLINE;
 use super::Host;
 use crate::lsp::{Log, Warm};
 use crate::ui;
@@ -285,6 +287,18 @@ impl LanguageServers {
             checked: Condvar::new(),
             lsp,
         }
+    }
+
+    /// How much longer than the file system's allowance of every job ([`JOB_DEADLINE`]) a job
+    /// answering from the servers may take: the longest the servers may be waited for. A language's first
+    /// answer waits for its start (`--lsp-start-wait`), then for the diagnostics
+    /// (`--diagnostics-wait`); `getDiagnostics {}` may meet a second language's start after a
+    /// first file answered within the diagnostics wait. With the job's bound alone (20 s), a
+    /// wait the user set longer ended in "the file system did not answer" instead of the
+    /// servers' answer.
+    pub fn job_extra(&self) -> Duration {
+        let wait = self.lsp.config().diagnostics_wait;
+        self.start_wait.max(wait) + wait * 2
     }
 
     /// When servers start (`--lsp-warm`; [`Warm::None`] unless set).
@@ -765,10 +779,15 @@ impl Host {
                 let r = self.answer_editor_diagnostics(Some(&u));
                 self.respond(call, r);
             }
-            Some(u) => self.jobs.tool(call, move || servers.file(&u)),
+            Some(u) => {
+                let within = servers.job_extra();
+                self.jobs
+                    .tool_longer(call, within, move || servers.file(&u));
+            }
             None => {
-                let editor = self.diagnostics.clone();
-                self.jobs.tool(call, move || servers.all(&editor));
+                let (editor, within) = (self.diagnostics.clone(), servers.job_extra());
+                self.jobs
+                    .tool_longer(call, within, move || servers.all(&editor));
             }
         }
     }
@@ -782,7 +801,7 @@ impl Host {
         file_path: String,
     ) {
         let (ws, ide_name) = (self.ws.clone(), self.ide_name.clone());
-        self.jobs.tool(call, move || {
+        self.jobs.tool_longer(call, servers.job_extra(), move || {
             servers
                 .format(&file_path)
                 .unwrap_or_else(|| no_formatter(&ws, &ide_name, &file_path))

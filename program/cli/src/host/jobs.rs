@@ -142,6 +142,18 @@ impl Jobs {
         self.tool_or(call, work, |_| {});
     }
 
+    /// [`Jobs::tool`] for work that also waits up to `extra` on purpose (a language server's
+    /// start and answer, bounded by the waits the user set): its deadline is the jobs' own plus
+    /// `extra`.
+    pub fn tool_longer(
+        &self,
+        call: CallId,
+        extra: Duration,
+        work: impl FnOnce() -> ToolResult + Send + 'static,
+    ) {
+        self.tool_or_longer(call, extra, work, |_| {});
+    }
+
     /// [`Jobs::tool`], telling `not_given` when the call's answer is not `work`'s success: a
     /// tool error (`work`'s own, a busy refusal, or no answer in time), or no answer at all.
     pub fn tool_or(
