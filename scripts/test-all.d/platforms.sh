@@ -40,6 +40,9 @@ WINE_TESTS=(
   # The program's state file, its Windows folder rules and the language-server log (its other unit
   # tests run on Linux; one of them takes minutes under Wine).
   "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests"
+  # The Windows program itself, started for real: serve (lock file, token, tools, file access,
+  # list), serve --stdio (an editor deciding a diff, its stdin closing), both runtimes.
+  "-p claude-ide-bridge-cli --test portable"
 )
 CHECK_TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc)
 WINE_TARGET=x86_64-pc-windows-gnu

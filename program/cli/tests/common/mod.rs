@@ -29,7 +29,7 @@ pub struct Sandbox {
 impl Sandbox {
     pub fn new() -> Sandbox {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = plain(std::fs::canonicalize(dir.path()).unwrap());
         let home = root.join("home");
         let config = root.join("config");
         let ws = root.join("ws");
@@ -55,7 +55,10 @@ impl Sandbox {
     /// A command for the binary with the sandbox's environment and no proxy variables.
     pub fn command(&self) -> Command {
         let mut c = Command::new(BIN);
+        // HOME on Unix; USERPROFILE and LOCALAPPDATA (the state folder) on Windows.
         c.env("HOME", &self.home)
+            .env("USERPROFILE", &self.home)
+            .env("LOCALAPPDATA", self.home.join("AppData").join("Local"))
             .env("CLAUDE_CONFIG_DIR", &self.config)
             .env("NO_COLOR", "1")
             .env_remove("CLAUDE_CODE_SSE_PORT")
@@ -77,6 +80,15 @@ impl Sandbox {
         c.current_dir(&self.ws);
         c
     }
+}
+
+/// `path` without the verbatim prefix Windows' `canonicalize` gives (`\\?\C:\...` becomes
+/// `C:\...`, the form a user, claude and the lock file use); other paths as they are.
+pub fn plain(path: PathBuf) -> PathBuf {
+    let drive = (path.to_str().and_then(|t| t.strip_prefix(r"\\?\")))
+        .filter(|rest| rest.as_bytes().get(1) == Some(&b':'))
+        .map(PathBuf::from);
+    drive.unwrap_or(path)
 }
 
 /// Lines a child wrote, collected by a thread.
@@ -207,28 +219,6 @@ impl Served {
         s.flush().unwrap();
     }
 
-    pub fn signal(&self, sig: &str) {
-        // The bridge keeps ignoring a signal it was started with ignored (`nohup`), and inherits
-        // that from this process: say so rather than wait for an exit that cannot come.
-        let number = match sig {
-            "HUP" => 1,
-            "INT" => 2,
-            "TERM" => 15,
-            _ => 0,
-        };
-        assert!(
-            !claude_ide_bridge_runtime::signals::ignored(number),
-            "SIG{sig} is ignored in the tests' process (run under nohup, or as a background job \
-             of a shell without job control?): the bridge inherits that and keeps ignoring it"
-        );
-        let ok = Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-
     /// Waits for the exit (bounded); returns the exit code.
     pub fn wait_exit(&mut self) -> i32 {
         let give_up = Instant::now() + WAIT;
@@ -242,11 +232,6 @@ impl Served {
             }
             thread::sleep(Duration::from_millis(10));
         }
-    }
-
-    pub fn stop(&mut self) -> i32 {
-        self.signal("TERM");
-        self.wait_exit()
     }
 }
 
@@ -317,81 +302,11 @@ pub fn responses(c: &mut Client, ids: &[u64]) -> std::collections::HashMap<u64, 
     got
 }
 
-/// A `--wire-log` that is a pipe the test reads, and can stop reading: once a message larger
-/// than the pipe is logged, the bridge's host loop waits in that write, and what reaches it
-/// meanwhile (client messages, editor lines, terminal lines) is handled, in the order it came,
-/// only once the test reads again. How a test lines up inputs that race in use.
-pub struct HeldWireLog {
-    pub path: PathBuf,
-    held: Arc<std::sync::atomic::AtomicBool>,
-    done: Arc<std::sync::atomic::AtomicBool>,
-    reader: Option<thread::JoinHandle<()>>,
-}
-
-impl HeldWireLog {
-    /// A pipe in the sandbox, read from now on.
-    pub fn new(sb: &Sandbox) -> HeldWireLog {
-        use std::os::unix::fs::OpenOptionsExt;
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let path = sb.root().join("wire");
-        assert!(Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .unwrap()
-            .success());
-        let mut pipe = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(&path)
-            .unwrap();
-        let (held, done) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let reader = {
-            let (held, done) = (held.clone(), done.clone());
-            thread::spawn(move || {
-                use std::io::Read;
-                let mut buf = vec![0u8; 64 * 1024];
-                while !done.load(Ordering::SeqCst) {
-                    let read = !held.load(Ordering::SeqCst) && pipe.read(&mut buf).unwrap_or(0) > 0;
-                    if !read {
-                        thread::sleep(Duration::from_millis(5));
-                    }
-                }
-            })
-        };
-        HeldWireLog {
-            path,
-            held,
-            done,
-            reader: Some(reader),
-        }
-    }
-
-    /// Stops reading, then has `client` send a message larger than the pipe: the host waits.
-    pub fn hold(&self, client: &mut Client) {
-        self.held.store(true, std::sync::atomic::Ordering::SeqCst);
-        thread::sleep(Duration::from_millis(100));
-        let pad = "x".repeat(256 * 1024);
-        client.send_json(
-            &json!({"jsonrpc": "2.0", "method": "notifications/pad", "params": {"pad": pad}}),
-        );
-        thread::sleep(Duration::from_millis(300));
-    }
-
-    /// Reads again: the host goes on.
-    pub fn release(&self) {
-        self.held.store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Drop for HeldWireLog {
-    fn drop(&mut self) {
-        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
-    }
-}
+// Unix only: signals, FIFOs, Vim in tmux.
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+#[allow(unused_imports)]
+pub use self::unix::*;
+#[cfg(unix)]
 pub mod vim;
