@@ -482,17 +482,7 @@ def test_language_server_diagnostics_reach_the_model(sb, runtime):
     # 500 ms, asked before it writes the file), then getDiagnostics {} (bounded to 2 s) before the next model
     # request. The baseline is about the text still on disk (clean), and in time; the second holds pyright's
     # error for the accepted text.
-    def own_checks_after_the_diff():
-        wire = b.wire()
-        answered_at = next((i for i, w in enumerate(wire) if w.get("dir") == "out"
-                            and w["msg"].get("id") == call["id"]), None)
-        if answered_at is None:
-            return None
-        checks = [w for w in wire[answered_at:] if w.get("dir") == "in"
-                  and w.get("msg", {}).get("method") == "tools/call"
-                  and w["msg"]["params"].get("name") == "getDiagnostics" and is_own_check(w["msg"])]
-        return checks if len(checks) >= 2 else None
-    baseline, after = wait_until(own_checks_after_the_diff, what="the client's own checks around the edit",
+    baseline, after = wait_until(lambda: own_checks_after(b, call["id"]), what="the client's own checks around the edit",
                                  diag=sb.diag)[:2]
     assert baseline["msg"]["params"]["arguments"] == {"uri": uri}, baseline
     assert after["msg"]["params"]["arguments"] == {}, after
