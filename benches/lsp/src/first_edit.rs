@@ -357,20 +357,8 @@ impl Bridge {
 
 impl Drop for Bridge {
     fn drop(&mut self) {
-        // SIGTERM: the bridge stops its language servers before it exits.
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
         drop(self.editor.take());
-        let give_up = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < give_up {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::stop_bridge(&mut self.child, Duration::from_secs(15));
     }
 }
 
