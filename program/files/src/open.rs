@@ -317,13 +317,9 @@ fn create_temp(at: &Located, path: &str, mode: Mode) -> Result<(OsString, OwnedF
 /// batch of entries at a time.
 pub(crate) struct Listed(Dir);
 
-/// How the walk opens a directory: readable, never through a link, relative to its parent's
-/// handle.
-const LIST_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC)
-    .union(OFlags::NONBLOCK);
+/// How the walk opens a directory (relative to its parent's handle): readable, never through a
+/// link, never waiting, on every Unix.
+const LIST_FLAGS: OFlags = crate::sys::PORTABLE_DIR_FLAGS;
 
 impl Listing for Listed {
     fn top(ws: &Workspace, i: usize) -> Option<Listed> {

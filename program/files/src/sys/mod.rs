@@ -46,7 +46,6 @@ pub(crate) use os::DIR_FLAGS;
 /// Directory handles any Unix can open: for reading, never following a link, never waiting
 /// (`O_NONBLOCK`: a FIFO swapped in for the directory fails `O_DIRECTORY` without blocking).
 #[cfg(unix)]
-#[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
 pub(crate) const PORTABLE_DIR_FLAGS: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
     .union(rustix::fs::OFlags::DIRECTORY)
     .union(rustix::fs::OFlags::NOFOLLOW)
