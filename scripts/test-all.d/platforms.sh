@@ -102,3 +102,13 @@ for args in "${WINE_TESTS[@]}"; do
   timeout 1800 cargo test --target "$WINE_TARGET" $args
 done
 lap "tests under Wine"
+
+# The console's Ctrl-C stopping the Windows bridge (program/cli/tests/console.rs). Wine gives a
+# program a console only on a terminal (piped, GenerateConsoleCtrlEvent fails with
+# ERROR_INVALID_ACCESS), so this runs in a pseudo-terminal from util-linux's `script` (-e: its
+# status is the test's). Skipped: the Ctrl-Break test, since Wine 8.0 refuses
+# GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT) with ERROR_INVALID_HANDLE (docs/platforms.md).
+command -v script >/dev/null 2>&1 || apt_install bsdutils
+timeout 600 script -qec "cargo test --target $WINE_TARGET -p claude-ide-bridge-cli --test console \
+  -- --skip ctrl_break_stops_the_bridge_and_removes_its_lock_file" /dev/null </dev/null
+lap "console events under Wine"

@@ -1,0 +1,145 @@
+//! Windows only: the console's control events stop the bridge cleanly. `serve` is started for
+//! real, and the test sends the console a Ctrl-C or a Ctrl-Break with `GenerateConsoleCtrlEvent`;
+//! the bridge's handler (the runtime crate's `signals::on_console_event`, the program's
+//! `sys::listen_for_stop`) must stop it with its clean status (0) and its lock file removed.
+//!
+//! The events go to the whole console (process group 0): the test process shares it with the
+//! bridge and swallows them itself with a handler of its own, installed after the bridge was
+//! started (a process inherits whether its parent ignores Ctrl-C). A console is needed: without
+//! one `GenerateConsoleCtrlEvent` fails (Wine 8.0: `ERROR_INVALID_ACCESS`), so
+//! `scripts/test-all.d/platforms.sh` runs this file under Wine inside a pseudo-terminal
+//! (`script -qec`). What Wine 8.0 cannot do (an event to one process group, the console closed)
+//! is in docs/platforms.md.
+
+#![cfg(windows)]
+
+mod common;
+
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use windows_sys::core::BOOL;
+use windows_sys::Win32::System::Console::{
+    GenerateConsoleCtrlEvent, SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_C_EVENT,
+};
+
+/// One event at a time: the console is shared by every test of this process.
+static CONSOLE: Mutex<()> = Mutex::new(());
+
+/// How many events this test process swallowed (its handler counts them).
+static SWALLOWED: AtomicU32 = AtomicU32::new(0);
+
+unsafe extern "system" fn swallow(_ctrl_type: u32) -> BOOL {
+    SWALLOWED.fetch_add(1, Ordering::SeqCst);
+    1
+}
+
+/// Makes this process deaf to the console's Ctrl-C and Ctrl-Break (its handler says it handled
+/// them), so that an event sent to the whole console stops only the bridge.
+fn swallow_console_events() {
+    // SAFETY: registers a plain fn item with the signature Windows calls; it stays valid for the
+    // life of the process. Registering it twice adds it twice, which changes nothing.
+    let ok = unsafe { SetConsoleCtrlHandler(Some(swallow), 1) };
+    assert_ne!(
+        ok,
+        0,
+        "SetConsoleCtrlHandler: {}",
+        io::Error::last_os_error()
+    );
+}
+
+/// Sends `event` to every process of this console (group 0).
+fn send_to_console(event: u32) {
+    // SAFETY: a plain call on two integers.
+    let ok = unsafe { GenerateConsoleCtrlEvent(event, 0) };
+    assert_ne!(
+        ok,
+        0,
+        "GenerateConsoleCtrlEvent: {} (this test needs a console: under Wine, run it in a \
+         pseudo-terminal, `script -qec \"cargo test ...\" /dev/null`, as platforms.sh does)",
+        io::Error::last_os_error()
+    );
+}
+
+/// The bridge's exit code, waited for (bounded), or `None` if it is still running after `wait`.
+fn exit_within(s: &mut Served, wait: Duration) -> Option<i32> {
+    let give_up = Instant::now() + wait;
+    loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            return Some(status.code().unwrap_or(-1));
+        }
+        if Instant::now() > give_up {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Starts `serve` on `rt`, sends `event` to the console, and checks that the bridge said it
+/// heard `number` (the host input the program maps the event to), exited with its clean status
+/// (0) and removed its lock file.
+fn stops_cleanly_on(event: u32, number: i32, rt: &str) {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--runtime", rt, "--no-lsp"]);
+    assert!(s.lock.exists(), "{}", s.lock.display());
+    // Only now does this process swallow the events: a child inherits whether its parent
+    // ignores Ctrl-C.
+    swallow_console_events();
+    // The bridge answers (it is up) before the event is sent.
+    drop(s.client());
+
+    let before = SWALLOWED.load(Ordering::SeqCst);
+    send_to_console(event);
+    let code = exit_within(&mut s, WAIT);
+    // The lock file first: Wine ends a process that has no handler for Ctrl-C with status 0
+    // too (Windows with STATUS_CONTROL_C_EXIT), so the status alone does not tell.
+    assert!(
+        !s.lock.exists(),
+        "{rt}: lock file left behind ({code:?}); stderr:\n{}",
+        s.stderr.text()
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "{rt}: the bridge must stop with its clean status after the event; stderr:\n{}",
+        s.stderr.text()
+    );
+    s.stderr.wait_for(&format!("signal {number}: stopping"));
+    // The event reached this process too (and was swallowed): it went to the whole console.
+    let give_up = Instant::now() + WAIT;
+    while SWALLOWED.load(Ordering::SeqCst) == before {
+        assert!(Instant::now() < give_up, "the test's handler never ran");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Ctrl-C to the console: both runtimes stop with status 0 and no lock file left. The control
+/// case shows that removing it is the handler's doing: a bridge killed instead (no handler runs)
+/// leaves its lock file behind.
+#[test]
+fn ctrl_c_stops_the_bridge_and_removes_its_lock_file() {
+    let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new();
+    let mut killed = Served::start(&sb, &["--no-lsp"]);
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    assert!(killed.lock.exists(), "{}", killed.lock.display());
+
+    for rt in RUNTIMES {
+        stops_cleanly_on(CTRL_C_EVENT, 2, rt);
+    }
+}
+
+/// Ctrl-Break to the console: the same clean stop (the program hears it as 21, SIGBREAK's
+/// number).
+#[test]
+fn ctrl_break_stops_the_bridge_and_removes_its_lock_file() {
+    let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
+    for rt in RUNTIMES {
+        stops_cleanly_on(CTRL_BREAK_EVENT, 21, rt);
+    }
+}
