@@ -193,9 +193,10 @@ pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
 }
 
 /// Drops what was typed on the terminal and not read yet, a line not ended too: what was typed
-/// before a question was shown is not its answer.
+/// before a question was shown is not its answer (`tcflush` on Unix, the console's input buffer
+/// flushed on Windows). A terminal that refuses is no reason not to ask.
 pub fn discard_typed() {
-    crate::sys::discard_typed();
+    let _ = claude_ide_bridge_runtime::terminal::discard_typed();
 }
 
 /// Prints a diff to stderr.

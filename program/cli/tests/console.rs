@@ -1,7 +1,8 @@
-//! Windows only: the console's control events stop the bridge cleanly. `serve` is started for
-//! real, and the test sends the console a Ctrl-C or a Ctrl-Break with `GenerateConsoleCtrlEvent`;
-//! the bridge's handler (the runtime crate's `signals::on_console_event`, the program's
-//! `sys::listen_for_stop`) must stop it with its clean status (0) and its lock file removed.
+//! Windows only: the console's control events stop the bridge cleanly, and `ask` drops what was
+//! typed on the console before its question. `serve` is started for real, and the test sends the
+//! console a Ctrl-C or a Ctrl-Break with `GenerateConsoleCtrlEvent`; the bridge's handler (the
+//! runtime crate's `signals::on_console_event`, the program's `sys::listen_for_stop`) must stop
+//! it with its clean status (0) and its lock file removed.
 //!
 //! The events go to the whole console (process group 0): the test process shares it with the
 //! bridge and swallows them itself with a handler of its own, installed after the bridge was
@@ -15,16 +16,22 @@
 
 mod common;
 
+use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::windows::io::AsRawHandle;
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
+use serde_json::{json, Value};
 use windows_sys::core::BOOL;
 use windows_sys::Win32::System::Console::{
-    GenerateConsoleCtrlEvent, SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_C_EVENT,
+    GenerateConsoleCtrlEvent, SetConsoleCtrlHandler, WriteConsoleInputW, CTRL_BREAK_EVENT,
+    CTRL_C_EVENT, INPUT_RECORD, INPUT_RECORD_0, KEY_EVENT, KEY_EVENT_RECORD, KEY_EVENT_RECORD_0,
 };
 
 /// One event at a time: the console is shared by every test of this process.
@@ -141,5 +148,117 @@ fn ctrl_break_stops_the_bridge_and_removes_its_lock_file() {
     let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
     for rt in RUNTIMES {
         stops_cleanly_on(CTRL_BREAK_EVENT, 21, rt);
+    }
+}
+
+/// `ask` on the console: a line typed before a change is shown is not its answer (the bridge
+/// flushes the console's input before it reads one: `FlushConsoleInputBuffer`), and one typed
+/// once it is shown decides it. The keys are put in the console's input buffer as a keyboard
+/// would (`WriteConsoleInputW` on `CONIN$`); the bridge shares the console (its stdin and stderr).
+#[test]
+fn ask_drops_a_line_typed_before_the_question() {
+    let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
+    let conin = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("CONIN$")
+        .expect("this test needs a console (platforms.sh runs it in `script`)");
+    let sb = Sandbox::new();
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    let mut bridge = sb.command();
+    bridge
+        .args(["serve", "--on-diff", "ask", "--no-lsp"])
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let mut child = bridge.spawn().unwrap();
+    let lock = wait_for_lock(&sb);
+    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
+    let lock: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
+    let (status, cl) = client::connect(port, lock["authToken"].as_str());
+    assert_eq!(status, 101);
+    let mut cl = cl.unwrap();
+    cl.init();
+
+    // Typed while no change is shown: it waits in the console's buffer.
+    type_keys(&conin, "a\r");
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+    let early = cl.recv_until(Duration::from_millis(1500), |v| v["id"] == json!(id));
+    assert!(
+        early.is_none(),
+        "answered by a line typed before it was shown: {early:?}"
+    );
+    // Typed once it is shown (again while the question may not be up yet: dropped then too).
+    let mut answer = None;
+    for _ in 0..10 {
+        type_keys(&conin, "r\r");
+        answer = cl.recv_until(Duration::from_secs(1), |v| v["id"] == json!(id));
+        if answer.is_some() {
+            break;
+        }
+    }
+    let answer = answer.expect("the question was never answered");
+    assert_eq!(texts(&answer)[0], "DIFF_REJECTED", "{answer}");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Puts `text` in the console's input buffer as key presses.
+fn type_keys(conin: &File, text: &str) {
+    let records: Vec<INPUT_RECORD> = text
+        .encode_utf16()
+        .map(|unit| INPUT_RECORD {
+            EventType: KEY_EVENT as u16,
+            Event: INPUT_RECORD_0 {
+                KeyEvent: KEY_EVENT_RECORD {
+                    bKeyDown: 1,
+                    wRepeatCount: 1,
+                    // VK_RETURN for a carriage return; the character is what a line reads.
+                    wVirtualKeyCode: if unit == 13 { 0x0D } else { 0 },
+                    wVirtualScanCode: 0,
+                    uChar: KEY_EVENT_RECORD_0 { UnicodeChar: unit },
+                    dwControlKeyState: 0,
+                },
+            },
+        })
+        .collect();
+    let mut written = 0;
+    // SAFETY: `conin` is an open console input handle (CONIN$) for the length of the call;
+    // `records` holds `records.len()` initialised records and `written` is a valid u32 to write.
+    let ok = unsafe {
+        WriteConsoleInputW(
+            conin.as_raw_handle(),
+            records.as_ptr(),
+            records.len() as u32,
+            &mut written,
+        )
+    };
+    assert_ne!(ok, 0, "WriteConsoleInputW: {}", io::Error::last_os_error());
+    assert_eq!(written as usize, records.len());
+}
+
+/// The sandbox's lock file, once the bridge wrote it (bounded).
+fn wait_for_lock(sb: &Sandbox) -> PathBuf {
+    let give_up = Instant::now() + WAIT;
+    loop {
+        let found = fs::read_dir(sb.lock_dir()).ok().and_then(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == "lock"))
+        });
+        if let Some(lock) = found {
+            if fs::read_to_string(&lock).is_ok_and(|t| t.contains("authToken")) {
+                return lock;
+            }
+        }
+        assert!(
+            Instant::now() < give_up,
+            "no lock file in {}",
+            sb.lock_dir().display()
+        );
+        thread::sleep(Duration::from_millis(20));
     }
 }

@@ -3,7 +3,7 @@
 //! for real there (its lock file, sockets, tools, file access and `--stdio`). Nothing here uses a
 //! Unix tool; paths are the OS's own (`C:\...` on Windows). The Unix-only scenarios are in
 //! `serve.rs`, `stdio.rs` and the rest. How a Windows program is told to stop by its console
-//! (Ctrl-C, Ctrl-Break, the console closed) has no test yet (docs/platforms.md, "Open").
+//! (Ctrl-C) is in `console.rs`, which needs a console.
 
 mod common;
 

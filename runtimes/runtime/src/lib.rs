@@ -20,6 +20,7 @@
 //!   lock files.
 //! - [`signals`]: a process-wide registry of live lock files removed on SIGINT/SIGTERM (Ctrl-C,
 //!   Ctrl-Break and closing the console on Windows) before the process ends.
+//! - [`terminal`]: what was typed on the terminal and not read yet, dropped before a question.
 //!
 //! What differs between operating systems lives in one private module per platform
 //! (`src/sys/unix.rs`, `src/sys/windows.rs`) behind one interface.
@@ -51,6 +52,7 @@ mod options;
 mod shared;
 pub mod signals;
 mod sys;
+pub mod terminal;
 
 pub use crate::clock::Clock;
 pub use crate::delivery::{Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOST_BACKLOG};

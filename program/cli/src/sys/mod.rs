@@ -20,7 +20,11 @@
 //!   Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs; `stopped()`: the
 //!   program has stopped (Windows waits for it before ending a process whose console closes);
 //! - `ask_to_stop(pid)`, `wait_for_command(child)`, `exit_code(status)`: `run`'s command;
-//! - `raise_open_files_limit()`, `discard_typed()`, `editor_command(editor)`: the rest.
+//! - `raise_open_files_limit()`, `editor_command(editor)`: the rest.
+//!
+//! What was typed on the terminal before a question is dropped by the runtime crate
+//! (`claude_ide_bridge_runtime::terminal::discard_typed`), whose own platform modules make the
+//! OS calls (Windows' needs `unsafe`, which this crate forbids).
 
 #[cfg(unix)]
 mod unix;

@@ -291,11 +291,6 @@ pub fn raise_open_files_limit() {
     }
 }
 
-/// Drops what was typed on the terminal and not read yet, a line not ended too.
-pub fn discard_typed() {
-    let _ = rustix::termios::tcflush(std::io::stdin(), rustix::termios::QueueSelector::IFlush);
-}
-
 /// The command running `$VISUAL`/`$EDITOR` on the arguments added to it. The variable may carry
 /// arguments (`EDITOR="code --wait"`), so it is run by `sh`, the files passed as `"$@"`.
 pub fn editor_command(editor: &OsString) -> Command {

@@ -262,10 +262,6 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 
-/// Not done on Windows: the flush is a console call (`FlushConsoleInputBuffer`) this crate makes
-/// no `unsafe` for, so a key typed before a question was shown stays in the console's buffer.
-pub fn discard_typed() {}
-
 /// The command running `%VISUAL%`/`%EDITOR%` on the arguments added to it: through `cmd /C`, as
 /// the variable may carry arguments (`code --wait`) and name a `.cmd` shim.
 pub fn editor_command(editor: &OsString) -> Command {

@@ -19,7 +19,8 @@
 //!   was just shut down (nothing to do on Unix, where the shutdown does it);
 //! - `ignored_signals()`: the mask of signals the process started ignoring;
 //! - `on_termination(cleanup)`: runs `cleanup` when the process is told to stop (SIGINT and
-//!   SIGTERM; Ctrl-C, Ctrl-Break and closing the console on Windows), then ends it.
+//!   SIGTERM; Ctrl-C, Ctrl-Break and closing the console on Windows), then ends it;
+//! - `discard_typed()`: drops what was typed on the terminal (standard input) and not read yet.
 
 #[cfg(unix)]
 mod unix;

@@ -146,6 +146,16 @@ pub(crate) fn shutdown_listener(listener: &std::net::TcpListener) -> bool {
 /// Nothing: on Unix a shutdown ends the `recv` or `send` another thread is blocked in.
 pub(crate) fn cancel_blocked(_: &std::net::TcpStream) {}
 
+/// `tcflush(TCIFLUSH)` on standard input when it is a terminal.
+pub(crate) fn discard_typed() -> io::Result<()> {
+    let stdin = std::io::stdin();
+    if !rustix::termios::isatty(&stdin) {
+        return Ok(());
+    }
+    rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
-//! Windows: the lock file under `%USERPROFILE%`, process liveness through `OpenProcess`, and a
-//! console control handler for Ctrl-C, Ctrl-Break and closing the console.
+//! Windows: the lock file under `%USERPROFILE%`, process liveness through `OpenProcess`, a
+//! console control handler for Ctrl-C, Ctrl-Break and closing the console, and the console's
+//! input flushed before a question.
 //!
 //! Privacy: Windows has no mode bits. The lock-file directory `%USERPROFILE%\.claude\ide`
 //! inherits the user profile's access list, which grants the user, SYSTEM and Administrators
@@ -13,7 +14,7 @@
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
-use std::os::windows::io::AsRawSocket;
+use std::os::windows::io::{AsRawHandle, AsRawSocket};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -21,8 +22,8 @@ use windows_sys::core::BOOL;
 use windows_sys::Win32::Foundation::{CloseHandle, ERROR_INVALID_PARAMETER, HANDLE, STILL_ACTIVE};
 use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OPEN_REPARSE_POINT;
 use windows_sys::Win32::System::Console::{
-    SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT,
-    CTRL_SHUTDOWN_EVENT,
+    FlushConsoleInputBuffer, GetConsoleMode, SetConsoleCtrlHandler, CTRL_BREAK_EVENT,
+    CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
 };
 use windows_sys::Win32::System::Threading::{
     GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
@@ -185,4 +186,24 @@ pub(crate) fn cancel_blocked(stream: &std::net::TcpStream) {
     unsafe {
         CancelIoEx(stream.as_raw_socket() as HANDLE, std::ptr::null());
     }
+}
+
+/// `FlushConsoleInputBuffer` on standard input when it is a console (`GetConsoleMode` answers for
+/// it): the keys typed and not read yet, a line being edited too, are dropped. A pipe, a file, or
+/// no standard input at all is left alone.
+pub(crate) fn discard_typed() -> io::Result<()> {
+    let stdin = std::io::stdin();
+    let handle = stdin.as_raw_handle() as HANDLE;
+    let mut mode = 0;
+    // SAFETY: `handle` is the process's standard input handle, owned by std for the life of the
+    // process (null when there is none, which GetConsoleMode refuses); `mode` is a valid u32 to
+    // write to.
+    if handle.is_null() || unsafe { GetConsoleMode(handle, &mut mode) } == 0 {
+        return Ok(());
+    }
+    // SAFETY: `handle` is a console input handle (GetConsoleMode accepted it just above).
+    if unsafe { FlushConsoleInputBuffer(handle) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
