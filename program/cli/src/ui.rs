@@ -136,18 +136,20 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
 pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
     let mut out = String::new();
     let path = visible(path);
+    // `a/` and `b/` before the path as in git's diffs, a Windows path (`C:\...`) included.
+    let bare = path.strip_prefix('/').unwrap_or(&path);
     let (old_text, old_name) = match old {
         Old::Missing => ("", "/dev/null".to_string()),
-        Old::Text(t) => (t.as_str(), format!("a{path}")),
+        Old::Text(t) => (t.as_str(), format!("a/{bare}")),
         Old::Unreadable(why) => {
             out.push_str(&format!(
                 "{BOLD}the file exists but is not shown ({}): accepting replaces it{BOLD:#}\n",
                 visible(why)
             ));
-            ("", format!("a{path} (not shown)"))
+            ("", format!("a/{bare} (not shown)"))
         }
     };
-    out.push_str(&format!("{BOLD}--- {old_name}\n+++ b{path}{BOLD:#}\n"));
+    out.push_str(&format!("{BOLD}--- {old_name}\n+++ b/{bare}{BOLD:#}\n"));
     let diff = TextDiff::configure()
         .timeout(DIFF_TIMEOUT)
         .diff_lines(old_text, new);
@@ -257,6 +259,10 @@ mod tests {
         assert!(d.contains("-two"), "{d}");
         assert!(d.contains("+three"), "{d}");
         assert!(d.contains("@@ -1,2 +1,2 @@"), "{d}");
+        assert!(d.contains("--- a/w/a.txt\n+++ b/w/a.txt"), "{d}");
+        // A Windows path keeps its drive letter apart from the prefix.
+        let d = render_diff(r"C:\w\a.txt", &old, "one\nthree\n");
+        assert!(d.contains("--- a/C:\\w\\a.txt\n+++ b/C:\\w\\a.txt"), "{d}");
         let d = render_diff("/w/n.txt", &Old::Missing, "hello\n");
         assert!(d.contains("--- /dev/null"), "{d}");
         assert!(d.contains("+hello"), "{d}");
