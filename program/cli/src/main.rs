@@ -314,9 +314,9 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
         .name("terminal".into())
         .spawn(move || {
             let stdin = std::io::stdin();
+            // What was typed before the question is dropped by its asker, before the question
+            // is shown (`host::ask`): a key typed once it shows is kept.
             while want_rx.recv().is_ok() {
-                // A stray `a` typed earlier must not accept a change nobody has seen.
-                ui::discard_typed();
                 // Bytes, decoded leniently: one byte of another encoding is not the end of input.
                 let mut line = Vec::new();
                 let got = match stdin.lock().read_until(b'\n', &mut line) {

@@ -263,6 +263,12 @@ impl Host {
     }
 
     fn ask(&mut self) {
+        // A stray `a` typed earlier must not accept a change nobody has seen: what was typed is
+        // dropped before the question shows, not after (a key typed as soon as it shows is its
+        // answer). A line already being read was dropped by `show_next`.
+        if !self.line_requested {
+            ui::discard_typed();
+        }
         ui::prompt(self.queue.len());
         if !self.line_requested {
             if let Some(tx) = &self.want_line {
