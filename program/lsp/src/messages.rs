@@ -177,3 +177,89 @@ pub struct ProgressValue {
     #[serde(default)]
     pub kind: Option<String>,
 }
+
+/// The command typescript-language-server offers (in `executeCommandProvider`) to pass one request
+/// to its tsserver: `arguments` are the tsserver command, its args and a config.
+pub const TSSERVER_REQUEST: &str = "typescript.tsserverRequest";
+
+/// `workspace/executeCommand` of [`TSSERVER_REQUEST`], its answer read as the tsserver response
+/// of a diagnostics request (`syntacticDiagnosticsSync`, `semanticDiagnosticsSync`,
+/// `suggestionDiagnosticsSync`); `null` from a server that does not know the command.
+pub enum TsServerRequest {}
+
+impl Request for TsServerRequest {
+    type Params = lsp_types::ExecuteCommandParams;
+    type Result = Option<TsServerResponse>;
+    const METHOD: &'static str = lsp_types::request::ExecuteCommand::METHOD;
+}
+
+/// A tsserver response as typescript-language-server passes it on: `type` is `response` for an
+/// answer (`noContent` and `cancelled` are not), `body` the diagnostics.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct TsServerResponse {
+    /// `response`, `noContent` or `cancelled`.
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    /// False when tsserver failed the request.
+    #[serde(default)]
+    pub success: Option<bool>,
+    /// The diagnostics.
+    #[serde(default)]
+    pub body: Option<Vec<TsDiagnostic>>,
+}
+
+/// A tsserver diagnostic (`protocol.Diagnostic`) with only what the client keeps: positions are
+/// 1-based lines and UTF-16 offsets; related information and tags are passed over.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct TsDiagnostic {
+    /// Where it starts.
+    pub start: TsLocation,
+    /// Where it ends.
+    pub end: TsLocation,
+    /// What.
+    pub text: String,
+    /// TypeScript's number for it.
+    #[serde(default)]
+    pub code: Option<i32>,
+    /// `error`, `warning`, `suggestion` or `message`.
+    #[serde(default)]
+    pub category: String,
+    /// Who says so, when not TypeScript itself (a plugin).
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// A position in tsserver's terms.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct TsLocation {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based UTF-16 offset in the line.
+    pub offset: u32,
+}
+
+impl TsDiagnostic {
+    /// The diagnostic as typescript-language-server publishes it: 0-based positions, the
+    /// category as severity (`suggestion` a hint, anything but `warning` otherwise an error),
+    /// `typescript` as the source unless one is given.
+    pub fn into_lsp(self) -> ServerDiagnostic {
+        let pos = |l: TsLocation| lsp_types::Position {
+            line: l.line.saturating_sub(1),
+            character: l.offset.saturating_sub(1),
+        };
+        ServerDiagnostic {
+            range: lsp_types::Range {
+                start: pos(self.start),
+                end: pos(self.end),
+            },
+            severity: Some(match self.category.as_str() {
+                "warning" => lsp_types::DiagnosticSeverity::WARNING,
+                "suggestion" => lsp_types::DiagnosticSeverity::HINT,
+                _ => lsp_types::DiagnosticSeverity::ERROR,
+            }),
+            code: self.code.map(lsp_types::NumberOrString::Number),
+            source: Some(self.source.unwrap_or_else(|| "typescript".to_owned())),
+            message: self.text,
+        }
+    }
+}

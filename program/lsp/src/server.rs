@@ -231,6 +231,10 @@ impl ServerProcess {
     pub fn sync(&self, path: &str, language: &str, text: &SharedText<'_>) -> bool {
         let mut state = self.shared.lock();
         let sent = state.sync_shared(path, language, text);
+        // A server that checks on request starts on this text now, not at the next question.
+        if let Some(version) = state.version(path).filter(|_| sent) {
+            state.ask_check(path, version);
+        }
         kill_if_hung(&mut state);
         let effects = state.take_effects();
         self.deliver(state, effects);
@@ -345,6 +349,12 @@ impl ServerProcess {
             if !state.is_running() {
                 return Checked::stale(state.known(path));
             }
+            if state.checks_on_request() {
+                match self.check_on_request(state, path, mine, deadline) {
+                    Some(checked) => return checked,
+                    None => continue, // it does not after all: its publishes are waited for
+                }
+            }
             if !state.caps.pull {
                 let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
                     s.fresh_for(path, mine) || !s.is_running() || s.caps.pull
@@ -432,6 +442,44 @@ impl ServerProcess {
                 Err(_) => return Checked::stale(self.known(path)),
             }
         }
+    }
+
+    /// [`ServerProcess::diagnostics`] from a server that checks on request
+    /// ([`State::checks_on_request`]): the answer of its check of version `mine` of `path`, asked
+    /// now or already on its way, once it has come; past `deadline`, what is known (not fresh),
+    /// the check going on (its answer is kept when it comes). `None` when the server turned out
+    /// not to check on request (its command refused): then its publishes are what there is.
+    fn check_on_request(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        path: &str,
+        mine: i32,
+        deadline: Instant,
+    ) -> Option<Checked> {
+        let Some(generation) = state.ask_check(path, mine) else {
+            return Some(Checked::stale(state.known(path)));
+        };
+        kill_if_hung(&mut state);
+        let effects = state.take_effects();
+        self.deliver(state, effects);
+        let state = self.shared.lock();
+        let mut outcome = None;
+        let (state, _) = self.shared.wait_until(state, deadline, |s| {
+            outcome = s.check_outcome(path, mine, generation);
+            outcome.is_some() || !s.is_running() || !s.checks_on_request()
+        });
+        if outcome != Some(true)
+            && state.is_running()
+            && !state.checks_on_request()
+            && Instant::now() < deadline
+        {
+            return None;
+        }
+        Some(Checked {
+            fresh: outcome == Some(true) && state.is_running() && state.fresh_for(path, mine),
+            diagnostics: state.known(path),
+            down: Vec::new(),
+        })
     }
 
     /// Stops the server: `shutdown` (answer awaited until `deadline`), `exit`, input closed, the process

@@ -20,7 +20,9 @@ use serde_json::Value;
 
 use crate::codec;
 pub use crate::limits::LspLimits;
-use crate::messages::{Progress, PublishDiagnostics, PullReport, ServerDiagnostic};
+use crate::messages::{
+    Progress, PublishDiagnostics, PullReport, ServerDiagnostic, TsServerRequest, TSSERVER_REQUEST,
+};
 use crate::rpc::{
     self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
 };
@@ -38,6 +40,33 @@ const MAX_PROGRESS: usize = 64;
 /// Work reported in progress longer than this no longer holds answers back: a server that never
 /// ends a token (or reports a background index for minutes) does not make every answer late.
 pub const PROGRESS_STALE: Duration = Duration::from_secs(30);
+
+/// The tsserver requests that make up a check of a file on request ([`State::ask_check`]), in
+/// the order typescript-language-server merges what it publishes for them.
+const TSSERVER_PASSES: [&str; 3] = [
+    "syntacticDiagnosticsSync",
+    "semanticDiagnosticsSync",
+    "suggestionDiagnosticsSync",
+];
+/// Requests of checks on request waiting for answers, at most: a server that stops answering
+/// them gets no more (its callers answer what is known).
+const MAX_ASKED: usize = 3 * 256;
+/// Error answers in a row after which a server's checks on request are given up for its
+/// published diagnostics (a server whose command refuses these requests).
+const MAX_CHECK_FAILURES: u32 = 3;
+
+/// A check of one file's text asked of a server that checks on request ([`State::ask_check`]).
+#[derive(Debug)]
+struct Check {
+    /// The version of the text asked about.
+    version: i32,
+    /// The generation of the last ask, and the parts of its answer come so far, by pass.
+    asked: u64,
+    parts: [Option<Vec<Diagnostic>>; 3],
+    /// The last generation answered in full, and the last that failed.
+    answered: u64,
+    failed: u64,
+}
 
 /// Where a server is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +89,9 @@ pub(crate) struct Caps {
     pub save: Option<bool>,
     /// Whether the server takes `didChange` (else a changed document is closed and opened again).
     pub change: bool,
+    /// Whether it offers [`TSSERVER_REQUEST`] (typescript-language-server): its tsserver computes
+    /// a file's diagnostics on request ([`State::checks_on_request`]).
+    pub tsserver: bool,
 }
 
 impl Caps {
@@ -73,6 +105,9 @@ impl Caps {
                 Some(lsp_types::OneOf::Right(_)) => true,
                 None => false,
             },
+            tsserver: c
+                .execute_command_provider
+                .is_some_and(|o| o.commands.iter().any(|c| c == TSSERVER_REQUEST)),
             ..Caps::default()
         };
         if let Some(lsp_types::DiagnosticServerCapabilities::Options(o)) = &c.diagnostic_provider {
@@ -208,6 +243,15 @@ pub(crate) struct State {
     /// Work the server reports in progress (`$/progress` begun and not ended): its token, and
     /// when it began (at most [`MAX_PROGRESS`]).
     progress: HashMap<String, Instant>,
+    /// Checks on request: the file, generation and pass of each request waiting for its answer
+    /// (at most [`MAX_ASKED`]), and per open file its check.
+    asked: HashMap<i64, (String, u64, usize)>,
+    checks: HashMap<String, Check>,
+    generation: u64,
+    /// Diagnostics held in the parts of checks not yet answered in full.
+    checking: usize,
+    /// Error answers to checks on request in a row ([`MAX_CHECK_FAILURES`]).
+    check_failures: u32,
 }
 
 impl State {
@@ -241,6 +285,11 @@ impl State {
             exited_at: None,
             effects: Vec::new(),
             progress: HashMap::new(),
+            asked: HashMap::new(),
+            checks: HashMap::new(),
+            generation: 0,
+            checking: 0,
+            check_failures: 0,
         }
     }
 
@@ -267,6 +316,9 @@ impl State {
             self.exited_at = Some(std::time::Instant::now());
             self.early.clear();
             self.pending.clear();
+            self.asked.clear();
+            self.checks.clear();
+            self.checking = 0;
         }
     }
 
@@ -540,6 +592,7 @@ impl State {
         if self.docs.remove(path).is_none() {
             return;
         }
+        self.drop_check(path);
         // Opened, so named by a URI.
         if let Some(uri) = rpc::uri(path) {
             self.notify::<note::DidCloseTextDocument>(&lsp_types::DidCloseTextDocumentParams {
@@ -608,8 +661,216 @@ impl State {
         };
         match stored.version {
             Some(v) => v == version,
-            None => doc.version == version && stored.seq > doc.synced_seq,
+            // A server that checks on request publishes each pass as it ends: only a check's
+            // answer is known to be whole.
+            None => {
+                !self.checks_on_request() && doc.version == version && stored.seq > doc.synced_seq
+            }
         }
+    }
+
+    /// Whether the server computes a file's diagnostics when asked ([`Caps::tsserver`], and no
+    /// pulls, which come first): then an answer is the check's ([`State::ask_check`]), never a
+    /// publish's, which says neither for which text nor after which pass. Given up for its
+    /// publishes after [`MAX_CHECK_FAILURES`] error answers in a row, or an answer saying it
+    /// does not know the command.
+    pub fn checks_on_request(&self) -> bool {
+        self.caps.tsserver && !self.caps.pull && self.check_failures < MAX_CHECK_FAILURES
+    }
+
+    /// Asks the server ([`State::checks_on_request`]) to check `version` of `path`, the text it has
+    /// now: typescript-language-server's `typescript.tsserverRequest` of the syntactic, semantic
+    /// and suggestion diagnostics of the file, which its tsserver answers after the text's
+    /// change, each once that pass has run for it. Answers the generation to wait for
+    /// ([`State::check_outcome`]): that of a check of this text still waiting for answers, or of a
+    /// new one. `None` when it cannot be asked (another text is open, or too many requests wait).
+    /// Never cancelled: a cancelled check makes tsserver drop the work done so far, and a cold
+    /// project's first check could then never end; its answer is kept when it comes.
+    pub fn ask_check(&mut self, path: &str, version: i32) -> Option<u64> {
+        if !self.checks_on_request() || self.version(path) != Some(version) {
+            return None;
+        }
+        if let Some(c) = self.checks.get(path) {
+            if c.version == version && c.asked > c.answered.max(c.failed) {
+                return Some(c.asked);
+            }
+        }
+        if self.asked.len() + TSSERVER_PASSES.len() > MAX_ASKED {
+            return None;
+        }
+        let uri = rpc::uri(path)?;
+        self.generation += 1;
+        let generation = self.generation;
+        let check = self.checks.entry(path.to_owned()).or_insert(Check {
+            version,
+            asked: 0,
+            parts: [None, None, None],
+            answered: 0,
+            failed: 0,
+        });
+        if check.version != version {
+            check.answered = 0;
+            check.failed = 0;
+        }
+        check.version = version;
+        check.asked = generation;
+        let held: usize = check
+            .parts
+            .iter_mut()
+            .flat_map(Option::take)
+            .map(|p| p.len())
+            .sum();
+        self.checking -= held;
+        for (pass, command) in TSSERVER_PASSES.iter().enumerate() {
+            let params = lsp_types::ExecuteCommandParams {
+                command: TSSERVER_REQUEST.to_owned(),
+                arguments: vec![
+                    Value::from(*command),
+                    serde_json::json!({ "file": uri.as_str() }),
+                ],
+                work_done_progress_params: Default::default(),
+            };
+            let id = self.next_id;
+            self.next_id += 1;
+            self.push_out(rpc::request::<TsServerRequest>(id, &params));
+            self.asked.insert(id, (path.to_owned(), generation, pass));
+        }
+        Some(generation)
+    }
+
+    /// What became of check `generation` of `version` of `path` ([`State::ask_check`]):
+    /// `Some(true)` once it (or a later one of the same text) is answered in full, `Some(false)`
+    /// when it failed or will not be answered (the file was closed, or another text synced),
+    /// `None` while it waits.
+    pub fn check_outcome(&self, path: &str, version: i32, generation: u64) -> Option<bool> {
+        let Some(c) = self.checks.get(path).filter(|c| c.version == version) else {
+            return Some(false);
+        };
+        if c.answered >= generation {
+            Some(true)
+        } else if c.failed >= generation {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Forgets the check of `path` (closed, or its server gone).
+    fn drop_check(&mut self, path: &str) {
+        if let Some(c) = self.checks.remove(path) {
+            self.checking -= c.parts.iter().flatten().map(Vec::len).sum::<usize>();
+        }
+    }
+
+    /// Takes the answer to request `id` when it is a part of a check ([`State::ask_check`]):
+    /// false when it is not. Once the check has all its parts they are kept, in pass order, as
+    /// the diagnostics of the version asked about, as a pull's answer is, unless the server has
+    /// since closed that text or holds a newer text's.
+    fn take_check_part(
+        &mut self,
+        id: i64,
+        result: &Result<Box<RawValue>, ResponseError>,
+        effects: &mut Vec<Effect>,
+    ) -> bool {
+        let Some((path, generation, pass)) = self.asked.remove(&id) else {
+            return false;
+        };
+        let part = match result {
+            Ok(raw) => match rpc::decode::<TsServerRequest>(raw) {
+                Ok(Some(r))
+                    if r.kind.as_deref() == Some("response") && r.success != Some(false) =>
+                {
+                    r.body.ok_or("a response without a body".to_owned())
+                }
+                Ok(Some(r)) => Err(format!(
+                    "a tsserver answer of type {:?}",
+                    r.kind
+                        .unwrap_or_default()
+                        .chars()
+                        .take(40)
+                        .collect::<String>()
+                )),
+                Ok(None) => {
+                    // It does not know the command: its publishes are all there is.
+                    self.check_failures = MAX_CHECK_FAILURES;
+                    Err("null: the command is unknown; using its published diagnostics".to_owned())
+                }
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(format!("refused: {} ({})", e.message, e.code)),
+        };
+        let Some(check) = self.checks.get_mut(&path).filter(|c| c.asked == generation) else {
+            return true;
+        };
+        let items = match part {
+            Ok(items) => items,
+            Err(why) => {
+                effects.push(Effect::Log(format!(
+                    "{TSSERVER_REQUEST} {} for {path}: {why}",
+                    TSSERVER_PASSES[pass]
+                )));
+                self.check_failures = self.check_failures.saturating_add(1);
+                check.failed = generation;
+                let held: usize = check
+                    .parts
+                    .iter_mut()
+                    .flat_map(Option::take)
+                    .map(|p| p.len())
+                    .sum();
+                self.checking -= held;
+                return true;
+            }
+        };
+        let limits = &self.limits;
+        let items: Vec<Diagnostic> = items
+            .into_iter()
+            .take(limits.max_diagnostics_per_file)
+            .map(|d| convert(d.into_lsp(), limits.max_message_chars))
+            .collect();
+        let check = self.checks.get_mut(&path).expect("found above");
+        if self.checking + items.len() > self.limits.max_total_diagnostics {
+            effects.push(Effect::Log(format!(
+                "{TSSERVER_REQUEST} for {path}: too many diagnostics waiting for the other passes"
+            )));
+            check.failed = generation;
+            let held: usize = check
+                .parts
+                .iter_mut()
+                .flat_map(Option::take)
+                .map(|p| p.len())
+                .sum();
+            self.checking -= held;
+            return true;
+        }
+        self.checking += items.len();
+        if let Some(old) = check.parts[pass].replace(items) {
+            self.checking -= old.len();
+        }
+        if check.parts.iter().any(Option::is_none) {
+            return true;
+        }
+        let version = check.version;
+        check.answered = generation;
+        let items: Vec<Diagnostic> = check
+            .parts
+            .iter_mut()
+            .flat_map(Option::take)
+            .flatten()
+            .collect();
+        self.checking -= items.len();
+        self.check_failures = 0;
+        let newer_held = self
+            .diags
+            .get(&path)
+            .and_then(|s| s.version)
+            .is_some_and(|v| v > version);
+        if self.of_open_document(&path, version) && !newer_held {
+            effects.extend(
+                self.store_converted(&path, Some(version), items, None)
+                    .map(Effect::Changed),
+            );
+        }
+        true
     }
 
     /// For diagnostics published without a version: when they count as final (`None`: published
@@ -736,8 +997,31 @@ impl State {
         if self.has_exited() || version.is_some_and(|v| !self.of_open_document(path, v)) {
             return None;
         }
+        // A server that checks on request: a publish does not replace a check's answer for the
+        // text it has (it may hold one pass for this text and another for an older one).
+        if version.is_none() && self.checks_on_request() {
+            let held = self.diags.get(path).and_then(|s| s.version);
+            if held.is_some() && held == self.version(path) {
+                return None;
+            }
+        }
+        let items = self.converted(items);
+        self.store_converted(path, version, items, result_id)
+    }
+
+    /// [`State::store`] of diagnostics already converted (at most so many are kept).
+    fn store_converted(
+        &mut self,
+        path: &str,
+        version: Option<i32>,
+        mut items: Vec<Diagnostic>,
+        result_id: Option<String>,
+    ) -> Option<FileDiagnostics> {
+        if self.has_exited() || version.is_some_and(|v| !self.of_open_document(path, v)) {
+            return None;
+        }
         self.seq += 1;
-        let mut items = self.converted(items);
+        items.truncate(self.limits.max_diagnostics_per_file);
         let old_len = self.diags.get(path).map_or(0, |s| s.items.len());
         // Room for a new file, and for the new total: files the server has not open go first.
         let is_new = !self.diags.contains_key(path);
@@ -833,7 +1117,9 @@ impl State {
                 }
             }
             Incoming::Response { id, result } => {
-                if let Some(slot) = self.pending.get_mut(&id) {
+                if self.take_check_part(id, &result, &mut effects) {
+                    // A part of a check, taken.
+                } else if let Some(slot) = self.pending.get_mut(&id) {
                     *slot = Some(result);
                 }
             }

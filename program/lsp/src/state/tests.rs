@@ -839,3 +839,291 @@ fn a_text_for_several_servers_is_held_once() {
     assert!(a.take_outbox().is_empty());
     assert!(again.sync.get().is_none());
 }
+
+/// typescript-language-server's capabilities, as far as the client reads them.
+fn tsls_caps() -> Value {
+    json!({"textDocumentSync": {"openClose": true, "change": 2}, "executeCommandProvider": {"commands": ["_typescript.applyWorkspaceEdit", "typescript.tsserverRequest"]}})
+}
+
+/// The checks asked ([`State::ask_check`]): id, tsserver command and file, in order.
+fn asked_checks(s: &mut State) -> Vec<(Value, String, String)> {
+    frames(s)
+        .into_iter()
+        .filter(|m| m["method"] == "workspace/executeCommand")
+        .map(|m| {
+            assert_eq!(m["params"]["command"], "typescript.tsserverRequest");
+            let args = &m["params"]["arguments"];
+            (
+                m["id"].clone(),
+                args[0].as_str().unwrap().to_owned(),
+                args[1]["file"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// tsserver's answer to a diagnostics request, as typescript-language-server passes it on.
+fn tsserver_answer(s: &mut State, id: &Value, body: Value) -> Vec<Effect> {
+    let result = json!({"seq": 0, "type": "response", "command": "x", "request_seq": 9, "success": true, "body": body});
+    let msg = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap()
+}
+
+fn ts_diag(line: u32, text: &str, category: &str, code: i32) -> Value {
+    json!({"start": {"line": line, "offset": 3}, "end": {"line": line, "offset": 9}, "text": text, "code": code, "category": category, "reportsDeprecated": true, "relatedInformation": [{"span": {"start": {"line": 1, "offset": 1}, "end": {"line": 1, "offset": 2}, "file": "/w/b.ts"}, "message": "here", "category": "message", "code": 1}]})
+}
+
+/// A server that checks on request and publishes each pass without a version (typescript-language-server):
+/// its first publish while its project loads, an empty list, and its later ones, are never the
+/// answer; the answer is its check of the text, once all three passes are in, as it publishes
+/// them (0-based, `typescript`, a suggestion a hint).
+#[test]
+fn a_server_checking_on_request_is_answered_by_its_check_not_its_first_publish() {
+    let mut s = running(tsls_caps(), LspLimits::default());
+    assert!(s.caps.tsserver && s.checks_on_request());
+    s.sync(
+        "/w/a.ts",
+        "typescript",
+        "import { Operator } from './Operator';",
+    );
+    let v = s.version("/w/a.ts").unwrap();
+    frames(&mut s);
+    let generation = s.ask_check("/w/a.ts", v).unwrap();
+    let asked = asked_checks(&mut s);
+    let commands: Vec<&str> = asked.iter().map(|(_, c, _)| c.as_str()).collect();
+    assert_eq!(
+        commands,
+        [
+            "syntacticDiagnosticsSync",
+            "semanticDiagnosticsSync",
+            "suggestionDiagnosticsSync"
+        ]
+    );
+    assert!(asked.iter().all(|(_, _, f)| f == "file:///w/a.ts"));
+    // Asked again while it runs: the same check, nothing sent.
+    assert_eq!(s.ask_check("/w/a.ts", v), Some(generation));
+    assert!(asked_checks(&mut s).is_empty());
+
+    // The project loads: the syntactic pass publishes an empty list.
+    publish(&mut s, "/w/a.ts", None, 0);
+    assert!(
+        !s.fresh_for("/w/a.ts", v),
+        "an empty first publish taken as the answer"
+    );
+    assert_eq!(s.check_outcome("/w/a.ts", v, generation), None);
+    tsserver_answer(&mut s, &asked[0].0, json!([]));
+    assert_eq!(s.check_outcome("/w/a.ts", v, generation), None);
+    // Its semantic pass publishes later: still not the answer (it says for which pass of which text).
+    publish(&mut s, "/w/a.ts", None, 1);
+    assert!(!s.fresh_for("/w/a.ts", v));
+    tsserver_answer(
+        &mut s,
+        &asked[1].0,
+        json!([ts_diag(3, "Type 'x' is not assignable", "error", 2322)]),
+    );
+    assert_eq!(s.check_outcome("/w/a.ts", v, generation), None);
+    let effects = tsserver_answer(
+        &mut s,
+        &asked[2].0,
+        json!([ts_diag(1, "'Operator' is deprecated.", "suggestion", 6385)]),
+    );
+    assert_eq!(s.check_outcome("/w/a.ts", v, generation), Some(true));
+    assert!(s.fresh_for("/w/a.ts", v));
+    let known = s.known("/w/a.ts");
+    assert_eq!(known.len(), 2);
+    assert_eq!(
+        serde_json::to_value(&known[1]).unwrap(),
+        json!({"message": "'Operator' is deprecated.", "severity": "Hint", "range": {"start": {"line": 0, "character": 2}, "end": {"line": 0, "character": 8}}, "source": "typescript", "code": 6385})
+    );
+    assert_eq!(
+        (known[0].severity.as_str(), &known[0].code),
+        ("Error", &Some(json!(2322)))
+    );
+    assert!(
+        matches!(&effects[..], [Effect::Changed(c)] if c.diagnostics == known),
+        "{effects:?}"
+    );
+    // A later publish for the same text does not replace the check's answer.
+    publish(&mut s, "/w/a.ts", None, 0);
+    assert_eq!(s.known("/w/a.ts"), known);
+    assert!(s.fresh_for("/w/a.ts", v));
+    // Another text: publishes are held again, but are not its answer.
+    s.sync("/w/a.ts", "typescript", "export {};");
+    let v2 = s.version("/w/a.ts").unwrap();
+    publish(&mut s, "/w/a.ts", None, 0);
+    assert!(s.known("/w/a.ts").is_empty());
+    assert!(!s.fresh_for("/w/a.ts", v2) && !s.fresh_for("/w/a.ts", v));
+    check_bounds_and_nothing_waits(&mut s);
+}
+
+fn check_bounds_and_nothing_waits(s: &mut State) {
+    s.check_bounds();
+    let held: usize = s
+        .checks
+        .values()
+        .flat_map(|c| c.parts.iter().flatten())
+        .map(Vec::len)
+        .sum();
+    assert_eq!(held, s.checking);
+}
+
+/// A check's answer belongs to its text: one that comes after another text was synced is not
+/// that text's answer, and does not replace a newer text's; a file closed meanwhile has none.
+#[test]
+fn a_check_answered_late_is_its_own_texts_only() {
+    let mut s = running(tsls_caps(), LspLimits::default());
+    s.sync("/w/a.ts", "typescript", "old");
+    let old = s.version("/w/a.ts").unwrap();
+    let g_old = s.ask_check("/w/a.ts", old).unwrap();
+    let asked_old = asked_checks(&mut s);
+    s.sync("/w/a.ts", "typescript", "new");
+    let new = s.version("/w/a.ts").unwrap();
+    assert_eq!(s.ask_check("/w/a.ts", old), None, "not the text it has");
+    let g_new = s.ask_check("/w/a.ts", new).unwrap();
+    let asked_new = asked_checks(&mut s);
+    for (id, _, _) in &asked_new {
+        tsserver_answer(&mut s, id, json!([ts_diag(1, "new", "error", 1)]));
+    }
+    assert_eq!(s.check_outcome("/w/a.ts", new, g_new), Some(true));
+    for (id, _, _) in &asked_old {
+        tsserver_answer(&mut s, id, json!([ts_diag(1, "old", "error", 1)]));
+    }
+    assert_eq!(
+        s.check_outcome("/w/a.ts", old, g_old),
+        Some(false),
+        "another text was synced"
+    );
+    assert!(s.fresh_for("/w/a.ts", new));
+    assert!(s.known("/w/a.ts").iter().all(|d| d.message == "new"));
+    // Closed (to make room) while its check runs: nothing is kept, nothing waits.
+    let mut s = one_open_file(tsls_caps());
+    s.sync("/w/a.ts", "typescript", "x");
+    let v = s.version("/w/a.ts").unwrap();
+    let g = s.ask_check("/w/a.ts", v).unwrap();
+    let asked = asked_checks(&mut s);
+    tsserver_answer(&mut s, &asked[0].0, json!([ts_diag(1, "x", "error", 1)]));
+    s.sync("/w/b.ts", "typescript", "y");
+    assert_eq!(
+        s.check_outcome("/w/a.ts", v, g),
+        Some(false),
+        "closed: never answered"
+    );
+    for (id, _, _) in &asked[1..] {
+        tsserver_answer(&mut s, id, json!([ts_diag(1, "x", "error", 1)]));
+    }
+    assert!(s.known("/w/a.ts").is_empty());
+    check_bounds_and_nothing_waits(&mut s);
+}
+
+/// A server whose command does not answer the check (typescript-language-server answers `null`
+/// for a command it does not know; an error, three times in a row) falls back to its publishes;
+/// an answer that is not a tsserver response fails that check only.
+#[test]
+fn checks_on_request_fall_back_to_publishes_when_refused() {
+    let answer = |s: &mut State, id: &Value, result: Value| {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "result": result});
+        s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap()
+    };
+    let mut s = running(tsls_caps(), LspLimits::default());
+    s.sync("/w/a.ts", "typescript", "x");
+    let v = s.version("/w/a.ts").unwrap();
+    let g = s.ask_check("/w/a.ts", v).unwrap();
+    let asked = asked_checks(&mut s);
+    let effects = answer(
+        &mut s,
+        &asked[0].0,
+        json!({"type": "cancelled", "reason": "r"}),
+    );
+    assert!(
+        matches!(&effects[..], [Effect::Log(l)] if l.contains("cancelled")),
+        "{effects:?}"
+    );
+    assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(false));
+    assert!(s.checks_on_request(), "one failure is not a refusal");
+    // The rest of that check's answers change nothing.
+    tsserver_answer(&mut s, &asked[1].0, json!([]));
+    tsserver_answer(&mut s, &asked[2].0, json!([]));
+    assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(false));
+    assert!(!s.fresh_for("/w/a.ts", v));
+    // Asked again: a new check.
+    let g2 = s.ask_check("/w/a.ts", v).unwrap();
+    assert!(g2 > g);
+    let asked = asked_checks(&mut s);
+    answer(&mut s, &asked[0].0, Value::Null);
+    assert!(!s.checks_on_request(), "null: the command is unknown");
+    assert_eq!(s.check_outcome("/w/a.ts", v, g2), Some(false));
+    assert_eq!(s.ask_check("/w/a.ts", v), None);
+    // Its publishes count again, as for any server without versions.
+    publish(&mut s, "/w/a.ts", None, 2);
+    assert!(s.fresh_for("/w/a.ts", v));
+    // Error answers: given up after three in a row.
+    let mut s = running(tsls_caps(), LspLimits::default());
+    s.sync("/w/a.ts", "typescript", "x");
+    let v = s.version("/w/a.ts").unwrap();
+    for round in 0..3 {
+        assert!(s.checks_on_request(), "round {round}");
+        s.ask_check("/w/a.ts", v).unwrap();
+        let asked = asked_checks(&mut s);
+        let msg = json!({"jsonrpc": "2.0", "id": asked[0].0, "error": {"code": 1, "message": "No Project."}});
+        s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap();
+    }
+    assert!(!s.checks_on_request());
+    check_bounds_and_nothing_waits(&mut s);
+    // A server with pulls pulls, whatever commands it has.
+    let mut caps = tsls_caps();
+    caps["diagnosticProvider"] =
+        json!({"interFileDependencies": false, "workspaceDiagnostics": false});
+    assert!(!running(caps, LspLimits::default()).checks_on_request());
+}
+
+/// What a check holds while it waits is bounded: past the total, the check fails; a server that
+/// answers nothing gets no more than [`MAX_ASKED`] requests.
+#[test]
+fn checks_on_request_are_bounded() {
+    let limits = LspLimits {
+        max_total_diagnostics: 5,
+        max_diagnostics_per_file: 4,
+        ..LspLimits::default()
+    };
+    let mut s = running(tsls_caps(), limits);
+    let many: Vec<Value> = (1..=10).map(|i| ts_diag(i, "m", "error", 1)).collect();
+    s.sync("/w/a.ts", "typescript", "a");
+    let v = s.version("/w/a.ts").unwrap();
+    let g = s.ask_check("/w/a.ts", v).unwrap();
+    let asked = asked_checks(&mut s);
+    tsserver_answer(&mut s, &asked[0].0, json!(many));
+    assert_eq!(s.checking, 4, "cut to the per-file bound");
+    tsserver_answer(&mut s, &asked[1].0, json!(many));
+    assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(false));
+    check_bounds_and_nothing_waits(&mut s);
+    // All parts within the total, more than a file keeps: cut to the per-file bound.
+    let mut s = running(
+        tsls_caps(),
+        LspLimits {
+            max_diagnostics_per_file: 4,
+            ..LspLimits::default()
+        },
+    );
+    s.sync("/w/a.ts", "typescript", "a");
+    let v = s.version("/w/a.ts").unwrap();
+    let g = s.ask_check("/w/a.ts", v).unwrap();
+    for (id, _, _) in asked_checks(&mut s) {
+        tsserver_answer(&mut s, &id, json!(many));
+    }
+    assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(true));
+    assert_eq!(s.known("/w/a.ts").len(), 4);
+    check_bounds_and_nothing_waits(&mut s);
+    // Never answered: bounded.
+    let mut s = running(tsls_caps(), LspLimits::default());
+    let mut asked = 0;
+    for i in 0..1000 {
+        let path = format!("/w/{}.ts", i % 100);
+        s.sync(&path, "typescript", &i.to_string());
+        if s.ask_check(&path, s.version(&path).unwrap()).is_some() {
+            asked += 1;
+        }
+        s.take_outbox();
+    }
+    assert_eq!(asked * 3, MAX_ASKED);
+    assert!(s.asked.len() <= MAX_ASKED);
+}
