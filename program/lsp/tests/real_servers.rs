@@ -458,3 +458,85 @@ fn servers_exit_when_the_bridge_is_killed() {
     }
     eprintln!("servers gone {:?} after the bridge was killed", t.elapsed());
 }
+
+/// The first answer of a cold typescript-language-server for a big file of a project holds what
+/// the file has: its type error (tsserver's semantic pass) and its deprecation hint (the
+/// suggestion pass). That server publishes without versions, each pass as it ends, and while its
+/// project loads its first publish is an empty list (the syntactic pass), which passed for the
+/// answer before (rxjs' `Observable.ts` answered `[]`). Asked again without a change, and for an
+/// edit, the same: never a pass short.
+#[test]
+fn typescript_first_answer_is_its_semantic_and_suggestion_passes_not_its_first_publish() {
+    require("typescript-language-server");
+    let f = fixture(only("typescript", "typescript-language-server --stdio"));
+    let dir = f.dir.path();
+    std::fs::write(
+        dir.join("tsconfig.json"),
+        r#"{"compilerOptions": {"strict": true, "target": "es2020", "module": "commonjs"}, "include": ["*.ts"]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("lib.ts"),
+        "/** @deprecated use `fresh` */\nexport function stale(n: number): number { return n; }\nexport function fresh(n: number): number { return n; }\n",
+    )
+    .unwrap();
+    // Long enough that the server waits its longest before it checks (800 ms for 16,000 lines)
+    // and that the semantic pass takes a while after the syntactic one.
+    let mut text = String::from("import { stale } from './lib';\n");
+    for i in 0..4000 {
+        text.push_str(&format!(
+            "export function f{i}(x: {{ a: number }}): string {{\n  const y = x.a + {i};\n  return String(y);\n}}\n"
+        ));
+    }
+    text.push_str("export const total: number = stale(1);\nexport const label: number = 'one';\n");
+    let last = text.lines().count() as u32 - 1;
+    let file = dir.join("main.ts");
+    std::fs::write(&file, &text).unwrap();
+    let has_all = |d: &[Diagnostic]| {
+        d.iter().any(|d| {
+            d.severity == "Error"
+                && d.message
+                    .contains("Type 'string' is not assignable to type 'number'.")
+                && d.range.start.line == last
+        }) && d.iter().any(|d| {
+            d.severity == "Hint"
+                && d.message.contains("'stale' is deprecated.")
+                && d.code == Some(serde_json::json!(6385))
+        })
+    };
+    let t0 = Instant::now();
+    let first = f
+        .lsp
+        .check(&file, &text, Instant::now() + Duration::from_secs(60));
+    eprintln!("first answer after {:?}: {first:?}", t0.elapsed());
+    assert!(
+        first.fresh && has_all(&first.diagnostics),
+        "first answer: {first:#?}\nlog: {}",
+        String::from_utf8_lossy(&f.log.lock().unwrap())
+    );
+    let again = f
+        .lsp
+        .check(&file, &text, Instant::now() + Duration::from_secs(20));
+    assert!(
+        again.fresh && again.diagnostics == first.diagnostics,
+        "{again:#?}"
+    );
+    // An edit: the error fixed, the hint still there, nothing else.
+    let fixed = text.replace("label: number = 'one'", "label: string = 'one'");
+    let after = f
+        .lsp
+        .check(&file, &fixed, Instant::now() + Duration::from_secs(20));
+    assert!(after.fresh, "{after:#?}");
+    assert!(
+        after.diagnostics.iter().all(|d| d.severity != "Error"),
+        "{after:#?}"
+    );
+    assert!(after
+        .diagnostics
+        .iter()
+        .any(|d| d.message.contains("'stale' is deprecated.")));
+    // The log has no refusal of the check.
+    let log = String::from_utf8_lossy(&f.log.lock().unwrap()).into_owned();
+    assert!(!log.contains("typescript.tsserverRequest"), "{log}");
+    stop_and_check_gone(&f);
+}
