@@ -1127,3 +1127,91 @@ fn checks_on_request_are_bounded() {
     assert_eq!(asked * 3, MAX_ASKED);
     assert!(s.asked.len() <= MAX_ASKED);
 }
+
+#[derive(Debug, Clone)]
+enum CheckOp {
+    Sync(u8, u8),
+    Ask(u8),
+    /// The answer to the request waiting at this index (modulo), with so many diagnostics, of
+    /// this kind: 0 a response, 1 `null`, 2 an error, 3 a cancelled tsserver answer.
+    Answer(usize, usize, u8),
+    Publish(u8, usize),
+}
+
+fn check_op() -> impl proptest::strategy::Strategy<Value = CheckOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0u8..8, 0u8..3).prop_map(|(f, t)| CheckOp::Sync(f, t)),
+        (0u8..8).prop_map(CheckOp::Ask),
+        (
+            0usize..64,
+            0usize..30,
+            prop_oneof![8 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)]
+        )
+            .prop_map(|(i, n, k)| CheckOp::Answer(i, n, k)),
+        (0u8..8, 0usize..30).prop_map(|(f, n)| CheckOp::Publish(f, n)),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Checks on request asked, answered in any order and any way, with publishes between: the
+    /// bounds hold, what checks hold waiting is counted exactly, a file's held diagnostics are a
+    /// check's answer for the text it has once that check is answered, and a check's outcome is
+    /// never "answered" for a text other than its own.
+    #[test]
+    fn checks_on_request_stay_within_the_bounds(ops in proptest::collection::vec(check_op(), 0..150)) {
+        let limits = LspLimits {
+            max_diagnostics_per_file: 20,
+            max_total_diagnostics: 60,
+            max_files: 8,
+            max_open_files: 5,
+            ..LspLimits::default()
+        };
+        let mut s = running(tsls_caps(), limits);
+        for op in ops {
+            match op {
+                CheckOp::Sync(f, t) => {
+                    s.sync(&format!("/w/{f}.ts"), "typescript", &t.to_string());
+                }
+                CheckOp::Ask(f) => {
+                    let path = format!("/w/{f}.ts");
+                    if let Some(v) = s.version(&path) {
+                        let g = s.ask_check(&path, v);
+                        proptest::prop_assert!(g.is_some() || !s.checks_on_request() || s.asked.len() + 3 > MAX_ASKED);
+                    }
+                }
+                CheckOp::Answer(i, n, kind) => {
+                    let mut ids: Vec<i64> = s.asked.keys().copied().collect();
+                    ids.sort_unstable();
+                    if !ids.is_empty() {
+                        let id = ids[i % ids.len()];
+                        let body: Vec<Value> = (0..n).map(|l| ts_diag(l as u32 + 1, "m", "error", 1)).collect();
+                        let msg = match kind {
+                            0 => json!({"jsonrpc": "2.0", "id": id, "result": {"type": "response", "success": true, "body": body}}),
+                            1 => json!({"jsonrpc": "2.0", "id": id, "result": null}),
+                            2 => json!({"jsonrpc": "2.0", "id": id, "error": {"code": 1, "message": "no"}}),
+                            _ => json!({"jsonrpc": "2.0", "id": id, "result": {"type": "cancelled"}}),
+                        };
+                        s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap();
+                    }
+                }
+                CheckOp::Publish(f, n) => {
+                    publish(&mut s, &format!("/w/{f}.ts"), None, n);
+                }
+            }
+            let _ = s.take_outbox();
+            let _ = s.take_effects();
+            check_bounds_and_nothing_waits(&mut s);
+            proptest::prop_assert!(s.asked.len() <= MAX_ASKED);
+            for (path, c) in &s.checks {
+                proptest::prop_assert!(s.docs.contains_key(path), "a check of a closed file");
+                let answered = c.answered > 0 && c.answered >= c.failed;
+                if answered && s.checks_on_request() && s.version(path) == Some(c.version) {
+                    proptest::prop_assert!(s.fresh_for(path, c.version));
+                }
+            }
+        }
+    }
+}
