@@ -358,7 +358,22 @@ fn lsp_seeds() -> Vec<Seed> {
     let big = frame(
         json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///w/a.py", "diagnostics": [{"range": range, "message": "x".repeat(400)}]}}),
     );
+    // typescript-language-server checked on request (cfg 8 | 4: its check of /w/a.py asked as ids
+    // 2-4): a publish without a version, the three passes answered (one cancelled), a later publish.
+    let tsserver_diag = json!({"start": {"line": 1, "offset": 10}, "end": {"line": 1, "offset": 15}, "text": "'Operator' is deprecated.", "code": 6385, "category": "suggestion", "reportsDeprecated": true});
+    let tsserver: Vec<u8> = [
+        json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///w/a.py", "diagnostics": []}}),
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"seq": 0, "type": "response", "command": "syntacticDiagnosticsSync", "request_seq": 5, "success": true, "body": []}}),
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"type": "cancelled", "reason": "r"}}),
+        json!({"jsonrpc": "2.0", "id": 4, "result": {"seq": 0, "type": "response", "command": "suggestionDiagnosticsSync", "request_seq": 7, "success": true, "body": [tsserver_diag]}}),
+        json!({"jsonrpc": "2.0", "id": 5, "result": null}),
+        json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///w/a.py", "diagnostics": [{"range": range, "message": "'Operator' is deprecated.", "severity": 4, "code": 6385, "source": "typescript"}]}}),
+    ]
+    .into_iter()
+    .flat_map(frame)
+    .collect();
     vec![
+        seed("lsp", "seed-tsserver-check", with(&[12, 255], &tsserver)),
         seed("lsp", "seed-pyright-session", with(&[4, 255], &session)),
         seed(
             "lsp",

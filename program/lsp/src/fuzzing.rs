@@ -6,8 +6,9 @@ use crate::state::{LspLimits, State};
 
 /// `[cfg, chunk, output...]`: `output` is what the server writes, fed in chunks of `chunk + 1` bytes.
 /// `cfg` bits: 1 a small message limit (256 bytes), 2 the client answers for itself that `initialize`
-/// succeeded with pulls (else the output's first answer to id 1 is the `initialize` answer), 4 a document
-/// is opened first.
+/// succeeded with pulls, 8 (without 2) that it succeeded with `typescript.tsserverRequest` (else the
+/// output's first answer to id 1 is the `initialize` answer), 4 a document is opened first (and, for
+/// a server that checks on request, its check asked).
 ///
 /// Checked: nothing panics; the decoder holds at most one header block, one body and one chunk; no body over
 /// the limit is returned; every frame the client queues is a well-formed JSON-RPC object; every request the
@@ -30,9 +31,16 @@ pub fn server_output(data: &[u8]) {
     if cfg & 2 != 0 {
         let init = br#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"textDocumentSync":1,"diagnosticProvider":{"interFileDependencies":false,"workspaceDiagnostics":false}}}}"#;
         state.handle(init).expect("a well-formed initialize answer");
+    } else if cfg & 8 != 0 {
+        let init = br#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"textDocumentSync":1,"executeCommandProvider":{"commands":["typescript.tsserverRequest"]}}}}"#;
+        state.handle(init).expect("a well-formed initialize answer");
     }
     if cfg & 4 != 0 {
         state.sync("/w/a.py", "python", "x = 1\n");
+        // A server that checks on request is asked (ids 2, 3, 4): the output may answer.
+        if let Some(version) = state.version("/w/a.py") {
+            state.ask_check("/w/a.py", version);
+        }
     }
     let _ = state.take_outbox();
     let mut decoder = Decoder::new(limits.max_message_bytes);

@@ -1084,6 +1084,16 @@ impl State {
         assert!(self.diags.len() <= self.limits.max_files + self.docs.len());
         assert!(self.docs.len() <= self.limits.max_open_files);
         assert!(self.early.len() <= self.limits.max_open_files);
+        let waiting: usize = self
+            .checks
+            .values()
+            .flat_map(|c| c.parts.iter().flatten())
+            .map(Vec::len)
+            .sum();
+        assert_eq!(self.checking, waiting, "what checks hold waiting");
+        assert!(self.checking <= self.limits.max_total_diagnostics);
+        assert!(self.asked.len() <= MAX_ASKED);
+        assert!(self.checks.keys().all(|p| self.docs.contains_key(p)));
     }
 
     /// Feeds one frame read from the server. `Err` means the server is out of order and must stop.
