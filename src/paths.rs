@@ -152,7 +152,8 @@ fn percent_decode(s: &str) -> Option<String> {
 /// The scheme is matched case-insensitively; the authority must be empty or `localhost`, otherwise the result
 /// is a UNC-style `//host/path`. Percent escapes are decoded (a `%` not followed by two hex digits is kept
 /// literally, since some clients do not encode). A Windows drive (`/c:/x`, `/C%3A/x`) gives the wire form
-/// `/c/x`. `?` and `#` are taken as part of the path, since file URIs in this protocol carry neither a
+/// `/c/x`; so does `file://` followed by a Windows path (`file://C:\x`, the form the Windows `claude` sends).
+/// `?` and `#` are taken as part of the path, since file URIs in this protocol carry neither a
 /// query nor a fragment. Returns `None` for other schemes, a
 /// missing path, invalid UTF-8, or NUL.
 ///
@@ -160,6 +161,7 @@ fn percent_decode(s: &str) -> Option<String> {
 /// use claude_ide_bridge::{file_uri, uri_to_path};
 /// assert_eq!(uri_to_path("file:///home/me/my%20file.rs").as_deref(), Some("/home/me/my file.rs"));
 /// assert_eq!(uri_to_path("file:///c:/Users/me/a.rs").as_deref(), Some("/c/Users/me/a.rs"));
+/// assert_eq!(uri_to_path(r"file://C:\Users\me\a.rs").as_deref(), Some("/c/Users/me/a.rs"));
 /// assert_eq!(uri_to_path(&file_uri("/tmp/ü ?#%")).as_deref(), Some("/tmp/ü ?#%"));
 /// assert_eq!(uri_to_path("https://example.com/x"), None);
 /// ```
@@ -170,6 +172,11 @@ pub fn uri_to_path(uri: &str) -> Option<String> {
     }
     let rest = &uri[5..];
     let (host, path) = if let Some(after) = rest.strip_prefix("//") {
+        // `file://` then a Windows path, `file://C:\Users\me\a.rs`: what the Windows `claude`
+        // sends (`file://` and the native path), never a host named `C:`.
+        if split_drive(after).is_some() && !after.starts_with('\\') {
+            return percent_decode(after).map(|p| to_posix(&p));
+        }
         let slash = after.find('/')?;
         (&after[..slash], &after[slash..])
     } else if rest.starts_with('/') {
@@ -425,6 +432,19 @@ mod tests {
             Some("/c/Users/x")
         );
         assert_eq!(uri_to_path("file:///D:").as_deref(), Some("/d"));
+        // `file://` and a Windows path, as the Windows claude writes its getDiagnostics URI:
+        // a drive, not a host `C:` (which gave `//C:/Users/x` before, or nothing with `\`).
+        assert_eq!(
+            uri_to_path(r"file://C:\Users\me\my file.rs").as_deref(),
+            Some("/c/Users/me/my file.rs")
+        );
+        assert_eq!(
+            uri_to_path("file://C:/Users/x").as_deref(),
+            Some("/c/Users/x")
+        );
+        assert_eq!(uri_to_path("file://d:").as_deref(), Some("/d"));
+        assert_eq!(uri_to_path(r"file://C:\a%20b").as_deref(), Some("/c/a b"));
+        assert_eq!(uri_to_path("file://C:x"), None);
         assert_eq!(
             uri_to_path("file://srv/share/x").as_deref(),
             Some("//srv/share/x")

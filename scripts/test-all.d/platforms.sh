@@ -43,6 +43,12 @@ WINE_TESTS=(
   # The Windows program itself, started for real: serve (lock file, token, tools, file access,
   # list), serve --stdio (an editor deciding a diff, its stdin closing), both runtimes.
   "-p claude-ide-bridge-cli --test portable"
+  # Language servers on Windows: the lsp crate's URI-to-path mapping (sys::) and its document
+  # state (state::; the table's tests assume Unix commands), and the program starting a stand-in
+  # server through npm's `pyright-langserver.cmd` shim and ending its tree, Job Object and all,
+  # when it stops or is killed (program/cli/tests/lsp_shim.rs).
+  "-p claude-ide-bridge-lsp --lib -- sys:: state::"
+  "-p claude-ide-bridge-cli --test lsp_shim"
 )
 CHECK_TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc)
 WINE_TARGET=x86_64-pc-windows-gnu

@@ -633,10 +633,11 @@ impl Lsp {
         Some(known_of(&started, key))
     }
 
-    /// The language of `path` and the key the servers know it by (its path as a string).
+    /// The language of `path` and the key the servers know it by (its path as a string, in the
+    /// form a server's URI for it maps back to: `sys::key_of`).
     fn file<'a>(&'a self, path: &Path) -> Option<(&'a str, String)> {
         let language = self.language_for(path)?;
-        let key = path.to_str()?.to_owned();
+        let key = sys::key_of(path.to_str()?);
         Some((language, key))
     }
 }
@@ -869,7 +870,7 @@ fn merge_change(servers: &Weak<Mutex<Servers>>, change: FileDiagnostics) -> File
     if processes.len() < 2 {
         return change;
     }
-    let Some(path) = claude_ide_bridge::uri_to_path(&change.uri) else {
+    let Some(path) = sys::path_of_uri(&change.uri) else {
         return change;
     };
     FileDiagnostics {

@@ -7,7 +7,9 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use claude_ide_bridge::{file_uri, uri_to_path};
+use claude_ide_bridge::file_uri;
+
+use crate::sys::path_of_uri;
 use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
 use lsp_types::notification::{self as note, Notification};
 use lsp_types::request::{self as req, Request};
@@ -1153,7 +1155,7 @@ impl State {
                             "ignored diagnostics for a URI of {} bytes",
                             p.uri.len()
                         ))),
-                        Ok(p) => match uri_to_path(&p.uri) {
+                        Ok(p) => match path_of_uri(&p.uri) {
                             Some(path) => effects.extend(
                                 self.store(&path, p.version, p.diagnostics, None)
                                     .map(Effect::Changed),
@@ -1315,7 +1317,7 @@ pub(crate) fn initialize_params(
             version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         }),
         root_uri: folders.first().map(|f| f.uri.clone()),
-        root_path: folders.first().and_then(|f| uri_to_path(f.uri.as_str())),
+        root_path: folders.first().and_then(|f| path_of_uri(f.uri.as_str())),
         workspace_folders: Some(folders.to_vec()),
         capabilities: ClientCapabilities {
             general: Some(GeneralClientCapabilities {

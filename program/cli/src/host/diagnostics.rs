@@ -168,12 +168,15 @@ fn not_known(uri: &str) -> ToolResult {
     ))
 }
 
-/// The file a `getDiagnostics` names, as the files crate takes it: a `file://` URI's path, or a
-/// path (absolute, or relative to the first workspace folder). `None` for other URI schemes
-/// (`untitled:`, a diff's right side).
+/// The file a `getDiagnostics` names, as the files crate takes it: a `file://` URI's path (on
+/// Windows the URI itself, which the files crate reads as the Windows path it names), or a path
+/// (absolute, `C:\x` included on Windows, or relative to the first workspace folder). `None` for
+/// other URI schemes (`untitled:`, a diff's right side).
 fn named_path(uri: &str) -> Option<String> {
     if uri.contains("://") || uri.starts_with("file:") {
-        uri_to_path(uri)
+        crate::sys::path_of_file_uri(uri)
+    } else if Path::new(uri).is_absolute() {
+        Some(uri.to_owned())
     } else if uri.contains(':') && !uri.starts_with('/') {
         None
     } else {
@@ -1012,11 +1015,20 @@ mod tests {
         assert!(same_uri("file:///w/a.py", "/w/a.py"));
         assert!(same_uri("file:///w/a%20b.py", "file:///w/a b.py"));
         assert!(!same_uri("file:///w/a.py", "file:///w/b.py"));
+        #[cfg(unix)]
         assert_eq!(
             named_path("file:///w/a%20b.py").as_deref(),
             Some("/w/a b.py")
         );
+        #[cfg(windows)]
+        assert_eq!(
+            named_path(r"file://C:\w\a.py").as_deref(),
+            Some(r"file://C:\w\a.py")
+        );
+        assert!(named_path("file://").is_none());
         assert_eq!(named_path("/w/a.py").as_deref(), Some("/w/a.py"));
+        #[cfg(windows)]
+        assert_eq!(named_path(r"C:\w\a.py").as_deref(), Some(r"C:\w\a.py"));
         assert_eq!(named_path("a.py").as_deref(), Some("a.py"));
         assert!(named_path("untitled:Untitled-1").is_none());
         assert!(named_path("_claude_fs_right:/w/a.py").is_none());

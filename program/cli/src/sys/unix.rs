@@ -291,6 +291,12 @@ pub fn raise_open_files_limit() {
     }
 }
 
+/// The path a `file:` URI names, as the files crate takes it; `None` when it names no local
+/// file.
+pub fn path_of_file_uri(uri: &str) -> Option<String> {
+    claude_ide_bridge::uri_to_path(uri)
+}
+
 /// The command running `$VISUAL`/`$EDITOR` on the arguments added to it. The variable may carry
 /// arguments (`EDITOR="code --wait"`), so it is run by `sh`, the files passed as `"$@"`.
 pub fn editor_command(editor: &OsString) -> Command {

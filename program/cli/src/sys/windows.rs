@@ -262,6 +262,14 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 
+/// The name the files crate takes for a `file:` URI: the URI itself, which it reads as the
+/// Windows path it names (`file:///C:/x`, or `file://C:\x` as the Windows `claude` writes it);
+/// `None` when it names no local file. (The engine's form of that path, `/c/x`, is not a
+/// Windows path.)
+pub fn path_of_file_uri(uri: &str) -> Option<String> {
+    claude_ide_bridge::uri_to_path(uri).map(|_| uri.to_owned())
+}
+
 /// The command running `%VISUAL%`/`%EDITOR%` on the arguments added to it: through `cmd /C`, as
 /// the variable may carry arguments (`code --wait`) and name a `.cmd` shim.
 pub fn editor_command(editor: &OsString) -> Command {

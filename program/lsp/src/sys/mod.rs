@@ -3,7 +3,10 @@
 //! after it), how that tree is killed, and how an
 //! exit is seen without reaping, and what a program file is (an execute bit here; on Windows a
 //! name with one of `PATHEXT`'s extensions, so that npm's `pyright-langserver.cmd` is found and
-//! its extensionless shell-script twin is not). `server.rs` and `table.rs` name these and never tests the OS itself.
+//! its extensionless shell-script twin is not), and how a file's path and the `file:` URI a
+//! server names it by map to each other (`path_of_uri`, `key_of`: on Windows the engine's
+//! `/c/x` form of a URI's path is no Windows path). `server.rs`, `state.rs` and `table.rs` name
+//! these and never test the OS itself.
 //!
 //! On Linux and macOS alike (`unix.rs`) the tree is the server's own process group: the server
 //! is started as a group leader, and a stop sends SIGKILL to the group, which takes the
@@ -24,6 +27,6 @@ mod os;
 mod os;
 
 pub(crate) use os::{
-    adopt, exe_extensions, has_exited, is_executable, kill_tree, own_tree, reap_id, same_file,
-    set_nonblocking, wait_writable,
+    adopt, exe_extensions, has_exited, is_executable, key_of, kill_tree, own_tree, path_of_uri,
+    reap_id, same_file, set_nonblocking, wait_writable,
 };

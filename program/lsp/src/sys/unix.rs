@@ -81,3 +81,14 @@ pub(crate) fn wait_writable(
         Err(e) => Err(e.into()),
     }
 }
+
+/// The path of a file a server names by its `file:` URI, as documents are keyed: the URI's
+/// path; `None` when it names no local file.
+pub(crate) fn path_of_uri(uri: &str) -> Option<String> {
+    claude_ide_bridge::uri_to_path(uri)
+}
+
+/// The key of a document given by its path: the path itself.
+pub(crate) fn key_of(path: &str) -> String {
+    path.to_owned()
+}

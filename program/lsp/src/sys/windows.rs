@@ -93,3 +93,97 @@ pub(crate) fn wait_writable(_input: &ChildStdin, timeout: Duration) -> std::io::
     std::thread::sleep(timeout);
     Ok(())
 }
+
+/// The Windows path of a file a server names by its `file:` URI (`file:///c%3A/x/a.py`, as
+/// pyright writes it, or `file:///C:/x/a.py`): `C:\x\a.py`, drive letter upper-cased,
+/// backslashes; a UNC URI gives `\\server\share\...`, any other its path as it is. `None` when it
+/// names no local file.
+pub(crate) fn path_of_uri(uri: &str) -> Option<String> {
+    // The engine's wire form: `/c/x/a.py`, or `//server/share/...`.
+    let wire = claude_ide_bridge::uri_to_path(uri)?;
+    let b = wire.as_bytes();
+    if names_a_drive(uri) && b.len() >= 2 && b[1].is_ascii_alphabetic() {
+        let rest = wire[2..].replace('/', "\\");
+        let rest = if rest.is_empty() { "\\" } else { &rest };
+        return Some(format!("{}:{rest}", char::from(b[1].to_ascii_uppercase())));
+    }
+    match wire.strip_prefix("//") {
+        Some(unc) => Some(format!("\\\\{}", unc.replace('/', "\\"))),
+        // No drive: no Windows path, but the key a document given so (`/w/a.py`) has.
+        None => Some(wire),
+    }
+}
+
+/// Whether a `file:` URI's path starts with a drive: `file:///C:/`, `file:///c%3A/`, or
+/// `file://C:\` as the Windows `claude` writes it (the engine's wire form, `/c/...`, is the same
+/// for `file:///c/...`, which names none).
+fn names_a_drive(uri: &str) -> bool {
+    let rest = uri.get(5..).unwrap_or("");
+    let path = match rest.strip_prefix("//") {
+        // After the authority (empty or `localhost`), unless it is the drive itself.
+        Some(after) if after.as_bytes().get(1) == Some(&b':') => after,
+        Some(after) => after.find('/').map_or("", |i| &after[i + 1..]),
+        None => rest.strip_prefix('/').unwrap_or(rest),
+    };
+    let b = path.as_bytes();
+    let colon =
+        b.get(1) == Some(&b':') || b.get(1..4).is_some_and(|c| c.eq_ignore_ascii_case(b"%3a"));
+    b.first().is_some_and(u8::is_ascii_alphabetic) && colon
+}
+
+/// The key of a document given by its path: the form [`path_of_uri`] gives for the URI the
+/// document is sent with (`c:/x/a.py` is keyed `C:\x\a.py`), so that the server's diagnostics
+/// for it find it; any other path (relative, or without a drive) as it is.
+pub(crate) fn key_of(path: &str) -> String {
+    if !std::path::Path::new(path).is_absolute() {
+        return path.to_owned();
+    }
+    path_of_uri(&claude_ide_bridge::file_uri(path)).unwrap_or_else(|| path.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_map_to_the_keys_of_their_documents() {
+        for uri in [
+            "file:///c:/Users/me/a%20b.py",
+            "file:///c%3A/Users/me/a%20b.py",
+            "file:///C:/Users/me/a%20b.py",
+        ] {
+            assert_eq!(
+                path_of_uri(uri).as_deref(),
+                Some(r"C:\Users\me\a b.py"),
+                "{uri}"
+            );
+        }
+        assert_eq!(path_of_uri("file:///d:").as_deref(), Some(r"D:\"));
+        assert_eq!(
+            path_of_uri("file://srv/share/a.py").as_deref(),
+            Some(r"\\srv\share\a.py")
+        );
+        assert_eq!(
+            path_of_uri("file:///home/me/a.py").as_deref(),
+            Some("/home/me/a.py")
+        );
+        assert_eq!(path_of_uri("file:///c/a.py").as_deref(), Some("/c/a.py"));
+        assert_eq!(path_of_uri(r"file://C:\a.py").as_deref(), Some(r"C:\a.py"));
+        assert_eq!(path_of_uri("file:/c:/a.py").as_deref(), Some(r"C:\a.py"));
+        assert_eq!(
+            path_of_uri("file://localhost/c:/a.py").as_deref(),
+            Some(r"C:\a.py")
+        );
+        assert_eq!(path_of_uri("untitled:Untitled-1"), None);
+        for path in [
+            r"C:\Users\me\a b.py",
+            r"c:\Users\me\a b.py",
+            "C:/Users/me/a b.py",
+        ] {
+            assert_eq!(key_of(path), r"C:\Users\me\a b.py", "{path}");
+        }
+        assert_eq!(key_of(r"\\srv\share\a.py"), r"\\srv\share\a.py");
+        assert_eq!(key_of("a.py"), "a.py");
+        assert_eq!(key_of("/w/a.py"), "/w/a.py");
+    }
+}

@@ -1,0 +1,515 @@
+//! A language server started through a shim on `PATH`, as npm installs them, and its whole
+//! process tree stopped with the bridge, on every OS: `scripts/test-all.d/platforms.sh` builds
+//! this file for `x86_64-pc-windows-gnu` and runs it under Wine, where the shim is npm's
+//! `pyright-langserver.cmd` (run by `cmd.exe`) and the tree is the server's Job Object; on Unix
+//! the shim is a shell script and the tree is the server's process group.
+//!
+//! The real servers are Linux programs here, which a Windows process cannot start, so the server
+//! is a stand-in: this test program itself, started with [`STAND_IN`] as its first argument (the
+//! file has its own `main`, `harness = false`). It speaks enough of the protocol for
+//! `getDiagnostics` (one diagnostic per opened or changed file), and starts a process of its own
+//! (itself again, with [`SLEEPER`]) as real servers do (npm's shim runs `node`, which runs
+//! workers). Each writes its pid to a file, and the bridge's language-server log names the
+//! process the bridge started (the shim's `cmd.exe` or `sh`), so the test knows the three pids
+//! of the tree and checks that none outlives the bridge.
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// The first argument that makes this program the stand-in server; the second is the folder it
+/// writes its pid to.
+const STAND_IN: &str = "stand-in-server";
+/// The first argument that makes this program the server's own child, which sleeps; the second
+/// is the folder it writes its pid to.
+const SLEEPER: &str = "stand-in-sleeper";
+/// How long the sleeper sleeps at most: a failed run leaves nothing behind for longer.
+const SLEEP_BOUND: Duration = Duration::from_secs(300);
+/// The message of the stand-in's one diagnostic.
+const MESSAGE: &str = "stand-in: one finding";
+/// The bound of a `getDiagnostics` answer (the bridge's own bound is 30 s, `--diagnostics-wait`).
+const DIAGNOSTICS_WAIT: Duration = Duration::from_secs(40);
+/// The bound of the waits for processes to start or end (Wine starts a process in tens of ms).
+const PROCESS_WAIT: Duration = Duration::from_secs(20);
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match (args.first().map(String::as_str), args.get(1)) {
+        (Some(STAND_IN), Some(dir)) => return stand_in::serve(Path::new(dir), &args[2..]),
+        (Some(SLEEPER), Some(dir)) => return stand_in::sleep(Path::new(dir)),
+        _ => {}
+    }
+    // The tests, one after the other (each starts a bridge and a server tree of its own); a
+    // word given (not an option) picks the tests whose name holds it.
+    let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let tests: [(&str, fn()); 2] = [
+        (
+            "a_shim_started_server_answers_and_its_tree_ends_with_the_bridge",
+            a_shim_started_server_answers_and_its_tree_ends_with_the_bridge,
+        ),
+        (
+            "a_killed_bridge_leaves_no_server_tree_behind",
+            a_killed_bridge_leaves_no_server_tree_behind,
+        ),
+    ];
+    let chosen: Vec<_> = (tests.iter())
+        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    println!("\nrunning {} tests", chosen.len());
+    for (name, test) in chosen {
+        let t = Instant::now();
+        println!("test {name} ...");
+        test();
+        println!("test {name} ... ok ({:.1} s)", t.elapsed().as_secs_f64());
+    }
+    println!("\ntest result: ok\n");
+}
+
+/// `serve --stdio` with the built-in table: the `.py` file's server is `pyright-langserver`,
+/// found on `PATH` as the shim (`pyright-langserver.cmd` on Windows, started through
+/// `cmd.exe`; its folder has a space in it, as a user's profile may), which passes the table's
+/// `--stdio` on to the stand-in. `getDiagnostics` answers with the stand-in's diagnostic; the
+/// editor's stdin closing stops the bridge, and the shim's process, the server and the server's
+/// own child are all gone.
+fn a_shim_started_server_answers_and_its_tree_ends_with_the_bridge() {
+    let sb = Sandbox::new();
+    let tree = Tree::install(&sb);
+    let app = sb.ws.join("app.py");
+    fs::write(&app, "count: int = 'two'\n").unwrap();
+    let mut s = tree.serve(&sb, &["--stdio"]);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+
+    // The URI as the real client writes it (`file://` and the OS's path: `file://C:\...` on
+    // Windows), the same file as a URI made from its path, and as the path itself.
+    let forms = [
+        format!("file://{}", app.display()),
+        claude_ide_bridge::file_uri(app.to_str().unwrap()),
+        app.display().to_string(),
+    ];
+    let answer = diagnostics(&mut c, &forms[0], &tree, &s);
+    for form in &forms[1..] {
+        assert_eq!(diagnostics(&mut c, form, &tree, &s), answer, "{form}");
+    }
+    let pids = tree.pids(&s);
+    // The table's argument reached the server through the shim.
+    let started = tree.started_line();
+    assert!(started.ends_with("--stdio"), "{started}");
+    // A change on disk is read again and sent (didChange): still one finding, the text's lines
+    // counted anew.
+    fs::write(&app, "a = 1\nb = 2\n").unwrap();
+    let again = diagnostics(&mut c, &forms[0], &tree, &s);
+    assert_ne!(answer, again, "the change reached the server");
+
+    for (what, pid) in pids.named() {
+        assert!(alive(pid), "the {what} ({pid}) runs while the bridge does");
+    }
+    // The editor goes away: the bridge stops its servers and exits.
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0, "{}", s.stderr.text());
+    assert!(!s.lock.exists());
+    pids.all_gone("after the bridge stopped", &tree.log_text());
+}
+
+/// `serve`, killed hard (`TerminateProcess` on Windows, SIGKILL on Unix): nothing in the bridge
+/// runs. On Windows the job's handle closes with the bridge's process, and kill-on-close ends
+/// the whole tree. On Unix the server sees its input close and exits (as real servers do), and
+/// so does the shim; what the server started itself is in no group anyone kills, and outlives
+/// it (docs/platforms.md): checked as such, then ended by the test.
+fn a_killed_bridge_leaves_no_server_tree_behind() {
+    let sb = Sandbox::new();
+    let tree = Tree::install(&sb);
+    let app = sb.ws.join("app.py");
+    fs::write(&app, "x = 1\n").unwrap();
+    let mut s = tree.serve(&sb, &[]);
+    let mut c = s.client();
+    diagnostics(&mut c, app.to_str().unwrap(), &tree, &s);
+    let pids = tree.pids(&s);
+    for (what, pid) in pids.named() {
+        assert!(alive(pid), "the {what} ({pid}) runs while the bridge does");
+    }
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    if cfg!(windows) {
+        pids.all_gone("after the bridge was killed", &tree.log_text());
+    } else {
+        let log = tree.log_text();
+        wait_gone("the shim", pids.shim, &log);
+        wait_gone("the server", pids.server, &log);
+        assert!(
+            alive(pids.grandchild),
+            "the server's own child ({}) outlived a killed bridge on Unix until now; \
+             docs/platforms.md says it does",
+            pids.grandchild
+        );
+        end(pids.grandchild);
+    }
+}
+
+/// The shim on a `PATH` folder of its own (with a space in its path), the stand-in beside it,
+/// the folder the stand-in's processes write their pids to, and the language-server log.
+struct Tree {
+    bin: PathBuf,
+    pid_dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Tree {
+    fn install(sb: &Sandbox) -> Tree {
+        let bin = sb.root().join("App Data").join("npm");
+        let pid_dir = sb.root().join("pids");
+        fs::create_dir_all(&bin).unwrap();
+        fs::create_dir_all(&pid_dir).unwrap();
+        let me = std::env::current_exe().unwrap();
+        let exe = bin.join(format!("stand-in{}", std::env::consts::EXE_SUFFIX));
+        if fs::hard_link(&me, &exe).is_err() {
+            fs::copy(&me, &exe).unwrap();
+        }
+        platform::write_shim(&bin, "pyright-langserver", &exe, &pid_dir);
+        Tree {
+            bin,
+            pid_dir,
+            log: sb.root().join("lsp.log"),
+        }
+    }
+
+    /// `serve` with these arguments, the built-in table and `PATH` holding only the shim's
+    /// folder (and Windows' own): pyright's shim is the one Python server found.
+    fn serve(&self, sb: &Sandbox, extra: &[&str]) -> Served {
+        let path = platform::search_path(&self.bin);
+        let mut args = vec![
+            "--runtime",
+            "threads",
+            "--lsp-log",
+            self.log.to_str().unwrap(),
+            "--diagnostics-wait",
+            "30s",
+        ];
+        args.extend_from_slice(extra);
+        Served::start_with_env(sb, &args, &[("PATH", path.to_str().unwrap())])
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The log's line of the stand-in's start: `[pyright-langserver[PID]] started with ARGS`,
+    /// where PID is the process the bridge started (the shim's).
+    fn started_line(&self) -> String {
+        let give_up = Instant::now() + PROCESS_WAIT;
+        loop {
+            let text = self.log_text();
+            if let Some(l) = text.lines().find(|l| l.contains("] started with ")) {
+                return l.to_owned();
+            }
+            assert!(Instant::now() < give_up, "no start in the log:\n{text}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The three pids of the server's tree, once each is written.
+    fn pids(&self, s: &Served) -> Pids {
+        let line = self.started_line();
+        let shim = line
+            .strip_prefix("[pyright-langserver[")
+            .and_then(|rest| rest.split_once("]]"))
+            .and_then(|(pid, _)| pid.parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {line:?}"));
+        let pids = Pids {
+            shim,
+            server: self.pid_file("server"),
+            grandchild: self.pid_file("grandchild"),
+        };
+        assert!(pids.shim != pids.server, "the shim is a process of its own");
+        assert!(pids.shim != s.child.id() && pids.server != s.child.id());
+        pids
+    }
+
+    fn pid_file(&self, name: &str) -> u32 {
+        let path = self.pid_dir.join(name);
+        let give_up = Instant::now() + PROCESS_WAIT;
+        loop {
+            if let Some(pid) = fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                return pid;
+            }
+            assert!(Instant::now() < give_up, "no pid in {}", path.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+struct Pids {
+    /// The process the bridge started: `cmd.exe` running the `.cmd` shim, or `sh`.
+    shim: u32,
+    server: u32,
+    /// The process the server started itself.
+    grandchild: u32,
+}
+
+impl Pids {
+    fn named(&self) -> [(&'static str, u32); 3] {
+        [
+            ("shim", self.shim),
+            ("server", self.server),
+            ("server's own child", self.grandchild),
+        ]
+    }
+
+    /// Waits (bounded) for the three to be gone; else ends those left and says which they were.
+    fn all_gone(&self, when: &str, log: &str) {
+        let give_up = Instant::now() + PROCESS_WAIT;
+        while self.named().iter().any(|(_, pid)| alive(*pid)) && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left: Vec<String> = (self.named().into_iter())
+            .filter(|(_, pid)| alive(*pid))
+            .map(|(what, pid)| {
+                end(pid);
+                format!("the {what} ({pid})")
+            })
+            .collect();
+        assert!(
+            left.is_empty(),
+            "still running {when}: {}; the language-server log:\n{log}",
+            left.join(", ")
+        );
+    }
+}
+
+/// Whether the process runs: the runtime crate's liveness check (`kill(pid, 0)` on Unix,
+/// `OpenProcess` and its exit code on Windows).
+fn alive(pid: u32) -> bool {
+    claude_ide_bridge_runtime::lock::pid_alive(pid)
+}
+
+fn wait_gone(what: &str, pid: u32, log: &str) {
+    let give_up = Instant::now() + PROCESS_WAIT;
+    while alive(pid) {
+        if Instant::now() > give_up {
+            end(pid);
+            panic!("{what} ({pid}) is still running; the language-server log:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Ends a process the test found left over (so that a failure leaves nothing running).
+fn end(pid: u32) {
+    platform::kill(pid);
+}
+
+/// `getDiagnostics` for `app.py`, named by `uri`: the stand-in's one diagnostic, under the URI
+/// asked with (the client matches its answer by it) or the file's own; returns the diagnostic's
+/// range's end (which counts the text's lines).
+fn diagnostics(c: &mut Client, uri: &str, tree: &Tree, s: &Served) -> Value {
+    let logs = || {
+        format!(
+            "the language-server log:\n{}\nthe bridge's stderr:\n{}",
+            tree.log_text(),
+            s.stderr.text()
+        )
+    };
+    let id = c.call_tool("getDiagnostics", json!({"uri": uri}));
+    let r = c
+        .recv_until(DIAGNOSTICS_WAIT, |v| v["id"] == json!(id))
+        .unwrap_or_else(|| panic!("no answer to getDiagnostics {uri}; {}", logs()));
+    assert!(!is_error(&r), "{r}; {}", logs());
+    let answer = json_of(&r);
+    let answer_and_log = format!("{answer}; {}", logs());
+    let entries = answer.as_array().unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(entries.len(), 1, "{answer_and_log}");
+    let answered = entries[0]["uri"].as_str().unwrap();
+    if uri.starts_with("file:") {
+        assert_eq!(answered, uri, "{answer}");
+    } else {
+        assert!(answered.ends_with("/app.py"), "{answer}");
+    }
+    let ds = entries[0]["diagnostics"].as_array().unwrap();
+    assert_eq!(ds.len(), 1, "{answer}");
+    assert_eq!(ds[0]["message"], MESSAGE, "{answer}");
+    assert_eq!(ds[0]["source"], "stand-in", "{answer}");
+    assert_eq!(ds[0]["severity"], "Error", "{answer}");
+    ds[0]["range"]["end"].clone()
+}
+
+/// The stand-in server and its child.
+mod stand_in {
+    use super::*;
+
+    /// Speaks the protocol on stdin and stdout until `exit` or the end of its input.
+    pub fn serve(dir: &Path, args: &[String]) {
+        // The log copies stderr with the bridge's name for the process it started.
+        eprintln!("started with {}", args.join(" "));
+        write_pid(dir, "server");
+        let me = std::env::current_exe().unwrap();
+        // Started and left running, never waited for: the tree's stop must end it.
+        #[allow(clippy::zombie_processes)]
+        let _child = Command::new(me)
+            .arg(SLEEPER)
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut input = BufReader::new(std::io::stdin().lock());
+        let mut out = std::io::stdout().lock();
+        while let Some(msg) = read(&mut input) {
+            let (method, id) = (msg["method"].as_str().unwrap_or(""), msg.get("id"));
+            let params = &msg["params"];
+            // Into the bridge's log: what a failure is read with.
+            eprintln!("got {method} {}", params["textDocument"]["uri"]);
+            match method {
+                "initialize" => {
+                    let caps = json!({"textDocumentSync": {"openClose": true, "change": 1}});
+                    send(
+                        &mut out,
+                        json!({"id": id, "result": {"capabilities": caps}}),
+                    );
+                }
+                "textDocument/didOpen" | "textDocument/didChange" => {
+                    let doc = &params["textDocument"];
+                    let text = match method {
+                        "textDocument/didOpen" => doc["text"].as_str(),
+                        _ => params["contentChanges"][0]["text"].as_str(),
+                    };
+                    let lines = text.unwrap_or("").lines().count();
+                    let range = json!({"start": {"line": 0, "character": 0},
+                                       "end": {"line": lines, "character": 0}});
+                    let d = json!({"range": range, "severity": 1, "source": "stand-in",
+                                   "message": MESSAGE});
+                    let p = json!({"uri": doc["uri"], "version": doc["version"],
+                                   "diagnostics": [d]});
+                    send(
+                        &mut out,
+                        json!({"method": "textDocument/publishDiagnostics", "params": p}),
+                    );
+                }
+                "exit" => return,
+                // Any other request (`shutdown` included) gets a null result.
+                _ if !method.is_empty() && id.is_some() => {
+                    send(&mut out, json!({"id": id, "result": null}));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Writes its pid, then sleeps (bounded).
+    pub fn sleep(dir: &Path) {
+        write_pid(dir, "grandchild");
+        std::thread::sleep(SLEEP_BOUND);
+    }
+
+    fn write_pid(dir: &Path, name: &str) {
+        let tmp = dir.join(format!("{name}.tmp"));
+        fs::write(&tmp, std::process::id().to_string()).unwrap();
+        fs::rename(&tmp, dir.join(name)).unwrap();
+    }
+
+    /// One message, or `None` at the end of the input (or on a frame it cannot read).
+    fn read(input: &mut impl BufRead) -> Option<Value> {
+        let mut length = None;
+        loop {
+            let mut line = String::new();
+            if input.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let line = line.trim();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse::<usize>().ok();
+                }
+            }
+        }
+        let mut body = vec![0; length?];
+        input.read_exact(&mut body).ok()?;
+        serde_json::from_slice(&body).ok()
+    }
+
+    fn send(out: &mut impl Write, mut msg: Value) {
+        msg["jsonrpc"] = json!("2.0");
+        let body = msg.to_string();
+        write!(out, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// Windows: npm's shim, run by `cmd.exe`.
+#[cfg(windows)]
+mod platform {
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+
+    /// `NAME.cmd` as npm writes it (`"%~dp0\..." %*`), running the stand-in with the pid folder.
+    pub fn write_shim(bin: &Path, name: &str, exe: &Path, pid_dir: &Path) {
+        let exe = exe.file_name().unwrap().to_str().unwrap();
+        let text = format!(
+            "@ECHO off\r\n\"%~dp0\\{exe}\" {} \"{}\" %*\r\n",
+            super::STAND_IN,
+            pid_dir.display()
+        );
+        std::fs::write(bin.join(format!("{name}.cmd")), text).unwrap();
+    }
+
+    /// The shim's folder, then Windows' own (where `cmd.exe` is).
+    pub fn search_path(bin: &Path) -> OsString {
+        let system = PathBuf::from(std::env::var_os("SystemRoot").unwrap_or(r"C:\windows".into()));
+        std::env::join_paths([bin.to_path_buf(), system.join("system32"), system]).unwrap()
+    }
+
+    /// `TerminateProcess` through std: a `taskkill` of its own.
+    pub fn kill(pid: u32) {
+        let _ = std::process::Command::new("taskkill")
+            .args(["/F", "/PID", &pid.to_string()])
+            .output();
+    }
+}
+
+/// Unix: a shell-script shim (the `sh` stays, running the stand-in as its child, as `cmd.exe`
+/// does on Windows).
+#[cfg(unix)]
+mod platform {
+    use std::ffi::OsString;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    pub fn write_shim(bin: &Path, name: &str, exe: &Path, pid_dir: &Path) {
+        let exe = exe.file_name().unwrap().to_str().unwrap();
+        let text = format!(
+            "#!/bin/sh\n\"${{0%/*}}/{exe}\" {} '{}' \"$@\"\n",
+            super::STAND_IN,
+            pid_dir.display()
+        );
+        let shim = bin.join(name);
+        std::fs::write(&shim, text).unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// Only the shim's folder: no other server of the table (ruff) is found.
+    pub fn search_path(bin: &Path) -> OsString {
+        bin.as_os_str().to_owned()
+    }
+
+    pub fn kill(pid: u32) {
+        if let Some(pid) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
