@@ -11,8 +11,9 @@
 //!
 //! A server that stops reading holds the writer in its write until the request that is waiting
 //! passes its deadline: the caller then finds it hung and kills its tree, which ends the write.
-//! Type-checked and clippy-clean for `x86_64-pc-windows-msvc`; not yet run (the crate's tests
-//! start Python servers, which the Wine harness does not have).
+//! Run under Wine by `program/cli/tests/lsp_shim.rs`: a server behind npm's `.cmd` shim, its
+//! tree (`cmd.exe`, the server, the process it started) ended at the bridge's stop and when the
+//! bridge is killed.
 
 use std::collections::HashMap;
 use std::os::windows::io::AsRawHandle;
