@@ -405,13 +405,18 @@ impl State {
     /// Gives up on request `id`: forgets it and tells the server.
     pub fn cancel(&mut self, id: i64) {
         if self.pending.remove(&id).is_some() {
-            // lsp-types' ids are 32-bit: past 2^31 requests (never, in practice), a string.
-            let id = i32::try_from(id).map_or_else(
-                |_| NumberOrString::String(id.to_string()),
-                NumberOrString::Number,
-            );
-            self.notify::<note::Cancel>(&lsp_types::CancelParams { id });
+            self.send_cancel(id);
         }
+    }
+
+    /// Tells the server that request `id` is given up.
+    fn send_cancel(&mut self, id: i64) {
+        // lsp-types' ids are 32-bit: past 2^31 requests (never, in practice), a string.
+        let id = i32::try_from(id).map_or_else(
+            |_| NumberOrString::String(id.to_string()),
+            NumberOrString::Number,
+        );
+        self.notify::<note::Cancel>(&lsp_types::CancelParams { id });
     }
 
     /// Sends `shutdown` (its id, to wait for) unless the server is not running.
@@ -485,6 +490,9 @@ impl State {
             return false;
         };
         let hash = shared.hash(text_hash);
+        if self.docs.get(path).is_some_and(|d| d.hash != hash) {
+            self.drop_check(path);
+        }
         self.clock += 1;
         let seq = self.seq;
         let clock = self.clock;
@@ -686,8 +694,9 @@ impl State {
     /// change, each once that pass has run for it. Answers the generation to wait for
     /// ([`State::check_outcome`]): that of a check of this text still waiting for answers, or of a
     /// new one. `None` when it cannot be asked (another text is open, or too many requests wait).
-    /// Never cancelled: a cancelled check makes tsserver drop the work done so far, and a cold
-    /// project's first check could then never end; its answer is kept when it comes.
+    /// Not cancelled when its caller gives up: a cancelled check makes tsserver drop the work done
+    /// so far, and a cold project's first check could then never end; its answer is kept when it
+    /// comes. Cancelled once another text is sent ([`State::drop_check`]).
     pub fn ask_check(&mut self, path: &str, version: i32) -> Option<u64> {
         if !self.checks_on_request() || self.version(path) != Some(version) {
             return None;
@@ -726,9 +735,12 @@ impl State {
         for (pass, command) in TSSERVER_PASSES.iter().enumerate() {
             let params = lsp_types::ExecuteCommandParams {
                 command: TSSERVER_REQUEST.to_owned(),
+                // A config object, even empty, makes typescript-language-server tie the request
+                // to its cancellation (`$/cancelRequest`, see `State::drop_check`).
                 arguments: vec![
                     Value::from(*command),
                     serde_json::json!({ "file": uri.as_str() }),
+                    serde_json::json!({}),
                 ],
                 work_done_progress_params: Default::default(),
             };
@@ -757,10 +769,27 @@ impl State {
         }
     }
 
-    /// Forgets the check of `path` (closed, or its server gone).
+    /// Forgets the check of `path`, whose text the server no longer has (closed, or another text
+    /// sent), and cancels what it still waits for: nobody can use an answer for that text any
+    /// more ([`State::check_outcome`] is over for it), and tsserver, whose next program is built
+    /// for the new text anyway, then checks the text it has now sooner (a backlog of edits
+    /// would otherwise be checked one after the other in full).
     fn drop_check(&mut self, path: &str) {
         if let Some(c) = self.checks.remove(path) {
             self.checking -= c.parts.iter().flatten().map(Vec::len).sum::<usize>();
+            if c.asked > c.answered.max(c.failed) {
+                let mut ids: Vec<i64> = self
+                    .asked
+                    .iter()
+                    .filter(|(_, (p, g, _))| p == path && *g == c.asked)
+                    .map(|(id, _)| *id)
+                    .collect();
+                ids.sort_unstable();
+                for id in ids {
+                    self.asked.remove(&id);
+                    self.send_cancel(id);
+                }
+            }
         }
     }
 

@@ -971,6 +971,22 @@ fn a_check_answered_late_is_its_own_texts_only() {
     let g_old = s.ask_check("/w/a.ts", old).unwrap();
     let asked_old = asked_checks(&mut s);
     s.sync("/w/a.ts", "typescript", "new");
+    // Its check is over: what it waits for is cancelled, before the new text goes.
+    let sent = frames(&mut s);
+    let methods: Vec<&str> = sent.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        methods,
+        [
+            "$/cancelRequest",
+            "$/cancelRequest",
+            "$/cancelRequest",
+            "textDocument/didChange"
+        ]
+    );
+    let cancelled: Vec<&Value> = sent[..3].iter().map(|m| &m["params"]["id"]).collect();
+    let old_ids: Vec<&Value> = asked_old.iter().map(|(id, _, _)| id).collect();
+    assert_eq!(cancelled, old_ids);
+    assert_eq!(s.check_outcome("/w/a.ts", old, g_old), Some(false));
     let new = s.version("/w/a.ts").unwrap();
     assert_eq!(s.ask_check("/w/a.ts", old), None, "not the text it has");
     let g_new = s.ask_check("/w/a.ts", new).unwrap();
@@ -1107,12 +1123,25 @@ fn checks_on_request_are_bounded() {
     assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(true));
     assert_eq!(s.known("/w/a.ts").len(), 4);
     check_bounds_and_nothing_waits(&mut s);
-    // Never answered: bounded.
+    // Never answered: a new text of a file cancels its check, and there are at most so many
+    // requests waiting whatever the files.
     let mut s = running(tsls_caps(), LspLimits::default());
-    let mut asked = 0;
     for i in 0..1000 {
         let path = format!("/w/{}.ts", i % 100);
         s.sync(&path, "typescript", &i.to_string());
+        assert!(s.ask_check(&path, s.version(&path).unwrap()).is_some());
+        s.take_outbox();
+    }
+    assert_eq!(s.asked.len(), 3 * 100);
+    let limits = LspLimits {
+        max_open_files: 1000,
+        ..LspLimits::default()
+    };
+    let mut s = running(tsls_caps(), limits);
+    let mut asked = 0;
+    for i in 0..1000 {
+        let path = format!("/w/{i}.ts");
+        s.sync(&path, "typescript", "x");
         if s.ask_check(&path, s.version(&path).unwrap()).is_some() {
             asked += 1;
         }
