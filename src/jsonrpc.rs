@@ -362,8 +362,14 @@ fn valid_id(t: &str) -> bool {
 
 /// Append `{"jsonrpc":"2.0","id":<id>,"result":` … `}` around what `body` writes.
 pub fn write_result(out: &mut Vec<u8>, id: &str, body: impl FnOnce(&mut Vec<u8>)) {
+    write_result_raw(out, id.as_bytes(), body)
+}
+
+/// [`write_result`] with the id's JSON text as bytes (a pending call keeps it so).
+#[inline]
+pub(crate) fn write_result_raw(out: &mut Vec<u8>, id: &[u8], body: impl FnOnce(&mut Vec<u8>)) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(id);
     out.extend_from_slice(b",\"result\":");
     body(out);
     out.push(b'}');

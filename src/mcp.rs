@@ -69,6 +69,14 @@ impl RawId {
         }
     }
 
+    /// The id's JSON text as bytes: what an answer writes, with no UTF-8 check per answer.
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            RawId::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            RawId::Boxed(id) => id.as_bytes(),
+        }
+    }
+
     /// The bytes it keeps on the heap (none when inline).
     fn heap_len(&self) -> usize {
         match self {
@@ -277,7 +285,7 @@ fn answer(
     body: Result<&[u8], &RpcError>,
 ) -> Result<(), SendError> {
     let write = |out: &mut Vec<u8>| match body {
-        Ok(b) => jsonrpc::write_result(out, &p.id, |o| o.extend_from_slice(b)),
+        Ok(b) => jsonrpc::write_result_raw(out, p.id.as_bytes(), |o| o.extend_from_slice(b)),
         Err(e) => jsonrpc::write_error(out, Some(&p.id), e),
     };
     if p.batch.is_none() && s.trace.is_none() {

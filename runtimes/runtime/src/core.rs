@@ -133,23 +133,17 @@ impl Core {
 
     /// Drains the engine's outputs into `out` (appending) and logs connection events.
     pub fn drain(&mut self, out: &mut Drained) {
-        loop {
-            let mut progressed = false;
-            while let Some(event) = self.server.poll_event() {
-                if self.logger.is_some() {
-                    Self::log_event(&event, &mut self.logs);
-                }
-                out.events.push(event);
-                progressed = true;
+        // One pass: taking the ready connections and asking whether they close queue no event
+        // (they only read the engine and clear its transmit queue).
+        while let Some(event) = self.server.poll_event() {
+            if self.logger.is_some() {
+                Self::log_event(&event, &mut self.logs);
             }
-            while let Some(conn) = self.server.poll_transmit_ready() {
-                let close = self.server.should_close(conn);
-                out.ready.push((conn, close));
-                progressed = true;
-            }
-            if !progressed {
-                break;
-            }
+            out.events.push(event);
+        }
+        while let Some(conn) = self.server.poll_transmit_ready() {
+            let close = self.server.should_close(conn);
+            out.ready.push((conn, close));
         }
         let deadline = self.server.poll_timeout();
         if deadline != self.deadline {

@@ -245,8 +245,11 @@ impl RunningServer {
         core.drain(out);
         // Counted before they are handed over: the host takes them off as they come.
         if let Some(send) = channel {
-            self.backlog.add(out.events.len());
-            out.events.drain(..).for_each(send);
+            // An answer's flush has no event: no atomic add of nothing.
+            if !out.events.is_empty() {
+                self.backlog.add(out.events.len());
+                out.events.drain(..).for_each(send);
+            }
         } else if self.has_handler && !*stopped {
             if !out.events.is_empty() {
                 // One at a time: `VecDeque::extend`'s general code is larger than this loop, and
@@ -271,9 +274,12 @@ impl RunningServer {
     fn release(self: &Arc<Self>, mut st: MutexGuard<'_, State>, inline: bool) {
         self.flush(&mut st, inline);
         let first = self.claim(&mut st);
-        let logs = st.core.take_logs();
+        // Nothing is logged without a logger: no take and no call on every step.
+        let logs = self.logger.is_some().then(|| st.core.take_logs());
         drop(st);
-        self.write_logs(logs);
+        if let Some(logs) = logs {
+            self.write_logs(logs);
+        }
         self.deliver(first);
     }
 
