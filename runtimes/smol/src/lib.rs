@@ -1,7 +1,7 @@
 //! # claude-ide-bridge-smol
 //!
-//! The `claude-ide-bridge` engine on smol (`async-io`): an accept task, one task per connection
-//! (its reader and writer), one timer task re-armed with `async_io::Timer` whenever the engine's
+//! The `claude-ide-bridge` engine on smol (`async-io`): an accept task, two tasks per connection
+//! (its reader and its writer), one timer task re-armed with `async_io::Timer` whenever the engine's
 //! deadline moves, and events in a queue read by `next_event` (`wake.rs`). What the tasks share
 //! (the engine, delivery, answering, the [`Handle`]) is `claude-ide-bridge-runtime`'s, written
 //! once for both runtimes; this crate only runs the loops. The engine's lock is never held across an `.await`.
@@ -145,14 +145,13 @@ impl Tasks {
             hangup,
         });
         self.shared.add(wire, |conn| {
+            // The reader and the writer are tasks of their own: the writer, which answers leave
+            // without (they are written from the task that gives them), is then not polled at
+            // every wake-up of the reader, as it was when both were one task (`zip`).
+            let (me, reading) = (self.clone(), stream.clone());
+            self.spawn(async move { me.read_loop(conn, &reading, hung_up).await });
             let me = self.clone();
-            self.spawn(async move {
-                future::zip(
-                    me.read_loop(conn, &stream, hung_up),
-                    me.write_loop(conn, &stream, wait),
-                )
-                .await;
-            });
+            self.spawn(async move { me.write_loop(conn, &stream, wait).await });
             Ok(())
         });
     }
