@@ -70,6 +70,18 @@ struct Check {
     failed: u64,
 }
 
+impl Check {
+    /// Drops the parts of an answer held so far and says how many diagnostics they were (to take
+    /// off the total that waiting checks hold).
+    fn release(&mut self) -> usize {
+        self.parts
+            .iter_mut()
+            .flat_map(Option::take)
+            .map(|p| p.len())
+            .sum()
+    }
+}
+
 /// Where a server is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -725,13 +737,7 @@ impl State {
         }
         check.version = version;
         check.asked = generation;
-        let held: usize = check
-            .parts
-            .iter_mut()
-            .flat_map(Option::take)
-            .map(|p| p.len())
-            .sum();
-        self.checking -= held;
+        self.checking -= check.release();
         for (pass, command) in TSSERVER_PASSES.iter().enumerate() {
             let params = lsp_types::ExecuteCommandParams {
                 command: TSSERVER_REQUEST.to_owned(),
@@ -775,8 +781,8 @@ impl State {
     /// for the new text anyway, then checks the text it has now sooner (a backlog of edits
     /// would otherwise be checked one after the other in full).
     fn drop_check(&mut self, path: &str) {
-        if let Some(c) = self.checks.remove(path) {
-            self.checking -= c.parts.iter().flatten().map(Vec::len).sum::<usize>();
+        if let Some(mut c) = self.checks.remove(path) {
+            self.checking -= c.release();
             if c.asked > c.answered.max(c.failed) {
                 let mut ids: Vec<i64> = self
                     .asked
@@ -842,13 +848,7 @@ impl State {
                 )));
                 self.check_failures = self.check_failures.saturating_add(1);
                 check.failed = generation;
-                let held: usize = check
-                    .parts
-                    .iter_mut()
-                    .flat_map(Option::take)
-                    .map(|p| p.len())
-                    .sum();
-                self.checking -= held;
+                self.checking -= check.release();
                 return true;
             }
         };
@@ -858,19 +858,15 @@ impl State {
             .take(limits.max_diagnostics_per_file)
             .map(|d| convert(d.into_lsp(), limits.max_message_chars))
             .collect();
-        let check = self.checks.get_mut(&path).expect("found above");
+        let Some(check) = self.checks.get_mut(&path) else {
+            return true;
+        };
         if self.checking + items.len() > self.limits.max_total_diagnostics {
             effects.push(Effect::Log(format!(
                 "{TSSERVER_REQUEST} for {path}: too many diagnostics waiting for the other passes"
             )));
             check.failed = generation;
-            let held: usize = check
-                .parts
-                .iter_mut()
-                .flat_map(Option::take)
-                .map(|p| p.len())
-                .sum();
-            self.checking -= held;
+            self.checking -= check.release();
             return true;
         }
         self.checking += items.len();
