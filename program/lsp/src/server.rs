@@ -235,10 +235,17 @@ impl ServerProcess {
         if let Some(version) = state.version(path).filter(|_| sent) {
             state.ask_check(path, version);
         }
+        self.release(state);
+        sent
+    }
+
+    /// The end of each step that gave the server something to read: a server found hung is
+    /// killed ([`kill_if_hung`]), then what the state left to do is done outside its lock
+    /// ([`ServerProcess::deliver`]).
+    fn release(&self, mut state: MutexGuard<'_, State>) {
         kill_if_hung(&mut state);
         let effects = state.take_effects();
         self.deliver(state, effects);
-        sent
     }
 
     /// Does what the state left to do, outside its lock: tells `on_change` of a file whose
@@ -289,9 +296,7 @@ impl ServerProcess {
             return Err(RequestError::Exited(why.clone()));
         }
         let id = before(&mut state).then(|| state.request::<R>(&params));
-        kill_if_hung(&mut state);
-        let effects = state.take_effects();
-        self.deliver(state, effects);
+        self.release(state);
         let Some(id) = id else {
             return Err(RequestError::NotSent);
         };
@@ -336,9 +341,7 @@ impl ServerProcess {
             let mut state = self.shared.lock();
             let sent = state.sync_shared(path, language, text);
             let mine = state.version(path).filter(|_| sent);
-            kill_if_hung(&mut state);
-            let effects = state.take_effects();
-            self.deliver(state, effects);
+            self.release(state);
             mine
         };
         let Some(mine) = mine else {
@@ -459,9 +462,7 @@ impl ServerProcess {
         let Some(generation) = state.ask_check(path, mine) else {
             return Some(Checked::stale(state.known(path)));
         };
-        kill_if_hung(&mut state);
-        let effects = state.take_effects();
-        self.deliver(state, effects);
+        self.release(state);
         let state = self.shared.lock();
         let mut outcome = None;
         let (state, _) = self.shared.wait_until(state, deadline, |s| {
