@@ -447,6 +447,18 @@ impl Connection {
         }
     }
 
+    /// What, besides the instants the connection's own methods set, its [`Connection::deadline`]
+    /// follows: its state (the close handshake's start is set only when the state changes).
+    pub(crate) fn timer_state(&self) -> u8 {
+        match self.state {
+            Lifecycle::Upgrading => 0,
+            Lifecycle::Open(_) => 1,
+            Lifecycle::Closing { .. } => 2,
+            Lifecycle::Draining(_) => 3,
+            Lifecycle::Aborted(_) => 4,
+        }
+    }
+
     /// Timers at `now`. A wake-up later than a deadline by more than one ping interval means the
     /// host slept (laptop lid): deadlines restart from `now` instead of dropping a healthy peer.
     pub(crate) fn timeout(&mut self, now: Instant, cx: &mut Endpoint) {

@@ -27,6 +27,11 @@ pub struct Server {
     mentions: VecDeque<(Instant, Notification)>,
     stopping: bool,
     scratch: Vec<u8>,
+    /// The earliest deadline of all connections ([`Server::poll_timeout`]'s answer), kept up to
+    /// date by every method that can move one, so that asking for it after every step costs a
+    /// read instead of a walk over the connections (BENCHMARKS.md, "Issue 32, item 5, fourth
+    /// session").
+    timer: Option<Instant>,
 }
 
 impl fmt::Debug for Server {
@@ -51,6 +56,7 @@ impl Server {
             mentions: VecDeque::new(),
             stopping: false,
             scratch: Vec::new(),
+            timer: None,
         }
     }
 
@@ -83,6 +89,35 @@ impl Server {
         conns.get_mut(&conn.0).map(|c| f(c, &mut cx))
     }
 
+    /// [`Server::with`] for what moves no deadline unless it changes the connection's state (an
+    /// answer, written bytes: their only effect on timers is ending the connection, or its close
+    /// handshake): the timer is computed again only then.
+    fn with_same_timers<R>(
+        &mut self,
+        conn: ConnectionId,
+        f: impl FnOnce(&mut Connection, &mut Endpoint<'_>) -> R,
+    ) -> Option<R> {
+        let (conns, mut cx) = self.parts();
+        let c = conns.get_mut(&conn.0)?;
+        let before = c.timer_state();
+        let r = f(c, &mut cx);
+        if c.timer_state() != before {
+            self.refresh_timer();
+        }
+        Some(r)
+    }
+
+    /// The earliest deadline of all connections, computed.
+    fn earliest_deadline(&self) -> Option<Instant> {
+        let limits = &self.config.limits;
+        self.conns.values().filter_map(|c| c.deadline(limits)).min()
+    }
+
+    /// [`Server::timer`] computed again, after a step that may have moved a deadline.
+    fn refresh_timer(&mut self) {
+        self.timer = self.earliest_deadline();
+    }
+
     /// A new socket was accepted. If too many sockets are still in their handshake, the oldest
     /// of them is dropped to make room (an idle local process must not lock out the client).
     pub fn accept(&mut self, now: Instant) -> ConnectionId {
@@ -103,6 +138,7 @@ impl Server {
         self.next_conn += 1;
         self.conns
             .insert(id.0, Connection::new(id, &self.config.limits, now));
+        self.refresh_timer();
         id
     }
 
@@ -117,6 +153,7 @@ impl Server {
             && !self.stopping
             && self.live_connections() < self.config.limits.max_connections;
         self.with(conn, |c, cx| c.input(data, now, admit, cx));
+        self.refresh_timer();
     }
 
     fn live_connections(&self) -> usize {
@@ -147,7 +184,7 @@ impl Server {
 
     /// `n` bytes of [`Server::transmit`] were written.
     pub fn advance_transmit(&mut self, conn: ConnectionId, n: usize) {
-        self.with(conn, |c, cx| c.advance_transmit(n, cx));
+        self.with_same_timers(conn, |c, cx| c.advance_transmit(n, cx));
     }
 
     /// True when the socket should be closed now: the engine is done with this connection and
@@ -162,19 +199,23 @@ impl Server {
     pub fn handle_close(&mut self, conn: ConnectionId) {
         if let Some(c) = self.conns.remove(&conn.0) {
             c.closed(&mut self.events);
+            self.refresh_timer();
         }
     }
 
     /// Close a connection from the host side (WebSocket close 1000, or dropped in handshake).
     pub fn close(&mut self, conn: ConnectionId, now: Instant) -> Result<(), ApiError> {
-        self.with(conn, |c, cx| c.close(now, cx))
-            .ok_or(ApiError::UnknownConnection)
+        let r = self
+            .with(conn, |c, cx| c.close(now, cx))
+            .ok_or(ApiError::UnknownConnection);
+        self.refresh_timer();
+        r
     }
 
     /// The earliest instant at which [`Server::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let limits = &self.config.limits;
-        self.conns.values().filter_map(|c| c.deadline(limits)).min()
+        debug_assert_eq!(self.timer, self.earliest_deadline());
+        self.timer
     }
 
     /// Timers: handshake deadline, pings, the dead-peer deadline, the close deadline. A wake-up
@@ -185,6 +226,7 @@ impl Server {
         for c in conns.values_mut() {
             c.timeout(now, &mut cx);
         }
+        self.refresh_timer();
     }
 
     /// Answer a tool call. `openDiff` answers are normally [`ToolResult::file_saved`],
@@ -215,7 +257,7 @@ impl Server {
         body: Result<&[u8], &RpcError>,
         compat: bool,
     ) -> Result<(), ApiError> {
-        match self.with(call.conn, |c, cx| c.answer(call.seq, compat, body, cx)) {
+        match self.with_same_timers(call.conn, |c, cx| c.answer(call.seq, compat, body, cx)) {
             Some(true) => Ok(()),
             _ => Err(ApiError::NotPending),
         }
@@ -245,6 +287,7 @@ impl Server {
             }
         }
         self.scratch = frame;
+        self.refresh_timer();
         if reached == 0
             && target == Target::All
             && matches!(notification, Notification::AtMentioned(_))
@@ -310,6 +353,7 @@ impl Server {
         for c in conns.values_mut() {
             c.shutdown(now, &mut cx);
         }
+        self.refresh_timer();
     }
 
     /// True when no connection is left (after [`Server::shutdown`], the runtime can exit).
