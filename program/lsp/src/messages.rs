@@ -178,9 +178,52 @@ pub struct ProgressValue {
     pub kind: Option<String>,
 }
 
-/// The command typescript-language-server offers (in `executeCommandProvider`) to pass one request
-/// to its tsserver: `arguments` are the tsserver command, its args and a config.
+/// The command typescript-language-server and vtsls offer (in `executeCommandProvider`) to pass
+/// one request to their tsserver: `arguments` are the tsserver command, its args and a config.
 pub const TSSERVER_REQUEST: &str = "typescript.tsserverRequest";
+
+/// Which server passes [`TSSERVER_REQUEST`] on: they take the file differently and publish
+/// tsserver's diagnostics in their own terms, which a check's answer is given in too (a later
+/// publish of the same diagnostics then changes nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TsServerKind {
+    /// typescript-language-server: the file as its URI (it finds the document it has by it);
+    /// diagnostics from `typescript`.
+    #[default]
+    TypescriptLanguageServer,
+    /// vtsls, VS Code's TypeScript extension as a language server (its `serverInfo` name): the
+    /// file as tsserver's own path (a URI goes to tsserver as it is, which finds it in no
+    /// project and fails, answered `null`); diagnostics from `ts`, and VS Code's style checks
+    /// (unused names, unreachable code, switch fall-through, missing returns) as warnings when
+    /// tsserver says error, as its `typescript.reportStyleChecksAsWarnings` does by default.
+    Vtsls,
+}
+
+impl TsServerKind {
+    /// The kind of a server from its `initialize` answer's `serverInfo` name.
+    pub fn from_name(name: Option<&str>) -> TsServerKind {
+        match name {
+            Some("vtsls") => TsServerKind::Vtsls,
+            _ => TsServerKind::TypescriptLanguageServer,
+        }
+    }
+
+    /// The `file` of a request about `path` (whose URI is `uri`).
+    pub fn file_arg(self, path: &str, uri: &str) -> String {
+        match self {
+            TsServerKind::TypescriptLanguageServer => uri.to_owned(),
+            TsServerKind::Vtsls => path.to_owned(),
+        }
+    }
+}
+
+/// The TypeScript codes VS Code reports as warnings though tsserver says error (its
+/// `styleCheckDiagnostics`): declared but never read (6133, 6138, 6192, 6196, 6198, 6199,
+/// 6205), unreachable code (7027), unused label (7028), fall-through case (7029), not all paths
+/// return a value (7030).
+const STYLE_CHECKS: [i32; 11] = [
+    6133, 6138, 6192, 6196, 6198, 6199, 6205, 7027, 7028, 7029, 7030,
+];
 
 /// `workspace/executeCommand` of [`TSSERVER_REQUEST`], its answer read as the tsserver response
 /// of a diagnostics request (`syntacticDiagnosticsSync`, `semanticDiagnosticsSync`,
@@ -239,10 +282,10 @@ pub struct TsLocation {
 }
 
 impl TsDiagnostic {
-    /// The diagnostic as typescript-language-server publishes it: 0-based positions, the
-    /// category as severity (`suggestion` a hint, anything but `warning` otherwise an error),
-    /// `typescript` as the source unless one is given.
-    pub fn into_lsp(self) -> ServerDiagnostic {
+    /// The diagnostic as `kind` of server publishes it: 0-based positions, the category as
+    /// severity (`suggestion` a hint, anything but `warning` otherwise an error, but for vtsls'
+    /// style checks), its source (`typescript` or `ts`) unless one is given.
+    pub fn into_lsp(self, kind: TsServerKind) -> ServerDiagnostic {
         let pos = |l: TsLocation| lsp_types::Position {
             line: l.line.saturating_sub(1),
             character: l.offset.saturating_sub(1),
@@ -255,10 +298,22 @@ impl TsDiagnostic {
             severity: Some(match self.category.as_str() {
                 "warning" => lsp_types::DiagnosticSeverity::WARNING,
                 "suggestion" => lsp_types::DiagnosticSeverity::HINT,
+                "error"
+                    if kind == TsServerKind::Vtsls
+                        && self.code.is_some_and(|c| STYLE_CHECKS.contains(&c)) =>
+                {
+                    lsp_types::DiagnosticSeverity::WARNING
+                }
                 _ => lsp_types::DiagnosticSeverity::ERROR,
             }),
             code: self.code.map(lsp_types::NumberOrString::Number),
-            source: Some(self.source.unwrap_or_else(|| "typescript".to_owned())),
+            source: Some(self.source.unwrap_or_else(|| {
+                match kind {
+                    TsServerKind::TypescriptLanguageServer => "typescript",
+                    TsServerKind::Vtsls => "ts",
+                }
+                .to_owned()
+            })),
             message: self.text,
         }
     }

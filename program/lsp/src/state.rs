@@ -23,7 +23,8 @@ use serde_json::Value;
 use crate::codec;
 pub use crate::limits::LspLimits;
 use crate::messages::{
-    Progress, PublishDiagnostics, PullReport, ServerDiagnostic, TsServerRequest, TSSERVER_REQUEST,
+    Progress, PublishDiagnostics, PullReport, ServerDiagnostic, TsServerKind, TsServerRequest,
+    TSSERVER_REQUEST,
 };
 use crate::rpc::{
     self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
@@ -103,15 +104,19 @@ pub(crate) struct Caps {
     pub save: Option<bool>,
     /// Whether the server takes `didChange` (else a changed document is closed and opened again).
     pub change: bool,
-    /// Whether it offers [`TSSERVER_REQUEST`] (typescript-language-server): its tsserver computes
-    /// a file's diagnostics on request ([`State::checks_on_request`]).
+    /// Whether it offers [`TSSERVER_REQUEST`] (typescript-language-server, vtsls): its tsserver
+    /// computes a file's diagnostics on request ([`State::checks_on_request`]).
     pub tsserver: bool,
+    /// Which of them it is (its `serverInfo` name): how it takes the request and names what it
+    /// answers.
+    pub tsserver_kind: TsServerKind,
 }
 
 impl Caps {
     fn from_initialize(result: &RawValue) -> Result<Caps, String> {
         let init = rpc::decode::<req::Initialize>(result)?;
         let c = init.capabilities;
+        let name = init.server_info.map(|i| i.name);
         let mut caps = Caps {
             pull: c.diagnostic_provider.is_some(),
             formatting: match c.document_formatting_provider {
@@ -122,6 +127,7 @@ impl Caps {
             tsserver: c
                 .execute_command_provider
                 .is_some_and(|o| o.commands.iter().any(|c| c == TSSERVER_REQUEST)),
+            tsserver_kind: TsServerKind::from_name(name.as_deref()),
             ..Caps::default()
         };
         if let Some(lsp_types::DiagnosticServerCapabilities::Options(o)) = &c.diagnostic_provider {
@@ -742,10 +748,11 @@ impl State {
             let params = lsp_types::ExecuteCommandParams {
                 command: TSSERVER_REQUEST.to_owned(),
                 // A config object, even empty, makes typescript-language-server tie the request
-                // to its cancellation (`$/cancelRequest`, see `State::drop_check`).
+                // to its cancellation (`$/cancelRequest`, see `State::drop_check`; vtsls does
+                // not: tsserver then checks the replaced text to its end first).
                 arguments: vec![
                     Value::from(*command),
-                    serde_json::json!({ "file": uri.as_str() }),
+                    serde_json::json!({ "file": self.caps.tsserver_kind.file_arg(path, uri.as_str()) }),
                     serde_json::json!({}),
                 ],
                 work_done_progress_params: Default::default(),
@@ -828,9 +835,13 @@ impl State {
                         .collect::<String>()
                 )),
                 Ok(None) => {
-                    // It does not know the command: its publishes are all there is.
+                    // It does not know the command, or (vtsls) the command failed, its log says
+                    // why: its publishes are all there is.
                     self.check_failures = MAX_CHECK_FAILURES;
-                    Err("null: the command is unknown; using its published diagnostics".to_owned())
+                    Err(
+                        "null: the command is unknown or failed; using its published diagnostics"
+                            .to_owned(),
+                    )
                 }
                 Err(e) => Err(e),
             },
@@ -856,7 +867,12 @@ impl State {
         let items: Vec<Diagnostic> = items
             .into_iter()
             .take(limits.max_diagnostics_per_file)
-            .map(|d| convert(d.into_lsp(), limits.max_message_chars))
+            .map(|d| {
+                convert(
+                    d.into_lsp(self.caps.tsserver_kind),
+                    limits.max_message_chars,
+                )
+            })
             .collect();
         let Some(check) = self.checks.get_mut(&path) else {
             return true;

@@ -48,6 +48,17 @@ fn require(program: &str) {
     );
 }
 
+/// Whether `program` is installed; when not, says that the test is skipped and why.
+fn installed(program: &str) -> bool {
+    let found = claude_ide_bridge_lsp::table::find_program(program).is_some();
+    if !found {
+        eprintln!(
+            "SKIPPED: {program} is not installed (scripts/test-all.sh installs it; by hand: npm install -g @vtsls/language-server)"
+        );
+    }
+    found
+}
+
 fn pids(lsp: &Lsp) -> Vec<u32> {
     lsp.status().iter().filter_map(|s| s.pid).collect()
 }
@@ -252,6 +263,28 @@ fn typescript_error_fix_new_error_and_shutdown() {
     // Where tsserver puts it (0-based, at the declared name) and who it says it is.
     assert_eq!((d[0].range.start.line, d[0].range.start.character), (1, 6));
     assert_eq!(d[0].source.as_deref(), Some("typescript"));
+    stop_and_check_gone(&f);
+}
+
+#[test]
+fn vtsls_error_fix_new_error_and_shutdown() {
+    if !installed("vtsls") {
+        return;
+    }
+    // A loose file (no tsconfig.json): tsserver checks it in an inferred project.
+    let (f, d) = error_fixed_new_error(&Case {
+        program: "vtsls",
+        language: "typescript",
+        command: "vtsls --stdio",
+        file: "app.ts",
+        bad: "const count: number = \"one\";\n",
+        want: "Type 'string' is not assignable to type 'number'.",
+        good: "const count: number = 1;\n",
+        bad2: "const count: number = 1;\nconst label: string = count;\n",
+        want2: "Type 'number' is not assignable to type 'string'.",
+    });
+    assert_eq!((d[0].range.start.line, d[0].range.start.character), (1, 6));
+    assert_eq!(d[0].source.as_deref(), Some("ts"));
     stop_and_check_gone(&f);
 }
 
@@ -468,7 +501,26 @@ fn servers_exit_when_the_bridge_is_killed() {
 #[test]
 fn typescript_first_answer_is_its_semantic_and_suggestion_passes_not_its_first_publish() {
     require("typescript-language-server");
-    let f = fixture(only("typescript", "typescript-language-server --stdio"));
+    first_answer_holds_every_pass("typescript-language-server --stdio", "typescript");
+}
+
+/// [`typescript_first_answer_is_its_semantic_and_suggestion_passes_not_its_first_publish`] with
+/// vtsls (VS Code's TypeScript extension as a language server): it offers the same
+/// `typescript.tsserverRequest` command, which takes the file as a path where
+/// typescript-language-server takes its URI, answers `null` for any failure, and names its
+/// diagnostics `ts`. Skipped when vtsls is not installed (`scripts/test-all.sh` installs it).
+#[test]
+fn vtsls_first_answer_is_its_semantic_and_suggestion_passes_not_its_first_publish() {
+    if !installed("vtsls") {
+        return;
+    }
+    first_answer_holds_every_pass("vtsls --stdio", "ts");
+}
+
+/// The first answer of a cold TypeScript server (`command`, whose diagnostics say they are from
+/// `source`) for a big file of a project, asked again, and after an edit.
+fn first_answer_holds_every_pass(command: &str, source: &str) {
+    let f = fixture(only("typescript", command));
     let dir = f.dir.path();
     std::fs::write(
         dir.join("tsconfig.json"),
@@ -538,6 +590,13 @@ fn typescript_first_answer_is_its_semantic_and_suggestion_passes_not_its_first_p
         .diagnostics
         .iter()
         .any(|d| d.message.contains("'stale' is deprecated.")));
+    assert!(
+        first
+            .diagnostics
+            .iter()
+            .all(|d| d.source.as_deref() == Some(source)),
+        "{first:#?}"
+    );
     // The log has no refusal of the check.
     let log = String::from_utf8_lossy(&f.log.lock().unwrap()).into_owned();
     assert!(!log.contains("typescript.tsserverRequest"), "{log}");

@@ -956,6 +956,82 @@ fn a_server_checking_on_request_is_answered_by_its_check_not_its_first_publish()
     check_bounds_and_nothing_waits(&mut s);
 }
 
+/// vtsls (VS Code's TypeScript extension as a server, named so in its `serverInfo`) is asked with
+/// the file's path, which its tsserver takes as it is (a URI it finds in no project, and vtsls
+/// answers `null`), and its check's answer is in the terms it publishes in: from `ts`, and a
+/// style check that tsserver calls an error (6133, declared but never read) a warning.
+#[test]
+fn vtsls_is_asked_with_the_path_and_answered_in_its_own_terms() {
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.begin(42);
+    let init = frames(&mut s);
+    let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": tsls_caps(), "serverInfo": {"name": "vtsls", "version": "0.3.0"}}});
+    s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    frames(&mut s);
+    assert!(s.checks_on_request());
+    s.sync("/w/a.ts", "typescript", "let unused = 1;");
+    let v = s.version("/w/a.ts").unwrap();
+    frames(&mut s);
+    let generation = s.ask_check("/w/a.ts", v).unwrap();
+    let asked = asked_checks(&mut s);
+    assert_eq!(asked.len(), 3);
+    assert!(asked.iter().all(|(_, _, f)| f == "/w/a.ts"), "{asked:?}");
+    tsserver_answer(&mut s, &asked[0].0, json!([]));
+    tsserver_answer(
+        &mut s,
+        &asked[1].0,
+        json!([
+            ts_diag(
+                1,
+                "'unused' is declared but its value is never read.",
+                "error",
+                6133
+            ),
+            ts_diag(1, "Type 'x' is not assignable", "error", 2322)
+        ]),
+    );
+    tsserver_answer(
+        &mut s,
+        &asked[2].0,
+        json!([ts_diag(1, "'x' is deprecated.", "suggestion", 6385)]),
+    );
+    assert_eq!(s.check_outcome("/w/a.ts", v, generation), Some(true));
+    let known: Vec<(String, Option<String>)> = s
+        .known("/w/a.ts")
+        .into_iter()
+        .map(|d| (d.severity, d.source))
+        .collect();
+    let ts = || Some("ts".to_owned());
+    assert_eq!(
+        known,
+        [
+            ("Warning".to_owned(), ts()),
+            ("Error".to_owned(), ts()),
+            ("Hint".to_owned(), ts())
+        ]
+    );
+    // typescript-language-server gets the URI, and 6133 stays an error there.
+    let mut t = running(tsls_caps(), LspLimits::default());
+    t.sync("/w/a.ts", "typescript", "let unused = 1;");
+    let v = t.version("/w/a.ts").unwrap();
+    frames(&mut t);
+    t.ask_check("/w/a.ts", v).unwrap();
+    let asked = asked_checks(&mut t);
+    assert!(asked.iter().all(|(_, _, f)| f == "file:///w/a.ts"));
+    tsserver_answer(&mut t, &asked[0].0, json!([]));
+    tsserver_answer(
+        &mut t,
+        &asked[1].0,
+        json!([ts_diag(1, "'unused' is declared", "error", 6133)]),
+    );
+    tsserver_answer(&mut t, &asked[2].0, json!([]));
+    let d = t.known("/w/a.ts");
+    assert_eq!(
+        (d[0].severity.as_str(), d[0].source.as_deref()),
+        ("Error", Some("typescript"))
+    );
+}
+
 fn check_bounds_and_nothing_waits(s: &mut State) {
     // Among them, what checks hold waiting, counted exactly.
     s.check_bounds();
