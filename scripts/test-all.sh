@@ -36,13 +36,17 @@ fi
 python3 -c 'import websockets' 2>/dev/null || pip_install websockets
 # Real language servers for program/lsp's tests (they fail, not skip, without them): pyright and
 # typescript-language-server with the TypeScript it drives from npm (pinned; this
-# typescript-language-server runs on Node 18 and later), ruff from PyPI.
+# typescript-language-server runs on Node 18 and later, vtsls too), ruff from PyPI.
 pyright_version=1.1.414
 pyright --version 2>/dev/null | grep -qF "$pyright_version" || npm_install_global "pyright@$pyright_version"
 tsls_version=4.4.1 typescript_version=5.9.3
 { typescript-language-server --version 2>/dev/null | grep -qxF "$tsls_version" &&
   tsc --version 2>/dev/null | grep -qF "$typescript_version"; } ||
   npm_install_global "typescript-language-server@$tsls_version" "typescript@$typescript_version"
+# vtsls, VS Code's TypeScript extension as a server (it brings its own TypeScript); its tests are
+# skipped, not failed, on a machine without it.
+vtsls_version=0.3.0
+vtsls --version 2>/dev/null | grep -qF "$vtsls_version" || npm_install_global "@vtsls/language-server@$vtsls_version"
 command -v ruff >/dev/null 2>&1 || pip_install ruff
 
 step "format"

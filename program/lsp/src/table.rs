@@ -69,7 +69,12 @@ impl ServerTable {
             cmd(&["basedpyright-langserver", "--stdio"]),
             cmd(&["pylsp"]),
         ];
-        let ts = vec![cmd(&["typescript-language-server", "--stdio"])];
+        // typescript-language-server first: the older and more widely installed; vtsls (VS
+        // Code's TypeScript extension as a server) when it is the one installed.
+        let ts = vec![
+            cmd(&["typescript-language-server", "--stdio"]),
+            cmd(&["vtsls", "--stdio"]),
+        ];
         let clangd = vec![cmd(&["clangd"])];
         let lang = |id: &str, exts: &[&str], commands: &Vec<Vec<String>>| Language {
             id: id.to_owned(),
@@ -462,6 +467,7 @@ pub fn install_hint(program: &str) -> &'static str {
         "pylsp" => "pip install python-lsp-server",
         "ruff" => "pip install ruff",
         "typescript-language-server" => "npm install -g typescript-language-server typescript",
+        "vtsls" => "npm install -g @vtsls/language-server",
         "rust-analyzer" => "rustup component add rust-analyzer",
         "gopls" => "go install golang.org/x/tools/gopls@latest",
         "clangd" => "apt install clangd (or your system's package manager)",
@@ -532,7 +538,10 @@ mod tests {
         assert_eq!(t.commands("typescript"), [cmd(&["deno", "lsp"])]);
         assert_eq!(
             t.commands("javascript"),
-            [cmd(&["typescript-language-server", "--stdio"])]
+            [
+                cmd(&["typescript-language-server", "--stdio"]),
+                cmd(&["vtsls", "--stdio"])
+            ]
         );
         assert!(parse_override("python=rel/path").is_err());
         assert!(parse_override("py thon=x").is_err());

@@ -1,6 +1,7 @@
-//! Against real language servers: pyright and typescript-language-server (npm), clangd (Debian), ruff
-//! (PyPI). `scripts/test-all.sh` installs them on a fresh machine; a missing server fails these tests
-//! rather than skipping them.
+//! Against real language servers: pyright, typescript-language-server and vtsls (npm), clangd
+//! (Debian), ruff (PyPI). `scripts/test-all.sh` installs them on a fresh machine; a missing server
+//! fails these tests rather than skipping them, but for vtsls, the second TypeScript server, whose
+//! tests say they are skipped.
 
 use claude_ide_bridge_testsupport::procs;
 
