@@ -97,7 +97,7 @@ impl Connection {
 
     /// Still reading its upgrade request (and not refused or dropped).
     pub(crate) fn is_upgrading(&self) -> bool {
-        self.state == Lifecycle::Upgrading
+        matches!(self.state, Lifecycle::Upgrading)
     }
 
     /// Upgraded and not finished: a live WebSocket connection.
@@ -546,7 +546,7 @@ impl Connection {
     /// Send a notification if the connection is initialized and not closing; whether it was
     /// queued.
     pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut Endpoint) -> bool {
-        if self.state != Lifecycle::Open(McpPhase::Ready) {
+        if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
             return false;
         }
         let Some(s) = &mut self.session else {
