@@ -112,7 +112,10 @@ pub use tools::CompatRequest;
 // Discovery: the token, the lock file, where it lives.
 pub use discovery::{lock_dirs, lock_file_name, port_from_lock_name, AuthToken, LockFile};
 // Paths and `file://` URIs.
-pub use paths::{file_uri, is_within, normalize, resolve_in_workspace, to_posix, uri_to_path};
+pub use paths::{
+    file_uri, is_within, normalize, resolve_in_workspace, to_posix, uri_to_path,
+    uri_to_windows_path,
+};
 
 /// Not part of the API (no semver promise; only with the `hooks` feature): the engine's inner
 /// steps, for the fuzz targets and this crate's tests, doc examples and benchmarks.

@@ -157,6 +157,9 @@ fn percent_decode(s: &str) -> Option<String> {
 /// query nor a fragment. Returns `None` for other schemes, a
 /// missing path, invalid UTF-8, or NUL.
 ///
+/// The wire form loses whether a drive was written (`file:///c:/x` and `file:///c/x` both give `/c/x`):
+/// a Windows program takes the path a URI names from [`uri_to_windows_path`].
+///
 /// ```
 /// use claude_ide_bridge::{file_uri, uri_to_path};
 /// assert_eq!(uri_to_path("file:///home/me/my%20file.rs").as_deref(), Some("/home/me/my file.rs"));
@@ -166,42 +169,143 @@ fn percent_decode(s: &str) -> Option<String> {
 /// assert_eq!(uri_to_path("https://example.com/x"), None);
 /// ```
 pub fn uri_to_path(uri: &str) -> Option<String> {
-    let scheme = uri.get(..5)?;
-    if !scheme.eq_ignore_ascii_case("file:") {
-        return None;
-    }
-    let rest = &uri[5..];
-    let (host, path) = if let Some(after) = rest.strip_prefix("//") {
-        // `file://` then a Windows path, `file://C:\Users\me\a.rs`: what the Windows `claude`
-        // sends (`file://` and the native path), never a host named `C:`.
-        if split_drive(after).is_some() && !after.starts_with('\\') {
-            return percent_decode(after).map(|p| to_posix(&p));
-        }
-        let slash = after.find('/')?;
-        (&after[..slash], &after[slash..])
-    } else if rest.starts_with('/') {
-        ("", rest)
-    } else {
-        return None;
+    let (host, path) = match split_file_uri(uri)? {
+        FileUri::Drive(native) => return percent_decode(native).map(|p| to_posix(&p)),
+        FileUri::Path { host, path } => (host, path),
     };
     let decoded = percent_decode(path)?;
     if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
         let host = percent_decode(host)?;
         return Some(format!("//{host}{decoded}"));
     }
-    let b = decoded.as_bytes();
-    let drive = b.len() >= 3
-        && b[1].is_ascii_alphabetic()
-        && b[2] == b':'
-        && (b.len() == 3 || b[3] == b'/');
-    if drive {
+    if let Some((letter, rest)) = drive_of_uri_path(&decoded) {
         let mut out = String::with_capacity(decoded.len());
         out.push('/');
-        out.push(char::from(b[1].to_ascii_lowercase()));
-        out.push_str(&decoded[3..]);
+        out.push(letter.to_ascii_lowercase());
+        out.push_str(rest);
         return Some(out);
     }
     Some(decoded)
+}
+
+/// A `file:` URI taken apart, before percent-decoding.
+enum FileUri<'a> {
+    /// `file://` then a Windows drive path, `file://C:\Users\me\a.rs`: what the Windows `claude`
+    /// sends (`file://` and the native path), never a host named `C:`. The text after `file://`.
+    Drive(&'a str),
+    /// An authority (empty, `localhost` or a host) and the path after it, from its `/`.
+    Path { host: &'a str, path: &'a str },
+}
+
+/// Splits a `file:` URI (scheme matched case-insensitively): `None` for another scheme, or no path.
+fn split_file_uri(uri: &str) -> Option<FileUri<'_>> {
+    let scheme = uri.get(..5)?;
+    if !scheme.eq_ignore_ascii_case("file:") {
+        return None;
+    }
+    let rest = &uri[5..];
+    if let Some(after) = rest.strip_prefix("//") {
+        if split_drive(after).is_some() && !after.starts_with('\\') {
+            return Some(FileUri::Drive(after));
+        }
+        let slash = after.find('/')?;
+        Some(FileUri::Path {
+            host: &after[..slash],
+            path: &after[slash..],
+        })
+    } else if rest.starts_with('/') {
+        Some(FileUri::Path {
+            host: "",
+            path: rest,
+        })
+    } else {
+        None
+    }
+}
+
+/// The drive a decoded URI path starts with (`/C:` alone or before a `/`), as written, and the rest.
+fn drive_of_uri_path(decoded: &str) -> Option<(char, &str)> {
+    let b = decoded.as_bytes();
+    let drive = b.len() >= 3
+        && b[0] == b'/'
+        && b[1].is_ascii_alphabetic()
+        && b[2] == b':'
+        && (b.len() == 3 || b[3] == b'/');
+    drive.then(|| (char::from(b[1]), &decoded[3..]))
+}
+
+/// The Windows path a `file:` URI names, or `None` when it names none.
+///
+/// A drive gives `C:\...`: its letter in upper case, every `/` a `\`, `C:\` for the drive alone. It is
+/// taken from the forms [`uri_to_path`] reads as a drive: `file:///C:/x`, `file:///c%3A/x` (as pyright
+/// writes it), `file://localhost/c:/x`, `file:/c:/x`, and `file://C:\x` or `file://C:/x` (the Windows
+/// `claude`'s own form). A host other than `localhost` gives the UNC path `\\host\share\...`, and so does an
+/// empty host before `//host/share` (`file:////host/share/x`). Percent escapes are decoded as
+/// [`uri_to_path`] decodes them; `?` and `#` are part of the path; `.` and `..` are left for the reader of
+/// the path to resolve (or refuse).
+///
+/// `None` for another scheme, a missing path, escapes decoding to invalid UTF-8 or NUL, a UNC path without
+/// a share, and a path that writes no drive: `file:///c/x` and `file:///home/me/a.rs` name no Windows file
+/// (on Windows `\c\x` would be read against whatever drive is current), even though the wire form of
+/// `file:///c:/x` is `/c/x` too. A program that keys documents by path can fall back on [`uri_to_path`]
+/// for those, which keeps them apart from every drive path.
+///
+/// Pure string work, the same on every OS.
+///
+/// ```
+/// use claude_ide_bridge::{uri_to_path, uri_to_windows_path};
+/// let windows = |uri| uri_to_windows_path(uri);
+/// assert_eq!(windows("file:///C:/x/a.py").as_deref(), Some(r"C:\x\a.py"));
+/// assert_eq!(windows("file:///c%3A/x/a%20b.py").as_deref(), Some(r"C:\x\a b.py"));
+/// assert_eq!(windows(r"file://C:\x\a.py").as_deref(), Some(r"C:\x\a.py"));
+/// assert_eq!(windows("file://server/share/a").as_deref(), Some(r"\\server\share\a"));
+/// // The wire form cannot tell these apart; the Windows reading can.
+/// assert_eq!(uri_to_path("file:///c/x"), uri_to_path("file:///c:/x"));
+/// assert_eq!(windows("file:///c/x"), None);
+/// assert_eq!(windows("untitled:Untitled-1"), None);
+/// ```
+pub fn uri_to_windows_path(uri: &str) -> Option<String> {
+    let (host, path) = match split_file_uri(uri)? {
+        FileUri::Drive(native) => {
+            let decoded = percent_decode(native)?;
+            let (letter, rest) = split_drive(&decoded)?;
+            return Some(drive_path(letter, rest));
+        }
+        FileUri::Path { host, path } => (host, path),
+    };
+    let decoded = percent_decode(path)?;
+    if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
+        return unc_path(&percent_decode(host)?, &decoded);
+    }
+    if let Some((letter, rest)) = drive_of_uri_path(&decoded) {
+        return Some(drive_path(letter, rest));
+    }
+    let after = decoded.strip_prefix("//")?;
+    let slash = after.find('/')?;
+    unc_path(&after[..slash], &after[slash..])
+}
+
+/// `X:` and the rest, `/` turned to `\` (`X:\` when there is no rest).
+fn drive_path(letter: char, rest: &str) -> String {
+    let mut out = String::with_capacity(rest.len() + 3);
+    out.push(letter.to_ascii_uppercase());
+    out.push(':');
+    if rest.is_empty() {
+        out.push('\\');
+    } else {
+        out.push_str(&rest.replace('/', "\\"));
+    }
+    out
+}
+
+/// `\\host\share\...` from a host and the path after it (from its `/`); `None` without a share, or
+/// for a host holding a separator.
+fn unc_path(host: &str, path: &str) -> Option<String> {
+    let share = path.strip_prefix('/')?.split(['/', '\\']).next()?;
+    if host.is_empty() || host.contains(['/', '\\']) || share.is_empty() {
+        return None;
+    }
+    Some(format!(r"\\{host}{}", path.replace('/', "\\")))
 }
 
 /// Normalises a path lexically: resolves `.` and `..`, collapses repeated `/`, drops a trailing `/`.
@@ -467,6 +571,74 @@ mod tests {
     }
 
     #[test]
+    fn windows_reading_of_uris() {
+        let cases: &[(&str, Option<&str>)] = &[
+            // A drive, in every form a client writes one.
+            ("file:///C:/x/a.py", Some(r"C:\x\a.py")),
+            ("file:///c:/x/a.py", Some(r"C:\x\a.py")),
+            ("file:///c%3A/x/a.py", Some(r"C:\x\a.py")),
+            ("file:///c%3a/x/a%20b.py", Some(r"C:\x\a b.py")),
+            ("FILE:///D:/x", Some(r"D:\x")),
+            ("file:/c:/x", Some(r"C:\x")),
+            ("file://localhost/c:/x", Some(r"C:\x")),
+            ("file://LOCALHOST/c:/x", Some(r"C:\x")),
+            (r"file://C:\x\a.py", Some(r"C:\x\a.py")),
+            (r"file://c:\x\my%20file.py", Some(r"C:\x\my file.py")),
+            ("file://C:/x/a.py", Some(r"C:\x\a.py")),
+            ("file:///d:", Some(r"D:\")),
+            ("file:///d:/", Some(r"D:\")),
+            ("file://d:", Some(r"D:\")),
+            ("file:///C:/%E6%97%A5/a%23b?c", Some(r"C:\日\a#b?c")),
+            ("file:///C:/a b/100%/c", Some(r"C:\a b\100%\c")),
+            ("file:///C:/a%2", Some(r"C:\a%2")),
+            // `..` is the reader's to resolve or refuse.
+            ("file:///C:/x/../y", Some(r"C:\x\..\y")),
+            // A host: a UNC path.
+            ("file://server/share/a", Some(r"\\server\share\a")),
+            ("file://srv/share/a%20b/c", Some(r"\\srv\share\a b\c")),
+            ("file:////srv/share/a", Some(r"\\srv\share\a")),
+            ("file://srv/", None),
+            ("file://srv//a", None),
+            ("file://a%2Fb/share/x", None),
+            ("file://a%5Cb/share/x", None),
+            ("file://host", None),
+            // No drive written: no Windows path.
+            ("file:///c/x", None),
+            ("file:///C/x/a.py", None),
+            ("file:///c", None),
+            ("file:///home/me/a.py", None),
+            ("file://localhost/c/x", None),
+            ("file:///C:x", None),
+            ("file://C:x", None),
+            (r"file:///C:\x", None),
+            ("file:///cd:/x", None),
+            // Escapes that decode to no text, or to NUL.
+            ("file:///C:/%FF", None),
+            ("file:///C:/a%00b", None),
+            (r"file://C:\a%FFb", None),
+            // Not a file URI.
+            ("untitled:Untitled-1", None),
+            ("http://server/share/a", None),
+            ("https:///C:/x", None),
+            ("file:relative", None),
+            ("file:C:/x", None),
+            ("file:", None),
+            ("fil", None),
+            ("", None),
+        ];
+        for (uri, want) in cases {
+            assert_eq!(uri_to_windows_path(uri).as_deref(), *want, "{uri}");
+        }
+        // The wire reading names the same file whenever the Windows reading names one.
+        for (uri, want) in cases {
+            if let Some(w) = want {
+                let wire = uri_to_path(uri).expect(uri).replace('\\', "/");
+                assert_eq!(normalize(&wire), normalize(&to_posix(w)), "{uri}");
+            }
+        }
+    }
+
+    #[test]
     fn windows_round_trip() {
         let p = r"C:\Users\me\some dir\ü.rs";
         assert_eq!(uri_to_path(&file_uri(p)), Some(to_posix(p)));
@@ -603,6 +775,28 @@ mod tests {
             let uri = file_uri(&path);
             prop_assert!(uri.bytes().all(|c| c.is_ascii_graphic()));
             prop_assert_eq!(uri_to_path(&uri), Some(path));
+        }
+
+        #[test]
+        fn windows_uri_round_trip(letter in proptest::char::range('a', 'z'), upper in any::<bool>(),
+                                  segments in proptest::collection::vec(segment(), 0..6)) {
+            let segments: Vec<String> = segments.into_iter().map(|s| s.replace('\\', "_")).collect();
+            let letter = if upper { letter.to_ascii_uppercase() } else { letter };
+            let native = format!("{letter}:\\{}", segments.join("\\"));
+            let want = format!("{}:\\{}", letter.to_ascii_uppercase(), segments.join("\\"));
+            // Written by the bridge, and as the Windows `claude` writes it (`file://` and the path).
+            prop_assert_eq!(uri_to_windows_path(&file_uri(&native)), Some(want.clone()));
+            prop_assert_eq!(uri_to_windows_path(&format!("file://{native}").replace('%', "%25")), Some(want.clone()));
+            // The wire reading names the same file.
+            prop_assert_eq!(uri_to_path(&file_uri(&native)), Some(to_posix(&want)));
+        }
+
+        #[test]
+        fn posix_paths_name_no_windows_file(segments in proptest::collection::vec(segment(), 0..6)) {
+            let path = format!("/{}", segments.join("/"));
+            let b = path.as_bytes();
+            prop_assume!(!(b.len() >= 3 && b[1].is_ascii_alphabetic() && b[2] == b':' && (b.len() == 3 || b[3] == b'/')));
+            prop_assert_eq!(uri_to_windows_path(&file_uri(&path)), None);
         }
 
         #[test]
