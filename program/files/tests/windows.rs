@@ -79,6 +79,8 @@ fn one_file_by_every_form_of_its_path() {
         // Another case for the drive, the folder and the file: the same file on Windows.
         format!(r"{}\SRC\main.RS", folder.to_lowercase()),
         format!("{uri}/src/Main.rs"),
+        // As the Windows `claude` writes a file's URI: `file://` and the path.
+        format!(r"file://{folder}\src\Main.rs"),
     ] {
         let text = ws
             .read_text(&path)
@@ -92,6 +94,37 @@ fn one_file_by_every_form_of_its_path() {
         assert_eq!(ws.line_count(&path).unwrap(), 1, "{path}");
         assert!(ws.regular_file(&path).is_ok(), "{path}");
     }
+}
+
+/// `file:///c/...` writes no drive: its wire form is the same as `file:///c:/...`'s, but it
+/// names no Windows file (the lsp crate keys it apart from `C:\...`), so it is refused even
+/// where the file it would name on drive C exists.
+#[test]
+fn a_uri_without_a_drive_names_no_file() {
+    let t = tree();
+    let ws = workspace(&t);
+    fs::write(t.ws.join("a.txt"), "a\n").unwrap();
+    let folder =
+        t.ws.to_str()
+            .unwrap()
+            .replace('\\', "/")
+            .replace(' ', "%20");
+    let (letter, rest) = (&folder[..1], &folder[2..]);
+    let with_drive = format!("file:///{letter}:{rest}/a.txt");
+    assert_eq!(ws.read_text(&with_drive).unwrap().content, "a\n");
+    for no_drive in [
+        format!("file:///{letter}{rest}/a.txt"),
+        format!("file:///{}{rest}/a.txt", letter.to_lowercase()),
+        format!("file://localhost/{letter}{rest}/a.txt"),
+    ] {
+        let refused = ws.read_text(&no_drive);
+        assert!(
+            matches!(&refused, Err(Error::Outside { .. }) if refused.as_ref().unwrap_err().to_string().contains("names no drive")),
+            "{no_drive}: {refused:?}"
+        );
+        assert!(is_outside(ws.write(&no_drive, b"x")), "write {no_drive}");
+    }
+    assert_eq!(fs::read_to_string(t.ws.join("a.txt")).unwrap(), "a\n");
 }
 
 #[test]

@@ -97,9 +97,12 @@ pub(crate) fn same_name(a: &str, b: &str) -> bool {
 /// Why a path is refused, in words.
 pub(crate) type Why = String;
 
-/// A `file:` URI as the Windows path it names (`file:///C:/x` and `file:///c%3A/x` are `C:/x`,
-/// `file://server/share/x` is `//server/share/x`); any other path as it is. What the URI names
-/// is then parsed as any path is.
+/// A `file:` URI as the Windows path it names (the engine's
+/// [`uri_to_windows_path`](claude_ide_bridge::uri_to_windows_path): `file:///C:/x`,
+/// `file:///c%3A/x` and `file://C:\x` are `C:\x`, `file://server/share/x` is
+/// `\\server\share\x`); any other path as it is. A URI that writes no drive (`file:///c/x`,
+/// `file:///home/me/a.txt`) names no Windows file and is refused, as the lsp crate keys it apart
+/// from every drive path. What the URI names is then parsed as any path is.
 pub(crate) fn from_uri(path: &str) -> Result<std::borrow::Cow<'_, str>, Why> {
     use std::borrow::Cow;
     if !path
@@ -108,17 +111,13 @@ pub(crate) fn from_uri(path: &str) -> Result<std::borrow::Cow<'_, str>, Why> {
     {
         return Ok(Cow::Borrowed(path));
     }
-    let posix = claude_ide_bridge::uri_to_path(path)
-        .ok_or_else(|| Why::from("not a file URI that names a local path"))?;
-    // `uri_to_path` writes a drive as `/c/...`.
-    let b = posix.as_bytes();
-    if b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic() && (b.len() == 2 || b[2] == b'/')
-    {
-        let letter = char::from(b[1]);
-        let rest = posix[2..].trim_start_matches('/');
-        return Ok(Cow::Owned(format!("{letter}:/{rest}")));
+    match claude_ide_bridge::uri_to_windows_path(path) {
+        Some(windows) => Ok(Cow::Owned(windows)),
+        None if claude_ide_bridge::uri_to_path(path).is_some() => {
+            Err("the file URI names no drive (a Windows file's is written `file:///C:/...`)".into())
+        }
+        None => Err("not a file URI that names a local path".into()),
     }
-    Ok(Cow::Owned(posix))
 }
 
 /// Parses a wire path (see the module docs).
@@ -425,6 +424,23 @@ mod tests {
             )
         );
         assert_eq!(from_uri(r"C:\ws\a.txt").unwrap(), r"C:\ws\a.txt");
+        // As the Windows `claude` writes it: `file://` and the path.
+        assert_eq!(
+            from_uri(r"file://C:\ws\a%20b.txt").unwrap(),
+            r"C:\ws\a b.txt"
+        );
+        // No drive written: refused, never read as drive C (the lsp crate keys it `/c/ws/a.txt`,
+        // apart from `C:\ws\a.txt`).
+        for no_drive in [
+            "file:///c/ws/a.txt",
+            "file:///C/ws/a.txt",
+            "file://localhost/c/ws",
+        ] {
+            assert!(
+                from_uri(no_drive).unwrap_err().contains("names no drive"),
+                "{no_drive}"
+            );
+        }
         // What a URI names is refused as the same path would be.
         for bad in [
             "file:///C:/ws/CON",
