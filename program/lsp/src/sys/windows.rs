@@ -95,41 +95,16 @@ pub(crate) fn wait_writable(_input: &ChildStdin, timeout: Duration) -> std::io::
     Ok(())
 }
 
-/// The Windows path of a file a server names by its `file:` URI (`file:///c%3A/x/a.py`, as
-/// pyright writes it, or `file:///C:/x/a.py`): `C:\x\a.py`, drive letter upper-cased,
-/// backslashes; a UNC URI gives `\\server\share\...`, any other its path as it is. `None` when it
-/// names no local file.
+/// The path of a file a server names by its `file:` URI, as documents are keyed: the Windows
+/// path it names (the engine's
+/// [`uri_to_windows_path`](claude_ide_bridge::uri_to_windows_path): `file:///c%3A/x/a.py`, as
+/// pyright writes it, `file:///C:/x/a.py` and `file://C:\x\a.py` are all `C:\x\a.py`; a UNC URI
+/// gives `\\server\share\...`). A URI that writes no drive (`file:///c/x/a.py`) names no Windows
+/// file: it keeps the engine's wire form, `/c/x/a.py`, as a document given by that path is
+/// keyed, apart from every drive path (the files crate refuses it). `None` when it names no
+/// local file.
 pub(crate) fn path_of_uri(uri: &str) -> Option<String> {
-    // The engine's wire form: `/c/x/a.py`, or `//server/share/...`.
-    let wire = claude_ide_bridge::uri_to_path(uri)?;
-    let b = wire.as_bytes();
-    if names_a_drive(uri) && b.len() >= 2 && b[1].is_ascii_alphabetic() {
-        let rest = wire[2..].replace('/', "\\");
-        let rest = if rest.is_empty() { "\\" } else { &rest };
-        return Some(format!("{}:{rest}", char::from(b[1].to_ascii_uppercase())));
-    }
-    match wire.strip_prefix("//") {
-        Some(unc) => Some(format!("\\\\{}", unc.replace('/', "\\"))),
-        // No drive: no Windows path, but the key a document given so (`/w/a.py`) has.
-        None => Some(wire),
-    }
-}
-
-/// Whether a `file:` URI's path starts with a drive: `file:///C:/`, `file:///c%3A/`, or
-/// `file://C:\` as the Windows `claude` writes it (the engine's wire form, `/c/...`, is the same
-/// for `file:///c/...`, which names none).
-fn names_a_drive(uri: &str) -> bool {
-    let rest = uri.get(5..).unwrap_or("");
-    let path = match rest.strip_prefix("//") {
-        // After the authority (empty or `localhost`), unless it is the drive itself.
-        Some(after) if after.as_bytes().get(1) == Some(&b':') => after,
-        Some(after) => after.find('/').map_or("", |i| &after[i + 1..]),
-        None => rest.strip_prefix('/').unwrap_or(rest),
-    };
-    let b = path.as_bytes();
-    let colon =
-        b.get(1) == Some(&b':') || b.get(1..4).is_some_and(|c| c.eq_ignore_ascii_case(b"%3a"));
-    b.first().is_some_and(u8::is_ascii_alphabetic) && colon
+    claude_ide_bridge::uri_to_windows_path(uri).or_else(|| claude_ide_bridge::uri_to_path(uri))
 }
 
 /// The key of a document given by its path: the form [`path_of_uri`] gives for the URI the
@@ -175,6 +150,13 @@ mod tests {
             path_of_uri("file://localhost/c:/a.py").as_deref(),
             Some(r"C:\a.py")
         );
+        assert_eq!(path_of_uri("file://C:/a.py").as_deref(), Some(r"C:\a.py"));
+        assert_eq!(
+            path_of_uri(r"file://c:\x\a%20b.py").as_deref(),
+            Some(r"C:\x\a b.py")
+        );
+        assert_eq!(path_of_uri("file:///C/a.py").as_deref(), Some("/C/a.py"));
+        assert_eq!(path_of_uri("file:///C:/%FF"), None);
         assert_eq!(path_of_uri("untitled:Untitled-1"), None);
         for path in [
             r"C:\Users\me\a b.py",
@@ -186,5 +168,44 @@ mod tests {
         assert_eq!(key_of(r"\\srv\share\a.py"), r"\\srv\share\a.py");
         assert_eq!(key_of("a.py"), "a.py");
         assert_eq!(key_of("/w/a.py"), "/w/a.py");
+    }
+
+    /// The three crates read a file URI the same way (the engine's `uri_to_windows_path`): the
+    /// Windows `claude`'s `file://C:\x` is drive C's file everywhere, and `file:///c/x`, which
+    /// writes no drive, is none of drive C's files anywhere: here its diagnostics are kept under
+    /// `/c/x/...`, apart from the document `C:\x\...` (the files crate refuses it, and the
+    /// program's `getDiagnostics` answers `[]` for it).
+    #[test]
+    fn a_uri_without_a_drive_is_not_drive_cs_file() {
+        use crate::state::{Effect, State};
+        use crate::LspLimits;
+        let key = key_of(r"C:\x\a.py");
+        assert_eq!(path_of_uri(r"file://C:\x\a.py").as_deref(), Some(&*key));
+        assert_ne!(path_of_uri("file:///c/x/a.py").as_deref(), Some(&*key));
+
+        let mut s = State::new(LspLimits::default(), vec![]);
+        s.begin(1);
+        let init = s.take_outbox();
+        assert_eq!(init.len(), 1);
+        let answer =
+            br#"{"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {"textDocumentSync": 1}}}"#;
+        s.handle(answer).unwrap();
+        assert!(s.is_running());
+        s.sync(&key, "python", "x = 1\n");
+        let publish = |uri: &str| {
+            let uri = serde_json::to_string(uri).unwrap();
+            format!(
+                r#"{{"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {{"uri": {uri}, "diagnostics": [{{"range": {{"start": {{"line": 0, "character": 0}}, "end": {{"line": 0, "character": 1}}}}, "message": "m"}}]}}}}"#
+            )
+        };
+        let told = s.handle(publish("file:///c/x/a.py").as_bytes()).unwrap();
+        assert!(s.known(&key).is_empty(), "{told:?}");
+        assert_eq!(s.known("/c/x/a.py").len(), 1);
+        let told = s.handle(publish(r"file://C:\x\a.py").as_bytes()).unwrap();
+        assert_eq!(s.known(&key).len(), 1);
+        assert!(
+            matches!(&told[..], [Effect::Changed(c)] if c.diagnostics.len() == 1),
+            "{told:?}"
+        );
     }
 }
