@@ -169,7 +169,7 @@ fn not_known(uri: &str) -> ToolResult {
 }
 
 /// The file a `getDiagnostics` names, as the files crate takes it: a `file://` URI's path (on
-/// Windows the URI itself, which the files crate reads as the Windows path it names), or a path
+/// Windows the Windows path it names; none for `file:///c/x`, which writes no drive), or a path
 /// (absolute, `C:\x` included on Windows, or relative to the first workspace folder). `None` for
 /// other URI schemes (`untitled:`, a diff's right side).
 fn named_path(uri: &str) -> Option<String> {
@@ -558,6 +558,18 @@ impl LanguageServers {
     /// The answer to `getDiagnostics {uri}`.
     pub fn file(&self, uri: &str) -> ToolResult {
         let Some(named) = named_path(uri) else {
+            if uri
+                .get(..5)
+                .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+            {
+                // `file:///c/x` on Windows (no drive written), or escapes that decode to no text.
+                self.note_once(
+                    format!("no file {uri}"),
+                    &format!(
+                        "language servers: not asked about {uri}: it names no file on this system"
+                    ),
+                );
+            }
             return ToolResult::json(&Vec::<FileDiagnostics>::new());
         };
         let Some(language) = self.lsp.language_for(Path::new(&named)).map(str::to_owned) else {
@@ -1023,8 +1035,10 @@ mod tests {
         #[cfg(windows)]
         assert_eq!(
             named_path(r"file://C:\w\a.py").as_deref(),
-            Some(r"file://C:\w\a.py")
+            Some(r"C:\w\a.py")
         );
+        #[cfg(windows)]
+        assert_eq!(named_path("file:///c/w/a.py"), None);
         assert!(named_path("file://").is_none());
         assert_eq!(named_path("/w/a.py").as_deref(), Some("/w/a.py"));
         #[cfg(windows)]

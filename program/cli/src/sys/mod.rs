@@ -20,8 +20,8 @@
 //!   Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs; `stopped()`: the
 //!   program has stopped (Windows waits for it before ending a process whose console closes);
 //! - `ask_to_stop(pid)`, `wait_for_command(child)`, `exit_code(status)`: `run`'s command;
-//! - `path_of_file_uri(uri)`: what the files crate takes for a `file:` URI (its path; on
-//!   Windows the URI itself);
+//! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
+//!   Windows the Windows path it names, `None` when it writes no drive);
 //! - `raise_open_files_limit()`, `editor_command(editor)`: the rest.
 //!
 //! What was typed on the terminal before a question is dropped by the runtime crate

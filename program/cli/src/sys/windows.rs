@@ -262,12 +262,13 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 
-/// The name the files crate takes for a `file:` URI: the URI itself, which it reads as the
-/// Windows path it names (`file:///C:/x`, or `file://C:\x` as the Windows `claude` writes it);
-/// `None` when it names no local file. (The engine's form of that path, `/c/x`, is not a
-/// Windows path.)
+/// The path the files crate takes for a `file:` URI: the Windows path it names (the engine's
+/// [`uri_to_windows_path`](claude_ide_bridge::uri_to_windows_path): `file:///C:/x` and the
+/// Windows `claude`'s `file://C:\x` are `C:\x`). `None` when it names no local file, or no
+/// Windows file: `file:///c/x` writes no drive (its wire form, `/c/x`, is the same as
+/// `file:///c:/x`'s, but it is not drive C's file; the lsp crate keys it apart too).
 pub fn path_of_file_uri(uri: &str) -> Option<String> {
-    claude_ide_bridge::uri_to_path(uri).map(|_| uri.to_owned())
+    claude_ide_bridge::uri_to_windows_path(uri)
 }
 
 /// The command running `%VISUAL%`/`%EDITOR%` on the arguments added to it: through `cmd /C`, as
@@ -313,5 +314,30 @@ mod tests {
         fs::write(d.path().join("workspaces"), b"x").unwrap();
         assert!(s.save(&saved()).is_err());
         assert_eq!(fs::read(d.path().join("workspaces")).unwrap(), b"x");
+    }
+
+    /// The program and the files crate read a file URI the same way (the engine's
+    /// `uri_to_windows_path`, which the lsp crate keys documents by too): the Windows
+    /// `claude`'s `file://C:\...` names the file, and `file:///c/...`, which writes no drive,
+    /// names none, here or in the files crate, though drive C's file exists.
+    #[test]
+    fn file_uris_are_read_as_the_files_crate_reads_them() {
+        use claude_ide_bridge_files::{Limits, Workspace};
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("a.py"), "x = 1\n").unwrap();
+        let folder = d.path().to_str().unwrap().to_owned();
+        assert_eq!(folder.as_bytes()[1], b':', "{folder}");
+        let ws = Workspace::new(vec![folder.clone()], Limits::default());
+        let file = format!(r"{folder}\a.py");
+        for uri in [format!("file://{file}"), claude_ide_bridge::file_uri(&file)] {
+            let path = path_of_file_uri(&uri).unwrap();
+            let read = ws.read_text(&path).unwrap();
+            assert_eq!(read.content, "x = 1\n");
+            assert_eq!(ws.read_text(&uri).unwrap().path, read.path, "{uri}");
+        }
+        let slashed = file.replace('\\', "/");
+        let no_drive = format!("file:///{}{}", &slashed[..1], &slashed[2..]);
+        assert_eq!(path_of_file_uri(&no_drive), None);
+        assert!(ws.read_text(&no_drive).is_err(), "{no_drive}");
     }
 }
