@@ -1,6 +1,7 @@
 //! The Windows backend: the same `Workspace` methods as the Unix one, built on cap-std's `Dir`.
 //!
-//! A wire path (or a `file:///C:/...` URI) first goes through the lexical step of
+//! A wire path (or a `file:///C:/...` URI, read by the engine's `uri_to_windows_path`: one
+//! that writes no drive, `file:///c/...`, is refused) first goes through the lexical step of
 //! [`winpath`](super::winpath): a drive letter or UNC root in any of its forms (`C:\`, `c:/`,
 //! `\\?\C:\`, `\\server\share\`, `\\?\UNC\server\share\`), `/` and `\` both separators, `.` and
 //! `..` resolved without climbing out, and every name that Windows would read as something else
