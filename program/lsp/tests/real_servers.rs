@@ -1,7 +1,6 @@
 //! Against real language servers: pyright, typescript-language-server and vtsls (npm), clangd
 //! (Debian), ruff (PyPI). `scripts/test-all.sh` installs them on a fresh machine; a missing server
-//! fails these tests rather than skipping them, but for vtsls, the second TypeScript server, whose
-//! tests say they are skipped.
+//! fails these tests rather than skipping them.
 
 use claude_ide_bridge_testsupport::procs;
 
@@ -47,17 +46,6 @@ fn require(program: &str) {
         claude_ide_bridge_lsp::table::find_program(program).is_some(),
         "{program} is not installed: scripts/test-all.sh installs it (these tests fail rather than skip)"
     );
-}
-
-/// Whether `program` is installed; when not, says that the test is skipped and why.
-fn installed(program: &str) -> bool {
-    let found = claude_ide_bridge_lsp::table::find_program(program).is_some();
-    if !found {
-        eprintln!(
-            "SKIPPED: {program} is not installed (scripts/test-all.sh installs it; by hand: npm install -g @vtsls/language-server)"
-        );
-    }
-    found
 }
 
 fn pids(lsp: &Lsp) -> Vec<u32> {
@@ -273,9 +261,7 @@ fn typescript_error_fix_new_error_and_shutdown() {
 
 #[test]
 fn vtsls_error_fix_new_error_and_shutdown() {
-    if !installed("vtsls") {
-        return;
-    }
+    require("vtsls");
     // A loose file (no tsconfig.json): tsserver checks it in an inferred project.
     let (f, d) = error_fixed_new_error(&Case {
         program: "vtsls",
@@ -513,12 +499,10 @@ fn typescript_first_answer_is_its_semantic_and_suggestion_passes_not_its_first_p
 /// vtsls (VS Code's TypeScript extension as a language server): it offers the same
 /// `typescript.tsserverRequest` command, which takes the file as a path where
 /// typescript-language-server takes its URI, answers `null` for any failure, and names its
-/// diagnostics `ts`. Skipped when vtsls is not installed (`scripts/test-all.sh` installs it).
+/// diagnostics `ts`.
 #[test]
 fn vtsls_first_answer_is_its_semantic_and_suggestion_passes_not_its_first_publish() {
-    if !installed("vtsls") {
-        return;
-    }
+    require("vtsls");
     first_answer_holds_every_pass("vtsls --stdio", "ts");
 }
 
