@@ -54,8 +54,9 @@ const TSSERVER_PASSES: [&str; 3] = [
 /// Requests of checks on request waiting for answers, at most: a server that stops answering
 /// them gets no more (its callers answer what is known).
 const MAX_ASKED: usize = 3 * 256;
-/// Error answers in a row after which a server's checks on request are given up for its
-/// published diagnostics (a server whose command refuses these requests).
+/// Failed checks in a row (an error answer, or vtsls' `null`, to any of a check's passes) after
+/// which a server's checks on request are given up for its published diagnostics (a server whose
+/// command refuses these requests).
 const MAX_CHECK_FAILURES: u32 = 3;
 
 /// A check of one file's text asked of a server that checks on request ([`State::ask_check`]).
@@ -835,13 +836,18 @@ impl State {
                         .collect::<String>()
                 )),
                 Ok(None) => {
-                    // It does not know the command, or (vtsls) the command failed, its log says
-                    // why: its publishes are all there is.
-                    self.check_failures = MAX_CHECK_FAILURES;
-                    Err(
-                        "null: the command is unknown or failed; using its published diagnostics"
-                            .to_owned(),
-                    )
+                    // typescript-language-server does not know the command: its publishes are
+                    // all there is. vtsls answers `null` whenever the command fails (its log says
+                    // why; a tsserver restarting, say): a failure like an error answer.
+                    if self.caps.tsserver_kind == TsServerKind::Vtsls {
+                        Err("null: the command failed (vtsls' log says why)".to_owned())
+                    } else {
+                        self.check_failures = MAX_CHECK_FAILURES;
+                        Err(
+                            "null: the command is unknown; using its published diagnostics"
+                                .to_owned(),
+                        )
+                    }
                 }
                 Err(e) => Err(e),
             },
@@ -857,8 +863,11 @@ impl State {
                     "{TSSERVER_REQUEST} {} for {path}: {why}",
                     TSSERVER_PASSES[pass]
                 )));
-                self.check_failures = self.check_failures.saturating_add(1);
-                check.failed = generation;
+                // A check fails once, whichever of its passes failed (and however many).
+                if check.failed != generation {
+                    self.check_failures = self.check_failures.saturating_add(1);
+                    check.failed = generation;
+                }
                 self.checking -= check.release();
                 return true;
             }

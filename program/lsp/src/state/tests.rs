@@ -1032,6 +1032,56 @@ fn vtsls_is_asked_with_the_path_and_answered_in_its_own_terms() {
     );
 }
 
+/// vtsls answers `null` whenever its command fails, not only for a command it does not know: a
+/// failed check like an error answer (its checks given up after three failed checks in a row, a
+/// check counted once whichever of its passes failed), not a refusal at the first `null`.
+#[test]
+fn a_null_from_vtsls_is_one_failed_check_not_the_end_of_its_checks() {
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.begin(42);
+    let init = frames(&mut s);
+    let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": tsls_caps(), "serverInfo": {"name": "vtsls"}}});
+    s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    frames(&mut s);
+    s.sync("/w/a.ts", "typescript", "let x: number = 'a';");
+    let v = s.version("/w/a.ts").unwrap();
+    let null = |s: &mut State, id: &Value| {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "result": null});
+        s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap()
+    };
+    // Two checks fail in every pass: still checked on request.
+    for round in 0..2 {
+        let g = s.ask_check("/w/a.ts", v).unwrap();
+        let asked = asked_checks(&mut s);
+        for (id, _, _) in &asked {
+            null(&mut s, id);
+        }
+        assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(false));
+        assert!(s.checks_on_request(), "round {round}");
+    }
+    // The next one is answered: the count starts again, and the answer is the text's.
+    let g = s.ask_check("/w/a.ts", v).unwrap();
+    let asked = asked_checks(&mut s);
+    tsserver_answer(&mut s, &asked[0].0, json!([]));
+    tsserver_answer(
+        &mut s,
+        &asked[1].0,
+        json!([ts_diag(1, "Type 'string' is not assignable", "error", 2322)]),
+    );
+    tsserver_answer(&mut s, &asked[2].0, json!([]));
+    assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(true));
+    assert_eq!(s.known("/w/a.ts").len(), 1);
+    // Three failed checks in a row: its publishes from then on.
+    for round in 0..3 {
+        assert!(s.checks_on_request(), "round {round}");
+        s.ask_check("/w/a.ts", v).unwrap();
+        let asked = asked_checks(&mut s);
+        null(&mut s, &asked[0].0);
+    }
+    assert!(!s.checks_on_request());
+    check_bounds_and_nothing_waits(&mut s);
+}
+
 fn check_bounds_and_nothing_waits(s: &mut State) {
     // Among them, what checks hold waiting, counted exactly.
     s.check_bounds();
