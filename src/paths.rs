@@ -245,7 +245,8 @@ fn drive_of_uri_path(decoded: &str) -> Option<(char, &str)> {
 /// the path to resolve (or refuse).
 ///
 /// `None` for another scheme, a missing path, escapes decoding to invalid UTF-8 or NUL, a UNC path without
-/// a share, and a path that writes no drive: `file:///c/x` and `file:///home/me/a.rs` name no Windows file
+/// a share (`.` and `..` are none) or on the host `?` or `.` (a device or verbatim path, not a share), and a
+/// path that writes no drive: `file:///c/x` and `file:///home/me/a.rs` name no Windows file
 /// (on Windows `\c\x` would be read against whatever drive is current), even though the wire form of
 /// `file:///c:/x` is `/c/x` too. A program that keys documents by path can fall back on [`uri_to_path`]
 /// for those, which keeps them apart from every drive path.
@@ -298,11 +299,16 @@ fn drive_path(letter: char, rest: &str) -> String {
     out
 }
 
-/// `\\host\share\...` from a host and the path after it (from its `/`); `None` without a share, or
-/// for a host holding a separator.
+/// `\\host\share\...` from a host and the path after it (from its `/`); `None` without a share (or
+/// with `.` or `..` for one), for a host holding a separator, and for the hosts `?` and `.`, which
+/// would make a Windows device or verbatim path (`\\?\C:\x`, `\\.\COM1`), not a share.
 fn unc_path(host: &str, path: &str) -> Option<String> {
     let share = path.strip_prefix('/')?.split(['/', '\\']).next()?;
-    if host.is_empty() || host.contains(['/', '\\']) || share.is_empty() {
+    if host.is_empty()
+        || host.contains(['/', '\\'])
+        || matches!(host, "?" | ".")
+        || matches!(share, "" | "." | "..")
+    {
         return None;
     }
     Some(format!(r"\\{host}{}", path.replace('/', "\\")))
@@ -601,6 +607,14 @@ mod tests {
             ("file://srv//a", None),
             ("file://a%2Fb/share/x", None),
             ("file://a%5Cb/share/x", None),
+            ("file://%3F/C:/x", None),
+            ("file://?/C:/x", None),
+            ("file:////?/C:/x", None),
+            ("file:////./COM1/x", None),
+            ("file://./pipe/x", None),
+            ("file://srv/../x", None),
+            ("file://srv/./x", None),
+            ("file://srv/.../x", Some(r"\\srv\...\x")),
             ("file://host", None),
             // No drive written: no Windows path.
             ("file:///c/x", None),
@@ -789,6 +803,28 @@ mod tests {
             prop_assert_eq!(uri_to_windows_path(&format!("file://{native}").replace('%', "%25")), Some(want.clone()));
             // The wire reading names the same file.
             prop_assert_eq!(uri_to_path(&file_uri(&native)), Some(to_posix(&want)));
+        }
+
+        #[test]
+        fn windows_and_wire_readings_name_one_file(
+            start in proptest::sample::select(vec!["file:", "file:/", "file://", "file:///", "file:////", "FILE://"]),
+            host in proptest::sample::select(vec!["", "localhost", "srv", "?", "%3F", ".", "C:", "c%3A", "c"]),
+            pieces in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "/", "\\", "//", "C:", "c", "%3A", "%3a", "%5C", "%2F", "%3F", "%25", "%", "?", ".", "..",
+                "localhost", "srv", "a", " ", "é", "%C3%A9", "%FF", "%00", "#",
+            ]), 0..10)) {
+            let uri = format!("{start}{host}{}", pieces.concat());
+            let wire = uri_to_path(&uri);
+            if let Some(windows) = uri_to_windows_path(&uri) {
+                prop_assert!(windows.starts_with(r"\\") || windows.as_bytes()[1] == b':', "{}", windows);
+                let wire = wire.expect("a URI with a Windows path has a wire path");
+                prop_assert_eq!(
+                    normalize(&wire.replace('\\', "/")),
+                    normalize(&to_posix(&windows).replace('\\', "/")),
+                    "{} gave {} against {}", uri, windows, wire
+                );
+            }
         }
 
         #[test]

@@ -11,7 +11,9 @@ use claude_ide_bridge::hooks::handshake::{
 };
 use claude_ide_bridge::hooks::jsonrpc::{self, Decoded, Frame, Message};
 use claude_ide_bridge::ws::{self, decode_header, WebSocket, WsLimits};
-use claude_ide_bridge::{is_within, resolve_in_workspace, uri_to_path, Limits};
+use claude_ide_bridge::{
+    is_within, normalize, resolve_in_workspace, to_posix, uri_to_path, uri_to_windows_path, Limits,
+};
 use claude_ide_bridge::{CompatRequest, ToolCall, ToolName};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -362,7 +364,16 @@ pub fn jsonrpc(data: &[u8]) {
     }
     check_compat(&text, raw);
     let _ = resolve_in_workspace(&text, &["/ws".to_string()]);
-    let _ = uri_to_path(&text);
+    let wire = uri_to_path(&text);
+    if let Some(windows) = uri_to_windows_path(&text) {
+        // The Windows reading names the file the wire reading does, separators aside.
+        let wire = wire.expect("a URI with a Windows path has a wire path");
+        assert_eq!(
+            normalize(&wire.replace('\\', "/")),
+            normalize(&to_posix(&windows).replace('\\', "/")),
+            "{text:?}: {windows:?} against {wire:?}"
+        );
+    }
 }
 
 fn check_compat(method: &str, params: Option<&RawValue>) {
