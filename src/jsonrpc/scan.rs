@@ -96,15 +96,49 @@ impl<'a> Scanner<'a> {
     /// The members of an object, one at a time: `f` is called with each key (after its `:`) and
     /// must read the member's value. `None` from `f` gives up.
     #[inline(always)]
-    pub(crate) fn object(
+    pub(crate) fn object(&mut self, f: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.object_with_keys([], f)
+    }
+
+    /// [`Scanner::object`] for an object whose keys are nearly always among `known`: such a key
+    /// is taken by comparing the text with it in its quotes, which gives what
+    /// [`Scanner::plain_str`] gives for it without searching for its end (about 80 instructions
+    /// a key less, BENCHMARKS.md "Issue 32, item 5, fourth session"); any other key is read by
+    /// `plain_str`. The known keys are plain: no quote, backslash or control character.
+    #[inline(always)]
+    pub(crate) fn object_with_keys<const N: usize>(
         &mut self,
+        known: [&'static str; N],
         mut f: impl FnMut(&mut Self, &'a str) -> Option<()>,
     ) -> Option<()> {
         self.items(b'{', b'}', |s| {
-            let key = s.plain_str()?;
+            let key = match s.known_str(known) {
+                Some(key) => key,
+                None => s.plain_str()?,
+            };
             s.eat(b':')?;
             f(s, key)
         })
+    }
+
+    /// The string here (after whitespace) when it is one of `known` in quotes, taken; `None`,
+    /// having taken nothing, when it is not. For a plain `known`, exactly what
+    /// [`Scanner::plain_str`] reads and gives when that gives one of them.
+    #[inline(always)]
+    pub(crate) fn known_str<const N: usize>(
+        &mut self,
+        known: [&'static str; N],
+    ) -> Option<&'a str> {
+        self.ws();
+        let rest = self.text.as_bytes().get(self.at..)?.strip_prefix(b"\"")?;
+        for word in known {
+            debug_assert!(!word.bytes().any(|b| matches!(b, b'"' | b'\\' | 0..=0x1f)));
+            if rest.get(word.len()) == Some(&b'"') && rest.starts_with(word.as_bytes()) {
+                self.at += word.len() + 2;
+                return Some(word);
+            }
+        }
+        None
     }
 
     /// `open`, items separated by commas (each read by `item`), `close`.
@@ -520,6 +554,63 @@ mod tests {
         }
         assert_eq!(string_stop("é ~\u{7f}abcdefghijk".as_bytes()), None);
         assert_eq!(string_stop(b""), None);
+    }
+
+    #[test]
+    fn known_strings_are_read_as_plain_str_reads_them() {
+        let known = ["id", "idx", "jsonrpc", ""];
+        for text in [
+            r#""id""#,
+            r#" "idx":1"#,
+            r#""i""#,
+            r#""id"#,
+            r#""idy""#,
+            r#"  "jsonrpc""#,
+            r#""json\u0072pc""#,
+            r#""""#,
+            r#""id\"""#,
+            "",
+            " ",
+            "id",
+            "\"id\u{1}\"",
+            "\"é\"",
+        ] {
+            let (mut a, mut b) = (Scanner::new(text), Scanner::new(text));
+            let plain = b.plain_str();
+            match a.known_str(known) {
+                Some(k) => {
+                    assert_eq!(Some(k), plain, "{text:?}");
+                    assert_eq!(a.at, b.at, "{text:?}");
+                }
+                None => {
+                    assert!(plain.is_none_or(|p| !known.contains(&p)), "{text:?}");
+                    // Nothing taken but the whitespace.
+                    assert_eq!(a.at, text.len() - text.trim_start().len(), "{text:?}");
+                }
+            }
+        }
+        // An object read with known keys hands over the same members as one read without.
+        for text in [
+            r#"{"id":1,"idx":2,"ids":3,"":4, "jsonrpc" :5}"#,
+            r#"{"i\u0064":1}"#,
+            r#"{"id":1,}"#,
+        ] {
+            let members = |with: bool| {
+                let mut s = Scanner::new(text);
+                let mut seen = Vec::new();
+                let read = |s: &mut Scanner<'static>, k: &'static str| {
+                    seen.push((k, s.value()?));
+                    Some(())
+                };
+                let r = if with {
+                    s.object_with_keys(known, read)
+                } else {
+                    s.object(read)
+                };
+                (r, seen, s.at)
+            };
+            assert_eq!(members(true), members(false), "{text}");
+        }
     }
 
     #[test]

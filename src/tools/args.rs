@@ -212,7 +212,7 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCa
 /// [`jsonrpc::decode_with`]: crate::jsonrpc::decode_with
 pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<ToolCall> {
     let (mut tool, mut arguments, mut call) = (None, None, None);
-    s.object(|s, key| {
+    s.object_with_keys(["name", "arguments"], |s, key| {
         match key {
             "name" if tool.is_none() => tool = Some(offered.resolve(s.plain_str()?).ok()?),
             // The real client's order, the name first: the arguments are read where they stand.
