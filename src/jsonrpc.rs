@@ -472,10 +472,10 @@ fn scan_request<'a, T>(
     let mut s = Scanner::new(text);
     let (mut version, mut id, mut named, mut params) = (false, None, false, None);
     let mut read_params = Some(read_params);
-    s.object_with_keys(["jsonrpc", "id", "method", "params"], |s, key| {
+    s.object_with_keys(&["jsonrpc", "id", "method", "params"], |s, key| {
         match key {
             // A wrong version or another method: the general decoder's business.
-            "jsonrpc" if !version => version = s.known_str(["2.0"]).is_some().then_some(true)?,
+            "jsonrpc" if !version => version = s.known_str(&["2.0"]).is_some().then_some(true)?,
             "id" if id.is_none() => id = Some(s.value().filter(|t| valid_id(t))?),
             "method" if !named => named = (s.plain_str()? == method).then_some(true)?,
             "params" if params.is_none() => params = Some(read_params.take()?(s)?),

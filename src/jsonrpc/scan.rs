@@ -97,7 +97,7 @@ impl<'a> Scanner<'a> {
     /// must read the member's value. `None` from `f` gives up.
     #[inline(always)]
     pub(crate) fn object(&mut self, f: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        self.object_with_keys([], f)
+        self.object_with_keys(&[], f)
     }
 
     /// [`Scanner::object`] for an object whose keys are nearly always among `known`: such a key
@@ -106,9 +106,9 @@ impl<'a> Scanner<'a> {
     /// a key less, BENCHMARKS.md "Issue 32, item 5, fourth session"); any other key is read by
     /// `plain_str`. The known keys are plain: no quote, backslash or control character.
     #[inline(always)]
-    pub(crate) fn object_with_keys<const N: usize>(
+    pub(crate) fn object_with_keys(
         &mut self,
-        known: [&'static str; N],
+        known: &[&'static str],
         mut f: impl FnMut(&mut Self, &'a str) -> Option<()>,
     ) -> Option<()> {
         self.items(b'{', b'}', |s| {
@@ -125,13 +125,10 @@ impl<'a> Scanner<'a> {
     /// having taken nothing, when it is not. For a plain `known`, exactly what
     /// [`Scanner::plain_str`] reads and gives when that gives one of them.
     #[inline(always)]
-    pub(crate) fn known_str<const N: usize>(
-        &mut self,
-        known: [&'static str; N],
-    ) -> Option<&'a str> {
+    pub(crate) fn known_str(&mut self, known: &[&'static str]) -> Option<&'a str> {
         self.ws();
         let rest = self.text.as_bytes().get(self.at..)?.strip_prefix(b"\"")?;
-        for word in known {
+        for &word in known {
             debug_assert!(!word.bytes().any(|b| matches!(b, b'"' | b'\\' | 0..=0x1f)));
             if rest.get(word.len()) == Some(&b'"') && rest.starts_with(word.as_bytes()) {
                 self.at += word.len() + 2;
@@ -312,13 +309,19 @@ impl<'de> de::Deserializer<'de> for &mut Scanner<'de> {
         items.finished(value)
     }
 
+    /// An object whose keys are nearly always the struct's `fields`: taken by
+    /// [`Scanner::known_str`].
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _: &'static str,
-        _: &'static [&'static str],
+        fields: &'static [&'static str],
         v: V,
     ) -> Result<V::Value, GiveUp> {
-        self.deserialize_map(v)
+        self.eat(b'{').ok_or(GiveUp)?;
+        let mut items = Items::new(self, b'}');
+        items.keys = fields;
+        let value = v.visit_map(&mut items)?;
+        items.finished(value)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, GiveUp> {
@@ -355,6 +358,9 @@ impl<'de> de::Deserializer<'de> for &mut Scanner<'de> {
 struct Items<'s, 'de> {
     s: &'s mut Scanner<'de>,
     close: u8,
+    /// The keys an object's members nearly always have (a struct's fields), for
+    /// [`Scanner::known_str`].
+    keys: &'static [&'static str],
     first: bool,
     done: bool,
 }
@@ -364,6 +370,7 @@ impl<'s, 'de> Items<'s, 'de> {
         Items {
             s,
             close,
+            keys: &[],
             first: true,
             done: false,
         }
@@ -406,7 +413,10 @@ impl<'de> de::MapAccess<'de> for Items<'_, 'de> {
         if !self.more()? {
             return Ok(None);
         }
-        let key = self.s.plain_str().ok_or(GiveUp)?;
+        let key = match self.s.known_str(self.keys) {
+            Some(key) => key,
+            None => self.s.plain_str().ok_or(GiveUp)?,
+        };
         self.s.eat(b':').ok_or(GiveUp)?;
         seed.deserialize(BorrowedStrDeserializer::new(key))
             .map(Some)
@@ -577,7 +587,7 @@ mod tests {
         ] {
             let (mut a, mut b) = (Scanner::new(text), Scanner::new(text));
             let plain = b.plain_str();
-            match a.known_str(known) {
+            match a.known_str(&known) {
                 Some(k) => {
                     assert_eq!(Some(k), plain, "{text:?}");
                     assert_eq!(a.at, b.at, "{text:?}");
@@ -603,7 +613,7 @@ mod tests {
                     Some(())
                 };
                 let r = if with {
-                    s.object_with_keys(known, read)
+                    s.object_with_keys(&known, read)
                 } else {
                     s.object(read)
                 };

@@ -212,13 +212,13 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCa
 /// [`jsonrpc::decode_with`]: crate::jsonrpc::decode_with
 pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<ToolCall> {
     let (mut tool, mut arguments, mut call) = (None, None, None);
-    s.object_with_keys(["name", "arguments"], |s, key| {
+    s.object_with_keys(&["name", "arguments"], |s, key| {
         match key {
             "name" if tool.is_none() => tool = Some(offered.resolve(s.plain_str()?).ok()?),
             // The real client's order, the name first: the arguments are read where they stand.
             "arguments" if arguments.is_none() && call.is_none() => match tool {
                 Some(tool) if s.next_byte()? == b'{' => {
-                    call = Some(ToolCall::deserialize_arguments(tool, &mut *s).ok()?);
+                    call = Some(ToolCall::deserialize_object_arguments(tool, &mut *s).ok()?);
                 }
                 _ => arguments = Some(s.value()?),
             },

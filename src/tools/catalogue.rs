@@ -143,6 +143,20 @@ macro_rules! tools {
                     $(ToolName::$variant => parse_arguments!(d, $variant, $($args)?),)*
                 })
             }
+
+            /// [`ToolCall::deserialize_arguments`] from a deserializer that reads structs only from
+            /// objects itself (the scanner of the fast path), which is then told the fields' names.
+            pub(crate) fn deserialize_object_arguments<'de, D>(
+                tool: ToolName,
+                d: D,
+            ) -> Result<ToolCall, D::Error>
+            where
+                D: Deserializer<'de>,
+            {
+                Ok(match tool {
+                    $(ToolName::$variant => parse_arguments!(d, $variant, $($args)?),)*
+                })
+            }
         }
     };
 }
