@@ -241,11 +241,25 @@ fn clangd_error_fix_new_error_and_shutdown() {
 
 #[test]
 fn typescript_error_fix_new_error_and_shutdown() {
+    typescript_error_fix_new_error(
+        "typescript-language-server",
+        "typescript-language-server --stdio",
+        "typescript",
+    );
+}
+
+#[test]
+fn vtsls_error_fix_new_error_and_shutdown() {
+    typescript_error_fix_new_error("vtsls", "vtsls --stdio", "ts");
+}
+
+/// [`error_fixed_new_error`] for a TypeScript server, which names its diagnostics `source`.
+fn typescript_error_fix_new_error(program: &'static str, command: &'static str, source: &str) {
     // A loose file (no tsconfig.json): tsserver checks it in an inferred project.
     let (f, d) = error_fixed_new_error(&Case {
-        program: "typescript-language-server",
+        program,
         language: "typescript",
-        command: "typescript-language-server --stdio",
+        command,
         file: "app.ts",
         bad: "const count: number = \"one\";\n",
         want: "Type 'string' is not assignable to type 'number'.",
@@ -255,27 +269,7 @@ fn typescript_error_fix_new_error_and_shutdown() {
     });
     // Where tsserver puts it (0-based, at the declared name) and who it says it is.
     assert_eq!((d[0].range.start.line, d[0].range.start.character), (1, 6));
-    assert_eq!(d[0].source.as_deref(), Some("typescript"));
-    stop_and_check_gone(&f);
-}
-
-#[test]
-fn vtsls_error_fix_new_error_and_shutdown() {
-    require("vtsls");
-    // A loose file (no tsconfig.json): tsserver checks it in an inferred project.
-    let (f, d) = error_fixed_new_error(&Case {
-        program: "vtsls",
-        language: "typescript",
-        command: "vtsls --stdio",
-        file: "app.ts",
-        bad: "const count: number = \"one\";\n",
-        want: "Type 'string' is not assignable to type 'number'.",
-        good: "const count: number = 1;\n",
-        bad2: "const count: number = 1;\nconst label: string = count;\n",
-        want2: "Type 'number' is not assignable to type 'string'.",
-    });
-    assert_eq!((d[0].range.start.line, d[0].range.start.character), (1, 6));
-    assert_eq!(d[0].source.as_deref(), Some("ts"));
+    assert_eq!(d[0].source.as_deref(), Some(source));
     stop_and_check_gone(&f);
 }
 
