@@ -149,15 +149,8 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
         return;
     };
     let workspace = Workspace::new(vec![dir.to_string_lossy().into_owned()], Limits::default());
-    let mut files = Vec::new();
-    let truncated = workspace.for_each_file(|path| {
-        if table.language_for(Path::new(path)).is_some() {
-            files.push(PathBuf::from(path));
-        }
-        true
-    });
-    let mut plan = table.plan(files.iter().map(PathBuf::as_path));
-    plan.truncated = truncated;
+    let crate::lsp::WorkspaceFiles { plan, latest } =
+        crate::lsp::walk_workspace(&workspace, &table);
     if plan.languages.is_empty() {
         out!(
             "info: no file of a language with a known server under {}",
@@ -199,6 +192,11 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
             "info: with --lsp-warm connect these would start when claude connects: {} (by default, a file's server starts at its first diff or question)",
             warm.join(", ")
         );
+        for language in &warm {
+            if let Some(file) = latest.get(language) {
+                out!("  and would open {file} in {language}'s (its most recently modified file)");
+            }
+        }
     }
     if let Some(line) = compilation_database_warning(&plan, dir) {
         out!("{line}");

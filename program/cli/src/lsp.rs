@@ -118,7 +118,9 @@ pub struct LspOpts {
     /// When language servers start: `diff` (a file's when an openDiff arrives for it, which
     /// also checks its text on disk then, for claude's baseline), `connect` (also, when a client
     /// connects, those of the languages with files in the workspace, at most 3, the most files
-    /// first), `none` (only when a file is asked about).
+    /// first, each with its language's most recently modified file opened and checked, so that
+    /// the servers load the project before the first diff), `none` (only when a file is asked
+    /// about).
     #[arg(long, value_name = "WHEN", value_enum, default_value = "diff")]
     pub lsp_warm: Warm,
     /// Append the language servers' stderr and the bridge's notes about them to FILE (default:
@@ -131,7 +133,8 @@ pub struct LspOpts {
 /// When language servers start (`--lsp-warm`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Warm {
-    /// When a client connects (the workspace's languages, at most [`WARM_MAX`]) and at an openDiff.
+    /// When a client connects (the workspace's languages, at most [`WARM_MAX`], each with its most
+    /// recently modified file opened) and at an openDiff.
     Connect,
     /// At an openDiff for a file: its server starts and checks the file's text on disk.
     #[default]
@@ -157,6 +160,49 @@ pub fn warm_languages(plan: &claude_ide_bridge_lsp::Plan) -> Vec<String> {
         .take(WARM_MAX)
         .map(|l| l.language.clone())
         .collect()
+}
+
+/// What the walk over a workspace found for its language servers ([`walk_workspace`]).
+pub struct WorkspaceFiles {
+    /// The plan: the languages with files, their servers (`truncated` set when a bound of the
+    /// walk stopped it).
+    pub plan: claude_ide_bridge_lsp::Plan,
+    /// Per language, its most recently modified file (the one the user most likely edits next):
+    /// the file `--lsp-warm connect` opens in that language's servers.
+    pub latest: BTreeMap<String, String>,
+}
+
+/// The files of `ws` in a language of `table`, by the walk `listFiles` makes (bounded; `.gitignore`
+/// honoured; no link followed), and per language the most recently modified one: each such file is
+/// looked up once, through the handle of the directory the walk found it in. Ties go to the file
+/// the walk met first.
+pub fn walk_workspace(
+    ws: &claude_ide_bridge_files::Workspace,
+    table: &ServerTable,
+) -> WorkspaceFiles {
+    let mut files = Vec::new();
+    let mut latest: BTreeMap<String, (std::time::SystemTime, String)> = BTreeMap::new();
+    let truncated = ws.for_each_file_dated(|path, modified| {
+        if let Some(language) = table.language_for(Path::new(path)) {
+            files.push(PathBuf::from(path));
+            if let Some(t) = modified() {
+                match latest.get_mut(language) {
+                    Some(l) if l.0 >= t => {}
+                    Some(l) => *l = (t, path.to_owned()),
+                    None => {
+                        latest.insert(language.to_owned(), (t, path.to_owned()));
+                    }
+                }
+            }
+        }
+        true
+    });
+    let mut plan = table.plan(files.iter().map(PathBuf::as_path));
+    plan.truncated = truncated;
+    WorkspaceFiles {
+        plan,
+        latest: latest.into_iter().map(|(l, (_, p))| (l, p)).collect(),
+    }
 }
 
 /// Reads a duration: a number followed by `ms` or `s` (`1500ms`, `2s`, `0.5s`), or `0`.

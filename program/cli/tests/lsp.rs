@@ -746,3 +746,70 @@ fn a_diagnostics_wait_past_the_jobs_bound_is_kept() {
     assert!(text.contains("not known yet"), "{text}");
     assert_eq!(s.stop(), 0);
 }
+
+/// `--lsp-warm connect` (issue 32, item 3): when claude connects, each language's servers start
+/// and its most recently modified file is opened in them, its text on disk checked, with no call
+/// naming it: the project is loaded before the first `openDiff`, and `getDiagnostics {}` (what an
+/// editor with that file open answers) lists its error. The older file is not opened. With
+/// `--lsp-warm diff` or `none`, connecting opens nothing: the same wait lists nothing.
+#[test]
+fn warm_connect_opens_the_most_recently_modified_file() {
+    require("pyright-langserver", "npm install -g pyright");
+    let setup = || {
+        let sb = Sandbox::new();
+        let recent = sb.ws.join("recent.py");
+        let older = sb.ws.join("older.py");
+        fs::write(&recent, TYPE_ERROR).unwrap();
+        fs::write(&older, OTHER_ERROR).unwrap();
+        let f = fs::File::options().write(true).open(&older).unwrap();
+        f.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+            .unwrap();
+        (sb, recent, older)
+    };
+
+    let (sb, recent, older) = setup();
+    let log = sb.root().join("lsp.log");
+    let s = serve(&sb, "threads", &["--lsp-warm", "connect"]);
+    let started = Instant::now();
+    let mut c = Session::new(&s);
+    let answer = loop {
+        let answer = c.diagnostics(json!({}));
+        if mentions(&messages(&answer, &recent), LITERAL_TWO) {
+            break answer;
+        }
+        assert!(
+            started.elapsed() < SLOW,
+            "recent.py was not opened at connect: {answer:?}; log: {}",
+            fs::read_to_string(&log).unwrap_or_default()
+        );
+        thread::sleep(Duration::from_millis(250));
+    };
+    let took = started.elapsed();
+    assert!(messages(&answer, &older).is_empty(), "{answer:?}");
+    let logged = fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains(&format!(
+            "--lsp-warm connect: python: server started, opening {}",
+            recent.display()
+        )),
+        "{logged}"
+    );
+    drop(c);
+    drop(s);
+
+    // The same wait (and more) with the other modes: nothing is opened, no server starts.
+    for mode in ["diff", "none"] {
+        let (sb, recent, _) = setup();
+        let s = serve(&sb, "threads", &["--lsp-warm", mode]);
+        let mut c = Session::new(&s);
+        thread::sleep((took * 2).max(Duration::from_secs(3)));
+        assert!(
+            procs::descendants(s.child.id()).is_empty(),
+            "--lsp-warm {mode} started a server at connect"
+        );
+        let answer = c.diagnostics(json!({}));
+        assert!(messages(&answer, &recent).is_empty(), "{mode}: {answer:?}");
+        let logged = fs::read_to_string(sb.root().join("lsp.log")).unwrap_or_default();
+        assert!(!logged.contains("opening"), "{mode}: {logged}");
+    }
+}

@@ -267,6 +267,41 @@ impl Workspace {
         self.walk_files(|_, _, abs| found(abs))
     }
 
+    /// [`Workspace::for_each_file`], where `found` may also ask when each file was last modified:
+    /// its second argument looks the file up through the handle of the directory the walk found
+    /// it in, without following a link (so it never leads outside the workspace), and only when
+    /// called: a walk that asks about a few files costs no more than the listing. `None` when the
+    /// file is gone or no longer a regular file. The bridge picks the file to open in a
+    /// language's servers at `--lsp-warm connect` this way (the most recently modified).
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// use std::time::{Duration, SystemTime};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// for f in ["old.py", "new.py"] {
+    ///     std::fs::write(dir.path().join(f), "").unwrap();
+    /// }
+    /// let old = std::fs::File::options().write(true).open(dir.path().join("old.py")).unwrap();
+    /// old.set_modified(SystemTime::now() - Duration::from_secs(3600)).unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// let mut latest: Option<(SystemTime, String)> = None;
+    /// ws.for_each_file_dated(|path, modified| {
+    ///     if let Some(t) = modified() {
+    ///         if latest.as_ref().is_none_or(|(l, _)| t > *l) {
+    ///             latest = Some((t, path.to_string()));
+    ///         }
+    ///     }
+    ///     true
+    /// });
+    /// assert!(latest.unwrap().1.ends_with("new.py"));
+    /// ```
+    pub fn for_each_file_dated(
+        &self,
+        found: impl FnMut(&str, &dyn Fn() -> Option<std::time::SystemTime>) -> bool,
+    ) -> bool {
+        self.walk_files_dated(found)
+    }
+
     /// What `getWorkspaceInfo` answers: the first folder's name and path, how many files a
     /// listing sees (within the same bounds), and the kind of workspace, from the first of these
     /// at the folder's top: `.obsidian` (`"obsidian-vault"`), `Cargo.toml` (`"rust"`),

@@ -379,6 +379,17 @@ impl Listing for Listed {
         }
     }
 
+    fn modified(&self, name: &str) -> Option<std::time::SystemTime> {
+        let st = statat(self.0.fd().ok()?, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return None;
+        }
+        // Before 1970 (a negative time) counts as 1970: only the order of the times matters.
+        let secs = u64::try_from(st.st_mtime).unwrap_or(0);
+        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0).min(999_999_999);
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
+    }
+
     fn is_git(name: &str) -> bool {
         name == ".git"
     }

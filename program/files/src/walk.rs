@@ -5,7 +5,7 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use ignore::gitignore::Gitignore;
 
@@ -44,6 +44,9 @@ pub(crate) trait Listing: Sized {
     fn next_entry(&mut self) -> Option<io::Result<Entry>>;
     /// The child directory `name`, opened relative to this handle without following a link.
     fn child(&self, name: &str) -> Result<Self, NotEntered>;
+    /// When the regular file `name` of this directory was last modified, looked up relative to
+    /// this handle without following a link (`None`: gone, or no longer a regular file).
+    fn modified(&self, name: &str) -> Option<SystemTime>;
     /// Whether `name` is the folder git keeps its own files in (`.git`, in any case on
     /// Windows).
     fn is_git(name: &str) -> bool;
@@ -68,11 +71,25 @@ impl Workspace {
     /// Each directory is opened relative to its parent's handle without following a link, so a
     /// directory swapped for a link during the walk is not entered, and read a batch of entries
     /// at a time: a huge directory costs time (bounded) but no memory.
-    pub(crate) fn walk_files(&self, found: impl FnMut(&str, &str, &str) -> bool) -> bool {
-        self.walk_with::<crate::sys::Listed>(found)
+    pub(crate) fn walk_files(&self, mut found: impl FnMut(&str, &str, &str) -> bool) -> bool {
+        self.walk_with::<crate::sys::Listed>(|name, rel, abs, _| found(name, rel, abs))
     }
 
-    fn walk_with<L: Listing>(&self, mut found: impl FnMut(&str, &str, &str) -> bool) -> bool {
+    /// [`Workspace::walk_files`], `found` also given a way to ask when the file was last modified
+    /// (looked up through the handle of the directory the walk found it in, on demand only).
+    pub(crate) fn walk_files_dated(
+        &self,
+        mut found: impl FnMut(&str, &dyn Fn() -> Option<SystemTime>) -> bool,
+    ) -> bool {
+        self.walk_with::<crate::sys::Listed>(|name, _, abs, dir| {
+            found(abs, &|| dir.modified(name))
+        })
+    }
+
+    fn walk_with<L: Listing>(
+        &self,
+        mut found: impl FnMut(&str, &str, &str, &L) -> bool,
+    ) -> bool {
         let deadline = Instant::now() + self.limits.max_walk_time;
         let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
         // Every entry the walk reads counts, the ones skipped too (ignored trees).
@@ -162,7 +179,8 @@ impl Workspace {
                     }
                     continue;
                 }
-                if !found(name, &rel, &L::absolute(&folder.advertised, &rel)) {
+                let dir = &stack[depth - 1].dir;
+                if !found(name, &rel, &L::absolute(&folder.advertised, &rel), dir) {
                     return true;
                 }
             }

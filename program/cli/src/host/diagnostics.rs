@@ -312,7 +312,13 @@ impl LanguageServers {
 
     /// A client connected: with `--lsp-warm connect`, the first time, starts the servers of the
     /// languages with files in the workspace (at most [`crate::lsp::WARM_MAX`], the most files
-    /// first), on a thread: the walk is `listFiles`' (bounded), and no call waits for it.
+    /// first), on a thread: the walk is `listFiles`' (bounded), and no call waits for it. Then
+    /// each of those languages gets its most recently modified file (the one the user most likely
+    /// edits next, found in the same walk) opened in its servers, as at an `openDiff`
+    /// ([`LanguageServers::opening`]): its text on disk is synced and checked in the background,
+    /// which makes servers that load a project only for an open file (tsserver, pyright) load it
+    /// now rather than at the first diff, and remembers the answer for that text. At most one file
+    /// per language, read within the workspace's bounds.
     pub fn connected(self: &Arc<Self>) {
         if self.warm != Warm::Connect || self.warmed.swap(true, Ordering::AcqRel) {
             return;
@@ -321,25 +327,21 @@ impl LanguageServers {
         let _ = std::thread::Builder::new()
             .name("lsp-warm".into())
             .spawn(move || {
-                let table = &me.lsp.config().servers;
-                let mut files = Vec::new();
-                me.ws.for_each_file(|path| {
-                    if table.language_for(Path::new(path)).is_some() {
-                        files.push(PathBuf::from(path));
-                    }
-                    true
-                });
-                let plan = table.plan(files.iter().map(PathBuf::as_path));
-                for language in crate::lsp::warm_languages(&plan) {
+                let found = crate::lsp::walk_workspace(&me.ws, &me.lsp.config().servers);
+                for language in crate::lsp::warm_languages(&found.plan) {
                     let started = me.lsp.start(&language);
+                    let file = found.latest.get(&language).filter(|_| started);
                     me.log.note(&format!(
                         "--lsp-warm connect: {language}: {}",
-                        if started {
-                            "server started"
-                        } else {
-                            "no server can run"
+                        match file {
+                            Some(f) => format!("server started, opening {}", cut(f)),
+                            None if started => "server started".to_owned(),
+                            None => "no server can run".to_owned(),
                         }
                     ));
+                    if let Some(file) = file {
+                        me.opening(file);
+                    }
                 }
             });
     }

@@ -204,6 +204,14 @@ impl Listing for Listed {
         }
     }
 
+    fn modified(&self, name: &str) -> Option<std::time::SystemTime> {
+        let md = self.dir.symlink_metadata(name).ok()?;
+        if !md.is_file() {
+            return None;
+        }
+        md.modified().ok().map(|t| t.into_std())
+    }
+
     fn is_git(name: &str) -> bool {
         name.eq_ignore_ascii_case(".git")
     }
