@@ -587,6 +587,14 @@ fn doctor_lists_the_servers_of_the_workspace() {
             out.contains("ok: python (1 file): pyright-langserver --stdio + ruff server"),
             "{out}"
         );
+        // With --lsp-warm connect, the file opened in python's servers: its one file.
+        assert!(
+            out.contains(&format!(
+                "and would open {} in python's",
+                sb.ws.join("a.py").display()
+            )),
+            "{out}"
+        );
     }
     // --lsp again for a language: a set of its own, shown as such; past 4, refused.
     let o = sb
