@@ -386,7 +386,9 @@ impl Listing for Listed {
         }
         // Before 1970 (a negative time) counts as 1970: only the order of the times matters.
         let secs = u64::try_from(st.st_mtime).unwrap_or(0);
-        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0).min(999_999_999);
+        let nanos = u32::try_from(st.st_mtime_nsec)
+            .unwrap_or(0)
+            .min(999_999_999);
         std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
     }
 

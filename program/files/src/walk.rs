@@ -81,15 +81,10 @@ impl Workspace {
         &self,
         mut found: impl FnMut(&str, &dyn Fn() -> Option<SystemTime>) -> bool,
     ) -> bool {
-        self.walk_with::<crate::sys::Listed>(|name, _, abs, dir| {
-            found(abs, &|| dir.modified(name))
-        })
+        self.walk_with::<crate::sys::Listed>(|name, _, abs, dir| found(abs, &|| dir.modified(name)))
     }
 
-    fn walk_with<L: Listing>(
-        &self,
-        mut found: impl FnMut(&str, &str, &str, &L) -> bool,
-    ) -> bool {
+    fn walk_with<L: Listing>(&self, mut found: impl FnMut(&str, &str, &str, &L) -> bool) -> bool {
         let deadline = Instant::now() + self.limits.max_walk_time;
         let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
         // Every entry the walk reads counts, the ones skipped too (ignored trees).
