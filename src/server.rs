@@ -91,17 +91,21 @@ impl Server {
 
     /// [`Server::with`] for what moves no deadline unless it changes the connection's state (an
     /// answer, written bytes: their only effect on timers is ending the connection, or its close
-    /// handshake): the timer is computed again only then.
+    /// handshake): the timer is computed again only then. The same lookup as `with`, with the
+    /// state compared around `f`.
     fn with_same_timers<R>(
         &mut self,
         conn: ConnectionId,
         f: impl FnOnce(&mut Connection, &mut Endpoint<'_>) -> R,
     ) -> Option<R> {
-        let (conns, mut cx) = self.parts();
-        let c = conns.get_mut(&conn.0)?;
-        let before = c.timer_state();
-        let r = f(c, &mut cx);
-        if c.timer_state() != before {
+        let mut moved = false;
+        let r = self.with(conn, |c, cx| {
+            let before = c.timer_state();
+            let r = f(c, cx);
+            moved = c.timer_state() != before;
+            r
+        })?;
+        if moved {
             self.refresh_timer();
         }
         Some(r)
