@@ -113,7 +113,7 @@ pub use tools::CompatRequest;
 pub use discovery::{lock_dirs, lock_file_name, port_from_lock_name, AuthToken, LockFile};
 // Paths and `file://` URIs.
 pub use paths::{
-    file_uri, is_within, normalize, resolve_in_workspace, to_posix, uri_to_path,
+    file_uri, is_file_uri, is_within, normalize, resolve_in_workspace, to_posix, uri_to_path,
     uri_to_windows_path,
 };
 

@@ -188,6 +188,32 @@ pub fn uri_to_path(uri: &str) -> Option<String> {
     Some(decoded)
 }
 
+/// Whether `uri` is a `file:` URI: it starts with the scheme `file:`, in any case (`FILE:`,
+/// `File:`), with or without the `//` of an authority after it.
+///
+/// This says nothing about the file it names: [`uri_to_path`] and [`uri_to_windows_path`] answer
+/// that, and are `None` both for another scheme and for a `file:` URI that names no file (no path,
+/// escapes that decode to no text, or on Windows no drive written). With this predicate a caller
+/// tells the two apart, to refuse the second with its own reason rather than take the text as a
+/// path or as another scheme's URI. Pure string work, the same on every OS.
+///
+/// ```
+/// use claude_ide_bridge::{is_file_uri, uri_to_windows_path};
+/// assert!(is_file_uri("file:///home/me/a.rs"));
+/// assert!(is_file_uri("FILE://localhost/c:/x"));
+/// assert!(is_file_uri("file:/x"));
+/// assert!(!is_file_uri("untitled:Untitled-1"));
+/// assert!(!is_file_uri("/home/me/file:x"));
+/// // A `file:` URI that names no Windows file, told apart from another scheme's URI.
+/// let uri = "file:///c/x";
+/// assert!(is_file_uri(uri) && uri_to_windows_path(uri).is_none());
+/// ```
+pub fn is_file_uri(uri: &str) -> bool {
+    uri.as_bytes()
+        .get(..5)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(b"file:"))
+}
+
 /// A `file:` URI taken apart, before percent-decoding.
 enum FileUri<'a> {
     /// `file://` then a Windows drive path, `file://C:\Users\me\a.rs`: what the Windows `claude`
@@ -199,8 +225,7 @@ enum FileUri<'a> {
 
 /// Splits a `file:` URI (scheme matched case-insensitively): `None` for another scheme, or no path.
 fn split_file_uri(uri: &str) -> Option<FileUri<'_>> {
-    let scheme = uri.get(..5)?;
-    if !scheme.eq_ignore_ascii_case("file:") {
+    if !is_file_uri(uri) {
         return None;
     }
     let rest = &uri[5..];
@@ -526,6 +551,54 @@ mod tests {
         assert_eq!(file_uri("C:"), "file:///c:/");
         assert_eq!(file_uri(r"\\srv\share\a b"), "file://srv/share/a%20b");
         assert_eq!(file_uri("rel/x"), "file:///rel/x");
+    }
+
+    /// The scheme check every reader of `file:` URIs shares: any case, five bytes that may end
+    /// inside a character, and nothing about the path after it.
+    #[test]
+    fn file_scheme() {
+        for yes in [
+            "file:///x",
+            "FILE:///x",
+            "File://localhost/c:/x",
+            "fIlE://server/share/x",
+            "file:/x",
+            "file:x",
+            "file:",
+            "file://",
+            r"file://C:\x",
+            "file:///c/x",
+            "file:///%FF",
+        ] {
+            assert!(is_file_uri(yes), "{yes}");
+        }
+        for no in [
+            "",
+            "file",
+            "fil:",
+            "filé:///x",
+            "fil\u{e9}",
+            "fileé",
+            "ééé",
+            "files:///x",
+            "file//x",
+            " file:///x",
+            "untitled:Untitled-1",
+            "_claude_fs_right:/w/a.py",
+            "https://example.com/file:///x",
+            "/home/me/file:x",
+            r"C:\file:x",
+        ] {
+            assert!(!is_file_uri(no), "{no}");
+        }
+        // What names no file is still a `file:` URI: the readers refuse it for that reason.
+        for names_none in ["file:", "file://", "file:x", "file:///%FF", "file:///a%00"] {
+            assert!(is_file_uri(names_none), "{names_none}");
+            assert_eq!(uri_to_path(names_none), None, "{names_none}");
+            assert_eq!(uri_to_windows_path(names_none), None, "{names_none}");
+        }
+        assert!(is_file_uri("file:///c/x") && uri_to_windows_path("file:///c/x").is_none());
+        assert_eq!(uri_to_path("untitled:Untitled-1"), None);
     }
 
     #[test]

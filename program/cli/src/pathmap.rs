@@ -22,6 +22,8 @@
 
 use std::fmt;
 
+use claude_ide_bridge::is_file_uri;
+
 /// The most bytes of a path quoted in an error (the rest is cut, with `...`).
 const QUOTED: usize = 512;
 
@@ -278,10 +280,6 @@ fn windows_spelling(given: &str) -> Spelling {
         .find(|c| *c == '\\' || *c == '/')
         .unwrap_or('\\');
     Spelling { drive, sep }
-}
-
-fn is_file_uri(s: &str) -> bool {
-    s.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("file:"))
 }
 
 /// Resolves `.`, `..` and empty names of `names`, or `None` when `..` climbs above the root.

@@ -560,10 +560,7 @@ impl LanguageServers {
     /// The answer to `getDiagnostics {uri}`.
     pub fn file(&self, uri: &str) -> ToolResult {
         let Some(named) = named_path(uri) else {
-            if uri
-                .get(..5)
-                .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
-            {
+            if claude_ide_bridge::is_file_uri(uri) {
                 // `file:///c/x` on Windows (no drive written), or escapes that decode to no text.
                 self.note_once(
                     format!("no file {uri}"),

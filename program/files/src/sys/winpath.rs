@@ -105,10 +105,7 @@ pub(crate) type Why = String;
 /// from every drive path. What the URI names is then parsed as any path is.
 pub(crate) fn from_uri(path: &str) -> Result<std::borrow::Cow<'_, str>, Why> {
     use std::borrow::Cow;
-    if !path
-        .get(..5)
-        .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
-    {
+    if !claude_ide_bridge::is_file_uri(path) {
         return Ok(Cow::Borrowed(path));
     }
     match claude_ide_bridge::uri_to_windows_path(path) {
