@@ -5,7 +5,7 @@
 # Then the same for aarch64-unknown-linux-musl (an ARM server, a Raspberry Pi, an ARM container on
 # a Mac), cross-built with rust-lld (shipped with rustup's toolchain; the target's musl libc and
 # start files come with `rustup target add`, no C cross compiler needed) and run under
-# qemu-aarch64-static. About 5 to 8 minutes more on 2 cores (a second release build).
+# qemu-aarch64-static. About 7 to 11 minutes more on 2 cores (two release builds with whole-program LTO).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/lib/install.sh
