@@ -31,7 +31,7 @@ use super::headless::no_formatter;
 #[cfg(doc)]
 use super::jobs::JOB_DEADLINE;
 use super::Host;
-use crate::lsp::{Log, Warm};
+use crate::lsp::{Log, Warm, WARM_MAX};
 use crate::ui;
 
 /// Notes ([`LanguageServers::note_once`]) remembered at most; the last one says so.
@@ -123,8 +123,48 @@ pub(crate) fn within_answer(files: Vec<FileDiagnostics>) -> (Vec<FileDiagnostics
 const RECENT: usize = 16;
 /// How long accepted contents count as about to be written by the client.
 const PENDING: Duration = Duration::from_secs(10);
-/// Threads asking for the diagnostics of files just changed, at most.
+/// Threads asking for the diagnostics of files just changed or about to be (an `openDiff`'s
+/// file), at most.
 const REFRESHES: usize = 4;
+
+/// Background threads of one kind running at once, at most `max`.
+struct Budget {
+    running: AtomicUsize,
+    max: usize,
+}
+
+impl Budget {
+    const fn new(max: usize) -> Budget {
+        Budget {
+            running: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// Takes one of the places: `false`, and nothing taken, when all are held.
+    fn take(&self) -> bool {
+        if self.running.fetch_add(1, Ordering::AcqRel) >= self.max {
+            self.running.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// Gives back a place [`Budget::take`] gave.
+    fn give_back(&self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Why a file's text on disk is checked in the background ([`LanguageServers::check_on_disk`]),
+/// which says whose [`Budget`] the thread takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OnDisk {
+    /// An `openDiff`'s file: its baseline, the answer the accept waits for.
+    Diff,
+    /// A file opened when a client connected (`--lsp-warm connect`).
+    Warm,
+}
 
 /// The language servers of the workspace, shared by the host and its jobs.
 pub struct LanguageServers {
@@ -135,8 +175,13 @@ pub struct LanguageServers {
     memory: Mutex<Memory>,
     /// What the log has been told once already.
     noted: Mutex<HashSet<String>>,
-    /// Refresh threads running ([`LanguageServers::changed`]).
-    refreshing: AtomicUsize,
+    /// Threads checking an `openDiff`'s file ([`LanguageServers::opening`]) or refreshing a
+    /// changed one ([`LanguageServers::changed`]), at most [`REFRESHES`].
+    refreshing: Budget,
+    /// Threads checking the files opened when a client connected
+    /// ([`LanguageServers::connected`]), at most [`WARM_MAX`]: a budget of their own, so that
+    /// however many languages are warmed an `openDiff` finds its place in `refreshing`.
+    warm_opening: Budget,
     /// Per language: until when its calls wait for its first answer (`None`: it has answered).
     warming: Mutex<HashMap<String, Option<Instant>>>,
     /// How long a language's first answer may take (`--lsp-start-wait`).
@@ -281,7 +326,8 @@ impl LanguageServers {
             ws,
             memory: Mutex::new(Memory::default()),
             noted: Mutex::new(HashSet::new()),
-            refreshing: AtomicUsize::new(0),
+            refreshing: Budget::new(REFRESHES),
+            warm_opening: Budget::new(WARM_MAX),
             warming: Mutex::new(HashMap::new()),
             start_wait: lsp.config().start_wait,
             warm: Warm::None,
@@ -318,7 +364,8 @@ impl LanguageServers {
     /// ([`LanguageServers::opening`]): its text on disk is synced and checked in the background,
     /// which makes servers that load a project only for an open file (tsserver, pyright) load it
     /// now rather than at the first diff, and remembers the answer for that text. At most one file
-    /// per language, read within the workspace's bounds.
+    /// per language, read within the workspace's bounds. Those checks run on threads of their own
+    /// budget ([`WARM_MAX`]), not the `openDiff`s' ([`REFRESHES`]).
     pub fn connected(self: &Arc<Self>) {
         if self.warm != Warm::Connect || self.warmed.swap(true, Ordering::AcqRel) {
             return;
@@ -340,7 +387,7 @@ impl LanguageServers {
                         }
                     ));
                     if let Some(file) = file {
-                        me.opening(file);
+                        me.check_on_disk(file, OnDisk::Warm);
                     }
                 }
             });
@@ -350,14 +397,29 @@ impl LanguageServers {
     /// it is not running, and a thread checks the file's text on disk, so that the client's
     /// baseline after the diff is accepted is answered with what that text really has (the
     /// answer is remembered for that text). An accept waits for that check
-    /// ([`LanguageServers::accepting`]). At most [`REFRESHES`] such threads at once.
+    /// ([`LanguageServers::accepting`]). At most [`REFRESHES`] such threads at once (with those of
+    /// [`LanguageServers::changed`]).
     pub fn opening(self: &Arc<Self>, file_path: &str) {
-        if self.warm == Warm::None || self.lsp.language_for(Path::new(file_path)).is_none() {
-            return;
+        self.check_on_disk(file_path, OnDisk::Diff);
+    }
+
+    /// The budget the checks of `why` take.
+    fn budget(&self, why: OnDisk) -> &Budget {
+        match why {
+            OnDisk::Diff => &self.refreshing,
+            OnDisk::Warm => &self.warm_opening,
         }
-        if self.refreshing.fetch_add(1, Ordering::AcqRel) >= REFRESHES {
-            self.refreshing.fetch_sub(1, Ordering::AcqRel);
-            return;
+    }
+
+    /// Checks `file_path`'s text on disk on a thread of `why`'s budget (unless `--lsp-warm none`,
+    /// or no language is known for it), remembering the answer for that text; an accept of the
+    /// file waits for it. Whether a check started: `false` when `why`'s budget is all taken.
+    fn check_on_disk(self: &Arc<Self>, file_path: &str, why: OnDisk) -> bool {
+        if self.warm == Warm::None || self.lsp.language_for(Path::new(file_path)).is_none() {
+            return false;
+        }
+        if !self.budget(why).take() {
+            return false;
         }
         // Counted here, on the caller's thread: an accept that comes right after (a policy that
         // accepts at once) finds the check under way, whenever its thread gets to run.
@@ -365,7 +427,13 @@ impl LanguageServers {
         let (me, file_path) = (self.clone(), file_path.to_owned());
         let named = file_path.clone();
         let spawned = std::thread::Builder::new()
-            .name("lsp-diff".into())
+            .name(
+                match why {
+                    OnDisk::Diff => "lsp-diff",
+                    OnDisk::Warm => "lsp-warm-file",
+                }
+                .into(),
+            )
             .spawn(move || {
                 if let Ok(Some(t)) = read(&me.ws, &file_path) {
                     let path = PathBuf::from(&t.path);
@@ -384,13 +452,15 @@ impl LanguageServers {
                         }
                     }
                 }
-                me.refreshing.fetch_sub(1, Ordering::AcqRel);
+                me.budget(why).give_back();
                 me.checked_on_disk(&file_path);
             });
         if spawned.is_err() {
-            self.refreshing.fetch_sub(1, Ordering::AcqRel);
+            self.budget(why).give_back();
             self.checked_on_disk(&named);
+            return false;
         }
+        true
     }
 
     fn checks(&self) -> MutexGuard<'_, HashMap<String, usize>> {
@@ -712,8 +782,7 @@ impl LanguageServers {
         self.lsp.sync(path, text);
         let hash = accepted.then(|| text_hash(text));
         self.memory().changed(path, hash, Instant::now());
-        if self.refreshing.fetch_add(1, Ordering::AcqRel) >= REFRESHES {
-            self.refreshing.fetch_sub(1, Ordering::AcqRel);
+        if !self.refreshing.take() {
             return;
         }
         let (me, path, text) = (self.clone(), path.to_path_buf(), text.to_owned());
@@ -721,10 +790,10 @@ impl LanguageServers {
             .name("lsp-refresh".into())
             .spawn(move || {
                 me.ask(&path, &text, None);
-                me.refreshing.fetch_sub(1, Ordering::AcqRel);
+                me.refreshing.give_back();
             });
         if spawned.is_err() {
-            self.refreshing.fetch_sub(1, Ordering::AcqRel);
+            self.refreshing.give_back();
         }
     }
 
@@ -1019,6 +1088,88 @@ mod tests {
             m.asked(&PathBuf::from(format!("/w/{i}.py")));
         }
         assert!(m.recent.len() <= RECENT && m.pending.is_empty());
+    }
+
+    /// The checks of the files opened at connect (`--lsp-warm connect`) take places of their own:
+    /// while [`WARM_MAX`] of them hold theirs (their server never answers), every one of the
+    /// [`REFRESHES`] `openDiff` checks still starts, so an accept finds its baseline under way
+    /// whatever `WARM_MAX` is. Sharing one budget, the second `openDiff` here found none. Once
+    /// the servers are stopped, every thread ends and gives its place back.
+    #[cfg(unix)]
+    #[test]
+    fn warm_opens_leave_the_open_diff_checks_their_places() {
+        use claude_ide_bridge_lsp::{parse_override, LspConfig, ServerTable};
+        let dir = tempfile::tempdir().unwrap();
+        let ws_dir = dir.path().join("ws");
+        std::fs::create_dir(&ws_dir).unwrap();
+        let file = |name: &str| {
+            let path = ws_dir.join(name);
+            std::fs::write(&path, "x = 1\n").unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        let mut servers = ServerTable::builtin();
+        // A server that never answers: each check holds its place until its wait ends.
+        servers.set(parse_override("python=sleep 600").unwrap());
+        let lsp = Lsp::new(
+            LspConfig {
+                servers,
+                workspace_folders: vec![ws_dir.clone()],
+                diagnostics_wait: Duration::from_secs(60),
+                start_wait: Duration::from_secs(60),
+                ..LspConfig::default()
+            },
+            |_| {},
+        );
+        let log = Log::open(&dir.path().join("lsp.log")).unwrap();
+        let ws = Workspace::new(
+            vec![ws_dir.to_str().unwrap().to_owned()],
+            claude_ide_bridge_files::Limits::default(),
+        );
+        let s = Arc::new(LanguageServers::new(lsp, log, ws).warm(Warm::Connect));
+        // The server is stopped however the test ends (a failed assertion too): no child is left.
+        struct Stop(Arc<LanguageServers>);
+        impl Drop for Stop {
+            fn drop(&mut self) {
+                self.0.lsp.shutdown(Duration::from_secs(2));
+            }
+        }
+        let stop = Stop(s.clone());
+
+        for i in 0..WARM_MAX {
+            assert!(s.check_on_disk(&file(&format!("warm{i}.py")), OnDisk::Warm));
+        }
+        let diffs: Vec<String> = (0..REFRESHES)
+            .map(|i| file(&format!("diff{i}.py")))
+            .collect();
+        for (i, d) in diffs.iter().enumerate() {
+            assert!(
+                s.check_on_disk(d, OnDisk::Diff),
+                "openDiff {i} found no place while {WARM_MAX} warm opens held theirs"
+            );
+        }
+        // Both bounded.
+        assert!(!s.check_on_disk(&file("diff_more.py"), OnDisk::Diff));
+        assert!(!s.check_on_disk(&file("warm_more.py"), OnDisk::Warm));
+        // The checks are under way (an accept of these files waits for them).
+        {
+            let checks = s.checks();
+            for d in &diffs {
+                assert_eq!(checks.get(d), Some(&1), "{d}");
+            }
+        }
+
+        drop(stop);
+        let until = Instant::now() + Duration::from_secs(30);
+        while s.refreshing.running.load(Ordering::Acquire) > 0
+            || s.warm_opening.running.load(Ordering::Acquire) > 0
+            || !s.checks().is_empty()
+        {
+            assert!(
+                Instant::now() < until,
+                "the checks did not end once stopped"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     #[test]
