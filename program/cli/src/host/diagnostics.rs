@@ -218,7 +218,7 @@ fn not_known(uri: &str) -> ToolResult {
 /// (absolute, `C:\x` included on Windows, or relative to the first workspace folder). `None` for
 /// other URI schemes (`untitled:`, a diff's right side).
 fn named_path(uri: &str) -> Option<String> {
-    if uri.contains("://") || uri.starts_with("file:") {
+    if uri.contains("://") || claude_ide_bridge::is_file_uri(uri) {
         crate::sys::path_of_file_uri(uri)
     } else if Path::new(uri).is_absolute() {
         Some(uri.to_owned())
@@ -705,7 +705,7 @@ impl LanguageServers {
         };
         // The client matches the answer to its question by URI: give its own back when it asked
         // with one.
-        let uri = if uri.starts_with("file:") {
+        let uri = if claude_ide_bridge::is_file_uri(uri) {
             uri.to_owned()
         } else {
             file_uri(&path.to_string_lossy())
@@ -920,7 +920,7 @@ impl Host {
                 // The client matches the answer to its question by URI: its own back when it
                 // asked with one.
                 uri: uri
-                    .filter(|want| want.starts_with("file:"))
+                    .filter(|want| claude_ide_bridge::is_file_uri(want))
                     .unwrap_or(u)
                     .to_owned(),
                 diagnostics: d.clone(),
@@ -1190,6 +1190,13 @@ mod tests {
         #[cfg(windows)]
         assert_eq!(named_path("file:///c/w/a.py"), None);
         assert!(named_path("file://").is_none());
+        // The scheme in any case (RFC 3986), with or without an authority (RFC 8089); a `file:`
+        // URI without a path names no file, and is not taken as a relative path either.
+        #[cfg(unix)]
+        assert_eq!(named_path("FILE:///w/a.py").as_deref(), Some("/w/a.py"));
+        #[cfg(unix)]
+        assert_eq!(named_path("File:/w/a.py").as_deref(), Some("/w/a.py"));
+        assert!(named_path("FILE:a.py").is_none());
         assert_eq!(named_path("/w/a.py").as_deref(), Some("/w/a.py"));
         #[cfg(windows)]
         assert_eq!(named_path(r"C:\w\a.py").as_deref(), Some(r"C:\w\a.py"));
