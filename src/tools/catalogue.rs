@@ -138,14 +138,12 @@ macro_rules! tools {
             where
                 D: Deserializer<'de>,
             {
-                let d = OnlyMap(d);
-                Ok(match tool {
-                    $(ToolName::$variant => parse_arguments!(d, $variant, $($args)?),)*
-                })
+                ToolCall::deserialize_object_arguments(tool, OnlyMap(d))
             }
 
             /// [`ToolCall::deserialize_arguments`] from a deserializer that reads structs only from
-            /// objects itself (the scanner of the fast path), which is then told the fields' names.
+            /// objects itself (`OnlyMap` around any other, or the scanner of the fast path, which
+            /// is then told the fields' names).
             pub(crate) fn deserialize_object_arguments<'de, D>(
                 tool: ToolName,
                 d: D,
