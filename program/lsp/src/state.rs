@@ -271,7 +271,8 @@ pub(crate) struct State {
     generation: u64,
     /// Diagnostics held in the parts of checks not yet answered in full.
     checking: usize,
-    /// Error answers to checks on request in a row ([`MAX_CHECK_FAILURES`]).
+    /// Error answers to checks on request in a row ([`MAX_CHECK_FAILURES`]); once there are so
+    /// many, the checks are given up for the server's life.
     check_failures: u32,
 }
 
@@ -910,7 +911,11 @@ impl State {
             .flatten()
             .collect();
         self.checking -= items.len();
-        self.check_failures = 0;
+        // The count starts again, unless the checks were given up already: then the late answer
+        // of a check asked before is kept, but the publishes held meanwhile stay what is known.
+        if self.checks_on_request() {
+            self.check_failures = 0;
+        }
         let newer_held = self
             .diags
             .get(&path)
