@@ -113,37 +113,114 @@ pub(crate) struct Caps {
     pub tsserver_kind: TsServerKind,
 }
 
+/// The part of a server's `initialize` answer the bridge reads. Each capability it uses is read
+/// on its own ([`Caps::from_initialize`]): one a server spells off-spec costs only itself, and
+/// the forty-odd it does not use are not read at all (lsp-types' whole `ServerCapabilities`
+/// fails on any of them, and its decoder is about a hundred kilobytes of the program).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InitializeAnswer {
+    #[serde(default)]
+    capabilities: UsedCapabilities,
+    server_info: Option<Box<RawValue>>,
+}
+
+/// The server capabilities the bridge uses, each as the server sent it.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct UsedCapabilities {
+    text_document_sync: Option<Box<RawValue>>,
+    document_formatting_provider: Option<Box<RawValue>>,
+    execute_command_provider: Option<Box<RawValue>>,
+    diagnostic_provider: Option<Box<RawValue>>,
+}
+
+/// `serverInfo`: the name only.
+#[derive(serde::Deserialize)]
+struct ServerName {
+    name: String,
+}
+
+/// One capability as lsp-types types it: `None` when absent, `Some(Err(why))` when the server
+/// spelled it off-spec.
+fn capability<T: serde::de::DeserializeOwned>(
+    raw: &Option<Box<RawValue>>,
+    name: &str,
+) -> Option<Result<T, String>> {
+    raw.as_ref().map(|raw| {
+        serde_json::from_str(raw.get())
+            .map_err(|e| format!("its initialize answer's {name} is unreadable ({e})"))
+    })
+}
+
+/// [`capability`], one spelled off-spec told in `why` and taken as absent.
+fn capability_or_absent<T: serde::de::DeserializeOwned>(
+    raw: &Option<Box<RawValue>>,
+    name: &str,
+    why: &mut Vec<String>,
+) -> Option<T> {
+    match capability(raw, name)? {
+        Ok(v) => Some(v),
+        Err(e) => {
+            why.push(e);
+            None
+        }
+    }
+}
+
 impl Caps {
-    fn from_initialize(result: &RawValue) -> Result<Caps, String> {
-        let init = rpc::decode::<req::Initialize>(result)?;
+    /// The capabilities of an `initialize` answer; `why` gets one line for each capability the
+    /// bridge could not read, which then counts as absent (an unreadable `textDocumentSync` as
+    /// full-text changes, the common case). `Err` when the answer is not an object.
+    fn from_initialize(result: &RawValue, why: &mut Vec<String>) -> Result<Caps, String> {
+        let init: InitializeAnswer = serde_json::from_str(result.get())
+            .map_err(|e| format!("unreadable answer to {}: {e}", req::Initialize::METHOD))?;
         let c = init.capabilities;
-        let name = init.server_info.map(|i| i.name);
+        let name = capability_or_absent::<ServerName>(&init.server_info, "serverInfo", why)
+            .map(|i| i.name);
+        let formatting =
+            capability_or_absent::<lsp_types::OneOf<bool, lsp_types::DocumentFormattingOptions>>(
+                &c.document_formatting_provider,
+                "documentFormattingProvider",
+                why,
+            );
+        let commands = capability_or_absent::<lsp_types::ExecuteCommandOptions>(
+            &c.execute_command_provider,
+            "executeCommandProvider",
+            why,
+        );
+        let diagnostics = capability_or_absent::<lsp_types::DiagnosticServerCapabilities>(
+            &c.diagnostic_provider,
+            "diagnosticProvider",
+            why,
+        );
+        let sync =
+            capability::<TextDocumentSyncCapability>(&c.text_document_sync, "textDocumentSync");
         let mut caps = Caps {
-            pull: c.diagnostic_provider.is_some(),
-            formatting: match c.document_formatting_provider {
+            pull: diagnostics.is_some(),
+            formatting: match formatting {
                 Some(lsp_types::OneOf::Left(b)) => b,
                 Some(lsp_types::OneOf::Right(_)) => true,
                 None => false,
             },
-            tsserver: c
-                .execute_command_provider
-                .is_some_and(|o| o.commands.iter().any(|c| c == TSSERVER_REQUEST)),
+            tsserver: commands.is_some_and(|o| o.commands.iter().any(|c| c == TSSERVER_REQUEST)),
             tsserver_kind: TsServerKind::from_name(name.as_deref()),
             ..Caps::default()
         };
-        if let Some(lsp_types::DiagnosticServerCapabilities::Options(o)) = &c.diagnostic_provider {
-            caps.pull_identifier = o.identifier.clone();
+        match diagnostics {
+            Some(lsp_types::DiagnosticServerCapabilities::Options(o)) => {
+                caps.pull_identifier = o.identifier;
+            }
+            Some(lsp_types::DiagnosticServerCapabilities::RegistrationOptions(o)) => {
+                caps.pull_identifier = o.diagnostic_options.identifier;
+            }
+            None => {}
         }
-        if let Some(lsp_types::DiagnosticServerCapabilities::RegistrationOptions(o)) =
-            &c.diagnostic_provider
-        {
-            caps.pull_identifier = o.diagnostic_options.identifier.clone();
-        }
-        match c.text_document_sync {
-            Some(TextDocumentSyncCapability::Kind(kind)) => {
+        match sync {
+            Some(Ok(TextDocumentSyncCapability::Kind(kind))) => {
                 caps.change = kind != TextDocumentSyncKind::NONE
             }
-            Some(TextDocumentSyncCapability::Options(o)) => {
+            Some(Ok(TextDocumentSyncCapability::Options(o))) => {
                 caps.change = o.change.is_some_and(|k| k != TextDocumentSyncKind::NONE);
                 caps.save = match o.save {
                     Some(lsp_types::TextDocumentSyncSaveOptions::Supported(true)) => Some(false),
@@ -152,6 +229,10 @@ impl Caps {
                     }
                     _ => None,
                 };
+            }
+            Some(Err(e)) => {
+                why.push(format!("{e}; assuming didChange"));
+                caps.change = true;
             }
             None => {}
         }
@@ -1162,11 +1243,13 @@ impl State {
             {
                 let result = result
                     .map_err(|e| format!("initialize refused: {} ({})", e.message, e.code))?;
-                self.caps = match Caps::from_initialize(&result) {
+                let mut unread = Vec::new();
+                self.caps = match Caps::from_initialize(&result, &mut unread) {
                     Ok(caps) => caps,
                     Err(why) => {
-                        // Off-spec capabilities: assume the common case (full-text changes, published
-                        // diagnostics) rather than lose the server.
+                        // An answer that is not an object with an object of capabilities: assume
+                        // the common case (full-text changes, published diagnostics) rather than
+                        // lose the server.
                         effects.push(Effect::Log(format!(
                             "{why}; assuming didChange and publishDiagnostics"
                         )));
@@ -1176,6 +1259,7 @@ impl State {
                         }
                     }
                 };
+                effects.extend(unread.into_iter().map(Effect::Log));
                 self.static_caps = self.caps.clone();
                 self.phase = Phase::Running;
                 self.notify::<note::Initialized>(&lsp_types::InitializedParams {});

@@ -524,15 +524,53 @@ proptest::proptest! {
     }
 }
 
+/// An off-spec capability costs only itself: one the bridge does not use is not read, one it uses
+/// counts as absent (and is told), an unreadable `textDocumentSync` as full-text changes; an
+/// answer that is not an object as full-text changes and published diagnostics.
 #[test]
 fn off_spec_capabilities_fall_back_to_full_changes() {
-    let mut s = State::new(LspLimits::default(), vec![]);
-    s.begin(1);
-    frames(&mut s);
-    let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {"textDocumentSync": "full please"}}});
-    let effects = s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    let init = |result: Value| {
+        let mut s = State::new(LspLimits::default(), vec![]);
+        s.begin(1);
+        frames(&mut s);
+        let answer = json!({"jsonrpc": "2.0", "id": 1, "result": result});
+        let effects = s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+        assert!(s.is_running());
+        let logs: Vec<String> = effects
+            .into_iter()
+            .map(|e| match e {
+                Effect::Log(l) => l,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        (s, logs)
+    };
+    let (s, logs) = init(json!({"capabilities": {
+        "completionProvider": 5, "semanticTokensProvider": "x", "workspace": [],
+        "documentFormattingProvider": true, "diagnosticProvider": 7,
+        "executeCommandProvider": {"commands": ["typescript.tsserverRequest"]},
+        "textDocumentSync": 2
+    }, "serverInfo": {"name": 5}}));
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(logs[0].contains("serverInfo is unreadable"), "{logs:?}");
     assert!(
-        matches!(&effects[..], [Effect::Log(why)] if why.contains("unreadable answer to initialize"))
+        logs[1].contains("diagnosticProvider is unreadable"),
+        "{logs:?}"
+    );
+    assert!(s.caps.formatting && s.caps.tsserver && s.caps.change && !s.caps.pull);
+    assert_eq!(s.caps.tsserver_kind, TsServerKind::TypescriptLanguageServer);
+    let (s, logs) =
+        init(json!({"capabilities": {"textDocumentSync": {}}, "serverInfo": {"name": "vtsls"}}));
+    assert!(logs.is_empty(), "{logs:?}");
+    assert_eq!(s.caps.tsserver_kind, TsServerKind::Vtsls);
+    assert!(!s.caps.change);
+    let (s, logs) = init(json!([1]));
+    assert!(matches!(&logs[..], [why] if why.contains("unreadable answer to initialize")));
+    assert!(s.caps.change && !s.caps.pull && !s.caps.formatting);
+    let (mut s, logs) = init(json!({"capabilities": {"textDocumentSync": "full please"}}));
+    assert!(
+        matches!(&logs[..], [why] if why.contains("textDocumentSync is unreadable") && why.contains("assuming didChange")),
+        "{logs:?}"
     );
     assert!(s.is_running());
     s.sync("/w/a.py", "python", "1");
