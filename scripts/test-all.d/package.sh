@@ -56,3 +56,32 @@ for p in meta["packages"]:
 ')
 [ "$failed" = 0 ] || exit 1
 echo "package: every crate packages and ships LICENSE-MIT and LICENSE-APACHE"
+
+# The program as `cargo install claude-ide-bridge-cli` builds it from crates.io (issue 32, item 7):
+# the package's own manifest is then the root, so none of the workspace's [profile] tables apply
+# (cargo's default release profile: no LTO, 16 codegen units, debug info stripped, symbols kept).
+# Built from a copy of the sources whose root manifest has its profile tables removed; at most
+# 8 MB like the binary `cargo install --path program/cli` builds (checked in e2e.sh).
+start=$(date +%s)
+plain="$PWD/target/default-profile"
+rm -rf "$plain/workspace"
+mkdir -p "$plain/workspace"
+tar --exclude=./target --exclude=./.git --exclude=node_modules -cf - . | tar -C "$plain/workspace" -xf -
+python3 - "$plain/workspace/Cargo.toml" <<'PY'
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+# A table header starts a table; the profile tables are dropped up to the next header.
+parts = re.split(r"(?m)^(?=\[)", text)
+kept = [p for p in parts if not re.match(r"\[profile[.\]]", p)]
+assert len(kept) < len(parts), "no [profile] table in the root manifest"
+open(path, "w").write("".join(kept))
+PY
+cargo build -q --release -p claude-ide-bridge-cli --manifest-path "$plain/workspace/Cargo.toml" \
+  --target-dir "$plain/target"
+size=$(stat -c %s "$plain/target/release/claude-ide-bridge")
+echo "package: without the workspace's profile (cargo install from crates.io) the program is $size bytes (at most 8000000; built in $(( $(date +%s) - start )) s)"
+if [ "$size" -gt 8000000 ]; then
+  echo "package: the program as crates.io would install it grew past 8 MB" >&2
+  exit 1
+fi
