@@ -66,7 +66,8 @@ start=$(date +%s)
 plain="$PWD/target/default-profile"
 rm -rf "$plain/workspace"
 mkdir -p "$plain/workspace"
-tar --exclude=./target --exclude=./.git --exclude=node_modules -cf - . | tar -C "$plain/workspace" -xf -
+# The files git has or would add (not target directories, node_modules or caches).
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$plain/workspace" -xf -
 python3 - "$plain/workspace/Cargo.toml" <<'PY'
 import re, sys
 path = sys.argv[1]
