@@ -33,6 +33,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -192,8 +193,16 @@ fn kernel(folder: &Path, request: &[&str]) -> Kernel {
                     Component::Prefix(_) => unreachable!("Unix paths have no prefix"),
                 }
             }
-            // `Path::components` drops a `.` inside a path; a trailing `/.` is gone too: both
-            // are the same as without it, physically and lexically, once the link is a directory.
+            // `Path::components` drops a `.` inside a path, the same as without it physically
+            // and lexically (the name before it must be a directory either way), and a trailing
+            // `/.` or `/` too, which the kernel reads as "the name before must be a directory"
+            // (a link to `f/.`, with `f` a file, fails with ENOTDIR) and the files crate drops,
+            // lexically: kept as a `.` of its own, for the walk to see what it follows.
+            if target.as_os_str().as_bytes().ends_with(b"/.")
+                || target.as_os_str().as_bytes().ends_with(b"/")
+            {
+                parts.push((".".into(), false));
+            }
             for p in parts.into_iter().rev() {
                 todo.push_front(p);
             }
@@ -334,6 +343,8 @@ fn the_stated_differences_are_real() {
         (0, "l", Kind::Absolute(true, vec!["a", "g"])),
         (0, "m", Kind::Relative(vec!["..", "ws", "a", "g"])),
         (0, "k", Kind::Relative(vec!["a", "b"])),
+        (1, "t", Kind::Relative(vec!["f", "."])),
+        (1, "u", Kind::Relative(vec!["b", "."])),
     ]);
     let folder = root.join("ws");
     let ws = Workspace::new(vec![folder.to_str().unwrap().into()], Limits::default());
@@ -351,6 +362,17 @@ fn the_stated_differences_are_real() {
     assert!(ws.read("k/../g").is_err()); // ws/g: missing
     assert!(dir.open("k/../g").is_ok()); // ws/a/g
     assert!(kernel(&folder, &["k", "..", "g"]).lexical_differs);
+    // A link to `f/.`, with f a file (a case the generated test found): lexically the file,
+    // physically ENOTDIR. A link to a directory with `/.` is that directory for both.
+    assert!(ws.read("a/t").is_ok()); // ws/a/f
+    assert!(dir.open("a/t").is_err());
+    assert!(kernel(&folder, &["a", "t"]).lexical_differs);
+    assert!(ws.read("a/u/f").is_ok() && dir.open("a/u/f").is_ok());
+    let k = kernel(&folder, &["a", "u", "f"]);
+    assert!(
+        !k.lexical_differs && k.file == Some(folder.join("a/b/f")),
+        "{k:?}"
+    );
     // The walk sees the other two rules too.
     assert!(kernel(&folder, &["l"]).absolute_link);
     assert!(kernel(&folder, &["m"]).left);
