@@ -44,7 +44,7 @@ tests/e2e/node_modules/.bin/claude --version
 cargo build --release -p claude-ide-bridge-cli
 
 # The release profile is the one `cargo install` uses (issue 32, item 7): no debug info and no
-# symbol table in it, so the installed binary stays at most 8 MB (about 5.0 MB on x86_64 Linux
+# symbol table in it, so the installed binary stays at most 8 MB (about 4.8 MB on x86_64 Linux
 # with its whole-program LTO, 6.2 MB without; 8.0 MB with its symbols, 47 MB with debug = 1).
 # package.sh checks the binary `cargo install` builds from crates.io, without this profile.
 bin="$CARGO_TARGET_DIR/release/claude-ide-bridge"

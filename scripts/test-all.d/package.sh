@@ -66,8 +66,11 @@ start=$(date +%s)
 plain="$PWD/target/default-profile"
 rm -rf "$plain/workspace"
 mkdir -p "$plain/workspace"
-# The files git has or would add (not target directories, node_modules or caches).
-git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$plain/workspace" -xf -
+# The files git has or would add (not target directories, node_modules or caches), as they are
+# in the working tree: a tracked file deleted but not yet committed is left out.
+git ls-files -z --cached --others --exclude-standard \
+  | while IFS= read -r -d '' f; do if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi; done \
+  | tar --null -T - -cf - | tar -C "$plain/workspace" -xf -
 python3 - "$plain/workspace/Cargo.toml" <<'PY'
 import re, sys
 path = sys.argv[1]
