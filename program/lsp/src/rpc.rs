@@ -16,6 +16,8 @@ use serde_json::Value;
 use crate::codec;
 use crate::messages::{RegisterCapability, UnregisterCapability, WorkspaceConfiguration};
 
+/// JSON-RPC's "invalid request" error code.
+pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's "method not found" error code.
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC's "invalid params" error code.
@@ -42,7 +44,16 @@ pub enum Incoming {
         /// Its parameters (`null` when absent).
         params: Box<RawValue>,
     },
-    /// An answer to no request of ours, with what it said (for the log).
+    /// A request the server sends that is not one (its `method` is not a string): answered
+    /// with JSON-RPC's "invalid request" error and the reason.
+    Invalid {
+        /// Its id, echoed in the answer.
+        id: Value,
+        /// Why it is not a request.
+        why: String,
+    },
+    /// An answer to no request of ours, or a message that is neither an answer nor a request
+    /// that can be answered, with what it said (for the log).
     Stray(String),
     /// A notification from the server.
     Notification {
@@ -62,18 +73,25 @@ pub struct ResponseError {
     pub message: String,
 }
 
+/// A message's members as read. `method` and `result` are kept as they were given, `null`
+/// included: present is what tells a request from an answer (JSON-RPC 2.0, sections 4 and 5).
 #[derive(Deserialize)]
 struct Envelope {
     #[serde(default)]
     id: Option<Value>,
-    #[serde(default)]
-    method: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    method: Option<Box<RawValue>>,
     #[serde(default)]
     params: Option<Box<RawValue>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     result: Option<Box<RawValue>>,
     #[serde(default)]
     error: Option<ResponseError>,
+}
+
+/// A member that is there, whatever its value (`null` too); an absent one is `None` by default.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
 }
 
 fn null() -> Box<RawValue> {
@@ -82,18 +100,39 @@ fn null() -> Box<RawValue> {
 
 /// Reads one body. `Err` says why it is not a JSON-RPC message (the server is then out of order).
 pub fn parse(body: &[u8]) -> Result<Incoming, String> {
+    // An object (serde would read a struct from an array too).
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err("not a JSON-RPC message: not an object".to_owned());
+    }
     let env: Envelope =
         serde_json::from_slice(body).map_err(|e| format!("not a JSON-RPC message: {e}"))?;
-    match (env.method, env.id) {
-        (Some(method), Some(id)) if !id.is_null() => Ok(Incoming::Request {
+    let id = env.id.filter(|id| !id.is_null());
+    let method = env
+        .method
+        .map(|m| serde_json::from_str::<String>(m.get()).map_err(|_| m));
+    match (method, id) {
+        (Some(Ok(method)), Some(id)) => Ok(Incoming::Request {
             id,
             method,
             params: env.params.unwrap_or_else(null),
         }),
-        (Some(method), _) => Ok(Incoming::Notification {
+        (Some(Ok(method)), None) => Ok(Incoming::Notification {
             method,
             params: env.params.unwrap_or_else(null),
         }),
+        // A request or notification whose method is not a string: the request is answered
+        // with an error, a notification cannot be.
+        (Some(Err(method)), Some(id)) => Ok(Incoming::Invalid {
+            id,
+            why: format!(
+                "invalid request: its method is not a string: {}",
+                clip(method.get())
+            ),
+        }),
+        (Some(Err(method)), None) => Ok(Incoming::Stray(format!(
+            "a notification whose method is not a string: {}",
+            clip(method.get())
+        ))),
         (None, Some(id)) => {
             let Some(id) = id.as_i64() else {
                 // Answers to nothing we sent (a string id, or `null` for a message the server could not
@@ -103,9 +142,16 @@ pub fn parse(body: &[u8]) -> Result<Incoming, String> {
                     .map_or_else(String::new, |e| format!(": {} ({})", e.message, e.code));
                 return Ok(Incoming::Stray(format!("an answer with id {id}{what}")));
             };
-            let result = match env.error {
-                Some(error) => Err(error),
-                None => Ok(env.result.unwrap_or_else(null)),
+            let result = match (env.error, env.result) {
+                (Some(error), _) => Err(error),
+                (None, Some(result)) => Ok(result),
+                // Neither: not an answer (`result` is required on success), so not taken for
+                // one; the request it names waits on, for an answer or its time limit.
+                (None, None) => {
+                    return Ok(Incoming::Stray(format!(
+                        "a message with id {id} and neither method, result nor error"
+                    )))
+                }
             };
             Ok(Incoming::Response { id, result })
         }
@@ -118,6 +164,15 @@ pub fn parse(body: &[u8]) -> Result<Incoming, String> {
         }
         (None, None) => Err("a message with neither method nor id".to_owned()),
     }
+}
+
+/// At most 64 bytes of `text` (for a log line about a value a server sent).
+fn clip(text: &str) -> &str {
+    let mut end = text.len().min(64);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// A message the client writes: a request (with an id) or a notification.
@@ -611,6 +666,34 @@ mod tests {
             Ok(Incoming::Stray(what)) if what.contains("parse error")
         ));
         assert!(parse(b"\xff").is_err());
+        assert!(parse(b" [1,\"m\"]").is_err());
+        // Present but null is present: an answer with a null result, a request whose method
+        // is not a string (answered with an error), a notification that cannot be answered.
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":5,"result":null}"#),
+            Ok(Incoming::Response { id: 5, result: Ok(r) }) if r.get() == "null"
+        ));
+        for method in ["null", "7", "{}"] {
+            let request = format!(r#"{{"jsonrpc":"2.0","id":2,"method":{method}}}"#);
+            assert!(matches!(
+                parse(request.as_bytes()),
+                Ok(Incoming::Invalid { id, why }) if id == 2 && why.ends_with(method)
+            ));
+            let notification = format!(r#"{{"jsonrpc":"2.0","method":{method},"params":{{}}}}"#);
+            assert!(matches!(
+                parse(notification.as_bytes()),
+                Ok(Incoming::Stray(what)) if what.contains("not a string")
+            ));
+        }
+        // Neither result nor error: not an answer, so it does not end the request it names.
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":6}"#),
+            Ok(Incoming::Stray(what)) if what.contains("neither")
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":null,"result":null}"#),
+            Ok(Incoming::Stray(what)) if what.contains("without id")
+        ));
     }
 
     /// The answer to request `id` of `method`: its JSON, and its registrations.

@@ -1284,6 +1284,10 @@ impl State {
                 }
                 self.push_out(answer.body);
             }
+            Incoming::Invalid { id, why } => {
+                self.push_out(rpc::error_response(&id, rpc::INVALID_REQUEST, &why));
+                effects.push(Effect::Log(format!("answered {why}")));
+            }
             Incoming::Stray(what) => effects.push(Effect::Log(format!("ignored {what}"))),
             Incoming::Notification { method, params } => match method.as_str() {
                 PublishDiagnostics::METHOD => {
