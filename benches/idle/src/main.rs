@@ -10,6 +10,8 @@
 //!     [--bin PATH] [--baseline OLD-BINARY]
 //! ```
 //!
+//! `day` as the first argument measures a day's use instead: see `day.rs`.
+//!
 //! `--baseline` measures an older build in the same run, for the comparison.
 
 use std::fs;
@@ -19,6 +21,8 @@ use std::thread;
 use std::time::Duration;
 
 use claude_ide_bridge_testsupport::{bridge, client};
+
+mod day;
 
 struct Args {
     seconds: u64,
@@ -31,17 +35,22 @@ fn die(msg: &str) -> ! {
     std::process::exit(2)
 }
 
-fn args() -> Args {
+/// The release build of the program in this workspace's target folder.
+fn default_bin() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+        .unwrap_or_else(|| root.join("target"))
+        .join("release/claude-ide-bridge")
+}
+
+fn args() -> Args {
     let mut a = Args {
         seconds: 30,
         runtimes: Vec::new(),
         bins: Vec::new(),
     };
-    let mut bin = target.join("release/claude-ide-bridge");
+    let mut bin = default_bin();
     let mut baseline = None;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -134,10 +143,30 @@ impl Bridge {
     }
 }
 
-impl Drop for Bridge {
-    fn drop(&mut self) {
+impl Bridge {
+    /// Asks the bridge to stop (SIGTERM) and waits up to `grace` for it, then kills it.
+    fn stop(&mut self, grace: Duration) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let give_up = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < give_up {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(15));
     }
 }
 
@@ -179,6 +208,9 @@ fn idle_window(pid: u32, seconds: u64) -> (u64, usize) {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("day") {
+        return day::main(std::env::args().skip(2), default_bin());
+    }
     let a = args();
     println!(
         "idle for {} s per case; wake-ups = context switches of all threads (voluntary + nonvoluntary)",

@@ -228,6 +228,11 @@ impl Client {
         self.send_request("tools/call", json!({"name": name, "arguments": args}))
     }
 
+    /// Sends a Close frame with `code` (the closing handshake's first half).
+    pub fn close(&mut self, code: u16) {
+        self.send_frame(OpCode::Close, &code.to_be_bytes());
+    }
+
     /// Waits until the server closes the connection (Close frame or EOF).
     pub fn closed_within(&mut self, timeout: Duration) -> bool {
         let give_up = Instant::now() + timeout;
