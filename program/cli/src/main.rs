@@ -181,6 +181,9 @@ struct DoctorArgs {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: a bridge left running keeps its idle memory small however many
+    // connections came and went (BENCHMARKS.md, "A day's use").
+    claude_ide_bridge_runtime::memory::limit_arenas();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Serve(a) => serve(a.common, a.stdio, &a.path_map, None),

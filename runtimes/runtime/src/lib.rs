@@ -39,7 +39,8 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-// Unsafe code only in `sys/windows.rs`, for Win32 calls std does not wrap.
+// Unsafe code only in `sys/windows.rs`, for Win32 calls std does not wrap, and in `sys/unix.rs`
+// for glibc's `mallopt` (`memory::limit_arenas`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -48,6 +49,7 @@ mod core;
 mod delivery;
 pub mod lock;
 mod log;
+pub mod memory;
 mod options;
 mod shared;
 pub mod signals;

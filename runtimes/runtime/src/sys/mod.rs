@@ -20,7 +20,8 @@
 //! - `ignored_signals()`: the mask of signals the process started ignoring;
 //! - `on_termination(cleanup)`: runs `cleanup` when the process is told to stop (SIGINT and
 //!   SIGTERM; Ctrl-C, Ctrl-Break and closing the console on Windows), then ends it;
-//! - `discard_typed()`: drops what was typed on the terminal (standard input) and not read yet.
+//! - `discard_typed()`: drops what was typed on the terminal (standard input) and not read yet;
+//! - `limit_malloc_arenas(most)`: the C allocator's arenas limited (glibc only).
 
 #[cfg(unix)]
 mod unix;

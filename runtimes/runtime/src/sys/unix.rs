@@ -156,6 +156,30 @@ pub(crate) fn discard_typed() -> io::Result<()> {
     Ok(())
 }
 
+/// glibc: at most `most` malloc arenas (`mallopt(M_ARENA_MAX, most)`); whether it took.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+pub(crate) fn limit_malloc_arenas(most: u32) -> bool {
+    use std::ffi::c_int;
+    // <malloc.h>
+    const M_ARENA_MAX: c_int = -8;
+    unsafe extern "C" {
+        fn mallopt(param: c_int, value: c_int) -> c_int;
+    }
+    let Ok(most) = c_int::try_from(most) else {
+        return false;
+    };
+    // SAFETY: `mallopt` takes two integers and touches no memory of ours; glibc changes the
+    // setting under its main arena's lock, so it may be called from any thread at any time.
+    unsafe { mallopt(M_ARENA_MAX, most) == 1 }
+}
+
+/// The other Unixes' C libraries (musl, macOS, the BSDs) keep no per-thread arenas to limit.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn limit_malloc_arenas(_most: u32) -> bool {
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -207,3 +207,8 @@ pub(crate) fn discard_typed() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The Windows heap keeps no per-thread arenas to limit.
+pub(crate) fn limit_malloc_arenas(_most: u32) -> bool {
+    false
+}
