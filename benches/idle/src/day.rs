@@ -17,7 +17,6 @@
 //!     [--edits 4] [--files 24] [--lsp none|c] [--runtime threads|smol]... [--bin PATH]
 //! ```
 
-use std::fmt::Write as _;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -125,8 +124,8 @@ fn session(b: &Bridge, ws: &Path, a: &Args, n: usize, stats: &mut Stats) {
         ));
     }
     let mut c = c.unwrap();
-    let mut ask = |c: &mut client::Client, method: &str, params: Value, within: Duration| {
-        let id = c.send_request(method, params);
+    // The answer to request `id`, waited for at most `within`.
+    let mut answer = |c: &mut client::Client, id: u64, within: Duration| {
         let v = c.recv_until(within, |v| {
             v["id"] == json!(id) && v.get("method").is_none()
         });
@@ -135,19 +134,18 @@ fn session(b: &Bridge, ws: &Path, a: &Args, n: usize, stats: &mut Stats) {
         }
         v
     };
-    ask(
-        &mut c,
+    let id = c.send_request(
         "initialize",
         json!({"protocolVersion": "2025-06-18", "capabilities": {},
                "clientInfo": {"name": "claude-code", "version": "2.1.332"}}),
-        Duration::from_secs(10),
-    )
-    .unwrap_or_else(|| die(&format!("session {n}: no answer to initialize")));
+    );
+    answer(&mut c, id, Duration::from_secs(10))
+        .unwrap_or_else(|| die(&format!("session {n}: no answer to initialize")));
     c.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     c.send_json(&json!({"jsonrpc": "2.0", "method": "ide_connected",
                         "params": {"pid": std::process::id()}}));
-    ask(&mut c, "tools/list", json!({}), Duration::from_secs(10));
-    let tool = |name: &str, args: Value| json!({"name": name, "arguments": args});
+    let id = c.send_request("tools/list", json!({}));
+    answer(&mut c, id, Duration::from_secs(10));
     for e in 0..a.edits {
         let i = (n * a.edits + e) % a.files;
         let path = ws.join(format!("src/f{i}.c"));
@@ -155,29 +153,17 @@ fn session(b: &Bridge, ws: &Path, a: &Args, n: usize, stats: &mut Stats) {
         let p = path.to_string_lossy().into_owned();
         let edit = n * a.edits + e + 1;
         let text = source(i, edit);
-        ask(
-            &mut c,
-            "tools/call",
-            tool("getDiagnostics", json!({"uri": uri})),
-            Duration::from_millis(500),
+        let id = c.call_tool("getDiagnostics", json!({"uri": uri}));
+        answer(&mut c, id, Duration::from_millis(500));
+        let id = c.call_tool(
+            "openDiff",
+            json!({"old_file_path": p, "new_file_path": p, "new_file_contents": text,
+                   "tab_name": format!("edit {edit}")}),
         );
-        ask(
-            &mut c,
-            "tools/call",
-            tool(
-                "openDiff",
-                json!({"old_file_path": p, "new_file_path": p, "new_file_contents": text,
-                       "tab_name": format!("edit {edit}")}),
-            ),
-            Duration::from_secs(10),
-        );
+        answer(&mut c, id, Duration::from_secs(10));
         fs::write(&path, &text).unwrap();
-        if let Some(v) = ask(
-            &mut c,
-            "tools/call",
-            tool("getDiagnostics", json!({})),
-            Duration::from_secs(2),
-        ) {
+        let id = c.call_tool("getDiagnostics", json!({}));
+        if let Some(v) = answer(&mut c, id, Duration::from_secs(2)) {
             if v["result"]["content"][0]["text"]
                 .as_str()
                 .is_some_and(|t| t.contains(&format!("undeclared_{edit}")))
@@ -187,12 +173,8 @@ fn session(b: &Bridge, ws: &Path, a: &Args, n: usize, stats: &mut Stats) {
         }
         stats.edits += 1;
         stats.errors_written += edit % 2;
-        ask(
-            &mut c,
-            "tools/call",
-            tool("openFile", json!({"filePath": p})),
-            Duration::from_secs(10),
-        );
+        let id = c.call_tool("openFile", json!({"filePath": p}));
+        answer(&mut c, id, Duration::from_secs(10));
     }
     for (name, args) in [
         ("getOpenEditors", json!({})),
@@ -200,12 +182,8 @@ fn session(b: &Bridge, ws: &Path, a: &Args, n: usize, stats: &mut Stats) {
         ("noSuchTool", json!({})),
         ("closeAllDiffTabs", json!({})),
     ] {
-        ask(
-            &mut c,
-            "tools/call",
-            tool(name, args),
-            Duration::from_secs(10),
-        );
+        let id = c.call_tool(name, args);
+        answer(&mut c, id, Duration::from_secs(10));
     }
     if n.is_multiple_of(2) {
         c.close(1000);
@@ -269,11 +247,7 @@ impl Editor {
             .recv_timeout(Duration::from_secs(30))
             .map_err(|_| "the bridge wrote no ready line in 30 s".to_string())
             .and_then(|port| {
-                let lock = lock_dir.join(format!("{port}.lock"));
-                let text =
-                    fs::read_to_string(&lock).map_err(|e| format!("{}: {e}", lock.display()))?;
-                let lock: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-                let token = lock["authToken"].as_str().unwrap_or_default().to_string();
+                let token = bridge::token(lock_dir, port)?;
                 Ok(bridge::Serving { child, port, token })
             });
         let editor = Editor {
@@ -347,9 +321,7 @@ fn sample(pid: u32) -> String {
         .unwrap_or(0);
     let children = procs::descendants(pid);
     let children_kb: u64 = children.iter().map(|p| procs::rss_kib(p.pid)).sum();
-    let mut out = String::new();
-    let _ = write!(
-        out,
+    format!(
         "{:>10} {:>10} {:>8} {:>5} {:>9} {:>12}",
         field(&status, "RssAnon"),
         field(&status, "VmHWM"),
@@ -357,8 +329,7 @@ fn sample(pid: u32) -> String {
         fds,
         children.len(),
         children_kb
-    );
-    out
+    )
 }
 
 pub fn main(rest: impl Iterator<Item = String>, bin: PathBuf) {
@@ -445,7 +416,7 @@ pub fn main(rest: impl Iterator<Item = String>, bin: PathBuf) {
             session(&b, &ws, &a, n, &mut stats);
             if (n + 1) % a.every == 0 {
                 // What the last session left is let go of (its connection's end is seen).
-                std::thread::sleep(Duration::from_millis(300));
+                thread::sleep(Duration::from_millis(300));
                 row(n + 1, &stats);
             }
         }

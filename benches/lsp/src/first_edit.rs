@@ -36,7 +36,7 @@
 //! Nothing is asserted: figures are printed, with the load average of the machine at each round.
 //! Everything stays on 127.0.0.1; every wait is bounded.
 
-use claude_ide_bridge_testsupport::client;
+use claude_ide_bridge_testsupport::{bridge, client};
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -320,10 +320,7 @@ impl Bridge {
         let port = prx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| die("the bridge printed no port in 30 s"));
-        let lock = lock_dir.join(format!("{port}.lock"));
-        let lock: Value = serde_json::from_str(&std::fs::read_to_string(&lock).unwrap_or_default())
-            .unwrap_or(Value::Null);
-        let token = lock["authToken"].as_str().unwrap_or_default().to_owned();
+        let token = bridge::token(&lock_dir, port).unwrap_or_default();
         Bridge {
             child,
             editor,

@@ -37,6 +37,12 @@ pub fn serve(cmd: &mut Command, lock_dir: &Path) -> Result<Serving, String> {
         }
     };
     thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let token = token(lock_dir, port)?;
+    Ok(Serving { child, port, token })
+}
+
+/// The auth token of the bridge listening on `port`, from its lock file in `lock_dir`.
+pub fn token(lock_dir: &Path, port: u16) -> Result<String, String> {
     let lock = lock_dir.join(format!("{port}.lock"));
     let text = std::fs::read_to_string(&lock).map_err(|e| format!("{}: {e}", lock.display()))?;
     let lock: serde_json::Value =
@@ -44,9 +50,5 @@ pub fn serve(cmd: &mut Command, lock_dir: &Path) -> Result<Serving, String> {
     let token = lock["authToken"]
         .as_str()
         .ok_or("the lock file has no authToken")?;
-    Ok(Serving {
-        child,
-        port,
-        token: token.to_string(),
-    })
+    Ok(token.to_string())
 }
