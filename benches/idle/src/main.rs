@@ -146,21 +146,7 @@ impl Bridge {
 impl Bridge {
     /// Asks the bridge to stop (SIGTERM) and waits up to `grace` for it, then kills it.
     fn stop(&mut self, grace: Duration) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let give_up = std::time::Instant::now() + grace;
-        while std::time::Instant::now() < give_up {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        bridge::stop(&mut self.child, grace);
     }
 }
 

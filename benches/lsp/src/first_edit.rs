@@ -355,7 +355,7 @@ impl Bridge {
 impl Drop for Bridge {
     fn drop(&mut self) {
         drop(self.editor.take());
-        crate::stop_bridge(&mut self.child, Duration::from_secs(15));
+        bridge::stop(&mut self.child, Duration::from_secs(15));
     }
 }
 

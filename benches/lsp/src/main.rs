@@ -310,24 +310,12 @@ impl Bridge {
 
 impl Drop for Bridge {
     fn drop(&mut self) {
-        stop_bridge(&mut self.child, Duration::from_secs(10));
+        bridge::stop(&mut self.child, Duration::from_secs(10));
     }
 }
 
 /// Stops a bridge: SIGTERM (it stops its language servers before it exits), then SIGKILL if it
 /// is still there after `grace`.
-fn stop_bridge(child: &mut std::process::Child, grace: Duration) {
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let give_up = Instant::now() + grace;
-    while Instant::now() < give_up {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
 
 fn get_diagnostics(c: &mut client::Client, uri: &str) -> Value {
     let id = c.call_tool("getDiagnostics", json!({ "uri": uri }));

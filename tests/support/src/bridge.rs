@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread;
+use std::time::{Duration, Instant};
 
 /// A running `serve`: the child, its port and its auth token.
 pub struct Serving {
@@ -51,4 +52,23 @@ pub fn token(lock_dir: &Path, port: u16) -> Result<String, String> {
         .as_str()
         .ok_or("the lock file has no authToken")?;
     Ok(token.to_string())
+}
+
+/// Stops a bridge as a user's terminal would: asks it to stop (SIGTERM on Unix; Windows has no
+/// signal to ask with, so it is killed) and waits up to `grace` for it to exit, then kills it.
+/// Returns at once if it has already exited.
+pub fn stop(child: &mut Child, grace: Duration) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    crate::platform::ask_to_stop(child);
+    let give_up = Instant::now() + grace;
+    while Instant::now() < give_up {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -5,7 +5,8 @@
 //!   (its lock files are private by the profile folder's access list), so nothing is checked;
 //! - `set_mode(path, mode)`: sets them (Unix); nothing on Windows;
 //! - `symlink_dir(target, link)`: a symbolic link to a directory;
-//! - `signal(pid, name)`: sends `-TERM` or `-INT` with `kill` (Unix only: Windows has no signals).
+//! - `signal(pid, name)`: sends `-TERM` or `-INT` with `kill` (Unix only: Windows has no signals);
+//! - `ask_to_stop(child)`: SIGTERM on Unix; on Windows, which has no such signal, a kill.
 
 #[cfg(unix)]
 mod unix;

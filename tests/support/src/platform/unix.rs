@@ -28,3 +28,10 @@ pub fn signal(pid: u32, name: &str) {
         .unwrap();
     assert!(status.success());
 }
+
+/// Asks `child` to stop (SIGTERM); it may already have exited, so a failure is not one.
+pub fn ask_to_stop(child: &mut std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status();
+}

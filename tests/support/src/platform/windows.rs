@@ -13,3 +13,8 @@ pub fn set_mode(_path: &Path, _mode: u32) {}
 pub fn symlink_dir(target: &Path, link: &Path) -> std::io::Result<()> {
     std::os::windows::fs::symlink_dir(target, link)
 }
+
+/// Windows has no signal to ask a console program to stop with: `child` is killed.
+pub fn ask_to_stop(child: &mut std::process::Child) {
+    let _ = child.kill();
+}
