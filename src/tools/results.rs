@@ -256,6 +256,33 @@ impl Diagnostic {
     pub const INFORMATION: &'static str = "Information";
     /// Severity `"Hint"`.
     pub const HINT: &'static str = "Hint";
+
+    /// How severe, to put the worst first when not all can be kept: 0 for an error, 1 for a
+    /// warning, 2 for information, 3 for a hint or a severity this crate does not know.
+    ///
+    /// ```
+    /// use claude_ide_bridge::{Diagnostic, Position, Range};
+    /// let at = Range::new(Position::new(0, 0), Position::new(0, 1));
+    /// let d = |severity: &str| Diagnostic {
+    ///     message: "unused".into(),
+    ///     severity: severity.into(),
+    ///     range: at,
+    ///     source: None,
+    ///     code: None,
+    /// };
+    /// let mut found = vec![d(Diagnostic::HINT), d(Diagnostic::ERROR), d(Diagnostic::WARNING)];
+    /// found.sort_by_key(Diagnostic::severity_rank);
+    /// assert_eq!(found[0].severity, Diagnostic::ERROR);
+    /// assert_eq!(d("Fatal").severity_rank(), 3);
+    /// ```
+    pub fn severity_rank(&self) -> u8 {
+        match self.severity.as_str() {
+            Diagnostic::ERROR => 0,
+            Diagnostic::WARNING => 1,
+            Diagnostic::INFORMATION => 2,
+            _ => 3,
+        }
+    }
 }
 
 /// A range between two positions.

@@ -335,6 +335,36 @@ fn a_missing_server_answers_empty_and_the_log_says_why_once() {
     assert_eq!(log.matches("/nonexistent/bin/some-lsp").count(), 1, "{log}");
 }
 
+/// clangd lists a function's unused variables when the function ends, so an error in a later
+/// function comes after all of them. With more diagnostics than the bridge keeps for a file
+/// (200), the error is kept and warnings are left out (before, the first 200 were kept: the
+/// error was lost behind the warnings).
+#[test]
+fn an_error_after_hundreds_of_warnings_is_kept() {
+    require("clangd", "apt-get install clangd");
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("compile_flags.txt"), "-std=c11\n-Wall\n").unwrap();
+    let mut text = String::from("void noisy(void) {\n");
+    for i in 0..300 {
+        text.push_str(&format!("    int unused_{i};\n"));
+    }
+    text.push_str("}\n\nint broken(void) {\n    return not_declared;\n}\n");
+    let file = sb.ws.join("noisy.c");
+    fs::write(&file, text).unwrap();
+    let mut s = serve(&sb, "threads", &["--lsp", "c=clangd"]);
+    let mut c = Session::new(&s);
+    let answer = c.diagnostics(json!({"uri": uri(&file)}));
+    let msgs = messages(&answer, &file);
+    assert_eq!(msgs.len(), 200, "{msgs:?}");
+    assert!(mentions(&msgs, "not_declared"), "{msgs:?}");
+    let warnings = msgs
+        .iter()
+        .filter(|m| m.contains("Unused variable"))
+        .count();
+    assert_eq!(warnings, 199, "{msgs:?}");
+    assert_eq!(s.stop(), 0);
+}
+
 #[test]
 fn reformat_file_through_a_server_that_formats() {
     require("ruff", "pip install ruff");

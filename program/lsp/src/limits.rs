@@ -13,7 +13,8 @@ use std::time::Duration;
 pub struct LspLimits {
     /// The largest message accepted from a server; a larger one stops that server.
     pub max_message_bytes: usize,
-    /// Diagnostics kept per file (the first ones, in the server's order).
+    /// Diagnostics kept per file: when a server reports more, the most severe (errors, then
+    /// warnings, information and hints), in the server's order.
     pub max_diagnostics_per_file: usize,
     /// Characters kept of a diagnostic's message.
     pub max_message_chars: usize,

@@ -954,17 +954,8 @@ impl State {
                 return true;
             }
         };
-        let limits = &self.limits;
-        let items: Vec<Diagnostic> = items
-            .into_iter()
-            .take(limits.max_diagnostics_per_file)
-            .map(|d| {
-                convert(
-                    d.into_lsp(self.caps.tsserver_kind),
-                    limits.max_message_chars,
-                )
-            })
-            .collect();
+        let kind = self.caps.tsserver_kind;
+        let items = self.converted(items.into_iter().map(|d| d.into_lsp(kind)).collect());
         let Some(check) = self.checks.get_mut(&path) else {
             return true;
         };
@@ -1112,11 +1103,17 @@ impl State {
         }
     }
 
-    /// A server's diagnostics as the client keeps them: at most so many a file, messages cut.
+    /// A server's diagnostics as the client keeps them: at most so many a file (the most severe),
+    /// messages cut.
     fn converted(&self, items: Vec<ServerDiagnostic>) -> Vec<Diagnostic> {
-        items
+        let rank = |d: &ServerDiagnostic| match d.severity {
+            Some(DiagnosticSeverity::WARNING) => 1,
+            Some(DiagnosticSeverity::INFORMATION) => 2,
+            Some(DiagnosticSeverity::HINT) => 3,
+            _ => 0,
+        };
+        most_severe(items, self.limits.max_diagnostics_per_file, rank)
             .into_iter()
-            .take(self.limits.max_diagnostics_per_file)
             .map(|d| convert(d, self.limits.max_message_chars))
             .collect()
     }
@@ -1152,14 +1149,18 @@ impl State {
         &mut self,
         path: &str,
         version: Option<i32>,
-        mut items: Vec<Diagnostic>,
+        items: Vec<Diagnostic>,
         result_id: Option<String>,
     ) -> Option<FileDiagnostics> {
         if self.has_exited() || version.is_some_and(|v| !self.of_open_document(path, v)) {
             return None;
         }
         self.seq += 1;
-        items.truncate(self.limits.max_diagnostics_per_file);
+        let items = most_severe(
+            items,
+            self.limits.max_diagnostics_per_file,
+            Diagnostic::severity_rank,
+        );
         let old_len = self.diags.get(path).map_or(0, |s| s.items.len());
         // Room for a new file, and for the new total: files the server has not open go first.
         let is_new = !self.diags.contains_key(path);
@@ -1181,7 +1182,7 @@ impl State {
             .limits
             .max_total_diagnostics
             .saturating_sub(self.total - old_len);
-        items.truncate(room);
+        let items = most_severe(items, room, Diagnostic::severity_rank);
         let seq = self.seq;
         let at = Instant::now();
         let stored = self.diags.entry(path.to_owned()).or_insert(Stored {
@@ -1413,6 +1414,23 @@ fn truncate_chars(s: &mut String, max: usize) {
 
 /// An LSP diagnostic in the engine's shape: severity by name (`Error` when the server gives none, as editors
 /// do), range as sent (0-based, UTF-16), `source` and `code` kept, the message cut at `max_chars`.
+/// At most `max` of `items`: when there are more, the most severe (`rank` 0 first), so that a
+/// file's few errors are not lost behind hundreds of warnings; in the order they came.
+fn most_severe<T>(mut items: Vec<T>, max: usize, rank: impl Fn(&T) -> u8) -> Vec<T> {
+    if items.len() <= max {
+        return items;
+    }
+    let mut order: Vec<(u8, usize)> = items.iter().map(rank).zip(0..).collect();
+    order.sort_unstable();
+    let mut keep = vec![false; items.len()];
+    for &(_, i) in &order[..max] {
+        keep[i] = true;
+    }
+    let mut keep = keep.into_iter();
+    items.retain(|_| keep.next().unwrap_or(false));
+    items
+}
+
 pub(crate) fn convert(d: ServerDiagnostic, max_chars: usize) -> Diagnostic {
     let severity = match d.severity {
         Some(DiagnosticSeverity::WARNING) => Diagnostic::WARNING,

@@ -71,12 +71,6 @@ pub(crate) fn within_answer(files: Vec<FileDiagnostics>) -> (Vec<FileDiagnostics
     if total <= MAX_ANSWER_BYTES {
         return (files, 0);
     }
-    let rank = |d: &Diagnostic| match d.severity.as_str() {
-        Diagnostic::ERROR => 0,
-        Diagnostic::WARNING => 1,
-        Diagnostic::INFORMATION => 2,
-        _ => 3,
-    };
     let mut order: Vec<(u8, usize, usize)> = files
         .iter()
         .enumerate()
@@ -84,7 +78,7 @@ pub(crate) fn within_answer(files: Vec<FileDiagnostics>) -> (Vec<FileDiagnostics
             f.diagnostics
                 .iter()
                 .enumerate()
-                .map(move |(j, d)| (rank(d), i, j))
+                .map(move |(j, d)| (d.severity_rank(), i, j))
         })
         .collect();
     order.sort_unstable();

@@ -156,6 +156,45 @@ fn memory_is_bounded_per_file_and_in_total() {
     assert_eq!(s.known("/w/open.py")[0].message.chars().count(), 2001);
 }
 
+/// Over the per-file bound, the errors are kept before the warnings and hints, whatever their
+/// place in the server's list, and what is kept stays in the server's order.
+#[test]
+fn the_most_severe_are_kept_over_the_bound() {
+    let limits = LspLimits {
+        max_diagnostics_per_file: 6,
+        ..LspLimits::default()
+    };
+    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    // Lines 0-9 hints, 10-19 warnings, 20-22 errors (two without a severity: errors by the
+    // protocol), sent warnings first.
+    let item = |line: u32, severity: Option<u32>| {
+        let mut d = json!({"range": {"start": {"line": line, "character": 0},
+                                     "end": {"line": line, "character": 1}},
+                           "message": format!("at {line}")});
+        if let Some(sev) = severity {
+            d["severity"] = json!(sev);
+        }
+        d
+    };
+    let mut items: Vec<Value> = (10..20).map(|l| item(l, Some(2))).collect();
+    items.extend((0..10).map(|l| item(l, Some(4))));
+    items.extend([item(20, None), item(21, Some(1)), item(22, None)]);
+    let msg = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                     "params": {"uri": "file:///w/a.py", "diagnostics": items}});
+    s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap();
+    let kept: Vec<(u32, String)> = s
+        .known("/w/a.py")
+        .into_iter()
+        .map(|d| (d.range.start.line, d.severity))
+        .collect();
+    let want: Vec<(u32, String)> = [(10, "Warning"), (11, "Warning"), (12, "Warning")]
+        .into_iter()
+        .chain([(20, "Error"), (21, "Error"), (22, "Error")])
+        .map(|(l, s)| (l, s.to_owned()))
+        .collect();
+    assert_eq!(kept, want);
+}
+
 #[test]
 fn open_documents_are_bounded() {
     let limits = LspLimits {
