@@ -5,7 +5,8 @@
 //! `getWorkspaceFolders`, a call of a tool that does not exist, `closeAllDiffTabs`, and the
 //! connection ended (every other session without a Close, as a killed client ends it). With
 //! `--lsp c` the workspace is C files with a compilation flags file and clangd answers the
-//! diagnostics (edits add and remove an error in turn).
+//! diagnostics (edits add and remove an error in turn). `--warnings N` adds a file with N
+//! warnings whose diagnostics each session asks for: a large message from the server.
 //!
 //! After every `--every` sessions it prints the bridge's private memory (`RssAnon`), its peak
 //! resident size, its threads, its open descriptors, its child processes and their resident
@@ -14,7 +15,7 @@
 //! ```text
 //! cargo build --release -p claude-ide-bridge-cli
 //! cargo run --release -p claude-ide-bridge-bench-idle -- day [--sessions 600] [--every 100]
-//!     [--edits 4] [--files 24] [--lsp none|c] [--runtime threads|smol]... [--bin PATH]
+//!     [--edits 4] [--files 24] [--warnings N] [--lsp none|c] [--runtime threads|smol]... [--bin PATH]
 //! ```
 
 use std::fs;
@@ -36,6 +37,7 @@ struct Args {
     every: usize,
     edits: usize,
     files: usize,
+    warnings: usize,
     lsp: bool,
     editor: bool,
     runtimes: Vec<String>,
@@ -48,6 +50,7 @@ fn args(rest: impl Iterator<Item = String>, bin: PathBuf) -> Args {
         every: 100,
         edits: 4,
         files: 24,
+        warnings: 0,
         lsp: false,
         editor: false,
         runtimes: Vec::new(),
@@ -71,6 +74,7 @@ fn args(rest: impl Iterator<Item = String>, bin: PathBuf) -> Args {
             "--every" => a.every = number("--every"),
             "--edits" => a.edits = number("--edits"),
             "--files" => a.files = number("--files"),
+            "--warnings" => a.warnings = number("--warnings"),
             "--lsp" => {
                 a.lsp = match value().as_str() {
                     "none" => false,
@@ -84,9 +88,12 @@ fn args(rest: impl Iterator<Item = String>, bin: PathBuf) -> Args {
             "--bench" => {}
             other => die(&format!(
                 "unknown argument {other:?} (--sessions N, --every N, --edits N, --files N, \
-                 --lsp none|c, --editor, --runtime R, --bin PATH)"
+                 --warnings N, --lsp none|c, --editor, --runtime R, --bin PATH)"
             )),
         }
+    }
+    if a.warnings > 0 && !a.lsp {
+        die("--warnings needs --lsp c");
     }
     if a.runtimes.is_empty() {
         a.runtimes = vec!["threads".into(), "smol".into()];
@@ -105,9 +112,25 @@ fn source(i: usize, n: usize) -> String {
     format!("#include \"common.h\"\n\nint f{i}(int x) {{\n    return {value};\n}}\n")
 }
 
-fn workspace(ws: &Path, files: usize) {
+/// A file with `n` unused variables, each a warning under `-Wall`: a file whose diagnostics
+/// make one large message from the server.
+fn big_source(n: usize) -> String {
+    let mut text = String::from("void big(void) {\n");
+    for i in 0..n {
+        text.push_str(&format!("    int unused_{i};\n"));
+    }
+    text.push_str("}\n");
+    text
+}
+
+fn workspace(ws: &Path, files: usize, warnings: usize) {
     fs::create_dir_all(ws.join("src")).unwrap();
-    fs::write(ws.join("compile_flags.txt"), "-std=c11\n-Isrc\n").unwrap();
+    let mut flags = String::from("-std=c11\n-Isrc\n");
+    if warnings > 0 {
+        flags.push_str("-Wall\n");
+        fs::write(ws.join("src/big.c"), big_source(warnings)).unwrap();
+    }
+    fs::write(ws.join("compile_flags.txt"), flags).unwrap();
     fs::write(ws.join("src/common.h"), "#pragma once\nint shared(int);\n").unwrap();
     for i in 0..files {
         fs::write(ws.join(format!("src/f{i}.c")), source(i, 0)).unwrap();
@@ -146,6 +169,16 @@ fn session(b: &Bridge, ws: &Path, a: &Args, n: usize, stats: &mut Stats) {
                         "params": {"pid": std::process::id()}}));
     let id = c.send_request("tools/list", json!({}));
     answer(&mut c, id, Duration::from_secs(10));
+    if a.warnings > 0 {
+        // The model reads the diagnostics of the file that has many.
+        let uri = format!("file://{}", ws.join("src/big.c").display());
+        let id = c.call_tool("getDiagnostics", json!({"uri": uri}));
+        let v = answer(&mut c, id, Duration::from_secs(10));
+        let text = v
+            .as_ref()
+            .and_then(|v| v["result"]["content"][0]["text"].as_str());
+        stats.big_answers += usize::from(text.is_some_and(|t| t.contains("Unused variable")));
+    }
     for e in 0..a.edits {
         let i = (n * a.edits + e) % a.files;
         let path = ws.join(format!("src/f{i}.c"));
@@ -312,6 +345,8 @@ struct Stats {
     errors_written: usize,
     fresh_errors: usize,
     late: usize,
+    /// Answers for the file with `--warnings` that carried its warnings.
+    big_answers: usize,
 }
 
 fn sample(pid: u32) -> String {
@@ -335,11 +370,16 @@ fn sample(pid: u32) -> String {
 pub fn main(rest: impl Iterator<Item = String>, bin: PathBuf) {
     let a = args(rest, bin);
     println!(
-        "a day's use: {} sessions of {} edits each over {} files, language server: {}",
+        "a day's use: {} sessions of {} edits each over {} files, language server: {}{}",
         a.sessions,
         a.edits,
         a.files,
-        if a.lsp { "clangd" } else { "none" }
+        if a.lsp { "clangd" } else { "none" },
+        if a.warnings > 0 {
+            format!(", a file with {} warnings read each session", a.warnings)
+        } else {
+            String::new()
+        }
     );
     println!(
         "{:<8} {:>8} {:>7} {:>10} {:>10} {:>8} {:>5} {:>9} {:>12} {:>8}",
@@ -357,7 +397,7 @@ pub fn main(rest: impl Iterator<Item = String>, bin: PathBuf) {
     for runtime in &a.runtimes {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
-        workspace(&ws, a.files);
+        workspace(&ws, a.files, a.warnings);
         let lock_dir = dir.path().join("ide");
         let mut cmd = Command::new(&a.bin);
         cmd.args(["serve", "--runtime", runtime])
@@ -425,6 +465,12 @@ pub fn main(rest: impl Iterator<Item = String>, bin: PathBuf) {
              {} answers not in their wait",
             stats.edits, stats.errors_written, stats.fresh_errors, stats.late
         );
+        if a.warnings > 0 {
+            println!(
+                "{runtime}: {} of {} sessions had the large file's warnings in their answer",
+                stats.big_answers, a.sessions
+            );
+        }
         let children = procs::descendants(pid);
         b.stop(Duration::from_secs(15));
         let left = children.iter().filter(|p| procs::alive(**p)).count();
