@@ -1412,8 +1412,6 @@ fn truncate_chars(s: &mut String, max: usize) {
     }
 }
 
-/// An LSP diagnostic in the engine's shape: severity by name (`Error` when the server gives none, as editors
-/// do), range as sent (0-based, UTF-16), `source` and `code` kept, the message cut at `max_chars`.
 /// At most `max` of `items`: when there are more, the most severe (`rank` 0 first), so that a
 /// file's few errors are not lost behind hundreds of warnings; in the order they came.
 fn most_severe<T>(mut items: Vec<T>, max: usize, rank: impl Fn(&T) -> u8) -> Vec<T> {
@@ -1431,6 +1429,8 @@ fn most_severe<T>(mut items: Vec<T>, max: usize, rank: impl Fn(&T) -> u8) -> Vec
     items
 }
 
+/// An LSP diagnostic in the engine's shape: severity by name (`Error` when the server gives none, as editors
+/// do), range as sent (0-based, UTF-16), `source` and `code` kept, the message cut at `max_chars`.
 pub(crate) fn convert(d: ServerDiagnostic, max_chars: usize) -> Diagnostic {
     let severity = match d.severity {
         Some(DiagnosticSeverity::WARNING) => Diagnostic::WARNING,
