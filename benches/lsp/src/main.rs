@@ -314,9 +314,6 @@ impl Drop for Bridge {
     }
 }
 
-/// Stops a bridge: SIGTERM (it stops its language servers before it exits), then SIGKILL if it
-/// is still there after `grace`.
-
 fn get_diagnostics(c: &mut client::Client, uri: &str) -> Value {
     let id = c.call_tool("getDiagnostics", json!({ "uri": uri }));
     let resp = c
