@@ -45,6 +45,16 @@ fn publish(s: &mut State, path: &str, version: Option<i32>, n: usize) -> Vec<Eff
     let diags: Vec<Value> = (0..n)
         .map(|i| json!({"range": {"start": {"line": i, "character": 0}, "end": {"line": i, "character": 1}}, "message": format!("m{i}"), "severity": 2, "code": i, "source": "t"}))
         .collect();
+    publish_these(s, path, version, diags)
+}
+
+/// A `publishDiagnostics` of `diags` (as a server writes them) for `path`, handled by `s`.
+fn publish_these(
+    s: &mut State,
+    path: &str,
+    version: Option<i32>,
+    diags: Vec<Value>,
+) -> Vec<Effect> {
     let mut params = json!({"uri": file_uri(path), "diagnostics": diags});
     if let Some(v) = version {
         params["version"] = json!(v);
@@ -151,8 +161,8 @@ fn memory_is_bounded_per_file_and_in_total() {
     // The open file's diagnostics are kept while others come and go.
     assert_eq!(s.known("/w/open.py").len(), 10);
     let long = "é".repeat(5000);
-    let msg = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///w/open.py", "diagnostics": [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "message": long}]}});
-    s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap();
+    let diag = json!({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "message": long});
+    publish_these(&mut s, "/w/open.py", None, vec![diag]);
     assert_eq!(s.known("/w/open.py")[0].message.chars().count(), 2001);
 }
 
@@ -179,9 +189,7 @@ fn the_most_severe_are_kept_over_the_bound() {
     let mut items: Vec<Value> = (10..20).map(|l| item(l, Some(2))).collect();
     items.extend((0..10).map(|l| item(l, Some(4))));
     items.extend([item(20, None), item(21, Some(1)), item(22, None)]);
-    let msg = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
-                     "params": {"uri": "file:///w/a.py", "diagnostics": items}});
-    s.handle(&serde_json::to_vec(&msg).unwrap()).unwrap();
+    publish_these(&mut s, "/w/a.py", None, items);
     let kept: Vec<(u32, String)> = s
         .known("/w/a.py")
         .into_iter()
