@@ -718,6 +718,15 @@ fn head(frame: &[u8]) -> String {
     String::from_utf8_lossy(&body[..body.len().min(1000)]).into_owned()
 }
 
+/// Output that is not a frame (a log line on stdout) was passed over: the log says so.
+fn log_skipped(decoder: &mut Decoder, log: &Log) {
+    if let Some((n, said)) = decoder.take_skipped() {
+        log.line(&format!(
+            "skipped {n} bytes of its output that are not a Content-Length frame: {said:?}"
+        ));
+    }
+}
+
 fn read_loop(
     shared: &StateMonitor,
     mut stdout: impl Read,
@@ -740,6 +749,9 @@ fn read_loop(
         loop {
             match decoder.next_frame() {
                 Ok(Some(frame)) => {
+                    // What came before this frame is told now, on its own: a read that carried
+                    // two log lines with a frame between them tells two.
+                    log_skipped(&mut decoder, log);
                     if let Some(trace) = trace {
                         trace.line(&format!("<- {}", head(&frame)));
                     }
@@ -767,12 +779,7 @@ fn read_loop(
                 }
             }
         }
-        // Output that is not a frame (a log line on stdout) was passed over: the log says so.
-        if let Some((n, said)) = decoder.take_skipped() {
-            log.line(&format!(
-                "skipped {n} bytes of its output that are not a Content-Length frame: {said:?}"
-            ));
-        }
+        log_skipped(&mut decoder, log);
         if let Some(why) = fatal {
             break format!("stopped for misbehaving: {why}");
         }
