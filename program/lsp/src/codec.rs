@@ -3,8 +3,9 @@
 //! Pure code, no IO: [`Decoder::push`] takes whatever bytes a read returned and [`Decoder::next_frame`] yields
 //! the complete bodies. Both sizes are bounded: a header block longer than [`Decoder::MAX_HEADER_BYTES`] or a
 //! `Content-Length` over the configured body limit is an error, and so is a header block that is not one (a
-//! malformed line, a missing or unparsable `Content-Length`). The buffer grows with the bytes that arrive, never
-//! to the length a header announces. Output between frames that does not start a header (a log line a server
+//! malformed line, a missing or unparsable `Content-Length`). A body is gathered in a buffer of its own, which
+//! grows with the bytes that arrive (never to the length a header announces before they do, never past it) and
+//! is handed out as the frame: a large message is not copied, and its memory is not held once it is read. Output between frames that does not start a header (a log line a server
 //! prints on stdout, a wrapper script's echo) is skipped, as far as the next line's end or the next
 //! `Content-Length:`/`Content-Type:`, and told ([`Decoder::take_skipped`]); more than
 //! [`Decoder::MAX_SKIPPED_BYTES`] of it between two frames is an error. An error is final: the decoder refuses
@@ -82,11 +83,14 @@ impl std::error::Error for FrameError {}
 /// ```
 #[derive(Debug)]
 pub struct Decoder {
+    /// Header blocks, and what came after the body being gathered.
     buf: Vec<u8>,
     /// Where the unconsumed bytes of `buf` start.
     start: usize,
     /// The body length of the frame whose header has been read.
     body: Option<usize>,
+    /// That body, as far as it has come.
+    gathered: Vec<u8>,
     max_body: usize,
     failed: Option<FrameError>,
     /// Bytes skipped since the last frame (the bound is on these).
@@ -106,6 +110,7 @@ impl Decoder {
             buf: Vec::new(),
             start: 0,
             body: None,
+            gathered: Vec::new(),
             max_body,
             failed: None,
             skipped: 0,
@@ -117,6 +122,9 @@ impl Decoder {
     /// The most output that is not a frame skipped between two frames: past it the stream is
     /// taken for something other than a language server's ([`FrameError::NotFrames`]).
     pub const MAX_SKIPPED_BYTES: usize = 64 * 1024;
+
+    /// The most the buffer of headers keeps between frames: about one read's bytes.
+    const KEPT_BYTES: usize = 64 * 1024;
 
     /// How much of the skipped output [`Decoder::take_skipped`] tells.
     const SAMPLE_BYTES: usize = 200;
@@ -140,8 +148,16 @@ impl Decoder {
     }
 
     /// Appends bytes read from the stream. After an error, bytes are dropped.
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub fn push(&mut self, mut bytes: &[u8]) {
         if self.failed.is_some() {
+            return;
+        }
+        if let Some(n) = self.body {
+            let take = (n - self.gathered.len()).min(bytes.len());
+            gather(&mut self.gathered, n, &bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        if bytes.is_empty() {
             return;
         }
         if self.start > 0 && (self.start >= self.buf.len() / 2 || self.start > 64 * 1024) {
@@ -154,7 +170,7 @@ impl Decoder {
     /// How many bytes are buffered and not yet returned: at most one header block plus one body (and what a
     /// single read appended after them).
     pub fn buffered(&self) -> usize {
-        self.buf.len() - self.start
+        self.buf.len() - self.start + self.gathered.len()
     }
 
     /// Whether more bytes are wanted right now: false once a complete frame is waiting to be taken, so that a
@@ -165,7 +181,7 @@ impl Decoder {
         }
         let pending = &self.buf[self.start..];
         match self.body {
-            Some(n) => pending.len() < n,
+            Some(n) => self.gathered.len() < n,
             None => find_blank_line(pending).is_none() && pending.len() < Self::MAX_HEADER_BYTES,
         }
     }
@@ -180,6 +196,7 @@ impl Decoder {
             Err(err) => {
                 self.failed = Some(err.clone());
                 self.buf = Vec::new();
+                self.gathered = Vec::new();
                 self.start = 0;
                 Err(err)
             }
@@ -235,27 +252,35 @@ impl Decoder {
                     limit: self.max_body,
                 });
             }
+            let n = length as usize;
             self.start += end;
-            self.body = Some(length as usize);
+            self.body = Some(n);
             self.skipped = 0;
+            // What came of the body with its header moves to the body's own buffer.
+            let take = (self.buf.len() - self.start).min(n);
+            self.gathered = Vec::new();
+            gather(
+                &mut self.gathered,
+                n,
+                &self.buf[self.start..self.start + take],
+            );
+            self.start += take;
         }
         let n = self.body.expect("set above");
-        if self.buf.len() - self.start < n {
+        if self.gathered.len() < n {
             return Ok(None);
         }
-        let frame = self.buf[self.start..self.start + n].to_vec();
-        self.start += n;
         self.body = None;
         if self.start == self.buf.len() {
-            // After a large message, give its memory back rather than hold it for the server's life.
-            if self.buf.capacity() > 1 << 20 {
+            // What several frames at once took is not held for the server's life.
+            if self.buf.capacity() > Self::KEPT_BYTES {
                 self.buf = Vec::new();
             } else {
                 self.buf.clear();
             }
             self.start = 0;
         }
-        Ok(Some(frame))
+        Ok(Some(std::mem::take(&mut self.gathered)))
     }
 }
 
@@ -270,6 +295,17 @@ enum Skip {
     Bytes(usize),
     /// Too few bytes to tell.
     NeedMore,
+}
+
+/// Appends `bytes` to the body `gathered`, of `n` bytes in all: its buffer grows as a `Vec`'s
+/// does, by doubling, but never past `n` (only the bytes that came are trusted to come).
+fn gather(gathered: &mut Vec<u8>, n: usize, bytes: &[u8]) {
+    let needed = gathered.len() + bytes.len();
+    if needed > gathered.capacity() {
+        let room = needed.max(2 * gathered.capacity()).min(n);
+        gathered.reserve_exact(room - gathered.len());
+    }
+    gathered.extend_from_slice(bytes);
 }
 
 fn starts_with_ignore_case(bytes: &[u8], name: &[u8]) -> bool {
@@ -532,6 +568,30 @@ mod tests {
         }
         assert_eq!(d.next_frame(), Err(FrameError::HeaderTooLong));
         assert!(!d.wants_more());
+    }
+
+    #[test]
+    fn a_body_is_gathered_as_it_comes_and_handed_out_whole() {
+        let body: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut wire = encode(&body);
+        wire.extend(encode(b"{}"));
+        let mut d = Decoder::new(1 << 20);
+        d.push(&wire[..1000]);
+        assert_eq!(d.next_frame(), Ok(None));
+        // What came is held, not the length the header announced.
+        assert!(d.gathered.capacity() < 2000, "{}", d.gathered.capacity());
+        for piece in wire[1000..].chunks(64 * 1024) {
+            d.push(piece);
+            assert!(d.gathered.capacity() <= body.len());
+        }
+        let frame = d.next_frame().unwrap().unwrap();
+        assert!(frame == body, "the body as sent");
+        assert!(frame.capacity() <= body.len());
+        assert_eq!(d.next_frame().unwrap().as_deref(), Some(&b"{}"[..]));
+        // Nothing of the large message is held after it.
+        assert_eq!(d.buffered(), 0);
+        assert_eq!(d.gathered.capacity(), 0);
+        assert!(d.buf.capacity() <= Decoder::KEPT_BYTES);
     }
 
     #[test]

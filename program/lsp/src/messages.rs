@@ -6,10 +6,14 @@
 //! 16 times their bytes) and each configuration item; a view reads what the client keeps and
 //! passes over the rest without building it (`tests/parse_memory.rs` measures a publish).
 
+use std::fmt;
+use std::marker::PhantomData;
+
 use lsp_types::notification::Notification;
 use lsp_types::request::Request;
-use serde::de::IgnoredAny;
+use serde::de::{DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 /// `textDocument/publishDiagnostics`, its params read as [`Published`].
 pub enum PublishDiagnostics {}
@@ -75,6 +79,100 @@ pub struct ServerDiagnostic {
     pub message: String,
 }
 
+impl ServerDiagnostic {
+    /// How severe, for keeping the most severe: 0 an error (or no severity), 1 a warning, 2
+    /// information, 3 a hint.
+    pub fn rank(&self) -> u8 {
+        severity_rank(self.severity)
+    }
+}
+
+/// The rank of a server's severity ([`ServerDiagnostic::rank`]).
+pub fn severity_rank(severity: Option<lsp_types::DiagnosticSeverity>) -> u8 {
+    match severity {
+        Some(lsp_types::DiagnosticSeverity::WARNING) => 1,
+        Some(lsp_types::DiagnosticSeverity::INFORMATION) => 2,
+        Some(lsp_types::DiagnosticSeverity::HINT) => 3,
+        _ => 0,
+    }
+}
+
+/// A JSON array read keeping, as it is read, at most `max` of its items: the most severe by
+/// `rank` (0 the most severe, 3 the least; higher counts as 3), in the array's order. What is
+/// kept is what keeping the `max` most severe of the whole array would keep, and it costs the
+/// memory of those kept: a server's message of thousands of diagnostics is not built whole.
+pub struct MostSevere<T, F> {
+    max: usize,
+    rank: F,
+    item: PhantomData<fn() -> T>,
+}
+
+impl<T, F: Fn(&T) -> u8> MostSevere<T, F> {
+    /// Keeping at most `max`, ranked by `rank`.
+    pub fn new(max: usize, rank: F) -> MostSevere<T, F> {
+        MostSevere {
+            max,
+            rank,
+            item: PhantomData,
+        }
+    }
+
+    /// The array `raw`, read.
+    pub fn read<'de>(self, raw: &'de RawValue) -> serde_json::Result<Vec<T>>
+    where
+        T: Deserialize<'de>,
+    {
+        self.deserialize(&mut serde_json::Deserializer::from_str(raw.get()))
+    }
+}
+
+impl<'de, T: Deserialize<'de>, F: Fn(&T) -> u8> DeserializeSeed<'de> for MostSevere<T, F> {
+    type Value = Vec<T>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<T>, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>, F: Fn(&T) -> u8> Visitor<'de> for MostSevere<T, F> {
+    type Value = Vec<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+        let rank = |item: &T| usize::from((self.rank)(item).min(3));
+        let mut kept = Vec::new();
+        // How many of each rank are kept: the least severe kept is known without a walk.
+        let mut counts = [0usize; 4];
+        while let Some(item) = seq.next_element::<T>()? {
+            let r = rank(&item);
+            if kept.len() < self.max {
+                counts[r] += 1;
+                kept.push(item);
+                continue;
+            }
+            // Full: this one goes in only if it is more severe than the least severe kept, which
+            // then goes (the last of its rank: earlier ones come first in the array's order).
+            let Some(worst) = (0..4).rev().find(|&w| counts[w] > 0) else {
+                continue;
+            };
+            if r < worst {
+                let at = kept
+                    .iter()
+                    .rposition(|k| rank(k) == worst)
+                    .expect("counted");
+                kept.remove(at);
+                counts[worst] -= 1;
+                counts[r] += 1;
+                kept.push(item);
+            }
+        }
+        Ok(kept)
+    }
+}
+
 /// `textDocument/publishDiagnostics`' params, read as [`ServerDiagnostic`]s; the URI is kept as
 /// sent (a server's string, checked for its length before anything is kept for it).
 #[derive(Debug, Deserialize, Serialize)]
@@ -86,6 +184,26 @@ pub struct Published {
     pub version: Option<i32>,
     /// Its diagnostics.
     pub diagnostics: Vec<ServerDiagnostic>,
+}
+
+impl Published {
+    /// The params `raw`, keeping at most `max` diagnostics, the most severe ([`MostSevere`]).
+    pub fn read(raw: &RawValue, max: usize) -> serde_json::Result<Published> {
+        #[derive(Deserialize)]
+        struct Fields<'a> {
+            uri: String,
+            #[serde(default)]
+            version: Option<i32>,
+            #[serde(borrow)]
+            diagnostics: &'a RawValue,
+        }
+        let fields: Fields = serde_json::from_str(raw.get())?;
+        Ok(Published {
+            uri: fields.uri,
+            version: fields.version,
+            diagnostics: MostSevere::new(max, ServerDiagnostic::rank).read(fields.diagnostics)?,
+        })
+    }
 }
 
 /// A `textDocument/diagnostic` answer, read as [`ServerDiagnostic`]s and without buffering: `lsp_types` reads
@@ -102,6 +220,35 @@ pub struct PullReport {
     /// A full report's diagnostics.
     #[serde(default)]
     pub items: Vec<ServerDiagnostic>,
+}
+
+impl PullReport {
+    /// The answer `raw`, keeping at most `max` diagnostics, the most severe ([`MostSevere`]).
+    pub fn read(raw: &RawValue, max: usize) -> serde_json::Result<PullReport> {
+        #[derive(Deserialize)]
+        struct Fields<'a> {
+            #[serde(default)]
+            kind: Option<String>,
+            #[serde(rename = "resultId", default)]
+            result_id: Option<String>,
+            #[serde(default, borrow, deserialize_with = "present")]
+            items: Option<&'a RawValue>,
+        }
+        let fields: Fields = serde_json::from_str(raw.get())?;
+        Ok(PullReport {
+            kind: fields.kind,
+            result_id: fields.result_id,
+            items: match fields.items {
+                Some(items) => MostSevere::new(max, ServerDiagnostic::rank).read(items)?,
+                None => Vec::new(),
+            },
+        })
+    }
+}
+
+/// A member that is there, whatever its value (`null` too, then refused as an array).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
 }
 
 /// A registration or unregistration, without its options.
@@ -251,6 +398,38 @@ pub struct TsServerResponse {
     pub body: Option<Vec<TsDiagnostic>>,
 }
 
+impl TsServerResponse {
+    /// The answer `raw` from `kind` of server (`null` is `None`), keeping at most `max`
+    /// diagnostics, the most severe in that server's terms ([`MostSevere`]).
+    pub fn read(
+        raw: &RawValue,
+        max: usize,
+        kind: TsServerKind,
+    ) -> serde_json::Result<Option<TsServerResponse>> {
+        #[derive(Deserialize)]
+        struct Fields<'a> {
+            #[serde(rename = "type", default)]
+            kind: Option<String>,
+            #[serde(default)]
+            success: Option<bool>,
+            #[serde(default, borrow)]
+            body: Option<&'a RawValue>,
+        }
+        let Some(fields) = serde_json::from_str::<Option<Fields>>(raw.get())? else {
+            return Ok(None);
+        };
+        let rank = |d: &TsDiagnostic| severity_rank(Some(d.severity(kind)));
+        Ok(Some(TsServerResponse {
+            kind: fields.kind,
+            success: fields.success,
+            body: match fields.body {
+                Some(body) => MostSevere::new(max, rank).read(body)?.into(),
+                None => None,
+            },
+        }))
+    }
+}
+
 /// A tsserver diagnostic (`protocol.Diagnostic`) with only what the client keeps: positions are
 /// 1-based lines and UTF-16 offsets; related information and tags are passed over.
 #[derive(Debug, Deserialize, Serialize)]
@@ -282,10 +461,27 @@ pub struct TsLocation {
 }
 
 impl TsDiagnostic {
+    /// Its category as `kind` of server gives it as a severity: `suggestion` a hint, `warning` a
+    /// warning, anything else an error, but for vtsls' style checks (warnings).
+    pub fn severity(&self, kind: TsServerKind) -> lsp_types::DiagnosticSeverity {
+        match self.category.as_str() {
+            "warning" => lsp_types::DiagnosticSeverity::WARNING,
+            "suggestion" => lsp_types::DiagnosticSeverity::HINT,
+            "error"
+                if kind == TsServerKind::Vtsls
+                    && self.code.is_some_and(|c| STYLE_CHECKS.contains(&c)) =>
+            {
+                lsp_types::DiagnosticSeverity::WARNING
+            }
+            _ => lsp_types::DiagnosticSeverity::ERROR,
+        }
+    }
+
     /// The diagnostic as `kind` of server publishes it: 0-based positions, the category as
-    /// severity (`suggestion` a hint, anything but `warning` otherwise an error, but for vtsls'
-    /// style checks), its source (`typescript` or `ts`) unless one is given.
+    /// severity ([`TsDiagnostic::severity`]), its source (`typescript` or `ts`) unless one is
+    /// given.
     pub fn into_lsp(self, kind: TsServerKind) -> ServerDiagnostic {
+        let severity = self.severity(kind);
         let pos = |l: TsLocation| lsp_types::Position {
             line: l.line.saturating_sub(1),
             character: l.offset.saturating_sub(1),
@@ -295,17 +491,7 @@ impl TsDiagnostic {
                 start: pos(self.start),
                 end: pos(self.end),
             },
-            severity: Some(match self.category.as_str() {
-                "warning" => lsp_types::DiagnosticSeverity::WARNING,
-                "suggestion" => lsp_types::DiagnosticSeverity::HINT,
-                "error"
-                    if kind == TsServerKind::Vtsls
-                        && self.code.is_some_and(|c| STYLE_CHECKS.contains(&c)) =>
-                {
-                    lsp_types::DiagnosticSeverity::WARNING
-                }
-                _ => lsp_types::DiagnosticSeverity::ERROR,
-            }),
+            severity: Some(severity),
             code: self.code.map(lsp_types::NumberOrString::Number),
             source: Some(self.source.unwrap_or_else(|| {
                 match kind {

@@ -25,15 +25,16 @@ pub const INVALID_PARAMS: i64 = -32602;
 /// The most items a `workspace/configuration` request is answered for (servers ask for a few).
 pub const MAX_CONFIGURATION_ITEMS: usize = 1024;
 
-/// A message read from a server.
+/// A message read from a server, its parts that are JSON values borrowed from the body it was
+/// read from (a large message is not copied to be read).
 #[derive(Debug)]
-pub enum Incoming {
+pub enum Incoming<'a> {
     /// The answer to one of our requests.
     Response {
         /// Our request's id (we only send integer ids; other ids are answers to nothing).
         id: i64,
         /// The result, or the server's error.
-        result: Result<Box<RawValue>, ResponseError>,
+        result: Result<&'a RawValue, ResponseError>,
     },
     /// A request the server sends us, to be answered.
     Request {
@@ -42,7 +43,7 @@ pub enum Incoming {
         /// The method.
         method: String,
         /// Its parameters (`null` when absent).
-        params: Box<RawValue>,
+        params: &'a RawValue,
     },
     /// A request the server sends that is not one (its `method` is not a string): answered
     /// with JSON-RPC's "invalid request" error and the reason.
@@ -60,7 +61,7 @@ pub enum Incoming {
         /// The method.
         method: String,
         /// Its parameters (`null` when absent).
-        params: Box<RawValue>,
+        params: &'a RawValue,
     },
 }
 
@@ -76,30 +77,30 @@ pub struct ResponseError {
 /// A message's members as read. `method` and `result` are kept as they were given, `null`
 /// included: present is what tells a request from an answer (JSON-RPC 2.0, sections 4 and 5).
 #[derive(Deserialize)]
-struct Envelope {
+struct Envelope<'a> {
     #[serde(default)]
     id: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    method: Option<Box<RawValue>>,
-    #[serde(default)]
-    params: Option<Box<RawValue>>,
-    #[serde(default, deserialize_with = "present")]
-    result: Option<Box<RawValue>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<ResponseError>,
 }
 
 /// A member that is there, whatever its value (`null` too); an absent one is `None` by default.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
-    Box::<RawValue>::deserialize(d).map(Some)
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
 }
 
-fn null() -> Box<RawValue> {
-    RawValue::from_string("null".to_owned()).expect("null is JSON")
+fn null() -> &'static RawValue {
+    serde_json::from_str("null").expect("null is JSON")
 }
 
 /// Reads one body. `Err` says why it is not a JSON-RPC message (the server is then out of order).
-pub fn parse(body: &[u8]) -> Result<Incoming, String> {
+pub fn parse(body: &[u8]) -> Result<Incoming<'_>, String> {
     // An object (serde would read a struct from an array too).
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err("not a JSON-RPC message: not an object".to_owned());
@@ -114,11 +115,11 @@ pub fn parse(body: &[u8]) -> Result<Incoming, String> {
         (Some(Ok(method)), Some(id)) => Ok(Incoming::Request {
             id,
             method,
-            params: env.params.unwrap_or_else(null),
+            params: env.params.unwrap_or_else(|| null()),
         }),
         (Some(Ok(method)), None) => Ok(Incoming::Notification {
             method,
-            params: env.params.unwrap_or_else(null),
+            params: env.params.unwrap_or_else(|| null()),
         }),
         // A request or notification whose method is not a string: the request is answered
         // with an error, a notification cannot be.

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 
 use claude_ide_bridge::{Diagnostic, FileDiagnostics};
 use lsp_types::request::Request;
+use serde_json::value::RawValue;
 
 use crate::codec::Decoder;
 use crate::log::Log;
-use crate::messages::DocumentDiagnostic;
+use crate::messages::{DocumentDiagnostic, PullReport};
 use crate::rpc::{ResponseError, SharedText};
 use crate::state::{Effect, LspLimits, Phase, Pulled, State};
 use crate::sys;
@@ -273,24 +274,26 @@ impl ServerProcess {
         self.shared.lock().all_known()
     }
 
-    /// Sends a request and waits for its answer until `deadline` (then cancels it).
-    pub fn request<R: Request>(
-        &self,
-        params: R::Params,
-        deadline: Instant,
-    ) -> Result<R::Result, RequestError> {
-        self.request_after::<R>(|_| true, params, deadline)
-    }
-
-    /// [`ServerProcess::request`], with `before` done on the state in the same hold of its lock (a sync
-    /// whose text the request is about: no other sync of the file comes between them); when it
-    /// answers false, nothing is asked.
+    /// Sends a request and waits for its answer until `deadline` (then cancels it), with `before`
+    /// done on the state in the same hold of its lock (a sync whose text the request is about: no
+    /// other sync of the file comes between them); when it answers false, nothing is asked.
     pub fn request_after<R: Request>(
         &self,
         before: impl FnOnce(&mut State) -> bool,
         params: R::Params,
         deadline: Instant,
     ) -> Result<R::Result, RequestError> {
+        self.request_read::<R, _>(before, params, deadline, crate::rpc::decode::<R>)
+    }
+
+    /// [`ServerProcess::request_after`], its answer read by `read` (outside the state's lock).
+    fn request_read<R: Request, T>(
+        &self,
+        before: impl FnOnce(&mut State) -> bool,
+        params: R::Params,
+        deadline: Instant,
+        read: impl FnOnce(&RawValue) -> Result<T, String>,
+    ) -> Result<T, RequestError> {
         let mut state = self.shared.lock();
         if let Phase::Exited(why) = &state.phase {
             return Err(RequestError::Exited(why.clone()));
@@ -310,7 +313,7 @@ impl ServerProcess {
             // Read outside the lock: the reader goes on meanwhile.
             Some(Ok(result)) => {
                 drop(state);
-                crate::rpc::decode::<R>(&result).map_err(RequestError::BadAnswer)
+                read(&result).map_err(RequestError::BadAnswer)
             }
             Some(Err(e)) => Err(RequestError::Server(e)),
             None => {
@@ -402,8 +405,15 @@ impl ServerProcess {
             let Some(params) = state.pull_params(path) else {
                 return Checked::stale(state.known(path));
             };
+            let max = state.max_diagnostics_per_file();
             drop(state);
-            match self.request::<DocumentDiagnostic>(params, deadline) {
+            // Read keeping only what is kept: a report of thousands is not built whole.
+            let read = |raw: &RawValue| {
+                PullReport::read(raw, max).map_err(|e| {
+                    format!("unreadable answer to {}: {e}", DocumentDiagnostic::METHOD)
+                })
+            };
+            match self.request_read::<DocumentDiagnostic, _>(|_| true, params, deadline, read) {
                 Ok(report) => {
                     let mut state = self.shared.lock();
                     match state.take_pull(path, version, report) {

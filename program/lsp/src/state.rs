@@ -14,8 +14,7 @@ use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
 use lsp_types::notification::{self as note, Notification};
 use lsp_types::request::{self as req, Request};
 use lsp_types::{
-    DiagnosticSeverity, NumberOrString, TextDocumentIdentifier, TextDocumentSyncCapability,
-    TextDocumentSyncKind,
+    NumberOrString, TextDocumentIdentifier, TextDocumentSyncCapability, TextDocumentSyncKind,
 };
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -23,8 +22,8 @@ use serde_json::Value;
 use crate::codec;
 pub use crate::limits::LspLimits;
 use crate::messages::{
-    Progress, PublishDiagnostics, PullReport, ServerDiagnostic, TsServerKind, TsServerRequest,
-    TSSERVER_REQUEST,
+    Progress, PublishDiagnostics, Published, PullReport, ServerDiagnostic, TsServerKind,
+    TsServerRequest, TsServerResponse, TSSERVER_REQUEST,
 };
 use crate::rpc::{
     self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
@@ -896,14 +895,20 @@ impl State {
     fn take_check_part(
         &mut self,
         id: i64,
-        result: &Result<Box<RawValue>, ResponseError>,
+        result: &Result<&RawValue, ResponseError>,
         effects: &mut Vec<Effect>,
     ) -> bool {
         let Some((path, generation, pass)) = self.asked.remove(&id) else {
             return false;
         };
         let part = match result {
-            Ok(raw) => match rpc::decode::<TsServerRequest>(raw) {
+            Ok(raw) => match TsServerResponse::read(
+                raw,
+                self.limits.max_diagnostics_per_file,
+                self.caps.tsserver_kind,
+            )
+            .map_err(|e| format!("unreadable answer to {}: {e}", TsServerRequest::METHOD))
+            {
                 Ok(Some(r))
                     if r.kind.as_deref() == Some("response") && r.success != Some(false) =>
                 {
@@ -1069,6 +1074,12 @@ impl State {
         })
     }
 
+    /// The most diagnostics kept for a file ([`LspLimits::max_diagnostics_per_file`]): what
+    /// reading a server's answer needs to keep.
+    pub fn max_diagnostics_per_file(&self) -> usize {
+        self.limits.max_diagnostics_per_file
+    }
+
     /// Takes a pull answer for `path` at `version`. `Err` when it is not a whole report.
     pub fn take_pull(
         &mut self,
@@ -1106,16 +1117,14 @@ impl State {
     /// A server's diagnostics as the client keeps them: at most so many a file (the most severe),
     /// messages cut.
     fn converted(&self, items: Vec<ServerDiagnostic>) -> Vec<Diagnostic> {
-        let rank = |d: &ServerDiagnostic| match d.severity {
-            Some(DiagnosticSeverity::WARNING) => 1,
-            Some(DiagnosticSeverity::INFORMATION) => 2,
-            Some(DiagnosticSeverity::HINT) => 3,
-            _ => 0,
-        };
-        most_severe(items, self.limits.max_diagnostics_per_file, rank)
-            .into_iter()
-            .map(|d| convert(d, self.limits.max_message_chars))
-            .collect()
+        most_severe(
+            items,
+            self.limits.max_diagnostics_per_file,
+            ServerDiagnostic::rank,
+        )
+        .into_iter()
+        .map(|d| convert(d, self.limits.max_message_chars))
+        .collect()
     }
 
     /// Keeps `items` as the diagnostics of `path`, within the bounds; the change, if any, to report.
@@ -1245,7 +1254,7 @@ impl State {
                 let result = result
                     .map_err(|e| format!("initialize refused: {} ({})", e.message, e.code))?;
                 let mut unread = Vec::new();
-                self.caps = match Caps::from_initialize(&result, &mut unread) {
+                self.caps = match Caps::from_initialize(result, &mut unread) {
                     Ok(caps) => caps,
                     Err(why) => {
                         // An answer that is not an object with an object of capabilities: assume
@@ -1272,11 +1281,12 @@ impl State {
                 if self.take_check_part(id, &result, &mut effects) {
                     // A part of a check, taken.
                 } else if let Some(slot) = self.pending.get_mut(&id) {
-                    *slot = Some(result);
+                    // Read later, outside the state's lock: copied out of the frame.
+                    *slot = Some(result.map(RawValue::to_owned));
                 }
             }
             Incoming::Request { id, method, params } => {
-                let answer = rpc::answer_server_request(&id, &method, &params, &self.folders);
+                let answer = rpc::answer_server_request(&id, &method, params, &self.folders);
                 if let Some(message) = &answer.refused {
                     effects.push(Effect::Log(format!("answered {message}")));
                 }
@@ -1292,7 +1302,10 @@ impl State {
             Incoming::Stray(what) => effects.push(Effect::Log(format!("ignored {what}"))),
             Incoming::Notification { method, params } => match method.as_str() {
                 PublishDiagnostics::METHOD => {
-                    match rpc::params::<PublishDiagnostics>(&params) {
+                    // Read keeping only what is kept: a publish of thousands is not built whole.
+                    let read = Published::read(params, self.limits.max_diagnostics_per_file)
+                        .map_err(|e| format!("unreadable {}: {e}", PublishDiagnostics::METHOD));
+                    match read {
                         // A key no file can have (Linux paths end at 4096 bytes) is not kept:
                         // entries are counted, and each key must stay small.
                         Ok(p) if p.uri.len() > MAX_URI_BYTES => effects.push(Effect::Log(format!(
@@ -1311,17 +1324,17 @@ impl State {
                     }
                 }
                 Progress::METHOD => {
-                    if let Ok(p) = rpc::params::<Progress>(&params) {
+                    if let Ok(p) = rpc::params::<Progress>(params) {
                         self.progress_report(p);
                     }
                 }
                 note::LogMessage::METHOD => {
-                    if let Ok(m) = rpc::params::<note::LogMessage>(&params) {
+                    if let Ok(m) = rpc::params::<note::LogMessage>(params) {
                         effects.push(Effect::Log(m.message));
                     }
                 }
                 note::ShowMessage::METHOD => {
-                    if let Ok(m) = rpc::params::<note::ShowMessage>(&params) {
+                    if let Ok(m) = rpc::params::<note::ShowMessage>(params) {
                         effects.push(Effect::Log(m.message));
                     }
                 }
@@ -1432,12 +1445,12 @@ fn most_severe<T>(mut items: Vec<T>, max: usize, rank: impl Fn(&T) -> u8) -> Vec
 /// An LSP diagnostic in the engine's shape: severity by name (`Error` when the server gives none, as editors
 /// do), range as sent (0-based, UTF-16), `source` and `code` kept, the message cut at `max_chars`.
 pub(crate) fn convert(d: ServerDiagnostic, max_chars: usize) -> Diagnostic {
-    let severity = match d.severity {
-        Some(DiagnosticSeverity::WARNING) => Diagnostic::WARNING,
-        Some(DiagnosticSeverity::INFORMATION) => Diagnostic::INFORMATION,
-        Some(DiagnosticSeverity::HINT) => Diagnostic::HINT,
-        _ => Diagnostic::ERROR,
-    };
+    let severity = [
+        Diagnostic::ERROR,
+        Diagnostic::WARNING,
+        Diagnostic::INFORMATION,
+        Diagnostic::HINT,
+    ][usize::from(d.rank())];
     let mut message = d.message;
     truncate_chars(&mut message, max_chars);
     let mut source = d.source;

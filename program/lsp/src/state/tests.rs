@@ -531,6 +531,22 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
 }
 
 proptest::proptest! {
+    /// Keeping the most severe while reading an array keeps what keeping them of the whole array
+    /// does: the same items, in the same order (ranks above 3 count as 3).
+    #[test]
+    fn the_most_severe_read_are_those_of_the_whole(
+        ranks in proptest::collection::vec(0u8..6, 0..60),
+        max in 0usize..12,
+    ) {
+        let items: Vec<(u8, usize)> = ranks.iter().copied().zip(0..).collect();
+        let raw = serde_json::value::to_raw_value(&items).unwrap();
+        let rank = |item: &(u8, usize)| item.0.min(3);
+        let read = crate::messages::MostSevere::new(max, rank).read(&raw).unwrap();
+        proptest::prop_assert_eq!(read, most_severe(items, max, rank));
+    }
+}
+
+proptest::proptest! {
     // Each case feeds up to 200 JSON messages through serde: fewer cases keep the unoptimised run short.
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
