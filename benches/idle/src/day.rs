@@ -455,8 +455,9 @@ pub fn main(rest: impl Iterator<Item = String>, bin: PathBuf) {
             }
             session(&b, &ws, &a, n, &mut stats);
             if (n + 1) % a.every == 0 {
-                // What the last session left is let go of (its connection's end is seen).
-                thread::sleep(Duration::from_millis(300));
+                // Idle: the last session's end is seen, and what it left is let go of (the
+                // program gives memory back after 1 s without work).
+                thread::sleep(Duration::from_secs(2));
                 row(n + 1, &stats);
             }
         }

@@ -26,7 +26,7 @@ use std::io::{BufRead, IsTerminal};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -47,6 +47,10 @@ use runtime::{EventSink, RuntimeKind, TryTake};
 const FAILURE: u8 = 1;
 /// Exit code of a usage error (as clap's own).
 const USAGE: u8 = 2;
+/// How long the host's inputs stop before the memory freed by the work they brought is given back
+/// to the system (`memory::give_back`): a bridge left running keeps its idle size after a day's
+/// use (BENCHMARKS.md, "A day's use").
+const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
 /// How long language servers get to exit after `shutdown`/`exit` before they are killed.
 const LSP_GRACE: Duration = Duration::from_secs(2);
 /// How long the exit waits for the answers of jobs still running (an accepted diff's check).
@@ -184,6 +188,7 @@ fn main() -> ExitCode {
     // Before any thread starts: a bridge left running keeps its idle memory small however many
     // connections came and went (BENCHMARKS.md, "A day's use").
     claude_ide_bridge_runtime::memory::limit_arenas();
+    claude_ide_bridge_runtime::memory::map_large_blocks();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Serve(a) => serve(a.common, a.stdio, &a.path_map, None),
@@ -690,14 +695,29 @@ fn serve(
 
     // From here on the runtime may answer calls from memory itself (`HostSink`).
     let shared = shared_host.get_or_init(|| Mutex::new(host));
+    // Once quiet after a burst of work, the allocator gives back what the work freed: one wake-up
+    // a burst, none while idle.
+    let mut worked = false;
     let code = loop {
-        match rx.recv() {
-            Ok(input) => {
-                if let Flow::Exit(code) = lock_host(shared).handle(input) {
-                    break code;
+        let input = if worked {
+            match rx.recv_timeout(GIVE_BACK_AFTER) {
+                Err(RecvTimeoutError::Timeout) => {
+                    claude_ide_bridge_runtime::memory::give_back();
+                    worked = false;
+                    continue;
                 }
+                Err(RecvTimeoutError::Disconnected) => break 1,
+                Ok(input) => input,
             }
-            Err(_) => break 1,
+        } else {
+            match rx.recv() {
+                Ok(input) => input,
+                Err(_) => break 1,
+            }
+        };
+        worked = true;
+        if let Flow::Exit(code) = lock_host(shared).handle(input) {
+            break code;
         }
     };
     // Held to the end: the runtime answers nothing itself any more (its events are queued, and

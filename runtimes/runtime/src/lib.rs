@@ -40,7 +40,7 @@
 //! ```
 
 // Unsafe code only in `sys/windows.rs`, for Win32 calls std does not wrap, and in `sys/unix.rs`
-// for glibc's `mallopt` (`memory::limit_arenas`).
+// for glibc's `mallopt` and `malloc_trim` (`memory`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

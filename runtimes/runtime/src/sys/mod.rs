@@ -21,7 +21,9 @@
 //! - `on_termination(cleanup)`: runs `cleanup` when the process is told to stop (SIGINT and
 //!   SIGTERM; Ctrl-C, Ctrl-Break and closing the console on Windows), then ends it;
 //! - `discard_typed()`: drops what was typed on the terminal (standard input) and not read yet;
-//! - `limit_malloc_arenas(most)`: the C allocator's arenas limited (glibc only).
+//! - `limit_malloc_arenas(most)`, `map_large_blocks(bytes)`, `trim_malloc()`: the C
+//!   allocator's arenas limited, its blocks of `bytes` or more mapped on their own, its free
+//!   pages given back (glibc only).
 
 #[cfg(unix)]
 mod unix;

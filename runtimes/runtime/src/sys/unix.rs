@@ -156,28 +156,65 @@ pub(crate) fn discard_typed() -> io::Result<()> {
     Ok(())
 }
 
-/// glibc: at most `most` malloc arenas (`mallopt(M_ARENA_MAX, most)`); whether it took.
+pub(crate) use self::malloc::{limit_malloc_arenas, map_large_blocks, trim_malloc};
+
+/// glibc's allocator settings and trim (`<malloc.h>`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
-pub(crate) fn limit_malloc_arenas(most: u32) -> bool {
+mod malloc {
     use std::ffi::c_int;
-    // <malloc.h>
+
     const M_ARENA_MAX: c_int = -8;
+    const M_MMAP_THRESHOLD: c_int = -3;
+
     unsafe extern "C" {
         fn mallopt(param: c_int, value: c_int) -> c_int;
+        fn malloc_trim(pad: usize) -> c_int;
     }
-    let Ok(most) = c_int::try_from(most) else {
-        return false;
-    };
-    // SAFETY: `mallopt` takes two integers and touches no memory of ours; glibc changes the
-    // setting under its main arena's lock, so it may be called from any thread at any time.
-    unsafe { mallopt(M_ARENA_MAX, most) == 1 }
+
+    fn set(param: c_int, value: usize) -> bool {
+        let Ok(value) = c_int::try_from(value) else {
+            return false;
+        };
+        // SAFETY: `mallopt` takes two integers and touches no memory of ours; glibc changes the
+        // setting under its main arena's lock, so it may be called from any thread at any time.
+        unsafe { mallopt(param, value) == 1 }
+    }
+
+    /// At most `most` malloc arenas (`mallopt(M_ARENA_MAX, most)`); whether it took.
+    pub(crate) fn limit_malloc_arenas(most: u32) -> bool {
+        usize::try_from(most).is_ok_and(|most| set(M_ARENA_MAX, most))
+    }
+
+    /// Blocks of `bytes` or more mapped on their own (`mallopt(M_MMAP_THRESHOLD, bytes)`, which
+    /// also ends glibc's raising of the threshold to the largest block freed); whether it took.
+    pub(crate) fn map_large_blocks(bytes: usize) -> bool {
+        set(M_MMAP_THRESHOLD, bytes)
+    }
+
+    /// The free pages of every arena given back (`malloc_trim(0)`); whether any were.
+    pub(crate) fn trim_malloc() -> bool {
+        // SAFETY: `malloc_trim` takes a size and works on the allocator's own lists under each
+        // arena's lock, so it may be called from any thread at any time.
+        unsafe { malloc_trim(0) == 1 }
+    }
 }
 
-/// The other Unixes' C libraries (musl, macOS, the BSDs) keep no per-thread arenas to limit.
+/// The other Unixes' C libraries (musl, macOS, the BSDs) keep no per-thread arenas to limit,
+/// and have no such settings.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(crate) fn limit_malloc_arenas(_most: u32) -> bool {
-    false
+mod malloc {
+    pub(crate) fn limit_malloc_arenas(_most: u32) -> bool {
+        false
+    }
+
+    pub(crate) fn map_large_blocks(_bytes: usize) -> bool {
+        false
+    }
+
+    pub(crate) fn trim_malloc() -> bool {
+        false
+    }
 }
 
 #[cfg(test)]
