@@ -23,7 +23,7 @@
 //! - `discard_typed()`: drops what was typed on the terminal (standard input) and not read yet;
 //! - `limit_malloc_arenas(most)`, `map_large_blocks(bytes)`, `trim_malloc()`: the C
 //!   allocator's arenas limited, its blocks of `bytes` or more mapped on their own, its free
-//!   pages given back (glibc only).
+//!   pages given back (glibc's, in `unix.rs`; below, the others' with nothing to do).
 
 #[cfg(unix)]
 mod unix;
@@ -34,3 +34,25 @@ pub(crate) use self::unix::*;
 mod windows;
 #[cfg(windows)]
 pub(crate) use self::windows::*;
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) use self::unix::malloc::*;
+
+/// The C allocators other than glibc's (musl, macOS, the BSDs, the Windows heap) keep no
+/// per-thread arenas to limit, and map large blocks and give free pages back by themselves.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+mod malloc {
+    pub(crate) fn limit_malloc_arenas(_most: u32) -> bool {
+        false
+    }
+
+    pub(crate) fn map_large_blocks(_bytes: usize) -> bool {
+        false
+    }
+
+    pub(crate) fn trim_malloc() -> bool {
+        false
+    }
+}
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) use self::malloc::*;

@@ -156,12 +156,10 @@ pub(crate) fn discard_typed() -> io::Result<()> {
     Ok(())
 }
 
-pub(crate) use self::malloc::{limit_malloc_arenas, map_large_blocks, trim_malloc};
-
 /// glibc's allocator settings and trim (`<malloc.h>`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
-mod malloc {
+pub(crate) mod malloc {
     use std::ffi::c_int;
 
     const M_ARENA_MAX: c_int = -8;
@@ -197,23 +195,6 @@ mod malloc {
         // SAFETY: `malloc_trim` takes a size and works on the allocator's own lists under each
         // arena's lock, so it may be called from any thread at any time.
         unsafe { malloc_trim(0) == 1 }
-    }
-}
-
-/// The other Unixes' C libraries (musl, macOS, the BSDs) keep no per-thread arenas to limit,
-/// and have no such settings.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-mod malloc {
-    pub(crate) fn limit_malloc_arenas(_most: u32) -> bool {
-        false
-    }
-
-    pub(crate) fn map_large_blocks(_bytes: usize) -> bool {
-        false
-    }
-
-    pub(crate) fn trim_malloc() -> bool {
-        false
     }
 }
 

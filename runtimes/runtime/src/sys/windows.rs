@@ -207,18 +207,3 @@ pub(crate) fn discard_typed() -> io::Result<()> {
     }
     Ok(())
 }
-
-/// The Windows heap keeps no per-thread arenas to limit.
-pub(crate) fn limit_malloc_arenas(_most: u32) -> bool {
-    false
-}
-
-/// The Windows heap gives very large blocks pages of their own by itself.
-pub(crate) fn map_large_blocks(_bytes: usize) -> bool {
-    false
-}
-
-/// The Windows heap decommits free pages by its own thresholds.
-pub(crate) fn trim_malloc() -> bool {
-    false
-}
