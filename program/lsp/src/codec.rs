@@ -5,10 +5,11 @@
 //! `Content-Length` over the configured body limit is an error, and so is a header block that is not one (a
 //! malformed line, a missing or unparsable `Content-Length`). A body is gathered in a buffer of its own, which
 //! grows with the bytes that arrive (never to the length a header announces before they do, never past it) and
-//! is handed out as the frame: a large message is not copied, and its memory is not held once it is read. Output between frames that does not start a header (a log line a server
-//! prints on stdout, a wrapper script's echo) is skipped, as far as the next line's end or the next
-//! `Content-Length:`/`Content-Type:`, and told ([`Decoder::take_skipped`]); more than
-//! [`Decoder::MAX_SKIPPED_BYTES`] of it between two frames is an error. An error is final: the decoder refuses
+//! is handed out as the frame: a large message is not copied, and its memory is not held once it is read.
+//! Output between frames that does not start a header (a log line a server prints on stdout, a wrapper
+//! script's echo) is skipped, as far as the next line's end or the next `Content-Length:`/`Content-Type:`, and
+//! told ([`Decoder::take_skipped`]); more than [`Decoder::MAX_SKIPPED_BYTES`] of it between two frames is an
+//! error. An error is final: the decoder refuses
 //! every later frame too, since the stream can no longer be trusted to be in step.
 
 use std::fmt;
