@@ -124,8 +124,9 @@ impl Decoder {
     /// taken for something other than a language server's ([`FrameError::NotFrames`]).
     pub const MAX_SKIPPED_BYTES: usize = 64 * 1024;
 
-    /// The most the buffer of headers keeps between frames: about one read's bytes.
-    const KEPT_BYTES: usize = 64 * 1024;
+    /// The most the buffer of headers keeps between frames: about one read's bytes (the client
+    /// reads 16 KiB at a time).
+    const KEPT_BYTES: usize = 16 * 1024;
 
     /// How much of the skipped output [`Decoder::take_skipped`] tells.
     const SAMPLE_BYTES: usize = 200;

@@ -737,6 +737,10 @@ fn log_skipped(decoder: &mut Decoder, log: &Log) {
     }
 }
 
+/// The most read from a server's output at a time: each server's reader holds this much for the
+/// server's life (a large message takes a few more reads).
+const READ_BYTES: usize = 16 * 1024;
+
 fn read_loop(
     shared: &StateMonitor,
     mut stdout: impl Read,
@@ -746,7 +750,7 @@ fn read_loop(
     on_change: &OnChange,
 ) {
     let mut decoder = Decoder::new(max_message);
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; READ_BYTES];
     let reason = loop {
         let n = match stdout.read(&mut buf) {
             Ok(0) => break "exited".to_owned(),
