@@ -161,4 +161,10 @@ pub mod hooks {
     pub fn connection_memory(server: &Server, conn: ConnectionId) -> usize {
         server.connection_memory(conn)
     }
+
+    /// Bytes held by the server's own buffers, outside its connections (for tests of memory
+    /// bounds).
+    pub fn server_memory(server: &Server) -> usize {
+        server.own_memory()
+    }
 }

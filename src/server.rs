@@ -16,6 +16,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::Instant;
 
+/// The largest scratch buffer kept between answers: the answers and notifications of most calls
+/// fit, a large one's buffer is freed after it.
+const SCRATCH_KEPT_BYTES: usize = 16 * 1024;
+
 /// The sans-IO server. One per listening socket; see the crate docs for the drive loop.
 pub struct Server {
     config: Config,
@@ -241,8 +245,16 @@ impl Server {
         body.clear();
         result.write_json(&mut body);
         let r = self.finish_call(call, Ok(&body), false);
-        self.scratch = body;
+        self.keep_scratch(body);
         r
+    }
+
+    /// Keeps `buf` as the scratch buffer for the next answer or notification, unless a large one
+    /// made it large: a server that once sent a large answer does not hold its size for its life.
+    fn keep_scratch(&mut self, buf: Vec<u8>) {
+        if buf.capacity() <= SCRATCH_KEPT_BYTES {
+            self.scratch = buf;
+        }
     }
 
     /// Answer a compatibility request with a JSON result or a JSON-RPC error.
@@ -290,7 +302,7 @@ impl Server {
                 }
             }
         }
-        self.scratch = frame;
+        self.keep_scratch(frame);
         self.refresh_timer();
         if reached == 0
             && target == Target::All
@@ -363,6 +375,13 @@ impl Server {
     /// True when no connection is left (after [`Server::shutdown`], the runtime can exit).
     pub fn is_idle(&self) -> bool {
         self.conns.is_empty()
+    }
+
+    /// Bytes held by the server's own buffers, outside its connections (for tests of memory
+    /// bounds).
+    #[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
+    pub(crate) fn own_memory(&self) -> usize {
+        self.scratch.capacity()
     }
 
     /// Bytes held by one connection's buffers (for tests of memory bounds).

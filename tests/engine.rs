@@ -667,6 +667,31 @@ fn tool_calls_reach_the_host_and_answers_reach_the_client() {
 }
 
 #[test]
+fn a_large_answer_or_notification_leaves_no_large_buffer_behind() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let big = "x".repeat(200_000);
+    p.call_tool(c, 7, "getDiagnostics", json!({}));
+    let (call, _) = expect_call(&mut p);
+    p.server.respond(call, ToolResult::text(&big)).unwrap();
+    assert_eq!(p.messages(c)[0]["result"]["content"][0]["text"], big);
+    assert!(claude_ide_bridge::hooks::server_memory(&p.server) <= 16 * 1024);
+    let note = Notification::AtMentioned(AtMentioned {
+        file_path: big.clone(),
+        line_start: None,
+        line_end: None,
+    });
+    assert_eq!(p.server.notify(Target::All, &note, p.now), 1);
+    assert_eq!(p.messages(c)[0]["params"]["filePath"], big);
+    assert!(claude_ide_bridge::hooks::server_memory(&p.server) <= 16 * 1024);
+    // A small answer's buffer is kept for the next one.
+    p.call_tool(c, 8, "getDiagnostics", json!({}));
+    let (call, _) = expect_call(&mut p);
+    p.server.respond(call, ToolResult::text("small")).unwrap();
+    assert!(claude_ide_bridge::hooks::server_memory(&p.server) > 0);
+}
+
+#[test]
 fn only_a_connection_with_bytes_to_send_is_reported_ready() {
     let mut p = Pair::new();
     let c = p.connect_initialized();
