@@ -99,6 +99,9 @@ pub struct Decoder {
     /// Bytes skipped since the last [`Decoder::take_skipped`], and the start of what they said.
     told: usize,
     sample: Vec<u8>,
+    /// The start of what was skipped since the last frame (told by [`FrameError::NotFrames`],
+    /// whatever was taken for the log meanwhile).
+    began: Vec<u8>,
 }
 
 impl Decoder {
@@ -117,6 +120,7 @@ impl Decoder {
             skipped: 0,
             told: 0,
             sample: Vec::new(),
+            began: Vec::new(),
         }
     }
 
@@ -127,6 +131,9 @@ impl Decoder {
     /// The most the buffer of headers keeps between frames: about one read's bytes (the client
     /// reads 16 KiB at a time).
     const KEPT_BYTES: usize = 16 * 1024;
+
+    /// How much of the skipped output [`FrameError::NotFrames`] tells.
+    const BEGAN_BYTES: usize = 80;
 
     /// How much of the skipped output [`Decoder::take_skipped`] tells.
     const SAMPLE_BYTES: usize = 200;
@@ -219,12 +226,14 @@ impl Decoder {
             if junk.iter().any(|b| !b.is_ascii_whitespace()) {
                 let room = Self::SAMPLE_BYTES.saturating_sub(self.sample.len());
                 self.sample.extend_from_slice(&junk[..n.min(room)]);
+                let room = Self::BEGAN_BYTES.saturating_sub(self.began.len());
+                self.began.extend_from_slice(&junk[..n.min(room)]);
                 self.told += n;
             }
             self.skipped += n;
             self.start += n;
             if self.skipped > Self::MAX_SKIPPED_BYTES {
-                let start = String::from_utf8_lossy(&self.sample[..self.sample.len().min(80)]);
+                let start = String::from_utf8_lossy(&self.began);
                 return Err(FrameError::NotFrames {
                     start: start.into_owned(),
                 });
@@ -258,6 +267,7 @@ impl Decoder {
             self.start += end;
             self.body = Some(n);
             self.skipped = 0;
+            self.began.clear();
             // What came of the body with its header moves to the body's own buffer.
             let take = (self.buf.len() - self.start).min(n);
             self.gathered = Vec::new();
@@ -486,11 +496,16 @@ mod tests {
         // Never more than a line held while skipping.
         assert!(d.buffered() <= line.len());
         let mut err = None;
-        for _ in 0..=lines_in_budget {
-            d.push(line);
-            if let Err(e) = d.next_frame() {
-                err = Some(e);
-                break;
+        'lines: for _ in 0..=lines_in_budget {
+            // Read in two parts, and told as it goes, as the reader tells it after each read:
+            // the error still tells where the run began.
+            for part in [&line[..10], &line[10..]] {
+                d.push(part);
+                if let Err(e) = d.next_frame() {
+                    err = Some(e);
+                    break 'lines;
+                }
+                d.take_skipped();
             }
         }
         let err = err.expect("an error past the budget");
