@@ -231,7 +231,8 @@ impl PullReport {
             kind: Option<String>,
             #[serde(rename = "resultId", default)]
             result_id: Option<String>,
-            #[serde(default, borrow, deserialize_with = "present")]
+            // `null` is there, and then refused as an array.
+            #[serde(default, borrow, deserialize_with = "crate::rpc::present")]
             items: Option<&'a RawValue>,
         }
         let fields: Fields = serde_json::from_str(raw.get())?;
@@ -244,11 +245,6 @@ impl PullReport {
             },
         })
     }
-}
-
-/// A member that is there, whatever its value (`null` too, then refused as an array).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
 }
 
 /// A registration or unregistration, without its options.

@@ -91,7 +91,9 @@ struct Envelope<'a> {
 }
 
 /// A member that is there, whatever its value (`null` too); an absent one is `None` by default.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
 }
 
