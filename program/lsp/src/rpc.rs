@@ -252,8 +252,16 @@ pub fn error_response(id: &Value, code: i64, message: &str) -> Vec<u8> {
 
 /// The result of an answer to our request of `R`, as `R` types it.
 pub fn decode<R: Request>(answer: &RawValue) -> Result<R::Result, String> {
-    serde_json::from_str(answer.get())
-        .map_err(|e| format!("unreadable answer to {}: {e}", R::METHOD))
+    decode_with::<R, _>(answer, |raw| serde_json::from_str(raw.get()))
+}
+
+/// The result of an answer to our request of `R`, as `read` reads it (a reader that keeps only
+/// part of a large answer, or a type of the bridge's own for it); an error names the request.
+pub fn decode_with<R: Request, T>(
+    answer: &RawValue,
+    read: impl FnOnce(&RawValue) -> serde_json::Result<T>,
+) -> Result<T, String> {
+    read(answer).map_err(|e| format!("unreadable answer to {}: {e}", R::METHOD))
 }
 
 /// The params of a notification of `N` a server sent, as `N` types them.

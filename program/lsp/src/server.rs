@@ -409,9 +409,7 @@ impl ServerProcess {
             drop(state);
             // Read keeping only what is kept: a report of thousands is not built whole.
             let read = |raw: &RawValue| {
-                PullReport::read(raw, max).map_err(|e| {
-                    format!("unreadable answer to {}: {e}", DocumentDiagnostic::METHOD)
-                })
+                crate::rpc::decode_with::<DocumentDiagnostic, _>(raw, |r| PullReport::read(r, max))
             };
             match self.request_read::<DocumentDiagnostic, _>(|_| true, params, deadline, read) {
                 Ok(report) => {

@@ -172,8 +172,8 @@ impl Caps {
     /// bridge could not read, which then counts as absent (an unreadable `textDocumentSync` as
     /// full-text changes, the common case). `Err` when the answer is not an object.
     fn from_initialize(result: &RawValue, why: &mut Vec<String>) -> Result<Caps, String> {
-        let init: InitializeAnswer = serde_json::from_str(result.get())
-            .map_err(|e| format!("unreadable answer to {}: {e}", req::Initialize::METHOD))?;
+        let init: InitializeAnswer =
+            rpc::decode_with::<req::Initialize, _>(result, |raw| serde_json::from_str(raw.get()))?;
         let c = init.capabilities;
         let name = capability_or_absent::<ServerName>(&init.server_info, "serverInfo", why)
             .map(|i| i.name);
@@ -902,13 +902,13 @@ impl State {
             return false;
         };
         let part = match result {
-            Ok(raw) => match TsServerResponse::read(
-                raw,
-                self.limits.max_diagnostics_per_file,
-                self.caps.tsserver_kind,
-            )
-            .map_err(|e| format!("unreadable answer to {}: {e}", TsServerRequest::METHOD))
-            {
+            Ok(raw) => match rpc::decode_with::<TsServerRequest, _>(raw, |raw| {
+                let (max, kind) = (
+                    self.limits.max_diagnostics_per_file,
+                    self.caps.tsserver_kind,
+                );
+                TsServerResponse::read(raw, max, kind)
+            }) {
                 Ok(Some(r))
                     if r.kind.as_deref() == Some("response") && r.success != Some(false) =>
                 {
