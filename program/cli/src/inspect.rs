@@ -189,7 +189,7 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
     let warm = crate::lsp::warm_languages(&plan);
     if !warm.is_empty() {
         out!(
-            "info: with --lsp-warm connect these would start when claude connects: {} (by default, a file's server starts at its first diff or question)",
+            "info: these start when claude connects: {} (--lsp-warm connect, the default; with --lsp-warm diff a file's servers start at its first diff or question)",
             warm.join(", ")
         );
         for language in &warm {

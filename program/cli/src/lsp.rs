@@ -115,13 +115,13 @@ pub struct LspOpts {
     /// How long the first getDiagnostics of a language also waits for its server to start.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub lsp_start_wait: Duration,
-    /// When language servers start: `diff` (a file's when an openDiff arrives for it, which
-    /// also checks its text on disk then, for claude's baseline), `connect` (also, when a client
-    /// connects, those of the languages with files in the workspace, at most 3, the most files
-    /// first, each with its language's most recently modified file opened and checked, so that
-    /// the servers load the project before the first diff), `none` (only when a file is asked
-    /// about).
-    #[arg(long, value_name = "WHEN", value_enum, default_value = "diff")]
+    /// When language servers start: `connect` (when a client connects, those of the languages
+    /// with files in the workspace, at most 3, the most files first, each with its language's
+    /// most recently modified file opened and checked, so that the servers load the project
+    /// before the first diff; and a file's at its openDiff), `diff` (a file's when an openDiff
+    /// arrives for it, which also checks its text on disk then, for claude's baseline), `none`
+    /// (only when a file is asked about).
+    #[arg(long, value_name = "WHEN", value_enum, default_value = "connect")]
     pub lsp_warm: Warm,
     /// Append the language servers' stderr and the bridge's notes about them to FILE (default:
     /// $XDG_STATE_HOME/claude-ide-bridge/lsp.log, or ~/.local/state/claude-ide-bridge/lsp.log;
@@ -133,11 +133,12 @@ pub struct LspOpts {
 /// When language servers start (`--lsp-warm`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Warm {
-    /// When a client connects (the workspace's languages, at most [`WARM_MAX`], each with its most
-    /// recently modified file opened) and at an openDiff.
+    // What clap prints for each value (`--help`, the man page): no doc links in them.
+    /// When a client connects (the servers of the workspace's languages, at most 3, each with its
+    /// most recently modified file opened) and at an openDiff.
+    #[default]
     Connect,
     /// At an openDiff for a file: its server starts and checks the file's text on disk.
-    #[default]
     Diff,
     /// Only when a file is asked about.
     None,

@@ -617,7 +617,7 @@ fn doctor_lists_the_servers_of_the_workspace() {
             out.contains("ok: python (1 file): pyright-langserver --stdio + ruff server"),
             "{out}"
         );
-        // With --lsp-warm connect, the file opened in python's servers: its one file.
+        // At connect (the default `--lsp-warm`), the file opened in python's servers: its one file.
         assert!(
             out.contains(&format!(
                 "and would open {} in python's",
@@ -785,11 +785,12 @@ fn a_diagnostics_wait_past_the_jobs_bound_is_kept() {
     assert_eq!(s.stop(), 0);
 }
 
-/// `--lsp-warm connect` (issue 32, item 3): when claude connects, each language's servers start
-/// and its most recently modified file is opened in them, its text on disk checked, with no call
-/// naming it: the project is loaded before the first `openDiff`, and `getDiagnostics {}` (what an
-/// editor with that file open answers) lists its error. The older file is not opened. With
-/// `--lsp-warm diff` or `none`, connecting opens nothing: the same wait lists nothing.
+/// `--lsp-warm connect`, the default (issue 32, item 3): when claude connects, each language's
+/// servers start and its most recently modified file is opened in them, its text on disk checked,
+/// with no call naming it: the project is loaded before the first `openDiff`, and
+/// `getDiagnostics {}` (what an editor with that file open answers) lists its error. The older
+/// file is not opened. With `--lsp-warm diff` or `none`, connecting opens nothing: the same wait
+/// lists nothing.
 #[test]
 fn warm_connect_opens_the_most_recently_modified_file() {
     require("pyright-langserver", "npm install -g pyright");
@@ -807,7 +808,8 @@ fn warm_connect_opens_the_most_recently_modified_file() {
 
     let (sb, recent, older) = setup();
     let log = sb.root().join("lsp.log");
-    let s = serve(&sb, "threads", &["--lsp-warm", "connect"]);
+    // No `--lsp-warm`: the default.
+    let s = serve(&sb, "threads", &[]);
     let started = Instant::now();
     let mut c = Session::new(&s);
     let answer = loop {
