@@ -590,7 +590,7 @@ fn serve(
     let lsp = match (table, lsp_log) {
         (Some(servers), Some(log)) => {
             ui::say(&format!(
-                "language servers: started on demand; log in {}",
+                "language servers: log in {}",
                 log.path().display()
             ));
             ui::say(match common.lsp.lsp_warm {

@@ -156,10 +156,8 @@ fn pyright_diagnostics_follow_the_file_on_disk() {
     fs::write(&notes_txt, "not code\n").unwrap();
     let mut s = serve(&sb, "threads", &[]);
     let log = sb.root().join("lsp.log");
-    s.stderr.wait_for(&format!(
-        "language servers: started on demand; log in {}",
-        log.display()
-    ));
+    s.stderr
+        .wait_for(&format!("language servers: log in {}", log.display()));
     // Nothing asked yet: no server runs.
     assert!(procs::descendants(s.child.id()).is_empty());
     let mut c = Session::new(&s);
