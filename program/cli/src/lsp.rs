@@ -121,7 +121,7 @@ pub struct LspOpts {
     /// before the first diff; and a file's at its openDiff), `diff` (a file's when an openDiff
     /// arrives for it, which also checks its text on disk then, for claude's baseline), `none`
     /// (only when a file is asked about).
-    #[arg(long, value_name = "WHEN", value_enum, default_value = "connect")]
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t)]
     pub lsp_warm: Warm,
     /// Append the language servers' stderr and the bridge's notes about them to FILE (default:
     /// $XDG_STATE_HOME/claude-ide-bridge/lsp.log, or ~/.local/state/claude-ide-bridge/lsp.log;
@@ -133,7 +133,8 @@ pub struct LspOpts {
 /// When language servers start (`--lsp-warm`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Warm {
-    // What clap prints for each value (`--help`, the man page): no doc links in them.
+    // What clap prints for each value (`--help`, the man page): no doc links in them. The
+    // variant marked `#[default]` is `--lsp-warm`'s default (`default_value_t`).
     /// When a client connects (the servers of the workspace's languages, at most 3, each with its
     /// most recently modified file opened) and at an openDiff.
     #[default]

@@ -162,7 +162,8 @@ fn pyright_diagnostics_follow_the_file_on_disk() {
     assert!(procs::descendants(s.child.id()).is_empty());
     let mut c = Session::new(&s);
 
-    // The first call: the server starts, and the answer already holds the error, in the bridge's shape.
+    // The first call (the server started when the client connected, `--lsp-warm connect`): the
+    // answer already holds the error, in the bridge's shape.
     let answer = c.diagnostics(json!({"uri": uri(&app)}));
     assert_eq!(answer.len(), 1, "{answer:?}");
     assert_eq!(answer[0]["uri"], json!(uri(&app)));
