@@ -593,10 +593,10 @@ fn serve(
                 "language servers: log in {}",
                 log.path().display()
             ));
-            ui::say(match common.lsp.lsp_warm {
-                lsp::Warm::Connect => "language servers: those of the workspace's languages (at most 3) start when claude connects, a file's at its diff (--lsp-warm connect)",
-                lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)",
-                lsp::Warm::None => "language servers: a file's starts when it is asked about (--lsp-warm none)",
+            ui::say(&match common.lsp.lsp_warm {
+                lsp::Warm::Connect => format!("language servers: those of the workspace's languages (at most {}) start when claude connects, a file's at its diff (--lsp-warm connect)", lsp::WARM_MAX),
+                lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)".into(),
+                lsp::Warm::None => "language servers: a file's starts when it is asked about (--lsp-warm none)".into(),
             });
             // The sets the overrides make, as `doctor` shows them.
             for language in common.lsp.servers.languages(&servers) {
