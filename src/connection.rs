@@ -564,13 +564,19 @@ impl Connection {
         }
     }
 
-    /// The server is stopping: pending diffs are answered `DIFF_REJECTED`, other pending calls an
-    /// error, and the WebSocket is sent Close 1001; a connection still upgrading is dropped.
+    /// The server is stopping: pending diffs are answered `DIFF_REJECTED` (or the configured
+    /// error), other pending calls an error, and the WebSocket is sent Close 1001; a connection
+    /// still upgrading is dropped.
     pub(crate) fn shutdown(&mut self, now: Instant, cx: &mut Endpoint) {
         match &mut self.session {
             None => self.abort(DisconnectReason::ServerStopped),
             Some(s) => {
-                let failed = s.mcp.stop(self.id, &mut s.ws.sender, cx.events);
+                let failed = s.mcp.stop(
+                    self.id,
+                    &mut s.ws.sender,
+                    cx.events,
+                    cx.config.diff_error_at_stop.as_deref(),
+                );
                 if let Lifecycle::Open(mcp) = self.state {
                     let _ = s.ws.sender.send_close(1001, "the IDE is shutting down");
                     self.state = Lifecycle::Closing { since: now, mcp };

@@ -233,19 +233,24 @@ impl Mcp {
         Some(answer(self, tx, &p, body))
     }
 
-    /// The server is stopping: every pending diff is answered `DIFF_REJECTED` and every other
-    /// call an error, and each is reported cancelled. Returns the last failure to queue.
+    /// The server is stopping: every pending diff is answered `DIFF_REJECTED`, or the tool error
+    /// `diff_error` when there is one ([`Config::diff_error_at_stop`]), and every other call an
+    /// error, and each is reported cancelled. Returns the last failure to queue.
+    ///
+    /// [`Config::diff_error_at_stop`]: crate::Config::diff_error_at_stop
     pub(crate) fn stop(
         &mut self,
         conn: ConnectionId,
         tx: &mut Sender,
         events: &mut VecDeque<Event>,
+        diff_error: Option<&str>,
     ) -> Option<SendError> {
         let mut failed = None;
         for p in std::mem::take(&mut self.pending) {
-            let body = match &p.tab {
-                Some(tab) => Ok(result_body(&ToolResult::diff_rejected(tab.clone()))),
-                None => Err(RpcError::internal("the IDE is shutting down")),
+            let body = match (&p.tab, diff_error) {
+                (Some(_), Some(text)) => Ok(result_body(&ToolResult::error(text))),
+                (Some(tab), None) => Ok(result_body(&ToolResult::diff_rejected(tab.clone()))),
+                (None, _) => Err(RpcError::internal("the IDE is shutting down")),
             };
             if let Err(e) = answer(self, tx, &p, body.as_deref()) {
                 failed = Some(e);

@@ -360,7 +360,8 @@ impl Server {
             .is_some_and(Connection::is_initialized)
     }
 
-    /// Stop: pending diffs are answered `DIFF_REJECTED`, other pending calls an error; every
+    /// Stop: pending diffs are answered `DIFF_REJECTED` (or [`Config::diff_error_at_stop`]),
+    /// other pending calls an error; every
     /// WebSocket is sent Close 1001 and new upgrades are refused with 503. The runtime keeps
     /// driving the server until [`Server::is_idle`].
     pub fn shutdown(&mut self, now: Instant) {

@@ -45,6 +45,18 @@ pub struct Config {
     /// Report every JSON-RPC message in and out as [`Event::Message`] (a wire log for
     /// debugging and tests; costs a copy of each message).
     pub trace_messages: bool,
+    /// What a stop ([`Server::shutdown`](crate::Server::shutdown)) answers each pending
+    /// `openDiff`: `None` (the default) `DIFF_REJECTED`, as a closed tab; `Some(text)` a tool error
+    /// with `text`, for a host whose stop is nobody's decision. The real `claude` takes
+    /// `DIFF_REJECTED` as the user's no and ends its turn, and after an error keeps its own accept
+    /// prompt in its terminal, where the user still decides (docs/protocol.md, "Pending calls").
+    ///
+    /// ```
+    /// use claude_ide_bridge::{AuthToken, Config};
+    /// let mut config = Config::new(AuthToken::from_string("t"));
+    /// config.diff_error_at_stop = Some("MyEditor quit before the change was decided".into());
+    /// ```
+    pub diff_error_at_stop: Option<String>,
 }
 
 impl Config {
@@ -62,6 +74,7 @@ impl Config {
             compat_methods: false,
             workspace_folders: Vec::new(),
             trace_messages: false,
+            diff_error_at_stop: None,
         }
     }
 }
@@ -100,7 +113,8 @@ pub enum CancelReason {
     Replaced,
     /// The connection is gone.
     Disconnected,
-    /// The server is stopping; a diff was answered `DIFF_REJECTED`, other calls an error.
+    /// The server is stopping; a diff was answered `DIFF_REJECTED` (or
+    /// [`Config::diff_error_at_stop`]), other calls an error.
     ServerStopped,
 }
 

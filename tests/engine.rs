@@ -936,6 +936,33 @@ fn disconnect_and_shutdown_resolve_pending_diffs() {
     assert!(p.server.is_idle());
 }
 
+#[test]
+fn shutdown_answers_pending_diffs_with_the_configured_error() {
+    let why = "the editor quit before the change was decided";
+    let mut p = Pair::with_config(|c| c.diff_error_at_stop = Some(why.into()));
+    let c = p.connect_initialized();
+    let diff = open_diff(&mut p, c, 1, "t");
+    p.call_tool(c, 2, "getOpenEditors", json!({}));
+    expect_call(&mut p);
+    p.server.shutdown(p.now);
+    let f = p.frames(c);
+    let msgs: Vec<Value> = f
+        .iter()
+        .filter(|(o, _)| *o == 1)
+        .map(|(_, b)| serde_json::from_slice(b).unwrap())
+        .collect();
+    // A tool error, not a rejection: nobody decided.
+    assert_eq!(msgs[0]["id"], 1);
+    assert_eq!(msgs[0]["result"]["isError"], true);
+    assert_eq!(texts(&msgs[0]["result"]), vec![why]);
+    assert_eq!(msgs[1]["error"]["code"], -32603);
+    assert_eq!(close_code(&f), Some(1001));
+    assert!(p.take_events().contains(&Event::CallCancelled {
+        call: diff,
+        reason: CancelReason::ServerStopped
+    }));
+}
+
 // ---- docs/protocol.md, "Notifications" ----------------------------------------------------------
 
 #[test]

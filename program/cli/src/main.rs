@@ -344,7 +344,10 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
     Ok(want_tx)
 }
 
-fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
+/// The stdio editor's lines, read on a thread of their own. At stdin's end the editor's writer is
+/// told first that the bridge is stopping (as a signal does): a host waiting for room on stdout,
+/// for an editor that no longer reads, goes on to take the end and stop.
+fn spawn_stdio_reader(tx: Sender<HostInput>, out: StdioOut) -> std::io::Result<()> {
     thread::Builder::new().name("stdio".into()).spawn(move || {
         let stdin = std::io::stdin();
         let mut buf = Vec::new();
@@ -364,6 +367,7 @@ fn spawn_stdio_reader(tx: Sender<HostInput>) -> std::io::Result<()> {
                 return;
             }
         }
+        out.stopping();
         let _ = tx.send(HostInput::StdinClosed);
     })?;
     Ok(())
@@ -513,6 +517,8 @@ fn serve(
     opts.compat_methods = true;
     opts.signal_cleanup = false;
     opts.trace_messages = wire.is_some();
+    // A stop is nobody's decision: claude's own prompt keeps the changes still pending.
+    opts.diff_error_at_stop = Some(host::undecided_at_stop(&common.ide_name, stdio));
     if let Some(d) = &common.lock_dir {
         opts.lock_file = LockFileMode::Dir(d.clone());
     }
@@ -652,9 +658,9 @@ fn serve(
             paths,
         },
     );
-    if stdio.is_some() {
+    if let Some(out) = &stdio {
         host.ready(port, running.lock_path.as_deref());
-        if let Err(e) = spawn_stdio_reader(tx.clone()) {
+        if let Err(e) = spawn_stdio_reader(tx.clone(), out.clone()) {
             running.stop(Duration::from_secs(5));
             return failure(&format!("cannot read stdin: {e}"));
         }

@@ -256,7 +256,7 @@ fn reject_policy() {
 }
 
 #[test]
-fn defer_policy_close_tab_resolves_and_stop_rejects() {
+fn defer_policy_close_tab_resolves_and_stop_leaves_the_decision_to_claude() {
     for rt in RUNTIMES {
         let sb = Sandbox::new();
         fs::write(sb.ws.join("a.txt"), "old\n").unwrap();
@@ -280,7 +280,9 @@ fn defer_policy_close_tab_resolves_and_stop_rejects() {
         assert_eq!(texts(&got[&id]), ["DIFF_REJECTED", "tab D"]);
         assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "old\n");
 
-        // A diff still pending at SIGTERM is resolved, and the lock file goes.
+        // A diff still pending at SIGTERM is answered with a tool error, not `DIFF_REJECTED`:
+        // nobody decided, and the real client keeps its own prompt after an error (where a
+        // rejection ends its turn); the lock file goes.
         let id = c.call_tool(
             "openDiff",
             open_diff_args(&sb.ws.join("a.txt"), "new\n", "tab E"),
@@ -289,7 +291,11 @@ fn defer_policy_close_tab_resolves_and_stop_rejects() {
         std::thread::sleep(Duration::from_millis(100));
         s.signal("TERM");
         let r = c.response(id);
-        assert_eq!(texts(&r), ["DIFF_REJECTED", "tab E"]);
+        assert!(is_error(&r), "{r}");
+        assert_eq!(
+            texts(&r),
+            ["claude-ide-bridge: the bridge stopped before the change was decided (nothing was accepted or written)"]
+        );
         assert_eq!(s.wait_exit(), 0);
         assert!(!s.lock.exists(), "SIGTERM removes the lock file");
     }

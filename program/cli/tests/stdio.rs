@@ -564,6 +564,60 @@ fn a_bridge_whose_editor_does_not_read_still_stops_on_a_signal() {
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
 }
 
+/// An editor that stops reading stdout and then closes stdin: the bridge, held up by a full
+/// stdout, still takes stdin's end and stops (it waited for room for good: only a signal told
+/// the writer to give up). And an `openDiff` that arrives while it stops (its last lines wait,
+/// at most 2 s, for the editor to read them) is answered with the tool error, as those the editor
+/// had: nobody decided it, and `DIFF_REJECTED` would end claude's turn as the user's no.
+#[test]
+fn stdin_closing_stops_a_bridge_whose_editor_no_longer_reads_and_rejects_no_diff() {
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.rs"), "old\n").unwrap();
+    let mut child = stdio_child(&sb, Stdio::piped());
+    let stdin = child.stdin.take().unwrap();
+    let _stdout_not_read = child.stdout.take().unwrap();
+    let stderr = common::Lines::collect(child.stderr.take().unwrap());
+    let port = stderr.port();
+    let lock = stderr.wait_for("lock file: ");
+    let lock = lock.split_once("lock file: ").unwrap().1.trim().to_owned();
+    let lock: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
+    let (status, c) = client::connect(port, lock["authToken"].as_str());
+    assert_eq!(status, 101);
+    let mut c = c.unwrap();
+    c.init();
+    // Two `tool_call` lines of 1.5 MB each: the first fills the pipe, the second waits for room.
+    let big = "x".repeat(1_500_000);
+    let path = sb.ws.join("a.rs");
+    let ids: Vec<u64> = ["T1", "T2"]
+        .iter()
+        .map(|tab| c.call_tool("openDiff", open_diff_args(&path, &big, tab)))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(stdin);
+    stderr.wait_for("stdin closed: stopping");
+    let late = c.call_tool("openDiff", open_diff_args(&path, "late\n", "T3"));
+    let got = responses(&mut c, &[ids[0], ids[1], late]);
+    for id in [ids[0], ids[1], late] {
+        let r = &got[&id];
+        assert!(is_error(r), "{r}");
+        assert!(texts(r)[0].contains("the editor did not answer"), "{r}");
+    }
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > give_up {
+            let _ = child.kill();
+            panic!("the bridge did not stop at stdin's end: {}", stderr.text());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    assert_eq!(fs::read_to_string(&path).unwrap(), "old\n");
+}
+
 /// An editor that never reads the bridge's stderr (a pipe nobody drains: Node's `spawn` without a
 /// listener) does not freeze it: past what the pipe holds, log lines are queued, then dropped,
 /// while the editor's lines are still answered and a signal still stops it. (The host wrote its

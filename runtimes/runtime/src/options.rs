@@ -80,6 +80,10 @@ pub struct Options {
     pub logger: Option<Logger>,
     /// Report every JSON-RPC message as `Event::Message` (a wire log).
     pub trace_messages: bool,
+    /// What stopping answers each pending `openDiff`: `None`, `DIFF_REJECTED`; `Some(text)`, a
+    /// tool error with `text`, which leaves the decision to `claude`'s own prompt
+    /// ([`Config::diff_error_at_stop`]).
+    pub diff_error_at_stop: Option<String>,
     /// Where the runtime reads `now`; tests share a clone to simulate a clock jump.
     pub clock: crate::Clock,
 }
@@ -105,6 +109,7 @@ impl Options {
             server_version: defaults.server_version,
             logger: None,
             trace_messages: false,
+            diff_error_at_stop: None,
             clock: crate::Clock::default(),
         }
     }
@@ -123,6 +128,7 @@ impl Options {
         config.server_version = self.server_version.clone();
         config.workspace_folders = folders;
         config.trace_messages = self.trace_messages;
+        config.diff_error_at_stop = self.diff_error_at_stop.clone();
         config
     }
 }

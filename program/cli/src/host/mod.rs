@@ -239,6 +239,22 @@ pub struct Host {
     paths: PathMap,
 }
 
+/// The tool error a stop answers an `openDiff` nobody decided with (the stdio editor's, or any
+/// the engine still holds: `Options::diff_error_at_stop`), not `DIFF_REJECTED`: the real client
+/// takes an error as "the IDE could not show it" and keeps its own accept prompt, where a
+/// `DIFF_REJECTED` would end the turn as if the user had said no (docs/e2e.md, "When the editor's
+/// link drops").
+pub fn undecided_at_stop(ide_name: &str, stdio: bool) -> String {
+    if stdio {
+        format!(
+            "{ide_name}: the editor did not answer: its link to the bridge ended before the user \
+             decided (nothing was accepted or written)"
+        )
+    } else {
+        format!("{ide_name}: the bridge stopped before the change was decided (nothing was accepted or written)")
+    }
+}
+
 /// How a disconnection is named in messages, the wire log and stdio lines.
 fn reason_str(r: &DisconnectReason) -> String {
     match r {

@@ -246,11 +246,7 @@ impl Host {
             .collect();
         diffs.sort_unstable_by_key(|(id, _)| *id);
         for (_, call) in diffs {
-            let e = format!(
-                "{}: the editor did not answer: its link to the bridge ended before the user \
-                 decided (nothing was accepted or written)",
-                self.ide_name
-            );
+            let e = super::undecided_at_stop(&self.ide_name, true);
             self.respond(call, ToolResult::error(e));
         }
         self.cancel_where(|_| true, "server_stopped");
