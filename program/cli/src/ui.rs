@@ -229,15 +229,15 @@ pub fn editor_command() -> Option<OsString> {
 /// Runs the editor on `file` in the foreground and waits for it. The command may carry
 /// arguments (`EDITOR="code --wait"`): it is run by `sh` (`cmd` on Windows).
 pub fn run_editor(editor: &OsString, file: &Path) -> io::Result<ExitStatus> {
-    crate::sys::editor_command(editor).arg(file).status()
+    crate::sys::editor_command(editor, &[file.as_os_str()])?.status()
 }
 
 /// Starts the editor on `files` without waiting (for `--open-files`), without the terminal: a
 /// terminal editor started in the background would fight `claude` (in `run`) or the prompt for
 /// it, so only an editor with a window of its own opens anything.
 pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
-    let mut child = crate::sys::editor_command(editor)
-        .args(files)
+    let files: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_ref()).collect();
+    let mut child = crate::sys::editor_command(editor, &files)?
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -357,9 +357,13 @@ impl Host {
         if let Some(draft) = draft {
             return run(draft.file, !draft.written);
         }
+        // The file's extension, for the editor's highlighting: letters and digits only (it is
+        // the client's text, and becomes part of a name a shell or cmd is given).
         let ext = std::path::Path::new(&args.new_file_path)
             .extension()
-            .map(|e| format!(".{}", e.to_string_lossy()))
+            .and_then(|e| e.to_str())
+            .filter(|e| e.len() <= 16 && e.bytes().all(|b| b.is_ascii_alphanumeric()))
+            .map(|e| format!(".{e}"))
             .unwrap_or_default();
         let mut tmp = tempfile::Builder::new()
             .prefix("claude-proposed-")

@@ -22,7 +22,7 @@
 //! - `ask_to_stop(pid)`, `wait_for_command(child)`, `exit_code(status)`: `run`'s command;
 //! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
 //!   Windows the Windows path it names, `None` when it writes no drive);
-//! - `raise_open_files_limit()`, `editor_command(editor)`: the rest.
+//! - `raise_open_files_limit()`, `editor_command(editor, files)`: the rest.
 //!
 //! What was typed on the terminal before a question is dropped by the runtime crate
 //! (`claude_ide_bridge_runtime::terminal::discard_typed`), whose own platform modules make the

@@ -1,7 +1,7 @@
 //! Linux, macOS and the other Unixes: state under `$XDG_STATE_HOME` (or `~/.local/state`), private
 //! by mode bits and owner, signals through `signal-hook`, `run`'s command under job control.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -297,14 +297,15 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_path(uri)
 }
 
-/// The command running `$VISUAL`/`$EDITOR` on the arguments added to it. The variable may carry
-/// arguments (`EDITOR="code --wait"`), so it is run by `sh`, the files passed as `"$@"`.
-pub fn editor_command(editor: &OsString) -> Command {
+/// The command running `$VISUAL`/`$EDITOR` on `files`. The variable may carry arguments
+/// (`EDITOR="code --wait"`), so it is run by `sh`, the files passed as `"$@"`: as they are, never
+/// read by the shell.
+pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     let mut script = OsString::from(editor);
     script.push(" \"$@\"");
     let mut c = Command::new("/bin/sh");
-    c.arg("-c").arg(script).arg("editor");
-    c
+    c.arg("-c").arg(script).arg("editor").args(files);
+    Ok(c)
 }
 
 /// The permission bits of `path` (tests).

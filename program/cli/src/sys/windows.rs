@@ -9,7 +9,7 @@
 //! way is a reparse point (a symbolic link or a junction), and a file read is a regular file of
 //! bounded size.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
@@ -271,12 +271,34 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_windows_path(uri)
 }
 
-/// The command running `%VISUAL%`/`%EDITOR%` on the arguments added to it: through `cmd /C`, as
-/// the variable may carry arguments (`code --wait`) and name a `.cmd` shim.
-pub fn editor_command(editor: &OsString) -> Command {
+/// The command running `%VISUAL%`/`%EDITOR%` on `files`: through `cmd /C`, as the variable may
+/// carry arguments (`code --wait`) and name a `.cmd` shim. cmd reads its command line itself, and
+/// a Windows file name may hold `&`, `^`, `(` or `)` (a workspace file `x&calc` would run `calc`),
+/// so each file goes in double quotes, where cmd takes those as they are; the whole line is
+/// quoted again and read with `/S` (cmd drops just those outer quotes, whatever the editor's own
+/// quoting), with delayed expansion off (`/V:OFF`: `!` as it is). A name with `%`, which cmd
+/// expands even between quotes, or `"` is refused: cmd has no quoting for those.
+pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
+    let mut line = OsString::from("\"");
+    line.push(editor);
+    for f in files {
+        if f.to_string_lossy().contains(['%', '"']) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} has a % or \" in its name, which cmd cannot be given as it is",
+                    Path::new(f).display()
+                ),
+            ));
+        }
+        line.push(" \"");
+        line.push(f);
+        line.push("\"");
+    }
+    line.push("\"");
     let mut c = Command::new("cmd");
-    c.args(["/D", "/C"]).raw_arg(editor);
-    c
+    c.args(["/D", "/V:OFF", "/S", "/C"]).raw_arg(line);
+    Ok(c)
 }
 
 /// No permission bits on Windows (tests).
@@ -295,6 +317,40 @@ mod tests {
     use crate::state::tests::{saved, store};
 
     /// The state folder is `%LOCALAPPDATA%\claude-ide-bridge`, and only under an absolute one.
+    /// A file name cmd would read as commands (`&`, `^`, parentheses) reaches the editor as one
+    /// name, whatever quoting the editor's own command has, and runs nothing; one with `%` is
+    /// refused.
+    #[test]
+    fn editor_files_reach_the_editor_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a&mkdir INJECTED&(x)^.txt");
+        fs::write(&f, "kept\r\n").unwrap();
+        // `echo` (cmd's own) shows the line cmd ran; the second editor is quoted, as a path with
+        // spaces would be.
+        let system = std::env::var("SystemRoot").unwrap_or_else(|_| r"C:\windows".into());
+        let nested = format!(r#""{system}\system32\cmd.exe" /D /C echo"#);
+        for editor in ["echo", nested.as_str()] {
+            let out = editor_command(OsStr::new(editor), &[f.as_os_str()])
+                .unwrap()
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                text.trim_end(),
+                format!("\"{}\"", f.display()),
+                "{editor}: {err}"
+            );
+            assert!(
+                !dir.path().join("INJECTED").exists(),
+                "{editor}: {text} {err}"
+            );
+        }
+        let refused = editor_command(OsStr::new("echo"), &[OsStr::new("C:\\a%PATH%.txt")]);
+        assert!(refused.is_err());
+    }
+
     #[test]
     fn state_dir_is_under_local_app_data() {
         let Some(local) = std::env::var_os("LOCALAPPDATA") else {
