@@ -86,12 +86,23 @@ impl WinPath {
     }
 }
 
-/// Whether two names are the same for a case-insensitive file system (NTFS's default; its
-/// table upper-cases each UTF-16 unit, which simple upper-casing of each character follows for
-/// everything but a few characters whose upper case is longer).
+/// Whether two names are the same for a case-insensitive file system (NTFS's default). Its table
+/// upper-cases one UTF-16 unit at a time, to one unit: a character whose upper case is longer
+/// (`ß` to `SS`, `ﬁ` to `FI`) stays as it is, so `straße` and `STRASSE` are two names there, as
+/// here; so does one outside the Basic Multilingual Plane (two units, a surrogate pair).
 pub(crate) fn same_name(a: &str, b: &str) -> bool {
-    let fold = |s: &str| -> Vec<char> { s.chars().flat_map(char::to_uppercase).collect() };
-    a == b || fold(a) == fold(b)
+    fn fold(c: char) -> char {
+        if u32::from(c) > 0xFFFF {
+            return c;
+        }
+        let mut upper = c.to_uppercase();
+        match (upper.next(), upper.next()) {
+            (Some(u), None) => u,
+            _ => c,
+        }
+    }
+    a == b
+        || (a.chars().count() == b.chars().count() && a.chars().map(fold).eq(b.chars().map(fold)))
 }
 
 /// Why a path is refused, in words.
@@ -480,5 +491,12 @@ mod tests {
             .below(&folder)
             .is_none());
         assert!(same_name("ÉTÉ", "été"));
+        // Characters whose upper case is longer are left as they are, as NTFS does: a sibling
+        // `strasse` is not inside a folder `straße` (it was, and a write there replaced a file
+        // of the other folder).
+        assert!(!same_name("strasse", "straße") && !same_name("STRASSE", "straße"));
+        assert!(!same_name("files", "ﬁles"));
+        assert!(same_name("straße", "STRAßE"));
+        assert!(!same_name("\u{10428}", "\u{10400}"));
     }
 }
