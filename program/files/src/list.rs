@@ -116,9 +116,10 @@ impl Pattern {
 impl Workspace {
     /// The gitignore matcher of an ignore file in `rel_dir` below the folder at `root`, from
     /// the bytes `read` gives (`None`: there is none, and the matcher is empty). `None` once the
-    /// walk's budget for ignore files (`left`, bytes) is spent, before anything is read: a
-    /// compiled matcher takes tens of times its text, and one kept for each level of a deep tree
-    /// of 1 MiB ignore files (one file, hard-linked at every level) would take gigabytes.
+    /// walk's budget for ignore files (`left`, bytes) is spent, or when this file does not fit in
+    /// what is left, before any rule is built: a compiled matcher takes tens of times its text,
+    /// and one kept for each level of a deep tree of large ignore files (one file, hard-linked
+    /// at every level) would take gigabytes.
     pub(crate) fn matcher(
         root: &Path,
         rel_dir: &str,
@@ -130,7 +131,11 @@ impl Workspace {
         }
         let mut b = GitignoreBuilder::new(root.join(rel_dir));
         if let Some(bytes) = read() {
-            *left = left.saturating_sub(bytes.len() as u64);
+            let Some(still) = left.checked_sub(bytes.len() as u64) else {
+                *left = 0;
+                return None;
+            };
+            *left = still;
             for line in String::from_utf8_lossy(&bytes).lines() {
                 // A line that is not a valid glob is ignored, as git does.
                 let _ = b.add_line(None, line);

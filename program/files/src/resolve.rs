@@ -118,6 +118,15 @@ impl Workspace {
             resolve_in_workspace(path, std::slice::from_ref(&first.advertised))
                 .map_err(|e| Error::outside(path, e.to_string()))?
         };
+        if absolute.len() > crate::sys::MAX_PATH_BYTES {
+            return Err(Error::outside(
+                path,
+                format!(
+                    "the path is longer than this system allows ({} bytes)",
+                    crate::sys::MAX_PATH_BYTES
+                ),
+            ));
+        }
         let comps = join_lexically(&[], absolute.as_bytes())
             .ok_or_else(|| Error::outside(path, "`..` climbs above /"))?;
         let (folder, rest) = self

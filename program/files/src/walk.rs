@@ -108,6 +108,10 @@ impl Workspace {
             let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
                 return true;
             };
+            // Building the rules counts in the walk's time.
+            if Instant::now() > deadline {
+                return true;
+            }
             let mut stack = vec![Frame {
                 dir: top,
                 rel: String::new(),
@@ -167,6 +171,9 @@ impl Workspace {
                             let Some(ignore) = ignore else {
                                 return true;
                             };
+                            if Instant::now() > deadline {
+                                return true;
+                            }
                             stack.push(Frame { dir, rel, ignore });
                         }
                         Err(NotEntered::Gone) => {}

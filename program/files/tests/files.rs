@@ -313,6 +313,32 @@ fn writes_are_atomic_keep_the_mode_and_create_directories() {
     ));
 }
 
+/// A path longer than the system's `PATH_MAX` is refused before anything is made: a write of
+/// `d/d/d/.../f` made one directory per component (100,000 of them in 14 s; a 10 MiB message holds
+/// five million), where no tool of the user's could open the file after.
+#[test]
+fn a_path_longer_than_the_system_takes_is_refused_before_anything_is_made() {
+    let t = Tree::new();
+    let ws = t.workspace(Limits::default());
+    let long = format!("{}f.txt", "d/".repeat(5000));
+    let refused = within(move || ws.write(&long, b"x"));
+    match refused {
+        Err(e @ Error::Outside { .. }) => {
+            assert!(
+                e.to_string().contains("longer than this system allows"),
+                "{e}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!t.ws.join("d").exists());
+    // One that fits is written, its directories made.
+    let ws = t.workspace(Limits::default());
+    let fits = format!("{}f.txt", "d/".repeat(300));
+    ws.write(&fits, b"x").unwrap();
+    assert_eq!(fs::read(t.ws.join(&fits)).unwrap(), b"x");
+}
+
 /// Replacing a file keeps what an editor writing it in place would keep: its owner and group
 /// (root writing a user's file left it root's), and a file the user may not write is not
 /// replaced although its directory would take the rename.
@@ -493,6 +519,30 @@ fn ignore_files_are_read_with_the_same_rules() {
     });
     let listing = within(move || ws.list(Some("*.rs")).unwrap());
     assert_eq!(listing.files.len(), 3, "{listing:?}");
+}
+
+/// One walk builds rules from at most twice `max_ignore_file_bytes` of ignore files in all: after
+/// two files of nearly the cap each, a third that does not fit in what is left ends the walk, cut
+/// short (its rules were built and applied: three times the cap in one walk).
+#[test]
+fn the_ignore_files_of_one_walk_stay_within_twice_the_cap() {
+    let t = Tree::new();
+    let cap = 4096;
+    // A rule, then a comment up to `n` bytes.
+    let padded = |rule: &str, n: usize| format!("{rule}\n#{}\n", "x".repeat(n - rule.len() - 3));
+    t.file(".git/info/exclude", &padded("a.txt", cap - 64));
+    t.file(".gitignore", &padded("b.txt", cap - 64));
+    t.file("sub/.gitignore", &padded("c.txt", 1000));
+    for f in ["a.txt", "b.txt", "sub/c.txt"] {
+        t.file(f, "");
+    }
+    let ws = t.workspace(Limits {
+        max_ignore_file_bytes: cap as u64,
+        ..Limits::default()
+    });
+    let listing = within(move || ws.list(Some("**/*.txt")).unwrap());
+    assert!(listing.truncated, "{listing:?}");
+    assert!(listing.files.is_empty(), "{listing:?}");
 }
 
 /// A `.gitignore` that is a symbolic link counts for nothing, as in git (since 2.32), wherever

@@ -4,6 +4,10 @@
 use rustix::fs::OFlags;
 
 /// `O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`.
+/// The longest path the system's own calls take (`PATH_MAX`, 4096 with its NUL): a longer one is
+/// refused before the walk, which would otherwise make a directory for each of its components.
+pub(crate) const MAX_PATH_BYTES: usize = 4095;
+
 pub(crate) const DIR_FLAGS: OFlags = OFlags::PATH
     .union(OFlags::DIRECTORY)
     .union(OFlags::NOFOLLOW)

@@ -2,5 +2,9 @@
 //! (see the module above for what that changes: a search-only directory cannot be walked
 //! through, and a path through it is refused).
 
+/// The longest path the system's own calls take (`PATH_MAX`, 1024 with its NUL on macOS and the
+/// BSDs): a longer one is refused before the walk.
+pub(crate) const MAX_PATH_BYTES: usize = 1023;
+
 /// The portable flags.
 pub(crate) const DIR_FLAGS: rustix::fs::OFlags = super::PORTABLE_DIR_FLAGS;

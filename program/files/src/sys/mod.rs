@@ -43,6 +43,11 @@ pub(crate) use crate::open::Listed;
 #[cfg(unix)]
 pub(crate) use os::DIR_FLAGS;
 
+/// The longest path taken, in bytes (`PATH_MAX` without its NUL): what the user's own tools can
+/// open, and a bound on the directories one write makes.
+#[cfg(unix)]
+pub(crate) use os::MAX_PATH_BYTES;
+
 /// Directory handles any Unix can open: for reading, never following a link, never waiting
 /// (`O_NONBLOCK`: a FIFO swapped in for the directory fails `O_DIRECTORY` without blocking).
 #[cfg(unix)]
