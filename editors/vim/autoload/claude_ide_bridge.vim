@@ -342,8 +342,8 @@ def OnLine(line: string)
     status_answer = msg
     status_asked = false
   elseif kind ==# 'error'
-    if status_asked && msg.message =~# 'status'
-      # a bridge older than the `status` line
+    if status_asked && msg.message =~# '^unknown message type "status"'
+      # a bridge older than the `status` line (only that refusal: any other is said)
       status_asked = false
       return
     endif

@@ -733,6 +733,46 @@ fn a_line_that_is_not_an_object_is_refused() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// A refusal quotes what the editor sent at most in part: an unknown `type` of 100 KB, or a
+/// `decision` of 100 KB, comes back in an `error` line of about 1 KiB (the first came back twice,
+/// whole: 200 KB; one of 60 MB, 120 MB), and the unknown type's line still lists the types.
+#[test]
+fn a_refusal_quotes_at_most_a_part_of_the_line() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp"]);
+    s.stdout.wait_for("\"ready\"");
+    let long = "y".repeat(100_000);
+    s.send_line(&json!({"type": long}).to_string());
+    s.send_line(&json!({"type": "diff_decision", "id": 1, "decision": long}).to_string());
+    s.send_line(r#"{"type":"status"}"#);
+    next_msg(&s, "status", 0);
+    let texts: Vec<String> = (0..2)
+        .map(|n| {
+            next_msg(&s, "error", n)["message"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    for text in &texts {
+        assert!(text.len() <= 1100, "{} bytes", text.len());
+    }
+    assert!(
+        texts[0].starts_with("unknown message type \"yyy"),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[0].contains("(one of: selection_changed, "),
+        "{}",
+        texts[0]
+    );
+    assert!(texts[1].starts_with("diff_decision: "), "{}", texts[1]);
+    assert!(texts[1].ends_with("..."), "{}", texts[1]);
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
 /// An `openDiff` is decided with `diff_decision`, which checks the path again: `respond` can
 /// only answer it with an error (the editor could not show it), and anything else is refused
 /// with an `error` line, the call still waiting.

@@ -41,11 +41,15 @@ const LAST_NOTE: &str =
 
 /// `text` cut to at most 300 bytes, at a character boundary, with `...` when cut.
 fn cut(text: &str) -> Cow<'_, str> {
-    const MAX: usize = 300;
-    if text.len() <= MAX {
+    cut_to(text, 300)
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary, with `...` when cut.
+pub(super) fn cut_to(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
         return Cow::Borrowed(text);
     }
-    let end = (0..=MAX)
+    let end = (0..=max)
         .rev()
         .find(|&i| text.is_char_boundary(i))
         .unwrap_or(0);
@@ -938,16 +942,19 @@ impl Host {
     }
 }
 
-/// The path an editor means by `uri`: an absolute path as it is, or a `file://` URI's path.
+/// The path an editor means by `uri`: an absolute path, or a `file://` URI's path, with `.`,
+/// `..` and repeated `/` resolved (as `--path-map` resolves them): any spelling of a file's
+/// path is one key (`/w/./a.rs` and `/w//a.rs` were kept, and answered, apart from `/w/a.rs`).
 pub(super) fn editor_path(uri: &str) -> Option<String> {
-    if uri.starts_with('/') {
-        Some(uri.to_owned())
+    let path = if uri.starts_with('/') {
+        uri.to_owned()
     } else if std::path::Path::new(uri).is_absolute() {
         // A Windows path (on Windows only), in the wire form its file:// URI has.
-        Some(claude_ide_bridge::to_posix(uri))
+        claude_ide_bridge::to_posix(uri)
     } else {
-        uri_to_path(uri)
-    }
+        uri_to_path(uri)?
+    };
+    claude_ide_bridge::normalize(&path)
 }
 
 /// Whether two URIs (or paths) name the same file.
@@ -1171,6 +1178,20 @@ mod tests {
         assert!(same_uri("file:///w/a.py", "/w/a.py"));
         assert!(same_uri("file:///w/a%20b.py", "file:///w/a b.py"));
         assert!(!same_uri("file:///w/a.py", "file:///w/b.py"));
+        for spelling in [
+            "file:///w/./a.py",
+            "file:///w//a.py",
+            "/w/x/../a.py",
+            "file:///w/a.py",
+        ] {
+            assert_eq!(
+                editor_path(spelling).as_deref(),
+                Some("/w/a.py"),
+                "{spelling}"
+            );
+            assert!(same_uri(spelling, "/w/a.py"), "{spelling}");
+        }
+        assert_eq!(editor_path("/w/../../a.py"), None);
         #[cfg(unix)]
         assert_eq!(
             named_path("file:///w/a%20b.py").as_deref(),

@@ -185,6 +185,19 @@ enum Kind {
     Status,
 }
 
+impl Kind {
+    /// The types' names, as the editor writes them.
+    const NAMES: [&'static str; 7] = [
+        "selection_changed",
+        "at_mentioned",
+        "diagnostics",
+        "open_editors",
+        "respond",
+        "diff_decision",
+        "status",
+    ];
+}
+
 /// A line's `type`, and nothing else of it.
 #[derive(Deserialize)]
 struct Envelope<'a> {
@@ -200,16 +213,27 @@ impl<'a> FromEditor<'a> {
             // (A struct also reads an array, by position: not a line's shape.)
             Ok(envelope) if line.starts_with('{') => envelope,
             Ok(_) => return Err("expected a JSON object".into()),
+            // An object whose `type` is not one string (`{"type":7}`, given twice).
+            Err(e) if e.is_data() && line.starts_with('{') => {
+                return Err(format!("\"type\" must be one string: {e}"))
+            }
             Err(e) if e.is_data() => return Err("expected a JSON object".into()),
             Err(e) => return Err(format!("malformed JSON: {e}")),
         };
         let Some(name) = envelope.kind else {
             return Err("missing \"type\"".into());
         };
+        // Named once, cut (serde's own error quotes it again, whole), with the types there are.
         let kind = Kind::deserialize(
             serde::de::value::StrDeserializer::<serde::de::value::Error>::new(&name),
         )
-        .map_err(|e| format!("unknown message type {name:?} ({e})"))?;
+        .map_err(|_| {
+            format!(
+                "unknown message type {:?} (one of: {})",
+                super::diagnostics::cut_to(&name, 100),
+                Kind::NAMES.join(", ")
+            )
+        })?;
         // The members the type uses, straight from the text (`type` is passed over with the
         // other members it does not name).
         fn members<'a, T: Deserialize<'a>>(line: &'a str) -> Result<T, serde_json::Error> {
@@ -442,6 +466,7 @@ mod tests {
             }),
             FromEditor::Status,
         ];
+        let mut kinds: Vec<&str> = msgs.iter().map(FromEditor::kind).collect();
         for m in msgs {
             let line = serde_json::to_string(&m).unwrap();
             let back = FromEditor::parse(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
@@ -450,6 +475,11 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(&line).unwrap();
             assert_eq!(v["type"], m.kind(), "{line}");
         }
+        // The names an unknown type's refusal lists are the types read, all of them.
+        let mut names = Kind::NAMES.to_vec();
+        names.sort_unstable();
+        kinds.sort_unstable();
+        assert_eq!(names, kinds);
     }
 
     #[test]
@@ -459,7 +489,18 @@ mod tests {
             ("[\"status\"]", "expected a JSON object"),
             ("{}", "missing \"type\""),
             (r#"{"type":"nope"}"#, "unknown message type \"nope\""),
-            (r#"{"type":7}"#, "expected a JSON object"),
+            (
+                r#"{"type":7}"#,
+                "\"type\" must be one string: invalid type: integer `7`",
+            ),
+            (
+                r#"{"type":"status","type":"status"}"#,
+                "\"type\" must be one string: duplicate field `type`",
+            ),
+            (
+                r#"{"type":"nope"}"#,
+                "unknown message type \"nope\" (one of: selection_changed, at_mentioned,",
+            ),
             (r#"{"type":"respond"}"#, "respond: missing field `id`"),
             (
                 r#"{"type":"diff_decision","id":1,"decision":"maybe"}"#,

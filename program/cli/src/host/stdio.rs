@@ -95,6 +95,9 @@ pub const MAX_UNWRITTEN: usize = 1024 * 1024;
 #[derive(Clone)]
 pub struct StdioOut(LineWriter);
 
+/// The longest text of an `error` line, in bytes (cut there, with `...`).
+const MAX_ERROR_TEXT: usize = 1024;
+
 impl StdioOut {
     /// Starts the writer thread.
     pub fn start() -> io::Result<StdioOut> {
@@ -108,10 +111,13 @@ impl StdioOut {
         LineWriter::start("stdout", MAX_UNWRITTEN, Full::Wait, write).map(StdioOut)
     }
 
-    /// `error`: what the editor sent could not be used, or not as it asked (said here too).
+    /// `error`: what the editor sent could not be used, or not as it asked (said here too). At
+    /// most [`MAX_ERROR_TEXT`] bytes of it: a refusal may quote what the editor sent (serde
+    /// quotes a bad value whole), and a line of 60 MB is not to come back as an error of 60 MB.
     pub(super) fn error(&self, message: &str) {
+        let message = super::diagnostics::cut_to(message, MAX_ERROR_TEXT);
         ui::say(&format!("stdio: {message}"));
-        self.send(&ToEditor::Error { message });
+        self.send(&ToEditor::Error { message: &message });
     }
 
     /// Queues one message, first waiting for room unless the bridge is stopping.
