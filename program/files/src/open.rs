@@ -7,8 +7,8 @@ use std::io::{Read, Take, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{
-    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, fsync, openat, renameat, statat,
-    unlinkat, Access, AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Uid,
+    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, openat, renameat, statat, unlinkat,
+    Access, AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Uid,
 };
 use rustix::io::Errno;
 
@@ -208,7 +208,7 @@ impl Workspace {
 
     /// Writes `contents` to `path` atomically: a temporary file beside it, created relative to
     /// the checked directory handle, written and `fsync`ed, then renamed over the target. An
-    /// existing file keeps its mode; a new one gets 0666 less the umask. Missing directories on
+    /// existing file keeps its mode (less setuid and setgid); a new one gets 0666 less the umask. Missing directories on
     /// the way are created. Returns the path written (links resolved).
     ///
     /// ```
@@ -229,7 +229,10 @@ impl Workspace {
         let shown = self.display(path, &at)?;
         let mode = match at.file_type() {
             None => None,
-            Some(FileType::RegularFile) => at.stat.as_ref().map(|s| s.st_mode & 0o7777),
+            // Its permissions and sticky bit; not setuid and setgid, which a write to the file
+            // in place clears (the kernel does, for anyone but root): new contents do not
+            // inherit the right to run as the file's owner.
+            Some(FileType::RegularFile) => at.stat.as_ref().map(|s| s.st_mode & 0o1777),
             Some(t) => {
                 return Err(Error::NotRegular {
                     path: path.into(),
@@ -270,7 +273,7 @@ impl Workspace {
                 fchmod(&file, Mode::from_raw_mode(mode))
                     .map_err(|e| Error::io(path, "chmod", e))?;
             }
-            fsync(&file).map_err(|e| Error::io(path, "fsync", e))?;
+            crate::sys::sync(file.as_fd()).map_err(|e| Error::io(path, "fsync", e))?;
             renameat(&at.dir, &tmp_name, &at.dir, at.name())
                 .map_err(|e| Error::io(path, "renaming into place", e))
         })();
@@ -286,7 +289,7 @@ impl Workspace {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            let _ = fsync(&d);
+            let _ = crate::sys::sync(d.as_fd());
         }
         Ok(shown)
     }

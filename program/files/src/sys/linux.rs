@@ -3,11 +3,16 @@
 
 use rustix::fs::OFlags;
 
-/// `O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`.
 /// The longest path the system's own calls take (`PATH_MAX`, 4096 with its NUL): a longer one is
 /// refused before the walk, which would otherwise make a directory for each of its components.
 pub(crate) const MAX_PATH_BYTES: usize = 4095;
 
+/// Makes what was written to `fd` durable: `fsync`, which on Linux reaches the disk.
+pub(crate) fn sync(fd: std::os::fd::BorrowedFd<'_>) -> rustix::io::Result<()> {
+    rustix::fs::fsync(fd)
+}
+
+/// `O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`.
 pub(crate) const DIR_FLAGS: OFlags = OFlags::PATH
     .union(OFlags::DIRECTORY)
     .union(OFlags::NOFOLLOW)

@@ -6,5 +6,16 @@
 /// BSDs): a longer one is refused before the walk.
 pub(crate) const MAX_PATH_BYTES: usize = 1023;
 
+/// Makes what was written to `fd` durable. On macOS `fsync` leaves the data in the drive's
+/// cache, where a power cut loses it: `F_FULLFSYNC` flushes that too, and `fsync` stays for a
+/// file system that does not take it (some network ones). Other Unixes: `fsync`.
+pub(crate) fn sync(fd: std::os::fd::BorrowedFd<'_>) -> rustix::io::Result<()> {
+    #[cfg(target_vendor = "apple")]
+    if rustix::fs::fcntl_fullfsync(fd).is_ok() {
+        return Ok(());
+    }
+    rustix::fs::fsync(fd)
+}
+
 /// The portable flags.
 pub(crate) const DIR_FLAGS: rustix::fs::OFlags = super::PORTABLE_DIR_FLAGS;

@@ -48,6 +48,11 @@ pub(crate) use os::DIR_FLAGS;
 #[cfg(unix)]
 pub(crate) use os::MAX_PATH_BYTES;
 
+/// Makes a written file (or a directory's new entry) durable: `fsync`, or where that stops short
+/// of the disk (macOS) what goes further.
+#[cfg(unix)]
+pub(crate) use os::sync;
+
 /// Directory handles any Unix can open: for reading, never following a link, never waiting
 /// (`O_NONBLOCK`: a FIFO swapped in for the directory fails `O_DIRECTORY` without blocking).
 #[cfg(unix)]
