@@ -356,7 +356,13 @@ fn spawn_stdio_reader(tx: Sender<HostInput>, out: StdioOut) -> std::io::Result<(
             // Room first: no line is read while the host has its fill of them.
             let place = queue.enter();
             let input = match read_line_capped(&mut stdin.lock(), &mut buf, MAX_STDIO_LINE) {
-                Ok(Line::Eof) | Err(_) => break,
+                Ok(Line::Eof) => break,
+                // Taken as its end, but said: an editor handing over a non-blocking pipe
+                // (`EAGAIN`) would otherwise see the bridge stop for no reason it is told.
+                Err(e) => {
+                    ui::say(&format!("stdin could not be read ({e}): taken as its end"));
+                    break;
+                }
                 Ok(Line::Read) => match String::from_utf8(std::mem::take(&mut buf)) {
                     Ok(line) => HostInput::StdioLine(line, place),
                     Err(e) => HostInput::StdioLineNotUtf8(e.utf8_error().valid_up_to(), place),

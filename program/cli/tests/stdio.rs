@@ -618,6 +618,39 @@ fn stdin_closing_stops_a_bridge_whose_editor_no_longer_reads_and_rejects_no_diff
     assert_eq!(fs::read_to_string(&path).unwrap(), "old\n");
 }
 
+/// stdin that cannot be read (a non-blocking pipe with nothing in it answers `EAGAIN`) is taken
+/// as its end, and the log says why: the bridge stopped at once without a word.
+#[test]
+fn stdin_that_cannot_be_read_is_said() {
+    use std::os::fd::OwnedFd;
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    let (r, w) = std::io::pipe().unwrap();
+    let r = OwnedFd::from(r);
+    rustix::fs::fcntl_setfl(&r, rustix::fs::OFlags::NONBLOCK).unwrap();
+    let mut child = sb
+        .command()
+        .args(["serve", "--stdio", "--no-lsp"])
+        .stdin(Stdio::from(r))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::Lines::collect(child.stderr.take().unwrap());
+    let said = stderr.wait_for("stdin could not be read");
+    assert!(said.contains("taken as its end"), "{said}");
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    drop(w);
+}
+
 /// An editor that never reads the bridge's stderr (a pipe nobody drains: Node's `spawn` without a
 /// listener) does not freeze it: past what the pipe holds, log lines are queued, then dropped,
 /// while the editor's lines are still answered and a signal still stops it. (The host wrote its

@@ -302,7 +302,10 @@ fn writes_are_atomic_keep_the_mode_and_create_directories() {
     // New contents do not inherit setuid and setgid (a write in place clears them; they were
     // kept, also for root): the rest of the mode stays.
     fs::set_permissions(&p, fs::Permissions::from_mode(0o6750)).unwrap();
-    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o7777, 0o6750);
+    assert_eq!(
+        fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+        0o6750
+    );
     ws.write("bin/run.sh", b"newer\n").unwrap();
     assert_eq!(
         fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
