@@ -108,6 +108,14 @@ impl Workspace {
         if path.contains('\0') {
             return Err(Error::outside(path, "the path contains NUL"));
         }
+        // Every use is a file's (read, write, check): `a.txt/` names a directory, as the system
+        // reads it, not the file `a.txt` (a write of `new/` made a file `new`).
+        if path.ends_with('/') {
+            return Err(Error::NotRegular {
+                path: path.into(),
+                kind: "a directory (the path ends with /)",
+            });
+        }
         let first = self
             .folders
             .first()

@@ -82,6 +82,17 @@ fn reads_a_regular_file_and_answers_its_path() {
         ws.read_text("src/a.rs/x"),
         Err(Error::NotFound { .. })
     ));
+    // A path ending with `/` names a directory: not the file before it (it was read), and a
+    // write makes no file of that name (it made one).
+    assert!(matches!(
+        ws.read_text("src/a.rs/"),
+        Err(Error::NotRegular { .. })
+    ));
+    assert!(matches!(
+        ws.write("new/", b"x"),
+        Err(Error::NotRegular { .. })
+    ));
+    assert!(!t.ws.join("new").exists());
 }
 
 #[test]

@@ -229,6 +229,13 @@ impl Workspace {
     /// The folder a wire path is in and its plain components below it (see the module docs).
     fn lexical(&self, path: &str) -> Result<(usize, Vec<String>), Error> {
         let given = winpath::from_uri(path).map_err(|why| Error::outside(path, why))?;
+        // Every use is a file's: `a.txt\` names a directory, not the file `a.txt`.
+        if given.ends_with(['/', '\\']) {
+            return Err(Error::NotRegular {
+                path: path.into(),
+                kind: "a directory (the path ends with a separator)",
+            });
+        }
         let parsed = winpath::parse(&given).map_err(|why| Error::outside(path, why))?;
         if self.folders.is_empty() {
             return Err(Error::outside(path, "there is no workspace folder"));
