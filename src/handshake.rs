@@ -300,7 +300,10 @@ impl Rejection {
 
     /// Appends the full HTTP/1.1 response to `out`: the status line, `Connection: close`,
     /// `Content-Type: text/plain; charset=utf-8`, `Content-Length`, and a one-line body saying what is wrong;
-    /// a 426 also carries `Sec-WebSocket-Version: 13`. Close the connection after writing it.
+    /// a 426 also carries `Sec-WebSocket-Version: 13` and the protocol it requires
+    /// (`Upgrade: websocket`, with `Connection: Upgrade, close`: RFC 9110 §15.5.22), a 401 the
+    /// scheme of its token (`WWW-Authenticate: X-Claude-Code-Ide-Authorization`, the challenge
+    /// RFC 9110 §15.5.2 asks a 401 for). Close the connection after writing it.
     ///
     /// ```
     /// use claude_ide_bridge::Rejection;
@@ -311,15 +314,25 @@ impl Rejection {
     /// ```
     pub fn write_response(&self, out: &mut Vec<u8>) {
         let body = self.detail();
+        let connection = match self {
+            Rejection::UpgradeRequired => "Upgrade, close",
+            _ => "close",
+        };
         let head = format!(
-            "HTTP/1.1 {} {}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n",
+            "HTTP/1.1 {} {}\r\nConnection: {connection}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n",
             self.status(),
             self.reason_phrase(),
             body.len() + 1,
         );
         out.extend_from_slice(head.as_bytes());
-        if *self == Rejection::UpgradeRequired {
-            out.extend_from_slice(b"Sec-WebSocket-Version: 13\r\n");
+        match self {
+            Rejection::UpgradeRequired => {
+                out.extend_from_slice(b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n")
+            }
+            Rejection::Unauthorized => out.extend_from_slice(
+                b"WWW-Authenticate: X-Claude-Code-Ide-Authorization realm=\"claude-ide-bridge\"\r\n",
+            ),
+            _ => {}
         }
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(body.as_bytes());
@@ -388,13 +401,18 @@ fn all<'h>(headers: &[httparse::Header<'h>], name: &str) -> Vec<&'h str> {
 ///
 /// - 431 [`Rejection::HeadersTooLarge`]: more than `max_headers` headers.
 /// - 400 [`Rejection::BadRequest`]: malformed (including a head that ends before its last byte, or an
-///   incomplete one), not `GET`, not `HTTP/1.1`, `Host` missing, empty or duplicated; `Upgrade` without the
+///   incomplete one), not `GET`, not `HTTP/1.1`, a request target that is not a path (the
+///   absolute form names its own host, which RFC 9112 §3.2.2 puts in place of `Host`), a body
+///   announced (`Transfer-Encoding`, a `Content-Length` other than 0: the bytes after the head
+///   are the WebSocket's, and a body would be read as frames) or `Expect` (a 100-continue is
+///   owed before a 101), `Host` missing, empty or duplicated; `Upgrade` without the
 ///   token `websocket`; `Connection` without the token `upgrade`; `Sec-WebSocket-Key` missing, duplicated, or
 ///   not base64 of exactly 16 bytes; `Origin`, `Sec-WebSocket-Version` or the token header duplicated; any
 ///   of these single-valued headers not UTF-8.
 /// - 426 [`Rejection::UpgradeRequired`]: `Sec-WebSocket-Version` missing or not exactly `13`.
 ///
-/// Any request path is accepted. The token is not checked here: that is [`authorize`]'s job.
+/// Any request path is accepted (`/`, `/mcp`, with a query). The token is not checked here: that is
+/// [`authorize`]'s job.
 ///
 /// ```
 /// use claude_ide_bridge::hooks::handshake::{parse_upgrade, Rejection};
@@ -433,7 +451,24 @@ pub fn parse_upgrade(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, 
         return Err(Rejection::BadRequest("HTTP/1.1 required"));
     }
     let path = request.path.unwrap_or("/").to_owned();
+    if !path.starts_with('/') {
+        return Err(Rejection::BadRequest(
+            "the request target must be a path (origin form)",
+        ));
+    }
     let headers: &[httparse::Header<'_>] = request.headers;
+    if !all(headers, "Transfer-Encoding").is_empty()
+        || all(headers, "Content-Length")
+            .iter()
+            .any(|v| trim_ows(v) != "0")
+    {
+        return Err(Rejection::BadRequest("an upgrade request has no body"));
+    }
+    if headers.iter().any(|h| h.name.eq_ignore_ascii_case("Expect")) {
+        return Err(Rejection::BadRequest(
+            "Expect is not taken on an upgrade request",
+        ));
+    }
 
     let host = single(headers, "Host", "duplicate Host header")?;
     let host = match host {

@@ -107,14 +107,25 @@ fn split_response(out: &[u8]) -> (Vec<String>, String) {
 fn assert_refusal(out: &[u8], status_line: &str) {
     let (lines, body) = split_response(out);
     assert_eq!(lines[0], status_line);
-    assert!(lines.contains(&"Connection: close".to_owned()), "{lines:?}");
+    let upgrade_required = status_line.contains(" 426 ");
+    // A 426 names the protocol it requires (RFC 9110 §15.5.22), and so lists `Upgrade` in
+    // `Connection`; a 401 carries a challenge (RFC 9110 §15.5.2); no other refusal has either.
+    let connection = if upgrade_required {
+        "Connection: Upgrade, close"
+    } else {
+        "Connection: close"
+    };
+    assert!(lines.contains(&connection.to_owned()), "{lines:?}");
     assert!(lines.contains(&"Content-Type: text/plain; charset=utf-8".to_owned()));
     assert!(lines.contains(&format!("Content-Length: {}", body.len())));
     assert!(!body.is_empty() && body.ends_with('\n'));
     assert!(!body.contains(TOKEN));
     let has_version = lines.contains(&"Sec-WebSocket-Version: 13".to_owned());
-    assert_eq!(has_version, status_line.contains(" 426 "), "{lines:?}");
-    assert!(!lines.iter().any(|l| l.starts_with("Upgrade:")));
+    assert_eq!(has_version, upgrade_required, "{lines:?}");
+    let has_upgrade = lines.contains(&"Upgrade: websocket".to_owned());
+    assert_eq!(has_upgrade, upgrade_required, "{lines:?}");
+    let challenge = lines.iter().any(|l| l.starts_with("WWW-Authenticate: "));
+    assert_eq!(challenge, status_line.contains(" 401 "), "{lines:?}");
 }
 
 #[test]
@@ -320,10 +331,37 @@ fn wrong_version_is_426_with_version_header() {
     Rejection::UpgradeRequired.write_response(&mut out);
     assert_eq!(
         out,
-        b"HTTP/1.1 426 Upgrade Required\r\nConnection: close\r\n\
+        b"HTTP/1.1 426 Upgrade Required\r\nConnection: Upgrade, close\r\n\
           Content-Type: text/plain; charset=utf-8\r\nContent-Length: 39\r\n\
-          Sec-WebSocket-Version: 13\r\n\r\nonly WebSocket version 13 is supported\n"
+          Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\nonly WebSocket version 13 is supported\n"
     );
+}
+
+/// An upgrade request is a GET of a path with no body (RFC 6455 §4.1): an absolute or asterisk
+/// target (whose host RFC 9112 §3.2.2 puts in place of `Host`, which the loopback check reads),
+/// an announced body (its bytes would be read as WebSocket frames) and `Expect` (a 100-continue
+/// would be owed before the 101) are refused with 400, where each was upgraded.
+#[test]
+fn targets_other_than_a_path_bodies_and_expect_are_400() {
+    let rows = [
+        replaced("GET", "GET http://evil.example/ HTTP/1.1"),
+        replaced("GET", "GET * HTTP/1.1"),
+        with("Content-Length: 5"),
+        with("Transfer-Encoding: chunked"),
+        with("Expect: 100-continue"),
+    ];
+    for w in rows {
+        let (result, out) = respond(&w, &policy());
+        assert!(
+            matches!(result, Err(Rejection::BadRequest(_))),
+            "{}: {result:?}",
+            String::from_utf8_lossy(&w)
+        );
+        assert_refusal(&out, "HTTP/1.1 400 Bad Request");
+    }
+    // No body announced is no body: still upgraded.
+    let (result, _) = respond(&with("Content-Length: 0"), &policy());
+    assert!(result.is_ok(), "{result:?}");
 }
 
 #[test]
@@ -573,7 +611,8 @@ fn every_refusal_response_is_well_formed() {
     assert_eq!(
         out,
         b"HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\
-          Content-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\n\r\n\
+          Content-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\n\
+          WWW-Authenticate: X-Claude-Code-Ide-Authorization realm=\"claude-ide-bridge\"\r\n\r\n\
           missing or wrong authentication token\n"
     );
 }
