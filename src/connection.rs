@@ -510,7 +510,7 @@ impl Connection {
     }
 
     /// Answer the pending call `seq`. `false` when it is not pending (answered, cancelled, or
-    /// the connection is done).
+    /// the connection is done or closing).
     pub(crate) fn answer(
         &mut self,
         seq: u64,
@@ -524,6 +524,13 @@ impl Connection {
         let Some(s) = &mut self.session else {
             return false;
         };
+        // Closing (the host closed it, or a Close went out): nothing more can be sent, so the
+        // answer is refused as for a call no longer pending (docs/protocol.md, "Pending calls"),
+        // not taken and dropped; the call stays pending until the connection ends, which
+        // withdraws it.
+        if s.ws.sender.close_sent() || s.ws.sender.is_aborted() {
+            return false;
+        }
         let answered = s.mcp.answer_call(&mut s.ws.sender, seq, compat, body);
         if answered.is_some() && over_limit(s, cx.config.limits.max_outbound) {
             self.outbound_full(cx);

@@ -464,7 +464,10 @@ pub fn parse_upgrade(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, 
     {
         return Err(Rejection::BadRequest("an upgrade request has no body"));
     }
-    if headers.iter().any(|h| h.name.eq_ignore_ascii_case("Expect")) {
+    if headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("Expect"))
+    {
         return Err(Rejection::BadRequest(
             "Expect is not taken on an upgrade request",
         ));

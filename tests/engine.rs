@@ -3,10 +3,11 @@
 mod common;
 
 use claude_ide_bridge::ws::OpCode;
-use claude_ide_bridge::{AtMentioned, Notification};
 use claude_ide_bridge::{
-    CancelReason, DisconnectReason, Event, Target, ToolCall, ToolName, ToolResult, ToolSet,
+    ApiError, CancelReason, DisconnectReason, Event, Target, ToolCall, ToolName, ToolResult,
+    ToolSet,
 };
+use claude_ide_bridge::{AtMentioned, Notification};
 use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -935,6 +936,31 @@ fn disconnect_and_shutdown_resolve_pending_diffs() {
     assert!(head.starts_with("HTTP/1.1 503"));
     p.send_frame(c, OpCode::Close, true, &1001u16.to_be_bytes());
     assert!(p.server.is_idle());
+}
+
+/// A call still pending when the host closes its connection can no longer be answered: the
+/// answer is refused (`NotPending`), as for any call not pending, where it was taken (`Ok`) and
+/// dropped.
+#[test]
+fn an_answer_after_the_host_closed_the_connection_is_refused() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let diff = open_diff(&mut p, c, 1, "t");
+    p.server.close(c, p.now).unwrap();
+    let before = p.frames(c);
+    assert_eq!(close_code(&before), Some(1000));
+    assert_eq!(
+        p.server.respond(diff, ToolResult::file_saved("x")),
+        Err(ApiError::NotPending)
+    );
+    assert!(p.frames(c).is_empty());
+    // The close handshake ends it, and the call is withdrawn then.
+    p.take_events();
+    p.send_frame(c, OpCode::Close, true, &1000u16.to_be_bytes());
+    assert!(p.take_events().contains(&Event::CallCancelled {
+        call: diff,
+        reason: CancelReason::Disconnected
+    }));
 }
 
 #[test]
