@@ -411,7 +411,11 @@ impl ServerProcess {
             let read = |raw: &RawValue| {
                 crate::rpc::decode_with::<DocumentDiagnostic, _>(raw, |r| PullReport::read(r, max))
             };
-            match self.request_read::<DocumentDiagnostic, _>(|_| true, params, deadline, read) {
+            // The version is checked again where the request is queued, in the same hold of the
+            // lock: a text synced in between (another thread's `sync`) would otherwise go out
+            // before the request, and the answer, for that text, be kept as this one's.
+            let still_mine = |s: &mut State| s.version(path) == Some(version);
+            match self.request_read::<DocumentDiagnostic, _>(still_mine, params, deadline, read) {
                 Ok(report) => {
                     let mut state = self.shared.lock();
                     match state.take_pull(path, version, report) {
