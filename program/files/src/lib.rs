@@ -241,6 +241,25 @@ impl Workspace {
         &self.limits
     }
 
+    /// Whether `path` names a place inside a workspace folder, by its text alone: an absolute
+    /// path under a folder as advertised or as it is on disk, or a relative one that `..` does
+    /// not take out. Nothing is looked at on disk (a link on the way may still lead out: what is
+    /// read or written is checked again), so it suits a sorting of names that come in quickly,
+    /// such as a language server's diagnostics for files it was never asked about.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let ws = Workspace::new(vec!["/srv/app".into()], Limits::default());
+    /// # #[cfg(unix)] {
+    /// assert!(ws.contains("/srv/app/src/main.rs"));
+    /// assert!(!ws.contains("/etc/passwd"));
+    /// assert!(!ws.contains("/srv/app/../other/x"));
+    /// # }
+    /// ```
+    pub fn contains(&self, path: &str) -> bool {
+        !matches!(self.lexical(path), Err(Error::Outside { .. }))
+    }
+
     /// Reads a regular UTF-8 text file inside the workspace (see [`Workspace::read`]); this is
     /// what `readFile` answers and what is handed to a language server.
     ///

@@ -227,6 +227,13 @@ fn named_path(uri: &str) -> Option<String> {
     }
 }
 
+/// Whether a server's diagnostics for `uri` are for a file inside the workspace: a server may
+/// publish for any file it looks at (a library's, `/etc/passwd`), which claude is not told about,
+/// as `getDiagnostics {uri}` answers `[]` for a file outside (docs/protocol.md, "getDiagnostics").
+fn in_workspace(ws: &Workspace, uri: &str) -> bool {
+    named_path(uri).is_some_and(|p| ws.contains(&p))
+}
+
 /// Reads a file for a server through the workspace (inside it, a regular file, bounded, UTF-8):
 /// `Ok(None)` when it does not exist.
 fn read(ws: &Workspace, path: &str) -> Result<Option<Text>, Error> {
@@ -744,7 +751,7 @@ impl LanguageServers {
             .lsp
             .known()
             .into_iter()
-            .filter(|f| !editor.contains_key(&f.uri))
+            .filter(|f| !editor.contains_key(&f.uri) && in_workspace(&self.ws, &f.uri))
             .map(|f| (f.uri, f.diagnostics))
             .collect();
         files.extend(editor.iter().map(|(u, d)| (u.clone(), d.clone())));
@@ -892,7 +899,7 @@ impl Host {
     /// A server's diagnostics for a file changed: `diagnostics_changed` to every client, unless
     /// the editor reports that file (`--stdio`).
     pub(super) fn on_lsp_change(&mut self, change: FileDiagnostics) {
-        if self.editor_reported(&change.uri) {
+        if self.editor_reported(&change.uri) || !in_workspace(&self.ws, &change.uri) {
             return;
         }
         self.handle.notify(
