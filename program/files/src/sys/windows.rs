@@ -227,7 +227,7 @@ impl Listing for Listed {
 
 impl Workspace {
     /// The folder a wire path is in and its plain components below it (see the module docs).
-    fn lexical(&self, path: &str) -> Result<(usize, Vec<String>), Error> {
+    pub(crate) fn lexical(&self, path: &str) -> Result<(usize, Vec<String>), Error> {
         let given = winpath::from_uri(path).map_err(|why| Error::outside(path, why))?;
         // Every use is a file's: `a.txt\` names a directory, not the file `a.txt`.
         if given.ends_with(['/', '\\']) {
