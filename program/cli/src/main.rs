@@ -552,7 +552,11 @@ fn serve(
     };
     let started = match runtime::start(common.runtime, opts.clone(), sink()) {
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && kept.may_move() => {
-            kept.port_taken();
+            let lock_dir = match &opts.lock_file {
+                LockFileMode::Dir(d) => Some(d.clone()),
+                _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
+            };
+            kept.port_taken(lock_dir.as_deref());
             opts.port = kept.port();
             opts.auth_token = Some(kept.token());
             runtime::start(common.runtime, opts, sink())

@@ -208,6 +208,30 @@ fn two_at_once_share_nothing() {
     old_client_gets_in(second.port, &second.token());
 }
 
+/// A bridge for the same workspace bound to another address (`--host 127.0.0.2`) could bind the
+/// first's kept port: it wrote its lock file over the first's, with the first's token, and its
+/// stop removed the lock file of the bridge still running. Now the port counts as taken (a live
+/// process's lock file names it): the second gets a port, token and lock file of its own, and its
+/// stop leaves the first's.
+#[test]
+fn a_second_bridge_on_another_address_takes_nothing_of_the_first() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let first_lock = fs::read(&first.lock).unwrap();
+    let mut second = Served::start(&sb, &["--host", "127.0.0.2"]);
+    assert_ne!(second.port, first.port);
+    assert_ne!(second.lock, first.lock);
+    assert_ne!(second.token(), first.token());
+    second.stderr.wait_for(&format!(
+        "port {}, kept for this workspace, is taken: another bridge (pid {}) serves it",
+        first.port,
+        first.child.id()
+    ));
+    assert_eq!(second.stop(), 0);
+    assert_eq!(fs::read(&first.lock).unwrap(), first_lock);
+    old_client_gets_in(first.port, &first.token());
+}
+
 /// Each workspace has its own file.
 #[test]
 fn workspaces_are_kept_apart() {

@@ -74,6 +74,14 @@ impl Core {
         };
         if let Some(dir) = dir {
             lock::ensure_lock_dir(&dir)?;
+            // A port served on another address by a live process with its lock file there: taken,
+            // for the lock file as for the client, which finds the host by the port alone.
+            if let Some(pid) = lock::port_held(&dir, port) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("port {port} is served on another address by pid {pid}, whose lock file names it"),
+                ));
+            }
             for stale in lock::remove_stale_locks(&dir, &opts.ide_name)? {
                 core.log(|| format!("Removed stale lock file {}", stale.display()));
             }

@@ -74,7 +74,14 @@ fn check_lock_dir(dir: &Path) -> io::Result<()> {
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
+    // Random as well: a run killed between the create and the rename leaves its file, and a
+    // later run with the same pid (pid 1 in every container) and sequence would collide on that
+    // name for good.
+    let salt = rand_core::RngCore::next_u32(&mut rand_core::OsRng);
+    let tmp = dir.join(format!(
+        ".{name}.{}.{seq}.{salt:08x}.tmp",
+        std::process::id()
+    ));
     let mut file = sys::create_private_file(&tmp)?;
     // Closed before the rename, which Windows refuses for an open file.
     let written = file.write_all(contents);
@@ -118,10 +125,7 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         if !meta.is_file() || !sys::owned_by_me(&meta) {
             continue;
         }
-        let Ok(text) = fs::read_to_string(&path) else {
-            continue;
-        };
-        let Ok(lock) = LockFile::parse(&text) else {
+        let Some(lock) = read_lock(&path) else {
             continue;
         };
         // Our own pid on a file this process did not write: a previous run's, in a container
@@ -149,6 +153,35 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
     Ok(removed)
 }
 
+/// The most bytes of a lock file read: one of ours is a few hundred; a larger one is not a lock
+/// file to trust.
+const MAX_LOCK_FILE_BYTES: u64 = 64 * 1024;
+
+/// The lock file at `path`, read (at most [`MAX_LOCK_FILE_BYTES`]) and parsed.
+fn read_lock(path: &Path) -> Option<LockFile> {
+    use std::io::Read;
+    let mut text = String::new();
+    fs::File::open(path)
+        .ok()?
+        .take(MAX_LOCK_FILE_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    LockFile::parse(&text).ok()
+}
+
+/// The pid of a live process, not this one, whose lock file for `port` is in `dir`: that port
+/// is served, on another address (a bridge bound to `127.0.0.2` or `::1` gets the same port as
+/// one on `127.0.0.1`), and its lock file is not ours to write over or remove.
+pub fn port_held(dir: &Path, port: u16) -> Option<u32> {
+    let path = dir.join(lock_file_name(port));
+    let meta = fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let lock = read_lock(&path)?;
+    (lock.pid != std::process::id() && pid_alive(lock.pid)).then_some(lock.pid)
+}
+
 /// The lock files this process has written and not removed (by [`LockGuard`]), whatever their
 /// signal cleanup: [`remove_stale_locks`] takes a file with this process's pid for stale only when
 /// it is not one of them.
@@ -168,6 +201,8 @@ pub struct LockGuard {
     path: PathBuf,
     registered: bool,
     removed: bool,
+    /// The file as written: another process's file renamed over it since is not touched.
+    written: Option<fs::Metadata>,
 }
 
 impl LockGuard {
@@ -191,15 +226,25 @@ impl LockGuard {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(path.clone());
-        let guard = LockGuard {
+        let mut guard = LockGuard {
             dir: dir.to_path_buf(),
             name,
             path,
             registered: signal_cleanup,
             removed: false,
+            written: None,
         };
         write_atomic(&guard.dir, &guard.name, content.to_json().as_bytes())?;
+        guard.written = fs::symlink_metadata(&guard.path).ok();
         Ok(guard)
+    }
+
+    /// Whether the file at the path is still the one this guard wrote.
+    fn still_ours(&self) -> bool {
+        match (&self.written, fs::symlink_metadata(&self.path)) {
+            (Some(written), Ok(now)) => sys::same_file(written, &now),
+            _ => false,
+        }
     }
 
     /// The file's path.
@@ -216,7 +261,15 @@ impl LockGuard {
             ));
         }
         check_lock_dir(&self.dir)?;
-        write_atomic(&self.dir, &self.name, content.to_json().as_bytes())
+        if !self.still_ours() {
+            return Err(io::Error::other(format!(
+                "{} was replaced by another process's lock file: left to it",
+                self.path.display()
+            )));
+        }
+        write_atomic(&self.dir, &self.name, content.to_json().as_bytes())?;
+        self.written = fs::symlink_metadata(&self.path).ok();
+        Ok(())
     }
 
     /// Removes the file (once; later calls do nothing).
@@ -228,9 +281,15 @@ impl LockGuard {
         if self.registered {
             signals::unregister(&self.path);
         }
-        let removed = match fs::remove_file(&self.path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
+        // Another process's file renamed over ours since (a bridge on the same port and
+        // another address) is its own, and stays.
+        let removed = if !self.still_ours() {
+            Ok(())
+        } else {
+            match fs::remove_file(&self.path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
         };
         let mut written = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = written.iter().position(|p| *p == self.path) {
@@ -249,6 +308,24 @@ impl Drop for LockGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lock file renamed over ours by another process (a bridge on the same port and another
+    /// address) is its own: our update refuses to write over it, and our removal leaves it (it
+    /// removed it, and claude lost the bridge still running).
+    #[test]
+    fn a_lock_file_replaced_by_another_process_is_left_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = || claude_ide_bridge::AuthToken::from_string("t".repeat(43));
+        let ours = LockFile::new(std::process::id(), vec!["/w".into()], "Vim", false, token());
+        let mut guard = LockGuard::create(dir.path(), 3, &ours, false).unwrap();
+        guard.update(&ours).unwrap();
+        let theirs = LockFile::new(1, vec!["/x".into()], "Vim", false, token());
+        write_atomic(dir.path(), "3.lock", theirs.to_json().as_bytes()).unwrap();
+        assert!(guard.update(&ours).is_err());
+        guard.remove().unwrap();
+        let left = fs::read_to_string(dir.path().join("3.lock")).unwrap();
+        assert_eq!(LockFile::parse(&left).unwrap().pid, 1);
+    }
 
     /// A lock file with this process's pid that this process did not write (a previous run's,
     /// in a container where each run is pid 1) is stale; one it wrote is not.

@@ -135,6 +135,12 @@ impl Store {
     /// for it yet), `Err` when there is one that is not used (it is replaced by the next
     /// [`Store::save`]).
     pub fn load(&self) -> Result<Option<Saved>, Refused> {
+        // The folder as a save checks it: a file in a folder others may write to is not read.
+        match crate::sys::check_private_dir(&self.dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Refused::Unreadable(e)),
+            Ok(()) => {}
+        }
         let bytes = match crate::sys::read_private(&self.path(), MAX_STATE_BYTES) {
             Ok(Some(b)) => b,
             Ok(None) => return Ok(None),
@@ -181,7 +187,7 @@ impl Store {
 ///
 /// The rules: the port given with `--port` wins; else the kept one, else any free one. The token
 /// is the kept one unless `--new-token` (or there is none). A kept port found taken is left for a
-/// new one: when the bridge that kept it is still running (two bridges for one workspace), with a
+/// new one: when a bridge serves it (its lock file says so: two bridges for one workspace), with a
 /// new token too, and the file stays that bridge's; else (another program took the port) the new
 /// port is kept instead. A file that cannot be used is reported and replaced.
 pub struct Kept {
@@ -269,17 +275,28 @@ impl Kept {
         self.explicit_port.is_none() && self.port != 0
     }
 
-    /// The kept port is taken: go on with any free port (and, when the bridge that kept it still
-    /// runs, a new token, keeping nothing).
-    pub fn port_taken(&mut self) {
+    /// The kept port is taken: go on with any free port (and, when a bridge serves it, a new
+    /// token, keeping nothing).
+    ///
+    /// Which it is, is told by the lock files in `lock_dir`: a live process whose `<port>.lock`
+    /// is there is a bridge (this workspace's, started at the same moment or before, or one
+    /// bound to another address), and the port, token and state file are its own. The state
+    /// file's pid alone does not tell: two bridges started at once both read a dead one (and
+    /// the second took the first's token and state file), and a pid reused by another program
+    /// looks alive for good (and nothing was ever kept again). A bridge that has bound the port
+    /// and not yet written its lock file is waited for, briefly.
+    pub fn port_taken(&mut self, lock_dir: Option<&Path>) {
         let taken = self.port;
         self.port = 0;
-        let me = std::process::id();
-        let live = self
-            .loaded
-            .as_ref()
-            .map(|s| s.pid)
-            .filter(|&pid| pid != me && claude_ide_bridge_runtime::lock::pid_alive(pid));
+        let held = |dir: &Path| {
+            (0..5).find_map(|i| {
+                if i > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                claude_ide_bridge_runtime::lock::port_held(dir, taken)
+            })
+        };
+        let live = lock_dir.and_then(held);
         match live {
             Some(pid) => {
                 self.token = claude_ide_bridge_runtime::generate_token();
@@ -383,6 +400,65 @@ pub(crate) mod tests {
         if let Some(mode) = crate::sys::mode_of(s.path().parent().unwrap()) {
             assert_eq!(mode, 0o700);
         }
+    }
+
+    /// A kept port taken by a live process whose lock file names it is a bridge's: a new token,
+    /// nothing kept. Taken with no lock file naming it, it is another program's, whatever the
+    /// state file's pid (alive here: a pid reused by another program, which kept every later
+    /// start from keeping anything): the new port is kept, with the token.
+    #[cfg(unix)]
+    #[test]
+    fn a_taken_port_is_a_bridges_only_when_its_lock_file_says_so() {
+        let d = tempfile::tempdir().unwrap();
+        let locks = d.path().join("locks");
+        fs::create_dir(&locks).unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let s = store(d.path());
+        let mut kept_by = saved();
+        kept_by.pid = other.id();
+        s.save(&kept_by).unwrap();
+        let folders = ["/w/a".to_owned(), "/w/b".to_owned()];
+
+        let mut reused = Kept::load_from(Some(d.path()), &folders, None, false);
+        reused.port_taken(Some(&locks));
+        assert_eq!(reused.port(), 0);
+        assert_eq!(reused.token().as_str(), kept_by.token.as_str());
+        assert!(reused.save);
+
+        let lock = claude_ide_bridge::LockFile::new(
+            other.id(),
+            folders.to_vec(),
+            "claude-ide-bridge",
+            false,
+            kept_by.token.clone(),
+        );
+        fs::write(locks.join("40123.lock"), lock.to_json()).unwrap();
+        let mut second = Kept::load_from(Some(d.path()), &folders, None, false);
+        second.port_taken(Some(&locks));
+        assert_ne!(second.token().as_str(), kept_by.token.as_str());
+        assert!(!second.save);
+        assert!(second.notes.iter().any(|n| n.contains("another bridge")));
+        let _ = other.kill();
+        let _ = other.wait();
+    }
+
+    /// A state file in a folder others may write to is not read (the save refused that folder,
+    /// and the load used the file in it).
+    #[cfg(unix)]
+    #[test]
+    fn a_file_in_a_folder_open_to_others_is_not_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        s.save(&saved()).unwrap();
+        let folder = s.path().parent().unwrap().to_path_buf();
+        fs::set_permissions(&folder, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(s.load(), Err(Refused::Unreadable(_))));
+        fs::set_permissions(&folder, fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(s.load().unwrap().is_some());
     }
 
     #[test]

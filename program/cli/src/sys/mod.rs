@@ -8,7 +8,7 @@
 //! The interface:
 //!
 //! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
-//! - `state_dir()`, `read_private(path, max)`, `private_dir(dir)`: the program's state folder and
+//! - `state_dir()`, `read_private(path, max)`, `private_dir(dir)`, `check_private_dir(dir)`: the program's state folder and
 //!   the private files in it (`state`); `private_dirs(dir)`, `append_private(path)`: the
 //!   language-server log;
 //! - `is_mine(&Metadata)`, `lock_dir_finding(dir, &Metadata)`, `remove_hint(path)`,

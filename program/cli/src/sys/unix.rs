@@ -74,6 +74,12 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
     if fs::symlink_metadata(dir).is_err() {
         DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     }
+    check_private_dir(dir)
+}
+
+/// Checks `dir` and its parent as [`private_dir`] does, creating nothing: what is read from a
+/// folder that others could write to (or that leads elsewhere) is not trusted either.
+pub fn check_private_dir(dir: &Path) -> io::Result<()> {
     if let Some(parent) = dir.parent() {
         check_dir(parent, 0o022)?;
     }

@@ -86,6 +86,12 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
     if fs::symlink_metadata(dir).is_err() {
         fs::create_dir_all(dir)?;
     }
+    check_private_dir(dir)
+}
+
+/// Checks `dir` and its parent as [`private_dir`] does, creating nothing: what is read from a
+/// folder that others could write to (or that leads elsewhere) is not trusted either.
+pub fn check_private_dir(dir: &Path) -> io::Result<()> {
     if let Some(parent) = dir.parent() {
         check_dir(parent)?;
     }
