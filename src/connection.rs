@@ -550,8 +550,12 @@ impl Connection {
         }
     }
 
-    /// Send a notification if the connection is initialized and not closing; whether it was
-    /// queued.
+    /// Send a notification if the connection is initialized and not closing, and its queued
+    /// output leaves room for it under half of `max_outbound`; whether it was queued. A peer that
+    /// does not read for a while misses news (a selection, a file's diagnostics: sent again when
+    /// they change) rather than its connection: the outbound limit, past which it is dropped, is
+    /// left to the answers it is owed (a language server publishing for thousands of files made
+    /// a client paused for 15 s lose its connection, `outbound_full`).
     pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut Endpoint) -> bool {
         if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
             return false;
@@ -559,6 +563,9 @@ impl Connection {
         let Some(s) = &mut self.session else {
             return false;
         };
+        if s.ws.sender.queued() + frame.len() > cx.config.limits.max_outbound / 2 {
+            return false;
+        }
         match s.mcp.send(&mut s.ws.sender, frame) {
             Ok(()) => {
                 self.mark_dirty(cx);

@@ -280,8 +280,10 @@ impl Server {
     }
 
     /// Send a notification to every initialized connection or to one. Returns how many
-    /// connections it was queued for. An `at_mentioned` sent to [`Target::All`] while no client
-    /// is initialized is kept (bounded, expiring) and delivered when one initializes.
+    /// connections it was queued for: not one whose unwritten output would pass half of
+    /// `max_outbound` with it (a peer that does not read misses news, not its connection). An
+    /// `at_mentioned` sent to [`Target::All`] while no client is initialized is kept (bounded,
+    /// expiring) and delivered when one initializes.
     pub fn notify(&mut self, target: Target, notification: &Notification, now: Instant) -> usize {
         self.scratch.clear();
         notification.write_json(&mut self.scratch);

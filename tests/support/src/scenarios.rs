@@ -335,22 +335,27 @@ pub fn slow_reader<R: Rt>() {
         event_name: "big".into(),
         event_data: json!("x".repeat(64 * 1024)),
     });
+    // News for a client that stops reading stops once half its outbound limit waits for it: it
+    // misses that news and keeps its connection (it was dropped, `OutboundFull`, for news alone),
+    // and the other client is served all along.
     let give_up = Instant::now() + Duration::from_secs(20);
-    let mut dropped = false;
-    while Instant::now() < give_up && !dropped {
-        h.notify(Target::Connection(conn_a), &big);
+    let mut refused = false;
+    while Instant::now() < give_up && !refused {
+        refused = h.notify(Target::Connection(conn_a), &big) == 0;
         while let Some(e) = R::event(&s, Duration::from_millis(1)) {
-            if let Event::Disconnected { conn, reason } = e {
-                assert_eq!(conn, conn_a);
-                assert_eq!(reason, DisconnectReason::OutboundFull);
-                dropped = true;
-            }
+            assert!(
+                !matches!(e, Event::Disconnected { .. }),
+                "dropped for news: {e:?}"
+            );
         }
     }
-    assert!(dropped, "the stalled client was not dropped");
+    assert!(
+        refused,
+        "news kept being queued for a client that does not read"
+    );
     let pong = b.request("ping", json!({}));
     assert_eq!(pong["result"], json!({}));
-    assert_eq!(h.connections().len(), 1);
+    assert_eq!(h.connections().len(), 2);
     R::stop(s);
 }
 
