@@ -551,6 +551,12 @@ impl<'c> Ctx<'c> {
         if !self.phase.initialize_seen() {
             return Err(not_initialized());
         }
+        if matches!(
+            method,
+            "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list"
+        ) {
+            list_params(params)?;
+        }
         match method {
             "tools/list" => {
                 let mut out = Vec::new();
@@ -760,6 +766,32 @@ fn method_not_found(method: &str) -> RpcError {
         jsonrpc::METHOD_NOT_FOUND,
         format!("method not found: {}", jsonrpc::echoed_name(method)),
     )
+}
+
+/// The params of a list method (`tools/list`, `prompts/list`, ...): absent, or an object whose
+/// `cursor`, if any, is `null` (the JSON-RPC layer refuses a scalar or `null`). This host gives every list whole and so no cursor: any
+/// cursor is one it did not give, which MCP's pagination answers with -32602 (docs/protocol.md,
+/// "MCP lifecycle"); so are params that are not an object.
+fn list_params(params: Option<&RawValue>) -> Result<(), RpcError> {
+    #[derive(Deserialize)]
+    struct ListParams<'a> {
+        #[serde(borrow, default)]
+        cursor: Option<&'a RawValue>,
+    }
+    let Some(p) = params.map(|p| p.get().trim()).filter(|p| *p != "null") else {
+        return Ok(());
+    };
+    if !p.starts_with('{') {
+        return Err(RpcError::invalid_params("params must be an object"));
+    }
+    let read: ListParams = serde_json::from_str(p)
+        .map_err(|e| RpcError::invalid_params(format!("bad params: {e}")))?;
+    match read.cursor.map(RawValue::get) {
+        None | Some("null") => Ok(()),
+        Some(_) => Err(RpcError::invalid_params(
+            "unknown cursor: this host gives every list whole, and no cursor",
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -963,6 +963,33 @@ fn an_answer_after_the_host_closed_the_connection_is_refused() {
     }));
 }
 
+/// Every list is given whole: params that are not an object, or a cursor (one this host never
+/// gave), are answered -32602, as MCP's pagination asks (they were ignored, and the whole list
+/// answered); none and `{}` get the list.
+#[test]
+fn list_requests_refuse_cursors_and_params_that_are_not_objects() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    for (i, params) in [json!([1]), json!({"cursor": "bogus"}), json!({"cursor": 5})]
+        .into_iter()
+        .enumerate()
+    {
+        for method in ["tools/list", "prompts/list", "resources/list"] {
+            let r = p.request(c, json!(i), method, params.clone());
+            assert_eq!(r["error"]["code"], -32602, "{method} {params}: {r}");
+        }
+    }
+    for params in [json!({}), json!({"cursor": null, "_meta": {}})] {
+        let r = p.request(c, json!(9), "tools/list", params.clone());
+        assert!(r["result"]["tools"].is_array(), "{params}: {r}");
+    }
+    p.send_json(
+        c,
+        &json!({"jsonrpc": "2.0", "id": 10, "method": "tools/list"}),
+    );
+    assert!(p.messages(c)[0]["result"]["tools"].is_array());
+}
+
 #[test]
 fn shutdown_answers_pending_diffs_with_the_configured_error() {
     let why = "the editor quit before the change was decided";
