@@ -179,6 +179,15 @@ fn pipelined_first_frame_after_the_head_is_processed() {
 
 // ---- docs/protocol.md, "Framing": frames through the server -------------------------------------
 
+/// The JSON messages among `frames` (text frames).
+fn text_messages(frames: &[(u8, Vec<u8>)]) -> Vec<Value> {
+    frames
+        .iter()
+        .filter(|(o, _)| *o == 1)
+        .map(|(_, b)| serde_json::from_slice(b).unwrap())
+        .collect()
+}
+
 fn close_code(frames: &[(u8, Vec<u8>)]) -> Option<u16> {
     frames
         .iter()
@@ -920,11 +929,7 @@ fn disconnect_and_shutdown_resolve_pending_diffs() {
     expect_call(&mut p);
     p.server.shutdown(p.now);
     let f = p.frames(c);
-    let msgs: Vec<Value> = f
-        .iter()
-        .filter(|(o, _)| *o == 1)
-        .map(|(_, b)| serde_json::from_slice(b).unwrap())
-        .collect();
+    let msgs = text_messages(&f);
     assert_eq!(texts(&msgs[0]["result"]), vec!["DIFF_REJECTED", "t"]);
     assert_eq!(msgs[1]["error"]["code"], -32603);
     assert_eq!(close_code(&f), Some(1001));
@@ -1000,11 +1005,7 @@ fn shutdown_answers_pending_diffs_with_the_configured_error() {
     expect_call(&mut p);
     p.server.shutdown(p.now);
     let f = p.frames(c);
-    let msgs: Vec<Value> = f
-        .iter()
-        .filter(|(o, _)| *o == 1)
-        .map(|(_, b)| serde_json::from_slice(b).unwrap())
-        .collect();
+    let msgs = text_messages(&f);
     // A tool error, not a rejection: nobody decided.
     assert_eq!(msgs[0]["id"], 1);
     assert_eq!(msgs[0]["result"]["isError"], true);

@@ -853,68 +853,29 @@ fn warm_connect_opens_the_most_recently_modified_file() {
     }
 }
 
-/// A server that, for each text it is given, publishes its diagnostic (versioned) and one for a
-/// file outside the workspace.
-const PUBLISHES_OUTSIDE: &str = r#"
-import json, sys
-inp, out = sys.stdin.buffer, sys.stdout.buffer
-OUTSIDE = sys.argv[1]
-def send(m):
-    b = json.dumps(m).encode()
-    out.write(b"Content-Length: %d\r\n\r\n" % len(b) + b)
-    out.flush()
-def diag(msg):
-    return {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}, "message": msg, "severity": 1}
-while True:
-    n = None
-    while True:
-        line = inp.readline()
-        if not line:
-            sys.exit(0)
-        line = line.strip()
-        if not line:
-            break
-        k, _, v = line.partition(b":")
-        if k.lower() == b"content-length":
-            n = int(v)
-    m = json.loads(inp.read(n))
-    method = m.get("method")
-    if method == "initialize":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"capabilities": {"textDocumentSync": 1}}})
-    elif method == "shutdown":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": None})
-    elif method == "exit":
-        sys.exit(0)
-    elif method in ("textDocument/didOpen", "textDocument/didChange"):
-        doc = m["params"]["textDocument"]
-        send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": OUTSIDE, "diagnostics": [diag("outside the workspace")]}})
-        send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": [diag("inside")]}})
-"#;
-
 /// A server's diagnostics for a file outside the workspace (it may look at any file: a library's,
 /// `/etc/passwd`) reach claude neither as `diagnostics_changed` nor in `getDiagnostics {}`, as
 /// `getDiagnostics {uri}` already answered `[]` for such a file; they did both.
 #[test]
 fn a_servers_diagnostics_for_files_outside_the_workspace_are_not_passed_on() {
     let sb = Sandbox::new();
-    let script = sb.root().join("server.py");
-    fs::write(&script, PUBLISHES_OUTSIDE).unwrap();
-    let outside = sb.root().join("outside.py");
-    fs::write(&outside, "").unwrap();
+    // The lsp crate's scripted server, publishing for `/outside-the-workspace/lib.py` too.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+    let outside = Path::new("/outside-the-workspace/lib.py");
     let app = sb.ws.join("app.py");
-    fs::write(&app, "x = 1\n").unwrap();
-    let server = format!("python=python3 {} {}", script.display(), uri(&outside));
+    fs::write(&app, "x = 1\nerror here\n").unwrap();
+    let server = format!("python=python3 {} outside", script.display());
     let mut s = serve(&sb, "threads", &["--lsp", &server]);
     let mut c = Session::new(&s);
     let answer = c.diagnostics(json!({"uri": uri(&app)}));
-    assert_eq!(messages(&answer, &app), ["inside"], "{answer:?}");
+    assert_eq!(messages(&answer, &app), ["bad line 1"], "{answer:?}");
     c.wait_note("the inside file's change", |v| {
         v["params"]["uri"] == json!(uri(&app))
     });
     let all = c.diagnostics(json!({}));
-    assert_eq!(messages(&all, &app), ["inside"], "{all:?}");
+    assert_eq!(messages(&all, &app), ["bad line 1"], "{all:?}");
     assert!(
-        all.iter().all(|e| e["uri"] != json!(uri(&outside))),
+        all.iter().all(|e| e["uri"] != json!(uri(outside))),
         "{all:?}"
     );
     assert!(

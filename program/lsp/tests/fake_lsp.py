@@ -170,6 +170,11 @@ def main():
                 time.sleep(1.5)
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(text)}})
                 send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "load", "value": {"kind": "end"}}})
+            elif MODE == "outside":
+                # As a server looking at a library's files: a publish for a file outside the
+                # workspace too, before the document's own.
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///outside-the-workspace/lib.py", "diagnostics": diagnostics("error")}})
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": diagnostics(text)}})
             elif MODE == "late-unversioned":
                 # No version, each text's diagnostics 300 ms after it came.
                 time.sleep(0.3)
