@@ -881,7 +881,7 @@ fn a_servers_diagnostics_for_files_outside_the_workspace_are_not_passed_on() {
     assert!(
         c.notes
             .iter()
-            .all(|v| v["params"]["uri"] != json!(uri(&outside))),
+            .all(|v| v["params"]["uri"] != json!(uri(outside))),
         "{:?}",
         c.notes
     );
