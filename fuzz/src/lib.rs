@@ -125,7 +125,13 @@ fn check_refusal(out: &[u8], status: u16) {
         .parse()
         .expect("a number");
     assert_eq!(length, body.len());
-    assert!(head.contains("Connection: close"));
+    // A 426 lists `Upgrade` too, as it names the protocol it requires (RFC 9110).
+    let connection = if status == 426 {
+        "Connection: Upgrade, close"
+    } else {
+        "Connection: close"
+    };
+    assert!(head.lines().any(|l| l == connection), "{head}");
 }
 
 // ---- text ------------------------------------------------------------------------------------
