@@ -3,7 +3,7 @@
 //!
 //! Bytes flow through four steps, none of which does any IO:
 //!
-//! 1. [`HeadReader`] collects the request head. It scans for `\r\n\r\n` once, byte by byte, remembering how
+//! 1. [`HeadReader`] collects the request head. It scans for the blank line that ends it once, byte by byte, remembering how
 //!    far it got, and never holds more than the head-size limit.
 //! 2. [`parse_upgrade`] parses that head once with `httparse` and checks that it is a well-formed WebSocket
 //!    upgrade request (400, 426 or 431 otherwise).
@@ -60,17 +60,19 @@ pub const AUTH_HEADER: &str = "X-Claude-Code-Ide-Authorization";
 /// What [`HeadReader::feed`] has seen so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeadStatus {
-    /// No `\r\n\r\n` yet and still under the limit: feed more bytes.
+    /// No blank line yet and still under the limit: feed more bytes.
     Partial,
-    /// The head, up to and including `\r\n\r\n`, is in [`HeadReader::head`].
+    /// The head, up to and including the blank line that ends it, is in [`HeadReader::head`].
     Complete,
-    /// The limit was reached without `\r\n\r\n`: answer 431 ([`Rejection::HeadersTooLarge`]) and close.
+    /// The limit was reached without a blank line: answer 431 ([`Rejection::HeadersTooLarge`]) and close.
     TooLarge,
 }
 
 /// Accumulates an HTTP request head, up to and including the blank line that ends it.
 ///
-/// The search for `\r\n\r\n` is a four-state matcher that looks at every byte exactly once and carries its
+/// A line ends with `\r\n` or with a bare `\n` (RFC 9112, section 2.2 lets a recipient take a single LF as a line
+/// terminator, and [`parse_upgrade`] reads lines as that section allows), so the head ends at the first empty line:
+/// `\r\n\r\n`, or `\n\n`, `\n\r\n`, `\r\n\n`. The search is a four-state matcher that looks at every byte exactly once and carries its
 /// state from one [`feed`](Self::feed) to the next, so feeding a head one byte at a time costs the same as
 /// feeding it whole (re-scanning the whole buffer on every read was CVE-2023-43669). The reader never holds
 /// more than `max_head_bytes` bytes, and a head of exactly `max_head_bytes` bytes is accepted.
@@ -88,8 +90,9 @@ pub enum HeadStatus {
 pub struct HeadReader {
     buf: Vec<u8>,
     max: usize,
-    /// How many bytes of `\r\n\r\n` the end of `buf` matches (0..=4). This is the remembered search state:
-    /// the scan resumes at `buf.len()` with it.
+    /// Where the end of `buf` stands: 0 inside a line, 1 after a `\r` inside a line, 2 at the start of a line,
+    /// 3 after a `\r` at the start of a line, 4 after the empty line that ends the head. This is the remembered
+    /// search state: the scan resumes at `buf.len()` with it.
     matched: u8,
     /// Bytes examined by the scan, over the reader's life (equals `buf.len()`: each byte is looked at once).
     scanned: usize,
@@ -130,8 +133,8 @@ impl HeadReader {
             self.matched = match (self.matched, byte) {
                 (2, b'\r') => 3,
                 (_, b'\r') => 1,
-                (1, b'\n') => 2,
-                (3, b'\n') => 4,
+                (0 | 1, b'\n') => 2,
+                (_, b'\n') => 4,
                 _ => 0,
             };
             if self.matched == 4 {
@@ -142,7 +145,7 @@ impl HeadReader {
         }
         self.append(&window[..taken]);
         if self.status == HeadStatus::Partial && self.buf.len() >= self.max {
-            // A full buffer without the terminator: any complete head would be longer than the limit.
+            // A full buffer without the empty line: any complete head would be longer than the limit.
             self.status = HeadStatus::TooLarge;
         }
         (taken, self.status)

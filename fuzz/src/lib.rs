@@ -69,7 +69,10 @@ pub fn upgrade(data: &[u8]) {
             check_refusal(&out, 431);
             return;
         }
-        HeadStatus::Complete => assert!(reader.head().ends_with(b"\r\n\r\n")),
+        HeadStatus::Complete => {
+            let head = reader.head();
+            assert!(head.ends_with(b"\n\n") || head.ends_with(b"\n\r\n"));
+        }
     }
     let origins = if cfg & 16 != 0 {
         vec!["vscode-webview://abc".to_string()]

@@ -302,9 +302,9 @@ fn head_with_trailing_or_missing_bytes_is_400() {
         parse_upgrade(cut, 64),
         Err(Rejection::BadRequest(_))
     ));
-    let bare_lf = b"GET / HTTP/1.1\nHost: localhost\n\n\r\n\r\n";
+    let bytes_after_a_bare_lf_head = b"GET / HTTP/1.1\nHost: localhost\n\n\r\n\r\n";
     assert!(matches!(
-        parse_upgrade(bare_lf, 64),
+        parse_upgrade(bytes_after_a_bare_lf_head, 64),
         Err(Rejection::BadRequest(_))
     ));
     assert!(matches!(
@@ -729,11 +729,53 @@ fn terminator_is_found_across_reads_and_after_stray_crs() {
     assert_eq!(reader.status(), HeadStatus::Complete);
     assert_eq!(reader.head(), b"GET / HTTP/1.1\r\nH: x\r\r\n\r\n");
     let mut reader = HeadReader::new(64);
-    assert_eq!(
-        reader.feed(b"\r\n\n\r\n\r\r\n\nX"),
-        (10, HeadStatus::Partial)
-    );
-    assert_eq!(reader.feed(b"\r\n\r\nY"), (4, HeadStatus::Complete));
+    assert_eq!(reader.feed(b"A\r\rB\r\r\n"), (7, HeadStatus::Partial));
+    assert_eq!(reader.feed(b"\r\r\nC\r\n\r\nY"), (8, HeadStatus::Complete));
+    assert_eq!(reader.head(), b"A\r\rB\r\r\n\r\r\nC\r\n\r\n");
+}
+
+/// RFC 9112, section 2.2: a recipient may take a bare LF as a line's end. A head whose lines end so, in any
+/// mix with CRLF, ends at its first empty line and is upgraded like any other, not left waiting for a
+/// `\r\n\r\n` that never comes.
+#[test]
+fn a_head_with_bare_lf_lines_ends_at_its_empty_line_and_is_upgraded() {
+    let lines = real_lines();
+    let endings: [(&str, &str); 4] = [
+        ("\n", "\n"),
+        ("\n", "\r\n"),
+        ("\r\n", "\n"),
+        ("\r\n", "\r\n"),
+    ];
+    for (line_end, blank) in endings {
+        let mut wire = lines.join(line_end).into_bytes();
+        wire.extend_from_slice(line_end.as_bytes());
+        wire.extend_from_slice(blank.as_bytes());
+        let head_len = wire.len();
+        wire.extend_from_slice(b"\x81\x80");
+        let mut reader = HeadReader::new(16 * 1024);
+        assert_eq!(
+            reader.feed(&wire),
+            (head_len, HeadStatus::Complete),
+            "{line_end:?} then {blank:?}"
+        );
+        let (result, out) = respond(&wire[..head_len], &policy());
+        assert_eq!(result.unwrap().auth_token(), Some(TOKEN));
+        assert!(out.starts_with(b"HTTP/1.1 101 Switching Protocols\r\n"));
+        // Fed a byte at a time, it ends at the same place.
+        let mut reader = HeadReader::new(16 * 1024);
+        let used: usize = wire
+            .iter()
+            .map(|b| reader.feed(std::slice::from_ref(b)).0)
+            .sum();
+        assert_eq!((used, reader.status()), (head_len, HeadStatus::Complete));
+    }
+    // A bare CR is no line's end: the head goes on, and the parser refuses the CR.
+    let mut wire = join(&lines);
+    let at = wire.windows(2).position(|w| w == b"\r\n").unwrap();
+    wire.remove(at + 1);
+    let (result, out) = respond(&wire, &policy());
+    assert!(matches!(result, Err(Rejection::BadRequest(_))));
+    assert_refusal(&out, "HTTP/1.1 400 Bad Request");
 }
 
 #[test]
