@@ -623,7 +623,7 @@ pub fn authorize(req: &UpgradeRequest, policy: &Policy<'_>) -> Result<(), Reject
 }
 
 /// Whether a `Host` header value names the loopback interface, ASCII case-insensitively, with an optional
-/// `:port` (decimal, at most 65535):
+/// `:port` (decimal, at most 65535, or empty, which RFC 9110 takes as the default port):
 ///
 /// - `localhost` and `localhost.`;
 /// - any IPv4 address in `127.0.0.0/8`, in dotted-quad form (`127.0.0.1`, `127.1.2.3`; not `127.1`, not
@@ -666,12 +666,8 @@ pub fn is_loopback_host(host: &str) -> bool {
             None => (Some(host), None),
         }
     };
-    if let Some(port) = port {
-        let digits =
-            !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
-        if !digits || port.parse::<u16>().is_err() {
-            return false;
-        }
+    if !port.is_none_or(is_port) {
+        return false;
     }
     match name {
         None => true,
@@ -683,8 +679,17 @@ pub fn is_loopback_host(host: &str) -> bool {
     }
 }
 
+/// Whether the text after a `Host` header's `:` is a port: decimal digits for at most 65535, or nothing (RFC 3986's
+/// `port = *DIGIT`; RFC 9110, section 4.2.3 takes an empty port as the scheme's default).
+fn is_port(port: &str) -> bool {
+    port.is_empty()
+        || (port.len() <= 5
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u16>().is_ok())
+}
+
 /// Whether a `Host` header value is one of `names` (ASCII case-insensitively, a trailing `.` on either
-/// side ignored), with an optional `:port` (decimal, at most 65535). A bracketed IPv6 literal is
+/// side ignored), with an optional `:port` (decimal, at most 65535, or empty). A bracketed IPv6 literal is
 /// compared with its brackets (`[fd00::1]`). An empty name never matches.
 ///
 /// ```
@@ -710,12 +715,8 @@ pub fn is_allowed_host(host: &str, names: &[String]) -> bool {
     if name.len() + port.map_or(0, |p| p.len() + 1) != host.len() {
         return false; // Something after `]` that is not `:port`.
     }
-    if let Some(port) = port {
-        let digits =
-            !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
-        if !digits || port.parse::<u16>().is_err() {
-            return false;
-        }
+    if !port.is_none_or(is_port) {
+        return false;
     }
     let bare = |n: &str| n.strip_suffix('.').unwrap_or(n).to_string();
     let name = bare(name);
