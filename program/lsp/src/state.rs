@@ -1354,8 +1354,12 @@ impl State {
             NumberOrString::String(_) => return,
         };
         match p.value.kind.as_deref() {
-            Some("begin") if self.progress.len() < MAX_PROGRESS => {
-                self.progress.insert(token, Instant::now());
+            Some("begin")
+                if self.progress.len() < MAX_PROGRESS || self.progress.contains_key(&token) =>
+            {
+                // A token begun again keeps its first begin: a server that repeats `begin` for
+                // the same work (and never ends it) is not busy for longer than PROGRESS_STALE.
+                self.progress.entry(token).or_insert_with(Instant::now);
             }
             Some("end") => {
                 self.progress.remove(&token);

@@ -873,6 +873,16 @@ fn work_in_progress_is_tracked_until_it_ends() {
     // Never ended: no longer holds answers back after a while.
     progress(&mut s, json!("forever"), "begin");
     assert!(!s.busy(Instant::now() + PROGRESS_STALE + Duration::from_secs(1)));
+    // Begun again without an end: the while counts from the first begin, so a server repeating
+    // its `begin` is not busy for good.
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    let first = Instant::now();
+    progress(&mut s, json!("again"), "begin");
+    std::thread::sleep(Duration::from_millis(60));
+    progress(&mut s, json!("again"), "begin");
+    assert!(s.busy(first + PROGRESS_STALE - Duration::from_millis(1)));
+    assert!(!s.busy(first + PROGRESS_STALE + Duration::from_millis(30)));
+    assert_eq!(s.progress_len(), 1);
     // Bounded: a server's flood of tokens does not grow the table.
     for i in 0..10_000 {
         progress(&mut s, json!(format!("t{i}")), "begin");
