@@ -551,12 +551,20 @@ fn serve(
         room: Bounded::new(MAX_QUEUED_EVENTS),
     };
     let started = match runtime::start(common.runtime, opts.clone(), sink()) {
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && kept.may_move() => {
-            let lock_dir = match &opts.lock_file {
-                LockFileMode::Dir(d) => Some(d.clone()),
-                _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
-            };
-            kept.port_taken(lock_dir.as_deref());
+        // The kept port may also be refused for another reason (on Windows, a range Hyper-V
+        // reserved after a reboot answers "access denied"): go on with a new port then too, or
+        // every start would fail until the state file is deleted. An error that is not the port's
+        // (the lock-file directory's) comes back from the second start as well.
+        Err(e) if kept.may_move() => {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                let lock_dir = match &opts.lock_file {
+                    LockFileMode::Dir(d) => Some(d.clone()),
+                    _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
+                };
+                kept.port_taken(lock_dir.as_deref());
+            } else {
+                kept.port_refused(&e);
+            }
             opts.port = kept.port();
             opts.auth_token = Some(kept.token());
             runtime::start(common.runtime, opts, sink())
@@ -568,6 +576,11 @@ fn serve(
         Err(e) => {
             let hint = match e.kind() {
                 std::io::ErrorKind::AddrInUse => " (the port is taken: choose another --port or 0)",
+                std::io::ErrorKind::PermissionDenied
+                    if e.to_string().starts_with("cannot listen on") =>
+                {
+                    " (choose another --port, or 0)"
+                }
                 std::io::ErrorKind::PermissionDenied => {
                     " (check the lock-file directory: `claude-ide-bridge doctor` explains)"
                 }

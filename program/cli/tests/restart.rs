@@ -128,6 +128,77 @@ fn a_taken_port_is_replaced_and_said() {
     assert_eq!((third.port, third.token()), (new_port, token));
 }
 
+/// The kept port refused for a reason other than its being taken (here "permission denied":
+/// port 80 in a user namespace, where even root may not bind it; on Windows, a range Hyper-V
+/// reserved after a reboot): a new port, said so, kept for the next start with the same token.
+/// Before, every start failed until the state file was deleted.
+#[test]
+fn a_kept_port_refused_otherwise_is_replaced_too() {
+    let in_userns = |c: &std::process::Command| {
+        let mut u = std::process::Command::new("unshare");
+        u.arg("-r").arg(c.get_program()).args(c.get_args());
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => u.env(k, v),
+                None => u.env_remove(k),
+            };
+        }
+        if let Some(dir) = c.get_current_dir() {
+            u.current_dir(dir);
+        }
+        u
+    };
+    let usable = std::process::Command::new("unshare")
+        .args(["-r", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !usable {
+        eprintln!("skipped: `unshare -r` (a user namespace) is not available here");
+        return;
+    }
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let token = first.token();
+    crash(first);
+    let file = state_file(&sb);
+    let mut kept = state(&sb);
+    kept["port"] = 80.into();
+    fs::write(&file, serde_json::to_vec(&kept).unwrap()).unwrap();
+    let mut serve = sb.command();
+    serve.arg("serve");
+    let mut child = in_userns(&serve)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::Lines::collect(child.stderr.take().unwrap());
+    let port = stderr.port();
+    stderr.wait_for("port 80, kept for this workspace, cannot be listened on (");
+    stderr.wait_for("port and auth token: kept in ");
+    assert_ne!(port, 80);
+    let now = state(&sb);
+    assert_eq!(now["port"], port);
+    assert_eq!(now["authToken"], token.as_str());
+    old_client_gets_in(port, &token);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Given with --port, the same port is an error that names it, not the lock-file directory.
+    let mut serve = sb.command();
+    serve.args(["serve", "--port", "80"]);
+    let out = in_userns(&serve)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot start the server: cannot listen on 127.0.0.1:80: ")
+            && err.contains("(choose another --port, or 0)"),
+        "{err}"
+    );
+}
+
 /// `--port` wins over the kept port (and is kept in its place); the token stays.
 #[test]
 fn an_explicit_port_wins() {

@@ -60,7 +60,9 @@ impl Core {
     pub fn start(opts: &Options) -> io::Result<(TcpListener, Core)> {
         let folders = posix_folders(&opts.workspace_folders)?;
         let token = opts.auth_token.clone().unwrap_or_else(generate_token);
-        let listener = TcpListener::bind(SocketAddr::new(opts.bind, opts.port))?;
+        let addr = SocketAddr::new(opts.bind, opts.port);
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
         let port = listener.local_addr()?.port();
         let logger = opts.logger.clone().or_else(Logger::from_env);
         let server = Server::new(opts.config(token.clone(), folders.clone()));

@@ -269,8 +269,9 @@ impl Kept {
         self.token.clone()
     }
 
-    /// Whether a start refused with "address in use" should go on with [`Kept::port_taken`]: the
-    /// port was the kept one, not one given with `--port`.
+    /// Whether a refused start should go on with [`Kept::port_taken`] ("address in use") or
+    /// [`Kept::port_refused`] (any other error): the port was the kept one, not one given with
+    /// `--port`.
     pub fn may_move(&self) -> bool {
         self.explicit_port.is_none() && self.port != 0
     }
@@ -311,6 +312,17 @@ impl Kept {
                  still trying the old port reconnects with /ide)"
             )),
         }
+    }
+
+    /// Listening on the kept port failed for a reason other than its being taken (`why`): go on
+    /// with any free port, keeping the token (no other bridge holds it), and keep the new port.
+    pub fn port_refused(&mut self, why: &std::io::Error) {
+        let refused = self.port;
+        self.port = 0;
+        self.notes.push(format!(
+            "port {refused}, kept for this workspace, cannot be listened on ({why}): listening on \
+             a new one (a claude still trying the old port reconnects with /ide)"
+        ));
     }
 
     /// The server started on `port`: keeps port and token for the next start (when it should);
