@@ -7,7 +7,7 @@ use claude_ide_bridge::{
     ApiError, CancelReason, DisconnectReason, Event, Target, ToolCall, ToolName, ToolResult,
     ToolSet,
 };
-use claude_ide_bridge::{AtMentioned, Notification};
+use claude_ide_bridge::{AtMentioned, ConnectionId, Notification};
 use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -922,21 +922,8 @@ fn disconnect_and_shutdown_resolve_pending_diffs() {
         }
     ));
 
-    let mut p = Pair::new();
-    let c = p.connect_initialized();
-    let diff = open_diff(&mut p, c, 1, "t");
-    p.call_tool(c, 2, "getOpenEditors", json!({}));
-    expect_call(&mut p);
-    p.server.shutdown(p.now);
-    let f = p.frames(c);
-    let msgs = text_messages(&f);
-    assert_eq!(texts(&msgs[0]["result"]), vec!["DIFF_REJECTED", "t"]);
-    assert_eq!(msgs[1]["error"]["code"], -32603);
-    assert_eq!(close_code(&f), Some(1001));
-    assert!(p.take_events().contains(&Event::CallCancelled {
-        call: diff,
-        reason: CancelReason::ServerStopped
-    }));
+    let (mut p, c, diff_answer) = shut_down_with_a_diff_and_a_call_pending(Pair::new());
+    assert_eq!(texts(&diff_answer["result"]), vec!["DIFF_REJECTED", "t"]);
     let (_, head) = p.handshake(&real_request(Some(TOKEN)));
     assert!(head.starts_with("HTTP/1.1 503"));
     p.send_frame(c, OpCode::Close, true, &1001u16.to_be_bytes());
@@ -995,27 +982,37 @@ fn list_requests_refuse_cursors_and_params_that_are_not_objects() {
     assert!(p.messages(c)[0]["result"]["tools"].is_array());
 }
 
-#[test]
-fn shutdown_answers_pending_diffs_with_the_configured_error() {
-    let why = "the editor quit before the change was decided";
-    let mut p = Pair::with_config(|c| c.diff_error_at_stop = Some(why.into()));
+/// On `p`: an `openDiff` (id 1, tab "t") and a `getOpenEditors` (id 2) pending, then a shutdown.
+/// Checks what every shutdown does (the other call's -32603, close 1001, the diff withdrawn) and
+/// returns the pair, the connection and the diff's answer.
+fn shut_down_with_a_diff_and_a_call_pending(mut p: Pair) -> (Pair, ConnectionId, Value) {
     let c = p.connect_initialized();
     let diff = open_diff(&mut p, c, 1, "t");
     p.call_tool(c, 2, "getOpenEditors", json!({}));
     expect_call(&mut p);
     p.server.shutdown(p.now);
     let f = p.frames(c);
-    let msgs = text_messages(&f);
-    // A tool error, not a rejection: nobody decided.
+    let mut msgs = text_messages(&f);
     assert_eq!(msgs[0]["id"], 1);
-    assert_eq!(msgs[0]["result"]["isError"], true);
-    assert_eq!(texts(&msgs[0]["result"]), vec![why]);
     assert_eq!(msgs[1]["error"]["code"], -32603);
     assert_eq!(close_code(&f), Some(1001));
     assert!(p.take_events().contains(&Event::CallCancelled {
         call: diff,
         reason: CancelReason::ServerStopped
     }));
+    let diff_answer = msgs.swap_remove(0);
+    (p, c, diff_answer)
+}
+
+#[test]
+fn shutdown_answers_pending_diffs_with_the_configured_error() {
+    let why = "the editor quit before the change was decided";
+    let (_, _, diff_answer) = shut_down_with_a_diff_and_a_call_pending(Pair::with_config(|c| {
+        c.diff_error_at_stop = Some(why.into())
+    }));
+    // A tool error, not a rejection: nobody decided.
+    assert_eq!(diff_answer["result"]["isError"], true);
+    assert_eq!(texts(&diff_answer["result"]), vec![why]);
 }
 
 // ---- docs/protocol.md, "Notifications" ----------------------------------------------------------
