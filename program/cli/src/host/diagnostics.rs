@@ -41,19 +41,7 @@ const LAST_NOTE: &str =
 
 /// `text` cut to at most 300 bytes, at a character boundary, with `...` when cut.
 fn cut(text: &str) -> Cow<'_, str> {
-    cut_to(text, 300)
-}
-
-/// `text` cut to at most `max` bytes, at a character boundary, with `...` when cut.
-pub(super) fn cut_to(text: &str, max: usize) -> Cow<'_, str> {
-    if text.len() <= max {
-        return Cow::Borrowed(text);
-    }
-    let end = (0..=max)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    Cow::Owned(format!("{}...", &text[..end]))
+    super::cut_to(text, 300)
 }
 
 /// Files changed through the bridge or asked about whose diagnostics a `getDiagnostics` without

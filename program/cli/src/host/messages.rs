@@ -230,7 +230,7 @@ impl<'a> FromEditor<'a> {
         .map_err(|_| {
             format!(
                 "unknown message type {:?} (one of: {})",
-                super::diagnostics::cut_to(&name, 100),
+                super::cut_to(&name, 100),
                 Kind::NAMES.join(", ")
             )
         })?;

@@ -496,6 +496,20 @@ pub fn exit_code(status: ExitStatus) -> i32 {
     crate::sys::exit_code(status)
 }
 
+/// `text` cut to at most `max` bytes, at a character boundary, with `...` when cut: what the host
+/// quotes back of text it did not write (a server's message in a note, an editor's line in an
+/// `error` line).
+fn cut_to(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    std::borrow::Cow::Owned(format!("{}...", &text[..end]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{reason_str, Bounded};

@@ -115,7 +115,7 @@ impl StdioOut {
     /// most [`MAX_ERROR_TEXT`] bytes of it: a refusal may quote what the editor sent (serde
     /// quotes a bad value whole), and a line of 60 MB is not to come back as an error of 60 MB.
     pub(super) fn error(&self, message: &str) {
-        let message = super::diagnostics::cut_to(message, MAX_ERROR_TEXT);
+        let message = super::cut_to(message, MAX_ERROR_TEXT);
         ui::say(&format!("stdio: {message}"));
         self.send(&ToEditor::Error { message: &message });
     }
