@@ -413,6 +413,13 @@ fn wire_log_lines() {
         let text = fs::read_to_string(&log).unwrap();
         let token = s.token_from_text();
         assert!(!text.contains(&token), "the token never reaches the log");
+        // It holds what claude proposes and reads: the user's alone, as the language-server log.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&log).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        }
         assert!(!s.stderr.text().contains(&token), "nor stderr");
     }
 }

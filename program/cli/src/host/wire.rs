@@ -1,6 +1,6 @@
 //! The wire log of `--wire-log`: every message and connection event, one JSON object a line.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -17,9 +17,10 @@ pub struct WireLog {
 }
 
 impl WireLog {
-    /// Appends to `path` (created if missing).
+    /// Appends to `path` (created if missing, private to the user: it holds every proposed file's
+    /// contents and every file read).
     pub fn open(path: &Path, start: Instant) -> io::Result<WireLog> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let file = crate::sys::append_private(path)?;
         Ok(WireLog { file, start })
     }
 
