@@ -379,17 +379,26 @@ fn spawn_stdio_reader(tx: Sender<HostInput>, out: StdioOut) -> std::io::Result<(
     Ok(())
 }
 
-fn no_proxy_value(current: Option<OsString>) -> OsString {
-    let add = "127.0.0.1,localhost,::1";
-    match current {
-        Some(v) if !v.is_empty() => {
-            let mut v = v;
-            v.push(",");
-            v.push(add);
-            v
+/// What `no_proxy` and `NO_PROXY` are set to for the command `run` starts: the entries of both
+/// (tools differ in which one they read, and curl and Python prefer the lowercase one, so setting
+/// each from itself alone hid the other's exclusions), then the loopback names, each once.
+fn no_proxy_value(lower: Option<OsString>, upper: Option<OsString>) -> OsString {
+    let mut entries: Vec<String> = Vec::new();
+    let given = [lower, upper];
+    let given = given.iter().flatten().map(|v| v.to_string_lossy());
+    for value in given {
+        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            if !entries.iter().any(|e| e == entry) {
+                entries.push(entry.to_owned());
+            }
         }
-        _ => OsString::from(add),
     }
+    for loopback in ["127.0.0.1", "localhost", "::1"] {
+        if !entries.iter().any(|e| e == loopback) {
+            entries.push(loopback.to_owned());
+        }
+    }
+    OsString::from(entries.join(","))
 }
 
 /// The runtime's events, to the host: answered on the runtime's own thread when the host can
@@ -690,12 +699,13 @@ fn serve(
     }
 
     if let Some(cmd) = run {
+        let no_proxy = no_proxy_value(std::env::var_os("no_proxy"), std::env::var_os("NO_PROXY"));
         let mut c = Command::new(&cmd[0]);
         c.args(&cmd[1..])
             .env("CLAUDE_CODE_SSE_PORT", port.to_string())
             .env("ENABLE_IDE_INTEGRATION", "true")
-            .env("no_proxy", no_proxy_value(std::env::var_os("no_proxy")))
-            .env("NO_PROXY", no_proxy_value(std::env::var_os("NO_PROXY")));
+            .env("no_proxy", &no_proxy)
+            .env("NO_PROXY", &no_proxy);
         // claude owns the terminal from here on.
         ui::set_quiet(true);
         match c.spawn() {

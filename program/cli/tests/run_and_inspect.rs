@@ -39,6 +39,7 @@ fn run_passes_the_environment_and_the_exit_status() {
         let o = sb
             .command()
             .env("no_proxy", "example.com")
+            .env("NO_PROXY", "internal.corp, example.com,localhost")
             .args(["run", "--runtime", rt, "--"])
             .arg(&claude)
             .arg("--some-flag")
@@ -56,11 +57,16 @@ fn run_passes_the_environment_and_the_exit_status() {
             "{env}"
         );
         assert!(env.contains("ENABLE_IDE_INTEGRATION=true\n"));
-        assert!(
-            env.contains("no_proxy=example.com,127.0.0.1,localhost,::1\n"),
-            "{env}"
-        );
-        assert!(env.contains("NO_PROXY=127.0.0.1,localhost,::1\n"), "{env}");
+        // Both carry the user's exclusions from either, then loopback, each once: a tool reading
+        // only one of them still skips the proxy for the user's hosts.
+        for var in ["no_proxy", "NO_PROXY"] {
+            assert!(
+                env.contains(&format!(
+                    "{var}=example.com,internal.corp,localhost,127.0.0.1,::1\n"
+                )),
+                "{env}"
+            );
+        }
         assert!(
             env.contains(&format!("{port}.lock")),
             "the lock exists while claude runs"
