@@ -244,8 +244,13 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     };
     let lexical = std::path::absolute(&dir).unwrap_or(dir.clone());
     let canonical = fs::canonicalize(&dir).unwrap_or(lexical.clone());
+    // The working directory of a claude started there, written as lock files write folders:
+    // links resolved (and on Windows without the `\\?\` prefix).
+    let claude_cwd = claude_ide_bridge_runtime::lock_folders(std::slice::from_ref(&canonical))
+        .ok()
+        .and_then(|f| f.into_iter().last())
+        .unwrap_or_else(|| canonical.to_string_lossy().into_owned());
     let lexical = lexical.to_string_lossy().into_owned();
-    let canonical = canonical.to_string_lossy().into_owned();
     out!("checking what `claude` started in {lexical} would see");
 
     let dirs = dirs();
@@ -350,12 +355,12 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             if let Some(p) = chosen {
                 return f.port == p;
             }
-            l.workspace_folders.iter().any(|w| {
-                let wc = fs::canonicalize(w)
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_else(|_| w.clone());
-                is_within(&lexical, w) || is_within(&canonical, &wc)
-            })
+            // As the client compares: its working directory, which the OS gives with links
+            // resolved, against the folders as written (a folder named only through a link does
+            // not match a claude started in it).
+            l.workspace_folders
+                .iter()
+                .any(|w| is_within(&claude_cwd, w))
         })
         .collect();
     if let Some(p) = sse_port {
@@ -373,8 +378,12 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                 "start a bridge for it: claude-ide-bridge serve --workspace {lexical}  (or start claude inside a served folder)"
             ),
         ),
+        1 if chosen.is_some() => r.ok(&format!(
+            "exactly one lock file matches ({}): claude, started with CLAUDE_CODE_SSE_PORT as set here, connects to it",
+            matching[0].path.display()
+        )),
         1 => r.ok(&format!(
-            "exactly one lock file matches ({}): claude will connect to it",
+            "exactly one lock file matches ({}): `claude --ide` started here connects to it (in a plain `claude`, type /ide)",
             matching[0].path.display()
         )),
         n => r.problem(
@@ -421,13 +430,15 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     .filter(|v| std::env::var(v).is_ok_and(|x| !x.trim().is_empty()))
     .collect();
     if !proxies.is_empty() && !covers_loopback(&no_proxy) {
-        r.problem(
-            &format!(
-                "{} is set and no_proxy/NO_PROXY does not cover 127.0.0.1: claude would send its loopback connection to the proxy",
-                proxies.join(", ")
-            ),
-            "export no_proxy=\"$no_proxy,127.0.0.1,localhost,::1\" NO_PROXY=\"$NO_PROXY,127.0.0.1,localhost,::1\" (or use `claude-ide-bridge run -- claude`)",
-        );
+        // Not a problem for the IDE link: claude 2.1.330 reaches the IDE directly with every
+        // proxy variable set (tests/e2e, checked by hand with a dead proxy).
+        r.info(&format!(
+            "{} is set and no_proxy/NO_PROXY does not cover 127.0.0.1: claude reaches the IDE \
+             directly all the same, but programs it runs that honour these variables would send \
+             loopback requests to the proxy (`claude-ide-bridge run -- claude` adds 127.0.0.1, \
+             localhost and ::1 to both)",
+            proxies.join(", ")
+        ));
     } else if !proxies.is_empty() {
         r.ok("proxy variables are set, and no_proxy covers 127.0.0.1");
     }
@@ -443,7 +454,7 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     }
 
     if r.problems == 0 {
-        out!("all good: claude started in {lexical} should find the bridge");
+        out!("all good: `claude --ide` started in {lexical} should connect to the bridge (or /ide in claude)");
         0
     } else {
         out!(

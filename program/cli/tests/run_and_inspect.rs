@@ -13,7 +13,7 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::process::Command;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn script(sb: &Sandbox, name: &str, body: &str) -> std::path::PathBuf {
     let p = sb.root().join(name);
@@ -180,6 +180,39 @@ fn dead_pid() -> u32 {
     pid
 }
 
+/// A workspace served through a symbolic link: the lock file names the link and the folder it
+/// resolves to, since the client compares its working directory (resolved by the OS) with the
+/// folders as text; a claude started in the real folder then finds the bridge. `doctor` compares
+/// as the client does: a lock file naming only the link does not match the real folder.
+#[test]
+fn a_workspace_served_through_a_link_is_found_from_its_real_folder() {
+    let sb = Sandbox::new();
+    let link = sb.root().join("wslink");
+    symlink(&sb.ws, &link).unwrap();
+    let link_text = link.to_str().unwrap().to_owned();
+    let real_text = sb.ws.to_str().unwrap().to_owned();
+    let mut s = Served::start(&sb, &["--workspace", &link_text]);
+    let lock: Value = serde_json::from_str(&fs::read_to_string(&s.lock).unwrap()).unwrap();
+    assert_eq!(lock["workspaceFolders"], json!([link_text, real_text]));
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("exactly one lock file matches"), "{out}");
+    // The tool still answers the folder as given.
+    let mut c = s.client();
+    let folders = call(&mut c, "getWorkspaceFolders", json!({}));
+    assert!(folders.to_string().contains(&link_text), "{folders}");
+    assert_eq!(s.stop(), 0);
+
+    // Another IDE's lock file naming only the link: not a match for a claude in the real folder.
+    write_lock(&sb.lock_dir(), 4545, std::process::id(), &[&link_text]);
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("no live lock file has a workspace folder containing"),
+        "{out}"
+    );
+}
+
 #[test]
 fn list_and_doctor() {
     let sb = Sandbox::new();
@@ -206,10 +239,14 @@ fn list_and_doctor() {
         "{list}"
     );
 
-    // Proxy capturing loopback.
+    // A proxy that would take loopback requests: said, but not a problem for the IDE link
+    // (the real client reaches the IDE directly with every proxy variable set).
     let (code, out) = doctor(&sb, &[("HTTPS_PROXY", "http://proxy:3128")]);
-    assert_eq!(code, 1);
-    assert!(out.contains("HTTPS_PROXY is set"), "{out}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("HTTPS_PROXY is set and no_proxy/NO_PROXY does not cover 127.0.0.1: claude reaches the IDE directly"),
+        "{out}"
+    );
     let (code, _) = doctor(
         &sb,
         &[

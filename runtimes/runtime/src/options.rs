@@ -156,14 +156,64 @@ pub fn posix_folders(folders: &[PathBuf]) -> io::Result<Vec<String>> {
 /// directory (and `claude` in WSL converts with `wslpath`), where the engine's `/c/Users/...` form
 /// would name another folder.
 ///
+/// A folder reached through a symbolic link (a junction, a `subst` drive) is followed by its
+/// resolved path: `claude` compares the folders as text with its working directory, which the OS
+/// gives resolved, so a link's own path alone never matches a `claude` started in it.
+///
 /// ```
 /// let f = claude_ide_bridge_runtime::lock_folders(&["/srv/a".into()]).unwrap();
 /// # #[cfg(unix)]
 /// assert_eq!(f, ["/srv/a"]);
 /// ```
 pub fn lock_folders(folders: &[PathBuf]) -> io::Result<Vec<String>> {
-    folders
-        .iter()
-        .map(|f| Ok(crate::sys::lock_folder(&std::path::absolute(Path::new(f))?)))
-        .collect()
+    let mut out: Vec<String> = Vec::with_capacity(folders.len());
+    for f in folders {
+        let abs = std::path::absolute(Path::new(f))?;
+        let given = crate::sys::lock_folder(&abs);
+        let resolved = std::fs::canonicalize(&abs)
+            .ok()
+            .map(|r| crate::sys::lock_folder(&r));
+        for folder in std::iter::once(given).chain(resolved) {
+            if !out.contains(&folder) {
+                out.push(folder);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A folder given through a symbolic link is listed as given, then resolved (the client
+    /// compares with its working directory, which the OS gives resolved); a folder that is no
+    /// link, or a resolved path already listed, is listed once.
+    #[cfg(unix)]
+    #[test]
+    fn a_folder_through_a_link_is_also_listed_resolved() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let real = root.join("ws");
+        std::fs::create_dir(&real).unwrap();
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let text = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+        assert_eq!(
+            super::lock_folders(std::slice::from_ref(&link)).unwrap(),
+            [text(&link), text(&real)]
+        );
+        assert_eq!(
+            super::lock_folders(std::slice::from_ref(&real)).unwrap(),
+            [text(&real)]
+        );
+        assert_eq!(
+            super::lock_folders(&[real.clone(), link.clone()]).unwrap(),
+            [text(&real), text(&link)]
+        );
+        // A folder that does not exist (yet) is listed as given.
+        let gone = root.join("gone");
+        assert_eq!(
+            super::lock_folders(std::slice::from_ref(&gone)).unwrap(),
+            [text(&gone)]
+        );
+    }
 }
