@@ -94,6 +94,20 @@ def test_handshake_sse_port(sb, runtime):
     assert re.search(r"✔\s*" + re.escape(b.ide_name), dialog), dialog
 
 
+def test_handshake_workspace_served_through_a_link(sb):
+    # The client compares its working directory, which the OS gives resolved, with the lock file's
+    # folders as text: a bridge serving the workspace through a symbolic link must also name the
+    # folder it resolves to (before, this client never connected).
+    link = sb.root / "wslink"
+    link.symlink_to(sb.ws)
+    b = sb.bridge("threads", workspace=link)
+    lock = json.loads(Path(b.lock_file).read_text())
+    assert lock["workspaceFolders"] == [str(link), str(sb.ws)], lock
+    c = sb.client(args=["--ide"])
+    c.wait_ready()
+    assert_handshake(b)
+
+
 # --------------------------------------------------------------------------------------------------
 # 2. selection and at-mention through the stdio bridge
 
