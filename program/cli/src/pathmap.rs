@@ -40,8 +40,9 @@ pub enum MapError {
     Unc(String),
     /// Under no mapping.
     Outside(String),
-    /// A name that cannot be written on the other side (a `\` in a name, for a Windows editor; a
-    /// NUL anywhere).
+    /// A name that cannot be written on the other side (for a Windows editor, a name holding a
+    /// character Windows forbids in names: `\`, `:`, `*?"<>|` or a control character; a NUL
+    /// anywhere).
     Unnameable(String),
 }
 
@@ -243,7 +244,7 @@ impl PathMap {
             .ok_or_else(|| MapError::Outside(path.to_string()))?;
         let mut names = m.editor.names.clone();
         names.extend_from_slice(rest);
-        if m.editor.root != Root::Posix && rest.iter().any(|n| n.contains('\\')) {
+        if m.editor.root != Root::Posix && !rest.iter().all(|n| windows_nameable(n)) {
             return Err(MapError::Unnameable(path.to_string()));
         }
         match (m.editor.root, m.spelling) {
@@ -258,19 +259,28 @@ impl PathMap {
     }
 }
 
+/// Whether Windows reads `name` as one file name, as it is: none of the characters it forbids in a
+/// name (`\`, `/`, `:`, `*`, `?`, `"`, `<`, `>`, `|`, the control characters 1 to 31). A Linux file
+/// `a:b` would name the alternate data stream `b` of the file `a` there.
+fn windows_nameable(name: &str) -> bool {
+    !name.chars().any(|c| {
+        matches!(c, '\\' | '/' | ':' | '*' | '?' | '"' | '<' | '>' | '|') || u32::from(c) < 0x20
+    })
+}
+
 /// `/` and the names.
 fn write_posix(names: &[String]) -> String {
     format!("/{}", names.join("/"))
 }
 
 /// How a Windows EDITOR folder was written: its drive letter and first separator (`\` when it
-/// has none, `/` for a URI).
+/// has none, `/` for a URI). The drive letter of a URI is read from its decoded path, past its
+/// authority (`file://localhost/C:/x`, `file:///c%3A/x`).
 fn windows_spelling(given: &str) -> Spelling {
     if is_file_uri(given) {
-        let drive = given[5..]
-            .trim_start_matches('/')
-            .chars()
-            .next()
+        let drive = decode_uri(given)
+            .and_then(|p| p.trim_start_matches('/').chars().next())
+            .filter(char::is_ascii_alphabetic)
             .unwrap_or('C');
         return Spelling { drive, sep: '/' };
     }
@@ -462,6 +472,65 @@ mod tests {
             m.to_here("file:///C:/Users/me/app/a%20b/%C3%A9.rs")
                 .as_deref(),
             Ok("/home/me/app/a b/é.rs")
+        );
+    }
+
+    /// A URI's drive letter is its path's, in the case given, not the first letter of its
+    /// authority (`localhost`) or of an escape.
+    #[test]
+    fn a_uri_editor_folder_is_spelled_back_with_its_own_drive_letter() {
+        for (spec, here, want) in [
+            (
+                "file://localhost/C:/Users/me/app=/srv/app",
+                "/srv/app/src/a.rs",
+                "C:/Users/me/app/src/a.rs",
+            ),
+            ("FILE://LOCALHOST/d%3A/x=/srv/x", "/srv/x/b", "d:/x/b"),
+            ("file:///c%3A/Users/me=/srv/me", "/srv/me", "c:/Users/me"),
+            ("file:///E:/w=/srv/w", "/srv/w/a b", "E:/w/a b"),
+            ("file://localhost/%66:/w=/srv/f", "/srv/f/x", "f:/w/x"),
+        ] {
+            let m = map(&[spec]);
+            assert_eq!(m.to_editor(here).as_deref(), Ok(want), "{spec}");
+            assert_eq!(m.to_here(want).as_deref(), Ok(here), "{spec}");
+        }
+    }
+
+    /// A bridge-side name Windows would read as something else (`a:b` is the stream `b` of the
+    /// file `a`) or refuse is not sent to a Windows editor; a POSIX editor gets it.
+    #[test]
+    fn names_windows_cannot_hold_are_not_sent_to_a_windows_editor() {
+        let m = map(&[
+            r"C:\Users\me\app=/srv/app",
+            "file:///D:/w=/srv/w",
+            r"\\wsl.localhost\Debian\home\me=/home/me",
+            "/ws=/srv/ws",
+        ]);
+        for name in [
+            "a:b", "C:", ":", "a*b", "a?b", "a\"b", "a<b", "a>b", "a|b", "a\\b", "a\tb", "a\nb",
+            "a\u{1}b", "a\u{1f}",
+        ] {
+            for folder in ["/srv/app", "/srv/w", "/home/me"] {
+                let path = format!("{folder}/sub/{name}");
+                assert_eq!(
+                    m.to_editor(&path),
+                    Err(MapError::Unnameable(path.clone())),
+                    "{path:?}"
+                );
+                let e = m.to_editor(&path).unwrap_err().to_string();
+                assert!(e.contains("cannot be named on the other side"), "{e}");
+            }
+            assert_eq!(
+                m.to_editor(&format!("/srv/ws/{name}")),
+                Ok(format!("/ws/{name}")),
+                "{name:?}"
+            );
+        }
+        // What Windows allows in a name still passes.
+        assert_eq!(
+            m.to_editor("/srv/app/a b#%;,=+[]{}'!@$^&~`é\u{7f}.rs")
+                .as_deref(),
+            Ok("C:\\Users\\me\\app\\a b#%;,=+[]{}'!@$^&~`é\u{7f}.rs")
         );
     }
 

@@ -85,3 +85,64 @@ fn doctor_says_what_claude_over_there_needs_from_a_host_override() {
     );
     assert_eq!(code, 0, "{out}");
 }
+
+/// In WSL, `doctor` says where a Windows `claude` looks (and that it does not see a bridge
+/// started here), and that a `claude` run here reads the Windows lock folders too, as the real
+/// client does (2.1.330: `$USERPROFILE/.claude/ide` and each `/mnt/c/Users/*/.claude/ide`, a lock
+/// file with a dead pid kept while its port answers): it can connect to a bridge started on
+/// Windows when that port is reachable from WSL.
+#[test]
+fn doctor_in_wsl_says_claude_here_reads_the_windows_lock_folders() {
+    let sb = Sandbox::new();
+    let (_, out) = doctor(
+        &sb,
+        &[
+            ("WSL_DISTRO_NAME", "Debian"),
+            ("USERPROFILE", r"C:\Users\me"),
+        ],
+    );
+    assert!(out.contains("running in WSL (Debian)"), "{out}");
+    assert!(
+        out.contains("here: /mnt/c/Users/me/.claude/ide")
+            && out.contains("it does not see a bridge started here"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "a claude run here reads the lock files of this distribution and also those of Windows"
+        ) && out.contains("it sees a bridge started on Windows")
+            && out.contains("connects when that port is reachable from here"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("does not see a bridge started on Windows"),
+        "{out}"
+    );
+}
+
+/// In a container (Docker's `/.dockerenv`, Podman's `/run/.containerenv`), `doctor` does not
+/// suggest sharing the host's lock folder: claude deletes at start a lock file whose process it
+/// cannot see, and the host's bridge is such a process. It points to the bridge in the container.
+/// Only checked where this test runs in a container.
+#[test]
+fn doctor_in_a_container_does_not_suggest_the_hosts_lock_files() {
+    let in_container = ["/.dockerenv", "/run/.containerenv"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists());
+    if !in_container {
+        eprintln!("not in a container: nothing to check");
+        return;
+    }
+    let sb = Sandbox::new();
+    let (_, out) = doctor(&sb, &[]);
+    assert!(out.contains("running in a container"), "{out}");
+    assert!(
+        !out.contains("unless its lock directory is shared"),
+        "{out}"
+    );
+    assert!(
+        out.contains("claude deletes every lock file whose process it cannot see")
+            && out.contains("run the bridge in the container"),
+        "{out}"
+    );
+}

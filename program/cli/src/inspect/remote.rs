@@ -35,15 +35,18 @@ pub(super) fn remote_view(
     }
     if crate::sys::in_container() {
         r.info(
-            "running in a container: claude here reads the lock files of the container, and a \
-             bridge outside it (on the host) is not among them unless its lock directory is shared",
+            "running in a container: claude here reads the lock files of the container only, and \
+             a bridge on the host cannot serve it: at start claude deletes every lock file whose \
+             process it cannot see (kill(pid, 0)), and the host's processes are not visible here, \
+             so a lock file copied here is deleted, and a ~/.claude/ide mounted from the host loses \
+             the host's lock file; run the bridge in the container (`docker exec -i ... \
+             claude-ide-bridge serve --stdio`; README, \"Remote\")",
         );
         let unseen = all.iter().filter(|f| f.ours && !f.live()).count();
         if unseen > 0 {
             r.info(&format!(
-                "{unseen} lock file(s) name a process not running here: a bridge on the host has a \
-                 process id of another namespace, and claude here deletes such files as stale; run \
-                 the bridge in the container instead (`docker exec -i ... serve --stdio`)"
+                "{unseen} lock file(s) name a process not running here: claude here deletes them \
+                 at start (a bridge on the host has a process id of another namespace)"
             ));
         }
     }
@@ -66,9 +69,16 @@ pub(super) fn remote_view(
         };
         r.info(&format!(
             "a claude run on Windows (not in WSL) reads %USERPROFILE%\\.claude\\ide ({seen}), \
-             not the lock files of this distribution: it does not see a bridge started here, and a \
-             claude run here does not see a bridge started on Windows"
+             not the lock files of this distribution: it does not see a bridge started here"
         ));
+        r.info(
+            "a claude run here reads the lock files of this distribution and also those of \
+             Windows ($USERPROFILE/.claude/ide and each /mnt/c/Users/*/.claude/ide; a Windows \
+             bridge's C:\\... folders are read as /mnt/c/...): it sees a bridge started on \
+             Windows, keeps its lock file while its port answers, and connects when that port is \
+             reachable from here (e.g. WSL 2 with mirrored networking; in WSL 2's default NAT mode \
+             127.0.0.1 here is not Windows' loopback)",
+        );
     }
     let Some(host) = env("CLAUDE_CODE_IDE_HOST_OVERRIDE") else {
         return;
