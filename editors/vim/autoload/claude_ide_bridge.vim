@@ -22,6 +22,9 @@ var exited: any = null
 var closed = false
 var last_error = ''
 var stopping = false
+# A start asked for while the bridge was stopping: done once it ended, then these are called.
+var restart = false
+var restart_then: list<any> = []
 # Why the last bridge ended without being asked to (for :ClaudeCodeStatus), or ''.
 var ended_why = ''
 var unanswered: dict<string> = {}
@@ -122,6 +125,15 @@ enddef
 # Starts the bridge unless it runs; `Then` (a function without arguments, or 0) is called once it
 # is ready (at once when it already is). Returns false when it could not start.
 export def Start(Then: any = 0): bool
+  if job_status(job) ==# 'run' && stopping
+    # told to stop and not ended yet (`:ClaudeCodeStop | ClaudeCodeStart`): started again once
+    # it ended (Ended)
+    restart = true
+    if type(Then) == v:t_func
+      add(restart_then, Then)
+    endif
+    return true
+  endif
   if job_status(job) ==# 'run'
     if type(Then) == v:t_func
       if port > 0
@@ -131,6 +143,13 @@ export def Start(Then: any = 0): bool
       endif
     endif
     return true
+  endif
+  if &encoding !=# 'utf-8'
+    # json_decode() would turn what Vim cannot hold in its encoding into `?`, and an accepted
+    # proposal would be written so
+    Error('Vim''s ''encoding'' is ' .. &encoding .. ', not utf-8: claude''s text would be damaged.'
+      .. ' Put `set encoding=utf-8` at the top of your vimrc (:help claude-ide-bridge-install)')
+    return false
   endif
   var argv: list<string>
   var serve: list<string>
@@ -185,8 +204,11 @@ export def Start(Then: any = 0): bool
   return true
 enddef
 
-# Stops the bridge: it answers pending diffs as rejected and removes its lock file.
+# Stops the bridge: its input closes, and it answers claude's pending calls (the diffs too) with
+# a tool error, removes its lock file and exits. A start queued while it was stopping is dropped.
 export def Stop()
+  restart = false
+  restart_then = []
   if job_status(job) ==# 'run'
     stopping = true
     ch_close_in(job_getchannel(job))
@@ -278,9 +300,10 @@ def Ended(status: number)
     # and a proposal the user edited stays in a buffer of its own.
     var closed_diffs = len(diff.Pending())
     var kept = diff.CloseUnanswered()
-    # the bridge's reason: its error line (clap ends with a hint about --help), else its last line
+    # the bridge's reason: its error line (clap ends with a hint about --help); not another log
+    # line, which has nothing to do with the end (a bridge killed says nothing)
     var errors = filter(copy(stderr_tail), (_, l) => l =~? '^\s*error')
-    var why = !empty(errors) ? ': ' .. errors[0] : empty(stderr_tail) ? '' : ': ' .. stderr_tail[-1]
+    var why = !empty(errors) ? ': ' .. errors[0] : ''
     ended_why = remote.On() ? remote.Why(status, stderr_tail, was_ready, closed_diffs) : ''
     if ended_why ==# ''
       ended_why = (remote.On() ? 'the remote bridge (`' .. remote.Describe() .. '`)' : 'the bridge')
@@ -294,6 +317,14 @@ def Ended(status: number)
     ended_why = strftime('%H:%M:%S ') .. ended_why
   endif
   stopping = false
+  if restart
+    restart = false
+    var todo = restart_then
+    restart_then = []
+    if Start()
+      waiting += todo
+    endif
+  endif
 enddef
 
 def OnLine(line: string)

@@ -16,14 +16,19 @@ import autoload 'claude_ide_bridge/terminal.vim'
 command! -nargs=* -complete=file ClaudeCode bridge.Fresh() | terminal.Toggle(<q-args>)
 command! -nargs=* -complete=file ClaudeCodeFocus bridge.Fresh() | terminal.Focus(<q-args>)
 command! -nargs=* -complete=file ClaudeCodeOpen bridge.Fresh() | terminal.Show(true, <q-args>)
-command! -nargs=0 ClaudeCodeClose bridge.Fresh() | terminal.Close()
-command! -range ClaudeCodeSend bridge.Fresh() | context.SendRange(<line1>, <line2>)
-command! -nargs=+ -complete=file ClaudeCodeAdd bridge.Fresh() | context.Add([<f-args>])
-command! -nargs=0 ClaudeCodeDiffAccept bridge.Fresh() | diff.AcceptCurrent()
-command! -nargs=0 ClaudeCodeDiffDeny bridge.Fresh() | diff.DenyCurrent()
-command! -nargs=0 ClaudeCodeStart bridge.Fresh() | bridge.Start()
-command! -nargs=0 ClaudeCodeStop bridge.Fresh() | bridge.Stop()
-command! -nargs=0 ClaudeCodeStatus bridge.Fresh() | bridge.Status()
+command! -nargs=0 -bar ClaudeCodeClose bridge.Fresh() | terminal.Close()
+command! -range -bar ClaudeCodeSend bridge.Fresh() | context.SendRange(<line1>, <line2>)
+# Not -complete=file, which makes Vim expand `%` and `#` anywhere in the names (`#notes.md` fails
+# with E194): the names are the plugin's to read (context.Add), and completed as files.
+def CompleteAdd(lead: string, line: string, pos: number): list<string>
+  return mapnew(getcompletion(lead, 'file'), (_, f) => escape(f, ' \'))
+enddef
+command! -nargs=+ -complete=customlist,CompleteAdd ClaudeCodeAdd bridge.Fresh() | context.Add([<f-args>])
+command! -nargs=0 -bar ClaudeCodeDiffAccept bridge.Fresh() | diff.AcceptCurrent()
+command! -nargs=0 -bar ClaudeCodeDiffDeny bridge.Fresh() | diff.DenyCurrent()
+command! -nargs=0 -bar ClaudeCodeStart bridge.Fresh() | bridge.Start()
+command! -nargs=0 -bar ClaudeCodeStop bridge.Fresh() | bridge.Stop()
+command! -nargs=0 -bar ClaudeCodeStatus bridge.Fresh() | bridge.Status()
 
 nnoremap <silent> <Plug>(claude-code) <Cmd>ClaudeCode<CR>
 nnoremap <silent> <Plug>(claude-code-focus) <Cmd>ClaudeCodeFocus<CR>

@@ -7,7 +7,9 @@
 //! Vim users run into (swap files, files changed on disk, CRLF, a workspace named like a pattern,
 //! a call withdrawn while the user types a command, saves asked again after a conflict, a save
 //! after the user kept a file Vim found changed, what claude writes after a diff, a diff window
-//! that shows another buffer, two diffs pending at once).
+//! that shows another buffer, two diffs pending at once), and what users type at diffs and
+//! commands (`:e!`, `ZZ`, `:x`, `:ClaudeCodeStop | ClaudeCodeStart`, names `:ClaudeCodeAdd` takes
+//! as they are, 'selection' exclusive, a Vim whose 'encoding' is not utf-8).
 
 // Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
 // Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
@@ -1530,4 +1532,265 @@ fn vim_plugin_paths_are_the_bridges() {
     assert_eq!(got["folders"], json!(["/", "/tmp", "/tmp"]));
     assert_eq!(got["below"], json!([true, false, true, true]));
     assert_eq!(got["errors"], json!(""), "every function compiles");
+}
+
+/// The bridge does not start in a Vim whose 'encoding' is not utf-8 (Vim started with LANG unset
+/// has latin1): claude's text would turn into `?` there, and an accepted proposal be written so.
+/// Vim says what to set instead.
+#[test]
+fn vim_refuses_to_start_without_utf8() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let mut vim = Vim::start(&sb, &a, "set encoding=latin1");
+    assert_eq!(vim.eval("&encoding"), "latin1");
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("set encoding=utf-8")
+    });
+    assert!(m.as_str().unwrap().contains("latin1"), "{m}");
+    assert!(vim
+        .eval("execute('ClaudeCodeStatus')")
+        .as_str()
+        .unwrap()
+        .contains("bridge: not running"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
+    vim.ex("qa!");
+}
+
+/// The pid of the running bridge, from :ClaudeCodeStatus.
+fn bridge_pid(vim: &mut Vim) -> u32 {
+    let s = vim.wait_eval("execute('ClaudeCodeStatus')", |v| {
+        v.as_str().unwrap().contains("bridge: running, pid ")
+    });
+    let s = s.as_str().unwrap();
+    let at = s.find("bridge: running, pid ").unwrap() + "bridge: running, pid ".len();
+    s[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
+
+/// What Vim users type at diffs and commands: `:ClaudeCodeStop | ClaudeCodeStart` restarts, `:e!`
+/// in a proposal brings claude's text back (still pending), `ZZ` and `:x` accept like `:wq`, a
+/// proposal of one line break is accepted as it is, names `:ClaudeCodeAdd` takes as they are
+/// (`a[1].txt`, `b{1,2}.txt`, `#notes.md`) and `%`, selections with 'selection' exclusive,
+/// `openFile`'s text found with its case under 'ignorecase', a buffer whose name is not UTF-8
+/// not reported, and a bridge killed reported without an unrelated log line.
+#[test]
+fn vim_diffs_and_commands_as_users_type_them() {
+    if tools_missing() {
+        return;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    let files = [
+        ("a.txt", "one\ntwo\n"),
+        ("a[1].txt", "bracket\n"),
+        ("a1.txt", "not this one\n"),
+        ("b{1,2}.txt", "braces\n"),
+        ("#notes.md", "notes\n"),
+        ("case.txt", "Foo bar\nfoo baz\n"),
+        ("sel.txt", "a\u{e9}\u{1f600}bc\nxyz\n"),
+    ];
+    for (name, text) in files {
+        fs::write(sb.ws.join(name), text).unwrap();
+    }
+    let a = sb.ws.join("a.txt");
+    let mut vim = Vim::start(&sb, &a, "");
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let first = bridge_pid(&mut vim);
+
+    // :ClaudeCodeStop | ClaudeCodeStart: the old bridge ends, a new one runs.
+    vim.ex("ClaudeCodeStop | ClaudeCodeStart");
+    let give_up = Instant::now() + WAIT;
+    loop {
+        let s = vim.eval("execute('ClaudeCodeStatus')");
+        let s = s.as_str().unwrap();
+        if s.contains("bridge: running, pid ") && !s.contains(&format!("pid {first},")) {
+            break;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "no new bridge: {s}; {}",
+            vim.diag()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let s = vim.eval("execute('ClaudeCodeStatus')");
+    assert!(s.as_str().unwrap().contains("bridge: running"), "{s}");
+    let messages = vim.eval("execute('messages')");
+    assert!(!messages.as_str().unwrap().contains("E488"), "{messages}");
+    let lock = {
+        let give_up = Instant::now() + WAIT;
+        while !lock.exists() {
+            assert!(Instant::now() < give_up, "no lock file after the restart");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        wait_lock(&sb)
+    };
+    let mut c = connect(&lock);
+    let proposal = "call win_gotoid(bufwinid(bufnr('proposed by claude')))";
+    let proposal_gone = "bufnr('proposed by claude')";
+
+    // :e! in the proposal after an edit: claude's text again, unchanged, still pending; :w then
+    // accepts it.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "one\nTWO\n", "reread"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex(proposal);
+    vim.ex("%s/one/mine/");
+    vim.wait_eval("&modified", |v| v == 1);
+    vim.ex("edit!");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        vim.eval("[bufname() =~ 'proposed by claude', getline(1, '$'), &modified, &diff]"),
+        json!([1, ["one", "TWO"], 0, 1])
+    );
+    assert!(
+        c.recv_until(Duration::from_millis(300), |v| v["id"] == json!(id))
+            .is_none(),
+        "answered after :e!"
+    );
+    vim.ex("w");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", "one\nTWO\n"]);
+    vim.wait_eval(proposal_gone, |v| v == -1);
+
+    // ZZ on the proposal as claude sent it accepts, like :wq.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "one\nZZ\n", "zz"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex(proposal);
+    vim.keys(&["Z", "Z"]);
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", "one\nZZ\n"]);
+    vim.wait_eval(proposal_gone, |v| v == -1);
+
+    // :x too; and a proposal that is one line break is accepted as one.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "\n", "x"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex(proposal);
+    vim.ex("x");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", "\n"]);
+    vim.wait_eval(proposal_gone, |v| v == -1);
+    // (Vim is still there, back in a.txt)
+    assert_eq!(vim.eval("expand('%:t')"), "a.txt");
+
+    // :q still rejects.
+    let id = c.call_tool("openDiff", open_diff_args(&a, "nope\n", "q"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex(proposal);
+    vim.ex("q");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["DIFF_REJECTED", "q"]);
+    vim.wait_eval(proposal_gone, |v| v == -1);
+
+    // :ClaudeCodeAdd takes names as they are, and `%` as Vim's command line does.
+    for name in ["a[1].txt", "b{1,2}.txt", "#notes.md"] {
+        vim.ex(&format!("ClaudeCodeAdd {name}"));
+        let m = notification(&mut c, "at_mentioned", |_| true);
+        assert_eq!(
+            m["filePath"],
+            json!(sb.ws.join(name).to_string_lossy()),
+            "{name}"
+        );
+    }
+    vim.ex("ClaudeCodeAdd % 2");
+    let m = notification(&mut c, "at_mentioned", |_| true);
+    assert_eq!(m["filePath"], json!(a.to_string_lossy()));
+    assert_eq!(m["lineStart"], 1);
+
+    // openFile finds startText with its case, also with 'ignorecase'.
+    vim.ex("set ignorecase");
+    let case = sb.ws.join("case.txt");
+    let r = call(
+        &mut c,
+        "openFile",
+        json!({"filePath": case.to_string_lossy(), "startText": "foo", "endText": "baz"}),
+    );
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(
+        vim.eval("[expand('%:t'), line(\"'<\"), col(\"'<\"), line(\"'>\"), col(\"'>\")]"),
+        json!(["case.txt", 2, 1, 2, 7])
+    );
+    vim.ex("set noignorecase");
+
+    // 'selection' exclusive: the character at the end is not selected.
+    vim.ex("set selection=exclusive");
+    vim.ex("edit sel.txt");
+    vim.ex("call cursor(1, 1)");
+    vim.keys(&["v", "l", "l"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["filePath"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("sel.txt"))
+            && p["text"] != ""
+    });
+    assert_eq!(sel["text"], "a\u{e9}", "{sel}");
+    assert_eq!(sel["selection"], range(0, 0, 0, 2), "{sel}");
+    vim.keys(&["Escape"]);
+    // a block: the right column is the cursor's, not selected
+    vim.ex("call cursor(1, 1)");
+    vim.keys(&["C-v", "j", "l"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["text"].as_str().is_some_and(|t| t.contains('\n'))
+    });
+    assert_eq!(sel["text"], "a\nx", "{sel}");
+    assert_eq!(sel["selection"], range(0, 0, 1, 1), "{sel}");
+    vim.keys(&["Escape"]);
+    vim.ex("set selection=inclusive");
+
+    // A buffer whose name is not UTF-8: not reported, neither as the selection nor as an open
+    // editor (its name would reach claude as another file's).
+    let latin1 = sb.ws.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt"));
+    fs::write(&latin1, "latin\n").unwrap();
+    vim.ex(r#"execute "edit caf\xe9.txt""#);
+    vim.wait_eval("getline(1)", |v| v == "latin");
+    vim.keys(&["l"]);
+    std::thread::sleep(Duration::from_millis(500));
+    vim.ex("edit a.txt");
+    vim.keys(&["j"]);
+    notification(&mut c, "selection_changed", |p| {
+        p["filePath"] == json!(a.to_string_lossy()) && p["selection"]["start"]["line"] == 1
+    });
+    let editors = json_of(&call(&mut c, "getOpenEditors", json!({})));
+    let log = String::from_utf8_lossy(&fs::read(&vim.log).unwrap()).into_owned();
+    let sent: Vec<&str> = log.lines().filter(|l| l.contains(" -> ")).collect();
+    assert!(
+        !sent.iter().any(|l| l.contains("/caf")),
+        "the Latin-1 name was sent: {sent:?}"
+    );
+    assert!(!editors.to_string().contains("/caf"), "{editors}");
+
+    // The bridge killed: the message gives its status, not a log line that has nothing to do
+    // with it.
+    let pid = bridge_pid(&mut vim);
+    assert!(
+        log.lines().any(|l| l.contains(" stderr ")),
+        "the bridge logged nothing to stderr: the check below would prove nothing"
+    );
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("exited with status")
+    });
+    let m = m.as_str().unwrap();
+    let line = m
+        .lines()
+        .find(|l| l.contains("exited with status"))
+        .unwrap();
+    let after = &line[line.find("exited with status ").unwrap() + "exited with status ".len()..];
+    let after = after.trim_start_matches(|c: char| c == '-' || c.is_ascii_digit());
+    assert!(after.starts_with(" (see :ClaudeCodeStatus"), "{line}");
+    vim.ex("qa!");
 }

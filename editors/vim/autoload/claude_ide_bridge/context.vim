@@ -29,10 +29,16 @@ export def FullPath(buf: number): string
   return fnamemodify(bufname(buf), ':p')
 enddef
 
+# Whether a name is valid UTF-8: a name of other bytes (`caf\xe9.txt` from a Latin-1 disk) has
+# no spelling on the wire (the bridge would take it for another file, or for none).
+export def Utf8Name(name: string): bool
+  return list2str(str2list(name)) ==# name
+enddef
+
 # A file buffer the bridge has a name for: with a remote path map, one under its folders only
-# (:help claude-ide-bridge-remote).
+# (:help claude-ide-bridge-remote); not one whose name is not UTF-8.
 def Shared(buf: number): bool
-  return IsFileBuf(buf) && remote.Reaches(FullPath(buf))
+  return IsFileBuf(buf) && Utf8Name(bufname(buf)) && remote.Reaches(FullPath(buf))
 enddef
 
 # The buffer of a file, or -1. Names are compared with symbolic links resolved: the bridge names
@@ -133,13 +139,16 @@ def Snapshot(): dict<any>
     if a[1] > b[1] || (a[1] == b[1] && a[2] > b[2])
       [a, b] = [b, a]
     endif
+    # 'selection' exclusive: the character at the end is not selected (unless the selection is
+    # that one character)
+    var excl = &selection ==# 'exclusive' && a[1 : 2] != b[1 : 2]
     if m[0] ==# "\<C-v>"
       var c1 = min([a[2], b[2]])
       var c2 = max([a[2], b[2]])
-      return {buf: buf, kind: 'block', l1: a[1], c1: c1, l2: b[1], c2: c2,
+      return {buf: buf, kind: 'block', l1: a[1], c1: c1, l2: b[1], c2: c2, excl: excl,
         cols: BlockCols(a, b)}
     endif
-    return {buf: buf, kind: m[0], l1: a[1], c1: a[2], l2: b[1], c2: b[2]}
+    return {buf: buf, kind: m[0], l1: a[1], c1: a[2], l2: b[1], c2: b[2], excl: excl}
   endif
   return {buf: buf, kind: 'cursor', l1: line('.'), c1: col('.'), l2: line('.'), c2: col('.')}
 enddef
@@ -165,6 +174,11 @@ def BlockCols(a: list<number>, b: list<number>): list<list<number>>
     var left = min([va[0], vb[0]])
     var to_end = getcurpos()[4] == v:maxcol
     var right = max([va[1], vb[1]])
+    # 'selection' exclusive: the right column is not selected when it is the later corner's, as
+    # Vim does it (the earlier corner's stays selected)
+    if &selection ==# 'exclusive' && vb[1] > va[1] && vb[0] - 1 >= va[1]
+      right = vb[0] - 1
+    endif
     var win = win_getid()
     for lnum in range(min([a[1], b[1]]), max([a[1], b[1]]))
       var line = getline(lnum)
@@ -208,8 +222,9 @@ def SelectionMsg(s: dict<any>): dict<any>
     text = join(lines, "\n")
   elseif s.kind ==# 'v'
     # the end column is inclusive in Vim: include its whole (possibly multibyte) character
+    # (but with 'selection' exclusive)
     var last = lines[-1]
-    var stop = min([AfterChar(last, s.c2), strlen(last) + 1]) - 1
+    var stop = min([get(s, 'excl', false) ? s.c2 : AfterChar(last, s.c2), strlen(last) + 1]) - 1
     start = Pos(s.l1 - 1, CharIndex(lines[0], s.c1))
     end = Pos(s.l2 - 1, CharIndex(last, stop + 1))
     if len(lines) == 1
@@ -224,9 +239,10 @@ def SelectionMsg(s: dict<any>): dict<any>
     end = Pos(s.l2 - 1, CharIndex(lines[-1], cols[-1][1]))
     text = join(mapnew(lines, (i, l) => strpart(l, cols[i][0] - 1, cols[i][1] - cols[i][0])), "\n")
   else
+    var after = get(s, 'excl', false) ? s.c2 : s.c2 + 1
     start = Pos(s.l1 - 1, CharIndex(lines[0], s.c1))
-    end = Pos(s.l2 - 1, CharIndex(lines[-1], s.c2 + 1))
-    text = join(mapnew(lines, (_, l) => strpart(l, s.c1 - 1, s.c2 - s.c1 + 1)), "\n")
+    end = Pos(s.l2 - 1, CharIndex(lines[-1], after))
+    text = join(mapnew(lines, (_, l) => strpart(l, s.c1 - 1, after - s.c1)), "\n")
   endif
   return {type: 'selection_changed', filePath: FullPath(s.buf), text: text,
     selection: {start: start, end: end}}
@@ -313,6 +329,10 @@ enddef
 # ---- at_mentioned ----
 
 export def Mention(path: string, line_start: number = -1, line_end: number = -1)
+  if !Utf8Name(path)
+    bridge.Error(fnamemodify(path, ':~:.') .. ': the name is not UTF-8, claude has no name for it')
+    return
+  endif
   if !remote.Reaches(path)
     bridge.Error(fnamemodify(path, ':~:.') .. ' is outside the folders of'
       .. ' g:claude_ide_bridge_remote.path_map: claude, over there, has no name for it')
@@ -345,7 +365,13 @@ export def Add(args: list<string>)
     bridge.Error('usage: :ClaudeCodeAdd {path} [start-line] [end-line]')
     return
   endif
-  var path = fnamemodify(expand(args[0]), ':p')
+  var path = ''
+  try
+    path = fnamemodify(AddedName(args[0]), ':p')
+  catch
+    bridge.Error(substitute(v:exception, '^Vim\%((\a\+)\)\=:', '', ''))
+    return
+  endtry
   if !filereadable(path) && !isdirectory(path)
     bridge.Error('no such file or directory: ' .. args[0])
     return
@@ -369,6 +395,27 @@ export def Add(args: list<string>)
     return
   endif
   Mention(path, first - 1, last - 1)
+enddef
+
+# The file :ClaudeCodeAdd names: `%`, `#`, `#n`, `##` or `<cfile>` and the like (with modifiers
+# such as `:h`, and a path below) as on Vim's command line, a leading `~` or `$VAR`; the rest of
+# the name as it is (expand() would read `[...]`, `{a,b}` or `*` as patterns, and `#` inside a name
+# as the alternate file).
+def AddedName(arg: string): string
+  var special = matchstr(arg, '^\%(%\|##\|#\d*\|<\a\+>\)\%(:[phtreS~.]\)*\ze\%(/\|$\)')
+  if special !=# ''
+    var name = expand(special)
+    if name ==# ''
+      throw 'no file name for ' .. special
+    endif
+    return name .. strpart(arg, strlen(special))
+  endif
+  var head = matchstr(arg, '^\%(\~[^/$*?[{]*\|\$\h\w*\|\${\h\w*}\)\ze\%(/\|$\)')
+  var var_name = substitute(head, '[{}]', '', 'g')
+  if head =~# '^\~' || (head !=# '' && exists(var_name))
+    return expand(var_name) .. strpart(arg, strlen(head))
+  endif
+  return arg
 enddef
 
 # ---- open editors ----

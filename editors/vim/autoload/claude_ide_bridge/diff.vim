@@ -1,6 +1,7 @@
 vim9script
 # claude's proposed changes (`openDiff`): the file and the proposal side by side. `:w` in the
-# proposal accepts what it holds then (the user's edits included), closing it rejects.
+# proposal accepts what it holds then (the user's edits included; ZZ and :x too), closing it
+# rejects.
 
 import autoload 'claude_ide_bridge.vim' as bridge
 import autoload 'claude_ide_bridge/context.vim'
@@ -83,21 +84,31 @@ export def Open(id: number, args: dict<any>)
   setlocal nomodified
   diffthis
   var proposed = bufnr()
+  # ZZ writes only a changed buffer (and the proposal is unchanged until the user edits it): it
+  # accepts here, like :wq (and :x, see QuitPre below)
+  nnoremap <buffer> <nowait> ZZ <Cmd>ClaudeCodeDiffAccept<CR>
+  # `tick`: the proposal's changedtick as claude sent it, to tell whether the user edited it
   diffs[string(id)] = {id: id, path: path, tab_name: get(args, 'tab_name', ''), proposed: proposed,
     old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
     eol: contents =~# "\n$" || contents ==# '', crlf: crlf, wins: [main, win_getid()],
-    disk: Disk(path), contents: contents}
+    disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick')}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
   autocmd!
   execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Accept(' .. id .. ')'
-  execute 'autocmd BufUnload,BufWipeout <buffer=' .. proposed .. '> Rejected(' .. id .. ')'
+  # :e! reads the proposal again (as claude sent it), not a file of that name
+  execute 'autocmd BufReadCmd <buffer=' .. proposed .. '> Reread(' .. id .. ')'
+  execute 'autocmd QuitPre <buffer=' .. proposed .. '> Quitting(' .. id .. ')'
+  # The buffer going away rejects; decided once the command is over: :e! unloads it too, and
+  # reads it again.
+  execute 'autocmd BufUnload,BufWipeout <buffer=' .. proposed .. '> timer_start(0, (_) => Rejected('
+    .. id .. '))'
   augroup END
   if !bridge.Option('diff_focus', false)
     win_gotoid(back)
   endif
   bridge.Info('claude proposes a change to ' .. fnamemodify(path, ':~:.')
     .. (tab > 0 ? ' (tab page ' .. tab .. ')' : '')
-    .. ': :w in the proposal accepts it (with your edits), :q rejects it')
+    .. ': :w (or ZZ) in the proposal accepts it (with your edits), :q rejects it')
 enddef
 
 # The diff the user means: the one shown in the current window or tab page, or the only one.
@@ -137,9 +148,15 @@ export def Accept(id: number)
     return
   endif
   var nl = d.crlf ? "\r\n" : "\n"
-  var text = join(getbufline(d.proposed, 1, '$'), nl)
-  if d.eol && text !=# ''
-    text ..= nl
+  var text = d.contents
+  if getbufvar(d.proposed, 'changedtick', d.tick) != d.tick
+    # edited by the user: the buffer's lines, and the line break at the end the proposal had
+    var lines = getbufline(d.proposed, 1, '$')
+    text = join(lines, nl)
+    # (one empty line is an empty text when the proposal was one)
+    if d.eol && !(lines == [''] && d.contents ==# '')
+      text ..= nl
+    endif
   endif
   bridge.Send({type: 'diff_decision', id: id, decision: 'accept', contents: text})
   setbufvar(d.proposed, '&modified', 0)
@@ -152,11 +169,38 @@ def Reject(d: dict<any>)
   timer_start(0, (_) => Close(d))
 enddef
 
-# The proposal's buffer went away (:q, :close, :bwipeout): rejected.
+# The proposal's buffer went away (:q, :close, :bwipeout): rejected. Not when it is there again
+# (:e! unloads it, and reads it again).
 export def Rejected(id: number)
-  var d = Take(id)
-  if !empty(d)
-    Reject(d)
+  var d = get(diffs, string(id), {})
+  if empty(d) || bufloaded(d.proposed)
+    return
+  endif
+  Reject(Take(id))
+enddef
+
+# :e! in the proposal: its text as claude sent it again, and unchanged.
+def Reread(id: number)
+  var d = get(diffs, string(id), {})
+  if empty(d)
+    return
+  endif
+  var b = str2nr(expand('<abuf>'))
+  silent deletebufline(b, 1, '$')
+  setbufline(b, 1, Lines(d.contents))
+  if d.crlf
+    setbufvar(b, '&fileformat', 'dos')
+  endif
+  setbufvar(b, '&modified', 0)
+  d.tick = getbufvar(b, 'changedtick')
+enddef
+
+# :x (:xit, :exit) in the proposal: accepts, like :wq (it would write only a changed buffer, and
+# quit unanswered, which rejects). Vim does not tell the command: the command line typed last is
+# taken.
+def Quitting(id: number)
+  if histget(':', -1) =~# '^[ \t:]*\%(x\%[it]\|exi\%[t]\)!\=\s*$'
+    Accept(id)
   endif
 enddef
 

@@ -132,7 +132,8 @@ enddef
 # where it ends.
 def Find(text: string, from: list<number>, at_end: bool): list<number>
   cursor(from[0], from[1])
-  var pat = '\V' .. substitute(escape(text, '\'), "\n", '\\n', 'g')
+  # the text as it is: not a pattern, and its case too whatever 'ignorecase' says
+  var pat = '\V\C' .. substitute(escape(text, '\'), "\n", '\\n', 'g')
   var pos = searchpos(pat, 'cW' .. (at_end ? 'e' : ''))
   return pos[0] == 0 ? [] : pos
 enddef
