@@ -260,12 +260,22 @@ impl PathMap {
 }
 
 /// Whether Windows reads `name` as one file name, as it is: none of the characters it forbids in a
-/// name (`\`, `/`, `:`, `*`, `?`, `"`, `<`, `>`, `|`, the control characters 1 to 31). A Linux file
-/// `a:b` would name the alternate data stream `b` of the file `a` there.
+/// name (`\`, `/`, `:`, `*`, `?`, `"`, `<`, `>`, `|`, the control characters 1 to 31), no `.` or
+/// space at its end (Windows drops them: `a.txt.` opens `a.txt`), and not a device's name (`nul`,
+/// `con.txt`: a device, not a file, before Windows 11). A Linux file `a:b` would name the
+/// alternate data stream `b` of the file `a` there.
 fn windows_nameable(name: &str) -> bool {
-    !name.chars().any(|c| {
+    const DEVICES: [&str; 4] = ["CON", "PRN", "AUX", "NUL"];
+    let forbidden = name.chars().any(|c| {
         matches!(c, '\\' | '/' | ':' | '*' | '?' | '"' | '<' | '>' | '|') || u32::from(c) < 0x20
-    })
+    });
+    let stem = name.split('.').next().unwrap_or(name).trim_end_matches(' ');
+    let b = stem.as_bytes();
+    let device = DEVICES.iter().any(|d| stem.eq_ignore_ascii_case(d))
+        || (b.len() == 4
+            && (b[..3].eq_ignore_ascii_case(b"COM") || b[..3].eq_ignore_ascii_case(b"LPT"))
+            && matches!(b[3], b'1'..=b'9'));
+    !forbidden && !device && !name.ends_with(['.', ' '])
 }
 
 /// `/` and the names.
@@ -507,8 +517,28 @@ mod tests {
             "/ws=/srv/ws",
         ]);
         for name in [
-            "a:b", "C:", ":", "a*b", "a?b", "a\"b", "a<b", "a>b", "a|b", "a\\b", "a\tb", "a\nb",
-            "a\u{1}b", "a\u{1f}",
+            "a:b",
+            "C:",
+            ":",
+            "a*b",
+            "a?b",
+            "a\"b",
+            "a<b",
+            "a>b",
+            "a|b",
+            "a\\b",
+            "a\tb",
+            "a\nb",
+            "a\u{1}b",
+            "a\u{1f}",
+            "a.txt.",
+            "a ",
+            "NUL",
+            "con.txt",
+            "aux.tar.gz",
+            "Com1",
+            "lpt9.c",
+            "nul .x",
         ] {
             for folder in ["/srv/app", "/srv/w", "/home/me"] {
                 let path = format!("{folder}/sub/{name}");
@@ -527,6 +557,18 @@ mod tests {
             );
         }
         // What Windows allows in a name still passes.
+        for name in [
+            ".hidden",
+            "a.b",
+            "console.log",
+            "com10",
+            "com0",
+            "nulls",
+            "a .b",
+            "lpt",
+        ] {
+            assert!(m.to_editor(&format!("/srv/app/{name}")).is_ok(), "{name}");
+        }
         assert_eq!(
             m.to_editor("/srv/app/a b#%;,=+[]{}'!@$^&~`é\u{7f}.rs")
                 .as_deref(),
@@ -672,9 +714,12 @@ mod tests {
     }
 
     /// A file or folder name: spaces, non-ASCII letters, dots, `%`, but not `.` or `..` alone,
-    /// nor a separator.
+    /// nor a separator, nor a name a Windows editor cannot be sent (a space or a dot at its end, a
+    /// device's name).
     fn name() -> impl Strategy<Value = String> {
-        "[a-zA-Z0-9 é中%._~-]{1,8}".prop_filter("not . or ..", |n| n != "." && n != "..")
+        "[a-zA-Z0-9 é中%._~-]{1,8}".prop_filter("not . or .., and one Windows holds", |n| {
+            n != "." && n != ".." && windows_nameable(n)
+        })
     }
 
     fn names(max: usize) -> impl Strategy<Value = Vec<String>> {
