@@ -288,13 +288,38 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 pub fn raise_open_files_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let limit = getrlimit(Resource::Nofile);
-    if limit.current < limit.maximum {
+    if let Some(current) = raised_soft_limit(limit.current, limit.maximum, OPEN_FILES_CEILING) {
         let raised = rustix::process::Rlimit {
-            current: limit.maximum,
+            current: Some(current),
             maximum: limit.maximum,
         };
         let _ = setrlimit(Resource::Nofile, raised);
     }
+}
+
+/// The most a soft limit on open files may be set to, when the OS has one below the hard limit:
+/// macOS refuses a soft limit past `OPEN_MAX` (10,240, `<sys/syslimits.h>`; its `setrlimit(2)`:
+/// "use rlim_cur = min(OPEN_MAX, rlim_max)"), and its usual hard limit is unlimited.
+#[cfg(target_vendor = "apple")]
+const OPEN_FILES_CEILING: Option<u64> = Some(10_240);
+#[cfg(not(target_vendor = "apple"))]
+const OPEN_FILES_CEILING: Option<u64> = None;
+
+/// The soft limit to set, from the soft and hard limits (`None`: unlimited) and the OS's
+/// ceiling: the hard limit, or the ceiling when lower (or when the hard limit is unlimited);
+/// `None` when the soft limit is already there or past it.
+fn raised_soft_limit(
+    current: Option<u64>,
+    maximum: Option<u64>,
+    ceiling: Option<u64>,
+) -> Option<u64> {
+    let want = match (maximum, ceiling) {
+        (Some(max), Some(ceiling)) => max.min(ceiling),
+        (Some(max), None) => max,
+        (None, Some(ceiling)) => ceiling,
+        (None, None) => return None,
+    };
+    current.filter(|&c| c < want).map(|_| want)
 }
 
 /// The path a `file:` URI names, as the files crate takes it; `None` when it names no local
@@ -380,6 +405,36 @@ mod tests {
             .status();
         assert!(made.unwrap().success(), "mkfifo {}", s.path().display());
         assert!(matches!(s.load(), Err(Refused::NotAFile)));
+    }
+
+    /// The soft limit on open files goes up to the hard one, or to the OS's ceiling (macOS:
+    /// `OPEN_MAX`) when that is lower or the hard limit is unlimited (`None`), which is macOS's
+    /// usual 256 and unlimited: `Some(256) < None` is false, and it was never raised there.
+    #[test]
+    fn the_open_files_limit_is_raised_to_what_the_os_takes() {
+        let mac = Some(10_240);
+        assert_eq!(raised_soft_limit(Some(256), None, mac), Some(10_240));
+        assert_eq!(raised_soft_limit(Some(256), Some(4_096), mac), Some(4_096));
+        assert_eq!(
+            raised_soft_limit(Some(1_024), Some(524_288), mac),
+            Some(10_240)
+        );
+        assert_eq!(raised_soft_limit(Some(10_240), None, mac), None);
+        assert_eq!(
+            raised_soft_limit(Some(1_024), Some(524_288), None),
+            Some(524_288)
+        );
+        assert_eq!(raised_soft_limit(Some(524_288), Some(524_288), None), None);
+        assert_eq!(raised_soft_limit(None, None, None), None);
+        assert_eq!(raised_soft_limit(None, Some(8), mac), None);
+        // And for real, here: the soft limit is then as high as it may be.
+        raise_open_files_limit();
+        let now = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        assert_eq!(
+            raised_soft_limit(now.current, now.maximum, OPEN_FILES_CEILING),
+            None,
+            "{now:?}"
+        );
     }
 
     #[test]
