@@ -130,6 +130,8 @@ impl Workspace {
             return None;
         }
         let mut b = GitignoreBuilder::new(root.join(rel_dir));
+        // `Err` only when the rules built so far do not compile again: there are none yet.
+        let _ = b.case_insensitive(crate::sys::IGNORE_CASE);
         if let Some(bytes) = read() {
             let Some(still) = left.checked_sub(bytes.len() as u64) else {
                 *left = 0;

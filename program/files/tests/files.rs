@@ -480,6 +480,8 @@ fn listing_skips_what_an_editor_skips() {
         "src/main.rs",
         "src/gen/out.rs",
         "target/debug/build.rs",
+        // Listed: git on Linux matches ignore rules with their case (core.ignoreCase is false).
+        "Target/release/y.rs",
         "logs/app.log",
         "logs/keep.log",
         ".github/ci.yml",
@@ -513,6 +515,7 @@ fn listing_skips_what_an_editor_skips() {
         [
             ".github/ci.yml",
             ".gitignore",
+            "Target/release/y.rs",
             "logs/keep.log",
             "src/main.rs",
             "sub/.gitignore",

@@ -440,12 +440,23 @@ fn listings_skip_ignored_files_and_name_files_the_windows_way() {
         r"src\a.rs",
         r"src\b.txt",
         r"target\debug\x.rs",
+        // Ignored by `build/`: git matches ignore rules ignoring case on Windows
+        // (core.ignoreCase).
+        r"Build\y.rs",
         ".gitignore",
         r".git\config",
     ] {
         let p = t.ws.join(f);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, if f == ".gitignore" { "target/\n" } else { "" }).unwrap();
+        fs::write(
+            p,
+            if f == ".gitignore" {
+                "target/\nbuild/\n"
+            } else {
+                ""
+            },
+        )
+        .unwrap();
     }
     let folder = t.ws.to_str().unwrap();
     let listing = ws.list(None).unwrap();

@@ -35,6 +35,11 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::{advertised, identity, Listed};
 
+/// Whether ignore rules (`.gitignore`, `.git/info/exclude`) match names ignoring case, as git
+/// does where `git init` finds the file system ignores case and sets `core.ignoreCase`: NTFS on
+/// Windows and APFS or HFS+ on macOS, by default.
+pub(crate) const IGNORE_CASE: bool = cfg!(any(windows, target_vendor = "apple"));
+
 /// A directory handle as the listing's walk reads it (`walk.rs`'s `Listing`).
 #[cfg(unix)]
 pub(crate) use crate::open::Listed;
