@@ -39,7 +39,10 @@ impl AuthToken {
 
     /// Generates a fresh token: 32 bytes from `rng`, written as base64url without padding (43 characters).
     ///
-    /// Pass the operating system's CSPRNG (for example `rand_core::OsRng`); use a new token per server start.
+    /// Pass the operating system's CSPRNG: `rand_core::OsRng` of `rand_core` 0.6 with its `getrandom`
+    /// feature (the version whose `CryptoRng` and `RngCore` this takes; later versions moved
+    /// `OsRng` out), or take `claude_ide_bridge_runtime::generate_token()`. Use a new token per
+    /// server start.
     ///
     /// ```
     /// use claude_ide_bridge::AuthToken;

@@ -174,7 +174,8 @@ impl Server {
     }
 
     /// The next connection that has new bytes to send or must be closed; each is reported once
-    /// until [`Server::transmit`] is emptied for it.
+    /// until [`Server::transmit`] is emptied for it, and again after an
+    /// [`advance_transmit`](Server::advance_transmit) that left some of its bytes.
     pub fn poll_transmit_ready(&mut self) -> Option<ConnectionId> {
         while let Some(conn) = self.dirty.pop_front() {
             if let Some(c) = self.conns.get_mut(&conn.0) {

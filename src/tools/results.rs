@@ -301,14 +301,15 @@ impl Range {
     }
 }
 
-/// A 0-based line and character.
+/// A 0-based line and character. The character counts UTF-16 code units, as LSP and VS Code do
+/// (docs/protocol.md, "Roles and terms"): a character past U+FFFF counts 2, so `é😀b`'s `b` is at 3.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
 )]
 pub struct Position {
     /// 0-based line.
     pub line: u32,
-    /// 0-based character in the line.
+    /// 0-based character in the line, in UTF-16 code units (not bytes, not `char`s).
     pub character: u32,
 }
 

@@ -84,7 +84,11 @@ fn main() -> std::io::Result<()> {
                 let _ = handle.respond(call, answer(&tool, &folder));
             }
             Some(other) => println!("{other:?}"),
+            // No event in time, or none any more: the server stopped.
+            None if server.is_stopped() => break,
             None => {}
         }
     }
+    server.stop();
+    Ok(())
 }

@@ -337,16 +337,41 @@ impl IdeServer {
         self.threads.shared.taken(self.events.recv().ok())
     }
 
-    /// The next event, waiting at most `timeout`.
+    /// The next event, waiting at most `timeout`. `None` when none came in time, and also, at
+    /// once, every time after the server has stopped: a loop around it checks
+    /// [`IdeServer::is_stopped`], or it turns into a busy loop once a [`Stopper`] was used.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use claude_ide_bridge_blocking::{IdeServer, Options};
+    ///
+    /// let server = IdeServer::start(Options::new(vec!["/home/me/project".into()], "MyEditor"))?;
+    /// while !server.is_stopped() {
+    ///     match server.next_event_timeout(Duration::from_millis(500)) {
+    ///         Some(event) => println!("{event:?}"),
+    ///         None => { /* the editor's own periodic work */ }
+    ///     }
+    /// }
+    /// server.stop();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn next_event_timeout(&self, timeout: Duration) -> Option<Event> {
         self.threads
             .shared
             .taken(self.events.recv_timeout(timeout).ok())
     }
 
-    /// The next event if one is ready.
+    /// The next event if one is ready; `None` when none is, and every time after the server has
+    /// stopped ([`IdeServer::is_stopped`] tells which).
     pub fn try_next_event(&self) -> Option<Event> {
         self.threads.shared.taken(self.events.try_recv().ok())
+    }
+
+    /// Whether the server has stopped, or is stopping ([`Stopper::stop`], a signal with
+    /// [`Options::signal_cleanup`]): no event comes any more, and [`IdeServer::stop`] is left to
+    /// do.
+    pub fn is_stopped(&self) -> bool {
+        self.threads.shared.is_stopped()
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given

@@ -72,6 +72,34 @@ fn try_next_event_and_stop_with_pending_diff() {
     stopper.join().unwrap();
 }
 
+/// A host that waits with a timeout (it has periodic work of its own) tells "nothing yet" from
+/// "stopped" by `is_stopped`: after a `Stopper`, `next_event_timeout` and `try_next_event`
+/// answer `None` at once, and a loop on `is_stopped` ends instead of spinning.
+#[test]
+fn is_stopped_ends_a_loop_that_waits_with_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = IdeServer::start(scenarios::opts(dir.path())).unwrap();
+    assert!(!s.is_stopped());
+    assert!(s.next_event_timeout(Duration::from_millis(20)).is_none());
+    assert!(!s.is_stopped(), "a timeout is not a stop");
+    let stopper = s.stopper();
+    let reader = std::thread::spawn(move || {
+        let mut turns = 0u64;
+        while !s.is_stopped() {
+            let _ = s.next_event_timeout(Duration::from_millis(20));
+            turns += 1;
+        }
+        assert!(s.try_next_event().is_none());
+        s.stop();
+        turns
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    stopper.stop();
+    let turns = reader.join().unwrap();
+    // About one turn per timeout while running (200 ms / 20 ms), none after.
+    assert!(turns < 100, "{turns} turns: the loop did not wait");
+}
+
 /// A `Stopper` stops the server from another thread while one waits in `next_event` (which has
 /// no timeout: nothing polls): the wait ends with `None`, the pending diff is rejected, the lock
 /// file is gone, and `stop` afterwards joins the threads and gives the port back.

@@ -422,9 +422,16 @@ impl IdeServer {
         self.tasks.shared.taken(self.events.next().await)
     }
 
-    /// The next event if one is ready.
+    /// The next event if one is ready; `None` when none is, and every time after the server has
+    /// stopped ([`IdeServer::is_stopped`] tells which).
     pub fn try_next_event(&self) -> Option<Event> {
         self.tasks.shared.taken(self.events.try_next())
+    }
+
+    /// Whether the server has stopped, or is stopping (a signal with `Options::signal_cleanup`):
+    /// no event comes any more, and [`IdeServer::stop`] is left to do.
+    pub fn is_stopped(&self) -> bool {
+        self.tasks.shared.is_stopped()
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given
