@@ -228,8 +228,15 @@ pub fn editor_command() -> Option<OsString> {
 
 /// Runs the editor on `file` in the foreground and waits for it. The command may carry
 /// arguments (`EDITOR="code --wait"`): it is run by `sh` (`cmd` on Windows).
+/// The terminal's settings are put back afterwards, however it ended.
 pub fn run_editor(editor: &OsString, file: &Path) -> io::Result<ExitStatus> {
-    crate::sys::editor_command(editor, &[file.as_os_str()])?.status()
+    let saved = crate::sys::save_terminal();
+    let status = crate::sys::editor_command(editor, &[file.as_os_str()])?.status();
+    // Failed (killed: the shell running it reports 128 + the signal), in whatever state it left
+    // the terminal.
+    let abnormal = status.as_ref().is_ok_and(|s| !s.success());
+    crate::sys::restore_terminal(saved, abnormal);
+    status
 }
 
 /// Starts the editor on `files` without waiting (for `--open-files`), without the terminal: a

@@ -412,7 +412,13 @@ fn a_change_withdrawn_during_its_edit_is_said_so() {
     assert_eq!(texts(&answers[&close]), ["TAB_CLOSED"]);
     assert_eq!(texts(&answers[&e.id])[0], "DIFF_REJECTED");
     fs::write(&e.done, "").unwrap();
-    e.screen.wait_for("your edit was not used");
+    // What the user wrote is kept where the line says (it was deleted with the temporary file).
+    e.screen.wait_for("your edit was not used; it is kept in ");
+    let text = e.screen.text();
+    let after = text.split("it is kept in ").nth(1).unwrap();
+    let path = after.lines().next().unwrap().trim().to_owned();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "edited\n", "{path}");
+    fs::remove_file(&path).unwrap();
     ctrl_c(&mut e.child, &mut e.tty, &e.screen);
 }
 
@@ -432,6 +438,31 @@ fn ctrl_c_in_the_editor_ends_the_editor_not_the_bridge() {
     e.tty.flush().unwrap();
     assert_eq!(texts(&e.cl.response(e.id)), ["DIFF_REJECTED", "T"]);
     ctrl_c(&mut e.child, &mut e.tty, &e.screen);
+}
+
+/// An editor killed in raw mode (no echo, Enter sending `\r` unmapped, no Ctrl-C) leaves the
+/// terminal as it found it: the question comes back and Enter answers it (it waited for a `\n`
+/// that never came).
+#[test]
+fn an_editor_killed_in_raw_mode_leaves_the_terminal_usable() {
+    let Some((_sb, mut child, mut tty, screen, mut cl, id)) =
+        a_diff_shown("stty raw -echo\nprintf '\\033[?1049h\\033[?25l'\nkill -9 $$")
+    else {
+        return;
+    };
+    tty.write_all(b"e\n").unwrap();
+    tty.flush().unwrap();
+    screen.wait_for("the editor exited with");
+    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
+    assert!(
+        screen.text().contains("\x1b[?1049l\x1b[?25h"),
+        "screen and cursor given back"
+    );
+    // Enter as a terminal sends it.
+    tty.write_all(b"r\r").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T"]);
+    ctrl_c(&mut child, &mut tty, &screen);
 }
 
 /// Two proposed changes, to `a.txt` (tab `T1`, shown) and `b.txt` (`T2`, queued): their ids.

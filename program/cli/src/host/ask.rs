@@ -38,8 +38,9 @@ pub struct Draft {
     written: bool,
 }
 
-/// What `$EDITOR` left: the edited text, or why it cannot be used and the copy it is in.
-pub type EditOutcome = Result<String, (String, Draft)>;
+/// What `$EDITOR` left: the edited text, or why it cannot be used; and the copy it is in (kept
+/// when the change was withdrawn meanwhile, so that the user's edit is not lost).
+pub type EditOutcome = Result<(String, Draft), (String, Draft)>;
 
 /// The workspace check of a proposed change, made on a job and handed back to the host loop:
 /// whether the file may be changed (inside the workspace, not a special file), and for the
@@ -347,8 +348,16 @@ impl Host {
             std::thread::Builder::new()
                 .name("editor".into())
                 .spawn(move || {
-                    let edited = edit(&editor, &tmp, fresh)
-                        .map_err(|(why, written)| (why, Draft { file: tmp, written }));
+                    let edited = match edit(&editor, &tmp, fresh) {
+                        Ok(text) => Ok((
+                            text,
+                            Draft {
+                                file: tmp,
+                                written: true,
+                            },
+                        )),
+                        Err((why, written)) => Err((why, Draft { file: tmp, written })),
+                    };
                     let _ = inputs.send(HostInput::Edited(call, edited));
                 })
                 .map(drop)
@@ -386,7 +395,7 @@ impl Host {
         ui::set_quiet(false);
         match self.shown.take() {
             Some(shown) if shown.call == call => match edited {
-                Ok(contents) => {
+                Ok((contents, _draft)) => {
                     self.accept(call, &shown.args, contents, None);
                     self.show_next();
                 }
@@ -402,11 +411,23 @@ impl Host {
                 }
             },
             other => {
-                // Withdrawn while it was being edited (its lines were held back meanwhile).
-                ui::say(
+                // Withdrawn while it was being edited (its lines were held back meanwhile). What
+                // the user wrote is theirs: its copy is kept (no IO: the file is only not
+                // removed).
+                let draft = match edited {
+                    Ok((_, draft)) | Err((_, draft)) => draft,
+                };
+                let kept = match draft.written {
+                    true => match draft.file.keep() {
+                        Ok((_, path)) => format!("; it is kept in {}", path.display()),
+                        Err(e) => format!("; it could not be kept: {e}"),
+                    },
+                    false => String::new(),
+                };
+                ui::say(&format!(
                     "the change you were editing was withdrawn meanwhile (claude closed it or \
-                     decided it): your edit was not used",
-                );
+                     decided it): your edit was not used{kept}"
+                ));
                 self.shown = other;
                 if self.shown.is_none() {
                     self.show_next();

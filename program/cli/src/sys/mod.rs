@@ -22,6 +22,8 @@
 //! - `ask_to_stop(pid)`, `wait_for_command(child)`, `exit_code(status)`: `run`'s command;
 //! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
 //!   Windows the Windows path it names, `None` when it writes no drive);
+//! - `TerminalState`, `save_terminal()`, `restore_terminal(saved, abnormal)`: the terminal's
+//!   settings put back after `$EDITOR` (one killed in raw mode left the prompt unanswerable);
 //! - `raise_open_files_limit()`, `editor_command(editor, files)`: the rest.
 //!
 //! What was typed on the terminal before a question is dropped by the runtime crate

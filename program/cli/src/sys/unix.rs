@@ -339,6 +339,33 @@ pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     Ok(c)
 }
 
+/// The settings of the terminal on standard input, as [`save_terminal`] found them.
+pub struct TerminalState(rustix::termios::Termios);
+
+/// The terminal's settings now; `None` when standard input is not a terminal.
+pub fn save_terminal() -> Option<TerminalState> {
+    rustix::termios::tcgetattr(std::io::stdin())
+        .ok()
+        .map(TerminalState)
+}
+
+/// Puts the terminal's settings back as they were saved (an editor killed in raw mode leaves
+/// Enter sending `\r` unmapped, no echo and no Ctrl-C), and after an `abnormal` end (by a
+/// signal, or any failure) also leaves the alternate screen and shows the cursor, which such an
+/// editor left.
+pub fn restore_terminal(saved: Option<TerminalState>, abnormal: bool) {
+    let Some(TerminalState(termios)) = saved else {
+        return;
+    };
+    let stdin = std::io::stdin();
+    let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &termios);
+    if abnormal {
+        // Straight to the terminal: these are no colours for `NO_COLOR` to strip.
+        use std::io::Write;
+        let _ = std::io::stderr().write_all(b"\x1b[?1049l\x1b[?25h");
+    }
+}
+
 /// The permission bits of `path` (tests).
 #[cfg(test)]
 pub fn mode_of(path: &Path) -> Option<u32> {

@@ -268,6 +268,17 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 
+/// Nothing is saved: a console's modes are the console's own, and an editor's are its process's.
+pub struct TerminalState;
+
+/// Nothing to save (see [`TerminalState`]).
+pub fn save_terminal() -> Option<TerminalState> {
+    None
+}
+
+/// Nothing to put back (see [`TerminalState`]).
+pub fn restore_terminal(_saved: Option<TerminalState>, _abnormal: bool) {}
+
 /// The path the files crate takes for a `file:` URI: the Windows path it names (the engine's
 /// [`uri_to_windows_path`](claude_ide_bridge::uri_to_windows_path): `file:///C:/x` and the
 /// Windows `claude`'s `file://C:\x` are `C:\x`). `None` when it names no local file, or no
