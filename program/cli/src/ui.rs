@@ -102,6 +102,14 @@ pub enum Old {
 /// The most lines of a diff printed; the rest is counted (`e` shows the whole proposal).
 pub const MAX_DIFF_LINES: usize = 2000;
 
+/// The most bytes of one line of a diff printed (a minified file is one line of megabytes); the
+/// rest of the line is counted.
+const MAX_DIFF_LINE_BYTES: usize = 500;
+
+/// The most bytes of a diff printed in all: the terminal is the host's, and it answers no other
+/// call while it writes (lines of [`MAX_DIFF_LINE_BYTES`] would make 1 MB).
+const MAX_DIFF_BYTES: usize = 256 * 1024;
+
 /// How long a diff may take to compute before a coarser one is shown: the host answers no other
 /// call meanwhile.
 const DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
@@ -155,17 +163,21 @@ pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
         .diff_lines(old_text, new);
     let unified = diff.unified_diff();
     let (mut any, mut lines, mut more) = (false, 0usize, 0usize);
+    // Both texts with CRLF line ends: the `\r`s are not shown as `^M` on every line (where only
+    // one has them, they are the change, and shown).
+    let crlf = old_text.contains("\r\n") && new.contains("\r\n");
+    let full = |lines: usize, out: &String| lines >= MAX_DIFF_LINES || out.len() >= MAX_DIFF_BYTES;
     for hunk in unified.iter_hunks() {
         any = true;
-        // The hunk's header and each of its lines count towards MAX_DIFF_LINES.
-        if lines >= MAX_DIFF_LINES {
+        // The hunk's header and each of its lines count towards the bounds.
+        if full(lines, &out) {
             more += 1 + hunk.iter_changes().count();
             continue;
         }
         lines += 1;
         out.push_str(&format!("{CYAN}{}{CYAN:#}\n", hunk.header()));
         for change in hunk.iter_changes() {
-            if lines >= MAX_DIFF_LINES {
+            if full(lines, &out) {
                 more += 1;
                 continue;
             }
@@ -176,8 +188,26 @@ pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
                 ChangeTag::Equal => (' ', Style::new()),
             };
             let text = change.value();
-            let text = visible(text.strip_suffix('\n').unwrap_or(text));
-            out.push_str(&format!("{style}{sign}{text}{style:#}\n"));
+            let mut text = text.strip_suffix('\n').unwrap_or(text);
+            if crlf {
+                text = text.strip_suffix('\r').unwrap_or(text);
+            }
+            let (text, cut) = match text.len() > MAX_DIFF_LINE_BYTES {
+                true => {
+                    let end = (0..=MAX_DIFF_LINE_BYTES)
+                        .rev()
+                        .find(|&i| text.is_char_boundary(i))
+                        .unwrap_or(0);
+                    let rest = text.len() - end;
+                    (
+                        &text[..end],
+                        format!("{BOLD}... ({rest} more bytes){BOLD:#}"),
+                    )
+                }
+                false => (text, String::new()),
+            };
+            let text = visible(text);
+            out.push_str(&format!("{style}{sign}{text}{style:#}{cut}\n"));
             if change.missing_newline() {
                 out.push_str("\\ No newline at end of file\n");
             }
@@ -309,6 +339,52 @@ mod tests {
         );
         assert!(d.contains("-old 0"), "{}", &d[..200]);
         assert!(d.contains("more lines of this diff not shown"));
+    }
+
+    /// A one-line file of megabytes (minified) changed by one character printed 8 MB: each line
+    /// is cut, and the whole diff too.
+    #[test]
+    fn a_diff_of_huge_lines_is_bounded_in_bytes() {
+        let old = "x".repeat(4 << 20);
+        let new = format!("{}y", &old[1..]);
+        let d = render_diff("/w/min.js", &Old::Text(old), &new);
+        assert!(d.len() < 4 * MAX_DIFF_LINE_BYTES, "{} bytes", d.len());
+        assert!(
+            d.contains(&format!(
+                "... ({} more bytes)",
+                (4 << 20) - MAX_DIFF_LINE_BYTES
+            )),
+            "{d}"
+        );
+        // Many long lines: the total is bounded.
+        let new: String = (0..MAX_DIFF_LINES)
+            .map(|i| format!("{i}{}\n", "z".repeat(2000)))
+            .collect();
+        let d = render_diff("/w/a.txt", &Old::Missing, &new);
+        assert!(
+            d.len() < MAX_DIFF_BYTES + 2 * MAX_DIFF_LINE_BYTES,
+            "{} bytes",
+            d.len()
+        );
+        assert!(d.contains("more lines of this diff not shown"));
+        // A cut keeps whole characters.
+        let wide = "é".repeat(MAX_DIFF_LINE_BYTES);
+        let d = render_diff("/w/a.txt", &Old::Missing, &wide);
+        assert!(
+            d.contains(&format!("... ({} more bytes)", MAX_DIFF_LINE_BYTES)),
+            "{d}"
+        );
+    }
+
+    /// A CRLF file's lines are not each shown with `^M`; a change of line ends is.
+    #[test]
+    fn crlf_line_ends_are_shown_only_when_they_change() {
+        let old = Old::Text("one\r\ntwo\r\n".into());
+        let d = render_diff("/w/a.txt", &old, "one\r\nthree\r\n");
+        assert!(!d.contains("^M"), "{d}");
+        assert!(d.contains("+three"), "{d}");
+        let d = render_diff("/w/a.txt", &old, "one\ntwo\n");
+        assert!(d.contains("-one^M"), "{d}");
     }
 
     #[test]
