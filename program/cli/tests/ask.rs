@@ -503,6 +503,53 @@ fn withdrawn_then_next_decided_by_its_own(
     assert_eq!(texts(&cl.response(id2)), ["DIFF_REJECTED", "T2"]);
 }
 
+/// The terminal closed (Ctrl-D) with one change shown and one queued: both are left for claude's
+/// own prompt, and a change withdrawn afterwards does not bring the queued one back with a
+/// question nobody can answer.
+#[test]
+fn a_terminal_closed_leaves_every_waiting_change_to_claude() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1");
+    let (id1, id2) = two_diffs(&sb, &mut cl, &screen);
+    tty.write_all(b"\x04").unwrap();
+    tty.flush().unwrap();
+    screen.wait_for("the terminal closed");
+    screen.wait_for("left for claude's prompt: ");
+    let text = screen.text();
+    assert!(
+        text.contains(&format!(
+            "left for claude's prompt: {}",
+            sb.ws.join("b.txt").display()
+        )),
+        "{text}"
+    );
+    let close = cl.call_tool("close_tab", json!({"tab_name": "T1"}));
+    let got = responses(&mut cl, &[id1, close]);
+    assert_eq!(texts(&got[&id1]), ["DIFF_REJECTED", "T1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 1);
+    assert_eq!(
+        screen
+            .text()
+            .matches("[a]ccept / [r]eject / [e]dit")
+            .count(),
+        1,
+        "asked again after the terminal closed: {}",
+        screen.text()
+    );
+    assert!(
+        cl.recv_until(Duration::from_millis(300), |v| v["id"] == json!(id2))
+            .is_none(),
+        "the queued change is claude's to decide"
+    );
+    let close2 = cl.call_tool("close_tab", json!({"tab_name": "T2"}));
+    let got = responses(&mut cl, &[id2, close2]);
+    assert_eq!(texts(&got[&id2]), ["DIFF_REJECTED", "T2"]);
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
 /// An answer being typed as the shown change is withdrawn (claude closed its tab) is dropped
 /// with the question: ended after the next change is shown, it does not answer that one.
 #[test]

@@ -244,6 +244,9 @@ impl Host {
         if self.editing.is_some() {
             return; // `$EDITOR` has the terminal; on_edited shows the next.
         }
+        if self.want_line.is_none() {
+            return; // The terminal closed: nothing can be answered here.
+        }
         let Some(next) = self.queue.pop_front() else {
             return;
         };
@@ -287,6 +290,14 @@ impl Host {
             ui::say("the terminal closed: diffs are left for claude's own prompt from now on");
             self.decider = Decider::Policy(DiffPolicy::Defer);
             self.want_line = None;
+            // Those shown or waiting too: nobody can answer them here any more (they were shown
+            // later with a question nobody read).
+            for left in self.shown.take().into_iter().chain(self.queue.drain(..)) {
+                ui::say(&format!(
+                    "left for claude's prompt: {}",
+                    left.args.new_file_path
+                ));
+            }
             return;
         };
         let Some(shown) = self.shown.take() else {
