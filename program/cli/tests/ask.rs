@@ -465,6 +465,34 @@ fn an_editor_killed_in_raw_mode_leaves_the_terminal_usable() {
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
+/// Ctrl-C ending an editor that dies at once: the editor's end and the bridge's SIGINT race, and
+/// the SIGINT handled second stopped the bridge (once in about seven rounds). Ten rounds, then
+/// the question still decides.
+#[test]
+fn ctrl_c_ending_the_editor_at_once_never_stops_the_bridge() {
+    let Some((_sb, mut child, mut tty, screen, mut cl, id)) = a_diff_shown("exec sleep 30") else {
+        return;
+    };
+    for round in 1..=10 {
+        tty.write_all(b"e\n").unwrap();
+        tty.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        tty.write_all(b"\x03").unwrap();
+        tty.flush().unwrap();
+        wait_count(&screen, "the editor exited with", round);
+        wait_count(&screen, "[a]ccept / [r]eject / [e]dit", round + 1);
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "stopped at round {round}: {}",
+            screen.text()
+        );
+    }
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id)), ["DIFF_REJECTED", "T"]);
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
 /// Two proposed changes, to `a.txt` (tab `T1`, shown) and `b.txt` (`T2`, queued): their ids.
 fn two_diffs(sb: &Sandbox, cl: &mut client::Client, screen: &Screen) -> (u64, u64) {
     let id1 = cl.call_tool(

@@ -36,6 +36,8 @@ pub struct Draft {
     /// The editor wrote it: it is the user's own text, accepted as it is when opened again and
     /// left. Else it is still the proposal as shown, which quitting without writing never accepts.
     written: bool,
+    /// The editor was ended by Ctrl-C (which reached the bridge too).
+    interrupted: bool,
 }
 
 /// What `$EDITOR` left: the edited text, or why it cannot be used; and the copy it is in (kept
@@ -285,6 +287,8 @@ impl Host {
 
     pub(super) fn on_terminal_line(&mut self, line: Option<String>, read_at: Instant) {
         self.line_requested = false;
+        // A line typed since: a Ctrl-C now is the user's own, not the editor's.
+        self.editor_ended = None;
         let Some(line) = line else {
             ui::err(format_args!("\n"));
             ui::say("the terminal closed: diffs are left for claude's own prompt from now on");
@@ -359,15 +363,15 @@ impl Host {
             std::thread::Builder::new()
                 .name("editor".into())
                 .spawn(move || {
-                    let edited = match edit(&editor, &tmp, fresh) {
-                        Ok(text) => Ok((
-                            text,
-                            Draft {
-                                file: tmp,
-                                written: true,
-                            },
-                        )),
-                        Err((why, written)) => Err((why, Draft { file: tmp, written })),
+                    let (edited, interrupted) = edit(&editor, &tmp, fresh);
+                    let draft = |written| Draft {
+                        file: tmp,
+                        written,
+                        interrupted,
+                    };
+                    let edited = match edited {
+                        Ok(text) => Ok((text, draft(true))),
+                        Err((why, written)) => Err((why, draft(written))),
                     };
                     let _ = inputs.send(HostInput::Edited(call, edited));
                 })
@@ -403,6 +407,10 @@ impl Host {
             return;
         }
         self.editing = None;
+        self.editor_ended = match &edited {
+            Err((_, draft)) if draft.interrupted => Some(Instant::now()),
+            _ => None,
+        };
         ui::set_quiet(false);
         match self.shown.take() {
             Some(shown) if shown.call == call => match edited {
@@ -470,14 +478,28 @@ impl Host {
 /// nothing is accepted. A draft the user wrote in an earlier edit is their own text: opened again
 /// and left as it is, it is accepted as it is. Why not, and whether the copy is the user's text
 /// now (not `fresh`, or written by this edit), when nothing is accepted.
+/// Also whether Ctrl-C ended the editor.
 fn edit(
     editor: &OsString,
     tmp: &tempfile::NamedTempFile,
     fresh: bool,
-) -> Result<String, (String, bool)> {
+) -> (Result<String, (String, bool)>, bool) {
     let modified = || fs::metadata(tmp.path()).and_then(|m| m.modified()).ok();
     let before = modified();
     let status = ui::run_editor(editor, tmp.path());
+    let interrupted = status.as_ref().is_ok_and(crate::sys::ended_by_interrupt);
+    (edited(editor, tmp, fresh, before, status), interrupted)
+}
+
+/// What [`edit`] found, from the editor's `status` and the file's modification time `before`.
+fn edited(
+    editor: &OsString,
+    tmp: &tempfile::NamedTempFile,
+    fresh: bool,
+    before: Option<std::time::SystemTime>,
+    status: std::io::Result<std::process::ExitStatus>,
+) -> Result<String, (String, bool)> {
+    let modified = || fs::metadata(tmp.path()).and_then(|m| m.modified()).ok();
     let written = !fresh || before.is_none() || modified() != before;
     let refused = |why: String| Err((why, written));
     let status = match status {

@@ -222,6 +222,9 @@ pub struct Host {
     shown_at: Instant,
     /// The shown change is in `$EDITOR` (on its own thread): nothing else is shown meanwhile.
     editing: Option<CallId>,
+    /// When `$EDITOR` last ended: a Ctrl-C that ended it reaches the bridge too, and its signal
+    /// may be handled after the editor's end.
+    editor_ended: Option<Instant>,
     want_line: Option<Sender<()>>,
     line_requested: bool,
     // The stdio editor.
@@ -304,6 +307,7 @@ impl Host {
             queue: VecDeque::new(),
             shown: None,
             editing: None,
+            editor_ended: None,
             want_line: cfg.want_line,
             line_requested: false,
             shown_at: Instant::now(),
@@ -405,6 +409,14 @@ impl Host {
             // So does it to `$EDITOR` while it has the terminal (it shares the bridge's process
             // group): Ctrl-C ends the editor, whose failure keeps the edit and asks again.
             None if sig == SIGINT && self.editing.is_some() => Flow::Continue,
+            // The same Ctrl-C, handled after the editor's end was: the editor's, not a stop.
+            None if sig == SIGINT
+                && self
+                    .editor_ended
+                    .is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) =>
+            {
+                Flow::Continue
+            }
             Some(pid) => {
                 crate::sys::ask_to_stop(pid);
                 Flow::Continue

@@ -24,6 +24,7 @@
 //!   Windows the Windows path it names, `None` when it writes no drive);
 //! - `TerminalState`, `save_terminal()`, `restore_terminal(saved, abnormal)`: the terminal's
 //!   settings put back after `$EDITOR` (one killed in raw mode left the prompt unanswerable);
+//!   `ended_by_interrupt(status)`: whether Ctrl-C ended it;
 //! - `raise_open_files_limit()`, `editor_command(editor, files)`: the rest.
 //!
 //! What was typed on the terminal before a question is dropped by the runtime crate

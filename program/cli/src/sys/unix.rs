@@ -339,6 +339,12 @@ pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     Ok(c)
 }
 
+/// Whether a program run by `sh` was ended by Ctrl-C: SIGINT, or the shell's 130 for it.
+pub fn ended_by_interrupt(status: &ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal() == Some(INTERRUPT) || status.code() == Some(128 + INTERRUPT)
+}
+
 /// The settings of the terminal on standard input, as [`save_terminal`] found them.
 pub struct TerminalState(rustix::termios::Termios);
 

@@ -268,6 +268,11 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 
+/// Whether a program was ended by Ctrl-C: `STATUS_CONTROL_C_EXIT`.
+pub fn ended_by_interrupt(status: &ExitStatus) -> bool {
+    status.code() == Some(0xC000_013A_u32 as i32)
+}
+
 /// Nothing is saved: a console's modes are the console's own, and an editor's are its process's.
 pub struct TerminalState;
 
