@@ -40,9 +40,9 @@ pub enum MapError {
     Unc(String),
     /// Under no mapping.
     Outside(String),
-    /// A name that cannot be written on the other side (for a Windows editor, a name holding a
-    /// character Windows forbids in names: `\`, `:`, `*?"<>|` or a control character; a NUL
-    /// anywhere).
+    /// A name that cannot be written on the other side (for a Windows editor, a name Windows
+    /// reads as something else: `\`, what `claude_ide_bridge_files::check_windows_name`
+    /// refuses; a NUL anywhere).
     Unnameable(String),
 }
 
@@ -259,23 +259,11 @@ impl PathMap {
     }
 }
 
-/// Whether Windows reads `name` as one file name, as it is: none of the characters it forbids in a
-/// name (`\`, `/`, `:`, `*`, `?`, `"`, `<`, `>`, `|`, the control characters 1 to 31), no `.` or
-/// space at its end (Windows drops them: `a.txt.` opens `a.txt`), and not a device's name (`nul`,
-/// `con.txt`: a device, not a file, before Windows 11). A Linux file `a:b` would name the
-/// alternate data stream `b` of the file `a` there.
+/// Whether Windows reads `name` as one file name, as it is (the files crate's rule, which the
+/// Windows backend applies to every component of a path, and no `\`, a separator there). A
+/// Linux file `a:b` would name the alternate data stream `b` of the file `a` there.
 fn windows_nameable(name: &str) -> bool {
-    const DEVICES: [&str; 4] = ["CON", "PRN", "AUX", "NUL"];
-    let forbidden = name.chars().any(|c| {
-        matches!(c, '\\' | '/' | ':' | '*' | '?' | '"' | '<' | '>' | '|') || u32::from(c) < 0x20
-    });
-    let stem = name.split('.').next().unwrap_or(name).trim_end_matches(' ');
-    let b = stem.as_bytes();
-    let device = DEVICES.iter().any(|d| stem.eq_ignore_ascii_case(d))
-        || (b.len() == 4
-            && (b[..3].eq_ignore_ascii_case(b"COM") || b[..3].eq_ignore_ascii_case(b"LPT"))
-            && matches!(b[3], b'1'..=b'9'));
-    !forbidden && !device && !name.ends_with(['.', ' '])
+    !name.contains('\\') && claude_ide_bridge_files::check_windows_name(name).is_ok()
 }
 
 /// `/` and the names.
@@ -539,6 +527,7 @@ mod tests {
             "Com1",
             "lpt9.c",
             "nul .x",
+            "com0",
         ] {
             for folder in ["/srv/app", "/srv/w", "/home/me"] {
                 let path = format!("{folder}/sub/{name}");
@@ -562,7 +551,6 @@ mod tests {
             "a.b",
             "console.log",
             "com10",
-            "com0",
             "nulls",
             "a .b",
             "lpt",

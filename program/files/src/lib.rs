@@ -69,6 +69,25 @@ use std::time::Duration;
 pub use error::Error;
 pub use list::{Listing, WorkspaceInfo};
 
+/// Refuses one file name that Windows would read as something other than written, on every OS
+/// (the rule the Windows backend applies to every component of a path): `:` (an alternate data
+/// stream), the characters Windows does not allow in names (`<>"|?*` and control characters), a
+/// trailing dot or space (Windows strips them), and reserved device names with or without an
+/// extension (`NUL`, `con.txt`, `COM1`-`COM9`, `LPT0`-`LPT9`, ...). `\` and `/` are separators
+/// there, not part of a name: a caller holding one name checks them itself. The error says why.
+///
+/// ```
+/// use claude_ide_bridge_files::check_windows_name;
+///
+/// assert!(check_windows_name("main.rs").is_ok());
+/// assert!(check_windows_name("a:b").is_err());
+/// assert!(check_windows_name("a.txt.").is_err());
+/// assert!(check_windows_name("nul.txt").is_err());
+/// ```
+pub fn check_windows_name(name: &str) -> Result<(), String> {
+    sys::winpath::check_name(name)
+}
+
 /// A file read as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Text {
