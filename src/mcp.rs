@@ -769,9 +769,9 @@ fn method_not_found(method: &str) -> RpcError {
 }
 
 /// The params of a list method (`tools/list`, `prompts/list`, ...): absent, or an object whose
-/// `cursor`, if any, is `null` (the JSON-RPC layer refuses a scalar or `null`). This host gives every list whole and so no cursor: any
-/// cursor is one it did not give, which MCP's pagination answers with -32602 (docs/protocol.md,
-/// "MCP lifecycle"); so are params that are not an object.
+/// `cursor`, if any, is `null` (the JSON-RPC layer refuses a scalar or `null`). This host gives
+/// every list whole and so no cursor: any cursor is one it did not give, which MCP's pagination
+/// answers with -32602 (docs/protocol.md, "MCP lifecycle"); so are params that are not an object.
 fn list_params(params: Option<&RawValue>) -> Result<(), RpcError> {
     #[derive(Deserialize)]
     struct ListParams<'a> {

@@ -243,14 +243,14 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         }
     };
     let lexical = std::path::absolute(&dir).unwrap_or(dir.clone());
-    let canonical = fs::canonicalize(&dir).unwrap_or(lexical.clone());
+    let lexical = lexical.to_string_lossy().into_owned();
     // The working directory of a claude started there, written as lock files write folders:
-    // links resolved (and on Windows without the `\\?\` prefix).
-    let claude_cwd = claude_ide_bridge_runtime::lock_folders(std::slice::from_ref(&canonical))
+    // `lock_folders` lists a folder as given, then resolved when links make it another (and on
+    // Windows without the `\\?\` prefix); the last is the one the OS gives claude.
+    let claude_cwd = claude_ide_bridge_runtime::lock_folders(std::slice::from_ref(&dir))
         .ok()
         .and_then(|f| f.into_iter().last())
-        .unwrap_or_else(|| canonical.to_string_lossy().into_owned());
-    let lexical = lexical.to_string_lossy().into_owned();
+        .unwrap_or_else(|| lexical.clone());
     out!("checking what `claude` started in {lexical} would see");
 
     let dirs = dirs();

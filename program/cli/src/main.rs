@@ -383,19 +383,16 @@ fn spawn_stdio_reader(tx: Sender<HostInput>, out: StdioOut) -> std::io::Result<(
 /// (tools differ in which one they read, and curl and Python prefer the lowercase one, so setting
 /// each from itself alone hid the other's exclusions), then the loopback names, each once.
 fn no_proxy_value(lower: Option<OsString>, upper: Option<OsString>) -> OsString {
-    let mut entries: Vec<String> = Vec::new();
-    let given = [lower, upper];
-    let given = given.iter().flatten().map(|v| v.to_string_lossy());
-    for value in given {
-        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            if !entries.iter().any(|e| e == entry) {
-                entries.push(entry.to_owned());
-            }
-        }
-    }
-    for loopback in ["127.0.0.1", "localhost", "::1"] {
-        if !entries.iter().any(|e| e == loopback) {
-            entries.push(loopback.to_owned());
+    let given: Vec<String> = [lower, upper]
+        .iter()
+        .flatten()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    let all = given.iter().flat_map(|v| v.split(','));
+    let mut entries: Vec<&str> = Vec::new();
+    for entry in all.chain(["127.0.0.1", "localhost", "::1"]).map(str::trim) {
+        if !entry.is_empty() && !entries.contains(&entry) {
+            entries.push(entry);
         }
     }
     OsString::from(entries.join(","))

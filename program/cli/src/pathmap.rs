@@ -76,11 +76,7 @@ fn quote(p: &str) -> String {
     if p.len() <= QUOTED {
         return format!("{p:?}");
     }
-    let mut end = QUOTED;
-    while !p.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{:?}...", &p[..end])
+    format!("{:?}...", crate::ui::prefix_within(p, QUOTED))
 }
 
 /// Where a path starts.

@@ -114,6 +114,16 @@ const MAX_DIFF_BYTES: usize = 256 * 1024;
 /// call meanwhile.
 const DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// The longest start of `text` of at most `max` bytes that ends between two characters: where a
+/// text quoted back (a log line, an `error` line, a diff's line) is cut.
+pub fn prefix_within(text: &str, max: usize) -> &str {
+    let end = (0..=max.min(text.len()))
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    &text[..end]
+}
+
 /// `text` with what a terminal would obey instead of print made visible: control characters
 /// (but tab) as `^X` or `\u{..}`, and the bidirectional controls that reorder what follows as
 /// `\u{..}`. A proposed change must not be able to hide or redraw lines of its own diff.
@@ -194,15 +204,9 @@ pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
             }
             let (text, cut) = match text.len() > MAX_DIFF_LINE_BYTES {
                 true => {
-                    let end = (0..=MAX_DIFF_LINE_BYTES)
-                        .rev()
-                        .find(|&i| text.is_char_boundary(i))
-                        .unwrap_or(0);
-                    let rest = text.len() - end;
-                    (
-                        &text[..end],
-                        format!("{BOLD}... ({rest} more bytes){BOLD:#}"),
-                    )
+                    let shown = prefix_within(text, MAX_DIFF_LINE_BYTES);
+                    let rest = text.len() - shown.len();
+                    (shown, format!("{BOLD}... ({rest} more bytes){BOLD:#}"))
                 }
                 false => (text, String::new()),
             };

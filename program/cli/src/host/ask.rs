@@ -488,19 +488,18 @@ fn edit(
     let before = modified();
     let status = ui::run_editor(editor, tmp.path());
     let interrupted = status.as_ref().is_ok_and(crate::sys::ended_by_interrupt);
-    (edited(editor, tmp, fresh, before, status), interrupted)
+    let written = !fresh || before.is_none() || modified() != before;
+    (edited(editor, tmp, written, status), interrupted)
 }
 
-/// What [`edit`] found, from the editor's `status` and the file's modification time `before`.
+/// What [`edit`] found, from the editor's `status` and whether the copy is the user's text now
+/// (`written`).
 fn edited(
     editor: &OsString,
     tmp: &tempfile::NamedTempFile,
-    fresh: bool,
-    before: Option<std::time::SystemTime>,
+    written: bool,
     status: std::io::Result<std::process::ExitStatus>,
 ) -> Result<String, (String, bool)> {
-    let modified = || fs::metadata(tmp.path()).and_then(|m| m.modified()).ok();
-    let written = !fresh || before.is_none() || modified() != before;
     let refused = |why: String| Err((why, written));
     let status = match status {
         Ok(status) => status,

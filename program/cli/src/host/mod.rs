@@ -515,11 +515,7 @@ fn cut_to(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if text.len() <= max {
         return std::borrow::Cow::Borrowed(text);
     }
-    let end = (0..=max)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    std::borrow::Cow::Owned(format!("{}...", &text[..end]))
+    std::borrow::Cow::Owned(format!("{}...", ui::prefix_within(text, max)))
 }
 
 #[cfg(test)]
