@@ -53,6 +53,8 @@ const USAGE: u8 = 2;
 const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
 /// How long language servers get to exit after `shutdown`/`exit` before they are killed.
 const LSP_GRACE: Duration = Duration::from_secs(2);
+/// How long `$EDITOR`, still open at a stop, gets to end after SIGTERM, and after SIGKILL.
+const EDITOR_GRACE: Duration = Duration::from_secs(2);
 /// How long the exit waits for the answers of jobs still running (an accepted diff's check).
 const JOBS_GRACE: Duration = Duration::from_secs(2);
 /// How long the last lines to the stdio editor (`cancelled`, `disconnected`) may wait for it to
@@ -759,6 +761,8 @@ fn serve(
     // Held to the end: the runtime answers nothing itself any more (its events are queued, and
     // go with the queue).
     let mut host = lock_host(shared);
+    // `$EDITOR` still open on a change goes first, and gives the terminal back.
+    host.end_edit(&rx, EDITOR_GRACE);
     // From here on nothing waits for the stdio editor to read (it may have stopped for good).
     if let Some(out) = &stdio {
         out.stopping();

@@ -8,6 +8,7 @@ use std::io;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use anstyle::{AnsiColor, Style};
 use similar::{ChangeTag, TextDiff};
@@ -260,12 +261,25 @@ pub fn editor_command() -> Option<OsString> {
         .find(|v| !v.is_empty())
 }
 
-/// Runs the editor on `file` in the foreground and waits for it. The command may carry
-/// arguments (`EDITOR="code --wait"`): it is run by `sh` (`cmd` on Windows).
-/// The terminal's settings are put back afterwards, however it ended.
-pub fn run_editor(editor: &OsString, file: &Path) -> io::Result<ExitStatus> {
+/// Runs the editor on `file` in the foreground and waits for it, its pid in `running`
+/// meanwhile (a stop ends it: `Host::end_edit`). The command may carry arguments
+/// (`EDITOR="code --wait"`; see `sys::editor_command`). The terminal's settings are put back
+/// afterwards, however it ended.
+pub fn run_editor(
+    editor: &OsString,
+    file: &Path,
+    running: &Mutex<Option<u32>>,
+) -> io::Result<ExitStatus> {
     let saved = crate::sys::save_terminal();
-    let status = crate::sys::editor_command(editor, &[file.as_os_str()])?.status();
+    let lock = || running.lock().unwrap_or_else(|e| e.into_inner());
+    let status = crate::sys::editor_command(editor, &[file.as_os_str()])?
+        .spawn()
+        .and_then(|mut child| {
+            *lock() = Some(child.id());
+            crate::sys::wait_until_ended(&child);
+            lock().take();
+            child.wait()
+        });
     // Failed (killed: the shell running it reports 128 + the signal), in whatever state it left
     // the terminal.
     let abnormal = status.as_ref().is_ok_and(|s| !s.success());

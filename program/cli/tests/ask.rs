@@ -705,3 +705,91 @@ fn a_byte_that_is_not_utf8_is_asked_again() {
     assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "one\n");
     ctrl_c(&mut child, &mut tty, &screen);
 }
+
+/// The bridge stopped alone (`kill PID`: SIGTERM reaches the bridge, not its process group) while
+/// `$EDITOR` has a change open: the editor is ended too, by SIGTERM, or by SIGKILL when it ignores
+/// that (it stayed on the terminal, fighting the shell for it), and what the user wrote is kept
+/// where the terminal says.
+#[test]
+fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
+    for ignores_term in [false, true] {
+        let Some(sb) = terminal_sandbox() else {
+            return;
+        };
+        let pid_file = sb.root().join("editor.pid");
+        let trap = if ignores_term { "trap '' TERM\n" } else { "" };
+        let body = format!(
+            "{trap}printf 'mine\\n' > \"$1\"\necho $$ > '{}'\nwhile :; do sleep 0.1; done",
+            pid_file.display()
+        );
+        let file = sb.ws.join("a.txt");
+        fs::write(&file, "one\n").unwrap();
+        let editor_sh = sb.root().join("editor.sh");
+        fs::write(&editor_sh, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&editor_sh, fs::Permissions::from_mode(0o755)).unwrap();
+        // Not the terminal's session leader, as under a shell (the leader's end would hang the
+        // terminal up, and that SIGHUP would end the editor): the shell stays 10 s after it.
+        let cmd = format!("{BIN} serve --workspace {}; sleep 10", sb.ws.display());
+        let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
+            c.env("EDITOR", &editor_sh).env_remove("VISUAL");
+        });
+        let (lock, mut cl) = connect_served(&sb, &screen);
+        cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+        screen.wait_for("[a]ccept / [r]eject / [e]dit");
+        tty.write_all(b"e\n").unwrap();
+        tty.flush().unwrap();
+        let give_up = Instant::now() + WAIT;
+        let editor = loop {
+            if let Some(pid) = fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+            {
+                break pid;
+            }
+            assert!(Instant::now() < give_up, "{}", screen.text());
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let bridge = serde_json::from_str::<Value>(&fs::read_to_string(lock).unwrap()).unwrap()
+            ["pid"]
+            .as_i64()
+            .unwrap();
+        let killed = Command::new("kill")
+            .args(["-TERM", &bridge.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        // Gone, or a zombie not yet reaped.
+        let running = |pid: i64| {
+            fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+            })
+        };
+        let give_up = Instant::now() + WAIT;
+        while running(bridge) {
+            assert!(Instant::now() < give_up, "{}", screen.text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The shell still holds the terminal: the editor has no SIGHUP to end it.
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            !running(editor.into()),
+            "the editor (pid {editor}, ignores SIGTERM: {ignores_term}) outlived the bridge: {}",
+            screen.text()
+        );
+        let text = screen.text();
+        let after = text
+            .split("your edit was not used; it is kept in ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{text}"));
+        let path = after.lines().next().unwrap().trim().to_owned();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "mine\n", "{path}");
+        fs::remove_file(&path).unwrap();
+        // The change was not accepted.
+        assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
+        let _ = child.kill();
+        let _ = child.wait();
+        drop(tty);
+    }
+}

@@ -4,7 +4,9 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};
-use std::time::Instant;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use claude_ide_bridge::OpenDiffArgs;
 use claude_ide_bridge::{ApiError, CallId, ToolResult};
@@ -359,11 +361,12 @@ impl Host {
         let editor =
             ui::editor_command().ok_or("set $VISUAL or $EDITOR to edit a proposed change")?;
         let inputs = self.inputs.clone();
+        let running = Arc::clone(&self.editor_pid);
         let run = move |tmp: tempfile::NamedTempFile, fresh: bool| {
             std::thread::Builder::new()
                 .name("editor".into())
                 .spawn(move || {
-                    let (edited, interrupted) = edit(&editor, &tmp, fresh);
+                    let (edited, interrupted) = edit(&editor, &tmp, fresh, &running);
                     let draft = |written| Draft {
                         file: tmp,
                         written,
@@ -431,26 +434,54 @@ impl Host {
             },
             other => {
                 // Withdrawn while it was being edited (its lines were held back meanwhile). What
-                // the user wrote is theirs: its copy is kept (no IO: the file is only not
-                // removed).
-                let draft = match edited {
-                    Ok((_, draft)) | Err((_, draft)) => draft,
-                };
-                let kept = match draft.written {
-                    true => match draft.file.keep() {
-                        Ok((_, path)) => format!("; it is kept in {}", path.display()),
-                        Err(e) => format!("; it could not be kept: {e}"),
-                    },
-                    false => String::new(),
-                };
+                // the user wrote is theirs: its copy is kept.
                 ui::say(&format!(
                     "the change you were editing was withdrawn meanwhile (claude closed it or \
-                     decided it): your edit was not used{kept}"
+                     decided it): your edit was not used{}",
+                    keep(edited)
                 ));
                 self.shown = other;
                 if self.shown.is_none() {
                     self.show_next();
                 }
+            }
+        }
+    }
+
+    /// At a stop, `$EDITOR` still open on a change is asked to end (SIGTERM; SIGKILL after
+    /// `grace`): a bridge stopped alone (`kill PID`) would leave it on the terminal, fighting the
+    /// shell for it. (Signals from the terminal reach the editor by themselves: it is in the
+    /// bridge's process group.) What the user wrote is kept, and the terminal says where.
+    pub fn end_edit(&mut self, inputs: &Receiver<HostInput>, grace: Duration) {
+        let Some(call) = self.editing.take() else {
+            return;
+        };
+        let signal = |stop: fn(u32)| {
+            if let Some(pid) = *self.editor_pid.lock().unwrap_or_else(|e| e.into_inner()) {
+                stop(pid);
+            }
+        };
+        signal(crate::sys::ask_to_stop);
+        let mut give_up = Instant::now() + grace;
+        let mut killed = false;
+        loop {
+            match inputs.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
+                Ok(HostInput::Edited(c, edited)) if c == call => {
+                    ui::set_quiet(false);
+                    ui::say(&format!(
+                        "stopping while the change was in the editor: your edit was not used{}",
+                        keep(edited)
+                    ));
+                    return;
+                }
+                // The stop is under way: nothing else is handled.
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) if !killed => {
+                    signal(crate::sys::kill_now);
+                    killed = true;
+                    give_up = Instant::now() + grace;
+                }
+                Err(_) => return,
             }
         }
     }
@@ -483,10 +514,11 @@ fn edit(
     editor: &OsString,
     tmp: &tempfile::NamedTempFile,
     fresh: bool,
+    running: &Mutex<Option<u32>>,
 ) -> (Result<String, (String, bool)>, bool) {
     let modified = || fs::metadata(tmp.path()).and_then(|m| m.modified()).ok();
     let before = modified();
-    let status = ui::run_editor(editor, tmp.path());
+    let status = ui::run_editor(editor, tmp.path(), running);
     let interrupted = status.as_ref().is_ok_and(crate::sys::ended_by_interrupt);
     let written = !fresh || before.is_none() || modified() != before;
     (edited(editor, tmp, written, status), interrupted)
@@ -518,6 +550,21 @@ fn edited(
         ));
     }
     read_capped(tmp.path(), MAX_EDITED_BYTES).or_else(refused)
+}
+
+/// Keeps the copy an edit left when the user wrote it (the file is only not removed, no IO):
+/// what to add to the message saying the edit was not used.
+fn keep(edited: EditOutcome) -> String {
+    let draft = match edited {
+        Ok((_, draft)) | Err((_, draft)) => draft,
+    };
+    match draft.written {
+        true => match draft.file.keep() {
+            Ok((_, path)) => format!("; it is kept in {}", path.display()),
+            Err(e) => format!("; it could not be kept: {e}"),
+        },
+        false => String::new(),
+    }
 }
 
 /// Reads `path` as UTF-8 text of at most `cap` bytes.

@@ -225,6 +225,8 @@ pub struct Host {
     /// When `$EDITOR` last ended: a Ctrl-C that ended it reaches the bridge too, and its signal
     /// may be handled after the editor's end.
     editor_ended: Option<Instant>,
+    /// `$EDITOR`'s process while it runs: a stop ends it ([`Host::end_edit`]).
+    editor_pid: Arc<Mutex<Option<u32>>>,
     want_line: Option<Sender<()>>,
     line_requested: bool,
     // The stdio editor.
@@ -308,6 +310,7 @@ impl Host {
             shown: None,
             editing: None,
             editor_ended: None,
+            editor_pid: Arc::default(),
             want_line: cfg.want_line,
             line_requested: false,
             shown_at: Instant::now(),

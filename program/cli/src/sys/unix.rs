@@ -237,8 +237,8 @@ pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Re
 /// Nothing waits for the stop here: a signal's default action is not taken once handled.
 pub fn stopped() {}
 
-/// Tells `run`'s command to stop: SIGTERM, and SIGCONT (a command stopped, suspended, takes its
-/// SIGTERM only once it runs again).
+/// Tells `run`'s command, or `$EDITOR` at a stop, to stop: SIGTERM, and SIGCONT (a command
+/// stopped, suspended, takes its SIGTERM only once it runs again).
 pub fn ask_to_stop(pid: u32) {
     if let Some(p) = i32::try_from(pid)
         .ok()
@@ -329,14 +329,51 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
 }
 
 /// The command running `$VISUAL`/`$EDITOR` on `files`. The variable may carry arguments
-/// (`EDITOR="code --wait"`), so it is run by `sh`, the files passed as `"$@"`: as they are, never
-/// read by the shell.
+/// (`EDITOR="code --wait"`): words with nothing a shell would read differently (no quotes,
+/// `$`, `~`, `=`, `;`, globs, ...) are run as they are, split at spaces; anything else is run by
+/// `sh`, the files passed as `"$@"`: as they are, never read by the shell. Run directly, the
+/// editor is the process the bridge started, so [`ask_to_stop`] reaches it (a `sh` that does not
+/// `exec` its command, as dash does not, would end alone and leave the editor on the terminal).
 pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
+    const SHELL_READS: &[u8] = b"|&;<>()$`\\\"'*?[]{}#~=%!\n";
+    let bytes = editor.as_encoded_bytes();
+    if !bytes.iter().any(|b| SHELL_READS.contains(b)) {
+        if let Some(words) = editor.to_str().map(|e| e.split_ascii_whitespace()) {
+            let mut words = words;
+            if let Some(program) = words.next() {
+                let mut c = Command::new(program);
+                c.args(words).args(files);
+                return Ok(c);
+            }
+        }
+    }
     let mut script = OsString::from(editor);
     script.push(" \"$@\"");
     let mut c = Command::new("/bin/sh");
     c.arg("-c").arg(script).arg("editor").args(files);
     Ok(c)
+}
+
+/// Waits until `child` has ended, without reaping it (`Child::wait` does that next): until then
+/// its pid stays its own, so a stop sent to it meanwhile ([`ask_to_stop`], [`kill_now`]) cannot
+/// reach another process.
+pub fn wait_until_ended(child: &Child) {
+    use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+    while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(pid), options) {}
+}
+
+/// Ends process `pid` at once (SIGKILL): what [`ask_to_stop`] did not end.
+pub fn kill_now(pid: u32) {
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
 }
 
 /// Whether a program run by `sh` was ended by Ctrl-C: SIGINT, or the shell's 130 for it.
@@ -390,6 +427,31 @@ mod tests {
     use super::*;
     use crate::state::tests::{saved, store};
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn an_editor_of_plain_words_is_run_directly_anything_else_by_sh() {
+        let argv = |editor: &str| {
+            let c = editor_command(OsStr::new(editor), &[OsStr::new("/t/a b.txt")]).unwrap();
+            let mut v = vec![c.get_program().to_string_lossy().into_owned()];
+            v.extend(c.get_args().map(|a| a.to_string_lossy().into_owned()));
+            v
+        };
+        assert_eq!(argv("vim"), ["vim", "/t/a b.txt"]);
+        assert_eq!(argv(" code\t--wait "), ["code", "--wait", "/t/a b.txt"]);
+        for shell in [
+            "FOO=1 vim",
+            "'my editor'",
+            "~/bin/ed",
+            "vim $X",
+            "a;b",
+            "ed\\x",
+        ] {
+            let v = argv(shell);
+            assert_eq!(v[..2], ["/bin/sh", "-c"], "{shell}");
+            assert_eq!(v[2], format!("{shell} \"$@\""));
+            assert_eq!(v[3..], ["editor", "/t/a b.txt"]);
+        }
+    }
 
     fn set_mode(path: &Path, mode: u32) {
         fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();

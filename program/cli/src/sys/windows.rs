@@ -247,9 +247,16 @@ pub fn stopped() {
     }
 }
 
-/// Nothing to send: `run`'s command shares the bridge's console, and Windows gives it the
-/// console's events (closed, logoff, shutdown) itself.
+/// Nothing to send: `run`'s command, and `$EDITOR`, share the bridge's console, and Windows
+/// gives them the console's events (Ctrl-C, closed, logoff, shutdown) itself.
 pub fn ask_to_stop(_pid: u32) {}
+
+/// Returns at once: nothing is sent to a program the bridge waits for ([`ask_to_stop`]), so
+/// nothing needs its process kept from being reaped.
+pub fn wait_until_ended(_child: &Child) {}
+
+/// Nothing to end (see [`ask_to_stop`]).
+pub fn kill_now(_pid: u32) {}
 
 /// Waits for `run`'s command to end (Windows has no job control to follow).
 pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
