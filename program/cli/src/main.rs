@@ -53,6 +53,13 @@ const USAGE: u8 = 2;
 const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
 /// How long language servers get to exit after `shutdown`/`exit` before they are killed.
 const LSP_GRACE: Duration = Duration::from_secs(2);
+/// Whether a server's start failed on its port (taken, reserved, privileged), not on the
+/// lock-file directory.
+fn refused_by_the_port(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<claude_ide_bridge_runtime::ListenError>())
+}
+
 /// How long `$EDITOR`, still open at a stop, gets to end after SIGTERM, and after SIGKILL.
 const EDITOR_GRACE: Duration = Duration::from_secs(2);
 /// How long the exit waits for the answers of jobs still running (an accepted diff's check).
@@ -562,8 +569,8 @@ fn serve(
         // The kept port may also be refused for another reason (on Windows, a range Hyper-V
         // reserved after a reboot answers "access denied"): go on with a new port then too, or
         // every start would fail until the state file is deleted. An error that is not the port's
-        // (the lock-file directory's) comes back from the second start as well.
-        Err(e) if kept.may_move() => {
+        // (the lock-file directory's) is not the kept port's fault.
+        Err(e) if kept.may_move() && refused_by_the_port(&e) => {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 let lock_dir = match &opts.lock_file {
                     LockFileMode::Dir(d) => Some(d.clone()),
@@ -584,9 +591,7 @@ fn serve(
         Err(e) => {
             let hint = match e.kind() {
                 std::io::ErrorKind::AddrInUse => " (the port is taken: choose another --port or 0)",
-                std::io::ErrorKind::PermissionDenied
-                    if e.to_string().starts_with("cannot listen on") =>
-                {
+                std::io::ErrorKind::PermissionDenied if refused_by_the_port(&e) => {
                     " (choose another --port, or 0)"
                 }
                 std::io::ErrorKind::PermissionDenied => {

@@ -199,6 +199,31 @@ fn a_kept_port_refused_otherwise_is_replaced_too() {
     );
 }
 
+/// A start refused by the lock-file directory (writable by others) is not the kept port's fault:
+/// the port and token stay kept, and the error points at the directory, not at the port.
+#[test]
+fn a_lock_directory_refused_keeps_the_port() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    crash(first);
+    fs::set_permissions(sb.lock_dir(), fs::Permissions::from_mode(0o777)).unwrap();
+    let out = sb
+        .command()
+        .arg("serve")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("cannot be listened on"), "{err}");
+    assert!(err.contains("(check the lock-file directory"), "{err}");
+    let now = state(&sb);
+    assert_eq!(now["port"], port);
+    assert_eq!(now["authToken"], token.as_str());
+}
+
 /// `--port` wins over the kept port (and is kept in its place); the token stays.
 #[test]
 fn an_explicit_port_wins() {

@@ -9,6 +9,50 @@ use claude_ide_bridge::{ConnectionId, DisconnectReason, Event, Rejection, Server
 use crate::lock::{self, LockGuard};
 use crate::{generate_token, posix_folders, LockFileMode, Logger, Options};
 
+/// The error inside the [`io::Error`] a server's start returns (each runtime's `start`,
+/// [`RunningServer::start`](crate::RunningServer::start)) when its port was refused: the bind
+/// failed (taken, reserved, privileged), or another live process's lock file names the port on
+/// another address. Told apart from the lock-file directory's errors without reading the
+/// message. The `io::Error` keeps the bind's [`io::ErrorKind`] (`AddrInUse` for the lock file's).
+///
+/// ```
+/// use claude_ide_bridge_runtime::ListenError;
+///
+/// // What a host adds when its server did not start.
+/// fn hint(e: &std::io::Error) -> String {
+///     match e.get_ref().and_then(|inner| inner.downcast_ref::<ListenError>()) {
+///         Some(l) => format!("port {} refused: choose another, or 0", l.addr().port()),
+///         None => "check the lock-file directory".into(),
+///     }
+/// }
+/// assert_eq!(hint(&std::io::Error::other("no folder")), "check the lock-file directory");
+/// ```
+#[derive(Debug)]
+pub struct ListenError {
+    addr: SocketAddr,
+    message: String,
+}
+
+impl ListenError {
+    fn wrap(addr: SocketAddr, error: io::Error) -> io::Error {
+        let message = format!("cannot listen on {addr}: {error}");
+        io::Error::new(error.kind(), ListenError { addr, message })
+    }
+
+    /// The address the listener was to be bound to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl std::fmt::Display for ListenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ListenError {}
+
 /// The engine plus what both runtimes track around it: the deadline the timer was last told
 /// about, and the logger. Runtimes keep it behind their mutex and call [`Core::drain`] after
 /// every call into the engine, then act on the [`Drained`] outside the lock where they can.
@@ -61,8 +105,7 @@ impl Core {
         let folders = posix_folders(&opts.workspace_folders)?;
         let token = opts.auth_token.clone().unwrap_or_else(generate_token);
         let addr = SocketAddr::new(opts.bind, opts.port);
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+        let listener = TcpListener::bind(addr).map_err(|e| ListenError::wrap(addr, e))?;
         let port = listener.local_addr()?.port();
         let logger = opts.logger.clone().or_else(Logger::from_env);
         let server = Server::new(opts.config(token.clone(), folders.clone()));
@@ -79,9 +122,14 @@ impl Core {
             // A port served on another address by a live process with its lock file there: taken,
             // for the lock file as for the client, which finds the host by the port alone.
             if let Some(pid) = lock::port_held(&dir, port) {
+                let message = format!(
+                    "port {port} is served on another address by pid {pid}, whose lock file \
+                     names it"
+                );
+                let addr = SocketAddr::new(opts.bind, port);
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
-                    format!("port {port} is served on another address by pid {pid}, whose lock file names it"),
+                    ListenError { addr, message },
                 ));
             }
             for stale in lock::remove_stale_locks(&dir, &opts.ide_name)? {

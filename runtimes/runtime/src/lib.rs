@@ -11,7 +11,8 @@
 //!   events to the host's handler one at a time.
 //! - [`Handle`]: how hosts answer calls, push notifications and change settings, from any thread
 //!   or task: one type for both runtimes.
-//! - [`Options`] and [`LockFileMode`]: what a server is started with.
+//! - [`Options`] and [`LockFileMode`]: what a server is started with; [`ListenError`]: a start
+//!   refused by the port, not by the lock file.
 //! - [`generate_token`]: a fresh [`AuthToken`] from the OS CSPRNG.
 //! - [`lock`]: the lock-file directory (created 0700, refused when it is a symlink, not ours, or
 //!   writable by others; on Windows private by the profile's access list), atomic writes of
@@ -66,12 +67,13 @@ pub use crate::shared::{
 };
 
 pub(crate) use crate::core::Core;
+pub use crate::core::ListenError;
 
 /// The names each runtime crate re-exports (`pub use claude_ide_bridge_runtime::api::*`), so that
 /// a host needs only its runtime's crate: what it starts a server with, what it receives, how it
 /// answers.
 pub mod api {
-    pub use crate::{Handle, LockFileMode, Logger, Options, MAX_HOST_BACKLOG};
+    pub use crate::{Handle, ListenError, LockFileMode, Logger, Options, MAX_HOST_BACKLOG};
     pub use claude_ide_bridge::RpcError;
     pub use claude_ide_bridge::{
         ApiError, AuthToken, CallId, ConnectionId, Event, Limits, Notification, Target, ToolCall,
