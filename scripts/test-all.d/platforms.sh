@@ -37,10 +37,10 @@ WINE_TESTS=(
   "-p claude-ide-bridge-smol --test sockets --test handler -- --skip lock_dir_refused"
   "-p claude-ide-bridge-blocking --test sockets --test handler -- --skip lock_dir_refused"
   "-p claude-ide-bridge-files --lib --tests -- --skip links_leading_out_are_refused --skip junctions_leading_out_are_refused --skip paths_past_max_path_are_written_and_listed"
-  # The program's state file, its Windows folder rules, the language-server log and how
-  # getDiagnostics reads a URI or a path (its other unit tests run on Linux; one of them takes
+  # The program's state file, its Windows folder rules, the language-server log, how
+  # getDiagnostics reads a URI or a path and how a tab's is matched (its other unit tests run on Linux; one of them takes
   # minutes under Wine).
-  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests host::diagnostics::tests::uris_and_paths"
+  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests host::diagnostics::tests::uris_and_paths host::tabs::tests::spellings"
   # The Windows program itself, started for real: serve (lock file, token, tools, file access,
   # list), serve --stdio (an editor deciding a diff, its stdin closing), both runtimes.
   "-p claude-ide-bridge-cli --test portable"

@@ -74,6 +74,9 @@ fn serve_answers_with_the_os_paths_and_stays_in_the_workspace() {
         let v = json_of(&call(&mut c, "getWorkspaceFolders", json!({})));
         assert_eq!(v["success"], true, "{v}");
         assert_eq!(v["folders"][0]["path"], json!(ws), "{v}");
+        // The folder's last component (on Windows it was the whole path).
+        let name = sb.ws.file_name().unwrap().to_str().unwrap();
+        assert_eq!(v["folders"][0]["name"], json!(name), "{v}");
         assert_eq!(v["rootPath"], json!(ws), "{v}");
 
         // openFile reads the file through the workspace's handle (its line count).

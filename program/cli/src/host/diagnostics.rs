@@ -952,9 +952,11 @@ pub(super) fn editor_path(uri: &str) -> Option<String> {
     claude_ide_bridge::normalize(&path)
 }
 
-/// Whether two URIs (or paths) name the same file.
+/// Whether two URIs (or paths) name the same file (in any case on Windows).
 pub(super) fn same_uri(a: &str, b: &str) -> bool {
-    a == b || matches!((editor_path(a), editor_path(b)), (Some(x), Some(y)) if x == y)
+    a == b
+        || matches!((editor_path(a), editor_path(b)), (Some(x), Some(y))
+            if x == y || (crate::sys::PATHS_IGNORE_CASE && x.eq_ignore_ascii_case(&y)))
 }
 
 #[cfg(test)]
@@ -1199,6 +1201,11 @@ mod tests {
         );
         #[cfg(windows)]
         assert_eq!(named_path("file:///c/w/a.py"), None);
+        // VS Code's spelling of a Windows file and claude's are one file.
+        #[cfg(windows)]
+        assert!(same_uri("file:///c%3A/w/A.py", r"C:\w\a.py"));
+        #[cfg(unix)]
+        assert!(!same_uri("file:///w/A.py", "/w/a.py"));
         assert!(named_path("file://").is_none());
         // The scheme in any case (RFC 3986), with or without an authority (RFC 8089); a `file:`
         // URI without a path names no file, and is not taken as a relative path either.

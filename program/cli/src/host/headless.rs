@@ -49,11 +49,10 @@ impl Host {
                     .folders()
                     .into_iter()
                     .map(|f| WorkspaceFolder {
-                        name: f
-                            .rsplit('/')
-                            .find(|s| !s.is_empty())
-                            .unwrap_or(f)
-                            .to_string(),
+                        // The last component (`C:\Users\me\app` is `app` on Windows too).
+                        name: std::path::Path::new(f)
+                            .file_name()
+                            .map_or_else(|| f.to_string(), |n| n.to_string_lossy().into_owned()),
                         uri: file_uri(f),
                         path: f.to_string(),
                     })

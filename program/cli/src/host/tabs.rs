@@ -2,7 +2,7 @@
 //! docs/stdio.md): the members the bridge reads are typed, every other member is kept as given
 //! and passed through to `getOpenEditors`.
 
-use claude_ide_bridge::{file_uri, uri_to_path};
+use claude_ide_bridge::file_uri;
 
 use crate::pathmap::PathMap;
 use serde::{Deserialize, Serialize};
@@ -35,9 +35,10 @@ pub struct Tab {
 }
 
 impl Tab {
-    /// The local path of the tab's document, when its URI is a `file://` URI.
+    /// The local path of the tab's document, when its URI is a `file://` URI (on Windows the
+    /// Windows path it names).
     pub fn path(&self) -> Option<String> {
-        uri_to_path(&self.uri)
+        crate::sys::path_of_file_uri(&self.uri)
     }
 }
 
@@ -174,9 +175,12 @@ impl Tabs {
         self.0.iter().filter_map(Tab::path).collect()
     }
 
-    /// The tab showing `path`, if any.
+    /// The tab showing `path` (any spelling of it: `/w/./a.rs`; on Windows `C:\w\a.rs` for
+    /// VS Code's `file:///c%3A/w/a.rs`), if any.
     pub fn of_path(&self, path: &str) -> Option<&Tab> {
-        self.0.iter().find(|t| t.path().is_some_and(|p| p == path))
+        self.0
+            .iter()
+            .find(|t| super::diagnostics::same_uri(&t.uri, path))
     }
 }
 
@@ -204,6 +208,24 @@ mod tests {
         assert_eq!(tabs.paths(), vec!["/ws/a.rs".to_string()]);
         // What the editor sent comes back whole, and nothing is added.
         assert_eq!(serde_json::to_value(tabs.all()).unwrap(), given);
+    }
+
+    /// A tab is found by any spelling of its file's path, and listed as a path of this OS: on
+    /// Windows, VS Code's `file:///c%3A/...` is claude's `C:\...` (`checkDocumentDirty` said
+    /// "not open" for every tab there, and the paths listed were `/c:/...`).
+    #[test]
+    fn spellings_of_a_tab_name_one_file() {
+        let mut tabs = Tabs::default();
+        #[cfg(unix)]
+        let (uri, path, spelling) = ("file:///ws/a%20b.rs", "/ws/a b.rs", "/ws/./x/../a b.rs");
+        #[cfg(windows)]
+        let (uri, path, spelling) = ("file:///c%3A/ws/A.rs", r"C:\ws\A.rs", r"c:\WS\x\..\a.rs");
+        set(&mut tabs, &json!([{"uri": uri, "isDirty": true}])).unwrap();
+        assert_eq!(tabs.paths(), [path]);
+        for p in [path, spelling] {
+            assert_eq!(tabs.of_path(p).and_then(|t| t.is_dirty), Some(true), "{p}");
+        }
+        assert!(tabs.of_path(&path.replace(".rs", ".py")).is_none());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! The interface:
 //!
 //! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
+//!   `PATHS_IGNORE_CASE`: whether paths differing only in case name one file;
 //! - `state_dir()`, `read_private(path, max)`, `private_dir(dir)`, `check_private_dir(dir)`: the program's state folder and
 //!   the private files in it (`state`); `private_dirs(dir)`, `append_private(path)`: the
 //!   language-server log;

@@ -19,6 +19,10 @@ use crate::state::Refused;
 /// The variable naming the user's home.
 pub const HOME_VAR: &str = "HOME";
 
+/// Whether two spellings of a path that differ only in case name one file (`same_uri`): not
+/// taken so here (macOS' volumes may be either).
+pub const PATHS_IGNORE_CASE: bool = false;
+
 /// Why there is no state directory, as a note says it.
 pub const NO_STATE_DIR: &str = "neither XDG_STATE_HOME nor HOME is set";
 

@@ -29,6 +29,10 @@ use crate::state::Refused;
 /// The variable naming the user's home (where the Windows `claude` looks for `.claude\ide`).
 pub const HOME_VAR: &str = "USERPROFILE";
 
+/// Whether two spellings of a path that differ only in case name one file (`same_uri`): on
+/// Windows they do (`file:///c%3A/w/a.rs` from VS Code, `C:\w\a.rs` from claude).
+pub const PATHS_IGNORE_CASE: bool = true;
+
 /// `FILE_FLAG_OPEN_REPARSE_POINT`: a reparse point is opened itself, not what it points to.
 const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 /// `FILE_ATTRIBUTE_REPARSE_POINT`: the file is a reparse point (symbolic link, junction, ...).
