@@ -143,7 +143,7 @@ pub mod hooks {
         /// The general rules' reading of `tools/call` params (every tool offered): the call, or
         /// the error the client gets.
         pub fn parse_call_params(params: &str) -> Result<crate::ToolCall, crate::RpcError> {
-            crate::tools::parse_call_params(crate::ToolSet::all(), params)
+            crate::tools::parse_call_params(crate::ToolSet::all(), params).map_err(Into::into)
         }
 
         /// The fast path's reader of `tools/call` params (every tool offered): the call, or

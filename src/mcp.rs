@@ -7,7 +7,8 @@
 use crate::jsonrpc::{self, Decoded, Frame, Message, RpcError};
 use crate::paths;
 use crate::tools::{
-    from_object, parse_call_params, scan_call_params, CompatRequest, ToolCall, ToolResult,
+    from_object, parse_call_params, scan_call_params, CallRefused, CompatRequest, ToolCall,
+    ToolResult,
 };
 use crate::types::{CallId, CancelReason, Config, ConnectionId, Endpoint, Event};
 use crate::ws::{SendError, Sender};
@@ -633,8 +634,15 @@ impl<'c> Ctx<'c> {
         params: Option<&RawValue>,
     ) -> Result<Option<Vec<u8>>, RpcError> {
         let params = params.ok_or_else(|| RpcError::invalid_params("tools/call needs params"))?;
-        let tool = parse_call_params(self.config.tools, params.get())?;
-        self.dispatch_tool(s, id, tool)
+        match parse_call_params(self.config.tools, params.get()) {
+            Ok(tool) => self.dispatch_tool(s, id, tool),
+            // MCP 2025-11-25 (SEP-1303): arguments that do not fit the schema are the tool's
+            // error, which the model sees and can correct; a protocol error it would not see.
+            Err(CallRefused::Arguments(message)) if s.protocol_version >= "2025-11-25" => {
+                Ok(Some(result_body(&ToolResult::error(message))))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Run or hand over a parsed tool call of an offered tool (either decoding path checked it

@@ -737,6 +737,57 @@ fn only_a_connection_with_bytes_to_send_is_reported_ready() {
     assert_eq!(p.server.poll_transmit_ready(), Some(c));
 }
 
+/// From MCP 2025-11-25 on (SEP-1303, the version the real client offers first), arguments that
+/// do not fit a tool's schema are the tool's error, which the model sees and can correct (they
+/// were -32602, which the client keeps from the model); an unknown tool and malformed params stay
+/// protocol errors. The host sees none of them.
+#[test]
+fn tool_argument_errors_are_tool_errors_from_2025_11_25() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    let r = p.request(
+        c,
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+    );
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+    p.send_json(
+        c,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    p.take_events();
+    for (name, args, says) in [
+        (
+            "openDiff",
+            json!({"old_file_path": "/a"}),
+            "invalid arguments for openDiff: missing field",
+        ),
+        (
+            "openFile",
+            json!({"filePath": 3}),
+            "invalid arguments for openFile: invalid type: integer `3`",
+        ),
+        (
+            "close_tab",
+            json!({"tab_name": 5}),
+            "invalid arguments for close_tab: invalid type: integer `5`",
+        ),
+    ] {
+        p.call_tool(c, 1, name, args);
+        let m = p.messages(c);
+        assert_eq!(m[0]["id"], 1, "{m:?}");
+        assert_eq!(m[0]["result"]["isError"], true, "{name}: {m:?}");
+        assert!(texts(&m[0]["result"])[0].starts_with(says), "{name}: {m:?}");
+    }
+    p.call_tool(c, 2, "noSuchTool", json!({}));
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32602);
+    let r = p.request(c, json!(3), "tools/call", json!({"arguments": {}}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(p.take_events().is_empty());
+}
+
+/// Before MCP 2025-11-25, arguments that do not fit a tool's schema are invalid params.
 #[test]
 fn tool_argument_errors_are_invalid_params() {
     let mut p = Pair::new();

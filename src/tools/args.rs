@@ -188,9 +188,34 @@ impl ToolCall {
     }
 }
 
+/// Why `tools/call` params are not a call of an offered tool.
+#[derive(Debug)]
+pub(crate) enum CallRefused {
+    /// The params are malformed, or the tool is unknown or not offered: a protocol error.
+    Params(RpcError),
+    /// The tool's arguments do not fit its schema (the message names the fault): since MCP
+    /// 2025-11-25 (SEP-1303) a tool error, which the model reads and can correct; before, `-32602`.
+    Arguments(String),
+}
+
+impl From<RpcError> for CallRefused {
+    fn from(e: RpcError) -> CallRefused {
+        CallRefused::Params(e)
+    }
+}
+
+impl From<CallRefused> for RpcError {
+    fn from(e: CallRefused) -> RpcError {
+        match e {
+            CallRefused::Params(e) => e,
+            CallRefused::Arguments(message) => RpcError::invalid_params(message),
+        }
+    }
+}
+
 /// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`) by the
-/// general rules: the tool must be one `offered`, and every fault is the error the client gets.
-pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCall, RpcError> {
+/// general rules: the tool must be one `offered`, and every fault is named.
+pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCall, CallRefused> {
     #[derive(Deserialize)]
     struct CallParams<'a> {
         #[serde(borrow)]
@@ -200,8 +225,11 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCa
     }
     let p: CallParams<'_> = from_object(params)
         .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
-    offered.resolve(&p.name)?;
-    Ok(ToolCall::parse(&p.name, p.arguments)?)
+    offered.resolve(&p.name).map_err(RpcError::from)?;
+    ToolCall::parse(&p.name, p.arguments).map_err(|e| match e {
+        ToolCallError::InvalidArguments(message) => CallRefused::Arguments(message),
+        e => CallRefused::Params(e.into()),
+    })
 }
 
 /// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`) as the fast
