@@ -251,6 +251,65 @@ fn parse_failure(e: &serde_json::Error) -> RpcError {
     }
 }
 
+/// An object with a member of the envelope given twice (RFC 8259 §4: names SHOULD be unique, and
+/// which one counts is up to the reader), read again member by member: a response is still never
+/// answered, and a request is refused with its id when the id is given once.
+fn decode_repeated(text: &str) -> Message<'_> {
+    #[derive(Default)]
+    struct Members<'a> {
+        id: Option<&'a RawValue>,
+        ids: usize,
+        method: bool,
+        answer: bool,
+        repeated: Option<&'static str>,
+    }
+    impl<'de> serde::de::Visitor<'de> for Members<'de> {
+        type Value = Members<'de>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<Self, A::Error> {
+            const ENVELOPE: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+            let mut seen = [false; 6];
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                let value: &'de RawValue = map.next_value()?;
+                let Some(k) = ENVELOPE.iter().position(|m| *m == key) else {
+                    continue;
+                };
+                if std::mem::replace(&mut seen[k], true) {
+                    self.repeated.get_or_insert(ENVELOPE[k]);
+                }
+                match ENVELOPE[k] {
+                    "id" => (self.ids, self.id) = (self.ids + 1, Some(value)),
+                    "method" => self.method = true,
+                    "result" | "error" => self.answer = true,
+                    _ => {}
+                }
+            }
+            Ok(self)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let Ok(m) = serde::Deserializer::deserialize_map(&mut de, Members::default()) else {
+        return Message::Invalid {
+            id: None,
+            error: RpcError::new(INVALID_REQUEST, "invalid request"),
+        };
+    };
+    let id = m.id.filter(|raw| m.ids == 1 && is_valid_id(raw));
+    if !m.method && m.answer {
+        return Message::Response { id };
+    }
+    let message = match m.repeated {
+        Some(name) => format!("member \"{name}\" given more than once"),
+        None => "invalid request".to_string(),
+    };
+    Message::Invalid {
+        id,
+        error: RpcError::new(INVALID_REQUEST, message),
+    }
+}
+
 /// Decode one JSON value (a whole frame or one batch entry) as a JSON-RPC message.
 pub fn decode_value(raw: &RawValue) -> Message<'_> {
     let text = raw.get();
@@ -266,6 +325,10 @@ pub fn decode_value(raw: &RawValue) -> Message<'_> {
 fn decode_object(text: &str) -> Message<'_> {
     let env: Envelope<'_> = match serde_json::from_str(text) {
         Ok(env) => env,
+        // Valid JSON that is no envelope: a member of it given twice.
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            return decode_repeated(text)
+        }
         Err(e) => {
             return Message::Invalid {
                 id: None,
@@ -519,6 +582,50 @@ mod tests {
         assert!(matches!(
             single(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
             Message::Response { .. }
+        ));
+    }
+
+    /// A member of the envelope given twice: a response is still never answered (it was refused,
+    /// and answered with `id: null`), and a request is refused with its id when that is given
+    /// once (it was lost). The fast path reads none of them.
+    #[test]
+    fn members_given_twice() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":7,"result":1,"result":2}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{},"error":{}}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":7,"result":{}}"#,
+        ] {
+            match single(text) {
+                Message::Response { id } => assert_eq!(id.map(RawValue::get), Some("7"), "{text}"),
+                m => panic!("{text}: {m:?}"),
+            }
+        }
+        let invalid = |text: &str| match single(text) {
+            Message::Invalid { id, error } => (id.map(|i| i.get().to_owned()), error),
+            m => panic!("{text}: {m:?}"),
+        };
+        let (id, e) = invalid(r#"{"jsonrpc":"2.0","id":3,"method":"ping","method":"ping"}"#);
+        assert_eq!(id.as_deref(), Some("3"));
+        assert_eq!(e.code, INVALID_REQUEST);
+        assert_eq!(e.message, r#"member "method" given more than once"#);
+        // The id given twice is not known: refused without one.
+        let (id, e) = invalid(r#"{"jsonrpc":"2.0","id":3,"id":4,"method":"ping"}"#);
+        assert_eq!(
+            (id, e.message.as_ref()),
+            (None, r#"member "id" given more than once"#)
+        );
+        // A member outside the envelope repeated changes nothing (serde skips it), and an escaped
+        // key names the same member.
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":3,"method":"ping","x":1,"x":2}"#),
+            Message::Request { .. }
+        ));
+        let (id, _) = invalid(r#"{"jsonrpc":"2.0","id":3,"method":"ping","m\u0065thod":"ping"}"#);
+        assert_eq!(id.as_deref(), Some("3"));
+        let call = r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{}}"#;
+        assert!(matches!(
+            decode_fast(call, "tools/call"),
+            Decoded::Frame(Frame::Single(Message::Invalid { id: None, .. }))
         ));
     }
 
