@@ -712,7 +712,8 @@ fn a_byte_that_is_not_utf8_is_asked_again() {
 /// where the terminal says.
 #[test]
 fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
-    for ignores_term in [false, true] {
+    // The editor's command quoted: run by `sh`, which must `exec` it (dash ended alone).
+    for (ignores_term, quoted) in [(false, false), (true, false), (false, true)] {
         let Some(sb) = terminal_sandbox() else {
             return;
         };
@@ -730,8 +731,12 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         // Not the terminal's session leader, as under a shell (the leader's end would hang the
         // terminal up, and that SIGHUP would end the editor): the shell stays 10 s after it.
         let cmd = format!("{BIN} serve --workspace {}; sleep 10", sb.ws.display());
+        let editor_var = match quoted {
+            true => format!("'{}'", editor_sh.display()),
+            false => editor_sh.display().to_string(),
+        };
         let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
-            c.env("EDITOR", &editor_sh).env_remove("VISUAL");
+            c.env("EDITOR", &editor_var).env_remove("VISUAL");
         });
         let (lock, mut cl) = connect_served(&sb, &screen);
         cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
@@ -775,7 +780,8 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         std::thread::sleep(Duration::from_millis(500));
         assert!(
             !running(editor.into()),
-            "the editor (pid {editor}, ignores SIGTERM: {ignores_term}) outlived the bridge: {}",
+            "the editor (pid {editor}, ignores SIGTERM: {ignores_term}, {editor_var}) outlived the \
+             bridge: {}",
             screen.text()
         );
         let text = screen.text();

@@ -301,15 +301,17 @@ fn defer_policy_close_tab_resolves_and_stop_leaves_the_decision_to_claude() {
     }
 }
 
+/// SIGINT, and SIGQUIT (Ctrl-\\, whose default action ended the bridge at once with its lock file
+/// left), stop the bridge as SIGTERM does.
 #[test]
-fn sigint_stops_cleanly() {
-    for rt in RUNTIMES {
+fn sigint_and_sigquit_stop_cleanly() {
+    for (rt, sig) in RUNTIMES.iter().flat_map(|rt| [(rt, "INT"), (rt, "QUIT")]) {
         let sb = Sandbox::new();
         let mut s = Served::start(&sb, &["--runtime", rt]);
         assert!(s.lock.exists());
-        s.signal("INT");
-        assert_eq!(s.wait_exit(), 0);
-        assert!(!s.lock.exists());
+        s.signal(sig);
+        assert_eq!(s.wait_exit(), 0, "{rt} {sig}");
+        assert!(!s.lock.exists(), "{rt} {sig}");
     }
 }
 

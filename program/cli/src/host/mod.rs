@@ -63,7 +63,7 @@ pub enum HostInput {
     StdioLineNotUtf8(usize, Queued),
     /// The stdio editor closed stdin.
     StdinClosed,
-    /// SIGINT, SIGTERM or SIGHUP.
+    /// SIGINT, SIGTERM, SIGHUP or SIGQUIT.
     Signal(i32),
     /// The command of `run` ended.
     ChildExited(io::Result<ExitStatus>),

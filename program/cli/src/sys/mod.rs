@@ -17,7 +17,7 @@
 //! - `in_container()`, `wsl_windows_lock_dirs()`: whether this runs in a container, and inside
 //!   WSL where a `claude` run on Windows looks (`doctor`);
 //! - `INTERRUPT`: the number [`HostInput::Signal`](crate::host::HostInput::Signal) carries for
-//!   Ctrl-C; `listen_for_stop(inputs, stdio)`: the requests to stop (SIGINT, SIGTERM, SIGHUP;
+//!   Ctrl-C; `listen_for_stop(inputs, stdio)`: the requests to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT;
 //!   Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs; `stopped()`: the
 //!   program has stopped (Windows waits for it before ending a process whose console closes);
 //! - `ask_to_stop(pid)`, `wait_for_command(child)`, `exit_code(status)`: `run`'s command;

@@ -213,13 +213,15 @@ pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
 /// The number of SIGINT, which `HostInput::Signal` carries for an interrupt (Ctrl-C).
 pub const INTERRUPT: i32 = signal_hook::consts::SIGINT;
 
-/// A thread turning SIGINT, SIGTERM and SIGHUP into host inputs; the stdio editor's writer is
+/// A thread turning SIGINT, SIGTERM, SIGHUP and SIGQUIT into host inputs; the stdio editor's writer is
 /// told first that the bridge is stopping, so a host waiting for an editor that does not read
 /// goes on to take the signal. Under `nohup` (SIGHUP ignored) or as a script's background job
 /// (SIGINT ignored), the bridge stays as deaf to those as it was started.
 pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let wanted = [SIGINT, SIGTERM, SIGHUP]
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    // SIGQUIT too (Ctrl-\): its default action ended the bridge at once, its lock file left and
+    // `run`'s claude on the terminal.
+    let wanted = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
         .into_iter()
         .filter(|s| !claude_ide_bridge_runtime::signals::ignored(*s));
     let mut signals = signal_hook::iterator::Signals::new(wanted)?;
@@ -335,9 +337,11 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
 /// The command running `$VISUAL`/`$EDITOR` on `files`. The variable may carry arguments
 /// (`EDITOR="code --wait"`): words with nothing a shell would read differently (no quotes,
 /// `$`, `~`, `=`, `;`, globs, ...) are run as they are, split at spaces; anything else is run by
-/// `sh`, the files passed as `"$@"`: as they are, never read by the shell. Run directly, the
-/// editor is the process the bridge started, so [`ask_to_stop`] reaches it (a `sh` that does not
-/// `exec` its command, as dash does not, would end alone and leave the editor on the terminal).
+/// `sh`, the files passed as `"$@"`: as they are, never read by the shell, and through `exec`
+/// when it is one command (`vim -c "set nu"`, `emacsclient -t -a ''`). Either way the editor is
+/// the process the bridge started, so [`ask_to_stop`] reaches it (a `sh` that does not `exec` its
+/// command, as dash does not, would end alone and leave the editor on the terminal). A command
+/// list (`;`, `&&`, a pipe) or one starting with an assignment (`TERM=xterm vim`) keeps its shell.
 pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     const SHELL_READS: &[u8] = b"|&;<>()$`\\\"'*?[]{}#~=%!\n";
     let bytes = editor.as_encoded_bytes();
@@ -351,7 +355,11 @@ pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
             }
         }
     }
-    let mut script = OsString::from(editor);
+    let first_word = bytes.split(u8::is_ascii_whitespace).find(|w| !w.is_empty());
+    let one_command = !bytes.iter().any(|b| b"|&;<>()`\n".contains(b))
+        && first_word.is_some_and(|w| !w.contains(&b'='));
+    let mut script = OsString::from(if one_command { "exec " } else { "" });
+    script.push(editor);
     script.push(" \"$@\"");
     let mut c = Command::new("/bin/sh");
     c.arg("-c").arg(script).arg("editor").args(files);
@@ -442,17 +450,21 @@ mod tests {
         };
         assert_eq!(argv("vim"), ["vim", "/t/a b.txt"]);
         assert_eq!(argv(" code\t--wait "), ["code", "--wait", "/t/a b.txt"]);
-        for shell in [
-            "FOO=1 vim",
-            "'my editor'",
-            "~/bin/ed",
-            "vim $X",
-            "a;b",
-            "ed\\x",
+        for (shell, exec) in [
+            ("FOO=1 vim", false),
+            ("'my editor'", true),
+            ("~/bin/ed", true),
+            ("vim $X", true),
+            ("vim -c \"set nu\"", true),
+            ("emacsclient -t -a ''", true),
+            ("a;b", false),
+            ("a && b", false),
+            ("ed\\x", true),
         ] {
             let v = argv(shell);
             assert_eq!(v[..2], ["/bin/sh", "-c"], "{shell}");
-            assert_eq!(v[2], format!("{shell} \"$@\""));
+            let exec = if exec { "exec " } else { "" };
+            assert_eq!(v[2], format!("{exec}{shell} \"$@\""));
             assert_eq!(v[3..], ["editor", "/t/a b.txt"]);
         }
     }
