@@ -152,6 +152,59 @@ fn run_answers_claude_while_it_runs() {
     assert!(!lock.exists());
 }
 
+/// A command that ignores SIGTERM kept the bridge, its lock file and its servers up for as long
+/// as it ran: told to stop a second time, the bridge kills it, and exits with its status.
+#[test]
+fn run_told_twice_kills_a_command_that_ignores_sigterm() {
+    let sb = Sandbox::new();
+    let started = sb.root().join("started");
+    let claude = script(
+        &sb,
+        "claude",
+        &format!(
+            "trap '' TERM\ntouch {}\nwhile :; do sleep 0.1; done",
+            started.display()
+        ),
+    );
+    let mut child = sb
+        .command()
+        .args(["run", "--"])
+        .arg(&claude)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let give_up = std::time::Instant::now() + WAIT;
+    while !started.exists() {
+        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    let term = || {
+        Command::new("kill")
+            .arg(&pid)
+            .status()
+            .unwrap()
+    };
+    term();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the command ignores SIGTERM"
+    );
+    term();
+    let give_up = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(128 + 9), "{}", stderr.text());
+    assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+}
+
 fn write_lock(dir: &std::path::Path, port: u16, pid: u32, folders: &[&str]) {
     fs::create_dir_all(dir).unwrap();
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();

@@ -214,6 +214,9 @@ pub struct Host {
     wire: Option<WireLog>,
     stdio: Option<StdioOut>,
     running_child: Option<u32>,
+    /// How many times the bridge was told to stop while `run`'s command runs: the second time
+    /// the command is killed (one that ignores SIGTERM kept the bridge and its servers up).
+    stops_asked: u32,
     // Proposed changes being checked on a job, and the `ask` prompt.
     checking: HashSet<CallId>,
     queue: VecDeque<Shown>,
@@ -305,6 +308,7 @@ impl Host {
             wire: cfg.wire,
             stdio: cfg.stdio,
             running_child: None,
+            stops_asked: 0,
             checking: HashSet::new(),
             queue: VecDeque::new(),
             shown: None,
@@ -326,7 +330,8 @@ impl Host {
         }
     }
 
-    /// In `run` mode: the child's pid, told SIGTERM when the bridge gets SIGTERM or SIGHUP.
+    /// In `run` mode: the child's pid, told SIGTERM when the bridge gets SIGTERM, SIGHUP or
+    /// SIGQUIT, and killed when told again.
     pub fn set_child(&mut self, pid: u32) {
         self.running_child = Some(pid);
     }
@@ -420,8 +425,13 @@ impl Host {
             {
                 Flow::Continue
             }
+            // The bridge stops once the command has: asked to, then, told again, killed.
             Some(pid) => {
-                crate::sys::ask_to_stop(pid);
+                self.stops_asked += 1;
+                match self.stops_asked {
+                    1 => crate::sys::ask_to_stop(pid),
+                    _ => crate::sys::kill_now(pid),
+                }
                 Flow::Continue
             }
             None => {

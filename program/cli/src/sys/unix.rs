@@ -378,7 +378,8 @@ pub fn wait_until_ended(child: &Child) {
     while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(pid), options) {}
 }
 
-/// Ends process `pid` at once (SIGKILL): what [`ask_to_stop`] did not end.
+/// Ends process `pid` at once (SIGKILL): what [`ask_to_stop`] did not end (`$EDITOR` after a
+/// grace, `run`'s command when the bridge is told to stop again).
 pub fn kill_now(pid: u32) {
     if let Some(p) = i32::try_from(pid)
         .ok()
