@@ -629,6 +629,10 @@ fn serve(
             ..claude_ide_bridge_files::Limits::default()
         },
     );
+    // Said at once (Windows: a folder on a network share), not first at claude's first file.
+    for (_, why) in workspace.refused_folders() {
+        ui::say_bold(why);
+    }
     let lsp = match (table, lsp_log) {
         (Some(servers), Some(log)) => {
             ui::say(&format!(

@@ -180,12 +180,7 @@ fn run_told_twice_kills_a_command_that_ignores_sigterm() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let pid = child.id().to_string();
-    let term = || {
-        Command::new("kill")
-            .arg(&pid)
-            .status()
-            .unwrap()
-    };
+    let term = || Command::new("kill").arg(&pid).status().unwrap();
     term();
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(

@@ -34,7 +34,9 @@
 //! (reserved device names such as `CON`, alternate data streams, trailing dots and spaces); the
 //! rest is resolved by cap-std's `Dir` from the folder's handle, which follows a symbolic link or
 //! junction only while it stays inside that folder; the type and size are checked on the opened
-//! handle; a write renames a new temporary file over the target.
+//! handle; a write renames a new temporary file over the target, under the name the file has on
+//! disk, keeping its hidden and system attributes. A folder on a network share is not supported
+//! there yet: it is refused when the workspace is made ([`Workspace::refused_folders`]).
 //!
 //! A file system that hangs in the kernel (a dead network mount) can still block one call:
 //! bounding that is the caller's job, by running each call on its own thread with a deadline.
@@ -163,9 +165,26 @@ struct Folder {
     /// to name another directory since (one nested in another folder, swapped for a link by
     /// whatever writes there) is refused instead of followed.
     identity: std::sync::OnceLock<(u64, u64)>,
+    /// Why the folder cannot be served on this OS, decided when the workspace was made (a
+    /// network share on Windows: [`Workspace::refused_folders`]); every access to it fails
+    /// with this.
+    refused: Option<String>,
 }
 
 impl Folder {
+    /// `Ok` unless the folder was refused when the workspace was made; then the refusal, for
+    /// `path`.
+    fn usable(&self, path: &str) -> Result<(), Error> {
+        match &self.refused {
+            None => Ok(()),
+            Some(why) => Err(Error::io(
+                path,
+                "using the workspace folder",
+                std::io::Error::new(std::io::ErrorKind::Unsupported, why.clone()),
+            )),
+        }
+    }
+
     /// `Ok` when the folder is the directory it was when first opened (`now`: its identity as
     /// just opened); otherwise the refusal for `path`.
     fn still_itself(&self, path: &str, now: (u64, u64)) -> Result<(), Error> {
@@ -227,18 +246,27 @@ impl Workspace {
             .into_iter()
             .map(|f| {
                 let advertised = sys::advertised(f);
-                let canonical = std::fs::canonicalize(&advertised)
-                    .ok()
+                // A share named as such is refused without asking the network about it.
+                let refused = sys::refusal(&advertised, &advertised);
+                let canonical = refused
+                    .is_none()
+                    .then(|| std::fs::canonicalize(&advertised).ok())
+                    .flatten()
                     .and_then(|c| c.to_str().map(str::to_owned))
                     .unwrap_or_else(|| advertised.clone());
+                // A drive mapped to a share: where Windows says it is.
+                let refused = refused.or_else(|| sys::refusal(&advertised, &canonical));
                 let identity = std::sync::OnceLock::new();
-                if let Some(id) = sys::identity(&advertised) {
-                    let _ = identity.set(id);
+                if refused.is_none() {
+                    if let Some(id) = sys::identity(&advertised) {
+                        let _ = identity.set(id);
+                    }
                 }
                 Folder {
                     advertised,
                     canonical,
                     identity,
+                    refused,
                 }
             })
             .collect();
@@ -258,6 +286,30 @@ impl Workspace {
     /// The limits.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The folders this OS's backend cannot serve, each (as advertised) with why and what to do
+    /// instead, decided when the workspace was made: on Windows, a folder on a network share
+    /// (`\\server\share\...`, `\\?\UNC\...`, `\\wsl.localhost\...`, a mapped network drive).
+    /// Every read, write and check of a path in one fails with that reason, and so does a
+    /// listing; a program says it at its start. Empty elsewhere.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let ws = Workspace::new(vec![r"\\server\share\ws".into()], Limits::default());
+    /// # #[cfg(windows)] {
+    /// let refused = ws.refused_folders();
+    /// assert!(refused[0].1.contains("network share"));
+    /// assert!(ws.read_text("a.txt").unwrap_err().to_string().contains("network share"));
+    /// # }
+    /// # #[cfg(unix)]
+    /// assert!(ws.refused_folders().is_empty());
+    /// ```
+    pub fn refused_folders(&self) -> Vec<(&str, &str)> {
+        self.folders
+            .iter()
+            .filter_map(|f| Some((f.advertised.as_str(), f.refused.as_deref()?)))
+            .collect()
     }
 
     /// Whether `path` names a place inside a workspace folder, by its text alone: an absolute

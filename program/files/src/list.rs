@@ -66,12 +66,19 @@ const KINDS: &[(&str, &str)] = &[
 
 /// A `listFiles` pattern: against the file name when it has no `/`, else against the path below
 /// the folder (or the absolute path, when it starts with `/`). `*` stays within a component,
-/// `**` crosses them.
+/// `**` crosses them. Names are compared as ignore rules compare them
+/// ([`IGNORE_CASE`](crate::sys::IGNORE_CASE): ignoring case on Windows and macOS). On Windows a
+/// pattern is also read the Windows way ([`Pattern::windows_form`]): `\` separates as `/` does,
+/// and one that starts with a drive (`C:\ws\src\*.rs`) or a share (`\\server\share\...`) is
+/// absolute.
 struct Pattern {
     matcher: GlobMatcher,
     on: On,
+    /// Whether absolute paths are Windows ones (`\` between components, matched as `/`).
+    windows: bool,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum On {
     Name,
     Relative,
@@ -80,6 +87,17 @@ enum On {
 
 impl Pattern {
     fn new(pattern: &str, max_len: usize) -> Result<Pattern, Error> {
+        Self::with(pattern, max_len, cfg!(windows), crate::sys::IGNORE_CASE)
+    }
+
+    /// The pattern as read on Windows (`windows`) or elsewhere, names compared ignoring case or
+    /// not (`ignore_case`).
+    fn with(
+        pattern: &str,
+        max_len: usize,
+        windows: bool,
+        ignore_case: bool,
+    ) -> Result<Pattern, Error> {
         let bad = |why: String| Error::BadPattern {
             pattern: pattern.chars().take(80).collect(),
             why,
@@ -87,30 +105,114 @@ impl Pattern {
         if pattern.len() > max_len {
             return Err(bad(format!("longer than {max_len} bytes")));
         }
-        let glob = GlobBuilder::new(pattern)
+        let (text, on) = if windows {
+            Self::windows_form(pattern)
+        } else {
+            let on = if pattern.starts_with('/') {
+                On::Absolute
+            } else if pattern.contains('/') {
+                On::Relative
+            } else {
+                On::Name
+            };
+            (pattern.to_string(), on)
+        };
+        let glob = GlobBuilder::new(&text)
             .literal_separator(true)
+            .case_insensitive(ignore_case)
+            // On Windows `\` is a separator (made `/` above), never an escape.
+            .backslash_escape(!windows)
             .build()
             .map_err(|e| bad(e.kind().to_string()))?;
-        let on = if pattern.starts_with('/') {
+        Ok(Pattern {
+            matcher: glob.compile_matcher(),
+            on,
+            windows,
+        })
+    }
+
+    /// A pattern read the Windows way, `/` between its components, and what it is matched
+    /// against: `\` is a separator, as `/` is; `\\?\C:\` and `\\?\UNC\server\` are written
+    /// `C:/` and `//server/`; a drive (`C:/...`) or a share (`//server/share/...`) makes it
+    /// absolute, as a leading `/` does elsewhere.
+    fn windows_form(pattern: &str) -> (String, On) {
+        let mut text = pattern.replace('\\', "/");
+        if let Some(rest) = text.strip_prefix("//?/") {
+            text = match rest.get(..4) {
+                Some(unc) if unc.eq_ignore_ascii_case("UNC/") => format!("//{}", &rest[4..]),
+                _ => rest.to_string(),
+            };
+        }
+        let b = text.as_bytes();
+        let drive = b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'/';
+        let on = if drive || text.starts_with('/') {
             On::Absolute
-        } else if pattern.contains('/') {
+        } else if text.contains('/') {
             On::Relative
         } else {
             On::Name
         };
-        Ok(Pattern {
-            matcher: glob.compile_matcher(),
-            on,
-        })
+        (text, on)
     }
 
     fn matches(&self, name: &str, rel: &str, abs: &str) -> bool {
-        self.matcher.is_match(match self.on {
-            On::Name => name,
-            On::Relative => rel,
-            On::Absolute => abs,
-        })
+        match self.on {
+            On::Name => self.matcher.is_match(name),
+            On::Relative => self.matcher.is_match(rel),
+            On::Absolute if self.windows => self.matcher.is_match(abs.replace('\\', "/")),
+            On::Absolute => self.matcher.is_match(abs),
+        }
     }
+}
+
+/// The components of the folder `inner` below the folder `outer` (`Some(vec![])`: the same
+/// folder), by their text alone: as Windows compares paths (`windows`: any root form, `/` or
+/// `\`, names ignoring case, [`winpath`](crate::sys::winpath)), or component by component.
+fn folder_below(inner: &str, outer: &str, windows: bool) -> Option<Vec<String>> {
+    if windows {
+        use crate::sys::winpath;
+        let (inner, outer) = (winpath::parse(inner).ok()?, winpath::parse(outer).ok()?);
+        return inner.below(&outer).map(<[String]>::to_vec);
+    }
+    let rest = Path::new(inner).strip_prefix(outer).ok()?;
+    Some(
+        rest.components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect(),
+    )
+}
+
+/// Whether two lists of components name the same place below a folder (names compared ignoring
+/// case on Windows).
+fn same_below(a: &[String], b: &[String], windows: bool) -> bool {
+    if windows {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(a, b)| crate::sys::winpath::same_name(a, b))
+    } else {
+        a == b
+    }
+}
+
+/// Whether folder `i` of these (each as advertised and as on disk) is walked as part of another
+/// one: see [`Workspace::covered`].
+fn covered_among(folders: &[(&str, &str)], i: usize, windows: bool) -> bool {
+    let (advertised, canonical) = folders[i];
+    folders
+        .iter()
+        .enumerate()
+        .any(|(k, (outer_adv, outer_can))| {
+            if k == i {
+                return false;
+            }
+            let Some(below) = folder_below(advertised, outer_adv, windows) else {
+                return false;
+            };
+            folder_below(canonical, outer_can, windows)
+                .is_some_and(|real| same_below(&below, &real, windows))
+                && (!below.is_empty() || k < i)
+        })
 }
 
 impl Workspace {
@@ -176,33 +278,33 @@ impl Workspace {
 
     /// Whether folder `i` is walked as part of another one.
     pub(crate) fn covered(&self, i: usize) -> bool {
-        let folder = &self.folders[i];
         // A folder inside another one (or given twice) is walked as part of that one, with
         // its ignore files: walked again, its files were listed and counted twice.
         // (Only when the way from the outer one to it has no link, which that walk would
-        // not follow: the same path below both the advertised and the real folders.)
-        self.folders.iter().enumerate().any(|(k, outer)| {
-            let below = |inner: &str, outer: &str| {
-                Path::new(inner)
-                    .strip_prefix(outer)
-                    .ok()
-                    .map(Path::to_path_buf)
-            };
-            let advertised = below(&folder.advertised, &outer.advertised);
-            k != i
-                && advertised.is_some()
-                && advertised == below(&folder.canonical, &outer.canonical)
-                && (advertised.as_deref() != Some(Path::new("")) || k < i)
-        })
+        // not follow: the same path below both the advertised and the real folders.) Paths
+        // are compared as the OS does: on Windows `C:\ws\Sub` is inside `c:\WS`.
+        let folders: Vec<(&str, &str)> = self
+            .folders
+            .iter()
+            .map(|f| (f.advertised.as_str(), f.canonical.as_str()))
+            .collect();
+        covered_among(&folders, i, cfg!(windows))
     }
 
     /// The regular files of the workspace whose name (or path, when the pattern has a `/`)
-    /// matches the glob `pattern` (every file without one), skipping what an editor skips:
+    /// matches the glob `pattern` (every file without one; names compared as ignore rules
+    /// compare them: ignoring case on Windows and macOS; on Windows `\` separates too, and a
+    /// pattern that starts with a drive or share, `C:\ws\src\*.rs`, is absolute, as one that
+    /// starts with `/` is elsewhere), skipping what an editor skips:
     /// `.git`, and what `.gitignore` files and `.git/info/exclude` exclude (a `.gitignore` that
     /// is a symbolic link counts for nothing, as in git). Links are not followed nor listed. Bounded by [`Limits`](crate::Limits): at most `max_list_entries`
     /// results and `max_list_bytes` of them, `max_walk_entries` entries looked at, `max_depth`
     /// levels, `max_walk_time`, and twice `max_ignore_file_bytes` of ignore files. A directory
-    /// that cannot be read (permissions, no handle left) marks the listing cut short too.
+    /// that cannot be read (permissions, no handle left) marks the listing cut short too. On
+    /// Windows names no path can name (`nul.txt`, `trail.`: see
+    /// [`check_windows_name`](crate::check_windows_name)) are left out, and a workspace with a
+    /// folder refused when it was made ([`Workspace::refused_folders`]) is not listed: the
+    /// refusal is the answer.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Limits, Workspace};
@@ -224,6 +326,11 @@ impl Workspace {
             .filter(|p| !p.is_empty())
             .map(|p| Pattern::new(p, self.limits.max_pattern_len))
             .transpose()?;
+        // A folder refused when the workspace was made (a network share on Windows) is not
+        // listed: the listing says why instead of coming back without its files.
+        if let Some(f) = self.folders.iter().find(|f| f.refused.is_some()) {
+            f.usable(&f.advertised)?;
+        }
         let (max, max_bytes) = (self.limits.max_list_entries, self.limits.max_list_bytes);
         let mut files = Vec::new();
         let mut bytes = 0usize;
@@ -347,5 +454,101 @@ impl Workspace {
             file_count_truncated: truncated,
             kind,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matches(pattern: &str, windows: bool, ignore_case: bool, file: [&str; 3]) -> bool {
+        Pattern::with(pattern, 1024, windows, ignore_case)
+            .unwrap()
+            .matches(file[0], file[1], file[2])
+    }
+
+    /// `listFiles` patterns read the Windows way on Windows, wherever the rule is tested.
+    #[test]
+    fn patterns_the_windows_way() {
+        let a = ["a.rs", "src/a.rs", r"C:\ws\src\a.rs"];
+        for (pattern, on) in [
+            ("*.rs", On::Name),
+            ("*.RS", On::Name),
+            (r"src\*.rs", On::Relative),
+            ("src/*.rs", On::Relative),
+            (r"SRC\**\*.rs", On::Relative),
+            (r"C:\ws\src\*.rs", On::Absolute),
+            ("c:/WS/src/*.rs", On::Absolute),
+            (r"\\?\C:\ws\**\*.rs", On::Absolute),
+            (r"C:\ws\**", On::Absolute),
+        ] {
+            assert_eq!(Pattern::windows_form(pattern).1, on, "{pattern}");
+            assert!(matches(pattern, true, true, a), "{pattern}");
+        }
+        for pattern in [
+            r"C:\ws\*.rs",
+            r"D:\ws\src\*.rs",
+            r"src\*.txt",
+            r"ws\src\*.rs",
+        ] {
+            assert!(!matches(pattern, true, true, a), "{pattern}");
+        }
+        let unc = ["a.rs", "src/a.rs", r"\\srv\share\ws\src\a.rs"];
+        for pattern in [r"\\srv\share\ws\src\*.rs", r"\\?\UNC\SRV\share\ws\**\*.rs"] {
+            assert_eq!(Pattern::windows_form(pattern).1, On::Absolute, "{pattern}");
+            assert!(matches(pattern, true, true, unc), "{pattern}");
+        }
+        // Elsewhere `\` escapes, and names compare as the OS's ignore rules do.
+        let unix = ["a.rs", "src/a.rs", "/ws/src/a.rs"];
+        assert!(matches(
+            r"\*.rs",
+            false,
+            false,
+            ["*.rs", "*.rs", "/ws/*.rs"]
+        ));
+        assert!(!matches(r"src\*.rs", false, false, unix));
+        assert!(!matches("*.RS", false, false, unix));
+        assert!(matches("*.RS", false, true, unix));
+        assert!(matches("/ws/src/*.rs", false, false, unix));
+        // The rule the crate uses here: ignoring case where ignore rules do.
+        assert_eq!(
+            Pattern::new("*.RS", 1024)
+                .unwrap()
+                .matches("a.rs", "a.rs", "a.rs"),
+            crate::sys::IGNORE_CASE
+        );
+    }
+
+    /// A folder inside another one is walked once, however its path is spelled: on Windows in
+    /// another case or root form too.
+    #[test]
+    fn nested_folders_are_compared_as_the_os_does() {
+        let win = [
+            (r"C:\x\ws", r"\\?\C:\x\ws"),
+            (r"c:\X\WS\sub", r"\\?\C:\x\ws\sub"),
+            (r"C:\x\ws\Sub\", r"\\?\C:\x\ws\sub"),
+            (r"C:\x\wsx", r"\\?\C:\x\wsx"),
+        ];
+        assert!(!covered_among(&win, 0, true));
+        assert!(covered_among(&win, 1, true));
+        assert!(covered_among(&win, 2, true));
+        assert!(!covered_among(&win, 3, true));
+        // The same folder twice: the first one is walked.
+        let twice = [(r"C:\x\ws", r"\\?\C:\x\ws"), (r"c:\X\WS", r"\\?\C:\x\ws")];
+        assert!(!covered_among(&twice, 0, true) && covered_among(&twice, 1, true));
+        // Reached through a link (another place on disk): walked on its own.
+        let linked = [
+            (r"C:\x\ws", r"\\?\C:\x\ws"),
+            (r"C:\x\ws\l", r"\\?\D:\elsewhere"),
+        ];
+        assert!(!covered_among(&linked, 1, true));
+        // Unix: component by component, case kept.
+        let unix = [
+            ("/x/ws", "/x/ws"),
+            ("/x/WS/sub", "/x/WS/sub"),
+            ("/x/ws/sub/", "/x/ws/sub"),
+        ];
+        assert!(!covered_among(&unix, 1, false));
+        assert!(covered_among(&unix, 2, false));
     }
 }

@@ -74,6 +74,17 @@ pub(crate) fn advertised(folder: String) -> String {
     claude_ide_bridge::normalize(&folder).unwrap_or(folder)
 }
 
+/// Why the folder `folder` (`on_disk`: where the system says it is) cannot be served on this OS;
+/// `None` when it can. On Windows a folder on a network share is refused
+/// ([`winpath::network_share`]); on Unix every folder can be.
+pub(crate) fn refusal(folder: &str, on_disk: &str) -> Option<String> {
+    if cfg!(windows) {
+        winpath::network_share(folder, on_disk)
+    } else {
+        None
+    }
+}
+
 /// Which directory `folder` is now (device and inode), following links.
 #[cfg(unix)]
 pub(crate) fn identity(folder: &str) -> Option<(u64, u64)> {

@@ -20,15 +20,32 @@
 //! What differs from the Unix backend: a link is followed only within its own folder (a link
 //! from one folder into another is refused, where Unix follows it); a write whose last
 //! component is a link is refused rather than written through; a path is shown with its
-//! components as given, joined with `\` (cap-std does not say where links led); and a new file
-//! gets the folder's inherited access list (there is no mode to keep).
+//! components as given, joined with `\` (cap-std does not say where links led), but a written
+//! file by the name it has on disk; and a new file gets the folder's inherited access list
+//! (there is no mode to keep).
+//!
+//! A folder on a network share (`\\server\share\...`, `\\?\UNC\...`, `\\wsl.localhost\...`, a
+//! mapped network drive) is refused when the workspace is made (`winpath::network_share`, and
+//! [`Workspace::refused_folders`]): cap-std names a directory by its handle's path to rename in
+//! it, remove from it, make a directory in it or list it, and that path loses its `\\?\` there
+//! (`UNC\server\share\...`, relative to the current directory).
+//!
+//! A replace keeps the replaced file's name on disk (a case variant or short name given finds
+//! it: `on_disk_name`), its hidden, system and not-content-indexed attributes
+//! (`KEPT_ATTRIBUTES`); not its alternate data streams, creation time or access list. A target
+//! another program holds open is waited for briefly (`rename_over`). A failed write's
+//! temporary file is removed through a handle of its own (`remove_temp`), never left behind
+//! for want of a path.
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use cap_fs_ext::{DirExt, FollowSymlinks, MetadataExt, OpenOptionsFollowExt};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, File, FileType, OpenOptions, ReadDir};
+use cap_std::fs::{
+    Dir, File, FileType, MetadataExt as _, OpenOptions, OpenOptionsExt as _, ReadDir,
+};
 
 use super::winpath::{self, Root, WinPath};
 use crate::walk::{Entry, Listing, NotEntered};
@@ -36,6 +53,22 @@ use crate::{count_lines, within, Error, Workspace};
 
 /// Windows' `ERROR_TOO_MANY_LINKS`, cap-std's error for a chain of links longer than it follows.
 const ERROR_TOO_MANY_LINKS: i32 = 1142;
+
+/// `FILE_ATTRIBUTE_HIDDEN`, `_SYSTEM` and `_NOT_CONTENT_INDEXED`: the attributes a replaced file
+/// keeps (its new contents also get `FILE_ATTRIBUTE_ARCHIVE`, as any changed file does). Not
+/// kept: its alternate data streams, creation time and access list (the new file gets the
+/// folder's inherited one), and the read-only attribute (a read-only file is not replaced).
+const KEPT_ATTRIBUTES: u32 = 0x2 | 0x4 | 0x2000;
+/// `FILE_ATTRIBUTE_ARCHIVE`.
+const FILE_ATTRIBUTE_ARCHIVE: u32 = 0x20;
+/// The `DELETE` access right.
+const DELETE: u32 = 0x0001_0000;
+/// `FILE_FLAG_DELETE_ON_CLOSE`.
+const FILE_FLAG_DELETE_ON_CLOSE: u32 = 0x0400_0000;
+/// `FILE_SHARE_READ`, `FILE_SHARE_WRITE`, `FILE_SHARE_DELETE`.
+const FILE_SHARE_READ: u32 = 0x1;
+const FILE_SHARE_WRITE: u32 = 0x2;
+const FILE_SHARE_DELETE: u32 = 0x4;
 
 /// A folder as given on the command line, as the workspace keeps it: an absolute Windows path
 /// with `\` separators, `.` and `..` resolved (a `\\?\` prefix kept out); anything else as given.
@@ -183,6 +216,11 @@ impl Listing for Listed {
         let (Some(name), Ok(kind)) = (name.to_str(), entry.file_type()) else {
             return Some(Ok(Entry::Other));
         };
+        // A name every path to it is refused for (`nul.txt`, `aux.c`, `trail.`, made through
+        // `\\?\`): listed, it could be neither read nor written.
+        if winpath::check_name(name).is_err() {
+            return Some(Ok(Entry::Other));
+        }
         Some(Ok(if kind.is_symlink() {
             Entry::Other
         } else if kind.is_dir() {
@@ -265,6 +303,10 @@ impl Workspace {
     /// directory since the workspace was made (see `resolve.rs` for why).
     fn open_folder(&self, folder: usize, path: &str) -> Result<Dir, Error> {
         let f = &self.folders[folder];
+        // A folder on a network share was refused when the workspace was made: cap-std would
+        // name its directories by a path relative to the current directory (`winpath`'s
+        // `network_share`).
+        f.usable(path)?;
         let dir = Dir::open_ambient_dir(&f.advertised, ambient_authority())
             .map_err(|e| Error::io(path, "opening the workspace folder", e))?;
         let md = dir.dir_metadata().map_err(|e| Error::io(path, "stat", e))?;
@@ -416,9 +458,14 @@ impl Workspace {
 
     /// Writes `contents` to `path` atomically: a temporary file is created new in the same
     /// directory (relative to its handle), written and flushed to disk, then renamed over the
-    /// target (replacing it); a failed write leaves the old file as it was. Missing directories
-    /// on the way are created. A read-only file is refused, and so is a path whose last
-    /// component is a link or junction. Returns the path written.
+    /// target (replacing it); a failed write leaves the old file as it was, and removes its
+    /// temporary file. Missing directories on the way are created. A read-only file is refused,
+    /// and so is a path whose last component is a link or junction. A file replaced keeps the
+    /// name it has on disk (`README.MD` or a short name `A-VERY~1.TXT` given: `Readme.md`,
+    /// `a-very-long-file-name.txt` kept) and its hidden, system and not-content-indexed
+    /// attributes; one held open by another program is waited for about half a second, then
+    /// refused ("open in another program"). Returns the path written, its last component as it
+    /// is on disk.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Limits, Workspace};
@@ -445,7 +492,9 @@ impl Workspace {
             dir.open_dir(&at)
                 .map_err(|e| failed(path, "opening a directory", e))?
         };
-        match parent.symlink_metadata(name) {
+        // Replacing a file keeps its attributes (those of `KEPT_ATTRIBUTES`) and its name as it
+        // is on disk, which `name` may spell in another case or as its short (8.3) name.
+        let (attributes, on_disk) = match parent.symlink_metadata(name) {
             Ok(md) if md.is_file() => {
                 // Replacing a file is a write to it: a read-only one is refused, as an editor
                 // would refuse it.
@@ -456,6 +505,16 @@ impl Workspace {
                         io::Error::new(io::ErrorKind::PermissionDenied, "the file is read-only"),
                     ));
                 }
+                let kept = md.file_attributes() & KEPT_ATTRIBUTES;
+                let kept = if kept == 0 {
+                    0
+                } else {
+                    kept | FILE_ATTRIBUTE_ARCHIVE
+                };
+                (
+                    kept,
+                    on_disk_name(&parent, name, self.limits.max_walk_entries),
+                )
             }
             Ok(md) => {
                 return Err(Error::NotRegular {
@@ -463,10 +522,10 @@ impl Workspace {
                     kind: kind_name(md.file_type()),
                 })
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (0, name.clone()),
             Err(e) => return Err(failed(path, "looking up", e)),
-        }
-        let (tmp_name, tmp) = create_temp(&parent, path)?;
+        };
+        let (tmp_name, tmp) = create_temp(&parent, path, attributes)?;
         let written = (|| {
             let mut file = tmp;
             file.write_all(contents)
@@ -476,15 +535,17 @@ impl Workspace {
             // Closed before the rename: Windows does not rename a file open without delete
             // sharing.
             drop(file);
-            parent
-                .rename(&tmp_name, &parent, name)
-                .map_err(|e| failed(path, "renaming into place", e))
+            rename_over(&parent, &tmp_name, &on_disk).map_err(|e| replace_failed(path, e))
         })();
         if let Err(e) = written {
-            let _ = parent.remove_file(&tmp_name);
+            remove_temp(&parent, &tmp_name);
             return Err(e);
         }
-        Ok(self.display(i, &comps))
+        let mut shown = comps;
+        if let Some(last) = shown.last_mut() {
+            *last = on_disk;
+        }
+        Ok(self.display(i, &shown))
     }
 
     /// Whether something is at `name` at the first folder's top (a link followed while it stays
@@ -495,10 +556,14 @@ impl Workspace {
     }
 }
 
-/// Creates a fresh temporary file in `dir` (new: never an existing file or a planted link).
-fn create_temp(dir: &Dir, path: &str) -> Result<(String, File), Error> {
+/// Creates a fresh temporary file in `dir` (new: never an existing file or a planted link), with
+/// these file attributes (`0`: Windows' default for a new file).
+fn create_temp(dir: &Dir, path: &str, attributes: u32) -> Result<(String, File), Error> {
     let mut opts = OpenOptions::new();
     opts.write(true).create_new(true);
+    if attributes != 0 {
+        opts.attributes(attributes);
+    }
     let mut last = None;
     for _ in 0..16 {
         let name = crate::temp_name();
@@ -513,4 +578,125 @@ fn create_temp(dir: &Dir, path: &str) -> Result<(String, File), Error> {
         "creating a temporary file",
         last.unwrap_or_else(|| io::ErrorKind::AlreadyExists.into()),
     ))
+}
+
+/// Removes the temporary file `name` of `dir` after a failed write, through a handle of its own
+/// opened relative to `dir`'s with delete-on-close, so that no path has to name it: cap-std's
+/// `remove_file` names it by the directory's path, which fails where that path cannot be had
+/// (past `MAX_PATH` under Wine) though the file was created relative to the handle. Removing it
+/// by name is the fallback.
+fn remove_temp(dir: &Dir, name: &str) {
+    let mut opts = OpenOptions::new();
+    opts.access_mode(DELETE)
+        .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+        .custom_flags(FILE_FLAG_DELETE_ON_CLOSE)
+        .follow(FollowSymlinks::No);
+    if let Ok(file) = dir.open_with(name, &opts) {
+        drop(file);
+    }
+    if dir.symlink_metadata(name).is_ok() {
+        let _ = dir.remove_file(name);
+    }
+}
+
+/// Which file `name` in `dir` is (volume serial number and file index, from a handle opened
+/// without following a link and without access to its contents); `None` when it cannot be
+/// opened.
+fn identity_in(dir: &Dir, name: &str) -> Option<(u64, u64)> {
+    let mut opts = OpenOptions::new();
+    opts.access_mode(0).follow(FollowSymlinks::No);
+    let md = dir.open_with(name, &opts).ok()?.metadata().ok()?;
+    Some((md.dev(), md.ino()))
+}
+
+/// The most files whose identity [`on_disk_name`] compares with the target's.
+const MAX_IDENTITY_CHECKS: usize = 4096;
+
+/// The name the existing file `name` of `dir` has in `dir`'s entries: `name` itself when an
+/// entry is spelled so; otherwise the entry that is the same file (volume and file index), a
+/// case variant (`Readme.md` for `README.MD`) tried first, then the other files (the long name
+/// of a short one, `a-very-long-file-name.txt` for `A-VERY~1.TXT`). A rename over the file by
+/// another spelling gives it that spelling on NTFS (the long name lost: git sees a file deleted
+/// and another added), so the write renames to this name and shows it.
+///
+/// Bounded: at most `max_entries` entries read and [`MAX_IDENTITY_CHECKS`] files opened. When the
+/// directory cannot be listed, the bound is reached, or no entry is the file (gone since), the
+/// name is `name` as given.
+fn on_disk_name(dir: &Dir, name: &str, max_entries: usize) -> String {
+    let given = || name.to_string();
+    let Ok(entries) = dir.entries() else {
+        return given();
+    };
+    let mut case_variants = Vec::new();
+    let mut others = Vec::new();
+    for (seen, entry) in entries.enumerate() {
+        let Some(entry) = entry.ok().filter(|_| seen < max_entries) else {
+            return given();
+        };
+        let Ok(entry_name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if entry_name == name {
+            return entry_name;
+        }
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        if case_variants.len() + others.len() == MAX_IDENTITY_CHECKS {
+            return given();
+        }
+        if winpath::same_name(&entry_name, name) {
+            case_variants.push(entry_name);
+        } else {
+            others.push(entry_name);
+        }
+    }
+    let Some(target) = identity_in(dir, name) else {
+        return given();
+    };
+    case_variants
+        .into_iter()
+        .chain(others)
+        .find(|n| identity_in(dir, n) == Some(target))
+        .unwrap_or_else(given)
+}
+
+/// Whether Windows refused a rename because another program holds the file open without
+/// letting it be replaced: `ERROR_ACCESS_DENIED` (5), `ERROR_SHARING_VIOLATION` (32),
+/// `ERROR_LOCK_VIOLATION` (33).
+fn held_open(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(5 | 32 | 33))
+}
+
+/// How long a write waits, in all, for a program holding the target open to let it go (an
+/// editor's or indexer's brief open, a virus scanner's look at the new file).
+const RENAME_RETRY: Duration = Duration::from_millis(500);
+
+/// Renames the file `from` of `dir` over `to`, trying again while the target is held open
+/// ([`held_open`]), for at most about [`RENAME_RETRY`].
+fn rename_over(dir: &Dir, from: &str, to: &str) -> io::Result<()> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match dir.rename(from, dir, to) {
+            Err(e) if held_open(&e) && start.elapsed() + pause <= RENAME_RETRY => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            done => return done,
+        }
+    }
+}
+
+/// A failed rename of a write's temporary file over `path`, as this crate names it.
+fn replace_failed(path: &str, e: io::Error) -> Error {
+    if !held_open(&e) {
+        return failed(path, "renaming into place", e);
+    }
+    let why = format!(
+        "the file is open in another program, which does not let it be replaced (still so after \
+         {} ms): close it there, or save again once it lets go; the file was left as it was ({e})",
+        RENAME_RETRY.as_millis()
+    );
+    Error::io(path, "replacing the file", io::Error::new(e.kind(), why))
 }

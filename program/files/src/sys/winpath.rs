@@ -240,6 +240,40 @@ fn drive(s: &str) -> Option<char> {
     }
 }
 
+/// Why a workspace folder on a network share is refused, `None` when it is not on one: `folder`
+/// as given (`\\server\share\...`, `\\?\UNC\...`, `\\wsl.localhost\...`, `\\wsl$\...`), or
+/// `on_disk`, where Windows says it is (`std::fs::canonicalize`: a mapped network drive, or a
+/// link to a share, is `\\?\UNC\server\share\...` there).
+///
+/// cap-std names a directory by its handle's path to rename in it, remove from it, make a
+/// directory in it or list it, and drops the `\\?\` of `\\?\UNC\server\share\...` on the way
+/// (cap-primitives' `get_path`), which leaves `UNC\server\share\...`: a path relative to the
+/// current directory. On a share every write would fail (leaving its temporary file), every
+/// listing would come back empty, and a directory could be made or a file renamed elsewhere.
+pub(crate) fn network_share(folder: &str, on_disk: &str) -> Option<String> {
+    let (server, share) =
+        [folder, on_disk]
+            .into_iter()
+            .find_map(|p| match parse(p).ok()?.root? {
+                Root::Unc { server, share } => Some((server, share)),
+                Root::Drive(_) => None,
+            })?;
+    let wsl = server.eq_ignore_ascii_case("wsl.localhost") || server.eq_ignore_ascii_case("wsl$");
+    let what_to_do = if wsl {
+        "run the bridge inside WSL, where the files are (the Linux `claude-ide-bridge serve \
+         --stdio`, started by the editor or by claude run in WSL)"
+    } else {
+        "run the bridge where the files are (on the machine that holds the share, or inside WSL \
+         with `claude-ide-bridge serve --stdio` for a WSL folder), or open a copy of the folder \
+         on a local drive"
+    };
+    Some(format!(
+        "the workspace folder {folder} is on a network share (\\\\{server}\\{share}), which the \
+         bridge does not support yet on Windows (it cannot keep its reads, writes and listings \
+         inside a folder there): {what_to_do}"
+    ))
+}
+
 /// Refuses a component Windows would read as something else (see the module docs).
 pub(crate) fn check_name(name: &str) -> Result<(), Why> {
     if name.contains(':') {
@@ -461,6 +495,39 @@ mod tests {
             assert!(refused.is_err(), "{bad} was accepted: {refused:?}");
         }
         assert!(from_uri("file:").is_err());
+    }
+
+    #[test]
+    fn folders_on_a_network_share_are_refused_with_what_to_do() {
+        for share in [
+            r"\\server\share\ws",
+            r"\\?\UNC\server\share\ws",
+            "//server/share/ws",
+            r"\\server\share",
+        ] {
+            let why = network_share(share, share).unwrap_or_else(|| panic!("{share}"));
+            assert!(why.contains("network share (\\\\server\\share)"), "{why}");
+            assert!(why.contains("run the bridge where the files are"), "{why}");
+        }
+        for wsl in [
+            r"\\wsl.localhost\Ubuntu\home\me\ws",
+            r"\\wsl$\Ubuntu\home\me\ws",
+        ] {
+            let why = network_share(wsl, wsl).unwrap();
+            assert!(
+                why.contains("inside WSL") && why.contains("serve --stdio"),
+                "{why}"
+            );
+        }
+        // A mapped network drive: the folder as given is a drive, Windows says where it is.
+        let why = network_share(r"Z:\ws", r"\\?\UNC\nas\home\ws").unwrap();
+        assert!(
+            why.contains(r"Z:\ws") && why.contains(r"\\nas\home"),
+            "{why}"
+        );
+        for local in [r"C:\ws", r"\\?\C:\ws", "relative", ""] {
+            assert_eq!(network_share(local, r"\\?\C:\ws"), None, "{local}");
+        }
     }
 
     #[test]
