@@ -154,6 +154,37 @@ impl Core {
         self.lock.as_ref().map(|(g, _)| g.path())
     }
 
+    /// The lock file's directory and name, if one was written.
+    pub fn lock_place(&self) -> Option<(PathBuf, String)> {
+        self.lock
+            .as_ref()
+            .map(|(g, _)| (g.dir().to_path_buf(), g.name().to_string()))
+    }
+
+    /// Writes the lock file again if another process removed it (or its folder): see
+    /// [`LockGuard::restore`].
+    pub fn restore_lock_file(&mut self) {
+        let Some((guard, content)) = &mut self.lock else {
+            return;
+        };
+        let path = guard.path().to_path_buf();
+        match guard.restore(content) {
+            Ok(false) => {}
+            Ok(true) => self.log(|| {
+                format!(
+                    "Lock file {} was removed by another process: written again",
+                    path.display()
+                )
+            }),
+            Err(e) => self.log(|| {
+                format!(
+                    "Lock file {} was removed and could not be written again: {e}",
+                    path.display()
+                )
+            }),
+        }
+    }
+
     /// Changes the workspace folders: the engine's path checks and the lock file (rewritten
     /// atomically).
     pub fn set_workspace_folders(&mut self, folders: &[PathBuf]) -> io::Result<()> {

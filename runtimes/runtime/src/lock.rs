@@ -107,17 +107,18 @@ pub fn pid_alive(pid: u32) -> bool {
 }
 
 /// Removes this host's stale lock files from `dir`: files named `<port>.lock`, owned by us, with
-/// this `ide_name` and a pid that is not alive. A live process's file is never touched. Returns
-/// the removed paths.
+/// this `ide_name`, a pid that is not alive and a port nothing answers on (a pid of another pid
+/// namespace looks dead from here). A live process's file is never touched. Returns the removed
+/// paths.
 pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if port_from_lock_name(name).is_none() {
+        let Some(port) = port_from_lock_name(name) else {
             continue;
-        }
+        };
         let path = entry.path();
         let Ok(meta) = fs::symlink_metadata(&path) else {
             continue;
@@ -135,7 +136,9 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         } else {
             !pid_alive(lock.pid)
         };
-        if lock.ide_name == ide_name && stale {
+        // A pid that looks dead may be another pid namespace's (a bridge in a container sharing
+        // this folder, or this one's host): its port still answers, and its file stays.
+        if lock.ide_name == ide_name && stale && !port_answers(port) {
             // Still the file that was read: a bridge started meanwhile on the same port renames
             // its live file into place, and that one stays.
             let same = fs::symlink_metadata(&path).is_ok_and(|now| sys::same_file(&now, &meta));
@@ -151,6 +154,15 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         }
     }
     Ok(removed)
+}
+
+/// Whether something accepts connections on `port` of this host's loopback addresses.
+fn port_answers(port: u16) -> bool {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
+    let within = std::time::Duration::from_millis(200);
+    [Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()]
+        .into_iter()
+        .any(|ip| TcpStream::connect_timeout(&SocketAddr::new(ip, port), within).is_ok())
 }
 
 /// The most bytes of a lock file read: one of ours is a few hundred; a larger one is not a lock
@@ -270,6 +282,53 @@ impl LockGuard {
         write_atomic(&self.dir, &self.name, content.to_json().as_bytes())?;
         self.written = fs::symlink_metadata(&self.path).ok();
         Ok(())
+    }
+
+    /// Writes the file again when it is gone, and its directory first when that is gone too
+    /// (checked as [`ensure_lock_dir`] checks it): removed by another process, such as a
+    /// `claude` that takes every lock file whose pid it cannot see for stale (one in a container
+    /// sharing this folder). Returns whether it wrote. A file there (this one, or another
+    /// process's renamed over it) is left as it is, and so is a removed guard.
+    ///
+    /// ```
+    /// use claude_ide_bridge::{AuthToken, LockFile};
+    /// use claude_ide_bridge_runtime::lock::LockGuard;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("lock-restore-doc-{}", std::process::id()));
+    /// let token = AuthToken::from_string("t".repeat(43));
+    /// let content = LockFile::new(std::process::id(), vec!["/w".into()], "MyEditor", false, token);
+    /// let mut guard = LockGuard::create(&dir, 41235, &content, false)?;
+    /// assert!(!guard.restore(&content)?);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// assert!(guard.restore(&content)?);
+    /// assert!(guard.path().exists());
+    /// guard.remove()?;
+    /// # std::fs::remove_dir(&dir)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn restore(&mut self, content: &LockFile) -> io::Result<bool> {
+        if self.removed {
+            return Ok(false);
+        }
+        match fs::symlink_metadata(&self.path) {
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        ensure_lock_dir(&self.dir)?;
+        write_atomic(&self.dir, &self.name, content.to_json().as_bytes())?;
+        self.written = fs::symlink_metadata(&self.path).ok();
+        Ok(true)
+    }
+
+    /// The directory the file is in.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file's name in its directory.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 
     /// Removes the file (once; later calls do nothing).

@@ -109,6 +109,9 @@ struct State {
     /// points back at this server: [`RunningServer::stop_hard`] drops it, which ends that cycle.
     handle: Option<Handle>,
     stopped: bool,
+    /// The watch that writes the lock file again when another process removes it (Linux); its
+    /// end dropped at the stop.
+    lock_watch: Option<crate::sys::WatchEnd>,
 }
 
 /// A running server's shared part. Runtimes keep it in an `Arc` and call it from their loops.
@@ -159,6 +162,7 @@ impl RunningServer {
                 handler,
                 handle: None,
                 stopped: false,
+                lock_watch: None,
             }),
             has_handler,
             wake_timer: Box::new(wake_timer),
@@ -168,7 +172,31 @@ impl RunningServer {
             logger,
         };
         shared.write_logs(started);
-        Ok((listener, Arc::new(shared)))
+        let shared = Arc::new(shared);
+        shared.watch_lock_file();
+        Ok((listener, shared))
+    }
+
+    /// Starts the watch that writes the lock file again when another process removes it (a
+    /// `claude` in a container sharing the folder takes every lock file whose pid it cannot see
+    /// for stale): without it, the bridge ran on, never found again.
+    fn watch_lock_file(self: &Arc<Self>) {
+        let Some((dir, name)) = self.lock().core.lock_place() else {
+            return;
+        };
+        let server = Arc::downgrade(self);
+        let restore = move || {
+            server.upgrade().is_some_and(|s| {
+                s.run(|st| {
+                    if !st.stopped {
+                        st.core.restore_lock_file();
+                    }
+                    !st.stopped
+                })
+            })
+        };
+        let watch = crate::sys::watch_removal(&dir, &name, restore);
+        self.lock().lock_watch = watch;
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -629,6 +657,7 @@ impl RunningServer {
         // since dropping what it captured may call a `Handle`. (One running now is dropped by
         // its delivering thread when it returns.)
         let handler = st.handler.take();
+        st.lock_watch = None;
         st.core.remove_lock_file();
         (self.wake_timer)();
         let r = f();

@@ -58,6 +58,9 @@ macro_rules! socket_scenarios {
             slow_caller,
             dead_peer,
             lock_file,
+            // Linux only: the watch is inotify's (none elsewhere yet, docs/platforms.md).
+            #[cfg(target_os = "linux")]
+            lock_file_removed_is_written_again,
             lock_dir_refused,
             stale_locks,
             sigterm_child,
@@ -471,6 +474,35 @@ pub fn lock_file<R: Rt>() {
     R::stop(s);
 }
 
+/// A lock file removed by another process (a `claude` in a container sharing the folder takes
+/// every lock file whose pid it cannot see for stale), or its whole folder, is written again: the
+/// bridge ran on, never found again. At the stop it is removed for good.
+pub fn lock_file_removed_is_written_again<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let path = R::lock_path(&s).unwrap();
+    let written = fs::read_to_string(&path).unwrap();
+    let back = |what: &str| {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while !path.exists() {
+            assert!(Instant::now() < give_up, "not written again after {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(fs::read_to_string(&path).unwrap(), written, "{what}");
+        assert_mode(&path, 0o600);
+        assert_mode(&dir.path().join("ide"), 0o700);
+    };
+    fs::remove_file(&path).unwrap();
+    back("the file removed");
+    fs::remove_dir_all(dir.path().join("ide")).unwrap();
+    back("its folder removed");
+    // Still the bridge claude finds: its token is served.
+    assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 101);
+    R::stop(s);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!path.exists(), "removed at the stop, and not written again");
+}
+
 pub fn lock_dir_refused<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().join("real");
@@ -529,7 +561,13 @@ pub fn stale_locks<R: Rt>() {
     fs::write(ide.join("1.lock"), lock(dead, "ScenarioIDE")).unwrap();
     fs::write(ide.join("2.lock"), lock(live.id(), "ScenarioIDE")).unwrap();
     fs::write(ide.join("3.lock"), lock(dead, "OtherIDE")).unwrap();
+    // A pid that looks dead from here with its port answering: another pid namespace's bridge
+    // (a container sharing the folder), kept (it was removed, and that bridge never found).
+    let answering = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let answering_lock = ide.join(format!("{}.lock", answering.local_addr().unwrap().port()));
+    fs::write(&answering_lock, lock(dead, "ScenarioIDE")).unwrap();
     let s = R::start(opts(dir.path())).unwrap();
+    assert!(answering_lock.exists(), "a lock whose port answers kept");
     assert!(
         !ide.join("1.lock").exists(),
         "stale lock of a dead pid removed"

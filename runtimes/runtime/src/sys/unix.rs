@@ -14,6 +14,96 @@ use signal_hook::low_level::emulate_default_handler;
 
 pub(crate) const HOME_VAR: &str = "HOME";
 
+/// Ends a [`watch_removal`] when dropped: its thread sees the pipe's other end close.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) struct WatchEnd(#[allow(dead_code)] std::os::fd::OwnedFd);
+
+/// Watches `dir` for the removal of its file `name`, or of `dir` itself (inotify, on a thread of
+/// its own that sleeps until then: no wake-up while nothing happens), and calls `restore` 200 ms
+/// after (an `rm -rf` of the folder is over by then, and finds no file written back into it);
+/// `restore` returns `false` to end the watch. The watch also ends when the [`WatchEnd`] is
+/// dropped. `None` when it could not be set up.
+#[cfg(target_os = "linux")]
+pub(crate) fn watch_removal(
+    dir: &Path,
+    name: &str,
+    mut restore: impl FnMut() -> bool + Send + 'static,
+) -> Option<WatchEnd> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+    let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
+    let flags = WatchFlags::DELETE
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ONLYDIR
+        | WatchFlags::DONT_FOLLOW;
+    inotify::add_watch(&fd, dir, flags).ok()?;
+    let (ended, end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+    let dir = dir.to_path_buf();
+    let name = name.as_bytes().to_vec();
+    let watch = move || {
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let settle = Timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000_000,
+        };
+        // A removal seen, restored once things settle; the folder itself gone (or moved), to
+        // be watched again once it is back.
+        let (mut removed, mut folder_gone) = (false, false);
+        loop {
+            let mut fds = [
+                PollFd::new(&fd, PollFlags::IN),
+                PollFd::new(&ended, PollFlags::IN),
+            ];
+            let ready = match poll(&mut fds, removed.then_some(&settle)) {
+                Ok(n) => n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return,
+            };
+            if !fds[1].revents().is_empty() {
+                return;
+            }
+            if ready == 0 {
+                removed = false;
+                if !restore() {
+                    return;
+                }
+                if std::mem::take(&mut folder_gone) && inotify::add_watch(&fd, &dir, flags).is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            let mut events = inotify::Reader::new(&fd, &mut buf);
+            while let Ok(e) = events.next() {
+                let self_gone = ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED;
+                if e.events().intersects(self_gone) {
+                    (removed, folder_gone) = (true, true);
+                } else if e.file_name().is_some_and(|n| n.to_bytes() == name) {
+                    removed = true;
+                }
+            }
+        }
+    };
+    std::thread::Builder::new()
+        .name("lock-watch".into())
+        .spawn(watch)
+        .ok()?;
+    Some(WatchEnd(end))
+}
+
+/// No watch here (macOS and the other Unixes): a lock file removed by another process stays
+/// removed.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn watch_removal(
+    _dir: &Path,
+    _name: &str,
+    _restore: impl FnMut() -> bool + Send + 'static,
+) -> Option<WatchEnd> {
+    None
+}
+
 /// Creates `dir` (parents included) with mode 0700.
 pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(dir)

@@ -32,6 +32,18 @@ use windows_sys::Win32::System::IO::CancelIoEx;
 
 pub(crate) const HOME_VAR: &str = "USERPROFILE";
 
+/// Ends a [`watch_removal`] (none is made here).
+pub(crate) struct WatchEnd;
+
+/// No watch here: a lock file removed by another process stays removed.
+pub(crate) fn watch_removal(
+    _dir: &Path,
+    _name: &str,
+    _restore: impl FnMut() -> bool + Send + 'static,
+) -> Option<WatchEnd> {
+    None
+}
+
 /// Creates `dir` (parents included); it inherits its parent's access list.
 pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
     fs::create_dir_all(dir)
