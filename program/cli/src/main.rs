@@ -122,7 +122,8 @@ struct CommonOpts {
     #[arg(long, value_enum, default_value = "threads")]
     runtime: RuntimeKind,
     /// Open files claude asks to open (openFile, open_files) in $VISUAL/$EDITOR, started in the
-    /// background without the terminal (which belongs to claude or the prompt): a GUI editor.
+    /// background without the terminal (which belongs to claude or the prompt): a GUI editor,
+    /// whose windows are the user's and stay open when the bridge stops.
     #[arg(long)]
     open_files: bool,
     /// Append every message and connection event to FILE as JSON lines.
