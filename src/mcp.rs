@@ -361,8 +361,22 @@ pub(crate) fn handle_text(
         Frame::Batch(items) => {
             let batching_allowed = phase.initialize_seen() && s.protocol_version <= "2025-03-26";
             if !batching_allowed || items.is_empty() || items.len() > config.limits.max_batch {
+                // An array of responses only is not answered, as no response is: answering it
+                // could start two peers answering each other.
+                let responses = !items.is_empty()
+                    && items.len() <= config.limits.max_batch
+                    && items
+                        .iter()
+                        .all(|raw| matches!(jsonrpc::decode_value(raw), Message::Response { .. }));
+                if responses {
+                    return None;
+                }
                 let msg = if items.is_empty() {
                     "empty batch".to_string()
+                } else if !phase.initialize_seen() {
+                    "batches are accepted only after initialize, in protocol version 2025-03-26 \
+                     and older"
+                        .to_string()
                 } else if !batching_allowed {
                     format!(
                         "batches are not supported in protocol version {}",

@@ -612,6 +612,26 @@ fn batches_follow_the_negotiated_version() {
     let c = p.connect_initialized(); // 2025-06-18: no batches
     p.send_text(c, r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
     assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+    // An array of responses only is not answered, as no response is (it got -32600); one with
+    // a request in it is refused.
+    p.send_text(
+        c,
+        r#"[{"jsonrpc":"2.0","id":5,"result":{}},{"id":6,"error":{}}]"#,
+    );
+    assert!(p.messages(c).is_empty());
+    p.send_text(
+        c,
+        r#"[{"jsonrpc":"2.0","id":5,"result":{}},{"jsonrpc":"2.0","id":7,"method":"ping"}]"#,
+    );
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+    // Before initialize, the refusal says so (it named a version nobody had agreed on).
+    let c = p.connect();
+    p.send_text(c, r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+    let m = p.messages(c);
+    assert_eq!(
+        m[0]["error"]["message"],
+        "batches are accepted only after initialize, in protocol version 2025-03-26 and older"
+    );
 
     let mut p = Pair::new();
     let c = p.connect();
