@@ -25,6 +25,9 @@ pub const INVALID_PARAMS: i32 = -32602;
 pub const INTERNAL_ERROR: i32 = -32603;
 /// The server is not initialized yet (or the session is closed).
 pub const NOT_INITIALIZED: i32 = -32002;
+/// MCP's code for a resource that does not exist (`resources/read`; the host offers none). The
+/// same number as [`NOT_INITIALIZED`], which only a request before `initialize` gets.
+pub const RESOURCE_NOT_FOUND: i32 = -32002;
 /// Too many calls in progress on this connection (`Limits::max_pending_calls`): a server error
 /// (JSON-RPC's implementation-defined range), the request may be sent again later.
 pub const TOO_MANY_CALLS: i32 = -32000;
@@ -53,6 +56,8 @@ impl RpcError {
     pub const NOT_INITIALIZED: i32 = NOT_INITIALIZED;
     /// Too many calls in progress on this connection (-32000); the request may be sent again later.
     pub const TOO_MANY_CALLS: i32 = TOO_MANY_CALLS;
+    /// MCP's "resource not found" (-32002), after `initialize`.
+    pub const RESOURCE_NOT_FOUND: i32 = RESOURCE_NOT_FOUND;
 
     /// An error with the given code and message.
     pub fn new(code: i32, message: impl Into<Cow<'static, str>>) -> Self {

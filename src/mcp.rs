@@ -581,6 +581,32 @@ impl<'c> Ctx<'c> {
             "resources/list" => Ok(Some(br#"{"resources":[]}"#.to_vec())),
             "resources/templates/list" => Ok(Some(br#"{"resourceTemplates":[]}"#.to_vec())),
             "prompts/list" => Ok(Some(br#"{"prompts":[]}"#.to_vec())),
+            // The capabilities declare resources and prompts, and the lists are empty: a read or
+            // a get names one that does not exist (MCP's answers to those, not "method not found").
+            "resources/read" => {
+                #[derive(Deserialize)]
+                struct Read<'a> {
+                    #[serde(borrow)]
+                    uri: Cow<'a, str>,
+                }
+                let p: Read<'_> = named_params(method, params)?;
+                Err(RpcError::new(
+                    jsonrpc::RESOURCE_NOT_FOUND,
+                    format!("resource not found: {}", jsonrpc::echoed_name(&p.uri)),
+                ))
+            }
+            "prompts/get" => {
+                #[derive(Deserialize)]
+                struct Get<'a> {
+                    #[serde(borrow)]
+                    name: Cow<'a, str>,
+                }
+                let p: Get<'_> = named_params(method, params)?;
+                Err(RpcError::invalid_params(format!(
+                    "unknown prompt: {}",
+                    jsonrpc::echoed_name(&p.name)
+                )))
+            }
             "tools/call" => self.tool_call(s, id.get(), params),
             _ if self.config.compat_methods => match CompatRequest::parse(method, params) {
                 None => Err(method_not_found(method)),
@@ -768,6 +794,16 @@ impl<'c> Ctx<'c> {
         });
         Ok(seq)
     }
+}
+
+/// A method's params read as an object of the given shape; -32602 naming the method otherwise.
+fn named_params<'a, T: Deserialize<'a>>(
+    method: &str,
+    params: Option<&'a RawValue>,
+) -> Result<T, RpcError> {
+    let p = params.ok_or_else(|| RpcError::invalid_params(format!("{method} needs params")))?;
+    from_object(p.get())
+        .map_err(|e| RpcError::invalid_params(format!("invalid {method} params: {e}")))
 }
 
 fn result_body(r: &ToolResult) -> Vec<u8> {

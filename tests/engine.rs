@@ -451,6 +451,16 @@ fn lifecycle() {
         p.request(c, json!(5), "prompts/list", json!({}))["result"],
         json!({"prompts": []})
     );
+    // The lists are empty, so a resource read or a prompt asked for does not exist: MCP's
+    // answers (both got -32601, for methods the capabilities declare).
+    let r = p.request(c, json!(7), "resources/read", json!({"uri": "file:///x"}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert_eq!(r["error"]["message"], "resource not found: file:///x");
+    let r = p.request(c, json!(8), "prompts/get", json!({"name": "x"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["message"], "unknown prompt: x");
+    let r = p.request(c, json!(9), "resources/read", json!({}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
     assert_eq!(
         p.request(c, json!(6), "nope/nope", json!({}))["error"]["code"],
         -32601
