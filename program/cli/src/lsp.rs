@@ -242,7 +242,8 @@ const LOG_RUN_LIMIT: u64 = 32 << 20;
 const LOG_ROTATE_AT: u64 = 8 << 20;
 
 /// The language-server log: appended to, private (0600), bounded per run, shared by the servers'
-/// stderr and the bridge's own notes.
+/// stderr and the bridge's own notes. Off when its file is refused or cannot be opened: the
+/// bridge runs without it (what would go to it is dropped), and says why once.
 #[derive(Clone)]
 pub struct Log {
     path: PathBuf,
@@ -250,23 +251,29 @@ pub struct Log {
 }
 
 struct LogFile {
-    file: File,
+    file: Option<File>,
     written: u64,
     full: bool,
 }
 
 impl Log {
-    /// Opens (creates) `path`; a log above 8 MiB is moved aside to `<path>.old` first.
+    /// Opens (creates) `path`; a log above 8 MiB is moved aside to `<path>.old` first. Only a
+    /// regular file of this user's that others cannot write to is written to, never through a
+    /// symbolic link, and the program's state folder, when the log is in it (the default), is
+    /// checked as the state file's is ([`crate::sys::check_private_dir`]). A log that is refused
+    /// or cannot be opened does not stop the bridge: the log is off (what would go to it is
+    /// dropped), and the terminal is told why, once, here.
     pub fn open(path: &Path) -> io::Result<Log> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::sys::private_dirs(dir)?;
-        }
-        if fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_AT) {
-            let mut old = path.as_os_str().to_owned();
-            old.push(".old");
-            let _ = fs::rename(path, old);
-        }
-        let file = crate::sys::append_private(path)?;
+        let file = match open_file(path) {
+            Ok(file) => Some(file),
+            Err(e) => {
+                crate::ui::say_bold(&format!(
+                    "language servers: no log: {}: {e}; their stderr and the bridge's notes about them are dropped (choose another file with --lsp-log FILE)",
+                    path.display()
+                ));
+                None
+            }
+        };
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         Ok(Log {
             path,
@@ -283,6 +290,15 @@ impl Log {
         &self.path
     }
 
+    /// Whether the log is written (not off: see [`Log::open`]).
+    pub fn is_on(&self) -> bool {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .file
+            .is_some()
+    }
+
     /// Appends one note of the bridge's own, prefixed with its pid.
     pub fn note(&self, line: &str) {
         let mut w = self.clone();
@@ -293,25 +309,57 @@ impl Log {
 impl Write for Log {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if g.full {
+        let LogFile {
+            file: Some(file),
+            written,
+            full,
+        } = &mut *g
+        else {
+            // Off: dropped.
+            return Ok(buf.len());
+        };
+        if *full {
             return Ok(buf.len());
         }
-        if g.written + buf.len() as u64 > LOG_RUN_LIMIT {
-            g.full = true;
-            let _ = g.file.write_all(
+        if *written + buf.len() as u64 > LOG_RUN_LIMIT {
+            *full = true;
+            let _ = file.write_all(
                 b"\n(claude-ide-bridge: this run wrote 32 MiB to the log; the rest is dropped)\n",
             );
             return Ok(buf.len());
         }
-        g.written += buf.len() as u64;
-        g.file.write_all(buf)?;
+        *written += buf.len() as u64;
+        file.write_all(buf)?;
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.file.flush()
+        match &mut g.file {
+            Some(file) => file.flush(),
+            None => Ok(()),
+        }
     }
+}
+
+/// Opens the log's file for [`Log::open`]: its folder created (0700) if missing, and checked when
+/// it is the program's state folder; a file above 8 MiB moved aside first; then the file itself,
+/// refused unless it is a private regular file ([`crate::sys::append_private_file`]).
+fn open_file(path: &Path) -> io::Result<File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if crate::state::state_dir().is_some_and(|state| state == dir) {
+            crate::sys::private_dir(dir)?;
+        } else {
+            crate::sys::private_dirs(dir)?;
+        }
+    }
+    // Not through a symbolic link: the link would be moved, and what it names left as it is.
+    if fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_AT) {
+        let mut old = path.as_os_str().to_owned();
+        old.push(".old");
+        let _ = fs::rename(path, old);
+    }
+    crate::sys::append_private_file(path)
 }
 
 #[cfg(test)]
@@ -361,6 +409,26 @@ mod tests {
         assert_eq!(fs::metadata(&p).unwrap().len(), 0);
         assert!(d.path().join("state/lsp.log.old").exists());
         drop(log);
+    }
+
+    /// A log file that is refused (here a symbolic link, not followed) leaves the log off: it
+    /// opens, what is written to it is dropped, and the file the link names is left as it was.
+    #[cfg(unix)]
+    #[test]
+    fn a_refused_log_is_off_and_touches_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("elsewhere");
+        fs::write(&target, "mine\n").unwrap();
+        let p = d.path().join("lsp.log");
+        std::os::unix::fs::symlink(&target, &p).unwrap();
+        let log = Log::open(&p).unwrap();
+        assert!(log.inner.lock().unwrap().file.is_none());
+        log.note("hello");
+        let mut w = log.clone();
+        w.write_all(b"more").unwrap();
+        w.flush().unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "mine\n");
+        assert!(fs::symlink_metadata(&p).unwrap().is_symlink());
     }
 }
 

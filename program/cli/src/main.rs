@@ -636,10 +636,12 @@ fn serve(
     }
     let lsp = match (table, lsp_log) {
         (Some(servers), Some(log)) => {
-            ui::say(&format!(
-                "language servers: log in {}",
-                log.path().display()
-            ));
+            if log.is_on() {
+                ui::say(&format!(
+                    "language servers: log in {}",
+                    log.path().display()
+                ));
+            }
             ui::say(&match common.lsp.lsp_warm {
                 lsp::Warm::Connect => format!("language servers: those of the workspace's languages (at most {}) start when claude connects, a file's at its diff (--lsp-warm connect)", lsp::WARM_MAX),
                 lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)".into(),

@@ -296,6 +296,89 @@ fn accepted_diff_and_write_file_are_synced_at_once() {
     assert_eq!(s.stop(), 0);
 }
 
+/// `serve` with a FIFO or a symbolic link where its language-server log goes by default (the
+/// state folder): the log is refused, the bridge starts without it and says why once, and what
+/// was there is left as it was. It waited at start for a reader of the FIFO for ever, printing
+/// nothing, and appended to whatever the link named. Each run is bounded: the bridge is killed
+/// if its port does not come.
+#[test]
+fn a_log_that_is_a_fifo_or_a_link_is_refused_and_the_bridge_runs_without_it() {
+    use std::os::unix::fs::PermissionsExt;
+    for kind in ["fifo", "symlink"] {
+        let sb = Sandbox::new();
+        let state = sb.root().join("state");
+        let dir = state.join("claude-ide-bridge");
+        fs::create_dir_all(&dir).unwrap();
+        for d in [&state, &dir] {
+            fs::set_permissions(d, fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let log = dir.join("lsp.log");
+        let target = sb.root().join("target");
+        fs::write(&target, "mine\n").unwrap();
+        if kind == "fifo" {
+            let made = std::process::Command::new("mkfifo")
+                .args(["-m", "600"])
+                .arg(&log)
+                .status();
+            assert!(made.unwrap().success());
+        } else {
+            std::os::unix::fs::symlink(&target, &log).unwrap();
+        }
+        let mut cmd = sb.command();
+        cmd.env("XDG_STATE_HOME", &state)
+            .args(["serve", "--runtime", "threads"])
+            .args(["--lsp", "python=/nonexistent/bin/some-lsp"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        /// Kills the bridge when the test fails before it stopped.
+        struct Bridge(Child);
+        impl Drop for Bridge {
+            fn drop(&mut self) {
+                if self.0.try_wait().ok().flatten().is_none() {
+                    let _ = self.0.kill();
+                    let _ = self.0.wait();
+                }
+            }
+        }
+        let mut bridge = Bridge(cmd.spawn().unwrap());
+        let stderr = Lines::collect(bridge.0.stderr.take().unwrap());
+        stderr.wait_for("export CLAUDE_CODE_SSE_PORT=");
+        stderr.wait_for("lock file: ");
+        let why = stderr.wait_for("language servers: no log");
+        let expected = if kind == "fifo" {
+            "not a regular file"
+        } else {
+            "symbolic link"
+        };
+        assert!(why.contains(expected), "{kind}: {why}");
+        let stopped = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(bridge.0.id().to_string())
+            .status()
+            .unwrap();
+        assert!(stopped.success());
+        let give_up = Instant::now() + WAIT;
+        let status = loop {
+            if let Some(status) = bridge.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < give_up, "{kind}: the bridge did not stop");
+            thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "{kind}: {}", stderr.text());
+        assert_eq!(stderr.count("no log"), 1, "{kind}: {}", stderr.text());
+        let meta = fs::symlink_metadata(&log).unwrap();
+        if kind == "fifo" {
+            use std::os::unix::fs::FileTypeExt;
+            assert!(meta.file_type().is_fifo(), "{kind}");
+        } else {
+            assert!(meta.file_type().is_symlink(), "{kind}");
+        }
+        assert_eq!(fs::read_to_string(&target).unwrap(), "mine\n", "{kind}");
+    }
+}
+
 #[test]
 fn no_lsp_starts_nothing_and_answers_empty() {
     let sb = Sandbox::new();
@@ -332,6 +415,34 @@ fn a_missing_server_answers_empty_and_the_log_says_why_once() {
     assert_eq!(s.stop(), 0);
     let log = fs::read_to_string(sb.root().join("lsp.log")).unwrap();
     assert_eq!(log.matches("/nonexistent/bin/some-lsp").count(), 1, "{log}");
+}
+
+/// A language whose servers all failed (here the one found cannot be started: its interpreter
+/// is missing) answers `getDiagnostics {uri}` with a tool error saying why, not `[]`: that
+/// would pass for a file without problems (until the server is tried again).
+#[test]
+fn a_language_whose_servers_failed_answers_an_error_saying_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let broken = sb.root().join("broken-lsp");
+    fs::write(&broken, "#!/nonexistent/interpreter\n").unwrap();
+    fs::set_permissions(&broken, fs::Permissions::from_mode(0o755)).unwrap();
+    let server = format!("python={}", broken.display());
+    let mut s = serve(&sb, "threads", &["--lsp", &server, "--lsp-warm", "none"]);
+    let mut c = Session::new(&s);
+    for _ in 0..2 {
+        let r = c.call("getDiagnostics", json!({"uri": uri(&app)}));
+        assert!(is_error(&r), "{r}");
+        let text = texts(&r).join("");
+        assert!(
+            text.contains("no python language server is running") && text.contains("cannot start"),
+            "{text}"
+        );
+    }
+    assert_eq!(c.diagnostics(json!({})), Vec::<Value>::new());
+    assert_eq!(s.stop(), 0);
 }
 
 /// clangd lists a function's unused variables when the function ends, so an error in a later

@@ -187,7 +187,8 @@ pub struct ServerStatus {
 /// The state of a server in [`ServerStatus`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerState {
-    /// No command of the language is installed.
+    /// No command of the language is installed (looked for on `PATH` again at a need once
+    /// [`LspLimits::resolve_again`] has passed).
     Missing,
     /// Started; `initialize` not answered yet.
     Starting,
@@ -196,7 +197,10 @@ pub enum ServerState {
     /// Gone (crashed, hung or misbehaved), with why; its diagnostics forgotten (`on_change` is told);
     /// started again on the next need after its backoff.
     Crashed(String),
-    /// Gone for good: it could not be started, or crashed more than [`LspLimits::max_restarts`] times.
+    /// Down for a while, with why: it could not be started (tried again at a need once
+    /// [`LspLimits::start_retry`] has passed), or it crashed again after
+    /// [`LspLimits::max_restarts`] restarts (a fresh series of restarts at a need once
+    /// [`LspLimits::given_up_for`] has passed).
     Failed(String),
     /// Stopped by [`Lsp::shutdown`].
     Stopped,
@@ -223,8 +227,9 @@ struct Slot {
     restarts: u32,
     /// The pid whose exit was last counted.
     counted: Option<u32>,
-    /// Why it cannot run at all (spawn failed), or why it was given up.
-    failed: Option<String>,
+    /// Why it could not be started, and when: tried again once [`LspLimits::start_retry`] has
+    /// passed.
+    failed: Option<(String, Instant)>,
     stopped: bool,
     /// What its processes may still write to the log, shared by its restarts: a noisy server
     /// that crashes does not get a fresh budget each time, and cannot fill the run's log alone.
@@ -233,7 +238,7 @@ struct Slot {
 
 struct Servers {
     /// Language id → the commands run together for it (empty: nothing installed).
-    by_language: HashMap<String, Vec<Vec<String>>>,
+    by_language: HashMap<String, Resolved>,
     /// By command: the order in which a file's diagnostics from several servers are merged.
     slots: BTreeMap<Vec<String>, Slot>,
 }
@@ -246,6 +251,12 @@ impl Servers {
             .filter_map(|s| s.server.clone())
             .collect()
     }
+}
+
+/// A language's set of servers as [`ServerTable::resolve`] found it on `PATH`, and when.
+struct Resolved {
+    commands: Vec<Vec<String>>,
+    at: Instant,
 }
 
 /// One server of a language's set, as a call finds it.
@@ -562,7 +573,7 @@ impl Lsp {
         let mut out: Vec<ServerStatus> = servers
             .by_language
             .iter()
-            .filter(|(_, c)| c.is_empty())
+            .filter(|(_, r)| r.commands.is_empty())
             .map(|(language, _)| ServerStatus {
                 languages: vec![language.clone()],
                 command: None,
@@ -575,7 +586,7 @@ impl Lsp {
             let phase = slot.server.as_ref().map(|s| s.phase());
             let state = if slot.stopped {
                 ServerState::Stopped
-            } else if let Some(why) = &slot.failed {
+            } else if let Some((why, _)) = &slot.failed {
                 ServerState::Failed(why.clone())
             } else {
                 match phase {
@@ -670,10 +681,11 @@ impl Inner {
             return Vec::new();
         }
         let servers = self.servers();
-        let Some(commands) = servers.by_language.get(language) else {
+        let Some(resolved) = servers.by_language.get(language) else {
             return Vec::new();
         };
-        commands
+        resolved
+            .commands
             .iter()
             .filter_map(|c| servers.slots.get(c)?.server.clone())
             .collect()
@@ -691,16 +703,37 @@ impl Inner {
         if self.shut.load(Ordering::SeqCst) {
             return Vec::new();
         }
-        let commands = servers
-            .by_language
-            .entry(language.to_owned())
-            .or_insert_with(|| self.config.servers.resolve(language))
-            .clone();
+        // Looked up on `PATH` at the first need, and again while none is found (at most every
+        // `resolve_again`): a server installed while the bridge runs is used.
+        let now = Instant::now();
+        let stale = servers.by_language.get(language).is_none_or(|r| {
+            r.commands.is_empty() && now >= r.at + self.config.limits.resolve_again
+        });
+        if stale {
+            let commands = self.config.servers.resolve(language);
+            if !commands.is_empty() && servers.by_language.contains_key(language) {
+                self.log.line(&format!(
+                    "{language}: found {} on PATH now",
+                    commands
+                        .iter()
+                        .map(|c| c.join(" "))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                ));
+            }
+            servers
+                .by_language
+                .insert(language.to_owned(), Resolved { commands, at: now });
+        }
+        let commands = servers.by_language[language].commands.clone();
         commands
             .into_iter()
             .map(|command| {
                 let server = self.server_of(&mut servers, &command, language);
-                let failed = servers.slots.get(&command).and_then(|s| s.failed.clone());
+                let failed = servers
+                    .slots
+                    .get(&command)
+                    .and_then(|s| s.failed.as_ref().map(|(why, _)| why.clone()));
                 Member {
                     command,
                     server,
@@ -769,10 +802,17 @@ impl Inner {
                 log_budget: Arc::new(limits.max_log_bytes.into()),
             });
         slot.languages.insert(language.to_owned());
-        if slot.stopped || slot.failed.is_some() {
+        if slot.stopped {
             return slot.server.clone();
         }
-        if let Some(server) = &slot.server {
+        let now = Instant::now();
+        if let Some((why, at)) = &slot.failed {
+            if now < *at + limits.start_retry {
+                return slot.server.clone();
+            }
+            self.log.line(&format!("trying again: {why}"));
+            slot.failed = None;
+        } else if let Some(server) = &slot.server {
             let Some(exited_at) = server.gone_at() else {
                 return Some(server.clone());
             };
@@ -783,10 +823,22 @@ impl Inner {
                 }
                 slot.counted = Some(server.pid);
             }
+            if slot.restarts >= limits.max_restarts {
+                // Given up: down for a while, then a fresh series of restarts.
+                if now < exited_at + limits.given_up_for {
+                    return Some(server.clone());
+                }
+                self.log.line(&format!(
+                    "starting {} again, {:?} after giving up on it",
+                    command.join(" "),
+                    limits.given_up_for
+                ));
+                slot.restarts = 0;
+            }
             let backoff = limits
                 .restart_backoff
                 .saturating_mul(1 << slot.restarts.min(16));
-            if slot.restarts >= limits.max_restarts || Instant::now() < exited_at + backoff {
+            if now < exited_at + backoff {
                 return Some(server.clone());
             }
             slot.restarts += 1;
@@ -820,7 +872,7 @@ impl Inner {
             Err(e) => {
                 let why = format!("cannot start {}: {e}", command.join(" "));
                 self.log.line(&why);
-                slot.failed = Some(why);
+                slot.failed = Some((why, Instant::now()));
                 slot.server.clone()
             }
         }

@@ -46,10 +46,28 @@ pub struct LspLimits {
     pub max_log_bytes: u64,
     /// How long a server may take to answer `initialize` before it is stopped as hung.
     pub initialize_timeout: Duration,
-    /// How many times a server that crashed is started again (then it stays down).
+    /// How many times a server that crashed is started again in a row (then it stays down for
+    /// [`LspLimits::given_up_for`]).
     pub max_restarts: u32,
     /// The wait before the first restart, doubled for each later one.
     pub restart_backoff: Duration,
+    /// How long a server given up on after [`LspLimits::max_restarts`] restarts stays down: the
+    /// next need after it starts a fresh series of restarts (its crash may have been a file's, or
+    /// a broken install since mended).
+    pub given_up_for: Duration,
+    /// How long a server that could not be started (its program missing, say during an
+    /// upgrade) is not tried again: the next need after it tries again.
+    pub start_retry: Duration,
+    /// How long a language with no server found on `PATH` is taken to have none: the next need
+    /// after it looks on `PATH` again (a server installed while the bridge runs is used).
+    pub resolve_again: Duration,
+    /// How long a server may leave work outstanding (a request unanswered, or a text it was
+    /// given without its diagnostics) while nothing at all comes from its output: past it, the
+    /// server is taken as hung (stopped by a signal, deadlocked), killed with the processes it
+    /// started, and started again as after a crash (with its backoff and restarts). Five
+    /// minutes: a server busy with a large project's first pass may be silent for a minute or
+    /// more, and killing it then would never let it finish.
+    pub hang_timeout: Duration,
 }
 
 impl Default for LspLimits {
@@ -66,6 +84,10 @@ impl Default for LspLimits {
             initialize_timeout: Duration::from_secs(30),
             max_restarts: 3,
             restart_backoff: Duration::from_secs(1),
+            given_up_for: Duration::from_secs(600),
+            start_retry: Duration::from_secs(60),
+            resolve_again: Duration::from_secs(30),
+            hang_timeout: Duration::from_secs(300),
         }
     }
 }

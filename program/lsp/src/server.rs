@@ -590,6 +590,13 @@ fn done(state: &mut State, child: &mut Child, init_deadline: Instant, timeout: D
         state.exit(format!("hung: no answer to initialize within {timeout:?}"));
         return true;
     }
+    if state.hung(Instant::now()) {
+        state.exit(format!(
+            "hung: nothing from it for {:?} while it owed answers (killed)",
+            state.hang_timeout()
+        ));
+        return true;
+    }
     if sys::has_exited(child) {
         state.exit(
             "exited (seen by its status: its output is still held open, by a process it started)"
@@ -760,6 +767,7 @@ fn read_loop(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => break format!("exited: reading its output failed ({e})"),
         };
+        shared.lock().heard(Instant::now());
         decoder.push(&buf[..n]);
         let mut fatal = None;
         loop {

@@ -354,6 +354,10 @@ pub(crate) struct State {
     /// Error answers to checks on request in a row ([`MAX_CHECK_FAILURES`]); once there are so
     /// many, the checks are given up for the server's life.
     check_failures: u32,
+    /// When something last came from the server's output ([`State::heard`]).
+    last_read: Instant,
+    /// Since when a request has been unanswered with nothing read ([`State::hung_since`]).
+    requests_since: Option<Instant>,
 }
 
 impl State {
@@ -392,7 +396,49 @@ impl State {
             generation: 0,
             checking: 0,
             check_failures: 0,
+            last_read: Instant::now(),
+            requests_since: None,
         }
+    }
+
+    /// Something came from the server's output (a frame or not): it is not hung.
+    pub fn heard(&mut self, now: Instant) {
+        self.last_read = now;
+        self.requests_since = self.owes_answers().then_some(now);
+    }
+
+    /// Whether a request sent to the server is unanswered.
+    fn owes_answers(&self) -> bool {
+        self.pending.values().any(Option::is_none)
+    }
+
+    /// Since when the running server has owed work with nothing read from it: a request
+    /// unanswered, or, from a server that publishes (not one answering pulls, whose work is its
+    /// requests), a text sent to it after the last thing it said. `None` when it owes nothing
+    /// (or is not running, or is being stopped): past [`LspLimits::hang_timeout`] it is taken as
+    /// hung ([`State::hung`]).
+    pub fn hung_since(&self) -> Option<Instant> {
+        if !self.is_running() || self.stopping {
+            return None;
+        }
+        let requests = self.requests_since.filter(|_| self.owes_answers());
+        let texts = if self.caps.pull {
+            None
+        } else {
+            self.docs
+                .values()
+                .map(|d| d.synced_at)
+                .filter(|at| *at > self.last_read)
+                .min()
+        };
+        requests.into_iter().chain(texts).min()
+    }
+
+    /// Whether the server is hung at `now` ([`State::hung_since`] at least
+    /// [`LspLimits::hang_timeout`] ago).
+    pub fn hung(&self, now: Instant) -> bool {
+        self.hung_since()
+            .is_some_and(|since| now >= since + self.limits.hang_timeout)
     }
 
     /// Queues `initialize`; `pid` is the bridge's, so that servers exit when it dies.
@@ -489,6 +535,9 @@ impl State {
     pub fn request<R: Request>(&mut self, params: &R::Params) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
+        if !self.owes_answers() {
+            self.requests_since = Some(Instant::now());
+        }
         self.pending.insert(id, None);
         self.push_out(rpc::request::<R>(id, params));
         id
@@ -1078,6 +1127,11 @@ impl State {
     /// reading a server's answer needs to keep.
     pub fn max_diagnostics_per_file(&self) -> usize {
         self.limits.max_diagnostics_per_file
+    }
+
+    /// [`LspLimits::hang_timeout`].
+    pub fn hang_timeout(&self) -> Duration {
+        self.limits.hang_timeout
     }
 
     /// Takes a pull answer for `path` at `version`. `Err` when it is not a whole report.

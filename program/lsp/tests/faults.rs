@@ -1011,3 +1011,207 @@ fn an_answer_is_for_the_text_asked_about() {
     assert_eq!(now.diagnostics[0].message, "bad line 1");
     fx.shutdown_leaves_nothing();
 }
+
+/// Servers that come and go while the client runs: installed after the first question, not
+/// startable for a while (an upgrade), or given up on after a crash loop. Each is tried again
+/// after its own wait ([`LspLimits::resolve_again`], [`LspLimits::start_retry`],
+/// [`LspLimits::given_up_for`], shortened here); before, each stayed as it was first found for
+/// the client's life, every question about its files answered `[]`.
+///
+/// The fake language's server is a shell script the test writes (`bin/fake-lsp`), running the
+/// scripted server in the mode the file `bin/mode` names at each start.
+///
+/// [`LspLimits::resolve_again`]: claude_ide_bridge_lsp::LspLimits::resolve_again
+/// [`LspLimits::start_retry`]: claude_ide_bridge_lsp::LspLimits::start_retry
+/// [`LspLimits::given_up_for`]: claude_ide_bridge_lsp::LspLimits::given_up_for
+#[cfg(unix)]
+mod coming_and_going {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    struct Bin {
+        dir: tempfile::TempDir,
+    }
+
+    impl Bin {
+        fn new() -> Bin {
+            Bin {
+                dir: tempfile::tempdir().unwrap(),
+            }
+        }
+
+        fn server(&self) -> PathBuf {
+            self.dir.path().join("fake-lsp")
+        }
+
+        /// Serves the fake language with `bin/fake-lsp` (missing until written).
+        fn serve(&self, c: &mut LspConfig) {
+            let state = c.servers.commands("fake")[0][3].clone();
+            std::fs::write(self.dir.path().join("state"), state).unwrap();
+            c.servers.push(Language {
+                id: "fake".into(),
+                extensions: vec!["fake".into()],
+                commands: vec![vec![self.server().to_str().unwrap().to_owned()]],
+                also: Vec::new(),
+            });
+        }
+
+        /// Writes `bin/fake-lsp` (in one step): `text`.
+        fn write(&self, text: &str) {
+            let tmp = self.dir.path().join("fake-lsp.tmp");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&tmp, self.server()).unwrap();
+        }
+
+        /// Installs the server, in `mode`.
+        fn install(&self, mode: &str) {
+            self.set_mode(mode);
+            let dir = self.dir.path().display();
+            self.write(&format!(
+                "#!/bin/sh\nexec python3 '{}' \"$(cat '{dir}/mode')\" \"$(cat '{dir}/state')\"\n",
+                common::SCRIPT
+            ));
+        }
+
+        fn set_mode(&self, mode: &str) {
+            std::fs::write(self.dir.path().join("mode"), mode).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_server_installed_after_the_first_question_is_used() {
+        let bin = Bin::new();
+        let fx = fake("good", |c| {
+            bin.serve(c);
+            c.limits.resolve_again = Duration::from_millis(300);
+        });
+        let wait = Duration::from_secs(5);
+        assert!(fx
+            .diagnostics("a.fake", "error", wait, Duration::ZERO)
+            .is_empty());
+        assert_eq!(fx.state_of("fake"), ServerState::Missing);
+        bin.install("good");
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(
+            fx.diagnostics("a.fake", "error", wait, wait),
+            ["bad line 0"]
+        );
+        assert_eq!(fx.state_of("fake"), ServerState::Running);
+        assert!(fx.log_text().contains("found"), "{}", fx.log_text());
+        fx.shutdown_leaves_nothing();
+    }
+
+    #[test]
+    fn a_server_that_could_not_be_started_is_tried_again_after_a_while() {
+        let bin = Bin::new();
+        let fx = fake("good", |c| {
+            bin.serve(c);
+            c.limits.start_retry = Duration::from_millis(1500);
+        });
+        // Found, but it cannot be run: its interpreter is missing (mid-upgrade, say).
+        bin.write("#!/nonexistent/interpreter\n");
+        let wait = Duration::from_secs(5);
+        assert!(fx
+            .diagnostics("a.fake", "error", wait, Duration::from_secs(1))
+            .is_empty());
+        assert!(
+            matches!(fx.state_of("fake"), ServerState::Failed(ref why) if why.contains("cannot start")),
+            "{:?}",
+            fx.lsp.status()
+        );
+        bin.install("good");
+        std::thread::sleep(Duration::from_millis(1600));
+        assert_eq!(
+            fx.diagnostics("a.fake", "error", wait, wait),
+            ["bad line 0"]
+        );
+        assert_eq!(fx.state_of("fake"), ServerState::Running);
+        assert_eq!(fx.starts().len(), 1);
+        fx.shutdown_leaves_nothing();
+    }
+
+    #[test]
+    fn a_server_given_up_on_gets_a_fresh_series_of_restarts_after_a_while() {
+        let bin = Bin::new();
+        let fx = fake("good", |c| {
+            bin.serve(c);
+            c.limits.given_up_for = Duration::from_secs(2);
+        });
+        bin.install("crash-at-start");
+        let wait = Duration::from_secs(3);
+        let end = Instant::now() + Duration::from_secs(10);
+        while !matches!(fx.state_of("fake"), ServerState::Failed(_)) {
+            assert!(Instant::now() < end, "never gave up: {:?}", fx.lsp.status());
+            fx.diagnostics("a.fake", "error", wait, Duration::from_millis(1500));
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        assert_eq!(fx.starts().len(), 4, "{:?}", fx.starts());
+        // Mended; started again once the wait after giving up has passed.
+        bin.set_mode("good");
+        std::thread::sleep(Duration::from_millis(2100));
+        assert_eq!(
+            fx.diagnostics("a.fake", "error", wait, Duration::from_secs(5)),
+            ["bad line 0"]
+        );
+        assert_eq!(fx.state_of("fake"), ServerState::Running);
+        assert_eq!(fx.starts().len(), 5, "{:?}", fx.starts());
+        assert!(
+            fx.log_text().contains("after giving up on it"),
+            "{}",
+            fx.log_text()
+        );
+        fx.shutdown_leaves_nothing();
+    }
+}
+
+/// A server that stops answering after `initialize` (here stopped by SIGSTOP once it has
+/// answered a question) while it owes work (a text given to it) is found hung once nothing came
+/// from it for [`LspLimits::hang_timeout`] (shortened here), killed with its process group, and
+/// started again as after a crash. Before, it was never found out: every question waited its
+/// bound and answered what was known, for the client's life.
+///
+/// [`LspLimits::hang_timeout`]: claude_ide_bridge_lsp::LspLimits::hang_timeout
+#[cfg(unix)]
+#[test]
+fn a_server_that_stops_answering_is_found_hung_killed_and_restarted() {
+    let fx = fake("good", |c| {
+        c.limits.hang_timeout = Duration::from_millis(1500)
+    });
+    let wait = Duration::from_secs(3);
+    assert_eq!(
+        fx.diagnostics("a.fake", "error\n", wait, wait),
+        ["bad line 0"]
+    );
+    let pid = fx.first_pid();
+    let stopped = std::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    // Asked again until a server answers for the new text: the stopped one never will.
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = fx.diagnostics("a.fake", "x\nerror\n", wait, wait);
+        if got == ["bad line 1"] {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "never found hung: {:?}\n{}",
+            fx.lsp.status(),
+            fx.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(fx.starts().len(), 2, "{:?}", fx.starts());
+    assert!(!alive(pid), "the hung server was not killed");
+    assert_eq!(
+        fx.log_text().matches("hung: nothing from it").count(),
+        1,
+        "{}",
+        fx.log_text()
+    );
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}

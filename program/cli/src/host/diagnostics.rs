@@ -199,6 +199,15 @@ fn not_known(uri: &str) -> ToolResult {
     ))
 }
 
+/// Why a language has no server to ask ([`LanguageServers::unavailable`]).
+enum Unavailable {
+    /// None of its servers is installed.
+    Missing,
+    /// Those of its set all failed (not started, or given up on after crashing; some may be
+    /// missing): why, of each.
+    Failed(String),
+}
+
 /// The file a `getDiagnostics` names, as the files crate takes it: a `file://` URI's path (on
 /// Windows the Windows path it names; none for `file:///c/x`, which writes no drive), or a path
 /// (absolute, `C:\x` included on Windows, or relative to the first workspace folder). `None` for
@@ -588,16 +597,20 @@ impl LanguageServers {
         }
     }
 
-    /// Whether `language` has no server to ask (all of its set missing, or given up on); why is
-    /// noted once.
-    fn unavailable(&self, language: &str) -> bool {
+    /// Whether `language` has no server to ask (all of its set missing, or failed: not started,
+    /// or given up on after crashing), and why; why is noted once. `None` while one may answer.
+    fn unavailable(&self, language: &str) -> Option<Unavailable> {
         let mut down = None;
+        let mut failed: Vec<String> = Vec::new();
         for s in self.lsp.status() {
             if !s.languages.iter().any(|l| l == language) {
                 continue;
             }
             let gone = matches!(s.state, ServerState::Missing | ServerState::Failed(_));
             down = Some(down.unwrap_or(true) && gone);
+            if let ServerState::Failed(why) = &s.state {
+                failed.push(why.clone());
+            }
             match &s.state {
                 ServerState::Missing => {
                     let tried = self.lsp.config().servers.commands(language);
@@ -617,7 +630,25 @@ impl LanguageServers {
                 _ => {}
             }
         }
-        down.unwrap_or(false)
+        match down {
+            Some(true) if failed.is_empty() => Some(Unavailable::Missing),
+            Some(true) => Some(Unavailable::Failed(failed.join("; "))),
+            _ => None,
+        }
+    }
+
+    /// The answer when `uri`'s language has no server to ask ([`LanguageServers::unavailable`]):
+    /// `[]` when none is installed (as for a language without one); a tool error saying why
+    /// when they all failed, never an empty list that would pass for a file without problems.
+    fn unavailable_answer(&self, uri: &str, language: &str) -> Option<ToolResult> {
+        match self.unavailable(language)? {
+            Unavailable::Missing => Some(ToolResult::json(&Vec::<FileDiagnostics>::new())),
+            Unavailable::Failed(why) => Some(ToolResult::error(format!(
+                "the diagnostics of {} are not known: no {language} language server is running ({}); the bridge starts it again later",
+                cut(uri),
+                cut(&why)
+            ))),
+        }
     }
 
     /// The answer to `getDiagnostics {uri}`.
@@ -671,8 +702,10 @@ impl LanguageServers {
                 let deadline = Instant::now() + BASELINE_WAIT;
                 let checked = self.ask_within(&path, &text, Some(deadline), true);
                 if !checked.fresh {
-                    if checked.diagnostics.is_empty() && self.unavailable(&language) {
-                        return ToolResult::json(&Vec::<FileDiagnostics>::new());
+                    if checked.diagnostics.is_empty() {
+                        if let Some(answer) = self.unavailable_answer(uri, &language) {
+                            return answer;
+                        }
                     }
                     return not_known(uri);
                 }
@@ -683,8 +716,10 @@ impl LanguageServers {
                 let Checked {
                     diagnostics, fresh, ..
                 } = self.ask(&path, &text, None);
-                if diagnostics.is_empty() && self.unavailable(&language) {
-                    return ToolResult::json(&Vec::<FileDiagnostics>::new());
+                if diagnostics.is_empty() {
+                    if let Some(answer) = self.unavailable_answer(uri, &language) {
+                        return answer;
+                    }
                 }
                 // Only an answer for this very text may stand in for it later (the check before
                 // a write), and only such an answer is given: one the deadline cut short may be

@@ -10,8 +10,9 @@
 //! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
 //!   `PATHS_IGNORE_CASE`: whether paths differing only in case name one file;
 //! - `state_dir()`, `read_private(path, max)`, `private_dir(dir)`, `check_private_dir(dir)`: the program's state folder and
-//!   the private files in it (`state`); `private_dirs(dir)`, `append_private(path)`: the
-//!   language-server log;
+//!   the private files in it (`state`); `private_dirs(dir)`, `append_private_file(path)`: the
+//!   language-server log (a private regular file only); `append_private(path)`: the wire log
+//!   (a FIFO allowed);
 //! - `is_mine(&Metadata)`, `lock_dir_finding(dir, &Metadata)`, `remove_hint(path)`,
 //!   `new_dir_hint(dir)`: what `list` and `doctor` say about lock files and their folders;
 //! - `in_container()`, `wsl_windows_lock_dirs()`: whether this runs in a container, and inside

@@ -131,6 +131,51 @@ pub fn append_private(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens `path` to append to, created with mode 0600 when missing, if it is a regular file of
+/// this user's that group and others cannot write to: the language-server log, in the folder of
+/// the state file, which refuses the same. Opened without following a symbolic link and without
+/// waiting (a FIFO put there neither blocks the open nor, once refused, the writes). Refusals are
+/// `PermissionDenied` errors saying why (of the file: the caller names it). ([`append_private`] is the wire log's, which may be a
+/// FIFO read by the user.)
+pub fn append_private_file(path: &Path) -> io::Result<File> {
+    let refuse = |why: String| io::Error::new(io::ErrorKind::PermissionDenied, why);
+    let opened = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(refuse("it is a symbolic link".into()))
+        }
+        // A FIFO that nobody reads (`O_NONBLOCK` opens one for writing only with a reader).
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+            return Err(refuse("it is not a regular file".into()))
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(refuse("it is not a regular file".into()));
+    }
+    if !is_mine(&meta) {
+        return Err(refuse("it is owned by another user".into()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refuse(format!(
+            "its mode {:o} lets group or others write to it (chmod go-w {})",
+            meta.mode() & 0o7777,
+            path.display()
+        )));
+    }
+    // Writes wait again, as to any file.
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags.difference(OFlags::NONBLOCK))?;
+    Ok(file)
+}
+
 /// Whether this user owns the file.
 pub fn is_mine(meta: &Metadata) -> bool {
     meta.uid() == getuid().as_raw()
@@ -547,6 +592,73 @@ mod tests {
             None,
             "{now:?}"
         );
+    }
+
+    /// The language-server log's file: created 0600, appended to with writes that wait again,
+    /// and refused unless a regular file of this user's closed to others' writes: a symbolic
+    /// link (not followed), a FIFO (never waited on, with a reader or without) or a file others
+    /// may write to.
+    #[test]
+    fn the_log_file_is_refused_unless_a_private_regular_file() {
+        use std::io::Write;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("lsp.log");
+        let mut f = append_private_file(&p).unwrap();
+        assert_eq!(mode_of(&p), Some(0o600));
+        let flags = rustix::fs::fcntl_getfl(&f).unwrap();
+        assert!(!flags.contains(OFlags::NONBLOCK) && flags.contains(OFlags::APPEND));
+        f.write_all(b"one\n").unwrap();
+        drop(f);
+        append_private_file(&p)
+            .unwrap()
+            .write_all(b"two\n")
+            .unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "one\ntwo\n");
+        let refused = |path: &Path, why: &str| {
+            // On a thread: an open that waits (a FIFO) fails the test instead of hanging it.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let path = path.to_path_buf();
+            std::thread::spawn(move || tx.send(append_private_file(&path).map(drop)));
+            let got = rx
+                .recv_timeout(std::time::Duration::from_secs(5))
+                .expect("the open waited");
+            let e = got.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+            assert!(e.to_string().contains(why), "{e}");
+        };
+        set_mode(&p, 0o622);
+        refused(&p, "lets group or others write");
+        set_mode(&p, 0o644);
+        append_private_file(&p).unwrap();
+        // A symbolic link to a private file is not followed, nor is the file touched.
+        let link = d.path().join("link.log");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        refused(&link, "symbolic link");
+        assert_eq!(fs::read_to_string(&p).unwrap(), "one\ntwo\n");
+        // A FIFO: refused without a reader, and with one.
+        let fifo = d.path().join("fifo.log");
+        let made = Command::new("mkfifo")
+            .args(["-m", "600"])
+            .arg(&fifo)
+            .status();
+        assert!(made.unwrap().success(), "mkfifo {}", fifo.display());
+        refused(&fifo, "not a regular file");
+        let reader = OpenOptions::new()
+            .read(true)
+            .custom_flags(OFlags::NONBLOCK.bits() as i32)
+            .open(&fifo)
+            .unwrap();
+        refused(&fifo, "not a regular file");
+        drop(reader);
+        // Another user's file (the tests can make one only as root).
+        if getuid().is_root() {
+            let theirs = d.path().join("theirs.log");
+            fs::write(&theirs, "").unwrap();
+            set_mode(&theirs, 0o600);
+            let other = rustix::process::Uid::from_raw(65534);
+            rustix::fs::chown(&theirs, Some(other), None).unwrap();
+            refused(&theirs, "another user");
+        }
     }
 
     #[test]

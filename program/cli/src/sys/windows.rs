@@ -141,6 +141,19 @@ pub fn append_private(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// [`append_private`], for a file that must be a regular one (the language-server log): a
+/// directory, device or pipe there is refused too. Refusals are `PermissionDenied` errors.
+pub fn append_private_file(path: &Path) -> io::Result<File> {
+    let file = append_private(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "it is not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
 /// Files under the user's profile are this user's (see the module's note on privacy).
 pub fn is_mine(_: &Metadata) -> bool {
     true
