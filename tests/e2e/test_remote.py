@@ -14,12 +14,22 @@ second diff pending: claude is answered (an error, not a rejection), keeps its o
 user's Enter there writes the change.
 
 Needs root (unshare, nsenter, mount); CI runs as root. One runtime (smol): the transport is what is tested.
+
+Also here (root only too, both runtimes), a pid namespace of claude's own (`unshare -p -f --mount-proc`, the container that shares `~/.claude`
+with the host): claude removes the host bridge's live lock file at its start, the bridge writes it again, and
+claude connects all the same (`test_claude_in_another_pid_namespace_removes_the_lock_file_and_still_connects`).
 """
 
+import ctypes
+import json
 import os
 import re
+import shutil
 import socket
+import struct
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +156,115 @@ def test_claude_in_a_container_stand_in_edits_through_the_editor(sb, namespace):
             if attempt == 2 or not re.search(r"Do you want to make this edit to a\.txt\?", c.screen()):
                 raise
     c.wait_screen(r"Edited again\.", what="the end of the second turn")
+
+
+# --------------------------------------------------------------------------------------------------
+# claude in a pid namespace of its own, sharing the lock folder (a container with ~/.claude mounted in)
+#
+# The real client (2.1.330, read in its code), at the start of each IDE search (an interactive start with --ide
+# or with auto-connect on), first removes each lock file of its lock folders whose pid `kill(pid, 0)` cannot
+# reach (the port is asked only on WSL). From a pid namespace of its own, the host's bridge's pid does not
+# exist, so its live lock file goes. Then, for 30 s, once a second, it reads the folder and connects when
+# exactly one lock file's workspaceFolders contain its working directory (its first read comes right after the
+# removal, and usually finds nothing).
+#
+# The counterfactual (not a test: CI cannot run the old binary): before the runtime's watch (commit d8f4eef), the
+# removed file stayed removed; every read of claude's 30 s search found no lock file, and claude never connected.
+# So did every later claude, in the container or on the host, since nothing wrote the file until the bridge
+# restarted. Run once by hand with the binary of d8f4eef's parent: this test failed at its first wait (the folder
+# events only `removed`), and left 35 s, claude had made no connection at all (an empty wire log, no "ide" line
+# in its debug log), the lock folder empty. Now the bridge sees the removal (inotify on its folder) and writes
+# the same file again about 200 ms later: claude's next read, about a second after its first, finds it.
+
+IN_MOVED_TO, IN_DELETE = 0x80, 0x200
+IN_NONBLOCK, IN_CLOEXEC = os.O_NONBLOCK, 0o2000000
+
+
+class FolderWatch:
+    """inotify on one folder (Linux, through libc): which names were removed and which were renamed into place,
+    in order. The kernel queues the events, so a removal undone 200 ms later is not missed between two polls."""
+
+    def __init__(self, folder):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        if self.libc.inotify_add_watch(self.fd, os.fsencode(folder), IN_DELETE | IN_MOVED_TO) < 0:
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder}")
+        self.events = []  # ("removed" | "written", name)
+
+    def poll(self):
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return self.events
+            at = 0
+            while at + 16 <= len(buf):
+                _, mask, _, size = struct.unpack_from("iIII", buf, at)
+                name = buf[at + 16:at + 16 + size].rstrip(b"\0").decode(errors="replace")
+                at += 16 + size
+                if mask & IN_DELETE:
+                    self.events.append(("removed", name))
+                if mask & IN_MOVED_TO:
+                    self.events.append(("written", name))
+
+    def close(self):
+        os.close(self.fd)
+
+
+@pytest.fixture
+def pid_namespace():
+    """The command prefix that runs what follows in a new pid namespace (its own /proc), the network and the
+    files shared; `--kill-child`: the namespace ends with the pane (tmux's SIGHUP ends unshare)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("pid namespaces, and the bridge's lock-folder watch, are Linux's")
+    if os.geteuid() != 0:
+        pytest.skip("claude in a pid namespace of its own needs root (unshare -p -f --mount-proc); CI runs as root")
+    prefix = ["unshare", "-p", "-f", "--mount-proc", "--kill-child"]
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) is not installed")
+    try:
+        probe = subprocess.run([*prefix, "sh", "-c", "echo $$"], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.skip("`unshare -p -f --mount-proc` did not finish in 10 s")
+    if probe.returncode != 0 or probe.stdout.strip() != "1":
+        pytest.skip(f"`unshare -p -f --mount-proc` is not available here (exit {probe.returncode}: "
+                    f"{(probe.stderr or probe.stdout).strip()})")
+    return prefix
+
+
+def test_claude_in_another_pid_namespace_removes_the_lock_file_and_still_connects(pid_namespace, sb, runtime):
+    b = sb.bridge(runtime)
+    lock = Path(b.lock_file)
+    assert lock.parent == sb.cfg / "ide", lock
+    written = lock.read_text()
+    assert json.loads(written)["pid"] == b.proc.pid, written
+    watch = FolderWatch(lock.parent)
+    try:
+        # claude as pid 1 of a new pid namespace (so the bridge's pid is not there for its kill(pid, 0)), with the
+        # sandbox's HOME and CLAUDE_CONFIG_DIR (the same lock folder), on the host's loopback, in the workspace.
+        c = sb.client(command=[*pid_namespace, CLAUDE_BIN, "--ide", "--debug-file",
+                               str(sb.root / "claude-debug.log")])
+        c.wait_ready()
+
+        # claude removed the live bridge's lock file (nothing else removes it while the bridge runs), and the
+        # bridge wrote it again, renamed into place.
+        def removed_then_written():
+            events = watch.poll()
+            if ("removed", lock.name) not in events:
+                return None
+            return ("written", lock.name) in events[events.index(("removed", lock.name)):]
+        wait_until(removed_then_written, 15, f"claude to remove {lock.name} and the bridge to write it again",
+                   diag=lambda: f"folder events: {watch.poll()}\n" + sb.diag())
+    finally:
+        watch.close()
+
+    # claude connects all the same: the handshake, with its own pid in its namespace, 1.
+    connected = b.wait_request("ide_connected")
+    assert connected["params"]["pid"] == 1, connected
+    wait_connected(b)
+    assert b.proc.poll() is None, b.diag()
+    # The file written again is the same lock file: the same port (its name), pid, token and folders.
+    assert lock.read_text() == written, (lock.read_text(), written)
+    assert oct(lock.stat().st_mode & 0o777) == oct(0o600), oct(lock.stat().st_mode)
