@@ -295,11 +295,16 @@ fn decode_repeated(text: &str) -> Message<'_> {
         }
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let Ok(m) = serde::Deserializer::deserialize_map(&mut de, Members::default()) else {
-        return Message::Invalid {
-            id: None,
-            error: RpcError::new(INVALID_REQUEST, "invalid request"),
-        };
+    let read = serde::Deserializer::deserialize_map(&mut de, Members::default())
+        .and_then(|m| de.end().map(|()| m));
+    let m = match read {
+        Ok(m) => m,
+        Err(e) => {
+            return Message::Invalid {
+                id: None,
+                error: parse_failure(&e),
+            }
+        }
     };
     let id = m.id.filter(|raw| m.ids == 1 && is_valid_id(raw));
     if !m.method && m.answer {
@@ -627,6 +632,14 @@ mod tests {
         ));
         let (id, _) = invalid(r#"{"jsonrpc":"2.0","id":3,"method":"ping","m\u0065thod":"ping"}"#);
         assert_eq!(id.as_deref(), Some("3"));
+        // Text after the object: not JSON, as for any message.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"} x"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":1,"result":2} x"#,
+        ] {
+            let (id, e) = invalid(text);
+            assert_eq!((id, e.code), (None, PARSE_ERROR), "{text}");
+        }
         let call = r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{}}"#;
         assert!(matches!(
             decode_fast(call, "tools/call"),

@@ -284,11 +284,13 @@ impl LockGuard {
         Ok(())
     }
 
-    /// Writes the file again when it is gone, and its directory first when that is gone too
-    /// (checked as [`ensure_lock_dir`] checks it): removed by another process, such as a
-    /// `claude` that takes every lock file whose pid it cannot see for stale (one in a container
-    /// sharing this folder). Returns whether it wrote. A file there (this one, or another
-    /// process's renamed over it) is left as it is, and so is a removed guard.
+    /// Writes the file again when it is gone: removed by another process, such as a `claude`
+    /// that takes every lock file whose pid it cannot see for stale (one in a container sharing
+    /// this folder). Returns whether it wrote. The directory must still be there, and is checked
+    /// as [`ensure_lock_dir`] checks it: one removed is not made again (`rm -rf` of it, or of the
+    /// folder holding it, is the user's, and would fail on a folder made again meanwhile). A file
+    /// there (this one, or another process's renamed over it) is left as it is, and so is a
+    /// removed guard.
     ///
     /// ```
     /// use claude_ide_bridge::{AuthToken, LockFile};
@@ -299,11 +301,15 @@ impl LockGuard {
     /// let content = LockFile::new(std::process::id(), vec!["/w".into()], "MyEditor", false, token);
     /// let mut guard = LockGuard::create(&dir, 41235, &content, false)?;
     /// assert!(!guard.restore(&content)?);
-    /// std::fs::remove_dir_all(&dir)?;
+    /// std::fs::remove_file(guard.path())?;
     /// assert!(guard.restore(&content)?);
     /// assert!(guard.path().exists());
+    /// // Its folder removed: not made again.
+    /// std::fs::remove_file(guard.path())?;
+    /// std::fs::remove_dir(&dir)?;
+    /// assert!(guard.restore(&content).is_err());
+    /// assert!(!dir.exists());
     /// guard.remove()?;
-    /// # std::fs::remove_dir(&dir)?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn restore(&mut self, content: &LockFile) -> io::Result<bool> {
@@ -315,7 +321,7 @@ impl LockGuard {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        ensure_lock_dir(&self.dir)?;
+        check_lock_dir(&self.dir)?;
         write_atomic(&self.dir, &self.name, content.to_json().as_bytes())?;
         self.written = fs::symlink_metadata(&self.path).ok();
         Ok(true)

@@ -185,14 +185,19 @@ impl RunningServer {
             return;
         };
         let server = Arc::downgrade(self);
+        // Under the state's lock alone (not `run`, which may hand events to the host on this
+        // thread); stopped, the file was removed at the stop, for good.
         let restore = move || {
             server.upgrade().is_some_and(|s| {
-                s.run(|st| {
-                    if !st.stopped {
-                        st.core.restore_lock_file();
-                    }
-                    !st.stopped
-                })
+                let mut st = s.lock();
+                if st.stopped {
+                    return false;
+                }
+                st.core.restore_lock_file();
+                let logs = st.core.take_logs();
+                drop(st);
+                s.write_logs(logs);
+                true
             })
         };
         let watch = crate::sys::watch_removal(&dir, &name, restore);

@@ -475,8 +475,10 @@ pub fn lock_file<R: Rt>() {
 }
 
 /// A lock file removed by another process (a `claude` in a container sharing the folder takes
-/// every lock file whose pid it cannot see for stale), or its whole folder, is written again: the
-/// bridge ran on, never found again. At the stop it is removed for good.
+/// every lock file whose pid it cannot see for stale) is written again: the bridge ran on, never
+/// found again. Its folder removed is the user's doing, and is not made again (an `rm -rf` of the
+/// folder holding it failed on it, or brought back a config folder the user had removed). At the
+/// stop the file is removed for good.
 pub fn lock_file_removed_is_written_again<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
@@ -494,10 +496,16 @@ pub fn lock_file_removed_is_written_again<R: Rt>() {
     };
     fs::remove_file(&path).unwrap();
     back("the file removed");
-    fs::remove_dir_all(dir.path().join("ide")).unwrap();
-    back("its folder removed");
+    fs::remove_file(&path).unwrap();
+    back("the file removed again");
     // Still the bridge claude finds: its token is served.
     assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 101);
+    fs::remove_dir_all(dir.path().join("ide")).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(!dir.path().join("ide").exists(), "its folder made again");
+    R::stop(s);
+    let s = R::start(opts(dir.path())).unwrap();
+    let path = R::lock_path(&s).unwrap();
     R::stop(s);
     std::thread::sleep(Duration::from_millis(500));
     assert!(!path.exists(), "removed at the stop, and not written again");

@@ -461,9 +461,18 @@ impl Host {
                 stop(pid);
             }
         };
-        signal(crate::sys::ask_to_stop);
-        let mut give_up = Instant::now() + grace;
-        let mut killed = false;
+        // Where nothing can be sent (Windows: the console's own events reach the editor), only a
+        // short wait for one that ends by itself: a console closing gives the whole stop 5 s.
+        let signals = crate::sys::SIGNALS_EDITOR;
+        if signals {
+            signal(crate::sys::ask_to_stop);
+        }
+        let first = match signals {
+            true => grace,
+            false => grace.min(Duration::from_millis(500)),
+        };
+        let mut give_up = Instant::now() + first;
+        let mut killed = !signals;
         loop {
             match inputs.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
                 Ok(HostInput::Edited(c, edited)) if c == call => {

@@ -169,6 +169,10 @@ pub enum Decider {
     Editor,
 }
 
+/// How long after a first request to stop a second one kills `run`'s command (see
+/// `Host::stop_asked_at`).
+const AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the loop does after an input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -214,9 +218,11 @@ pub struct Host {
     wire: Option<WireLog>,
     stdio: Option<StdioOut>,
     running_child: Option<u32>,
-    /// How many times the bridge was told to stop while `run`'s command runs: the second time
-    /// the command is killed (one that ignores SIGTERM kept the bridge and its servers up).
-    stops_asked: u32,
+    /// When the bridge was first told to stop while `run`'s command runs: told again a second
+    /// or more after, it kills the command (one that ignores SIGTERM kept the bridge and its
+    /// servers up). Sooner is the same request: a terminal closing sends SIGHUP twice (the
+    /// shell's, then the kernel's), and the command must get its time to clean up.
+    stop_asked_at: Option<Instant>,
     // Proposed changes being checked on a job, and the `ask` prompt.
     checking: HashSet<CallId>,
     queue: VecDeque<Shown>,
@@ -308,7 +314,7 @@ impl Host {
             wire: cfg.wire,
             stdio: cfg.stdio,
             running_child: None,
-            stops_asked: 0,
+            stop_asked_at: None,
             checking: HashSet::new(),
             queue: VecDeque::new(),
             shown: None,
@@ -331,7 +337,7 @@ impl Host {
     }
 
     /// In `run` mode: the child's pid, told SIGTERM when the bridge gets SIGTERM, SIGHUP or
-    /// SIGQUIT, and killed when told again.
+    /// SIGQUIT, and killed when told again a second or more later.
     pub fn set_child(&mut self, pid: u32) {
         self.running_child = Some(pid);
     }
@@ -425,12 +431,16 @@ impl Host {
             {
                 Flow::Continue
             }
-            // The bridge stops once the command has: asked to, then, told again, killed.
+            // The bridge stops once the command has: asked to, then, told again (a second or
+            // more later), killed.
             Some(pid) => {
-                self.stops_asked += 1;
-                match self.stops_asked {
-                    1 => crate::sys::ask_to_stop(pid),
-                    _ => crate::sys::kill_now(pid),
+                match self.stop_asked_at {
+                    None => {
+                        self.stop_asked_at = Some(Instant::now());
+                        crate::sys::ask_to_stop(pid);
+                    }
+                    Some(at) if at.elapsed() >= AGAIN_AFTER => crate::sys::kill_now(pid),
+                    Some(_) => {}
                 }
                 Flow::Continue
             }

@@ -423,6 +423,9 @@ pub fn wait_until_ended(child: &Child) {
     while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(pid), options) {}
 }
 
+/// Whether `$EDITOR` is told to stop at a stop ([`ask_to_stop`], then [`kill_now`]).
+pub const SIGNALS_EDITOR: bool = true;
+
 /// Ends process `pid` at once (SIGKILL): what [`ask_to_stop`] did not end (`$EDITOR` after a
 /// grace, `run`'s command when the bridge is told to stop again).
 pub fn kill_now(pid: u32) {

@@ -275,6 +275,10 @@ pub fn wait_until_ended(_child: &Child) {}
 /// Nothing to end (see [`ask_to_stop`]).
 pub fn kill_now(_pid: u32) {}
 
+/// Whether `$EDITOR` is told to stop at a stop: not here (see [`ask_to_stop`]); the stop waits
+/// only briefly for one that ends by itself.
+pub const SIGNALS_EDITOR: bool = false;
+
 /// Waits for `run`'s command to end (Windows has no job control to follow).
 pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
     child.wait()

@@ -18,11 +18,11 @@ pub(crate) const HOME_VAR: &str = "HOME";
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct WatchEnd(#[allow(dead_code)] std::os::fd::OwnedFd);
 
-/// Watches `dir` for the removal of its file `name`, or of `dir` itself (inotify, on a thread of
-/// its own that sleeps until then: no wake-up while nothing happens), and calls `restore` 200 ms
-/// after (an `rm -rf` of the folder is over by then, and finds no file written back into it);
-/// `restore` returns `false` to end the watch. The watch also ends when the [`WatchEnd`] is
-/// dropped. `None` when it could not be set up.
+/// Watches `dir` for the removal of its file `name` (inotify, on a thread of its own that sleeps
+/// until then: no wake-up while nothing happens), and calls `restore` 200 ms after (a removal of
+/// the folder under way is seen by then); `restore` returns `false` to end the watch. The watch
+/// ends when `dir` itself is removed or moved (the user's doing: the folder is not made again),
+/// and when the [`WatchEnd`] is dropped. `None` when it could not be set up.
 #[cfg(target_os = "linux")]
 pub(crate) fn watch_removal(
     dir: &Path,
@@ -40,7 +40,6 @@ pub(crate) fn watch_removal(
         | WatchFlags::DONT_FOLLOW;
     inotify::add_watch(&fd, dir, flags).ok()?;
     let (ended, end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
-    let dir = dir.to_path_buf();
     let name = name.as_bytes().to_vec();
     let watch = move || {
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
@@ -48,9 +47,8 @@ pub(crate) fn watch_removal(
             tv_sec: 0,
             tv_nsec: 200_000_000,
         };
-        // A removal seen, restored once things settle; the folder itself gone (or moved), to
-        // be watched again once it is back.
-        let (mut removed, mut folder_gone) = (false, false);
+        // The file removed, to be written again once things settle.
+        let mut removed = false;
         loop {
             let mut fds = [
                 PollFd::new(&fd, PollFlags::IN),
@@ -69,18 +67,16 @@ pub(crate) fn watch_removal(
                 if !restore() {
                     return;
                 }
-                if std::mem::take(&mut folder_gone) && inotify::add_watch(&fd, &dir, flags).is_err()
-                {
-                    return;
-                }
                 continue;
             }
             let mut events = inotify::Reader::new(&fd, &mut buf);
             while let Ok(e) = events.next() {
-                let self_gone = ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED;
-                if e.events().intersects(self_gone) {
-                    (removed, folder_gone) = (true, true);
-                } else if e.file_name().is_some_and(|n| n.to_bytes() == name) {
+                let folder_gone =
+                    ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED;
+                if e.events().intersects(folder_gone) {
+                    return;
+                }
+                if e.file_name().is_some_and(|n| n.to_bytes() == name) {
                     removed = true;
                 }
             }
