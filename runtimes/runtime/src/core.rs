@@ -161,7 +161,7 @@ impl Core {
             .map(|(g, _)| (g.dir().to_path_buf(), g.name().to_string()))
     }
 
-    /// Writes the lock file again if another process removed it (or its folder): see
+    /// Writes the lock file again if another process removed it (its folder still there): see
     /// [`LockGuard::restore`].
     pub fn restore_lock_file(&mut self) {
         let Some((guard, content)) = &mut self.lock else {

@@ -13,7 +13,8 @@
 //! - `create_private_file(path)`: a new file only the user can read, never through a link;
 //! - `owned_by_me(&Metadata)`, `same_file(&Metadata, &Metadata)`: for stale-file cleanup;
 //! - `watch_removal(dir, name, restore)` and its `WatchEnd`: `restore` called when the lock file
-//!   or its folder was removed by another process (inotify on Linux; none elsewhere yet);
+//!   was removed by another process, the watch ended when its folder was (inotify on Linux; none
+//!   elsewhere yet);
 //! - `pid_alive(pid)`: whether a process exists;
 //! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
 //! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
