@@ -53,13 +53,6 @@ const USAGE: u8 = 2;
 const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
 /// How long language servers get to exit after `shutdown`/`exit` before they are killed.
 const LSP_GRACE: Duration = Duration::from_secs(2);
-/// Whether a server's start failed on its port (taken, reserved, privileged), not on the
-/// lock-file directory.
-fn refused_by_the_port(e: &std::io::Error) -> bool {
-    e.get_ref()
-        .is_some_and(|inner| inner.is::<claude_ide_bridge_runtime::ListenError>())
-}
-
 /// How long `$EDITOR`, still open at a stop, gets to end after SIGTERM, and after SIGKILL.
 const EDITOR_GRACE: Duration = Duration::from_secs(2);
 /// How long the exit waits for the answers of jobs still running (an accepted diff's check).
@@ -447,6 +440,13 @@ impl EventSink for HostSink {
             }
         }
     }
+}
+
+/// Whether a server's start failed on its port (taken, reserved, privileged), not on the
+/// lock-file directory.
+fn refused_by_the_port(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<claude_ide_bridge_runtime::ListenError>())
 }
 
 fn serve(

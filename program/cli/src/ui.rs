@@ -263,7 +263,7 @@ pub fn editor_command() -> Option<OsString> {
 
 /// Runs the editor on `file` in the foreground and waits for it, its pid in `running`
 /// meanwhile (a stop ends it: `Host::end_edit`). The command may carry arguments
-/// (`EDITOR="code --wait"`; see `sys::editor_command`). The terminal's settings are put back
+/// (`EDITOR="code --wait"`; see `sys::start_editor`). The terminal's settings are put back
 /// afterwards, however it ended.
 pub fn run_editor(
     editor: &OsString,
@@ -272,9 +272,8 @@ pub fn run_editor(
 ) -> io::Result<ExitStatus> {
     let saved = crate::sys::save_terminal();
     let lock = || running.lock().unwrap_or_else(|e| e.into_inner());
-    let status = crate::sys::editor_command(editor, &[file.as_os_str()])?
-        .spawn()
-        .and_then(|mut child| {
+    let status =
+        crate::sys::start_editor(editor, &[file.as_os_str()], |_| {}).and_then(|mut child| {
             *lock() = Some(child.id());
             crate::sys::wait_until_ended(&child);
             lock().take();
@@ -292,11 +291,11 @@ pub fn run_editor(
 /// it, so only an editor with a window of its own opens anything.
 pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
     let files: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_ref()).collect();
-    let mut child = crate::sys::editor_command(editor, &files)?
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
+    let mut child = crate::sys::start_editor(editor, &files, |c| {
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+    })?;
     std::thread::spawn(move || {
         let _ = child.wait();
     });

@@ -29,7 +29,8 @@
 //! - `TerminalState`, `save_terminal()`, `restore_terminal(saved, abnormal)`: the terminal's
 //!   settings put back after `$EDITOR` (one killed in raw mode left the prompt unanswerable);
 //!   `ended_by_interrupt(status)`: whether Ctrl-C ended it;
-//! - `raise_open_files_limit()`, `editor_command(editor, files)`: the rest.
+//! - `raise_open_files_limit()`, `start_editor(editor, files, setup)`: the rest (a script
+//!   without `#!` as `$EDITOR` is run by `sh` on Unix, as a shell would).
 //!
 //! What was typed on the terminal before a question is dropped by the runtime crate
 //! (`claude_ide_bridge_runtime::terminal::discard_typed`), whose own platform modules make the

@@ -288,13 +288,17 @@ pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Re
 /// Nothing waits for the stop here: a signal's default action is not taken once handled.
 pub fn stopped() {}
 
+/// A process id as rustix takes it (`None` for 0 and ids past `i32`, which name no one process).
+fn pid_of(pid: u32) -> Option<rustix::process::Pid> {
+    i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+}
+
 /// Tells `run`'s command, or `$EDITOR` at a stop, to stop: SIGTERM, and SIGCONT (a command
 /// stopped, suspended, takes its SIGTERM only once it runs again).
 pub fn ask_to_stop(pid: u32) {
-    if let Some(p) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
+    if let Some(p) = pid_of(pid) {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
         let _ = rustix::process::kill_process(p, rustix::process::Signal::CONT);
     }
@@ -304,9 +308,9 @@ pub fn ask_to_stop(pid: u32) {
 /// bridge stops with it: the shell sees its foreground job stopped and takes the terminal back,
 /// and `fg` continues both (it continues the whole process group).
 pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
-    use rustix::process::{kill_current_process_group, waitpid, Pid, Signal, WaitOptions};
+    use rustix::process::{kill_current_process_group, waitpid, Signal, WaitOptions};
     use std::os::unix::process::ExitStatusExt;
-    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+    let Some(pid) = pid_of(child.id()) else {
         return child.wait();
     };
     loop {
@@ -387,7 +391,7 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
 /// the process the bridge started, so [`ask_to_stop`] reaches it (a `sh` that does not `exec` its
 /// command, as dash does not, would end alone and leave the editor on the terminal). A command
 /// list (`;`, `&&`, a pipe) or one starting with an assignment (`TERM=xterm vim`) keeps its shell.
-pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
+fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     const SHELL_READS: &[u8] = b"|&;<>()$`\\\"'*?[]{}#~=%!\n";
     let bytes = editor.as_encoded_bytes();
     if !bytes.iter().any(|b| SHELL_READS.contains(b)) {
@@ -411,12 +415,33 @@ pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     Ok(c)
 }
 
+/// Starts the editor ([`editor_command`]) with `setup` applied (its standard streams). A program
+/// the kernel will not run (`ENOEXEC`: a script without a `#!` line) is run by `sh`, as a shell,
+/// `execvp` and git do.
+pub fn start_editor(
+    editor: &OsStr,
+    files: &[&OsStr],
+    setup: impl Fn(&mut Command),
+) -> io::Result<Child> {
+    let mut c = editor_command(editor, files)?;
+    setup(&mut c);
+    match c.spawn() {
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) => {
+            let mut sh = Command::new("/bin/sh");
+            sh.arg(c.get_program()).args(c.get_args());
+            setup(&mut sh);
+            sh.spawn()
+        }
+        started => started,
+    }
+}
+
 /// Waits until `child` has ended, without reaping it (`Child::wait` does that next): until then
 /// its pid stays its own, so a stop sent to it meanwhile ([`ask_to_stop`], [`kill_now`]) cannot
 /// reach another process.
 pub fn wait_until_ended(child: &Child) {
-    use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
-    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+    use rustix::process::{waitid, WaitId, WaitIdOptions};
+    let Some(pid) = pid_of(child.id()) else {
         return;
     };
     let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
@@ -429,10 +454,7 @@ pub const SIGNALS_EDITOR: bool = true;
 /// Ends process `pid` at once (SIGKILL): what [`ask_to_stop`] did not end (`$EDITOR` after a
 /// grace, `run`'s command when the bridge is told to stop again).
 pub fn kill_now(pid: u32) {
-    if let Some(p) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
+    if let Some(p) = pid_of(pid) {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
     }
 }
@@ -516,6 +538,36 @@ mod tests {
             assert_eq!(v[2], format!("{exec}{shell} \"$@\""));
             assert_eq!(v[3..], ["editor", "/t/a b.txt"]);
         }
+    }
+
+    /// A script without a `#!` line as `$EDITOR` (the kernel refuses it, `ENOEXEC`) is run by
+    /// `sh`, as a shell runs it, with its arguments and the streams `setup` gave; run directly,
+    /// as a plain word is, it failed to start.
+    #[test]
+    fn an_editor_script_without_a_shebang_is_run_by_sh() {
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("ed");
+        fs::write(&script, "printf '%s|' \"$@\" >> \"$2\"\necho said\n").unwrap();
+        set_mode(&script, 0o755);
+        let file = d.path().join("a b.txt");
+        fs::write(&file, "").unwrap();
+        let editor = format!("{} -x", script.display());
+        let out = start_editor(OsStr::new(&editor), &[file.as_os_str()], |c| {
+            c.stdout(std::process::Stdio::piped());
+        })
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+        assert!(out.status.success());
+        assert_eq!(out.stdout, b"said\n");
+        assert_eq!(
+            fs::read_to_string(&file).unwrap(),
+            format!("-x|{}|", file.display())
+        );
+        // Not something else run in its place: a file that is not executable stays refused.
+        set_mode(&script, 0o644);
+        let refused = start_editor(OsStr::new(&editor), &[file.as_os_str()], |_| {});
+        assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::PermissionDenied);
     }
 
     fn set_mode(path: &Path, mode: u32) {

@@ -328,7 +328,7 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
 /// quoted again and read with `/S` (cmd drops just those outer quotes, whatever the editor's own
 /// quoting), with delayed expansion off (`/V:OFF`: `!` as it is). A name with `%`, which cmd
 /// expands even between quotes, or `"` is refused: cmd has no quoting for those.
-pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
+fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     let mut line = OsString::from("\"");
     line.push(editor);
     for f in files {
@@ -349,6 +349,17 @@ pub fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     let mut c = Command::new("cmd");
     c.args(["/D", "/V:OFF", "/S", "/C"]).raw_arg(line);
     Ok(c)
+}
+
+/// Starts the editor ([`editor_command`]) with `setup` applied (its standard streams).
+pub fn start_editor(
+    editor: &OsStr,
+    files: &[&OsStr],
+    setup: impl Fn(&mut Command),
+) -> io::Result<Child> {
+    let mut c = editor_command(editor, files)?;
+    setup(&mut c);
+    c.spawn()
 }
 
 /// No permission bits on Windows (tests).
