@@ -8,8 +8,9 @@
 //! a call withdrawn while the user types a command, saves asked again after a conflict, a save
 //! after the user kept a file Vim found changed, what claude writes after a diff, a diff window
 //! that shows another buffer, two diffs pending at once), and what users type at diffs and
-//! commands (`:e!`, `ZZ`, `:x`, `:ClaudeCodeStop | ClaudeCodeStart`, names `:ClaudeCodeAdd` takes
-//! as they are, 'selection' exclusive, a Vim whose 'encoding' is not utf-8).
+//! commands (`:e!`, `ZZ`, `:x`, `:xa` and `:qa!` with diffs pending, `:ClaudeCodeStop |
+//! ClaudeCodeStart`, names `:ClaudeCodeAdd` takes as they are, 'selection' exclusive, a Vim
+//! whose 'encoding' is not utf-8).
 
 // Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
 // Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
@@ -1793,4 +1794,79 @@ fn vim_diffs_and_commands_as_users_type_them() {
     let after = after.trim_start_matches(|c: char| c == '-' || c.is_ascii_digit());
     assert!(after.starts_with(" (see :ClaudeCodeStatus"), "{line}");
     vim.ex("qa!");
+}
+
+/// `:xa` (`:xall`, `:wqa`, `:wqall`, with or without `!`) keeps every pending proposal, as `:x`
+/// keeps one: each is accepted (one the user edited with its edits), not only the one in the
+/// current window, and the answers reach claude although Vim and its bridge end right after (the
+/// SIGTERM Vim sends its jobs as it exits could stop the bridge before it read them). Vim writes
+/// only the edited proposal, and Vim 9.0 triggers no QuitPre or ExitPre for these commands: the
+/// others were left undecided before. `:qa!` still decides nothing.
+#[test]
+fn vim_write_all_and_quit_accepts_every_pending_diff() {
+    if tools_missing() {
+        return;
+    }
+    // (the command; typed in the first proposal rather than in the file's window; accepted)
+    for (cmd, in_proposal, accepted) in [
+        ("xa", false, true),
+        ("wqall!", true, true),
+        ("qa!", false, false),
+    ] {
+        let sb = Sandbox::new();
+        let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\n"), ("b.txt", "bee\n")], "");
+        let lock = wait_lock(&sb);
+        let a = sb.ws.join("a.txt");
+        let b = sb.ws.join("b.txt");
+        let first = c.call_tool("openDiff", open_diff_args(&a, "A\n", "first"));
+        vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+        let second = c.call_tool("openDiff", open_diff_args(&b, "B\n", "second"));
+        vim.wait_eval(
+            "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
+            |v| v == 2,
+        );
+        assert_eq!(vim.eval("tabpagenr('$')"), 2, "{}", vim.diag());
+        // The second one, in the other tab page, edited there.
+        vim.ex(&format!("call win_gotoid({})", proposal_win(2)));
+        vim.ex("%s/B/edited/");
+        vim.wait_eval("&modified", |v| v == 1);
+        vim.ex("tabfirst");
+        if in_proposal {
+            vim.ex(&format!("call win_gotoid({})", proposal_win(1)));
+        }
+        assert_eq!(
+            vim.eval("[tabpagenr(), bufname() =~ 'proposed by claude', expand('%:t')]"),
+            json!([
+                1,
+                in_proposal as u8,
+                if in_proposal {
+                    "a.txt (proposed by claude #1)"
+                } else {
+                    "a.txt"
+                }
+            ]),
+            "{cmd}"
+        );
+        vim.ex(cmd);
+        let got = responses(&mut c, &[first, second]);
+        if accepted {
+            assert_eq!(texts(&got[&first]), ["FILE_SAVED", "A\n"], "{cmd}");
+            assert_eq!(texts(&got[&second]), ["FILE_SAVED", "edited\n"], "{cmd}");
+        } else {
+            // Quitting Vim decides nothing: claude is told so, and asks in its own prompt.
+            for id in [first, second] {
+                assert!(is_error(&got[&id]), "{cmd}: {}", got[&id]);
+                assert!(
+                    texts(&got[&id])[0].contains("the editor did not answer"),
+                    "{cmd}: {}",
+                    got[&id]
+                );
+            }
+        }
+        // Vim quit, and its bridge with it.
+        gone(&lock);
+        // claude writes the file itself: Vim wrote neither.
+        assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
+        assert_eq!(fs::read_to_string(&b).unwrap(), "bee\n");
+    }
 }

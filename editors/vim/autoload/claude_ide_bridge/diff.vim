@@ -1,7 +1,7 @@
 vim9script
 # claude's proposed changes (`openDiff`): the file and the proposal side by side. `:w` in the
 # proposal accepts what it holds then (the user's edits included; ZZ and :x too), closing it
-# rejects.
+# rejects; `:xa` (`:wqa`) accepts every pending one.
 
 import autoload 'claude_ide_bridge.vim' as bridge
 import autoload 'claude_ide_bridge/context.vim'
@@ -202,6 +202,21 @@ def Quitting(id: number)
   if histget(':', -1) =~# '^[ \t:]*\%(x\%[it]\|exi\%[t]\)!\=\s*$'
     Accept(id)
   endif
+enddef
+
+# Vim quits (VimLeavePre, before the bridge is stopped): after `:xa` (`:xall`, `:wqa`, `:wqall`,
+# with or without `!`) the user keeps every pending proposal, as :x keeps one: each is accepted.
+# Vim writes only the changed ones (an edited proposal is accepted then, by its BufWriteCmd), and
+# Vim 9.0 triggers neither QuitPre nor ExitPre for these commands (ExitPre would come before Vim
+# may still refuse to quit: a job running in a terminal): the command line typed last is taken,
+# here, once Vim really quits.
+export def QuittingAll()
+  if v:dying > 0 || histget(':', -1) !~# '^[ \t:]*\%(xa\%[ll]\|wqa\%[ll]\)!\=\s*$'
+    return
+  endif
+  for id in keys(diffs)
+    Accept(str2nr(id))
+  endfor
 enddef
 
 export def AcceptCurrent()
