@@ -620,12 +620,17 @@ fn writes_by_another_spelling_keep_the_name_on_disk() {
 /// Opens `path` with no sharing at all (as a program that locks the file does), holds it for
 /// `ms` milliseconds on another thread, and returns once it is open.
 fn hold_open(path: PathBuf, ms: u64) -> std::thread::JoinHandle<()> {
+    hold_open_sharing(path, ms, 0)
+}
+
+/// [`hold_open`], sharing `share` (`FILE_SHARE_*`) with other programs.
+fn hold_open_sharing(path: PathBuf, ms: u64, share: u32) -> std::thread::JoinHandle<()> {
     use std::os::windows::fs::OpenOptionsExt;
     let (opened, is_open) = std::sync::mpsc::channel();
     let held = std::thread::spawn(move || {
         let file = fs::OpenOptions::new()
             .read(true)
-            .share_mode(0)
+            .share_mode(share)
             .open(&path)
             .unwrap();
         opened.send(()).unwrap();
@@ -638,7 +643,8 @@ fn hold_open(path: PathBuf, ms: u64) -> std::thread::JoinHandle<()> {
 
 /// A file another program holds open briefly is replaced once it lets go (the rename is tried
 /// again for about half a second); one held longer is left as it was, with a message saying
-/// why, and no temporary file.
+/// why, and no temporary file: held without any sharing, or sharing everything (delete
+/// included), which Windows and Wine refuse to replace all the same, with access denied.
 #[test]
 fn a_file_held_open_is_waited_for_briefly() {
     let t = tree();
@@ -650,21 +656,24 @@ fn a_file_held_open_is_waited_for_briefly() {
     held.join().unwrap();
     assert_eq!(fs::read_to_string(&a).unwrap(), "new\n");
 
-    let held = hold_open(a.clone(), 2000);
-    let start = std::time::Instant::now();
-    let refused = ws.write("a.txt", b"newer\n").unwrap_err();
-    let waited = start.elapsed();
-    held.join().unwrap();
-    assert!(
-        refused.to_string().contains("open in another program"),
-        "{refused}"
-    );
-    assert!(
-        waited >= std::time::Duration::from_millis(400),
-        "{waited:?}"
-    );
-    assert_eq!(fs::read_to_string(&a).unwrap(), "new\n");
-    assert_eq!(temporary_files(&t.ws), Vec::<PathBuf>::new());
+    // FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE.
+    for share in [0, 0x1 | 0x2 | 0x4] {
+        let held = hold_open_sharing(a.clone(), 2000, share);
+        let start = std::time::Instant::now();
+        let refused = ws.write("a.txt", b"newer\n").unwrap_err();
+        let waited = start.elapsed();
+        held.join().unwrap();
+        assert!(
+            refused.to_string().contains("open in another program"),
+            "sharing {share}: {refused}"
+        );
+        assert!(
+            waited >= std::time::Duration::from_millis(400),
+            "sharing {share}: {waited:?}"
+        );
+        assert_eq!(fs::read_to_string(&a).unwrap(), "new\n");
+        assert_eq!(temporary_files(&t.ws), Vec::<PathBuf>::new());
+    }
 }
 
 /// A write that fails after its temporary file was made removes that file through a handle of

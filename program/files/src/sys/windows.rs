@@ -33,9 +33,11 @@
 //! A replace keeps the replaced file's name on disk (a case variant or short name given finds
 //! it: `on_disk_name`), its hidden, system and not-content-indexed attributes
 //! (`KEPT_ATTRIBUTES`); not its alternate data streams, creation time or access list. A target
-//! another program holds open is waited for briefly (`rename_over`). A failed write's
-//! temporary file is removed through a handle of its own (`remove_temp`), never left behind
-//! for want of a path.
+//! another program holds open is waited for briefly (`rename_over`); one the rename is refused
+//! for another reason, with the same "access denied" (the read-only attribute, a directory
+//! swapped in, an access list that does not let the user delete it), is refused at once, saying
+//! which (`not_held_open`). A failed write's temporary file is removed through a handle of its
+//! own (`remove_temp`), never left behind for want of a path.
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -65,6 +67,10 @@ const FILE_ATTRIBUTE_ARCHIVE: u32 = 0x20;
 const DELETE: u32 = 0x0001_0000;
 /// `FILE_FLAG_DELETE_ON_CLOSE`.
 const FILE_FLAG_DELETE_ON_CLOSE: u32 = 0x0400_0000;
+/// The `FILE_WRITE_DATA` access right.
+const FILE_WRITE_DATA: u32 = 0x2;
+/// Windows' `ERROR_ACCESS_DENIED`.
+const ERROR_ACCESS_DENIED: i32 = 5;
 /// `FILE_SHARE_READ`, `FILE_SHARE_WRITE`, `FILE_SHARE_DELETE`.
 const FILE_SHARE_READ: u32 = 0x1;
 const FILE_SHARE_WRITE: u32 = 0x2;
@@ -460,8 +466,9 @@ impl Workspace {
     /// directory (relative to its handle), written and flushed to disk, then renamed over the
     /// target (replacing it); a failed write leaves the old file as it was, and removes its
     /// temporary file. Missing directories on the way are created. A read-only file is refused,
-    /// and so is a path whose last component is a link or junction. A file replaced keeps the
-    /// name it has on disk (`README.MD` or a short name `A-VERY~1.TXT` given: `Readme.md`,
+    /// and so is one whose access list does not let the user write or replace it, and a path
+    /// whose last component is a link or junction. A file replaced keeps the name it has on
+    /// disk (`README.MD` or a short name `A-VERY~1.TXT` given: `Readme.md`,
     /// `a-very-long-file-name.txt` kept) and its hidden, system and not-content-indexed
     /// attributes; one held open by another program is waited for about half a second, then
     /// refused ("open in another program"). Returns the path written, its last component as it
@@ -497,14 +504,14 @@ impl Workspace {
         let (attributes, on_disk) = match parent.symlink_metadata(name) {
             Ok(md) if md.is_file() => {
                 // Replacing a file is a write to it: a read-only one is refused, as an editor
-                // would refuse it.
+                // would refuse it, and so is one whose access list does not let the user write
+                // it (as the Unix backend's `access(W_OK)` check does), although the directory
+                // might take the rename.
                 if md.permissions().readonly() {
-                    return Err(Error::io(
-                        path,
-                        "checking that the file may be written",
-                        io::Error::new(io::ErrorKind::PermissionDenied, "the file is read-only"),
-                    ));
+                    return Err(read_only(path, "checking that the file may be written"));
                 }
+                may_write(&parent, name)
+                    .map_err(|e| Error::io(path, "checking that the file may be written", e))?;
                 let kept = md.file_attributes() & KEPT_ATTRIBUTES;
                 let kept = if kept == 0 {
                     0
@@ -535,7 +542,7 @@ impl Workspace {
             // Closed before the rename: Windows does not rename a file open without delete
             // sharing.
             drop(file);
-            rename_over(&parent, &tmp_name, &on_disk).map_err(|e| replace_failed(path, e))
+            rename_over(&parent, &tmp_name, &on_disk, path)
         })();
         if let Err(e) = written {
             remove_temp(&parent, &tmp_name);
@@ -553,6 +560,21 @@ impl Workspace {
     pub(crate) fn at_top(&self, name: &str) -> bool {
         self.open_folder(0, "")
             .is_ok_and(|dir| dir.metadata(name).is_ok())
+    }
+}
+
+/// Whether the user may write the existing file `name` of `dir`, as far as its access list says:
+/// it is opened for `FILE_WRITE_DATA` (sharing everything, not following a link, nothing
+/// written) and closed. Only a denial (`ERROR_ACCESS_DENIED`) is an error: a program holding
+/// the file open without write sharing (a sharing violation) is the rename's to wait for.
+fn may_write(dir: &Dir, name: &str) -> io::Result<()> {
+    let mut opts = OpenOptions::new();
+    opts.access_mode(FILE_WRITE_DATA)
+        .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+        .follow(FollowSymlinks::No);
+    match dir.open_with(name, &opts) {
+        Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED) => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -661,42 +683,201 @@ fn on_disk_name(dir: &Dir, name: &str, max_entries: usize) -> String {
         .unwrap_or_else(given)
 }
 
-/// Whether Windows refused a rename because another program holds the file open without
-/// letting it be replaced: `ERROR_ACCESS_DENIED` (5), `ERROR_SHARING_VIOLATION` (32),
-/// `ERROR_LOCK_VIOLATION` (33).
-fn held_open(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(5 | 32 | 33))
+/// Whether Windows' refusal of a rename may be a program holding a file open: the target
+/// (NTFS refuses to replace a file open in another program, whatever sharing it allows) or the
+/// temporary file (a virus scanner's look at it). `ERROR_SHARING_VIOLATION` (32),
+/// `ERROR_LOCK_VIOLATION` (33), and `ERROR_ACCESS_DENIED` (5), which is what a held target
+/// gives (on NTFS, and under Wine whatever the holder's sharing) but also a target with the
+/// read-only attribute, a directory, or one the user may not delete: [`not_held_open`] tells
+/// those apart.
+fn maybe_held_open(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(ERROR_ACCESS_DENIED | 32 | 33))
+}
+
+/// Why the rename of a write's temporary file over `to` of `dir` (the write of `path`) was
+/// refused, when it was not for a program holding a file open ([`maybe_held_open`]), so that
+/// waiting would not help: `to` is now a directory (or something else than a regular file), it
+/// has the read-only attribute, or its access list does not let the user delete it (opening it
+/// for `DELETE` is denied, where a program holding it open without delete sharing makes that a
+/// sharing violation, and one holding it with delete sharing lets it be opened). `None`: held
+/// open, as far as can be told; so is a target that cannot be looked at (gone since, or deleted
+/// while another program still holds it open, which Windows answers as access denied too).
+fn not_held_open(dir: &Dir, to: &str, path: &str) -> Option<Error> {
+    let md = dir.symlink_metadata(to).ok()?;
+    if !md.is_file() {
+        return Some(Error::NotRegular {
+            path: path.into(),
+            kind: kind_name(md.file_type()),
+        });
+    }
+    if md.permissions().readonly() {
+        return Some(read_only(path, "replacing the file"));
+    }
+    let mut opts = OpenOptions::new();
+    opts.access_mode(DELETE)
+        .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+        .follow(FollowSymlinks::No);
+    match dir.open_with(to, &opts) {
+        Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED) => Some(Error::io(
+            path,
+            "replacing the file",
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "its permissions (its access list) do not let you replace it; the file was \
+                     left as it was ({e})"
+                ),
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// A refusal to replace `path`, a file with the read-only attribute: a write to it, as an
+/// editor would refuse it (and as the Unix backend refuses a file the user may not write).
+fn read_only(path: &str, op: &'static str) -> Error {
+    Error::io(
+        path,
+        op,
+        io::Error::new(io::ErrorKind::PermissionDenied, "the file is read-only"),
+    )
 }
 
 /// How long a write waits, in all, for a program holding the target open to let it go (an
 /// editor's or indexer's brief open, a virus scanner's look at the new file).
 const RENAME_RETRY: Duration = Duration::from_millis(500);
 
-/// Renames the file `from` of `dir` over `to`, trying again while the target is held open
-/// ([`held_open`]), for at most about [`RENAME_RETRY`].
-fn rename_over(dir: &Dir, from: &str, to: &str) -> io::Result<()> {
+/// Renames the file `from` of `dir` over `to` (the write of `path`), trying again while the
+/// target is held open ([`maybe_held_open`] and not [`not_held_open`]), for at most about
+/// [`RENAME_RETRY`], then refusing with what to do; any other failure is answered at once.
+fn rename_over(dir: &Dir, from: &str, to: &str, path: &str) -> Result<(), Error> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(5);
     loop {
-        match dir.rename(from, dir, to) {
-            Err(e) if held_open(&e) && start.elapsed() + pause <= RENAME_RETRY => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            done => return done,
+        let e = match dir.rename(from, dir, to) {
+            Ok(()) => return Ok(()),
+            Err(e) if maybe_held_open(&e) => e,
+            Err(e) => return Err(failed(path, "renaming into place", e)),
+        };
+        if let Some(refused) = not_held_open(dir, to, path) {
+            return Err(refused);
         }
+        if start.elapsed() + pause > RENAME_RETRY {
+            return Err(held_open(path, e));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
 
-/// A failed rename of a write's temporary file over `path`, as this crate names it.
-fn replace_failed(path: &str, e: io::Error) -> Error {
-    if !held_open(&e) {
-        return failed(path, "renaming into place", e);
-    }
+/// The refusal of a write whose target another program held open for longer than
+/// [`RENAME_RETRY`].
+fn held_open(path: &str, e: io::Error) -> Error {
     let why = format!(
         "the file is open in another program, which does not let it be replaced (still so after \
          {} ms): close it there, or save again once it lets go; the file was left as it was ({e})",
         RENAME_RETRY.as_millis()
     );
     Error::io(path, "replacing the file", io::Error::new(e.kind(), why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::windows::fs::OpenOptionsExt as _;
+
+    /// A directory with a write's temporary file `new.tmp` in it, and its handle.
+    fn dir_with_temp() -> (tempfile::TempDir, Dir) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("new.tmp"), "new\n").unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        (tmp, dir)
+    }
+
+    /// Opens `path` as another program would, sharing `share` (`FILE_SHARE_*`).
+    fn held(path: &std::path::Path, share: u32) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .share_mode(share)
+            .open(path)
+            .unwrap()
+    }
+
+    /// A directory in the target's place (swapped in after the write looked): Windows refuses the
+    /// rename with access denied, as for a file held open, but waiting would not help. It is
+    /// refused at once, saying what it is (it was waited for and called "open in another
+    /// program").
+    #[test]
+    fn a_directory_in_the_targets_place_is_refused_at_once() {
+        let (tmp, dir) = dir_with_temp();
+        std::fs::create_dir(tmp.path().join("a.txt")).unwrap();
+        let refused = rename_over(&dir, "new.tmp", "a.txt", "a.txt").unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Error::NotRegular {
+                    kind: "a directory",
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert!(tmp.path().join("new.tmp").exists());
+    }
+
+    /// A target with the read-only attribute is refused at once as read-only: Windows refuses
+    /// the rename over it with access denied, as for a file held open. (Wine, run as root,
+    /// replaces a read-only file; held open with delete sharing as well, here, it refuses the
+    /// rename with access denied, as Windows does for the read-only file alone.) It was waited
+    /// for and called "open in another program".
+    #[test]
+    fn a_read_only_target_is_refused_at_once() {
+        let (tmp, dir) = dir_with_temp();
+        let target = tmp.path().join("a.txt");
+        std::fs::write(&target, "old\n").unwrap();
+        let mut perms = std::fs::metadata(&target).unwrap().permissions();
+        perms.set_readonly(true);
+        std::fs::set_permissions(&target, perms.clone()).unwrap();
+        let holder = held(
+            &target,
+            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+        );
+        let refused = rename_over(&dir, "new.tmp", "a.txt", "a.txt").unwrap_err();
+        drop(holder);
+        let said = refused.to_string();
+        assert!(said.contains("read-only"), "{said}");
+        assert!(!said.contains("another program"), "{said}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old\n");
+        #[allow(clippy::permissions_set_readonly_false)]
+        perms.set_readonly(false);
+        std::fs::set_permissions(&target, perms).unwrap();
+    }
+
+    /// A target held open, with delete sharing or without (Wine refuses the rename with access
+    /// denied either way, as NTFS does), is still waited for, then refused as open in another
+    /// program.
+    #[test]
+    fn a_target_held_open_is_still_waited_for() {
+        for share in [0, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE] {
+            let (tmp, dir) = dir_with_temp();
+            let target = tmp.path().join("a.txt");
+            std::fs::write(&target, "old\n").unwrap();
+            let holder = held(&target, share);
+            let start = Instant::now();
+            let refused = rename_over(&dir, "new.tmp", "a.txt", "a.txt").unwrap_err();
+            let waited = start.elapsed();
+            drop(holder);
+            assert!(
+                refused.to_string().contains("open in another program"),
+                "sharing {share}: {refused}"
+            );
+            assert!(
+                waited >= Duration::from_millis(400),
+                "sharing {share}: {waited:?}"
+            );
+            assert_eq!(std::fs::read_to_string(&target).unwrap(), "old\n");
+            rename_over(&dir, "new.tmp", "a.txt", "a.txt").unwrap();
+            assert_eq!(std::fs::read_to_string(&target).unwrap(), "new\n");
+        }
+    }
 }
