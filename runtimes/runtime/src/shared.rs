@@ -109,8 +109,8 @@ struct State {
     /// points back at this server: [`RunningServer::stop_hard`] drops it, which ends that cycle.
     handle: Option<Handle>,
     stopped: bool,
-    /// The watch that writes the lock file again when another process removes it (Linux); its
-    /// end dropped at the stop.
+    /// The watch that writes the lock file again when another process removes it (Linux, macOS,
+    /// Windows); its end dropped at the stop.
     lock_watch: Option<crate::sys::WatchEnd>,
 }
 

@@ -58,8 +58,9 @@ macro_rules! socket_scenarios {
             slow_caller,
             dead_peer,
             lock_file,
-            // Linux only: the watch is inotify's (none elsewhere yet, docs/platforms.md).
-            #[cfg(target_os = "linux")]
+            // Where there is a watch: inotify, kqueue, ReadDirectoryChangesW (none on the other
+            // Unixes, docs/platforms.md).
+            #[cfg(any(target_os = "linux", target_os = "macos", windows))]
             lock_file_removed_is_written_again,
             lock_dir_refused,
             stale_locks,

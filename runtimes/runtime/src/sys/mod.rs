@@ -1,8 +1,9 @@
 //! What differs between operating systems, behind one interface (std's `sys` pattern): every
 //! platform file defines the same items, and the rest of the crate calls them without `cfg`.
 //!
-//! - `unix.rs`: Linux, macOS and the other Unixes (what differs between them, the query of the
-//!   signals the process started ignoring, is chosen there: `/proc` on Linux, `ps` elsewhere);
+//! - `unix.rs`: Linux, macOS and the other Unixes (what differs between them is chosen there:
+//!   the query of the signals the process started ignoring, `/proc` on Linux and `ps` elsewhere;
+//!   the lock-file watch, inotify on Linux and kqueue on macOS);
 //! - `windows.rs`: Windows.
 //!
 //! The interface:
@@ -13,8 +14,9 @@
 //! - `create_private_file(path)`: a new file only the user can read, never through a link;
 //! - `owned_by_me(&Metadata)`, `same_file(&Metadata, &Metadata)`: for stale-file cleanup;
 //! - `watch_removal(dir, name, restore)` and its `WatchEnd`: `restore` called when the lock file
-//!   was removed by another process, the watch ended when its folder was (inotify on Linux; none
-//!   elsewhere yet);
+//!   was removed by another process, the watch ended when its folder was, or when the `WatchEnd`
+//!   is dropped (a thread asleep until something happens: inotify on Linux, kqueue on macOS,
+//!   `ReadDirectoryChangesW` on Windows; none on the other Unixes);
 //! - `pid_alive(pid)`: whether a process exists;
 //! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
 //! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
@@ -59,3 +61,85 @@ mod malloc {
 }
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub(crate) use self::malloc::*;
+
+#[cfg(test)]
+mod tests {
+    use super::watch_removal;
+    use std::fs;
+    use std::path::Path;
+    use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+    use std::time::{Duration, Instant};
+
+    /// Where `watch_removal` has a watch (the other Unixes have none).
+    const WATCHED: bool = cfg!(any(target_os = "linux", target_os = "macos", windows));
+
+    /// A watch on `dir/x.lock` whose `restore` says it was called; the channel's sender lives in
+    /// `restore`, so the channel closes when the watch's thread has ended (and dropped it).
+    fn watched(dir: &Path) -> Option<(super::WatchEnd, Receiver<Instant>)> {
+        fs::write(dir.join("x.lock"), "{}").unwrap();
+        let (called, calls) = channel();
+        let end = watch_removal(dir, "x.lock", move || called.send(Instant::now()).is_ok());
+        assert_eq!(end.is_some(), WATCHED);
+        Some((end?, calls))
+    }
+
+    /// `restore` is called once 200 ms or so after the removal, and not again while nothing
+    /// happens; the thread ends when the `WatchEnd` is dropped.
+    #[test]
+    fn a_removal_is_restored_and_a_dropped_end_ends_the_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((end, calls)) = watched(dir.path()) else {
+            return;
+        };
+        let removed = Instant::now();
+        fs::remove_file(dir.path().join("x.lock")).unwrap();
+        let called = calls.recv_timeout(Duration::from_secs(5)).expect("restore");
+        assert!(called - removed >= Duration::from_millis(150));
+        assert_eq!(
+            calls.recv_timeout(Duration::from_millis(500)),
+            Err(RecvTimeoutError::Timeout)
+        );
+        drop(end);
+        assert_eq!(
+            calls.recv_timeout(Duration::from_secs(5)),
+            Err(RecvTimeoutError::Disconnected),
+            "the thread ended"
+        );
+    }
+
+    /// The folder removed (its file first, as `rm -rf` does): no `restore`, the thread ends,
+    /// and the folder is gone (not held by the watch).
+    #[test]
+    fn the_folder_removed_ends_the_watch() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("ide");
+        fs::create_dir(&dir).unwrap();
+        let Some((_end, calls)) = watched(&dir) else {
+            return;
+        };
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            calls.recv_timeout(Duration::from_secs(5)),
+            Err(RecvTimeoutError::Disconnected)
+        );
+        assert!(!dir.exists());
+    }
+
+    /// The folder moved away, then its file removed: no `restore` (in the folder moved, or at
+    /// the old path), and the thread ends.
+    #[test]
+    fn the_folder_moved_ends_the_watch() {
+        let top = tempfile::tempdir().unwrap();
+        let (dir, moved) = (top.path().join("ide"), top.path().join("moved"));
+        fs::create_dir(&dir).unwrap();
+        let Some((_end, calls)) = watched(&dir) else {
+            return;
+        };
+        fs::rename(&dir, &moved).unwrap();
+        fs::remove_file(moved.join("x.lock")).unwrap();
+        assert_eq!(
+            calls.recv_timeout(Duration::from_secs(5)),
+            Err(RecvTimeoutError::Disconnected)
+        );
+    }
+}

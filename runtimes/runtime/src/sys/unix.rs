@@ -15,7 +15,7 @@ use signal_hook::low_level::emulate_default_handler;
 pub(crate) const HOME_VAR: &str = "HOME";
 
 /// Ends a [`watch_removal`] when dropped: its thread sees the pipe's other end close.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(dead_code))]
 pub(crate) struct WatchEnd(#[allow(dead_code)] std::os::fd::OwnedFd);
 
 /// Watches `dir` for the removal of its file `name` (inotify, on a thread of its own that sleeps
@@ -89,9 +89,88 @@ pub(crate) fn watch_removal(
     Some(WatchEnd(end))
 }
 
-/// No watch here (macOS and the other Unixes): a lock file removed by another process stays
-/// removed.
-#[cfg(not(target_os = "linux"))]
+/// Watches `dir` for the removal of its file `name` (kqueue: a vnode filter on the folder, whose
+/// `NOTE_WRITE` says an entry changed, and the file is looked at; on a thread of its own that
+/// sleeps in `kevent` until then: no wake-up while nothing happens), and calls `restore` 200 ms
+/// after (a removal of the folder under way is seen by then); `restore` returns `false` to end the
+/// watch. The watch ends when `dir` itself is removed or moved (`NOTE_DELETE`, `NOTE_RENAME`,
+/// `NOTE_REVOKE`: the folder is not made again), and when the [`WatchEnd`] is dropped (its pipe's
+/// read end, in the same queue, sees the other close). `None` when it could not be set up.
+#[cfg(target_os = "macos")]
+pub(crate) fn watch_removal(
+    dir: &Path,
+    name: &str,
+    mut restore: impl FnMut() -> bool + Send + 'static,
+) -> Option<WatchEnd> {
+    use kqueue::{EventData, EventFilter, FilterFlag, Vnode, Watcher};
+    use rustix::fs::Mode;
+    use std::os::fd::AsRawFd;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let folder = rustix::fs::open(dir, flags, Mode::empty()).ok()?;
+    // No `pipe2` on macOS: close-on-exec set after.
+    let (ended, end) = rustix::pipe::pipe().ok()?;
+    for fd in [&ended, &end] {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC).ok()?;
+    }
+    let mut watcher = Watcher::new().ok()?;
+    let changes = FilterFlag::NOTE_WRITE
+        | FilterFlag::NOTE_DELETE
+        | FilterFlag::NOTE_RENAME
+        | FilterFlag::NOTE_REVOKE;
+    // Both descriptors stay open as long as the watcher: the thread holds all three.
+    watcher
+        .add_fd(folder.as_raw_fd(), EventFilter::EVFILT_VNODE, changes)
+        .ok()?;
+    watcher
+        .add_fd(
+            ended.as_raw_fd(),
+            EventFilter::EVFILT_READ,
+            FilterFlag::empty(),
+        )
+        .ok()?;
+    watcher.watch().ok()?;
+    let (path, fds) = (dir.join(name), (folder, ended));
+    let watch = move || {
+        let _fds = fds;
+        let settle = std::time::Duration::from_millis(200);
+        // The file removed, to be written again once things settle.
+        let mut removed = false;
+        loop {
+            let event = if removed {
+                watcher.poll(Some(settle))
+            } else {
+                watcher.poll_forever(None)
+            };
+            let Some(event) = event else {
+                removed = false;
+                if !restore() {
+                    return;
+                }
+                continue;
+            };
+            match event.data {
+                EventData::Vnode(Vnode::Delete | Vnode::Rename | Vnode::Revoke) => return,
+                EventData::Vnode(_) => {
+                    let gone = std::fs::symlink_metadata(&path);
+                    if gone.is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+                        removed = true;
+                    }
+                }
+                EventData::Error(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The pipe's write end closed (the `WatchEnd` dropped), or the queue failed.
+                _ => return,
+            }
+        }
+    };
+    std::thread::Builder::new()
+        .name("lock-watch".into())
+        .spawn(watch)
+        .ok()?;
+    Some(WatchEnd(end))
+}
+
+/// No watch here (the other Unixes): a lock file removed by another process stays removed.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub(crate) fn watch_removal(
     _dir: &Path,
     _name: &str,

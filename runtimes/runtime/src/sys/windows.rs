@@ -14,34 +14,316 @@
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
-use std::os::windows::io::{AsRawHandle, AsRawSocket};
+use std::os::windows::io::{AsRawHandle, AsRawSocket, FromRawHandle, OwnedHandle, RawHandle};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use windows_sys::core::BOOL;
-use windows_sys::Win32::Foundation::{CloseHandle, ERROR_INVALID_PARAMETER, HANDLE, STILL_ACTIVE};
-use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OPEN_REPARSE_POINT;
+use windows_sys::Win32::Foundation::{
+    CloseHandle, ERROR_INVALID_PARAMETER, ERROR_IO_INCOMPLETE, ERROR_NOTIFY_ENUM_DIR, HANDLE,
+    STILL_ACTIVE, WAIT_OBJECT_0, WAIT_TIMEOUT,
+};
+use windows_sys::Win32::Storage::FileSystem::{
+    GetFileInformationByHandle, ReadDirectoryChangesW, BY_HANDLE_FILE_INFORMATION,
+    FILE_ACTION_REMOVED, FILE_ACTION_RENAMED_OLD_NAME, FILE_FLAG_BACKUP_SEMANTICS,
+    FILE_FLAG_OPEN_REPARSE_POINT, FILE_FLAG_OVERLAPPED, FILE_LIST_DIRECTORY,
+    FILE_NOTIFY_CHANGE_FILE_NAME, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+};
 use windows_sys::Win32::System::Console::{
     FlushConsoleInputBuffer, GetConsoleMode, SetConsoleCtrlHandler, CTRL_BREAK_EVENT,
     CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
 };
 use windows_sys::Win32::System::Threading::{
-    GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    CreateEventW, GetExitCodeProcess, OpenProcess, SetEvent, WaitForMultipleObjects,
+    WaitForSingleObject, INFINITE, PROCESS_QUERY_LIMITED_INFORMATION,
 };
-use windows_sys::Win32::System::IO::CancelIoEx;
+use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
 
 pub(crate) const HOME_VAR: &str = "USERPROFILE";
 
-/// Ends a [`watch_removal`] (none is made here).
-pub(crate) struct WatchEnd;
+/// Ends a [`watch_removal`] when dropped: sets the event its thread waits on beside its folder's
+/// read, and the thread cancels that read, waits for it to be done, closes the folder and ends.
+/// Nothing is waited for here (the drop may happen under the lock that `restore` takes).
+pub(crate) struct WatchEnd(Arc<OwnedHandle>);
 
-/// No watch here: a lock file removed by another process stays removed.
+impl Drop for WatchEnd {
+    fn drop(&mut self) {
+        // SAFETY: the event is open for as long as this `Arc` holds it; setting it touches no
+        // memory of ours. (It cannot fail on a valid event handle.)
+        unsafe {
+            SetEvent(self.0.as_raw_handle() as HANDLE);
+        }
+    }
+}
+
+/// Watches `dir` for the removal of its file `name` (`ReadDirectoryChangesW` on the folder, on a
+/// thread of its own that sleeps in `WaitForMultipleObjects` until a name in it changes: no
+/// wake-up while nothing happens), and calls `restore` 200 ms after; `restore` returns `false` to
+/// end the watch. For those 200 ms the folder is let go of: Windows (and Wine) deletes a folder
+/// when the last handle to it closes, so a removal of the folder under way completes, and is
+/// seen after: the watch ends when the folder at `dir` is then gone or another (removed, or moved
+/// away: the folder is not made again). It also ends when a read of the folder fails (as it does
+/// on a folder being deleted), and when the [`WatchEnd`] is dropped. A folder moved away with
+/// nothing removed from it keeps its watch until its next removal, or the drop. `None` when it
+/// could not be set up.
 pub(crate) fn watch_removal(
-    _dir: &Path,
-    _name: &str,
-    _restore: impl FnMut() -> bool + Send + 'static,
+    dir: &Path,
+    name: &str,
+    mut restore: impl FnMut() -> bool + Send + 'static,
 ) -> Option<WatchEnd> {
-    None
+    let folder = open_folder(dir).ok()?;
+    let id = file_id(&folder)?;
+    let ended = Arc::new(new_event()?);
+    let end = WatchEnd(Arc::clone(&ended));
+    let (dir, name) = (dir.to_path_buf(), name.to_string());
+    // Reads are made on the thread (a thread's pending reads are cancelled when it ends), the
+    // first one waited for here: a removal right after the return is seen.
+    let (started, start) = std::sync::mpsc::sync_channel(1);
+    let run = move || {
+        let watch = DirWatch::start(folder);
+        let _ = started.send(watch.is_ok());
+        let Ok(mut watch) = watch else {
+            return;
+        };
+        loop {
+            match watch.next(&ended, &name) {
+                Some(false) => continue,
+                Some(true) => {}
+                None => return,
+            }
+            // The file removed: the folder closed (see above), and 200 ms waited for.
+            drop(watch);
+            // SAFETY: the event is open for as long as this thread holds its `Arc`.
+            let woke = unsafe { WaitForSingleObject(ended.as_raw_handle() as HANDLE, 200) };
+            if woke != WAIT_TIMEOUT {
+                return;
+            }
+            // Still the folder at its path, watched again before the file is written (a removal
+            // from now on is seen; one before, `restore` finds).
+            let Ok(folder) = open_folder(&dir) else {
+                return;
+            };
+            if file_id(&folder) != Some(id) {
+                return;
+            }
+            watch = match DirWatch::start(folder) {
+                Ok(watch) => watch,
+                Err(_) => return,
+            };
+            if !restore() {
+                return;
+            }
+        }
+    };
+    std::thread::Builder::new()
+        .name("lock-watch".into())
+        .spawn(run)
+        .ok()?;
+    start.recv().unwrap_or(false).then_some(end)
+}
+
+/// `dir` opened to read its changes (overlapped), sharing everything: others may still write,
+/// rename and delete in it, and delete it.
+fn open_folder(dir: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .access_mode(FILE_LIST_DIRECTORY)
+        .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OVERLAPPED)
+        .open(dir)
+}
+
+/// A folder and its pending `ReadDirectoryChangesW`, whose buffer and `OVERLAPPED` stay in place
+/// (boxed) until the read is done: the drop cancels a pending read and waits for it.
+struct DirWatch {
+    folder: File,
+    /// Set when the read is done (the `OVERLAPPED`'s event).
+    done: OwnedHandle,
+    overlapped: Box<OVERLAPPED>,
+    /// `FILE_NOTIFY_INFORMATION` records, 4-byte aligned as Windows wants them.
+    buf: Box<[u32; 1024]>,
+    pending: bool,
+}
+
+impl DirWatch {
+    /// `folder` watched: its first read started.
+    fn start(folder: File) -> io::Result<DirWatch> {
+        let mut watch = DirWatch {
+            folder,
+            done: new_event().ok_or_else(io::Error::last_os_error)?,
+            overlapped: Box::default(),
+            buf: Box::new([0; 1024]),
+            pending: false,
+        };
+        watch.read()?;
+        Ok(watch)
+    }
+
+    /// Sleeps until names in the folder change, then says whether `name` was removed (or
+    /// renamed away; `true` too when more changed than the buffer holds), and reads on. `None`
+    /// when `ended` is set, or a read or the wait failed.
+    fn next(&mut self, ended: &OwnedHandle, name: &str) -> Option<bool> {
+        let waits = [
+            ended.as_raw_handle() as HANDLE,
+            self.done.as_raw_handle() as HANDLE,
+        ];
+        // SAFETY: both handles are events held open for the length of the wait (`ended` by
+        // the caller, `done` by `self`).
+        let woke = unsafe { WaitForMultipleObjects(2, waits.as_ptr(), 0, INFINITE) };
+        if woke != WAIT_OBJECT_0 + 1 {
+            return None;
+        }
+        // The records are read before the next read may write the buffer again.
+        let bytes = self.result(false).ok()?;
+        let removed = bytes == 0 || removes(&self.records(bytes), name);
+        self.read().ok()?;
+        Some(removed)
+    }
+
+    /// Starts a read of the folder's name changes (files added, removed, renamed).
+    fn read(&mut self) -> io::Result<()> {
+        if self.pending {
+            return Err(io::ErrorKind::ResourceBusy.into());
+        }
+        *self.overlapped = OVERLAPPED {
+            hEvent: self.done.as_raw_handle() as HANDLE,
+            ..OVERLAPPED::default()
+        };
+        // SAFETY: the folder handle was opened with FILE_LIST_DIRECTORY and for overlapped
+        // reads; the buffer (4-byte aligned, its size given in bytes), the OVERLAPPED and its
+        // event are owned by `self`, boxed where Windows writes, and neither moved nor freed
+        // while the read is pending (no second read starts before `result` says it is done, and
+        // the drop waits for a pending one).
+        let ok = unsafe {
+            ReadDirectoryChangesW(
+                self.folder.as_raw_handle() as HANDLE,
+                self.buf.as_mut_ptr().cast(),
+                std::mem::size_of_val(&*self.buf) as u32,
+                0,
+                FILE_NOTIFY_CHANGE_FILE_NAME,
+                std::ptr::null_mut(),
+                &mut *self.overlapped,
+                None,
+            )
+        };
+        if ok == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.pending = true;
+        Ok(())
+    }
+
+    /// The first `bytes` of the buffer, which a read that is done wrote.
+    fn records(&self, bytes: u32) -> Vec<u8> {
+        self.buf
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .take(bytes as usize)
+            .collect()
+    }
+
+    /// The pending read's result, once its event is set (or, `wait`, waiting for it): the bytes
+    /// written to the buffer (0 when more changed than it holds), or why it failed.
+    fn result(&mut self, wait: bool) -> io::Result<u32> {
+        let mut bytes = 0;
+        // SAFETY: the OVERLAPPED is the one a read was started with on this handle, still in
+        // place; `bytes` is a valid u32 to write to.
+        let ok = unsafe {
+            GetOverlappedResult(
+                self.folder.as_raw_handle() as HANDLE,
+                &*self.overlapped,
+                &mut bytes,
+                i32::from(wait),
+            )
+        };
+        let result = if ok != 0 {
+            Ok(bytes)
+        } else {
+            Err(io::Error::last_os_error())
+        };
+        let code = result.as_ref().err().and_then(io::Error::raw_os_error);
+        if code != Some(ERROR_IO_INCOMPLETE as i32) {
+            self.pending = false;
+        }
+        if code == Some(ERROR_NOTIFY_ENUM_DIR as i32) {
+            return Ok(0);
+        }
+        result
+    }
+}
+
+/// Whether change records (`FILE_NOTIFY_INFORMATION`, as `ReadDirectoryChangesW` writes them)
+/// say the file `name` was removed or renamed away: the name compared as Windows does (ASCII
+/// letters in any case), or a short 8.3 name (`12345~1.LOC`), which Windows may report instead
+/// and which then may be it (writing the file again is a no-op if it is there). Nothing else is
+/// looked at: opening the file here on each change would fail a rename over it meanwhile
+/// (under Wine, any open file refuses to be replaced).
+fn removes(records: &[u8], name: &str) -> bool {
+    let word = |at: usize| {
+        let bytes = records.get(at..at + 4)?;
+        Some(u32::from_le_bytes(bytes.try_into().ok()?) as usize)
+    };
+    let mut at = 0;
+    loop {
+        let (Some(next), Some(action), Some(len)) = (word(at), word(at + 4), word(at + 8)) else {
+            return false;
+        };
+        let Some(utf16) = records.get(at + 12..at + 12 + len) else {
+            return false;
+        };
+        let units: Vec<u16> = utf16
+            .chunks_exact(2)
+            .map(|u| u16::from_le_bytes([u[0], u[1]]))
+            .collect();
+        let gone = String::from_utf16_lossy(&units);
+        let away = action == FILE_ACTION_REMOVED as usize
+            || action == FILE_ACTION_RENAMED_OLD_NAME as usize;
+        if away && (gone.eq_ignore_ascii_case(name) || gone.contains('~')) {
+            return true;
+        }
+        if next == 0 {
+            return false;
+        }
+        at += next;
+    }
+}
+
+impl Drop for DirWatch {
+    fn drop(&mut self) {
+        if !self.pending {
+            return;
+        }
+        // SAFETY: the handle is open (closed only after this drop) and the OVERLAPPED is the
+        // pending read's; cancelling a read that just finished fails harmlessly.
+        unsafe {
+            CancelIoEx(self.folder.as_raw_handle() as HANDLE, &*self.overlapped);
+        }
+        // Waited for (done or cancelled): the buffer and OVERLAPPED are freed only after.
+        let _ = self.result(true);
+    }
+}
+
+/// A new manual-reset event, not set.
+fn new_event() -> Option<OwnedHandle> {
+    // SAFETY: CreateEventW takes plain values (no attributes, no name) and returns a new handle,
+    // owned from here on, or null.
+    unsafe {
+        let event = CreateEventW(std::ptr::null(), 1, 0, std::ptr::null());
+        (!event.is_null()).then(|| OwnedHandle::from_raw_handle(event as RawHandle))
+    }
+}
+
+/// The volume and file index of an open file: what names it on its volume.
+fn file_id(file: &File) -> Option<(u32, u32, u32)> {
+    let mut info = BY_HANDLE_FILE_INFORMATION::default();
+    // SAFETY: the handle is open (borrowed from `file`), and `info` is a valid struct to fill.
+    if unsafe { GetFileInformationByHandle(file.as_raw_handle() as HANDLE, &mut info) } == 0 {
+        return None;
+    }
+    Some((
+        info.dwVolumeSerialNumber,
+        info.nFileIndexHigh,
+        info.nFileIndexLow,
+    ))
 }
 
 /// Creates `dir` (parents included); it inherits its parent's access list.
@@ -218,4 +500,56 @@ pub(crate) fn discard_typed() -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use windows_sys::Win32::Storage::FileSystem::{
+        FILE_ACTION_ADDED, FILE_ACTION_RENAMED_NEW_NAME,
+    };
+
+    /// `FILE_NOTIFY_INFORMATION` records as Windows writes them, each 4-byte aligned.
+    fn records(changes: &[(u32, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, (action, name)) in changes.iter().enumerate() {
+            let name: Vec<u8> = name.encode_utf16().flat_map(u16::to_le_bytes).collect();
+            let size = (12 + name.len()).next_multiple_of(4);
+            let next = if i + 1 == changes.len() { 0 } else { size };
+            for word in [next, *action as usize, name.len()] {
+                out.extend_from_slice(&(word as u32).to_le_bytes());
+            }
+            out.extend_from_slice(&name);
+            out.resize(out.len() + size - 12 - name.len(), 0);
+        }
+        out
+    }
+
+    #[test]
+    fn removals_of_the_file_are_read_from_the_records() {
+        let name = "12345.lock";
+        let after_others = records(&[
+            (FILE_ACTION_ADDED, ".12345.lock.1.0.tmp"),
+            (FILE_ACTION_REMOVED, "12345.LOCK"),
+        ]);
+        assert!(removes(&after_others, name));
+        assert!(removes(
+            &records(&[(FILE_ACTION_RENAMED_OLD_NAME, name)]),
+            name
+        ));
+        assert!(removes(
+            &records(&[(FILE_ACTION_REMOVED, "12345~1.LOC")]),
+            name
+        ));
+        // Another file removed, ours renamed into place or added: not a removal.
+        let others = records(&[
+            (FILE_ACTION_REMOVED, "23456.lock"),
+            (FILE_ACTION_RENAMED_NEW_NAME, name),
+            (FILE_ACTION_ADDED, name),
+        ]);
+        assert!(!removes(&others, name));
+        // Cut short: what is there is read, nothing past the end.
+        assert!(!removes(&after_others[..after_others.len() - 4], name));
+        assert!(!removes(&[], name));
+    }
 }
