@@ -7,8 +7,12 @@
 //! ```text
 //! cargo build --release -p claude-ide-bridge-cli
 //! cargo run --release -p claude-ide-bridge-bench-idle -- [--seconds 30] [--runtime threads|smol]...
-//!     [--bin PATH] [--baseline OLD-BINARY]
+//!     [--lsp c] [--bin PATH] [--baseline OLD-BINARY]
 //! ```
+//!
+//! `--lsp c`: the workspace is a C file with a compilation flags file, served with clangd, which
+//! the bridge starts when the client connects (`--lsp-warm connect`): the bridge's own threads
+//! for a running language server, idle (clangd's own wake-ups are its process's, not counted).
 //!
 //! `day` as the first argument measures a day's use instead: see `day.rs`.
 //!
@@ -26,6 +30,7 @@ mod day;
 
 struct Args {
     seconds: u64,
+    lsp: bool,
     runtimes: Vec<String>,
     bins: Vec<(String, PathBuf)>,
 }
@@ -47,6 +52,7 @@ fn default_bin() -> PathBuf {
 fn args() -> Args {
     let mut a = Args {
         seconds: 30,
+        lsp: false,
         runtimes: Vec::new(),
         bins: Vec::new(),
     };
@@ -65,12 +71,20 @@ fn args() -> Args {
                     .unwrap_or_else(|_| die("--seconds: a number"))
             }
             "--runtime" => a.runtimes.push(value()),
+            "--lsp" => {
+                a.lsp = match value().as_str() {
+                    "c" => true,
+                    "none" => false,
+                    other => die(&format!("--lsp {other}: none or c")),
+                }
+            }
             "--bin" => bin = PathBuf::from(value()),
             "--baseline" => baseline = Some(PathBuf::from(value())),
             // `cargo bench` passes this to every bench target.
             "--bench" => {}
             other => die(&format!(
-                "unknown argument {other:?} (--seconds N, --runtime R, --bin PATH, --baseline PATH)"
+                "unknown argument {other:?} (--seconds N, --runtime R, --lsp none|c, --bin PATH, \
+                 --baseline PATH)"
             )),
         }
     }
@@ -84,7 +98,8 @@ fn args() -> Args {
     a
 }
 
-/// A bridge serving an empty workspace in a sandbox of its own (HOME, lock and state folders).
+/// A bridge serving an empty workspace (with `lsp`, a C file and clangd) in a sandbox of its own
+/// (HOME, lock and state folders).
 struct Bridge {
     child: Child,
     port: u16,
@@ -93,21 +108,23 @@ struct Bridge {
 }
 
 impl Bridge {
-    fn start(bin: &Path, runtime: &str) -> Bridge {
+    fn start(bin: &Path, runtime: &str, lsp: bool) -> Bridge {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         fs::create_dir(&ws).unwrap();
+        let servers: &[&str] = if lsp {
+            fs::write(ws.join("compile_flags.txt"), "-std=c11\n-Wall\n").unwrap();
+            let code = "int f(int x) {\n    int unused;\n    return x + 1;\n}\n";
+            fs::write(ws.join("main.c"), code).unwrap();
+            &["--lsp", "c=clangd"]
+        } else {
+            &["--no-lsp"]
+        };
         let lock_dir = dir.path().join("ide");
         let serving = bridge::serve(
             Command::new(bin)
-                .args([
-                    "serve",
-                    "--on-diff",
-                    "reject",
-                    "--no-lsp",
-                    "--runtime",
-                    runtime,
-                ])
+                .args(["serve", "--on-diff", "reject", "--runtime", runtime])
+                .args(servers)
                 .arg("--workspace")
                 .arg(&ws)
                 .arg("--lock-dir")
@@ -179,6 +196,17 @@ fn switches(pid: u32) -> (u64, usize) {
     (total, threads)
 }
 
+/// Whether a thread of `pid` serves a language server (`lsp-writer-…`, `lsp-reader-…`).
+fn serves_a_language_server(pid: u32) -> bool {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|t| {
+            fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("lsp-writer"))
+        })
+}
+
 /// A thread that exited during the window takes its count with it: the window is measured
 /// again, at most twice, when the thread count changed.
 fn idle_window(pid: u32, seconds: u64) -> (u64, usize) {
@@ -209,20 +237,37 @@ fn main() {
     for runtime in &a.runtimes {
         for (name, bin) in &a.bins {
             for with_client in [false, true] {
-                let b = Bridge::start(bin, runtime);
+                let b = Bridge::start(bin, runtime, a.lsp);
                 if with_client {
                     b.silent_client();
                 }
                 // Start-up (threads starting, the first allocations) is over.
                 thread::sleep(Duration::from_secs(1));
                 let pid = b.child.id();
+                if a.lsp && with_client {
+                    // The server started at the connection, initialized and checked its file.
+                    for _ in 0..100 {
+                        if serves_a_language_server(pid) {
+                            break;
+                        }
+                        thread::sleep(Duration::from_millis(100));
+                    }
+                    if !serves_a_language_server(pid) {
+                        die("clangd did not start (is it on PATH?)");
+                    }
+                    thread::sleep(Duration::from_secs(5));
+                }
                 let (n, threads) = idle_window(pid, a.seconds);
                 let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
                 println!(
                     "{:<9} {:<8} {:<14} {:>8} {:>12} {:>10.1} {:>12}",
                     name,
                     runtime,
-                    if with_client { "silent client" } else { "none" },
+                    match (with_client, a.lsp) {
+                        (false, _) => "none",
+                        (true, false) => "silent client",
+                        (true, true) => "silent, clangd",
+                    },
                     threads,
                     n,
                     n as f64 * 60.0 / a.seconds as f64,

@@ -574,15 +574,21 @@ fn kill_group(state: &State) {
     }
 }
 
-/// How often the writer looks at the process and the `initialize` deadline while it has nothing to
-/// write or waits for the server to read: a server can exit while a process it started keeps its
-/// output open (the reader sees no end), and a server can stop reading before it answers
-/// `initialize` (the writer would wait in its write for good).
+/// How often the writer, waiting for the server to read its input, looks at whether to give up
+/// (the server exited, hung, or past its `initialize` deadline): a server can stop reading
+/// before it answers `initialize`, and the writer would wait in its write for good. While it has
+/// nothing to write, it sleeps until one of those deadlines, or until it is told of work, with
+/// none when there is none (an idle bridge makes no wake-up for its servers).
 const WATCH: Duration = Duration::from_secs(1);
+
+/// How long the exit watch, which sees the process exit, leaves the reader to see its output end
+/// first (what usually happens at the same moment, and what the log then says): past it, the
+/// output is held open by a process the server started.
+const EXIT_SETTLE: Duration = Duration::from_millis(100);
 
 /// The writer's checks, under the lock: the server is done (exited, found exited, or past its
 /// `initialize` deadline, each recorded), or not.
-fn done(state: &mut State, child: &mut Child, init_deadline: Instant, timeout: Duration) -> bool {
+fn done(state: &mut State, init_deadline: Instant, timeout: Duration) -> bool {
     if matches!(state.phase, Phase::Exited(_)) {
         return true;
     }
@@ -597,7 +603,7 @@ fn done(state: &mut State, child: &mut Child, init_deadline: Instant, timeout: D
         ));
         return true;
     }
-    if sys::has_exited(child) {
+    if state.process_ended {
         state.exit(
             "exited (seen by its status: its output is still held open, by a process it started)"
                 .to_owned(),
@@ -633,8 +639,8 @@ fn write_watched(
 
 #[allow(clippy::too_many_arguments)]
 fn write_loop(
-    shared: &StateMonitor,
-    mut child: Child,
+    shared: &Arc<StateMonitor>,
+    child: Child,
     stdin: ChildStdin,
     init_deadline: Instant,
     initialize_timeout: Duration,
@@ -642,30 +648,54 @@ fn write_loop(
     trace: Option<&Log>,
     on_change: &OnChange,
 ) {
+    let pid = child.id();
+    // The process's exit, seen by its status: a server can exit while a process it started keeps
+    // its output open (the reader then sees no end).
+    let on_exit = {
+        let shared = Arc::clone(shared);
+        move || {
+            let state = shared.lock();
+            let (mut state, _) = shared.wait_until(state, Instant::now() + EXIT_SETTLE, |s| {
+                matches!(s.phase, Phase::Exited(_))
+            });
+            state.process_ended = true;
+            drop(state);
+            shared.cond.notify_all();
+        }
+    };
+    let (exit_watch, watching) = sys::watch_exit(child, on_exit);
     // Non-blocking, so that a server that stops reading does not hold the writer from its checks.
     let mut stdin = sys::set_nonblocking(&stdin).then_some(stdin);
     let mut state = shared.lock();
+    if let Err(e) = watching {
+        state.exit(format!("could not start its threads: {e}"));
+    }
     if stdin.is_none() {
         state.exit("could not set up its input".to_owned());
     }
     loop {
-        if done(&mut state, &mut child, init_deadline, initialize_timeout) {
+        if done(&mut state, init_deadline, initialize_timeout) {
             break;
         }
         if state.outbox.is_empty() {
             if state.close_input {
                 stdin = None;
             }
-            let wait = if state.phase == Phase::Starting {
-                WATCH.min(init_deadline.saturating_duration_since(Instant::now()))
+            // The next deadline: `initialize`'s while it starts, the hang's while it owes work;
+            // none otherwise (work, an exit and a stop all notify).
+            let deadline = if state.phase == Phase::Starting {
+                Some(init_deadline)
             } else {
-                WATCH
+                state.hung_since().map(|since| since + state.hang_timeout())
             };
-            state = shared
-                .cond
-                .wait_timeout(state, wait)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            state = match deadline {
+                Some(at) => {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    let woken = shared.cond.wait_timeout(state, wait);
+                    woken.unwrap_or_else(|p| p.into_inner()).0
+                }
+                None => shared.cond.wait(state).unwrap_or_else(|p| p.into_inner()),
+            };
             continue;
         }
         let frames = state.take_outbox();
@@ -679,7 +709,7 @@ fn write_loop(
                 }
                 let mut give_up = || {
                     let mut state = shared.lock();
-                    done(&mut state, &mut child, init_deadline, initialize_timeout)
+                    done(&mut state, init_deadline, initialize_timeout)
                 };
                 match frame.write(|piece| write_watched(input, piece, &mut give_up)) {
                     Ok(true) => {}
@@ -705,8 +735,8 @@ fn write_loop(
     drop(state);
     drop(stdin);
     // Kill the whole group (a server's own children too) before reaping, so that the id is not reused.
-    sys::kill_tree(child.id());
-    let status = child.wait();
+    sys::kill_tree(pid);
+    let status = exit_watch.reap();
     // Outside the budget: why it ended is what the log is read for.
     log.note(&format!("{reason}; process status: {status:?}"));
     // Its diagnostics go with it: each file it had some for is told it has none, after the

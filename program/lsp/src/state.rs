@@ -324,6 +324,9 @@ pub(crate) struct State {
     /// The process group to kill, until the driver starts reaping it.
     pub pid: Option<u32>,
     pub reaping: bool,
+    /// Set when the process was seen to exit by its status (the writer's exit watch), which the
+    /// writer then records: its output may still be held open by a process it started.
+    pub process_ended: bool,
     /// Set once the process is reaped and its diagnostics told gone ([`State::gone`]).
     pub reaped: bool,
     /// Threads telling `on_change` of changes taken from the state: the reader from its start to
@@ -384,6 +387,7 @@ impl State {
             early: VecDeque::new(),
             pid: None,
             reaping: false,
+            process_ended: false,
             reaped: false,
             telling: 1,
             stopping: false,

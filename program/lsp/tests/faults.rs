@@ -459,7 +459,7 @@ fn restarted_once(fx: &Fx) {
 }
 
 /// A server that exits while a process it started keeps its output open: the reader sees no end,
-/// so the exit is seen by its status instead (the writer looks every second); the server is
+/// so the exit is seen by its status instead (a thread of its own waits for it); the server is
 /// restarted, and its child goes with its process group. It stayed `Running` before, a zombie
 /// every request waited on until its deadline.
 #[test]
@@ -499,7 +499,7 @@ fn a_server_deaf_before_initialize_is_killed_at_its_deadline() {
             Duration::from_secs(1)
         )
         .is_empty());
-    // initialize_timeout is 2 s, looked at every second while the writer waits.
+    // initialize_timeout is 2 s, looked at every second while the writer waits for it to read.
     stopped_for_no_initialize(&fx, Duration::from_secs(6));
 }
 

@@ -1,7 +1,8 @@
 //! What differs between the operating systems the client runs on, behind one interface: how a
 //! server is started so that its whole tree can be stopped (`own_tree` before the start, `adopt`
-//! after it), how that tree is killed, and how an
-//! exit is seen without reaping, and what a program file is (an execute bit here; on Windows a
+//! after it), how that tree is killed, how an exit is seen without a wake-up until it happens
+//! (`watch_exit`: a thread asleep in the wait, the process left unreaped until its tree is
+//! killed), and what a program file is (an execute bit here; on Windows a
 //! name with one of `PATHEXT`'s extensions, so that npm's `pyright-langserver.cmd` is found and
 //! its extensionless shell-script twin is not), and how a file's path and the `file:` URI a
 //! server names it by map to each other (`path_of_uri`, `key_of`: on Windows the engine's
@@ -27,6 +28,9 @@ mod os;
 mod os;
 
 pub(crate) use os::{
-    adopt, exe_extensions, has_exited, is_executable, key_of, kill_tree, own_tree, path_of_uri,
-    reap_id, same_file, set_nonblocking, wait_writable,
+    adopt, exe_extensions, is_executable, key_of, kill_tree, own_tree, path_of_uri, reap_id,
+    same_file, set_nonblocking, wait_writable, watch_exit,
 };
+
+/// The stack of a server's exit watch (`watch_exit`): it makes one system call and a callback.
+const EXIT_WATCH_STACK: usize = 64 * 1024;

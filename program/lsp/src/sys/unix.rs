@@ -31,14 +31,48 @@ pub(crate) fn reap_id(pid: u32) {
     }
 }
 
-/// Whether the process has exited, left unreaped (its group is killed before it is reaped, so
-/// that the id is not reused meanwhile).
-pub(crate) fn has_exited(child: &mut Child) -> bool {
-    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
-        return false;
+/// A server process watched for its exit ([`watch_exit`]), reaped by [`ExitWatch::reap`].
+pub(crate) struct ExitWatch {
+    child: Child,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Calls `on_exit` once the process has exited, from a thread of its own that sleeps until then
+/// (`waitid` with `WNOWAIT`): the process is left unreaped, so that its group can be killed
+/// before its id may be reused. The error says why the thread could not be started (no exit is
+/// then seen this way; the watch still reaps).
+pub(crate) fn watch_exit(
+    child: Child,
+    on_exit: impl FnOnce() + Send + 'static,
+) -> (ExitWatch, std::io::Result<()>) {
+    let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
+    let wait = move || {
+        if let Some(pid) = pid {
+            let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+            while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(pid), options) {}
+        }
+        on_exit();
     };
-    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-    matches!(waitid(WaitId::Pid(pid), options), Ok(Some(_)))
+    let thread = std::thread::Builder::new()
+        .name(format!("lsp-exit-{}", child.id()))
+        .stack_size(super::EXIT_WATCH_STACK)
+        .spawn(wait);
+    let (thread, started) = match thread {
+        Ok(t) => (Some(t), Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    (ExitWatch { child, thread }, started)
+}
+
+impl ExitWatch {
+    /// Reaps the process, once its tree was killed ([`kill_tree`]): the watch's thread ends with
+    /// it.
+    pub(crate) fn reap(mut self) -> std::io::Result<std::process::ExitStatus> {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.child.wait()
+    }
 }
 
 /// Whether the file with this metadata may be run: a regular file with an execute bit.

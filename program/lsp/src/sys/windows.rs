@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::os::windows::io::AsRawHandle;
 use std::os::windows::process::CommandExt;
-use std::process::{Child, ChildStdin, Command};
+use std::process::{Child, ChildStdin, Command, ExitStatus};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -63,9 +63,44 @@ pub(crate) fn kill_tree(pid: u32) {
 /// to it is open.
 pub(crate) fn reap_id(_pid: u32) {}
 
-/// Whether the process has exited (its handle, kept open by `child`, keeps the id from reuse).
-pub(crate) fn has_exited(child: &mut Child) -> bool {
-    matches!(child.try_wait(), Ok(Some(_)))
+/// A server process watched for its exit ([`watch_exit`]), reaped by [`ExitWatch::reap`].
+pub(crate) struct ExitWatch {
+    thread: Option<std::thread::JoinHandle<(Child, std::io::Result<ExitStatus>)>>,
+}
+
+/// Calls `on_exit` once the process has exited, from a thread of its own that waits on its
+/// handle. The thread keeps the `Child`, and with it the handle, until [`ExitWatch::reap`]: the
+/// id stays the server's, and its job's key in [`kill_tree`], until then. The error says why the
+/// thread could not be started (the handle is then closed; the job still ends the process).
+pub(crate) fn watch_exit(
+    mut child: Child,
+    on_exit: impl FnOnce() + Send + 'static,
+) -> (ExitWatch, std::io::Result<()>) {
+    let name = format!("lsp-exit-{}", child.id());
+    let wait = move || {
+        let status = child.wait();
+        on_exit();
+        (child, status)
+    };
+    let thread = std::thread::Builder::new()
+        .name(name)
+        .stack_size(super::EXIT_WATCH_STACK)
+        .spawn(wait);
+    match thread {
+        Ok(t) => (ExitWatch { thread: Some(t) }, Ok(())),
+        Err(e) => (ExitWatch { thread: None }, Err(e)),
+    }
+}
+
+impl ExitWatch {
+    /// The process's status, once its tree was killed ([`kill_tree`]): the watch's thread ends
+    /// with it.
+    pub(crate) fn reap(mut self) -> std::io::Result<ExitStatus> {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok((_child, status))) => status,
+            _ => Err(std::io::Error::other("its exit was not watched")),
+        }
+    }
 }
 
 /// A program file is any regular file found under a `PATHEXT` name.
