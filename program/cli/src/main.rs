@@ -13,6 +13,7 @@ mod inspect;
 mod lines;
 mod lsp;
 mod manual;
+mod panic;
 mod pathmap;
 
 use pathmap::PathMap;
@@ -192,6 +193,7 @@ fn main() -> ExitCode {
     // connections came and went (BENCHMARKS.md, "A day's use").
     claude_ide_bridge_runtime::memory::limit_arenas();
     claude_ide_bridge_runtime::memory::map_large_blocks();
+    panic::install();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Serve(a) => serve(a.common, a.stdio, &a.path_map, None),
@@ -722,6 +724,7 @@ fn serve(
         match c.spawn() {
             Ok(mut child) => {
                 host.set_child(child.id());
+                panic::command_started(child.id());
                 let tx = tx.clone();
                 let spawned = thread::Builder::new().name("child".into()).spawn(move || {
                     let _ = tx.send(HostInput::ChildExited(sys::wait_for_command(&mut child)));
@@ -766,6 +769,7 @@ fn serve(
             }
         };
         worked = true;
+        panic::test_panic(&input);
         if let Flow::Exit(code) = lock_host(shared).handle(input) {
             break code;
         }

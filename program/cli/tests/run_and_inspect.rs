@@ -465,3 +465,58 @@ fn list_and_doctor_with_a_closed_stdout_end_normally() {
         assert!(matches!(code, Some(0 | 1)), "{args:?}: {code:?} {err}");
     }
 }
+
+/// A panic of the bridge's main thread (made on purpose by a debug build's test switch, at the
+/// first signal) ends `run`'s command, which its unwinding did not: claude stayed on the
+/// terminal, fighting the shell for it. The lock file goes with the unwinding, as before.
+#[test]
+fn a_panic_of_the_main_thread_ends_runs_command() {
+    let sb = Sandbox::new();
+    let pid_file = sb.root().join("command.pid");
+    let claude = script(
+        &sb,
+        "claude",
+        &format!("echo $$ > {}\nexec sleep 60", pid_file.display()),
+    );
+    let mut child = sb
+        .command()
+        .args(["run", "--"])
+        .arg(&claude)
+        .env("CLAUDE_IDE_BRIDGE_TEST_PANIC", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let give_up = std::time::Instant::now() + WAIT;
+    let command: u32 = loop {
+        if let Some(pid) = fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(101), "{}", stderr.text());
+    let give_up = std::time::Instant::now() + WAIT;
+    while state_of(command).is_some_and(|s| s != 'Z') {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the command outlived the bridge's panic: {}",
+            stderr.text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        stderr.text().contains("CLAUDE_IDE_BRIDGE_TEST_PANIC"),
+        "{}",
+        stderr.text()
+    );
+    assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+}

@@ -303,7 +303,7 @@ fn cancel_str(r: CancelReason) -> &'static str {
 impl Host {
     /// A host answering through `handle`.
     pub fn new(handle: Handle, cfg: HostConfig) -> Host {
-        Host {
+        let host = Host {
             jobs: Jobs::new(handle.clone()),
             handle,
             inputs: cfg.inputs,
@@ -333,7 +333,10 @@ impl Host {
             clients: BTreeMap::new(),
             lsp: cfg.lsp,
             paths: cfg.paths,
-        }
+        };
+        // A panic of the main thread ends the editor too (`crate::panic`).
+        crate::panic::editor_pid_in(&host.editor_pid);
+        host
     }
 
     /// In `run` mode: the child's pid, told SIGTERM when the bridge gets SIGTERM, SIGHUP or

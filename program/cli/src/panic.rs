@@ -1,0 +1,60 @@
+//! What a panic of the main thread would leave on the terminal: `run`'s command (claude) and an
+//! `$EDITOR` open on a proposed change are processes of the bridge's own, which its unwinding
+//! does not end (the lock file and the language servers go with it: the lock file's guard, and
+//! each server's input closing). They would stay, fighting the shell for the terminal once it
+//! takes it back. The hook asks both to stop, as a stop does (SIGTERM; nothing on Windows, where
+//! they share the console and get its events), then lets the panic go on.
+//!
+//! A panic of another thread leaves the main thread running, which ends them at its stop.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// `run`'s command's pid, or 0.
+static COMMAND: AtomicU32 = AtomicU32::new(0);
+/// Where the host keeps the pid of `$EDITOR` while it runs.
+static EDITOR: OnceLock<Arc<Mutex<Option<u32>>>> = OnceLock::new();
+
+/// Installs the hook (once, before any thread starts), after the default one, which prints the
+/// panic.
+pub fn install() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default(info);
+        if std::thread::current().name() == Some("main") {
+            end_terminal_children();
+        }
+    }));
+}
+
+/// `run`'s command, started.
+pub fn command_started(pid: u32) {
+    COMMAND.store(pid, Ordering::Relaxed);
+}
+
+/// Where the pid of `$EDITOR` is kept while it runs.
+pub fn editor_pid_in(running: &Arc<Mutex<Option<u32>>>) {
+    let _ = EDITOR.set(Arc::clone(running));
+}
+
+fn end_terminal_children() {
+    // Not waited for: the panicking thread may hold it.
+    let editor = EDITOR
+        .get()
+        .and_then(|e| e.try_lock().ok().and_then(|pid| *pid));
+    let command = Some(COMMAND.load(Ordering::Relaxed)).filter(|&pid| pid != 0);
+    for pid in editor.into_iter().chain(command) {
+        crate::sys::ask_to_stop(pid);
+    }
+}
+
+/// A panic of the main thread on the first signal, for the test of this hook: only in debug
+/// builds, and only when `CLAUDE_IDE_BRIDGE_TEST_PANIC` is set.
+pub fn test_panic(input: &crate::host::HostInput) {
+    if cfg!(debug_assertions)
+        && matches!(input, crate::host::HostInput::Signal(_))
+        && std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_PANIC").is_some()
+    {
+        panic!("CLAUDE_IDE_BRIDGE_TEST_PANIC: a panic of the main thread, for its test");
+    }
+}
