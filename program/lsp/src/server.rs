@@ -1,9 +1,8 @@
 //! One server process and the threads around its [`State`]: a reader (stdout → frames → state), a writer
 //! (state's outbox → stdin, a file's text escaped as JSON as it is written, never blocked in a write; it
-//! also owns the child, looks at it every second
-//! (an exit the reader cannot see, a process the server started holding its output), enforces the
-//! `initialize` timeout, also while the server does not read, and reaps the process),
-//! and a copier of stderr to the log. Callers wait on the state's condition variable with their own deadline,
+//! also enforces the `initialize` timeout, also while the server does not read, and reaps the process),
+//! an exit watch (asleep until the process exits: an exit the reader cannot see, a process the server
+//! started holding its output), and a copier of stderr to the log. Callers wait on the state's condition variable with their own deadline,
 //! so a server that hangs never holds a caller past it.
 
 use std::io::{Read, Write};
@@ -581,10 +580,14 @@ fn kill_group(state: &State) {
 /// none when there is none (an idle bridge makes no wake-up for its servers).
 const WATCH: Duration = Duration::from_secs(1);
 
-/// How long the exit watch, which sees the process exit, leaves the reader to see its output end
-/// first (what usually happens at the same moment, and what the log then says): past it, the
-/// output is held open by a process the server started.
+/// How long the reader must have waited in a read, with the process exited, for its output to
+/// be taken as held open by a process the server started: until then what the server wrote
+/// before it exited is still being read (its last answers, its last publishes), and the end of
+/// its output, which the reader records, usually comes.
 const EXIT_SETTLE: Duration = Duration::from_millis(100);
+
+/// The longest the exit watch waits for that (a process the server started that keeps writing).
+const EXIT_SETTLE_MOST: Duration = Duration::from_secs(5);
 
 /// The writer's checks, under the lock: the server is done (exited, found exited, or past its
 /// `initialize` deadline, each recorded), or not.
@@ -654,10 +657,19 @@ fn write_loop(
     let on_exit = {
         let shared = Arc::clone(shared);
         move || {
-            let state = shared.lock();
-            let (mut state, _) = shared.wait_until(state, Instant::now() + EXIT_SETTLE, |s| {
-                matches!(s.phase, Phase::Exited(_))
-            });
+            let give_up = Instant::now() + EXIT_SETTLE_MOST;
+            let exited = |s: &mut State| matches!(s.phase, Phase::Exited(_));
+            let mut state = shared.lock();
+            while !exited(&mut state) {
+                let now = Instant::now();
+                // Read to its end already, or waiting in a read long enough: held open.
+                let settled = state.reading_since.map(|since| since + EXIT_SETTLE);
+                if now >= give_up || settled.is_some_and(|at| now >= at) {
+                    break;
+                }
+                let wake = settled.unwrap_or(now + EXIT_SETTLE).min(give_up);
+                state = shared.wait_until(state, wake, exited).0;
+            }
             state.process_ended = true;
             drop(state);
             shared.cond.notify_all();
@@ -791,6 +803,8 @@ fn read_loop(
     let mut decoder = Decoder::new(max_message);
     let mut buf = vec![0u8; READ_BYTES];
     let reason = loop {
+        // Waiting for output from here (the exit watch's sign that all of it was read).
+        shared.lock().reading_since = Some(Instant::now());
         let n = match stdout.read(&mut buf) {
             Ok(0) => break "exited".to_owned(),
             Ok(n) => n,
@@ -812,7 +826,13 @@ fn read_loop(
                     let mut state = shared.lock();
                     let effects = state.handle(&frame);
                     kill_if_hung(&mut state);
+                    // A reply queued (to the server's own request) goes out now, not after
+                    // `on_change`.
+                    let reply = !state.outbox.is_empty();
                     drop(state);
+                    if reply {
+                        shared.cond.notify_all();
+                    }
                     match effects {
                         Ok(effects) => {
                             // Changes are told before waiters wake, so that a change is usually announced

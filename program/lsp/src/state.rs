@@ -327,6 +327,9 @@ pub(crate) struct State {
     /// Set when the process was seen to exit by its status (the writer's exit watch), which the
     /// writer then records: its output may still be held open by a process it started.
     pub process_ended: bool,
+    /// Since when the reader has been waiting in a read of the server's output (`None` while it
+    /// handles what it read).
+    pub reading_since: Option<Instant>,
     /// Set once the process is reaped and its diagnostics told gone ([`State::gone`]).
     pub reaped: bool,
     /// Threads telling `on_change` of changes taken from the state: the reader from its start to
@@ -388,6 +391,7 @@ impl State {
             pid: None,
             reaping: false,
             process_ended: false,
+            reading_since: None,
             reaped: false,
             telling: 1,
             stopping: false,
@@ -408,6 +412,7 @@ impl State {
     /// Something came from the server's output (a frame or not): it is not hung.
     pub fn heard(&mut self, now: Instant) {
         self.last_read = now;
+        self.reading_since = None;
         self.requests_since = self.owes_answers().then_some(now);
     }
 

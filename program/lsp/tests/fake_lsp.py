@@ -119,6 +119,13 @@ def main():
             docs[doc["uri"]] = text
             if MODE == "crash-after-open":
                 os._exit(4)
+            if MODE == "burst-exit":
+                # Thirty files' diagnostics, then its end: all of it still to be read then.
+                folder = doc["uri"].rsplit("/", 1)[0]
+                for i in range(30):
+                    diag = {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}, "message": "m"}
+                    send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "%s/f%d.fake" % (folder, i), "diagnostics": [diag]}})
+                os._exit(4)
             if MODE == "orphan-output":
                 # Its own child keeps stdin and stdout open: the client sees no end of output.
                 child = subprocess.Popen(["sleep", "1000"])

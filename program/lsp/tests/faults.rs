@@ -908,6 +908,41 @@ fn a_panicking_on_change_does_not_stop_the_server() {
     assert!(log.contains("on_change callback panicked"), "{log}");
 }
 
+/// A server that exits with much of its output still to be read (its last publishes, told to a
+/// slow `on_change`): its exit, seen by its status first, is not taken for an output held open
+/// by a process it started. The exit watch waits for the reader to have read everything; it
+/// waited a fixed 100 ms, and the server's end was logged as "its output is still held open".
+#[test]
+fn an_exit_with_output_left_to_read_is_no_output_held_open() {
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut servers = ServerTable::empty();
+    servers.push(language("fake", "burst-exit", state.path()));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let config = LspConfig {
+        servers,
+        workspace_folders: vec![ws.path().to_path_buf()],
+        log: LspLog::Writer(log.clone()),
+        ..LspConfig::default()
+    };
+    let told = Arc::new(Mutex::new(0));
+    let count = told.clone();
+    let lsp = Lsp::new(config, move |_| {
+        std::thread::sleep(Duration::from_millis(20));
+        *count.lock().unwrap() += 1;
+    });
+    let file = ws.path().join("a.fake");
+    let _ = lsp.diagnostics(&file, "x", Instant::now() + Duration::from_secs(3));
+    let text = || String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+    wait_for("the server's end", Duration::from_secs(10), || {
+        text().contains("process status")
+    });
+    let log = text();
+    assert!(!log.contains("held open"), "{log}");
+    assert!(*told.lock().unwrap() >= 30, "{log}");
+    lsp.shutdown(Duration::from_secs(1));
+}
+
 #[test]
 fn dropping_the_last_handle_stops_the_servers() {
     let fx = fake("good", |_| {});

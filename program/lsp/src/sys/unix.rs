@@ -49,7 +49,19 @@ pub(crate) fn watch_exit(
     let wait = move || {
         if let Some(pid) = pid {
             let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
-            while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(pid), options) {}
+            loop {
+                match waitid(WaitId::Pid(pid), options) {
+                    Err(rustix::io::Errno::INTR) => {}
+                    // macOS reports a stopped child too, and again at once while it stays
+                    // stopped (its status is left pending): looked at again each second then.
+                    Ok(Some(status))
+                        if !(status.exited() || status.killed() || status.dumped()) =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_secs(1));
+                    }
+                    _ => break,
+                }
+            }
         }
         on_exit();
     };

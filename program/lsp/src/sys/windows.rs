@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::os::windows::io::AsRawHandle;
 use std::os::windows::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, ExitStatus};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use win32job::{ExtendedLimitInfo, Job};
@@ -65,19 +65,28 @@ pub(crate) fn reap_id(_pid: u32) {}
 
 /// A server process watched for its exit ([`watch_exit`]), reaped by [`ExitWatch::reap`].
 pub(crate) struct ExitWatch {
+    /// The process, while the watch's thread has not taken it (it could not be started).
+    child: Arc<Mutex<Option<Child>>>,
     thread: Option<std::thread::JoinHandle<(Child, std::io::Result<ExitStatus>)>>,
 }
 
 /// Calls `on_exit` once the process has exited, from a thread of its own that waits on its
-/// handle. The thread keeps the `Child`, and with it the handle, until [`ExitWatch::reap`]: the
-/// id stays the server's, and its job's key in [`kill_tree`], until then. The error says why the
-/// thread could not be started (the handle is then closed; the job still ends the process).
+/// handle. The `Child`, and with it the handle, is kept until [`ExitWatch::reap`] (by the
+/// thread, or here when it could not be started): the id stays the server's, and its job's key
+/// in [`kill_tree`], until then. The error says why the thread could not be started.
 pub(crate) fn watch_exit(
-    mut child: Child,
+    child: Child,
     on_exit: impl FnOnce() + Send + 'static,
 ) -> (ExitWatch, std::io::Result<()>) {
     let name = format!("lsp-exit-{}", child.id());
+    let child = Arc::new(Mutex::new(Some(child)));
+    let held = Arc::clone(&child);
     let wait = move || {
+        let mut child = held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("kept");
         let status = child.wait();
         on_exit();
         (child, status)
@@ -87,8 +96,20 @@ pub(crate) fn watch_exit(
         .stack_size(super::EXIT_WATCH_STACK)
         .spawn(wait);
     match thread {
-        Ok(t) => (ExitWatch { thread: Some(t) }, Ok(())),
-        Err(e) => (ExitWatch { thread: None }, Err(e)),
+        Ok(t) => (
+            ExitWatch {
+                child,
+                thread: Some(t),
+            },
+            Ok(()),
+        ),
+        Err(e) => (
+            ExitWatch {
+                child,
+                thread: None,
+            },
+            Err(e),
+        ),
     }
 }
 
@@ -96,9 +117,16 @@ impl ExitWatch {
     /// The process's status, once its tree was killed ([`kill_tree`]): the watch's thread ends
     /// with it.
     pub(crate) fn reap(mut self) -> std::io::Result<ExitStatus> {
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok((_child, status))) => status,
-            _ => Err(std::io::Error::other("its exit was not watched")),
+        if let Some(t) = self.thread.take() {
+            return match t.join() {
+                Ok((_child, status)) => status,
+                Err(_) => Err(std::io::Error::other("its exit watch failed")),
+            };
+        }
+        let kept = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match kept {
+            Some(mut child) => child.wait(),
+            None => Err(std::io::Error::other("its exit was not watched")),
         }
     }
 }
