@@ -727,7 +727,9 @@ fn serve(
                 panic::command_started(child.id());
                 let tx = tx.clone();
                 let spawned = thread::Builder::new().name("child".into()).spawn(move || {
-                    let _ = tx.send(HostInput::ChildExited(sys::wait_for_command(&mut child)));
+                    let status = sys::wait_for_command(&mut child);
+                    panic::command_ended();
+                    let _ = tx.send(HostInput::ChildExited(status));
                 });
                 if let Err(e) = spawned {
                     running.stop(Duration::from_secs(5));

@@ -32,6 +32,11 @@ pub fn command_started(pid: u32) {
     COMMAND.store(pid, Ordering::Relaxed);
 }
 
+/// `run`'s command, reaped: its pid is no longer its own.
+pub fn command_ended() {
+    COMMAND.store(0, Ordering::Relaxed);
+}
+
 /// Where the pid of `$EDITOR` is kept while it runs.
 pub fn editor_pid_in(running: &Arc<Mutex<Option<u32>>>) {
     let _ = EDITOR.set(Arc::clone(running));
@@ -39,9 +44,11 @@ pub fn editor_pid_in(running: &Arc<Mutex<Option<u32>>>) {
 
 fn end_terminal_children() {
     // Not waited for: the panicking thread may hold it.
-    let editor = EDITOR
-        .get()
-        .and_then(|e| e.try_lock().ok().and_then(|pid| *pid));
+    let editor = EDITOR.get().and_then(|e| match e.try_lock() {
+        Ok(pid) => *pid,
+        Err(std::sync::TryLockError::Poisoned(p)) => *p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    });
     let command = Some(COMMAND.load(Ordering::Relaxed)).filter(|&pid| pid != 0);
     for pid in editor.into_iter().chain(command) {
         crate::sys::ask_to_stop(pid);

@@ -1869,4 +1869,26 @@ fn vim_write_all_and_quit_accepts_every_pending_diff() {
         assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
         assert_eq!(fs::read_to_string(&b).unwrap(), "bee\n");
     }
+    // An `:xa` Vim refused (a changed buffer without a name) is not what quits it later (a
+    // mapping that runs `:qa!` without the command line): the history's last line still says
+    // `xa` then, and every pending proposal was accepted.
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\n")], "");
+    let lock = wait_lock(&sb);
+    let a = sb.ws.join("a.txt");
+    let id = c.call_tool("openDiff", open_diff_args(&a, "A\n", "first"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("nnoremap Q <Cmd>qa!<CR>");
+    vim.ex("new | call setline(1, 'unnamed')");
+    vim.ex("xa");
+    // (Not asked through an Ex command, which would be the history's last line.)
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    vim.keys(&["Escape", "Q"]);
+    let got = responses(&mut c, &[id]);
+    assert!(
+        texts(&got[&id])[0].contains("the editor did not answer"),
+        "{}",
+        got[&id]
+    );
+    gone(&lock);
 }

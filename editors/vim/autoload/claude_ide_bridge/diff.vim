@@ -195,11 +195,26 @@ def Reread(id: number)
   d.tick = getbufvar(b, 'changedtick')
 enddef
 
+# The command line the command running now was typed on, '' once Vim waits for the user again:
+# Vim does not tell which command quits (the history's last line may be a refused command, or
+# one from an earlier session read from viminfo, while ZQ or a mapping quits).
+var typed = ''
+augroup claude_ide_bridge_typed
+  autocmd!
+  autocmd CmdlineLeave : Typed()
+augroup END
+
+def Typed()
+  typed = get(v:event, 'abort', false) ? '' : getcmdline()
+  timer_start(0, (_) => {
+    typed = ''
+  })
+enddef
+
 # :x (:xit, :exit) in the proposal: accepts, like :wq (it would write only a changed buffer, and
-# quit unanswered, which rejects). Vim does not tell the command: the command line typed last is
-# taken.
+# quit unanswered, which rejects).
 def Quitting(id: number)
-  if histget(':', -1) =~# '^[ \t:]*\%(x\%[it]\|exi\%[t]\)!\=\s*$'
+  if typed =~# '^[ \t:]*\%(x\%[it]\|exi\%[t]\)!\=\s*$'
     Accept(id)
   endif
 enddef
@@ -208,10 +223,10 @@ enddef
 # with or without `!`) the user keeps every pending proposal, as :x keeps one: each is accepted.
 # Vim writes only the changed ones (an edited proposal is accepted then, by its BufWriteCmd), and
 # Vim 9.0 triggers neither QuitPre nor ExitPre for these commands (ExitPre would come before Vim
-# may still refuse to quit: a job running in a terminal): the command line typed last is taken,
-# here, once Vim really quits.
+# may still refuse to quit: a job running in a terminal): the command typed for the command that
+# runs now is taken, here, once Vim really quits.
 export def QuittingAll()
-  if v:dying > 0 || histget(':', -1) !~# '^[ \t:]*\%(xa\%[ll]\|wqa\%[ll]\)!\=\s*$'
+  if v:dying > 0 || typed !~# '^[ \t:]*\%(xa\%[ll]\|wqa\%[ll]\)!\=\s*$'
     return
   endif
   for id in keys(diffs)

@@ -417,7 +417,8 @@ fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
 
 /// Starts the editor ([`editor_command`]) with `setup` applied (its standard streams). A program
 /// the kernel will not run (`ENOEXEC`: a script without a `#!` line) is run by `sh`, as a shell,
-/// `execvp` and git do.
+/// `execvp` and git do: through `exec "$0" "$@"`, so that `sh` finds a bare name on `PATH` (as
+/// a script file to read, it would look in the current directory) and runs it as a script.
 pub fn start_editor(
     editor: &OsStr,
     files: &[&OsStr],
@@ -428,7 +429,9 @@ pub fn start_editor(
     match c.spawn() {
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) => {
             let mut sh = Command::new("/bin/sh");
-            sh.arg(c.get_program()).args(c.get_args());
+            sh.args(["-c", "exec \"$0\" \"$@\""])
+                .arg(c.get_program())
+                .args(c.get_args());
             setup(&mut sh);
             sh.spawn()
         }
@@ -564,6 +567,27 @@ mod tests {
             fs::read_to_string(&file).unwrap(),
             format!("-x|{}|", file.display())
         );
+        // A bare name is found on PATH, not in the current directory, where a file of that
+        // name would have been read as the script.
+        let bin = d.path().join("bin");
+        fs::create_dir(&bin).unwrap();
+        fs::rename(&script, bin.join("ed")).unwrap();
+        fs::write(d.path().join("ed"), "echo ran the current directory's\n").unwrap();
+        fs::write(&file, "").unwrap();
+        let out = start_editor(OsStr::new("ed -y"), &[file.as_os_str()], |c| {
+            c.env("PATH", &bin)
+                .current_dir(d.path())
+                .stdout(std::process::Stdio::piped());
+        })
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+        assert_eq!(out.stdout, b"said\n");
+        assert_eq!(
+            fs::read_to_string(&file).unwrap(),
+            format!("-y|{}|", file.display())
+        );
+        let script = bin.join("ed");
         // Not something else run in its place: a file that is not executable stays refused.
         set_mode(&script, 0o644);
         let refused = start_editor(OsStr::new(&editor), &[file.as_os_str()], |_| {});
