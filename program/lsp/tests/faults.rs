@@ -884,12 +884,21 @@ fn a_noisy_server_has_one_log_budget_over_its_restarts() {
     assert_eq!(log.matches("log limit reached").count(), 1, "{}", log.len());
 }
 
-#[test]
-fn a_panicking_on_change_does_not_stop_the_server() {
+/// The language `fake` alone, served in `mode` with `on_change`: the client, its log, and its
+/// state and workspace folders.
+fn fake_alone(
+    mode: &str,
+    on_change: impl Fn(FileDiagnostics) + Send + Sync + 'static,
+) -> (
+    Lsp,
+    Arc<Mutex<Vec<u8>>>,
+    tempfile::TempDir,
+    tempfile::TempDir,
+) {
     let state = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let mut servers = ServerTable::empty();
-    servers.push(language("fake", "good", state.path()));
+    servers.push(language("fake", mode, state.path()));
     let log = Arc::new(Mutex::new(Vec::new()));
     let config = LspConfig {
         servers,
@@ -897,7 +906,12 @@ fn a_panicking_on_change_does_not_stop_the_server() {
         log: LspLog::Writer(log.clone()),
         ..LspConfig::default()
     };
-    let lsp = Lsp::new(config, |_| panic!("a callback bug"));
+    (Lsp::new(config, on_change), log, state, ws)
+}
+
+#[test]
+fn a_panicking_on_change_does_not_stop_the_server() {
+    let (lsp, log, _state, ws) = fake_alone("good", |_| panic!("a callback bug"));
     let file = ws.path().join("a.fake");
     let deadline = || Instant::now() + Duration::from_secs(5);
     assert_eq!(lsp.diagnostics(&file, "error", deadline()).len(), 1);
@@ -914,20 +928,9 @@ fn a_panicking_on_change_does_not_stop_the_server() {
 /// waited a fixed 100 ms, and the server's end was logged as "its output is still held open".
 #[test]
 fn an_exit_with_output_left_to_read_is_no_output_held_open() {
-    let state = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let mut servers = ServerTable::empty();
-    servers.push(language("fake", "burst-exit", state.path()));
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let config = LspConfig {
-        servers,
-        workspace_folders: vec![ws.path().to_path_buf()],
-        log: LspLog::Writer(log.clone()),
-        ..LspConfig::default()
-    };
     let told = Arc::new(Mutex::new(0));
     let count = told.clone();
-    let lsp = Lsp::new(config, move |_| {
+    let (lsp, log, _state, ws) = fake_alone("burst-exit", move |_| {
         std::thread::sleep(Duration::from_millis(20));
         *count.lock().unwrap() += 1;
     });

@@ -34,7 +34,7 @@ use windows_sys::Win32::System::Console::{
     CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
 };
 use windows_sys::Win32::System::Threading::{
-    CreateEventW, GetExitCodeProcess, OpenProcess, SetEvent, WaitForMultipleObjects,
+    CreateEventW, GetExitCodeProcess, OpenProcess, ResetEvent, SetEvent, WaitForMultipleObjects,
     WaitForSingleObject, INFINITE, PROCESS_QUERY_LIMITED_INFORMATION,
 };
 use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
@@ -188,6 +188,12 @@ impl DirWatch {
             hEvent: self.done.as_raw_handle() as HANDLE,
             ..OVERLAPPED::default()
         };
+        // Not set until this read is done (the last one's completion set it; the wait for the
+        // next change must not see that).
+        // SAFETY: the event is open for as long as `self` holds it.
+        unsafe {
+            ResetEvent(self.done.as_raw_handle() as HANDLE);
+        }
         // SAFETY: the folder handle was opened with FILE_LIST_DIRECTORY and for overlapped
         // reads; the buffer (4-byte aligned, its size given in bytes), the OVERLAPPED and its
         // event are owned by `self`, boxed where Windows writes, and neither moved nor freed
@@ -297,8 +303,14 @@ impl Drop for DirWatch {
         unsafe {
             CancelIoEx(self.folder.as_raw_handle() as HANDLE, &*self.overlapped);
         }
-        // Waited for (done or cancelled): the buffer and OVERLAPPED are freed only after.
+        // Waited for (done or cancelled): the buffer and OVERLAPPED are freed only after. Should
+        // the wait fail with the read still pending, they are left allocated rather than freed
+        // under it.
         let _ = self.result(true);
+        if self.pending {
+            std::mem::forget(std::mem::take(&mut self.overlapped));
+            std::mem::forget(std::mem::replace(&mut self.buf, Box::new([0; 1024])));
+        }
     }
 }
 
