@@ -724,7 +724,6 @@ fn serve(
         match c.spawn() {
             Ok(mut child) => {
                 host.set_child(child.id());
-                panic::command_started(child.id());
                 let tx = tx.clone();
                 let spawned = thread::Builder::new().name("child".into()).spawn(move || {
                     let status = sys::wait_for_command(&mut child);

@@ -1383,6 +1383,19 @@ fn diff_tab(vim: &mut Vim, id: u64) -> Value {
 /// Two diffs pending at once each have a tab page of their own (diff mode compares every window
 /// of a tab page: the second one took the first one's window before), and answering one leaves
 /// the other as it was.
+/// claude proposes "A" for `a`, then "B" for `b`: the ids of the two calls, once both proposals
+/// are shown (the second in a tab page of its own).
+fn two_diffs(vim: &mut Vim, c: &mut Client, a: &Path, b: &Path) -> (u64, u64) {
+    let first = c.call_tool("openDiff", open_diff_args(a, "A\n", "first"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let second = c.call_tool("openDiff", open_diff_args(b, "B\n", "second"));
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
+        |v| v == 2,
+    );
+    (first, second)
+}
+
 #[test]
 fn vim_two_pending_diffs_each_their_own() {
     if tools_missing() {
@@ -1393,13 +1406,7 @@ fn vim_two_pending_diffs_each_their_own() {
     let a = sb.ws.join("a.txt");
     let b = sb.ws.join("b.txt");
     for round in 0..2u64 {
-        let first = c.call_tool("openDiff", open_diff_args(&a, "A\n", "first"));
-        vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
-        let second = c.call_tool("openDiff", open_diff_args(&b, "B\n", "second"));
-        vim.wait_eval(
-            "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
-            |v| v == 2,
-        );
+        let (first, second) = two_diffs(&mut vim, &mut c, &a, &b);
         // the bridge's ids: it counts the calls it forwarded
         let (p1, p2) = (2 * round + 1, 2 * round + 2);
         assert_eq!(vim.eval("tabpagenr('$')"), 2, "{}", vim.diag());
@@ -1818,13 +1825,7 @@ fn vim_write_all_and_quit_accepts_every_pending_diff() {
         let lock = wait_lock(&sb);
         let a = sb.ws.join("a.txt");
         let b = sb.ws.join("b.txt");
-        let first = c.call_tool("openDiff", open_diff_args(&a, "A\n", "first"));
-        vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
-        let second = c.call_tool("openDiff", open_diff_args(&b, "B\n", "second"));
-        vim.wait_eval(
-            "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
-            |v| v == 2,
-        );
+        let (first, second) = two_diffs(&mut vim, &mut c, &a, &b);
         assert_eq!(vim.eval("tabpagenr('$')"), 2, "{}", vim.diag());
         // The second one, in the other tab page, edited there.
         vim.ex(&format!("call win_gotoid({})", proposal_win(2)));

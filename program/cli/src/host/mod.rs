@@ -343,6 +343,8 @@ impl Host {
     /// SIGQUIT, and killed when told again a second or more later.
     pub fn set_child(&mut self, pid: u32) {
         self.running_child = Some(pid);
+        // A panic of the main thread ends it too (`crate::panic`).
+        crate::panic::command_started(pid);
     }
 
     fn respond(&self, call: CallId, result: ToolResult) {

@@ -17,16 +17,21 @@ pub(crate) fn adopt(_child: &Child) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A process id as rustix takes it (`None` for 0 and ids past `i32`, which name no one process).
+fn pid_of(pid: u32) -> Option<Pid> {
+    i32::try_from(pid).ok().and_then(Pid::from_raw)
+}
+
 /// SIGKILL to the process group led by `pid`.
 pub(crate) fn kill_tree(pid: u32) {
-    if let Some(group) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+    if let Some(group) = pid_of(pid) {
         let _ = kill_process_group(group, Signal::KILL);
     }
 }
 
 /// Reaps the child `pid` when its `Child` is gone (dropped with a thread that never started).
 pub(crate) fn reap_id(pid: u32) {
-    if let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+    if let Some(p) = pid_of(pid) {
         let _ = waitpid(Some(p), WaitOptions::empty());
     }
 }
@@ -45,7 +50,7 @@ pub(crate) fn watch_exit(
     child: Child,
     on_exit: impl FnOnce() + Send + 'static,
 ) -> (ExitWatch, std::io::Result<()>) {
-    let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
+    let pid = pid_of(child.id());
     let wait = move || {
         if let Some(pid) = pid {
             let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
