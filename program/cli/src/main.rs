@@ -189,6 +189,8 @@ struct DoctorArgs {
 }
 
 fn main() -> ExitCode {
+    // First: the program may have been started to launch a command tied to a bridge.
+    sys::launch_if_asked();
     // Before any thread starts: a bridge left running keeps its idle memory small however many
     // connections came and went (BENCHMARKS.md, "A day's use").
     claude_ide_bridge_runtime::memory::limit_arenas();
@@ -721,7 +723,9 @@ fn serve(
             .env("NO_PROXY", &no_proxy);
         // claude owns the terminal from here on.
         ui::set_quiet(true);
-        match c.spawn() {
+        // Started from this thread, which lives as long as the program: tied to it, the command
+        // ends with the bridge even when the bridge is killed.
+        match sys::tied(c).and_then(|mut c| c.spawn()) {
             Ok(mut child) => {
                 host.set_child(child.id());
                 let tx = tx.clone();

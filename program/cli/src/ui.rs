@@ -14,6 +14,7 @@ use anstyle::{AnsiColor, Style};
 use similar::{ChangeTag, TextDiff};
 
 use crate::lines::{Full, LineWriter};
+use crate::sys::Ends;
 
 const RED: Style = AnsiColor::Red.on_default();
 const GREEN: Style = AnsiColor::Green.on_default();
@@ -272,8 +273,8 @@ pub fn run_editor(
 ) -> io::Result<ExitStatus> {
     let saved = crate::sys::save_terminal();
     let lock = || running.lock().unwrap_or_else(|e| e.into_inner());
-    let status =
-        crate::sys::start_editor(editor, &[file.as_os_str()], |_| {}).and_then(|mut child| {
+    let status = crate::sys::start_editor(editor, &[file.as_os_str()], Ends::WithBridge, |_| {})
+        .and_then(|mut child| {
             *lock() = Some(child.id());
             crate::sys::wait_until_ended(&child);
             lock().take();
@@ -291,7 +292,7 @@ pub fn run_editor(
 /// it, so only an editor with a window of its own opens anything.
 pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
     let files: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_ref()).collect();
-    let mut child = crate::sys::start_editor(editor, &files, |c| {
+    let mut child = crate::sys::start_editor(editor, &files, Ends::OnItsOwn, |c| {
         c.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());

@@ -709,11 +709,20 @@ fn a_byte_that_is_not_utf8_is_asked_again() {
 /// The bridge stopped alone (`kill PID`: SIGTERM reaches the bridge, not its process group) while
 /// `$EDITOR` has a change open: the editor is ended too, by SIGTERM, or by SIGKILL when it ignores
 /// that (it stayed on the terminal, fighting the shell for it), and what the user wrote is kept
-/// where the terminal says.
+/// where the terminal says. The bridge killed (SIGKILL): on Linux the editor ends too, by the
+/// SIGTERM the kernel sends at its parent's end.
 #[test]
 fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
     // The editor's command quoted: run by `sh`, which must `exec` it (dash ended alone).
-    for (ignores_term, quoted) in [(false, false), (true, false), (false, true)] {
+    let mut rounds = vec![
+        (false, false, "TERM"),
+        (true, false, "TERM"),
+        (false, true, "TERM"),
+    ];
+    if cfg!(target_os = "linux") {
+        rounds.extend([(false, false, "KILL"), (false, true, "KILL")]);
+    }
+    for (ignores_term, quoted, signal) in rounds {
         let Some(sb) = terminal_sandbox() else {
             return;
         };
@@ -735,8 +744,11 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
             true => format!("'{}'", editor_sh.display()),
             false => editor_sh.display().to_string(),
         };
+        // The proposal's temporary copy in the sandbox: a killed bridge leaves it.
         let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
-            c.env("EDITOR", &editor_var).env_remove("VISUAL");
+            c.env("EDITOR", &editor_var)
+                .env_remove("VISUAL")
+                .env("TMPDIR", sb.root());
         });
         let (lock, mut cl) = connect_served(&sb, &screen);
         cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
@@ -759,7 +771,7 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
             .as_i64()
             .unwrap();
         let killed = Command::new("kill")
-            .args(["-TERM", &bridge.to_string()])
+            .args([&format!("-{signal}"), &bridge.to_string()])
             .status()
             .unwrap();
         assert!(killed.success());
@@ -781,9 +793,16 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         assert!(
             !running(editor.into()),
             "the editor (pid {editor}, ignores SIGTERM: {ignores_term}, {editor_var}) outlived the \
-             bridge: {}",
+             bridge's SIG{signal}: {}",
             screen.text()
         );
+        if signal == "KILL" {
+            // Nothing of the bridge ran to say where the edit is: it stays in its temporary file.
+            assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
+            let _ = child.kill();
+            let _ = child.wait();
+            continue;
+        }
         let text = screen.text();
         let after = text
             .split("your edit was not used; it is kept in ")

@@ -472,20 +472,64 @@ fn list_and_doctor_with_a_closed_stdout_end_normally() {
 #[test]
 fn a_panic_of_the_main_thread_ends_runs_command() {
     let sb = Sandbox::new();
+    let (mut child, stderr, command) = run_a_command_that_stays(&sb, true);
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(101), "{}", stderr.text());
+    wait_until_gone(command, "the bridge's panic", &stderr);
+    assert!(
+        stderr.text().contains("CLAUDE_IDE_BRIDGE_TEST_PANIC"),
+        "{}",
+        stderr.text()
+    );
+    assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+}
+
+/// The bridge killed (SIGKILL: nothing of it runs to end anything; a crash or the OOM killer
+/// alike): `run`'s command ends too, by the SIGTERM the kernel sends at its parent's end. It stayed
+/// on the terminal, fighting the shell for it. Linux only (the signal is Linux's).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_killed_bridge_ends_runs_command() {
+    let sb = Sandbox::new();
+    let (mut child, stderr, command) = run_a_command_that_stays(&sb, false);
+    // The command is the bridge's own child (the launcher became it), not a grandchild.
+    let parent = fs::read_to_string(format!("/proc/{command}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(") ")?
+                .1
+                .split(' ')
+                .nth(1)?
+                .parse::<u32>()
+                .ok()
+        });
+    assert_eq!(parent, Some(child.id()), "{}", stderr.text());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until_gone(command, "the bridge's SIGKILL", &stderr);
+}
+
+/// `run -- COMMAND` where the command writes its pid and waits a minute, for `panic` with the
+/// debug build's panic switch: the bridge, its stderr, and the command's pid once it runs.
+fn run_a_command_that_stays(sb: &Sandbox, panic: bool) -> (std::process::Child, Lines, u32) {
     let pid_file = sb.root().join("command.pid");
     let claude = script(
-        &sb,
+        sb,
         "claude",
         &format!("echo $$ > {}\nexec sleep 60", pid_file.display()),
     );
-    let mut child = sb
-        .command()
-        .args(["run", "--"])
+    let mut c = sb.command();
+    c.args(["run", "--"])
         .arg(&claude)
-        .env("CLAUDE_IDE_BRIDGE_TEST_PANIC", "1")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::piped());
+    if panic {
+        c.env("CLAUDE_IDE_BRIDGE_TEST_PANIC", "1");
+    }
+    let mut child = c.spawn().unwrap();
     let stderr = Lines::collect(child.stderr.take().unwrap());
     let give_up = std::time::Instant::now() + WAIT;
     let command: u32 = loop {
@@ -498,25 +542,19 @@ fn a_panic_of_the_main_thread_ends_runs_command() {
         assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    Command::new("kill")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(101), "{}", stderr.text());
+    (child, stderr, command)
+}
+
+/// Waits (at most [`WAIT`]) until process `pid` is gone or a zombie, else fails saying it outlived
+/// `what`.
+fn wait_until_gone(pid: u32, what: &str, stderr: &Lines) {
     let give_up = std::time::Instant::now() + WAIT;
-    while state_of(command).is_some_and(|s| s != 'Z') {
+    while state_of(pid).is_some_and(|s| s != 'Z') {
         assert!(
             std::time::Instant::now() < give_up,
-            "the command outlived the bridge's panic: {}",
+            "the command outlived {what}: {}",
             stderr.text()
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(
-        stderr.text().contains("CLAUDE_IDE_BRIDGE_TEST_PANIC"),
-        "{}",
-        stderr.text()
-    );
-    assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
 }

@@ -29,7 +29,10 @@
 //! - `TerminalState`, `save_terminal()`, `restore_terminal(saved, abnormal)`: the terminal's
 //!   settings put back after `$EDITOR` (one killed in raw mode left the prompt unanswerable);
 //!   `ended_by_interrupt(status)`: whether Ctrl-C ended it;
-//! - `raise_open_files_limit()`, `start_editor(editor, files, setup)`: the rest (a script
+//! - `tied(command)`, `launch_if_asked()`: a command that ends with the program however it ends
+//!   (Linux: `PR_SET_PDEATHSIG` through a launcher, the program started again as its own first
+//!   step; elsewhere the command as it is);
+//! - `raise_open_files_limit()`, `start_editor(editor, files, ends, setup)`: the rest (a script
 //!   without `#!` as `$EDITOR` is run by `sh` on Unix, as a shell would).
 //!
 //! What was typed on the terminal before a question is dropped by the runtime crate
@@ -45,6 +48,17 @@ pub use self::unix::*;
 mod windows;
 #[cfg(windows)]
 pub use self::windows::*;
+
+/// Whether a command the program starts ends with it, however the program ends (`tied`):
+/// `run`'s command and `$EDITOR` on a proposal do; an editor with a window of its own opened on
+/// files at the start (`--open-files`) is the user's and stays.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Ends {
+    /// Ends with the bridge.
+    WithBridge,
+    /// Outlives it.
+    OnItsOwn,
+}
 
 /// What `doctor` says about a lock-file folder that exists and is a directory.
 pub enum Finding {

@@ -12,7 +12,7 @@ use std::sync::mpsc::Sender;
 use rustix::fs::OFlags;
 use rustix::process::getuid;
 
-use super::Finding;
+use super::{Ends, Finding};
 use crate::host::{HostInput, StdioOut};
 use crate::state::Refused;
 
@@ -419,25 +419,173 @@ fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
 /// the kernel will not run (`ENOEXEC`: a script without a `#!` line) is run by `sh`, as a shell,
 /// `execvp` and git do: through `exec "$0" "$@"`, so that `sh` finds a bare name on `PATH` (as
 /// a script file to read, it would look in the current directory) and runs it as a script.
+/// With [`Ends::WithBridge`] it is [`tied`] to the bridge.
 pub fn start_editor(
     editor: &OsStr,
     files: &[&OsStr],
+    ends: Ends,
     setup: impl Fn(&mut Command),
 ) -> io::Result<Child> {
     let mut c = editor_command(editor, files)?;
+    if ends == Ends::WithBridge {
+        c = tied(c)?;
+    }
     setup(&mut c);
     match c.spawn() {
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) => {
-            let mut sh = Command::new("/bin/sh");
-            sh.args(["-c", "exec \"$0\" \"$@\""])
-                .arg(c.get_program())
-                .args(c.get_args());
+            let mut sh = by_sh(c.get_program(), c.get_args());
             setup(&mut sh);
             sh.spawn()
         }
         started => started,
     }
 }
+
+/// `program` with `args` run by `sh` as a shell runs a file the kernel will not (`ENOEXEC`):
+/// `exec "$0" "$@"`, which finds a bare name on `PATH`.
+fn by_sh<'a>(program: &OsStr, args: impl IntoIterator<Item = &'a OsStr>) -> Command {
+    let mut sh = Command::new("/bin/sh");
+    sh.args(["-c", "exec \"$0\" \"$@\""])
+        .arg(program)
+        .args(args);
+    sh
+}
+
+/// The first argument that makes the program the launcher of a [`tied`] command, never typed by
+/// a user: `__tied PARENT PROGRAM ARGS...`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const LAUNCHER: &str = "__tied";
+
+/// Whether this process is the program (its `main` called [`launch_if_asked`]), whose commands
+/// may be tied through it; not in the unit tests, whose executable is not the program.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+static IS_PROGRAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `command` made to end when the bridge ends, however it ends (SIGKILL, a crash, the OOM killer:
+/// nothing of the bridge runs then to tell it): `run`'s command and `$EDITOR` would stay on the
+/// terminal, fighting the shell for it.
+///
+/// On Linux it is started through the program itself (`/proc/self/exe`, the running binary even
+/// if an upgrade replaced the file), as [`LAUNCHER`]: the launcher asks the kernel for SIGTERM at
+/// its parent's end (`PR_SET_PDEATHSIG`, kept across `exec`), then becomes the command (`exec`:
+/// same pid, so everything sent to the child reaches the command). The signal comes when the
+/// *thread* that started it ends: the commands tied are started by threads that wait for them
+/// (the main thread for `run`'s, the prompt's job for `$EDITOR`). Because the launcher, not the
+/// command, is what `spawn` starts, the command is looked for first (`PATH`, execute permission)
+/// so that a missing one is refused as `spawn` would refuse it.
+///
+/// Elsewhere, and when the launcher is not there (no `/proc`), `command` as it is.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn tied(command: Command) -> io::Result<Command> {
+    const SELF: &str = "/proc/self/exe";
+    if !IS_PROGRAM.load(std::sync::atomic::Ordering::Relaxed) || !Path::new(SELF).exists() {
+        return Ok(command);
+    }
+    let path_var = command
+        .get_envs()
+        .find(|(k, _)| *k == "PATH")
+        .map(|(_, v)| v.map(OsStr::to_os_string))
+        .unwrap_or_else(|| std::env::var_os("PATH"));
+    findable(command.get_program(), path_var.as_deref())?;
+    let mut launcher = Command::new(SELF);
+    launcher
+        .arg(LAUNCHER)
+        .arg(std::process::id().to_string())
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(v) => launcher.env(key, v),
+            None => launcher.env_remove(key),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        launcher.current_dir(dir);
+    }
+    Ok(launcher)
+}
+
+/// See the Linux [`tied`]: no parent-death signal here (macOS has none to ask for), so `command`
+/// as it is.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn tied(command: Command) -> io::Result<Command> {
+    Ok(command)
+}
+
+/// Whether `execvp` would find `program` to run (the shells' search: a name with a `/` as it is,
+/// else each folder of `path`, an empty entry the current one): the error `spawn` would give
+/// when not: `ENOENT`, or `EACCES` when one was found that may not be run (or is a folder).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn findable(program: &OsStr, path: Option<&OsStr>) -> io::Result<()> {
+    use rustix::fs::{access, Access};
+    let candidates: Vec<PathBuf> = if program.as_encoded_bytes().contains(&b'/') {
+        vec![PathBuf::from(program)]
+    } else {
+        let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+        std::env::split_paths(path)
+            .map(|dir| match dir.as_os_str().is_empty() {
+                true => PathBuf::from(program),
+                false => dir.join(program),
+            })
+            .collect()
+    };
+    let mut refused = rustix::io::Errno::NOENT;
+    for candidate in candidates {
+        if candidate.is_dir() {
+            refused = rustix::io::Errno::ACCESS;
+            continue;
+        }
+        match access(&candidate, Access::EXEC_OK) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::ACCESS) => refused = rustix::io::Errno::ACCESS,
+            Err(_) => {}
+        }
+    }
+    Err(refused.into())
+}
+
+/// Called first in `main`: when the program was started as the launcher of a [`tied`] command,
+/// becomes that command and never returns; otherwise notes that this is the program, whose
+/// commands may be tied.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn launch_if_asked() {
+    use std::os::unix::process::CommandExt;
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(OsStr::new(LAUNCHER)) {
+        IS_PROGRAM.store(true, std::sync::atomic::Ordering::Relaxed);
+        return;
+    }
+    let parent = args.next().and_then(|p| p.to_str()?.parse::<i32>().ok());
+    let Some(program) = args.next() else {
+        eprintln!("claude-ide-bridge: {LAUNCHER} is the program's own, not a command");
+        std::process::exit(2);
+    };
+    let rest: Vec<OsString> = args.collect();
+    let asked =
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM));
+    // The bridge may have ended before the signal was asked for: then none would come.
+    let parent_now = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+    if asked.is_ok() && parent_now != parent {
+        std::process::exit(128 + rustix::process::Signal::TERM.as_raw());
+    }
+    let mut e = Command::new(&program).args(&rest).exec();
+    if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) {
+        e = by_sh(&program, rest.iter().map(OsString::as_os_str)).exec();
+    }
+    eprintln!(
+        "claude-ide-bridge: cannot run {}: {e}",
+        program.to_string_lossy()
+    );
+    std::process::exit(if e.kind() == io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    });
+}
+
+/// See the Linux [`launch_if_asked`]: nothing to launch here.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn launch_if_asked() {}
 
 /// Waits until `child` has ended, without reaping it (`Child::wait` does that next): until then
 /// its pid stays its own, so a stop sent to it meanwhile ([`ask_to_stop`], [`kill_now`]) cannot
@@ -555,9 +703,14 @@ mod tests {
         let file = d.path().join("a b.txt");
         fs::write(&file, "").unwrap();
         let editor = format!("{} -x", script.display());
-        let out = start_editor(OsStr::new(&editor), &[file.as_os_str()], |c| {
-            c.stdout(std::process::Stdio::piped());
-        })
+        let out = start_editor(
+            OsStr::new(&editor),
+            &[file.as_os_str()],
+            Ends::OnItsOwn,
+            |c| {
+                c.stdout(std::process::Stdio::piped());
+            },
+        )
         .unwrap()
         .wait_with_output()
         .unwrap();
@@ -574,11 +727,16 @@ mod tests {
         fs::rename(&script, bin.join("ed")).unwrap();
         fs::write(d.path().join("ed"), "echo ran the current directory's\n").unwrap();
         fs::write(&file, "").unwrap();
-        let out = start_editor(OsStr::new("ed -y"), &[file.as_os_str()], |c| {
-            c.env("PATH", &bin)
-                .current_dir(d.path())
-                .stdout(std::process::Stdio::piped());
-        })
+        let out = start_editor(
+            OsStr::new("ed -y"),
+            &[file.as_os_str()],
+            Ends::OnItsOwn,
+            |c| {
+                c.env("PATH", &bin)
+                    .current_dir(d.path())
+                    .stdout(std::process::Stdio::piped());
+            },
+        )
         .unwrap()
         .wait_with_output()
         .unwrap();
@@ -590,7 +748,12 @@ mod tests {
         let script = bin.join("ed");
         // Not something else run in its place: a file that is not executable stays refused.
         set_mode(&script, 0o644);
-        let refused = start_editor(OsStr::new(&editor), &[file.as_os_str()], |_| {});
+        let refused = start_editor(
+            OsStr::new(&editor),
+            &[file.as_os_str()],
+            Ends::OnItsOwn,
+            |_| {},
+        );
         assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::PermissionDenied);
     }
 
@@ -749,5 +912,37 @@ mod tests {
         let e = s.save(&saved()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
         assert!(!s.path().exists());
+    }
+
+    /// A tied command is looked for as `execvp` would, since `spawn` starts the launcher: a
+    /// missing one, or one that may not be run, is refused with the error `spawn` would give.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn a_tied_command_is_looked_for_as_execvp_would() {
+        let d = tempfile::tempdir().unwrap();
+        let (one, two) = (d.path().join("one"), d.path().join("two"));
+        fs::create_dir_all(&one).unwrap();
+        fs::create_dir_all(two.join("tool")).unwrap();
+        let code = |e: io::Result<()>| e.unwrap_err().raw_os_error();
+        let (noent, access) = (
+            Some(rustix::io::Errno::NOENT.raw_os_error()),
+            Some(rustix::io::Errno::ACCESS.raw_os_error()),
+        );
+        let path = std::env::join_paths([&one, &two]).unwrap();
+        let tool = OsStr::new("tool");
+        // Only a folder of that name: refused as execvp refuses it.
+        assert_eq!(code(findable(tool, Some(&path))), access);
+        assert_eq!(code(findable(OsStr::new("absent"), Some(&path))), noent);
+        // A file that may not be run (mode 644: root too is refused without an execute bit).
+        fs::write(one.join("tool"), "#!/bin/sh\n").unwrap();
+        set_mode(&one.join("tool"), 0o644);
+        assert_eq!(code(findable(tool, Some(&path))), access);
+        set_mode(&one.join("tool"), 0o755);
+        findable(tool, Some(&path)).unwrap();
+        // A name with a slash is taken as it is, not looked for on PATH.
+        assert_eq!(code(findable(OsStr::new("./tool"), Some(&path))), noent);
+        findable(one.join("tool").as_os_str(), None).unwrap();
+        // No PATH: the shells' default folders.
+        findable(OsStr::new("sh"), None).unwrap();
     }
 }

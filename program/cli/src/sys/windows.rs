@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use claude_ide_bridge_runtime::signals::ConsoleEvent;
 
-use super::Finding;
+use super::{Ends, Finding};
 use crate::host::{HostInput, StdioOut};
 use crate::state::Refused;
 
@@ -351,10 +351,22 @@ fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     Ok(c)
 }
 
-/// Starts the editor ([`editor_command`]) with `setup` applied (its standard streams).
+/// A command ends with the bridge only when the bridge ends it (`run`'s command is asked to stop
+/// through the console's events); see the Unix `tied`.
+pub fn tied(command: Command) -> io::Result<Command> {
+    Ok(command)
+}
+
+/// Nothing to launch here: see the Unix `launch_if_asked`.
+pub fn launch_if_asked() {}
+
+/// Starts the editor ([`editor_command`]) with `setup` applied (its standard streams). No
+/// [`Ends::WithBridge`] here: a Job Object would end what the editor started too (the VS Code
+/// window a `code --wait` opened), which outlives the bridge on Unix.
 pub fn start_editor(
     editor: &OsStr,
     files: &[&OsStr],
+    _ends: Ends,
     setup: impl Fn(&mut Command),
 ) -> io::Result<Child> {
     let mut c = editor_command(editor, files)?;
