@@ -105,7 +105,11 @@ pub(crate) fn watch_removal(
     use kqueue::{EventData, EventFilter, FilterFlag, Vnode, Watcher};
     use rustix::fs::Mode;
     use std::os::fd::AsRawFd;
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // `O_EVTONLY` (macOS' <sys/fcntl.h>; rustix has no name for it): opened for its events only,
+    // the folder's handle does not keep its volume from being unmounted or ejected, as a
+    // read-only one would.
+    const EVENTS_ONLY: OFlags = OFlags::from_bits_retain(0x0000_8000);
+    let flags = EVENTS_ONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let folder = rustix::fs::open(dir, flags, Mode::empty()).ok()?;
     // No `pipe2` on macOS: close-on-exec set after.
     let (ended, end) = rustix::pipe::pipe().ok()?;
