@@ -58,8 +58,8 @@ impl Drop for WatchEnd {
 
 /// Watches `dir` for the removal of its file `name` (`ReadDirectoryChangesW` on the folder, on a
 /// thread of its own that sleeps in `WaitForMultipleObjects` until a name in it changes: no
-/// wake-up while nothing happens), and calls `restore` 200 ms after; `restore` returns `false` to
-/// end the watch. For those 200 ms the folder is let go of: Windows (and Wine) deletes a folder
+/// wake-up while nothing happens), and calls `restore` 200 ms after (longer after reads in a row
+/// that cannot say what changed: [`settle_ms`]); `restore` returns `false` to end the watch. For those 200 ms the folder is let go of: Windows (and Wine) deletes a folder
 /// when the last handle to it closes, so a removal of the folder under way completes, and is
 /// seen after: the watch ends when the folder at `dir` is then gone or another (removed, or moved
 /// away: the folder is not made again). It also ends when a read of the folder fails (as it does
@@ -85,16 +85,23 @@ pub(crate) fn watch_removal(
         let Ok(mut watch) = watch else {
             return;
         };
+        // Reads in a row that could not say what changed.
+        let mut unknown = 0;
         loop {
             match watch.next(&ended, &name) {
-                Some(false) => continue,
-                Some(true) => {}
+                Some(Seen::Other) => {
+                    unknown = 0;
+                    continue;
+                }
+                Some(Seen::Removed) => unknown = 0,
+                Some(Seen::Unknown) => unknown += 1,
                 None => return,
             }
             // The file removed: the folder closed (see above), and 200 ms waited for.
             drop(watch);
+            let settle = settle_ms(unknown);
             // SAFETY: the event is open for as long as this thread holds its `Arc`.
-            let woke = unsafe { WaitForSingleObject(ended.as_raw_handle() as HANDLE, 200) };
+            let woke = unsafe { WaitForSingleObject(ended.as_raw_handle() as HANDLE, settle) };
             if woke != WAIT_TIMEOUT {
                 return;
             }
@@ -120,6 +127,30 @@ pub(crate) fn watch_removal(
         .spawn(run)
         .ok()?;
     start.recv().unwrap_or(false).then_some(end)
+}
+
+/// What one read of a folder's changes says about the watched file.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    /// Removed or renamed away.
+    Removed,
+    /// Not named: other files changed.
+    Other,
+    /// Cannot be told: more changed than the read's buffer holds, or the file system does not
+    /// say (`ERROR_NOTIFY_ENUM_DIR`). Taken as a removal: the file is looked at and written again
+    /// if it is gone.
+    Unknown,
+}
+
+/// How long the watch waits (milliseconds) before it looks at the file, after `unknown` reads in a
+/// row that could not say what changed: 200 ms, doubled from the second such read on, at most
+/// 30 s. A file system that answers every read so (some network shares) would otherwise wake the
+/// watch five times a second for as long as the bridge runs.
+fn settle_ms(unknown: u32) -> u32 {
+    const SETTLE: u32 = 200;
+    const LONGEST: u32 = 30_000;
+    let doublings = unknown.saturating_sub(1).min(8);
+    (SETTLE << doublings).min(LONGEST)
 }
 
 /// `dir` opened to read its changes (overlapped), sharing everything: others may still write,
@@ -159,9 +190,9 @@ impl DirWatch {
     }
 
     /// Sleeps until names in the folder change, then says whether `name` was removed (or
-    /// renamed away; `true` too when more changed than the buffer holds), and reads on. `None`
-    /// when `ended` is set, or a read or the wait failed.
-    fn next(&mut self, ended: &OwnedHandle, name: &str) -> Option<bool> {
+    /// renamed away), or cannot be told (more changed than the buffer holds), and reads on.
+    /// `None` when `ended` is set, or a read or the wait failed.
+    fn next(&mut self, ended: &OwnedHandle, name: &str) -> Option<Seen> {
         let waits = [
             ended.as_raw_handle() as HANDLE,
             self.done.as_raw_handle() as HANDLE,
@@ -174,9 +205,13 @@ impl DirWatch {
         }
         // The records are read before the next read may write the buffer again.
         let bytes = self.result(false).ok()?;
-        let removed = bytes == 0 || removes(&self.records(bytes), name);
+        let seen = match bytes {
+            0 => Seen::Unknown,
+            _ if removes(&self.records(bytes), name) => Seen::Removed,
+            _ => Seen::Other,
+        };
         self.read().ok()?;
-        Some(removed)
+        Some(seen)
     }
 
     /// Starts a read of the folder's name changes (files added, removed, renamed).
@@ -563,5 +598,26 @@ mod tests {
         // Cut short: what is there is read, nothing past the end.
         assert!(!removes(&after_others[..after_others.len() - 4], name));
         assert!(!removes(&[], name));
+    }
+
+    /// A read that could not say what changed is looked at after 200 ms, as a removal; when such
+    /// reads come one after another (a share that answers every read so), the waits double up
+    /// to 30 s instead of waking the watch five times a second.
+    #[test]
+    fn reads_that_cannot_tell_in_a_row_are_waited_for_longer() {
+        assert_eq!(settle_ms(0), 200);
+        assert_eq!(settle_ms(1), 200);
+        assert_eq!(settle_ms(2), 400);
+        assert_eq!(settle_ms(3), 800);
+        assert_eq!(settle_ms(8), 25_600);
+        assert_eq!(settle_ms(9), 30_000);
+        assert_eq!(settle_ms(u32::MAX), 30_000);
+        // Wake-ups in the first minute of such reads: 8, not 300.
+        let mut spent = 0;
+        let wakes = (1..).take_while(|&n| {
+            spent += settle_ms(n);
+            spent <= 60_000
+        });
+        assert_eq!(wakes.count(), 8);
     }
 }
