@@ -39,8 +39,8 @@ use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
 use host::{read_line_capped, Line, StdioOut, MAX_STDIO_LINE};
 use host::{
-    Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, WireLog,
-    MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
+    Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, StopOnPanic,
+    WireLog, MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
 };
 use runtime::{EventSink, RuntimeKind, TryTake};
 
@@ -328,6 +328,7 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
     thread::Builder::new()
         .name("terminal".into())
         .spawn(move || {
+            let _stop = StopOnPanic::new(&tx, "terminal");
             let stdin = std::io::stdin();
             // What was typed before the question is dropped by its asker, before the question
             // is shown (`host::ask`): a key typed once it shows is kept.
@@ -356,13 +357,18 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
 /// for an editor that no longer reads, goes on to take the end and stop.
 fn spawn_stdio_reader(tx: Sender<HostInput>, out: StdioOut) -> std::io::Result<()> {
     thread::Builder::new().name("stdio".into()).spawn(move || {
+        let _stop = StopOnPanic::new(&tx, "stdio");
         let stdin = std::io::stdin();
         let mut buf = Vec::new();
         let queue = Bounded::new(MAX_QUEUED_LINES);
         loop {
             // Room first: no line is read while the host has its fill of them.
             let place = queue.enter();
-            let input = match read_line_capped(&mut stdin.lock(), &mut buf, MAX_STDIO_LINE) {
+            let read = read_line_capped(&mut stdin.lock(), &mut buf, MAX_STDIO_LINE);
+            if matches!(read, Ok(Line::Read)) {
+                panic::test_panic("stdio");
+            }
+            let input = match read {
                 Ok(Line::Eof) => break,
                 // Taken as its end, but said: an editor handing over a non-blocking pipe
                 // (`EAGAIN`) would otherwise see the bridge stop for no reason it is told.
@@ -412,6 +418,9 @@ struct HostSink {
     host: Arc<OnceLock<Mutex<Host>>>,
     events: Sender<HostInput>,
     room: Bounded,
+    /// Dropped in a panic of the runtime's thread (smol's executor, with the host task holding
+    /// the sink): the host stops. The threads runtime catches its handler's panics itself.
+    _stop: StopOnPanic,
 }
 
 fn lock_host(host: &Mutex<Host>) -> MutexGuard<'_, Host> {
@@ -569,6 +578,7 @@ fn serve(
         host: shared_host.clone(),
         events: tx.clone(),
         room: Bounded::new(MAX_QUEUED_EVENTS),
+        _stop: StopOnPanic::new(&tx, "runtime"),
     };
     let started = match runtime::start(common.runtime, opts.clone(), sink()) {
         // The kept port may also be refused for another reason (on Windows, a range Hyper-V
@@ -730,6 +740,7 @@ fn serve(
                 host.set_child(child.id());
                 let tx = tx.clone();
                 let spawned = thread::Builder::new().name("child".into()).spawn(move || {
+                    let _stop = StopOnPanic::new(&tx, "child");
                     let status = sys::wait_for_command(&mut child);
                     panic::command_ended();
                     let _ = tx.send(HostInput::ChildExited(status));
@@ -774,7 +785,9 @@ fn serve(
             }
         };
         worked = true;
-        panic::test_panic(&input);
+        if matches!(input, HostInput::Signal(_)) {
+            panic::test_panic("main");
+        }
         if let Flow::Exit(code) = lock_host(shared).handle(input) {
             break code;
         }

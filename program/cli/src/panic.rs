@@ -5,7 +5,8 @@
 //! takes it back. The hook asks both to stop, as a stop does (SIGTERM; nothing on Windows, where
 //! they share the console and get its events), then lets the panic go on.
 //!
-//! A panic of another thread leaves the main thread running, which ends them at its stop.
+//! A panic of another thread leaves the main thread running, which ends them at its stop; one
+//! of a thread that brings the host its inputs stops it (`host::StopOnPanic`).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -55,13 +56,14 @@ fn end_terminal_children() {
     }
 }
 
-/// A panic of the main thread on the first signal, for the test of this hook: only in debug
-/// builds, and only when `CLAUDE_IDE_BRIDGE_TEST_PANIC` is set.
-pub fn test_panic(input: &crate::host::HostInput) {
+/// A panic on purpose, for the tests of this hook and of
+/// [`StopOnPanic`](crate::host::StopOnPanic): only in debug builds, and only when
+/// `CLAUDE_IDE_BRIDGE_TEST_PANIC` names the place `at`: `main` (the main thread, at the first
+/// signal), `stdio` (the stdio editor's reader, at its first line).
+pub fn test_panic(at: &str) {
     if cfg!(debug_assertions)
-        && matches!(input, crate::host::HostInput::Signal(_))
-        && std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_PANIC").is_some()
+        && std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_PANIC").is_some_and(|v| v == at)
     {
-        panic!("CLAUDE_IDE_BRIDGE_TEST_PANIC: a panic of the main thread, for its test");
+        panic!("CLAUDE_IDE_BRIDGE_TEST_PANIC: a panic of the {at} thread, for its test");
     }
 }

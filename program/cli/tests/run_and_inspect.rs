@@ -527,7 +527,7 @@ fn run_a_command_that_stays(sb: &Sandbox, panic: bool) -> (std::process::Child, 
         .arg(&claude)
         .stderr(std::process::Stdio::piped());
     if panic {
-        c.env("CLAUDE_IDE_BRIDGE_TEST_PANIC", "1");
+        c.env("CLAUDE_IDE_BRIDGE_TEST_PANIC", "main");
     }
     let mut child = c.spawn().unwrap();
     let stderr = Lines::collect(child.stderr.take().unwrap());

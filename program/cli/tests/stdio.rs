@@ -651,6 +651,53 @@ fn stdin_that_cannot_be_read_is_said() {
     drop(w);
 }
 
+/// A panic of the thread that reads the editor's lines (made on purpose by a debug build's test
+/// switch, at its first line) stops the bridge, status 101, its lock file removed. It went on
+/// running, deaf to its editor, its lock file still offering it to claude.
+#[test]
+fn a_panic_of_the_stdio_reader_stops_the_bridge() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    let mut child = sb
+        .command()
+        .args(["serve", "--stdio", "--no-lsp"])
+        .env("CLAUDE_IDE_BRIDGE_TEST_PANIC", "stdio")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = common::Lines::collect(child.stdout.take().unwrap());
+    let stderr = common::Lines::collect(child.stderr.take().unwrap());
+    stdout.wait_for("\"ready\"");
+    // Kept open to the end: the stop is not stdin's.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"{\"type\":\"status\"}\n").unwrap();
+    stdin.flush().unwrap();
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the bridge kept running: {}", stderr.text());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(101), "{}", stderr.text());
+    let said = stderr.text();
+    assert!(said.contains("CLAUDE_IDE_BRIDGE_TEST_PANIC"), "{said}");
+    assert!(
+        said.contains("internal error: the stdio thread panicked"),
+        "{said}"
+    );
+    assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
+    drop(stdin);
+}
+
 /// An editor that never reads the bridge's stderr (a pipe nobody drains: Node's `spawn` without a
 /// listener) does not freeze it: past what the pipe holds, log lines are queued, then dropped,
 /// while the editor's lines are still answered and a signal still stops it. (The host wrote its

@@ -366,6 +366,7 @@ impl Host {
             std::thread::Builder::new()
                 .name("editor".into())
                 .spawn(move || {
+                    let _stop = super::StopOnPanic::new(&inputs, "editor");
                     let (edited, interrupted) = edit(&editor, &tmp, fresh, &running);
                     let draft = |written| Draft {
                         file: tmp,

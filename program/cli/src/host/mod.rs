@@ -73,6 +73,36 @@ pub enum HostInput {
     Edited(CallId, ask::EditOutcome),
     /// Language servers' diagnostics changed: take them from [`Changes`](crate::lsp::Changes).
     Diagnostics(Arc<crate::lsp::Changes>),
+    /// A thread that brings the host its inputs panicked ([`StopOnPanic`]): its name.
+    Panicked(&'static str),
+}
+
+/// Held by a thread that brings the host its inputs (a terminal or stdio line, `run`'s command's
+/// end, an edit, a signal, the runtime's events): if the thread unwinds (a panic, which the
+/// default hook has printed), the host is told, and stops (status 101) rather than wait for ever
+/// for what that thread would have brought. Panics the runtime and the language servers' readers
+/// catch themselves (an event handler's, an `on_change`'s) never reach a holder.
+pub struct StopOnPanic {
+    inputs: Sender<HostInput>,
+    thread: &'static str,
+}
+
+impl StopOnPanic {
+    /// A guard for the thread called `thread`, telling `inputs`.
+    pub fn new(inputs: &Sender<HostInput>, thread: &'static str) -> StopOnPanic {
+        StopOnPanic {
+            inputs: inputs.clone(),
+            thread,
+        }
+    }
+}
+
+impl Drop for StopOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.inputs.send(HostInput::Panicked(self.thread));
+        }
+    }
 }
 
 /// The most lines of the stdio editor read and not yet handled: an editor that writes faster than
@@ -406,6 +436,16 @@ impl Host {
                 for change in changes.take() {
                     self.on_lsp_change(change);
                 }
+            }
+            HostInput::Panicked(thread) => {
+                ui::say(&format!(
+                    "internal error: the {thread} thread panicked (above); stopping"
+                ));
+                // The command's end may be what that thread was waiting for: asked to stop now.
+                if let Some(pid) = self.running_child {
+                    crate::sys::ask_to_stop(pid);
+                }
+                return Flow::Exit(101);
             }
             HostInput::ChildExited(status) => {
                 return Flow::Exit(match status {

@@ -273,6 +273,7 @@ pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Re
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
+            let _stop = crate::host::StopOnPanic::new(&tx, "signals");
             for sig in signals.forever() {
                 if let Some(out) = &stdio {
                     out.stopping();
