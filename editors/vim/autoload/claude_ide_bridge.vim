@@ -28,8 +28,6 @@ var restart_then: list<any> = []
 # Why the last bridge ended without being asked to (for :ClaudeCodeStatus), or ''.
 var ended_why = ''
 var unanswered: dict<string> = {}
-# A `diff_decision` was sent by the command running now (false again once Vim waits for the user).
-var just_decided = false
 # ids of tool calls that wait for Vim to leave the command line; claude may withdraw them meanwhile
 var deferred: dict<bool> = {}
 
@@ -207,12 +205,13 @@ export def Start(Then: any = 0): bool
 enddef
 
 # Vim quits: what the command that quits it decided is sent (`:xa` accepts the pending diffs),
-# then the bridge stops. After a decision (`:xa`, or `:wq` in the last window), the bridge is not
-# sent the SIGTERM Vim sends its jobs as it exits: it could take that before the decision's line,
-# and answer claude that nobody decided. Its input's end stops it, once it read every line.
+# then the bridge stops. It is not sent the SIGTERM Vim sends its jobs as it exits: it could take
+# that before a decision's line (`:xa`, or `:wq` in the last window, even with a hit-enter prompt
+# between the two) and answer claude that nobody decided. Its input's end stops it, once it read
+# every line, as surely as the signal would.
 def Leaving()
   diff.QuittingAll()
-  if just_decided && job_status(job) ==# 'run'
+  if job_status(job) ==# 'run'
     job_setoptions(job, {stoponexit: ''})
   endif
   Stop()
@@ -245,12 +244,6 @@ export def Send(msg: dict<any>)
     Log('->', line)
     try
       ch_sendraw(job_getchannel(job), line .. "\n")
-      if get(msg, 'type', '') ==# 'diff_decision' && !just_decided
-        just_decided = true
-        timer_start(0, (_) => {
-          just_decided = false
-        })
-      endif
     catch
       # The pipe broke before Vim saw the job end (a transport that dropped): the end is told
       # once its status is known (Ended), not as a raw write error now.
