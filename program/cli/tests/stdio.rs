@@ -603,17 +603,7 @@ fn stdin_closing_stops_a_bridge_whose_editor_no_longer_reads_and_rejects_no_diff
         assert!(is_error(r), "{r}");
         assert!(texts(r)[0].contains("the editor did not answer"), "{r}");
     }
-    let give_up = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > give_up {
-            let _ = child.kill();
-            panic!("the bridge did not stop at stdin's end: {}", stderr.text());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within_20s(&mut child, "at stdin's end", &|| stderr.text());
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
     assert_eq!(fs::read_to_string(&path).unwrap(), "old\n");
 }
@@ -639,14 +629,7 @@ fn stdin_that_cannot_be_read_is_said() {
     let stderr = common::Lines::collect(child.stderr.take().unwrap());
     let said = stderr.wait_for("stdin could not be read");
     assert!(said.contains("taken as its end"), "{said}");
-    let give_up = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within_20s(&mut child, "at stdin's error", &|| stderr.text());
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
     drop(w);
 }
@@ -675,18 +658,7 @@ fn a_panic_of_the_stdio_reader_stops_the_bridge() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"{\"type\":\"status\"}\n").unwrap();
     stdin.flush().unwrap();
-    let give_up = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > give_up {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the bridge kept running: {}", stderr.text());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within_20s(&mut child, "at its reader's panic", &|| stderr.text());
     assert_eq!(status.code(), Some(101), "{}", stderr.text());
     let said = stderr.text();
     assert!(said.contains("CLAUDE_IDE_BRIDGE_TEST_PANIC"), "{said}");
@@ -779,6 +751,16 @@ fn term_and_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
         .status()
         .unwrap();
     assert!(killed.success());
+    exit_within_20s(child, "on SIGTERM", &String::new)
+}
+
+/// Waits (at most 20 s, then kills it and fails, saying it did not stop `when`, with its `log`)
+/// for the bridge's exit.
+fn exit_within_20s(
+    child: &mut std::process::Child,
+    when: &str,
+    log: &dyn Fn() -> String,
+) -> std::process::ExitStatus {
     let give_up = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -787,7 +769,7 @@ fn term_and_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
         if std::time::Instant::now() > give_up {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the bridge did not stop on SIGTERM");
+            panic!("the bridge did not stop {when}: {}", log());
         }
         std::thread::sleep(Duration::from_millis(20));
     }
