@@ -205,15 +205,12 @@ export def Start(Then: any = 0): bool
 enddef
 
 # Vim quits: what the command that quits it decided is sent (`:xa` accepts the pending diffs),
-# then the bridge stops. It is not sent the SIGTERM Vim sends its jobs as it exits: it could take
-# that before a decision's line (`:xa`, or `:wq` in the last window, even with a hit-enter prompt
-# between the two) and answer claude that nobody decided. Its input's end stops it, once it read
-# every line, as surely as the signal would.
+# then the bridge stops: its input closes, and Vim sends it SIGTERM as it exits. The bridge
+# handles the lines written before the signal first (docs/stdio.md), so a decision sent here, or
+# by `:wq` in the last window, reaches claude; and the signal stops it even when a process Vim
+# started since holds its input open.
 def Leaving()
   diff.QuittingAll()
-  if job_status(job) ==# 'run'
-    job_setoptions(job, {stoponexit: ''})
-  endif
   Stop()
 enddef
 

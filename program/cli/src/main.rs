@@ -411,6 +411,35 @@ fn no_proxy_value(lower: Option<OsString>, upper: Option<OsString>) -> OsString 
     OsString::from(entries.join(","))
 }
 
+/// How long, at most, the editor's lines written before a signal are waited for under `--stdio`
+/// ([`drain_stdio`]), and how long a quiet stdin that stays open ends the wait sooner.
+const STDIO_DRAIN: Duration = Duration::from_secs(1);
+const STDIO_QUIET: Duration = Duration::from_millis(250);
+
+/// After a signal that stops a `--stdio` bridge: the editor's lines written before it are handled
+/// first. An editor that quits sends its last lines (a decision: Vim's `:wq`, `:xa`), closes
+/// the bridge's stdin and signals it (Vim's `stoponexit`, Neovim's `jobstop`) all at once, and
+/// the signal may reach the host before the reader has handed over those lines: claude was then
+/// told that nobody decided. Handled until stdin's end, which comes after the last line; when
+/// stdin stays open (the bridge signalled alone, or a process the editor started holding its
+/// pipe), until no line came for [`STDIO_QUIET`], at most [`STDIO_DRAIN`]. Another signal ends
+/// the wait.
+fn drain_stdio(rx: &mpsc::Receiver<HostInput>, shared: &Mutex<Host>) {
+    let until = Instant::now() + STDIO_DRAIN;
+    loop {
+        let wait = until
+            .saturating_duration_since(Instant::now())
+            .min(STDIO_QUIET);
+        match rx.recv_timeout(wait) {
+            Ok(HostInput::StdinClosed | HostInput::Signal(_)) | Err(_) => return,
+            Ok(input) => {
+                // The stop is under way: what the input would decide about it is not asked.
+                let _ = lock_host(shared).handle(input);
+            }
+        }
+    }
+}
+
 /// The runtime's events, to the host: answered on the runtime's own thread when the host can
 /// answer at once from memory and nothing is queued before them (a call's round trip is then one
 /// turn of the thread that read it), queued for the host's loop otherwise.
@@ -785,10 +814,16 @@ fn serve(
             }
         };
         worked = true;
-        if matches!(input, HostInput::Signal(_)) {
+        let signal = matches!(input, HostInput::Signal(_));
+        if signal {
             panic::test_panic("main");
         }
-        if let Flow::Exit(code) = lock_host(shared).handle(input) {
+        // The host's lock is let go of before the drain takes it again.
+        let flow = lock_host(shared).handle(input);
+        if let Flow::Exit(code) = flow {
+            if signal && stdio.is_some() {
+                drain_stdio(&rx, shared);
+            }
             break code;
         }
     };

@@ -457,11 +457,17 @@ fn refused_lines_count_towards_the_lines_read_ahead() {
 }
 
 /// The editor accepts a diff and goes away at once (`:wqa` in Vim: the write accepts, then stdin
-/// closes): claude gets the accepted contents, not the rejection the stop gives what is still
-/// pending.
+/// closes, and Vim sends its jobs SIGTERM as it exits): claude gets the accepted contents, not the
+/// error the stop gives what is still pending. With 300 lines before the decision the signal
+/// reaches the host first: the lines written before it are handled before the stop, whether stdin
+/// then closes or stays open.
 #[test]
 fn a_diff_accepted_as_the_editor_quits_is_saved() {
-    for rt in RUNTIMES {
+    let rounds = RUNTIMES
+        .iter()
+        .map(|rt| (*rt, None))
+        .chain([("threads", Some(true)), ("smol", Some(false))]);
+    for (rt, closes) in rounds {
         let sb = Sandbox::new();
         fs::write(sb.ws.join("a.rs"), "old\n").unwrap();
         let mut s = Served::start(&sb, &["--stdio", "--runtime", rt, "--no-lsp"]);
@@ -473,10 +479,37 @@ fn a_diff_accepted_as_the_editor_quits_is_saved() {
             open_diff_args(&sb.ws.join("a.rs"), "proposed\n", "T"),
         );
         let tc = next_msg(&s, "tool_call", 0);
-        s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"accept"}).to_string());
-        drop(s.stdin.take());
-        let r = c.response(id);
-        assert_eq!(texts(&r), ["FILE_SAVED", "proposed\n"], "{rt}: {r}");
+        let decision = json!({"type":"diff_decision","id":tc["id"],"decision":"accept"});
+        match closes {
+            None => {
+                s.send_line(&decision.to_string());
+                drop(s.stdin.take());
+            }
+            Some(closes) => {
+                // Lines the bridge reads one at a time (two at most waiting for the host), so
+                // the signal reaches the host well before the decision at their end.
+                let lines = "{\"type\":\"status\"}\n".repeat(300) + &decision.to_string();
+                s.send_line(&lines);
+                if closes {
+                    drop(s.stdin.take());
+                }
+                s.signal("TERM");
+            }
+        }
+        let r = c
+            .recv_until(Duration::from_secs(10), |v| v["id"] == json!(id))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{rt}, closes {closes:?}: no answer: {}\n{}",
+                    s.stderr.text(),
+                    s.stdout.text()
+                )
+            });
+        assert_eq!(
+            texts(&r),
+            ["FILE_SAVED", "proposed\n"],
+            "{rt}, closes {closes:?}: {r}"
+        );
         assert_eq!(s.wait_exit(), 0);
     }
 }
