@@ -768,8 +768,9 @@ fn serve(
             Ok(mut child) => {
                 host.set_child(child.id());
                 let tx = tx.clone();
-                let spawned = thread::Builder::new().name("child".into()).spawn(move || {
-                    let _stop = StopOnPanic::new(&tx, "child");
+                let waiter = thread::Builder::new().name(host::COMMAND_THREAD.into());
+                let spawned = waiter.spawn(move || {
+                    let _stop = StopOnPanic::new(&tx, host::COMMAND_THREAD);
                     let status = sys::wait_for_command(&mut child);
                     panic::command_ended();
                     let _ = tx.send(HostInput::ChildExited(status));

@@ -59,7 +59,8 @@ fn end_terminal_children() {
 /// A panic on purpose, for the tests of this hook and of
 /// [`StopOnPanic`](crate::host::StopOnPanic): only in debug builds, and only when
 /// `CLAUDE_IDE_BRIDGE_TEST_PANIC` names the place `at`: `main` (the main thread, at the first
-/// signal), `stdio` (the stdio editor's reader, at its first line).
+/// signal), `stdio` (the stdio editor's reader, at its first line), `signals` (the Unix signal
+/// thread, at the first signal).
 pub fn test_panic(at: &str) {
     if cfg!(debug_assertions)
         && std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_PANIC").is_some_and(|v| v == at)

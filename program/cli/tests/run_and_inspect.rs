@@ -472,7 +472,11 @@ fn list_and_doctor_with_a_closed_stdout_end_normally() {
 #[test]
 fn a_panic_of_the_main_thread_ends_runs_command() {
     let sb = Sandbox::new();
-    let (mut child, stderr, command) = run_a_command_that_stays(&sb, true);
+    if !cfg!(debug_assertions) {
+        eprintln!("SKIPPED: the panic switch is in debug builds only");
+        return;
+    }
+    let (mut child, stderr, command) = run_a_command_that_stays(&sb, Some("main"), STAYS);
     Command::new("kill")
         .arg(child.id().to_string())
         .status()
@@ -495,7 +499,7 @@ fn a_panic_of_the_main_thread_ends_runs_command() {
 #[test]
 fn a_killed_bridge_ends_runs_command() {
     let sb = Sandbox::new();
-    let (mut child, stderr, command) = run_a_command_that_stays(&sb, false);
+    let (mut child, stderr, command) = run_a_command_that_stays(&sb, None, STAYS);
     // The command is the bridge's own child (the launcher became it), not a grandchild.
     let parent = fs::read_to_string(format!("/proc/{command}/stat"))
         .ok()
@@ -513,21 +517,66 @@ fn a_killed_bridge_ends_runs_command() {
     wait_until_gone(command, "the bridge's SIGKILL", &stderr);
 }
 
-/// `run -- COMMAND` where the command writes its pid and waits a minute, for `panic` with the
-/// debug build's panic switch: the bridge, its stderr, and the command's pid once it runs.
-fn run_a_command_that_stays(sb: &Sandbox, panic: bool) -> (std::process::Child, Lines, u32) {
+/// A panic of a thread that brings the host its inputs (the signal thread, made to panic at the
+/// first signal by a debug build's test switch) in `run`: the command is asked to stop and the
+/// bridge waits for its end, as at a signal, then exits with 101. It exited at once, leaving a
+/// command that takes its time over SIGTERM on the terminal the shell took back.
+#[test]
+fn a_panic_of_an_input_thread_in_run_waits_for_the_command() {
+    if !cfg!(debug_assertions) {
+        eprintln!("SKIPPED: the panic switch is in debug builds only");
+        return;
+    }
+    let sb = Sandbox::new();
+    let ended = sb.root().join("ended");
+    let (mut child, stderr, _) = run_a_command_that_stays(
+        &sb,
+        Some("signals"),
+        &format!(
+            "trap 'sleep 0.5; touch {}; exit 0' TERM\nwhile :; do sleep 0.05; done",
+            ended.display()
+        ),
+    );
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        ended.exists(),
+        "the bridge exited before its command: {}",
+        stderr.text()
+    );
+    assert_eq!(status.code(), Some(101), "{}", stderr.text());
+    // (The bridge's own words are left out while claude has the terminal; the panic's are not.)
+    assert!(
+        stderr.text().contains("a panic of the signals thread"),
+        "{}",
+        stderr.text()
+    );
+    assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+}
+
+/// `run -- COMMAND` where the command writes its pid, then runs `body` ([`STAYS`]: waits a
+/// minute), with the debug build's panic switch at `panic`: the bridge, its stderr, and the
+/// command's pid once it runs.
+fn run_a_command_that_stays(
+    sb: &Sandbox,
+    panic: Option<&str>,
+    body: &str,
+) -> (std::process::Child, Lines, u32) {
     let pid_file = sb.root().join("command.pid");
     let claude = script(
         sb,
         "claude",
-        &format!("echo $$ > {}\nexec sleep 60", pid_file.display()),
+        &format!("echo $$ > {}\n{body}", pid_file.display()),
     );
     let mut c = sb.command();
     c.args(["run", "--"])
         .arg(&claude)
         .stderr(std::process::Stdio::piped());
-    if panic {
-        c.env("CLAUDE_IDE_BRIDGE_TEST_PANIC", "main");
+    if let Some(at) = panic {
+        c.env("CLAUDE_IDE_BRIDGE_TEST_PANIC", at);
     }
     let mut child = c.spawn().unwrap();
     let stderr = Lines::collect(child.stderr.take().unwrap());
@@ -544,6 +593,9 @@ fn run_a_command_that_stays(sb: &Sandbox, panic: bool) -> (std::process::Child, 
     };
     (child, stderr, command)
 }
+
+/// What `run`'s command does in [`run_a_command_that_stays`] unless told otherwise.
+const STAYS: &str = "exec sleep 60";
 
 /// Waits (at most [`WAIT`]) until process `pid` is gone or a zombie, else fails saying it outlived
 /// `what`.

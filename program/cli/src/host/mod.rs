@@ -77,6 +77,9 @@ pub enum HostInput {
     Panicked(&'static str),
 }
 
+/// The name of the thread that waits for `run`'s command.
+pub const COMMAND_THREAD: &str = "child";
+
 /// Held by a thread that brings the host its inputs (a terminal or stdio line, `run`'s command's
 /// end, an edit, a signal, the runtime's events): if the thread unwinds (a panic, which the
 /// default hook has printed), the host is told, and stops (status 101) rather than wait for ever
@@ -253,6 +256,9 @@ pub struct Host {
     /// servers up). Sooner is the same request: a terminal closing sends SIGHUP twice (the
     /// shell's, then the kernel's), and the command must get its time to clean up.
     stop_asked_at: Option<Instant>,
+    /// A thread that brings inputs panicked ([`StopOnPanic`]): the exit status is 101, once
+    /// `run`'s command has ended.
+    panicked: bool,
     // Proposed changes being checked on a job, and the `ask` prompt.
     checking: HashSet<CallId>,
     queue: VecDeque<Shown>,
@@ -345,6 +351,7 @@ impl Host {
             stdio: cfg.stdio,
             running_child: None,
             stop_asked_at: None,
+            panicked: false,
             checking: HashSet::new(),
             queue: VecDeque::new(),
             shown: None,
@@ -441,12 +448,21 @@ impl Host {
                 ui::say(&format!(
                     "internal error: the {thread} thread panicked (above); stopping"
                 ));
-                // The command's end may be what that thread was waiting for: asked to stop now.
-                if let Some(pid) = self.running_child {
-                    crate::sys::ask_to_stop(pid);
+                self.panicked = true;
+                match self.running_child {
+                    // `run`'s command is asked to stop, and the bridge stops once it has, as at
+                    // a signal (told again, it kills it); unless the thread was the one waiting
+                    // for it, whose end would never come (and whose pid may be another's now).
+                    Some(pid) if thread != COMMAND_THREAD => {
+                        if self.stop_asked_at.is_none() {
+                            self.stop_asked_at = Some(Instant::now());
+                            crate::sys::ask_to_stop(pid);
+                        }
+                    }
+                    _ => return Flow::Exit(101),
                 }
-                return Flow::Exit(101);
             }
+            HostInput::ChildExited(_) if self.panicked => return Flow::Exit(101),
             HostInput::ChildExited(status) => {
                 return Flow::Exit(match status {
                     Ok(s) => exit_code(s),

@@ -275,6 +275,7 @@ pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Re
         .spawn(move || {
             let _stop = crate::host::StopOnPanic::new(&tx, "signals");
             for sig in signals.forever() {
+                crate::panic::test_panic("signals");
                 if let Some(out) = &stdio {
                     out.stopping();
                 }
@@ -433,7 +434,10 @@ pub fn start_editor(
     }
     setup(&mut c);
     match c.spawn() {
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) => {
+        Err(e)
+            if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error())
+                && is_script(c.get_program(), path_of(&c).as_deref()) =>
+        {
             let mut sh = by_sh(c.get_program(), c.get_args());
             setup(&mut sh);
             sh.spawn()
@@ -479,15 +483,11 @@ static IS_PROGRAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn tied(command: Command) -> io::Result<Command> {
     const SELF: &str = "/proc/self/exe";
-    if !IS_PROGRAM.load(std::sync::atomic::Ordering::Relaxed) || !Path::new(SELF).exists() {
+    if !IS_PROGRAM.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(command);
     }
-    let path_var = command
-        .get_envs()
-        .find(|(k, _)| *k == "PATH")
-        .map(|(_, v)| v.map(OsStr::to_os_string))
-        .unwrap_or_else(|| std::env::var_os("PATH"));
-    findable(command.get_program(), path_var.as_deref())?;
+    let (path, dir) = (path_of(&command), command.get_current_dir());
+    find_program(command.get_program(), path.as_deref(), dir)?;
     let mut launcher = Command::new(SELF);
     launcher
         .arg(LAUNCHER)
@@ -513,16 +513,22 @@ pub fn tied(command: Command) -> io::Result<Command> {
     Ok(command)
 }
 
-/// Whether `execvp` would find `program` to run (the shells' search: a name with a `/` as it is,
-/// else each folder of `path`, an empty entry the current one): the error `spawn` would give
-/// when not: `ENOENT`, or `EACCES` when one was found that may not be run (or is a folder).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn findable(program: &OsStr, path: Option<&OsStr>) -> io::Result<()> {
+/// Where `execvp` would find `program` to run (glibc's search: a name with a `/` as it is,
+/// relative to `dir` when the command runs there; else each folder of `path`, `/bin:/usr/bin`
+/// without one, an empty entry the current one): the error `spawn` would give when nowhere:
+/// `ENOENT`, or `EACCES` when one was found that may not be run (or is a folder).
+fn find_program(program: &OsStr, path: Option<&OsStr>, dir: Option<&Path>) -> io::Result<PathBuf> {
     use rustix::fs::{access, Access};
+    if program.is_empty() {
+        return Err(rustix::io::Errno::NOENT.into());
+    }
     let candidates: Vec<PathBuf> = if program.as_encoded_bytes().contains(&b'/') {
-        vec![PathBuf::from(program)]
+        vec![match dir {
+            Some(dir) => dir.join(program),
+            None => PathBuf::from(program),
+        }]
     } else {
-        let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+        let path = path.unwrap_or(OsStr::new("/bin:/usr/bin"));
         std::env::split_paths(path)
             .map(|dir| match dir.as_os_str().is_empty() {
                 true => PathBuf::from(program),
@@ -537,12 +543,52 @@ fn findable(program: &OsStr, path: Option<&OsStr>) -> io::Result<()> {
             continue;
         }
         match access(&candidate, Access::EXEC_OK) {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(candidate),
             Err(rustix::io::Errno::ACCESS) => refused = rustix::io::Errno::ACCESS,
             Err(_) => {}
         }
     }
     Err(refused.into())
+}
+
+/// The `PATH` `command` runs with: its own when set for it, else the program's.
+fn path_of(command: &Command) -> Option<OsString> {
+    command
+        .get_envs()
+        .find(|(k, _)| *k == "PATH")
+        .map(|(_, v)| v.map(OsStr::to_os_string))
+        .unwrap_or_else(|| std::env::var_os("PATH"))
+}
+
+/// Whether a program the kernel would not run (`ENOEXEC`) is a script for `sh` ([`by_sh`]): found
+/// as `execvp` finds it, with no NUL byte in its first 512 bytes. A binary for another machine is
+/// refused as it is ("Exec format error"), as bash refuses it, rather than read by `sh`.
+fn is_script(program: &OsStr, path: Option<&OsStr>) -> bool {
+    use std::io::Read;
+    let Ok(found) = find_program(program, path, None) else {
+        return false;
+    };
+    let mut head = Vec::with_capacity(512);
+    File::open(found)
+        .and_then(|f| f.take(512).read_to_end(&mut head))
+        .is_ok_and(|_| !head.contains(&0))
+}
+
+/// Whether `/proc/self/exe`, which [`tied`] starts as the launcher, is the program: the file its
+/// name (`argv[0]`) names, found as a shell found it. Not when the program was started through
+/// the dynamic loader (`ld-linux-x86-64.so.2 ./claude-ide-bridge`: the loader is the executable
+/// then), under another name (`exec -a`), or without `/proc`: its commands are then not tied.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn runs_as_itself() -> bool {
+    let Ok(me) = fs::metadata("/proc/self/exe") else {
+        return false;
+    };
+    let Some(name) = std::env::args_os().next() else {
+        return false;
+    };
+    find_program(&name, std::env::var_os("PATH").as_deref(), None)
+        .and_then(fs::metadata)
+        .is_ok_and(|m| m.dev() == me.dev() && m.ino() == me.ino())
 }
 
 /// Called first in `main`: when the program was started as the launcher of a [`tied`] command,
@@ -553,7 +599,7 @@ pub fn launch_if_asked() {
     use std::os::unix::process::CommandExt;
     let mut args = std::env::args_os().skip(1);
     if args.next().as_deref() != Some(OsStr::new(LAUNCHER)) {
-        IS_PROGRAM.store(true, std::sync::atomic::Ordering::Relaxed);
+        IS_PROGRAM.store(runs_as_itself(), std::sync::atomic::Ordering::Relaxed);
         return;
     }
     let parent = args.next().and_then(|p| p.to_str()?.parse::<i32>().ok());
@@ -570,7 +616,9 @@ pub fn launch_if_asked() {
         std::process::exit(128 + rustix::process::Signal::TERM.as_raw());
     }
     let mut e = Command::new(&program).args(&rest).exec();
-    if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) {
+    if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error())
+        && is_script(&program, std::env::var_os("PATH").as_deref())
+    {
         e = by_sh(&program, rest.iter().map(OsString::as_os_str)).exec();
     }
     eprintln!(
@@ -917,33 +965,41 @@ mod tests {
 
     /// A tied command is looked for as `execvp` would, since `spawn` starts the launcher: a
     /// missing one, or one that may not be run, is refused with the error `spawn` would give.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
-    fn a_tied_command_is_looked_for_as_execvp_would() {
+    fn a_program_is_looked_for_as_execvp_would() {
         let d = tempfile::tempdir().unwrap();
         let (one, two) = (d.path().join("one"), d.path().join("two"));
         fs::create_dir_all(&one).unwrap();
         fs::create_dir_all(two.join("tool")).unwrap();
-        let code = |e: io::Result<()>| e.unwrap_err().raw_os_error();
+        let code = |e: io::Result<PathBuf>| e.unwrap_err().raw_os_error();
         let (noent, access) = (
             Some(rustix::io::Errno::NOENT.raw_os_error()),
             Some(rustix::io::Errno::ACCESS.raw_os_error()),
         );
         let path = std::env::join_paths([&one, &two]).unwrap();
-        let tool = OsStr::new("tool");
+        let find = |program: &str| find_program(OsStr::new(program), Some(&path), None);
         // Only a folder of that name: refused as execvp refuses it.
-        assert_eq!(code(findable(tool, Some(&path))), access);
-        assert_eq!(code(findable(OsStr::new("absent"), Some(&path))), noent);
+        assert_eq!(code(find("tool")), access);
+        assert_eq!(code(find("absent")), noent);
+        assert_eq!(code(find("")), noent);
         // A file that may not be run (mode 644: root too is refused without an execute bit).
-        fs::write(one.join("tool"), "#!/bin/sh\n").unwrap();
-        set_mode(&one.join("tool"), 0o644);
-        assert_eq!(code(findable(tool, Some(&path))), access);
-        set_mode(&one.join("tool"), 0o755);
-        findable(tool, Some(&path)).unwrap();
-        // A name with a slash is taken as it is, not looked for on PATH.
-        assert_eq!(code(findable(OsStr::new("./tool"), Some(&path))), noent);
-        findable(one.join("tool").as_os_str(), None).unwrap();
-        // No PATH: the shells' default folders.
-        findable(OsStr::new("sh"), None).unwrap();
+        let tool = one.join("tool");
+        fs::write(&tool, "echo hi\n").unwrap();
+        set_mode(&tool, 0o644);
+        assert_eq!(code(find("tool")), access);
+        set_mode(&tool, 0o755);
+        assert_eq!(find("tool").unwrap(), tool);
+        // A name with a slash is taken as it is, not looked for on PATH; relative to the folder
+        // the command runs in.
+        assert_eq!(code(find("./tool")), noent);
+        let there = find_program(OsStr::new("./tool"), None, Some(&one));
+        assert_eq!(there.unwrap(), one.join("./tool"));
+        // No PATH: glibc's default folders.
+        find_program(OsStr::new("sh"), None, None).unwrap();
+        // A file without `#!` is a script for sh; one with a NUL byte early on is not.
+        assert!(is_script(OsStr::new("tool"), Some(&path)));
+        fs::write(&tool, b"\x7fELF\x02\x01\x01\0\0\0").unwrap();
+        assert!(!is_script(OsStr::new("tool"), Some(&path)));
+        assert!(!is_script(OsStr::new("absent"), Some(&path)));
     }
 }

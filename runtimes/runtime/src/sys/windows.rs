@@ -85,8 +85,9 @@ pub(crate) fn watch_removal(
         let Ok(mut watch) = watch else {
             return;
         };
-        // Reads in a row that could not say what changed.
-        let mut unknown = 0;
+        // Reads in a row that could not say what changed, and when the last one came: one a
+        // minute or more after the last starts the count again.
+        let (mut unknown, mut last_unknown) = (0, None::<std::time::Instant>);
         loop {
             match watch.next(&ended, &name) {
                 Some(Seen::Other) => {
@@ -94,7 +95,11 @@ pub(crate) fn watch_removal(
                     continue;
                 }
                 Some(Seen::Removed) => unknown = 0,
-                Some(Seen::Unknown) => unknown += 1,
+                Some(Seen::Unknown) => {
+                    let recent = last_unknown.is_some_and(|t| t.elapsed() < STREAK_FORGOTTEN);
+                    unknown = if recent { unknown + 1 } else { 1 };
+                    last_unknown = Some(std::time::Instant::now());
+                }
                 None => return,
             }
             // The file removed: the folder closed (see above), and 200 ms waited for.
@@ -141,6 +146,10 @@ enum Seen {
     /// if it is gone.
     Unknown,
 }
+
+/// How long after the last read that could not say what changed the next one counts as the
+/// first of a new series ([`settle_ms`]).
+const STREAK_FORGOTTEN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How long the watch waits (milliseconds) before it looks at the file, after `unknown` reads in a
 /// row that could not say what changed: 200 ms, doubled from the second such read on, at most
