@@ -479,7 +479,12 @@ static IS_PROGRAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 /// command, is what `spawn` starts, the command is looked for first (`PATH`, execute permission)
 /// so that a missing one is refused as `spawn` would refuse it.
 ///
-/// Elsewhere, and when the launcher is not there (no `/proc`), `command` as it is.
+/// The launcher carries `command`'s program, arguments, environment and folder; what cannot be
+/// read back from a `Command` (its standard streams, `env_clear`, `arg0`) is set on the one
+/// returned.
+///
+/// Elsewhere, and when the launcher would not be the program ([`runs_as_itself`]), `command` as
+/// it is.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn tied(command: Command) -> io::Result<Command> {
     const SELF: &str = "/proc/self/exe";
