@@ -205,12 +205,17 @@ export def Start(Then: any = 0): bool
 enddef
 
 # Vim quits: what the command that quits it decided is sent (`:xa` accepts the pending diffs),
-# then the bridge stops: its input closes, and Vim sends it SIGTERM as it exits. The bridge
-# handles the lines written before the signal first (docs/stdio.md), so a decision sent here, or
-# by `:wq` in the last window, reaches claude; and the signal stops it even when a process Vim
-# started since holds its input open.
+# then the bridge stops: its input closes, and on Unix Vim sends it SIGTERM as it exits. The
+# bridge handles the lines written before the signal first (docs/stdio.md), so a decision sent
+# here, or by `:wq` in the last window, reaches claude; and the signal stops it even when a
+# process Vim started since holds its input open. On Windows "term" is TerminateProcess, which
+# would lose those lines and leave the lock file; nothing else holds the input open there (Vim
+# makes its end uninheritable), so its end alone stops the bridge.
 def Leaving()
   diff.QuittingAll()
+  if has('win32') && job_status(job) ==# 'run'
+    job_setoptions(job, {stoponexit: ''})
+  endif
   Stop()
 enddef
 

@@ -422,19 +422,26 @@ const STDIO_QUIET: Duration = Duration::from_millis(250);
 /// the signal may reach the host before the reader has handed over those lines: claude was then
 /// told that nobody decided. Handled until stdin's end, which comes after the last line; when
 /// stdin stays open (the bridge signalled alone, or a process the editor started holding its
-/// pipe), until no line came for [`STDIO_QUIET`], at most [`STDIO_DRAIN`]. Another signal ends
-/// the wait.
-fn drain_stdio(rx: &mpsc::Receiver<HostInput>, shared: &Mutex<Host>) {
+/// pipe), until no line came for [`STDIO_QUIET`], at most [`STDIO_DRAIN`]. More signals do not
+/// end it (Vim signals its job's process group, then the job: two SIGTERMs at once). The exit
+/// status a panic asked for meanwhile ([`HostInput::Panicked`]), if any.
+fn drain_stdio(rx: &mpsc::Receiver<HostInput>, shared: &Mutex<Host>) -> Option<i32> {
     let until = Instant::now() + STDIO_DRAIN;
+    let mut status = None;
     loop {
         let wait = until
             .saturating_duration_since(Instant::now())
             .min(STDIO_QUIET);
         match rx.recv_timeout(wait) {
-            Ok(HostInput::StdinClosed | HostInput::Signal(_)) | Err(_) => return,
+            Ok(HostInput::StdinClosed) | Err(_) => return status,
+            Ok(HostInput::Signal(_)) => {}
             Ok(input) => {
-                // The stop is under way: what the input would decide about it is not asked.
-                let _ = lock_host(shared).handle(input);
+                let panicked = matches!(input, HostInput::Panicked(_));
+                // The stop is under way: only a panic's status is kept of what the input says.
+                let flow = lock_host(shared).handle(input);
+                if let (true, Flow::Exit(code)) = (panicked, flow) {
+                    status = Some(code);
+                }
             }
         }
     }
@@ -823,7 +830,7 @@ fn serve(
         let flow = lock_host(shared).handle(input);
         if let Flow::Exit(code) = flow {
             if signal && stdio.is_some() {
-                drain_stdio(&rx, shared);
+                break drain_stdio(&rx, shared).unwrap_or(code);
             }
             break code;
         }

@@ -38,6 +38,20 @@ pub fn command_ended() {
     COMMAND.store(0, Ordering::Relaxed);
 }
 
+/// Kills `run`'s command `pid` (SIGKILL) after `grace`, on a thread of its own, if it is still the
+/// command then (not reaped: [`command_ended`] forgets its pid first). For a bridge whose thread
+/// panicked: nothing else may come to end a command that ignores SIGTERM.
+pub fn kill_command_after(pid: u32, grace: std::time::Duration) {
+    let _ = std::thread::Builder::new()
+        .name("command-grace".into())
+        .spawn(move || {
+            std::thread::sleep(grace);
+            if COMMAND.load(Ordering::Relaxed) == pid {
+                crate::sys::kill_now(pid);
+            }
+        });
+}
+
 /// Where the pid of `$EDITOR` is kept while it runs.
 pub fn editor_pid_in(running: &Arc<Mutex<Option<u32>>>) {
     let _ = EDITOR.set(Arc::clone(running));

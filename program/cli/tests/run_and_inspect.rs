@@ -520,41 +520,65 @@ fn a_killed_bridge_ends_runs_command() {
 /// A panic of a thread that brings the host its inputs (the signal thread, made to panic at the
 /// first signal by a debug build's test switch) in `run`: the command is asked to stop and the
 /// bridge waits for its end, as at a signal, then exits with 101. It exited at once, leaving a
-/// command that takes its time over SIGTERM on the terminal the shell took back.
+/// command that takes its time over SIGTERM on the terminal the shell took back. A command that
+/// ignores SIGTERM is killed after a grace: with the signal thread gone, no second request of
+/// the user's could come to end it, and the bridge waited for it for ever.
 #[test]
 fn a_panic_of_an_input_thread_in_run_waits_for_the_command() {
     if !cfg!(debug_assertions) {
         eprintln!("SKIPPED: the panic switch is in debug builds only");
         return;
     }
-    let sb = Sandbox::new();
-    let ended = sb.root().join("ended");
-    let (mut child, stderr, _) = run_a_command_that_stays(
-        &sb,
-        Some("signals"),
-        &format!(
-            "trap 'sleep 0.5; touch {}; exit 0' TERM\nwhile :; do sleep 0.05; done",
-            ended.display()
-        ),
-    );
-    Command::new("kill")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert!(
-        ended.exists(),
-        "the bridge exited before its command: {}",
-        stderr.text()
-    );
-    assert_eq!(status.code(), Some(101), "{}", stderr.text());
-    // (The bridge's own words are left out while claude has the terminal; the panic's are not.)
-    assert!(
-        stderr.text().contains("a panic of the signals thread"),
-        "{}",
-        stderr.text()
-    );
-    assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+    for ignores_term in [false, true] {
+        let sb = Sandbox::new();
+        let ended = sb.root().join("ended");
+        let on_term = match ignores_term {
+            false => format!("sleep 0.5; touch {}; exit 0", ended.display()),
+            true => String::new(),
+        };
+        let (mut child, stderr, command) = run_a_command_that_stays(
+            &sb,
+            Some("signals"),
+            &format!("trap '{on_term}' TERM\nwhile :; do sleep 0.05; done"),
+        );
+        Command::new("kill")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        let give_up = std::time::Instant::now() + WAIT;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > give_up {
+                let _ = child.kill();
+                // Not left behind holding the test's output open.
+                let _ = Command::new("kill")
+                    .args(["-KILL", &command.to_string()])
+                    .status();
+                panic!(
+                    "ignores SIGTERM {ignores_term}: the bridge kept waiting: {}",
+                    stderr.text()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert!(
+            ended.exists() || ignores_term,
+            "the bridge exited before its command: {}",
+            stderr.text()
+        );
+        wait_until_gone(command, "the bridge's panic", &stderr);
+        assert_eq!(status.code(), Some(101), "{}", stderr.text());
+        // (The bridge's own words are left out while claude has the terminal; the panic's are
+        // not.)
+        assert!(
+            stderr.text().contains("a panic of the signals thread"),
+            "{}",
+            stderr.text()
+        );
+        assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+    }
 }
 
 /// `run -- COMMAND` where the command writes its pid, then runs `body` ([`STAYS`]: waits a

@@ -493,6 +493,8 @@ fn a_diff_accepted_as_the_editor_quits_is_saved() {
                 if closes {
                     drop(s.stdin.take());
                 }
+                // Twice, as Vim does (its job's process group, then the job).
+                s.signal("TERM");
                 s.signal("TERM");
             }
         }

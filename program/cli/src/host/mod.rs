@@ -77,6 +77,10 @@ pub enum HostInput {
     Panicked(&'static str),
 }
 
+/// How long `run`'s command gets to end after it was asked to, once a thread of the bridge
+/// panicked ([`HostInput::Panicked`]), before it is killed.
+const KILL_AFTER_PANIC: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The name of the thread that waits for `run`'s command.
 pub const COMMAND_THREAD: &str = "child";
 
@@ -453,11 +457,14 @@ impl Host {
                     // `run`'s command is asked to stop, and the bridge stops once it has, as at
                     // a signal (told again, it kills it); unless the thread was the one waiting
                     // for it, whose end would never come (and whose pid may be another's now).
+                    // Killed after a grace if it is still there: the thread that panicked may be the
+                    // one that would bring the user's second request (the signals').
                     Some(pid) if thread != COMMAND_THREAD => {
                         if self.stop_asked_at.is_none() {
                             self.stop_asked_at = Some(Instant::now());
                             crate::sys::ask_to_stop(pid);
                         }
+                        crate::panic::kill_command_after(pid, KILL_AFTER_PANIC);
                     }
                     _ => return Flow::Exit(101),
                 }

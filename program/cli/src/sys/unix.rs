@@ -521,7 +521,7 @@ pub fn tied(command: Command) -> io::Result<Command> {
 /// Where `execvp` would find `program` to run (glibc's search: a name with a `/` as it is,
 /// relative to `dir` when the command runs there; else each folder of `path`, `/bin:/usr/bin`
 /// without one, an empty entry the current one): the error `spawn` would give when nowhere:
-/// `ENOENT`, or `EACCES` when one was found that may not be run (or is a folder).
+/// `ENOENT`, or `EACCES` when one was found that may not be run (or is not a regular file).
 fn find_program(program: &OsStr, path: Option<&OsStr>, dir: Option<&Path>) -> io::Result<PathBuf> {
     use rustix::fs::{access, Access};
     if program.is_empty() {
@@ -543,9 +543,14 @@ fn find_program(program: &OsStr, path: Option<&OsStr>, dir: Option<&Path>) -> io
     };
     let mut refused = rustix::io::Errno::NOENT;
     for candidate in candidates {
-        if candidate.is_dir() {
-            refused = rustix::io::Errno::ACCESS;
-            continue;
+        // A folder, a FIFO, a device: `execve` refuses them with EACCES (and a FIFO would block
+        // `is_script`'s read).
+        match fs::metadata(&candidate) {
+            Ok(m) if !m.is_file() => {
+                refused = rustix::io::Errno::ACCESS;
+                continue;
+            }
+            _ => {}
         }
         match access(&candidate, Access::EXEC_OK) {
             Ok(()) => return Ok(candidate),
