@@ -455,10 +455,10 @@ impl Host {
                 self.panicked = true;
                 match self.running_child {
                     // `run`'s command is asked to stop, and the bridge stops once it has, as at
-                    // a signal (told again, it kills it); unless the thread was the one waiting
-                    // for it, whose end would never come (and whose pid may be another's now).
-                    // Killed after a grace if it is still there: the thread that panicked may be the
-                    // one that would bring the user's second request (the signals').
+                    // a signal; killed after a grace if it is still there, since the thread that
+                    // panicked may be the one that would bring the user's second request (the
+                    // signals'). Unless the thread was the one waiting for it, whose end would
+                    // never come (and whose pid may be another's now).
                     Some(pid) if thread != COMMAND_THREAD => {
                         if self.stop_asked_at.is_none() {
                             self.stop_asked_at = Some(Instant::now());
