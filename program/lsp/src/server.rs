@@ -62,6 +62,27 @@ impl StateMonitor {
                 .0;
         }
     }
+
+    /// Waits, with the server gone or its input closed, until the reader has read its output to
+    /// the end (the reader's own end makes it `Exited`), or has waited in a read for
+    /// [`EXIT_SETTLE`] (what is left is held open by a process the server started), at most
+    /// [`EXIT_SETTLE_MOST`]: what the server wrote before it went (its last answers and
+    /// publishes) is read and told first.
+    fn wait_for_reader<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let give_up = Instant::now() + EXIT_SETTLE_MOST;
+        let exited = |s: &mut State| matches!(s.phase, Phase::Exited(_));
+        while !exited(&mut state) {
+            let now = Instant::now();
+            // Read to its end already, or waiting in a read long enough: held open.
+            let settled = state.reading_since.map(|since| since + EXIT_SETTLE);
+            if now >= give_up || settled.is_some_and(|at| now >= at) {
+                break;
+            }
+            let wake = settled.unwrap_or(now + EXIT_SETTLE).min(give_up);
+            state = self.wait_until(state, wake, exited).0;
+        }
+        state
+    }
 }
 
 /// Why a request got no answer.
@@ -657,19 +678,7 @@ fn write_loop(
     let on_exit = {
         let shared = Arc::clone(shared);
         move || {
-            let give_up = Instant::now() + EXIT_SETTLE_MOST;
-            let exited = |s: &mut State| matches!(s.phase, Phase::Exited(_));
-            let mut state = shared.lock();
-            while !exited(&mut state) {
-                let now = Instant::now();
-                // Read to its end already, or waiting in a read long enough: held open.
-                let settled = state.reading_since.map(|since| since + EXIT_SETTLE);
-                if now >= give_up || settled.is_some_and(|at| now >= at) {
-                    break;
-                }
-                let wake = settled.unwrap_or(now + EXIT_SETTLE).min(give_up);
-                state = shared.wait_until(state, wake, exited).0;
-            }
+            let mut state = shared.wait_for_reader(shared.lock());
             state.process_ended = true;
             drop(state);
             shared.cond.notify_all();
@@ -736,6 +745,11 @@ fn write_loop(
         }
         state = shared.lock();
         if let Some(e) = failed {
+            // Its input closed: it exited, or is exiting, maybe with its last answers and
+            // publishes still to read (an answer to its own request written just after it
+            // ended gets here before its exit's watch): those are read first, as at its exit.
+            stdin = None;
+            state = shared.wait_for_reader(state);
             state.exit(format!("exited: its input is closed ({e})"));
         }
     }
