@@ -471,11 +471,11 @@ fn list_and_doctor_with_a_closed_stdout_end_normally() {
 /// terminal, fighting the shell for it. The lock file goes with the unwinding, as before.
 #[test]
 fn a_panic_of_the_main_thread_ends_runs_command() {
-    let sb = Sandbox::new();
     if !cfg!(debug_assertions) {
         eprintln!("SKIPPED: the panic switch is in debug builds only");
         return;
     }
+    let sb = Sandbox::new();
     let (mut child, stderr, command) = run_a_command_that_stays(&sb, Some("main"), STAYS);
     Command::new("kill")
         .arg(child.id().to_string())

@@ -505,7 +505,7 @@ pub fn tied(command: Command) -> io::Result<Command> {
             None => launcher.env_remove(key),
         };
     }
-    if let Some(dir) = command.get_current_dir() {
+    if let Some(dir) = dir {
         launcher.current_dir(dir);
     }
     Ok(launcher)

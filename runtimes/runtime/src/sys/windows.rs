@@ -59,10 +59,11 @@ impl Drop for WatchEnd {
 /// Watches `dir` for the removal of its file `name` (`ReadDirectoryChangesW` on the folder, on a
 /// thread of its own that sleeps in `WaitForMultipleObjects` until a name in it changes: no
 /// wake-up while nothing happens), and calls `restore` 200 ms after (longer after reads in a row
-/// that cannot say what changed: [`settle_ms`]); `restore` returns `false` to end the watch. For those 200 ms the folder is let go of: Windows (and Wine) deletes a folder
-/// when the last handle to it closes, so a removal of the folder under way completes, and is
-/// seen after: the watch ends when the folder at `dir` is then gone or another (removed, or moved
-/// away: the folder is not made again). It also ends when a read of the folder fails (as it does
+/// that cannot say what changed: [`settle_ms`]); `restore` returns `false` to end the watch.
+/// Meanwhile the folder is let go of: Windows (and Wine) deletes a folder when the last handle
+/// to it closes, so a removal of the folder under way completes, and is seen after: the watch
+/// ends when the folder at `dir` is then gone or another (removed, or moved away: the folder is
+/// not made again). It also ends when a read of the folder fails (as it does
 /// on a folder being deleted), and when the [`WatchEnd`] is dropped. A folder moved away with
 /// nothing removed from it keeps its watch until its next removal, or the drop. `None` when it
 /// could not be set up.
@@ -102,7 +103,7 @@ pub(crate) fn watch_removal(
                 }
                 None => return,
             }
-            // The file removed: the folder closed (see above), and 200 ms waited for.
+            // The file removed: the folder closed (see above), and `settle_ms` waited for.
             drop(watch);
             let settle = settle_ms(unknown);
             // SAFETY: the event is open for as long as this thread holds its `Arc`.
