@@ -47,9 +47,11 @@ WINE_TESTS=(
   # Language servers on Windows: the lsp crate's URI-to-path mapping (sys::) and its document
   # state (state::; the table's tests assume Unix commands), and the program starting a stand-in
   # server through npm's `pyright-langserver.cmd` shim and ending its tree, Job Object and all,
-  # when it stops or is killed (program/cli/tests/lsp_shim.rs).
+  # when it stops or is killed; and `run -- claude` finding npm's `claude.cmd`, its tree ended
+  # with a killed bridge and left running when the command ends by itself
+  # (program/cli/tests/shims.rs).
   "-p claude-ide-bridge-lsp --lib -- sys:: state::"
-  "-p claude-ide-bridge-cli --test lsp_shim"
+  "-p claude-ide-bridge-cli --test shims"
 )
 CHECK_TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc)
 WINE_TARGET=x86_64-pc-windows-gnu

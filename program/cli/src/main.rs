@@ -761,7 +761,7 @@ fn serve(
 
     if let Some(cmd) = run {
         let no_proxy = no_proxy_value(std::env::var_os("no_proxy"), std::env::var_os("NO_PROXY"));
-        let mut c = Command::new(&cmd[0]);
+        let mut c = Command::new(sys::program_named(&cmd[0]));
         c.args(&cmd[1..])
             .env("CLAUDE_CODE_SSE_PORT", port.to_string())
             .env("ENABLE_IDE_INTEGRATION", "true")
@@ -771,7 +771,7 @@ fn serve(
         ui::set_quiet(true);
         // Started from this thread, which lives as long as the program: tied to it, the command
         // ends with the bridge even when the bridge is killed.
-        match sys::tied(c).and_then(|mut c| c.spawn()) {
+        match sys::spawn_tied(c) {
             Ok(mut child) => {
                 host.set_child(child.id());
                 let tx = tx.clone();

@@ -29,9 +29,13 @@
 //! - `TerminalState`, `save_terminal()`, `restore_terminal(saved, abnormal)`: the terminal's
 //!   settings put back after `$EDITOR` (one killed in raw mode left the prompt unanswerable);
 //!   `ended_by_interrupt(status)`: whether Ctrl-C ended it;
-//! - `tied(command)`, `launch_if_asked()`: a command that ends with the program however it ends
-//!   (Linux: `PR_SET_PDEATHSIG` through a launcher, the program started again as its own first
-//!   step; elsewhere the command as it is);
+//! - `program_named(name)`: the program `run -- NAME` runs (Windows: `NAME` looked for under
+//!   `PATHEXT`'s extensions, npm's `claude.cmd`);
+//! - `spawn_tied(command)`, `launch_if_asked()`: `run`'s command started so that it ends with the
+//!   program however the program ends (Linux: `PR_SET_PDEATHSIG` through a launcher, the program
+//!   started again as its own first step, which `$EDITOR` on a proposal goes through too; Windows:
+//!   a Job Object with "kill on job close", let go once the command ends by itself; macOS: the
+//!   command as it is);
 //! - `raise_open_files_limit()`, `start_editor(editor, files, ends, setup)`: the rest (a script
 //!   without `#!` as `$EDITOR` is run by `sh` on Unix, as a shell would).
 //!

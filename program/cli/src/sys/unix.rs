@@ -486,7 +486,7 @@ static IS_PROGRAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 /// Elsewhere, and when the launcher would not be the program ([`runs_as_itself`]), `command` as
 /// it is.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub fn tied(command: Command) -> io::Result<Command> {
+fn tied(command: Command) -> io::Result<Command> {
     const SELF: &str = "/proc/self/exe";
     if !IS_PROGRAM.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(command);
@@ -514,8 +514,19 @@ pub fn tied(command: Command) -> io::Result<Command> {
 /// See the Linux [`tied`]: no parent-death signal here (macOS has none to ask for), so `command`
 /// as it is.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub fn tied(command: Command) -> io::Result<Command> {
+fn tied(command: Command) -> io::Result<Command> {
     Ok(command)
+}
+
+/// The program `run -- NAME ARGS` runs: `NAME`, which `spawn` looks for as `execvp` does, as the
+/// shell that ran the bridge would.
+pub fn program_named(name: &OsStr) -> OsString {
+    name.to_owned()
+}
+
+/// Starts `run`'s command [`tied`] to the bridge.
+pub fn spawn_tied(command: Command) -> io::Result<Child> {
+    tied(command)?.spawn()
 }
 
 /// Where `execvp` would find `program` to run (glibc's search: a name with a `/` as it is,

@@ -13,6 +13,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
+use std::os::windows::io::AsRawHandle;
 use std::os::windows::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -21,6 +22,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use claude_ide_bridge_runtime::signals::ConsoleEvent;
+use win32job::{ExtendedLimitInfo, Job};
 
 use super::{Ends, Finding};
 use crate::host::{HostInput, StdioOut};
@@ -279,9 +281,59 @@ pub fn kill_now(_pid: u32) {}
 /// only briefly for one that ends by itself.
 pub const SIGNALS_EDITOR: bool = false;
 
-/// Waits for `run`'s command to end (Windows has no job control to follow).
+/// The program `run -- NAME ARGS` runs: a name without a folder looked for in each `PATH` folder
+/// under each of `PATHEXT`'s extensions, as cmd and PowerShell look for it, so that npm's
+/// `claude.cmd` is what `run -- claude` runs (std looks for `NAME.exe` alone, and refused it as
+/// not found); a path, or a name found nowhere, as it is (std's own search and error then).
+pub fn program_named(name: &OsStr) -> OsString {
+    let bare = Path::new(name).parent() == Some(Path::new(""));
+    let found = (name.to_str())
+        .filter(|_| bare)
+        .and_then(claude_ide_bridge_lsp::table::find_program);
+    found.map_or_else(|| name.to_owned(), PathBuf::into_os_string)
+}
+
+/// `run`'s command's Job Object while it runs ([`spawn_tied`]): its one handle, closed by
+/// Windows when the bridge's process ends however it ends.
+static RUN_JOB: Mutex<Option<Job>> = Mutex::new(None);
+
+/// Starts `run`'s command so that it ends with the bridge however the bridge ends (killed from
+/// the task manager, a crash: nothing of the bridge runs then to end it, and it stayed on the
+/// console fighting the shell for it): it is put, right after its start, into a Job Object
+/// created with "kill on job close", whose one handle [`RUN_JOB`] holds. What the command starts
+/// is in the job too (the `node` that npm's `claude.cmd` shim runs), unless it asks to break
+/// away (`CREATE_BREAKAWAY_FROM_JOB`, allowed: a window of its own meant to outlive it).
+/// [`wait_for_command`] lets the job go without ending anything once the command has ended by
+/// itself, so that what it left running outlives the bridge as it would outlive the command
+/// alone. Not held: a process the command starts in the moment between its start and its
+/// assignment (std has no suspended start; a shim starts `node` long after). When the job cannot
+/// be made (an old Windows inside a job of its own), the command runs untied.
+pub fn spawn_tied(mut command: Command) -> io::Result<Child> {
+    let child = command.spawn()?;
+    let mut limits = ExtendedLimitInfo::new();
+    limits.limit_kill_on_job_close().limit_breakaway_ok();
+    let job = Job::create_with_limit_info(&limits).and_then(|job| {
+        job.assign_process(child.as_raw_handle() as isize)
+            .map(|()| job)
+    });
+    if let Ok(job) = job {
+        *RUN_JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+    }
+    Ok(child)
+}
+
+/// Waits for `run`'s command to end (Windows has no job control to follow), then lets its job
+/// ([`spawn_tied`]) go with "kill on job close" taken off: what the command left running is not
+/// ended by the bridge's own end.
 pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
-    child.wait()
+    let status = child.wait();
+    if let Some(job) = RUN_JOB.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let mut limits = ExtendedLimitInfo::new();
+        limits.limit_breakaway_ok();
+        // Should that fail, what is left ends now, as it would at a killed bridge.
+        let _ = job.set_extended_limit_info(&limits);
+    }
+    status
 }
 
 /// The command's exit code when it is one a process can exit with here (0 to 255), else 1
@@ -349,12 +401,6 @@ fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
     let mut c = Command::new("cmd");
     c.args(["/D", "/V:OFF", "/S", "/C"]).raw_arg(line);
     Ok(c)
-}
-
-/// A command ends with the bridge only when the bridge ends it (`run`'s command is asked to stop
-/// through the console's events); see the Unix `tied`.
-pub fn tied(command: Command) -> io::Result<Command> {
-    Ok(command)
 }
 
 /// Nothing to launch here: see the Unix `launch_if_asked`.

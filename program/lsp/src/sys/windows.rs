@@ -11,7 +11,7 @@
 //!
 //! A server that stops reading holds the writer in its write until the request that is waiting
 //! passes its deadline: the caller then finds it hung and kills its tree, which ends the write.
-//! Run under Wine by `program/cli/tests/lsp_shim.rs`: a server behind npm's `.cmd` shim, its
+//! Run under Wine by `program/cli/tests/shims.rs`: a server behind npm's `.cmd` shim, its
 //! tree (`cmd.exe`, the server, the process it started) ended at the bridge's stop and when the
 //! bridge is killed.
 

@@ -1,17 +1,18 @@
-//! A language server started through a shim on `PATH`, as npm installs them, and its whole
-//! process tree stopped with the bridge, on every OS: `scripts/test-all.d/platforms.sh` builds
-//! this file for `x86_64-pc-windows-gnu` and runs it under Wine, where the shim is npm's
-//! `pyright-langserver.cmd` (run by `cmd.exe`) and the tree is the server's Job Object; on Unix
-//! the shim is a shell script and the tree is the server's process group.
+//! Programs started through a shim on `PATH`, as npm installs them, and their whole process
+//! trees ended with the bridge, on every OS: `scripts/test-all.d/platforms.sh` builds this file
+//! for `x86_64-pc-windows-gnu` and runs it under Wine, where the shims are npm's `.cmd` files
+//! (run by `cmd.exe`). Two programs: a language server (`pyright-langserver`), whose tree is its
+//! Job Object on Windows and its process group on Unix, and `run`'s command (`claude`), tied to
+//! the bridge (a Job Object on Windows, `PR_SET_PDEATHSIG` on Linux).
 //!
-//! The real servers are Linux programs here, which a Windows process cannot start, so the server
-//! is a stand-in: this test program itself, started with [`STAND_IN`] as its first argument (the
-//! file has its own `main`, `harness = false`). It speaks enough of the protocol for
-//! `getDiagnostics` (one diagnostic per opened or changed file), and starts a process of its own
-//! (itself again, with [`SLEEPER`]) as real servers do (npm's shim runs `node`, which runs
-//! workers). Each writes its pid to a file, and the bridge's language-server log names the
-//! process the bridge started (the shim's `cmd.exe` or `sh`), so the test knows the three pids
-//! of the tree and checks that none outlives the bridge.
+//! The real programs are Linux programs here, which a Windows process cannot start, so each is
+//! a stand-in: this test program itself, started with [`STAND_IN`] (the server) or [`COMMAND`]
+//! (`run`'s command) as its first argument (the file has its own `main`, `harness = false`). The
+//! server speaks enough of the protocol for `getDiagnostics` (one diagnostic per opened or
+//! changed file); both start a process of their own (itself again, with [`SLEEPER`]) as real
+//! ones do (npm's shim runs `node`, which runs workers). Each writes its pid to a file, and the
+//! bridge's language-server log names the process the bridge started (the shim's `cmd.exe` or
+//! `sh`), so the test knows the pids of the tree and checks which outlive the bridge.
 
 mod common;
 
@@ -27,8 +28,11 @@ use serde_json::{json, Value};
 /// The first argument that makes this program the stand-in server; the second is the folder it
 /// writes its pid to.
 const STAND_IN: &str = "stand-in-server";
-/// The first argument that makes this program the server's own child, which sleeps; the second
-/// is the folder it writes its pid to.
+/// The first argument that makes this program `run`'s command, which reads its input to its end;
+/// the second is the folder it writes its pid to.
+const COMMAND: &str = "stand-in-command";
+/// The first argument that makes this program the server's (or the command's) own child, which
+/// sleeps; the second is the folder it writes its pid to.
 const SLEEPER: &str = "stand-in-sleeper";
 /// How long the sleeper sleeps at most: a failed run leaves nothing behind for longer.
 const SLEEP_BOUND: Duration = Duration::from_secs(300);
@@ -43,13 +47,14 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match (args.first().map(String::as_str), args.get(1)) {
         (Some(STAND_IN), Some(dir)) => return stand_in::serve(Path::new(dir), &args[2..]),
+        (Some(COMMAND), Some(dir)) => return stand_in::command(Path::new(dir)),
         (Some(SLEEPER), Some(dir)) => return stand_in::sleep(Path::new(dir)),
         _ => {}
     }
     // The tests, one after the other (each starts a bridge and a server tree of its own); a
     // word given (not an option) picks the tests whose name holds it.
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let tests: [(&str, fn()); 2] = [
+    let tests: [(&str, fn()); 4] = [
         (
             "a_shim_started_server_answers_and_its_tree_ends_with_the_bridge",
             a_shim_started_server_answers_and_its_tree_ends_with_the_bridge,
@@ -57,6 +62,14 @@ fn main() {
         (
             "a_killed_bridge_leaves_no_server_tree_behind",
             a_killed_bridge_leaves_no_server_tree_behind,
+        ),
+        (
+            "a_killed_bridge_ends_runs_command_behind_a_shim",
+            a_killed_bridge_ends_runs_command_behind_a_shim,
+        ),
+        (
+            "runs_command_ending_by_itself_leaves_what_it_started_running",
+            runs_command_ending_by_itself_leaves_what_it_started_running,
         ),
     ];
     let chosen: Vec<_> = (tests.iter())
@@ -151,7 +164,7 @@ fn a_killed_bridge_leaves_no_server_tree_behind() {
     if cfg!(windows) {
         pids.all_gone("after the bridge was killed", &tree.log_text());
     } else {
-        let log = tree.log_text();
+        let log = format!("the language-server log:\n{}", tree.log_text());
         wait_gone("the shim", pids.shim, &log);
         wait_gone("the server", pids.server, &log);
         assert!(
@@ -162,6 +175,83 @@ fn a_killed_bridge_leaves_no_server_tree_behind() {
         );
         end(pids.grandchild);
     }
+}
+
+/// `run -- claude` with `claude` found on `PATH` as npm's shim (`claude.cmd` on Windows, which
+/// Windows' own search for `claude.exe` does not find), then the bridge killed hard: `run`'s
+/// command ends too. On Windows its whole tree does (the command's Job Object, closed with the
+/// bridge's process: `cmd.exe`, the command and what it started). On Linux the command (the shim
+/// `exec`s it, as npm's `#!/usr/bin/env node` script is the program itself) gets SIGTERM at its
+/// parent's end; what it started itself outlives it, as a language server's child does
+/// (docs/platforms.md). macOS has no parent-death signal: the command outlives the bridge
+/// (docs/platforms.md); checked as such.
+fn a_killed_bridge_ends_runs_command_behind_a_shim() {
+    let sb = Sandbox::new();
+    let tree = Tree::install(&sb);
+    let (mut run, stderr) = tree.run(&sb);
+    let said = || format!("the bridge's stderr:\n{}", stderr.text());
+    let (command, grandchild) = (
+        tree.pid_file("command", &said),
+        tree.pid_file("grandchild", &said),
+    );
+    assert!(alive(command) && alive(grandchild));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let log = "run's command has no log";
+    if cfg!(target_os = "macos") {
+        assert!(
+            alive(command),
+            "the command outlived a killed bridge on macOS until now"
+        );
+        end(command);
+    } else {
+        wait_gone("run's command", command, log);
+    }
+    if cfg!(windows) {
+        wait_gone("what run's command started", grandchild, log);
+    } else {
+        assert!(
+            alive(grandchild),
+            "the command's own child ({grandchild}) outlived a killed bridge on Unix until now; \
+             docs/platforms.md says it does"
+        );
+        end(grandchild);
+    }
+}
+
+/// `run -- claude` (npm's shim, as above) whose command ends by itself (its input closed): the
+/// bridge exits with its status, and what the command started and left running outlives both,
+/// on Windows too, where the command's Job Object is let go without ending anything.
+fn runs_command_ending_by_itself_leaves_what_it_started_running() {
+    let sb = Sandbox::new();
+    let tree = Tree::install(&sb);
+    let (mut run, stderr) = tree.run(&sb);
+    let said = || format!("the bridge's stderr:\n{}", stderr.text());
+    let (command, grandchild) = (
+        tree.pid_file("command", &said),
+        tree.pid_file("grandchild", &said),
+    );
+    drop(run.stdin.take());
+    let give_up = Instant::now() + PROCESS_WAIT;
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > give_up {
+            let _ = run.kill();
+            end(command);
+            end(grandchild);
+            panic!("the bridge did not exit with its command");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+    wait_gone("run's command", command, "run's command has no log");
+    assert!(
+        alive(grandchild),
+        "what the command started ({grandchild}) was ended with the bridge"
+    );
+    end(grandchild);
 }
 
 /// The shim on a `PATH` folder of its own (with a space in its path), the stand-in beside it,
@@ -183,7 +273,8 @@ impl Tree {
         if fs::hard_link(&me, &exe).is_err() {
             fs::copy(&me, &exe).unwrap();
         }
-        platform::write_shim(&bin, "pyright-langserver", &exe, &pid_dir);
+        platform::write_shim(&bin, "pyright-langserver", &exe, STAND_IN, &pid_dir);
+        platform::write_shim(&bin, "claude", &exe, COMMAND, &pid_dir);
         Tree {
             bin,
             pid_dir,
@@ -205,6 +296,28 @@ impl Tree {
         ];
         args.extend_from_slice(extra);
         Served::start_with_env(sb, &args, &[("PATH", path.to_str().unwrap())])
+    }
+
+    /// `run -- claude`, `PATH` as for [`Tree::serve`], its input a pipe the test holds; and what
+    /// it writes to stderr.
+    fn run(&self, sb: &Sandbox) -> (std::process::Child, Lines) {
+        let mut c = sb.command();
+        c.args([
+            "run",
+            "--runtime",
+            "threads",
+            "--lsp-warm",
+            "none",
+            "--",
+            "claude",
+        ])
+        .env("PATH", platform::search_path(&self.bin))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let stderr = Lines::collect(child.stderr.take().unwrap());
+        (child, stderr)
     }
 
     fn log_text(&self) -> String {
@@ -235,15 +348,16 @@ impl Tree {
             .unwrap_or_else(|| panic!("no pid in {line:?}"));
         let pids = Pids {
             shim,
-            server: self.pid_file("server"),
-            grandchild: self.pid_file("grandchild"),
+            server: self.pid_file("server", &|| self.log_text()),
+            grandchild: self.pid_file("grandchild", &|| self.log_text()),
         };
         assert!(pids.shim != pids.server, "the shim is a process of its own");
         assert!(pids.shim != s.child.id() && pids.server != s.child.id());
         pids
     }
 
-    fn pid_file(&self, name: &str) -> u32 {
+    /// The pid written to `name`, once it is; else fails with `context` (what the bridge said).
+    fn pid_file(&self, name: &str, context: &dyn Fn() -> String) -> u32 {
         let path = self.pid_dir.join(name);
         let give_up = Instant::now() + PROCESS_WAIT;
         loop {
@@ -253,7 +367,12 @@ impl Tree {
             {
                 return pid;
             }
-            assert!(Instant::now() < give_up, "no pid in {}", path.display());
+            assert!(
+                Instant::now() < give_up,
+                "no pid in {}; {}",
+                path.display(),
+                context()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -308,7 +427,7 @@ fn wait_gone(what: &str, pid: u32, log: &str) {
     while alive(pid) {
         if Instant::now() > give_up {
             end(pid);
-            panic!("{what} ({pid}) is still running; the language-server log:\n{log}");
+            panic!("{what} ({pid}) is still running; {log}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -416,6 +535,24 @@ mod stand_in {
         }
     }
 
+    /// `run`'s command: writes its pid, starts a process of its own (left running), reads its
+    /// input to its end and exits with 0.
+    pub fn command(dir: &Path) {
+        write_pid(dir, "command");
+        let me = std::env::current_exe().unwrap();
+        // Left running: what the command started outlives it, unless the bridge's end ends it.
+        #[allow(clippy::zombie_processes)]
+        let _child = Command::new(me)
+            .arg(SLEEPER)
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    }
+
     /// Writes its pid, then sleeps (bounded).
     pub fn sleep(dir: &Path) {
         write_pid(dir, "grandchild");
@@ -465,12 +602,12 @@ mod platform {
     use std::ffi::OsString;
     use std::path::{Path, PathBuf};
 
-    /// `NAME.cmd` as npm writes it (`"%~dp0\..." %*`), running the stand-in with the pid folder.
-    pub fn write_shim(bin: &Path, name: &str, exe: &Path, pid_dir: &Path) {
+    /// `NAME.cmd` as npm writes it (`"%~dp0\..." %*`), running the stand-in as `role` with the
+    /// pid folder.
+    pub fn write_shim(bin: &Path, name: &str, exe: &Path, role: &str, pid_dir: &Path) {
         let exe = exe.file_name().unwrap().to_str().unwrap();
         let text = format!(
-            "@ECHO off\r\n\"%~dp0\\{exe}\" {} \"{}\" %*\r\n",
-            super::STAND_IN,
+            "@ECHO off\r\n\"%~dp0\\{exe}\" {role} \"{}\" %*\r\n",
             pid_dir.display()
         );
         std::fs::write(bin.join(format!("{name}.cmd")), text).unwrap();
@@ -497,19 +634,20 @@ mod platform {
     }
 }
 
-/// Unix: a shell-script shim (the `sh` stays, running the stand-in as its child, as `cmd.exe`
-/// does on Windows).
+/// Unix: a shell-script shim. The server's `sh` stays, running the stand-in as its child, as
+/// `cmd.exe` does on Windows; `run`'s command's `exec`s it, as npm's `claude` (a `node` script)
+/// is the program itself.
 #[cfg(unix)]
 mod platform {
     use std::ffi::OsString;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
-    pub fn write_shim(bin: &Path, name: &str, exe: &Path, pid_dir: &Path) {
+    pub fn write_shim(bin: &Path, name: &str, exe: &Path, role: &str, pid_dir: &Path) {
         let exe = exe.file_name().unwrap().to_str().unwrap();
+        let exec = if role == super::COMMAND { "exec " } else { "" };
         let text = format!(
-            "#!/bin/sh\n\"${{0%/*}}/{exe}\" {} '{}' \"$@\"\n",
-            super::STAND_IN,
+            "#!/bin/sh\n{exec}\"${{0%/*}}/{exe}\" {role} '{}' \"$@\"\n",
             pid_dir.display()
         );
         let shim = bin.join(name);
