@@ -116,14 +116,7 @@ fn ask_on_a_terminal() {
 
         // Ctrl-C on the terminal stops the bridge; the lock goes.
         type_line("\x03");
-        let give_up = Instant::now() + WAIT;
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < give_up, "{}", screen.text());
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = exit_within(&mut child, WAIT, &|| screen.text());
         assert!(status.success(), "{}", screen.text());
         assert!(!lock.exists());
     }

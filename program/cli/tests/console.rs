@@ -73,7 +73,7 @@ fn send_to_console(event: u32) {
 }
 
 /// The bridge's exit code, waited for (bounded), or `None` if it is still running after `wait`.
-fn exit_within(s: &mut Served, wait: Duration) -> Option<i32> {
+fn exit_code_within(s: &mut Served, wait: Duration) -> Option<i32> {
     let give_up = Instant::now() + wait;
     loop {
         if let Some(status) = s.child.try_wait().unwrap() {
@@ -101,7 +101,7 @@ fn stops_cleanly_on(event: u32, number: i32, rt: &str) {
 
     let before = SWALLOWED.load(Ordering::SeqCst);
     send_to_console(event);
-    let code = exit_within(&mut s, WAIT);
+    let code = exit_code_within(&mut s, WAIT);
     // The lock file first: Wine ends a process that has no handler for Ctrl-C with status 0
     // too (Windows with STATUS_CONTROL_C_EXIT), so the status alone does not tell.
     assert!(

@@ -358,14 +358,9 @@ fn a_log_that_is_a_fifo_or_a_link_is_refused_and_the_bridge_runs_without_it() {
             .status()
             .unwrap();
         assert!(stopped.success());
-        let give_up = Instant::now() + WAIT;
-        let status = loop {
-            if let Some(status) = bridge.0.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < give_up, "{kind}: the bridge did not stop");
-            thread::sleep(Duration::from_millis(20));
-        };
+        let status = exit_within(&mut bridge.0, WAIT, &|| {
+            format!("{kind}: {}", stderr.text())
+        });
         assert_eq!(status.code(), Some(0), "{kind}: {}", stderr.text());
         assert_eq!(stderr.count("no log"), 1, "{kind}: {}", stderr.text());
         let meta = fs::symlink_metadata(&log).unwrap();
@@ -685,14 +680,7 @@ fn servers_are_stopped_when_the_command_of_run_exits() {
         child.id(),
     );
     child.stdin.as_mut().unwrap().write_all(b"done\n").unwrap();
-    let give_up = Instant::now() + WAIT;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < give_up, "run did not exit");
-        thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within(&mut child, WAIT, &|| err.text());
     assert_eq!(status.code(), Some(3));
     assert_all_gone(&servers, "run's command exited");
     // Nothing of the servers reached the terminal claude uses: their stderr went to the log.

@@ -191,14 +191,7 @@ fn run_told_twice_kills_a_command_that_ignores_sigterm() {
         stderr.text()
     );
     term();
-    let give_up = std::time::Instant::now() + WAIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = exit_within(&mut child, WAIT, &|| stderr.text());
     assert_eq!(status.code(), Some(128 + 9), "{}", stderr.text());
     assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
 }

@@ -595,17 +595,7 @@ fn a_signal_ignored_at_start_stays_ignored() {
     );
     assert!(lock.exists());
     kill("-TERM");
-    let give_up = std::time::Instant::now() + WAIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            std::time::Instant::now() < give_up,
-            "SIGTERM did not stop it"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within(&mut child, WAIT, &|| stderr.text());
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
     assert!(!lock.exists());
 }

@@ -232,19 +232,11 @@ fn runs_command_ending_by_itself_leaves_what_it_started_running() {
         tree.pid_file("grandchild", &said),
     );
     drop(run.stdin.take());
-    let give_up = Instant::now() + PROCESS_WAIT;
-    let status = loop {
-        if let Some(status) = run.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > give_up {
-            let _ = run.kill();
-            end(command);
-            end(grandchild);
-            panic!("the bridge did not exit with its command");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within(&mut run, PROCESS_WAIT, &|| {
+        end(command);
+        end(grandchild);
+        format!("not with its command; {}", said())
+    });
     assert_eq!(status.code(), Some(0));
     wait_gone("run's command", command, "run's command has no log");
     assert!(

@@ -13,6 +13,9 @@ use std::time::Duration;
 use common::*;
 use serde_json::{json, Value};
 
+/// How long a bridge is given to stop (then it is killed and the test fails).
+const STOP_WAIT: Duration = Duration::from_secs(20);
+
 #[test]
 fn stdio_round_trips() {
     for rt in RUNTIMES {
@@ -638,7 +641,9 @@ fn stdin_closing_stops_a_bridge_whose_editor_no_longer_reads_and_rejects_no_diff
         assert!(is_error(r), "{r}");
         assert!(texts(r)[0].contains("the editor did not answer"), "{r}");
     }
-    let status = exit_within_20s(&mut child, "at stdin's end", &|| stderr.text());
+    let status = exit_within(&mut child, STOP_WAIT, &|| {
+        format!("at stdin's end: {}", stderr.text())
+    });
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
     assert_eq!(fs::read_to_string(&path).unwrap(), "old\n");
 }
@@ -664,7 +669,9 @@ fn stdin_that_cannot_be_read_is_said() {
     let stderr = common::Lines::collect(child.stderr.take().unwrap());
     let said = stderr.wait_for("stdin could not be read");
     assert!(said.contains("taken as its end"), "{said}");
-    let status = exit_within_20s(&mut child, "at stdin's error", &|| stderr.text());
+    let status = exit_within(&mut child, STOP_WAIT, &|| {
+        format!("at stdin's error: {}", stderr.text())
+    });
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
     drop(w);
 }
@@ -697,7 +704,9 @@ fn a_panic_of_the_stdio_reader_stops_the_bridge() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"{\"type\":\"status\"}\n").unwrap();
     stdin.flush().unwrap();
-    let status = exit_within_20s(&mut child, "at its reader's panic", &|| stderr.text());
+    let status = exit_within(&mut child, STOP_WAIT, &|| {
+        format!("at its reader's panic: {}", stderr.text())
+    });
     assert_eq!(status.code(), Some(101), "{}", stderr.text());
     let said = stderr.text();
     assert!(said.contains("CLAUDE_IDE_BRIDGE_TEST_PANIC"), "{said}");
@@ -790,28 +799,7 @@ fn term_and_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
         .status()
         .unwrap();
     assert!(killed.success());
-    exit_within_20s(child, "on SIGTERM", &String::new)
-}
-
-/// Waits (at most 20 s, then kills it and fails, saying it did not stop `when`, with its `log`)
-/// for the bridge's exit.
-fn exit_within_20s(
-    child: &mut std::process::Child,
-    when: &str,
-    log: &dyn Fn() -> String,
-) -> std::process::ExitStatus {
-    let give_up = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if std::time::Instant::now() > give_up {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the bridge did not stop {when}: {}", log());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    exit_within(child, STOP_WAIT, &|| "on SIGTERM".into())
 }
 
 /// A line must be a JSON object: an array is refused even when it would read by position as one

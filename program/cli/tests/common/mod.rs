@@ -221,17 +221,11 @@ impl Served {
 
     /// Waits for the exit (bounded); returns the exit code.
     pub fn wait_exit(&mut self) -> i32 {
-        let give_up = Instant::now() + WAIT;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s.code().unwrap_or(-1);
-            }
-            if Instant::now() > give_up {
-                let _ = self.child.kill();
-                panic!("the bridge did not exit; stderr:\n{}", self.stderr.text());
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
+        let stderr = self.stderr.clone();
+        let status = exit_within(&mut self.child, WAIT, &|| {
+            format!("stderr:\n{}", stderr.text())
+        });
+        status.code().unwrap_or(-1)
     }
 }
 
@@ -241,6 +235,31 @@ impl Drop for Served {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// Waits (at most `bound`) for `child` to exit and returns its status; else kills it and fails,
+/// saying `context` (what it wrote, its log).
+pub fn exit_within(
+    child: &mut Child,
+    bound: Duration,
+    context: &dyn Fn() -> String,
+) -> std::process::ExitStatus {
+    let give_up = Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "process {} did not exit within {bound:?}; {}",
+                child.id(),
+                context()
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
     }
 }
 
