@@ -134,16 +134,28 @@ fn other_calls_are_answered_while_the_editor_is_open() {
     let (started, done) = (sb.root().join("started"), sb.root().join("done"));
     // The editor waits (at most 30 s) for the test to say it is done.
     let body = slow_editor(&started, &done, "slowly edited");
-    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, &body);
+    // The editor tied to the bridge by a watcher (macOS' way; a debug build's test switch makes
+    // it Linux's too), which must end with the editor while the bridge goes on.
+    let tie = [("CLAUDE_IDE_BRIDGE_TEST_TIE", "watcher")];
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, &body, &tie);
     let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
     screen.wait_for("[a]ccept / [r]eject / [e]dit");
     edit_and_wait(&mut tty, &screen, &started);
+    let watchers = || watchers_of(bridge_pid(&sb));
+    if cfg!(all(target_os = "linux", debug_assertions)) {
+        assert_eq!(watchers().len(), 1, "the editor's watcher");
+    }
     // The editor is open: another call is answered all the same.
     let r = call(&mut cl, "getWorkspaceFolders", json!({}));
     assert!(!done.exists());
     assert!(json_of(&r)["folders"].is_array(), "{r}");
     fs::write(&done, "").unwrap();
     assert_eq!(texts(&cl.response(id)), ["FILE_SAVED", "slowly edited\n"]);
+    let give_up = Instant::now() + WAIT;
+    while !watchers().is_empty() {
+        assert!(Instant::now() < give_up, "the watcher outlived the editor");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
@@ -230,7 +242,7 @@ fn a_diff_shown(
     let sb = terminal_sandbox()?;
     let file = sb.ws.join("a.txt");
     fs::write(&file, "one\n").unwrap();
-    let (child, tty, screen, mut cl) = serve_with_editor(&sb, body);
+    let (child, tty, screen, mut cl) = serve_with_editor(&sb, body, &[]);
     let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
     screen.wait_for("[a]ccept / [r]eject / [e]dit");
     Some((sb, child, tty, screen, cl, id))
@@ -241,6 +253,7 @@ fn a_diff_shown(
 fn serve_with_editor(
     sb: &Sandbox,
     body: &str,
+    env: &[(&str, &str)],
 ) -> (
     std::process::Child,
     std::process::ChildStdin,
@@ -252,7 +265,9 @@ fn serve_with_editor(
     fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
     let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
     let (child, tty, screen) = on_a_terminal(sb, &cmd, |c| {
-        c.env("EDITOR", &editor).env_remove("VISUAL");
+        c.env("EDITOR", &editor)
+            .env_remove("VISUAL")
+            .envs(env.iter().copied());
     });
     let (_lock, cl) = connect_served(sb, &screen);
     (child, tty, screen, cl)
@@ -287,6 +302,35 @@ fn on_a_terminal(
 
 /// Once the bridge on `screen` says it asks on this terminal: its lock file and an initialized
 /// client connected with the token from it.
+/// The pid of the bridge serving `sb`, from its one lock file.
+fn bridge_pid(sb: &Sandbox) -> u32 {
+    let lock = fs::read_dir(sb.lock_dir())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let v: Value = serde_json::from_str(&fs::read_to_string(lock.path()).unwrap()).unwrap();
+    v["pid"].as_u64().unwrap() as u32
+}
+
+/// The watchers of commands the bridge `bridge` tied to itself (Linux, with the test switch): the
+/// processes whose arguments are the program's `__watch BRIDGE ...`.
+fn watchers_of(bridge: u32) -> Vec<u32> {
+    let wanted = format!("\0__watch\0{bridge}\0");
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    (entries.flatten())
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let args = fs::read(entry.path().join("cmdline")).ok()?;
+            let state = fs::read_to_string(entry.path().join("stat")).ok()?;
+            let zombie = state.rsplit(')').next()?.trim_start().starts_with('Z');
+            (String::from_utf8_lossy(&args).contains(&wanted) && !zombie).then_some(pid)
+        })
+        .collect()
+}
+
 fn connect_served(sb: &Sandbox, screen: &Screen) -> (std::path::PathBuf, client::Client) {
     screen.wait_for("diffs: ask on this terminal");
     let text = screen.text();
@@ -366,6 +410,7 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
             "if [ ! -e '{0}' ]; then touch '{0}'; printf 'my edit\\n' >> \"$1\"; exit 1; fi",
             mark.display()
         ),
+        &[],
     );
     let mut type_line = |s: &str| {
         tty.write_all(s.as_bytes()).unwrap();
@@ -532,7 +577,7 @@ fn a_terminal_closed_leaves_every_waiting_change_to_claude() {
     let Some(sb) = terminal_sandbox() else {
         return;
     };
-    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1");
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1", &[]);
     let (id1, id2) = two_diffs(&sb, &mut cl, &screen);
     tty.write_all(b"\x04").unwrap();
     tty.flush().unwrap();
@@ -578,7 +623,7 @@ fn an_answer_begun_for_a_withdrawn_change_is_dropped() {
     let Some(sb) = terminal_sandbox() else {
         return;
     };
-    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1");
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1", &[]);
     let (id1, id2) = two_diffs(&sb, &mut cl, &screen);
     tty.write_all(b"a").unwrap();
     tty.flush().unwrap();
@@ -708,14 +753,24 @@ fn a_byte_that_is_not_utf8_is_asked_again() {
 fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
     // The editor's command quoted: run by `sh`, which must `exec` it (dash ended alone).
     let mut rounds = vec![
-        (false, false, "TERM"),
-        (true, false, "TERM"),
-        (false, true, "TERM"),
+        (false, false, "TERM", "launcher"),
+        (true, false, "TERM", "launcher"),
+        (false, true, "TERM", "launcher"),
     ];
     if cfg!(target_os = "linux") {
-        rounds.extend([(false, false, "KILL"), (false, true, "KILL")]);
+        rounds.extend([
+            (false, false, "KILL", "launcher"),
+            (false, true, "KILL", "launcher"),
+        ]);
     }
-    for (ignores_term, quoted, signal) in rounds {
+    // The watcher (macOS' way of tying the editor; a debug build's switch makes it Linux's).
+    if cfg!(all(target_os = "linux", debug_assertions)) {
+        rounds.extend([
+            (false, false, "KILL", "watcher"),
+            (true, true, "TERM", "watcher"),
+        ]);
+    }
+    for (ignores_term, quoted, signal, tie) in rounds {
         let Some(sb) = terminal_sandbox() else {
             return;
         };
@@ -741,7 +796,8 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         let (mut child, mut tty, screen) = on_a_terminal(&sb, &cmd, |c| {
             c.env("EDITOR", &editor_var)
                 .env_remove("VISUAL")
-                .env("TMPDIR", sb.root());
+                .env("TMPDIR", sb.root())
+                .env("CLAUDE_IDE_BRIDGE_TEST_TIE", tie);
         });
         let (lock, mut cl) = connect_served(&sb, &screen);
         cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
@@ -785,8 +841,8 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         std::thread::sleep(Duration::from_millis(500));
         assert!(
             !running(editor.into()),
-            "the editor (pid {editor}, ignores SIGTERM: {ignores_term}, {editor_var}) outlived the \
-             bridge's SIG{signal}: {}",
+            "the editor (pid {editor}, ignores SIGTERM: {ignores_term}, {editor_var}, tied by \
+             the {tie}) outlived the bridge's SIG{signal}: {}",
             screen.text()
         );
         if signal == "KILL" {

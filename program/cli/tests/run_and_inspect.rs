@@ -469,7 +469,8 @@ fn a_panic_of_the_main_thread_ends_runs_command() {
         return;
     }
     let sb = Sandbox::new();
-    let (mut child, stderr, command) = run_a_command_that_stays(&sb, Some("main"), STAYS);
+    let (mut child, stderr, command) =
+        run_a_command_that_stays(&sb, &[("CLAUDE_IDE_BRIDGE_TEST_PANIC", "main")], STAYS);
     Command::new("kill")
         .arg(child.id().to_string())
         .status()
@@ -486,28 +487,94 @@ fn a_panic_of_the_main_thread_ends_runs_command() {
 }
 
 /// The bridge killed (SIGKILL: nothing of it runs to end anything; a crash or the OOM killer
-/// alike): `run`'s command ends too, by the SIGTERM the kernel sends at its parent's end. It stayed
-/// on the terminal, fighting the shell for it. Linux only (the signal is Linux's).
+/// alike): `run`'s command ends too. It stayed on the terminal, fighting the shell for it. Both
+/// ways of tying it: the launcher (Linux's own: the SIGTERM the kernel sends at its parent's
+/// end) and the watcher (macOS' way, made Linux's by a debug build's test switch: a process
+/// beside the command that waits for the bridge's exit and sends it SIGTERM, gone with it).
 #[cfg(target_os = "linux")]
 #[test]
 fn a_killed_bridge_ends_runs_command() {
+    for way in ["launcher", "watcher"] {
+        if way == "watcher" && !cfg!(debug_assertions) {
+            eprintln!("SKIPPED the watcher: its switch is in debug builds only");
+            continue;
+        }
+        let sb = Sandbox::new();
+        let env = [("CLAUDE_IDE_BRIDGE_TEST_TIE", way)];
+        let (mut child, stderr, command) = run_a_command_that_stays(&sb, &env, STAYS);
+        // The command is the bridge's own child (the launcher became it), not a grandchild.
+        assert_eq!(
+            parent_of(command),
+            Some(child.id()),
+            "{way}: {}",
+            stderr.text()
+        );
+        let watcher = (way == "watcher").then(|| watcher_of(child.id(), command));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        wait_until_gone(command, &format!("the bridge's SIGKILL ({way})"), &stderr);
+        if let Some(watcher) = watcher {
+            wait_until_gone(watcher, "the command it watched (the watcher)", &stderr);
+        }
+    }
+}
+
+/// The watcher of `run`'s command (the test switch's way of tying it) ends with the command when
+/// the command ends by itself, and the bridge exits with the command's status: nothing is left.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_watcher_ends_with_runs_command() {
+    if !cfg!(debug_assertions) {
+        eprintln!("SKIPPED: the watcher's switch is in debug builds only");
+        return;
+    }
     let sb = Sandbox::new();
-    let (mut child, stderr, command) = run_a_command_that_stays(&sb, None, STAYS);
-    // The command is the bridge's own child (the launcher became it), not a grandchild.
-    let parent = fs::read_to_string(format!("/proc/{command}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(") ")?
-                .1
-                .split(' ')
-                .nth(1)?
-                .parse::<u32>()
-                .ok()
-        });
-    assert_eq!(parent, Some(child.id()), "{}", stderr.text());
-    child.kill().unwrap();
-    child.wait().unwrap();
-    wait_until_gone(command, "the bridge's SIGKILL", &stderr);
+    let go = sb.root().join("go");
+    let env = [("CLAUDE_IDE_BRIDGE_TEST_TIE", "watcher")];
+    let body = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; exit 7",
+        go.display()
+    );
+    let (mut child, stderr, command) = run_a_command_that_stays(&sb, &env, &body);
+    let watcher = watcher_of(child.id(), command);
+    fs::write(&go, "").unwrap();
+    let status = exit_within(&mut child, WAIT, &|| stderr.text());
+    assert_eq!(status.code(), Some(7), "{}", stderr.text());
+    wait_until_gone(watcher, "the command it watched (the watcher)", &stderr);
+}
+
+/// The parent of process `pid` (`/proc/PID/stat`).
+#[cfg(target_os = "linux")]
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+}
+
+/// The watcher tying `command` to `bridge`: the process whose arguments are the program's
+/// `__watch BRIDGE COMMAND`, waited for (at most [`WAIT`]: it starts just after the command).
+#[cfg(target_os = "linux")]
+fn watcher_of(bridge: u32, command: u32) -> u32 {
+    let wanted = format!("\0__watch\0{bridge}\0{command}\0");
+    let find = || {
+        fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let args = fs::read(entry.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&args)
+                .contains(&wanted)
+                .then_some(pid)
+        })
+    };
+    let give_up = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(pid) = find() {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no watcher of {command}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// A panic of a thread that brings the host its inputs (the signal thread, made to panic at the
@@ -531,7 +598,7 @@ fn a_panic_of_an_input_thread_in_run_waits_for_the_command() {
         };
         let (mut child, stderr, command) = run_a_command_that_stays(
             &sb,
-            Some("signals"),
+            &[("CLAUDE_IDE_BRIDGE_TEST_PANIC", "signals")],
             &format!("trap '{on_term}' TERM\nwhile :; do sleep 0.05; done"),
         );
         Command::new("kill")
@@ -579,7 +646,7 @@ fn a_panic_of_an_input_thread_in_run_waits_for_the_command() {
 /// command's pid once it runs.
 fn run_a_command_that_stays(
     sb: &Sandbox,
-    panic: Option<&str>,
+    env: &[(&str, &str)],
     body: &str,
 ) -> (std::process::Child, Lines, u32) {
     let pid_file = sb.root().join("command.pid");
@@ -592,9 +659,7 @@ fn run_a_command_that_stays(
     c.args(["run", "--"])
         .arg(&claude)
         .stderr(std::process::Stdio::piped());
-    if let Some(at) = panic {
-        c.env("CLAUDE_IDE_BRIDGE_TEST_PANIC", at);
-    }
+    c.envs(env.iter().copied());
     let mut child = c.spawn().unwrap();
     let stderr = Lines::collect(child.stderr.take().unwrap());
     let give_up = std::time::Instant::now() + WAIT;

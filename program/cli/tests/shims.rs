@@ -3,7 +3,7 @@
 //! for `x86_64-pc-windows-gnu` and runs it under Wine, where the shims are npm's `.cmd` files
 //! (run by `cmd.exe`). Two programs: a language server (`pyright-langserver`), whose tree is its
 //! Job Object on Windows and its process group on Unix, and `run`'s command (`claude`), tied to
-//! the bridge (a Job Object on Windows, `PR_SET_PDEATHSIG` on Linux).
+//! the bridge (a Job Object on Windows, `PR_SET_PDEATHSIG` on Linux, a watcher on macOS).
 //!
 //! The real programs are Linux programs here, which a Windows process cannot start, so each is
 //! a stand-in: this test program itself, started with [`STAND_IN`] (the server) or [`COMMAND`]
@@ -182,9 +182,8 @@ fn a_killed_bridge_leaves_no_server_tree_behind() {
 /// command ends too. On Windows its whole tree does (the command's Job Object, closed with the
 /// bridge's process: `cmd.exe`, the command and what it started). On Linux the command (the shim
 /// `exec`s it, as npm's `#!/usr/bin/env node` script is the program itself) gets SIGTERM at its
-/// parent's end; what it started itself outlives it, as a language server's child does
-/// (docs/platforms.md). macOS has no parent-death signal: the command outlives the bridge
-/// (docs/platforms.md); checked as such.
+/// parent's end (on macOS from its watcher); what it started itself outlives it, as a language
+/// server's child does (docs/platforms.md).
 fn a_killed_bridge_ends_runs_command_behind_a_shim() {
     let sb = Sandbox::new();
     let tree = Tree::install(&sb);
@@ -198,15 +197,7 @@ fn a_killed_bridge_ends_runs_command_behind_a_shim() {
     run.kill().unwrap();
     run.wait().unwrap();
     let log = "run's command has no log";
-    if cfg!(target_os = "macos") {
-        assert!(
-            alive(command),
-            "the command outlived a killed bridge on macOS until now"
-        );
-        end(command);
-    } else {
-        wait_gone("run's command", command, log);
-    }
+    wait_gone("run's command", command, log);
     if cfg!(windows) {
         wait_gone("what run's command started", grandchild, log);
     } else {

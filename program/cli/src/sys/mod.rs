@@ -2,7 +2,7 @@
 //! `sys` pattern, as in the runtime crate): every platform file defines the same items, and the
 //! rest of the program calls them without `cfg`.
 //!
-//! - `unix.rs`: Linux, macOS and the other Unixes;
+//! - `unix/`: Linux, macOS and the other Unixes (`unix/tie.rs`: commands tied to the bridge);
 //! - `windows.rs`: Windows.
 //!
 //! The interface:
@@ -33,9 +33,9 @@
 //!   `PATHEXT`'s extensions, npm's `claude.cmd`);
 //! - `spawn_tied(command)`, `launch_if_asked()`: `run`'s command started so that it ends with the
 //!   program however the program ends (Linux: `PR_SET_PDEATHSIG` through a launcher, the program
-//!   started again as its own first step, which `$EDITOR` on a proposal goes through too; Windows:
-//!   a Job Object with "kill on job close", let go once the command ends by itself; macOS: the
-//!   command as it is);
+//!   started again as its own first step, which `$EDITOR` on a proposal goes through too; macOS:
+//!   the program started beside the command as its watcher; Windows: a Job Object with "kill on
+//!   job close", let go once the command ends by itself; `unix/tie.rs`);
 //! - `raise_open_files_limit()`, `start_editor(editor, files, ends, setup)`: the rest (a script
 //!   without `#!` as `$EDITOR` is run by `sh` on Unix, as a shell would).
 //!

@@ -13,6 +13,9 @@ use rustix::fs::OFlags;
 use rustix::process::getuid;
 
 use super::{Ends, Finding};
+
+mod tie;
+pub use self::tie::{launch_if_asked, program_named, spawn_tied};
 use crate::host::{HostInput, StdioOut};
 use crate::state::Refused;
 
@@ -421,26 +424,32 @@ fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
 /// the kernel will not run (`ENOEXEC`: a script without a `#!` line) is run by `sh`, as a shell,
 /// `execvp` and git do: through `exec "$0" "$@"`, so that `sh` finds a bare name on `PATH` (as
 /// a script file to read, it would look in the current directory) and runs it as a script.
-/// With [`Ends::WithBridge`] it is [`tied`] to the bridge.
+/// With [`Ends::WithBridge`] it is tied to the bridge (`tie`).
 pub fn start_editor(
     editor: &OsStr,
     files: &[&OsStr],
     ends: Ends,
     setup: impl Fn(&mut Command),
 ) -> io::Result<Child> {
-    let mut c = editor_command(editor, files)?;
-    if ends == Ends::WithBridge {
-        c = tied(c)?;
-    }
-    setup(&mut c);
-    match c.spawn() {
+    let c = editor_command(editor, files)?;
+    let (program, args, path) = (
+        c.get_program().to_owned(),
+        c.get_args().map(OsStr::to_owned).collect::<Vec<_>>(),
+        tie::path_of(&c),
+    );
+    let start = |mut c: Command| match ends {
+        Ends::WithBridge => tie::start(c, &setup),
+        Ends::OnItsOwn => {
+            setup(&mut c);
+            c.spawn()
+        }
+    };
+    match start(c) {
         Err(e)
             if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error())
-                && is_script(c.get_program(), path_of(&c).as_deref()) =>
+                && tie::is_script(&program, path.as_deref()) =>
         {
-            let mut sh = by_sh(c.get_program(), c.get_args());
-            setup(&mut sh);
-            sh.spawn()
+            start(by_sh(&program, args.iter().map(OsString::as_os_str)))
         }
         started => started,
     }
@@ -455,207 +464,6 @@ fn by_sh<'a>(program: &OsStr, args: impl IntoIterator<Item = &'a OsStr>) -> Comm
         .args(args);
     sh
 }
-
-/// The first argument that makes the program the launcher of a [`tied`] command, never typed by
-/// a user: `__tied PARENT PROGRAM ARGS...`.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-const LAUNCHER: &str = "__tied";
-
-/// Whether this process is the program (its `main` called [`launch_if_asked`]), whose commands
-/// may be tied through it; not in the unit tests, whose executable is not the program.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-static IS_PROGRAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// `command` made to end when the bridge ends, however it ends (SIGKILL, a crash, the OOM killer:
-/// nothing of the bridge runs then to tell it): `run`'s command and `$EDITOR` would stay on the
-/// terminal, fighting the shell for it.
-///
-/// On Linux it is started through the program itself (`/proc/self/exe`, the running binary even
-/// if an upgrade replaced the file), as [`LAUNCHER`]: the launcher asks the kernel for SIGTERM at
-/// its parent's end (`PR_SET_PDEATHSIG`, kept across `exec`), then becomes the command (`exec`:
-/// same pid, so everything sent to the child reaches the command). The signal comes when the
-/// *thread* that started it ends: the commands tied are started by threads that wait for them
-/// (the main thread for `run`'s, the prompt's job for `$EDITOR`). Because the launcher, not the
-/// command, is what `spawn` starts, the command is looked for first (`PATH`, execute permission)
-/// so that a missing one is refused as `spawn` would refuse it.
-///
-/// The launcher carries `command`'s program, arguments, environment and folder; what cannot be
-/// read back from a `Command` (its standard streams, `env_clear`, `arg0`) is set on the one
-/// returned.
-///
-/// Elsewhere, and when the launcher would not be the program ([`runs_as_itself`]), `command` as
-/// it is.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn tied(command: Command) -> io::Result<Command> {
-    const SELF: &str = "/proc/self/exe";
-    if !IS_PROGRAM.load(std::sync::atomic::Ordering::Relaxed) {
-        return Ok(command);
-    }
-    let (path, dir) = (path_of(&command), command.get_current_dir());
-    find_program(command.get_program(), path.as_deref(), dir)?;
-    let mut launcher = Command::new(SELF);
-    launcher
-        .arg(LAUNCHER)
-        .arg(std::process::id().to_string())
-        .arg(command.get_program())
-        .args(command.get_args());
-    for (key, value) in command.get_envs() {
-        match value {
-            Some(v) => launcher.env(key, v),
-            None => launcher.env_remove(key),
-        };
-    }
-    if let Some(dir) = dir {
-        launcher.current_dir(dir);
-    }
-    Ok(launcher)
-}
-
-/// See the Linux [`tied`]: no parent-death signal here (macOS has none to ask for), so `command`
-/// as it is.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn tied(command: Command) -> io::Result<Command> {
-    Ok(command)
-}
-
-/// The program `run -- NAME ARGS` runs: `NAME`, which `spawn` looks for as `execvp` does, as the
-/// shell that ran the bridge would.
-pub fn program_named(name: &OsStr) -> OsString {
-    name.to_owned()
-}
-
-/// Starts `run`'s command [`tied`] to the bridge.
-pub fn spawn_tied(command: Command) -> io::Result<Child> {
-    tied(command)?.spawn()
-}
-
-/// Where `execvp` would find `program` to run (glibc's search: a name with a `/` as it is,
-/// relative to `dir` when the command runs there; else each folder of `path`, `/bin:/usr/bin`
-/// without one, an empty entry the current one): the error `spawn` would give when nowhere:
-/// `ENOENT`, or `EACCES` when one was found that may not be run (or is not a regular file).
-fn find_program(program: &OsStr, path: Option<&OsStr>, dir: Option<&Path>) -> io::Result<PathBuf> {
-    use rustix::fs::{access, Access};
-    if program.is_empty() {
-        return Err(rustix::io::Errno::NOENT.into());
-    }
-    let candidates: Vec<PathBuf> = if program.as_encoded_bytes().contains(&b'/') {
-        vec![match dir {
-            Some(dir) => dir.join(program),
-            None => PathBuf::from(program),
-        }]
-    } else {
-        let path = path.unwrap_or(OsStr::new("/bin:/usr/bin"));
-        std::env::split_paths(path)
-            .map(|dir| match dir.as_os_str().is_empty() {
-                true => PathBuf::from(program),
-                false => dir.join(program),
-            })
-            .collect()
-    };
-    let mut refused = rustix::io::Errno::NOENT;
-    for candidate in candidates {
-        // A folder, a FIFO, a device: `execve` refuses them with EACCES (and a FIFO would block
-        // `is_script`'s read).
-        match fs::metadata(&candidate) {
-            Ok(m) if !m.is_file() => {
-                refused = rustix::io::Errno::ACCESS;
-                continue;
-            }
-            _ => {}
-        }
-        match access(&candidate, Access::EXEC_OK) {
-            Ok(()) => return Ok(candidate),
-            Err(rustix::io::Errno::ACCESS) => refused = rustix::io::Errno::ACCESS,
-            Err(_) => {}
-        }
-    }
-    Err(refused.into())
-}
-
-/// The `PATH` `command` runs with: its own when set for it, else the program's.
-fn path_of(command: &Command) -> Option<OsString> {
-    command
-        .get_envs()
-        .find(|(k, _)| *k == "PATH")
-        .map(|(_, v)| v.map(OsStr::to_os_string))
-        .unwrap_or_else(|| std::env::var_os("PATH"))
-}
-
-/// Whether a program the kernel would not run (`ENOEXEC`) is a script for `sh` ([`by_sh`]): found
-/// as `execvp` finds it, with no NUL byte in its first 512 bytes. A binary for another machine is
-/// refused as it is ("Exec format error"), as bash refuses it, rather than read by `sh`.
-fn is_script(program: &OsStr, path: Option<&OsStr>) -> bool {
-    use std::io::Read;
-    let Ok(found) = find_program(program, path, None) else {
-        return false;
-    };
-    let mut head = Vec::with_capacity(512);
-    File::open(found)
-        .and_then(|f| f.take(512).read_to_end(&mut head))
-        .is_ok_and(|_| !head.contains(&0))
-}
-
-/// Whether `/proc/self/exe`, which [`tied`] starts as the launcher, is the program: the file its
-/// name (`argv[0]`) names, found as a shell found it. Not when the program was started through
-/// the dynamic loader (`ld-linux-x86-64.so.2 ./claude-ide-bridge`: the loader is the executable
-/// then), under another name (`exec -a`), or without `/proc`: its commands are then not tied.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn runs_as_itself() -> bool {
-    let Ok(me) = fs::metadata("/proc/self/exe") else {
-        return false;
-    };
-    let Some(name) = std::env::args_os().next() else {
-        return false;
-    };
-    find_program(&name, std::env::var_os("PATH").as_deref(), None)
-        .and_then(fs::metadata)
-        .is_ok_and(|m| m.dev() == me.dev() && m.ino() == me.ino())
-}
-
-/// Called first in `main`: when the program was started as the launcher of a [`tied`] command,
-/// becomes that command and never returns; otherwise notes that this is the program, whose
-/// commands may be tied.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub fn launch_if_asked() {
-    use std::os::unix::process::CommandExt;
-    let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(OsStr::new(LAUNCHER)) {
-        IS_PROGRAM.store(runs_as_itself(), std::sync::atomic::Ordering::Relaxed);
-        return;
-    }
-    let parent = args.next().and_then(|p| p.to_str()?.parse::<i32>().ok());
-    let Some(program) = args.next() else {
-        eprintln!("claude-ide-bridge: {LAUNCHER} is the program's own, not a command");
-        std::process::exit(2);
-    };
-    let rest: Vec<OsString> = args.collect();
-    let asked =
-        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM));
-    // The bridge may have ended before the signal was asked for: then none would come.
-    let parent_now = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
-    if asked.is_ok() && parent_now != parent {
-        std::process::exit(128 + rustix::process::Signal::TERM.as_raw());
-    }
-    let mut e = Command::new(&program).args(&rest).exec();
-    if e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error())
-        && is_script(&program, std::env::var_os("PATH").as_deref())
-    {
-        e = by_sh(&program, rest.iter().map(OsString::as_os_str)).exec();
-    }
-    eprintln!(
-        "claude-ide-bridge: cannot run {}: {e}",
-        program.to_string_lossy()
-    );
-    std::process::exit(if e.kind() == io::ErrorKind::NotFound {
-        127
-    } else {
-        126
-    });
-}
-
-/// See the Linux [`launch_if_asked`]: nothing to launch here.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub fn launch_if_asked() {}
 
 /// Waits until `child` has ended, without reaping it (`Child::wait` does that next): until then
 /// its pid stays its own, so a stop sent to it meanwhile ([`ask_to_stop`], [`kill_now`]) cannot
@@ -982,45 +790,5 @@ mod tests {
         let e = s.save(&saved()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
         assert!(!s.path().exists());
-    }
-
-    /// A tied command is looked for as `execvp` would, since `spawn` starts the launcher: a
-    /// missing one, or one that may not be run, is refused with the error `spawn` would give.
-    #[test]
-    fn a_program_is_looked_for_as_execvp_would() {
-        let d = tempfile::tempdir().unwrap();
-        let (one, two) = (d.path().join("one"), d.path().join("two"));
-        fs::create_dir_all(&one).unwrap();
-        fs::create_dir_all(two.join("tool")).unwrap();
-        let code = |e: io::Result<PathBuf>| e.unwrap_err().raw_os_error();
-        let (noent, access) = (
-            Some(rustix::io::Errno::NOENT.raw_os_error()),
-            Some(rustix::io::Errno::ACCESS.raw_os_error()),
-        );
-        let path = std::env::join_paths([&one, &two]).unwrap();
-        let find = |program: &str| find_program(OsStr::new(program), Some(&path), None);
-        // Only a folder of that name: refused as execvp refuses it.
-        assert_eq!(code(find("tool")), access);
-        assert_eq!(code(find("absent")), noent);
-        assert_eq!(code(find("")), noent);
-        // A file that may not be run (mode 644: root too is refused without an execute bit).
-        let tool = one.join("tool");
-        fs::write(&tool, "echo hi\n").unwrap();
-        set_mode(&tool, 0o644);
-        assert_eq!(code(find("tool")), access);
-        set_mode(&tool, 0o755);
-        assert_eq!(find("tool").unwrap(), tool);
-        // A name with a slash is taken as it is, not looked for on PATH; relative to the folder
-        // the command runs in.
-        assert_eq!(code(find("./tool")), noent);
-        let there = find_program(OsStr::new("./tool"), None, Some(&one));
-        assert_eq!(there.unwrap(), one.join("./tool"));
-        // No PATH: glibc's default folders.
-        find_program(OsStr::new("sh"), None, None).unwrap();
-        // A file without `#!` is a script for sh; one with a NUL byte early on is not.
-        assert!(is_script(OsStr::new("tool"), Some(&path)));
-        fs::write(&tool, b"\x7fELF\x02\x01\x01\0\0\0").unwrap();
-        assert!(!is_script(OsStr::new("tool"), Some(&path)));
-        assert!(!is_script(OsStr::new("absent"), Some(&path)));
     }
 }
