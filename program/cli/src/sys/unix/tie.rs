@@ -18,7 +18,7 @@
 //!   (`CLAUDE_IDE_BRIDGE_TEST_TIE=watcher`) makes Linux use it, which is how its tests run it.
 //!
 //! Elsewhere (the other Unixes), and in the unit tests (whose executable is not the program),
-//! commands are started untied.
+//! commands are started untied. The way is decided at the first command tied.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
@@ -26,6 +26,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -42,8 +43,12 @@ const WATCHER: &str = "__watch";
 /// How long the bridge waits for a watcher to say its watch is set before going on untied.
 const WATCHER_SET_WAIT: Duration = Duration::from_secs(5);
 
-/// How this process ties its commands, decided by [`launch_if_asked`]; unset (the unit tests):
-/// untied.
+/// Whether this process is the program (its `main` called [`launch_if_asked`]), whose commands
+/// may be tied through it; not in the unit tests, whose executable is not the program.
+static IS_PROGRAM: AtomicBool = AtomicBool::new(false);
+
+/// How this process ties its commands ([`chosen_way`]), decided at the first command tied: only
+/// `run` and `$EDITOR` pay for the look at `/proc/self/exe` and `PATH`.
 static WAY: OnceLock<Way> = OnceLock::new();
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -85,7 +90,10 @@ pub fn spawn_tied(command: Command) -> io::Result<Child> {
 /// that wait for them (the main thread for `run`'s, the prompt's job for `$EDITOR`): the
 /// parent-death signal comes when the *thread* that started the launcher ends.
 pub(super) fn start(command: Command, setup: impl Fn(&mut Command)) -> io::Result<Child> {
-    let way = WAY.get().copied().unwrap_or(Way::Untied);
+    let way = match IS_PROGRAM.load(Ordering::Relaxed) {
+        true => *WAY.get_or_init(chosen_way),
+        false => Way::Untied,
+    };
     let mut command = match way {
         Way::Launcher => through_launcher(command)?,
         Way::Watcher | Way::Untied => command,
@@ -166,16 +174,14 @@ fn start_watcher(child: &Child) {
 }
 
 /// Called first in `main`: when the program was started as the [`LAUNCHER`] or the [`WATCHER`]
-/// of a tied command, does that and never returns; otherwise notes how this process, the
-/// program, ties its commands.
+/// of a tied command, does that and never returns; otherwise notes that this process is the
+/// program, whose commands may be tied.
 pub fn launch_if_asked() {
     let mut args = std::env::args_os().skip(1);
     match args.next() {
         Some(first) if first == LAUNCHER => launch(args),
         Some(first) if first == WATCHER => watch(args),
-        _ => {
-            let _ = WAY.set(chosen_way());
-        }
+        _ => IS_PROGRAM.store(true, Ordering::Relaxed),
     }
 }
 
