@@ -143,7 +143,12 @@ fn other_calls_are_answered_while_the_editor_is_open() {
     edit_and_wait(&mut tty, &screen, &started);
     let watchers = || watchers_of(bridge_pid(&sb));
     if cfg!(all(target_os = "linux", debug_assertions)) {
-        assert_eq!(watchers().len(), 1, "the editor's watcher");
+        // Started just after the editor, which may have said it started before.
+        let give_up = Instant::now() + WAIT;
+        while watchers().len() != 1 {
+            assert!(Instant::now() < give_up, "no watcher of the editor");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     // The editor is open: another call is answered all the same.
     let r = call(&mut cl, "getWorkspaceFolders", json!({}));
@@ -300,8 +305,6 @@ fn on_a_terminal(
     (child, tty, screen)
 }
 
-/// Once the bridge on `screen` says it asks on this terminal: its lock file and an initialized
-/// client connected with the token from it.
 /// The pid of the bridge serving `sb`, from its one lock file.
 fn bridge_pid(sb: &Sandbox) -> u32 {
     let lock = fs::read_dir(sb.lock_dir())
@@ -331,6 +334,8 @@ fn watchers_of(bridge: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Once the bridge on `screen` says it asks on this terminal: its lock file and an initialized
+/// client connected with the token from it.
 fn connect_served(sb: &Sandbox, screen: &Screen) -> (std::path::PathBuf, client::Client) {
     screen.wait_for("diffs: ask on this terminal");
     let text = screen.text();
@@ -837,8 +842,12 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
             assert!(Instant::now() < give_up, "{}", screen.text());
             std::thread::sleep(Duration::from_millis(20));
         }
-        // The shell still holds the terminal: the editor has no SIGHUP to end it.
-        std::thread::sleep(Duration::from_millis(500));
+        // The shell still holds the terminal: the editor has no SIGHUP to end it. The SIGTERM
+        // comes from the kernel, or from the watcher once scheduled.
+        let give_up = Instant::now() + WAIT;
+        while running(editor.into()) && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(
             !running(editor.into()),
             "the editor (pid {editor}, ignores SIGTERM: {ignores_term}, {editor_var}, tied by \

@@ -31,6 +31,8 @@ const STAND_IN: &str = "stand-in-server";
 /// The first argument that makes this program `run`'s command, which reads its input to its end;
 /// the second is the folder it writes its pid to.
 const COMMAND: &str = "stand-in-command";
+/// What `run`'s stand-in command exits with: not the bridge's own status at its stdin's end (0).
+const COMMAND_STATUS: i32 = 7;
 /// The first argument that makes this program the server's (or the command's) own child, which
 /// sleeps; the second is the folder it writes its pid to.
 const SLEEPER: &str = "stand-in-sleeper";
@@ -228,7 +230,7 @@ fn runs_command_ending_by_itself_leaves_what_it_started_running() {
         end(grandchild);
         format!("not with its command; {}", said())
     });
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(status.code(), Some(COMMAND_STATUS), "{}", said());
     wait_gone("run's command", command, "run's command has no log");
     assert!(
         alive(grandchild),
@@ -519,7 +521,7 @@ mod stand_in {
     }
 
     /// `run`'s command: writes its pid, starts a process of its own (left running), reads its
-    /// input to its end and exits with 0.
+    /// input to its end and exits with [`COMMAND_STATUS`].
     pub fn command(dir: &Path) {
         write_pid(dir, "command");
         let me = std::env::current_exe().unwrap();
@@ -534,6 +536,7 @@ mod stand_in {
             .spawn()
             .unwrap();
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        std::process::exit(COMMAND_STATUS);
     }
 
     /// Writes its pid, then sleeps (bounded).

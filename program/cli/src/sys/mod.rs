@@ -53,7 +53,7 @@ mod windows;
 #[cfg(windows)]
 pub use self::windows::*;
 
-/// Whether a command the program starts ends with it, however the program ends (`tied`):
+/// Whether a command the program starts ends with it, however the program ends (`unix/tie.rs`):
 /// `run`'s command and `$EDITOR` on a proposal do; an editor with a window of its own opened on
 /// files at the start (`--open-files`) is the user's and stays.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

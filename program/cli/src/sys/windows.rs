@@ -282,9 +282,12 @@ pub fn kill_now(_pid: u32) {}
 pub const SIGNALS_EDITOR: bool = false;
 
 /// The program `run -- NAME ARGS` runs: a name without a folder looked for in each `PATH` folder
-/// under each of `PATHEXT`'s extensions, as cmd and PowerShell look for it, so that npm's
+/// under each of `PATHEXT`'s extensions, as cmd and PowerShell look for it there, so that npm's
 /// `claude.cmd` is what `run -- claude` runs (std looks for `NAME.exe` alone, and refused it as
-/// not found); a path, or a name found nowhere, as it is (std's own search and error then).
+/// not found). Not looked in first, unlike std (the bridge's own folder) and cmd (the current
+/// one). A path, or a name found nowhere, as it is (std's own search and error then). A `.cmd`
+/// is run by std through cmd, which refuses arguments cmd cannot be given as they are (a line
+/// break).
 pub fn program_named(name: &OsStr) -> OsString {
     let bare = Path::new(name).parent() == Some(Path::new(""));
     let found = (name.to_str())

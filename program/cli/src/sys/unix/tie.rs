@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal};
+use rustix::process::Pid;
 
 /// The first argument that makes the program the launcher of a tied command, never typed by a
 /// user: `__tied PARENT PROGRAM ARGS...`.
@@ -86,9 +86,10 @@ pub fn spawn_tied(command: Command) -> io::Result<Child> {
 /// Starts `command`, with `setup` applied (its standard streams), tied to the bridge as this
 /// process ties commands (the module's doc). Through the launcher, `spawn` starts the program,
 /// not the command: the command is looked for first (`PATH`, execute permission), so that a
-/// missing one is refused as `spawn` would refuse it. The commands tied are started by threads
-/// that wait for them (the main thread for `run`'s, the prompt's job for `$EDITOR`): the
-/// parent-death signal comes when the *thread* that started the launcher ends.
+/// missing one is refused as `spawn` would refuse it. The parent-death signal comes when the
+/// *thread* that started the launcher ends: the commands tied are started by threads that
+/// outlive them (the main thread for `run`'s, the prompt's job, which waits for it, for
+/// `$EDITOR`).
 pub(super) fn start(command: Command, setup: impl Fn(&mut Command)) -> io::Result<Child> {
     let way = match IS_PROGRAM.load(Ordering::Relaxed) {
         true => *WAY.get_or_init(chosen_way),
@@ -153,13 +154,22 @@ fn start_watcher(child: &Child) {
         return;
     };
     let set = watcher.stdout.take().is_some_and(|mut out| {
-        let wait = rustix::event::Timespec::try_from(WATCHER_SET_WAIT).ok();
-        let mut ready = [rustix::event::PollFd::new(
-            &out,
-            rustix::event::PollFlags::IN,
-        )];
-        matches!(rustix::event::poll(&mut ready, wait.as_ref()), Ok(1))
-            && matches!(out.read(&mut [0]), Ok(1))
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let give_up = std::time::Instant::now() + WATCHER_SET_WAIT;
+        let ready = loop {
+            let left = give_up.saturating_duration_since(std::time::Instant::now());
+            let left = Timespec::try_from(left).unwrap_or(Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            });
+            let mut fds = [PollFd::new(&out, PollFlags::IN)];
+            // A signal for the bridge (Ctrl-C) is no reason to give the watcher up.
+            match poll(&mut fds, Some(&left)) {
+                Err(rustix::io::Errno::INTR) => continue,
+                polled => break matches!(polled, Ok(1)),
+            }
+        };
+        ready && matches!(out.read(&mut [0]), Ok(1))
     });
     if !set {
         let _ = watcher.kill();
@@ -196,11 +206,12 @@ fn launch(mut args: impl Iterator<Item = OsString>) -> ! {
     let rest: Vec<OsString> = args.collect();
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        let asked = rustix::process::set_parent_process_death_signal(Some(Signal::TERM));
+        let asked =
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM));
         // The bridge may have ended before the signal was asked for: then none would come.
         let parent_now = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
         if asked.is_ok() && parent_now != parent {
-            std::process::exit(128 + Signal::TERM.as_raw());
+            std::process::exit(128 + rustix::process::Signal::TERM.as_raw());
         }
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -223,9 +234,13 @@ fn launch(mut args: impl Iterator<Item = OsString>) -> ! {
 }
 
 /// The watcher: `BRIDGE COMMAND`. Watches the command's exit first (once watched, its pid cannot
-/// be given to another process unseen), then the bridge's; says so (a newline on
-/// its output); waits for the first exit, and sends the command SIGTERM when the bridge ended
-/// first (or had already). Exits with 0 once done, 2 on arguments it cannot read.
+/// be given to another process unseen), then the bridge's, its parent (a pid no longer its
+/// parent's is the bridge gone, its pid taken since); says so (a newline on its output); waits
+/// for the first exit, and sends the command SIGTERM (and SIGCONT: a stopped command acts on it
+/// only once continued) when the bridge ended first, or had already. A watch it cannot set for
+/// another reason than the process being gone (no descriptors left, no memory) leaves the
+/// command untied: it exits without a word, and the bridge goes on. Exits with 0 once done, 2 on
+/// arguments it cannot read.
 fn watch(mut args: impl Iterator<Item = OsString>) -> ! {
     use std::io::Write;
     let mut pid = || {
@@ -239,11 +254,15 @@ fn watch(mut args: impl Iterator<Item = OsString>) -> ! {
     let Ok(mut exits) = exits::Exits::new() else {
         std::process::exit(0);
     };
+    // Gone already (nothing to tie), or not watchable (untied).
     if exits.add(command).is_err() {
-        // Gone already: nothing to tie.
         std::process::exit(0);
     }
-    let bridge_gone = exits.add(bridge).is_err();
+    let bridge_gone = match exits.add(bridge) {
+        Ok(()) => rustix::process::getppid() != Some(bridge),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => true,
+        Err(_) => std::process::exit(0),
+    };
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(b"\n").and_then(|()| out.flush());
     drop(out);
@@ -251,9 +270,7 @@ fn watch(mut args: impl Iterator<Item = OsString>) -> ! {
         // The command ended first, or the wait failed: nothing to do.
         std::process::exit(0);
     }
-    if !exits.ended(command) {
-        let _ = rustix::process::kill_process(command, Signal::TERM);
-    }
+    exits.stop(command);
     std::process::exit(0);
 }
 
@@ -361,7 +378,7 @@ mod exits {
             Ok(Exits(Vec::new()))
         }
 
-        /// Watches `pid`'s exit; an error when there is no such process (`ESRCH`).
+        /// Watches `pid`'s exit; an error when it cannot (`ESRCH`: no such process).
         pub fn add(&mut self, pid: Pid) -> std::io::Result<()> {
             let fd = pidfd_open(pid, PidfdFlags::empty())?;
             self.0.push((pid, fd));
@@ -398,9 +415,18 @@ mod exits {
             [b, a].into_iter().find(|p| ended.contains(p))
         }
 
-        /// Whether `pid` has exited, without waiting (`true` when that cannot be told).
-        pub fn ended(&self, pid: Pid) -> bool {
-            self.exited(false).is_none_or(|e| e.contains(&pid))
+        /// Sends `pid` SIGTERM and SIGCONT unless it has exited, through its pidfd (never to
+        /// another process that took its pid since).
+        pub fn stop(&self, pid: Pid) {
+            use rustix::process::{pidfd_send_signal, Signal};
+            let ended = self.exited(false).is_none_or(|e| e.contains(&pid));
+            let Some((_, fd)) = self.0.iter().find(|(p, _)| *p == pid) else {
+                return;
+            };
+            if !ended {
+                let _ = pidfd_send_signal(fd, Signal::TERM);
+                let _ = pidfd_send_signal(fd, Signal::CONT);
+            }
         }
     }
 }
@@ -429,7 +455,7 @@ mod exits {
             })
         }
 
-        /// Watches `pid`'s exit; an error when there is no such process (`ESRCH`).
+        /// Watches `pid`'s exit; an error when it cannot (`ESRCH`: no such process).
         pub fn add(&mut self, pid: Pid) -> std::io::Result<()> {
             let raw = pid.as_raw_nonzero().get();
             (self.queue).add_pid(raw, EventFilter::EVFILT_PROC, FilterFlag::NOTE_EXIT)?;
@@ -437,7 +463,8 @@ mod exits {
         }
 
         /// Takes the exits told so far, waiting for an event first when `wait`; `false` when
-        /// that wait gave none (the queue failed).
+        /// the queue failed (the crate tells a failed `kevent` as an event of its own; one
+        /// interrupted by a signal is tried again).
         fn take(&self, wait: bool) -> bool {
             let mut next = match wait {
                 true => self.queue.poll_forever(None),
@@ -447,9 +474,14 @@ mod exits {
                 return false;
             }
             while let Some(event) = next {
-                if let (Ident::Pid(raw), EventData::Proc(Proc::Exit(_))) = (event.ident, event.data)
-                {
-                    self.ended.borrow_mut().extend(Pid::from_raw(raw));
+                match (event.ident, event.data) {
+                    (Ident::Pid(raw), EventData::Proc(Proc::Exit(_))) => {
+                        self.ended.borrow_mut().extend(Pid::from_raw(raw));
+                    }
+                    (_, EventData::Error(e)) if e.kind() != std::io::ErrorKind::Interrupted => {
+                        return false;
+                    }
+                    _ => {}
                 }
                 next = self.queue.poll(Some(Duration::ZERO));
             }
@@ -470,10 +502,13 @@ mod exits {
             }
         }
 
-        /// Whether `pid` has exited, without waiting.
-        pub fn ended(&self, pid: Pid) -> bool {
-            self.take(false);
-            self.ended.borrow().contains(&pid)
+        /// Sends `pid` SIGTERM and SIGCONT unless it has exited (or that cannot be told).
+        pub fn stop(&self, pid: Pid) {
+            use rustix::process::{kill_process, Signal};
+            if self.take(false) && !self.ended.borrow().contains(&pid) {
+                let _ = kill_process(pid, Signal::TERM);
+                let _ = kill_process(pid, Signal::CONT);
+            }
         }
     }
 }
@@ -498,9 +533,7 @@ mod exits {
             None
         }
 
-        pub fn ended(&self, _pid: Pid) -> bool {
-            true
-        }
+        pub fn stop(&self, _pid: Pid) {}
     }
 }
 
