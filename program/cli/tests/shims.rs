@@ -466,17 +466,7 @@ mod stand_in {
         // The log copies stderr with the bridge's name for the process it started.
         eprintln!("started with {}", args.join(" "));
         write_pid(dir, "server");
-        let me = std::env::current_exe().unwrap();
-        // Started and left running, never waited for: the tree's stop must end it.
-        #[allow(clippy::zombie_processes)]
-        let _child = Command::new(me)
-            .arg(SLEEPER)
-            .arg(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        start_sleeper(dir);
         let mut input = BufReader::new(std::io::stdin().lock());
         let mut out = std::io::stdout().lock();
         while let Some(msg) = read(&mut input) {
@@ -524,8 +514,15 @@ mod stand_in {
     /// input to its end and exits with [`COMMAND_STATUS`].
     pub fn command(dir: &Path) {
         write_pid(dir, "command");
+        start_sleeper(dir);
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        std::process::exit(COMMAND_STATUS);
+    }
+
+    /// Starts this program as the [`SLEEPER`], left running and never waited for: what ends it
+    /// is the test's point (the tree's stop, the job's kill; or nothing, and the test ends it).
+    fn start_sleeper(dir: &Path) {
         let me = std::env::current_exe().unwrap();
-        // Left running: what the command started outlives it, unless the bridge's end ends it.
         #[allow(clippy::zombie_processes)]
         let _child = Command::new(me)
             .arg(SLEEPER)
@@ -535,8 +532,6 @@ mod stand_in {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-        std::process::exit(COMMAND_STATUS);
     }
 
     /// Writes its pid, then sleeps (bounded).
