@@ -1,6 +1,7 @@
 //! Windows: state under `%LOCALAPPDATA%`, private by the profile's access list and never through
 //! a reparse point; the console's control events (Ctrl-C, Ctrl-Break, the console closed, logoff,
-//! shutdown) as the requests to stop; `run`'s command waited for plainly.
+//! shutdown) as the requests to stop; `run`'s command found as cmd finds it (`PATHEXT`: npm's
+//! `claude.cmd`), waited for plainly, and ended with the bridge by a Job Object.
 //!
 //! Privacy: Windows has no mode bits. `%LOCALAPPDATA%` is inside the user's profile, whose access
 //! list grants the user, SYSTEM and Administrators only, and what is created in it inherits that
