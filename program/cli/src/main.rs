@@ -838,6 +838,9 @@ fn serve(
     // Held to the end: the runtime answers nothing itself any more (its events are queued, and
     // go with the queue).
     let mut host = lock_host(shared);
+    // No new client finds a bridge that is stopping: its lock file goes before anything is
+    // waited for (a console closed on Windows leaves the stop 5 s).
+    running.handle().withdraw_lock_file();
     // `$EDITOR` still open on a change goes first, and gives the terminal back.
     host.end_edit(&rx, EDITOR_GRACE);
     // From here on nothing waits for the stdio editor to read (it may have stopped for good).

@@ -722,6 +722,23 @@ impl Handle {
             .with(|core| core.set_workspace_folders(&folders))
     }
 
+    /// Removes the lock file now, so that no new `claude` finds the server, while the clients
+    /// connected go on being served: the first step of a stop that takes time (an editor to end,
+    /// language servers to shut down), so that the file does not outlive a process that an OS
+    /// ends before its stop is done (Windows, 5 s after its console closed). From then on the
+    /// file is neither written again when removed nor rewritten by
+    /// [`Handle::set_workspace_folders`]; the stop removes nothing more. Does nothing when there
+    /// is no lock file, or it was withdrawn already.
+    pub fn withdraw_lock_file(&self) {
+        let mut st = self.shared.lock();
+        // Dropped under the lock as at the stop: its thread is only told to end.
+        st.lock_watch = None;
+        st.core.remove_lock_file();
+        let logs = st.core.take_logs();
+        drop(st);
+        self.shared.write_logs(logs);
+    }
+
     /// Closes a connection (WebSocket Close 1000).
     pub fn close(&self, conn: ConnectionId) {
         self.shared.with(|core| {

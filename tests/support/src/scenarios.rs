@@ -62,6 +62,7 @@ macro_rules! socket_scenarios {
             // Unixes, docs/platforms.md).
             #[cfg(any(target_os = "linux", target_os = "macos", windows))]
             lock_file_removed_is_written_again,
+            lock_file_withdrawn,
             lock_dir_refused,
             stale_locks,
             sigterm_child,
@@ -510,6 +511,32 @@ pub fn lock_file_removed_is_written_again<R: Rt>() {
     R::stop(s);
     std::thread::sleep(Duration::from_millis(500));
     assert!(!path.exists(), "removed at the stop, and not written again");
+}
+
+/// A lock file withdrawn ([`Handle::withdraw_lock_file`], the start of a host's stop) is gone at
+/// once and stays gone, even where a watch writes back a file another process removed, while
+/// the client connected is still answered; the stop after it has nothing more to remove.
+pub fn lock_file_withdrawn<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let path = R::lock_path(&s).unwrap();
+    let (_, c) = connect(R::port(&s), Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    R::handle(&s).withdraw_lock_file();
+    assert!(!path.exists(), "removed at once");
+    R::handle(&s).withdraw_lock_file();
+    // Longer than the watch's 200 ms before it writes a removed file again.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(!path.exists(), "written again after it was withdrawn");
+    let tools = c.request("tools/list", json!({}));
+    assert!(tools["result"]["tools"].is_array(), "{tools}");
+    R::handle(&s)
+        .set_workspace_folders(vec![dir.path().to_path_buf()])
+        .unwrap();
+    assert!(!path.exists(), "written again by a change of folders");
+    R::stop(s);
+    assert!(!path.exists());
 }
 
 pub fn lock_dir_refused<R: Rt>() {
