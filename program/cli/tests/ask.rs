@@ -141,7 +141,7 @@ fn other_calls_are_answered_while_the_editor_is_open() {
     let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
     screen.wait_for("[a]ccept / [r]eject / [e]dit");
     edit_and_wait(&mut tty, &screen, &started);
-    let watchers = || watchers_of(bridge_pid(&sb));
+    let watchers = || watchers_of(bridge_pid(&sb), None);
     if cfg!(all(target_os = "linux", debug_assertions)) {
         // Started just after the editor, which may have said it started before.
         let give_up = Instant::now() + WAIT;
@@ -335,24 +335,6 @@ fn bridge_pid(sb: &Sandbox) -> u32 {
         .unwrap();
     let v: Value = serde_json::from_str(&fs::read_to_string(lock.path()).unwrap()).unwrap();
     v["pid"].as_u64().unwrap() as u32
-}
-
-/// The watchers of commands the bridge `bridge` tied to itself (Linux, with the test switch): the
-/// processes whose arguments are the program's `__watch BRIDGE ...`.
-fn watchers_of(bridge: u32) -> Vec<u32> {
-    let wanted = format!("\0__watch\0{bridge}\0");
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    (entries.flatten())
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let args = fs::read(entry.path().join("cmdline")).ok()?;
-            let state = fs::read_to_string(entry.path().join("stat")).ok()?;
-            let zombie = state.rsplit(')').next()?.trim_start().starts_with('Z');
-            (String::from_utf8_lossy(&args).contains(&wanted) && !zombie).then_some(pid)
-        })
-        .collect()
 }
 
 /// Once the bridge on `screen` says it asks on this terminal: its lock file and an initialized
@@ -834,7 +816,7 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         let editor = loop {
             if let Some(pid) = fs::read_to_string(&pid_file)
                 .ok()
-                .and_then(|s| s.trim().parse::<i32>().ok())
+                .and_then(|s| s.trim().parse::<u32>().ok())
             {
                 break pid;
             }
@@ -843,21 +825,13 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         };
         let bridge = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()
             ["pid"]
-            .as_i64()
-            .unwrap();
+            .as_u64()
+            .unwrap() as u32;
         let killed = Command::new("kill")
             .args([&format!("-{signal}"), &bridge.to_string()])
             .status()
             .unwrap();
         assert!(killed.success());
-        // Gone, or a zombie not yet reaped.
-        let running = |pid: i64| {
-            fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-            })
-        };
         if signal == "TERM" && ignores_term {
             // The lock file goes first: no new client finds a bridge that is stopping, though
             // it still waits 2 s for the editor to end before it kills it.
@@ -866,10 +840,7 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
                 assert!(Instant::now() < give_up, "{}", screen.text());
                 std::thread::sleep(Duration::from_millis(10));
             }
-            assert!(
-                running(editor.into()),
-                "the lock file outlived the editor's grace"
-            );
+            assert!(running(editor), "the lock file outlived the editor's grace");
         }
         let give_up = Instant::now() + WAIT;
         while running(bridge) {
@@ -879,11 +850,11 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         // The shell still holds the terminal: the editor has no SIGHUP to end it. The SIGTERM
         // comes from the kernel, or from the watcher once scheduled.
         let give_up = Instant::now() + WAIT;
-        while running(editor.into()) && Instant::now() < give_up {
+        while running(editor) && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(
-            !running(editor.into()),
+            !running(editor),
             "the editor (pid {editor}, ignores SIGTERM: {ignores_term}, {editor_var}, tied by \
              the {tie}) outlived the bridge's SIG{signal}: {}",
             screen.text()

@@ -385,12 +385,6 @@ fn list_and_doctor() {
     assert_eq!(code, 1);
 }
 
-/// The state letter of a process (`/proc/<pid>/stat`): `T` when stopped.
-fn state_of(pid: u32) -> Option<char> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(") ")?.1.chars().next()
-}
-
 /// The command of `run` suspends itself (claude on Ctrl-Z): the bridge stops with it, so that
 /// the shell takes the terminal back, and continuing the job (`fg`: SIGCONT to the process
 /// group) continues both; the bridge then exits with the command's status.
@@ -543,30 +537,12 @@ fn a_watcher_ends_with_runs_command() {
     wait_until_gone(watcher, "the command it watched (the watcher)", &stderr);
 }
 
-/// The parent of process `pid` (`/proc/PID/stat`).
-#[cfg(target_os = "linux")]
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
-}
-
-/// The watcher tying `command` to `bridge`: the process whose arguments are the program's
-/// `__watch BRIDGE COMMAND`, waited for (at most [`WAIT`]: it starts just after the command).
-#[cfg(target_os = "linux")]
+/// The watcher tying `command` to `bridge`, waited for (at most [`WAIT`]: it starts just after
+/// the command).
 fn watcher_of(bridge: u32, command: u32) -> u32 {
-    let wanted = format!("\0__watch\0{bridge}\0{command}\0");
-    let find = || {
-        fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let args = fs::read(entry.path().join("cmdline")).ok()?;
-            String::from_utf8_lossy(&args)
-                .contains(&wanted)
-                .then_some(pid)
-        })
-    };
     let give_up = std::time::Instant::now() + WAIT;
     loop {
-        if let Some(pid) = find() {
+        if let Some(&pid) = watchers_of(bridge, Some(command)).first() {
             return pid;
         }
         assert!(
@@ -683,7 +659,7 @@ const STAYS: &str = "exec sleep 60";
 /// `what`.
 fn wait_until_gone(pid: u32, what: &str, stderr: &Lines) {
     let give_up = std::time::Instant::now() + WAIT;
-    while state_of(pid).is_some_and(|s| s != 'Z') {
+    while running(pid) {
         assert!(
             std::time::Instant::now() < give_up,
             "the command outlived {what}: {}",

@@ -1,4 +1,5 @@
-//! The Unix-only parts of the tests' helpers: signals to `serve`, a FIFO as its wire log.
+//! The Unix-only parts of the tests' helpers: signals to `serve`, a FIFO as its wire log, what
+//! Linux's `/proc` says of other processes.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -115,4 +116,42 @@ impl Drop for HeldWireLog {
             let _ = r.join();
         }
     }
+}
+
+/// The state letter of process `pid` (`/proc/PID/stat`): `T` when stopped, `Z` a zombie not yet
+/// reaped; `None` once it is gone (and where there is no `/proc`).
+pub fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// Whether process `pid` runs: neither gone nor a zombie.
+pub fn running(pid: u32) -> bool {
+    state_of(pid).is_some_and(|s| s != 'Z')
+}
+
+/// The parent of process `pid` (`/proc/PID/stat`).
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+}
+
+/// The running watchers of commands the bridge `bridge` tied to itself (Linux, with the test
+/// switch): the processes whose arguments are the program's `__watch BRIDGE COMMAND`, for any
+/// command or for `command` alone.
+pub fn watchers_of(bridge: u32, command: Option<u32>) -> Vec<u32> {
+    let wanted = match command {
+        Some(command) => format!("\0__watch\0{bridge}\0{command}\0"),
+        None => format!("\0__watch\0{bridge}\0"),
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    (entries.flatten())
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let args = std::fs::read(entry.path().join("cmdline")).ok()?;
+            (String::from_utf8_lossy(&args).contains(&wanted) && running(pid)).then_some(pid)
+        })
+        .collect()
 }
