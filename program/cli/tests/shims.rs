@@ -187,17 +187,11 @@ fn a_killed_bridge_leaves_no_server_tree_behind() {
 /// parent's end (on macOS from its watcher); what it started itself outlives it, as a language
 /// server's child does (docs/platforms.md).
 fn a_killed_bridge_ends_runs_command_behind_a_shim() {
-    let sb = Sandbox::new();
-    let tree = Tree::install(&sb);
-    let (mut run, stderr) = tree.run(&sb);
-    let said = || format!("the bridge's stderr:\n{}", stderr.text());
-    let (command, grandchild) = (
-        tree.pid_file("command", &said),
-        tree.pid_file("grandchild", &said),
-    );
+    let mut run = Run::start();
+    let (command, grandchild) = (run.command, run.grandchild);
     assert!(alive(command) && alive(grandchild));
-    run.kill().unwrap();
-    run.wait().unwrap();
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
     let log = "run's command has no log";
     wait_gone("run's command", command, log);
     if cfg!(windows) {
@@ -216,27 +210,58 @@ fn a_killed_bridge_ends_runs_command_behind_a_shim() {
 /// bridge exits with its status, and what the command started and left running outlives both,
 /// on Windows too, where the command's Job Object is let go without ending anything.
 fn runs_command_ending_by_itself_leaves_what_it_started_running() {
-    let sb = Sandbox::new();
-    let tree = Tree::install(&sb);
-    let (mut run, stderr) = tree.run(&sb);
-    let said = || format!("the bridge's stderr:\n{}", stderr.text());
-    let (command, grandchild) = (
-        tree.pid_file("command", &said),
-        tree.pid_file("grandchild", &said),
-    );
-    drop(run.stdin.take());
-    let status = exit_within(&mut run, PROCESS_WAIT, &|| {
+    let mut run = Run::start();
+    let (command, grandchild) = (run.command, run.grandchild);
+    drop(run.child.stdin.take());
+    let stderr = run.stderr.clone();
+    let status = exit_within(&mut run.child, PROCESS_WAIT, &|| {
         end(command);
         end(grandchild);
-        format!("not with its command; {}", said())
+        format!(
+            "not with its command; the bridge's stderr:\n{}",
+            stderr.text()
+        )
     });
-    assert_eq!(status.code(), Some(COMMAND_STATUS), "{}", said());
+    assert_eq!(status.code(), Some(COMMAND_STATUS), "{}", run.said());
     wait_gone("run's command", command, "run's command has no log");
     assert!(
         alive(grandchild),
         "what the command started ({grandchild}) was ended with the bridge"
     );
     end(grandchild);
+}
+
+/// `run -- claude` started behind the shim in a sandbox of its own ([`Tree::run`]), once its
+/// command and the process the command started have written their pids.
+struct Run {
+    child: std::process::Child,
+    stderr: Lines,
+    command: u32,
+    grandchild: u32,
+    _sb: Sandbox,
+}
+
+impl Run {
+    fn start() -> Run {
+        let sb = Sandbox::new();
+        let tree = Tree::install(&sb);
+        let (child, stderr) = tree.run(&sb);
+        let said = || format!("the bridge's stderr:\n{}", stderr.text());
+        let command = tree.pid_file("command", &said);
+        let grandchild = tree.pid_file("grandchild", &said);
+        Run {
+            child,
+            stderr,
+            command,
+            grandchild,
+            _sb: sb,
+        }
+    }
+
+    /// What the bridge wrote to stderr, for a failure's message.
+    fn said(&self) -> String {
+        format!("the bridge's stderr:\n{}", self.stderr.text())
+    }
 }
 
 /// The shim on a `PATH` folder of its own (with a space in its path), the stand-in beside it,
