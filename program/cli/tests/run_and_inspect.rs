@@ -539,6 +539,7 @@ fn a_watcher_ends_with_runs_command() {
 
 /// The watcher tying `command` to `bridge`, waited for (at most [`WAIT`]: it starts just after
 /// the command).
+#[cfg(target_os = "linux")]
 fn watcher_of(bridge: u32, command: u32) -> u32 {
     let give_up = std::time::Instant::now() + WAIT;
     loop {
