@@ -847,8 +847,13 @@ fn serve(
     if let Some(out) = &stdio {
         out.stopping();
     }
-    // Answers on their way (an accepted diff's last check) are given before the stop answers
-    // what is still pending as rejected.
+    // The language servers go before the jobs are settled: a check waiting for them ends when
+    // they do, so that an accepted diff waiting for its text's check (as long as a server's
+    // start wait) is answered, not taken by the stop below for one nobody decided. (Their
+    // changes go to the host's inputs, a channel that never blocks.)
+    host.stop_language_servers(LSP_GRACE);
+    // Answers on their way (an accepted diff) are given before the stop answers what is still
+    // pending as rejected.
     host.settle_jobs(JOBS_GRACE);
     host.say_goodbye();
     if let Some(out) = &stdio {
@@ -857,7 +862,6 @@ fn serve(
     // The inputs not handled go, and the places they held with them: a runtime waiting for one
     // takes its stop.
     drop(rx);
-    host.stop_language_servers(LSP_GRACE);
     ui::set_quiet(false);
     running.stop(Duration::from_secs(5));
     ui::say("stopped");

@@ -852,6 +852,47 @@ fn an_edit_accepted_while_its_server_starts_gets_its_baseline() {
     }
 }
 
+/// A diff accepted while its text's check still waits for the server (here one that never
+/// answers its pulls, with a start wait of 60 s) and then the bridge told to stop: claude is
+/// answered `FILE_SAVED`, as decided. Before, the stop gave jobs 2 s and only then stopped the
+/// servers, so the accept, still waiting, was answered by the stop as a change nobody decided
+/// ("nothing was accepted or written"), and the user's decision was lost.
+#[test]
+fn a_diff_accepted_while_its_check_waits_is_answered_at_a_stop() {
+    let sb = Sandbox::new();
+    let f = sb.ws.join("a.fake");
+    fs::write(&f, "error\n").unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+    let server = format!("fake=python3 '{}' hang-pull", script.display());
+    for rt in RUNTIMES {
+        let mut s = Served::start(
+            &sb,
+            &[
+                "--runtime",
+                rt,
+                "--on-diff",
+                "accept",
+                "--lsp",
+                &server,
+                "--lsp-warm",
+                "diff",
+                "--lsp-start-wait",
+                "60s",
+                "--diagnostics-wait",
+                "60s",
+            ],
+        );
+        let mut c = s.client();
+        let id = c.call_tool("openDiff", open_diff_args(&f, "fine\n", "t"));
+        // The accept is waiting for the server's check by now.
+        std::thread::sleep(Duration::from_millis(1500));
+        s.signal("TERM");
+        let r = c.response(id);
+        assert_eq!(texts(&r), ["FILE_SAVED", "fine\n"], "{rt}: {r}");
+        assert_eq!(s.wait_exit(), 0, "{rt}");
+    }
+}
+
 /// A `getDiagnostics` may wait as long as the user lets it (`--diagnostics-wait`,
 /// `--lsp-start-wait`), past the 20 s a job is given for the file system: it is answered by the
 /// servers' rule (here "not known yet": the server never answers its pulls), not cut at 20 s by
