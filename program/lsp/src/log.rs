@@ -109,9 +109,11 @@ impl Log {
     }
 
     /// Writes `[prefix] text` as one line whatever is left of the budget: for the few lines that
-    /// say why a server ended, once per process.
+    /// say why a server ended, once per process. At most [`MAX_NOTE_BYTES`] of `text` (a reason
+    /// may quote what a server sent: several restarts' notes must not fill the run's log).
     pub fn note(&self, text: &str) {
-        self.write_all(format!("[{}] {}\n", self.prefix, text.trim_end()).as_bytes());
+        let text = cut(text.trim_end(), MAX_NOTE_BYTES);
+        self.write_all(format!("[{}] {text}\n", self.prefix).as_bytes());
     }
 
     /// Writes `[prefix] text` as one line, within the budget (a line that does not fit is cut, once).
@@ -173,9 +175,40 @@ impl Log {
     }
 }
 
+/// The most of a note's text [`Log::note`] writes.
+pub const MAX_NOTE_BYTES: usize = 2048;
+
+/// `text`, or its first `max` bytes (at a character boundary) followed by "...".
+pub fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end]).into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A note quoting 8 MB a server sent is written cut, at a character boundary.
+    #[test]
+    fn a_note_is_cut() {
+        let memory = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let log = Log::new(LspLog::Writer(memory.clone())).for_server("s".into());
+        log.note(&format!("initialize refused: {}", "é".repeat(4_000_000)));
+        log.note("short");
+        let text = String::from_utf8(memory.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", text.len());
+        assert!(lines[0].len() <= MAX_NOTE_BYTES + 10, "{}", lines[0].len());
+        assert!(lines[0].starts_with("[s] initialize refused: éé"));
+        assert!(lines[0].ends_with("..."));
+        assert_eq!(lines[1], "[s] short");
+    }
 
     /// One server's log lines come from several threads at once: together they stay within its
     /// budget, and the line that says the limit was reached is written once.

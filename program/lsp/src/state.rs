@@ -53,6 +53,9 @@ const TSSERVER_PASSES: [&str; 3] = [
 /// Requests of checks on request waiting for answers, at most: a server that stops answering
 /// them gets no more (its callers answer what is known).
 const MAX_ASKED: usize = 3 * 256;
+
+/// The most of why a server ended that is kept ([`State::exit`]).
+const MAX_REASON_BYTES: usize = 1024;
 /// Failed checks in a row (an error answer, or vtsls' `null`, to any of a check's passes) after
 /// which a server's checks on request are given up for its published diagnostics (a server whose
 /// command refuses these requests).
@@ -467,9 +470,16 @@ impl State {
         matches!(self.phase, Phase::Exited(_))
     }
 
+    /// The server ends, for `reason` (kept to [`MAX_REASON_BYTES`]: it may quote what the server
+    /// sent, and is copied to every caller told the server is down).
     pub fn exit(&mut self, reason: impl Into<String>) {
         if !matches!(self.phase, Phase::Exited(_)) {
-            self.phase = Phase::Exited(reason.into());
+            let reason: String = reason.into();
+            let reason = match crate::log::cut(&reason, MAX_REASON_BYTES) {
+                std::borrow::Cow::Borrowed(_) => reason,
+                std::borrow::Cow::Owned(cut) => cut,
+            };
+            self.phase = Phase::Exited(reason);
             self.exited_at = Some(std::time::Instant::now());
             self.early.clear();
             self.pending.clear();

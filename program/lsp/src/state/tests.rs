@@ -278,6 +278,27 @@ fn a_closed_documents_diagnostics_are_forgotten_for_good() {
     assert_eq!(s.known("/w/b.py").len(), 1);
 }
 
+/// A server refusing `initialize` with an 8 MB message: why it ended is kept cut, not copied
+/// whole to every caller told it is down.
+#[test]
+fn why_a_server_ended_is_kept_cut() {
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.begin(42);
+    let init = frames(&mut s);
+    let message = "x".repeat(8 << 20);
+    let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"],
+                        "error": {"code": -32603, "message": message}});
+    let why = s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap_err();
+    s.exit(why);
+    match &s.phase {
+        Phase::Exited(why) => {
+            assert!(why.starts_with("initialize refused: xxx"), "{}", &why[..40]);
+            assert!(why.len() <= MAX_REASON_BYTES + 3, "{}", why.len());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A server gone on its own (crashed, hung, misbehaving) forgets every file's diagnostics, with
 /// an empty list to tell for each file that had some, once, and keeps none read after its end; one
 /// stopped by the client keeps them, and nothing is told.
