@@ -146,8 +146,11 @@ impl Tabs {
         let mut left_out = Vec::new();
         if let Some(paths) = paths {
             parsed.retain_mut(|tab| {
-                if tab.path().is_none() {
-                    return true; // Not a file (`untitled:`...): kept as it is.
+                // Not a file (`untitled:`...): kept as it is. A `file:` URI this OS cannot read
+                // (a drive on Unix, bytes that are not UTF-8) is a file all the same: named by
+                // the map, or left out, never passed on in the editor's own form.
+                if !claude_ide_bridge::is_file_uri(&tab.uri) {
+                    return true;
                 }
                 match paths.to_here(&tab.uri) {
                     Ok(here) => {
