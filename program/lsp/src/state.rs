@@ -1160,8 +1160,12 @@ impl State {
         version: i32,
         report: PullReport,
     ) -> Result<Pulled, String> {
-        // Not kept either once the server is gone: its diagnostics were forgotten (`gone`).
-        let current = self.of_open_document(path, version) && !self.has_exited();
+        // Not kept either once the server is gone: its diagnostics were forgotten (`gone`); nor
+        // over a newer text's, from an answer that came after it (a server answering its pulls
+        // from several threads): it is passed on to the caller who asked about its text.
+        let newer_held =
+            (self.diags.get(path).and_then(|s| s.version)).is_some_and(|v| v > version);
+        let current = self.of_open_document(path, version) && !self.has_exited() && !newer_held;
         match report.kind.as_deref() {
             Some("full") if !current => Ok(Pulled::Passed(Some(self.converted(report.items)))),
             Some("full") => Ok(Pulled::Kept(self.store(

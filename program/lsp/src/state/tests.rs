@@ -493,6 +493,46 @@ fn pull_answers_are_stored_for_their_version() {
     assert!(s.take_pull("/w/a.py", 2, report("{}")).is_err());
 }
 
+/// Pulls answered out of order (ruff answers from a pool of threads): the older text's answer,
+/// coming after the newer one's, is passed on to its caller but does not replace what is held
+/// for the newer text, and an "unchanged" for the older text does not mark it as that text's.
+#[test]
+fn a_pull_answered_after_a_newer_ones_answer_is_passed_on_not_kept() {
+    let mut s = running(
+        json!({"textDocumentSync": 1, "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false}}),
+        LspLimits::default(),
+    );
+    s.sync("/w/a.py", "python", "x");
+    let old = s.version("/w/a.py").unwrap();
+    s.sync("/w/a.py", "python", "y");
+    let new = s.version("/w/a.py").unwrap();
+    let full = |message: &str| {
+        report(&format!(
+            r#"{{"kind":"full","items":[{{"range":{{"start":{{"line":0,"character":0}},"end":{{"line":0,"character":1}}}},"message":"{message}"}}]}}"#
+        ))
+    };
+    assert!(matches!(
+        s.take_pull("/w/a.py", new, full("new")).unwrap(),
+        Pulled::Kept(Some(_))
+    ));
+    match s.take_pull("/w/a.py", old, full("old")).unwrap() {
+        Pulled::Passed(Some(d)) => assert_eq!(d[0].message, "old"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.known("/w/a.py")[0].message, "new");
+    assert!(s.fresh("/w/a.py"));
+    let unchanged = r#"{"kind":"unchanged","resultId":"r"}"#;
+    assert!(matches!(
+        s.take_pull("/w/a.py", old, report(unchanged)).unwrap(),
+        Pulled::Passed(None)
+    ));
+    assert!(
+        s.fresh("/w/a.py"),
+        "the newer text's answer marked as the older's"
+    );
+    s.check_bounds();
+}
+
 /// A pull answered after its document was closed (to make room for another) is not kept, but
 /// is still the answer for the text it asked about; an "unchanged" one then says nothing.
 #[test]
