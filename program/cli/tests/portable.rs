@@ -179,6 +179,29 @@ fn stdio_editor_decides_and_its_stdin_closing_stops_the_bridge() {
         s.send_line("not json");
         next_msg(&s, "error", 0);
 
+        // The editor's diagnostics, for a URI as an editor writes it (on Windows the drive
+        // upper-cased, `file:///Z:/...`): claude gets them under the URI claude and the language
+        // servers write (`file:///z:/...`), which names the drive (the bridge's wire form,
+        // `file:///z/...`, names no file on Windows).
+        let path = file.to_string_lossy().replace('\\', "/");
+        let editors = format!("file:///{}", path.trim_start_matches('/'));
+        let diag = json!({"message": "from the editor", "severity": "Error",
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}});
+        s.send_line(
+            &json!({"type": "diagnostics", "uri": editors, "diagnostics": [diag]}).to_string(),
+        );
+        let theirs = claude_ide_bridge::file_uri(&file.to_string_lossy());
+        let note = c
+            .recv_until(WAIT, |v| v["method"] == "diagnostics_changed")
+            .unwrap_or_else(|| panic!("no diagnostics_changed: {}", s.stderr.text()));
+        assert_eq!(note["params"]["uri"], json!(theirs), "{note}");
+        let all = json_of(&call(&mut c, "getDiagnostics", json!({})));
+        assert_eq!(all[0]["uri"], json!(theirs), "{all}");
+        assert_eq!(
+            all[0]["diagnostics"][0]["message"], "from the editor",
+            "{all}"
+        );
+
         // The editor is told of a proposed change with the OS's path, and decides it.
         let id = c.call_tool("openDiff", open_diff_args(&file, "new\n", "tab"));
         let tc = next_msg(&s, "tool_call", 0);

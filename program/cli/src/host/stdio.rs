@@ -380,7 +380,14 @@ impl Host {
     /// The bridge's path of a `uri` from the editor (a `file://` URI or an absolute path).
     fn here_of_uri(&self, uri: &str) -> Result<String, String> {
         if self.paths.is_empty() {
-            return super::diagnostics::editor_path(uri)
+            // The path the URI names here (on Windows one that writes its drive), normalised,
+            // in the form the OS writes it: its `file_uri` is the one the servers and claude use.
+            let path = match claude_ide_bridge::is_file_uri(uri) {
+                true => crate::sys::path_of_file_uri(uri),
+                false => Some(uri.to_owned()),
+            };
+            return (path.and_then(|p| super::diagnostics::editor_path(&p)))
+                .map(|p| crate::sys::native_path(&p))
                 .ok_or_else(|| "uri must be a file:// URI or an absolute path".into());
         }
         self.paths.to_here(uri).map_err(|e| format!("uri {e}"))

@@ -25,7 +25,8 @@
 //!   `ask_to_stop(pid)`, `kill_now(pid)`, `wait_until_ended(child)`, `SIGNALS_EDITOR`: `$EDITOR`
 //!   at a stop;
 //! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
-//!   Windows the Windows path it names, `None` when it writes no drive);
+//!   Windows the Windows path it names, `None` when it writes no drive); `native_path(path)`: a
+//!   path in the engine's wire form (`/c/ws`) as the OS writes it (`C:\ws` on Windows);
 //! - `TerminalState`, `save_terminal()`, `restore_terminal(saved, abnormal)`: the terminal's
 //!   settings put back after `$EDITOR` (one killed in raw mode left the prompt unanswerable);
 //!   `ended_by_interrupt(status)`: whether Ctrl-C ended it;

@@ -377,6 +377,26 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_windows_path(uri)
 }
 
+/// A path in the engine's wire form (`/c/ws/a.rs`, `//host/share/a.rs`: what `normalize` gives)
+/// as Windows writes it (`C:\ws\a.rs`, `\\host\share\a.rs`), whose `file_uri` names the drive
+/// as the language servers' URIs and claude's do (`file:///c:/ws/a.rs`; the wire form's own,
+/// `file:///c/ws/a.rs`, names no file here). Any other path as it is.
+pub fn native_path(path: &str) -> String {
+    let b = path.as_bytes();
+    let drive = b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic();
+    if drive && (b.len() == 2 || b[2] == b'/') {
+        let rest = match &path[2..] {
+            "" => "\\".to_owned(),
+            rest => rest.replace('/', "\\"),
+        };
+        format!("{}:{rest}", char::from(b[1].to_ascii_uppercase()))
+    } else if path.starts_with("//") {
+        path.replace('/', "\\")
+    } else {
+        path.to_owned()
+    }
+}
+
 /// The command running `%VISUAL%`/`%EDITOR%` on `files`: through `cmd /C`, as the variable may
 /// carry arguments (`code --wait`) and name a `.cmd` shim. cmd reads its command line itself, and
 /// a Windows file name may hold `&`, `^`, `(` or `)` (a workspace file `x&calc` would run `calc`),
@@ -517,6 +537,19 @@ mod tests {
         let slashed = file.replace('\\', "/");
         let no_drive = format!("file:///{}{}", &slashed[..1], &slashed[2..]);
         assert_eq!(path_of_file_uri(&no_drive), None);
+        for (wire, native) in [
+            ("/c/ws/a.rs", r"C:\ws\a.rs"),
+            ("/d", r"D:\"),
+            ("//host/share/a.rs", r"\\host\share\a.rs"),
+            ("/ws/a.rs", "/ws/a.rs"),
+            (r"C:\ws", r"C:\ws"),
+        ] {
+            assert_eq!(native_path(wire), native, "{wire}");
+        }
+        assert_eq!(
+            claude_ide_bridge::file_uri(&native_path("/c/ws/a b.rs")),
+            "file:///c:/ws/a%20b.rs"
+        );
         assert!(ws.read_text(&no_drive).is_err(), "{no_drive}");
     }
 }

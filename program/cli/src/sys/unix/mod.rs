@@ -388,6 +388,11 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_path(uri)
 }
 
+/// A path in the engine's wire form as this OS writes it: the same.
+pub fn native_path(path: &str) -> String {
+    path.to_owned()
+}
+
 /// The command running `$VISUAL`/`$EDITOR` on `files`. The variable may carry arguments
 /// (`EDITOR="code --wait"`): words with nothing a shell would read differently (no quotes,
 /// `$`, `~`, `=`, `;`, globs, ...) are run as they are, split at spaces; anything else is run by
