@@ -761,7 +761,12 @@ impl Inner {
         };
         let (mut checked, running) = match self.await_start(server, deadline) {
             Some(deadline) => (server.diagnostics(key, language, text, deadline), true),
-            None => (Checked::stale(server.known(key)), false),
+            // Still starting past the start wait: late, not down (its `initialize` timeout ends
+            // it): what the set answers is not known for this text without it.
+            None => (
+                Checked::stale(server.known(key)),
+                matches!(server.phase(), Phase::Starting),
+            ),
         };
         match server.phase() {
             Phase::Exited(why) => checked

@@ -313,6 +313,30 @@ fn a_hung_server_of_a_set_costs_one_deadline_and_is_said() {
     fx.shutdown_leaves_nothing(&["types", "lint"]);
 }
 
+/// A server of the set still starting once the start wait is over (its `initialize` unanswered)
+/// is late, not down: the answer holds the other's diagnostics but is not fresh, so that the
+/// program does not take it for the text's (a baseline without pyright's errors, while pyright
+/// starts, made the after-edit answer report them all as new).
+#[test]
+fn a_server_of_a_set_still_starting_leaves_the_answer_not_fresh() {
+    let fx = set_of(("good", "types"), &[("hang-init", "lint")], |c| {
+        c.start_wait = Duration::from_millis(1500);
+        c.limits.initialize_timeout = Duration::from_secs(60);
+    });
+    let checked = fx.lsp.check(
+        &fx.file("d.zz"),
+        "types\nlint\n",
+        Instant::now() + Duration::from_secs(1),
+    );
+    assert_eq!(sources(&checked.diagnostics), ["types"]);
+    assert!(!checked.fresh, "{checked:?}");
+    assert!(
+        checked.down.iter().any(|d| d.ends_with("still starting")),
+        "{checked:?}"
+    );
+    fx.shutdown_leaves_nothing(&["types", "lint"]);
+}
+
 /// At most MAX_SERVERS run for a language, however many the table names; each is stopped.
 #[test]
 fn a_set_is_at_most_a_few_servers() {
