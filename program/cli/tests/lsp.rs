@@ -852,6 +852,22 @@ fn an_edit_accepted_while_its_server_starts_gets_its_baseline() {
     }
 }
 
+/// The lsp crate's scripted server (`fake_lsp.py`) as the `--lsp` value of the language `fake`,
+/// in `mode`; and a file of that language in the workspace, holding an error.
+fn fake_file_and_server(sb: &Sandbox, mode: &str) -> (PathBuf, String) {
+    let f = sb.ws.join("a.fake");
+    fs::write(&f, "error\n").unwrap();
+    (
+        f,
+        format!("fake=python3 '{}' {mode}", fake_script().display()),
+    )
+}
+
+/// The lsp crate's scripted server.
+fn fake_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py")
+}
+
 /// A diff accepted while its text's check still waits for the server (here one that never
 /// answers its pulls, with a start wait of 60 s) and then the bridge told to stop: claude is
 /// answered `FILE_SAVED`, as decided. Before, the stop gave jobs 2 s and only then stopped the
@@ -860,10 +876,7 @@ fn an_edit_accepted_while_its_server_starts_gets_its_baseline() {
 #[test]
 fn a_diff_accepted_while_its_check_waits_is_answered_at_a_stop() {
     let sb = Sandbox::new();
-    let f = sb.ws.join("a.fake");
-    fs::write(&f, "error\n").unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
-    let server = format!("fake=python3 '{}' hang-pull", script.display());
+    let (f, server) = fake_file_and_server(&sb, "hang-pull");
     for rt in RUNTIMES {
         let mut s = Served::start(
             &sb,
@@ -900,10 +913,7 @@ fn a_diff_accepted_while_its_check_waits_is_answered_at_a_stop() {
 #[test]
 fn a_diagnostics_wait_past_the_jobs_bound_is_kept() {
     let sb = Sandbox::new();
-    let f = sb.ws.join("a.fake");
-    fs::write(&f, "error\n").unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
-    let server = format!("fake=python3 '{}' hang-pull", script.display());
+    let (f, server) = fake_file_and_server(&sb, "hang-pull");
     let log = sb.root().join("lsp.log");
     let mut s = Served::start(
         &sb,
@@ -1000,7 +1010,7 @@ fn warm_connect_opens_the_most_recently_modified_file() {
 fn a_servers_diagnostics_for_files_outside_the_workspace_are_not_passed_on() {
     let sb = Sandbox::new();
     // The lsp crate's scripted server, publishing for `/outside-the-workspace/lib.py` too.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+    let script = fake_script();
     let outside = Path::new("/outside-the-workspace/lib.py");
     let app = sb.ws.join("app.py");
     fs::write(&app, "x = 1\nerror here\n").unwrap();
