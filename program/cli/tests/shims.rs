@@ -217,10 +217,7 @@ fn runs_command_ending_by_itself_leaves_what_it_started_running() {
     let status = exit_within(&mut run.child, PROCESS_WAIT, &|| {
         end(command);
         end(grandchild);
-        format!(
-            "not with its command; the bridge's stderr:\n{}",
-            stderr.text()
-        )
+        format!("not with its command; {}", said(&stderr))
     });
     assert_eq!(status.code(), Some(COMMAND_STATUS), "{}", run.said());
     wait_gone("run's command", command, "run's command has no log");
@@ -246,9 +243,9 @@ impl Run {
         let sb = Sandbox::new();
         let tree = Tree::install(&sb);
         let (child, stderr) = tree.run(&sb);
-        let said = || format!("the bridge's stderr:\n{}", stderr.text());
-        let command = tree.pid_file("command", &said);
-        let grandchild = tree.pid_file("grandchild", &said);
+        let context = || said(&stderr);
+        let command = tree.pid_file("command", &context);
+        let grandchild = tree.pid_file("grandchild", &context);
         Run {
             child,
             stderr,
@@ -260,8 +257,13 @@ impl Run {
 
     /// What the bridge wrote to stderr, for a failure's message.
     fn said(&self) -> String {
-        format!("the bridge's stderr:\n{}", self.stderr.text())
+        said(&self.stderr)
     }
+}
+
+/// What a bridge wrote to `stderr`, for a failure's message.
+fn said(stderr: &Lines) -> String {
+    format!("the bridge's stderr:\n{}", stderr.text())
 }
 
 /// The shim on a `PATH` folder of its own (with a space in its path), the stand-in beside it,

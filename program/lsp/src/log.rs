@@ -180,14 +180,19 @@ pub const MAX_NOTE_BYTES: usize = 2048;
 
 /// `text`, or its first `max` bytes (at a character boundary) followed by "...".
 pub fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if text.len() <= max {
-        return text.into();
+    match prefix(text, max) {
+        whole if whole.len() == text.len() => text.into(),
+        part => format!("{part}...").into(),
     }
-    let mut end = max;
+}
+
+/// At most the first `max` bytes of `text`, ending at a character boundary.
+pub fn prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}...", &text[..end]).into()
+    &text[..end]
 }
 
 #[cfg(test)]

@@ -171,11 +171,7 @@ pub fn parse(body: &[u8]) -> Result<Incoming<'_>, String> {
 
 /// At most 64 bytes of `text` (for a log line about a value a server sent).
 fn clip(text: &str) -> &str {
-    let mut end = text.len().min(64);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    crate::log::prefix(text, 64)
 }
 
 /// A message the client writes: a request (with an id) or a notification.

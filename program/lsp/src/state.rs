@@ -474,11 +474,7 @@ impl State {
     /// sent, and is copied to every caller told the server is down).
     pub fn exit(&mut self, reason: impl Into<String>) {
         if !matches!(self.phase, Phase::Exited(_)) {
-            let reason: String = reason.into();
-            let reason = match crate::log::cut(&reason, MAX_REASON_BYTES) {
-                std::borrow::Cow::Borrowed(_) => reason,
-                std::borrow::Cow::Owned(cut) => cut,
-            };
+            let reason = crate::log::cut(&reason.into(), MAX_REASON_BYTES).into_owned();
             self.phase = Phase::Exited(reason);
             self.exited_at = Some(std::time::Instant::now());
             self.early.clear();
@@ -819,6 +815,12 @@ impl State {
         self.docs.get(path).is_some_and(|d| version >= d.opened)
     }
 
+    /// Whether the diagnostics held for `path` are for a text newer than `version`: an answer
+    /// for `version` that comes after them is not kept over them.
+    fn holds_newer_than(&self, path: &str, version: i32) -> bool {
+        (self.diags.get(path).and_then(|s| s.version)).is_some_and(|v| v > version)
+    }
+
     /// The version the server has of `path`, if it has it.
     pub fn version(&self, path: &str) -> Option<i32> {
         self.docs.get(path).map(|d| d.version)
@@ -1061,12 +1063,7 @@ impl State {
         if self.checks_on_request() {
             self.check_failures = 0;
         }
-        let newer_held = self
-            .diags
-            .get(&path)
-            .and_then(|s| s.version)
-            .is_some_and(|v| v > version);
-        if self.of_open_document(&path, version) && !newer_held {
+        if self.of_open_document(&path, version) && !self.holds_newer_than(&path, version) {
             effects.extend(
                 self.store_converted(&path, Some(version), items, None)
                     .map(Effect::Changed),
@@ -1163,9 +1160,9 @@ impl State {
         // Not kept either once the server is gone: its diagnostics were forgotten (`gone`); nor
         // over a newer text's, from an answer that came after it (a server answering its pulls
         // from several threads): it is passed on to the caller who asked about its text.
-        let newer_held =
-            (self.diags.get(path).and_then(|s| s.version)).is_some_and(|v| v > version);
-        let current = self.of_open_document(path, version) && !self.has_exited() && !newer_held;
+        let current = self.of_open_document(path, version)
+            && !self.has_exited()
+            && !self.holds_newer_than(path, version);
         match report.kind.as_deref() {
             Some("full") if !current => Ok(Pulled::Passed(Some(self.converted(report.items)))),
             Some("full") => Ok(Pulled::Kept(self.store(
