@@ -1428,9 +1428,17 @@ impl State {
             NumberOrString::String(_) => return,
         };
         match p.value.kind.as_deref() {
-            Some("begin")
-                if self.progress.len() < MAX_PROGRESS || self.progress.contains_key(&token) =>
-            {
+            Some("begin") => {
+                if self.progress.len() >= MAX_PROGRESS && !self.progress.contains_key(&token) {
+                    // Full: work begun too long ago no longer counts (`busy`), so it makes room;
+                    // tokens a server never ended would otherwise keep new work from counting.
+                    let now = Instant::now();
+                    self.progress
+                        .retain(|_, begun| now.duration_since(*begun) < PROGRESS_STALE);
+                    if self.progress.len() >= MAX_PROGRESS {
+                        return;
+                    }
+                }
                 // A token begun again keeps its first begin: a server that repeats `begin` for
                 // the same work (and never ends it) is not busy for longer than PROGRESS_STALE.
                 self.progress.entry(token).or_insert_with(Instant::now);

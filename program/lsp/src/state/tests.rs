@@ -952,6 +952,18 @@ fn work_in_progress_is_tracked_until_it_ends() {
     // Off-spec reports are passed over.
     let odd = json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": {"x": 1}, "value": 3}});
     s.handle(&serde_json::to_vec(&odd).unwrap()).unwrap();
+    // Full of work never ended: once it is stale it makes room, so new work counts again.
+    let Some(long_ago) = Instant::now().checked_sub(PROGRESS_STALE + Duration::from_secs(1)) else {
+        return; // a clock too young to go back that far
+    };
+    s.progress.values_mut().for_each(|begun| *begun = long_ago);
+    assert!(!s.busy(Instant::now()));
+    progress(&mut s, json!("new work"), "begin");
+    assert!(
+        s.busy(Instant::now()),
+        "new work counts once the old is stale"
+    );
+    assert_eq!(s.progress_len(), 1);
 }
 
 /// A publish without a version is final only once quiet, and not before the text's check had
