@@ -295,6 +295,47 @@ fn stdio_refuses_more_tabs_than_the_limit() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// A selection's text is bounded so that its answer always fits what the engine sends: the
+/// largest, of the characters JSON escapes most, reaches claude whole, both as the notification and
+/// as `getCurrentSelection`'s answer, and a larger one is refused while the last one stays.
+#[test]
+fn a_selection_up_to_the_limit_reaches_claude_and_a_larger_one_is_refused() {
+    const LIMIT: usize = 4 * 1024 * 1024;
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp"]);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let file = sb.ws.join("a.rs").to_string_lossy().to_string();
+    let select = |text: &str| {
+        json!({"type":"selection_changed","filePath":file,"text":text,
+            "selection":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}})
+        .to_string()
+    };
+    let largest = "\u{1}".repeat(LIMIT);
+    s.send_line(&select(&largest));
+    let n = c
+        .recv_until(WAIT, |v| v["method"] == "selection_changed")
+        .unwrap();
+    assert_eq!(n["params"]["text"].as_str().map(str::len), Some(LIMIT));
+    let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+    assert_eq!(v["text"].as_str(), Some(largest.as_str()), "answered whole");
+
+    s.send_line(&select(&"x".repeat(LIMIT + 1)));
+    let e = next_msg(&s, "error", 0);
+    assert!(
+        e["message"].as_str().unwrap().contains(&LIMIT.to_string()),
+        "{e}"
+    );
+    let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+    assert_eq!(
+        v["text"].as_str().map(str::len),
+        Some(LIMIT),
+        "the last one stays"
+    );
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
 /// Lines the bridge cannot use are refused with an error line saying why, and what it kept stays:
 /// a severity not in the protocol, diagnostics past the byte budget, an at-mention without an
 /// absolute path or with lines the wrong way round, a line that is not UTF-8. A file reported

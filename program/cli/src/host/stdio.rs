@@ -31,6 +31,12 @@ use crate::ui;
 /// escaped. A longer line is skipped to its end, never held whole, and refused with an `error`.
 pub const MAX_STDIO_LINE: usize = 64 * 1024 * 1024;
 
+/// The longest selected text the bridge takes (4 MiB). The `getCurrentSelection` answer carries
+/// it JSON escaped twice (the selection as JSON, in a text item), at most 7 bytes a byte (a control
+/// character, `\u0001` then `\\u0001`): 28 MiB, so the answer stays within the engine's default
+/// `max_outbound` (64 MiB) and the notification within the half of it a notification may take.
+pub const MAX_SELECTION_TEXT: usize = 4 * 1024 * 1024;
+
 /// What [`read_line_capped`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
@@ -322,6 +328,12 @@ impl Host {
 
     /// `selection_changed`: sent to every client and kept for `getCurrentSelection`.
     fn selection_changed(&mut self, m: SelectionMsg) -> Result<(), String> {
+        if m.text.len() > MAX_SELECTION_TEXT {
+            return Err(format!(
+                "the text is {} bytes, more than the limit of {MAX_SELECTION_TEXT}",
+                m.text.len()
+            ));
+        }
         let file_path = self.here_path(&m.file_path)?;
         let s = SelectionChanged {
             text: m.text,
