@@ -817,21 +817,10 @@ fn the_first_edits_baseline_is_never_an_invented_empty_list() {
 /// known yet": the client compared nothing, and the edit's new error never reached the model.
 #[test]
 fn an_edit_accepted_while_its_server_starts_gets_its_baseline() {
-    require("pyright-langserver", "npm install -g pyright");
     let sb = Sandbox::new();
     let app = sb.ws.join("app.py");
     fs::write(&app, TYPE_ERROR).unwrap();
-    // pyright, a second slower to start: the accept always comes before its first answer.
-    let slow = sb.root().join("slow-pyright");
-    fs::write(
-        &slow,
-        "#!/bin/sh\nsleep 1\nexec pyright-langserver --stdio\n",
-    )
-    .unwrap();
-    let mut perms = fs::metadata(&slow).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    fs::set_permissions(&slow, perms).unwrap();
-    let lsp = format!("python={}", slow.display());
+    let lsp = slow_pyright(&sb);
     let edited = format!("{TYPE_ERROR}label: str = total([1, 2])\n");
     for rt in RUNTIMES {
         fs::write(&app, TYPE_ERROR).unwrap();
@@ -850,6 +839,58 @@ fn an_edit_accepted_while_its_server_starts_gets_its_baseline() {
         assert!(mentions(&after, LITERAL_TWO), "{rt}: {after:?}");
         assert_eq!(s.stop(), 0, "{rt}");
     }
+}
+
+/// pyright, a second slower to start (the accept always comes before its first answer), as the
+/// `--lsp` value for Python.
+fn slow_pyright(sb: &Sandbox) -> String {
+    require("pyright-langserver", "npm install -g pyright");
+    let slow = sb.root().join("slow-pyright");
+    fs::write(
+        &slow,
+        "#!/bin/sh\nsleep 1\nexec pyright-langserver --stdio\n",
+    )
+    .unwrap();
+    let mut perms = fs::metadata(&slow).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    fs::set_permissions(&slow, perms).unwrap();
+    format!("python={}", slow.display())
+}
+
+/// The same with a stdio editor deciding, claude naming the file by a symbolic link in the
+/// workspace: the editor is handed, and its decision names, the path as resolved, not claude's,
+/// and the accept waits for the check started under that name too, so the baseline holds the old
+/// text's diagnostics. Here each check takes the server 500 ms, longer than a baseline may wait,
+/// and a change cancels the check under way (as pyright).
+/// Before, the accept looked for a check under the resolved name only, found none, handed the
+/// server the accepted contents at once, and the baseline was "not known yet".
+#[test]
+fn an_edit_accepted_by_the_editor_through_a_link_gets_its_baseline() {
+    let sb = Sandbox::new();
+    let (real, server) = fake_file_and_server(&sb, "latest-only");
+    let link = sb.ws.join("link.fake");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    // Nothing checked at connect: the openDiff's check is the only one of the text on disk.
+    let args = ["--stdio", "--lsp", &server, "--lsp-warm", "diff"];
+    let mut s = serve(&sb, "threads", &args);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let id = c.call_tool("openDiff", open_diff_args(&link, "fine\n", "t"));
+    let tc = next_msg(&s, "tool_call", 0);
+    assert_eq!(
+        tc["arguments"]["old_file_path"],
+        json!(real.to_string_lossy())
+    );
+    s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"accept"}).to_string());
+    let r = c
+        .recv_until(SLOW, |v| v["id"] == json!(id))
+        .expect("the accept is answered");
+    assert_eq!(texts(&r)[0], "FILE_SAVED");
+    let baseline = call(&mut c, "getDiagnostics", json!({"uri": uri(&link)}));
+    assert!(!is_error(&baseline), "{baseline}");
+    assert!(baseline.to_string().contains("bad line 0"), "{baseline}");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
 }
 
 /// The lsp crate's scripted server (`fake_lsp.py`) as the `--lsp` value of the language `fake`,

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 MODE = sys.argv[1]
@@ -32,7 +33,15 @@ def note(name, text):
             f.write(text + "\n")
 
 
+SENDING = threading.Lock()
+
+
 def send(msg, length_delta=0):
+    with SENDING:
+        send_now(msg, length_delta)
+
+
+def send_now(msg, length_delta):
     body = json.dumps(msg).encode()
     if MODE == "chatty":
         # A log line on stdout before each message, as some servers and wrapper scripts print.
@@ -177,6 +186,15 @@ def main():
                 time.sleep(1.5)
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "diagnostics": diagnostics(text)}})
                 send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "load", "value": {"kind": "end"}}})
+            elif MODE == "latest-only":
+                # As pyright: a check takes a while (half a second), and a change before its end
+                # cancels it: only the latest text's diagnostics are published.
+                def publish_later(uri=doc["uri"], version=doc.get("version"), text=text):
+                    time.sleep(0.5)
+                    if docs.get(uri) is text:
+                        send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": uri, "version": version, "diagnostics": diagnostics(text)}})
+
+                threading.Thread(target=publish_later, daemon=True).start()
             elif MODE == "outside":
                 # As a server looking at a library's files: a publish for a file outside the
                 # workspace too, before the document's own.

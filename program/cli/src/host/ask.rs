@@ -177,6 +177,13 @@ impl Host {
             // relative path resolved against its own directory.
             Decider::Editor => {
                 let mut args = args;
+                // Its decision comes back naming these paths, and an accept waits for the
+                // check of the text on disk under the name it gives: under a second name of the
+                // workspace (a link), that check is started under the resolved one too.
+                if let Some(servers) = self.lsp.as_ref().filter(|_| old_real != args.old_file_path)
+                {
+                    servers.opening(&old_real);
+                }
                 (args.new_file_path, args.old_file_path) = (new_real, old_real);
                 self.forward(call, super::messages::EditorCall::OpenDiff(args))
             }
