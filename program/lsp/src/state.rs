@@ -367,6 +367,10 @@ pub(crate) struct State {
     last_read: Instant,
     /// Since when a request has been unanswered with nothing read ([`State::hung_since`]).
     requests_since: Option<Instant>,
+    /// A request given up on while unanswered, with nothing read since: the server still owes
+    /// its answer (a cancelled request is answered all the same), so the next request's silence
+    /// counts from the older one's.
+    cancelled_unheard: bool,
 }
 
 impl State {
@@ -409,6 +413,7 @@ impl State {
             check_failures: 0,
             last_read: Instant::now(),
             requests_since: None,
+            cancelled_unheard: false,
         }
     }
 
@@ -417,6 +422,7 @@ impl State {
         self.last_read = now;
         self.reading_since = None;
         self.requests_since = self.owes_answers().then_some(now);
+        self.cancelled_unheard = false;
     }
 
     /// Whether a request sent to the server is unanswered.
@@ -425,7 +431,8 @@ impl State {
     }
 
     /// Since when the running server has owed work with nothing read from it: a request
-    /// unanswered, or, from a server that publishes (not one answering pulls, whose work is its
+    /// unanswered (counted from the first request it has not answered since it last said
+    /// anything, even one given up on since: it is answered all the same), or, from a server that publishes (not one answering pulls, whose work is its
     /// requests), a text sent to it after the last thing it said. `None` when it owes nothing
     /// (or is not running, or is being stopped): past [`LspLimits::hang_timeout`] it is taken as
     /// hung ([`State::hung`]).
@@ -550,7 +557,9 @@ impl State {
     pub fn request<R: Request>(&mut self, params: &R::Params) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
-        if !self.owes_answers() {
+        // A server that deadlocked while its requests were given up at their deadlines (pulls,
+        // each cancelled before the next) is silent since the first of them: not since each.
+        if self.requests_since.is_none() || !(self.owes_answers() || self.cancelled_unheard) {
             self.requests_since = Some(Instant::now());
         }
         self.pending.insert(id, None);
@@ -568,7 +577,8 @@ impl State {
 
     /// Gives up on request `id`: forgets it and tells the server.
     pub fn cancel(&mut self, id: i64) {
-        if self.pending.remove(&id).is_some() {
+        if let Some(answer) = self.pending.remove(&id) {
+            self.cancelled_unheard |= answer.is_none();
             self.send_cancel(id);
         }
     }

@@ -595,6 +595,45 @@ fn hung_pull_answers_what_is_known_at_the_deadline() {
     fx.shutdown_leaves_nothing();
 }
 
+/// The same for a server asked by pulls, each given up at its deadline (shorter than the hang
+/// timeout) before the next is sent: its silence counts from the first pull it did not answer,
+/// so it is found hung, killed and started again. Before, each pull cancelled left it owing
+/// nothing, the next one started the count again, and it was never found out.
+#[cfg(unix)]
+#[test]
+fn a_pull_server_that_stops_answering_is_found_hung() {
+    let fx = fake("pull", |c| {
+        c.limits.hang_timeout = Duration::from_millis(1500)
+    });
+    let wait = Duration::from_secs(3);
+    assert_eq!(
+        fx.diagnostics("a.fake", "error\n", wait, wait),
+        ["bad line 0"]
+    );
+    let pid = fx.first_pid();
+    let stopped = std::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let short = Duration::from_millis(500);
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        if fx.diagnostics("a.fake", "x\nerror\n", short, short) == ["bad line 1"] {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "never found hung: {:?}\n{}",
+            fx.lsp.status(),
+            fx.log_text()
+        );
+    }
+    assert_eq!(fx.starts().len(), 2, "{:?}", fx.starts());
+    assert!(!alive(pid), "the hung server was not killed");
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn hung_shutdown_is_killed_with_its_children_after_the_grace() {
     let fx = fake("hang-shutdown", |_| {});

@@ -1619,3 +1619,32 @@ fn checks_given_up_stay_given_up_when_an_earlier_check_is_answered() {
     assert_eq!(s.ask_check("/w/b.ts", vb), None);
     check_bounds_and_nothing_waits(&mut s);
 }
+
+/// A request given up on while unanswered keeps the server owing it: the next request's silence
+/// counts from the first one's (a deadlocked server asked by pulls, each cancelled at its deadline,
+/// is found hung), while a server that owes nothing else is not hung for it (one that drops
+/// cancelled requests stays up while idle), and anything it says starts the count again.
+#[test]
+fn silence_counts_from_the_first_request_given_up_on_unanswered() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    s.heard(Instant::now());
+    let first = s.request::<req::WorkspaceSymbolRequest>(&Default::default());
+    let since = s.hung_since().expect("owes its answer");
+    std::thread::sleep(Duration::from_millis(20));
+    s.cancel(first);
+    assert_eq!(s.hung_since(), None, "owes nothing else: not hung for it");
+    let second = s.request::<req::WorkspaceSymbolRequest>(&Default::default());
+    assert_eq!(s.hung_since(), Some(since), "silent since the first");
+    s.heard(Instant::now());
+    let later = s.hung_since().expect("still owes the second");
+    assert!(later > since, "what it says starts the count again");
+    // Given up on after its answer came (not taken): nothing is owed, the next counts anew.
+    let reply = format!(r#"{{"jsonrpc":"2.0","id":{second},"result":null}}"#);
+    s.handle(reply.as_bytes()).unwrap();
+    s.heard(Instant::now());
+    s.cancel(second);
+    std::thread::sleep(Duration::from_millis(20));
+    let before = Instant::now();
+    s.request::<req::WorkspaceSymbolRequest>(&Default::default());
+    assert!(s.hung_since().unwrap() >= before);
+}
