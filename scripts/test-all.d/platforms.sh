@@ -51,6 +51,9 @@ WINE_TESTS=(
   # with a killed bridge and left running when the command ends by itself
   # (program/cli/tests/shims.rs).
   "-p claude-ide-bridge-lsp --lib -- sys:: state::"
+  # A server that stops reading its input found hung and killed, where writes to it block
+  # (program/lsp/tests/deaf.rs: the test program is its own stand-in server).
+  "-p claude-ide-bridge-lsp --test deaf"
   "-p claude-ide-bridge-cli --test shims"
 )
 CHECK_TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc)

@@ -579,7 +579,7 @@ fn tell(on_change: &OnChange, change: FileDiagnostics, log: &Log) {
 /// Kills a server its caller found hung ([`State::take_hung`]): nothing else would, since its
 /// writer is blocked writing to it and its reader reading from it.
 fn kill_if_hung(state: &mut State) {
-    if state.take_hung() {
+    if state.take_hung(Instant::now()) {
         kill_group(state);
     }
 }
@@ -620,11 +620,7 @@ fn done(state: &mut State, init_deadline: Instant, timeout: Duration) -> bool {
         state.exit(format!("hung: no answer to initialize within {timeout:?}"));
         return true;
     }
-    if state.hung(Instant::now()) {
-        state.exit(format!(
-            "hung: nothing from it for {:?} while it owed answers (killed)",
-            state.hang_timeout()
-        ));
+    if state.exit_if_hung(Instant::now()) {
         return true;
     }
     if state.process_ended {

@@ -531,9 +531,25 @@ impl State {
         self.outbox.push_back(frame);
     }
 
-    /// Whether the server was found hung since the last call: then it must be killed now.
-    pub fn take_hung(&mut self) -> bool {
-        std::mem::take(&mut self.hung)
+    /// Whether the server was found hung since the last call (its input backed up), or is hung at
+    /// `now` ([`State::exit_if_hung`]): then it must be killed now. A caller looks, not only the
+    /// writer: on Windows, where writes to a server block, the writer of a server that stopped
+    /// reading waits in its write and never looks.
+    pub fn take_hung(&mut self, now: Instant) -> bool {
+        self.exit_if_hung(now) || std::mem::take(&mut self.hung)
+    }
+
+    /// Takes the server as exited, saying why, if it is hung at `now` ([`State::hung`]);
+    /// whether it was.
+    pub fn exit_if_hung(&mut self, now: Instant) -> bool {
+        let hung = self.hung(now);
+        if hung {
+            self.exit(format!(
+                "hung: nothing from it for {:?} while it owed answers (killed)",
+                self.limits.hang_timeout
+            ));
+        }
+        hung
     }
 
     /// Takes every queued frame for writing.

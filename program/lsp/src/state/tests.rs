@@ -397,8 +397,8 @@ fn a_stuck_server_is_exited_when_its_input_backs_up() {
     );
     assert!(s.take_outbox().is_empty());
     // Its caller is told once to kill it.
-    assert!(s.take_hung());
-    assert!(!s.take_hung());
+    assert!(s.take_hung(Instant::now()));
+    assert!(!s.take_hung(Instant::now()));
 }
 
 /// The messages of one sync hold its text once: a `didChange` and a `didSave` with the text
@@ -1646,5 +1646,17 @@ fn silence_counts_from_the_first_request_given_up_on_unanswered() {
     std::thread::sleep(Duration::from_millis(20));
     let before = Instant::now();
     s.request::<req::WorkspaceSymbolRequest>(&Default::default());
-    assert!(s.hung_since().unwrap() >= before);
+    let since = s.hung_since().unwrap();
+    assert!(since >= before);
+    // A caller finds it hung once silent for the hang timeout (the writer may be stuck in a
+    // write), takes it as exited and is told to kill it, once.
+    let timeout = LspLimits::default().hang_timeout;
+    assert!(!s.take_hung(since + timeout - Duration::from_millis(1)));
+    assert!(s.take_hung(since + timeout));
+    assert!(
+        matches!(&s.phase, Phase::Exited(why) if why.starts_with("hung: nothing from it")),
+        "{:?}",
+        s.phase
+    );
+    assert!(!s.take_hung(since + timeout));
 }
