@@ -28,11 +28,11 @@
 
 mod first_edit;
 
-use claude_ide_bridge_testsupport::{bridge, client, procs};
+use claude_ide_bridge_testsupport::{bridge, client, lsp_frames, procs};
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -108,26 +108,6 @@ struct Lsp {
     pull: bool,
 }
 
-fn read_message(r: &mut BufReader<ChildStdout>) -> Option<Value> {
-    let mut len = None;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(v) = line.strip_prefix("Content-Length:") {
-            len = v.trim().parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; len?];
-    r.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
-}
-
 impl Lsp {
     /// Starts pyright on `root`. `pull`: the client declares pull diagnostics (as the bridge's does),
     /// and pyright then answers `textDocument/diagnostic` instead of publishing.
@@ -143,7 +123,7 @@ impl Lsp {
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
-            while let Some(v) = read_message(&mut out) {
+            while let Some(v) = lsp_frames::read(&mut out) {
                 if tx.send(v).is_err() {
                     break;
                 }
@@ -210,9 +190,7 @@ impl Lsp {
     }
 
     fn send(&mut self, v: Value) {
-        let body = v.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        lsp_frames::write(&mut self.stdin, &v).unwrap();
     }
 
     fn request(&mut self, method: &str, params: Value) -> u64 {

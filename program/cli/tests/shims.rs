@@ -17,11 +17,12 @@
 mod common;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use claude_ide_bridge_testsupport::lsp_frames;
 use common::*;
 use serde_json::{json, Value};
 
@@ -496,7 +497,7 @@ mod stand_in {
         start_sleeper(dir);
         let mut input = BufReader::new(std::io::stdin().lock());
         let mut out = std::io::stdout().lock();
-        while let Some(msg) = read(&mut input) {
+        while let Some(msg) = lsp_frames::read(&mut input) {
             let (method, id) = (msg["method"].as_str().unwrap_or(""), msg.get("id"));
             let params = &msg["params"];
             // Into the bridge's log: what a failure is read with.
@@ -504,10 +505,11 @@ mod stand_in {
             match method {
                 "initialize" => {
                     let caps = json!({"textDocumentSync": {"openClose": true, "change": 1}});
-                    send(
+                    lsp_frames::write(
                         &mut out,
-                        json!({"id": id, "result": {"capabilities": caps}}),
-                    );
+                        &json!({"id": id, "result": {"capabilities": caps}}),
+                    )
+                    .unwrap();
                 }
                 "textDocument/didOpen" | "textDocument/didChange" => {
                     let doc = &params["textDocument"];
@@ -522,15 +524,16 @@ mod stand_in {
                                    "message": MESSAGE});
                     let p = json!({"uri": doc["uri"], "version": doc["version"],
                                    "diagnostics": [d]});
-                    send(
+                    lsp_frames::write(
                         &mut out,
-                        json!({"method": "textDocument/publishDiagnostics", "params": p}),
-                    );
+                        &json!({"method": "textDocument/publishDiagnostics", "params": p}),
+                    )
+                    .unwrap();
                 }
                 "exit" => return,
                 // Any other request (`shutdown` included) gets a null result.
                 _ if !method.is_empty() && id.is_some() => {
-                    send(&mut out, json!({"id": id, "result": null}));
+                    lsp_frames::write(&mut out, &json!({"id": id, "result": null})).unwrap();
                 }
                 _ => {}
             }
@@ -571,36 +574,6 @@ mod stand_in {
         let tmp = dir.join(format!("{name}.tmp"));
         fs::write(&tmp, std::process::id().to_string()).unwrap();
         fs::rename(&tmp, dir.join(name)).unwrap();
-    }
-
-    /// One message, or `None` at the end of the input (or on a frame it cannot read).
-    fn read(input: &mut impl BufRead) -> Option<Value> {
-        let mut length = None;
-        loop {
-            let mut line = String::new();
-            if input.read_line(&mut line).ok()? == 0 {
-                return None;
-            }
-            let line = line.trim();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse::<usize>().ok();
-                }
-            }
-        }
-        let mut body = vec![0; length?];
-        input.read_exact(&mut body).ok()?;
-        serde_json::from_slice(&body).ok()
-    }
-
-    fn send(out: &mut impl Write, mut msg: Value) {
-        msg["jsonrpc"] = json!("2.0");
-        let body = msg.to_string();
-        write!(out, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        out.flush().unwrap();
     }
 }
 

@@ -10,15 +10,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge_lsp::table::Language;
 use claude_ide_bridge_lsp::{LspLog, ServerTable};
+use claude_ide_bridge_testsupport::lsp_frames;
 use common::{start, Waits};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The first argument that makes this program the stand-in server; the second is the file it
 /// appends its pid to.
@@ -149,39 +150,13 @@ fn deaf(pids: &Path) {
     drop(f);
     let mut input = BufReader::new(std::io::stdin().lock());
     let mut out = std::io::stdout().lock();
-    while let Some(msg) = read(&mut input) {
+    while let Some(msg) = lsp_frames::read(&mut input) {
         if msg["method"] == "initialize" {
             let caps = json!({"textDocumentSync": {"openClose": true, "change": 1}});
-            let answer =
-                json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"capabilities": caps}});
-            let body = answer.to_string();
-            write!(out, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-            out.flush().unwrap();
+            let answer = json!({"id": msg["id"], "result": {"capabilities": caps}});
+            lsp_frames::write(&mut out, &answer).unwrap();
             break;
         }
     }
     std::thread::sleep(DEAF_BOUND);
-}
-
-/// One message, or `None` at the end of the input (or on a frame it cannot read).
-fn read(input: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if input.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse::<usize>().ok();
-            }
-        }
-    }
-    let mut body = vec![0; length?];
-    input.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
 }

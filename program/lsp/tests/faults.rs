@@ -595,45 +595,6 @@ fn hung_pull_answers_what_is_known_at_the_deadline() {
     fx.shutdown_leaves_nothing();
 }
 
-/// The same for a server asked by pulls, each given up at its deadline (shorter than the hang
-/// timeout) before the next is sent: its silence counts from the first pull it did not answer,
-/// so it is found hung, killed and started again. Before, each pull cancelled left it owing
-/// nothing, the next one started the count again, and it was never found out.
-#[cfg(unix)]
-#[test]
-fn a_pull_server_that_stops_answering_is_found_hung() {
-    let fx = fake("pull", |c| {
-        c.limits.hang_timeout = Duration::from_millis(1500)
-    });
-    let wait = Duration::from_secs(3);
-    assert_eq!(
-        fx.diagnostics("a.fake", "error\n", wait, wait),
-        ["bad line 0"]
-    );
-    let pid = fx.first_pid();
-    let stopped = std::process::Command::new("kill")
-        .args(["-STOP", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(stopped.success());
-    let short = Duration::from_millis(500);
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        if fx.diagnostics("a.fake", "x\nerror\n", short, short) == ["bad line 1"] {
-            break;
-        }
-        assert!(
-            Instant::now() < end,
-            "never found hung: {:?}\n{}",
-            fx.lsp.status(),
-            fx.log_text()
-        );
-    }
-    assert_eq!(fx.starts().len(), 2, "{:?}", fx.starts());
-    assert!(!alive(pid), "the hung server was not killed");
-    fx.shutdown_leaves_nothing();
-}
-
 #[test]
 fn hung_shutdown_is_killed_with_its_children_after_the_grace() {
     let fx = fake("hang-shutdown", |_| {});
@@ -1255,7 +1216,35 @@ mod coming_and_going {
 #[cfg(unix)]
 #[test]
 fn a_server_that_stops_answering_is_found_hung_killed_and_restarted() {
-    let fx = fake("good", |c| {
+    let (fx, pid) = answered_then_stopped("good");
+    asked_until_a_new_server_answers(&fx, pid, Duration::from_secs(3));
+    assert_eq!(
+        fx.log_text().matches("hung: nothing from it").count(),
+        1,
+        "{}",
+        fx.log_text()
+    );
+    fx.others_keep_working();
+    fx.shutdown_leaves_nothing();
+}
+
+/// The same for a server asked by pulls, each given up at its deadline (shorter than the hang
+/// timeout) before the next is sent: its silence counts from the first pull it did not answer,
+/// so it is found hung, killed and started again. Before, each pull cancelled left it owing
+/// nothing, the next one started the count again, and it was never found out.
+#[cfg(unix)]
+#[test]
+fn a_pull_server_that_stops_answering_is_found_hung() {
+    let (fx, pid) = answered_then_stopped("pull");
+    asked_until_a_new_server_answers(&fx, pid, Duration::from_millis(500));
+    fx.shutdown_leaves_nothing();
+}
+
+/// A server in `mode`, with a hang timeout of 1.5 s, that answered a first question and was then
+/// stopped (SIGSTOP): its pid.
+#[cfg(unix)]
+fn answered_then_stopped(mode: &str) -> (Fx, u32) {
+    let fx = fake(mode, |c| {
         c.limits.hang_timeout = Duration::from_millis(1500)
     });
     let wait = Duration::from_secs(3);
@@ -1269,13 +1258,15 @@ fn a_server_that_stops_answering_is_found_hung_killed_and_restarted() {
         .status()
         .unwrap();
     assert!(stopped.success());
-    // Asked again until a server answers for the new text: the stopped one never will.
+    (fx, pid)
+}
+
+/// Asks about a new text, each time waiting `wait`, until a server answers for it (the stopped
+/// one, `pid`, never will): it was killed and a second one started. Fails after 10 s.
+#[cfg(unix)]
+fn asked_until_a_new_server_answers(fx: &Fx, pid: u32, wait: Duration) {
     let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let got = fx.diagnostics("a.fake", "x\nerror\n", wait, wait);
-        if got == ["bad line 1"] {
-            break;
-        }
+    while fx.diagnostics("a.fake", "x\nerror\n", wait, wait) != ["bad line 1"] {
         assert!(
             Instant::now() < end,
             "never found hung: {:?}\n{}",
@@ -1286,12 +1277,4 @@ fn a_server_that_stops_answering_is_found_hung_killed_and_restarted() {
     }
     assert_eq!(fx.starts().len(), 2, "{:?}", fx.starts());
     assert!(!alive(pid), "the hung server was not killed");
-    assert_eq!(
-        fx.log_text().matches("hung: nothing from it").count(),
-        1,
-        "{}",
-        fx.log_text()
-    );
-    fx.others_keep_working();
-    fx.shutdown_leaves_nothing();
 }

@@ -7,11 +7,13 @@
 //! - [`procs`]: processes seen through Linux `/proc` (descendants, liveness, resident memory;
 //!   nothing elsewhere);
 //! - [`platform`]: what the scenarios do differently per operating system (modes, links, signals);
-//! - [`counting_alloc`]: a counting global allocator for tests that measure memory.
+//! - [`counting_alloc`]: a counting global allocator for tests that measure memory;
+//! - [`lsp_frames`]: Language Server Protocol framing, for stand-in servers and minimal clients.
 
 pub mod bridge;
 pub mod client;
 pub mod counting_alloc;
+pub mod lsp_frames;
 pub mod platform;
 pub mod procs;
 pub mod scenarios;
