@@ -45,6 +45,18 @@ fn dirs() -> Vec<PathBuf> {
     lock_dirs(config.as_deref(), home.as_deref())
 }
 
+/// The most bytes of a lock file read (one of a bridge's is a few hundred), as the runtime reads
+/// them.
+const MAX_LOCK_FILE_BYTES: u64 = 64 * 1024;
+
+/// The text of `path`, at most `most` bytes of it (a file that grew since its size was read).
+fn read_at_most(path: &Path, most: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    fs::File::open(path)?.take(most).read_to_string(&mut text)?;
+    Ok(text)
+}
+
 fn scan(dir: &Path) -> Vec<Found> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
@@ -58,8 +70,16 @@ fn scan(dir: &Path) -> Vec<Found> {
             let meta = fs::symlink_metadata(&path).ok()?;
             let lock = if meta.file_type().is_symlink() {
                 Err("it is a symbolic link".to_string())
+            } else if !meta.is_file() {
+                // A FIFO would hold the read (and `list`) for good.
+                Err("it is not a regular file".to_string())
+            } else if meta.len() > MAX_LOCK_FILE_BYTES {
+                Err(format!(
+                    "not a lock file: {} bytes, more than {MAX_LOCK_FILE_BYTES}",
+                    meta.len()
+                ))
             } else {
-                fs::read_to_string(&path)
+                read_at_most(&path, MAX_LOCK_FILE_BYTES)
                     .map_err(|e| e.to_string())
                     .and_then(|t| LockFile::parse(&t).map_err(|e| format!("not a lock file: {e}")))
             };

@@ -10,7 +10,7 @@ mod common;
 use std::fs;
 use std::net::TcpListener;
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::*;
 use serde_json::{json, Value};
@@ -210,11 +210,26 @@ fn doctor(sb: &Sandbox, env: &[(&str, &str)]) -> (i32, String) {
     for (k, v) in env {
         c.env(k, v);
     }
-    let o = c.output().unwrap();
-    (
-        o.status.code().unwrap(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-    )
+    run_bounded(c)
+}
+
+/// `c` run to its end, its stdout read: its exit code and that text. A command that does not end
+/// within [`WAIT`] is killed and fails the test, rather than holding it.
+fn run_bounded(mut c: Command) -> (i32, String) {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        text
+    });
+    let status = exit_within(&mut child, WAIT, &|| "its output is read after".into());
+    (status.code().unwrap(), reader.join().unwrap())
 }
 
 fn dead_pid() -> u32 {
@@ -340,6 +355,26 @@ fn list_and_doctor() {
     assert!(out.contains("4242.lock is stale"), "{out}");
     assert!(out.contains("4343.lock: not a lock file"), "{out}");
     fs::remove_file(home_ide.join("4343.lock")).unwrap();
+    // A FIFO and a huge file under a lock file's name: said, never read (a FIFO held `list`
+    // and `doctor` for good; a huge file was read whole).
+    let fifo = home_ide.join("4444.lock");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let huge = fs::File::create(home_ide.join("4545.lock")).unwrap();
+    huge.set_len(1 << 30).unwrap();
+    let mut c = sb.command();
+    c.arg("list");
+    let (_, list) = run_bounded(c);
+    assert!(list.contains("not a regular file"), "{list}");
+    assert!(list.contains("1073741824 bytes"), "{list}");
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1);
+    assert!(out.contains("4444.lock: it is not a regular file"), "{out}");
+    fs::remove_file(&fifo).unwrap();
+    fs::remove_file(home_ide.join("4545.lock")).unwrap();
     // A stale file alone is no problem: claude skips and deletes it.
     let (code, out) = doctor(&sb, &[]);
     assert_eq!(code, 0, "{out}");
