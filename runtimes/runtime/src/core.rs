@@ -132,9 +132,6 @@ impl Core {
                     ListenError { addr, message },
                 ));
             }
-            for stale in lock::remove_stale_locks(&dir, &opts.ide_name)? {
-                core.log(|| format!("Removed stale lock file {}", stale.display()));
-            }
             let content = LockFile::new(
                 std::process::id(),
                 crate::lock_folders(&opts.workspace_folders)?,
@@ -145,6 +142,13 @@ impl Core {
             let guard = LockGuard::create(&dir, port, &content, opts.signal_cleanup)?;
             core.log(|| format!("Lock file written: {}", guard.path().display()));
             core.lock = Some((guard, content));
+            // Only then the stale files (each may cost a look at its port: 400 ms on Windows,
+            // where a refused loopback connection is slow): a bridge started at the same moment
+            // for this workspace, finding the kept port taken, waits briefly for its lock file
+            // to tell a bridge from another program, and would take this one's token meanwhile.
+            for stale in lock::remove_stale_locks(&dir, &opts.ide_name)? {
+                core.log(|| format!("Removed stale lock file {}", stale.display()));
+            }
         }
         Ok((listener, core))
     }

@@ -602,7 +602,22 @@ pub fn stale_locks<R: Rt>() {
     let answering = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let answering_lock = ide.join(format!("{}.lock", answering.local_addr().unwrap().port()));
     fs::write(&answering_lock, lock(dead, "ScenarioIDE")).unwrap();
-    let s = R::start(opts(dir.path())).unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut o = opts(dir.path());
+    let seen = lines.clone();
+    o.logger = Some(claude_ide_bridge_runtime::Logger::new(move |line| {
+        seen.lock().unwrap().push(line.to_owned());
+    }));
+    let s = R::start(o).unwrap();
+    // Its own lock file first, then the stale ones: a bridge started at the same moment for the
+    // same workspace finds this one's file at once, not after every stale file's port was tried.
+    let lines = lines.lock().unwrap().clone();
+    let at = |what: &str| lines.iter().position(|l| l.starts_with(what));
+    let (written, removed) = (at("Lock file written"), at("Removed stale lock file"));
+    assert!(
+        written.is_some() && removed.is_some() && written < removed,
+        "{lines:?}"
+    );
     assert!(answering_lock.exists(), "a lock whose port answers kept");
     assert!(
         !ide.join("1.lock").exists(),
