@@ -6,12 +6,12 @@
 //!
 //! The editor's side may be POSIX (`/home/me/app`) or Windows (`C:\Users\me\app`, `c:/Users/me/app`,
 //! `file:///C:/Users/me/app`, `file:///c%3A/Users/me/app`, `\\wsl.localhost\Debian\home\me`,
-//! `file://wsl.localhost/Debian/home/me`): a drive letter (a UNC server and share) matches in either case,
+//! `file://wsl.localhost/Debian/home/me`): its names match in either case, as Windows compares them,
 //! `\` and `/` both separate a Windows path, and a path goes back to the editor spelled as its
 //! mapping was given (drive letter, separator). The bridge's side is POSIX. `.` and `..` are
 //! resolved before a path is matched, so `..` can only leave a mapped folder by naming a path that
 //! is then under no mapping (or under another one, which names it as its own); `..` above the
-//! root is refused. Names are compared exactly (Windows file names too, but for the drive).
+//! root is refused. POSIX names are compared exactly.
 //!
 //! ```text
 //! --path-map 'C:\Users\me\app=/home/me/app'
@@ -86,8 +86,8 @@ enum Root {
     Posix,
     /// A Windows drive, its letter in lower case.
     Drive(u8),
-    /// A UNC path, `\\server\share\...`: its first two names are the server and the share, in
-    /// lower case (`\\wsl.localhost\Debian\home`, a WSL distribution's files seen from Windows).
+    /// A UNC path, `\\server\share\...`: its first two names are the server and the share
+    /// (`\\wsl.localhost\Debian\home`, a WSL distribution's files seen from Windows).
     Unc,
 }
 
@@ -99,10 +99,22 @@ struct Parsed {
 }
 
 impl Parsed {
-    /// The names of `self` past `prefix`, when `prefix` is one of its folders (or itself).
+    /// The names of `self` past `prefix`, when `prefix` is one of its folders (or itself). A
+    /// Windows path's names are compared ignoring case, as Windows compares them (an editor may
+    /// spell a folder `C:\Users\Me` in one place and `c:\users\me` in another); POSIX names
+    /// exactly.
     fn under(&self, prefix: &Parsed) -> Option<&[String]> {
-        (self.root == prefix.root && self.names.starts_with(&prefix.names))
-            .then(|| &self.names[prefix.names.len()..])
+        let same = |a: &String, b: &String| match self.root {
+            Root::Posix => a == b,
+            Root::Drive(_) | Root::Unc => a == b || a.to_uppercase() == b.to_uppercase(),
+        };
+        let starts = self.names.len() >= prefix.names.len()
+            && self
+                .names
+                .iter()
+                .zip(&prefix.names)
+                .all(|(a, b)| same(a, b));
+        (self.root == prefix.root && starts).then(|| &self.names[prefix.names.len()..])
     }
 }
 
@@ -351,7 +363,7 @@ fn parse_editor(path: &str) -> Result<Parsed, MapError> {
         if server.is_empty() || share.is_empty() || server == "?" || server == "." {
             return Err(MapError::Unc(path.to_string()));
         }
-        let mut names = vec![server.to_lowercase(), share.to_lowercase()];
+        let mut names = vec![server.to_owned(), share.to_owned()];
         names.extend(resolve(parts).ok_or_else(climbs)?);
         return Ok(Parsed {
             root: Root::Unc,
@@ -441,6 +453,9 @@ mod tests {
             "file:///c%3A/Users/me/app/src/a.rs",
             "FILE://localhost/c:/Users/me/app/src/a.rs",
             r"C:\Users\me\app\lib\..\src\a.rs",
+            // The folder in another case, as Windows compares names: the rest kept as it is.
+            r"C:\USERS\Me\App\src\a.rs",
+            "file:///c%3A/users/ME/app/src/a.rs",
         ] {
             assert_eq!(
                 m.to_here(given).as_deref(),
@@ -455,6 +470,11 @@ mod tests {
         assert_eq!(
             m.to_editor("/home/me/app").as_deref(),
             Ok(r"C:\Users\me\app")
+        );
+        assert_eq!(
+            m.to_here(r"C:\Users\me\app\SRC\a.rs").as_deref(),
+            Ok("/home/me/app/SRC/a.rs"),
+            "below the folder, names go as the editor wrote them"
         );
         // As given: a drive letter in lower case and `/`.
         let m = map(&["c:/Users/me/app=/home/me/app"]);
@@ -580,13 +600,15 @@ mod tests {
     }
 
     /// A WSL distribution's files as Windows names them (`\\wsl.localhost\Debian\...`), in any
-    /// case for the server and share, with either separator, or as a URI with a host.
+    /// case (as Windows compares them), with either separator, or as a URI with a host; and back
+    /// as the mapping spells them (an editor that looks a file's buffer up by its name finds it).
     #[test]
     fn unc_paths_map_by_server_and_share() {
         let m = map(&[r"\\wsl.localhost\Debian\home\me\app=/home/me/app"]);
         for given in [
             r"\\wsl.localhost\Debian\home\me\app\a b.rs",
             r"\\WSL.LOCALHOST\debian\home\me\app\src\..\a b.rs",
+            r"\\wsl.localhost\DEBIAN\Home\ME\App\a b.rs",
             "file://wsl.localhost/Debian/home/me/app/a%20b.rs",
         ] {
             assert_eq!(
@@ -597,7 +619,7 @@ mod tests {
         }
         assert_eq!(
             m.to_editor("/home/me/app/src/x.rs").as_deref(),
-            Ok(r"\\wsl.localhost\debian\home\me\app\src\x.rs")
+            Ok(r"\\wsl.localhost\Debian\home\me\app\src\x.rs")
         );
         assert!(matches!(
             m.to_here(r"\\wsl.localhost\Debian\home\me\..\..\..\x"),

@@ -453,6 +453,60 @@ fn vim_remote_over_ssh() {
     gone(&lock2);
 }
 
+/// The plugin's path map, looked at without a transport: a root folder (`/`, `C:\`) as a key or as
+/// its remote folder joins a path with one separator (`/host/home/me`, not `/hosthome/me`), in the
+/// workspace given to the bridge and in its `--path-map`; with `wsl`, only a drive's paths are
+/// sent (the bridge refuses any other, and a cursor moving in such a file would be refused at
+/// every move).
+#[test]
+fn vim_remote_path_map_roots_and_wsl() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let mut vim = Vim::start(
+        &sb,
+        &a,
+        "let g:claude_ide_bridge_remote = {'transport': ['docker', 'exec', '-i', 'box'], \
+         'path_map': {'/': '/host'}}",
+    );
+    let workspace = |vim: &mut Vim, folder: &str| {
+        vim.eval(&format!("claude_ide_bridge#remote#Workspace(['{folder}'])"))
+    };
+    let command = |vim: &mut Vim| vim.eval("claude_ide_bridge#remote#BridgeCommand([])");
+    assert_eq!(
+        workspace(&mut vim, "/home/me/app"),
+        json!(["/host/home/me/app"])
+    );
+    assert_eq!(workspace(&mut vim, "/"), json!(["/host"]));
+    assert!(
+        command(&mut vim).to_string().contains("\"/=/host\""),
+        "{}",
+        command(&mut vim)
+    );
+    vim.ex("let g:claude_ide_bridge_remote.path_map = {'/home/me': '/'}");
+    assert_eq!(workspace(&mut vim, "/home/me/app"), json!(["/app"]));
+    assert_eq!(workspace(&mut vim, "/home/me"), json!(["/"]));
+    assert!(
+        command(&mut vim).to_string().contains("\"/home/me=/\""),
+        "{}",
+        command(&mut vim)
+    );
+    vim.ex("let g:claude_ide_bridge_remote.path_map = 'wsl'");
+    let reaches = |vim: &mut Vim, path: &str| {
+        vim.eval(&format!("claude_ide_bridge#remote#Reaches('{path}')"))
+    };
+    assert_eq!(reaches(&mut vim, r"C:\Users\me\a.rs"), json!(true));
+    assert_eq!(reaches(&mut vim, "d:/src/a.rs"), json!(true));
+    assert_eq!(
+        reaches(&mut vim, r"\\wsl.localhost\Debian\home\a.rs"),
+        json!(false)
+    );
+    assert_eq!(reaches(&mut vim, "/home/me/a.rs"), json!(false));
+}
+
 #[test]
 fn vim_remote_says_what_is_missing_over_there() {
     if tools_missing() {

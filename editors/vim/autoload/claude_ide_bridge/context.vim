@@ -43,11 +43,16 @@ enddef
 
 # The buffer of a file, or -1. Names are compared with symbolic links resolved: the bridge names
 # a file by its real path (CLAUDE.md -> AGENTS.md arrives as AGENTS.md), the buffer may have the
-# link's.
+# link's. On Windows they are compared ignoring case, as Windows does: a path mapped back from the
+# other side is spelled as the path map's folder was written, which may not be the buffer's.
 export def BufOf(path: string): number
   var want = resolve(fnamemodify(path, ':p'))
   for b in getbufinfo()
-    if b.name !=# '' && resolve(fnamemodify(b.name, ':p')) ==# want
+    if b.name ==# ''
+      continue
+    endif
+    var name = resolve(fnamemodify(b.name, ':p'))
+    if has('win32') ? name ==? want : name ==# want
       return b.bufnr
     endif
   endfor

@@ -101,12 +101,24 @@ def ToRemote(path: string, map: dict<any>): string
   endif
   for [ed, here] in items(map)
     if EditorFolder(ed) ==# best
+      # the rest of a Windows path, with the remote side's separator; after a root (`/`, `C:\`)
+      # the rest starts without one
       var rest = strpart(path, strlen(best))
-      # the rest of a Windows path, with the remote side's separator
-      return substitute(here, '/$', '', '') .. (has('win32') ? tr(rest, '\', '/') : rest)
+      rest = has('win32') ? tr(rest, '\', '/') : rest
+      if rest !=# '' && rest[0] !=# '/'
+        rest = '/' .. rest
+      endif
+      var joined = RemoteFolder(here) .. rest
+      return joined =~# '^//' ? joined[1 :] : joined
     endif
   endfor
   return ''
+enddef
+
+# A remote folder the user wrote, without its last `/` but for the root `/`.
+def RemoteFolder(here: string): string
+  var cut = substitute(here, '/\+$', '', '')
+  return cut ==# '' ? '/' : cut
 enddef
 
 # Whether the bridge has a name for the editor's file `path`: always, unless a path map (a
@@ -115,6 +127,10 @@ enddef
 # every move).
 export def Reaches(path: string): bool
   var m = get(Settings(), 'path_map', {})
+  if type(m) == v:t_string && m ==# 'wsl'
+    # every drive, and nothing else (a UNC path such as \\wsl.localhost\... is refused)
+    return path =~# '^\a:[\\/]'
+  endif
   if type(m) != v:t_dict || empty(m)
     return true
   endif
@@ -162,7 +178,7 @@ export def BridgeCommand(args: list<string>): list<string>
     words += ['--path-map', m]
   else
     for [ed, here] in items(m)
-      words += ['--path-map', EditorFolder(ed) .. '=' .. substitute(here, '/$', '', '')]
+      words += ['--path-map', EditorFolder(ed) .. '=' .. RemoteFolder(here)]
     endfor
   endif
   return Through(r.transport, words)
