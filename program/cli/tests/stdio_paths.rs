@@ -97,13 +97,15 @@ fn a_windows_editor_and_the_bridge_name_the_same_files() {
     let v = json_of(&call(&mut c, "getDiagnostics", json!({"uri": here_uri})));
     assert_eq!(v[0]["diagnostics"][0]["message"], "boom", "{v}");
 
-    // Tabs: a file under the mapping is renamed, one outside is left out and named, as is one
+    // Tabs: a file under the mapping is renamed (its `fileName` too, as the Vim plugin and VS
+    // Code send it), one outside is left out and named, as is one
     // whose URI names no path (not UTF-8 once decoded: it was passed on as the editor wrote it),
     // and a tab that is not a file is kept as it is.
     let before = errors(&s).len();
     s.send_line(
         &json!({"type":"open_editors","tabs":[
-            {"uri":"file:///C:/Users/me/app/a%20b/%C3%A9.rs","isDirty":true,"label":"é.rs"},
+            {"uri":"file:///C:/Users/me/app/a%20b/%C3%A9.rs","isDirty":true,"label":"é.rs",
+             "fileName":"C:\\Users\\me\\app\\a b\\é.rs"},
             {"uri":"file:///D:/elsewhere/x.rs"},
             {"uri":"file:///C:/Users/me/other/%FF.rs"},
             {"uri":"untitled:Untitled-1"}]})
@@ -118,7 +120,8 @@ fn a_windows_editor_and_the_bridge_name_the_same_files() {
     let tabs = json_of(&call(&mut c, "getOpenEditors", json!({})))["tabs"].clone();
     assert_eq!(
         tabs,
-        json!([{"uri": here_uri, "isDirty": true, "label": "é.rs"}, {"uri": "untitled:Untitled-1"}])
+        json!([{"uri": here_uri, "isDirty": true, "label": "é.rs", "fileName": here},
+            {"uri": "untitled:Untitled-1"}])
     );
     assert_eq!(
         json_of(&call(

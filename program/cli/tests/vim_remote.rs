@@ -348,6 +348,27 @@ fn vim_remote_over_ssh() {
         |v| v == &json!(["alpha", "BETA", "gamma"]),
     );
 
+    // Vim's answers name files as claude does (the remote path), and so do the open editors.
+    let r = call(
+        &mut c,
+        "openFile",
+        json!({"filePath": r_notes, "makeFrontmost": true}),
+    );
+    assert_eq!(
+        texts(&r),
+        [format!("Opened file: {}", r_notes.display())],
+        "{r}"
+    );
+    let r = json_of(&call(&mut c, "saveDocument", json!({"filePath": r_notes})));
+    assert_eq!(r["filePath"], json!(r_notes), "{r}");
+    let editors = json_of(&call(&mut c, "getOpenEditors", json!({})));
+    let tabs = editors["tabs"].as_array().unwrap();
+    let tab = tabs
+        .iter()
+        .find(|t| t["label"] == notes_name)
+        .unwrap_or_else(|| panic!("{editors}"));
+    assert_eq!(tab["fileName"], json!(r_notes), "{editors}");
+
     // :ClaudeCode runs claude over there, in a terminal, in the remote folder, with the port.
     vim.ex("ClaudeCode --resume");
     let port = lock.file_stem().unwrap().to_string_lossy().to_string();

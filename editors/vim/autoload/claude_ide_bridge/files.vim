@@ -3,6 +3,7 @@ vim9script
 
 import autoload 'claude_ide_bridge.vim' as bridge
 import autoload 'claude_ide_bridge/context.vim'
+import autoload 'claude_ide_bridge/remote.vim'
 import autoload 'claude_ide_bridge/terminal.vim'
 
 var swap_found = false
@@ -160,7 +161,7 @@ export def OpenFile(id: number, args: dict<any>)
     setbufvar(b, '&buflisted', 1)
     bufload(b)
     context.ScheduleEditors()
-    bridge.RespondJson(id, {success: true, filePath: path, languageId: context.LanguageId(b),
+    bridge.RespondJson(id, {success: true, filePath: remote.ForClaude(path), languageId: context.LanguageId(b),
       lineCount: len(getbufline(b, 1, '$'))})
     return
   endif
@@ -194,7 +195,7 @@ export def OpenFile(id: number, args: dict<any>)
   endif
   normal! zv
   context.ScheduleEditors()
-  bridge.Respond(id, {text: 'Opened file: ' .. path})
+  bridge.Respond(id, {text: 'Opened file: ' .. remote.ForClaude(path)})
 enddef
 
 export def OpenFiles(id: number, args: dict<any>)
@@ -209,13 +210,13 @@ export def OpenFiles(id: number, args: dict<any>)
   endfor
   win_gotoid(back)
   context.ScheduleEditors()
-  bridge.RespondJson(id, {opened_files: opened})
+  bridge.RespondJson(id, {opened_files: mapnew(opened, (_, p) => remote.ForClaude(p))})
 enddef
 
 export def Save(id: number, args: dict<any>)
   var path = fnamemodify(args.filePath, ':p')
   var b = context.BufOf(path)
-  var answer = {success: true, filePath: path, saved: false, message: ''}
+  var answer = {success: true, filePath: remote.ForClaude(path), saved: false, message: ''}
   if b <= 0 || !bufloaded(b)
     if !filereadable(path)
       bridge.Respond(id, {error: 'Document not open: ' .. args.filePath})
@@ -243,7 +244,7 @@ export def Save(id: number, args: dict<any>)
         win_execute(w, 'silent hide buffer ' .. b .. ' | silent update | silent hide buffer ' .. prev)
       endif
     catch
-      bridge.RespondJson(id, {success: false, filePath: path, saved: false,
+      bridge.RespondJson(id, {success: false, filePath: remote.ForClaude(path), saved: false,
         message: 'Vim could not save it: ' .. v:exception})
       return
     endtry

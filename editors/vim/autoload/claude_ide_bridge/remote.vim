@@ -156,16 +156,23 @@ export def Workspace(local: list<string>): list<string>
   if !empty(list)
     return list
   endif
-  var m = get(r, 'path_map', {})
+  return mapnew(local, (_, d) => ForClaude(d))
+enddef
+
+# The name claude (on the other side) has for the editor's path `path`: through the path map, or
+# `path` when no map names it (or there is no map). Vim's answers to claude's calls name files so.
+export def ForClaude(path: string): string
+  var m = get(Settings(), 'path_map', {})
   if type(m) == v:t_string && m ==# 'wsl'
-    # a Windows drive's folder as WSL mounts it: C:\Users\me -> /mnt/c/Users/me
-    return mapnew(local, (_, d) => d =~# '^\a:[\\/]'
-      ? '/mnt/' .. tolower(d[0]) .. tr(strpart(d, 2), '\', '/') : d)
+    # a Windows drive's path as WSL mounts it: C:\Users\me -> /mnt/c/Users/me
+    return path =~# '^\a:[\\/]'
+      ? '/mnt/' .. tolower(path[0]) .. tr(strpart(path, 2), '\', '/') : path
   endif
   if type(m) != v:t_dict || empty(m)
-    return local
+    return path
   endif
-  return mapnew(local, (_, d) => ToRemote(d, m) ==# '' ? d : ToRemote(d, m))
+  var there = ToRemote(path, m)
+  return there ==# '' ? path : there
 enddef
 
 # The command that runs the bridge on the other side: `TRANSPORT sh -c FIND sh claude-ide-bridge

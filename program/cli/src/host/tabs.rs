@@ -155,6 +155,10 @@ impl Tabs {
                 match paths.to_here(&tab.uri) {
                     Ok(here) => {
                         tab.uri = file_uri(&here);
+                        // The same file by its path (VS Code's member, the Vim plugin's too).
+                        if let Some(name @ Value::String(_)) = tab.other.get_mut("fileName") {
+                            *name = Value::String(here);
+                        }
                         true
                     }
                     Err(e) => {
