@@ -301,6 +301,12 @@ fn path_mapping(specs: &[String], folders: &[String]) -> Result<PathMap, String>
     };
     let mut workspace: Vec<String> = folders.to_vec();
     workspace.extend(folders.iter().filter_map(|f| real(f)));
+    // A folder named through a link: also known by its real path, which a HERE may hold alone.
+    for f in folders {
+        if let Some(r) = real(f).filter(|r| r != f) {
+            map.also_workspace(f, &r);
+        }
+    }
     let overlaps = |h: &str| {
         workspace
             .iter()

@@ -150,6 +150,9 @@ struct Mapping {
 #[derive(Debug, Clone, Default)]
 pub struct PathMap {
     maps: Vec<Mapping>,
+    /// Workspace folders that only their real path puts under a mapping: the name claude (and
+    /// the lock file) uses, and that real path ([`PathMap::also_workspace`]).
+    folders: Vec<(Parsed, Parsed)>,
 }
 
 impl PathMap {
@@ -225,6 +228,19 @@ impl PathMap {
         }
     }
 
+    /// Also names the workspace folder `named` (as claude and the lock file name it, through a
+    /// symbolic link) by its real path `real`, when only `real` lies under a mapping's HERE: a
+    /// path under `named` goes to the editor as the same path under `real` does, and one the
+    /// editor names under `real` comes to the bridge under `named`.
+    pub fn also_workspace(&mut self, named: &str, real: &str) {
+        let (Ok(named), Ok(real)) = (parse_here(named), parse_here(real)) else {
+            return;
+        };
+        if named != real && !self.folders.contains(&(named.clone(), real.clone())) {
+            self.folders.push((named, real));
+        }
+    }
+
     /// The bridge's path for the editor's `path` (absolute, or a `file://` URI).
     pub fn to_here(&self, path: &str) -> Result<String, MapError> {
         let p = parse_editor(path)?;
@@ -236,12 +252,42 @@ impl PathMap {
             .ok_or_else(|| MapError::Outside(path.to_string()))?;
         let mut names = m.here[0].names.clone();
         names.extend_from_slice(rest);
-        Ok(write_posix(&names))
+        // Under a workspace folder's real path: named as the workspace names it.
+        let here = Parsed {
+            root: Root::Posix,
+            names,
+        };
+        let named = self.folders.iter().find_map(|(named, real)| {
+            let rest = here.under(real)?;
+            Some([&named.names[..], rest].concat())
+        });
+        Ok(write_posix(&named.unwrap_or(here.names)))
     }
 
     /// The editor's path for the bridge's absolute `path`.
     pub fn to_editor(&self, path: &str) -> Result<String, MapError> {
         let p = parse_here(path)?;
+        match self.to_editor_parsed(&p, path) {
+            // Under a workspace folder named through a link: as its real path.
+            Err(MapError::Outside(_)) => {
+                let real = self.folders.iter().find_map(|(named, real)| {
+                    let rest = p.under(named)?;
+                    Some(Parsed {
+                        root: Root::Posix,
+                        names: [&real.names[..], rest].concat(),
+                    })
+                });
+                match real {
+                    Some(real) => self.to_editor_parsed(&real, path),
+                    None => Err(MapError::Outside(path.to_string())),
+                }
+            }
+            done => done,
+        }
+    }
+
+    /// [`PathMap::to_editor`] of `p`, parsed from `path` (named in errors).
+    fn to_editor_parsed(&self, p: &Parsed, path: &str) -> Result<String, MapError> {
         let (m, rest) = self
             .maps
             .iter()
@@ -632,6 +678,35 @@ mod tests {
         assert!(matches!(
             m.to_editor("/home/me/app/a\\b"),
             Err(MapError::Unnameable(_))
+        ));
+    }
+
+    /// A workspace folder named through a link (`/home/me/app` -> `/data/app`) whose real path
+    /// alone is under a mapping's HERE: its paths go to the editor by the real path, and come
+    /// back under the workspace's name.
+    #[test]
+    fn a_workspace_named_through_a_link_maps_by_its_real_path() {
+        let mut m = map(&["/Users/me/data=/data"]);
+        m.also_workspace("/home/me/app", "/data/app");
+        assert_eq!(
+            m.to_editor("/home/me/app/src/a.rs").as_deref(),
+            Ok("/Users/me/data/app/src/a.rs")
+        );
+        assert_eq!(
+            m.to_here("/Users/me/data/app/src/a.rs").as_deref(),
+            Ok("/home/me/app/src/a.rs")
+        );
+        assert_eq!(
+            m.to_here("/Users/me/data/other/x").as_deref(),
+            Ok("/data/other/x")
+        );
+        assert_eq!(
+            m.to_editor("/data/app/b").as_deref(),
+            Ok("/Users/me/data/app/b")
+        );
+        assert!(matches!(
+            m.to_editor("/home/me/elsewhere"),
+            Err(MapError::Outside(_))
         ));
     }
 

@@ -265,6 +265,47 @@ fn an_editor_at_another_path_of_the_same_folder() {
     );
 }
 
+/// A workspace served through a link (`app-link` -> `data/app`) with a mapping of the real
+/// folder's parent only: an `openDiff` reaches the editor by the real path, and the editor's paths
+/// reach claude under the workspace's name. Before, every `openDiff` was refused as outside every
+/// mapping (the paths the bridge checks come under the workspace's name).
+#[test]
+fn a_workspace_named_through_a_link_is_mapped_by_its_real_folder() {
+    let sb = Sandbox::new();
+    let real = sb.root().join("data").join("app");
+    fs::create_dir_all(&real).unwrap();
+    fs::write(real.join("a.rs"), "old\n").unwrap();
+    let link = sb.root().join("app-link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let map = format!("/Users/me/data={}", lossy(&sb.root().join("data")));
+    let ws = lossy(&link);
+    let args = [
+        "--stdio",
+        "--no-lsp",
+        "--path-map",
+        &map,
+        "--workspace",
+        &ws,
+    ];
+    let mut s = Served::start(&sb, &args);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let id = c.call_tool("openDiff", open_diff_args(&link.join("a.rs"), "x\n", "T"));
+    let tc = next_msg(&s, "tool_call", 0);
+    assert_eq!(tc["arguments"]["new_file_path"], "/Users/me/data/app/a.rs");
+    s.send_line(&json!({"type":"diff_decision","id":tc["id"],"decision":"reject"}).to_string());
+    assert_eq!(texts(&c.response(id))[0], "DIFF_REJECTED");
+    let range = json!({"start":{"line":0,"character":0},"end":{"line":0,"character":0}});
+    s.send_line(
+        &json!({"type":"selection_changed","filePath":"/Users/me/data/app/a.rs","selection":range})
+            .to_string(),
+    );
+    let n = c
+        .recv_until(WAIT, |v| v["method"] == "selection_changed")
+        .unwrap();
+    assert_eq!(n["params"]["filePath"], json!(lossy(&link.join("a.rs"))));
+}
+
 /// A mapping whose bridge folder neither holds the workspace nor lies in it is refused at start
 /// (exit 2), as is a malformed one, and `--path-map` without `--stdio`.
 #[test]
