@@ -62,11 +62,22 @@ pub fn flush_stderr(grace: std::time::Duration) {
     }
 }
 
-/// Prints a line to stderr (colour stripped when not wanted).
+/// Prints a line to stderr (colour stripped when not wanted). What it names came from claude, an
+/// editor or a server (a path, a reason): their control characters are shown ([`visible`]), never
+/// sent to the terminal, where an escape sequence in a path could move the cursor and rewrite a
+/// proposed change the user is deciding on; `\n` still ends a line.
 pub fn say(line: &str) {
     if heard() {
-        err(format_args!("{line}\n"));
+        err(format_args!("{}\n", shown(line)));
     }
+}
+
+/// `text` with each line [`visible`].
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\n') {
+        return visible(text);
+    }
+    std::borrow::Cow::Owned(text.split('\n').map(visible).collect::<Vec<_>>().join("\n"))
 }
 
 /// While `run` has handed the terminal to `claude`, the bridge's own lines would land inside
@@ -86,7 +97,7 @@ pub fn heard() -> bool {
 /// Prints a line in bold.
 pub fn say_bold(line: &str) {
     if heard() {
-        err(format_args!("{BOLD}{line}{BOLD:#}\n"));
+        err(format_args!("{BOLD}{}{BOLD:#}\n", shown(line)));
     }
 }
 
@@ -340,6 +351,23 @@ mod tests {
         assert!(d.contains("+^[[1A^[[2K^M"), "{d}");
         assert!(d.contains("+two \\u{202e}txt.exe"), "{d}");
         assert_eq!(visible("tab\tok"), "tab\tok");
+    }
+
+    /// The terminal lines around a change (its headline, "diff queued", "diff accepted") name a
+    /// path claude chose: an escape sequence in it is shown, not run (it could move the cursor
+    /// over the change being decided, or set the clipboard); a line break of the bridge's own
+    /// stays one.
+    #[test]
+    fn what_a_line_names_cannot_drive_the_terminal() {
+        let path = "/w/\u{1b}[6A\u{1b}[2K+ harmless();\u{1b}]52;c;ZXZpbA==\u{7}x.rs";
+        let line = format!("diff queued: {path} (1 waiting)");
+        let out = shown(&line);
+        assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out}");
+        assert_eq!(
+            out,
+            "diff queued: /w/^[[6A^[[2K+ harmless();^[]52;c;ZXZpbA==^Gx.rs (1 waiting)"
+        );
+        assert_eq!(shown("one\ntwo\u{1b}"), "one\ntwo^[");
     }
 
     /// Two long texts with nothing in common: the diff's search would run for minutes, and the
