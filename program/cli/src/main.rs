@@ -34,15 +34,15 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 
-use claude_ide_bridge::Event;
 use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
+use host::sink::HostSink;
 use host::{read_line_capped, Line, StdioOut, MAX_STDIO_LINE};
 use host::{
     Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, StopOnPanic,
     WireLog, MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
 };
-use runtime::{EventSink, RuntimeKind, TryTake};
+use runtime::RuntimeKind;
 
 /// Exit code of a runtime failure.
 const FAILURE: u8 = 1;
@@ -453,48 +453,8 @@ fn drain_stdio(rx: &mpsc::Receiver<HostInput>, shared: &Mutex<Host>) -> Option<i
     }
 }
 
-/// The runtime's events, to the host: answered on the runtime's own thread when the host can
-/// answer at once from memory and nothing is queued before them (a call's round trip is then one
-/// turn of the thread that read it), queued for the host's loop otherwise.
-struct HostSink {
-    host: Arc<OnceLock<Mutex<Host>>>,
-    events: Sender<HostInput>,
-    room: Bounded,
-    /// Dropped in a panic of the runtime's thread (smol's executor, with the host task holding
-    /// the sink): the host stops. The threads runtime catches its handler's panics itself.
-    _stop: StopOnPanic,
-}
-
 fn lock_host(host: &Mutex<Host>) -> MutexGuard<'_, Host> {
     host.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl EventSink for HostSink {
-    fn try_take(&mut self, event: Event) -> TryTake {
-        // Never waits for the host: busy with an input of its own, it gets the event queued.
-        // The places of the runtime's events are given back once handled, so an empty room
-        // means no earlier event is waiting or being handled: the order of events is kept.
-        if let Some(Ok(mut host)) = self.host.get().map(Mutex::try_lock) {
-            if self.room.is_empty() && host.answers_at_once(&event) {
-                host.handle_now(event);
-                return TryTake::Taken(true);
-            }
-        }
-        match self.room.try_enter() {
-            Some(place) => TryTake::Taken(self.events.send(HostInput::Event(event, place)).is_ok()),
-            None => TryTake::Full(event),
-        }
-    }
-
-    fn take(&mut self, event: Event) -> bool {
-        match self.try_take(event) {
-            TryTake::Taken(more) => more,
-            TryTake::Full(event) => {
-                let place = self.room.enter();
-                self.events.send(HostInput::Event(event, place)).is_ok()
-            }
-        }
-    }
 }
 
 /// Whether a server's start failed on its port (taken, reserved, privileged), not on the
@@ -616,11 +576,13 @@ fn serve(
     }
     // The host, once made: until then every event is queued.
     let shared_host: Arc<OnceLock<Mutex<Host>>> = Arc::default();
-    let sink = || HostSink {
-        host: shared_host.clone(),
-        events: tx.clone(),
-        room: Bounded::new(MAX_QUEUED_EVENTS),
-        _stop: StopOnPanic::new(&tx, "runtime"),
+    let sink = || {
+        HostSink::new(
+            shared_host.clone(),
+            tx.clone(),
+            MAX_QUEUED_EVENTS,
+            StopOnPanic::new(&tx, "runtime"),
+        )
     };
     let started = match runtime::start(common.runtime, opts.clone(), sink()) {
         // The kept port may also be refused for another reason (on Windows, a range Hyper-V
@@ -807,6 +769,7 @@ fn serve(
 
     // From here on the runtime may answer calls from memory itself (`HostSink`).
     let shared = shared_host.get_or_init(|| Mutex::new(host));
+    host::sink::on_the_hosts_thread();
     // Once quiet after a burst of work, the allocator gives back what the work freed: one wake-up
     // a burst, none while idle.
     let mut worked = false;

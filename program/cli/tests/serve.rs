@@ -599,3 +599,53 @@ fn a_signal_ignored_at_start_stays_ignored() {
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
     assert!(!lock.exists());
 }
+
+/// A burst of calls the host answers itself, past the 256 events its queue holds, from three
+/// clients at once, with the wire log on (a trace event for each message): every call is
+/// answered and a signal still stops the bridge. The host's own answer can make its thread the
+/// one that hands the runtime's queued events over; waiting there for a place in its own full
+/// queue, which only it empties, it stopped for good (no answer, no stop but SIGKILL).
+#[test]
+fn a_burst_past_the_hosts_queue_is_answered_and_the_bridge_still_stops() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        let log = sb.root().join("wire.log");
+        let mut s = Served::start(
+            &sb,
+            &[
+                "--stdio",
+                "--runtime",
+                rt,
+                "--wire-log",
+                log.to_str().unwrap(),
+            ],
+        );
+        let mut clients: Vec<_> = (0..8).map(|_| s.client()).collect();
+        let calls: Vec<(&str, Value)> = (0..250)
+            .map(|_| ("getWorkspaceFolders", json!({})))
+            .collect();
+        // Three bursts: whether the host's thread hands the events over at a full queue is a
+        // race (one run in two or three without the fix).
+        for burst in 0..3 {
+            let ids: Vec<Vec<u64>> = clients
+                .iter_mut()
+                .map(|c| c.call_tools_at_once(&calls))
+                .collect();
+            for (n, (c, ids)) in clients.iter_mut().zip(&ids).enumerate() {
+                let mut left: std::collections::HashSet<u64> = ids.iter().copied().collect();
+                while !left.is_empty() {
+                    let Some(v) = c.recv_json(WAIT) else {
+                        panic!(
+                            "{rt}: burst {burst}, client {n}: {} of {} calls never answered",
+                            left.len(),
+                            ids.len()
+                        );
+                    };
+                    left.remove(&v["id"].as_u64().unwrap_or(0));
+                }
+            }
+        }
+        s.signal("TERM");
+        assert_eq!(s.wait_exit(), 0, "{rt}");
+    }
+}
