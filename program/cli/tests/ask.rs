@@ -445,6 +445,42 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
+/// An edit kept after the editor failed, then the change withdrawn (claude closed its tab) before
+/// the user opened it again: the edit stays where the terminal said, and the terminal says so
+/// again. Before, the copy went with the change, after "your edit is kept in" named it.
+#[test]
+fn a_kept_edit_outlives_its_change_withdrawn() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    let (mut child, mut tty, screen, mut cl) =
+        serve_with_editor(&sb, "printf 'my edit\\n' >> \"$1\"; exit 1", &[]);
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    tty.write_all(b"e\n").unwrap();
+    tty.flush().unwrap();
+    screen.wait_for("your edit is kept in");
+    let close = cl.call_tool("close_tab", json!({"tab_name": "T"}));
+    let answers = responses(&mut cl, &[id, close]);
+    assert_eq!(texts(&answers[&id])[0], "DIFF_REJECTED");
+    screen.wait_for("your edit was not used; it is kept in ");
+    let text = screen.text();
+    let after = text
+        .split("your edit was not used; it is kept in ")
+        .nth(1)
+        .unwrap();
+    let path = after.lines().next().unwrap().trim().to_owned();
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        "proposed\nmy edit\n",
+        "{path}"
+    );
+    fs::remove_file(&path).unwrap();
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
 /// A change withdrawn while `$EDITOR` has it open: once the editor ends, the user is told that
 /// the edit was not used (it was dropped without a word, and the next change's question could be
 /// taken for this one's).

@@ -307,8 +307,9 @@ impl Host {
             // later with a question nobody read).
             for left in self.shown.take().into_iter().chain(self.queue.drain(..)) {
                 ui::say(&format!(
-                    "left for claude's prompt: {}",
-                    left.args.new_file_path
+                    "left for claude's prompt: {}{}",
+                    left.args.new_file_path,
+                    edit_not_used(left.draft)
                 ));
             }
             return;
@@ -461,6 +462,14 @@ impl Host {
     /// shell for it. (Signals from the terminal reach the editor by themselves: it is in the
     /// bridge's process group.) What the user wrote is kept, and the terminal says where.
     pub fn end_edit(&mut self, inputs: &Receiver<HostInput>, grace: Duration) {
+        // An edit left from an earlier `e` on the change still shown: the user's text, which
+        // the stop would otherwise delete after the terminal said where it is.
+        if let Some(shown) = self.shown.as_mut().filter(|s| s.draft.is_some()) {
+            let kept = edit_not_used(shown.draft.take());
+            if !kept.is_empty() {
+                ui::say(&format!("stopping: {}{kept}", shown.args.new_file_path));
+            }
+        }
         let Some(call) = self.editing.take() else {
             return;
         };
@@ -511,7 +520,11 @@ impl Host {
             if self.editing.is_none() {
                 ui::err(format_args!("\n"));
             }
-            ui::say(&format!("diff withdrawn ({why}): {}", s.args.new_file_path));
+            ui::say(&format!(
+                "diff withdrawn ({why}): {}{}",
+                s.args.new_file_path,
+                edit_not_used(s.draft)
+            ));
             self.show_next();
         } else if let Some(i) = self.queue.iter().position(|s| s.call == call) {
             let s = self.queue.remove(i).expect("queued");
@@ -575,12 +588,27 @@ fn keep(edited: EditOutcome) -> String {
     let draft = match edited {
         Ok((_, draft)) | Err((_, draft)) => draft,
     };
-    match draft.written {
-        true => match draft.file.keep() {
+    keep_draft(Some(draft))
+}
+
+/// [`keep`] for the draft a change held, if any: one the user wrote is not removed, one still the
+/// proposal as shown goes.
+fn keep_draft(draft: Option<Draft>) -> String {
+    match draft {
+        Some(draft) if draft.written => match draft.file.keep() {
             Ok((_, path)) => format!("; it is kept in {}", path.display()),
             Err(e) => format!("; it could not be kept: {e}"),
         },
-        false => String::new(),
+        _ => String::new(),
+    }
+}
+
+/// For a change taken away with its draft: "; your edit was not used; it is kept in PATH" when the
+/// user wrote one (kept), nothing otherwise.
+fn edit_not_used(draft: Option<Draft>) -> String {
+    match keep_draft(draft) {
+        kept if kept.is_empty() => kept,
+        kept => format!("; your edit was not used{kept}"),
     }
 }
 
