@@ -445,6 +445,39 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
+/// `serve &`: in the background of its terminal (job control), a change is not asked there but
+/// left for claude's own prompt, said so, and the bridge goes on answering. Before, the
+/// question's flush of the terminal stopped the whole bridge (SIGTTOU: `[1]+ Stopped`), and every
+/// call of claude's waited for good.
+#[test]
+fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    // `set -m`: the shell gives the job a process group of its own, not the terminal's.
+    let cmd = format!("set -m; {BIN} serve --workspace {} & wait", sb.ws.display());
+    let (_child, _tty, screen) = on_a_terminal(&sb, &cmd, |_| {});
+    let (_lock, mut cl) = connect_served(&sb, &screen);
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "two\n", "T"));
+    screen.wait_for("diff pending (decide in claude; this bridge runs in the background");
+    assert!(
+        !screen.text().contains("[a]ccept / [r]eject / [e]dit"),
+        "{}",
+        screen.text()
+    );
+    // Still answering, the change still pending (claude's prompt decides it).
+    let r = call(&mut cl, "getWorkspaceFolders", json!({}));
+    assert_eq!(json_of(&r)["success"], true, "{r}");
+    assert!(cl
+        .recv_until(Duration::from_millis(300), |v| v["id"] == json!(id))
+        .is_none());
+    let close = cl.call_tool("close_tab", json!({"tab_name": "T"}));
+    let answers = responses(&mut cl, &[id, close]);
+    assert_eq!(texts(&answers[&id])[0], "DIFF_REJECTED");
+}
+
 /// An edit kept after the editor failed, then the change withdrawn (claude closed its tab) before
 /// the user opened it again: the edit stays where the terminal said, and the terminal says so
 /// again. Before, the copy went with the change, after "your edit is kept in" named it.

@@ -258,8 +258,21 @@ impl Host {
         if self.want_line.is_none() {
             return; // The terminal closed: nothing can be answered here.
         }
-        let Some(next) = self.queue.pop_front() else {
-            return;
+        // In the background of its terminal (`serve &`), a question would stop the whole bridge
+        // (its flush and its read: SIGTTOU, SIGTTIN) and every call would wait: the change is
+        // left for claude's own prompt, as the next ones are unless the bridge is brought back.
+        let next = loop {
+            let Some(next) = self.queue.pop_front() else {
+                return;
+            };
+            if crate::sys::terminal_is_ours() {
+                break next;
+            }
+            ui::say(&format!(
+                "diff pending (decide in claude; this bridge runs in the background of its \
+                 terminal: `fg` brings the questions back): {}",
+                next.args.new_file_path
+            ));
         };
         let path = next.args.new_file_path.clone();
         ui::err(format_args!("\n"));

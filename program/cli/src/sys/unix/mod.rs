@@ -345,6 +345,15 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// per level (up to 64), 64 of them may run at once, and every connection, language server and
 /// file read takes more; the usual soft limit of 1,024 would run out first. A limit that cannot
 /// be raised stays as it was (listings cut short by it say so).
+/// Whether this process may use its terminal: standard input is a terminal whose foreground
+/// process group is this process's. In the background of it (`serve &`), flushing or reading it
+/// stops the whole process (SIGTTOU, SIGTTIN), so nothing is asked there.
+pub fn terminal_is_ours() -> bool {
+    let stdin = std::io::stdin();
+    rustix::termios::isatty(&stdin)
+        && rustix::termios::tcgetpgrp(&stdin).is_ok_and(|fg| fg == rustix::process::getpgrp())
+}
+
 pub fn raise_open_files_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let limit = getrlimit(Resource::Nofile);
