@@ -218,15 +218,24 @@ fn accept_answers_file_saved_inside_and_refuses_outside() {
             let args = json!({"old_file_path": p, "new_file_path": p, "new_file_contents": "pwned\n", "tab_name": format!("b{i}")});
             let r = call(&mut c, "openDiff", args);
             assert!(is_error(&r), "{p} must be refused: {r}");
-            let said = |l: &String| {
-                l.contains("diff refused (outside the workspace") && l.ends_with(&format!(": {p}"))
+            let why = match p.contains("/../") {
+                true => "diff refused (`..` in the path",
+                false => "diff refused (outside the workspace",
             };
+            let said = |l: &String| l.contains(why) && l.ends_with(&format!(": {p}"));
             let give_up = std::time::Instant::now() + WAIT;
             while !s.stderr.all().iter().any(said) {
                 assert!(std::time::Instant::now() < give_up, "{}", s.stderr.text());
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
+        // `..` after a link: the check would take `escape/..` for the workspace itself, while
+        // claude, writing the path as given, reaches the link target's parent.
+        let p = format!("{ws}/escape/../planted.txt");
+        let args = json!({"old_file_path": p, "new_file_path": p, "new_file_contents": "pwned\n", "tab_name": "up"});
+        let r = call(&mut c, "openDiff", args);
+        assert!(is_error(&r), "{p} must be refused: {r}");
+        assert!(texts(&r)[0].contains("`..` in the path"), "{r}");
         assert_eq!(
             fs::read_to_string(outside.join("secret.txt")).unwrap(),
             "secret\n"

@@ -69,6 +69,21 @@ fn refusal(e: &Error) -> String {
     }
 }
 
+/// Why a path of a proposed change is refused before it is checked: a `..` in it. The check
+/// takes `..` by the names, but claude writes the path as it is given, and the system takes a `..`
+/// after a symbolic link from the link's target: `ws/link/../x` may be a file outside the
+/// workspace that the check took for `ws/x`.
+fn climbs(path: &str) -> Option<String> {
+    let up = std::path::Path::new(path)
+        .components()
+        .any(|c| c == std::path::Component::ParentDir);
+    up.then(|| {
+        "(`..` in the path: claude writes it as it is given, and after a symbolic link `..` \
+         leads elsewhere than it reads)"
+            .to_owned()
+    })
+}
+
 impl Host {
     pub(super) fn on_diff(&mut self, call: CallId, args: OpenDiffArgs) {
         let path = args.new_file_path.clone();
@@ -87,15 +102,20 @@ impl Host {
         let old_path = args.old_file_path.clone();
         let work = move || {
             // Both paths: an editor is handed both, and shows the old file too.
-            let verdict = ws.writable(&path).and_then(|new| {
-                let old = if old_path == path {
-                    new.clone()
-                } else {
-                    ws.writable(&old_path)?
-                };
-                Ok((new, old))
-            });
-            let verdict = verdict.map_err(|e| refusal(&e));
+            let verdict = match climbs(&path).or_else(|| climbs(&old_path)) {
+                Some(why) => Err(why),
+                None => ws
+                    .writable(&path)
+                    .and_then(|new| {
+                        let old = if old_path == path {
+                            new.clone()
+                        } else {
+                            ws.writable(&old_path)?
+                        };
+                        Ok((new, old))
+                    })
+                    .map_err(|e| refusal(&e)),
+            };
             // The old file is shown only when it may be read; a new file has none, and one that
             // cannot be shown is said to exist.
             let old = match (wants_old && verdict.is_ok()).then(|| ws.read_text(&old_path)) {
