@@ -202,6 +202,14 @@ impl Folder {
     }
 }
 
+/// Whether `path` names a directory by how it ends, whatever is there: a separator (one of
+/// `seps`), or a last name `.` or `..` (`new/.` is `new` once `.` is taken out, and a write made
+/// a file of that name). Every use is a file's (read, write, check), so such a path is refused.
+pub(crate) fn ends_as_directory(path: &str, seps: &[char]) -> bool {
+    let last = path.rsplit(seps).next().unwrap_or("");
+    path.ends_with(seps) || last == "." || last == ".."
+}
+
 /// A fresh name for the temporary file of an atomic write: hidden, unique in this process (a
 /// counter) and not guessable from its pid alone (the clock's nanoseconds). The caller creates it
 /// new (never an existing file or a planted link) and tries again on a clash.

@@ -110,10 +110,10 @@ impl Workspace {
         }
         // Every use is a file's (read, write, check): `a.txt/` names a directory, as the system
         // reads it, not the file `a.txt` (a write of `new/` made a file `new`).
-        if path.ends_with('/') {
+        if crate::ends_as_directory(path, &['/']) {
             return Err(Error::NotRegular {
                 path: path.into(),
-                kind: "a directory (the path ends with /)",
+                kind: "a directory (the path ends with /, /. or /..)",
             });
         }
         let first = self

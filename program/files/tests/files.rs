@@ -93,6 +93,18 @@ fn reads_a_regular_file_and_answers_its_path() {
         Err(Error::NotRegular { .. })
     ));
     assert!(!t.ws.join("new").exists());
+    // So does one ending with `/.` or `/..` (taken out, they left `new` and `x`).
+    for path in ["new/.", "x/y/..", "src/a.rs/.", "."] {
+        assert!(
+            matches!(ws.write(path, b"x"), Err(Error::NotRegular { .. })),
+            "{path}"
+        );
+    }
+    assert!(!t.ws.join("new").exists() && !t.ws.join("x").exists());
+    assert!(matches!(
+        ws.read_text("src/a.rs/."),
+        Err(Error::NotRegular { .. })
+    ));
 }
 
 #[test]

@@ -312,6 +312,14 @@ fn only_regular_files_within_the_limit_are_read() {
         Err(Error::NotRegular { .. })
     ));
     assert!(matches!(ws.writable("dir"), Err(Error::NotRegular { .. })));
+    // A path ending with `\.` or `\..` names a directory: no file is made of what is left.
+    for path in [r"new\.", r"x\y\..", "new/."] {
+        assert!(
+            matches!(ws.write(path, b"x"), Err(Error::NotRegular { .. })),
+            "{path}"
+        );
+    }
+    assert!(!t.ws.join("new").exists() && !t.ws.join("x").exists());
     assert!(ws.write(r"big.txt\x", b"x").is_err());
     assert_eq!(fs::read(t.ws.join("big.txt")).unwrap().len(), 2048);
 }

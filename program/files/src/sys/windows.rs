@@ -274,10 +274,10 @@ impl Workspace {
     pub(crate) fn lexical(&self, path: &str) -> Result<(usize, Vec<String>), Error> {
         let given = winpath::from_uri(path).map_err(|why| Error::outside(path, why))?;
         // Every use is a file's: `a.txt\` names a directory, not the file `a.txt`.
-        if given.ends_with(['/', '\\']) {
+        if crate::ends_as_directory(&given, &['/', '\\']) {
             return Err(Error::NotRegular {
                 path: path.into(),
-                kind: "a directory (the path ends with a separator)",
+                kind: "a directory (the path ends with a separator, `.` or `..`)",
             });
         }
         let parsed = winpath::parse(&given).map_err(|why| Error::outside(path, why))?;
