@@ -459,7 +459,21 @@ fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
     // `set -m`: the shell gives the job a process group of its own, not the terminal's.
     let cmd = format!("set -m; {BIN} serve --workspace {} & wait", sb.ws.display());
     let (_child, _tty, screen) = on_a_terminal(&sb, &cmd, |_| {});
-    let (_lock, mut cl) = connect_served(&sb, &screen);
+    let (lock, mut cl) = connect_served(&sb, &screen);
+    // A job the terminal's hang-up does not reach (not its foreground): ended here, whatever
+    // the test's outcome.
+    let pid = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()["pid"]
+        .as_u64()
+        .unwrap() as u32;
+    struct Ended(u32);
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.0.to_string()])
+                .status();
+        }
+    }
+    let _ended = Ended(pid);
     let id = cl.call_tool("openDiff", open_diff_args(&file, "two\n", "T"));
     screen.wait_for("diff pending (decide in claude; this bridge runs in the background");
     assert!(
@@ -476,6 +490,16 @@ fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
     let close = cl.call_tool("close_tab", json!({"tab_name": "T"}));
     let answers = responses(&mut cl, &[id, close]);
     assert_eq!(texts(&answers[&id])[0], "DIFF_REJECTED");
+    // It stops on a signal, as in the foreground.
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let give_up = Instant::now() + WAIT;
+    while running(pid) {
+        assert!(Instant::now() < give_up, "the bridge did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// An edit kept after the editor failed, then the change withdrawn (claude closed its tab) before
