@@ -9,7 +9,7 @@ use claude_ide_bridge::is_within;
 use claude_ide_bridge::{lock_dirs, port_from_lock_name, LockFile};
 use claude_ide_bridge_files::{Limits, Workspace};
 use claude_ide_bridge_lsp::ServerTable;
-use claude_ide_bridge_runtime::lock::pid_alive;
+use claude_ide_bridge_runtime::lock::{pid_alive, read_lock_text, MAX_LOCK_FILE_BYTES};
 
 use crate::lsp::ServerOpts;
 use crate::sys::{self, Finding};
@@ -45,18 +45,6 @@ fn dirs() -> Vec<PathBuf> {
     lock_dirs(config.as_deref(), home.as_deref())
 }
 
-/// The most bytes of a lock file read (one of a bridge's is a few hundred), as the runtime reads
-/// them.
-const MAX_LOCK_FILE_BYTES: u64 = 64 * 1024;
-
-/// The text of `path`, at most `most` bytes of it (a file that grew since its size was read).
-fn read_at_most(path: &Path, most: u64) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    fs::File::open(path)?.take(most).read_to_string(&mut text)?;
-    Ok(text)
-}
-
 fn scan(dir: &Path) -> Vec<Found> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
@@ -79,7 +67,7 @@ fn scan(dir: &Path) -> Vec<Found> {
                     meta.len()
                 ))
             } else {
-                read_at_most(&path, MAX_LOCK_FILE_BYTES)
+                read_lock_text(&path)
                     .map_err(|e| e.to_string())
                     .and_then(|t| LockFile::parse(&t).map_err(|e| format!("not a lock file: {e}")))
             };

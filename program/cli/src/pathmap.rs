@@ -116,6 +116,16 @@ impl Parsed {
                 .all(|(a, b)| same(a, b));
         (self.root == prefix.root && starts).then(|| &self.names[prefix.names.len()..])
     }
+
+    /// `self` moved from below `from` to below `to` (the same names past it), when it is below
+    /// `from`.
+    fn moved(&self, from: &Parsed, to: &Parsed) -> Option<Parsed> {
+        let rest = self.under(from)?;
+        Some(Parsed {
+            root: to.root,
+            names: [&to.names[..], rest].concat(),
+        })
+    }
 }
 
 /// How a Windows path is written back to the editor.
@@ -257,11 +267,8 @@ impl PathMap {
             root: Root::Posix,
             names,
         };
-        let named = self.folders.iter().find_map(|(named, real)| {
-            let rest = here.under(real)?;
-            Some([&named.names[..], rest].concat())
-        });
-        Ok(write_posix(&named.unwrap_or(here.names)))
+        let named = (self.folders.iter()).find_map(|(named, real)| here.moved(real, named));
+        Ok(write_posix(&named.unwrap_or(here).names))
     }
 
     /// The editor's path for the bridge's absolute `path`.
@@ -269,17 +276,10 @@ impl PathMap {
         let p = parse_here(path)?;
         match self.to_editor_parsed(&p, path) {
             // Under a workspace folder named through a link: as its real path.
-            Err(MapError::Outside(_)) => {
-                let real = self.folders.iter().find_map(|(named, real)| {
-                    let rest = p.under(named)?;
-                    Some(Parsed {
-                        root: Root::Posix,
-                        names: [&real.names[..], rest].concat(),
-                    })
-                });
-                match real {
+            Err(outside @ MapError::Outside(_)) => {
+                match (self.folders.iter()).find_map(|(named, real)| p.moved(named, real)) {
                     Some(real) => self.to_editor_parsed(&real, path),
-                    None => Err(MapError::Outside(path.to_string())),
+                    None => Err(outside),
                 }
             }
             done => done,

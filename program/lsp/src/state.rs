@@ -432,8 +432,9 @@ impl State {
 
     /// Since when the running server has owed work with nothing read from it: a request
     /// unanswered (counted from the first request it has not answered since it last said
-    /// anything, even one given up on since: it is answered all the same), or, from a server that publishes (not one answering pulls, whose work is its
-    /// requests), a text sent to it after the last thing it said. `None` when it owes nothing
+    /// anything, even one given up on since: it is answered all the same), or, from a server
+    /// that publishes (not one answering pulls, whose work is its requests), a text sent to it
+    /// after the last thing it said. `None` when it owes nothing
     /// (or is not running, or is being stopped): past [`LspLimits::hang_timeout`] it is taken as
     /// hung ([`State::hung`]).
     pub fn hung_since(&self) -> Option<Instant> {
@@ -575,7 +576,7 @@ impl State {
         self.next_id += 1;
         // A server that deadlocked while its requests were given up at their deadlines (pulls,
         // each cancelled before the next) is silent since the first of them: not since each.
-        if self.requests_since.is_none() || !(self.owes_answers() || self.cancelled_unheard) {
+        if !(self.owes_answers() || self.cancelled_unheard) {
             self.requests_since = Some(Instant::now());
         }
         self.pending.insert(id, None);

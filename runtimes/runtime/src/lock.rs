@@ -167,18 +167,30 @@ fn port_answers(port: u16) -> bool {
 
 /// The most bytes of a lock file read: one of ours is a few hundred; a larger one is not a lock
 /// file to trust.
-const MAX_LOCK_FILE_BYTES: u64 = 64 * 1024;
+pub const MAX_LOCK_FILE_BYTES: u64 = 64 * 1024;
 
-/// The lock file at `path`, read (at most [`MAX_LOCK_FILE_BYTES`]) and parsed.
-fn read_lock(path: &Path) -> Option<LockFile> {
+/// The text of the lock file at `path`, at most [`MAX_LOCK_FILE_BYTES`] of it. The caller checks
+/// that it is a regular file first: opening a FIFO would wait for a writer.
+///
+/// ```
+/// use claude_ide_bridge_runtime::lock::{read_lock_text, MAX_LOCK_FILE_BYTES};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("1234.lock");
+/// std::fs::write(&path, "x".repeat(100_000)).unwrap();
+/// assert_eq!(read_lock_text(&path).unwrap().len() as u64, MAX_LOCK_FILE_BYTES);
+/// ```
+pub fn read_lock_text(path: &Path) -> io::Result<String> {
     use std::io::Read;
     let mut text = String::new();
-    fs::File::open(path)
-        .ok()?
+    fs::File::open(path)?
         .take(MAX_LOCK_FILE_BYTES)
-        .read_to_string(&mut text)
-        .ok()?;
-    LockFile::parse(&text).ok()
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The lock file at `path`, read ([`read_lock_text`]) and parsed.
+fn read_lock(path: &Path) -> Option<LockFile> {
+    LockFile::parse(&read_lock_text(path).ok()?).ok()
 }
 
 /// The pid of a live process, not this one, whose lock file for `port` is in `dir`: that port

@@ -161,8 +161,8 @@ export def OpenFile(id: number, args: dict<any>)
     setbufvar(b, '&buflisted', 1)
     bufload(b)
     context.ScheduleEditors()
-    bridge.RespondJson(id, {success: true, filePath: remote.ForClaude(path), languageId: context.LanguageId(b),
-      lineCount: len(getbufline(b, 1, '$'))})
+    bridge.RespondJson(id, {success: true, filePath: remote.ForClaude(path),
+      languageId: context.LanguageId(b), lineCount: len(getbufline(b, 1, '$'))})
     return
   endif
   Show(path)

@@ -115,6 +115,11 @@ def ToRemote(path: string, map: dict<any>): string
   return ''
 enddef
 
+# Whether `path` is a Windows drive's (`C:\...`, `C:/...`): what `path_map: 'wsl'` maps.
+def OnADrive(path: string): bool
+  return path =~# '^\a:[\\/]'
+enddef
+
 # A remote folder the user wrote, without its last `/` but for the root `/`.
 def RemoteFolder(here: string): string
   var cut = substitute(here, '/\+$', '', '')
@@ -129,7 +134,7 @@ export def Reaches(path: string): bool
   var m = get(Settings(), 'path_map', {})
   if type(m) == v:t_string && m ==# 'wsl'
     # every drive, and nothing else (a UNC path such as \\wsl.localhost\... is refused)
-    return path =~# '^\a:[\\/]'
+    return OnADrive(path)
   endif
   if type(m) != v:t_dict || empty(m)
     return true
@@ -165,8 +170,7 @@ export def ForClaude(path: string): string
   var m = get(Settings(), 'path_map', {})
   if type(m) == v:t_string && m ==# 'wsl'
     # a Windows drive's path as WSL mounts it: C:\Users\me -> /mnt/c/Users/me
-    return path =~# '^\a:[\\/]'
-      ? '/mnt/' .. tolower(path[0]) .. tr(strpart(path, 2), '\', '/') : path
+    return OnADrive(path) ? '/mnt/' .. tolower(path[0]) .. tr(strpart(path, 2), '\', '/') : path
   endif
   if type(m) != v:t_dict || empty(m)
     return path

@@ -497,7 +497,7 @@ impl Host {
     pub fn end_edit(&mut self, inputs: &Receiver<HostInput>, grace: Duration) {
         // An edit left from an earlier `e` on the change still shown: the user's text, which
         // the stop would otherwise delete after the terminal said where it is.
-        if let Some(shown) = self.shown.as_mut().filter(|s| s.draft.is_some()) {
+        if let Some(shown) = self.shown.as_mut() {
             let kept = edit_not_used(shown.draft.take());
             if !kept.is_empty() {
                 ui::say(&format!("stopping: {}{kept}", shown.args.new_file_path));

@@ -349,13 +349,13 @@ pub fn exit_code(status: ExitStatus) -> i32 {
     }
 }
 
-/// Nothing to raise: Windows has no per-process soft limit on handles.
 /// Whether this process may use its terminal: always on Windows, where a console has no
 /// background jobs.
 pub fn terminal_is_ours() -> bool {
     true
 }
 
+/// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 
 /// Whether a program was ended by Ctrl-C: `STATUS_CONTROL_C_EXIT`.

@@ -341,10 +341,6 @@ pub fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
-/// Raises the soft limit on open files to the hard one: each listing holds a directory handle
-/// per level (up to 64), 64 of them may run at once, and every connection, language server and
-/// file read takes more; the usual soft limit of 1,024 would run out first. A limit that cannot
-/// be raised stays as it was (listings cut short by it say so).
 /// Whether this process may use its terminal: standard input is a terminal whose foreground
 /// process group is this process's. In the background of it (`serve &`), flushing or reading it
 /// stops the whole process (SIGTTOU, SIGTTIN), so nothing is asked there.
@@ -354,6 +350,10 @@ pub fn terminal_is_ours() -> bool {
         && rustix::termios::tcgetpgrp(&stdin).is_ok_and(|fg| fg == rustix::process::getpgrp())
 }
 
+/// Raises the soft limit on open files to the hard one: each listing holds a directory handle
+/// per level (up to 64), 64 of them may run at once, and every connection, language server and
+/// file read takes more; the usual soft limit of 1,024 would run out first. A limit that cannot
+/// be raised stays as it was (listings cut short by it say so).
 pub fn raise_open_files_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let limit = getrlimit(Resource::Nofile);
