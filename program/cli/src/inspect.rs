@@ -3,13 +3,15 @@
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use claude_ide_bridge::is_within;
 use claude_ide_bridge::{lock_dirs, port_from_lock_name, LockFile};
 use claude_ide_bridge_files::{Limits, Workspace};
 use claude_ide_bridge_lsp::ServerTable;
-use claude_ide_bridge_runtime::lock::{pid_alive, read_lock_text, MAX_LOCK_FILE_BYTES};
+use claude_ide_bridge_runtime::lock::{
+    pid_alive, read_lock_text, writer_alive, MAX_LOCK_FILE_BYTES,
+};
 
 use crate::lsp::ServerOpts;
 use crate::sys::{self, Finding};
@@ -31,11 +33,17 @@ struct Found {
     port: u16,
     ours: bool,
     lock: Result<LockFile, String>,
+    /// When it was last written, if the system says.
+    written: Option<SystemTime>,
 }
 
 impl Found {
+    /// Its writer may still run: the pid is alive and started before the file was written.
     fn live(&self) -> bool {
-        matches!(&self.lock, Ok(l) if pid_alive(l.pid))
+        matches!(&self.lock, Ok(l) if match self.written {
+            Some(at) => writer_alive(l.pid, at),
+            None => pid_alive(l.pid),
+        })
     }
 }
 
@@ -76,6 +84,7 @@ fn scan(dir: &Path) -> Vec<Found> {
                 port,
                 ours: sys::is_mine(&meta),
                 lock,
+                written: meta.modified().ok(),
             })
         })
         .collect();
@@ -99,7 +108,7 @@ pub fn list() -> u8 {
             match &f.lock {
                 Ok(l) => out!(
                     "  {:<5} port {:<5}  {:<20}  pid {:<7}  {}",
-                    if pid_alive(l.pid) { "live" } else { "stale" },
+                    if f.live() { "live" } else { "stale" },
                     f.port,
                     l.ide_name,
                     l.pid,
@@ -320,6 +329,21 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                 &format!("{} belongs to another user (foreign)", f.path.display()),
                 &format!(
                     "ask its owner to remove it, or: sudo {}",
+                    sys::remove_hint(&f.path)
+                ),
+            ),
+            // claude takes a pid it sees for a live IDE's, and lists this one.
+            Ok(l) if !f.live() && pid_alive(l.pid) => r.problem(
+                &format!(
+                    "{} is stale: its pid {} ({}) now names another process, started after the \
+                     file was written (a reboot or a restart hands pids out again); claude takes \
+                     it for a live IDE's",
+                    f.path.display(),
+                    l.pid,
+                    l.ide_name,
+                ),
+                &format!(
+                    "remove it: {} (a bridge of the same IDE removes it when it starts)",
                     sys::remove_hint(&f.path)
                 ),
             ),

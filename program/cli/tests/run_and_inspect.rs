@@ -383,6 +383,26 @@ fn list_and_doctor() {
         "{out}"
     );
     fs::remove_file(home_ide.join("4242.lock")).unwrap();
+    // A live pid on a file written before that process started (the pid handed out again
+    // after a reboot): stale, and a problem, since claude takes it for a live IDE's.
+    write_lock(&home_ide, 4646, std::process::id(), &["/elsewhere"]);
+    let year_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(365 * 24 * 3600);
+    fs::File::options()
+        .write(true)
+        .open(home_ide.join("4646.lock"))
+        .unwrap()
+        .set_modified(year_ago)
+        .unwrap();
+    let o = sb.command().arg("list").output().unwrap();
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert!(list.contains("stale port 4646"), "{list}");
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("4646.lock is stale: its pid") && out.contains("now names another process"),
+        "{out}"
+    );
+    fs::remove_file(home_ide.join("4646.lock")).unwrap();
 
     // Lock directory permissions: readable by others (said, no problem: the bridge uses it),
     // writable by the group (a problem: the bridge refuses it), then a symlink.

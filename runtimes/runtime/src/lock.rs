@@ -4,6 +4,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use claude_ide_bridge::{lock_dirs, lock_file_name, port_from_lock_name, LockFile};
 
@@ -106,10 +107,44 @@ pub fn pid_alive(pid: u32) -> bool {
     sys::pid_alive(pid)
 }
 
+/// Whether the process that wrote a lock file whose last change was at `written` may still run:
+/// its pid is alive ([`pid_alive`]) and names a process started before then. A pid handed out
+/// again (after a reboot, or a container's restart, which count pids from 1 again) names a
+/// process started after the file was written, which is not its writer. Where the start cannot
+/// be read, the pid alone decides. The start is read from `/proc` on Linux, `ps` on the other
+/// Unixes and `GetProcessTimes` on Windows.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use claude_ide_bridge_runtime::lock::writer_alive;
+/// let me = std::process::id();
+/// assert!(writer_alive(me, SystemTime::now()));
+/// assert!(!writer_alive(me, SystemTime::now() - Duration::from_secs(365 * 24 * 3600)));
+/// ```
+pub fn writer_alive(pid: u32, written: SystemTime) -> bool {
+    // Linux counts a start in clock ticks after boot, `ps` in seconds: about a second either way.
+    const SLACK: Duration = Duration::from_secs(2);
+    if !pid_alive(pid) {
+        return false;
+    }
+    match (sys::process_started(pid), written.checked_add(SLACK)) {
+        (Some(started), Some(latest)) => started <= latest,
+        _ => true,
+    }
+}
+
+/// [`writer_alive`] for the lock file `meta` describes (its pid alone when it has no time).
+fn file_writer_alive(pid: u32, meta: &fs::Metadata) -> bool {
+    match meta.modified() {
+        Ok(written) => writer_alive(pid, written),
+        Err(_) => pid_alive(pid),
+    }
+}
+
 /// Removes this host's stale lock files from `dir`: files named `<port>.lock`, owned by us, with
-/// this `ide_name`, a pid that is not alive and a port nothing answers on (a pid of another pid
-/// namespace looks dead from here). A live process's file is never touched. Returns the removed
-/// paths.
+/// this `ide_name`, a writer that is gone ([`writer_alive`]: its pid not alive, or handed out
+/// again since) and a port nothing answers on (a pid of another pid namespace looks dead from
+/// here). A live bridge's file is never touched. Returns the removed paths.
 pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -134,7 +169,7 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         let stale = if lock.pid == std::process::id() {
             !written_here(&path)
         } else {
-            !pid_alive(lock.pid)
+            !file_writer_alive(lock.pid, &meta)
         };
         // A pid that looks dead may be another pid namespace's (a bridge in a container sharing
         // this folder, or this one's host): its port still answers, and its file stays.
@@ -193,9 +228,10 @@ fn read_lock(path: &Path) -> Option<LockFile> {
     LockFile::parse(&read_lock_text(path).ok()?).ok()
 }
 
-/// The pid of a live process, not this one, whose lock file for `port` is in `dir`: that port
-/// is served, on another address (a bridge bound to `127.0.0.2` or `::1` gets the same port as
-/// one on `127.0.0.1`), and its lock file is not ours to write over or remove.
+/// The pid of a live process, not this one, whose lock file for `port` is in `dir` (its writer:
+/// [`writer_alive`]): that port is served, on another address (a bridge bound to `127.0.0.2` or
+/// `::1` gets the same port as one on `127.0.0.1`), and its lock file is not ours to write over
+/// or remove.
 pub fn port_held(dir: &Path, port: u16) -> Option<u32> {
     let path = dir.join(lock_file_name(port));
     let meta = fs::symlink_metadata(&path).ok()?;
@@ -203,7 +239,7 @@ pub fn port_held(dir: &Path, port: u16) -> Option<u32> {
         return None;
     }
     let lock = read_lock(&path)?;
-    (lock.pid != std::process::id() && pid_alive(lock.pid)).then_some(lock.pid)
+    (lock.pid != std::process::id() && file_writer_alive(lock.pid, &meta)).then_some(lock.pid)
 }
 
 /// The lock files this process has written and not removed (by [`LockGuard`]), whatever their
@@ -402,6 +438,62 @@ mod tests {
         guard.remove().unwrap();
         let left = fs::read_to_string(dir.path().join("3.lock")).unwrap();
         assert_eq!(LockFile::parse(&left).unwrap().pid, 1);
+    }
+
+    /// Run as a child by the test below: a process to name in a lock file, until it is killed.
+    #[test]
+    fn a_child_that_waits() {
+        if std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_WAIT").is_some() {
+            std::thread::sleep(Duration::from_secs(60));
+        }
+    }
+
+    /// A lock file whose pid names a process started after the file was written (the pid was
+    /// handed out again: a reboot, a container restarted) is stale, and does not hold its port;
+    /// the same pid on a file written after that process started is its own, and does.
+    #[test]
+    fn a_pid_handed_out_again_is_not_the_writer() {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "lock::tests::a_child_that_waits", "--nocapture"])
+            .env("CLAUDE_IDE_BRIDGE_TEST_WAIT", "1")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // A port nothing answers on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let token = claude_ide_bridge::AuthToken::from_string("t".repeat(43));
+        let lock = LockFile::new(pid, vec!["/w".into()], "Vim", false, token);
+        let path = dir.path().join(lock_file_name(port));
+        fs::write(&path, lock.to_json()).unwrap();
+        assert_eq!(
+            port_held(dir.path(), port),
+            Some(pid),
+            "written after the start"
+        );
+        assert!(remove_stale_locks(dir.path(), "Vim").unwrap().is_empty());
+        let long_ago = SystemTime::now() - Duration::from_secs(3600);
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        assert!(pid_alive(pid));
+        assert!(!writer_alive(pid, long_ago));
+        assert_eq!(
+            port_held(dir.path(), port),
+            None,
+            "written before the start"
+        );
+        assert_eq!(remove_stale_locks(dir.path(), "Vim").unwrap(), [path]);
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     /// A lock file with this process's pid that this process did not write (a previous run's,

@@ -17,7 +17,7 @@
 //!   was removed by another process, the watch ended when its folder was, or when the `WatchEnd`
 //!   is dropped (a thread asleep until something happens: inotify on Linux, kqueue on macOS,
 //!   `ReadDirectoryChangesW` on Windows; none on the other Unixes);
-//! - `pid_alive(pid)`: whether a process exists;
+//! - `pid_alive(pid)`: whether a process exists; `process_started(pid)`: when it started;
 //! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
 //! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
 //! - `cancel_blocked(&TcpStream)`: ends the calls another thread is blocked in on a socket that

@@ -232,6 +232,83 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// When process `pid` started, as this host's clock tells it, to about a second: from
+/// `/proc/<pid>/stat` (its start in clock ticks after boot) and the clock since boot. `None` when
+/// there is no such process or it cannot be read.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn process_started(pid: u32) -> Option<std::time::SystemTime> {
+    use std::io::Read;
+    let mut stat = String::new();
+    File::open(format!("/proc/{pid}/stat"))
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut stat)
+        .ok()?;
+    let ticks = proc_start_ticks(&stat)?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    let after_boot = std::time::Duration::from_secs(ticks / hz)
+        + std::time::Duration::from_nanos((ticks % hz) * 1_000_000_000 / hz);
+    let since_boot = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let since_boot = std::time::Duration::new(
+        u64::try_from(since_boot.tv_sec).ok()?,
+        u32::try_from(since_boot.tv_nsec).ok()?,
+    );
+    let boot = std::time::SystemTime::now().checked_sub(since_boot)?;
+    boot.checked_add(after_boot)
+}
+
+/// The start of a Linux `/proc/<pid>/stat`'s process, in clock ticks after boot: its 22nd field,
+/// counted after the command's name, which is in parentheses and may hold spaces and `)`.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+pub(crate) fn proc_start_ticks(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // The fields after the name start with the third, the state.
+    after_name.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// When process `pid` started, to the second, from `ps -o etime=` (how long it has run:
+/// `[[dd-]hh:]mm:ss`, the same keyword in macOS's and the BSDs' `ps` and in procps, so Linux
+/// tests this path too). `None` when `ps` cannot be run or names no such process.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn process_started(pid: u32) -> Option<std::time::SystemTime> {
+    ps_started(pid)
+}
+
+#[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
+pub(crate) fn ps_started(pid: u32) -> Option<std::time::SystemTime> {
+    let out = std::process::Command::new("ps")
+        .args(["-o", "etime=", "-p", &pid.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let ran = elapsed_seconds(std::str::from_utf8(&out.stdout).ok()?)?;
+    std::time::SystemTime::now().checked_sub(std::time::Duration::from_secs(ran))
+}
+
+/// `[[dd-]hh:]mm:ss` in seconds.
+#[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
+pub(crate) fn elapsed_seconds(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (days, clock) = match text.split_once('-') {
+        Some((d, rest)) => (d.parse::<u64>().ok()?, rest),
+        None => (0, text),
+    };
+    let parts: Vec<u64> = clock
+        .split(':')
+        .map(|n| n.parse().ok())
+        .collect::<Option<_>>()?;
+    let (h, m, s) = match parts[..] {
+        [m, s] => (0, m, s),
+        [h, m, s] => (h, m, s),
+        _ => return None,
+    };
+    Some(((days * 24 + h) * 60 + m) * 60 + s)
+}
+
 /// The POSIX form the engine compares paths in, which `claude` on Unix reads as is.
 pub(crate) fn lock_folder(abs: &Path) -> String {
     claude_ide_bridge::to_posix(&abs.to_string_lossy())
@@ -410,5 +487,40 @@ mod tests {
             None,
             "a reaped child has no line"
         );
+    }
+
+    /// The start of a process, as `ps` tells it (macOS) and as `/proc` does (Linux): both within
+    /// a few seconds of when the test started it, and nothing for a reaped one.
+    #[test]
+    fn a_process_start_is_read() {
+        let before = std::time::SystemTime::now();
+        let mut child = deaf_child();
+        let near = |t: std::time::SystemTime| {
+            let off = t.duration_since(before).unwrap_or_else(|e| e.duration());
+            off < Duration::from_secs(3)
+        };
+        let started = process_started(child.id()).expect("a start");
+        assert!(near(started), "{started:?} against {before:?}");
+        let by_ps = ps_started(child.id()).expect("ps answers");
+        assert!(near(by_ps), "{by_ps:?} against {before:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(process_started(child.id()), None);
+        assert_eq!(ps_started(child.id()), None);
+    }
+
+    #[test]
+    fn stat_and_etime_fields_are_read() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1 2";
+        assert_eq!(proc_start_ticks(stat), Some(98765));
+        assert_eq!(proc_start_ticks("42 (x) S 1"), None);
+        assert_eq!(elapsed_seconds(" 05:07\n"), Some(307));
+        assert_eq!(elapsed_seconds("01:00:00"), Some(3600));
+        assert_eq!(
+            elapsed_seconds("2-03:04:05"),
+            Some(((2 * 24 + 3) * 60 + 4) * 60 + 5)
+        );
+        assert_eq!(elapsed_seconds("x"), None);
+        assert_eq!(elapsed_seconds("1:2:3:4"), None);
     }
 }

@@ -20,8 +20,8 @@ use std::sync::{Arc, OnceLock};
 
 use windows_sys::core::BOOL;
 use windows_sys::Win32::Foundation::{
-    CloseHandle, ERROR_INVALID_PARAMETER, ERROR_IO_INCOMPLETE, ERROR_NOTIFY_ENUM_DIR, HANDLE,
-    STILL_ACTIVE, WAIT_OBJECT_0, WAIT_TIMEOUT,
+    CloseHandle, ERROR_INVALID_PARAMETER, ERROR_IO_INCOMPLETE, ERROR_NOTIFY_ENUM_DIR, FILETIME,
+    HANDLE, STILL_ACTIVE, WAIT_OBJECT_0, WAIT_TIMEOUT,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     GetFileInformationByHandle, ReadDirectoryChangesW, BY_HANDLE_FILE_INFORMATION,
@@ -34,8 +34,8 @@ use windows_sys::Win32::System::Console::{
     CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
 };
 use windows_sys::Win32::System::Threading::{
-    CreateEventW, GetExitCodeProcess, OpenProcess, ResetEvent, SetEvent, WaitForMultipleObjects,
-    WaitForSingleObject, INFINITE, PROCESS_QUERY_LIMITED_INFORMATION,
+    CreateEventW, GetExitCodeProcess, GetProcessTimes, OpenProcess, ResetEvent, SetEvent,
+    WaitForMultipleObjects, WaitForSingleObject, INFINITE, PROCESS_QUERY_LIMITED_INFORMATION,
 };
 use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
 
@@ -437,6 +437,45 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
         CloseHandle(handle);
         got == 0 || code == STILL_ACTIVE as u32
     }
+}
+
+/// When process `pid` was created (`GetProcessTimes`), as this host's clock tells it. `None` when
+/// it cannot be opened (no such process, or access denied) or asked.
+pub(crate) fn process_started(pid: u32) -> Option<std::time::SystemTime> {
+    if pid == 0 {
+        return None;
+    }
+    // SAFETY: OpenProcess takes plain values and returns a handle or null.
+    let handle = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+    if handle.is_null() {
+        return None;
+    }
+    let zero = FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero, zero, zero, zero);
+    // SAFETY: `handle` is a process handle opened above with the right to query it; the four
+    // FILETIMEs are valid to write to; the handle is closed once, here.
+    let got = unsafe {
+        let got = GetProcessTimes(handle, &mut created, &mut exited, &mut kernel, &mut user);
+        CloseHandle(handle);
+        got
+    };
+    if got == 0 {
+        return None;
+    }
+    filetime_to_system(created)
+}
+
+/// A FILETIME (100 ns ticks since 1601-01-01, UTC) as a `SystemTime`.
+fn filetime_to_system(t: FILETIME) -> Option<std::time::SystemTime> {
+    const UNIX_EPOCH_TICKS: u64 = 116_444_736_000_000_000;
+    let ticks = (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime);
+    let since_epoch = ticks.checked_sub(UNIX_EPOCH_TICKS)?;
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_nanos(
+        since_epoch.checked_mul(100)?,
+    ))
 }
 
 /// Windows paths as `claude` on Windows compares them (it resolves each folder and compares it
