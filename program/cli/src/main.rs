@@ -23,7 +23,7 @@ mod sys;
 mod ui;
 
 use std::ffi::OsString;
-use std::io::{BufRead, IsTerminal};
+use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -335,22 +335,20 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
         .name("terminal".into())
         .spawn(move || {
             let _stop = StopOnPanic::new(&tx, "terminal");
-            let stdin = std::io::stdin();
+            let mut lines = sys::LineReader::new();
             // What was typed before the question is dropped by its asker, before the question
             // is shown (`host::ask`): a key typed once it shows is kept.
             while want_rx.recv().is_ok() {
-                // Bytes, decoded leniently: one byte of another encoding is not the end of input.
-                let mut line = Vec::new();
-                let got = match stdin.lock().read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => None,
-                    Ok(_) => Some(String::from_utf8_lossy(&line).into_owned()),
+                let (input, end) = match lines.read_line() {
+                    // Decoded leniently: one byte of another encoding is not the end of input.
+                    sys::TerminalRead::Line(line) => {
+                        let line = String::from_utf8_lossy(&line).into_owned();
+                        (HostInput::TerminalLine(Some(line), Instant::now()), false)
+                    }
+                    sys::TerminalRead::End => (HostInput::TerminalLine(None, Instant::now()), true),
+                    sys::TerminalRead::Away => (HostInput::TerminalAway, false),
                 };
-                let eof = got.is_none();
-                if tx
-                    .send(HostInput::TerminalLine(got, Instant::now()))
-                    .is_err()
-                    || eof
-                {
+                if tx.send(input).is_err() || end {
                     break;
                 }
             }

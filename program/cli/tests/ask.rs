@@ -451,14 +451,45 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
 /// call of claude's waited for good.
 #[test]
 fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
+    // `set -m`: the shell gives the job a process group of its own, not the terminal's.
+    let screen = in_the_background("set -m; {BIN} serve --workspace {WS} & wait", |_, _| {});
+    assert!(!screen.contains("[a]ccept / [r]eject / [e]dit"), "{screen}");
+}
+
+/// Sent to the background while a question waits for its answer (Ctrl-Z, then `bg`): the change
+/// shown is left for claude's own prompt, said so, and the bridge goes on answering. Before, the
+/// question's read of the terminal, made again as the bridge continued, stopped it once more
+/// (SIGTTIN), and every call of claude's waited until `fg`.
+#[test]
+fn a_bridge_sent_to_the_background_during_a_question_leaves_it_to_claude() {
+    in_the_background(
+        "set -m; {BIN} serve --workspace {WS}; bg; wait",
+        |tty, screen| {
+            screen.wait_for("[a]ccept / [r]eject / [e]dit");
+            // Ctrl-Z: the terminal stops the job, and the shell continues it in the background.
+            tty.write_all(b"\x1a").unwrap();
+            tty.flush().unwrap();
+        },
+    );
+}
+
+/// A bridge run by `cmd` (`{BIN}`, `{WS}` filled in) on a terminal, in the background of it by
+/// the time `to_background` returns (given the terminal and the screen, an `openDiff` waiting):
+/// the change is left for claude's own prompt, the bridge answers calls and stops on a signal.
+/// Returns what the terminal showed.
+fn in_the_background(
+    cmd: &str,
+    to_background: impl FnOnce(&mut std::process::ChildStdin, &Screen),
+) -> String {
     let Some(sb) = terminal_sandbox() else {
-        return;
+        return String::new();
     };
     let file = sb.ws.join("a.txt");
     fs::write(&file, "one\n").unwrap();
-    // `set -m`: the shell gives the job a process group of its own, not the terminal's.
-    let cmd = format!("set -m; {BIN} serve --workspace {} & wait", sb.ws.display());
-    let (_child, _tty, screen) = on_a_terminal(&sb, &cmd, |_| {});
+    let cmd = cmd
+        .replace("{BIN}", BIN)
+        .replace("{WS}", &sb.ws.display().to_string());
+    let (_child, mut tty, screen) = on_a_terminal(&sb, &cmd, |_| {});
     let (lock, mut cl) = connect_served(&sb, &screen);
     // A job the terminal's hang-up does not reach (not its foreground): ended here, whatever
     // the test's outcome.
@@ -475,12 +506,8 @@ fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
     }
     let _ended = Ended(pid);
     let id = cl.call_tool("openDiff", open_diff_args(&file, "two\n", "T"));
+    to_background(&mut tty, &screen);
     screen.wait_for("diff pending (decide in claude; this bridge runs in the background");
-    assert!(
-        !screen.text().contains("[a]ccept / [r]eject / [e]dit"),
-        "{}",
-        screen.text()
-    );
     // Still answering, the change still pending (claude's prompt decides it).
     let r = call(&mut cl, "getWorkspaceFolders", json!({}));
     assert_eq!(json_of(&r)["success"], true, "{r}");
@@ -490,6 +517,7 @@ fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
     let close = cl.call_tool("close_tab", json!({"tab_name": "T"}));
     let answers = responses(&mut cl, &[id, close]);
     assert_eq!(texts(&answers[&id])[0], "DIFF_REJECTED");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
     // It stops on a signal, as in the foreground.
     Command::new("kill")
         .args(["-TERM", &pid.to_string()])
@@ -500,6 +528,7 @@ fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
         assert!(Instant::now() < give_up, "the bridge did not stop");
         std::thread::sleep(Duration::from_millis(20));
     }
+    screen.text()
 }
 
 /// An edit kept after the editor failed, then the change withdrawn (claude closed its tab) before

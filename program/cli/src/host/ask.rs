@@ -288,11 +288,7 @@ impl Host {
             if crate::sys::terminal_is_ours() {
                 break next;
             }
-            ui::say(&format!(
-                "diff pending (decide in claude; this bridge runs in the background of its \
-                 terminal: `fg` brings the questions back): {}",
-                next.args.new_file_path
-            ));
+            left_in_background(next);
         };
         let path = next.args.new_file_path.clone();
         ui::err(format_args!("\n"));
@@ -324,6 +320,16 @@ impl Host {
                     self.line_requested = true;
                 }
             }
+        }
+    }
+
+    /// The bridge was sent to the background of its terminal while a question waited for its
+    /// answer (Ctrl-Z, then `bg`): the change shown and those waiting are left for claude's own
+    /// prompt, as in `show_next`, and the next ones are asked if the bridge is brought back.
+    pub(super) fn on_terminal_away(&mut self) {
+        self.line_requested = false;
+        for left in self.shown.take().into_iter().chain(self.queue.drain(..)) {
+            left_in_background(left);
         }
     }
 
@@ -573,6 +579,17 @@ impl Host {
 /// and left as it is, it is accepted as it is. Why not, and whether the copy is the user's text
 /// now (not `fresh`, or written by this edit), when nothing is accepted.
 /// Also whether Ctrl-C ended the editor.
+/// A change not asked on the terminal, the bridge being in its background: claude's own prompt
+/// decides it. An edit kept for it stays where the terminal said.
+fn left_in_background(left: Shown) {
+    ui::say(&format!(
+        "diff pending (decide in claude; this bridge runs in the background of its terminal: \
+         `fg` brings the questions back): {}{}",
+        left.args.new_file_path,
+        edit_not_used(left.draft)
+    ));
+}
+
 fn edit(
     editor: &OsString,
     tmp: &tempfile::NamedTempFile,

@@ -55,6 +55,9 @@ pub enum HostInput {
     Event(Event, Queued),
     /// A line typed at the `ask` prompt (`None`: the terminal closed), and when it was read.
     TerminalLine(Option<String>, Instant),
+    /// The `ask` prompt's terminal is no longer the bridge's (Unix: it was sent to the
+    /// background, Ctrl-Z then `bg`): no line was read.
+    TerminalAway,
     /// A line from the stdio editor; the reader reads the next ones only while few are queued.
     StdioLine(String, Queued),
     /// The stdio editor sent a line of this many bytes, more than [`MAX_STDIO_LINE`]; it was
@@ -437,6 +440,7 @@ impl Host {
         match input {
             HostInput::Event(e, _queued) => self.on_event(e),
             HostInput::TerminalLine(line, read_at) => self.on_terminal_line(line, read_at),
+            HostInput::TerminalAway => self.on_terminal_away(),
             // The line's place in the queue is given back once it is handled.
             HostInput::StdioLine(line, _queued) => self.on_stdio_line(&line),
             HostInput::StdioLineTooLong(n, _queued) => self.editor_error(format!(

@@ -37,6 +37,8 @@
 //!   started again as its own first step, which `$EDITOR` on a proposal goes through too; macOS:
 //!   the program started beside the command as its watcher; Windows: a Job Object with "kill on
 //!   job close", let go once the command ends by itself; `unix/tie.rs`);
+//! - `LineReader`: the terminal's answers, one line at a time, as a [`TerminalRead`] (Unix:
+//!   waited for so that the bridge sent to the background is not stopped, `unix/lines.rs`);
 //! - `raise_open_files_limit()`, `start_editor(editor, files, ends, setup)`: the rest (a script
 //!   without `#!` as `$EDITOR` is run by `sh` on Unix, as a shell would).
 //!
@@ -63,6 +65,19 @@ pub enum Ends {
     WithBridge,
     /// Outlives it.
     OnItsOwn,
+}
+
+/// What [`LineReader::read_line`] gave: the terminal's answer to a question.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TerminalRead {
+    /// A line, its `\n` included (the last one may have none).
+    Line(Vec<u8>),
+    /// The end of input, or an error reading it: the terminal closed.
+    End,
+    /// Unix: the terminal is no longer this process's (the bridge was sent to its background);
+    /// nothing was read.
+    #[cfg_attr(windows, allow(dead_code))]
+    Away,
 }
 
 /// What `doctor` says about a lock-file folder that exists and is a directory.

@@ -355,6 +355,27 @@ pub fn terminal_is_ours() -> bool {
     true
 }
 
+/// Standard input's lines, one at a time: a console has no background, so a plain read.
+#[derive(Default)]
+pub struct LineReader;
+
+impl LineReader {
+    pub fn new() -> Self {
+        Self
+    }
+
+    /// The next line (with its `\n`), or the end of input (or an error reading it).
+    pub fn read_line(&mut self) -> super::TerminalRead {
+        use std::io::BufRead;
+        // Bytes, decoded by the caller: one byte of another encoding is not the end of input.
+        let mut line = Vec::new();
+        match std::io::stdin().lock().read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => super::TerminalRead::End,
+            Ok(_) => super::TerminalRead::Line(line),
+        }
+    }
+}
+
 /// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 

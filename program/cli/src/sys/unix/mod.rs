@@ -14,7 +14,9 @@ use rustix::process::getuid;
 
 use super::{Ends, Finding};
 
+mod lines;
 mod tie;
+pub use self::lines::LineReader;
 pub use self::tie::{launch_if_asked, program_named, spawn_tied};
 use crate::host::{HostInput, StdioOut};
 use crate::state::Refused;
