@@ -19,6 +19,13 @@ pub enum Error {
         /// The path as given.
         path: String,
     },
+    /// A name on the way to the path is something other than a directory (`a.txt/b`).
+    NotADirectory {
+        /// The path as given.
+        path: String,
+        /// The part of it that is not a directory, from its workspace folder (`a.txt`).
+        on_the_way: String,
+    },
     /// The path names something other than a regular file.
     NotRegular {
         /// The path as given.
@@ -93,6 +100,16 @@ impl Error {
         }
     }
 
+    /// An access that failed at its workspace folder itself: never "no such file" (the folder
+    /// removed or renamed since the bridge started is not the client's path missing).
+    pub(crate) fn folder(path: &str, op: &'static str, err: impl Into<io::Error>) -> Error {
+        Error::Io {
+            path: path.into(),
+            op,
+            err: err.into(),
+        }
+    }
+
     pub(crate) fn outside(path: &str, why: impl Into<String>) -> Error {
         Error::Outside {
             path: path.into(),
@@ -106,6 +123,9 @@ impl fmt::Display for Error {
         match self {
             Error::Outside { path, why } => write!(f, "{path}: outside the workspace ({why})"),
             Error::NotFound { path } => write!(f, "{path}: no such file"),
+            Error::NotADirectory { path, on_the_way } => {
+                write!(f, "{path}: {on_the_way} is not a directory")
+            }
             Error::NotRegular { path, kind } => {
                 write!(
                     f,

@@ -168,7 +168,7 @@ impl Workspace {
         let flags = self.dir_flags.difference(OFlags::NOFOLLOW);
         let f = &self.folders[folder];
         let dir = openat(CWD, f.advertised.as_str(), flags, Mode::empty())
-            .map_err(|e| Error::io(path, "opening the workspace folder", e))?;
+            .map_err(|e| Error::folder(path, "opening the workspace folder", e))?;
         let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, "stat", e))?;
         let now = (st.st_dev as u64, st.st_ino as u64);
         f.still_itself(path, now)?;
@@ -265,7 +265,14 @@ impl Workspace {
                         done.push(name);
                         i += 1;
                     }
-                    _ => return Err(Error::NotFound { path: path.into() }),
+                    _ => {
+                        done.push(name);
+                        let on_the_way = done.iter().map(|c| c.to_string_lossy());
+                        return Err(Error::NotADirectory {
+                            path: path.into(),
+                            on_the_way: on_the_way.collect::<Vec<_>>().join("/"),
+                        });
+                    }
                 }
             }
             // No components: the folder itself.

@@ -78,8 +78,22 @@ fn reads_a_regular_file_and_answers_its_path() {
         ws.read_text("src/b.rs"),
         Err(Error::NotFound { .. })
     ));
+    let through_a_file = ws.read_text("src/a.rs/x").unwrap_err();
+    // Said for what it is, not "no such file".
+    assert!(
+        matches!(&through_a_file, Error::NotADirectory { on_the_way, .. } if on_the_way == "src/a.rs"),
+        "{through_a_file:?}"
+    );
+    assert_eq!(
+        through_a_file.to_string(),
+        "src/a.rs/x: src/a.rs is not a directory"
+    );
     assert!(matches!(
-        ws.read_text("src/a.rs/x"),
+        ws.write("src/a.rs/x/y", b"y"),
+        Err(Error::NotADirectory { .. })
+    ));
+    assert!(matches!(
+        ws.read_text("src/missing/x"),
         Err(Error::NotFound { .. })
     ));
     // A path ending with `/` names a directory: not the file before it (it was read), and a
@@ -958,4 +972,27 @@ fn a_directory_swapped_for_a_link_during_listings_never_leads_them_outside() {
     let swaps = swapper.join().unwrap();
     assert!(swaps > 0);
     eprintln!("{swaps} swaps; {listed_inside} inside files listed over 1000 listings");
+}
+
+/// The workspace folder itself removed (or renamed) while the bridge runs: every access fails,
+/// and says it was the folder, not "no such file" (the client's path is not what is missing).
+#[test]
+fn a_workspace_folder_gone_is_not_a_missing_file() {
+    let t = Tree::new();
+    t.file("a.txt", "a\n");
+    let ws = t.workspace(Limits::default());
+    assert!(ws.read_text("a.txt").is_ok());
+    fs::rename(&t.ws, t.ws.with_extension("moved")).unwrap();
+    for e in [
+        ws.read_text("a.txt").unwrap_err(),
+        ws.write("b.txt", b"b").unwrap_err(),
+    ] {
+        assert!(!matches!(e, Error::NotFound { .. }), "{e:?}");
+        assert!(!e.is_refusal(), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("opening the workspace folder failed"),
+            "{e}"
+        );
+    }
 }

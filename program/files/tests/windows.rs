@@ -298,6 +298,20 @@ fn only_regular_files_within_the_limit_are_read() {
         ws.line_count("big.txt"),
         Err(Error::TooLarge { .. })
     ));
+    // A path through a file is said for what it is, not "no such file".
+    let through_a_file = ws.write(r"big.txt\x\y", b"x").unwrap_err();
+    assert_eq!(
+        through_a_file.to_string(),
+        r"big.txt\x\y: big.txt is not a directory"
+    );
+    assert!(matches!(
+        ws.read_text(r"big.txt\x"),
+        Err(Error::NotADirectory { .. })
+    ));
+    assert!(matches!(
+        ws.read_text(r"missing\x"),
+        Err(Error::NotFound { .. })
+    ));
     assert!(matches!(ws.read_text("bin"), Err(Error::NotText { .. })));
     assert!(matches!(
         ws.read_text("missing.txt"),
@@ -798,4 +812,22 @@ fn listings_leave_out_names_windows_reads_otherwise() {
         vec![format!(r"{folder}\ok.txt")]
     );
     assert_eq!(ws.info().file_count, 1);
+}
+
+/// The workspace folder itself renamed while the bridge runs: an access says it was the folder,
+/// not "no such file".
+#[test]
+fn a_workspace_folder_gone_is_not_a_missing_file() {
+    let t = tree();
+    fs::write(t.ws.join("a.txt"), "a\n").unwrap();
+    let ws = workspace(&t);
+    assert!(ws.read_text("a.txt").is_ok());
+    fs::rename(&t.ws, t.ws.with_extension("moved")).unwrap();
+    let e = ws.read_text("a.txt").unwrap_err();
+    assert!(!matches!(e, Error::NotFound { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("opening the workspace folder failed"),
+        "{e}"
+    );
 }

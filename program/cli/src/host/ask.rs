@@ -120,7 +120,9 @@ impl Host {
             // cannot be shown is said to exist.
             let old = match (wants_old && verdict.is_ok()).then(|| ws.read_text(&old_path)) {
                 Some(Ok(t)) => ui::Old::Text(t.content),
-                Some(Err(Error::NotFound { .. })) | None => ui::Old::Missing,
+                Some(Err(Error::NotFound { .. } | Error::NotADirectory { .. })) | None => {
+                    ui::Old::Missing
+                }
                 Some(Err(e)) => ui::Old::Unreadable(e.to_string()),
             };
             (verdict, old)

@@ -232,11 +232,11 @@ fn in_workspace(ws: &Workspace, uri: &str) -> bool {
 }
 
 /// Reads a file for a server through the workspace (inside it, a regular file, bounded, UTF-8):
-/// `Ok(None)` when it does not exist.
+/// `Ok(None)` when it does not exist (nor can: a name on its way is a file).
 fn read(ws: &Workspace, path: &str) -> Result<Option<Text>, Error> {
     match ws.read_text(path) {
         Ok(t) => Ok(Some(t)),
-        Err(Error::NotFound { .. }) => Ok(None),
+        Err(Error::NotFound { .. } | Error::NotADirectory { .. }) => Ok(None),
         Err(e) => Err(e),
     }
 }

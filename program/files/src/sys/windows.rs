@@ -130,6 +130,25 @@ fn failed(path: &str, op: &'static str, e: io::Error) -> Error {
     }
 }
 
+/// [`failed`] for an access to `comps` under `dir`, except that a failure because a name on its
+/// way is a file (Windows says "not found", "already exists" or "directory name invalid") is
+/// said as such.
+fn failed_at(dir: &Dir, comps: &[String], path: &str, op: &'static str, e: io::Error) -> Error {
+    for k in 1..comps.len() {
+        match dir.metadata(rel(&comps[..k])) {
+            Ok(md) if md.is_dir() => {}
+            Ok(_) => {
+                return Error::NotADirectory {
+                    path: path.into(),
+                    on_the_way: comps[..k].join(r"\"),
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    failed(path, op, e)
+}
+
 fn kind_name(t: FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
@@ -314,7 +333,7 @@ impl Workspace {
         // `network_share`).
         f.usable(path)?;
         let dir = Dir::open_ambient_dir(&f.advertised, ambient_authority())
-            .map_err(|e| Error::io(path, "opening the workspace folder", e))?;
+            .map_err(|e| Error::folder(path, "opening the workspace folder", e))?;
         let md = dir.dir_metadata().map_err(|e| Error::io(path, "stat", e))?;
         let now = (md.dev(), md.ino());
         f.still_itself(path, now)?;
@@ -342,7 +361,7 @@ impl Workspace {
         let at = rel(&comps);
         let looked = dir
             .metadata(&at)
-            .map_err(|e| failed(path, "looking up", e))?;
+            .map_err(|e| failed_at(&dir, &comps, path, "looking up", e))?;
         if !looked.is_file() {
             return Err(Error::NotRegular {
                 path: path.into(),
@@ -412,7 +431,7 @@ impl Workspace {
         let dir = self.open_folder(i, path)?;
         let md = dir
             .metadata(rel(&comps))
-            .map_err(|e| failed(path, "looking up", e))?;
+            .map_err(|e| failed_at(&dir, &comps, path, "looking up", e))?;
         if !md.is_file() {
             return Err(Error::NotRegular {
                 path: path.into(),
@@ -454,7 +473,12 @@ impl Workspace {
                         kind: kind_name(md.file_type()),
                     })
                 }
-                Ok(_) => return Err(Error::NotFound { path: path.into() }),
+                Ok(_) => {
+                    return Err(Error::NotADirectory {
+                        path: path.into(),
+                        on_the_way: comps[..k].join(r"\"),
+                    })
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(failed(path, "looking up", e)),
             }
@@ -495,7 +519,7 @@ impl Workspace {
         } else {
             let at = rel(parents);
             dir.create_dir_all(&at)
-                .map_err(|e| failed(path, "creating a directory", e))?;
+                .map_err(|e| failed_at(&dir, parents, path, "creating a directory", e))?;
             dir.open_dir(&at)
                 .map_err(|e| failed(path, "opening a directory", e))?
         };
