@@ -195,23 +195,35 @@ fn same_below(a: &[String], b: &[String], windows: bool) -> bool {
     }
 }
 
-/// Whether folder `i` of these (each as advertised and as on disk) is walked as part of another
-/// one: see [`Workspace::covered`].
+/// Where folder `i` of these (each as advertised and as on disk) is below folder `k`, when the
+/// walk of `k` reaches it: the same components below both the advertised and the real folders
+/// (no link on the way, which that walk would not follow). `Some(vec![])`: the same folder.
+fn below_among(folders: &[(&str, &str)], i: usize, k: usize, windows: bool) -> Option<Vec<String>> {
+    let ((advertised, canonical), (outer_adv, outer_can)) = (folders[i], folders[k]);
+    let below = folder_below(advertised, outer_adv, windows)?;
+    folder_below(canonical, outer_can, windows)
+        .is_some_and(|real| same_below(&below, &real, windows))
+        .then_some(below)
+}
+
+/// Whether folder `i` of these is walked as part of another one: see [`Workspace::covered`].
 fn covered_among(folders: &[(&str, &str)], i: usize, windows: bool) -> bool {
-    let (advertised, canonical) = folders[i];
-    folders
-        .iter()
-        .enumerate()
-        .any(|(k, (outer_adv, outer_can))| {
-            if k == i {
-                return false;
+    (0..folders.len()).any(|k| {
+        k != i
+            && below_among(folders, i, k, windows).is_some_and(|below| !below.is_empty() || k < i)
+    })
+}
+
+/// Whether the directory at `rel` (components below a folder) is, or holds, the place `below`.
+pub(crate) fn holds(rel: &[&str], below: &[String]) -> bool {
+    let windows = cfg!(windows);
+    below.len() >= rel.len()
+        && below.iter().zip(rel).all(|(b, r)| {
+            if windows {
+                crate::sys::winpath::same_name(b, r)
+            } else {
+                b == r
             }
-            let Some(below) = folder_below(advertised, outer_adv, windows) else {
-                return false;
-            };
-            folder_below(canonical, outer_can, windows)
-                .is_some_and(|real| same_below(&below, &real, windows))
-                && (!below.is_empty() || k < i)
         })
 }
 
@@ -276,6 +288,24 @@ impl Workspace {
         }
     }
 
+    /// The folders strictly inside folder `k` that its walk reaches (no link on the way), each
+    /// with its components below `k`: when that walk leaves one out (an ignore rule matches it
+    /// or a directory holding it), it is walked on its own.
+    pub(crate) fn nested_in(&self, k: usize) -> Vec<(usize, Vec<String>)> {
+        let folders: Vec<(&str, &str)> = self
+            .folders
+            .iter()
+            .map(|f| (f.advertised.as_str(), f.canonical.as_str()))
+            .collect();
+        (0..folders.len())
+            .filter(|&j| j != k)
+            .filter_map(|j| {
+                let below = below_among(&folders, j, k, cfg!(windows))?;
+                (!below.is_empty()).then_some((j, below))
+            })
+            .collect()
+    }
+
     /// Whether folder `i` is walked as part of another one.
     pub(crate) fn covered(&self, i: usize) -> bool {
         // A folder inside another one (or given twice) is walked as part of that one, with
@@ -297,7 +327,10 @@ impl Workspace {
     /// pattern that starts with a drive or share, `C:\ws\src\*.rs`, is absolute, as one that
     /// starts with `/` is elsewhere), skipping what an editor skips:
     /// `.git`, and what `.gitignore` files and `.git/info/exclude` exclude (a `.gitignore` that
-    /// is a symbolic link counts for nothing, as in git). Links are not followed nor listed. Bounded by [`Limits`](crate::Limits): at most `max_list_entries`
+    /// is a symbolic link counts for nothing, as in git). Links are not followed nor listed. A
+    /// folder inside another is listed once, as part of the outer one and with its ignore files;
+    /// one that those leave out is still listed, walked on its own with its own ignore files.
+    /// Bounded by [`Limits`](crate::Limits): at most `max_list_entries`
     /// results and `max_list_bytes` of them, `max_walk_entries` entries looked at, `max_depth`
     /// levels, `max_walk_time`, and twice `max_ignore_file_bytes` of ignore files. A directory
     /// that cannot be read (permissions, no handle left) marks the listing cut short too. On

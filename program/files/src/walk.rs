@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime};
 
 use ignore::gitignore::Gitignore;
 
+use crate::list::holds;
 use crate::Workspace;
 
 /// What the walk found in a directory.
@@ -85,108 +86,178 @@ impl Workspace {
     }
 
     fn walk_with<L: Listing>(&self, mut found: impl FnMut(&str, &str, &str, &L) -> bool) -> bool {
-        let deadline = Instant::now() + self.limits.max_walk_time;
-        let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
-        // Every entry the walk reads counts, the ones skipped too (ignored trees).
-        let mut seen = 0usize;
-        let mut cut = false;
-        // What the ignore files of one walk may hold in all (see `matcher`).
-        let cap = self.limits.max_ignore_file_bytes;
-        let mut ignore_left = 2 * cap;
-        for (i, folder) in self.folders.iter().enumerate() {
+        let n = self.folders.len();
+        let mut walk = Walk {
+            deadline: Instant::now() + self.limits.max_walk_time,
+            seen: 0,
+            cut: false,
+            ignore_left: 2 * self.limits.max_ignore_file_bytes,
+            reached: vec![false; n],
+            left_out: vec![false; n],
+        };
+        for i in 0..n {
             if self.covered(i) {
                 continue;
             }
-            let root = PathBuf::from(&folder.advertised);
-            let Some(top) = L::top(self, i) else {
-                // Not seen at all: the listing is not whole.
-                cut = true;
-                continue;
-            };
-            let exclude = Self::matcher(&root, "", &mut ignore_left, || top.exclude(self, i, cap));
-            let ignore = Self::matcher(&root, "", &mut ignore_left, || top.gitignore(cap));
-            let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
+            if self.walk_folder(i, &mut walk, &mut found).is_err() {
                 return true;
-            };
-            // Building the rules counts in the walk's time.
-            if Instant::now() > deadline {
-                return true;
-            }
-            let mut stack = vec![Frame {
-                dir: top,
-                rel: String::new(),
-                ignore,
-            }];
-            while let Some(frame) = stack.last_mut() {
-                let entry = match frame.dir.next_entry() {
-                    Some(Ok(entry)) => entry,
-                    // The directory's end.
-                    None => {
-                        stack.pop();
-                        continue;
-                    }
-                    // What was read stands, the rest was not seen.
-                    Some(Err(_)) => {
-                        cut = true;
-                        stack.pop();
-                        continue;
-                    }
-                };
-                seen += 1;
-                if seen > max_entries || Instant::now() > deadline {
-                    return true;
-                }
-                let (name, is_dir) = match &entry {
-                    Entry::Dir(name) => (name.as_str(), true),
-                    Entry::File(name) => (name.as_str(), false),
-                    Entry::Other => continue,
-                };
-                if L::is_git(name) {
-                    continue;
-                }
-                let depth = stack.len();
-                let rel = Self::child_rel(&stack[depth - 1].rel, name);
-                let full = root.join(&rel);
-                if Self::ignored(
-                    stack.iter().rev().map(|f| &f.ignore),
-                    &exclude,
-                    &full,
-                    is_dir,
-                ) {
-                    continue;
-                }
-                if is_dir && depth >= max_depth {
-                    // Not entered: there may be more below.
-                    cut = true;
-                    continue;
-                }
-                if is_dir {
-                    match stack[depth - 1].dir.child(name) {
-                        // Its `.gitignore` is read through the handle its entries are read
-                        // from: whatever comes to be at its path meanwhile, the rules are its
-                        // own.
-                        Ok(dir) => {
-                            let ignore =
-                                Self::matcher(&root, &rel, &mut ignore_left, || dir.gitignore(cap));
-                            let Some(ignore) = ignore else {
-                                return true;
-                            };
-                            if Instant::now() > deadline {
-                                return true;
-                            }
-                            stack.push(Frame { dir, rel, ignore });
-                        }
-                        Err(NotEntered::Gone) => {}
-                        Err(NotEntered::Failed) => cut = true,
-                    }
-                    continue;
-                }
-                let dir = &stack[depth - 1].dir;
-                if !found(name, &rel, &L::absolute(&folder.advertised, &rel), dir) {
-                    return true;
-                }
             }
         }
-        cut
+        // A folder inside another whose walk left it out (an ignore rule of the outer one matched
+        // it, or a directory holding it) is still a folder the user named: walked on its own,
+        // with its own ignore files, the outermost first (its walk may reach the others).
+        while let Some(j) = (0..n)
+            .filter(|&j| walk.left_out[j] && !walk.reached[j])
+            .min_by_key(|&j| self.folders[j].advertised.len())
+        {
+            walk.reached[j] = true;
+            if self.walk_folder(j, &mut walk, &mut found).is_err() {
+                return true;
+            }
+        }
+        walk.cut
     }
+
+    /// Walks folder `i` (see [`Workspace::walk_files`]); `Err` when a bound or `found` stopped
+    /// the whole walk.
+    fn walk_folder<L: Listing>(
+        &self,
+        i: usize,
+        walk: &mut Walk,
+        found: &mut impl FnMut(&str, &str, &str, &L) -> bool,
+    ) -> Result<(), Stopped> {
+        let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
+        // What the ignore files of one walk may hold in all (see `matcher`).
+        let cap = self.limits.max_ignore_file_bytes;
+        let folder = &self.folders[i];
+        let nested = self.nested_in(i);
+        let root = PathBuf::from(&folder.advertised);
+        let Some(top) = L::top(self, i) else {
+            // Not seen at all: the listing is not whole.
+            walk.cut = true;
+            return Ok(());
+        };
+        let left = &mut walk.ignore_left;
+        let exclude = Self::matcher(&root, "", left, || top.exclude(self, i, cap));
+        let ignore = Self::matcher(&root, "", left, || top.gitignore(cap));
+        let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
+            return Err(Stopped);
+        };
+        // Building the rules counts in the walk's time.
+        if Instant::now() > walk.deadline {
+            return Err(Stopped);
+        }
+        let mut stack = vec![Frame {
+            dir: top,
+            rel: String::new(),
+            ignore,
+        }];
+        while let Some(frame) = stack.last_mut() {
+            let entry = match frame.dir.next_entry() {
+                Some(Ok(entry)) => entry,
+                // The directory's end.
+                None => {
+                    stack.pop();
+                    continue;
+                }
+                // What was read stands, the rest was not seen.
+                Some(Err(_)) => {
+                    walk.cut = true;
+                    stack.pop();
+                    continue;
+                }
+            };
+            // Every entry the walk reads counts, the ones skipped too (ignored trees).
+            walk.seen += 1;
+            if walk.seen > max_entries || Instant::now() > walk.deadline {
+                return Err(Stopped);
+            }
+            let (name, is_dir) = match &entry {
+                Entry::Dir(name) => (name.as_str(), true),
+                Entry::File(name) => (name.as_str(), false),
+                Entry::Other => continue,
+            };
+            if L::is_git(name) {
+                continue;
+            }
+            let depth = stack.len();
+            let rel = Self::child_rel(&stack[depth - 1].rel, name);
+            let full = root.join(&rel);
+            // The folders inside this one at or below this directory.
+            let inside = || {
+                let rel: Vec<&str> = rel.split('/').collect();
+                nested.iter().filter(move |(_, below)| holds(&rel, below))
+            };
+            if Self::ignored(
+                stack.iter().rev().map(|f| &f.ignore),
+                &exclude,
+                &full,
+                is_dir,
+            ) {
+                if is_dir && !nested.is_empty() {
+                    for (j, _) in inside() {
+                        walk.left_out[*j] = true;
+                    }
+                }
+                continue;
+            }
+            if is_dir && depth >= max_depth {
+                // Not entered: there may be more below.
+                walk.cut = true;
+                continue;
+            }
+            if is_dir {
+                match stack[depth - 1].dir.child(name) {
+                    // Its `.gitignore` is read through the handle its entries are read
+                    // from: whatever comes to be at its path meanwhile, the rules are its
+                    // own.
+                    Ok(dir) => {
+                        let left = &mut walk.ignore_left;
+                        let ignore = Self::matcher(&root, &rel, left, || dir.gitignore(cap));
+                        let Some(ignore) = ignore else {
+                            return Err(Stopped);
+                        };
+                        if Instant::now() > walk.deadline {
+                            return Err(Stopped);
+                        }
+                        if !nested.is_empty() {
+                            let depth_below = rel.split('/').count();
+                            for (j, below) in inside() {
+                                if below.len() == depth_below {
+                                    walk.reached[*j] = true;
+                                }
+                            }
+                        }
+                        stack.push(Frame { dir, rel, ignore });
+                    }
+                    Err(NotEntered::Gone) => {}
+                    Err(NotEntered::Failed) => walk.cut = true,
+                }
+                continue;
+            }
+            let dir = &stack[depth - 1].dir;
+            if !found(name, &rel, &L::absolute(&folder.advertised, &rel), dir) {
+                return Err(Stopped);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The whole walk stopped: by a bound (entries, time, ignore files) or by its caller.
+struct Stopped;
+
+/// What the walk of every folder shares: its bounds spent so far, whether it was cut short, and
+/// which nested folders the walks of their outer ones reached or left out.
+struct Walk {
+    deadline: Instant,
+    /// Entries read, the ones skipped too (ignored trees).
+    seen: usize,
+    cut: bool,
+    /// What the ignore files of the whole walk may still hold (see `matcher`).
+    ignore_left: u64,
+    /// Folder `j` was entered as a directory of another one's walk.
+    reached: Vec<bool>,
+    /// An ignore rule of another one's walk matched folder `j` or a directory holding it.
+    left_out: Vec<bool>,
 }

@@ -768,6 +768,46 @@ fn listing_bytes_ignore_files_and_unreadable_directories() {
     }
 }
 
+/// A folder nested in another whose ignore files leave it out (`build/` in the outer
+/// `.gitignore`, the folder `build/gen`) is still listed: walked on its own, with its own ignore
+/// files, once, and a folder inside it with it. Before, its files were in no listing, which was
+/// said to be whole.
+#[test]
+fn a_nested_folder_the_outer_one_ignores_is_listed() {
+    let t = Tree::new();
+    t.file(".gitignore", "build/\n");
+    t.file("top.txt", "");
+    t.file("build/other.txt", "");
+    t.file("build/gen/a.txt", "");
+    t.file("build/gen/.gitignore", "*.tmp\n");
+    t.file("build/gen/skipped.tmp", "");
+    t.file("build/gen/deeper/b.txt", "");
+    let folder = |rel: &str| t.ws.join(rel).to_str().unwrap().to_string();
+    let ws = Workspace::new(
+        vec![folder("build/gen/deeper"), folder(""), folder("build/gen")],
+        Limits::default(),
+    );
+    let l = ws.list(None).unwrap();
+    let below: Vec<String> = l
+        .files
+        .iter()
+        .map(|f| f.strip_prefix(&folder("")).unwrap().to_string())
+        .collect();
+    assert_eq!(
+        below,
+        [
+            ".gitignore",
+            "build/gen/.gitignore",
+            "build/gen/a.txt",
+            "build/gen/deeper/b.txt",
+            "top.txt"
+        ],
+        "{l:?}"
+    );
+    assert!(!l.truncated);
+    assert_eq!(ws.info().file_count, 5);
+}
+
 /// A folder nested in another (`--workspace /w --workspace /w/sub`), or given twice, is listed
 /// once, with the outer folder's ignore files (its files were listed and counted twice, and the
 /// outer `.gitignore` did not apply to the second walk).
