@@ -376,7 +376,8 @@ impl IdeServer {
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given
     /// up to 2 s to finish, then every socket is closed, the lock file removed and the threads
-    /// joined.
+    /// joined (those that end within 5 s: one held in a handler that does not return is left to
+    /// end on its own, and the stop returns).
     pub fn stop(mut self) {
         self.stop_now();
     }
@@ -410,14 +411,31 @@ impl IdeServer {
             let woken = stop_listening(&listener)
                 || TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok();
             if woken && acceptor.thread().id() != me {
-                let _ = acceptor.join();
+                join_within(acceptor, JOIN_GRACE);
             }
         }
+        let give_up = Instant::now() + JOIN_GRACE;
         for t in joins {
             if t.thread().id() != me {
-                let _ = t.join();
+                join_within(t, give_up.saturating_duration_since(Instant::now()));
             }
         }
+    }
+}
+
+/// How long a stop waits for the server's threads to end once their sockets are closed: a
+/// thread still in a handler that does not return (blocked on something only the stopping
+/// thread would do) is left to end on its own, and the stop goes on.
+const JOIN_GRACE: Duration = Duration::from_secs(5);
+
+/// Joins `t` if it ends within `grace`, looking every 5 ms (a stop only); else leaves it.
+fn join_within(t: JoinHandle<()>, grace: Duration) {
+    let give_up = Instant::now() + grace;
+    while !t.is_finished() && Instant::now() < give_up {
+        thread::sleep(Duration::from_millis(5));
+    }
+    if t.is_finished() {
+        let _ = t.join();
     }
 }
 

@@ -243,6 +243,9 @@ impl Tasks {
     }
 }
 
+/// How long a stop awaits the server's tasks once their sockets are closed.
+const JOIN_GRACE: Duration = Duration::from_secs(5);
+
 /// The tasks left at a stop, detached when dropped: a `stop` no longer awaited (a host's timeout
 /// around it) or a `Drop` leaves them to end on their own instead of cancelling them half way,
 /// which would leave a connection's socket and buffers registered until the last `Handle` goes.
@@ -436,7 +439,8 @@ impl IdeServer {
 
     /// Stops: pending diffs are answered `DIFF_REJECTED`, clients are sent Close 1001 and given
     /// up to 2 s to finish, then every socket is closed, the lock file removed and the tasks
-    /// awaited.
+    /// awaited (for up to 5 s: one held in a handler that does not return is left to end on its
+    /// own, and the stop returns).
     pub async fn stop(self) {
         let tasks = self.tasks.clone();
         tasks.shared.begin_stop();
@@ -444,9 +448,23 @@ impl IdeServer {
         while !tasks.shared.is_idle() && Instant::now() < give_up {
             Timer::after(Duration::from_millis(5)).await;
         }
-        // Awaited in place: see `Left`.
-        for task in &mut tasks.stop_hard().0 {
-            task.await;
+        // Awaited in place: see `Left`. A task still in a handler that does not return (blocked
+        // on something only the stopping task would do) is left to end on its own, with those
+        // after it, once JOIN_GRACE has passed.
+        let mut left = tasks.stop_hard();
+        let give_up = Instant::now() + JOIN_GRACE;
+        for task in &mut left.0 {
+            let ended = async {
+                task.await;
+                true
+            };
+            let late = async {
+                Timer::at(give_up).await;
+                false
+            };
+            if !future::or(ended, late).await {
+                break;
+            }
         }
     }
 }

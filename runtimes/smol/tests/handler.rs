@@ -256,3 +256,39 @@ fn at_mention() -> claude_ide_bridge::AtMentioned {
         line_end: None,
     }
 }
+
+/// A handler that never returns while the server stops (it waits for something only the
+/// stopping task would do): the stop still returns, the lock file gone, leaving that task to
+/// end on its own. Before, the stop awaited it without a bound and hung.
+#[test]
+fn a_handler_that_does_not_return_does_not_hold_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (release, held) = mpsc::channel::<()>();
+    let held = Arc::new(Mutex::new(held));
+    let (in_handler, entered) = mpsc::channel();
+    let server = smol::block_on(IdeServer::start_with_handler(
+        scenarios::opts(dir.path()),
+        move |e, _| {
+            if let Event::ToolCall { .. } = e {
+                let _ = in_handler.send(());
+                let _ = held.lock().unwrap().recv();
+            }
+        },
+    ))
+    .unwrap();
+    let lock = server.lock_path().unwrap().to_path_buf();
+    let (_, c) = client::connect(server.port(), Some(scenarios::TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    c.call_tool("getDiagnostics", json!({}));
+    entered.recv_timeout(Duration::from_secs(20)).unwrap();
+    let (stopped, stop_returned) = mpsc::channel();
+    thread::spawn(move || {
+        smol::block_on(server.stop());
+        let _ = stopped.send(());
+    });
+    let returned = stop_returned.recv_timeout(Duration::from_secs(30));
+    let _ = release.send(());
+    returned.expect("the stop returned");
+    assert!(!lock.exists());
+}
