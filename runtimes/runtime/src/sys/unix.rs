@@ -276,8 +276,16 @@ pub(crate) fn process_started(pid: u32) -> Option<std::time::SystemTime> {
 
 #[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
 pub(crate) fn ps_started(pid: u32) -> Option<std::time::SystemTime> {
+    let ran = elapsed_seconds(&ps_field(pid, "etime=")?)?;
+    std::time::SystemTime::now().checked_sub(std::time::Duration::from_secs(ran))
+}
+
+/// What `ps -o KEYWORD -p PID` prints for process `pid`; `None` when `ps` cannot be run or names
+/// no such process.
+#[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
+fn ps_field(pid: u32, keyword: &str) -> Option<String> {
     let out = std::process::Command::new("ps")
-        .args(["-o", "etime=", "-p", &pid.to_string()])
+        .args(["-o", keyword, "-p", &pid.to_string()])
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .output()
@@ -285,8 +293,7 @@ pub(crate) fn ps_started(pid: u32) -> Option<std::time::SystemTime> {
     if !out.status.success() {
         return None;
     }
-    let ran = elapsed_seconds(std::str::from_utf8(&out.stdout).ok()?)?;
-    std::time::SystemTime::now().checked_sub(std::time::Duration::from_secs(ran))
+    String::from_utf8(out.stdout).ok()
 }
 
 /// `[[dd-]hh:]mm:ss` in seconds.
@@ -342,16 +349,7 @@ pub(crate) fn proc_sig_ign(status: &str) -> Option<u64> {
 /// so Linux tests this path too.
 #[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
 pub(crate) fn ps_ignored_signals(pid: u32) -> Option<u64> {
-    let out = std::process::Command::new("ps")
-        .args(["-o", "sigignore=", "-p", &pid.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
+    let text = ps_field(pid, "sigignore=")?;
     let hex = text.trim();
     let hex = hex.strip_prefix("0x").unwrap_or(hex);
     u64::from_str_radix(hex, 16).ok()
