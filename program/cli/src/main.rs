@@ -756,8 +756,14 @@ fn serve(
             Err(e) => {
                 ui::set_quiet(false);
                 running.stop(Duration::from_secs(5));
+                let hint = match e.kind() {
+                    std::io::ErrorKind::NotFound => {
+                        " (is it installed and on PATH? give its full path after --)"
+                    }
+                    _ => "",
+                };
                 return failure(&format!(
-                    "cannot run {}: {e} (is it installed and on PATH? give its full path after --)",
+                    "cannot run {}: {e}{hint}",
                     cmd[0].to_string_lossy()
                 ));
             }

@@ -99,6 +99,42 @@ fn run_reports_a_signal_as_128_plus() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("PATH"));
 }
 
+/// A `claude` built for another machine (an ELF file for a machine no binfmt handler here takes:
+/// the VAX's), found on PATH: refused with why. Before, glibc's `execvp` gave it to `sh`, which
+/// failed on its bytes with "Syntax error" and a status of 2.
+#[test]
+#[cfg(target_os = "linux")]
+fn run_refuses_a_program_for_another_machine() {
+    let sb = Sandbox::new();
+    let bin = sb.root().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
+    elf.extend([0; 8]);
+    elf.extend(2u16.to_le_bytes());
+    elf.extend(75u16.to_le_bytes());
+    elf.extend([0; 100]);
+    fs::write(bin.join("claude"), &elf).unwrap();
+    fs::set_permissions(bin.join("claude"), fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = sb
+        .command()
+        .env("PATH", path)
+        .args(["run", "--", "claude"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot run claude: it is a program for another machine (ELF machine 75"),
+        "{err}"
+    );
+    assert!(!err.contains("Syntax error"), "{err}");
+}
+
 #[test]
 fn run_answers_claude_while_it_runs() {
     let sb = Sandbox::new();

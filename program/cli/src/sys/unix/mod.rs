@@ -15,6 +15,7 @@ use rustix::process::getuid;
 use super::{Ends, Finding};
 
 mod lines;
+mod machine;
 mod tie;
 pub use self::lines::LineReader;
 pub use self::tie::{launch_if_asked, program_named, spawn_tied};

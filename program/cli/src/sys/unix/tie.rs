@@ -91,6 +91,13 @@ pub fn spawn_tied(command: Command) -> io::Result<Child> {
 /// outlive them (the main thread for `run`'s, the prompt's job, which waits for it, for
 /// `$EDITOR`).
 pub(super) fn start(command: Command, setup: impl Fn(&mut Command)) -> io::Result<Child> {
+    // Refused here rather than given to `sh` by glibc's `execvp` (`machine.rs`).
+    let (path, dir) = (path_of(&command), command.get_current_dir());
+    if let Ok(found) = find_program(command.get_program(), path.as_deref(), dir) {
+        if let Some(why) = super::machine::foreign_program(&found) {
+            return Err(io::Error::other(why));
+        }
+    }
     let way = match IS_PROGRAM.load(Ordering::Relaxed) {
         true => *WAY.get_or_init(chosen_way),
         false => Way::Untied,
