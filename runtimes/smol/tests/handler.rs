@@ -266,8 +266,12 @@ fn a_handler_that_does_not_return_does_not_hold_the_stop() {
     let (release, held) = mpsc::channel::<()>();
     let held = Arc::new(Mutex::new(held));
     let (in_handler, entered) = mpsc::channel();
-    let server = smol::block_on(IdeServer::start_with_handler(
+    // An executor of its own: the handler holds one of its threads for seconds, which on smol's
+    // global one would hold up the other tests of this binary.
+    let (ex, stop_executor, runners) = executor(2, "held");
+    let server = smol::block_on(IdeServer::start_with_handler_on(
         scenarios::opts(dir.path()),
+        ex,
         move |e, _| {
             if let Event::ToolCall { .. } = e {
                 let _ = in_handler.send(());
@@ -291,4 +295,8 @@ fn a_handler_that_does_not_return_does_not_hold_the_stop() {
     let _ = release.send(());
     returned.expect("the stop returned");
     assert!(!lock.exists());
+    drop(stop_executor);
+    for r in runners {
+        r.join().unwrap();
+    }
 }
