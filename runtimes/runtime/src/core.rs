@@ -53,6 +53,25 @@ impl std::fmt::Display for ListenError {
 
 impl std::error::Error for ListenError {}
 
+/// Refuses a port given (`--port`, or one kept from the last start) that another program serves,
+/// where the OS would let this bind succeed anyway (`binds_over_wildcard`: macOS and the BSDs,
+/// whose `SO_REUSEADDR` lets a listener on `127.0.0.1` take a port served on every address, and
+/// Windows without `SO_EXCLUSIVEADDRUSE` on that program's socket): the bridge would then take
+/// that program's local connections. Asked by connecting first. Linux refuses the bind itself.
+fn refuse_a_served_port(addr: SocketAddr, binds_over_wildcard: bool) -> io::Result<()> {
+    if addr.port() == 0 || !binds_over_wildcard || !crate::lock::answers(addr) {
+        return Ok(());
+    }
+    let message = format!(
+        "cannot listen on {addr}: another program already serves port {}",
+        addr.port()
+    );
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        ListenError { addr, message },
+    ))
+}
+
 /// The engine plus what both runtimes track around it: the deadline the timer was last told
 /// about, and the logger. Runtimes keep it behind their mutex and call [`Core::drain`] after
 /// every call into the engine, then act on the [`Drained`] outside the lock where they can.
@@ -105,6 +124,7 @@ impl Core {
         let folders = posix_folders(&opts.workspace_folders)?;
         let token = opts.auth_token.clone().unwrap_or_else(generate_token);
         let addr = SocketAddr::new(opts.bind, opts.port);
+        refuse_a_served_port(addr, crate::sys::BINDS_OVER_WILDCARD)?;
         let listener = TcpListener::bind(addr).map_err(|e| ListenError::wrap(addr, e))?;
         let port = listener.local_addr()?.port();
         let logger = opts.logger.clone().or_else(Logger::from_env);
@@ -312,5 +332,42 @@ impl Core {
             other => format!("Event {other:?}"),
         };
         logs.push(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the OS would let the bind take a port another program serves on every address, the
+    /// start refuses it, as taken, after asking by a connection (here a listener on 127.0.0.1
+    /// stands for that program: Linux itself refuses such a bind, so only the check is run).
+    #[test]
+    fn a_port_served_by_another_program_is_refused_where_the_bind_would_take_it() {
+        let other = TcpListener::bind("127.0.0.1:0").unwrap();
+        let served = other.local_addr().unwrap();
+        let e = refuse_a_served_port(served, true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        assert!(
+            e.to_string().contains(&format!(
+                "another program already serves port {}",
+                served.port()
+            )),
+            "{e}"
+        );
+        assert!(
+            refuse_a_served_port(served, false).is_ok(),
+            "Linux: the bind tells"
+        );
+        drop(other);
+        assert!(
+            refuse_a_served_port(served, true).is_ok(),
+            "nothing serves it now"
+        );
+        let any = SocketAddr::new(served.ip(), 0);
+        assert!(
+            refuse_a_served_port(any, true).is_ok(),
+            "a port chosen by the OS"
+        );
     }
 }

@@ -193,11 +193,16 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
 
 /// Whether something accepts connections on `port` of this host's loopback addresses.
 fn port_answers(port: u16) -> bool {
-    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
-    let within = std::time::Duration::from_millis(200);
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
     [Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()]
         .into_iter()
-        .any(|ip| TcpStream::connect_timeout(&SocketAddr::new(ip, port), within).is_ok())
+        .any(|ip| answers(SocketAddr::new(ip, port)))
+}
+
+/// Whether something accepts a connection at `addr` within 200 ms (a refused connection is slow
+/// on Windows: it is retried for about 2 s).
+pub(crate) fn answers(addr: std::net::SocketAddr) -> bool {
+    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
 }
 
 /// The most bytes of a lock file read: one of ours is a few hundred; a larger one is not a lock

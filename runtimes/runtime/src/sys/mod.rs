@@ -9,6 +9,8 @@
 //! The interface:
 //!
 //! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
+//! - `BINDS_OVER_WILDCARD`: whether a bind to `127.0.0.1` succeeds on a port served on every
+//!   address (macOS, the BSDs, Windows), which the start then asks by connecting first;
 //! - `create_private_dir(dir)`, `private_dir_problem(&Metadata)`: the lock-file directory,
 //!   created private to the user and checked to be so;
 //! - `create_private_file(path)`: a new file only the user can read, never through a link;

@@ -14,6 +14,11 @@ use signal_hook::low_level::emulate_default_handler;
 
 pub(crate) const HOME_VAR: &str = "HOME";
 
+/// Whether a listener may be bound to a specific address on a port another socket already serves
+/// on every address: on macOS and the BSDs (`SO_REUSEADDR`, which std sets on listeners), not on
+/// Linux, which refuses the bind.
+pub(crate) const BINDS_OVER_WILDCARD: bool = !cfg!(any(target_os = "linux", target_os = "android"));
+
 /// Ends a [`watch_removal`] when dropped: its thread sees the pipe's other end close.
 #[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(dead_code))]
 pub(crate) struct WatchEnd(#[allow(dead_code)] std::os::fd::OwnedFd);

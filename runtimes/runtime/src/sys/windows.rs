@@ -41,6 +41,10 @@ use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED
 
 pub(crate) const HOME_VAR: &str = "USERPROFILE";
 
+/// Whether a listener may be bound to a specific address on a port another socket already serves
+/// on every address: yes, unless that socket was bound with `SO_EXCLUSIVEADDRUSE`.
+pub(crate) const BINDS_OVER_WILDCARD: bool = true;
+
 /// Ends a [`watch_removal`] when dropped: sets the event its thread waits on beside its folder's
 /// read, and the thread cancels that read, waits for it to be done, closes the folder and ends.
 /// Nothing is waited for here (the drop may happen under the lock that `restore` takes).
