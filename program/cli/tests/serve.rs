@@ -167,6 +167,64 @@ fn open_files_flag_runs_the_editor() {
     assert_eq!(cmd_sb.stop(), 0);
 }
 
+/// The editor `--open-files` starts is the user's and stays: in a process group of its own, so
+/// that what the terminal sends the bridge's (Ctrl-C, Ctrl-Z, its hang-up) does not reach it.
+/// Before, Ctrl-C to stop the bridge closed a gedit with unsaved work too.
+#[test]
+fn the_open_files_editor_is_not_in_the_bridges_process_group() {
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.rs"), "x\n").unwrap();
+    let pid_file = sb.root().join("editor.pid");
+    let script = sb.root().join("ed.sh");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho $$ > {0}.tmp && mv {0}.tmp {0}\nexec sleep 30\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut s = Served::start_with_env(
+        &sb,
+        &["--open-files", "--on-diff", "defer"],
+        &[("EDITOR", script.to_str().unwrap())],
+    );
+    let mut c = s.client();
+    let r = call(&mut c, "openFile", json!({"filePath": "a.rs"}));
+    assert_eq!(texts(&r)[0], "Opened file: a.rs");
+    let give_up = std::time::Instant::now() + WAIT;
+    let editor: u32 = loop {
+        if let Some(pid) = fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the editor did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pgid = |pid: u32| -> u32 {
+        let o = std::process::Command::new("ps")
+            .args(["-o", "pgid=", "-p", &pid.to_string()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+    };
+    let bridge = s.child.id();
+    assert_ne!(pgid(editor), pgid(bridge));
+    assert_eq!(pgid(editor), editor, "a group of its own");
+    assert_eq!(s.stop(), 0);
+    // It stays open after the stop, as before.
+    assert!(running(editor));
+    let _ = std::process::Command::new("kill")
+        .arg(editor.to_string())
+        .status();
+}
+
 #[test]
 fn accept_answers_file_saved_inside_and_refuses_outside() {
     for rt in RUNTIMES {

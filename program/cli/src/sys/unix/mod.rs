@@ -458,6 +458,10 @@ pub fn start_editor(
         Ends::WithBridge => tie::start(c, &setup),
         Ends::OnItsOwn => {
             setup(&mut c);
+            // A process group of its own: what the terminal sends the bridge's group (Ctrl-C,
+            // Ctrl-Z, the hang-up as it closes) or the shell its job is not the editor's, which
+            // stays open with the user's unsaved work.
+            std::os::unix::process::CommandExt::process_group(&mut c, 0);
             c.spawn()
         }
     };
