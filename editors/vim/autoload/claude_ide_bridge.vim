@@ -192,6 +192,9 @@ export def Start(Then: any = 0): bool
     close_cb: (_) => OnClosed(),
     exit_cb: (_, status) => OnExit(status),
     stoponexit: 'term',
+    # Writes the pipe cannot take now wait in Vim's queue: a blocked write would stop Vim from
+    # reading the bridge, while the bridge, its output unread, reads no more lines (a deadlock).
+    noblock: true,
   })
   if job_status(job) !=# 'run'
     Error('could not start ' .. join(argv))
@@ -309,7 +312,11 @@ def Ended(status: number)
   deferred = {}
   context.Detach()
   if stopping
-    diff.CloseAll()
+    var kept = diff.CloseAll()
+    if !empty(kept)
+      Info('the bridge stopped with changes pending: your edits of the proposals are kept in: '
+        .. join(kept, ', '))
+    endif
   else
     # Not asked to end: the diffs close unanswered (a bridge that stops answers claude for them)
     # and a proposal the user edited stays in a buffer of its own.

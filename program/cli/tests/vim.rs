@@ -174,9 +174,12 @@ fn vim_plugin_with_a_scripted_claude() {
     assert_eq!(texts(&r), ["DIFF_REJECTED", "tab two"]);
     assert_eq!(fs::read_to_string(&a).unwrap(), "one\nTWO\nTHREE\n");
 
-    // close_tab from claude closes the windows.
+    // close_tab from claude closes the windows; the user's edit of the proposal, not sent, is
+    // kept in a buffer of its own, said so (it was wiped, with no undo).
     let id = c.call_tool("openDiff", open_diff_args(&a, "closed\n", "tab three"));
     vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("s/closed/my own words/");
     let close = c.call_tool("close_tab", json!({"tab_name": "tab three"}));
     let got = responses(&mut c, &[id, close]);
     assert_eq!(texts(&got[&close]), ["TAB_CLOSED"]);
@@ -185,6 +188,22 @@ fn vim_plugin_with_a_scripted_claude() {
         "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))",
         |v| v == 0,
     );
+    let kept = "bufnr('your edit of claude''s proposal')";
+    vim.wait_eval(kept, |v| v.as_i64().is_some_and(|n| n > 0));
+    assert_eq!(
+        vim.eval(&format!("getbufline({kept}, 1, '$')")),
+        json!(["my own words"])
+    );
+    assert_eq!(vim.eval(&format!("buflisted({kept})")), 1);
+    assert!(
+        vim.eval("execute('messages')")
+            .as_str()
+            .unwrap()
+            .contains("claude withdrew its change to"),
+        "{}",
+        vim.eval("execute('messages')")
+    );
+    vim.ex(&format!("execute 'bwipeout! ' .. {kept}"));
 
     // closeAllDiffTabs too.
     let id = c.call_tool("openDiff", open_diff_args(&a, "all\n", "tab all"));
@@ -238,6 +257,14 @@ fn vim_plugin_with_a_scripted_claude() {
     let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
     assert_eq!(texts(&r), ["FILE_SAVED", "fresh\n"]);
     assert!(!new.exists(), "Vim must leave the writing to claude");
+    vim.wait_eval("bufnr('(new file')", |v| v == -1);
+    // Accepted unedited, it is claude's text byte for byte: a NUL character too, which Vim's
+    // copy of the proposal (json_decode) loses.
+    let id = c.call_tool("openDiff", open_diff_args(&new, "a\u{0}b\n", "tab nul"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("ClaudeCodeDiffAccept");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", "a\u{0}b\n"]);
     vim.wait_eval("bufnr('(new file')", |v| v == -1);
 
     // openFile selects startText..endText.
@@ -1892,4 +1919,63 @@ fn vim_write_all_and_quit_accepts_every_pending_diff() {
         got[&id]
     );
     gone(&lock);
+}
+
+/// What Vim reports is kept within the bridge's limits (docs/stdio.md, "Limits"), which refuses
+/// a larger line and keeps what it had: before, a selection of a 5 MiB file left claude with the
+/// previous one (and an error at every cursor move), and more than 1,000 listed buffers
+/// (`vim $(git ls-files)`) left `getOpenEditors` with an old list.
+#[test]
+fn vim_selection_and_buffers_past_the_bridges_limits() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let big = sb.ws.join("big.txt");
+    // 5.5 MiB of two-byte characters, so that the cut falls inside one unless it is careful.
+    let line = "é".repeat(63) + "\n";
+    fs::write(&big, line.repeat(5_500_000 / line.len())).unwrap();
+    let mut files = Vec::new();
+    for i in 0..1_005 {
+        let f = sb.ws.join(format!("f{i}.txt"));
+        fs::write(&f, "x\n").unwrap();
+        files.push(f);
+    }
+    let mut vim = Vim::start(&sb, &big, "");
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let mut c = connect(&lock);
+    vim.keys(&["Escape", "g", "g", "V", "G"]);
+    let sel = notification(&mut c, "selection_changed", |p| {
+        p["text"].as_str().is_some_and(|t| t.len() > 1_000_000)
+    });
+    let text = sel["text"].as_str().unwrap();
+    assert!(text.len() <= 4 * 1024 * 1024, "{}", text.len());
+    assert!(text.len() > 4 * 1024 * 1024 - 4, "{}", text.len());
+    assert!(line.repeat(10).starts_with(&text[..1001]));
+    let cur = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+    assert_eq!(cur["text"].as_str().map(str::len), Some(text.len()));
+    assert!(vim
+        .eval("execute('messages')")
+        .as_str()
+        .unwrap()
+        .contains("cut to its first 4 MiB"));
+    vim.keys(&["Escape"]);
+    for f in &files {
+        vim.ex(&format!("badd {}", f.display()));
+    }
+    vim.ex("edit f1004.txt");
+    // (the lists sent while the buffers were added are shorter)
+    let editors = call_until(&mut c, "getOpenEditors", json!({}), |v| {
+        v["tabs"].as_array().is_some_and(|t| {
+            t.iter()
+                .any(|t| t["label"] == "f1004.txt" && t["isActive"] == true)
+        })
+    });
+    assert_eq!(editors["tabs"].as_array().unwrap().len(), 1_000);
+    assert!(!vim
+        .eval("execute('messages')")
+        .as_str()
+        .unwrap()
+        .contains("refused"));
 }

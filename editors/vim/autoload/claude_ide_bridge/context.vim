@@ -18,6 +18,12 @@ var last_diags: dict<string> = {}
 var reported: dict<dict<bool>> = {ale: {}, lsp: {}}
 var active_buf = -1
 
+# The most bytes of a selection's text, and of tabs in an `open_editors` line, the bridge takes
+# (docs/stdio.md, "Limits").
+const MAX_SELECTION_TEXT = 4 * 1024 * 1024
+const MAX_TABS = 1000
+var said_cut = false
+
 # ---- helpers ----
 
 # A buffer that is a file: a normal buffer with a name (not the terminal, a diff's proposal, help).
@@ -249,6 +255,15 @@ def SelectionMsg(s: dict<any>): dict<any>
     end = Pos(s.l2 - 1, CharIndex(lines[-1], after))
     text = join(mapnew(lines, (_, l) => strpart(l, s.c1 - 1, after - s.c1)), "\n")
   endif
+  if strlen(text) > MAX_SELECTION_TEXT
+    # The bridge refuses a larger one (and keeps the last): the text's start, on a character's
+    # boundary, with the whole range; said once.
+    text = strpart(text, 0, byteidx(text, charidx(text, MAX_SELECTION_TEXT)))
+    if !said_cut
+      said_cut = true
+      bridge.Info('a selection of more than 4 MiB reaches claude cut to its first 4 MiB')
+    endif
+  endif
   return {type: 'selection_changed', filePath: FullPath(s.buf), text: text,
     selection: {start: start, end: end}}
 enddef
@@ -445,6 +460,11 @@ export def EditorsMsg(): dict<any>
       isDirty: b.changed ? true : false, isActive: b.bufnr == active, isUntitled: false,
       languageId: LanguageId(b.bufnr), lineCount: get(b, 'linecount', 0)})
   endfor
+  if len(tabs) > MAX_TABS
+    # (`vim $(git ls-files)` in a large repository) the active one and the first others
+    var first = filter(copy(tabs), (_, t) => t.isActive)
+    tabs = first + filter(tabs, (_, t) => !t.isActive)[: MAX_TABS - len(first) - 1]
+  endif
   return {type: 'open_editors', tabs: tabs}
 enddef
 

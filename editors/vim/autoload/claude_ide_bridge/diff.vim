@@ -149,6 +149,9 @@ export def Accept(id: number)
   endif
   var nl = d.crlf ? "\r\n" : "\n"
   var text = d.contents
+  # Unedited, no contents: the bridge answers with claude's proposal byte for byte (Vim's copy
+  # of it lost what json_decode drops, NUL characters).
+  var decision: dict<any> = {type: 'diff_decision', id: id, decision: 'accept'}
   if getbufvar(d.proposed, 'changedtick', d.tick) != d.tick
     # edited by the user: the buffer's lines, and the line break at the end the proposal had
     var lines = getbufline(d.proposed, 1, '$')
@@ -157,8 +160,9 @@ export def Accept(id: number)
     if d.eol && !(lines == [''] && d.contents ==# '')
       text ..= nl
     endif
+    decision.contents = text
   endif
-  bridge.Send({type: 'diff_decision', id: id, decision: 'accept', contents: text})
+  bridge.Send(decision)
   setbufvar(d.proposed, '&modified', 0)
   timer_start(0, (_) => Close(d))
   WatchWrite(d, text)
@@ -248,45 +252,66 @@ export def DenyCurrent()
   endif
 enddef
 
+# The user's edit of this proposal, not sent, is not lost when the diff closes without it: its
+# text stays in a buffer of its own, listed, whose name is returned ('' when it was not edited).
+# A name kept before (an earlier bridge's diff of the same number) is not reused.
+def KeepEdit(d: dict<any>): string
+  if !bufexists(d.proposed) || !getbufvar(d.proposed, '&modified')
+    return ''
+  endif
+  var base = d.path .. ' (your edit of claude''s proposal #' .. d.id .. ', not sent'
+  var name = base .. ')'
+  var n = 1
+  while bufexists(name)
+    n += 1
+    name = base .. ', ' .. n .. ')'
+  endwhile
+  var b = bufadd(name)
+  setbufvar(b, '&buftype', 'nofile')
+  setbufvar(b, '&swapfile', 0)
+  bufload(b)
+  setbufvar(b, '&buflisted', 1)
+  setbufvar(b, '&filetype', getbufvar(d.proposed, '&filetype'))
+  deletebufline(b, 1, '$')
+  setbufline(b, 1, getbufline(d.proposed, 1, '$'))
+  return name
+enddef
+
 # claude withdrew the call (close_tab, closeAllDiffTabs, a new prompt, disconnect). When the user
-# accepted in claude's terminal, claude writes the proposal itself then.
+# accepted in claude's terminal, claude writes the proposal itself then. An edit of the proposal
+# the user had not sent is kept (KeepEdit), and said.
 export def Cancel(id: number, reason: string)
   var d = Take(id)
   if !empty(d)
+    var kept = KeepEdit(d)
     Close(d)
     WatchWrite(d, d.contents)
+    if kept !=# ''
+      bridge.Info('claude withdrew its change to ' .. d.path .. ': your edit is kept in ' .. kept)
+    endif
   endif
 enddef
 
-export def CloseAll()
-  for id in keys(diffs)
-    Close(Take(str2nr(id)))
-  endfor
-enddef
-
-# The bridge ended without being asked to (a link that dropped, a crash): the diffs close with no
-# answer from Vim (the bridge cannot carry one now; a bridge that stops answers claude itself).
-# A proposal the user edited is not lost: its text stays in a buffer of its own, listed, whose
-# name is returned.
-export def CloseUnanswered(): list<string>
+# The bridge was stopped (:ClaudeCodeStop, Vim quitting): every diff closes; the edits the user
+# had not sent are kept (KeepEdit), their buffers' names returned.
+export def CloseAll(): list<string>
   var kept: list<string> = []
   for id in keys(diffs)
     var d = Take(str2nr(id))
-    if bufexists(d.proposed) && getbufvar(d.proposed, '&modified')
-      var name = d.path .. ' (your edit of claude''s proposal #' .. d.id .. ', not sent)'
-      var b = bufadd(name)
-      setbufvar(b, '&buftype', 'nofile')
-      setbufvar(b, '&swapfile', 0)
-      bufload(b)
-      setbufvar(b, '&buflisted', 1)
-      setbufvar(b, '&filetype', getbufvar(d.proposed, '&filetype'))
-      deletebufline(b, 1, '$')
-      setbufline(b, 1, getbufline(d.proposed, 1, '$'))
+    var name = KeepEdit(d)
+    if name !=# ''
       add(kept, name)
     endif
     Close(d)
   endfor
   return kept
+enddef
+
+# The bridge ended without being asked to (a link that dropped, a crash): the diffs close with no
+# answer from Vim (the bridge cannot carry one now; a bridge that stops answers claude itself).
+# The edits the user had not sent are kept, as by CloseAll.
+export def CloseUnanswered(): list<string>
+  return CloseAll()
 enddef
 
 # The tab pages that show the proposal of a pending diff.
