@@ -274,8 +274,35 @@ struct Stored {
     /// When they arrived.
     at: Instant,
     items: Vec<Diagnostic>,
+    /// What a server that answers pulls also publishes, kept apart from its pull's answer, which
+    /// would otherwise replace it and be replaced by it: rust-analyzer answers pulls with its own
+    /// analysis and publishes `cargo check`'s findings. Known as one list with `items`.
+    pushed: Vec<Diagnostic>,
     /// The pull answer's `resultId`, sent back as `previousResultId`.
     result_id: Option<String>,
+}
+
+impl Stored {
+    /// What is known of the file: the pull's (or the publishes') diagnostics, then those a
+    /// server that answers pulls published.
+    fn all(&self) -> Vec<Diagnostic> {
+        let mut all = self.items.clone();
+        all.extend(self.pushed.iter().cloned());
+        all
+    }
+
+    fn len(&self) -> usize {
+        self.items.len() + self.pushed.len()
+    }
+}
+
+/// Which of a file's lists a server's diagnostics go to ([`Stored::pushed`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum List {
+    /// A pull's answer, a check's, or the publishes of a server that does not answer pulls.
+    Main,
+    /// The publishes of a server that answers pulls.
+    Pushed,
 }
 
 /// What became of a pull's answer ([`State::take_pull`]).
@@ -809,8 +836,8 @@ impl State {
         let Some(stored) = self.diags.remove(path) else {
             return;
         };
-        self.total -= stored.items.len();
-        if !stored.items.is_empty() {
+        self.total -= stored.len();
+        if stored.len() > 0 {
             self.effects.push(Effect::Changed(FileDiagnostics {
                 uri: file_uri(path),
                 diagnostics: Vec::new(),
@@ -1135,20 +1162,17 @@ impl State {
 
     /// The diagnostics held for `path` (empty when none).
     pub fn known(&self, path: &str) -> Vec<Diagnostic> {
-        self.diags
-            .get(path)
-            .map(|s| s.items.clone())
-            .unwrap_or_default()
+        self.diags.get(path).map(Stored::all).unwrap_or_default()
     }
 
     /// Every file with diagnostics held.
     pub fn all_known(&self) -> Vec<FileDiagnostics> {
         self.diags
             .iter()
-            .filter(|(_, s)| !s.items.is_empty())
+            .filter(|(_, s)| s.len() > 0)
             .map(|(p, s)| FileDiagnostics {
                 uri: file_uri(p),
-                diagnostics: s.items.clone(),
+                diagnostics: s.all(),
             })
             .collect()
     }
@@ -1197,6 +1221,7 @@ impl State {
                 Some(version),
                 report.items,
                 report.result_id,
+                List::Main,
             ))),
             Some("unchanged") if !current => Ok(Pulled::Passed(None)),
             Some("unchanged") => {
@@ -1238,6 +1263,7 @@ impl State {
         version: Option<i32>,
         items: Vec<ServerDiagnostic>,
         result_id: Option<String>,
+        list: List,
     ) -> Option<FileDiagnostics> {
         if self.has_exited() || version.is_some_and(|v| !self.of_open_document(path, v)) {
             return None;
@@ -1251,7 +1277,7 @@ impl State {
             }
         }
         let items = self.converted(items);
-        self.store_converted(path, version, items, result_id)
+        self.store_in(path, version, items, result_id, list)
     }
 
     /// [`State::store`] of diagnostics already converted (at most so many are kept).
@@ -1262,6 +1288,20 @@ impl State {
         items: Vec<Diagnostic>,
         result_id: Option<String>,
     ) -> Option<FileDiagnostics> {
+        self.store_in(path, version, items, result_id, List::Main)
+    }
+
+    /// [`State::store_converted`] into `list`. The publishes of a server that answers pulls
+    /// ([`List::Pushed`]) leave the version, counter and `resultId` of its pull's answer as
+    /// they are: whether that answer is fresh is the pull's to say.
+    fn store_in(
+        &mut self,
+        path: &str,
+        version: Option<i32>,
+        items: Vec<Diagnostic>,
+        result_id: Option<String>,
+        list: List,
+    ) -> Option<FileDiagnostics> {
         if self.has_exited() || version.is_some_and(|v| !self.of_open_document(path, v)) {
             return None;
         }
@@ -1271,7 +1311,11 @@ impl State {
             self.limits.max_diagnostics_per_file,
             Diagnostic::severity_rank,
         );
-        let old_len = self.diags.get(path).map_or(0, |s| s.items.len());
+        let held = |s: &Stored| match list {
+            List::Main => s.items.len(),
+            List::Pushed => s.pushed.len(),
+        };
+        let old_len = self.diags.get(path).map_or(0, held);
         // Room for a new file, and for the new total: files the server has not open go first.
         let is_new = !self.diags.contains_key(path);
         while (is_new && self.diags.len() >= self.limits.max_files)
@@ -1296,26 +1340,32 @@ impl State {
         let seq = self.seq;
         let at = Instant::now();
         let stored = self.diags.entry(path.to_owned()).or_insert(Stored {
-            version,
+            version: if list == List::Main { version } else { None },
             seq,
             at,
             items: Vec::new(),
+            pushed: Vec::new(),
             result_id: None,
         });
-        let changed = is_new && !items.is_empty() || stored.items != items;
-        self.total = self.total - stored.items.len() + items.len();
-        stored.version = version;
-        stored.seq = seq;
-        stored.at = at;
-        // Only an optimisation of the next pull: a long one is not kept.
-        stored.result_id = result_id.filter(|r| r.len() <= MAX_RESULT_ID);
-        if !changed {
-            return None;
+        let slot = match list {
+            List::Main => &mut stored.items,
+            List::Pushed => &mut stored.pushed,
+        };
+        let changed = is_new && !items.is_empty() || *slot != items;
+        self.total = self.total - slot.len() + items.len();
+        if changed {
+            *slot = items;
         }
-        stored.items = items;
-        Some(FileDiagnostics {
+        if list == List::Main {
+            stored.version = version;
+            stored.seq = seq;
+            stored.at = at;
+            // Only an optimisation of the next pull: a long one is not kept.
+            stored.result_id = result_id.filter(|r| r.len() <= MAX_RESULT_ID);
+        }
+        changed.then(|| FileDiagnostics {
             uri: file_uri(path),
-            diagnostics: stored.items.clone(),
+            diagnostics: stored.all(),
         })
     }
 
@@ -1323,13 +1373,13 @@ impl State {
     /// exactly), files (those open may exceed it), open documents.
     #[cfg(any(test, feature = "fuzzing"))]
     pub fn check_bounds(&self) {
-        let sum: usize = self.diags.values().map(|d| d.items.len()).sum();
+        let sum: usize = self.diags.values().map(Stored::len).sum();
         assert_eq!(self.total, sum, "the running total");
         assert!(sum <= self.limits.max_total_diagnostics);
-        assert!(self
-            .diags
-            .values()
-            .all(|d| d.items.len() <= self.limits.max_diagnostics_per_file));
+        assert!(self.diags.values().all(|d| {
+            let most = self.limits.max_diagnostics_per_file;
+            d.items.len() <= most && d.pushed.len() <= most
+        }));
         assert!(self.diags.len() <= self.limits.max_files + self.docs.len());
         assert!(self.docs.len() <= self.limits.max_open_files);
         assert!(self.early.len() <= self.limits.max_open_files);
@@ -1414,10 +1464,16 @@ impl State {
                             p.uri.len()
                         ))),
                         Ok(p) => match path_of_uri(&p.uri) {
-                            Some(path) => effects.extend(
-                                self.store(&path, p.version, p.diagnostics, None)
-                                    .map(Effect::Changed),
-                            ),
+                            Some(path) => {
+                                let list = match self.caps.pull {
+                                    true => List::Pushed,
+                                    false => List::Main,
+                                };
+                                effects.extend(
+                                    self.store(&path, p.version, p.diagnostics, None, list)
+                                        .map(Effect::Changed),
+                                )
+                            }
                             None => effects
                                 .push(Effect::Log(format!("ignored diagnostics for {}", p.uri))),
                         },

@@ -558,14 +558,19 @@ impl LanguageServers {
             deadline = deadline.max(by);
         }
         let d = self.lsp.check(path, text, deadline);
-        // A server of the set that did not answer: the answer holds the others' diagnostics,
-        // and the terminal and the log say whose are missing (once for each reason).
+        // A server of the set that is down: the answer holds the others' diagnostics, and the
+        // terminal and the log say whose are missing (once for each reason). One running but
+        // late makes the answer not known in time: without its part it would pass for a
+        // baseline that lacks that server's diagnostics.
         for down in d.down.iter().filter(|d| !d.ends_with("still starting")) {
+            let effect = if down.ends_with("no answer in time") {
+                "the file's diagnostics are not known until it answers"
+            } else {
+                "its diagnostics are missing from the answers"
+            };
             self.note_once(
                 format!("down {down}"),
-                &format!(
-                    "language servers: {language}: {down}; its diagnostics are missing from the answers"
-                ),
+                &format!("language servers: {language}: {down}; {effect}"),
             );
         }
         if warm_by.is_some() && Instant::now() < deadline {

@@ -493,6 +493,55 @@ fn pull_answers_are_stored_for_their_version() {
     assert!(s.take_pull("/w/a.py", 2, report("{}")).is_err());
 }
 
+/// A server that answers pulls and also publishes (rust-analyzer: its own analysis by pull,
+/// `cargo check`'s findings by publish): both are known, neither replaces the other, and a
+/// publish does not make the pull's answer fresh or stale. Before, each replaced the other, and
+/// the rustc errors were lost at the next pull.
+#[test]
+fn a_pull_servers_publishes_are_kept_beside_its_pulls() {
+    let mut s = running(
+        json!({"textDocumentSync": 1, "diagnosticProvider": {"interFileDependencies": true, "workspaceDiagnostics": false, "identifier": "rust-analyzer"}}),
+        LspLimits::default(),
+    );
+    s.sync("/w/main.rs", "rust", "fn main() {}");
+    let native = r#"{"kind":"full","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"native"}]}"#;
+    assert!(matches!(
+        s.take_pull("/w/main.rs", 1, report(native)).unwrap(),
+        Pulled::Kept(Some(_))
+    ));
+    let messages = |s: &State| -> Vec<String> {
+        s.known("/w/main.rs")
+            .into_iter()
+            .map(|d| d.message)
+            .collect()
+    };
+    // cargo check's finding, published for the same version.
+    let effects = publish(&mut s, "/w/main.rs", Some(1), 1);
+    let told = effects.iter().find_map(|e| match e {
+        Effect::Changed(f) => Some(f.diagnostics.len()),
+        _ => None,
+    });
+    assert_eq!(told, Some(2), "the change tells both");
+    assert_eq!(messages(&s), ["native", "m0"]);
+    assert!(s.fresh("/w/main.rs"));
+    // The next pull replaces its own part only.
+    let again = r#"{"kind":"full","items":[]}"#;
+    s.take_pull("/w/main.rs", 1, report(again)).unwrap();
+    assert_eq!(messages(&s), ["m0"]);
+    assert_eq!(s.all_known().len(), 1);
+    // A publish of nothing (the check passes) clears its part.
+    publish(&mut s, "/w/main.rs", Some(1), 0);
+    assert!(s.known("/w/main.rs").is_empty());
+    assert!(s.all_known().is_empty());
+    s.check_bounds();
+    // A new text: the pull's answer for the old one is not fresh, whatever is published.
+    s.sync("/w/main.rs", "rust", "fn main() { x }");
+    publish(&mut s, "/w/main.rs", Some(2), 3);
+    assert!(!s.fresh("/w/main.rs"));
+    assert_eq!(s.known("/w/main.rs").len(), 3);
+    s.check_bounds();
+}
+
 /// Pulls answered out of order (ruff answers from a pool of threads): the older text's answer,
 /// coming after the newer one's, is passed on to its caller but does not replace what is held
 /// for the newer text, and an "unchanged" for the older text does not mark it as that text's.
@@ -856,9 +905,15 @@ fn a_servers_strings_are_kept_only_when_small() {
 
     s.sync("/w/p.py", "python", "x");
     frames(&mut s);
-    s.store("/w/p.py", Some(1), vec![], Some("r".repeat(5000)));
+    s.store(
+        "/w/p.py",
+        Some(1),
+        vec![],
+        Some("r".repeat(5000)),
+        List::Main,
+    );
     assert_eq!(s.diags["/w/p.py"].result_id, None);
-    s.store("/w/p.py", Some(1), vec![], Some("r1".into()));
+    s.store("/w/p.py", Some(1), vec![], Some("r1".into()), List::Main);
     assert_eq!(s.diags["/w/p.py"].result_id.as_deref(), Some("r1"));
 }
 
