@@ -451,9 +451,72 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
 /// call of claude's waited for good.
 #[test]
 fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
     // `set -m`: the shell gives the job a process group of its own, not the terminal's.
-    let screen = in_the_background("set -m; {BIN} serve --workspace {WS} & wait", |_, _| {});
+    let screen = in_the_background(
+        &sb,
+        "set -m; {BIN} serve --workspace {WS} & wait",
+        |_| {},
+        |_, _, _| {},
+    );
     assert!(!screen.contains("[a]ccept / [r]eject / [e]dit"), "{screen}");
+}
+
+/// Sent to the background while `$EDITOR` ran on a change (Ctrl-Z, then `bg`), which then ends
+/// without a usable edit: the change is left for claude's own prompt. Before, putting the
+/// terminal back and asking again (its flush) stopped the whole bridge (SIGTTOU), and a stop
+/// then hung too.
+#[test]
+fn an_editor_ending_in_the_background_does_not_stop_the_bridge() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (started, done) = (sb.root().join("editing"), sb.root().join("done"));
+    let editor = sb.root().join("editor.sh");
+    fs::write(
+        &editor,
+        format!(
+            "#!/bin/sh\ntouch {0}\nwhile [ ! -e {1} ]; do sleep 0.05; done\nexit 1\n",
+            started.display(),
+            done.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
+    let screen = in_the_background(
+        &sb,
+        "set -m; {BIN} serve --workspace {WS}; bg; wait",
+        |c| {
+            c.env("EDITOR", &editor).env_remove("VISUAL");
+        },
+        |tty, screen, pid| {
+            screen.wait_for("[a]ccept / [r]eject / [e]dit");
+            tty.write_all(b"e\n").unwrap();
+            tty.flush().unwrap();
+            let give_up = Instant::now() + WAIT;
+            while !started.exists() {
+                assert!(Instant::now() < give_up, "the editor did not start");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            tty.write_all(b"\x1a").unwrap();
+            tty.flush().unwrap();
+            // Stopped, then continued in the background by the shell's `bg` (maybe too fast to
+            // see it stopped): running, and no longer the terminal's foreground group.
+            let in_background = || {
+                let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let f: Vec<&str> = stat.rsplit(") ").next().unwrap_or("").split(' ').collect();
+                f.len() > 5 && f[0] != "T" && f[2] != f[5]
+            };
+            while !in_background() {
+                assert!(Instant::now() < give_up, "not sent to the background");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            fs::write(&done, "").unwrap();
+        },
+    );
+    assert!(screen.contains("your edit is kept in"), "{screen}");
 }
 
 /// Sent to the background while a question waits for its answer (Ctrl-Z, then `bg`): the change
@@ -462,9 +525,14 @@ fn a_bridge_in_the_background_of_its_terminal_leaves_changes_to_claude() {
 /// (SIGTTIN), and every call of claude's waited until `fg`.
 #[test]
 fn a_bridge_sent_to_the_background_during_a_question_leaves_it_to_claude() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
     in_the_background(
+        &sb,
         "set -m; {BIN} serve --workspace {WS}; bg; wait",
-        |tty, screen| {
+        |_| {},
+        |tty, screen, _| {
             screen.wait_for("[a]ccept / [r]eject / [e]dit");
             // Ctrl-Z: the terminal stops the job, and the shell continues it in the background.
             tty.write_all(b"\x1a").unwrap();
@@ -473,24 +541,23 @@ fn a_bridge_sent_to_the_background_during_a_question_leaves_it_to_claude() {
     );
 }
 
-/// A bridge run by `cmd` (`{BIN}`, `{WS}` filled in) on a terminal, in the background of it by
-/// the time `to_background` returns (given the terminal and the screen, an `openDiff` waiting):
-/// the change is left for claude's own prompt, the bridge answers calls and stops on a signal.
-/// Returns what the terminal showed.
+/// A bridge run by `cmd` (`{BIN}`, `{WS}` filled in) on a terminal with what `env` adds, in the
+/// background of it by the time `to_background` returns (given the terminal, the screen and the
+/// bridge's pid, an `openDiff` waiting): the change is left for claude's own prompt, the bridge
+/// answers calls and stops on a signal. Returns what the terminal showed.
 fn in_the_background(
+    sb: &Sandbox,
     cmd: &str,
-    to_background: impl FnOnce(&mut std::process::ChildStdin, &Screen),
+    env: impl FnOnce(&mut Command),
+    to_background: impl FnOnce(&mut std::process::ChildStdin, &Screen, u32),
 ) -> String {
-    let Some(sb) = terminal_sandbox() else {
-        return String::new();
-    };
     let file = sb.ws.join("a.txt");
     fs::write(&file, "one\n").unwrap();
     let cmd = cmd
         .replace("{BIN}", BIN)
         .replace("{WS}", &sb.ws.display().to_string());
-    let (_child, mut tty, screen) = on_a_terminal(&sb, &cmd, |_| {});
-    let (lock, mut cl) = connect_served(&sb, &screen);
+    let (_child, mut tty, screen) = on_a_terminal(sb, &cmd, env);
+    let (lock, mut cl) = connect_served(sb, &screen);
     // A job the terminal's hang-up does not reach (not its foreground): ended here, whatever
     // the test's outcome.
     let pid = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()["pid"]
@@ -506,7 +573,7 @@ fn in_the_background(
     }
     let _ended = Ended(pid);
     let id = cl.call_tool("openDiff", open_diff_args(&file, "two\n", "T"));
-    to_background(&mut tty, &screen);
+    to_background(&mut tty, &screen, pid);
     screen.wait_for("diff pending (decide in claude; this bridge runs in the background");
     // Still answering, the change still pending (claude's prompt decides it).
     let r = call(&mut cl, "getWorkspaceFolders", json!({}));

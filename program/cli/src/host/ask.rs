@@ -478,6 +478,13 @@ impl Host {
                     ));
                     let mut shown = shown;
                     shown.draft = Some(draft);
+                    // Sent to the background while the editor ran: asking would stop the bridge
+                    // (the question's flush of the terminal: SIGTTOU).
+                    if !crate::sys::terminal_is_ours() {
+                        left_in_background(shown);
+                        self.show_next();
+                        return;
+                    }
                     self.shown = Some(shown);
                     self.ask();
                 }

@@ -533,6 +533,11 @@ pub fn restore_terminal(saved: Option<TerminalState>, abnormal: bool) {
     let Some(TerminalState(termios)) = saved else {
         return;
     };
+    // In the background of its terminal (Ctrl-Z, then `bg`, while the editor ran), setting the
+    // terminal would stop the whole bridge (SIGTTOU); the shell sets it for whoever has it.
+    if !terminal_is_ours() {
+        return;
+    }
     let stdin = std::io::stdin();
     let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &termios);
     if abnormal {
