@@ -99,6 +99,34 @@ fn run_reports_a_signal_as_128_plus() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("PATH"));
 }
 
+/// A bridge started with SIGCHLD ignored (a parent that ignores it, then runs the bridge: the
+/// kernel would reap its children itself) still exits with its command's status. Before, the
+/// wait for the command failed (ECHILD) and `run` exited 1.
+#[test]
+fn run_started_with_sigchld_ignored_exits_with_the_commands_status() {
+    let sb = Sandbox::new();
+    let bin = sb.command().get_program().to_owned();
+    let mut c = sb.command();
+    c.args(["run", "--", "sh", "-c", "sleep 0.2; exit 3"]);
+    let args: Vec<_> = c.get_args().map(|a| a.to_owned()).collect();
+    // (Python, as the shells here do not pass an ignored SIGCHLD on)
+    let mut sh = Command::new("python3");
+    sh.arg("-c")
+        .arg(
+            "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); \
+             os.execv(sys.argv[1], sys.argv[1:])",
+        )
+        .arg(bin)
+        .args(args)
+        .envs(c.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))));
+    if let Some(dir) = c.get_current_dir() {
+        sh.current_dir(dir);
+    }
+    let o = sh.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+}
+
 /// A `claude` built for another machine (an ELF file for a machine no binfmt handler here takes:
 /// the VAX's), found on PATH: refused with why. Before, glibc's `execvp` gave it to `sh`, which
 /// failed on its bytes with "Syntax error" and a status of 2.

@@ -276,6 +276,15 @@ pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Re
         .into_iter()
         .filter(|s| !claude_ide_bridge_runtime::signals::ignored(*s));
     let mut signals = signal_hook::iterator::Signals::new(wanted)?;
+    // SIGCHLD inherited as ignored (from a parent that ignores it and then runs the bridge)
+    // makes the kernel reap every child itself: waiting for `run`'s command, `$EDITOR` or a
+    // language server then fails (ECHILD), and `run` exited 1 instead of its command's status.
+    // A handler of the bridge's own (which the programs it starts do not inherit) puts the
+    // usual reaping back.
+    if claude_ide_bridge_runtime::signals::ignored(signal_hook::consts::SIGCHLD) {
+        let noted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _ = signal_hook::flag::register(signal_hook::consts::SIGCHLD, noted);
+    }
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
