@@ -735,6 +735,10 @@ fn serve(
             .env("NO_PROXY", &no_proxy);
         // claude owns the terminal from here on.
         ui::set_quiet(true);
+        // The terminal's settings, put back when the command is ended by a signal (the bridge
+        // kills it when told twice to stop, or after a panic): claude killed in raw mode left
+        // the shell's prompt without echo, its cursor hidden.
+        let terminal = sys::save_terminal();
         // Started from this thread, which lives as long as the program: tied to it, the command
         // ends with the bridge even when the bridge is killed.
         match sys::spawn_tied(c) {
@@ -745,6 +749,10 @@ fn serve(
                 let spawned = waiter.spawn(move || {
                     let _stop = StopOnPanic::new(&tx, host::COMMAND_THREAD);
                     let status = sys::wait_for_command(&mut child);
+                    // (A status without a code: ended by a signal, on Unix.)
+                    if status.as_ref().is_ok_and(|s| s.code().is_none()) {
+                        sys::restore_terminal(terminal, true);
+                    }
                     panic::command_ended();
                     let _ = tx.send(HostInput::ChildExited(status));
                 });

@@ -1070,3 +1070,43 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
         drop(tty);
     }
 }
+
+/// `run`'s command killed by the bridge (told twice to stop, the second time a second after the
+/// first) while it had the terminal in raw mode, as claude has: the terminal's settings are put
+/// back. Before, the shell's prompt was left without echo or line editing.
+#[test]
+fn a_command_run_kills_leaves_the_terminal_as_it_was() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let cmd = format!(
+        "{BIN} run -- sh -c \"stty raw -echo; trap '' TERM; echo raw-now; while :; do sleep 1; done\"; \
+         stty -a; echo END"
+    );
+    let (_child, _tty, screen) = on_a_terminal(&sb, &cmd, |_| {});
+    screen.wait_for("raw-now");
+    let give_up = Instant::now() + WAIT;
+    let pid = loop {
+        let lock = fs::read_dir(sb.lock_dir())
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| fs::read_to_string(e.ok()?.path()).ok())
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+        if let Some(pid) = lock.and_then(|l| l["pid"].as_u64()) {
+            break pid.to_string();
+        }
+        assert!(Instant::now() < give_up, "no lock file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for _ in 0..2 {
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        std::thread::sleep(Duration::from_millis(1200));
+    }
+    screen.wait_for("END");
+    let text = screen.text();
+    let settings = &text[text.rfind("speed").unwrap_or(0)..];
+    assert!(
+        settings.contains(" icanon") && settings.contains(" echo "),
+        "{settings}"
+    );
+}
