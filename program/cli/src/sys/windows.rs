@@ -275,8 +275,13 @@ pub fn ask_to_stop(_pid: u32) {}
 /// nothing needs its process kept from being reaped.
 pub fn wait_until_ended(_child: &Child) {}
 
-/// Nothing to end (see [`ask_to_stop`]).
-pub fn kill_now(_pid: u32) {}
+/// Ends `run`'s command at once, with what it started (its Job Object, [`spawn_tied`], closed
+/// with "kill on job close"): after a panic of one of the bridge's threads, or the bridge told
+/// twice to stop. Nothing was sent on Windows before, and the bridge waited for a command that
+/// would never end by itself. `$EDITOR` is never ended this way ([`SIGNALS_EDITOR`]).
+pub fn kill_now(_pid: u32) {
+    drop(RUN_JOB.lock().unwrap_or_else(|e| e.into_inner()).take());
+}
 
 /// Whether `$EDITOR` is told to stop at a stop: not here (see [`ask_to_stop`]); the stop waits
 /// only briefly for one that ends by itself.
@@ -485,6 +490,35 @@ pub fn make_private(_path: &Path) {}
 mod tests {
     use super::*;
     use crate::state::tests::{saved, store};
+
+    /// Run as a child by the test below: a command that does not end by itself.
+    #[test]
+    fn a_command_that_waits() {
+        if std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_WAIT").is_some() {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
+    }
+
+    /// `run`'s command, killed by the bridge (after a panic of one of its threads, or told
+    /// twice to stop), ends at once.
+    #[test]
+    fn kill_now_ends_runs_command() {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", "sys::windows::tests::a_command_that_waits"])
+            .env("CLAUDE_IDE_BRIDGE_TEST_WAIT", "1")
+            .stdout(std::process::Stdio::null());
+        let mut child = spawn_tied(c).unwrap();
+        let started = std::time::Instant::now();
+        kill_now(child.id());
+        let give_up = started + std::time::Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the command still runs"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 
     /// The state folder is `%LOCALAPPDATA%\claude-ide-bridge`, and only under an absolute one.
     /// A file name cmd would read as commands (`&`, `^`, parentheses) reaches the editor as one
