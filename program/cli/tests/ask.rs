@@ -516,7 +516,8 @@ fn an_editor_ending_in_the_background_does_not_stop_the_bridge() {
             fs::write(&done, "").unwrap();
         },
     );
-    assert!(screen.contains("your edit is kept in"), "{screen}");
+    // Not offered again here: the change is claude's prompt's now.
+    assert!(!screen.contains("e opens it again"), "{screen}");
 }
 
 /// Sent to the background while a question waits for its answer (Ctrl-Z, then `bg`): the change
@@ -1098,11 +1099,14 @@ fn a_command_run_kills_leaves_the_terminal_as_it_was() {
         assert!(Instant::now() < give_up, "no lock file");
         std::thread::sleep(Duration::from_millis(20));
     };
-    for _ in 0..2 {
+    let give_up = Instant::now() + WAIT;
+    // Told again every second until the command is killed (the second time counts once a
+    // second has passed since the bridge handled the first: a busy machine may handle it late).
+    while !screen.text().contains("END") {
+        assert!(Instant::now() < give_up, "the command was not killed");
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        std::thread::sleep(Duration::from_millis(1200));
+        std::thread::sleep(Duration::from_millis(1000));
     }
-    screen.wait_for("END");
     let text = screen.text();
     let settings = &text[text.rfind("speed").unwrap_or(0)..];
     assert!(

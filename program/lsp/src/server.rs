@@ -452,12 +452,14 @@ impl ServerProcess {
                         }
                         // Closed meanwhile (to make room, or refused): the answer is still the
                         // one asked for, what the client holds is not.
-                        Ok(Pulled::Passed(Some(diagnostics))) => {
+                        Ok(Pulled::Passed(Some(mut diagnostics))) => {
+                            // With what the server published for the file (`Stored::pushed`).
+                            diagnostics.extend(state.pushed(path));
                             return Checked {
                                 diagnostics,
                                 fresh: true,
                                 down: Vec::new(),
-                            }
+                            };
                         }
                         Ok(Pulled::Passed(None)) | Err(_) => {
                             return Checked::stale(state.known(path))

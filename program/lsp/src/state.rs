@@ -1165,6 +1165,15 @@ impl State {
         self.diags.get(path).map(Stored::all).unwrap_or_default()
     }
 
+    /// What a server that answers pulls published for `path` (empty when none, or for a server
+    /// that does not answer pulls, whose publishes are what [`State::known`] holds).
+    pub fn pushed(&self, path: &str) -> Vec<Diagnostic> {
+        self.diags
+            .get(path)
+            .map(|s| s.pushed.clone())
+            .unwrap_or_default()
+    }
+
     /// Every file with diagnostics held.
     pub fn all_known(&self) -> Vec<FileDiagnostics> {
         self.diags

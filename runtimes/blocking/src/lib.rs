@@ -404,6 +404,8 @@ impl IdeServer {
         // A thread cannot join itself: `stop` called (or the server dropped) from the handler
         // runs on one of these threads, which then ends on its own once the handler returns.
         let me = thread::current().id();
+        // One wait for them all.
+        let give_up = Instant::now() + JOIN_GRACE;
         if let Some((acceptor, listener)) = acceptor {
             // Wake the acceptor: its listener shut down (Linux), or a connection of our own,
             // waiting in the backlog when this is the acceptor's own thread, for its next accept.
@@ -411,13 +413,12 @@ impl IdeServer {
             let woken = stop_listening(&listener)
                 || TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok();
             if woken && acceptor.thread().id() != me {
-                join_within(acceptor, JOIN_GRACE);
+                join_within(acceptor, give_up);
             }
         }
-        let give_up = Instant::now() + JOIN_GRACE;
         for t in joins {
             if t.thread().id() != me {
-                join_within(t, give_up.saturating_duration_since(Instant::now()));
+                join_within(t, give_up);
             }
         }
     }
@@ -428,9 +429,8 @@ impl IdeServer {
 /// thread would do) is left to end on its own, and the stop goes on.
 const JOIN_GRACE: Duration = Duration::from_secs(5);
 
-/// Joins `t` if it ends within `grace`, looking every 5 ms (a stop only); else leaves it.
-fn join_within(t: JoinHandle<()>, grace: Duration) {
-    let give_up = Instant::now() + grace;
+/// Joins `t` if it ends by `give_up`, looking every 5 ms (a stop only); else leaves it.
+fn join_within(t: JoinHandle<()>, give_up: Instant) {
     while !t.is_finished() && Instant::now() < give_up {
         thread::sleep(Duration::from_millis(5));
     }

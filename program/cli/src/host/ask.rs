@@ -472,19 +472,22 @@ impl Host {
                     self.show_next();
                 }
                 Err((why, draft)) => {
-                    ui::say(&format!(
-                        "{why}; your edit is kept in {}: e opens it again",
-                        draft.file.path().display()
-                    ));
                     let mut shown = shown;
-                    shown.draft = Some(draft);
                     // Sent to the background while the editor ran: asking would stop the bridge
-                    // (the question's flush of the terminal: SIGTTOU).
+                    // (the question's flush of the terminal: SIGTTOU). What becomes of the edit
+                    // is said with the change left.
                     if !crate::sys::terminal_is_ours() {
+                        ui::say(&why);
+                        shown.draft = Some(draft);
                         left_in_background(shown);
                         self.show_next();
                         return;
                     }
+                    ui::say(&format!(
+                        "{why}; your edit is kept in {}: e opens it again",
+                        draft.file.path().display()
+                    ));
+                    shown.draft = Some(draft);
                     self.shown = Some(shown);
                     self.ask();
                 }
@@ -581,13 +584,6 @@ impl Host {
     }
 }
 
-/// Runs `editor` on `tmp` and waits; the edited contents, at most [`MAX_EDITED_BYTES`].
-/// A `fresh` copy of the proposal that the editor did not write (quit without saving, or an
-/// editor that returns at once, such as `code` without `--wait`) is not taken for an edit:
-/// nothing is accepted. A draft the user wrote in an earlier edit is their own text: opened again
-/// and left as it is, it is accepted as it is. Why not, and whether the copy is the user's text
-/// now (not `fresh`, or written by this edit), when nothing is accepted.
-/// Also whether Ctrl-C ended the editor.
 /// A change not asked on the terminal, the bridge being in its background: claude's own prompt
 /// decides it. An edit kept for it stays where the terminal said.
 fn left_in_background(left: Shown) {
@@ -599,6 +595,13 @@ fn left_in_background(left: Shown) {
     ));
 }
 
+/// Runs `editor` on `tmp` and waits; the edited contents, at most [`MAX_EDITED_BYTES`].
+/// A `fresh` copy of the proposal that the editor did not write (quit without saving, or an
+/// editor that returns at once, such as `code` without `--wait`) is not taken for an edit:
+/// nothing is accepted. A draft the user wrote in an earlier edit is their own text: opened again
+/// and left as it is, it is accepted as it is. Why not, and whether the copy is the user's text
+/// now (not `fresh`, or written by this edit), when nothing is accepted.
+/// Also whether Ctrl-C ended the editor.
 fn edit(
     editor: &OsString,
     tmp: &tempfile::NamedTempFile,

@@ -3,10 +3,13 @@
 //! `sh`, so a program built for another machine (an arm64 `claude` in an x86-64 container) was
 //! read as a shell script and failed with sh's "Syntax error" on its bytes.
 //!
-//! Linux only: an ELF file for another machine, or another binary format (Mach-O, a Windows
-//! `.exe`), is refused unless a `binfmt_misc` handler registered with the kernel (qemu-user,
-//! Wine, WSL's interop) takes it. A script, with `#!` or without (which `sh` runs, as a shell
-//! would), is never refused. The other Unixes refuse nothing here.
+//! Linux only: an ELF file for a machine this one does not run (x86-64 runs i386 programs too,
+//! arm64 32-bit ARM ones), or another binary format (Mach-O, a Windows `.exe`), is refused unless
+//! a `binfmt_misc` handler registered with the kernel (qemu-user, Wine, WSL's interop) takes it.
+//! Only when that can be told: where `binfmt_misc` cannot be read (not mounted, as in most
+//! containers, whose host's handlers still apply), nothing is refused. A script, with `#!` or
+//! without (which `sh` runs, as a shell would), is never refused. The other Unixes refuse nothing
+//! here.
 
 use std::path::Path;
 
@@ -20,14 +23,9 @@ pub fn foreign_program(path: &Path) -> Option<String> {
         .and_then(|f| f.take(512).read_to_end(&mut head))
         .ok()?;
     let why = why_foreign(&head, elf_machine_here()?)?;
-    if handled_by_binfmt(
-        path,
-        &head,
-        std::path::Path::new("/proc/sys/fs/binfmt_misc"),
-    ) {
-        return None;
-    }
-    Some(why)
+    let binfmt = std::path::Path::new("/proc/sys/fs/binfmt_misc");
+    // Refused only when no handler takes it for sure.
+    (handled_by_binfmt(path, &head, binfmt) == Some(false)).then_some(why)
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -74,7 +72,14 @@ pub(super) fn why_foreign(head: &[u8], here: (u16, u8)) -> Option<String> {
             2 => u16::from_be_bytes(bytes),
             _ => u16::from_le_bytes(bytes),
         };
-        if (machine, head[4]) == here {
+        // The 32-bit programs of the same family run too (x86-64 runs i386 ones, and most arm64
+        // kernels 32-bit ARM ones).
+        let also = match here {
+            (62, 2) => Some((3, 1)),
+            (183, 2) => Some((40, 1)),
+            _ => None,
+        };
+        if (machine, head[4]) == here || Some((machine, head[4])) == also {
             return None;
         }
         return Some(format!(
@@ -103,9 +108,10 @@ pub(super) fn why_foreign(head: &[u8], here: (u16, u8)) -> Option<String> {
 }
 
 /// Whether an enabled `binfmt_misc` handler in `dir` takes the file at `path` starting with
-/// `head`: by its magic bytes (under its mask, at its offset) or by its name's extension.
+/// `head`: by its magic bytes (under its mask, at its offset) or by its name's extension. `None`
+/// when `dir` cannot be read (not mounted): the handlers cannot be told.
 #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-pub(super) fn handled_by_binfmt(path: &Path, head: &[u8], dir: &Path) -> bool {
+pub(super) fn handled_by_binfmt(path: &Path, head: &[u8], dir: &Path) -> Option<bool> {
     let read = |p: &Path| {
         use std::io::Read;
         let mut text = String::new();
@@ -114,19 +120,18 @@ pub(super) fn handled_by_binfmt(path: &Path, head: &[u8], dir: &Path) -> bool {
             .ok()
             .map(|_| text)
     };
-    if read(&dir.join("status")).is_none_or(|s| s.trim() != "enabled") {
-        return false;
+    let status = read(&dir.join("status"))?;
+    if status.trim() != "enabled" {
+        return Some(false);
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    entries.flatten().take(256).any(|e| {
+    let entries = std::fs::read_dir(dir).ok()?;
+    Some(entries.flatten().take(256).any(|e| {
         let name = e.file_name();
         if name == "status" || name == "register" {
             return false;
         }
         read(&e.path()).is_some_and(|text| takes(&text, path, head))
-    })
+    }))
 }
 
 /// Whether the handler described by `text` (a `binfmt_misc` entry) is enabled and takes the file.
@@ -195,7 +200,14 @@ mod tests {
         assert_eq!(why_foreign(&elf(62, 2), here), None);
         let arm = why_foreign(&elf(183, 2), here).unwrap();
         assert!(arm.contains("ELF machine 183, 64-bit"), "{arm}");
-        assert!(why_foreign(&elf(62, 1), here).is_some(), "32-bit");
+        assert!(why_foreign(&elf(62, 1), here).is_some(), "x86-64 as 32-bit");
+        assert_eq!(why_foreign(&elf(3, 1), here), None, "i386 on x86-64");
+        assert_eq!(
+            why_foreign(&elf(40, 1), (183, 2)),
+            None,
+            "32-bit ARM on arm64"
+        );
+        assert!(why_foreign(&elf(62, 2), (183, 2)).is_some());
         assert!(why_foreign(b"MZ\x90\x00\x03\x00", here)
             .unwrap()
             .contains("Windows"));
@@ -213,10 +225,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let arm = elf(183, 2);
         let file = Path::new("/x/claude");
-        assert!(!handled_by_binfmt(file, &arm, dir.path()), "no status");
+        assert_eq!(
+            handled_by_binfmt(file, &arm, dir.path()),
+            None,
+            "not mounted"
+        );
         std::fs::write(dir.path().join("status"), "enabled\n").unwrap();
         std::fs::write(dir.path().join("register"), "").unwrap();
-        assert!(!handled_by_binfmt(file, &arm, dir.path()), "no handler");
+        assert_eq!(
+            handled_by_binfmt(file, &arm, dir.path()),
+            Some(false),
+            "no handler"
+        );
         // qemu-user's aarch64 entry, as the kernel shows it.
         std::fs::write(
             dir.path().join("qemu-aarch64"),
@@ -225,10 +245,13 @@ mod tests {
              mask ffffffffffffff00fffffffffffffffffeffffff\n",
         )
         .unwrap();
-        assert!(handled_by_binfmt(file, &arm, dir.path()));
-        assert!(!handled_by_binfmt(file, &elf(75, 2), dir.path()));
+        assert_eq!(handled_by_binfmt(file, &arm, dir.path()), Some(true));
+        assert_eq!(
+            handled_by_binfmt(file, &elf(75, 2), dir.path()),
+            Some(false)
+        );
         std::fs::write(dir.path().join("status"), "disabled\n").unwrap();
-        assert!(!handled_by_binfmt(file, &arm, dir.path()));
+        assert_eq!(handled_by_binfmt(file, &arm, dir.path()), Some(false));
         std::fs::write(dir.path().join("status"), "enabled\n").unwrap();
         // By extension, as Wine's `.exe` entry may be.
         std::fs::write(
@@ -237,11 +260,8 @@ mod tests {
         )
         .unwrap();
         let mz = b"MZ\x90\x00\x03\x00";
-        assert!(handled_by_binfmt(
-            Path::new("/x/claude.exe"),
-            mz,
-            dir.path()
-        ));
-        assert!(!handled_by_binfmt(Path::new("/x/claude"), mz, dir.path()));
+        let exe = Path::new("/x/claude.exe");
+        assert_eq!(handled_by_binfmt(exe, mz, dir.path()), Some(true));
+        assert_eq!(handled_by_binfmt(file, mz, dir.path()), Some(false));
     }
 }
