@@ -1119,7 +1119,7 @@ impl State {
         }
         if self.of_open_document(&path, version) && !self.holds_newer_than(&path, version) {
             effects.extend(
-                self.store_converted(&path, Some(version), items, None)
+                self.store_in(&path, Some(version), items, None, List::Main)
                     .map(Effect::Changed),
             );
         }
@@ -1289,18 +1289,8 @@ impl State {
         self.store_in(path, version, items, result_id, list)
     }
 
-    /// [`State::store`] of diagnostics already converted (at most so many are kept).
-    fn store_converted(
-        &mut self,
-        path: &str,
-        version: Option<i32>,
-        items: Vec<Diagnostic>,
-        result_id: Option<String>,
-    ) -> Option<FileDiagnostics> {
-        self.store_in(path, version, items, result_id, List::Main)
-    }
-
-    /// [`State::store_converted`] into `list`. The publishes of a server that answers pulls
+    /// [`State::store`] of diagnostics already converted (at most so many are kept), into
+    /// `list`. The publishes of a server that answers pulls
     /// ([`List::Pushed`]) leave the version, counter and `resultId` of its pull's answer as
     /// they are: whether that answer is fresh is the pull's to say.
     fn store_in(

@@ -123,7 +123,7 @@ pub fn pid_alive(pid: u32) -> bool {
 /// assert_eq!(writer_alive(me, long_ago), cfg!(target_os = "linux"));
 /// ```
 pub fn writer_alive(pid: u32, written: SystemTime) -> bool {
-    // Linux counts a start in clock ticks after boot, `ps` in seconds: about a second either way.
+    // `ps` gives a start to the second: about a second either way.
     const SLACK: Duration = Duration::from_secs(2);
     if !pid_alive(pid) {
         return false;
