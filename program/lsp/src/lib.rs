@@ -42,6 +42,7 @@ pub mod codec;
 pub mod fuzzing;
 mod limits;
 mod log;
+mod merge;
 mod messages;
 mod rpc;
 mod server;
@@ -54,7 +55,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use claude_ide_bridge::{Diagnostic, FileDiagnostics};
@@ -62,6 +63,7 @@ pub use limits::LspLimits;
 pub use log::LspLog;
 pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable, MAX_SERVERS};
 
+use merge::known_of;
 use server::{OnChange, RequestError, ServerProcess};
 use state::Phase;
 
@@ -309,7 +311,9 @@ impl Lsp {
     /// A client for `config`; `on_change` is called whenever a file's diagnostics change (those of
     /// every server that has some for it, merged, as [`Lsp::diagnostics`] answers them): from the thread
     /// reading the server's output (published diagnostics), or from the thread calling
-    /// [`Lsp::diagnostics`] (pulled ones), usually before that call answers. A file whose diagnostics
+    /// [`Lsp::diagnostics`] (pulled ones), usually before that call answers. When two servers change
+    /// a file at once, its list may be told again: the last one told is what they hold after both
+    /// changes. A file whose diagnostics
     /// the client forgets is told with an empty list, as if its server had published one: when it is
     /// closed in its server to make room for another ([`LspLimits::max_open_files`]; from the thread
     /// handing that one over: [`Lsp::diagnostics`], [`Lsp::sync`], [`Lsp::format`]), when they
@@ -333,7 +337,13 @@ impl Lsp {
         // A change from one server is told with what the others hold for the file: a client
         // keeping the latest list per file would otherwise keep only the last server's.
         let weak = Arc::downgrade(&servers);
-        let merged: OnChange = Arc::new(move |change| on_change(merge_change(&weak, change)));
+        let latest = merge::Latest::default();
+        let merged: OnChange = Arc::new(move |change: FileDiagnostics| {
+            let uri = &change.uri;
+            if !latest.tell(uri, || merge::merged(&weak, uri), &on_change) {
+                on_change(change);
+            }
+        });
         Lsp {
             inner: Arc::new(Inner {
                 config,
@@ -904,35 +914,6 @@ impl Inner {
                 scope.spawn(move || server.stop(deadline));
             }
         });
-    }
-}
-
-/// The diagnostics `servers` hold for the file `key`, one after the other.
-fn known_of(servers: &[Arc<ServerProcess>], key: &str) -> Vec<Diagnostic> {
-    servers.iter().flat_map(|s| s.known(key)).collect()
-}
-
-/// A file's change from one server, told with what every server holds for the file now (the
-/// changed one included: it stored the change before telling it). Passed as it is when there is
-/// one server, or once the client is gone.
-fn merge_change(servers: &Weak<Mutex<Servers>>, change: FileDiagnostics) -> FileDiagnostics {
-    let Some(servers) = servers.upgrade() else {
-        return change;
-    };
-    let processes = servers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .processes();
-    drop(servers);
-    if processes.len() < 2 {
-        return change;
-    }
-    let Some(path) = sys::path_of_uri(&change.uri) else {
-        return change;
-    };
-    FileDiagnostics {
-        diagnostics: known_of(&processes, &path),
-        uri: change.uri,
     }
 }
 
