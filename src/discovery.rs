@@ -98,7 +98,7 @@ impl fmt::Debug for AuthToken {
 /// The content of a lock file, `<port>.lock`.
 ///
 /// Serialises with the wire keys `pid`, `workspaceFolders`, `ideName`, `transport`, `runningInWindows`,
-/// `authToken`. `Debug` redacts the token.
+/// `authToken`, and `processStart` when it has one. `Debug` redacts the token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockFile {
@@ -114,6 +114,14 @@ pub struct LockFile {
     pub running_in_windows: bool,
     /// The token the client must present.
     pub auth_token: AuthToken,
+    /// When the host's process started, in its operating system's own terms (this project's
+    /// member; the client ignores it): with `pid`, it names one process, so that a file whose pid
+    /// was handed out again (after a reboot or a container's restart) is told from a live host's.
+    /// Opaque: compared as text with what the same system says of the pid now. The runtime writes
+    /// it where the system keeps such a start (Linux: `<boot id>/<start in clock ticks after
+    /// boot>`); `None` elsewhere, and in other hosts' files. [`LockFile::new`] leaves it `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_start: Option<String>,
 }
 
 impl LockFile {
@@ -132,6 +140,7 @@ impl LockFile {
             transport: "ws".to_owned(),
             running_in_windows,
             auth_token,
+            process_start: None,
         }
     }
 

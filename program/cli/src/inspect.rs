@@ -10,7 +10,7 @@ use claude_ide_bridge::{lock_dirs, port_from_lock_name, LockFile};
 use claude_ide_bridge_files::{Limits, Workspace};
 use claude_ide_bridge_lsp::ServerTable;
 use claude_ide_bridge_runtime::lock::{
-    pid_alive, read_lock_text, writer_alive, MAX_LOCK_FILE_BYTES,
+    lock_writer_alive, pid_alive, read_lock_text, MAX_LOCK_FILE_BYTES,
 };
 
 use crate::lsp::ServerOpts;
@@ -38,12 +38,10 @@ struct Found {
 }
 
 impl Found {
-    /// Its writer may still run: the pid is alive and started before the file was written.
+    /// Its writer may still run: the pid is alive and names the process that wrote the file
+    /// ([`lock_writer_alive`]).
     fn live(&self) -> bool {
-        matches!(&self.lock, Ok(l) if match self.written {
-            Some(at) => writer_alive(l.pid, at),
-            None => pid_alive(l.pid),
-        })
+        matches!(&self.lock, Ok(l) if lock_writer_alive(l, self.written))
     }
 }
 
@@ -336,7 +334,7 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             Ok(l) if !f.live() && pid_alive(l.pid) => r.problem(
                 &format!(
                     "{} is stale: its pid {} ({}) now names another process, started after the \
-                     file was written (a reboot or a restart hands pids out again); claude takes \
+                     one that wrote it (a reboot or a restart hands pids out again); claude takes \
                      it for a live IDE's",
                     f.path.display(),
                     l.pid,

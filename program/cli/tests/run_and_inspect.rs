@@ -283,19 +283,27 @@ fn doctor(sb: &Sandbox, env: &[(&str, &str)]) -> (i32, String) {
     run_bounded(c)
 }
 
-/// `c` run to its end, its stdout read: its exit code and that text. A command that does not end
-/// within [`WAIT`] is killed and fails the test, rather than holding it.
-/// A lock file naming this live process, written a year before it started: `list` says it is
-/// stale, `doctor` that its pid names another process now.
+/// A lock file naming this live process but written by another that had its pid: on Linux its
+/// `processStart` is another start of that pid, elsewhere it was written a year before this
+/// process started. `list` says it is stale, `doctor` that its pid names another process now.
 fn reused_pid(home_ide: &std::path::Path, sb: &Sandbox) {
+    let path = home_ide.join("4646.lock");
     write_lock(home_ide, 4646, std::process::id(), &["/elsewhere"]);
-    let year_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(365 * 24 * 3600);
-    fs::File::options()
-        .write(true)
-        .open(home_ide.join("4646.lock"))
-        .unwrap()
-        .set_modified(year_ago)
-        .unwrap();
+    if cfg!(target_os = "linux") {
+        let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        let mut lock: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        lock["processStart"] = json!(format!("{}/1", boot.trim()));
+        fs::write(&path, lock.to_string()).unwrap();
+    } else {
+        let year_ago =
+            std::time::SystemTime::now() - std::time::Duration::from_secs(365 * 24 * 3600);
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(year_ago)
+            .unwrap();
+    }
     let o = sb.command().arg("list").output().unwrap();
     let list = String::from_utf8_lossy(&o.stdout);
     assert!(list.contains("stale port 4646"), "{list}");
@@ -308,6 +316,8 @@ fn reused_pid(home_ide: &std::path::Path, sb: &Sandbox) {
     fs::remove_file(home_ide.join("4646.lock")).unwrap();
 }
 
+/// `c` run to its end, its stdout read: its exit code and that text. A command that does not end
+/// within [`WAIT`] is killed and fails the test, rather than holding it.
 fn run_bounded(mut c: Command) -> (i32, String) {
     let mut child = c
         .stdin(Stdio::null())
@@ -476,12 +486,9 @@ fn list_and_doctor() {
         "{out}"
     );
     fs::remove_file(home_ide.join("4242.lock")).unwrap();
-    // A live pid on a file written before that process started (the pid handed out again
-    // after a reboot): stale, and a problem, since claude takes it for a live IDE's. Not told
-    // on Linux, where the pid alone decides (the runtime's `sys::process_started`).
-    if !cfg!(target_os = "linux") {
-        reused_pid(&home_ide, &sb);
-    }
+    // A live pid on a file another process wrote (the pid handed out again after a reboot):
+    // stale, and a problem, since claude takes it for a live IDE's.
+    reused_pid(&home_ide, &sb);
 
     // Lock directory permissions: readable by others (said, no problem: the bridge uses it),
     // writable by the group (a problem: the bridge refuses it), then a symlink.

@@ -111,8 +111,9 @@ pub fn pid_alive(pid: u32) -> bool {
 /// its pid is alive ([`pid_alive`]) and names a process started before then. A pid handed out
 /// again (after a reboot, or a container's restart, which count pids from 1 again) names a
 /// process started after the file was written, which is not its writer. Where the start cannot
-/// be read, the pid alone decides: on Linux always (`sys::process_started` says why). The start
-/// is read from `ps` on macOS and the other Unixes and `GetProcessTimes` on Windows.
+/// be read, the pid alone decides: on Linux always (`sys::process_started` says why; a lock file
+/// tells its writer there by its start instead: [`lock_writer_alive`]). The start is read from
+/// `ps` on macOS and the other Unixes and `GetProcessTimes` on Windows.
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -134,17 +135,52 @@ pub fn writer_alive(pid: u32, written: SystemTime) -> bool {
     }
 }
 
-/// [`writer_alive`] for the lock file `meta` describes (its pid alone when it has no time).
-fn file_writer_alive(pid: u32, meta: &fs::Metadata) -> bool {
-    match meta.modified() {
-        Ok(written) => writer_alive(pid, written),
-        Err(_) => pid_alive(pid),
+/// Whether the process that wrote `lock` may still run. A file with a `processStart`
+/// ([`LockFile::process_start`], which the runtime writes on Linux) names one process: the pid's
+/// start now must be the same (a pid handed out again has another). Without one, or where the
+/// start cannot be read now, [`writer_alive`] decides with when the file was last `written`, or
+/// the pid alone ([`pid_alive`]) when that is not known.
+///
+/// ```
+/// use claude_ide_bridge::{AuthToken, LockFile};
+/// use claude_ide_bridge_runtime::lock::lock_writer_alive;
+/// let mut lock = LockFile::new(std::process::id(), vec![], "MyEditor", false, AuthToken::from_string("t"));
+/// assert!(lock_writer_alive(&lock, None));
+/// lock.process_start = Some("another boot/1".into());
+/// // Another process's start: not this one's file, where the system tells starts apart.
+/// assert_eq!(lock_writer_alive(&lock, None), !cfg!(target_os = "linux"));
+/// ```
+pub fn lock_writer_alive(lock: &LockFile, written: Option<SystemTime>) -> bool {
+    if let (Some(theirs), Some(now)) = (&lock.process_start, sys::process_start(lock.pid)) {
+        return *theirs == now;
+    }
+    match written {
+        Some(written) => writer_alive(lock.pid, written),
+        None => pid_alive(lock.pid),
     }
 }
 
+/// [`lock_writer_alive`] for the lock file `meta` describes.
+fn file_writer_alive(lock: &LockFile, meta: &fs::Metadata) -> bool {
+    lock_writer_alive(lock, meta.modified().ok())
+}
+
+/// The text written for `content`: with this process's start ([`LockFile::process_start`]) when
+/// it names this process without one, and the system keeps such a start.
+fn text_of(content: &LockFile) -> String {
+    if content.pid == std::process::id() && content.process_start.is_none() {
+        if let Some(start) = sys::process_start(content.pid) {
+            let mut stamped = content.clone();
+            stamped.process_start = Some(start);
+            return stamped.to_json();
+        }
+    }
+    content.to_json()
+}
+
 /// Removes this host's stale lock files from `dir`: files named `<port>.lock`, owned by us, with
-/// this `ide_name`, a writer that is gone ([`writer_alive`]: its pid not alive, or handed out
-/// again since) and a port nothing answers on (a pid of another pid namespace looks dead from
+/// this `ide_name`, a writer that is gone ([`lock_writer_alive`]: its pid not alive, or handed
+/// out again since) and a port nothing answers on (a pid of another pid namespace looks dead from
 /// here). A live bridge's file is never touched. Returns the removed paths.
 pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
@@ -170,7 +206,7 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
         let stale = if lock.pid == std::process::id() {
             !written_here(&path)
         } else {
-            !file_writer_alive(lock.pid, &meta)
+            !file_writer_alive(&lock, &meta)
         };
         // A pid that looks dead may be another pid namespace's (a bridge in a container sharing
         // this folder, or this one's host): its port still answers, and its file stays.
@@ -235,7 +271,7 @@ fn read_lock(path: &Path) -> Option<LockFile> {
 }
 
 /// The pid of a live process, not this one, whose lock file for `port` is in `dir` (its writer:
-/// [`writer_alive`]): that port is served, on another address (a bridge bound to `127.0.0.2` or
+/// [`lock_writer_alive`]): that port is served, on another address (a bridge bound to `127.0.0.2` or
 /// `::1` gets the same port as one on `127.0.0.1`), and its lock file is not ours to write over
 /// or remove.
 pub fn port_held(dir: &Path, port: u16) -> Option<u32> {
@@ -245,7 +281,7 @@ pub fn port_held(dir: &Path, port: u16) -> Option<u32> {
         return None;
     }
     let lock = read_lock(&path)?;
-    (lock.pid != std::process::id() && file_writer_alive(lock.pid, &meta)).then_some(lock.pid)
+    (lock.pid != std::process::id() && file_writer_alive(&lock, &meta)).then_some(lock.pid)
 }
 
 /// The lock files this process has written and not removed (by [`LockGuard`]), whatever their
@@ -300,7 +336,7 @@ impl LockGuard {
             removed: false,
             written: None,
         };
-        write_atomic(&guard.dir, &guard.name, content.to_json().as_bytes())?;
+        write_atomic(&guard.dir, &guard.name, text_of(content).as_bytes())?;
         guard.written = fs::symlink_metadata(&guard.path).ok();
         Ok(guard)
     }
@@ -333,7 +369,7 @@ impl LockGuard {
                 self.path.display()
             )));
         }
-        write_atomic(&self.dir, &self.name, content.to_json().as_bytes())?;
+        write_atomic(&self.dir, &self.name, text_of(content).as_bytes())?;
         self.written = fs::symlink_metadata(&self.path).ok();
         Ok(())
     }
@@ -376,7 +412,7 @@ impl LockGuard {
             Err(e) => return Err(e),
         }
         check_lock_dir(&self.dir)?;
-        write_atomic(&self.dir, &self.name, content.to_json().as_bytes())?;
+        write_atomic(&self.dir, &self.name, text_of(content).as_bytes())?;
         self.written = fs::symlink_metadata(&self.path).ok();
         Ok(true)
     }
@@ -446,9 +482,8 @@ mod tests {
         assert_eq!(LockFile::parse(&left).unwrap().pid, 1);
     }
 
-    /// Run as a child by the test below: a process to name in a lock file, until it is killed.
+    /// Run as a child by the tests below: a process to name in a lock file, until it is killed.
     #[test]
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
     fn a_child_that_waits() {
         if std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_WAIT").is_some() {
             std::thread::sleep(Duration::from_secs(60));
@@ -458,7 +493,7 @@ mod tests {
     /// A lock file whose pid names a process started after the file was written (the pid was
     /// handed out again: a reboot, a container restarted) is stale, and does not hold its port;
     /// the same pid on a file written after that process started is its own, and does.
-    /// (Not on Linux, where the pid alone decides: `sys::process_started`.)
+    /// (Not on Linux, which tells by the file's `processStart`: the test below.)
     #[test]
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     fn a_pid_handed_out_again_is_not_the_writer() {
@@ -501,6 +536,60 @@ mod tests {
             "written before the start"
         );
         assert_eq!(remove_stale_locks(dir.path(), "Vim").unwrap(), [path]);
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// Linux: the file a guard writes names this process's start; one whose pid names a process
+    /// with another start (the pid handed out again: a reboot, a container restarted) is stale,
+    /// and does not hold its port, whenever it was written; with the process's own start, it
+    /// does. A file without a start (another host's) goes by the pid alone.
+    #[test]
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn a_pid_handed_out_again_is_not_the_writer_on_linux() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = || claude_ide_bridge::AuthToken::from_string("t".repeat(43));
+        let me = LockFile::new(std::process::id(), vec!["/w".into()], "Vim", false, token());
+        let mut guard = LockGuard::create(dir.path(), 5, &me, false).unwrap();
+        let written = LockFile::parse(&fs::read_to_string(guard.path()).unwrap()).unwrap();
+        let mine = sys::process_start(std::process::id()).expect("/proc tells");
+        assert_eq!(written.process_start.as_deref(), Some(&*mine));
+        guard.remove().unwrap();
+
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "lock::tests::a_child_that_waits", "--nocapture"])
+            .env("CLAUDE_IDE_BRIDGE_TEST_WAIT", "1")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let path = dir.path().join(lock_file_name(port));
+        // (Perhaps the same as this process's: two starts within a clock tick.)
+        let theirs = sys::process_start(pid).expect("/proc tells");
+        let mut lock = LockFile::new(pid, vec!["/w".into()], "Vim", false, token());
+        let (boot, ticks) = theirs.rsplit_once('/').unwrap();
+        let ticks: u64 = ticks.parse().unwrap();
+        for (start, held) in [
+            (Some(theirs.clone()), true),
+            (None, true),
+            (Some(format!("{boot}/{}", ticks + 1)), false),
+            (Some(format!("another-boot/{ticks}")), false),
+        ] {
+            lock.process_start = start.clone();
+            fs::write(&path, lock.to_json()).unwrap();
+            assert_eq!(
+                port_held(dir.path(), port),
+                held.then_some(pid),
+                "{start:?}"
+            );
+            let removed = remove_stale_locks(dir.path(), "Vim").unwrap();
+            assert_eq!(removed.is_empty(), held, "{start:?}");
+        }
         child.kill().unwrap();
         child.wait().unwrap();
     }

@@ -422,17 +422,19 @@ pub fn lock_file<R: Rt>() {
     let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
     keys.sort();
-    assert_eq!(
-        keys,
-        [
-            "authToken",
-            "ideName",
-            "pid",
-            "runningInWindows",
-            "transport",
-            "workspaceFolders"
-        ]
-    );
+    let mut expected = vec![
+        "authToken",
+        "ideName",
+        "pid",
+        "runningInWindows",
+        "transport",
+        "workspaceFolders",
+    ];
+    // Linux: the process's start too, which tells this process from a later one with its pid.
+    if cfg!(target_os = "linux") {
+        expected.insert(3, "processStart");
+    }
+    assert_eq!(keys, expected);
     assert_eq!(v["authToken"], TOKEN);
     assert_eq!(v["pid"], std::process::id());
     assert_eq!(v["ideName"], "ScenarioIDE");
@@ -441,6 +443,11 @@ pub fn lock_file<R: Rt>() {
     // `C:\...` on Windows), and whether the bridge runs on Windows.
     assert_eq!(v["workspaceFolders"], json!([dir.path().to_str().unwrap()]));
     assert_eq!(v["runningInWindows"], cfg!(windows));
+    if cfg!(target_os = "linux") {
+        let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        let start = v["processStart"].as_str().unwrap();
+        assert!(start.starts_with(&format!("{}/", boot.trim())), "{start}");
+    }
     // Rewritten atomically when the folders change.
     let (x, y) = (dir.path().join("x"), dir.path().join("y"));
     R::handle(&s)

@@ -241,10 +241,45 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
 /// keeps a process's start only as a time after boot. Turned into a wall-clock time with the
 /// clock since boot, it moves with every step of the wall clock (a virtual machine resumed after
 /// the laptop slept, WSL's among them, steps it by hours while its boot clock stood still), and
-/// a live bridge would then pass for one started after its own lock file. Told apart exactly
-/// only by an identity written in the lock file (not done yet): the pid alone decides here.
+/// a live bridge would then pass for one started after its own lock file. Linux tells its
+/// processes apart by [`process_start`] instead.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn process_started(_pid: u32) -> Option<std::time::SystemTime> {
+    None
+}
+
+/// Process `pid`'s start, as a lock file's `processStart` keeps it: on Linux the boot id and the
+/// start in clock ticks after boot (`/proc/PID/stat`), which name one process of this boot (a
+/// container's restart starts its processes at other ticks), and which no step of the wall clock
+/// moves. `None` where `/proc` does not tell (and on the other Unixes, where
+/// [`process_started`]'s wall-clock start serves instead).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn process_start(pid: u32) -> Option<String> {
+    use std::io::Read;
+    let read = |path: &str| {
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(4096).read_to_string(&mut text))
+            .ok()?;
+        Some(text)
+    };
+    let boot = read("/proc/sys/kernel/random/boot_id")?;
+    let stat = read(&format!("/proc/{pid}/stat"))?;
+    let boot = boot.trim();
+    let ticks = start_ticks(&stat)?;
+    (!boot.is_empty()).then(|| format!("{boot}/{ticks}"))
+}
+
+/// The start of `/proc/PID/stat`'s process in clock ticks after boot: its 22nd field, the 20th
+/// after the command's name (in parentheses, and which may hold spaces and parentheses itself).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn start_ticks(stat: &str) -> Option<u64> {
+    let (_, after_name) = stat.rsplit_once(')')?;
+    after_name.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn process_start(_pid: u32) -> Option<String> {
     None
 }
 
@@ -429,6 +464,22 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
+
+    /// The start is the 22nd field, after a name that may hold spaces and parentheses.
+    #[test]
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn a_start_is_read_after_any_name() {
+        let fields = |name: &str| {
+            format!("77 ({name}) S 1 77 77 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 5000 300")
+        };
+        assert_eq!(start_ticks(&fields("sh")), Some(123456));
+        assert_eq!(start_ticks(&fields("a) (b c) 9 9")), Some(123456));
+        assert_eq!(start_ticks("77 (sh) S 1"), None);
+        assert_eq!(start_ticks("no name"), None);
+        let me = process_start(std::process::id()).unwrap();
+        assert_eq!(process_start(std::process::id()), Some(me));
+        assert_eq!(process_start(u32::MAX), None);
+    }
 
     /// A child started with SIGINT and SIGQUIT ignored (`trap ''` survives `exec`).
     fn deaf_child() -> std::process::Child {

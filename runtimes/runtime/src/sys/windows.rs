@@ -443,6 +443,12 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// Process `pid`'s start as a lock file's `processStart` keeps it: not written on Windows, where
+/// [`process_started`]'s creation time serves.
+pub(crate) fn process_start(_pid: u32) -> Option<String> {
+    None
+}
+
 /// When process `pid` was created (`GetProcessTimes`), as this host's clock tells it. `None` when
 /// it cannot be opened (no such process, or access denied) or asked.
 pub(crate) fn process_started(pid: u32) -> Option<std::time::SystemTime> {
