@@ -257,44 +257,24 @@ fn at_mention() -> claude_ide_bridge::AtMentioned {
     }
 }
 
-/// A handler that never returns while the server stops (it waits for something only the
-/// stopping task would do): the stop still returns, the lock file gone, leaving that task to
-/// end on its own. Before, the stop awaited it without a bound and hung.
+/// A handler that never returns while the server stops: the stop is bounded (the scenario).
+/// Before, the stop awaited its task without a bound and hung.
 #[test]
 fn a_handler_that_does_not_return_does_not_hold_the_stop() {
-    let dir = tempfile::tempdir().unwrap();
-    let (release, held) = mpsc::channel::<()>();
-    let held = Arc::new(Mutex::new(held));
-    let (in_handler, entered) = mpsc::channel();
     // An executor of its own: the handler holds one of its threads for seconds, which on smol's
     // global one would hold up the other tests of this binary.
     let (ex, stop_executor, runners) = executor(2, "held");
-    let server = smol::block_on(IdeServer::start_with_handler_on(
-        scenarios::opts(dir.path()),
-        ex,
-        move |e, _| {
-            if let Event::ToolCall { .. } = e {
-                let _ = in_handler.send(());
-                let _ = held.lock().unwrap().recv();
-            }
+    scenarios::a_handler_that_does_not_return_does_not_hold_the_stop(
+        |opts, mut handler| {
+            let server = smol::block_on(IdeServer::start_with_handler_on(opts, ex, move |e, _| {
+                handler(&e)
+            }))
+            .unwrap();
+            let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
+            (server, port, lock)
         },
-    ))
-    .unwrap();
-    let lock = server.lock_path().unwrap().to_path_buf();
-    let (_, c) = client::connect(server.port(), Some(scenarios::TOKEN));
-    let mut c = c.unwrap();
-    c.init();
-    c.call_tool("getDiagnostics", json!({}));
-    entered.recv_timeout(Duration::from_secs(20)).unwrap();
-    let (stopped, stop_returned) = mpsc::channel();
-    thread::spawn(move || {
-        smol::block_on(server.stop());
-        let _ = stopped.send(());
-    });
-    let returned = stop_returned.recv_timeout(Duration::from_secs(30));
-    let _ = release.send(());
-    returned.expect("the stop returned");
-    assert!(!lock.exists());
+        |server| smol::block_on(server.stop()),
+    );
     drop(stop_executor);
     for r in runners {
         r.join().unwrap();

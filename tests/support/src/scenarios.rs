@@ -1466,3 +1466,41 @@ pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
     assert!(h.connections().is_empty());
     R::stop(s);
 }
+
+/// A handler that never returns while the server stops (it waits for something only the stopping
+/// thread or task would do): the stop still returns, the lock file gone, leaving that handler to
+/// end on its own. `start` starts a server with `opts` whose handler calls the given function with
+/// each event, and gives its port and lock file; `stop` stops it and returns when the stop does.
+pub fn a_handler_that_does_not_return_does_not_hold_the_stop<S: Send + 'static>(
+    start: impl FnOnce(Options, Box<dyn FnMut(&Event) + Send>) -> (S, u16, PathBuf),
+    stop: impl FnOnce(S) + Send + 'static,
+) {
+    use std::sync::{mpsc, Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let (release, held) = mpsc::channel::<()>();
+    let held = Arc::new(Mutex::new(held));
+    let (in_handler, entered) = mpsc::channel();
+    let (server, port, lock) = start(
+        opts(dir.path()),
+        Box::new(move |e| {
+            if let Event::ToolCall { .. } = e {
+                let _ = in_handler.send(());
+                let _ = held.lock().unwrap().recv();
+            }
+        }),
+    );
+    let (_, c) = connect(port, Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    c.call_tool("getDiagnostics", json!({}));
+    entered.recv_timeout(Duration::from_secs(20)).unwrap();
+    let (stopped, stop_returned) = mpsc::channel();
+    std::thread::spawn(move || {
+        stop(server);
+        let _ = stopped.send(());
+    });
+    let returned = stop_returned.recv_timeout(Duration::from_secs(30));
+    let _ = release.send(());
+    returned.expect("the stop returned");
+    assert!(!lock.exists());
+}
