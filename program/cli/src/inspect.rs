@@ -39,9 +39,12 @@ struct Found {
 
 impl Found {
     /// Its writer may still run: the pid is alive and names the process that wrote the file
-    /// ([`lock_writer_alive`]).
+    /// ([`lock_writer_alive`]), or, alive but naming another process here, its port answers: a
+    /// bridge in another pid namespace sharing this folder and network (a container's pid 1 is
+    /// this host's init, started at another time).
     fn live(&self) -> bool {
-        matches!(&self.lock, Ok(l) if lock_writer_alive(l, self.written))
+        matches!(&self.lock, Ok(l) if lock_writer_alive(l, self.written)
+            || (pid_alive(l.pid) && port_answers(self.port)))
     }
 }
 

@@ -151,6 +151,11 @@ pub fn writer_alive(pid: u32, written: SystemTime) -> bool {
 /// assert_eq!(lock_writer_alive(&lock, None), !cfg!(target_os = "linux"));
 /// ```
 pub fn lock_writer_alive(lock: &LockFile, written: Option<SystemTime>) -> bool {
+    // A dead pid writes nothing, whatever `/proc` says (one mounted for another pid namespace
+    // may still show a process of that pid).
+    if !pid_alive(lock.pid) {
+        return false;
+    }
     if let (Some(theirs), Some(now)) = (&lock.process_start, sys::process_start(lock.pid)) {
         return *theirs == now;
     }
