@@ -582,17 +582,39 @@ fn serve(
             StopOnPanic::new(&tx, "runtime"),
         )
     };
-    let started = match runtime::start(common.runtime, opts.clone(), sink()) {
+    let lock_dir = match &opts.lock_file {
+        LockFileMode::Dir(d) => Some(d.clone()),
+        _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
+    };
+    let mut started = runtime::start(common.runtime, opts.clone(), sink());
+    // This workspace's last bridge still stopping holds the kept port for some seconds after
+    // its lock file went: waited for, so that the port and token stay and the claude retrying
+    // that port gets back in.
+    let taken = |s: &std::io::Result<_>| matches!(s, Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && refused_by_the_port(e));
+    if taken(&started) {
+        if let Some(pid) = kept.stopping_bridge(lock_dir.as_deref()) {
+            ui::say(&format!(
+                "port {}: waiting up to {} s for this workspace's last bridge (pid {pid}) to stop",
+                kept.port(),
+                state::STOPPING_WAIT.as_secs()
+            ));
+            let give_up = Instant::now() + state::STOPPING_WAIT;
+            let mut last_try = false;
+            while taken(&started) && !last_try && Instant::now() < give_up {
+                // Once it is gone, its port is free: one more try.
+                last_try = !claude_ide_bridge_runtime::lock::pid_alive(pid);
+                std::thread::sleep(Duration::from_millis(100));
+                started = runtime::start(common.runtime, opts.clone(), sink());
+            }
+        }
+    }
+    let started = match started {
         // The kept port may also be refused for another reason (on Windows, a range Hyper-V
         // reserved after a reboot answers "access denied"): go on with a new port then too, or
         // every start would fail until the state file is deleted. An error that is not the port's
         // (the lock-file directory's) is not the kept port's fault.
         Err(e) if kept.may_move() && refused_by_the_port(&e) => {
             if e.kind() == std::io::ErrorKind::AddrInUse {
-                let lock_dir = match &opts.lock_file {
-                    LockFileMode::Dir(d) => Some(d.clone()),
-                    _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
-                };
                 kept.port_taken(lock_dir.as_deref());
             } else {
                 kept.port_refused(&e);

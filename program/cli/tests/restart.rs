@@ -105,6 +105,38 @@ fn a_stopped_bridge_too() {
     assert_eq!((second.port, second.token()), (port, token));
 }
 
+/// This workspace's last bridge still stopping when the next starts (a Vim quit and started
+/// again at once: the stop withdraws the lock file first and closes the port seconds later,
+/// once its editor, language servers and answers were waited for): the new one waits for the
+/// port and takes it and the token back, and the claude retrying the port gets in. Before, it
+/// took a new port. The stopping bridge is played by one stopped (SIGSTOP) with its lock file
+/// removed, killed a second later.
+#[test]
+fn a_bridge_still_stopping_is_waited_for() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    first.stderr.wait_for("port and auth token: kept in ");
+    let pid = first.child.id().to_string();
+    let stopped = std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    fs::remove_file(&first.lock).unwrap();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        crash(first);
+    });
+    let second = Served::start(&sb, &[]);
+    killer.join().unwrap();
+    second.stderr.wait_for(&format!(
+        "port {port}: waiting up to 15 s for this workspace's last bridge (pid {pid}) to stop"
+    ));
+    assert_eq!((second.port, second.token()), (port, token.clone()));
+    old_client_gets_in(port, &token);
+}
+
 /// Another program holds the kept port: a new port, said so, and kept for the next start (with
 /// the same token).
 #[test]

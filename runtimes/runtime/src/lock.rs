@@ -280,13 +280,18 @@ fn read_lock(path: &Path) -> Option<LockFile> {
 /// `::1` gets the same port as one on `127.0.0.1`), and its lock file is not ours to write over
 /// or remove.
 pub fn port_held(dir: &Path, port: u16) -> Option<u32> {
+    lock_held(dir, port).map(|lock| lock.pid)
+}
+
+/// As [`port_held`], the lock file itself: whose it is (its token, its folders, its IDE's name).
+pub fn lock_held(dir: &Path, port: u16) -> Option<LockFile> {
     let path = dir.join(lock_file_name(port));
     let meta = fs::symlink_metadata(&path).ok()?;
     if !meta.is_file() {
         return None;
     }
     let lock = read_lock(&path)?;
-    (lock.pid != std::process::id() && file_writer_alive(&lock, &meta)).then_some(lock.pid)
+    (lock.pid != std::process::id() && file_writer_alive(&lock, &meta)).then_some(lock)
 }
 
 /// The lock files this process has written and not removed (by [`LockGuard`]), whatever their

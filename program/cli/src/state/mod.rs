@@ -38,6 +38,12 @@ pub struct Saved {
     pub pid: u32,
 }
 
+/// How long a start waits for the kept port when this workspace's last bridge is still stopping
+/// ([`Kept::stopping_bridge`]): the longest such a stop takes (an editor, the language servers,
+/// the jobs and stdout waited for, 2 s each, then the runtime's own stop), and within the 17 s
+/// claude goes on retrying the old port.
+pub const STOPPING_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// The file as written (`version` 1).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -276,16 +282,49 @@ impl Kept {
         self.explicit_port.is_none() && self.port != 0
     }
 
-    /// The kept port is taken: go on with any free port (and, when a bridge serves it, a new
-    /// token, keeping nothing).
+    /// The pid of this workspace's last bridge when it looks to be stopping, the kept port still
+    /// its own: it saved the state file, still runs (the same process: its start is before the
+    /// file's last write where the system tells, [`writer_alive`]), and no live lock file names
+    /// the port (a stopping bridge withdraws its lock file first and closes its port last,
+    /// seconds later when its editor, language servers and answers are waited for). A bridge
+    /// started then waits for the port ([`STOPPING_WAIT`]), keeping port and token, so that a
+    /// claude retrying that port gets back in. `None` with `--port`, or when nothing was kept.
+    ///
+    /// [`writer_alive`]: claude_ide_bridge_runtime::lock::writer_alive
+    pub fn stopping_bridge(&self, lock_dir: Option<&Path>) -> Option<u32> {
+        use claude_ide_bridge_runtime::lock::{pid_alive, port_held, writer_alive};
+        if !self.may_move() {
+            return None;
+        }
+        let saved = self.loaded.as_ref().filter(|s| s.port == self.port)?;
+        if saved.pid == std::process::id() {
+            return None;
+        }
+        let written = self.store.as_ref().and_then(|s| {
+            std::fs::symlink_metadata(s.path())
+                .and_then(|m| m.modified())
+                .ok()
+        });
+        let alive = match written {
+            Some(at) => writer_alive(saved.pid, at),
+            None => pid_alive(saved.pid),
+        };
+        let served = lock_dir.is_some_and(|d| port_held(d, self.port).is_some());
+        (alive && !served).then_some(saved.pid)
+    }
+
+    /// The kept port is taken: go on with any free port (and, when this workspace's bridge
+    /// serves it, a new token, keeping nothing).
     ///
     /// Which it is, is told by the lock files in `lock_dir`: a live process whose `<port>.lock`
-    /// is there is a bridge (this workspace's, started at the same moment or before, or one
-    /// bound to another address), and the port, token and state file are its own. The state
-    /// file's pid alone does not tell: two bridges started at once both read a dead one (and
-    /// the second took the first's token and state file), and a pid reused by another program
-    /// looks alive for good (and nothing was ever kept again). A bridge that has bound the port
-    /// and not yet written its lock file is waited for, briefly.
+    /// is there with this workspace's token is its bridge (started at the same moment or before,
+    /// or bound to another address), and the port, token and state file are its own. Another
+    /// program's server (another workspace's bridge, another IDE) only took the port: the token
+    /// is kept, and the new port with it. The state file's pid alone does not tell: two bridges
+    /// started at once both read a dead one (and the second took the first's token and state
+    /// file), and a pid reused by another program looks alive for good (and nothing was ever
+    /// kept again). A bridge that has bound the port and not yet written its lock file is
+    /// waited for, briefly.
     pub fn port_taken(&mut self, lock_dir: Option<&Path>) {
         let taken = self.port;
         self.port = 0;
@@ -294,12 +333,26 @@ impl Kept {
                 if i > 0 {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                claude_ide_bridge_runtime::lock::port_held(dir, taken)
+                claude_ide_bridge_runtime::lock::lock_held(dir, taken)
             })
+        };
+        let ours = |lock: &claude_ide_bridge::LockFile| {
+            lock.auth_token == self.token
+                || self
+                    .loaded
+                    .as_ref()
+                    .is_some_and(|s| s.token == lock.auth_token)
         };
         let live = lock_dir.and_then(held);
         match live {
-            Some(pid) => {
+            Some(lock) if !ours(&lock) => self.notes.push(format!(
+                "port {taken}, kept for this workspace, is taken by another program's server \
+                 (pid {}): listening on a new one (a claude still trying the old port reconnects \
+                 with /ide)",
+                lock.pid
+            )),
+            Some(lock) => {
+                let pid = lock.pid;
                 self.token = claude_ide_bridge_runtime::generate_token();
                 self.save = false;
                 self.notes.push(format!(
@@ -453,8 +506,43 @@ pub(crate) mod tests {
         assert_ne!(second.token().as_str(), kept_by.token.as_str());
         assert!(!second.save);
         assert!(second.notes.iter().any(|n| n.contains("another bridge")));
+
+        // Another program's server on the port (another workspace's bridge, another IDE): its
+        // lock file has another token. The port only is replaced; token and state are kept.
+        let theirs = claude_ide_bridge::LockFile::new(
+            other.id(),
+            vec!["/elsewhere".into()],
+            "OtherIDE",
+            false,
+            claude_ide_bridge::AuthToken::from_string("someone-else"),
+        );
+        fs::write(locks.join("40123.lock"), theirs.to_json()).unwrap();
+        let mut third = Kept::load_from(Some(d.path()), &folders, None, false);
+        assert_eq!(
+            third.stopping_bridge(Some(&locks)),
+            None,
+            "its lock file is live"
+        );
+        third.port_taken(Some(&locks));
+        assert_eq!(third.port(), 0);
+        assert_eq!(third.token().as_str(), kept_by.token.as_str());
+        assert!(third.save);
+        assert!(third
+            .notes
+            .iter()
+            .any(|n| n.contains("another program's server")));
+
+        // No lock file names the port and the pid that saved the state runs: that bridge is
+        // stopping; not with --port.
+        fs::remove_file(locks.join("40123.lock")).unwrap();
+        let fourth = Kept::load_from(Some(d.path()), &folders, None, false);
+        assert_eq!(fourth.stopping_bridge(Some(&locks)), Some(other.id()));
+        let explicit = Kept::load_from(Some(d.path()), &folders, Some(40123), false);
+        assert_eq!(explicit.stopping_bridge(Some(&locks)), None);
         let _ = other.kill();
         let _ = other.wait();
+        let fifth = Kept::load_from(Some(d.path()), &folders, None, false);
+        assert_eq!(fifth.stopping_bridge(Some(&locks)), None, "it is gone");
     }
 
     /// A state file in a folder others may write to is not read (the save refused that folder,
