@@ -441,8 +441,15 @@ impl LanguageServers {
                     let path = PathBuf::from(&t.path);
                     // Accepted before this check (an accept that waited its longest): the
                     // server has the accepted contents, and handing it the text on disk now
-                    // would take them away and lose their diagnostics_changed.
-                    let accepted = me.memory().pending.contains_key(&path);
+                    // would take them away and lose their diagnostics_changed. Only contents
+                    // still on their way count: ones already on disk, or accepted longer than
+                    // [`PENDING`] ago (a client that skipped its checks after the write leaves
+                    // them), are forgotten and the text on disk is checked; else every later
+                    // `openDiff` of the file skipped its check, and the baseline was never known.
+                    let accepted = me
+                        .memory()
+                        .before_write(&path, text_hash(&t.content), Instant::now())
+                        .is_some();
                     if !accepted {
                         let checked = me.ask(&path, &t.content, None);
                         if checked.fresh {
@@ -1208,6 +1215,84 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The check of the text on disk at an `openDiff` is skipped only for accepted contents still
+    /// on their way (accepted within [`PENDING`], not yet on disk). An entry left by an earlier
+    /// accept whose client never asked again (older than [`PENDING`], for another text) stopped
+    /// every later check of the file: its baseline was never known, so the client skipped its
+    /// check after the write again, and the entry stayed.
+    #[cfg(unix)]
+    #[test]
+    fn only_contents_on_their_way_skip_the_check_of_the_text_on_disk() {
+        use claude_ide_bridge_lsp::{parse_override, LspConfig, ServerTable};
+        let dir = tempfile::tempdir().unwrap();
+        let ws_dir = dir.path().join("ws");
+        std::fs::create_dir(&ws_dir).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+        let mut servers = ServerTable::builtin();
+        servers
+            .set(parse_override(&format!("python=python3 '{}' good", script.display())).unwrap());
+        let lsp = Lsp::new(
+            LspConfig {
+                servers,
+                workspace_folders: vec![ws_dir.clone()],
+                diagnostics_wait: Duration::from_secs(30),
+                start_wait: Duration::from_secs(30),
+                ..LspConfig::default()
+            },
+            |_| {},
+        );
+        let log = Log::open(&dir.path().join("lsp.log")).unwrap();
+        let ws = Workspace::new(
+            vec![ws_dir.to_str().unwrap().to_owned()],
+            claude_ide_bridge_files::Limits::default(),
+        );
+        let s = Arc::new(LanguageServers::new(lsp, log, ws).warm(Warm::Connect));
+        struct Stop(Arc<LanguageServers>);
+        impl Drop for Stop {
+            fn drop(&mut self) {
+                self.0.lsp.shutdown(Duration::from_secs(2));
+            }
+        }
+        let _stop = Stop(s.clone());
+        let on_disk = "error\n";
+        let file = |name: &str| {
+            let path = ws_dir.join(name);
+            std::fs::write(&path, on_disk).unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        // Checks `name`'s text on disk with `pending` accepted contents of it (their hash, and
+        // how long ago they were accepted): whether an answer for the text on disk is remembered.
+        let checked = |name: &str, pending: (u64, Duration)| {
+            let named = file(name);
+            let path = PathBuf::from(s.ws.read_text(&named).unwrap().path);
+            let at = Instant::now().checked_sub(pending.1).unwrap();
+            s.memory().pending.insert(path.clone(), (pending.0, at));
+            assert!(s.check_on_disk(&named, OnDisk::Diff));
+            let until = Instant::now() + Duration::from_secs(60);
+            while s.checks().contains_key(&named) {
+                assert!(Instant::now() < until, "the check of {name} did not end");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let hash = text_hash(on_disk);
+            let m = s.memory();
+            m.answers
+                .iter()
+                .any(|(p, h, d)| *p == path && *h == hash && d.len() == 1)
+        };
+        let other = text_hash("accepted\n");
+        let long_ago = PENDING + Duration::from_secs(1);
+        assert!(
+            checked("stale.py", (other, long_ago)),
+            "an entry older than the pending window stopped the check"
+        );
+        assert!(
+            checked("written.py", (text_hash(on_disk), Duration::ZERO)),
+            "accepted contents already on disk stopped the check"
+        );
+        // Accepted contents on their way: the server keeps them (the case the skip is for).
+        assert!(!checked("on_its_way.py", (other, Duration::ZERO)));
     }
 
     #[test]
