@@ -389,6 +389,19 @@ impl Lsp {
     /// that remembers answers keeps only fresh ones) and which servers of the set did not answer
     /// ([`Checked::down`]).
     pub fn check(&self, path: &Path, text: &str, deadline: Instant) -> Checked {
+        self.check_until(path, text, deadline, false)
+    }
+
+    /// [`Lsp::check`], never past `deadline`: a server still starting then (the first call of a
+    /// language, or one that restarts a server that crashed) makes the answer late
+    /// ([`Checked::fresh`] false) at `deadline`, however long [`LspConfig::start_wait`] is. For a
+    /// caller bound by its client's own timeout, to which a late answer is worth more than none.
+    pub fn check_by(&self, path: &Path, text: &str, deadline: Instant) -> Checked {
+        self.check_until(path, text, deadline, true)
+    }
+
+    /// [`Lsp::check`]; with `hard`, [`Lsp::check_by`].
+    fn check_until(&self, path: &Path, text: &str, deadline: Instant, hard: bool) -> Checked {
         let Some((language, key)) = self.file(path) else {
             return Checked::stale(Vec::new());
         };
@@ -402,7 +415,10 @@ impl Lsp {
         members.sort_by(|a, b| a.command.cmp(&b.command));
         // One copy of the text for all of them.
         let text = rpc::SharedText::new(text);
-        let ask = |member: &Member| self.inner.ask(member, &key, language, &text, deadline);
+        let ask = |member: &Member| {
+            self.inner
+                .ask(member, &key, language, &text, deadline, hard)
+        };
         let answers: Vec<(Checked, bool)> = if let [one] = members.as_slice() {
             vec![ask(one)]
         } else {
@@ -520,7 +536,7 @@ impl Lsp {
                 unknown.get_or_insert(LspError::Exited(member.down(why)));
                 continue;
             };
-            if self.inner.await_start(server, deadline).is_none() {
+            if self.inner.await_start(server, deadline, false).is_none() {
                 unknown.get_or_insert(match server.phase() {
                     Phase::Exited(why) => LspError::Exited(member.down(&why)),
                     _ => LspError::Timeout,
@@ -669,12 +685,18 @@ impl Inner {
     }
 
     /// Waits for `server` to be initialized if it is starting: until `deadline` or the start wait, whichever
-    /// is later. Returns the deadline for the answer (extended by the diagnostics wait after a start), or
-    /// `None` when the server is not running.
-    fn await_start(&self, server: &ServerProcess, deadline: Instant) -> Option<Instant> {
+    /// is later (with `hard`, until `deadline` only). Returns the deadline for the answer (extended by the
+    /// diagnostics wait after a start, unless `hard`), or `None` when the server is not running.
+    fn await_start(
+        &self,
+        server: &ServerProcess,
+        deadline: Instant,
+        hard: bool,
+    ) -> Option<Instant> {
         match server.phase() {
             Phase::Running => Some(deadline),
             Phase::Exited(_) => None,
+            Phase::Starting if hard => server.wait_ready(deadline).then_some(deadline),
             Phase::Starting => {
                 let ready_by = deadline.max(server.started + self.config.start_wait);
                 server
@@ -754,7 +776,8 @@ impl Inner {
     }
 
     /// Asks `member` for the diagnostics of `text`: its answer, and whether it runs (a server that
-    /// is down is named in [`Checked::down`], and does not make the others' answer stale).
+    /// is down is named in [`Checked::down`], and does not make the others' answer stale). With
+    /// `hard`, a start is not waited for past `deadline` ([`Lsp::check_by`]).
     fn ask(
         &self,
         member: &Member,
@@ -762,6 +785,7 @@ impl Inner {
         language: &str,
         text: &rpc::SharedText<'_>,
         deadline: Instant,
+        hard: bool,
     ) -> (Checked, bool) {
         let Some(server) = &member.server else {
             let why = member.failed.as_deref().unwrap_or("could not be started");
@@ -769,9 +793,9 @@ impl Inner {
             checked.down.push(member.down(why));
             return (checked, false);
         };
-        let (mut checked, running) = match self.await_start(server, deadline) {
+        let (mut checked, running) = match self.await_start(server, deadline, hard) {
             Some(deadline) => (server.diagnostics(key, language, text, deadline), true),
-            // Still starting past the start wait: late, not down (its `initialize` timeout ends
+            // Still starting past the start wait (`deadline`, with `hard`): late, not down (its `initialize` timeout ends
             // it): what the set answers is not known for this text without it.
             None => (
                 Checked::stale(server.known(key)),

@@ -99,6 +99,8 @@ def main():
                 continue
             if MODE == "slow-init":
                 time.sleep(3)
+            if MODE == "late-init":
+                time.sleep(5)
             if MODE == "deaf-init":
                 # Requests whose answers fill the pipe to it, and never a read again.
                 for i in range(2000):

@@ -838,6 +838,46 @@ fn a_text_too_long_to_send_answers_without_waiting_for_a_start() {
     fx.shutdown_leaves_nothing();
 }
 
+/// A call with a deadline it must keep ([`Lsp::check_by`]: the baseline before an edit, which
+/// the client gives 500 ms) is answered late, at its deadline, while its server starts: here
+/// before the server is even initialized (it answers `initialize` 5 s after its start). It
+/// waited for the start like any call (up to the start wait, 20 s here), past the client's
+/// bound. Once the server runs, the same call is answered.
+#[test]
+fn a_hard_deadline_is_kept_while_the_server_starts() {
+    let fx = fake("late-init", |c| {
+        c.start_wait = Duration::from_secs(20);
+        c.limits.initialize_timeout = Duration::from_secs(20);
+    });
+    let file = fx.file("a.fake");
+    let t = Instant::now();
+    let checked = fx
+        .lsp
+        .check_by(&file, "error\n", t + Duration::from_millis(400));
+    let took = t.elapsed();
+    assert_eq!(
+        fx.state_of("fake"),
+        ServerState::Starting,
+        "answered once the server was initialized, after {took:?}"
+    );
+    assert!(!checked.fresh, "{checked:?}");
+    assert!(
+        checked.down.iter().any(|d| d.ends_with("still starting")),
+        "{checked:?}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    wait_for("the server to start", Duration::from_secs(30), || {
+        fx.state_of("fake") == ServerState::Running
+    });
+    let checked = fx
+        .lsp
+        .check_by(&file, "error\n", Instant::now() + Duration::from_secs(10));
+    assert!(checked.fresh, "{checked:?}");
+    let said: Vec<String> = checked.diagnostics.into_iter().map(|d| d.message).collect();
+    assert_eq!(said, ["bad line 0"]);
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn stderr_goes_to_the_log_within_its_budget() {
     let fx = fake("stderr-flood", |c| c.limits.max_log_bytes = 100_000);

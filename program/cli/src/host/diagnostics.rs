@@ -540,7 +540,8 @@ impl LanguageServers {
     }
 
     /// [`LanguageServers::ask`]; with `hard`, `deadline` is kept even before the language's
-    /// first answer (a baseline, which the client gives 500 ms).
+    /// first answer, and while a server starts ([`Lsp::check_by`]; a baseline, which the client
+    /// gives 500 ms).
     fn ask_within(
         &self,
         path: &Path,
@@ -550,7 +551,7 @@ impl LanguageServers {
     ) -> Checked {
         if hard {
             let deadline = deadline.unwrap_or_else(|| self.lsp.deadline());
-            return self.lsp.check(path, text, deadline);
+            return self.lsp.check_by(path, text, deadline);
         }
         let now = Instant::now();
         let mut deadline = deadline.unwrap_or_else(|| self.lsp.deadline());
