@@ -761,11 +761,29 @@ impl LanguageServers {
     pub fn all(&self, editor: &BTreeMap<String, Vec<Diagnostic>>) -> ToolResult {
         let recent: Vec<PathBuf> = self.memory().recent.iter().cloned().collect();
         let deadline = self.lsp.deadline();
+        // Told apart as `same_uri` does (as `editor_reported` and `on_lsp_change`): the editor's
+        // URI of a file may be spelled otherwise than the server's (escapes, a drive's case).
+        let fold = |p: String| {
+            if crate::sys::PATHS_IGNORE_CASE {
+                p.to_ascii_lowercase()
+            } else {
+                p
+            }
+        };
+        let editor_paths: HashSet<String> = editor
+            .keys()
+            .filter_map(|u| editor_path(u))
+            .map(fold)
+            .collect();
+        let in_editor = |uri: &str| {
+            editor.contains_key(uri)
+                || editor_path(uri).is_some_and(|p| editor_paths.contains(&fold(p)))
+        };
         for path in recent.iter().rev() {
             if Instant::now() >= deadline {
                 break;
             }
-            if editor.contains_key(&file_uri(&path.to_string_lossy())) {
+            if in_editor(&file_uri(&path.to_string_lossy())) {
                 continue;
             }
             if let Ok(Some(Text { content: text, .. })) = read(&self.ws, &path.to_string_lossy()) {
@@ -787,7 +805,7 @@ impl LanguageServers {
             .lsp
             .known()
             .into_iter()
-            .filter(|f| !editor.contains_key(&f.uri) && in_workspace(&self.ws, &f.uri))
+            .filter(|f| !in_editor(&f.uri) && in_workspace(&self.ws, &f.uri))
             .map(|f| (f.uri, f.diagnostics))
             .collect();
         files.extend(editor.iter().map(|(u, d)| (u.clone(), d.clone())));
@@ -1218,6 +1236,58 @@ mod tests {
         }
     }
 
+    /// Language servers whose `python` server is the lsp crate's scripted one (`fake_lsp.py`:
+    /// one error per line holding `error`), on the workspace `ws`; stopped when dropped (a failed
+    /// assertion too: no child is left).
+    #[cfg(unix)]
+    struct Fake {
+        servers: Arc<LanguageServers>,
+        ws: PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    #[cfg(unix)]
+    impl Fake {
+        fn new() -> Fake {
+            use claude_ide_bridge_lsp::{parse_override, LspConfig, ServerTable};
+            let dir = tempfile::tempdir().unwrap();
+            let ws_dir = dir.path().join("ws");
+            std::fs::create_dir(&ws_dir).unwrap();
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+            let mut servers = ServerTable::builtin();
+            servers.set(
+                parse_override(&format!("python=python3 '{}' good", script.display())).unwrap(),
+            );
+            let lsp = Lsp::new(
+                LspConfig {
+                    servers,
+                    workspace_folders: vec![ws_dir.clone()],
+                    diagnostics_wait: Duration::from_secs(30),
+                    start_wait: Duration::from_secs(30),
+                    ..LspConfig::default()
+                },
+                |_| {},
+            );
+            let log = Log::open(&dir.path().join("lsp.log")).unwrap();
+            let ws = Workspace::new(
+                vec![ws_dir.to_str().unwrap().to_owned()],
+                claude_ide_bridge_files::Limits::default(),
+            );
+            Fake {
+                servers: Arc::new(LanguageServers::new(lsp, log, ws).warm(Warm::Connect)),
+                ws: ws_dir,
+                _dir: dir,
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    impl Drop for Fake {
+        fn drop(&mut self) {
+            self.servers.lsp.shutdown(Duration::from_secs(2));
+        }
+    }
+
     /// The check of the text on disk at an `openDiff` is skipped only for accepted contents still
     /// on their way (accepted within [`PENDING`], not yet on disk). An entry left by an earlier
     /// accept whose client never asked again (older than [`PENDING`], for another text) stopped
@@ -1226,37 +1296,8 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn only_contents_on_their_way_skip_the_check_of_the_text_on_disk() {
-        use claude_ide_bridge_lsp::{parse_override, LspConfig, ServerTable};
-        let dir = tempfile::tempdir().unwrap();
-        let ws_dir = dir.path().join("ws");
-        std::fs::create_dir(&ws_dir).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
-        let mut servers = ServerTable::builtin();
-        servers
-            .set(parse_override(&format!("python=python3 '{}' good", script.display())).unwrap());
-        let lsp = Lsp::new(
-            LspConfig {
-                servers,
-                workspace_folders: vec![ws_dir.clone()],
-                diagnostics_wait: Duration::from_secs(30),
-                start_wait: Duration::from_secs(30),
-                ..LspConfig::default()
-            },
-            |_| {},
-        );
-        let log = Log::open(&dir.path().join("lsp.log")).unwrap();
-        let ws = Workspace::new(
-            vec![ws_dir.to_str().unwrap().to_owned()],
-            claude_ide_bridge_files::Limits::default(),
-        );
-        let s = Arc::new(LanguageServers::new(lsp, log, ws).warm(Warm::Connect));
-        struct Stop(Arc<LanguageServers>);
-        impl Drop for Stop {
-            fn drop(&mut self) {
-                self.0.lsp.shutdown(Duration::from_secs(2));
-            }
-        }
-        let _stop = Stop(s.clone());
+        let fake = Fake::new();
+        let (s, ws_dir) = (&fake.servers, &fake.ws);
         let on_disk = "error\n";
         let file = |name: &str| {
             let path = ws_dir.join(name);
@@ -1294,6 +1335,53 @@ mod tests {
         );
         // Accepted contents on their way: the server keeps them (the case the skip is for).
         assert!(!checked("on_its_way.py", (other, Duration::ZERO)));
+    }
+
+    /// `getDiagnostics {}` leaves a file the editor reports (`--stdio`) to the editor, however
+    /// its URI is spelled: here with a space where the server's URI has `%20`. Compared as
+    /// exact strings, the answer held the file twice, the server's diagnostics beside the
+    /// editor's.
+    #[cfg(unix)]
+    #[test]
+    fn the_editors_file_is_the_editors_however_its_uri_is_spelled() {
+        let fake = Fake::new();
+        let path = fake.ws.join("a b.py");
+        std::fs::write(&path, "error\n").unwrap();
+        let named = path.to_str().unwrap();
+        let server_uri = file_uri(named);
+        let asked = fake.servers.file(&server_uri);
+        assert!(
+            serde_json::to_string(&asked)
+                .unwrap()
+                .contains("bad line 0"),
+            "{asked:?}"
+        );
+        let editor_uri = format!("file://{named}");
+        assert_ne!(editor_uri, server_uri);
+        assert!(same_uri(&editor_uri, &server_uri));
+        let mine = Diagnostic {
+            message: "the editor's".into(),
+            severity: Diagnostic::ERROR.into(),
+            range: claude_ide_bridge::Range::new(
+                claude_ide_bridge::Position::new(0, 0),
+                claude_ide_bridge::Position::new(0, 1),
+            ),
+            source: None,
+            code: None,
+        };
+        let editor = BTreeMap::from([(editor_uri.clone(), vec![mine.clone()])]);
+        let all = fake.servers.all(&editor);
+        let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
+            panic!("{all:?}");
+        };
+        let files: Vec<FileDiagnostics> = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            files,
+            [FileDiagnostics {
+                uri: editor_uri,
+                diagnostics: vec![mine]
+            }]
+        );
     }
 
     #[test]
