@@ -600,11 +600,25 @@ fn serve(
             ));
             let give_up = Instant::now() + state::STOPPING_WAIT;
             let mut last_try = false;
+            let mut held = Vec::new();
             while taken(&started) && !last_try && Instant::now() < give_up {
-                // Once it is gone, its port is free: one more try.
-                last_try = !claude_ide_bridge_runtime::lock::pid_alive(pid);
-                std::thread::sleep(Duration::from_millis(100));
+                // Once it is gone (or the port is another live bridge's now): one more try.
+                last_try = kept.stopping_bridge(lock_dir.as_deref()) != Some(pid);
+                // Told to stop meanwhile (Ctrl-C, SIGTERM: the only inputs before the server
+                // starts), it stops: nothing was started yet.
+                match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(HostInput::Signal(sig)) => {
+                        ui::say(&format!("signal {sig}: stopping"));
+                        return ExitCode::SUCCESS;
+                    }
+                    Ok(other) => held.push(other),
+                    Err(_) => {}
+                }
                 started = runtime::start(common.runtime, opts.clone(), sink());
+            }
+            // Anything else (a thread's panic) for the host, in its order.
+            for input in held {
+                let _ = tx.send(input);
             }
         }
     }

@@ -105,36 +105,77 @@ fn a_stopped_bridge_too() {
     assert_eq!((second.port, second.token()), (port, token));
 }
 
-/// This workspace's last bridge still stopping when the next starts (a Vim quit and started
-/// again at once: the stop withdraws the lock file first and closes the port seconds later,
-/// once its editor, language servers and answers were waited for): the new one waits for the
-/// port and takes it and the token back, and the claude retrying the port gets in. Before, it
-/// took a new port. The stopping bridge is played by one stopped (SIGSTOP) with its lock file
-/// removed, killed a second later.
-#[test]
-fn a_bridge_still_stopping_is_waited_for() {
-    let sb = Sandbox::new();
-    let first = Served::start(&sb, &[]);
+/// A bridge standing in for this workspace's last one while it stops: stopped (SIGSTOP), its
+/// lock file removed (the stop withdraws it first and closes the port seconds later, once its
+/// editor, language servers and answers were waited for). Its port and token.
+fn stopping_bridge(sb: &Sandbox) -> (Served, u16, String) {
+    let first = Served::start(sb, &[]);
     let (port, token) = (first.port, first.token());
     first.stderr.wait_for("port and auth token: kept in ");
-    let pid = first.child.id().to_string();
     let stopped = std::process::Command::new("kill")
-        .args(["-STOP", &pid])
+        .args(["-STOP", &first.child.id().to_string()])
         .status()
         .unwrap();
     assert!(stopped.success());
     fs::remove_file(&first.lock).unwrap();
-    let killer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_secs(1));
-        crash(first);
-    });
-    let second = Served::start(&sb, &[]);
-    killer.join().unwrap();
-    second.stderr.wait_for(&format!(
+    (first, port, token)
+}
+
+/// `serve` started in `sb`, its stderr collected.
+fn spawn_serve(sb: &Sandbox) -> (std::process::Child, common::Lines) {
+    let mut child = sb
+        .command()
+        .arg("serve")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::Lines::collect(child.stderr.take().unwrap());
+    (child, stderr)
+}
+
+/// This workspace's last bridge still stopping when the next starts (a Vim quit and started
+/// again at once): the new one waits for the port and takes it and the token back, and the
+/// claude retrying the port gets in. Before, it took a new port.
+#[test]
+fn a_bridge_still_stopping_is_waited_for() {
+    let sb = Sandbox::new();
+    let (first, port, token) = stopping_bridge(&sb);
+    let pid = first.child.id();
+    let (mut second, stderr) = spawn_serve(&sb);
+    stderr.wait_for(&format!(
         "port {port}: waiting up to 15 s for this workspace's last bridge (pid {pid}) to stop"
     ));
-    assert_eq!((second.port, second.token()), (port, token.clone()));
+    crash(first);
+    assert_eq!(stderr.port(), port);
+    stderr.wait_for("port and auth token: the last start's, kept in ");
+    assert_eq!(state(&sb)["authToken"], token.as_str());
     old_client_gets_in(port, &token);
+    second.kill().unwrap();
+    second.wait().unwrap();
+}
+
+/// Told to stop while it waits for the last bridge (Ctrl-C, SIGTERM), a start stops at once,
+/// having started nothing: it does not wait the 15 s out, then serve.
+#[test]
+fn a_start_waiting_for_the_last_bridge_stops_when_told() {
+    let sb = Sandbox::new();
+    let (first, port, _) = stopping_bridge(&sb);
+    let (mut second, stderr) = spawn_serve(&sb);
+    stderr.wait_for(&format!("port {port}: waiting up to 15 s"));
+    let told = std::process::Command::new("kill")
+        .args(["-TERM", &second.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(told.success());
+    let status = common::exit_within(&mut second, std::time::Duration::from_secs(5), &|| {
+        stderr.text()
+    });
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    stderr.wait_for("signal 15: stopping");
+    assert!(!stderr.text().contains("serving "), "{}", stderr.text());
+    crash(first);
 }
 
 /// Another program holds the kept port: a new port, said so, and kept for the next start (with

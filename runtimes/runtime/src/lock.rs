@@ -151,18 +151,46 @@ pub fn writer_alive(pid: u32, written: SystemTime) -> bool {
 /// assert_eq!(lock_writer_alive(&lock, None), !cfg!(target_os = "linux"));
 /// ```
 pub fn lock_writer_alive(lock: &LockFile, written: Option<SystemTime>) -> bool {
+    process_is_writer(lock.pid, lock.process_start.as_deref(), written)
+}
+
+/// Whether process `pid` may be the one that wrote a file at `written` and named its own start
+/// `start` there (as [`process_start`] gave it): the rule of [`lock_writer_alive`], for any
+/// file a process keeps its pid in (the program's state file too).
+///
+/// ```
+/// use claude_ide_bridge_runtime::lock::{process_is_writer, process_start};
+/// let me = std::process::id();
+/// assert!(process_is_writer(me, process_start(me).as_deref(), None));
+/// assert_eq!(process_is_writer(me, Some("another boot/1"), None), !cfg!(target_os = "linux"));
+/// ```
+pub fn process_is_writer(pid: u32, start: Option<&str>, written: Option<SystemTime>) -> bool {
     // A dead pid writes nothing, whatever `/proc` says (one mounted for another pid namespace
     // may still show a process of that pid).
-    if !pid_alive(lock.pid) {
+    if !pid_alive(pid) {
         return false;
     }
-    if let (Some(theirs), Some(now)) = (&lock.process_start, sys::process_start(lock.pid)) {
-        return *theirs == now;
+    if let (Some(theirs), Some(now)) = (start, sys::process_start(pid)) {
+        return theirs == now;
     }
     match written {
-        Some(written) => writer_alive(lock.pid, written),
-        None => pid_alive(lock.pid),
+        Some(written) => writer_alive(pid, written),
+        None => true,
     }
+}
+
+/// Process `pid`'s start as a lock file's `processStart` names it ([`LockFile::process_start`]):
+/// on Linux `<boot id>/<start in clock ticks after boot>`; `None` on the other systems (which
+/// compare starts with a file's time instead: [`writer_alive`]) and when it cannot be read.
+///
+/// ```
+/// use claude_ide_bridge_runtime::lock::process_start;
+/// let me = std::process::id();
+/// assert_eq!(process_start(me).is_some(), cfg!(target_os = "linux"));
+/// assert_eq!(process_start(me), process_start(me));
+/// ```
+pub fn process_start(pid: u32) -> Option<String> {
+    sys::process_start(pid)
 }
 
 /// [`lock_writer_alive`] for the lock file `meta` describes.

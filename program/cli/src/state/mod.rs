@@ -36,6 +36,11 @@ pub struct Saved {
     /// Its process id (a later bridge that finds the port taken by this live process leaves the
     /// file to it).
     pub pid: u32,
+    /// Its start, where the system names one ([`lock::process_start`]): with the pid, it tells
+    /// the bridge from a later process given its pid.
+    ///
+    /// [`lock::process_start`]: claude_ide_bridge_runtime::lock::process_start
+    pub process_start: Option<String>,
 }
 
 /// How long a start waits for the kept port when this workspace's last bridge is still stopping
@@ -53,6 +58,8 @@ struct File {
     port: u16,
     auth_token: String,
     pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    process_start: Option<String>,
 }
 
 /// Why a state file was not used.
@@ -170,6 +177,8 @@ impl Store {
             port: file.port,
             token: AuthToken::from_string(file.auth_token),
             pid: file.pid,
+            // Compared as text only; a long one is no start this program wrote.
+            process_start: file.process_start.filter(|s| s.len() <= 128),
         }))
     }
 
@@ -182,6 +191,7 @@ impl Store {
             port: saved.port,
             auth_token: saved.token.as_str().to_owned(),
             pid: saved.pid,
+            process_start: saved.process_start.clone(),
         };
         let json = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
         crate::sys::private_dir(&self.dir)?;
@@ -283,16 +293,16 @@ impl Kept {
     }
 
     /// The pid of this workspace's last bridge when it looks to be stopping, the kept port still
-    /// its own: it saved the state file, still runs (the same process: its start is before the
-    /// file's last write where the system tells, [`writer_alive`]), and no live lock file names
+    /// its own: it saved the state file, still runs (the same process where the system tells:
+    /// its start, [`process_is_writer`]), and no live lock file names
     /// the port (a stopping bridge withdraws its lock file first and closes its port last,
     /// seconds later when its editor, language servers and answers are waited for). A bridge
     /// started then waits for the port ([`STOPPING_WAIT`]), keeping port and token, so that a
     /// claude retrying that port gets back in. `None` with `--port`, or when nothing was kept.
     ///
-    /// [`writer_alive`]: claude_ide_bridge_runtime::lock::writer_alive
+    /// [`process_is_writer`]: claude_ide_bridge_runtime::lock::process_is_writer
     pub fn stopping_bridge(&self, lock_dir: Option<&Path>) -> Option<u32> {
-        use claude_ide_bridge_runtime::lock::{pid_alive, port_held, writer_alive};
+        use claude_ide_bridge_runtime::lock::{port_held, process_is_writer};
         if !self.may_move() {
             return None;
         }
@@ -305,10 +315,7 @@ impl Kept {
                 .and_then(|m| m.modified())
                 .ok()
         });
-        let alive = match written {
-            Some(at) => writer_alive(saved.pid, at),
-            None => pid_alive(saved.pid),
-        };
+        let alive = process_is_writer(saved.pid, saved.process_start.as_deref(), written);
         let served = lock_dir.is_some_and(|d| port_held(d, self.port).is_some());
         (alive && !served).then_some(saved.pid)
     }
@@ -336,12 +343,18 @@ impl Kept {
                 claude_ide_bridge_runtime::lock::lock_held(dir, taken)
             })
         };
+        // This workspace's: its token (the kept one, or this start's), or, for a bridge started
+        // with --new-token, its folders (the lock file has each as given, and resolved).
         let ours = |lock: &claude_ide_bridge::LockFile| {
             lock.auth_token == self.token
                 || self
                     .loaded
                     .as_ref()
                     .is_some_and(|s| s.token == lock.auth_token)
+                || self.store.as_ref().is_some_and(|s| {
+                    !s.folders.is_empty()
+                        && s.folders.iter().all(|f| lock.workspace_folders.contains(f))
+                })
         };
         let live = lock_dir.and_then(held);
         match live {
@@ -392,6 +405,7 @@ impl Kept {
             port,
             token: self.token.clone(),
             pid: std::process::id(),
+            process_start: claude_ide_bridge_runtime::lock::process_start(std::process::id()),
         };
         match store.save(&saved) {
             Ok(()) if same => self.notes.push(format!(
@@ -444,6 +458,7 @@ pub(crate) mod tests {
             port: 40123,
             token: claude_ide_bridge_runtime::generate_token(),
             pid: 7,
+            process_start: None,
         }
     }
 
@@ -531,12 +546,37 @@ pub(crate) mod tests {
             .notes
             .iter()
             .any(|n| n.contains("another program's server")));
+        // A bridge of this workspace started with --new-token: another token, the same folders.
+        let rotated_lock = claude_ide_bridge::LockFile::new(
+            other.id(),
+            folders.to_vec(),
+            "claude-ide-bridge",
+            false,
+            claude_ide_bridge::AuthToken::from_string("rotated"),
+        );
+        fs::write(locks.join("40123.lock"), rotated_lock.to_json()).unwrap();
+        let mut rotated = Kept::load_from(Some(d.path()), &folders, None, false);
+        rotated.port_taken(Some(&locks));
+        assert!(!rotated.save);
+        assert!(rotated.notes.iter().any(|n| n.contains("another bridge")));
 
         // No lock file names the port and the pid that saved the state runs: that bridge is
         // stopping; not with --port.
         fs::remove_file(locks.join("40123.lock")).unwrap();
         let fourth = Kept::load_from(Some(d.path()), &folders, None, false);
         assert_eq!(fourth.stopping_bridge(Some(&locks)), Some(other.id()));
+        // The start the file names is not the pid's now (the pid handed out again): not that
+        // bridge, where the system names starts (Linux); the right one, the same as without.
+        let mut named = kept_by.clone();
+        named.process_start = Some("another boot/1".into());
+        s.save(&named).unwrap();
+        let other_start = Kept::load_from(Some(d.path()), &folders, None, false);
+        let expected = (!cfg!(target_os = "linux")).then_some(other.id());
+        assert_eq!(other_start.stopping_bridge(Some(&locks)), expected);
+        named.process_start = claude_ide_bridge_runtime::lock::process_start(other.id());
+        s.save(&named).unwrap();
+        let its_start = Kept::load_from(Some(d.path()), &folders, None, false);
+        assert_eq!(its_start.stopping_bridge(Some(&locks)), Some(other.id()));
         let explicit = Kept::load_from(Some(d.path()), &folders, Some(40123), false);
         assert_eq!(explicit.stopping_bridge(Some(&locks)), None);
         let _ = other.kill();
