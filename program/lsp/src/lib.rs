@@ -473,11 +473,24 @@ impl Lsp {
         any
     }
 
-    /// Hands `text` of `path` to each server of its set now, without waiting (after an accepted `openDiff` or a
-    /// `writeFile`), so that the next [`Lsp::diagnostics`] finds the servers already at work. Starts the
-    /// servers if needed; the text is sent once each is initialized (not at all when it is too long, see
-    /// [`LspLimits::max_outbox_bytes`]: then no server is started).
+    /// Hands `text` of `path`, which the file now holds (after a `writeFile`, or a format written),
+    /// to each server of its set now, without waiting, so that the next [`Lsp::diagnostics`] finds
+    /// the servers already at work; those that check on save are told it is saved. Starts the
+    /// servers if needed; the text is sent once each is initialized (not at all when it is too long,
+    /// see [`LspLimits::max_outbox_bytes`]: then no server is started).
     pub fn sync(&self, path: &Path, text: &str) {
+        self.sync_as(path, text, state::Disk::Written);
+    }
+
+    /// [`Lsp::sync`] of a text another process is about to write (claude, after an accepted
+    /// `openDiff`): a server that checks the file on disk when told it is saved (rust-analyzer's
+    /// `cargo check`) would check the old text, so it is told only once a later call with this
+    /// text ([`Lsp::diagnostics`], [`Lsp::check`], [`Lsp::sync`]) finds the file holding it.
+    pub fn sync_ahead(&self, path: &Path, text: &str) {
+        self.sync_as(path, text, state::Disk::Ahead);
+    }
+
+    fn sync_as(&self, path: &Path, text: &str, disk: state::Disk) {
         let Some((language, key)) = self.file(path) else {
             return;
         };
@@ -487,7 +500,7 @@ impl Lsp {
         let text = rpc::SharedText::new(text);
         for member in self.inner.servers_for(language) {
             if let Some(server) = member.server {
-                server.sync(&key, language, &text);
+                server.sync(&key, language, &text, disk);
             }
         }
     }
@@ -665,7 +678,12 @@ impl Lsp {
         }
         for server in &started {
             // Refused there too, said in that server's log.
-            server.sync(key, language, &rpc::SharedText::new(text));
+            server.sync(
+                key,
+                language,
+                &rpc::SharedText::new(text),
+                state::Disk::Written,
+            );
         }
         Some(known_of(&started, key))
     }

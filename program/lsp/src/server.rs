@@ -18,7 +18,7 @@ use crate::codec::Decoder;
 use crate::log::Log;
 use crate::messages::{DocumentDiagnostic, PullReport};
 use crate::rpc::{ResponseError, SharedText};
-use crate::state::{Effect, LspLimits, Phase, Pulled, State};
+use crate::state::{Disk, Effect, LspLimits, Phase, Pulled, State};
 use crate::sys;
 use crate::Checked;
 
@@ -249,9 +249,9 @@ impl ServerProcess {
 
     /// Hands `text` of `path` to the server without waiting; false when it will not have it
     /// (see [`State::sync`]).
-    pub fn sync(&self, path: &str, language: &str, text: &SharedText<'_>) -> bool {
+    pub fn sync(&self, path: &str, language: &str, text: &SharedText<'_>, disk: Disk) -> bool {
         let mut state = self.shared.lock();
-        let sent = state.sync_shared(path, language, text);
+        let sent = state.sync_shared(path, language, text, disk);
         // A server that checks on request starts on this text now, not at the next question.
         if let Some(version) = state.version(path).filter(|_| sent) {
             state.ask_check(path, version);
@@ -362,7 +362,7 @@ impl ServerProcess {
         // makes what comes next that text's, not this one's).
         let mine = {
             let mut state = self.shared.lock();
-            let sent = state.sync_shared(path, language, text);
+            let sent = state.sync_shared(path, language, text, Disk::Written);
             let mine = state.version(path).filter(|_| sent);
             self.release(state);
             mine

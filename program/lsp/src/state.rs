@@ -255,6 +255,20 @@ struct Doc {
     /// When this version was sent.
     synced_at: Instant,
     last_used: u64,
+    /// Handed over ahead of its write ([`Disk::Ahead`]): its `didSave` is owed once a later sync
+    /// of the same text finds the file on disk holding it.
+    unsaved: bool,
+}
+
+/// Whether the text a sync hands over is what the file on disk holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disk {
+    /// It is (the program read it, or wrote it): servers that check on save are told at once.
+    Written,
+    /// Not yet: another process writes it next (claude, after an accepted diff). A server that
+    /// checks the disk on save (rust-analyzer's `cargo check`) would check the old text: it is
+    /// told once a later sync of this text finds it on disk.
+    Ahead,
 }
 
 /// How long after a publish without a version diagnostics count as final ([`State::settles_at`]).
@@ -350,7 +364,7 @@ pub(crate) struct State {
     seq: u64,
     clock: u64,
     /// Texts synced before the server was initialized: sent when it is.
-    early: VecDeque<(String, String, SyncText)>,
+    early: VecDeque<(String, String, SyncText, Disk)>,
     /// The process group to kill, until the driver starts reaping it.
     pub pid: Option<u32>,
     pub reaping: bool,
@@ -659,16 +673,24 @@ impl State {
     /// the server will not have it: it is gone, or the text is too long to send (then the log says
     /// so, and the file is closed in the server: what it said about an older text is forgotten).
     pub fn sync(&mut self, path: &str, language: &str, text: &str) -> bool {
-        self.sync_shared(path, language, &SharedText::new(text))
+        self.sync_shared(path, language, &SharedText::new(text), Disk::Written)
     }
 
     /// [`State::sync`] of a text shared with other servers: the copy each holds until it is
-    /// written, and its hash, are made once for all of them.
-    pub fn sync_shared(&mut self, path: &str, language: &str, shared: &SharedText<'_>) -> bool {
+    /// written, and its hash, are made once for all of them. `disk` says whether the file holds
+    /// it yet: a text handed over [`Disk::Ahead`] of its write gets its `didSave` at a later sync
+    /// of the same text that finds the file holding it.
+    pub fn sync_shared(
+        &mut self,
+        path: &str,
+        language: &str,
+        shared: &SharedText<'_>,
+        disk: Disk,
+    ) -> bool {
         let text = shared.as_str();
         if let Some(line) = too_long(&self.limits, path, text) {
             if !self.has_exited() {
-                self.early.retain(|(p, _, _)| p != path);
+                self.early.retain(|(p, ..)| p != path);
                 self.close(path);
             }
             self.effects.push(Effect::Log(line));
@@ -678,7 +700,7 @@ impl State {
             return false;
         }
         if self.phase == Phase::Starting {
-            self.early.retain(|(p, _, _)| p != path);
+            self.early.retain(|(p, ..)| p != path);
             // Bounded in bytes too: they are all sent at once when the server is
             // initialized, and past the outbox's limit that burst would pass for a server
             // that does not read (200 files of 10 MiB were 2 GiB, held, then the server
@@ -686,7 +708,7 @@ impl State {
             let room = self.limits.max_outbox_bytes / 4;
             let mut held = text.len();
             let mut keep = 0;
-            for (_, _, t) in self.early.iter().rev() {
+            for (_, _, t, _) in self.early.iter().rev() {
                 if held + t.len() > room || keep + 1 >= self.limits.max_open_files {
                     break;
                 }
@@ -699,6 +721,7 @@ impl State {
                 path.to_owned(),
                 language.to_owned(),
                 shared.sync_text().clone(),
+                disk,
             ));
             return true;
         }
@@ -722,8 +745,15 @@ impl State {
         if let Some(doc) = self.docs.get_mut(path) {
             doc.last_used = clock;
             if doc.hash == hash {
+                // Written since it was handed over ahead: servers that check on save do now.
+                let owed = doc.unsaved && disk == Disk::Written && on_disk(path, text);
+                if owed {
+                    doc.unsaved = false;
+                    self.save(uri, shared.sync_text());
+                }
                 return true;
             }
+            doc.unsaved = disk == Disk::Ahead;
             doc.version = version;
             doc.hash = hash;
             doc.synced_seq = seq;
@@ -752,19 +782,10 @@ impl State {
                 });
                 self.open(&uri, &language, version, text);
             }
-            // The text is what is on disk (the program read it or wrote it): servers that check on save do now.
-            let include_text = match self.caps.save {
-                Some(include_text) => include_text,
-                None => return true,
-            };
-            let params = lsp_types::DidSaveTextDocumentParams {
-                text_document: TextDocumentIdentifier { uri },
-                text: include_text.then(|| TEXT_MARK.to_owned()),
-            };
-            if include_text {
-                self.push_text::<note::DidSaveTextDocument>(&params, text, false);
-            } else {
-                self.notify::<note::DidSaveTextDocument>(&params);
+            // The text is what is on disk (the program read it or wrote it): servers that check on
+            // save do now. One handed over ahead of its write is told later.
+            if disk == Disk::Written {
+                self.save(uri, text);
             }
         } else {
             if self.docs.len() >= self.limits.max_open_files {
@@ -780,6 +801,7 @@ impl State {
                     synced_seq: seq,
                     synced_at: Instant::now(),
                     last_used: clock,
+                    unsaved: disk == Disk::Ahead,
                 },
             );
             self.versions = version;
@@ -787,6 +809,23 @@ impl State {
             self.open(&uri, language, version, shared.sync_text());
         }
         true
+    }
+
+    /// `didSave` of `uri`, whose text the server now has (`text`), when the server asks for it.
+    fn save(&mut self, uri: lsp_types::Uri, text: &SyncText) {
+        let include_text = match self.caps.save {
+            Some(include_text) => include_text,
+            None => return,
+        };
+        let params = lsp_types::DidSaveTextDocumentParams {
+            text_document: TextDocumentIdentifier { uri },
+            text: include_text.then(|| TEXT_MARK.to_owned()),
+        };
+        if include_text {
+            self.push_text::<note::DidSaveTextDocument>(&params, text, false);
+        } else {
+            self.notify::<note::DidSaveTextDocument>(&params);
+        }
     }
 
     fn open(&mut self, uri: &lsp_types::Uri, language: &str, version: i32, text: &SyncText) {
@@ -1423,8 +1462,8 @@ impl State {
                 self.static_caps = self.caps.clone();
                 self.phase = Phase::Running;
                 self.notify::<note::Initialized>(&lsp_types::InitializedParams {});
-                for (path, language, text) in std::mem::take(&mut self.early) {
-                    self.sync_shared(&path, &language, &SharedText::held(&text));
+                for (path, language, text, disk) in std::mem::take(&mut self.early) {
+                    self.sync_shared(&path, &language, &SharedText::held(&text), disk);
                 }
             }
             Incoming::Response { id, result } => {
@@ -1562,6 +1601,16 @@ impl State {
             self.caps.save = has(SAVE).then_some(false);
         }
     }
+}
+
+/// Whether the file at `path` holds `text` now (read to one byte past it).
+fn on_disk(path: &str, text: &str) -> bool {
+    use std::io::Read;
+    let mut held = Vec::with_capacity(text.len() + 1);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(text.len() as u64 + 1).read_to_end(&mut held))
+        .is_ok()
+        && held == text.as_bytes()
 }
 
 /// The log line for a text too long to send to a server, `None` when it may be sent. The

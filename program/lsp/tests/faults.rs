@@ -798,6 +798,47 @@ fn one_large_sync_is_not_taken_for_a_hung_server() {
     fx.shutdown_leaves_nothing();
 }
 
+/// A text handed over ahead of its write (an accepted diff, which claude writes next) is told
+/// saved only once the file holds it. A server that checks the disk on save (rust-analyzer's
+/// `cargo check`) checked the old text, and was not told again once the new one was written.
+#[test]
+fn a_text_handed_over_ahead_is_told_saved_once_written() {
+    let fx = fake("save-text", |_| {});
+    let wait = Duration::from_secs(5);
+    let file = fx.file("a.fake");
+    std::fs::write(&file, "fine\n").unwrap();
+    assert!(fx.diagnostics("a.fake", "fine\n", wait, wait).is_empty());
+    let saved = || std::fs::read_to_string(fx.state.path().join("saved")).unwrap_or_default();
+    let accepted = "fine\nerror\n";
+    fx.lsp.sync_ahead(&file, accepted);
+    // Asked about while the file still holds the old text: answered, not told saved.
+    assert_eq!(
+        fx.diagnostics("a.fake", accepted, wait, wait),
+        ["bad line 1"]
+    );
+    // A request after them: what was sent before it has been read.
+    assert!(fx
+        .lsp
+        .format(&file, accepted, Instant::now() + wait)
+        .is_ok());
+    assert_eq!(saved(), "", "told saved before the file held the text");
+    std::fs::write(&file, accepted).unwrap();
+    assert_eq!(
+        fx.diagnostics("a.fake", accepted, wait, wait),
+        ["bad line 1"]
+    );
+    wait_for("the didSave once written", wait, || {
+        saved().lines().any(|l| l == accepted.len().to_string())
+    });
+    // Once: asked again, nothing more.
+    assert!(fx
+        .lsp
+        .format(&file, accepted, Instant::now() + wait)
+        .is_ok());
+    assert_eq!(saved().lines().count(), 1, "{}", saved());
+    fx.shutdown_leaves_nothing();
+}
+
 /// A text too long to send (past half of `max_outbox_bytes`) is refused at once, as documented:
 /// it starts no server and does not wait for one that is starting. It was refused only after its
 /// server was started and had answered `initialize` (3 s for this one).

@@ -838,7 +838,13 @@ impl LanguageServers {
         {
             return;
         }
-        self.lsp.sync(path, text);
+        // An accepted diff's contents are written by claude next: servers that check the disk on
+        // save are told once it holds them (the next `getDiagnostics` that reads it).
+        if accepted {
+            self.lsp.sync_ahead(path, text);
+        } else {
+            self.lsp.sync(path, text);
+        }
         let hash = accepted.then(|| text_hash(text));
         self.memory().changed(path, hash, Instant::now());
         if !self.refreshing.take() {

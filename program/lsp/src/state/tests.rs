@@ -1055,9 +1055,9 @@ fn a_text_for_several_servers_is_held_once() {
     b.take_outbox();
     let text = "x = 1\n".repeat(1000);
     let shared = SharedText::new(&text);
-    assert!(a.sync_shared("/w/a.py", "python", &shared));
-    assert!(b.sync_shared("/w/a.py", "python", &shared));
-    assert!(starting.sync_shared("/w/a.py", "python", &shared));
+    assert!(a.sync_shared("/w/a.py", "python", &shared, Disk::Written));
+    assert!(b.sync_shared("/w/a.py", "python", &shared, Disk::Written));
+    assert!(starting.sync_shared("/w/a.py", "python", &shared, Disk::Written));
     let held = |s: &mut State| -> Vec<Arc<str>> {
         s.take_outbox()
             .into_iter()
@@ -1074,7 +1074,7 @@ fn a_text_for_several_servers_is_held_once() {
     assert!(Arc::ptr_eq(&starting.early[0].2.text, &from_a[0]));
     // Already there: nothing queued, and a fresh shared text is never made into a copy.
     let again = SharedText::new(&text);
-    assert!(a.sync_shared("/w/a.py", "python", &again));
+    assert!(a.sync_shared("/w/a.py", "python", &again, Disk::Written));
     assert!(a.take_outbox().is_empty());
     assert!(again.sync.get().is_none());
 }
