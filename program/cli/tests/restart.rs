@@ -123,9 +123,14 @@ fn stopping_bridge(sb: &Sandbox) -> (Served, u16, String) {
 
 /// `serve` started in `sb`, its stderr collected.
 fn spawn_serve(sb: &Sandbox) -> (std::process::Child, common::Lines) {
-    let mut child = sb
-        .command()
-        .arg("serve")
+    let mut serve = sb.command();
+    serve.arg("serve");
+    spawn_collected(serve)
+}
+
+/// `c` started, its stdin a pipe, its stderr collected.
+fn spawn_collected(mut c: std::process::Command) -> (std::process::Child, common::Lines) {
+    let mut child = c
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -239,13 +244,7 @@ fn a_kept_port_refused_otherwise_is_replaced_too() {
     fs::write(&file, serde_json::to_vec(&kept).unwrap()).unwrap();
     let mut serve = sb.command();
     serve.arg("serve");
-    let mut child = in_userns(&serve)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = common::Lines::collect(child.stderr.take().unwrap());
+    let (mut child, stderr) = spawn_collected(in_userns(&serve));
     let port = stderr.port();
     stderr.wait_for("port 80, kept for this workspace, cannot be listened on (");
     stderr.wait_for("port and auth token: kept in ");

@@ -520,6 +520,23 @@ mod tests {
         assert_eq!(LockFile::parse(&left).unwrap().pid, 1);
     }
 
+    /// A child of this test binary that waits ([`a_child_that_waits`]) until it is killed, to name
+    /// in a lock file, and a port nothing answers on.
+    fn waiting_child_and_port() -> (std::process::Child, u16) {
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "lock::tests::a_child_that_waits", "--nocapture"])
+            .env("CLAUDE_IDE_BRIDGE_TEST_WAIT", "1")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        (child, port)
+    }
+
     /// Run as a child by the tests below: a process to name in a lock file, until it is killed.
     #[test]
     fn a_child_that_waits() {
@@ -535,19 +552,8 @@ mod tests {
     #[test]
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     fn a_pid_handed_out_again_is_not_the_writer() {
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "lock::tests::a_child_that_waits", "--nocapture"])
-            .env("CLAUDE_IDE_BRIDGE_TEST_WAIT", "1")
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let (mut child, port) = waiting_child_and_port();
         let pid = child.id();
-        // A port nothing answers on.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let dir = tempfile::tempdir().unwrap();
         let token = claude_ide_bridge::AuthToken::from_string("t".repeat(43));
         let lock = LockFile::new(pid, vec!["/w".into()], "Vim", false, token);
@@ -594,18 +600,8 @@ mod tests {
         assert_eq!(written.process_start.as_deref(), Some(&*mine));
         guard.remove().unwrap();
 
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "lock::tests::a_child_that_waits", "--nocapture"])
-            .env("CLAUDE_IDE_BRIDGE_TEST_WAIT", "1")
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let (mut child, port) = waiting_child_and_port();
         let pid = child.id();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let path = dir.path().join(lock_file_name(port));
         // (Perhaps the same as this process's: two starts within a clock tick.)
         let theirs = sys::process_start(pid).expect("/proc tells");

@@ -1097,11 +1097,10 @@ mod tests {
         assert_eq!(within_answer(small.clone()), (small, 0));
     }
 
-    #[test]
-    fn the_check_before_a_write_is_answered_from_memory() {
-        let (a, t0) = (Path::new("/w/a.py"), Instant::now());
-        let err = Diagnostic {
-            message: "old error".into(),
+    /// An error on the first character of line 0.
+    fn error_on_line_0(message: &str) -> Diagnostic {
+        Diagnostic {
+            message: message.into(),
             severity: Diagnostic::ERROR.into(),
             range: claude_ide_bridge::Range::new(
                 claude_ide_bridge::Position::new(0, 0),
@@ -1109,7 +1108,13 @@ mod tests {
             ),
             source: None,
             code: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_check_before_a_write_is_answered_from_memory() {
+        let (a, t0) = (Path::new("/w/a.py"), Instant::now());
+        let err = error_on_line_0("old error");
         let mut m = Memory::default();
         // Nothing accepted: ask the server.
         assert_eq!(m.before_write(a, 1, t0), None);
@@ -1168,42 +1173,14 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn warm_opens_leave_the_open_diff_checks_their_places() {
-        use claude_ide_bridge_lsp::{parse_override, LspConfig, ServerTable};
-        let dir = tempfile::tempdir().unwrap();
-        let ws_dir = dir.path().join("ws");
-        std::fs::create_dir(&ws_dir).unwrap();
+        // A server that never answers: each check holds its place until its wait ends.
+        let fake = Fake::with("sleep 600", Duration::from_secs(60));
+        let (s, ws_dir) = (fake.servers.clone(), fake.ws.clone());
         let file = |name: &str| {
             let path = ws_dir.join(name);
             std::fs::write(&path, "x = 1\n").unwrap();
             path.to_str().unwrap().to_owned()
         };
-        let mut servers = ServerTable::builtin();
-        // A server that never answers: each check holds its place until its wait ends.
-        servers.set(parse_override("python=sleep 600").unwrap());
-        let lsp = Lsp::new(
-            LspConfig {
-                servers,
-                workspace_folders: vec![ws_dir.clone()],
-                diagnostics_wait: Duration::from_secs(60),
-                start_wait: Duration::from_secs(60),
-                ..LspConfig::default()
-            },
-            |_| {},
-        );
-        let log = Log::open(&dir.path().join("lsp.log")).unwrap();
-        let ws = Workspace::new(
-            vec![ws_dir.to_str().unwrap().to_owned()],
-            claude_ide_bridge_files::Limits::default(),
-        );
-        let s = Arc::new(LanguageServers::new(lsp, log, ws).warm(Warm::Connect));
-        // The server is stopped however the test ends (a failed assertion too): no child is left.
-        struct Stop(Arc<LanguageServers>);
-        impl Drop for Stop {
-            fn drop(&mut self) {
-                self.0.lsp.shutdown(Duration::from_secs(2));
-            }
-        }
-        let stop = Stop(s.clone());
 
         for i in 0..WARM_MAX {
             assert!(s.check_on_disk(&file(&format!("warm{i}.py")), OnDisk::Warm));
@@ -1228,7 +1205,7 @@ mod tests {
             }
         }
 
-        drop(stop);
+        drop(fake);
         let until = Instant::now() + Duration::from_secs(30);
         while s.refreshing.running.load(Ordering::Acquire) > 0
             || s.warm_opening.running.load(Ordering::Acquire) > 0
@@ -1255,21 +1232,27 @@ mod tests {
     #[cfg(unix)]
     impl Fake {
         fn new() -> Fake {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+            Fake::with(
+                &format!("python3 '{}' good", script.display()),
+                Duration::from_secs(30),
+            )
+        }
+
+        /// With `python` run as `command`, and `wait` for its start and each answer.
+        fn with(command: &str, wait: Duration) -> Fake {
             use claude_ide_bridge_lsp::{parse_override, LspConfig, ServerTable};
             let dir = tempfile::tempdir().unwrap();
             let ws_dir = dir.path().join("ws");
             std::fs::create_dir(&ws_dir).unwrap();
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
             let mut servers = ServerTable::builtin();
-            servers.set(
-                parse_override(&format!("python=python3 '{}' good", script.display())).unwrap(),
-            );
+            servers.set(parse_override(&format!("python={command}")).unwrap());
             let lsp = Lsp::new(
                 LspConfig {
                     servers,
                     workspace_folders: vec![ws_dir.clone()],
-                    diagnostics_wait: Duration::from_secs(30),
-                    start_wait: Duration::from_secs(30),
+                    diagnostics_wait: wait,
+                    start_wait: wait,
                     ..LspConfig::default()
                 },
                 |_| {},
@@ -1365,16 +1348,7 @@ mod tests {
         let editor_uri = format!("file://{named}");
         assert_ne!(editor_uri, server_uri);
         assert!(same_uri(&editor_uri, &server_uri));
-        let mine = Diagnostic {
-            message: "the editor's".into(),
-            severity: Diagnostic::ERROR.into(),
-            range: claude_ide_bridge::Range::new(
-                claude_ide_bridge::Position::new(0, 0),
-                claude_ide_bridge::Position::new(0, 1),
-            ),
-            source: None,
-            code: None,
-        };
+        let mine = error_on_line_0("the editor's");
         let editor = BTreeMap::from([(editor_uri.clone(), vec![mine.clone()])]);
         let all = fake.servers.all(&editor);
         let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
