@@ -294,7 +294,11 @@ pub(crate) fn process_started(pid: u32) -> Option<std::time::SystemTime> {
 #[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
 pub(crate) fn ps_started(pid: u32) -> Option<std::time::SystemTime> {
     let ran = elapsed_seconds(&ps_field(pid, "etime=")?)?;
-    std::time::SystemTime::now().checked_sub(std::time::Duration::from_secs(ran))
+    // A start before 1970 is no start: procps prints such an `etime` for a process younger
+    // than the second its boot time is rounded to.
+    std::time::SystemTime::now()
+        .checked_sub(std::time::Duration::from_secs(ran))
+        .filter(|t| *t >= std::time::UNIX_EPOCH)
 }
 
 /// What `ps -o KEYWORD -p PID` prints for process `pid`; `None` when `ps` cannot be run or names
@@ -531,6 +535,9 @@ mod tests {
             let off = t.duration_since(before).unwrap_or_else(|e| e.duration());
             off < Duration::from_secs(3)
         };
+        // `ps` tells a start to the second, and procps none that makes sense within a process's
+        // first second (see `ps_started`).
+        std::thread::sleep(Duration::from_millis(1200));
         #[cfg(not(any(target_os = "linux", target_os = "android")))]
         {
             let started = process_started(child.id()).expect("a start");
