@@ -609,6 +609,8 @@ fn serve(
                 match rx.recv_timeout(Duration::from_millis(100)) {
                     Ok(HostInput::Signal(sig)) => {
                         ui::say(&format!("signal {sig}: stopping"));
+                        ui::flush_stderr(STDOUT_GRACE);
+                        sys::stopped();
                         return ExitCode::SUCCESS;
                     }
                     Ok(other) => held.push(other),
@@ -629,7 +631,11 @@ fn serve(
         // (the lock-file directory's) is not the kept port's fault.
         Err(e) if kept.may_move() && refused_by_the_port(&e) => {
             if e.kind() == std::io::ErrorKind::AddrInUse {
-                kept.port_taken(lock_dir.as_deref());
+                kept.port_taken(
+                    lock_dir.as_deref(),
+                    &claude_ide_bridge_runtime::lock_folders(&native).unwrap_or_default(),
+                    &common.ide_name,
+                );
             } else {
                 kept.port_refused(&e);
             }

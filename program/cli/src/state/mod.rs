@@ -332,7 +332,14 @@ impl Kept {
     /// file), and a pid reused by another program looks alive for good (and nothing was ever
     /// kept again). A bridge that has bound the port and not yet written its lock file is
     /// waited for, briefly.
-    pub fn port_taken(&mut self, lock_dir: Option<&Path>) {
+    ///
+    /// `lock_folders` and `ide_name` are what this start's lock file will carry
+    /// ([`lock_folders`]): a lock file with other tokens is this workspace's when it carries
+    /// the same (a bridge of it started with `--new-token`), and not when it names more folders or
+    /// another IDE (the editor open on the same folder).
+    ///
+    /// [`lock_folders`]: claude_ide_bridge_runtime::lock_folders
+    pub fn port_taken(&mut self, lock_dir: Option<&Path>, lock_folders: &[String], ide_name: &str) {
         let taken = self.port;
         self.port = 0;
         let held = |dir: &Path| {
@@ -344,17 +351,19 @@ impl Kept {
             })
         };
         // This workspace's: its token (the kept one, or this start's), or, for a bridge started
-        // with --new-token, its folders (the lock file has each as given, and resolved).
+        // with --new-token, its lock file's folders (each as given, and resolved) and IDE.
+        fn set(f: &[String]) -> std::collections::BTreeSet<&String> {
+            f.iter().collect()
+        }
         let ours = |lock: &claude_ide_bridge::LockFile| {
             lock.auth_token == self.token
                 || self
                     .loaded
                     .as_ref()
                     .is_some_and(|s| s.token == lock.auth_token)
-                || self.store.as_ref().is_some_and(|s| {
-                    !s.folders.is_empty()
-                        && s.folders.iter().all(|f| lock.workspace_folders.contains(f))
-                })
+                || (!lock_folders.is_empty()
+                    && lock.ide_name == ide_name
+                    && set(&lock.workspace_folders) == set(lock_folders))
         };
         let live = lock_dir.and_then(held);
         match live {
@@ -503,7 +512,7 @@ pub(crate) mod tests {
         let folders = ["/w/a".to_owned(), "/w/b".to_owned()];
 
         let mut reused = Kept::load_from(Some(d.path()), &folders, None, false);
-        reused.port_taken(Some(&locks));
+        reused.port_taken(Some(&locks), &folders, "claude-ide-bridge");
         assert_eq!(reused.port(), 0);
         assert_eq!(reused.token().as_str(), kept_by.token.as_str());
         assert!(reused.save);
@@ -517,7 +526,7 @@ pub(crate) mod tests {
         );
         fs::write(locks.join("40123.lock"), lock.to_json()).unwrap();
         let mut second = Kept::load_from(Some(d.path()), &folders, None, false);
-        second.port_taken(Some(&locks));
+        second.port_taken(Some(&locks), &folders, "claude-ide-bridge");
         assert_ne!(second.token().as_str(), kept_by.token.as_str());
         assert!(!second.save);
         assert!(second.notes.iter().any(|n| n.contains("another bridge")));
@@ -538,7 +547,7 @@ pub(crate) mod tests {
             None,
             "its lock file is live"
         );
-        third.port_taken(Some(&locks));
+        third.port_taken(Some(&locks), &folders, "claude-ide-bridge");
         assert_eq!(third.port(), 0);
         assert_eq!(third.token().as_str(), kept_by.token.as_str());
         assert!(third.save);
@@ -556,9 +565,24 @@ pub(crate) mod tests {
         );
         fs::write(locks.join("40123.lock"), rotated_lock.to_json()).unwrap();
         let mut rotated = Kept::load_from(Some(d.path()), &folders, None, false);
-        rotated.port_taken(Some(&locks));
+        rotated.port_taken(Some(&locks), &folders, "claude-ide-bridge");
         assert!(!rotated.save);
         assert!(rotated.notes.iter().any(|n| n.contains("another bridge")));
+        // The editor open on these folders, or a bridge serving more of them, is not.
+        let not_ours = |theirs: Vec<String>, ide: &str| {
+            let mut lock = rotated_lock.clone();
+            lock.workspace_folders = theirs;
+            lock.ide_name = ide.into();
+            fs::write(locks.join("40123.lock"), lock.to_json()).unwrap();
+            let mut k = Kept::load_from(Some(d.path()), &folders, None, false);
+            k.port_taken(Some(&locks), &folders, "claude-ide-bridge");
+            assert!(k.save, "{:?}", k.notes);
+        };
+        not_ours(folders.to_vec(), "Visual Studio Code");
+        not_ours(
+            vec!["/w/a".into(), "/w/b".into(), "/w/c".into()],
+            "claude-ide-bridge",
+        );
 
         // No lock file names the port and the pid that saved the state runs: that bridge is
         // stopping; not with --port.
