@@ -256,8 +256,25 @@ impl ServerProcess {
         if let Some(version) = state.version(path).filter(|_| sent) {
             state.ask_check(path, version);
         }
+        let owed = disk == Disk::Written && state.owes_save(path, text);
         self.release(state);
+        if owed {
+            self.written(path, text);
+        }
         sent
+    }
+
+    /// A sync of a text the file holds found it handed over ahead of its write
+    /// ([`State::owes_save`]): the server is told it is saved when the file holds it indeed, read
+    /// outside the state's lock (a slow disk holds up no other call), and only when it is a
+    /// regular file of the text's length (a FIFO put in its place is not opened).
+    fn written(&self, path: &str, text: &SharedText<'_>) {
+        if !on_disk(path, text.as_str()) {
+            return;
+        }
+        let mut state = self.shared.lock();
+        state.written(path, text);
+        self.release(state);
     }
 
     /// The end of each step that gave the server something to read: a server found hung is
@@ -364,7 +381,11 @@ impl ServerProcess {
             let mut state = self.shared.lock();
             let sent = state.sync_shared(path, language, text, Disk::Written);
             let mine = state.version(path).filter(|_| sent);
+            let owed = state.owes_save(path, text);
             self.release(state);
+            if owed {
+                self.written(path, text);
+            }
             mine
         };
         let Some(mine) = mine else {
@@ -877,4 +898,15 @@ fn read_loop(
     state.telling = state.telling.saturating_sub(1);
     drop(state);
     shared.cond.notify_all();
+}
+
+/// Whether the file at `path` holds `text` now: a regular file of its length, read to one byte
+/// past it.
+fn on_disk(path: &str, text: &str) -> bool {
+    let fits = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == text.len() as u64);
+    let mut held = Vec::with_capacity(if fits { text.len() + 1 } else { 0 });
+    fits && std::fs::File::open(path)
+        .and_then(|f| f.take(text.len() as u64 + 1).read_to_end(&mut held))
+        .is_ok()
+        && held == text.as_bytes()
 }

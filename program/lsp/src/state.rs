@@ -255,8 +255,8 @@ struct Doc {
     /// When this version was sent.
     synced_at: Instant,
     last_used: u64,
-    /// Handed over ahead of its write ([`Disk::Ahead`]): its `didSave` is owed once a later sync
-    /// of the same text finds the file on disk holding it.
+    /// Handed over ahead of its write ([`Disk::Ahead`]): its `didSave` is owed once the file on
+    /// disk holds it ([`State::written`]).
     unsaved: bool,
 }
 
@@ -678,8 +678,8 @@ impl State {
 
     /// [`State::sync`] of a text shared with other servers: the copy each holds until it is
     /// written, and its hash, are made once for all of them. `disk` says whether the file holds
-    /// it yet: a text handed over [`Disk::Ahead`] of its write gets its `didSave` at a later sync
-    /// of the same text that finds the file holding it.
+    /// it yet: a text handed over [`Disk::Ahead`] of its write gets its `didSave` once the file
+    /// holds it ([`State::owes_save`]).
     pub fn sync_shared(
         &mut self,
         path: &str,
@@ -745,12 +745,8 @@ impl State {
         if let Some(doc) = self.docs.get_mut(path) {
             doc.last_used = clock;
             if doc.hash == hash {
-                // Written since it was handed over ahead: servers that check on save do now.
-                let owed = doc.unsaved && disk == Disk::Written && on_disk(path, text);
-                if owed {
-                    doc.unsaved = false;
-                    self.save(uri, shared.sync_text());
-                }
+                // Handed over ahead of its write: its `didSave` waits for the file to hold it
+                // (`State::owes_save`, `State::written`).
                 return true;
             }
             doc.unsaved = disk == Disk::Ahead;
@@ -809,6 +805,33 @@ impl State {
             self.open(&uri, language, version, shared.sync_text());
         }
         true
+    }
+
+    /// Whether the server has `shared` for `path` as handed over [`Disk::Ahead`] of its write, and
+    /// asks for `didSave`: then, once the file holds it (the caller reads it, outside the lock),
+    /// [`State::written`] tells the server.
+    pub fn owes_save(&self, path: &str, shared: &SharedText<'_>) -> bool {
+        self.caps.save.is_some()
+            && !self.has_exited()
+            && self
+                .docs
+                .get(path)
+                .is_some_and(|d| d.unsaved && d.hash == shared.hash(text_hash))
+    }
+
+    /// The file `path` holds `shared` now: the `didSave` [`State::owes_save`] said is owed, when
+    /// the server still has that text unsaved.
+    pub fn written(&mut self, path: &str, shared: &SharedText<'_>) {
+        if !self.owes_save(path, shared) {
+            return;
+        }
+        let Some(uri) = rpc::uri(path) else {
+            return;
+        };
+        if let Some(doc) = self.docs.get_mut(path) {
+            doc.unsaved = false;
+        }
+        self.save(uri, shared.sync_text());
     }
 
     /// `didSave` of `uri`, whose text the server now has (`text`), when the server asks for it.
@@ -1601,16 +1624,6 @@ impl State {
             self.caps.save = has(SAVE).then_some(false);
         }
     }
-}
-
-/// Whether the file at `path` holds `text` now (read to one byte past it).
-fn on_disk(path: &str, text: &str) -> bool {
-    use std::io::Read;
-    let mut held = Vec::with_capacity(text.len() + 1);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(text.len() as u64 + 1).read_to_end(&mut held))
-        .is_ok()
-        && held == text.as_bytes()
 }
 
 /// The log line for a text too long to send to a server, `None` when it may be sent. The

@@ -822,6 +822,25 @@ fn a_text_handed_over_ahead_is_told_saved_once_written() {
         .format(&file, accepted, Instant::now() + wait)
         .is_ok());
     assert_eq!(saved(), "", "told saved before the file held the text");
+    // A FIFO in its place is not opened (which would wait for a writer for good).
+    #[cfg(unix)]
+    {
+        std::fs::remove_file(&file).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&file).status();
+        assert!(made.unwrap().success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| tx.send(fx.diagnostics("a.fake", accepted, wait, wait)));
+            let answer = rx.recv_timeout(Duration::from_secs(20));
+            if answer.is_err() {
+                // Lets the held read go, so that the test ends to say so.
+                let _ = std::fs::OpenOptions::new().write(true).open(&file);
+            }
+            assert_eq!(answer.expect("an answer"), ["bad line 1"]);
+        });
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(saved(), "");
+    }
     std::fs::write(&file, accepted).unwrap();
     assert_eq!(
         fx.diagnostics("a.fake", accepted, wait, wait),
