@@ -164,6 +164,9 @@ pub struct LanguageServers {
     /// Threads checking an `openDiff`'s file ([`LanguageServers::opening`]) or refreshing a
     /// changed one ([`LanguageServers::changed`]), at most [`REFRESHES`].
     refreshing: Budget,
+    /// Threads waiting for an accepted diff's write ([`LanguageServers::await_write`]), at most
+    /// [`REFRESHES`].
+    watching: Budget,
     /// Threads checking the files opened when a client connected
     /// ([`LanguageServers::connected`]), at most [`WARM_MAX`]: a budget of their own, so that
     /// however many languages are warmed an `openDiff` finds its place in `refreshing`.
@@ -310,6 +313,20 @@ impl Memory {
     }
 }
 
+/// How often [`LanguageServers::await_write`] looks at the file.
+const AWAIT_WRITE_POLL: Duration = Duration::from_millis(100);
+
+/// Whether `on_disk` is `accepted` as the client writes it: its Write tool keeps a file's CRLF
+/// line ends and byte-order mark, which the diff's contents do not carry.
+fn written_as(on_disk: &str, accepted: &str) -> bool {
+    let plain = |t: &str| {
+        t.strip_prefix('\u{feff}')
+            .unwrap_or(t)
+            .replace("\r\n", "\n")
+    };
+    on_disk == accepted || plain(on_disk) == plain(accepted)
+}
+
 fn text_hash(text: &str) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     text.hash(&mut h);
@@ -329,6 +346,7 @@ impl LanguageServers {
             memory: Mutex::new(Memory::default()),
             noted: Mutex::new(HashSet::new()),
             refreshing: Budget::new(REFRESHES),
+            watching: Budget::new(REFRESHES),
             warm_opening: Budget::new(WARM_MAX),
             warming: Mutex::new(HashMap::new()),
             start_wait: lsp.config().start_wait,
@@ -528,6 +546,49 @@ impl LanguageServers {
             if let Some(p) = self.memory().pending.get_mut(path) {
                 p.1 = Instant::now();
             }
+        }
+        if self.memory().pending.contains_key(path) {
+            self.await_write(path, contents);
+        }
+    }
+
+    /// A thread watches `path` for accepted `contents` for [`PENDING`]: once the client has
+    /// written them (as its Write tool does: a file's CRLF line ends and byte-order mark kept),
+    /// the servers get the text on disk as written, and those that check the disk on save are
+    /// told so (a server would otherwise wait for a later `getDiagnostics` that reads the file,
+    /// which may never come), and the file's later checks ask about it. At most [`REFRESHES`] such
+    /// threads; past that, the next `getDiagnostics` that reads the file does it.
+    fn await_write(self: &Arc<Self>, path: &Path, contents: &str) {
+        if !self.watching.take() {
+            return;
+        }
+        let (me, path, contents) = (self.clone(), path.to_path_buf(), contents.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name("lsp-await-write".into())
+            .spawn(move || {
+                let until = Instant::now() + PENDING;
+                let mut seen = None;
+                while Instant::now() < until {
+                    // Read again only when the file changed (its length or time).
+                    let now = std::fs::metadata(&path)
+                        .ok()
+                        .map(|m| (m.len(), m.modified().ok()));
+                    if now.is_some() && now != seen {
+                        seen = now;
+                        if let Ok(Some(t)) = read(&me.ws, &path.to_string_lossy()) {
+                            if written_as(&t.content, &contents) {
+                                me.memory().changed(&path, None, Instant::now());
+                                me.lsp.sync(&path, &t.content);
+                                break;
+                            }
+                        }
+                    }
+                    std::thread::sleep(AWAIT_WRITE_POLL);
+                }
+                me.watching.give_back();
+            });
+        if spawned.is_err() {
+            self.watching.give_back();
         }
     }
 
@@ -1324,6 +1385,58 @@ mod tests {
         );
         // Accepted contents on their way: the server keeps them (the case the skip is for).
         assert!(!checked("on_its_way.py", (other, Duration::ZERO)));
+    }
+
+    /// An accepted diff's contents are told saved to a server that checks the disk on save once
+    /// the client has written them, with no `getDiagnostics` after, and written as its Write
+    /// tool keeps a file's CRLF line ends: the server then gets the text as written. Before, the
+    /// `didSave` waited for a later `getDiagnostics` that read the file holding the very same
+    /// text (and a CRLF file never did).
+    #[cfg(unix)]
+    #[test]
+    fn an_accepted_diff_is_told_saved_once_the_client_writes_it() {
+        let state = tempfile::tempdir().unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+        let fake = Fake::with(
+            &format!(
+                "python3 '{}' save-text '{}'",
+                script.display(),
+                state.path().display()
+            ),
+            Duration::from_secs(30),
+        );
+        let saved = || std::fs::read_to_string(state.path().join("saved")).unwrap_or_default();
+        let accepted = "fine\nerror\n";
+        for (name, before, written) in [
+            ("lf.py", "fine\n", accepted.to_owned()),
+            ("crlf.py", "fine\r\n", accepted.replace('\n', "\r\n")),
+        ] {
+            let path = fake.ws.join(name);
+            std::fs::write(&path, before).unwrap();
+            let named = path.to_str().unwrap();
+            let real = PathBuf::from(fake.servers.ws.read_text(named).unwrap().path);
+            // Its baseline: the server has the file open.
+            assert!(serde_json::to_string(&fake.servers.file(&file_uri(named)))
+                .unwrap()
+                .contains("[]"));
+            fake.servers.accepting(named, &real, accepted);
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(
+                !saved().lines().any(|l| l == written.len().to_string()),
+                "{name} told saved before it was written: {}",
+                saved()
+            );
+            std::fs::write(&path, &written).unwrap();
+            let until = Instant::now() + PENDING;
+            while !saved().lines().any(|l| l == written.len().to_string()) {
+                assert!(
+                    Instant::now() < until,
+                    "{name} never told saved: {}",
+                    saved()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
     }
 
     /// `getDiagnostics {}` leaves a file the editor reports (`--stdio`) to the editor, however
