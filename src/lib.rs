@@ -140,18 +140,20 @@ pub mod hooks {
             write_json_string, write_result, Decoded, Frame, Message,
         };
 
-        /// The general rules' reading of `tools/call` params (every tool offered): the call, or
-        /// the error the client gets.
-        pub fn parse_call_params(params: &str) -> Result<crate::ToolCall, crate::RpcError> {
-            crate::tools::parse_call_params(crate::ToolSet::all(), params).map_err(Into::into)
+        /// The general rules' reading of `tools/call` params (every tool offered): the call and
+        /// whether the model asked for it, or the error the client gets.
+        pub fn parse_call_params(params: &str) -> Result<(crate::ToolCall, bool), crate::RpcError> {
+            crate::tools::parse_call_params(crate::ToolSet::all(), params)
+                .map(|c| (c.tool, c.by_model))
+                .map_err(Into::into)
         }
 
-        /// The fast path's reader of `tools/call` params (every tool offered): the call, or
-        /// `None` where the general decoder takes over.
-        pub fn scan_call_params(params: &str) -> Option<crate::ToolCall> {
+        /// The fast path's reader of `tools/call` params (every tool offered): the call and
+        /// whether the model asked for it, or `None` where the general decoder takes over.
+        pub fn scan_call_params(params: &str) -> Option<(crate::ToolCall, bool)> {
             let mut s = crate::jsonrpc::Scanner::new(params);
             let call = crate::tools::scan_call_params(crate::ToolSet::all(), &mut s)?;
-            s.end().map(|()| call)
+            s.end().map(|()| (call.tool, call.by_model))
         }
     }
 

@@ -7,7 +7,7 @@
 use crate::jsonrpc::{self, Decoded, Frame, Message, RpcError};
 use crate::paths;
 use crate::tools::{
-    from_object, parse_call_params, scan_call_params, CallRefused, CompatRequest, ToolCall,
+    from_object, parse_call_params, scan_call_params, CallRefused, Called, CompatRequest, ToolCall,
     ToolResult,
 };
 use crate::types::{CallId, CancelReason, Config, ConnectionId, Endpoint, Event};
@@ -46,7 +46,20 @@ struct Pending {
     tab: Option<String>,
     /// Tool call (MCP content result) or compatibility method (plain result).
     compat: bool,
+    /// A tool call the model asked for ([`CallId::asked_by_model`]).
+    by_model: bool,
     batch: Option<u64>,
+}
+
+impl Pending {
+    /// Its handle, as the host was given it.
+    fn call(&self, conn: ConnectionId) -> CallId {
+        CallId {
+            conn,
+            seq: self.seq,
+            by_model: self.by_model,
+        }
+    }
 }
 
 /// A request's id as it was written, kept inline when short (ids are nearly always small integers),
@@ -257,7 +270,7 @@ impl Mcp {
                 failed = Some(e);
             }
             events.push_back(Event::CallCancelled {
-                call: CallId { conn, seq: p.seq },
+                call: p.call(conn),
                 reason: CancelReason::ServerStopped,
             });
         }
@@ -268,7 +281,7 @@ impl Mcp {
     pub(crate) fn disconnected(self, conn: ConnectionId, events: &mut VecDeque<Event>) {
         for p in self.pending {
             events.push_back(Event::CallCancelled {
-                call: CallId { conn, seq: p.seq },
+                call: p.call(conn),
                 reason: CancelReason::Disconnected,
             });
         }
@@ -529,10 +542,7 @@ impl<'c> Ctx<'c> {
                         }
                     }
                     self.events.push_back(Event::CallCancelled {
-                        call: CallId {
-                            conn: self.conn,
-                            seq: p.seq,
-                        },
+                        call: p.call(self.conn),
                         reason: CancelReason::Cancelled,
                     });
                 }
@@ -615,11 +625,12 @@ impl<'c> Ctx<'c> {
                     if let Some(path) = request.path() {
                         paths::resolve_in_workspace(path, &self.config.workspace_folders)?;
                     }
-                    let seq = self.push_pending(s, id.get(), None, true)?;
+                    let seq = self.push_pending(s, id.get(), None, true, false)?;
                     self.events.push_back(Event::CompatRequest {
                         call: CallId {
                             conn: self.conn,
                             seq,
+                            by_model: false,
                         },
                         request,
                     });
@@ -675,7 +686,7 @@ impl<'c> Ctx<'c> {
     ) -> Result<Option<Vec<u8>>, RpcError> {
         let params = params.ok_or_else(|| RpcError::invalid_params("tools/call needs params"))?;
         match parse_call_params(self.config.tools, params.get()) {
-            Ok(tool) => self.dispatch_tool(s, id, tool),
+            Ok(call) => self.dispatch_tool(s, id, call),
             // MCP 2025-11-25 (SEP-1303): arguments that do not fit the schema are the tool's
             // error, which the model sees and can correct; a protocol error it would not see.
             Err(CallRefused::Arguments(message)) if s.protocol_version >= "2025-11-25" => {
@@ -691,8 +702,9 @@ impl<'c> Ctx<'c> {
         &mut self,
         s: &mut Mcp,
         id: &str,
-        tool: ToolCall,
+        call: Called,
     ) -> Result<Option<Vec<u8>>, RpcError> {
+        let Called { tool, by_model } = call;
         match tool {
             ToolCall::CloseTab(args) => {
                 if let Some(i) = s
@@ -733,11 +745,12 @@ impl<'c> Ctx<'c> {
                     let p = s.pending.remove(i);
                     self.reject_diff(s, p, CancelReason::Replaced);
                 }
-                let seq = self.push_pending(s, id, tab, false)?;
+                let seq = self.push_pending(s, id, tab, false, by_model)?;
                 self.events.push_back(Event::ToolCall {
                     call: CallId {
                         conn: self.conn,
                         seq,
+                        by_model,
                     },
                     tool,
                 });
@@ -752,10 +765,7 @@ impl<'c> Ctx<'c> {
         // A failure to queue (outbound full) is noticed by the caller through the sender state.
         let _ = answer(s, self.tx, &p, Ok(&body));
         self.events.push_back(Event::CallCancelled {
-            call: CallId {
-                conn: self.conn,
-                seq: p.seq,
-            },
+            call: p.call(self.conn),
             reason,
         });
     }
@@ -768,6 +778,7 @@ impl<'c> Ctx<'c> {
         id: &str,
         tab: Option<String>,
         compat: bool,
+        by_model: bool,
     ) -> Result<u64, RpcError> {
         let max = self.config.limits.max_pending_calls;
         if s.pending.len() >= max {
@@ -790,6 +801,7 @@ impl<'c> Ctx<'c> {
             id,
             tab,
             compat,
+            by_model,
             batch: self.batch,
         });
         Ok(seq)

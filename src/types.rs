@@ -97,6 +97,29 @@ pub struct CallId {
     /// The connection the call came from.
     pub conn: ConnectionId,
     pub(crate) seq: u64,
+    pub(crate) by_model: bool,
+}
+
+impl CallId {
+    /// Whether the model asked for this tool call: the real client marks such calls with
+    /// `_meta` `claudecode/toolUseId`, and sends its own (the `getDiagnostics` checks around an
+    /// edit, which it bounds at 500 ms before the write and 2 s after) without it. Always `false`
+    /// for a compatibility method.
+    ///
+    /// ```
+    /// use claude_ide_bridge::{Event, Server};
+    /// # fn asked(server: &mut Server) {
+    /// while let Some(event) = server.poll_event() {
+    ///     if let Event::ToolCall { call, .. } = event {
+    ///         // A client's own check may get a shorter wait than the model's question.
+    ///         let _patient = call.asked_by_model();
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn asked_by_model(&self) -> bool {
+        self.by_model
+    }
 }
 
 /// Why a pending call will not be answered by the host (or was answered by the engine).

@@ -981,6 +981,32 @@ fn cancellation_drops_the_call_without_an_answer() {
     assert!(p.server.respond(diff, ToolResult::tab_closed()).is_err());
 }
 
+/// A call whose `_meta` names a tool use is the model's (`CallId::asked_by_model`); the client's
+/// own carry none. Its cancellation names the very same handle.
+#[test]
+fn the_models_calls_are_told_from_the_clients_own() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let args = json!({"old_file_path": "/w/a.rs", "new_file_path": "/w/a.rs", "new_file_contents": "x\n", "tab_name": "t"});
+    p.send_json(c, &json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"openDiff","arguments":args,"_meta":{"progressToken":5,"claudecode/toolUseId":"toolu_01"}}}));
+    let (by_model, _) = expect_call(&mut p);
+    assert!(by_model.asked_by_model());
+    p.send_json(c, &json!({"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"getDiagnostics","arguments":{"uri":"file:///w/a.rs"},"_meta":{"progressToken":6}}}));
+    let (own, _) = expect_call(&mut p);
+    assert!(!own.asked_by_model());
+    p.send_json(
+        c,
+        &json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId": 5}}),
+    );
+    assert_eq!(
+        p.take_events(),
+        vec![Event::CallCancelled {
+            call: by_model,
+            reason: CancelReason::Cancelled
+        }]
+    );
+}
+
 #[test]
 fn disconnect_and_shutdown_resolve_pending_diffs() {
     let mut p = Pair::new();

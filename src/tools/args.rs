@@ -213,9 +213,22 @@ impl From<CallRefused> for RpcError {
     }
 }
 
-/// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`) by the
-/// general rules: the tool must be one `offered`, and every fault is named.
-pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCall, CallRefused> {
+/// The `_meta` member that names the model's tool use: the real client sends it on the calls the
+/// model asked for, and not on its own (its diagnostics checks around an edit).
+const TOOL_USE_ID: &str = "claudecode/toolUseId";
+
+/// A `tools/call` read: the call, and whether the model asked for it (its `_meta` names a tool
+/// use, [`TOOL_USE_ID`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Called {
+    pub(crate) tool: ToolCall,
+    pub(crate) by_model: bool,
+}
+
+/// The params of a `tools/call` (`name`, `arguments`, `_meta`, ignored members) by the
+/// general rules: the tool must be one `offered`, and every fault is named. Other members of
+/// `_meta`, and a `_meta` that is no object, are ignored.
+pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<Called, CallRefused> {
     #[derive(Deserialize)]
     struct CallParams<'a> {
         #[serde(borrow)]
@@ -226,10 +239,33 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCa
     let p: CallParams<'_> = from_object(params)
         .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
     offered.resolve(&p.name).map_err(RpcError::from)?;
-    ToolCall::parse(&p.name, p.arguments).map_err(|e| match e {
+    let tool = ToolCall::parse(&p.name, p.arguments).map_err(|e| match e {
         ToolCallError::InvalidArguments(message) => CallRefused::Arguments(message),
         e => CallRefused::Params(e.into()),
-    })
+    })?;
+    // The slow path only (the scanner reads nearly every call): the params once more, as a
+    // value, where a repeated member is the last one, as the scanner reads `_meta`'s.
+    let by_model = serde_json::from_str::<serde_json::Value>(params)
+        .ok()
+        .and_then(|v| Some(v.get("_meta")?.get(TOOL_USE_ID)?.is_string()))
+        .unwrap_or(false);
+    Ok(Called { tool, by_model })
+}
+
+/// Whether the `_meta` here names the model's tool use ([`TOOL_USE_ID`], a string; the last of
+/// its kind), read past; `None` where the scanner gives up.
+fn scan_by_model(s: &mut Scanner<'_>) -> Option<bool> {
+    if s.next_byte()? != b'{' {
+        return s.value().map(|_| false);
+    }
+    let mut found = false;
+    s.object_with_keys(&[TOOL_USE_ID], |s, key| {
+        if key == TOOL_USE_ID {
+            found = s.next_byte()? == b'"';
+        }
+        s.value().map(drop)
+    })?;
+    Some(found)
 }
 
 /// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`) as the fast
@@ -238,9 +274,9 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<ToolCa
 /// the scanner does not read.
 ///
 /// [`jsonrpc::decode_with`]: crate::jsonrpc::decode_with
-pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<ToolCall> {
-    let (mut tool, mut arguments, mut call) = (None, None, None);
-    s.object_with_keys(&["name", "arguments"], |s, key| {
+pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<Called> {
+    let (mut tool, mut arguments, mut call, mut by_model) = (None, None, None, None);
+    s.object_with_keys(&["name", "arguments", "_meta"], |s, key| {
         match key {
             "name" if tool.is_none() => tool = Some(offered.resolve(s.plain_str()?).ok()?),
             // The real client's order, the name first: the arguments are read where they stand.
@@ -250,15 +286,20 @@ pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<
                 }
                 _ => arguments = Some(s.value()?),
             },
-            "name" | "arguments" => return None,
+            "_meta" if by_model.is_none() => by_model = Some(scan_by_model(s)?),
+            "name" | "arguments" | "_meta" => return None,
             _ => drop(s.value()?),
         }
         Some(())
     })?;
-    match call {
-        Some(call) => Some(call),
-        None => ToolCall::parse_arguments(tool?, arguments).ok(),
-    }
+    let tool = match call {
+        Some(call) => call,
+        None => ToolCall::parse_arguments(tool?, arguments).ok()?,
+    };
+    Some(Called {
+        tool,
+        by_model: by_model.unwrap_or(false),
+    })
 }
 
 /// Why a `tools/call` could not be parsed. Both cases map to JSON-RPC `-32602` (invalid params).

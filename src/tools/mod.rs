@@ -21,7 +21,7 @@ mod results;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use args::{from_object, parse_call_params, scan_call_params, CallRefused};
+pub(crate) use args::{from_object, parse_call_params, scan_call_params, CallRefused, Called};
 pub use args::{
     CheckDocumentDirtyArgs, CloseTabArgs, ExecuteCodeArgs, GetDiagnosticsArgs, OpenDiffArgs,
     OpenFileArgs, OpenFilesArgs, ReformatFileArgs, SaveDocumentArgs, ToolCallError,

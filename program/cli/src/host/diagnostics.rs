@@ -726,7 +726,7 @@ impl LanguageServers {
     }
 
     /// The answer to `getDiagnostics {uri}`.
-    pub fn file(&self, uri: &str) -> ToolResult {
+    pub fn file(&self, uri: &str, by_model: bool) -> ToolResult {
         let Some(named) = named_path(uri) else {
             if claude_ide_bridge::is_file_uri(uri) {
                 // `file:///c/x` on Windows (no drive written), or escapes that decode to no text.
@@ -786,10 +786,18 @@ impl LanguageServers {
                 self.memory().answered(&path, hash, &checked.diagnostics);
                 checked.diagnostics
             }
+            // The client's own check (no tool use named: the baseline before an edit made without
+            // an `openDiff`) within the client's bound, as an accepted diff's; the model's
+            // question waits for the server.
             None => {
                 let Checked {
                     diagnostics, fresh, ..
-                } = self.ask(&path, &text, None);
+                } = if by_model {
+                    self.ask(&path, &text, None)
+                } else {
+                    let deadline = Instant::now() + BASELINE_WAIT;
+                    self.ask_within(&path, &text, Some(deadline), true)
+                };
                 if diagnostics.is_empty() {
                     if let Some(answer) = self.unavailable_answer(uri, &language) {
                         return answer;
@@ -990,8 +998,9 @@ impl Host {
             }
             Some(u) => {
                 let within = servers.job_extra();
-                self.jobs
-                    .tool_longer(call, within, move || servers.file(&u));
+                self.jobs.tool_longer(call, within, move || {
+                    servers.file(&u, call.asked_by_model())
+                });
             }
             None => {
                 let (editor, within) = (self.diagnostics.clone(), servers.job_extra());
@@ -1387,6 +1396,42 @@ mod tests {
         assert!(!checked("on_its_way.py", (other, Duration::ZERO)));
     }
 
+    /// `getDiagnostics {uri}` with nothing pending: the client's own check (no tool use in its
+    /// `_meta`, as its baseline before an edit made without a diff) is answered within its
+    /// 500 ms, "not known yet" when the server has not answered; the model's question waits for
+    /// the server. Before, the client's waited for the language's start wait (here 30 s), which
+    /// the client counts as a timeout: three in a row and it asks for no more baselines.
+    #[cfg(unix)]
+    #[test]
+    fn the_clients_own_check_is_answered_within_its_bound() {
+        // A server that never answers.
+        let fake = Fake::with("sleep 600", Duration::from_secs(30));
+        let path = fake.ws.join("a.py");
+        std::fs::write(&path, "x = 1\n").unwrap();
+        let uri = file_uri(path.to_str().unwrap());
+        let started = Instant::now();
+        let answer = fake.servers.file(&uri, false);
+        assert!(answer.is_error, "{answer:?}");
+        assert!(
+            serde_json::to_string(&answer)
+                .unwrap()
+                .contains("not known yet"),
+            "{answer:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        // The model's question is still waiting for the server once the client's was answered.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let servers = fake.servers.clone();
+        let model = std::thread::spawn(move || tx.send(servers.file(&uri, true)));
+        assert!(rx.recv_timeout(Duration::from_secs(2)).is_err());
+        drop(fake);
+        let _ = model.join();
+    }
+
     /// An accepted diff's contents are told saved to a server that checks the disk on save once
     /// the client has written them, with no `getDiagnostics` after, and written as its Write
     /// tool keeps a file's CRLF line ends: the server then gets the text as written. Before, the
@@ -1416,9 +1461,11 @@ mod tests {
             let named = path.to_str().unwrap();
             let real = PathBuf::from(fake.servers.ws.read_text(named).unwrap().path);
             // Its baseline: the server has the file open.
-            assert!(serde_json::to_string(&fake.servers.file(&file_uri(named)))
-                .unwrap()
-                .contains("[]"));
+            assert!(
+                serde_json::to_string(&fake.servers.file(&file_uri(named), true))
+                    .unwrap()
+                    .contains("[]")
+            );
             fake.servers.accepting(named, &real, accepted);
             std::thread::sleep(Duration::from_millis(300));
             assert!(
@@ -1451,7 +1498,7 @@ mod tests {
         std::fs::write(&path, "error\n").unwrap();
         let named = path.to_str().unwrap();
         let server_uri = file_uri(named);
-        let asked = fake.servers.file(&server_uri);
+        let asked = fake.servers.file(&server_uri, true);
         assert!(
             serde_json::to_string(&asked)
                 .unwrap()
