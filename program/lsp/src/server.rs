@@ -900,13 +900,19 @@ fn read_loop(
     shared.cond.notify_all();
 }
 
-/// Whether the file at `path` holds `text` now: a regular file of its length, read to one byte
-/// past it.
+/// Whether the file at `path` holds `text` now: a regular file of its length (asked of the open
+/// file, which a FIFO put in its place does not hold up), read to one byte past it.
 fn on_disk(path: &str, text: &str) -> bool {
-    let fits = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == text.len() as u64);
+    let Ok(file) = crate::sys::open_to_read(path) else {
+        return false;
+    };
+    let fits = file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() == text.len() as u64);
     let mut held = Vec::with_capacity(if fits { text.len() + 1 } else { 0 });
-    fits && std::fs::File::open(path)
-        .and_then(|f| f.take(text.len() as u64 + 1).read_to_end(&mut held))
+    fits && file
+        .take(text.len() as u64 + 1)
+        .read_to_end(&mut held)
         .is_ok()
         && held == text.as_bytes()
 }

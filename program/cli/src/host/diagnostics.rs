@@ -16,7 +16,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -315,21 +314,21 @@ impl Memory {
 
 /// How often [`LanguageServers::await_write`] looks at the file.
 const AWAIT_WRITE_POLL: Duration = Duration::from_millis(100);
+/// [`LanguageServers::await_write`] reads the file at least once in this many looks.
+const AWAIT_WRITE_READ: u32 = 10;
 
-/// Whether `on_disk` is `accepted` as the client writes it: its Write tool keeps a file's CRLF
-/// line ends and byte-order mark, which the diff's contents do not carry.
-fn written_as(on_disk: &str, accepted: &str) -> bool {
-    let plain = |t: &str| {
-        t.strip_prefix('\u{feff}')
-            .unwrap_or(t)
-            .replace("\r\n", "\n")
-    };
-    on_disk == accepted || plain(on_disk) == plain(accepted)
-}
-
+/// A text's hash as the bridge remembers it: of the text as the client reads and writes it, its
+/// byte-order mark and CRLF line ends left out (the client's Write tool keeps a file's, which
+/// the diff's contents do not carry; the diagnostics are the same), so that accepted contents
+/// written as such a file are known as written.
 fn text_hash(text: &str) -> u64 {
+    use std::hash::Hasher;
     let mut h = std::hash::DefaultHasher::new();
-    text.hash(&mut h);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    for part in text.split("\r\n") {
+        h.write(part.as_bytes());
+        h.write_u8(b'\n');
+    }
     h.finish()
 }
 
@@ -567,18 +566,35 @@ impl LanguageServers {
             .name("lsp-await-write".into())
             .spawn(move || {
                 let until = Instant::now() + PENDING;
-                let mut seen = None;
+                let accepted = text_hash(&contents);
+                let (mut seen, mut polls) = (None, 0u32);
                 while Instant::now() < until {
-                    // Read again only when the file changed (its length or time).
+                    // Read again when the file changed (its length or time), and each
+                    // [`AWAIT_WRITE_READ`] polls anyway (a file system's time to the second).
                     let now = std::fs::metadata(&path)
                         .ok()
                         .map(|m| (m.len(), m.modified().ok()));
-                    if now.is_some() && now != seen {
-                        seen = now;
+                    polls += 1;
+                    if now.is_some() && (now != seen || polls % AWAIT_WRITE_READ == 0) {
                         if let Ok(Some(t)) = read(&me.ws, &path.to_string_lossy()) {
-                            if written_as(&t.content, &contents) {
-                                me.memory().changed(&path, None, Instant::now());
-                                me.lsp.sync(&path, &t.content);
+                            seen = now;
+                            if text_hash(&t.content) == accepted {
+                                // Still these contents' to tell (not a later accept's, which
+                                // has its own wait).
+                                let ours = {
+                                    let mut memory = me.memory();
+                                    let ours = memory
+                                        .pending
+                                        .get(&path)
+                                        .is_some_and(|(hash, _)| *hash == accepted);
+                                    if ours {
+                                        memory.changed(&path, None, Instant::now());
+                                    }
+                                    ours
+                                };
+                                if ours {
+                                    me.lsp.sync(&path, &t.content);
+                                }
                                 break;
                             }
                         }
@@ -1215,6 +1231,18 @@ mod tests {
         assert!(m.recent.len() <= RECENT && m.pending.len() <= RECENT && m.answers.len() <= RECENT);
     }
 
+    /// A text written with CRLF line ends or a byte-order mark is the same text to the memory (the
+    /// client's Write tool keeps a file's); any other difference is not.
+    #[test]
+    fn line_ends_and_a_byte_order_mark_are_one_text() {
+        let lf = text_hash("a\nb\n");
+        assert_eq!(text_hash("a\r\nb\r\n"), lf);
+        assert_eq!(text_hash("\u{feff}a\r\nb\n"), lf);
+        for other in ["a\nb", "a\n\nb\n", "a\rb\n", "a\nb\n\u{feff}", "ab\n", ""] {
+            assert_ne!(text_hash(other), lf, "{other:?}");
+        }
+    }
+
     #[test]
     fn files_asked_about_are_read_again_by_the_next_check() {
         let (a, b, t0) = (Path::new("/w/a.py"), Path::new("/w/b.py"), Instant::now());
@@ -1484,6 +1512,23 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+        // Written before the wait saw it, with a later accept's contents pending by then: those
+        // stay pending (the later accept waits for its own write), and the server keeps them.
+        let path = fake.ws.join("later.py");
+        std::fs::write(&path, "fine\n").unwrap();
+        let named = path.to_str().unwrap();
+        let real = PathBuf::from(fake.servers.ws.read_text(named).unwrap().path);
+        fake.servers.file(&file_uri(named), true);
+        fake.servers.accepting(named, &real, accepted);
+        let later = text_hash("fine\nlater error\n");
+        let pending = || fake.servers.memory().pending.get(&real).map(|p| p.0);
+        fake.servers
+            .memory()
+            .pending
+            .insert(real.clone(), (later, Instant::now()));
+        std::fs::write(&path, accepted).unwrap();
+        std::thread::sleep(AWAIT_WRITE_POLL * 5);
+        assert_eq!(pending(), Some(later));
     }
 
     /// `getDiagnostics {}` leaves a file the editor reports (`--stdio`) to the editor, however

@@ -28,8 +28,8 @@ mod os;
 mod os;
 
 pub(crate) use os::{
-    adopt, exe_extensions, is_executable, key_of, kill_tree, own_tree, path_of_uri, reap_id,
-    same_file, set_nonblocking, wait_writable, watch_exit,
+    adopt, exe_extensions, is_executable, key_of, kill_tree, open_to_read, own_tree, path_of_uri,
+    reap_id, same_file, set_nonblocking, wait_writable, watch_exit,
 };
 
 /// The stack of a server's exit watch (`watch_exit`): it makes one system call and a callback.

@@ -104,6 +104,16 @@ pub(crate) fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
     a.dev() == b.dev() && a.ino() == b.ino()
 }
 
+/// Opens `path` to read without waiting on it: a FIFO put in a file's place opens at once (and
+/// then is no regular file to the caller) instead of waiting for a writer.
+pub(crate) fn open_to_read(path: &str) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+}
+
 /// The extensions a program found on `PATH` may have (Windows' `PATHEXT`): none here, the
 /// name is the file's.
 pub(crate) fn exe_extensions() -> Option<String> {

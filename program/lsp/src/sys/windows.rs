@@ -142,6 +142,11 @@ pub(crate) fn same_file(_a: &std::fs::Metadata, _b: &std::fs::Metadata) -> bool 
     false
 }
 
+/// Opens `path` to read (a path names no pipe that could hold the open up here).
+pub(crate) fn open_to_read(path: &str) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
 /// `PATHEXT`, or Windows' default when it is not set.
 pub(crate) fn exe_extensions() -> Option<String> {
     Some(std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".to_owned()))
