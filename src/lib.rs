@@ -89,7 +89,7 @@ pub use limits::Limits;
 pub use mcp::SUPPORTED_PROTOCOL_VERSIONS;
 pub use server::Server;
 pub use types::{
-    ApiError, CallId, CancelReason, Config, ConnectionId, DisconnectReason, Event, Target,
+    ApiError, Asker, CallId, CancelReason, Config, ConnectionId, DisconnectReason, Event, Target,
 };
 // Why things fail: an upgrade refused, a JSON-RPC error, a path outside the workspace.
 pub use handshake::Rejection;
@@ -141,19 +141,21 @@ pub mod hooks {
         };
 
         /// The general rules' reading of `tools/call` params (every tool offered): the call and
-        /// whether the model asked for it, or the error the client gets.
-        pub fn parse_call_params(params: &str) -> Result<(crate::ToolCall, bool), crate::RpcError> {
+        /// who asked for it, or the error the client gets.
+        pub fn parse_call_params(
+            params: &str,
+        ) -> Result<(crate::ToolCall, crate::Asker), crate::RpcError> {
             crate::tools::parse_call_params(crate::ToolSet::all(), params)
-                .map(|c| (c.tool, c.by_model))
+                .map(|c| (c.tool, c.asker))
                 .map_err(Into::into)
         }
 
         /// The fast path's reader of `tools/call` params (every tool offered): the call and
-        /// whether the model asked for it, or `None` where the general decoder takes over.
-        pub fn scan_call_params(params: &str) -> Option<(crate::ToolCall, bool)> {
+        /// who asked for it, or `None` where the general decoder takes over.
+        pub fn scan_call_params(params: &str) -> Option<(crate::ToolCall, crate::Asker)> {
             let mut s = crate::jsonrpc::Scanner::new(params);
             let call = crate::tools::scan_call_params(crate::ToolSet::all(), &mut s)?;
-            s.end().map(|()| (call.tool, call.by_model))
+            s.end().map(|()| (call.tool, call.asker))
         }
     }
 

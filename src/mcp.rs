@@ -10,7 +10,7 @@ use crate::tools::{
     from_object, parse_call_params, scan_call_params, CallRefused, Called, CompatRequest, ToolCall,
     ToolResult,
 };
-use crate::types::{CallId, CancelReason, Config, ConnectionId, Endpoint, Event};
+use crate::types::{Asker, CallId, CancelReason, Config, ConnectionId, Endpoint, Event};
 use crate::ws::{SendError, Sender};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -46,8 +46,8 @@ struct Pending {
     tab: Option<String>,
     /// Tool call (MCP content result) or compatibility method (plain result).
     compat: bool,
-    /// A tool call the model asked for ([`CallId::asked_by_model`]).
-    by_model: bool,
+    /// Who asked for it ([`CallId::asker`]).
+    asker: Asker,
     batch: Option<u64>,
 }
 
@@ -57,7 +57,7 @@ impl Pending {
         CallId {
             conn,
             seq: self.seq,
-            by_model: self.by_model,
+            asker: self.asker,
         }
     }
 }
@@ -625,12 +625,12 @@ impl<'c> Ctx<'c> {
                     if let Some(path) = request.path() {
                         paths::resolve_in_workspace(path, &self.config.workspace_folders)?;
                     }
-                    let seq = self.push_pending(s, id.get(), None, true, false)?;
+                    let seq = self.push_pending(s, id.get(), None, true, Asker::Unknown)?;
                     self.events.push_back(Event::CompatRequest {
                         call: CallId {
                             conn: self.conn,
                             seq,
-                            by_model: false,
+                            asker: Asker::Unknown,
                         },
                         request,
                     });
@@ -704,7 +704,7 @@ impl<'c> Ctx<'c> {
         id: &str,
         call: Called,
     ) -> Result<Option<Vec<u8>>, RpcError> {
-        let Called { tool, by_model } = call;
+        let Called { tool, asker } = call;
         match tool {
             ToolCall::CloseTab(args) => {
                 if let Some(i) = s
@@ -745,12 +745,12 @@ impl<'c> Ctx<'c> {
                     let p = s.pending.remove(i);
                     self.reject_diff(s, p, CancelReason::Replaced);
                 }
-                let seq = self.push_pending(s, id, tab, false, by_model)?;
+                let seq = self.push_pending(s, id, tab, false, asker)?;
                 self.events.push_back(Event::ToolCall {
                     call: CallId {
                         conn: self.conn,
                         seq,
-                        by_model,
+                        asker,
                     },
                     tool,
                 });
@@ -778,7 +778,7 @@ impl<'c> Ctx<'c> {
         id: &str,
         tab: Option<String>,
         compat: bool,
-        by_model: bool,
+        asker: Asker,
     ) -> Result<u64, RpcError> {
         let max = self.config.limits.max_pending_calls;
         if s.pending.len() >= max {
@@ -801,7 +801,7 @@ impl<'c> Ctx<'c> {
             id,
             tab,
             compat,
-            by_model,
+            asker,
             batch: self.batch,
         });
         Ok(seq)

@@ -97,29 +97,42 @@ pub struct CallId {
     /// The connection the call came from.
     pub conn: ConnectionId,
     pub(crate) seq: u64,
-    pub(crate) by_model: bool,
+    pub(crate) asker: Asker,
 }
 
 impl CallId {
-    /// Whether the model asked for this tool call: the real client marks such calls with
-    /// `_meta` `claudecode/toolUseId`, and sends its own (the `getDiagnostics` checks around an
-    /// edit, which it bounds at 500 ms before the write and 2 s after) without it. Always `false`
-    /// for a compatibility method.
+    /// Who asked for this tool call, as the real client marks it in the call's `_meta`: the
+    /// model's calls name its tool use (`claudecode/toolUseId`); the client's own (the
+    /// `getDiagnostics` checks around an edit, which it bounds at 500 ms before the write and 2 s
+    /// after) carry a `_meta` without one. [`Asker::Unknown`] for a call without `_meta` (other
+    /// clients) and for a compatibility method.
     ///
     /// ```
-    /// use claude_ide_bridge::{Event, Server};
+    /// use claude_ide_bridge::{Asker, Event, Server};
     /// # fn asked(server: &mut Server) {
     /// while let Some(event) = server.poll_event() {
     ///     if let Event::ToolCall { call, .. } = event {
-    ///         // A client's own check may get a shorter wait than the model's question.
-    ///         let _patient = call.asked_by_model();
+    ///         // The client's own check may get a shorter wait than the model's question.
+    ///         let _brief = call.asker() == Asker::Client;
     ///     }
     /// }
     /// # }
     /// ```
-    pub fn asked_by_model(&self) -> bool {
-        self.by_model
+    pub fn asker(&self) -> Asker {
+        self.asker
     }
+}
+
+/// Who asked for a tool call ([`CallId::asker`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Asker {
+    /// The model: the call's `_meta` names its tool use (`claudecode/toolUseId`, a string).
+    Model,
+    /// The client itself: the call has a `_meta` object naming no tool use.
+    Client,
+    /// Not told: the call has no `_meta` object.
+    Unknown,
 }
 
 /// Why a pending call will not be answered by the host (or was answered by the engine).

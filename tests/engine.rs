@@ -7,7 +7,7 @@ use claude_ide_bridge::{
     ApiError, CancelReason, DisconnectReason, Event, Target, ToolCall, ToolName, ToolResult,
     ToolSet,
 };
-use claude_ide_bridge::{AtMentioned, ConnectionId, Notification};
+use claude_ide_bridge::{Asker, AtMentioned, ConnectionId, Notification};
 use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -981,8 +981,9 @@ fn cancellation_drops_the_call_without_an_answer() {
     assert!(p.server.respond(diff, ToolResult::tab_closed()).is_err());
 }
 
-/// A call whose `_meta` names a tool use is the model's (`CallId::asked_by_model`); the client's
-/// own carry none. Its cancellation names the very same handle.
+/// A call whose `_meta` names a tool use is the model's (`CallId::asker`); the client's own
+/// carry a `_meta` naming none; a call without `_meta` tells nothing. Its cancellation names the
+/// very same handle.
 #[test]
 fn the_models_calls_are_told_from_the_clients_own() {
     let mut p = Pair::new();
@@ -990,10 +991,12 @@ fn the_models_calls_are_told_from_the_clients_own() {
     let args = json!({"old_file_path": "/w/a.rs", "new_file_path": "/w/a.rs", "new_file_contents": "x\n", "tab_name": "t"});
     p.send_json(c, &json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"openDiff","arguments":args,"_meta":{"progressToken":5,"claudecode/toolUseId":"toolu_01"}}}));
     let (by_model, _) = expect_call(&mut p);
-    assert!(by_model.asked_by_model());
+    assert_eq!(by_model.asker(), Asker::Model);
     p.send_json(c, &json!({"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"getDiagnostics","arguments":{"uri":"file:///w/a.rs"},"_meta":{"progressToken":6}}}));
     let (own, _) = expect_call(&mut p);
-    assert!(!own.asked_by_model());
+    assert_eq!(own.asker(), Asker::Client);
+    p.send_json(c, &json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"getDiagnostics","arguments":{}}}));
+    assert_eq!(expect_call(&mut p).0.asker(), Asker::Unknown);
     p.send_json(
         c,
         &json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId": 5}}),

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 
 use super::{ToolCall, ToolName, ToolSet};
 use crate::jsonrpc::{RpcError, Scanner};
+use crate::types::Asker;
 
 /// Arguments of `openDiff`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,17 +218,54 @@ impl From<CallRefused> for RpcError {
 /// model asked for, and not on its own (its diagnostics checks around an edit).
 const TOOL_USE_ID: &str = "claudecode/toolUseId";
 
-/// A `tools/call` read: the call, and whether the model asked for it (its `_meta` names a tool
-/// use, [`TOOL_USE_ID`]).
+/// A `tools/call` read: the call, and who asked for it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Called {
     pub(crate) tool: ToolCall,
-    pub(crate) by_model: bool,
+    pub(crate) asker: Asker,
+}
+
+/// Who asked, as a `_meta` tells: an object naming a tool use ([`TOOL_USE_ID`], a string; the last
+/// of its kind) is the model's call, any other object the client's own; none, or a `_meta` that
+/// is no object, tells nothing.
+struct MetaAsker(Asker);
+
+impl<'de> Deserialize<'de> for MetaAsker {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = MetaAsker;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("_meta")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<MetaAsker, A::Error> {
+                let mut asker = Asker::Client;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == TOOL_USE_ID {
+                        // Raw: any value the other members could hold passes, as the scanner's.
+                        let value: &'de RawValue = map.next_value()?;
+                        asker = if value.get().starts_with('"') {
+                            Asker::Model
+                        } else {
+                            Asker::Client
+                        };
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(MetaAsker(asker))
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// The params of a `tools/call` (`name`, `arguments`, `_meta`, ignored members) by the
-/// general rules: the tool must be one `offered`, and every fault is named. Other members of
-/// `_meta`, and a `_meta` that is no object, are ignored.
+/// general rules: the tool must be one `offered`, and every fault is named. What `_meta` tells
+/// ([`Asker`]) refuses nothing: one that cannot be read tells nothing.
 pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<Called, CallRefused> {
     #[derive(Deserialize)]
     struct CallParams<'a> {
@@ -235,6 +273,8 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<Called
         name: std::borrow::Cow<'a, str>,
         #[serde(borrow, default)]
         arguments: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "_meta")]
+        meta: Option<&'a RawValue>,
     }
     let p: CallParams<'_> = from_object(params)
         .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
@@ -243,39 +283,41 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<Called
         ToolCallError::InvalidArguments(message) => CallRefused::Arguments(message),
         e => CallRefused::Params(e.into()),
     })?;
-    // The slow path only (the scanner reads nearly every call): the params once more, as a
-    // value, where a repeated member is the last one, as the scanner reads `_meta`'s.
-    let by_model = serde_json::from_str::<serde_json::Value>(params)
-        .ok()
-        .and_then(|v| Some(v.get("_meta")?.get(TOOL_USE_ID)?.is_string()))
-        .unwrap_or(false);
-    Ok(Called { tool, by_model })
+    let asker = p
+        .meta
+        .and_then(|m| serde_json::from_str::<MetaAsker>(m.get()).ok())
+        .map_or(Asker::Unknown, |m| m.0);
+    Ok(Called { tool, asker })
 }
 
-/// Whether the `_meta` here names the model's tool use ([`TOOL_USE_ID`], a string; the last of
-/// its kind), read past; `None` where the scanner gives up.
-fn scan_by_model(s: &mut Scanner<'_>) -> Option<bool> {
+/// Who asked, as the `_meta` here tells ([`MetaAsker`]), read past; `None` where the scanner
+/// gives up.
+fn scan_asker(s: &mut Scanner<'_>) -> Option<Asker> {
     if s.next_byte()? != b'{' {
-        return s.value().map(|_| false);
+        return s.value().map(|_| Asker::Unknown);
     }
-    let mut found = false;
+    let mut asker = Asker::Client;
     s.object_with_keys(&[TOOL_USE_ID], |s, key| {
         if key == TOOL_USE_ID {
-            found = s.next_byte()? == b'"';
+            asker = if s.next_byte()? == b'"' {
+                Asker::Model
+            } else {
+                Asker::Client
+            };
         }
         s.value().map(drop)
     })?;
-    Some(found)
+    Some(asker)
 }
 
-/// The params of a `tools/call` (`name`, `arguments`, ignored members such as `_meta`) as the fast
+/// The params of a `tools/call` (`name`, `arguments`, `_meta`, ignored members) as the fast
 /// path of [`jsonrpc::decode_with`] reads them: `None`, to have the general decoder read the message
 /// and report it precisely, for a tool that is not offered, arguments that do not parse, or anything
 /// the scanner does not read.
 ///
 /// [`jsonrpc::decode_with`]: crate::jsonrpc::decode_with
 pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<Called> {
-    let (mut tool, mut arguments, mut call, mut by_model) = (None, None, None, None);
+    let (mut tool, mut arguments, mut call, mut asker) = (None, None, None, None);
     s.object_with_keys(&["name", "arguments", "_meta"], |s, key| {
         match key {
             "name" if tool.is_none() => tool = Some(offered.resolve(s.plain_str()?).ok()?),
@@ -286,7 +328,7 @@ pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<
                 }
                 _ => arguments = Some(s.value()?),
             },
-            "_meta" if by_model.is_none() => by_model = Some(scan_by_model(s)?),
+            "_meta" if asker.is_none() => asker = Some(scan_asker(s)?),
             "name" | "arguments" | "_meta" => return None,
             _ => drop(s.value()?),
         }
@@ -298,7 +340,7 @@ pub(crate) fn scan_call_params(offered: ToolSet, s: &mut Scanner<'_>) -> Option<
     };
     Some(Called {
         tool,
-        by_model: by_model.unwrap_or(false),
+        asker: asker.unwrap_or(Asker::Unknown),
     })
 }
 

@@ -1,6 +1,7 @@
 //! Tests of the tool catalogue, arguments, results and compatibility requests.
 
 use super::*;
+use crate::Asker;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -814,12 +815,12 @@ proptest::proptest! {
 
 /// A message through the fast path with [`scan_call_params`] as its params reader: the id and the
 /// call when it took the fast path, `None` when it fell back to the general decoder.
-fn one_pass(text: &str, offered: ToolSet) -> Option<(String, ToolCall, bool)> {
+fn one_pass(text: &str, offered: ToolSet) -> Option<(String, ToolCall, Asker)> {
     match crate::jsonrpc::decode_with(text, "tools/call", usize::MAX, |s| {
         scan_call_params(offered, s)
     }) {
         crate::jsonrpc::Decoded::Expected { id, params } => {
-            Some((id.to_owned(), params.tool, params.by_model))
+            Some((id.to_owned(), params.tool, params.asker))
         }
         crate::jsonrpc::Decoded::Frame(_) => None,
     }
@@ -828,15 +829,15 @@ fn one_pass(text: &str, offered: ToolSet) -> Option<(String, ToolCall, bool)> {
 #[test]
 fn real_client_order_takes_the_one_pass() {
     let t = r#"{"method":"tools/call","params":{"name":"close_tab","arguments":{"tab_name":"t"},"_meta":{"progressToken":3}},"jsonrpc":"2.0","id":3}"#;
-    let (id, call, by_model) = one_pass(t, ToolSet::all()).expect("one pass");
-    assert!(!by_model);
+    let (id, call, asker) = one_pass(t, ToolSet::all()).expect("one pass");
+    assert_eq!(asker, Asker::Client);
     assert_eq!(id, "3");
     assert!(matches!(call, ToolCall::CloseTab(ref a) if a.tab_name == "t"));
     let t =
         r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"getOpenEditors"}}"#;
     assert_eq!(
         one_pass(t, ToolSet::all()).unwrap(),
-        ("\"x\"".to_owned(), ToolCall::GetOpenEditors, false)
+        ("\"x\"".to_owned(), ToolCall::GetOpenEditors, Asker::Unknown)
     );
     let t = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"getOpenEditors","arguments":null}}"#;
     assert_eq!(
@@ -845,56 +846,72 @@ fn real_client_order_takes_the_one_pass() {
     );
 }
 
-/// A call whose `_meta` names a tool use is the model's; the client's own calls carry none. Both
-/// decoders read it alike, the fast one where it can (a repeated `_meta` is the general one's).
+/// A call whose `_meta` names a tool use is the model's; one with a `_meta` naming none is the
+/// client's own; without a `_meta` object nothing is told. Both decoders read it alike, the fast
+/// one where it can; what cannot be read of `_meta` refuses nothing.
 #[test]
-fn the_models_calls_are_told_from_the_clients_own() {
+fn who_asked_is_told_by_the_calls_meta() {
+    use Asker::{Client, Model, Unknown};
     let call = |meta: &str| {
         format!(
             r#"{{"method":"tools/call","params":{{"name":"getDiagnostics","arguments":{{}}{meta}}},"jsonrpc":"2.0","id":1}}"#
         )
     };
-    for (meta, by_model, fast) in [
+    for (meta, asker, fast) in [
         (
             r#","_meta":{"progressToken":7,"claudecode/toolUseId":"toolu_01ABC"}"#,
-            true,
+            Model,
             true,
         ),
         (
             r#","_meta":{"claudecode/toolUseId":"toolu_1","x":[1,{"y":2}]}"#,
-            true,
+            Model,
             true,
         ),
-        (r#","_meta":{"progressToken":7}"#, false, true),
-        ("", false, true),
-        (r#","_meta":{"claudecode/toolUseId":null}"#, false, true),
-        (r#","_meta":"claudecode/toolUseId""#, false, true),
+        (r#","_meta":{"progressToken":7}"#, Client, true),
+        (r#","_meta":{}"#, Client, true),
+        ("", Unknown, true),
+        (r#","_meta":null"#, Unknown, true),
+        (r#","_meta":"claudecode/toolUseId""#, Unknown, true),
+        (r#","_meta":{"claudecode/toolUseId":null}"#, Client, true),
         (
             r#","_meta":{"a":{"claudecode/toolUseId":"t"}}"#,
-            false,
+            Client,
             true,
         ),
         // The last of a repeated member counts, in both readers.
         (
             r#","_meta":{"claudecode/toolUseId":"t","claudecode/toolUseId":1}"#,
-            false,
+            Client,
             true,
         ),
         (
             r#","_meta":{"claudecode/toolUseId":1,"claudecode/toolUseId":"t"}"#,
+            Model,
             true,
+        ),
+        // What a value may hold that serde_json's values cannot (an `f64` past its range).
+        (
+            r#","_meta":{"claudecode/toolUseId":"t","n":1e400}"#,
+            Model,
             true,
         ),
         (
-            r#","_meta":{},"_meta":{"claudecode/toolUseId":"t"}"#,
+            r#","_meta":{"claudecode/toolUseId":"t"},"n":1e400"#,
+            Model,
             true,
+        ),
+        (r#","_meta":{"claudecode\/toolUseId":"t"}"#, Model, false),
+        (
+            r#","_meta":{"claudecode/toolUseId":"\ud800"}"#,
+            Model,
             false,
         ),
-        (r#","_meta":{"claudecode\/toolUseId":"t"}"#, true, false),
+        (r#","_meta":{"\ud800":1}"#, Unknown, false),
     ] {
         let text = call(meta);
         let general = general(&text, ToolSet::all()).expect("a call");
-        assert_eq!(general.2, by_model, "{text}");
+        assert_eq!(general.2, asker, "{text}");
         match one_pass(&text, ToolSet::all()) {
             Some(one) => assert!(fast && one == general, "{text}"),
             None => assert!(!fast, "{text}"),
@@ -905,10 +922,10 @@ fn the_models_calls_are_told_from_the_clients_own() {
 #[test]
 fn whitespace_between_tokens_takes_the_fast_path_and_escapes_do_not() {
     let t = "{ \"jsonrpc\" : \"2.0\" ,\n \"id\" : \"a b\" , \"method\":\"tools/call\",\t\"params\": { \"name\":\"close_tab\", \"arguments\": {\"tab_name\":\"t\",\"x\":[1,{\"y\":null},-0.5e3]} } }";
-    let (id, call, by_model) = one_pass(t, ToolSet::all()).expect("fast path");
+    let (id, call, asker) = one_pass(t, ToolSet::all()).expect("fast path");
     assert_eq!(id, "\"a b\"");
     assert!(matches!(call, ToolCall::CloseTab(ref a) if a.tab_name == "t"));
-    assert_eq!(Some((id, call, by_model)), general(t, ToolSet::all()));
+    assert_eq!(Some((id, call, asker)), general(t, ToolSet::all()));
     // A key written with an escape is the general decoder's: it reads it as "id".
     let t =
         r#"{"jsonrpc":"2.0","\u0069d":7,"method":"tools/call","params":{"name":"getDiagnostics"}}"#;
@@ -959,7 +976,7 @@ fn one_unknown_tool_check_bounds_the_name() {
 
 /// What the general rules make of a message: the id and the call when it is a `tools/call` of an
 /// offered tool that parses (what `mcp` does with a request the fast path left to it).
-fn general(text: &str, offered: ToolSet) -> Option<(String, ToolCall, bool)> {
+fn general(text: &str, offered: ToolSet) -> Option<(String, ToolCall, Asker)> {
     match crate::jsonrpc::decode(text) {
         crate::jsonrpc::Frame::Single(crate::jsonrpc::Message::Request {
             id,
@@ -967,7 +984,7 @@ fn general(text: &str, offered: ToolSet) -> Option<(String, ToolCall, bool)> {
             params: Some(params),
         }) if method == "tools/call" => {
             let called = parse_call_params(offered, params.get()).ok()?;
-            Some((id.get().to_owned(), called.tool, called.by_model))
+            Some((id.get().to_owned(), called.tool, called.asker))
         }
         _ => None,
     }

@@ -900,15 +900,18 @@ fn read_loop(
     shared.cond.notify_all();
 }
 
-/// Whether the file at `path` holds `text` now: a regular file of its length (asked of the open
-/// file, which a FIFO put in its place does not hold up), read to one byte past it.
+/// Whether the file at `path` holds `text` now: a regular file of its length, asked before it is
+/// opened (no device is opened) and of the open file (a FIFO put in its place meanwhile does not
+/// hold the open up), read to one byte past it.
 fn on_disk(path: &str, text: &str) -> bool {
+    let fits = |m: std::fs::Metadata| m.is_file() && m.len() == text.len() as u64;
+    if !std::fs::metadata(path).is_ok_and(fits) {
+        return false;
+    }
     let Ok(file) = crate::sys::open_to_read(path) else {
         return false;
     };
-    let fits = file
-        .metadata()
-        .is_ok_and(|m| m.is_file() && m.len() == text.len() as u64);
+    let fits = file.metadata().is_ok_and(fits);
     let mut held = Vec::with_capacity(if fits { text.len() + 1 } else { 0 });
     fits && file
         .take(text.len() as u64 + 1)

@@ -166,8 +166,14 @@ impl Core {
             // where a refused loopback connection is slow): a bridge started at the same moment
             // for this workspace, finding the kept port taken, waits briefly for its lock file
             // to tell a bridge from another program, and would take this one's token meanwhile.
-            for stale in lock::remove_stale_locks(&dir, &opts.ide_name)? {
-                core.log(|| format!("Removed stale lock file {}", stale.display()));
+            match lock::remove_stale_locks(&dir, &opts.ide_name) {
+                Ok(removed) => {
+                    for stale in removed {
+                        core.log(|| format!("Removed stale lock file {}", stale.display()));
+                    }
+                }
+                // Nothing of this bridge's own: it runs, and the files stay.
+                Err(e) => core.log(|| format!("Stale lock files not looked for: {e}")),
             }
         }
         Ok((listener, core))

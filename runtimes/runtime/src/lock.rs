@@ -214,11 +214,22 @@ fn text_of(content: &LockFile) -> String {
 /// Removes this host's stale lock files from `dir`: files named `<port>.lock`, owned by us, with
 /// this `ide_name`, a writer that is gone ([`lock_writer_alive`]: its pid not alive, or handed
 /// out again since) and a port nothing answers on (a pid of another pid namespace looks dead from
-/// here). A live bridge's file is never touched. Returns the removed paths.
+/// here). A live bridge's file is never touched, and one that cannot be removed (read-only on
+/// Windows, or its folder's) is left, the others still removed. Returns the removed paths; an
+/// error only when `dir` cannot be listed.
 pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>> {
+    remove_stale_locks_with(dir, ide_name, |path| fs::remove_file(path))
+}
+
+/// [`remove_stale_locks`], removing each file with `remove`.
+fn remove_stale_locks_with(
+    dir: &Path,
+    ide_name: &str,
+    remove: impl Fn(&Path) -> io::Result<()>,
+) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for entry in fs::read_dir(dir)? {
-        let entry = entry?;
+        let Ok(entry) = entry else { continue };
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let Some(port) = port_from_lock_name(name) else {
@@ -250,11 +261,9 @@ pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>
             if !same {
                 continue;
             }
-            match fs::remove_file(&path) {
-                Ok(()) => removed.push(path),
-                // claude, or another bridge, removed it first.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+            // Else claude, or another bridge, removed it first, or it cannot be: left as it is.
+            if remove(&path).is_ok() {
+                removed.push(path);
             }
         }
     }
@@ -579,6 +588,31 @@ mod tests {
             None,
             "written before the start"
         );
+        // One that cannot be removed is left, and the others are still removed.
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let other = dir
+            .path()
+            .join(lock_file_name(free.local_addr().unwrap().port()));
+        drop(free);
+        fs::copy(&path, &other).unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&other)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        let refused = |p: &Path| {
+            if p == path {
+                Err(io::Error::from(io::ErrorKind::PermissionDenied))
+            } else {
+                fs::remove_file(p)
+            }
+        };
+        assert_eq!(
+            remove_stale_locks_with(dir.path(), "Vim", refused).unwrap(),
+            [other]
+        );
+        assert!(path.exists());
         assert_eq!(remove_stale_locks(dir.path(), "Vim").unwrap(), [path]);
         child.kill().unwrap();
         child.wait().unwrap();

@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge::{file_uri, uri_to_path, Diagnostic, DiagnosticsChanged, FileDiagnostics};
-use claude_ide_bridge::{CallId, Notification, Target, ToolResult};
+use claude_ide_bridge::{Asker, CallId, Notification, Target, ToolResult};
 use claude_ide_bridge_files::{Error, Text, Workspace};
 use claude_ide_bridge_lsp::{Checked, Lsp, ServerState};
 
@@ -570,14 +570,15 @@ impl LanguageServers {
                 let (mut seen, mut polls) = (None, 0u32);
                 while Instant::now() < until {
                     // Read again when the file changed (its length or time), and each
-                    // [`AWAIT_WRITE_READ`] polls anyway (a file system's time to the second).
+                    // [`AWAIT_WRITE_READ`] polls anyway (a file system's time to the second, a
+                    // read that failed while the file was being written).
                     let now = std::fs::metadata(&path)
                         .ok()
                         .map(|m| (m.len(), m.modified().ok()));
                     polls += 1;
                     if now.is_some() && (now != seen || polls % AWAIT_WRITE_READ == 0) {
+                        seen = now;
                         if let Ok(Some(t)) = read(&me.ws, &path.to_string_lossy()) {
-                            seen = now;
                             if text_hash(&t.content) == accepted {
                                 // Still these contents' to tell (not a later accept's, which
                                 // has its own wait).
@@ -742,7 +743,7 @@ impl LanguageServers {
     }
 
     /// The answer to `getDiagnostics {uri}`.
-    pub fn file(&self, uri: &str, by_model: bool) -> ToolResult {
+    pub fn file(&self, uri: &str, asker: Asker) -> ToolResult {
         let Some(named) = named_path(uri) else {
             if claude_ide_bridge::is_file_uri(uri) {
                 // `file:///c/x` on Windows (no drive written), or escapes that decode to no text.
@@ -802,17 +803,17 @@ impl LanguageServers {
                 self.memory().answered(&path, hash, &checked.diagnostics);
                 checked.diagnostics
             }
-            // The client's own check (no tool use named: the baseline before an edit made without
-            // an `openDiff`) within the client's bound, as an accepted diff's; the model's
-            // question waits for the server.
+            // The client's own check (its baseline before an edit made without a diff) within
+            // the client's bound, as an accepted diff's; the model's question, and one that does
+            // not say whose it is, waits for the server.
             None => {
                 let Checked {
                     diagnostics, fresh, ..
-                } = if by_model {
-                    self.ask(&path, &text, None)
-                } else {
+                } = if asker == Asker::Client {
                     let deadline = Instant::now() + BASELINE_WAIT;
                     self.ask_within(&path, &text, Some(deadline), true)
+                } else {
+                    self.ask(&path, &text, None)
                 };
                 if diagnostics.is_empty() {
                     if let Some(answer) = self.unavailable_answer(uri, &language) {
@@ -1014,9 +1015,8 @@ impl Host {
             }
             Some(u) => {
                 let within = servers.job_extra();
-                self.jobs.tool_longer(call, within, move || {
-                    servers.file(&u, call.asked_by_model())
-                });
+                self.jobs
+                    .tool_longer(call, within, move || servers.file(&u, call.asker()));
             }
             None => {
                 let (editor, within) = (self.diagnostics.clone(), servers.job_extra());
@@ -1424,10 +1424,10 @@ mod tests {
         assert!(!checked("on_its_way.py", (other, Duration::ZERO)));
     }
 
-    /// `getDiagnostics {uri}` with nothing pending: the client's own check (no tool use in its
-    /// `_meta`, as its baseline before an edit made without a diff) is answered within its
-    /// 500 ms, "not known yet" when the server has not answered; the model's question waits for
-    /// the server. Before, the client's waited for the language's start wait (here 30 s), which
+    /// `getDiagnostics {uri}` with nothing pending: the client's own check (a `_meta` naming no
+    /// tool use, as its baseline before an edit made without a diff) is answered within its
+    /// 500 ms, "not known yet" when the server has not answered; the model's question, or one
+    /// that does not say whose it is, waits for the server. Before, the client's waited for the language's start wait (here 30 s), which
     /// the client counts as a timeout: three in a row and it asks for no more baselines.
     #[cfg(unix)]
     #[test]
@@ -1438,7 +1438,7 @@ mod tests {
         std::fs::write(&path, "x = 1\n").unwrap();
         let uri = file_uri(path.to_str().unwrap());
         let started = Instant::now();
-        let answer = fake.servers.file(&uri, false);
+        let answer = fake.servers.file(&uri, Asker::Client);
         assert!(answer.is_error, "{answer:?}");
         assert!(
             serde_json::to_string(&answer)
@@ -1451,10 +1451,11 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
-        // The model's question is still waiting for the server once the client's was answered.
+        // A question that does not say whose it is (no `_meta`: another client) is still waiting
+        // for the server once the client's was answered, as the model's does.
         let (tx, rx) = std::sync::mpsc::channel();
         let servers = fake.servers.clone();
-        let model = std::thread::spawn(move || tx.send(servers.file(&uri, true)));
+        let model = std::thread::spawn(move || tx.send(servers.file(&uri, Asker::Unknown)));
         assert!(rx.recv_timeout(Duration::from_secs(2)).is_err());
         drop(fake);
         let _ = model.join();
@@ -1490,7 +1491,7 @@ mod tests {
             let real = PathBuf::from(fake.servers.ws.read_text(named).unwrap().path);
             // Its baseline: the server has the file open.
             assert!(
-                serde_json::to_string(&fake.servers.file(&file_uri(named), true))
+                serde_json::to_string(&fake.servers.file(&file_uri(named), Asker::Model))
                     .unwrap()
                     .contains("[]")
             );
@@ -1518,7 +1519,7 @@ mod tests {
         std::fs::write(&path, "fine\n").unwrap();
         let named = path.to_str().unwrap();
         let real = PathBuf::from(fake.servers.ws.read_text(named).unwrap().path);
-        fake.servers.file(&file_uri(named), true);
+        fake.servers.file(&file_uri(named), Asker::Model);
         fake.servers.accepting(named, &real, accepted);
         let later = text_hash("fine\nlater error\n");
         let pending = || fake.servers.memory().pending.get(&real).map(|p| p.0);
@@ -1543,7 +1544,7 @@ mod tests {
         std::fs::write(&path, "error\n").unwrap();
         let named = path.to_str().unwrap();
         let server_uri = file_uri(named);
-        let asked = fake.servers.file(&server_uri, true);
+        let asked = fake.servers.file(&server_uri, Asker::Model);
         assert!(
             serde_json::to_string(&asked)
                 .unwrap()
