@@ -267,15 +267,6 @@ impl<'de> Deserialize<'de> for MetaAsker {
 /// general rules: the tool must be one `offered`, and every fault is named. What `_meta` tells
 /// ([`Asker`]) refuses nothing: one that cannot be read tells nothing.
 pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<Called, CallRefused> {
-    #[derive(Deserialize)]
-    struct CallParams<'a> {
-        #[serde(borrow)]
-        name: std::borrow::Cow<'a, str>,
-        #[serde(borrow, default)]
-        arguments: Option<&'a RawValue>,
-        #[serde(borrow, default, rename = "_meta")]
-        meta: Option<&'a RawValue>,
-    }
     let p: CallParams<'_> = from_object(params)
         .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
     offered.resolve(&p.name).map_err(RpcError::from)?;
@@ -288,6 +279,51 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<Called
         .and_then(|m| serde_json::from_str::<MetaAsker>(m.get()).ok())
         .map_or(Asker::Unknown, |m| m.0);
     Ok(Called { tool, asker })
+}
+
+/// The members of `tools/call` params: `name` and `arguments` once each (a repeated one is
+/// refused), `_meta` the last of its kind (as unknown members, it refuses nothing).
+struct CallParams<'a> {
+    name: std::borrow::Cow<'a, str>,
+    arguments: Option<&'a RawValue>,
+    meta: Option<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for CallParams<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = CallParams<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("tools/call params")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<CallParams<'de>, A::Error> {
+                let (mut name, mut arguments, mut meta) = (None, None, None);
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match &*key {
+                        "name" if name.is_some() => return Err(A::Error::duplicate_field("name")),
+                        "name" => name = Some(map.next_value()?),
+                        "arguments" if arguments.is_some() => {
+                            return Err(A::Error::duplicate_field("arguments"))
+                        }
+                        "arguments" => arguments = Some(map.next_value::<Option<&'de RawValue>>()?),
+                        "_meta" => meta = Some(map.next_value()?),
+                        _ => drop(map.next_value::<serde::de::IgnoredAny>()?),
+                    }
+                }
+                Ok(CallParams {
+                    name: name.ok_or_else(|| A::Error::missing_field("name"))?,
+                    arguments: arguments.flatten(),
+                    meta,
+                })
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// Who asked, as the `_meta` here tells ([`MetaAsker`]), read past; `None` where the scanner

@@ -901,6 +901,17 @@ fn who_asked_is_told_by_the_calls_meta() {
             Model,
             true,
         ),
+        // A repeated `_meta`: the general decoder's, the last one counting.
+        (
+            r#","_meta":{},"_meta":{"claudecode/toolUseId":"t"}"#,
+            Model,
+            false,
+        ),
+        (
+            r#","_meta":{"claudecode/toolUseId":"t"},"_meta":{}"#,
+            Client,
+            false,
+        ),
         (r#","_meta":{"claudecode\/toolUseId":"t"}"#, Model, false),
         (
             r#","_meta":{"claudecode/toolUseId":"\ud800"}"#,
@@ -916,6 +927,31 @@ fn who_asked_is_told_by_the_calls_meta() {
             Some(one) => assert!(fast && one == general, "{text}"),
             None => assert!(!fast, "{text}"),
         }
+    }
+}
+
+/// `name` and `arguments` once each: a repeated one, or no `name`, is refused and named.
+#[test]
+fn a_repeated_name_or_arguments_is_refused() {
+    for (params, named) in [
+        (
+            r#"{"name":"getOpenEditors","name":"getOpenEditors"}"#,
+            "duplicate field `name`",
+        ),
+        (
+            r#"{"name":"getOpenEditors","arguments":{},"arguments":{}}"#,
+            "duplicate field `arguments`",
+        ),
+        (
+            r#"{"name":"getOpenEditors","arguments":null,"arguments":null}"#,
+            "duplicate field `arguments`",
+        ),
+        (r#"{"arguments":{},"_meta":{}}"#, "missing field `name`"),
+    ] {
+        let Err(CallRefused::Params(e)) = parse_call_params(ToolSet::all(), params) else {
+            panic!("{params} was not refused");
+        };
+        assert!(e.message.contains(named), "{params}: {}", e.message);
     }
 }
 

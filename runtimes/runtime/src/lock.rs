@@ -229,7 +229,8 @@ fn remove_stale_locks_with(
 ) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for entry in fs::read_dir(dir)? {
-        let Ok(entry) = entry else { continue };
+        // Ended at an error: a listing that failed may not end by itself.
+        let Ok(entry) = entry else { break };
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let Some(port) = port_from_lock_name(name) else {

@@ -129,24 +129,14 @@ pub struct Store {
 }
 
 impl Store {
-    /// The file for `folders` (absolute POSIX strings, in the order served) under `base` (the
-    /// program's state directory, [`state_dir`]). Where paths differing in case name one folder
-    /// (Windows), folders differing in case only have one file: `cd c:\proj` and `cd C:\Proj`
-    /// are one workspace, on one port.
+    /// The file for `folders` (absolute POSIX strings, in the order served, as
+    /// [`crate::sys::state_folders`] gives them) under `base` (the program's state directory,
+    /// [`state_dir`]).
     pub fn new(base: &Path, folders: &[String]) -> Store {
-        Store::with_case(base, folders, crate::sys::PATHS_IGNORE_CASE)
-    }
-
-    fn with_case(base: &Path, folders: &[String], ignore_case: bool) -> Store {
-        let folders: Vec<String> = if ignore_case {
-            folders.iter().map(|f| f.to_lowercase()).collect()
-        } else {
-            folders.to_vec()
-        };
         Store {
             dir: base.join("workspaces"),
-            name: format!("{:016x}.json", key(&folders)),
-            folders,
+            name: format!("{:016x}.json", key(folders)),
+            folders: folders.to_vec(),
         }
     }
 
@@ -649,23 +639,6 @@ pub(crate) mod tests {
         // Another set of folders' file under this name (a hash collision) is not used.
         fs::copy(a.path(), b.path()).unwrap();
         assert!(matches!(b.load(), Err(Refused::OtherWorkspace)));
-    }
-
-    /// Where paths ignore case (Windows), folders spelled in another case are the same
-    /// workspace's file; elsewhere they are another workspace.
-    #[test]
-    fn folders_differing_in_case_only_share_a_file_where_paths_ignore_case() {
-        let d = tempfile::tempdir().unwrap();
-        let typed = ["/c/Users/Me/Proj".to_owned()];
-        let other = ["/c/users/me/PROJ".to_owned()];
-        let first = Store::with_case(d.path(), &typed, true);
-        first.save(&saved()).unwrap();
-        let again = Store::with_case(d.path(), &other, true);
-        assert_eq!(again.path(), first.path());
-        assert_eq!(again.load().unwrap().map(|s| s.port), Some(40123));
-        let exact = Store::with_case(d.path(), &other, false);
-        assert_ne!(exact.path(), first.path());
-        assert!(exact.load().unwrap().is_none());
     }
 
     /// Contents that are not a state file, or too many bytes, or a directory in the file's place,

@@ -36,6 +36,24 @@ pub const HOME_VAR: &str = "USERPROFILE";
 /// Windows they do (`file:///c%3A/w/a.rs` from VS Code, `C:\w\a.rs` from claude).
 pub const PATHS_IGNORE_CASE: bool = true;
 
+/// The workspace folders that name its state file: each as Windows stores it (resolved: the
+/// case of its names as on disk, so that `cd c:\proj` and `cd C:\Proj` are one workspace, on
+/// one port; a case-sensitive folder's names stay apart), in the POSIX form; as served
+/// (`posix`) when it cannot be resolved.
+pub fn state_folders(native: &[PathBuf], posix: &[String]) -> Vec<String> {
+    native
+        .iter()
+        .zip(posix)
+        .map(|(folder, served)| {
+            std::fs::canonicalize(folder)
+                .ok()
+                .and_then(|resolved| claude_ide_bridge_runtime::lock_folders(&[resolved]).ok())
+                .and_then(|listed| listed.last().cloned())
+                .map_or_else(|| served.clone(), |f| claude_ide_bridge::to_posix(&f))
+        })
+        .collect()
+}
+
 /// `FILE_FLAG_OPEN_REPARSE_POINT`: a reparse point is opened itself, not what it points to.
 const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 /// `FILE_ATTRIBUTE_REPARSE_POINT`: the file is a reparse point (symbolic link, junction, ...).
@@ -490,6 +508,26 @@ pub fn make_private(_path: &Path) {}
 mod tests {
     use super::*;
     use crate::state::tests::{saved, store};
+
+    /// A folder typed in another case names the state file its name as stored names (one
+    /// workspace, one port); one that cannot be resolved, its name as served.
+    #[test]
+    fn a_folder_typed_in_another_case_is_one_workspace() {
+        let d = tempfile::tempdir().unwrap();
+        let stored = d.path().join("Proj");
+        std::fs::create_dir(&stored).unwrap();
+        let typed = d.path().join("proj");
+        let posix = |p: &Path| claude_ide_bridge::to_posix(&p.to_string_lossy());
+        let as_typed = state_folders(std::slice::from_ref(&typed), &[posix(&typed)]);
+        let as_stored = state_folders(std::slice::from_ref(&stored), &[posix(&stored)]);
+        assert_eq!(as_typed, as_stored);
+        assert!(as_typed[0].ends_with("/Proj"), "{as_typed:?}");
+        let gone = d.path().join("gone");
+        assert_eq!(
+            state_folders(std::slice::from_ref(&gone), &[posix(&gone)]),
+            [posix(&gone)]
+        );
+    }
 
     /// Run as a child by the test below: a command that does not end by itself.
     #[test]

@@ -29,6 +29,12 @@ pub const HOME_VAR: &str = "HOME";
 /// taken so here (macOS' volumes may be either).
 pub const PATHS_IGNORE_CASE: bool = false;
 
+/// The workspace folders that name its state file: as served (`posix`), a name's case being
+/// part of it.
+pub fn state_folders(_native: &[PathBuf], posix: &[String]) -> Vec<String> {
+    posix.to_vec()
+}
+
 /// Why there is no state directory, as a note says it.
 pub const NO_STATE_DIR: &str = "neither XDG_STATE_HOME nor HOME is set";
 
