@@ -558,54 +558,80 @@ impl LanguageServers {
     /// which may never come), and the file's later checks ask about it. At most [`REFRESHES`] such
     /// threads; past that, the next `getDiagnostics` that reads the file does it.
     fn await_write(self: &Arc<Self>, path: &Path, contents: &str) {
-        if !self.watching.take() {
+        let (path, contents) = (path.to_path_buf(), contents.to_owned());
+        self.spawn_within(
+            |s| &s.watching,
+            "lsp-await-write",
+            move |me| {
+                me.wait_for_write(&path, &contents);
+            },
+        );
+    }
+
+    /// [`LanguageServers::await_write`]'s thread.
+    fn wait_for_write(&self, path: &Path, contents: &str) {
+        let until = Instant::now() + PENDING;
+        let accepted = text_hash(contents);
+        let (mut seen, mut polls) = (None, 0u32);
+        while Instant::now() < until {
+            // Read again when the file changed (its length or time), and each
+            // [`AWAIT_WRITE_READ`] polls anyway (a file system's time to the second, a read that
+            // failed while the file was being written).
+            let now = std::fs::metadata(path)
+                .ok()
+                .map(|m| (m.len(), m.modified().ok()));
+            polls += 1;
+            if now.is_some() && (now != seen || polls % AWAIT_WRITE_READ == 0) {
+                seen = now;
+                let written = read(&self.ws, &path.to_string_lossy())
+                    .ok()
+                    .flatten()
+                    .filter(|t| text_hash(&t.content) == accepted);
+                if let Some(t) = written {
+                    if self.forget_written(path, accepted) {
+                        self.lsp.sync(path, &t.content);
+                    }
+                    return;
+                }
+            }
+            std::thread::sleep(AWAIT_WRITE_POLL);
+        }
+    }
+
+    /// The file holds the accepted text `accepted`: its pending entry is forgotten when it is
+    /// still that text's (true); a later accept's stays, which waits for its own write (false).
+    fn forget_written(&self, path: &Path, accepted: u64) -> bool {
+        let mut memory = self.memory();
+        let ours = memory
+            .pending
+            .get(path)
+            .is_some_and(|(hash, _)| *hash == accepted);
+        if ours {
+            memory.changed(path, None, Instant::now());
+        }
+        ours
+    }
+
+    /// Runs `work` on a thread named `name` that holds a place of the budget `budget` picks
+    /// until it ends; nothing when every place is taken, or no thread can be started.
+    fn spawn_within(
+        self: &Arc<Self>,
+        budget: fn(&Self) -> &Budget,
+        name: &str,
+        work: impl FnOnce(&Arc<Self>) + Send + 'static,
+    ) {
+        if !budget(self).take() {
             return;
         }
-        let (me, path, contents) = (self.clone(), path.to_path_buf(), contents.to_owned());
+        let me = self.clone();
         let spawned = std::thread::Builder::new()
-            .name("lsp-await-write".into())
+            .name(name.into())
             .spawn(move || {
-                let until = Instant::now() + PENDING;
-                let accepted = text_hash(&contents);
-                let (mut seen, mut polls) = (None, 0u32);
-                while Instant::now() < until {
-                    // Read again when the file changed (its length or time), and each
-                    // [`AWAIT_WRITE_READ`] polls anyway (a file system's time to the second, a
-                    // read that failed while the file was being written).
-                    let now = std::fs::metadata(&path)
-                        .ok()
-                        .map(|m| (m.len(), m.modified().ok()));
-                    polls += 1;
-                    if now.is_some() && (now != seen || polls % AWAIT_WRITE_READ == 0) {
-                        seen = now;
-                        if let Ok(Some(t)) = read(&me.ws, &path.to_string_lossy()) {
-                            if text_hash(&t.content) == accepted {
-                                // Still these contents' to tell (not a later accept's, which
-                                // has its own wait).
-                                let ours = {
-                                    let mut memory = me.memory();
-                                    let ours = memory
-                                        .pending
-                                        .get(&path)
-                                        .is_some_and(|(hash, _)| *hash == accepted);
-                                    if ours {
-                                        memory.changed(&path, None, Instant::now());
-                                    }
-                                    ours
-                                };
-                                if ours {
-                                    me.lsp.sync(&path, &t.content);
-                                }
-                                break;
-                            }
-                        }
-                    }
-                    std::thread::sleep(AWAIT_WRITE_POLL);
-                }
-                me.watching.give_back();
+                work(&me);
+                budget(&me).give_back();
             });
         if spawned.is_err() {
-            self.watching.give_back();
+            budget(self).give_back();
         }
     }
 
@@ -933,19 +959,14 @@ impl LanguageServers {
         }
         let hash = accepted.then(|| text_hash(text));
         self.memory().changed(path, hash, Instant::now());
-        if !self.refreshing.take() {
-            return;
-        }
-        let (me, path, text) = (self.clone(), path.to_path_buf(), text.to_owned());
-        let spawned = std::thread::Builder::new()
-            .name("lsp-refresh".into())
-            .spawn(move || {
+        let (path, text) = (path.to_path_buf(), text.to_owned());
+        self.spawn_within(
+            |s| &s.refreshing,
+            "lsp-refresh",
+            move |me| {
                 me.ask(&path, &text, None);
-                me.refreshing.give_back();
-            });
-        if spawned.is_err() {
-            self.refreshing.give_back();
-        }
+            },
+        );
     }
 
     /// `reformat_file` through the file's server: `Some(answer)`, or `None` when it has no
