@@ -58,8 +58,9 @@ fn scan(dir: &Path) -> Vec<Found> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
+    // Ended at an error: a listing that failed may not end by itself.
     let mut found: Vec<Found> = entries
-        .flatten()
+        .map_while(Result::ok)
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let port = port_from_lock_name(&name)?;

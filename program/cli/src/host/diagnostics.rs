@@ -623,12 +623,19 @@ impl LanguageServers {
         if !budget(self).take() {
             return;
         }
+        /// Gives the place back however the work ends (a panic too).
+        struct Back<'a>(&'a Budget);
+        impl Drop for Back<'_> {
+            fn drop(&mut self) {
+                self.0.give_back();
+            }
+        }
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
+                let _back = Back(budget(&me));
                 work(&me);
-                budget(&me).give_back();
             });
         if spawned.is_err() {
             budget(self).give_back();

@@ -36,10 +36,12 @@ pub const HOME_VAR: &str = "USERPROFILE";
 /// Windows they do (`file:///c%3A/w/a.rs` from VS Code, `C:\w\a.rs` from claude).
 pub const PATHS_IGNORE_CASE: bool = true;
 
-/// The workspace folders that name its state file: each as Windows stores it (resolved: the
-/// case of its names as on disk, so that `cd c:\proj` and `cd C:\Proj` are one workspace, on
-/// one port; a case-sensitive folder's names stay apart), in the POSIX form; as served
-/// (`posix`) when it cannot be resolved.
+/// The workspace folders that name its state file: each resolved (a `subst` drive, a junction,
+/// a short name as the folder they name) and in lower case, so that `cd c:\proj` and
+/// `cd C:\Proj` are one workspace, on one port (a network share's names come back from Windows
+/// in whatever case it cached first, so the case as stored is no key either); in the POSIX form;
+/// as served (`posix`) when it cannot be resolved. Two folders of a case-sensitive directory
+/// whose names differ in case only share a state file.
 pub fn state_folders(native: &[PathBuf], posix: &[String]) -> Vec<String> {
     native
         .iter()
@@ -50,6 +52,7 @@ pub fn state_folders(native: &[PathBuf], posix: &[String]) -> Vec<String> {
                 .and_then(|resolved| claude_ide_bridge_runtime::lock_folders(&[resolved]).ok())
                 .and_then(|listed| listed.last().cloned())
                 .map_or_else(|| served.clone(), |f| claude_ide_bridge::to_posix(&f))
+                .to_lowercase()
         })
         .collect()
 }
@@ -509,8 +512,9 @@ mod tests {
     use super::*;
     use crate::state::tests::{saved, store};
 
-    /// A folder typed in another case names the state file its name as stored names (one
-    /// workspace, one port); one that cannot be resolved, its name as served.
+    /// A folder typed in another case, or reached through a `subst`-like other name, names the
+    /// state file the folder does (one workspace, one port); one that cannot be resolved, its
+    /// name as served, in lower case.
     #[test]
     fn a_folder_typed_in_another_case_is_one_workspace() {
         let d = tempfile::tempdir().unwrap();
@@ -521,11 +525,17 @@ mod tests {
         let as_typed = state_folders(std::slice::from_ref(&typed), &[posix(&typed)]);
         let as_stored = state_folders(std::slice::from_ref(&stored), &[posix(&stored)]);
         assert_eq!(as_typed, as_stored);
-        assert!(as_typed[0].ends_with("/Proj"), "{as_typed:?}");
-        let gone = d.path().join("gone");
+        assert!(as_typed[0].ends_with("/proj"), "{as_typed:?}");
+        let other = d.path().join("Other");
+        std::fs::create_dir(&other).unwrap();
+        assert_ne!(
+            state_folders(std::slice::from_ref(&other), &[posix(&other)]),
+            as_stored
+        );
+        let gone = d.path().join("Gone");
         assert_eq!(
             state_folders(std::slice::from_ref(&gone), &[posix(&gone)]),
-            [posix(&gone)]
+            [posix(&gone).to_lowercase()]
         );
     }
 
