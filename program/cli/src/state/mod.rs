@@ -43,6 +43,12 @@ pub struct Saved {
     pub process_start: Option<String>,
 }
 
+/// How long [`Kept::port_taken`] waits for the lock file of a process that holds the kept port:
+/// a bridge started at the same moment writes it once it has bound the port (a few milliseconds;
+/// more on a busy machine, or where a virus scanner looks at each new file), and one told apart
+/// from another program's server too soon would keep this workspace's token beside it.
+const LOCK_FILE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// How long a start waits for the kept port when this workspace's last bridge is still stopping
 /// ([`Kept::stopping_bridge`]): the longest such a stop takes (an editor, the language servers,
 /// the jobs and stdout waited for, 2 s each, then the runtime's own stop), and within the 17 s
@@ -344,12 +350,14 @@ impl Kept {
         let taken = self.port;
         self.port = 0;
         let held = |dir: &Path| {
-            (0..5).find_map(|i| {
-                if i > 0 {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
+            let give_up = std::time::Instant::now() + LOCK_FILE_WAIT;
+            loop {
+                let held = claude_ide_bridge_runtime::lock::lock_held(dir, taken);
+                if held.is_some() || std::time::Instant::now() >= give_up {
+                    return held;
                 }
-                claude_ide_bridge_runtime::lock::lock_held(dir, taken)
-            })
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
         };
         // This workspace's: its token (the kept one, or this start's), or, for a bridge started
         // with --new-token, its lock file's folders (each as given, and resolved) and IDE.
@@ -531,6 +539,20 @@ pub(crate) mod tests {
         assert_ne!(second.token().as_str(), kept_by.token.as_str());
         assert!(!second.save);
         assert!(second.notes.iter().any(|n| n.contains("another bridge")));
+        // A bridge started at the same moment writes its lock file once it has bound the port:
+        // waited for (here 200 ms late), and told apart from another program's server.
+        fs::remove_file(locks.join("40123.lock")).unwrap();
+        let late = std::thread::spawn({
+            let (path, text) = (locks.join("40123.lock"), lock.to_json());
+            move || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                fs::write(path, text).unwrap();
+            }
+        });
+        let mut at_once = Kept::load_from(Some(d.path()), &folders, None, false);
+        at_once.port_taken(Some(&locks), &folders, "claude-ide-bridge");
+        late.join().unwrap();
+        assert!(!at_once.save, "{:?}", at_once.notes);
 
         // Another program's server on the port (another workspace's bridge, another IDE): its
         // lock file has another token. The port only is replaced; token and state are kept.
