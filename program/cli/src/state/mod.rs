@@ -540,12 +540,12 @@ pub(crate) mod tests {
         assert!(!second.save);
         assert!(second.notes.iter().any(|n| n.contains("another bridge")));
         // A bridge started at the same moment writes its lock file once it has bound the port:
-        // waited for (here 200 ms late), and told apart from another program's server.
+        // waited for (here 150 ms late), and told apart from another program's server.
         fs::remove_file(locks.join("40123.lock")).unwrap();
         let late = std::thread::spawn({
             let (path, text) = (locks.join("40123.lock"), lock.to_json());
             move || {
-                std::thread::sleep(std::time::Duration::from_millis(200));
+                std::thread::sleep(std::time::Duration::from_millis(150));
                 fs::write(path, text).unwrap();
             }
         });
