@@ -361,9 +361,6 @@ impl Kept {
         };
         // This workspace's: its token (the kept one, or this start's), or, for a bridge started
         // with --new-token, its lock file's folders (each as given, and resolved) and IDE.
-        fn set(f: &[String]) -> std::collections::BTreeSet<&String> {
-            f.iter().collect()
-        }
         let ours = |lock: &claude_ide_bridge::LockFile| {
             lock.auth_token == self.token
                 || self
@@ -372,7 +369,11 @@ impl Kept {
                     .is_some_and(|s| s.token == lock.auth_token)
                 || (!lock_folders.is_empty()
                     && lock.ide_name == ide_name
-                    && set(&lock.workspace_folders) == set(lock_folders))
+                    && same_folders(
+                        &lock.workspace_folders,
+                        lock_folders,
+                        crate::sys::PATHS_IGNORE_CASE,
+                    ))
         };
         let live = lock_dir.and_then(held);
         match live {
@@ -440,6 +441,23 @@ impl Kept {
         }
         self.notes
     }
+}
+
+/// Whether two lock files' folders are one set (in any order; in any case where paths ignore it:
+/// a bridge started from `C:\Proj` and one from `c:\proj` serve one workspace).
+fn same_folders(a: &[String], b: &[String], ignore_case: bool) -> bool {
+    let set = |f: &[String]| -> std::collections::BTreeSet<String> {
+        f.iter()
+            .map(|f| {
+                if ignore_case {
+                    f.to_lowercase()
+                } else {
+                    f.clone()
+                }
+            })
+            .collect()
+    };
+    set(a) == set(b)
 }
 
 /// The file name's key: FNV-1a (64 bits) of the folders, each followed by a NUL. Only a name: the
@@ -630,6 +648,17 @@ pub(crate) mod tests {
         let _ = other.wait();
         let fifth = Kept::load_from(Some(d.path()), &folders, None, false);
         assert_eq!(fifth.stopping_bridge(Some(&locks)), None, "it is gone");
+    }
+
+    /// Lock-file folders are one set in any order, and in any case where paths ignore it.
+    #[test]
+    fn folders_are_compared_as_a_set() {
+        let v = |f: &[&str]| f.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+        let (ab, ba) = (v(&[r"C:\A", r"C:\B"]), v(&[r"C:\B", r"C:\A"]));
+        assert!(same_folders(&ab, &ba, false));
+        assert!(!same_folders(&ab, &v(&[r"C:\A"]), false));
+        assert!(!same_folders(&ab, &v(&[r"c:\a", r"c:\b"]), false));
+        assert!(same_folders(&ab, &v(&[r"c:\a", r"c:\b"]), true));
     }
 
     /// A state file in a folder others may write to is not read (the save refused that folder,
