@@ -47,9 +47,9 @@ pub fn state_folders(native: &[PathBuf], posix: &[String]) -> Vec<String> {
         .iter()
         .zip(posix)
         .map(|(folder, served)| {
-            std::fs::canonicalize(folder)
+            // The lock file's folders resolve it already: the last one listed.
+            claude_ide_bridge_runtime::lock_folders(std::slice::from_ref(folder))
                 .ok()
-                .and_then(|resolved| claude_ide_bridge_runtime::lock_folders(&[resolved]).ok())
                 .and_then(|listed| listed.last().cloned())
                 .map_or_else(|| served.clone(), |f| claude_ide_bridge::to_posix(&f))
                 .to_lowercase()
