@@ -127,9 +127,11 @@ pub struct Limits {
     /// Largest ignore file (`.gitignore`, `.git/info/exclude`) read while listing; a bigger one
     /// is skipped. One walk builds rules from at most twice this in all its ignore files: at one
     /// that does not fit in what is left, or once building their rules has taken the walk past
-    /// `max_walk_time`, it stops, cut short. A workspace's
-    /// ignore files are the repository's text: crafted patterns take tens of times their size
-    /// to build (three files of 1 MiB took 450 MB and 7 s), so the default is 256 KiB.
+    /// `max_walk_time`, it stops, cut short. Past 16 KiB in all, the walks of one workspace
+    /// build them one at a time (a walk waits, within its `max_walk_time`, for the one before).
+    /// A workspace's ignore files are the repository's text: crafted patterns take tens of
+    /// times their size to build (three files of 1 MiB took 450 MB and 7 s), so the default is
+    /// 256 KiB.
     pub max_ignore_file_bytes: u64,
     /// Longest `listFiles` pattern, in bytes.
     pub max_pattern_len: usize,
@@ -235,6 +237,8 @@ pub(crate) fn temp_name() -> String {
 pub struct Workspace {
     folders: Vec<Folder>,
     limits: Limits,
+    /// The ignore-file text the walks running at once have built rules from, shared by clones.
+    ignore_pool: std::sync::Arc<walk::IgnorePool>,
     /// How directories on the way are opened ([`sys::DIR_FLAGS`]; the tests also walk with
     /// [`sys::PORTABLE_DIR_FLAGS`], what macOS uses, on Linux).
     #[cfg(unix)]
@@ -281,6 +285,7 @@ impl Workspace {
         Workspace {
             folders,
             limits,
+            ignore_pool: Default::default(),
             #[cfg(unix)]
             dir_flags: sys::DIR_FLAGS,
         }

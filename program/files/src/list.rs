@@ -23,6 +23,7 @@ use std::path::Path;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
+use crate::walk::IgnoreBudget;
 use crate::{Error, Workspace};
 
 /// The files a listing found.
@@ -230,28 +231,27 @@ pub(crate) fn holds(rel: &[&str], below: &[String]) -> bool {
 impl Workspace {
     /// The gitignore matcher of an ignore file in `rel_dir` below the folder at `root`, from
     /// the bytes `read` gives (`None`: there is none, and the matcher is empty). `None` once the
-    /// walk's budget for ignore files (`left`, bytes) is spent, or when this file does not fit in
-    /// what is left, before any rule is built: a compiled matcher takes tens of times its text,
-    /// and one kept for each level of a deep tree of large ignore files (one file, hard-linked
-    /// at every level) would take gigabytes.
+    /// walk's budget for ignore files is spent, or when this file does not fit in what is left
+    /// (of the walk's own, or of what the workspace's walks running at once may hold), before
+    /// any rule is built: a compiled matcher takes tens of times its text, and one kept for each
+    /// level of a deep tree of large ignore files (one file, hard-linked at every level) would
+    /// take gigabytes.
     pub(crate) fn matcher(
         root: &Path,
         rel_dir: &str,
-        left: &mut u64,
+        budget: &mut IgnoreBudget<'_>,
         read: impl FnOnce() -> Option<Vec<u8>>,
     ) -> Option<Gitignore> {
-        if *left == 0 {
+        if budget.left == 0 {
             return None;
         }
         let mut b = GitignoreBuilder::new(root.join(rel_dir));
         // `Err` only when the rules built so far do not compile again: there are none yet.
         let _ = b.case_insensitive(crate::sys::IGNORE_CASE);
         if let Some(bytes) = read() {
-            let Some(still) = left.checked_sub(bytes.len() as u64) else {
-                *left = 0;
+            if !budget.take(bytes.len() as u64) {
                 return None;
-            };
-            *left = still;
+            }
             for line in String::from_utf8_lossy(&bytes).lines() {
                 // A line that is not a valid glob is ignored, as git does.
                 let _ = b.add_line(None, line);

@@ -5,6 +5,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 use ignore::gitignore::Gitignore;
@@ -87,11 +88,16 @@ impl Workspace {
 
     fn walk_with<L: Listing>(&self, mut found: impl FnMut(&str, &str, &str, &L) -> bool) -> bool {
         let n = self.folders.len();
+        let deadline = Instant::now() + self.limits.max_walk_time;
         let mut walk = Walk {
-            deadline: Instant::now() + self.limits.max_walk_time,
+            deadline,
             seen: 0,
             cut: false,
-            ignore_left: 2 * self.limits.max_ignore_file_bytes,
+            ignore: IgnoreBudget::new(
+                2 * self.limits.max_ignore_file_bytes,
+                &self.ignore_pool,
+                deadline,
+            ),
             reached: vec![false; n],
             left_out: vec![false; n],
         };
@@ -123,7 +129,7 @@ impl Workspace {
     fn walk_folder<L: Listing>(
         &self,
         i: usize,
-        walk: &mut Walk,
+        walk: &mut Walk<'_>,
         found: &mut impl FnMut(&str, &str, &str, &L) -> bool,
     ) -> Result<(), Stopped> {
         let (max_entries, max_depth) = (self.limits.max_walk_entries, self.limits.max_depth);
@@ -137,9 +143,9 @@ impl Workspace {
             walk.cut = true;
             return Ok(());
         };
-        let left = &mut walk.ignore_left;
-        let exclude = Self::matcher(&root, "", left, || top.exclude(self, i, cap));
-        let ignore = Self::matcher(&root, "", left, || top.gitignore(cap));
+        let budget = &mut walk.ignore;
+        let exclude = Self::matcher(&root, "", budget, || top.exclude(self, i, cap));
+        let ignore = Self::matcher(&root, "", budget, || top.gitignore(cap));
         let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
             return Err(Stopped);
         };
@@ -212,8 +218,8 @@ impl Workspace {
                     // from: whatever comes to be at its path meanwhile, the rules are its
                     // own.
                     Ok(dir) => {
-                        let left = &mut walk.ignore_left;
-                        let ignore = Self::matcher(&root, &rel, left, || dir.gitignore(cap));
+                        let budget = &mut walk.ignore;
+                        let ignore = Self::matcher(&root, &rel, budget, || dir.gitignore(cap));
                         let Some(ignore) = ignore else {
                             return Err(Stopped);
                         };
@@ -249,15 +255,208 @@ struct Stopped;
 
 /// What the walk of every folder shares: its bounds spent so far, whether it was cut short, and
 /// which nested folders the walks of their outer ones reached or left out.
-struct Walk {
+struct Walk<'a> {
     deadline: Instant,
     /// Entries read, the ones skipped too (ignored trees).
     seen: usize,
     cut: bool,
     /// What the ignore files of the whole walk may still hold (see `matcher`).
-    ignore_left: u64,
+    ignore: IgnoreBudget<'a>,
     /// Folder `j` was entered as a directory of another one's walk.
     reached: Vec<bool>,
     /// An ignore rule of another one's walk matched folder `j` or a directory holding it.
     left_out: Vec<bool>,
+}
+
+/// Ignore-file text a walk builds rules from without taking its workspace's [`IgnorePool`]: what
+/// ordinary repositories hold in all their ignore files (a language's usual `.gitignore` is 1-4
+/// KB), so that their listings never wait for each other.
+pub(crate) const FREE_IGNORE_BYTES: u64 = 16 * 1024;
+
+/// Which walk of a workspace may build rules from more ignore-file text than
+/// [`FREE_IGNORE_BYTES`]: one at a time (every clone of the [`Workspace`] shares it). One walk's
+/// rules are bounded by its own budget; this keeps parallel listings of a workspace with crafted
+/// ignore files (a client may make them with `writeFile`) from each building their hundreds of
+/// megabytes of matchers at once (16 listings of two 256 KiB files took 2.3 GB). The walk that
+/// holds it never waits for another, so the walks waiting for it cannot wait for each other.
+#[derive(Debug, Default)]
+pub(crate) struct IgnorePool {
+    /// Whether a walk holds it.
+    taken: Mutex<bool>,
+    /// Told when the walk that held it ends.
+    given_back: Condvar,
+}
+
+impl IgnorePool {
+    fn taken(&self) -> MutexGuard<'_, bool> {
+        // Nothing can panic between the lock and the unlock: the flag is right whatever did.
+        self.taken.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes it, waiting until `deadline` for the walk that holds it to end. `false` when it did
+    /// not in time.
+    pub(crate) fn take(&self, deadline: Instant) -> bool {
+        let mut taken = self.taken();
+        while *taken {
+            let Some(wait) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            taken = match self.given_back.wait_timeout(taken, wait) {
+                Ok((taken, _)) => taken,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        *taken = true;
+        true
+    }
+
+    /// Gives it back, taken with [`IgnorePool::take`].
+    pub(crate) fn give_back(&self) {
+        *self.taken() = false;
+        self.given_back.notify_one();
+    }
+}
+
+/// What one walk may still build ignore rules from: its own budget, and whether it holds its
+/// workspace's [`IgnorePool`] (given back when the walk ends).
+pub(crate) struct IgnoreBudget<'a> {
+    /// Bytes the walk may still read in all.
+    pub(crate) left: u64,
+    /// Bytes it has read.
+    used: u64,
+    /// Whether it holds the pool.
+    holds: bool,
+    pool: &'a IgnorePool,
+    /// The walk's deadline, the longest it waits for the pool.
+    deadline: Instant,
+}
+
+impl<'a> IgnoreBudget<'a> {
+    /// A walk's budget of `left` bytes of ignore files, until `deadline`.
+    pub(crate) fn new(left: u64, pool: &'a IgnorePool, deadline: Instant) -> Self {
+        IgnoreBudget {
+            left,
+            used: 0,
+            holds: false,
+            pool,
+            deadline,
+        }
+    }
+
+    /// Takes `n` bytes from the walk's budget, past [`FREE_IGNORE_BYTES`] in all only holding the
+    /// pool. `false` (and nothing left to the walk) when its budget does not hold them or the
+    /// pool was not given back by its deadline.
+    pub(crate) fn take(&mut self, n: u64) -> bool {
+        let Some(still) = self.left.checked_sub(n) else {
+            self.left = 0;
+            return false;
+        };
+        if !self.holds && self.used + n > FREE_IGNORE_BYTES {
+            if !self.pool.take(self.deadline) {
+                self.left = 0;
+                return false;
+            }
+            self.holds = true;
+        }
+        self.left = still;
+        self.used += n;
+        true
+    }
+}
+
+impl Drop for IgnoreBudget<'_> {
+    fn drop(&mut self) {
+        if self.holds {
+            self.pool.give_back();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Limits;
+
+    /// Parallel listings of a workspace whose ignore files are large build their rules one at a
+    /// time: a walk past the free part waits for the one that holds the pool, and is cut short
+    /// when it does not end within the walk's time; walks of small ignore files never wait; every
+    /// walk gives the pool back, clones of the workspace share it, and walks that all need it
+    /// finish in turn.
+    #[test]
+    fn walks_running_at_once_build_large_ignore_rules_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let rules: String = (0..5_000).map(|i| format!("pat{i:05}\n")).collect();
+        let rules = format!("{rules}skipped.txt\n");
+        assert!(rules.len() as u64 > FREE_IGNORE_BYTES);
+        for d in ["large", "large/sub"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+            std::fs::write(root.join(d).join(".gitignore"), &rules).unwrap();
+            std::fs::write(root.join(d).join("kept.txt"), "").unwrap();
+            std::fs::write(root.join(d).join("skipped.txt"), "").unwrap();
+        }
+        std::fs::create_dir(root.join("small")).unwrap();
+        std::fs::write(root.join("small/.gitignore"), "skipped.txt\n").unwrap();
+        std::fs::write(root.join("small/kept.txt"), "").unwrap();
+        std::fs::write(root.join("small/skipped.txt"), "").unwrap();
+        let ws = |folder: &str, walk: Duration| {
+            Workspace::new(
+                vec![root.join(folder).to_str().unwrap().to_string()],
+                Limits {
+                    max_walk_time: walk,
+                    ..Limits::default()
+                },
+            )
+        };
+        let whole = |l: &crate::Listing, files: usize| {
+            !l.truncated
+                && l.files.len() == files
+                && l.files.iter().all(|f| !f.ends_with("skipped.txt"))
+        };
+        let short = ws("large", Duration::from_millis(200));
+        let l = short.list(None).unwrap();
+        assert!(whole(&l, 4), "{l:?}");
+        // Given back.
+        assert!(short.ignore_pool.take(Instant::now()));
+
+        // Another walk holds it and does not end in time: cut short. Held by a clone.
+        let l = short.clone().list(None).unwrap();
+        assert!(l.truncated, "{l:?}");
+        // A walk of small ignore files does not wait for it.
+        let small = Workspace {
+            folders: ws("small", Duration::from_millis(200)).folders,
+            ..short.clone()
+        };
+        let l = small.list(None).unwrap();
+        assert!(whole(&l, 2), "{l:?}");
+        short.ignore_pool.give_back();
+
+        // It ends within the walk's time: the walk waits for it, and is whole.
+        let long = ws("large", Duration::from_secs(20));
+        let pool = long.ignore_pool.clone();
+        assert!(pool.take(Instant::now()));
+        let giver = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            pool.give_back();
+        });
+        let started = Instant::now();
+        let l = long.list(None).unwrap();
+        giver.join().unwrap();
+        assert!(whole(&l, 4), "{l:?}");
+        assert!(started.elapsed() >= Duration::from_millis(100));
+
+        // Eight at once, each needing it for both of its ignore files: all whole, in turn.
+        let walks: Vec<_> = (0..8)
+            .map(|_| {
+                let ws = long.clone();
+                std::thread::spawn(move || ws.list(None).unwrap())
+            })
+            .collect();
+        for w in walks {
+            let l = w.join().unwrap();
+            assert!(whole(&l, 4), "{l:?}");
+        }
+    }
 }
