@@ -246,6 +246,17 @@ impl Workspace {
                         let target = target.as_bytes();
                         let (next_folder, mut next) = self.follow(path, folder, &done, target)?;
                         next.extend(todo.drain(i + 1..));
+                        // The path checked lexically, its links followed: a chain of links can
+                        // lead far deeper, and a write would create every directory on the way.
+                        let root = &self.folders[next_folder].advertised;
+                        let long = next.iter().map(|c| 1 + c.len()).sum::<usize>() + root.len();
+                        if long > crate::sys::MAX_PATH_BYTES {
+                            return Err(Error::io(
+                                path,
+                                "following a symbolic link",
+                                Errno::NAMETOOLONG,
+                            ));
+                        }
                         folder = next_folder;
                         todo = next;
                         continue 'restart;

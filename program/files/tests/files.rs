@@ -295,6 +295,39 @@ fn links_leading_out_are_refused_and_links_inside_are_followed() {
     ));
 }
 
+/// A chain of links inside the workspace can lead far deeper than any path a client may give:
+/// the path with its links followed is held to the same bound, before a write creates every
+/// directory on the way (81,600 nested directories in 6 s, and a 163 KB path answered).
+#[test]
+fn links_do_not_lead_past_the_longest_path() {
+    let t = Tree::new();
+    let deep = |prefix: &str| {
+        let mut target = String::from(prefix);
+        target.push_str(&["d"; 200].join("/"));
+        target
+    };
+    symlink(deep(""), t.ws.join("l0")).unwrap();
+    for i in 1..11 {
+        symlink(deep(&format!("l{}/", i - 1)), t.ws.join(format!("l{i}"))).unwrap();
+    }
+    let ws = t.workspace(Limits::default());
+    // 2,200 directories, 4,400 bytes: past Linux's 4,095 (and macOS' 1,023).
+    let err = ws.write("l10/x.txt", b"x").unwrap_err();
+    assert!(
+        err.to_string().contains("following a symbolic link"),
+        "{err}"
+    );
+    assert!(ws.read_text("l10/x.txt").is_err());
+    assert!(!t.ws.join("d").exists(), "directories were created");
+    // A chain that stays within the bound is followed: 400 directories, 800 bytes.
+    ws.write("l1/x.txt", b"x").unwrap();
+    let mut made = t.ws.clone();
+    for _ in 0..400 {
+        made.push("d");
+    }
+    assert_eq!(fs::read_to_string(made.join("x.txt")).unwrap(), "x");
+}
+
 #[test]
 fn a_symlinked_parent_swapped_in_later_is_caught_at_the_access() {
     let t = Tree::new();
