@@ -22,12 +22,18 @@
 //! same directory, reached by the same handle-relative walk, so they cannot lead out; a folder
 //! named by its short name in an absolute path does not match the folder's long name, and the
 //! path is refused as outside. Paths longer than Windows' own limit (32,767 UTF-16 units) are
-//! refused; below it `MAX_PATH` (260) does not apply, since each component is opened relative
-//! to its directory's handle.
+//! refused, and so are paths of more than 512 components; below that `MAX_PATH` (260) does not
+//! apply, since each component is opened relative to its directory's handle.
 #![cfg_attr(not(windows), allow(dead_code))]
 
 /// The longest path Windows can name, in UTF-16 units.
 pub(crate) const MAX_WIDE_PATH: usize = 32_767;
+
+/// The most components a path may have. cap-std resolves each from the folder's handle one at a
+/// time, so work on a path grows with the square of its depth: 16,000 one-letter components
+/// (within `MAX_WIDE_PATH`) took some 10^8 opens to create. A Unix path holds at most 2,048 (its
+/// 4,095 bytes); no tree a user keeps is near 512 deep.
+pub(crate) const MAX_COMPONENTS: usize = 512;
 
 /// Where an absolute Windows path starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +164,11 @@ pub(crate) fn parse(path: &str) -> Result<WinPath, Why> {
                 comps.push(name.to_owned());
             }
         }
+    }
+    if comps.len() > MAX_COMPONENTS {
+        return Err(format!(
+            "the path has more than {MAX_COMPONENTS} components"
+        ));
     }
     Ok(WinPath { root, comps })
 }
@@ -385,6 +396,12 @@ mod tests {
             .contains("longer than Windows allows"));
         let under = format!(r"C:\{}", "ab\\".repeat(100)); // past MAX_PATH (260), accepted
         assert_eq!(parse(&under).unwrap().comps.len(), 100);
+        let deep = "a\\".repeat(MAX_COMPONENTS);
+        assert_eq!(parse(&deep).unwrap().comps.len(), MAX_COMPONENTS);
+        let deeper = format!("{deep}x");
+        assert!(parse(&deeper)
+            .unwrap_err()
+            .contains("more than 512 components"));
     }
 
     #[test]
