@@ -665,9 +665,10 @@ const MAX_IDENTITY_CHECKS: usize = 4096;
 /// another spelling gives it that spelling on NTFS (the long name lost: git sees a file deleted
 /// and another added), so the write renames to this name and shows it.
 ///
-/// Bounded: at most `max_entries` entries read and [`MAX_IDENTITY_CHECKS`] files opened. When the
-/// directory cannot be listed, the bound is reached, or no entry is the file (gone since), the
-/// name is `name` as given.
+/// A name on disk that Windows reads as another (a trailing dot or space, a device name) is never
+/// taken. Bounded: at most `max_entries` entries read and [`MAX_IDENTITY_CHECKS`] files opened.
+/// When the directory cannot be listed, the bound is reached, or no entry is the file (gone
+/// since), the name is `name` as given.
 fn on_disk_name(dir: &Dir, name: &str, max_entries: usize) -> String {
     let given = || name.to_string();
     let Ok(entries) = dir.entries() else {
@@ -685,7 +686,11 @@ fn on_disk_name(dir: &Dir, name: &str, max_entries: usize) -> String {
         if entry_name == name {
             return entry_name;
         }
-        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+        // A name Windows reads as another (`a.txt.`, made through `\\?\`): a rename to it
+        // through a path would land on `a.txt`.
+        if !entry.file_type().is_ok_and(|t| t.is_file())
+            || winpath::check_name(&entry_name).is_err()
+        {
             continue;
         }
         if case_variants.len() + others.len() == MAX_IDENTITY_CHECKS {
