@@ -108,9 +108,13 @@ pub struct LockFile {
     pub workspace_folders: Vec<String>,
     /// The name the client shows for this IDE.
     pub ide_name: String,
-    /// Always `"ws"`.
+    /// Always `"ws"` in a file this crate writes. Empty when a file has none (the real client
+    /// then takes the IDE for an SSE one, which it no longer reaches).
+    #[serde(default)]
     pub transport: String,
-    /// Whether the host runs on Windows.
+    /// Whether the host runs on Windows. `false` when a file has none, as the real client reads
+    /// it (claudecode.nvim writes none).
+    #[serde(default)]
     pub running_in_windows: bool,
     /// The token the client must present.
     pub auth_token: AuthToken,
@@ -160,7 +164,19 @@ impl LockFile {
         serde_json::to_string(self).expect("a lock file holds only strings, numbers and booleans")
     }
 
-    /// Parses a lock file's content. Unknown keys are ignored.
+    /// Parses a lock file's content. Unknown keys are ignored; a missing `transport` or
+    /// `runningInWindows` is read as the real client reads it (empty, `false`).
+    ///
+    /// ```
+    /// use claude_ide_bridge::LockFile;
+    /// // As claudecode.nvim writes it.
+    /// let l = LockFile::parse(
+    ///     r#"{"pid":7,"workspaceFolders":["/w"],"ideName":"Neovim","transport":"ws","authToken":"t"}"#,
+    /// )
+    /// .unwrap();
+    /// assert!(!l.running_in_windows);
+    /// assert!(LockFile::parse(r#"{"pid":7}"#).is_err());
+    /// ```
     pub fn parse(json: &str) -> Result<LockFile, serde_json::Error> {
         serde_json::from_str(json)
     }

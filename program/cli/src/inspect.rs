@@ -168,8 +168,11 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
         return;
     };
     let workspace = Workspace::new(vec![dir.to_string_lossy().into_owned()], Limits::default());
-    let crate::lsp::WorkspaceFiles { plan, latest } =
-        crate::lsp::walk_workspace(&workspace, &table);
+    let crate::lsp::WorkspaceFiles {
+        plan,
+        latest,
+        files,
+    } = crate::lsp::walk_workspace(&workspace, &table);
     if plan.languages.is_empty() {
         out!(
             "info: no file of a language with a known server under {}",
@@ -217,7 +220,7 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
             }
         }
     }
-    if let Some(line) = compilation_database_warning(&plan, dir) {
+    if let Some(line) = compilation_database_warning(&plan, &files) {
         out!("{line}");
     }
     if plan.truncated {
@@ -227,27 +230,63 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
     }
 }
 
-/// Where clangd looks for how a project is built, under the workspace: a compilation database
-/// (`compile_commands.json`, at the top or in `build/`) or `compile_flags.txt`.
+/// What clangd looks for, for a file, in the file's folder and in each folder above it: a
+/// compilation database (`compile_commands.json`, there or in its `build/`) or
+/// `compile_flags.txt`.
 const COMPILATION_DATABASES: [&str; 3] = [
     "compile_commands.json",
     "build/compile_commands.json",
     "compile_flags.txt",
 ];
 
-/// A warning for a C or C++ workspace without a compilation database: clangd then guesses the
-/// flags and reports include errors that are not in the code (`'foo.h' file not found`).
-fn compilation_database_warning(plan: &claude_ide_bridge_lsp::Plan, dir: &Path) -> Option<String> {
-    let c = plan
-        .languages
+/// A warning for the C and C++ files (of `files`, each with its language, when the plan has a
+/// server for them) for which clangd finds no compilation database, looked for as clangd does:
+/// it then guesses the flags and reports include errors that are not in the code (`'foo.h' file
+/// not found`). Each folder is looked at once.
+fn compilation_database_warning(
+    plan: &claude_ide_bridge_lsp::Plan,
+    files: &[(String, PathBuf)],
+) -> Option<String> {
+    let served = |language: &str| {
+        plan.languages
+            .iter()
+            .any(|l| l.language == language && !l.servers.is_empty())
+    };
+    let mut known: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+    let mut has_database = |file: &Path| {
+        let mut unknown = Vec::new();
+        let mut found = false;
+        for folder in file.ancestors().skip(1) {
+            if let Some(&k) = known.get(folder) {
+                found = k;
+                break;
+            }
+            unknown.push(folder.to_path_buf());
+            if COMPILATION_DATABASES
+                .iter()
+                .any(|f| folder.join(f).is_file())
+            {
+                found = true;
+                break;
+            }
+        }
+        for folder in unknown {
+            known.insert(folder, found);
+        }
+        found
+    };
+    let c: Vec<&Path> = files
         .iter()
-        .any(|l| (l.language == "c" || l.language == "cpp") && !l.servers.is_empty());
-    if !c || COMPILATION_DATABASES.iter().any(|f| dir.join(f).is_file()) {
-        return None;
-    }
+        .filter(|(language, _)| (language == "c" || language == "cpp") && served(language))
+        .map(|(_, f)| f.as_path())
+        .collect();
+    let without: Vec<&Path> = c.iter().copied().filter(|f| !has_database(f)).collect();
+    let first = without.first()?;
     Some(format!(
-        "warning: C/C++ files but no compile_commands.json or compile_flags.txt in {}: clangd guesses how they are built and may report include errors that are not in the code (generate one: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON, or bear -- make; or list the flags, one a line, in compile_flags.txt)",
-        dir.display()
+        "warning: {} of {} C/C++ files have no compile_commands.json or compile_flags.txt in their folder or one above it ({} among them): clangd guesses how they are built and may report include errors that are not in the code (generate one: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON, or bear -- make; or list the flags, one a line, in compile_flags.txt)",
+        without.len(),
+        c.len(),
+        first.display()
     ))
 }
 
@@ -520,25 +559,56 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let c = Plan {
-            languages: vec![lang("c", 3, true)],
+            languages: vec![lang("c", 3, true), lang("python", 1, true)],
             truncated: false,
         };
-        let w = super::compilation_database_warning(&c, dir.path()).unwrap();
+        let files: Vec<(String, std::path::PathBuf)> = ["sub/a.c", "top.c", "other/b.c", "x.py"]
+            .iter()
+            .map(|f| {
+                let language = if f.ends_with(".py") { "python" } else { "c" };
+                (language.to_owned(), dir.path().join(f))
+            })
+            .collect();
+        for (_, f) in &files {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, "").unwrap();
+        }
+        let w = super::compilation_database_warning(&c, &files).unwrap();
         assert!(
-            w.starts_with("warning: C/C++ files but no compile_commands.json"),
+            w.starts_with("warning: 3 of 3 C/C++ files have no compile_commands.json"),
             "{w}"
         );
+        // clangd looks in each file's folder and above: one in sub/ covers sub/a.c only.
+        std::fs::write(dir.path().join("sub/compile_commands.json"), "[]").unwrap();
+        let w = super::compilation_database_warning(&c, &files).unwrap();
+        assert!(w.starts_with("warning: 2 of 3 C/C++ files"), "{w}");
+        // One in the build folder of a folder above them all covers every file, the folder
+        // served being that one or one below it.
         std::fs::create_dir(dir.path().join("build")).unwrap();
         std::fs::write(dir.path().join("build/compile_commands.json"), "[]").unwrap();
-        assert_eq!(super::compilation_database_warning(&c, dir.path()), None);
+        assert_eq!(super::compilation_database_warning(&c, &files), None);
+        let c_files_only: Vec<_> = files
+            .iter()
+            .filter(|(_, f)| f.ends_with("b.c"))
+            .cloned()
+            .collect();
+        assert_eq!(super::compilation_database_warning(&c, &c_files_only), None);
+        // Without clangd, or without C files: nothing to say.
+        let no_server = Plan {
+            languages: vec![lang("c", 3, false)],
+            truncated: false,
+        };
+        std::fs::remove_file(dir.path().join("build/compile_commands.json")).unwrap();
+        assert!(super::compilation_database_warning(&c, &files).is_some());
+        assert_eq!(
+            super::compilation_database_warning(&no_server, &files),
+            None
+        );
         let py = Plan {
             languages: vec![lang("python", 3, true)],
             truncated: false,
         };
-        assert_eq!(
-            super::compilation_database_warning(&py, tempfile::tempdir().unwrap().path()),
-            None
-        );
+        assert_eq!(super::compilation_database_warning(&py, &files), None);
         let many = Plan {
             languages: vec![
                 lang("c", 2, true),

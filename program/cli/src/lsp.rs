@@ -172,6 +172,9 @@ pub struct WorkspaceFiles {
     /// Per language, its most recently modified file (the one the user most likely edits next):
     /// the file `--lsp-warm connect` opens in that language's servers.
     pub latest: BTreeMap<String, String>,
+    /// The files found, each with its language (`doctor` looks for the C files' compilation
+    /// databases).
+    pub files: Vec<(String, PathBuf)>,
 }
 
 /// The files of `ws` in a language of `table`, by the walk `listFiles` makes (bounded; `.gitignore`
@@ -186,7 +189,7 @@ pub fn walk_workspace(
     let mut latest: BTreeMap<String, (std::time::SystemTime, String)> = BTreeMap::new();
     let truncated = ws.for_each_file_dated(|path, modified| {
         if let Some(language) = table.language_for(Path::new(path)) {
-            files.push(PathBuf::from(path));
+            files.push((language.to_owned(), PathBuf::from(path)));
             if let Some(t) = modified() {
                 match latest.get_mut(language) {
                     Some(l) if l.0 >= t => {}
@@ -199,11 +202,12 @@ pub fn walk_workspace(
         }
         true
     });
-    let mut plan = table.plan(files.iter().map(PathBuf::as_path));
+    let mut plan = table.plan(files.iter().map(|(_, f)| f.as_path()));
     plan.truncated = truncated;
     WorkspaceFiles {
         plan,
         latest: latest.into_iter().map(|(l, (_, p))| (l, p)).collect(),
+        files,
     }
 }
 

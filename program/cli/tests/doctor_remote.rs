@@ -134,7 +134,37 @@ fn doctor_in_a_container_does_not_suggest_the_hosts_lock_files() {
         return;
     }
     let sb = Sandbox::new();
+    // Three lock files: a dead process's (claude deletes it), and two of a live one, which claude
+    // keeps: one whose start says another process wrote it (the pid handed out again), one of
+    // another IDE without a lock file this program reads as its own.
+    let dir = sb.lock_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let dead = {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    };
+    let lock = |port: u16, pid: u32, start: Option<&str>| {
+        let mut v = serde_json::json!({"pid": pid, "workspaceFolders": ["/elsewhere"],
+            "ideName": "Fake", "transport": "ws", "runningInWindows": false, "authToken": "t"});
+        if let Some(start) = start {
+            v["processStart"] = start.into();
+        }
+        std::fs::write(dir.join(format!("{port}.lock")), v.to_string()).unwrap();
+    };
+    lock(4201, dead, None);
+    lock(4202, std::process::id(), Some("another-boot/1"));
+    std::fs::write(
+        dir.join("4203.lock"),
+        format!("{{\"pid\": {}}}", std::process::id()),
+    )
+    .unwrap();
     let (_, out) = doctor(&sb, &[]);
+    assert!(
+        out.contains("1 lock file(s) name a process not running here"),
+        "{out}"
+    );
     assert!(out.contains("running in a container"), "{out}");
     assert!(
         !out.contains("unless its lock directory is shared"),

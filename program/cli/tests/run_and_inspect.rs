@@ -825,3 +825,29 @@ fn wait_until_gone(pid: u32, what: &str, stderr: &Lines) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A lock file as claudecode.nvim writes it (no `runningInWindows`, which the real client reads
+/// as `false`) for a live IDE of this workspace: `list` and `doctor` take it as the client does.
+/// They called it corrupt, and `doctor` said to remove it.
+#[test]
+fn a_lock_file_without_running_in_windows_is_read_as_the_client_reads_it() {
+    let sb = Sandbox::new();
+    let elsewhere = sb.root().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let s = Served::start(&sb, &["--lock-dir", elsewhere.to_str().unwrap()]);
+    let ws = sb.ws.to_string_lossy().to_string();
+    let dir = sb.lock_dir();
+    fs::create_dir_all(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let v = json!({"pid": s.child.id(), "workspaceFolders": [ws], "ideName": "Neovim",
+        "transport": "ws", "authToken": s.token()});
+    fs::write(dir.join(format!("{}.lock", s.port)), v.to_string()).unwrap();
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("exactly one lock file matches"), "{out}");
+    assert!(!out.contains("not a lock file"), "{out}");
+    let o = sb.command().arg("list").output().unwrap();
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert!(list.contains(&format!("live  port {}", s.port)), "{list}");
+    assert!(list.contains("Neovim"), "{list}");
+}

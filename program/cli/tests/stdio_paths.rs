@@ -323,6 +323,10 @@ fn a_mapping_outside_the_workspace_is_refused_at_start() {
             "neither holds a workspace folder nor lies in one",
         ),
         (
+            vec!["--stdio".into(), "--path-map".into(), "wsl".into()],
+            "--path-map wsl maps /mnt/<drive> only",
+        ),
+        (
             vec!["--stdio".into(), "--path-map".into(), "nothing".into()],
             "expected EDITOR=HERE",
         ),

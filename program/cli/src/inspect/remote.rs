@@ -8,6 +8,8 @@ use std::net::{TcpStream, ToSocketAddrs};
 
 use std::time::Duration;
 
+use claude_ide_bridge_runtime::lock::pid_alive;
+
 use super::{Found, Report};
 
 /// A non-empty environment variable.
@@ -42,7 +44,12 @@ pub(super) fn remote_view(
              the host's lock file; run the bridge in the container (`docker exec -i ... \
              claude-ide-bridge serve --stdio`; README, \"Remote\")",
         );
-        let unseen = all.iter().filter(|f| f.ours && !f.live()).count();
+        // As claude tells them: by the pid alone (a file it cannot read it deletes too, but
+        // `doctor` says so of each already).
+        let unseen = all
+            .iter()
+            .filter(|f| f.ours && matches!(&f.lock, Ok(l) if !pid_alive(l.pid)))
+            .count();
         if unseen > 0 {
             r.info(&format!(
                 "{unseen} lock file(s) name a process not running here: claude here deletes them \

@@ -268,6 +268,15 @@ impl Kept {
                     .into(),
             );
         }
+        if let (Some(given), Some(s)) = (explicit_port, &loaded) {
+            if given != s.port {
+                notes.push(format!(
+                    "port: {given} (--port), not {} as the last start's; a claude connected to \
+                     the last bridge reconnects with /ide",
+                    s.port
+                ));
+            }
+        }
         let port = explicit_port
             .or(loaded.as_ref().map(|s| s.port))
             .unwrap_or(0);
@@ -516,6 +525,27 @@ pub(crate) mod tests {
         if let Some(mode) = crate::sys::mode_of(s.path().parent().unwrap()) {
             assert_eq!(mode, 0o700);
         }
+    }
+
+    /// `--port` on another port than the last start's says that a connected claude will not
+    /// find it by itself; on the same port it says nothing of it.
+    #[test]
+    fn another_port_given_is_said() {
+        let d = tempfile::tempdir().unwrap();
+        let folders = ["/w/a".to_owned(), "/w/b".to_owned()];
+        store(d.path()).save(&saved()).unwrap();
+        let other = Kept::load_from(Some(d.path()), &folders, Some(40200), false);
+        assert_eq!(other.port(), 40200);
+        assert!(
+            other
+                .notes
+                .iter()
+                .any(|n| n.contains("port: 40200 (--port), not 40123") && n.contains("/ide")),
+            "{:?}",
+            other.notes
+        );
+        let same = Kept::load_from(Some(d.path()), &folders, Some(40123), false);
+        assert!(same.notes.is_empty(), "{:?}", same.notes);
     }
 
     /// A kept port taken by a live process whose lock file names it is a bridge's: a new token,
