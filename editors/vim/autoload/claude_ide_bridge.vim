@@ -404,10 +404,14 @@ def OnLine(line: string)
   endif
 enddef
 
-# Windows cannot change while the command line or a prompt is active: a tool call arriving then
-# waits until Vim is back in a mode that allows it, unless claude withdraws it meanwhile.
+# Windows cannot change while the command line or a prompt is active, and must not while the user
+# types in Insert or Replace mode (the keys typed next would go into the file the call opens): a
+# tool call arriving then waits until Vim is back in a mode that allows it, unless claude
+# withdraws it meanwhile. Claude's own terminal (Terminal-Job mode) does not hold it.
+const HOLDING_MODES = '^[cirR]'
+
 def OnToolCall(msg: dict<any>)
-  if mode() =~# '^[cr]'
+  if mode() =~# HOLDING_MODES
     deferred[string(msg.id)] = true
     timer_start(50, (_) => Deferred(msg))
     return
@@ -420,7 +424,7 @@ def Deferred(msg: dict<any>)
   if !has_key(deferred, key)
     return
   endif
-  if mode() =~# '^[cr]'
+  if mode() =~# HOLDING_MODES
     timer_start(50, (_) => Deferred(msg))
     return
   endif

@@ -1,7 +1,8 @@
-vim9script
+vim9script noclear
 # claude-ide-bridge: Claude Code's IDE integration for Vim 9 (:help claude-ide-bridge).
 # Commands and mappings only; everything else loads on first use from autoload/. Each command
-# first lets its own errors show again (bridge.Fresh).
+# first lets its own errors show again (bridge.Fresh). `noclear`: sourced again (`:source
+# $MYVIMRC` with a `packadd`), the imports the commands use stay while the guard below stops.
 
 if exists('g:loaded_claude_ide_bridge') || v:version < 900 || !has('job') || !has('channel')
   finish

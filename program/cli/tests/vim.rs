@@ -963,6 +963,102 @@ fn vim_handles_what_vim_users_run_into() {
     assert_eq!(sel["selection"], range(0, 1, 2, 4));
     vim.keys(&["Escape"]);
 
+    // A diff arriving while the user types in Insert mode waits until they leave it: what they
+    // type stays in their file (it went into the file of the diff, which a later :w wrote over
+    // claude's change), and the diff opens then.
+    fs::write(ws.join("typing.txt"), "").unwrap();
+    vim.ex("edit typing.txt");
+    vim.text("AONE");
+    let give_up = Instant::now() + WAIT;
+    while !vim.screen().contains("-- INSERT --") {
+        assert!(
+            Instant::now() < give_up,
+            "not in Insert mode; {}",
+            vim.diag()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let id = c.call_tool("openDiff", open_diff_args(&c_txt, "SEA\n", "inserting"));
+    let give_up = Instant::now() + WAIT;
+    while !fs::read_to_string(&vim.log).is_ok_and(|l| l.contains(r#""tab_name":"inserting""#)) {
+        assert!(Instant::now() < give_up, "no tool_call; {}", vim.diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    vim.text(" TWO");
+    vim.keys(&["Escape"]);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v != -1);
+    assert_eq!(
+        vim.eval("getbufline('typing.txt', 1, '$')"),
+        json!(["ONE TWO"])
+    );
+    assert_eq!(vim.eval("getbufvar('c.txt', '&modified')"), 0);
+
+    // :w with a file name in the proposal writes a copy there and decides nothing; :w alone
+    // accepts (the copy was not written, and claude was told the change was saved).
+    let copy = sb.root().join("copy.txt");
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex(&format!("w {}", copy.display()));
+    let give_up = Instant::now() + WAIT;
+    while fs::read_to_string(&copy).ok().as_deref() != Some("SEA\n") {
+        assert!(Instant::now() < give_up, "no copy written; {}", vim.diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        c.recv_until(Duration::from_millis(300), |v| v["id"] == json!(id))
+            .is_none(),
+        "a copy decided the diff"
+    );
+    assert_ne!(vim.eval("bufnr('proposed by claude')"), -1);
+    vim.ex("w");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r)[0], "FILE_SAVED");
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+
+    // A buffer named as a URL (netrw's `http://...`) is no file: moving and selecting in it
+    // sends nothing, so the bridge refuses nothing.
+    vim.ex("enew");
+    // (no swap file: Vim would keep it in /var/tmp, where a test killed midway leaves it)
+    vim.ex("setlocal noswapfile");
+    vim.ex("file foo://bar/baz.txt");
+    vim.ex("call setline(1, ['a', 'b'])");
+    vim.keys(&["j", "V"]);
+    vim.keys(&["Escape"]);
+    vim.ex("call cursor(1, 1)");
+    // past the selection's debounce (100 ms) and the open editors' (50 ms)
+    std::thread::sleep(Duration::from_millis(600));
+    let sent = fs::read_to_string(&vim.log).unwrap_or_default();
+    assert!(
+        !sent
+            .lines()
+            .any(|l| l.contains(" -> ") && l.contains("foo:")),
+        "a URL's buffer was sent as a file; {}",
+        vim.diag()
+    );
+
+    // The plugin sourced again (`:source $MYVIMRC` with a `packadd` in it): its commands still
+    // work. The status waits for the bridge's answer, so a refusal of the lines before it has
+    // arrived by then.
+    let answers = || {
+        fs::read_to_string(&vim.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" <- ") && l.contains(r#""type":"status""#))
+            .count()
+    };
+    let before = answers();
+    vim.ex("runtime plugin/claude_ide_bridge.vim");
+    vim.ex("ClaudeCodeStatus");
+    let give_up = Instant::now() + WAIT;
+    while answers() == before {
+        assert!(
+            Instant::now() < give_up,
+            "no status answered; {}",
+            vim.diag()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
     // Through all of it: no raw Vim error, no false report of a plugin failure, and the
     // messages that were due.
     let m = vim.eval("execute('messages')");
@@ -970,6 +1066,7 @@ fn vim_handles_what_vim_users_run_into() {
     for bad in [
         "E716",
         "E325",
+        "E121",
         "Error detected",
         "please report",
         "refused a line",

@@ -26,9 +26,11 @@ var said_cut = false
 
 # ---- helpers ----
 
-# A buffer that is a file: a normal buffer with a name (not the terminal, a diff's proposal, help).
+# A buffer that is a file: a normal buffer with a name (not the terminal, a diff's proposal, help),
+# and not a URL's (netrw's `http://...`, `scp://...`: no file of this machine).
 export def IsFileBuf(buf: number): bool
   return buf > 0 && bufexists(buf) && getbufvar(buf, '&buftype') ==# '' && bufname(buf) !=# ''
+    && bufname(buf) !~# '^\a[[:alnum:]+.-]*://'
 enddef
 
 export def FullPath(buf: number): string

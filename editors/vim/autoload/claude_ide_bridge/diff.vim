@@ -94,7 +94,8 @@ export def Open(id: number, args: dict<any>)
     disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick')}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
   autocmd!
-  execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Accept(' .. id .. ')'
+  execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Written(' .. id
+    .. ', expand("<afile>"), v:cmdbang)'
   # :e! reads the proposal again (as claude sent it), not a file of that name
   execute 'autocmd BufReadCmd <buffer=' .. proposed .. '> Reread(' .. id .. ')'
   execute 'autocmd QuitPre <buffer=' .. proposed .. '> Quitting(' .. id .. ')'
@@ -166,6 +167,30 @@ export def Accept(id: number)
   setbufvar(d.proposed, '&modified', 0)
   timer_start(0, (_) => Close(d))
   WatchWrite(d, text)
+enddef
+
+# A write of the proposal: to its own name (:w, :wq, :x) it accepts; to another file (`:w
+# copy.rs`, `:'<,'>w part.rs`) it writes those lines there, as Vim would, and decides nothing.
+def Written(id: number, file: string, bang: bool)
+  var d = get(diffs, string(id), {})
+  var target = fnamemodify(file, ':p')
+  if empty(d) || target ==# fnamemodify(bufname(d.proposed), ':p')
+    Accept(id)
+    return
+  endif
+  if !bang && (filereadable(target) || isdirectory(target))
+    bridge.Error('E13: File exists (add ! to override): ' .. file)
+    return
+  endif
+  var lines = getbufline(d.proposed, line("'["), line("']"))
+  if getbufvar(d.proposed, '&fileformat') ==# 'dos'
+    map(lines, (_, l) => l .. "\r")
+  endif
+  if writefile(lines, target) != 0
+    bridge.Error('cannot write ' .. file)
+    return
+  endif
+  bridge.Info('the proposal written to ' .. fnamemodify(target, ':~:.') .. ' (not accepted: :w alone accepts it)')
 enddef
 
 def Reject(d: dict<any>)
