@@ -235,6 +235,30 @@ impl<'de> serde::de::Visitor<'de> for Entries {
     }
 }
 
+/// Why a peer's params could not be read, as an error message shows it: serde's message with its
+/// middle cut when it is longer than 200 characters (it quotes the value it did not expect, in
+/// full and escaped: a 1 MB string made a 4 MB answer), so that its start and what was expected
+/// stay, then where in the params it was.
+pub(crate) fn echoed_error(e: &serde_json::Error) -> String {
+    const HEAD: usize = 120;
+    const TAIL: usize = 60;
+    let text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    let message = text.strip_suffix(at.as_str()).unwrap_or(&text);
+    let count = message.chars().count();
+    if count <= HEAD + TAIL + 20 {
+        return text;
+    }
+    let head: String = message.chars().take(HEAD).collect();
+    let tail: String = message.chars().skip(count - TAIL).collect();
+    let at = if message.len() < text.len() {
+        at
+    } else {
+        String::new()
+    };
+    format!("{head}...{tail}{at}")
+}
+
 /// A peer's method or tool name as an error message shows it: at most 64 characters, then
 /// `...`. The message is kept with a pending call (a batch's answer waits for its slowest
 /// entry), so a 10 MiB name must not be copied whole.

@@ -652,7 +652,10 @@ impl<'c> Ctx<'c> {
             .ok_or_else(|| RpcError::invalid_params("initialize needs params"))
             .and_then(|p| {
                 from_object(p.get()).map_err(|e| {
-                    RpcError::invalid_params(format!("invalid initialize params: {e}"))
+                    RpcError::invalid_params(format!(
+                        "invalid initialize params: {}",
+                        jsonrpc::echoed_error(&e)
+                    ))
                 })
             })?;
         let version = SUPPORTED_PROTOCOL_VERSIONS
@@ -814,8 +817,12 @@ fn named_params<'a, T: Deserialize<'a>>(
     params: Option<&'a RawValue>,
 ) -> Result<T, RpcError> {
     let p = params.ok_or_else(|| RpcError::invalid_params(format!("{method} needs params")))?;
-    from_object(p.get())
-        .map_err(|e| RpcError::invalid_params(format!("invalid {method} params: {e}")))
+    from_object(p.get()).map_err(|e| {
+        RpcError::invalid_params(format!(
+            "invalid {method} params: {}",
+            jsonrpc::echoed_error(&e)
+        ))
+    })
 }
 
 fn result_body(r: &ToolResult) -> Vec<u8> {
@@ -854,8 +861,9 @@ fn list_params(params: Option<&RawValue>) -> Result<(), RpcError> {
     if !p.starts_with('{') {
         return Err(RpcError::invalid_params("params must be an object"));
     }
-    let read: ListParams = serde_json::from_str(p)
-        .map_err(|e| RpcError::invalid_params(format!("bad params: {e}")))?;
+    let read: ListParams = serde_json::from_str(p).map_err(|e| {
+        RpcError::invalid_params(format!("bad params: {}", jsonrpc::echoed_error(&e)))
+    })?;
     match read.cursor.map(RawValue::get) {
         None | Some("null") => Ok(()),
         Some(_) => Err(RpcError::invalid_params(

@@ -817,6 +817,66 @@ fn tool_argument_errors_are_tool_errors_from_2025_11_25() {
     assert!(p.take_events().is_empty());
 }
 
+/// Why params could not be read quotes the value serde did not expect: cut in its middle, so a
+/// 1 MB string in a wrong place answers a few hundred bytes (it answered 4 MB, the string in
+/// full and escaped twice), still saying what was expected and where; both as a tool error and
+/// as invalid params.
+#[test]
+fn a_long_value_is_cut_in_the_error_that_quotes_it() {
+    let long = "\u{378}".repeat(100_000);
+    for version in ["2025-11-25", "2025-06-18"] {
+        let mut p = Pair::new();
+        let c = p.connect();
+        p.request(
+            c,
+            json!(0),
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": {}}),
+        );
+        p.send_json(
+            c,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        p.call_tool(c, 1, "openFile", json!({"filePath": "/a", "preview": long}));
+        let m = p.messages(c);
+        let said = if version == "2025-11-25" {
+            texts(&m[0]["result"])[0].clone()
+        } else {
+            m[0]["error"]["message"].as_str().unwrap().to_string()
+        };
+        assert!(said.len() < 600, "{version}: {} bytes", said.len());
+        assert!(
+            said.starts_with("invalid arguments for openFile: invalid type: string"),
+            "{said}"
+        );
+        assert!(
+            said.contains("...") && said.contains("expected a boolean"),
+            "{said}"
+        );
+        assert!(
+            said.contains("expected a boolean at line 1 column "),
+            "{said}"
+        );
+        // A short one is whole.
+        p.call_tool(
+            c,
+            2,
+            "openFile",
+            json!({"filePath": "/a", "preview": "yes"}),
+        );
+        let m = p.messages(c);
+        let said = if version == "2025-11-25" {
+            texts(&m[0]["result"])[0].clone()
+        } else {
+            m[0]["error"]["message"].as_str().unwrap().to_string()
+        };
+        assert!(
+            said.contains("invalid type: string \"yes\", expected a boolean at line 1 column"),
+            "{said}"
+        );
+    }
+}
+
 /// Before MCP 2025-11-25, arguments that do not fit a tool's schema are invalid params.
 #[test]
 fn tool_argument_errors_are_invalid_params() {

@@ -722,18 +722,24 @@ fn pipelined_bytes_are_left_unconsumed() {
     );
 }
 
+/// The empty line is found across reads, a CR before the LF or not; two CRs in a row, which no
+/// valid head holds (a bare CR), end it there too, to be refused at once.
 #[test]
 fn terminator_is_found_across_reads_and_after_stray_crs() {
     let mut reader = HeadReader::new(64);
-    for chunk in [&b"GET / HTTP/1.1\r"[..], b"\n", b"H: x\r\r", b"\n\r", b"\n"] {
+    for chunk in [&b"GET / HTTP/1.1\r"[..], b"\n", b"H: x\r", b"\n\r", b"\n"] {
         reader.feed(chunk);
     }
     assert_eq!(reader.status(), HeadStatus::Complete);
-    assert_eq!(reader.head(), b"GET / HTTP/1.1\r\nH: x\r\r\n\r\n");
+    assert_eq!(reader.head(), b"GET / HTTP/1.1\r\nH: x\r\n\r\n");
     let mut reader = HeadReader::new(64);
-    assert_eq!(reader.feed(b"A\r\rB\r\r\n"), (7, HeadStatus::Partial));
-    assert_eq!(reader.feed(b"\r\r\nC\r\n\r\nY"), (8, HeadStatus::Complete));
-    assert_eq!(reader.head(), b"A\r\rB\r\r\n\r\r\nC\r\n\r\n");
+    assert_eq!(reader.feed(b"A\rB\r\n"), (5, HeadStatus::Partial));
+    assert_eq!(reader.feed(b"C\r\n\nY"), (4, HeadStatus::Complete));
+    assert_eq!(reader.head(), b"A\rB\r\nC\r\n\n");
+    let mut reader = HeadReader::new(64);
+    assert_eq!(reader.feed(b"A\r"), (2, HeadStatus::Partial));
+    assert_eq!(reader.feed(b"\rB\r\n\r\n"), (1, HeadStatus::Complete));
+    assert_eq!(reader.head(), b"A\r\r");
 }
 
 /// RFC 9112, section 2.2: a recipient may take a bare LF as a line's end. A head whose lines end so, in any
@@ -776,6 +782,20 @@ fn a_head_with_bare_lf_lines_ends_at_its_empty_line_and_is_upgraded() {
     let at = wire.windows(2).position(|w| w == b"\r\n").unwrap();
     wire.remove(at + 1);
     let (result, out) = respond(&wire, &policy());
+    assert!(matches!(result, Err(Rejection::BadRequest(_))));
+    assert_refusal(&out, "HTTP/1.1 400 Bad Request");
+    // Every line ended by a bare CR: the head ends at the first two in a row (it never ended,
+    // and the client waited for the head's timeout), and is refused the same way.
+    let wire: Vec<u8> = join(&lines)
+        .split(|&b| b == b'\n')
+        .flat_map(|l| l.iter().copied())
+        .collect();
+    assert!(!wire.contains(&b'\n'));
+    let mut reader = HeadReader::new(16 * 1024);
+    let (used, status) = reader.feed(&wire);
+    assert_eq!(status, HeadStatus::Complete);
+    assert!(wire[..used].ends_with(b"\r\r"), "{:?}", &wire[..used]);
+    let (result, out) = respond(&wire[..used], &policy());
     assert!(matches!(result, Err(Rejection::BadRequest(_))));
     assert_refusal(&out, "HTTP/1.1 400 Bad Request");
 }

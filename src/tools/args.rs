@@ -184,7 +184,10 @@ impl ToolCall {
         ToolCall::deserialize_arguments(tool, &mut de)
             .and_then(|call| de.end().map(|()| call))
             .map_err(|e| {
-                ToolCallError::InvalidArguments(format!("invalid arguments for {tool}: {e}"))
+                ToolCallError::InvalidArguments(format!(
+                    "invalid arguments for {tool}: {}",
+                    crate::jsonrpc::echoed_error(&e)
+                ))
             })
     }
 }
@@ -267,8 +270,12 @@ impl<'de> Deserialize<'de> for MetaAsker {
 /// general rules: the tool must be one `offered`, and every fault is named. What `_meta` tells
 /// ([`Asker`]) refuses nothing: one that cannot be read tells nothing.
 pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<Called, CallRefused> {
-    let p: CallParams<'_> = from_object(params)
-        .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
+    let p: CallParams<'_> = from_object(params).map_err(|e| {
+        RpcError::invalid_params(format!(
+            "invalid tools/call params: {}",
+            crate::jsonrpc::echoed_error(&e)
+        ))
+    })?;
     offered.resolve(&p.name).map_err(RpcError::from)?;
     let tool = ToolCall::parse(&p.name, p.arguments).map_err(|e| match e {
         ToolCallError::InvalidArguments(message) => CallRefused::Arguments(message),

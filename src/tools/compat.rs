@@ -94,7 +94,12 @@ impl CompatRequest {
             if !json.starts_with('{') {
                 return Err(format!("invalid params for {method}: expected an object"));
             }
-            serde_json::from_str(json).map_err(|e| format!("invalid params for {method}: {e}"))
+            serde_json::from_str(json).map_err(|e| {
+                format!(
+                    "invalid params for {method}: {}",
+                    crate::jsonrpc::echoed_error(&e)
+                )
+            })
         }
         let json = match params.map(|raw| raw.get().trim()) {
             None | Some("null") => "{}",
