@@ -821,9 +821,16 @@ impl Inner {
             ),
         };
         match server.phase() {
-            Phase::Exited(why) => checked
-                .down
-                .push(member.down(&format!("not running ({why})"))),
+            // What it held is for a text it may not have checked (it exits while checking this
+            // one, and its lists are forgotten only once it is reaped): left out, as a down
+            // server's are.
+            Phase::Exited(why) => {
+                checked.diagnostics.clear();
+                checked.fresh = false;
+                checked
+                    .down
+                    .push(member.down(&format!("not running ({why})")))
+            }
             Phase::Starting => checked.down.push(member.down("still starting")),
             Phase::Running if !checked.fresh => checked.down.push(member.down("no answer in time")),
             Phase::Running => {}

@@ -1387,8 +1387,28 @@ impl State {
                 .keys()
                 .find(|p| p.as_str() != path && !self.docs.contains_key(*p))
                 .cloned();
-            let Some(victim) = victim else { break };
-            self.forget(&victim);
+            if let Some(victim) = victim {
+                self.forget(&victim);
+                continue;
+            }
+            // Then, for the total, the open file used longest ago: closed in the server, so a
+            // question about it opens it again and gets a fresh publish. Cutting this file's list
+            // instead (to nothing, once open files filled the total: 200 open files of 200 fill
+            // it twice) answered the text with a list the server never sent for it.
+            let open = self
+                .docs
+                .iter()
+                .filter(|(p, _)| p.as_str() != path && self.diags.contains_key(*p))
+                .min_by_key(|(_, d)| d.last_used)
+                .map(|(p, _)| p.clone());
+            match open {
+                Some(open)
+                    if self.total - old_len + items.len() > self.limits.max_total_diagnostics =>
+                {
+                    self.close(&open)
+                }
+                _ => break,
+            }
         }
         if is_new && self.diags.len() >= self.limits.max_files && !self.docs.contains_key(path) {
             return None;

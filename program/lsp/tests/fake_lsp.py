@@ -130,6 +130,10 @@ def main():
             docs[doc["uri"]] = text
             if MODE == "crash-after-open":
                 os._exit(4)
+            if MODE == "crash-on-change" and method.endswith("didChange"):
+                # Checking the new text, it crashes: what it published was for the old one.
+                time.sleep(0.3)
+                os._exit(4)
             if MODE == "burst-exit":
                 # Thirty files' diagnostics, then its end: all of it still to be read then.
                 folder = doc["uri"].rsplit("/", 1)[0]

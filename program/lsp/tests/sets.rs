@@ -286,6 +286,44 @@ fn one_server_of_a_set_crashing_leaves_the_others_answering_and_is_said() {
     fx.shutdown_leaves_nothing(&["types", "lint"]);
 }
 
+/// One server of the set crashes while it checks a new text: what it published for the old text
+/// is left out of the answer for the new one (it was merged in, the answer fresh, while the
+/// crash was being said), and the answer says it is down.
+#[test]
+fn a_server_crashing_on_a_new_text_leaves_its_old_diagnostics_out() {
+    let fx = set_of(
+        ("no-format", "types"),
+        &[("crash-on-change", "lint")],
+        |_| {},
+    );
+    let first = fx.lsp.check(
+        &fx.file("d.zz"),
+        "types one\nlint one\n",
+        Instant::now() + Duration::from_secs(5),
+    );
+    let mut both = sources(&first.diagnostics);
+    both.sort();
+    assert_eq!(both, ["lint", "types"], "{first:?}");
+    let second = fx.lsp.check(
+        &fx.file("d.zz"),
+        "types two\nlint two\n",
+        Instant::now() + Duration::from_secs(5),
+    );
+    assert_eq!(sources(&second.diagnostics), ["types"], "{second:?}");
+    assert!(
+        second
+            .diagnostics
+            .iter()
+            .all(|d| !d.message.contains("one")),
+        "{second:?}"
+    );
+    assert!(
+        second.down.iter().any(|d| d.contains("crash-on-change")),
+        "{second:?}"
+    );
+    fx.shutdown_leaves_nothing(&["types", "lint"]);
+}
+
 /// A server of the set that never answers (its pulls hang): the answer comes at the deadline with
 /// the other's diagnostics, not fresh, naming the one that did not answer.
 #[test]
