@@ -466,9 +466,10 @@ impl State {
         self.cancelled_unheard = false;
     }
 
-    /// Whether a request sent to the server is unanswered.
+    /// Whether a request sent to the server is unanswered: one of [`State::request`], or one of
+    /// the checks [`State::ask_check`] asked.
     fn owes_answers(&self) -> bool {
-        self.pending.values().any(Option::is_none)
+        self.pending.values().any(Option::is_none) || !self.asked.is_empty()
     }
 
     /// Since when the running server has owed work with nothing read from it: a request
@@ -1012,6 +1013,11 @@ impl State {
         check.version = version;
         check.asked = generation;
         self.checking -= check.release();
+        // Silent since the first request it owes, as for [`State::request`]: a server that
+        // stopped answering checks is found hung (it was not: the file's text sent long ago).
+        if !(self.owes_answers() || self.cancelled_unheard) {
+            self.requests_since = Some(Instant::now());
+        }
         for (pass, command) in TSSERVER_PASSES.iter().enumerate() {
             let params = lsp_types::ExecuteCommandParams {
                 command: TSSERVER_REQUEST.to_owned(),
@@ -1069,6 +1075,7 @@ impl State {
                 for id in ids {
                     self.asked.remove(&id);
                     self.send_cancel(id);
+                    self.cancelled_unheard = true;
                 }
             }
         }

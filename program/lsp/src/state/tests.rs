@@ -1713,6 +1713,39 @@ fn checks_given_up_stay_given_up_when_an_earlier_check_is_answered() {
     check_bounds_and_nothing_waits(&mut s);
 }
 
+/// A server that checks on request and stops answering its checks (a file synced long before, so
+/// no text counts) is found hung from the first check it owes; its answers end the count.
+#[test]
+fn a_server_silent_on_its_checks_is_found_hung() {
+    let mut s = running(tsls_caps(), LspLimits::default());
+    s.sync("/w/b.ts", "typescript", "let x = 1;");
+    s.heard(Instant::now());
+    assert_eq!(s.hung_since(), None);
+    let before = Instant::now();
+    let v = s.version("/w/b.ts").unwrap();
+    s.ask_check("/w/b.ts", v).unwrap();
+    let since = s.hung_since().expect("owes its checks");
+    assert!(since >= before);
+    let timeout = LspLimits::default().hang_timeout;
+    assert!(!s.hung(since + timeout - Duration::from_millis(1)));
+    assert!(s.hung(since + timeout));
+    // Answered: nothing owed.
+    for (id, _, _) in asked_checks(&mut s) {
+        tsserver_answer(&mut s, &id, json!([]));
+    }
+    s.heard(Instant::now());
+    assert_eq!(s.hung_since(), None);
+    // Another text cancels a check unanswered: the next one's silence counts from it.
+    s.ask_check("/w/b.ts", v);
+    let first = s.hung_since().expect("owes its checks");
+    std::thread::sleep(Duration::from_millis(20));
+    s.sync("/w/b.ts", "typescript", "let x = 2;");
+    std::thread::sleep(Duration::from_millis(20));
+    let v = s.version("/w/b.ts").unwrap();
+    s.ask_check("/w/b.ts", v);
+    assert_eq!(s.hung_since(), Some(first));
+}
+
 /// A request given up on while unanswered keeps the server owing it: the next request's silence
 /// counts from the first one's (a deadlocked server asked by pulls, each cancelled at its deadline,
 /// is found hung), while a server that owes nothing else is not hung for it (one that drops
