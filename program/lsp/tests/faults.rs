@@ -872,6 +872,12 @@ fn a_text_too_long_to_send_answers_without_waiting_for_a_start() {
     let later = || Instant::now() + Duration::from_secs(10);
     let t = Instant::now();
     assert!(fx.lsp.diagnostics(&file, &long, later()).is_empty());
+    // Final, not late: no server will be sent it (it was answered "not known yet" for good).
+    let checked = fx.lsp.check(&file, &long, later());
+    assert!(
+        checked.fresh && checked.diagnostics.is_empty(),
+        "{checked:?}"
+    );
     assert_eq!(fx.lsp.format(&file, &long, later()), Ok(None));
     fx.lsp.sync(&file, &long);
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
@@ -893,7 +899,7 @@ fn a_text_too_long_to_send_answers_without_waiting_for_a_start() {
         .log_text()
         .matches("a.fake not sent to the server: 600 bytes")
         .count();
-    assert_eq!(said, 5, "{}", fx.log_text());
+    assert_eq!(said, 6, "{}", fx.log_text());
     assert_eq!(fx.starts().len(), 1);
     fx.shutdown_leaves_nothing();
 }

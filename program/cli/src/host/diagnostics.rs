@@ -870,7 +870,28 @@ impl LanguageServers {
         } else {
             file_uri(&path.to_string_lossy())
         };
-        ToolResult::json(&vec![FileDiagnostics { uri, diagnostics }])
+        // Within the answer's bound, as `getDiagnostics {}` is (four servers' lists of long
+        // messages reach 19 MB): the most severe kept. The file stays named when all fit.
+        let (mut files, left_out) = within_answer(vec![FileDiagnostics {
+            uri: uri.clone(),
+            diagnostics,
+        }]);
+        if files.is_empty() {
+            files.push(FileDiagnostics {
+                uri,
+                diagnostics: Vec::new(),
+            });
+        }
+        if left_out > 0 {
+            self.note_once(
+                "answer cut".to_owned(),
+                &format!(
+                    "getDiagnostics: {left_out} diagnostics left out of an answer past \
+                     {MAX_ANSWER_BYTES} bytes (errors first; said once)"
+                ),
+            );
+        }
+        ToolResult::json(&files)
     }
 
     /// The answer to `getDiagnostics {}`: the files changed through the bridge or asked about
@@ -1487,6 +1508,36 @@ mod tests {
         assert!(rx.recv_timeout(Duration::from_secs(2)).is_err());
         drop(fake);
         let _ = model.join();
+    }
+
+    /// `getDiagnostics {uri}` is held to the answer's bound as `getDiagnostics {}` is: 200
+    /// diagnostics of 2,000 control characters answered 2.4 MB.
+    #[cfg(unix)]
+    #[test]
+    fn one_files_answer_is_within_the_answers_bound() {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py");
+        let fake = Fake::with(
+            &format!("python3 '{}' long-messages", script.display()),
+            Duration::from_secs(30),
+        );
+        let path = fake.ws.join("long.py");
+        std::fs::write(&path, "error\n".repeat(200)).unwrap();
+        let uri = file_uri(path.to_str().unwrap());
+        let answer = fake.servers.file(&uri, Asker::Model);
+        assert!(!answer.is_error, "{answer:?}");
+        let text = match &answer.content[0] {
+            claude_ide_bridge::Content::Text(text) => text.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(text.len() <= MAX_ANSWER_BYTES, "{} bytes", text.len());
+        let files: Vec<FileDiagnostics> = serde_json::from_str(&text).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].uri, uri);
+        assert!(
+            (100..200).contains(&files[0].diagnostics.len()),
+            "{}",
+            files[0].diagnostics.len()
+        );
     }
 
     /// An accepted diff's contents are told saved to a server that checks the disk on save once
