@@ -872,7 +872,7 @@ impl LanguageServers {
         };
         // Within the answer's bound, as `getDiagnostics {}` is (four servers' lists of long
         // messages reach 19 MB): the most severe kept. The file stays named when all fit.
-        let (mut files, left_out) = within_answer(vec![FileDiagnostics {
+        let mut files = self.answer_within(vec![FileDiagnostics {
             uri: uri.clone(),
             diagnostics,
         }]);
@@ -882,6 +882,12 @@ impl LanguageServers {
                 diagnostics: Vec::new(),
             });
         }
+        ToolResult::json(&files)
+    }
+
+    /// `files` [`within_answer`], what was left out said in the log once.
+    fn answer_within(&self, files: Vec<FileDiagnostics>) -> Vec<FileDiagnostics> {
+        let (files, left_out) = within_answer(files);
         if left_out > 0 {
             self.note_once(
                 "answer cut".to_owned(),
@@ -891,7 +897,7 @@ impl LanguageServers {
                 ),
             );
         }
-        ToolResult::json(&files)
+        files
     }
 
     /// The answer to `getDiagnostics {}`: the files changed through the bridge or asked about
@@ -954,17 +960,7 @@ impl LanguageServers {
             .filter(|(_, d)| !d.is_empty())
             .map(|(uri, diagnostics)| FileDiagnostics { uri, diagnostics })
             .collect();
-        let (files, left_out) = within_answer(files);
-        if left_out > 0 {
-            self.note_once(
-                "answer cut".to_owned(),
-                &format!(
-                    "getDiagnostics: {left_out} diagnostics left out of an answer past \
-                     {MAX_ANSWER_BYTES} bytes (errors first; said once)"
-                ),
-            );
-        }
-        ToolResult::json(&files)
+        ToolResult::json(&self.answer_within(files))
     }
 
     /// `path` (inside the workspace) now holds `text` (`accepted`: the client is about to write
