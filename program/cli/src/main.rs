@@ -573,7 +573,7 @@ fn serve(
     }
 
     let (tx, rx) = mpsc::channel::<HostInput>();
-    let stdio = match stdio.then(StdioOut::start).transpose() {
+    let stdio = match stdio.then(|| StdioOut::start(tx.clone())).transpose() {
         Ok(out) => out,
         Err(e) => return failure(&format!("cannot start the stdout writer: {e}")),
     };

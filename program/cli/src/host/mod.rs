@@ -67,6 +67,9 @@ pub enum HostInput {
     StdioLineNotUtf8(usize, Queued),
     /// The stdio editor closed stdin.
     StdinClosed,
+    /// Writing to the stdio editor failed (it closed its end of stdout): it can answer nothing
+    /// forwarded to it, so the bridge stops as at stdin's end.
+    StdoutClosed(String),
     /// SIGINT, SIGTERM, SIGHUP or SIGQUIT.
     Signal(i32),
     /// The command of `run` ended.
@@ -451,6 +454,10 @@ impl Host {
             )),
             HostInput::StdinClosed => {
                 ui::say("stdin closed: stopping");
+                return Flow::Exit(0);
+            }
+            HostInput::StdoutClosed(why) => {
+                ui::say(&format!("stdout could not be written ({why}): stopping"));
                 return Flow::Exit(0);
             }
             HostInput::Signal(sig) => return self.on_signal(sig),

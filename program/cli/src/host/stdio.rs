@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use claude_ide_bridge::file_uri;
@@ -22,6 +23,7 @@ use super::messages::OpenEditorsMsg;
 use super::messages::{ClientStatus, Decision, DecisionMsg, DiagnosticsMsg, EditorCall};
 use super::messages::{FromEditor, MentionMsg, PendingStatus, RespondMsg, SelectionMsg, ToEditor};
 use super::Host;
+use super::HostInput;
 use crate::lines::{Full, LineWriter};
 use crate::pathmap::MapError;
 use crate::ui;
@@ -105,14 +107,21 @@ pub struct StdioOut(LineWriter);
 const MAX_ERROR_TEXT: usize = 1024;
 
 impl StdioOut {
-    /// Starts the writer thread.
-    pub fn start() -> io::Result<StdioOut> {
-        let write = |batch: &[Vec<u8>]| {
+    /// Starts the writer thread. A write that fails (the editor closed its end: `head -1`, an
+    /// editor gone without closing stdin) is told to the host on `tx`: forwarded calls would
+    /// wait for answers that cannot come, with the lock file still advertised.
+    pub fn start(tx: Sender<HostInput>) -> io::Result<StdioOut> {
+        let write = move |batch: &[Vec<u8>]| {
             let mut out = io::stdout().lock();
-            batch
+            let written = batch
                 .iter()
                 .try_for_each(|l| out.write_all(l))
-                .and_then(|()| out.flush())
+                .and_then(|()| out.flush());
+            if let Err(e) = &written {
+                // Once: the writer ends at its first failure.
+                let _ = tx.send(HostInput::StdoutClosed(e.to_string()));
+            }
+            written
         };
         LineWriter::start("stdout", MAX_UNWRITTEN, Full::Wait, write).map(StdioOut)
     }
