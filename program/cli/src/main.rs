@@ -326,8 +326,13 @@ fn path_mapping(specs: &[String], folders: &[String]) -> Result<PathMap, String>
         }
     }
     // `wsl` alone maps /mnt/<drive>: a workspace of the distribution's own files is named by
-    // a Windows editor as \\wsl.localhost\<distribution>\..., which it does not map.
-    if !map.is_empty() && workspace.iter().all(|f| map.to_editor(f).is_err()) {
+    // a Windows editor as \\wsl.localhost\<distribution>\..., which it does not map. (A
+    // mapping given as EDITOR=HERE was checked above: a HERE inside a workspace folder maps
+    // none of the folders themselves, and is accepted.)
+    if !map.is_empty()
+        && map.here_folders().is_empty()
+        && workspace.iter().all(|f| map.to_editor(f).is_err())
+    {
         return Err(format!(
             "--path-map: no mapping names a workspace folder ({}) for the editor: --path-map wsl \
              maps /mnt/<drive> only; for the distribution's own files, map the folder as Windows \

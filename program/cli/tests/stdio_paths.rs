@@ -355,4 +355,13 @@ fn a_mapping_outside_the_workspace_is_refused_at_start() {
     let mut s = Served::start(&sb, &["--stdio", "--no-lsp", "--path-map", &map]);
     s.send_line(r#"{"type":"status"}"#);
     assert_eq!(next_msg(&s, "status", 0)["workspace"], json!(["/e/ws"]));
+    drop(s);
+    // A folder inside the workspace: accepted too (its files map; the workspace folder itself
+    // does not, and `status` names none).
+    let inner = sb.ws.join("app");
+    fs::create_dir(&inner).unwrap();
+    let map = format!(r"C:\src\app={}", lossy(&inner));
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp", "--path-map", &map]);
+    s.send_line(r#"{"type":"status"}"#);
+    assert_eq!(next_msg(&s, "status", 0)["workspace"], json!([]));
 }

@@ -127,8 +127,9 @@ pub struct Limits {
     /// Largest ignore file (`.gitignore`, `.git/info/exclude`) read while listing; a bigger one
     /// is skipped. One walk builds rules from at most twice this in all its ignore files: at one
     /// that does not fit in what is left, or once building their rules has taken the walk past
-    /// `max_walk_time`, it stops, cut short. Past 16 KiB in all, the walks of one workspace
-    /// build them one at a time (a walk waits, within its `max_walk_time`, for the one before).
+    /// `max_walk_time`, it stops, cut short. The walks of one workspace hold rules of more than
+    /// 16 KiB (those of the directories a walk is in) one at a time (a walk waits, within its
+    /// `max_walk_time`, for the one before to leave them).
     /// A workspace's ignore files are the repository's text: crafted patterns take tens of
     /// times their size to build (three files of 1 MiB took 450 MB and 7 s), so the default is
     /// 256 KiB.

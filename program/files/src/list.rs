@@ -230,7 +230,8 @@ pub(crate) fn holds(rel: &[&str], below: &[String]) -> bool {
 
 impl Workspace {
     /// The gitignore matcher of an ignore file in `rel_dir` below the folder at `root`, from
-    /// the bytes `read` gives (`None`: there is none, and the matcher is empty). `None` once the
+    /// the bytes `read` gives (`None`: there is none, and the matcher is empty), with the bytes
+    /// its rules were built from (to give back to `budget` when they are dropped). `None` once the
     /// walk's budget for ignore files is spent, or when this file does not fit in what is left
     /// (of the walk's own, or of what the workspace's walks running at once may hold), before
     /// any rule is built: a compiled matcher takes tens of times its text, and one kept for each
@@ -241,15 +242,17 @@ impl Workspace {
         rel_dir: &str,
         budget: &mut IgnoreBudget<'_>,
         read: impl FnOnce() -> Option<Vec<u8>>,
-    ) -> Option<Gitignore> {
+    ) -> Option<(Gitignore, u64)> {
         if budget.left == 0 {
             return None;
         }
         let mut b = GitignoreBuilder::new(root.join(rel_dir));
         // `Err` only when the rules built so far do not compile again: there are none yet.
         let _ = b.case_insensitive(crate::sys::IGNORE_CASE);
+        let mut taken = 0;
         if let Some(bytes) = read() {
-            if !budget.take(bytes.len() as u64) {
+            taken = bytes.len() as u64;
+            if !budget.take(taken) {
                 return None;
             }
             for line in String::from_utf8_lossy(&bytes).lines() {
@@ -257,7 +260,7 @@ impl Workspace {
                 let _ = b.add_line(None, line);
             }
         }
-        Some(b.build().unwrap_or_else(|_| Gitignore::empty()))
+        Some((b.build().unwrap_or_else(|_| Gitignore::empty()), taken))
     }
 
     /// The path of `name`, an entry of the folder at `parent_rel` (`""` for the walked folder

@@ -63,6 +63,8 @@ struct Frame<L> {
     dir: L,
     rel: String,
     ignore: Gitignore,
+    /// The bytes of ignore-file text its rules were built from, given back when it is left.
+    ignore_bytes: u64,
 }
 
 impl Workspace {
@@ -146,7 +148,8 @@ impl Workspace {
         let budget = &mut walk.ignore;
         let exclude = Self::matcher(&root, "", budget, || top.exclude(self, i, cap));
         let ignore = Self::matcher(&root, "", budget, || top.gitignore(cap));
-        let (Some(exclude), Some(ignore)) = (exclude, ignore) else {
+        let (Some((exclude, exclude_bytes)), Some((ignore, ignore_bytes))) = (exclude, ignore)
+        else {
             return Err(Stopped);
         };
         // Building the rules counts in the walk's time.
@@ -157,19 +160,24 @@ impl Workspace {
             dir: top,
             rel: String::new(),
             ignore,
+            ignore_bytes,
         }];
         while let Some(frame) = stack.last_mut() {
             let entry = match frame.dir.next_entry() {
                 Some(Ok(entry)) => entry,
                 // The directory's end.
                 None => {
-                    stack.pop();
+                    if let Some(left) = stack.pop() {
+                        walk.ignore.give(left.ignore_bytes);
+                    }
                     continue;
                 }
                 // What was read stands, the rest was not seen.
                 Some(Err(_)) => {
                     walk.cut = true;
-                    stack.pop();
+                    if let Some(left) = stack.pop() {
+                        walk.ignore.give(left.ignore_bytes);
+                    }
                     continue;
                 }
             };
@@ -220,7 +228,7 @@ impl Workspace {
                     Ok(dir) => {
                         let budget = &mut walk.ignore;
                         let ignore = Self::matcher(&root, &rel, budget, || dir.gitignore(cap));
-                        let Some(ignore) = ignore else {
+                        let Some((ignore, ignore_bytes)) = ignore else {
                             return Err(Stopped);
                         };
                         if Instant::now() > walk.deadline {
@@ -234,7 +242,12 @@ impl Workspace {
                                 }
                             }
                         }
-                        stack.push(Frame { dir, rel, ignore });
+                        stack.push(Frame {
+                            dir,
+                            rel,
+                            ignore,
+                            ignore_bytes,
+                        });
                     }
                     Err(NotEntered::Gone) => {}
                     Err(NotEntered::Failed) => walk.cut = true,
@@ -246,6 +259,7 @@ impl Workspace {
                 return Err(Stopped);
             }
         }
+        walk.ignore.give(exclude_bytes);
         Ok(())
     }
 }
@@ -268,22 +282,25 @@ struct Walk<'a> {
     left_out: Vec<bool>,
 }
 
-/// Ignore-file text a walk builds rules from without taking its workspace's [`IgnorePool`]: what
-/// ordinary repositories hold in all their ignore files (a language's usual `.gitignore` is 1-4
-/// KB), so that their listings never wait for each other.
+/// Ignore-file text a walk may hold rules built from without taking its workspace's
+/// [`IgnorePool`]: what ordinary repositories hold in the ignore files of one directory and the
+/// directories above it (a language's usual `.gitignore` is 1-4 KB), so that their listings
+/// never wait for each other.
 pub(crate) const FREE_IGNORE_BYTES: u64 = 16 * 1024;
 
-/// Which walk of a workspace may build rules from more ignore-file text than
-/// [`FREE_IGNORE_BYTES`]: one at a time (every clone of the [`Workspace`] shares it). One walk's
-/// rules are bounded by its own budget; this keeps parallel listings of a workspace with crafted
-/// ignore files (a client may make them with `writeFile`) from each building their hundreds of
-/// megabytes of matchers at once (16 listings of two 256 KiB files took 2.3 GB). The walk that
-/// holds it never waits for another, so the walks waiting for it cannot wait for each other.
+/// Which walk of a workspace may hold rules built from more ignore-file text than
+/// [`FREE_IGNORE_BYTES`] at once: one at a time (every clone of the [`Workspace`] shares it).
+/// One walk's rules are bounded by its own budget; this keeps parallel listings of a workspace
+/// with crafted ignore files (a client may make them with `writeFile`) from each holding their
+/// hundreds of megabytes of matchers at once (16 listings of two 256 KiB files took 2.3 GB). A
+/// walk holds it only while the directories it is in hold that much (the rules of a directory it
+/// has left are dropped), and the walk that holds it never waits for another, so the walks
+/// waiting for it cannot wait for each other.
 #[derive(Debug, Default)]
 pub(crate) struct IgnorePool {
     /// Whether a walk holds it.
     taken: Mutex<bool>,
-    /// Told when the walk that held it ends.
+    /// Told when the walk that held it gives it back.
     given_back: Condvar,
 }
 
@@ -293,8 +310,8 @@ impl IgnorePool {
         self.taken.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes it, waiting until `deadline` for the walk that holds it to end. `false` when it did
-    /// not in time.
+    /// Takes it, waiting until `deadline` for the walk that holds it to give it back. `false`
+    /// when it did not in time.
     pub(crate) fn take(&self, deadline: Instant) -> bool {
         let mut taken = self.taken();
         while *taken {
@@ -317,13 +334,14 @@ impl IgnorePool {
     }
 }
 
-/// What one walk may still build ignore rules from: its own budget, and whether it holds its
-/// workspace's [`IgnorePool`] (given back when the walk ends).
+/// What one walk may still build ignore rules from: its own budget, the text of the rules it
+/// holds now, and whether it holds its workspace's [`IgnorePool`] (given back once it holds
+/// [`FREE_IGNORE_BYTES`] or less again, and when the walk ends).
 pub(crate) struct IgnoreBudget<'a> {
     /// Bytes the walk may still read in all.
     pub(crate) left: u64,
-    /// Bytes it has read.
-    used: u64,
+    /// Bytes of the rules it holds now (the ignore files of the directories it is in).
+    live: u64,
     /// Whether it holds the pool.
     holds: bool,
     pool: &'a IgnorePool,
@@ -336,22 +354,22 @@ impl<'a> IgnoreBudget<'a> {
     pub(crate) fn new(left: u64, pool: &'a IgnorePool, deadline: Instant) -> Self {
         IgnoreBudget {
             left,
-            used: 0,
+            live: 0,
             holds: false,
             pool,
             deadline,
         }
     }
 
-    /// Takes `n` bytes from the walk's budget, past [`FREE_IGNORE_BYTES`] in all only holding the
-    /// pool. `false` (and nothing left to the walk) when its budget does not hold them or the
-    /// pool was not given back by its deadline.
+    /// Takes `n` bytes from the walk's budget, holding the pool while its rules are past
+    /// [`FREE_IGNORE_BYTES`]. `false` (and nothing left to the walk) when its budget does not
+    /// hold them or the pool was not given back by its deadline.
     pub(crate) fn take(&mut self, n: u64) -> bool {
         let Some(still) = self.left.checked_sub(n) else {
             self.left = 0;
             return false;
         };
-        if !self.holds && self.used + n > FREE_IGNORE_BYTES {
+        if !self.holds && self.live + n > FREE_IGNORE_BYTES {
             if !self.pool.take(self.deadline) {
                 self.left = 0;
                 return false;
@@ -359,8 +377,19 @@ impl<'a> IgnoreBudget<'a> {
             self.holds = true;
         }
         self.left = still;
-        self.used += n;
+        self.live += n;
         true
+    }
+
+    /// The rules of `n` bytes are dropped (the walk left their directory): the pool is given
+    /// back once what it holds is within [`FREE_IGNORE_BYTES`] again. The walk's own budget is
+    /// not: it bounds the work of building rules.
+    pub(crate) fn give(&mut self, n: u64) {
+        self.live = self.live.saturating_sub(n);
+        if self.holds && self.live <= FREE_IGNORE_BYTES {
+            self.holds = false;
+            self.pool.give_back();
+        }
     }
 }
 
@@ -424,9 +453,10 @@ mod tests {
         assert!(long.ignore_pool.take(Instant::now()));
 
         // Another walk holds it and does not end in time: cut short. Held by a clone.
+        // (1 s: time enough to build the rules here, so the walk is cut for waiting)
         let short = Workspace {
             limits: Limits {
-                max_walk_time: Duration::from_millis(200),
+                max_walk_time: Duration::from_secs(1),
                 ..Limits::default()
             },
             ..long.clone()
@@ -454,6 +484,23 @@ mod tests {
         giver.join().unwrap();
         assert!(whole(&l, 4), "{l:?}");
         assert!(started.elapsed() >= Duration::from_millis(100));
+
+        // A walk holds it only while the directories it is in hold that much: given back as
+        // it leaves them, taken again for the next.
+        let mut budget = IgnoreBudget::new(1 << 20, &long.ignore_pool, Instant::now());
+        assert!(budget.take(FREE_IGNORE_BYTES));
+        assert!(
+            long.ignore_pool.take(Instant::now()),
+            "taken within the free part"
+        );
+        long.ignore_pool.give_back();
+        assert!(budget.take(1));
+        assert!(!long.ignore_pool.take(Instant::now()), "not taken past it");
+        budget.give(1);
+        assert!(long.ignore_pool.take(Instant::now()), "not given back");
+        assert!(!budget.take(1), "taken by two");
+        long.ignore_pool.give_back();
+        drop(budget);
 
         // Eight at once, each needing it for both of its ignore files: all whole, in turn.
         let walks: Vec<_> = (0..8)

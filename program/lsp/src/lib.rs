@@ -405,11 +405,12 @@ impl Lsp {
         let Some((language, key)) = self.file(path) else {
             return Checked::stale(Vec::new());
         };
-        if let Some(known) = self.refuse(language, &key, text) {
+        if self.refuse(language, &key, text).is_some() {
             // Final: no server will ever be sent this text (README: "[] at once"; it was "not
-            // known yet ... ask again shortly", for good).
+            // known yet ... ask again shortly", for good). What is still known of the file is
+            // for another text.
             return Checked {
-                diagnostics: known,
+                diagnostics: Vec::new(),
                 fresh: true,
                 down: Vec::new(),
             };

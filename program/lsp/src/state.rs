@@ -1405,7 +1405,9 @@ impl State {
             let open = self
                 .docs
                 .iter()
-                .filter(|(p, _)| p.as_str() != path && self.diags.contains_key(*p))
+                .filter(|(p, _)| {
+                    p.as_str() != path && self.diags.get(*p).is_some_and(|d| d.len() > 0)
+                })
                 .min_by_key(|(_, d)| d.last_used)
                 .map(|(p, _)| p.clone());
             match open {

@@ -170,7 +170,8 @@ export def Accept(id: number)
 enddef
 
 # A write of the proposal: to its own name (:w, :wq, :x) it accepts; to another file (`:w
-# copy.rs`, `:'<,'>w part.rs`) it writes those lines there, as Vim would, and decides nothing.
+# copy.rs`) it writes the proposal there, as Vim would, and decides nothing. (A range written to
+# a file, `:'<,'>w part.rs`, is a FileWriteCmd: Vim writes it itself.)
 def Written(id: number, file: string, bang: bool)
   var d = get(diffs, string(id), {})
   var target = fnamemodify(file, ':p')
