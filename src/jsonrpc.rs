@@ -251,11 +251,8 @@ pub(crate) fn echoed_error(e: &serde_json::Error) -> String {
     }
     let head: String = message.chars().take(HEAD).collect();
     let tail: String = message.chars().skip(count - TAIL).collect();
-    let at = if message.len() < text.len() {
-        at
-    } else {
-        String::new()
-    };
+    // Where it was, when serde said it.
+    let at = &text[message.len()..];
     format!("{head}...{tail}{at}")
 }
 

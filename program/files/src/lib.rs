@@ -238,7 +238,7 @@ pub(crate) fn temp_name() -> String {
 pub struct Workspace {
     folders: Vec<Folder>,
     limits: Limits,
-    /// The ignore-file text the walks running at once have built rules from, shared by clones.
+    /// Which of the walks running at once may hold large ignore rules (one), shared by clones.
     ignore_pool: std::sync::Arc<walk::IgnorePool>,
     /// How directories on the way are opened ([`sys::DIR_FLAGS`]; the tests also walk with
     /// [`sys::PORTABLE_DIR_FLAGS`], what macOS uses, on Linux).

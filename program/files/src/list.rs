@@ -232,9 +232,10 @@ impl Workspace {
     /// The gitignore matcher of an ignore file in `rel_dir` below the folder at `root`, from
     /// the bytes `read` gives (`None`: there is none, and the matcher is empty), with the bytes
     /// its rules were built from (to give back to `budget` when they are dropped). `None` once the
-    /// walk's budget for ignore files is spent, or when this file does not fit in what is left
-    /// (of the walk's own, or of what the workspace's walks running at once may hold), before
-    /// any rule is built: a compiled matcher takes tens of times its text, and one kept for each
+    /// walk's budget for ignore files is spent, when this file does not fit in what is left, or
+    /// when its rules would take the walk past the free part of the workspace's pool and the
+    /// walk holding it did not give it back in time ([`IgnoreBudget::take`]), before any rule
+    /// is built: a compiled matcher takes tens of times its text, and one kept for each
     /// level of a deep tree of large ignore files (one file, hard-linked at every level) would
     /// take gigabytes.
     pub(crate) fn matcher(

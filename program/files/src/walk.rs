@@ -165,16 +165,10 @@ impl Workspace {
         while let Some(frame) = stack.last_mut() {
             let entry = match frame.dir.next_entry() {
                 Some(Ok(entry)) => entry,
-                // The directory's end.
-                None => {
-                    if let Some(left) = stack.pop() {
-                        walk.ignore.give(left.ignore_bytes);
-                    }
-                    continue;
-                }
-                // What was read stands, the rest was not seen.
-                Some(Err(_)) => {
-                    walk.cut = true;
+                // The directory's end, or an error that ends it (what was read stands, the rest
+                // was not seen): its rules are dropped.
+                end => {
+                    walk.cut |= end.is_some();
                     if let Some(left) = stack.pop() {
                         walk.ignore.give(left.ignore_bytes);
                     }

@@ -183,7 +183,7 @@ def Written(id: number, file: string, bang: bool)
     bridge.Error('E13: File exists (add ! to override): ' .. file)
     return
   endif
-  var lines = getbufline(d.proposed, line("'["), line("']"))
+  var lines = getbufline(d.proposed, 1, '$')
   if getbufvar(d.proposed, '&fileformat') ==# 'dos'
     map(lines, (_, l) => l .. "\r")
   endif
