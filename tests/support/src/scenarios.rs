@@ -124,7 +124,12 @@ pub fn opts(dir: &Path) -> Options {
 
 /// The next event matching `pred`, skipping others.
 pub fn wait_event<R: Rt>(s: &R::S, pred: impl Fn(&Event) -> bool) -> Event {
-    let give_up = Instant::now() + WAIT;
+    wait_event_within::<R>(s, WAIT, pred)
+}
+
+/// [`wait_event`] with a bound of its own.
+fn wait_event_within<R: Rt>(s: &R::S, bound: Duration, pred: impl Fn(&Event) -> bool) -> Event {
+    let give_up = Instant::now() + bound;
     loop {
         let left = give_up
             .checked_duration_since(Instant::now())
@@ -158,7 +163,11 @@ fn client<R: Rt>(s: &R::S) -> (Client, ConnectionId) {
 }
 
 fn tool_call<R: Rt>(s: &R::S) -> (CallId, ToolCall) {
-    match wait_event::<R>(s, |e| matches!(e, Event::ToolCall { .. })) {
+    tool_call_within::<R>(s, WAIT)
+}
+
+fn tool_call_within<R: Rt>(s: &R::S, bound: Duration) -> (CallId, ToolCall) {
+    match wait_event_within::<R>(s, bound, |e| matches!(e, Event::ToolCall { .. })) {
         Event::ToolCall { call, tool } => (call, tool),
         _ => unreachable!(),
     }
@@ -708,8 +717,9 @@ pub fn python_websockets_peer<R: Rt>() {
         .spawn()
         .expect("python3 is needed for this test (scripts/test-all.sh installs websockets)");
     let h = R::handle(&s);
-    // The diff waits for the host while the folders call is answered at once.
-    let (diff, tool) = tool_call::<R>(&s);
+    // The diff waits for the host while the folders call is answered at once. Python and its
+    // `websockets` take seconds to start on a loaded machine (5 s were once not enough).
+    let (diff, tool) = tool_call_within::<R>(&s, Duration::from_secs(60));
     assert!(matches!(tool, ToolCall::OpenDiff(ref a) if a.new_file_contents.len() == 12 * 1000));
     let (folders, tool) = tool_call::<R>(&s);
     assert_eq!(tool, ToolCall::GetWorkspaceFolders);
