@@ -7,7 +7,7 @@ use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
 use crate::jsonrpc::RpcError;
 use crate::limits::Limits;
 use crate::mcp::{self, Mcp, McpPhase};
-use crate::types::{ConnectionId, DisconnectReason, Endpoint, Event};
+use crate::types::{ApiError, ConnectionId, DisconnectReason, Endpoint, Event};
 use crate::ws::{self, SendError, WebSocket};
 use std::time::Instant;
 
@@ -165,7 +165,9 @@ impl Connection {
         if self.is_finished() || data.is_empty() {
             return;
         }
-        self.last_rx = now;
+        // A `now` older than one given before (a host that read the clock before it took a lock)
+        // does not move the peer's last word back.
+        self.last_rx = self.last_rx.max(now);
         if self.is_upgrading() {
             data = match self.upgrade.read_head(data) {
                 HeadRead::Partial => return,
@@ -509,45 +511,38 @@ impl Connection {
         self.mark_dirty(cx);
     }
 
-    /// Answer the pending call `seq`. `false` when it is not pending (answered, cancelled, or
-    /// the connection is done or closing).
+    /// Answer the pending call `seq`: `NotPending` when it is not pending (answered, cancelled,
+    /// or the connection is done or closing), `WrongKind` when it is a call of the other kind.
     pub(crate) fn answer(
         &mut self,
         seq: u64,
         compat: bool,
         body: Result<&[u8], &RpcError>,
         cx: &mut Endpoint,
-    ) -> bool {
+    ) -> Result<(), ApiError> {
         if self.is_finished() {
-            return false;
+            return Err(ApiError::NotPending);
         }
         let Some(s) = &mut self.session else {
-            return false;
+            return Err(ApiError::NotPending);
         };
         // Closing (the host closed it, or a Close went out): nothing more can be sent, so the
         // answer is refused as for a call no longer pending (docs/protocol.md, "Pending calls"),
         // not taken and dropped; the call stays pending until the connection ends, which
         // withdraws it.
         if s.ws.sender.close_sent() || s.ws.sender.is_aborted() {
-            return false;
+            return Err(ApiError::NotPending);
         }
-        let answered = s.mcp.answer_call(&mut s.ws.sender, seq, compat, body);
-        if answered.is_some() && over_limit(s, cx.config.limits.max_outbound) {
+        let queued = s.mcp.answer_call(&mut s.ws.sender, seq, compat, body)?;
+        if over_limit(s, cx.config.limits.max_outbound) {
             self.outbound_full(cx);
-            return true;
+        } else if let Err(e) = queued {
+            self.on_send_error(e, cx);
+        } else {
+            self.mark_dirty(cx);
+            self.after_output(cx);
         }
-        match answered {
-            None => false,
-            Some(Err(e)) => {
-                self.on_send_error(e, cx);
-                true
-            }
-            Some(Ok(())) => {
-                self.mark_dirty(cx);
-                self.after_output(cx);
-                true
-            }
-        }
+        Ok(())
     }
 
     /// Send a notification if the connection is initialized and not closing, and its queued

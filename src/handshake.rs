@@ -546,7 +546,8 @@ pub fn parse_upgrade(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, 
 #[derive(Clone, Copy)]
 pub struct Policy<'a> {
     /// The token the client must send in `X-Claude-Code-Ide-Authorization`; `None` disables the check
-    /// (only for a conformance echo server, never for a real host).
+    /// (only for a conformance echo server, never for a real host). An empty token refuses every
+    /// request (401), as [`AuthToken::matches`](crate::AuthToken::matches) matches nothing with it.
     pub token: Option<&'a str>,
     /// Origins allowed when the request carries an `Origin` header (ASCII case-insensitive, exact).
     /// A request without `Origin` is not affected: the real client sends none.
@@ -618,7 +619,8 @@ pub fn authorize(req: &UpgradeRequest, policy: &Policy<'_>) -> Result<(), Reject
         let sent = req.auth_token().unwrap_or("");
         // Evaluate both so a missing header and a wrong one take the same path.
         let matches = constant_time_eq(sent.as_bytes(), expected.as_bytes());
-        if req.auth_token.is_none() || !matches {
+        // An empty token (a variable that was not set, say) lets nobody in.
+        if req.auth_token.is_none() || !matches || expected.is_empty() {
             return Err(Rejection::Unauthorized);
         }
     }

@@ -16,6 +16,9 @@ pub struct Limits {
     /// Most headers in the upgrade request (431 past it).
     pub max_headers: usize,
     /// Time allowed from accept until the upgrade head is complete.
+    ///
+    /// Like every duration here, taken as at most [`Limits::LONGEST`] (longer means never, in
+    /// practice); zero is taken as it is (a socket is dropped at the first timer).
     pub handshake_timeout: Duration,
     /// Live authenticated WebSocket connections (503 past it).
     pub max_connections: usize,
@@ -33,11 +36,13 @@ pub struct Limits {
     /// it is refused at once with JSON-RPC error `-32000`, so that a peer cannot make the engine and
     /// the host hold an unbounded number of them.
     pub max_pending_calls: usize,
-    /// Interval between server pings; a peer silent for two intervals is dead.
+    /// Interval between server pings; a peer silent for two intervals is dead. At most
+    /// [`Limits::LONGEST`]; zero drops every connection at its first timer.
     pub ping_interval: Duration,
     /// Time to wait for the peer's Close after ours before dropping the connection.
     pub close_timeout: Duration,
-    /// Most `at_mentioned` notifications queued while no client is connected.
+    /// Most `at_mentioned` notifications queued while no client takes them (none is initialized,
+    /// or none has room in its output).
     pub max_queued_mentions: usize,
     /// How long a queued `at_mentioned` stays deliverable.
     pub mention_ttl: Duration,
@@ -65,6 +70,32 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// The longest a duration of these limits is taken as: about 100 years. A longer one (such
+    /// as [`Duration::MAX`], to have no pings) is cut to it when a [`Server`](crate::Server) is
+    /// made, so that a deadline computed from it stays within what an `Instant` holds.
+    ///
+    /// ```
+    /// use claude_ide_bridge::{AuthToken, Config, Limits, Server};
+    /// use std::time::Duration;
+    /// let mut config = Config::new(AuthToken::from_string("secret"));
+    /// config.limits.ping_interval = Duration::MAX;
+    /// let server = Server::new(config);
+    /// assert_eq!(server.config().limits.ping_interval, Limits::LONGEST);
+    /// ```
+    pub const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+    /// These limits with every duration held to [`Limits::LONGEST`].
+    pub(crate) fn bounded(self) -> Self {
+        let cut = |d: Duration| d.min(Self::LONGEST);
+        Limits {
+            handshake_timeout: cut(self.handshake_timeout),
+            ping_interval: cut(self.ping_interval),
+            close_timeout: cut(self.close_timeout),
+            mention_ttl: cut(self.mention_ttl),
+            ..self
+        }
+    }
+
     /// Limits for a conformance echo server: 16 MiB messages in up to 65,537 fragments.
     ///
     /// Autobahn's cases 9.3.1 and 9.4.1 send 4 MiB in 64-byte fragments and end with an empty

@@ -10,7 +10,7 @@ use crate::tools::{
     from_object, parse_call_params, scan_call_params, CallRefused, Called, CompatRequest, ToolCall,
     ToolResult,
 };
-use crate::types::{Asker, CallId, CancelReason, Config, ConnectionId, Endpoint, Event};
+use crate::types::{ApiError, Asker, CallId, CancelReason, Config, ConnectionId, Endpoint, Event};
 use crate::ws::{SendError, Sender};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -230,21 +230,25 @@ impl Mcp {
     }
 
     /// Answer the pending call `seq` of this kind (tool call or compatibility method) with a
-    /// result body or an error. `None` when no such call is pending; otherwise whether the
-    /// answer could be queued.
+    /// result body or an error: `NotPending` when no such call is pending, `WrongKind` when it is
+    /// of the other kind (it stays pending); otherwise whether the answer could be queued.
     pub(crate) fn answer_call(
         &mut self,
         tx: &mut Sender,
         seq: u64,
         compat: bool,
         body: Result<&[u8], &RpcError>,
-    ) -> Option<Result<(), SendError>> {
+    ) -> Result<Result<(), SendError>, ApiError> {
         let i = self
             .pending
             .iter()
-            .position(|p| p.seq == seq && p.compat == compat)?;
+            .position(|p| p.seq == seq)
+            .ok_or(ApiError::NotPending)?;
+        if self.pending[i].compat != compat {
+            return Err(ApiError::WrongKind);
+        }
         let p = self.pending.remove(i);
-        Some(answer(self, tx, &p, body))
+        Ok(answer(self, tx, &p, body))
     }
 
     /// The server is stopping: every pending diff is answered `DIFF_REJECTED`, or the tool error

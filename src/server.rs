@@ -48,8 +48,12 @@ impl fmt::Debug for Server {
 }
 
 impl Server {
-    /// A server with this configuration and no connections.
-    pub fn new(config: Config) -> Self {
+    /// A server with this configuration and no connections. Durations in its limits longer than
+    /// [`Limits::LONGEST`](crate::Limits::LONGEST) are taken as that, and a tool set with
+    /// `openDiff` offers the tools that close diffs too (see [`Config::tools`]).
+    pub fn new(mut config: Config) -> Self {
+        config.limits = config.limits.bounded();
+        config.tools = config.tools.with_diff_closers();
         Server {
             config,
             conns: BTreeMap::new(),
@@ -204,7 +208,9 @@ impl Server {
     }
 
     /// The socket is closed (EOF, error, or after [`Server::should_close`]). Pending calls are
-    /// cancelled and [`Event::Disconnected`] is queued. Unknown ids are ignored.
+    /// cancelled and [`Event::Disconnected`] is queued, unless the peer closed the socket during
+    /// its upgrade (nothing was connected: no event, as none came for its `accept`). Unknown ids
+    /// are ignored.
     pub fn handle_close(&mut self, conn: ConnectionId) {
         if let Some(c) = self.conns.remove(&conn.0) {
             c.closed(&mut self.events);
@@ -240,6 +246,11 @@ impl Server {
 
     /// Answer a tool call. `openDiff` answers are normally [`ToolResult::file_saved`],
     /// [`ToolResult::tab_closed`] or [`ToolResult::diff_rejected`].
+    ///
+    /// `Ok` once the answer is taken: an answer that would pass the connection's `max_outbound`
+    /// with what already waits drops the connection instead, reported by an
+    /// [`Event::Disconnected`] with [`DisconnectReason::OutboundFull`]. The errors: see
+    /// [`ApiError`].
     pub fn respond(&mut self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
         // The result is written into the reused scratch buffer, and from there into the output queue.
         let mut body = std::mem::take(&mut self.scratch);
@@ -258,7 +269,8 @@ impl Server {
         }
     }
 
-    /// Answer a compatibility request with a JSON result or a JSON-RPC error.
+    /// Answer a compatibility request with a JSON result or a JSON-RPC error; as
+    /// [`Server::respond`] otherwise.
     pub fn respond_compat(
         &mut self,
         call: CallId,
@@ -274,17 +286,15 @@ impl Server {
         body: Result<&[u8], &RpcError>,
         compat: bool,
     ) -> Result<(), ApiError> {
-        match self.with_same_timers(call.conn, |c, cx| c.answer(call.seq, compat, body, cx)) {
-            Some(true) => Ok(()),
-            _ => Err(ApiError::NotPending),
-        }
+        self.with_same_timers(call.conn, |c, cx| c.answer(call.seq, compat, body, cx))
+            .unwrap_or(Err(ApiError::NotPending))
     }
 
     /// Send a notification to every initialized connection or to one. Returns how many
     /// connections it was queued for: not one whose unwritten output would pass half of
     /// `max_outbound` with it (a peer that does not read misses news, not its connection). An
-    /// `at_mentioned` sent to [`Target::All`] while no client is initialized is kept (bounded,
-    /// expiring) and delivered when one initializes.
+    /// `at_mentioned` sent to [`Target::All`] that no connection takes (none is initialized, or
+    /// none has room) is kept (bounded, expiring) and delivered to the next one that initializes.
     pub fn notify(&mut self, target: Target, notification: &Notification, now: Instant) -> usize {
         self.scratch.clear();
         notification.write_json(&mut self.scratch);
@@ -334,7 +344,9 @@ impl Server {
     }
 
     /// Change the offered tools; initialized clients are sent `notifications/tools/list_changed`.
+    /// A set with `openDiff` also offers `close_tab` and `closeAllDiffTabs` (see [`Config::tools`]).
     pub fn set_tools(&mut self, tools: ToolSet, now: Instant) {
+        let tools = tools.with_diff_closers();
         if tools == self.config.tools {
             return;
         }

@@ -27,7 +27,10 @@ pub struct Config {
     pub server_name: String,
     /// `serverInfo.version` in the `initialize` result.
     pub server_version: String,
-    /// The tools offered in `tools/list` and accepted by `tools/call`.
+    /// The tools offered in `tools/list` and accepted by `tools/call`. With `openDiff`, the
+    /// server also offers `close_tab` and `closeAllDiffTabs`, which the engine answers itself:
+    /// claude closes with them a diff the user decided in its terminal, and a diff never closed
+    /// would hold one of the connection's pending calls for good.
     pub tools: ToolSet,
     /// `Origin` values allowed to connect (a request without `Origin` is always allowed).
     pub allowed_origins: Vec<String>,
@@ -92,6 +95,9 @@ impl fmt::Display for ConnectionId {
 /// The handle of a request the host answers, now or much later, with
 /// [`Server::respond`](crate::Server::respond) (tool calls) or
 /// [`Server::respond_compat`](crate::Server::respond_compat) (compatibility methods).
+///
+/// Unique within the [`Server`](crate::Server) that made it, not across servers: a host running
+/// several (one per window, say) keeps their calls apart by server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CallId {
     /// The connection the call came from.
@@ -223,7 +229,7 @@ pub enum Event {
     /// A compatibility method for the host (only with [`Config::compat_methods`]); answer with
     /// [`Server::respond_compat`](crate::Server::respond_compat). Paths were already checked
     /// against the workspace folders lexically; the host must still resolve symlinks and re-check
-    /// with [`crate::paths::is_within`].
+    /// with [`crate::paths::resolve_in_workspace`] (see [`CompatRequest`]).
     CompatRequest {
         /// The handle to answer through.
         call: CallId,
@@ -275,8 +281,13 @@ pub enum Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ApiError {
-    /// The call is not pending: answered, cancelled, or its connection is gone.
+    /// The call is not pending: answered, cancelled, or its connection is gone or closing (then
+    /// nothing more can be sent on it; the call is withdrawn when the connection ends).
     NotPending,
+    /// The call is pending but of the other kind: a [`Event::CompatRequest`] is answered with
+    /// [`Server::respond_compat`](crate::Server::respond_compat), a [`Event::ToolCall`] with
+    /// [`Server::respond`](crate::Server::respond). It stays pending.
+    WrongKind,
     /// No such live connection.
     UnknownConnection,
 }
@@ -285,6 +296,7 @@ impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ApiError::NotPending => "the call is no longer pending",
+            ApiError::WrongKind => "the call is pending but was answered as the other kind of call",
             ApiError::UnknownConnection => "no such connection",
         })
     }

@@ -314,6 +314,42 @@ fn clock_jump_after_sleep_resets_deadlines_instead_of_dropping() {
 }
 
 #[test]
+fn durations_past_what_an_instant_holds_are_taken_as_never() {
+    let mut p = Pair::with_config(|c| {
+        c.limits.ping_interval = Duration::MAX;
+        c.limits.handshake_timeout = Duration::MAX;
+        c.limits.close_timeout = Duration::MAX;
+        c.limits.mention_ttl = Duration::MAX;
+    });
+    // A socket in its upgrade, a live connection, a refused one: each has deadlines.
+    let upgrading = p.server.accept(p.now);
+    let c = p.connect();
+    let (refused, head) = p.handshake("GET / HTTP/1.1\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    p.advance(Duration::from_secs(365 * 24 * 3600));
+    assert!(!p.closed.contains(&c) && !p.closed.contains(&upgrading));
+    assert_eq!(p.frames(c), vec![], "no ping in a year");
+    p.server.close(c, p.now).unwrap();
+    p.advance(Duration::from_secs(1));
+    assert!(p.server.poll_timeout().is_some());
+    let _ = refused;
+}
+
+#[test]
+fn input_stamped_before_the_last_does_not_age_the_peer() {
+    let mut p = Pair::with_config(|c| c.limits.ping_interval = Duration::from_secs(30));
+    let c = p.connect();
+    p.advance(Duration::from_secs(50));
+    p.send_frame(c, OpCode::Pong, true, b"");
+    // Bytes read a while ago, handed over late with the instant they were read at.
+    let stale = p.now - Duration::from_secs(45);
+    let ping = masked(OpCode::Ping, true, [1, 2, 3, 4], b"");
+    p.server.handle_input(c, &ping, stale);
+    p.advance(Duration::from_secs(15));
+    assert!(!p.closed.contains(&c), "heard from 15 s ago, not 60");
+}
+
+#[test]
 fn close_handshake_is_bounded_by_the_close_timeout() {
     let mut p = Pair::new();
     let c = p.connect();
@@ -814,6 +850,21 @@ fn tool_argument_errors_are_tool_errors_from_2025_11_25() {
     assert_eq!(p.messages(c)[0]["error"]["code"], -32602);
     let r = p.request(c, json!(3), "tools/call", json!({"arguments": {}}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
+    // Arguments that are not an object break CallToolRequest's own schema: a protocol error.
+    for args in [json!("x"), json!([1]), json!(5)] {
+        p.call_tool(c, 4, "close_tab", args.clone());
+        let m = p.messages(c);
+        assert_eq!(m[0]["error"]["code"], -32602, "{args}: {m:?}");
+        assert_eq!(
+            m[0]["error"]["message"],
+            "invalid tools/call params: arguments must be an object"
+        );
+    }
+    p.call_tool(c, 5, "closeAllDiffTabs", Value::Null);
+    assert_eq!(
+        texts(&p.messages(c)[0]["result"]),
+        vec!["CLOSED_0_DIFF_TABS"]
+    );
     assert!(p.take_events().is_empty());
 }
 
@@ -984,6 +1035,45 @@ fn close_tab_resolves_the_pending_diff_as_rejected() {
     // Closing again (the client sends close_tab twice) just answers TAB_CLOSED.
     p.call_tool(c, 12, "close_tab", json!({"tab_name": "tab-A"}));
     assert_eq!(texts(&p.messages(c)[0]["result"]), vec!["TAB_CLOSED"]);
+}
+
+#[test]
+fn a_tool_set_with_open_diff_has_the_tools_that_close_diffs() {
+    let few = ToolSet::none()
+        .with(ToolName::OpenDiff)
+        .with(ToolName::GetDiagnostics);
+    let mut p = Pair::with_config(|c| c.tools = few);
+    let c = p.connect_initialized();
+    let listed = p.request(c, json!(1), "tools/list", json!({}));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "openDiff",
+            "close_tab",
+            "closeAllDiffTabs",
+            "getDiagnostics"
+        ]
+    );
+    // claude closes a diff the user decided in its terminal: the pending call ends.
+    open_diff(&mut p, c, 10, "tab-A");
+    p.call_tool(c, 11, "close_tab", json!({"tab_name": "tab-A"}));
+    let m = p.messages(c);
+    assert_eq!(texts(&m[0]["result"]), vec!["DIFF_REJECTED", "tab-A"]);
+    assert_eq!(texts(&m[1]["result"]), vec!["TAB_CLOSED"]);
+    // The same for a set given later.
+    p.server
+        .set_tools(ToolSet::none().with(ToolName::OpenDiff), p.now);
+    assert!(p.server.config().tools.contains(ToolName::CloseAllDiffTabs));
+    // Without openDiff, nothing is added.
+    p.server
+        .set_tools(ToolSet::none().with(ToolName::GetDiagnostics), p.now);
+    assert_eq!(p.server.config().tools.len(), 1);
 }
 
 #[test]
@@ -1290,7 +1380,7 @@ fn set_tools_announces_list_changed() {
     let mut p = Pair::new();
     let c = p.connect_initialized();
     p.server
-        .set_tools(ToolSet::none().with(ToolName::OpenDiff), p.now);
+        .set_tools(ToolSet::none().with(ToolName::GetDiagnostics), p.now);
     assert_eq!(
         p.messages(c)[0]["method"],
         "notifications/tools/list_changed"
@@ -1417,6 +1507,12 @@ fn compat_methods_are_confined_to_the_workspace() {
         }
         _ => panic!("{ev:?}"),
     };
+    // Answered as a tool call by mistake: refused as such, and it stays pending.
+    assert_eq!(
+        p.server.respond(call, ToolResult::text("hello")),
+        Err(ApiError::WrongKind)
+    );
+    assert_eq!(p.messages(c), Vec::<Value>::new());
     p.server
         .respond_compat(call, Ok(json!({"content": "hello"})))
         .unwrap();

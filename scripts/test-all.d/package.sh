@@ -59,7 +59,8 @@ echo "package: every crate packages and ships LICENSE-MIT and LICENSE-APACHE"
 
 # The program as `cargo install claude-ide-bridge-cli` builds it from crates.io (issue 32, item 7):
 # the package's own manifest is then the root, so none of the workspace's [profile] tables apply
-# (cargo's default release profile: no LTO, 16 codegen units, debug info stripped, symbols kept).
+# (cargo's default release profile: no LTO, 16 codegen units, debug info stripped; the symbol
+# table is left out by program/cli/build.rs).
 # Built from a copy of the sources whose root manifest has its profile tables removed; at most
 # 8 MB like the binary `cargo install --path program/cli` builds (checked in e2e.sh).
 start=$(date +%s)

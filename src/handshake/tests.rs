@@ -435,6 +435,28 @@ fn token_missing_or_wrong_is_401() {
     assert!(respond(&without("X-Claude-Code-Ide-Authorization"), &open)
         .0
         .is_ok());
+    // An empty token (an unset variable, say) lets nobody in, not even an empty header.
+    let empty = Policy {
+        token: Some(""),
+        ..policy()
+    };
+    for wire in [
+        replaced(
+            "X-Claude-Code-Ide-Authorization",
+            "X-Claude-Code-Ide-Authorization: ",
+        ),
+        replaced(
+            "X-Claude-Code-Ide-Authorization",
+            "X-Claude-Code-Ide-Authorization:",
+        ),
+        without("X-Claude-Code-Ide-Authorization"),
+        join(&real_lines()),
+    ] {
+        assert_eq!(
+            respond(&wire, &empty).0.unwrap_err(),
+            Rejection::Unauthorized
+        );
+    }
 }
 
 #[test]

@@ -277,6 +277,16 @@ pub(crate) fn parse_call_params(offered: ToolSet, params: &str) -> Result<Called
         ))
     })?;
     offered.resolve(&p.name).map_err(RpcError::from)?;
+    // `arguments` is an object in CallToolRequest's schema: anything else is a malformed request
+    // (a protocol error in every version), not arguments that miss the tool's own schema.
+    if p.arguments
+        .is_some_and(|a| !matches!(a.get().trim_start().as_bytes(), [b'{', ..] | b"null"))
+    {
+        return Err(RpcError::invalid_params(
+            "invalid tools/call params: arguments must be an object",
+        )
+        .into());
+    }
     let tool = ToolCall::parse(&p.name, p.arguments).map_err(|e| match e {
         ToolCallError::InvalidArguments(message) => CallRefused::Arguments(message),
         e => CallRefused::Params(e.into()),

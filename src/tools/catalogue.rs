@@ -326,6 +326,18 @@ impl ToolSet {
         ToolSet(0)
     }
 
+    /// This set, with `close_tab` and `closeAllDiffTabs` if it has `openDiff`: claude closes a
+    /// diff it had the user decide in its terminal with them, and an `openDiff` never closed would
+    /// hold one of the connection's pending calls for good. The engine answers both itself.
+    pub(crate) const fn with_diff_closers(self) -> ToolSet {
+        if self.contains(ToolName::OpenDiff) {
+            self.with(ToolName::CloseTab)
+                .with(ToolName::CloseAllDiffTabs)
+        } else {
+            self
+        }
+    }
+
     /// This set plus `tool`.
     pub const fn with(self, tool: ToolName) -> ToolSet {
         ToolSet(self.0 | tool.bit())
