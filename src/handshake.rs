@@ -197,9 +197,11 @@ impl HeadReader {
 /// shows it as `<redacted>`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct UpgradeRequest {
-    /// The request target, as sent (any path is accepted).
+    /// The request target's path and query, as sent (any path is accepted); of an absolute
+    /// target, the part after its authority (`/` when there is none).
     pub path: String,
-    /// The `Host` header (always present after [`parse_upgrade`]).
+    /// The `Host` header, or an absolute target's authority, which takes its place (always
+    /// present after [`parse_upgrade`]).
     pub host: Option<String>,
     /// The `Origin` header; browsers send it, the real client does not.
     pub origin: Option<String>,
@@ -260,24 +262,36 @@ pub enum Rejection {
     Unauthorized,
     /// 403: `Host` not loopback, or `Origin` not allowed; the text says which.
     Forbidden(&'static str),
+    /// 405: a method other than `GET` that HTTP defines (the response says `Allow: GET`).
+    MethodNotAllowed,
+    /// 417: an `Expect` other than `100-continue`.
+    ExpectationFailed,
     /// 426: `Sec-WebSocket-Version` missing or not 13 (the response says `Sec-WebSocket-Version: 13`).
     UpgradeRequired,
     /// 431: the head is over the size limit or has too many headers.
     HeadersTooLarge,
+    /// 501: a method HTTP does not define.
+    NotImplemented,
     /// 503: the connection limit is reached.
     ServiceUnavailable,
+    /// 505: an HTTP major version other than 1.
+    VersionNotSupported,
 }
 
 impl Rejection {
-    /// The HTTP status code: 400, 401, 403, 426, 431 or 503.
+    /// The HTTP status code: 400, 401, 403, 405, 417, 426, 431, 501, 503 or 505.
     pub fn status(&self) -> u16 {
         match self {
             Rejection::BadRequest(_) => 400,
             Rejection::Unauthorized => 401,
             Rejection::Forbidden(_) => 403,
+            Rejection::MethodNotAllowed => 405,
+            Rejection::ExpectationFailed => 417,
             Rejection::UpgradeRequired => 426,
             Rejection::HeadersTooLarge => 431,
+            Rejection::NotImplemented => 501,
             Rejection::ServiceUnavailable => 503,
+            Rejection::VersionNotSupported => 505,
         }
     }
 
@@ -287,9 +301,13 @@ impl Rejection {
             Rejection::BadRequest(_) => "Bad Request",
             Rejection::Unauthorized => "Unauthorized",
             Rejection::Forbidden(_) => "Forbidden",
+            Rejection::MethodNotAllowed => "Method Not Allowed",
+            Rejection::ExpectationFailed => "Expectation Failed",
             Rejection::UpgradeRequired => "Upgrade Required",
             Rejection::HeadersTooLarge => "Request Header Fields Too Large",
+            Rejection::NotImplemented => "Not Implemented",
             Rejection::ServiceUnavailable => "Service Unavailable",
+            Rejection::VersionNotSupported => "HTTP Version Not Supported",
         }
     }
 
@@ -298,9 +316,13 @@ impl Rejection {
         match self {
             Rejection::BadRequest(why) | Rejection::Forbidden(why) => why,
             Rejection::Unauthorized => "missing or wrong authentication token",
+            Rejection::MethodNotAllowed => "method must be GET",
+            Rejection::ExpectationFailed => "only the expectation 100-continue is met",
             Rejection::UpgradeRequired => "only WebSocket version 13 is supported",
             Rejection::HeadersTooLarge => "request head too large or too many headers",
+            Rejection::NotImplemented => "unknown method; only GET is served",
             Rejection::ServiceUnavailable => "too many connections",
+            Rejection::VersionNotSupported => "only HTTP/1.1 is served",
         }
     }
 
@@ -309,7 +331,8 @@ impl Rejection {
     /// a 426 also carries `Sec-WebSocket-Version: 13` and the protocol it requires
     /// (`Upgrade: websocket`, with `Connection: Upgrade, close`: RFC 9110 §15.5.22), a 401 the
     /// scheme of its token (`WWW-Authenticate: X-Claude-Code-Ide-Authorization`, the challenge
-    /// RFC 9110 §15.5.2 asks a 401 for). Close the connection after writing it.
+    /// RFC 9110 §15.5.2 asks a 401 for), a 405 the method it allows (`Allow: GET`). Close the
+    /// connection after writing it.
     ///
     /// ```
     /// use claude_ide_bridge::Rejection;
@@ -319,6 +342,12 @@ impl Rejection {
     /// assert!(out.starts_with(b"HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n"));
     /// ```
     pub fn write_response(&self, out: &mut Vec<u8>) {
+        self.write(out, true);
+    }
+
+    /// [`Rejection::write_response`], without the body when `with_body` is false (the answer to
+    /// a `HEAD`, which has none: RFC 9110 §9.3.2); its `Content-Length` is the same.
+    fn write(&self, out: &mut Vec<u8>, with_body: bool) {
         let body = self.detail();
         let connection = match self {
             Rejection::UpgradeRequired => "Upgrade, close",
@@ -338,11 +367,14 @@ impl Rejection {
             Rejection::Unauthorized => out.extend_from_slice(
                 b"WWW-Authenticate: X-Claude-Code-Ide-Authorization realm=\"claude-ide-bridge\"\r\n",
             ),
+            Rejection::MethodNotAllowed => out.extend_from_slice(b"Allow: GET\r\n"),
             _ => {}
         }
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(body.as_bytes());
-        out.push(b'\n');
+        if with_body {
+            out.extend_from_slice(body.as_bytes());
+            out.push(b'\n');
+        }
     }
 }
 
@@ -406,17 +438,24 @@ fn all<'h>(headers: &[httparse::Header<'h>], name: &str) -> Vec<&'h str> {
 /// Header names are compared case-insensitively. Refusals, in the order they are checked:
 ///
 /// - 431 [`Rejection::HeadersTooLarge`]: more than `max_headers` headers.
+/// - 505 [`Rejection::VersionNotSupported`]: a major version other than 1 (a later `HTTP/1.x` is
+///   read as `HTTP/1.1`, RFC 9112 §2.3).
+/// - 405 [`Rejection::MethodNotAllowed`] for a method HTTP defines other than `GET`, 501
+///   [`Rejection::NotImplemented`] for another.
 /// - 400 [`Rejection::BadRequest`]: malformed (including a head that ends before its last byte, or an
-///   incomplete one), not `GET`, not `HTTP/1.1`, a request target that is not a path (the
-///   absolute form names its own host, which RFC 9112 §3.2.2 puts in place of `Host`), a body
+///   incomplete one), `HTTP/1.0`, a request target that is neither a path nor an absolute
+///   `http`/`https`/`ws`/`wss` URI, or that holds a fragment or a byte a URI does not; a body
 ///   announced (`Transfer-Encoding`, a `Content-Length` other than 0: the bytes after the head
-///   are the WebSocket's, and a body would be read as frames) or `Expect` (a 100-continue is
-///   owed before a 101), `Host` missing, empty or duplicated; `Upgrade` without the
+///   are the WebSocket's).
+/// - 417 [`Rejection::ExpectationFailed`]: an `Expect` other than `100-continue`.
+/// - 400 again: `Host` missing, empty, duplicated or not `host[:port]`; `Upgrade` without the
 ///   token `websocket`; `Connection` without the token `upgrade`; `Sec-WebSocket-Key` missing, duplicated, or
 ///   not base64 of exactly 16 bytes; `Origin`, `Sec-WebSocket-Version` or the token header duplicated; any
 ///   of these single-valued headers not UTF-8.
 /// - 426 [`Rejection::UpgradeRequired`]: `Sec-WebSocket-Version` missing or not exactly `13`.
 ///
+/// An absolute target's host is the request's [`UpgradeRequest::host`] (RFC 9112 §3.2.2: it
+/// takes `Host`'s place), and its path the [`UpgradeRequest::path`].
 /// Any request path is accepted (`/`, `/mcp`, with a query). The token is not checked here: that is
 /// [`authorize`]'s job.
 ///
@@ -448,20 +487,18 @@ pub fn parse_upgrade(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, 
             return Err(Rejection::BadRequest("incomplete request head"))
         }
         Err(httparse::Error::TooManyHeaders) => return Err(Rejection::HeadersTooLarge),
+        Err(httparse::Error::Version) => return parse_other_version(head, max_headers),
         Err(_) => return Err(Rejection::BadRequest("malformed HTTP request")),
     }
-    if request.method != Some("GET") {
-        return Err(Rejection::BadRequest("method must be GET"));
+    match request.method {
+        Some("GET") => {}
+        Some(m) if HTTP_METHODS.contains(&m) => return Err(Rejection::MethodNotAllowed),
+        _ => return Err(Rejection::NotImplemented),
     }
     if request.version != Some(1) {
         return Err(Rejection::BadRequest("HTTP/1.1 required"));
     }
-    let path = request.path.unwrap_or("/").to_owned();
-    if !path.starts_with('/') {
-        return Err(Rejection::BadRequest(
-            "the request target must be a path (origin form)",
-        ));
-    }
+    let (path, authority) = request_target(request.path.unwrap_or("/"))?;
     let headers: &[httparse::Header<'_>] = request.headers;
     if !all(headers, "Transfer-Encoding").is_empty()
         || all(headers, "Content-Length")
@@ -470,20 +507,30 @@ pub fn parse_upgrade(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, 
     {
         return Err(Rejection::BadRequest("an upgrade request has no body"));
     }
-    if headers
+    // With no body (refused above) a 100-continue is met by the answer itself
+    // (RFC 9110 §10.1.1); no other expectation is known.
+    if all(headers, "Expect")
         .iter()
-        .any(|h| h.name.eq_ignore_ascii_case("Expect"))
+        .flat_map(|v| v.split(','))
+        .any(|e| !trim_ows(e).eq_ignore_ascii_case("100-continue"))
+        || headers
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case("Expect") && std::str::from_utf8(h.value).is_err())
     {
-        return Err(Rejection::BadRequest(
-            "Expect is not taken on an upgrade request",
-        ));
+        return Err(Rejection::ExpectationFailed);
     }
 
     let host = single(headers, "Host", "duplicate Host header")?;
     let host = match host {
-        Some(h) if !h.is_empty() => h.to_owned(),
+        Some(h) if !h.is_empty() => h,
         _ => return Err(Rejection::BadRequest("missing Host header")),
     };
+    if !is_host_syntax(host) {
+        return Err(Rejection::BadRequest("Host is not a host[:port]"));
+    }
+    // An absolute target names the host in Host's place (RFC 9112 §3.2.2); Host must still
+    // be there and well formed (RFC 9112 §3.2).
+    let host = authority.unwrap_or(host).to_owned();
     if !list_has_token(&all(headers, "Upgrade"), "websocket") {
         return Err(Rejection::BadRequest("Upgrade header must name websocket"));
     }
@@ -540,6 +587,137 @@ pub fn parse_upgrade(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, 
         user_agent,
         auth_token,
     })
+}
+
+/// The methods HTTP defines (RFC 9110 §9, and `PATCH`, RFC 5789): one of them other than `GET`
+/// is answered 405, any other 501.
+const HTTP_METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
+
+/// A request line whose version httparse does not read: `HTTP/1.x` with x above 1 is read as
+/// HTTP/1.1 (RFC 9112 §2.3: a higher minor version is taken as the highest one served); another
+/// major version is 505, anything else malformed.
+fn parse_other_version(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, Rejection> {
+    let start = head.len() - head.trim_ascii_start().len();
+    let line_end = head[start..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(head.len(), |i| start + i);
+    let line = head[start..line_end].trim_ascii_end();
+    let Some(at) = line.iter().rposition(|&b| b == b' ') else {
+        return Err(Rejection::BadRequest("malformed HTTP request"));
+    };
+    match line[at + 1..] {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor]
+            if minor.is_ascii_digit() && minor > b'1' =>
+        {
+            let mut as_11 = head.to_vec();
+            as_11[start + at + 8] = b'1';
+            parse_upgrade(&as_11, max_headers)
+        }
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            Err(Rejection::VersionNotSupported)
+        }
+        _ => Err(Rejection::BadRequest("malformed HTTP request")),
+    }
+}
+
+/// The request target as a path (with its query) and, for the absolute form, the authority it
+/// names. The origin form (`/path?query`) is what a client sends; the absolute form
+/// (`http://host:port/path`, also `https`, `ws`, `wss`) a server must take too
+/// (RFC 9112 §3.2.2); the authority form and `*` belong to CONNECT and OPTIONS. A fragment, or a byte a
+/// URI does not hold, is refused (RFC 9112 §3.2.1, RFC 6455 §3).
+fn request_target(target: &str) -> Result<(String, Option<&str>), Rejection> {
+    let (path, authority) = if target.starts_with('/') {
+        (target, None)
+    } else {
+        let scheme_end = target.find("://").ok_or(Rejection::BadRequest(
+            "the request target must be a path or an absolute URI",
+        ))?;
+        let scheme = &target[..scheme_end];
+        if !["http", "https", "ws", "wss"]
+            .iter()
+            .any(|s| s.eq_ignore_ascii_case(scheme))
+        {
+            return Err(Rejection::BadRequest(
+                "the request target's scheme must be http or ws",
+            ));
+        }
+        let rest = &target[scheme_end + 3..];
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let authority = &rest[..end];
+        if !is_host_syntax(authority) {
+            return Err(Rejection::BadRequest(
+                "the request target's host is not a host[:port]",
+            ));
+        }
+        (&rest[end..], Some(authority))
+    };
+    if !is_uri_text(path) {
+        return Err(Rejection::BadRequest(
+            "the request target holds a fragment or a byte a URI does not",
+        ));
+    }
+    let path = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("/{path}")
+    };
+    Ok((path, authority))
+}
+
+/// Whether `s` is made of what a path and query may hold: unreserved and sub-delims characters,
+/// `:`, `@`, `/`, `?`, and `%` followed by two hex digits (RFC 3986 §3.3, §3.4).
+fn is_uri_text(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if b.len() > i + 2
+                && b[i + 1].is_ascii_hexdigit()
+                && b[i + 2].is_ascii_hexdigit() =>
+            {
+                i += 2
+            }
+            c if c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?".contains(&c) => {}
+            _ => return false,
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Whether a `Host` value (or an absolute target's authority) is `uri-host [":" port]`
+/// (RFC 9112 §3.2, RFC 3986 §3.2.2): a bracketed IP literal or a name of unreserved,
+/// sub-delims and percent-encoded characters, then an optional port of digits. No user info.
+fn is_host_syntax(h: &str) -> bool {
+    let (host_ok, port) = if let Some(rest) = h.strip_prefix('[') {
+        let Some((literal, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let port = match after {
+            "" => "",
+            _ => match after.strip_prefix(':') {
+                Some(port) => port,
+                None => return false,
+            },
+        };
+        let literal_ok = !literal.is_empty()
+            && literal
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b":.-_~!$&'()*+,;=".contains(&c));
+        (literal_ok, port)
+    } else {
+        let (name, port) = h.split_once(':').unwrap_or((h, ""));
+        (
+            is_uri_text(name) && !name.bytes().any(|c| b"@/?".contains(&c)),
+            port,
+        )
+    };
+    host_ok && port.bytes().all(|c| c.is_ascii_digit())
 }
 
 /// What [`authorize`] checks an upgrade request against.
@@ -865,9 +1043,11 @@ impl Upgrade {
         self.reader = None;
     }
 
-    /// Answer with a refusal; nothing else is ever written after it.
+    /// Answer with a refusal; nothing else is ever written after it. A `HEAD` request's has no
+    /// body.
     pub(crate) fn refuse(&mut self, rejection: Rejection) {
-        rejection.write_response(&mut self.out);
+        let head_request = self.head().trim_ascii_start().starts_with(b"HEAD ");
+        rejection.write(&mut self.out, !head_request);
         self.reader = None;
         self.refused = true;
     }

@@ -67,7 +67,16 @@ fn refusal_table() {
             real_request(Some(TOKEN)).replace("Upgrade: websocket\r\n", ""),
             "400",
         ),
-        (real_request(Some(TOKEN)).replace("GET /", "POST /"), "400"),
+        (real_request(Some(TOKEN)).replace("GET /", "POST /"), "405"),
+        (real_request(Some(TOKEN)).replace("GET /", "BREW /"), "501"),
+        (
+            real_request(Some(TOKEN)).replace("HTTP/1.1\r\n", "HTTP/2.0\r\n"),
+            "505",
+        ),
+        (
+            real_request(Some(TOKEN)).replace("\r\n\r\n", "\r\nExpect: 102-processing\r\n\r\n"),
+            "417",
+        ),
         (
             real_request(Some(TOKEN)).replace("Host: 127.0.0.1:40000", "Host: evil.example:40000"),
             "403",

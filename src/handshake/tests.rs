@@ -203,8 +203,23 @@ fn bad_requests_are_400() {
     let k15 = STANDARD.encode([7u8; 15]);
     let k17 = STANDARD.encode([7u8; 17]);
     let rows: Vec<(&str, Vec<u8>)> = vec![
-        ("POST", replaced("GET", "POST / HTTP/1.1")),
         ("HTTP/1.0", replaced("GET", "GET / HTTP/1.0")),
+        (
+            "Host with user info",
+            replaced("Host", "Host: user@127.0.0.1"),
+        ),
+        (
+            "Host port not digits",
+            replaced("Host", "Host: 127.0.0.1:abc"),
+        ),
+        ("Host two ports", replaced("Host", "Host: 127.0.0.1:80:80")),
+        ("Host open bracket", replaced("Host", "Host: [::1")),
+        ("Host with a space", replaced("Host", "Host: 127.0.0.1 x")),
+        ("fragment", replaced("GET", "GET /#frag HTTP/1.1")),
+        ("brace in target", replaced("GET", "GET /{x} HTTP/1.1")),
+        ("quote in target", replaced("GET", "GET /\"x\" HTTP/1.1")),
+        ("bad escape", replaced("GET", "GET /%zz HTTP/1.1")),
+        ("cut escape", replaced("GET", "GET /a%4 HTTP/1.1")),
         (
             "garbage",
             b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\r\n\r\n".to_vec(),
@@ -337,18 +352,19 @@ fn wrong_version_is_426_with_version_header() {
     );
 }
 
-/// An upgrade request is a GET of a path with no body (RFC 6455 §4.1): an absolute or asterisk
-/// target (whose host RFC 9112 §3.2.2 puts in place of `Host`, which the loopback check reads),
-/// an announced body (its bytes would be read as WebSocket frames) and `Expect` (a 100-continue
-/// would be owed before the 101) are refused with 400, where each was upgraded.
+/// An upgrade request is a GET with no body (RFC 6455 §4.1): an asterisk or authority target
+/// (OPTIONS' and CONNECT's) and an announced body (its bytes would be read as WebSocket frames)
+/// are refused with 400, where each was upgraded. An absolute target is taken (RFC 9112 §3.2.2),
+/// its host checked in `Host`'s place; `Expect: 100-continue` is met by the answer itself.
 #[test]
-fn targets_other_than_a_path_bodies_and_expect_are_400() {
+fn targets_other_than_a_path_and_bodies_are_400() {
     let rows = [
-        replaced("GET", "GET http://evil.example/ HTTP/1.1"),
         replaced("GET", "GET * HTTP/1.1"),
+        replaced("GET", "GET 127.0.0.1:80 HTTP/1.1"),
+        replaced("GET", "GET ftp://127.0.0.1/ HTTP/1.1"),
+        replaced("GET", "GET http://user@127.0.0.1/ HTTP/1.1"),
         with("Content-Length: 5"),
         with("Transfer-Encoding: chunked"),
-        with("Expect: 100-continue"),
     ];
     for w in rows {
         let (result, out) = respond(&w, &policy());
@@ -362,6 +378,100 @@ fn targets_other_than_a_path_bodies_and_expect_are_400() {
     // No body announced is no body: still upgraded.
     let (result, _) = respond(&with("Content-Length: 0"), &policy());
     assert!(result.is_ok(), "{result:?}");
+    let (result, _) = respond(&with("Expect: 100-continue"), &policy());
+    assert!(result.is_ok(), "{result:?}");
+    // The absolute form: its host is the one checked, Host's is not.
+    for (target, path) in [
+        ("http://127.0.0.1:9/mcp?x=1", "/mcp?x=1"),
+        ("WS://localhost", "/"),
+        ("https://[::1]:80?q", "/?q"),
+    ] {
+        let wire = join(&{
+            let mut l = real_lines();
+            l[0] = format!("GET {target} HTTP/1.1");
+            l[1] = "Host: evil.example".into();
+            l
+        });
+        let (result, _) = respond(&wire, &policy());
+        assert_eq!(result.map(|r| r.path), Ok(path.to_owned()), "{target}");
+    }
+    let wire = replaced("GET", "GET http://evil.example/ HTTP/1.1");
+    assert_eq!(
+        respond(&wire, &policy()).0.unwrap_err(),
+        Rejection::Forbidden("Host is not a loopback address")
+    );
+}
+
+/// The statuses HTTP has for what is not a GET of HTTP/1.1 (RFC 9110 §15), each naming what is
+/// served; a HEAD is answered without a body (RFC 9110 §9.3.2).
+#[test]
+fn other_methods_versions_and_expectations_get_their_own_status() {
+    for (line, extra, status) in [
+        ("POST / HTTP/1.1", None, "HTTP/1.1 405 Method Not Allowed"),
+        (
+            "OPTIONS * HTTP/1.1",
+            None,
+            "HTTP/1.1 405 Method Not Allowed",
+        ),
+        ("BREW / HTTP/1.1", None, "HTTP/1.1 501 Not Implemented"),
+        (
+            "GET / HTTP/2.0",
+            None,
+            "HTTP/1.1 505 HTTP Version Not Supported",
+        ),
+        (
+            "GET / HTTP/0.9",
+            None,
+            "HTTP/1.1 505 HTTP Version Not Supported",
+        ),
+        (
+            "GET / HTTP/1.1",
+            Some("Expect: 200-ok"),
+            "HTTP/1.1 417 Expectation Failed",
+        ),
+        (
+            "GET / HTTP/1.1",
+            Some("Expect: 100-continue, x"),
+            "HTTP/1.1 417 Expectation Failed",
+        ),
+    ] {
+        let wire = join(&{
+            let mut l = real_lines();
+            l[0] = line.into();
+            l.extend(extra.map(str::to_owned));
+            l
+        });
+        let mut upgrade = Upgrade::new(16 * 1024);
+        assert!(matches!(upgrade.read_head(&wire), HeadRead::Complete(_)));
+        let rejection = parse_upgrade(upgrade.head(), 64).unwrap_err();
+        upgrade.refuse(rejection);
+        let out = String::from_utf8(upgrade.transmit(&[]).to_vec()).unwrap();
+        assert!(out.starts_with(status), "{line} {extra:?}: {out}");
+        assert!(
+            out.ends_with(&format!("\r\n\r\n{}\n", rejection.detail())),
+            "{out}"
+        );
+        if rejection == Rejection::MethodNotAllowed {
+            assert!(out.contains("\r\nAllow: GET\r\n"), "{out}");
+        }
+    }
+    // A later HTTP/1 is read as HTTP/1.1 (RFC 9112 §2.3).
+    let (result, _) = respond(&replaced("GET", "GET /x HTTP/1.2"), &policy());
+    assert_eq!(result.map(|r| r.path), Ok("/x".to_owned()));
+    // HEAD: the same head, no body.
+    let wire = replaced("GET", "HEAD / HTTP/1.1");
+    let mut upgrade = Upgrade::new(16 * 1024);
+    assert!(matches!(upgrade.read_head(&wire), HeadRead::Complete(_)));
+    upgrade.refuse(parse_upgrade(upgrade.head(), 64).unwrap_err());
+    let out = String::from_utf8(upgrade.transmit(&[]).to_vec()).unwrap();
+    assert!(
+        out.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Content-Length: 19\r\n") && out.ends_with("\r\n\r\n"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -985,22 +1095,23 @@ fn allowed_host_names_pass_the_host_check_and_nothing_else_changes() {
             "{host} is refused without the opt-in"
         );
     }
-    for host in [
-        "host.docker.internal.evil.com",
-        "evil.host.docker.internal",
-        "host.docker.internal:99999",
-        "host.docker.internal:-1",
-        "host.docker.internal:80:80",
-        "[fd00::1]x",
-        "[fd00::2]",
-        "fd00::1",
-        "",
+    for (host, status) in [
+        ("host.docker.internal.evil.com", 403),
+        ("evil.host.docker.internal", 403),
+        ("host.docker.internal:99999", 403),
+        ("[fd00::2]", 403),
+        // Not a host[:port] at all (RFC 9112 §3.2).
+        ("host.docker.internal:-1", 400),
+        ("host.docker.internal:80:80", 400),
+        ("[fd00::1]x", 400),
+        ("fd00::1", 400),
+        ("", 400),
     ] {
         assert!(!is_allowed_host(host, &names), "{host}");
         let wire = replaced("Host", &format!("Host: {host}"));
         assert_eq!(
             respond(&wire, &named).0.err().map(|r| r.status()),
-            Some(if host.is_empty() { 400 } else { 403 }),
+            Some(status),
             "{host}"
         );
     }
