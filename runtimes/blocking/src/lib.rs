@@ -108,7 +108,14 @@ impl Threads {
     }
 
     fn accept_loop(self: &Arc<Self>, listener: TcpListener) {
-        for stream in listener.incoming() {
+        loop {
+            let stream = listener.accept().map(|(s, _)| s);
+            // While the host is behind, nothing new is read anyway: the socket just accepted
+            // waits here, before its handshake's time starts, and the next ones in the listen
+            // queue (the system's, bounded), instead of each holding a thread and a descriptor.
+            while self.shared.host_behind() {
+                thread::sleep(BACKLOG_POLL);
+            }
             if self.shared.is_stopped() {
                 return;
             }
@@ -141,7 +148,7 @@ impl Threads {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             if self.shared.pause_reading(conn) {
-                while self.shared.host_behind() {
+                while self.shared.reader_waits(conn) {
                     thread::sleep(BACKLOG_POLL);
                 }
             }

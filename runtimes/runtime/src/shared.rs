@@ -506,6 +506,17 @@ impl RunningServer {
         self.backlog.is_full() && !self.is_stopped()
     }
 
+    /// [`RunningServer::host_behind`], for the paused reader of `conn`: false too once `conn` is
+    /// gone (evicted, timed out, closed: its writer ended it), so that the reader meets its
+    /// socket's end at once and gives the socket back instead of holding it until the host
+    /// catches up.
+    pub fn reader_waits(&self, conn: ConnectionId) -> bool {
+        self.backlog.is_full() && {
+            let st = self.lock();
+            !st.stopped && st.conns.contains_key(&conn)
+        }
+    }
+
     /// Events wait for the host's `next_event` (or handler): a reader on the host's executor lets
     /// it run before reading again.
     pub fn host_has_events(&self) -> bool {

@@ -125,6 +125,12 @@ impl Tasks {
                 None
             })
             .await;
+            // While the host is behind, nothing new is read anyway: the socket just accepted
+            // waits here, before its handshake's time starts, and the next ones in the listen
+            // queue (the system's, bounded), instead of each holding a task and a descriptor.
+            while self.shared.host_behind() {
+                Timer::after(BACKLOG_POLL).await;
+            }
             match accepted {
                 None => return,
                 Some(Ok((stream, _))) => self.add(stream),
@@ -160,7 +166,7 @@ impl Tasks {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             if self.shared.pause_reading(conn) {
-                while self.shared.host_behind() {
+                while self.shared.reader_waits(conn) {
                     Timer::after(BACKLOG_POLL).await;
                 }
             }

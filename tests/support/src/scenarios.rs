@@ -984,7 +984,8 @@ pub fn tools_changed_at_run_time<R: Rt>() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["openDiff"]);
+    // The tools that close diffs come with openDiff.
+    assert_eq!(names, ["openDiff", "close_tab", "closeAllDiffTabs"]);
     let id = c.call_tool("getDiagnostics", json!({}));
     assert_eq!(c.response(id)["error"]["code"], -32602);
     R::stop(s);
@@ -996,11 +997,17 @@ pub type Inspect = Box<dyn FnMut(&Event) -> Option<ToolResult> + Send>;
 /// A host that does not read its events: once `MAX_HOST_BACKLOG` of them wait, the server stops
 /// reading from the connection (its answers stop coming), and it goes on where it stopped once the
 /// host has read them. `close_tab` is answered by the engine at once and gives the host an event.
+/// Meanwhile no new socket is accepted: one that connects waits in the listen queue, past the
+/// handshake timeout, and is upgraded once the host has caught up (each accepted one held a
+/// thread or task and a descriptor, read nothing, and was dropped at its timeout: a peer
+/// connecting over and over piled them up).
 pub fn a_host_behind_pauses_reading<R: Rt>() {
     use claude_ide_bridge_runtime::MAX_HOST_BACKLOG;
-    use std::io::Write;
+    use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
-    let s = R::start(opts(dir.path())).unwrap();
+    let mut o = opts(dir.path());
+    o.limits.handshake_timeout = Duration::from_secs(1);
+    let s = R::start(o).unwrap();
     let (_, c) = connect(R::port(&s), Some(TOKEN));
     let mut c = c.unwrap();
     c.init();
@@ -1025,6 +1032,21 @@ pub fn a_host_behind_pauses_reading<R: Rt>() {
         (MAX_HOST_BACKLOG..total).contains(&answered),
         "{answered} answered before the host read any event"
     );
+    // A client connecting now waits, past the handshake timeout, neither answered nor dropped.
+    let mut late = std::net::TcpStream::connect(("127.0.0.1", R::port(&s))).unwrap();
+    late.write_all(real_request(R::port(&s), TOKEN).as_bytes())
+        .unwrap();
+    late.set_read_timeout(Some(Duration::from_millis(2500)))
+        .unwrap();
+    let mut head = [0u8; 12];
+    match late.read(&mut head) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) => {}
+        other => panic!("a socket connecting while the host is behind: {other:?}"),
+    }
     // The host reads its events: the server reads again and answers the rest.
     let mut events = 0;
     let give_up = Instant::now() + Duration::from_secs(20);
@@ -1040,7 +1062,19 @@ pub fn a_host_behind_pauses_reading<R: Rt>() {
         answered += 1;
     }
     writer.join().unwrap();
+    late.set_read_timeout(Some(WAIT)).unwrap();
+    late.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 101");
     R::stop(s);
+}
+
+/// The upgrade request [`connect`] sends.
+fn real_request(port: u16, token: &str) -> String {
+    format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         X-Claude-Code-Ide-Authorization: {token}\r\n\r\n"
+    )
 }
 
 /// A burst of calls read at once and answered by a host loop (`next_event`, then `respond`) while
