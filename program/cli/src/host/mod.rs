@@ -29,7 +29,7 @@ use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use claude_ide_bridge::SelectionChanged;
 use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
@@ -304,8 +304,58 @@ pub struct Host {
     // clients (the protocol version once initialized).
     ready: Option<(u16, Option<String>)>,
     clients: BTreeMap<u64, Option<String>>,
+    /// The terminal's lines about sockets that never became clients, held to a few at a time.
+    refused_lines: RefusedLines,
     lsp: Option<Arc<LanguageServers>>,
     paths: PathMap,
+}
+
+/// How many lines about sockets that never became clients (refused, timed out or evicted in
+/// their upgrade) the terminal gets per [`REFUSED_WINDOW`]; the rest are counted.
+const REFUSED_LINES: u32 = 5;
+/// See [`REFUSED_LINES`].
+const REFUSED_WINDOW: Duration = Duration::from_secs(10);
+
+/// Lines about sockets that never became clients, at most [`REFUSED_LINES`] per
+/// [`REFUSED_WINDOW`]: a local process without the token connecting over and over said a line
+/// each (191,000 in 12 s, measured), filling the terminal and, where stderr does not drain (a
+/// pager, Ctrl-S), holding the host in its writes while the real client waited.
+struct RefusedLines {
+    window: Instant,
+    said: u32,
+    held: u64,
+}
+
+impl RefusedLines {
+    fn new(now: Instant) -> RefusedLines {
+        RefusedLines {
+            window: now,
+            said: 0,
+            held: 0,
+        }
+    }
+
+    /// The lines to say at `now` for `line`: none when the window's are said (it is counted),
+    /// and first, in a new window, how many were held back in the last.
+    fn lines(&mut self, now: Instant, line: String) -> Vec<String> {
+        let mut out = Vec::new();
+        if now.saturating_duration_since(self.window) >= REFUSED_WINDOW {
+            if self.held > 0 {
+                out.push(format!(
+                    "({} more connections refused or dropped before their upgrade, not shown)",
+                    self.held
+                ));
+            }
+            (self.window, self.said, self.held) = (now, 0, 0);
+        }
+        if self.said < REFUSED_LINES {
+            self.said += 1;
+            out.push(line);
+        } else {
+            self.held += 1;
+        }
+        out
+    }
 }
 
 /// The tool error a stop answers an `openDiff` nobody decided with (the stdio editor's, or any
@@ -387,6 +437,7 @@ impl Host {
             tabs: Tabs::default(),
             ready: None,
             clients: BTreeMap::new(),
+            refused_lines: RefusedLines::new(Instant::now()),
             lsp: cfg.lsp,
             paths: cfg.paths,
         };
@@ -571,10 +622,16 @@ impl Host {
             }
             Event::Disconnected { conn, reason } => {
                 let r = reason_str(&reason);
-                if !matches!(reason, DisconnectReason::Refused(_)) {
+                if self.clients.contains_key(&conn.0) {
                     ui::say(&format!("client disconnected ({conn}, {r})"));
                 } else {
-                    ui::say(&format!("connection {conn} refused ({r})"));
+                    let line = match reason {
+                        DisconnectReason::Refused(_) => format!("connection {conn} refused ({r})"),
+                        _ => format!("connection {conn} dropped before its upgrade ({r})"),
+                    };
+                    for line in self.refused_lines.lines(Instant::now(), line) {
+                        ui::say(&line);
+                    }
                 }
                 self.client_gone(conn.0, &r);
             }
@@ -631,7 +688,35 @@ fn cut_to(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{reason_str, Bounded};
+    use super::{reason_str, Bounded, RefusedLines, REFUSED_LINES, REFUSED_WINDOW};
+    use std::time::{Duration, Instant};
+
+    /// A flood of sockets refused in their upgrade says a few lines per window, then how many
+    /// more there were once a new window begins.
+    #[test]
+    fn refused_sockets_say_a_few_lines_and_count_the_rest() {
+        let t0 = Instant::now();
+        let mut quiet = RefusedLines::new(t0);
+        let said: Vec<String> = (0..1000)
+            .flat_map(|i| quiet.lines(t0 + Duration::from_millis(i), format!("refused {i}")))
+            .collect();
+        assert_eq!(said.len(), REFUSED_LINES as usize);
+        assert_eq!(said[0], "refused 0");
+        let later = quiet.lines(t0 + REFUSED_WINDOW + Duration::from_secs(1), "next".into());
+        assert_eq!(
+            later,
+            [
+                format!(
+                    "({} more connections refused or dropped before their upgrade, not shown)",
+                    1000 - REFUSED_LINES
+                ),
+                "next".to_owned()
+            ]
+        );
+        // A quiet window says nothing about the one before.
+        let after = quiet.lines(t0 + 3 * REFUSED_WINDOW, "again".into());
+        assert_eq!(after, ["again"]);
+    }
     use claude_ide_bridge::ws::{ProtocolError, ProtocolErrorKind};
     use claude_ide_bridge::{DisconnectReason, Rejection};
 
