@@ -5,8 +5,10 @@
 //! as the root, where the workspace's profiles do not apply: cargo's default release profile
 //! keeps the symbol table, a fifth of the program (1.6 of 7.9 MB). A profile in this manifest
 //! would be ignored, with a warning, on every command run in the workspace; a link argument is
-//! not. Only where the linker is a GNU-style `cc` (ELF systems, and Windows with MinGW): macOS
-//! strips with a separate tool, and MSVC keeps symbols in a `.pdb`, not in the program.
+//! not. Only where the linker is known to be a GNU-style `cc` (Linux and Windows with the GNU
+//! toolchain, no other linker configured): `rust-lld` called directly (the musl targets' default
+//! when cross-compiling) takes no `-Wl,`, macOS strips with a separate tool, and MSVC keeps
+//! symbols in a `.pdb`, not in the program.
 
 use std::env::var;
 
@@ -15,12 +17,18 @@ fn main() {
     let release = var("PROFILE").as_deref() == Ok("release");
     // Debug info asked for (`debug = 1`, as the `profiling` profile does) keeps the symbols too.
     let debug = var("DEBUG").as_deref() == Ok("true");
-    let family = var("CARGO_CFG_TARGET_FAMILY").unwrap_or_default();
-    let vendor = var("CARGO_CFG_TARGET_VENDOR").unwrap_or_default();
     let os = var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let target_env = var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
-    let gnu_style = (family.split(',').any(|f| f == "unix") && vendor != "apple")
-        || (os == "windows" && target_env == "gnu");
+    // A linker configured for the target (`target.<triple>.linker`) is named here; only a `cc`,
+    // `gcc` or `clang` driver takes the argument below.
+    let driver = var("RUSTC_LINKER").map_or(true, |l| {
+        let name = std::path::Path::new(&l)
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        name == "cc" || name.ends_with("-cc") || name.contains("gcc") || name.contains("clang")
+    });
+    let gnu_style = matches!(os.as_str(), "linux" | "windows") && target_env == "gnu" && driver;
     if release && !debug && gnu_style {
         // Not the driver's `-s`: `cc` places it before the `-Wl,` arguments, among them rustc's
         // own `--strip-debug`, which then wins.
