@@ -266,6 +266,44 @@ fn run_told_twice_kills_a_command_that_ignores_sigterm() {
     assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
 }
 
+/// The terminal hung up (its two SIGHUPs at once) while a command that ignores SIGTERM runs:
+/// nobody is left to tell the bridge a second time, so the command is killed after a grace and
+/// the bridge exits with its status, its lock file removed (it stayed up for good).
+#[test]
+fn run_kills_a_command_that_ignores_sigterm_after_a_hangup() {
+    let sb = Sandbox::new();
+    let started = sb.root().join("started");
+    let claude = script(
+        &sb,
+        "claude",
+        &format!(
+            // Gone with the bridge should the test fail: nothing left holding its output.
+            "trap '' TERM HUP\ntouch {}\nwhile kill -0 $PPID 2>/dev/null; do sleep 0.1; done",
+            started.display()
+        ),
+    );
+    let mut child = sb
+        .command()
+        .args(["run", "--"])
+        .arg(&claude)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let give_up = std::time::Instant::now() + WAIT;
+    while !started.exists() {
+        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    let hup = || Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+    hup();
+    hup();
+    let status = exit_within(&mut child, WAIT, &|| stderr.text());
+    assert_eq!(status.code(), Some(128 + 9), "{}", stderr.text());
+    assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+}
+
 fn write_lock(dir: &std::path::Path, port: u16, pid: u32, folders: &[&str]) {
     fs::create_dir_all(dir).unwrap();
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();

@@ -224,6 +224,9 @@ pub enum Decider {
 /// How long after a first request to stop a second one kills `run`'s command (see
 /// `Host::stop_asked_at`).
 const AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long after the terminal hung up `run`'s command is killed if it is still there: nobody is
+/// left to ask a second time (Windows ends the whole process 5 s after its console closed).
+const KILL_AFTER_HANGUP: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What the loop does after an input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -571,12 +574,15 @@ impl Host {
                 Flow::Continue
             }
             // The bridge stops once the command has: asked to, then, told again (a second or
-            // more later), killed.
+            // more later), killed; after a hangup, killed after a grace without being told.
             Some(pid) => {
                 match self.stop_asked_at {
                     None => {
                         self.stop_asked_at = Some(Instant::now());
                         crate::sys::ask_to_stop(pid);
+                        if sig == crate::sys::HANGUP {
+                            crate::panic::kill_command_after(pid, KILL_AFTER_HANGUP);
+                        }
                     }
                     Some(at) if at.elapsed() >= AGAIN_AFTER => crate::sys::kill_now(pid),
                     Some(_) => {}

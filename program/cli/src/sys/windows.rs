@@ -221,7 +221,7 @@ pub const INTERRUPT: i32 = 2;
 /// For Ctrl-Break (the C runtime's SIGBREAK).
 const BREAK: i32 = 21;
 /// For the console closed (as a terminal hanging up: SIGHUP's number).
-const HANGUP: i32 = 1;
+pub const HANGUP: i32 = 1;
 /// For logoff and shutdown (SIGTERM's number).
 const TERMINATE: i32 = 15;
 

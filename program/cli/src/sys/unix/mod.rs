@@ -269,6 +269,8 @@ pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
 
 /// The number of SIGINT, which `HostInput::Signal` carries for an interrupt (Ctrl-C).
 pub const INTERRUPT: i32 = signal_hook::consts::SIGINT;
+/// The number of SIGHUP, which `HostInput::Signal` carries for the terminal hanging up.
+pub const HANGUP: i32 = signal_hook::consts::SIGHUP;
 
 /// A thread turning SIGINT, SIGTERM, SIGHUP and SIGQUIT into host inputs; the stdio editor's writer is
 /// told first that the bridge is stopping, so a host waiting for an editor that does not read
