@@ -904,6 +904,72 @@ fn fake_file_and_server(sb: &Sandbox, mode: &str) -> (PathBuf, String) {
     )
 }
 
+/// A file deleted after its diagnostics were asked for: `getDiagnostics {}` no longer lists it
+/// (its errors were answered for as long as the server kept it open: up to 200 files later), and
+/// the server is told to close it (clangd keeps a precompiled preamble of several MB in the
+/// temporary folder for each open file); also once 20 other files were asked about since (the
+/// bridge reads again only the 16 it was asked about last). Asked about by name, the same.
+#[test]
+fn a_deleted_file_is_let_go_of() {
+    let sb = Sandbox::new();
+    let state = sb.root().join("fake-state");
+    fs::create_dir_all(&state).unwrap();
+    let server = format!(
+        "fake=python3 '{}' good '{}'",
+        fake_script().display(),
+        state.display()
+    );
+    let files: Vec<PathBuf> = (0..22)
+        .map(|i| sb.ws.join(format!("f{i:02}.fake")))
+        .collect();
+    for f in &files {
+        fs::write(f, "error\n").unwrap();
+    }
+    let mut s = Served::start(&sb, &["--lsp", &server]);
+    let mut c = Session::new(&s);
+    for f in &files {
+        assert_eq!(c.diagnostics(json!({"uri": uri(f)})).len(), 1);
+    }
+    let listed = |c: &mut Session| -> Vec<String> {
+        c.diagnostics(json!({}))
+            .iter()
+            .map(|f| f["uri"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut left: Vec<String> = files.iter().map(|f| uri(f)).collect();
+    assert_eq!(listed(&mut c), left);
+    let closed = || fs::read_to_string(state.join("closed")).unwrap_or_default();
+    // Deleted, one asked about long ago and one lately: the answer without a uri leaves them
+    // out, and the server closes them.
+    for gone in [&files[0], &files[21]] {
+        fs::remove_file(gone).unwrap();
+        left.retain(|u| *u != uri(gone));
+        assert_eq!(listed(&mut c), left);
+        wait_until("closed in the server", || closed().contains(&uri(gone)));
+    }
+    // Renamed away and asked about by name: [] and closed too.
+    fs::rename(&files[1], sb.ws.join("c.txt")).unwrap();
+    assert_eq!(
+        c.diagnostics(json!({"uri": uri(&files[1])})),
+        Vec::<Value>::new()
+    );
+    wait_until("renamed closed in the server", || {
+        closed().contains(&uri(&files[1]))
+    });
+    left.retain(|u| *u != uri(&files[1]));
+    assert_eq!(listed(&mut c), left);
+    assert_eq!(s.stop(), 0);
+}
+
+/// Waits, at most 10 s, until `done`.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < give_up, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The lsp crate's scripted server.
 fn fake_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_lsp.py")

@@ -525,6 +525,23 @@ impl Lsp {
             .collect()
     }
 
+    /// `path` is no longer a file (deleted, or renamed away): each running server closes it if
+    /// it has it open, and the diagnostics held for it are forgotten (`on_change` is told it has
+    /// none). A server keeps up to [`LspLimits::max_open_files`] files open, used longest ago
+    /// closed first: a deleted file otherwise held its place (clangd keeps a precompiled preamble
+    /// of several MB in the temporary folder for each) and was answered in [`Lsp::known`] until
+    /// that many others had come. Starts no server.
+    pub fn file_gone(&self, path: &Path) {
+        let Some((_, key)) = self.file(path) else {
+            return;
+        };
+        // Not under the servers' lock: each tells `on_change`.
+        let processes = self.inner.servers().processes();
+        for server in processes {
+            server.file_gone(&key);
+        }
+    }
+
     fn known_for(&self, key: &str) -> Vec<Diagnostic> {
         known_of(&self.inner.servers().processes(), key)
     }

@@ -311,6 +311,13 @@ impl ServerProcess {
         self.shared.lock().all_known()
     }
 
+    /// The file `path` is gone: see [`State::file_gone`].
+    pub fn file_gone(&self, path: &str) {
+        let mut state = self.shared.lock();
+        state.file_gone(path);
+        self.release(state);
+    }
+
     /// Sends a request and waits for its answer until `deadline` (then cancels it), with `before`
     /// done on the state in the same hold of its lock (a sync whose text the request is about: no
     /// other sync of the file comes between them); when it answers false, nothing is asked.

@@ -893,6 +893,14 @@ impl State {
         self.forget(path);
     }
 
+    /// The file `path` is gone from the disk (deleted, renamed): closed in the server if it has
+    /// it open ([`State::close`]), and the diagnostics held for it forgotten either way (a server
+    /// may publish for files it has not been given).
+    pub fn file_gone(&mut self, path: &str) {
+        self.close(path);
+        self.forget(path);
+    }
+
     /// Drops the diagnostics held for `path`; when there were some, `on_change` is told it has
     /// none, as a publish of an empty list would tell it.
     fn forget(&mut self, path: &str) {

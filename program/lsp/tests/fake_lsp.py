@@ -8,7 +8,7 @@ their diagnostics apart),
 published with the document's version after every didOpen/didChange, or answered to pulls in the `pull`
 modes. It formats by stripping trailing spaces. Each start appends a line to STATE_DIR/starts (time and
 pid) when STATE_DIR is given, each didSave the length of its text to STATE_DIR/saved, each formatting
-request the document's URI to STATE_DIR/formatted. Modes name the
+request the document's URI to STATE_DIR/formatted, each didClose the URI to STATE_DIR/closed. Modes name the
 fault: see `main` (`save-text` is well-behaved, asking for the text with didSave).
 """
 
@@ -217,6 +217,8 @@ def main():
                 os._exit(4)
         elif method == "textDocument/didSave":
             note("saved", "%d" % len(params.get("text", "")))
+        elif method == "textDocument/didClose":
+            note("closed", params["textDocument"]["uri"])
         elif method == "textDocument/diagnostic":
             if MODE == "hang-pull":
                 continue

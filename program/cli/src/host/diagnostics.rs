@@ -801,7 +801,11 @@ impl LanguageServers {
         };
         let (path, text) = match read(&self.ws, &named) {
             Ok(Some(t)) => (PathBuf::from(t.path), t.content),
-            Ok(None) => return ToolResult::json(&Vec::<FileDiagnostics>::new()),
+            Ok(None) => {
+                // Deleted or renamed away: its servers let go of it.
+                self.lsp.file_gone(Path::new(&named));
+                return ToolResult::json(&Vec::<FileDiagnostics>::new());
+            }
             Err(e @ Error::Outside { .. }) => {
                 // Nothing known about it: no file outside the workspace goes to a server.
                 self.note_once(
@@ -932,7 +936,11 @@ impl LanguageServers {
             if in_editor(&file_uri(&path.to_string_lossy())) {
                 continue;
             }
-            if let Ok(Some(Text { content: text, .. })) = read(&self.ws, &path.to_string_lossy()) {
+            let read = read(&self.ws, &path.to_string_lossy());
+            if let Ok(None) = read {
+                self.lsp.file_gone(path);
+            }
+            if let Ok(Some(Text { content: text, .. })) = read {
                 let hash = text_hash(&text);
                 // Accepted contents not written yet: the server keeps them.
                 if self
@@ -952,6 +960,7 @@ impl LanguageServers {
             .known()
             .into_iter()
             .filter(|f| !in_editor(&f.uri) && in_workspace(&self.ws, &f.uri))
+            .filter(|f| !self.gone(&f.uri))
             .map(|f| (f.uri, f.diagnostics))
             .collect();
         files.extend(editor.iter().map(|(u, d)| (u.clone(), d.clone())));
@@ -961,6 +970,23 @@ impl LanguageServers {
             .map(|(uri, diagnostics)| FileDiagnostics { uri, diagnostics })
             .collect();
         ToolResult::json(&self.answer_within(files))
+    }
+
+    /// Whether the file a server's diagnostics are for (`uri`, inside the workspace) is gone
+    /// (deleted, renamed away); then its servers let go of it ([`Lsp::file_gone`]), and claude is
+    /// not told of errors in a file that no longer exists.
+    fn gone(&self, uri: &str) -> bool {
+        let Some(path) = named_path(uri) else {
+            return false;
+        };
+        let gone = matches!(
+            self.ws.regular_file(&path),
+            Err(Error::NotFound { .. } | Error::NotADirectory { .. })
+        );
+        if gone {
+            self.lsp.file_gone(Path::new(&path));
+        }
+        gone
     }
 
     /// `path` (inside the workspace) now holds `text` (`accepted`: the client is about to write
