@@ -298,18 +298,46 @@ pub fn run_editor(
     status
 }
 
+/// The most editors `--open-files` keeps running at once: an editor that stays in the
+/// foreground (`code --wait`, `emacs`) for each `openFile` cost a process and a waiting thread
+/// each, without end (a reviewer's run: 200 of each after 200 calls).
+const MAX_OPEN_EDITORS: usize = 8;
+
+/// The files of each editor [`spawn_editor`] started that still runs.
+static OPEN_EDITORS: Mutex<Vec<Vec<String>>> = Mutex::new(Vec::new());
+
 /// Starts the editor on `files` without waiting (for `--open-files`), without the terminal: a
 /// terminal editor started in the background would fight `claude` (in `run`) or the prompt for
-/// it, so only an editor with a window of its own opens anything.
+/// it, so only an editor with a window of its own opens anything. When an editor it started on
+/// the same files still runs, none is started (they are open); with [`MAX_OPEN_EDITORS`]
+/// running, none either, and that is the error.
 pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
-    let files: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_ref()).collect();
-    let mut child = crate::sys::start_editor(editor, &files, Ends::OnItsOwn, |c| {
+    let open = || OPEN_EDITORS.lock().unwrap_or_else(|e| e.into_inner());
+    {
+        let running = open();
+        if running.iter().any(|f| f == files) {
+            return Ok(());
+        }
+        if running.len() >= MAX_OPEN_EDITORS {
+            return Err(io::Error::other(format!(
+                "the {MAX_OPEN_EDITORS} editors it started are all still open"
+            )));
+        }
+    }
+    let names: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_ref()).collect();
+    let mut child = crate::sys::start_editor(editor, &names, Ends::OnItsOwn, |c| {
         c.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
     })?;
+    open().push(files.to_vec());
+    let files = files.to_vec();
     std::thread::spawn(move || {
         let _ = child.wait();
+        let mut running = open();
+        if let Some(i) = running.iter().position(|f| *f == files) {
+            running.remove(i);
+        }
     });
     Ok(())
 }

@@ -179,7 +179,7 @@ fn the_open_files_editor_is_not_in_the_bridges_process_group() {
     fs::write(
         &script,
         format!(
-            "#!/bin/sh\necho $$ > {0}.tmp && mv {0}.tmp {0}\nexec sleep 30\n",
+            "#!/bin/sh\necho $$ > {0}.tmp && mv {0}.tmp {0}\necho $$ >> {0}.all\nexec sleep 30\n",
             pid_file.display()
         ),
     )
@@ -217,12 +217,38 @@ fn the_open_files_editor_is_not_in_the_bridges_process_group() {
     let bridge = s.child.id();
     assert_ne!(pgid(editor), pgid(bridge));
     assert_eq!(pgid(editor), editor, "a group of its own");
+    // Asked again while that editor runs: the file is open, no other editor is started. Other
+    // files start editors, up to 8 running at once; then the answer says it was not opened.
+    let _ = fs::remove_file(&pid_file);
+    let r = call(&mut c, "openFile", json!({"filePath": "a.rs"}));
+    assert_eq!(texts(&r)[0], "Opened file: a.rs");
+    for i in 1..8 {
+        fs::write(sb.ws.join(format!("{i}.rs")), "x\n").unwrap();
+        let r = call(&mut c, "openFile", json!({"filePath": format!("{i}.rs")}));
+        assert_eq!(texts(&r)[0], format!("Opened file: {i}.rs"));
+    }
+    fs::write(sb.ws.join("8.rs"), "x\n").unwrap();
+    let r = call(&mut c, "openFile", json!({"filePath": "8.rs"}));
+    assert!(texts(&r)[0].contains("has no editor window"), "{r}");
+    s.stderr.wait_for("editors it started are all still open");
+    // Each started writes its pid (at its own pace).
+    let all = pid_file.with_extension("pid.all");
+    let give_up = std::time::Instant::now() + WAIT;
+    let all = loop {
+        let all = fs::read_to_string(&all).unwrap_or_default();
+        if all.lines().count() >= 8 || std::time::Instant::now() > give_up {
+            break all;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let editors: Vec<&str> = all.lines().collect();
+    assert_eq!(editors.len(), 8, "{all}");
     assert_eq!(s.stop(), 0);
     // It stays open after the stop, as before.
     assert!(running(editor));
-    let _ = std::process::Command::new("kill")
-        .arg(editor.to_string())
-        .status();
+    for pid in editors {
+        let _ = std::process::Command::new("kill").arg(pid).status();
+    }
 }
 
 #[test]
