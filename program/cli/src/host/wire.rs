@@ -10,18 +10,28 @@ use serde_json::{json, Value};
 
 use super::reason_str;
 
+/// The most a run writes to the wire log: a bridge left running all day with the log on wrote
+/// 167 KB a cycle of calls (every `getDiagnostics` answer in full), without end.
+const MAX_WIRE_LOG_BYTES: u64 = 256 << 20;
+
 /// The JSON-lines wire log of `--wire-log`.
 pub struct WireLog {
     file: File,
     start: Instant,
+    /// Bytes this run may still write; past them one line says so, and nothing more is written.
+    left: u64,
 }
 
 impl WireLog {
     /// Appends to `path` (created if missing, private to the user: it holds every proposed file's
-    /// contents and every file read).
+    /// contents and every file read), at most 256 MiB in this run.
     pub fn open(path: &Path, start: Instant) -> io::Result<WireLog> {
         let file = crate::sys::append_private(path)?;
-        Ok(WireLog { file, start })
+        Ok(WireLog {
+            file,
+            start,
+            left: MAX_WIRE_LOG_BYTES,
+        })
     }
 
     /// Logs `event` (calls and cancellations are not logged: their messages are).
@@ -71,10 +81,51 @@ impl WireLog {
     }
 
     fn line(&mut self, mut v: Value) {
-        v["t_ms"] = json!(self.start.elapsed().as_millis() as u64);
+        if self.left == 0 {
+            return;
+        }
+        let t_ms = self.start.elapsed().as_millis() as u64;
+        v["t_ms"] = json!(t_ms);
         let mut text = v.to_string();
         text.push('\n');
+        if text.len() as u64 > self.left {
+            text = json!({"event": "wire_log_limit", "t_ms": t_ms,
+                "note": format!("{MAX_WIRE_LOG_BYTES} bytes written in this run: nothing more is logged")})
+            .to_string();
+            text.push('\n');
+            self.left = 0;
+        } else {
+            self.left -= text.len() as u64;
+        }
         let _ = self.file.write_all(text.as_bytes());
         let _ = self.file.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_stops_at_its_bound_saying_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        let mut log = WireLog::open(&path, Instant::now()).unwrap();
+        log.left = 1000;
+        for i in 0..100 {
+            log.line(json!({"event": "test", "i": i}));
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(text.len() <= 1000 + 200, "{}", text.len());
+        assert_eq!(lines.last().unwrap()["event"], "wire_log_limit");
+        assert_eq!(lines[0]["i"], 0);
+        assert_eq!(
+            lines.iter().filter(|l| l["event"] == "test").count(),
+            lines.len() - 1
+        );
     }
 }
