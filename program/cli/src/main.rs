@@ -37,7 +37,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
 use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
 use claude_ide_bridge_runtime::{posix_folders, LockFileMode, Options};
 use host::sink::HostSink;
-use host::{read_line_capped, Line, StdioOut, MAX_STDIO_LINE};
+use host::{read_line_capped, Line, StdioOut, MAX_LOSSY_LINE, MAX_STDIO_LINE};
 use host::{
     Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, StopOnPanic,
     WireLog, MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
@@ -397,7 +397,15 @@ fn spawn_stdio_reader(tx: Sender<HostInput>, out: StdioOut) -> std::io::Result<(
                 }
                 Ok(Line::Read) => match String::from_utf8(std::mem::take(&mut buf)) {
                     Ok(line) => HostInput::StdioLine(line, place),
-                    Err(e) => HostInput::StdioLineNotUtf8(e.utf8_error().valid_up_to(), place),
+                    Err(e) => HostInput::StdioLineNotUtf8(
+                        e.utf8_error().valid_up_to(),
+                        if e.as_bytes().len() <= MAX_LOSSY_LINE {
+                            String::from_utf8_lossy(e.as_bytes()).into_owned()
+                        } else {
+                            String::new()
+                        },
+                        place,
+                    ),
                 },
                 Ok(Line::TooLong(n)) => HostInput::StdioLineTooLong(n, place),
             };

@@ -420,6 +420,22 @@ fn stdio_refuses_what_it_cannot_use_and_keeps_one_entry_per_file() {
     stdin.flush().unwrap();
     let e = next_msg(&s, "error", errors);
     assert!(e["message"].as_str().unwrap().contains("not UTF-8"), "{e}");
+    // A selection in a buffer whose bytes are not all UTF-8 (Vim passes them through): its text
+    // reaches claude with U+FFFD where they were, not refused.
+    let text: &[u8] = b"caf\xe9 \xed\xa0\x80!";
+    let mut line = br#"{"type":"selection_changed","filePath":""#.to_vec();
+    line.extend_from_slice(path.as_bytes());
+    line.extend_from_slice(br#"","text":""#);
+    line.extend_from_slice(text);
+    line.extend_from_slice(
+        br#"","selection":{"start":{"line":0,"character":0},"end":{"line":0,"character":6}}}"#,
+    );
+    line.push(b'\n');
+    let stdin = s.stdin.as_mut().unwrap();
+    stdin.write_all(&line).unwrap();
+    stdin.flush().unwrap();
+    let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+    assert_eq!(v["text"], *String::from_utf8_lossy(text), "{v}");
     // What was kept before the refusals is still there.
     let v = json_of(&call(&mut c, "getDiagnostics", json!({"uri": plain})));
     assert_eq!(v[0]["diagnostics"][0]["message"], "again", "{v}");

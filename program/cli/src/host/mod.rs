@@ -44,7 +44,7 @@ pub use diagnostics::LanguageServers;
 use jobs::Jobs;
 use messages::{EditorCall, ToEditor};
 use stdio::Forwarded;
-pub use stdio::{read_line_capped, Line, StdioOut, MAX_STDIO_LINE};
+pub use stdio::{read_line_capped, Line, StdioOut, MAX_LOSSY_LINE, MAX_STDIO_LINE};
 use tabs::Tabs;
 pub use wire::WireLog;
 
@@ -63,8 +63,9 @@ pub enum HostInput {
     /// The stdio editor sent a line of this many bytes, more than [`MAX_STDIO_LINE`]; it was
     /// dropped unread. Counted among the queued lines like any other: each is answered.
     StdioLineTooLong(usize, Queued),
-    /// The stdio editor sent a line that is not UTF-8 (valid up to this byte); it was dropped.
-    StdioLineNotUtf8(usize, Queued),
+    /// The stdio editor sent a line that is not UTF-8 (valid up to this byte), here with U+FFFD
+    /// for each invalid sequence: refused unless it is a `selection_changed`.
+    StdioLineNotUtf8(usize, String, Queued),
     /// The stdio editor closed stdin.
     StdinClosed,
     /// Writing to the stdio editor failed (it closed its end of stdout): it can answer nothing
@@ -503,7 +504,13 @@ impl Host {
             HostInput::StdioLineTooLong(n, _queued) => self.editor_error(format!(
                 "a line of {n} bytes was refused: a line may have at most {MAX_STDIO_LINE} bytes"
             )),
-            HostInput::StdioLineNotUtf8(at, _queued) => self.editor_error(format!(
+            // A selection in a buffer whose bytes are not all UTF-8 (Vim reads such a file as
+            // UTF-8 and its `json_encode` passes the bytes through): claude is given the text
+            // with U+FFFD where they were, rather than the user a refusal at every cursor move.
+            HostInput::StdioLineNotUtf8(_, lossy, _queued) if stdio::is_selection(&lossy) => {
+                self.on_stdio_line(&lossy)
+            }
+            HostInput::StdioLineNotUtf8(at, _, _queued) => self.editor_error(format!(
                 "a line was refused: it is not UTF-8 (an invalid byte after {at} valid ones)"
             )),
             HostInput::StdinClosed => {

@@ -458,6 +458,21 @@ pub const MAX_DIAGNOSTICS_TOTAL: usize = 100_000;
 /// queue (64 MiB).
 pub const MAX_DIAGNOSTICS_BYTES: usize = 24 * 1024 * 1024;
 
+/// The longest line that is not UTF-8 still read as a possible `selection_changed` (its text,
+/// at most 4 MiB, with U+FFFD for each invalid byte: up to three times as long); a longer one is
+/// refused unread.
+pub const MAX_LOSSY_LINE: usize = 16 * 1024 * 1024;
+
+/// Whether a line from the editor is a `selection_changed` message.
+pub(super) fn is_selection(line: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Typed<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_str::<Typed<'_>>(line).is_ok_and(|t| t.kind == "selection_changed")
+}
+
 /// At least the length of a diagnostic as JSON: its strings escaped, and 192 bytes for its keys,
 /// severity and range (four numbers up to 4294967295).
 fn weight(d: &Diagnostic) -> usize {
