@@ -416,17 +416,64 @@ pub struct DecisionMsg {
 }
 
 /// What the editor decided about a proposed change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Accept,
     Reject,
 }
 
+/// Read by hand to say what is expected whatever came instead (`null` was refused as "expected
+/// value", naming neither the member nor its values).
+impl<'de> Deserialize<'de> for Decision {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Decision;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(r#""decision" to be "accept" or "reject""#)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Decision, E> {
+                match v {
+                    "accept" => Ok(Decision::Accept),
+                    "reject" => Ok(Decision::Reject),
+                    _ => Err(E::invalid_value(
+                        serde::de::Unexpected::Str(&super::cut_to(v, 100)),
+                        &self,
+                    )),
+                }
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A decision that is not one says which member it is and what it may be.
+    #[test]
+    fn a_decision_that_is_none_says_what_it_may_be() {
+        for value in ["null", r#""maybe""#, "true", r#"["accept"]"#] {
+            let line = format!(r#"{{"type":"diff_decision","id":1,"decision":{value}}}"#);
+            let e = FromEditor::parse(&line).err().unwrap();
+            assert!(
+                e.starts_with("diff_decision: invalid")
+                    && e.contains(r#"expected "decision" to be "accept" or "reject""#),
+                "{e}"
+            );
+        }
+        let ok = r#"{"type":"diff_decision","id":1,"decision":"reject"}"#;
+        assert!(matches!(
+            FromEditor::parse(ok),
+            Ok(FromEditor::DiffDecision(DecisionMsg {
+                decision: Decision::Reject,
+                ..
+            }))
+        ));
+    }
 
     /// Every editor message, written as the protocol types say (serde's tagged form), reads back
     /// as the same message: the names `parse` reads are the ones the enum declares.
