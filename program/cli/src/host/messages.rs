@@ -551,7 +551,7 @@ mod tests {
             (r#"{"type":"respond"}"#, "respond: missing field `id`"),
             (
                 r#"{"type":"diff_decision","id":1,"decision":"maybe"}"#,
-                "diff_decision: unknown variant `maybe`",
+                r#"diff_decision: invalid value: string "maybe", expected "decision" to be"#,
             ),
         ] {
             let e = FromEditor::parse(line).unwrap_err();
