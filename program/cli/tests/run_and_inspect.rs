@@ -222,18 +222,15 @@ fn run_answers_claude_while_it_runs() {
     assert!(!lock.exists());
 }
 
-/// A command that ignores SIGTERM kept the bridge, its lock file and its servers up for as long
-/// as it ran: told to stop again, a second or more later, the bridge kills it, and exits with its
-/// status. Told twice at once (a closed terminal's two SIGHUPs), it is only asked to stop.
-#[test]
-fn run_told_twice_kills_a_command_that_ignores_sigterm() {
-    let sb = Sandbox::new();
+/// `run` of a command that ignores the signals `traps` names, once it has started; its stderr.
+/// The command leaves with the bridge should a test fail (nothing left holding its output).
+fn run_stubborn_command(sb: &Sandbox, traps: &str) -> (std::process::Child, Lines) {
     let started = sb.root().join("started");
     let claude = script(
-        &sb,
+        sb,
         "claude",
         &format!(
-            "trap '' TERM\ntouch {}\nwhile :; do sleep 0.1; done",
+            "trap '' {traps}\ntouch {}\nwhile kill -0 $PPID 2>/dev/null; do sleep 0.1; done",
             started.display()
         ),
     );
@@ -250,6 +247,16 @@ fn run_told_twice_kills_a_command_that_ignores_sigterm() {
         assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    (child, stderr)
+}
+
+/// A command that ignores SIGTERM kept the bridge, its lock file and its servers up for as long
+/// as it ran: told to stop again, a second or more later, the bridge kills it, and exits with its
+/// status. Told twice at once (a closed terminal's two SIGHUPs), it is only asked to stop.
+#[test]
+fn run_told_twice_kills_a_command_that_ignores_sigterm() {
+    let sb = Sandbox::new();
+    let (mut child, stderr) = run_stubborn_command(&sb, "TERM");
     let pid = child.id().to_string();
     let term = || Command::new("kill").arg(&pid).status().unwrap();
     term();
@@ -272,29 +279,7 @@ fn run_told_twice_kills_a_command_that_ignores_sigterm() {
 #[test]
 fn run_kills_a_command_that_ignores_sigterm_after_a_hangup() {
     let sb = Sandbox::new();
-    let started = sb.root().join("started");
-    let claude = script(
-        &sb,
-        "claude",
-        &format!(
-            // Gone with the bridge should the test fail: nothing left holding its output.
-            "trap '' TERM HUP\ntouch {}\nwhile kill -0 $PPID 2>/dev/null; do sleep 0.1; done",
-            started.display()
-        ),
-    );
-    let mut child = sb
-        .command()
-        .args(["run", "--"])
-        .arg(&claude)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Lines::collect(child.stderr.take().unwrap());
-    let give_up = std::time::Instant::now() + WAIT;
-    while !started.exists() {
-        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut child, stderr) = run_stubborn_command(&sb, "TERM HUP");
     let pid = child.id().to_string();
     let hup = || Command::new("kill").args(["-HUP", &pid]).status().unwrap();
     hup();
