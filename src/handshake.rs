@@ -444,7 +444,8 @@ fn all<'h>(headers: &[httparse::Header<'h>], name: &str) -> Vec<&'h str> {
 ///   [`Rejection::NotImplemented`] for another.
 /// - 400 [`Rejection::BadRequest`]: malformed (including a head that ends before its last byte, or an
 ///   incomplete one), `HTTP/1.0`, a request target that is neither a path nor an absolute
-///   `http`/`https`/`ws`/`wss` URI, or that holds a fragment or a byte a URI does not; a body
+///   `http`/`https`/`ws`/`wss` URI, or that holds a fragment or a malformed `%` escape (bytes
+///   clients send unescaped though a URI does not hold them, `[`, `|`, non-ASCII, are taken); a body
 ///   announced (`Transfer-Encoding`, a `Content-Length` other than 0: the bytes after the head
 ///   are the WebSocket's).
 /// - 417 [`Rejection::ExpectationFailed`]: an `Expect` other than `100-continue`.
@@ -605,7 +606,9 @@ fn parse_other_version(head: &[u8], max_headers: usize) -> Result<UpgradeRequest
         .position(|&b| b == b'\n')
         .map_or(head.len(), |i| start + i);
     let line = head[start..line_end].trim_ascii_end();
-    let Some(at) = line.iter().rposition(|&b| b == b' ') else {
+    // Method, target and version, one space apart (RFC 9112 §3): anything else is malformed.
+    let spaces: Vec<usize> = (0..line.len()).filter(|&i| line[i] == b' ').collect();
+    let [_, at] = spaces[..] else {
         return Err(Rejection::BadRequest("malformed HTTP request"));
     };
     match line[at + 1..] {
@@ -656,9 +659,9 @@ fn request_target(target: &str) -> Result<(String, Option<&str>), Rejection> {
         }
         (&rest[end..], Some(authority))
     };
-    if !is_uri_text(path) {
+    if !is_target_text(path, TARGET_LENIENT) {
         return Err(Rejection::BadRequest(
-            "the request target holds a fragment or a byte a URI does not",
+            "the request target holds a fragment or a malformed escape",
         ));
     }
     let path = if path.starts_with('/') {
@@ -672,6 +675,12 @@ fn request_target(target: &str) -> Result<(String, Option<&str>), Rejection> {
 /// Whether `s` is made of what a path and query may hold: unreserved and sub-delims characters,
 /// `:`, `@`, `/`, `?`, and `%` followed by two hex digits (RFC 3986 §3.3, §3.4).
 fn is_uri_text(s: &str) -> bool {
+    is_target_text(s, b"")
+}
+
+/// [`is_uri_text`], also taking the bytes in `lenient` (and, with any, those past ASCII) as
+/// they come.
+fn is_target_text(s: &str, lenient: &[u8]) -> bool {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -683,12 +692,18 @@ fn is_uri_text(s: &str) -> bool {
                 i += 2
             }
             c if c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?".contains(&c) => {}
+            c if lenient.contains(&c) || (c >= 0x80 && !lenient.is_empty()) => {}
             _ => return false,
         }
         i += 1;
     }
     true
 }
+
+/// Bytes a URI does not hold that clients send unescaped in a path or query all the same
+/// (browsers and Node's `ws` write `[`, `]` and `|` as they are; WHATWG's URL keeps them): taken
+/// in a request target, as most servers take them. A fragment's `#` is not among them.
+const TARGET_LENIENT: &[u8] = b"[]|{}^`\\\"<>";
 
 /// Whether a `Host` value (or an absolute target's authority) is `uri-host [":" port]`
 /// (RFC 9112 §3.2, RFC 3986 §3.2.2): a bracketed IP literal or a name of unreserved,
@@ -712,10 +727,10 @@ fn is_host_syntax(h: &str) -> bool {
         (literal_ok, port)
     } else {
         let (name, port) = h.split_once(':').unwrap_or((h, ""));
-        (
-            is_uri_text(name) && !name.bytes().any(|c| b"@/?".contains(&c)),
-            port,
-        )
+        // A name, not an empty one (RFC 9110 §4.2.1: an http URI with an empty host is invalid).
+        let name_ok =
+            !name.is_empty() && is_uri_text(name) && !name.bytes().any(|c| b"@/?".contains(&c));
+        (name_ok, port)
     };
     host_ok && port.bytes().all(|c| c.is_ascii_digit())
 }

@@ -6,7 +6,7 @@
 //! keeps the symbol table, a fifth of the program (1.6 of 7.9 MB). A profile in this manifest
 //! would be ignored, with a warning, on every command run in the workspace; a link argument is
 //! not. Only where the linker is known to be a GNU-style `cc` (Linux and Windows with the GNU
-//! toolchain, no other linker configured): `rust-lld` called directly (the musl targets' default
+//! toolchain, no other linker configured nor chosen by flags): `rust-lld` called directly (the musl targets' default
 //! when cross-compiling) takes no `-Wl,`, macOS strips with a separate tool, and MSVC keeps
 //! symbols in a `.pdb`, not in the program.
 
@@ -28,6 +28,9 @@ fn main() {
             .unwrap_or_default();
         name == "cc" || name.ends_with("-cc") || name.contains("gcc") || name.contains("clang")
     });
+    // Nor one chosen by flags (`-C linker=...`, `-C linker-flavor=...`), which it does not name.
+    let flags = var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let driver = driver && !flags.contains("linker");
     let gnu_style = matches!(os.as_str(), "linux" | "windows") && target_env == "gnu" && driver;
     if release && !debug && gnu_style {
         // Not the driver's `-s`: `cc` places it before the `-Wl,` arguments, among them rustc's

@@ -313,9 +313,17 @@ static OPEN_EDITORS: Mutex<Vec<Vec<String>>> = Mutex::new(Vec::new());
 /// running, none either, and that is the error.
 pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
     let open = || OPEN_EDITORS.lock().unwrap_or_else(|e| e.into_inner());
+    let files = files.to_vec();
+    let forget = move |files: &Vec<String>| {
+        let mut running = open();
+        if let Some(i) = running.iter().position(|f| f == files) {
+            running.remove(i);
+        }
+    };
     {
-        let running = open();
-        if running.iter().any(|f| f == files) {
+        // Taken under the lock, before the start: calls on other job threads see it.
+        let mut running = open();
+        if running.contains(&files) {
             return Ok(());
         }
         if running.len() >= MAX_OPEN_EDITORS {
@@ -323,21 +331,24 @@ pub fn spawn_editor(editor: &OsString, files: &[String]) -> io::Result<()> {
                 "the {MAX_OPEN_EDITORS} editors it started are all still open"
             )));
         }
+        running.push(files.clone());
     }
     let names: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_ref()).collect();
-    let mut child = crate::sys::start_editor(editor, &names, Ends::OnItsOwn, |c| {
+    let started = crate::sys::start_editor(editor, &names, Ends::OnItsOwn, |c| {
         c.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-    })?;
-    open().push(files.to_vec());
-    let files = files.to_vec();
+    });
+    let mut child = match started {
+        Ok(child) => child,
+        Err(e) => {
+            forget(&files);
+            return Err(e);
+        }
+    };
     std::thread::spawn(move || {
         let _ = child.wait();
-        let mut running = open();
-        if let Some(i) = running.iter().position(|f| *f == files) {
-            running.remove(i);
-        }
+        forget(&files);
     });
     Ok(())
 }

@@ -961,6 +961,48 @@ fn a_deleted_file_is_let_go_of() {
     assert_eq!(s.stop(), 0);
 }
 
+/// A new file claude creates through an accepted `openDiff` is not taken as gone before claude
+/// writes it: its baseline (asked before the write) and a `getDiagnostics {}` leave the accepted
+/// contents in the server (it was closed, and the after-edit check had to open it again and wait
+/// for a whole new check, past the client's bound with a slow server); once written, its
+/// diagnostics are listed.
+#[test]
+fn a_new_files_accepted_contents_stay_in_the_server_until_written() {
+    let sb = Sandbox::new();
+    let state = sb.root().join("fake-state");
+    fs::create_dir_all(&state).unwrap();
+    let server = format!(
+        "fake=python3 '{}' good '{}'",
+        fake_script().display(),
+        state.display()
+    );
+    let mut s = Served::start(&sb, &["--lsp", &server, "--on-diff", "accept"]);
+    let mut c = Session::new(&s);
+    let new = sb.ws.join("new.fake");
+    let r = c.call("openDiff", open_diff_args(&new, "error\n", "t1"));
+    assert_eq!(texts(&r)[0], "FILE_SAVED", "{r}");
+    c.wait_note("diagnostics_changed for the accepted contents", |v| {
+        v["method"] == "diagnostics_changed"
+            && v["params"]["uri"] == json!(uri(&new))
+            && v["params"]["diagnostics"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+    });
+    // The client's baseline and a check of every file, before it writes the file.
+    c.diagnostics(json!({"uri": uri(&new)}));
+    c.diagnostics(json!({}));
+    fs::write(&new, "error\n").unwrap();
+    let all = c.diagnostics(json!({}));
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["uri"], json!(uri(&new)));
+    let closed = fs::read_to_string(state.join("closed")).unwrap_or_default();
+    assert!(
+        !closed.contains(&uri(&new)),
+        "closed before it was written: {closed}"
+    );
+    assert_eq!(s.stop(), 0);
+}
+
 /// Waits, at most 10 s, until `done`.
 fn wait_until(what: &str, done: impl Fn() -> bool) {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);

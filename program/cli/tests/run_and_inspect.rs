@@ -273,20 +273,25 @@ fn run_told_twice_kills_a_command_that_ignores_sigterm() {
     assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
 }
 
-/// The terminal hung up (its two SIGHUPs at once) while a command that ignores SIGTERM runs:
-/// nobody is left to tell the bridge a second time, so the command is killed after a grace and
-/// the bridge exits with its status, its lock file removed (it stayed up for good).
+/// The terminal hung up while a command that ignores SIGTERM runs: nobody is left to tell the
+/// bridge a second time, so the command is killed after a grace and the bridge exits with its
+/// status, its lock file removed (it stayed up for good). Also when a SIGTERM came just before
+/// the hangup (which then counted as the same request).
 #[test]
 fn run_kills_a_command_that_ignores_sigterm_after_a_hangup() {
-    let sb = Sandbox::new();
-    let (mut child, stderr) = run_stubborn_command(&sb, "TERM HUP");
-    let pid = child.id().to_string();
-    let hup = || Command::new("kill").args(["-HUP", &pid]).status().unwrap();
-    hup();
-    hup();
-    let status = exit_within(&mut child, WAIT, &|| stderr.text());
-    assert_eq!(status.code(), Some(128 + 9), "{}", stderr.text());
-    assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+    for first in [None, Some("-TERM")] {
+        let sb = Sandbox::new();
+        let (mut child, stderr) = run_stubborn_command(&sb, "TERM HUP");
+        let pid = child.id().to_string();
+        let kill = |sig: &str| Command::new("kill").args([sig, &pid]).status().unwrap();
+        if let Some(sig) = first {
+            kill(sig);
+        }
+        kill("-HUP");
+        let status = exit_within(&mut child, WAIT, &|| stderr.text());
+        assert_eq!(status.code(), Some(128 + 9), "{first:?}: {}", stderr.text());
+        assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
+    }
 }
 
 fn write_lock(dir: &std::path::Path, port: u16, pid: u32, folders: &[&str]) {

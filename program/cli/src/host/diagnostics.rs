@@ -302,6 +302,23 @@ impl Memory {
         Some(known)
     }
 
+    /// `path` was found not to exist: `false` while accepted contents for it wait to be written
+    /// (a file claude is about to create: its servers have them, and its baseline is asked before
+    /// the write); otherwise it is forgotten here, and the caller has its servers let go of it.
+    fn gone(&mut self, path: &Path, now: Instant) -> bool {
+        if self
+            .pending
+            .get(path)
+            .is_some_and(|&(_, at)| now.duration_since(at) <= PENDING)
+        {
+            return false;
+        }
+        self.recent.retain(|p| p != path);
+        self.pending.remove(path);
+        self.answers.retain(|(p, _, _)| p != path);
+        true
+    }
+
     fn answered(&mut self, path: &Path, hash: u64, diagnostics: &[Diagnostic]) {
         self.answers.retain(|(p, _, _)| p != path);
         self.answers
@@ -802,8 +819,10 @@ impl LanguageServers {
         let (path, text) = match read(&self.ws, &named) {
             Ok(Some(t)) => (PathBuf::from(t.path), t.content),
             Ok(None) => {
-                // Deleted or renamed away: its servers let go of it.
-                self.lsp.file_gone(Path::new(&named));
+                // Deleted or renamed away: its servers let go of it, under the name they have it
+                // by (links on the way resolved, as the text read would have been named).
+                let key = self.ws.writable(&named).unwrap_or(named);
+                self.let_go_if_gone(Path::new(&key));
                 return ToolResult::json(&Vec::<FileDiagnostics>::new());
             }
             Err(e @ Error::Outside { .. }) => {
@@ -938,7 +957,7 @@ impl LanguageServers {
             }
             let read = read(&self.ws, &path.to_string_lossy());
             if let Ok(None) = read {
-                self.lsp.file_gone(path);
+                self.let_go_if_gone(path);
             }
             if let Ok(Some(Text { content: text, .. })) = read {
                 let hash = text_hash(&text);
@@ -960,7 +979,8 @@ impl LanguageServers {
             .known()
             .into_iter()
             .filter(|f| !in_editor(&f.uri) && in_workspace(&self.ws, &f.uri))
-            .filter(|f| !self.gone(&f.uri))
+            // Looked at within the call's bound only: past it, a file is taken as there.
+            .filter(|f| Instant::now() >= deadline || !self.gone(&f.uri))
             .map(|f| (f.uri, f.diagnostics))
             .collect();
         files.extend(editor.iter().map(|(u, d)| (u.clone(), d.clone())));
@@ -979,12 +999,19 @@ impl LanguageServers {
         let Some(path) = named_path(uri) else {
             return false;
         };
-        let gone = matches!(
+        matches!(
             self.ws.regular_file(&path),
             Err(Error::NotFound { .. } | Error::NotADirectory { .. })
-        );
+        ) && self.let_go_if_gone(Path::new(&path))
+    }
+
+    /// `path` does not exist: unless accepted contents for it wait to be written
+    /// ([`Memory::gone`]), the bridge and its servers let go of it ([`Lsp::file_gone`]);
+    /// whether they did.
+    fn let_go_if_gone(&self, path: &Path) -> bool {
+        let gone = self.memory().gone(path, Instant::now());
         if gone {
-            self.lsp.file_gone(Path::new(&path));
+            self.lsp.file_gone(path);
         }
         gone
     }

@@ -583,13 +583,14 @@ impl Host {
             // The bridge stops once the command has: asked to, then, told again (a second or
             // more later), killed; after a hangup, killed after a grace without being told.
             Some(pid) => {
+                // Also when a request came before it (a SIGTERM, then the terminal closed).
+                if sig == crate::sys::HANGUP {
+                    crate::panic::kill_command_after(pid, KILL_AFTER_HANGUP);
+                }
                 match self.stop_asked_at {
                     None => {
                         self.stop_asked_at = Some(Instant::now());
                         crate::sys::ask_to_stop(pid);
-                        if sig == crate::sys::HANGUP {
-                            crate::panic::kill_command_after(pid, KILL_AFTER_HANGUP);
-                        }
                     }
                     Some(at) if at.elapsed() >= AGAIN_AFTER => crate::sys::kill_now(pid),
                     Some(_) => {}
