@@ -344,13 +344,8 @@ impl RefusedLines {
     fn lines(&mut self, now: Instant, line: String) -> Vec<String> {
         let mut out = Vec::new();
         if now.saturating_duration_since(self.window) >= REFUSED_WINDOW {
-            if self.held > 0 {
-                out.push(format!(
-                    "({} more connections refused or dropped before their upgrade, not shown)",
-                    self.held
-                ));
-            }
-            (self.window, self.said, self.held) = (now, 0, 0);
+            out.extend(self.held());
+            (self.window, self.said) = (now, 0);
         }
         if self.said < REFUSED_LINES {
             self.said += 1;
@@ -359,6 +354,14 @@ impl RefusedLines {
             self.held += 1;
         }
         out
+    }
+
+    /// How many lines were held back since they were last told, if any (then none are).
+    fn held(&mut self) -> Option<String> {
+        let held = std::mem::take(&mut self.held);
+        (held > 0).then(|| {
+            format!("({held} more connections refused or dropped before their upgrade, not shown)")
+        })
     }
 }
 
@@ -495,6 +498,17 @@ impl Host {
 
     /// Handles one input.
     pub fn handle(&mut self, input: HostInput) -> Flow {
+        let flow = self.handle_input(input);
+        if let Flow::Exit(_) = flow {
+            // What the terminal was not shown, said before the bridge stops.
+            if let Some(line) = self.refused_lines.held() {
+                ui::say(&line);
+            }
+        }
+        flow
+    }
+
+    fn handle_input(&mut self, input: HostInput) -> Flow {
         match input {
             HostInput::Event(e, _queued) => self.on_event(e),
             HostInput::TerminalLine(line, read_at) => self.on_terminal_line(line, read_at),
@@ -730,6 +744,15 @@ mod tests {
         // A quiet window says nothing about the one before.
         let after = quiet.lines(t0 + 3 * REFUSED_WINDOW, "again".into());
         assert_eq!(after, ["again"]);
+        // What is held back when the bridge stops is told then.
+        for i in 0..REFUSED_LINES + 3 {
+            quiet.lines(t0 + 3 * REFUSED_WINDOW, format!("{i}"));
+        }
+        assert_eq!(
+            quiet.held().as_deref(),
+            Some("(4 more connections refused or dropped before their upgrade, not shown)")
+        );
+        assert_eq!(quiet.held(), None);
     }
     use claude_ide_bridge::ws::{ProtocolError, ProtocolErrorKind};
     use claude_ide_bridge::{DisconnectReason, Rejection};
