@@ -457,6 +457,7 @@ fn all<'h>(headers: &[httparse::Header<'h>], name: &str) -> Vec<&'h str> {
 ///
 /// An absolute target's host is the request's [`UpgradeRequest::host`] (RFC 9112 §3.2.2: it
 /// takes `Host`'s place), and its path the [`UpgradeRequest::path`].
+///
 /// Any request path is accepted (`/`, `/mcp`, with a query). The token is not checked here: that is
 /// [`authorize`]'s job.
 ///
@@ -631,8 +632,9 @@ fn parse_other_version(head: &[u8], max_headers: usize) -> Result<UpgradeRequest
 /// The request target as a path (with its query) and, for the absolute form, the authority it
 /// names. The origin form (`/path?query`) is what a client sends; the absolute form
 /// (`http://host:port/path`, also `https`, `ws`, `wss`) a server must take too
-/// (RFC 9112 §3.2.2); the authority form and `*` belong to CONNECT and OPTIONS. A fragment, or a byte a
-/// URI does not hold, is refused (RFC 9112 §3.2.1, RFC 6455 §3).
+/// (RFC 9112 §3.2.2); the authority form and `*` belong to CONNECT and OPTIONS. A fragment or a
+/// malformed `%` escape is refused (RFC 9112 §3.2.1, RFC 6455 §3); the bytes of
+/// [`TARGET_LENIENT`] and those past ASCII are taken.
 fn request_target(target: &str) -> Result<(String, Option<&str>), Rejection> {
     let (path, authority) = if target.starts_with('/') {
         (target, None)
