@@ -238,8 +238,8 @@ impl IdeServer {
     /// A panic in the handler drops that event (it is logged) and later events are delivered.
     /// The handler must return quickly: it holds up the thread it runs on. Calls that take time
     /// (an `openDiff` waiting for the user) are kept by their [`CallId`] and answered later from
-    /// any thread through a [`Handle`]. The `&Handle` it is given serves; a
-    /// captured one works too (the stop drops the handler, and with it what it holds).
+    /// any thread through a [`Handle`]. The `&Handle` it is given serves; a captured one works
+    /// too (the stop drops the handler, and with it what it holds).
     ///
     /// ```no_run
     /// use claude_ide_bridge_blocking::{Event, IdeServer, Options, ToolResult};
@@ -382,8 +382,8 @@ impl IdeServer {
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED` (or the tool error of
-    /// [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given
-    /// up to 2 s to finish, then every socket is closed, the lock file removed and the threads
+    /// [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given up to 2 s to
+    /// finish, then every socket is closed, the lock file removed and the threads
     /// joined (those that end within 5 s: one held in a handler that does not return is left to
     /// end on its own, and the stop returns).
     pub fn stop(mut self) {
@@ -455,8 +455,9 @@ pub struct Stopper {
 
 impl Stopper {
     /// The part of [`IdeServer::stop`] that needs no thread of the server's: pending diffs are
-    /// answered as [`IdeServer::stop`] says, clients are sent Close 1001 and given up to 2 s to finish, then
-    /// every socket is closed, the lock file removed and `next_event` ends. Later calls do nothing.
+    /// answered as [`IdeServer::stop`] says, clients are sent Close 1001 and given up to 2 s to
+    /// finish, then every socket is closed, the lock file removed and `next_event` ends. Later
+    /// calls do nothing.
     pub fn stop(&self) {
         let shared = &self.threads.shared;
         if shared.is_stopped() {

@@ -336,9 +336,9 @@ impl IdeServer {
     /// The handler is a plain closure, not a future: it must return quickly, since it holds up
     /// the executor thread it runs on. Calls that take time (an `openDiff` waiting for the user)
     /// are kept by their [`CallId`] and answered later from any task or thread through a
-    /// [`Handle`] (e.g. from a task the handler spawns). The `&Handle` it is given
-    /// serves; a captured one works too (the stop drops the handler, and with it what it holds). A panic in the handler is
-    /// caught: that event is dropped and later ones are delivered as usual.
+    /// [`Handle`] (e.g. from a task the handler spawns). The `&Handle` it is given serves; a
+    /// captured one works too (the stop drops the handler, and with it what it holds). A panic in
+    /// the handler is caught: that event is dropped and later ones are delivered as usual.
     ///
     /// The tasks run on smol's global executor; [`IdeServer::start_with_handler_on`] puts them on
     /// an executor of the host's.
@@ -444,8 +444,8 @@ impl IdeServer {
     }
 
     /// Stops: pending diffs are answered `DIFF_REJECTED` (or the tool error of
-    /// [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given
-    /// up to 2 s to finish, then every socket is closed, the lock file removed and the tasks
+    /// [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given up to 2 s to
+    /// finish, then every socket is closed, the lock file removed and the tasks
     /// awaited (for up to 5 s: one held in a handler that does not return is left to end on its
     /// own, and the stop returns).
     pub async fn stop(self) {
