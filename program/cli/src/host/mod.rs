@@ -717,6 +717,8 @@ fn cut_to(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::{reason_str, Bounded, RefusedLines, REFUSED_LINES, REFUSED_WINDOW};
+    use claude_ide_bridge::ws::{ProtocolError, ProtocolErrorKind};
+    use claude_ide_bridge::{DisconnectReason, Rejection};
     use std::time::{Duration, Instant};
 
     /// A flood of sockets refused in their upgrade says a few lines per window, then how many
@@ -754,8 +756,6 @@ mod tests {
         );
         assert_eq!(quiet.held(), None);
     }
-    use claude_ide_bridge::ws::{ProtocolError, ProtocolErrorKind};
-    use claude_ide_bridge::{DisconnectReason, Rejection};
 
     /// The stdio `reason` strings stay what editors already read, now that the engine's reasons
     /// carry the refusal and the protocol error instead of numbers.
