@@ -26,6 +26,13 @@ pub use crate::sys::state_dir;
 /// A state file bigger than this is refused (a few workspace folders fit many times over).
 pub const MAX_STATE_BYTES: u64 = 64 * 1024;
 
+/// How long a state file stays unwritten before [`Store::prune_gone`] may remove it: a folder on
+/// a drive that is not mounted today keeps its port and token for a month.
+pub const PRUNE_AFTER: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// The most state files one [`Store::prune_gone`] looks at.
+const PRUNE_LOOKS: usize = 1000;
+
 /// What a bridge keeps for its workspace's next start.
 #[derive(Debug, Clone)]
 pub struct Saved {
@@ -187,6 +194,55 @@ impl Store {
             // Compared as text only; a long one is no start this program wrote.
             process_start: file.process_start.filter(|s| s.len() <= 128),
         }))
+    }
+
+    /// Removes the state files of workspaces that are gone: not written for
+    /// [`PRUNE_AFTER`] and naming folders none of which exists any more (each holds a token;
+    /// a bridge served from a temporary folder left one behind for good). At most
+    /// [`PRUNE_LOOKS`] files are looked at; this one never; a file that cannot be read as a state
+    /// file is left as it is (its own workspace's start replaces it). Returns how many went.
+    pub fn prune_gone(&self, now: std::time::SystemTime) -> usize {
+        if crate::sys::check_private_dir(&self.dir).is_err() {
+            return 0;
+        }
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.take(PRUNE_LOOKS).flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if name == self.name || !name.ends_with(".json") {
+                continue;
+            }
+            let path = entry.path();
+            let old = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+                m.is_file()
+                    && m.modified()
+                        .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > PRUNE_AFTER))
+            });
+            if !old {
+                continue;
+            }
+            let Ok(Some(bytes)) = crate::sys::read_private(&path, MAX_STATE_BYTES) else {
+                continue;
+            };
+            let Ok(file) = serde_json::from_slice::<File>(&bytes) else {
+                continue;
+            };
+            if !file.workspace_folders.is_empty()
+                && file
+                    .workspace_folders
+                    .iter()
+                    .all(|f| crate::sys::folder_missing(f))
+                && std::fs::remove_file(&path).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        removed
     }
 
     /// Writes `saved` (the folder created 0700 if missing, and checked; the file 0600, atomically,
@@ -435,7 +491,11 @@ impl Kept {
             pid: std::process::id(),
             process_start: claude_ide_bridge_runtime::lock::process_start(std::process::id()),
         };
-        match store.save(&saved) {
+        let saved_now = store.save(&saved);
+        if saved_now.is_ok() {
+            store.prune_gone(std::time::SystemTime::now());
+        }
+        match saved_now {
             Ok(()) if same => self.notes.push(format!(
                 "port and auth token: the last start's, kept in {}",
                 store.path().display()
@@ -505,6 +565,35 @@ pub(crate) mod tests {
             pid: 7,
             process_start: None,
         }
+    }
+
+    /// A workspace whose folders are all gone, its state unwritten for a month: its file is
+    /// removed by the next start of another; one with a folder left, one written lately, and
+    /// the starting one's own are kept. (Windows never says a folder is gone: its files stay.)
+    #[cfg(unix)]
+    #[test]
+    fn the_state_of_a_workspace_gone_for_a_month_is_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("state");
+        let here = d.path().to_string_lossy().into_owned();
+        let missing = d.path().join("deleted").to_string_lossy().into_owned();
+        let mine = Store::new(&base, std::slice::from_ref(&here));
+        let gone = Store::new(&base, std::slice::from_ref(&missing));
+        let half = Store::new(&base, &[missing.clone(), here.clone()]);
+        for s in [&mine, &gone, &half] {
+            s.save(&saved()).unwrap();
+        }
+        // Written just now: kept.
+        assert_eq!(mine.prune_gone(std::time::SystemTime::now()), 0);
+        assert!(gone.path().exists());
+        let later =
+            std::time::SystemTime::now() + PRUNE_AFTER + std::time::Duration::from_secs(3600);
+        assert_eq!(mine.prune_gone(later), 1);
+        assert!(!gone.path().exists());
+        assert!(half.path().exists() && mine.path().exists());
+        // Not a state file: left as it is.
+        std::fs::write(base.join("workspaces").join("0123456789abcdef.json"), "{").unwrap();
+        assert_eq!(mine.prune_gone(later), 0);
     }
 
     #[test]

@@ -57,6 +57,13 @@ pub fn state_folders(native: &[PathBuf], posix: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Whether a workspace folder a state file names is gone: never said here. [`state_folders`]
+/// keeps them lowercased in the wire's POSIX form, not the native path, so a state file is left
+/// to its workspace's next start.
+pub fn folder_missing(_folder: &str) -> bool {
+    false
+}
+
 /// `FILE_FLAG_OPEN_REPARSE_POINT`: a reparse point is opened itself, not what it points to.
 const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 /// `FILE_ATTRIBUTE_REPARSE_POINT`: the file is a reparse point (symbolic link, junction, ...).
