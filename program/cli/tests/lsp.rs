@@ -898,10 +898,25 @@ fn an_edit_accepted_by_the_editor_through_a_link_gets_its_baseline() {
 fn fake_file_and_server(sb: &Sandbox, mode: &str) -> (PathBuf, String) {
     let f = sb.ws.join("a.fake");
     fs::write(&f, "error\n").unwrap();
-    (
-        f,
-        format!("fake=python3 '{}' {mode}", fake_script().display()),
-    )
+    (f, fake_server(mode, None))
+}
+
+/// The lsp crate's scripted server as the `--lsp` value of the language `fake`, in `mode`,
+/// keeping its records (each didClose's URI in `closed`, ...) in `state` when given.
+fn fake_server(mode: &str, state: Option<&Path>) -> String {
+    let state = state.map_or_else(String::new, |s| format!(" '{}'", s.display()));
+    format!("fake=python3 '{}' {mode}{state}", fake_script().display())
+}
+
+/// A folder of the sandbox for the scripted server's records, and the URIs it was told to
+/// close so far (read from it).
+fn fake_records(sb: &Sandbox) -> (PathBuf, impl Fn() -> String) {
+    let state = sb.root().join("fake-state");
+    fs::create_dir_all(&state).unwrap();
+    let closed = state.join("closed");
+    (state, move || {
+        fs::read_to_string(&closed).unwrap_or_default()
+    })
 }
 
 /// A file deleted after its diagnostics were asked for: `getDiagnostics {}` no longer lists it
@@ -912,13 +927,8 @@ fn fake_file_and_server(sb: &Sandbox, mode: &str) -> (PathBuf, String) {
 #[test]
 fn a_deleted_file_is_let_go_of() {
     let sb = Sandbox::new();
-    let state = sb.root().join("fake-state");
-    fs::create_dir_all(&state).unwrap();
-    let server = format!(
-        "fake=python3 '{}' good '{}'",
-        fake_script().display(),
-        state.display()
-    );
+    let (state, closed) = fake_records(&sb);
+    let server = fake_server("good", Some(&state));
     let files: Vec<PathBuf> = (0..22)
         .map(|i| sb.ws.join(format!("f{i:02}.fake")))
         .collect();
@@ -938,7 +948,6 @@ fn a_deleted_file_is_let_go_of() {
     };
     let mut left: Vec<String> = files.iter().map(|f| uri(f)).collect();
     assert_eq!(listed(&mut c), left);
-    let closed = || fs::read_to_string(state.join("closed")).unwrap_or_default();
     // Deleted, one asked about long ago and one lately: the answer without a uri leaves them
     // out, and the server closes them.
     for gone in [&files[0], &files[21]] {
@@ -969,13 +978,8 @@ fn a_deleted_file_is_let_go_of() {
 #[test]
 fn a_new_files_accepted_contents_stay_in_the_server_until_written() {
     let sb = Sandbox::new();
-    let state = sb.root().join("fake-state");
-    fs::create_dir_all(&state).unwrap();
-    let server = format!(
-        "fake=python3 '{}' good '{}'",
-        fake_script().display(),
-        state.display()
-    );
+    let (state, closed) = fake_records(&sb);
+    let server = fake_server("good", Some(&state));
     let mut s = Served::start(&sb, &["--lsp", &server, "--on-diff", "accept"]);
     let mut c = Session::new(&s);
     let new = sb.ws.join("new.fake");
@@ -995,7 +999,7 @@ fn a_new_files_accepted_contents_stay_in_the_server_until_written() {
     let all = c.diagnostics(json!({}));
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(all[0]["uri"], json!(uri(&new)));
-    let closed = fs::read_to_string(state.join("closed")).unwrap_or_default();
+    let closed = closed();
     assert!(
         !closed.contains(&uri(&new)),
         "closed before it was written: {closed}"

@@ -17,12 +17,8 @@ pub struct Client {
     ended: Option<String>,
 }
 
-/// Connects and sends the upgrade; returns the HTTP status and, for 101, the client.
-pub fn connect(port: u16, token: Option<&str>) -> (u16, Option<Client>) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+/// The upgrade request [`connect`] sends to `port`, with `token` when given.
+pub fn upgrade_request(port: u16, token: Option<&str>) -> String {
     let mut req = format!(
         "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
@@ -32,7 +28,18 @@ pub fn connect(port: u16, token: Option<&str>) -> (u16, Option<Client>) {
         req.push_str(&format!("X-Claude-Code-Ide-Authorization: {t}\r\n"));
     }
     req.push_str("\r\n");
-    stream.write_all(req.as_bytes()).unwrap();
+    req
+}
+
+/// Connects and sends the upgrade; returns the HTTP status and, for 101, the client.
+pub fn connect(port: u16, token: Option<&str>) -> (u16, Option<Client>) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream
+        .write_all(upgrade_request(port, token).as_bytes())
+        .unwrap();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let end = loop {

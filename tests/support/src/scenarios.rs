@@ -13,7 +13,7 @@ use claude_ide_bridge::{
 use claude_ide_bridge_runtime::{Handle, LockFileMode, Options};
 use serde_json::{json, Value};
 
-use crate::client::{connect, texts, Client};
+use crate::client::{connect, texts, upgrade_request, Client};
 use crate::platform::{assert_mode, set_mode};
 use claude_ide_bridge::ws::{encode_frame, OpCode};
 
@@ -1034,7 +1034,7 @@ pub fn a_host_behind_pauses_reading<R: Rt>() {
     );
     // A client connecting now waits, past the handshake timeout, neither answered nor dropped.
     let mut late = std::net::TcpStream::connect(("127.0.0.1", R::port(&s))).unwrap();
-    late.write_all(real_request(R::port(&s), TOKEN).as_bytes())
+    late.write_all(upgrade_request(R::port(&s), Some(TOKEN)).as_bytes())
         .unwrap();
     late.set_read_timeout(Some(Duration::from_millis(2500)))
         .unwrap();
@@ -1066,15 +1066,6 @@ pub fn a_host_behind_pauses_reading<R: Rt>() {
     late.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 101");
     R::stop(s);
-}
-
-/// The upgrade request [`connect`] sends.
-fn real_request(port: u16, token: &str) -> String {
-    format!(
-        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         X-Claude-Code-Ide-Authorization: {token}\r\n\r\n"
-    )
 }
 
 /// A burst of calls read at once and answered by a host loop (`next_event`, then `respond`) while
