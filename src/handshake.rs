@@ -661,7 +661,7 @@ fn request_target(target: &str) -> Result<(String, Option<&str>), Rejection> {
         }
         (&rest[end..], Some(authority))
     };
-    if !is_target_text(path, TARGET_LENIENT) {
+    if !is_target_text(path, true) {
         return Err(Rejection::BadRequest(
             "the request target holds a fragment or a malformed escape",
         ));
@@ -677,12 +677,12 @@ fn request_target(target: &str) -> Result<(String, Option<&str>), Rejection> {
 /// Whether `s` is made of what a path and query may hold: unreserved and sub-delims characters,
 /// `:`, `@`, `/`, `?`, and `%` followed by two hex digits (RFC 3986 §3.3, §3.4).
 fn is_uri_text(s: &str) -> bool {
-    is_target_text(s, b"")
+    is_target_text(s, false)
 }
 
-/// [`is_uri_text`], also taking the bytes in `lenient` (and, with any, those past ASCII) as
-/// they come.
-fn is_target_text(s: &str, lenient: &[u8]) -> bool {
+/// [`is_uri_text`]; `lenient`, also taking the bytes of [`TARGET_LENIENT`] and those past ASCII
+/// as they come.
+fn is_target_text(s: &str, lenient: bool) -> bool {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -694,7 +694,7 @@ fn is_target_text(s: &str, lenient: &[u8]) -> bool {
                 i += 2
             }
             c if c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?".contains(&c) => {}
-            c if lenient.contains(&c) || (c >= 0x80 && !lenient.is_empty()) => {}
+            c if lenient && (c >= 0x80 || TARGET_LENIENT.contains(&c)) => {}
             _ => return false,
         }
         i += 1;
