@@ -569,14 +569,18 @@ pub(crate) mod tests {
 
     /// A workspace whose folders are all gone, its state unwritten for a month: its file is
     /// removed by the next start of another; one with a folder left, one written lately, and
-    /// the starting one's own are kept. (Windows never says a folder is gone: its files stay.)
-    #[cfg(unix)]
+    /// the starting one's own are kept. The folders are named as a start names them
+    /// (`sys::state_folders`: on Windows lowercased, in the wire's form).
     #[test]
     fn the_state_of_a_workspace_gone_for_a_month_is_removed() {
         let d = tempfile::tempdir().unwrap();
         let base = d.path().join("state");
-        let here = d.path().to_string_lossy().into_owned();
-        let missing = d.path().join("deleted").to_string_lossy().into_owned();
+        let named = |p: &Path| {
+            let served = claude_ide_bridge::to_posix(&p.to_string_lossy());
+            crate::sys::state_folders(&[p.to_path_buf()], &[served]).remove(0)
+        };
+        let here = named(d.path());
+        let missing = named(&d.path().join("Deleted"));
         let mine = Store::new(&base, std::slice::from_ref(&here));
         let gone = Store::new(&base, std::slice::from_ref(&missing));
         let half = Store::new(&base, &[missing.clone(), here.clone()]);
