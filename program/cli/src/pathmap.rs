@@ -6,7 +6,8 @@
 //!
 //! The editor's side may be POSIX (`/home/me/app`) or Windows (`C:\Users\me\app`, `c:/Users/me/app`,
 //! `file:///C:/Users/me/app`, `file:///c%3A/Users/me/app`, `\\wsl.localhost\Debian\home\me`,
-//! `file://wsl.localhost/Debian/home/me`): its names match in either case, as Windows compares them,
+//! `//wsl.localhost/Debian/home/me`, `file://wsl.localhost/Debian/home/me`, and every `file:` form
+//! the engine reads as a drive or a share): its names match in either case, as Windows compares them,
 //! `\` and `/` both separate a Windows path, and a path goes back to the editor spelled as its
 //! mapping was given (drive letter, separator). The bridge's side is POSIX. `.` and `..` are
 //! resolved before a path is matched, so `..` can only leave a mapped folder by naming a path that
@@ -117,6 +118,11 @@ impl Parsed {
         (self.root == prefix.root && starts).then(|| &self.names[prefix.names.len()..])
     }
 
+    /// Whether `self` and `other` name one folder (Windows names ignoring case).
+    fn same(&self, other: &Parsed) -> bool {
+        self.names.len() == other.names.len() && self.under(other).is_some()
+    }
+
     /// `self` moved from below `from` to below `to` (the same names past it), when it is below
     /// `from`.
     fn moved(&self, from: &Parsed, to: &Parsed) -> Option<Parsed> {
@@ -131,9 +137,10 @@ impl Parsed {
 /// How a Windows path is written back to the editor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Spelling {
-    /// The drive letter as given.
+    /// The drive letter as given (unused for a UNC path).
     drive: char,
-    /// `\` or `/`.
+    /// `\` or `/` (a UNC path written `//server/share`, as Windows Vim with `shellslash` does,
+    /// goes back so).
     sep: char,
 }
 
@@ -199,9 +206,19 @@ impl PathMap {
         let e = parse_editor(editor).map_err(|e| format!("--path-map {spec:?}: EDITOR: {e}"))?;
         let h = parse_here(here).map_err(|e| format!("--path-map {spec:?}: HERE: {e}"))?;
         let spelling = match e.root {
-            Root::Posix | Root::Unc => None,
+            Root::Posix => None,
+            Root::Unc => Some(Spelling {
+                drive: 'C',
+                sep: if editor.starts_with("//") { '/' } else { '\\' },
+            }),
             Root::Drive(_) => Some(windows_spelling(editor)),
         };
+        if let Some(twice) = self.maps.iter().find(|m| m.given && m.editor.same(&e)) {
+            return Err(format!(
+                "--path-map {spec:?}: EDITOR: the folder is mapped already (to {})",
+                write_posix(&twice.here[0].names)
+            ));
+        }
         self.maps.push(Mapping {
             editor: e,
             spelling,
@@ -254,11 +271,18 @@ impl PathMap {
     /// The bridge's path for the editor's `path` (absolute, or a `file://` URI).
     pub fn to_here(&self, path: &str) -> Result<String, MapError> {
         let p = parse_editor(path)?;
+        // `//server/share/...` is a UNC path written with `/` (Windows takes it so), unless no
+        // UNC folder takes it: then the POSIX path it also is.
+        let posix;
+        let p = match self.editor_folder(&p) {
+            None if p.root == Root::Unc && path.starts_with("//") => {
+                posix = parse_posix(path, path)?;
+                &posix
+            }
+            _ => &p,
+        };
         let (m, rest) = self
-            .maps
-            .iter()
-            .filter_map(|m| Some((m, p.under(&m.editor)?)))
-            .max_by_key(|(m, _)| m.editor.names.len())
+            .editor_folder(p)
             .ok_or_else(|| MapError::Outside(path.to_string()))?;
         let mut names = m.here[0].names.clone();
         names.extend_from_slice(rest);
@@ -269,6 +293,15 @@ impl PathMap {
         };
         let named = (self.folders.iter()).find_map(|(named, real)| here.moved(real, named));
         Ok(write_posix(&named.unwrap_or(here).names))
+    }
+
+    /// The mapping of the longest EDITOR folder `p` is under, and its names past it; of two as
+    /// long, one given as `EDITOR=HERE` over `wsl`'s drive.
+    fn editor_folder<'a>(&'a self, p: &'a Parsed) -> Option<(&'a Mapping, &'a [String])> {
+        self.maps
+            .iter()
+            .filter_map(|m| Some((m, p.under(&m.editor)?)))
+            .max_by_key(|(m, _)| (m.editor.names.len(), m.given))
     }
 
     /// The editor's path for the bridge's absolute `path`.
@@ -293,7 +326,7 @@ impl PathMap {
             .iter()
             .flat_map(|m| m.here.iter().map(move |h| (m, h)))
             .filter_map(|(m, h)| Some((m, h.names.len(), p.under(h)?)))
-            .max_by_key(|(_, len, _)| *len)
+            .max_by_key(|(m, len, _)| (*len, m.given))
             .map(|(m, _, rest)| (m, rest))
             .ok_or_else(|| MapError::Outside(path.to_string()))?;
         let mut names = m.editor.names.clone();
@@ -302,7 +335,10 @@ impl PathMap {
             return Err(MapError::Unnameable(path.to_string()));
         }
         match (m.editor.root, m.spelling) {
-            (Root::Unc, _) => Ok(format!("\\\\{}", names.join("\\"))),
+            (Root::Unc, s) => {
+                let sep = s.map_or('\\', |s| s.sep).to_string();
+                Ok(format!("{sep}{sep}{}", names.join(&sep)))
+            }
             (_, Some(s)) => {
                 let mut out = format!("{}:{}", s.drive, s.sep);
                 out.push_str(&names.join(&s.sep.to_string()));
@@ -311,6 +347,12 @@ impl PathMap {
             _ => Ok(write_posix(&names)),
         }
     }
+}
+
+/// Whether `path` is an absolute path or a `file://` URI of either side's forms (what
+/// [`PathMap::to_here`] reads as a path, whether or not a mapping takes it).
+pub fn is_absolute(path: &str) -> bool {
+    !matches!(parse_editor(path), Err(MapError::NotAbsolute(_)))
 }
 
 /// Whether Windows reads `name` as one file name, as it is (the files crate's rule, which the
@@ -330,8 +372,12 @@ fn write_posix(names: &[String]) -> String {
 /// authority (`file://localhost/C:/x`, `file:///c%3A/x`).
 fn windows_spelling(given: &str) -> Spelling {
     if is_file_uri(given) {
+        // `file:///c%3A/x`, `file://localhost/C:/x`; the drive as the authority, `file://d:/x`
+        // or `file://d:\x`, in its place.
+        let letter = |p: &str| p.trim_start_matches(['/', '\\']).chars().next();
         let drive = decode_uri(given)
-            .and_then(|p| p.trim_start_matches('/').chars().next())
+            .and_then(|p| letter(&p))
+            .or_else(|| letter(&given[5..]))
             .filter(char::is_ascii_alphabetic)
             .unwrap_or('C');
         return Spelling { drive, sep: '/' };
@@ -381,7 +427,13 @@ fn parse_editor(path: &str) -> Result<Parsed, MapError> {
     }
     let decoded;
     let (text, from_uri) = if is_file_uri(path) {
-        decoded = decode_uri(path).ok_or_else(|| MapError::BadUri(path.to_string()))?;
+        // A drive or a share, in any of the forms the engine reads (`file://C:/x`, the Windows
+        // claude's `file://C:\x`, `file:////server/share/x`), as its Windows path; else decoded
+        // here (a `%` that escapes nothing kept).
+        decoded = match claude_ide_bridge::uri_to_windows_path(path) {
+            Some(windows) => windows,
+            None => decode_uri(path).ok_or_else(|| MapError::BadUri(path.to_string()))?,
+        };
         (decoded.as_str(), true)
     } else {
         (path, false)
@@ -403,7 +455,9 @@ fn parse_editor(path: &str) -> Result<Parsed, MapError> {
             names,
         });
     }
-    if let Some(unc) = text.strip_prefix("\\\\") {
+    // `\\server\share`, or written with `/` (`//server/share`, not `///`).
+    let slashes = text.strip_prefix("//").filter(|r| !r.starts_with('/'));
+    if let Some(unc) = text.strip_prefix("\\\\").or(slashes.filter(|_| !from_uri)) {
         let mut parts = unc.split(['\\', '/']);
         let (server, share) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         if server.is_empty() || share.is_empty() || server == "?" || server == "." {
@@ -416,10 +470,15 @@ fn parse_editor(path: &str) -> Result<Parsed, MapError> {
             names,
         });
     }
+    parse_posix(text, path)
+}
+
+/// `text`, an absolute POSIX path (`path`, named in errors, is what it was read from).
+fn parse_posix(text: &str, path: &str) -> Result<Parsed, MapError> {
     match text.strip_prefix('/') {
         Some(rest) => Ok(Parsed {
             root: Root::Posix,
-            names: resolve(rest.split('/')).ok_or_else(climbs)?,
+            names: resolve(rest.split('/')).ok_or_else(|| MapError::Climbs(path.to_string()))?,
         }),
         None => Err(MapError::NotAbsolute(path.to_string())),
     }
@@ -679,6 +738,82 @@ mod tests {
             m.to_editor("/home/me/app/a\\b"),
             Err(MapError::Unnameable(_))
         ));
+    }
+
+    /// A share written with `/` (`//wsl.localhost/Debian/...`, as Windows Vim with `shellslash`
+    /// names it) is the same share, and goes back so; the URI forms of a share and of a drive
+    /// the engine reads (`file:////server/share/x`, the Windows claude's `file://C:\x`) map as
+    /// that share or drive; a POSIX editor's `//x` (no share mapped) is still its `/x`.
+    #[test]
+    fn shares_written_with_slashes_and_every_uri_form_map() {
+        let m = map(&["//wsl.localhost/Debian/home/me/app=/home/me/app"]);
+        for given in [
+            "//wsl.localhost/Debian/home/me/app/src/a.rs",
+            r"\\wsl.localhost\Debian\home\me\app\src\a.rs",
+            "//WSL.localhost/debian/home/me/app/src/a.rs",
+            "file:////wsl.localhost/Debian/home/me/app/src/a.rs",
+            "file://wsl.localhost/Debian/home/me/app/src/a.rs",
+        ] {
+            assert_eq!(
+                m.to_here(given).as_deref(),
+                Ok("/home/me/app/src/a.rs"),
+                "{given}"
+            );
+        }
+        assert_eq!(
+            m.to_editor("/home/me/app/src/a.rs").as_deref(),
+            Ok("//wsl.localhost/Debian/home/me/app/src/a.rs")
+        );
+        assert!(matches!(
+            m.to_editor("/home/me/app/src/a:b.rs"),
+            Err(MapError::Unnameable(_))
+        ));
+        let m = map(&[r"\\wsl.localhost\Debian\home\me\app=/home/me/app"]);
+        assert_eq!(
+            m.to_here("//wsl.localhost/Debian/home/me/app/a.rs")
+                .as_deref(),
+            Ok("/home/me/app/a.rs")
+        );
+        let m = map(&[r"C:\Users\me\app=/home/me/app"]);
+        for given in [
+            "file://C:/Users/me/app/src/a.rs",
+            r"file://C:\Users\me\app\src\a.rs",
+        ] {
+            assert_eq!(
+                m.to_here(given).as_deref(),
+                Ok("/home/me/app/src/a.rs"),
+                "{given}"
+            );
+        }
+        let m = map(&["file://d:/w=/srv/w"]);
+        assert_eq!(m.to_editor("/srv/w/x").as_deref(), Ok("d:/w/x"));
+        let m = map(&["/home/me=/srv/me"]);
+        assert_eq!(m.to_here("//home/me/a.rs").as_deref(), Ok("/srv/me/a.rs"));
+    }
+
+    /// `wsl`'s drive and a folder given as `EDITOR=HERE` that are as long (a whole drive): the
+    /// given one wins both ways, whatever the order; the same EDITOR folder twice is refused.
+    #[test]
+    fn a_given_folder_wins_over_wsls_drive_and_is_given_once() {
+        for specs in [[r"D:\=/srv/d", "wsl"], ["wsl", r"D:\=/srv/d"]] {
+            let m = map(&specs);
+            assert_eq!(
+                m.to_here(r"D:\src\a.rs").as_deref(),
+                Ok("/srv/d/src/a.rs"),
+                "{specs:?}"
+            );
+            assert_eq!(
+                m.to_editor("/srv/d/src/a.rs").as_deref(),
+                Ok(r"D:\src\a.rs")
+            );
+            assert_eq!(m.to_here(r"C:\x").as_deref(), Ok("/mnt/c/x"));
+        }
+        let mut m = map(&[r"C:\Users\me\app=/a"]);
+        let e = m.add("c:/USERS/me/app=/b").unwrap_err();
+        assert!(e.contains("mapped already (to /a)"), "{e}");
+        let mut m = map(&["/ws=/a"]);
+        assert!(m.add("/ws/=/b").is_err());
+        m.add("/WS=/b").unwrap();
     }
 
     /// A workspace folder named through a link (`/home/me/app` -> `/data/app`) whose real path

@@ -436,6 +436,25 @@ fn stdio_refuses_what_it_cannot_use_and_keeps_one_entry_per_file() {
     stdin.flush().unwrap();
     let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
     assert_eq!(v["text"], *String::from_utf8_lossy(text), "{v}");
+    // But one whose path is not UTF-8 names no file: refused, the selection kept.
+    let errors = errors + 1;
+    let stdin = s.stdin.as_mut().unwrap();
+    stdin
+        .write_all(
+            b"{\"type\":\"selection_changed\",\"filePath\":\"/ws/caf\xe9.rs\",\"text\":\"x\"}\n",
+        )
+        .unwrap();
+    stdin.flush().unwrap();
+    let e = next_msg(&s, "error", errors);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("filePath is not UTF-8"),
+        "{e}"
+    );
+    let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+    assert_eq!(v["filePath"], *path, "{v}");
     // What was kept before the refusals is still there.
     let v = json_of(&call(&mut c, "getDiagnostics", json!({"uri": plain})));
     assert_eq!(v[0]["diagnostics"][0]["message"], "again", "{v}");

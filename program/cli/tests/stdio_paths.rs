@@ -108,12 +108,18 @@ fn a_windows_editor_and_the_bridge_name_the_same_files() {
              "fileName":"C:\\Users\\me\\app\\a b\\é.rs"},
             {"uri":"file:///D:/elsewhere/x.rs"},
             {"uri":"file:///C:/Users/me/other/%FF.rs"},
-            {"uri":"untitled:Untitled-1"}]})
+            {"uri":"untitled:Untitled-1"},
+            // A path in the URI's place is a file too: mapped, or left out.
+            {"uri":"C:\\Users\\me\\app\\a b\\é.rs","isDirty":false},
+            {"uri":"D:\\private\\taxes.xlsx"},
+            // Not a file, but its `fileName` is a path of the editor's: mapped, or dropped.
+            {"uri":"untitled:Untitled-2","fileName":"C:\\Users\\me\\Desktop\\draft.txt"},
+            {"uri":"untitled:Untitled-3","fileName":"C:\\Users\\me\\app\\draft.txt"}]})
         .to_string(),
     );
     let e = next_msg(&s, "error", before)["message"].clone();
     assert!(
-        e.as_str().unwrap().contains("2 tab(s) left out")
+        e.as_str().unwrap().contains("3 tab(s) left out")
             && e.as_str().unwrap().contains("file:///D:/elsewhere/x.rs"),
         "{e}"
     );
@@ -121,7 +127,10 @@ fn a_windows_editor_and_the_bridge_name_the_same_files() {
     assert_eq!(
         tabs,
         json!([{"uri": here_uri, "isDirty": true, "label": "é.rs", "fileName": here},
-            {"uri": "untitled:Untitled-1"}])
+            {"uri": "untitled:Untitled-1"},
+            {"uri": here, "isDirty": false},
+            {"uri": "untitled:Untitled-2"},
+            {"uri": "untitled:Untitled-3", "fileName": format!("{ws}/draft.txt")}])
     );
     assert_eq!(
         json_of(&call(

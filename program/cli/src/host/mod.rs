@@ -520,13 +520,18 @@ impl Host {
             )),
             // A selection in a buffer whose bytes are not all UTF-8 (Vim reads such a file as
             // UTF-8 and its `json_encode` passes the bytes through): claude is given the text
-            // with U+FFFD where they were, rather than the user a refusal at every cursor move.
-            HostInput::StdioLineNotUtf8(_, lossy, _queued) if stdio::is_selection(&lossy) => {
-                self.on_stdio_line(&lossy)
-            }
-            HostInput::StdioLineNotUtf8(at, _, _queued) => self.editor_error(format!(
-                "a line was refused: it is not UTF-8 (an invalid byte after {at} valid ones)"
-            )),
+            // with U+FFFD where they were, rather than the user a refusal at every cursor move;
+            // but not a path so changed, which names no file.
+            HostInput::StdioLineNotUtf8(at, lossy, _queued) => match stdio::lossy_kind(&lossy) {
+                stdio::Lossy::Selection => self.on_stdio_line(&lossy),
+                stdio::Lossy::SelectionPath => self.editor_error(format!(
+                    "selection_changed: refused: its filePath is not UTF-8 (an invalid byte after \
+                     {at} valid ones of the line)"
+                )),
+                stdio::Lossy::Other => self.editor_error(format!(
+                    "a line was refused: it is not UTF-8 (an invalid byte after {at} valid ones)"
+                )),
+            },
             HostInput::StdinClosed => {
                 ui::say("stdin closed: stopping");
                 return Flow::Exit(0);

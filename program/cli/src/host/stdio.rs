@@ -463,14 +463,36 @@ pub const MAX_DIAGNOSTICS_BYTES: usize = 24 * 1024 * 1024;
 /// refused unread.
 pub const MAX_LOSSY_LINE: usize = 16 * 1024 * 1024;
 
-/// Whether a line from the editor is a `selection_changed` message.
-pub(super) fn is_selection(line: &str) -> bool {
+/// What a line from the editor whose bytes were not all UTF-8 is, read with U+FFFD in their
+/// place.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Lossy {
+    /// A `selection_changed` whose invalid bytes were in its text: taken so.
+    Selection,
+    /// A `selection_changed` with U+FFFD in its `filePath`: a file that does not exist.
+    SelectionPath,
+    /// Anything else.
+    Other,
+}
+
+/// What `line`, read with U+FFFD for the bytes that were not UTF-8, is.
+pub(super) fn lossy_kind(line: &str) -> Lossy {
     #[derive(serde::Deserialize)]
     struct Typed<'a> {
         #[serde(rename = "type", borrow)]
         kind: std::borrow::Cow<'a, str>,
+        #[serde(rename = "filePath", borrow, default)]
+        path: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_str::<Typed<'_>>(line).is_ok_and(|t| t.kind == "selection_changed")
+    match serde_json::from_str::<Typed<'_>>(line) {
+        Ok(t) if t.kind == "selection_changed" => {
+            match t.path.is_some_and(|p| p.contains('\u{FFFD}')) {
+                true => Lossy::SelectionPath,
+                false => Lossy::Selection,
+            }
+        }
+        _ => Lossy::Other,
+    }
 }
 
 /// At least the length of a diagnostic as JSON: its strings escaped, and 192 bytes for its keys,

@@ -146,15 +146,26 @@ impl Tabs {
         let mut left_out = Vec::new();
         if let Some(paths) = paths {
             parsed.retain_mut(|tab| {
-                // Not a file (`untitled:`...): kept as it is. A `file:` URI this OS cannot read
-                // (a drive on Unix, bytes that are not UTF-8) is a file all the same: named by
-                // the map, or left out, never passed on in the editor's own form.
-                if !claude_ide_bridge::is_file_uri(&tab.uri) {
+                // A `file:` URI, or a path in the URI's place (which the bridge takes as one), is
+                // a file, also one this OS cannot read (a drive on Unix, bytes that are not
+                // UTF-8): named by the map, or left out, never passed on in the editor's own
+                // form. Anything else (`untitled:`...) is kept, but a `fileName` that is a path
+                // of the editor's is named as the bridge names it, or dropped.
+                let uri = claude_ide_bridge::is_file_uri(&tab.uri);
+                if !uri && !crate::pathmap::is_absolute(&tab.uri) {
+                    if let Some(Value::String(name)) = tab.other.get("fileName") {
+                        if crate::pathmap::is_absolute(name) {
+                            match paths.to_here(name) {
+                                Ok(here) => _ = tab.other.insert("fileName".into(), here.into()),
+                                Err(_) => _ = tab.other.remove("fileName"),
+                            }
+                        }
+                    }
                     return true;
                 }
                 match paths.to_here(&tab.uri) {
                     Ok(here) => {
-                        tab.uri = file_uri(&here);
+                        tab.uri = if uri { file_uri(&here) } else { here.clone() };
                         // The same file by its path (VS Code's member, the Vim plugin's too).
                         if let Some(name @ Value::String(_)) = tab.other.get_mut("fileName") {
                             *name = Value::String(here);
