@@ -416,14 +416,20 @@ def OnLine(line: string)
   endif
 enddef
 
-# Windows cannot change while the command line or a prompt is active, and must not while the user
-# types in Insert or Replace mode (the keys typed next would go into the file the call opens): a
-# tool call arriving then waits until Vim is back in a mode that allows it, unless claude
-# withdraws it meanwhile. Claude's own terminal (Terminal-Job mode) does not hold it.
-const HOLDING_MODES = '^[cirR]'
+# Windows cannot change while the command line, the command-line window (`q:`, E11) or a prompt
+# is active, and must not while the user types in Insert or Replace mode, selects (Visual and
+# Select modes) or has typed an operator (`d` waiting for its motion): the keys typed next would go
+# into the file the call opens. A tool call arriving then waits until Vim is back in a mode that
+# allows it, unless claude withdraws it meanwhile. Claude's own terminal (Terminal-Job mode) does
+# not hold it.
+const HOLDING_MODES = '^\%([cirRvVsS\x16\x13]\|no\|ni\)'
+
+def Holding(): bool
+  return mode(1) =~# HOLDING_MODES || getcmdwintype() !=# ''
+enddef
 
 def OnToolCall(msg: dict<any>)
-  if mode() =~# HOLDING_MODES
+  if Holding()
     deferred[string(msg.id)] = true
     timer_start(50, (_) => Deferred(msg))
     return
@@ -436,7 +442,7 @@ def Deferred(msg: dict<any>)
   if !has_key(deferred, key)
     return
   endif
-  if mode() =~# HOLDING_MODES
+  if Holding()
     timer_start(50, (_) => Deferred(msg))
     return
   endif

@@ -8,9 +8,11 @@
 //! a call withdrawn while the user types a command, saves asked again after a conflict, a save
 //! after the user kept a file Vim found changed, what claude writes after a diff, a diff window
 //! that shows another buffer, two diffs pending at once), and what users type at diffs and
-//! commands (`:e!`, `ZZ`, `:x`, `:xa` and `:qa!` with diffs pending, `:ClaudeCodeStop |
-//! ClaudeCodeStart`, names `:ClaudeCodeAdd` takes as they are, 'selection' exclusive, a Vim
-//! whose 'encoding' is not utf-8).
+//! commands (`:e!`, `ZZ`, `:x`, `:xa` and `:qa!` with diffs pending, `:xa` with claude running in
+//! the terminal, `:saveas` in a proposal, `:ClaudeCodeStop | ClaudeCodeStart`, a bridge killed
+//! under a running claude, names `:ClaudeCodeAdd` takes as they are, 'selection' exclusive, calls
+//! arriving in Visual, operator-pending and the command-line window, a Vim whose 'encoding' is
+//! not utf-8).
 
 // Unix only: these tests drive the built program with Unix tools (signals, mkfifo, a shell,
 // Python, Vim, tmux, real language servers); on Windows the program is type-checked and its
@@ -1278,10 +1280,13 @@ fn vim_a_save_after_keeping_a_changed_file_asks_nothing() {
     let b = sb.ws.join("b.txt");
     let w11 = |vim: &Vim| {
         let give_up = Instant::now() + WAIT;
-        while !vim.screen().contains("W11") {
+        while !vim.screen().contains("(L)oad File") {
             assert!(Instant::now() < give_up, "no W11 question; {}", vim.diag());
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Vim drops what was typed ahead of its question: a key that came as the question was
+        // being drawn would be lost (and the next one taken as the answer).
+        std::thread::sleep(Duration::from_millis(100));
     };
     let later = |s: u64| std::time::SystemTime::now() + Duration::from_secs(s);
     // The file becomes `text` on disk (`secs` later), Vim asks W11, the user answers `key`, then
@@ -2075,4 +2080,251 @@ fn vim_selection_and_buffers_past_the_bridges_limits() {
         .as_str()
         .unwrap()
         .contains("refused"));
+}
+
+/// Waits until the screen shows `needle`.
+fn wait_screen(vim: &Vim, needle: &str) {
+    let give_up = Instant::now() + WAIT;
+    while !vim.screen().contains(needle) {
+        assert!(Instant::now() < give_up, "no {needle:?}; {}", vim.diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The lines of the buffer of `path`.
+fn lines_of(vim: &mut Vim, path: &Path) -> Value {
+    vim.eval(&format!("getbufline(bufnr('{}'), 1, '$')", path.display()))
+}
+
+/// A call arriving while the user selects (Visual), has typed an operator (`d` waiting for its
+/// motion) or is in the command-line window waits for them: before, the keys typed next went to
+/// the file the diff opened, and `q:` failed the call (E11). A diff of a file claude's own tools
+/// rewrote while its buffer was hidden shows the file as it is now, without Vim's W11 question;
+/// `:saveas` in a proposal writes a copy and decides nothing; a folder Vim lists (netrw's `:e .`)
+/// is not an open editor.
+#[test]
+fn vim_waits_for_the_users_keys_and_shows_files_as_they_are() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(
+        &sb,
+        &[
+            ("a.txt", "1\n2\n3\n4\n5\n"),
+            ("b.txt", "bee\n"),
+            ("c.txt", "sea\n"),
+        ],
+        "",
+    );
+    let (a, b, cee) = (
+        sb.ws.join("a.txt"),
+        sb.ws.join("b.txt"),
+        sb.ws.join("c.txt"),
+    );
+    let quiet = Duration::from_millis(500);
+    let deny = |vim: &mut Vim, c: &mut Client, id: u64| {
+        vim.ex("ClaudeCodeDiffDeny");
+        let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+        assert_eq!(texts(&r)[0], "DIFF_REJECTED", "{r}");
+        vim.wait_eval("[bufname() =~ 'a.txt$', winnr('$')]", |v| {
+            v == &json!([1, 1])
+        });
+    };
+
+    // Visual: the selection stays, the key typed next acts on it, then the diff opens.
+    vim.keys(&["V", "j"]);
+    wait_screen(&vim, "-- VISUAL LINE --");
+    let id = c.call_tool("openDiff", open_diff_args(&b, "B\n", "visual"));
+    std::thread::sleep(quiet);
+    assert!(vim.screen().contains("-- VISUAL LINE --"), "{}", vim.diag());
+    vim.keys(&["d"]);
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    assert_eq!(lines_of(&mut vim, &a), json!(["3", "4", "5"]));
+    assert_eq!(lines_of(&mut vim, &b), json!(["bee"]));
+    deny(&mut vim, &mut c, id);
+
+    // An operator waiting for its motion.
+    vim.keys(&["Escape", "g", "g", "d"]);
+    let id = c.call_tool("openDiff", open_diff_args(&b, "B\n", "operator"));
+    std::thread::sleep(quiet);
+    vim.keys(&["j"]);
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    assert_eq!(lines_of(&mut vim, &a), json!(["5"]));
+    assert_eq!(lines_of(&mut vim, &b), json!(["bee"]));
+    deny(&mut vim, &mut c, id);
+
+    // The command-line window: the call waits until it is closed.
+    vim.keys(&["Escape", "q", ":"]);
+    wait_screen(&vim, "[Command Line]");
+    let id = c.call_tool("openDiff", open_diff_args(&b, "B\n", "cmdwin"));
+    std::thread::sleep(quiet);
+    assert!(
+        c.recv_until(Duration::from_millis(100), |v| v["id"] == json!(id))
+            .is_none(),
+        "answered in the command-line window"
+    );
+    vim.ex("q");
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    deny(&mut vim, &mut c, id);
+
+    // A hidden buffer whose file was rewritten (by claude's Bash, a formatter) since Vim read it.
+    vim.ex("e c.txt");
+    vim.ex("e #");
+    vim.wait_eval("[bufname() =~ 'a.txt$', bufloaded(bufnr('c.txt'))]", |v| {
+        v == &json!([1, 1])
+    });
+    write_unseen(
+        &cee,
+        "sea, rewritten\n",
+        std::time::SystemTime::now() + Duration::from_secs(5),
+    );
+    let id = c.call_tool("openDiff", open_diff_args(&cee, "C\n", "rewritten"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    assert!(!vim.screen().contains("W11"), "{}", vim.diag());
+    assert_eq!(lines_of(&mut vim, &cee), json!(["sea, rewritten"]));
+    deny(&mut vim, &mut c, id);
+
+    // :saveas in the proposal: a copy, the proposal still pending.
+    let id = c.call_tool("openDiff", open_diff_args(&b, "B\n", "saveas"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.wait_eval("bufname()", |v| {
+        v.as_str().unwrap().contains("proposed by claude")
+    });
+    vim.ex("saveas copy.txt");
+    vim.wait_eval("filereadable('copy.txt')", |v| v == 1);
+    assert_eq!(fs::read_to_string(sb.ws.join("copy.txt")).unwrap(), "B\n");
+    assert!(
+        c.recv_until(quiet, |v| v["id"] == json!(id)).is_none(),
+        ":saveas decided"
+    );
+    // The proposal kept its name (its old name is no buffer of its own, reported as a file), and
+    // `:w` accepts it.
+    vim.wait_eval("bufname()", |v| {
+        v.as_str().unwrap().ends_with("(proposed by claude #5)")
+    });
+    assert_eq!(
+        vim.eval("len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))"),
+        1
+    );
+    vim.ex("w");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", "B\n"]);
+    vim.wait_eval("[bufname() =~ 'a.txt$', winnr('$')]", |v| {
+        v == &json!([1, 1])
+    });
+
+    // netrw's listing of a folder, which stays listed once left.
+    fs::create_dir(sb.ws.join("sub")).unwrap();
+    vim.ex("e sub/");
+    vim.wait_eval("&filetype", |v| v == "netrw");
+    vim.ex("e c.txt");
+    let tabs = call_until(&mut c, "getOpenEditors", json!({}), |v| {
+        (v["tabs"].as_array().unwrap().iter())
+            .any(|t| t["label"] == "c.txt" && t["isActive"] == true)
+    });
+    let uris: Vec<&str> = (tabs["tabs"].as_array().unwrap().iter())
+        .map(|t| t["uri"].as_str().unwrap())
+        .collect();
+    assert!(uris.iter().all(|u| !u.ends_with('/')), "{uris:?}");
+    vim.ex("qa!");
+}
+
+/// With claude running in Vim's terminal: `:xa` quits (Vim refuses it while a terminal's job
+/// runs, E948, after writing the changed buffers: the edited proposals were accepted, the others
+/// left undecided), stopping claude first, and accepts every pending proposal, an unedited one
+/// as claude sent it (a NUL in it included: Vim's copy lost it); an `:xa` Vim would refuse anyway
+/// (a changed buffer without a name) leaves claude running. A bridge that ended under a running
+/// claude is started again by `:ClaudeCode`, on its port, where claude's retry finds it.
+#[test]
+fn vim_write_all_and_quit_with_claude_running() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    let b = sb.ws.join("b.txt");
+    fs::write(&a, "one\n").unwrap();
+    fs::write(&b, "bee\n").unwrap();
+    let fake = sb.root().join("fake-claude");
+    let pid_file = sb.root().join("claude.pid");
+    fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\necho claude here\nexec sleep 60\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut vim = Vim::start(
+        &sb,
+        &a,
+        &format!(
+            "let g:claude_ide_bridge_terminal_cmd = '{}'",
+            fake.display()
+        ),
+    );
+    vim.ex("ClaudeCode");
+    let lock = wait_lock(&sb);
+    wait_screen(&vim, "claude here");
+    let claude: u32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    vim.term_ex("wincmd p");
+    vim.wait_eval("&buftype", |v| v == "");
+    let running_terminals = "len(filter(term_list(), {_, b -> term_getstatus(b) =~ 'running'}))";
+
+    // The bridge killed: :ClaudeCode (which hides claude's window here) starts it again.
+    let old = bridge_pid(&mut vim);
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &old.to_string()])
+        .status();
+    vim.wait_eval("execute('ClaudeCodeStatus')", |v| {
+        v.as_str().unwrap().contains("bridge: not running")
+    });
+    vim.ex("ClaudeCode");
+    let new = bridge_pid(&mut vim);
+    assert_ne!(new, old);
+    let give_up = Instant::now() + WAIT;
+    while !fs::read_to_string(&lock).is_ok_and(|t| t.contains(&format!("\"pid\":{new}"))) {
+        assert!(Instant::now() < give_up, "no lock file of the new bridge");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(vim.eval(running_terminals), 1);
+    let mut c = connect(&lock);
+
+    // Refused anyway: claude kept.
+    vim.ex("new | call setline(1, 'unnamed')");
+    vim.ex("xa");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(vim.eval(running_terminals), 1, "{}", vim.diag());
+    assert!(running(claude));
+    vim.ex("bwipeout!");
+
+    let first = c.call_tool("openDiff", open_diff_args(&a, "x\u{0}y\n", "first"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let second = c.call_tool("openDiff", open_diff_args(&b, "B\n", "second"));
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
+        |v| v == 2,
+    );
+    vim.ex(&format!("call win_gotoid({})", proposal_win(2)));
+    vim.ex("%s/B/edited/");
+    vim.wait_eval("&modified", |v| v == 1);
+    vim.ex("tabfirst");
+    vim.ex("xa");
+    let got = responses(&mut c, &[first, second]);
+    assert_eq!(texts(&got[&first]), ["FILE_SAVED", "x\u{0}y\n"]);
+    assert_eq!(texts(&got[&second]), ["FILE_SAVED", "edited\n"]);
+    gone(&lock);
+    let give_up = Instant::now() + WAIT;
+    while running(claude) {
+        assert!(Instant::now() < give_up, "claude left running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

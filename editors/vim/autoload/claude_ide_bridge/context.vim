@@ -27,10 +27,11 @@ var said_cut = false
 # ---- helpers ----
 
 # A buffer that is a file: a normal buffer with a name (not the terminal, a diff's proposal, help),
-# and not a URL's (netrw's `http://...`, `scp://...`: no file of this machine).
+# not a URL's (netrw's `http://...`, `scp://...`: no file of this machine), and not a folder's
+# (netrw's listing of `vim .`).
 export def IsFileBuf(buf: number): bool
   return buf > 0 && bufexists(buf) && getbufvar(buf, '&buftype') ==# '' && bufname(buf) !=# ''
-    && bufname(buf) !~# '^\a[[:alnum:]+.-]*://'
+    && bufname(buf) !~# '^\a[[:alnum:]+.-]*://' && !isdirectory(bufname(buf))
 enddef
 
 export def FullPath(buf: number): string

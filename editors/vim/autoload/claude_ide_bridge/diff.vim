@@ -91,7 +91,8 @@ export def Open(id: number, args: dict<any>)
   diffs[string(id)] = {id: id, path: path, tab_name: get(args, 'tab_name', ''), proposed: proposed,
     old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
     eol: contents =~# "\n$" || contents ==# '', crlf: crlf, wins: [main, win_getid()],
-    disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick')}
+    disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick'),
+    name: fnamemodify(bufname(proposed), ':p')}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
   autocmd!
   execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Written(' .. id
@@ -153,7 +154,9 @@ export def Accept(id: number)
   # Unedited, no contents: the bridge answers with claude's proposal byte for byte (Vim's copy
   # of it lost what json_decode drops, NUL characters).
   var decision: dict<any> = {type: 'diff_decision', id: id, decision: 'accept'}
-  if getbufvar(d.proposed, 'changedtick', d.tick) != d.tick
+  # (As Vim exits every buffer's changedtick is -1: whether it is modified tells then.)
+  var tick = getbufvar(d.proposed, 'changedtick', d.tick)
+  if tick < 0 ? getbufvar(d.proposed, '&modified') : tick != d.tick
     # edited by the user: the buffer's lines, and the line break at the end the proposal had
     var lines = getbufline(d.proposed, 1, '$')
     text = join(lines, nl)
@@ -175,7 +178,8 @@ enddef
 def Written(id: number, file: string, bang: bool)
   var d = get(diffs, string(id), {})
   var target = fnamemodify(file, ':p')
-  if empty(d) || target ==# fnamemodify(bufname(d.proposed), ':p')
+  # (Its name as opened: `:saveas copy.rs` renames the buffer before it writes.)
+  if empty(d) || target ==# d.name
     Accept(id)
     return
   endif
@@ -191,7 +195,27 @@ def Written(id: number, file: string, bang: bool)
     bridge.Error('cannot write ' .. file)
     return
   endif
+  if fnamemodify(bufname(d.proposed), ':p') !=# d.name
+    # `:saveas copy.rs` renamed the proposal (its old name left to a buffer of its own, which
+    # would be reported as an open file): it keeps its name, as after `:w copy.rs`, and `:w`
+    # still accepts it.
+    timer_start(0, (_) => Renamed(d))
+  endif
   bridge.Info('the proposal written to ' .. fnamemodify(target, ':~:.') .. ' (not accepted: :w alone accepts it)')
+enddef
+
+def Renamed(d: dict<any>)
+  if !bufexists(d.proposed) || !has_key(diffs, string(d.id))
+    return
+  endif
+  var left = bufnr(d.name)
+  if left > 0 && left != d.proposed && !bufloaded(left)
+    execute 'silent! bwipeout ' .. left
+  endif
+  var wins = win_findbuf(d.proposed)
+  if !empty(wins)
+    win_execute(wins[0], 'silent! keepalt file ' .. fnameescape(d.name))
+  endif
 enddef
 
 def Reject(d: dict<any>)
@@ -236,6 +260,12 @@ augroup END
 
 def Typed()
   typed = get(v:event, 'abort', false) ? '' : getcmdline()
+  if typed =~# '^[ \t:]*\%(xa\%[ll]\|wqa\%[ll]\)!\=\s*$'
+    # Vim refuses these while a job runs in a terminal (E948), claude's too, after it has written
+    # the changed buffers (accepting the edited proposals only): claude is stopped first, as :qa
+    # stops it.
+    terminal.StopForQuitAll(typed =~# '!\s*$')
+  endif
   timer_start(0, (_) => {
     typed = ''
   })
@@ -460,10 +490,7 @@ def Reload(path: string)
     return
   endif
   var tick = getbufvar(b, 'changedtick')
-  var ar = getbufvar(b, '&autoread')
-  setbufvar(b, '&autoread', 1)
-  execute 'silent! checktime ' .. b
-  setbufvar(b, '&autoread', ar)
+  files.ReadIfChanged(b)
   if getbufvar(b, 'changedtick') != tick
     return
   endif

@@ -27,9 +27,24 @@ def WithoutSwapQuestion(F: func()): bool
   return swap_found
 enddef
 
+# Reads the file of buffer `b` (loaded, unmodified) again when its time or size tell it changed
+# on disk (:checktime with 'autoread'), without Vim's question (W11), which a tool call cannot wait
+# for.
+export def ReadIfChanged(b: number)
+  var ar = getbufvar(b, '&autoread')
+  setbufvar(b, '&autoread', 1)
+  execute 'silent! checktime ' .. b
+  setbufvar(b, '&autoread', ar)
+enddef
+
 # `:hide edit path` in the current window, without the swap file question: the user is told when
-# the file opened read-only.
+# the file opened read-only. A hidden buffer of the file, unmodified, is read again first when the
+# file changed on disk (claude's own tools write files): what is shown is the file's text now.
 export def Edit(path: string)
+  var b = context.BufOf(path)
+  if b > 0 && bufloaded(b) && !getbufvar(b, '&modified')
+    ReadIfChanged(b)
+  endif
   if WithoutSwapQuestion(() => {
       execute 'hide edit ' .. fnameescape(path)
     })

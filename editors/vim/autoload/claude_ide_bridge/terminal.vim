@@ -133,8 +133,46 @@ def Hide(win: number)
   endif
 enddef
 
+# Before `:xa` or `:wqa`: Vim refuses them while a job runs in a terminal (E948, whatever
+# `term_kill`), so claude's is stopped (SIGTERM, then SIGKILL after a second), as `:qa` stops it.
+# Not when Vim would refuse anyway, keeping claude: another terminal's job, or a changed buffer it
+# cannot write (no name; read-only, without `!`).
+export def StopForQuitAll(bang: bool)
+  if !Alive()
+    return
+  endif
+  for b in getbufinfo()
+    var bt = getbufvar(b.bufnr, '&buftype')
+    if b.bufnr != term_buf && bt ==# 'terminal' && call('term_getstatus', [b.bufnr]) =~# 'running'
+      return
+    endif
+    if b.changed && bt ==# '' && (b.name ==# '' || (!bang && getbufvar(b.bufnr, '&readonly')))
+      return
+    endif
+  endfor
+  var job = call('term_getjob', [term_buf])
+  job_stop(job, 'term')
+  var waited = 0
+  while job_status(job) ==# 'run' && waited < 1000
+    sleep 10m
+    waited += 10
+  endwhile
+  if job_status(job) ==# 'run'
+    job_stop(job, 'kill')
+  endif
+enddef
+
+# A bridge that ended while claude runs is started again (by :ClaudeCode, :ClaudeCodeFocus), on
+# the same port, where claude's own retry finds it.
+def Revive()
+  if Alive() && !bridge.Running() && !bridge.Starting()
+    bridge.Start()
+  endif
+enddef
+
 # Shows the claude terminal (starting it, and the bridge, when needed).
 export def Show(focus: bool, args: string = '')
+  Revive()
   if !Alive()
     if launching && bridge.Starting()
       return
@@ -165,6 +203,7 @@ enddef
 
 # :ClaudeCode [args]: opens claude, or hides/shows its window.
 export def Toggle(args: string)
+  Revive()
   if Alive() && TermWin() != 0
     Hide(TermWin())
   else
@@ -174,6 +213,7 @@ enddef
 
 # :ClaudeCodeFocus [args]: goes to claude's window; hides it when already there.
 export def Focus(args: string)
+  Revive()
   var w = TermWin()
   if Alive() && w != 0 && w == win_getid()
     Hide(w)
