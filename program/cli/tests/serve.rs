@@ -320,6 +320,17 @@ fn accept_answers_file_saved_inside_and_refuses_outside() {
         let r = call(&mut c, "openDiff", args);
         assert!(is_error(&r), "{p} must be refused: {r}");
         assert!(texts(&r)[0].contains("`..` in the path"), "{r}");
+        // A relative path: claude takes it from its own working directory (a folder of the
+        // workspace's, or one below it, where `escape` could lead out), not from the first
+        // workspace folder the check would take it from.
+        let args = json!({"old_file_path": "escape/planted.txt", "new_file_path": "escape/planted.txt",
+            "new_file_contents": "pwned\n", "tab_name": "relative"});
+        let r = call(&mut c, "openDiff", args);
+        assert!(is_error(&r), "a relative path must be refused: {r}");
+        assert!(texts(&r)[0].contains("not an absolute path"), "{r}");
+        let args = json!({"old_file_path": "run.sh", "new_file_path": "run.sh",
+            "new_file_contents": "pwned\n", "tab_name": "relative too"});
+        assert!(is_error(&call(&mut c, "openDiff", args)));
         assert_eq!(
             fs::read_to_string(outside.join("secret.txt")).unwrap(),
             "secret\n"

@@ -69,17 +69,30 @@ fn refusal(e: &Error) -> String {
     }
 }
 
-/// Why a path of a proposed change is refused before it is checked: a `..` in it. The check
-/// takes `..` by the names, but claude writes the path as it is given, and the system takes a `..`
-/// after a symbolic link from the link's target: `ws/link/../x` may be a file outside the
-/// workspace that the check took for `ws/x`.
-fn climbs(path: &str) -> Option<String> {
+/// Why a path of a proposed change is refused before it is checked, where claude would write
+/// another file than the one checked: a `..` in it (the check takes `..` by the names, but the
+/// system takes a `..` after a symbolic link from the link's target: `ws/link/../x` may be a file
+/// outside the workspace that the check took for `ws/x`), or a relative path (claude takes it
+/// from its own working directory, which the bridge does not know; the check would take it from
+/// the first workspace folder).
+fn unchecked(path: &str) -> Option<String> {
     let up = std::path::Path::new(path)
         .components()
         .any(|c| c == std::path::Component::ParentDir);
-    up.then(|| {
-        "(`..` in the path: claude writes it as it is given, and after a symbolic link `..` \
-         leads elsewhere than it reads)"
+    if up {
+        return Some(
+            "(`..` in the path: claude writes it as it is given, and after a symbolic link `..` \
+             leads elsewhere than it reads)"
+                .to_owned(),
+        );
+    }
+    let b = path.as_bytes();
+    let drive =
+        b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/');
+    let absolute = path.starts_with('/') || path.starts_with('\\') || drive;
+    (!absolute).then(|| {
+        "(not an absolute path: claude takes a relative one from its own working directory, \
+         which may be another folder than the workspace's)"
             .to_owned()
     })
 }
@@ -102,7 +115,7 @@ impl Host {
         let old_path = args.old_file_path.clone();
         let work = move || {
             // Both paths: an editor is handed both, and shows the old file too.
-            let verdict = match climbs(&path).or_else(|| climbs(&old_path)) {
+            let verdict = match unchecked(&path).or_else(|| unchecked(&old_path)) {
                 Some(why) => Err(why),
                 None => ws
                     .writable(&path)
@@ -232,7 +245,12 @@ impl Host {
         let ws = self.ws.clone();
         let lsp = self.lsp.clone();
         let editor = decision.and_then(|id| Some((id, self.stdio.clone()?)));
-        let work = move || match ws.writable(&path) {
+        // (What the terminal is told, what claude is.)
+        let checked = move |path: &str| match unchecked(path) {
+            Some(why) => Err((why.clone(), why)),
+            None => ws.writable(path).map_err(|e| (refusal(&e), e.to_string())),
+        };
+        let work = move || match checked(&path) {
             Ok(real) => {
                 ui::say(&format!("diff accepted: {path}"));
                 // The client asks for its baseline (the text on disk), writes these contents
@@ -242,8 +260,8 @@ impl Host {
                 }
                 ToolResult::file_saved(contents)
             }
-            Err(why) => {
-                ui::say(&format!("diff refused {}: {path}", refusal(&why)));
+            Err((said, why)) => {
+                ui::say(&format!("diff refused {said}: {path}"));
                 ToolResult::error(format!("Refused to accept a change to {path}: {why}"))
             }
         };
