@@ -970,6 +970,93 @@ fn a_deleted_file_is_let_go_of() {
     assert_eq!(s.stop(), 0);
 }
 
+/// Files the server has open that changed on disk since the bridge read them (the user's editor,
+/// `git checkout`, a formatter; here rewritten behind the bridge's back) are handed to it again
+/// before a question is answered: `getDiagnostics {}` lists what they hold now, not what the
+/// server last had (it listed a fixed file's old error for good once 16 others were asked about
+/// since; a file grown unreadable as text kept its old errors too). A file the server never had
+/// changes nothing.
+#[test]
+fn files_changed_on_disk_are_handed_to_the_server_again() {
+    let sb = Sandbox::new();
+    let server = fake_server("good", None);
+    let files: Vec<PathBuf> = (0..20)
+        .map(|i| sb.ws.join(format!("f{i:02}.fake")))
+        .collect();
+    for f in &files {
+        fs::write(f, "error\n").unwrap();
+    }
+    let mut s = Served::start(&sb, &["--lsp", &server]);
+    let mut c = Session::new(&s);
+    for f in &files {
+        assert_eq!(c.diagnostics(json!({"uri": uri(f)})).len(), 1);
+    }
+    let listed = |c: &mut Session| -> Vec<String> {
+        c.diagnostics(json!({}))
+            .iter()
+            .map(|f| f["uri"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut left: Vec<String> = files.iter().map(|f| uri(f)).collect();
+    assert_eq!(listed(&mut c), left);
+    // Fixed (asked about long ago, and lately), and made no text.
+    fs::write(&files[0], "fine\n").unwrap();
+    fs::write(&files[19], "fine\n").unwrap();
+    fs::write(&files[1], b"\xff error\n").unwrap();
+    left.retain(|u| {
+        ![&files[0], &files[1], &files[19]]
+            .iter()
+            .any(|f| *u == uri(f))
+    });
+    assert_eq!(listed(&mut c), left);
+    // An error brought back in a file asked about long ago: found by the next question, here
+    // one about another file.
+    fs::write(&files[0], "error\nerror\n").unwrap();
+    assert_eq!(c.diagnostics(json!({"uri": uri(&files[5])})).len(), 1);
+    let all = c.diagnostics(json!({}));
+    assert_eq!(messages(&all, &files[0]).len(), 2, "{all:?}");
+    assert_eq!(s.stop(), 0);
+}
+
+/// A module changed on disk while pyright has it open (the user's editor, a branch switched):
+/// a file importing it, never asked about before, is checked against its new text (it was
+/// checked against the old one, which the server kept: no error, and the answer passed for
+/// the file's own).
+#[test]
+fn an_import_changed_on_disk_is_seen_by_its_importers() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let b = sb.ws.join("b.py");
+    let a = sb.ws.join("a.py");
+    fs::write(&b, "def foo() -> int:\n    return 1\n").unwrap();
+    fs::write(&a, "from b import foo\n\nx: int = foo()\n").unwrap();
+    let mut s = serve(
+        &sb,
+        "threads",
+        &["--lsp", "python=pyright-langserver --stdio"],
+    );
+    let mut c = Session::new(&s);
+    assert_eq!(
+        messages(&c.diagnostics(json!({"uri": uri(&b)})), &b),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        messages(&c.diagnostics(json!({"uri": uri(&a)})), &a),
+        Vec::<String>::new()
+    );
+    fs::write(&b, "def bar() -> int:\n    return 1\n").unwrap();
+    let give_up = Instant::now() + SLOW;
+    loop {
+        let msgs = messages(&c.diagnostics(json!({"uri": uri(&a)})), &a);
+        if mentions(&msgs, "\"foo\" is unknown import symbol") {
+            break;
+        }
+        assert!(Instant::now() < give_up, "{msgs:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(s.stop(), 0);
+}
+
 /// A new file claude creates through an accepted `openDiff` is not taken as gone before claude
 /// writes it: its baseline (asked before the write) and a `getDiagnostics {}` leave the accepted
 /// contents in the server (it was closed, and the after-edit check had to open it again and wait

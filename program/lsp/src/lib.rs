@@ -525,6 +525,26 @@ impl Lsp {
             .collect()
     }
 
+    /// Which of `paths` a running server has open (handed over, not closed since: a server keeps
+    /// up to [`LspLimits::max_open_files`]), in their order. Starts no server.
+    ///
+    /// ```no_run
+    /// # fn f(lsp: &claude_ide_bridge_lsp::Lsp) {
+    /// let open = lsp.open_of(&[std::path::PathBuf::from("/ws/a.py")]);
+    /// # }
+    /// ```
+    pub fn open_of(&self, paths: &[PathBuf]) -> Vec<PathBuf> {
+        let processes = self.inner.servers().processes();
+        paths
+            .iter()
+            .filter(|p| {
+                self.file(p)
+                    .is_some_and(|(_, key)| processes.iter().any(|s| s.is_open(&key)))
+            })
+            .cloned()
+            .collect()
+    }
+
     /// `path` is no longer a file (deleted, or renamed away): each running server closes it if
     /// it has it open, and the diagnostics held for it are forgotten (`on_change` is told it has
     /// none). A server keeps up to [`LspLimits::max_open_files`] files open, used longest ago

@@ -311,6 +311,11 @@ impl ServerProcess {
         self.shared.lock().all_known()
     }
 
+    /// Whether the server has `path` open: see [`State::is_open`].
+    pub fn is_open(&self, path: &str) -> bool {
+        self.shared.lock().is_open(path)
+    }
+
     /// The file `path` is gone: see [`State::file_gone`].
     pub fn file_gone(&self, path: &str) {
         let mut state = self.shared.lock();

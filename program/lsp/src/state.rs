@@ -1251,6 +1251,11 @@ impl State {
             .unwrap_or_default()
     }
 
+    /// Whether `path` is open in the server (handed over, not closed since).
+    pub fn is_open(&self, path: &str) -> bool {
+        self.docs.contains_key(path)
+    }
+
     /// Every file with diagnostics held.
     pub fn all_known(&self) -> Vec<FileDiagnostics> {
         self.diags

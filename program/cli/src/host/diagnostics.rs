@@ -5,7 +5,9 @@
 //! server for the diagnostics of exactly that text ([`Lsp::diagnostics`], which waits a bounded
 //! time); without a `uri` it first refreshes the files claude changed through the bridge or asked
 //! about (the client may write a file itself: with the diff decided in its own prompt, or in
-//! accept-edits mode), then answers every file with known diagnostics. Both run as
+//! accept-edits mode), then answers every file with known diagnostics. Before either, the files
+//! the servers have open that changed on disk since they were read for them are handed over
+//! again ([`LanguageServers::refresh_open`]). Both run as
 //! [`jobs`](super::jobs): the host thread never waits for a server. An accepted `openDiff` and
 //! `writeFile` hand the new text to the server at once ([`LanguageServers::changed`]), so the
 //! client's check after an edit finds the server already at work. `reformat_file` goes through
@@ -184,6 +186,15 @@ pub struct LanguageServers {
     checked: Condvar,
 }
 
+/// How long a question's look at the files open in the servers may take
+/// ([`LanguageServers::refresh_open`]): the files left are looked at by the next one.
+const REFRESH_WAIT: Duration = Duration::from_millis(100);
+
+/// How long `getDiagnostics {}` asked by the client itself (after an edit, to find the new
+/// diagnostics) may wait for the servers: the client gives it 2 s, and a server still starting
+/// (which the model's questions wait for) would make it give up on the whole answer.
+const CLIENT_ALL_WAIT: Duration = Duration::from_millis(1800);
+
 /// How long a baseline (`getDiagnostics {uri}` between an accepted diff and its write) may wait
 /// for the server: the client gives it 500 ms, and a later answer counts as a timeout (three in a
 /// row and it asks for no more baselines).
@@ -243,6 +254,16 @@ fn read(ws: &Workspace, path: &str) -> Result<Option<Text>, Error> {
     }
 }
 
+/// [`read`], with the [`Stamp`] of the file taken before (a change during the read is then
+/// one more, not one missed).
+fn read_stamped(ws: &Workspace, path: &str) -> (Result<Option<Text>, Error>, Option<Stamp>) {
+    let stamp = ws
+        .regular_file(path)
+        .ok()
+        .and_then(|p| stamp_of(Path::new(&p)));
+    (read(ws, path), stamp)
+}
+
 /// What the bridge remembers about the files it changed or answered for, to answer the real
 /// client's check before an edit. An accepted `openDiff` is answered `FILE_SAVED`, then the
 /// client asks `getDiagnostics {uri}` (within 500 ms) and only then writes the file: that
@@ -257,9 +278,35 @@ struct Memory {
     pending: HashMap<PathBuf, (u64, Instant)>,
     /// The last answer for a file, with the hash of the text it is about (at most [`RECENT`]).
     answers: VecDeque<(PathBuf, u64, Vec<Diagnostic>)>,
+    /// Files read from disk for the servers, with the [`Stamp`] of the file their text was read
+    /// at (`None`: the servers were not given that text, or were given another; read it again),
+    /// for [`LanguageServers::refresh_open`] (at most [`MAX_TRACKED`]; those the servers no
+    /// longer have open are dropped there).
+    on_disk: HashMap<PathBuf, Option<Stamp>>,
+}
+
+/// Files [`Memory::on_disk`] keeps at most: the servers keep up to 200 each open.
+const MAX_TRACKED: usize = 2048;
+
+/// What tells that a file on disk changed without reading it: its length and time.
+type Stamp = (u64, Option<std::time::SystemTime>);
+
+/// The [`Stamp`] of `path` (a link itself, not followed: one put in the file's place is a change).
+fn stamp_of(path: &Path) -> Option<Stamp> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()))
 }
 
 impl Memory {
+    /// The servers were given `path`'s text read at `stamp` (`None`: another text).
+    fn on_disk(&mut self, path: &Path, stamp: Option<Stamp>) {
+        if !self.on_disk.contains_key(path) && self.on_disk.len() >= MAX_TRACKED {
+            let any = self.on_disk.keys().next().cloned();
+            any.map(|k| self.on_disk.remove(&k));
+        }
+        self.on_disk.insert(path.to_path_buf(), stamp);
+    }
+
     fn changed(&mut self, path: &Path, accepted: Option<u64>, now: Instant) {
         self.asked(path);
         match accepted {
@@ -316,6 +363,7 @@ impl Memory {
         self.recent.retain(|p| p != path);
         self.pending.remove(path);
         self.answers.retain(|(p, _, _)| p != path);
+        self.on_disk.remove(path);
         true
     }
 
@@ -471,7 +519,8 @@ impl LanguageServers {
                 .into(),
             )
             .spawn(move || {
-                if let Ok(Some(t)) = read(&me.ws, &file_path) {
+                let (read, stamp) = read_stamped(&me.ws, &file_path);
+                if let Ok(Some(t)) = read {
                     let path = PathBuf::from(&t.path);
                     // Accepted before this check (an accept that waited its longest): the
                     // server has the accepted contents, and handing it the text on disk now
@@ -484,6 +533,7 @@ impl LanguageServers {
                         .memory()
                         .before_write(&path, text_hash(&t.content), Instant::now())
                         .is_some();
+                    me.memory().on_disk(&path, stamp.filter(|_| !accepted));
                     if !accepted {
                         let checked = me.ask(&path, &t.content, None);
                         if checked.fresh {
@@ -607,6 +657,7 @@ impl LanguageServers {
                 if let Some(t) = written {
                     if self.forget_written(path, accepted) {
                         self.lsp.sync(path, &t.content);
+                        self.memory().on_disk(path, None);
                     }
                     return;
                 }
@@ -816,7 +867,11 @@ impl LanguageServers {
             );
             return ToolResult::json(&Vec::<FileDiagnostics>::new());
         };
-        let (path, text) = match read(&self.ws, &named) {
+        // Other files changed on disk first: this one's check must not be against their old text.
+        let asked_at = Instant::now();
+        self.refresh_open((asked_at + REFRESH_WAIT).min(self.lsp.deadline()));
+        let (read, stamp) = read_stamped(&self.ws, &named);
+        let (path, text) = match read {
             Ok(Some(t)) => (PathBuf::from(t.path), t.content),
             Ok(None) => {
                 // Deleted or renamed away: its servers let go of it, under the name they have it
@@ -833,20 +888,29 @@ impl LanguageServers {
                 );
                 return ToolResult::json(&Vec::<FileDiagnostics>::new());
             }
-            Err(e) => return ToolResult::error(format!("{uri}: {e}")),
+            Err(e) => {
+                // Grown past the read limit, no longer text, no longer a regular file: its
+                // servers let go of the text they had (its diagnostics were listed by `{}`).
+                let key = self.ws.writable(&named).unwrap_or(named);
+                self.let_go_if_gone(Path::new(&key));
+                return ToolResult::error(format!("{uri}: {e}"));
+            }
         };
         let hash = text_hash(&text);
         let remembered = {
             let mut memory = self.memory();
             memory.asked(&path);
-            memory.before_write(&path, hash, Instant::now())
+            let remembered = memory.before_write(&path, hash, Instant::now());
+            // Handed over by the ask below unless accepted contents wait to be written.
+            memory.on_disk(&path, stamp.filter(|_| remembered.is_none()));
+            remembered
         };
         let diagnostics = match remembered {
             Some(Some(d)) => d,
             // The baseline of an accepted diff whose old text was never answered for (the
             // check at its openDiff did not finish): asked now, within the client's bound.
             Some(None) => {
-                let deadline = Instant::now() + BASELINE_WAIT;
+                let deadline = asked_at + BASELINE_WAIT;
                 let checked = self.ask_within(&path, &text, Some(deadline), true);
                 if !checked.fresh {
                     if checked.diagnostics.is_empty() {
@@ -866,7 +930,7 @@ impl LanguageServers {
                 let Checked {
                     diagnostics, fresh, ..
                 } = if asker == Asker::Client {
-                    let deadline = Instant::now() + BASELINE_WAIT;
+                    let deadline = asked_at + BASELINE_WAIT;
                     self.ask_within(&path, &text, Some(deadline), true)
                 } else {
                     self.ask(&path, &text, None)
@@ -923,13 +987,65 @@ impl LanguageServers {
         files
     }
 
-    /// The answer to `getDiagnostics {}`: the files changed through the bridge or asked about
-    /// brought up to date (within one diagnostics wait in all; a file whose text the server
+    /// The files open in the servers whose text on disk changed since it was read for them (the
+    /// user's own editor, `git checkout`, a formatter, claude's own tools), looked at until
+    /// `deadline`: each is handed to its servers again, so that no answer is for a text a file no
+    /// longer holds, nor another file checked against it (an import's old names); one gone, or no
+    /// longer to be read as text (past the read limit, not UTF-8, not a regular file), is let go
+    /// of. A file whose accepted contents wait to be written keeps them. Returns the files handed
+    /// over, with their text, for `getDiagnostics {}` to ask about.
+    fn refresh_open(&self, deadline: Instant) -> Vec<(PathBuf, String)> {
+        let tracked: Vec<(PathBuf, Option<Stamp>)> = (self.memory().on_disk.iter())
+            .map(|(p, s)| (p.clone(), *s))
+            .collect();
+        let paths: Vec<PathBuf> = tracked.iter().map(|(p, _)| p.clone()).collect();
+        let open: HashSet<PathBuf> = self.lsp.open_of(&paths).into_iter().collect();
+        self.memory().on_disk.retain(|p, _| open.contains(p));
+        let mut handed = Vec::new();
+        for (path, stamp) in tracked.into_iter().filter(|(p, _)| open.contains(p)) {
+            if Instant::now() >= deadline {
+                break;
+            }
+            if stamp.is_some() && stamp_of(&path) == stamp {
+                continue;
+            }
+            let (read, stamp) = read_stamped(&self.ws, &path.to_string_lossy());
+            match read {
+                Ok(Some(t)) => {
+                    let hash = text_hash(&t.content);
+                    let mut memory = self.memory();
+                    if memory.before_write(&path, hash, Instant::now()).is_some() {
+                        memory.on_disk(&path, None);
+                        continue;
+                    }
+                    memory.on_disk(&path, stamp);
+                    drop(memory);
+                    self.lsp.sync(&path, &t.content);
+                    handed.push((path, t.content));
+                }
+                Ok(None) | Err(_) => {
+                    self.let_go_if_gone(&path);
+                }
+            }
+        }
+        handed
+    }
+
+    /// The answer to `getDiagnostics {}`: the files open in the servers that changed on disk,
+    /// and those changed through the bridge or asked about, handed to their servers (all of them
+    /// before any is asked about: a file checked before another's new text reached its server
+    /// would be checked against the old one) and asked about (within one diagnostics wait in all,
+    /// within the client's own bound when it is the one asking; a file whose text the server
     /// already has costs nothing), then every file with known diagnostics. The editor's
     /// (`--stdio`) take precedence for their files.
-    pub fn all(&self, editor: &BTreeMap<String, Vec<Diagnostic>>) -> ToolResult {
+    pub fn all(&self, editor: &BTreeMap<String, Vec<Diagnostic>>, asker: Asker) -> ToolResult {
+        let now = Instant::now();
+        let (deadline, hard) = match asker {
+            Asker::Client => ((now + CLIENT_ALL_WAIT).min(self.lsp.deadline()), true),
+            _ => (self.lsp.deadline(), false),
+        };
+        let changed = self.refresh_open((now + REFRESH_WAIT).min(deadline));
         let recent: Vec<PathBuf> = self.memory().recent.iter().cloned().collect();
-        let deadline = self.lsp.deadline();
         // Told apart as `same_uri` does (as `editor_reported` and `on_lsp_change`): the editor's
         // URI of a file may be spelled otherwise than the server's (escapes, a drive's case).
         let fold = |p: String| {
@@ -948,6 +1064,8 @@ impl LanguageServers {
             editor.contains_key(uri)
                 || editor_path(uri).is_some_and(|p| editor_paths.contains(&fold(p)))
         };
+        // Handed over first, then asked about, most recent first.
+        let mut asking: Vec<(PathBuf, String)> = Vec::new();
         for path in recent.iter().rev() {
             if Instant::now() >= deadline {
                 break;
@@ -955,23 +1073,39 @@ impl LanguageServers {
             if in_editor(&file_uri(&path.to_string_lossy())) {
                 continue;
             }
-            let read = read(&self.ws, &path.to_string_lossy());
-            if let Ok(None) = read {
-                self.let_go_if_gone(path);
+            if let Some(at) = changed.iter().position(|(p, _)| p == path) {
+                asking.push(changed[at].clone());
+                continue;
             }
-            if let Ok(Some(Text { content: text, .. })) = read {
-                let hash = text_hash(&text);
-                // Accepted contents not written yet: the server keeps them.
-                if self
-                    .memory()
-                    .before_write(path, hash, Instant::now())
-                    .is_none()
-                {
-                    let checked = self.ask(path, &text, Some(deadline));
-                    if checked.fresh {
-                        self.memory().answered(path, hash, &checked.diagnostics);
+            let (read, stamp) = read_stamped(&self.ws, &path.to_string_lossy());
+            match read {
+                Ok(Some(Text { content: text, .. })) => {
+                    let mut memory = self.memory();
+                    // Accepted contents not written yet: the server keeps them.
+                    if (memory.before_write(path, text_hash(&text), Instant::now())).is_some() {
+                        memory.on_disk(path, None);
+                        continue;
                     }
+                    memory.on_disk(path, stamp);
+                    drop(memory);
+                    self.lsp.sync(path, &text);
+                    asking.push((path.clone(), text));
                 }
+                Ok(None) | Err(_) => {
+                    self.let_go_if_gone(path);
+                }
+            }
+        }
+        let changed = changed.into_iter().filter(|(p, _)| !recent.contains(p));
+        asking.extend(changed.filter(|(p, _)| !in_editor(&file_uri(&p.to_string_lossy()))));
+        for (path, text) in &asking {
+            if Instant::now() >= deadline {
+                break;
+            }
+            let checked = self.ask_within(path, text, Some(deadline), hard);
+            if checked.fresh {
+                self.memory()
+                    .answered(path, text_hash(text), &checked.diagnostics);
             }
         }
         let mut files: BTreeMap<String, Vec<Diagnostic>> = self
@@ -1035,7 +1169,11 @@ impl LanguageServers {
             self.lsp.sync(path, text);
         }
         let hash = accepted.then(|| text_hash(text));
-        self.memory().changed(path, hash, Instant::now());
+        let mut memory = self.memory();
+        memory.changed(path, hash, Instant::now());
+        // (Read again at the next question: written, it is the text on disk.)
+        memory.on_disk(path, None);
+        drop(memory);
         let (path, text) = (path.to_path_buf(), text.to_owned());
         self.spawn_within(
             |s| &s.refreshing,
@@ -1119,7 +1257,7 @@ impl Host {
             None => {
                 let (editor, within) = (self.diagnostics.clone(), servers.job_extra());
                 self.jobs
-                    .tool_longer(call, within, move || servers.all(&editor));
+                    .tool_longer(call, within, move || servers.all(&editor, call.asker()));
             }
         }
     }
@@ -1549,6 +1687,16 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+        // Its check of every file after an edit, too (the file asked about is among those it
+        // asks the server about again): within the client's 2 s, not the server's start wait.
+        let started = Instant::now();
+        let all = fake.servers.all(&BTreeMap::new(), Asker::Client);
+        assert!(!all.is_error, "{all:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
         // A question that does not say whose it is (no `_meta`: another client) is still waiting
         // for the server once the client's was answered, as the model's does.
         let (tx, rx) = std::sync::mpsc::channel();
@@ -1684,7 +1832,7 @@ mod tests {
         assert!(same_uri(&editor_uri, &server_uri));
         let mine = error_on_line_0("the editor's");
         let editor = BTreeMap::from([(editor_uri.clone(), vec![mine.clone()])]);
-        let all = fake.servers.all(&editor);
+        let all = fake.servers.all(&editor, Asker::Model);
         let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
             panic!("{all:?}");
         };
