@@ -619,6 +619,88 @@ fn run_stops_with_a_command_that_suspends_itself() {
     assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
 }
 
+/// The terminal stops the whole job (Ctrl-Z: SIGTSTP to the process group, bridge and command
+/// alike), and `fg` continues it (SIGCONT to the group): both run again, every time. Before, the
+/// bridge's thread waiting for the command could see it stopped just before the bridge itself
+/// stopped, and once continued stopped the group again (`fg` needed twice, 3 times in 10).
+#[test]
+fn run_runs_on_after_the_terminal_stops_and_continues_the_job() {
+    use std::os::unix::process::CommandExt;
+    let sb = Sandbox::new();
+    let pid_file = sb.root().join("command.pid");
+    // Ends once the bridge is gone, whatever the test did.
+    let claude = script(
+        &sb,
+        "claude",
+        &format!(
+            "echo $$ > '{}'\nwhile kill -0 $PPID 2>/dev/null; do sleep 0.05; done",
+            pid_file.display()
+        ),
+    );
+    let mut child = sb
+        .command()
+        .args(["run", "--no-lsp", "--"])
+        .arg(&claude)
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let pid = child.id();
+    let group = |sig: &str| {
+        Command::new("kill")
+            .args(["-s", sig, "--", &format!("-{pid}")])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    struct Reap<F: Fn(&str) -> bool>(F);
+    impl<F: Fn(&str) -> bool> Drop for Reap<F> {
+        fn drop(&mut self) {
+            (self.0)("CONT");
+            (self.0)("KILL");
+        }
+    }
+    let _reap = Reap(group);
+    let give_up = std::time::Instant::now() + WAIT;
+    let command = loop {
+        if let Some(p) = fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+        {
+            break p;
+        }
+        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let wait_for = |want: &dyn Fn(Option<char>) -> bool, what: &str| {
+        let give_up = std::time::Instant::now() + WAIT;
+        while !(want(state_of(pid)) && want(state_of(command))) {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "{what}: bridge {:?}, command {:?}; {}",
+                state_of(pid),
+                state_of(command),
+                stderr.text()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    for round in 0..10 {
+        assert!(group("TSTP"));
+        wait_for(&|s| s == Some('T'), "stopped");
+        assert!(group("CONT"));
+        wait_for(&|s| s.is_some_and(|s| s != 'T'), "running again");
+        // Still running a while later: nothing stopped the group once more.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            state_of(pid) != Some('T') && state_of(command) != Some('T'),
+            "stopped again after round {round}; {}",
+            stderr.text()
+        );
+    }
+}
+
 /// `list` and `doctor` piped into a reader that is gone (`claude-ide-bridge list | head -0`): they
 /// end with their own status, not a panic about a broken pipe (exit 101).
 #[test]

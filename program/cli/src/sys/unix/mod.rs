@@ -334,6 +334,9 @@ pub fn ask_to_stop(pid: u32) {
     }
 }
 
+/// How long [`wait_for_command`] lets a stop of the command settle before it follows it.
+const STOP_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Waits for `run`'s command to end. When it stops itself (claude suspending on Ctrl-Z), the
 /// bridge stops with it: the shell sees its foreground job stopped and takes the terminal back,
 /// and `fg` continues both (it continues the whole process group).
@@ -346,8 +349,17 @@ pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
     loop {
         match waitpid(Some(pid), WaitOptions::UNTRACED) {
             Ok(Some((_, status))) if status.stopped() => {
-                // SIGTSTP, not SIGSTOP: a group no shell would continue ignores it.
-                let _ = kill_current_process_group(Signal::TSTP);
+                // Stopped with the whole group (the terminal's Ctrl-Z), the bridge stops too, a
+                // moment later: this thread, frozen meanwhile, goes on after `fg`, when the
+                // command was continued already, and must not stop everything again. So the
+                // command is followed only when, a moment later, it is still stopped.
+                std::thread::sleep(STOP_SETTLE);
+                match waitpid(Some(pid), WaitOptions::NOHANG | WaitOptions::CONTINUED) {
+                    Ok(Some((_, s))) if s.continued() => {}
+                    Ok(Some((_, s))) => return Ok(ExitStatus::from_raw(s.as_raw())),
+                    // SIGTSTP, not SIGSTOP: a group no shell would continue ignores it.
+                    _ => _ = kill_current_process_group(Signal::TSTP),
+                }
             }
             Ok(Some((_, status))) => return Ok(ExitStatus::from_raw(status.as_raw())),
             Ok(None) => continue,
