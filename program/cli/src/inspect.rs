@@ -44,7 +44,7 @@ impl Found {
     /// this host's init, started at another time).
     fn live(&self) -> bool {
         matches!(&self.lock, Ok(l) if lock_writer_alive(l, self.written)
-            || (pid_alive(l.pid) && port_answers(self.port)))
+            || (pid_alive(l.pid) && port_accepts(self.port)))
     }
 }
 
@@ -150,9 +150,40 @@ fn covers_loopback(no_proxy: &str) -> bool {
     })
 }
 
-fn port_answers(port: u16) -> bool {
+/// Whether something accepts connections on `port` (127.0.0.1).
+fn port_accepts(port: u16) -> bool {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
+}
+
+/// Whether an IDE answers HTTP on `port` (a WebSocket upgrade without a token: a bridge refuses
+/// it with 401). A connection alone is no answer: the system accepts it for a process that is
+/// stopped (`serve` suspended with Ctrl-Z), which claude then waits 30 s for.
+fn port_answers(port: u16) -> Result<u16, String> {
+    remote::upgrade_status("127.0.0.1", port)
+}
+
+/// The terminal of an IDE, by what it sets (`TERM_PROGRAM=vscode` in VS Code and its forks,
+/// `TERMINAL_EMULATOR=JetBrains-JediTerm`, `FORCE_CODE_TERMINAL`), as `VAR=value`: claude started
+/// there connects by itself only to the IDE it runs in (one of its parent processes) or to the
+/// port `CLAUDE_CODE_SSE_PORT` names.
+fn ide_terminal() -> Option<String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if let Some(v) = var("TERM_PROGRAM").filter(|v| v == "vscode") {
+        return Some(format!("TERM_PROGRAM={v}"));
+    }
+    if let Some(v) = var("TERMINAL_EMULATOR").filter(|v| v.starts_with("JetBrains")) {
+        return Some(format!("TERMINAL_EMULATOR={v}"));
+    }
+    var("FORCE_CODE_TERMINAL").map(|v| format!("FORCE_CODE_TERMINAL={v}"))
+}
+
+/// `CLAUDE_CODE_AUTO_CONNECT_IDE` set to a value claude reads as no (`false`, `0`, `no`,
+/// `off`): it then connects to no IDE by itself, `--ide` and `CLAUDE_CODE_SSE_PORT` alike.
+fn auto_connect_off() -> Option<String> {
+    let v = std::env::var("CLAUDE_CODE_AUTO_CONNECT_IDE").ok()?;
+    let off = ["false", "0", "no", "off"].contains(&v.trim().to_ascii_lowercase().as_str());
+    off.then(|| format!("CLAUDE_CODE_AUTO_CONNECT_IDE={v}"))
 }
 
 /// The language servers `serve` would use for `dir`: per language present, the servers that would
@@ -455,10 +486,25 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             "exactly one lock file matches ({}): claude, started with CLAUDE_CODE_SSE_PORT as set here, connects to it",
             matching[0].path.display()
         )),
-        1 => r.ok(&format!(
-            "exactly one lock file matches ({}): `claude --ide` started here connects to it (in a plain `claude`, type /ide)",
-            matching[0].path.display()
-        )),
+        1 => match ide_terminal() {
+            Some(set) => r.problem(
+                &format!(
+                    "exactly one lock file matches ({}), but this is an IDE's terminal ({set}): \
+                     claude started here connects by itself only to the IDE it runs in, or to \
+                     the port CLAUDE_CODE_SSE_PORT names",
+                    matching[0].path.display()
+                ),
+                &format!(
+                    "start claude through the bridge (claude-ide-bridge run -- claude), or with \
+                     CLAUDE_CODE_SSE_PORT={} claude (or /ide in claude)",
+                    matching[0].port
+                ),
+            ),
+            None => r.ok(&format!(
+                "exactly one lock file matches ({}): `claude --ide` started here connects to it (in a plain `claude`, type /ide)",
+                matching[0].path.display()
+            )),
+        },
         n => r.problem(
             &format!(
                 "{n} lock files match {lexical} (ports {}); claude auto-connects only when exactly one matches",
@@ -471,18 +517,23 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             "stop the extra IDEs, or pick one: export CLAUDE_CODE_SSE_PORT=<port> ENABLE_IDE_INTEGRATION=true",
         ),
     }
+    if let Some(set) = auto_connect_off() {
+        r.problem(
+            &format!("{set}: claude connects to no IDE by itself, not with --ide nor CLAUDE_CODE_SSE_PORT"),
+            "unset CLAUDE_CODE_AUTO_CONNECT_IDE (also in the \"env\" of claude's settings.json), or connect with /ide in claude",
+        );
+    }
     for f in &matching {
-        if port_answers(f.port) {
-            r.ok(&format!("port {} answers on 127.0.0.1", f.port));
-        } else {
-            r.problem(
+        match port_answers(f.port) {
+            Ok(status) => r.ok(&format!("port {} answers on 127.0.0.1 (HTTP {status})", f.port)),
+            Err(why) => r.problem(
                 &format!(
-                    "port {} from {} does not answer on 127.0.0.1",
+                    "port {} from {} does not answer on 127.0.0.1 ({why})",
                     f.port,
                     f.path.display()
                 ),
-                "the IDE is hung or listens elsewhere: restart it (its lock file is then rewritten)",
-            );
+                "the IDE is stopped (a `serve` suspended with Ctrl-Z: `fg` or `bg` it), hung, or listens elsewhere: restart it (its lock file is then rewritten)",
+            ),
         }
     }
 

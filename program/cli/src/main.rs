@@ -800,6 +800,9 @@ fn serve(
         c.args(&cmd[1..])
             .env("CLAUDE_CODE_SSE_PORT", port.to_string())
             .env("ENABLE_IDE_INTEGRATION", "true")
+            // Set to no in the user's environment, claude connects to no IDE by itself, this
+            // one included: `run` is asked to connect it.
+            .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "true")
             .env("no_proxy", &no_proxy)
             .env("NO_PROXY", &no_proxy);
         // claude owns the terminal from here on.

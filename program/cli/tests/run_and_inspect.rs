@@ -38,6 +38,7 @@ fn run_passes_the_environment_and_the_exit_status() {
         );
         let o = sb
             .command()
+            .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "false")
             .env("no_proxy", "example.com")
             .env("NO_PROXY", "internal.corp, example.com,localhost")
             .args(["run", "--runtime", rt, "--"])
@@ -57,6 +58,7 @@ fn run_passes_the_environment_and_the_exit_status() {
             "{env}"
         );
         assert!(env.contains("ENABLE_IDE_INTEGRATION=true\n"));
+        assert!(env.contains("CLAUDE_CODE_AUTO_CONNECT_IDE=true\n"), "{env}");
         // Both carry the user's exclusions from either, then loopback, each once: a tool reading
         // only one of them still skips the proxy for the user's hosts.
         for var in ["no_proxy", "NO_PROXY"] {
@@ -444,6 +446,38 @@ fn list_and_doctor() {
         "{list}"
     );
 
+    // In an IDE's terminal, claude connects by itself only to the IDE it runs in, or to the port
+    // CLAUDE_CODE_SSE_PORT names; told not to connect, to none.
+    let port = s.port.to_string();
+    for set in [
+        ("TERM_PROGRAM", "vscode"),
+        ("TERMINAL_EMULATOR", "JetBrains-JediTerm"),
+    ] {
+        let (code, out) = doctor(&sb, &[set]);
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            out.contains(&format!("this is an IDE's terminal ({}={})", set.0, set.1))
+                && out.contains(&format!("CLAUDE_CODE_SSE_PORT={port} claude")),
+            "{out}"
+        );
+        let (code, out) = doctor(&sb, &[set, ("CLAUDE_CODE_SSE_PORT", port.as_str())]);
+        assert_eq!(code, 0, "{out}");
+    }
+    let (code, out) = doctor(&sb, &[("CLAUDE_CODE_AUTO_CONNECT_IDE", "false")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("claude connects to no IDE by itself"), "{out}");
+    // A bridge stopped (`serve` suspended with Ctrl-Z): its port takes connections, but nothing
+    // answers them.
+    s.signal("STOP");
+    let (code, out) = doctor(&sb, &[]);
+    s.signal("CONT");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("port {port} from")) && out.contains("is stopped"),
+        "{out}"
+    );
+    assert_eq!(doctor(&sb, &[]).0, 0);
+
     // A proxy that would take loopback requests: said, but not a problem for the IDE link
     // (the real client reaches the IDE directly with every proxy variable set).
     let (code, out) = doctor(&sb, &[("HTTPS_PROXY", "http://proxy:3128")]);
@@ -482,7 +516,6 @@ fn list_and_doctor() {
         "{out}"
     );
     // CLAUDE_CODE_SSE_PORT naming one of them makes the choice: all good.
-    let port = s.port.to_string();
     let (code, out) = doctor(&sb, &[("CLAUDE_CODE_SSE_PORT", port.as_str())]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("exactly one lock file matches"), "{out}");
@@ -699,6 +732,13 @@ fn run_runs_on_after_the_terminal_stops_and_continues_the_job() {
             stderr.text()
         );
     }
+    // Ended as a terminal closing would end it: the command goes with the bridge.
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success()));
+    let status = child.wait().unwrap();
+    assert!(!running(command), "{status:?}; {}", stderr.text());
 }
 
 /// `list` and `doctor` piped into a reader that is gone (`claude-ide-bridge list | head -0`): they

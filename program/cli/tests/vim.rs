@@ -386,7 +386,7 @@ fn vim_claude_code_opens_the_terminal() {
     let fake = sb.root().join("fake-claude");
     fs::write(
         &fake,
-        "#!/bin/sh\necho \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION ARGS=$*\"\nexec sleep 60\n",
+        "#!/bin/sh\necho \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION/$CLAUDE_CODE_AUTO_CONNECT_IDE ARGS=$*\"\nexec sleep 60\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -406,7 +406,7 @@ fn vim_claude_code_opens_the_terminal() {
     let give_up = Instant::now() + WAIT;
     while !vim
         .screen()
-        .contains(&format!("PORT={port} IDE=true ARGS=--resume"))
+        .contains(&format!("PORT={port} IDE=true/true ARGS=--resume"))
     {
         assert!(Instant::now() < give_up, "screen:\n{}", vim.screen());
         std::thread::sleep(Duration::from_millis(50));

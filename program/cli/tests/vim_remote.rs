@@ -254,7 +254,7 @@ fn vim_remote_over_ssh() {
     fs::write(
         &fake,
         "#!/bin/sh\necho \"TTY=$(tty)\"\necho \"PWD=$(pwd)\"\n\
-         echo \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION ARGS=$*\"\nexec sleep 60\n",
+         echo \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION/$CLAUDE_CODE_AUTO_CONNECT_IDE ARGS=$*\"\nexec sleep 60\n",
     )
     .unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
@@ -372,7 +372,7 @@ fn vim_remote_over_ssh() {
     // :ClaudeCode runs claude over there, in a terminal, in the remote folder, with the port.
     vim.ex("ClaudeCode --resume");
     let port = lock.file_stem().unwrap().to_string_lossy().to_string();
-    wait_screen(&vim, &format!("PORT={port} IDE=true ARGS=--resume"));
+    wait_screen(&vim, &format!("PORT={port} IDE=true/true ARGS=--resume"));
     let screen = vim.screen();
     assert!(screen.contains("TTY=/dev/pts/"), "no terminal: {screen}");
     assert!(

@@ -16,7 +16,8 @@ const FIND = 'command -v "$1" >/dev/null 2>&1 || { printf "' .. NOT_FOUND
 
 # In folder "$1", with CLAUDE_CODE_SSE_PORT="$2": runs "$3" with the arguments after it.
 const IN_WORKSPACE = 'cd -- "$1" || exit 1; CLAUDE_CODE_SSE_PORT=$2; ENABLE_IDE_INTEGRATION=true;'
-  .. ' export CLAUDE_CODE_SSE_PORT ENABLE_IDE_INTEGRATION; shift 2; ' .. FIND
+  .. ' CLAUDE_CODE_AUTO_CONNECT_IDE=true;'
+  .. ' export CLAUDE_CODE_SSE_PORT ENABLE_IDE_INTEGRATION CLAUDE_CODE_AUTO_CONNECT_IDE; shift 2; ' .. FIND
 
 const INSTALL = 'install claude-ide-bridge there (in a clone of its repository on that machine:'
   .. ' cargo install --locked --path program/cli), or give its full path as'

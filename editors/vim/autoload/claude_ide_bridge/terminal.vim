@@ -73,7 +73,10 @@ def Launch(args: string, focus: bool)
         .. ' or set g:claude_ide_bridge_terminal_cmd')
       return
     endif
-    opts.env = {CLAUDE_CODE_SSE_PORT: string(bridge.Port()), ENABLE_IDE_INTEGRATION: 'true'}
+    # (CLAUDE_CODE_AUTO_CONNECT_IDE: set to no in the user's environment, claude would connect to
+    # no IDE by itself, Vim included)
+    opts.env = {CLAUDE_CODE_SSE_PORT: string(bridge.Port()), ENABLE_IDE_INTEGRATION: 'true',
+      CLAUDE_CODE_AUTO_CONNECT_IDE: 'true'}
     var folders = bridge.Folders()
     if !empty(folders)
       opts.cwd = folders[0]

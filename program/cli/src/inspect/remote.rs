@@ -130,7 +130,7 @@ pub(super) fn remote_view(
 /// The HTTP status a bridge at `host:port` answers to an upgrade naming `host` without a token:
 /// 401 once the `Host` check passed, 403 when it refused the name. Bounded: 2 s to connect to
 /// each address, 2 s to answer.
-fn upgrade_status(host: &str, port: u16) -> Result<u16, String> {
+pub(super) fn upgrade_status(host: &str, port: u16) -> Result<u16, String> {
     let addrs = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?;

@@ -62,6 +62,11 @@ impl Sandbox {
             .env("CLAUDE_CONFIG_DIR", &self.config)
             .env("NO_COLOR", "1")
             .env_remove("CLAUDE_CODE_SSE_PORT")
+            // What would make `doctor` see an IDE's terminal or a claude told not to connect.
+            .env_remove("TERM_PROGRAM")
+            .env_remove("TERMINAL_EMULATOR")
+            .env_remove("FORCE_CODE_TERMINAL")
+            .env_remove("CLAUDE_CODE_AUTO_CONNECT_IDE")
             // The state file (the kept port and token) goes under the sandbox's HOME.
             .env_remove("XDG_STATE_HOME")
             .env_remove("CLAUDE_IDE_BRIDGE_LOG");
