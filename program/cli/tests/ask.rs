@@ -690,9 +690,14 @@ fn an_editor_killed_in_raw_mode_leaves_the_terminal_usable() {
     tty.flush().unwrap();
     screen.wait_for("the editor exited with");
     wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
+    // And the modes such a program (claude) sets and undoes as it exits: mouse, focus and
+    // colour-scheme reports, bracketed paste, line wrapping, the kitty keyboard protocol.
     assert!(
-        screen.text().contains("\x1b[?1049l\x1b[?25h"),
-        "screen and cursor given back"
+        screen.text().contains(
+            "\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\
+             \x1b[?2031l\x1b[?2004l\x1b[?7h\x1b[<u"
+        ),
+        "screen, cursor and modes given back"
     );
     // Enter as a terminal sends it.
     tty.write_all(b"r\r").unwrap();
