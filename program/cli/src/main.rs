@@ -73,7 +73,8 @@ const STDOUT_GRACE: Duration = Duration::from_secs(2);
         diagnostics. This program is such an IDE for the terminal, a bridge for editors that \
         speak JSON lines (--stdio), and a doctor for when claude does not find your IDE.\n\n\
         Exit codes: 0 ok, 1 runtime failure or doctor findings, 2 usage error; `run` exits with \
-        its command's status (128+N when a signal N ended it)."
+        its command's status (128+N when a signal N ended it; 127 when it is not found, 126 when \
+        it cannot be run, as a shell)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -223,12 +224,22 @@ fn usage(msg: &str) -> ExitCode {
 }
 
 fn failure(msg: &str) -> ExitCode {
+    failure_with(FAILURE, msg)
+}
+
+/// [`failure`] with the exit code `code`.
+fn failure_with(code: u8, msg: &str) -> ExitCode {
     // After the log lines queued before it (with `--stdio`, stderr is written by a thread of its
     // own, and an editor that does not read it must not hold up the exit).
     ui::err(format_args!("error: {msg}\n"));
     ui::flush_stderr(STDOUT_GRACE);
-    ExitCode::from(FAILURE)
+    ExitCode::from(code)
 }
+
+/// `run`'s exit code when its command is not found, as a shell's.
+const NOT_FOUND: u8 = 127;
+/// `run`'s exit code when its command is found but cannot be run, as a shell's.
+const CANNOT_RUN: u8 = 126;
 
 fn decider(common: &CommonOpts, stdio: bool, run: bool) -> Result<Decider, String> {
     match (common.on_diff, stdio, run) {
@@ -836,16 +847,17 @@ fn serve(
             Err(e) => {
                 ui::set_quiet(false);
                 running.stop(Duration::from_secs(5));
-                let hint = match e.kind() {
-                    std::io::ErrorKind::NotFound => {
-                        " (is it installed and on PATH? give its full path after --)"
-                    }
-                    _ => "",
+                let (hint, code) = match e.kind() {
+                    std::io::ErrorKind::NotFound => (
+                        " (is it installed and on PATH? give its full path after --)",
+                        NOT_FOUND,
+                    ),
+                    _ => ("", CANNOT_RUN),
                 };
-                return failure(&format!(
-                    "cannot run {}: {e}{hint}",
-                    cmd[0].to_string_lossy()
-                ));
+                return failure_with(
+                    code,
+                    &format!("cannot run {}: {e}{hint}", cmd[0].to_string_lossy()),
+                );
             }
         }
     }

@@ -163,12 +163,40 @@ fn run_refuses_a_program_for_another_machine() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(126), "{err}");
     assert!(
         err.contains("cannot run claude: it is a program for another machine (ELF machine 75"),
         "{err}"
     );
     assert!(!err.contains("Syntax error"), "{err}");
+}
+
+/// A command that is not there, or that cannot be run: the exit code a shell gives (127, 126),
+/// with why; the bridge leaves no lock file.
+#[test]
+fn run_exits_as_a_shell_when_its_command_cannot_run() {
+    let sb = Sandbox::new();
+    let not_executable = sb.root().join("notes.txt");
+    fs::write(&not_executable, "not a program\n").unwrap();
+    for (command, code, says) in [
+        (
+            sb.root().join("missing"),
+            127,
+            "is it installed and on PATH",
+        ),
+        (not_executable, 126, "cannot run"),
+    ] {
+        let o = sb
+            .command()
+            .args(["run", "--no-lsp", "--"])
+            .arg(&command)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
+    }
 }
 
 #[test]
