@@ -116,7 +116,9 @@ pub struct LockFile {
     /// it (claudecode.nvim writes none).
     #[serde(default)]
     pub running_in_windows: bool,
-    /// The token the client must present.
+    /// The token the client must present. Empty when a file has none (the real client reads such
+    /// a file, and connects without a token; an empty token matches nothing here).
+    #[serde(default = "no_token")]
     pub auth_token: AuthToken,
     /// When the host's process started, in its operating system's own terms (this project's
     /// member; the client ignores it): with `pid`, it names one process, so that a file whose pid
@@ -126,6 +128,11 @@ pub struct LockFile {
     /// boot>`); `None` elsewhere, and in other hosts' files. [`LockFile::new`] leaves it `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_start: Option<String>,
+}
+
+/// The token of a lock file that names none.
+fn no_token() -> AuthToken {
+    AuthToken(String::new())
 }
 
 impl LockFile {
@@ -330,6 +337,11 @@ mod tests {
         assert_eq!(LockFile::parse(&json).unwrap(), lock);
         let extra = r#"{"pid":1,"workspaceFolders":[],"ideName":"x","transport":"ws","runningInWindows":false,"authToken":"t","extra":1}"#;
         assert_eq!(LockFile::parse(extra).unwrap().pid, 1);
+        // No token (the real client reads such a file): an empty one, which matches nothing.
+        let tokenless = r#"{"pid":1,"workspaceFolders":["/w"],"ideName":"x","transport":"ws"}"#;
+        let read = LockFile::parse(tokenless).unwrap();
+        assert_eq!(read.auth_token.as_str(), "");
+        assert!(!read.auth_token.matches(""));
         assert!(LockFile::parse(r#"{"pid":1}"#).is_err());
         assert!(LockFile::parse("not json").is_err());
     }
