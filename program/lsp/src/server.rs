@@ -913,11 +913,12 @@ fn read_loop(
 }
 
 /// Whether the file at `path` holds `text` now: a regular file of its length, asked before it is
-/// opened (no device is opened) and of the open file (a FIFO put in its place meanwhile does not
-/// hold the open up), read to one byte past it.
+/// opened (no device is opened, no symbolic link followed: one put in the file's place may lead
+/// out of the workspace) and of the open file (a FIFO put in its place meanwhile does not hold
+/// the open up), read to one byte past it.
 fn on_disk(path: &str, text: &str) -> bool {
     let fits = |m: std::fs::Metadata| m.is_file() && m.len() == text.len() as u64;
-    if !std::fs::metadata(path).is_ok_and(fits) {
+    if !std::fs::symlink_metadata(path).is_ok_and(fits) {
         return false;
     }
     let Ok(file) = crate::sys::open_to_read(path) else {
@@ -930,4 +931,25 @@ fn on_disk(path: &str, text: &str) -> bool {
         .read_to_end(&mut held)
         .is_ok()
         && held == text.as_bytes()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::on_disk;
+
+    /// A file holding the text is found holding it; a symbolic link put in its place, to a file
+    /// outside holding the same text, is not read through.
+    #[test]
+    fn the_text_on_disk_is_read_without_following_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        let (file, secret) = (d.path().join("a.py"), d.path().join("secret"));
+        std::fs::write(&file, "s3cr3t\n").unwrap();
+        std::fs::write(&secret, "s3cr3t\n").unwrap();
+        let path = file.to_str().unwrap();
+        assert!(on_disk(path, "s3cr3t\n"));
+        assert!(!on_disk(path, "other!\n"));
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(&secret, &file).unwrap();
+        assert!(!on_disk(path, "s3cr3t\n"));
+    }
 }

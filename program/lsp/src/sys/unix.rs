@@ -105,12 +105,15 @@ pub(crate) fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 }
 
 /// Opens `path` to read without waiting on it: a FIFO put in a file's place opens at once (and
-/// then is no regular file to the caller) instead of waiting for a writer.
+/// then is no regular file to the caller) instead of waiting for a writer; a symbolic link put
+/// in its place is not followed (the file is a server's, resolved inside the workspace: a link
+/// there now may lead out of it).
 pub(crate) fn open_to_read(path: &str) -> std::io::Result<std::fs::File> {
+    use rustix::fs::OFlags;
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .custom_flags((OFlags::NONBLOCK | OFlags::NOFOLLOW).bits() as i32)
         .open(path)
 }
 
