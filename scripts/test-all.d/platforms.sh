@@ -108,7 +108,14 @@ fi
 lap "Wine prefix ready"
 
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
-trap 'wineserver -k 2>/dev/null || true' EXIT
+# A case-sensitive directory, as WSL makes them on a Windows drive: Wine's view (drive Z:) of a
+# Linux folder holding both `proj` and `PROJ` (program/files/tests/windows.rs).
+case_pair="$(mktemp -d)"
+mkdir "$case_pair/proj" "$case_pair/PROJ"
+echo in > "$case_pair/proj/target.txt"
+echo sibling > "$case_pair/PROJ/target.txt"
+export CLAUDE_IDE_BRIDGE_TEST_CASE_PAIR="Z:${case_pair//\//\\}"
+trap 'wineserver -k 2>/dev/null || true; rm -rf "$case_pair"' EXIT
 # One argument list's run. When the only trouble was Wine losing its server (`wine client error`,
 # a binary dying without a result: seen once in about twenty runs, and its rerun passed), the
 # list runs again, once, on a fresh wineserver; a test's own failure is never run again.

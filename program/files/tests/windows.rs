@@ -219,6 +219,39 @@ fn short_names_stay_inside() {
     assert!(is_outside(ws.read_text(&short)), "{short}");
 }
 
+/// The workspace folder named in another case: where names ignore case (NTFS's default) it is
+/// the folder; in a case-sensitive directory (what WSL makes on a Windows drive; here Wine's
+/// view of a Linux folder holding both `proj` and `PROJ`, which scripts/test-all.d/platforms.sh
+/// makes) `PROJ` is another directory, and a path through it is refused: it was resolved from
+/// `proj`'s handle, and claude, writing the path as given, wrote into `PROJ`.
+#[test]
+fn a_folder_in_another_case_is_another_directory_where_case_counts() {
+    let t = tree();
+    let ws = workspace(&t);
+    fs::write(t.ws.join("a.txt"), "in\n").unwrap();
+    let parent = t.ws.parent().unwrap().display().to_string();
+    for spelled in [format!(r"{parent}\WS\a.txt"), format!(r"{parent}\Ws\A.TXT")] {
+        assert_eq!(ws.read_text(&spelled).unwrap().content, "in\n", "{spelled}");
+        assert!(ws.writable(&spelled).is_ok(), "{spelled}");
+    }
+    let Ok(pair) = std::env::var("CLAUDE_IDE_BRIDGE_TEST_CASE_PAIR") else {
+        eprintln!(
+            "SKIPPED: no case-sensitive directory (scripts/test-all.d/platforms.sh makes one)"
+        );
+        return;
+    };
+    let ws = Workspace::new(vec![format!(r"{pair}\proj")], Limits::default());
+    let inside = format!(r"{pair}\proj\target.txt");
+    assert_eq!(ws.read_text(&inside).unwrap().content, "in\n");
+    for through in [
+        format!(r"{pair}\PROJ\target.txt"),
+        format!(r"{pair}\PROJ\new\evil.txt"),
+    ] {
+        assert!(is_outside(ws.writable(&through)), "{through}");
+        assert!(is_outside(ws.read_text(&through)), "{through}");
+    }
+}
+
 /// A path past `MAX_PATH` (260 UTF-16 units), a dozen directories deep.
 fn deep_path(t: &Tree) -> (String, String) {
     let deep: Vec<String> = (0..12)

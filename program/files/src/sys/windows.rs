@@ -306,22 +306,62 @@ impl Workspace {
         if parsed.root.is_none() {
             return Ok((0, parsed.comps));
         }
-        let mut best: Option<(usize, &[String])> = None;
+        let mut best: Option<(usize, &[String], WinPath)> = None;
         for (i, f) in self.folders.iter().enumerate() {
             for root in [&f.advertised, &f.canonical] {
                 let Ok(folder) = winpath::parse(root) else {
                     continue;
                 };
                 if let Some(rest) = parsed.below(&folder) {
-                    if best.is_none_or(|(_, b)| rest.len() < b.len()) {
-                        best = Some((i, rest));
+                    if best.as_ref().is_none_or(|(_, b, _)| rest.len() < b.len()) {
+                        best = Some((i, rest, folder));
                     }
                 }
             }
         }
-        let (i, rest) =
+        let (i, rest, folder) =
             best.ok_or_else(|| Error::outside(path, "not inside a workspace folder"))?;
+        self.same_folder_by_another_case(i, &folder, &parsed.comps[..folder.comps.len()], path)?;
         Ok((i, rest.to_vec()))
+    }
+
+    /// `Ok` when `given`, the names of a path's part that matched the workspace folder `folder`
+    /// (of `self.folders[i]`) case aside, are its names, or name the same directory (volume and
+    /// file index). In a case-sensitive directory (`fsutil file setCaseSensitiveInfo`, what WSL
+    /// makes the folders it creates on a Windows drive) `PROJ` and `proj` are two directories:
+    /// the rest of the path is resolved from the folder's handle, but claude writes the path as
+    /// it gave it, into the other one.
+    fn same_folder_by_another_case(
+        &self,
+        i: usize,
+        folder: &WinPath,
+        given: &[String],
+        path: &str,
+    ) -> Result<(), Error> {
+        if given == folder.comps.as_slice() {
+            return Ok(());
+        }
+        let spelled = render(&WinPath {
+            root: folder.root.clone(),
+            comps: given.to_vec(),
+        });
+        let f = &self.folders[i];
+        let ours = f
+            .identity
+            .get()
+            .copied()
+            .or_else(|| identity(&f.advertised));
+        match (identity(&spelled), ours) {
+            (Some(a), Some(b)) if a == b => Ok(()),
+            _ => Err(Error::outside(
+                path,
+                format!(
+                    "{spelled} differs from the workspace folder {} in case, and is not the same \
+                     directory (a case-sensitive directory)",
+                    f.advertised
+                ),
+            )),
+        }
     }
 
     /// The folder's directory handle, refused when the folder's path has come to name another
