@@ -691,9 +691,14 @@ fn serve(
                 std::io::ErrorKind::PermissionDenied if refused_by_the_port(&e) => {
                     " (choose another --port, or 0)"
                 }
-                std::io::ErrorKind::PermissionDenied => {
-                    " (check the lock-file directory: `claude-ide-bridge doctor` explains)"
-                }
+                std::io::ErrorKind::PermissionDenied => &match &lock_dir {
+                    Some(d) => format!(
+                        " (check the lock-file directory {}: `claude-ide-bridge doctor` explains)",
+                        d.display()
+                    ),
+                    None => " (check the lock-file directory: `claude-ide-bridge doctor` explains)"
+                        .to_owned(),
+                },
                 _ => "",
             };
             return failure(&format!("cannot start the server: {e}{hint}"));

@@ -769,6 +769,86 @@ fn run_runs_on_after_the_terminal_stops_and_continues_the_job() {
     assert!(!running(command), "{status:?}; {}", stderr.text());
 }
 
+/// A lock-file folder of the user's that the user cannot write (mode 0500): `doctor` says the
+/// bridge cannot write there, with the folder's mode (it said "a private directory (0700,
+/// yours)", and its fix was to start a bridge, which then failed). Run as an ordinary user
+/// (root writes whatever the mode): needs root to become one.
+#[test]
+fn doctor_says_a_lock_folder_the_user_cannot_write() {
+    use std::os::unix::fs::chown;
+    if !Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+    {
+        eprintln!("SKIPPED: needs root, to run doctor as another user");
+        return;
+    }
+    let sb = Sandbox::new();
+    let nobody = 65534;
+    fs::set_permissions(sb.root(), fs::Permissions::from_mode(0o755)).unwrap();
+    for d in [&sb.home, &sb.config] {
+        chown(d, Some(nobody), Some(nobody)).unwrap();
+    }
+    let ide = sb.lock_dir();
+    fs::create_dir_all(&ide).unwrap();
+    chown(&ide, Some(nobody), Some(nobody)).unwrap();
+    // The program as the sandbox runs it, as that user, within 20 s.
+    let as_nobody = |args: &[&str]| {
+        let plain = sb.command();
+        let mut c = Command::new("timeout");
+        c.args([
+            "20",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(plain.get_program())
+        .args(args)
+        .current_dir(&sb.ws);
+        for (k, v) in plain.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c
+    };
+    let doctor = |mode: u32| {
+        fs::set_permissions(&ide, fs::Permissions::from_mode(mode)).unwrap();
+        run_bounded(as_nobody(&["doctor", "--no-lsp"]))
+    };
+    let (_, out) = doctor(0o500);
+    assert!(
+        out.contains(&format!(
+            "{} has mode 0500: the bridge cannot write its lock file there",
+            ide.display()
+        )),
+        "{out}"
+    );
+    // And `serve` there names the folder it could not write.
+    let o = as_nobody(&["serve", "--no-lsp"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("check the lock-file directory {}", ide.display())),
+        "{err}"
+    );
+    let (_, out) = doctor(0o700);
+    assert!(
+        out.contains(&format!(
+            "{} is a private directory (0700, yours)",
+            ide.display()
+        )),
+        "{out}"
+    );
+}
+
 /// `list` and `doctor` piped into a reader that is gone (`claude-ide-bridge list | head -0`): they
 /// end with their own status, not a panic about a broken pipe (exit 101).
 #[test]

@@ -202,6 +202,12 @@ pub fn is_mine(meta: &Metadata) -> bool {
 /// writable by others; readable by others is worth a word.
 pub fn lock_dir_finding(d: &Path, m: &Metadata) -> Finding {
     let mode = m.mode() & 0o7777;
+    // (This user's access: the mode's owner bits, or none needed by root.)
+    let writable = rustix::fs::access(
+        d,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .is_ok();
     let d = d.display();
     if !is_mine(m) {
         Finding::Problem(
@@ -216,13 +222,18 @@ pub fn lock_dir_finding(d: &Path, m: &Metadata) -> Finding {
             ),
             format!("chmod 700 {d}"),
         )
+    } else if !writable {
+        Finding::Problem(
+            format!("{d} has mode {mode:04o}: the bridge cannot write its lock file there"),
+            format!("chmod 700 {d}"),
+        )
     } else if mode & 0o077 != 0 {
         Finding::Info(format!(
             "{d} has mode {mode:04o}: other users can list the lock files (their contents, with \
              the token, are yours only: 0600); chmod 700 {d} hides the ports too"
         ))
     } else {
-        Finding::Ok(format!("{d} is a private directory (0700, yours)"))
+        Finding::Ok(format!("{d} is a private directory ({mode:04o}, yours)"))
     }
 }
 
