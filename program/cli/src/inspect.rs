@@ -46,6 +46,13 @@ impl Found {
         matches!(&self.lock, Ok(l) if lock_writer_alive(l, self.written)
             || (pid_alive(l.pid) && port_accepts(self.port)))
     }
+
+    /// Whether claude takes it as an IDE's: a lock file whose pid names a process (`kill(pid,
+    /// 0)`), whichever process that is now. It counts such files when it decides whether exactly
+    /// one matches its folder, a stale one whose pid was handed out again included.
+    fn seen_by_claude(&self) -> bool {
+        matches!(&self.lock, Ok(l) if pid_alive(l.pid))
+    }
 }
 
 fn dirs() -> Vec<PathBuf> {
@@ -448,7 +455,10 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     let sse_port = std::env::var("CLAUDE_CODE_SSE_PORT")
         .ok()
         .and_then(|p| p.trim().parse::<u16>().ok());
-    let live: Vec<&Found> = all.iter().filter(|f| f.live() && f.ours).collect();
+    // As claude counts them (a stale file whose pid names another process now included).
+    let live: Vec<&Found> = (all.iter())
+        .filter(|f| f.ours && (f.live() || f.seen_by_claude()))
+        .collect();
     // CLAUDE_CODE_SSE_PORT naming a live lock file makes the choice: claude connects to that one.
     let chosen = sse_port.filter(|p| live.iter().any(|f| f.port == *p));
     let matching: Vec<&Found> = live

@@ -97,7 +97,7 @@ fn run_reports_a_signal_as_128_plus() {
         .args(["run", "--", "/no/such/claude"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&o.stderr).contains("PATH"));
 }
 
@@ -356,21 +356,7 @@ fn reused_pid(home_ide: &std::path::Path, sb: &Sandbox) {
 fn reused_pid_on(home_ide: &std::path::Path, sb: &Sandbox, port: u16) {
     let path = home_ide.join(format!("{port}.lock"));
     write_lock(home_ide, port, std::process::id(), &["/elsewhere"]);
-    if cfg!(target_os = "linux") {
-        let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
-        let mut lock: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        lock["processStart"] = json!(format!("{}/1", boot.trim()));
-        fs::write(&path, lock.to_string()).unwrap();
-    } else {
-        let year_ago =
-            std::time::SystemTime::now() - std::time::Duration::from_secs(365 * 24 * 3600);
-        fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(year_ago)
-            .unwrap();
-    }
+    written_by_another(&path);
     let o = sb.command().arg("list").output().unwrap();
     let list = String::from_utf8_lossy(&o.stdout);
     let (code, out) = doctor(sb, &[]);
@@ -387,6 +373,27 @@ fn reused_pid_on(home_ide: &std::path::Path, sb: &Sandbox, port: u16) {
         assert!(!out.contains(&format!("{port}.lock is stale")), "{out}");
     }
     fs::remove_file(&path).unwrap();
+}
+
+/// Makes the lock file at `path`, naming this live process, one another process wrote (the pid
+/// handed out again): on Linux its `processStart` is another start of that pid, elsewhere it
+/// was written a year before this process started.
+fn written_by_another(path: &std::path::Path) {
+    if cfg!(target_os = "linux") {
+        let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        let mut lock: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+        lock["processStart"] = json!(format!("{}/1", boot.trim()));
+        fs::write(path, lock.to_string()).unwrap();
+    } else {
+        let year_ago =
+            std::time::SystemTime::now() - std::time::Duration::from_secs(365 * 24 * 3600);
+        fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(year_ago)
+            .unwrap();
+    }
 }
 
 /// `c` run to its end, its stdout read: its exit code and that text. A command that does not end
@@ -593,6 +600,15 @@ fn list_and_doctor() {
     // A live pid on a file another process wrote (the pid handed out again after a reboot):
     // stale, and a problem, since claude takes it for a live IDE's.
     reused_pid(&home_ide, &sb);
+    // The same beside the live bridge, naming its folder: claude counts it (its pid names a
+    // process), so two match and `claude --ide` connects to neither (it said exactly one did).
+    write_lock(&home_ide, 4747, std::process::id(), &[&ws]);
+    written_by_another(&home_ide.join("4747.lock"));
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("2 lock files match"), "{out}");
+    assert!(!out.contains("exactly one lock file matches"), "{out}");
+    fs::remove_file(home_ide.join("4747.lock")).unwrap();
 
     // Lock directory permissions: readable by others (said, no problem: the bridge uses it),
     // writable by the group (a problem: the bridge refuses it), then a symlink.
