@@ -340,6 +340,15 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     };
     let lexical = std::path::absolute(&dir).unwrap_or(dir.clone());
     let lexical = lexical.to_string_lossy().into_owned();
+    if !dir.is_dir() {
+        out!("checking what `claude` started in {lexical} would see");
+        r.problem(
+            &format!("{lexical} is not a directory (claude cannot be started there)"),
+            "give the folder claude runs in (doctor FOLDER), or run doctor there",
+        );
+        out!("1 problem found");
+        return 1;
+    }
     // The working directory of a claude started there, written as lock files write folders:
     // `lock_folders` lists a folder as given, then resolved when links make it another (and on
     // Windows without the `\\?\` prefix); the last is the one the OS gives claude.

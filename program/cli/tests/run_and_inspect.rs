@@ -513,6 +513,15 @@ fn list_and_doctor() {
     );
     assert_eq!(doctor(&sb, &[]).0, 0);
 
+    // A folder that is not there: said, and nothing else checked.
+    let mut c = sb.command();
+    c.args(["doctor", "--no-lsp"])
+        .arg(sb.root().join("missing"));
+    let (code, out) = run_bounded(c);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("missing is not a directory"), "{out}");
+    assert!(!out.contains("serve --workspace"), "{out}");
+
     // A proxy that would take loopback requests: said, but not a problem for the IDE link
     // (the real client reaches the IDE directly with every proxy variable set).
     let (code, out) = doctor(&sb, &[("HTTPS_PROXY", "http://proxy:3128")]);
