@@ -309,7 +309,8 @@ impl Host {
 impl Host {
     /// Handles one line from the editor.
     pub(super) fn on_stdio_line(&mut self, line: &str) {
-        let line = line.trim();
+        // A byte-order mark before the first line (a Windows pipe's, PowerShell's) is no JSON.
+        let line = line.trim().trim_start_matches('\u{feff}').trim_start();
         if line.is_empty() {
             return;
         }
