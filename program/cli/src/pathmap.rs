@@ -109,12 +109,13 @@ impl Parsed {
             Root::Posix => a == b,
             Root::Drive(_) | Root::Unc => a == b || a.to_uppercase() == b.to_uppercase(),
         };
+        // A WSL distribution's share has two servers' names: `wsl$` and `wsl.localhost`.
+        let wsl =
+            |s: &String| s.eq_ignore_ascii_case("wsl$") || s.eq_ignore_ascii_case("wsl.localhost");
         let starts = self.names.len() >= prefix.names.len()
-            && self
-                .names
-                .iter()
-                .zip(&prefix.names)
-                .all(|(a, b)| same(a, b));
+            && (self.names.iter().zip(&prefix.names).enumerate()).all(|(i, (a, b))| {
+                same(a, b) || (i == 0 && self.root == Root::Unc && wsl(a) && wsl(b))
+            });
         (self.root == prefix.root && starts).then(|| &self.names[prefix.names.len()..])
     }
 
@@ -737,6 +738,32 @@ mod tests {
         assert!(matches!(
             m.to_editor("/home/me/app/a\\b"),
             Err(MapError::Unnameable(_))
+        ));
+    }
+
+    /// A WSL distribution's share by either of its servers' names (`\\wsl$\Debian`, the older
+    /// one, and `\\wsl.localhost\Debian`) is one share; back to the editor as the mapping names it.
+    #[test]
+    fn a_wsl_share_by_either_name_is_one() {
+        for (spec, other) in [
+            (
+                r"\\wsl.localhost\Debian\home\me=/home/me",
+                r"\\wsl$\Debian\home\me\a.rs",
+            ),
+            (
+                r"\\wsl$\Debian\home\me=/home/me",
+                r"\\WSL.LOCALHOST\debian\home\me\a.rs",
+            ),
+        ] {
+            let m = map(&[spec]);
+            assert_eq!(m.to_here(other).as_deref(), Ok("/home/me/a.rs"), "{spec}");
+            let back = m.to_editor("/home/me/a.rs").unwrap();
+            assert!(back.starts_with(&spec[..8]), "{spec}: {back}");
+        }
+        let m = map(&[r"\\wsl$\Debian\home\me=/home/me"]);
+        assert!(matches!(
+            m.to_here(r"\\other\Debian\home\me\a.rs"),
+            Err(MapError::Outside(_))
         ));
     }
 
