@@ -1397,8 +1397,18 @@ impl State {
             List::Pushed => s.pushed.len(),
         };
         let old_len = self.diags.get(path).map_or(0, held);
-        // Room for a new file, and for the new total: files the server has not open go first.
         let is_new = !self.diags.contains_key(path);
+        // A file the server was not given, new here, takes no other's place: once the bounds are
+        // reached it is not kept. Evicting another (announced empty) for it made a server that
+        // publishes the same lists for many files evict and announce them back, round after round.
+        if is_new
+            && !self.docs.contains_key(path)
+            && (self.diags.len() >= self.limits.max_files
+                || self.total + items.len() > self.limits.max_total_diagnostics)
+        {
+            return None;
+        }
+        // Room for a new file, and for the new total: files the server has not open go first.
         while (is_new && self.diags.len() >= self.limits.max_files)
             || self.total - old_len + items.len() > self.limits.max_total_diagnostics
         {

@@ -166,6 +166,37 @@ fn memory_is_bounded_per_file_and_in_total() {
     assert_eq!(s.known("/w/open.py")[0].message.chars().count(), 2001);
 }
 
+/// A server publishing for more files than are kept, files it was not given (pyright checks a
+/// whole workspace), the same lists round after round: what was kept stays, and nothing is
+/// announced again. Before, each file was evicted for the next, announced empty, and announced
+/// back the next round (measured: 9,563 announcements, 327 MB, in 20 s for 3,000 files).
+#[test]
+fn publishes_past_the_bounds_for_files_not_open_do_not_churn() {
+    let limits = LspLimits {
+        max_diagnostics_per_file: 10,
+        max_total_diagnostics: 25,
+        max_files: 4,
+        ..LspLimits::default()
+    };
+    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    for round in 0..3 {
+        let announced: usize = (0..10)
+            .map(|i| publish(&mut s, &format!("/w/f{i}.py"), None, 5).len())
+            .sum();
+        match round {
+            0 => assert_eq!(announced, 4, "the four kept"),
+            _ => assert_eq!(announced, 0, "round {round}"),
+        }
+        assert_eq!(s.all_known().len(), 4);
+    }
+    // An open file's publish still makes room.
+    s.sync("/w/open.py", "python", "x");
+    let version = s.version("/w/open.py");
+    publish(&mut s, "/w/open.py", version, 5);
+    assert_eq!(s.known("/w/open.py").len(), 5);
+    s.check_bounds();
+}
+
 /// When the open files' diagnostics fill the total, a new publish for an open file is kept whole:
 /// the open file used longest ago is closed in the server (its list forgotten; a question about it
 /// opens it again), rather than the new list cut, to nothing once the total was full, and taken as
