@@ -2298,6 +2298,26 @@ fn vim_write_all_and_quit_with_claude_running() {
     assert_eq!(vim.eval(running_terminals), 1);
     let mut c = connect(&lock);
 
+    // saveDocument of a hidden buffer with changes while only claude's window is shown: saved,
+    // and no window is left behind (an empty one was), the focus where it was.
+    vim.ex("call setline(1, 'one, edited')");
+    vim.ex("ClaudeCode");
+    vim.in_terminal = true;
+    vim.wait_eval("[winnr('$'), &buftype]", |v| v == &json!([2, "terminal"]));
+    vim.term_ex("wincmd p | hide");
+    vim.wait_eval("[winnr('$'), &buftype]", |v| v == &json!([1, "terminal"]));
+    let saved = json_of(&call(
+        &mut c,
+        "saveDocument",
+        json!({"filePath": a.to_string_lossy()}),
+    ));
+    assert_eq!(saved["saved"], true, "{saved}");
+    assert_eq!(fs::read_to_string(&a).unwrap(), "one, edited\n");
+    assert_eq!(vim.eval("[winnr('$'), &buftype]"), json!([1, "terminal"]));
+    vim.term_ex("split a.txt");
+    vim.in_terminal = false;
+    vim.wait_eval("&buftype", |v| v == "");
+
     // Refused anyway: claude kept.
     vim.ex("new | call setline(1, 'unnamed')");
     vim.ex("xa");
@@ -2313,7 +2333,7 @@ fn vim_write_all_and_quit_with_claude_running() {
         "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
         |v| v == 2,
     );
-    vim.ex(&format!("call win_gotoid({})", proposal_win(2)));
+    vim.ex("call win_gotoid(win_findbuf(bufnr('b.txt (proposed by claude'))[0])");
     vim.ex("%s/B/edited/");
     vim.wait_eval("&modified", |v| v == 1);
     vim.ex("tabfirst");

@@ -254,9 +254,17 @@ export def Save(id: number, args: dict<any>)
       if !empty(wins)
         win_execute(wins[0], 'silent update')
       else
-        var w = terminal.EditWindow(true)
+        # A hidden buffer is written from a window of the tab page, shown there for the write;
+        # one made for it (only claude's terminal was shown) goes again, and the focus stays.
+        var back = win_getid()
+        var existing = terminal.EditWindow(false)
+        var w = existing != 0 ? existing : terminal.EditWindow(true)
         var prev = winbufnr(w)
         win_execute(w, 'silent hide buffer ' .. b .. ' | silent update | silent hide buffer ' .. prev)
+        if existing == 0
+          win_execute(w, 'close')
+        endif
+        win_gotoid(back)
       endif
     catch
       bridge.RespondJson(id, {success: false, filePath: remote.ForClaude(path), saved: false,
