@@ -25,6 +25,9 @@ var stopping = false
 # A start asked for while the bridge was stopping: done once it ended, then these are called.
 var restart = false
 var restart_then: list<any> = []
+# Stopped by :ClaudeCodeStop (or Vim leaving), not ended on its own: not started again by
+# :ClaudeCode under a running claude.
+var stopped_by_user = false
 # Why the last bridge ended without being asked to (for :ClaudeCodeStatus), or ''.
 var ended_why = ''
 var unanswered: dict<string> = {}
@@ -63,6 +66,11 @@ enddef
 
 export def Running(): bool
   return job_status(job) ==# 'run' && port > 0 && !stopping
+enddef
+
+# Whether the bridge was stopped by the user (:ClaudeCodeStop) rather than ending on its own.
+export def StoppedByUser(): bool
+  return stopped_by_user
 enddef
 
 # Started, and not ready yet.
@@ -125,6 +133,7 @@ enddef
 # Starts the bridge unless it runs; `Then` (a function without arguments, or 0) is called once it
 # is ready (at once when it already is). Returns false when it could not start.
 export def Start(Then: any = 0): bool
+  stopped_by_user = false
   if job_status(job) ==# 'run' && stopping
     # told to stop and not ended yet (`:ClaudeCodeStop | ClaudeCodeStart`): started again once
     # it ended (Ended)
@@ -239,6 +248,7 @@ enddef
 export def Stop()
   restart = false
   restart_then = []
+  stopped_by_user = true
   if job_status(job) ==# 'run'
     stopping = true
     ch_close_in(job_getchannel(job))

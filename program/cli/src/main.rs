@@ -857,7 +857,8 @@ fn serve(
                         " (is it installed and on PATH? give its full path after --)",
                         NOT_FOUND,
                     ),
-                    _ => ("", CANNOT_RUN),
+                    _ if sys::cannot_execute(&e) => ("", CANNOT_RUN),
+                    _ => ("", FAILURE),
                 };
                 return failure_with(
                     code,

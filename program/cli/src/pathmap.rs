@@ -271,7 +271,11 @@ impl PathMap {
 
     /// The bridge's path for the editor's `path` (absolute, or a `file://` URI).
     pub fn to_here(&self, path: &str) -> Result<String, MapError> {
-        let p = parse_editor(path)?;
+        let p = match parse_editor(path) {
+            // `//x`, `//./x`: no share, but the POSIX path it also is.
+            Err(MapError::Unc(_)) if path.starts_with("//") => parse_posix(path, path)?,
+            p => p?,
+        };
         // `//server/share/...` is a UNC path written with `/` (Windows takes it so), unless no
         // UNC folder takes it: then the POSIX path it also is.
         let posix;
@@ -816,6 +820,10 @@ mod tests {
         assert_eq!(m.to_editor("/srv/w/x").as_deref(), Ok("d:/w/x"));
         let m = map(&["/home/me=/srv/me"]);
         assert_eq!(m.to_here("//home/me/a.rs").as_deref(), Ok("/srv/me/a.rs"));
+        // No share in it at all (`//x`, `//./x`): the POSIX path, as before.
+        let m = map(&["/x=/srv/x"]);
+        assert_eq!(m.to_here("//x").as_deref(), Ok("/srv/x"));
+        assert_eq!(m.to_here("//./x/a").as_deref(), Ok("/srv/x/a"));
     }
 
     /// `wsl`'s drive and a folder given as `EDITOR=HERE` that are as long (a whole drive): the

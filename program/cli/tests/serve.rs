@@ -328,9 +328,12 @@ fn accept_answers_file_saved_inside_and_refuses_outside() {
         let r = call(&mut c, "openDiff", args);
         assert!(is_error(&r), "a relative path must be refused: {r}");
         assert!(texts(&r)[0].contains("not an absolute path"), "{r}");
-        let args = json!({"old_file_path": "run.sh", "new_file_path": "run.sh",
-            "new_file_contents": "pwned\n", "tab_name": "relative too"});
-        assert!(is_error(&call(&mut c, "openDiff", args)));
+        // (`\escape\...` too: a relative name on Unix, though it reads as rooted on Windows.)
+        for relative in ["run.sh", r"\escape/planted.txt"] {
+            let args = json!({"old_file_path": relative, "new_file_path": relative,
+                "new_file_contents": "pwned\n", "tab_name": "relative too"});
+            assert!(is_error(&call(&mut c, "openDiff", args)), "{relative}");
+        }
         assert_eq!(
             fs::read_to_string(outside.join("secret.txt")).unwrap(),
             "secret\n"

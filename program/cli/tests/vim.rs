@@ -1954,7 +1954,15 @@ fn vim_write_all_and_quit_accepts_every_pending_diff() {
         let lock = wait_lock(&sb);
         let a = sb.ws.join("a.txt");
         let b = sb.ws.join("b.txt");
-        let (first, second) = two_diffs(&mut vim, &mut c, &a, &b);
+        // The first with a NUL, which Vim's copy loses: accepted unedited, claude's own bytes
+        // (as Vim exits, every changedtick is -1: it was taken for edited, and Vim's copy sent).
+        let first = c.call_tool("openDiff", open_diff_args(&a, "A\u{0}\n", "first"));
+        vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+        let second = c.call_tool("openDiff", open_diff_args(&b, "B\n", "second"));
+        vim.wait_eval(
+            "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
+            |v| v == 2,
+        );
         assert_eq!(vim.eval("tabpagenr('$')"), 2, "{}", vim.diag());
         // The second one, in the other tab page, edited there.
         vim.ex(&format!("call win_gotoid({})", proposal_win(2)));
@@ -1980,7 +1988,7 @@ fn vim_write_all_and_quit_accepts_every_pending_diff() {
         vim.ex(cmd);
         let got = responses(&mut c, &[first, second]);
         if accepted {
-            assert_eq!(texts(&got[&first]), ["FILE_SAVED", "A\n"], "{cmd}");
+            assert_eq!(texts(&got[&first]), ["FILE_SAVED", "A\u{0}\n"], "{cmd}");
             assert_eq!(texts(&got[&second]), ["FILE_SAVED", "edited\n"], "{cmd}");
         } else {
             // Quitting Vim decides nothing: claude is told so, and asks in its own prompt.
@@ -2232,11 +2240,12 @@ fn vim_waits_for_the_users_keys_and_shows_files_as_they_are() {
 }
 
 /// With claude running in Vim's terminal: `:xa` quits (Vim refuses it while a terminal's job
-/// runs, E948, after writing the changed buffers: the edited proposals were accepted, the others
-/// left undecided), stopping claude first, and accepts every pending proposal, an unedited one
-/// as claude sent it (a NUL in it included: Vim's copy lost it); an `:xa` Vim would refuse anyway
-/// (a changed buffer without a name) leaves claude running. A bridge that ended under a running
-/// claude is started again by `:ClaudeCode`, on its port, where claude's retry finds it.
+/// runs, E948), stopping claude first, once no change of claude's is pending; with some, claude
+/// (which writes what is accepted) keeps running, the edited proposal Vim wrote is accepted, and
+/// the user is told to decide the rest; an `:xa` Vim would refuse anyway (a changed buffer
+/// without a name) leaves claude running. A bridge that ended under a running claude is started
+/// again by `:ClaudeCode`, on its port, where claude's retry finds it; `saveDocument` of a hidden
+/// buffer while only claude's window is shown leaves no window behind.
 #[test]
 fn vim_write_all_and_quit_with_claude_running() {
     if tools_missing() {
@@ -2337,10 +2346,26 @@ fn vim_write_all_and_quit_with_claude_running() {
     vim.ex("%s/B/edited/");
     vim.wait_eval("&modified", |v| v == 1);
     vim.ex("tabfirst");
+    // Changes pending: claude writes what is accepted, so it is not stopped. Vim refuses (E948)
+    // after writing the edited proposal, which is accepted; the other stays, and the user is
+    // told what to do.
     vim.ex("xa");
-    let got = responses(&mut c, &[first, second]);
-    assert_eq!(texts(&got[&first]), ["FILE_SAVED", "x\u{0}y\n"]);
+    let got = responses(&mut c, &[second]);
     assert_eq!(texts(&got[&second]), ["FILE_SAVED", "edited\n"]);
+    vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("still pending")
+    });
+    assert!(running(claude));
+    assert_eq!(vim.eval(running_terminals), 1);
+    // Decided (exactly as claude sent it, a NUL included), then `:xa` stops claude and quits.
+    vim.ex("ClaudeCodeDiffAccept");
+    let got = responses(&mut c, &[first]);
+    assert_eq!(texts(&got[&first]), ["FILE_SAVED", "x\u{0}y\n"]);
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))",
+        |v| v == 0,
+    );
+    vim.ex("xa");
     gone(&lock);
     let give_up = Instant::now() + WAIT;
     while running(claude) {

@@ -1251,9 +1251,10 @@ impl State {
             .unwrap_or_default()
     }
 
-    /// Whether `path` is open in the server (handed over, not closed since).
+    /// Whether `path` is open in the server (handed over, not closed since), or waits to be
+    /// while the server starts.
     pub fn is_open(&self, path: &str) -> bool {
-        self.docs.contains_key(path)
+        self.docs.contains_key(path) || self.early.iter().any(|(p, ..)| p == path)
     }
 
     /// Every file with diagnostics held.
@@ -1401,12 +1402,28 @@ impl State {
         // A file the server was not given, new here, takes no other's place: once the bounds are
         // reached it is not kept. Evicting another (announced empty) for it made a server that
         // publishes the same lists for many files evict and announce them back, round after round.
-        if is_new
-            && !self.docs.contains_key(path)
-            && (self.diags.len() >= self.limits.max_files
-                || self.total + items.len() > self.limits.max_total_diagnostics)
-        {
-            return None;
+        if is_new && !self.docs.contains_key(path) {
+            // Nothing known of it, and nothing to know: not kept (kept, such lists filled the
+            // files' bound for a server that publishes for a whole workspace).
+            if items.is_empty() {
+                return None;
+            }
+            // Room is made from files the server was not given that hold no diagnostics (their
+            // going announces nothing), and from nothing else.
+            while self.diags.len() >= self.limits.max_files {
+                let empty = (self.diags.iter())
+                    .find(|(p, d)| d.len() == 0 && !self.docs.contains_key(*p))
+                    .map(|(p, _)| p.clone());
+                match empty {
+                    Some(empty) => self.forget(&empty),
+                    None => break,
+                }
+            }
+            if self.diags.len() >= self.limits.max_files
+                || self.total + items.len() > self.limits.max_total_diagnostics
+            {
+                return None;
+            }
         }
         // Room for a new file, and for the new total: files the server has not open go first.
         while (is_new && self.diags.len() >= self.limits.max_files)

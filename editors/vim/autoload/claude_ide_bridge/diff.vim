@@ -208,10 +208,12 @@ def Renamed(d: dict<any>)
   if !bufexists(d.proposed) || !has_key(diffs, string(d.id))
     return
   endif
-  var left = bufnr(d.name)
-  if left > 0 && left != d.proposed && !bufloaded(left)
-    execute 'silent! bwipeout ' .. left
-  endif
+  # (By its exact name: `bufnr()` takes a name as a pattern, `[` or `*` in it match others.)
+  for left in getbufinfo()
+    if left.name ==# d.name && left.bufnr != d.proposed && !left.loaded
+      execute 'silent! bwipeout ' .. left.bufnr
+    endif
+  endfor
   var wins = win_findbuf(d.proposed)
   if !empty(wins)
     win_execute(wins[0], 'silent! keepalt file ' .. fnameescape(d.name))
@@ -261,10 +263,17 @@ augroup END
 def Typed()
   typed = get(v:event, 'abort', false) ? '' : getcmdline()
   if typed =~# '^[ \t:]*\%(xa\%[ll]\|wqa\%[ll]\)!\=\s*$'
-    # Vim refuses these while a job runs in a terminal (E948), claude's too, after it has written
-    # the changed buffers (accepting the edited proposals only): claude is stopped first, as :qa
-    # stops it.
-    terminal.StopForQuitAll(typed =~# '!\s*$')
+    # Vim refuses these while a job runs in a terminal (E948), claude's too: with no change of
+    # claude's pending, claude is stopped first, as :qa stops it. With some, it is claude that
+    # writes what is accepted: it keeps running (Vim refuses, after writing the edited
+    # proposals, which claude then writes), and the user is told what to do.
+    if empty(diffs)
+      terminal.StopForQuitAll(typed =~# '!\s*$')
+    elseif terminal.Running()
+      timer_start(0, (_) => bridge.Error(len(diffs) .. ' change(s) of claude''s still pending: it'
+        .. ' writes what is accepted, so Vim cannot quit while it runs (E948). Decide them (:w or :q'
+        .. ' in each), then :xa; or :qa to quit deciding nothing'))
+    endif
   endif
   timer_start(0, (_) => {
     typed = ''

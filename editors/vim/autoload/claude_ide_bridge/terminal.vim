@@ -136,6 +136,11 @@ def Hide(win: number)
   endif
 enddef
 
+# Whether claude runs in its terminal.
+export def Running(): bool
+  return Alive()
+enddef
+
 # Before `:xa` or `:wqa`: Vim refuses them while a job runs in a terminal (E948, whatever
 # `term_kill`), so claude's is stopped (SIGTERM, then SIGKILL after a second), as `:qa` stops it.
 # Not when Vim would refuse anyway, keeping claude: another terminal's job, or a changed buffer it
@@ -166,9 +171,9 @@ export def StopForQuitAll(bang: bool)
 enddef
 
 # A bridge that ended while claude runs is started again (by :ClaudeCode, :ClaudeCodeFocus), on
-# the same port, where claude's own retry finds it.
+# the same port, where claude's own retry finds it; not one the user stopped (:ClaudeCodeStop).
 def Revive()
-  if Alive() && !bridge.Running() && !bridge.Starting()
+  if Alive() && !bridge.Running() && !bridge.Starting() && !bridge.StoppedByUser()
     bridge.Start()
   endif
 enddef

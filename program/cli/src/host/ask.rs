@@ -86,10 +86,8 @@ fn unchecked(path: &str) -> Option<String> {
                 .to_owned(),
         );
     }
-    let b = path.as_bytes();
-    let drive =
-        b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/');
-    let absolute = path.starts_with('/') || path.starts_with('\\') || drive;
+    // As this system reads it (`\x` and `C:\x` are relative names on Unix), or the wire's form.
+    let absolute = std::path::Path::new(path).is_absolute() || path.starts_with('/');
     (!absolute).then(|| {
         "(not an absolute path: claude takes a relative one from its own working directory, \
          which may be another folder than the workspace's)"

@@ -255,14 +255,21 @@ fn read(ws: &Workspace, path: &str) -> Result<Option<Text>, Error> {
 }
 
 /// [`read`], with the [`Stamp`] of the file taken before (a change during the read is then
-/// one more, not one missed).
+/// one more, not one missed). A file written within [`RACY`] of the read has no stamp (it is
+/// read again at the next question): a file system whose times count in seconds (FAT, some
+/// network mounts) gives a second write of the same length in that second the same stamp.
 fn read_stamped(ws: &Workspace, path: &str) -> (Result<Option<Text>, Error>, Option<Stamp>) {
+    let now = std::time::SystemTime::now();
     let stamp = ws
         .regular_file(path)
         .ok()
-        .and_then(|p| stamp_of(Path::new(&p)));
+        .and_then(|p| stamp_of(Path::new(&p)))
+        .filter(|(_, at)| at.is_some_and(|t| now.duration_since(t).is_ok_and(|d| d > RACY)));
     (read(ws, path), stamp)
 }
+
+/// How recent a write [`read_stamped`] takes as one its stamp may not tell from the next.
+const RACY: Duration = Duration::from_secs(2);
 
 /// What the bridge remembers about the files it changed or answered for, to answer the real
 /// client's check before an edit. An accepted `openDiff` is answered `FILE_SAVED`, then the
@@ -892,7 +899,7 @@ impl LanguageServers {
                 // Grown past the read limit, no longer text, no longer a regular file: its
                 // servers let go of the text they had (its diagnostics were listed by `{}`).
                 let key = self.ws.writable(&named).unwrap_or(named);
-                self.let_go_if_gone(Path::new(&key));
+                self.unreadable(Path::new(&key), &e);
                 return ToolResult::error(format!("{uri}: {e}"));
             }
         };
@@ -1000,7 +1007,9 @@ impl LanguageServers {
             .collect();
         let paths: Vec<PathBuf> = tracked.iter().map(|(p, _)| p.clone()).collect();
         let open: HashSet<PathBuf> = self.lsp.open_of(&paths).into_iter().collect();
-        self.memory().on_disk.retain(|p, _| open.contains(p));
+        // (One added since the look above is kept: it was just read for its servers.)
+        let looked: HashSet<&PathBuf> = paths.iter().collect();
+        (self.memory().on_disk).retain(|p, _| open.contains(p) || !looked.contains(p));
         let mut handed = Vec::new();
         for (path, stamp) in tracked.into_iter().filter(|(p, _)| open.contains(p)) {
             if Instant::now() >= deadline {
@@ -1011,24 +1020,41 @@ impl LanguageServers {
             }
             let (read, stamp) = read_stamped(&self.ws, &path.to_string_lossy());
             match read {
-                Ok(Some(t)) => {
+                // Still the file it was (not a link to another now, which is its own).
+                Ok(Some(t)) if Path::new(&t.path) == path => {
                     let hash = text_hash(&t.content);
+                    // Under the memory's lock until handed over: accepted contents handed over
+                    // meanwhile (`changed`) are not then replaced by the old text on disk.
                     let mut memory = self.memory();
                     if memory.before_write(&path, hash, Instant::now()).is_some() {
                         memory.on_disk(&path, None);
                         continue;
                     }
                     memory.on_disk(&path, stamp);
-                    drop(memory);
                     self.lsp.sync(&path, &t.content);
+                    drop(memory);
                     handed.push((path, t.content));
                 }
-                Ok(None) | Err(_) => {
+                Ok(_) => {
                     self.let_go_if_gone(&path);
                 }
+                Err(e) => self.unreadable(&path, &e),
             }
         }
         handed
+    }
+
+    /// `path`, open in its servers, could not be read for them (`e`): no longer text within the
+    /// read limit, or no longer a file in the workspace, its servers let go of it, as of a file
+    /// gone; a failure that may pass (another program holding it, no descriptor left, no
+    /// permission for now) leaves it as it is, to be read again at the next question.
+    fn unreadable(&self, path: &Path, e: &Error) {
+        match e {
+            Error::Io { .. } => self.memory().on_disk(path, None),
+            _ => {
+                self.let_go_if_gone(path);
+            }
+        }
     }
 
     /// The answer to `getDiagnostics {}`: the files open in the servers that changed on disk,
@@ -1091,9 +1117,10 @@ impl LanguageServers {
                     self.lsp.sync(path, &text);
                     asking.push((path.clone(), text));
                 }
-                Ok(None) | Err(_) => {
+                Ok(None) => {
                     self.let_go_if_gone(path);
                 }
+                Err(e) => self.unreadable(path, &e),
             }
         }
         let changed = changed.into_iter().filter(|(p, _)| !recent.contains(p));

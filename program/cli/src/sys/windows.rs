@@ -377,6 +377,12 @@ pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
     status
 }
 
+/// Whether `run`'s command, found, could not be run (a shell's status 126): access denied, or not
+/// a program Windows runs here (`ERROR_BAD_EXE_FORMAT`, `ERROR_EXE_MACHINE_TYPE_MISMATCH`).
+pub fn cannot_execute(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied || matches!(e.raw_os_error(), Some(193 | 216))
+}
+
 /// The command's exit code when it is one a process can exit with here (0 to 255), else 1
 /// (Windows' codes are 32 bits: `STATUS_CONTROL_C_EXIT` is 0xC000013A).
 pub fn exit_code(status: ExitStatus) -> i32 {

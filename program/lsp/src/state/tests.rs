@@ -189,6 +189,14 @@ fn publishes_past_the_bounds_for_files_not_open_do_not_churn() {
         }
         assert_eq!(s.all_known().len(), 4);
     }
+    // Files that came clean make room (their going announces nothing), and a file with no
+    // diagnostics that is not open is not kept at all.
+    for i in 0..2 {
+        assert_eq!(publish(&mut s, &format!("/w/f{i}.py"), None, 0).len(), 1);
+    }
+    assert!(publish(&mut s, "/w/clean.py", None, 0).is_empty());
+    assert_eq!(publish(&mut s, "/w/f8.py", None, 5).len(), 1);
+    assert_eq!(s.known("/w/f8.py").len(), 5);
     // An open file's publish still makes room.
     s.sync("/w/open.py", "python", "x");
     let version = s.version("/w/open.py");

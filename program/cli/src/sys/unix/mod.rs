@@ -380,6 +380,17 @@ pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
     }
 }
 
+/// Whether `run`'s command, found, could not be run (a shell's status 126): not executable,
+/// being written, not a program this system runs (`ENOEXEC`, or another machine's: `tie.rs`).
+pub fn cannot_execute(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::PermissionDenied
+            | io::ErrorKind::ExecutableFileBusy
+            | io::ErrorKind::Unsupported
+    ) || e.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error())
+}
+
 /// The exit code a shell would report: the status, or 128 + the signal.
 pub fn exit_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;

@@ -95,7 +95,7 @@ pub(super) fn start(command: Command, setup: impl Fn(&mut Command)) -> io::Resul
     let (path, dir) = (path_of(&command), command.get_current_dir());
     if let Ok(found) = find_program(command.get_program(), path.as_deref(), dir) {
         if let Some(why) = super::machine::foreign_program(&found) {
-            return Err(io::Error::other(why));
+            return Err(io::Error::new(io::ErrorKind::Unsupported, why));
         }
     }
     let way = match IS_PROGRAM.load(Ordering::Relaxed) {
