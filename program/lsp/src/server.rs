@@ -918,7 +918,7 @@ fn read_loop(
 /// the open up), read to one byte past it.
 fn on_disk(path: &str, text: &str) -> bool {
     let fits = |m: std::fs::Metadata| m.is_file() && m.len() == text.len() as u64;
-    if !std::fs::symlink_metadata(path).is_ok_and(fits) {
+    if !crate::sys::file_metadata(path).is_ok_and(fits) {
         return false;
     }
     let Ok(file) = crate::sys::open_to_read(path) else {

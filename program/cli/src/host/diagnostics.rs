@@ -298,9 +298,10 @@ const MAX_TRACKED: usize = 2048;
 /// What tells that a file on disk changed without reading it: its length and time.
 type Stamp = (u64, Option<std::time::SystemTime>);
 
-/// The [`Stamp`] of `path` (a link itself, not followed: one put in the file's place is a change).
+/// The [`Stamp`] of `path` (on Unix a link itself, not followed: one put in the file's place is
+/// a change; `crate::sys::stamp_metadata`).
 fn stamp_of(path: &Path) -> Option<Stamp> {
-    let m = std::fs::symlink_metadata(path).ok()?;
+    let m = crate::sys::stamp_metadata(path).ok()?;
     Some((m.len(), m.modified().ok()))
 }
 

@@ -22,7 +22,7 @@
 //!   Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs; `stopped()`: the
 //!   program has stopped (Windows waits for it before ending a process whose console closes);
 //! - `ask_to_stop(pid)`, `wait_for_command(child)`, `exit_code(status)`, `cannot_execute(e)`:
-//!   `run`'s command;
+//!   `run`'s command; `stamp_metadata(path)`: what tells a file the servers have changed;
 //!   `ask_to_stop(pid)`, `kill_now(pid)`, `wait_until_ended(child)`, `SIGNALS_EDITOR`: `$EDITOR`
 //!   at a stop;
 //! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on

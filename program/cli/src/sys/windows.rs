@@ -377,6 +377,12 @@ pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
     status
 }
 
+/// What tells that a file the servers have changed on disk (`host::diagnostics`): followed through
+/// a link, since the files crate names a file reached through a link by the link's path here.
+pub fn stamp_metadata(path: &Path) -> io::Result<Metadata> {
+    fs::metadata(path)
+}
+
 /// Whether `run`'s command, found, could not be run (a shell's status 126): access denied, or not
 /// a program Windows runs here (`ERROR_BAD_EXE_FORMAT`, `ERROR_EXE_MACHINE_TYPE_MISMATCH`).
 pub fn cannot_execute(e: &io::Error) -> bool {

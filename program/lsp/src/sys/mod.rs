@@ -6,7 +6,10 @@
 //! name with one of `PATHEXT`'s extensions, so that npm's `pyright-langserver.cmd` is found and
 //! its extensionless shell-script twin is not), and how a file's path and the `file:` URI a
 //! server names it by map to each other (`path_of_uri`, `key_of`: on Windows the engine's
-//! `/c/x` form of a URI's path is no Windows path). `server.rs`, `state.rs` and `table.rs` name
+//! `/c/x` form of a URI's path is no Windows path), and what a server's file on disk is when its
+//! text is checked (`file_metadata`, `open_to_read`: a link put in its place followed on Windows
+//! only, where the files crate names a file by the link it was reached through). `server.rs`,
+//! `state.rs` and `table.rs` name
 //! these and never test the OS itself.
 //!
 //! On Linux and macOS alike (`unix.rs`) the tree is the server's own process group: the server
@@ -28,8 +31,8 @@ mod os;
 mod os;
 
 pub(crate) use os::{
-    adopt, exe_extensions, is_executable, key_of, kill_tree, open_to_read, own_tree, path_of_uri,
-    reap_id, same_file, set_nonblocking, wait_writable, watch_exit,
+    adopt, exe_extensions, file_metadata, is_executable, key_of, kill_tree, open_to_read, own_tree,
+    path_of_uri, reap_id, same_file, set_nonblocking, wait_writable, watch_exit,
 };
 
 /// The stack of a server's exit watch (`watch_exit`): it makes one system call and a callback.

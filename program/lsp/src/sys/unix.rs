@@ -104,6 +104,13 @@ pub(crate) fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
     a.dev() == b.dev() && a.ino() == b.ino()
 }
 
+/// What a file a server has is, for the check of its text on disk: the file at `path` itself, a
+/// symbolic link put in its place not followed (the path is resolved inside the workspace: a
+/// link there now may lead out).
+pub(crate) fn file_metadata(path: &str) -> std::io::Result<std::fs::Metadata> {
+    std::fs::symlink_metadata(path)
+}
+
 /// Opens `path` to read without waiting on it: a FIFO put in a file's place opens at once (and
 /// then is no regular file to the caller) instead of waiting for a writer; a symbolic link put
 /// in its place is not followed (the file is a server's, resolved inside the workspace: a link

@@ -380,6 +380,12 @@ pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
     }
 }
 
+/// What tells that a file the servers have changed on disk (`host::diagnostics`): the file at
+/// `path` itself, a link put in its place being a change.
+pub fn stamp_metadata(path: &Path) -> io::Result<Metadata> {
+    fs::symlink_metadata(path)
+}
+
 /// Whether `run`'s command, found, could not be run (a shell's status 126): not executable,
 /// being written, not a program this system runs (`ENOEXEC`, or another machine's: `tie.rs`).
 pub fn cannot_execute(e: &io::Error) -> bool {
