@@ -506,6 +506,16 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             matching[0].path.display()
         )),
         1 => match ide_terminal() {
+            // The lock file of the IDE this terminal is in: claude connects to it.
+            Some(_)
+                if (matching[0].lock.as_ref().ok())
+                    .is_some_and(|l| sys::ancestors().is_some_and(|a| a.contains(&l.pid))) =>
+            {
+                r.ok(&format!(
+                    "exactly one lock file matches ({}), the IDE's whose terminal this is: claude started here connects to it",
+                    matching[0].path.display()
+                ))
+            }
             Some(set) => r.problem(
                 &format!(
                     "exactly one lock file matches ({}), but this is an IDE's terminal ({set}): \

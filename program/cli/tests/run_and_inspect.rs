@@ -498,6 +498,18 @@ fn list_and_doctor() {
         let (code, out) = doctor(&sb, &[set, ("CLAUDE_CODE_SSE_PORT", port.as_str())]);
         assert_eq!(code, 0, "{out}");
     }
+    // The IDE's own lock file, in its terminal (here: a process above doctor's, this test):
+    // claude connects to it.
+    let own = Sandbox::new();
+    let own_ws = own.ws.to_string_lossy().into_owned();
+    let listening = TcpListener::bind("127.0.0.1:0").unwrap();
+    let own_port = listening.local_addr().unwrap().port();
+    write_lock(&own.lock_dir(), own_port, std::process::id(), &[&own_ws]);
+    let (_, out) = doctor(&own, &[("TERM_PROGRAM", "vscode")]);
+    assert!(
+        out.contains("the IDE's whose terminal this is: claude started here connects to it"),
+        "{out}"
+    );
     let (code, out) = doctor(&sb, &[("CLAUDE_CODE_AUTO_CONNECT_IDE", "false")]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("claude connects to no IDE by itself"), "{out}");

@@ -216,6 +216,12 @@ pub fn new_dir_hint(dir: &Path) -> String {
     )
 }
 
+/// The process ids above this one: not looked for here (`doctor` then does not say whether a
+/// lock file is the IDE's whose terminal this is).
+pub fn ancestors() -> Option<Vec<u32>> {
+    None
+}
+
 /// Not a Linux container: `/.dockerenv` would name `C:\.dockerenv` here (and a Windows program
 /// run by Wine sees the Linux root as drive `Z:`).
 pub fn in_container() -> bool {

@@ -247,6 +247,37 @@ pub fn new_dir_hint(dir: &Path) -> String {
     format!("rm {0} && mkdir -m 700 {0}", dir.display())
 }
 
+/// The process ids above this one, its parent first (at most 64): from `/proc` where there is
+/// one, else from `ps` (macOS); `None` when neither tells.
+pub fn ancestors() -> Option<Vec<u32>> {
+    fn parent(pid: u32) -> Option<u32> {
+        if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) {
+            return stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok();
+        }
+        let out = std::process::Command::new("ps")
+            .args(["-o", "ppid=", "-p", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    }
+    let mut list = Vec::new();
+    let mut pid = std::process::id();
+    while list.len() < 64 {
+        match parent(pid)? {
+            0 => break,
+            p => {
+                list.push(p);
+                if p == 1 {
+                    break;
+                }
+                pid = p;
+            }
+        }
+    }
+    Some(list)
+}
+
 /// Whether this runs in a container (Docker's `/.dockerenv`, Podman's `/run/.containerenv`).
 pub fn in_container() -> bool {
     Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists()
