@@ -919,6 +919,31 @@ fn fake_records(sb: &Sandbox) -> (PathBuf, impl Fn() -> String) {
     })
 }
 
+/// `n` files of the scripted server's language (`f00.fake`...), each holding an error, served
+/// with `server` (its `--lsp` value), each asked about once, so that the server has them open.
+fn fake_files_asked_about(sb: &Sandbox, n: usize, server: &str) -> (Served, Session, Vec<PathBuf>) {
+    let files: Vec<PathBuf> = (0..n)
+        .map(|i| sb.ws.join(format!("f{i:02}.fake")))
+        .collect();
+    for f in &files {
+        fs::write(f, "error\n").unwrap();
+    }
+    let s = Served::start(sb, &["--lsp", server]);
+    let mut c = Session::new(&s);
+    for f in &files {
+        assert_eq!(c.diagnostics(json!({"uri": uri(f)})).len(), 1);
+    }
+    (s, c, files)
+}
+
+/// The files `getDiagnostics {}` lists, by URI.
+fn listed(c: &mut Session) -> Vec<String> {
+    c.diagnostics(json!({}))
+        .iter()
+        .map(|f| f["uri"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// A file deleted after its diagnostics were asked for: `getDiagnostics {}` no longer lists it
 /// (its errors were answered for as long as the server kept it open: up to 200 files later), and
 /// the server is told to close it (clangd keeps a precompiled preamble of several MB in the
@@ -929,23 +954,7 @@ fn a_deleted_file_is_let_go_of() {
     let sb = Sandbox::new();
     let (state, closed) = fake_records(&sb);
     let server = fake_server("good", Some(&state));
-    let files: Vec<PathBuf> = (0..22)
-        .map(|i| sb.ws.join(format!("f{i:02}.fake")))
-        .collect();
-    for f in &files {
-        fs::write(f, "error\n").unwrap();
-    }
-    let mut s = Served::start(&sb, &["--lsp", &server]);
-    let mut c = Session::new(&s);
-    for f in &files {
-        assert_eq!(c.diagnostics(json!({"uri": uri(f)})).len(), 1);
-    }
-    let listed = |c: &mut Session| -> Vec<String> {
-        c.diagnostics(json!({}))
-            .iter()
-            .map(|f| f["uri"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let (mut s, mut c, files) = fake_files_asked_about(&sb, 22, &server);
     let mut left: Vec<String> = files.iter().map(|f| uri(f)).collect();
     assert_eq!(listed(&mut c), left);
     // Deleted, one asked about long ago and one lately: the answer without a uri leaves them
@@ -980,23 +989,7 @@ fn a_deleted_file_is_let_go_of() {
 fn files_changed_on_disk_are_handed_to_the_server_again() {
     let sb = Sandbox::new();
     let server = fake_server("good", None);
-    let files: Vec<PathBuf> = (0..20)
-        .map(|i| sb.ws.join(format!("f{i:02}.fake")))
-        .collect();
-    for f in &files {
-        fs::write(f, "error\n").unwrap();
-    }
-    let mut s = Served::start(&sb, &["--lsp", &server]);
-    let mut c = Session::new(&s);
-    for f in &files {
-        assert_eq!(c.diagnostics(json!({"uri": uri(f)})).len(), 1);
-    }
-    let listed = |c: &mut Session| -> Vec<String> {
-        c.diagnostics(json!({}))
-            .iter()
-            .map(|f| f["uri"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let (mut s, mut c, files) = fake_files_asked_about(&sb, 20, &server);
     let mut left: Vec<String> = files.iter().map(|f| uri(f)).collect();
     assert_eq!(listed(&mut c), left);
     // Fixed (asked about long ago, and lately), and made no text.

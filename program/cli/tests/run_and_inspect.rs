@@ -667,39 +667,60 @@ fn list_and_doctor() {
     assert_eq!(code, 1);
 }
 
-/// The command of `run` suspends itself (claude on Ctrl-Z): the bridge stops with it, so that
-/// the shell takes the terminal back, and continuing the job (`fg`: SIGCONT to the process
-/// group) continues both; the bridge then exits with the command's status.
-#[test]
-fn run_stops_with_a_command_that_suspends_itself() {
+/// `run ARGS -- COMMAND` as a shell runs a job: in a process group of its own (the bridge's pid
+/// names it); its stderr collected; the group signalled by name (`"CONT"`) through what is
+/// returned, which, dropped, continues and kills whatever of the group is left.
+fn run_as_a_job(
+    sb: &Sandbox,
+    command: &std::path::Path,
+    args: &[&str],
+) -> (std::process::Child, Lines, Group) {
     use std::os::unix::process::CommandExt;
-    let sb = Sandbox::new();
-    let claude = script(&sb, "claude", "kill -STOP $$\nexit 3");
     let mut child = sb
         .command()
-        .args(["run", "--"])
-        .arg(&claude)
+        .arg("run")
+        .args(args)
+        .arg("--")
+        .arg(command)
         .process_group(0)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let stderr = Lines::collect(child.stderr.take().unwrap());
-    let pid = child.id();
-    let group = |sig: &str| {
+    let group = Group(child.id());
+    (child, stderr, group)
+}
+
+/// A process group, by its leader's pid: signalled with [`Group::signal`]; continued and killed
+/// when dropped, so that nothing of it is left stopped behind a test.
+struct Group(u32);
+
+impl Group {
+    fn signal(&self, sig: &str) -> bool {
         Command::new("kill")
-            .args(["-s", sig, "--", &format!("-{pid}")])
+            .args(["-s", sig, "--", &format!("-{}", self.0)])
             .status()
             .is_ok_and(|s| s.success())
-    };
-    // Whatever happens below, nothing of the group is left stopped behind the test.
-    struct Reap<F: Fn(&str) -> bool>(F);
-    impl<F: Fn(&str) -> bool> Drop for Reap<F> {
-        fn drop(&mut self) {
-            (self.0)("KILL");
-        }
     }
-    let _reap = Reap(group);
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        self.signal("KILL");
+    }
+}
+
+/// The command of `run` suspends itself (claude on Ctrl-Z): the bridge stops with it, so that
+/// the shell takes the terminal back, and continuing the job (`fg`: SIGCONT to the process
+/// group) continues both; the bridge then exits with the command's status.
+#[test]
+fn run_stops_with_a_command_that_suspends_itself() {
+    let sb = Sandbox::new();
+    let claude = script(&sb, "claude", "kill -STOP $$\nexit 3");
+    let (mut child, stderr, group) = run_as_a_job(&sb, &claude, &[]);
+    let pid = child.id();
     let give_up = std::time::Instant::now() + WAIT;
     while state_of(pid) != Some('T') {
         assert!(
@@ -711,7 +732,7 @@ fn run_stops_with_a_command_that_suspends_itself() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // `fg`.
-    assert!(group("CONT"));
+    assert!(group.signal("CONT"));
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(3), "{}", stderr.text());
     assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
@@ -723,7 +744,6 @@ fn run_stops_with_a_command_that_suspends_itself() {
 /// stopped, and once continued stopped the group again (`fg` needed twice, 3 times in 10).
 #[test]
 fn run_runs_on_after_the_terminal_stops_and_continues_the_job() {
-    use std::os::unix::process::CommandExt;
     let sb = Sandbox::new();
     let pid_file = sb.root().join("command.pid");
     // Ends once the bridge is gone, whatever the test did.
@@ -735,31 +755,8 @@ fn run_runs_on_after_the_terminal_stops_and_continues_the_job() {
             pid_file.display()
         ),
     );
-    let mut child = sb
-        .command()
-        .args(["run", "--no-lsp", "--"])
-        .arg(&claude)
-        .process_group(0)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let (mut child, stderr, group) = run_as_a_job(&sb, &claude, &["--no-lsp"]);
     let pid = child.id();
-    let group = |sig: &str| {
-        Command::new("kill")
-            .args(["-s", sig, "--", &format!("-{pid}")])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    struct Reap<F: Fn(&str) -> bool>(F);
-    impl<F: Fn(&str) -> bool> Drop for Reap<F> {
-        fn drop(&mut self) {
-            (self.0)("CONT");
-            (self.0)("KILL");
-        }
-    }
-    let _reap = Reap(group);
     let give_up = std::time::Instant::now() + WAIT;
     let command = loop {
         if let Some(p) = fs::read_to_string(&pid_file)
@@ -785,9 +782,9 @@ fn run_runs_on_after_the_terminal_stops_and_continues_the_job() {
         }
     };
     for round in 0..10 {
-        assert!(group("TSTP"));
+        assert!(group.signal("TSTP"));
         wait_for(&|s| s == Some('T'), "stopped");
-        assert!(group("CONT"));
+        assert!(group.signal("CONT"));
         wait_for(&|s| s.is_some_and(|s| s != 'T'), "running again");
         // Still running a while later: nothing stopped the group once more.
         std::thread::sleep(std::time::Duration::from_millis(200));

@@ -374,6 +374,16 @@ fn vim_plugin_with_a_scripted_claude() {
     gone(&lock);
 }
 
+/// A stand-in for claude, for Vim's terminal (`g:claude_ide_bridge_terminal_cmd`): runs `body`,
+/// then stays (60 s).
+fn fake_claude(sb: &Sandbox, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let fake = sb.root().join("fake-claude");
+    fs::write(&fake, format!("#!/bin/sh\n{body}\nexec sleep 60\n")).unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    fake
+}
+
 #[test]
 fn vim_claude_code_opens_the_terminal() {
     if tools_missing() {
@@ -383,14 +393,10 @@ fn vim_claude_code_opens_the_terminal() {
     let a = sb.ws.join("a.txt");
     fs::write(&a, "one\n").unwrap();
     // The terminal runs a stand-in for claude that shows what it was given.
-    let fake = sb.root().join("fake-claude");
-    fs::write(
-        &fake,
-        "#!/bin/sh\necho \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION/$CLAUDE_CODE_AUTO_CONNECT_IDE ARGS=$*\"\nexec sleep 60\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = fake_claude(
+        &sb,
+        "echo \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION/$CLAUDE_CODE_AUTO_CONNECT_IDE ARGS=$*\"",
+    );
     let mut vim = Vim::start(
         &sb,
         &a,
@@ -2256,18 +2262,11 @@ fn vim_write_all_and_quit_with_claude_running() {
     let b = sb.ws.join("b.txt");
     fs::write(&a, "one\n").unwrap();
     fs::write(&b, "bee\n").unwrap();
-    let fake = sb.root().join("fake-claude");
     let pid_file = sb.root().join("claude.pid");
-    fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\necho $$ > '{}'\necho claude here\nexec sleep 60\n",
-            pid_file.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = fake_claude(
+        &sb,
+        &format!("echo $$ > '{}'\necho claude here", pid_file.display()),
+    );
     let mut vim = Vim::start(
         &sb,
         &a,
