@@ -157,6 +157,23 @@ fn covers_loopback(no_proxy: &str) -> bool {
     })
 }
 
+/// The bridge serving `dir` as its one workspace folder, by the port and pid its state file
+/// keeps (`crate::state`, under this user's state folder whatever `CLAUDE_CONFIG_DIR` it had),
+/// when that process runs and the port answers.
+fn served_elsewhere(dir: &Path) -> Option<(u32, u16)> {
+    let folders = vec![dir.to_path_buf()];
+    let posix = claude_ide_bridge_runtime::posix_folders(&folders).ok()?;
+    let native: Vec<PathBuf> = folders
+        .iter()
+        .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
+        .collect();
+    let key = sys::state_folders(&native, &posix);
+    let saved = crate::state::Store::new(&crate::state::state_dir()?, &key)
+        .load()
+        .ok()??;
+    (pid_alive(saved.pid) && port_answers(saved.port).is_ok()).then_some((saved.pid, saved.port))
+}
+
 /// Whether something accepts connections on `port` (127.0.0.1).
 fn port_accepts(port: u16) -> bool {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -495,12 +512,22 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         }
     }
     match matching.len() {
-        0 => r.problem(
-            &format!("no live lock file has a workspace folder containing {lexical}"),
-            &format!(
-                "start a bridge for it: claude-ide-bridge serve --workspace {lexical}  (or start claude inside a served folder)"
+        0 => match served_elsewhere(&dir) {
+            Some((pid, port)) => r.problem(
+                &format!(
+                    "no lock file claude reads here has a workspace folder containing {lexical}, \
+                     but a bridge serves it (pid {pid}, port {port}): its lock file is in another \
+                     folder (it was started with another CLAUDE_CONFIG_DIR or HOME)"
+                ),
+                "start claude with the CLAUDE_CONFIG_DIR (and HOME) that bridge had, or stop it and start one with these",
             ),
-        ),
+            None => r.problem(
+                &format!("no live lock file has a workspace folder containing {lexical}"),
+                &format!(
+                    "start a bridge for it: claude-ide-bridge serve --workspace {lexical}  (or start claude inside a served folder)"
+                ),
+            ),
+        },
         1 if chosen.is_some() => r.ok(&format!(
             "exactly one lock file matches ({}): claude, started with CLAUDE_CODE_SSE_PORT as set here, connects to it",
             matching[0].path.display()

@@ -525,6 +525,22 @@ fn list_and_doctor() {
     );
     assert_eq!(doctor(&sb, &[]).0, 0);
 
+    // claude told to look in another folder than the bridge wrote its lock file in: the bridge is
+    // found by its state file, and said to be there (doctor said none served the folder, and its
+    // fix started a second bridge).
+    let elsewhere = sb.root().join("other-config");
+    fs::create_dir_all(elsewhere.join("ide")).unwrap();
+    let (code, out) = doctor(&sb, &[("CLAUDE_CONFIG_DIR", elsewhere.to_str().unwrap())]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "but a bridge serves it (pid {}, port {})",
+            s.child.id(),
+            s.port
+        )),
+        "{out}"
+    );
+
     // A folder that is not there: said, and nothing else checked.
     let mut c = sb.command();
     c.args(["doctor", "--no-lsp"])
@@ -746,14 +762,12 @@ fn run_stops_with_a_command_that_suspends_itself() {
 fn run_runs_on_after_the_terminal_stops_and_continues_the_job() {
     let sb = Sandbox::new();
     let pid_file = sb.root().join("command.pid");
-    // Ends once the bridge is gone, whatever the test did.
+    // One process, no child of its own (a shell looping over `sleep` sits in `vfork` when its
+    // child is stopped first: state D, not T); ended with the group, whatever the test did.
     let claude = script(
         &sb,
         "claude",
-        &format!(
-            "echo $$ > '{}'\nwhile kill -0 $PPID 2>/dev/null; do sleep 0.05; done",
-            pid_file.display()
-        ),
+        &format!("echo $$ > '{}'\nexec sleep 60", pid_file.display()),
     );
     let (mut child, stderr, group) = run_as_a_job(&sb, &claude, &["--no-lsp"]);
     let pid = child.id();
