@@ -481,9 +481,10 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     let sse_port = std::env::var("CLAUDE_CODE_SSE_PORT")
         .ok()
         .and_then(|p| p.trim().parse::<u16>().ok());
-    // As claude counts them (a stale file whose pid names another process now included).
+    // As claude counts them (a stale file whose pid names another process now included; a live
+    // one's pid names a process too).
     let live: Vec<&Found> = (all.iter())
-        .filter(|f| f.ours && (f.live() || f.seen_by_claude()))
+        .filter(|f| f.ours && f.seen_by_claude())
         .collect();
     // CLAUDE_CODE_SSE_PORT naming a live lock file makes the choice: claude connects to that one.
     let chosen = sse_port.filter(|p| live.iter().any(|f| f.port == *p));

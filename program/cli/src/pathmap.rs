@@ -279,16 +279,14 @@ impl PathMap {
         // `//server/share/...` is a UNC path written with `/` (Windows takes it so), unless no
         // UNC folder takes it: then the POSIX path it also is.
         let posix;
-        let p = match self.editor_folder(&p) {
+        let found = match self.editor_folder(&p) {
             None if p.root == Root::Unc && path.starts_with("//") => {
                 posix = parse_posix(path, path)?;
-                &posix
+                self.editor_folder(&posix)
             }
-            _ => &p,
+            found => found,
         };
-        let (m, rest) = self
-            .editor_folder(p)
-            .ok_or_else(|| MapError::Outside(path.to_string()))?;
+        let (m, rest) = found.ok_or_else(|| MapError::Outside(path.to_string()))?;
         let mut names = m.here[0].names.clone();
         names.extend_from_slice(rest);
         // Under a workspace folder's real path: named as the workspace names it.

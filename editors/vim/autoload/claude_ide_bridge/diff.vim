@@ -269,7 +269,7 @@ def Typed()
     # proposals, which claude then writes), and the user is told what to do.
     if empty(diffs)
       terminal.StopForQuitAll(typed =~# '!\s*$')
-    elseif terminal.Running()
+    elseif terminal.Alive()
       timer_start(0, (_) => bridge.Error(len(diffs) .. ' change(s) of claude''s still pending: it'
         .. ' writes what is accepted, so Vim cannot quit while it runs (E948). Decide them (:w or :q'
         .. ' in each), then :xa; or :qa to quit deciding nothing'))

@@ -8,7 +8,8 @@ var term_buf = -1
 # A launch waits for the bridge to be ready: another :ClaudeCode meanwhile starts no second one.
 var launching = false
 
-def Alive(): bool
+# Whether claude runs in its terminal.
+export def Alive(): bool
   return term_buf > 0 && bufexists(term_buf) && call('term_getstatus', [term_buf]) =~# 'running'
 enddef
 
@@ -134,11 +135,6 @@ def Hide(win: number)
   if cur != win
     win_gotoid(cur)
   endif
-enddef
-
-# Whether claude runs in its terminal.
-export def Running(): bool
-  return Alive()
 enddef
 
 # Before `:xa` or `:wqa`: Vim refuses them while a job runs in a terminal (E948, whatever

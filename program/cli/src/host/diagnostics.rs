@@ -652,9 +652,7 @@ impl LanguageServers {
             // Read again when the file changed (its length or time), and each
             // [`AWAIT_WRITE_READ`] polls anyway (a file system's time to the second, a read that
             // failed while the file was being written).
-            let now = std::fs::metadata(path)
-                .ok()
-                .map(|m| (m.len(), m.modified().ok()));
+            let now = stamp_of(path);
             polls += 1;
             if now.is_some() && (now != seen || polls % AWAIT_WRITE_READ == 0) {
                 seen = now;
@@ -1023,18 +1021,9 @@ impl LanguageServers {
             match read {
                 // Still the file it was (not a link to another now, which is its own).
                 Ok(Some(t)) if Path::new(&t.path) == path => {
-                    let hash = text_hash(&t.content);
-                    // Under the memory's lock until handed over: accepted contents handed over
-                    // meanwhile (`changed`) are not then replaced by the old text on disk.
-                    let mut memory = self.memory();
-                    if memory.before_write(&path, hash, Instant::now()).is_some() {
-                        memory.on_disk(&path, None);
-                        continue;
+                    if self.hand_over(&path, &t.content, stamp) {
+                        handed.push((path, t.content));
                     }
-                    memory.on_disk(&path, stamp);
-                    self.lsp.sync(&path, &t.content);
-                    drop(memory);
-                    handed.push((path, t.content));
                 }
                 Ok(_) => {
                     self.let_go_if_gone(&path);
@@ -1043,6 +1032,21 @@ impl LanguageServers {
             }
         }
         handed
+    }
+
+    /// Hands `text`, read from `path` on disk at `stamp`, to its servers, unless accepted
+    /// contents for it wait to be written (the servers keep them, and it is read again at the next
+    /// question); whether it was handed over. Under the memory's lock until it is: accepted
+    /// contents handed over meanwhile (`changed`) are not then replaced by the old text on disk.
+    fn hand_over(&self, path: &Path, text: &str, stamp: Option<Stamp>) -> bool {
+        let mut memory = self.memory();
+        if (memory.before_write(path, text_hash(text), Instant::now())).is_some() {
+            memory.on_disk(path, None);
+            return false;
+        }
+        memory.on_disk(path, stamp);
+        self.lsp.sync(path, text);
+        true
     }
 
     /// `path`, open in its servers, could not be read for them (`e`): no longer text within the
@@ -1107,16 +1111,9 @@ impl LanguageServers {
             let (read, stamp) = read_stamped(&self.ws, &path.to_string_lossy());
             match read {
                 Ok(Some(Text { content: text, .. })) => {
-                    let mut memory = self.memory();
-                    // Accepted contents not written yet: the server keeps them.
-                    if (memory.before_write(path, text_hash(&text), Instant::now())).is_some() {
-                        memory.on_disk(path, None);
-                        continue;
+                    if self.hand_over(path, &text, stamp) {
+                        asking.push((path.clone(), text));
                     }
-                    memory.on_disk(path, stamp);
-                    drop(memory);
-                    self.lsp.sync(path, &text);
-                    asking.push((path.clone(), text));
                 }
                 Ok(None) => {
                     self.let_go_if_gone(path);

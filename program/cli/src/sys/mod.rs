@@ -58,6 +58,19 @@ mod windows;
 #[cfg(windows)]
 pub use self::windows::*;
 
+/// Whether a workspace folder a state file names (as [`state_folders`] gives it) is gone: the
+/// path this OS writes it as ([`native_path`]) names nothing. A drive or mount that is not there
+/// today (a removable one, a share offline) is gone too, and its state kept for
+/// [`PRUNE_AFTER`](crate::state::PRUNE_AFTER). On Windows the folders are kept lowercased in the
+/// wire's form (`/c/users/me/app`, `//host/share/app`): NTFS and FAT take the lowercased name as
+/// the folder's, but a folder of a case-sensitive directory (WSL's `fsutil file
+/// setCaseSensitiveInfo`) whose name has capitals is not found so: its state file goes after the
+/// same month unwritten, and its next start takes a new port and token.
+pub fn folder_missing(folder: &str) -> bool {
+    let missing = std::fs::symlink_metadata(native_path(folder));
+    matches!(missing, Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+}
+
 /// Whether a command the program starts ends with it, however the program ends (`unix/tie.rs`):
 /// `run`'s command and `$EDITOR` on a proposal do; an editor with a window of its own opened on
 /// files at the start (`--open-files`) is the user's and stays.

@@ -57,17 +57,6 @@ pub fn state_folders(native: &[PathBuf], posix: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Whether a workspace folder a state file names (as [`state_folders`] gives it: `/c/users/me/app`,
-/// `//host/share/app`, lowercased) is gone: the Windows path it is written back to
-/// ([`native_path`]) names nothing. NTFS and FAT take the lowercased name as the folder's; a drive
-/// that is not there today (a removable one, a share offline) is gone too, and its state kept for
-/// [`PRUNE_AFTER`](crate::state::PRUNE_AFTER) as on Unix. A folder of a case-sensitive directory
-/// (WSL's `fsutil file setCaseSensitiveInfo`) whose name has capitals is not found lowercased: its
-/// state file goes after the same month unwritten, and its next start takes a new port and token.
-pub fn folder_missing(folder: &str) -> bool {
-    matches!(fs::symlink_metadata(native_path(folder)), Err(e) if e.kind() == io::ErrorKind::NotFound)
-}
-
 /// `FILE_FLAG_OPEN_REPARSE_POINT`: a reparse point is opened itself, not what it points to.
 const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 /// `FILE_ATTRIBUTE_REPARSE_POINT`: the file is a reparse point (symbolic link, junction, ...).

@@ -35,11 +35,6 @@ pub fn state_folders(_native: &[PathBuf], posix: &[String]) -> Vec<String> {
     posix.to_vec()
 }
 
-/// Whether a workspace folder a state file names (as [`state_folders`] gives it) is gone.
-pub fn folder_missing(folder: &str) -> bool {
-    matches!(std::fs::symlink_metadata(folder), Err(e) if e.kind() == io::ErrorKind::NotFound)
-}
-
 /// Why there is no state directory, as a note says it.
 pub const NO_STATE_DIR: &str = "neither XDG_STATE_HOME nor HOME is set";
 
