@@ -1050,6 +1050,57 @@ fn an_import_changed_on_disk_is_seen_by_its_importers() {
     assert_eq!(s.stop(), 0);
 }
 
+/// A module changed on disk that pyright never had open (claude's own tools, `git checkout`,
+/// another editor): pyright read it from disk once, and is told of the change as an editor tells
+/// it (`workspace/didChangeWatchedFiles`, for the globs it registered), so a file importing it is
+/// checked against its new text (it kept the old one for good: no error).
+#[test]
+fn a_module_never_opened_changed_on_disk_is_seen_by_its_importers() {
+    require("pyright-langserver", "npm install -g pyright");
+    let sb = Sandbox::new();
+    let b = sb.ws.join("b.py");
+    let a = sb.ws.join("a.py");
+    fs::write(&b, "def foo() -> int:\n    return 1\n").unwrap();
+    fs::write(&a, "from b import foo\n\nx: int = foo()\n").unwrap();
+    let mut s = serve(
+        &sb,
+        "threads",
+        &[
+            "--lsp",
+            "python=pyright-langserver --stdio",
+            "--lsp-warm",
+            "none",
+        ],
+    );
+    let mut c = Session::new(&s);
+    assert_eq!(
+        messages(&c.diagnostics(json!({"uri": uri(&a)})), &a),
+        Vec::<String>::new()
+    );
+    fs::write(&b, "def bar() -> int:\n    return 1\n").unwrap();
+    let give_up = Instant::now() + Duration::from_secs(15);
+    loop {
+        let msgs = messages(&c.diagnostics(json!({"uri": uri(&a)})), &a);
+        if mentions(&msgs, "\"foo\" is unknown import symbol") {
+            break;
+        }
+        assert!(Instant::now() < give_up, "{msgs:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Deleted: the import is unresolved.
+    fs::remove_file(&b).unwrap();
+    let give_up = Instant::now() + Duration::from_secs(15);
+    loop {
+        let msgs = messages(&c.diagnostics(json!({"uri": uri(&a)})), &a);
+        if mentions(&msgs, "could not be resolved") {
+            break;
+        }
+        assert!(Instant::now() < give_up, "{msgs:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(s.stop(), 0);
+}
+
 /// A new file claude creates through an accepted `openDiff` is not taken as gone before claude
 /// writes it: its baseline (asked before the write) and a `getDiagnostics {}` leave the accepted
 /// contents in the server (it was closed, and the after-edit check had to open it again and wait

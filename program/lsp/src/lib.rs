@@ -50,6 +50,7 @@ mod state;
 mod sys;
 pub mod table;
 pub mod text;
+mod watch;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -62,6 +63,7 @@ pub use claude_ide_bridge::{Diagnostic, FileDiagnostics};
 pub use limits::LspLimits;
 pub use log::LspLog;
 pub use table::{parse_override, Override, Plan, PlannedLanguage, ServerTable, MAX_SERVERS};
+pub use watch::{FileChange, Watched};
 
 use merge::known_of;
 use server::{OnChange, RequestError, ServerProcess};
@@ -559,6 +561,56 @@ impl Lsp {
         let processes = self.inner.servers().processes();
         for server in processes {
             server.file_gone(&key);
+        }
+    }
+
+    /// What the running servers watch on disk (the globs of their
+    /// `workspace/didChangeWatchedFiles` registrations): the files whose changes
+    /// [`Lsp::files_changed`] tells them of. Servers read a file they do not have open from disk,
+    /// once, and keep what they read (pyright checks an importer against it) until told it
+    /// changed. Starts no server.
+    ///
+    /// ```no_run
+    /// # fn f(lsp: &claude_ide_bridge_lsp::Lsp) {
+    /// let watched = lsp.watched();
+    /// if watched.matches(std::path::Path::new("/ws/pyproject.toml")) {
+    ///     // Look at it on disk before the next question.
+    /// }
+    /// # }
+    /// ```
+    pub fn watched(&self) -> Watched {
+        let mut watched = Watched::default();
+        let processes = self.inner.servers().processes();
+        for server in processes {
+            let (sets, started) = server.watched();
+            watched.add(sets, started);
+        }
+        watched
+    }
+
+    /// Files found changed on disk, each with how: each running server is told of those its
+    /// globs watch for that change (`workspace/didChangeWatchedFiles`), without waiting; a
+    /// server still starting is told nothing (it reads the disk as it starts). Paths that are
+    /// not UTF-8 are passed over. Starts no server.
+    ///
+    /// ```no_run
+    /// # fn f(lsp: &claude_ide_bridge_lsp::Lsp) {
+    /// use claude_ide_bridge_lsp::FileChange;
+    /// lsp.files_changed(&[("/ws/b.py".into(), FileChange::Changed)]);
+    /// # }
+    /// ```
+    pub fn files_changed(&self, changes: &[(PathBuf, FileChange)]) {
+        let keyed: Vec<(String, FileChange)> = changes
+            .iter()
+            .filter_map(|(p, c)| Some((sys::key_of(p.to_str()?), *c)))
+            .collect();
+        if keyed.is_empty() {
+            return;
+        }
+        // Not under the servers' lock: each writes to its server.
+        let processes = self.inner.servers().processes();
+        for server in processes {
+            server.files_changed(&keyed);
         }
     }
 

@@ -256,11 +256,77 @@ pub struct IdAndMethod {
     pub method: String,
 }
 
+/// A registration: its id, method and options, the options kept unread (they are read only for
+/// the methods the client acts on with them: `workspace/didChangeWatchedFiles`).
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Registered {
+    /// The registration's id.
+    pub id: String,
+    /// The method it is for.
+    pub method: String,
+    /// Its `registerOptions`, as sent.
+    #[serde(
+        rename = "registerOptions",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub options: Option<Box<RawValue>>,
+}
+
 /// `client/registerCapability`'s params.
 #[derive(Debug, Deserialize, Serialize)]
 pub struct Registrations {
     /// The registrations.
-    pub registrations: Vec<IdAndMethod>,
+    pub registrations: Vec<Registered>,
+}
+
+/// The `registerOptions` of `workspace/didChangeWatchedFiles`: the files a server wants to be
+/// told of when they change on disk.
+#[derive(Debug, Deserialize)]
+pub struct WatchOptions {
+    /// The globs, each with the kinds of change it is for.
+    pub watchers: Vec<FileWatcher>,
+}
+
+/// One glob a server watches, and for which changes (`kind`: 1 created, 2 changed, 4 deleted,
+/// or'ed; all three when absent).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct FileWatcher {
+    /// The glob.
+    #[serde(rename = "globPattern")]
+    pub glob: GlobPattern,
+    /// The kinds of change, as bits.
+    #[serde(default)]
+    pub kind: Option<u32>,
+}
+
+/// A glob: matched against a file's whole path, or (`relative`) against its path below a folder.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum GlobPattern {
+    /// Matched against the whole path (`**/*.py`).
+    Plain(String),
+    /// Matched against the path below `baseUri`.
+    Relative {
+        /// The folder: a URI, or a workspace folder (`{uri, name}`).
+        #[serde(rename = "baseUri")]
+        base: BaseUri,
+        /// The glob below it.
+        pattern: String,
+    },
+}
+
+/// A relative glob's folder, as a URI or as a workspace folder.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum BaseUri {
+    /// A URI.
+    Uri(String),
+    /// A workspace folder: its `uri` (its `name` passed over).
+    Folder {
+        /// The folder's URI.
+        uri: String,
+    },
 }
 
 /// `client/unregisterCapability`'s params (`unregisterations`: the protocol's own spelling).

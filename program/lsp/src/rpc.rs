@@ -474,8 +474,26 @@ fn escaped_len(text: &str) -> usize {
 pub enum Registration {
     /// `client/registerCapability`: registration id and method (such as `textDocument/diagnostic`).
     Added(String, String),
+    /// `client/registerCapability` of `workspace/didChangeWatchedFiles`: registration id, and
+    /// its globs (or why they cannot be read).
+    Watch(String, Result<Vec<crate::messages::FileWatcher>, String>),
     /// `client/unregisterCapability`: registration id and method.
     Removed(String, String),
+}
+
+/// A registration the client keeps: the globs of `workspace/didChangeWatchedFiles` read from
+/// its options, any other as its id and method.
+fn registration(r: crate::messages::Registered) -> Registration {
+    if r.method != lsp_types::notification::DidChangeWatchedFiles::METHOD {
+        return Registration::Added(r.id, r.method);
+    }
+    let watchers = match r.options {
+        Some(options) => serde_json::from_str::<crate::messages::WatchOptions>(options.get())
+            .map(|o| o.watchers)
+            .map_err(|e| format!("unreadable watchers: {e}")),
+        None => Err("no watchers".to_owned()),
+    };
+    Registration::Watch(r.id, watchers)
 }
 
 /// The answer to a server's request: its body, the registrations it adds or removes, and why it
@@ -554,13 +572,11 @@ pub fn answer_server_request(
                 Ok((vec![Value::Null; n], Vec::new()))
             })
         }
-        // Read as ids and methods only: `registerOptions` (any JSON) is passed over, not built.
+        // Read as ids and methods: `registerOptions` (any JSON) is kept unread, and read only
+        // for the files a server watches.
         RegisterCapability::METHOD => answer_with::<RegisterCapability>(id, params, |p| {
             let added = p.registrations.into_iter();
-            Ok((
-                (),
-                added.map(|r| Registration::Added(r.id, r.method)).collect(),
-            ))
+            Ok(((), added.map(registration).collect()))
         }),
         UnregisterCapability::METHOD => answer_with::<UnregisterCapability>(id, params, |p| {
             let removed = p.unregisterations.into_iter();

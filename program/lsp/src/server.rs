@@ -311,6 +311,18 @@ impl ServerProcess {
         self.shared.lock().all_known()
     }
 
+    /// What the server watches on disk: see [`State::watched`].
+    pub fn watched(&self) -> (Vec<Arc<crate::watch::WatchSet>>, std::time::SystemTime) {
+        self.shared.lock().watched()
+    }
+
+    /// Files changed on disk: see [`State::files_changed`].
+    pub fn files_changed(&self, changes: &[(String, crate::watch::FileChange)]) {
+        let mut state = self.shared.lock();
+        state.files_changed(changes);
+        self.release(state);
+    }
+
     /// Whether the server has `path` open: see [`State::is_open`].
     pub fn is_open(&self, path: &str) -> bool {
         self.shared.lock().is_open(path)

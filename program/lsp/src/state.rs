@@ -3,9 +3,10 @@
 //! diagnostics it reported (bounded per file and in total). The driver (`server.rs`) feeds it the frames read
 //! from the server and writes what it queues.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use claude_ide_bridge::file_uri;
 
@@ -28,10 +29,14 @@ use crate::messages::{
 use crate::rpc::{
     self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
 };
+use crate::watch::{FileChange, WatchSet, MAX_WATCH_REGISTRATIONS};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
 const MAX_URI_BYTES: usize = 3 * 4096 + 16;
+/// The most file changes told in one `workspace/didChangeWatchedFiles`.
+const MAX_CHANGES_TOLD: usize = 1000;
+
 /// Longest registration id kept.
 const MAX_REGISTRATION_ID: usize = 256;
 /// Longest `resultId` of a pulled report kept for the next pull.
@@ -346,6 +351,11 @@ pub(crate) struct State {
     static_caps: Caps,
     /// Dynamic registrations: id → method.
     registered: HashMap<String, String>,
+    /// The globs of `workspace/didChangeWatchedFiles` registrations, by id (at most
+    /// [`MAX_WATCH_REGISTRATIONS`]).
+    watching: BTreeMap<String, Arc<WatchSet>>,
+    /// When the server was started (a file changed since may have been read before its change).
+    started: SystemTime,
     limits: LspLimits,
     folders: Vec<lsp_types::WorkspaceFolder>,
     next_id: i64,
@@ -421,6 +431,8 @@ impl State {
             caps: Caps::default(),
             static_caps: Caps::default(),
             registered: HashMap::new(),
+            watching: BTreeMap::new(),
+            started: SystemTime::now(),
             limits,
             folders,
             next_id: 1,
@@ -1572,7 +1584,8 @@ impl State {
                     effects.push(Effect::Log(format!("answered {message}")));
                 }
                 if !answer.registrations.is_empty() {
-                    self.register(answer.registrations);
+                    let lines = self.register(answer.registrations);
+                    effects.extend(lines.into_iter().map(Effect::Log));
                 }
                 self.push_out(answer.body);
             }
@@ -1663,15 +1676,53 @@ impl State {
         }
     }
 
+    /// What the server watches on disk, and when it started: nothing unless it is running.
+    pub fn watched(&self) -> (Vec<Arc<WatchSet>>, SystemTime) {
+        let sets = if self.is_running() {
+            self.watching.values().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        (sets, self.started)
+    }
+
+    /// Files changed on disk (each by its key, as [`State::sync`] names it): those the server
+    /// watches for that change are told to it in `workspace/didChangeWatchedFiles` (at most
+    /// [`MAX_CHANGES_TOLD`] a message), when it is running. Changes of a file the server has open
+    /// are told too, as an editor tells them: the server keeps the text it was given.
+    pub fn files_changed(&mut self, changes: &[(String, FileChange)]) {
+        if !self.is_running() || self.watching.is_empty() {
+            return;
+        }
+        let watched: Vec<lsp_types::FileEvent> = changes
+            .iter()
+            .filter(|(key, change)| {
+                let form = crate::sys::glob_form(key);
+                self.watching.values().any(|w| w.watches(&form, *change))
+            })
+            .filter_map(|(key, change)| {
+                let uri = file_uri(key).parse().ok()?;
+                Some(lsp_types::FileEvent::new(uri, change.lsp()))
+            })
+            .collect();
+        for told in watched.chunks(MAX_CHANGES_TOLD) {
+            let params = lsp_types::DidChangeWatchedFilesParams {
+                changes: told.to_vec(),
+            };
+            self.notify::<note::DidChangeWatchedFiles>(&params);
+        }
+    }
+
     /// Dynamic registrations: a method counts as registered while any registration id for it is.
     /// Only the methods this client acts on are kept, under ids of a reasonable length: the
     /// registrations are counted, and a server's strings must not make each one large.
     /// The capabilities are worked out once for all of a message's registrations (once per
     /// registration, 300,000 of them in one message took about 10^9 steps under the lock).
-    fn register(&mut self, registrations: Vec<Registration>) {
+    fn register(&mut self, registrations: Vec<Registration>) -> Vec<String> {
         const PULL: &str = req::DocumentDiagnosticRequest::METHOD;
         const FORMATTING: &str = req::Formatting::METHOD;
         const SAVE: &str = note::DidSaveTextDocument::METHOD;
+        let (mut why, mut watch_skipped) = (Vec::new(), 0usize);
         for registration in registrations {
             match registration {
                 Registration::Added(id, method) => {
@@ -1681,10 +1732,44 @@ impl State {
                         self.registered.insert(id, method);
                     }
                 }
+                Registration::Watch(id, watchers) => {
+                    // A new id, while there is room (an id registered again keeps its globs:
+                    // each message compiles at most the bound's worth).
+                    if self.watching.len() >= MAX_WATCH_REGISTRATIONS
+                        || self.watching.contains_key(&id)
+                        || id.len() > MAX_REGISTRATION_ID
+                    {
+                        watch_skipped += 1;
+                        continue;
+                    }
+                    match watchers.map(|w| WatchSet::new(&w, &mut why)) {
+                        Ok(Some(set)) => {
+                            self.watching.insert(id, Arc::new(set));
+                        }
+                        Ok(None) => {}
+                        Err(e) => why.push(e),
+                    }
+                }
                 Registration::Removed(id, _) => {
                     self.registered.remove(&id);
+                    self.watching.remove(&id);
                 }
             }
+        }
+        if watch_skipped > 0 {
+            why.push(format!(
+                "{watch_skipped} registrations left out (an id already registered, a long id, or past {MAX_WATCH_REGISTRATIONS})"
+            ));
+        }
+        // Said in a few lines, however many registrations the message held.
+        let mut lines: Vec<String> = (why.iter().take(8))
+            .map(|line| format!("didChangeWatchedFiles: {line}"))
+            .collect();
+        if why.len() > 8 {
+            lines.push(format!(
+                "didChangeWatchedFiles: {} more lines like these left out",
+                why.len() - 8
+            ));
         }
         let has = |m: &str| self.registered.values().any(|r| r == m);
         self.caps.pull = self.static_caps.pull || has(PULL);
@@ -1692,6 +1777,7 @@ impl State {
         if self.static_caps.save.is_none() {
             self.caps.save = has(SAVE).then_some(false);
         }
+        lines
     }
 }
 
@@ -1800,7 +1886,14 @@ pub(crate) fn initialize_params(
             // Not `workspace.diagnostics.refreshSupport`: lsp-types 0.97 names it `diagnostic`,
             // which servers do not read, and this client would only answer a refresh (it pulls
             // a file's diagnostics each time it is asked about it anyway).
+            // Watched files: the program looks at the disk before each question and tells each
+            // server of the changes its globs are for (plain globs only: a server then sends
+            // no relative ones for folders outside the workspace, which are not looked at).
             workspace: Some(WorkspaceClientCapabilities {
+                did_change_watched_files: Some(DidChangeWatchedFilesClientCapabilities {
+                    dynamic_registration: yes,
+                    relative_pattern_support: Some(false),
+                }),
                 configuration: yes,
                 workspace_folders: yes,
                 ..Default::default()

@@ -31,6 +31,7 @@ use claude_ide_bridge_lsp::{Checked, Lsp, ServerState};
 use super::headless::no_formatter;
 #[cfg(doc)]
 use super::jobs::JOB_DEADLINE;
+use super::watch::DiskLook;
 use super::Host;
 use crate::lsp::{Log, Warm, WARM_MAX};
 use crate::ui;
@@ -184,11 +185,17 @@ pub struct LanguageServers {
     /// and not done, by the path claude gave; `checked` is told when one ends.
     checking: Mutex<HashMap<String, usize>>,
     checked: Condvar,
+    /// What the last look at the files the servers watch saw ([`LanguageServers::tell_disk_changes`]).
+    disk: Mutex<DiskLook>,
 }
 
 /// How long a question's look at the files open in the servers may take
 /// ([`LanguageServers::refresh_open`]): the files left are looked at by the next one.
 const REFRESH_WAIT: Duration = Duration::from_millis(100);
+
+/// How long a question's look at the files the servers watch on disk may take
+/// ([`LanguageServers::tell_disk_changes`]).
+const LOOK_WAIT: Duration = Duration::from_millis(100);
 
 /// How long `getDiagnostics {}` asked by the client itself (after an edit, to find the new
 /// diagnostics) may wait for the servers: the client gives it 2 s, and a server still starting
@@ -426,6 +433,7 @@ impl LanguageServers {
             warmed: std::sync::atomic::AtomicBool::new(false),
             checking: Mutex::new(HashMap::new()),
             checked: Condvar::new(),
+            disk: Mutex::new(DiskLook::default()),
             lsp,
         }
     }
@@ -875,6 +883,7 @@ impl LanguageServers {
         };
         // Other files changed on disk first: this one's check must not be against their old text.
         let asked_at = Instant::now();
+        self.tell_disk_changes((asked_at + LOOK_WAIT).min(self.lsp.deadline()));
         self.refresh_open((asked_at + REFRESH_WAIT).min(self.lsp.deadline()));
         let (read, stamp) = read_stamped(&self.ws, &named);
         let (path, text) = match read {
@@ -1034,6 +1043,33 @@ impl LanguageServers {
         handed
     }
 
+    /// Tells the servers of the files they watch (the globs of their
+    /// `workspace/didChangeWatchedFiles` registrations) that were created, changed or deleted
+    /// since the last look, looking until `deadline` (see `watch.rs`). A look under way for
+    /// another question is not waited for: it tells them.
+    fn tell_disk_changes(&self, deadline: Instant) {
+        let watched = self.lsp.watched();
+        let mut disk = match self.disk.try_lock() {
+            Ok(disk) => disk,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        let found = disk.look(&self.ws, &watched, deadline);
+        // Under the look's lock: the next look's changes are told after these.
+        self.lsp.files_changed(&found.changes);
+        drop(disk);
+        if found.cut {
+            self.note_once(
+                "look cut".to_owned(),
+                &format!(
+                    "language servers: the look at the files they watch stopped before the end of the workspace (past {} ms, or {} files): changes to files past it are not told to them (said once)",
+                    LOOK_WAIT.as_millis(),
+                    super::watch::MAX_WATCHED
+                ),
+            );
+        }
+    }
+
     /// Hands `text`, read from `path` on disk at `stamp`, to its servers, unless accepted
     /// contents for it wait to be written (the servers keep them, and it is read again at the next
     /// question); whether it was handed over. Under the memory's lock until it is: accepted
@@ -1075,6 +1111,7 @@ impl LanguageServers {
             Asker::Client => ((now + CLIENT_ALL_WAIT).min(self.lsp.deadline()), true),
             _ => (self.lsp.deadline(), false),
         };
+        self.tell_disk_changes((now + LOOK_WAIT).min(deadline));
         let changed = self.refresh_open((now + REFRESH_WAIT).min(deadline));
         let recent: Vec<PathBuf> = self.memory().recent.iter().cloned().collect();
         // Told apart as `same_uri` does (as `editor_reported` and `on_lsp_change`): the editor's

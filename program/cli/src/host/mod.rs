@@ -22,6 +22,7 @@ mod messages;
 pub mod sink;
 mod stdio;
 mod tabs;
+mod watch;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};

@@ -1825,3 +1825,88 @@ fn silence_counts_from_the_first_request_given_up_on_unanswered() {
     );
     assert!(!s.take_hung(since + timeout));
 }
+
+/// The `workspace/didChangeWatchedFiles` notifications queued, each as its changes.
+fn watched_told(s: &mut State) -> Vec<Value> {
+    frames(s)
+        .into_iter()
+        .filter(|m| m["method"] == "workspace/didChangeWatchedFiles")
+        .map(|m| m["params"]["changes"].clone())
+        .collect()
+}
+
+/// A change on disk is told to a running server only when a glob it registered watches that kind
+/// of change; its registration withdrawn, nothing is; options that cannot be read and
+/// registrations past the bound are said in the log, in a few lines, and kept out.
+#[test]
+fn changes_on_disk_are_told_for_the_globs_a_server_registered() {
+    use crate::watch::FileChange::{Changed, Created, Deleted};
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    let changes: Vec<(String, FileChange)> = vec![
+        ("/w/a.py".into(), Changed),
+        ("/w/pyproject.toml".into(), Changed),
+        ("/w/sub/pyproject.toml".into(), Deleted),
+        ("/w/a.txt".into(), Created),
+    ];
+    s.files_changed(&changes);
+    assert!(watched_told(&mut s).is_empty(), "told before it registered");
+    let reg = json!({"jsonrpc": "2.0", "id": "r", "method": "client/registerCapability", "params": {"registrations": [
+        {"id": "w", "method": "workspace/didChangeWatchedFiles", "registerOptions": {"watchers": [
+            {"globPattern": "**/*.py"}, {"globPattern": "**/pyproject.toml", "kind": 4}]}}]}});
+    let effects = s.handle(&serde_json::to_vec(&reg).unwrap()).unwrap();
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(frames(&mut s)[0]["result"], Value::Null);
+    assert_eq!(s.watched().0.len(), 1);
+    s.files_changed(&changes);
+    assert_eq!(
+        watched_told(&mut s),
+        [
+            json!([{"uri": "file:///w/a.py", "type": 2}, {"uri": "file:///w/sub/pyproject.toml", "type": 3}])
+        ]
+    );
+    // Many changes: in messages of at most 1,000.
+    let many: Vec<(String, FileChange)> =
+        (0..2500).map(|i| (format!("/w/{i}.py"), Created)).collect();
+    s.files_changed(&many);
+    let told: Vec<usize> = watched_told(&mut s)
+        .iter()
+        .map(|c| c.as_array().unwrap().len())
+        .collect();
+    assert_eq!(told, [1000, 1000, 500]);
+    // Options that cannot be read, and registrations past the bound: said, not kept.
+    let bad = json!({"jsonrpc": "2.0", "id": "r2", "method": "client/registerCapability", "params": {"registrations": [
+        {"id": "x", "method": "workspace/didChangeWatchedFiles", "registerOptions": {"watchers": 5}},
+        {"id": "y", "method": "workspace/didChangeWatchedFiles"}]}});
+    let effects = s.handle(&serde_json::to_vec(&bad).unwrap()).unwrap();
+    let lines: Vec<String> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Log(l) => Some(l.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        lines.len() == 2
+            && lines[0].contains("unreadable watchers")
+            && lines[1].contains("no watchers"),
+        "{lines:?}"
+    );
+    let flood: Vec<Value> = (0..10_000)
+        .map(|i| json!({"id": format!("f{i}"), "method": "workspace/didChangeWatchedFiles", "registerOptions": {"watchers": [{"globPattern": "**/*.c"}]}}))
+        .collect();
+    let flood = json!({"jsonrpc": "2.0", "id": "r3", "method": "client/registerCapability", "params": {"registrations": flood}});
+    let effects = s.handle(&serde_json::to_vec(&flood).unwrap()).unwrap();
+    assert_eq!(s.watched().0.len(), crate::watch::MAX_WATCH_REGISTRATIONS);
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    // Withdrawn: nothing told of what only it watched.
+    let unreg = json!({"jsonrpc": "2.0", "id": "r4", "method": "client/unregisterCapability", "params": {"unregisterations": [{"id": "w", "method": "workspace/didChangeWatchedFiles"}]}});
+    s.handle(&serde_json::to_vec(&unreg).unwrap()).unwrap();
+    frames(&mut s);
+    s.files_changed(&changes);
+    assert!(watched_told(&mut s).is_empty());
+    s.files_changed(&[("/w/m.c".into(), Changed)]);
+    assert_eq!(watched_told(&mut s).len(), 1);
+    // Gone: watches nothing.
+    s.exit("crashed");
+    assert!(s.watched().0.is_empty());
+}

@@ -159,6 +159,14 @@ pub(crate) fn path_of_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_path(uri)
 }
 
+/// A path as watched globs are matched against it (`/` between its parts): as it is.
+pub(crate) fn glob_form(path: &str) -> std::borrow::Cow<'_, str> {
+    std::borrow::Cow::Borrowed(path)
+}
+
+/// Whether watched globs ignore case: as the file system does by default (macOS's does).
+pub(crate) const GLOBS_IGNORE_CASE: bool = cfg!(target_os = "macos");
+
 /// The key of a document given by its path: the path itself.
 pub(crate) fn key_of(path: &str) -> String {
     path.to_owned()

@@ -182,6 +182,19 @@ pub(crate) fn path_of_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_windows_path(uri).or_else(|| claude_ide_bridge::uri_to_path(uri))
 }
 
+/// A path as watched globs are matched against it (`/` between its parts): `C:\ws\a.py` is
+/// matched as `C:/ws/a.py`.
+pub(crate) fn glob_form(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.contains('\\') {
+        std::borrow::Cow::Owned(path.replace('\\', "/"))
+    } else {
+        std::borrow::Cow::Borrowed(path)
+    }
+}
+
+/// Whether watched globs ignore case: Windows' file names do.
+pub(crate) const GLOBS_IGNORE_CASE: bool = true;
+
 /// The key of a document given by its path: the form [`path_of_uri`] gives for the URI the
 /// document is sent with (`c:/x/a.py` is keyed `C:\x\a.py`), so that the server's diagnostics
 /// for it find it; any other path (relative, or without a drive) as it is.

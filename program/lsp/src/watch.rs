@@ -1,0 +1,295 @@
+//! Files on disk the servers watch (`workspace/didChangeWatchedFiles`): the globs a server
+//! registers, compiled within bounds ([`WatchSet`]), what all the running servers watch
+//! together ([`Watched`], for the program's look at the disk), and the kinds of change
+//! ([`FileChange`]). A server is told only of the changes its own globs are for
+//! (`State::files_changed`).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::messages::{BaseUri, FileWatcher, GlobPattern};
+
+/// The most globs kept of one registration (pyright registers 2, ruff 3).
+pub(crate) const MAX_GLOBS: usize = 32;
+/// The longest glob kept, in bytes (a relative glob with its folder).
+pub(crate) const MAX_GLOB_LEN: usize = 512;
+/// The most registrations with globs kept for one server.
+pub(crate) const MAX_WATCH_REGISTRATIONS: usize = 16;
+
+/// A file's change on disk, as [`Lsp::files_changed`](crate::Lsp::files_changed) tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FileChange {
+    /// The file appeared.
+    Created,
+    /// Its contents changed.
+    Changed,
+    /// It is gone (deleted, renamed away).
+    Deleted,
+}
+
+impl FileChange {
+    /// Its bit in a watcher's `kind`.
+    fn bit(self) -> u8 {
+        match self {
+            FileChange::Created => 1,
+            FileChange::Changed => 2,
+            FileChange::Deleted => 4,
+        }
+    }
+
+    /// As the protocol names it.
+    pub(crate) fn lsp(self) -> lsp_types::FileChangeType {
+        match self {
+            FileChange::Created => lsp_types::FileChangeType::CREATED,
+            FileChange::Changed => lsp_types::FileChangeType::CHANGED,
+            FileChange::Deleted => lsp_types::FileChangeType::DELETED,
+        }
+    }
+}
+
+/// One registration's globs, compiled: which paths they match, and for which changes.
+#[derive(Debug)]
+pub(crate) struct WatchSet {
+    set: GlobSet,
+    /// Per glob of `set`, the kinds of change it is for (bits of [`FileChange::bit`]).
+    kinds: Vec<u8>,
+}
+
+impl WatchSet {
+    /// The globs of `watchers` (at most [`MAX_GLOBS`], each at most [`MAX_GLOB_LEN`] bytes), as
+    /// the protocol reads them: `*` and `?` within a path's part, `**` across parts, `{a,b}`,
+    /// `[a-z]` and `[!a]`; a plain glob is matched against the whole path, a relative one against
+    /// the path below its folder. One that cannot be used is left out, with a line in `why`;
+    /// `None` when none is left.
+    pub(crate) fn new(watchers: &[FileWatcher], why: &mut Vec<String>) -> Option<WatchSet> {
+        let mut set = GlobSetBuilder::new();
+        let mut kinds = Vec::new();
+        if watchers.len() > MAX_GLOBS {
+            why.push(format!(
+                "{} watched globs: only the first {MAX_GLOBS} are kept",
+                watchers.len()
+            ));
+        }
+        for w in watchers.iter().take(MAX_GLOBS) {
+            // The kinds as bits; none of the three: nothing to tell.
+            let kind = w.kind.map_or(7, |k| (k & 7) as u8);
+            let glob = match &w.glob {
+                GlobPattern::Plain(p) => Some(p.clone()),
+                GlobPattern::Relative { base, pattern } => {
+                    let uri = match base {
+                        BaseUri::Uri(u) | BaseUri::Folder { uri: u } => u,
+                    };
+                    crate::sys::path_of_uri(uri).map(|base| {
+                        let base = crate::sys::glob_form(&base);
+                        let base = base.trim_end_matches('/');
+                        format!("{}/{pattern}", globset::escape(base))
+                    })
+                }
+            };
+            let Some(glob) = glob else {
+                why.push("a watched glob's folder names no file on this system: left out".into());
+                continue;
+            };
+            if glob.len() > MAX_GLOB_LEN {
+                why.push(format!(
+                    "a watched glob of {} bytes (past {MAX_GLOB_LEN}): left out",
+                    glob.len()
+                ));
+                continue;
+            }
+            let built = GlobBuilder::new(&glob)
+                .literal_separator(true)
+                .case_insensitive(crate::sys::GLOBS_IGNORE_CASE)
+                .build();
+            match built {
+                Ok(g) if kind != 0 => {
+                    set.add(g);
+                    kinds.push(kind);
+                }
+                Ok(_) => {}
+                Err(e) => why.push(format!(
+                    "watched glob {:?} left out: {e}",
+                    crate::log::cut(&glob, 200)
+                )),
+            }
+        }
+        if kinds.is_empty() {
+            return None;
+        }
+        match set.build() {
+            Ok(set) => Some(WatchSet { set, kinds }),
+            Err(e) => {
+                why.push(format!("watched globs left out: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The kinds of change watched for `path` (in [`crate::sys::glob_form`]), as bits.
+    fn kinds(&self, path: &str) -> u8 {
+        let mut kinds = 0;
+        for i in self.set.matches(path) {
+            kinds |= self.kinds[i];
+        }
+        kinds
+    }
+
+    /// Whether a change of `change` to `path` (in [`crate::sys::glob_form`]) is watched.
+    pub(crate) fn watches(&self, path: &str, change: FileChange) -> bool {
+        self.kinds(path) & change.bit() != 0
+    }
+}
+
+/// What the running servers watch on disk (`workspace/didChangeWatchedFiles`), taken at one
+/// moment by [`Lsp::watched`](crate::Lsp::watched): which files the program should look at for
+/// changes to tell them of ([`Lsp::files_changed`](crate::Lsp::files_changed)).
+///
+/// ```
+/// let none = claude_ide_bridge_lsp::Watched::default();
+/// assert!(none.is_empty() && !none.matches(std::path::Path::new("/ws/a.py")));
+/// assert_eq!(none.since(), None);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Watched {
+    sets: Vec<Arc<WatchSet>>,
+    since: Option<SystemTime>,
+}
+
+impl Watched {
+    /// Adds a server's globs; `started` is when that server started.
+    pub(crate) fn add(&mut self, sets: Vec<Arc<WatchSet>>, started: SystemTime) {
+        if sets.is_empty() {
+            return;
+        }
+        self.sets.extend(sets);
+        self.since = Some(self.since.map_or(started, |s| s.min(started)));
+    }
+
+    /// What a server registering `globs` (each for every kind of change) at `started` would
+    /// watch: for tests and tools that look at the disk as the bridge does.
+    ///
+    /// ```
+    /// use claude_ide_bridge_lsp::Watched;
+    /// use std::path::Path;
+    /// let watched = Watched::of_globs(&["**/*.py", "**/pyproject.toml"], std::time::SystemTime::now()).unwrap();
+    /// assert!(watched.matches(Path::new("/ws/pkg/mod.py")));
+    /// assert!(!watched.matches(Path::new("/ws/README.md")));
+    /// assert!(Watched::of_globs(&["["], std::time::SystemTime::now()).is_err());
+    /// ```
+    pub fn of_globs(globs: &[&str], started: SystemTime) -> Result<Watched, String> {
+        let watchers: Vec<FileWatcher> = (globs.iter())
+            .map(|g| FileWatcher {
+                glob: GlobPattern::Plain((*g).to_owned()),
+                kind: None,
+            })
+            .collect();
+        let mut why = Vec::new();
+        let set = WatchSet::new(&watchers, &mut why);
+        match (set, why.is_empty()) {
+            (Some(set), true) => {
+                let mut watched = Watched::default();
+                watched.add(vec![Arc::new(set)], started);
+                Ok(watched)
+            }
+            _ => Err(why.join("; ")),
+        }
+    }
+
+    /// Whether no running server watches any file.
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+
+    /// Whether a running server watches `path` for any change.
+    pub fn matches(&self, path: &Path) -> bool {
+        let Some(path) = path.to_str() else {
+            return false;
+        };
+        let path = crate::sys::glob_form(path);
+        self.sets.iter().any(|s| s.kinds(&path) != 0)
+    }
+
+    /// When the first of the servers watching files started: a file changed since then may have
+    /// been read by one before its change (`None` when none watches).
+    pub fn since(&self) -> Option<SystemTime> {
+        self.since
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watcher(glob: &str, kind: Option<u32>) -> FileWatcher {
+        FileWatcher {
+            glob: GlobPattern::Plain(glob.into()),
+            kind,
+        }
+    }
+
+    #[test]
+    fn globs_match_as_the_protocol_reads_them() {
+        let mut why = Vec::new();
+        let set = WatchSet::new(
+            &[
+                watcher("**/pyrightconfig.json", None),
+                watcher("**/*.{py,pyi}", Some(2)),
+                watcher("/ws/src/*.c", Some(4)),
+                watcher("[", None),
+                watcher("**/never", Some(0)),
+            ],
+            &mut why,
+        )
+        .unwrap();
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(set.watches("/ws/pyrightconfig.json", FileChange::Created));
+        assert!(set.watches("/ws/a/b/pyrightconfig.json", FileChange::Deleted));
+        assert!(set.watches("/ws/a/b/m.pyi", FileChange::Changed));
+        assert!(!set.watches("/ws/a/b/m.pyi", FileChange::Created));
+        assert!(!set.watches("/ws/a/b/m.pyc", FileChange::Changed));
+        // `*` stays within a part of the path.
+        assert!(set.watches("/ws/src/x.c", FileChange::Deleted));
+        assert!(!set.watches("/ws/src/sub/x.c", FileChange::Deleted));
+        assert!(!set.watches("/ws/never", FileChange::Changed));
+    }
+
+    #[test]
+    fn a_relative_glob_is_matched_below_its_folder() {
+        let mut why = Vec::new();
+        let base = claude_ide_bridge::file_uri("/ws/a [1]");
+        let set = WatchSet::new(
+            &[FileWatcher {
+                glob: GlobPattern::Relative {
+                    base: BaseUri::Uri(base),
+                    pattern: "**/*.toml".into(),
+                },
+                kind: None,
+            }],
+            &mut why,
+        )
+        .unwrap();
+        assert!(why.is_empty(), "{why:?}");
+        // The folder's name is taken as written (its `[1]` is no class).
+        assert!(set.watches("/ws/a [1]/x/ruff.toml", FileChange::Changed));
+        assert!(!set.watches("/ws/a 1/ruff.toml", FileChange::Changed));
+        assert!(!set.watches("/ws/b/ruff.toml", FileChange::Changed));
+    }
+
+    #[test]
+    fn globs_are_bounded() {
+        let mut why = Vec::new();
+        let many: Vec<FileWatcher> = (0..MAX_GLOBS + 10)
+            .map(|i| watcher(&format!("**/{i}.py"), None))
+            .collect();
+        let set = WatchSet::new(&many, &mut why).unwrap();
+        assert_eq!(set.kinds.len(), MAX_GLOBS);
+        assert!(!set.watches(&format!("/ws/{}.py", MAX_GLOBS + 1), FileChange::Changed));
+        let long = format!("**/{}", "a".repeat(MAX_GLOB_LEN));
+        let mut why = Vec::new();
+        assert!(WatchSet::new(&[watcher(&long, None)], &mut why).is_none());
+        assert!(why[0].contains("left out"), "{why:?}");
+    }
+}
