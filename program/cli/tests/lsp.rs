@@ -1101,6 +1101,39 @@ fn a_module_never_opened_changed_on_disk_is_seen_by_its_importers() {
     assert_eq!(s.stop(), 0);
 }
 
+/// ruff's rules come from `pyproject.toml`, which it reads once and watches: the file changed on
+/// disk, it is told, and the next answer follows the new rules.
+#[test]
+fn ruff_follows_a_pyproject_changed_on_disk() {
+    require("ruff", "pip install ruff");
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    let config = sb.ws.join("pyproject.toml");
+    fs::write(&app, "import os\n").unwrap();
+    fs::write(&config, "[tool.ruff.lint]\nselect = [\"E\"]\n").unwrap();
+    let mut s = serve(
+        &sb,
+        "threads",
+        &["--lsp", "python=ruff server", "--lsp-warm", "none"],
+    );
+    let mut c = Session::new(&s);
+    assert_eq!(
+        messages(&c.diagnostics(json!({"uri": uri(&app)})), &app),
+        Vec::<String>::new()
+    );
+    fs::write(&config, "[tool.ruff.lint]\nselect = [\"F\"]\n").unwrap();
+    let give_up = Instant::now() + Duration::from_secs(15);
+    loop {
+        let answer = c.diagnostics(json!({"uri": uri(&app)}));
+        if answer.iter().any(|f| f.to_string().contains("F401")) {
+            break;
+        }
+        assert!(Instant::now() < give_up, "{answer:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(s.stop(), 0);
+}
+
 /// A new file claude creates through an accepted `openDiff` is not taken as gone before claude
 /// writes it: its baseline (asked before the write) and a `getDiagnostics {}` leave the accepted
 /// contents in the server (it was closed, and the after-edit check had to open it again and wait
