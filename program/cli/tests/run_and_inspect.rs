@@ -1157,3 +1157,30 @@ fn a_lock_file_without_running_in_windows_is_read_as_the_client_reads_it() {
     assert!(list.contains(&format!("live  port {}", s.port)), "{list}");
     assert!(list.contains("Neovim"), "{list}");
 }
+
+/// Without `HOME` claude's `os.homedir()` falls back to the user's entry in the password
+/// database, and so do `doctor` and the bridge: `doctor` looks for lock files there (it said
+/// claude had nowhere to look).
+#[test]
+fn without_home_the_password_databases_home_is_used() {
+    let sb = Sandbox::new();
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    let uid = String::from_utf8(uid.stdout).unwrap().trim().to_owned();
+    let passwd = fs::read_to_string("/etc/passwd").unwrap();
+    let home = passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 5 && f[2] == uid)
+        .map(|f| f[5].to_owned())
+        .expect("this user in /etc/passwd");
+    let mut c = sb.command();
+    c.arg("doctor").arg(&sb.ws).arg("--no-lsp");
+    c.env_remove("HOME").env_remove("CLAUDE_CONFIG_DIR");
+    let (_, out) = run_bounded(c);
+    let dir = std::path::Path::new(&home).join(".claude").join("ide");
+    assert!(
+        out.contains(&format!("claude reads lock files from: {}", dir.display())),
+        "{out}"
+    );
+    assert!(!out.contains("nowhere to look"), "{out}");
+}

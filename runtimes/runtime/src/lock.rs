@@ -12,10 +12,11 @@ use crate::{signals, sys};
 
 /// The directory the real client scans first: `$CLAUDE_CONFIG_DIR/ide` when set, else
 /// `.claude/ide` in the user's home: `$HOME` on Unix, `%USERPROFILE%` on Windows (where the
-/// Windows `claude` looks).
+/// Windows `claude` looks), and without it the home the system has for the user (the password
+/// database on Unix), as the client's `os.homedir()` finds it.
 pub fn default_lock_dir() -> io::Result<PathBuf> {
     let config = std::env::var("CLAUDE_CONFIG_DIR").ok();
-    let home = std::env::var(sys::HOME_VAR).ok();
+    let home = std::env::home_dir().and_then(|h| h.into_os_string().into_string().ok());
     lock_dirs(config.as_deref(), home.as_deref())
         .into_iter()
         .next()
@@ -23,7 +24,7 @@ pub fn default_lock_dir() -> io::Result<PathBuf> {
             io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
-                    "neither CLAUDE_CONFIG_DIR nor {} is set: no lock-file directory",
+                    "neither CLAUDE_CONFIG_DIR nor {} is set, and the system has no home for this user: no lock-file directory",
                     sys::HOME_VAR
                 ),
             )

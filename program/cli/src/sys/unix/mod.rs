@@ -40,17 +40,14 @@ pub const NO_STATE_DIR: &str = "neither XDG_STATE_HOME nor HOME is set";
 
 /// The program's state directory: `$XDG_STATE_HOME/claude-ide-bridge` when that is an absolute
 /// path, else `~/.local/state/claude-ide-bridge` (macOS included: a command-line program's state,
-/// found where its users look on Linux); `None` without a home.
+/// found where its users look on Linux; the home is `$HOME`, or without it the password
+/// database's); `None` without a home.
 pub fn state_dir() -> Option<PathBuf> {
     let state = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".local/state"))
-        })?;
+        .or_else(|| std::env::home_dir().map(|h| h.join(".local/state")))?;
     Some(state.join("claude-ide-bridge"))
 }
 
