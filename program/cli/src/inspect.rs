@@ -164,12 +164,7 @@ fn covers_loopback(no_proxy: &str) -> bool {
 /// keeps (`crate::state`, under this user's state folder whatever `CLAUDE_CONFIG_DIR` it had),
 /// when that process runs and the port answers.
 fn served_elsewhere(dir: &Path) -> Option<(u32, u16)> {
-    let folders = vec![dir.to_path_buf()];
-    let posix = claude_ide_bridge_runtime::posix_folders(&folders).ok()?;
-    let native: Vec<PathBuf> = folders
-        .iter()
-        .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
-        .collect();
+    let (native, posix) = crate::folder_forms(&[dir.to_path_buf()]).ok()?;
     let key = sys::state_folders(&native, &posix);
     let saved = crate::state::Store::new(&crate::state::state_dir()?, &key)
         .load()

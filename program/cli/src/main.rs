@@ -523,20 +523,10 @@ fn serve(
             ));
         }
     }
-    // Without a trailing separator (`C:\work\app\` as Vim's `:p` gives it on Windows):
-    // `claude` compares the lock file's folders with its working directory as text.
-    let folders: Vec<PathBuf> = folders.iter().map(|f| f.components().collect()).collect();
-    let posix = match posix_folders(&folders) {
-        Ok(p) => p,
+    let (native, posix) = match folder_forms(&folders) {
+        Ok(forms) => forms,
         Err(e) => return failure(&format!("cannot make the workspace folders absolute: {e}")),
     };
-    // The folders as this OS names them (`C:\Users\me\project` on Windows), for what meets
-    // the OS: the lock file (the Windows `claude` compares it with its working directory), the
-    // files crate and the language servers. The engine speaks the POSIX form (`posix`).
-    let native: Vec<PathBuf> = folders
-        .iter()
-        .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
-        .collect();
     let native_text: Vec<String> = native
         .iter()
         .map(|f| f.to_string_lossy().into_owned())
@@ -939,4 +929,20 @@ fn serve(
     ui::flush_stderr(STDOUT_GRACE);
     sys::stopped();
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// The workspace folders given to `serve` in the two forms the bridge uses: as this OS names
+/// them (`C:\Users\me\project` on Windows), for what meets the OS (the lock file, which the
+/// Windows `claude` compares with its working directory, the files crate, the language
+/// servers), and in the POSIX form the engine speaks; each absolute, without a trailing
+/// separator (`C:\work\app\` as Vim's `:p` gives it on Windows: `claude` compares the
+/// folders with its working directory as text). `doctor` finds a bridge's state file by them.
+pub(crate) fn folder_forms(folders: &[PathBuf]) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
+    let folders: Vec<PathBuf> = folders.iter().map(|f| f.components().collect()).collect();
+    let posix = posix_folders(&folders)?;
+    let native: Vec<PathBuf> = folders
+        .iter()
+        .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
+        .collect();
+    Ok((native, posix))
 }

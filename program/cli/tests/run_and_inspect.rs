@@ -540,6 +540,14 @@ fn list_and_doctor() {
         )),
         "{out}"
     );
+    // The folder written with a trailing separator, as a shell's completion gives it: the same.
+    let mut c = sb.command();
+    c.arg("doctor")
+        .arg(format!("{}/", sb.ws.display()))
+        .env("CLAUDE_CONFIG_DIR", &elsewhere);
+    let (code, out) = run_bounded(c);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("but a bridge serves it (pid"), "{out}");
 
     // A folder that is not there: said, and nothing else checked.
     let mut c = sb.command();
