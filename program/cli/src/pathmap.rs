@@ -138,8 +138,8 @@ impl Parsed {
 /// How a Windows path is written back to the editor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Spelling {
-    /// The drive letter as given (unused for a UNC path).
-    drive: char,
+    /// The drive letter as given; `None` for a UNC path.
+    drive: Option<char>,
     /// `\` or `/` (a UNC path written `//server/share`, as Windows Vim with `shellslash` does,
     /// goes back so).
     sep: char,
@@ -186,7 +186,7 @@ impl PathMap {
                         names: Vec::new(),
                     },
                     spelling: Some(Spelling {
-                        drive: char::from(letter.to_ascii_uppercase()),
+                        drive: Some(char::from(letter.to_ascii_uppercase())),
                         sep: '\\',
                     }),
                     here: vec![Parsed {
@@ -209,7 +209,7 @@ impl PathMap {
         let spelling = match e.root {
             Root::Posix => None,
             Root::Unc => Some(Spelling {
-                drive: 'C',
+                drive: None,
                 sep: if editor.starts_with("//") { '/' } else { '\\' },
             }),
             Root::Drive(_) => Some(windows_spelling(editor)),
@@ -342,9 +342,15 @@ impl PathMap {
                 let sep = s.map_or('\\', |s| s.sep).to_string();
                 Ok(format!("{sep}{sep}{}", names.join(&sep)))
             }
-            (_, Some(s)) => {
-                let mut out = format!("{}:{}", s.drive, s.sep);
-                out.push_str(&names.join(&s.sep.to_string()));
+            (
+                _,
+                Some(Spelling {
+                    drive: Some(drive),
+                    sep,
+                }),
+            ) => {
+                let mut out = format!("{drive}:{sep}");
+                out.push_str(&names.join(&sep.to_string()));
                 Ok(out)
             }
             _ => Ok(write_posix(&names)),
@@ -383,14 +389,20 @@ fn windows_spelling(given: &str) -> Spelling {
             .or_else(|| letter(&given[5..]))
             .filter(char::is_ascii_alphabetic)
             .unwrap_or('C');
-        return Spelling { drive, sep: '/' };
+        return Spelling {
+            drive: Some(drive),
+            sep: '/',
+        };
     }
     let drive = given.chars().next().unwrap_or('C');
     let sep = given[2..]
         .chars()
         .find(|c| *c == '\\' || *c == '/')
         .unwrap_or('\\');
-    Spelling { drive, sep }
+    Spelling {
+        drive: Some(drive),
+        sep,
+    }
 }
 
 /// Resolves `.`, `..` and empty names of `names`, or `None` when `..` climbs above the root.
