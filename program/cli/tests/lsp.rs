@@ -1050,18 +1050,24 @@ fn an_import_changed_on_disk_is_seen_by_its_importers() {
     assert_eq!(s.stop(), 0);
 }
 
-/// A module changed on disk that pyright never had open (claude's own tools, `git checkout`,
-/// another editor): pyright read it from disk once, and is told of the change as an editor tells
-/// it (`workspace/didChangeWatchedFiles`, for the globs it registered), so a file importing it is
-/// checked against its new text (it kept the old one for good: no error).
+/// Modules pyright never had open (claude's own tools, `git checkout`, another editor), created,
+/// changed and deleted on disk: pyright read them from disk once, and is told of each change as
+/// an editor tells it (`workspace/didChangeWatchedFiles`, for the globs it registered), so the
+/// file importing them is checked against what they now hold (it kept what it read for good: a
+/// missing module stayed missing, a changed one unchanged, a deleted one there).
 #[test]
-fn a_module_never_opened_changed_on_disk_is_seen_by_its_importers() {
+fn modules_never_opened_changed_on_disk_are_seen_by_their_importers() {
     require("pyright-langserver", "npm install -g pyright");
     let sb = Sandbox::new();
-    let b = sb.ws.join("b.py");
     let a = sb.ws.join("a.py");
+    let b = sb.ws.join("b.py");
+    let c = sb.ws.join("c.py");
     fs::write(&b, "def foo() -> int:\n    return 1\n").unwrap();
-    fs::write(&a, "from b import foo\n\nx: int = foo()\n").unwrap();
+    fs::write(
+        &a,
+        "from b import foo\nfrom c import baz\n\nx: int = foo() + baz()\n",
+    )
+    .unwrap();
     let mut s = serve(
         &sb,
         "threads",
@@ -1072,32 +1078,28 @@ fn a_module_never_opened_changed_on_disk_is_seen_by_its_importers() {
             "none",
         ],
     );
-    let mut c = Session::new(&s);
-    assert_eq!(
-        messages(&c.diagnostics(json!({"uri": uri(&a)})), &a),
-        Vec::<String>::new()
-    );
+    let mut c_ = Session::new(&s);
+    let mut until = |what: &str, done: &dyn Fn(&[String]) -> bool| {
+        let give_up = Instant::now() + Duration::from_secs(20);
+        loop {
+            let msgs = messages(&c_.diagnostics(json!({"uri": uri(&a)})), &a);
+            if done(&msgs) {
+                return;
+            }
+            assert!(Instant::now() < give_up, "{what}: {msgs:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    until("c missing", &|m| mentions(m, "\"c\" could not be resolved"));
+    // Created before the next question.
+    fs::write(&c, "def baz() -> int:\n    return 2\n").unwrap();
+    until("c created", &|m| m.is_empty());
     fs::write(&b, "def bar() -> int:\n    return 1\n").unwrap();
-    let give_up = Instant::now() + Duration::from_secs(15);
-    loop {
-        let msgs = messages(&c.diagnostics(json!({"uri": uri(&a)})), &a);
-        if mentions(&msgs, "\"foo\" is unknown import symbol") {
-            break;
-        }
-        assert!(Instant::now() < give_up, "{msgs:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    // Deleted: the import is unresolved.
+    until("b changed", &|m| {
+        mentions(m, "\"foo\" is unknown import symbol")
+    });
     fs::remove_file(&b).unwrap();
-    let give_up = Instant::now() + Duration::from_secs(15);
-    loop {
-        let msgs = messages(&c.diagnostics(json!({"uri": uri(&a)})), &a);
-        if mentions(&msgs, "could not be resolved") {
-            break;
-        }
-        assert!(Instant::now() < give_up, "{msgs:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    until("b deleted", &|m| mentions(m, "\"b\" could not be resolved"));
     assert_eq!(s.stop(), 0);
 }
 

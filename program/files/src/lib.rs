@@ -302,6 +302,24 @@ impl Workspace {
         &self.limits
     }
 
+    /// The same folders under other limits (the folders are not looked at again): a walk that
+    /// must end sooner than a listing, say.
+    ///
+    /// ```
+    /// use claude_ide_bridge_files::{Limits, Workspace};
+    /// use std::time::Duration;
+    /// let ws = Workspace::new(vec!["/srv/project".into()], Limits::default());
+    /// let quick = ws.with_limits(Limits { max_walk_time: Duration::from_millis(100), ..ws.limits().clone() });
+    /// assert_eq!(quick.folders(), ws.folders());
+    /// assert_eq!(quick.limits().max_walk_time, Duration::from_millis(100));
+    /// ```
+    pub fn with_limits(&self, limits: Limits) -> Workspace {
+        Workspace {
+            limits,
+            ..self.clone()
+        }
+    }
+
     /// The folders this OS's backend cannot serve, each (as advertised) with why and what to do
     /// instead, decided when the workspace was made: on Windows, a folder on a network share
     /// (`\\server\share\...`, `\\?\UNC\...`, `\\wsl.localhost\...`, a mapped network drive).

@@ -29,7 +29,7 @@ use crate::messages::{
 use crate::rpc::{
     self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
 };
-use crate::watch::{FileChange, WatchSet, MAX_WATCH_REGISTRATIONS};
+use crate::watch::{FileChange, WatchSet, MAX_GLOBS, MAX_GLOBS_BUILT, MAX_WATCH_REGISTRATIONS};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
@@ -354,6 +354,8 @@ pub(crate) struct State {
     /// The globs of `workspace/didChangeWatchedFiles` registrations, by id (at most
     /// [`MAX_WATCH_REGISTRATIONS`]).
     watching: BTreeMap<String, Arc<WatchSet>>,
+    /// The globs built for `watching` over the server's life (at most [`MAX_GLOBS_BUILT`]).
+    globs_built: usize,
     /// When the server was started (a file changed since may have been read before its change).
     started: SystemTime,
     limits: LspLimits,
@@ -432,6 +434,7 @@ impl State {
             static_caps: Caps::default(),
             registered: HashMap::new(),
             watching: BTreeMap::new(),
+            globs_built: 0,
             started: SystemTime::now(),
             limits,
             folders,
@@ -1733,21 +1736,38 @@ impl State {
                     }
                 }
                 Registration::Watch(id, watchers) => {
-                    // A new id, while there is room (an id registered again keeps its globs:
-                    // each message compiles at most the bound's worth).
-                    if self.watching.len() >= MAX_WATCH_REGISTRATIONS
-                        || self.watching.contains_key(&id)
-                        || id.len() > MAX_REGISTRATION_ID
-                    {
+                    // While there is room; an id registered again has its globs replaced. The
+                    // globs built over the server's life are bounded: building them is work
+                    // under this lock that the server asks for.
+                    let room = self.watching.len() < MAX_WATCH_REGISTRATIONS
+                        || self.watching.contains_key(&id);
+                    let budget = MAX_GLOBS_BUILT.saturating_sub(self.globs_built);
+                    if !room || id.len() > MAX_REGISTRATION_ID || budget == 0 {
                         watch_skipped += 1;
                         continue;
                     }
-                    match watchers.map(|w| WatchSet::new(&w, &mut why)) {
-                        Ok(Some(set)) => {
+                    let watchers = match watchers {
+                        Ok(w) => w,
+                        Err(e) => {
+                            why.push(e);
+                            continue;
+                        }
+                    };
+                    let built = watchers.len().min(MAX_GLOBS);
+                    if built > budget {
+                        why.push(format!(
+                            "past {MAX_GLOBS_BUILT} globs in this server's life: {} left out",
+                            built - budget
+                        ));
+                    }
+                    self.globs_built += built.min(budget);
+                    match WatchSet::new(&watchers[..built.min(budget)], &mut why) {
+                        Some(set) => {
                             self.watching.insert(id, Arc::new(set));
                         }
-                        Ok(None) => {}
-                        Err(e) => why.push(e),
+                        None => {
+                            self.watching.remove(&id);
+                        }
                     }
                 }
                 Registration::Removed(id, _) => {
@@ -1758,7 +1778,7 @@ impl State {
         }
         if watch_skipped > 0 {
             why.push(format!(
-                "{watch_skipped} registrations left out (an id already registered, a long id, or past {MAX_WATCH_REGISTRATIONS})"
+                "{watch_skipped} registrations left out (a long id, past {MAX_WATCH_REGISTRATIONS} at once, or past {MAX_GLOBS_BUILT} globs in the server's life)"
             ));
         }
         // Said in a few lines, however many registrations the message held.

@@ -5,6 +5,7 @@
 //! (`State::files_changed`).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -18,6 +19,9 @@ pub(crate) const MAX_GLOBS: usize = 32;
 pub(crate) const MAX_GLOB_LEN: usize = 512;
 /// The most registrations with globs kept for one server.
 pub(crate) const MAX_WATCH_REGISTRATIONS: usize = 16;
+/// The most globs built for one server over its life (registrations replaced and withdrawn
+/// included): crafted ones of the longest take well under 100 ms to build in all.
+pub(crate) const MAX_GLOBS_BUILT: usize = 256;
 
 /// A file's change on disk, as [`Lsp::files_changed`](crate::Lsp::files_changed) tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -53,6 +57,8 @@ impl FileChange {
 /// One registration's globs, compiled: which paths they match, and for which changes.
 #[derive(Debug)]
 pub(crate) struct WatchSet {
+    /// This set's own number, none other's (what the program's look compares [`Watched`] by).
+    serial: u64,
     set: GlobSet,
     /// Per glob of `set`, the kinds of change it is for (bits of [`FileChange::bit`]).
     kinds: Vec<u8>,
@@ -74,8 +80,11 @@ impl WatchSet {
             ));
         }
         for w in watchers.iter().take(MAX_GLOBS) {
-            // The kinds as bits; none of the three: nothing to tell.
+            // The kinds as bits; none of the three: nothing to tell, nothing to build.
             let kind = w.kind.map_or(7, |k| (k & 7) as u8);
+            if kind == 0 {
+                continue;
+            }
             let glob = match &w.glob {
                 GlobPattern::Plain(p) => Some(p.clone()),
                 GlobPattern::Relative { base, pattern } => {
@@ -105,11 +114,10 @@ impl WatchSet {
                 .case_insensitive(crate::sys::GLOBS_IGNORE_CASE)
                 .build();
             match built {
-                Ok(g) if kind != 0 => {
+                Ok(g) => {
                     set.add(g);
                     kinds.push(kind);
                 }
-                Ok(_) => {}
                 Err(e) => why.push(format!(
                     "watched glob {:?} left out: {e}",
                     crate::log::cut(&glob, 200)
@@ -120,7 +128,11 @@ impl WatchSet {
             return None;
         }
         match set.build() {
-            Ok(set) => Some(WatchSet { set, kinds }),
+            Ok(set) => {
+                static SERIAL: AtomicU64 = AtomicU64::new(0);
+                let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+                Some(WatchSet { serial, set, kinds })
+            }
             Err(e) => {
                 why.push(format!("watched globs left out: {e}"));
                 None
@@ -145,7 +157,9 @@ impl WatchSet {
 
 /// What the running servers watch on disk (`workspace/didChangeWatchedFiles`), taken at one
 /// moment by [`Lsp::watched`](crate::Lsp::watched): which files the program should look at for
-/// changes to tell them of ([`Lsp::files_changed`](crate::Lsp::files_changed)).
+/// changes to tell them of ([`Lsp::files_changed`](crate::Lsp::files_changed)). Two are equal
+/// when they hold the same registrations of the same servers (a server started again, or a
+/// registration added or withdrawn, makes another).
 ///
 /// ```
 /// let none = claude_ide_bridge_lsp::Watched::default();
@@ -157,6 +171,19 @@ pub struct Watched {
     sets: Vec<Arc<WatchSet>>,
     since: Option<SystemTime>,
 }
+
+impl PartialEq for Watched {
+    fn eq(&self, other: &Watched) -> bool {
+        let serials = |w: &Watched| {
+            let mut s: Vec<u64> = w.sets.iter().map(|s| s.serial).collect();
+            s.sort_unstable();
+            s
+        };
+        self.since == other.since && serials(self) == serials(other)
+    }
+}
+
+impl Eq for Watched {}
 
 impl Watched {
     /// Adds a server's globs; `started` is when that server started.

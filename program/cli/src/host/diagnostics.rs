@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use claude_ide_bridge::{file_uri, uri_to_path, Diagnostic, DiagnosticsChanged, FileDiagnostics};
 use claude_ide_bridge::{Asker, CallId, Notification, Target, ToolResult};
 use claude_ide_bridge_files::{Error, Text, Workspace};
-use claude_ide_bridge_lsp::{Checked, Lsp, ServerState};
+use claude_ide_bridge_lsp::{Checked, Lsp, ServerState, Watched};
 
 use super::headless::no_formatter;
 #[cfg(doc)]
@@ -187,6 +187,9 @@ pub struct LanguageServers {
     checked: Condvar,
     /// What the last look at the files the servers watch saw ([`LanguageServers::tell_disk_changes`]).
     disk: Mutex<DiskLook>,
+    /// The workspace as those looks walk it: within [`LOOK_WAIT`] (the entries the walk passes
+    /// over, ignored ones, count too).
+    look_ws: Workspace,
 }
 
 /// How long a question's look at the files open in the servers may take
@@ -419,7 +422,12 @@ impl LanguageServers {
 
     /// Language servers over `lsp`, noting what they cannot do in `log`.
     pub fn new(lsp: Lsp, log: Log, ws: Workspace) -> LanguageServers {
+        let look_ws = ws.with_limits(claude_ide_bridge_files::Limits {
+            max_walk_time: LOOK_WAIT,
+            ..ws.limits().clone()
+        });
         LanguageServers {
+            look_ws,
             log,
             ws,
             memory: Mutex::new(Memory::default()),
@@ -742,6 +750,19 @@ impl LanguageServers {
         deadline: Option<Instant>,
         hard: bool,
     ) -> Checked {
+        let checked = self.ask_servers(path, text, deadline, hard);
+        self.look_if_new();
+        checked
+    }
+
+    /// [`LanguageServers::ask_within`], the asking.
+    fn ask_servers(
+        &self,
+        path: &Path,
+        text: &str,
+        deadline: Option<Instant>,
+        hard: bool,
+    ) -> Checked {
         if hard {
             let deadline = deadline.unwrap_or_else(|| self.lsp.deadline());
             return self.lsp.check_by(path, text, deadline);
@@ -882,9 +903,11 @@ impl LanguageServers {
             return ToolResult::json(&Vec::<FileDiagnostics>::new());
         };
         // Other files changed on disk first: this one's check must not be against their old text.
+        // Each with its own time: a look that takes all of its time leaves the files open in the
+        // servers (whose watched changes the servers pass over) their refresh.
         let asked_at = Instant::now();
-        self.tell_disk_changes((asked_at + LOOK_WAIT).min(self.lsp.deadline()));
         self.refresh_open((asked_at + REFRESH_WAIT).min(self.lsp.deadline()));
+        self.tell_disk_changes((Instant::now() + LOOK_WAIT).min(self.lsp.deadline()));
         let (read, stamp) = read_stamped(&self.ws, &named);
         let (path, text) = match read {
             Ok(Some(t)) => (PathBuf::from(t.path), t.content),
@@ -1046,23 +1069,38 @@ impl LanguageServers {
     /// Tells the servers of the files they watch (the globs of their
     /// `workspace/didChangeWatchedFiles` registrations) that were created, changed or deleted
     /// since the last look, looking until `deadline` (see `watch.rs`). A look under way for
-    /// another question is not waited for: it tells them.
+    /// another question is waited for (it ends within [`LOOK_WAIT`]), so that no question is
+    /// answered before the changes found before it are told.
     fn tell_disk_changes(&self, deadline: Instant) {
         let watched = self.lsp.watched();
-        let mut disk = match self.disk.try_lock() {
-            Ok(disk) => disk,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
-        };
-        let found = disk.look(&self.ws, &watched, deadline);
-        // Under the look's lock: the next look's changes are told after these.
+        let mut disk = self.disk.lock().unwrap_or_else(|p| p.into_inner());
+        self.look_and_tell(&mut disk, &watched, deadline);
+    }
+
+    /// A first look at the files the servers watch, when they watch others than the last look
+    /// saw (a server just started and registered its globs, or registered others): taken as soon
+    /// as a server answers, so that a file created or deleted before the next question is told
+    /// then (a look has nothing to compare a file with before the first).
+    fn look_if_new(&self) {
+        let watched = self.lsp.watched();
+        if watched.is_empty() {
+            return;
+        }
+        let mut disk = self.disk.lock().unwrap_or_else(|p| p.into_inner());
+        if !disk.looked_at(&watched) {
+            self.look_and_tell(&mut disk, &watched, Instant::now() + LOOK_WAIT);
+        }
+    }
+
+    /// One look, its changes told (under the look's lock: the next look's are told after them).
+    fn look_and_tell(&self, disk: &mut DiskLook, watched: &Watched, deadline: Instant) {
+        let found = disk.look(&self.look_ws, watched, deadline);
         self.lsp.files_changed(&found.changes);
-        drop(disk);
         if found.cut {
             self.note_once(
                 "look cut".to_owned(),
                 &format!(
-                    "language servers: the look at the files they watch stopped before the end of the workspace (past {} ms, or {} files): changes to files past it are not told to them (said once)",
+                    "language servers: a look at the files they watch did not see every file (past {} ms or {} files, or a folder that cannot be read): a change past it may be told late or not at all (said once)",
                     LOOK_WAIT.as_millis(),
                     super::watch::MAX_WATCHED
                 ),
@@ -1111,8 +1149,8 @@ impl LanguageServers {
             Asker::Client => ((now + CLIENT_ALL_WAIT).min(self.lsp.deadline()), true),
             _ => (self.lsp.deadline(), false),
         };
-        self.tell_disk_changes((now + LOOK_WAIT).min(deadline));
         let changed = self.refresh_open((now + REFRESH_WAIT).min(deadline));
+        self.tell_disk_changes((Instant::now() + LOOK_WAIT).min(deadline));
         let recent: Vec<PathBuf> = self.memory().recent.iter().cloned().collect();
         // Told apart as `same_uri` does (as `editor_reported` and `on_lsp_change`): the editor's
         // URI of a file may be spelled otherwise than the server's (escapes, a drive's case).

@@ -1910,3 +1910,44 @@ fn changes_on_disk_are_told_for_the_globs_a_server_registered() {
     s.exit("crashed");
     assert!(s.watched().0.is_empty());
 }
+
+/// An id registered again has its globs replaced; the globs built over a server's life are
+/// bounded (building them is work under the state's lock the server asks for), withdrawn ones
+/// included.
+#[test]
+fn watched_globs_are_replaced_by_id_and_bounded_over_a_servers_life() {
+    use crate::watch::FileChange::Changed;
+    use crate::watch::{MAX_GLOBS, MAX_GLOBS_BUILT};
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    let register = |s: &mut State, n: usize, id: &str, glob: &str| {
+        let watchers: Vec<Value> = (0..n).map(|_| json!({"globPattern": glob})).collect();
+        let reg = json!({"jsonrpc": "2.0", "id": "r", "method": "client/registerCapability", "params": {"registrations": [
+            {"id": id, "method": "workspace/didChangeWatchedFiles", "registerOptions": {"watchers": watchers}}]}});
+        let effects = s.handle(&serde_json::to_vec(&reg).unwrap()).unwrap();
+        frames(s);
+        effects
+    };
+    let told = |s: &mut State, path: &str| {
+        s.files_changed(&[(path.to_owned(), Changed)]);
+        watched_told(s).len()
+    };
+    register(&mut s, 1, "w", "**/*.py");
+    assert_eq!((told(&mut s, "/w/a.py"), told(&mut s, "/w/m.rs")), (1, 0));
+    register(&mut s, 1, "w", "**/*.rs");
+    assert_eq!((told(&mut s, "/w/a.py"), told(&mut s, "/w/m.rs")), (0, 1));
+    // Registered and withdrawn over and over: past the bound, nothing more is built.
+    let rounds = MAX_GLOBS_BUILT / MAX_GLOBS;
+    for _ in 0..rounds {
+        register(&mut s, MAX_GLOBS, "x", "**/*.c");
+        let unreg = json!({"jsonrpc": "2.0", "id": "u", "method": "client/unregisterCapability", "params": {"unregisterations": [{"id": "x", "method": "workspace/didChangeWatchedFiles"}]}});
+        s.handle(&serde_json::to_vec(&unreg).unwrap()).unwrap();
+        frames(&mut s);
+    }
+    let effects = register(&mut s, 1, "y", "**/*.h");
+    assert!(
+        matches!(&effects[..], [Effect::Log(l)] if l.contains("left out")),
+        "{effects:?}"
+    );
+    assert_eq!(told(&mut s, "/w/x.h"), 0);
+    assert_eq!(told(&mut s, "/w/m.rs"), 1);
+}
