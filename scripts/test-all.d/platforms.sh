@@ -38,9 +38,10 @@ WINE_TESTS=(
   "-p claude-ide-bridge-blocking --test sockets --test handler -- --skip lock_dir_refused"
   "-p claude-ide-bridge-files --lib --tests -- --skip links_leading_out_are_refused --skip junctions_leading_out_are_refused --skip paths_past_max_path_are_written_and_listed"
   # The program's state file, its Windows folder rules, the language-server log, how
-  # getDiagnostics reads a URI or a path and how a tab's is matched (its other unit tests run on Linux; one of them takes
+  # getDiagnostics reads a URI or a path and how a tab's is matched, the look at the files language
+  # servers watch (its other unit tests run on Linux; one of them takes
   # minutes under Wine).
-  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests host::diagnostics::tests::uris_and_paths host::tabs::tests::spellings"
+  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests host::diagnostics::tests::uris_and_paths host::tabs::tests::spellings host::watch::"
   # The Windows program itself, started for real: serve (lock file, token, tools, file access,
   # list), serve --stdio (an editor deciding a diff, its stdin closing), both runtimes.
   "-p claude-ide-bridge-cli --test portable"
@@ -50,7 +51,7 @@ WINE_TESTS=(
   # when it stops or is killed; and `run -- claude` finding npm's `claude.cmd`, its tree ended
   # with a killed bridge and left running when the command ends by itself
   # (program/cli/tests/shims.rs).
-  "-p claude-ide-bridge-lsp --lib -- sys:: state::"
+  "-p claude-ide-bridge-lsp --lib -- sys:: state:: watch::"
   # A server that stops reading its input found hung and killed, where writes to it block
   # (program/lsp/tests/deaf.rs: the test program is its own stand-in server).
   "-p claude-ide-bridge-lsp --test deaf"

@@ -209,6 +209,20 @@ pub(crate) fn key_of(path: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A watched glob is matched against a Windows path as against `C:/ws/sub/a.py`, ignoring
+    /// case as Windows names do.
+    #[test]
+    fn watched_globs_match_windows_paths() {
+        let now = std::time::SystemTime::now();
+        let watched = crate::Watched::of_globs(&["**/*.py", "C:/ws/cfg/*.toml"], now).unwrap();
+        for path in [r"C:\ws\sub\a.py", r"c:\WS\Sub\A.PY", r"C:\ws\cfg\Ruff.TOML"] {
+            assert!(watched.matches(std::path::Path::new(path)), "{path}");
+        }
+        for path in [r"C:\ws\sub\a.pyc", r"C:\ws\cfg\deep\ruff.toml"] {
+            assert!(!watched.matches(std::path::Path::new(path)), "{path}");
+        }
+    }
+
     #[test]
     fn uris_map_to_the_keys_of_their_documents() {
         for uri in [
