@@ -127,6 +127,20 @@ fn mentions(msgs: &[String], needle: &str) -> bool {
     msgs.iter().any(|m| m.contains(needle))
 }
 
+/// Asks about `path` until the messages of its diagnostics are `done` (at most 20 s, every
+/// 200 ms), panicking with `what` and the last ones.
+fn ask_until(c: &mut Session, path: &Path, what: &str, done: impl Fn(&[String]) -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(20);
+    loop {
+        let msgs = messages(&c.diagnostics(json!({"uri": uri(path)})), path);
+        if done(&msgs) {
+            return;
+        }
+        assert!(Instant::now() < give_up, "{what}: {msgs:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 const LITERAL_TWO: &str = "\"Literal['two']\" is not assignable to declared type \"int\"";
 const INT_TO_STR: &str = "\"int\" is not assignable to declared type \"str\"";
 
@@ -1038,15 +1052,9 @@ fn an_import_changed_on_disk_is_seen_by_its_importers() {
         Vec::<String>::new()
     );
     fs::write(&b, "def bar() -> int:\n    return 1\n").unwrap();
-    let give_up = Instant::now() + SLOW;
-    loop {
-        let msgs = messages(&c.diagnostics(json!({"uri": uri(&a)})), &a);
-        if mentions(&msgs, "\"foo\" is unknown import symbol") {
-            break;
-        }
-        assert!(Instant::now() < give_up, "{msgs:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    ask_until(&mut c, &a, "b changed", |m| {
+        mentions(m, "\"foo\" is unknown import symbol")
+    });
     assert_eq!(s.stop(), 0);
 }
 
@@ -1061,7 +1069,7 @@ fn modules_never_opened_changed_on_disk_are_seen_by_their_importers() {
     let sb = Sandbox::new();
     let a = sb.ws.join("a.py");
     let b = sb.ws.join("b.py");
-    let c = sb.ws.join("c.py");
+    let c_py = sb.ws.join("c.py");
     fs::write(&b, "def foo() -> int:\n    return 1\n").unwrap();
     fs::write(
         &a,
@@ -1078,28 +1086,21 @@ fn modules_never_opened_changed_on_disk_are_seen_by_their_importers() {
             "none",
         ],
     );
-    let mut c_ = Session::new(&s);
-    let mut until = |what: &str, done: &dyn Fn(&[String]) -> bool| {
-        let give_up = Instant::now() + Duration::from_secs(20);
-        loop {
-            let msgs = messages(&c_.diagnostics(json!({"uri": uri(&a)})), &a);
-            if done(&msgs) {
-                return;
-            }
-            assert!(Instant::now() < give_up, "{what}: {msgs:?}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    };
-    until("c missing", &|m| mentions(m, "\"c\" could not be resolved"));
+    let mut c = Session::new(&s);
+    ask_until(&mut c, &a, "c missing", |m| {
+        mentions(m, "\"c\" could not be resolved")
+    });
     // Created before the next question.
-    fs::write(&c, "def baz() -> int:\n    return 2\n").unwrap();
-    until("c created", &|m| m.is_empty());
+    fs::write(&c_py, "def baz() -> int:\n    return 2\n").unwrap();
+    ask_until(&mut c, &a, "c created", |m| m.is_empty());
     fs::write(&b, "def bar() -> int:\n    return 1\n").unwrap();
-    until("b changed", &|m| {
+    ask_until(&mut c, &a, "b changed", |m| {
         mentions(m, "\"foo\" is unknown import symbol")
     });
     fs::remove_file(&b).unwrap();
-    until("b deleted", &|m| mentions(m, "\"b\" could not be resolved"));
+    ask_until(&mut c, &a, "b deleted", |m| {
+        mentions(m, "\"b\" could not be resolved")
+    });
     assert_eq!(s.stop(), 0);
 }
 
@@ -1124,15 +1125,9 @@ fn ruff_follows_a_pyproject_changed_on_disk() {
         Vec::<String>::new()
     );
     fs::write(&config, "[tool.ruff.lint]\nselect = [\"F\"]\n").unwrap();
-    let give_up = Instant::now() + Duration::from_secs(15);
-    loop {
-        let answer = c.diagnostics(json!({"uri": uri(&app)}));
-        if answer.iter().any(|f| f.to_string().contains("F401")) {
-            break;
-        }
-        assert!(Instant::now() < give_up, "{answer:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    ask_until(&mut c, &app, "pyproject.toml changed", |m| {
+        mentions(m, "imported but unused")
+    });
     assert_eq!(s.stop(), 0);
 }
 
