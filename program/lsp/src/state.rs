@@ -29,7 +29,9 @@ use crate::messages::{
 use crate::rpc::{
     self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
 };
-use crate::watch::{FileChange, WatchSet, MAX_GLOBS, MAX_GLOBS_BUILT, MAX_WATCH_REGISTRATIONS};
+use crate::watch::{
+    glob_bytes, FileChange, WatchSet, MAX_GLOBS, MAX_GLOB_BYTES_BUILT, MAX_WATCH_REGISTRATIONS,
+};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
@@ -354,8 +356,9 @@ pub(crate) struct State {
     /// The globs of `workspace/didChangeWatchedFiles` registrations, by id (at most
     /// [`MAX_WATCH_REGISTRATIONS`]).
     watching: BTreeMap<String, Arc<WatchSet>>,
-    /// The globs built for `watching` over the server's life (at most [`MAX_GLOBS_BUILT`]).
-    globs_built: usize,
+    /// The bytes of globs built for `watching` over the server's life (at most
+    /// [`MAX_GLOB_BYTES_BUILT`]).
+    glob_bytes_built: usize,
     /// When the server was started (a file changed since may have been read before its change).
     started: SystemTime,
     limits: LspLimits,
@@ -434,7 +437,7 @@ impl State {
             static_caps: Caps::default(),
             registered: HashMap::new(),
             watching: BTreeMap::new(),
-            globs_built: 0,
+            glob_bytes_built: 0,
             started: SystemTime::now(),
             limits,
             folders,
@@ -1697,17 +1700,18 @@ impl State {
         if !self.is_running() || self.watching.is_empty() {
             return;
         }
-        let watched: Vec<lsp_types::FileEvent> = changes
-            .iter()
-            .filter(|(key, change)| {
-                let form = crate::sys::glob_form(key);
-                self.watching.values().any(|w| w.watches(&form, *change))
-            })
-            .filter_map(|(key, change)| {
-                let uri = file_uri(key).parse().ok()?;
-                Some(lsp_types::FileEvent::new(uri, change.lsp()))
-            })
-            .collect();
+        let mut watched: Vec<lsp_types::FileEvent> = Vec::new();
+        for (key, change) in changes {
+            let form = crate::sys::glob_form(key);
+            for told in change.told(self.started) {
+                if !self.watching.values().any(|w| w.watches(&form, *told)) {
+                    continue;
+                }
+                if let Ok(uri) = file_uri(key).parse() {
+                    watched.push(lsp_types::FileEvent::new(uri, told.lsp()));
+                }
+            }
+        }
         for told in watched.chunks(MAX_CHANGES_TOLD) {
             let params = lsp_types::DidChangeWatchedFilesParams {
                 changes: told.to_vec(),
@@ -1736,13 +1740,13 @@ impl State {
                     }
                 }
                 Registration::Watch(id, watchers) => {
-                    // While there is room; an id registered again has its globs replaced. The
-                    // globs built over the server's life are bounded: building them is work
-                    // under this lock that the server asks for.
+                    // While there is room; an id registered again has its globs replaced (not
+                    // built again when they are the same). The globs built over the server's
+                    // life are bounded: building them is work under this lock that the server
+                    // asks for.
                     let room = self.watching.len() < MAX_WATCH_REGISTRATIONS
                         || self.watching.contains_key(&id);
-                    let budget = MAX_GLOBS_BUILT.saturating_sub(self.globs_built);
-                    if !room || id.len() > MAX_REGISTRATION_ID || budget == 0 {
+                    if !room || id.len() > MAX_REGISTRATION_ID {
                         watch_skipped += 1;
                         continue;
                     }
@@ -1753,15 +1757,17 @@ impl State {
                             continue;
                         }
                     };
-                    let built = watchers.len().min(MAX_GLOBS);
-                    if built > budget {
-                        why.push(format!(
-                            "past {MAX_GLOBS_BUILT} globs in this server's life: {} left out",
-                            built - budget
-                        ));
+                    let kept = &watchers[..watchers.len().min(MAX_GLOBS)];
+                    if self.watching.get(&id).is_some_and(|s| s.source == kept) {
+                        continue;
                     }
-                    self.globs_built += built.min(budget);
-                    match WatchSet::new(&watchers[..built.min(budget)], &mut why) {
+                    let bytes = glob_bytes(&watchers);
+                    if self.glob_bytes_built + bytes > MAX_GLOB_BYTES_BUILT {
+                        watch_skipped += 1;
+                        continue;
+                    }
+                    self.glob_bytes_built += bytes;
+                    match WatchSet::new(&watchers, &mut why) {
                         Some(set) => {
                             self.watching.insert(id, Arc::new(set));
                         }
@@ -1778,7 +1784,7 @@ impl State {
         }
         if watch_skipped > 0 {
             why.push(format!(
-                "{watch_skipped} registrations left out (a long id, past {MAX_WATCH_REGISTRATIONS} at once, or past {MAX_GLOBS_BUILT} globs in the server's life)"
+                "{watch_skipped} registrations left out (a long id, past {MAX_WATCH_REGISTRATIONS} at once, or past {MAX_GLOB_BYTES_BUILT} bytes of globs in the server's life)"
             ));
         }
         // Said in a few lines, however many registrations the message held.

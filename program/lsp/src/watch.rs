@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -19,9 +19,15 @@ pub(crate) const MAX_GLOBS: usize = 32;
 pub(crate) const MAX_GLOB_LEN: usize = 512;
 /// The most registrations with globs kept for one server.
 pub(crate) const MAX_WATCH_REGISTRATIONS: usize = 16;
-/// The most globs built for one server over its life (registrations replaced and withdrawn
-/// included): crafted ones of the longest take well under 100 ms to build in all.
-pub(crate) const MAX_GLOBS_BUILT: usize = 256;
+/// The bytes of globs built for one server over its life (registrations replaced and withdrawn
+/// included; one registered again as it was is not built again): 256 crafted globs of the
+/// longest take well under 100 ms to build, and rust-analyzer's, registered again at each
+/// reload of its workspace with new folders, take about 100 bytes each.
+pub(crate) const MAX_GLOB_BYTES_BUILT: usize = 128 * 1024;
+
+/// How long before a server's start a file's time of change counts as after it
+/// ([`FileChange::Seen`]).
+pub(crate) const SEEN_SLACK: Duration = Duration::from_secs(2);
 
 /// A file's change on disk, as [`Lsp::files_changed`](crate::Lsp::files_changed) tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -32,15 +38,36 @@ pub enum FileChange {
     Changed,
     /// It is gone (deleted, renamed away).
     Deleted,
+    /// Seen by the program for the first time (nothing to compare it with: its first look, or
+    /// a look that did not see every file), with its time of last change: a server started
+    /// before that time (or within 2 s after) may have read another text, and is told it was
+    /// created and changed (as new, or changed: read it again either way); one started later
+    /// read it as it is, and is told nothing.
+    Seen(SystemTime),
 }
 
 impl FileChange {
-    /// Its bit in a watcher's `kind`.
+    /// Its bit in a watcher's `kind` (none for [`FileChange::Seen`], which is told as the two
+    /// others).
     fn bit(self) -> u8 {
         match self {
             FileChange::Created => 1,
             FileChange::Changed => 2,
             FileChange::Deleted => 4,
+            FileChange::Seen(_) => 0,
+        }
+    }
+
+    /// What a server started at `started` is told of this change.
+    pub(crate) fn told(self, started: SystemTime) -> &'static [FileChange] {
+        match self {
+            FileChange::Created => &[FileChange::Created],
+            FileChange::Changed => &[FileChange::Changed],
+            FileChange::Deleted => &[FileChange::Deleted],
+            FileChange::Seen(time) if time + SEEN_SLACK >= started => {
+                &[FileChange::Created, FileChange::Changed]
+            }
+            FileChange::Seen(_) => &[],
         }
     }
 
@@ -48,10 +75,24 @@ impl FileChange {
     pub(crate) fn lsp(self) -> lsp_types::FileChangeType {
         match self {
             FileChange::Created => lsp_types::FileChangeType::CREATED,
-            FileChange::Changed => lsp_types::FileChangeType::CHANGED,
+            FileChange::Changed | FileChange::Seen(_) => lsp_types::FileChangeType::CHANGED,
             FileChange::Deleted => lsp_types::FileChangeType::DELETED,
         }
     }
+}
+
+/// The bytes of the globs of `watchers` that [`WatchSet::new`] would build (the first
+/// [`MAX_GLOBS`]; a relative one with its folder's URI).
+pub(crate) fn glob_bytes(watchers: &[FileWatcher]) -> usize {
+    (watchers.iter().take(MAX_GLOBS))
+        .map(|w| match &w.glob {
+            GlobPattern::Plain(p) => p.len(),
+            GlobPattern::Relative { base, pattern } => {
+                let (BaseUri::Uri(u) | BaseUri::Folder { uri: u }) = base;
+                u.len() + pattern.len()
+            }
+        })
+        .sum()
 }
 
 /// One registration's globs, compiled: which paths they match, and for which changes.
@@ -59,6 +100,8 @@ impl FileChange {
 pub(crate) struct WatchSet {
     /// This set's own number, none other's (what the program's look compares [`Watched`] by).
     serial: u64,
+    /// The watchers it was built from (a registration again of the same is not built again).
+    pub(crate) source: Vec<FileWatcher>,
     set: GlobSet,
     /// Per glob of `set`, the kinds of change it is for (bits of [`FileChange::bit`]).
     kinds: Vec<u8>,
@@ -131,7 +174,12 @@ impl WatchSet {
             Ok(set) => {
                 static SERIAL: AtomicU64 = AtomicU64::new(0);
                 let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-                Some(WatchSet { serial, set, kinds })
+                Some(WatchSet {
+                    serial,
+                    source: watchers.iter().take(MAX_GLOBS).cloned().collect(),
+                    set,
+                    kinds,
+                })
             }
             Err(e) => {
                 why.push(format!("watched globs left out: {e}"));

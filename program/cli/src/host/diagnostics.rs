@@ -26,12 +26,12 @@ use std::time::{Duration, Instant};
 use claude_ide_bridge::{file_uri, uri_to_path, Diagnostic, DiagnosticsChanged, FileDiagnostics};
 use claude_ide_bridge::{Asker, CallId, Notification, Target, ToolResult};
 use claude_ide_bridge_files::{Error, Text, Workspace};
-use claude_ide_bridge_lsp::{Checked, Lsp, ServerState, Watched};
+use claude_ide_bridge_lsp::{Checked, Lsp, ServerState};
 
 use super::headless::no_formatter;
 #[cfg(doc)]
 use super::jobs::JOB_DEADLINE;
-use super::watch::DiskLook;
+use super::watch::{Looks, LOOK_WAIT};
 use super::Host;
 use crate::lsp::{Log, Warm, WARM_MAX};
 use crate::ui;
@@ -185,20 +185,13 @@ pub struct LanguageServers {
     /// and not done, by the path claude gave; `checked` is told when one ends.
     checking: Mutex<HashMap<String, usize>>,
     checked: Condvar,
-    /// What the last look at the files the servers watch saw ([`LanguageServers::tell_disk_changes`]).
-    disk: Mutex<DiskLook>,
-    /// The workspace as those looks walk it: within [`LOOK_WAIT`] (the entries the walk passes
-    /// over, ignored ones, count too).
-    look_ws: Workspace,
+    /// The looks at the files the servers watch ([`LanguageServers::tell_disk_changes`]).
+    looks: Arc<Looks>,
 }
 
 /// How long a question's look at the files open in the servers may take
 /// ([`LanguageServers::refresh_open`]): the files left are looked at by the next one.
 const REFRESH_WAIT: Duration = Duration::from_millis(100);
-
-/// How long a question's look at the files the servers watch on disk may take
-/// ([`LanguageServers::tell_disk_changes`]).
-const LOOK_WAIT: Duration = Duration::from_millis(100);
 
 /// How long `getDiagnostics {}` asked by the client itself (after an edit, to find the new
 /// diagnostics) may wait for the servers: the client gives it 2 s, and a server still starting
@@ -422,12 +415,8 @@ impl LanguageServers {
 
     /// Language servers over `lsp`, noting what they cannot do in `log`.
     pub fn new(lsp: Lsp, log: Log, ws: Workspace) -> LanguageServers {
-        let look_ws = ws.with_limits(claude_ide_bridge_files::Limits {
-            max_walk_time: LOOK_WAIT,
-            ..ws.limits().clone()
-        });
         LanguageServers {
-            look_ws,
+            looks: Looks::new(lsp.clone(), &ws),
             log,
             ws,
             memory: Mutex::new(Memory::default()),
@@ -441,7 +430,6 @@ impl LanguageServers {
             warmed: std::sync::atomic::AtomicBool::new(false),
             checking: Mutex::new(HashMap::new()),
             checked: Condvar::new(),
-            disk: Mutex::new(DiskLook::default()),
             lsp,
         }
     }
@@ -751,7 +739,7 @@ impl LanguageServers {
         hard: bool,
     ) -> Checked {
         let checked = self.ask_servers(path, text, deadline, hard);
-        self.look_if_new();
+        self.looks.first_if_new();
         checked
     }
 
@@ -1068,39 +1056,13 @@ impl LanguageServers {
 
     /// Tells the servers of the files they watch (the globs of their
     /// `workspace/didChangeWatchedFiles` registrations) that were created, changed or deleted
-    /// since the last look, looking until `deadline` (see `watch.rs`). A look under way for
-    /// another question is waited for (it ends within [`LOOK_WAIT`]), so that no question is
-    /// answered before the changes found before it are told.
+    /// since the last look, looking until `deadline` ([`Looks::before_question`]).
     fn tell_disk_changes(&self, deadline: Instant) {
-        let watched = self.lsp.watched();
-        let mut disk = self.disk.lock().unwrap_or_else(|p| p.into_inner());
-        self.look_and_tell(&mut disk, &watched, deadline);
-    }
-
-    /// A first look at the files the servers watch, when they watch others than the last look
-    /// saw (a server just started and registered its globs, or registered others): taken as soon
-    /// as a server answers, so that a file created or deleted before the next question is told
-    /// then (a look has nothing to compare a file with before the first).
-    fn look_if_new(&self) {
-        let watched = self.lsp.watched();
-        if watched.is_empty() {
-            return;
-        }
-        let mut disk = self.disk.lock().unwrap_or_else(|p| p.into_inner());
-        if !disk.looked_at(&watched) {
-            self.look_and_tell(&mut disk, &watched, Instant::now() + LOOK_WAIT);
-        }
-    }
-
-    /// One look, its changes told (under the look's lock: the next look's are told after them).
-    fn look_and_tell(&self, disk: &mut DiskLook, watched: &Watched, deadline: Instant) {
-        let found = disk.look(&self.look_ws, watched, deadline);
-        self.lsp.files_changed(&found.changes);
-        if found.cut {
+        if self.looks.before_question(deadline) {
             self.note_once(
                 "look cut".to_owned(),
                 &format!(
-                    "language servers: a look at the files they watch did not see every file (past {} ms or {} files, or a folder that cannot be read): a change past it may be told late or not at all (said once)",
+                    "language servers: a look at the files they watch did not see every file (past {} ms or {} files, or a folder that cannot be read or is past the walk's depth): a change past it may be told late or not at all (said once)",
                     LOOK_WAIT.as_millis(),
                     super::watch::MAX_WATCHED
                 ),

@@ -9,63 +9,176 @@
 //! changed and deleted since.
 //!
 //! A file not seen before is told created when the look before saw every file the same servers'
-//! globs match; otherwise (the first look after servers begin watching, or after a server
-//! started again or registered other globs, or after a look cut short) it is told created and
-//! changed when it changed since the first of those servers started (or within [`RACY`] before),
-//! as a server may have read it before, and not at all when it is older. The program takes that
-//! first look as soon as a server's answer comes (`LanguageServers::look_if_new`), so that a file
-//! deleted or created before the next question is told. A file written within [`RACY`] before a
-//! look is told changed once more at the next one (a second write in the same tick of a coarse
-//! clock, FAT's 2 s, keeps its time); one dated in the future is compared as any other. A file
-//! not seen by a look is told deleted when the walk saw every folder; otherwise (a folder that
-//! cannot be read, a bound of the walk) when it is found gone by its path, while time is left.
-//! A look stops at its deadline; past [`MAX_WATCHED`] files it keeps walking without keeping
-//! new ones.
+//! globs match (or all it could: a folder it cannot read, or past the walk's depth, is never
+//! seen, and makes no file in it new later). Otherwise (the first look for those servers' globs,
+//! after a server started again or registered others, after a look that ran out of time or of
+//! room) it is told seen ([`FileChange::Seen`], with its time): each server started before that
+//! time (less 2 s) may have read another text, and is told it was created and changed; a server
+//! started after is told nothing. The program takes that first look as soon as a server answers
+//! ([`Looks::first_if_new`]), so that a file deleted or created before the next question
+//! is told then. A file no longer matched by the globs is kept, to be compared when it is again
+//! (a server started again).
+//!
+//! A file written just before a look is told changed once more at the next one: a second write
+//! in the same tick of the file system's clock keeps its time. That tick is taken as 2 s
+//! ([`RACY`]) for a time in whole milliseconds (FAT, HFS+, a network file system), and
+//! [`FINE_RACY`] otherwise. A file not seen by a look is told deleted when it is found gone by
+//! its path (first the ones seen longest ago, for at most [`GONE_WAIT`]): a walk that did not see
+//! every folder says nothing of the files in the others. Deletions are told first (a file
+//! renamed in another case on a file system that ignores case is then the one created). A look
+//! stops at its deadline; past [`MAX_WATCHED`] files it keeps walking without keeping new ones.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant, SystemTime};
 
-use claude_ide_bridge_files::Workspace;
-use claude_ide_bridge_lsp::{FileChange, Watched};
+use claude_ide_bridge_files::{Limits, Workspace};
+use claude_ide_bridge_lsp::{FileChange, Lsp, Watched};
+
+/// How long a look may take (its walk included: the entries it passes over count too).
+pub(super) const LOOK_WAIT: Duration = Duration::from_millis(100);
 
 /// The most files a look keeps the time of (about 150 bytes each).
 pub(super) const MAX_WATCHED: usize = 50_000;
 
-/// How close before a look a file's time of change makes it looked at again at the next look,
-/// and how long before the first watching server's start a change counts as after it.
+/// How long before a look a file's time (in whole milliseconds: a coarse clock) makes it looked
+/// at again at the next look, and how long before the first watching server's start a change
+/// counts as after it.
 pub(super) const RACY: Duration = Duration::from_secs(2);
+
+/// [`RACY`] for a time finer than a millisecond (ext4, APFS, NTFS: a clock tick is a few ms).
+pub(super) const FINE_RACY: Duration = Duration::from_millis(50);
+
+/// How long a look may take to find out which of the files it did not see are gone.
+pub(super) const GONE_WAIT: Duration = Duration::from_millis(20);
+
+/// The looks at one workspace for its servers: before each question
+/// ([`Looks::before_question`]), and a first one for new globs on a thread of its own
+/// ([`Looks::first_if_new`]). One at a time, each one's changes told before the next looks.
+pub(super) struct Looks {
+    disk: Mutex<DiskLook>,
+    /// The workspace, walked within [`LOOK_WAIT`].
+    ws: Workspace,
+    lsp: Lsp,
+    /// Set while a first look's thread runs.
+    first: AtomicBool,
+}
+
+impl Looks {
+    pub(super) fn new(lsp: Lsp, ws: &Workspace) -> Arc<Looks> {
+        Arc::new(Looks {
+            disk: Mutex::new(DiskLook::default()),
+            ws: ws.with_limits(Limits {
+                max_walk_time: LOOK_WAIT,
+                ..ws.limits().clone()
+            }),
+            lsp,
+            first: AtomicBool::new(false),
+        })
+    }
+
+    fn disk(&self) -> MutexGuard<'_, DiskLook> {
+        self.disk.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Before a question: tells the servers of the files they watch that changed since the last
+    /// look, looking until `deadline`. A look under way (another question's, a first look) is
+    /// waited for and stands for this one: its changes are told before this question is
+    /// answered. Returns whether the look did not see every file.
+    pub(super) fn before_question(&self, deadline: Instant) -> bool {
+        let mut disk = match self.disk.try_lock() {
+            Ok(disk) => disk,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                drop(self.disk());
+                return false;
+            }
+        };
+        // Read under the lock: a registration made while waiting is the one looked for.
+        let watched = self.lsp.watched();
+        self.look_and_tell(&mut disk, &watched, deadline)
+    }
+
+    /// A first look at the files the servers watch, when they watch others than the last look
+    /// saw (a server just started and registered its globs, or registered others), on a thread
+    /// of its own: taken as soon as a server answers, so that a file created or deleted before
+    /// the next question is told then (before a first look there is nothing to compare a file
+    /// with), without making that answer wait. At most one such thread at a time.
+    pub(super) fn first_if_new(self: &Arc<Self>) {
+        let watched = self.lsp.watched();
+        if watched.is_empty() || self.disk.try_lock().is_ok_and(|d| d.looked_at(&watched)) {
+            return;
+        }
+        if self.first.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        let started = std::thread::Builder::new()
+            .name("lsp-look".into())
+            .spawn(move || {
+                let mut disk = me.disk();
+                let watched = me.lsp.watched();
+                if !disk.looked_at(&watched) {
+                    me.look_and_tell(&mut disk, &watched, Instant::now() + LOOK_WAIT);
+                }
+                drop(disk);
+                me.first.store(false, Ordering::Release);
+            });
+        if started.is_err() {
+            self.first.store(false, Ordering::Release);
+        }
+    }
+
+    /// One look, its changes told; whether it did not see every file.
+    fn look_and_tell(&self, disk: &mut DiskLook, watched: &Watched, deadline: Instant) -> bool {
+        let found = disk.look(&self.ws, watched, deadline);
+        self.lsp.files_changed(&found.changes);
+        found.cut
+    }
+}
 
 /// A file as the last look that saw it found it.
 struct Seen {
     /// Its time of last change.
     time: SystemTime,
-    /// Written within [`RACY`] before that look: told changed once more at the next one.
+    /// Written just before that look: told changed once more at the next one.
     recheck: bool,
-    /// The number of that look.
+    /// The number of the last look that saw it (or found it still there).
     look: u64,
 }
 
 /// What the last looks saw.
 #[derive(Default)]
 pub(super) struct DiskLook {
-    /// Each file a server watches, as the last look that saw it found it.
+    /// Each file a server watches (or watched), as the last look that saw it found it.
     seen: HashMap<PathBuf, Seen>,
     /// The number of the last look.
     looks: u64,
-    /// What was watched at the last look, and whether it saw every file those globs match.
+    /// What was watched at the last look, and whether it saw every file it could (not stopped by
+    /// its time nor by [`MAX_WATCHED`]).
     last: Option<(Watched, bool)>,
 }
 
 /// What a look found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Found {
-    /// The files created, changed and deleted since the last look, in the walk's order (the
-    /// deleted last).
+    /// The files deleted, then those created, changed and seen since the last look, in the
+    /// walk's order.
     pub changes: Vec<(PathBuf, FileChange)>,
     /// Whether the look did not see every file (its deadline, a bound of the walk, a folder that
     /// cannot be read, [`MAX_WATCHED`]).
     pub cut: bool,
+}
+
+/// Whether a file written at `time` may be written again with the same time, seen `now`.
+fn racy(time: SystemTime, now: SystemTime) -> bool {
+    let tick = match time.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(t) if t.subsec_nanos() % 1_000_000 == 0 => RACY,
+        _ => FINE_RACY,
+    };
+    now.duration_since(time).is_ok_and(|age| age < tick)
 }
 
 impl DiskLook {
@@ -81,97 +194,120 @@ impl DiskLook {
             *self = DiskLook::default();
             return Found::default();
         }
+        let began = Instant::now();
         let now = SystemTime::now();
         // Before it, a change is older than every watching server.
         let since = watched.since().map(|s| s.checked_sub(RACY).unwrap_or(s));
         // A file not seen before is new when the last look saw every file of the same globs.
         let trusted = matches!(&self.last, Some((w, true)) if w == watched);
         let this = self.looks + 1;
-        let mut found = Found::default();
-        let mut full = false;
+        let mut changes = Vec::new();
+        let (mut full, mut out_of_time) = (false, false);
         let mut looked_at = 0usize;
         let seen = &mut self.seen;
         let walk_cut = ws.for_each_file_dated(|path, modified| {
             looked_at += 1;
             if looked_at.is_multiple_of(64) && Instant::now() >= deadline {
+                out_of_time = true;
                 return false;
             }
             let path = Path::new(path);
             if !watched.matches(path) {
+                // Watched before (a server now gone): kept, to be compared when it is again.
+                if let Some(e) = seen.get_mut(path) {
+                    e.look = this;
+                }
                 return true;
             }
             let Some(time) = modified() else {
                 return true;
             };
-            let recent = now.duration_since(time).is_ok_and(|age| age < RACY);
             let room = seen.len() < MAX_WATCHED;
             match seen.get_mut(path) {
                 Some(e) => {
                     let new_time = e.time != time;
                     if new_time || e.recheck {
-                        found
-                            .changes
-                            .push((path.to_path_buf(), FileChange::Changed));
+                        changes.push((path.to_path_buf(), FileChange::Changed));
                     }
-                    // Once more for a new time only: not at every look of its first 2 s.
+                    // Once more for a new time only: not at every look of its first seconds.
                     *e = Seen {
                         time,
-                        recheck: new_time && recent,
+                        recheck: new_time && racy(time, now),
                         look: this,
                     };
                 }
                 None if !room => full = true,
                 None => {
+                    let recheck = racy(time, now);
                     seen.insert(
                         path.to_path_buf(),
                         Seen {
                             time,
-                            recheck: recent,
+                            recheck,
                             look: this,
                         },
                     );
                     if trusted {
-                        found
-                            .changes
-                            .push((path.to_path_buf(), FileChange::Created));
+                        changes.push((path.to_path_buf(), FileChange::Created));
                     } else if since.is_some_and(|since| time >= since) {
-                        // New, or changed since a server read it: either way read again.
-                        found
-                            .changes
-                            .push((path.to_path_buf(), FileChange::Created));
-                        found
-                            .changes
-                            .push((path.to_path_buf(), FileChange::Changed));
+                        changes.push((path.to_path_buf(), FileChange::Seen(time)));
                     }
                 }
             }
             true
         });
-        // Not seen: gone when the walk saw every folder; otherwise when found gone.
-        let mut gone: Vec<PathBuf> = Vec::new();
-        let unseen = seen.iter().filter(|(_, e)| e.look != this).map(|(p, _)| p);
-        for (i, path) in unseen.enumerate() {
-            if walk_cut {
-                if i.is_multiple_of(64) && Instant::now() >= deadline {
-                    break;
-                }
-                let missing = std::fs::symlink_metadata(path)
-                    .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-                if !missing {
-                    continue;
-                }
-            }
-            gone.push(path.clone());
-        }
-        for path in &gone {
-            seen.remove(path);
-        }
-        gone.sort();
-        (found.changes).extend(gone.into_iter().map(|p| (p, FileChange::Deleted)));
-        found.cut = walk_cut || full;
-        self.last = Some((watched.clone(), !found.cut));
+        // The walk's own time ran out (its bound is the look's): not every folder was seen.
+        out_of_time |= walk_cut && began.elapsed() >= ws.limits().max_walk_time;
+        let gone = self.gone(this);
+        let mut found = Found {
+            changes: gone.into_iter().map(|p| (p, FileChange::Deleted)).collect(),
+            cut: walk_cut || full,
+        };
+        found.changes.extend(changes);
+        self.last = Some((watched.clone(), !out_of_time && !full));
         self.looks = this;
         found
+    }
+
+    /// The files look `this` did not see that are gone (deleted, or no longer reached through
+    /// their folders), forgotten; looked up from those seen longest ago, for at most
+    /// [`GONE_WAIT`] (the others are looked up at the next look). One still there (ignored now,
+    /// in a folder not read, past the walk's bounds) is kept.
+    fn gone(&mut self, this: u64) -> Vec<PathBuf> {
+        let mut unseen: Vec<(u64, &PathBuf)> = (self.seen.iter())
+            .filter(|(_, e)| e.look != this)
+            .map(|(p, e)| (e.look, p))
+            .collect();
+        unseen.sort();
+        let until = Instant::now() + GONE_WAIT;
+        let (mut gone, mut there) = (Vec::new(), Vec::new());
+        for (i, (_, path)) in unseen.into_iter().enumerate() {
+            if i.is_multiple_of(16) && Instant::now() >= until {
+                break;
+            }
+            match std::fs::symlink_metadata(path) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) =>
+                {
+                    gone.push(path.clone())
+                }
+                _ => there.push(path.clone()),
+            }
+        }
+        for path in &gone {
+            self.seen.remove(path);
+        }
+        // Looked up now: the next look starts with the others.
+        for path in there {
+            if let Some(e) = self.seen.get_mut(&path) {
+                e.look = this;
+            }
+        }
+        gone.sort();
+        gone
     }
 }
 
@@ -181,7 +317,7 @@ mod tests {
     use claude_ide_bridge_files::Limits;
     use std::fs;
 
-    /// Writes `name` in `dir` with its time of last change `age` ago (negative: ahead).
+    /// Writes `name` in `dir` with its time of last change `time`.
     fn write_dated(dir: &Path, name: &str, text: &str, time: SystemTime) {
         let path = dir.join(name);
         fs::write(&path, text).unwrap();
@@ -189,19 +325,37 @@ mod tests {
         f.set_modified(time).unwrap();
     }
 
+    /// `d` ago, with a part of a millisecond (a fine clock's time).
     fn ago(d: Duration) -> SystemTime {
-        SystemTime::now() - d
+        SystemTime::now() - d + Duration::from_nanos(123)
     }
 
-    fn names(found: &Found) -> Vec<(String, FileChange)> {
-        let mut names: Vec<(String, FileChange)> = (found.changes.iter())
-            .map(|(p, c)| (p.file_name().unwrap().to_string_lossy().into_owned(), *c))
+    /// Now in whole seconds, as a coarse clock (FAT, HFS+) keeps it.
+    fn coarse_now() -> SystemTime {
+        let t = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap();
+        SystemTime::UNIX_EPOCH + Duration::from_secs(t.as_secs())
+    }
+
+    /// The changes found, by file name and kind (a first sight as `seen`), sorted.
+    fn names(found: &Found) -> Vec<(String, &'static str)> {
+        let mut names: Vec<(String, &'static str)> = (found.changes.iter())
+            .map(|(p, c)| {
+                let kind = match c {
+                    FileChange::Created => "created",
+                    FileChange::Changed => "changed",
+                    FileChange::Deleted => "deleted",
+                    FileChange::Seen(_) => "seen",
+                };
+                (p.file_name().unwrap().to_string_lossy().into_owned(), kind)
+            })
             .collect();
         names.sort();
         names
     }
 
-    fn named(list: &[(&str, FileChange)]) -> Vec<(String, FileChange)> {
+    fn named(list: &[(&str, &'static str)]) -> Vec<(String, &'static str)> {
         list.iter().map(|(n, c)| (n.to_string(), *c)).collect()
     }
 
@@ -214,7 +368,6 @@ mod tests {
 
     #[test]
     fn changes_since_the_last_look_are_found_for_the_files_watched() {
-        use FileChange::{Changed, Created, Deleted};
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         for f in ["old.py", "kept.py", "gone.py"] {
@@ -224,15 +377,12 @@ mod tests {
         write_dated(d, "notes.txt", "", ago(MINUTE));
         let ws = workspace(d, Limits::default());
         // The server started half an hour ago: a file changed since may be newer than what it
-        // read, and is read again.
+        // read, and is told seen (with its time, for each server to judge).
         let watched = Watched::of_globs(&["**/*.py"], ago(HOUR / 2)).unwrap();
         let far = Instant::now() + Duration::from_secs(10);
         let mut look = DiskLook::default();
         let found = look.look(&ws, &watched, far);
-        assert_eq!(
-            names(&found),
-            named(&[("since.py", Created), ("since.py", Changed)])
-        );
+        assert_eq!(names(&found), named(&[("since.py", "seen")]));
         assert!(!found.cut);
         // Nothing changed: nothing found.
         assert_eq!(look.look(&ws, &watched, far), Found::default());
@@ -240,29 +390,39 @@ mod tests {
         write_dated(d, "new.py", "", ago(2 * HOUR));
         write_dated(d, "notes.txt", "more", ago(HOUR));
         fs::remove_file(d.join("gone.py")).unwrap();
+        let found = look.look(&ws, &watched, far);
         assert_eq!(
-            names(&look.look(&ws, &watched, far)),
+            names(&found),
             named(&[
-                ("gone.py", Deleted),
-                ("new.py", Created),
-                ("old.py", Changed)
+                ("gone.py", "deleted"),
+                ("new.py", "created"),
+                ("old.py", "changed")
             ])
         );
-        // Written just now: told changed once more at the next look (another write in the same
-        // tick of the clock would keep its time), then no more.
-        write_dated(d, "kept.py", "y = 2\n", SystemTime::now());
+        // Deletions first.
+        assert_eq!(found.changes[0].1, FileChange::Deleted);
+        // Written just now on a coarse clock: told changed once more at the next look (another
+        // write in the same second would keep its time), then no more.
+        write_dated(d, "kept.py", "y = 2\n", coarse_now());
         for _ in 0..2 {
             assert_eq!(
                 names(&look.look(&ws, &watched, far)),
-                named(&[("kept.py", Changed)])
+                named(&[("kept.py", "changed")])
             );
         }
+        assert_eq!(look.look(&ws, &watched, far), Found::default());
+        // A second ago on a fine clock (one file of a checkout): told once.
+        write_dated(d, "kept.py", "y = 3\n", ago(Duration::from_secs(1)));
+        assert_eq!(
+            names(&look.look(&ws, &watched, far)),
+            named(&[("kept.py", "changed")])
+        );
         assert_eq!(look.look(&ws, &watched, far), Found::default());
         // Dated ahead (a tarball's, another machine's clock): told once, like any change.
         write_dated(d, "ahead.py", "", SystemTime::now() + HOUR);
         assert_eq!(
             names(&look.look(&ws, &watched, far)),
-            named(&[("ahead.py", Created)])
+            named(&[("ahead.py", "created")])
         );
         assert_eq!(look.look(&ws, &watched, far), Found::default());
         // Nothing watched: forgotten.
@@ -270,12 +430,13 @@ mod tests {
         assert!(look.seen.is_empty() && look.last.is_none());
     }
 
-    /// After a look that did not see every file, or with other globs watched, a file not seen
-    /// before is not taken as new unless it changed since the servers started: what was there
-    /// all along is not told created (hundreds at once held pyright's next answer for seconds).
+    /// After a look that ran out of time, or with other globs watched, a file not seen before
+    /// is not taken as new: it is told seen when it changed since the servers started, and
+    /// nothing when older (hundreds told created at once held pyright's next answer for
+    /// seconds). A file no longer watched is kept, and compared when it is again (a server
+    /// started again): not told anew.
     #[test]
     fn files_seen_late_are_not_taken_as_created() {
-        use FileChange::{Changed, Created};
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         for i in 0..300 {
@@ -290,24 +451,30 @@ mod tests {
         assert!(found.cut && found.changes.is_empty(), "{found:?}");
         let far = Instant::now() + HOUR;
         assert_eq!(look.look(&ws, &watched, far), Found::default());
-        // Another registration (ruff's beside pyright's, a server started again): the same.
+        // Another registration (ruff's beside pyright's): the same.
         write_dated(d, "pyproject.toml", "", ago(HOUR));
         let more = Watched::of_globs(&["**/pyproject.toml", "**"], started).unwrap();
         assert_eq!(look.look(&ws, &more, far), Found::default());
-        // A file created since the start, seen first by such a look: told.
+        // pyright gone, ruff alone: its files kept, none told deleted...
+        let ruff = Watched::of_globs(&["**/pyproject.toml"], started).unwrap();
+        assert_eq!(look.look(&ws, &ruff, far), Found::default());
+        assert!(look.seen.len() > 300);
+        // ... and pyright back: nothing told anew but what changed meanwhile, and what is new
+        // since the start.
+        write_dated(d, "m7.py", "x = 1\n", ago(HOUR / 2));
         write_dated(d, "fresh.py", "", SystemTime::now());
         let again = Watched::of_globs(&["**"], started).unwrap();
         assert_eq!(
             names(&look.look(&ws, &again, far)),
-            named(&[("fresh.py", Created), ("fresh.py", Changed)])
+            named(&[("fresh.py", "seen"), ("m7.py", "changed")])
         );
     }
 
     /// A walk that does not see every folder (here one past its depth, as one that cannot be
-    /// read) still tells a file deleted elsewhere, found gone by its path; the files it did not
-    /// reach are not taken as deleted.
+    /// read) still tells a file deleted elsewhere, found gone by its path, and a file created
+    /// where it looks; the files it did not reach are not taken as deleted.
     #[test]
-    fn a_look_that_misses_a_folder_still_finds_deletions() {
+    fn a_look_that_misses_a_folder_still_finds_what_changed_elsewhere() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         fs::create_dir(d.join("deep")).unwrap();
@@ -318,10 +485,8 @@ mod tests {
         let far = Instant::now() + HOUR;
         let mut look = DiskLook::default();
         // The whole tree once, then only its top (the folder `deep` not entered).
-        assert_eq!(
-            look.look(&workspace(d, Limits::default()), &watched, far),
-            Found::default()
-        );
+        let whole = workspace(d, Limits::default());
+        assert_eq!(look.look(&whole, &watched, far), Found::default());
         let shallow = workspace(
             d,
             Limits {
@@ -332,8 +497,13 @@ mod tests {
         let found = look.look(&shallow, &watched, far);
         assert!(found.cut && found.changes.is_empty(), "{found:?}");
         fs::remove_file(d.join("b.py")).unwrap();
+        // Moved in with its old time (`mv`, `cp -p`): created all the same.
+        write_dated(d, "moved.py", "", ago(2 * HOUR));
         let found = look.look(&shallow, &watched, far);
-        assert_eq!(names(&found), named(&[("b.py", FileChange::Deleted)]));
+        assert_eq!(
+            names(&found),
+            named(&[("b.py", "deleted"), ("moved.py", "created")])
+        );
         assert!(look.seen.contains_key(&d.join("deep").join("c.py")));
     }
 }

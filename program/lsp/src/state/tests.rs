@@ -1911,13 +1911,14 @@ fn changes_on_disk_are_told_for_the_globs_a_server_registered() {
     assert!(s.watched().0.is_empty());
 }
 
-/// An id registered again has its globs replaced; the globs built over a server's life are
-/// bounded (building them is work under the state's lock the server asks for), withdrawn ones
-/// included.
+/// An id registered again has its globs replaced (and, the same, not built again); the globs
+/// built over a server's life are bounded (building them is work under the state's lock the
+/// server asks for), withdrawn ones included; a first sight of a file is told as created and
+/// changed to a server started before the file's time, and not at all to one started after.
 #[test]
 fn watched_globs_are_replaced_by_id_and_bounded_over_a_servers_life() {
-    use crate::watch::FileChange::Changed;
-    use crate::watch::{MAX_GLOBS, MAX_GLOBS_BUILT};
+    use crate::watch::FileChange::{Changed, Seen};
+    use crate::watch::{MAX_GLOBS, MAX_GLOB_BYTES_BUILT};
     let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
     let register = |s: &mut State, n: usize, id: &str, glob: &str| {
         let watchers: Vec<Value> = (0..n).map(|_| json!({"globPattern": glob})).collect();
@@ -1927,27 +1928,46 @@ fn watched_globs_are_replaced_by_id_and_bounded_over_a_servers_life() {
         frames(s);
         effects
     };
-    let told = |s: &mut State, path: &str| {
-        s.files_changed(&[(path.to_owned(), Changed)]);
-        watched_told(s).len()
+    let told = |s: &mut State, path: &str, change: FileChange| {
+        s.files_changed(&[(path.to_owned(), change)]);
+        watched_told(s)
+            .into_iter()
+            .flat_map(|c| c.as_array().unwrap().clone())
+            .map(|e| e["type"].as_i64().unwrap())
+            .collect::<Vec<i64>>()
     };
     register(&mut s, 1, "w", "**/*.py");
-    assert_eq!((told(&mut s, "/w/a.py"), told(&mut s, "/w/m.rs")), (1, 0));
+    assert_eq!(told(&mut s, "/w/a.py", Changed), [2]);
+    assert!(told(&mut s, "/w/m.rs", Changed).is_empty());
     register(&mut s, 1, "w", "**/*.rs");
-    assert_eq!((told(&mut s, "/w/a.py"), told(&mut s, "/w/m.rs")), (0, 1));
-    // Registered and withdrawn over and over: past the bound, nothing more is built.
-    let rounds = MAX_GLOBS_BUILT / MAX_GLOBS;
-    for _ in 0..rounds {
-        register(&mut s, MAX_GLOBS, "x", "**/*.c");
-        let unreg = json!({"jsonrpc": "2.0", "id": "u", "method": "client/unregisterCapability", "params": {"unregisterations": [{"id": "x", "method": "workspace/didChangeWatchedFiles"}]}});
+    assert!(told(&mut s, "/w/a.py", Changed).is_empty());
+    assert_eq!(told(&mut s, "/w/m.rs", Changed), [2]);
+    // Seen first: told as created and changed when it may have changed after the start.
+    let started = s.started;
+    let hour = std::time::Duration::from_secs(3600);
+    assert_eq!(told(&mut s, "/w/m.rs", Seen(started)), [1, 2]);
+    assert!(told(&mut s, "/w/m.rs", Seen(started - hour)).is_empty());
+    // The same registered again and again (rust-analyzer at each reload): built once.
+    let long = format!("**/{}.c", "a".repeat(500));
+    let before = s.glob_bytes_built;
+    for _ in 0..100 {
+        register(&mut s, MAX_GLOBS, "x", &long);
+    }
+    assert_eq!(s.glob_bytes_built - before, MAX_GLOBS * long.len());
+    // Registered and withdrawn over and over, each time built: past the bound, no more.
+    let unreg = json!({"jsonrpc": "2.0", "id": "u", "method": "client/unregisterCapability", "params": {"unregisterations": [{"id": "x", "method": "workspace/didChangeWatchedFiles"}]}});
+    for _ in 0..MAX_GLOB_BYTES_BUILT / (MAX_GLOBS * long.len()) + 1 {
         s.handle(&serde_json::to_vec(&unreg).unwrap()).unwrap();
         frames(&mut s);
+        register(&mut s, MAX_GLOBS, "x", &long);
     }
-    let effects = register(&mut s, 1, "y", "**/*.h");
+    assert!(s.glob_bytes_built <= MAX_GLOB_BYTES_BUILT);
+    let effects = register(&mut s, MAX_GLOBS, "y", &long.replace(".c", ".h"));
     assert!(
         matches!(&effects[..], [Effect::Log(l)] if l.contains("left out")),
         "{effects:?}"
     );
-    assert_eq!(told(&mut s, "/w/x.h"), 0);
-    assert_eq!(told(&mut s, "/w/m.rs"), 1);
+    let header = format!("/w/{}.h", "a".repeat(500));
+    assert!(told(&mut s, &header, Changed).is_empty());
+    assert_eq!(told(&mut s, "/w/m.rs", Changed), [2]);
 }
