@@ -64,7 +64,8 @@ impl FileChange {
             FileChange::Created => &[FileChange::Created],
             FileChange::Changed => &[FileChange::Changed],
             FileChange::Deleted => &[FileChange::Deleted],
-            FileChange::Seen(time) if time + SEEN_SLACK >= started => {
+            // (A time too far ahead to add to is after any start.)
+            FileChange::Seen(time) if time.checked_add(SEEN_SLACK).is_none_or(|t| t >= started) => {
                 &[FileChange::Created, FileChange::Changed]
             }
             FileChange::Seen(_) => &[],
@@ -351,6 +352,32 @@ mod tests {
         assert!(set.watches("/ws/a [1]/x/ruff.toml", FileChange::Changed));
         assert!(!set.watches("/ws/a 1/ruff.toml", FileChange::Changed));
         assert!(!set.watches("/ws/b/ruff.toml", FileChange::Changed));
+    }
+
+    /// A first sight is told to a server started before the file's time (less 2 s), whatever
+    /// the time: one before 1970, or too far ahead to add to, makes no panic.
+    #[test]
+    fn a_first_sight_is_judged_by_the_servers_start() {
+        use FileChange::{Changed, Created, Seen};
+        let started = SystemTime::now();
+        let hour = Duration::from_secs(3600);
+        assert_eq!(Seen(started + hour).told(started), [Created, Changed]);
+        assert_eq!(
+            Seen(started - Duration::from_secs(1)).told(started),
+            [Created, Changed]
+        );
+        assert!(Seen(started - hour).told(started).is_empty());
+        assert!(Seen(SystemTime::UNIX_EPOCH - hour).told(started).is_empty());
+        // The latest time this system has, to the second.
+        let mut far = SystemTime::UNIX_EPOCH;
+        for i in (0..64).rev() {
+            if let Some(t) = far.checked_add(Duration::from_secs(1 << i)) {
+                far = t;
+            }
+        }
+        assert!(far.checked_add(SEEN_SLACK).is_none());
+        assert_eq!(Seen(far).told(started), [Created, Changed]);
+        assert_eq!(Changed.told(started), [Changed]);
     }
 
     #[test]
