@@ -31,7 +31,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use claude_ide_bridge_files::{Limits, Workspace};
@@ -62,6 +62,9 @@ pub(super) struct Looks {
     /// The workspace, walked within [`LOOK_WAIT`].
     ws: Workspace,
     lsp: Lsp,
+    /// What the last look watched (beside the look's lock: [`Looks::first_if_new`] does not
+    /// take that one).
+    last: Mutex<Option<Watched>>,
     /// Set while a first look's thread runs.
     first: AtomicBool,
 }
@@ -75,6 +78,7 @@ impl Looks {
                 ..ws.limits().clone()
             }),
             lsp,
+            last: Mutex::new(None),
             first: AtomicBool::new(false),
         })
     }
@@ -84,21 +88,16 @@ impl Looks {
     }
 
     /// Before a question: tells the servers of the files they watch that changed since the last
-    /// look, looking until `deadline`. A look under way (another question's, a first look) is
-    /// waited for and stands for this one: its changes are told before this question is
-    /// answered. Returns whether the look did not see every file.
+    /// look, looking for at most [`LOOK_WAIT`] and until `deadline`. A look under way (another
+    /// question's, a first look) is waited for, its changes told first; it may have walked past
+    /// a file changed just before this question, so this one looks all the same, with a time of
+    /// its own. Returns whether the look did not see every file.
     pub(super) fn before_question(&self, deadline: Instant) -> bool {
-        let mut disk = match self.disk.try_lock() {
-            Ok(disk) => disk,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                drop(self.disk());
-                return false;
-            }
-        };
+        let mut disk = self.disk();
         // Read under the lock: a registration made while waiting is the one looked for.
         let watched = self.lsp.watched();
-        self.look_and_tell(&mut disk, &watched, deadline)
+        let until = (Instant::now() + LOOK_WAIT).min(deadline);
+        self.look_and_tell(&mut disk, &watched, until)
     }
 
     /// A first look at the files the servers watch, when they watch others than the last look
@@ -108,32 +107,43 @@ impl Looks {
     /// with), without making that answer wait. At most one such thread at a time.
     pub(super) fn first_if_new(self: &Arc<Self>) {
         let watched = self.lsp.watched();
-        if watched.is_empty() || self.disk.try_lock().is_ok_and(|d| d.looked_at(&watched)) {
+        // Compared without the look's lock: a question's look is never kept waiting for this.
+        if watched.is_empty() || self.looked_at(&watched) {
             return;
         }
         if self.first.swap(true, Ordering::AcqRel) {
             return;
         }
-        let me = self.clone();
-        let started = std::thread::Builder::new()
+        /// Lets another first look start when this one ends, however it ends.
+        struct Done(Arc<Looks>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.first.store(false, Ordering::Release);
+            }
+        }
+        let done = Done(self.clone());
+        let _ = std::thread::Builder::new()
             .name("lsp-look".into())
             .spawn(move || {
+                let me = &done.0;
                 let mut disk = me.disk();
                 let watched = me.lsp.watched();
-                if !disk.looked_at(&watched) {
+                if !me.looked_at(&watched) {
                     me.look_and_tell(&mut disk, &watched, Instant::now() + LOOK_WAIT);
                 }
-                drop(disk);
-                me.first.store(false, Ordering::Release);
             });
-        if started.is_err() {
-            self.first.store(false, Ordering::Release);
-        }
+    }
+
+    /// Whether the last look was of what `watched` watches.
+    fn looked_at(&self, watched: &Watched) -> bool {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.as_ref() == Some(watched)
     }
 
     /// One look, its changes told; whether it did not see every file.
     fn look_and_tell(&self, disk: &mut DiskLook, watched: &Watched, deadline: Instant) -> bool {
         let found = disk.look(&self.ws, watched, deadline);
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(watched.clone());
         self.lsp.files_changed(&found.changes);
         found.cut
     }
@@ -147,7 +157,13 @@ struct Seen {
     recheck: bool,
     /// The number of the last look that saw it (or found it still there).
     look: u64,
+    /// How many looks in a row found it still there without reaching it (ignored now, in a
+    /// folder not read): at [`UNREACHED`] it is forgotten, and its room freed.
+    unreached: u8,
 }
+
+/// How many looks in a row may find a file there without reaching it before it is forgotten.
+const UNREACHED: u8 = 3;
 
 /// What the last looks saw.
 #[derive(Default)]
@@ -178,15 +194,14 @@ fn racy(time: SystemTime, now: SystemTime) -> bool {
         Ok(t) if t.subsec_nanos() % 1_000_000 == 0 => RACY,
         _ => FINE_RACY,
     };
-    now.duration_since(time).is_ok_and(|age| age < tick)
+    match now.duration_since(time) {
+        Ok(age) => age < tick,
+        // Written during the look (after `now` was read), or dated ahead: only the first.
+        Err(ahead) => ahead.duration() < LOOK_WAIT + tick,
+    }
 }
 
 impl DiskLook {
-    /// Whether the last look was of what `watched` watches (no need of a first look for it).
-    pub(super) fn looked_at(&self, watched: &Watched) -> bool {
-        self.last.as_ref().is_some_and(|(w, _)| w == watched)
-    }
-
     /// Looks at the files of `ws` that `watched` matches, until `deadline`, and answers what
     /// changed since the last look. With nothing watched, forgets what it saw.
     pub(super) fn look(&mut self, ws: &Workspace, watched: &Watched, deadline: Instant) -> Found {
@@ -198,8 +213,11 @@ impl DiskLook {
         let now = SystemTime::now();
         // Before it, a change is older than every watching server.
         let since = watched.since().map(|s| s.checked_sub(RACY).unwrap_or(s));
-        // A file not seen before is new when the last look saw every file of the same globs.
-        let trusted = matches!(&self.last, Some((w, true)) if w == watched);
+        // A file not seen before is new when the last look saw every file and its globs matched
+        // this one (not when they are new: a server just started, one registered others).
+        let whole_before: Option<Watched> = (self.last.as_ref())
+            .filter(|(_, whole)| *whole)
+            .map(|(w, _)| w.clone());
         let this = self.looks + 1;
         let mut changes = Vec::new();
         let (mut full, mut out_of_time) = (false, false);
@@ -216,6 +234,7 @@ impl DiskLook {
                 // Watched before (a server now gone): kept, to be compared when it is again.
                 if let Some(e) = seen.get_mut(path) {
                     e.look = this;
+                    e.unreached = 0;
                 }
                 return true;
             }
@@ -234,6 +253,7 @@ impl DiskLook {
                         time,
                         recheck: new_time && racy(time, now),
                         look: this,
+                        unreached: 0,
                     };
                 }
                 None if !room => full = true,
@@ -245,9 +265,10 @@ impl DiskLook {
                             time,
                             recheck,
                             look: this,
+                            unreached: 0,
                         },
                     );
-                    if trusted {
+                    if whole_before.as_ref().is_some_and(|w| w.matches(path)) {
                         changes.push((path.to_path_buf(), FileChange::Created));
                     } else if since.is_some_and(|since| time >= since) {
                         changes.push((path.to_path_buf(), FileChange::Seen(time)));
@@ -270,18 +291,20 @@ impl DiskLook {
     }
 
     /// The files look `this` did not see that are gone (deleted, or no longer reached through
-    /// their folders), forgotten; looked up from those seen longest ago, for at most
-    /// [`GONE_WAIT`] (the others are looked up at the next look). One still there (ignored now,
-    /// in a folder not read, past the walk's bounds) is kept.
+    /// their folders), forgotten; looked up for at most [`GONE_WAIT`], first those the look
+    /// before saw (a deletion where the walk looks), then those seen longest ago (the others are
+    /// looked up at the next look). One still there (ignored now, in a folder not read, past the
+    /// walk's bounds) is kept, and forgotten once [`UNREACHED`] looks in a row found it so.
     fn gone(&mut self, this: u64) -> Vec<PathBuf> {
-        let mut unseen: Vec<(u64, &PathBuf)> = (self.seen.iter())
+        let before = this - 1;
+        let mut unseen: Vec<(bool, u64, &PathBuf)> = (self.seen.iter())
             .filter(|(_, e)| e.look != this)
-            .map(|(p, e)| (e.look, p))
+            .map(|(p, e)| (e.look != before, e.look, p))
             .collect();
-        unseen.sort();
+        unseen.sort_unstable_by_key(|(older, look, _)| (*older, *look));
         let until = Instant::now() + GONE_WAIT;
         let (mut gone, mut there) = (Vec::new(), Vec::new());
-        for (i, (_, path)) in unseen.into_iter().enumerate() {
+        for (i, (_, _, path)) in unseen.into_iter().enumerate() {
             if i.is_multiple_of(16) && Instant::now() >= until {
                 break;
             }
@@ -302,8 +325,13 @@ impl DiskLook {
         }
         // Looked up now: the next look starts with the others.
         for path in there {
-            if let Some(e) = self.seen.get_mut(&path) {
-                e.look = this;
+            let Some(e) = self.seen.get_mut(&path) else {
+                continue;
+            };
+            e.look = this;
+            e.unreached += 1;
+            if e.unreached >= UNREACHED {
+                self.seen.remove(&path);
             }
         }
         gone.sort();
@@ -430,10 +458,11 @@ mod tests {
         assert!(look.seen.is_empty() && look.last.is_none());
     }
 
-    /// After a look that ran out of time, or with other globs watched, a file not seen before
-    /// is not taken as new: it is told seen when it changed since the servers started, and
-    /// nothing when older (hundreds told created at once held pyright's next answer for
-    /// seconds). A file no longer watched is kept, and compared when it is again (a server
+    /// After a look that ran out of time, or for globs the last look did not have, a file not
+    /// seen before is not taken as new: it is told seen when it changed since the servers
+    /// started, and nothing when older (hundreds told created at once held pyright's next
+    /// answer for seconds). One the last whole look's globs matched is new, whatever its time (a
+    /// file moved in). A file no longer watched is kept, and compared when it is again (a server
     /// started again): not told anew.
     #[test]
     fn files_seen_late_are_not_taken_as_created() {
@@ -442,19 +471,24 @@ mod tests {
         for i in 0..300 {
             write_dated(d, &format!("m{i}.py"), "", ago(HOUR));
         }
+        write_dated(d, "pyproject.toml", "", ago(HOUR));
         let ws = workspace(d, Limits::default());
         let started = ago(MINUTE);
-        let watched = Watched::of_globs(&["**"], started).unwrap();
+        let watched = Watched::of_globs(&["**/*.py"], started).unwrap();
         let mut look = DiskLook::default();
         // Cut at once by its deadline: then a whole look finds nothing new.
         let found = look.look(&ws, &watched, Instant::now());
         assert!(found.cut && found.changes.is_empty(), "{found:?}");
         let far = Instant::now() + HOUR;
         assert_eq!(look.look(&ws, &watched, far), Found::default());
-        // Another registration (ruff's beside pyright's): the same.
-        write_dated(d, "pyproject.toml", "", ago(HOUR));
-        let more = Watched::of_globs(&["**/pyproject.toml", "**"], started).unwrap();
-        assert_eq!(look.look(&ws, &more, far), Found::default());
+        // ruff's globs beside pyright's: its file there all along is not new; a module moved in
+        // meanwhile (its old time kept) is.
+        write_dated(d, "moved.py", "", ago(2 * HOUR));
+        let more = Watched::of_globs(&["**/pyproject.toml", "**/*.py"], started).unwrap();
+        assert_eq!(
+            names(&look.look(&ws, &more, far)),
+            named(&[("moved.py", "created")])
+        );
         // pyright gone, ruff alone: its files kept, none told deleted...
         let ruff = Watched::of_globs(&["**/pyproject.toml"], started).unwrap();
         assert_eq!(look.look(&ws, &ruff, far), Found::default());
@@ -463,11 +497,46 @@ mod tests {
         // since the start.
         write_dated(d, "m7.py", "x = 1\n", ago(HOUR / 2));
         write_dated(d, "fresh.py", "", SystemTime::now());
-        let again = Watched::of_globs(&["**"], started).unwrap();
+        let again = Watched::of_globs(&["**/*.py"], started).unwrap();
         assert_eq!(
             names(&look.look(&ws, &again, far)),
             named(&[("fresh.py", "seen"), ("m7.py", "changed")])
         );
+    }
+
+    /// Files still there that a look no longer reaches (ignored now, in a folder it cannot
+    /// read) are kept for a few looks, then forgotten, freeing their room, and told nothing.
+    #[test]
+    fn files_no_longer_reached_are_forgotten_after_a_few_looks() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir(d.join("gen")).unwrap();
+        for i in 0..50 {
+            write_dated(&d.join("gen"), &format!("g{i}.py"), "", ago(HOUR));
+        }
+        write_dated(d, "a.py", "", ago(HOUR));
+        let watched = Watched::of_globs(&["**/*.py"], ago(MINUTE)).unwrap();
+        let far = Instant::now() + HOUR;
+        let mut look = DiskLook::default();
+        assert_eq!(
+            look.look(&workspace(d, Limits::default()), &watched, far),
+            Found::default()
+        );
+        assert_eq!(look.seen.len(), 51);
+        // `gen` ignored from now on, and `a.py` deleted: told deleted; the others, still there,
+        // told nothing and forgotten within a few looks each (as many as it takes to look each up
+        // that often: a slow file system takes more).
+        fs::write(d.join(".gitignore"), "gen/\n").unwrap();
+        fs::remove_file(d.join("a.py")).unwrap();
+        let ws = workspace(d, Limits::default());
+        let (mut told, mut looks) = (Vec::new(), 0);
+        while !look.seen.is_empty() {
+            told.extend(names(&look.look(&ws, &watched, far)));
+            looks += 1;
+            assert!(looks < 1000, "{:?}", look.seen.keys());
+        }
+        assert_eq!(told, named(&[("a.py", "deleted")]));
+        assert!(looks >= usize::from(UNREACHED), "{looks}");
     }
 
     /// A walk that does not see every folder (here one past its depth, as one that cannot be
