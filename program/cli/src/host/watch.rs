@@ -8,9 +8,9 @@
 //! of last change), and tells the servers ([`Lsp::files_changed`]) of the files created,
 //! changed and deleted since.
 //!
-//! A file not seen before is told created when the look before saw every file the same servers'
-//! globs match (or all it could: a folder it cannot read, or past the walk's depth, is never
-//! seen, and makes no file in it new later). Otherwise (the first look for those servers' globs,
+//! A file not seen before is told created when the last whole look's globs matched it (that
+//! look saw every file it could: a folder it cannot read, or past the walk's depth, is never
+//! seen, and makes no file in it new later). Otherwise (the first look for a server's globs,
 //! after a server started again or registered others, after a look that ran out of time or of
 //! room) it is told seen ([`FileChange::Seen`], with its time): each server started before that
 //! time (less 2 s) may have read another text, and is told it was created and changed; a server
@@ -23,8 +23,9 @@
 //! in the same tick of the file system's clock keeps its time. That tick is taken as 2 s
 //! ([`RACY`]) for a time in whole milliseconds (FAT, HFS+, a network file system), and
 //! [`FINE_RACY`] otherwise. A file not seen by a look is told deleted when it is found gone by
-//! its path (first the ones seen longest ago, for at most [`GONE_WAIT`]): a walk that did not see
-//! every folder says nothing of the files in the others. Deletions are told first (a file
+//! its path (first those the look before saw, then those seen longest ago, for at most
+//! [`GONE_WAIT`]): a walk that did not see every folder says nothing of the files in the others;
+//! one found still there by [`UNREACHED`] looks in a row is forgotten. Deletions are told first (a file
 //! renamed in another case on a file system that ignores case is then the one created). A look
 //! stops at its deadline; past [`MAX_WATCHED`] files it keeps walking without keeping new ones.
 
