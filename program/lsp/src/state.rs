@@ -1729,7 +1729,7 @@ impl State {
         const PULL: &str = req::DocumentDiagnosticRequest::METHOD;
         const FORMATTING: &str = req::Formatting::METHOD;
         const SAVE: &str = note::DidSaveTextDocument::METHOD;
-        let (mut why, mut watch_skipped) = (Vec::new(), 0usize);
+        let (mut why, mut watch_skipped, mut unsaid) = (Vec::new(), 0usize, 0usize);
         for registration in registrations {
             match registration {
                 Registration::Added(id, method) => {
@@ -1753,7 +1753,12 @@ impl State {
                     let watchers = match watchers {
                         Ok(w) => w,
                         Err(e) => {
-                            why.push(e);
+                            // Counted past the few lines said (a message of many is not kept).
+                            if why.len() <= 8 {
+                                why.push(e);
+                            } else {
+                                unsaid += 1;
+                            }
                             continue;
                         }
                     };
@@ -1791,10 +1796,10 @@ impl State {
         let mut lines: Vec<String> = (why.iter().take(8))
             .map(|line| format!("didChangeWatchedFiles: {line}"))
             .collect();
-        if why.len() > 8 {
+        if why.len() + unsaid > 8 {
             lines.push(format!(
                 "didChangeWatchedFiles: {} more lines like these left out",
-                why.len() - 8
+                why.len() + unsaid - 8
             ));
         }
         let has = |m: &str| self.registered.values().any(|r| r == m);

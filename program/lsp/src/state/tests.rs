@@ -1891,6 +1891,17 @@ fn changes_on_disk_are_told_for_the_globs_a_server_registered() {
             && lines[1].contains("no watchers"),
         "{lines:?}"
     );
+    // Ten thousand that cannot be read: a few lines, and a count of the rest.
+    let unreadable: Vec<Value> = (0..10_000)
+        .map(|i| json!({"id": format!("u{i}"), "method": "workspace/didChangeWatchedFiles", "registerOptions": {"watchers": "x"}}))
+        .collect();
+    let unreadable = json!({"jsonrpc": "2.0", "id": "r6", "method": "client/registerCapability", "params": {"registrations": unreadable}});
+    let effects = s.handle(&serde_json::to_vec(&unreadable).unwrap()).unwrap();
+    assert_eq!(effects.len(), 9, "{effects:?}");
+    assert!(
+        matches!(&effects[8], Effect::Log(l) if l.contains("9992 more lines")),
+        "{effects:?}"
+    );
     let flood: Vec<Value> = (0..10_000)
         .map(|i| json!({"id": format!("f{i}"), "method": "workspace/didChangeWatchedFiles", "registerOptions": {"watchers": [{"globPattern": "**/*.c"}]}}))
         .collect();
