@@ -56,11 +56,12 @@ impl Found {
 }
 
 /// Where claude reads lock files: as the bridge finds its own
-/// (`claude_ide_bridge_runtime::default_lock_dir`), the home the system has for the user when
-/// the variable is not set (the client's `os.homedir()` does the same).
+/// (`claude_ide_bridge_runtime::lock::default_lock_dir`), the home the system has for the user
+/// when the variable is not set (the client's `os.homedir()` does the same).
 fn dirs() -> Vec<PathBuf> {
     let config = std::env::var("CLAUDE_CONFIG_DIR").ok();
-    let home = std::env::home_dir().and_then(|h| h.into_os_string().into_string().ok());
+    let home = claude_ide_bridge_runtime::lock::user_home()
+        .and_then(|h| h.into_os_string().into_string().ok());
     lock_dirs(config.as_deref(), home.as_deref())
 }
 
@@ -377,7 +378,7 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     if dirs.is_empty() {
         r.problem(
             &format!(
-                "neither CLAUDE_CONFIG_DIR nor {} is set, and the system has no home for this user: claude has nowhere to look for lock files",
+                "neither CLAUDE_CONFIG_DIR nor {} is set (to an absolute path), and the system has no home for this user: claude has nowhere to look for lock files",
                 sys::HOME_VAR
             ),
             &format!("set {} (and CLAUDE_CONFIG_DIR if you use one)", sys::HOME_VAR),

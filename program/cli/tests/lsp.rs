@@ -127,10 +127,10 @@ fn mentions(msgs: &[String], needle: &str) -> bool {
     msgs.iter().any(|m| m.contains(needle))
 }
 
-/// Asks about `path` until the messages of its diagnostics are `done` (at most 20 s, every
+/// Asks about `path` until the messages of its diagnostics are `done` (at most [`SLOW`], every
 /// 200 ms), panicking with `what` and the last ones.
 fn ask_until(c: &mut Session, path: &Path, what: &str, done: impl Fn(&[String]) -> bool) {
-    let give_up = Instant::now() + Duration::from_secs(20);
+    let give_up = Instant::now() + SLOW;
     loop {
         let msgs = messages(&c.diagnostics(json!({"uri": uri(path)})), path);
         if done(&msgs) {

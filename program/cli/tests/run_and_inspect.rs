@@ -1174,21 +1174,36 @@ fn without_home_the_password_databases_home_is_used() {
     let sb = Sandbox::new();
     let uid = std::process::Command::new("id").arg("-u").output().unwrap();
     let uid = String::from_utf8(uid.stdout).unwrap().trim().to_owned();
-    let passwd = fs::read_to_string("/etc/passwd").unwrap();
-    let home = passwd
-        .lines()
-        .map(|l| l.split(':').collect::<Vec<_>>())
-        .find(|f| f.len() > 5 && f[2] == uid)
-        .map(|f| f[5].to_owned())
-        .expect("this user in /etc/passwd");
+    // This user's entry as the system has it (files, LDAP, systemd-userdb alike).
+    let entry = std::process::Command::new("getent")
+        .args(["passwd", &uid])
+        .output()
+        .unwrap();
+    let entry = String::from_utf8_lossy(&entry.stdout).into_owned();
+    let Some(home) = entry
+        .trim()
+        .split(':')
+        .nth(5)
+        .filter(|h| h.starts_with('/'))
+    else {
+        eprintln!("skipped: uid {uid} has no home in the password database ({entry:?})");
+        return;
+    };
     let mut c = sb.command();
     c.arg("doctor").arg(&sb.ws).arg("--no-lsp");
     c.env_remove("HOME").env_remove("CLAUDE_CONFIG_DIR");
     let (_, out) = run_bounded(c);
-    let dir = std::path::Path::new(&home).join(".claude").join("ide");
+    let dir = std::path::Path::new(home).join(".claude").join("ide");
     assert!(
         out.contains(&format!("claude reads lock files from: {}", dir.display())),
         "{out}"
     );
     assert!(!out.contains("nowhere to look"), "{out}");
+    // Set but empty, as claude's `os.homedir()` takes it: no home (not the password
+    // database's).
+    let mut c = sb.command();
+    c.arg("doctor").arg(&sb.ws).arg("--no-lsp");
+    c.env("HOME", "").env_remove("CLAUDE_CONFIG_DIR");
+    let (_, out) = run_bounded(c);
+    assert!(out.contains("nowhere to look"), "{out}");
 }

@@ -10,13 +10,30 @@ use claude_ide_bridge::{lock_dirs, lock_file_name, port_from_lock_name, LockFile
 
 use crate::{signals, sys};
 
+/// The user's home as the client's `os.homedir()` finds it: `$HOME` on Unix, `%USERPROFILE%` on
+/// Windows, when set (set but empty: none); when not set, the home the system has for the user
+/// (the password database's on Unix). Only an absolute one: a relative home would put the
+/// bridge's files wherever it was started.
+///
+/// ```
+/// if let Some(home) = claude_ide_bridge_runtime::lock::user_home() {
+///     assert!(home.is_absolute());
+/// }
+/// ```
+pub fn user_home() -> Option<PathBuf> {
+    let home = match std::env::var_os(sys::HOME_VAR) {
+        Some(h) => (!h.is_empty()).then(|| PathBuf::from(h)),
+        None => std::env::home_dir(),
+    };
+    home.filter(|h| h.is_absolute())
+}
+
 /// The directory the real client scans first: `$CLAUDE_CONFIG_DIR/ide` when set, else
-/// `.claude/ide` in the user's home: `$HOME` on Unix, `%USERPROFILE%` on Windows (where the
-/// Windows `claude` looks), and without it the home the system has for the user (the password
-/// database on Unix), as the client's `os.homedir()` finds it.
+/// `.claude/ide` in the user's home ([`user_home`]: `$HOME` on Unix, `%USERPROFILE%` on Windows,
+/// where the Windows `claude` looks, and without it the system's home for the user).
 pub fn default_lock_dir() -> io::Result<PathBuf> {
     let config = std::env::var("CLAUDE_CONFIG_DIR").ok();
-    let home = std::env::home_dir().and_then(|h| h.into_os_string().into_string().ok());
+    let home = user_home().and_then(|h| h.into_os_string().into_string().ok());
     lock_dirs(config.as_deref(), home.as_deref())
         .into_iter()
         .next()
@@ -24,7 +41,7 @@ pub fn default_lock_dir() -> io::Result<PathBuf> {
             io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
-                    "neither CLAUDE_CONFIG_DIR nor {} is set, and the system has no home for this user: no lock-file directory",
+                    "neither CLAUDE_CONFIG_DIR nor {} is set (to an absolute path), and the system has no home for this user: no lock-file directory",
                     sys::HOME_VAR
                 ),
             )

@@ -36,18 +36,19 @@ pub fn state_folders(_native: &[PathBuf], posix: &[String]) -> Vec<String> {
 }
 
 /// Why there is no state directory, as a note says it.
-pub const NO_STATE_DIR: &str = "neither XDG_STATE_HOME nor HOME is set";
+pub const NO_STATE_DIR: &str =
+    "neither XDG_STATE_HOME nor HOME is set (to an absolute path), and the system has no home for this user";
 
 /// The program's state directory: `$XDG_STATE_HOME/claude-ide-bridge` when that is an absolute
 /// path, else `~/.local/state/claude-ide-bridge` (macOS included: a command-line program's state,
-/// found where its users look on Linux; the home is `$HOME`, or without it the password
-/// database's); `None` without a home.
+/// found where its users look on Linux; the home is `$HOME`, or when it is not set the password
+/// database's: `claude_ide_bridge_runtime::lock::user_home`); `None` without a home.
 pub fn state_dir() -> Option<PathBuf> {
     let state = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
-        .or_else(|| std::env::home_dir().map(|h| h.join(".local/state")))?;
+        .or_else(|| claude_ide_bridge_runtime::lock::user_home().map(|h| h.join(".local/state")))?;
     Some(state.join("claude-ide-bridge"))
 }
 
