@@ -1498,6 +1498,19 @@ fn vim_diff_mode_ends_where_the_diff_put_it() {
 }
 
 /// The window id of the proposal of diff `id` (in any tab page), or -1.
+/// Two `openDiff`s, tab `first` proposing `a_text` for `a`, then tab `second` proposing `B` for
+/// `b`, each waited for until its proposal shows; their call ids.
+fn two_proposals(vim: &mut Vim, c: &mut Client, a: &Path, a_text: &str, b: &Path) -> (u64, u64) {
+    let first = c.call_tool("openDiff", open_diff_args(a, a_text, "first"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let second = c.call_tool("openDiff", open_diff_args(b, "B\n", "second"));
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
+        |v| v == 2,
+    );
+    (first, second)
+}
+
 fn proposal_win(id: u64) -> String {
     format!(
         "get(win_findbuf(get(map(filter(getbufinfo(), \
@@ -1962,13 +1975,7 @@ fn vim_write_all_and_quit_accepts_every_pending_diff() {
         let b = sb.ws.join("b.txt");
         // The first with a NUL, which Vim's copy loses: accepted unedited, claude's own bytes
         // (as Vim exits, every changedtick is -1: it was taken for edited, and Vim's copy sent).
-        let first = c.call_tool("openDiff", open_diff_args(&a, "A\u{0}\n", "first"));
-        vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
-        let second = c.call_tool("openDiff", open_diff_args(&b, "B\n", "second"));
-        vim.wait_eval(
-            "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
-            |v| v == 2,
-        );
+        let (first, second) = two_proposals(&mut vim, &mut c, &a, "A\u{0}\n", &b);
         assert_eq!(vim.eval("tabpagenr('$')"), 2, "{}", vim.diag());
         // The second one, in the other tab page, edited there.
         vim.ex(&format!("call win_gotoid({})", proposal_win(2)));
@@ -2334,13 +2341,7 @@ fn vim_write_all_and_quit_with_claude_running() {
     assert!(running(claude));
     vim.ex("bwipeout!");
 
-    let first = c.call_tool("openDiff", open_diff_args(&a, "x\u{0}y\n", "first"));
-    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
-    let second = c.call_tool("openDiff", open_diff_args(&b, "B\n", "second"));
-    vim.wait_eval(
-        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
-        |v| v == 2,
-    );
+    let (first, second) = two_proposals(&mut vim, &mut c, &a, "x\u{0}y\n", &b);
     vim.ex("call win_gotoid(win_findbuf(bufnr('b.txt (proposed by claude'))[0])");
     vim.ex("%s/B/edited/");
     vim.wait_eval("&modified", |v| v == 1);

@@ -140,15 +140,21 @@ fn changes_are_reported_once_and_converted() {
     assert!(s.all_known().is_empty());
 }
 
-#[test]
-fn memory_is_bounded_per_file_and_in_total() {
+/// A running server with full-text sync, keeping at most 10 diagnostics a file, 25 in all, for
+/// 4 files.
+fn running_small() -> State {
     let limits = LspLimits {
         max_diagnostics_per_file: 10,
         max_total_diagnostics: 25,
         max_files: 4,
         ..LspLimits::default()
     };
-    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    running(json!({"textDocumentSync": 1}), limits)
+}
+
+#[test]
+fn memory_is_bounded_per_file_and_in_total() {
+    let mut s = running_small();
     s.sync("/w/open.py", "python", "x");
     publish(&mut s, "/w/open.py", None, 1000);
     assert_eq!(s.known("/w/open.py").len(), 10);
@@ -172,13 +178,7 @@ fn memory_is_bounded_per_file_and_in_total() {
 /// back the next round (measured: 9,563 announcements, 327 MB, in 20 s for 3,000 files).
 #[test]
 fn publishes_past_the_bounds_for_files_not_open_do_not_churn() {
-    let limits = LspLimits {
-        max_diagnostics_per_file: 10,
-        max_total_diagnostics: 25,
-        max_files: 4,
-        ..LspLimits::default()
-    };
-    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    let mut s = running_small();
     for round in 0..3 {
         let announced: usize = (0..10)
             .map(|i| publish(&mut s, &format!("/w/f{i}.py"), None, 5).len())
