@@ -329,6 +329,15 @@ pub enum BaseUri {
     },
 }
 
+impl BaseUri {
+    /// The folder's URI, however it was given.
+    pub fn uri(&self) -> &str {
+        match self {
+            BaseUri::Uri(u) | BaseUri::Folder { uri: u } => u,
+        }
+    }
+}
+
 /// `client/unregisterCapability`'s params (`unregisterations`: the protocol's own spelling).
 #[derive(Debug, Deserialize, Serialize)]
 pub struct Unregistrations {

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::messages::{BaseUri, FileWatcher, GlobPattern};
+use crate::messages::{FileWatcher, GlobPattern};
 
 /// The most globs kept of one registration (pyright registers 2, ruff 3).
 pub(crate) const MAX_GLOBS: usize = 32;
@@ -88,10 +88,7 @@ pub(crate) fn glob_bytes(watchers: &[FileWatcher]) -> usize {
     (watchers.iter().take(MAX_GLOBS))
         .map(|w| match &w.glob {
             GlobPattern::Plain(p) => p.len(),
-            GlobPattern::Relative { base, pattern } => {
-                let (BaseUri::Uri(u) | BaseUri::Folder { uri: u }) = base;
-                u.len() + pattern.len()
-            }
+            GlobPattern::Relative { base, pattern } => base.uri().len() + pattern.len(),
         })
         .sum()
 }
@@ -132,10 +129,7 @@ impl WatchSet {
             let glob = match &w.glob {
                 GlobPattern::Plain(p) => Some(p.clone()),
                 GlobPattern::Relative { base, pattern } => {
-                    let uri = match base {
-                        BaseUri::Uri(u) | BaseUri::Folder { uri: u } => u,
-                    };
-                    crate::sys::path_of_uri(uri).map(|base| {
+                    crate::sys::path_of_uri(base.uri()).map(|base| {
                         let base = crate::sys::glob_form(&base);
                         let base = base.trim_end_matches('/');
                         format!("{}/{pattern}", globset::escape(base))
@@ -298,6 +292,7 @@ impl Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::BaseUri;
 
     fn watcher(glob: &str, kind: Option<u32>) -> FileWatcher {
         FileWatcher {

@@ -895,7 +895,7 @@ impl LanguageServers {
         // servers (whose watched changes the servers pass over) their refresh.
         let asked_at = Instant::now();
         self.refresh_open((asked_at + REFRESH_WAIT).min(self.lsp.deadline()));
-        self.tell_disk_changes((Instant::now() + LOOK_WAIT).min(self.lsp.deadline()));
+        self.tell_disk_changes(self.lsp.deadline());
         let (read, stamp) = read_stamped(&self.ws, &named);
         let (path, text) = match read {
             Ok(Some(t)) => (PathBuf::from(t.path), t.content),
@@ -1056,7 +1056,8 @@ impl LanguageServers {
 
     /// Tells the servers of the files they watch (the globs of their
     /// `workspace/didChangeWatchedFiles` registrations) that were created, changed or deleted
-    /// since the last look, looking until `deadline` ([`Looks::before_question`]).
+    /// since the last look, looking for at most [`LOOK_WAIT`] and until `deadline`
+    /// ([`Looks::before_question`]).
     fn tell_disk_changes(&self, deadline: Instant) {
         if self.looks.before_question(deadline) {
             self.note_once(
@@ -1112,7 +1113,7 @@ impl LanguageServers {
             _ => (self.lsp.deadline(), false),
         };
         let changed = self.refresh_open((now + REFRESH_WAIT).min(deadline));
-        self.tell_disk_changes((Instant::now() + LOOK_WAIT).min(deadline));
+        self.tell_disk_changes(deadline);
         let recent: Vec<PathBuf> = self.memory().recent.iter().cloned().collect();
         // Told apart as `same_uri` does (as `editor_reported` and `on_lsp_change`): the editor's
         // URI of a file may be spelled otherwise than the server's (escapes, a drive's case).
