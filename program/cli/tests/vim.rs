@@ -1498,19 +1498,6 @@ fn vim_diff_mode_ends_where_the_diff_put_it() {
 }
 
 /// The window id of the proposal of diff `id` (in any tab page), or -1.
-/// Two `openDiff`s, tab `first` proposing `a_text` for `a`, then tab `second` proposing `B` for
-/// `b`, each waited for until its proposal shows; their call ids.
-fn two_proposals(vim: &mut Vim, c: &mut Client, a: &Path, a_text: &str, b: &Path) -> (u64, u64) {
-    let first = c.call_tool("openDiff", open_diff_args(a, a_text, "first"));
-    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
-    let second = c.call_tool("openDiff", open_diff_args(b, "B\n", "second"));
-    vim.wait_eval(
-        "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude' && !empty(b.windows)}))",
-        |v| v == 2,
-    );
-    (first, second)
-}
-
 fn proposal_win(id: u64) -> String {
     format!(
         "get(win_findbuf(get(map(filter(getbufinfo(), \
@@ -1528,13 +1515,10 @@ fn diff_tab(vim: &mut Vim, id: u64) -> Value {
     ))
 }
 
-/// Two diffs pending at once each have a tab page of their own (diff mode compares every window
-/// of a tab page: the second one took the first one's window before), and answering one leaves
-/// the other as it was.
-/// claude proposes "A" for `a`, then "B" for `b`: the ids of the two calls, once both proposals
-/// are shown (the second in a tab page of its own).
-fn two_diffs(vim: &mut Vim, c: &mut Client, a: &Path, b: &Path) -> (u64, u64) {
-    let first = c.call_tool("openDiff", open_diff_args(a, "A\n", "first"));
+/// claude proposes `a_text` for `a`, then "B" for `b`: the ids of the two calls, once both
+/// proposals are shown (the second in a tab page of its own).
+fn two_diffs(vim: &mut Vim, c: &mut Client, a: &Path, a_text: &str, b: &Path) -> (u64, u64) {
+    let first = c.call_tool("openDiff", open_diff_args(a, a_text, "first"));
     vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
     let second = c.call_tool("openDiff", open_diff_args(b, "B\n", "second"));
     vim.wait_eval(
@@ -1544,6 +1528,9 @@ fn two_diffs(vim: &mut Vim, c: &mut Client, a: &Path, b: &Path) -> (u64, u64) {
     (first, second)
 }
 
+/// Two diffs pending at once each have a tab page of their own (diff mode compares every window
+/// of a tab page: the second one took the first one's window before), and answering one leaves
+/// the other as it was.
 #[test]
 fn vim_two_pending_diffs_each_their_own() {
     if tools_missing() {
@@ -1554,7 +1541,7 @@ fn vim_two_pending_diffs_each_their_own() {
     let a = sb.ws.join("a.txt");
     let b = sb.ws.join("b.txt");
     for round in 0..2u64 {
-        let (first, second) = two_diffs(&mut vim, &mut c, &a, &b);
+        let (first, second) = two_diffs(&mut vim, &mut c, &a, "A\n", &b);
         // the bridge's ids: it counts the calls it forwarded
         let (p1, p2) = (2 * round + 1, 2 * round + 2);
         assert_eq!(vim.eval("tabpagenr('$')"), 2, "{}", vim.diag());
@@ -1975,7 +1962,7 @@ fn vim_write_all_and_quit_accepts_every_pending_diff() {
         let b = sb.ws.join("b.txt");
         // The first with a NUL, which Vim's copy loses: accepted unedited, claude's own bytes
         // (as Vim exits, every changedtick is -1: it was taken for edited, and Vim's copy sent).
-        let (first, second) = two_proposals(&mut vim, &mut c, &a, "A\u{0}\n", &b);
+        let (first, second) = two_diffs(&mut vim, &mut c, &a, "A\u{0}\n", &b);
         assert_eq!(vim.eval("tabpagenr('$')"), 2, "{}", vim.diag());
         // The second one, in the other tab page, edited there.
         vim.ex(&format!("call win_gotoid({})", proposal_win(2)));
@@ -2341,7 +2328,7 @@ fn vim_write_all_and_quit_with_claude_running() {
     assert!(running(claude));
     vim.ex("bwipeout!");
 
-    let (first, second) = two_proposals(&mut vim, &mut c, &a, "x\u{0}y\n", &b);
+    let (first, second) = two_diffs(&mut vim, &mut c, &a, "x\u{0}y\n", &b);
     vim.ex("call win_gotoid(win_findbuf(bufnr('b.txt (proposed by claude'))[0])");
     vim.ex("%s/B/edited/");
     vim.wait_eval("&modified", |v| v == 1);
