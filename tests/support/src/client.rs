@@ -47,6 +47,8 @@ pub fn connect(port: u16, token: Option<&str>) -> (u16, Option<Client>) {
             break p + 4;
         }
         match stream.read(&mut chunk) {
+            // A signal arriving during the read: read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Ok(0) | Err(_) => return (0, None),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
@@ -105,6 +107,8 @@ impl Client {
             self.stream.set_read_timeout(Some(give_up - now)).unwrap();
             let mut chunk = [0u8; 65536];
             match self.stream.read(&mut chunk) {
+                // A signal arriving during the read (EINTR): read again, within the same time.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Ok(0) => {
                     self.ended = Some("the server closed the connection (EOF)".into());
                     return None;
