@@ -70,6 +70,7 @@ use std::time::Duration;
 
 pub use error::Error;
 pub use list::{Listing, WorkspaceInfo};
+pub use walk::Resume;
 
 /// Refuses one file name that Windows would read as something other than written, on every OS
 /// (the rule the Windows backend applies to every component of a path): `:` (an alternate data

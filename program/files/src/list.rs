@@ -24,7 +24,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 use crate::walk::IgnoreBudget;
-use crate::{Error, Workspace};
+use crate::{Error, Resume, Workspace};
 
 /// The files a listing found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -451,6 +451,37 @@ impl Workspace {
         found: impl FnMut(&str, &dyn Fn() -> Option<std::time::SystemTime>) -> bool,
     ) -> bool {
         self.walk_files_dated(found)
+    }
+
+    /// [`Workspace::for_each_file_dated`] as one of a series of walks that go on where the last
+    /// stopped: a walk passes over the directories an earlier walk of `resume`'s round read whole
+    /// (see [`Resume`]), and answers that it was cut short when it did.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Resume, Workspace};
+    /// use std::collections::HashSet;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// for d in ["a", "b", "c"] {
+    ///     std::fs::create_dir(dir.path().join(d)).unwrap();
+    ///     for f in ["1.py", "2.py", "3.py"] {
+    ///         std::fs::write(dir.path().join(d).join(f), "").unwrap();
+    ///     }
+    /// }
+    /// // Each walk reads at most 6 entries: never all 12 at once.
+    /// let limits = Limits { max_walk_entries: 6, ..Limits::default() };
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], limits);
+    /// let (mut resume, mut seen) = (Resume::default(), HashSet::new());
+    /// for _ in 0..3 {
+    ///     ws.for_each_file_dated_resuming(&mut resume, |path, _| seen.insert(path.to_string()) || true);
+    /// }
+    /// assert_eq!(seen.len(), 9);
+    /// ```
+    pub fn for_each_file_dated_resuming(
+        &self,
+        resume: &mut Resume,
+        found: impl FnMut(&str, &dyn Fn() -> Option<std::time::SystemTime>) -> bool,
+    ) -> bool {
+        self.walk_files_resuming(resume, found)
     }
 
     /// What `getWorkspaceInfo` answers: the first folder's name and path, how many files a

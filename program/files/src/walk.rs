@@ -3,6 +3,7 @@
 //! without following a link. What a handle is differs by OS ([`Listing`]): `openat` handles read
 //! with `getdents` on Unix (`open.rs`), cap-std's `Dir` on Windows (`sys/windows.rs`).
 
+use std::collections::HashSet;
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -65,6 +66,72 @@ struct Frame<L> {
     ignore: Gitignore,
     /// The bytes of ignore-file text its rules were built from, given back when it is left.
     ignore_bytes: u64,
+    /// Its directories read whole in the [`Resume`]'s round (by their path below the folder),
+    /// each with whether it is in the round's set (passed over: read whole by an earlier walk).
+    /// When this one is read whole too, it stands for them; when the walk stops, those not in the
+    /// set are put in it.
+    done: Vec<(String, bool)>,
+}
+
+/// Where the walks of a workspace that stop short (out of time, out of entries) got to, for a
+/// caller that walks again and again (the bridge's looks at the files language servers watch):
+/// given to [`Workspace::for_each_file_dated_resuming`], it makes each walk pass over the
+/// directories an earlier walk of the same round read whole, so that the walks that follow one
+/// cut short go on past where it stopped instead of reading the same first directories each
+/// time. A round ends with the walk that reaches every directory it does not pass over; the next
+/// walk starts a new one, from the top. Holds at most [`Resume::MAX_DONE`] directories (only the
+/// outermost of those read whole).
+#[derive(Debug, Default)]
+pub struct Resume {
+    /// For each folder (by its place in the workspace), the directories read whole in this
+    /// round, by their path below it (`""`: the folder itself), none inside another.
+    done: Vec<HashSet<String>>,
+    /// Whether the last walk passed over some of them.
+    passed: bool,
+    /// The last walk reached every directory: the next one starts a new round.
+    round_over: bool,
+}
+
+impl Resume {
+    /// The most directories a round keeps (about 100 bytes each).
+    pub const MAX_DONE: usize = 16_384;
+
+    /// Whether the last walk reached its end (not stopped by a bound: time, entries, ignore
+    /// files; nor by its caller), ending its round: every directory that could be read was read
+    /// by it or by an earlier walk of the round.
+    pub fn reached_end(&self) -> bool {
+        self.round_over
+    }
+
+    /// Whether the last walk read every directory it could: it reached its end
+    /// ([`Resume::reached_end`]) passing over none.
+    pub fn went_through(&self) -> bool {
+        self.round_over && !self.passed
+    }
+
+    /// The directories of folder `i` read whole in this round.
+    fn of(&mut self, i: usize) -> &mut HashSet<String> {
+        if self.done.len() <= i {
+            self.done.resize_with(i + 1, HashSet::new);
+        }
+        &mut self.done[i]
+    }
+
+    /// Whether directory `rel` of folder `i` was read whole in this round.
+    fn read(&self, i: usize, rel: &str) -> bool {
+        self.done.get(i).is_some_and(|d| d.contains(rel))
+    }
+
+    /// Keeps the directories read whole by a walk of folder `i` that stopped with `stack`
+    /// (those not yet kept: a passed one is), as many as there is room for.
+    fn keep<L>(&mut self, i: usize, stack: Vec<Frame<L>>) {
+        let room = Self::MAX_DONE.saturating_sub(self.done.iter().map(HashSet::len).sum());
+        let new = stack
+            .into_iter()
+            .flat_map(|f| f.done)
+            .filter(|(_, kept)| !kept);
+        self.of(i).extend(new.map(|(rel, _)| rel).take(room));
+    }
 }
 
 impl Workspace {
@@ -88,13 +155,42 @@ impl Workspace {
         self.walk_with::<crate::sys::Listed>(|name, _, abs, dir| found(abs, &|| dir.modified(name)))
     }
 
-    fn walk_with<L: Listing>(&self, mut found: impl FnMut(&str, &str, &str, &L) -> bool) -> bool {
+    /// [`Workspace::walk_files_dated`], passing over the directories `resume` holds (see
+    /// [`Resume`]).
+    pub(crate) fn walk_files_resuming(
+        &self,
+        resume: &mut Resume,
+        mut found: impl FnMut(&str, &dyn Fn() -> Option<SystemTime>) -> bool,
+    ) -> bool {
+        if resume.round_over {
+            *resume = Resume::default();
+        }
+        resume.passed = false;
+        let mut taken = std::mem::take(resume);
+        let cut = self
+            .walk_with_resume::<crate::sys::Listed>(Some(&mut taken), |name, _, abs, dir| {
+                found(abs, &|| dir.modified(name))
+            });
+        *resume = taken;
+        cut
+    }
+
+    fn walk_with<L: Listing>(&self, found: impl FnMut(&str, &str, &str, &L) -> bool) -> bool {
+        self.walk_with_resume(None, found)
+    }
+
+    fn walk_with_resume<L: Listing>(
+        &self,
+        resume: Option<&mut Resume>,
+        mut found: impl FnMut(&str, &str, &str, &L) -> bool,
+    ) -> bool {
         let n = self.folders.len();
         let deadline = Instant::now() + self.limits.max_walk_time;
         let mut walk = Walk {
             deadline,
             seen: 0,
             cut: false,
+            resume,
             ignore: IgnoreBudget::new(
                 2 * self.limits.max_ignore_file_bytes,
                 &self.ignore_pool,
@@ -123,6 +219,9 @@ impl Workspace {
                 return true;
             }
         }
+        if let Some(resume) = walk.resume {
+            resume.round_over = true;
+        }
         walk.cut
     }
 
@@ -140,6 +239,13 @@ impl Workspace {
         let folder = &self.folders[i];
         let nested = self.nested_in(i);
         let root = PathBuf::from(&folder.advertised);
+        if let Some(resume) = walk.resume.as_deref_mut() {
+            if resume.read(i, "") {
+                resume.passed = true;
+                walk.cut = true;
+                return Ok(());
+            }
+        }
         let Some(top) = L::top(self, i) else {
             // Not seen at all: the listing is not whole.
             walk.cut = true;
@@ -161,8 +267,12 @@ impl Workspace {
             rel: String::new(),
             ignore,
             ignore_bytes,
+            done: Vec::new(),
         }];
-        while let Some(frame) = stack.last_mut() {
+        let stopped = loop {
+            let Some(frame) = stack.last_mut() else {
+                break false;
+            };
             let entry = match frame.dir.next_entry() {
                 Some(Ok(entry)) => entry,
                 // The directory's end, or an error that ends it (what was read stands, the rest
@@ -171,6 +281,24 @@ impl Workspace {
                     walk.cut |= end.is_some();
                     if let Some(left) = stack.pop() {
                         walk.ignore.give(left.ignore_bytes);
+                        if let Some(resume) = walk.resume.as_deref_mut() {
+                            // Read whole: it stands for its own in the round's set. Cut by an
+                            // error: its own stand for themselves, in the one above.
+                            match (end, stack.last_mut()) {
+                                (Some(_), Some(up)) => up.done.extend(left.done),
+                                (Some(_), None) => resume.keep(i, vec![left]),
+                                (None, up) => {
+                                    let kept = resume.of(i);
+                                    for (rel, _) in left.done.iter().filter(|(_, kept)| *kept) {
+                                        kept.remove(rel);
+                                    }
+                                    match up {
+                                        Some(up) => up.done.push((left.rel, false)),
+                                        None => *kept = HashSet::from([String::new()]),
+                                    }
+                                }
+                            }
+                        }
                     }
                     continue;
                 }
@@ -178,7 +306,7 @@ impl Workspace {
             // Every entry the walk reads counts, the ones skipped too (ignored trees).
             walk.seen += 1;
             if walk.seen > max_entries || Instant::now() > walk.deadline {
-                return Err(Stopped);
+                break true;
             }
             let (name, is_dir) = match &entry {
                 Entry::Dir(name) => (name.as_str(), true),
@@ -214,6 +342,14 @@ impl Workspace {
                 walk.cut = true;
                 continue;
             }
+            if let Some(resume) = walk.resume.as_deref_mut().filter(|_| is_dir) {
+                if resume.read(i, &rel) {
+                    resume.passed = true;
+                    walk.cut = true;
+                    stack[depth - 1].done.push((rel, true));
+                    continue;
+                }
+            }
             if is_dir {
                 match stack[depth - 1].dir.child(name) {
                     // Its `.gitignore` is read through the handle its entries are read
@@ -223,10 +359,10 @@ impl Workspace {
                         let budget = &mut walk.ignore;
                         let ignore = Self::matcher(&root, &rel, budget, || dir.gitignore(cap));
                         let Some((ignore, ignore_bytes)) = ignore else {
-                            return Err(Stopped);
+                            break true;
                         };
                         if Instant::now() > walk.deadline {
-                            return Err(Stopped);
+                            break true;
                         }
                         if !nested.is_empty() {
                             let depth_below = rel.split('/').count();
@@ -241,6 +377,7 @@ impl Workspace {
                             rel,
                             ignore,
                             ignore_bytes,
+                            done: Vec::new(),
                         });
                     }
                     Err(NotEntered::Gone) => {}
@@ -250,8 +387,15 @@ impl Workspace {
             }
             let dir = &stack[depth - 1].dir;
             if !found(name, &rel, &L::absolute(&folder.advertised, &rel), dir) {
-                return Err(Stopped);
+                break true;
             }
+        };
+        if stopped {
+            // What this walk read whole is kept for the next of the round.
+            if let Some(resume) = walk.resume.as_deref_mut() {
+                resume.keep(i, stack);
+            }
+            return Err(Stopped);
         }
         walk.ignore.give(exclude_bytes);
         Ok(())
@@ -265,6 +409,8 @@ struct Stopped;
 /// which nested folders the walks of their outer ones reached or left out.
 struct Walk<'a> {
     deadline: Instant,
+    /// The round this walk goes on with, when it is one of a [`Resume`]'s.
+    resume: Option<&'a mut Resume>,
     /// Entries read, the ones skipped too (ignored trees).
     seen: usize,
     cut: bool,
@@ -401,6 +547,82 @@ mod tests {
 
     use super::*;
     use crate::Limits;
+
+    /// A series of walks cut short by their entries goes on where each stopped, through a
+    /// nested tree and two folders: each round sees every file, the round's set holds only
+    /// the outermost directories read whole (a folder read whole stands for all it holds), the
+    /// walk that ends a round passes over what the others read, and the next starts from the top.
+    #[test]
+    fn walks_cut_short_go_on_where_the_last_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut folders = Vec::new();
+        for top in ["one", "two"] {
+            for d in ["a/x", "a/y", "a/z", "b/x", "b/y", "b/z"] {
+                let d = dir.path().join(top).join(d);
+                std::fs::create_dir_all(&d).unwrap();
+                for f in ["1", "2"] {
+                    std::fs::write(d.join(f), "").unwrap();
+                }
+            }
+            folders.push(dir.path().join(top).to_str().unwrap().to_string());
+        }
+        // 20 entries in each folder (2 directories, 6 below them, 12 files), 7 a walk: the first
+        // walk stops in the first directory after reading two of its own whole, the next reads
+        // the third, and then the first one whole (which then stands for its own), and stops in
+        // the second; and so on.
+        let ws = Workspace::new(
+            folders.clone(),
+            Limits {
+                max_walk_entries: 7,
+                ..Limits::default()
+            },
+        );
+        let mut resume = Resume::default();
+        let walk = |resume: &mut Resume| {
+            let mut files = Vec::new();
+            let cut = ws.for_each_file_dated_resuming(resume, |path, modified| {
+                assert!(modified().is_some(), "{path}");
+                files.push(path.to_string());
+                true
+            });
+            (cut, files)
+        };
+        let mut seen = Vec::new();
+        let mut walks = 0;
+        while !resume.reached_end() {
+            let (cut, files) = walk(&mut resume);
+            assert!(cut);
+            seen.extend(files);
+            walks += 1;
+            assert!(walks <= 20, "{seen:?}");
+            // Never a directory beside one holding it.
+            for done in &resume.done {
+                for d in done {
+                    let holds = |o: &String| o.is_empty() || d.starts_with(&format!("{o}/"));
+                    assert!(!done.iter().any(|o| o != d && holds(o)), "{done:?}");
+                }
+            }
+        }
+        assert!(!resume.went_through() && walks > 1);
+        // Every file (those of a directory a walk stopped in are read again by the next).
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 24, "{seen:?}");
+        // The next round starts from the top: its first walk reads the first files again.
+        let (_, files) = walk(&mut resume);
+        assert!(!files.is_empty() && !resume.reached_end());
+        // Walks that are not cut short go through at once, round after round.
+        let whole = Workspace::new(folders, Limits::default());
+        let mut resume = Resume::default();
+        for _ in 0..2 {
+            let mut n = 0;
+            let cut = whole.for_each_file_dated_resuming(&mut resume, |_, _| {
+                n += 1;
+                true
+            });
+            assert!(!cut && n == 24 && resume.went_through());
+        }
+    }
 
     /// Parallel listings of a workspace whose ignore files are large build their rules one at a
     /// time: a walk past the free part waits for the one that holds the pool, and is cut short

@@ -1063,7 +1063,7 @@ impl LanguageServers {
             self.note_once(
                 "look cut".to_owned(),
                 &format!(
-                    "language servers: a look at the files they watch did not see every file (past {} ms or {} files, or a folder that cannot be read or is past the walk's depth): a change past it may be told late or not at all (said once)",
+                    "language servers: a look at the files they watch did not see every file (past {} ms or {} files, or a folder that cannot be read or is past the walk's depth): the looks that follow go on where it stopped, and a change past it is told late, or not at all in a folder never read (said once)",
                     LOOK_WAIT.as_millis(),
                     super::watch::MAX_WATCHED
                 ),

@@ -25,9 +25,17 @@
 //! [`FINE_RACY`] otherwise. A file not seen by a look is told deleted when it is found gone by
 //! its path (first those the look before saw, then those seen longest ago, for at most
 //! [`GONE_WAIT`]): a walk that did not see every folder says nothing of the files in the others;
-//! one found still there by [`UNREACHED`] looks in a row is forgotten. Deletions are told first (a file
-//! renamed in another case on a file system that ignores case is then the one created). A look
-//! stops at its deadline; past [`MAX_WATCHED`] files it keeps walking without keeping new ones.
+//! one found still there, not reached by [`UNREACHED`] rounds of looks in a row (below), is
+//! forgotten. Deletions are told first (a file renamed in another case on a file system that
+//! ignores case is then the one created). A look stops at its deadline; past [`MAX_WATCHED`]
+//! files it keeps walking without keeping new ones.
+//!
+//! A workspace too big for one look (past about 30,000 files in 100 ms) is looked at in rounds
+//! ([`Resume`]): each look passes over the folders the looks before it in its round read whole,
+//! and goes on from there, so that every file is looked at within a few looks (a change in it told
+//! then), not only those a walk reads first. A look that passes over folders is not whole: a file
+//! not seen before is then told seen, not created. A file written just before a look is looked at
+//! again only when a look reaches its folder.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -35,7 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use claude_ide_bridge_files::{Limits, Workspace};
+use claude_ide_bridge_files::{Limits, Resume, Workspace};
 use claude_ide_bridge_lsp::{FileChange, Lsp, Watched};
 
 /// How long a look may take (its walk included: the entries it passes over count too).
@@ -158,12 +166,13 @@ struct Seen {
     recheck: bool,
     /// The number of the last look that saw it (or found it still there).
     look: u64,
-    /// How many looks in a row found it still there without reaching it (ignored now, in a
-    /// folder not read): at [`UNREACHED`] it is forgotten, and its room freed.
+    /// How many rounds of looks in a row found it still there without reaching it (ignored now,
+    /// in a folder not read): at [`UNREACHED`] it is forgotten, and its room freed.
     unreached: u8,
 }
 
-/// How many looks in a row may find a file there without reaching it before it is forgotten.
+/// How many rounds of looks in a row (a look that went through the workspace, or those of a
+/// [`Resume`]'s round) may find a file there without reaching it before it is forgotten.
 const UNREACHED: u8 = 3;
 
 /// What the last looks saw.
@@ -176,6 +185,8 @@ pub(super) struct DiskLook {
     /// What was watched at the last look, and whether it saw every file it could (not stopped by
     /// its time nor by [`MAX_WATCHED`]).
     last: Option<(Watched, bool)>,
+    /// Where the looks cut short got to: the next goes on from there.
+    resume: Resume,
 }
 
 /// What a look found.
@@ -210,7 +221,6 @@ impl DiskLook {
             *self = DiskLook::default();
             return Found::default();
         }
-        let began = Instant::now();
         let now = SystemTime::now();
         // Before it, a change is older than every watching server.
         let since = watched.since().map(|s| s.checked_sub(RACY).unwrap_or(s));
@@ -221,13 +231,12 @@ impl DiskLook {
             .map(|(w, _)| w.clone());
         let this = self.looks + 1;
         let mut changes = Vec::new();
-        let (mut full, mut out_of_time) = (false, false);
+        let mut full = false;
         let mut looked_at = 0usize;
         let seen = &mut self.seen;
-        let walk_cut = ws.for_each_file_dated(|path, modified| {
+        let walk_cut = ws.for_each_file_dated_resuming(&mut self.resume, |path, modified| {
             looked_at += 1;
             if looked_at.is_multiple_of(64) && Instant::now() >= deadline {
-                out_of_time = true;
                 return false;
             }
             let path = Path::new(path);
@@ -278,15 +287,16 @@ impl DiskLook {
             }
             true
         });
-        // The walk's own time ran out (its bound is the look's): not every folder was seen.
-        out_of_time |= walk_cut && began.elapsed() >= ws.limits().max_walk_time;
         let gone = self.gone(this);
         let mut found = Found {
             changes: gone.into_iter().map(|p| (p, FileChange::Deleted)).collect(),
             cut: walk_cut || full,
         };
         found.changes.extend(changes);
-        self.last = Some((watched.clone(), !out_of_time && !full));
+        // Not whole when stopped by a bound (time, entries) or passing over folders, but whole
+        // when a folder could not be read (or is too deep): a file in it is never seen.
+        let whole = !full && self.resume.went_through();
+        self.last = Some((watched.clone(), whole));
         self.looks = this;
         found
     }
@@ -295,7 +305,8 @@ impl DiskLook {
     /// their folders), forgotten; looked up for at most [`GONE_WAIT`], first those the look
     /// before saw (a deletion where the walk looks), then those seen longest ago (the others are
     /// looked up at the next look). One still there (ignored now, in a folder not read, past the
-    /// walk's bounds) is kept, and forgotten once [`UNREACHED`] looks in a row found it so.
+    /// walk's bounds) is kept, and forgotten once [`UNREACHED`] rounds in a row found it so (a
+    /// look cut short may not have reached it yet).
     fn gone(&mut self, this: u64) -> Vec<PathBuf> {
         let before = this - 1;
         let mut unseen: Vec<(bool, u64, &PathBuf)> = (self.seen.iter())
@@ -324,13 +335,15 @@ impl DiskLook {
         for path in &gone {
             self.seen.remove(path);
         }
-        // Looked up now: the next look starts with the others.
+        // Looked up now: the next look starts with the others. Not reached by a round that
+        // read every folder it could (not only by a look cut short): one round more unreached.
+        let round_over = self.resume.reached_end();
         for path in there {
             let Some(e) = self.seen.get_mut(&path) else {
                 continue;
             };
             e.look = this;
-            e.unreached += 1;
+            e.unreached += u8::from(round_over);
             if e.unreached >= UNREACHED {
                 self.seen.remove(&path);
             }
@@ -538,6 +551,61 @@ mod tests {
         }
         assert_eq!(told, named(&[("a.py", "deleted")]));
         assert!(looks >= usize::from(UNREACHED), "{looks}");
+    }
+
+    /// In a workspace too big for one look (here each look's walk may read 10 entries of 24,
+    /// those of the folders it passes over included),
+    /// the looks that follow one cut short go on past where it stopped: every file is seen
+    /// within a few looks, and a change anywhere is told, not only in the folders a walk reads
+    /// first. Files in folders a look passed over are not taken as deleted.
+    #[test]
+    fn looks_cut_short_go_on_where_the_last_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let mut files = Vec::new();
+        for i in 0..6 {
+            let sub = d.join(format!("d{i}"));
+            fs::create_dir(&sub).unwrap();
+            for f in ["a.py", "b.py", "c.py"] {
+                write_dated(&sub, f, "", ago(2 * HOUR));
+                files.push(sub.join(f));
+            }
+        }
+        let ws = workspace(
+            d,
+            Limits {
+                max_walk_entries: 10,
+                ..Limits::default()
+            },
+        );
+        let watched = Watched::of_globs(&["**/*.py"], ago(HOUR)).unwrap();
+        let far = Instant::now() + HOUR;
+        let mut look = DiskLook::default();
+        // A few rounds of looks: files in folders a look passes over are not lost either.
+        for _ in 0..12 {
+            let found = look.look(&ws, &watched, far);
+            assert!(found.cut && found.changes.is_empty(), "{found:?}");
+        }
+        assert_eq!(look.seen.len(), files.len(), "{:?}", look.seen.keys());
+        let later = ago(HOUR);
+        for f in &files {
+            fs::File::options()
+                .write(true)
+                .open(f)
+                .unwrap()
+                .set_modified(later)
+                .unwrap();
+        }
+        let mut told = Vec::new();
+        for _ in 0..6 {
+            told.extend(look.look(&ws, &watched, far).changes);
+        }
+        told.sort();
+        let changed: Vec<_> = files
+            .iter()
+            .map(|f| (f.clone(), FileChange::Changed))
+            .collect();
+        assert_eq!(told, changed);
     }
 
     /// A walk that does not see every folder (here one past its depth, as one that cannot be
