@@ -100,6 +100,14 @@ def Unslashed(full: string): string
   return cut ==# '' ? full[0] : cut
 enddef
 
+# The full path of a file's name as Vim gives it (bufname(), <afile>: relative to the current
+# folder, or full). A leading `~` there is the name's own (a `~` the user typed was expanded
+# then): fnamemodify(':p') alone would take it for a home folder (`~x.txt` stayed relative, `~`
+# became $HOME).
+export def FullName(name: string): string
+  return fnamemodify(name =~# '^\~' ? './' .. name : name, ':p')
+enddef
+
 # A folder the user wrote, as a full path without its last separator; `~` and `$VAR` in it
 # expanded, nothing else (expand() would read `[...]` or `{a,b}` in a name as patterns).
 export def FullFolder(d: string): string

@@ -1741,6 +1741,8 @@ fn vim_diffs_and_commands_as_users_type_them() {
         ("#notes.md", "notes\n"),
         ("case.txt", "Foo bar\nfoo baz\n"),
         ("sel.txt", "a\u{e9}\u{1f600}bc\nxyz\n"),
+        ("~x.txt", "tilde\n"),
+        ("~", "home?\n"),
     ];
     for (name, text) in files {
         fs::write(sb.ws.join(name), text).unwrap();
@@ -1835,6 +1837,35 @@ fn vim_diffs_and_commands_as_users_type_them() {
     let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
     assert_eq!(texts(&r), ["DIFF_REJECTED", "q"]);
     vim.wait_eval(proposal_gone, |v| v == -1);
+
+    // Files named `~x.txt` and `~` (Vim names their buffers so, relative): an edited proposal
+    // written with :w is accepted, not written to a name of its own (or beside the home
+    // folder), and a selection names the file.
+    for name in ["~x.txt", "~"] {
+        let path = sb.ws.join(name);
+        // (Edited first: its buffer named relative to the current folder, as the user opened it.)
+        vim.ex(&format!("edit \\{name}"));
+        vim.ex("call cursor(1, 2)");
+        let sel = notification(&mut c, "selection_changed", |p| {
+            p["selection"]["start"]["character"] == 1
+        });
+        assert_eq!(sel["filePath"], json!(path.to_string_lossy()), "{sel}");
+        let id = c.call_tool("openDiff", open_diff_args(&path, "proposed\n", name));
+        vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+        vim.ex(proposal);
+        vim.ex("%s/proposed/edited/");
+        vim.ex("w");
+        let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+        assert_eq!(texts(&r), ["FILE_SAVED", "edited\n"], "{name}");
+        vim.wait_eval(proposal_gone, |v| v == -1);
+        vim.ex("edit a.txt");
+    }
+    let strays: Vec<_> = (fs::read_dir(&sb.ws).unwrap())
+        .chain(fs::read_dir(sb.root()).unwrap())
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().contains("proposed by claude"))
+        .collect();
+    assert!(strays.is_empty(), "{strays:?}");
 
     // :ClaudeCodeAdd takes names as they are, and `%` as Vim's command line does.
     for name in ["a[1].txt", "b{1,2}.txt", "#notes.md"] {

@@ -35,7 +35,7 @@ export def IsFileBuf(buf: number): bool
 enddef
 
 export def FullPath(buf: number): string
-  return fnamemodify(bufname(buf), ':p')
+  return bridge.FullName(bufname(buf))
 enddef
 
 # Whether a name is valid UTF-8: a name of other bytes (`caf\xe9.txt` from a Latin-1 disk) has
@@ -531,7 +531,7 @@ def FromAle()
       # ALE keeps a linter's items for other files (a header's errors, an imported module's)
       # in the buffer's list: they are not this file's.
       if get(it, 'bufnr', b.bufnr) != b.bufnr
-          || (has_key(it, 'filename') && fnamemodify(it.filename, ':p') !=# here)
+          || (has_key(it, 'filename') && bridge.FullName(it.filename) !=# here)
         continue
       endif
       # ALE's columns are Vim's: 1-based bytes, the end inclusive.

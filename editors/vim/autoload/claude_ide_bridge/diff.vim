@@ -92,7 +92,7 @@ export def Open(id: number, args: dict<any>)
     old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
     eol: contents =~# "\n$" || contents ==# '', crlf: crlf, wins: [main, win_getid()],
     disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick'),
-    name: fnamemodify(bufname(proposed), ':p')}
+    name: bridge.FullName(bufname(proposed))}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
   autocmd!
   execute 'autocmd BufWriteCmd <buffer=' .. proposed .. '> Written(' .. id
@@ -177,7 +177,7 @@ enddef
 # a file, `:'<,'>w part.rs`, is a FileWriteCmd: Vim writes it itself.)
 def Written(id: number, file: string, bang: bool)
   var d = get(diffs, string(id), {})
-  var target = fnamemodify(file, ':p')
+  var target = bridge.FullName(file)
   # (Its name as opened: `:saveas copy.rs` renames the buffer before it writes.)
   if empty(d) || target ==# d.name
     Accept(id)
@@ -195,7 +195,7 @@ def Written(id: number, file: string, bang: bool)
     bridge.Error('cannot write ' .. file)
     return
   endif
-  if fnamemodify(bufname(d.proposed), ':p') !=# d.name
+  if bridge.FullName(bufname(d.proposed)) !=# d.name
     # `:saveas copy.rs` renamed the proposal (its old name left to a buffer of its own, which
     # would be reported as an open file): it keeps its name, as after `:w copy.rs`, and `:w`
     # still accepts it.
