@@ -325,9 +325,18 @@ impl Workspace {
             self.deepest_folder(&abs)
                 .map(|(i, rest)| (i, rest.to_vec()))
                 .ok_or_else(|| Error::outside(path, shown()))
+        } else if let Some(inside) = join_lexically(done, target) {
+            Ok((folder, inside))
         } else {
-            join_lexically(done, target)
-                .map(|c| (folder, c))
+            // Above the folder's top, which may be inside another folder (one nested in another):
+            // taken from the folder's real path, which, as `done`, holds no link (so `..` is the
+            // directory the kernel would take).
+            let canonical = self.folders[folder].canonical.as_bytes();
+            let mut base = join_lexically(&[], canonical).unwrap_or_default();
+            base.extend_from_slice(done);
+            let abs = join_lexically(&base, target).ok_or_else(|| Error::outside(path, shown()))?;
+            self.deepest_folder(&abs)
+                .map(|(i, rest)| (i, rest.to_vec()))
                 .ok_or_else(|| Error::outside(path, shown()))
         }
     }

@@ -295,6 +295,46 @@ fn links_leading_out_are_refused_and_links_inside_are_followed() {
     ));
 }
 
+/// A relative link in a folder nested in another that climbs out of the nested one leads into
+/// the outer folder (a pnpm or yarn workspace: `packages/app/node_modules/lib -> ../../lib`,
+/// with `packages/app` opened as a folder of its own): followed there, as it is with the outer
+/// folder alone; one that climbs out of every folder is refused.
+#[cfg(unix)]
+#[test]
+fn relative_links_out_of_a_nested_folder_into_the_outer_one_are_followed() {
+    let t = Tree::new();
+    t.file("packages/lib/index.js", "lib\n");
+    t.file("packages/app/main.js", "app\n");
+    fs::create_dir(t.ws.join("packages/app/node_modules")).unwrap();
+    symlink("../../lib", t.ws.join("packages/app/node_modules/lib")).unwrap();
+    symlink("../../../outside/secret", t.ws.join("packages/app/out")).unwrap();
+    let app = t.ws.join("packages/app");
+    let ws = Workspace::new(
+        vec![t.ws.to_str().unwrap().into(), app.to_str().unwrap().into()],
+        Limits::default(),
+    );
+    let via = app.join("node_modules/lib/index.js");
+    let read = ws.read_text(via.to_str().unwrap()).unwrap();
+    assert_eq!(read.content, "lib\n");
+    assert_eq!(
+        read.path,
+        t.ws.join("packages/lib/index.js").to_str().unwrap()
+    );
+    ws.write(via.to_str().unwrap(), b"new\n").unwrap();
+    assert_eq!(
+        fs::read_to_string(t.ws.join("packages/lib/index.js")).unwrap(),
+        "new\n"
+    );
+    let out = app.join("out");
+    assert!(
+        matches!(
+            ws.read_text(out.to_str().unwrap()),
+            Err(Error::Outside { .. })
+        ),
+        "{out:?}"
+    );
+}
+
 /// A chain of links inside the workspace can lead far deeper than any path a client may give:
 /// the path with its links followed is held to the same bound, before a write creates every
 /// directory on the way (81,600 nested directories in 6 s, and a 163 KB path answered).
