@@ -208,8 +208,10 @@ impl Workspace {
 
     /// Writes `contents` to `path` atomically: a temporary file beside it, created relative to
     /// the checked directory handle, written and `fsync`ed, then renamed over the target. An
-    /// existing file keeps its mode (less setuid and setgid); a new one gets 0666 less the umask. Missing directories on
-    /// the way are created. Returns the path written (links resolved).
+    /// existing file keeps its mode (less setuid and setgid), owner, group and extended
+    /// attributes (its ACL among them: refused when that cannot be kept); a new one gets 0666
+    /// less the umask. Missing directories on the way are created. Returns the path written
+    /// (links resolved).
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Limits, Workspace};
@@ -272,6 +274,15 @@ impl Workspace {
             if let Some(mode) = mode {
                 fchmod(&file, Mode::from_raw_mode(mode))
                     .map_err(|e| Error::io(path, "chmod", e))?;
+                // And its extended attributes (its ACL: who else may read and write it), from
+                // the file there now, when it can be read.
+                let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+                if let Ok(old) = openat(&at.dir, at.name(), flags, Mode::empty()) {
+                    if fstat(&old).is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_file()) {
+                        crate::sys::xattr::copy(old.as_fd(), file.as_fd())
+                            .map_err(|(what, e)| Error::io(path, what, e))?;
+                    }
+                }
             }
             crate::sys::sync(file.as_fd()).map_err(|e| Error::io(path, "fsync", e))?;
             renameat(&at.dir, &tmp_name, &at.dir, at.name())

@@ -335,6 +335,106 @@ fn relative_links_out_of_a_nested_folder_into_the_outer_one_are_followed() {
     );
 }
 
+/// A POSIX ACL in the kernel's form (`system.posix_acl_*`): version 2, then (tag, permissions,
+/// id) entries in tag order.
+#[cfg(target_os = "linux")]
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        v.extend(tag.to_le_bytes());
+        v.extend(perm.to_le_bytes());
+        v.extend(id.to_le_bytes());
+    }
+    v
+}
+
+/// A write keeps the file's extended attributes: its POSIX ACL (another user's grant, and the
+/// mask that keeps the owning group out) and the user's own tags; and a file without an ACL does
+/// not get one from its directory's default ACL (which would let another user in). Without the
+/// ACL, the group bits (the mask) would let the owning group read a file its ACL keeps it out of.
+#[cfg(target_os = "linux")]
+#[test]
+fn writes_keep_extended_attributes_and_the_acl() {
+    use rustix::fs::{getxattr, listxattr, setxattr, XattrFlags};
+    let get = |p: &Path, name: &str| -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; 4096];
+        getxattr(p, name, &mut buf[..])
+            .ok()
+            .map(|n| buf[..n].to_vec())
+    };
+    let names = |p: &Path| -> Vec<String> {
+        let mut buf = vec![0u8; 4096];
+        let n = listxattr(p, &mut buf[..]).unwrap();
+        let mut names: Vec<String> = (buf[..n].split(|b| *b == 0))
+            .filter(|n| !n.is_empty())
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    const USER_OBJ: u16 = 0x01;
+    const USER: u16 = 0x02;
+    const GROUP_OBJ: u16 = 0x04;
+    const MASK: u16 = 0x10;
+    const OTHER: u16 = 0x20;
+    const ANY: u32 = u32::MAX;
+    let t = Tree::new();
+    let a = t.file("a.txt", "old\n");
+    fs::set_permissions(&a, fs::Permissions::from_mode(0o640)).unwrap();
+    // Owner rw, user 4242 r, owning group nothing (the mask r is what the mode's group bits show).
+    let grants = acl(&[
+        (USER_OBJ, 6, ANY),
+        (USER, 4, 4242),
+        (GROUP_OBJ, 0, ANY),
+        (MASK, 4, ANY),
+        (OTHER, 0, ANY),
+    ]);
+    if let Err(e) = setxattr(&a, "user.tag", b"kept", XattrFlags::empty()) {
+        eprintln!("skipped: this file system takes no user attributes ({e})");
+        return;
+    }
+    setxattr(&a, "system.posix_acl_access", &grants, XattrFlags::empty()).unwrap();
+    // A directory whose default ACL gives user 4343 read and write to every new file in it.
+    let dir = t.ws.join("shared");
+    fs::create_dir(&dir).unwrap();
+    let default = acl(&[
+        (USER_OBJ, 6, ANY),
+        (USER, 6, 4343),
+        (GROUP_OBJ, 4, ANY),
+        (MASK, 6, ANY),
+        (OTHER, 0, ANY),
+    ]);
+    setxattr(
+        &dir,
+        "system.posix_acl_default",
+        &default,
+        XattrFlags::empty(),
+    )
+    .unwrap();
+    let b = dir.join("b.txt");
+    fs::write(&b, "old\n").unwrap();
+    let _ = rustix::fs::removexattr(&b, "system.posix_acl_access");
+    fs::set_permissions(&b, fs::Permissions::from_mode(0o600)).unwrap();
+    let before = (names(&a), names(&b));
+    assert_eq!(before.1, Vec::<String>::new());
+
+    let ws = t.workspace(Limits::default());
+    ws.write("a.txt", b"new\n").unwrap();
+    ws.write("shared/b.txt", b"new\n").unwrap();
+    assert_eq!(fs::read_to_string(&a).unwrap(), "new\n");
+    assert_eq!((names(&a), names(&b)), before);
+    assert_eq!(get(&a, "user.tag").as_deref(), Some(&b"kept"[..]));
+    assert_eq!(get(&a, "system.posix_acl_access"), Some(grants));
+    assert_eq!(
+        fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+    assert_eq!(
+        fs::metadata(&b).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
 /// A chain of links inside the workspace can lead far deeper than any path a client may give:
 /// the path with its links followed is held to the same bound, before a write creates every
 /// directory on the way (81,600 nested directories in 6 s, and a 163 KB path answered).

@@ -58,6 +58,10 @@ pub(crate) use os::MAX_PATH_BYTES;
 #[cfg(unix)]
 pub(crate) use os::sync;
 
+/// A replaced file's extended attributes (its ACL among them) given to the file replacing it.
+#[cfg(unix)]
+pub(crate) mod xattr;
+
 /// Directory handles any Unix can open: for reading, never following a link, never waiting
 /// (`O_NONBLOCK`: a FIFO swapped in for the directory fails `O_DIRECTORY` without blocking).
 #[cfg(unix)]
