@@ -371,6 +371,116 @@ fn only_regular_files_within_the_limit_are_read() {
     assert_eq!(fs::read(t.ws.join("big.txt")).unwrap().len(), 2048);
 }
 
+/// A file's access list (its DACL) in SDDL, read by path.
+fn access_list(path: &Path) -> String {
+    use std::os::windows::ffi::OsStrExt;
+    use windows_sys::Win32::Foundation::LocalFree;
+    use windows_sys::Win32::Security::Authorization::{
+        ConvertSecurityDescriptorToStringSecurityDescriptorW, SDDL_REVISION_1,
+    };
+    use windows_sys::Win32::Security::{GetFileSecurityW, DACL_SECURITY_INFORMATION};
+    let wide: Vec<u16> = path.as_os_str().encode_wide().chain([0]).collect();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut needed = 0u32;
+    // SAFETY: `wide` is NUL-terminated; `buf` is writable for the length given.
+    let ok = unsafe {
+        GetFileSecurityW(
+            wide.as_ptr(),
+            DACL_SECURITY_INFORMATION,
+            buf.as_mut_ptr().cast(),
+            buf.len() as u32,
+            &mut needed,
+        )
+    };
+    assert!(ok != 0, "{}", std::io::Error::last_os_error());
+    let mut text: *mut u16 = std::ptr::null_mut();
+    // SAFETY: `buf` holds the descriptor just read; `text` is allocated by the call, read up to
+    // its NUL and freed once.
+    unsafe {
+        let ok = ConvertSecurityDescriptorToStringSecurityDescriptorW(
+            buf.as_mut_ptr().cast(),
+            SDDL_REVISION_1,
+            DACL_SECURITY_INFORMATION,
+            &mut text,
+            std::ptr::null_mut(),
+        );
+        assert!(ok != 0, "{}", std::io::Error::last_os_error());
+        let len = (0..).take_while(|&i| *text.add(i) != 0).count();
+        let s = String::from_utf16_lossy(std::slice::from_raw_parts(text, len));
+        LocalFree(text.cast());
+        s
+    }
+}
+
+/// Gives a file the access list `sddl` (a DACL in SDDL), by path.
+fn set_access_list(path: &Path, sddl: &str) {
+    use std::os::windows::ffi::OsStrExt;
+    use windows_sys::Win32::Foundation::LocalFree;
+    use windows_sys::Win32::Security::Authorization::{
+        ConvertStringSecurityDescriptorToSecurityDescriptorW, SDDL_REVISION_1,
+    };
+    use windows_sys::Win32::Security::{SetFileSecurityW, DACL_SECURITY_INFORMATION};
+    let wide: Vec<u16> = path.as_os_str().encode_wide().chain([0]).collect();
+    let text: Vec<u16> = sddl.encode_utf16().chain([0]).collect();
+    let mut sd = std::ptr::null_mut();
+    // SAFETY: both strings are NUL-terminated; `sd` is allocated by the call and freed once.
+    unsafe {
+        let ok = ConvertStringSecurityDescriptorToSecurityDescriptorW(
+            text.as_ptr(),
+            SDDL_REVISION_1,
+            &mut sd,
+            std::ptr::null_mut(),
+        );
+        assert!(ok != 0, "{sddl}: {}", std::io::Error::last_os_error());
+        let ok = SetFileSecurityW(wide.as_ptr(), DACL_SECURITY_INFORMATION, sd);
+        assert!(ok != 0, "{}", std::io::Error::last_os_error());
+        LocalFree(sd);
+    }
+}
+
+/// `sddl` without its entries for everyone (`WD`).
+fn without_everyone(sddl: &str) -> String {
+    let mut out = String::new();
+    for part in sddl.split_inclusive(')') {
+        match part.find('(') {
+            Some(at) if part.ends_with(";WD)") => out.push_str(&part[..at]),
+            _ => out.push_str(part),
+        }
+    }
+    out
+}
+
+/// A write keeps the file's access list: a file only its owner (and the system) may read, in a
+/// folder that passes on the same, does not become readable by everyone at its next write, as a
+/// new file there does (Wine gives a new file its umask's mode, not the folder's list; Windows
+/// the folder's list). Under Wine a list is kept as the file's mode, so that is what this shows;
+/// a protected list (`D:P`) is given as protected, which Wine cannot show.
+#[test]
+fn writes_keep_the_access_list() {
+    let t = tree();
+    let folder = without_everyone(&access_list(&t.ws));
+    set_access_list(&t.ws, &folder);
+    let f = t.ws.join("private.env");
+    fs::write(&f, "old\n").unwrap();
+    set_access_list(&f, &without_everyone(&access_list(&f)));
+    let before = access_list(&f);
+    assert!(!before.contains(";WD)"), "{before}");
+    let fresh = t.ws.join("fresh.txt");
+    fs::write(&fresh, "").unwrap();
+    assert_ne!(access_list(&fresh), before, "a new file gets another list");
+
+    let ws = Workspace::new(vec![t.ws.to_str().unwrap().into()], Limits::default());
+    ws.write(f.to_str().unwrap(), b"new\n").unwrap();
+    assert_eq!(fs::read_to_string(&f).unwrap(), "new\n");
+    assert_eq!(access_list(&f), before);
+    // No temporary file left.
+    let names: Vec<_> = fs::read_dir(&t.ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
 /// A write replaces the file in one step (a temporary file beside it, then a rename over it),
 /// creates the missing directories, leaves no temporary file, and refuses a read-only file
 /// without touching it.

@@ -30,6 +30,8 @@ mod os;
 #[path = "macos.rs"]
 mod os;
 #[cfg(windows)]
+mod winacl;
+#[cfg(windows)]
 mod windows;
 
 #[cfg(windows)]

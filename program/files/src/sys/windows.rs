@@ -22,7 +22,7 @@
 //! component is a link is refused rather than written through; a path is shown with its
 //! components as given, joined with `\` (cap-std does not say where links led), but a written
 //! file by the name it has on disk; and a new file gets the folder's inherited access list
-//! (there is no mode to keep).
+//! (there is no mode to keep), a replaced one keeps its own (`winacl.rs`).
 //!
 //! A folder on a network share (`\\server\share\...`, `\\?\UNC\...`, `\\wsl.localhost\...`, a
 //! mapped network drive) is refused when the workspace is made (`winpath::network_share`, and
@@ -32,7 +32,8 @@
 //!
 //! A replace keeps the replaced file's name on disk (a case variant or short name given finds
 //! it: `on_disk_name`), its hidden, system and not-content-indexed attributes
-//! (`KEPT_ATTRIBUTES`); not its alternate data streams, creation time or access list. A target
+//! (`KEPT_ATTRIBUTES`) and its access list (`winacl.rs`); not its alternate data streams or
+//! creation time. A target
 //! another program holds open is waited for briefly (`rename_over`); one the rename is refused
 //! for another reason, with the same "access denied" (the read-only attribute, a directory
 //! swapped in, an access list that does not let the user delete it), is refused at once, saying
@@ -49,6 +50,7 @@ use cap_std::fs::{
     Dir, File, FileType, MetadataExt as _, OpenOptions, OpenOptionsExt as _, ReadDir,
 };
 
+use super::winacl::{self, AccessList};
 use super::winpath::{self, Root, WinPath};
 use crate::walk::{Entry, Listing, NotEntered};
 use crate::{count_lines, within, Error, Workspace};
@@ -57,9 +59,9 @@ use crate::{count_lines, within, Error, Workspace};
 const ERROR_TOO_MANY_LINKS: i32 = 1142;
 
 /// `FILE_ATTRIBUTE_HIDDEN`, `_SYSTEM` and `_NOT_CONTENT_INDEXED`: the attributes a replaced file
-/// keeps (its new contents also get `FILE_ATTRIBUTE_ARCHIVE`, as any changed file does). Not
-/// kept: its alternate data streams, creation time and access list (the new file gets the
-/// folder's inherited one), and the read-only attribute (a read-only file is not replaced).
+/// keeps (its new contents also get `FILE_ATTRIBUTE_ARCHIVE`, as any changed file does). Its
+/// access list is kept too (`winacl.rs`). Not kept: its alternate data streams and creation
+/// time, and the read-only attribute (a read-only file is not replaced).
 const KEPT_ATTRIBUTES: u32 = 0x2 | 0x4 | 0x2000;
 /// `FILE_ATTRIBUTE_ARCHIVE`.
 const FILE_ATTRIBUTE_ARCHIVE: u32 = 0x20;
@@ -67,6 +69,8 @@ const FILE_ATTRIBUTE_ARCHIVE: u32 = 0x20;
 const DELETE: u32 = 0x0001_0000;
 /// `FILE_FLAG_DELETE_ON_CLOSE`.
 const FILE_FLAG_DELETE_ON_CLOSE: u32 = 0x0400_0000;
+/// The `GENERIC_WRITE` access right.
+const GENERIC_WRITE: u32 = 0x4000_0000;
 /// The `FILE_WRITE_DATA` access right.
 const FILE_WRITE_DATA: u32 = 0x2;
 /// Windows' `ERROR_ACCESS_DENIED`.
@@ -533,8 +537,8 @@ impl Workspace {
     /// and so is one whose access list does not let the user write or replace it, and a path
     /// whose last component is a link or junction. A file replaced keeps the name it has on
     /// disk (`README.MD` or a short name `A-VERY~1.TXT` given: `Readme.md`,
-    /// `a-very-long-file-name.txt` kept) and its hidden, system and not-content-indexed
-    /// attributes; one held open by another program is waited for about half a second, then
+    /// `a-very-long-file-name.txt` kept), its access list (refused when that cannot be kept)
+    /// and its hidden, system and not-content-indexed attributes; one held open by another program is waited for about half a second, then
     /// refused ("open in another program"). Returns the path written, its last component as it
     /// is on disk.
     ///
@@ -565,7 +569,8 @@ impl Workspace {
         };
         // Replacing a file keeps its attributes (those of `KEPT_ATTRIBUTES`) and its name as it
         // is on disk, which `name` may spell in another case or as its short (8.3) name.
-        let (attributes, on_disk) = match parent.symlink_metadata(name) {
+        // And its access list, for the new file: the folder's may let others read it.
+        let (attributes, on_disk, acl) = match parent.symlink_metadata(name) {
             Ok(md) if md.is_file() => {
                 // Replacing a file is a write to it: a read-only one is refused, as an editor
                 // would refuse it, and so is one whose access list does not let the user write
@@ -582,9 +587,12 @@ impl Workspace {
                 } else {
                     kept | FILE_ATTRIBUTE_ARCHIVE
                 };
+                let acl = access_list(&parent, name)
+                    .map_err(|e| Error::io(path, "reading the file's access list", e))?;
                 (
                     kept,
                     on_disk_name(&parent, name, self.limits.max_walk_entries),
+                    acl,
                 )
             }
             Ok(md) => {
@@ -593,10 +601,10 @@ impl Workspace {
                     kind: kind_name(md.file_type()),
                 })
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (0, name.clone()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (0, name.clone(), None),
             Err(e) => return Err(failed(path, "looking up", e)),
         };
-        let (tmp_name, tmp) = create_temp(&parent, path, attributes)?;
+        let (tmp_name, tmp) = create_temp(&parent, path, attributes, acl.as_ref())?;
         let written = (|| {
             let mut file = tmp;
             file.write_all(contents)
@@ -642,19 +650,48 @@ fn may_write(dir: &Dir, name: &str) -> io::Result<()> {
     }
 }
 
+/// The access list of the file `name` of `dir` (not followed if a link); `None` on a volume
+/// without access lists.
+fn access_list(dir: &Dir, name: &str) -> io::Result<Option<AccessList>> {
+    let mut opts = OpenOptions::new();
+    opts.access_mode(winacl::READ_CONTROL)
+        .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+        .follow(FollowSymlinks::No);
+    AccessList::of(&dir.open_with(name, &opts)?)
+}
+
 /// Creates a fresh temporary file in `dir` (new: never an existing file or a planted link), with
-/// these file attributes (`0`: Windows' default for a new file).
-fn create_temp(dir: &Dir, path: &str, attributes: u32) -> Result<(String, File), Error> {
+/// these file attributes (`0`: Windows' default for a new file) and, when given, this access
+/// list (or none: an error).
+fn create_temp(
+    dir: &Dir,
+    path: &str,
+    attributes: u32,
+    acl: Option<&AccessList>,
+) -> Result<(String, File), Error> {
     let mut opts = OpenOptions::new();
     opts.write(true).create_new(true);
     if attributes != 0 {
         opts.attributes(attributes);
     }
+    if acl.is_some() {
+        // Given the list before anything is written, and with no other handle on it until it
+        // is closed (one opened before the list was given would keep its access).
+        opts.access_mode(GENERIC_WRITE | winacl::WRITE_DAC)
+            .share_mode(0);
+    }
     let mut last = None;
     for _ in 0..16 {
         let name = crate::temp_name();
         match dir.open_with(&name, &opts) {
-            Ok(file) => return Ok((name, file)),
+            Ok(file) => {
+                if let Some(Err(e)) = acl.map(|acl| acl.give(&file)) {
+                    drop(file);
+                    remove_temp(dir, &name);
+                    return Err(Error::io(path, "keeping the file's access list", e));
+                }
+                return Ok((name, file));
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(Error::io(path, "creating a temporary file", e)),
         }
