@@ -159,7 +159,17 @@ impl Core {
                 cfg!(windows),
                 token,
             );
-            let guard = LockGuard::create(&dir, port, &content, opts.signal_cleanup)?;
+            // (Exclusive: a bridge bound to another address at the same moment, past the check
+            // above, has the file or finds this one's.)
+            let guard =
+                LockGuard::create(&dir, port, &content, opts.signal_cleanup).map_err(|e| {
+                    if e.kind() != io::ErrorKind::AddrInUse {
+                        return e;
+                    }
+                    let addr = SocketAddr::new(opts.bind, port);
+                    let message = format!("port {port} is served on another address: {e}");
+                    io::Error::new(io::ErrorKind::AddrInUse, ListenError { addr, message })
+                })?;
             core.log(|| format!("Lock file written: {}", guard.path().display()));
             core.lock = Some((guard, content));
             // Only then the stale files (each may cost a look at its port: 400 ms on Windows,

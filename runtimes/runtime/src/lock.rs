@@ -91,6 +91,16 @@ fn check_lock_dir(dir: &Path) -> io::Result<()> {
 /// running server's lock (`Handle::set_workspace_folders`), which an `fsync` on a slow disk
 /// would hold for seconds.
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    let tmp = write_temp(dir, name, contents)?;
+    let written = fs::rename(&tmp, dir.join(name));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// A temporary file in `dir` for `name`, created as [`write_atomic`] says, holding `contents`.
+fn write_temp(dir: &Path, name: &str, contents: &[u8]) -> io::Result<PathBuf> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     // Random as well: a run killed between the create and the rename leaves its file, and a
@@ -105,10 +115,75 @@ pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     // Closed before the rename, which Windows refuses for an open file.
     let written = file.write_all(contents);
     drop(file);
-    let written = written.and_then(|()| fs::rename(&tmp, dir.join(name)));
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
     }
+}
+
+/// Writes the lock file `dir/name` (as [`write_atomic`]) where no live process's lock file is:
+/// the new file is linked to its name, which fails when one is there; a stale one there (its
+/// writer gone, or this process's own) is set aside and removed, and the link tried again. Two
+/// processes writing the same name at once (two bridges given one port, each bound to another
+/// address) cannot both have it: the one that finds the other's refuses the port. Without hard
+/// links (FAT, some network file systems) the file is renamed over the name, as before.
+fn write_lock_new(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    let path = dir.join(name);
+    let tmp = write_temp(dir, name, contents)?;
+    let written = (|| {
+        for _ in 0..8 {
+            match fs::hard_link(&tmp, &path) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(_) => return fs::rename(&tmp, &path),
+            }
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            if meta.is_dir() {
+                return Err(io::Error::other(format!(
+                    "{} is a directory",
+                    path.display()
+                )));
+            }
+            if let Some(lock) = meta.is_file().then(|| read_lock(&path)).flatten() {
+                if lock.pid != std::process::id() && file_writer_alive(&lock, &meta) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!(
+                            "{} is pid {}'s, which runs: its port is served",
+                            path.display(),
+                            lock.pid
+                        ),
+                    ));
+                }
+            }
+            // Set aside, then removed: unless what was set aside is no longer the file found
+            // stale (another process's, linked meanwhile), which goes back.
+            let salt = rand_core::RngCore::next_u32(&mut rand_core::OsRng);
+            let aside = dir.join(format!(".{name}.{}.{salt:08x}.stale", std::process::id()));
+            match fs::rename(&path, &aside) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+            let moved = fs::symlink_metadata(&aside);
+            if !moved.is_ok_and(|m| sys::same_file(&meta, &m)) {
+                let _ = fs::hard_link(&aside, &path);
+            }
+            let _ = fs::remove_file(&aside);
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("{} kept being written by others", path.display()),
+        ))
+    })();
+    let _ = fs::remove_file(&tmp);
     written
 }
 
@@ -374,7 +449,9 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    /// Checks `dir` (see [`ensure_lock_dir`]) and writes `<port>.lock` there. With
+    /// Checks `dir` (see [`ensure_lock_dir`]) and writes `<port>.lock` there, unless a live
+    /// process's lock file is there (another server of that port, bound to another address):
+    /// then `AddrInUse`, and its file is left (a stale one is replaced). With
     /// `signal_cleanup`, the path is registered for removal when the process is told to stop
     /// (SIGINT/SIGTERM; Ctrl-C, Ctrl-Break, console closed on Windows: [`signals::register`]).
     pub fn create(
@@ -402,7 +479,7 @@ impl LockGuard {
             removed: false,
             written: None,
         };
-        write_atomic(&guard.dir, &guard.name, text_of(content).as_bytes())?;
+        write_lock_new(&guard.dir, &guard.name, text_of(content).as_bytes())?;
         guard.written = fs::symlink_metadata(&guard.path).ok();
         Ok(guard)
     }
@@ -478,7 +555,7 @@ impl LockGuard {
             Err(e) => return Err(e),
         }
         check_lock_dir(&self.dir)?;
-        write_atomic(&self.dir, &self.name, text_of(content).as_bytes())?;
+        write_lock_new(&self.dir, &self.name, text_of(content).as_bytes())?;
         self.written = fs::symlink_metadata(&self.path).ok();
         Ok(true)
     }
@@ -571,6 +648,36 @@ mod tests {
         if std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_WAIT").is_some() {
             std::thread::sleep(Duration::from_secs(60));
         }
+    }
+
+    /// A lock file is written only where no live process's is: one of a running process
+    /// (another server of the port, bound to another address, that wrote it past the start's
+    /// check) refuses the write, `AddrInUse`, and is left as it was; once that process is gone,
+    /// its file is stale and replaced. Nothing else is left in the folder.
+    #[test]
+    fn a_lock_file_is_not_written_over_a_live_processs() {
+        let (mut child, port) = waiting_child_and_port();
+        let pid = child.id();
+        let dir = tempfile::tempdir().unwrap();
+        let token = claude_ide_bridge::AuthToken::from_string("t".repeat(43));
+        let mut theirs = LockFile::new(pid, vec!["/w".into()], "Vim", false, token.clone());
+        theirs.process_start = process_start(pid);
+        let path = dir.path().join(lock_file_name(port));
+        fs::write(&path, theirs.to_json()).unwrap();
+        let me = std::process::id();
+        let ours = LockFile::new(me, vec!["/w".into()], "Vim", false, token);
+        let e = LockGuard::create(dir.path(), port, &ours, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert_eq!(read_lock(&path).unwrap().pid, pid);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut guard = LockGuard::create(dir.path(), port, &ours, false).unwrap();
+        assert_eq!(read_lock(&path).unwrap().pid, me);
+        let names: Vec<_> = (fs::read_dir(dir.path()).unwrap())
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, [lock_file_name(port)]);
+        guard.remove().unwrap();
     }
 
     /// A lock file whose pid names a process started after the file was written (the pid was

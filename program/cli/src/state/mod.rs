@@ -181,6 +181,11 @@ impl Store {
         if file.port == 0 {
             return Err(Refused::Garbage("port 0".into()));
         }
+        // No process has it (a pid the system cannot name counts as alive: the last bridge
+        // would be waited for at every start).
+        if file.pid == 0 || i32::try_from(file.pid).is_err() {
+            return Err(Refused::Garbage(format!("pid {}", file.pid)));
+        }
         if !token_is_well_formed(&file.auth_token) {
             return Err(Refused::Garbage("a malformed auth token".into()));
         }
@@ -258,7 +263,36 @@ impl Store {
         };
         let json = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
         crate::sys::private_dir(&self.dir)?;
+        // An empty directory in its place (which no rename replaces) is taken away first; one
+        // holding anything is the user's, and the save fails, saying so.
+        let path = self.path();
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir(&path)?;
+        }
         claude_ide_bridge_runtime::lock::write_atomic(&self.dir, &self.name, &json)
+    }
+}
+
+/// Removes `<port>.lock` from `dir` when this workspace's last bridge left it there (killed): its
+/// token is the kept one and its writer is gone. Kept, it would name a port another program now
+/// serves with this workspace's token (which the new bridge keeps), and a claude that keeps lock
+/// files whose writer it cannot see (WSL's, for one in another pid namespace) would send that
+/// program the token. Whether it was removed.
+fn remove_left_lock(dir: &Path, port: u16, token: &AuthToken) -> bool {
+    use claude_ide_bridge_runtime::lock::{lock_writer_alive, read_lock_text};
+    let path = dir.join(format!("{port}.lock"));
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return false;
+    };
+    let lock = (meta.is_file().then(|| read_lock_text(&path).ok()).flatten())
+        .and_then(|text| claude_ide_bridge::LockFile::parse(&text).ok());
+    match lock {
+        Some(lock)
+            if lock.auth_token == *token && !lock_writer_alive(&lock, meta.modified().ok()) =>
+        {
+            std::fs::remove_file(&path).is_ok()
+        }
+        _ => false,
     }
 }
 
@@ -457,10 +491,22 @@ impl Kept {
                      serves it; this one takes a new port and token and keeps neither"
                 ));
             }
-            None => self.notes.push(format!(
-                "port {taken}, kept for this workspace, is taken: listening on a new one (a claude \
-                 still trying the old port reconnects with /ide)"
-            )),
+            None => {
+                self.notes.push(format!(
+                    "port {taken}, kept for this workspace, is taken: listening on a new one (a \
+                     claude still trying the old port reconnects with /ide)"
+                ));
+                let token = self.loaded.as_ref().map(|s| &s.token);
+                if let Some((dir, token)) = lock_dir.zip(token) {
+                    if remove_left_lock(dir, taken, token) {
+                        self.notes.push(format!(
+                            "the lock file the last bridge left for port {taken} (it was killed) \
+                             removed: it names that port, now another program's, with this \
+                             workspace's token"
+                        ));
+                    }
+                }
+            }
         }
     }
 
