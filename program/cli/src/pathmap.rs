@@ -45,6 +45,13 @@ pub enum MapError {
     /// reads as something else: `\`, what `claude_ide_bridge_files::check_windows_name`
     /// refuses; a NUL anywhere).
     Unnameable(String),
+    /// A path of the bridge's with `..` in it: after a symbolic link, `..` leads elsewhere than
+    /// the text says, and the editor would be shown the file the text names.
+    DotDot(String),
+    /// The editor's path for a path of the bridge's (its second) is another file for the bridge
+    /// (its third): a mapping nested in another (`C:\a=/srv/a` and `C:\a\b=/srv/other`) shows
+    /// other files there, and the bridge's file has no path in the editor.
+    Shadowed(String, String, String),
 }
 
 impl fmt::Display for MapError {
@@ -66,6 +73,20 @@ impl fmt::Display for MapError {
             MapError::Unnameable(p) => {
                 write!(f, "{} cannot be named on the other side", quote(p))
             }
+            MapError::DotDot(p) => write!(
+                f,
+                "{}: `..` in a path is not mapped (after a symbolic link it leads elsewhere than \
+                 the editor would take it to)",
+                quote(p)
+            ),
+            MapError::Shadowed(p, editor, back) => write!(
+                f,
+                "{} would be {} in the editor, which --path-map takes for {} (a mapping nested in \
+                 another): it has no path there",
+                quote(p),
+                quote(editor),
+                quote(back)
+            ),
         }
     }
 }
@@ -307,10 +328,15 @@ impl PathMap {
             .max_by_key(|(m, _)| (m.editor.names.len(), m.given))
     }
 
-    /// The editor's path for the bridge's absolute `path`.
+    /// The editor's path for the bridge's absolute `path`: one that names the same file for the
+    /// bridge again ([`PathMap::to_here`]), or a refusal. A path with `..` is refused (the
+    /// bridge would have to resolve links to know where it leads).
     pub fn to_editor(&self, path: &str) -> Result<String, MapError> {
+        if path.split('/').any(|n| n == "..") {
+            return Err(MapError::DotDot(path.to_string()));
+        }
         let p = parse_here(path)?;
-        match self.to_editor_parsed(&p, path) {
+        let editor = match self.to_editor_parsed(&p, path) {
             // Under a workspace folder named through a link: as its real path.
             Err(outside @ MapError::Outside(_)) => {
                 match (self.folders.iter()).find_map(|(named, real)| p.moved(named, real)) {
@@ -319,6 +345,25 @@ impl PathMap {
                 }
             }
             done => done,
+        }?;
+        // As the mappings and the workspace name it: a HERE folder's real path by the folder as
+        // given, a workspace folder named through a link by its name.
+        let named = |x: &Parsed| {
+            let given = (self.maps.iter())
+                .flat_map(|m| m.here[1..].iter().map(move |real| (real, &m.here[0])))
+                .find_map(|(real, given)| x.moved(real, given))
+                .unwrap_or_else(|| x.clone());
+            let moved = (self.folders.iter()).find_map(|(named, real)| given.moved(real, named));
+            moved.map_or(given.names, |m| m.names)
+        };
+        let back = self.to_here(&editor);
+        match back.as_deref().map(parse_here) {
+            Ok(Ok(b)) if named(&b) == named(&p) => Ok(editor),
+            _ => Err(MapError::Shadowed(
+                path.to_string(),
+                editor,
+                back.unwrap_or_default(),
+            )),
         }
     }
 
@@ -913,10 +958,27 @@ mod tests {
             m.to_editor("/opt/vendor/v").as_deref(),
             Ok("C:/Users/me/app/vendor/v")
         );
+        // `C:\Users\me\app\a` is /home/me/app/a for the bridge: /mnt/c/Users/me/app/a has no
+        // path in the editor (unless /home/me/app is a link to it: a workspace folder named
+        // through a link, below).
+        assert!(matches!(
+            m.to_editor("/mnt/c/Users/me/app/a"),
+            Err(MapError::Shadowed(..))
+        ));
+        let mut linked = m.clone();
+        linked.also_workspace("/home/me/app", "/mnt/c/Users/me/app");
         assert_eq!(
-            m.to_editor("/mnt/c/Users/me/app/a").as_deref(),
+            linked.to_editor("/mnt/c/Users/me/app/a").as_deref(),
             Ok(r"C:\Users\me\app\a")
         );
+        // A mapping nested in another on the editor's side only (`vendor` a mount of its own
+        // there): the bridge's /srv/a/b/x has no path in the editor; C:\a\b\x is /srv/other/x.
+        let m2 = map(&[r"C:\a=/srv/a", r"C:\a\b=/srv/other"]);
+        let e = m2.to_editor("/srv/a/b/x").unwrap_err();
+        assert!(e.to_string().contains(r#""C:\\a\\b\\x""#), "{e}");
+        assert!(e.to_string().contains("\"/srv/other/x\""), "{e}");
+        assert_eq!(m2.to_editor("/srv/a/c").as_deref(), Ok(r"C:\a\c"));
+        assert_eq!(m2.to_editor("/srv/other/x").as_deref(), Ok(r"C:\a\b\x"));
         // A name that only starts like a folder is not under it.
         let m = map(&["/ws=/srv/ws"]);
         assert!(matches!(m.to_here("/ws2/a"), Err(MapError::Outside(_))));
@@ -954,6 +1016,13 @@ mod tests {
             m.to_editor("relative"),
             Err(MapError::NotAbsolute(_))
         ));
+        // `..` from the bridge's side: after a link it leads elsewhere than its text.
+        for dotdot in ["/srv/ws/lnk/../x", "/srv/ws/..", "/srv/../srv/ws/a"] {
+            assert!(
+                matches!(m.to_editor(dotdot), Err(MapError::DotDot(_))),
+                "{dotdot}"
+            );
+        }
         // Long names are cut in the message.
         let long = format!("/elsewhere/{}", "é".repeat(1000));
         let e = m.to_here(&long).unwrap_err().to_string();
