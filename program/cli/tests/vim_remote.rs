@@ -546,6 +546,97 @@ fn vim_remote_path_map_roots_and_wsl() {
     assert_eq!(reaches(&mut vim, "/home/me/a.rs"), json!(false));
 }
 
+/// Each word the plugin sends through ssh (or wsl.exe) reaches the login shell over there as
+/// that one word, whatever it holds, for every shell ssh may hand the line to: sh, dash, bash,
+/// zsh, fish. A folder named `a;touch x;echo \` ran `touch x` over fish, which reads `\'` and
+/// `\\` inside single quotes as escapes (the word's quote closed late, the next word's text
+/// ran); any `\` came out changed there.
+#[test]
+fn vim_remote_words_reach_every_shell_as_they_are() {
+    let sb = Sandbox::new();
+    let words = [
+        "plain",
+        "a b",
+        "it's",
+        "a\\",
+        "a\\'b",
+        "\\\\",
+        "'",
+        "''",
+        "",
+        "$HOME",
+        "`id`",
+        "$(id)",
+        "a;touch x;echo \\",
+        "new\nline",
+        "~",
+        "~/x",
+        "-n",
+        "ü ẞ",
+        "a\"b",
+        "{a,b}",
+        "*",
+        "!x",
+        "%s",
+        "a\\nb",
+        "\\'",
+        "'\\",
+    ];
+    let input = sb.root().join("words.json");
+    fs::write(&input, serde_json::to_string(&words).unwrap()).unwrap();
+    let out = sb.root().join("quoted.json");
+    let script = sb.root().join("quote.vim");
+    fs::write(
+        &script,
+        format!(
+            "set nocompatible\n\
+             let &runtimepath = '{plugin}' .. ',' .. &runtimepath\n\
+             runtime plugin/claude_ide_bridge.vim\n\
+             let words = json_decode(join(readfile('{input}'), \"\\n\"))\n\
+             call writefile([json_encode(map(words, {{_, w -> claude_ide_bridge#remote#ShellWord(w)}}))], '{out}')\n\
+             qa!\n",
+            plugin = PLUGIN,
+            input = input.display(),
+            out = out.display(),
+        ),
+    )
+    .unwrap();
+    let status = Command::new("vim")
+        .args(["-N", "-u", "NONE", "-i", "NONE", "-es", "-S"])
+        .arg(&script)
+        .env("HOME", &sb.home)
+        .stdin(Stdio::null())
+        .status()
+        .expect("vim runs");
+    assert!(status.success(), "vim: {status}");
+    let quoted: Vec<String> = serde_json::from_str(&fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(quoted.len(), words.len());
+    let here = sb.root().join("shell");
+    fs::create_dir(&here).unwrap();
+    for shell in ["sh", "dash", "bash", "zsh", "fish"] {
+        for (word, q) in words.iter().zip(&quoted) {
+            let got = Command::new(shell)
+                .arg("-c")
+                .arg(format!("printf %s {q}"))
+                .current_dir(&here)
+                .env("HOME", &sb.home)
+                .output()
+                .unwrap_or_else(|e| panic!("{shell}: {e} (scripts/test-all.sh installs it)"));
+            assert_eq!(
+                String::from_utf8_lossy(&got.stdout),
+                *word,
+                "{shell}: {word:?} sent as {q}: {}",
+                String::from_utf8_lossy(&got.stderr)
+            );
+        }
+        assert_eq!(
+            fs::read_dir(&here).unwrap().count(),
+            0,
+            "{shell} ran something"
+        );
+    }
+}
+
 #[test]
 fn vim_remote_says_what_is_missing_over_there() {
     if tools_missing() {

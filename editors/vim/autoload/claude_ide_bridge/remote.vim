@@ -55,9 +55,13 @@ export def Describe(): string
   return join(get(Settings(), 'transport', []))
 enddef
 
-# A word for a POSIX shell, whatever it holds (spaces, quotes, `$`, non-ASCII names).
-def ShellWord(s: string): string
-  return "'" .. substitute(s, "'", "'\\\\''", 'g') .. "'"
+# A word for the login shell over there, whatever it holds (spaces, quotes, `$`, `\`, line
+# breaks, non-ASCII names), read as that one word by a POSIX shell (sh, dash, bash, zsh) and by
+# fish, the shells ssh and wsl.exe hand the line to: its text in single quotes, each `'` and `\`
+# in double quotes between them. (fish reads `\'` and `\\` inside single quotes as escapes: a
+# word ending in `\` closed its quote late there, and the next word's text ran as commands.)
+export def ShellWord(s: string): string
+  return "'" .. substitute(s, '[''\\]', (m) => "'\"" .. (m[0] ==# '\' ? '\\' : "'") .. "\"'", 'g') .. "'"
 enddef
 
 # Whether the transport hands the command to a shell on the other side as one line (ssh, and
