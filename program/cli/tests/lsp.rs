@@ -1245,6 +1245,13 @@ fn a_diagnostics_wait_past_the_jobs_bound_is_kept() {
     assert!(is_error(&r), "{r}");
     let text = &texts(&r)[0];
     assert!(text.contains("not known yet"), "{text}");
+    // Naming the server waited for.
+    assert!(
+        text.contains("; waiting for ")
+            && text.contains("hang-pull")
+            && text.ends_with("no answer in time"),
+        "{text}"
+    );
     assert_eq!(s.stop(), 0);
 }
 

@@ -238,6 +238,9 @@ struct Slot {
     /// What its processes may still write to the log, shared by its restarts: a noisy server
     /// that crashes does not get a fresh budget each time, and cannot fill the run's log alone.
     log_budget: Arc<std::sync::atomic::AtomicU64>,
+    /// Since when it has been starting, across its restarts (seen starting at a question, and
+    /// not running since): past [`LspLimits::late_after`] its set answers without it.
+    starting_since: Option<Instant>,
 }
 
 struct Servers {
@@ -270,6 +273,8 @@ struct Member {
     server: Option<Arc<ServerProcess>>,
     /// Why it cannot run, when it was given up.
     failed: Option<String>,
+    /// Its slot's [`Slot::starting_since`].
+    starting_since: Option<Instant>,
 }
 
 impl Member {
@@ -876,14 +881,25 @@ impl Inner {
             .into_iter()
             .map(|command| {
                 let server = self.server_of(&mut servers, &command, language);
-                let failed = servers
-                    .slots
-                    .get(&command)
-                    .and_then(|s| s.failed.as_ref().map(|(why, _)| why.clone()));
+                let slot = servers.slots.get_mut(&command);
+                let failed =
+                    (slot.as_ref()).and_then(|s| s.failed.as_ref().map(|(why, _)| why.clone()));
+                let starting_since = slot.and_then(|slot| {
+                    match server.as_ref().map(|s| (s.phase(), s.started)) {
+                        Some((Phase::Running, _)) => slot.starting_since = None,
+                        Some((Phase::Starting, started)) => {
+                            slot.starting_since.get_or_insert(started);
+                        }
+                        // Exited (waiting to start again), or not to be started: as it was.
+                        _ => {}
+                    }
+                    slot.starting_since
+                });
                 Member {
                     command,
                     server,
                     failed,
+                    starting_since,
                 }
             })
             .collect()
@@ -907,6 +923,27 @@ impl Inner {
             checked.down.push(member.down(why));
             return (checked, false);
         };
+        // Without an answer for long (starting, across its restarts, or owing work with nothing
+        // said: hung, or crashing at each start): left out, as a down server is, so that the
+        // others' diagnostics are given; named in the answer. (It is killed as hung later, at
+        // `hang_timeout`, or given up after its restarts.) Only past `late_after`: a server
+        // slower than its set's others is waited for, so that its part is never missing from an
+        // answer that may stand for a baseline.
+        let late_after = self.config.limits.late_after;
+        let late = |since: Option<Instant>| {
+            since.is_some_and(|since| Instant::now() >= since + late_after)
+        };
+        let left_out = || {
+            let mut checked = Checked::stale(Vec::new());
+            checked.down.push(member.down(&format!(
+                "no answer for over {} s (left out until it answers)",
+                late_after.as_secs()
+            )));
+            (checked, false)
+        };
+        if matches!(server.phase(), Phase::Starting) && late(member.starting_since) {
+            return left_out();
+        }
         let (mut checked, running) = match self.await_start(server, deadline, hard) {
             Some(deadline) => (server.diagnostics(key, language, text, deadline), true),
             // Still starting past the start wait (`deadline`, with `hard`): late, not down (its `initialize` timeout ends
@@ -916,6 +953,11 @@ impl Inner {
                 matches!(server.phase(), Phase::Starting),
             ),
         };
+        // (Asked first: a request given up at the last deadline owes nothing until asked again.)
+        if !checked.fresh && matches!(server.phase(), Phase::Running) && late(server.owing_since())
+        {
+            return left_out();
+        }
         match server.phase() {
             // What it held is for a text it may not have checked (it exits while checking this
             // one, and its lists are forgotten only once it is reaped): left out, as a down
@@ -960,6 +1002,7 @@ impl Inner {
                 failed: None,
                 stopped: false,
                 log_budget: Arc::new(limits.max_log_bytes.into()),
+                starting_since: None,
             });
         slot.languages.insert(language.to_owned());
         if slot.stopped {

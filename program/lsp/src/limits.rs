@@ -68,6 +68,13 @@ pub struct LspLimits {
     /// minutes: a server busy with a large project's first pass may be silent for a minute or
     /// more, and killing it then would never let it finish.
     pub hang_timeout: Duration,
+    /// How long a server of a language's set may go without answering (still starting, across
+    /// its restarts; or owing work with nothing said) before the set's answers leave its part out
+    /// and name it in [`Checked::down`](crate::Checked::down) (a hung pyright would otherwise hide ruff's findings until it is killed as
+    /// hung and restarted, minutes). A minute: a server slower than the others (a first pass, a
+    /// start on a loaded machine) is waited for, so that its part is not missing from an answer
+    /// that stands for the file's diagnostics (a baseline without it makes its findings new).
+    pub late_after: Duration,
 }
 
 impl Default for LspLimits {
@@ -88,6 +95,7 @@ impl Default for LspLimits {
             start_retry: Duration::from_secs(60),
             resolve_again: Duration::from_secs(30),
             hang_timeout: Duration::from_secs(300),
+            late_after: Duration::from_secs(60),
         }
     }
 }

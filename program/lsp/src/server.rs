@@ -227,6 +227,11 @@ impl ServerProcess {
         self.shared.lock().phase.clone()
     }
 
+    /// Since when it has not answered work it was given ([`crate::state::State::silent_since`]).
+    pub fn owing_since(&self) -> Option<Instant> {
+        self.shared.lock().silent_since()
+    }
+
     /// When the server was seen gone, once its process is reaped and its diagnostics told gone
     /// (see `write_loop`): a server started in its place comes after.
     pub fn gone_at(&self) -> Option<Instant> {

@@ -514,6 +514,17 @@ impl State {
         requests.into_iter().chain(texts).min()
     }
 
+    /// [`State::hung_since`], also counting the requests given up unanswered (pulls cancelled at
+    /// their deadlines, nothing heard since): since when the server has not answered work it was
+    /// given. `None` when it owes nothing and gave up nothing unanswered.
+    pub fn silent_since(&self) -> Option<Instant> {
+        if !self.is_running() || self.stopping {
+            return None;
+        }
+        let given_up = self.requests_since.filter(|_| self.cancelled_unheard);
+        self.hung_since().into_iter().chain(given_up).min()
+    }
+
     /// Whether the server is hung at `now` ([`State::hung_since`] at least
     /// [`LspLimits::hang_timeout`] ago).
     pub fn hung(&self, now: Instant) -> bool {

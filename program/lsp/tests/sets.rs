@@ -375,6 +375,52 @@ fn a_server_of_a_set_still_starting_leaves_the_answer_not_fresh() {
     fx.shutdown_leaves_nothing(&["types", "lint"]);
 }
 
+/// A server of the set without an answer for long (here `late_after` is 1 s): one that answered
+/// `initialize` and then hangs, one that never answers `initialize` (across its restarts): past
+/// `late_after`, the answer is the others' diagnostics, fresh, naming the late one; before it,
+/// not fresh (its part is waited for). Before, every answer was "not known" until the late one
+/// was killed as hung (minutes) or given up on after its restarts.
+#[test]
+fn a_server_of_a_set_late_for_long_is_left_out_and_said() {
+    for (mode, tweak) in [
+        ("hang-pull", None),
+        ("hang-init", Some(Duration::from_millis(700))),
+    ] {
+        let fx = set_of(("good", "types"), &[(mode, "lint")], |c| {
+            c.limits.late_after = Duration::from_secs(1);
+            c.diagnostics_wait = Duration::from_millis(300);
+            if let Some(init) = tweak {
+                // Killed at 700 ms and started again: late across its restarts.
+                c.limits.initialize_timeout = init;
+                c.limits.restart_backoff = Duration::from_millis(50);
+                c.limits.max_restarts = 100;
+                c.start_wait = Duration::from_millis(300);
+            }
+        });
+        let text = "types\nlint\n";
+        let ask = || {
+            fx.lsp.check(
+                &fx.file("d.zz"),
+                text,
+                Instant::now() + Duration::from_millis(300),
+            )
+        };
+        let first = ask();
+        assert!(!first.fresh, "{mode}: {first:?}");
+        std::thread::sleep(Duration::from_millis(1500));
+        let late = ask();
+        assert!(late.fresh, "{mode}: {late:?}");
+        assert_eq!(sources(&late.diagnostics), ["types"], "{mode}");
+        assert!(
+            late.down
+                .iter()
+                .any(|d| d.contains("lint") && d.contains("no answer for over 1 s")),
+            "{mode}: {late:?}"
+        );
+        fx.shutdown_leaves_nothing(&["types", "lint"]);
+    }
+}
+
 /// At most MAX_SERVERS run for a language, however many the table names; each is stopped.
 #[test]
 fn a_set_is_at_most_a_few_servers() {

@@ -208,11 +208,20 @@ const BASELINE_WAIT: Duration = Duration::from_millis(400);
 /// text. The real client takes an error as no baseline for that file (it compares nothing, and
 /// counts no timeout); an empty baseline would make it forward every diagnostic the file already
 /// had to the model as new.
-fn not_known(uri: &str) -> ToolResult {
-    ToolResult::error(format!(
+fn not_known(uri: &str, late: &[String]) -> ToolResult {
+    let mut message = format!(
         "the diagnostics of {} are not known yet: its language server has not answered for its current contents in time (ask again shortly)",
         cut(uri)
-    ))
+    );
+    // Which of its set (the others answered, or are down).
+    let late: Vec<Cow<'_, str>> = (late.iter())
+        .filter(|d| d.ends_with("no answer in time") || d.ends_with("still starting"))
+        .map(|d| cut(d))
+        .collect();
+    if !late.is_empty() {
+        message.push_str(&format!("; waiting for {}", late.join("; ")));
+    }
+    ToolResult::error(message)
 }
 
 /// Why a language has no server to ask ([`LanguageServers::unavailable`]).
@@ -944,7 +953,7 @@ impl LanguageServers {
                             return answer;
                         }
                     }
-                    return not_known(uri);
+                    return not_known(uri, &checked.down);
                 }
                 self.memory().answered(&path, hash, &checked.diagnostics);
                 checked.diagnostics
@@ -954,7 +963,9 @@ impl LanguageServers {
             // not say whose it is, waits for the server.
             None => {
                 let Checked {
-                    diagnostics, fresh, ..
+                    diagnostics,
+                    fresh,
+                    down,
                 } = if asker == Asker::Client {
                     let deadline = asked_at + BASELINE_WAIT;
                     self.ask_within(&path, &text, Some(deadline), true)
@@ -970,7 +981,7 @@ impl LanguageServers {
                 // a write), and only such an answer is given: one the deadline cut short may be
                 // another text's, or nothing yet.
                 if !fresh {
-                    return not_known(uri);
+                    return not_known(uri, &down);
                 }
                 self.memory().answered(&path, hash, &diagnostics);
                 diagnostics
