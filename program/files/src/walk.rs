@@ -166,13 +166,9 @@ impl Workspace {
             *resume = Resume::default();
         }
         resume.passed = false;
-        let mut taken = std::mem::take(resume);
-        let cut = self
-            .walk_with_resume::<crate::sys::Listed>(Some(&mut taken), |name, _, abs, dir| {
-                found(abs, &|| dir.modified(name))
-            });
-        *resume = taken;
-        cut
+        self.walk_with_resume::<crate::sys::Listed>(Some(resume), |name, _, abs, dir| {
+            found(abs, &|| dir.modified(name))
+        })
     }
 
     fn walk_with<L: Listing>(&self, found: impl FnMut(&str, &str, &str, &L) -> bool) -> bool {
