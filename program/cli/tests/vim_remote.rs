@@ -254,7 +254,8 @@ fn vim_remote_over_ssh() {
     fs::write(
         &fake,
         "#!/bin/sh\necho \"TTY=$(tty)\"\necho \"PWD=$(pwd)\"\n\
-         echo \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION/$CLAUDE_CODE_AUTO_CONNECT_IDE ARGS=$*\"\nexec sleep 60\n",
+         printf 'PORT=%s IDE=%s/%s ARGS=' \"$CLAUDE_CODE_SSE_PORT\" \"$ENABLE_IDE_INTEGRATION\" \"$CLAUDE_CODE_AUTO_CONNECT_IDE\"\n\
+         for a in \"$@\"; do printf '[%s]' \"$a\"; done\necho\nexec sleep 60\n",
     )
     .unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
@@ -370,9 +371,13 @@ fn vim_remote_over_ssh() {
     assert_eq!(tab["fileName"], json!(r_notes), "{editors}");
 
     // :ClaudeCode runs claude over there, in a terminal, in the remote folder, with the port.
-    vim.ex("ClaudeCode --resume");
+    // (Its arguments as Vim splits a command: double quotes group words.)
+    vim.ex(r#"ClaudeCode --resume "be brief" x\y "say \"hi\"" "#);
     let port = lock.file_stem().unwrap().to_string_lossy().to_string();
-    wait_screen(&vim, &format!("PORT={port} IDE=true/true ARGS=--resume"));
+    wait_screen(
+        &vim,
+        &format!(r#"PORT={port} IDE=true/true ARGS=[--resume][be brief][x\y][say "hi"]"#),
+    );
     let screen = vim.screen();
     assert!(screen.contains("TTY=/dev/pts/"), "no terminal: {screen}");
     assert!(

@@ -54,6 +54,41 @@ def SplitWindow()
   setlocal bufhidden=wipe
 enddef
 
+# The words of `:ClaudeCode`'s arguments, as claude gets them: split at white space, double
+# quotes grouping words (`"be brief"`; `\"` and `\\` in them are `"` and `\`), as Vim splits a
+# command given as one string. (split() cut `"x y"` into `"x` and `y"` over a remote link.)
+export def ArgWords(args: string): list<string>
+  var words: list<string> = []
+  var word = ''
+  var quoted = false
+  var any = false
+  var i = 0
+  var chars = split(args, '\zs')
+  while i < len(chars)
+    var c = chars[i]
+    if quoted && c ==# '\' && i + 1 < len(chars) && (chars[i + 1] ==# '"' || chars[i + 1] ==# '\')
+      word ..= chars[i + 1]
+      i += 1
+    elseif c ==# '"'
+      quoted = !quoted
+      any = true
+    elseif !quoted && c =~# '\s'
+      if any || word !=# ''
+        add(words, word)
+      endif
+      word = ''
+      any = false
+    else
+      word ..= c
+    endif
+    i += 1
+  endwhile
+  if any || word !=# ''
+    add(words, word)
+  endif
+  return words
+enddef
+
 def Launch(args: string, focus: bool)
   if !has('terminal')
     bridge.Error('this Vim has no +terminal: run claude in a shell (claude --ide), the bridge runs')
@@ -64,10 +99,10 @@ def Launch(args: string, focus: bool)
   var opts: dict<any> = {curwin: true, term_name: 'claude', term_kill: 'term'}
   if remote.On()
     # claude runs on the other side, in the remote workspace, told the remote bridge's port
-    argv = remote.TerminalCommand(split(args), bridge.Port())
+    argv = remote.TerminalCommand(ArgWords(args), bridge.Port())
   else
     var cmd = bridge.Option('terminal_cmd', 'claude')
-    argv = type(cmd) == v:t_list ? cmd + (empty(args) ? [] : split(args)) : cmd .. (empty(args) ? '' : ' ' .. args)
+    argv = type(cmd) == v:t_list ? cmd + ArgWords(args) : cmd .. (empty(args) ? '' : ' ' .. args)
     var program = type(cmd) == v:t_list ? get(cmd, 0, '') : get(split(cmd), 0, '')
     if !executable(program)
       bridge.Error(program .. ' was not found: install claude (npm install -g @anthropic-ai/claude-code)'
