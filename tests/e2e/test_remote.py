@@ -176,20 +176,20 @@ def test_claude_in_a_container_stand_in_edits_through_the_editor(sb, namespace):
 # in its debug log), the lock folder empty. Now the bridge sees the removal (inotify on its folder) and writes
 # the same file again about 200 ms later: claude's next read, about a second after its first, finds it.
 
-IN_MOVED_TO, IN_DELETE = 0x80, 0x200
+IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x80, 0x100, 0x200
 IN_NONBLOCK, IN_CLOEXEC = os.O_NONBLOCK, 0o2000000
 
 
 class FolderWatch:
-    """inotify on one folder (Linux, through libc): which names were removed and which were renamed into place,
-    in order. The kernel queues the events, so a removal undone 200 ms later is not missed between two polls."""
+    """inotify on one folder (Linux, through libc): which names were removed and which were written into place
+    (renamed there, or linked: a lock file is linked to its name, which fails when one is there), in order. The kernel queues the events, so a removal undone 200 ms later is not missed between two polls."""
 
     def __init__(self, folder):
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.fd = self.libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if self.fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1")
-        if self.libc.inotify_add_watch(self.fd, os.fsencode(folder), IN_DELETE | IN_MOVED_TO) < 0:
+        if self.libc.inotify_add_watch(self.fd, os.fsencode(folder), IN_DELETE | IN_MOVED_TO | IN_CREATE) < 0:
             raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder}")
         self.events = []  # ("removed" | "written", name)
 
@@ -206,7 +206,7 @@ class FolderWatch:
                 at += 16 + size
                 if mask & IN_DELETE:
                     self.events.append(("removed", name))
-                if mask & IN_MOVED_TO:
+                if mask & (IN_MOVED_TO | IN_CREATE):
                     self.events.append(("written", name))
 
     def close(self):
@@ -249,7 +249,7 @@ def test_claude_in_another_pid_namespace_removes_the_lock_file_and_still_connect
         c.wait_ready()
 
         # claude removed the live bridge's lock file (nothing else removes it while the bridge runs), and the
-        # bridge wrote it again, renamed into place.
+        # bridge wrote it again, linked into place.
         def removed_then_written():
             events = watch.poll()
             if ("removed", lock.name) not in events:
