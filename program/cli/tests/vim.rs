@@ -1631,19 +1631,16 @@ fn vim_plugin_paths_are_the_bridges() {
         .collect::<Vec<_>>()
         .join(", ");
     let out = sb.root().join("out.json");
-    let script = sb.root().join("check.vim");
     let list = paths
         .iter()
         .map(|p| format!("'{}'", p.replace('\'', "''")))
         .collect::<Vec<_>>()
         .join(", ");
-    fs::write(
-        &script,
-        format!(
-            "set nocompatible\n\
-             let &runtimepath = '{plugin}' .. ',' .. &runtimepath\n\
-             runtime plugin/claude_ide_bridge.vim\n\
-             let r = {{}}\n\
+    run_vim_script(
+        &sb,
+        &plugin,
+        &format!(
+            "let r = {{}}\n\
              let r.uris = map([{list}], {{_, p -> claude_ide_bridge#context#Uri(p)}})\n\
              let r.folders = map(['/', '/tmp/', '/tmp//'], {{_, p -> claude_ide_bridge#FullFolder(p)}})\n\
              let r.below = [claude_ide_bridge#Below('/a/b/c', '/a/b'), claude_ide_bridge#Below('/a/bc', '/a/b'), claude_ide_bridge#Below('/a/b', '/a/b'), claude_ide_bridge#Below('/x', '/')]\n\
@@ -1651,21 +1648,10 @@ fn vim_plugin_paths_are_the_bridges() {
              for s in [{names}]\n\
              \x20 let r.errors ..= execute('runtime ' .. s)\n\
              endfor\n\
-             call writefile([json_encode(r)], '{out}')\n\
-             qa!\n",
-            plugin = plugin.display(),
+             call writefile([json_encode(r)], '{out}')",
             out = out.display()
         ),
-    )
-    .unwrap();
-    let status = std::process::Command::new("vim")
-        .args(["-N", "-u", "NONE", "-i", "NONE", "-es", "-S"])
-        .arg(&script)
-        .env("HOME", &sb.home)
-        .stdin(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "vim: {status}");
+    );
     let got: Value = serde_json::from_str(&fs::read_to_string(&out).unwrap()).unwrap();
     let want: Vec<String> = paths
         .iter()

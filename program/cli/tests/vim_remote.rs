@@ -590,30 +590,16 @@ fn vim_remote_words_reach_every_shell_as_they_are() {
     let input = sb.root().join("words.json");
     fs::write(&input, serde_json::to_string(&words).unwrap()).unwrap();
     let out = sb.root().join("quoted.json");
-    let script = sb.root().join("quote.vim");
-    fs::write(
-        &script,
-        format!(
-            "set nocompatible\n\
-             let &runtimepath = '{plugin}' .. ',' .. &runtimepath\n\
-             runtime plugin/claude_ide_bridge.vim\n\
-             let words = json_decode(join(readfile('{input}'), \"\\n\"))\n\
-             call writefile([json_encode(map(words, {{_, w -> claude_ide_bridge#remote#ShellWord(w)}}))], '{out}')\n\
-             qa!\n",
-            plugin = PLUGIN,
+    run_vim_script(
+        &sb,
+        Path::new(PLUGIN),
+        &format!(
+            "let words = json_decode(join(readfile('{input}'), \"\\n\"))\n\
+             call writefile([json_encode(map(words, {{_, w -> claude_ide_bridge#remote#ShellWord(w)}}))], '{out}')",
             input = input.display(),
             out = out.display(),
         ),
-    )
-    .unwrap();
-    let status = Command::new("vim")
-        .args(["-N", "-u", "NONE", "-i", "NONE", "-es", "-S"])
-        .arg(&script)
-        .env("HOME", &sb.home)
-        .stdin(Stdio::null())
-        .status()
-        .expect("vim runs");
-    assert!(status.success(), "vim: {status}");
+    );
     let quoted: Vec<String> = serde_json::from_str(&fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(quoted.len(), words.len());
     let here = sb.root().join("shell");

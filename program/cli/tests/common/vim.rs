@@ -210,6 +210,30 @@ pub fn shell_word(p: &Path) -> String {
     format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"))
 }
 
+/// Runs Vim without a terminal (`vim -es`) on a script of its own: the plugin at `plugin`
+/// loaded, then `body` (lines of Vim script), then `qa!`; it must end well.
+pub fn run_vim_script(sb: &Sandbox, plugin: &Path, body: &str) {
+    let script = sb.root().join("script.vim");
+    fs::write(
+        &script,
+        format!(
+            "set nocompatible\n\
+             let &runtimepath = '{}' .. ',' .. &runtimepath\n\
+             runtime plugin/claude_ide_bridge.vim\n{body}\nqa!\n",
+            plugin.display()
+        ),
+    )
+    .unwrap();
+    let status = Command::new("vim")
+        .args(["-N", "-u", "NONE", "-i", "NONE", "-es", "-S"])
+        .arg(&script)
+        .env("HOME", &sb.home)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .expect("vim runs");
+    assert!(status.success(), "vim: {status}");
+}
+
 pub fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for e in fs::read_dir(from).unwrap().flatten() {
