@@ -65,10 +65,9 @@ fn dirs() -> Vec<PathBuf> {
     lock_dirs(config.as_deref(), home.as_deref())
 }
 
-fn scan(dir: &Path) -> Vec<Found> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
+/// The lock files in `dir`; an error when it cannot be listed (as claude cannot).
+fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
+    let entries = fs::read_dir(dir)?;
     // Ended at an error: a listing that failed may not end by itself.
     let mut found: Vec<Found> = entries
         .map_while(Result::ok)
@@ -102,7 +101,7 @@ fn scan(dir: &Path) -> Vec<Found> {
         })
         .collect();
     found.sort_by_key(|f| f.port);
-    found
+    Ok(found)
 }
 
 /// `list`: every lock file in every directory the client scans.
@@ -113,7 +112,13 @@ pub fn list() -> u8 {
             continue;
         }
         out!("{}", dir.display());
-        let found = scan(&dir);
+        let found = match scan(&dir) {
+            Ok(found) => found,
+            Err(e) => {
+                out!("  (cannot be listed: {e}; nor can claude list it)");
+                continue;
+            }
+        };
         if found.is_empty() {
             out!("  (no lock files)");
         }
@@ -376,23 +381,36 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
 
     let dirs = dirs();
     if dirs.is_empty() {
+        // An empty one is no home for claude (its `os.homedir()`), not the system's either.
+        let why = if std::env::var_os(sys::HOME_VAR).is_some_and(|h| h.is_empty()) {
+            format!("{} is set but empty", sys::HOME_VAR)
+        } else {
+            format!(
+                "neither CLAUDE_CONFIG_DIR nor {} is set (to an absolute path), and the system has no home for this user",
+                sys::HOME_VAR
+            )
+        };
         r.problem(
+            &format!("{why}: claude has nowhere to look for lock files"),
             &format!(
-                "neither CLAUDE_CONFIG_DIR nor {} is set (to an absolute path), and the system has no home for this user: claude has nowhere to look for lock files",
+                "set {} (and CLAUDE_CONFIG_DIR if you use one)",
                 sys::HOME_VAR
             ),
-            &format!("set {} (and CLAUDE_CONFIG_DIR if you use one)", sys::HOME_VAR),
         );
+    } else {
+        r.info(&format!(
+            "claude reads lock files from: {}",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ));
     }
-    r.info(&format!(
-        "claude reads lock files from: {}",
-        dirs.iter()
-            .map(|d| d.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" and ")
-    ));
 
     let mut all = Vec::new();
+    // A lock folder that could not be listed: a bridge found serving the folder may have its lock
+    // file there (not "in another folder").
+    let mut unlisted = false;
     for d in &dirs {
         match fs::symlink_metadata(d) {
             Err(_) => {
@@ -420,7 +438,19 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                 Finding::Problem(msg, fix) => r.problem(&msg, &fix),
             },
         }
-        all.extend(scan(d));
+        match scan(d) {
+            Ok(found) => all.extend(found),
+            Err(e) => {
+                unlisted = true;
+                r.problem(
+                    &format!(
+                        "{} cannot be listed ({e}): claude finds no lock file there",
+                        d.display()
+                    ),
+                    &format!("chmod 700 {}", d.display()),
+                );
+            }
+        }
     }
 
     for f in &all {
@@ -513,6 +543,8 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     }
     match matching.len() {
         0 => match served_elsewhere(&dir) {
+            // Its lock file may well be in the folder that could not be listed (said above).
+            Some(_) if unlisted => {}
             Some((pid, port)) => r.problem(
                 &format!(
                     "no lock file claude reads here has a workspace folder containing {lexical}, \

@@ -903,6 +903,34 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
         )),
         "{out}"
     );
+    // A bridge serving the workspace, its folder then writable but not listable (0300): claude
+    // finds no lock file there, and `doctor` says so; it called the folder fine, and said the
+    // bridge had written its lock file in another folder (another CLAUDE_CONFIG_DIR or HOME).
+    let mut serve = as_nobody(&["serve", "--no-lsp"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::Lines::collect(serve.stderr.take().unwrap());
+    stderr.wait_for("lock file: ");
+    let (_, out) = doctor(0o300);
+    fs::set_permissions(&ide, fs::Permissions::from_mode(0o700)).unwrap();
+    // (`timeout` passes the signal on to the bridge.)
+    Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    serve.wait().unwrap();
+    assert!(
+        out.contains(&format!(
+            "{} has mode 0300: claude cannot list the lock files there",
+            ide.display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("cannot be listed"), "{out}");
+    assert!(!out.contains("another CLAUDE_CONFIG_DIR"), "{out}");
 }
 
 /// `list` and `doctor` piped into a reader that is gone (`claude-ide-bridge list | head -0`): they
@@ -1205,5 +1233,10 @@ fn without_home_the_password_databases_home_is_used() {
     c.arg("doctor").arg(&sb.ws).arg("--no-lsp");
     c.env("HOME", "").env_remove("CLAUDE_CONFIG_DIR");
     let (_, out) = run_bounded(c);
-    assert!(out.contains("nowhere to look"), "{out}");
+    assert!(
+        out.contains("HOME is set but empty: claude has nowhere to look"),
+        "{out}"
+    );
+    // (Not an empty list of folders.)
+    assert!(!out.contains("claude reads lock files from: \n"), "{out}");
 }

@@ -201,6 +201,8 @@ pub fn lock_dir_finding(d: &Path, m: &Metadata) -> Finding {
         rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
     )
     .is_ok();
+    // And read: claude finds an IDE by listing the folder.
+    let listable = rustix::fs::access(d, rustix::fs::Access::READ_OK).is_ok();
     let d = d.display();
     if !is_mine(m) {
         Finding::Problem(
@@ -218,6 +220,14 @@ pub fn lock_dir_finding(d: &Path, m: &Metadata) -> Finding {
     } else if !writable {
         Finding::Problem(
             format!("{d} has mode {mode:04o}: the bridge cannot write its lock file there"),
+            format!("chmod 700 {d}"),
+        )
+    } else if !listable {
+        Finding::Problem(
+            format!(
+                "{d} has mode {mode:04o}: claude cannot list the lock files there (it finds an \
+                 IDE by listing them)"
+            ),
             format!("chmod 700 {d}"),
         )
     } else if mode & 0o077 != 0 {
