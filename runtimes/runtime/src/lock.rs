@@ -151,17 +151,15 @@ fn write_lock_new(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
                     path.display()
                 )));
             }
-            if let Some(lock) = meta.is_file().then(|| read_lock(&path)).flatten() {
-                if lock.pid != std::process::id() && file_writer_alive(&lock, &meta) {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!(
-                            "{} is pid {}'s, which runs: its port is served",
-                            path.display(),
-                            lock.pid
-                        ),
-                    ));
-                }
+            if let Some(lock) = live_lock(&path, &meta) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "{} is pid {}'s, which runs: its port is served",
+                        path.display(),
+                        lock.pid
+                    ),
+                ));
             }
             // Set aside, then removed: unless what was set aside is no longer the file found
             // stale (another process's, linked meanwhile), which goes back.
@@ -418,11 +416,17 @@ pub fn port_held(dir: &Path, port: u16) -> Option<u32> {
 pub fn lock_held(dir: &Path, port: u16) -> Option<LockFile> {
     let path = dir.join(lock_file_name(port));
     let meta = fs::symlink_metadata(&path).ok()?;
+    live_lock(&path, &meta)
+}
+
+/// The lock file at `path` (`meta`: its own, not a link's target) when another process that
+/// still runs wrote it.
+fn live_lock(path: &Path, meta: &fs::Metadata) -> Option<LockFile> {
     if !meta.is_file() {
         return None;
     }
-    let lock = read_lock(&path)?;
-    (lock.pid != std::process::id() && file_writer_alive(&lock, &meta)).then_some(lock)
+    let lock = read_lock(path)?;
+    (lock.pid != std::process::id() && file_writer_alive(&lock, meta)).then_some(lock)
 }
 
 /// The lock files this process has written and not removed (by [`LockGuard`]), whatever their

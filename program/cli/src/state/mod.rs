@@ -280,7 +280,7 @@ impl Store {
 /// program the token. Whether it was removed.
 fn remove_left_lock(dir: &Path, port: u16, token: &AuthToken) -> bool {
     use claude_ide_bridge_runtime::lock::{lock_writer_alive, read_lock_text};
-    let path = dir.join(format!("{port}.lock"));
+    let path = dir.join(claude_ide_bridge::lock_file_name(port));
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return false;
     };
