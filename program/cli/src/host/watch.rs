@@ -183,7 +183,7 @@ pub(super) struct DiskLook {
     /// The number of the last look.
     looks: u64,
     /// What was watched at the last look, and whether it saw every file it could (not stopped by
-    /// its time nor by [`MAX_WATCHED`]).
+    /// its time, the walk's bounds or [`MAX_WATCHED`], and passing over no folder).
     last: Option<(Watched, bool)>,
     /// Where the looks cut short got to: the next goes on from there.
     resume: Resume,
@@ -554,10 +554,10 @@ mod tests {
     }
 
     /// In a workspace too big for one look (here each look's walk may read 10 entries of 24,
-    /// those of the folders it passes over included),
-    /// the looks that follow one cut short go on past where it stopped: every file is seen
-    /// within a few looks, and a change anywhere is told, not only in the folders a walk reads
-    /// first. Files in folders a look passed over are not taken as deleted.
+    /// those of the folders it passes over included), the looks that follow one cut short go on
+    /// past where it stopped: every file is seen within a few looks, and a change anywhere is
+    /// told, not only in the folders a walk reads first. Files in folders a look passed over are
+    /// not taken as deleted.
     #[test]
     fn looks_cut_short_go_on_where_the_last_stopped() {
         let dir = tempfile::tempdir().unwrap();
