@@ -315,8 +315,15 @@ impl PathMap {
             root: Root::Posix,
             names,
         };
-        let named = (self.folders.iter()).find_map(|(named, real)| here.moved(real, named));
-        Ok(write_posix(&named.unwrap_or(here).names))
+        Ok(write_posix(&self.workspace_named(here).names))
+    }
+
+    /// `x`, under a workspace folder's real path, as the workspace names it (the folder named
+    /// through a link, [`PathMap::also_workspace`]); otherwise as it is.
+    fn workspace_named(&self, x: Parsed) -> Parsed {
+        (self.folders.iter())
+            .find_map(|(named, real)| x.moved(real, named))
+            .unwrap_or(x)
     }
 
     /// The mapping of the longest EDITOR folder `p` is under, and its names past it; of two as
@@ -346,19 +353,15 @@ impl PathMap {
             }
             done => done,
         }?;
-        // As the mappings and the workspace name it: a HERE folder's real path by the folder as
-        // given, a workspace folder named through a link by its name.
-        let named = |x: &Parsed| {
-            let given = (self.maps.iter())
-                .flat_map(|m| m.here[1..].iter().map(move |real| (real, &m.here[0])))
-                .find_map(|(real, given)| x.moved(real, given))
-                .unwrap_or_else(|| x.clone());
-            let moved = (self.folders.iter()).find_map(|(named, real)| given.moved(real, named));
-            moved.map_or(given.names, |m| m.names)
-        };
+        // `path` as `to_here` names what it maps back to: a HERE folder's real path by the folder
+        // as given, a workspace folder named through a link by its name.
+        let given = (self.maps.iter())
+            .flat_map(|m| m.here[1..].iter().map(move |real| (real, &m.here[0])))
+            .find_map(|(real, given)| p.moved(real, given));
+        let named = self.workspace_named(given.unwrap_or(p));
         let back = self.to_here(&editor);
         match back.as_deref().map(parse_here) {
-            Ok(Ok(b)) if named(&b) == named(&p) => Ok(editor),
+            Ok(Ok(b)) if b.names == named.names => Ok(editor),
             _ => Err(MapError::Shadowed(
                 path.to_string(),
                 editor,
