@@ -86,8 +86,67 @@ pub struct Checked {
     /// named in [`Checked::down`].
     pub fresh: bool,
     /// The servers of the file's set whose diagnostics are missing from the answer, with why
-    /// (`ruff server: not running (exited)`, `pylsp: no answer in time`).
-    pub down: Vec<String>,
+    /// (shown as `ruff server: not running (exited)`, `pylsp: no answer in time`).
+    pub down: Vec<Down>,
+}
+
+/// A server of a file's set whose diagnostics are missing from an answer ([`Checked::down`]).
+///
+/// ```
+/// use claude_ide_bridge_lsp::{Down, DownReason};
+/// let late = Down { server: "pylsp".into(), why: DownReason::Late };
+/// assert!(late.awaited());
+/// assert_eq!(late.to_string(), "pylsp: no answer in time");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Down {
+    /// The server's command, its words joined by spaces (`ruff server`).
+    pub server: String,
+    /// Why its part is missing.
+    pub why: DownReason,
+}
+
+/// Why a server's diagnostics are missing from an answer ([`Down::why`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DownReason {
+    /// It is still starting: its part is not known yet.
+    Starting,
+    /// It runs, but did not answer for this text before the deadline.
+    Late,
+    /// It has not answered for longer than [`LspLimits::late_after`] (this long): left out of
+    /// its set's answers until it answers.
+    LeftOut(Duration),
+    /// It does not run: exited, could not be started, or given up on (the reason).
+    NotRunning(String),
+}
+
+impl Down {
+    /// Whether its part is awaited (it starts, or runs and is late): without it, what the set
+    /// answers is not known for the text. A server left out or not running is not awaited.
+    pub fn awaited(&self) -> bool {
+        matches!(self.why, DownReason::Starting | DownReason::Late)
+    }
+}
+
+impl fmt::Display for Down {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.server, self.why)
+    }
+}
+
+impl fmt::Display for DownReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DownReason::Starting => f.write_str("still starting"),
+            DownReason::Late => f.write_str("no answer in time"),
+            DownReason::LeftOut(after) => write!(
+                f,
+                "no answer for over {} s (left out until it answers)",
+                after.as_secs()
+            ),
+            DownReason::NotRunning(why) => f.write_str(why),
+        }
+    }
 }
 
 impl Checked {
@@ -279,8 +338,11 @@ struct Member {
 
 impl Member {
     /// What a call says of this server when its answer is missing.
-    fn down(&self, why: &str) -> String {
-        format!("{}: {why}", self.command.join(" "))
+    fn down(&self, why: DownReason) -> Down {
+        Down {
+            server: self.command.join(" "),
+            why,
+        }
     }
 }
 
@@ -647,12 +709,18 @@ impl Lsp {
         for member in self.inner.servers_for(language).iter().rev() {
             let Some(server) = &member.server else {
                 let why = member.failed.as_deref().unwrap_or("could not be started");
-                unknown.get_or_insert(LspError::Exited(member.down(why)));
+                unknown.get_or_insert(LspError::Exited(
+                    member
+                        .down(DownReason::NotRunning(why.to_owned()))
+                        .to_string(),
+                ));
                 continue;
             };
             if self.inner.await_start(server, deadline, false).is_none() {
                 unknown.get_or_insert(match server.phase() {
-                    Phase::Exited(why) => LspError::Exited(member.down(&why)),
+                    Phase::Exited(why) => {
+                        LspError::Exited(member.down(DownReason::NotRunning(why)).to_string())
+                    }
                     _ => LspError::Timeout,
                 });
                 continue;
@@ -920,7 +988,9 @@ impl Inner {
         let Some(server) = &member.server else {
             let why = member.failed.as_deref().unwrap_or("could not be started");
             let mut checked = Checked::stale(Vec::new());
-            checked.down.push(member.down(why));
+            checked
+                .down
+                .push(member.down(DownReason::NotRunning(why.to_owned())));
             return (checked, false);
         };
         // Without an answer for long (starting, across its restarts, or owing work with nothing
@@ -935,10 +1005,9 @@ impl Inner {
         };
         let left_out = || {
             let mut checked = Checked::stale(Vec::new());
-            checked.down.push(member.down(&format!(
-                "no answer for over {} s (left out until it answers)",
-                late_after.as_secs()
-            )));
+            checked
+                .down
+                .push(member.down(DownReason::LeftOut(late_after)));
             (checked, false)
         };
         if matches!(server.phase(), Phase::Starting) && late(member.starting_since) {
@@ -967,10 +1036,10 @@ impl Inner {
                 checked.fresh = false;
                 checked
                     .down
-                    .push(member.down(&format!("not running ({why})")))
+                    .push(member.down(DownReason::NotRunning(format!("not running ({why})"))))
             }
-            Phase::Starting => checked.down.push(member.down("still starting")),
-            Phase::Running if !checked.fresh => checked.down.push(member.down("no answer in time")),
+            Phase::Starting => checked.down.push(member.down(DownReason::Starting)),
+            Phase::Running if !checked.fresh => checked.down.push(member.down(DownReason::Late)),
             Phase::Running => {}
         }
         (

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge_lsp::table::Language;
-use claude_ide_bridge_lsp::{FileDiagnostics, Lsp, LspConfig, LspLog, ServerState, ServerTable};
+use claude_ide_bridge_lsp::{
+    DownReason, FileDiagnostics, Lsp, LspConfig, LspLog, ServerState, ServerTable,
+};
 use common::{script, wait_for, Waits, SLACK};
 
 struct Fx {
@@ -928,7 +930,7 @@ fn a_hard_deadline_is_kept_while_the_server_starts() {
     );
     assert!(!checked.fresh, "{checked:?}");
     assert!(
-        checked.down.iter().any(|d| d.ends_with("still starting")),
+        checked.down.iter().any(|d| d.why == DownReason::Starting),
         "{checked:?}"
     );
     assert!(took < Duration::from_secs(3), "{took:?}");

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use claude_ide_bridge_lsp::table::Language;
 use claude_ide_bridge_lsp::{
-    FileDiagnostics, Lsp, LspConfig, LspError, LspLog, ServerState, ServerTable, MAX_SERVERS,
+    DownReason, FileDiagnostics, Lsp, LspConfig, LspError, LspLog, ServerState, ServerTable,
+    MAX_SERVERS,
 };
 use claude_ide_bridge_testsupport::procs;
 use common::{script, wait_for, Waits, SLACK};
@@ -242,8 +243,10 @@ fn one_server_of_a_set_crashing_leaves_the_others_answering_and_is_said() {
     for checked in &answers {
         assert_eq!(checked.down.len(), 1, "{checked:?}");
         assert!(
-            checked.down[0].contains("fake_lsp.py crash-after-open")
-                && checked.down[0].contains("not running"),
+            checked.down[0]
+                .server
+                .contains("fake_lsp.py crash-after-open")
+                && matches!(&checked.down[0].why, DownReason::NotRunning(w) if w.contains("not running")),
             "{checked:?}"
         );
     }
@@ -318,7 +321,10 @@ fn a_server_crashing_on_a_new_text_leaves_its_old_diagnostics_out() {
         "{second:?}"
     );
     assert!(
-        second.down.iter().any(|d| d.contains("crash-on-change")),
+        second
+            .down
+            .iter()
+            .any(|d| d.server.contains("crash-on-change")),
         "{second:?}"
     );
     fx.shutdown_leaves_nothing(&["types", "lint"]);
@@ -344,10 +350,7 @@ fn a_hung_server_of_a_set_costs_one_deadline_and_is_said() {
     assert_eq!(sources(&checked.diagnostics), ["types"]);
     assert!(!checked.fresh);
     assert_eq!(checked.down.len(), 1, "{checked:?}");
-    assert!(
-        checked.down[0].ends_with("no answer in time"),
-        "{checked:?}"
-    );
+    assert!(checked.down[0].why == DownReason::Late, "{checked:?}");
     fx.shutdown_leaves_nothing(&["types", "lint"]);
 }
 
@@ -369,7 +372,7 @@ fn a_server_of_a_set_still_starting_leaves_the_answer_not_fresh() {
     assert_eq!(sources(&checked.diagnostics), ["types"]);
     assert!(!checked.fresh, "{checked:?}");
     assert!(
-        checked.down.iter().any(|d| d.ends_with("still starting")),
+        checked.down.iter().any(|d| d.why == DownReason::Starting),
         "{checked:?}"
     );
     fx.shutdown_leaves_nothing(&["types", "lint"]);
@@ -412,9 +415,9 @@ fn a_server_of_a_set_late_for_long_is_left_out_and_said() {
         assert!(late.fresh, "{mode}: {late:?}");
         assert_eq!(sources(&late.diagnostics), ["types"], "{mode}");
         assert!(
-            late.down
-                .iter()
-                .any(|d| d.contains("lint") && d.contains("no answer for over 1 s")),
+            late.down.iter().any(|d| d.server.contains("lint")
+                && d.why == DownReason::LeftOut(Duration::from_secs(1))
+                && d.to_string().contains("no answer for over 1 s")),
             "{mode}: {late:?}"
         );
         fx.shutdown_leaves_nothing(&["types", "lint"]);

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use claude_ide_bridge::{file_uri, uri_to_path, Diagnostic, DiagnosticsChanged, FileDiagnostics};
 use claude_ide_bridge::{Asker, CallId, Notification, Target, ToolResult};
 use claude_ide_bridge_files::{Error, Text, Workspace};
-use claude_ide_bridge_lsp::{Checked, Lsp, ServerState};
+use claude_ide_bridge_lsp::{Checked, Down, DownReason, Lsp, ServerState};
 
 use super::headless::no_formatter;
 #[cfg(doc)]
@@ -208,15 +208,15 @@ const BASELINE_WAIT: Duration = Duration::from_millis(400);
 /// text. The real client takes an error as no baseline for that file (it compares nothing, and
 /// counts no timeout); an empty baseline would make it forward every diagnostic the file already
 /// had to the model as new.
-fn not_known(uri: &str, late: &[String]) -> ToolResult {
+fn not_known(uri: &str, down: &[Down]) -> ToolResult {
     let mut message = format!(
         "the diagnostics of {} are not known yet: its language server has not answered for its current contents in time (ask again shortly)",
         cut(uri)
     );
     // Which of its set (the others answered, or are down).
-    let late: Vec<Cow<'_, str>> = (late.iter())
-        .filter(|d| d.ends_with("no answer in time") || d.ends_with("still starting"))
-        .map(|d| cut(d))
+    let late: Vec<String> = (down.iter())
+        .filter(|d| d.awaited())
+        .map(|d| cut(&d.to_string()).into_owned())
         .collect();
     if !late.is_empty() {
         message.push_str(&format!("; waiting for {}", late.join("; ")));
@@ -781,8 +781,8 @@ impl LanguageServers {
         // terminal and the log say whose are missing (once for each reason). One running but
         // late makes the answer not known in time: without its part it would pass for a
         // baseline that lacks that server's diagnostics.
-        for down in d.down.iter().filter(|d| !d.ends_with("still starting")) {
-            let effect = if down.ends_with("no answer in time") {
+        for down in d.down.iter().filter(|d| d.why != DownReason::Starting) {
+            let effect = if down.awaited() {
                 "the file's diagnostics are not known until it answers"
             } else {
                 "its diagnostics are missing from the answers"
@@ -1430,6 +1430,37 @@ pub(super) fn same_uri(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "Not known yet" names the servers of the set its answer waits on (starting, or late), not
+    /// those left out of it (down, or silent past `late_after`), whose part is missing anyway.
+    #[test]
+    fn not_known_names_only_the_servers_waited_for() {
+        let down = |server: &str, why| Down {
+            server: server.into(),
+            why,
+        };
+        let answer = not_known(
+            "file:///w/a.py",
+            &[
+                down("pyright-langserver --stdio", DownReason::Starting),
+                down(
+                    "pylsp",
+                    DownReason::NotRunning("not running (exited)".into()),
+                ),
+                down("ruff server", DownReason::Late),
+                down("mypy", DownReason::LeftOut(Duration::from_secs(60))),
+            ],
+        );
+        assert!(answer.is_error, "{answer:?}");
+        let text = serde_json::to_string(&answer).unwrap();
+        assert!(
+            text.contains(
+                "; waiting for pyright-langserver --stdio: still starting; ruff server: no answer in time"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("pylsp") && !text.contains("mypy"), "{text}");
+    }
 
     /// What a client named goes into notes cut: a 10 MiB URI is not kept or printed whole.
     #[test]
