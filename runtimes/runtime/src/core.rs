@@ -139,19 +139,6 @@ impl Core {
         };
         if let Some(dir) = dir {
             lock::ensure_lock_dir(&dir)?;
-            // A port served on another address by a live process with its lock file there: taken,
-            // for the lock file as for the client, which finds the host by the port alone.
-            if let Some(pid) = lock::port_held(&dir, port) {
-                let message = format!(
-                    "port {port} is served on another address by pid {pid}, whose lock file \
-                     names it"
-                );
-                let addr = SocketAddr::new(opts.bind, port);
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    ListenError { addr, message },
-                ));
-            }
             let content = LockFile::new(
                 std::process::id(),
                 crate::lock_folders(&opts.workspace_folders)?,
@@ -159,8 +146,10 @@ impl Core {
                 cfg!(windows),
                 token,
             );
-            // (Exclusive: a bridge bound to another address at the same moment, past the check
-            // above, has the file or finds this one's.)
+            // Exclusive: a port served on another address by a live process with its lock file
+            // there (a bridge bound to `127.0.0.2` or `::1` gets the same port as one on
+            // `127.0.0.1`, at the same moment or earlier) is taken, for the lock file as for the
+            // client, which finds the host by the port alone.
             let guard =
                 LockGuard::create(&dir, port, &content, opts.signal_cleanup).map_err(|e| {
                     if e.kind() != io::ErrorKind::AddrInUse {

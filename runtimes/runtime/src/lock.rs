@@ -155,9 +155,9 @@ fn write_lock_new(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
                     format!(
-                        "{} is pid {}'s, which runs: its port is served",
-                        path.display(),
-                        lock.pid
+                        "pid {}, which runs, wrote its lock file {}",
+                        lock.pid,
+                        path.display()
                     ),
                 ));
             }
