@@ -195,7 +195,8 @@ pub struct PathMap {
 }
 
 impl PathMap {
-    /// Adds one `--path-map` value: `EDITOR=HERE` (split at the first `=`), or `wsl` for every
+    /// Adds one `--path-map` value: `EDITOR=HERE` (split at the one `=` where both sides are
+    /// folders, [`split_spec`]), or `wsl` for every
     /// drive `X:\` at `/mnt/x`. HERE must be absolute; EDITOR an absolute POSIX or Windows path
     /// or a `file://` URI.
     pub fn add(&mut self, spec: &str) -> Result<(), String> {
@@ -219,14 +220,7 @@ impl PathMap {
             }
             return Ok(());
         }
-        let Some((editor, here)) = spec.split_once('=') else {
-            return Err(format!(
-                "--path-map {spec:?}: expected EDITOR=HERE (a folder as the editor names it, then \
-                 the same folder here) or `wsl`"
-            ));
-        };
-        let e = parse_editor(editor).map_err(|e| format!("--path-map {spec:?}: EDITOR: {e}"))?;
-        let h = parse_here(here).map_err(|e| format!("--path-map {spec:?}: HERE: {e}"))?;
+        let (editor, e, h) = split_spec(spec)?;
         let spelling = match e.root {
             Root::Posix => None,
             Root::Unc => Some(Spelling {
@@ -466,6 +460,47 @@ fn resolve<'a>(names: impl Iterator<Item = &'a str>) -> Option<Vec<String>> {
         }
     }
     Some(out)
+}
+
+/// `EDITOR=HERE` split at the one `=` where both sides are folders: a folder's name may hold `=`
+/// (`C:\a=b=/srv/a=b` is `C:\a=b` and `/srv/a=b`). With none, the error is the first `=`'s; with
+/// several (`/a=/b=/c`), it is refused as ambiguous.
+fn split_spec(spec: &str) -> Result<(&str, Parsed, Parsed), String> {
+    let mut found = Vec::new();
+    let mut first_error = None;
+    for (at, _) in spec.match_indices('=') {
+        let (editor, here) = (&spec[..at], &spec[at + 1..]);
+        let parsed = parse_editor(editor)
+            .map_err(|e| format!("--path-map {spec:?}: EDITOR: {e}"))
+            .and_then(|e| {
+                let h = parse_here(here).map_err(|e| format!("--path-map {spec:?}: HERE: {e}"))?;
+                Ok((editor, e, h))
+            });
+        match parsed {
+            Ok(split) => found.push(split),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match found.len() {
+        1 => Ok(found.pop().expect("one")),
+        0 => Err(first_error.unwrap_or_else(|| {
+            format!(
+                "--path-map {spec:?}: expected EDITOR=HERE (a folder as the editor names it, then \
+                 the same folder here) or `wsl`"
+            )
+        })),
+        _ => Err(format!(
+            "--path-map {spec:?}: ambiguous: EDITOR may be {} (name such a folder here through a \
+             link without `=`)",
+            found
+                .iter()
+                .map(|(editor, ..)| format!("{editor:?}"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )),
+    }
 }
 
 /// A bridge's path: absolute POSIX.
@@ -1044,6 +1079,38 @@ mod tests {
         assert_eq!(m.to_editor("/home/me/link/a").as_deref(), Ok("/ws/a"));
         assert_eq!(m.to_here("/ws/a").as_deref(), Ok("/home/me/link/a"));
         assert_eq!(m.here_folders(), ["/home/me/link"]);
+    }
+
+    /// A folder named with `=` is mapped: the value splits at the one `=` where both sides are
+    /// folders; one that splits at two is refused naming both readings, and a value that splits
+    /// at none says what is wrong at its first `=`.
+    #[test]
+    fn folders_named_with_equals_signs_are_mapped() {
+        let mut m = PathMap::default();
+        m.add(r"C:\a=b\app=/srv/x=y/app").unwrap();
+        m.add("/Users/me/k=v=/home/me/k=v").unwrap();
+        assert_eq!(
+            m.to_here(r"C:\a=b\app\s.rs").as_deref(),
+            Ok("/srv/x=y/app/s.rs")
+        );
+        assert_eq!(
+            m.to_editor("/srv/x=y/app/s.rs").as_deref(),
+            Ok(r"C:\a=b\app\s.rs")
+        );
+        assert_eq!(
+            m.to_editor("/home/me/k=v/a").as_deref(),
+            Ok("/Users/me/k=v/a")
+        );
+        let e = PathMap::default().add("/a=/b=/c").unwrap_err();
+        assert!(
+            e.contains("ambiguous") && e.contains(r#""/a" or "/a=/b""#),
+            "{e}"
+        );
+        let e = PathMap::default().add("/a=b=c").unwrap_err();
+        assert!(
+            e.contains(r#"HERE: "b=c""#) && e.contains("not an absolute path"),
+            "{e}"
+        );
     }
 
     /// A file or folder name: spaces, non-ASCII letters, dots, `%`, but not `.` or `..` alone,
