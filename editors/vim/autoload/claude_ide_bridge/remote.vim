@@ -256,6 +256,7 @@ export def Why(status: number, stderr: list<string>, was_ready: bool, closed_dif
   var tail = !empty(errors) ? ': ' .. errors[-1] : empty(stderr) ? '' : ': ' .. stderr[-1]
   return 'the link to the remote bridge (`' .. where .. '`) dropped (status ' .. status .. tail .. ').'
     .. (closed_diffs == 0 ? '' : ' ' .. closed_diffs .. ' pending diff(s) closed unanswered by Vim:'
-      .. ' the remote bridge answers claude for them as it stops.')
+      .. ' the remote bridge answers claude for them as it stops (had it been killed, claude asks'
+      .. ' in its own terminal).')
     .. ' :ClaudeCodeStart connects again'
 enddef
