@@ -7,8 +7,9 @@
 //! of a character cut by the end of a piece until the rest arrives. The whole text is then a `&str` without a
 //! second validation pass.
 //!
-//! This is the only crate of the project with `unsafe` code, kept here so that the engine stays
-//! `forbid(unsafe_code)`. On x86-64 CPUs with AVX-512 (`avx512bw` and `avx512vbmi`, detected at run time) the
+//! Besides the OS calls no crate makes for us (the runtime crate's and the files crate's `sys`
+//! modules), this is the only crate of the project with `unsafe` code, kept here so that the
+//! engine stays `forbid(unsafe_code)`. On x86-64 CPUs with AVX-512 (`avx512bw` and `avx512vbmi`, detected at run time) the
 //! pass is a hand-written SIMD loop: safe code cannot both store bytes and validate them in one pass, and the
 //! separate passes (copy, unmask, validate with `simdutf8`) run at about half its speed (`BENCHMARKS.md`).
 //! Elsewhere, or with the `CLAUDE_IDE_BRIDGE_NO_AVX512` environment variable set, a portable path does the

@@ -109,10 +109,12 @@ pub struct LspOpts {
     #[command(flatten)]
     pub servers: ServerOpts,
     /// How long getDiagnostics waits for a language server's answer about a file's current
-    /// contents before it answers with what it has (such as 800ms or 2s).
+    /// contents (such as 800ms or 2s); past it, a file's diagnostics are answered as not known
+    /// yet (a tool error), never with a list that may be another text's.
     #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_duration)]
     pub diagnostics_wait: Duration,
-    /// How long the first getDiagnostics of a language also waits for its server to start.
+    /// How long the first getDiagnostics of a language also waits for its server to start, and
+    /// an accepted openDiff's answer at most as long for its file's check.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub lsp_start_wait: Duration,
     /// When language servers start: `connect` (when a client connects, those of the languages

@@ -83,7 +83,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve the workspace until SIGINT/SIGTERM (or, with --stdio, until stdin closes).
+    /// Serve the workspace until SIGINT, SIGTERM, SIGHUP or SIGQUIT (or, with --stdio, until
+    /// stdin closes or stdout cannot be written).
     Serve(ServeArgs),
     /// Serve, run a command (claude) connected to it in this terminal, and exit with its status.
     #[command(after_help = "Example: claude-ide-bridge run -- claude --model sonnet")]
