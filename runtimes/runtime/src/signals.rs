@@ -21,9 +21,9 @@ static IGNORED: OnceLock<u64> = OnceLock::new();
 
 /// Whether `signal` was ignored when this was first asked, which a host asks before installing
 /// any handler: a process started with a signal ignored (`nohup` ignores SIGHUP; a shell ignores
-/// SIGINT for its background jobs) expects to stay deaf to it. Read from `SigIgn` in
-/// `/proc/self/status` on Linux, from `ps -o sigignore=` on macOS and the other Unixes (false
-/// when `ps` cannot be run); always false on Windows, which has no such mask.
+/// SIGINT for its background jobs) expects to stay deaf to it. Read from each signal's
+/// disposition (`sigaction`, asked without changing it) on every Unix; always false on Windows,
+/// which has no such mask.
 ///
 /// ```
 /// use claude_ide_bridge_runtime::signals::ignored;

@@ -342,38 +342,29 @@ pub(crate) fn lock_folder(abs: &Path) -> String {
     claude_ide_bridge::to_posix(&abs.to_string_lossy())
 }
 
-/// The signals this process ignores (bit `n - 1` for signal `n`), 0 when that cannot be known.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// The signals this process ignores (bit `n - 1` for signal `n`): each signal's disposition as
+/// `sigaction` tells it, asked without changing it. One way on every Unix, so that Linux tests
+/// what macOS runs (macOS's `ps` has no `sigignore` keyword: the query it was read with before
+/// failed there, and every signal was taken as not ignored).
+#[allow(unsafe_code)]
 pub(crate) fn ignored_signals() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| proc_sig_ign(&status))
-        .unwrap_or(0)
-}
-
-/// The signals this process ignores, from `ps` (there is no `/proc` to read): 0 when it cannot
-/// be run or says nothing readable.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) fn ignored_signals() -> u64 {
-    ps_ignored_signals(std::process::id()).unwrap_or(0)
-}
-
-/// `SigIgn` of a Linux `/proc/<pid>/status`.
-#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-pub(crate) fn proc_sig_ign(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("SigIgn:"))?;
-    u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).ok()
-}
-
-/// The ignored-signals mask of process `pid` as `ps -o sigignore=` prints it, in hexadecimal
-/// (with or without `0x`): the same keyword in macOS's and the BSDs' `ps` and in procps (Linux),
-/// so Linux tests this path too.
-#[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
-pub(crate) fn ps_ignored_signals(pid: u32) -> Option<u64> {
-    let text = ps_field(pid, "sigignore=")?;
-    let hex = text.trim();
-    let hex = hex.strip_prefix("0x").unwrap_or(hex);
-    u64::from_str_radix(hex, 16).ok()
+    let mut mask = 0;
+    for signal in 1..=64 {
+        // SAFETY: `sigaction` with a null new action only writes the current one into `old`, a
+        // `sigaction` struct of the platform's layout (libc's), zeroed, which is a valid value
+        // of it (integers, a function address as an integer, a signal set); nothing is
+        // installed, so no handler can run because of this call. A signal number the system
+        // does not have is refused (`EINVAL`) and left out.
+        let ignored = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+        };
+        if ignored {
+            mask |= 1 << (signal - 1);
+        }
+    }
+    mask
 }
 
 /// Runs `cleanup` on SIGINT or SIGTERM (those not ignored: `ignored(signal)` says), on a
@@ -467,7 +458,7 @@ pub(crate) mod malloc {
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     /// The start is the 22nd field, after a name that may hold spaces and parentheses.
     #[test]
@@ -494,34 +485,57 @@ mod tests {
             .unwrap()
     }
 
-    /// The query macOS uses (`ps`) sees what the child ignores; on Linux it agrees with `/proc`,
-    /// which the Linux build reads.
+    /// What [`ignored_signals`] finds in a process started with SIGINT and SIGQUIT ignored
+    /// (`trap ''` survives `exec`): this test's program run again by `sh`, with one test, this
+    /// one, told by the environment to print its mask.
     #[test]
-    fn ps_reads_the_signals_a_process_ignores() {
-        let mut child = deaf_child();
-        let (int, quit) = (1 << (SIGINT - 1), 1 << (signal_hook::consts::SIGQUIT - 1));
-        let give_up = Instant::now() + Duration::from_secs(10);
-        let mask = loop {
-            let mask = ps_ignored_signals(child.id()).expect("ps answers");
-            if mask & int != 0 || Instant::now() > give_up {
-                break mask;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+    fn the_signals_a_process_started_ignoring_are_found() {
+        const PRINT: &str = "CLAUDE_IDE_BRIDGE_TEST_PRINT_IGNORED";
+        if std::env::var_os(PRINT).is_some() {
+            println!("ignored={:x}", ignored_signals());
+            return;
+        }
+        let (int, quit, term) = (
+            1 << (SIGINT - 1),
+            1 << (signal_hook::consts::SIGQUIT - 1),
+            1 << (SIGTERM - 1),
+        );
+        let run = |trap: &str| {
+            let out = Command::new("sh")
+                .args([
+                    "-c",
+                    &format!("{trap} exec \"$0\" \"$@\""),
+                    &std::env::current_exe().unwrap().to_string_lossy(),
+                    "--exact",
+                    "sys::unix::tests::the_signals_a_process_started_ignoring_are_found",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(PRINT, "1")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            // (Printed on the line the harness names the test on.)
+            let hex = (text.split("ignored=").nth(1))
+                .and_then(|rest| rest.split_whitespace().next())
+                .unwrap_or_else(|| panic!("no mask printed: {text}"));
+            u64::from_str_radix(hex, 16).unwrap()
         };
-        assert_eq!(mask & (int | quit), int | quit, "mask {mask:#x}");
-        assert_eq!(mask & (1 << (SIGTERM - 1)), 0, "mask {mask:#x}");
+        let deaf = run("trap '' INT QUIT;");
+        assert_eq!(deaf & (int | quit | term), int | quit, "mask {deaf:#x}");
+        let hearing = run("");
+        assert_eq!(hearing & (int | quit | term), 0, "mask {hearing:#x}");
+        // As Linux's own count has it, for the standard signals (glibc keeps 32 and 33 for
+        // itself: its `sigaction` refuses them).
         #[cfg(any(target_os = "linux", target_os = "android"))]
         {
-            let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
-            assert_eq!(proc_sig_ign(&status), Some(mask));
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let line = status.lines().find(|l| l.starts_with("SigIgn:")).unwrap();
+            let here = u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).unwrap();
+            let standard = (1 << 31) - 1;
+            assert_eq!(ignored_signals() & standard, here & standard);
         }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert_eq!(
-            ps_ignored_signals(child.id()),
-            None,
-            "a reaped child has no line"
-        );
     }
 
     /// The start of a process, as `ps` tells it (macOS and the other Unixes; Linux runs the same
