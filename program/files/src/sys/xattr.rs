@@ -10,6 +10,10 @@
 //! system keeps for itself (`security.*`, `trusted.*` without the privilege, an Apple one the
 //! system refuses) is left as the system makes it; the ACL and `user.*` ones are kept or the
 //! write is refused. Other Unixes: nothing is copied (no call for it there).
+//!
+//! macOS keeps a file's ACL out of its listed attributes (`com.apple.system.Security`, which the
+//! system lists and hands to no program without an entitlement): a write there does not keep
+//! an ACL, and the file has what its folder gives a new file (SECURITY.md, "Limits").
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -38,8 +42,10 @@ pub(crate) fn copy(
     let names = |fd: BorrowedFd<'_>| -> io::Result<Vec<Vec<u8>>> {
         let len = match flistxattr_query(fd) {
             Ok(len) => len,
-            // No attributes on this file system.
-            Err(rustix::io::Errno::OPNOTSUPP) => return Ok(Vec::new()),
+            // No attributes on this file system (macOS says `ENOTSUP`, another number there).
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOTSUP => {
+                return Ok(Vec::new())
+            }
             Err(e) => return Err(e.into()),
         };
         if len > MAX_BYTES {

@@ -591,7 +591,18 @@ pub fn wait_until_ended(child: &Child) {
         return;
     };
     let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
-    while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(pid), options) {}
+    loop {
+        match waitid(WaitId::Pid(pid), options) {
+            Err(rustix::io::Errno::INTR) => {}
+            // macOS reports a stopped child too (its kernel's `WSTOPPED` holds `WEXITED`'s bit),
+            // and again at once while it stays stopped (Ctrl-Z in the editor): looked at again
+            // every 100 ms until it ends, so that its pid is still known to a stop meanwhile.
+            Ok(Some(status)) if !(status.exited() || status.killed() || status.dumped()) => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Whether `$EDITOR` is told to stop at a stop ([`ask_to_stop`], then [`kill_now`]).
