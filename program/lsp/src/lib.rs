@@ -298,7 +298,8 @@ struct Slot {
     /// that crashes does not get a fresh budget each time, and cannot fill the run's log alone.
     log_budget: Arc<std::sync::atomic::AtomicU64>,
     /// Since when it has been starting, across its restarts (seen starting at a question, and
-    /// not running since): past [`LspLimits::late_after`] its set answers without it.
+    /// not running since, neither seen by a question nor ended after running): past
+    /// [`LspLimits::late_after`] its set answers without it.
     starting_since: Option<Instant>,
 }
 
@@ -1089,6 +1090,11 @@ impl Inner {
                 return Some(server.clone());
             };
             if slot.counted != Some(server.pid) {
+                // One that ran ends the slot's time starting: the start in its place is a new
+                // one (seen running by no question, it was never cleared).
+                if server.ran() {
+                    slot.starting_since = None;
+                }
                 // A server that ran well for a while before crashing starts a fresh series of restarts.
                 if exited_at.duration_since(server.started) > Duration::from_secs(300) {
                     slot.restarts = 0;

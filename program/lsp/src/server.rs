@@ -239,6 +239,11 @@ impl ServerProcess {
         state.exited_at.filter(|_| state.reaped)
     }
 
+    /// Whether it ran (answered `initialize`), whatever its phase now.
+    pub fn ran(&self) -> bool {
+        self.shared.lock().ran
+    }
+
     pub fn can_format(&self) -> bool {
         self.shared.lock().caps.formatting
     }

@@ -403,6 +403,8 @@ pub(crate) struct State {
     hung: bool,
     /// When the phase became `Exited`.
     pub exited_at: Option<std::time::Instant>,
+    /// Set when the server answered `initialize` (the phase became `Running`), and kept after.
+    pub ran: bool,
     /// What calls other than [`State::handle`] leave for the driver to do once it has let go of
     /// the state ([`State::take_effects`]): a file whose diagnostics were forgotten, a log line.
     effects: Vec<Effect>,
@@ -463,6 +465,7 @@ impl State {
             stopping: false,
             hung: false,
             exited_at: None,
+            ran: false,
             effects: Vec::new(),
             progress: HashMap::new(),
             asked: HashMap::new(),
@@ -1582,6 +1585,7 @@ impl State {
                 effects.extend(unread.into_iter().map(Effect::Log));
                 self.static_caps = self.caps.clone();
                 self.phase = Phase::Running;
+                self.ran = true;
                 self.notify::<note::Initialized>(&lsp_types::InitializedParams {});
                 for (path, language, text, disk) in std::mem::take(&mut self.early) {
                     self.sync_shared(&path, &language, &SharedText::held(&text), disk);

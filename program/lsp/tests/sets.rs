@@ -378,6 +378,42 @@ fn a_server_of_a_set_still_starting_leaves_the_answer_not_fresh() {
     fx.shutdown_leaves_nothing(&["types", "lint"]);
 }
 
+/// A server seen starting by a question, then running for longer than `late_after` with no
+/// question seeing it so, then killed: its restart is a start of its own, waited for. Before, the
+/// slot still counted as starting since the first question, and the next one left the restarted
+/// server out at once ("no answer for over 1 s"), answering nothing known.
+#[test]
+fn a_server_restarted_after_running_is_waited_for_again() {
+    let fx = set_of(("good", "types"), &[], |c| {
+        c.limits.late_after = Duration::from_secs(1);
+        c.limits.restart_backoff = Duration::from_millis(50);
+    });
+    let f = fx.file("a.zz");
+    let ask = |text: &str| {
+        fx.lsp
+            .check(&f, text, Instant::now() + Duration::from_secs(10))
+    };
+    let first = ask("types\n");
+    assert!(first.fresh && first.down.is_empty(), "{first:?}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = fx.pids("types")[0];
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let gone = Instant::now() + Duration::from_secs(5);
+    while procs::seen(pid).is_some_and(procs::alive) && Instant::now() < gone {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let after = ask("types\ntypes\n");
+    assert!(after.fresh && after.down.is_empty(), "{after:?}");
+    assert_eq!(after.diagnostics.len(), 2, "{after:?}");
+    assert_eq!(fx.pids("types").len(), 2);
+    fx.shutdown_leaves_nothing(&["types"]);
+}
+
 /// A server of the set without an answer for long (here `late_after` is 1 s): one that answered
 /// `initialize` and then hangs, one that never answers `initialize` (across its restarts): past
 /// `late_after`, the answer is the others' diagnostics, fresh, naming the late one; before it,
