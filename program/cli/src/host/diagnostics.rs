@@ -36,7 +36,8 @@ use super::Host;
 use crate::lsp::{Log, Warm, WARM_MAX};
 use crate::ui;
 
-/// Notes ([`LanguageServers::note_once`]) remembered at most; the last one says so.
+/// Notes ([`LanguageServers::note_once`]) remembered at most, of each kind ([`Noted`]); the
+/// last one of a kind says so.
 const MAX_NOTES: usize = 256;
 const LAST_NOTE: &str =
     "language servers: more notes like these are not shown (this many were, in this run)";
@@ -162,7 +163,7 @@ pub struct LanguageServers {
     /// Files changed through the bridge, and the last answers.
     memory: Mutex<Memory>,
     /// What the log has been told once already.
-    noted: Mutex<HashSet<String>>,
+    noted: Mutex<Noted>,
     /// Threads checking an `openDiff`'s file ([`LanguageServers::opening`]) or refreshing a
     /// changed one ([`LanguageServers::changed`]), at most [`REFRESHES`].
     refreshing: Budget,
@@ -222,6 +223,25 @@ fn not_known(uri: &str, down: &[Down]) -> ToolResult {
         message.push_str(&format!("; waiting for {}", late.join("; ")));
     }
     ToolResult::error(message)
+}
+
+/// The keys of the notes told once ([`LanguageServers::note_once`]), in two sets of
+/// [`MAX_NOTES`] each: those about a file a client named (ever new ones can come, from a client
+/// asking about files outside the workspace) cannot use up the room of those about the servers
+/// and the languages (a server given up on, none installed), which are then still said.
+#[derive(Default)]
+struct Noted {
+    files: HashSet<String>,
+    servers: HashSet<String>,
+}
+
+/// Which of [`Noted`]'s sets a note is kept in.
+#[derive(Clone, Copy)]
+enum About {
+    /// A file (or an extension) a client named.
+    File,
+    /// A server, a language, or the bridge's own work.
+    Servers,
 }
 
 /// Why a language has no server to ask ([`LanguageServers::unavailable`]).
@@ -429,7 +449,7 @@ impl LanguageServers {
             log,
             ws,
             memory: Mutex::new(Memory::default()),
-            noted: Mutex::new(HashSet::new()),
+            noted: Mutex::new(Noted::default()),
             refreshing: Budget::new(REFRESHES),
             watching: Budget::new(REFRESHES),
             warm_opening: Budget::new(WARM_MAX),
@@ -806,11 +826,21 @@ impl LanguageServers {
     /// and at most [`MAX_NOTES`] are remembered, so that a client asking about ever new files
     /// cannot grow the set or flood the terminal.
     fn note_once(&self, key: String, line: &str) {
+        self.note_once_about(About::Servers, key, line);
+    }
+
+    /// As [`LanguageServers::note_once`], for a note about a file (or an extension) a client
+    /// named, kept apart ([`Noted`]).
+    fn note_once_about(&self, about: About, key: String, line: &str) {
         let mut noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
-        if noted.len() >= MAX_NOTES || !noted.insert(cut(&key).into_owned()) {
+        let kept = match about {
+            About::File => &mut noted.files,
+            About::Servers => &mut noted.servers,
+        };
+        if kept.len() >= MAX_NOTES || !kept.insert(cut(&key).into_owned()) {
             return;
         }
-        let last = noted.len() == MAX_NOTES;
+        let last = kept.len() == MAX_NOTES;
         drop(noted);
         for line in [Some(cut(line)), last.then_some(Cow::Borrowed(LAST_NOTE))]
             .into_iter()
@@ -880,7 +910,8 @@ impl LanguageServers {
         let Some(named) = named_path(uri) else {
             if claude_ide_bridge::is_file_uri(uri) {
                 // `file:///c/x` on Windows (no drive written), or escapes that decode to no text.
-                self.note_once(
+                self.note_once_about(
+                    About::File,
                     format!("no file {uri}"),
                     &format!(
                         "language servers: not asked about {uri}: it names no file on this system"
@@ -893,7 +924,8 @@ impl LanguageServers {
             let ext = Path::new(&named)
                 .extension()
                 .map_or_else(|| "(none)".into(), |e| e.to_string_lossy().into_owned());
-            self.note_once(
+            self.note_once_about(
+                About::File,
                 format!("extension {ext}"),
                 &format!("language servers: no language known for files with extension {ext}: getDiagnostics answers [] for them (add one with --lsp {ext}=COMMAND)"),
             );
@@ -917,7 +949,8 @@ impl LanguageServers {
             }
             Err(e @ Error::Outside { .. }) => {
                 // Nothing known about it: no file outside the workspace goes to a server.
-                self.note_once(
+                self.note_once_about(
+                    About::File,
                     format!("outside {uri}"),
                     &format!("language servers: not asked about {uri}: {e}"),
                 );
@@ -1763,6 +1796,33 @@ mod tests {
         );
         // Accepted contents on their way: the server keeps them (the case the skip is for).
         assert!(!checked("on_its_way.py", (other, Duration::ZERO)));
+    }
+
+    /// Notes about files a client named, past their bound, leave the notes about servers their
+    /// own room: a server given up on after a client asked about hundreds of files outside the
+    /// workspace is still said (it was not: one set held both).
+    #[cfg(unix)]
+    #[test]
+    fn notes_about_files_leave_room_for_notes_about_servers() {
+        let fake = Fake::new();
+        for n in 0..MAX_NOTES + 40 {
+            let answer = fake
+                .servers
+                .file(&format!("file:///elsewhere/{n}.py"), Asker::Model);
+            assert!(!answer.is_error, "{answer:?}");
+        }
+        fake.servers.note_once(
+            "failed python gave up".to_owned(),
+            "language servers: python: exited; gave up after 3 restarts",
+        );
+        let log = std::fs::read_to_string(fake._dir.path().join("lsp.log")).unwrap();
+        let about_files = log.matches("not asked about file:///elsewhere/").count();
+        assert_eq!(about_files, MAX_NOTES);
+        assert_eq!(log.matches(LAST_NOTE).count(), 1);
+        assert!(
+            log.contains("python: exited; gave up after 3 restarts"),
+            "{log}"
+        );
     }
 
     /// `getDiagnostics {uri}` with nothing pending: the client's own check (a `_meta` naming no
