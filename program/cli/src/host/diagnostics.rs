@@ -560,6 +560,17 @@ impl LanguageServers {
                 .into(),
             )
             .spawn(move || {
+                /// However the check ends (a panic too): its place given back, and its file no
+                /// longer counted as under check (every later accept of it would wait its
+                /// longest for a check that never ends).
+                struct Done<'a>(&'a LanguageServers, OnDisk, &'a str);
+                impl Drop for Done<'_> {
+                    fn drop(&mut self) {
+                        self.0.budget(self.1).give_back();
+                        self.0.checked_on_disk(self.2);
+                    }
+                }
+                let _done = Done(&me, why, &file_path);
                 let (read, stamp) = read_stamped(&me.ws, &file_path);
                 if let Ok(Some(t)) = read {
                     let path = PathBuf::from(&t.path);
@@ -586,8 +597,6 @@ impl LanguageServers {
                         }
                     }
                 }
-                me.budget(why).give_back();
-                me.checked_on_disk(&file_path);
             });
         if spawned.is_err() {
             self.budget(why).give_back();
