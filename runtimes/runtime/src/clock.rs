@@ -1,3 +1,5 @@
+//! The runtimes' clock ([`Clock`]): the monotonic `now` the engine is given, which tests can move
+//! forward.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,3 +1,7 @@
+//! What both runtimes do at start and after each call into the engine ([`Core`]): bind the
+//! listener, take the token, write the lock file, drain the engine's events and ready
+//! connections, keep and remove the lock file, log; and [`ListenError`], a start refused by the
+//! port.
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

@@ -23,10 +23,11 @@
 //!   Ctrl-Break and closing the console on Windows) before the process ends.
 //! - [`terminal`]: what was typed on the terminal and not read yet, dropped before a question.
 //!
-//! What differs between operating systems lives in one private module per platform
-//! (`src/sys/unix.rs`, `src/sys/windows.rs`) behind one interface.
 //! - [`Logger`]: debug logging of connection events, never of the token. [`Clock`]: the engine's
 //!   `now`, which tests can move forward.
+//!
+//! What differs between operating systems lives in one private module per platform
+//! (`src/sys/unix.rs`, `src/sys/windows.rs`) behind one interface.
 //!
 //! ```no_run
 //! use claude_ide_bridge::LockFile;
@@ -41,7 +42,8 @@
 //! ```
 
 // Unsafe code only in `sys/windows.rs`, for Win32 calls std does not wrap, and in `sys/unix.rs`
-// for glibc's `mallopt` and `malloc_trim` (`memory`).
+// for glibc's `mallopt` and `malloc_trim` (`memory`) and `sigaction` (which signals the process
+// started ignoring).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,3 +1,5 @@
+//! Debug lines about connections ([`Logger`]), to stderr with `CLAUDE_IDE_BRIDGE_LOG=debug` or to
+//! a host's own callback.
 use std::fmt;
 use std::sync::Arc;
 

@@ -1,3 +1,4 @@
+//! What a server is started with ([`Options`]) and where its lock file goes ([`LockFileMode`]).
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
