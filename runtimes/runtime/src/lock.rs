@@ -92,7 +92,7 @@ fn check_lock_dir(dir: &Path) -> io::Result<()> {
 /// would hold for seconds.
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     let tmp = write_temp(dir, name, contents)?;
-    let written = fs::rename(&tmp, dir.join(name));
+    let written = again_while_held(|| fs::rename(&tmp, dir.join(name)));
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }
@@ -124,21 +124,40 @@ fn write_temp(dir: &Path, name: &str, contents: &[u8]) -> io::Result<PathBuf> {
     }
 }
 
+/// `op`, tried again for up to half a second while it fails for a moment only (Windows: a virus
+/// scanner or an indexer has the file just written open, [`sys::held_for_a_moment`]).
+fn again_while_held(mut op: impl FnMut() -> io::Result<()>) -> io::Result<()> {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    loop {
+        match op() {
+            Err(e) if sys::held_for_a_moment(&e) && std::time::Instant::now() < give_up => {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            done => return done,
+        }
+    }
+}
+
 /// Writes the lock file `dir/name` (as [`write_atomic`]) where no live process's lock file is:
 /// the new file is linked to its name, which fails when one is there; a stale one there (its
 /// writer gone, or this process's own) is set aside and removed, and the link tried again. Two
 /// processes writing the same name at once (two bridges given one port, each bound to another
 /// address) cannot both have it: the one that finds the other's refuses the port. Without hard
-/// links (FAT, some network file systems) the file is renamed over the name, as before.
+/// links (FAT, some network file systems: [`sys::links_unsupported`]) the file is renamed over
+/// the name, as before; any other failure of the link is the write's (a rename then would
+/// replace whatever is there, a live process's file too).
 fn write_lock_new(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     let path = dir.join(name);
     let tmp = write_temp(dir, name, contents)?;
     let written = (|| {
         for _ in 0..8 {
-            match fs::hard_link(&tmp, &path) {
+            match again_while_held(|| fs::hard_link(&tmp, &path)) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(_) => return fs::rename(&tmp, &path),
+                Err(e) if sys::links_unsupported(&e) => {
+                    return again_while_held(|| fs::rename(&tmp, &path))
+                }
+                Err(e) => return Err(e),
             }
             let meta = match fs::symlink_metadata(&path) {
                 Ok(meta) => meta,

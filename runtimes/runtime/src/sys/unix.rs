@@ -224,6 +224,25 @@ pub(crate) fn same_file(a: &Metadata, b: &Metadata) -> bool {
     a.ino() == b.ino() && a.dev() == b.dev()
 }
 
+/// Whether linking a file to a new name failed because the file system has no hard links (FAT's
+/// `EPERM`, another's `ENOTSUP`), so that the file may be renamed into place instead; not for a
+/// failure another try or a rename would meet too.
+pub(crate) fn links_unsupported(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    e.kind() == io::ErrorKind::Unsupported
+        || e.raw_os_error().is_some_and(|code| {
+            [Errno::PERM, Errno::NOTSUP, Errno::OPNOTSUPP, Errno::NOSYS]
+                .iter()
+                .any(|no| no.raw_os_error() == code)
+        })
+}
+
+/// Whether a file operation failed for a moment only (another process holding the file): never
+/// on Unix, where nothing holds a name.
+pub(crate) fn held_for_a_moment(_: &io::Error) -> bool {
+    false
+}
+
 /// `kill(pid, 0)`: alive unless it says there is no such process (a process of another user
 /// answers "not permitted", and is alive). Pids that cannot name a process (0, or too large)
 /// count as alive, so their files are kept.
@@ -459,6 +478,27 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
     use std::time::Duration;
+
+    /// A link refused because the file system has none falls back to a rename; one refused for
+    /// another reason does not (a rename would replace what is there).
+    #[test]
+    fn only_a_file_system_without_links_falls_back_to_a_rename() {
+        use rustix::io::Errno;
+        let e = |no: Errno| io::Error::from_raw_os_error(no.raw_os_error());
+        for no in [Errno::PERM, Errno::NOTSUP, Errno::NOSYS] {
+            assert!(links_unsupported(&e(no)), "{no:?}");
+        }
+        for no in [
+            Errno::ACCESS,
+            Errno::EXIST,
+            Errno::NOSPC,
+            Errno::ROFS,
+            Errno::IO,
+        ] {
+            assert!(!links_unsupported(&e(no)), "{no:?}");
+            assert!(!held_for_a_moment(&e(no)), "{no:?}");
+        }
+    }
 
     /// The start is the 22nd field, after a name that may hold spaces and parentheses.
     #[test]

@@ -421,6 +421,26 @@ pub(crate) fn same_file(a: &Metadata, b: &Metadata) -> bool {
         && a.file_size() == b.file_size()
 }
 
+/// Whether linking a file to a new name failed because the volume has no hard links (FAT's
+/// `ERROR_INVALID_FUNCTION`, a share's `ERROR_NOT_SUPPORTED`), so that the file may be renamed
+/// into place instead; not for a failure another try or a rename would meet too.
+pub(crate) fn links_unsupported(e: &io::Error) -> bool {
+    const ERROR_INVALID_FUNCTION: i32 = 1;
+    const ERROR_NOT_SUPPORTED: i32 = 50;
+    e.kind() == io::ErrorKind::Unsupported
+        || matches!(
+            e.raw_os_error(),
+            Some(ERROR_INVALID_FUNCTION | ERROR_NOT_SUPPORTED)
+        )
+}
+
+/// Whether a file operation failed for a moment only: another process (a virus scanner, an
+/// indexer) has the file just written open, and Windows refuses a link or a rename meanwhile
+/// (`ERROR_ACCESS_DENIED`, `ERROR_SHARING_VIOLATION`, `ERROR_LOCK_VIOLATION`).
+pub(crate) fn held_for_a_moment(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(5 | 32 | 33))
+}
+
 /// Alive unless Windows says there is no such process or that it has exited: `OpenProcess`
 /// failing with "invalid parameter", or its exit code being set. Access denied (a process of
 /// another user, or a protected one) and pid 0 count as alive.
@@ -614,6 +634,21 @@ mod tests {
     use windows_sys::Win32::Storage::FileSystem::{
         FILE_ACTION_ADDED, FILE_ACTION_RENAMED_NEW_NAME,
     };
+
+    /// A link refused because the volume has none falls back to a rename; a file held open by
+    /// another process for a moment is tried again; anything else is the write's failure.
+    #[test]
+    fn link_failures_are_told_apart() {
+        let e = io::Error::from_raw_os_error;
+        assert!(links_unsupported(&e(1)) && links_unsupported(&e(50)));
+        assert!(held_for_a_moment(&e(5)) && held_for_a_moment(&e(32)) && held_for_a_moment(&e(33)));
+        for code in [5, 32, 33, 80, 112, 183] {
+            assert!(!links_unsupported(&e(code)), "{code}");
+        }
+        for code in [1, 50, 80, 112, 183] {
+            assert!(!held_for_a_moment(&e(code)), "{code}");
+        }
+    }
 
     /// `FILE_NOTIFY_INFORMATION` records as Windows writes them, each 4-byte aligned.
     fn records(changes: &[(u32, &str)]) -> Vec<u8> {
