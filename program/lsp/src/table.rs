@@ -364,16 +364,25 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
             .map(|n| dir.join(n))
             .find(|candidate| is_executable(candidate))?
     } else {
-        let path = std::env::var_os("PATH")?;
-        let names = candidate_names(program, exts.as_deref());
-        std::env::split_paths(&path)
-            .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
-            .find(|candidate| is_executable(candidate))?
+        on_path(program, &std::env::var_os("PATH")?, exts.as_deref())?
     };
     let rustup_home = std::env::var_os("RUSTUP_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".rustup")));
     (!is_empty_rustup_proxy(&path, rustup_home.as_deref())).then_some(path)
+}
+
+/// The first executable file named as `program` may be ([`candidate_names`]) in a folder of
+/// `path` (a `PATH` value). Only absolute folders: an empty entry (`a::b`, a trailing `:` or
+/// `;`) or a relative one would name a folder of the bridge's working directory, where a
+/// workspace's own `pyright-langserver` would be taken for the installed one (std's own search
+/// on Windows passes over empty entries too).
+fn on_path(program: &str, path: &std::ffi::OsStr, exts: Option<&str>) -> Option<PathBuf> {
+    let names = candidate_names(program, exts);
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+        .find(|candidate| is_executable(candidate))
 }
 
 /// The file names a program called `program` may have, in the order looked for: with no
@@ -509,6 +518,38 @@ pub struct Missing {
 
 #[cfg(test)]
 mod tests {
+    /// Only `PATH`'s absolute folders are looked in: an empty entry or a relative one (the
+    /// working directory's folders) is passed over, as the bridge's working directory may be a
+    /// workspace holding a program of the same name.
+    #[cfg(unix)]
+    #[test]
+    fn only_absolute_path_folders_are_looked_in() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let prog = dir.path().join("some-langserver");
+        std::fs::write(&prog, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The same folder named from the working directory.
+        let here = std::env::current_dir().unwrap();
+        let mut relative = PathBuf::new();
+        for _ in here.components().skip(1) {
+            relative.push("..");
+        }
+        relative.push(dir.path().strip_prefix("/").unwrap());
+        assert!(relative.is_relative() && relative.join("some-langserver").exists());
+        let path = |entries: &[&Path]| std::env::join_paths(entries).unwrap();
+        let found = super::on_path(
+            "some-langserver",
+            &path(&[Path::new("/nowhere"), dir.path()]),
+            None,
+        );
+        assert_eq!(found.as_deref(), Some(prog.as_path()));
+        assert_eq!(
+            super::on_path("some-langserver", &path(&[&relative]), None),
+            None
+        );
+    }
+
     use super::*;
 
     #[test]
