@@ -92,6 +92,20 @@ pub fn check_windows_name(name: &str) -> Result<(), String> {
     sys::winpath::check_name(name)
 }
 
+/// `path` as Windows compares file names, ignoring case as NTFS does (each character
+/// upper-cased to one, `ß` and characters outside the Basic Multilingual Plane kept): two
+/// spellings of one Windows path have the same key. A pure function, on every OS.
+///
+/// ```
+/// use claude_ide_bridge_files::windows_case_key;
+///
+/// assert_eq!(windows_case_key(r"c:\Users\émilie\a.rs"), windows_case_key(r"C:\USERS\ÉMILIE\A.RS"));
+/// assert_ne!(windows_case_key("straße"), windows_case_key("STRASSE"));
+/// ```
+pub fn windows_case_key(path: &str) -> String {
+    sys::winpath::case_key(path)
+}
+
 /// A file read as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Text {

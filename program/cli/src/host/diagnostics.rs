@@ -1170,13 +1170,7 @@ impl LanguageServers {
         let recent: Vec<PathBuf> = self.memory().recent.iter().cloned().collect();
         // Told apart as `same_uri` does (as `editor_reported` and `on_lsp_change`): the editor's
         // URI of a file may be spelled otherwise than the server's (escapes, a drive's case).
-        let fold = |p: String| {
-            if crate::sys::PATHS_IGNORE_CASE {
-                p.to_ascii_lowercase()
-            } else {
-                p
-            }
-        };
+        let fold = |p: String| crate::sys::case_key(&p).into_owned();
         let editor_paths: HashSet<String> = editor
             .keys()
             .filter_map(|u| editor_path(u))
@@ -1466,7 +1460,7 @@ pub(super) fn editor_path(uri: &str) -> Option<String> {
 pub(super) fn same_uri(a: &str, b: &str) -> bool {
     a == b
         || matches!((editor_path(a), editor_path(b)), (Some(x), Some(y))
-            if x == y || (crate::sys::PATHS_IGNORE_CASE && x.eq_ignore_ascii_case(&y)))
+            if x == y || crate::sys::case_key(&x) == crate::sys::case_key(&y))
 }
 
 #[cfg(test)]

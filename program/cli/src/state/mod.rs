@@ -468,11 +468,7 @@ impl Kept {
                     .is_some_and(|s| s.token == lock.auth_token)
                 || (!lock_folders.is_empty()
                     && lock.ide_name == ide_name
-                    && same_folders(
-                        &lock.workspace_folders,
-                        lock_folders,
-                        crate::sys::PATHS_IGNORE_CASE,
-                    ))
+                    && same_folders(&lock.workspace_folders, lock_folders, crate::sys::case_key))
         };
         let live = lock_dir.and_then(held);
         match live {
@@ -560,17 +556,9 @@ impl Kept {
 
 /// Whether two lock files' folders are one set (in any order; in any case where paths ignore it:
 /// a bridge started from `C:\Proj` and one from `c:\proj` serve one workspace).
-fn same_folders(a: &[String], b: &[String], ignore_case: bool) -> bool {
+fn same_folders(a: &[String], b: &[String], key: fn(&str) -> std::borrow::Cow<'_, str>) -> bool {
     let set = |f: &[String]| -> std::collections::BTreeSet<String> {
-        f.iter()
-            .map(|f| {
-                if ignore_case {
-                    f.to_lowercase()
-                } else {
-                    f.clone()
-                }
-            })
-            .collect()
+        f.iter().map(|f| key(f).into_owned()).collect()
     };
     set(a) == set(b)
 }
@@ -824,10 +812,23 @@ pub(crate) mod tests {
     fn folders_are_compared_as_a_set() {
         let v = |f: &[&str]| f.iter().map(|f| f.to_string()).collect::<Vec<_>>();
         let (ab, ba) = (v(&[r"C:\A", r"C:\B"]), v(&[r"C:\B", r"C:\A"]));
-        assert!(same_folders(&ab, &ba, false));
-        assert!(!same_folders(&ab, &v(&[r"C:\A"]), false));
-        assert!(!same_folders(&ab, &v(&[r"c:\a", r"c:\b"]), false));
-        assert!(same_folders(&ab, &v(&[r"c:\a", r"c:\b"]), true));
+        use std::borrow::Cow;
+        fn exact(p: &str) -> Cow<'_, str> {
+            Cow::Borrowed(p)
+        }
+        fn windows(p: &str) -> Cow<'_, str> {
+            Cow::Owned(claude_ide_bridge_files::windows_case_key(p))
+        }
+        assert!(same_folders(&ab, &ba, exact));
+        assert!(!same_folders(&ab, &v(&[r"C:\A"]), exact));
+        assert!(!same_folders(&ab, &v(&[r"c:\a", r"c:\b"]), exact));
+        assert!(same_folders(&ab, &v(&[r"c:\a", r"c:\b"]), windows));
+        let accented = v(&[r"C:\Users\Émilie\proj"]);
+        assert!(same_folders(
+            &accented,
+            &v(&[r"c:\users\émilie\PROJ"]),
+            windows
+        ));
     }
 
     /// A state file in a folder others may write to is not read (the save refused that folder,

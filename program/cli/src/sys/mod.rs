@@ -8,7 +8,7 @@
 //! The interface:
 //!
 //! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
-//!   `PATHS_IGNORE_CASE`: whether paths differing only in case name one file;
+//!   `case_key(path)`: a path as paths are compared (on Windows, ignoring case as NTFS does);
 //! - `state_dir()`, `read_private(path, max)`, `private_dir(dir)`, `check_private_dir(dir)`: the program's state folder and
 //!   the private files in it (`state`); `private_dirs(dir)`, `append_private_file(path)`: the
 //!   language-server log (a private regular file only); `append_private(path)`: the wire log

@@ -32,9 +32,12 @@ use crate::state::Refused;
 /// The variable naming the user's home (where the Windows `claude` looks for `.claude\ide`).
 pub const HOME_VAR: &str = "USERPROFILE";
 
-/// Whether two spellings of a path that differ only in case name one file (`same_uri`): on
-/// Windows they do (`file:///c%3A/w/a.rs` from VS Code, `C:\w\a.rs` from claude).
-pub const PATHS_IGNORE_CASE: bool = true;
+/// A path as paths are compared here: two spellings of one file (`file:///c%3A/w/a.rs` from VS
+/// Code, `C:\W\A.rs` from claude, `Émilie` and `émilie`) have one key, as NTFS compares names
+/// (the files crate's rule, non-ASCII letters too).
+pub fn case_key(path: &str) -> std::borrow::Cow<'_, str> {
+    std::borrow::Cow::Owned(claude_ide_bridge_files::windows_case_key(path))
+}
 
 /// The workspace folders that name its state file: each resolved (a `subst` drive, a junction,
 /// a short name as the folder they name) and in lower case, so that `cd c:\proj` and
@@ -529,6 +532,17 @@ pub fn make_private(_path: &Path) {}
 mod tests {
     use super::*;
     use crate::state::tests::{saved, store};
+
+    /// Two spellings of one path in another case have one key, non-ASCII letters too (a user
+    /// folder `Émilie` typed `émilie`), as NTFS compares names; `ß` is not `SS` there.
+    #[test]
+    fn paths_in_another_case_have_one_key() {
+        assert_eq!(
+            case_key(r"C:\Users\Émilie\a.rs"),
+            case_key(r"c:\users\émilie\A.RS")
+        );
+        assert_ne!(case_key(r"C:\a\straße"), case_key(r"C:\a\STRASSE"));
+    }
 
     /// A folder typed in another case, or reached through a `subst`-like other name, names the
     /// state file the folder does (one workspace, one port); one that cannot be resolved, its

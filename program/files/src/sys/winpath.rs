@@ -97,18 +97,26 @@ impl WinPath {
 /// (`ß` to `SS`, `ﬁ` to `FI`) stays as it is, so `straße` and `STRASSE` are two names there, as
 /// here; so does one outside the Basic Multilingual Plane (two units, a surrogate pair).
 pub(crate) fn same_name(a: &str, b: &str) -> bool {
-    fn fold(c: char) -> char {
-        if u32::from(c) > 0xFFFF {
-            return c;
-        }
-        let mut upper = c.to_uppercase();
-        match (upper.next(), upper.next()) {
-            (Some(u), None) => u,
-            _ => c,
-        }
-    }
     a == b
-        || (a.chars().count() == b.chars().count() && a.chars().map(fold).eq(b.chars().map(fold)))
+        || (a.chars().count() == b.chars().count()
+            && a.chars().map(fold_char).eq(b.chars().map(fold_char)))
+}
+
+/// `name` as [`same_name`] compares it: two names are the same there when their keys are equal.
+pub(crate) fn case_key(name: &str) -> String {
+    name.chars().map(fold_char).collect()
+}
+
+/// One character as the table upper-cases it ([`same_name`]).
+fn fold_char(c: char) -> char {
+    if u32::from(c) > 0xFFFF {
+        return c;
+    }
+    let mut upper = c.to_uppercase();
+    match (upper.next(), upper.next()) {
+        (Some(u), None) => u,
+        _ => c,
+    }
 }
 
 /// Why a path is refused, in words.
@@ -582,5 +590,19 @@ mod tests {
         assert!(!same_name("files", "ﬁles"));
         assert!(same_name("straße", "STRAßE"));
         assert!(!same_name("\u{10428}", "\u{10400}"));
+        for (a, b) in [
+            ("ÉTÉ", "été"),
+            ("straße", "STRAßE"),
+            (r"C:\Émilie\A.rs", r"c:\émilie\a.RS"),
+        ] {
+            assert_eq!(case_key(a), case_key(b), "{a} {b}");
+        }
+        for (a, b) in [
+            ("strasse", "straße"),
+            ("files", "ﬁles"),
+            ("\u{10428}", "\u{10400}"),
+        ] {
+            assert_ne!(case_key(a), case_key(b), "{a} {b}");
+        }
     }
 }

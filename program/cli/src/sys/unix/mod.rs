@@ -25,9 +25,11 @@ use crate::state::Refused;
 /// The variable naming the user's home.
 pub const HOME_VAR: &str = "HOME";
 
-/// Whether two spellings of a path that differ only in case name one file (`same_uri`): not
-/// taken so here (macOS' volumes may be either).
-pub const PATHS_IGNORE_CASE: bool = false;
+/// A path as paths are compared here: as it is (two spellings differing in case are two files
+/// on Linux; macOS' volumes may be either, and are not taken as ignoring it).
+pub fn case_key(path: &str) -> std::borrow::Cow<'_, str> {
+    std::borrow::Cow::Borrowed(path)
+}
 
 /// The workspace folders that name its state file: as served (`posix`), a name's case being
 /// part of it.
