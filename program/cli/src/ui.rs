@@ -287,7 +287,7 @@ pub fn run_editor(
     let status = crate::sys::start_editor(editor, &[file.as_os_str()], Ends::WithBridge, |_| {})
         .and_then(|mut child| {
             *lock() = Some(child.id());
-            crate::sys::wait_until_ended(&child);
+            claude_ide_bridge_runtime::process::wait_until_ended(child.id());
             lock().take();
             child.wait()
         });

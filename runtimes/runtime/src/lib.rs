@@ -22,6 +22,8 @@
 //! - [`signals`]: a process-wide registry of live lock files removed on SIGINT/SIGTERM (Ctrl-C,
 //!   Ctrl-Break and closing the console on Windows) before the process ends.
 //! - [`terminal`]: what was typed on the terminal and not read yet, dropped before a question.
+//! - [`process`]: a child process waited for until it ends, left unreaped so that its id is
+//!   still its own to a signal meanwhile.
 //!
 //! - [`Logger`]: debug logging of connection events, never of the token. [`Clock`]: the engine's
 //!   `now`, which tests can move forward.
@@ -54,6 +56,7 @@ pub mod lock;
 mod log;
 pub mod memory;
 mod options;
+pub mod process;
 mod shared;
 pub mod signals;
 mod sys;

@@ -301,10 +301,6 @@ pub fn stopped() {
 /// gives them the console's events (Ctrl-C, closed, logoff, shutdown) itself.
 pub fn ask_to_stop(_pid: u32) {}
 
-/// Returns at once: nothing is sent to a program the bridge waits for ([`ask_to_stop`]), so
-/// nothing needs its process kept from being reaped.
-pub fn wait_until_ended(_child: &Child) {}
-
 /// Ends `run`'s command at once, with what it started (its Job Object, [`spawn_tied`], closed
 /// with "kill on job close"): after a panic of one of the bridge's threads, or the bridge told
 /// twice to stop. Nothing was sent on Windows before, and the bridge waited for a command that

@@ -2,9 +2,7 @@
 
 use std::process::{Child, Command};
 
-use rustix::process::{
-    kill_process_group, waitid, waitpid, Pid, Signal, WaitId, WaitIdOptions, WaitOptions,
-};
+use rustix::process::{kill_process_group, waitpid, Pid, Signal, WaitOptions};
 
 /// Makes the command start in a process group of its own, which is the tree [`kill_tree`]
 /// kills (and which a Ctrl-C in the bridge's terminal does not reach).
@@ -50,24 +48,9 @@ pub(crate) fn watch_exit(
     child: Child,
     on_exit: impl FnOnce() + Send + 'static,
 ) -> (ExitWatch, std::io::Result<()>) {
-    let pid = pid_of(child.id());
+    let pid = child.id();
     let wait = move || {
-        if let Some(pid) = pid {
-            let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
-            loop {
-                match waitid(WaitId::Pid(pid), options) {
-                    Err(rustix::io::Errno::INTR) => {}
-                    // macOS reports a stopped child too, and again at once while it stays
-                    // stopped (its status is left pending): looked at again each second then.
-                    Ok(Some(status))
-                        if !(status.exited() || status.killed() || status.dumped()) =>
-                    {
-                        std::thread::sleep(std::time::Duration::from_secs(1));
-                    }
-                    _ => break,
-                }
-            }
-        }
+        claude_ide_bridge_runtime::process::wait_until_ended(pid);
         on_exit();
     };
     let thread = std::thread::Builder::new()

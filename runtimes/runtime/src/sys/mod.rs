@@ -20,6 +20,7 @@
 //!   is dropped (a thread asleep until something happens: inotify on Linux, kqueue on macOS,
 //!   `ReadDirectoryChangesW` on Windows; none on the other Unixes);
 //! - `pid_alive(pid)`: whether a process exists; `process_started(pid)`: when it started;
+//! - `wait_until_ended(pid)`: waits for a child to end, leaving it unreaped;
 //! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
 //! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
 //! - `cancel_blocked(&TcpStream)`: ends the calls another thread is blocked in on a socket that

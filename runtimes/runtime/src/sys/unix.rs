@@ -256,6 +256,25 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// `waitid(WEXITED | WNOWAIT)` until child `pid` has ended, past its stops (macOS reports a
+/// stopped child with `WEXITED`'s bit, and again at once while it stays stopped).
+pub(crate) fn wait_until_ended(pid: u32) {
+    use rustix::process::{waitid, WaitId, WaitIdOptions};
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+    loop {
+        match waitid(WaitId::Pid(pid), options) {
+            Err(rustix::io::Errno::INTR) => {}
+            Ok(Some(status)) if !(status.exited() || status.killed() || status.dumped()) => {
+                std::thread::sleep(crate::process::STOPPED_LOOK_AGAIN);
+            }
+            _ => return,
+        }
+    }
+}
+
 /// When process `pid` started, as this host's wall clock told it then: not known on Linux, which
 /// keeps a process's start only as a time after boot. Turned into a wall-clock time with the
 /// clock since boot, it moves with every step of the wall clock (a virtual machine resumed after

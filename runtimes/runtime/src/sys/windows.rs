@@ -36,6 +36,7 @@ use windows_sys::Win32::System::Console::{
 use windows_sys::Win32::System::Threading::{
     CreateEventW, GetExitCodeProcess, GetProcessTimes, OpenProcess, ResetEvent, SetEvent,
     WaitForMultipleObjects, WaitForSingleObject, INFINITE, PROCESS_QUERY_LIMITED_INFORMATION,
+    PROCESS_SYNCHRONIZE,
 };
 use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
 
@@ -460,6 +461,22 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
         let got = GetExitCodeProcess(handle, &mut code);
         CloseHandle(handle);
         got == 0 || code == STILL_ACTIVE as u32
+    }
+}
+
+/// Waits on process `pid`'s handle until it has ended (a process's id is not reused while a
+/// handle to it is open: the caller's `Child` holds one).
+pub(crate) fn wait_until_ended(pid: u32) {
+    // SAFETY: OpenProcess takes plain values and returns a handle or null.
+    let handle = unsafe { OpenProcess(PROCESS_SYNCHRONIZE, 0, pid) };
+    if handle.is_null() {
+        return;
+    }
+    // SAFETY: `handle` is a process handle opened above with the right to wait on it; it is
+    // closed once, here.
+    unsafe {
+        WaitForSingleObject(handle, INFINITE);
+        CloseHandle(handle);
     }
 }
 

@@ -584,29 +584,6 @@ fn by_sh<'a>(program: &OsStr, args: impl IntoIterator<Item = &'a OsStr>) -> Comm
     sh
 }
 
-/// Waits until `child` has ended, without reaping it (`Child::wait` does that next): until then
-/// its pid stays its own, so a stop sent to it meanwhile ([`ask_to_stop`], [`kill_now`]) cannot
-/// reach another process.
-pub fn wait_until_ended(child: &Child) {
-    use rustix::process::{waitid, WaitId, WaitIdOptions};
-    let Some(pid) = pid_of(child.id()) else {
-        return;
-    };
-    let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
-    loop {
-        match waitid(WaitId::Pid(pid), options) {
-            Err(rustix::io::Errno::INTR) => {}
-            // macOS reports a stopped child too (its kernel's `WSTOPPED` holds `WEXITED`'s bit),
-            // and again at once while it stays stopped (Ctrl-Z in the editor): looked at again
-            // every 100 ms until it ends, so that its pid is still known to a stop meanwhile.
-            Ok(Some(status)) if !(status.exited() || status.killed() || status.dumped()) => {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            _ => return,
-        }
-    }
-}
-
 /// Whether `$EDITOR` is told to stop at a stop ([`ask_to_stop`], then [`kill_now`]).
 pub const SIGNALS_EDITOR: bool = true;
 
