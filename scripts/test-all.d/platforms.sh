@@ -138,8 +138,8 @@ for args in "${WINE_TESTS[@]}"; do
 done
 lap "tests under Wine"
 
-# The console's Ctrl-C stopping the Windows bridge, and `ask` dropping keys typed before its
-# question (program/cli/tests/console.rs). Wine gives a
+# The console's Ctrl-C stopping the Windows bridge, `ask` dropping keys typed before its
+# question and putting the console's modes back after `$EDITOR` (program/cli/tests/console.rs). Wine gives a
 # program a console only on a terminal (piped, GenerateConsoleCtrlEvent fails with
 # ERROR_INVALID_ACCESS), so this runs in a pseudo-terminal from util-linux's `script` (-e: its
 # status is the test's). Skipped: the Ctrl-Break test, since Wine 8.0 refuses

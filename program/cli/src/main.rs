@@ -817,7 +817,7 @@ fn serve(
         // The terminal's settings, put back when the command is ended by a signal (the bridge
         // kills it when told twice to stop, or after a panic): claude killed in raw mode left
         // the shell's prompt without echo, its cursor hidden.
-        let terminal = sys::save_terminal();
+        let terminal = ui::save_terminal();
         // Started from this thread, which lives as long as the program: tied to it, the command
         // ends with the bridge even when the bridge is killed.
         match sys::spawn_tied(c) {
@@ -828,9 +828,8 @@ fn serve(
                 let spawned = waiter.spawn(move || {
                     let _stop = StopOnPanic::new(&tx, host::COMMAND_THREAD);
                     let status = sys::wait_for_command(&mut child);
-                    // (A status without a code: ended by a signal, on Unix.)
-                    if status.as_ref().is_ok_and(|s| s.code().is_none()) {
-                        sys::restore_terminal(terminal, true);
+                    if status.as_ref().is_ok_and(sys::ended_abnormally) {
+                        ui::restore_terminal(terminal, true);
                     }
                     panic::command_ended();
                     let _ = tx.send(HostInput::ChildExited(status));

@@ -273,6 +273,43 @@ pub fn editor_command() -> Option<OsString> {
         .find(|v| !v.is_empty())
 }
 
+/// What an `abnormal` end writes to the terminal ([`restore_terminal`]): the modes a full-screen
+/// program sets and undoes as it exits (claude does), which one killed leaves set: the alternate
+/// screen left, the cursor shown, mouse reports (1000, 1002, 1003, 1006), focus reports (1004),
+/// colour-scheme reports (2031) and bracketed paste (2004) off, line wrapping on, and the kitty
+/// keyboard protocol's mode popped (`CSI < u`; a terminal without it ignores it). Without this,
+/// the shell after a claude killed got focus and mouse sequences, and CSI-u keys in kitty,
+/// ghostty, wezterm or foot. Windows' console takes the same sequences.
+pub const TERMINAL_RESET: &[u8] =
+    b"\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\
+    \x1b[?1004l\x1b[?2031l\x1b[?2004l\x1b[?7h\x1b[<u";
+
+/// The terminal's settings now, to put back after a program run on it ([`restore_terminal`]);
+/// `None` when standard input is not a terminal.
+pub fn save_terminal() -> Option<claude_ide_bridge_runtime::terminal::Settings> {
+    claude_ide_bridge_runtime::terminal::Settings::save()
+}
+
+/// Puts the terminal's settings back as they were saved (an editor killed in raw mode leaves
+/// Enter sending `\r` unmapped, no echo and no Ctrl-C; on Windows a console in virtual-terminal
+/// input), and after an `abnormal` end (by a signal, or any failure) also writes
+/// [`TERMINAL_RESET`], the modes such a program left. Straight to the terminal: these are no
+/// colours for `NO_COLOR` to strip.
+pub fn restore_terminal(
+    saved: Option<claude_ide_bridge_runtime::terminal::Settings>,
+    abnormal: bool,
+) {
+    let Some(saved) = saved else {
+        return;
+    };
+    // In the background of its terminal (Ctrl-Z, then `bg`, while the editor ran), setting the
+    // terminal would stop the whole bridge (SIGTTOU); the shell sets it for whoever has it.
+    if !crate::sys::terminal_is_ours() {
+        return;
+    }
+    saved.restore(abnormal.then_some(TERMINAL_RESET));
+}
+
 /// Runs the editor on `file` in the foreground and waits for it, its pid in `running`
 /// meanwhile (a stop ends it: `Host::end_edit`). The command may carry arguments
 /// (`EDITOR="code --wait"`; see `sys::start_editor`). The terminal's settings are put back
@@ -282,7 +319,7 @@ pub fn run_editor(
     file: &Path,
     running: &Mutex<Option<u32>>,
 ) -> io::Result<ExitStatus> {
-    let saved = crate::sys::save_terminal();
+    let saved = save_terminal();
     let lock = || running.lock().unwrap_or_else(|e| e.into_inner());
     let status = crate::sys::start_editor(editor, &[file.as_os_str()], Ends::WithBridge, |_| {})
         .and_then(|mut child| {
@@ -294,7 +331,7 @@ pub fn run_editor(
     // Failed (killed: the shell running it reports 128 + the signal), in whatever state it left
     // the terminal.
     let abnormal = status.as_ref().is_ok_and(|s| !s.success());
-    crate::sys::restore_terminal(saved, abnormal);
+    restore_terminal(saved, abnormal);
     status
 }
 

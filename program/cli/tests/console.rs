@@ -1,5 +1,5 @@
-//! Windows only: the console's control events stop the bridge cleanly, and `ask` drops what was
-//! typed on the console before its question. `serve` is started for real, and the test sends the
+//! Windows only: the console's control events stop the bridge cleanly, `ask` drops what was
+//! typed on the console before its question, and puts the console's modes back after `$EDITOR`. `serve` is started for real, and the test sends the
 //! console a Ctrl-C or a Ctrl-Break with `GenerateConsoleCtrlEvent`; the bridge's handler (the
 //! runtime crate's `signals::on_console_event`, the program's `sys::listen_for_stop`) must stop
 //! it with its clean status (0) and its lock file removed.
@@ -30,8 +30,10 @@ use common::*;
 use serde_json::{json, Value};
 use windows_sys::core::BOOL;
 use windows_sys::Win32::System::Console::{
-    GenerateConsoleCtrlEvent, SetConsoleCtrlHandler, WriteConsoleInputW, CTRL_BREAK_EVENT,
-    CTRL_C_EVENT, INPUT_RECORD, INPUT_RECORD_0, KEY_EVENT, KEY_EVENT_RECORD, KEY_EVENT_RECORD_0,
+    GenerateConsoleCtrlEvent, GetConsoleMode, SetConsoleCtrlHandler, SetConsoleMode,
+    WriteConsoleInputW, CTRL_BREAK_EVENT, CTRL_C_EVENT, ENABLE_ECHO_INPUT, ENABLE_LINE_INPUT,
+    ENABLE_PROCESSED_INPUT, INPUT_RECORD, INPUT_RECORD_0, KEY_EVENT, KEY_EVENT_RECORD,
+    KEY_EVENT_RECORD_0,
 };
 
 /// One event at a time: the console is shared by every test of this process.
@@ -203,6 +205,143 @@ fn ask_drops_a_line_typed_before_the_question() {
     assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// The variable that makes [`editor_leaving_the_console_raw`] act: the folder it signals in.
+const EDITOR_DIR: &str = "CONSOLE_TEST_EDITOR_DIR";
+
+/// A console's input modes are the console's, not a program's: an editor that leaves it raw
+/// (no line input, no echo, Ctrl-C read as a key), as one killed does, leaves it raw for every
+/// program on it. `ask`'s `e` runs such an editor (this test program, [`EDITOR_DIR`] set), and
+/// the console's input mode must be the one from before once the editor has ended. Without the
+/// bridge's restore, the mode stays the editor's (the check of it while the editor runs shows the
+/// console is shared).
+#[test]
+fn ask_puts_the_consoles_modes_back_after_the_editor() {
+    let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
+    let conin = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("CONIN$")
+        .expect("this test needs a console (platforms.sh runs it in `script`)");
+    let before = console_mode(&conin);
+    assert_ne!(
+        before & ENABLE_LINE_INPUT,
+        0,
+        "the console starts in line mode"
+    );
+    let sb = Sandbox::new();
+    let signals = sb.ws.join("editor");
+    fs::create_dir(&signals).unwrap();
+    let file = sb.ws.join("a.txt");
+    fs::write(&file, "one\n").unwrap();
+    let me = std::env::current_exe().unwrap();
+    let editor = format!(
+        "{} --exact editor_leaving_the_console_raw --ignored",
+        me.display()
+    );
+    let mut bridge = sb.command();
+    bridge
+        .args(["serve", "--on-diff", "ask", "--no-lsp"])
+        .env("EDITOR", editor)
+        .env_remove("VISUAL")
+        .env(EDITOR_DIR, &signals)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let mut child = bridge.spawn().unwrap();
+    let lock = wait_for_lock(&sb);
+    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
+    let lock: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
+    let (status, cl) = client::connect(port, lock["authToken"].as_str());
+    assert_eq!(status, 101);
+    let mut cl = cl.unwrap();
+    cl.init();
+    let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
+
+    // `e`, typed until the editor has started (a line typed before the question is dropped).
+    let set = signals.join("set");
+    let give_up = Instant::now() + WAIT;
+    while !set.exists() {
+        assert!(Instant::now() < give_up, "the editor never started");
+        type_keys(&conin, "e\r");
+        thread::sleep(Duration::from_millis(300));
+    }
+    let raw = console_mode(&conin);
+    assert_eq!(
+        raw & (ENABLE_LINE_INPUT | ENABLE_ECHO_INPUT),
+        0,
+        "the editor's mode: {raw:#x}"
+    );
+    fs::write(signals.join("go"), "").unwrap();
+
+    let give_up = Instant::now() + WAIT;
+    while console_mode(&conin) != before {
+        assert!(
+            Instant::now() < give_up,
+            "the console was left in the editor's mode {:#x}, not put back to {before:#x}",
+            console_mode(&conin)
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    // The question is asked again (the editor wrote nothing): rejected by a line, as typed.
+    let mut answer = None;
+    for _ in 0..10 {
+        type_keys(&conin, "r\r");
+        answer = cl.recv_until(Duration::from_secs(1), |v| v["id"] == json!(id));
+        if answer.is_some() {
+            break;
+        }
+    }
+    let answer = answer.expect("the question was never answered after the editor");
+    assert_eq!(texts(&answer)[0], "DIFF_REJECTED", "{answer}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    set_console_mode(&conin, before);
+}
+
+/// Not a test of its own: the `$EDITOR` of [`ask_puts_the_consoles_modes_back_after_the_editor`]
+/// (run with `--ignored` and [`EDITOR_DIR`] set; does nothing otherwise). It sets the console's
+/// input raw, says so (`set`), waits for the test to have seen it (`go`), and ends without
+/// putting the mode back, as an editor killed in raw mode would.
+#[test]
+#[ignore = "the $EDITOR of another test"]
+fn editor_leaving_the_console_raw() {
+    let Some(dir) = std::env::var_os(EDITOR_DIR).map(PathBuf::from) else {
+        return;
+    };
+    let conin = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("CONIN$")
+        .unwrap();
+    let mode = console_mode(&conin);
+    set_console_mode(
+        &conin,
+        mode & !(ENABLE_LINE_INPUT | ENABLE_ECHO_INPUT | ENABLE_PROCESSED_INPUT),
+    );
+    fs::write(dir.join("set"), "").unwrap();
+    let give_up = Instant::now() + WAIT * 2;
+    while !dir.join("go").exists() && Instant::now() < give_up {
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The console's input mode (`conin` is `CONIN$`).
+fn console_mode(conin: &File) -> u32 {
+    let mut mode = 0;
+    // SAFETY: `conin` is an open console input handle for the length of the call; `mode` is a
+    // valid u32 to write to.
+    let ok = unsafe { GetConsoleMode(conin.as_raw_handle(), &mut mode) };
+    assert_ne!(ok, 0, "GetConsoleMode: {}", io::Error::last_os_error());
+    mode
+}
+
+/// Sets the console's input mode (`conin` is `CONIN$`).
+fn set_console_mode(conin: &File, mode: u32) {
+    // SAFETY: `conin` is an open console input handle for the length of the call.
+    let ok = unsafe { SetConsoleMode(conin.as_raw_handle(), mode) };
+    assert_ne!(ok, 0, "SetConsoleMode: {}", io::Error::last_os_error());
 }
 
 /// Puts `text` in the console's input buffer as key presses.

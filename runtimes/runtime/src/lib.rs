@@ -21,7 +21,8 @@
 //!   lock files.
 //! - [`signals`]: a process-wide registry of live lock files removed on SIGINT/SIGTERM (Ctrl-C,
 //!   Ctrl-Break and closing the console on Windows) before the process ends.
-//! - [`terminal`]: what was typed on the terminal and not read yet, dropped before a question.
+//! - [`terminal`]: what was typed on the terminal and not read yet, dropped before a question;
+//!   the terminal's settings (a console's modes on Windows) saved and put back around a program.
 //! - [`process`]: a child process waited for until it ends, left unreaped so that its id is
 //!   still its own to a signal meanwhile.
 //!

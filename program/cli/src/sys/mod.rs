@@ -29,9 +29,9 @@
 //! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
 //!   Windows the Windows path it names, `None` when it writes no drive); `native_path(path)`: a
 //!   path in the engine's wire form (`/c/ws`) as the OS writes it (`C:\ws` on Windows);
-//! - `TerminalState`, `save_terminal()`, `restore_terminal(saved, abnormal)`: the terminal's
-//!   settings put back after `$EDITOR` (one killed in raw mode left the prompt unanswerable);
-//!   `ended_by_interrupt(status)`: whether Ctrl-C ended it;
+//! - `ended_by_interrupt(status)`: whether Ctrl-C ended `$EDITOR`; `ended_abnormally(status)`:
+//!   whether `run`'s command was killed (a signal; on Windows a crash's status, or the bridge's
+//!   kill), so that the terminal's settings are put back after it (`ui::restore_terminal`);
 //! - `program_named(name)`: the program `run -- NAME` runs (Windows: `NAME` looked for under
 //!   `PATHEXT`'s extensions, npm's `claude.cmd`);
 //! - `spawn_tied(command)`, `launch_if_asked()`: `run`'s command started so that it ends with the

@@ -306,6 +306,7 @@ pub fn ask_to_stop(_pid: u32) {}
 /// twice to stop. Nothing was sent on Windows before, and the bridge waited for a command that
 /// would never end by itself. `$EDITOR` is never ended this way ([`SIGNALS_EDITOR`]).
 pub fn kill_now(_pid: u32) {
+    KILLED.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(RUN_JOB.lock().unwrap_or_else(|e| e.into_inner()).take());
 }
 
@@ -422,21 +423,20 @@ impl LineReader {
 /// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 
+/// Whether [`kill_now`] ended `run`'s command.
+static KILLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `run`'s command was killed: by the bridge ([`kill_now`]), or with an NTSTATUS error
+/// for its status (a crash, 0xC0000005; Ctrl-C's 0xC000013A).
+pub fn ended_abnormally(status: &ExitStatus) -> bool {
+    KILLED.load(std::sync::atomic::Ordering::Relaxed)
+        || status.code().is_some_and(|c| c as u32 >= 0xC000_0000)
+}
+
 /// Whether a program was ended by Ctrl-C: `STATUS_CONTROL_C_EXIT`.
 pub fn ended_by_interrupt(status: &ExitStatus) -> bool {
     status.code() == Some(0xC000_013A_u32 as i32)
 }
-
-/// Nothing is saved: a console's modes are the console's own, and an editor's are its process's.
-pub struct TerminalState;
-
-/// Nothing to save (see [`TerminalState`]).
-pub fn save_terminal() -> Option<TerminalState> {
-    None
-}
-
-/// Nothing to put back (see [`TerminalState`]).
-pub fn restore_terminal(_saved: Option<TerminalState>, _abnormal: bool) {}
 
 /// The path the files crate takes for a `file:` URI: the Windows path it names (the engine's
 /// [`uri_to_windows_path`](claude_ide_bridge::uri_to_windows_path): `file:///C:/x` and the

@@ -29,6 +29,8 @@
 //! - `on_termination(cleanup)`: runs `cleanup` when the process is told to stop (SIGINT and
 //!   SIGTERM; Ctrl-C, Ctrl-Break and closing the console on Windows), then ends it;
 //! - `discard_typed()`: drops what was typed on the terminal (standard input) and not read yet;
+//! - `TerminalSettings`, `terminal_settings()`, `put_back_terminal(&saved, reset)`: the
+//!   terminal's settings (termios; the console's input and output modes), saved and put back;
 //! - `limit_malloc_arenas(most)`, `map_large_blocks(bytes)`, `trim_malloc()`: the C
 //!   allocator's arenas limited, its blocks of `bytes` or more mapped on their own, its free
 //!   pages given back (glibc's, in `unix.rs`; below, the others' with nothing to do).

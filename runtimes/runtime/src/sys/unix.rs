@@ -450,6 +450,26 @@ pub(crate) fn discard_typed() -> io::Result<()> {
     Ok(())
 }
 
+/// The termios of standard input ([`crate::terminal::Settings`]).
+pub(crate) struct TerminalSettings(rustix::termios::Termios);
+
+/// `tcgetattr` on standard input; `None` when it is not a terminal.
+pub(crate) fn terminal_settings() -> Option<TerminalSettings> {
+    rustix::termios::tcgetattr(std::io::stdin())
+        .ok()
+        .map(TerminalSettings)
+}
+
+/// `tcsetattr(TCSANOW)` on standard input, then `reset` written to standard error.
+pub(crate) fn put_back_terminal(saved: &TerminalSettings, reset: Option<&[u8]>) {
+    use std::io::Write;
+    let stdin = std::io::stdin();
+    let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &saved.0);
+    if let Some(reset) = reset {
+        let _ = std::io::stderr().write_all(reset);
+    }
+}
+
 /// glibc's allocator settings and trim (`<malloc.h>`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]

@@ -30,8 +30,9 @@ use windows_sys::Win32::Storage::FileSystem::{
     FILE_NOTIFY_CHANGE_FILE_NAME, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
 };
 use windows_sys::Win32::System::Console::{
-    FlushConsoleInputBuffer, GetConsoleMode, SetConsoleCtrlHandler, CTRL_BREAK_EVENT,
-    CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
+    FlushConsoleInputBuffer, GetConsoleMode, SetConsoleCtrlHandler, SetConsoleMode,
+    CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
+    ENABLE_PROCESSED_OUTPUT, ENABLE_VIRTUAL_TERMINAL_PROCESSING,
 };
 use windows_sys::Win32::System::Threading::{
     CreateEventW, GetExitCodeProcess, GetProcessTimes, OpenProcess, ResetEvent, SetEvent,
@@ -643,6 +644,67 @@ pub(crate) fn discard_typed() -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The console's input mode (of standard input) and output mode (of standard error), each when
+/// that handle is a console's ([`crate::terminal::Settings`]).
+pub(crate) struct TerminalSettings {
+    input: u32,
+    output: Option<u32>,
+}
+
+/// `GetConsoleMode` of `handle`, when it is a console's.
+fn console_mode(handle: HANDLE) -> Option<u32> {
+    let mut mode = 0;
+    // SAFETY: `handle` is one of the process's standard handles, owned by std for the life of
+    // the process (null when there is none, which GetConsoleMode refuses); `mode` is a valid u32
+    // to write to.
+    (!handle.is_null() && unsafe { GetConsoleMode(handle, &mut mode) } != 0).then_some(mode)
+}
+
+/// `SetConsoleMode` of `handle`; whether the console took it.
+fn set_console_mode(handle: HANDLE, mode: u32) -> bool {
+    // SAFETY: `handle` is a console handle (GetConsoleMode accepted it) of the process's standard
+    // handles, owned by std for the life of the process.
+    unsafe { SetConsoleMode(handle, mode) != 0 }
+}
+
+fn stdin_handle() -> HANDLE {
+    std::io::stdin().as_raw_handle() as HANDLE
+}
+
+fn stderr_handle() -> HANDLE {
+    std::io::stderr().as_raw_handle() as HANDLE
+}
+
+/// The console's modes; `None` when standard input is not a console.
+pub(crate) fn terminal_settings() -> Option<TerminalSettings> {
+    Some(TerminalSettings {
+        input: console_mode(stdin_handle())?,
+        output: console_mode(stderr_handle()),
+    })
+}
+
+/// The console's modes set back; then `reset` written to standard error with virtual-terminal
+/// processing on for the write alone, when the console takes that mode.
+pub(crate) fn put_back_terminal(saved: &TerminalSettings, reset: Option<&[u8]>) {
+    use std::io::Write;
+    let (input, output) = (stdin_handle(), stderr_handle());
+    if console_mode(input).is_some() {
+        set_console_mode(input, saved.input);
+    }
+    let Some(mode) = saved.output.filter(|_| console_mode(output).is_some()) else {
+        return;
+    };
+    set_console_mode(output, mode);
+    let Some(reset) = reset else {
+        return;
+    };
+    let processing = mode | ENABLE_PROCESSED_OUTPUT | ENABLE_VIRTUAL_TERMINAL_PROCESSING;
+    if set_console_mode(output, processing) {
+        let _ = std::io::stderr().write_all(reset);
+        set_console_mode(output, mode);
+    }
 }
 
 #[cfg(test)]

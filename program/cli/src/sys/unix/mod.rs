@@ -595,51 +595,15 @@ pub fn kill_now(pid: u32) {
     }
 }
 
+/// Whether `run`'s command was killed: ended by a signal (a status without an exit code).
+pub fn ended_abnormally(status: &ExitStatus) -> bool {
+    status.code().is_none()
+}
+
 /// Whether a program run by `sh` was ended by Ctrl-C: SIGINT, or the shell's 130 for it.
 pub fn ended_by_interrupt(status: &ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt;
     status.signal() == Some(INTERRUPT) || status.code() == Some(128 + INTERRUPT)
-}
-
-/// The settings of the terminal on standard input, as [`save_terminal`] found them.
-pub struct TerminalState(rustix::termios::Termios);
-
-/// The terminal's settings now; `None` when standard input is not a terminal.
-pub fn save_terminal() -> Option<TerminalState> {
-    rustix::termios::tcgetattr(std::io::stdin())
-        .ok()
-        .map(TerminalState)
-}
-
-/// What an `abnormal` end writes to the terminal ([`restore_terminal`]): the modes a full-screen
-/// program sets and undoes as it exits (claude does), which one killed leaves set: the alternate
-/// screen left, the cursor shown, mouse reports (1000, 1002, 1003, 1006), focus reports (1004),
-/// colour-scheme reports (2031) and bracketed paste (2004) off, line wrapping on, and the kitty
-/// keyboard protocol's mode popped (`CSI < u`; a terminal without it ignores it). Without this,
-/// the shell after a claude killed got focus and mouse sequences, and CSI-u keys in kitty,
-/// ghostty, wezterm or foot.
-const TERMINAL_RESET: &[u8] = b"\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\
-    \x1b[?1004l\x1b[?2031l\x1b[?2004l\x1b[?7h\x1b[<u";
-
-/// Puts the terminal's settings back as they were saved (an editor killed in raw mode leaves
-/// Enter sending `\r` unmapped, no echo and no Ctrl-C), and after an `abnormal` end (by a
-/// signal, or any failure) also writes [`TERMINAL_RESET`], the modes such a program left.
-pub fn restore_terminal(saved: Option<TerminalState>, abnormal: bool) {
-    let Some(TerminalState(termios)) = saved else {
-        return;
-    };
-    // In the background of its terminal (Ctrl-Z, then `bg`, while the editor ran), setting the
-    // terminal would stop the whole bridge (SIGTTOU); the shell sets it for whoever has it.
-    if !terminal_is_ours() {
-        return;
-    }
-    let stdin = std::io::stdin();
-    let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &termios);
-    if abnormal {
-        // Straight to the terminal: these are no colours for `NO_COLOR` to strip.
-        use std::io::Write;
-        let _ = std::io::stderr().write_all(TERMINAL_RESET);
-    }
 }
 
 /// The permission bits of `path` (tests).
