@@ -486,7 +486,8 @@ impl Connection {
                     self.mark_dirty(cx);
                     return;
                 }
-                let slept = now > deadline + interval;
+                // (A zero interval has no sleep to tell: it drops at the first timer.)
+                let slept = !interval.is_zero() && now > deadline + interval;
                 if slept {
                     self.last_rx = now;
                 } else if now >= self.last_rx + 2 * interval {

@@ -397,6 +397,13 @@ fn trim_ows(s: &str) -> &str {
     s.trim_matches([' ', '\t'])
 }
 
+/// Whether a `Content-Length` value says 0: one or more zero digits (`1*DIGIT`, RFC 9110 §8.6),
+/// around optional whitespace.
+fn is_zero_length(value: &[u8]) -> bool {
+    let digits = value.trim_ascii();
+    !digits.is_empty() && digits.iter().all(|&b| b == b'0')
+}
+
 /// Whether a comma-separated header list contains `token`, ASCII case-insensitively.
 fn list_has_token(values: &[&str], token: &str) -> bool {
     values
@@ -437,7 +444,8 @@ fn all<'h>(headers: &[httparse::Header<'h>], name: &str) -> Vec<&'h str> {
 ///
 /// Header names are compared case-insensitively. Refusals, in the order they are checked:
 ///
-/// - 431 [`Rejection::HeadersTooLarge`]: more than `max_headers` headers.
+/// - 431 [`Rejection::HeadersTooLarge`]: more than `max_headers` headers (counted after the request
+///   line is read: a major version other than 1 is answered 505 whatever their number).
 /// - 505 [`Rejection::VersionNotSupported`]: a major version other than 1 (a later `HTTP/1.x` is
 ///   read as `HTTP/1.1`, RFC 9112 §2.3).
 /// - 405 [`Rejection::MethodNotAllowed`] for a method HTTP defines other than `GET`, 501
@@ -502,19 +510,22 @@ pub fn parse_upgrade(head: &[u8], max_headers: usize) -> Result<UpgradeRequest, 
     }
     let (path, authority) = request_target(request.path.unwrap_or("/"))?;
     let headers: &[httparse::Header<'_>] = request.headers;
-    if !all(headers, "Transfer-Encoding").is_empty()
-        || all(headers, "Content-Length")
-            .iter()
-            .any(|v| trim_ows(v) != "0")
-    {
+    // Read as bytes: a value with a byte past ASCII (obs-text, which httparse takes) announces a
+    // body as much as any other.
+    if headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("Transfer-Encoding")
+            || (h.name.eq_ignore_ascii_case("Content-Length") && !is_zero_length(h.value))
+    }) {
         return Err(Rejection::BadRequest("an upgrade request has no body"));
     }
     // With no body (refused above) a 100-continue is met by the answer itself
-    // (RFC 9110 §10.1.1); no other expectation is known.
+    // (RFC 9110 §10.1.1); no other expectation is known. Empty list elements are no
+    // expectation (RFC 9110 §5.6.1.2: a recipient accepts them).
     if all(headers, "Expect")
         .iter()
         .flat_map(|v| v.split(','))
-        .any(|e| !trim_ows(e).eq_ignore_ascii_case("100-continue"))
+        .map(trim_ows)
+        .any(|e| !e.is_empty() && !e.eq_ignore_ascii_case("100-continue"))
         || headers
             .iter()
             .any(|h| h.name.eq_ignore_ascii_case("Expect") && std::str::from_utf8(h.value).is_err())

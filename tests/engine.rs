@@ -322,6 +322,29 @@ fn clock_jump_after_sleep_resets_deadlines_instead_of_dropping() {
     assert!(!p.closed.contains(&c));
 }
 
+/// `Limits::ping_interval`'s doc: zero drops every connection at its first timer. Each timer
+/// after a zero-length deadline came late by its own length, which was read as a host that
+/// slept: the silence was forgiven and a ping queued at every one, the next deadline `now`, so
+/// the host woke in a loop and the connection was never dropped.
+#[test]
+fn a_zero_ping_interval_drops_at_the_first_timer() {
+    let mut p = Pair::with_config(|c| c.limits.ping_interval = Duration::ZERO);
+    let c = p.connect();
+    p.advance(Duration::from_millis(1));
+    assert!(
+        p.closed.contains(&c),
+        "open after a timer: {:?}",
+        p.frames(c)
+    );
+    assert!(p.take_events().iter().any(|e| matches!(
+        e,
+        Event::Disconnected {
+            reason: DisconnectReason::PingTimeout,
+            ..
+        }
+    )));
+}
+
 #[test]
 fn durations_past_what_an_instant_holds_are_taken_as_never() {
     let mut p = Pair::with_config(|c| {

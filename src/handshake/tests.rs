@@ -379,11 +379,43 @@ fn targets_other_than_a_path_and_bodies_are_400() {
         );
         assert_refusal(&out, "HTTP/1.1 400 Bad Request");
     }
-    // No body announced is no body: still upgraded.
-    let (result, _) = respond(&with("Content-Length: 0"), &policy());
-    assert!(result.is_ok(), "{result:?}");
-    let (result, _) = respond(&with("Expect: 100-continue"), &policy());
-    assert!(result.is_ok(), "{result:?}");
+    // A body announced with a byte past ASCII in the value (obs-text, which httparse takes) is
+    // announced all the same: it was upgraded, its value skipped as not UTF-8.
+    for extra in [
+        &b"Transfer-Encoding: chunked\xff"[..],
+        b"Content-Length: 5\xff",
+        b"Content-Length: \xff",
+    ] {
+        let mut lines = join(&real_lines());
+        lines.truncate(lines.len() - 2);
+        lines.extend_from_slice(extra);
+        lines.extend_from_slice(b"\r\n\r\n");
+        let (result, _) = respond(&lines, &policy());
+        assert!(
+            matches!(result, Err(Rejection::BadRequest(_))),
+            "{}: {result:?}",
+            String::from_utf8_lossy(extra)
+        );
+    }
+    // No body announced is no body: still upgraded (`1*DIGIT`: `00` is 0 too).
+    for line in [
+        "Content-Length: 0",
+        "Content-Length:  00 ",
+        "Expect: 100-continue",
+    ] {
+        let (result, _) = respond(&with(line), &policy());
+        assert!(result.is_ok(), "{line}: {result:?}");
+    }
+    // Empty list elements are no expectation (RFC 9110 §5.6.1.2): met as 100-continue is.
+    for line in [
+        "Expect: 100-continue,",
+        "Expect: , 100-continue",
+        "Expect:",
+        "Expect: ,",
+    ] {
+        let (result, _) = respond(&with(line), &policy());
+        assert!(result.is_ok(), "{line}: {result:?}");
+    }
     // Bytes a URI does not hold but clients send unescaped (browsers, Node's ws): taken.
     for target in ["/?a=[1]|b", "/{x}", "/\"x\"", "/caf\u{e9}"] {
         let (result, _) = respond(
