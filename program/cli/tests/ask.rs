@@ -1082,12 +1082,30 @@ fn a_bridge_stopped_alone_ends_its_editor_and_keeps_the_edit() {
 /// back. Before, the shell's prompt was left without echo or line editing.
 #[test]
 fn a_command_run_kills_leaves_the_terminal_as_it_was() {
-    let Some(sb) = terminal_sandbox() else {
+    killed_in_raw_mode("");
+}
+
+/// The same with the bridge's standard error sent elsewhere (`2>log`): the terminal reset (the
+/// alternate screen left, the cursor shown) still reaches the terminal, through standard output.
+/// It went to standard error alone, the terminal left on the alternate screen, its cursor hidden.
+#[test]
+fn a_command_run_kills_is_reset_on_the_terminal_when_stderr_is_not_it() {
+    let Some(screen) = killed_in_raw_mode("2>/dev/null") else {
         return;
     };
+    assert!(
+        screen.contains("\x1b[?1049l\x1b[?25h"),
+        "no reset: {screen:?}"
+    );
+}
+
+/// `run` on a terminal (its standard error redirected by `redirect`), its command put in raw mode
+/// and killed; what the terminal showed, checked to be back in line mode with echo.
+fn killed_in_raw_mode(redirect: &str) -> Option<String> {
+    let sb = terminal_sandbox()?;
     let cmd = format!(
-        "{BIN} run -- sh -c \"stty raw -echo; trap '' TERM; echo raw-now; while :; do sleep 1; done\"; \
-         stty -a; echo END"
+        "{BIN} run -- sh -c \"stty raw -echo; trap '' TERM; echo raw-now; while :; do sleep 1; done\" \
+         {redirect}; stty -a; echo END"
     );
     let (_child, _tty, screen) = on_a_terminal(&sb, &cmd, |_| {});
     screen.wait_for("raw-now");
@@ -1118,4 +1136,5 @@ fn a_command_run_kills_leaves_the_terminal_as_it_was() {
         settings.contains(" icanon") && settings.contains(" echo "),
         "{settings}"
     );
+    Some(text)
 }

@@ -40,7 +40,8 @@ impl Settings {
 
     /// Puts the settings back (a program killed in raw mode leaves Enter unmapped, no echo and
     /// no Ctrl-C; on Windows a console left in virtual-terminal input sends escape sequences for
-    /// the arrow keys), then writes `reset`, when given, to standard error: the escape
+    /// the arrow keys), then writes `reset`, when given, to the terminal (standard error, or
+    /// standard output when only that is one; on Unix nowhere when neither is): the escape
     /// sequences that undo what such a program set on the terminal itself (its alternate screen,
     /// mouse reports). On Windows they are written with the console's virtual-terminal processing
     /// on for the write alone (a console without it is left as it was, `reset` unwritten).

@@ -96,6 +96,7 @@ pub enum TerminalRead {
 }
 
 /// What `doctor` says about a lock-file folder that exists and is a directory.
+#[derive(Debug)]
 pub enum Finding {
     /// All is well: the message.
     Ok(String),

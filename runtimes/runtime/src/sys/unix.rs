@@ -460,13 +460,21 @@ pub(crate) fn terminal_settings() -> Option<TerminalSettings> {
         .map(TerminalSettings)
 }
 
-/// `tcsetattr(TCSANOW)` on standard input, then `reset` written to standard error.
+/// `tcsetattr(TCSANOW)` on standard input, then `reset` written to standard error, or standard
+/// output when only that is the terminal (`2>log`: the sequences would go to the log, the
+/// terminal left on the alternate screen), or neither when neither is.
 pub(crate) fn put_back_terminal(saved: &TerminalSettings, reset: Option<&[u8]>) {
     use std::io::Write;
     let stdin = std::io::stdin();
     let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &saved.0);
-    if let Some(reset) = reset {
+    let Some(reset) = reset else {
+        return;
+    };
+    if rustix::termios::isatty(std::io::stderr()) {
         let _ = std::io::stderr().write_all(reset);
+    } else if rustix::termios::isatty(std::io::stdout()) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(reset).and_then(|()| out.flush());
     }
 }
 

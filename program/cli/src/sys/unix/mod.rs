@@ -232,7 +232,8 @@ pub fn lock_dir_finding(d: &Path, m: &Metadata) -> Finding {
             ),
             format!("chmod 700 {d}"),
         )
-    } else if mode & 0o077 != 0 {
+    } else if mode & 0o044 != 0 {
+        // (The read bit lists a folder; the search bit alone opens a name already known.)
         Finding::Info(format!(
             "{d} has mode {mode:04o}: other users can list the lock files (their contents, with \
              the token, are yours only: 0600); chmod 700 {d} hides the ports too"
@@ -624,6 +625,30 @@ mod tests {
     use super::*;
     use crate::state::tests::{saved, store};
     use std::os::unix::fs::PermissionsExt;
+
+    /// Others can list a lock folder they may read, not one they may only search (0711): that
+    /// was said to be listable.
+    #[test]
+    fn a_lock_folder_others_may_only_search_is_not_listable_to_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let said = |mode: u32| {
+            fs::set_permissions(dir.path(), fs::Permissions::from_mode(mode)).unwrap();
+            lock_dir_finding(dir.path(), &fs::metadata(dir.path()).unwrap())
+        };
+        for mode in [0o711, 0o701, 0o710, 0o700] {
+            assert!(
+                matches!(said(mode), Finding::Ok(_)),
+                "{mode:o}: {:?}",
+                said(mode)
+            );
+        }
+        for mode in [0o755, 0o740, 0o704] {
+            match said(mode) {
+                Finding::Info(text) => assert!(text.contains("can list"), "{text}"),
+                other => panic!("{mode:o}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn an_editor_of_plain_words_is_run_directly_anything_else_by_sh() {
