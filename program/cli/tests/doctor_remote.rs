@@ -171,7 +171,9 @@ fn doctor_in_a_container_does_not_suggest_the_hosts_lock_files() {
         "{out}"
     );
     assert!(
-        out.contains("claude deletes every lock file whose process it cannot see")
+        out.contains("claude deletes the lock files of processes it cannot see")
+            && out.contains("writes its own again at once")
+            && out.contains("--network host")
             && out.contains("run the bridge in the container"),
         "{out}"
     );

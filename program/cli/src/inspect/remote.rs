@@ -37,12 +37,13 @@ pub(super) fn remote_view(
     }
     if crate::sys::in_container() {
         r.info(
-            "running in a container: claude here reads the lock files of the container only, and \
-             a bridge on the host cannot serve it: at start claude deletes every lock file whose \
-             process it cannot see (kill(pid, 0)), and the host's processes are not visible here, \
-             so a lock file copied here is deleted, and a ~/.claude/ide mounted from the host loses \
-             the host's lock file; run the bridge in the container (`docker exec -i ... \
-             claude-ide-bridge serve --stdio`; README, \"Remote\")",
+            "running in a container: claude here reads the lock files of the container only, at \
+             127.0.0.1 of the container's network; a bridge on the host serves it only when the \
+             container shares the host's network (`--network host`) and its ~/.claude/ide (a \
+             mount): claude deletes the lock files of processes it cannot see (the host's) at \
+             each start, and the host's bridge writes its own again at once (Linux, macOS); with \
+             a network of its own (Docker's default), run the bridge in the container \
+             (`docker exec -i ... claude-ide-bridge serve --stdio`; README, \"Remote\")",
         );
         // As claude tells them: by the pid alone (a file it cannot read it deletes too, but
         // `doctor` says so of each already).
