@@ -58,6 +58,6 @@ fi
 start=$(date +%s)
 status=0
 timeout --signal=INT --kill-after=30 "$budget" \
-  python3 -m pytest tests/e2e -p no:cacheprovider -n "$jobs" -rfE "$@" || status=$?
+  python3 -m pytest tests/e2e -p no:cacheprovider -n "$jobs" -rfEs "$@" || status=$?
 echo "e2e suite: $(( $(date +%s) - start )) s, exit status $status"
 exit "$status"

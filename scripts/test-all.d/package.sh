@@ -30,8 +30,22 @@ CARGO_HOME="$check/cargo-home" CARGO_PROFILE_DEV_DEBUG=false CARGO_INCREMENTAL=0
     --allow-dirty --target-dir "$check/target"
 echo "package: cargo package --workspace took $(( $(date +%s) - start )) s"
 
+# The list first, so that `set -e` sees its failure (a process substitution's status is lost).
+crates=$(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+meta = json.load(sys.stdin)
+for p in meta["packages"]:
+    if p["id"] not in meta["workspace_members"]:
+        continue
+    # publish: null means any registry; [] means publish = false.
+    publish = "no" if p.get("publish") == [] else "yes"
+    missing = [k for k in ("description", "license", "readme", "keywords", "categories") if not p.get(k)]
+    print(p["name"], publish, ", ".join(missing), sep="\t")
+')
 failed=0
+checked=0
 while IFS=$'\t' read -r name publish missing; do
+  checked=$((checked + 1))
   if [ "$publish" = yes ] && [ -n "$missing" ]; then
     echo "package: $name lacks $missing in its Cargo.toml" >&2
     failed=1
@@ -43,19 +57,11 @@ while IFS=$'\t' read -r name publish missing; do
       failed=1
     fi
   done
-done < <(cargo metadata --no-deps --format-version 1 | python3 -c '
-import json, sys
-meta = json.load(sys.stdin)
-for p in meta["packages"]:
-    if p["id"] not in meta["workspace_members"]:
-        continue
-    # publish: null means any registry; [] means publish = false.
-    publish = "no" if p.get("publish") == [] else "yes"
-    missing = [k for k in ("description", "license", "readme", "keywords", "categories") if not p.get(k)]
-    print(p["name"], publish, ", ".join(missing), sep="\t")
-')
+done <<<"$crates"
 [ "$failed" = 0 ] || exit 1
-echo "package: every crate packages and ships LICENSE-MIT and LICENSE-APACHE"
+# (The workspace has more than ten crates: fewer says the list was cut short.)
+[ "$checked" -ge 10 ] || { echo "package: only $checked crates listed" >&2; exit 1; }
+echo "package: every crate ($checked) packages and ships LICENSE-MIT and LICENSE-APACHE"
 
 # The program as `cargo install claude-ide-bridge-cli` builds it from crates.io (issue 32, item 7):
 # the package's own manifest is then the root, so none of the workspace's [profile] tables apply

@@ -227,7 +227,8 @@ def pid_namespace():
     try:
         probe = subprocess.run([*prefix, "sh", "-c", "echo $$"], capture_output=True, text=True, timeout=10)
     except subprocess.TimeoutExpired:
-        pytest.skip("`unshare -p -f --mount-proc` did not finish in 10 s")
+        # Not a lack of the machine's: a slow or stuck start is a failure, not a skip.
+        pytest.fail("`unshare -p -f --mount-proc` did not finish in 10 s")
     if probe.returncode != 0 or probe.stdout.strip() != "1":
         pytest.skip(f"`unshare -p -f --mount-proc` is not available here (exit {probe.returncode}: "
                     f"{(probe.stderr or probe.stdout).strip()})")

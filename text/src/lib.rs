@@ -583,10 +583,27 @@ mod tests {
         t.finish().map(str::to_owned)
     }
 
+    /// The path pushes take: AVX-512 where the CPU has it, unless `CLAUDE_IDE_BRIDGE_NO_AVX512`
+    /// says not to (the suite's second run of the engine's tests), the portable one otherwise.
+    /// A machine without AVX-512 tests the portable path alone: said on standard error, and by
+    /// `scripts/test-all.sh`, which looks at the CPU's flags.
     #[test]
-    fn path_chosen_here() {
-        // Informational: which path the tests below exercise besides the portable one.
-        eprintln!("paths: {:?}", paths());
+    fn the_path_chosen_is_the_fastest_this_machine_runs_unless_told() {
+        #[cfg(target_arch = "x86_64")]
+        let expected =
+            if avx512::available() && std::env::var_os("CLAUDE_IDE_BRIDGE_NO_AVX512").is_none() {
+                Path::Avx512
+            } else {
+                Path::Portable
+            };
+        #[cfg(not(target_arch = "x86_64"))]
+        let expected = Path::Portable;
+        assert_eq!(Path::detect(), expected);
+        // Asked again: the same, from the stored choice.
+        assert_eq!(Path::detect(), expected);
+        if paths() == [Path::Portable] {
+            eprintln!("paths: the portable one alone (no AVX-512 here)");
+        }
     }
 
     /// Every sequence of up to three bytes, placed at the start, across a 64-byte block boundary after ASCII,

@@ -28,7 +28,9 @@ fn has_script() -> bool {
 /// A sandbox, when `script` is there to give the bridge a terminal.
 fn terminal_sandbox() -> Option<Sandbox> {
     if !has_script() {
-        eprintln!("SKIPPED: util-linux `script` is not installed (apt-get install -y bsdutils)");
+        claude_ide_bridge_testsupport::skip::tool_missing(
+            "util-linux `script` is not installed (apt-get install -y bsdutils)",
+        );
         return None;
     }
     Some(Sandbox::new())
@@ -37,7 +39,9 @@ fn terminal_sandbox() -> Option<Sandbox> {
 #[test]
 fn ask_on_a_terminal() {
     if !has_script() {
-        eprintln!("SKIPPED: util-linux `script` is not installed (apt-get install -y bsdutils)");
+        claude_ide_bridge_testsupport::skip::tool_missing(
+            "util-linux `script` is not installed (apt-get install -y bsdutils)",
+        );
         return;
     }
     for rt in RUNTIMES {

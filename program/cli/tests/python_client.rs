@@ -21,7 +21,7 @@ fn python_websockets_client() {
         .map(|o| o.status.success());
     match ok {
         Err(_) => {
-            eprintln!("SKIPPED: python3 is not installed");
+            claude_ide_bridge_testsupport::skip::tool_missing("python3 is not installed");
             return;
         }
         Ok(false) => panic!("python3 has no `websockets`: pip install websockets"),

@@ -238,7 +238,9 @@ fn a_kept_port_refused_otherwise_is_replaced_too() {
         .status()
         .is_ok_and(|s| s.success());
     if !usable {
-        eprintln!("skipped: `unshare -r` (a user namespace) is not available here");
+        claude_ide_bridge_testsupport::skip::skip(
+            "`unshare -r` (a user namespace) is not available here",
+        );
         return;
     }
     let sb = Sandbox::new();

@@ -138,7 +138,7 @@ fn run_started_with_sigchld_ignored_exits_with_the_commands_status() {
 fn run_refuses_a_program_for_another_machine() {
     // Told only where the kernel's handlers can be read (not in most containers).
     if fs::read_to_string("/proc/sys/fs/binfmt_misc/status").is_err() {
-        eprintln!("SKIPPED: /proc/sys/fs/binfmt_misc is not mounted here");
+        claude_ide_bridge_testsupport::skip::skip("/proc/sys/fs/binfmt_misc is not mounted here");
         return;
     }
     let sb = Sandbox::new();
@@ -837,7 +837,7 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
     {
-        eprintln!("SKIPPED: needs root, to run doctor as another user");
+        claude_ide_bridge_testsupport::skip::skip("needs root, to run doctor as another user");
         return;
     }
     let sb = Sandbox::new();
@@ -957,7 +957,7 @@ fn list_and_doctor_with_a_closed_stdout_end_normally() {
 #[test]
 fn a_panic_of_the_main_thread_ends_runs_command() {
     if !cfg!(debug_assertions) {
-        eprintln!("SKIPPED: the panic switch is in debug builds only");
+        claude_ide_bridge_testsupport::skip::skip("the panic switch is in debug builds only");
         return;
     }
     let sb = Sandbox::new();
@@ -988,7 +988,9 @@ fn a_panic_of_the_main_thread_ends_runs_command() {
 fn a_killed_bridge_ends_runs_command() {
     for way in ["launcher", "watcher"] {
         if way == "watcher" && !cfg!(debug_assertions) {
-            eprintln!("SKIPPED the watcher: its switch is in debug builds only");
+            claude_ide_bridge_testsupport::skip::skip(
+                "the watcher: its switch is in debug builds only",
+            );
             continue;
         }
         let sb = Sandbox::new();
@@ -1017,7 +1019,7 @@ fn a_killed_bridge_ends_runs_command() {
 #[test]
 fn a_watcher_ends_with_runs_command() {
     if !cfg!(debug_assertions) {
-        eprintln!("SKIPPED: the watcher's switch is in debug builds only");
+        claude_ide_bridge_testsupport::skip::skip("the watcher's switch is in debug builds only");
         return;
     }
     let sb = Sandbox::new();
@@ -1061,7 +1063,7 @@ fn watcher_of(bridge: u32, command: u32) -> u32 {
 #[test]
 fn a_panic_of_an_input_thread_in_run_waits_for_the_command() {
     if !cfg!(debug_assertions) {
-        eprintln!("SKIPPED: the panic switch is in debug builds only");
+        claude_ide_bridge_testsupport::skip::skip("the panic switch is in debug builds only");
         return;
     }
     for ignores_term in [false, true] {
@@ -1214,7 +1216,9 @@ fn without_home_the_password_databases_home_is_used() {
         .nth(5)
         .filter(|h| h.starts_with('/'))
     else {
-        eprintln!("skipped: uid {uid} has no home in the password database ({entry:?})");
+        claude_ide_bridge_testsupport::skip::skip(&format!(
+            "uid {uid} has no home in the password database ({entry:?})"
+        ));
         return;
     };
     let mut c = sb.command();

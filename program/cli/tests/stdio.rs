@@ -801,7 +801,7 @@ fn a_panic_of_the_stdio_reader_stops_the_bridge() {
     use std::io::Write;
     use std::process::Stdio;
     if !cfg!(debug_assertions) {
-        eprintln!("SKIPPED: the panic switch is in debug builds only");
+        claude_ide_bridge_testsupport::skip::skip("the panic switch is in debug builds only");
         return;
     }
     let sb = Sandbox::new();

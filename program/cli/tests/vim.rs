@@ -479,8 +479,8 @@ fn vim_reports_ale_diagnostics() {
         return;
     }
     if !Path::new(ALE).join("plugin/ale.vim").exists() {
-        eprintln!(
-            "SKIPPED: ALE is not installed (apt-get install vim-ale; scripts/test-all.sh does)"
+        claude_ide_bridge_testsupport::skip::tool_missing(
+            "ALE is not installed (apt-get install vim-ale; scripts/test-all.sh does)",
         );
         return;
     }

@@ -235,8 +235,8 @@ fn a_folder_in_another_case_is_another_directory_where_case_counts() {
         assert!(ws.writable(&spelled).is_ok(), "{spelled}");
     }
     let Ok(pair) = std::env::var("CLAUDE_IDE_BRIDGE_TEST_CASE_PAIR") else {
-        eprintln!(
-            "SKIPPED: no case-sensitive directory (scripts/test-all.d/platforms.sh makes one)"
+        claude_ide_bridge_testsupport::skip::tool_missing(
+            "no case-sensitive directory (scripts/test-all.d/platforms.sh makes one)",
         );
         return;
     };
@@ -543,7 +543,9 @@ fn links_leading_out_are_refused() {
         std::os::windows::fs::symlink_dir("in", t.ws.join("in-link"))
     });
     if let Err(e) = made {
-        eprintln!("skipped: this process may not make symbolic links ({e})");
+        claude_ide_bridge_testsupport::skip::skip(&format!(
+            "this process may not make symbolic links ({e})"
+        ));
         return;
     }
     // (Wine 8.0 answers success and makes nothing: this test is skipped there, see

@@ -249,7 +249,9 @@ pub fn copy_dir(from: &Path, to: &Path) {
 pub fn tools_missing() -> bool {
     for (tool, version) in [("vim", "--version"), ("tmux", "-V")] {
         if Command::new(tool).arg(version).output().is_err() {
-            eprintln!("SKIPPED: {tool} is not installed (scripts/test-all.sh installs it)");
+            claude_ide_bridge_testsupport::skip::tool_missing(&format!(
+                "{tool} is not installed (scripts/test-all.sh installs it)"
+            ));
             return true;
         }
     }
