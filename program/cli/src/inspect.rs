@@ -35,6 +35,8 @@ struct Found {
     lock: Result<LockFile, String>,
     /// When it was last written, if the system says.
     written: Option<SystemTime>,
+    /// Found in a Windows lock folder read from WSL ([`windows_dirs`]).
+    from_windows: bool,
 }
 
 impl Found {
@@ -43,16 +45,49 @@ impl Found {
     /// bridge in another pid namespace sharing this folder and network (a container's pid 1 is
     /// this host's init, started at another time).
     fn live(&self) -> bool {
-        matches!(&self.lock, Ok(l) if lock_writer_alive(l, self.written)
-            || (pid_alive(l.pid) && port_accepts(self.port)))
+        matches!(&self.lock, Ok(l) if self.windows_bridge()
+            .map_or(lock_writer_alive(l, self.written)
+                || (pid_alive(l.pid) && port_accepts(self.port)), |_| port_accepts(self.port)))
+    }
+
+    /// A Windows bridge's file read from WSL: its pid names no process here, and a claude in WSL
+    /// keeps it while its port answers.
+    fn windows_bridge(&self) -> Option<&LockFile> {
+        match &self.lock {
+            Ok(l) if self.from_windows && l.running_in_windows => Some(l),
+            _ => None,
+        }
+    }
+
+    /// Its workspace folders as a claude here compares them: a Windows bridge's `C:\...` read as
+    /// `/mnt/c/...` in WSL.
+    fn folders(&self) -> Vec<String> {
+        let Ok(l) = &self.lock else {
+            return Vec::new();
+        };
+        match self.windows_bridge() {
+            Some(_) => (l.workspace_folders.iter())
+                .map(|w| sys::wsl_path(w).unwrap_or_else(|| w.clone()))
+                .collect(),
+            None => l.workspace_folders.clone(),
+        }
     }
 
     /// Whether claude takes it as an IDE's: a lock file whose pid names a process (`kill(pid,
     /// 0)`), whichever process that is now. It counts such files when it decides whether exactly
     /// one matches its folder, a stale one whose pid was handed out again included.
     fn seen_by_claude(&self) -> bool {
-        matches!(&self.lock, Ok(l) if pid_alive(l.pid))
+        match self.windows_bridge() {
+            Some(_) => port_accepts(self.port),
+            None => matches!(&self.lock, Ok(l) if pid_alive(l.pid)),
+        }
     }
+}
+
+/// In WSL, the Windows lock folders a claude run here reads too (the Windows profile's
+/// `.claude/ide`); none elsewhere.
+fn windows_dirs() -> Vec<PathBuf> {
+    sys::wsl_windows_lock_dirs().unwrap_or_default()
 }
 
 /// Where claude reads lock files: as the bridge finds its own
@@ -63,6 +98,17 @@ fn dirs() -> Vec<PathBuf> {
     let home = claude_ide_bridge_runtime::lock::user_home()
         .and_then(|h| h.into_os_string().into_string().ok());
     lock_dirs(config.as_deref(), home.as_deref())
+}
+
+/// [`scan`], the files of a Windows lock folder read from WSL (one of `windows`) marked so.
+fn scan_as_claude_reads(dir: &Path, windows: &[PathBuf]) -> std::io::Result<Vec<Found>> {
+    let mut found = scan(dir)?;
+    if windows.iter().any(|w| w == dir) {
+        for f in &mut found {
+            f.from_windows = true;
+        }
+    }
+    Ok(found)
 }
 
 /// The lock files in `dir`; an error when it cannot be listed (as claude cannot).
@@ -97,6 +143,7 @@ fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
                 ours: sys::is_mine(&meta),
                 lock,
                 written: meta.modified().ok(),
+                from_windows: false,
             })
         })
         .collect();
@@ -106,13 +153,14 @@ fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
 
 /// `list`: every lock file in every directory the client scans.
 pub fn list() -> u8 {
-    for dir in dirs() {
+    let windows = windows_dirs();
+    for dir in dirs().into_iter().chain(windows.iter().cloned()) {
         if !dir.exists() {
             out!("{} (does not exist)", dir.display());
             continue;
         }
         out!("{}", dir.display());
-        let found = match scan(&dir) {
+        let found = match scan_as_claude_reads(&dir, &windows) {
             Ok(found) => found,
             Err(e) => {
                 out!("  (cannot be listed: {e}; nor can claude list it)");
@@ -379,6 +427,7 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         .unwrap_or_else(|| lexical.clone());
     out!("checking what `claude` started in {lexical} would see");
 
+    let windows = windows_dirs();
     let dirs = dirs();
     if dirs.is_empty() {
         // An empty one is no home for claude (its `os.homedir()`), not the system's either.
@@ -401,6 +450,7 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         r.info(&format!(
             "claude reads lock files from: {}",
             dirs.iter()
+                .chain(&windows)
                 .map(|d| d.display().to_string())
                 .collect::<Vec<_>>()
                 .join(" and ")
@@ -411,6 +461,13 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     // A lock folder that could not be listed: a bridge found serving the folder may have its lock
     // file there (not "in another folder").
     let mut unlisted = false;
+    // A Windows folder read from WSL: its modes are the mount's, not checked (claude reads it
+    // as it is); only its lock files are.
+    for d in &windows {
+        if let Ok(found) = scan_as_claude_reads(d, &windows) {
+            all.extend(found);
+        }
+    }
     for d in &dirs {
         match fs::symlink_metadata(d) {
             Err(_) => {
@@ -466,6 +523,24 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                     sys::remove_hint(&f.path)
                 ),
             ),
+            // A Windows bridge's, read from WSL: by its port alone.
+            Ok(l) if f.windows_bridge().is_some() => match f.live() {
+                true => r.ok(&format!(
+                    "{}: a Windows bridge's, {} on port {}, answering here, folders {}",
+                    f.path.display(),
+                    l.ide_name,
+                    f.port,
+                    f.folders().join(", ")
+                )),
+                false => r.info(&format!(
+                    "{}: a Windows bridge's ({}, port {}), whose port does not answer here: a \
+                     claude here deletes it (or the bridge stopped; or WSL 2's NAT keeps \
+                     Windows' loopback from here)",
+                    f.path.display(),
+                    l.ide_name,
+                    f.port
+                )),
+            },
             // claude takes a pid it sees for a live IDE's, and lists this one.
             Ok(l) if !f.live() && pid_alive(l.pid) => r.problem(
                 &format!(
@@ -521,16 +596,16 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         .iter()
         .copied()
         .filter(|f| {
-            let Ok(l) = &f.lock else { return false };
+            if f.lock.is_err() {
+                return false;
+            }
             if let Some(p) = chosen {
                 return f.port == p;
             }
             // As the client compares: its working directory, which the OS gives with links
             // resolved, against the folders as written (a folder named only through a link does
             // not match a claude started in it).
-            l.workspace_folders
-                .iter()
-                .any(|w| is_within(&claude_cwd, w))
+            f.folders().iter().any(|w| is_within(&claude_cwd, w))
         })
         .collect();
     if let Some(p) = sse_port {

@@ -120,6 +120,72 @@ fn doctor_in_wsl_says_claude_here_reads_the_windows_lock_folders() {
     );
 }
 
+/// In WSL, `doctor` looks in the Windows lock folders it says a claude here reads: a bridge whose
+/// lock file is there is found (it said "no lock file claude reads here" before), and a Windows
+/// bridge's file (`runningInWindows`, a pid of no process here) is taken by its port, its
+/// `C:\...` folders read as `/mnt/c/...`. `USERPROFILE` as `WSLENV=USERPROFILE/p` hands it over
+/// (this side's path).
+#[test]
+fn doctor_in_wsl_reads_the_windows_lock_folders_as_claude_here_does() {
+    let sb = Sandbox::new();
+    let profile = sb.root().join("winprofile");
+    let ide = profile.join(".claude").join("ide");
+    std::fs::create_dir_all(&ide).unwrap();
+    std::fs::set_permissions(&ide, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let s = Served::start(&sb, &["--no-lsp", "--lock-dir", ide.to_str().unwrap()]);
+    assert!(s.lock.starts_with(&ide), "{}", s.lock.display());
+    // A Windows bridge's file whose port answers here, and one whose port does not.
+    let answering = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open_port = answering.local_addr().unwrap().port();
+    let closed_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for (port, folder) in [(open_port, r"C:\Users\me\proj"), (closed_port, r"D:\gone")] {
+        let v = serde_json::json!({"pid": 999_999_999u32, "workspaceFolders": [folder],
+            "ideName": "Windows IDE", "transport": "ws", "runningInWindows": true,
+            "authToken": "t"});
+        std::fs::write(ide.join(format!("{port}.lock")), v.to_string()).unwrap();
+    }
+    let wsl = [
+        ("WSL_DISTRO_NAME", "Debian"),
+        ("USERPROFILE", profile.to_str().unwrap()),
+    ];
+    let (_, out) = doctor(&sb, &wsl);
+    assert!(
+        out.contains(&format!("claude reads lock files from: "))
+            && out.contains(&format!(" and {}", ide.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{}: live", s.lock.display())),
+        "{out}"
+    );
+    assert!(
+        !out.contains("no lock file claude reads here") && !out.contains("no live lock file"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{open_port}.lock: a Windows bridge's, Windows IDE on port {open_port}, answering \
+             here, folders /mnt/c/Users/me/proj"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{closed_port}.lock: a Windows bridge's (Windows IDE, port {closed_port}), whose port \
+             does not answer here"
+        )),
+        "{out}"
+    );
+    // Not in WSL: that folder is not read.
+    let (_, out) = doctor(&sb, &[("USERPROFILE", profile.to_str().unwrap())]);
+    assert!(!out.contains(&ide.display().to_string()), "{out}");
+    drop(answering);
+    drop(s);
+}
+
 /// In a container (Docker's `/.dockerenv`, Podman's `/run/.containerenv`), `doctor` does not
 /// suggest sharing the host's lock folder: claude deletes at start a lock file whose process it
 /// cannot see, and the host's bridge is such a process. It points to the bridge in the container.

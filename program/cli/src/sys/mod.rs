@@ -15,9 +15,10 @@
 //!   (a FIFO allowed);
 //! - `is_mine(&Metadata)`, `lock_dir_finding(dir, &Metadata)`, `remove_hint(path)`,
 //!   `new_dir_hint(dir)`: what `list` and `doctor` say about lock files and their folders;
-//! - `in_container()`, `wsl_windows_lock_dirs()`, `ancestors()`: whether this runs in a
-//!   container, inside WSL where a `claude` run on Windows looks, and the processes above this
-//!   one (an IDE whose terminal this is) (`doctor`);
+//! - `in_container()`, `wsl_windows_lock_dirs()`, `wsl_path(windows)`, `ancestors()`: whether
+//!   this runs in a container, inside WSL where a `claude` run on Windows looks (which a `claude`
+//!   run in WSL reads too) and a Windows path as WSL mounts it, and the processes above this one
+//!   (an IDE whose terminal this is) (`list`, `doctor`);
 //! - `INTERRUPT`: the number [`HostInput::Signal`](crate::host::HostInput::Signal) carries for
 //!   Ctrl-C; `listen_for_stop(inputs, stdio)`: the requests to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT;
 //!   Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs; `stopped()`: the

@@ -225,6 +225,11 @@ pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
     None
 }
 
+/// Not in WSL: nothing to map.
+pub fn wsl_path(_windows: &str) -> Option<String> {
+    None
+}
+
 /// The number `HostInput::Signal` carries for Ctrl-C (the C runtime's SIGINT).
 pub const INTERRUPT: i32 = 2;
 /// For Ctrl-Break (the C runtime's SIGBREAK).

@@ -295,11 +295,12 @@ pub fn in_container() -> bool {
 /// folder. `None` outside WSL.
 pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
     std::env::var_os("WSL_DISTRO_NAME").filter(|v| !v.is_empty())?;
+    // Windows' own form, or already this side's (`WSLENV=USERPROFILE/p` hands it over so).
     let from_env = std::env::var("USERPROFILE").ok().and_then(|p| {
-        let p = p.replace('\\', "/");
-        let (drive, rest) = p.split_once(":/")?;
-        let drive = drive.to_ascii_lowercase();
-        (drive.len() == 1).then(|| PathBuf::from(format!("/mnt/{drive}/{rest}")))
+        if p.starts_with('/') {
+            return Some(PathBuf::from(p));
+        }
+        wsl_path(&p).map(PathBuf::from)
     });
     let profiles: Vec<PathBuf> = match from_env {
         Some(p) => vec![p],
@@ -318,6 +319,20 @@ pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
             .map(|p| p.join(".claude").join("ide"))
             .collect(),
     )
+}
+
+/// A Windows path with a drive (`C:\\x\\y`, `c:/x`) as WSL mounts it (`/mnt/c/x/y`); `None` for any
+/// other form.
+pub fn wsl_path(windows: &str) -> Option<String> {
+    let p = windows.replace('\\', "/");
+    let (drive, rest) = p.split_once(':')?;
+    let rest = rest.strip_prefix('/').or(rest.is_empty().then_some(""))?;
+    let drive = drive.to_ascii_lowercase();
+    (drive.len() == 1 && drive.as_bytes()[0].is_ascii_alphabetic()).then(|| {
+        format!("/mnt/{drive}/{rest}")
+            .trim_end_matches('/')
+            .to_owned()
+    })
 }
 
 /// The number of SIGINT, which `HostInput::Signal` carries for an interrupt (Ctrl-C).
@@ -625,6 +640,24 @@ mod tests {
     use super::*;
     use crate::state::tests::{saved, store};
     use std::os::unix::fs::PermissionsExt;
+
+    /// A Windows path with a drive as WSL mounts it; any other form is none.
+    #[test]
+    fn windows_paths_are_read_as_wsl_mounts_them() {
+        for (windows, wsl) in [
+            (r"C:\Users\me\proj", Some("/mnt/c/Users/me/proj")),
+            ("d:/x/y/", Some("/mnt/d/x/y")),
+            (r"C:\", Some("/mnt/c")),
+            ("C:", Some("/mnt/c")),
+            (r"\\server\share\x", None),
+            ("/home/me", None),
+            ("CC:/x", None),
+            ("1:/x", None),
+            ("C:x", None),
+        ] {
+            assert_eq!(wsl_path(windows).as_deref(), wsl, "{windows}");
+        }
+    }
 
     /// Others can list a lock folder they may read, not one they may only search (0711): that
     /// was said to be listable.
