@@ -153,7 +153,7 @@ fn doctor_in_wsl_reads_the_windows_lock_folders_as_claude_here_does() {
     ];
     let (_, out) = doctor(&sb, &wsl);
     assert!(
-        out.contains(&format!("claude reads lock files from: "))
+        out.contains("claude reads lock files from: ")
             && out.contains(&format!(" and {}", ide.display())),
         "{out}"
     );
