@@ -1,17 +1,16 @@
 //! A minimal editor host: serves a folder (argument or current directory), prints the port and
 //! lock file, pushes a `selection_changed` every few seconds, accepts every `openDiff` as
-//! proposed, and answers other tools truthfully or with a tool error.
+//! proposed, and answers other tools truthfully or with a tool error. It needs only its runtime's
+//! crate, which re-exports every type a host uses.
 //!
 //! `cargo run -p claude-ide-bridge-blocking --example editor-host-blocking -- /path/to/project`
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use claude_ide_bridge::file_uri;
-use claude_ide_bridge::SelectionChanged;
-use claude_ide_bridge::{Position, Selection, WorkspaceFolder, WorkspaceFolders};
 use claude_ide_bridge_blocking::{
-    Event, IdeServer, Notification, Options, Target, ToolCall, ToolResult,
+    file_uri, posix_folders, Event, IdeServer, Notification, Options, Position, Selection,
+    SelectionChanged, Target, ToolCall, ToolResult, WorkspaceFolder, WorkspaceFolders,
 };
 
 fn answer(tool: &ToolCall, folder: &str) -> ToolResult {
@@ -48,7 +47,7 @@ fn main() -> std::io::Result<()> {
         .unwrap_or(std::env::current_dir()?);
     let folder = std::path::absolute(folder)?;
     let server = IdeServer::start(Options::new(vec![folder.clone()], "editor-host (blocking)"))?;
-    let folder = claude_ide_bridge_runtime::posix_folders(&[folder])?.remove(0);
+    let folder = posix_folders(&[folder])?.remove(0);
     println!("port {}", server.port());
     println!("lock file {:?}", server.lock_path());
     let handle = server.handle();

@@ -227,8 +227,11 @@ impl IdeServer {
     /// [`IdeServer::next_event`] (which then returns `None`): in order, one at a time, with no
     /// lock held, on the thread that produced them (a connection's reader, the timer, a thread
     /// calling a [`Handle`] method) unless the handler is busy on another thread, which then
-    /// delivers them after its current call. A tool call answered from inside the handler is
-    /// read, answered and written by one thread, with no hand-off (the lowest latency).
+    /// delivers them after its current call; never on the thread stopping the server
+    /// ([`IdeServer::stop`], [`Stopper::stop`], the drop), which may hold a lock the handler
+    /// takes: the calls a stop cancels reach the handler from the server's own threads. A tool
+    /// call answered from inside the handler is read, answered and written by one thread, with
+    /// no hand-off (the lowest latency).
     ///
     /// Requests that arrive together (several in one read) are answered together: an answer given
     /// inside the handler while more of those events wait for it is written with the next one, in

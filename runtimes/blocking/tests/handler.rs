@@ -175,3 +175,15 @@ fn a_handler_that_does_not_return_does_not_hold_the_stop() {
         |server| server.stop(),
     );
 }
+
+#[test]
+fn a_stop_under_the_handlers_lock_returns() {
+    scenarios::a_stop_under_the_handlers_lock_returns(
+        |opts, mut handler| {
+            let server = IdeServer::start_with_handler(opts, move |e, _| handler(&e)).unwrap();
+            let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
+            (server, port, lock)
+        },
+        |server| server.stop(),
+    );
+}

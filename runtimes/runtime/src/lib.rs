@@ -79,12 +79,33 @@ pub use crate::core::ListenError;
 /// a host needs only its runtime's crate: what it starts a server with, what it receives, how it
 /// answers.
 pub mod api {
-    pub use crate::{Handle, ListenError, LockFileMode, Logger, Options, MAX_HOST_BACKLOG};
+    pub use crate::{
+        generate_token, lock_folders, posix_folders, Handle, ListenError, LockFileMode, Logger,
+        Options, MAX_HOST_BACKLOG,
+    };
     pub use claude_ide_bridge::RpcError;
     pub use claude_ide_bridge::{
-        ApiError, AuthToken, CallId, ConnectionId, Event, Limits, Notification, Target, ToolCall,
-        ToolResult, ToolSet,
+        ApiError, Asker, AuthToken, CallId, CancelReason, ConnectionId, DisconnectReason, Event,
+        Limits, LockFile, PathError, Target,
     };
+    // What a call asks (tool calls and their arguments, compatibility requests) and what the host
+    // answers with.
+    pub use claude_ide_bridge::{
+        CheckDocumentDirtyArgs, CloseTabArgs, CompatRequest, ExecuteCodeArgs, GetDiagnosticsArgs,
+        OpenDiffArgs, OpenFileArgs, OpenFilesArgs, ReformatFileArgs, SaveDocumentArgs, ToolCall,
+        ToolCallError, ToolName, ToolSet,
+    };
+    pub use claude_ide_bridge::{
+        Content, CurrentSelection, Diagnostic, DocumentDirty, EditorTab, FileDiagnostics,
+        OpenEditors, OpenFileResult, OpenedFiles, Position, Range, SaveDocumentResult, Selection,
+        SelectionUnavailable, ToolResult, WorkspaceFolder, WorkspaceFolders,
+    };
+    // What the host pushes.
+    pub use claude_ide_bridge::{
+        AtMentioned, DiagnosticsChanged, LogEvent, Notification, SelectionChanged,
+    };
+    // Paths and `file://` URIs as the wire writes them.
+    pub use claude_ide_bridge::{file_uri, is_within, to_posix, uri_to_path, uri_to_windows_path};
 }
 
 use claude_ide_bridge::AuthToken;

@@ -635,17 +635,36 @@ impl RunningServer {
 
     /// The first step of stopping: pending diffs are answered `DIFF_REJECTED`, other pending
     /// calls an error, and clients are sent Close 1001.
+    ///
+    /// The events this makes (the calls cancelled, `CancelReason::ServerStopped`) are left to the
+    /// threads or tasks that deliver events (a connection's reader, the timer loop), never handed
+    /// to a handler from the thread stopping the server: a host that stops it while holding a
+    /// lock its handler takes (its editor state, say) would wait on itself.
     pub fn begin_stop(self: &Arc<Self>) {
+        let mut st = self.lock();
+        let now = st.core.clock.now();
+        st.core.server.shutdown(now);
         // Written from this thread where the sockets take it (the Close 1001, the rejected
         // diffs): a runtime that stops hard right after (smol's `Drop`) would otherwise leave
         // them to writers that only wake once the server is marked stopped, and drop them.
-        self.answer(false, |core| {
-            let now = core.clock.now();
-            core.server.shutdown(now)
-        });
+        self.flush(&mut st, true);
         // Stopped from the handler in a burst, that output was held for the burst's next
         // answers, which will not come: written now, before a hard stop would drop it.
-        self.run(|st| write_held(&mut st.core, &st.conns, &mut st.delivery, st.stopped))
+        let st_ref = &mut *st;
+        write_held(
+            &mut st_ref.core,
+            &st_ref.conns,
+            &mut st_ref.delivery,
+            st_ref.stopped,
+        );
+        self.flush(&mut st, false);
+        let logs = self.logger.is_some().then(|| st.core.take_logs());
+        drop(st);
+        if let Some(logs) = logs {
+            self.write_logs(logs);
+        }
+        // The timer loop delivers what the shutdown queued for a handler.
+        (self.wake_timer)();
     }
 
     /// Whether every connection has finished closing (see [`STOP_GRACE`]).

@@ -322,7 +322,9 @@ impl IdeServer {
     /// [`IdeServer::next_event`] (which then returns `None`): in order, one at a time, with no
     /// lock held, from the task that produced them (a connection's, the timer, the acceptor) or
     /// the thread calling a [`Handle`] method, unless the handler is busy elsewhere, which then
-    /// delivers them after its current call. One at a time holds on smol's global executor even
+    /// delivers them after its current call; never from the stop ([`IdeServer::stop`], the
+    /// drop), whose caller may hold a lock the handler takes: the calls a stop cancels reach the
+    /// handler from the server's own tasks. One at a time holds on smol's global executor even
     /// when it runs tasks on several threads (`SMOL_THREADS`). A tool call answered from inside
     /// the handler is read, answered and written in one turn of the connection's task, with no
     /// hand-off (the lowest latency). The same concept as the blocking runtime's

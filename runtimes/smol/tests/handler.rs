@@ -280,3 +280,24 @@ fn a_handler_that_does_not_return_does_not_hold_the_stop() {
         r.join().unwrap();
     }
 }
+
+#[test]
+fn a_stop_under_the_handlers_lock_returns() {
+    // An executor of its own: the handler waits on the host's lock in one of its threads.
+    let (ex, stop_executor, runners) = executor(2, "locked");
+    scenarios::a_stop_under_the_handlers_lock_returns(
+        |opts, mut handler| {
+            let server = smol::block_on(IdeServer::start_with_handler_on(opts, ex, move |e, _| {
+                handler(&e)
+            }))
+            .unwrap();
+            let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
+            (server, port, lock)
+        },
+        |server| smol::block_on(server.stop()),
+    );
+    drop(stop_executor);
+    for r in runners {
+        r.join().unwrap();
+    }
+}

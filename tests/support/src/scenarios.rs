@@ -1539,3 +1539,81 @@ pub fn a_handler_that_does_not_return_does_not_hold_the_stop<S: Send + 'static>(
     returned.expect("the stop returned");
     assert!(!lock.exists());
 }
+
+/// A host that stops the server while holding a lock its handler takes (the editor's state, the
+/// server kept in it): the stop returns, the pending diff answered `DIFF_REJECTED` and the lock
+/// file gone, and the handler still gets the call's cancellation, from another thread once the
+/// host lets go. The stopping thread delivered it itself before, and the handler waited on the
+/// lock its own thread held: the stop never returned, and the lock file stayed. `start` and
+/// `stop` as in [`a_handler_that_does_not_return_does_not_hold_the_stop`].
+pub fn a_stop_under_the_handlers_lock_returns<S: Send + 'static>(
+    start: impl FnOnce(Options, Box<dyn FnMut(&Event) + Send>) -> (S, u16, PathBuf),
+    stop: impl FnOnce(S) + Send + 'static,
+) {
+    use std::sync::{mpsc, Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    // The editor's state: what the handler saw, and on which thread.
+    let editor = Arc::new(Mutex::new(Vec::<(String, std::thread::ThreadId)>::new()));
+    let seen = Arc::clone(&editor);
+    let (server, port, lock) = start(
+        opts(dir.path()),
+        Box::new(move |e| {
+            let what = match e {
+                Event::ToolCall { .. } => "call".to_owned(),
+                Event::CallCancelled { reason, .. } => format!("cancelled {reason:?}"),
+                _ => return,
+            };
+            seen.lock()
+                .unwrap()
+                .push((what, std::thread::current().id()));
+        }),
+    );
+    let (_, c) = connect(port, Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    let file = dir.path().join("a.rs");
+    let id = c.call_tool(
+        "openDiff",
+        json!({"old_file_path": file, "new_file_path": file,
+               "new_file_contents": "x", "tab_name": "t"}),
+    );
+    let give_up = Instant::now() + WAIT;
+    while editor.lock().unwrap().is_empty() {
+        assert!(Instant::now() < give_up, "the handler never saw the call");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (stopped, stop_returned) = mpsc::channel();
+    let held = Arc::clone(&editor);
+    let stopper = std::thread::spawn(move || {
+        let guard = held.lock().unwrap();
+        stop(server);
+        let _ = stopped.send(());
+        drop(guard);
+        std::thread::current().id()
+    });
+    let returned = stop_returned.recv_timeout(Duration::from_secs(30));
+    returned.expect("the stop returned while its thread held the handler's lock");
+    let stopping_thread = stopper.join().unwrap();
+    assert!(!lock.exists(), "the lock file is gone");
+    let answer = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("the pending diff answered");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "DIFF_REJECTED",
+        "{answer}"
+    );
+    // The cancellation reaches the handler once the host let go, on another thread.
+    let give_up = Instant::now() + WAIT;
+    loop {
+        let seen = editor.lock().unwrap().clone();
+        if let Some((_, thread)) = seen.iter().find(|(w, _)| w.contains("ServerStopped")) {
+            assert_ne!(*thread, stopping_thread, "delivered by the stopping thread");
+            break;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "no cancellation delivered: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
