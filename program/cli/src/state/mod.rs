@@ -426,14 +426,16 @@ impl Kept {
         (alive && !served).then_some(saved.pid)
     }
 
-    /// The kept port is taken: go on with any free port (and, when this workspace's bridge
-    /// serves it, a new token, keeping nothing).
+    /// The kept port is taken: go on with any free port and a new token (keeping nothing when
+    /// this workspace's bridge serves it).
     ///
     /// Which it is, is told by the lock files in `lock_dir`: a live process whose `<port>.lock`
     /// is there with this workspace's token is its bridge (started at the same moment or before,
     /// or bound to another address), and the port, token and state file are its own. Another
-    /// program's server (another workspace's bridge, another IDE) only took the port: the token
-    /// is kept, and the new port with it. The state file's pid alone does not tell: two bridges
+    /// program's server (another workspace's bridge, another IDE, or any program, another user's
+    /// too, that bound it once the last bridge stopped) took the port, and may have been handed
+    /// the token: a claude still trying the old port sends it there. So the token is drawn again
+    /// too, and the new port and token kept. The state file's pid alone does not tell: two bridges
     /// started at once both read a dead one (and the second took the first's token and state
     /// file), and a pid reused by another program looks alive for good (and nothing was ever
     /// kept again). A bridge that has bound the port and not yet written its lock file is
@@ -472,12 +474,16 @@ impl Kept {
         };
         let live = lock_dir.and_then(held);
         match live {
-            Some(lock) if !ours(&lock) => self.notes.push(format!(
-                "port {taken}, kept for this workspace, is taken by another program's server \
-                 (pid {}): listening on a new one (a claude still trying the old port reconnects \
-                 with /ide)",
-                lock.pid
-            )),
+            Some(lock) if !ours(&lock) => {
+                self.token = claude_ide_bridge_runtime::generate_token();
+                self.notes.push(format!(
+                    "port {taken}, kept for this workspace, is taken by another program's server \
+                     (pid {}): listening on a new one, with a new token (a claude still trying \
+                     the old port may have handed that program the old one; it reconnects with \
+                     /ide)",
+                    lock.pid
+                ));
+            }
             Some(lock) => {
                 let pid = lock.pid;
                 self.token = claude_ide_bridge_runtime::generate_token();
@@ -489,9 +495,11 @@ impl Kept {
             }
             None => {
                 self.notes.push(format!(
-                    "port {taken}, kept for this workspace, is taken: listening on a new one (a \
-                     claude still trying the old port reconnects with /ide)"
+                    "port {taken}, kept for this workspace, is taken: listening on a new one, with \
+                     a new token (a claude still trying the old port may have handed the program \
+                     there the old one; it reconnects with /ide)"
                 ));
+                self.token = claude_ide_bridge_runtime::generate_token();
                 let token = self.loaded.as_ref().map(|s| &s.token);
                 if let Some((dir, token)) = lock_dir.zip(token) {
                     if remove_left_lock(dir, taken, token) {
@@ -698,7 +706,8 @@ pub(crate) mod tests {
         let mut reused = Kept::load_from(Some(d.path()), &folders, None, false);
         reused.port_taken(Some(&locks), &folders, "claude-ide-bridge");
         assert_eq!(reused.port(), 0);
-        assert_eq!(reused.token().as_str(), kept_by.token.as_str());
+        // Whatever holds the port may have been handed the token: a new one, kept.
+        assert_ne!(reused.token().as_str(), kept_by.token.as_str());
         assert!(reused.save);
 
         let lock = claude_ide_bridge::LockFile::new(
@@ -730,7 +739,8 @@ pub(crate) mod tests {
         assert!(!at_once.save, "{:?}", at_once.notes);
 
         // Another program's server on the port (another workspace's bridge, another IDE): its
-        // lock file has another token. The port only is replaced; token and state are kept.
+        // lock file has another token. Port and token are replaced, and the state file keeps
+        // the new ones.
         let theirs = claude_ide_bridge::LockFile::new(
             other.id(),
             vec!["/elsewhere".into()],
@@ -747,7 +757,7 @@ pub(crate) mod tests {
         );
         third.port_taken(Some(&locks), &folders, "claude-ide-bridge");
         assert_eq!(third.port(), 0);
-        assert_eq!(third.token().as_str(), kept_by.token.as_str());
+        assert_ne!(third.token().as_str(), kept_by.token.as_str());
         assert!(third.save);
         assert!(third
             .notes
