@@ -1326,15 +1326,22 @@ fn warm_connect_opens_the_most_recently_modified_file() {
 
 /// A server's diagnostics for a file outside the workspace (it may look at any file: a library's,
 /// `/etc/passwd`) reach claude neither as `diagnostics_changed` nor in `getDiagnostics {}`, as
-/// `getDiagnostics {uri}` already answered `[]` for such a file; they did both.
+/// `getDiagnostics {uri}` already answered `[]` for such a file; they did both. Nor do those for
+/// a link in the workspace to a file outside it, which a server reads as that file (a message
+/// may quote it): they were passed on, the link's path being inside.
 #[test]
 fn a_servers_diagnostics_for_files_outside_the_workspace_are_not_passed_on() {
     let sb = Sandbox::new();
-    // The lsp crate's scripted server, publishing for `/outside-the-workspace/lib.py` too.
+    // The lsp crate's scripted server, publishing for `/outside-the-workspace/lib.py` and for
+    // `link-out.py` too.
     let script = fake_script();
     let outside = Path::new("/outside-the-workspace/lib.py");
     let app = sb.ws.join("app.py");
     fs::write(&app, "x = 1\nerror here\n").unwrap();
+    let secret = sb.root().join("secret.py");
+    fs::write(&secret, "token = 'not yours'\n").unwrap();
+    let link = sb.ws.join("link-out.py");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
     let server = format!("python=python3 {} outside", script.display());
     let mut s = serve(&sb, "threads", &["--lsp", &server]);
     let mut c = Session::new(&s);
@@ -1345,16 +1352,15 @@ fn a_servers_diagnostics_for_files_outside_the_workspace_are_not_passed_on() {
     });
     let all = c.diagnostics(json!({}));
     assert_eq!(messages(&all, &app), ["bad line 1"], "{all:?}");
-    assert!(
-        all.iter().all(|e| e["uri"] != json!(uri(outside))),
-        "{all:?}"
-    );
-    assert!(
-        c.notes
-            .iter()
-            .all(|v| v["params"]["uri"] != json!(uri(outside))),
-        "{:?}",
-        c.notes
-    );
+    for far in [outside, &link] {
+        assert!(all.iter().all(|e| e["uri"] != json!(uri(far))), "{all:?}");
+        assert!(
+            c.notes
+                .iter()
+                .all(|v| v["params"]["uri"] != json!(uri(far))),
+            "{:?}",
+            c.notes
+        );
+    }
     assert_eq!(s.stop(), 0);
 }

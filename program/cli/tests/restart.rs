@@ -206,7 +206,11 @@ fn a_taken_port_is_replaced_and_said() {
         "the lock file the last bridge left for port {port}"
     ));
     assert!(!left.exists());
-    assert_ne!(second.token(), token, "the old token, maybe handed to the squatter");
+    assert_ne!(
+        second.token(),
+        token,
+        "the old token, maybe handed to the squatter"
+    );
     assert_eq!(state(&sb)["port"], second.port);
     let (new_port, new_token) = (second.port, second.token());
     crash(second);

@@ -27,7 +27,7 @@ pub fn server_output(data: &[u8]) {
         ..LspLimits::default()
     };
     let mut state = State::new(limits.clone(), vec![]);
-    state.begin(1);
+    state.begin(1, None);
     if cfg & 2 != 0 {
         let init = br#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"textDocumentSync":1,"diagnosticProvider":{"interFileDependencies":false,"workspaceDiagnostics":false}}}}"#;
         state.handle(init).expect("a well-formed initialize answer");
@@ -87,7 +87,7 @@ pub fn server_output(data: &[u8]) {
 /// costs). Returns how many it took without stopping the server.
 pub fn handle_bodies(frames: &[&[u8]]) -> usize {
     let mut state = State::new(LspLimits::default(), vec![]);
-    state.begin(1);
+    state.begin(1, None);
     let init = br#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"textDocumentSync":1}}}"#;
     state.handle(init).expect("a well-formed initialize answer");
     state.sync("/w/a.py", "python", "x = 1\n");
@@ -102,7 +102,7 @@ pub fn handle_bodies(frames: &[&[u8]]) -> usize {
 /// holds). Whether the server is still taken for running after.
 pub fn sync_texts(texts: &[&str]) -> bool {
     let mut state = State::new(LspLimits::default(), vec![]);
-    state.begin(1);
+    state.begin(1, None);
     let init = br#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"textDocumentSync":{"openClose":true,"change":1,"save":{"includeText":true}}}}}"#;
     state.handle(init).expect("a well-formed initialize answer");
     for text in texts {

@@ -145,7 +145,10 @@ impl ServerProcess {
         let stderr = child.stderr.take().expect("piped");
         let mut state = State::new(limits.clone(), folders);
         state.pid = Some(pid);
-        state.begin(std::process::id());
+        state.begin(
+            std::process::id(),
+            crate::table::initialization_options(program, found.as_deref()),
+        );
         let shared = Arc::new(StateMonitor {
             state: Mutex::new(state),
             cond: Condvar::new(),

@@ -535,9 +535,11 @@ impl State {
             .is_some_and(|since| now >= since + self.limits.hang_timeout)
     }
 
-    /// Queues `initialize`; `pid` is the bridge's, so that servers exit when it dies.
-    pub fn begin(&mut self, pid: u32) {
-        let params = initialize_params(pid, &self.folders);
+    /// Queues `initialize`; `pid` is the bridge's, so that servers exit when it dies; `options`
+    /// its `initializationOptions` ([`crate::table::initialization_options`]).
+    pub fn begin(&mut self, pid: u32, options: Option<serde_json::Value>) {
+        let mut params = initialize_params(pid, &self.folders);
+        params.initialization_options = options;
         self.init_id = self.next_id;
         self.next_id += 1;
         let body = rpc::request::<req::Initialize>(self.init_id, &params);

@@ -372,6 +372,49 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
     (!is_empty_rustup_proxy(&path, rustup_home.as_deref())).then_some(path)
 }
 
+/// What the client sends a server as `initializationOptions`, for the server `program` found at
+/// `found`: for typescript-language-server, the TypeScript installed beside it (`tsserver.path`),
+/// so that it does not run the workspace's own (`node_modules/typescript/lib/tsserver.js`), which
+/// it prefers otherwise: a workspace's code run as soon as claude connects, which no editor does
+/// without asking (VS Code uses its own TypeScript unless told to trust the workspace's). `None`
+/// for the other servers, and when no such TypeScript is found (the server then picks one).
+pub fn initialization_options(program: &str, found: Option<&Path>) -> Option<serde_json::Value> {
+    let name = Path::new(program).file_stem()?.to_str()?;
+    if !name.eq_ignore_ascii_case("typescript-language-server") {
+        return None;
+    }
+    let tsserver = installed_tsserver(found?)?;
+    Some(serde_json::json!({"tsserver": {"path": tsserver}}))
+}
+
+/// The `tsserver.js` of the TypeScript installed with the typescript-language-server at
+/// `found`: npm puts both packages in one `node_modules` folder (`npm install -g
+/// typescript-language-server typescript`), which the program's link leads into on Unix
+/// (`/usr/lib/node_modules/typescript-language-server/lib/cli.mjs`) and which is beside npm's
+/// `.cmd` shim on Windows; or the package's own `node_modules`.
+fn installed_tsserver(found: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(found).unwrap_or_else(|_| found.to_path_buf());
+    let tsserver = |modules: &Path| {
+        let p = modules.join("typescript").join("lib").join("tsserver.js");
+        p.is_file().then(|| p.to_string_lossy().into_owned())
+    };
+    let mut candidates = Vec::new();
+    for dir in real.ancestors().skip(1) {
+        if dir.file_name().is_some_and(|n| n == "node_modules") {
+            candidates.push(dir.join("typescript-language-server").join("node_modules"));
+            candidates.push(dir.to_path_buf());
+        }
+    }
+    // npm's shims on Windows (and its links on Unix), beside their package folder.
+    if let Some(bin) = found.parent() {
+        candidates.push(bin.join("node_modules"));
+        if let Some(prefix) = bin.parent() {
+            candidates.push(prefix.join("lib").join("node_modules"));
+        }
+    }
+    candidates.iter().find_map(|m| tsserver(m))
+}
+
 /// The first executable file named as `program` may be ([`candidate_names`]) in a folder of
 /// `path` (a `PATH` value). Only absolute folders: an empty entry (`a::b`, a trailing `:` or
 /// `;`) or a relative one would name a folder of the bridge's working directory, where a
@@ -518,6 +561,62 @@ pub struct Missing {
 
 #[cfg(test)]
 mod tests {
+    /// typescript-language-server is told the `tsserver.js` installed beside it: through npm's
+    /// link into its package on Unix, beside npm's shim on Windows, or in its own `node_modules`;
+    /// nothing for another server, or when none is found.
+    #[test]
+    fn typescript_is_told_the_installed_tsserver() {
+        use super::initialization_options;
+        let d = tempfile::tempdir().unwrap();
+        let modules = d.path().join("lib").join("node_modules");
+        let package = modules.join("typescript-language-server");
+        std::fs::create_dir_all(package.join("lib")).unwrap();
+        std::fs::write(package.join("lib").join("cli.mjs"), "").unwrap();
+        let program = "typescript-language-server";
+        assert_eq!(
+            initialization_options(program, Some(&package.join("lib/cli.mjs"))),
+            None
+        );
+        let tsserver = modules.join("typescript").join("lib").join("tsserver.js");
+        std::fs::create_dir_all(tsserver.parent().unwrap()).unwrap();
+        std::fs::write(&tsserver, "").unwrap();
+        let told = |found: &std::path::Path| {
+            initialization_options(program, Some(found))
+                .and_then(|o| o["tsserver"]["path"].as_str().map(str::to_owned))
+        };
+        let expected = Some(tsserver.to_string_lossy().into_owned());
+        // npm's shim beside the package folder (Windows' layout: `prefix\name.cmd` and
+        // `prefix\node_modules`), and its bin folder beside `lib/node_modules` (Unix's).
+        let shim = d.path().join("lib").join("typescript-language-server.cmd");
+        std::fs::write(&shim, "").unwrap();
+        assert_eq!(told(&shim), expected);
+        let bin = d.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("typescript-language-server"), "").unwrap();
+        assert_eq!(told(&bin.join("typescript-language-server")), expected);
+        #[cfg(unix)]
+        {
+            // A link into the package, found elsewhere.
+            let other = tempfile::tempdir().unwrap();
+            let link = other.path().join("typescript-language-server");
+            std::os::unix::fs::symlink(package.join("lib").join("cli.mjs"), &link).unwrap();
+            assert_eq!(told(&link), expected);
+        }
+        // The package's own TypeScript first.
+        let own = package.join("node_modules/typescript/lib/tsserver.js");
+        std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+        std::fs::write(&own, "").unwrap();
+        assert_eq!(
+            told(&package.join("lib/cli.mjs")),
+            Some(own.to_string_lossy().into_owned())
+        );
+        assert_eq!(
+            initialization_options("pyright-langserver", Some(&shim)),
+            None
+        );
+        assert_eq!(initialization_options(program, None), None);
+    }
+
     /// Only `PATH`'s absolute folders are looked in: an empty entry or a relative one (the
     /// working directory's folders) is passed over, as the bridge's working directory may be a
     /// workspace holding a program of the same name.

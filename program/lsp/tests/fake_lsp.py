@@ -206,6 +206,10 @@ def main():
                 # As a server looking at a library's files: a publish for a file outside the
                 # workspace too, before the document's own.
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": "file:///outside-the-workspace/lib.py", "diagnostics": diagnostics("error")}})
+                # And for `link-out.py` beside the document: in the workspace by its path, a link
+                # to a file outside it (which a server reads as that file, and may quote).
+                linked = doc["uri"].rsplit("/", 1)[0] + "/link-out.py"
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": linked, "diagnostics": diagnostics("error")}})
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": diagnostics(text)}})
             elif MODE == "late-unversioned":
                 # No version, each text's diagnostics 300 ms after it came.

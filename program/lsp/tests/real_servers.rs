@@ -248,6 +248,51 @@ fn typescript_error_fix_new_error_and_shutdown() {
     );
 }
 
+/// typescript-language-server runs the TypeScript installed beside it, not a workspace's own
+/// `node_modules/typescript` (which it prefers unless told: a workspace's code, run as soon as
+/// claude connects and the server starts). Here the workspace's `tsserver.js` leaves a mark and
+/// exits; the answer comes from the installed one, and no mark is left. It was left before.
+#[test]
+fn typescript_runs_the_installed_tsserver_not_the_workspaces() {
+    require("typescript-language-server");
+    let f = fixture(only("typescript", "typescript-language-server --stdio"));
+    let lib = f
+        .dir
+        .path()
+        .join("node_modules")
+        .join("typescript")
+        .join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(
+        lib.parent().unwrap().join("package.json"),
+        r#"{"name": "typescript", "version": "5.9.3"}"#,
+    )
+    .unwrap();
+    let mark = f.dir.path().join("ran-the-workspaces-tsserver");
+    std::fs::write(
+        lib.join("tsserver.js"),
+        format!(
+            "require('fs').writeFileSync({:?}, String(process.pid)); process.exit(1);\n",
+            mark.display().to_string()
+        ),
+    )
+    .unwrap();
+    let file = f.dir.path().join("a.ts");
+    let got = f.lsp.diagnostics(
+        &file,
+        "const n: number = 'one';\n",
+        Instant::now() + Duration::from_secs(60),
+    );
+    assert!(!mark.exists(), "the workspace's tsserver.js ran");
+    assert!(
+        got.iter().any(|d| d
+            .message
+            .contains("Type 'string' is not assignable to type 'number'.")),
+        "{got:#?}\nlog: {}",
+        String::from_utf8_lossy(&f.log.lock().unwrap())
+    );
+}
+
 #[test]
 fn vtsls_error_fix_new_error_and_shutdown() {
     typescript_error_fix_new_error("vtsls", "vtsls --stdio", "ts");

@@ -272,8 +272,12 @@ fn named_path(uri: &str) -> Option<String> {
 /// Whether a server's diagnostics for `uri` are for a file inside the workspace: a server may
 /// publish for any file it looks at (a library's, `/etc/passwd`), which claude is not told about,
 /// as `getDiagnostics {uri}` answers `[]` for a file outside (docs/protocol.md, "getDiagnostics").
+/// Inside by its path, and not through a link leading out (a server reads a link as the file it
+/// leads to, and a message may quote that file): resolved as the file tools resolve it.
 fn in_workspace(ws: &Workspace, uri: &str) -> bool {
-    named_path(uri).is_some_and(|p| ws.contains(&p))
+    named_path(uri).is_some_and(|p| {
+        ws.contains(&p) && !matches!(ws.regular_file(&p), Err(Error::Outside { .. }))
+    })
 }
 
 /// Reads a file for a server through the workspace (inside it, a regular file, bounded, UTF-8):

@@ -30,7 +30,7 @@ fn uris_of(state: &mut State, method: &str) -> Vec<String> {
 
 fn running(caps: Value, limits: LspLimits) -> State {
     let mut s = State::new(limits, vec![]);
-    s.begin(42);
+    s.begin(42, None);
     let init = frames(&mut s);
     assert_eq!(init[0]["method"], "initialize");
     assert_eq!(init[0]["params"]["processId"], 42);
@@ -359,7 +359,7 @@ fn a_closed_documents_diagnostics_are_forgotten_for_good() {
 #[test]
 fn why_a_server_ended_is_kept_cut() {
     let mut s = State::new(LspLimits::default(), vec![]);
-    s.begin(42);
+    s.begin(42, None);
     let init = frames(&mut s);
     let message = "x".repeat(8 << 20);
     let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"],
@@ -412,7 +412,7 @@ fn a_gone_servers_diagnostics_are_forgotten_and_told_once() {
 #[test]
 fn early_syncs_wait_for_initialize_and_requests_are_answered() {
     let mut s = State::new(LspLimits::default(), vec![]);
-    s.begin(1);
+    s.begin(1, None);
     frames(&mut s);
     s.sync("/w/a.py", "python", "old");
     s.sync("/w/a.py", "python", "new");
@@ -781,7 +781,7 @@ proptest::proptest! {
 fn off_spec_capabilities_fall_back_to_full_changes() {
     let init = |result: Value| {
         let mut s = State::new(LspLimits::default(), vec![]);
-        s.begin(1);
+        s.begin(1, None);
         frames(&mut s);
         let answer = json!({"jsonrpc": "2.0", "id": 1, "result": result});
         let effects = s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
@@ -839,7 +839,7 @@ fn off_spec_capabilities_fall_back_to_full_changes() {
     );
     // An initialize refused is the end of that server.
     let mut s = State::new(LspLimits::default(), vec![]);
-    s.begin(1);
+    s.begin(1, None);
     let refused =
         json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "no workspace"}});
     assert!(s
@@ -1004,7 +1004,7 @@ fn texts_kept_before_initialize_fit_the_outbox() {
         ..LspLimits::default()
     };
     let mut s = State::new(limits, vec![]);
-    s.begin(42);
+    s.begin(42, None);
     let init = frames(&mut s);
     for i in 0..10 {
         s.sync(&format!("/w/{i}.py"), "python", &"x".repeat(300_000 + i));
@@ -1126,7 +1126,7 @@ fn a_text_for_several_servers_is_held_once() {
         running(caps, LspLimits::default()),
     );
     let mut starting = State::new(LspLimits::default(), vec![]);
-    starting.begin(42);
+    starting.begin(42, None);
     starting.take_outbox();
     b.sync("/w/a.py", "python", "old\n");
     b.take_outbox();
@@ -1279,7 +1279,7 @@ fn a_server_checking_on_request_is_answered_by_its_check_not_its_first_publish()
 #[test]
 fn vtsls_is_asked_with_the_path_and_answered_in_its_own_terms() {
     let mut s = State::new(LspLimits::default(), vec![]);
-    s.begin(42);
+    s.begin(42, None);
     let init = frames(&mut s);
     let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": tsls_caps(), "serverInfo": {"name": "vtsls", "version": "0.3.0"}}});
     s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
@@ -1354,7 +1354,7 @@ fn vtsls_is_asked_with_the_path_and_answered_in_its_own_terms() {
 #[test]
 fn a_null_from_vtsls_is_one_failed_check_not_the_end_of_its_checks() {
     let mut s = State::new(LspLimits::default(), vec![]);
-    s.begin(42);
+    s.begin(42, None);
     let init = frames(&mut s);
     let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": tsls_caps(), "serverInfo": {"name": "vtsls"}}});
     s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();

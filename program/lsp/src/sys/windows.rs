@@ -286,7 +286,7 @@ mod tests {
         assert_ne!(path_of_uri("file:///c/x/a.py").as_deref(), Some(&*key));
 
         let mut s = State::new(LspLimits::default(), vec![]);
-        s.begin(1);
+        s.begin(1, None);
         let init = s.take_outbox();
         assert_eq!(init.len(), 1);
         let answer =
