@@ -26,9 +26,11 @@ impl Logger {
         Logger(Arc::new(f))
     }
 
-    /// A logger writing `[claude-ide-bridge] <line>` to stderr.
+    /// A logger writing `[claude-ide-bridge] <line>` to stderr, with control characters and
+    /// bidirectional overrides written as escapes (`\u{1b}`): a line may quote what a peer sent
+    /// (its user agent, its messages), which must not drive the terminal it is read on.
     pub fn stderr() -> Logger {
-        Logger::new(|line| eprintln!("[claude-ide-bridge] {line}"))
+        Logger::new(|line| eprintln!("[claude-ide-bridge] {}", visible(line)))
     }
 
     /// [`Logger::stderr`] when the environment variable `CLAUDE_IDE_BRIDGE_LOG` is `debug`.
@@ -45,8 +47,46 @@ impl Logger {
     }
 }
 
+/// `line` with what a terminal would act on (control characters, C1 included, and the
+/// bidirectional overrides and isolates) written as `\u{..}` escapes; as it is when it has none.
+fn visible(line: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !line.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len() + 8);
+    for c in line.chars() {
+        if acts(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 impl fmt::Debug for Logger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Logger(..)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// What a peer sent, quoted in a line, cannot drive the terminal: an escape sequence, a C1
+    /// CSI, a bidi override and a line break are written as escapes; plain text is kept.
+    #[test]
+    fn lines_written_to_stderr_cannot_drive_the_terminal() {
+        assert_eq!(
+            super::visible("agent claude-cli/2 é"),
+            "agent claude-cli/2 é"
+        );
+        assert_eq!(
+            super::visible("ua \u{1b}]0;title\u{7}\u{9b}2J\u{202e}x\ny"),
+            "ua \\u{1b}]0;title\\u{7}\\u{9b}2J\\u{202e}x\\u{a}y"
+        );
     }
 }
