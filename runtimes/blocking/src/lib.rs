@@ -384,9 +384,9 @@ impl IdeServer {
         self.threads.shared.is_stopped()
     }
 
-    /// Stops: pending diffs are answered `DIFF_REJECTED` (or the tool error of
-    /// [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given up to 2 s to
-    /// finish, then every socket is closed, the lock file removed and the threads
+    /// Stops: the lock file is removed, pending diffs are answered `DIFF_REJECTED` (or the tool
+    /// error of [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given up to 2 s
+    /// to finish, then every socket is closed and the threads
     /// joined (those that end within 5 s: one held in a handler that does not return is left to
     /// end on its own, and the stop returns).
     pub fn stop(mut self) {
@@ -457,10 +457,11 @@ pub struct Stopper {
 }
 
 impl Stopper {
-    /// The part of [`IdeServer::stop`] that needs no thread of the server's: pending diffs are
-    /// answered as [`IdeServer::stop`] says, clients are sent Close 1001 and given up to 2 s to
-    /// finish, then every socket is closed, the lock file removed and `next_event` ends. Later
-    /// calls do nothing.
+    /// The part of [`IdeServer::stop`] that needs no thread of the server's: the lock file is
+    /// removed, pending diffs are answered as [`IdeServer::stop`] says, clients are sent Close
+    /// 1001 and given up to 2 s to finish, then every socket is closed and `next_event` ends.
+    /// Later calls do nothing. Called from the handler, it waits out those 2 s (the client's
+    /// Close is read by the thread the handler runs on).
     pub fn stop(&self) {
         let shared = &self.threads.shared;
         if shared.is_stopped() {

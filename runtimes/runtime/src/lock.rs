@@ -520,7 +520,10 @@ impl LockGuard {
         &self.path
     }
 
-    /// Rewrites the file atomically with new content (for example new workspace folders).
+    /// Rewrites the file atomically with new content (for example new workspace folders). A
+    /// file another process removed (a claude taking it for stale) is written anew, as
+    /// [`LockGuard::restore`] writes it; one another process's file replaced is left to it (an
+    /// error).
     pub fn update(&mut self, content: &LockFile) -> io::Result<()> {
         if self.removed {
             return Err(io::Error::new(
@@ -529,6 +532,9 @@ impl LockGuard {
             ));
         }
         check_lock_dir(&self.dir)?;
+        if self.restore(content)? {
+            return Ok(());
+        }
         if !self.still_ours() {
             return Err(io::Error::other(format!(
                 "{} was replaced by another process's lock file: left to it",
@@ -646,6 +652,28 @@ mod tests {
         guard.remove().unwrap();
         let left = fs::read_to_string(dir.path().join("3.lock")).unwrap();
         assert_eq!(LockFile::parse(&left).unwrap().pid, 1);
+    }
+
+    /// An update while the file is gone (another process removed it, a claude taking it for
+    /// stale, and the watch has not written it again yet) writes it anew with the new content:
+    /// it was refused as "replaced by another process's lock file", the folders changed all the
+    /// same.
+    #[test]
+    fn an_update_after_another_process_removed_the_file_writes_it_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = || claude_ide_bridge::AuthToken::from_string("t".repeat(43));
+        let me = std::process::id();
+        let ours = LockFile::new(me, vec!["/w".into()], "Vim", false, token());
+        let mut guard = LockGuard::create(dir.path(), 4, &ours, false).unwrap();
+        fs::remove_file(dir.path().join("4.lock")).unwrap();
+        let moved = LockFile::new(me, vec!["/w2".into()], "Vim", false, token());
+        guard.update(&moved).unwrap();
+        let now = fs::read_to_string(dir.path().join("4.lock")).unwrap();
+        assert_eq!(LockFile::parse(&now).unwrap().workspace_folders, ["/w2"]);
+        // Ours again: the next update rewrites it, and the removal takes it.
+        guard.update(&ours).unwrap();
+        guard.remove().unwrap();
+        assert!(!dir.path().join("4.lock").exists());
     }
 
     /// A child of this test binary that waits ([`a_child_that_waits`]) until it is killed, to name

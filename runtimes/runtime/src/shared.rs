@@ -633,8 +633,8 @@ impl RunningServer {
 
     // ---- stopping ----
 
-    /// The first step of stopping: pending diffs are answered `DIFF_REJECTED`, other pending
-    /// calls an error, and clients are sent Close 1001.
+    /// The first step of stopping: the lock file removed, pending diffs answered
+    /// `DIFF_REJECTED`, other pending calls an error, and clients sent Close 1001.
     ///
     /// The events this makes (the calls cancelled, `CancelReason::ServerStopped`) are left to the
     /// threads or tasks that deliver events (a connection's reader, the timer loop), never handed
@@ -642,6 +642,10 @@ impl RunningServer {
     /// lock its handler takes (its editor state, say) would wait on itself.
     pub fn begin_stop(self: &Arc<Self>) {
         let mut st = self.lock();
+        // The lock file first: no claude finds a server that is stopping (its grace, up to
+        // `STOP_GRACE`, is spent waiting for the clients' Close).
+        st.lock_watch = None;
+        st.core.remove_lock_file();
         let now = st.core.clock.now();
         st.core.server.shutdown(now);
         // Written from this thread where the sockets take it (the Close 1001, the rejected
@@ -730,7 +734,10 @@ impl Handle {
     }
 
     /// Sends a notification; returns how many connections it was queued for. Pushes go through
-    /// the connections' writers, which send what accumulated while they woke in one write.
+    /// the connections' writers, which send what accumulated while they woke in one write. An
+    /// `at_mentioned` that no initialized client can take now is kept for the next one (see
+    /// `Limits::max_queued_mentions` and `mention_ttl`) and counts 0 here, as one sent nowhere
+    /// does.
     pub fn notify(&self, target: Target, notification: &Notification) -> usize {
         self.shared.with(|core| {
             let now = core.clock.now();

@@ -445,9 +445,9 @@ impl IdeServer {
         self.tasks.shared.is_stopped()
     }
 
-    /// Stops: pending diffs are answered `DIFF_REJECTED` (or the tool error of
-    /// [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given up to 2 s to
-    /// finish, then every socket is closed, the lock file removed and the tasks
+    /// Stops: the lock file is removed, pending diffs are answered `DIFF_REJECTED` (or the tool
+    /// error of [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given up to 2 s
+    /// to finish, then every socket is closed and the tasks
     /// awaited (for up to 5 s: one held in a handler that does not return is left to end on its
     /// own, and the stop returns).
     pub async fn stop(self) {

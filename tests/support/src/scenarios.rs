@@ -1542,7 +1542,7 @@ pub fn a_handler_that_does_not_return_does_not_hold_the_stop<S: Send + 'static>(
 
 /// A host that stops the server while holding a lock its handler takes (the editor's state, the
 /// server kept in it): the stop returns, the pending diff answered `DIFF_REJECTED` and the lock
-/// file gone, and the handler still gets the call's cancellation, from another thread once the
+/// file gone (from the stop's start, not its end), and the handler still gets the call's cancellation, from another thread once the
 /// host lets go. The stopping thread delivered it itself before, and the handler waited on the
 /// lock its own thread held: the stop never returned, and the lock file stayed. `start` and
 /// `stop` as in [`a_handler_that_does_not_return_does_not_hold_the_stop`].
@@ -1583,14 +1583,28 @@ pub fn a_stop_under_the_handlers_lock_returns<S: Send + 'static>(
         std::thread::sleep(Duration::from_millis(5));
     }
     let (stopped, stop_returned) = mpsc::channel();
+    let (stopping, stop_began) = mpsc::channel();
     let held = Arc::clone(&editor);
     let stopper = std::thread::spawn(move || {
         let guard = held.lock().unwrap();
+        let _ = stopping.send(Instant::now());
         stop(server);
         let _ = stopped.send(());
         drop(guard);
         std::thread::current().id()
     });
+    // The lock file goes first, not after the wait for the clients' Close (this client sends
+    // none: the stop waits its whole grace): no claude finds a server that is stopping.
+    let began = stop_began.recv_timeout(WAIT).expect("the stop began");
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while lock.exists() && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let gone_after = began.elapsed();
+    assert!(
+        gone_after < claude_ide_bridge_runtime::STOP_GRACE,
+        "the lock file was there through the stop's grace ({gone_after:?})"
+    );
     let returned = stop_returned.recv_timeout(Duration::from_secs(30));
     returned.expect("the stop returned while its thread held the handler's lock");
     let stopping_thread = stopper.join().unwrap();
