@@ -160,28 +160,11 @@ fn ctrl_break_stops_the_bridge_and_removes_its_lock_file() {
 #[test]
 fn ask_drops_a_line_typed_before_the_question() {
     let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
-    let conin = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("CONIN$")
-        .expect("this test needs a console (platforms.sh runs it in `script`)");
+    let conin = conin();
     let sb = Sandbox::new();
     let file = sb.ws.join("a.txt");
     fs::write(&file, "one\n").unwrap();
-    let mut bridge = sb.command();
-    bridge
-        .args(["serve", "--on-diff", "ask", "--no-lsp"])
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let mut child = bridge.spawn().unwrap();
-    let lock = wait_for_lock(&sb);
-    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
-    let lock: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
-    let (status, cl) = client::connect(port, lock["authToken"].as_str());
-    assert_eq!(status, 101);
-    let mut cl = cl.unwrap();
-    cl.init();
+    let (mut child, mut cl) = ask_on_the_console(&sb, sb.command());
 
     // Typed while no change is shown: it waits in the console's buffer.
     type_keys(&conin, "a\r");
@@ -192,16 +175,7 @@ fn ask_drops_a_line_typed_before_the_question() {
         "answered by a line typed before it was shown: {early:?}"
     );
     // Typed once it is shown (again while the question may not be up yet: dropped then too).
-    let mut answer = None;
-    for _ in 0..10 {
-        type_keys(&conin, "r\r");
-        answer = cl.recv_until(Duration::from_secs(1), |v| v["id"] == json!(id));
-        if answer.is_some() {
-            break;
-        }
-    }
-    let answer = answer.expect("the question was never answered");
-    assert_eq!(texts(&answer)[0], "DIFF_REJECTED", "{answer}");
+    reject_by_typing(&conin, &mut cl, id);
     assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
     child.kill().unwrap();
     child.wait().unwrap();
@@ -219,11 +193,7 @@ const EDITOR_DIR: &str = "CONSOLE_TEST_EDITOR_DIR";
 #[test]
 fn ask_puts_the_consoles_modes_back_after_the_editor() {
     let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
-    let conin = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("CONIN$")
-        .expect("this test needs a console (platforms.sh runs it in `script`)");
+    let conin = conin();
     let before = console_mode(&conin);
     assert_ne!(
         before & ENABLE_LINE_INPUT,
@@ -242,21 +212,10 @@ fn ask_puts_the_consoles_modes_back_after_the_editor() {
     );
     let mut bridge = sb.command();
     bridge
-        .args(["serve", "--on-diff", "ask", "--no-lsp"])
         .env("EDITOR", editor)
         .env_remove("VISUAL")
-        .env(EDITOR_DIR, &signals)
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let mut child = bridge.spawn().unwrap();
-    let lock = wait_for_lock(&sb);
-    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
-    let lock: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
-    let (status, cl) = client::connect(port, lock["authToken"].as_str());
-    assert_eq!(status, 101);
-    let mut cl = cl.unwrap();
-    cl.init();
+        .env(EDITOR_DIR, &signals);
+    let (mut child, mut cl) = ask_on_the_console(&sb, bridge);
     let id = cl.call_tool("openDiff", open_diff_args(&file, "proposed\n", "T"));
 
     // `e`, typed until the editor has started (a line typed before the question is dropped).
@@ -285,16 +244,7 @@ fn ask_puts_the_consoles_modes_back_after_the_editor() {
         thread::sleep(Duration::from_millis(20));
     }
     // The question is asked again (the editor wrote nothing): rejected by a line, as typed.
-    let mut answer = None;
-    for _ in 0..10 {
-        type_keys(&conin, "r\r");
-        answer = cl.recv_until(Duration::from_secs(1), |v| v["id"] == json!(id));
-        if answer.is_some() {
-            break;
-        }
-    }
-    let answer = answer.expect("the question was never answered after the editor");
-    assert_eq!(texts(&answer)[0], "DIFF_REJECTED", "{answer}");
+    reject_by_typing(&conin, &mut cl, id);
     child.kill().unwrap();
     child.wait().unwrap();
     set_console_mode(&conin, before);
@@ -310,11 +260,7 @@ fn editor_leaving_the_console_raw() {
     let Some(dir) = std::env::var_os(EDITOR_DIR).map(PathBuf::from) else {
         return;
     };
-    let conin = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("CONIN$")
-        .unwrap();
+    let conin = conin();
     let mode = console_mode(&conin);
     set_console_mode(
         &conin,
@@ -342,6 +288,52 @@ fn set_console_mode(conin: &File, mode: u32) {
     // SAFETY: `conin` is an open console input handle for the length of the call.
     let ok = unsafe { SetConsoleMode(conin.as_raw_handle(), mode) };
     assert_ne!(ok, 0, "SetConsoleMode: {}", io::Error::last_os_error());
+}
+
+/// `serve --on-diff ask` started by `bridge` (the sandbox's command) on this console, and a
+/// client connected to it, initialized.
+fn ask_on_the_console(
+    sb: &Sandbox,
+    mut bridge: std::process::Command,
+) -> (std::process::Child, client::Client) {
+    bridge
+        .args(["serve", "--on-diff", "ask", "--no-lsp"])
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let child = bridge.spawn().unwrap();
+    let lock = wait_for_lock(sb);
+    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
+    let lock: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
+    let (status, cl) = client::connect(port, lock["authToken"].as_str());
+    assert_eq!(status, 101);
+    let mut cl = cl.unwrap();
+    cl.init();
+    (child, cl)
+}
+
+/// Types `r` and Enter until the question of call `id` is answered (a line typed while it is not
+/// up yet is dropped), and checks the answer is `DIFF_REJECTED`.
+fn reject_by_typing(conin: &File, cl: &mut client::Client, id: u64) {
+    let mut answer = None;
+    for _ in 0..10 {
+        type_keys(conin, "r\r");
+        answer = cl.recv_until(Duration::from_secs(1), |v| v["id"] == json!(id));
+        if answer.is_some() {
+            break;
+        }
+    }
+    let answer = answer.expect("the question was never answered");
+    assert_eq!(texts(&answer)[0], "DIFF_REJECTED", "{answer}");
+}
+
+/// The console's input (`CONIN$`), which a test puts keys in and reads the modes of.
+fn conin() -> File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("CONIN$")
+        .expect("this test needs a console (platforms.sh runs it in `script`)")
 }
 
 /// Puts `text` in the console's input buffer as key presses.

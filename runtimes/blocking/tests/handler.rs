@@ -166,24 +166,18 @@ impl scenarios::HandlerRt for WithHandler {
 /// Before, the stop joined its thread without a bound and hung.
 #[test]
 fn a_handler_that_does_not_return_does_not_hold_the_stop() {
-    scenarios::a_handler_that_does_not_return_does_not_hold_the_stop(
-        |opts, mut handler| {
-            let server = IdeServer::start_with_handler(opts, move |e, _| handler(&e)).unwrap();
-            let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
-            (server, port, lock)
-        },
-        |server| server.stop(),
-    );
+    scenarios::a_handler_that_does_not_return_does_not_hold_the_stop(started, IdeServer::stop);
 }
 
 #[test]
 fn a_stop_under_the_handlers_lock_returns() {
-    scenarios::a_stop_under_the_handlers_lock_returns(
-        |opts, mut handler| {
-            let server = IdeServer::start_with_handler(opts, move |e, _| handler(&e)).unwrap();
-            let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
-            (server, port, lock)
-        },
-        |server| server.stop(),
-    );
+    scenarios::a_stop_under_the_handlers_lock_returns(started, IdeServer::stop);
+}
+
+/// What the scenarios that stop a server themselves start: a server whose handler calls theirs
+/// with each event; its port and lock file.
+fn started(opts: Options, mut handler: Box<dyn FnMut(&Event) + Send>) -> (IdeServer, u16, PathBuf) {
+    let server = IdeServer::start_with_handler(opts, move |e, _| handler(&e)).unwrap();
+    let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
+    (server, port, lock)
 }

@@ -261,43 +261,49 @@ fn at_mention() -> claude_ide_bridge::AtMentioned {
 /// Before, the stop awaited its task without a bound and hung.
 #[test]
 fn a_handler_that_does_not_return_does_not_hold_the_stop() {
-    // An executor of its own: the handler holds one of its threads for seconds, which on smol's
-    // global one would hold up the other tests of this binary.
-    let (ex, stop_executor, runners) = executor(2, "held");
-    scenarios::a_handler_that_does_not_return_does_not_hold_the_stop(
-        |opts, mut handler| {
-            let server = smol::block_on(IdeServer::start_with_handler_on(opts, ex, move |e, _| {
-                handler(&e)
-            }))
-            .unwrap();
-            let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
-            (server, port, lock)
-        },
-        |server| smol::block_on(server.stop()),
-    );
+    on_an_executor_of_its_own("held", |ex| {
+        scenarios::a_handler_that_does_not_return_does_not_hold_the_stop(started_on(ex), stopped)
+    });
+}
+
+#[test]
+fn a_stop_under_the_handlers_lock_returns() {
+    on_an_executor_of_its_own("locked", |ex| {
+        scenarios::a_stop_under_the_handlers_lock_returns(started_on(ex), stopped)
+    });
+}
+
+/// Runs `scenario` with an executor of its own (two threads named after `name`): a handler that
+/// holds one of its threads for seconds (the scenarios that stop a server themselves) would hold
+/// up the other tests of this binary on smol's global one.
+fn on_an_executor_of_its_own(name: &str, scenario: impl FnOnce(Arc<smol::Executor<'static>>)) {
+    let (ex, stop_executor, runners) = executor(2, name);
+    scenario(ex);
     drop(stop_executor);
     for r in runners {
         r.join().unwrap();
     }
 }
 
-#[test]
-fn a_stop_under_the_handlers_lock_returns() {
-    // An executor of its own: the handler waits on the host's lock in one of its threads.
-    let (ex, stop_executor, runners) = executor(2, "locked");
-    scenarios::a_stop_under_the_handlers_lock_returns(
-        |opts, mut handler| {
-            let server = smol::block_on(IdeServer::start_with_handler_on(opts, ex, move |e, _| {
-                handler(&e)
-            }))
-            .unwrap();
-            let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
-            (server, port, lock)
-        },
-        |server| smol::block_on(server.stop()),
-    );
-    drop(stop_executor);
-    for r in runners {
-        r.join().unwrap();
+/// The handler those scenarios give: called with each event.
+type ScenarioHandler = Box<dyn FnMut(&Event) + Send>;
+
+/// What those scenarios start: a server on `ex` whose handler calls theirs with each event; its
+/// port and lock file.
+fn started_on(
+    ex: Arc<smol::Executor<'static>>,
+) -> impl FnOnce(Options, ScenarioHandler) -> (IdeServer, u16, PathBuf) {
+    move |opts, mut handler| {
+        let server = smol::block_on(IdeServer::start_with_handler_on(opts, ex, move |e, _| {
+            handler(&e)
+        }))
+        .unwrap();
+        let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
+        (server, port, lock)
     }
+}
+
+/// How those scenarios stop it.
+fn stopped(server: IdeServer) {
+    smol::block_on(server.stop())
 }

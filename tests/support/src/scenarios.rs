@@ -1387,15 +1387,7 @@ pub fn a_stopped_server_drops_its_handler_while_a_handle_lives<R: HandlerRt>() {
 pub fn a_dropped_server_says_goodbye<R: HandlerRt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start_with(opts(dir.path()), Box::new(|_| None)).unwrap();
-    let (_, c) = connect(R::port(&s), Some(TOKEN));
-    let mut c = c.unwrap();
-    c.init();
-    let file = dir.path().join("a.rs");
-    let id = c.call_tool(
-        "openDiff",
-        json!({"old_file_path": file, "new_file_path": file,
-               "new_file_contents": "x", "tab_name": "t"}),
-    );
+    let (mut c, id) = a_diff_waiting(R::port(&s), dir.path());
     wait_event::<R>(&s, |e| matches!(e, Event::ToolCall { .. }));
     drop(s);
     let answer = c
@@ -1568,15 +1560,7 @@ pub fn a_stop_under_the_handlers_lock_returns<S: Send + 'static>(
                 .push((what, std::thread::current().id()));
         }),
     );
-    let (_, c) = connect(port, Some(TOKEN));
-    let mut c = c.unwrap();
-    c.init();
-    let file = dir.path().join("a.rs");
-    let id = c.call_tool(
-        "openDiff",
-        json!({"old_file_path": file, "new_file_path": file,
-               "new_file_contents": "x", "tab_name": "t"}),
-    );
+    let (mut c, id) = a_diff_waiting(port, dir.path());
     let give_up = Instant::now() + WAIT;
     while editor.lock().unwrap().is_empty() {
         assert!(Instant::now() < give_up, "the handler never saw the call");
@@ -1630,4 +1614,19 @@ pub fn a_stop_under_the_handlers_lock_returns<S: Send + 'static>(
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A client of the server on `port`, initialized, with an `openDiff` of `dir/a.rs` it called
+/// (left to the host); its id.
+fn a_diff_waiting(port: u16, dir: &Path) -> (Client, u64) {
+    let (_, c) = connect(port, Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    let file = dir.join("a.rs");
+    let id = c.call_tool(
+        "openDiff",
+        json!({"old_file_path": file, "new_file_path": file,
+               "new_file_contents": "x", "tab_name": "t"}),
+    );
+    (c, id)
 }
