@@ -440,16 +440,20 @@ fn decode_object(text: &str) -> Message<'_> {
 
 /// Whether a raw `id` can identify a request: a string, or an integer of at most 20 digits (MCP
 /// ids are strings or integers; a fraction or an exponent such as `7E7620719` is refused, since
-/// echoing it back would hand the client a number many JSON parsers reject as out of range).
+/// echoing it back would hand the client a number many JSON parsers reject as out of range). A
+/// string's escapes must name characters: a lone surrogate (`"\ud800"`, which a raw value takes
+/// as four hex digits) echoed back is JSON that strict parsers refuse.
 pub fn is_valid_id(raw: &RawValue) -> bool {
     valid_id(raw.get())
 }
 
 fn valid_id(t: &str) -> bool {
-    let t = t.as_bytes();
-    if t.first() == Some(&b'"') {
-        return true;
+    let b = t.as_bytes();
+    if b.first() == Some(&b'"') {
+        // Only an escaped string can hold a lone surrogate: decoded then, to be sure.
+        return !b.contains(&b'\\') || serde_json::from_str::<String>(t).is_ok();
     }
+    let t = b;
     let digits = t.strip_prefix(b"-").unwrap_or(t);
     (1..=20).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit)
 }
@@ -745,6 +749,16 @@ mod tests {
             code(r#"{"jsonrpc":"2.0","id":123456789012345678901,"method":"ping"}"#),
             Some(INVALID_REQUEST)
         );
+        // Found by a longer fuzz run: a lone surrogate's escape, echoed back, is JSON strict
+        // parsers refuse; a pair, and other escapes, name characters.
+        for lone in [r#""\ud800""#, r#""a\udc00""#, r#""\ud800\u0041""#] {
+            let t = format!(r#"{{"jsonrpc":"2.0","id":{lone},"method":"ping"}}"#);
+            assert_eq!(code(&t), Some(INVALID_REQUEST), "{t}");
+        }
+        for fine in [r#""\ud83d\ude00""#, r#""a\"b\\c\u0041""#] {
+            let t = format!(r#"{{"jsonrpc":"2.0","id":{fine},"method":"ping"}}"#);
+            assert_eq!(code(&t), None, "{t}");
+        }
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":-12,"method":"ping"}"#), None);
         assert_eq!(
             code(r#"{"jsonrpc":"2.0","id":"a b","method":"ping"}"#),

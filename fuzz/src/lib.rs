@@ -71,6 +71,15 @@ pub fn upgrade(data: &[u8]) {
         }
         HeadStatus::Complete => {
             let head = reader.head();
+            // Two CRs in a row end a head too, which no valid request holds: refused (400).
+            if head.ends_with(b"\r\r") {
+                let refused = parse_upgrade(head, max_headers);
+                assert!(
+                    matches!(refused, Err(Rejection::BadRequest(_))),
+                    "{refused:?}"
+                );
+                return;
+            }
             assert!(head.ends_with(b"\n\n") || head.ends_with(b"\n\r\n"));
         }
     }
