@@ -1629,7 +1629,7 @@ impl State {
                             "ignored diagnostics for a URI of {} bytes",
                             p.uri.len()
                         ))),
-                        Ok(p) => match path_of_uri(&p.uri) {
+                        Ok(p) => match crate::sys::published_path(&p.uri) {
                             Some(path) => {
                                 let list = match self.caps.pull {
                                     true => List::Pushed,

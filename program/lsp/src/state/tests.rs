@@ -140,6 +140,26 @@ fn changes_are_reported_once_and_converted() {
     assert!(s.all_known().is_empty());
 }
 
+/// One file published under other spellings (`/w/./a.py`, `/w//a.py`) is that one file,
+/// `/w/a.py`: each was kept apart, answered apart, and never replaced by a later publish under
+/// the plain name. A path that climbs above the root names no file.
+#[test]
+fn a_file_published_under_other_spellings_is_one_file() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    publish(&mut s, "/w/./a.py", None, 2);
+    publish(&mut s, "/w//a.py", None, 1);
+    let known = s.all_known();
+    assert_eq!(known.len(), 1, "{known:?}");
+    assert_eq!(known[0].uri, "file:///w/a.py");
+    assert_eq!(known[0].diagnostics.len(), 1);
+    publish(&mut s, "/w/b/../a.py", None, 0);
+    assert!(s.all_known().is_empty(), "{:?}", s.all_known());
+    assert!(publish(&mut s, "/../a.py", None, 3)
+        .iter()
+        .all(|e| !matches!(e, Effect::Changed(_))));
+    assert!(s.all_known().is_empty());
+}
+
 /// A running server with full-text sync, keeping at most 10 diagnostics a file, 25 in all, for
 /// 4 files.
 fn running_small() -> State {

@@ -6,7 +6,8 @@
 //! name with one of `PATHEXT`'s extensions, so that npm's `pyright-langserver.cmd` is found and
 //! its extensionless shell-script twin is not), and how a file's path and the `file:` URI a
 //! server names it by map to each other (`path_of_uri`, `key_of`: on Windows the engine's
-//! `/c/x` form of a URI's path is no Windows path), and what a server's file on disk is when its
+//! `/c/x` form of a URI's path is no Windows path; `published_path`: a published URI's path
+//! written the one way, `.` and empty parts out), and what a server's file on disk is when its
 //! text is checked (`file_metadata`, `open_to_read`: a link put in its place followed on Windows
 //! only, where the files crate names a file by the link it was reached through). `server.rs`,
 //! `state.rs` and `table.rs` name
@@ -32,8 +33,8 @@ mod os;
 
 pub(crate) use os::{
     adopt, exe_extensions, file_metadata, glob_form, is_executable, key_of, kill_tree,
-    open_to_read, own_tree, path_of_uri, reap_id, same_file, set_nonblocking, wait_writable,
-    watch_exit, GLOBS_IGNORE_CASE,
+    open_to_read, own_tree, path_of_uri, published_path, reap_id, same_file, set_nonblocking,
+    wait_writable, watch_exit, GLOBS_IGNORE_CASE,
 };
 
 /// The stack of a server's exit watch (`watch_exit`): it makes one system call and a callback.

@@ -142,6 +142,14 @@ pub(crate) fn path_of_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_path(uri)
 }
 
+/// The file a server's diagnostics are for: [`path_of_uri`], written the one way the bridge
+/// names it (`/w/./a.rs` and `/w//a.rs` are `/w/a.rs`: kept apart, they were answered apart, and
+/// never replaced by the server's next publish under the plain name). `None` for a URI that is
+/// no file's, or climbs above the root.
+pub(crate) fn published_path(uri: &str) -> Option<String> {
+    claude_ide_bridge::normalize(&path_of_uri(uri)?)
+}
+
 /// A path as watched globs are matched against it (`/` between its parts): as it is.
 pub(crate) fn glob_form(path: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Borrowed(path)

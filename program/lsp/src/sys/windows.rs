@@ -195,6 +195,29 @@ pub(crate) fn glob_form(path: &str) -> std::borrow::Cow<'_, str> {
 /// Whether watched globs ignore case: Windows' file names do.
 pub(crate) const GLOBS_IGNORE_CASE: bool = true;
 
+/// The file a server's diagnostics are for: [`path_of_uri`], with a drive path's `.` and empty
+/// parts taken out and its `..` resolved (`C:\w\.\a.py` and `C:\w\\a.py` are `C:\w\a.py`:
+/// kept apart, they were answered apart). Other forms (a share's) as they are; `None` for a URI
+/// that is no file's, or a `..` above the drive's root.
+pub(crate) fn published_path(uri: &str) -> Option<String> {
+    let path = path_of_uri(uri)?;
+    let b = path.as_bytes();
+    if !(b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'\\') {
+        return Some(path);
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path[3..].split('\\') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    Some(format!("{}{}", &path[..3], parts.join("\\")))
+}
+
 /// The key of a document given by its path: the form [`path_of_uri`] gives for the URI the
 /// document is sent with (`c:/x/a.py` is keyed `C:\x\a.py`), so that the server's diagnostics
 /// for it find it; any other path (relative, or without a drive) as it is.
@@ -211,6 +234,20 @@ mod tests {
 
     /// A watched glob is matched against a Windows path as against `C:/ws/sub/a.py`, ignoring
     /// case as Windows names do.
+    /// A drive path's `.`, empty parts and `..` are taken out of a published URI's path.
+    #[test]
+    fn published_paths_are_written_one_way() {
+        for (uri, path) in [
+            ("file:///c:/w/./a.py", Some(r"C:\w\a.py")),
+            ("file:///C:/w//a.py", Some(r"C:\w\a.py")),
+            ("file:///c:/w/x/../a.py", Some(r"C:\w\a.py")),
+            ("file:///c:/", Some(r"C:\")),
+            ("file:///c:/..", None),
+        ] {
+            assert_eq!(published_path(uri).as_deref(), path, "{uri}");
+        }
+    }
+
     #[test]
     fn watched_globs_match_windows_paths() {
         let now = std::time::SystemTime::now();
