@@ -225,7 +225,12 @@ impl PathMap {
             Root::Posix => None,
             Root::Unc => Some(Spelling {
                 drive: None,
-                sep: if editor.starts_with("//") { '/' } else { '\\' },
+                // `/` for a `file:` URI too (`file://server/share`), as docs/stdio.md says.
+                sep: if editor.starts_with("//") || claude_ide_bridge::is_file_uri(editor) {
+                    '/'
+                } else {
+                    '\\'
+                },
             }),
             Root::Drive(_) => Some(windows_spelling(editor)),
         };
@@ -892,6 +897,13 @@ mod tests {
             m.to_editor("/home/me/app/src/a:b.rs"),
             Err(MapError::Unnameable(_))
         ));
+        // A share given as a URI goes back with `/` too, as any URI's folder does (it went back
+        // with `\`).
+        let m = map(&["file://wsl.localhost/Debian/home/me/app=/home/me/app"]);
+        assert_eq!(
+            m.to_editor("/home/me/app/src/a.rs").as_deref(),
+            Ok("//wsl.localhost/Debian/home/me/app/src/a.rs")
+        );
         let m = map(&[r"\\wsl.localhost\Debian\home\me\app=/home/me/app"]);
         assert_eq!(
             m.to_here("//wsl.localhost/Debian/home/me/app/a.rs")

@@ -401,6 +401,13 @@ fn stdio_refuses_what_it_cannot_use_and_keeps_one_entry_per_file() {
         &json!({"type":"diagnostics","uri":plain,"diagnostics":[d(&huge, "Error")]}).to_string(),
         "bytes of diagnostics are kept over all files",
     );
+    // A URI of a file on another host is none of this machine's: it was read as `/host/...`.
+    refused(
+        &mut s,
+        &json!({"type":"diagnostics","uri":"file://host/a.rs","diagnostics":[d("x", "Error")]})
+            .to_string(),
+        "uri must be a file:// URI or an absolute path",
+    );
     refused(
         &mut s,
         r#"{"type":"at_mentioned","filePath":"src/a.rs"}"#,

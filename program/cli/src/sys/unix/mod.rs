@@ -509,9 +509,10 @@ fn raised_soft_limit(
 }
 
 /// The path a `file:` URI names, as the files crate takes it; `None` when it names no local
-/// file.
+/// file: one of another host (`file://host/a`, which the engine writes `//host/a`: taken as
+/// `/host/a` once normalised).
 pub fn path_of_file_uri(uri: &str) -> Option<String> {
-    claude_ide_bridge::uri_to_path(uri)
+    claude_ide_bridge::uri_to_path(uri).filter(|p| !p.starts_with("//"))
 }
 
 /// A path in the engine's wire form as this OS writes it: the same.
