@@ -197,11 +197,15 @@ pub(crate) const GLOBS_IGNORE_CASE: bool = true;
 
 /// The file a server's diagnostics are for: [`path_of_uri`], with a drive path's `.` and empty
 /// parts taken out and its `..` resolved (`C:\w\.\a.py` and `C:\w\\a.py` are `C:\w\a.py`:
-/// kept apart, they were answered apart). Other forms (a share's) as they are; `None` for a URI
-/// that is no file's, or a `..` above the drive's root.
+/// kept apart, they were answered apart), and a path with no drive (`/w/./a.py`, the engine's
+/// form) normalised as on Unix. A share's as it is; `None` for a URI that is no file's, or a
+/// `..` above the root.
 pub(crate) fn published_path(uri: &str) -> Option<String> {
     let path = path_of_uri(uri)?;
     let b = path.as_bytes();
+    if b.first() == Some(&b'/') && b.get(1) != Some(&b'/') {
+        return claude_ide_bridge::normalize(&path);
+    }
     if !(b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'\\') {
         return Some(path);
     }
@@ -243,6 +247,8 @@ mod tests {
             ("file:///c:/w/x/../a.py", Some(r"C:\w\a.py")),
             ("file:///c:/", Some(r"C:\")),
             ("file:///c:/..", None),
+            ("file:///w/./a.py", Some("/w/a.py")),
+            ("file:///w/../..", None),
         ] {
             assert_eq!(published_path(uri).as_deref(), path, "{uri}");
         }
