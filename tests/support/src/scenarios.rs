@@ -1390,13 +1390,7 @@ pub fn a_dropped_server_says_goodbye<R: HandlerRt>() {
     let (mut c, id) = a_diff_waiting(R::port(&s), dir.path());
     wait_event::<R>(&s, |e| matches!(e, Event::ToolCall { .. }));
     drop(s);
-    let answer = c
-        .recv_until(WAIT, |v| v["id"] == json!(id))
-        .expect("the pending diff answered");
-    assert_eq!(
-        answer["result"]["content"][0]["text"], "DIFF_REJECTED",
-        "{answer}"
-    );
+    answered_rejected(&mut c, id);
     let mut close = None;
     let give_up = Instant::now() + WAIT;
     while let Some(left) = give_up.checked_duration_since(Instant::now()) {
@@ -1593,13 +1587,7 @@ pub fn a_stop_under_the_handlers_lock_returns<S: Send + 'static>(
     returned.expect("the stop returned while its thread held the handler's lock");
     let stopping_thread = stopper.join().unwrap();
     assert!(!lock.exists(), "the lock file is gone");
-    let answer = c
-        .recv_until(WAIT, |v| v["id"] == json!(id))
-        .expect("the pending diff answered");
-    assert_eq!(
-        answer["result"]["content"][0]["text"], "DIFF_REJECTED",
-        "{answer}"
-    );
+    answered_rejected(&mut c, id);
     // The cancellation reaches the handler once the host let go, on another thread.
     let give_up = Instant::now() + WAIT;
     loop {
@@ -1629,4 +1617,15 @@ fn a_diff_waiting(port: u16, dir: &Path) -> (Client, u64) {
                "new_file_contents": "x", "tab_name": "t"}),
     );
     (c, id)
+}
+
+/// The pending diff `id` of client `c` is answered `DIFF_REJECTED` (the server stopped).
+fn answered_rejected(c: &mut Client, id: u64) {
+    let answer = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("the pending diff answered");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "DIFF_REJECTED",
+        "{answer}"
+    );
 }
