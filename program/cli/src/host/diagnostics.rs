@@ -275,9 +275,15 @@ fn named_path(uri: &str) -> Option<String> {
 /// Inside by its path, and not through a link leading out (a server reads a link as the file it
 /// leads to, and a message may quote that file): resolved as the file tools resolve it.
 fn in_workspace(ws: &Workspace, uri: &str) -> bool {
-    named_path(uri).is_some_and(|p| {
-        ws.contains(&p) && !matches!(ws.regular_file(&p), Err(Error::Outside { .. }))
-    })
+    looked_up(ws, uri).is_some()
+}
+
+/// [`in_workspace`]'s lookup, kept for the caller that goes on to ask whether the file is still
+/// there: `None` outside; else the path `uri` names and what [`Workspace::regular_file`] said.
+fn looked_up(ws: &Workspace, uri: &str) -> Option<(String, Result<String, Error>)> {
+    let path = named_path(uri).filter(|p| ws.contains(p))?;
+    let found = ws.regular_file(&path);
+    (!matches!(found, Err(Error::Outside { .. }))).then_some((path, found))
 }
 
 /// Reads a file for a server through the workspace (inside it, a regular file, bounded, UTF-8):
@@ -1226,9 +1232,19 @@ impl LanguageServers {
             .lsp
             .known()
             .into_iter()
-            .filter(|f| !in_editor(&f.uri) && in_workspace(&self.ws, &f.uri))
-            // Looked at within the call's bound only: past it, a file is taken as there.
-            .filter(|f| Instant::now() >= deadline || !self.gone(&f.uri))
+            .filter(|f| !in_editor(&f.uri))
+            .filter(|f| match looked_up(&self.ws, &f.uri) {
+                None => false,
+                // A file gone (deleted, renamed away): its servers let go of it, and claude is
+                // not told of errors in a file that no longer exists. Looked at within the
+                // call's bound only: past it, a file is taken as there.
+                Some((path, Err(Error::NotFound { .. } | Error::NotADirectory { .. })))
+                    if Instant::now() < deadline =>
+                {
+                    !self.let_go_if_gone(Path::new(&path))
+                }
+                Some(_) => true,
+            })
             .map(|f| (f.uri, f.diagnostics))
             .collect();
         files.extend(editor.iter().map(|(u, d)| (u.clone(), d.clone())));
@@ -1238,19 +1254,6 @@ impl LanguageServers {
             .map(|(uri, diagnostics)| FileDiagnostics { uri, diagnostics })
             .collect();
         ToolResult::json(&self.answer_within(files))
-    }
-
-    /// Whether the file a server's diagnostics are for (`uri`, inside the workspace) is gone
-    /// (deleted, renamed away); then its servers let go of it ([`Lsp::file_gone`]), and claude is
-    /// not told of errors in a file that no longer exists.
-    fn gone(&self, uri: &str) -> bool {
-        let Some(path) = named_path(uri) else {
-            return false;
-        };
-        matches!(
-            self.ws.regular_file(&path),
-            Err(Error::NotFound { .. } | Error::NotADirectory { .. })
-        ) && self.let_go_if_gone(Path::new(&path))
     }
 
     /// `path` does not exist: unless accepted contents for it wait to be written
