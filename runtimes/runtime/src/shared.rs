@@ -307,13 +307,18 @@ impl RunningServer {
     fn release(self: &Arc<Self>, mut st: MutexGuard<'_, State>, inline: bool) {
         self.flush(&mut st, inline);
         let first = self.claim(&mut st);
-        // Nothing is logged without a logger: no take and no call on every step.
+        self.unlock(st);
+        self.deliver(first);
+    }
+
+    /// Releases the lock, then writes what the engine logged under it. Nothing is logged
+    /// without a logger: no take and no call on every step.
+    fn unlock(&self, mut st: MutexGuard<'_, State>) {
         let logs = self.logger.is_some().then(|| st.core.take_logs());
         drop(st);
         if let Some(logs) = logs {
             self.write_logs(logs);
         }
-        self.deliver(first);
     }
 
     /// Runs `f` on the state, flushes (new output to the connections' writers), and, outside the
@@ -662,11 +667,7 @@ impl RunningServer {
             st_ref.stopped,
         );
         self.flush(&mut st, false);
-        let logs = self.logger.is_some().then(|| st.core.take_logs());
-        drop(st);
-        if let Some(logs) = logs {
-            self.write_logs(logs);
-        }
+        self.unlock(st);
         // The timer loop delivers what the shutdown queued for a handler.
         (self.wake_timer)();
     }
@@ -700,10 +701,8 @@ impl RunningServer {
         st.core.remove_lock_file();
         (self.wake_timer)();
         let r = f();
-        let logs = st.core.take_logs();
-        drop(st);
+        self.unlock(st);
         drop(handler);
-        self.write_logs(logs);
         r
     }
 }
