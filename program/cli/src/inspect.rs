@@ -43,11 +43,16 @@ impl Found {
     /// Its writer may still run: the pid is alive and names the process that wrote the file
     /// ([`lock_writer_alive`]), or, alive but naming another process here, its port answers: a
     /// bridge in another pid namespace sharing this folder and network (a container's pid 1 is
-    /// this host's init, started at another time).
+    /// this host's init, started at another time). A Windows bridge's file read from WSL: its
+    /// port answers.
     fn live(&self) -> bool {
-        matches!(&self.lock, Ok(l) if self.windows_bridge()
-            .map_or(lock_writer_alive(l, self.written)
-                || (pid_alive(l.pid) && port_accepts(self.port)), |_| port_accepts(self.port)))
+        match &self.lock {
+            Err(_) => false,
+            Ok(_) if self.windows_bridge().is_some() => port_accepts(self.port),
+            Ok(l) => {
+                lock_writer_alive(l, self.written) || (pid_alive(l.pid) && port_accepts(self.port))
+            }
+        }
     }
 
     /// A Windows bridge's file read from WSL: its pid names no process here, and a claude in WSL
