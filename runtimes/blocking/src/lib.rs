@@ -91,9 +91,24 @@ fn try_send(_: &TcpStream, _: &[u8]) -> io::Result<usize> {
 struct Threads {
     shared: Arc<RunningServer>,
     joins: Mutex<Vec<JoinHandle<()>>>,
+    /// A handle on the acceptor's listener, to wake it with at a stop; taken then (the port
+    /// closes once the acceptor, woken, drops its own).
+    wake: Mutex<Option<TcpListener>>,
 }
 
 impl Threads {
+    /// Wakes the acceptor of a stopped server, which then ends: its listener shut down (Linux),
+    /// or a connection of our own, waiting in the backlog when this is the acceptor's own thread,
+    /// for its next accept. Whether it was woken, by this call or an earlier one.
+    fn wake_acceptor(&self) -> bool {
+        let Some(listener) = self.wake.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return true;
+        };
+        stop_listening(&listener)
+            || TcpStream::connect_timeout(&self.shared.loopback_addr(), Duration::from_secs(1))
+                .is_ok()
+    }
+
     fn spawn(
         self: &Arc<Self>,
         name: String,
@@ -205,8 +220,8 @@ impl Threads {
 pub struct IdeServer {
     threads: Arc<Threads>,
     events: mpsc::Receiver<Event>,
-    /// The acceptor thread, and a handle on its listener to wake it with.
-    acceptor: Option<(JoinHandle<()>, TcpListener)>,
+    /// The acceptor thread.
+    acceptor: Option<JoinHandle<()>>,
 }
 
 impl IdeServer {
@@ -280,6 +295,7 @@ impl IdeServer {
         let threads = Arc::new(Threads {
             shared,
             joins: Mutex::new(Vec::new()),
+            wake: Mutex::new(None),
         });
         let mut server = IdeServer {
             threads: threads.clone(),
@@ -288,11 +304,11 @@ impl IdeServer {
         };
         threads.spawn("ide-bridge-timer".into(), |me| me.timer_loop(timer))?;
         let me = threads.clone();
-        let wake = listener.try_clone()?;
+        *threads.wake.lock().unwrap_or_else(|e| e.into_inner()) = Some(listener.try_clone()?);
         let acceptor = thread::Builder::new()
             .name("ide-bridge-accept".into())
             .spawn(move || me.accept_loop(listener))?;
-        server.acceptor = Some((acceptor, wake));
+        server.acceptor = Some(acceptor);
         Ok(server)
     }
 
@@ -417,13 +433,8 @@ impl IdeServer {
         let me = thread::current().id();
         // One wait for them all.
         let give_up = Instant::now() + JOIN_GRACE;
-        if let Some((acceptor, listener)) = acceptor {
-            // Wake the acceptor: its listener shut down (Linux), or a connection of our own,
-            // waiting in the backlog when this is the acceptor's own thread, for its next accept.
-            let wake = shared.loopback_addr();
-            let woken = stop_listening(&listener)
-                || TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok();
-            if woken && acceptor.thread().id() != me {
+        if let Some(acceptor) = acceptor {
+            if self.threads.wake_acceptor() && acceptor.thread().id() != me {
                 join_within(acceptor, give_up);
             }
         }
@@ -459,8 +470,8 @@ pub struct Stopper {
 impl Stopper {
     /// The part of [`IdeServer::stop`] that needs no thread of the server's: the lock file is
     /// removed, pending diffs are answered as [`IdeServer::stop`] says, clients are sent Close
-    /// 1001 and given up to 2 s to finish, then every socket is closed and `next_event` ends.
-    /// Later calls do nothing. Called from the handler, it waits out those 2 s (the client's
+    /// 1001 and given up to 2 s to finish, then every socket is closed, the port too, and
+    /// `next_event` ends. Later calls do nothing. Called from the handler, it waits out those 2 s (the client's
     /// Close is read by the thread the handler runs on).
     pub fn stop(&self) {
         let shared = &self.threads.shared;
@@ -473,6 +484,9 @@ impl Stopper {
             thread::sleep(Duration::from_millis(5));
         }
         shared.stop_hard(|| ());
+        // The listener closed now, not when the `IdeServer` goes: until then, clients would
+        // still connect, and wait for an answer that never comes.
+        self.threads.wake_acceptor();
     }
 }
 

@@ -181,3 +181,17 @@ fn started(opts: Options, mut handler: Box<dyn FnMut(&Event) + Send>) -> (IdeSer
     let (port, lock) = (server.port(), server.lock_path().unwrap().to_path_buf());
     (server, port, lock)
 }
+
+#[test]
+fn every_call_a_stop_cancels_reaches_the_handler() {
+    scenarios::every_call_a_stop_cancels_reaches_the_handler(started, IdeServer::stop);
+}
+
+/// The same through a [`claude_ide_bridge_blocking::Stopper`], the server dropped after.
+#[test]
+fn every_call_a_stopper_cancels_reaches_the_handler() {
+    scenarios::every_call_a_stop_cancels_reaches_the_handler(started, |s: IdeServer| {
+        s.stopper().stop();
+        drop(s);
+    });
+}

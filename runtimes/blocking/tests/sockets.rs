@@ -141,3 +141,27 @@ fn a_stopper_ends_a_wait_in_next_event() {
     // A second stop does nothing.
     stopper.stop();
 }
+
+/// A `Stopper` closes the port at once, not when the `IdeServer` is stopped or dropped later: a
+/// handle on the listener kept to wake the acceptor held it open, and a client connecting then
+/// was taken into its queue and waited for an answer that never came.
+#[test]
+fn a_stopper_closes_the_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = IdeServer::start(scenarios::opts(dir.path())).unwrap();
+    let port = s.port();
+    s.stopper().stop();
+    let give_up = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        match std::net::TcpStream::connect_timeout(&at, Duration::from_secs(1)) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+            other => assert!(
+                std::time::Instant::now() < give_up,
+                "the port still takes connections after the stop: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    s.stop();
+}

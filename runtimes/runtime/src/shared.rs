@@ -395,7 +395,10 @@ impl RunningServer {
     /// A panic in the handler is caught here (the panic hook has reported it): the event is
     /// dropped and logged, the rest are delivered, and the thread or task that ran it (a
     /// connection's, the timer, the acceptor) carries on. Letting it unwind would end that loop
-    /// with the connection still registered, or stop the timer or the acceptor for good.
+    /// with the connection still registered, or stop the timer or the acceptor for good. A call
+    /// it panicked on is answered here ([`answer_failed`]): left pending, its client would wait
+    /// for it until its own timeout, and it would hold one of the connection's places for calls
+    /// for as long as the connection lives.
     fn deliver(self: &Arc<Self>, claimed: Option<Claimed>) {
         let Some(Claimed {
             mut event,
@@ -406,9 +409,17 @@ impl RunningServer {
             return;
         };
         for delivered in 1.. {
+            let call = match &event {
+                Event::ToolCall { call, .. } => Some((*call, false)),
+                Event::CompatRequest { call, .. } => Some((*call, true)),
+                _ => None,
+            };
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| handler(event, &handle)));
             if outcome.is_err() {
                 self.log(|| "the event handler panicked; its event is dropped".to_string());
+                if let Some((call, compat)) = call {
+                    answer_failed(&handle, call, compat);
+                }
             }
             let mut st = self.lock();
             if st.delivery.has_held() && !st.delivery.should_hold() {
@@ -607,16 +618,18 @@ impl RunningServer {
     // ---- the timer loop ----
 
     /// How long the timer loop sleeps before calling [`RunningServer::on_timer`] (zero: call it
-    /// now; `Some(None)`: until woken); `None` once the server has stopped (the loop ends).
+    /// now; `Some(None)`: until woken); `None` once the server has stopped and the handler has
+    /// the events queued before the stop (the loop ends).
     pub fn timer(&self) -> Option<Option<Duration>> {
         let st = self.lock();
-        if st.stopped {
-            return None;
-        }
-        // Events a delivering thread handed over (see `MAX_DELIVERED`): delivered from here now.
-        // (The handler is there only while nobody delivers: the delivering thread holds it.)
+        // Events a delivering thread handed over (see `MAX_DELIVERED`), or left by a stop (see
+        // `stop_hard`): delivered from here now. (The handler is there only while nobody
+        // delivers: the delivering thread holds it.)
         if !st.delivery.queue.is_empty() && st.handler.is_some() {
             return Some(Some(Duration::ZERO));
+        }
+        if st.stopped {
+            return None;
         }
         Some(
             st.core
@@ -626,12 +639,13 @@ impl RunningServer {
         )
     }
 
-    /// The timer loop woke: runs the engine's timers when they are due.
+    /// The timer loop woke: runs the engine's timers when they are due (none once stopped), and
+    /// hands queued events to the handler.
     pub fn on_timer(self: &Arc<Self>) {
-        self.with(|core| {
-            let now = core.clock.now();
-            if core.server.poll_timeout().is_some_and(|d| d <= now) {
-                core.server.handle_timeout(now);
+        self.run(|st| {
+            let now = st.core.clock.now();
+            if !st.stopped && st.core.server.poll_timeout().is_some_and(|d| d <= now) {
+                st.core.server.handle_timeout(now);
             }
         })
     }
@@ -678,7 +692,8 @@ impl RunningServer {
     }
 
     /// The part of stopping that needs no waiting: every socket shut down and its writer woken,
-    /// events no longer delivered (the channel's sender dropped: `next_event` ends), the lock
+    /// no event made after delivered (the channel's sender dropped: `next_event` ends; a handler
+    /// still gets those queued before, from the thread delivering or the timer loop), the lock
     /// file removed, the timer woken to see it. `f` runs under the lock, after the server is
     /// marked stopped (a runtime takes its threads or tasks there: no connection is added after).
     pub fn stop_hard<R>(&self, f: impl FnOnce() -> R) -> R {
@@ -689,14 +704,20 @@ impl RunningServer {
             c.wire.wake_writer();
         }
         st.channel = None;
-        st.delivery.queue.clear();
         // The handle kept for the handler points back at this server.
         st.handle = None;
         // The handler, and what it holds (a host's channel, say), goes too, as the channel does:
         // a `Handle` kept by the host must not keep it alive. Dropped once the lock is released,
-        // since dropping what it captured may call a `Handle`. (One running now is dropped by
-        // its delivering thread when it returns.)
-        let handler = st.handler.take();
+        // since dropping what it captured may call a `Handle`. Not before it has the events
+        // queued before now (the calls `begin_stop` cancelled among them; none is queued after,
+        // see `flush`): one running now is dropped by its delivering thread when none is left,
+        // and one idle with events queued by the timer loop, which delivers them first (see
+        // `timer`): never from this thread (see `begin_stop`).
+        let handler = if st.delivery.queue.is_empty() {
+            st.handler.take()
+        } else {
+            None
+        };
         st.lock_watch = None;
         st.core.remove_lock_file();
         (self.wake_timer)();
@@ -705,6 +726,18 @@ impl RunningServer {
         drop(handler);
         r
     }
+}
+
+/// Answers `call`, left unanswered by a handler that panicked on it, as failed: a tool error, or
+/// an internal error (-32603) for a compatibility request. Not pending any more (answered before
+/// the panic, cancelled since) is fine.
+fn answer_failed(handle: &Handle, call: CallId, compat: bool) {
+    const FAILED: &str = "the IDE failed while handling this call";
+    let _ = if compat {
+        handle.respond_compat(call, Err(RpcError::internal(FAILED)))
+    } else {
+        handle.respond(call, ToolResult::error(FAILED))
+    };
 }
 
 /// Answers calls, sends notifications and changes settings from any thread or task. Every method

@@ -273,6 +273,22 @@ fn a_stop_under_the_handlers_lock_returns() {
     });
 }
 
+#[test]
+fn every_call_a_stop_cancels_reaches_the_handler() {
+    on_an_executor_of_its_own("cancelled", |ex| {
+        scenarios::every_call_a_stop_cancels_reaches_the_handler(started_on(ex), stopped)
+    });
+}
+
+/// The same with the server dropped, not stopped: its tasks, left to end on their own, deliver
+/// them.
+#[test]
+fn every_call_a_drop_cancels_reaches_the_handler() {
+    on_an_executor_of_its_own("dropped", |ex| {
+        scenarios::every_call_a_stop_cancels_reaches_the_handler(started_on(ex), drop)
+    });
+}
+
 /// Runs `scenario` with an executor of its own (two threads named after `name`): a handler that
 /// holds one of its threads for seconds (the scenarios that stop a server themselves) would hold
 /// up the other tests of this binary on smol's global one.

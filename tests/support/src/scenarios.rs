@@ -1412,11 +1412,14 @@ pub fn a_dropped_server_says_goodbye<R: HandlerRt>() {
 }
 
 /// A handler that panics loses that event only: the acceptor, the connection's reader and the
-/// timer carry on, and later events are delivered (both runtimes promise this).
+/// timer carry on, and later events are delivered (both runtimes promise this). A call it
+/// panicked on is answered as failed (a tool error; -32603 for a compatibility request): it was
+/// left pending, its client waiting for it until its own timeout.
 pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
-    use claude_ide_bridge::GetDiagnosticsArgs;
+    use claude_ide_bridge::{CompatRequest, GetDiagnosticsArgs};
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path());
+    o.compat_methods = true;
     // Long enough that the panics' own reports (with RUST_BACKTRACE=1, symbolizing a backtrace on
     // the thread that delivers the event can take hundreds of ms on a loaded machine) do not hold
     // the connection's reader past two intervals before the test gets to its calls.
@@ -1436,6 +1439,10 @@ pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
                 tool: ToolCall::GetDiagnostics(GetDiagnosticsArgs { uri: Some(u) }),
                 ..
             } if u == "file:///panic" => panic!("test panic on a call"),
+            Event::CompatRequest {
+                request: CompatRequest::WorkspaceSelection,
+                ..
+            } => panic!("test panic on a compatibility request"),
             Event::Disconnected {
                 reason: DisconnectReason::PingTimeout,
                 ..
@@ -1452,9 +1459,16 @@ pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
     a.init();
     wait_event::<R>(&s, |e| matches!(e, Event::Initialized { .. }));
 
-    // The connection survives the panic on a call: the next call is delivered and answered.
-    a.call_tool("getDiagnostics", json!({"uri": "file:///panic"}));
+    // The connection survives the panic on a call, which is answered as failed; the next call is
+    // delivered and answered.
+    let panicked = a.call_tool("getDiagnostics", json!({"uri": "file:///panic"}));
     let id = a.call_tool("getDiagnostics", json!({"uri": "file:///fine"}));
+    let failed = a.response(panicked);
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert_eq!(
+        failed["result"]["content"][0]["text"],
+        "the IDE failed while handling this call"
+    );
     let call = match wait_event::<R>(&s, |e| matches!(e, Event::ToolCall { .. })) {
         Event::ToolCall {
             call,
@@ -1467,6 +1481,8 @@ pub fn a_panicking_handler_stalls_nothing<R: HandlerRt>() {
     };
     h.respond(call, ToolResult::text("ok")).unwrap();
     assert_eq!(a.response(id)["result"]["content"][0]["text"], "ok");
+    let failed = a.request("workspace/selection", json!({}));
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
 
     // A second connection is accepted and announced.
     let (_, b) = connect(R::port(&s), Some(TOKEN));
@@ -1604,17 +1620,79 @@ pub fn a_stop_under_the_handlers_lock_returns<S: Send + 'static>(
     }
 }
 
+/// Every call a stop cancels reaches the handler (`CancelReason::ServerStopped`), a slow one too,
+/// however the server is stopped: an editor closes the diffs' tabs that claude was told were
+/// rejected. The events queued when the stop closed the sockets were dropped, with the handler:
+/// smol's drop left the handler none of them, and a stop whose clients closed at once left one
+/// that takes a while (here 100 ms an event) only the first. `start` and `stop` as in
+/// [`a_handler_that_does_not_return_does_not_hold_the_stop`].
+pub fn every_call_a_stop_cancels_reaches_the_handler<S: Send + 'static>(
+    start: impl FnOnce(Options, Box<dyn FnMut(&Event) + Send>) -> (S, u16, PathBuf),
+    stop: impl FnOnce(S) + Send + 'static,
+) {
+    use std::sync::{Arc, Mutex};
+    const DIFFS: usize = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let told = Arc::clone(&seen);
+    let (server, port, _) = start(
+        opts(dir.path()),
+        Box::new(move |e| match e {
+            Event::ToolCall { .. } => told.lock().unwrap().push("call".into()),
+            Event::CallCancelled { reason, .. } => {
+                told.lock().unwrap().push(format!("cancelled {reason:?}"));
+                // The editor closes the diff's tab.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            _ => {}
+        }),
+    );
+    let mut waiting: Vec<(Client, u64)> = (0..DIFFS)
+        .map(|i| a_diff_waiting_for(port, &dir.path().join(format!("{i}.rs"))))
+        .collect();
+    let give_up = Instant::now() + WAIT;
+    while seen.lock().unwrap().len() < DIFFS {
+        assert!(Instant::now() < give_up, "the handler never saw the calls");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stopping = std::thread::spawn(move || stop(server));
+    // Each client takes its answer and goes, as claude does at a Close: the stop's wait for
+    // them ends at once.
+    for (c, id) in &mut waiting {
+        answered_rejected(c, *id);
+    }
+    drop(waiting);
+    stopping.join().unwrap();
+    let give_up = Instant::now() + WAIT;
+    loop {
+        let seen = seen.lock().unwrap().clone();
+        let cancelled = seen.iter().filter(|w| w.contains("ServerStopped")).count();
+        if cancelled == DIFFS {
+            break;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "{cancelled} of {DIFFS} cancellations delivered: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A client of the server on `port`, initialized, with an `openDiff` of `dir/a.rs` it called
 /// (left to the host); its id.
 fn a_diff_waiting(port: u16, dir: &Path) -> (Client, u64) {
+    a_diff_waiting_for(port, &dir.join("a.rs"))
+}
+
+/// [`a_diff_waiting`] for `file`, in a tab named after it.
+fn a_diff_waiting_for(port: u16, file: &Path) -> (Client, u64) {
     let (_, c) = connect(port, Some(TOKEN));
     let mut c = c.unwrap();
     c.init();
-    let file = dir.join("a.rs");
     let id = c.call_tool(
         "openDiff",
         json!({"old_file_path": file, "new_file_path": file,
-               "new_file_contents": "x", "tab_name": "t"}),
+               "new_file_contents": "x", "tab_name": file.file_name().map(|n| n.to_string_lossy())}),
     );
     (c, id)
 }
