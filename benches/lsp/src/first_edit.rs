@@ -295,7 +295,8 @@ impl Bridge {
             let mut told = false;
             for line in BufReader::new(err).lines() {
                 let Ok(line) = line else { break };
-                if let Some(port) = line.trim().strip_prefix("export CLAUDE_CODE_SSE_PORT=") {
+                let port = line.trim().strip_prefix("export CLAUDE_CODE_SSE_PORT=");
+                if let Some(port) = port.and_then(|rest| rest.split(' ').next()) {
                     if !told {
                         told = ptx.send(port.parse::<u16>().unwrap_or(0)).is_ok();
                     }

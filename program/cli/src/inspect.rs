@@ -737,6 +737,9 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
 
     remote::remote_view(&mut r, &matching, &all, &no_proxy, &proxies);
 
+    for note in servers.new_languages() {
+        out!("warning: {note}");
+    }
     match servers.table() {
         Ok(table) => language_servers(table, Path::new(&lexical)),
         Err(e) => r.problem(

@@ -78,6 +78,39 @@ impl ServerOpts {
         Ok(Some(table))
     }
 
+    /// A note for each `--lsp` name that is no language of the built-in table, by its name or an
+    /// extension of it: such a name adds a language of files ending in `.NAME`, which a
+    /// misspelt one (`pyhton`, `Python`) does without a word, the language meant keeping its
+    /// servers.
+    pub fn new_languages(&self) -> Vec<String> {
+        let table = ServerTable::builtin();
+        let mut out: Vec<String> = Vec::new();
+        for ov in &self.lsp {
+            let name = &ov.language;
+            if table.named(name).is_some()
+                || out.iter().any(|n| n.starts_with(&format!("--lsp {name}:")))
+            {
+                continue;
+            }
+            let meant = match table.named(&name.to_ascii_lowercase()) {
+                Some(id) => format!("did you mean {id}?"),
+                None => format!(
+                    "known: {}",
+                    table
+                        .languages()
+                        .iter()
+                        .map(|l| l.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            out.push(format!(
+                "--lsp {name}: no language the bridge knows by that name ({meant}): taken as a new one, for files ending in .{name}"
+            ));
+        }
+        out
+    }
+
     /// The languages `--lsp` names, as ids of `table`, each once, in the order given.
     pub fn languages(&self, table: &ServerTable) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -484,5 +517,37 @@ mod changes_tests {
         assert!(changes.take().is_empty());
         assert!(changes.add(change("file:///a.py", 0)));
         assert!(!changes.add(change("file:///b.py", 0)));
+    }
+}
+
+#[cfg(test)]
+mod server_opts_tests {
+    use super::ServerOpts;
+
+    /// A `--lsp` name that no language has (misspelt, or in capitals) is said, once, with the
+    /// language meant when only its case differs; a language's name or extension is not.
+    #[test]
+    fn a_name_no_language_has_is_said() {
+        let opts = |specs: &[&str]| ServerOpts {
+            lsp: specs
+                .iter()
+                .map(|s| claude_ide_bridge_lsp::parse_override(s).unwrap())
+                .collect(),
+            no_lsp: false,
+        };
+        assert!(opts(&["python=pylsp", "py=pylsp", "ts=x", "cpp=clangd"])
+            .new_languages()
+            .is_empty());
+        let notes = opts(&["Python=pylsp", "pyhton=pylsp", "pyhton=other"]).new_languages();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].starts_with("--lsp Python: ") && notes[0].contains("did you mean python?")
+        );
+        assert!(notes[1].starts_with("--lsp pyhton: ") && notes[1].contains("known: python,"));
+        assert!(
+            notes[1].ends_with("files ending in .pyhton"),
+            "{}",
+            notes[1]
+        );
     }
 }

@@ -25,7 +25,7 @@ mod ui;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -486,6 +486,22 @@ fn drain_stdio(rx: &mpsc::Receiver<HostInput>, shared: &Mutex<Host>) -> Option<i
     }
 }
 
+/// What `serve` says when it listens outside loopback (`--host`): who can reach it then.
+fn exposed(ip: IpAddr) -> Option<String> {
+    if ip.is_loopback() {
+        return None;
+    }
+    let from = if ip.is_unspecified() {
+        "every network this machine is on"
+    } else {
+        "every machine that can route to that address"
+    };
+    Some(format!(
+        "warning: listening on {ip}: reachable from {from}; the token is the only guard, and the \
+         traffic is not encrypted (SECURITY.md)"
+    ))
+}
+
 fn lock_host(host: &Mutex<Host>) -> MutexGuard<'_, Host> {
     host.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -548,6 +564,26 @@ fn serve(
         Ok(t) => t,
         Err(e) => return usage(&e),
     };
+    // A folder the user named is made when missing, not the folders above it: a mistyped path
+    // would leave a tree of them (the default ones are made whole).
+    let named = [
+        ("--lock-dir", common.lock_dir.as_deref()),
+        (
+            "--lsp-log",
+            common.lsp.lsp_log.as_deref().and_then(Path::parent),
+        ),
+    ];
+    for (flag, folder) in named {
+        if let Some(missing) = folder
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
+        {
+            return usage(&format!(
+                "{flag}: the folder {} does not exist (create it first)",
+                missing.display()
+            ));
+        }
+    }
     let lsp_log = match &table {
         None => None,
         Some(_) => {
@@ -706,11 +742,18 @@ fn serve(
         native_text.join(", "),
         running.addr
     ));
+    if let Some(warning) = exposed(running.addr.ip()) {
+        ui::say_bold(&warning);
+    }
     match &running.lock_path {
         Some(p) => ui::say(&format!("lock file: {}", p.display())),
         None => ui::say("lock file: none"),
     }
-    ui::say(&format!("export CLAUDE_CODE_SSE_PORT={port}"));
+    // Both: a claude started with them connects by itself, wherever it runs (docs/protocol.md,
+    // "Which lock the client picks"); the port alone leaves a plain claude waiting for `/ide`.
+    ui::say(&format!(
+        "export CLAUDE_CODE_SSE_PORT={port} ENABLE_IDE_INTEGRATION=true"
+    ));
     for line in kept_lines {
         ui::say(&line);
     }
@@ -739,6 +782,9 @@ fn serve(
                 lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)".into(),
                 lsp::Warm::None => "language servers: a file's starts when it is asked about (--lsp-warm none)".into(),
             });
+            for note in common.lsp.servers.new_languages() {
+                ui::say_bold(&format!("language servers: {note}"));
+            }
             // The sets the overrides make, as `doctor` shows them.
             for language in common.lsp.servers.languages(&servers) {
                 ui::say(&format!(
@@ -945,4 +991,27 @@ pub(crate) fn folder_forms(folders: &[PathBuf]) -> std::io::Result<(Vec<PathBuf>
         .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
         .collect();
     Ok((native, posix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exposed;
+
+    /// Listening outside loopback is said, with who can reach the port; loopback is not.
+    #[test]
+    fn listening_outside_loopback_is_said() {
+        for quiet in ["127.0.0.1", "127.0.0.2", "::1"] {
+            assert_eq!(exposed(quiet.parse().unwrap()), None, "{quiet}");
+        }
+        let all = exposed("0.0.0.0".parse().unwrap()).unwrap();
+        assert!(all.contains("every network this machine is on"), "{all}");
+        let one = exposed("172.17.0.1".parse().unwrap()).unwrap();
+        assert!(
+            one.starts_with(
+                "warning: listening on 172.17.0.1: reachable from every machine that can route"
+            ),
+            "{one}"
+        );
+        assert!(exposed("::".parse().unwrap()).is_some());
+    }
 }

@@ -52,6 +52,7 @@ fn run_passes_the_environment_and_the_exit_status() {
         let port = err
             .lines()
             .find_map(|l| l.strip_prefix("export CLAUDE_CODE_SSE_PORT="))
+            .and_then(|rest| rest.strip_suffix(" ENABLE_IDE_INTEGRATION=true"))
             .unwrap();
         assert!(
             env.contains(&format!("CLAUDE_CODE_SSE_PORT={port}\n")),

@@ -557,6 +557,25 @@ fn usage_errors_exit_2() {
     assert_eq!(st.status.code(), Some(2));
     let st = sb.command().args(["run"]).output().unwrap();
     assert_eq!(st.status.code(), Some(2));
+    // The folder named for the lock files or the log is made, not missing ones above it (a
+    // mistyped path left a tree of folders).
+    let missing = sb.root().join("missing");
+    for (flag, path) in [("--lock-dir", "ide"), ("--lsp-log", "logs/lsp.log")] {
+        let path = missing.join(path);
+        let err = sb.root().join("err.txt");
+        let mut child = sb
+            .command()
+            .args(["serve", flag])
+            .arg(&path)
+            .stderr(fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let st = common::exit_within(&mut child, Duration::from_secs(20), &|| flag.into());
+        assert_eq!(st.code(), Some(2), "{flag}");
+        let err = fs::read_to_string(&err).unwrap();
+        assert!(err.contains(&format!("{flag}: the folder")), "{err}");
+        assert!(!missing.exists(), "{flag} made {}", missing.display());
+    }
     for sub in ["serve", "run", "list", "doctor"] {
         let st = sb.command().args([sub, "--help"]).output().unwrap();
         assert_eq!(st.status.code(), Some(0), "{sub} --help");

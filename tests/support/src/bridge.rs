@@ -32,7 +32,10 @@ pub fn serve(cmd: &mut Command, lock_dir: &Path) -> Result<Serving, String> {
         if err.read_line(&mut line).unwrap_or(0) == 0 {
             return Err("the bridge exited before printing its port".into());
         }
-        let port = line.trim().strip_prefix("export CLAUDE_CODE_SSE_PORT=");
+        let port = line
+            .trim()
+            .strip_prefix("export CLAUDE_CODE_SSE_PORT=")
+            .and_then(|rest| rest.split(' ').next());
         if let Some(port) = port.and_then(|p| p.parse::<u16>().ok()) {
             break port;
         }

@@ -490,7 +490,9 @@ impl Kept {
                 self.save = false;
                 self.notes.push(format!(
                     "port {taken}, kept for this workspace, is taken: another bridge (pid {pid}) \
-                     serves it; this one takes a new port and token and keeps neither"
+                     serves it; this one takes a new port and token and keeps neither. With two \
+                     bridges for one folder, a claude started there connects to neither by \
+                     itself (stop one, or pick one with /ide)"
                 ));
             }
             None => {

@@ -145,7 +145,8 @@ impl Lines {
     /// Waits for the `export CLAUDE_CODE_SSE_PORT=` line; returns the port.
     pub fn port(&self) -> u16 {
         let line = self.wait_for("export CLAUDE_CODE_SSE_PORT=");
-        line.rsplit('=').next().unwrap().trim().parse().unwrap()
+        let rest = line.split("export CLAUDE_CODE_SSE_PORT=").nth(1).unwrap();
+        rest.split(' ').next().unwrap().trim().parse().unwrap()
     }
 
     pub fn count(&self, needle: &str) -> usize {
