@@ -52,11 +52,59 @@ pub struct OpenFileArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub make_frontmost: Option<bool>,
     /// Line where the selection starts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "line_number"
+    )]
     pub start_line: Option<u64>,
     /// Line where the selection ends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "line_number"
+    )]
     pub end_line: Option<u64>,
+}
+
+/// A line number as the schema (`{"type": "integer", "minimum": 0}`) allows it: JSON Schema
+/// (draft 6 on) counts any number with a zero fraction as an integer, so `3.0` is line 3, and one
+/// past `u64::MAX` is taken as `u64::MAX` (no file has that many lines). A negative number or a
+/// fraction is refused.
+struct LineNumber(u64);
+
+impl<'de> Deserialize<'de> for LineNumber {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = LineNumber;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a non-negative integer")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<LineNumber, E> {
+                Ok(LineNumber(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<LineNumber, E> {
+                u64::try_from(n)
+                    .map(LineNumber)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(n), &self))
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<LineNumber, E> {
+                if n >= 0.0 && n.fract() == 0.0 {
+                    // `as` saturates: a number past u64::MAX is u64::MAX.
+                    Ok(LineNumber(n as u64))
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Float(n), &self))
+                }
+            }
+        }
+        d.deserialize_u64(V)
+    }
+}
+
+/// An optional [`LineNumber`] (`null` or absent: none).
+fn line_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(Option::<LineNumber>::deserialize(d)?.map(|n| n.0))
 }
 
 impl OpenFileArgs {

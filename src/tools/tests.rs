@@ -424,6 +424,16 @@ fn wrong_types_are_refused() {
         (
             "openFile",
             r#"{"filePath":"/a","startLine":1.5}"#,
+            "invalid value",
+        ),
+        (
+            "openFile",
+            r#"{"filePath":"/a","endLine":-1.0}"#,
+            "invalid value",
+        ),
+        (
+            "openFile",
+            r#"{"filePath":"/a","endLine":"1"}"#,
             "invalid type",
         ),
         ("open_files", r#"{"file_paths":"/a"}"#, "invalid type"),
@@ -453,6 +463,45 @@ fn wrong_types_are_refused() {
             }
             other => panic!("{name} {args}: {other:?}"),
         }
+    }
+}
+
+/// `startLine` and `endLine` take what their schema (`"type": "integer", "minimum": 0`) allows:
+/// JSON Schema counts a number with a zero fraction as an integer, and a line past `u64::MAX` is
+/// read as `u64::MAX`; both the general decoder and the fast path read them so.
+#[test]
+fn line_numbers_take_every_integer_the_schema_allows() {
+    let cases = [
+        ("3", Some(3)),
+        ("3.0", Some(3)),
+        ("3e2", Some(300)),
+        ("-0", Some(0)),
+        ("-0.0", Some(0)),
+        ("18446744073709551615", Some(u64::MAX)),
+        ("18446744073709551616", Some(u64::MAX)),
+        ("1e300", Some(u64::MAX)),
+        ("null", None),
+    ];
+    for (n, want) in cases {
+        let args = format!(r#"{{"filePath":"/a","startLine":{n},"endLine":{n}}}"#);
+        let want = ToolCall::OpenFile(OpenFileArgs {
+            file_path: "/a".into(),
+            preview: None,
+            start_text: None,
+            end_text: None,
+            select_to_end_of_line: None,
+            make_frontmost: None,
+            start_line: want,
+            end_line: want,
+        });
+        assert_eq!(
+            ToolCall::parse("openFile", Some(&raw(&args))),
+            Ok(want.clone()),
+            "{n}"
+        );
+        let params = format!(r#"{{"name":"openFile","arguments":{args}}}"#);
+        let read = parse_call_params(ToolSet::all(), &params).map(|c| c.tool);
+        assert_eq!(read.ok(), Some(want), "{n}");
     }
 }
 
