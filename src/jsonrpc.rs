@@ -498,9 +498,25 @@ pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// Two raw ids name the same request when their JSON text is the same (`1` and `"1"` differ).
+/// Two raw ids name the same request when they are the same JSON value: the same text, or two
+/// strings of the same characters written with different escapes (`"a"` and `"\u0061"`); `1` and
+/// `"1"` differ. Texts that differ are decoded only when both are strings and one holds an escape
+/// (the usual ids, integers and plain strings, are compared as bytes).
 pub fn same_id(a: &str, b: &str) -> bool {
-    a.trim() == b.trim()
+    let (a, b) = (a.trim(), b.trim());
+    a == b
+        || (a.starts_with('"')
+            && b.starts_with('"')
+            && (a.contains('\\') || b.contains('\\'))
+            && same_string(a, b))
+}
+
+/// Whether two JSON string literals decode to the same string (false if either does not decode).
+#[cold]
+#[inline(never)]
+fn same_string(a: &str, b: &str) -> bool {
+    let decode = |t: &str| serde_json::from_str::<String>(t).ok();
+    matches!((decode(a), decode(b)), (Some(a), Some(b)) if a == b)
 }
 
 /// What the `tools/call` fast path read from a text frame ([`decode_fast`]).
@@ -764,6 +780,32 @@ mod tests {
             code(r#"{"jsonrpc":"2.0","id":"a b","method":"ping"}"#),
             None
         );
+    }
+
+    /// `notifications/cancelled` finds a call by its id's value: a string is the same whatever
+    /// escapes write its characters; a string and an integer are never the same.
+    #[test]
+    fn ids_are_the_same_when_their_values_are() {
+        for (a, b) in [
+            ("1", "1"),
+            (" 7", "7 "),
+            (r#""a""#, r#""a""#),
+            (r#""\u0061""#, r#""a""#),
+            (r#""a""#, r#""\u0061""#),
+            (r#""\u0061\/""#, r#""a\u002F""#),
+            (r#""\ud83d\ude00""#, r#""😀""#),
+        ] {
+            assert!(same_id(a, b), "{a} {b}");
+        }
+        for (a, b) in [
+            ("1", r#""1""#),
+            (r#""\u0031""#, "1"),
+            ("1", "2"),
+            (r#""\u0061""#, r#""b""#),
+            (r#""a\\""#, r#""a""#),
+        ] {
+            assert!(!same_id(a, b), "{a} {b}");
+        }
     }
 
     #[test]

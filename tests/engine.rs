@@ -1163,6 +1163,44 @@ fn cancellation_drops_the_call_without_an_answer() {
     assert!(p.server.respond(diff, ToolResult::tab_closed()).is_err());
 }
 
+/// An id is found by its value, not its text: a call whose string id is written with an escape
+/// is cancelled by the same string written plainly, and the other way round; an integer never
+/// cancels a string id of the same digits.
+#[test]
+fn cancellation_finds_a_string_id_whatever_its_escapes() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let call = |id: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"getOpenEditors","arguments":{{}}}}}}"#
+        )
+    };
+    let cancel = |id: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
+        )
+    };
+    for (sent, cancelled_by) in [(r#""\u0061""#, r#""a""#), (r#""b""#, r#""\u0062""#)] {
+        p.send_text(c, &call(sent));
+        let (handle, _) = expect_call(&mut p);
+        p.send_text(c, &cancel(cancelled_by));
+        assert_eq!(
+            p.take_events(),
+            vec![Event::CallCancelled {
+                call: handle,
+                reason: CancelReason::Cancelled
+            }],
+            "{sent} cancelled by {cancelled_by}"
+        );
+    }
+    p.send_text(c, &call(r#""\u0031""#));
+    let (handle, _) = expect_call(&mut p);
+    p.send_text(c, &cancel("1"));
+    assert!(p.take_events().is_empty());
+    p.server.respond(handle, ToolResult::tab_closed()).unwrap();
+    assert_eq!(p.messages(c)[0]["id"], "1");
+}
+
 /// A call whose `_meta` names a tool use is the model's (`CallId::asker`); the client's own
 /// carry a `_meta` naming none; a call without `_meta` tells nothing. Its cancellation names the
 /// very same handle.
