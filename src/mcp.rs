@@ -626,6 +626,7 @@ impl<'c> Ctx<'c> {
                 None => Err(method_not_found(method)),
                 Some(Err(msg)) => Err(RpcError::invalid_params(msg)),
                 Some(Ok(request)) => {
+                    id_free(s, id.get())?;
                     if let Some(path) = request.path() {
                         paths::resolve_in_workspace(path, &self.config.workspace_folders)?;
                     }
@@ -740,6 +741,8 @@ impl<'c> Ctx<'c> {
                 Ok(Some(result_body(&ToolResult::closed_diff_tabs(n))))
             }
             tool => {
+                // Checked first: a call refused for its id replaces no diff.
+                id_free(s, id)?;
                 // A second openDiff with the same tab name first rejects the earlier one.
                 let tab = match &tool {
                     ToolCall::OpenDiff(args) => Some(args.tab_name.clone()),
@@ -813,6 +816,19 @@ impl<'c> Ctx<'c> {
         });
         Ok(seq)
     }
+}
+
+/// Refuses (-32600) a call whose id is that of a call still pending on the connection: MCP forbids
+/// reusing an id within a session, and the two could not be told apart (a cancel would reach only
+/// the first). Cheap when nothing is pending, as is usual.
+fn id_free(s: &Mcp, id: &str) -> Result<(), RpcError> {
+    if s.pending.iter().any(|p| jsonrpc::same_id(&p.id, id)) {
+        return Err(RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            "request id already in use by a call in progress",
+        ));
+    }
+    Ok(())
 }
 
 /// A method's params read as an object of the given shape; -32602 naming the method otherwise.

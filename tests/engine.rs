@@ -1201,6 +1201,54 @@ fn cancellation_finds_a_string_id_whatever_its_escapes() {
     assert_eq!(p.messages(c)[0]["id"], "1");
 }
 
+/// A call reusing the id of one still pending on the connection is refused (MCP: an id is not
+/// used twice in a session), whatever the id's escapes; it reaches neither the host nor the
+/// pending diff of its tab; the id is free again once the first call is done.
+#[test]
+fn a_call_reusing_a_pending_calls_id_is_refused() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let first = open_diff(&mut p, c, 3, "t");
+    p.call_tool(c, 3, "getOpenEditors", json!({}));
+    let refused = p.messages(c);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["id"], 3);
+    assert_eq!(refused[0]["error"]["code"], -32600);
+    assert_eq!(
+        refused[0]["error"]["message"],
+        "request id already in use by a call in progress"
+    );
+    // The same tab: the pending diff is not replaced.
+    p.call_tool(c, 3, "openDiff", json!({"old_file_path": "/w/a.rs", "new_file_path": "/w/a.rs", "new_file_contents": "x\n", "tab_name": "t"}));
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+    assert!(p.take_events().is_empty());
+    // A string id, written once plainly and once escaped.
+    p.send_text(
+        c,
+        r#"{"jsonrpc":"2.0","id":"k","method":"tools/call","params":{"name":"getOpenEditors"}}"#,
+    );
+    let (second, _) = expect_call(&mut p);
+    p.send_text(c, r#"{"jsonrpc":"2.0","id":"\u006b","method":"tools/call","params":{"name":"getOpenEditors"}}"#);
+    assert_eq!(p.messages(c)[0]["error"]["code"], -32600);
+    assert!(p.take_events().is_empty());
+    // The cancel reaches the one call of that id; then the id can be used again.
+    p.send_json(
+        c,
+        &json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId": 3}}),
+    );
+    assert_eq!(
+        p.take_events(),
+        vec![Event::CallCancelled {
+            call: first,
+            reason: CancelReason::Cancelled
+        }]
+    );
+    p.call_tool(c, 3, "getOpenEditors", json!({}));
+    expect_call(&mut p);
+    p.server.respond(second, ToolResult::tab_closed()).unwrap();
+    assert_eq!(p.messages(c)[0]["id"], "k");
+}
+
 /// A call whose `_meta` names a tool use is the model's (`CallId::asker`); the client's own
 /// carry a `_meta` naming none; a call without `_meta` tells nothing. Its cancellation names the
 /// very same handle.
