@@ -61,6 +61,20 @@ fn over_limit(s: &mut Session, max_outbound: usize) -> bool {
     s.mcp.grew() && s.mcp.held().saturating_add(s.ws.sender.queued()) > max_outbound
 }
 
+/// Queue a notification on an initialized session if its unwritten output leaves room for it
+/// under half of `max_outbound` (see [`Connection::notify`]); whether it was queued. A failure to
+/// queue is left for the caller to notice on the sender.
+fn send_news(s: &mut Session, frame: &[u8], max_outbound: usize) -> bool {
+    s.ws.sender.queued() + frame.len() <= max_outbound / 2
+        && s.mcp.send(&mut s.ws.sender, frame).is_ok()
+}
+
+/// `notifications/tools/list_changed`, as [`Notification::ToolsListChanged`] writes it.
+///
+/// [`Notification::ToolsListChanged`]: crate::Notification::ToolsListChanged
+const TOOLS_LIST_CHANGED: &[u8] =
+    br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+
 /// One connection.
 pub(crate) struct Connection {
     id: ConnectionId,
@@ -73,6 +87,11 @@ pub(crate) struct Connection {
     next_ping: Instant,
     /// Whether the connection is in the server's queue of connections to transmit.
     in_dirty: bool,
+    /// The offered tools changed and the client, past `initialize`, was not told: it had not sent
+    /// `notifications/initialized`, or its unwritten output had no room. It is told when it can
+    /// ([`Connection::tell_tools_changed`]): a client that listed the tools would otherwise keep
+    /// the old list.
+    tools_untold: bool,
 }
 
 impl Connection {
@@ -87,6 +106,7 @@ impl Connection {
             last_rx: now,
             next_ping: now + limits.ping_interval,
             in_dirty: false,
+            tools_untold: false,
         }
     }
 
@@ -282,6 +302,11 @@ impl Connection {
                         let _ = s.mcp.send(&mut s.ws.sender, &frame);
                     }
                 }
+                // And a change of the tools made since `initialize` was answered.
+                if self.tools_untold {
+                    let max = cx.config.limits.max_outbound;
+                    self.tools_untold = !send_news(s, TOOLS_LIST_CHANGED, max);
+                }
             }
             match step {
                 Step::Idle => {
@@ -371,6 +396,10 @@ impl Connection {
             if let Some(s) = &mut self.session {
                 s.ws.sender.advance(n);
             }
+        }
+        // Room again, maybe, for news it missed.
+        if self.tools_untold {
+            self.tell_tools_changed(cx);
         }
         // More to send (the WebSocket's bytes behind the 101): report the connection again.
         if !self.transmit().is_empty() {
@@ -574,6 +603,28 @@ impl Connection {
         }
     }
 
+    /// [`Connection::notify`] for `notifications/tools/list_changed`: a client past `initialize`
+    /// that cannot be told now (it has not sent `notifications/initialized`, or too much of its
+    /// output waits) is told when it can, once (see `tools_untold`).
+    pub(crate) fn notify_tools_changed(&mut self, frame: &[u8], cx: &mut Endpoint) -> bool {
+        let sent = self.notify(frame, cx);
+        self.tools_untold = !sent
+            && matches!(
+                self.state,
+                Lifecycle::Open(McpPhase::AwaitingInitialized | McpPhase::Ready)
+            );
+        sent
+    }
+
+    /// Tell an initialized client of a change of the tools it missed, if its output has room now.
+    #[cold]
+    #[inline(never)]
+    fn tell_tools_changed(&mut self, cx: &mut Endpoint) {
+        if self.notify(TOOLS_LIST_CHANGED, cx) {
+            self.tools_untold = false;
+        }
+    }
+
     /// The server is stopping: pending diffs are answered `DIFF_REJECTED` (or the configured
     /// error), other pending calls an error, and the WebSocket is sent Close 1001; a connection
     /// still upgrading is dropped.
@@ -607,5 +658,17 @@ impl Connection {
                 .session
                 .as_ref()
                 .map_or(0, |s| s.ws.receiver.memory() + s.ws.sender.queued())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::notify::Notification;
+
+    #[test]
+    fn the_kept_list_changed_frame_is_the_notifications() {
+        let mut frame = Vec::new();
+        Notification::ToolsListChanged.write_json(&mut frame);
+        assert_eq!(frame, super::TOOLS_LIST_CHANGED);
     }
 }

@@ -295,22 +295,33 @@ impl Server {
     /// `max_outbound` with it (a peer that does not read misses news, not its connection). An
     /// `at_mentioned` sent to [`Target::All`] that no connection takes (none is initialized, or
     /// none has room) is kept (bounded, expiring) and delivered to the next one that initializes.
+    /// A `notifications/tools/list_changed` that a connection past `initialize` cannot take now (it
+    /// has not sent `notifications/initialized`, or has no room) is sent to it once it can: when it
+    /// initializes, or when enough of its output is written; it is not counted here.
     pub fn notify(&mut self, target: Target, notification: &Notification, now: Instant) -> usize {
         self.scratch.clear();
         notification.write_json(&mut self.scratch);
         let frame = std::mem::take(&mut self.scratch);
         let mut reached = 0;
         {
+            let tools = matches!(notification, Notification::ToolsListChanged);
             let (conns, mut cx) = self.parts();
+            let mut send = |c: &mut Connection| {
+                usize::from(if tools {
+                    c.notify_tools_changed(&frame, &mut cx)
+                } else {
+                    c.notify(&frame, &mut cx)
+                })
+            };
             match target {
                 Target::All => {
                     for c in conns.values_mut() {
-                        reached += usize::from(c.notify(&frame, &mut cx));
+                        reached += send(c);
                     }
                 }
                 Target::Connection(id) => {
                     if let Some(c) = conns.get_mut(&id.0) {
-                        reached += usize::from(c.notify(&frame, &mut cx));
+                        reached += send(c);
                     }
                 }
             }
@@ -343,7 +354,9 @@ impl Server {
         }
     }
 
-    /// Change the offered tools; initialized clients are sent `notifications/tools/list_changed`.
+    /// Change the offered tools; initialized clients are sent `notifications/tools/list_changed`,
+    /// and clients past `initialize` that cannot take it now are sent it when they can (see
+    /// [`Server::notify`]).
     /// A set with `openDiff` also offers `close_tab` and `closeAllDiffTabs` (see [`Config::tools`]).
     pub fn set_tools(&mut self, tools: ToolSet, now: Instant) {
         let tools = tools.with_diff_closers();

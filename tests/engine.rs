@@ -7,7 +7,7 @@ use claude_ide_bridge::{
     ApiError, CancelReason, DisconnectReason, Event, Target, ToolCall, ToolName, ToolResult,
     ToolSet,
 };
-use claude_ide_bridge::{Asker, AtMentioned, ConnectionId, Notification};
+use claude_ide_bridge::{Asker, AtMentioned, ConnectionId, LogEvent, Notification};
 use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -1505,6 +1505,83 @@ fn set_tools_announces_list_changed() {
     );
     let r = p.request(c, json!(1), "tools/list", json!({}));
     assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 1);
+}
+
+/// A client that answered `initialize` may list the tools before it sends
+/// `notifications/initialized`: a change of the tools meanwhile is told once it has, not lost (it
+/// would keep the old list). One not yet past `initialize` is not told: it lists after it anyway.
+#[test]
+fn a_change_of_the_tools_before_initialized_is_told_after_it() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    let early = p.connect();
+    p.request(
+        c,
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18"}),
+    );
+    let r = p.request(c, json!(1), "tools/list", json!({}));
+    assert!(r["result"]["tools"].as_array().unwrap().len() > 1);
+    p.server
+        .set_tools(ToolSet::none().with(ToolName::GetDiagnostics), p.now);
+    assert!(p.messages(c).is_empty());
+    p.send_json(
+        c,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(
+        p.messages(c),
+        vec![json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"})]
+    );
+    // Told once.
+    p.request(c, json!(2), "ping", json!({}));
+    p.request(
+        early,
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18"}),
+    );
+    p.send_json(
+        early,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert!(p.messages(early).is_empty());
+}
+
+/// A client whose unwritten output has no room for news when the tools change is told once its
+/// output is written, not never.
+#[test]
+fn a_change_of_the_tools_a_slow_client_missed_is_told_when_it_reads_again() {
+    let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
+    let slow = p.connect_initialized();
+    let news = Notification::LogEvent(LogEvent {
+        event_name: "e".into(),
+        event_data: json!("x".repeat(1000)),
+    });
+    // The slow client does not read: its output is not drained until it has no room for news,
+    // not even one more list_changed.
+    while p.server.notify(Target::Connection(slow), &news, p.now) == 1 {}
+    let n = Notification::ToolsListChanged;
+    let mut taken = 0;
+    while p.server.notify(Target::Connection(slow), &n, p.now) == 1 {
+        taken += 1;
+    }
+    p.server
+        .set_tools(ToolSet::none().with(ToolName::GetDiagnostics), p.now);
+    let m = p.messages(slow);
+    assert!(m.len() > 10, "{}", m.len());
+    let told = m
+        .iter()
+        .filter(|m| m["method"] == "notifications/tools/list_changed")
+        .count();
+    // Those it took, and one for the changes it missed, sent once its output was written.
+    assert_eq!(told, taken + 1);
+    assert_eq!(
+        m.last().unwrap()["method"],
+        "notifications/tools/list_changed"
+    );
+    assert!(p.messages(slow).is_empty());
 }
 
 // ---- limits ---------------------------------------------------------------------------------------
