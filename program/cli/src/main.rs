@@ -750,7 +750,8 @@ fn serve(
         None => ui::say("lock file: none"),
     }
     // Both: a claude started with them connects by itself, wherever it runs (docs/protocol.md,
-    // "Which lock the client picks"); the port alone leaves a plain claude waiting for `/ide`.
+    // "Discovery", which lock the client picks); the port alone leaves a plain claude waiting
+    // for `/ide`.
     ui::say(&format!(
         "export CLAUDE_CODE_SSE_PORT={port} ENABLE_IDE_INTEGRATION=true"
     ));
