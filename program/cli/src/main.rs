@@ -534,8 +534,13 @@ fn serve(
     }
     for f in &folders {
         if !f.is_dir() {
+            let what = if f.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
             return usage(&format!(
-                "workspace folder {} is not a directory: pass an existing directory with --workspace",
+                "workspace folder {} {what}: pass an existing directory with --workspace",
                 f.display()
             ));
         }

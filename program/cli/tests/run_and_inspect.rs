@@ -556,8 +556,15 @@ fn list_and_doctor() {
         .arg(sb.root().join("missing"));
     let (code, out) = run_bounded(c);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("missing is not a directory"), "{out}");
+    assert!(out.contains("missing does not exist"), "{out}");
     assert!(!out.contains("serve --workspace"), "{out}");
+    // A file where the folder should be: said so.
+    fs::write(sb.root().join("a-file"), "").unwrap();
+    let mut c = sb.command();
+    c.args(["doctor", "--no-lsp"]).arg(sb.root().join("a-file"));
+    let (code, out) = run_bounded(c);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("a-file is not a directory"), "{out}");
 
     // A proxy that would take loopback requests: said, but not a problem for the IDE link
     // (the real client reaches the IDE directly with every proxy variable set).

@@ -25,6 +25,12 @@ fn every_tool_headless() {
         let ws = sb.ws.to_string_lossy().to_string();
         let file = format!("{ws}/a.rs");
         let mut c = s.client();
+        // A connection without the token is refused, and said so in words.
+        let (status, _) = client::connect(s.port, None);
+        assert_eq!(status, 401);
+        s.stderr.wait_for(
+            "refused: 401 Unauthorized, missing or wrong authentication token (as `doctor`'s",
+        );
 
         let v = json_of(&call(&mut c, "getWorkspaceFolders", json!({})));
         assert_eq!(v["success"], true);

@@ -1,5 +1,5 @@
 //! The terminal a program was started on: what a program that asks its user questions needs of
-//! it (`claude-ide-bridge ask`), and its settings kept across a program it runs there (`$EDITOR`,
+//! it (`claude-ide-bridge serve --on-diff ask`), and its settings kept across a program it runs there (`$EDITOR`,
 //! `run`'s claude) that may be killed in raw mode.
 
 use std::io;

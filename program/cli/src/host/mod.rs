@@ -33,7 +33,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge::SelectionChanged;
-use claude_ide_bridge::{CallId, CancelReason, DisconnectReason, Event, ToolCall, ToolResult};
+use claude_ide_bridge::{
+    CallId, CancelReason, DisconnectReason, Event, Rejection, ToolCall, ToolResult,
+};
 
 use crate::pathmap::PathMap;
 use crate::ui;
@@ -660,7 +662,19 @@ impl Host {
                     ui::say(&format!("client disconnected ({conn}, {r})"));
                 } else {
                     let line = match reason {
-                        DisconnectReason::Refused(_) => format!("connection {conn} refused ({r})"),
+                        DisconnectReason::Refused(rejection) => {
+                            // `doctor` looks at the port without the token: told apart from a
+                            // claude refused, as far as a refusal can be.
+                            let doctor = matches!(rejection, Rejection::Unauthorized)
+                                .then_some(" (as `doctor`'s look at the port is)")
+                                .unwrap_or_default();
+                            format!(
+                                "connection {conn} refused: {} {}, {}{doctor}",
+                                rejection.status(),
+                                rejection.reason_phrase(),
+                                rejection.detail()
+                            )
+                        }
                         _ => format!("connection {conn} dropped before its upgrade ({r})"),
                     };
                     for line in self.refused_lines.lines(Instant::now(), line) {

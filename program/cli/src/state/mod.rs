@@ -360,9 +360,13 @@ impl Kept {
         }
         if let (Some(given), Some(s)) = (explicit_port, &loaded) {
             if given != s.port {
+                let given = match given {
+                    0 => "any free one (--port 0)".to_owned(),
+                    n => format!("{n} (--port)"),
+                };
                 notes.push(format!(
-                    "port: {given} (--port), not {} as the last start's; a claude connected to \
-                     the last bridge reconnects with /ide",
+                    "port: {given}, not {} as the last start's; a claude connected to the last \
+                     bridge reconnects with /ide",
                     s.port
                 ));
             }
@@ -683,6 +687,15 @@ pub(crate) mod tests {
         );
         let same = Kept::load_from(Some(d.path()), &folders, Some(40123), false);
         assert!(same.notes.is_empty(), "{:?}", same.notes);
+        // `--port 0` is any free port, not port 0.
+        let any = Kept::load_from(Some(d.path()), &folders, Some(0), false);
+        assert!(
+            any.notes
+                .iter()
+                .any(|n| n.starts_with("port: any free one (--port 0), not 40123")),
+            "{:?}",
+            any.notes
+        );
     }
 
     /// A kept port taken by a live process whose lock file names it is a bridge's: a new token,
