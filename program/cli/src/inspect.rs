@@ -428,6 +428,15 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         out!("1 problem found");
         return 1;
     }
+    if let Err(e) = std::fs::read_dir(&dir) {
+        out!("checking what `claude` started in {lexical} would see");
+        r.problem(
+            &format!("{lexical} cannot be listed ({e}): neither claude nor the bridge can see the files in it"),
+            "give yourself permission to read it (on Unix: chmod u+rx), or use another folder",
+        );
+        out!("1 problem found");
+        return 1;
+    }
     // The working directory of a claude started there, written as lock files write folders:
     // `lock_folders` lists a folder as given, then resolved when links make it another (and on
     // Windows without the `\\?\` prefix); the last is the one the OS gives claude.

@@ -545,6 +545,18 @@ fn serve(
             ));
         }
     }
+    // Served anyway (the permission may come back), but said: every file tool would fail.
+    let unreadable: Vec<String> = folders
+        .iter()
+        .filter_map(|f| {
+            let e = std::fs::read_dir(f).err()?;
+            Some(format!(
+                "warning: workspace folder {} cannot be listed ({e}): neither claude nor the \
+                 bridge can see the files in it",
+                f.display()
+            ))
+        })
+        .collect();
     let (native, posix) = match folder_forms(&folders) {
         Ok(forms) => forms,
         Err(e) => return failure(&format!("cannot make the workspace folders absolute: {e}")),
@@ -749,6 +761,9 @@ fn serve(
     ));
     if let Some(warning) = exposed(running.addr.ip()) {
         ui::say_bold(&warning);
+    }
+    for warning in &unreadable {
+        ui::say_bold(warning);
     }
     match &running.lock_path {
         Some(p) => ui::say(&format!("lock file: {}", p.display())),

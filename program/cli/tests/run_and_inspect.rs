@@ -911,6 +911,38 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
         )),
         "{out}"
     );
+    // A workspace folder the user cannot list: `doctor` says so (it went on as if it could), and
+    // `serve` serves it, saying so.
+    let locked = sb.root().join("locked");
+    fs::create_dir(&locked).unwrap();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o700)).unwrap();
+    let (code, out) = run_bounded({
+        let mut c = as_nobody(&["doctor", "--no-lsp"]);
+        c.arg(&locked);
+        c
+    });
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("{} cannot be listed (", locked.display())),
+        "{out}"
+    );
+    let mut serve = as_nobody(&["serve", "--no-lsp", "--workspace"])
+        .arg(&locked)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::Lines::collect(serve.stderr.take().unwrap());
+    stderr.wait_for(&format!(
+        "warning: workspace folder {} cannot be listed (",
+        locked.display()
+    ));
+    Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    serve.wait().unwrap();
     // A bridge serving the workspace, its folder then writable but not listable (0300): claude
     // finds no lock file there, and `doctor` says so; it called the folder fine, and said the
     // bridge had written its lock file in another folder (another CLAUDE_CONFIG_DIR or HOME).
