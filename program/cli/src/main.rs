@@ -765,6 +765,11 @@ fn serve(
     for warning in &unreadable {
         ui::say_bold(warning);
     }
+    if common.open_files {
+        if let Some(warning) = host::open_files_warning(ui::editor_command().as_deref()) {
+            ui::say_bold(&warning);
+        }
+    }
     match &running.lock_path {
         Some(p) => ui::say(&format!("lock file: {}", p.display())),
         None => ui::say("lock file: none"),

@@ -254,6 +254,44 @@ pub(super) fn no_formatter(ws: &Workspace, ide_name: &str, file_path: &str) -> T
     ))
 }
 
+/// What `serve --open-files` says at its start when files would not open: no editor named, or
+/// one that needs a terminal, which it is started without (it exits at once, and claude was
+/// told the file opened).
+pub fn open_files_warning(editor: Option<&std::ffi::OsStr>) -> Option<String> {
+    let Some(editor) = editor else {
+        return Some(
+            "warning: --open-files: neither $VISUAL nor $EDITOR is set: files claude opens \
+             will not open"
+                .into(),
+        );
+    };
+    let editor = editor.to_string_lossy();
+    // Its words as a shell reads a plain command (`vim -p`, `/usr/bin/nvim`): the program's name.
+    let words: Vec<&str> = editor
+        .split_whitespace()
+        .map(|w| w.trim_matches(['"', '\'']))
+        .collect();
+    let program = words.first().map(|p| {
+        let name = p
+            .rsplit(['/', '\\'])
+            .next()
+            .unwrap_or(p)
+            .to_ascii_lowercase();
+        name.strip_suffix(".exe").unwrap_or(&name).to_owned()
+    })?;
+    const IN_A_TERMINAL: &[&str] = &[
+        "vi", "vim", "nvim", "view", "nano", "pico", "micro", "hx", "helix", "kak", "joe", "ne",
+        "mg", "ed", "jed", "mcedit",
+    ];
+    let emacs_in_terminal = program == "emacs" && words.contains(&"-nw");
+    (IN_A_TERMINAL.contains(&program.as_str()) || emacs_in_terminal).then(|| {
+        format!(
+            "warning: --open-files: the editor ({editor}) needs a terminal, and files open \
+             without one: set VISUAL to a GUI editor (VISUAL='gvim -f', VISUAL=code)"
+        )
+    })
+}
+
 fn open_in_editor(open_files: bool, files: &[String]) -> bool {
     if !open_files {
         return false;
@@ -286,5 +324,35 @@ fn language_id(path: &str) -> &'static str {
         "sh" => "shellscript",
         "vim" => "vim",
         _ => "plaintext",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_files_warning;
+    use std::ffi::OsStr;
+
+    /// `--open-files` says at its start when no editor is named, or the one named needs a
+    /// terminal (started without one, it exits at once); a GUI editor is fine.
+    #[test]
+    fn an_editor_that_cannot_open_files_without_a_terminal_is_said() {
+        let said = |e: Option<&str>| open_files_warning(e.map(OsStr::new));
+        assert!(said(None)
+            .unwrap()
+            .contains("neither $VISUAL nor $EDITOR is set"));
+        for terminal in [
+            "vim",
+            "/usr/bin/nvim -p",
+            "'nano'",
+            "emacs -nw",
+            "hx",
+            "VIM.EXE",
+        ] {
+            let w = said(Some(terminal)).unwrap_or_else(|| panic!("{terminal}: not said"));
+            assert!(w.contains("needs a terminal"), "{w}");
+        }
+        for gui in ["gvim -f", "code --wait", "emacs", "subl -w", "/opt/zed/zed"] {
+            assert_eq!(said(Some(gui)), None, "{gui}");
+        }
     }
 }

@@ -17,6 +17,7 @@ mod ask;
 mod compat;
 mod diagnostics;
 mod headless;
+pub use headless::open_files_warning;
 mod jobs;
 mod messages;
 pub mod sink;
