@@ -50,7 +50,8 @@ pub struct ServerOpts {
     /// what would run.
     #[arg(long = "lsp", value_name = "LANG=COMMAND", value_parser = parse_override)]
     pub lsp: Vec<Override>,
-    /// Start no language server: getDiagnostics answers only what an editor reports (--stdio).
+    /// No language server: `serve` and `run` start none (getDiagnostics answers only what an
+    /// editor reports over --stdio); `doctor` checks none.
     #[arg(long, conflicts_with = "lsp")]
     pub no_lsp: bool,
 }

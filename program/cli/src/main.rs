@@ -1009,19 +1009,46 @@ fn serve(
 /// servers), and in the POSIX form the engine speaks; each absolute, without a trailing
 /// separator (`C:\work\app\` as Vim's `:p` gives it on Windows: `claude` compares the
 /// folders with its working directory as text). `doctor` finds a bridge's state file by them.
+/// A folder given twice (`/w` and `/w/`, or `.` in `/w`) is served once.
 pub(crate) fn folder_forms(folders: &[PathBuf]) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
     let folders: Vec<PathBuf> = folders.iter().map(|f| f.components().collect()).collect();
     let posix = posix_folders(&folders)?;
-    let native: Vec<PathBuf> = folders
+    let native = folders
         .iter()
-        .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
-        .collect();
-    Ok((native, posix))
+        .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()));
+    let mut forms: (Vec<PathBuf>, Vec<String>) = (Vec::new(), Vec::new());
+    for (native, posix) in native.zip(posix) {
+        if !forms.1.contains(&posix) {
+            forms.0.push(native);
+            forms.1.push(posix);
+        }
+    }
+    Ok(forms)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::exposed;
+    use super::{exposed, folder_forms};
+
+    /// A folder given twice, in other spellings, is served once.
+    #[test]
+    fn a_folder_given_twice_is_served_once() {
+        let d = tempfile::tempdir().unwrap();
+        let other = d.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        let mut slash = d.path().as_os_str().to_owned();
+        slash.push(std::path::MAIN_SEPARATOR_STR);
+        let given = [
+            d.path().into(),
+            slash.into(),
+            other.clone(),
+            d.path().join("."),
+        ];
+        let (native, posix) = folder_forms(&given).unwrap();
+        assert_eq!(native.len(), 2, "{native:?}");
+        assert_eq!(posix.len(), 2, "{posix:?}");
+        assert_eq!(native[1], std::path::absolute(&other).unwrap());
+    }
 
     /// Listening outside loopback is said, with who can reach the port; loopback is not.
     #[test]
