@@ -51,7 +51,7 @@ pub struct ServerOpts {
     #[arg(long = "lsp", value_name = "LANG=COMMAND", value_parser = parse_override)]
     pub lsp: Vec<Override>,
     /// No language server: `serve` and `run` start none (getDiagnostics answers only what an
-    /// editor reports over --stdio); `doctor` checks none.
+    /// editor reports); `doctor` checks none.
     #[arg(long, conflicts_with = "lsp")]
     pub no_lsp: bool,
 }
