@@ -170,6 +170,10 @@ struct ServeArgs {
     /// mapping").
     #[arg(long = "path-map", value_name = "EDITOR=HERE", requires = "stdio")]
     path_map: Vec<String>,
+    /// Workspace folders, as --workspace names them (`serve ~/src/app` is `serve --workspace
+    /// ~/src/app`).
+    #[arg(value_name = "DIR", value_hint = ValueHint::DirPath)]
+    dirs: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -200,7 +204,10 @@ fn main() -> ExitCode {
     panic::install();
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Serve(a) => serve(a.common, a.stdio, &a.path_map, None),
+        Cmd::Serve(mut a) => {
+            a.common.workspace.extend(a.dirs);
+            serve(a.common, a.stdio, &a.path_map, None)
+        }
         Cmd::Run(a) => serve(a.common, false, &[], Some(a.command)),
         Cmd::List => ExitCode::from(inspect::list()),
         Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir, &a.servers)),

@@ -555,6 +555,18 @@ fn usage_errors_exit_2() {
         .unwrap();
     assert_eq!(st.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&st.stderr).contains("--workspace"));
+    // A folder named without --workspace is one too.
+    let st = sb
+        .command()
+        .args(["serve", "/does/not/exist"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(
+        err.contains("workspace folder /does/not/exist does not exist"),
+        "{err}"
+    );
     let st = sb
         .command()
         .args(["serve", "--stdio", "--on-diff", "ask"])
