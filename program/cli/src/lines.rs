@@ -16,6 +16,11 @@ pub enum Full {
     Wait,
     /// Drop the line, and count it in a line once there is room again.
     Drop,
+    /// Wait for room as [`Full::Wait`] until the bridge is stopping, then drop as [`Full::Drop`]:
+    /// for a terminal that does not take output (Ctrl-S, a pty nobody reads), where the host
+    /// may wait while it serves, but a stop must go on, and a signal that did not stop the bridge
+    /// (Ctrl-C in `$EDITOR`) must not let the lines queue without bound.
+    WaitUntilStop,
 }
 
 /// A queue of lines and the thread writing them (cheap to clone: one queue).
@@ -70,7 +75,7 @@ impl LineWriter {
     /// Queues `line` (with its end of line), by the [`Full`] policy when the queue is full.
     pub fn send(&self, line: Vec<u8>) {
         let mut o = self.lock();
-        if self.full == Full::Wait {
+        if matches!(self.full, Full::Wait | Full::WaitUntilStop) {
             while o.bytes >= self.most && !o.broken && !o.stopping {
                 o = self.shared.1.wait(o).unwrap_or_else(|p| p.into_inner());
             }
@@ -78,7 +83,12 @@ impl LineWriter {
         if o.broken {
             return;
         }
-        if o.bytes >= self.most && self.full == Full::Drop {
+        let drops = match self.full {
+            Full::Drop => true,
+            Full::WaitUntilStop => o.stopping,
+            Full::Wait => false,
+        };
+        if o.bytes >= self.most && drops {
             o.dropped += 1;
             return;
         }
@@ -215,5 +225,28 @@ mod tests {
         w.stopping();
         sender.join().unwrap();
         w.send(b"three\n".to_vec());
+    }
+
+    /// Waiting until stopping, then dropping: the sender goes on at the stop, and what does not
+    /// fit after it is dropped rather than queued without bound.
+    #[test]
+    fn a_writer_waiting_until_the_stop_drops_after_it() {
+        let (w, gate, written) = gated(4, Full::WaitUntilStop);
+        w.send(b"one\n".to_vec());
+        let sender = {
+            let w = w.clone();
+            thread::spawn(move || w.send(b"two\n".to_vec()))
+        };
+        thread::sleep(Duration::from_millis(100));
+        assert!(!sender.is_finished(), "did not wait for room");
+        w.stopping();
+        sender.join().unwrap();
+        for _ in 0..100 {
+            w.send(b"more\n".to_vec());
+        }
+        assert!(w.lock().bytes <= 16, "{} bytes queued", w.lock().bytes);
+        drop(gate);
+        let got: Vec<Vec<u8>> = written.iter().take(2).collect();
+        assert_eq!(got, [b"one\n".to_vec(), b"two\n".to_vec()]);
     }
 }

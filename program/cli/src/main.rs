@@ -652,11 +652,14 @@ fn serve(
         Ok(out) => out,
         Err(e) => return failure(&format!("cannot start the stdout writer: {e}")),
     };
-    // The editor may not read stderr at all: the log lines must never hold up the host.
-    if stdio.is_some() {
-        if let Err(e) = ui::detach_stderr() {
-            return failure(&format!("cannot start the stderr writer: {e}"));
-        }
+    // The editor may not read stderr at all: the log lines must never hold up the host. A
+    // terminal may not take them either (Ctrl-S): they may hold it up, but never its stop.
+    let full = match stdio {
+        Some(_) => ui::Full::Drop,
+        None => ui::Full::WaitUntilStop,
+    };
+    if let Err(e) = ui::detach_stderr(full) {
+        return failure(&format!("cannot start the stderr writer: {e}"));
     }
     if let Err(e) = sys::listen_for_stop(tx.clone(), stdio.clone()) {
         return failure(&format!("cannot install the signal handlers: {e}"));
@@ -697,7 +700,7 @@ fn serve(
                 // starts), it stops: nothing was started yet.
                 match rx.recv_timeout(Duration::from_millis(100)) {
                     Ok(HostInput::Signal(sig)) => {
-                        ui::say(&format!("signal {sig}: stopping"));
+                        ui::say(&host::stopping_on(sig));
                         ui::flush_stderr(STDOUT_GRACE);
                         sys::stopped();
                         return ExitCode::SUCCESS;

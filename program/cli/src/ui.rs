@@ -13,7 +13,8 @@ use std::sync::Mutex;
 use anstyle::{AnsiColor, Style};
 use similar::{ChangeTag, TextDiff};
 
-use crate::lines::{Full, LineWriter};
+pub use crate::lines::Full;
+use crate::lines::LineWriter;
 use crate::sys::Ends;
 
 const RED: Style = AnsiColor::Red.on_default();
@@ -39,20 +40,29 @@ static DETACHED: std::sync::OnceLock<LineWriter> = std::sync::OnceLock::new();
 const MAX_STDERR_QUEUED: usize = 256 * 1024;
 
 /// From now on, stderr is written by a thread of its own, at most [`MAX_STDERR_QUEUED`] bytes
-/// behind; past that, lines are dropped (and counted in a line once there is room). For `serve
-/// --stdio`: an editor that never reads the bridge's stderr (a pipe nobody drains) would
-/// otherwise block the host in a write after 64 KiB of log lines, deaf to its clients and to
-/// signals.
-pub fn detach_stderr() -> io::Result<()> {
+/// behind; past that, what `full` says. For `serve --stdio`, [`Full::Drop`]: an editor that never
+/// reads the bridge's stderr (a pipe nobody drains) would otherwise block the host in a write
+/// after 64 KiB of log lines, deaf to its clients and to signals. On a terminal,
+/// [`Full::WaitUntilStop`]: a terminal that does not take output (Ctrl-S, a pty nobody reads)
+/// holds the host as a write to it did, no line lost, but a stop ([`stderr_stopping`], from the
+/// signals' thread) lets the host go on, so that it removes the lock file and exits.
+pub fn detach_stderr(full: Full) -> io::Result<()> {
     use std::io::Write;
     let write = |batch: &[Vec<u8>]| {
         let mut stderr = anstream::stderr();
         batch.iter().for_each(|l| _ = stderr.write_all(l));
         Ok(())
     };
-    let detached = LineWriter::start("stderr", MAX_STDERR_QUEUED, Full::Drop, write)?;
+    let detached = LineWriter::start("stderr", MAX_STDERR_QUEUED, full, write)?;
     let _ = DETACHED.set(detached);
     Ok(())
+}
+
+/// The bridge is stopping (a signal came): nothing waits for room on stderr any more.
+pub fn stderr_stopping() {
+    if let Some(detached) = DETACHED.get() {
+        detached.stopping();
+    }
 }
 
 /// Waits, at most `grace`, for the lines queued after [`detach_stderr`] to be written.
@@ -68,8 +78,44 @@ pub fn flush_stderr(grace: std::time::Duration) {
 /// proposed change the user is deciding on; `\n` still ends a line.
 pub fn say(line: &str) {
     if heard() {
-        err(format_args!("{}\n", shown(line)));
+        over_prompt(format_args!("{}\n", shown(line)));
     }
+}
+
+/// The `ask` prompt while it is the terminal's last line, waiting for its answer: a line said
+/// meanwhile starts on a line of its own, and the prompt is drawn again after it.
+static PROMPT: Mutex<Option<String>> = Mutex::new(None);
+
+/// Writes `line` (ended by `\n`): below the open prompt, which is drawn again after it, if any.
+fn over_prompt(line: std::fmt::Arguments<'_>) {
+    let prompt = PROMPT.lock().unwrap_or_else(|e| e.into_inner());
+    match prompt.as_deref() {
+        Some(p) => err(format_args!("\n{line}{p}")),
+        None => err(line),
+    }
+}
+
+/// A line about the queue of changes (one queued, one withdrawn): below the open prompt, if any,
+/// which is drawn again with `queued` changes waiting.
+pub fn note(line: &str, queued: usize) {
+    if !heard() {
+        return;
+    }
+    let mut open = PROMPT.lock().unwrap_or_else(|e| e.into_inner());
+    match open.is_some() {
+        true => {
+            let prompt = prompt_text(queued);
+            err(format_args!("\n{}\n{prompt}", shown(line)));
+            *open = Some(prompt);
+        }
+        false => err(format_args!("{}\n", shown(line))),
+    }
+}
+
+/// The prompt is no longer the last line waiting for its answer (answered, withdrawn, or the
+/// terminal handed to `$EDITOR`): lines are written as they are again.
+pub fn prompt_closed() {
+    *PROMPT.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 /// `text` with each line [`visible`].
@@ -86,6 +132,9 @@ static QUIET: AtomicBool = AtomicBool::new(false);
 
 /// Hold back (or resume) the lines of [`say`] and [`say_bold`].
 pub fn set_quiet(quiet: bool) {
+    if quiet {
+        prompt_closed();
+    }
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
@@ -97,7 +146,7 @@ pub fn heard() -> bool {
 /// Prints a line in bold.
 pub fn say_bold(line: &str) {
     if heard() {
-        err(format_args!("{BOLD}{}{BOLD:#}\n", shown(line)));
+        over_prompt(format_args!("{BOLD}{}{BOLD:#}\n", shown(line)));
     }
 }
 
@@ -253,16 +302,23 @@ pub fn show_diff(path: &str, old: &Old, new: &str) {
     err(format_args!("{}", render_diff(path, old, new)));
 }
 
-/// The prompt for the shown diff.
-pub fn prompt(queued: usize) {
+/// The prompt for the shown diff, with `queued` more waiting.
+fn prompt_text(queued: usize) -> String {
     let more = if queued > 0 {
         format!(" ({queued} more waiting)")
     } else {
         String::new()
     };
-    err(format_args!(
-        "{BOLD}[a]ccept / [r]eject / [e]dit{more}? {BOLD:#}"
-    ));
+    format!("{BOLD}[a]ccept / [r]eject / [e]dit{more}? {BOLD:#}")
+}
+
+/// Shows the prompt for the shown diff; lines said while it waits go below it
+/// ([`over_prompt`]).
+pub fn prompt(queued: usize) {
+    let prompt = prompt_text(queued);
+    let mut open = PROMPT.lock().unwrap_or_else(|e| e.into_inner());
+    err(format_args!("{prompt}"));
+    *open = Some(prompt);
 }
 
 /// `$VISUAL`, else `$EDITOR` (non-empty).
@@ -319,6 +375,10 @@ pub fn run_editor(
     file: &Path,
     running: &Mutex<Option<u32>>,
 ) -> io::Result<ExitStatus> {
+    // The lines queued for the terminal (the diff, the prompt) are written before the editor
+    // draws its screen, not into it; a terminal that takes nothing holds the edit back a second
+    // at most.
+    flush_stderr(std::time::Duration::from_secs(1));
     let saved = save_terminal();
     let lock = || running.lock().unwrap_or_else(|e| e.into_inner());
     let status = crate::sys::start_editor(editor, &[file.as_os_str()], Ends::WithBridge, |_| {})

@@ -109,7 +109,7 @@ fn ask_on_a_terminal() {
         let got = responses(&mut cl, &[id4, close]);
         assert_eq!(texts(&got[&id4]), ["DIFF_REJECTED", "T4"]);
         screen.wait_for("diff withdrawn (tab_closed)");
-        wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 5);
+        wait_shown(&screen, 5);
         assert!(
             screen.text().contains("--- /dev/null"),
             "a new file shows whole"
@@ -788,7 +788,7 @@ fn a_terminal_closed_leaves_every_waiting_change_to_claude() {
     let (id1, id2) = two_diffs(&sb, &mut cl, &screen);
     tty.write_all(b"\x04").unwrap();
     tty.flush().unwrap();
-    screen.wait_for("the terminal closed");
+    screen.wait_for("stdin ended (Ctrl-D)");
     screen.wait_for("left for claude's prompt: ");
     let text = screen.text();
     assert!(
@@ -802,12 +802,8 @@ fn a_terminal_closed_leaves_every_waiting_change_to_claude() {
     let got = responses(&mut cl, &[id1, close]);
     assert_eq!(texts(&got[&id1]), ["DIFF_REJECTED", "T1"]);
     std::thread::sleep(Duration::from_millis(300));
-    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 1);
     assert_eq!(
-        screen
-            .text()
-            .matches("[a]ccept / [r]eject / [e]dit")
-            .count(),
+        screen.text().matches("claude proposes a change: ").count(),
         1,
         "asked again after the terminal closed: {}",
         screen.text()
@@ -836,7 +832,7 @@ fn an_answer_begun_for_a_withdrawn_change_is_dropped() {
     tty.flush().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let close = cl.call_tool("close_tab", json!({"tab_name": "T1"}));
-    wait_count(&screen, "[a]ccept / [r]eject / [e]dit", 2);
+    wait_shown(&screen, 2);
     tty.write_all(b"\n").unwrap();
     tty.flush().unwrap();
     let ids = (id1, id2, close);
@@ -1141,4 +1137,304 @@ fn killed_in_raw_mode(redirect: &str) -> Option<String> {
         "{settings}"
     );
     Some(text)
+}
+
+/// What the terminal showed, its escape sequences (colours) and carriage returns taken out.
+fn plain(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => {
+                // CSI: up to its final byte.
+                if chars.next_if_eq(&'[').is_some() {
+                    while chars.next().is_some_and(|c| !('@'..='~').contains(&c)) {}
+                }
+            }
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Waits until the `n`th change is shown and asked about (the question may be drawn again
+/// under lines said while it waits: it is counted by the changes shown).
+fn wait_shown(screen: &Screen, n: usize) {
+    let give_up = Instant::now() + WAIT;
+    loop {
+        let text = screen.text();
+        let asked = text
+            .split("claude proposes a change: ")
+            .nth(n)
+            .is_some_and(|after| after.contains("[a]ccept / [r]eject / [e]dit"));
+        if asked {
+            return;
+        }
+        assert!(Instant::now() < give_up, "{text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Changes sent back to back are shown in the order claude sent them. Each one's workspace check
+/// runs on a job of its own, and they came back in any order: a reviewer saw the second shown
+/// first in 3 runs of 6.
+#[test]
+fn changes_are_shown_in_the_order_they_were_sent() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1", &[]);
+    let files: Vec<_> = (0..8).map(|i| sb.ws.join(format!("f{i}.txt"))).collect();
+    let calls: Vec<(&str, Value)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            (
+                "openDiff",
+                open_diff_args(f, &format!("{i}\n"), &format!("T{i}")),
+            )
+        })
+        .collect();
+    let ids = cl.call_tools_at_once(&calls);
+    for (n, id) in ids.iter().enumerate() {
+        wait_shown(&screen, n + 1);
+        tty.write_all(b"r\n").unwrap();
+        tty.flush().unwrap();
+        assert_eq!(texts(&cl.response(*id))[0], "DIFF_REJECTED");
+    }
+    let text = plain(&screen.text());
+    let shown: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("claude proposes a change: "))
+        .collect();
+    let sent: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    assert_eq!(shown, sent, "{text}");
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
+/// A line said while the question waits (a change queued, one withdrawn) starts on a line of its
+/// own, and the question is asked again below it with the new count; before, it was written
+/// onto the question's line (`[e]dit? diff queued: ...`). Ctrl-D and Ctrl-C are named as keys.
+#[test]
+fn lines_said_at_the_question_go_below_it() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (child, tty, screen, mut cl) = serve_with_editor(&sb, "exit 1", &[]);
+    let (_id1, id2) = two_diffs(&sb, &mut cl, &screen);
+    wait_count(
+        &screen,
+        "[a]ccept / [r]eject / [e]dit (1 more waiting)? ",
+        1,
+    );
+    let close = cl.call_tool("close_tab", json!({"tab_name": "T2"}));
+    let got = responses(&mut cl, &[id2, close]);
+    assert_eq!(texts(&got[&id2]), ["DIFF_REJECTED", "T2"]);
+    screen.wait_for("diff withdrawn (tab_closed)");
+    wait_count(&screen, "[a]ccept / [r]eject / [e]dit? ", 2);
+    let text = plain(&screen.text());
+    for said in ["diff queued: ", "diff withdrawn (tab_closed): "] {
+        let line = text.lines().find(|l| l.contains(said)).unwrap();
+        assert!(line.starts_with(said), "{line:?} in {text}");
+    }
+    // The question again after each line, with what waits.
+    let after_queued = text.split("diff queued: ").nth(1).unwrap();
+    assert!(
+        after_queued.contains("\n[a]ccept / [r]eject / [e]dit (1 more waiting)? "),
+        "{text}"
+    );
+    let after_withdrawn = text.split("diff withdrawn (tab_closed): ").nth(1).unwrap();
+    assert!(
+        after_withdrawn.contains("\n[a]ccept / [r]eject / [e]dit? "),
+        "{text}"
+    );
+    // An editor that never starts: what is kept is the proposal, not an edit of the user's.
+    let missing = sb.root().join("no-such-editor");
+    drop((child, tty, screen, cl));
+    let sb = terminal_sandbox().unwrap();
+    let (mut child, mut tty, screen, mut cl) =
+        serve_with_editor(&sb, "exit 0", &[("EDITOR", missing.to_str().unwrap())]);
+    let id = cl.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("a.txt"), "proposed\n", "T"),
+    );
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    tty.write_all(b"e\n").unwrap();
+    tty.flush().unwrap();
+    screen.wait_for("the proposal is kept in ");
+    assert!(
+        !screen.text().contains("your edit is kept"),
+        "{}",
+        screen.text()
+    );
+    // Ctrl-D: stdin ended, said so.
+    tty.write_all(b"\x04").unwrap();
+    tty.flush().unwrap();
+    screen.wait_for("stdin ended (Ctrl-D): diffs are left for claude's own prompt");
+    let close = cl.call_tool("close_tab", json!({"tab_name": "T"}));
+    let _ = responses(&mut cl, &[id, close]);
+    tty.write_all(b"\x03").unwrap();
+    tty.flush().unwrap();
+    let status = exit_within(&mut child, WAIT, &|| screen.text());
+    assert!(status.success(), "{}", screen.text());
+    screen.wait_for("Ctrl-C (SIGINT): stopping the bridge");
+}
+
+/// The file a change replaces is read when the change is shown, not when it is queued: a queued
+/// change held the old file's text too (up to `--max-read-bytes` each), and showed it as it was
+/// then, not as the change would now replace it.
+#[test]
+fn the_old_file_is_read_when_its_change_is_shown() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    fs::write(sb.ws.join("b.txt"), "before\n").unwrap();
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1", &[]);
+    let (id1, id2) = two_diffs(&sb, &mut cl, &screen);
+    fs::write(sb.ws.join("b.txt"), "meanwhile\n").unwrap();
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id1))[0], "DIFF_REJECTED");
+    wait_shown(&screen, 2);
+    let text = plain(&screen.text());
+    let second = text.split("claude proposes a change: ").nth(2).unwrap();
+    assert!(second.contains("-meanwhile"), "{text}");
+    assert!(!second.contains("-before"), "{text}");
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id2))[0], "DIFF_REJECTED");
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
+/// The changes waiting on the terminal hold at most 64 MiB of proposals: past it, a change is
+/// answered at once with a tool error saying why (claude then asks in its own prompt), and the
+/// queue goes on. Before, 256 changes a connection were held, each with the old file's text.
+#[test]
+fn changes_past_the_bytes_held_are_refused_at_once() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1", &[]);
+    // 9 MiB each, under the 10 MiB a message may have: the 8th passes 64 MiB.
+    let big = "x".repeat(9 << 20) + "\n";
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let f = sb.ws.join(format!("big{i}.txt"));
+        ids.push(cl.call_tool("openDiff", open_diff_args(&f, &big, &format!("B{i}"))));
+        match i {
+            0 => screen.wait_for("[a]ccept / [r]eject / [e]dit"),
+            _ => wait_count(&screen, "diff queued: ", i),
+        }
+    }
+    let past = cl.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("big7.txt"), &big, "B7"),
+    );
+    let answer = cl.response(past);
+    assert_eq!(answer["result"]["isError"], json!(true), "{answer}");
+    let why = texts(&answer)[0].clone();
+    assert!(
+        why.contains("too many proposed changes are waiting"),
+        "{why}"
+    );
+    screen.wait_for("diff not shown (the changes waiting hold ");
+    // The queue goes on: the shown one decided, the next is shown; a small change is queued.
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(ids[0]))[0], "DIFF_REJECTED");
+    wait_shown(&screen, 2);
+    let small = cl.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("small.txt"), "small\n", "S"),
+    );
+    wait_count(&screen, "diff queued: ", 7);
+    assert!(
+        cl.recv_until(Duration::from_millis(300), |v| v["id"] == json!(small))
+            .is_none(),
+        "the small change was not queued"
+    );
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
+/// A terminal that takes no output (a pty nobody reads; Ctrl-S does the same): the bridge's
+/// lines fill it and the host waits for room, but SIGTERM still stops it, removes its lock file
+/// and exits. Before, the host thread was blocked in its write to the terminal and never saw the
+/// signal: only SIGKILL ended it, and the lock file stayed.
+#[test]
+fn sigterm_stops_a_bridge_whose_terminal_takes_no_output() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let cmd = format!("exec {BIN} serve --workspace {}", sb.ws.display());
+    let c = sb.command();
+    // `script`'s output is never read: once its pipe is full, it reads nothing more from the
+    // terminal, whose buffer fills too.
+    let mut script = Command::new("script");
+    script
+        .args(["-qefc", &cmd, "/dev/null"])
+        .envs(
+            c.get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1")
+        .current_dir(&sb.ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = Terminal(script.spawn().unwrap());
+    let give_up = Instant::now() + WAIT;
+    let lock = loop {
+        let found = fs::read_dir(sb.lock_dir())
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok);
+        if let Some(lock) = found.filter(|l| fs::metadata(l.path()).is_ok_and(|m| m.len() > 0)) {
+            break lock.path();
+        }
+        assert!(Instant::now() < give_up, "no lock file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let port: u16 = lock.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let v: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
+    let pid = v["pid"].as_u64().unwrap();
+    let (_, cl) = client::connect(port, v["authToken"].as_str());
+    let mut cl = cl.unwrap();
+    cl.init();
+    // Changes refused at once, each saying a line of some 4 KB, until one is no longer
+    // answered: the host waits on the terminal.
+    let long = format!("relative/{}", "y".repeat(4000));
+    let mut blocked = false;
+    for _ in 0..2000 {
+        let id = cl.call_tool(
+            "openDiff",
+            open_diff_args(std::path::Path::new(&long), "x\n", "T"),
+        );
+        if cl
+            .recv_until(Duration::from_secs(2), |v| v["id"] == json!(id))
+            .is_none()
+        {
+            blocked = true;
+            break;
+        }
+    }
+    assert!(blocked, "the terminal took every line");
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let give_up = Instant::now() + 3 * WAIT;
+    while lock.exists() {
+        assert!(
+            Instant::now() < give_up,
+            "SIGTERM did not stop a bridge whose terminal takes no output"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Its terminal read at last, the bridge has exited.
+    let screen = Screen::collect(child.stdout.take().unwrap());
+    let status = exit_within(&mut child, 3 * WAIT, &|| screen.text());
+    assert!(status.success(), "{}", screen.text());
 }

@@ -21,11 +21,20 @@ use crate::ui;
 /// accepted and the prompt asks again.
 pub const MAX_EDITED_BYTES: u64 = 16 * 1024 * 1024;
 
-/// A diff on the terminal, shown or waiting, with the file as it was when the diff arrived.
+/// The most bytes of proposed changes (their contents, paths and tab names) the host holds at
+/// once: being checked, waiting in the queue, and shown. A change past it is answered at once
+/// with a tool error saying why, and claude asks in its own prompt instead; one alone is always
+/// taken (the engine bounds a message to 10 MiB). Without it, a queue of 256 calls per
+/// connection held up to 256 proposals of 10 MiB each, and with them the old files' texts
+/// (measured: 40 diffs of 5 MB, 395 MB).
+pub const MAX_HELD_DIFF_BYTES: usize = 64 * 1024 * 1024;
+
+/// A diff on the terminal, shown or waiting. The file it replaces is read when it is shown, not
+/// when it arrives (queued diffs hold only the proposal), on a job: `None` until then.
 pub(super) struct Shown {
     call: CallId,
     args: OpenDiffArgs,
-    old: ui::Old,
+    old: Option<ui::Old>,
     /// The user's edit of the proposal, kept when it could not be accepted (the editor failed,
     /// or what it left is not usable): the next `e` opens it again.
     draft: Option<Draft>,
@@ -47,14 +56,41 @@ pub struct Draft {
 pub type EditOutcome = Result<(String, Draft), (String, Draft)>;
 
 /// The workspace check of a proposed change, made on a job and handed back to the host loop:
-/// whether the file may be changed (inside the workspace, not a special file), and for the
-/// terminal prompt the file as it is now.
+/// whether the file may be changed (inside the workspace, not a special file).
 #[derive(Debug)]
 pub struct DiffCheck {
     call: CallId,
     args: OpenDiffArgs,
     verdict: Verdict,
-    old: ui::Old,
+}
+
+/// A proposed change being checked, in the order claude sent it. The checks run on jobs of their
+/// own and come back in any order: one back before those sent earlier waits for them here, so
+/// that the changes are shown (or decided, or forwarded) in the order claude sent them.
+pub(super) struct Checking {
+    call: CallId,
+    /// What it holds ([`proposal_bytes`]).
+    bytes: usize,
+    check: Option<Box<DiffCheck>>,
+}
+
+/// The bytes a proposed change holds while it waits: its contents, paths and tab name.
+fn proposal_bytes(args: &OpenDiffArgs) -> usize {
+    args.new_file_contents.len()
+        + args.new_file_path.len()
+        + args.old_file_path.len()
+        + args.tab_name.len()
+}
+
+/// The file a proposed change replaces, as the terminal shows it: read only when it may be read
+/// (the change's check allowed it); a new file has none, and one that cannot be shown is said to
+/// exist.
+fn read_old(ws: &claude_ide_bridge_files::Workspace, path: &str) -> ui::Old {
+    match ws.read_text(path) {
+        Ok(t) => ui::Old::Text(t.content),
+        Err(Error::NotFound { .. } | Error::NotADirectory { .. }) => ui::Old::Missing,
+        Err(e) => ui::Old::Unreadable(e.to_string()),
+    }
 }
 
 /// The new and the old path of a proposed change as they resolve inside the workspace, or why
@@ -107,13 +143,31 @@ impl Host {
             ui::say(&format!("diff pending (decide in claude): {path}"));
             return;
         }
+        let bytes = proposal_bytes(&args);
+        let held = self.held_diff_bytes();
+        if held > 0 && held.saturating_add(bytes) > MAX_HELD_DIFF_BYTES {
+            ui::say(&format!(
+                "diff not shown (the changes waiting hold {} MiB, at most {} MiB): {path}",
+                held >> 20,
+                MAX_HELD_DIFF_BYTES >> 20
+            ));
+            self.respond(
+                call,
+                ToolResult::error(format!(
+                    "{}: too many proposed changes are waiting to be decided ({held} bytes; with \
+                     this one's {bytes} they would pass {MAX_HELD_DIFF_BYTES}): this one was not \
+                     shown, and nothing was accepted or written",
+                    self.ide_name
+                )),
+            );
+            return;
+        }
         let ws = self.ws.clone();
         let inputs = self.inputs.clone();
-        let wants_old = self.decider == Decider::Policy(DiffPolicy::Ask);
         let old_path = args.old_file_path.clone();
         let work = move || {
             // Both paths: an editor is handed both, and shows the old file too.
-            let verdict = match unchecked(&path).or_else(|| unchecked(&old_path)) {
+            match unchecked(&path).or_else(|| unchecked(&old_path)) {
                 Some(why) => Err(why),
                 None => ws
                     .writable(&path)
@@ -126,48 +180,68 @@ impl Host {
                         Ok((new, old))
                     })
                     .map_err(|e| refusal(&e)),
-            };
-            // The old file is shown only when it may be read; a new file has none, and one that
-            // cannot be shown is said to exist.
-            let old = match (wants_old && verdict.is_ok()).then(|| ws.read_text(&old_path)) {
-                Some(Ok(t)) => ui::Old::Text(t.content),
-                Some(Err(Error::NotFound { .. } | Error::NotADirectory { .. })) | None => {
-                    ui::Old::Missing
-                }
-                Some(Err(e)) => ui::Old::Unreadable(e.to_string()),
-            };
-            (verdict, old)
+            }
         };
-        let done = move |r: Result<(Verdict, ui::Old), Stalled>| {
-            let (verdict, old) =
-                r.unwrap_or_else(|why| (Err(format!("({why})")), ui::Old::Missing));
+        let done = move |r: Result<Verdict, Stalled>| {
+            let verdict = r.unwrap_or_else(|why| Err(format!("({why})")));
             let check = DiffCheck {
                 call,
                 args,
                 verdict,
-                old,
             };
             let _ = inputs.send(HostInput::DiffChecked(Box::new(check)));
         };
         match self.jobs.run(call, work, done) {
-            Ok(()) => {
-                self.checking.insert(call);
-            }
+            Ok(()) => self.checking.push_back(Checking {
+                call,
+                bytes,
+                check: None,
+            }),
             Err(busy) => self.respond(call, ToolResult::error(busy.to_string())),
         }
     }
 
-    /// A proposed change whose workspace check came back: refused, or on to its decider.
-    pub(super) fn on_diff_checked(&mut self, check: DiffCheck) {
+    /// The bytes of the proposed changes held now: being checked, queued and shown.
+    fn held_diff_bytes(&self) -> usize {
+        let checking = self.checking.iter().map(|c| c.bytes);
+        let waiting = self.shown.iter().chain(&self.queue);
+        checking
+            .chain(waiting.map(|s| proposal_bytes(&s.args)))
+            .sum()
+    }
+
+    /// A proposed change's check came back: it goes on once those sent before it have.
+    pub(super) fn on_diff_checked(&mut self, check: Box<DiffCheck>) {
+        let Some(waiting) = self.checking.iter_mut().find(|c| c.call == check.call) else {
+            return; // Cancelled while it was being checked.
+        };
+        waiting.check = Some(check);
+        self.release_checked();
+    }
+
+    /// A proposed change cancelled while it was checked: those after it go on if they are back.
+    pub(super) fn check_cancelled(&mut self, call: CallId) {
+        self.checking.retain(|c| c.call != call);
+        self.release_checked();
+    }
+
+    /// The checks back, in the order claude sent their changes, up to the first still running.
+    fn release_checked(&mut self) {
+        while self.checking.front().is_some_and(|c| c.check.is_some()) {
+            if let Some(check) = self.checking.pop_front().and_then(|c| c.check) {
+                self.decide_checked(*check);
+            }
+        }
+    }
+
+    /// A proposed change whose workspace check came back, in its turn: refused, or on to its
+    /// decider.
+    fn decide_checked(&mut self, check: DiffCheck) {
         let DiffCheck {
             call,
             args,
             verdict,
-            old,
         } = check;
-        if !self.checking.remove(&call) {
-            return; // Cancelled while it was being checked.
-        }
         let path = args.new_file_path.clone();
         let (new_real, old_real) = match verdict {
             Ok(paths) => paths,
@@ -190,16 +264,14 @@ impl Host {
                 self.queue.push_back(Shown {
                     call,
                     args,
-                    old,
+                    old: None,
                     draft: None,
                 });
                 if self.shown.is_none() {
                     self.show_next();
                 } else {
-                    ui::say(&format!(
-                        "diff queued: {path} ({} waiting)",
-                        self.queue.len()
-                    ));
+                    let n = self.queue.len();
+                    ui::note(&format!("diff queued: {path} ({n} waiting)"), n);
                 }
             }
             // The terminal closed while it was checked: claude's own prompt decides.
@@ -289,6 +361,8 @@ impl Host {
         answered.inspect_err(|e| ui::say(&format!("(answer dropped: {e})")))
     }
 
+    /// Takes the next change off the queue, and reads the file it replaces on a job: it is
+    /// shown when the text is back ([`Host::on_old_read`]).
     fn show_next(&mut self) {
         if self.editing.is_some() {
             return; // `$EDITOR` has the terminal; on_edited shows the next.
@@ -299,20 +373,52 @@ impl Host {
         // In the background of its terminal (`serve &`), a question would stop the whole bridge
         // (its flush and its read: SIGTTOU, SIGTTIN) and every call would wait: the change is
         // left for claude's own prompt, as the next ones are unless the bridge is brought back.
-        let next = loop {
-            let Some(next) = self.queue.pop_front() else {
-                return;
-            };
-            if crate::sys::terminal_is_ours() {
-                break next;
+        while let Some(next) = self.queue.pop_front() {
+            if !crate::sys::terminal_is_ours() {
+                left_in_background(next);
+                continue;
             }
-            left_in_background(next);
+            let (call, inputs, ws) = (next.call, self.inputs.clone(), self.ws.clone());
+            let old_path = next.args.old_file_path.clone();
+            let done = move |r: Result<ui::Old, Stalled>| {
+                let old = r.unwrap_or_else(|why| ui::Old::Unreadable(why.to_string()));
+                let _ = inputs.send(HostInput::OldRead(call, old));
+            };
+            match self.jobs.run(call, move || read_old(&ws, &old_path), done) {
+                Ok(()) => {
+                    self.shown = Some(next);
+                    return;
+                }
+                Err(busy) => {
+                    ui::say(&format!(
+                        "diff not shown ({busy}): {}",
+                        next.args.new_file_path
+                    ));
+                    self.respond(call, ToolResult::error(busy.to_string()));
+                }
+            }
+        }
+    }
+
+    /// The text of the file the next change replaces is back: the change is shown, and asked.
+    pub(super) fn on_old_read(&mut self, call: CallId, old: ui::Old) {
+        // Withdrawn (or left to claude) while it was read.
+        let Some(next) = self.shown.take_if(|s| s.call == call && s.old.is_none()) else {
+            return;
         };
+        if !crate::sys::terminal_is_ours() {
+            left_in_background(next);
+            self.show_next();
+            return;
+        }
         let path = next.args.new_file_path.clone();
         ui::err(format_args!("\n"));
         ui::say_bold(&format!("claude proposes a change: {path}"));
-        ui::show_diff(&path, &next.old, &next.args.new_file_contents);
-        self.shown = Some(next);
+        ui::show_diff(&path, &old, &next.args.new_file_contents);
+        self.shown = Some(Shown {
+            old: Some(old),
+            ..next
+        });
         // A line being typed as the question changes (the change before was withdrawn as it was
         // answered) was meant for that one: what is typed so far is dropped, and a line read
         // before now is not this question's answer (`on_terminal_line`). A new read drops what
@@ -346,6 +452,7 @@ impl Host {
     /// prompt, as in `show_next`, and the next ones are asked if the bridge is brought back.
     pub(super) fn on_terminal_away(&mut self) {
         self.line_requested = false;
+        ui::prompt_closed();
         for left in self.shown.take().into_iter().chain(self.queue.drain(..)) {
             left_in_background(left);
         }
@@ -353,11 +460,13 @@ impl Host {
 
     pub(super) fn on_terminal_line(&mut self, line: Option<String>, read_at: Instant) {
         self.line_requested = false;
+        // The line ended where the prompt was: what follows starts below it.
+        ui::prompt_closed();
         // A line typed since: a Ctrl-C now is the user's own, not the editor's.
         self.editor_ended = None;
         let Some(line) = line else {
             ui::err(format_args!("\n"));
-            ui::say("the terminal closed: diffs are left for claude's own prompt from now on");
+            ui::say("stdin ended (Ctrl-D): diffs are left for claude's own prompt from now on");
             self.decider = Decider::Policy(DiffPolicy::Defer);
             self.want_line = None;
             // Those shown or waiting too: nobody can answer them here any more (they were shown
@@ -374,10 +483,15 @@ impl Host {
         let Some(shown) = self.shown.take() else {
             return;
         };
-        if read_at < self.shown_at {
+        // Read before the change was shown; or while the file it replaces is read, before it
+        // is: then its question asks for a line of its own once it is shown.
+        let unseen = shown.old.is_none();
+        if unseen || read_at < self.shown_at {
             ui::say("that answer was typed before this change was shown: it decides nothing");
             self.shown = Some(shown);
-            self.ask();
+            if !unseen {
+                self.ask();
+            }
             return;
         }
         match line.trim().to_ascii_lowercase().as_str() {
@@ -499,8 +613,14 @@ impl Host {
                         self.show_next();
                         return;
                     }
+                    // The editor never wrote it (it did not start, or quit without saving): it is
+                    // still the proposal.
+                    let whose = match draft.written {
+                        true => "your edit",
+                        false => "the proposal",
+                    };
                     ui::say(&format!(
-                        "{why}; your edit is kept in {}: e opens it again",
+                        "{why}; {whose} is kept in {}: e opens it again",
                         draft.file.path().display()
                     ));
                     shown.draft = Some(draft);
@@ -583,7 +703,9 @@ impl Host {
     pub(super) fn withdraw_diff(&mut self, call: CallId, why: &str) {
         if self.shown.as_ref().is_some_and(|s| s.call == call) {
             let s = self.shown.take().expect("shown");
-            // (Not into `$EDITOR`'s screen: that one is told when the editor ends.)
+            // Below its question, which goes with it. (Not into `$EDITOR`'s screen: that one is
+            // told when the editor ends.)
+            ui::prompt_closed();
             if self.editing.is_none() {
                 ui::err(format_args!("\n"));
             }
@@ -595,7 +717,11 @@ impl Host {
             self.show_next();
         } else if let Some(i) = self.queue.iter().position(|s| s.call == call) {
             let s = self.queue.remove(i).expect("queued");
-            ui::say(&format!("diff withdrawn ({why}): {}", s.args.new_file_path));
+            let n = self.queue.len();
+            ui::note(
+                &format!("diff withdrawn ({why}): {}", s.args.new_file_path),
+                n,
+            );
         }
     }
 }

@@ -26,7 +26,7 @@ mod tabs;
 mod watch;
 mod wire;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
@@ -43,7 +43,7 @@ use crate::ui;
 use claude_ide_bridge_files::Workspace;
 use claude_ide_bridge_runtime::Handle;
 
-use ask::{DiffCheck, Shown};
+use ask::{Checking, DiffCheck, Shown};
 pub use diagnostics::LanguageServers;
 use jobs::Jobs;
 use messages::{EditorCall, ToEditor};
@@ -81,6 +81,8 @@ pub enum HostInput {
     ChildExited(io::Result<ExitStatus>),
     /// The workspace check of a proposed change, back from its job.
     DiffChecked(Box<DiffCheck>),
+    /// The file the next proposed change on the terminal replaces, read on a job.
+    OldRead(CallId, ui::Old),
     /// `$EDITOR` on the shown proposed change ended: the edited contents, or why not.
     Edited(CallId, ask::EditOutcome),
     /// Language servers' diagnostics changed: take them from [`Changes`](crate::lsp::Changes).
@@ -287,7 +289,7 @@ pub struct Host {
     /// `run`'s command has ended.
     panicked: bool,
     // Proposed changes being checked on a job, and the `ask` prompt.
-    checking: HashSet<CallId>,
+    checking: VecDeque<Checking>,
     queue: VecDeque<Shown>,
     shown: Option<Shown>,
     /// When the shown change's question was put: a line read before it is not its answer.
@@ -385,6 +387,15 @@ pub fn undecided_at_stop(ide_name: &str, stdio: bool) -> String {
     }
 }
 
+/// What the terminal says when signal `sig` stops the bridge: Ctrl-C by its key, since the user
+/// pressed it (a number meant nothing to them), others by number.
+pub fn stopping_on(sig: i32) -> String {
+    if sig == crate::sys::INTERRUPT {
+        return format!("{}: stopping the bridge", crate::sys::INTERRUPT_NAME);
+    }
+    format!("signal {sig}: stopping")
+}
+
 /// How a disconnection is named in messages, the wire log and stdio lines.
 fn reason_str(r: &DisconnectReason) -> String {
     match r {
@@ -432,7 +443,7 @@ impl Host {
             running_child: None,
             stop_asked_at: None,
             panicked: false,
-            checking: HashSet::new(),
+            checking: VecDeque::new(),
             queue: VecDeque::new(),
             shown: None,
             editing: None,
@@ -504,6 +515,8 @@ impl Host {
     pub fn handle(&mut self, input: HostInput) -> Flow {
         let flow = self.handle_input(input);
         if let Flow::Exit(_) = flow {
+            // The question is not drawn again under the lines of the stop.
+            ui::prompt_closed();
             // What the terminal was not shown, said before the bridge stops.
             if let Some(line) = self.refused_lines.held() {
                 ui::say(&line);
@@ -545,7 +558,8 @@ impl Host {
                 return Flow::Exit(0);
             }
             HostInput::Signal(sig) => return self.on_signal(sig),
-            HostInput::DiffChecked(check) => self.on_diff_checked(*check),
+            HostInput::DiffChecked(check) => self.on_diff_checked(check),
+            HostInput::OldRead(call, old) => self.on_old_read(call, old),
             HostInput::Edited(call, edited) => self.on_edited(call, edited),
             HostInput::Diagnostics(changes) => {
                 for change in changes.take() {
@@ -621,7 +635,7 @@ impl Host {
                 Flow::Continue
             }
             None => {
-                ui::say(&format!("signal {sig}: stopping"));
+                ui::say(&stopping_on(sig));
                 Flow::Exit(0)
             }
         }
@@ -697,7 +711,7 @@ impl Host {
 
     fn on_cancelled(&mut self, call: CallId, reason: CancelReason) {
         let why = cancel_str(reason);
-        self.checking.remove(&call);
+        self.check_cancelled(call);
         self.withdraw_diff(call, why);
         self.cancel_forwarded(call, why);
     }

@@ -232,6 +232,8 @@ pub fn wsl_path(_windows: &str) -> Option<String> {
 
 /// The number `HostInput::Signal` carries for Ctrl-C (the C runtime's SIGINT).
 pub const INTERRUPT: i32 = 2;
+/// How [`INTERRUPT`] is named to the user.
+pub const INTERRUPT_NAME: &str = "Ctrl-C";
 /// For Ctrl-Break (the C runtime's SIGBREAK).
 const BREAK: i32 = 21;
 /// For the console closed (as a terminal hanging up: SIGHUP's number).
@@ -276,6 +278,8 @@ fn on_console_event(event: ConsoleEvent) {
     if let Some(out) = &stop.stdio {
         out.stopping();
     }
+    // A host waiting for room on a console that takes no output goes on to its stop.
+    crate::ui::stderr_stopping();
     let (signal, wait) = match event {
         ConsoleEvent::CtrlC => (INTERRUPT, false),
         ConsoleEvent::CtrlBreak => (BREAK, false),

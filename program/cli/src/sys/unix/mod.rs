@@ -337,6 +337,8 @@ pub fn wsl_path(windows: &str) -> Option<String> {
 
 /// The number of SIGINT, which `HostInput::Signal` carries for an interrupt (Ctrl-C).
 pub const INTERRUPT: i32 = signal_hook::consts::SIGINT;
+/// How [`INTERRUPT`] is named to the user.
+pub const INTERRUPT_NAME: &str = "Ctrl-C (SIGINT)";
 /// The number of SIGHUP, which `HostInput::Signal` carries for the terminal hanging up.
 pub const HANGUP: i32 = signal_hook::consts::SIGHUP;
 
@@ -370,6 +372,8 @@ pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Re
                 if let Some(out) = &stdio {
                     out.stopping();
                 }
+                // A host waiting for room on a terminal that takes no output goes on to its stop.
+                crate::ui::stderr_stopping();
                 if tx.send(HostInput::Signal(sig)).is_err() {
                     break;
                 }
