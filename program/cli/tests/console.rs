@@ -89,9 +89,9 @@ fn exit_code_within(s: &mut Served, wait: Duration) -> Option<i32> {
 }
 
 /// Starts `serve` on `rt`, sends `event` to the console, and checks that the bridge said it
-/// heard `number` (the host input the program maps the event to), exited with its clean status
-/// (0) and removed its lock file.
-fn stops_cleanly_on(event: u32, number: i32, rt: &str) {
+/// heard it (`heard`: Ctrl-C by its key, another by the number the program maps it to), exited
+/// with its clean status (0) and removed its lock file.
+fn stops_cleanly_on(event: u32, heard: &str, rt: &str) {
     let sb = Sandbox::new();
     let mut s = Served::start(&sb, &["--runtime", rt, "--no-lsp"]);
     assert!(s.lock.exists(), "{}", s.lock.display());
@@ -117,7 +117,7 @@ fn stops_cleanly_on(event: u32, number: i32, rt: &str) {
         "{rt}: the bridge must stop with its clean status after the event; stderr:\n{}",
         s.stderr.text()
     );
-    s.stderr.wait_for(&format!("signal {number}: stopping"));
+    s.stderr.wait_for(heard);
     // The event reached this process too (and was swallowed): it went to the whole console.
     let give_up = Instant::now() + WAIT;
     while SWALLOWED.load(Ordering::SeqCst) == before {
@@ -139,7 +139,7 @@ fn ctrl_c_stops_the_bridge_and_removes_its_lock_file() {
     assert!(killed.lock.exists(), "{}", killed.lock.display());
 
     for rt in RUNTIMES {
-        stops_cleanly_on(CTRL_C_EVENT, 2, rt);
+        stops_cleanly_on(CTRL_C_EVENT, "Ctrl-C: stopping the bridge", rt);
     }
 }
 
@@ -149,7 +149,7 @@ fn ctrl_c_stops_the_bridge_and_removes_its_lock_file() {
 fn ctrl_break_stops_the_bridge_and_removes_its_lock_file() {
     let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
     for rt in RUNTIMES {
-        stops_cleanly_on(CTRL_BREAK_EVENT, 21, rt);
+        stops_cleanly_on(CTRL_BREAK_EVENT, "signal 21: stopping", rt);
     }
 }
 
