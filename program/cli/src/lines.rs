@@ -211,10 +211,12 @@ mod tests {
         assert_eq!(got[3], "five\n");
     }
 
-    /// A waiting writer makes its sender wait for room, until the bridge is stopping.
-    #[test]
-    fn a_full_waiting_writer_holds_its_sender_until_stopping() {
-        let (w, _gate, _written) = gated(4, Full::Wait);
+    /// A writer of `full` whose queue is full holds a second sender until the bridge is
+    /// stopping (checked here); the writer, its gate and what it wrote are given back.
+    fn held_until_stopping(
+        full: Full,
+    ) -> (LineWriter, mpsc::SyncSender<()>, mpsc::Receiver<Vec<u8>>) {
+        let (w, gate, written) = gated(4, full);
         w.send(b"one\n".to_vec());
         let sender = {
             let w = w.clone();
@@ -224,6 +226,13 @@ mod tests {
         assert!(!sender.is_finished(), "did not wait for room");
         w.stopping();
         sender.join().unwrap();
+        (w, gate, written)
+    }
+
+    /// A waiting writer makes its sender wait for room, until the bridge is stopping.
+    #[test]
+    fn a_full_waiting_writer_holds_its_sender_until_stopping() {
+        let (w, _gate, _written) = held_until_stopping(Full::Wait);
         w.send(b"three\n".to_vec());
     }
 
@@ -231,16 +240,7 @@ mod tests {
     /// fit after it is dropped (and counted) rather than queued without bound.
     #[test]
     fn a_writer_waiting_until_the_stop_drops_after_it() {
-        let (w, gate, written) = gated(4, Full::WaitUntilStop);
-        w.send(b"one\n".to_vec());
-        let sender = {
-            let w = w.clone();
-            thread::spawn(move || w.send(b"two\n".to_vec()))
-        };
-        thread::sleep(Duration::from_millis(100));
-        assert!(!sender.is_finished(), "did not wait for room");
-        w.stopping();
-        sender.join().unwrap();
+        let (w, gate, written) = held_until_stopping(Full::WaitUntilStop);
         for _ in 0..100 {
             w.send(b"more\n".to_vec());
         }

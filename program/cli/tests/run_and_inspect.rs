@@ -926,42 +926,42 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
         out.contains(&format!("{} cannot be listed (", locked.display())),
         "{out}"
     );
-    let mut serve = as_nobody(&["serve", "--no-lsp", "--workspace"])
-        .arg(&locked)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = common::Lines::collect(serve.stderr.take().unwrap());
+    // `serve` as that user, its stderr read; stopped with SIGTERM (`timeout` passes it on).
+    let serving = |mut c: Command| {
+        let mut serve = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = common::Lines::collect(serve.stderr.take().unwrap());
+        (serve, stderr)
+    };
+    let stop = |mut serve: std::process::Child| {
+        Command::new("kill")
+            .args(["-TERM", &serve.id().to_string()])
+            .status()
+            .unwrap();
+        serve.wait().unwrap();
+    };
+    let (serve, stderr) = serving({
+        let mut c = as_nobody(&["serve", "--no-lsp", "--workspace"]);
+        c.arg(&locked);
+        c
+    });
     stderr.wait_for(&format!(
         "warning: workspace folder {} cannot be listed (",
         locked.display()
     ));
-    Command::new("kill")
-        .args(["-TERM", &serve.id().to_string()])
-        .status()
-        .unwrap();
-    serve.wait().unwrap();
+    stop(serve);
     // A bridge serving the workspace, its folder then writable but not listable (0300): claude
     // finds no lock file there, and `doctor` says so; it called the folder fine, and said the
     // bridge had written its lock file in another folder (another CLAUDE_CONFIG_DIR or HOME).
-    let mut serve = as_nobody(&["serve", "--no-lsp"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = common::Lines::collect(serve.stderr.take().unwrap());
+    let (serve, stderr) = serving(as_nobody(&["serve", "--no-lsp"]));
     stderr.wait_for("lock file: ");
     let (_, out) = doctor(0o300);
     fs::set_permissions(&ide, fs::Permissions::from_mode(0o700)).unwrap();
-    // (`timeout` passes the signal on to the bridge.)
-    Command::new("kill")
-        .args(["-TERM", &serve.id().to_string()])
-        .status()
-        .unwrap();
-    serve.wait().unwrap();
+    stop(serve);
     assert!(
         out.contains(&format!(
             "{} has mode 0300: claude cannot list the lock files there",
