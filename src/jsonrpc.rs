@@ -498,12 +498,20 @@ pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// Two raw ids name the same request when they are the same JSON value: the same text, or two
-/// strings of the same characters written with different escapes (`"a"` and `"\u0061"`); `1` and
-/// `"1"` differ. Texts that differ are decoded only when both are strings and one holds an escape
-/// (the usual ids, integers and plain strings, are compared as bytes).
+/// Two raw ids name the same request when they are the same JSON value: the same text (`-0` is
+/// `0`), or two strings of the same characters written with different escapes (`"a"` and
+/// `"\u0061"`); `1` and `"1"` differ. Texts that differ are decoded only when both are strings
+/// and one holds an escape (the usual ids, integers and plain strings, are compared as bytes).
 pub fn same_id(a: &str, b: &str) -> bool {
-    let (a, b) = (a.trim(), b.trim());
+    // `-0` is the integer 0 (as an id it is echoed as sent).
+    fn zero(t: &str) -> &str {
+        if t == "-0" {
+            "0"
+        } else {
+            t
+        }
+    }
+    let (a, b) = (zero(a.trim()), zero(b.trim()));
     a == b
         || (a.starts_with('"')
             && b.starts_with('"')
@@ -789,6 +797,7 @@ mod tests {
         for (a, b) in [
             ("1", "1"),
             (" 7", "7 "),
+            ("-0", "0"),
             (r#""a""#, r#""a""#),
             (r#""\u0061""#, r#""a""#),
             (r#""a""#, r#""\u0061""#),

@@ -1550,7 +1550,9 @@ fn a_change_of_the_tools_before_initialized_is_told_after_it() {
 }
 
 /// A client whose unwritten output has no room for news when the tools change is told once its
-/// output is written, not never.
+/// output is written, not never. (Its output is filled up to the last `list_changed` it takes:
+/// the one refused then is a change missed too, as the `set_tools` after it is; both are told
+/// once, together. `set_tools` itself is seen to defer in the test before.)
 #[test]
 fn a_change_of_the_tools_a_slow_client_missed_is_told_when_it_reads_again() {
     let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);

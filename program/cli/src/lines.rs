@@ -110,6 +110,15 @@ impl LineWriter {
         self.shared.1.notify_all();
     }
 
+    /// Waits until every queued line is written, writing failed, or the bridge is stopping
+    /// ([`LineWriter::stopping`]): what a question needs on the screen before its answer counts.
+    pub fn written_or_stopping(&self) {
+        let mut o = self.lock();
+        while (!o.lines.is_empty() || o.writing) && !o.broken && !o.stopping {
+            o = self.shared.1.wait(o).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     /// Waits, at most `grace`, until every queued line is written (or writing failed).
     pub fn flush(&self, grace: Duration) {
         let deadline = Instant::now() + grace;

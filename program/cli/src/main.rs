@@ -894,7 +894,9 @@ fn serve(
             .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "true")
             .env("no_proxy", &no_proxy)
             .env("NO_PROXY", &no_proxy);
-        // claude owns the terminal from here on.
+        // claude owns the terminal from here on: the bridge's lines are on it first (written by
+        // stderr's thread, they would land in claude's screen).
+        ui::flush_stderr(STDOUT_GRACE);
         ui::set_quiet(true);
         // The terminal's settings, put back when the command is ended by a signal (the bridge
         // kills it when told twice to stop, or after a panic): claude killed in raw mode left

@@ -72,6 +72,15 @@ pub fn flush_stderr(grace: std::time::Duration) {
     }
 }
 
+/// Waits until what was said is on the terminal (a diff that takes a while to scroll by, a
+/// terminal paused with Ctrl-S), or the bridge is stopping: an answer typed before a change
+/// reached the screen must not decide it.
+pub fn wait_written() {
+    if let Some(detached) = DETACHED.get() {
+        detached.written_or_stopping();
+    }
+}
+
 /// Prints a line to stderr (colour stripped when not wanted). What it names came from claude, an
 /// editor or a server (a path, a reason): their control characters are shown ([`visible`]), never
 /// sent to the terminal, where an escape sequence in a path could move the cursor and rewrite a
@@ -109,6 +118,15 @@ pub fn note(line: &str, queued: usize) {
             *open = Some(prompt);
         }
         false => err(format_args!("{}\n", shown(line))),
+    }
+}
+
+/// The bridge stops with the prompt open: it ends where the cursor is (after a `^C` the
+/// terminal echoed), and the lines of the stop follow below it, the question not drawn again.
+pub fn end_prompt() {
+    let mut open = PROMPT.lock().unwrap_or_else(|e| e.into_inner());
+    if open.take().is_some() {
+        err(format_args!("\n"));
     }
 }
 

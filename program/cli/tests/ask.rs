@@ -1438,3 +1438,67 @@ fn sigterm_stops_a_bridge_whose_terminal_takes_no_output() {
     let status = exit_within(&mut child, 3 * WAIT, &|| screen.text());
     assert!(status.success(), "{}", screen.text());
 }
+
+/// Ctrl-C at the question: the stop's lines follow below it; the question is not drawn again
+/// under them, with `stopped` written onto it.
+#[test]
+fn ctrl_c_at_the_question_ends_it() {
+    let Some((_sb, mut child, mut tty, screen, _cl, _id)) = a_diff_shown("exit 1") else {
+        return;
+    };
+    ctrl_c(&mut child, &mut tty, &screen);
+    let text = plain(&screen.text());
+    assert!(
+        text.contains("Ctrl-C (SIGINT): stopping the bridge"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("[e]dit? stopped") && !text.contains("bridge\n[a]ccept"),
+        "the question was drawn again under the stop's lines:\n{text}"
+    );
+}
+
+/// Output paused (Ctrl-S), the next change shown to a terminal that takes nothing: a line typed
+/// then decides nothing, since the change has not reached the screen (it was accepted before: the
+/// question counted as asked once its text was queued for stderr's thread).
+#[test]
+fn an_answer_typed_before_a_change_reached_the_screen_decides_nothing() {
+    let Some(sb) = terminal_sandbox() else {
+        return;
+    };
+    let (mut child, mut tty, screen, mut cl) = serve_with_editor(&sb, "exit 1", &[]);
+    let a = sb.ws.join("a.txt");
+    let b = sb.ws.join("b.txt");
+    let id_a = cl.call_tool("openDiff", open_diff_args(&a, "small\n", "TA"));
+    screen.wait_for("[a]ccept / [r]eject / [e]dit");
+    let big: String = (0..20000)
+        .map(|i| format!("line {i} of the big change\n"))
+        .collect();
+    let id_b = cl.call_tool("openDiff", open_diff_args(&b, &big, "TB"));
+    screen.wait_for("diff queued: ");
+    // Output paused, then A rejected: B is shown to a terminal that shows nothing.
+    tty.write_all(b"\x13").unwrap();
+    tty.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id_a))[0], "DIFF_REJECTED");
+    std::thread::sleep(Duration::from_millis(500));
+    tty.write_all(b"a\n").unwrap();
+    tty.flush().unwrap();
+    let got = cl.recv_until(Duration::from_secs(3), |v| v["id"] == json!(id_b));
+    tty.write_all(b"\x11").unwrap();
+    tty.flush().unwrap();
+    assert!(
+        got.is_none(),
+        "B was decided by a line typed before its diff reached the screen: {:?}",
+        got.map(|v| texts(&v)[0].clone())
+    );
+    // Once on the screen, B is asked, and its own answer decides it.
+    screen.wait_for(&format!("claude proposes a change: {}", b.display()));
+    std::thread::sleep(Duration::from_millis(300));
+    tty.write_all(b"r\n").unwrap();
+    tty.flush().unwrap();
+    assert_eq!(texts(&cl.response(id_b))[0], "DIFF_REJECTED");
+    ctrl_c(&mut child, &mut tty, &screen);
+}

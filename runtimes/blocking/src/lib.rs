@@ -91,9 +91,17 @@ fn try_send(_: &TcpStream, _: &[u8]) -> io::Result<usize> {
 struct Threads {
     shared: Arc<RunningServer>,
     joins: Mutex<Vec<JoinHandle<()>>>,
-    /// A handle on the acceptor's listener, to wake it with at a stop; taken then (the port
-    /// closes once the acceptor, woken, drops its own).
-    wake: Mutex<Option<TcpListener>>,
+    /// A handle on the acceptor's listener, to wake it with at a stop, and then whether that
+    /// woke it (the port closes once the acceptor, woken, drops its own listener).
+    wake: Mutex<Wake>,
+}
+
+/// The acceptor's wake-up at a stop ([`Threads::wake_acceptor`]).
+enum Wake {
+    /// Not woken yet: a handle on its listener.
+    Listening(TcpListener),
+    /// Woken (or not, when neither way worked: it is then not waited for).
+    Done(bool),
 }
 
 impl Threads {
@@ -101,12 +109,14 @@ impl Threads {
     /// or a connection of our own, waiting in the backlog when this is the acceptor's own thread,
     /// for its next accept. Whether it was woken, by this call or an earlier one.
     fn wake_acceptor(&self) -> bool {
-        let Some(listener) = self.wake.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return true;
-        };
-        stop_listening(&listener)
-            || TcpStream::connect_timeout(&self.shared.loopback_addr(), Duration::from_secs(1))
-                .is_ok()
+        let mut wake = self.wake.lock().unwrap_or_else(|e| e.into_inner());
+        if let Wake::Listening(listener) = &*wake {
+            let woken = stop_listening(listener)
+                || TcpStream::connect_timeout(&self.shared.loopback_addr(), Duration::from_secs(1))
+                    .is_ok();
+            *wake = Wake::Done(woken);
+        }
+        matches!(*wake, Wake::Done(true))
     }
 
     fn spawn(
@@ -257,7 +267,8 @@ impl IdeServer {
     /// The handler must return quickly: it holds up the thread it runs on. Calls that take time
     /// (an `openDiff` waiting for the user) are kept by their [`CallId`] and answered later from
     /// any thread through a [`Handle`]. The `&Handle` it is given serves; a captured one works
-    /// too (the stop drops the handler, and with it what it holds).
+    /// too (the stop drops the handler, and with it what it holds, once it has the calls the
+    /// stop cancelled). A call it panics on is answered as failed.
     ///
     /// ```no_run
     /// use claude_ide_bridge_blocking::{Event, IdeServer, Options, ToolResult};
@@ -295,7 +306,7 @@ impl IdeServer {
         let threads = Arc::new(Threads {
             shared,
             joins: Mutex::new(Vec::new()),
-            wake: Mutex::new(None),
+            wake: Mutex::new(Wake::Done(false)),
         });
         let mut server = IdeServer {
             threads: threads.clone(),
@@ -304,7 +315,8 @@ impl IdeServer {
         };
         threads.spawn("ide-bridge-timer".into(), |me| me.timer_loop(timer))?;
         let me = threads.clone();
-        *threads.wake.lock().unwrap_or_else(|e| e.into_inner()) = Some(listener.try_clone()?);
+        *threads.wake.lock().unwrap_or_else(|e| e.into_inner()) =
+            Wake::Listening(listener.try_clone()?);
         let acceptor = thread::Builder::new()
             .name("ide-bridge-accept".into())
             .spawn(move || me.accept_loop(listener))?;

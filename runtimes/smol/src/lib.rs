@@ -339,8 +339,10 @@ impl IdeServer {
     /// the executor thread it runs on. Calls that take time (an `openDiff` waiting for the user)
     /// are kept by their [`CallId`] and answered later from any task or thread through a
     /// [`Handle`] (e.g. from a task the handler spawns). The `&Handle` it is given serves; a
-    /// captured one works too (the stop drops the handler, and with it what it holds). A panic in
-    /// the handler is caught: that event is dropped and later ones are delivered as usual.
+    /// captured one works too (the stop drops the handler, and with it what it holds, once the
+    /// server's tasks have handed it the calls the stop cancelled: an executor no longer run
+    /// after a drop keeps it). A panic in the handler is caught: that event is dropped (a call
+    /// it panicked on answered as failed) and later ones are delivered as usual.
     ///
     /// The tasks run on smol's global executor; [`IdeServer::start_with_handler_on`] puts them on
     /// an executor of the host's.

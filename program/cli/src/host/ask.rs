@@ -384,19 +384,14 @@ impl Host {
                 let old = r.unwrap_or_else(|why| ui::Old::Unreadable(why.to_string()));
                 let _ = inputs.send(HostInput::OldRead(call, old));
             };
-            match self.jobs.run(call, move || read_old(&ws, &old_path), done) {
-                Ok(()) => {
-                    self.shown = Some(next);
-                    return;
-                }
-                Err(busy) => {
-                    ui::say(&format!(
-                        "diff not shown ({busy}): {}",
-                        next.args.new_file_path
-                    ));
-                    self.respond(call, ToolResult::error(busy.to_string()));
-                }
+            let started = self.jobs.run(call, move || read_old(&ws, &old_path), done);
+            self.shown = Some(next);
+            // The connection's jobs all taken (slow reads, accepts waiting for a server): the
+            // change, checked and announced, is still shown and asked, the old file unread.
+            if let Err(busy) = started {
+                self.on_old_read(call, ui::Old::Unreadable(busy.to_string()));
             }
+            return;
         }
     }
 
@@ -419,6 +414,9 @@ impl Host {
             old: Some(old),
             ..next
         });
+        // On the screen before anything typed counts: the diff is written by stderr's thread,
+        // and a terminal paused (Ctrl-S) or slow takes it later (the wait ends at a stop).
+        ui::wait_written();
         // A line being typed as the question changes (the change before was withdrawn as it was
         // answered) was meant for that one: what is typed so far is dropped, and a line read
         // before now is not this question's answer (`on_terminal_line`). A new read drops what

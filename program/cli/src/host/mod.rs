@@ -550,10 +550,12 @@ impl Host {
                 )),
             },
             HostInput::StdinClosed => {
+                ui::end_prompt();
                 ui::say("stdin closed: stopping");
                 return Flow::Exit(0);
             }
             HostInput::StdoutClosed(why) => {
+                ui::end_prompt();
                 ui::say(&format!("stdout could not be written ({why}): stopping"));
                 return Flow::Exit(0);
             }
@@ -567,6 +569,7 @@ impl Host {
                 }
             }
             HostInput::Panicked(thread) => {
+                ui::end_prompt();
                 ui::say(&format!(
                     "internal error: the {thread} thread panicked (above); stopping"
                 ));
@@ -635,6 +638,7 @@ impl Host {
                 Flow::Continue
             }
             None => {
+                ui::end_prompt();
                 ui::say(&stopping_on(sig));
                 Flow::Exit(0)
             }
