@@ -416,13 +416,11 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     let lexical = lexical.to_string_lossy().into_owned();
     if !dir.is_dir() {
         out!("checking what `claude` started in {lexical} would see");
-        let what = if dir.exists() {
-            "is not a directory"
-        } else {
-            "does not exist"
-        };
         r.problem(
-            &format!("{lexical} {what} (claude cannot be started there)"),
+            &format!(
+                "{lexical} {} (claude cannot be started there)",
+                crate::not_a_folder(&dir)
+            ),
             "give the folder claude runs in (doctor FOLDER), or run doctor there",
         );
         out!("1 problem found");

@@ -541,14 +541,10 @@ fn serve(
     }
     for f in &folders {
         if !f.is_dir() {
-            let what = if f.exists() {
-                "is not a directory"
-            } else {
-                "does not exist"
-            };
             return usage(&format!(
-                "workspace folder {} {what}: pass an existing directory with --workspace",
-                f.display()
+                "workspace folder {} {}: pass an existing directory with --workspace",
+                f.display(),
+                not_a_folder(f)
             ));
         }
     }
@@ -1013,6 +1009,16 @@ fn serve(
     ui::flush_stderr(STDOUT_GRACE);
     sys::stopped();
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// Why `path`, which is no directory, cannot be a folder to serve or start claude in: it is
+/// something else, or nothing (`serve`, `doctor`).
+pub(crate) fn not_a_folder(path: &Path) -> &'static str {
+    if path.exists() {
+        "is not a directory"
+    } else {
+        "does not exist"
+    }
 }
 
 /// The workspace folders given to `serve` in the two forms the bridge uses: as this OS names

@@ -86,9 +86,9 @@ fn proposal_bytes(args: &OpenDiffArgs) -> usize {
 /// (the change's check allowed it); a new file has none, and one that cannot be shown is said to
 /// exist.
 fn read_old(ws: &claude_ide_bridge_files::Workspace, path: &str) -> ui::Old {
-    match ws.read_text(path) {
-        Ok(t) => ui::Old::Text(t.content),
-        Err(Error::NotFound { .. } | Error::NotADirectory { .. }) => ui::Old::Missing,
+    match super::diagnostics::read(ws, path) {
+        Ok(Some(t)) => ui::Old::Text(t.content),
+        Ok(None) => ui::Old::Missing,
         Err(e) => ui::Old::Unreadable(e.to_string()),
     }
 }

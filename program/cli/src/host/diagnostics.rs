@@ -286,9 +286,10 @@ fn looked_up(ws: &Workspace, uri: &str) -> Option<(String, Result<String, Error>
     (!matches!(found, Err(Error::Outside { .. }))).then_some((path, found))
 }
 
-/// Reads a file for a server through the workspace (inside it, a regular file, bounded, UTF-8):
-/// `Ok(None)` when it does not exist (nor can: a name on its way is a file).
-fn read(ws: &Workspace, path: &str) -> Result<Option<Text>, Error> {
+/// Reads a file through the workspace (inside it, a regular file, bounded, UTF-8), for a server
+/// or for the terminal's diff: `Ok(None)` when it does not exist (nor can: a name on its way is
+/// a file).
+pub(super) fn read(ws: &Workspace, path: &str) -> Result<Option<Text>, Error> {
     match ws.read_text(path) {
         Ok(t) => Ok(Some(t)),
         Err(Error::NotFound { .. } | Error::NotADirectory { .. }) => Ok(None),
