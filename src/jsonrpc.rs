@@ -502,29 +502,46 @@ pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
 /// `0`), or two strings of the same characters written with different escapes (`"a"` and
 /// `"\u0061"`); `1` and `"1"` differ. Texts that differ are decoded only when both are strings
 /// and one holds an escape (the usual ids, integers and plain strings, are compared as bytes).
+#[cfg(any(test, feature = "hooks"))]
 pub fn same_id(a: &str, b: &str) -> bool {
-    // `-0` is the integer 0 (as an id it is echoed as sent).
-    fn zero(t: &str) -> &str {
-        if t == "-0" {
-            "0"
-        } else {
-            t
-        }
-    }
-    let (a, b) = (zero(a.trim()), zero(b.trim()));
-    a == b
-        || (a.starts_with('"')
-            && b.starts_with('"')
-            && (a.contains('\\') || b.contains('\\'))
-            && same_string(a, b))
+    find_id([a], b).is_some()
 }
 
-/// Whether two JSON string literals decode to the same string (false if either does not decode).
+/// The position of the first of `ids` that names the same request as `id` ([`same_id`]), with
+/// `id` read once however many it is compared with: a long id full of escapes costs one decoding
+/// a search, not one a pending call.
+pub(crate) fn find_id<'a>(ids: impl IntoIterator<Item = &'a str>, id: &str) -> Option<usize> {
+    let probe = as_written(id);
+    let probe_string = probe.starts_with('"');
+    let probe_escaped = probe_string && probe.contains('\\');
+    let mut decoded: Option<Option<String>> = None;
+    ids.into_iter().position(|other| {
+        let other = as_written(other);
+        if other == probe {
+            return true;
+        }
+        if !probe_string || !other.starts_with('"') || !(probe_escaped || other.contains('\\')) {
+            return false;
+        }
+        let probe = decoded.get_or_insert_with(|| decode_string(probe));
+        matches!((probe, decode_string(other)), (Some(a), Some(b)) if *a == b)
+    })
+}
+
+/// An id's text as compared: without surrounding whitespace, `-0` (the integer 0, echoed as
+/// sent) as `0`.
+fn as_written(id: &str) -> &str {
+    match id.trim() {
+        "-0" => "0",
+        t => t,
+    }
+}
+
+/// A JSON string literal's string (`None` if it does not decode).
 #[cold]
 #[inline(never)]
-fn same_string(a: &str, b: &str) -> bool {
-    let decode = |t: &str| serde_json::from_str::<String>(t).ok();
-    matches!((decode(a), decode(b)), (Some(a), Some(b)) if a == b)
+fn decode_string(literal: &str) -> Option<String> {
+    serde_json::from_str::<String>(literal).ok()
 }
 
 /// What the `tools/call` fast path read from a text frame ([`decode_fast`]).
@@ -815,6 +832,20 @@ mod tests {
         ] {
             assert!(!same_id(a, b), "{a} {b}");
         }
+    }
+
+    /// A search among pending ids finds the first with the same value, the probe's escapes or
+    /// the pending ids' read alike.
+    #[test]
+    fn find_id_finds_the_first_of_the_same_value() {
+        let pending = ["1", r#""b""#, r#""\u0061""#, r#""a""#, "-0"];
+        assert_eq!(find_id(pending, r#""a""#), Some(2));
+        assert_eq!(find_id(pending, r#""\u0062""#), Some(1));
+        assert_eq!(find_id(pending, "0"), Some(4));
+        assert_eq!(find_id(pending, r#""\u0031""#), None);
+        assert_eq!(find_id(pending, r#""\u0063""#), None);
+        assert_eq!(find_id(pending, r#""\x""#), None);
+        assert_eq!(find_id([], "1"), None);
     }
 
     #[test]

@@ -534,7 +534,7 @@ impl<'c> Ctx<'c> {
                     return;
                 };
                 let rid = p.request_id.get();
-                if let Some(i) = s.pending.iter().position(|x| jsonrpc::same_id(&x.id, rid)) {
+                if let Some(i) = jsonrpc::find_id(s.pending.iter().map(|x| &*x.id), rid) {
                     let p = s.pending.remove(i);
                     if let Some(bid) = p.batch {
                         // A cancelled entry of a batch is left out of the batch's answer.
@@ -822,7 +822,7 @@ impl<'c> Ctx<'c> {
 /// reusing an id within a session, and the two could not be told apart (a cancel would reach only
 /// the first). Cheap when nothing is pending, as is usual.
 fn id_free(s: &Mcp, id: &str) -> Result<(), RpcError> {
-    if s.pending.iter().any(|p| jsonrpc::same_id(&p.id, id)) {
+    if jsonrpc::find_id(s.pending.iter().map(|p| &*p.id), id).is_some() {
         return Err(RpcError::new(
             jsonrpc::INVALID_REQUEST,
             "request id already in use by a call in progress",

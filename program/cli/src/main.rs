@@ -22,7 +22,7 @@ mod state;
 mod sys;
 mod ui;
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -129,7 +129,8 @@ struct CommonOpts {
     #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
     lock_dir: Option<PathBuf>,
     /// The port to listen on (0: any free port). Default: the port this workspace's last bridge
-    /// had, kept with its auth token in a state file (~/.local/state/claude-ide-bridge), so that a
+    /// had, kept with its auth token in a state file ($XDG_STATE_HOME/claude-ide-bridge or
+    /// ~/.local/state/claude-ide-bridge; %LOCALAPPDATA%\claude-ide-bridge on Windows), so that a
     /// claude still running reconnects by itself; any free port the first time, or when it is taken.
     #[arg(long, value_name = "N")]
     port: Option<u16>,
@@ -190,6 +191,9 @@ struct DoctorArgs {
     /// The directory claude would start in (default: the current directory).
     #[arg(value_hint = ValueHint::DirPath)]
     dir: Option<PathBuf>,
+    /// The same directory, named as serve's option names a workspace folder.
+    #[arg(long = "workspace", value_name = "DIR", value_hint = ValueHint::DirPath, conflicts_with = "dir")]
+    workspace: Option<PathBuf>,
     #[command(flatten)]
     servers: lsp::ServerOpts,
 }
@@ -210,7 +214,7 @@ fn main() -> ExitCode {
         }
         Cmd::Run(a) => serve(a.common, false, &[], Some(a.command)),
         Cmd::List => ExitCode::from(inspect::list()),
-        Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir, &a.servers)),
+        Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir.or(a.workspace), &a.servers)),
         Cmd::Completions { shell } => print(Ok(manual::completions(Cli::command(), shell))),
         Cmd::Man => print(manual::man_page(Cli::command())),
     }
@@ -520,6 +524,23 @@ fn refused_by_the_port(e: &std::io::Error) -> bool {
         .is_some_and(|inner| inner.is::<claude_ide_bridge_runtime::ListenError>())
 }
 
+/// `run`'s command could not be started: why, and the exit status a shell gives then (127 not
+/// found, 126 found but not runnable).
+fn cannot_run(program: &OsStr, e: &std::io::Error) -> ExitCode {
+    let (hint, code) = match e.kind() {
+        std::io::ErrorKind::NotFound => (
+            " (is it installed and on PATH? give its full path after --)",
+            NOT_FOUND,
+        ),
+        _ if sys::cannot_execute(e) => ("", CANNOT_RUN),
+        _ => ("", FAILURE),
+    };
+    failure_with(
+        code,
+        &format!("cannot run {}: {e}{hint}", program.to_string_lossy()),
+    )
+}
+
 fn serve(
     common: CommonOpts,
     stdio: bool,
@@ -532,6 +553,13 @@ fn serve(
         Ok(d) => d,
         Err(e) => return usage(&e),
     };
+    // A command that is nowhere to be found is said before the bridge starts (and says it has
+    // started, in lines the error would follow).
+    if let Some(program) = run.as_ref().map(|cmd| &cmd[0]) {
+        if let Err(e) = sys::findable(program) {
+            return cannot_run(program, &e);
+        }
+    }
     let mut folders = common.workspace.clone();
     if folders.is_empty() {
         match std::env::current_dir() {
@@ -922,18 +950,7 @@ fn serve(
             Err(e) => {
                 ui::set_quiet(false);
                 running.stop(Duration::from_secs(5));
-                let (hint, code) = match e.kind() {
-                    std::io::ErrorKind::NotFound => (
-                        " (is it installed and on PATH? give its full path after --)",
-                        NOT_FOUND,
-                    ),
-                    _ if sys::cannot_execute(&e) => ("", CANNOT_RUN),
-                    _ => ("", FAILURE),
-                };
-                return failure_with(
-                    code,
-                    &format!("cannot run {}: {e}{hint}", cmd[0].to_string_lossy()),
-                );
+                return cannot_run(&cmd[0], &e);
             }
         }
     }

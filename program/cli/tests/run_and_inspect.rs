@@ -173,7 +173,7 @@ fn run_refuses_a_program_for_another_machine() {
 }
 
 /// A command that is not there, or that cannot be run: the exit code a shell gives (127, 126),
-/// with why; the bridge leaves no lock file.
+/// with why, before the bridge says it serves anything; the bridge leaves no lock file.
 #[test]
 fn run_exits_as_a_shell_when_its_command_cannot_run() {
     let sb = Sandbox::new();
@@ -196,6 +196,10 @@ fn run_exits_as_a_shell_when_its_command_cannot_run() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(code), "{err}");
         assert!(err.contains(says), "{err}");
+        assert!(
+            !err.contains("serving ") && !err.contains("lock file"),
+            "{err}"
+        );
         assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
     }
 }
@@ -474,6 +478,15 @@ fn list_and_doctor() {
     let (code, out) = doctor(&sb, &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("exactly one lock file matches"));
+    // Named as serve names it, from another folder: the same.
+    let mut c = sb.command();
+    c.current_dir(sb.root())
+        .arg("doctor")
+        .arg("--workspace")
+        .arg(&sb.ws);
+    let (code, out) = run_bounded(c);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("exactly one lock file matches"), "{out}");
     let o = sb.command().arg("list").output().unwrap();
     let list = String::from_utf8_lossy(&o.stdout);
     assert!(list.contains(&format!("live  port {}", s.port)), "{list}");

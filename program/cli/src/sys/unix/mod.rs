@@ -18,7 +18,7 @@ mod lines;
 mod machine;
 mod tie;
 pub use self::lines::LineReader;
-pub use self::tie::{launch_if_asked, program_named, spawn_tied};
+pub use self::tie::{findable, launch_if_asked, program_named, spawn_tied};
 use crate::host::{HostInput, StdioOut};
 use crate::state::Refused;
 

@@ -114,6 +114,17 @@ pub(super) fn start(command: Command, setup: impl Fn(&mut Command)) -> io::Resul
     Ok(child)
 }
 
+/// Whether `run`'s command (a program started with this process's `PATH`, in its folder) is
+/// one [`start`] could start: the error it would give when not (not found, not executable, a
+/// program for another machine), said before the bridge starts.
+pub fn findable(program: &OsStr) -> io::Result<()> {
+    let found = find_program(program, std::env::var_os("PATH").as_deref(), None)?;
+    match super::machine::foreign_program(&found) {
+        Some(why) => Err(io::Error::new(io::ErrorKind::Unsupported, why)),
+        None => Ok(()),
+    }
+}
+
 /// `command` started through the program as [`LAUNCHER`] (`/proc/self/exe`, the running binary
 /// even if an upgrade replaced the file). The launcher carries `command`'s program, arguments,
 /// environment and folder; what cannot be read back from a `Command` (its standard streams,
