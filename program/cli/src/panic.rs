@@ -5,6 +5,8 @@
 //! takes it back. The hook asks both to stop, as a stop does (SIGTERM; nothing on Windows, where
 //! they share the console and get its events), then lets the panic go on.
 //!
+//! The lines still queued for stderr are written first (within half a second).
+//!
 //! A panic of another thread leaves the main thread running, which ends them at its stop; one
 //! of a thread that brings the host its inputs stops it (`host::StopOnPanic`).
 
@@ -21,8 +23,15 @@ static EDITOR: OnceLock<Arc<Mutex<Option<u32>>>> = OnceLock::new();
 pub fn install() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        let main = std::thread::current().name() == Some("main");
+        if main {
+            // The lines queued for stderr's thread first, in their order (the process ends
+            // with this thread's unwinding, and what was still queued was lost): what led to
+            // the panic is what its reader needs. Not long: the terminal may take no output.
+            crate::ui::flush_stderr(std::time::Duration::from_millis(500));
+        }
         default(info);
-        if std::thread::current().name() == Some("main") {
+        if main {
             end_terminal_children();
         }
     }));
