@@ -224,6 +224,7 @@ fn covers_loopback(no_proxy: &str) -> bool {
 /// when that process runs and the port answers.
 fn served_elsewhere(dir: &Path) -> Option<(u32, u16)> {
     let (native, posix) = crate::folder_forms(&[dir.to_path_buf()]).ok()?;
+    native.iter().all(|f| f.to_str().is_some()).then_some(())?;
     let key = sys::state_folders(&native, &posix);
     let saved = crate::state::Store::new(&crate::state::state_dir()?, &key)
         .load()
@@ -748,6 +749,18 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     }
 
     remote::remote_view(&mut r, &matching, &all, &no_proxy, &proxies);
+
+    if let Some((folder, e)) = crate::state::folder_refused() {
+        r.problem(
+            &format!(
+                "the state folder {} is not used ({e}): a bridge takes a new port and token at \
+                 each start, and a claude connected to one that restarts needs /ide",
+                folder.display()
+            ),
+            "make it yours and private (on Unix: chmod 700 on it and its parent), or remove it: \
+             the next bridge makes it again",
+        );
+    }
 
     for note in servers.new_languages() {
         out!("warning: {note}");

@@ -655,11 +655,7 @@ fn serve(
     let mut opts = Options::new(native.clone(), &common.ide_name);
     opts.bind = common.host;
     opts.allowed_hosts = common.allow_host.clone();
-    let mut kept = state::Kept::load(
-        &sys::state_folders(&native, &posix),
-        common.port,
-        common.new_token,
-    );
+    let mut kept = state::Kept::load(&native, &posix, common.port, common.new_token);
     opts.port = kept.port();
     opts.auth_token = Some(kept.token());
     opts.compat_methods = true;

@@ -204,6 +204,7 @@ mod tests {
                     format!("'--{flag}="),
                     format!("'*--{flag}="),
                     format!(")--{flag}["),
+                    format!(")--{flag}="),
                 ];
                 assert!(
                     named.iter().any(|n| block.contains(n.as_str())),

@@ -468,6 +468,90 @@ fn workspaces_are_kept_apart() {
     assert_ne!(a.token(), b.token());
 }
 
+/// The folder named through a symbolic link is the folder: one state file, so a restart under
+/// the other name keeps port and token, and two at once share nothing (the second said the
+/// first's port was free to keep, and a claude in the folder saw two bridges for it).
+#[test]
+fn a_folder_through_a_link_is_the_same_workspace() {
+    let sb = Sandbox::new();
+    let link = sb.root().join("link");
+    std::os::unix::fs::symlink(&sb.ws, &link).unwrap();
+    let mut first = Served::start(&sb, &["--workspace", link.to_str().unwrap()]);
+    let (port, token) = (first.port, first.token());
+    first.stderr.wait_for("port and auth token: kept in ");
+    let second = Served::start(&sb, &[]);
+    assert_ne!(second.port, port);
+    second.stderr.wait_for("another bridge");
+    drop(second);
+    assert_eq!(first.stop(), 0);
+    let again = Served::start(&sb, &[]);
+    assert_eq!((again.port, again.token()), (port, token));
+    assert_eq!(state_files(&sb).len(), 1);
+}
+
+/// Two folders whose names differ only in bytes that are not UTF-8 would share a state file
+/// (their names in it are the same text): such a folder keeps nothing, and says so. The second
+/// took the first's port and token, and a claude retrying the first reached the second folder.
+#[test]
+fn a_folder_named_in_no_unicode_keeps_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    for byte in [0xff, 0xfe] {
+        let odd = sb
+            .root()
+            .join(std::ffi::OsStr::from_bytes(&[b'n', b'u', byte]));
+        fs::create_dir(&odd).unwrap();
+        let mut serve = sb.command();
+        serve.arg("serve").arg("--workspace").arg(&odd);
+        let (mut child, stderr) = spawn_collected(serve);
+        stderr.wait_for("lock file: ");
+        stderr.wait_for("a name that is not Unicode");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    assert!(state_files(&sb).is_empty(), "{:?}", state_files(&sb));
+}
+
+/// A state folder open to others is not used: said once, as it is (new port and token each
+/// start, nothing kept); the file in it is neither read nor replaced. It was said to be
+/// replaced, then that it could not be kept.
+#[test]
+fn a_state_folder_open_to_others_keeps_nothing_and_says_so() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let token = first.token();
+    crash(first);
+    let file = state_file(&sb);
+    let kept = fs::read(&file).unwrap();
+    let folder = file.parent().unwrap();
+    fs::set_permissions(folder, fs::Permissions::from_mode(0o777)).unwrap();
+    let s = Served::start(&sb, &[]);
+    let said = s
+        .stderr
+        .wait_for("port and auth token: new each start, not kept");
+    assert!(said.contains(&folder.display().to_string()), "{said}");
+    assert_ne!(s.token(), token);
+    s.stderr.wait_for("language servers: ");
+    let text = s.stderr.text();
+    crash(s);
+    assert!(
+        !text.contains("replace") && !text.contains("not kept for the next start"),
+        "{text}"
+    );
+    assert_eq!(fs::read(&file).unwrap(), kept);
+    // `doctor` counts it a problem.
+    let o = sb.command().args(["doctor", "--no-lsp"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "problem: the state folder {} is not used",
+            folder.display()
+        )),
+        "{out}"
+    );
+}
+
 /// A state file that cannot be used is said, not trusted, and replaced by a good one.
 #[test]
 fn bad_state_files_are_replaced() {

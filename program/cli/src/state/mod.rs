@@ -96,6 +96,9 @@ pub enum Refused {
     OtherWorkspace,
     /// It could not be read.
     Unreadable(io::Error),
+    /// Its folder is not one to keep state in (open to others, another user's, a link), or
+    /// cannot be looked at: nothing is read from it or written to it.
+    Folder(io::Error),
 }
 
 /// Reads a state file already opened and checked (`len`: the size its metadata gave): at most
@@ -129,7 +132,19 @@ impl fmt::Display for Refused {
             Refused::Garbage(why) => write!(f, "it is not a state file: {why}"),
             Refused::OtherWorkspace => f.write_str("it is another workspace's"),
             Refused::Unreadable(e) => write!(f, "it cannot be read: {e}"),
+            Refused::Folder(e) => write!(f, "its folder is not used: {e}"),
         }
+    }
+}
+
+/// The folder state files are kept in, when it exists and is not one to keep them in (open to
+/// others, another user's, a link; [`Refused::Folder`]), and why: every start then takes a new
+/// port and token (`doctor` says so).
+pub fn folder_refused() -> Option<(PathBuf, io::Error)> {
+    let dir = state_dir()?.join("workspaces");
+    match crate::sys::check_private_dir(&dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Some((dir, e)),
+        _ => None,
     }
 }
 
@@ -165,7 +180,7 @@ impl Store {
         // The folder as a save checks it: a file in a folder others may write to is not read.
         match crate::sys::check_private_dir(&self.dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Refused::Unreadable(e)),
+            Err(e) => return Err(Refused::Folder(e)),
             Ok(()) => {}
         }
         let bytes = match crate::sys::read_private(&self.path(), MAX_STATE_BYTES) {
@@ -314,10 +329,27 @@ pub struct Kept {
 }
 
 impl Kept {
-    /// Reads the state file of `folders` (absolute POSIX strings) from the program's state
-    /// directory ([`state_dir`]).
-    pub fn load(folders: &[String], explicit_port: Option<u16>, new_token: bool) -> Kept {
-        Kept::load_from(state_dir().as_deref(), folders, explicit_port, new_token)
+    /// Reads the state file of the workspace folders `native` (as this OS names them; `posix`:
+    /// the same in the engine's form) from the program's state directory ([`state_dir`]). A
+    /// folder whose name is not Unicode has none: its name in a state file would be another's
+    /// too (`/w/a\xff` and `/w/a\xfe` are both `/w/a\u{FFFD}` there).
+    pub fn load(
+        native: &[PathBuf],
+        posix: &[String],
+        explicit_port: Option<u16>,
+        new_token: bool,
+    ) -> Kept {
+        if let Some(odd) = native.iter().find(|f| f.to_str().is_none()) {
+            let mut kept = Kept::load_from(None, posix, explicit_port, new_token);
+            kept.notes = vec![format!(
+                "port and auth token: new each start (the folder {} has a name that is not \
+                 Unicode, which no state file can name apart from others)",
+                odd.display()
+            )];
+            return kept;
+        }
+        let folders = crate::sys::state_folders(native, posix);
+        Kept::load_from(state_dir().as_deref(), &folders, explicit_port, new_token)
     }
 
     /// As [`Kept::load`], from `base` (`None`: nowhere to keep anything).
@@ -338,6 +370,24 @@ impl Kept {
                 None
             }
             Some(Ok(loaded)) => loaded,
+            Some(Err(Refused::Folder(e))) => {
+                // Not written either: nothing replaces the file.
+                let dir = store.as_ref().map(|s| s.dir.clone()).unwrap_or_default();
+                notes.push(format!(
+                    "port and auth token: new each start, not kept (the state folder {} is not \
+                     used: {e}); a claude connected to the last bridge reconnects with /ide",
+                    dir.display()
+                ));
+                return Kept {
+                    save: false,
+                    store,
+                    loaded: None,
+                    explicit_port,
+                    port: explicit_port.unwrap_or(0),
+                    token: claude_ide_bridge_runtime::generate_token(),
+                    notes,
+                };
+            }
             Some(Err(why)) => {
                 let path = store.as_ref().map(Store::path).unwrap_or_default();
                 notes.push(format!(
@@ -867,7 +917,7 @@ pub(crate) mod tests {
         s.save(&saved()).unwrap();
         let folder = s.path().parent().unwrap().to_path_buf();
         fs::set_permissions(&folder, fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(matches!(s.load(), Err(Refused::Unreadable(_))));
+        assert!(matches!(s.load(), Err(Refused::Folder(_))));
         fs::set_permissions(&folder, fs::Permissions::from_mode(0o700)).unwrap();
         assert!(s.load().unwrap().is_some());
     }

@@ -31,10 +31,21 @@ pub fn case_key(path: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Borrowed(path)
 }
 
-/// The workspace folders that name its state file: as served (`posix`), a name's case being
-/// part of it.
-pub fn state_folders(_native: &[PathBuf], posix: &[String]) -> Vec<String> {
-    posix.to_vec()
+/// The workspace folders that name its state file: each resolved (a folder reached through a
+/// symbolic link is the folder it names, so that a bridge started through the link and one
+/// started in the folder are one workspace, on one port), a name's case being part of it; as
+/// served (`posix`) when it cannot be resolved.
+pub fn state_folders(native: &[PathBuf], posix: &[String]) -> Vec<String> {
+    native
+        .iter()
+        .zip(posix)
+        .map(|(folder, served)| {
+            std::fs::canonicalize(folder)
+                .ok()
+                .and_then(|r| r.into_os_string().into_string().ok())
+                .unwrap_or_else(|| served.clone())
+        })
+        .collect()
 }
 
 /// Why there is no state directory, as a note says it.
