@@ -1223,6 +1223,43 @@ fn wait_until_gone(pid: u32, what: &str, stderr: &Lines) {
     }
 }
 
+/// `run`'s command a wrapper (a shell running a program without `exec`, as a script that runs
+/// `node` may): a stop (SIGTERM to the bridge) ends what it started too, which stayed on the
+/// terminal once the wrapper was gone.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_stop_ends_what_runs_command_started() {
+    let sb = Sandbox::new();
+    let started = sb.root().join("started.pid");
+    let body = format!(
+        "sleep 60 &\necho $! > {0}.tmp && mv {0}.tmp {0}\nwait\necho after",
+        started.display()
+    );
+    let (mut child, stderr, command) = run_a_command_that_stays(&sb, &[], &body);
+    let give_up = std::time::Instant::now() + WAIT;
+    let sleep: u32 = loop {
+        if let Some(pid) = fs::read_to_string(&started)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    wait_until_gone(command, "the bridge's stop", &stderr);
+    wait_until_gone(
+        sleep,
+        "the bridge's stop (what the command started)",
+        &stderr,
+    );
+}
+
 /// A lock file as claudecode.nvim writes it (no `runningInWindows`, which the real client reads
 /// as `false`) for a live IDE of this workspace: `list` and `doctor` take it as the client does.
 /// They called it corrupt, and `doctor` said to remove it.

@@ -404,12 +404,54 @@ fn pid_of(pid: u32) -> Option<rustix::process::Pid> {
 }
 
 /// Tells `run`'s command, or `$EDITOR` at a stop, to stop: SIGTERM, and SIGCONT (a command
-/// stopped, suspended, takes its SIGTERM only once it runs again).
+/// stopped, suspended, takes its SIGTERM only once it runs again); on Linux the processes it
+/// started too ([`with_descendants`]).
 pub fn ask_to_stop(pid: u32) {
-    if let Some(p) = pid_of(pid) {
+    for p in with_descendants(pid) {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
         let _ = rustix::process::kill_process(p, rustix::process::Signal::CONT);
     }
+}
+
+/// `pid` and, on Linux, every process below it as `/proc` shows them at this moment (each
+/// one's parent read from its `stat`), parents first: a command that is a wrapper (`sh -c 'a;
+/// b'`, a script that runs `node` without `exec`) ends at a stop with what it started, which
+/// was left running on the terminal once the wrapper was gone. Elsewhere (no `/proc`), `pid`
+/// alone. A process that left the tree before (its parent gone: it is init's) is not found.
+fn with_descendants(pid: u32) -> Vec<rustix::process::Pid> {
+    let Some(top) = pid_of(pid) else {
+        return Vec::new();
+    };
+    let mut tree = vec![top];
+    if !cfg!(target_os = "linux") {
+        return tree;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return tree;
+    };
+    // (pid, parent) of every process listed.
+    let parents: Vec<(i32, i32)> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            let parent = rest.split_whitespace().nth(1)?.parse::<i32>().ok()?;
+            Some((p, parent))
+        })
+        .collect();
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i].as_raw_nonzero().get();
+        for &(p, _) in parents.iter().filter(|(_, pp)| *pp == parent) {
+            match rustix::process::Pid::from_raw(p) {
+                Some(child) if !tree.contains(&child) => tree.push(child),
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    tree
 }
 
 /// How long [`wait_for_command`] lets a stop of the command settle before it follows it.
@@ -619,10 +661,11 @@ fn by_sh<'a>(program: &OsStr, args: impl IntoIterator<Item = &'a OsStr>) -> Comm
 /// Whether `$EDITOR` is told to stop at a stop ([`ask_to_stop`], then [`kill_now`]).
 pub const SIGNALS_EDITOR: bool = true;
 
-/// Ends process `pid` at once (SIGKILL): what [`ask_to_stop`] did not end (`$EDITOR` after a
-/// grace, `run`'s command when the bridge is told to stop again).
+/// Ends process `pid` at once (SIGKILL), on Linux with the processes it started
+/// ([`with_descendants`]): what [`ask_to_stop`] did not end (`$EDITOR` after a grace, `run`'s
+/// command when the bridge is told to stop again).
 pub fn kill_now(pid: u32) {
-    if let Some(p) = pid_of(pid) {
+    for p in with_descendants(pid) {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
     }
 }
