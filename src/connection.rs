@@ -9,7 +9,7 @@ use crate::limits::Limits;
 use crate::mcp::{self, Mcp, McpPhase};
 use crate::types::{ApiError, ConnectionId, DisconnectReason, Endpoint, Event};
 use crate::ws::{self, SendError, WebSocket};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Where a connection is in its life. Every transition is a method of [`Connection`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +92,14 @@ pub(crate) struct Connection {
     /// ([`Connection::tell_tools_changed`]): a client that listed the tools would otherwise keep
     /// the old list.
     tools_untold: bool,
+    /// A late timer ([`LATE_WAKE`]) was forgiven since the peer was last heard: the next is not.
+    forgave_late: bool,
 }
+
+/// How late a timer may run before the wake-up is taken as a pause of the host (a stopped
+/// process, a debugger, a machine too loaded to run it) rather than as the peer's silence: what
+/// the peer sent meanwhile may be unread in the socket, and the timer ran first.
+const LATE_WAKE: Duration = Duration::from_secs(1);
 
 impl Connection {
     /// A socket that has just been accepted.
@@ -107,6 +114,7 @@ impl Connection {
             next_ping: now + limits.ping_interval,
             in_dirty: false,
             tools_untold: false,
+            forgave_late: false,
         }
     }
 
@@ -188,6 +196,7 @@ impl Connection {
         // A `now` older than one given before (a host that read the clock before it took a lock)
         // does not move the peer's last word back.
         self.last_rx = self.last_rx.max(now);
+        self.forgave_late = false;
         if self.is_upgrading() {
             data = match self.upgrade.read_head(data) {
                 HeadRead::Partial => return,
@@ -515,10 +524,17 @@ impl Connection {
                     self.mark_dirty(cx);
                     return;
                 }
-                // (A zero interval has no sleep to tell: it drops at the first timer.)
-                let slept = !interval.is_zero() && now > deadline + interval;
+                // (A zero interval has no sleep to tell: it drops at the first timer.) A
+                // wake-up late by more than an interval is a host that slept; one late by more
+                // than `LATE_WAKE` a host paused, perhaps with the peer's answer to the last ping
+                // unread: forgiven once until the peer is heard again, so that a dead peer
+                // stays dropped within an interval or two of the usual time.
+                let slept = !interval.is_zero()
+                    && (now > deadline + interval
+                        || (now > deadline + LATE_WAKE && !self.forgave_late));
                 if slept {
                     self.last_rx = now;
+                    self.forgave_late = true;
                 } else if now >= self.last_rx + 2 * interval {
                     self.abort(DisconnectReason::PingTimeout);
                     self.mark_dirty(cx);

@@ -322,6 +322,36 @@ fn clock_jump_after_sleep_resets_deadlines_instead_of_dropping() {
     assert!(!p.closed.contains(&c));
 }
 
+/// The host paused (a stopped process, a debugger) just after a ping went out, its timer run
+/// 15 s past the silence's deadline (late, but by less than an interval: no sleep) before the
+/// peer's pong, unread in the socket, was: the wake-up is forgiven once, a ping probes the peer,
+/// and the pong then read keeps it. A peer that stays silent is dropped at the next late
+/// wake-up, not forgiven again. The peer was dropped at once.
+#[test]
+fn a_late_wake_up_is_forgiven_once_per_silence() {
+    let interval = Duration::from_secs(30);
+    let mut p = Pair::with_config(|c| c.limits.ping_interval = interval);
+    let c = p.connect();
+    p.advance(interval);
+    assert_eq!(p.frames(c), vec![(0x9, vec![])]);
+    // Paused until 15 s past the drop deadline (two intervals after the last word).
+    p.advance(Duration::from_secs(45));
+    assert!(!p.closed.contains(&c), "dropped at a late wake-up");
+    assert_eq!(p.frames(c), vec![(0x9, vec![])], "a ping probes the peer");
+    p.send_frame(c, OpCode::Pong, true, b"");
+    // Heard: forgiven again at the next pause.
+    p.advance(interval);
+    p.frames(c);
+    p.advance(Duration::from_secs(45));
+    assert!(!p.closed.contains(&c), "heard since the last late wake-up");
+    p.frames(c);
+    // Silent since: the next late wake-up drops it.
+    p.advance(interval);
+    p.frames(c);
+    p.advance(Duration::from_secs(45));
+    assert!(p.closed.contains(&c), "a silent peer forgiven twice");
+}
+
 /// `Limits::ping_interval`'s doc: zero drops every connection at its first timer. Each timer
 /// after a zero-length deadline came late by its own length, which was read as a host that
 /// slept: the silence was forgiven and a ping queued at every one, the next deadline `now`, so
