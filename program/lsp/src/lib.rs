@@ -472,6 +472,7 @@ impl Lsp {
 
     /// [`Lsp::check`]; with `hard`, [`Lsp::check_by`].
     fn check_until(&self, path: &Path, text: &str, deadline: Instant, hard: bool) -> Checked {
+        let text = text::without_bom(text);
         let Some((language, key)) = self.file(path) else {
             return Checked::stale(Vec::new());
         };
@@ -568,6 +569,7 @@ impl Lsp {
     }
 
     fn sync_as(&self, path: &Path, text: &str, disk: state::Disk) {
+        let text = text::without_bom(text);
         let Some((language, key)) = self.file(path) else {
             return;
         };
@@ -695,6 +697,22 @@ impl Lsp {
     /// without starting or waiting for a server). A server of the set that is down or still starting,
     /// when no other formats, is the error (it may be the one that formats).
     pub fn format(
+        &self,
+        path: &Path,
+        text: &str,
+        deadline: Instant,
+    ) -> Result<Option<String>, LspError> {
+        // Formatted without its byte-order mark, as the servers have the file, which it keeps.
+        let body = text::without_bom(text);
+        let formatted = self.format_body(path, body, deadline)?;
+        Ok(formatted.map(|f| match body.len() == text.len() {
+            true => f,
+            false => format!("\u{feff}{f}"),
+        }))
+    }
+
+    /// [`Lsp::format`] of a text without a byte-order mark.
+    fn format_body(
         &self,
         path: &Path,
         text: &str,

@@ -76,6 +76,20 @@ fn line_content_end(bytes: &[u8], start: usize) -> usize {
         .map_or(bytes.len(), |rel| start + rel)
 }
 
+/// `text` without its byte-order mark (U+FEFF at its start), as servers are handed a file: an
+/// editor's document holds none (VS Code takes it as the file's encoding), and a server counts
+/// it as a character, which moved every position on the first line by one (and made the
+/// answers for a file with the mark and for the same text without it differ).
+///
+/// ```
+/// use claude_ide_bridge_lsp::text::without_bom;
+/// assert_eq!(without_bom("\u{feff}import os\n"), "import os\n");
+/// assert_eq!(without_bom("import os\n"), "import os\n");
+/// ```
+pub fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// Applies a server's edits to `text`. Edits refer to the original text and must not overlap; edits starting
 /// at the same place are applied in the order given. `Err` says what is wrong with them.
 ///

@@ -345,6 +345,25 @@ fn ruff_pulls_diagnostics_and_formats() {
         .format(&file, "x=1\ny = [1,\n  2]\n", deadline())
         .unwrap();
     assert_eq!(formatted.as_deref(), Some("x = 1\ny = [1, 2]\n"));
+    // A file with a byte-order mark: its diagnostics where they are in the same text without
+    // one (ruff counted the mark: F401 one character to the right), and its format keeps it.
+    let plain = f
+        .lsp
+        .diagnostics(&f.dir.path().join("plain.py"), "import os\n", deadline());
+    let marked = f.lsp.diagnostics(
+        &f.dir.path().join("marked.py"),
+        "\u{feff}import os\n",
+        deadline(),
+    );
+    let ranges = |d: &[claude_ide_bridge_lsp::Diagnostic]| -> Vec<String> {
+        d.iter()
+            .map(|d| format!("{:?} {:?}", d.code, d.range))
+            .collect()
+    };
+    assert!(!plain.is_empty());
+    assert_eq!(ranges(&marked), ranges(&plain));
+    let formatted = f.lsp.format(&file, "\u{feff}x=1\n", deadline()).unwrap();
+    assert_eq!(formatted.as_deref(), Some("\u{feff}x = 1\n"));
     stop_and_check_gone(&f);
 }
 
