@@ -101,6 +101,10 @@ pub fn severity_rank(severity: Option<lsp_types::DiagnosticSeverity>) -> u8 {
 /// `rank` (0 the most severe, 3 the least; higher counts as 3), in the array's order. What is
 /// kept is what keeping the `max` most severe of the whole array would keep, and it costs the
 /// memory of those kept: a server's message of thousands of diagnostics is not built whole.
+/// An item that is not a `T` is dropped and counted ([`Dropped`]), the others kept: one
+/// malformed diagnostic (a `code` that is an object, a negative position) would otherwise lose
+/// all of a server's diagnostics for the file. It reads only from serde_json (each item is
+/// taken as its raw JSON first), which is what [`MostSevere::read`] does.
 pub struct MostSevere<T, F> {
     max: usize,
     rank: F,
@@ -117,8 +121,8 @@ impl<T, F: Fn(&T) -> u8> MostSevere<T, F> {
         }
     }
 
-    /// The array `raw`, read.
-    pub fn read<'de>(self, raw: &'de RawValue) -> serde_json::Result<Vec<T>>
+    /// The array `raw`, read: the items kept, and what was dropped as unreadable.
+    pub fn read<'de>(self, raw: &'de RawValue) -> serde_json::Result<(Vec<T>, Dropped)>
     where
         T: Deserialize<'de>,
     {
@@ -126,27 +130,79 @@ impl<T, F: Fn(&T) -> u8> MostSevere<T, F> {
     }
 }
 
-impl<'de, T: Deserialize<'de>, F: Fn(&T) -> u8> DeserializeSeed<'de> for MostSevere<T, F> {
-    type Value = Vec<T>;
+/// The items of an array [`MostSevere`] dropped because they were not what it reads: how many,
+/// and why the first was refused.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// How many.
+    pub count: usize,
+    /// serde's words for the first.
+    pub why: Option<String>,
+}
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<T>, D::Error> {
+impl Dropped {
+    /// The log line for them in a message of `method` (`None`: none was dropped).
+    pub fn line(&self, method: &str) -> Option<String> {
+        let why = self.why.as_deref()?;
+        let s = if self.count == 1 { "" } else { "s" };
+        Some(format!(
+            "dropped {} unreadable diagnostic{s} of {method} (the first: {why}); kept the others",
+            self.count
+        ))
+    }
+}
+
+/// An item of an array, or why it is not a `T`.
+enum Readable<T> {
+    Read(T),
+    Unreadable(String),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Readable<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Readable<T>, D::Error> {
+        // Taken as its raw JSON (borrowed, not copied), then read: an item that is not a `T`
+        // fails on its own, and the array goes on being read after it.
+        let raw = <&'de RawValue>::deserialize(deserializer)?;
+        Ok(match serde_json::from_str(raw.get()) {
+            Ok(item) => Readable::Read(item),
+            Err(e) => Readable::Unreadable(e.to_string()),
+        })
+    }
+}
+
+impl<'de, T: Deserialize<'de>, F: Fn(&T) -> u8> DeserializeSeed<'de> for MostSevere<T, F> {
+    type Value = (Vec<T>, Dropped);
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<(Vec<T>, Dropped), D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
 impl<'de, T: Deserialize<'de>, F: Fn(&T) -> u8> Visitor<'de> for MostSevere<T, F> {
-    type Value = Vec<T>;
+    type Value = (Vec<T>, Dropped);
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an array")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(Vec<T>, Dropped), A::Error> {
         let rank = |item: &T| usize::from((self.rank)(item).min(3));
         let mut kept = Vec::new();
+        let mut dropped = Dropped::default();
         // How many of each rank are kept: the least severe kept is known without a walk.
         let mut counts = [0usize; 4];
-        while let Some(item) = seq.next_element::<T>()? {
+        while let Some(item) = seq.next_element::<Readable<T>>()? {
+            let item = match item {
+                Readable::Read(item) => item,
+                Readable::Unreadable(why) => {
+                    dropped.count += 1;
+                    dropped.why.get_or_insert(why);
+                    continue;
+                }
+            };
             let r = rank(&item);
             if kept.len() < self.max {
                 counts[r] += 1;
@@ -169,7 +225,7 @@ impl<'de, T: Deserialize<'de>, F: Fn(&T) -> u8> Visitor<'de> for MostSevere<T, F
                 kept.push(item);
             }
         }
-        Ok(kept)
+        Ok((kept, dropped))
     }
 }
 
@@ -184,6 +240,9 @@ pub struct Published {
     pub version: Option<i32>,
     /// Its diagnostics.
     pub diagnostics: Vec<ServerDiagnostic>,
+    /// Those not read (not diagnostics as the protocol has them).
+    #[serde(skip)]
+    pub dropped: Dropped,
 }
 
 impl Published {
@@ -198,10 +257,13 @@ impl Published {
             diagnostics: &'a RawValue,
         }
         let fields: Fields = serde_json::from_str(raw.get())?;
+        let (diagnostics, dropped) =
+            MostSevere::new(max, ServerDiagnostic::rank).read(fields.diagnostics)?;
         Ok(Published {
             uri: fields.uri,
             version: fields.version,
-            diagnostics: MostSevere::new(max, ServerDiagnostic::rank).read(fields.diagnostics)?,
+            diagnostics,
+            dropped,
         })
     }
 }
@@ -220,6 +282,9 @@ pub struct PullReport {
     /// A full report's diagnostics.
     #[serde(default)]
     pub items: Vec<ServerDiagnostic>,
+    /// Those not read (not diagnostics as the protocol has them).
+    #[serde(skip)]
+    pub dropped: Dropped,
 }
 
 impl PullReport {
@@ -236,13 +301,15 @@ impl PullReport {
             items: Option<&'a RawValue>,
         }
         let fields: Fields = serde_json::from_str(raw.get())?;
+        let (items, dropped) = match fields.items {
+            Some(items) => MostSevere::new(max, ServerDiagnostic::rank).read(items)?,
+            None => Default::default(),
+        };
         Ok(PullReport {
             kind: fields.kind,
             result_id: fields.result_id,
-            items: match fields.items {
-                Some(items) => MostSevere::new(max, ServerDiagnostic::rank).read(items)?,
-                None => Vec::new(),
-            },
+            items,
+            dropped,
         })
     }
 }
@@ -494,7 +561,8 @@ impl TsServerResponse {
             kind: fields.kind,
             success: fields.success,
             body: match fields.body {
-                Some(body) => MostSevere::new(max, rank).read(body)?.into(),
+                // A tsserver diagnostic it cannot read is dropped, as a published one is.
+                Some(body) => Some(MostSevere::new(max, rank).read(body)?.0),
                 None => None,
             },
         }))

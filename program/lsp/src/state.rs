@@ -23,8 +23,8 @@ use serde_json::Value;
 use crate::codec;
 pub use crate::limits::LspLimits;
 use crate::messages::{
-    Progress, PublishDiagnostics, Published, PullReport, ServerDiagnostic, TsServerKind,
-    TsServerRequest, TsServerResponse, TSSERVER_REQUEST,
+    DocumentDiagnostic, Progress, PublishDiagnostics, Published, PullReport, ServerDiagnostic,
+    TsServerKind, TsServerRequest, TsServerResponse, TSSERVER_REQUEST,
 };
 use crate::rpc::{
     self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
@@ -1340,6 +1340,12 @@ impl State {
         let current = self.of_open_document(path, version)
             && !self.has_exited()
             && !self.holds_newer_than(path, version);
+        self.effects.extend(
+            report
+                .dropped
+                .line(DocumentDiagnostic::METHOD)
+                .map(Effect::Log),
+        );
         match report.kind.as_deref() {
             Some("full") if !current => Ok(Pulled::Passed(Some(self.converted(report.items)))),
             Some("full") => Ok(Pulled::Kept(self.store(
@@ -1631,6 +1637,9 @@ impl State {
                         ))),
                         Ok(p) => match crate::sys::published_path(&p.uri) {
                             Some(path) => {
+                                effects.extend(
+                                    p.dropped.line(PublishDiagnostics::METHOD).map(Effect::Log),
+                                );
                                 let list = match self.caps.pull {
                                     true => List::Pushed,
                                     false => List::Main,

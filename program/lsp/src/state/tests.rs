@@ -551,6 +551,51 @@ fn a_text_too_long_to_send_is_refused_and_said() {
     assert_eq!(uris_of(&mut s, "textDocument/didOpen"), ["file:///w/a.py"]);
 }
 
+/// One malformed diagnostic (a `code` that is an object, a negative position) is dropped on its
+/// own, with one log line saying how many and why; the others are kept and the publish counts.
+/// Before, the whole publish was ignored, and a question about the file waited for the start
+/// wait, then said the server had not answered.
+#[test]
+fn an_unreadable_diagnostic_is_dropped_alone() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    s.sync("/w/a.py", "python", "x");
+    let range = |character: i64| json!({"start": {"line": 0, "character": character}, "end": {"line": 0, "character": 1}});
+    let effects = publish_these(
+        &mut s,
+        "/w/a.py",
+        Some(1),
+        vec![
+            json!({"range": range(0), "message": "good", "code": "E1"}),
+            json!({"range": range(0), "message": "object code", "code": {"a": 1}}),
+            json!({"range": range(-1), "message": "negative"}),
+        ],
+    );
+    let known = s.known("/w/a.py");
+    assert_eq!(known.len(), 1, "{known:?}");
+    assert_eq!(known[0].message, "good");
+    assert!(s.fresh("/w/a.py"));
+    let logs: Vec<&String> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Log(line) => Some(line),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert!(
+        logs[0].starts_with("dropped 2 unreadable diagnostics of textDocument/publishDiagnostics")
+            && logs[0].contains("NumberOrString"),
+        "{logs:?}"
+    );
+    // A pull's answer likewise.
+    let full = r#"{"kind":"full","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"kept"},{"range":{"start":{"line":0,"character":-3},"end":{"line":0,"character":1}},"message":"bad"}]}"#;
+    let raw: Box<serde_json::value::RawValue> = serde_json::from_str(full).unwrap();
+    let pulled = PullReport::read(&raw, 10).unwrap();
+    assert_eq!(pulled.items.len(), 1);
+    assert_eq!(pulled.items[0].message, "kept");
+    assert_eq!(pulled.dropped.count, 1);
+}
+
 /// A pull's answer as the client reads it.
 fn report(json: &str) -> PullReport {
     serde_json::from_str(json).unwrap()
@@ -747,7 +792,7 @@ proptest::proptest! {
         let items: Vec<(u8, usize)> = ranks.iter().copied().zip(0..).collect();
         let raw = serde_json::value::to_raw_value(&items).unwrap();
         let rank = |item: &(u8, usize)| item.0.min(3);
-        let read = crate::messages::MostSevere::new(max, rank).read(&raw).unwrap();
+        let (read, _) = crate::messages::MostSevere::new(max, rank).read(&raw).unwrap();
         proptest::prop_assert_eq!(read, most_severe(items, max, rank));
     }
 }
