@@ -143,8 +143,10 @@ impl ServerProcess {
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
+        let name = crate::table::server_name(program);
         let mut state = State::new(limits.clone(), folders);
         state.pid = Some(pid);
+        state.name = Some(name.clone());
         state.begin(
             std::process::id(),
             crate::table::initialization_options(program, found.as_deref()),
@@ -153,7 +155,6 @@ impl ServerProcess {
             state: Mutex::new(state),
             cond: Condvar::new(),
         });
-        let name = program.rsplit('/').next().unwrap_or(program).to_owned();
         let log = log.for_server(format!("{name}[{pid}]"));
         let trace = trace.then(|| log.clone());
         let spawn = |what: &str, f: Box<dyn FnOnce() + Send>| {

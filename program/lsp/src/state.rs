@@ -382,6 +382,9 @@ pub(crate) struct State {
     early: VecDeque<(String, String, SyncText, Disk)>,
     /// The process group to kill, until the driver starts reaping it.
     pub pid: Option<u32>,
+    /// The server's name ([`crate::table::server_name`]): the `source` of its diagnostics that
+    /// have none, so that they are told apart from another server's in a merged list.
+    pub name: Option<String>,
     pub reaping: bool,
     /// Set when the process was seen to exit by its status (the writer's exit watch), which the
     /// writer then records: its output may still be held open by a process it started.
@@ -457,6 +460,7 @@ impl State {
             clock: 0,
             early: VecDeque::new(),
             pid: None,
+            name: None,
             reaping: false,
             process_ended: false,
             reading_since: None,
@@ -1373,7 +1377,7 @@ impl State {
     }
 
     /// A server's diagnostics as the client keeps them: at most so many a file (the most severe),
-    /// messages cut.
+    /// messages cut, the server's name as the source of those that give none.
     fn converted(&self, items: Vec<ServerDiagnostic>) -> Vec<Diagnostic> {
         most_severe(
             items,
@@ -1381,7 +1385,12 @@ impl State {
             ServerDiagnostic::rank,
         )
         .into_iter()
-        .map(|d| convert(d, self.limits.max_message_chars))
+        .map(|mut d| {
+            if d.source.is_none() {
+                d.source.clone_from(&self.name);
+            }
+            convert(d, self.limits.max_message_chars)
+        })
         .collect()
     }
 

@@ -372,6 +372,23 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
     (!is_empty_rustup_proxy(&path, rustup_home.as_deref())).then_some(path)
 }
 
+/// The name a server goes by, from its program as a command names it: the file name, without a
+/// `PATHEXT` extension on Windows (`pyright-langserver` for `pyright-langserver`,
+/// `/opt/bin/pyright-langserver`, or on Windows `C:\\npm\\pyright-langserver.cmd`), as the table and
+/// [`install_hint`] name the servers. Its log lines are labelled with it, and its diagnostics
+/// without a `source` take it as theirs: merged with another server's, they are told apart.
+pub fn server_name(program: &str) -> String {
+    let name = Path::new(program)
+        .file_name()
+        .and_then(OsStr::to_str)
+        .unwrap_or(program);
+    let name = split_extension(name, sys::exe_extensions().as_deref()).0;
+    match name.is_empty() {
+        true => program.to_owned(),
+        false => name.to_owned(),
+    }
+}
+
 /// What the client sends a server as `initializationOptions`, for the server `program` found at
 /// `found`: for typescript-language-server, the TypeScript installed beside it (`tsserver.path`),
 /// so that it does not run the workspace's own (`node_modules/typescript/lib/tsserver.js`), which
@@ -561,6 +578,20 @@ pub struct Missing {
 
 #[cfg(test)]
 mod tests {
+    /// A server is named by its program's file name, as the table names it.
+    #[test]
+    fn a_server_is_named_by_its_programs_file_name() {
+        use super::server_name;
+        assert_eq!(server_name("pyright-langserver"), "pyright-langserver");
+        assert_eq!(server_name("/opt/bin/ruff"), "ruff");
+        assert_eq!(server_name("python3"), "python3");
+        #[cfg(windows)]
+        assert_eq!(
+            server_name(r"C:\npm\pyright-langserver.CMD"),
+            "pyright-langserver"
+        );
+    }
+
     /// typescript-language-server is told the `tsserver.js` installed beside it: through npm's
     /// link into its package on Unix, beside npm's shim on Windows, or in its own `node_modules`;
     /// nothing for another server, or when none is found.

@@ -66,7 +66,7 @@ def read():
 
 
 def diagnostics(text):
-    return [
+    found = [
         {
             "range": {"start": {"line": i, "character": 0}, "end": {"line": i, "character": len(line)}},
             # "long-messages": messages of 2,000 control characters (6 bytes each in JSON).
@@ -78,6 +78,11 @@ def diagnostics(text):
         for i, line in enumerate(text.split("\n"))
         if WORD in line
     ]
+    # "no-source": diagnostics without a source, as some servers send them.
+    if MODE == "no-source":
+        for d in found:
+            del d["source"]
+    return found
 
 
 def sleep_forever():

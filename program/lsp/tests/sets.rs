@@ -130,6 +130,49 @@ fn sources(d: &[claude_ide_bridge_lsp::Diagnostic]) -> Vec<String> {
         .collect()
 }
 
+/// A server that gives its diagnostics no source: they take its program's file name as their
+/// source (here `typecheck`, a script running the scripted server), and are told apart from the
+/// other server's in the merged list. Before, they had none, and nothing told whose they were.
+#[cfg(unix)]
+#[test]
+fn a_servers_diagnostics_without_a_source_are_named_after_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    let program = bin.path().join("typecheck");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\nexec python3 '{}' no-source '' types\n",
+            common::SCRIPT
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fx = set_of(("good", "types"), &[("good", "lint")], |config| {
+        let also = config.servers.also("zz").to_vec();
+        config.servers.push(Language {
+            id: "zz".into(),
+            extensions: vec!["zz".into()],
+            commands: vec![vec![program.to_str().unwrap().to_owned()]],
+            also,
+        });
+    });
+    let checked = fx.lsp.check(
+        &fx.file("a.zz"),
+        "types here\nlint here\n",
+        Instant::now() + Duration::from_secs(5),
+    );
+    assert!(checked.fresh, "{checked:?}");
+    let sorted = |mut s: Vec<String>| {
+        s.sort();
+        s
+    };
+    assert_eq!(sorted(sources(&checked.diagnostics)), ["lint", "typecheck"]);
+    wait_for("the merged change", Duration::from_secs(5), || {
+        fx.last_told("a.zz").map(sorted) == Some(vec!["lint".into(), "typecheck".into()])
+    });
+}
+
 /// Two servers, each finding its own word: one answer holds both findings, each with its
 /// source; `on_change` is told the merged list (a client keeping the last list per file would
 /// otherwise keep one server's); formatting goes to the last of the set that formats.

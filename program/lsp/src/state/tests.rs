@@ -596,6 +596,34 @@ fn an_unreadable_diagnostic_is_dropped_alone() {
     assert_eq!(pulled.dropped.count, 1);
 }
 
+/// A diagnostic without a `source` takes the server's name as its source; one with a source
+/// keeps it. Before, a server that sets none left its diagnostics without one, and in a list
+/// merged from several servers nothing told whose they were.
+#[test]
+fn a_diagnostic_without_a_source_takes_the_servers_name() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    s.name = Some("pyright-langserver".to_owned());
+    s.sync("/w/a.py", "python", "x");
+    let range = json!({"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}});
+    publish_these(
+        &mut s,
+        "/w/a.py",
+        Some(1),
+        vec![
+            json!({"range": range, "message": "none"}),
+            json!({"range": range, "message": "own", "source": "Pyright"}),
+        ],
+    );
+    let sources: Vec<Option<String>> = s.known("/w/a.py").into_iter().map(|d| d.source).collect();
+    assert_eq!(
+        sources,
+        [
+            Some("pyright-langserver".to_owned()),
+            Some("Pyright".to_owned())
+        ]
+    );
+}
+
 /// A pull's answer as the client reads it.
 fn report(json: &str) -> PullReport {
     serde_json::from_str(json).unwrap()
