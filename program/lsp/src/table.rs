@@ -265,7 +265,7 @@ impl ServerTable {
                     .filter_map(|c| c.first())
                     .map(|program| Missing {
                         program: program.clone(),
-                        install: install_hint(program).to_owned(),
+                        install: missing_hint(program),
                     })
                     .collect();
                 PlannedLanguage {
@@ -528,6 +528,32 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| sys::is_executable(&m))
 }
 
+/// What to do about a server program not found: for a path (one with a directory) that is there
+/// but is no program, what it is instead (`/etc/passwd is not executable`, `/usr is a
+/// directory`): installing it and putting it on `PATH` would not help, the path is wrong. Else
+/// how to install it ([`install_hint`]).
+pub fn missing_hint(program: &str) -> String {
+    let given = Path::new(program);
+    if given.parent().is_some_and(|p| !p.as_os_str().is_empty()) {
+        if let Ok(meta) = std::fs::metadata(given) {
+            if meta.is_dir() {
+                return format!("{program} is a directory");
+            }
+            // On Windows a program is a file named with one of `PATHEXT`'s extensions.
+            let exts = sys::exe_extensions();
+            let named = exts.is_none()
+                || given
+                    .file_name()
+                    .and_then(OsStr::to_str)
+                    .is_some_and(|n| !split_extension(n, exts.as_deref()).1.is_empty());
+            if !sys::is_executable(&meta) || !named {
+                return format!("{program} is not executable");
+            }
+        }
+    }
+    install_hint(program).to_owned()
+}
+
 /// How to install a known server program (a generic hint for others).
 pub fn install_hint(program: &str) -> &'static str {
     match program {
@@ -578,6 +604,34 @@ pub struct Missing {
 
 #[cfg(test)]
 mod tests {
+    /// A program given as a path that is there but is no program is said to be what it is, not
+    /// to be installed and put on `PATH`.
+    #[test]
+    fn a_path_that_is_no_program_is_said_so() {
+        use super::{parse_override, ServerTable};
+        use std::path::Path;
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("notes.txt");
+        std::fs::write(&file, "").unwrap();
+        let hint = |program: &Path| {
+            let mut table = ServerTable::empty();
+            let spec = format!("zz={}", shell_words::quote(program.to_str().unwrap()));
+            table.set(parse_override(&spec).unwrap());
+            let plan = table.plan([Path::new("/w/a.zz")]);
+            plan.languages[0].missing[0].install.clone()
+        };
+        assert_eq!(hint(&file), format!("{} is not executable", file.display()));
+        assert_eq!(
+            hint(d.path()),
+            format!("{} is a directory", d.path().display())
+        );
+        // Not there at all: how to install it.
+        assert_eq!(
+            hint(&d.path().join("gone")),
+            "install it and put it on PATH"
+        );
+    }
+
     /// A server is named by its program's file name, as the table names it.
     #[test]
     fn a_server_is_named_by_its_programs_file_name() {
