@@ -305,7 +305,10 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
                     lang.language
                 );
                 for m in &lang.missing {
-                    out!("  install {}: {}", m.program, m.install);
+                    match m.wrong_path {
+                        true => out!("  {}: name a server program", m.install),
+                        false => out!("  install {}: {}", m.program, m.install),
+                    }
                 }
                 out!("  or name one: --lsp {}=COMMAND", lang.language);
             }

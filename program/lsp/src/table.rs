@@ -263,9 +263,17 @@ impl ServerTable {
                     .chain(self.also(&language))
                     .filter(|c| !servers.contains(*c))
                     .filter_map(|c| c.first())
-                    .map(|program| Missing {
-                        program: program.clone(),
-                        install: missing_hint(program),
+                    .map(|program| match not_a_program(program) {
+                        Some(why) => Missing {
+                            program: program.clone(),
+                            install: why,
+                            wrong_path: true,
+                        },
+                        None => Missing {
+                            program: program.clone(),
+                            install: install_hint(program).to_owned(),
+                            wrong_path: false,
+                        },
                     })
                     .collect();
                 PlannedLanguage {
@@ -528,16 +536,15 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| sys::is_executable(&m))
 }
 
-/// What to do about a server program not found: for a path (one with a directory) that is there
-/// but is no program, what it is instead (`/etc/passwd is not executable`, `/usr is a
-/// directory`): installing it and putting it on `PATH` would not help, the path is wrong. Else
-/// how to install it ([`install_hint`]).
-pub fn missing_hint(program: &str) -> String {
+/// For a path (one with a directory) that is there but is no program, what it is instead
+/// (`/etc/passwd is not executable`, `/usr is a directory`): installing it and putting it on
+/// `PATH` would not help, the path is wrong. `None` for anything else.
+pub fn not_a_program(program: &str) -> Option<String> {
     let given = Path::new(program);
     if given.parent().is_some_and(|p| !p.as_os_str().is_empty()) {
         if let Ok(meta) = std::fs::metadata(given) {
             if meta.is_dir() {
-                return format!("{program} is a directory");
+                return Some(format!("{program} is a directory"));
             }
             // On Windows a program is a file named with one of `PATHEXT`'s extensions.
             let exts = sys::exe_extensions();
@@ -547,11 +554,11 @@ pub fn missing_hint(program: &str) -> String {
                     .and_then(OsStr::to_str)
                     .is_some_and(|n| !split_extension(n, exts.as_deref()).1.is_empty());
             if !sys::is_executable(&meta) || !named {
-                return format!("{program} is not executable");
+                return Some(format!("{program} is not executable"));
             }
         }
     }
-    install_hint(program).to_owned()
+    None
 }
 
 /// How to install a known server program (a generic hint for others).
@@ -598,8 +605,11 @@ pub struct PlannedLanguage {
 pub struct Missing {
     /// The program name.
     pub program: String,
-    /// How to install it, such as `npm install -g pyright`.
+    /// How to install it, such as `npm install -g pyright`; with [`Missing::wrong_path`], what
+    /// the path names instead ([`not_a_program`]).
     pub install: String,
+    /// The program is a path to something that is no program: installing would not help.
+    pub wrong_path: bool,
 }
 
 #[cfg(test)]
@@ -630,6 +640,11 @@ mod tests {
             hint(&d.path().join("gone")),
             "install it and put it on PATH"
         );
+        assert_eq!(
+            super::not_a_program("/bin"),
+            Some("/bin is a directory".into())
+        );
+        assert_eq!(super::not_a_program("pyright-langserver"), None);
     }
 
     /// A server is named by its program's file name, as the table names it.
