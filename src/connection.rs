@@ -525,17 +525,18 @@ impl Connection {
                     return;
                 }
                 // (A zero interval has no sleep to tell: it drops at the first timer.) A
-                // wake-up late by more than an interval is a host that slept; one late by more
-                // than `LATE_WAKE` a host paused, perhaps with the peer's answer to the last ping
-                // unread: forgiven once until the peer is heard again, so that a dead peer
-                // stays dropped within an interval or two of the usual time.
+                // wake-up late by more than an interval is a host that slept. One that would drop
+                // the peer, late by more than `LATE_WAKE`, a host paused, perhaps with the peer's
+                // answer to the last ping unread: forgiven once until the peer is heard again, so
+                // that a dead peer is still dropped within an interval or two of the usual time.
+                let silent = now >= self.last_rx + 2 * interval;
                 let slept = !interval.is_zero()
                     && (now > deadline + interval
-                        || (now > deadline + LATE_WAKE && !self.forgave_late));
+                        || (silent && now > deadline + LATE_WAKE && !self.forgave_late));
                 if slept {
                     self.last_rx = now;
                     self.forgave_late = true;
-                } else if now >= self.last_rx + 2 * interval {
+                } else if silent {
                     self.abort(DisconnectReason::PingTimeout);
                     self.mark_dirty(cx);
                     return;

@@ -319,7 +319,10 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
                     crate::lsp::describe_set(set)
                 );
                 for m in &lang.missing {
-                    out!("  also runs {} when installed: {}", m.program, m.install);
+                    match m.wrong_path {
+                        true => out!("  not run beside it: {}", m.install),
+                        false => out!("  also runs {} when installed: {}", m.program, m.install),
+                    }
                 }
             }
         }

@@ -756,6 +756,23 @@ fn doctor_lists_the_servers_of_the_workspace() {
         out.contains("ok: python (1 file): /bin/cat + /bin/cat -u"),
         "{out}"
     );
+    // A path that is no program, alone or beside one that runs: said as such (it was "install
+    // /etc/passwd: ..." and "also runs /etc/passwd when installed: ...").
+    let o = sb
+        .command()
+        .args(["doctor", "--lsp", "go=/etc/passwd"])
+        .args(["--lsp", "python=/bin/cat", "--lsp", "python=/etc/passwd"])
+        .arg(&sb.ws)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("  /etc/passwd is not executable: name a server program")
+            && out.contains("  not run beside it: /etc/passwd is not executable")
+            && !out.contains("install /etc/passwd")
+            && !out.contains("also runs /etc/passwd"),
+        "{out}"
+    );
     let mut many = vec!["doctor".to_string()];
     for i in 0..5 {
         many.extend(["--lsp".into(), format!("python=/bin/cat -{i}")]);

@@ -1225,28 +1225,35 @@ fn wait_until_gone(pid: u32, what: &str, stderr: &Lines) {
 
 /// `run`'s command a wrapper (a shell running a program without `exec`, as a script that runs
 /// `node` may): a stop (SIGTERM to the bridge) ends what it started too, which stayed on the
-/// terminal once the wrapper was gone.
+/// terminal once the wrapper was gone; but not what it started in a session of its own (a
+/// daemon, or the window `code --wait` starts, holding the user's other windows).
 #[cfg(target_os = "linux")]
 #[test]
 fn a_stop_ends_what_runs_command_started() {
     let sb = Sandbox::new();
     let started = sb.root().join("started.pid");
+    let detached = sb.root().join("detached.pid");
     let body = format!(
-        "sleep 60 &\necho $! > {0}.tmp && mv {0}.tmp {0}\nwait\necho after",
-        started.display()
+        "setsid sh -c 'echo $$ > {1}.tmp && mv {1}.tmp {1}; exec sleep 60' &\n\
+         sleep 60 &\necho $! > {0}.tmp && mv {0}.tmp {0}\nwait\necho after",
+        started.display(),
+        detached.display()
     );
     let (mut child, stderr, command) = run_a_command_that_stays(&sb, &[], &body);
-    let give_up = std::time::Instant::now() + WAIT;
-    let sleep: u32 = loop {
-        if let Some(pid) = fs::read_to_string(&started)
-            .ok()
-            .and_then(|p| p.trim().parse().ok())
-        {
-            break pid;
+    let pid_in = |file: &std::path::Path| -> u32 {
+        let give_up = std::time::Instant::now() + WAIT;
+        loop {
+            if let Some(pid) = fs::read_to_string(file)
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
-        std::thread::sleep(std::time::Duration::from_millis(20));
     };
+    let (sleep, daemon) = (pid_in(&started), pid_in(&detached));
     Command::new("kill")
         .arg(child.id().to_string())
         .status()
@@ -1258,6 +1265,12 @@ fn a_stop_ends_what_runs_command_started() {
         "the bridge's stop (what the command started)",
         &stderr,
     );
+    let kept = running(daemon);
+    Command::new("kill")
+        .arg(daemon.to_string())
+        .status()
+        .unwrap();
+    assert!(kept, "a process in a session of its own was ended");
 }
 
 /// A lock file as claudecode.nvim writes it (no `runningInWindows`, which the real client reads

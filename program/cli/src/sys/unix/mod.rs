@@ -413,11 +413,15 @@ pub fn ask_to_stop(pid: u32) {
     }
 }
 
-/// `pid` and, on Linux, every process below it as `/proc` shows them at this moment (each
-/// one's parent read from its `stat`), parents first: a command that is a wrapper (`sh -c 'a;
-/// b'`, a script that runs `node` without `exec`) ends at a stop with what it started, which
-/// was left running on the terminal once the wrapper was gone. Elsewhere (no `/proc`), `pid`
-/// alone. A process that left the tree before (its parent gone: it is init's) is not found.
+/// `pid` and, on Linux, the processes below it in its session as `/proc` shows them at this
+/// moment (each one's parent and session read from its `stat`), parents first: a command that is
+/// a wrapper (`sh -c 'a; b'`, a script that runs `node` without `exec`) ends at a stop with what
+/// it started, which was left running on the terminal once the wrapper was gone. A process that
+/// left the session (`setsid`: a daemon, the window `code --wait` starts when VS Code was not
+/// running, which holds the user's other windows) is not the command's to end, nor what it
+/// started; nor is one that left the tree before (its parent gone: it is init's). Elsewhere (no
+/// `/proc`, or one of another pid namespace, where its numbers name other processes), `pid`
+/// alone.
 fn with_descendants(pid: u32) -> Vec<rustix::process::Pid> {
     let Some(top) = pid_of(pid) else {
         return Vec::new();
@@ -426,24 +430,36 @@ fn with_descendants(pid: u32) -> Vec<rustix::process::Pid> {
     if !cfg!(target_os = "linux") {
         return tree;
     }
+    // `pid (comm) state ppid pgrp session ...`: comm may hold spaces and parentheses.
+    let stat = |p: &str| -> Option<(i32, i32, i32)> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        let pid = stat.split_whitespace().next()?.parse().ok()?;
+        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let parent = rest.nth(1)?.parse().ok()?;
+        let session = rest.nth(1)?.parse().ok()?;
+        Some((pid, parent, session))
+    };
+    let ours =
+        stat("self").is_some_and(|(me, _, _)| i64::from(me) == i64::from(std::process::id()));
+    let (Some((_, _, session)), true) = (stat(&pid.to_string()), ours) else {
+        return tree;
+    };
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return tree;
     };
-    // (pid, parent) of every process listed.
-    let parents: Vec<(i32, i32)> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
-            let rest = &stat[stat.rfind(')')? + 1..];
-            let parent = rest.split_whitespace().nth(1)?.parse::<i32>().ok()?;
-            Some((p, parent))
-        })
+    // (pid, parent) of every process of the command's session listed (one that ended
+    // meanwhile is not).
+    let members: Vec<(i32, i32)> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|name| stat(&name))
+        .filter(|&(_, _, s)| s == session)
+        .map(|(p, parent, _)| (p, parent))
         .collect();
     let mut i = 0;
     while i < tree.len() {
         let parent = tree[i].as_raw_nonzero().get();
-        for &(p, _) in parents.iter().filter(|(_, pp)| *pp == parent) {
+        for &(p, _) in members.iter().filter(|(_, pp)| *pp == parent) {
             match rustix::process::Pid::from_raw(p) {
                 Some(child) if !tree.contains(&child) => tree.push(child),
                 _ => {}
