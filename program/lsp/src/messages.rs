@@ -534,6 +534,9 @@ pub struct TsServerResponse {
     /// The diagnostics.
     #[serde(default)]
     pub body: Option<Vec<TsDiagnostic>>,
+    /// The diagnostics of `body` that could not be read, left out of it.
+    #[serde(skip)]
+    pub dropped: Dropped,
 }
 
 impl TsServerResponse {
@@ -557,14 +560,19 @@ impl TsServerResponse {
             return Ok(None);
         };
         let rank = |d: &TsDiagnostic| severity_rank(Some(d.severity(kind)));
+        // A tsserver diagnostic it cannot read is dropped, as a published one is.
+        let (body, dropped) = match fields.body {
+            Some(body) => {
+                let (kept, dropped) = MostSevere::new(max, rank).read(body)?;
+                (Some(kept), dropped)
+            }
+            None => (None, Dropped::default()),
+        };
         Ok(Some(TsServerResponse {
             kind: fields.kind,
             success: fields.success,
-            body: match fields.body {
-                // A tsserver diagnostic it cannot read is dropped, as a published one is.
-                Some(body) => Some(MostSevere::new(max, rank).read(body)?.0),
-                None => None,
-            },
+            body,
+            dropped,
         }))
     }
 }

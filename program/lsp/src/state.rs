@@ -1151,6 +1151,7 @@ impl State {
                 Ok(Some(r))
                     if r.kind.as_deref() == Some("response") && r.success != Some(false) =>
                 {
+                    effects.extend(r.dropped.line(TSSERVER_REQUEST).map(Effect::Log));
                     r.body.ok_or("a response without a body".to_owned())
                 }
                 Ok(Some(r)) => Err(format!(

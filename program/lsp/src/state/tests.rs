@@ -594,6 +594,16 @@ fn an_unreadable_diagnostic_is_dropped_alone() {
     assert_eq!(pulled.items.len(), 1);
     assert_eq!(pulled.items[0].message, "kept");
     assert_eq!(pulled.dropped.count, 1);
+    // A tsserver answer likewise (a negative line is no `u32`), its line for the log said.
+    let ts = r#"{"type":"response","success":true,"body":[{"start":{"line":1,"offset":1},"end":{"line":1,"offset":2},"text":"kept","category":"error"},{"start":{"line":-1,"offset":1},"end":{"line":1,"offset":2},"text":"bad"}]}"#;
+    let raw: Box<serde_json::value::RawValue> = serde_json::from_str(ts).unwrap();
+    let answer = TsServerResponse::read(&raw, 10, TsServerKind::TypescriptLanguageServer)
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.body.as_ref().map(Vec::len), Some(1));
+    assert!(answer.dropped.line(TSSERVER_REQUEST).is_some_and(
+        |l| l.starts_with("dropped 1 unreadable diagnostic of typescript.tsserverRequest")
+    ));
 }
 
 /// A diagnostic without a `source` takes the server's name as its source; one with a source
