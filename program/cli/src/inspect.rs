@@ -224,8 +224,7 @@ fn covers_loopback(no_proxy: &str) -> bool {
 /// when that process runs and the port answers.
 fn served_elsewhere(dir: &Path) -> Option<(u32, u16)> {
     let (native, posix) = crate::folder_forms(&[dir.to_path_buf()]).ok()?;
-    native.iter().all(|f| f.to_str().is_some()).then_some(())?;
-    let key = sys::state_folders(&native, &posix);
+    let key = crate::state::key_folders(&native, &posix).ok()?;
     let saved = crate::state::Store::new(&crate::state::state_dir()?, &key)
         .load()
         .ok()??;

@@ -148,6 +148,16 @@ pub fn folder_refused() -> Option<(PathBuf, io::Error)> {
     }
 }
 
+/// The folders that name the state file of the workspace folders `native` (`posix`: the same
+/// in the engine's form), as [`crate::sys::state_folders`] gives them; `Err` with the first
+/// folder whose name is not Unicode, which has no state file ([`Kept::load`]).
+pub fn key_folders<'a>(native: &'a [PathBuf], posix: &[String]) -> Result<Vec<String>, &'a Path> {
+    match native.iter().find(|f| f.to_str().is_none()) {
+        Some(odd) => Err(odd),
+        None => Ok(crate::sys::state_folders(native, posix)),
+    }
+}
+
 /// The state file of one set of workspace folders.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -339,17 +349,20 @@ impl Kept {
         explicit_port: Option<u16>,
         new_token: bool,
     ) -> Kept {
-        if let Some(odd) = native.iter().find(|f| f.to_str().is_none()) {
-            let mut kept = Kept::load_from(None, posix, explicit_port, new_token);
-            kept.notes = vec![format!(
-                "port and auth token: new each start (the folder {} has a name that is not \
-                 Unicode, which no state file can name apart from others)",
-                odd.display()
-            )];
-            return kept;
+        match key_folders(native, posix) {
+            Ok(folders) => {
+                Kept::load_from(state_dir().as_deref(), &folders, explicit_port, new_token)
+            }
+            Err(odd) => {
+                let mut kept = Kept::load_from(None, posix, explicit_port, new_token);
+                kept.notes = vec![format!(
+                    "port and auth token: new each start (the folder {} has a name that is not \
+                     Unicode, which no state file can name apart from others)",
+                    odd.display()
+                )];
+                kept
+            }
         }
-        let folders = crate::sys::state_folders(native, posix);
-        Kept::load_from(state_dir().as_deref(), &folders, explicit_port, new_token)
     }
 
     /// As [`Kept::load`], from `base` (`None`: nowhere to keep anything).
