@@ -84,10 +84,11 @@ pub fn wait_written() {
 /// Prints a line to stderr (colour stripped when not wanted). What it names came from claude, an
 /// editor or a server (a path, a reason): their control characters are shown ([`visible`]), never
 /// sent to the terminal, where an escape sequence in a path could move the cursor and rewrite a
-/// proposed change the user is deciding on; `\n` still ends a line.
+/// proposed change the user is deciding on. A `\n` inside is shown too (`^J`): each call is one
+/// line, so a path with a newline cannot write a line of its own ("diff accepted: ...").
 pub fn say(line: &str) {
     if heard() {
-        over_prompt(format_args!("{}\n", shown(line)));
+        over_prompt(format_args!("{}\n", visible(line)));
     }
 }
 
@@ -114,10 +115,10 @@ pub fn note(line: &str, queued: usize) {
     match open.is_some() {
         true => {
             let prompt = prompt_text(queued);
-            err(format_args!("\n{}\n{prompt}", shown(line)));
+            err(format_args!("\n{}\n{prompt}", visible(line)));
             *open = Some(prompt);
         }
-        false => err(format_args!("{}\n", shown(line))),
+        false => err(format_args!("{}\n", visible(line))),
     }
 }
 
@@ -134,14 +135,6 @@ pub fn end_prompt() {
 /// terminal handed to `$EDITOR`): lines are written as they are again.
 pub fn prompt_closed() {
     *PROMPT.lock().unwrap_or_else(|e| e.into_inner()) = None;
-}
-
-/// `text` with each line [`visible`].
-fn shown(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains('\n') {
-        return visible(text);
-    }
-    std::borrow::Cow::Owned(text.split('\n').map(visible).collect::<Vec<_>>().join("\n"))
 }
 
 /// While `run` has handed the terminal to `claude`, the bridge's own lines would land inside
@@ -164,7 +157,7 @@ pub fn heard() -> bool {
 /// Prints a line in bold.
 pub fn say_bold(line: &str) {
     if heard() {
-        over_prompt(format_args!("{BOLD}{}{BOLD:#}\n", shown(line)));
+        over_prompt(format_args!("{BOLD}{}{BOLD:#}\n", visible(line)));
     }
 }
 
@@ -515,13 +508,17 @@ mod tests {
     fn what_a_line_names_cannot_drive_the_terminal() {
         let path = "/w/\u{1b}[6A\u{1b}[2K+ harmless();\u{1b}]52;c;ZXZpbA==\u{7}x.rs";
         let line = format!("diff queued: {path} (1 waiting)");
-        let out = shown(&line);
+        let out = visible(&line);
         assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out}");
         assert_eq!(
             out,
             "diff queued: /w/^[[6A^[[2K+ harmless();^[]52;c;ZXZpbA==^Gx.rs (1 waiting)"
         );
-        assert_eq!(shown("one\ntwo\u{1b}"), "one\ntwo^[");
+        // A path with a newline cannot fake a line of its own.
+        assert_eq!(
+            visible("claude proposes a change: /w/a\ndiff accepted: /w/b\u{1b}"),
+            "claude proposes a change: /w/a^Jdiff accepted: /w/b^["
+        );
     }
 
     /// Two long texts with nothing in common: the diff's search would run for minutes, and the

@@ -232,6 +232,8 @@ pub struct IdeServer {
     events: mpsc::Receiver<Event>,
     /// The acceptor thread.
     acceptor: Option<JoinHandle<()>>,
+    /// Whether [`IdeServer::stop`] has run (its drop then has nothing left to do).
+    stop_ran: bool,
 }
 
 impl IdeServer {
@@ -312,6 +314,7 @@ impl IdeServer {
             threads: threads.clone(),
             events: rx,
             acceptor: None,
+            stop_ran: false,
         };
         threads.spawn("ide-bridge-timer".into(), |me| me.timer_loop(timer))?;
         let me = threads.clone();
@@ -422,39 +425,29 @@ impl IdeServer {
     }
 
     fn stop_now(&mut self) {
-        let shared = &self.threads.shared;
-        let acceptor = self.acceptor.take();
         // Stopped already (by `stop`, then dropped). A start that failed half way (no acceptor)
         // still stops what it started: the timer thread, the lock file. Stopped by a `Stopper`,
         // the threads are still to be woken and joined.
-        if shared.is_stopped() && acceptor.is_none() {
+        if std::mem::replace(&mut self.stop_ran, true) {
             return;
         }
+        let shared = &self.threads.shared;
+        let mut acceptor = self.acceptor.take();
         if !shared.is_stopped() {
             shared.begin_stop();
-            let give_up = Instant::now() + STOP_GRACE;
-            while !shared.is_idle() && Instant::now() < give_up {
-                thread::sleep(Duration::from_millis(5));
+            // Stopped from the handler: the clients' Close is read by the very thread it runs
+            // on, so the rest is done on a thread of its own and the handler returns.
+            if self.threads.is_own_thread() {
+                let (threads, acceptor) = (self.threads.clone(), acceptor.take());
+                let rest = thread::Builder::new()
+                    .name("ide-bridge-stop".into())
+                    .spawn(move || threads.finish_stop(acceptor));
+                if rest.is_ok() {
+                    return;
+                }
             }
         }
-        let joins = shared.stop_hard(|| {
-            std::mem::take(&mut *self.threads.joins.lock().unwrap_or_else(|e| e.into_inner()))
-        });
-        // A thread cannot join itself: `stop` called (or the server dropped) from the handler
-        // runs on one of these threads, which then ends on its own once the handler returns.
-        let me = thread::current().id();
-        // One wait for them all.
-        let give_up = Instant::now() + JOIN_GRACE;
-        if let Some(acceptor) = acceptor {
-            if self.threads.wake_acceptor() && acceptor.thread().id() != me {
-                join_within(acceptor, give_up);
-            }
-        }
-        for t in joins {
-            if t.thread().id() != me {
-                join_within(t, give_up);
-            }
-        }
+        self.threads.finish_stop(acceptor);
     }
 }
 
@@ -483,22 +476,77 @@ impl Stopper {
     /// The part of [`IdeServer::stop`] that needs no thread of the server's: the lock file is
     /// removed, pending diffs are answered as [`IdeServer::stop`] says, clients are sent Close
     /// 1001 and given up to 2 s to finish, then every socket is closed, the port too, and
-    /// `next_event` ends. Later calls do nothing. Called from the handler, it waits out those 2 s (the client's
-    /// Close is read by the thread the handler runs on).
+    /// `next_event` ends. Later calls do nothing. Called from the handler, it returns once the
+    /// Close is sent and the rest follows on a thread of its own: the client's answering Close is
+    /// read by the very thread the handler runs on, which would otherwise sit out the 2 s.
     pub fn stop(&self) {
         let shared = &self.threads.shared;
         if shared.is_stopped() {
             return;
         }
         shared.begin_stop();
+        if self.threads.is_own_thread() {
+            let threads = self.threads.clone();
+            let rest = thread::Builder::new()
+                .name("ide-bridge-stop".into())
+                .spawn(move || threads.close_all());
+            if rest.is_ok() {
+                return;
+            }
+        }
+        self.threads.close_all();
+    }
+}
+
+impl Threads {
+    /// Whether this thread is one of the server's (a handler runs on its connections' readers).
+    fn is_own_thread(&self) -> bool {
+        let me = thread::current().id();
+        let joins = self.joins.lock().unwrap_or_else(|e| e.into_inner());
+        joins.iter().any(|t| t.thread().id() == me)
+    }
+
+    /// Once a stop has begun, the clients' Close awaited (up to 2 s).
+    fn await_close(&self) {
         let give_up = Instant::now() + STOP_GRACE;
-        while !shared.is_idle() && Instant::now() < give_up {
+        while !self.shared.is_stopped() && !self.shared.is_idle() && Instant::now() < give_up {
             thread::sleep(Duration::from_millis(5));
         }
-        shared.stop_hard(|| ());
+    }
+
+    /// The rest of [`Stopper::stop`] once the stop has begun: the clients' Close awaited, then
+    /// every socket closed and the listener too.
+    fn close_all(&self) {
+        self.await_close();
+        self.shared.stop_hard(|| ());
         // The listener closed now, not when the `IdeServer` goes: until then, clients would
         // still connect, and wait for an answer that never comes.
-        self.threads.wake_acceptor();
+        self.wake_acceptor();
+    }
+
+    /// The rest of [`IdeServer::stop`] once the stop has begun (by it or a [`Stopper`]): the
+    /// clients' Close awaited, every socket closed, then the threads joined, the `acceptor` too.
+    fn finish_stop(&self, acceptor: Option<JoinHandle<()>>) {
+        self.await_close();
+        let joins = self.shared.stop_hard(|| {
+            std::mem::take(&mut *self.joins.lock().unwrap_or_else(|e| e.into_inner()))
+        });
+        // A thread cannot join itself: the server dropped from the handler (or its stop failing
+        // to start a thread of its own) runs on one of these threads, which then ends on its own
+        // once the handler returns.
+        let me = thread::current().id();
+        // One wait for them all.
+        let give_up = Instant::now() + JOIN_GRACE;
+        if self.wake_acceptor() {
+            if let Some(acceptor) = acceptor.filter(|a| a.thread().id() != me) {
+                join_within(acceptor, give_up);
+            }
+        }
+        for t in joins {
+            if t.thread().id() != me {
+                join_within(t, give_up);
+            }
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use claude_ide_bridge_testsupport::{client, scenarios};
 
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use claude_ide_bridge::{Event, Notification, Target, ToolResult};
@@ -99,8 +99,9 @@ fn the_handler_may_stop_its_own_server() {
     let server = IdeServer::start_with_handler(o, move |e, _| {
         if let Event::ToolCall { .. } = e {
             if let Some(server) = held.lock().unwrap().take() {
+                let began = std::time::Instant::now();
                 server.stop();
-                let _ = done_tx.send(());
+                let _ = done_tx.send(began.elapsed());
             }
         }
     })
@@ -118,8 +119,11 @@ fn the_handler_may_stop_its_own_server() {
         ("getDiagnostics", serde_json::json!({})),
         ("getDiagnostics", serde_json::json!({})),
     ]);
-    done.recv_timeout(Duration::from_secs(20))
+    let took = done
+        .recv_timeout(Duration::from_secs(20))
         .expect("the stop from the handler returned");
+    // It did not sit out the clients' 2 s on the thread that reads their Close.
+    assert!(took < Duration::from_secs(1), "{took:?}");
     assert!(!lock.exists());
     // The Close 1001 reached the client (it was held for the burst, then dropped by the stop).
     let close =
@@ -132,6 +136,51 @@ fn the_handler_may_stop_its_own_server() {
     );
     let log = log.lock().unwrap();
     assert!(!log.iter().any(|l| l.contains("panicked")), "{log:?}");
+}
+
+/// The handler stops its server through a [`claude_ide_bridge_blocking::Stopper`] (a host that
+/// quits on a command): the stop returns at once instead of waiting out the clients' 2 s on the
+/// thread that would read their Close; the client gets its Close 1001, and its answer is read.
+#[test]
+fn a_stopper_used_in_the_handler_lets_the_close_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let stopper: Arc<Mutex<Option<claude_ide_bridge_blocking::Stopper>>> = Arc::default();
+    let (done_tx, done) = mpsc::channel();
+    let held = stopper.clone();
+    let server = IdeServer::start_with_handler(scenarios::opts(dir.path()), move |e, _| {
+        if let Event::ToolCall { .. } = e {
+            if let Some(stopper) = held.lock().unwrap().take() {
+                let began = std::time::Instant::now();
+                stopper.stop();
+                let _ = done_tx.send(began.elapsed());
+            }
+        }
+    })
+    .unwrap();
+    *stopper.lock().unwrap() = Some(server.stopper());
+    let lock = server.lock_path().unwrap().to_path_buf();
+    let mut c = client::connect(server.port(), Some(scenarios::TOKEN))
+        .1
+        .unwrap();
+    c.init();
+    c.call_tools_at_once(&[("getDiagnostics", serde_json::json!({}))]);
+    let took = done
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the stop from the handler returned");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(!lock.exists());
+    let close =
+        std::iter::from_fn(|| c.recv_frame(Duration::from_secs(5))).find(|(op, _)| *op == 8);
+    assert_eq!(
+        close.map(|(_, p)| u16::from_be_bytes([p[0], p[1]])),
+        Some(1001),
+        "{}",
+        c.why()
+    );
+    // The client answers; the server reads it and closes the connection.
+    c.close(1001);
+    assert!(c.closed_within(Duration::from_secs(10)), "{}", c.why());
+    server.stop();
 }
 
 #[test]
