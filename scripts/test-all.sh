@@ -57,6 +57,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "docs (broken links and other rustdoc warnings fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+# The docs of private items too (what a newcomer reads first: module overviews, links between
+# them), and the program's own: its binary shares the engine library's name, so `--workspace`
+# leaves it out (cargo documents one of two outputs of the same name).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc -p claude-ide-bridge-cli --bin claude-ide-bridge --no-deps \
+  --document-private-items --quiet
 
 # Everything below is also copied to a log, to add up the counts at the end; the tests that
 # could not run on this machine add a line each to the skips file (tests/support's `skip`), listed

@@ -507,7 +507,7 @@ pub fn same_id(a: &str, b: &str) -> bool {
     find_id([a], b).is_some()
 }
 
-/// The position of the first of `ids` that names the same request as `id` ([`same_id`]), with
+/// The position of the first of `ids` that names the same request as `id` (`same_id`), with
 /// `id` read once however many it is compared with: a long id full of escapes costs one decoding
 /// a search, not one a pending call.
 pub(crate) fn find_id<'a>(ids: impl IntoIterator<Item = &'a str>, id: &str) -> Option<usize> {

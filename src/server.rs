@@ -33,8 +33,8 @@ pub struct Server {
     scratch: Vec<u8>,
     /// The earliest deadline of all connections ([`Server::poll_timeout`]'s answer), kept up to
     /// date by every method that can move one, so that asking for it after every step costs a
-    /// read instead of a walk over the connections (BENCHMARKS.md, "Issue 32, item 5, fourth
-    /// session").
+    /// read instead of a walk over the connections (BENCHMARKS.md, "Issue 32, item
+    /// 5 (2026-11-28, fourth session)").
     timer: Option<Instant>,
 }
 

@@ -2,11 +2,11 @@
 //! section name, e.g. `(docs/protocol.md, "Upgrade refusals")`. This test walks the repository and fails,
 //! naming file and line, on a citation of a document outside it (the protocol's old numbered
 //! sections, the source documents it was first written from, the shared folder beside the clone), and on
-//! a citation of a `docs/protocol.md` section that does not exist (a heading renamed without its
-//! citations). It also checks that every file `docs/protocol.md` names exists, so that its "Where the
+//! a citation of a section that does not exist, or is ambiguous, in `docs/protocol.md` or any other
+//! document of the repository's top or `docs/` (`BENCHMARKS.md, "Idle"`; a heading renamed
+//! without its citations). It also checks that every file `docs/protocol.md` names exists, so that its "Where the
 //! code is" table follows the code when files move.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -69,25 +69,82 @@ fn cites_seed(line: &str) -> bool {
     false
 }
 
-/// The section names of `docs/protocol.md`: its headings without the `#`s.
-fn protocol_sections(root: &Path) -> BTreeSet<String> {
-    let text = fs::read_to_string(root.join("docs/protocol.md")).expect("docs/protocol.md exists");
-    text.lines()
-        .filter(|l| l.starts_with('#'))
-        .map(|l| l.trim_start_matches('#').trim().to_string())
-        .collect()
+/// The documents cited by section name: every Markdown file at the top and in `docs/`, by the
+/// path a citation names them with (`docs/protocol.md`, `BENCHMARKS.md`, ...).
+fn cited_documents(root: &Path) -> Vec<String> {
+    let mut docs = Vec::new();
+    for dir in ["", "docs/"] {
+        for entry in fs::read_dir(root.join(dir))
+            .expect("the folder exists")
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".md") {
+                docs.push(format!("{dir}{name}"));
+            }
+        }
+    }
+    docs.sort();
+    docs
 }
 
-/// Every `docs/protocol.md, "A"`, `..., "A" and "B"`, `..., "A", "B" and "C"` in `text`: the names.
-fn cited_sections(text: &str) -> Vec<String> {
-    let marker = "docs/protocol.md, \"";
+/// The section names of the document at `doc`: its headings without the `#`s (lines in fenced
+/// code blocks are not headings).
+fn sections_of(root: &Path, doc: &str) -> Vec<String> {
+    let text = fs::read_to_string(root.join(doc)).expect("the document exists");
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(line.trim_start_matches('#').trim().to_string());
+        }
+    }
+    out
+}
+
+/// Whether a citation of `name` names exactly one of `sections`: one of them is `name`, or one
+/// alone starts with it and goes on after a space, a colon or a parenthesis (a heading cited
+/// without its subtitle, `"A day's use"` for `A day's use (`day`; 2026-11-29)`). `Err` says why not.
+fn names_one(sections: &[String], name: &str) -> Result<(), String> {
+    if sections.iter().any(|s| s == name) {
+        return Ok(());
+    }
+    let starting: Vec<&String> = sections
+        .iter()
+        .filter(|s| {
+            s.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with([' ', ':', '(']))
+        })
+        .collect();
+    match starting.len() {
+        1 => Ok(()),
+        0 => Err("which has no such heading".into()),
+        _ => Err(format!("which has several such headings: {starting:?}")),
+    }
+}
+
+/// Every `DOC, "A"`, `DOC "A"`, `..., "A" and "B"`, `..., "A", "B" and "C"` in `text`: the
+/// names, each with its byte offset. `DOC` is a document's path, not the end of a longer one
+/// (`README.md` is not `fuzz/README.md`).
+fn cited_sections_of(text: &str, doc: &str) -> Vec<(String, usize)> {
     let mut names = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find(marker) {
-        rest = &rest[i + marker.len() - 1..];
+    let mut from = 0;
+    while let Some(i) = text[from..].find(doc) {
+        let at = from + i;
+        from = at + doc.len();
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c == '/' || c.is_alphanumeric()) {
+            continue;
+        }
+        let rest = &text[from..];
+        let Some(mut rest) = rest.strip_prefix(", ").or(rest.strip_prefix(' ')) else {
+            continue;
+        };
         while let Some(body) = rest.strip_prefix('"') {
             let Some(end) = body.find('"') else { break };
-            names.push(body[..end].to_string());
+            names.push((body[..end].to_string(), text.len() - body.len()));
             rest = &body[end + 1..];
             match [", ", " and "]
                 .iter()
@@ -99,6 +156,12 @@ fn cited_sections(text: &str) -> Vec<String> {
         }
     }
     names
+}
+
+/// The section names cited from `docs/protocol.md` in `text`.
+fn cited_sections(text: &str) -> Vec<String> {
+    let cited = cited_sections_of(text, "docs/protocol.md");
+    cited.into_iter().map(|(name, _)| name).collect()
 }
 
 /// One file's lines with comment markers stripped and joined, so that a citation wrapped over two
@@ -148,7 +211,19 @@ fn scanned_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn no_comment_cites_a_document_outside_the_repository() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let sections = protocol_sections(root);
+    let documents: Vec<(String, Vec<String>)> = cited_documents(root)
+        .into_iter()
+        .map(|doc| {
+            let sections = sections_of(root, &doc);
+            (doc, sections)
+        })
+        .collect();
+    assert!(
+        ["docs/protocol.md", "BENCHMARKS.md", "SECURITY.md"]
+            .iter()
+            .all(|d| documents.iter().any(|(doc, _)| doc == d)),
+        "{documents:?}"
+    );
     let this_file = root.join(file!());
     let mut files = Vec::new();
     scanned_files(root, &mut files);
@@ -167,18 +242,17 @@ fn no_comment_cites_a_document_outside_the_repository() {
                 problems.push(format!("{shown}:{}: {why}: {}", n + 1, line.trim()));
             }
         }
+        // The changelog keeps history: a heading it cited may have been renamed since.
+        if file.ends_with("CHANGELOG.md") {
+            continue;
+        }
         let (flat, line_of) = joined(&text);
-        let mut from = 0;
-        for name in cited_sections(&flat) {
-            let at = flat[from..]
-                .find(&format!("\"{name}\""))
-                .map_or(from, |i| from + i);
-            from = at;
-            if !sections.contains(&name) {
-                let line = line_of.get(at).copied().unwrap_or(0);
-                problems.push(format!(
-                    "{shown}:{line}: cites docs/protocol.md, \"{name}\", which has no such heading"
-                ));
+        for (doc, sections) in &documents {
+            for (name, at) in cited_sections_of(&flat, doc) {
+                if let Err(why) = names_one(sections, &name) {
+                    let line = line_of.get(at).copied().unwrap_or(0);
+                    problems.push(format!("{shown}:{line}: cites {doc}, \"{name}\", {why}"));
+                }
             }
         }
     }
@@ -256,4 +330,28 @@ fn the_patterns_catch_what_they_are_for() {
     );
     let (flat, _) = joined("//! (docs/protocol.md, \"Upgrade\" and\n//! \"Upgrade refusals\").");
     assert_eq!(cited_sections(&flat), ["Upgrade", "Upgrade refusals"]);
+    let names = |text: &str, doc: &str| -> Vec<String> {
+        cited_sections_of(text, doc)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    };
+    assert_eq!(
+        names(r#"(BENCHMARKS.md "Idle")"#, "BENCHMARKS.md"),
+        ["Idle"]
+    );
+    assert!(names(r#"(fuzz/README.md, "Corpus")"#, "README.md").is_empty());
+    let sections = [
+        "Idle (`benches/idle/`)".to_string(),
+        "Item 8, session of 2026-11-25".to_string(),
+        "Item 8, session of 2026-11-25 (afternoon): one copy".to_string(),
+        "Issue 32, item 5 (2026-11-28, fourth session): the engine".to_string(),
+        "Issue 32, item 5 (2026-11-30, fourth session): quieter".to_string(),
+    ];
+    assert!(names_one(&sections, "Idle").is_ok());
+    assert!(names_one(&sections, "Item 8, session of 2026-11-25").is_ok());
+    assert!(names_one(&sections, "Item 8, session of 2026-11-25 (afternoon)").is_ok());
+    assert!(names_one(&sections, "Issue 32, item 5").is_err());
+    assert!(names_one(&sections, "Issue 32, item 5, fourth session").is_err());
+    assert!(names_one(&sections, "Limits").is_err());
 }

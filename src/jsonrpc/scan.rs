@@ -103,8 +103,8 @@ impl<'a> Scanner<'a> {
     /// [`Scanner::object`] for an object whose keys are nearly always among `known`: such a key
     /// is taken by comparing the text with it in its quotes, which gives what
     /// [`Scanner::plain_str`] gives for it without searching for its end (about 80 instructions
-    /// a key less, BENCHMARKS.md "Issue 32, item 5, fourth session"); any other key is read by
-    /// `plain_str`. The known keys are plain: no quote, backslash or control character.
+    /// a key less, BENCHMARKS.md "Issue 32, item 5 (2026-11-28, fourth session)"); any other key
+    /// is read by `plain_str`. The known keys are plain: no quote, backslash or control character.
     #[inline(always)]
     pub(crate) fn object_with_keys(
         &mut self,
@@ -310,7 +310,7 @@ impl<'de> de::Deserializer<'de> for &mut Scanner<'de> {
     }
 
     /// An object whose keys are nearly always the struct's `fields`: taken by
-    /// [`Scanner::known_str`].
+    /// `Scanner::known_str`.
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _: &'static str,

@@ -167,7 +167,7 @@ struct ServeArgs {
     /// With --stdio, for an editor on another machine (repeatable): EDITOR=HERE names a folder as
     /// the editor names it (`/home/me/app`, `C:\Users\me\app`, a file:// URI) and the same
     /// folder here. Every path between the two is translated by the longest matching folder; a
-    /// path under none is refused. `wsl`: Windows drives at /mnt/<letter> (docs/stdio.md, "Path
+    /// path under none is refused. `wsl`: Windows drives at `/mnt/<letter>` (docs/stdio.md, "Path
     /// mapping").
     #[arg(long = "path-map", value_name = "EDITOR=HERE", requires = "stdio")]
     path_map: Vec<String>,

@@ -36,11 +36,15 @@
 //! use claude_ide_bridge::LockFile;
 //! use claude_ide_bridge_runtime::{generate_token, lock};
 //!
-//! let token = generate_token(); let dir = lock::default_lock_dir()?; lock::ensure_lock_dir(&dir)?;
-//! lock::remove_stale_locks(&dir, "MyEditor")?; let content = LockFile::new(std::process::id(),
-//! vec!["/home/me/project".into()], "MyEditor", false, token); let guard =
-//! lock::LockGuard::create(&dir, 41234, &content, true)?; println!("lock file at {}",
-//! guard.path().display()); drop(guard); // removes the file
+//! let token = generate_token();
+//! let dir = lock::default_lock_dir()?;
+//! lock::ensure_lock_dir(&dir)?;
+//! lock::remove_stale_locks(&dir, "MyEditor")?;
+//! let folders = vec!["/home/me/project".into()];
+//! let content = LockFile::new(std::process::id(), folders, "MyEditor", false, token);
+//! let guard = lock::LockGuard::create(&dir, 41234, &content, true)?;
+//! println!("lock file at {}", guard.path().display());
+//! drop(guard); // removes the file
 //! # Ok::<(), std::io::Error>(())
 //! ```
 

@@ -13,7 +13,7 @@
 //!
 //! macOS keeps a file's ACL out of its listed attributes (`com.apple.system.Security`, which the
 //! system lists and hands to no program without an entitlement): a write there does not keep
-//! an ACL, and the file has what its folder gives a new file (SECURITY.md, "Limits").
+//! an ACL, and the file has what its folder gives a new file (SECURITY.md, "Known limits").
 
 use std::io;
 use std::os::fd::BorrowedFd;
