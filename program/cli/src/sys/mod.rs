@@ -5,45 +5,56 @@
 //! - `unix/`: Linux, macOS and the other Unixes (`unix/tie.rs`: commands tied to the bridge);
 //! - `windows.rs`: Windows.
 //!
-//! The interface:
+//! The interface (each item defined by every platform file; `tests/platform_interfaces.rs`
+//! checks this list against them):
 //!
 //! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
 //!   `case_key(path)`: a path as paths are compared (on Windows, ignoring case as NTFS does);
-//! - `state_dir()`, `read_private(path, max)`, `private_dir(dir)`, `check_private_dir(dir)`: the program's state folder and
-//!   the private files in it (`state`); `private_dirs(dir)`, `append_private_file(path)`: the
-//!   language-server log (a private regular file only); `append_private(path)`: the wire log
-//!   (a FIFO allowed);
+//! - `state_dir()`, `NO_STATE_DIR`, `state_folders(folders)`, `read_private(path, max)`,
+//!   `private_dir(dir)`, `check_private_dir(dir)`: the program's state folder (or why there is
+//!   none), the workspace folders that name a state file (resolved), and the private files in it
+//!   (`state`); `private_dirs(dir)`, `append_private_file(path)`: the language-server log (a
+//!   private regular file only); `append_private(path)`: the wire log (a FIFO allowed);
 //! - `is_mine(&Metadata)`, `lock_dir_finding(dir, &Metadata)`, `remove_hint(path)`,
 //!   `new_dir_hint(dir)`: what `list` and `doctor` say about lock files and their folders;
 //! - `in_container()`, `wsl_windows_lock_dirs()`, `wsl_path(windows)`, `ancestors()`: whether
 //!   this runs in a container, inside WSL where a `claude` run on Windows looks (which a `claude`
 //!   run in WSL reads too) and a Windows path as WSL mounts it, and the processes above this one
 //!   (an IDE whose terminal this is) (`list`, `doctor`);
-//! - `INTERRUPT`: the number [`HostInput::Signal`](crate::host::HostInput::Signal) carries for
-//!   Ctrl-C; `listen_for_stop(inputs, stdio)`: the requests to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT;
-//!   Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs; `stopped()`: the
-//!   program has stopped (Windows waits for it before ending a process whose console closes);
-//! - `ask_to_stop(pid)`, `wait_for_command(child)`, `exit_code(status)`, `cannot_execute(e)`:
-//!   `run`'s command; `stamp_metadata(path)`: what tells a file the servers have changed;
-//!   `ask_to_stop(pid)`, `kill_now(pid)`, `wait_until_ended(child)`, `SIGNALS_EDITOR`: `$EDITOR`
-//!   at a stop;
-//! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
-//!   Windows the Windows path it names, `None` when it writes no drive); `native_path(path)`: a
-//!   path in the engine's wire form (`/c/ws`) as the OS writes it (`C:\ws` on Windows);
-//! - `ended_by_interrupt(status)`: whether Ctrl-C ended `$EDITOR`; `ended_abnormally(status)`:
-//!   whether `run`'s command was killed (a signal; on Windows a crash's status, or the bridge's
-//!   kill), so that the terminal's settings are put back after it (`ui::restore_terminal`);
-//! - `program_named(name)`: the program `run -- NAME` runs (Windows: `NAME` looked for under
-//!   `PATHEXT`'s extensions, npm's `claude.cmd`);
+//! - `INTERRUPT`, `HANGUP`: the numbers [`HostInput::Signal`](crate::host::HostInput::Signal)
+//!   carries for Ctrl-C and for the terminal hanging up, `INTERRUPT_NAME` how the first is named
+//!   to the user; `listen_for_stop(inputs, stdio)`: the requests to stop (SIGINT, SIGTERM,
+//!   SIGHUP, SIGQUIT; Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs;
+//!   `stopped()`: the program has stopped (Windows waits for it before ending a process whose
+//!   console closes);
+//! - `program_named(name)`, `findable(command)`: the program `run -- NAME` runs (Windows: `NAME`
+//!   looked for under `PATHEXT`'s extensions, npm's `claude.cmd`) and whether it can be started,
+//!   said before the bridge starts;
 //! - `spawn_tied(command)`, `launch_if_asked()`: `run`'s command started so that it ends with the
 //!   program however the program ends (Linux: `PR_SET_PDEATHSIG` through a launcher, the program
 //!   started again as its own first step, which `$EDITOR` on a proposal goes through too; macOS:
 //!   the program started beside the command as its watcher; Windows: a Job Object with "kill on
 //!   job close", let go once the command ends by itself; `unix/tie.rs`);
-//! - `LineReader`: the terminal's answers, one line at a time, as a [`TerminalRead`] (Unix:
+//! - `wait_for_command(child)`, `exit_code(status)`, `cannot_execute(e)`,
+//!   `ended_abnormally(status)`: `run`'s command, and whether it was killed (a signal; on Windows
+//!   a crash's status, or the bridge's kill), so that the terminal's settings are put back after
+//!   it (`ui::restore_terminal`);
+//! - `ask_to_stop(pid)`, `kill_now(pid)`, `SIGNALS_EDITOR`: `run`'s command and `$EDITOR` at a
+//!   stop; `ended_by_interrupt(status)`: whether Ctrl-C ended `$EDITOR`;
+//!   `start_editor(editor, files, ends, setup)`: `$EDITOR` started (a script without `#!` is run
+//!   by `sh` on Unix, as a shell would);
+//! - `terminal_is_ours()`: whether this process may use its terminal (not in its background);
+//!   `LineReader`: the terminal's answers, one line at a time, as a [`TerminalRead`] (Unix:
 //!   waited for so that the bridge sent to the background is not stopped, `unix/lines.rs`);
-//! - `raise_open_files_limit()`, `start_editor(editor, files, ends, setup)`: the rest (a script
-//!   without `#!` as `$EDITOR` is run by `sh` on Unix, as a shell would).
+//! - `stamp_metadata(path)`: what tells a file the servers have changed;
+//!   `raise_open_files_limit()`: as many descriptors as allowed, for many connections;
+//! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
+//!   Windows the Windows path it names, `None` when it writes no drive); `native_path(path)`: a
+//!   path in the engine's wire form (`/c/ws`) as the OS writes it (`C:\ws` on Windows);
+//! - for tests only: `mode_of(path)`, `make_private(path)`.
+//!
+//! Process helpers the runtimes share (waiting for a child until it ends without reaping it:
+//! `claude_ide_bridge_runtime::process::wait_until_ended`) are the runtime crate's.
 //!
 //! What was typed on the terminal before a question is dropped by the runtime crate
 //! (`claude_ide_bridge_runtime::terminal::discard_typed`), whose own platform modules make the

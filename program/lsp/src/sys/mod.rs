@@ -1,17 +1,29 @@
-//! What differs between the operating systems the client runs on, behind one interface: how a
-//! server is started so that its whole tree can be stopped (`own_tree` before the start, `adopt`
-//! after it), how that tree is killed, how an exit is seen without a wake-up until it happens
-//! (`watch_exit`: a thread asleep in the wait, the process left unreaped until its tree is
-//! killed), and what a program file is (an execute bit here; on Windows a
-//! name with one of `PATHEXT`'s extensions, so that npm's `pyright-langserver.cmd` is found and
-//! its extensionless shell-script twin is not), and how a file's path and the `file:` URI a
-//! server names it by map to each other (`path_of_uri`, `key_of`: on Windows the engine's
-//! `/c/x` form of a URI's path is no Windows path; `published_path`: a published URI's path
-//! written the one way, `.` and empty parts out), and what a server's file on disk is when its
-//! text is checked (`file_metadata`, `open_to_read`: a link put in its place followed on Windows
-//! only, where the files crate names a file by the link it was reached through). `server.rs`,
-//! `state.rs` and `table.rs` name
-//! these and never test the OS itself.
+//! What differs between the operating systems the client runs on, behind one interface (std's
+//! `sys` pattern, as in the other crates): `unix.rs` and `windows.rs` define the same items, and
+//! the rest of the crate (`server.rs`, `state.rs`, `table.rs`, `merge.rs`, `watch.rs`,
+//! `lib.rs`) calls them without testing the OS itself.
+//!
+//! The interface:
+//!
+//! - `own_tree(command)` before a server's start, `adopt(child)` after it, `kill_tree(pid)`: a
+//!   server started so that its whole tree can be stopped, and that tree killed;
+//! - `watch_exit(child, on_exit)` and its `ExitWatch`: an exit seen without a wake-up until it happens (a
+//!   thread asleep in the wait, the process left unreaped until its tree is killed);
+//!   `reap_id(pid)`: a child reaped whose `Child` is gone;
+//! - `set_nonblocking(input)`, `wait_writable(input, timeout)`: a server's input written without
+//!   a server that stops reading holding the writer;
+//! - `is_executable(&Metadata)`, `exe_extensions()`: what a program file is (an execute bit on
+//!   Unix; on Windows a name with one of `PATHEXT`'s extensions, so that npm's
+//!   `pyright-langserver.cmd` is found and its extensionless shell-script twin is not);
+//! - `path_of_uri(uri)`, `key_of(path)`, `published_path(uri)`: how a file's path and the
+//!   `file:` URI a server names it by map to each other (on Windows the engine's `/c/x` form of
+//!   a URI's path is no Windows path), and a published URI's path written the one way (`.` and
+//!   empty parts out);
+//! - `file_metadata(path)`, `open_to_read(path)`, `same_file(&Metadata, &Metadata)`: what a
+//!   server's file on disk is when its text is checked (a link put in its place followed on
+//!   Windows only, where the files crate names a file by the link it was reached through);
+//! - `glob_form(path)`, `GLOBS_IGNORE_CASE`: a path as a server's watched globs are matched
+//!   against it, and whether they ignore case (as the file system does by default).
 //!
 //! On Linux and macOS alike (`unix.rs`) the tree is the server's own process group: the server
 //! is started as a group leader, and a stop sends SIGKILL to the group, which takes the

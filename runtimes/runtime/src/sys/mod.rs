@@ -14,12 +14,18 @@
 //! - `create_private_dir(dir)`, `private_dir_problem(&Metadata)`: the lock-file directory,
 //!   created private to the user and checked to be so;
 //! - `create_private_file(path)`: a new file only the user can read, never through a link;
+//!   `links_unsupported(&error)`: a hard link refused by the file system (FAT), so that the lock
+//!   file is renamed into place instead; `held_for_a_moment(&error)`: a file another process
+//!   holds for a moment (Windows; never on Unix), worth another try;
 //! - `owned_by_me(&Metadata)`, `same_file(&Metadata, &Metadata)`: for stale-file cleanup;
 //! - `watch_removal(dir, name, restore)` and its `WatchEnd`: `restore` called when the lock file
 //!   was removed by another process, the watch ended when its folder was, or when the `WatchEnd`
 //!   is dropped (a thread asleep until something happens: inotify on Linux, kqueue on macOS,
 //!   `ReadDirectoryChangesW` on Windows; none on the other Unixes);
 //! - `pid_alive(pid)`: whether a process exists; `process_started(pid)`: when it started;
+//!   `process_start(pid)`: its start as a lock file's `processStart` keeps it (this boot's clock
+//!   ticks from Linux's `/proc`, which name one process where a pid may have been reused; none
+//!   elsewhere, where `process_started` serves);
 //! - `wait_until_ended(pid)`: waits for a child to end, leaving it unreaped;
 //! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
 //! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
