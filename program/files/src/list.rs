@@ -88,7 +88,12 @@ enum On {
 
 impl Pattern {
     fn new(pattern: &str, max_len: usize) -> Result<Pattern, Error> {
-        Self::with(pattern, max_len, cfg!(windows), crate::sys::IGNORE_CASE)
+        Self::with(
+            pattern,
+            max_len,
+            crate::sys::WINDOWS_NAMES,
+            crate::sys::IGNORE_CASE,
+        )
     }
 
     /// The pattern as read on Windows (`windows`) or elsewhere, names compared ignoring case or
@@ -217,7 +222,7 @@ fn covered_among(folders: &[(&str, &str)], i: usize, windows: bool) -> bool {
 
 /// Whether the directory at `rel` (components below a folder) is, or holds, the place `below`.
 pub(crate) fn holds(rel: &[&str], below: &[String]) -> bool {
-    let windows = cfg!(windows);
+    let windows = crate::sys::WINDOWS_NAMES;
     below.len() >= rel.len()
         && below.iter().zip(rel).all(|(b, r)| {
             if windows {
@@ -304,7 +309,7 @@ impl Workspace {
         (0..folders.len())
             .filter(|&j| j != k)
             .filter_map(|j| {
-                let below = below_among(&folders, j, k, cfg!(windows))?;
+                let below = below_among(&folders, j, k, crate::sys::WINDOWS_NAMES)?;
                 (!below.is_empty()).then_some((j, below))
             })
             .collect()
@@ -322,7 +327,7 @@ impl Workspace {
             .iter()
             .map(|f| (f.advertised.as_str(), f.canonical.as_str()))
             .collect();
-        covered_among(&folders, i, cfg!(windows))
+        covered_among(&folders, i, crate::sys::WINDOWS_NAMES)
     }
 
     /// The regular files of the workspace whose name (or path, when the pattern has a `/`)

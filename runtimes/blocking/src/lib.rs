@@ -42,7 +42,9 @@ use std::time::{Duration, Instant};
 
 pub use claude_ide_bridge_runtime::api::*;
 
-use claude_ide_bridge_runtime::{shut_down, stop_listening, Events, Next, RunningServer, Wire};
+use claude_ide_bridge_runtime::{
+    send_now, shut_down, stop_listening, Events, Next, RunningServer, Wire,
+};
 use claude_ide_bridge_runtime::{BACKLOG_POLL, READ_CHUNK, STOP_GRACE};
 
 /// A wake-up that is never lost: a ring while nobody waits is kept (one is enough).
@@ -62,7 +64,7 @@ impl Wire for Conn {
     /// A send that cannot block (`MSG_DONTWAIT`): the socket itself stays in blocking mode for its
     /// reader and writer threads.
     fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
-        try_send(&self.stream, buf)
+        send_now(&self.stream, buf)
     }
     fn shutdown(&self) {
         shut_down(&self.stream);
@@ -70,21 +72,6 @@ impl Wire for Conn {
     fn wake_writer(&self) {
         let _ = self.bell.try_send(());
     }
-}
-
-#[cfg(unix)]
-fn try_send(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {
-    use rustix::net::{send, SendFlags};
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let flags = SendFlags::DONTWAIT;
-    Ok(send(stream, buf, flags)?)
-}
-
-#[cfg(not(unix))]
-fn try_send(_: &TcpStream, _: &[u8]) -> io::Result<usize> {
-    Err(io::ErrorKind::WouldBlock.into())
 }
 
 /// The threads' side: the shared part, and the threads to join when stopping.

@@ -147,7 +147,7 @@ impl Core {
                 std::process::id(),
                 crate::lock_folders(&opts.workspace_folders)?,
                 opts.ide_name.clone(),
-                cfg!(windows),
+                crate::sys::RUNNING_IN_WINDOWS,
                 token,
             );
             // Exclusive: a port served on another address by a live process with its lock file

@@ -72,7 +72,7 @@ pub use crate::delivery::{Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOS
 pub use crate::log::Logger;
 pub use crate::options::{lock_folders, posix_folders, LockFileMode, Options};
 pub use crate::shared::{
-    shut_down, stop_listening, Events, Handle, Handler, Next, RunningServer, READ_CHUNK,
+    send_now, shut_down, stop_listening, Events, Handle, Handler, Next, RunningServer, READ_CHUNK,
     STOP_GRACE, WRITE_CHUNK,
 };
 

@@ -61,6 +61,13 @@ pub fn stop_listening(listener: &TcpListener) -> bool {
     crate::sys::shutdown_listener(listener)
 }
 
+/// Sends what a socket in blocking mode takes now, without waiting for room: the bytes sent, or
+/// `WouldBlock` (always on Windows, where a blocking socket has no such send: a thread that may
+/// block writes there). For a runtime whose reader and writer threads keep the socket blocking.
+pub fn send_now(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    crate::sys::send_now(stream, buf)
+}
+
 /// Shuts a connection's socket down both ways and ends a read or write that another thread is
 /// blocked in on it (the same handle: share the stream, do not `try_clone` it for the reader).
 /// On Unix the shutdown does both; Windows' does not end a blocked `recv` or `send`, so the calls

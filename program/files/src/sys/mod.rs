@@ -42,6 +42,11 @@ pub(crate) use windows::{advertised, identity, Listed};
 /// Windows and APFS or HFS+ on macOS, by default.
 pub(crate) const IGNORE_CASE: bool = cfg!(any(windows, target_vendor = "apple"));
 
+/// Whether names and paths follow Windows' rules (`\` between parts, drive letters, names
+/// compared ignoring case as NTFS does: `winpath.rs`), as the listing's patterns and folders
+/// compare them.
+pub(crate) const WINDOWS_NAMES: bool = cfg!(windows);
+
 /// A directory handle as the listing's walk reads it (`walk.rs`'s `Listing`).
 #[cfg(unix)]
 pub(crate) use crate::open::Listed;

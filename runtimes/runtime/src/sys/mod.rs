@@ -9,6 +9,7 @@
 //! The interface:
 //!
 //! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
+//!   `RUNNING_IN_WINDOWS`: what the lock file's `runningInWindows` says;
 //! - `BINDS_OVER_WILDCARD`: whether a bind to `127.0.0.1` succeeds on a port served on every
 //!   address (macOS, the BSDs, Windows), which the start then asks by connecting first;
 //! - `create_private_dir(dir)`, `private_dir_problem(&Metadata)`: the lock-file directory,
@@ -29,6 +30,8 @@
 //! - `wait_until_ended(pid)`: waits for a child to end, leaving it unreaped;
 //! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
 //! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
+//!   `send_now(&TcpStream, bytes)`: what a blocking socket takes without waiting (`WouldBlock`
+//!   on Windows);
 //! - `cancel_blocked(&TcpStream)`: ends the calls another thread is blocked in on a socket that
 //!   was just shut down (nothing to do on Unix, where the shutdown does it);
 //! - `ignored_signals()`: the mask of signals the process started ignoring;

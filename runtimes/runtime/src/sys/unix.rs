@@ -14,6 +14,9 @@ use signal_hook::low_level::emulate_default_handler;
 
 pub(crate) const HOME_VAR: &str = "HOME";
 
+/// What a lock file's `runningInWindows` says of this process: not Windows.
+pub(crate) const RUNNING_IN_WINDOWS: bool = false;
+
 /// Whether a listener may be bound to a specific address on a port another socket already serves
 /// on every address: on macOS and the BSDs (`SO_REUSEADDR`, which std sets on listeners), not on
 /// Linux, which refuses the bind.
@@ -439,6 +442,18 @@ pub(crate) fn shutdown_listener(listener: &std::net::TcpListener) -> bool {
 
 /// Nothing: on Unix a shutdown ends the `recv` or `send` another thread is blocked in.
 pub(crate) fn cancel_blocked(_: &std::net::TcpStream) {}
+
+/// Sends what the socket takes now (`MSG_DONTWAIT`, and no SIGPIPE where a flag says so: Linux;
+/// the other Unixes' std sockets set `SO_NOSIGPIPE`), leaving the socket in blocking mode for the
+/// threads that read and write it.
+pub(crate) fn send_now(stream: &std::net::TcpStream, buf: &[u8]) -> io::Result<usize> {
+    use rustix::net::{send, SendFlags};
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = SendFlags::DONTWAIT;
+    Ok(send(stream, buf, flags)?)
+}
 
 /// `tcflush(TCIFLUSH)` on standard input when it is a terminal.
 pub(crate) fn discard_typed() -> io::Result<()> {

@@ -43,6 +43,9 @@ use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED
 
 pub(crate) const HOME_VAR: &str = "USERPROFILE";
 
+/// What a lock file's `runningInWindows` says of this process: Windows.
+pub(crate) const RUNNING_IN_WINDOWS: bool = true;
+
 /// Whether a listener may be bound to a specific address on a port another socket already serves
 /// on every address: yes, unless that socket was bound with `SO_EXCLUSIVEADDRUSE`.
 pub(crate) const BINDS_OVER_WILDCARD: bool = true;
@@ -606,6 +609,12 @@ pub(crate) fn on_console_event(handler: fn(crate::signals::ConsoleEvent)) -> io:
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// No send that cannot block on a blocking Windows socket (its mode is the socket's, not the
+/// call's): `WouldBlock`, and the connection's writer thread sends it instead.
+pub(crate) fn send_now(_: &std::net::TcpStream, _: &[u8]) -> io::Result<usize> {
+    Err(io::ErrorKind::WouldBlock.into())
 }
 
 /// Not known to end a waiting `accept` on Windows: `false`, and the caller wakes it otherwise.
