@@ -12,8 +12,9 @@
 //! | --- | --- |
 //! | `handshake.rs` | the HTTP/1.1 upgrade: one linear scan, one parse, refusals as HTTP statuses ([`Rejection`]) |
 //! | [`ws`] | RFC 6455 frames and messages; usable alone (an echo server is built on it) |
-//! | `jsonrpc.rs` | JSON-RPC 2.0 messages and batches, borrowed from the frame; [`RpcError`] |
-//! | `mcp.rs`, `connection.rs` | one connection's MCP session and state machine, behind the [`Server`] |
+//! | `jsonrpc.rs`, `jsonrpc/scan.rs` | JSON-RPC 2.0 messages and batches, borrowed from the frame; [`RpcError`]; the fast path that reads the real client's requests in one scan, falling back to serde |
+//! | `mcp.rs`, `connection.rs` | one connection's MCP session and state machine |
+//! | `server.rs` | the [`Server`]: every connection, its timers and the events for the host, in one endpoint (bytes and `now` in; events, bytes and the next deadline out) |
 //! | `types.rs` | what the server, a connection and its session share: [`Config`], [`Event`], the ids and reasons |
 //! | `tools/`, `notify.rs` | typed tool arguments and results ([`ToolCall`], [`ToolResult`]), [`Notification`]s, [`CompatRequest`]s |
 //! | `discovery.rs`, `paths.rs` | lock-file JSON, the [`AuthToken`], `file://` URIs ([`file_uri`]) and workspace path checks |

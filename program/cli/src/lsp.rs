@@ -1,6 +1,16 @@
-//! Language servers in the program: the flags of `serve`, `run` and `doctor`, the log their stderr
-//! goes to, and the conversion of what they report into the diagnostics the bridge answers
-//! (`getDiagnostics`, `diagnostics_changed`).
+//! Language servers in the program, around the lsp crate (`program/lsp`, which runs them and
+//! turns what they report into diagnostics; `host/diagnostics.rs` answers `getDiagnostics` with
+//! them):
+//!
+//! - [`LspOpts`], [`ServerOpts`], [`Warm`], [`parse_duration`]: the flags of `serve`, `run` and
+//!   `doctor` (`--lsp`, `--no-lsp`, `--lsp-warm`, ...), and [`describe_set`] to show a language's
+//!   set of servers;
+//! - [`walk_workspace`], [`warm_languages`], [`WARM_MAX`]: the languages a workspace has files in,
+//!   and which of them `--lsp-warm connect` starts when `claude` connects;
+//! - [`Changes`]: the diagnostics changes the servers' threads hand to the host, the latest per
+//!   file (`diagnostics_changed`);
+//! - [`Log`], [`default_log_path`]: the log the servers' stderr and the bridge's notes about them
+//!   go to.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};

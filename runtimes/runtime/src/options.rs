@@ -1,4 +1,6 @@
-//! What a server is started with ([`Options`]) and where its lock file goes ([`LockFileMode`]).
+//! What a server is started with ([`Options`]): where its lock file goes ([`LockFileMode`]) and
+//! the workspace folders, as the engine keeps them ([`posix_folders`]) and as the lock file names
+//! them for this OS's `claude` ([`lock_folders`]).
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
