@@ -251,6 +251,24 @@ impl Server {
     /// with what already waits drops the connection instead, reported by an
     /// [`Event::Disconnected`] with [`DisconnectReason::OutboundFull`]. The errors: see
     /// [`ApiError`].
+    ///
+    /// ```
+    /// use claude_ide_bridge::{Event, Server, ToolCall, ToolResult};
+    ///
+    /// /// After an input: every call the engine announced, answered at once.
+    /// fn answer_calls(server: &mut Server) {
+    ///     while let Some(event) = server.poll_event() {
+    ///         let Event::ToolCall { call, tool } = event else { continue };
+    ///         let result = match tool {
+    ///             ToolCall::GetDiagnostics(_) => ToolResult::text("[]"),
+    ///             ToolCall::OpenDiff(diff) => ToolResult::diff_rejected(diff.tab_name),
+    ///             _ => ToolResult::error("not in this editor"),
+    ///         };
+    ///         // Refused only for a call that is gone (cancelled, its connection closed).
+    ///         let _ = server.respond(call, result);
+    ///     }
+    /// }
+    /// ```
     pub fn respond(&mut self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
         // The result is written into the reused scratch buffer, and from there into the output queue.
         let mut body = std::mem::take(&mut self.scratch);
@@ -298,6 +316,23 @@ impl Server {
     /// A `notifications/tools/list_changed` that a connection past `initialize` cannot take now (it
     /// has not sent `notifications/initialized`, or has no room) is sent to it once it can: when it
     /// initializes, or when enough of its output is written; it is not counted here.
+    ///
+    /// ```
+    /// use claude_ide_bridge::{Notification, SelectionChanged, Selection, Position, Server, Target};
+    /// use std::time::Instant;
+    ///
+    /// /// The editor's selection moved: every connected `claude` is told.
+    /// fn selection_moved(server: &mut Server, path: &str, line: u32, text: &str) -> usize {
+    ///     let at = Position { line, character: 0 };
+    ///     let moved = Notification::SelectionChanged(SelectionChanged {
+    ///         text: text.to_string(),
+    ///         file_path: path.to_string(),
+    ///         file_url: claude_ide_bridge::file_uri(path),
+    ///         selection: Selection { start: at, end: at, is_empty: text.is_empty() },
+    ///     });
+    ///     server.notify(Target::All, &moved, Instant::now())
+    /// }
+    /// ```
     pub fn notify(&mut self, target: Target, notification: &Notification, now: Instant) -> usize {
         self.scratch.clear();
         notification.write_json(&mut self.scratch);

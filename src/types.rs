@@ -189,6 +189,26 @@ pub enum DisconnectReason {
 
 /// What the engine tells the host. Drain them with
 /// [`Server::poll_event`](crate::Server::poll_event) after every input.
+///
+/// ```
+/// use claude_ide_bridge::{Event, Server};
+///
+/// fn after_input(server: &mut Server) {
+///     while let Some(event) = server.poll_event() {
+///         match event {
+///             Event::Initialized { conn, client_name, .. } => {
+///                 println!("{conn:?}: {} is ready", client_name.as_deref().unwrap_or("a client"));
+///             }
+///             // Answer with `Server::respond` now or later; until then the call is pending.
+///             Event::ToolCall { call, tool } => println!("{call:?} asks {}", tool.name()),
+///             // A pending call's UI (a diff shown, say) goes away.
+///             Event::CallCancelled { call, reason } => println!("{call:?} withdrawn: {reason:?}"),
+///             Event::Disconnected { conn, reason } => println!("{conn:?} gone: {reason:?}"),
+///             _ => {}
+///         }
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Event {

@@ -750,6 +750,36 @@ fn answer_failed(handle: &Handle, call: CallId, compat: bool) {
 /// Answers calls, sends notifications and changes settings from any thread or task. Every method
 /// returns without blocking on a socket: output the socket does not take at once is left to the
 /// connection's writer. Both runtimes hand out this same type (`IdeServer::handle`).
+///
+/// ```
+/// use claude_ide_bridge::{
+///     AtMentioned, Event, Notification, Target, ToolCall, ToolResult,
+/// };
+/// use claude_ide_bridge_runtime::Handle;
+///
+/// /// A host's answer to each event, from whichever thread has it.
+/// fn on_event(handle: &Handle, event: Event) {
+///     match event {
+///         Event::ToolCall { call, tool: ToolCall::GetWorkspaceFolders } => {
+///             // An answer to a call already cancelled is refused (`ApiError::NotPending`):
+///             // nothing to do then.
+///             let _ = handle.respond(call, ToolResult::text("[]"));
+///         }
+///         Event::ToolCall { call, .. } => {
+///             let _ = handle.respond(call, ToolResult::error("not in this editor"));
+///         }
+///         Event::Initialized { .. } => {
+///             let mention = Notification::AtMentioned(AtMentioned {
+///                 file_path: "/home/me/project/src/main.rs".into(),
+///                 line_start: Some(9),
+///                 line_end: Some(20),
+///             });
+///             handle.notify(Target::All, &mention);
+///         }
+///         _ => {}
+///     }
+/// }
+/// ```
 #[derive(Clone)]
 pub struct Handle {
     shared: Arc<RunningServer>,
