@@ -58,13 +58,9 @@
 
 mod error;
 mod list;
+// What differs by OS: on Unix the walk over `openat` handles, the reads and writes at its end and
+// the listing's handles (`sys/unix/`); on Windows the same on cap-std (`sys/windows.rs`).
 mod sys;
-// The Unix backend: the walk over `openat` handles, the reads and writes at its end, and the
-// listing's walk. The Windows one is `sys/windows.rs` (see `sys/mod.rs`).
-#[cfg(unix)]
-mod open;
-#[cfg(unix)]
-mod resolve;
 mod walk;
 
 use std::time::Duration;

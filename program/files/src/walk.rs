@@ -1,7 +1,7 @@
 //! The listing's walk, the same on every OS (see `list.rs` for what it skips and where it stops):
 //! depth first over directory handles, each child opened relative to its parent's handle
 //! without following a link. What a handle is differs by OS ([`Listing`]): `openat` handles read
-//! with `getdents` on Unix (`open.rs`), cap-std's `Dir` on Windows (`sys/windows.rs`).
+//! with `getdents` on Unix (`sys/unix/open.rs`), cap-std's `Dir` on Windows (`sys/windows.rs`).
 
 use std::collections::HashSet;
 use std::io;

@@ -12,7 +12,7 @@ use rustix::fs::{
 };
 use rustix::io::Errno;
 
-use crate::resolve::{kind_name, Located, Missing};
+use super::resolve::{kind_name, Located, Missing};
 use crate::walk::{Entry, Listing, NotEntered};
 use crate::{count_lines, within, Error, Workspace};
 
