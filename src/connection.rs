@@ -7,7 +7,7 @@ use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
 use crate::jsonrpc::RpcError;
 use crate::limits::Limits;
 use crate::mcp::{self, Mcp, McpPhase};
-use crate::types::{ApiError, ConnectionId, DisconnectReason, Endpoint, Event};
+use crate::types::{ApiError, ConnectionId, DisconnectReason, EndpointCx, Event};
 use crate::ws::{self, SendError, WebSocket};
 use std::time::{Duration, Instant};
 
@@ -166,7 +166,7 @@ impl Connection {
 
     /// Queue the connection for [`crate::Server::poll_transmit_ready`] (once), and report the
     /// messages it traced.
-    fn mark_dirty(&mut self, cx: &mut Endpoint<'_>) {
+    fn mark_dirty(&mut self, cx: &mut EndpointCx<'_>) {
         if let Some(s) = &mut self.session {
             for text in s.mcp.take_trace() {
                 cx.events.push_back(Event::Message {
@@ -189,7 +189,13 @@ impl Connection {
 
     /// Bytes arrived. `admit` says whether the endpoint has room for one more live connection,
     /// should this input complete the upgrade.
-    pub(crate) fn input(&mut self, mut data: &[u8], now: Instant, admit: bool, cx: &mut Endpoint) {
+    pub(crate) fn input(
+        &mut self,
+        mut data: &[u8],
+        now: Instant,
+        admit: bool,
+        cx: &mut EndpointCx,
+    ) {
         if self.is_finished() || data.is_empty() {
             return;
         }
@@ -219,7 +225,7 @@ impl Connection {
         &mut self,
         now: Instant,
         admit: bool,
-        cx: &mut Endpoint,
+        cx: &mut EndpointCx,
     ) -> Result<(), Rejection> {
         let config = cx.config;
         let req = handshake::parse_upgrade(self.upgrade.head(), config.limits.max_headers)?;
@@ -253,14 +259,14 @@ impl Connection {
         Ok(())
     }
 
-    fn refuse(&mut self, rejection: Rejection, cx: &mut Endpoint) {
+    fn refuse(&mut self, rejection: Rejection, cx: &mut EndpointCx) {
         self.upgrade.refuse(rejection);
         self.state = Lifecycle::Draining(DisconnectReason::Refused(rejection));
         self.mark_dirty(cx);
     }
 
     /// Run the WebSocket and MCP layers over whatever input is buffered.
-    fn process(&mut self, now: Instant, cx: &mut Endpoint) {
+    fn process(&mut self, now: Instant, cx: &mut EndpointCx) {
         loop {
             let Some(s) = self.session.as_deref_mut() else {
                 return;
@@ -353,7 +359,7 @@ impl Connection {
 
     /// After output was queued: an outbound queue that overflowed aborts the connection, and a
     /// finished close handshake ends it.
-    fn after_output(&mut self, cx: &mut Endpoint) {
+    fn after_output(&mut self, cx: &mut EndpointCx) {
         let Some(s) = &self.session else { return };
         if s.ws.sender.is_aborted() {
             self.abort(DisconnectReason::OutboundFull);
@@ -367,7 +373,7 @@ impl Connection {
     /// Dropped for holding more than the outbound limit allows (see [`over_limit`]).
     #[cold]
     #[inline(never)]
-    fn outbound_full(&mut self, cx: &mut Endpoint) {
+    fn outbound_full(&mut self, cx: &mut EndpointCx) {
         self.abort(DisconnectReason::OutboundFull);
         self.mark_dirty(cx);
     }
@@ -375,7 +381,7 @@ impl Connection {
     /// A message could not be queued. `Closed` also comes from a sender that an earlier overflow
     /// aborted without telling (a diff rejected on the way, whose failure is not returned): that
     /// ends the connection too, now rather than at its next input.
-    fn on_send_error(&mut self, e: SendError, cx: &mut Endpoint) {
+    fn on_send_error(&mut self, e: SendError, cx: &mut EndpointCx) {
         let aborted = self
             .session
             .as_ref()
@@ -399,7 +405,7 @@ impl Connection {
     }
 
     /// `n` bytes of [`Connection::transmit`] were written.
-    pub(crate) fn advance_transmit(&mut self, n: usize, cx: &mut Endpoint) {
+    pub(crate) fn advance_transmit(&mut self, n: usize, cx: &mut EndpointCx) {
         let n = self.upgrade.advance(n);
         if n > 0 {
             if let Some(s) = &mut self.session {
@@ -447,7 +453,7 @@ impl Connection {
     }
 
     /// Closed by the host: WebSocket close 1000, or dropped during the upgrade.
-    pub(crate) fn close(&mut self, now: Instant, cx: &mut Endpoint) {
+    pub(crate) fn close(&mut self, now: Instant, cx: &mut EndpointCx) {
         match self.state {
             Lifecycle::Open(mcp) => {
                 if let Some(s) = &mut self.session {
@@ -463,7 +469,7 @@ impl Connection {
     }
 
     /// Dropped by the endpoint (evicted, or the server stopping during the upgrade).
-    pub(crate) fn drop_now(&mut self, reason: DisconnectReason, cx: &mut Endpoint) {
+    pub(crate) fn drop_now(&mut self, reason: DisconnectReason, cx: &mut EndpointCx) {
         self.abort(reason);
         self.mark_dirty(cx);
     }
@@ -501,7 +507,7 @@ impl Connection {
 
     /// Timers at `now`. A wake-up later than a deadline by more than one ping interval means the
     /// host slept (laptop lid): deadlines restart from `now` instead of dropping a healthy peer.
-    pub(crate) fn timeout(&mut self, now: Instant, cx: &mut Endpoint) {
+    pub(crate) fn timeout(&mut self, now: Instant, cx: &mut EndpointCx) {
         let l = &cx.config.limits;
         let Some(deadline) = self.deadline(l) else {
             return;
@@ -565,7 +571,7 @@ impl Connection {
         seq: u64,
         compat: bool,
         body: Result<&[u8], &RpcError>,
-        cx: &mut Endpoint,
+        cx: &mut EndpointCx,
     ) -> Result<(), ApiError> {
         if self.is_finished() {
             return Err(ApiError::NotPending);
@@ -598,7 +604,7 @@ impl Connection {
     /// they change) rather than its connection: the outbound limit, past which it is dropped, is
     /// left to the answers it is owed (a language server publishing for thousands of files made
     /// a client paused for 15 s lose its connection, `outbound_full`).
-    pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut Endpoint) -> bool {
+    pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut EndpointCx) -> bool {
         if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
             return false;
         }
@@ -623,7 +629,7 @@ impl Connection {
     /// [`Connection::notify`] for `notifications/tools/list_changed`: a client past `initialize`
     /// that cannot be told now (it has not sent `notifications/initialized`, or too much of its
     /// output waits) is told when it can, once (see `tools_untold`).
-    pub(crate) fn notify_tools_changed(&mut self, frame: &[u8], cx: &mut Endpoint) -> bool {
+    pub(crate) fn notify_tools_changed(&mut self, frame: &[u8], cx: &mut EndpointCx) -> bool {
         let sent = self.notify(frame, cx);
         self.tools_untold = !sent
             && matches!(
@@ -636,7 +642,7 @@ impl Connection {
     /// Tell an initialized client of a change of the tools it missed, if its output has room now.
     #[cold]
     #[inline(never)]
-    fn tell_tools_changed(&mut self, cx: &mut Endpoint) {
+    fn tell_tools_changed(&mut self, cx: &mut EndpointCx) {
         if self.notify(TOOLS_LIST_CHANGED, cx) {
             self.tools_untold = false;
         }
@@ -645,7 +651,7 @@ impl Connection {
     /// The server is stopping: pending diffs are answered `DIFF_REJECTED` (or the configured
     /// error), other pending calls an error, and the WebSocket is sent Close 1001; a connection
     /// still upgrading is dropped.
-    pub(crate) fn shutdown(&mut self, now: Instant, cx: &mut Endpoint) {
+    pub(crate) fn shutdown(&mut self, now: Instant, cx: &mut EndpointCx) {
         match &mut self.session {
             None => self.abort(DisconnectReason::ServerStopped),
             Some(s) => {

@@ -10,7 +10,9 @@ use crate::tools::{
     from_object, parse_call_params, scan_call_params, CallRefused, Called, CompatRequest, ToolCall,
     ToolResult,
 };
-use crate::types::{ApiError, Asker, CallId, CancelReason, Config, ConnectionId, Endpoint, Event};
+use crate::types::{
+    ApiError, Asker, CallId, CancelReason, Config, ConnectionId, EndpointCx, Event,
+};
 use crate::ws::{SendError, Sender};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -344,7 +346,7 @@ fn push_batch_entry(batch: &mut Batch, entry: &[u8]) {
 /// Handle one text message: the reply to send now (one frame), if any; deferred calls become
 /// pending entries and events.
 pub(crate) fn handle_text(
-    cx: &mut Endpoint<'_>,
+    cx: &mut EndpointCx<'_>,
     conn: ConnectionId,
     s: &mut Mcp,
     phase: &mut McpPhase,
@@ -477,7 +479,7 @@ fn reply(id: &str, result: Result<Option<Vec<u8>>, RpcError>) -> Option<Vec<u8>>
 
 impl<'c> Ctx<'c> {
     fn new(
-        cx: &'c mut Endpoint<'_>,
+        cx: &'c mut EndpointCx<'_>,
         conn: ConnectionId,
         tx: &'c mut Sender,
         phase: &'c mut McpPhase,

@@ -10,7 +10,7 @@ use crate::jsonrpc::RpcError;
 use crate::notify::Notification;
 use crate::tools::{ToolResult, ToolSet};
 use crate::types::{
-    ApiError, CallId, Config, ConnectionId, DisconnectReason, Endpoint, Event, Target,
+    ApiError, CallId, Config, ConnectionId, DisconnectReason, EndpointCx, Event, Target,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -74,10 +74,10 @@ impl Server {
     }
 
     /// The connections and the endpoint state they may touch, borrowed apart.
-    fn parts(&mut self) -> (&mut BTreeMap<u64, Connection>, Endpoint<'_>) {
+    fn parts(&mut self) -> (&mut BTreeMap<u64, Connection>, EndpointCx<'_>) {
         (
             &mut self.conns,
-            Endpoint {
+            EndpointCx {
                 config: &self.config,
                 events: &mut self.events,
                 dirty: &mut self.dirty,
@@ -91,7 +91,7 @@ impl Server {
     fn with<R>(
         &mut self,
         conn: ConnectionId,
-        f: impl FnOnce(&mut Connection, &mut Endpoint<'_>) -> R,
+        f: impl FnOnce(&mut Connection, &mut EndpointCx<'_>) -> R,
     ) -> Option<R> {
         let (conns, mut cx) = self.parts();
         conns.get_mut(&conn.0).map(|c| f(c, &mut cx))
@@ -104,7 +104,7 @@ impl Server {
     fn with_same_timers<R>(
         &mut self,
         conn: ConnectionId,
-        f: impl FnOnce(&mut Connection, &mut Endpoint<'_>) -> R,
+        f: impl FnOnce(&mut Connection, &mut EndpointCx<'_>) -> R,
     ) -> Option<R> {
         let mut moved = false;
         let r = self.with(conn, |c, cx| {

@@ -1,6 +1,6 @@
 //! The engine's shared types: what the host configures ([`Config`]), the names it is given
 //! ([`ConnectionId`], [`CallId`]), what it is told ([`Event`] and its reasons) and the misuses it
-//! is refused for ([`ApiError`]); and [`Endpoint`], the part of the server a connection works
+//! is refused for ([`ApiError`]); and [`EndpointCx`], the part of the server a connection works
 //! on. The server (`server.rs`), a connection (`connection.rs`) and its MCP session (`mcp.rs`) all
 //! use them; this module uses none of those, so they depend on it and not on each other in a
 //! circle: `types` ← `mcp` ← `connection` ← `server`.
@@ -324,9 +324,10 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-/// The endpoint's state that a connection touches while it works: the configuration, the queues
+/// The endpoint's state that a connection touches while it works (its context, `cx`, lent by the
+/// [`Server`](crate::Server), which is the endpoint): the configuration, the queues
 /// of events and of connections to transmit, the call numbering and the queued at-mentions.
-pub(crate) struct Endpoint<'a> {
+pub(crate) struct EndpointCx<'a> {
     pub(crate) config: &'a Config,
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) dirty: &'a mut VecDeque<ConnectionId>,
