@@ -297,6 +297,50 @@ fn every_file_the_protocol_names_exists() {
     );
 }
 
+/// The folders of the workspace's crates (where a `Cargo.toml` is), below `root`.
+fn crate_folders(dir: &Path, out: &mut Vec<PathBuf>) {
+    if dir.join("Cargo.toml").is_file() {
+        out.push(dir.to_path_buf());
+    }
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        if entry.file_type().is_ok_and(|t| t.is_dir())
+            && !SKIPPED_DIRS.contains(&name.to_string_lossy().as_ref())
+        {
+            crate_folders(&entry.path(), out);
+        }
+    }
+}
+
+/// The README, the other documents of `docs/` and SECURITY.md name files a newcomer will open:
+/// each exists, from the repository's top or from a crate's folder where a row is about that
+/// crate (`tests/windows.rs` of `program/files`). BENCHMARKS.md and the changelog keep history,
+/// and name files as they were.
+#[test]
+fn every_file_the_guides_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut crates = Vec::new();
+    crate_folders(root, &mut crates);
+    assert!(crates.len() > 5, "{crates:?}");
+    let mut problems = Vec::new();
+    let guides = cited_documents(root)
+        .into_iter()
+        .filter(|d| !["BENCHMARKS.md", "CHANGELOG.md", "docs/protocol.md"].contains(&d.as_str()));
+    for doc in guides {
+        let text = fs::read_to_string(root.join(&doc)).expect("the document exists");
+        for path in named_paths(&text) {
+            // A pattern or a placeholder names no one file.
+            if path.contains(['*', '<', '{']) {
+                continue;
+            }
+            if !crates.iter().any(|c| c.join(path).exists()) {
+                problems.push(format!("{doc} names {path}, which does not exist"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
 #[test]
 fn the_patterns_catch_what_they_are_for() {
     let bad = [
