@@ -10,13 +10,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use claude_ide_bridge::file_uri;
 
-use crate::sys::path_of_uri;
 use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
 use lsp_types::notification::{self as note, Notification};
 use lsp_types::request::{self as req, Request};
-use lsp_types::{
-    NumberOrString, TextDocumentIdentifier, TextDocumentSyncCapability, TextDocumentSyncKind,
-};
+use lsp_types::{NumberOrString, TextDocumentIdentifier};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -24,20 +21,26 @@ use crate::codec;
 pub use crate::limits::LspLimits;
 use crate::messages::{
     DocumentDiagnostic, Progress, PublishDiagnostics, Published, PullReport, ServerDiagnostic,
-    TsServerKind, TsServerRequest, TsServerResponse, TSSERVER_REQUEST,
 };
-use crate::rpc::{
-    self, Frame, Incoming, Registration, ResponseError, SharedText, SyncText, TEXT_MARK,
-};
-use crate::watch::{
-    glob_bytes, FileChange, WatchSet, MAX_GLOBS, MAX_GLOB_BYTES_BUILT, MAX_WATCH_REGISTRATIONS,
-};
+use crate::rpc::{self, Frame, Incoming, ResponseError, SharedText, SyncText, TEXT_MARK};
+use crate::watch::WatchSet;
+#[cfg(doc)]
+use crate::watch::{MAX_GLOB_BYTES_BUILT, MAX_WATCH_REGISTRATIONS};
+
+mod caps;
+mod check;
+mod watched;
+
+use caps::{initialize_params, Caps};
+use check::Check;
+#[cfg(any(test, doc, feature = "fuzzing"))]
+use check::MAX_ASKED;
+#[cfg(doc)]
+use check::MAX_CHECK_FAILURES;
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
 const MAX_URI_BYTES: usize = 3 * 4096 + 16;
-/// The most file changes told in one `workspace/didChangeWatchedFiles`.
-const MAX_CHANGES_TOLD: usize = 1000;
 
 /// Longest registration id kept.
 const MAX_REGISTRATION_ID: usize = 256;
@@ -50,49 +53,8 @@ const MAX_PROGRESS: usize = 64;
 /// ends a token (or reports a background index for minutes) does not make every answer late.
 pub const PROGRESS_STALE: Duration = Duration::from_secs(30);
 
-/// The tsserver requests that make up a check of a file on request ([`State::ask_check`]), in
-/// the order typescript-language-server merges what it publishes for them.
-const TSSERVER_PASSES: [&str; 3] = [
-    "syntacticDiagnosticsSync",
-    "semanticDiagnosticsSync",
-    "suggestionDiagnosticsSync",
-];
-/// Requests of checks on request waiting for answers, at most: a server that stops answering
-/// them gets no more (its callers answer what is known).
-const MAX_ASKED: usize = 3 * 256;
-
 /// The most of why a server ended that is kept ([`State::exit`]).
 const MAX_REASON_BYTES: usize = 1024;
-/// Failed checks in a row (an error answer, or vtsls' `null`, to any of a check's passes) after
-/// which a server's checks on request are given up for its published diagnostics (a server whose
-/// command refuses these requests).
-const MAX_CHECK_FAILURES: u32 = 3;
-
-/// A check of one file's text asked of a server that checks on request ([`State::ask_check`]).
-#[derive(Debug)]
-struct Check {
-    /// The version of the text asked about.
-    version: i32,
-    /// The generation of the last ask, and the parts of its answer come so far, by pass.
-    asked: u64,
-    parts: [Option<Vec<Diagnostic>>; 3],
-    /// The last generation answered in full, and the last that failed.
-    answered: u64,
-    failed: u64,
-}
-
-impl Check {
-    /// Drops the parts of an answer held so far and says how many diagnostics they were (to take
-    /// off the total that waiting checks hold).
-    fn release(&mut self) -> usize {
-        self.parts
-            .iter_mut()
-            .flat_map(Option::take)
-            .map(|p| p.len())
-            .sum()
-    }
-}
-
 /// Where a server is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -102,151 +64,6 @@ pub(crate) enum Phase {
     Running,
     /// Gone, with why: crashed, hung, misbehaved or stopped.
     Exited(String),
-}
-
-/// What the server supports, from its `initialize` answer and later registrations.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Caps {
-    pub pull: bool,
-    pub pull_identifier: Option<String>,
-    pub formatting: bool,
-    /// `Some(include_text)` when the server wants `didSave`.
-    pub save: Option<bool>,
-    /// Whether the server takes `didChange` (else a changed document is closed and opened again).
-    pub change: bool,
-    /// Whether it offers [`TSSERVER_REQUEST`] (typescript-language-server, vtsls): its tsserver
-    /// computes a file's diagnostics on request ([`State::checks_on_request`]).
-    pub tsserver: bool,
-    /// Which of them it is (its `serverInfo` name): how it takes the request and names what it
-    /// answers.
-    pub tsserver_kind: TsServerKind,
-}
-
-/// The part of a server's `initialize` answer the bridge reads. Each capability it uses is read
-/// on its own ([`Caps::from_initialize`]): one a server spells off-spec costs only itself, and
-/// the forty-odd it does not use are not read at all (lsp-types' whole `ServerCapabilities`
-/// fails on any of them, and its decoder is about a hundred kilobytes of the program).
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct InitializeAnswer {
-    #[serde(default)]
-    capabilities: UsedCapabilities,
-    server_info: Option<Box<RawValue>>,
-}
-
-/// The server capabilities the bridge uses, each as the server sent it.
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct UsedCapabilities {
-    text_document_sync: Option<Box<RawValue>>,
-    document_formatting_provider: Option<Box<RawValue>>,
-    execute_command_provider: Option<Box<RawValue>>,
-    diagnostic_provider: Option<Box<RawValue>>,
-}
-
-/// `serverInfo`: the name only.
-#[derive(serde::Deserialize)]
-struct ServerName {
-    name: String,
-}
-
-/// One capability as lsp-types types it: `None` when absent, `Some(Err(why))` when the server
-/// spelled it off-spec.
-fn capability<T: serde::de::DeserializeOwned>(
-    raw: &Option<Box<RawValue>>,
-    name: &str,
-) -> Option<Result<T, String>> {
-    raw.as_ref().map(|raw| {
-        serde_json::from_str(raw.get())
-            .map_err(|e| format!("its initialize answer's {name} is unreadable ({e})"))
-    })
-}
-
-/// [`capability`], one spelled off-spec told in `why` and taken as absent.
-fn capability_or_absent<T: serde::de::DeserializeOwned>(
-    raw: &Option<Box<RawValue>>,
-    name: &str,
-    why: &mut Vec<String>,
-) -> Option<T> {
-    match capability(raw, name)? {
-        Ok(v) => Some(v),
-        Err(e) => {
-            why.push(e);
-            None
-        }
-    }
-}
-
-impl Caps {
-    /// The capabilities of an `initialize` answer; `why` gets one line for each capability the
-    /// bridge could not read, which then counts as absent (an unreadable `textDocumentSync` as
-    /// full-text changes, the common case). `Err` when the answer is not an object.
-    fn from_initialize(result: &RawValue, why: &mut Vec<String>) -> Result<Caps, String> {
-        let init: InitializeAnswer =
-            rpc::decode_with::<req::Initialize, _>(result, |raw| serde_json::from_str(raw.get()))?;
-        let c = init.capabilities;
-        let name = capability_or_absent::<ServerName>(&init.server_info, "serverInfo", why)
-            .map(|i| i.name);
-        let formatting =
-            capability_or_absent::<lsp_types::OneOf<bool, lsp_types::DocumentFormattingOptions>>(
-                &c.document_formatting_provider,
-                "documentFormattingProvider",
-                why,
-            );
-        let commands = capability_or_absent::<lsp_types::ExecuteCommandOptions>(
-            &c.execute_command_provider,
-            "executeCommandProvider",
-            why,
-        );
-        let diagnostics = capability_or_absent::<lsp_types::DiagnosticServerCapabilities>(
-            &c.diagnostic_provider,
-            "diagnosticProvider",
-            why,
-        );
-        let sync =
-            capability::<TextDocumentSyncCapability>(&c.text_document_sync, "textDocumentSync");
-        let mut caps = Caps {
-            pull: diagnostics.is_some(),
-            formatting: match formatting {
-                Some(lsp_types::OneOf::Left(b)) => b,
-                Some(lsp_types::OneOf::Right(_)) => true,
-                None => false,
-            },
-            tsserver: commands.is_some_and(|o| o.commands.iter().any(|c| c == TSSERVER_REQUEST)),
-            tsserver_kind: TsServerKind::from_name(name.as_deref()),
-            ..Caps::default()
-        };
-        match diagnostics {
-            Some(lsp_types::DiagnosticServerCapabilities::Options(o)) => {
-                caps.pull_identifier = o.identifier;
-            }
-            Some(lsp_types::DiagnosticServerCapabilities::RegistrationOptions(o)) => {
-                caps.pull_identifier = o.diagnostic_options.identifier;
-            }
-            None => {}
-        }
-        match sync {
-            Some(Ok(TextDocumentSyncCapability::Kind(kind))) => {
-                caps.change = kind != TextDocumentSyncKind::NONE
-            }
-            Some(Ok(TextDocumentSyncCapability::Options(o))) => {
-                caps.change = o.change.is_some_and(|k| k != TextDocumentSyncKind::NONE);
-                caps.save = match o.save {
-                    Some(lsp_types::TextDocumentSyncSaveOptions::Supported(true)) => Some(false),
-                    Some(lsp_types::TextDocumentSyncSaveOptions::SaveOptions(s)) => {
-                        Some(s.include_text.unwrap_or(false))
-                    }
-                    _ => None,
-                };
-            }
-            Some(Err(e)) => {
-                why.push(format!("{e}; assuming didChange"));
-                caps.change = true;
-            }
-            None => {}
-        }
-        Ok(caps)
-    }
 }
 
 /// A document as the server has it.
@@ -1012,236 +829,6 @@ impl State {
         }
     }
 
-    /// Whether the server computes a file's diagnostics when asked ([`Caps::tsserver`], and no
-    /// pulls, which come first): then an answer is the check's ([`State::ask_check`]), never a
-    /// publish's, which says neither for which text nor after which pass. Given up for its
-    /// publishes after [`MAX_CHECK_FAILURES`] error answers in a row, or an answer saying it
-    /// does not know the command.
-    pub fn checks_on_request(&self) -> bool {
-        self.caps.tsserver && !self.caps.pull && self.check_failures < MAX_CHECK_FAILURES
-    }
-
-    /// Asks the server ([`State::checks_on_request`]) to check `version` of `path`, the text it has
-    /// now: typescript-language-server's `typescript.tsserverRequest` of the syntactic, semantic
-    /// and suggestion diagnostics of the file, which its tsserver answers after the text's
-    /// change, each once that pass has run for it. Answers the generation to wait for
-    /// ([`State::check_outcome`]): that of a check of this text still waiting for answers, or of a
-    /// new one. `None` when it cannot be asked (another text is open, or too many requests wait).
-    /// Not cancelled when its caller gives up: a cancelled check makes tsserver drop the work done
-    /// so far, and a cold project's first check could then never end; its answer is kept when it
-    /// comes. Cancelled once another text is sent ([`State::drop_check`]).
-    pub fn ask_check(&mut self, path: &str, version: i32) -> Option<u64> {
-        if !self.checks_on_request() || self.version(path) != Some(version) {
-            return None;
-        }
-        if let Some(c) = self.checks.get(path) {
-            if c.version == version && c.asked > c.answered.max(c.failed) {
-                return Some(c.asked);
-            }
-        }
-        if self.asked.len() + TSSERVER_PASSES.len() > MAX_ASKED {
-            return None;
-        }
-        let uri = rpc::uri(path)?;
-        self.generation += 1;
-        let generation = self.generation;
-        let check = self.checks.entry(path.to_owned()).or_insert(Check {
-            version,
-            asked: 0,
-            parts: [None, None, None],
-            answered: 0,
-            failed: 0,
-        });
-        if check.version != version {
-            check.answered = 0;
-            check.failed = 0;
-        }
-        check.version = version;
-        check.asked = generation;
-        self.checking -= check.release();
-        // Silent since the first request it owes, as for [`State::request`]: a server that
-        // stopped answering checks is found hung (it was not: the file's text sent long ago).
-        if !(self.owes_answers() || self.cancelled_unheard) {
-            self.requests_since = Some(Instant::now());
-        }
-        for (pass, command) in TSSERVER_PASSES.iter().enumerate() {
-            let params = lsp_types::ExecuteCommandParams {
-                command: TSSERVER_REQUEST.to_owned(),
-                // A config object, even empty, makes typescript-language-server tie the request
-                // to its cancellation (`$/cancelRequest`, see `State::drop_check`; vtsls does
-                // not: tsserver then checks the replaced text to its end first).
-                arguments: vec![
-                    Value::from(*command),
-                    serde_json::json!({ "file": self.caps.tsserver_kind.file_arg(path, uri.as_str()) }),
-                    serde_json::json!({}),
-                ],
-                work_done_progress_params: Default::default(),
-            };
-            let id = self.next_id;
-            self.next_id += 1;
-            self.push_out(rpc::request::<TsServerRequest>(id, &params));
-            self.asked.insert(id, (path.to_owned(), generation, pass));
-        }
-        Some(generation)
-    }
-
-    /// What became of check `generation` of `version` of `path` ([`State::ask_check`]):
-    /// `Some(true)` once it (or a later one of the same text) is answered in full, `Some(false)`
-    /// when it failed or will not be answered (the file was closed, or another text synced),
-    /// `None` while it waits.
-    pub fn check_outcome(&self, path: &str, version: i32, generation: u64) -> Option<bool> {
-        let Some(c) = self.checks.get(path).filter(|c| c.version == version) else {
-            return Some(false);
-        };
-        if c.answered >= generation {
-            Some(true)
-        } else if c.failed >= generation {
-            Some(false)
-        } else {
-            None
-        }
-    }
-
-    /// Forgets the check of `path`, whose text the server no longer has (closed, or another text
-    /// sent), and cancels what it still waits for: nobody can use an answer for that text any
-    /// more ([`State::check_outcome`] is over for it), and tsserver, whose next program is built
-    /// for the new text anyway, then checks the text it has now sooner (a backlog of edits
-    /// would otherwise be checked one after the other in full).
-    fn drop_check(&mut self, path: &str) {
-        if let Some(mut c) = self.checks.remove(path) {
-            self.checking -= c.release();
-            if c.asked > c.answered.max(c.failed) {
-                let mut ids: Vec<i64> = self
-                    .asked
-                    .iter()
-                    .filter(|(_, (p, g, _))| p == path && *g == c.asked)
-                    .map(|(id, _)| *id)
-                    .collect();
-                ids.sort_unstable();
-                for id in ids {
-                    self.asked.remove(&id);
-                    self.send_cancel(id);
-                    self.cancelled_unheard = true;
-                }
-            }
-        }
-    }
-
-    /// Takes the answer to request `id` when it is a part of a check ([`State::ask_check`]):
-    /// false when it is not. Once the check has all its parts they are kept, in pass order, as
-    /// the diagnostics of the version asked about, as a pull's answer is, unless the server has
-    /// since closed that text or holds a newer text's.
-    fn take_check_part(
-        &mut self,
-        id: i64,
-        result: &Result<&RawValue, ResponseError>,
-        effects: &mut Vec<Effect>,
-    ) -> bool {
-        let Some((path, generation, pass)) = self.asked.remove(&id) else {
-            return false;
-        };
-        let part = match result {
-            Ok(raw) => match rpc::decode_with::<TsServerRequest, _>(raw, |raw| {
-                let (max, kind) = (
-                    self.limits.max_diagnostics_per_file,
-                    self.caps.tsserver_kind,
-                );
-                TsServerResponse::read(raw, max, kind)
-            }) {
-                Ok(Some(r))
-                    if r.kind.as_deref() == Some("response") && r.success != Some(false) =>
-                {
-                    effects.extend(r.dropped.line(TSSERVER_REQUEST).map(Effect::Log));
-                    r.body.ok_or("a response without a body".to_owned())
-                }
-                Ok(Some(r)) => Err(format!(
-                    "a tsserver answer of type {:?}",
-                    r.kind
-                        .unwrap_or_default()
-                        .chars()
-                        .take(40)
-                        .collect::<String>()
-                )),
-                Ok(None) => {
-                    // typescript-language-server does not know the command: its publishes are
-                    // all there is. vtsls answers `null` whenever the command fails (its log says
-                    // why; a tsserver restarting, say): a failure like an error answer.
-                    if self.caps.tsserver_kind == TsServerKind::Vtsls {
-                        Err("null: the command failed (vtsls' log says why)".to_owned())
-                    } else {
-                        self.check_failures = MAX_CHECK_FAILURES;
-                        Err(
-                            "null: the command is unknown; using its published diagnostics"
-                                .to_owned(),
-                        )
-                    }
-                }
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(format!("refused: {} ({})", e.message, e.code)),
-        };
-        let Some(check) = self.checks.get_mut(&path).filter(|c| c.asked == generation) else {
-            return true;
-        };
-        let items = match part {
-            Ok(items) => items,
-            Err(why) => {
-                effects.push(Effect::Log(format!(
-                    "{TSSERVER_REQUEST} {} for {path}: {why}",
-                    TSSERVER_PASSES[pass]
-                )));
-                // A check fails once, whichever of its passes failed (and however many).
-                if check.failed != generation {
-                    self.check_failures = self.check_failures.saturating_add(1);
-                    check.failed = generation;
-                }
-                self.checking -= check.release();
-                return true;
-            }
-        };
-        let kind = self.caps.tsserver_kind;
-        let items = self.converted(items.into_iter().map(|d| d.into_lsp(kind)).collect());
-        let Some(check) = self.checks.get_mut(&path) else {
-            return true;
-        };
-        if self.checking + items.len() > self.limits.max_total_diagnostics {
-            effects.push(Effect::Log(format!(
-                "{TSSERVER_REQUEST} for {path}: too many diagnostics waiting for the other passes"
-            )));
-            check.failed = generation;
-            self.checking -= check.release();
-            return true;
-        }
-        self.checking += items.len();
-        if let Some(old) = check.parts[pass].replace(items) {
-            self.checking -= old.len();
-        }
-        if check.parts.iter().any(Option::is_none) {
-            return true;
-        }
-        let version = check.version;
-        check.answered = generation;
-        let items: Vec<Diagnostic> = check
-            .parts
-            .iter_mut()
-            .flat_map(Option::take)
-            .flatten()
-            .collect();
-        self.checking -= items.len();
-        // The count starts again, unless the checks were given up already: then the late answer
-        // of a check asked before is kept, but the publishes held meanwhile stay what is known.
-        if self.checks_on_request() {
-            self.check_failures = 0;
-        }
-        if self.of_open_document(&path, version) && !self.holds_newer_than(&path, version) {
-            effects.extend(
-                self.store_in(&path, Some(version), items, None, List::Main)
-                    .map(Effect::Changed),
-            );
-        }
-        true
-    }
-
     /// For diagnostics published without a version: when they count as final (`None`: published
     /// with a version, or nothing held). [`SETTLE`] after the last publish, and after
     /// [`SETTLE_AFTER_SYNC`] from the text's sync, and not while the server reports work in
@@ -1717,135 +1304,6 @@ impl State {
             _ => {}
         }
     }
-
-    /// What the server watches on disk, and when it started: nothing unless it is running.
-    pub fn watched(&self) -> (Vec<Arc<WatchSet>>, SystemTime) {
-        let sets = if self.is_running() {
-            self.watching.values().cloned().collect()
-        } else {
-            Vec::new()
-        };
-        (sets, self.started)
-    }
-
-    /// Files changed on disk (each by its key, as [`State::sync`] names it): those the server
-    /// watches for that change are told to it in `workspace/didChangeWatchedFiles` (at most
-    /// [`MAX_CHANGES_TOLD`] a message), when it is running. Changes of a file the server has open
-    /// are told too, as an editor tells them: the server keeps the text it was given.
-    pub fn files_changed(&mut self, changes: &[(String, FileChange)]) {
-        if !self.is_running() || self.watching.is_empty() {
-            return;
-        }
-        let mut watched: Vec<lsp_types::FileEvent> = Vec::new();
-        for (key, change) in changes {
-            let form = crate::sys::glob_form(key);
-            for told in change.told(self.started) {
-                if !self.watching.values().any(|w| w.watches(&form, *told)) {
-                    continue;
-                }
-                if let Ok(uri) = file_uri(key).parse() {
-                    watched.push(lsp_types::FileEvent::new(uri, told.lsp()));
-                }
-            }
-        }
-        for told in watched.chunks(MAX_CHANGES_TOLD) {
-            let params = lsp_types::DidChangeWatchedFilesParams {
-                changes: told.to_vec(),
-            };
-            self.notify::<note::DidChangeWatchedFiles>(&params);
-        }
-    }
-
-    /// Dynamic registrations: a method counts as registered while any registration id for it is.
-    /// Only the methods this client acts on are kept, under ids of a reasonable length: the
-    /// registrations are counted, and a server's strings must not make each one large.
-    /// The capabilities are worked out once for all of a message's registrations (once per
-    /// registration, 300,000 of them in one message took about 10^9 steps under the lock).
-    fn register(&mut self, registrations: Vec<Registration>) -> Vec<String> {
-        const PULL: &str = req::DocumentDiagnosticRequest::METHOD;
-        const FORMATTING: &str = req::Formatting::METHOD;
-        const SAVE: &str = note::DidSaveTextDocument::METHOD;
-        let (mut why, mut watch_skipped, mut unsaid) = (Vec::new(), 0usize, 0usize);
-        for registration in registrations {
-            match registration {
-                Registration::Added(id, method) => {
-                    let used = [PULL, FORMATTING, SAVE].contains(&method.as_str())
-                        && id.len() <= MAX_REGISTRATION_ID;
-                    if used && self.registered.len() < 1000 {
-                        self.registered.insert(id, method);
-                    }
-                }
-                Registration::Watch(id, watchers) => {
-                    // While there is room; an id registered again has its globs replaced (not
-                    // built again when they are the same). The globs built over the server's
-                    // life are bounded: building them is work under this lock that the server
-                    // asks for.
-                    let room = self.watching.len() < MAX_WATCH_REGISTRATIONS
-                        || self.watching.contains_key(&id);
-                    if !room || id.len() > MAX_REGISTRATION_ID {
-                        watch_skipped += 1;
-                        continue;
-                    }
-                    let watchers = match watchers {
-                        Ok(w) => w,
-                        Err(e) => {
-                            // Counted past the few lines said (a message of many is not kept).
-                            if why.len() <= 8 {
-                                why.push(e);
-                            } else {
-                                unsaid += 1;
-                            }
-                            continue;
-                        }
-                    };
-                    let kept = &watchers[..watchers.len().min(MAX_GLOBS)];
-                    if self.watching.get(&id).is_some_and(|s| s.source == kept) {
-                        continue;
-                    }
-                    let bytes = glob_bytes(&watchers);
-                    if self.glob_bytes_built + bytes > MAX_GLOB_BYTES_BUILT {
-                        watch_skipped += 1;
-                        continue;
-                    }
-                    self.glob_bytes_built += bytes;
-                    match WatchSet::new(&watchers, &mut why) {
-                        Some(set) => {
-                            self.watching.insert(id, Arc::new(set));
-                        }
-                        None => {
-                            self.watching.remove(&id);
-                        }
-                    }
-                }
-                Registration::Removed(id, _) => {
-                    self.registered.remove(&id);
-                    self.watching.remove(&id);
-                }
-            }
-        }
-        if watch_skipped > 0 {
-            why.push(format!(
-                "{watch_skipped} registrations left out (a long id, past {MAX_WATCH_REGISTRATIONS} at once, or past {MAX_GLOB_BYTES_BUILT} bytes of globs in the server's life)"
-            ));
-        }
-        // Said in a few lines, however many registrations the message held.
-        let mut lines: Vec<String> = (why.iter().take(8))
-            .map(|line| format!("didChangeWatchedFiles: {line}"))
-            .collect();
-        if why.len() + unsaid > 8 {
-            lines.push(format!(
-                "didChangeWatchedFiles: {} more lines like these left out",
-                why.len() + unsaid - 8
-            ));
-        }
-        let has = |m: &str| self.registered.values().any(|r| r == m);
-        self.caps.pull = self.static_caps.pull || has(PULL);
-        self.caps.formatting = self.static_caps.formatting || has(FORMATTING);
-        if self.static_caps.save.is_none() {
-            self.caps.save = has(SAVE).then_some(false);
-        }
-        lines
-    }
 }
 
 /// The log line for a text too long to send to a server, `None` when it may be sent. The
@@ -1923,77 +1381,6 @@ pub(crate) fn convert(d: ServerDiagnostic, max_chars: usize) -> Diagnostic {
         range: Range::new(pos(d.range.start), pos(d.range.end)),
         source,
         code,
-    }
-}
-
-/// What the client tells a server about itself in `initialize`.
-// `rootPath` and `rootUri` are deprecated in favour of `workspaceFolders`, and still sent for
-// the servers that read only them.
-#[allow(deprecated)]
-pub(crate) fn initialize_params(
-    pid: u32,
-    folders: &[lsp_types::WorkspaceFolder],
-) -> lsp_types::InitializeParams {
-    use lsp_types::*;
-    let yes = Some(true);
-    InitializeParams {
-        process_id: Some(pid),
-        client_info: Some(ClientInfo {
-            name: "claude-ide-bridge".to_owned(),
-            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
-        }),
-        root_uri: folders.first().map(|f| f.uri.clone()),
-        root_path: folders.first().and_then(|f| path_of_uri(f.uri.as_str())),
-        workspace_folders: Some(folders.to_vec()),
-        capabilities: ClientCapabilities {
-            general: Some(GeneralClientCapabilities {
-                position_encodings: Some(vec![PositionEncodingKind::UTF16]),
-                ..Default::default()
-            }),
-            // Not `workspace.diagnostics.refreshSupport`: lsp-types 0.97 names it `diagnostic`,
-            // which servers do not read, and this client would only answer a refresh (it pulls
-            // a file's diagnostics each time it is asked about it anyway).
-            // Watched files: the program looks at the disk before each question and tells each
-            // server of the changes its globs are for (plain globs only: a server then sends
-            // no relative ones for folders outside the workspace, which are not looked at).
-            workspace: Some(WorkspaceClientCapabilities {
-                did_change_watched_files: Some(DidChangeWatchedFilesClientCapabilities {
-                    dynamic_registration: yes,
-                    relative_pattern_support: Some(false),
-                }),
-                configuration: yes,
-                workspace_folders: yes,
-                ..Default::default()
-            }),
-            window: Some(WindowClientCapabilities {
-                work_done_progress: yes,
-                ..Default::default()
-            }),
-            text_document: Some(TextDocumentClientCapabilities {
-                synchronization: Some(TextDocumentSyncClientCapabilities {
-                    dynamic_registration: yes,
-                    did_save: yes,
-                    ..Default::default()
-                }),
-                publish_diagnostics: Some(PublishDiagnosticsClientCapabilities {
-                    version_support: yes,
-                    related_information: Some(false),
-                    ..Default::default()
-                }),
-                diagnostic: Some(DiagnosticClientCapabilities {
-                    dynamic_registration: yes,
-                    related_document_support: Some(false),
-                }),
-                // Static only: a server that registers formatting dynamically (ruff) does so after
-                // `initialized`, so a format asked right after the start would find none.
-                formatting: Some(DocumentFormattingClientCapabilities {
-                    dynamic_registration: Some(false),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
     }
 }
 

@@ -1,4 +1,6 @@
 use super::*;
+use crate::messages::{TsServerKind, TsServerResponse, TSSERVER_REQUEST};
+use crate::watch::FileChange;
 use serde_json::json;
 use std::sync::Arc;
 
