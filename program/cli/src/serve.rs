@@ -1,0 +1,819 @@
+//! `serve` (and `run`, which serves and starts claude): the bridge's start, its host loop over
+//! the terminal, the stdio editor and signals, and its stop.
+
+use std::ffi::{OsStr, OsString};
+use std::io::IsTerminal;
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
+use claude_ide_bridge_runtime::{LockFileMode, Options};
+
+use crate::host::sink::HostSink;
+use crate::host::{read_line_capped, Line, StdioOut, MAX_LOSSY_LINE, MAX_STDIO_LINE};
+use crate::host::{
+    Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, StopOnPanic,
+    WireLog, MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
+};
+use crate::pathmap::PathMap;
+use crate::{
+    failure, failure_with, folder_forms, not_a_folder, usage, CommonOpts, FAILURE, STDOUT_GRACE,
+};
+use crate::{host, lsp, panic, runtime, state, sys, ui};
+
+/// How long the host's inputs stop before the memory freed by the work they brought is given back
+/// to the system (`memory::give_back`): a bridge left running keeps its idle size after a day's
+/// use (BENCHMARKS.md, "A day's use").
+const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
+/// How long language servers get to exit after `shutdown`/`exit` before they are killed.
+const LSP_GRACE: Duration = Duration::from_secs(2);
+/// How long `$EDITOR`, still open at a stop, gets to end after SIGTERM, and after SIGKILL.
+const EDITOR_GRACE: Duration = Duration::from_secs(2);
+/// How long the exit waits for the answers of jobs still running (an accepted diff's check).
+const JOBS_GRACE: Duration = Duration::from_secs(2);
+
+/// `run`'s exit code when its command is not found, as a shell's.
+const NOT_FOUND: u8 = 127;
+/// `run`'s exit code when its command is found but cannot be run, as a shell's.
+const CANNOT_RUN: u8 = 126;
+
+fn decider(common: &CommonOpts, stdio: bool, run: bool) -> Result<Decider, String> {
+    match (common.on_diff, stdio, run) {
+        (Some(DiffPolicy::Ask), true, _) => {
+            Err("--on-diff ask needs the terminal; with --stdio the editor decides".into())
+        }
+        (Some(DiffPolicy::Ask), _, true) => Err(
+            "--on-diff ask needs the terminal, which claude uses in `run`; \
+             decide in claude's own prompt (the default) or use accept/reject"
+                .into(),
+        ),
+        (Some(DiffPolicy::Ask), false, false)
+            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) =>
+        {
+            Err("--on-diff ask needs stdin and stderr on a terminal".into())
+        }
+        (Some(p), _, _) => Ok(Decider::Policy(p)),
+        (None, true, _) => Ok(Decider::Editor),
+        (None, _, true) => Ok(Decider::Policy(DiffPolicy::Defer)),
+        (None, false, false) => {
+            if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+                Ok(Decider::Policy(DiffPolicy::Ask))
+            } else {
+                Ok(Decider::Policy(DiffPolicy::Defer))
+            }
+        }
+    }
+}
+
+fn policy_name(d: Decider) -> &'static str {
+    match d {
+        Decider::Editor => "the editor decides (tool_call / diff_decision)",
+        Decider::Policy(DiffPolicy::Ask) => "ask on this terminal",
+        Decider::Policy(DiffPolicy::Accept) => "accept (FILE_SAVED; claude writes the file)",
+        Decider::Policy(DiffPolicy::Reject) => "reject",
+        Decider::Policy(DiffPolicy::Defer) => "defer (decide in claude's own prompt)",
+    }
+}
+
+/// The `--path-map` values as one map. The bridge's folder of each `EDITOR=HERE` must hold a
+/// workspace folder or lie inside one (else every path it maps is one claude cannot use), and is
+/// also matched with its links resolved, as the bridge's own paths come.
+fn path_mapping(specs: &[String], folders: &[String]) -> Result<PathMap, String> {
+    let mut map = PathMap::default();
+    for spec in specs {
+        map.add(spec)?;
+    }
+    let real = |p: &str| {
+        std::fs::canonicalize(p)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned())
+    };
+    let mut workspace: Vec<String> = folders.to_vec();
+    workspace.extend(folders.iter().filter_map(|f| real(f)));
+    // A folder named through a link: also known by its real path, which a HERE may hold alone.
+    for f in folders {
+        if let Some(r) = real(f).filter(|r| r != f) {
+            map.also_workspace(f, &r);
+        }
+    }
+    let overlaps = |h: &str| {
+        workspace
+            .iter()
+            .any(|f| claude_ide_bridge::is_within(h, f) || claude_ide_bridge::is_within(f, h))
+    };
+    for here in map.here_folders() {
+        let here_real = real(&here);
+        if let Some(r) = &here_real {
+            map.also_here(&here, r);
+        }
+        if !overlaps(&here) && !here_real.as_deref().is_some_and(overlaps) {
+            return Err(format!(
+                "--path-map: {here} neither holds a workspace folder nor lies in one ({}): the \
+                 paths it maps would be outside the workspace",
+                folders.join(", ")
+            ));
+        }
+    }
+    // `wsl` alone maps /mnt/<drive>: a workspace of the distribution's own files is named by
+    // a Windows editor as \\wsl.localhost\<distribution>\..., which it does not map. (A
+    // mapping given as EDITOR=HERE was checked above: a HERE inside a workspace folder maps
+    // none of the folders themselves, and is accepted.)
+    if !map.is_empty()
+        && map.here_folders().is_empty()
+        && workspace.iter().all(|f| map.to_editor(f).is_err())
+    {
+        return Err(format!(
+            "--path-map: no mapping names a workspace folder ({}) for the editor: --path-map wsl \
+             maps /mnt/<drive> only; for the distribution's own files, map the folder as Windows \
+             names it (\\\\wsl.localhost\\<distribution>\\...=/home/...)",
+            folders.join(", ")
+        ));
+    }
+    Ok(map)
+}
+
+/// A thread that reads one terminal line each time it is asked to.
+fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
+    let (want_tx, want_rx) = mpsc::channel::<()>();
+    thread::Builder::new()
+        .name("terminal".into())
+        .spawn(move || {
+            let _stop = StopOnPanic::new(&tx, "terminal");
+            let mut lines = sys::LineReader::new();
+            // What was typed before the question is dropped by its asker, before the question
+            // is shown (`host::ask`): a key typed once it shows is kept.
+            while want_rx.recv().is_ok() {
+                let (input, end) = match lines.read_line() {
+                    // Decoded leniently: one byte of another encoding is not the end of input.
+                    sys::TerminalRead::Line(line) => {
+                        let line = String::from_utf8_lossy(&line).into_owned();
+                        (HostInput::TerminalLine(Some(line), Instant::now()), false)
+                    }
+                    sys::TerminalRead::End => (HostInput::TerminalLine(None, Instant::now()), true),
+                    sys::TerminalRead::Away => (HostInput::TerminalAway, false),
+                };
+                if tx.send(input).is_err() || end {
+                    break;
+                }
+            }
+        })?;
+    Ok(want_tx)
+}
+
+/// The stdio editor's lines, read on a thread of their own. At stdin's end the editor's writer is
+/// told first that the bridge is stopping (as a signal does): a host waiting for room on stdout,
+/// for an editor that no longer reads, goes on to take the end and stop.
+fn spawn_stdio_reader(tx: Sender<HostInput>, out: StdioOut) -> std::io::Result<()> {
+    thread::Builder::new().name("stdio".into()).spawn(move || {
+        let _stop = StopOnPanic::new(&tx, "stdio");
+        let stdin = std::io::stdin();
+        let mut buf = Vec::new();
+        let queue = Bounded::new(MAX_QUEUED_LINES);
+        loop {
+            // Room first: no line is read while the host has its fill of them.
+            let place = queue.enter();
+            let read = read_line_capped(&mut stdin.lock(), &mut buf, MAX_STDIO_LINE);
+            if matches!(read, Ok(Line::Read)) {
+                panic::test_panic("stdio");
+            }
+            let input = match read {
+                Ok(Line::Eof) => break,
+                // Taken as its end, but said: an editor handing over a non-blocking pipe
+                // (`EAGAIN`) would otherwise see the bridge stop for no reason it is told.
+                Err(e) => {
+                    ui::say(&format!("stdin could not be read ({e}): taken as its end"));
+                    break;
+                }
+                Ok(Line::Read) => match String::from_utf8(std::mem::take(&mut buf)) {
+                    Ok(line) => HostInput::StdioLine(line, place),
+                    Err(e) => HostInput::StdioLineNotUtf8(
+                        e.utf8_error().valid_up_to(),
+                        if e.as_bytes().len() <= MAX_LOSSY_LINE {
+                            String::from_utf8_lossy(e.as_bytes()).into_owned()
+                        } else {
+                            String::new()
+                        },
+                        place,
+                    ),
+                },
+                Ok(Line::TooLong(n)) => HostInput::StdioLineTooLong(n, place),
+            };
+            if tx.send(input).is_err() {
+                return;
+            }
+        }
+        out.stopping();
+        let _ = tx.send(HostInput::StdinClosed);
+    })?;
+    Ok(())
+}
+
+/// What `no_proxy` and `NO_PROXY` are set to for the command `run` starts: the entries of both
+/// (tools differ in which one they read, and curl and Python prefer the lowercase one, so setting
+/// each from itself alone hid the other's exclusions), then the loopback names, each once.
+fn no_proxy_value(lower: Option<OsString>, upper: Option<OsString>) -> OsString {
+    let given: Vec<String> = [lower, upper]
+        .iter()
+        .flatten()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    let all = given.iter().flat_map(|v| v.split(','));
+    let mut entries: Vec<&str> = Vec::new();
+    for entry in all.chain(["127.0.0.1", "localhost", "::1"]).map(str::trim) {
+        if !entry.is_empty() && !entries.contains(&entry) {
+            entries.push(entry);
+        }
+    }
+    OsString::from(entries.join(","))
+}
+
+/// How long, at most, the editor's lines written before a signal are waited for under `--stdio`
+/// ([`drain_stdio`]), and how long a quiet stdin that stays open ends the wait sooner.
+const STDIO_DRAIN: Duration = Duration::from_secs(1);
+const STDIO_QUIET: Duration = Duration::from_millis(250);
+
+/// After a signal that stops a `--stdio` bridge: the editor's lines written before it are handled
+/// first. An editor that quits sends its last lines (a decision: Vim's `:wq`, `:xa`), closes
+/// the bridge's stdin and signals it (Vim's `stoponexit`, Neovim's `jobstop`) all at once, and
+/// the signal may reach the host before the reader has handed over those lines: claude was then
+/// told that nobody decided. Handled until stdin's end, which comes after the last line; when
+/// stdin stays open (the bridge signalled alone, or a process the editor started holding its
+/// pipe), until no line came for [`STDIO_QUIET`], at most [`STDIO_DRAIN`]. More signals do not
+/// end it (Vim signals its job's process group, then the job: two SIGTERMs at once). The exit
+/// status a panic asked for meanwhile ([`HostInput::Panicked`]), if any.
+fn drain_stdio(rx: &mpsc::Receiver<HostInput>, shared: &Mutex<Host>) -> Option<i32> {
+    let until = Instant::now() + STDIO_DRAIN;
+    let mut status = None;
+    loop {
+        let wait = until
+            .saturating_duration_since(Instant::now())
+            .min(STDIO_QUIET);
+        match rx.recv_timeout(wait) {
+            Ok(HostInput::StdinClosed) | Err(_) => return status,
+            Ok(HostInput::Signal(_)) => {}
+            Ok(input) => {
+                let panicked = matches!(input, HostInput::Panicked(_));
+                // The stop is under way: only a panic's status is kept of what the input says.
+                let flow = lock_host(shared).handle(input);
+                if let (true, Flow::Exit(code)) = (panicked, flow) {
+                    status = Some(code);
+                }
+            }
+        }
+    }
+}
+
+/// What `serve` says when it listens outside loopback (`--host`): who can reach it then.
+fn exposed(ip: IpAddr) -> Option<String> {
+    if ip.is_loopback() {
+        return None;
+    }
+    let from = if ip.is_unspecified() {
+        "every network this machine is on"
+    } else {
+        "every machine that can route to that address"
+    };
+    Some(format!(
+        "warning: listening on {ip}: reachable from {from}; the token is the only guard, and the \
+         traffic is not encrypted (SECURITY.md)"
+    ))
+}
+
+fn lock_host(host: &Mutex<Host>) -> MutexGuard<'_, Host> {
+    host.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether a server's start failed on its port (taken, reserved, privileged), not on the
+/// lock-file directory.
+fn refused_by_the_port(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<claude_ide_bridge_runtime::ListenError>())
+}
+
+/// `run`'s command could not be started: why, and the exit status a shell gives then (127 not
+/// found, 126 found but not runnable).
+fn cannot_run(program: &OsStr, e: &std::io::Error) -> ExitCode {
+    let (hint, code) = match e.kind() {
+        std::io::ErrorKind::NotFound => (
+            " (is it installed and on PATH? give its full path after --)",
+            NOT_FOUND,
+        ),
+        _ if sys::cannot_execute(e) => ("", CANNOT_RUN),
+        _ => ("", FAILURE),
+    };
+    failure_with(
+        code,
+        &format!("cannot run {}: {e}{hint}", program.to_string_lossy()),
+    )
+}
+
+pub(super) fn serve(
+    common: CommonOpts,
+    stdio: bool,
+    path_map: &[String],
+    run: Option<Vec<OsString>>,
+) -> ExitCode {
+    let start = Instant::now();
+    sys::raise_open_files_limit();
+    let decider = match decider(&common, stdio, run.is_some()) {
+        Ok(d) => d,
+        Err(e) => return usage(&e),
+    };
+    // A command that is nowhere to be found is said before the bridge starts (and says it has
+    // started, in lines the error would follow).
+    if let Some(program) = run.as_ref().map(|cmd| &cmd[0]) {
+        if let Err(e) = sys::findable(program) {
+            return cannot_run(program, &e);
+        }
+    }
+    let mut folders = common.workspace.clone();
+    if folders.is_empty() {
+        match std::env::current_dir() {
+            Ok(d) => folders.push(d),
+            Err(e) => return failure(&format!("cannot read the current directory: {e}")),
+        }
+    }
+    for f in &folders {
+        if !f.is_dir() {
+            return usage(&format!(
+                "workspace folder {} {}: pass an existing directory with --workspace",
+                f.display(),
+                not_a_folder(f)
+            ));
+        }
+    }
+    // Served anyway (the permission may come back), but said: every file tool would fail.
+    let unreadable: Vec<String> = folders
+        .iter()
+        .filter_map(|f| {
+            let e = std::fs::read_dir(f).err()?;
+            Some(format!(
+                "warning: workspace folder {} cannot be listed ({e}): neither claude nor the \
+                 bridge can see the files in it",
+                f.display()
+            ))
+        })
+        .collect();
+    let (native, posix) = match folder_forms(&folders) {
+        Ok(forms) => forms,
+        Err(e) => return failure(&format!("cannot make the workspace folders absolute: {e}")),
+    };
+    let native_text: Vec<String> = native
+        .iter()
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect();
+    let paths = match path_mapping(path_map, &posix) {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
+    };
+    let wire = match &common.wire_log {
+        Some(p) => match WireLog::open(p, start) {
+            Ok(w) => Some(w),
+            Err(e) => return failure(&format!("cannot open the wire log {}: {e}", p.display())),
+        },
+        None => None,
+    };
+
+    let table = match common.lsp.servers.table() {
+        Ok(t) => t,
+        Err(e) => return usage(&e),
+    };
+    // A folder the user named is made when missing, not the folders above it: a mistyped path
+    // would leave a tree of them (the default ones are made whole).
+    let named = [
+        ("--lock-dir", common.lock_dir.as_deref()),
+        (
+            "--lsp-log",
+            common.lsp.lsp_log.as_deref().and_then(Path::parent),
+        ),
+    ];
+    for (flag, folder) in named {
+        if let Some(missing) = folder
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
+        {
+            return usage(&format!(
+                "{flag}: the folder {} does not exist (create it first)",
+                missing.display()
+            ));
+        }
+    }
+    let lsp_log = match &table {
+        None => None,
+        Some(_) => {
+            let path = common
+                .lsp
+                .lsp_log
+                .clone()
+                .unwrap_or_else(lsp::default_log_path);
+            match lsp::Log::open(&path) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    return failure(&format!(
+                        "cannot open the language-server log {}: {e} (choose another with --lsp-log FILE, or --no-lsp)",
+                        path.display()
+                    ))
+                }
+            }
+        }
+    };
+
+    let mut opts = Options::new(native.clone(), &common.ide_name);
+    opts.bind = common.host;
+    opts.allowed_hosts = common.allow_host.clone();
+    let mut kept = state::Kept::load(&native, &posix, common.port, common.new_token);
+    opts.port = kept.port();
+    opts.auth_token = Some(kept.token());
+    opts.compat_methods = true;
+    opts.signal_cleanup = false;
+    opts.trace_messages = wire.is_some();
+    // A stop is nobody's decision: claude's own prompt keeps the changes still pending.
+    opts.diff_error_at_stop = Some(host::undecided_at_stop(&common.ide_name, stdio));
+    if let Some(d) = &common.lock_dir {
+        opts.lock_file = LockFileMode::Dir(d.clone());
+    }
+
+    let (tx, rx) = mpsc::channel::<HostInput>();
+    let stdio = match stdio.then(|| StdioOut::start(tx.clone())).transpose() {
+        Ok(out) => out,
+        Err(e) => return failure(&format!("cannot start the stdout writer: {e}")),
+    };
+    // The editor may not read stderr at all: the log lines must never hold up the host. A
+    // terminal may not take them either (Ctrl-S): they may hold it up, but never its stop.
+    let full = match stdio {
+        Some(_) => ui::Full::Drop,
+        None => ui::Full::WaitUntilStop,
+    };
+    if let Err(e) = ui::detach_stderr(full) {
+        return failure(&format!("cannot start the stderr writer: {e}"));
+    }
+    if let Err(e) = sys::listen_for_stop(tx.clone(), stdio.clone()) {
+        return failure(&format!("cannot install the signal handlers: {e}"));
+    }
+    // The host, once made: until then every event is queued.
+    let shared_host: Arc<OnceLock<Mutex<Host>>> = Arc::default();
+    let sink = || {
+        HostSink::new(
+            shared_host.clone(),
+            tx.clone(),
+            MAX_QUEUED_EVENTS,
+            StopOnPanic::new(&tx, "runtime"),
+        )
+    };
+    let lock_dir = match &opts.lock_file {
+        LockFileMode::Dir(d) => Some(d.clone()),
+        _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
+    };
+    let mut started = runtime::start(common.runtime, opts.clone(), sink());
+    // This workspace's last bridge still stopping holds the kept port for some seconds after
+    // its lock file went: waited for, so that the port and token stay and the claude retrying
+    // that port gets back in.
+    let taken = |s: &std::io::Result<_>| matches!(s, Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && refused_by_the_port(e));
+    if taken(&started) {
+        if let Some(pid) = kept.stopping_bridge(lock_dir.as_deref()) {
+            ui::say(&format!(
+                "port {}: waiting up to {} s for this workspace's last bridge (pid {pid}) to stop",
+                kept.port(),
+                state::STOPPING_WAIT.as_secs()
+            ));
+            let give_up = Instant::now() + state::STOPPING_WAIT;
+            let mut last_try = false;
+            let mut held = Vec::new();
+            while taken(&started) && !last_try && Instant::now() < give_up {
+                // Once it is gone (or the port is another live bridge's now): one more try.
+                last_try = kept.stopping_bridge(lock_dir.as_deref()) != Some(pid);
+                // Told to stop meanwhile (Ctrl-C, SIGTERM: the only inputs before the server
+                // starts), it stops: nothing was started yet.
+                match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(HostInput::Signal(sig)) => {
+                        ui::say(&host::stopping_on(sig));
+                        ui::flush_stderr(STDOUT_GRACE);
+                        sys::stopped();
+                        return ExitCode::SUCCESS;
+                    }
+                    Ok(other) => held.push(other),
+                    Err(_) => {}
+                }
+                started = runtime::start(common.runtime, opts.clone(), sink());
+            }
+            // Anything else (a thread's panic) for the host, in its order.
+            for input in held {
+                let _ = tx.send(input);
+            }
+        }
+    }
+    let started = match started {
+        // The kept port may also be refused for another reason (on Windows, a range Hyper-V
+        // reserved after a reboot answers "access denied"): go on with a new port then too, or
+        // every start would fail until the state file is deleted. An error that is not the port's
+        // (the lock-file directory's) is not the kept port's fault.
+        Err(e) if kept.may_move() && refused_by_the_port(&e) => {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                kept.port_taken(
+                    lock_dir.as_deref(),
+                    &claude_ide_bridge_runtime::lock_folders(&native).unwrap_or_default(),
+                    &common.ide_name,
+                );
+            } else {
+                kept.port_refused(&e);
+            }
+            opts.port = kept.port();
+            opts.auth_token = Some(kept.token());
+            runtime::start(common.runtime, opts, sink())
+        }
+        started => started,
+    };
+    let running = match started {
+        Ok(r) => r,
+        Err(e) => {
+            let hint = match e.kind() {
+                std::io::ErrorKind::AddrInUse => " (the port is taken: choose another --port or 0)",
+                std::io::ErrorKind::PermissionDenied if refused_by_the_port(&e) => {
+                    " (choose another --port, or 0)"
+                }
+                std::io::ErrorKind::PermissionDenied => &match &lock_dir {
+                    Some(d) => format!(
+                        " (check the lock-file directory {}: `claude-ide-bridge doctor` explains)",
+                        d.display()
+                    ),
+                    None => " (check the lock-file directory: `claude-ide-bridge doctor` explains)"
+                        .to_owned(),
+                },
+                _ => "",
+            };
+            return failure(&format!("cannot start the server: {e}{hint}"));
+        }
+    };
+    // Declared again after `running`, so dropped before it (a panic unwinding included): the
+    // events still queued hold places the runtime may be waiting for while it stops.
+    let rx = rx;
+    let port = running.addr.port();
+    // Kept before the port is printed: whoever reads it may stop the bridge at once.
+    let kept_lines = kept.started(port);
+    ui::say(&format!(
+        "serving {} on {}",
+        native_text.join(", "),
+        running.addr
+    ));
+    if let Some(warning) = exposed(running.addr.ip()) {
+        ui::say_bold(&warning);
+    }
+    for warning in &unreadable {
+        ui::say_bold(warning);
+    }
+    if common.open_files {
+        if let Some(warning) = host::open_files_warning(ui::editor_command().as_deref()) {
+            ui::say_bold(&warning);
+        }
+    }
+    match &running.lock_path {
+        Some(p) => ui::say(&format!("lock file: {}", p.display())),
+        None => ui::say("lock file: none"),
+    }
+    // Both: a claude started with them connects by itself, wherever it runs (docs/protocol.md,
+    // "Discovery", which lock the client picks); the port alone leaves a plain claude waiting
+    // for `/ide`.
+    ui::say(&format!(
+        "export CLAUDE_CODE_SSE_PORT={port} ENABLE_IDE_INTEGRATION=true"
+    ));
+    for line in kept_lines {
+        ui::say(&line);
+    }
+    ui::say(&format!("diffs: {}", policy_name(decider)));
+    let workspace = claude_ide_bridge_files::Workspace::new(
+        native_text.clone(),
+        claude_ide_bridge_files::Limits {
+            max_read_bytes: common.max_read_bytes,
+            ..claude_ide_bridge_files::Limits::default()
+        },
+    );
+    // Said at once (Windows: a folder on a network share), not first at claude's first file.
+    for (_, why) in workspace.refused_folders() {
+        ui::say_bold(why);
+    }
+    let lsp = match (table, lsp_log) {
+        (Some(servers), Some(log)) => {
+            if log.is_on() {
+                ui::say(&format!(
+                    "language servers: log in {}",
+                    log.path().display()
+                ));
+            }
+            ui::say(&match common.lsp.lsp_warm {
+                lsp::Warm::Connect => format!("language servers: those of the workspace's languages (at most {}) start when claude connects, a file's at its diff (--lsp-warm connect)", lsp::WARM_MAX),
+                lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)".into(),
+                lsp::Warm::None => "language servers: a file's starts when it is asked about (--lsp-warm none)".into(),
+            });
+            for note in common.lsp.servers.new_languages() {
+                ui::say_bold(&format!("language servers: {note}"));
+            }
+            // The sets the overrides make, as `doctor` shows them.
+            for language in common.lsp.servers.languages(&servers) {
+                ui::say(&format!(
+                    "language servers: {language}: {}",
+                    lsp::describe_set(&servers.resolve(&language))
+                ));
+            }
+            let config = LspConfig {
+                servers,
+                workspace_folders: native.clone(),
+                diagnostics_wait: common.lsp.diagnostics_wait,
+                start_wait: common.lsp.lsp_start_wait,
+                log: LspLog::Writer(Arc::new(std::sync::Mutex::new(log.clone()))),
+                ..LspConfig::default()
+            };
+            let (wake, changes) = (tx.clone(), Arc::new(lsp::Changes::default()));
+            let lsp = Lsp::new(config, move |change| {
+                if changes.add(change) {
+                    let _ = wake.send(HostInput::Diagnostics(changes.clone()));
+                }
+            });
+            Some(Arc::new(
+                LanguageServers::new(lsp, log, workspace.clone()).warm(common.lsp.lsp_warm),
+            ))
+        }
+        _ => {
+            ui::say("language servers: off (--no-lsp)");
+            None
+        }
+    };
+
+    let want_line = if decider == Decider::Policy(DiffPolicy::Ask) {
+        match spawn_terminal_reader(tx.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => return failure(&format!("cannot read the terminal: {e}")),
+        }
+    } else {
+        None
+    };
+    let mut host = Host::new(
+        running.handle(),
+        HostConfig {
+            workspace,
+            ide_name: common.ide_name.clone(),
+            decider,
+            open_files: common.open_files,
+            wire,
+            stdio: stdio.clone(),
+            want_line,
+            inputs: tx.clone(),
+            lsp,
+            paths,
+        },
+    );
+    if let Some(out) = &stdio {
+        host.ready(port, running.lock_path.as_deref());
+        if let Err(e) = spawn_stdio_reader(tx.clone(), out.clone()) {
+            running.stop(Duration::from_secs(5));
+            return failure(&format!("cannot read stdin: {e}"));
+        }
+    }
+
+    if let Some(cmd) = run {
+        let no_proxy = no_proxy_value(std::env::var_os("no_proxy"), std::env::var_os("NO_PROXY"));
+        let mut c = Command::new(sys::program_named(&cmd[0]));
+        c.args(&cmd[1..])
+            .env("CLAUDE_CODE_SSE_PORT", port.to_string())
+            .env("ENABLE_IDE_INTEGRATION", "true")
+            // Set to no in the user's environment, claude connects to no IDE by itself, this
+            // one included: `run` is asked to connect it.
+            .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "true")
+            .env("no_proxy", &no_proxy)
+            .env("NO_PROXY", &no_proxy);
+        // claude owns the terminal from here on: the bridge's lines are on it first (written by
+        // stderr's thread, they would land in claude's screen).
+        ui::flush_stderr(STDOUT_GRACE);
+        ui::set_quiet(true);
+        // The terminal's settings, put back when the command is ended by a signal (the bridge
+        // kills it when told twice to stop, or after a panic): claude killed in raw mode left
+        // the shell's prompt without echo, its cursor hidden.
+        let terminal = ui::save_terminal();
+        // Started from this thread, which lives as long as the program: tied to it, the command
+        // ends with the bridge even when the bridge is killed.
+        match sys::spawn_tied(c) {
+            Ok(mut child) => {
+                host.set_child(child.id());
+                let tx = tx.clone();
+                let waiter = thread::Builder::new().name(host::COMMAND_THREAD.into());
+                let spawned = waiter.spawn(move || {
+                    let _stop = StopOnPanic::new(&tx, host::COMMAND_THREAD);
+                    let status = sys::wait_for_command(&mut child);
+                    if status.as_ref().is_ok_and(sys::ended_abnormally) {
+                        ui::restore_terminal(terminal, true);
+                    }
+                    panic::command_ended();
+                    let _ = tx.send(HostInput::ChildExited(status));
+                });
+                if let Err(e) = spawned {
+                    running.stop(Duration::from_secs(5));
+                    return failure(&format!("cannot wait for the command: {e}"));
+                }
+            }
+            Err(e) => {
+                ui::set_quiet(false);
+                running.stop(Duration::from_secs(5));
+                return cannot_run(&cmd[0], &e);
+            }
+        }
+    }
+    drop(tx);
+
+    // From here on the runtime may answer calls from memory itself (`HostSink`).
+    let shared = shared_host.get_or_init(|| Mutex::new(host));
+    host::sink::on_the_hosts_thread();
+    // Once quiet after a burst of work, the allocator gives back what the work freed: one wake-up
+    // a burst, none while idle.
+    let mut worked = false;
+    let code = loop {
+        let input = if worked {
+            match rx.recv_timeout(GIVE_BACK_AFTER) {
+                Err(RecvTimeoutError::Timeout) => {
+                    claude_ide_bridge_runtime::memory::give_back();
+                    worked = false;
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break 1,
+                Ok(input) => input,
+            }
+        } else {
+            match rx.recv() {
+                Ok(input) => input,
+                Err(_) => break 1,
+            }
+        };
+        worked = true;
+        let signal = matches!(input, HostInput::Signal(_));
+        if signal {
+            panic::test_panic("main");
+        }
+        // The host's lock is let go of before the drain takes it again.
+        let flow = lock_host(shared).handle(input);
+        if let Flow::Exit(code) = flow {
+            if signal && stdio.is_some() {
+                break drain_stdio(&rx, shared).unwrap_or(code);
+            }
+            break code;
+        }
+    };
+    // Held to the end: the runtime answers nothing itself any more (its events are queued, and
+    // go with the queue).
+    let mut host = lock_host(shared);
+    // No new client finds a bridge that is stopping: its lock file goes before anything is
+    // waited for (a console closed on Windows leaves the stop 5 s).
+    running.handle().withdraw_lock_file();
+    // `$EDITOR` still open on a change goes first, and gives the terminal back.
+    host.end_edit(&rx, EDITOR_GRACE);
+    // From here on nothing waits for the stdio editor to read (it may have stopped for good).
+    if let Some(out) = &stdio {
+        out.stopping();
+    }
+    // The language servers go before the jobs are settled: a check waiting for them ends when
+    // they do, so that an accepted diff waiting for its text's check (as long as a server's
+    // start wait) is answered, not taken by the stop below for one nobody decided. (Their
+    // changes go to the host's inputs, a channel that never blocks.)
+    host.stop_language_servers(LSP_GRACE);
+    // Answers on their way (an accepted diff) are given before the stop answers what is still
+    // pending as rejected.
+    host.settle_jobs(JOBS_GRACE);
+    host.say_goodbye();
+    if let Some(out) = &stdio {
+        out.flush(STDOUT_GRACE);
+    }
+    // The inputs not handled go, and the places they held with them: a runtime waiting for one
+    // takes its stop.
+    drop(rx);
+    ui::set_quiet(false);
+    running.stop(Duration::from_secs(5));
+    ui::say("stopped");
+    ui::flush_stderr(STDOUT_GRACE);
+    sys::stopped();
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exposed;
+
+    /// Listening outside loopback is said, with who can reach the port; loopback is not.
+    #[test]
+    fn listening_outside_loopback_is_said() {
+        for quiet in ["127.0.0.1", "127.0.0.2", "::1"] {
+            assert_eq!(exposed(quiet.parse().unwrap()), None, "{quiet}");
+        }
+        let all = exposed("0.0.0.0".parse().unwrap()).unwrap();
+        assert!(all.contains("every network this machine is on"), "{all}");
+        let one = exposed("172.17.0.1".parse().unwrap()).unwrap();
+        assert!(
+            one.starts_with(
+                "warning: listening on 172.17.0.1: reachable from every machine that can route"
+            ),
+            "{one}"
+        );
+        assert!(exposed("::".parse().unwrap()).is_some());
+    }
+}
