@@ -14,10 +14,10 @@ use rustix::process::getuid;
 
 use super::{Ends, Finding};
 
-mod lines;
+mod line_reader;
 mod machine;
 mod tie;
-pub use self::lines::LineReader;
+pub use self::line_reader::LineReader;
 pub use self::tie::{findable, launch_if_asked, program_named, spawn_tied};
 use crate::host::{HostInput, StdioOut};
 use crate::state::Refused;
