@@ -8,12 +8,27 @@
 //! each server of the set have exactly that text before answering with the diagnostics they computed for
 //! it, merged (each keeps its `source`).
 //!
-//! Layout, following the byte path: [`codec`] (Content-Length framing, pure), `rpc` (JSON-RPC messages, each
-//! typed by lsp-types' `Request` or `Notification` trait, and the answers to servers' requests, pure),
-//! `messages` (lean views of the messages whose lsp-types types would build what the client passes over),
-//! `state` (one server's documents, requests and diagnostics, pure),
-//! `server` (the process and its reader, writer and stderr threads), and this file (the table of servers,
-//! start on demand, restarts with backoff, shutdown).
+//! Layout, following the byte path:
+//!
+//! - [`codec`]: Content-Length framing, pure;
+//! - `rpc`: JSON-RPC messages, each typed by lsp-types' `Request` or `Notification` trait, and the
+//!   answers to servers' requests, pure;
+//! - `messages`: lean views of the messages whose lsp-types types would build what the client
+//!   passes over;
+//! - `state`: one server's documents, requests and diagnostics, bounded, pure (`state/caps.rs`:
+//!   what the server supports and `initialize`; `state/check.rs`: tsserver checks on request;
+//!   `state/watched.rs`: its watched-file registrations);
+//! - `merge`: one file's diagnostics from a language's several servers, merged;
+//! - `server`: the process and its reader, writer and stderr threads;
+//! - `log`: servers' stderr, bounded, to a file or nowhere;
+//! - `limits`: [`LspLimits`], what a server may cost;
+//! - [`table`]: which server for which file, `doctor`'s plan;
+//! - `watch`: the globs a server registers for watched files;
+//! - [`text`]: UTF-16 positions, edits;
+//! - `sys`: a server's process tree, program files, non-blocking input, by OS;
+//! - `fuzzing`: the `lsp` fuzz target's body (feature `fuzzing`);
+//! - this file: the servers of a workspace ([`Lsp`]), started on demand, restarts with backoff,
+//!   shutdown.
 //!
 //! ```no_run
 //! use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};

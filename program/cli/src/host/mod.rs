@@ -10,7 +10,12 @@
 //! - [`stdio`]: the JSON-lines protocol with an editor (`serve --stdio`, docs/stdio.md), its
 //!   messages typed in [`messages`];
 //! - [`compat`]: the compatibility methods (`readFile`, `writeFile`, `listFiles`, ...);
-//! - [`diagnostics`]: `getDiagnostics` and `reformat_file` through language servers;
+//! - [`diagnostics`]: `getDiagnostics` and `reformat_file` through language servers (what it
+//!   remembers of the files it changed or answered for: `diagnostics/memory.rs`);
+//! - [`watch`]: looks at the files language servers watch, told as
+//!   `workspace/didChangeWatchedFiles`;
+//! - [`jobs`]: slow work on bounded job threads;
+//! - [`sink`]: the runtime's events to the host, answered at once or queued, bounded;
 //! - [`tabs`]: the editor's open tabs; [`wire`]: the `--wire-log`.
 
 mod ask;

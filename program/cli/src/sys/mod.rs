@@ -45,7 +45,7 @@
 //!   by `sh` on Unix, as a shell would);
 //! - `terminal_is_ours()`: whether this process may use its terminal (not in its background);
 //!   `LineReader`: the terminal's answers, one line at a time, as a [`TerminalRead`] (Unix:
-//!   waited for so that the bridge sent to the background is not stopped, `unix/lines.rs`);
+//!   waited for so that the bridge sent to the background is not stopped, `unix/line_reader.rs`);
 //! - `stamp_metadata(path)`: what tells a file the servers have changed;
 //!   `raise_open_files_limit()`: as many descriptors as allowed, for many connections;
 //! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
