@@ -132,8 +132,9 @@ impl HeadReader {
             self.scanned += 1;
             self.matched = match (self.matched, byte) {
                 (2, b'\r') => 3,
-                // Two CRs in a row end no valid head: what came is answered (400, a bare CR)
-                // now rather than at the head's timeout (a head of bare-CR lines never ends).
+                // Two CRs in a row end no valid head: what came is refused now (400 for the
+                // bare CR, or what `parse_upgrade`'s order finds first: 505, 431) rather than at
+                // the head's timeout (a head of bare-CR lines never ends).
                 (1, b'\r') => 4,
                 (_, b'\r') => 1,
                 (0 | 1, b'\n') => 2,
