@@ -78,6 +78,10 @@ impl Wire for Conn {
 struct Threads {
     shared: Arc<RunningServer>,
     joins: Mutex<Vec<JoinHandle<()>>>,
+    /// The acceptor thread, joined by the stop.
+    acceptor: Mutex<Option<JoinHandle<()>>>,
+    /// A stop has begun ([`Threads::begin_stop`]): a later one only waits for it to finish.
+    stopping: std::sync::atomic::AtomicBool,
     /// A handle on the acceptor's listener, to wake it with at a stop, and then whether that
     /// woke it (the port closes once the acceptor, woken, drops its own listener).
     wake: Mutex<Wake>,
@@ -217,8 +221,6 @@ impl Threads {
 pub struct IdeServer {
     threads: Arc<Threads>,
     events: mpsc::Receiver<Event>,
-    /// The acceptor thread.
-    acceptor: Option<JoinHandle<()>>,
     /// Whether [`IdeServer::stop`] has run (its drop then has nothing left to do).
     stop_ran: bool,
 }
@@ -295,12 +297,13 @@ impl IdeServer {
         let threads = Arc::new(Threads {
             shared,
             joins: Mutex::new(Vec::new()),
+            acceptor: Mutex::new(None),
+            stopping: std::sync::atomic::AtomicBool::new(false),
             wake: Mutex::new(Wake::Done(false)),
         });
-        let mut server = IdeServer {
+        let server = IdeServer {
             threads: threads.clone(),
             events: rx,
-            acceptor: None,
             stop_ran: false,
         };
         threads.spawn("ide-bridge-timer".into(), |me| me.timer_loop(timer))?;
@@ -310,7 +313,7 @@ impl IdeServer {
         let acceptor = thread::Builder::new()
             .name("ide-bridge-accept".into())
             .spawn(move || me.accept_loop(listener))?;
-        server.acceptor = Some(acceptor);
+        *threads.acceptor.lock().unwrap_or_else(|e| e.into_inner()) = Some(acceptor);
         Ok(server)
     }
 
@@ -407,6 +410,12 @@ impl IdeServer {
     /// to finish, then every socket is closed and the threads
     /// joined (those that end within 5 s: one held in a handler that does not return is left to
     /// end on its own, and the stop returns).
+    ///
+    /// Called from the handler, it returns once the lock file is gone and the Close is sent, and
+    /// the rest (the clients' Close awaited, the sockets and the port closed, the threads joined)
+    /// follows on a thread of its own: the clients' answering Close is read by the very thread
+    /// the handler runs on. A host that binds the same port again right after must wait for
+    /// [`IdeServer::is_stopped`] from another thread, or stop from outside the handler.
     pub fn stop(mut self) {
         self.stop_now();
     }
@@ -418,23 +427,15 @@ impl IdeServer {
         if std::mem::replace(&mut self.stop_ran, true) {
             return;
         }
-        let shared = &self.threads.shared;
-        let mut acceptor = self.acceptor.take();
-        if !shared.is_stopped() {
-            shared.begin_stop();
-            // Stopped from the handler: the clients' Close is read by the very thread it runs
-            // on, so the rest is done on a thread of its own and the handler returns.
-            if self.threads.is_own_thread() {
-                let (threads, acceptor) = (self.threads.clone(), acceptor.take());
-                let rest = thread::Builder::new()
-                    .name("ide-bridge-stop".into())
-                    .spawn(move || threads.finish_stop(acceptor));
-                if rest.is_ok() {
-                    return;
-                }
-            }
+        self.threads.begin_stop();
+        // Stopped from the handler: the clients' Close is read by the very thread it runs on, so
+        // the rest is done on a thread of its own and the handler returns.
+        let rest = |me: &Threads| me.finish_stop();
+        if !self.threads.is_own_thread()
+            || self.threads.spawn("ide-bridge-stop".into(), rest).is_err()
+        {
+            self.threads.finish_stop();
         }
-        self.threads.finish_stop(acceptor);
     }
 }
 
@@ -467,25 +468,30 @@ impl Stopper {
     /// Close is sent and the rest follows on a thread of its own: the client's answering Close is
     /// read by the very thread the handler runs on, which would otherwise sit out the 2 s.
     pub fn stop(&self) {
-        let shared = &self.threads.shared;
-        if shared.is_stopped() {
+        if !self.threads.begin_stop() {
             return;
         }
-        shared.begin_stop();
-        if self.threads.is_own_thread() {
-            let threads = self.threads.clone();
-            let rest = thread::Builder::new()
-                .name("ide-bridge-stop".into())
-                .spawn(move || threads.close_all());
-            if rest.is_ok() {
-                return;
-            }
+        let rest = |me: &Threads| me.close_all();
+        if !self.threads.is_own_thread()
+            || self.threads.spawn("ide-bridge-stop".into(), rest).is_err()
+        {
+            self.threads.close_all();
         }
-        self.threads.close_all();
     }
 }
 
 impl Threads {
+    /// Begins the stop (the lock file removed, the clients sent Close 1001) unless one has begun
+    /// already or the server has stopped: whether this call began it.
+    fn begin_stop(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.shared.is_stopped() || self.stopping.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.shared.begin_stop();
+        true
+    }
+
     /// Whether this thread is one of the server's (a handler runs on its connections' readers).
     fn is_own_thread(&self) -> bool {
         let me = thread::current().id();
@@ -512,9 +518,15 @@ impl Threads {
     }
 
     /// The rest of [`IdeServer::stop`] once the stop has begun (by it or a [`Stopper`]): the
-    /// clients' Close awaited, every socket closed, then the threads joined, the `acceptor` too.
-    fn finish_stop(&self, acceptor: Option<JoinHandle<()>>) {
+    /// clients' Close awaited, every socket closed, then the threads joined, the acceptor and a
+    /// [`Stopper`]'s own stop thread among them.
+    fn finish_stop(&self) {
         self.await_close();
+        let acceptor = self
+            .acceptor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let joins = self.shared.stop_hard(|| {
             std::mem::take(&mut *self.joins.lock().unwrap_or_else(|e| e.into_inner()))
         });
