@@ -105,9 +105,13 @@ fn sections_of(root: &Path, doc: &str) -> Vec<String> {
 }
 
 /// Whether a citation of `name` names exactly one of `sections`: one of them is `name`, or one
-/// alone starts with it and goes on after a space, a colon or a parenthesis (a heading cited
-/// without its subtitle, `"A day's use"` for `A day's use (`day`; 2026-11-29)`). `Err` says why not.
+/// alone starts with it and goes on with a subtitle, after a colon or ` (` (`"A day's use"` for
+/// `A day's use (`day`; 2026-11-29)`; not `"Upgrade"` for `Upgrade refusals`). `Err` says why not.
 fn names_one(sections: &[String], name: &str) -> Result<(), String> {
+    // A heading's inline code is cited as text: "What --allow-host changes".
+    let sections: Vec<String> = sections.iter().map(|s| s.replace('`', "")).collect();
+    let name = name.replace('`', "");
+    let name = name.as_str();
     if sections.iter().any(|s| s == name) {
         return Ok(());
     }
@@ -115,7 +119,7 @@ fn names_one(sections: &[String], name: &str) -> Result<(), String> {
         .iter()
         .filter(|s| {
             s.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with([' ', ':', '(']))
+                .is_some_and(|rest| rest.starts_with(':') || rest.starts_with(" ("))
         })
         .collect();
     match starting.len() {
@@ -176,7 +180,10 @@ fn joined(text: &str) -> (String, Vec<usize>) {
             .find_map(|m| t.strip_prefix(m))
             .unwrap_or(t)
             .trim();
-        out.push_str(t);
+        // A citation inside a string literal (`\"Section\"`, a line continued with `\`) reads
+        // as one in a comment.
+        let t = t.strip_suffix('\\').map_or(t, str::trim_end);
+        out.push_str(&t.replace("\\\"", "\""));
         out.push(' ');
         line_of.resize(out.len(), n + 1);
     }
@@ -398,4 +405,13 @@ fn the_patterns_catch_what_they_are_for() {
     assert!(names_one(&sections, "Issue 32, item 5").is_err());
     assert!(names_one(&sections, "Issue 32, item 5, fourth session").is_err());
     assert!(names_one(&sections, "Limits").is_err());
+    let renamed = ["Upgrade refusals".to_string()];
+    assert!(names_one(&renamed, "Upgrade").is_err());
+    let (flat, _) = joined("    \"see SECURITY.md, \\\"What \\\n     --allow-host changes\\\"\",");
+    assert_eq!(names(&flat, "SECURITY.md"), ["What --allow-host changes"]);
+    assert!(names_one(
+        &["What `--allow-host` changes".into()],
+        "What --allow-host changes"
+    )
+    .is_ok());
 }

@@ -38,8 +38,23 @@ const MODULES: [(&str, &[&str]); 3] = [
 /// inner modules too (glibc's `malloc` calls).
 fn items(source: &str, nested: bool) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
+    // A re-export's list wrapped over several lines, read as one.
+    let mut lines: Vec<String> = Vec::new();
     for line in source.lines() {
-        let line = if nested { line.trim_start() } else { line };
+        match lines.last_mut() {
+            Some(open) if open.contains('{') && !open.contains('}') && open.contains(" use ") => {
+                open.push(' ');
+                open.push_str(line.trim());
+            }
+            _ => lines.push(line.to_string()),
+        }
+    }
+    for line in &lines {
+        let line = if nested {
+            line.trim_start()
+        } else {
+            line.as_str()
+        };
         let Some(rest) = line
             .strip_prefix("pub(crate) ")
             .or_else(|| line.strip_prefix("pub "))
@@ -49,7 +64,8 @@ fn items(source: &str, nested: bool) -> BTreeSet<String> {
         if let Some(used) = rest.strip_prefix("use self::") {
             let names = used.rsplit("::").next().unwrap_or(used);
             let names = names.trim_end_matches(';').trim_matches(['{', '}']);
-            out.extend(names.split(',').map(|n| n.trim().to_string()));
+            let names = names.split(',').map(str::trim).filter(|n| !n.is_empty());
+            out.extend(names.map(str::to_string));
         } else if let Some(rest) = ["fn ", "const ", "struct ", "enum ", "static ", "type "]
             .iter()
             .find_map(|p| rest.strip_prefix(p))
@@ -131,6 +147,12 @@ fn the_readers_see_what_they_are_for() {
         ]
     );
     assert!(items(source, true).contains("inner"));
+    let wrapped =
+        "pub(crate) use os::{\n    adopt, kill_tree,\n    GLOBS,\n};\npub fn after() {}\n";
+    let found: Vec<String> = items(&wrapped.replace("os::", "self::os::"), false)
+        .into_iter()
+        .collect();
+    assert_eq!(found, ["GLOBS", "adopt", "after", "kill_tree"]);
     let doc =
         "//! Intro `not_this()`.\n//! The interface:\n//! - `state_dir()`, `read(path, max)`: x;\n\
                //! `HOME_VAR`, `std::fs::read(p)`";

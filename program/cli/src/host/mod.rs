@@ -380,7 +380,7 @@ impl RefusedLines {
 /// the engine still holds: `Options::diff_error_at_stop`), not `DIFF_REJECTED`: the real client
 /// takes an error as "the IDE could not show it" and keeps its own accept prompt, where a
 /// `DIFF_REJECTED` would end the turn as if the user had said no (docs/e2e.md, "When the editor's
-/// link drops").
+/// link drops with a diff pending").
 pub fn undecided_at_stop(ide_name: &str, stdio: bool) -> String {
     if stdio {
         format!(

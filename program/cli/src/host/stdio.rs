@@ -259,7 +259,7 @@ impl Host {
     /// editor (gone, or its link dropped) decided nothing, and the real client takes an error as
     /// "the IDE could not show it" and keeps its own accept prompt in its terminal, where a
     /// `DIFF_REJECTED` would end the turn as if the user had said no (docs/e2e.md, "When the
-    /// editor's link drops").
+    /// editor's link drops with a diff pending").
     pub fn say_goodbye(&mut self) {
         let mut diffs: Vec<(u64, CallId)> = (self.forwarded.iter())
             .filter(|(_, f)| f.tool.diff().is_some())
