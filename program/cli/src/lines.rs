@@ -213,7 +213,8 @@ mod tests {
         w.send(b"five\n".to_vec());
         gate.send(()).unwrap();
         let got: Vec<String> = (0..4)
-            .map(|_| String::from_utf8(written.recv().unwrap()).unwrap())
+            .map(|_| written.recv_timeout(Duration::from_secs(5)).unwrap())
+            .map(|l| String::from_utf8(l).unwrap())
             .collect();
         assert_eq!(got[..2], ["one\n", "two\n"]);
         assert!(got[2].contains("2 lines dropped"), "{got:?}");
@@ -227,22 +228,40 @@ mod tests {
     ) -> (LineWriter, mpsc::SyncSender<()>, mpsc::Receiver<Vec<u8>>) {
         let (w, gate, written) = gated(4, full);
         w.send(b"one\n".to_vec());
+        let (started_tx, started) = mpsc::channel();
         let sender = {
             let w = w.clone();
-            thread::spawn(move || w.send(b"two\n".to_vec()))
+            thread::spawn(move || {
+                let _ = started_tx.send(());
+                w.send(b"two\n".to_vec())
+            })
         };
+        // The sender runs; a moment later it still waits for room, "two" not queued.
+        started.recv_timeout(Duration::from_secs(5)).unwrap();
         thread::sleep(Duration::from_millis(100));
         assert!(!sender.is_finished(), "did not wait for room");
+        assert!(
+            !w.lock().lines.iter().any(|l| l == b"two\n"),
+            "queued without room"
+        );
         w.stopping();
-        sender.join().unwrap();
+        claude_ide_bridge_testsupport::joined(sender, Duration::from_secs(5), "the sender");
         (w, gate, written)
     }
 
     /// A waiting writer makes its sender wait for room, until the bridge is stopping.
     #[test]
     fn a_full_waiting_writer_holds_its_sender_until_stopping() {
-        let (w, _gate, _written) = held_until_stopping(Full::Wait);
+        let (w, gate, written) = held_until_stopping(Full::Wait);
+        // Stopping, a send waits no more, and a waiting writer drops nothing: all are written.
         w.send(b"three\n".to_vec());
+        drop(gate);
+        w.flush(Duration::from_secs(5));
+        let got: Vec<String> = (0..3)
+            .map(|_| written.recv_timeout(Duration::from_secs(5)).unwrap())
+            .map(|l| String::from_utf8(l).unwrap())
+            .collect();
+        assert_eq!(got, ["one\n", "two\n", "three\n"]);
     }
 
     /// Waiting until stopping, then dropping: the sender goes on at the stop, and what does not

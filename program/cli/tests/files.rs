@@ -177,6 +177,7 @@ fn scenario(s: &mut Served, sb: &Sandbox, outside: &Path, stdio: bool) -> (u64, 
     // Each kind of hostile request was refused with its reason at least once (the others may
     // have been turned away as too many at once).
     assert_eq!(reasons_seen.len(), requests.len(), "{got:?}");
+    let (mut listings, mut infos, mut fifos) = (0, 0, 0);
     for (id, i) in &sent {
         if *i != usize::MAX {
             continue;
@@ -198,14 +199,27 @@ fn scenario(s: &mut Served, sb: &Sandbox, outside: &Path, stdio: bool) -> (u64, 
                 [format!("{ws}/huge.log"), format!("{ws}/src/a.rs")],
                 "{r}"
             );
+            listings += 1;
         } else if r["result"]["type"].is_string() {
             assert_eq!(r["result"]["fileCount"], 2, "{r}");
             assert_eq!(r["result"]["name"], "ws", "{r}");
+            infos += 1;
         } else {
             assert!(is_error(r), "openFile of a FIFO: {r}");
             assert!(texts(r)[0].contains("FIFO"), "{r}");
+            fifos += 1;
         }
     }
+    // Each kind was answered at least once (the others may have been turned away as too many
+    // at once), so the checks above ran.
+    assert!(
+        listings > 0 && infos > 0,
+        "{listings} listings, {infos} infos: {got:?}"
+    );
+    assert!(
+        stdio || fifos > 0,
+        "no openFile of the FIFO answered: {got:?}"
+    );
     assert_eq!(
         fs::read_to_string(outside.join("secret.txt")).unwrap(),
         "secret\n"

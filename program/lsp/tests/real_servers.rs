@@ -449,9 +449,10 @@ count: int = \"two\"\n";
     stop_and_check_gone(&f);
 }
 
-/// Run as a child by `servers_exit_when_the_bridge_is_killed` (and a no-op otherwise): starts pyright, clangd
-/// and the scripted server, prints their pids, and waits to be killed.
+/// Run as a child by `servers_exit_when_the_bridge_is_killed` (`--ignored`; a no-op otherwise): starts
+/// pyright, clangd and the scripted server, prints their pids, and waits to be killed.
 #[test]
+#[ignore = "the child of servers_exit_when_the_bridge_is_killed"]
 fn child_holding_servers() {
     let Some(dir) = std::env::var_os("LSP_TEST_CHILD_WORKSPACE") else {
         return;
@@ -504,6 +505,7 @@ fn servers_exit_when_the_bridge_is_killed() {
         .args([
             "--exact",
             "child_holding_servers",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])

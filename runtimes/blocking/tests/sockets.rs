@@ -69,7 +69,7 @@ fn try_next_event_and_stop_with_pending_diff() {
     let resp = c.response(id);
     assert_eq!(resp["result"]["content"][0]["text"], "DIFF_REJECTED");
     assert!(c.closed_within(Duration::from_secs(3)));
-    stopper.join().unwrap();
+    claude_ide_bridge_testsupport::joined(stopper, Duration::from_secs(20), "the stop");
 }
 
 /// A host that waits with a timeout (it has periodic work of its own) tells "nothing yet" from
@@ -95,7 +95,8 @@ fn is_stopped_ends_a_loop_that_waits_with_a_timeout() {
     });
     std::thread::sleep(Duration::from_millis(200));
     stopper.stop();
-    let turns = reader.join().unwrap();
+    let turns =
+        claude_ide_bridge_testsupport::joined(reader, Duration::from_secs(20), "the host's loop");
     // About one turn per timeout while running (200 ms / 20 ms), none after.
     assert!(turns < 100, "{turns} turns: the loop did not wait");
 }
@@ -136,7 +137,9 @@ fn a_stopper_ends_a_wait_in_next_event() {
     let resp = c.response(id);
     assert_eq!(resp["result"]["content"][0]["text"], "DIFF_REJECTED");
     assert!(c.closed_within(Duration::from_secs(3)));
-    assert_eq!(reader.join().unwrap(), 1);
+    let calls =
+        claude_ide_bridge_testsupport::joined(reader, Duration::from_secs(20), "next_event");
+    assert_eq!(calls, 1);
     std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port was given back");
     // A second stop does nothing.
     stopper.stop();

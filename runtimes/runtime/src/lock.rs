@@ -680,7 +680,12 @@ mod tests {
     /// in a lock file, and a port nothing answers on.
     fn waiting_child_and_port() -> (std::process::Child, u16) {
         let child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "lock::tests::a_child_that_waits", "--nocapture"])
+            .args([
+                "--exact",
+                "lock::tests::a_child_that_waits",
+                "--ignored",
+                "--nocapture",
+            ])
             .env("CLAUDE_IDE_BRIDGE_TEST_WAIT", "1")
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -695,6 +700,7 @@ mod tests {
 
     /// Run as a child by the tests below: a process to name in a lock file, until it is killed.
     #[test]
+    #[ignore = "the child of the tests below"]
     fn a_child_that_waits() {
         if std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_WAIT").is_some() {
             std::thread::sleep(Duration::from_secs(60));

@@ -86,5 +86,5 @@ fn answered_from_a_task_and_stop_with_pending_diff() {
     let resp = c.response(id);
     assert_eq!(resp["result"]["content"][0]["text"], "DIFF_REJECTED");
     assert!(c.closed_within(Duration::from_secs(3)));
-    stopper.join().unwrap();
+    claude_ide_bridge_testsupport::joined(stopper, Duration::from_secs(20), "the stop");
 }

@@ -10,7 +10,9 @@
 //! - [`counting_alloc`]: a counting global allocator for tests that measure memory;
 //! - [`lsp_frames`]: Language Server Protocol framing, for stand-in servers and minimal clients;
 //! - [`skip`]: a test that cannot run here, said in the suite's summary (a failure under CI when
-//!   what it lacks is a tool the suite installs).
+//!   what it lacks is a tool the suite installs);
+//! - [`joined`]: a thread's result, or a failure naming what did not end in time (a test of a
+//!   stop or a wait fails instead of hanging the suite when what it tests breaks).
 
 pub mod bridge;
 pub mod client;
@@ -20,3 +22,17 @@ pub mod platform;
 pub mod procs;
 pub mod scenarios;
 pub mod skip;
+
+/// The result of the thread `t` once it ends, looking every 5 ms; a test failure naming `what`
+/// when it has not ended within `bound` (the thread is left running: the test process ends).
+pub fn joined<T>(t: std::thread::JoinHandle<T>, bound: std::time::Duration, what: &str) -> T {
+    let give_up = std::time::Instant::now() + bound;
+    while !t.is_finished() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "{what} did not end within {bound:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    t.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+}

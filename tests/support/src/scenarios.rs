@@ -65,6 +65,8 @@ macro_rules! socket_scenarios {
             lock_file_withdrawn,
             lock_dir_refused,
             stale_locks,
+            // A child the signal and stale-lock scenarios start (`--ignored`), not a test.
+            #[ignore = "the child of a scenario"]
             sigterm_child,
             // Not on Windows: the Python peer is a Linux program, which a Windows process
             // (under Wine in CI) cannot start.
@@ -597,6 +599,7 @@ pub fn stale_locks<R: Rt>() {
         .args([
             "sigterm_child",
             "--exact",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -678,7 +681,13 @@ pub fn signal_removes_lock(test_name: &str, signal: &str) {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            test_name,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("RT_SIGTERM_CHILD", "1")
         .env("CLAUDE_CONFIG_DIR", dir.path())
         .stdout(std::process::Stdio::null())
@@ -1668,7 +1677,7 @@ pub fn every_call_a_stop_cancels_reaches_the_handler<S: Send + 'static>(
         answered_rejected(c, *id);
     }
     drop(waiting);
-    stopping.join().unwrap();
+    crate::joined(stopping, WAIT, "the stop");
     let give_up = Instant::now() + WAIT;
     loop {
         let seen = seen.lock().unwrap().clone();
