@@ -225,6 +225,11 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// The unified diff from `old` to `new`, coloured, at most [`MAX_DIFF_LINES`] lines.
 pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
+    render_diff_within(path, old, new, DIFF_TIMEOUT)
+}
+
+/// [`render_diff`], a coarser diff shown once computing it has taken `timeout`.
+fn render_diff_within(path: &str, old: &Old, new: &str, timeout: std::time::Duration) -> String {
     let mut out = String::new();
     let path = visible(path);
     // `a/` and `b/` before the path as in git's diffs, a Windows path (`C:\...`) included.
@@ -242,7 +247,7 @@ pub fn render_diff(path: &str, old: &Old, new: &str) -> String {
     };
     out.push_str(&format!("{BOLD}--- {old_name}\n+++ b/{bare}{BOLD:#}\n"));
     let diff = TextDiff::configure()
-        .timeout(DIFF_TIMEOUT)
+        .timeout(timeout)
         .diff_lines(old_text, new);
     let unified = diff.unified_diff();
     let (mut any, mut lines, mut more) = (false, 0usize, 0usize);
@@ -536,6 +541,32 @@ mod tests {
         );
         assert!(d.contains("-old 0"), "{}", &d[..200]);
         assert!(d.contains("more lines of this diff not shown"));
+    }
+
+    /// Past the deadline the diff is coarser, not wrong: with no time at all, a text with every
+    /// tenth line changed among kept ones is shown with more lines marked than were changed,
+    /// the changed ones among them.
+    #[test]
+    fn past_its_deadline_a_diff_is_coarser() {
+        let old: String = (0..200).map(|i| format!("line {i}\n")).collect();
+        let new: String = (0..200)
+            .map(|i| match i % 10 {
+                5 => format!("line {i} changed\n"),
+                _ => format!("line {i}\n"),
+            })
+            .collect();
+        let old = Old::Text(old);
+        let fine = render_diff_within("/w/a.txt", &old, &new, DIFF_TIMEOUT);
+        let coarse = render_diff_within("/w/a.txt", &old, &new, std::time::Duration::ZERO);
+        let marked = |d: &str| {
+            (d.lines())
+                .filter(|l| l.contains("-line") || l.contains("+line"))
+                .count()
+        };
+        // The fine diff marks the 20 lines changed, each old and new.
+        assert_eq!(marked(&fine), 40, "{fine}");
+        assert!(marked(&coarse) > 40, "{coarse}");
+        assert!(coarse.contains("+line 105 changed") && coarse.contains("-line 105"));
     }
 
     /// A one-line file of megabytes (minified) changed by one character printed 8 MB: each line

@@ -1191,7 +1191,10 @@ fn work_in_progress_is_tracked_until_it_ends() {
     s.handle(&serde_json::to_vec(&odd).unwrap()).unwrap();
     // Full of work never ended: once it is stale it makes room, so new work counts again.
     let Some(long_ago) = Instant::now().checked_sub(PROGRESS_STALE + Duration::from_secs(1)) else {
-        return; // a clock too young to go back that far
+        claude_ide_bridge_testsupport::skip::skip(
+            "lsp state: stale progress not tested: the monotonic clock is too young to go back that far",
+        );
+        return;
     };
     s.progress.values_mut().for_each(|begun| *begun = long_ago);
     assert!(!s.busy(Instant::now()));
