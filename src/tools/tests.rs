@@ -855,9 +855,17 @@ proptest::proptest! {
     #[test]
     fn parse_never_panics(name in "[a-zA-Z_]{0,30}", value in proptest::prelude::any::<Option<i64>>(), key in "[a-zA-Z_]{1,20}") {
         let args = json!({ key: value }).to_string();
-        let _ = ToolCall::parse(&name, Some(&raw(&args)));
+        // A name no tool has is refused as such, naming it.
+        let parsed = ToolCall::parse(&name, Some(&raw(&args)));
+        if ToolName::ALL.iter().all(|t| t.as_str() != name) {
+            proptest::prop_assert_eq!(parsed, Err(ToolCallError::UnknownTool(name.clone())));
+        }
         for tool in ToolName::ALL {
-            let _ = ToolCall::parse(tool.as_str(), Some(&raw(&args)));
+            // A tool's call parses to that tool, or is refused for its arguments.
+            match ToolCall::parse(tool.as_str(), Some(&raw(&args))) {
+                Ok(call) => proptest::prop_assert_eq!(call.name(), tool),
+                Err(e) => proptest::prop_assert!(matches!(e, ToolCallError::InvalidArguments(_)), "{e:?}"),
+            }
         }
     }
 }

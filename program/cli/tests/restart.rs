@@ -557,7 +557,7 @@ fn a_state_folder_open_to_others_keeps_nothing_and_says_so() {
 fn bad_state_files_are_replaced() {
     let sb = Sandbox::new();
     let first = Served::start(&sb, &[]);
-    let (port, token) = (first.port, first.token());
+    let token = first.token();
     crash(first);
     let file = state_file(&sb);
     let good = fs::read_to_string(&file).unwrap();
@@ -624,5 +624,4 @@ fn bad_state_files_are_replaced() {
         fs::read_to_string(sb.root().join("elsewhere.json")).unwrap(),
         good
     );
-    let _ = port;
 }
