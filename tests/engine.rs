@@ -383,18 +383,27 @@ fn durations_past_what_an_instant_holds_are_taken_as_never() {
         c.limits.close_timeout = Duration::MAX;
         c.limits.mention_ttl = Duration::MAX;
     });
-    // A socket in its upgrade, a live connection, a refused one: each has deadlines.
+    // A socket in its upgrade and a live connection: each has deadlines (a refused one is
+    // closed once its 400 is written, whatever the limits).
     let upgrading = p.server.accept(p.now);
     let c = p.connect();
     let (refused, head) = p.handshake("GET / HTTP/1.1\r\n\r\n");
     assert!(head.starts_with("HTTP/1.1 400"), "{head}");
-    p.advance(Duration::from_secs(365 * 24 * 3600));
+    assert!(p.closed.contains(&refused));
+    let year = Duration::from_secs(365 * 24 * 3600);
+    p.advance(year);
     assert!(!p.closed.contains(&c) && !p.closed.contains(&upgrading));
     assert_eq!(p.frames(c), vec![], "no ping in a year");
+    // Closing, its Close unanswered: its close deadline is as far as the upgrade's, never.
     p.server.close(c, p.now).unwrap();
     p.advance(Duration::from_secs(1));
-    assert!(p.server.poll_timeout().is_some());
-    let _ = refused;
+    let next = p.server.poll_timeout().expect("deadlines kept");
+    assert!(
+        next - p.now > 10 * year,
+        "a deadline {:?} away",
+        next - p.now
+    );
+    assert!(!p.closed.contains(&c));
 }
 
 #[test]
