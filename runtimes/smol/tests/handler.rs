@@ -222,10 +222,14 @@ fn one_at_a_time_and_in_order_on_a_multi_threaded_executor() {
     for labels in seen.values() {
         assert_eq!(labels, &want);
     }
-    eprintln!(
-        "the handler ran on {} executor threads",
-        threads.lock().unwrap().len()
-    );
+    // The premise: the handler was called from several threads. Otherwise "never twice at
+    // once" held trivially, which the suite's summary says.
+    let ran_on = threads.lock().unwrap().len();
+    if ran_on < 2 {
+        claude_ide_bridge_testsupport::skip::skip(
+            "smol handler: the one-at-a-time check proved nothing: every call ran on one executor thread",
+        );
+    }
     drop(stop);
     for r in runners {
         r.join().unwrap();
