@@ -15,7 +15,8 @@
 //! ```text
 //! cargo build --release -p claude-ide-bridge-cli
 //! cargo run --release -p claude-ide-bridge-bench-idle -- day [--sessions 600] [--every 100]
-//!     [--edits 4] [--files 24] [--warnings N] [--lsp none|c] [--runtime threads|smol]... [--bin PATH]
+//!     [--edits 4] [--files 24] [--warnings N] [--lsp none|c] [--runtime threads|smol]... [--editor]
+//!     [--bin PATH]
 //! ```
 
 use std::fs;
