@@ -270,8 +270,9 @@ pub(crate) fn echoed_name(name: &str) -> Cow<'_, str> {
 fn parse_failure(e: &serde_json::Error) -> RpcError {
     use serde_json::error::Category;
     match e.classify() {
+        // With where the text stops being JSON (serde's short message, of bounded length).
         Category::Syntax | Category::Eof | Category::Io => {
-            RpcError::new(PARSE_ERROR, "parse error")
+            RpcError::new(PARSE_ERROR, format!("parse error: {e}"))
         }
         Category::Data => RpcError::new(INVALID_REQUEST, "invalid request"),
     }

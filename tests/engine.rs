@@ -681,7 +681,7 @@ fn parse_and_invalid_request_errors() {
     assert_eq!(
         p.messages(c),
         vec![
-            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}})
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error: key must be a string at line 1 column 2"}})
         ]
     );
     p.send_text(c, r#"{"jsonrpc":"2.0","id":1}"#);
