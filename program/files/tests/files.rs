@@ -563,6 +563,36 @@ fn a_path_longer_than_the_system_takes_is_refused_before_anything_is_made() {
     assert_eq!(fs::read(t.ws.join(&fits)).unwrap(), b"x");
 }
 
+/// A write that fails leaves no directory it made for the file: neither one that failed on the
+/// way (a last name longer than the system takes, found once the folders above it were made) nor
+/// one that failed after (the path reached through a link to a folder whose name is not UTF-8,
+/// refused once the folders below that were made). A folder that was there stays.
+#[test]
+fn a_failed_write_leaves_no_directory_it_made() {
+    let t = Tree::new();
+    let ws = t.workspace(Limits::default());
+    let long = "n".repeat(300);
+    assert!(ws.write(&format!("new/sub/{long}"), b"x").is_err());
+    assert!(!t.ws.join("new").exists(), "made for a write that failed");
+    fs::create_dir(t.ws.join("kept")).unwrap();
+    assert!(ws.write(&format!("kept/new/{long}"), b"x").is_err());
+    assert!(t.ws.join("kept").is_dir());
+    assert_eq!(fs::read_dir(t.ws.join("kept")).unwrap().count(), 0);
+    let raw = std::ffi::OsStr::from_bytes(b"d\xe9");
+    fs::create_dir(t.ws.join(raw)).unwrap();
+    symlink(raw, t.ws.join("to-raw")).unwrap();
+    let answer = ws.write("to-raw/new/sub/a.txt", b"x");
+    assert!(
+        matches!(answer, Err(Error::NameNotUtf8 { .. })),
+        "{answer:?}"
+    );
+    assert_eq!(
+        fs::read_dir(t.ws.join(raw)).unwrap().count(),
+        0,
+        "made for a write that failed"
+    );
+}
+
 /// Replacing a file keeps what an editor writing it in place would keep: its owner and group
 /// (root writing a user's file left it root's), and a file the user may not write is not
 /// replaced although its directory would take the rename.

@@ -976,3 +976,19 @@ fn a_workspace_folder_gone_is_not_a_missing_file() {
         "{e}"
     );
 }
+
+/// A write that fails leaves no directory it made for the file (a last name longer than a name
+/// can be, refused once the folders above it were made); a folder that was there stays.
+#[test]
+fn a_failed_write_leaves_no_directory_it_made() {
+    let t = tree();
+    let ws = workspace(&t);
+    let long = "n".repeat(300);
+    let answer = ws.write(&format!(r"new\sub\{long}"), b"x");
+    assert!(answer.is_err(), "{answer:?}");
+    assert!(!t.ws.join("new").exists(), "made for a write that failed");
+    fs::create_dir(t.ws.join("kept")).unwrap();
+    assert!(ws.write(&format!(r"kept\new\{long}"), b"x").is_err());
+    assert!(t.ws.join("kept").is_dir());
+    assert_eq!(fs::read_dir(t.ws.join("kept")).unwrap().count(), 0);
+}

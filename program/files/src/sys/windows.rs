@@ -558,73 +558,95 @@ impl Workspace {
                 kind: "a directory",
             });
         };
-        let parent = if parents.is_empty() {
-            dir
-        } else {
-            let at = rel(parents);
-            dir.create_dir_all(&at)
-                .map_err(|e| failed_at(&dir, parents, path, "creating a directory", e))?;
-            dir.open_dir(&at)
-                .map_err(|e| failed(path, "opening a directory", e))?
-        };
-        // Replacing a file keeps its attributes (those of `KEPT_ATTRIBUTES`) and its name as it
-        // is on disk, which `name` may spell in another case or as its short (8.3) name.
-        // And its access list, for the new file: the folder's may let others read it.
-        let (attributes, on_disk, acl) = match parent.symlink_metadata(name) {
-            Ok(md) if md.is_file() => {
-                // Replacing a file is a write to it: a read-only one is refused, as an editor
-                // would refuse it, and so is one whose access list does not let the user write
-                // it (as the Unix backend's `access(W_OK)` check does), although the directory
-                // might take the rename.
-                if md.permissions().readonly() {
-                    return Err(read_only(path, "checking that the file may be written"));
-                }
-                may_write(&parent, name)
-                    .map_err(|e| Error::io(path, "checking that the file may be written", e))?;
-                let kept = md.file_attributes() & KEPT_ATTRIBUTES;
-                let kept = if kept == 0 {
-                    0
-                } else {
-                    kept | FILE_ATTRIBUTE_ARCHIVE
-                };
-                let acl = access_list(&parent, name)
-                    .map_err(|e| Error::io(path, "reading the file's access list", e))?;
-                (
-                    kept,
-                    on_disk_name(&parent, name, self.limits.max_walk_entries),
-                    acl,
-                )
-            }
-            Ok(md) => {
-                return Err(Error::NotRegular {
-                    path: path.into(),
-                    kind: kind_name(md.file_type()),
-                })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (0, name.clone(), None),
-            Err(e) => return Err(failed(path, "looking up", e)),
-        };
-        let (tmp_name, tmp) = create_temp(&parent, path, attributes, acl.as_ref())?;
+        // The directories on the way that are not there yet: made for this write, and removed
+        // (when still empty) if it fails.
+        let missing = (1..=parents.len())
+            .find(|&n| {
+                dir.symlink_metadata(rel(&parents[..n]))
+                    .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+            })
+            .unwrap_or(parents.len() + 1);
+        let made: Vec<PathBuf> = (missing..=parents.len())
+            .map(|n| rel(&parents[..n]))
+            .collect();
         let written = (|| {
-            let mut file = tmp;
-            file.write_all(contents)
-                .map_err(|e| Error::io(path, "writing", e))?;
-            file.sync_all()
-                .map_err(|e| Error::io(path, "flushing", e))?;
-            // Closed before the rename: Windows does not rename a file open without delete
-            // sharing.
-            drop(file);
-            rename_over(&parent, &tmp_name, &on_disk, path)
+            let below;
+            let parent = if parents.is_empty() {
+                &dir
+            } else {
+                let at = rel(parents);
+                dir.create_dir_all(&at)
+                    .map_err(|e| failed_at(&dir, parents, path, "creating a directory", e))?;
+                below = dir
+                    .open_dir(&at)
+                    .map_err(|e| failed(path, "opening a directory", e))?;
+                &below
+            };
+            // Replacing a file keeps its attributes (those of `KEPT_ATTRIBUTES`) and its name as it
+            // is on disk, which `name` may spell in another case or as its short (8.3) name.
+            // And its access list, for the new file: the folder's may let others read it.
+            let (attributes, on_disk, acl) = match parent.symlink_metadata(name) {
+                Ok(md) if md.is_file() => {
+                    // Replacing a file is a write to it: a read-only one is refused, as an editor
+                    // would refuse it, and so is one whose access list does not let the user write
+                    // it (as the Unix backend's `access(W_OK)` check does), although the directory
+                    // might take the rename.
+                    if md.permissions().readonly() {
+                        return Err(read_only(path, "checking that the file may be written"));
+                    }
+                    may_write(parent, name)
+                        .map_err(|e| Error::io(path, "checking that the file may be written", e))?;
+                    let kept = md.file_attributes() & KEPT_ATTRIBUTES;
+                    let kept = if kept == 0 {
+                        0
+                    } else {
+                        kept | FILE_ATTRIBUTE_ARCHIVE
+                    };
+                    let acl = access_list(parent, name)
+                        .map_err(|e| Error::io(path, "reading the file's access list", e))?;
+                    (
+                        kept,
+                        on_disk_name(parent, name, self.limits.max_walk_entries),
+                        acl,
+                    )
+                }
+                Ok(md) => {
+                    return Err(Error::NotRegular {
+                        path: path.into(),
+                        kind: kind_name(md.file_type()),
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => (0, name.clone(), None),
+                Err(e) => return Err(failed(path, "looking up", e)),
+            };
+            let (tmp_name, tmp) = create_temp(parent, path, attributes, acl.as_ref())?;
+            let written = (|| {
+                let mut file = tmp;
+                file.write_all(contents)
+                    .map_err(|e| Error::io(path, "writing", e))?;
+                file.sync_all()
+                    .map_err(|e| Error::io(path, "flushing", e))?;
+                // Closed before the rename: Windows does not rename a file open without delete
+                // sharing.
+                drop(file);
+                rename_over(parent, &tmp_name, &on_disk, path)
+            })();
+            if let Err(e) = written {
+                remove_temp(parent, &tmp_name);
+                return Err(e);
+            }
+            let mut shown = comps.clone();
+            if let Some(last) = shown.last_mut() {
+                *last = on_disk;
+            }
+            Ok(self.display(i, &shown))
         })();
-        if let Err(e) = written {
-            remove_temp(&parent, &tmp_name);
-            return Err(e);
+        if written.is_err() {
+            for d in made.iter().rev() {
+                let _ = dir.remove_dir(d);
+            }
         }
-        let mut shown = comps;
-        if let Some(last) = shown.last_mut() {
-            *last = on_disk;
-        }
-        Ok(self.display(i, &shown))
+        written
     }
 
     /// Whether something is at `name` at the first folder's top (a link followed while it stays

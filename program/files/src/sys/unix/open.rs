@@ -227,8 +227,18 @@ impl Workspace {
     /// ```
     pub fn write(&self, path: &str, contents: &[u8]) -> Result<String, Error> {
         let at = self.locate(path, Missing::Create)?;
+        let written = self.write_at(path, &at, contents);
+        // Nothing of a write that failed stays: not the directories made for it either.
+        if written.is_err() {
+            at.unmake();
+        }
+        written
+    }
+
+    /// [`Workspace::write`] to `at`, located (its missing directories made).
+    fn write_at(&self, path: &str, at: &Located, contents: &[u8]) -> Result<String, Error> {
         // Named before anything is written: a name no answer can hold is refused first.
-        let shown = self.display(path, &at)?;
+        let shown = self.display(path, at)?;
         let mode = match at.file_type() {
             None => None,
             // Its permissions and sticky bit; not setuid and setgid, which a write to the file
@@ -253,7 +263,7 @@ impl Workspace {
         // Until it has the target's mode, the new text is readable by its owner only: the target
         // may be a file others must not read. A new file has no mode to keep: 0666 less the umask.
         let (tmp_name, tmp) = create_temp(
-            &at,
+            at,
             path,
             Mode::from_raw_mode(if mode.is_some() { 0o600 } else { 0o666 }),
         )?;

@@ -32,9 +32,20 @@ pub(crate) struct Located {
     pub dir: OwnedFd,
     /// What is there, not following a link (`None`: nothing yet).
     pub stat: Option<Stat>,
+    /// The directories this walk created on the way (`Missing::Create`), each as its parent's
+    /// handle and its name, in the order made: what [`Located::unmake`] removes when what they
+    /// were made for fails.
+    pub made: Vec<(OwnedFd, OsString)>,
 }
 
 impl Located {
+    /// Removes the directories the walk made ([`Located::made`]), the deepest first, each only if
+    /// it is still empty (another process may have put something in it meanwhile): a write that
+    /// failed leaves the tree as it found it.
+    pub fn unmake(&self) {
+        unmake(&self.made);
+    }
+
     /// The last component (`"."` for the folder itself).
     pub fn name(&self) -> &OsStr {
         self.comps
@@ -188,13 +199,33 @@ impl Workspace {
         self.walk(path, folder, comps, missing)
     }
 
-    /// Walks `comps` from `folder`'s handle.
+    /// Walks `comps` from `folder`'s handle. A walk that fails removes the directories it made
+    /// (`Missing::Create`); one that succeeds lists them in [`Located::made`].
     pub(crate) fn walk(
+        &self,
+        path: &str,
+        folder: usize,
+        comps: Vec<OsString>,
+        missing: Missing,
+    ) -> Result<Located, Error> {
+        let mut made = Vec::new();
+        match self.walk_making(path, folder, comps, missing, &mut made) {
+            Ok(at) => Ok(Located { made, ..at }),
+            Err(e) => {
+                unmake(&made);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Workspace::walk`], the directories it makes added to `made`.
+    fn walk_making(
         &self,
         path: &str,
         mut folder: usize,
         comps: Vec<OsString>,
         missing: Missing,
+        made: &mut Vec<(OwnedFd, OsString)>,
     ) -> Result<Located, Error> {
         let mut links = 0usize;
         let mut created = 0usize;
@@ -219,6 +250,7 @@ impl Workspace {
                             comps: done,
                             dir,
                             stat: None,
+                            made: Vec::new(),
                         });
                     }
                     Err(Errno::NOENT) if missing == Missing::Create => {
@@ -229,7 +261,15 @@ impl Workspace {
                             return Err(Error::io(path, "creating a directory", Errno::AGAIN));
                         }
                         match mkdirat(&dir, name.as_os_str(), Mode::from_raw_mode(0o777)) {
-                            Ok(()) | Err(Errno::EXIST) => continue,
+                            Ok(()) => {
+                                // Kept to be removed if the write fails (a handle of the parent
+                                // that cannot be had leaves it there).
+                                if let Ok(parent) = rustix::io::dup(&dir) {
+                                    made.push((parent, name.clone()));
+                                }
+                                continue;
+                            }
+                            Err(Errno::EXIST) => continue,
                             Err(e) => return Err(Error::io(path, "creating a directory", e)),
                         }
                     }
@@ -268,6 +308,7 @@ impl Workspace {
                             comps: done,
                             dir,
                             stat: Some(stat),
+                            made: Vec::new(),
                         });
                     }
                     FileType::Directory => {
@@ -293,6 +334,7 @@ impl Workspace {
                 comps: done,
                 dir,
                 stat: Some(stat),
+                made: Vec::new(),
             });
         }
     }
@@ -358,6 +400,14 @@ impl Workspace {
             s.push_str(c);
         }
         Ok(s)
+    }
+}
+
+/// Removes the directories in `made` (parent handle, name), the last made first, each only if
+/// it is empty.
+fn unmake(made: &[(OwnedFd, OsString)]) {
+    for (parent, name) in made.iter().rev() {
+        let _ = rustix::fs::unlinkat(parent, name.as_os_str(), AtFlags::REMOVEDIR);
     }
 }
 
