@@ -115,7 +115,8 @@ pub struct Checked {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Down {
-    /// The server's command, its words joined by spaces (`ruff server`).
+    /// The server's command as a shell would read it back (`ruff server`; see
+    /// [`table::command_line`]).
     pub server: String,
     /// Why its part is missing.
     pub why: DownReason,
@@ -356,7 +357,7 @@ impl Member {
     /// What a call says of this server when its answer is missing.
     fn down(&self, why: DownReason) -> Down {
         Down {
-            server: self.command.join(" "),
+            server: table::command_line(&self.command),
             why,
         }
     }
@@ -969,7 +970,7 @@ impl Inner {
                     "{language}: found {} on PATH now",
                     commands
                         .iter()
-                        .map(|c| c.join(" "))
+                        .map(|c| table::command_line(c))
                         .collect::<Vec<_>>()
                         .join(" + ")
                 ));
@@ -1141,7 +1142,7 @@ impl Inner {
                 }
                 self.log.line(&format!(
                     "starting {} again, {:?} after giving up on it",
-                    command.join(" "),
+                    table::command_line(&command),
                     limits.given_up_for
                 ));
                 slot.restarts = 0;
@@ -1155,7 +1156,7 @@ impl Inner {
             slot.restarts += 1;
             self.log.line(&format!(
                 "restarting {} (restart {} of at most {})",
-                command.join(" "),
+                table::command_line(&command),
                 slot.restarts,
                 limits.max_restarts
             ));
@@ -1181,7 +1182,7 @@ impl Inner {
                 Some(server)
             }
             Err(e) => {
-                let why = format!("cannot start {}: {e}", command.join(" "));
+                let why = format!("cannot start {}: {e}", table::command_line(&command));
                 self.log.line(&why);
                 slot.failed = Some((why, Instant::now()));
                 slot.server.clone()

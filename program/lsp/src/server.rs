@@ -819,9 +819,13 @@ fn write_loop(
     drop(stdin);
     // Kill the whole group (a server's own children too) before reaping, so that the id is not reused.
     sys::kill_tree(pid);
-    let status = exit_watch.reap();
+    // As std says it: `exit status: 3`, `signal: 9 (SIGKILL)`.
+    let status = match exit_watch.reap() {
+        Ok(status) => status.to_string(),
+        Err(e) => format!("not known ({e})"),
+    };
     // Outside the budget: why it ended is what the log is read for.
-    log.note(&format!("{reason}; process status: {status:?}"));
+    log.note(&format!("{reason}; process ended: {status}"));
     // Its diagnostics go with it: each file it had some for is told it has none, after the
     // changes already taken from it (the reader's last ones: it ends at the end of the output,
     // which the kill brings), and before a server is started in its place (`ServerProcess::gone_at`).

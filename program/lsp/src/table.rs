@@ -612,6 +612,32 @@ pub struct Missing {
     pub wrong_path: bool,
 }
 
+/// A server's command as one line a shell would read back as the same words: a word with a
+/// space, a quote or another character a shell treats apart is put in single quotes (joined by
+/// spaces, `sh -c 'exit 3'` read as `sh -c exit 3`, which is another command).
+///
+/// ```
+/// use claude_ide_bridge_lsp::table::command_line;
+/// let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+/// assert_eq!(command_line(&words(&["ruff", "server"])), "ruff server");
+/// assert_eq!(command_line(&words(&["sh", "-c", "exit 3"])), "sh -c 'exit 3'");
+/// assert_eq!(command_line(&words(&["echo", "it's", ""])), r#"echo 'it'\''s' ''"#);
+/// ```
+pub fn command_line(words: &[String]) -> String {
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b) || !b.is_ascii())
+    };
+    let quoted: Vec<String> = (words.iter())
+        .map(|w| match plain(w) {
+            true => w.clone(),
+            false => format!("'{}'", w.replace('\'', r"'\''")),
+        })
+        .collect();
+    quoted.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     /// A program given as a path that is there but is no program is said to be what it is, not

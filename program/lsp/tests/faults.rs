@@ -531,7 +531,8 @@ fn exit_after_initialize_counts_as_a_crash() {
         matches!(fx.state_of("fake"), ServerState::Crashed(_))
     });
     wait_for("the exit in the log", Duration::from_secs(3), || {
-        fx.log_text().contains("exited; process status")
+        fx.log_text()
+            .contains("exited; process ended: exit status: ")
     });
     fx.shutdown_leaves_nothing();
 }
@@ -975,7 +976,7 @@ fn a_noisy_server_has_one_log_budget_over_its_restarts() {
             matches!(fx.state_of("fake"), ServerState::Crashed(_))
         });
         wait_for("its reason in the log", Duration::from_secs(5), || {
-            fx.log_text().matches("process status").count() == round
+            fx.log_text().matches("process ended: ").count() == round
         });
         std::thread::sleep(Duration::from_millis(300));
     }
@@ -1049,7 +1050,7 @@ fn an_exit_with_output_left_to_read_is_no_output_held_open() {
     let _ = lsp.diagnostics(&file, "x", Instant::now() + Duration::from_secs(3));
     let text = || String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
     wait_for("the server's end", Duration::from_secs(10), || {
-        text().contains("process status")
+        text().contains("process ended: ")
     });
     let log = text();
     assert!(!log.contains("held open"), "{log}");
