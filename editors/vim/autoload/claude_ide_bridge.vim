@@ -360,7 +360,9 @@ def Ended(status: number)
     if ended_why ==# ''
       ended_why = (remote.On() ? 'the remote bridge (`' .. remote.Describe() .. '`)' : 'the bridge')
         .. ' exited with status ' .. status .. (was_ready ? '' : ' before it was ready') .. why
-        .. (remote.On() ? '' : ' (see :ClaudeCodeStatus, and run `claude-ide-bridge doctor`)')
+        .. (remote.On() ? '' : status == 2
+          ? ' (its arguments were refused: see g:claude_ide_bridge_args and g:claude_ide_bridge_cmd)'
+          : ' (see :ClaudeCodeStatus, and run `claude-ide-bridge doctor`)')
     endif
     if !empty(kept)
       ended_why ..= '. Your edits of the proposals are kept in: ' .. join(kept, ', ')

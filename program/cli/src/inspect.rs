@@ -342,8 +342,13 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
         out!("{line}");
     }
     if plan.truncated {
+        let limits = workspace.limits();
         out!(
-            "info: the walk over the workspace was cut short (one of its bounds, or a directory it could not read), as listFiles would be: other languages may be present"
+            "info: the look at the workspace's files stopped before its end, having found {} of a known language (it reads at most {} entries, {} levels deep, for at most {} s, and passes over a folder it cannot read): other languages may be present",
+            files.len(),
+            limits.max_walk_entries,
+            limits.max_depth,
+            limits.max_walk_time.as_secs_f32()
         );
     }
 }

@@ -142,7 +142,7 @@ pub fn describe_set(set: &[Vec<String>]) -> String {
         return "no server found on PATH".to_owned();
     }
     set.iter()
-        .map(|c| c.join(" "))
+        .map(|c| claude_ide_bridge_lsp::table::command_line(c))
         .collect::<Vec<_>>()
         .join(" + ")
 }
@@ -266,6 +266,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         (n, 1.0)
     } else if t == "0" {
         ("0", 1.0)
+    } else if t.ends_with(|c: char| c.is_alphabetic()) {
+        return Err(format!(
+            "{s:?}: the unit must be ms or s, such as 800ms or 2s"
+        ));
     } else {
         return Err(format!("{s:?}: give a unit, such as 800ms or 2s"));
     };
@@ -400,7 +404,7 @@ fn open_file(path: &Path) -> io::Result<File> {
         if crate::state::state_dir().is_some_and(|state| state == dir) {
             crate::sys::private_dir(dir)?;
         } else {
-            crate::sys::private_dirs(dir)?;
+            crate::sys::private_dirs(dir).map_err(|e| a_file_in_the_way(dir, e))?;
         }
     }
     // Not through a symbolic link: the link would be moved, and what it names left as it is.
@@ -412,9 +416,46 @@ fn open_file(path: &Path) -> io::Result<File> {
     crate::sys::append_private_file(path)
 }
 
+/// A folder of `dir` that could not be made because a file has its name (the system says only
+/// "File exists", or "Not a directory" deeper down): which one, said as what it is.
+fn a_file_in_the_way(dir: &Path, e: io::Error) -> io::Error {
+    if !matches!(
+        e.kind(),
+        io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory
+    ) {
+        return e;
+    }
+    match dir
+        .ancestors()
+        .find(|a| fs::symlink_metadata(a).is_ok_and(|m| !m.is_dir()))
+    {
+        Some(file) => io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is a file, not a folder", file.display()),
+        ),
+        None => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log whose folder would be made where a file is: the file is named ("File exists" said
+    /// nothing of which).
+    #[test]
+    fn a_file_where_the_logs_folder_goes_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes");
+        fs::write(&file, "").unwrap();
+        for log in [file.join("x.log"), file.join("sub").join("x.log")] {
+            let e = open_file(&log).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("{} is a file, not a folder", file.display())
+            );
+        }
+    }
 
     #[test]
     fn durations() {
@@ -424,7 +465,13 @@ mod tests {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("2h").is_err());
+        assert!(parse_duration("2h")
+            .unwrap_err()
+            .contains("the unit must be ms or s"));
+        assert!(parse_duration("1min")
+            .unwrap_err()
+            .contains("the unit must be ms or s"));
+        assert!(parse_duration("5").unwrap_err().contains("give a unit"));
         assert!(parse_duration("9999s").is_err());
     }
 

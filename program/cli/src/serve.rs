@@ -4,14 +4,14 @@
 use std::ffi::{OsStr, OsString};
 use std::io::IsTerminal;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog};
+use claude_ide_bridge_lsp::{Lsp, LspConfig, LspLog, ServerTable};
 use claude_ide_bridge_runtime::{LockFileMode, Options};
 
 use crate::host::sink::HostSink;
@@ -295,14 +295,24 @@ fn refused_by_the_port(e: &std::io::Error) -> bool {
         .is_some_and(|inner| inner.is::<claude_ide_bridge_runtime::ListenError>())
 }
 
+/// What a command found and then refused with "not found" lacks (`run`'s command, here and in
+/// the Linux launcher, `sys::unix::tie`).
+pub(crate) const NEEDS_MISSING: &str =
+    " (the file is there: the interpreter its first line names, or the loader it needs, is missing)";
+
 /// `run`'s command could not be started: why, and the exit status a shell gives then (127 not
-/// found, 126 found but not runnable).
-fn cannot_run(program: &OsStr, e: &std::io::Error) -> ExitCode {
+/// found, 126 found but not runnable). `found`: it was found before (its start failed).
+fn cannot_run(program: &OsStr, e: &std::io::Error, found: bool) -> ExitCode {
+    // A name is looked for on PATH; a path (`./claude`, `/opt/x/claude`) is taken as it is.
+    let a_path = Path::new(program).components().count() > 1;
     let (hint, code) = match e.kind() {
+        std::io::ErrorKind::NotFound if found => (NEEDS_MISSING, NOT_FOUND),
+        std::io::ErrorKind::NotFound if a_path => ("", NOT_FOUND),
         std::io::ErrorKind::NotFound => (
             " (is it installed and on PATH? give its full path after --)",
             NOT_FOUND,
         ),
+        _ if a_path && Path::new(program).is_dir() => (" (it is a directory)", CANNOT_RUN),
         _ if sys::cannot_execute(e) => ("", CANNOT_RUN),
         _ => ("", FAILURE),
     };
@@ -312,6 +322,9 @@ fn cannot_run(program: &OsStr, e: &std::io::Error) -> ExitCode {
     )
 }
 
+/// `serve` and `run`: the request checked, the server started, the language servers and `run`'s
+/// command with it, the host's loop until a stop, and the ordered stop. Each part returns the
+/// exit status that ends the bridge early, when it must.
 pub(super) fn serve(
     common: CommonOpts,
     stdio: bool,
@@ -320,141 +333,15 @@ pub(super) fn serve(
 ) -> ExitCode {
     let start = Instant::now();
     sys::raise_open_files_limit();
-    let decider = match decider(&common, stdio, run.is_some()) {
-        Ok(d) => d,
-        Err(e) => return usage(&e),
+    let asked = match Asked::check(&common, stdio, path_map, run.as_deref(), start) {
+        Ok(asked) => asked,
+        Err(code) => return code,
     };
-    // A command that is nowhere to be found is said before the bridge starts (and says it has
-    // started, in lines the error would follow).
-    if let Some(program) = run.as_ref().map(|cmd| &cmd[0]) {
-        if let Err(e) = sys::findable(program) {
-            return cannot_run(program, &e);
-        }
-    }
-    let mut folders = common.workspace.clone();
-    if folders.is_empty() {
-        match std::env::current_dir() {
-            Ok(d) => folders.push(d),
-            Err(e) => return failure(&format!("cannot read the current directory: {e}")),
-        }
-    }
-    for f in &folders {
-        if !f.is_dir() {
-            return usage(&format!(
-                "workspace folder {} {}: pass an existing directory with --workspace",
-                f.display(),
-                not_a_folder(f)
-            ));
-        }
-    }
-    // Served anyway (the permission may come back), but said: every file tool would fail.
-    let unreadable: Vec<String> = folders
-        .iter()
-        .filter_map(|f| {
-            let e = std::fs::read_dir(f).err()?;
-            Some(format!(
-                "warning: workspace folder {} cannot be listed ({e}): neither claude nor the \
-                 bridge can see the files in it",
-                f.display()
-            ))
-        })
-        .collect();
-    let (native, posix) = match folder_forms(&folders) {
-        Ok(forms) => forms,
-        Err(e) => return failure(&format!("cannot make the workspace folders absolute: {e}")),
-    };
-    let native_text: Vec<String> = native
-        .iter()
-        .map(|f| f.to_string_lossy().into_owned())
-        .collect();
-    let paths = match path_mapping(path_map, &posix) {
-        Ok(p) => p,
-        Err(e) => return usage(&e),
-    };
-    let wire = match &common.wire_log {
-        Some(p) => match WireLog::open(p, start) {
-            Ok(w) => Some(w),
-            Err(e) => return failure(&format!("cannot open the wire log {}: {e}", p.display())),
-        },
-        None => None,
-    };
-
-    let table = match common.lsp.servers.table() {
-        Ok(t) => t,
-        Err(e) => return usage(&e),
-    };
-    // A folder the user named is made when missing, not the folders above it: a mistyped path
-    // would leave a tree of them (the default ones are made whole).
-    let named = [
-        ("--lock-dir", common.lock_dir.as_deref()),
-        (
-            "--lsp-log",
-            common.lsp.lsp_log.as_deref().and_then(Path::parent),
-        ),
-    ];
-    for (flag, folder) in named {
-        if let Some(missing) = folder
-            .and_then(Path::parent)
-            .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
-        {
-            return usage(&format!(
-                "{flag}: the folder {} does not exist (create it first)",
-                missing.display()
-            ));
-        }
-    }
-    let lsp_log = match &table {
-        None => None,
-        Some(_) => {
-            let path = common
-                .lsp
-                .lsp_log
-                .clone()
-                .unwrap_or_else(lsp::default_log_path);
-            match lsp::Log::open(&path) {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    return failure(&format!(
-                        "cannot open the language-server log {}: {e} (choose another with --lsp-log FILE, or --no-lsp)",
-                        path.display()
-                    ))
-                }
-            }
-        }
-    };
-
-    let mut opts = Options::new(native.clone(), &common.ide_name);
-    opts.bind = common.host;
-    opts.allowed_hosts = common.allow_host.clone();
-    let mut kept = state::Kept::load(&native, &posix, common.port, common.new_token);
-    opts.port = kept.port();
-    opts.auth_token = Some(kept.token());
-    opts.compat_methods = true;
-    opts.signal_cleanup = false;
-    opts.trace_messages = wire.is_some();
-    // A stop is nobody's decision: claude's own prompt keeps the changes still pending.
-    opts.diff_error_at_stop = Some(host::undecided_at_stop(&common.ide_name, stdio));
-    if let Some(d) = &common.lock_dir {
-        opts.lock_file = LockFileMode::Dir(d.clone());
-    }
-
     let (tx, rx) = mpsc::channel::<HostInput>();
-    let stdio = match stdio.then(|| StdioOut::start(tx.clone())).transpose() {
-        Ok(out) => out,
-        Err(e) => return failure(&format!("cannot start the stdout writer: {e}")),
+    let stdio = match start_outputs(stdio, &tx) {
+        Ok(stdio) => stdio,
+        Err(code) => return code,
     };
-    // The editor may not read stderr at all: the log lines must never hold up the host. A
-    // terminal may not take them either (Ctrl-S): they may hold it up, but never its stop.
-    let full = match stdio {
-        Some(_) => ui::Full::Drop,
-        None => ui::Full::WaitUntilStop,
-    };
-    if let Err(e) = ui::detach_stderr(full) {
-        return failure(&format!("cannot start the stderr writer: {e}"));
-    }
-    if let Err(e) = sys::listen_for_stop(tx.clone(), stdio.clone()) {
-        return failure(&format!("cannot install the signal handlers: {e}"));
-    }
     // The host, once made: until then every event is queued.
     let shared_host: Arc<OnceLock<Mutex<Host>>> = Arc::default();
     let sink = || {
@@ -465,6 +352,265 @@ pub(super) fn serve(
             StopOnPanic::new(&tx, "runtime"),
         )
     };
+    let mut kept = state::Kept::load(&asked.native, &asked.posix, common.port, common.new_token);
+    let running = match listen(&common, &asked, &mut kept, &sink, &tx, &rx) {
+        Ok(running) => running,
+        Err(code) => return code,
+    };
+    // Declared again after `running`, so dropped before it (a panic unwinding included): the
+    // events still queued hold places the runtime may be waiting for while it stops.
+    let rx = rx;
+    let port = running.addr.port();
+    // Kept before the port is printed: whoever reads it may stop the bridge at once.
+    let kept_lines = kept.started(port);
+    announce(&common, &asked, &running, kept_lines);
+    let workspace = claude_ide_bridge_files::Workspace::new(
+        asked.native_text.clone(),
+        claude_ide_bridge_files::Limits {
+            max_read_bytes: common.max_read_bytes,
+            ..claude_ide_bridge_files::Limits::default()
+        },
+    );
+    // Said at once (Windows: a folder on a network share), not first at claude's first file.
+    for (_, why) in workspace.refused_folders() {
+        ui::say_bold(why);
+    }
+    let lsp = language_servers(
+        &common,
+        asked.table,
+        asked.lsp_log,
+        &asked.native,
+        &workspace,
+        &tx,
+    );
+
+    let want_line = if asked.decider == Decider::Policy(DiffPolicy::Ask) {
+        match spawn_terminal_reader(tx.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => return failure(&format!("cannot read the terminal: {e}")),
+        }
+    } else {
+        None
+    };
+    let mut host = Host::new(
+        running.handle(),
+        HostConfig {
+            workspace,
+            ide_name: common.ide_name.clone(),
+            decider: asked.decider,
+            open_files: common.open_files,
+            wire: asked.wire,
+            stdio: stdio.clone(),
+            want_line,
+            inputs: tx.clone(),
+            lsp,
+            paths: asked.paths,
+        },
+    );
+    if let Some(out) = &stdio {
+        host.ready(port, running.lock_path.as_deref());
+        if let Err(e) = spawn_stdio_reader(tx.clone(), out.clone()) {
+            running.stop(Duration::from_secs(5));
+            return failure(&format!("cannot read stdin: {e}"));
+        }
+    }
+    if let Some(cmd) = run {
+        if let Err(failed) = start_command(&cmd, port, &mut host, &tx) {
+            // Stopped first (the lock file gone), then said: the error is the last line.
+            running.stop(Duration::from_secs(5));
+            ui::set_quiet(false);
+            return failed.report(&cmd[0]);
+        }
+    }
+    drop(tx);
+
+    // From here on the runtime may answer calls from memory itself (`HostSink`).
+    let shared = shared_host.get_or_init(|| Mutex::new(host));
+    host::sink::on_the_hosts_thread();
+    let code = host_loop(shared, &rx, stdio.is_some());
+    stop(lock_host(shared), running, rx, stdio.as_ref(), code)
+}
+
+/// What `serve` was asked for, checked before anything starts: the decider of diffs, the
+/// workspace folders in both forms, the path map, the wire log and the language servers' table
+/// and log, opened.
+struct Asked {
+    /// Whether an editor speaks JSON lines on stdio (`--stdio`).
+    stdio: bool,
+    decider: Decider,
+    /// Warnings for folders that cannot be listed (served anyway: the permission may come back).
+    unreadable: Vec<String>,
+    native: Vec<PathBuf>,
+    posix: Vec<String>,
+    native_text: Vec<String>,
+    paths: PathMap,
+    wire: Option<WireLog>,
+    table: Option<ServerTable>,
+    lsp_log: Option<lsp::Log>,
+}
+
+impl Asked {
+    /// The request checked; the exit status (a usage error, a failure) when it cannot be served.
+    fn check(
+        common: &CommonOpts,
+        stdio: bool,
+        path_map: &[String],
+        run: Option<&[OsString]>,
+        start: Instant,
+    ) -> Result<Asked, ExitCode> {
+        let decider = decider(common, stdio, run.is_some()).map_err(|e| usage(&e))?;
+        // A command that is nowhere to be found is said before the bridge starts (and says it
+        // has started, in lines the error would follow).
+        if let Some(program) = run.map(|cmd| &cmd[0]) {
+            sys::findable(program).map_err(|e| cannot_run(program, &e, false))?;
+        }
+        let mut folders = common.workspace.clone();
+        if folders.is_empty() {
+            let here = std::env::current_dir()
+                .map_err(|e| failure(&format!("cannot read the current directory: {e}")))?;
+            folders.push(here);
+        }
+        for f in &folders {
+            if !f.is_dir() {
+                return Err(usage(&format!(
+                    "workspace folder {} {}: give an existing directory (--workspace DIR)",
+                    f.display(),
+                    not_a_folder(f)
+                )));
+            }
+        }
+        // Served anyway (the permission may come back), but said: every file tool would fail.
+        let unreadable: Vec<String> = folders
+            .iter()
+            .filter_map(|f| {
+                let e = std::fs::read_dir(f).err()?;
+                Some(format!(
+                    "warning: workspace folder {} cannot be listed ({e}): neither claude nor the \
+                     bridge can see the files in it",
+                    f.display()
+                ))
+            })
+            .collect();
+        let (native, posix) = folder_forms(&folders)
+            .map_err(|e| failure(&format!("cannot make the workspace folders absolute: {e}")))?;
+        let native_text: Vec<String> = native
+            .iter()
+            .map(|f| f.to_string_lossy().into_owned())
+            .collect();
+        let paths = path_mapping(path_map, &posix).map_err(|e| usage(&e))?;
+        let wire =
+            match &common.wire_log {
+                Some(p) => Some(WireLog::open(p, start).map_err(|e| {
+                    failure(&format!("cannot open the wire log {}: {e}", p.display()))
+                })?),
+                None => None,
+            };
+        let table = common.lsp.servers.table().map_err(|e| usage(&e))?;
+        // A folder the user named is made when missing, not the folders above it: a mistyped
+        // path would leave a tree of them (the default ones are made whole).
+        let named = [
+            ("--lock-dir", common.lock_dir.as_deref()),
+            (
+                "--lsp-log",
+                common.lsp.lsp_log.as_deref().and_then(Path::parent),
+            ),
+        ];
+        for (flag, folder) in named {
+            if let Some(missing) = folder
+                .and_then(Path::parent)
+                .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
+            {
+                return Err(usage(&format!(
+                    "{flag}: the folder {} does not exist (create it first)",
+                    missing.display()
+                )));
+            }
+        }
+        let lsp_log = match &table {
+            None => None,
+            Some(_) => {
+                let path = common
+                    .lsp
+                    .lsp_log
+                    .clone()
+                    .unwrap_or_else(lsp::default_log_path);
+                Some(lsp::Log::open(&path).map_err(|e| {
+                    failure(&format!(
+                        "cannot open the language-server log {}: {e} (choose another with --lsp-log FILE, or --no-lsp)",
+                        path.display()
+                    ))
+                })?)
+            }
+        };
+        Ok(Asked {
+            stdio,
+            decider,
+            unreadable,
+            native,
+            posix,
+            native_text,
+            paths,
+            wire,
+            table,
+            lsp_log,
+        })
+    }
+}
+
+/// The threads that write the bridge's output and hear its signals: the stdio editor's stdout
+/// writer (with `--stdio`), stderr's and the signal handlers'.
+fn start_outputs(stdio: bool, tx: &Sender<HostInput>) -> Result<Option<StdioOut>, ExitCode> {
+    let stdio = stdio
+        .then(|| StdioOut::start(tx.clone()))
+        .transpose()
+        .map_err(|e| failure(&format!("cannot start the stdout writer: {e}")))?;
+    // The editor may not read stderr at all: the log lines must never hold up the host. A
+    // terminal may not take them either (Ctrl-S): they may hold it up, but never its stop.
+    let full = match stdio {
+        Some(_) => ui::Full::Drop,
+        None => ui::Full::WaitUntilStop,
+    };
+    ui::detach_stderr(full)
+        .map_err(|e| failure(&format!("cannot start the stderr writer: {e}")))?;
+    sys::listen_for_stop(tx.clone(), stdio.clone())
+        .map_err(|e| failure(&format!("cannot install the signal handlers: {e}")))?;
+    Ok(stdio)
+}
+
+/// The server started on the port and with the token kept for this workspace
+/// ([`state::Kept`]): waiting for this workspace's last bridge while it stops, on a new port
+/// when the kept one is taken or refused. A stop asked for meanwhile ends `serve` (success).
+fn listen(
+    common: &CommonOpts,
+    asked: &Asked,
+    kept: &mut state::Kept,
+    sink: &dyn Fn() -> HostSink,
+    tx: &Sender<HostInput>,
+    rx: &Receiver<HostInput>,
+) -> Result<runtime::Running, ExitCode> {
+    let mut opts = Options::new(asked.native.clone(), &common.ide_name);
+    opts.bind = common.host;
+    opts.allowed_hosts = common.allow_host.clone();
+    opts.port = kept.port();
+    opts.auth_token = Some(kept.token());
+    opts.compat_methods = true;
+    opts.signal_cleanup = false;
+    opts.trace_messages = asked.wire.is_some();
+    // The runtime's debug lines (`CLAUDE_IDE_BRIDGE_LOG=debug`) go the program's way to stderr,
+    // through its queue (`ui::detach_stderr`: dropped past its bound for a `--stdio` editor,
+    // held until a stop on a terminal that takes no output, as the program's own lines): the
+    // runtime wrote them itself, so an editor that does not read stderr froze the bridge, and a
+    // closed one panicked the thread writing.
+    if claude_ide_bridge_runtime::Logger::from_env().is_some() {
+        opts.logger = Some(claude_ide_bridge_runtime::Logger::new(|line| {
+            ui::err(format_args!("[claude-ide-bridge] {}\n", ui::visible(line)))
+        }));
+    }
+    // A stop is nobody's decision: claude's own prompt keeps the changes still pending.
+    opts.diff_error_at_stop = Some(host::undecided_at_stop(&common.ide_name, asked.stdio));
+    if let Some(d) = &common.lock_dir {
+        opts.lock_file = LockFileMode::Dir(d.clone());
+    }
     let lock_dir = match &opts.lock_file {
         LockFileMode::Dir(d) => Some(d.clone()),
         _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
@@ -494,7 +640,7 @@ pub(super) fn serve(
                         ui::say(&host::stopping_on(sig));
                         ui::flush_stderr(STDOUT_GRACE);
                         sys::stopped();
-                        return ExitCode::SUCCESS;
+                        return Err(ExitCode::SUCCESS);
                     }
                     Ok(other) => held.push(other),
                     Err(_) => {}
@@ -510,13 +656,13 @@ pub(super) fn serve(
     let started = match started {
         // The kept port may also be refused for another reason (on Windows, a range Hyper-V
         // reserved after a reboot answers "access denied"): go on with a new port then too, or
-        // every start would fail until the state file is deleted. An error that is not the port's
-        // (the lock-file directory's) is not the kept port's fault.
+        // every start would fail until the state file is deleted. An error that is not the
+        // port's (the lock-file directory's) is not the kept port's fault.
         Err(e) if kept.may_move() && refused_by_the_port(&e) => {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 kept.port_taken(
                     lock_dir.as_deref(),
-                    &claude_ide_bridge_runtime::lock_folders(&native).unwrap_or_default(),
+                    &claude_ide_bridge_runtime::lock_folders(&asked.native).unwrap_or_default(),
                     &common.ide_name,
                 );
             } else {
@@ -528,42 +674,58 @@ pub(super) fn serve(
         }
         started => started,
     };
-    let running = match started {
-        Ok(r) => r,
-        Err(e) => {
-            let hint = match e.kind() {
-                std::io::ErrorKind::AddrInUse => " (the port is taken: choose another --port or 0)",
-                std::io::ErrorKind::PermissionDenied if refused_by_the_port(&e) => {
-                    " (choose another --port, or 0)"
-                }
-                std::io::ErrorKind::PermissionDenied => &match &lock_dir {
-                    Some(d) => format!(
-                        " (check the lock-file directory {}: `claude-ide-bridge doctor` explains)",
-                        d.display()
-                    ),
-                    None => " (check the lock-file directory: `claude-ide-bridge doctor` explains)"
-                        .to_owned(),
-                },
-                _ => "",
-            };
-            return failure(&format!("cannot start the server: {e}{hint}"));
-        }
+    started.map_err(|e| {
+        failure(&format!(
+            "cannot start the server: {e}{}",
+            start_hint(&e, common)
+        ))
+    })
+}
+
+/// What to do about a start that failed with `e`: another port when the port was refused, an
+/// address of this machine when `--host`'s is not one, the lock-file folder's name when the lock
+/// file could not be written (`doctor` looks at the default folder only); nothing for the
+/// other failures (a workspace folder that cannot be named), whose message says it all.
+fn start_hint(e: &std::io::Error, common: &CommonOpts) -> String {
+    use claude_ide_bridge_runtime::{ListenError, LockFileError};
+    use std::io::ErrorKind;
+    let inner = e.get_ref();
+    if let Some(refused) = inner.and_then(|i| i.downcast_ref::<ListenError>()) {
+        return match e.kind() {
+            ErrorKind::AddrInUse => " (the port is taken: choose another --port or 0)".into(),
+            ErrorKind::AddrNotAvailable => format!(
+                " ({} is not an address of this machine: give one of its own with --host)",
+                refused.addr().ip()
+            ),
+            _ => " (choose another --port, or 0)".into(),
+        };
+    }
+    let Some(lock) = inner.and_then(|i| i.downcast_ref::<LockFileError>()) else {
+        return String::new();
     };
-    // Declared again after `running`, so dropped before it (a panic unwinding included): the
-    // events still queued hold places the runtime may be waiting for while it stops.
-    let rx = rx;
+    let place = match lock.dir() {
+        Some(d) => format!("the lock file in {}", d.display()),
+        None => "the lock file".into(),
+    };
+    match &common.lock_dir {
+        Some(_) => format!(" (writing {place}; --lock-dir names the folder)"),
+        None => format!(" (writing {place}: `claude-ide-bridge doctor` explains)"),
+    }
+}
+
+/// The lines `serve` says once it listens: where, the warnings, the lock file, the environment
+/// a claude needs, the kept port's and token's lines and who decides diffs.
+fn announce(common: &CommonOpts, asked: &Asked, running: &runtime::Running, kept: Vec<String>) {
     let port = running.addr.port();
-    // Kept before the port is printed: whoever reads it may stop the bridge at once.
-    let kept_lines = kept.started(port);
     ui::say(&format!(
         "serving {} on {}",
-        native_text.join(", "),
+        asked.native_text.join(", "),
         running.addr
     ));
     if let Some(warning) = exposed(running.addr.ip()) {
         ui::say_bold(&warning);
     }
-    for warning in &unreadable {
+    for warning in &asked.unreadable {
         ui::say_bold(warning);
     }
     if common.open_files {
@@ -581,155 +743,139 @@ pub(super) fn serve(
     ui::say(&format!(
         "export CLAUDE_CODE_SSE_PORT={port} ENABLE_IDE_INTEGRATION=true"
     ));
-    for line in kept_lines {
+    for line in kept {
         ui::say(&line);
     }
-    ui::say(&format!("diffs: {}", policy_name(decider)));
-    let workspace = claude_ide_bridge_files::Workspace::new(
-        native_text.clone(),
-        claude_ide_bridge_files::Limits {
-            max_read_bytes: common.max_read_bytes,
-            ..claude_ide_bridge_files::Limits::default()
-        },
-    );
-    // Said at once (Windows: a folder on a network share), not first at claude's first file.
-    for (_, why) in workspace.refused_folders() {
-        ui::say_bold(why);
-    }
-    let lsp = match (table, lsp_log) {
-        (Some(servers), Some(log)) => {
-            if log.is_on() {
-                ui::say(&format!(
-                    "language servers: log in {}",
-                    log.path().display()
-                ));
-            }
-            ui::say(&match common.lsp.lsp_warm {
-                lsp::Warm::Connect => format!("language servers: those of the workspace's languages (at most {}) start when claude connects, a file's at its diff (--lsp-warm connect)", lsp::WARM_MAX),
-                lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)".into(),
-                lsp::Warm::None => "language servers: a file's starts when it is asked about (--lsp-warm none)".into(),
-            });
-            for note in common.lsp.servers.new_languages() {
-                ui::say_bold(&format!("language servers: {note}"));
-            }
-            // The sets the overrides make, as `doctor` shows them.
-            for language in common.lsp.servers.languages(&servers) {
-                ui::say(&format!(
-                    "language servers: {language}: {}",
-                    lsp::describe_set(&servers.resolve(&language))
-                ));
-            }
-            let config = LspConfig {
-                servers,
-                workspace_folders: native.clone(),
-                diagnostics_wait: common.lsp.diagnostics_wait,
-                start_wait: common.lsp.lsp_start_wait,
-                log: LspLog::Writer(Arc::new(std::sync::Mutex::new(log.clone()))),
-                ..LspConfig::default()
-            };
-            let (wake, changes) = (tx.clone(), Arc::new(lsp::Changes::default()));
-            let lsp = Lsp::new(config, move |change| {
-                if changes.add(change) {
-                    let _ = wake.send(HostInput::Diagnostics(changes.clone()));
-                }
-            });
-            Some(Arc::new(
-                LanguageServers::new(lsp, log, workspace.clone()).warm(common.lsp.lsp_warm),
-            ))
-        }
-        _ => {
-            ui::say("language servers: off (--no-lsp)");
-            None
-        }
+    ui::say(&format!("diffs: {}", policy_name(asked.decider)));
+}
+
+/// The language servers (none with `--no-lsp`), said as `doctor` shows them; their changes of
+/// diagnostics come to the host as inputs.
+fn language_servers(
+    common: &CommonOpts,
+    table: Option<ServerTable>,
+    log: Option<lsp::Log>,
+    native: &[PathBuf],
+    workspace: &claude_ide_bridge_files::Workspace,
+    tx: &Sender<HostInput>,
+) -> Option<Arc<LanguageServers>> {
+    let (Some(servers), Some(log)) = (table, log) else {
+        ui::say("language servers: off (--no-lsp)");
+        return None;
     };
-
-    let want_line = if decider == Decider::Policy(DiffPolicy::Ask) {
-        match spawn_terminal_reader(tx.clone()) {
-            Ok(w) => Some(w),
-            Err(e) => return failure(&format!("cannot read the terminal: {e}")),
-        }
-    } else {
-        None
+    if log.is_on() {
+        ui::say(&format!(
+            "language servers: log in {}",
+            log.path().display()
+        ));
+    }
+    ui::say(&match common.lsp.lsp_warm {
+        lsp::Warm::Connect => format!("language servers: those of the workspace's languages (at most {}) start when claude connects, a file's at its diff (--lsp-warm connect)", lsp::WARM_MAX),
+        lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)".into(),
+        lsp::Warm::None => "language servers: a file's starts when it is asked about (--lsp-warm none)".into(),
+    });
+    for note in common.lsp.servers.new_languages() {
+        ui::say_bold(&format!("language servers: {note}"));
+    }
+    // The sets the overrides make, as `doctor` shows them.
+    for language in common.lsp.servers.languages(&servers) {
+        ui::say(&format!(
+            "language servers: {language}: {}",
+            lsp::describe_set(&servers.resolve(&language))
+        ));
+    }
+    let config = LspConfig {
+        servers,
+        workspace_folders: native.to_vec(),
+        diagnostics_wait: common.lsp.diagnostics_wait,
+        start_wait: common.lsp.lsp_start_wait,
+        log: LspLog::Writer(Arc::new(std::sync::Mutex::new(log.clone()))),
+        ..LspConfig::default()
     };
-    let mut host = Host::new(
-        running.handle(),
-        HostConfig {
-            workspace,
-            ide_name: common.ide_name.clone(),
-            decider,
-            open_files: common.open_files,
-            wire,
-            stdio: stdio.clone(),
-            want_line,
-            inputs: tx.clone(),
-            lsp,
-            paths,
-        },
-    );
-    if let Some(out) = &stdio {
-        host.ready(port, running.lock_path.as_deref());
-        if let Err(e) = spawn_stdio_reader(tx.clone(), out.clone()) {
-            running.stop(Duration::from_secs(5));
-            return failure(&format!("cannot read stdin: {e}"));
+    let (wake, changes) = (tx.clone(), Arc::new(lsp::Changes::default()));
+    let lsp = Lsp::new(config, move |change| {
+        if changes.add(change) {
+            let _ = wake.send(HostInput::Diagnostics(changes.clone()));
+        }
+    });
+    Some(Arc::new(
+        LanguageServers::new(lsp, log, workspace.clone()).warm(common.lsp.lsp_warm),
+    ))
+}
+
+/// `run`'s command, started with the environment that connects it to this bridge, tied to the
+/// bridge, and waited for on a thread of its own (its exit is a host input). The terminal is
+/// claude's from here on: the bridge goes quiet on it.
+fn start_command(
+    cmd: &[OsString],
+    port: u16,
+    host: &mut Host,
+    tx: &Sender<HostInput>,
+) -> Result<(), CommandFailed> {
+    let no_proxy = no_proxy_value(std::env::var_os("no_proxy"), std::env::var_os("NO_PROXY"));
+    let mut c = Command::new(sys::program_named(&cmd[0]));
+    c.args(&cmd[1..])
+        .env("CLAUDE_CODE_SSE_PORT", port.to_string())
+        .env("ENABLE_IDE_INTEGRATION", "true")
+        // Set to no in the user's environment, claude connects to no IDE by itself, this
+        // one included: `run` is asked to connect it.
+        .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "true")
+        .env("no_proxy", &no_proxy)
+        .env("NO_PROXY", &no_proxy);
+    // claude owns the terminal from here on: the bridge's lines are on it first (written by
+    // stderr's thread, they would land in claude's screen).
+    ui::flush_stderr(STDOUT_GRACE);
+    ui::set_quiet(true);
+    // The terminal's settings, put back when the command is ended by a signal (the bridge
+    // kills it when told twice to stop, or after a panic): claude killed in raw mode left
+    // the shell's prompt without echo, its cursor hidden.
+    let terminal = ui::save_terminal();
+    // Started from this thread, which lives as long as the program: tied to it, the command
+    // ends with the bridge even when the bridge is killed.
+    let mut child = sys::spawn_tied(c).map_err(CommandFailed::NotRun)?;
+    host.set_child(child.id());
+    let tx = tx.clone();
+    let waiter = thread::Builder::new().name(host::COMMAND_THREAD.into());
+    waiter
+        .spawn(move || {
+            let _stop = StopOnPanic::new(&tx, host::COMMAND_THREAD);
+            let status = sys::wait_for_command(&mut child);
+            if status.as_ref().is_ok_and(sys::ended_abnormally) {
+                ui::restore_terminal(terminal, true);
+            }
+            panic::command_ended();
+            let _ = tx.send(HostInput::ChildExited(status));
+        })
+        .map(drop)
+        .map_err(CommandFailed::NotWaitedFor)
+}
+
+/// Why `run`'s command did not start ([`start_command`]), said once the server is stopped.
+enum CommandFailed {
+    /// It could not be run.
+    NotRun(std::io::Error),
+    /// It runs, but no thread could wait for it (it ends with the bridge: it is tied to it).
+    NotWaitedFor(std::io::Error),
+}
+
+impl CommandFailed {
+    /// Says why, and gives the exit status (a shell's for a command not run).
+    fn report(&self, program: &OsStr) -> ExitCode {
+        match self {
+            CommandFailed::NotRun(e) => cannot_run(program, e, true),
+            CommandFailed::NotWaitedFor(e) => failure(&format!("cannot wait for the command: {e}")),
         }
     }
+}
 
-    if let Some(cmd) = run {
-        let no_proxy = no_proxy_value(std::env::var_os("no_proxy"), std::env::var_os("NO_PROXY"));
-        let mut c = Command::new(sys::program_named(&cmd[0]));
-        c.args(&cmd[1..])
-            .env("CLAUDE_CODE_SSE_PORT", port.to_string())
-            .env("ENABLE_IDE_INTEGRATION", "true")
-            // Set to no in the user's environment, claude connects to no IDE by itself, this
-            // one included: `run` is asked to connect it.
-            .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "true")
-            .env("no_proxy", &no_proxy)
-            .env("NO_PROXY", &no_proxy);
-        // claude owns the terminal from here on: the bridge's lines are on it first (written by
-        // stderr's thread, they would land in claude's screen).
-        ui::flush_stderr(STDOUT_GRACE);
-        ui::set_quiet(true);
-        // The terminal's settings, put back when the command is ended by a signal (the bridge
-        // kills it when told twice to stop, or after a panic): claude killed in raw mode left
-        // the shell's prompt without echo, its cursor hidden.
-        let terminal = ui::save_terminal();
-        // Started from this thread, which lives as long as the program: tied to it, the command
-        // ends with the bridge even when the bridge is killed.
-        match sys::spawn_tied(c) {
-            Ok(mut child) => {
-                host.set_child(child.id());
-                let tx = tx.clone();
-                let waiter = thread::Builder::new().name(host::COMMAND_THREAD.into());
-                let spawned = waiter.spawn(move || {
-                    let _stop = StopOnPanic::new(&tx, host::COMMAND_THREAD);
-                    let status = sys::wait_for_command(&mut child);
-                    if status.as_ref().is_ok_and(sys::ended_abnormally) {
-                        ui::restore_terminal(terminal, true);
-                    }
-                    panic::command_ended();
-                    let _ = tx.send(HostInput::ChildExited(status));
-                });
-                if let Err(e) = spawned {
-                    running.stop(Duration::from_secs(5));
-                    return failure(&format!("cannot wait for the command: {e}"));
-                }
-            }
-            Err(e) => {
-                ui::set_quiet(false);
-                running.stop(Duration::from_secs(5));
-                return cannot_run(&cmd[0], &e);
-            }
-        }
-    }
-    drop(tx);
-
-    // From here on the runtime may answer calls from memory itself (`HostSink`).
-    let shared = shared_host.get_or_init(|| Mutex::new(host));
-    host::sink::on_the_hosts_thread();
+/// The host's loop: its inputs handled one at a time until one asks for the exit, whose status
+/// it returns (1 when every sender is gone). After a stopping signal, a `--stdio` editor's last
+/// lines are handled first ([`drain_stdio`]).
+fn host_loop(shared: &Mutex<Host>, rx: &Receiver<HostInput>, stdio: bool) -> i32 {
     // Once quiet after a burst of work, the allocator gives back what the work freed: one wake-up
     // a burst, none while idle.
     let mut worked = false;
-    let code = loop {
+    loop {
         let input = if worked {
             match rx.recv_timeout(GIVE_BACK_AFTER) {
                 Err(RecvTimeoutError::Timeout) => {
@@ -737,13 +883,13 @@ pub(super) fn serve(
                     worked = false;
                     continue;
                 }
-                Err(RecvTimeoutError::Disconnected) => break 1,
+                Err(RecvTimeoutError::Disconnected) => return 1,
                 Ok(input) => input,
             }
         } else {
             match rx.recv() {
                 Ok(input) => input,
-                Err(_) => break 1,
+                Err(_) => return 1,
             }
         };
         worked = true;
@@ -754,22 +900,32 @@ pub(super) fn serve(
         // The host's lock is let go of before the drain takes it again.
         let flow = lock_host(shared).handle(input);
         if let Flow::Exit(code) = flow {
-            if signal && stdio.is_some() {
-                break drain_stdio(&rx, shared).unwrap_or(code);
+            if signal && stdio {
+                return drain_stdio(rx, shared).unwrap_or(code);
             }
-            break code;
+            return code;
         }
-    };
-    // Held to the end: the runtime answers nothing itself any more (its events are queued, and
-    // go with the queue).
-    let mut host = lock_host(shared);
+    }
+}
+
+/// The ordered stop, with the host's lock held to the end (the runtime answers nothing itself
+/// any more: its events are queued, and go with the queue): the lock file first, `$EDITOR`, the
+/// language servers, the jobs still running, the goodbye, the server last. `code` is the exit
+/// status.
+fn stop(
+    mut host: MutexGuard<'_, Host>,
+    running: runtime::Running,
+    rx: Receiver<HostInput>,
+    stdio: Option<&StdioOut>,
+    code: i32,
+) -> ExitCode {
     // No new client finds a bridge that is stopping: its lock file goes before anything is
     // waited for (a console closed on Windows leaves the stop 5 s).
     running.handle().withdraw_lock_file();
     // `$EDITOR` still open on a change goes first, and gives the terminal back.
     host.end_edit(&rx, EDITOR_GRACE);
     // From here on nothing waits for the stdio editor to read (it may have stopped for good).
-    if let Some(out) = &stdio {
+    if let Some(out) = stdio {
         out.stopping();
     }
     // The language servers go before the jobs are settled: a check waiting for them ends when
@@ -781,7 +937,7 @@ pub(super) fn serve(
     // pending as rejected.
     host.settle_jobs(JOBS_GRACE);
     host.say_goodbye();
-    if let Some(out) = &stdio {
+    if let Some(out) = stdio {
         out.flush(STDOUT_GRACE);
     }
     // The inputs not handled go, and the places they held with them: a runtime waiting for one

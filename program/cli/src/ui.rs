@@ -141,12 +141,39 @@ pub fn prompt_closed() {
 /// claude's screen: they are held back (the `--wire-log` still records everything).
 static QUIET: AtomicBool = AtomicBool::new(false);
 
-/// Hold back (or resume) the lines of [`say`] and [`say_bold`].
+/// Hold back (or resume) the lines of [`say`] and [`say_bold`]; resumed, the warnings
+/// [`warn`] held meanwhile are said.
 pub fn set_quiet(quiet: bool) {
     if quiet {
         prompt_closed();
     }
     QUIET.store(quiet, Ordering::Relaxed);
+    if !quiet {
+        let held = std::mem::take(&mut *HELD.lock().unwrap_or_else(|e| e.into_inner()));
+        for line in held {
+            say_bold(&line);
+        }
+    }
+}
+
+/// The warnings [`warn`] held while the terminal was another program's.
+static HELD: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The most warnings held while quiet; the later ones are dropped.
+const MAX_HELD: usize = 16;
+
+/// Says a warning in bold ([`say_bold`]), or, while the terminal is another program's (`run`'s
+/// claude, `ask`'s `$EDITOR`), holds it until the terminal is the bridge's again: something the
+/// user asked for stopped working (the `--wire-log` on a full disk), which a line dropped would
+/// leave unsaid.
+pub fn warn(line: &str) {
+    if heard() {
+        return say_bold(line);
+    }
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    if held.len() < MAX_HELD {
+        held.push(line.to_string());
+    }
 }
 
 /// Whether [`say`]'s lines reach the terminal now (not while `run` has handed it to `claude`).

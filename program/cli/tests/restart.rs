@@ -286,6 +286,42 @@ fn a_kept_port_refused_otherwise_is_replaced_too() {
     );
 }
 
+/// `serve` with `args`, which fails to start (status 1): what it said.
+fn serve_fails<S: AsRef<std::ffi::OsStr>>(
+    sb: &Sandbox,
+    args: impl IntoIterator<Item = S>,
+) -> String {
+    let out = sb
+        .command()
+        .arg("serve")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    err
+}
+
+/// `--host` given an address this machine does not have: the error says so, and neither blames
+/// the port nor the lock file (it said "choose another --port").
+#[test]
+fn a_host_address_not_of_this_machine_is_said() {
+    let sb = Sandbox::new();
+    // TEST-NET-1 (RFC 5737): on no machine's interfaces.
+    let err = serve_fails(&sb, ["--no-lsp", "--host", "192.0.2.1"]);
+    assert!(
+        err.contains(
+            "(192.0.2.1 is not an address of this machine: give one of its own with --host)"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("--port") && !err.contains("lock file"),
+        "{err}"
+    );
+}
+
 /// A start refused by the lock-file directory (writable by others) is not the kept port's fault:
 /// the port and token stay kept, and the error points at the directory, not at the port.
 #[test]
@@ -296,19 +332,27 @@ fn a_lock_directory_refused_keeps_the_port() {
     let (port, token) = (first.port, first.token());
     crash(first);
     fs::set_permissions(sb.lock_dir(), fs::Permissions::from_mode(0o777)).unwrap();
-    let out = sb
-        .command()
-        .arg("serve")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = serve_fails(&sb, std::iter::empty::<&str>());
     assert!(!err.contains("cannot be listened on"), "{err}");
-    assert!(err.contains("(check the lock-file directory"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "(writing the lock file in {}: `claude-ide-bridge doctor` explains)",
+            sb.lock_dir().display()
+        )),
+        "{err}"
+    );
     let now = state(&sb);
     assert_eq!(now["port"], port);
     assert_eq!(now["authToken"], token.as_str());
+    // A folder given with --lock-dir, which `doctor` does not look at: named, not sent there.
+    let err = serve_fails(&sb, ["--lock-dir".as_ref(), sb.lock_dir().as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "(writing the lock file in {}; --lock-dir names the folder)",
+            sb.lock_dir().display()
+        )),
+        "{err}"
+    );
 }
 
 /// `--port` wins over the kept port (and is kept in its place); the token stays.

@@ -99,7 +99,7 @@ fn run_reports_a_signal_as_128_plus() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(127));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("PATH"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /no/such/claude"));
 }
 
 /// A bridge started with SIGCHLD ignored (a parent that ignores it, then runs the bridge: the
@@ -170,22 +170,29 @@ fn run_refuses_a_program_for_another_machine() {
         "{err}"
     );
     assert!(!err.contains("Syntax error"), "{err}");
+    // Said once the server has stopped: the last line.
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: cannot run claude: "), "{err}");
 }
 
 /// A command that is not there, or that cannot be run: the exit code a shell gives (127, 126),
-/// with why, before the bridge says it serves anything; the bridge leaves no lock file.
+/// with why, before the bridge says it serves anything; the bridge leaves no lock file. PATH is
+/// advised for a name, not for a path (which is not looked for there).
 #[test]
 fn run_exits_as_a_shell_when_its_command_cannot_run() {
     let sb = Sandbox::new();
     let not_executable = sb.root().join("notes.txt");
     fs::write(&not_executable, "not a program\n").unwrap();
+    let missing = sb.root().join("missing");
     for (command, code, says) in [
         (
-            sb.root().join("missing"),
+            std::path::PathBuf::from("claude-ide-bridge-no-such-command"),
             127,
             "is it installed and on PATH",
         ),
+        (missing.clone(), 127, "No such file"),
         (not_executable, 126, "cannot run"),
+        (sb.root(), 126, "(it is a directory)"),
     ] {
         let o = sb
             .command()
@@ -200,8 +207,88 @@ fn run_exits_as_a_shell_when_its_command_cannot_run() {
             !err.contains("serving ") && !err.contains("lock file"),
             "{err}"
         );
+        assert_eq!(
+            err.contains("PATH"),
+            command.components().count() == 1,
+            "{err}"
+        );
         assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
     }
+}
+
+/// A script whose interpreter is missing: found, then refused by the system with "not found",
+/// which is said as what it is (the file is there), with a shell's 127: by the Linux launcher,
+/// and by the bridge itself where it starts the command directly (macOS' watcher, run here by a
+/// debug build's switch), which says it last, once its server has stopped.
+#[cfg(target_os = "linux")]
+#[test]
+fn run_says_a_missing_interpreter_is_missing() {
+    let sb = Sandbox::new();
+    let script = sb.root().join("claude");
+    fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    for tie in ["launcher", "watcher"] {
+        let o = sb
+            .command()
+            .env("CLAUDE_IDE_BRIDGE_TEST_TIE", tie)
+            .args(["run", "--no-lsp", "--"])
+            .arg(&script)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(127), "{tie}: {err}");
+        let said = format!(
+            "error: cannot run {}: No such file or directory (os error 2) (the file is there: the \
+             interpreter its first line names, or the loader it needs, is missing)",
+            script.display()
+        );
+        assert!(err.contains(&said), "{tie}: {err}");
+        if tie == "watcher" {
+            assert_eq!(err.trim_end().lines().last(), Some(said.as_str()), "{err}");
+        }
+    }
+}
+
+/// The `--wire-log` failing while claude has the terminal (a full disk: `/dev/full`): the
+/// warning that nothing more is logged is held while claude runs, and said once the terminal is
+/// the bridge's again (it was dropped: the log stopped without a word).
+#[cfg(target_os = "linux")]
+#[test]
+fn run_says_a_wire_log_that_failed_after_claude() {
+    let sb = Sandbox::new();
+    let (probe, done) = (sb.root().join("probe"), sb.root().join("done"));
+    let claude = script(
+        &sb,
+        "claude",
+        &format!(
+            "echo $CLAUDE_CODE_SSE_PORT > {p}.tmp && mv {p}.tmp {p}\n\
+             i=0; while [ ! -e {d} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done",
+            p = probe.display(),
+            d = done.display()
+        ),
+    );
+    let mut child = sb
+        .command()
+        .args(["run", "--no-lsp", "--wire-log", "/dev/full", "--"])
+        .arg(&claude)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let (port, token) = probed(&sb, &probe, &stderr);
+    let (_, c) = client::connect(port, Some(&token));
+    c.unwrap().init();
+    let warning = "warning: --wire-log /dev/full: writing failed";
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        !stderr.text().contains(warning),
+        "said into claude's screen: {}",
+        stderr.text()
+    );
+    fs::write(&done, "").unwrap();
+    let status = exit_within(&mut child, WAIT, &|| stderr.text());
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    assert!(stderr.text().contains(warning), "{}", stderr.text());
 }
 
 #[test]
@@ -226,18 +313,7 @@ fn run_answers_claude_while_it_runs() {
         .spawn()
         .unwrap();
     let stderr = Lines::collect(child.stderr.take().unwrap());
-    let give_up = std::time::Instant::now() + WAIT;
-    while !probe.exists() {
-        assert!(std::time::Instant::now() < give_up);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let port: u16 = fs::read_to_string(&probe).unwrap().trim().parse().unwrap();
-    let lock = sb.lock_dir().join(format!("{port}.lock"));
-    let token = serde_json::from_str::<serde_json::Value>(&fs::read_to_string(&lock).unwrap())
-        .unwrap()["authToken"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (port, token) = probed(&sb, &probe, &stderr);
     let (_, c) = client::connect(port, Some(&token));
     let mut c = c.unwrap();
     c.init();
@@ -254,7 +330,7 @@ fn run_answers_claude_while_it_runs() {
         .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + 15), "{}", stderr.text());
-    assert!(!lock.exists());
+    assert!(!sb.lock_dir().join(format!("{port}.lock")).exists());
 }
 
 /// `run` of a command that ignores the signals `traps` names, once it has started; its stderr.
@@ -304,20 +380,7 @@ fn run_told_twice_kills_a_command_that_ignores_sigterm() {
     );
     // Told again, every half second until the command is killed: the second time counts once
     // a second has passed since the bridge handled the first, which a busy machine may do late.
-    let give_up = std::time::Instant::now() + WAIT;
-    let status = loop {
-        term();
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > give_up {
-            break exit_within(&mut child, std::time::Duration::ZERO, &|| stderr.text());
-        }
-    };
+    let status = told_until_it_ends(&mut child, &stderr);
     assert_eq!(status.code(), Some(128 + 9), "{}", stderr.text());
     assert!(fs::read_dir(sb.lock_dir()).unwrap().next().is_none());
 }
@@ -733,10 +796,12 @@ fn run_as_a_job(
     sb: &Sandbox,
     command: &std::path::Path,
     args: &[&str],
+    env: &[(&str, &str)],
 ) -> (std::process::Child, Lines, Group) {
     use std::os::unix::process::CommandExt;
     let mut child = sb
         .command()
+        .envs(env.iter().copied())
         .arg("run")
         .args(args)
         .arg("--")
@@ -778,7 +843,7 @@ impl Drop for Group {
 fn run_stops_with_a_command_that_suspends_itself() {
     let sb = Sandbox::new();
     let claude = script(&sb, "claude", "kill -STOP $$\nexit 3");
-    let (mut child, stderr, group) = run_as_a_job(&sb, &claude, &[]);
+    let (mut child, stderr, group) = run_as_a_job(&sb, &claude, &[], &[]);
     let pid = child.id();
     let give_up = std::time::Instant::now() + WAIT;
     while state_of(pid) != Some('T') {
@@ -812,19 +877,9 @@ fn run_runs_on_after_the_terminal_stops_and_continues_the_job() {
         "claude",
         &format!("echo $$ > '{}'\nexec sleep 60", pid_file.display()),
     );
-    let (mut child, stderr, group) = run_as_a_job(&sb, &claude, &["--no-lsp"]);
+    let (mut child, stderr, group) = run_as_a_job(&sb, &claude, &["--no-lsp"], &[]);
     let pid = child.id();
-    let give_up = std::time::Instant::now() + WAIT;
-    let command = loop {
-        if let Some(p) = fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok())
-        {
-            break p;
-        }
-        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let command = pid_written(&pid_file, &stderr);
     let wait_for = |want: &dyn Fn(Option<char>) -> bool, what: &str| {
         let give_up = std::time::Instant::now() + WAIT;
         while !(want(state_of(pid)) && want(state_of(command))) {
@@ -927,7 +982,7 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("check the lock-file directory {}", ide.display())),
+        err.contains(&format!("writing the lock file in {}", ide.display())),
         "{err}"
     );
     let (_, out) = doctor(0o700);
@@ -1206,18 +1261,61 @@ fn run_a_command_that_stays(
     c.envs(env.iter().copied());
     let mut child = c.spawn().unwrap();
     let stderr = Lines::collect(child.stderr.take().unwrap());
+    let command = pid_written(&pid_file, &stderr);
+    (child, stderr, command)
+}
+
+/// The port a stand-in claude wrote to `probe` (its `CLAUDE_CODE_SSE_PORT`), once it is there,
+/// and the token of that port's lock file: what claude connects with.
+fn probed(sb: &Sandbox, probe: &std::path::Path, stderr: &Lines) -> (u16, String) {
     let give_up = std::time::Instant::now() + WAIT;
-    let command: u32 = loop {
-        if let Some(pid) = fs::read_to_string(&pid_file)
+    while !probe.exists() {
+        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let port: u16 = fs::read_to_string(probe).unwrap().trim().parse().unwrap();
+    let lock = sb.lock_dir().join(format!("{port}.lock"));
+    let token = serde_json::from_str::<serde_json::Value>(&fs::read_to_string(&lock).unwrap())
+        .unwrap()["authToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (port, token)
+}
+
+/// The bridge `child` told to stop (SIGTERM) every half second until it ends (the second time
+/// counts once a second has passed since it handled the first, which a busy machine may do
+/// late): its status.
+fn told_until_it_ends(child: &mut std::process::Child, stderr: &Lines) -> std::process::ExitStatus {
+    let give_up = std::time::Instant::now() + WAIT;
+    loop {
+        Command::new("kill")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > give_up {
+            return exit_within(child, std::time::Duration::ZERO, &|| stderr.text());
+        }
+    }
+}
+
+/// The pid a command's script wrote to `pid_file` (`echo $$ > FILE`), once it is there.
+fn pid_written(pid_file: &std::path::Path, stderr: &Lines) -> u32 {
+    let give_up = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(pid) = fs::read_to_string(pid_file)
             .ok()
             .and_then(|p| p.trim().parse().ok())
         {
-            break pid;
+            return pid;
         }
         assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
         std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    (child, stderr, command)
+    }
 }
 
 /// What `run`'s command does in [`run_a_command_that_stays`] unless told otherwise.
@@ -1285,6 +1383,83 @@ fn a_stop_ends_what_runs_command_started() {
         .status()
         .unwrap();
     assert!(kept, "a process in a session of its own was ended");
+}
+
+/// `run`'s command a wrapper that ignores SIGTERM and keeps starting programs (a loop that runs
+/// one after another): killed when the bridge is told to stop again, it leaves none of them
+/// running. The tree was read from `/proc` a moment before it was killed: a program started in
+/// that moment, its parent gone, was init's and ran on (at 2 of 5 such stops here).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_kill_leaves_nothing_runs_command_was_starting() {
+    let sb = Sandbox::new();
+    // An argument no other process has: the programs the loop starts are found by it.
+    let marker = format!("61.{}", std::process::id());
+    let body = format!("trap '' TERM\nwhile :; do sleep {marker} & kill -9 $!; done");
+    let (mut child, stderr, command) = run_a_command_that_stays(&sb, &[], &body);
+    // Told again until the command is killed.
+    let status = told_until_it_ends(&mut child, &stderr);
+    assert_eq!(status.code(), Some(128 + 9), "{}", stderr.text());
+    wait_until_gone(command, "the bridge's kill", &stderr);
+    let started = format!("sleep\0{marker}\0");
+    let left: Vec<u32> = fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|p| {
+            fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.windows(started.len()).any(|w| w == started.as_bytes()))
+        })
+        .filter(|&p| running(p))
+        .collect();
+    for p in &left {
+        let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+    }
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// Told to stop again, the bridge stops `run`'s command (SIGSTOP) before it kills it: the bridge
+/// waiting for the command must not take that stop for the command suspending itself, which it
+/// follows by stopping its own process group, the bridge with it, in the middle of its stop
+/// (made certain by a debug build's pause between the stop and the kill).
+#[test]
+fn the_stop_before_a_kill_is_not_taken_for_a_suspend() {
+    let sb = Sandbox::new();
+    let pid_file = sb.root().join("command.pid");
+    let claude = script(
+        &sb,
+        "claude",
+        &format!(
+            "trap '' TERM\necho $$ > '{}'\nexec sleep 60",
+            pid_file.display()
+        ),
+    );
+    let (mut child, stderr, _group) = run_as_a_job(
+        &sb,
+        &claude,
+        &["--no-lsp"],
+        &[("CLAUDE_IDE_BRIDGE_TEST_KILL_PAUSE", "1")],
+    );
+    let pid = child.id();
+    let command = pid_written(&pid_file, &stderr);
+    let term = || Command::new("kill").arg(pid.to_string()).status().unwrap();
+    term();
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    term();
+    let give_up = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the bridge did not end: state {:?}; {}",
+            state_of(pid),
+            stderr.text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(128 + 9), "{}", stderr.text());
+    wait_until_gone(command, "the bridge's kill", &stderr);
 }
 
 /// A lock file as claudecode.nvim writes it (no `runningInWindows`, which the real client reads

@@ -29,7 +29,7 @@ fn every_tool_headless() {
         let (status, _) = client::connect(s.port, None);
         assert_eq!(status, 401);
         s.stderr.wait_for(
-            "refused: 401 Unauthorized, missing or wrong authentication token (as `doctor`'s",
+            "refused: 401 Unauthorized, missing or wrong authentication token (no token or an old one: `doctor`'s look at the port",
         );
 
         let v = json_of(&call(&mut c, "getWorkspaceFolders", json!({})));
@@ -83,6 +83,21 @@ fn every_tool_headless() {
             )),
             ["File not found"]
         );
+        // A file that is there but may not be touched is refused with why, not "not found";
+        // its path said once.
+        let elsewhere = sb.root().join("elsewhere.rs");
+        fs::write(&elsewhere, "x\n").unwrap();
+        let elsewhere = elsewhere.to_string_lossy();
+        for (tool, args) in [
+            ("reformat_file", json!({"file_path": elsewhere})),
+            ("openFile", json!({"filePath": elsewhere})),
+        ] {
+            let r = call(&mut c, tool, args);
+            let text = texts(&r).join("");
+            assert!(is_error(&r), "{tool}: {r}");
+            assert!(text.contains("outside the workspace"), "{tool}: {text}");
+            assert_eq!(text.matches(&*elsewhere).count(), 1, "{tool}: {text}");
+        }
         let r = call(&mut c, "executeCode", json!({"code": "1+1"}));
         assert!(is_error(&r) && texts(&r)[0].contains("headless"), "{r}");
         let r = call(&mut c, "openFile", json!({"filePath": file}));
@@ -308,6 +323,8 @@ fn accept_answers_file_saved_inside_and_refuses_outside() {
             let args = json!({"old_file_path": p, "new_file_path": p, "new_file_contents": "pwned\n", "tab_name": format!("b{i}")});
             let r = call(&mut c, "openDiff", args);
             assert!(is_error(&r), "{p} must be refused: {r}");
+            // claude is told which path was refused.
+            assert!(texts(&r)[0].starts_with(&format!("Refused {p} (")), "{r}");
             let why = match p.contains("/../") {
                 true => "diff refused (`..` in the path",
                 false => "diff refused (outside the workspace",
@@ -326,6 +343,14 @@ fn accept_answers_file_saved_inside_and_refuses_outside() {
         let r = call(&mut c, "openDiff", args);
         assert!(is_error(&r), "{p} must be refused: {r}");
         assert!(texts(&r)[0].contains("`..` in the path"), "{r}");
+        // Of the two paths, the one refused is named: here the old one.
+        let good = sb.ws.join("run.sh").to_string_lossy().into_owned();
+        let args = json!({"old_file_path": bad[0], "new_file_path": good, "new_file_contents": "x\n", "tab_name": "old"});
+        let r = call(&mut c, "openDiff", args);
+        assert!(
+            texts(&r)[0].starts_with(&format!("Refused {} (", bad[0])),
+            "{r}"
+        );
         // A relative path: claude takes it from its own working directory (a folder of the
         // workspace's, or one below it, where `escape` could lead out), not from the first
         // workspace folder the check would take it from.

@@ -867,6 +867,74 @@ fn a_bridge_whose_stderr_is_not_read_keeps_answering() {
     assert_eq!(term_and_wait(&mut child).code(), Some(0));
 }
 
+/// With debug lines on (`CLAUDE_IDE_BRIDGE_LOG=debug`), the runtime's lines go the program's way
+/// to stderr: one nobody reads does not freeze the bridge, and a closed one does not end it. The
+/// runtimes wrote them themselves: past what the pipe holds their threads stayed in that write
+/// (calls unanswered, no stop but SIGKILL), and a closed stderr panicked the thread writing (the
+/// threads runtime's reader, which ended the bridge; smol's executor, which left it deaf).
+#[test]
+fn debug_lines_to_a_stderr_not_read_or_closed_hold_up_nothing() {
+    use std::io::Write;
+    use std::process::Stdio;
+    for rt in RUNTIMES {
+        for closed in [false, true] {
+            let sb = Sandbox::new();
+            let mut child = sb
+                .command()
+                .args(["serve", "--stdio", "--no-lsp", "--runtime", rt])
+                .env("CLAUDE_IDE_BRIDGE_LOG", "debug")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let stdout = common::Lines::collect(child.stdout.take().unwrap());
+            let stderr = child.stderr.take().unwrap();
+            // Killed if the test fails: a frozen bridge stops for SIGKILL alone.
+            let mut child = KilledOnDrop(child);
+            let ready: Value = serde_json::from_str(&stdout.wait_for("\"ready\"")).unwrap();
+            if closed {
+                drop(stderr);
+            } else {
+                std::mem::forget(stderr); // open, never read
+            }
+            let lock = ready["lockFile"].as_str().unwrap();
+            let lock: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
+            let port = ready["port"].as_u64().unwrap() as u16;
+            let (code, c) = client::connect(port, lock["authToken"].as_str());
+            assert_eq!(code, 101, "{rt}, stderr closed: {closed}");
+            let mut c = c.unwrap();
+            c.init();
+            // A debug line or more each: more than a pipe holds.
+            for n in 0..1500 {
+                let r = call(&mut c, "getWorkspaceFolders", json!({}));
+                assert!(
+                    !is_error(&r),
+                    "{rt}, stderr closed: {closed}, call {n}: {r}"
+                );
+            }
+            stdin.write_all(b"{\"type\":\"status\"}\n").unwrap();
+            stdin.flush().unwrap();
+            stdout.wait_for("\"status\"");
+            let status = term_and_wait(&mut child.0);
+            assert_eq!(status.code(), Some(0), "{rt}, stderr closed: {closed}");
+        }
+    }
+}
+
+/// A child process killed when dropped (a test that failed), if it still runs.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// A line is read for what the bridge uses, not built whole: a 48 MB `open_editors` line of
 /// `[0,0,...]` (24 million tabs) and one of an unknown type cost about their own size, where each
 /// was read into a `serde_json::Value` first (about 800 MB). The peak is the process's own

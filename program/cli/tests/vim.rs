@@ -701,7 +701,9 @@ fn vim_reports_a_bridge_that_cannot_start_once_per_command() {
     let m = m.as_str().unwrap();
     assert!(m.contains("before it was ready"), "{m}");
     assert!(m.contains("--no-such-flag"), "the bridge's own reason: {m}");
-    assert!(m.contains("claude-ide-bridge doctor"), "{m}");
+    // A usage error (status 2): the plugin's settings are what to look at, not `doctor`.
+    assert!(m.contains("see g:claude_ide_bridge_args"), "{m}");
+    assert!(!m.contains("claude-ide-bridge doctor"), "{m}");
     assert_eq!(m.matches("the bridge exited").count(), 1, "{m}");
     assert!(fs::read_dir(sb.lock_dir()).map_or(true, |mut d| d.next().is_none()));
     // :help finds the documentation of the package, down to each command.

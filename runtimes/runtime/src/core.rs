@@ -1,7 +1,7 @@
 //! What both runtimes do at start and after each call into the engine ([`Core`]): bind the
 //! listener, take the token, write the lock file, drain the engine's events and ready
 //! connections, keep and remove the lock file, log; and [`ListenError`], a start refused by the
-//! port.
+//! port, and [`LockFileError`], one refused by the lock file.
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -56,6 +56,55 @@ impl std::fmt::Display for ListenError {
 }
 
 impl std::error::Error for ListenError {}
+
+/// The error inside the [`io::Error`] a server's start returns when its lock file could not be
+/// written: no lock-file directory (no home folder), the directory could not be made or was
+/// refused (a link, not this user's, open to others), or the file could not be written (a full
+/// disk). Told apart from the port's errors ([`ListenError`]) and the others (a workspace folder
+/// that cannot be named) without reading the message, which is the cause's. The `io::Error`
+/// keeps the cause's [`io::ErrorKind`].
+///
+/// ```
+/// use claude_ide_bridge_runtime::LockFileError;
+///
+/// // What a host adds when its server did not start.
+/// fn hint(e: &std::io::Error) -> String {
+///     match e.get_ref().and_then(|inner| inner.downcast_ref::<LockFileError>()) {
+///         Some(l) => match l.dir() {
+///             Some(dir) => format!("check the lock-file directory {}", dir.display()),
+///             None => "no lock-file directory: set CLAUDE_CONFIG_DIR".into(),
+///         },
+///         None => String::new(),
+///     }
+/// }
+/// assert_eq!(hint(&std::io::Error::other("no folder")), "");
+/// ```
+#[derive(Debug)]
+pub struct LockFileError {
+    dir: Option<PathBuf>,
+    message: String,
+}
+
+impl LockFileError {
+    fn wrap(dir: Option<&Path>, error: io::Error) -> io::Error {
+        let message = error.to_string();
+        let dir = dir.map(Path::to_path_buf);
+        io::Error::new(error.kind(), LockFileError { dir, message })
+    }
+
+    /// The lock-file directory, when there was one to write to.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+}
+
+impl std::fmt::Display for LockFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for LockFileError {}
 
 /// Refuses a port given (`--port`, or one kept from the last start) that another program serves,
 /// where the OS would let this bind succeed anyway (`binds_over_wildcard`: macOS and the BSDs,
@@ -137,12 +186,14 @@ impl Core {
         core.clock = opts.clock.clone();
         core.log(|| format!("Listening on {}", SocketAddr::new(opts.bind, port)));
         let dir = match &opts.lock_file {
-            LockFileMode::Auto => Some(lock::default_lock_dir()?),
+            LockFileMode::Auto => {
+                Some(lock::default_lock_dir().map_err(|e| LockFileError::wrap(None, e))?)
+            }
             LockFileMode::Dir(d) => Some(d.clone()),
             LockFileMode::Disabled => None,
         };
         if let Some(dir) = dir {
-            lock::ensure_lock_dir(&dir)?;
+            lock::ensure_lock_dir(&dir).map_err(|e| LockFileError::wrap(Some(&dir), e))?;
             let content = LockFile::new(
                 std::process::id(),
                 crate::lock_folders(&opts.workspace_folders)?,
@@ -157,7 +208,7 @@ impl Core {
             let guard =
                 LockGuard::create(&dir, port, &content, opts.signal_cleanup).map_err(|e| {
                     if e.kind() != io::ErrorKind::AddrInUse {
-                        return e;
+                        return LockFileError::wrap(Some(&dir), e);
                     }
                     let addr = SocketAddr::new(opts.bind, port);
                     let message = format!("port {port} is served on another address: {e}");
@@ -195,26 +246,32 @@ impl Core {
     }
 
     /// Writes the lock file again if another process removed it (its folder still there): see
-    /// [`LockGuard::restore`].
-    pub fn restore_lock_file(&mut self) {
+    /// [`LockGuard::restore`]. `false` when it could not be written (to be tried again later).
+    pub fn restore_lock_file(&mut self) -> bool {
         let Some((guard, content)) = &mut self.lock else {
-            return;
+            return true;
         };
         let path = guard.path().to_path_buf();
         match guard.restore(content) {
-            Ok(false) => {}
-            Ok(true) => self.log(|| {
-                format!(
-                    "Lock file {} was removed by another process: written again",
-                    path.display()
-                )
-            }),
-            Err(e) => self.log(|| {
-                format!(
-                    "Lock file {} was removed and could not be written again: {e}",
-                    path.display()
-                )
-            }),
+            Ok(false) => true,
+            Ok(true) => {
+                self.log(|| {
+                    format!(
+                        "Lock file {} was removed by another process: written again",
+                        path.display()
+                    )
+                });
+                true
+            }
+            Err(e) => {
+                self.log(|| {
+                    format!(
+                        "Lock file {} was removed and could not be written again: {e} (tried again later)",
+                        path.display()
+                    )
+                });
+                false
+            }
         }
     }
 

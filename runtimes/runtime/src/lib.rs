@@ -12,7 +12,7 @@
 //! - [`Handle`]: how hosts answer calls, push notifications and change settings, from any thread
 //!   or task: one type for both runtimes.
 //! - [`Options`] and [`LockFileMode`]: what a server is started with; [`ListenError`]: a start
-//!   refused by the port, not by the lock file.
+//!   refused by the port, [`LockFileError`]: one refused by the lock file.
 //! - [`generate_token`]: a fresh [`AuthToken`] from the OS CSPRNG.
 //! - [`lock`]: the lock-file directory (created 0700, refused when it is a symlink, not ours, or
 //!   writable by others; on Windows private by the profile's access list), atomic writes of
@@ -77,15 +77,15 @@ pub use crate::shared::{
 };
 
 pub(crate) use crate::core::Core;
-pub use crate::core::ListenError;
+pub use crate::core::{ListenError, LockFileError};
 
 /// The names each runtime crate re-exports (`pub use claude_ide_bridge_runtime::api::*`), so that
 /// a host needs only its runtime's crate: what it starts a server with, what it receives, how it
 /// answers.
 pub mod api {
     pub use crate::{
-        generate_token, lock_folders, posix_folders, Handle, ListenError, LockFileMode, Logger,
-        Options, MAX_HOST_BACKLOG,
+        generate_token, lock_folders, posix_folders, Handle, ListenError, LockFileError,
+        LockFileMode, Logger, Options, MAX_HOST_BACKLOG,
     };
     pub use claude_ide_bridge::RpcError;
     pub use claude_ide_bridge::{

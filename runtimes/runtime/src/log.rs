@@ -29,8 +29,20 @@ impl Logger {
     /// A logger writing `[claude-ide-bridge] <line>` to stderr, with control characters and
     /// bidirectional overrides written as escapes (`\u{1b}`): a line may quote what a peer sent
     /// (its user agent, its messages), which must not drive the terminal it is read on.
+    ///
+    /// A line that cannot be written (stderr closed) is dropped. The line is written by the
+    /// thread that logs it, a runtime's: a stderr that is not read (a pipe nobody drains) holds
+    /// that thread once the pipe is full. A host whose stderr may go unread passes a logger of
+    /// its own ([`Logger::new`]) that queues or drops lines, as the program does.
     pub fn stderr() -> Logger {
-        Logger::new(|line| eprintln!("[claude-ide-bridge] {}", visible(line)))
+        Logger::new(|line| {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "[claude-ide-bridge] {}",
+                visible(line)
+            );
+        })
     }
 
     /// [`Logger::stderr`] when the environment variable `CLAUDE_IDE_BRIDGE_LOG` is `debug`.

@@ -195,17 +195,21 @@ impl RunningServer {
         // Under the state's lock alone (not `run`, which may hand events to the host on this
         // thread); stopped, the file was removed at the stop, for good.
         let restore = move || {
-            server.upgrade().is_some_and(|s| {
-                let mut st = s.lock();
-                if st.stopped {
-                    return false;
-                }
-                st.core.restore_lock_file();
-                let logs = st.core.take_logs();
-                drop(st);
-                s.write_logs(logs);
-                true
-            })
+            let Some(s) = server.upgrade() else {
+                return crate::sys::Restored::End;
+            };
+            let mut st = s.lock();
+            if st.stopped {
+                return crate::sys::Restored::End;
+            }
+            let written = st.core.restore_lock_file();
+            let logs = st.core.take_logs();
+            drop(st);
+            s.write_logs(logs);
+            match written {
+                true => crate::sys::Restored::Done,
+                false => crate::sys::Restored::Failed,
+            }
         };
         let watch = crate::sys::watch_removal(&dir, &name, restore);
         self.lock().lock_watch = watch;

@@ -94,8 +94,8 @@ fn read_old(ws: &claude_ide_bridge_files::Workspace, path: &str) -> ui::Old {
 }
 
 /// The new and the old path of a proposed change as they resolve inside the workspace, or why
-/// the change is refused.
-type Verdict = Result<(String, String), String>;
+/// the change is refused and the path refused (the new or the old one).
+type Verdict = Result<(String, String), (String, String)>;
 
 /// Why a change is refused, as the terminal says it: "(outside the workspace)" or the reason.
 fn refusal(e: &Error) -> String {
@@ -167,23 +167,22 @@ impl Host {
         let old_path = args.old_file_path.clone();
         let work = move || {
             // Both paths: an editor is handed both, and shows the old file too.
-            match unchecked(&path).or_else(|| unchecked(&old_path)) {
-                Some(why) => Err(why),
-                None => ws
-                    .writable(&path)
-                    .and_then(|new| {
-                        let old = if old_path == path {
-                            new.clone()
-                        } else {
-                            ws.writable(&old_path)?
-                        };
-                        Ok((new, old))
-                    })
-                    .map_err(|e| refusal(&e)),
+            let refused = |p: &String| unchecked(p).map(|why| (why, p.clone()));
+            if let Some(refused) = refused(&path).or_else(|| refused(&old_path)) {
+                return Err(refused);
             }
+            let writable = |p: &String| ws.writable(p).map_err(|e| (refusal(&e), p.clone()));
+            let new = writable(&path)?;
+            let old = if old_path == path {
+                new.clone()
+            } else {
+                writable(&old_path)?
+            };
+            Ok((new, old))
         };
+        let new_path = args.new_file_path.clone();
         let done = move |r: Result<Verdict, Stalled>| {
-            let verdict = r.unwrap_or_else(|why| Err(format!("({why})")));
+            let verdict = r.unwrap_or_else(|why| Err((format!("({why})"), new_path)));
             let check = DiffCheck {
                 call,
                 args,
@@ -245,11 +244,13 @@ impl Host {
         let path = args.new_file_path.clone();
         let (new_real, old_real) = match verdict {
             Ok(paths) => paths,
-            Err(why) => {
-                ui::say(&format!("diff refused {why}: {path}"));
+            Err((why, refused)) => {
+                ui::say(&format!("diff refused {why}: {refused}"));
                 self.respond(
                     call,
-                    ToolResult::error(format!("Refused {why}: the file was left untouched")),
+                    ToolResult::error(format!(
+                        "Refused {refused} {why}: the file was left untouched"
+                    )),
                 );
                 return;
             }

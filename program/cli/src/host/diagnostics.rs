@@ -213,19 +213,34 @@ const BASELINE_WAIT: Duration = Duration::from_millis(400);
 /// text. The real client takes an error as no baseline for that file (it compares nothing, and
 /// counts no timeout); an empty baseline would make it forward every diagnostic the file already
 /// had to the model as new.
+///
+/// When no server of the set is awaited and some are not running (exited, to be started again),
+/// that is what is said: "has not answered in time" read as a slow server while it had crashed.
 fn not_known(uri: &str, down: &[Down]) -> ToolResult {
-    let mut message = format!(
-        "the diagnostics of {} are not known yet: its language server has not answered for its current contents in time (ask again shortly)",
-        cut(uri)
-    );
+    let named = |keep: fn(&Down) -> bool| -> Vec<String> {
+        (down.iter().filter(|d| keep(d)))
+            .map(|d| cut(&d.to_string()).into_owned())
+            .collect()
+    };
     // Which of its set (the others answered, or are down).
-    let late: Vec<String> = (down.iter())
-        .filter(|d| d.awaited())
-        .map(|d| cut(&d.to_string()).into_owned())
-        .collect();
-    if !late.is_empty() {
-        message.push_str(&format!("; waiting for {}", late.join("; ")));
-    }
+    let late = named(Down::awaited);
+    let stopped = named(|d| matches!(d.why, DownReason::NotRunning(_)));
+    let message = if late.is_empty() && !stopped.is_empty() {
+        format!(
+            "the diagnostics of {} are not known: its language server is not running ({}); the bridge starts it again (ask again shortly)",
+            cut(uri),
+            stopped.join("; ")
+        )
+    } else {
+        let mut message = format!(
+            "the diagnostics of {} are not known yet: its language server has not answered for its current contents in time (ask again shortly)",
+            cut(uri)
+        );
+        if !late.is_empty() {
+            message.push_str(&format!("; waiting for {}", late.join("; ")));
+        }
+        message
+    };
     ToolResult::error(message)
 }
 
@@ -761,7 +776,9 @@ impl LanguageServers {
             match &s.state {
                 ServerState::Missing => {
                     let tried = self.lsp.config().servers.commands(language);
-                    let tried: Vec<String> = tried.iter().map(|c| c.join(" ")).collect();
+                    let tried: Vec<String> = (tried.iter())
+                        .map(|c| claude_ide_bridge_lsp::table::command_line(c))
+                        .collect();
                     self.note_once(
                         format!("missing {language}"),
                         &format!(
@@ -814,14 +831,21 @@ impl LanguageServers {
             return ToolResult::json(&Vec::<FileDiagnostics>::new());
         };
         let Some(language) = self.lsp.language_for(Path::new(&named)).map(str::to_owned) else {
-            let ext = Path::new(&named)
-                .extension()
-                .map_or_else(|| "(none)".into(), |e| e.to_string_lossy().into_owned());
-            self.note_once_about(
-                About::File,
-                format!("extension {ext}"),
-                &format!("language servers: no language known for files with extension {ext}: getDiagnostics answers [] for them (add one with --lsp {ext}=COMMAND)"),
-            );
+            let (key, line) = match Path::new(&named).extension() {
+                Some(ext) => {
+                    let ext = ext.to_string_lossy();
+                    (
+                        format!("extension {ext}"),
+                        format!("language servers: no language known for files with extension {ext}: getDiagnostics answers [] for them (add one with --lsp {ext}=COMMAND)"),
+                    )
+                }
+                // No `--lsp` for these: a language is named by a word, an extension.
+                None => (
+                    "no extension".into(),
+                    format!("language servers: no language known for files without an extension (such as {named}): getDiagnostics answers [] for them"),
+                ),
+            };
+            self.note_once_about(About::File, key, &line);
             return ToolResult::json(&Vec::<FileDiagnostics>::new());
         };
         // Other files changed on disk first: this one's check must not be against their old text.

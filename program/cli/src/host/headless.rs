@@ -164,8 +164,9 @@ impl OnDisk {
                     Err(e) => {
                         return ToolResult::error(match e {
                             Error::NotFound { .. } => format!("File not found: {}", a.file_path),
-                            e => format!("Cannot open {}: {e}", a.file_path),
-                        })
+                            // Its text names the path.
+                            e => format!("Cannot open {e}"),
+                        });
                     }
                 };
                 let line_count = if a.wants_frontmost() {
@@ -173,9 +174,7 @@ impl OnDisk {
                 } else {
                     match self.ws.line_count(&a.file_path) {
                         Ok(n) => n,
-                        Err(e) => {
-                            return ToolResult::error(format!("Cannot open {}: {e}", a.file_path))
-                        }
+                        Err(e) => return ToolResult::error(format!("Cannot open {e}")),
                     }
                 };
                 let opened = open_in_editor(self.open_files, &[resolved]);
@@ -243,11 +242,14 @@ impl OnDisk {
     }
 }
 
-/// The answer of `reformat_file` without a formatter for the file: not found, or not
-/// reformatted.
+/// The answer of `reformat_file` without a formatter for the file: not found (as VS Code's
+/// extension says it), refused with why (outside the workspace, not a regular file: "not found"
+/// misled for a file that is there), or not reformatted.
 pub(super) fn no_formatter(ws: &Workspace, ide_name: &str, file_path: &str) -> ToolResult {
-    if ws.regular_file(file_path).is_err() {
-        return ToolResult::file_not_found();
+    match ws.regular_file(file_path) {
+        Ok(_) => {}
+        Err(Error::NotFound { .. }) => return ToolResult::file_not_found(),
+        Err(e) => return ToolResult::error(format!("{e}: it was not reformatted")),
     }
     ToolResult::error(format!(
         "{ide_name} runs headless and has no formatter for this file: {file_path} was not reformatted"

@@ -248,7 +248,21 @@ impl<'a> FromEditor<'a> {
             Kind::DiffDecision => members(line).map(FromEditor::DiffDecision),
             Kind::Status => Ok(FromEditor::Status),
         };
-        m.map_err(|e| format!("{name}: {e}"))
+        // Said in the protocol's words, not Rust's: a position or an id is "a non-negative
+        // integer" (as a tool's arguments say it) with its bound, not a `u32` or `u64` (a
+        // number too large is refused as well as one below zero).
+        m.map_err(|e| {
+            let e = e.to_string();
+            let e = [("u32", u64::from(u32::MAX)), ("u64", u64::MAX)]
+                .iter()
+                .fold(e, |e, (rust, most)| {
+                    e.replace(
+                        &format!("expected {rust}"),
+                        &format!("expected a non-negative integer (at most {most})"),
+                    )
+                });
+            format!("{name}: {e}")
+        })
     }
 
     /// The line's `type`, for the errors its handling gives.
@@ -549,6 +563,18 @@ mod tests {
                 "unknown message type \"nope\" (one of: selection_changed, at_mentioned,",
             ),
             (r#"{"type":"respond"}"#, "respond: missing field `id`"),
+            (
+                r#"{"type":"respond","id":"x","text":"hi"}"#,
+                r#"respond: invalid type: string "x", expected a non-negative integer (at most 18446744073709551615)"#,
+            ),
+            (
+                r#"{"type":"selection_changed","text":"","filePath":"/w/a","selection":{"start":{"line":-1,"character":0},"end":{"line":0,"character":0},"isEmpty":true}}"#,
+                "selection_changed: invalid value: integer `-1`, expected a non-negative integer (at most 4294967295)",
+            ),
+            (
+                r#"{"type":"selection_changed","text":"","filePath":"/w/a","selection":{"start":{"line":5000000000,"character":0},"end":{"line":0,"character":0},"isEmpty":true}}"#,
+                "selection_changed: invalid value: integer `5000000000`, expected a non-negative integer (at most 4294967295)",
+            ),
             (
                 r#"{"type":"diff_decision","id":1,"decision":"maybe"}"#,
                 r#"diff_decision: invalid value: string "maybe", expected "decision" to be"#,

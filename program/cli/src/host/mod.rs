@@ -687,10 +687,14 @@ impl Host {
                 } else {
                     let line = match reason {
                         DisconnectReason::Refused(rejection) => {
-                            // `doctor` looks at the port without the token: told apart from a
-                            // claude refused, as far as a refusal can be.
+                            // `doctor` looks at the port without the token, and a claude
+                            // started before a new token (`--new-token`) still has the old one:
+                            // both named, which a refusal cannot tell apart.
                             let doctor = matches!(rejection, Rejection::Unauthorized)
-                                .then_some(" (as `doctor`'s look at the port is)")
+                                .then_some(
+                                    " (no token or an old one: `doctor`'s look at the port, or a \
+                                     claude from before a new token, which `/ide` reconnects)",
+                                )
                                 .unwrap_or_default();
                             format!(
                                 "connection {conn} refused: {} {}, {}{doctor}",

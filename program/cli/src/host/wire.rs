@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use claude_ide_bridge::Event;
@@ -17,6 +17,7 @@ const MAX_WIRE_LOG_BYTES: u64 = 256 << 20;
 /// The JSON-lines wire log of `--wire-log`.
 pub struct WireLog {
     file: File,
+    path: PathBuf,
     start: Instant,
     /// Bytes this run may still write; past them one line says so, and nothing more is written.
     left: u64,
@@ -29,6 +30,7 @@ impl WireLog {
         let file = crate::sys::append_private(path)?;
         Ok(WireLog {
             file,
+            path: path.to_path_buf(),
             start,
             left: MAX_WIRE_LOG_BYTES,
         })
@@ -97,14 +99,36 @@ impl WireLog {
         } else {
             self.left -= text.len() as u64;
         }
-        let _ = self.file.write_all(text.as_bytes());
-        let _ = self.file.flush();
+        // A write that fails (a full disk) ends the log, said once: the lines after it would
+        // be missing without a word, and one written in part would run into the next.
+        if let Err(e) = self.file.write_all(text.as_bytes()) {
+            self.left = 0;
+            crate::ui::warn(&format!(
+                "warning: --wire-log {}: writing failed ({e}): nothing more is logged",
+                self.path.display()
+            ));
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write that fails (here `/dev/full`: "no space left") ends the log: nothing more is
+    /// tried (each line was tried, and failed, on its own).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_failed_write_ends_the_log() {
+        let mut log = WireLog {
+            file: File::options().append(true).open("/dev/full").unwrap(),
+            path: "/dev/full".into(),
+            start: Instant::now(),
+            left: MAX_WIRE_LOG_BYTES,
+        };
+        log.line(json!({"event": "test"}));
+        assert_eq!(log.left, 0);
+    }
 
     #[test]
     fn the_log_stops_at_its_bound_saying_so() {

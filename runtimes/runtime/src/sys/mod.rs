@@ -20,8 +20,9 @@
 //!   holds for a moment (Windows; never on Unix), worth another try;
 //! - `owned_by_me(&Metadata)`, `same_file(&Metadata, &Metadata)`: for stale-file cleanup;
 //! - `watch_removal(dir, name, restore)` and its `WatchEnd`: `restore` called when the lock file
-//!   was removed by another process, the watch ended when its folder was, or when the `WatchEnd`
-//!   is dropped (a thread asleep until something happens: inotify on Linux, kqueue on macOS,
+//!   was removed by another process (and again after [`retry_wait`] while it answers
+//!   [`Restored::Failed`]), the watch ended when its folder was, or when the `WatchEnd` is
+//!   dropped (a thread asleep until something happens: inotify on Linux, kqueue on macOS,
 //!   `ReadDirectoryChangesW` on Windows; none on the other Unixes);
 //! - `pid_alive(pid)`: whether a process exists; `process_started(pid)`: when it started;
 //!   `process_start(pid)`: its start as a lock file's `processStart` keeps it (this boot's clock
@@ -43,6 +44,26 @@
 //! - `limit_malloc_arenas(most)`, `map_large_blocks(bytes)`, `trim_malloc()`: the C
 //!   allocator's arenas limited, its blocks of `bytes` or more mapped on their own, its free
 //!   pages given back (glibc's, in `unix.rs`; below, the others' with nothing to do).
+
+/// What a lock-file watch's `restore` answers (`watch_removal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Restored {
+    /// Written again, or nothing to write: the watch waits for the next removal.
+    Done,
+    /// The file could not be written (a full disk, no descriptor left, the folder's permission
+    /// taken away): `restore` is called again after [`retry_wait`], until it can (the lock file
+    /// stayed away for good, and claude never found the bridge again).
+    Failed,
+    /// The watch ends (the server stopped).
+    End,
+}
+
+/// How long a watch waits before it calls `restore` again after `failures` failures in a row:
+/// 1 s, doubled each time, at most 30 s.
+pub(crate) fn retry_wait(failures: u32) -> std::time::Duration {
+    let doublings = failures.saturating_sub(1).min(5);
+    std::time::Duration::from_secs(1 << doublings).min(std::time::Duration::from_secs(30))
+}
 
 #[cfg(unix)]
 mod unix;
@@ -78,7 +99,7 @@ pub(crate) use self::malloc::*;
 
 #[cfg(test)]
 mod tests {
-    use super::watch_removal;
+    use super::{retry_wait, watch_removal, Restored};
     use std::fs;
     use std::path::Path;
     use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -92,9 +113,35 @@ mod tests {
     fn watched(dir: &Path) -> Option<(super::WatchEnd, Receiver<Instant>)> {
         fs::write(dir.join("x.lock"), "{}").unwrap();
         let (called, calls) = channel();
-        let end = watch_removal(dir, "x.lock", move || called.send(Instant::now()).is_ok());
+        let end = watch_removal(dir, "x.lock", move || match called.send(Instant::now()) {
+            Ok(()) => Restored::Done,
+            Err(_) => Restored::End,
+        });
         assert_eq!(end.is_some(), WATCHED);
         Some((end?, calls))
+    }
+
+    /// A watch on `dir/x.lock` whose `restore` says when it was called and fails `failures` times
+    /// before it writes, the file then removed; `None` where there is no watch.
+    fn removed_while_writes_fail(
+        dir: &Path,
+        mut failures: u32,
+    ) -> Option<(super::WatchEnd, Receiver<Instant>)> {
+        fs::write(dir.join("x.lock"), "{}").unwrap();
+        let (called, calls) = channel();
+        let end = watch_removal(dir, "x.lock", move || {
+            let _ = called.send(Instant::now());
+            if failures > 0 {
+                failures -= 1;
+                Restored::Failed
+            } else {
+                Restored::Done
+            }
+        });
+        assert_eq!(end.is_some(), WATCHED);
+        let end = end?;
+        fs::remove_file(dir.join("x.lock")).unwrap();
+        Some((end, calls))
     }
 
     /// `restore` is called once 200 ms or so after the removal, and not again while nothing
@@ -119,6 +166,99 @@ mod tests {
             Err(RecvTimeoutError::Disconnected),
             "the thread ended"
         );
+    }
+
+    /// A `restore` that could not write is called again, later each time ([`retry_wait`]: 1 s,
+    /// then 2 s), until it can; then nothing more while nothing happens. (The lock file stayed
+    /// away for good after one failed write: claude never found the bridge again.)
+    #[test]
+    fn a_failed_write_is_tried_again_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((_end, calls)) = removed_while_writes_fail(dir.path(), 2) else {
+            return;
+        };
+        let wait = Duration::from_secs(10);
+        let first = calls.recv_timeout(wait).expect("restore");
+        let second = calls.recv_timeout(wait).expect("tried again");
+        let third = calls.recv_timeout(wait).expect("tried again");
+        assert!(second - first >= retry_wait(1) - Duration::from_millis(50));
+        assert!(third - second >= retry_wait(2) - Duration::from_millis(50));
+        assert_eq!(
+            calls.recv_timeout(Duration::from_millis(500)),
+            Err(RecvTimeoutError::Timeout),
+            "written: not tried again"
+        );
+        assert_eq!(
+            (retry_wait(1), retry_wait(2), retry_wait(30)),
+            (
+                Duration::from_secs(1),
+                Duration::from_secs(2),
+                Duration::from_secs(30)
+            )
+        );
+    }
+
+    /// While writes fail, what else happens in the folder (other files written and removed, the
+    /// file itself made and removed by another) does not move the next try: it comes
+    /// [`retry_wait`] after the failed one. (On Linux each event started the wait again, so a
+    /// busy folder put the try off for as long as it stayed busy; a removal of the file made it
+    /// 200 ms, and on macOS the watch's own tries did.)
+    #[test]
+    fn the_folders_changes_do_not_move_a_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((_end, calls)) = removed_while_writes_fail(dir.path(), 1) else {
+            return;
+        };
+        let first = calls
+            .recv_timeout(Duration::from_secs(10))
+            .expect("restore");
+        // Changes every 50 ms for three times the wait, bounded.
+        let busy_until = first + 3 * retry_wait(1);
+        let mut second = None;
+        let mut i = 0u32;
+        while Instant::now() < busy_until && second.is_none() {
+            let other = dir.path().join(format!("other-{}", i % 4));
+            fs::write(&other, "x").unwrap();
+            fs::remove_file(&other).unwrap();
+            if i.is_multiple_of(2) {
+                let again = dir.path().join("x.lock");
+                fs::write(&again, "{}").unwrap();
+                fs::remove_file(&again).unwrap();
+            }
+            i += 1;
+            second = calls.recv_timeout(Duration::from_millis(50)).ok();
+        }
+        let second = second.expect("tried again while the folder changed");
+        let after = second - first;
+        assert!(
+            after >= retry_wait(1) - Duration::from_millis(50) && after < 2 * retry_wait(1),
+            "tried again {after:?} after the failure"
+        );
+    }
+
+    /// The folder removed while writes fail: it is gone at once (on Windows the watch holds no
+    /// handle to it while it waits to try again, which would keep it until the next try), and
+    /// the watch ends.
+    #[test]
+    fn the_folder_removed_while_writes_fail_ends_the_watch() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("ide");
+        fs::create_dir(&dir).unwrap();
+        let Some((_end, calls)) = removed_while_writes_fail(&dir, u32::MAX) else {
+            return;
+        };
+        calls
+            .recv_timeout(Duration::from_secs(10))
+            .expect("restore");
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(!dir.exists(), "the folder is gone before the next try");
+        let give_up = Instant::now() + Duration::from_secs(10);
+        loop {
+            match calls.recv_timeout(Duration::from_millis(100)) {
+                Err(RecvTimeoutError::Disconnected) => break,
+                _ => assert!(Instant::now() < give_up, "the watch did not end"),
+            }
+        }
     }
 
     /// The folder removed (its file first, as `rm -rf` does): no `restore`, the thread ends,

@@ -22,20 +22,72 @@ pub(crate) const RUNNING_IN_WINDOWS: bool = false;
 /// Linux, which refuses the bind.
 pub(crate) const BINDS_OVER_WILDCARD: bool = !cfg!(any(target_os = "linux", target_os = "android"));
 
+/// How long after the lock file's removal the watch writes it again: a removal of the folder
+/// under way is seen by then.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// When a lock-file watch writes its file again: [`SETTLE`] after the removal, then
+/// [`retry_wait`](super::retry_wait) after each write that failed. The time is a deadline: what
+/// else wakes the watch meanwhile (other files of the folder, the watch's own tries) does not
+/// move it, and a removal seen while writes fail is the watch's own doing or another's in a
+/// folder it cannot write: the next try keeps its time.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[derive(Debug, Default)]
+struct Rewrite {
+    /// When the file is to be written (`None`: nothing to write).
+    at: Option<std::time::Instant>,
+    /// The writes that failed in a row.
+    failures: u32,
+}
+
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+impl Rewrite {
+    /// The file was seen removed.
+    fn removed(&mut self) {
+        if self.failures == 0 {
+            self.at = Some(std::time::Instant::now() + SETTLE);
+        }
+    }
+
+    /// How long the watch may sleep: until the write (zero: due), or for good (`None`).
+    fn wait(&self) -> Option<std::time::Duration> {
+        self.at
+            .map(|at| at.saturating_duration_since(std::time::Instant::now()))
+    }
+
+    /// Calls `restore` when the write is due; `false` when the watch is to end.
+    fn write_if_due(&mut self, restore: &mut impl FnMut() -> super::Restored) -> bool {
+        if self.wait() != Some(std::time::Duration::ZERO) {
+            return true;
+        }
+        match restore() {
+            super::Restored::Done => *self = Rewrite::default(),
+            super::Restored::Failed => {
+                self.failures += 1;
+                self.at = Some(std::time::Instant::now() + super::retry_wait(self.failures));
+            }
+            super::Restored::End => return false,
+        }
+        true
+    }
+}
+
 /// Ends a [`watch_removal`] when dropped: its thread sees the pipe's other end close.
 #[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(dead_code))]
 pub(crate) struct WatchEnd(#[allow(dead_code)] std::os::fd::OwnedFd);
 
 /// Watches `dir` for the removal of its file `name` (inotify, on a thread of its own that sleeps
 /// until then: no wake-up while nothing happens), and calls `restore` 200 ms after (a removal of
-/// the folder under way is seen by then); `restore` returns `false` to end the watch. The watch
+/// the folder under way is seen by then), and again after [`retry_wait`](super::retry_wait)
+/// while it fails; `restore` returns [`End`](super::Restored::End) to end the watch. The watch
 /// ends when `dir` itself is removed or moved (the user's doing: the folder is not made again),
 /// and when the [`WatchEnd`] is dropped. `None` when it could not be set up.
 #[cfg(target_os = "linux")]
 pub(crate) fn watch_removal(
     dir: &Path,
     name: &str,
-    mut restore: impl FnMut() -> bool + Send + 'static,
+    mut restore: impl FnMut() -> super::Restored + Send + 'static,
 ) -> Option<WatchEnd> {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
@@ -51,18 +103,20 @@ pub(crate) fn watch_removal(
     let name = name.as_bytes().to_vec();
     let watch = move || {
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
-        let settle = Timespec {
-            tv_sec: 0,
-            tv_nsec: 200_000_000,
+        let timespec = |d: std::time::Duration| Timespec {
+            tv_sec: d.as_secs().try_into().unwrap_or(i64::MAX),
+            tv_nsec: d.subsec_nanos().into(),
         };
-        // The file removed, to be written again once things settle.
-        let mut removed = false;
+        let mut rewrite = Rewrite::default();
         loop {
+            if !rewrite.write_if_due(&mut restore) {
+                return;
+            }
             let mut fds = [
                 PollFd::new(&fd, PollFlags::IN),
                 PollFd::new(&ended, PollFlags::IN),
             ];
-            let ready = match poll(&mut fds, removed.then_some(&settle)) {
+            let ready = match poll(&mut fds, rewrite.wait().map(timespec).as_ref()) {
                 Ok(n) => n,
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(_) => return,
@@ -71,10 +125,6 @@ pub(crate) fn watch_removal(
                 return;
             }
             if ready == 0 {
-                removed = false;
-                if !restore() {
-                    return;
-                }
                 continue;
             }
             let mut events = inotify::Reader::new(&fd, &mut buf);
@@ -85,7 +135,7 @@ pub(crate) fn watch_removal(
                     return;
                 }
                 if e.file_name().is_some_and(|n| n.to_bytes() == name) {
-                    removed = true;
+                    rewrite.removed();
                 }
             }
         }
@@ -100,15 +150,16 @@ pub(crate) fn watch_removal(
 /// Watches `dir` for the removal of its file `name` (kqueue: a vnode filter on the folder, whose
 /// `NOTE_WRITE` says an entry changed, and the file is looked at; on a thread of its own that
 /// sleeps in `kevent` until then: no wake-up while nothing happens), and calls `restore` 200 ms
-/// after (a removal of the folder under way is seen by then); `restore` returns `false` to end the
-/// watch. The watch ends when `dir` itself is removed or moved (`NOTE_DELETE`, `NOTE_RENAME`,
+/// after (a removal of the folder under way is seen by then), and again after
+/// [`retry_wait`](super::retry_wait) while it fails; `restore` returns
+/// [`End`](super::Restored::End) to end the watch. The watch ends when `dir` itself is removed or moved (`NOTE_DELETE`, `NOTE_RENAME`,
 /// `NOTE_REVOKE`: the folder is not made again), and when the [`WatchEnd`] is dropped (its pipe's
 /// read end, in the same queue, sees the other close). `None` when it could not be set up.
 #[cfg(target_os = "macos")]
 pub(crate) fn watch_removal(
     dir: &Path,
     name: &str,
-    mut restore: impl FnMut() -> bool + Send + 'static,
+    mut restore: impl FnMut() -> super::Restored + Send + 'static,
 ) -> Option<WatchEnd> {
     use kqueue::{EventData, EventFilter, FilterFlag, Vnode, Watcher};
     use rustix::fs::Mode;
@@ -144,20 +195,16 @@ pub(crate) fn watch_removal(
     let (path, fds) = (dir.join(name), (folder, ended));
     let watch = move || {
         let _fds = fds;
-        let settle = std::time::Duration::from_millis(200);
-        // The file removed, to be written again once things settle.
-        let mut removed = false;
+        let mut rewrite = Rewrite::default();
         loop {
-            let event = if removed {
-                watcher.poll(Some(settle))
-            } else {
-                watcher.poll_forever(None)
+            if !rewrite.write_if_due(&mut restore) {
+                return;
+            }
+            let event = match rewrite.wait() {
+                Some(wait) => watcher.poll(Some(wait)),
+                None => watcher.poll_forever(None),
             };
             let Some(event) = event else {
-                removed = false;
-                if !restore() {
-                    return;
-                }
                 continue;
             };
             match event.data {
@@ -165,7 +212,7 @@ pub(crate) fn watch_removal(
                 EventData::Vnode(_) => {
                     let gone = std::fs::symlink_metadata(&path);
                     if gone.is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
-                        removed = true;
+                        rewrite.removed();
                     }
                 }
                 EventData::Error(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -186,7 +233,7 @@ pub(crate) fn watch_removal(
 pub(crate) fn watch_removal(
     _dir: &Path,
     _name: &str,
-    _restore: impl FnMut() -> bool + Send + 'static,
+    _restore: impl FnMut() -> super::Restored + Send + 'static,
 ) -> Option<WatchEnd> {
     None
 }

@@ -68,7 +68,9 @@ impl Drop for WatchEnd {
 /// Watches `dir` for the removal of its file `name` (`ReadDirectoryChangesW` on the folder, on a
 /// thread of its own that sleeps in `WaitForMultipleObjects` until a name in it changes: no
 /// wake-up while nothing happens), and calls `restore` 200 ms after (longer after reads in a row
-/// that cannot say what changed: [`settle_ms`]); `restore` returns `false` to end the watch.
+/// that cannot say what changed: [`settle_ms`]), and again after
+/// [`retry_wait`](super::retry_wait) while it fails; `restore` returns
+/// [`End`](super::Restored::End) to end the watch.
 /// Meanwhile the folder is let go of: Windows (and Wine) deletes a folder when the last handle
 /// to it closes, so a removal of the folder under way completes, and is seen after: the watch
 /// ends when the folder at `dir` is then gone or another (removed, or moved away: the folder is
@@ -79,7 +81,7 @@ impl Drop for WatchEnd {
 pub(crate) fn watch_removal(
     dir: &Path,
     name: &str,
-    mut restore: impl FnMut() -> bool + Send + 'static,
+    mut restore: impl FnMut() -> super::Restored + Send + 'static,
 ) -> Option<WatchEnd> {
     let folder = open_folder(dir).ok()?;
     let id = file_id(&folder)?;
@@ -112,28 +114,34 @@ pub(crate) fn watch_removal(
                 }
                 None => return,
             }
-            // The file removed: the folder closed (see above), and `settle_ms` waited for.
-            drop(watch);
-            let settle = settle_ms(unknown);
-            // SAFETY: the event is open for as long as this thread holds its `Arc`.
-            let woke = unsafe { WaitForSingleObject(ended.as_raw_handle() as HANDLE, settle) };
-            if woke != WAIT_TIMEOUT {
-                return;
-            }
-            // Still the folder at its path, watched again before the file is written (a removal
-            // from now on is seen; one before, `restore` finds).
-            let Ok(folder) = open_folder(&dir) else {
-                return;
-            };
-            if file_id(&folder) != Some(id) {
-                return;
-            }
-            watch = match DirWatch::start(folder) {
-                Ok(watch) => watch,
-                Err(_) => return,
-            };
-            if !restore() {
-                return;
+            // The file removed: `settle_ms` waited for, then the file written, and tried again
+            // after `retry_wait` while it cannot be. Each wait lets go of the folder (see above).
+            let (mut wait, mut failures) = (settle_ms(unknown), 0);
+            loop {
+                drop(watch);
+                // SAFETY: the event is open for as long as this thread holds its `Arc`.
+                let woke = unsafe { WaitForSingleObject(ended.as_raw_handle() as HANDLE, wait) };
+                if woke != WAIT_TIMEOUT {
+                    return;
+                }
+                // Still the folder at its path, watched again before the file is written (a
+                // removal from now on is seen; one before, `restore` finds).
+                let Ok(folder) = open_folder(&dir) else {
+                    return;
+                };
+                if file_id(&folder) != Some(id) {
+                    return;
+                }
+                watch = match DirWatch::start(folder) {
+                    Ok(watch) => watch,
+                    Err(_) => return,
+                };
+                match restore() {
+                    super::Restored::Done => break,
+                    super::Restored::End => return,
+                    super::Restored::Failed => failures += 1,
+                }
+                wait = super::retry_wait(failures).as_millis() as u32;
             }
         }
     };

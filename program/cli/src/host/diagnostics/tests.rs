@@ -29,6 +29,24 @@ fn not_known_names_only_the_servers_waited_for() {
         "{text}"
     );
     assert!(!text.contains("pylsp") && !text.contains("mypy"), "{text}");
+    // None waited for, one not running (crashed, to be started again): that is what is said,
+    // not a server late.
+    let answer = not_known(
+        "file:///w/a.py",
+        &[down(
+            "pylsp",
+            DownReason::NotRunning("not running (exited)".into()),
+        )],
+    );
+    let text = serde_json::to_string(&answer).unwrap();
+    assert!(answer.is_error, "{text}");
+    assert!(
+        text.contains(
+            "not known: its language server is not running (pylsp: not running (exited)); the bridge starts it again"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("in time"), "{text}");
 }
 
 /// What a client named goes into notes cut: a 10 MiB URI is not kept or printed whole.
@@ -597,4 +615,28 @@ fn uris_and_paths() {
     assert_eq!(named_path("a.py").as_deref(), Some("a.py"));
     assert!(named_path("untitled:Untitled-1").is_none());
     assert!(named_path("_claude_fs_right:/w/a.py").is_none());
+}
+
+/// A file of no known language is answered `[]`, said once per extension with the `--lsp` that
+/// would add one; a file without an extension is said without one (it advised
+/// `--lsp (none)=COMMAND`, which no language can be named).
+#[cfg(unix)]
+#[test]
+fn a_file_of_no_known_language_is_said_with_advice_that_works() {
+    let fake = Fake::new();
+    for name in ["Makefile", "x.zzz", "y.zzz"] {
+        std::fs::write(fake.ws.join(name), "x\n").unwrap();
+        let uri = claude_ide_bridge::file_uri(fake.ws.join(name).to_str().unwrap());
+        let answer = fake.servers.file(&uri, Asker::Model);
+        assert!(!answer.is_error, "{answer:?}");
+    }
+    let log = std::fs::read_to_string(fake._dir.path().join("lsp.log")).unwrap();
+    assert!(!log.contains("(none)"), "{log}");
+    assert!(
+        log.contains("no language known for files without an extension (such as "),
+        "{log}"
+    );
+    let zzz = "no language known for files with extension zzz: getDiagnostics answers [] for \
+               them (add one with --lsp zzz=COMMAND)";
+    assert_eq!(log.matches(zzz).count(), 1, "{log}");
 }

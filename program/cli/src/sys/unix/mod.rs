@@ -493,6 +493,9 @@ pub fn wait_for_command(child: &mut Child) -> io::Result<ExitStatus> {
                 match waitpid(Some(pid), WaitOptions::NOHANG | WaitOptions::CONTINUED) {
                     Ok(Some((_, s))) if s.continued() => {}
                     Ok(Some((_, s))) => return Ok(ExitStatus::from_raw(s.as_raw())),
+                    // Stopped by [`kill_now`] on its way to SIGKILL: not a suspend, and
+                    // followed it would stop the bridge in the middle of its stop.
+                    _ if KILLING.load(std::sync::atomic::Ordering::SeqCst) => {}
                     // SIGTSTP, not SIGSTOP: a group no shell would continue ignores it.
                     _ => _ = kill_current_process_group(Signal::TSTP),
                 }
@@ -540,10 +543,10 @@ pub fn terminal_is_ours() -> bool {
         && rustix::termios::tcgetpgrp(&stdin).is_ok_and(|fg| fg == rustix::process::getpgrp())
 }
 
-/// Raises the soft limit on open files to the hard one: each listing holds a directory handle
-/// per level (up to 64), 64 of them may run at once, and every connection, language server and
-/// file read takes more; the usual soft limit of 1,024 would run out first. A limit that cannot
-/// be raised stays as it was (listings cut short by it say so).
+/// Raises the soft limit on open files to the hard one, at most [`OPEN_FILES_CEILING`]: each
+/// listing holds a directory handle per level (up to 64), 64 of them may run at once, and every
+/// connection, language server and file read takes more; the usual soft limit of 1,024 would run
+/// out first. A limit that cannot be raised stays as it was (listings cut short by it say so).
 pub fn raise_open_files_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let limit = getrlimit(Resource::Nofile);
@@ -556,13 +559,16 @@ pub fn raise_open_files_limit() {
     }
 }
 
-/// The most a soft limit on open files may be set to, when the OS has one below the hard limit:
-/// macOS refuses a soft limit past `OPEN_MAX` (10,240, `<sys/syslimits.h>`; its `setrlimit(2)`:
-/// "use rlim_cur = min(OPEN_MAX, rlim_max)"), and its usual hard limit is unlimited.
+/// The most the soft limit on open files is raised to: macOS refuses a soft limit past
+/// `OPEN_MAX` (10,240, `<sys/syslimits.h>`; its `setrlimit(2)`: "use rlim_cur = min(OPEN_MAX,
+/// rlim_max)"), and its usual hard limit is unlimited. Elsewhere 65,536, far more than the bridge
+/// holds at once: the limit is inherited by every program the bridge starts (claude, `$EDITOR`,
+/// the language servers), and a program that closes every descriptor up to its limit, or whose
+/// `select` takes none past 1,024, met the hard limit there (524,288 to a million on Linux).
 #[cfg(target_vendor = "apple")]
 const OPEN_FILES_CEILING: Option<u64> = Some(10_240);
 #[cfg(not(target_vendor = "apple"))]
-const OPEN_FILES_CEILING: Option<u64> = None;
+const OPEN_FILES_CEILING: Option<u64> = Some(65_536);
 
 /// The soft limit to set, from the soft and hard limits (`None`: unlimited) and the OS's
 /// ceiling: the hard limit, or the ceiling when lower (or when the hard limit is unlimited);
@@ -680,11 +686,48 @@ pub const SIGNALS_EDITOR: bool = true;
 /// Ends process `pid` at once (SIGKILL), on Linux with the processes it started
 /// ([`with_descendants`]): what [`ask_to_stop`] did not end (`$EDITOR` after a grace, `run`'s
 /// command when the bridge is told to stop again).
+///
+/// The tree is stopped (SIGSTOP) before it is killed, and looked at again until a look finds
+/// nothing new: a process that started another between the look at `/proc` and its SIGKILL
+/// left that one running, init's once its parent was gone, where no later look finds it (a
+/// wrapper in a loop that starts programs left one behind at 2 of 5 stops). Stopped, a
+/// process starts nothing more, and what it started before is below it at the next look.
 pub fn kill_now(pid: u32) {
-    for p in with_descendants(pid) {
-        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    use rustix::process::{kill_process, Signal};
+    KILLING.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut stopped: Vec<rustix::process::Pid> = Vec::new();
+    for _ in 0..KILL_LOOKS {
+        let new: Vec<_> = with_descendants(pid)
+            .into_iter()
+            .filter(|p| !stopped.contains(p))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for &p in &new {
+            let _ = kill_process(p, Signal::STOP);
+        }
+        stopped.extend(new);
+    }
+    // A debug build's pause between the stop and the kill, for the test that a stop of the
+    // bridge's own is not taken for a suspend (`run_and_inspect.rs`).
+    if cfg!(debug_assertions) && std::env::var_os("CLAUDE_IDE_BRIDGE_TEST_KILL_PAUSE").is_some() {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    for &p in &stopped {
+        let _ = kill_process(p, Signal::KILL);
     }
 }
+
+/// Set by [`kill_now`] before it stops anything: the stops [`wait_for_command`] then sees are
+/// its own, not the command suspending itself, and are not followed (the bridge would stop with
+/// them, suspended by its own stop).
+static KILLING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The most looks [`kill_now`] takes at the tree it stops: each finds what was started before its
+/// parent was stopped, so the looks end once a look finds nothing new, after as many as the tree
+/// has levels of such processes.
+const KILL_LOOKS: usize = 16;
 
 /// Whether `run`'s command was killed: ended by a signal (a status without an exit code).
 pub fn ended_abnormally(status: &ExitStatus) -> bool {
@@ -922,6 +965,16 @@ mod tests {
         assert_eq!(raised_soft_limit(Some(524_288), Some(524_288), None), None);
         assert_eq!(raised_soft_limit(None, None, None), None);
         assert_eq!(raised_soft_limit(None, Some(8), mac), None);
+        // Elsewhere, at most 65,536: what the programs the bridge starts inherit.
+        let elsewhere = Some(65_536);
+        assert_eq!(
+            raised_soft_limit(Some(1_024), Some(1_048_576), elsewhere),
+            Some(65_536)
+        );
+        assert_eq!(
+            raised_soft_limit(Some(1_024), Some(4_096), elsewhere),
+            Some(4_096)
+        );
         // And for real, here: the soft limit is then as high as it may be.
         raise_open_files_limit();
         let now = rustix::process::getrlimit(rustix::process::Resource::Nofile);

@@ -240,10 +240,13 @@ fn launch(mut args: impl Iterator<Item = OsString>) -> ! {
     {
         e = super::by_sh(&program, rest.iter().map(OsString::as_os_str)).exec();
     }
-    eprintln!(
-        "claude-ide-bridge: cannot run {}: {e}",
-        program.to_string_lossy()
-    );
+    // Not found, though the bridge found the file before it started this: what the file needs
+    // to run is missing.
+    let hint = match e.kind() {
+        io::ErrorKind::NotFound => crate::serve::NEEDS_MISSING,
+        _ => "",
+    };
+    eprintln!("error: cannot run {}: {e}{hint}", program.to_string_lossy());
     std::process::exit(if e.kind() == io::ErrorKind::NotFound {
         127
     } else {
