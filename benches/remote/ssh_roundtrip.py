@@ -133,7 +133,10 @@ def main():
         Path(path).write_text("before\n")
         sshd, ssh = start_sshd(tmp / "ssh", config)
         serve = [binary, "serve", "--stdio", "--workspace", str(ws), "--no-lsp"]
-        env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))
+        # The local bridge keeps its state (port and token) in the temporary folder too, as the
+        # remote one does under its HOME: nothing of the user's is written.
+        env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config), HOME=str(tmp),
+                   XDG_STATE_HOME=str(tmp / "state"))
         try:
             local = Bridge(serve, env)
             remote = Bridge(ssh + [shlex.join(serve)], env)
@@ -158,7 +161,7 @@ def main():
     diffs = sorted((s - l) * 1e3 for l, s in zip(times["local"], times["ssh"]))
     n = len(diffs)
     print(f"paired, ssh - local per call: median {statistics.median(diffs):.3f} ms "
-          f"(p10 {diffs[n // 10]:.3f} ... p90 {diffs[n * 9 // 10 - 1]:.3f} ms)")
+          f"(p10 {diffs[max(n // 10 - 1, 0)]:.3f} ... p90 {diffs[max(n * 9 // 10 - 1, 0)]:.3f} ms)")
 
 
 if __name__ == "__main__":

@@ -134,41 +134,51 @@ fn rust_server(port: u16, pusher: Handle, keep: impl Send + 'static) -> Server {
 
 /// The threads host as the runtime recommends for latency: calls answered by a handler on the
 /// thread that read them (`start_with_handler`); with `channel`, events read by a host thread
-/// of its own (`start` and `next_event`): one thread hand-off per event.
+/// of its own (`start` and `next_event`): one thread hand-off per event. Stopped when the
+/// [`Server`] is dropped (its push thread drops what keeps the server).
 pub(crate) fn start_threads(channel: bool) -> Server {
-    let server = if channel {
-        claude_ide_bridge_blocking::IdeServer::start(options())
-    } else {
-        claude_ide_bridge_blocking::IdeServer::start_with_handler(options(), |ev, handle| {
-            if let Event::ToolCall { call, .. } = ev {
-                let _ = handle.respond(call, ToolResult::text("[]"));
-            }
-        })
+    if !channel {
+        let server =
+            claude_ide_bridge_blocking::IdeServer::start_with_handler(options(), |ev, handle| {
+                if let Event::ToolCall { call, .. } = ev {
+                    let _ = handle.respond(call, ToolResult::text("[]"));
+                }
+            })
+            .expect("start");
+        let (port, pusher) = (server.port(), server.handle());
+        return rust_server(port, pusher, server);
     }
-    .expect("start");
+    let server = claude_ide_bridge_blocking::IdeServer::start(options()).expect("start");
     let port = server.port();
     let handle = server.handle();
     let pusher = server.handle();
-    // The host: answers every tool call at once (with a handler, `next_event` ends at once and
-    // the thread only keeps the server alive). Ends with the process.
+    /// Stops the server when dropped: its host thread's `next_event` then ends, and the thread
+    /// drops the server.
+    struct StopOnDrop(claude_ide_bridge_blocking::Stopper);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.stop();
+        }
+    }
+    let stop = StopOnDrop(server.stopper());
+    // The host: answers every tool call at once.
     thread::spawn(move || {
         while let Some(ev) = server.next_event() {
             if let Event::ToolCall { call, .. } = ev {
                 let _ = handle.respond(call, ToolResult::text("[]"));
             }
         }
-        loop {
-            thread::park();
-        }
     });
-    rust_server(port, pusher, ())
+    rust_server(port, pusher, stop)
 }
 
 /// The smol host as the runtime recommends for latency: the server's tasks and the host's event
 /// loop on one executor, run by one thread (`start_on`); with `global`, the tasks on smol's
 /// global executor and the host on its own thread (`start`): one thread hand-off per event.
+/// Stopped when the [`Server`] is dropped (the stop channel's sender, what keeps it, with it).
 pub(crate) fn start_smol(global: bool) -> Server {
     let (port_tx, port_rx) = mpsc::channel();
+    let (stop, stopped) = smol::channel::bounded::<()>(1);
     thread::spawn(move || {
         let ex = Arc::new(smol::Executor::new());
         let on = ex.clone();
@@ -185,15 +195,23 @@ pub(crate) fn start_smol(global: bool) -> Server {
                 .send((server.port(), server.handle()))
                 .expect("main waits");
             let handle = server.handle();
-            while let Some(ev) = server.next_event().await {
-                if let Event::ToolCall { call, .. } = ev {
-                    let _ = handle.respond(call, ToolResult::text("[]"));
+            let host = async {
+                while let Some(ev) = server.next_event().await {
+                    if let Event::ToolCall { call, .. } = ev {
+                        let _ = handle.respond(call, ToolResult::text("[]"));
+                    }
                 }
-            }
+            };
+            // Until the sender is dropped (the channel closes) or the server ends.
+            smol::future::or(host, async {
+                let _ = stopped.recv().await;
+            })
+            .await;
+            server.stop().await;
         })))
     });
     let (port, pusher) = port_rx.recv().expect("smol server started");
-    rust_server(port, pusher, ())
+    rust_server(port, pusher, stop)
 }
 
 /// The smol host as the threads one: calls answered by a handler from the connection's task

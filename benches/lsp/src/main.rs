@@ -243,10 +243,21 @@ struct Bridge {
 }
 
 impl Bridge {
-    fn start(bin: &Path, ws: &Path, dir: &Path, runtime: &str, extra: &[&str]) -> Bridge {
-        let lock_dir = dir.join(format!("lock-{}", extra.join("")));
+    /// A bridge serving `ws`, its lock file in `dir`'s folder `name` (one per bridge), its state
+    /// (port and token) in `dir` too: nothing of the user's is read or written.
+    fn start(
+        bin: &Path,
+        ws: &Path,
+        dir: &Path,
+        name: &str,
+        runtime: &str,
+        extra: &[&str],
+    ) -> Bridge {
+        let lock_dir = dir.join(name);
         let serving = bridge::serve(
             Command::new(bin)
+                .env("HOME", dir)
+                .env("XDG_STATE_HOME", dir.join("state"))
                 .args([
                     "serve",
                     "--on-diff",
@@ -303,8 +314,8 @@ fn get_diagnostics(c: &mut client::Client, uri: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
-fn idle_rss(bin: &Path, ws: &Path, dir: &Path, runtime: &str, extra: &[&str]) -> u64 {
-    let b = Bridge::start(bin, ws, dir, runtime, extra);
+fn idle_rss(bin: &Path, ws: &Path, dir: &Path, name: &str, runtime: &str, extra: &[&str]) -> u64 {
+    let b = Bridge::start(bin, ws, dir, name, runtime, extra);
     let _c = b.client();
     thread::sleep(Duration::from_millis(300));
     procs::rss_kib(b.pid())
@@ -347,12 +358,29 @@ fn main() {
     );
 
     // Memory first, before anything is warm.
-    let idle_lsp = idle_rss(&a.bridge, &ws, dir.path(), &a.runtime, &[]);
-    let idle_off = idle_rss(&a.bridge, &ws, dir.path(), &a.runtime, &["--no-lsp"]);
+    // The bridge's own memory with its servers on, none started yet (`--lsp-warm none`: the
+    // default would start pyright at the client's connect), against `--no-lsp`. The baseline,
+    // perhaps older than `--lsp-warm`, starts none at connect either.
+    let idle_lsp = idle_rss(
+        &a.bridge,
+        &ws,
+        dir.path(),
+        "lock-idle",
+        &a.runtime,
+        &["--lsp-warm", "none"],
+    );
+    let idle_off = idle_rss(
+        &a.bridge,
+        &ws,
+        dir.path(),
+        "lock-no-lsp",
+        &a.runtime,
+        &["--no-lsp"],
+    );
     let idle_base = a
         .baseline
         .as_ref()
-        .map(|b| idle_rss(b, &ws, dir.path(), &a.runtime, &[]));
+        .map(|b| idle_rss(b, &ws, dir.path(), "lock-baseline", &a.runtime, &[]));
 
     // The floors: our own pyright, once publishing and once answering pulls (the bridge's client
     // declares pulls, so pyright answers it that way).
@@ -369,6 +397,7 @@ fn main() {
         &a.bridge,
         &ws,
         dir.path(),
+        "lock-main",
         &a.runtime,
         &["--lsp-log", &log_arg],
     );
