@@ -7,7 +7,8 @@ root=$(pwd)
 # shellcheck source=lib/install.sh
 . scripts/lib/install.sh
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it began (minutes into the run), so a slow step shows in CI's log.
+step() { printf '\n==> %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "toolchain"
 cargo --version
@@ -114,3 +115,4 @@ if pytest_skipped:
     print(f"skipped here: {pytest_skipped} e2e scenario(s) (pytest's 'SKIPPED' lines above say why)")
 print(f"all: {passed} passed, {failed} failed")
 PY
+echo "took $((SECONDS / 60))m$(printf %02d $((SECONDS % 60)))s"

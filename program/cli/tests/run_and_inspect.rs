@@ -256,28 +256,15 @@ fn run_says_a_missing_interpreter_is_missing() {
 #[test]
 fn run_says_a_wire_log_that_failed_after_claude() {
     let sb = Sandbox::new();
-    let (probe, done) = (sb.root().join("probe"), sb.root().join("done"));
-    let claude = script(
+    let done = sb.root().join("done");
+    let (mut child, stderr, _, _c) = run_connected(
         &sb,
-        "claude",
+        &["--no-lsp", "--wire-log", "/dev/full"],
         &format!(
-            "echo $CLAUDE_CODE_SSE_PORT > {p}.tmp && mv {p}.tmp {p}\n\
-             i=0; while [ ! -e {d} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done",
-            p = probe.display(),
+            "i=0; while [ ! -e {d} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done",
             d = done.display()
         ),
     );
-    let mut child = sb
-        .command()
-        .args(["run", "--no-lsp", "--wire-log", "/dev/full", "--"])
-        .arg(&claude)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Lines::collect(child.stderr.take().unwrap());
-    let (port, token) = probed(&sb, &probe, &stderr);
-    let (_, c) = client::connect(port, Some(&token));
-    c.unwrap().init();
     let warning = "warning: --wire-log /dev/full: writing failed";
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(
@@ -296,27 +283,7 @@ fn run_answers_claude_while_it_runs() {
     let sb = Sandbox::new();
     fs::write(sb.ws.join("a.txt"), "a").unwrap();
     // The stand-in connects as claude would, with the port it was given.
-    let probe = sb.root().join("probe");
-    let claude = script(
-        &sb,
-        "claude",
-        &format!(
-            "echo $CLAUDE_CODE_SSE_PORT > {}.tmp && mv {0}.tmp {0}\nsleep 30",
-            probe.display()
-        ),
-    );
-    let mut child = sb
-        .command()
-        .args(["run", "--on-diff", "accept", "--"])
-        .arg(&claude)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Lines::collect(child.stderr.take().unwrap());
-    let (port, token) = probed(&sb, &probe, &stderr);
-    let (_, c) = client::connect(port, Some(&token));
-    let mut c = c.unwrap();
-    c.init();
+    let (mut child, stderr, port, mut c) = run_connected(&sb, &["--on-diff", "accept"], "sleep 30");
     let r = call(
         &mut c,
         "openDiff",
@@ -1281,6 +1248,40 @@ fn probed(sb: &Sandbox, probe: &std::path::Path, stderr: &Lines) -> (u16, String
         .unwrap()
         .to_string();
     (port, token)
+}
+
+/// `run` with `args` of a stand-in claude that writes the port it was given to a probe file and then
+/// runs `then` (shell): the bridge, its stderr, its port and a client connected to it as claude
+/// would be, initialized.
+fn run_connected(
+    sb: &Sandbox,
+    args: &[&str],
+    then: &str,
+) -> (std::process::Child, Lines, u16, client::Client) {
+    let probe = sb.root().join("probe");
+    let claude = script(
+        sb,
+        "claude",
+        &format!(
+            "echo $CLAUDE_CODE_SSE_PORT > {p}.tmp && mv {p}.tmp {p}\n{then}",
+            p = probe.display()
+        ),
+    );
+    let mut child = sb
+        .command()
+        .arg("run")
+        .args(args)
+        .arg("--")
+        .arg(&claude)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let (port, token) = probed(sb, &probe, &stderr);
+    let (_, c) = client::connect(port, Some(&token));
+    let mut c = c.unwrap();
+    c.init();
+    (child, stderr, port, c)
 }
 
 /// The bridge `child` told to stop (SIGTERM) every half second until it ends (the second time
