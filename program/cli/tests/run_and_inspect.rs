@@ -1446,19 +1446,9 @@ fn the_stop_before_a_kill_is_not_taken_for_a_suspend() {
     term();
     std::thread::sleep(std::time::Duration::from_millis(1200));
     term();
-    let give_up = std::time::Instant::now() + WAIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < give_up,
-            "the bridge did not end: state {:?}; {}",
-            state_of(pid),
-            stderr.text()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = exit_within(&mut child, WAIT, &|| {
+        format!("state {:?}; {}", state_of(pid), stderr.text())
+    });
     assert_eq!(status.code(), Some(128 + 9), "{}", stderr.text());
     wait_until_gone(command, "the bridge's kill", &stderr);
 }

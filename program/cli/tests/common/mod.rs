@@ -257,12 +257,13 @@ pub fn exit_within(
             return status;
         }
         if Instant::now() > give_up {
+            // Said before the kill: the context may look at the process (its state).
+            let said = context();
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "process {} did not exit within {bound:?}; {}",
+                "process {} did not exit within {bound:?}; {said}",
                 child.id(),
-                context()
             );
         }
         thread::sleep(Duration::from_millis(20));
