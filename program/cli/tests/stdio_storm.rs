@@ -29,6 +29,7 @@ use std::fs;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use common::storm::*;
 use common::*;
 use serde_json::{json, Value};
 
@@ -48,28 +49,6 @@ const TO_EDITOR: [&str; 9] = [
 /// The longest `error` text: 1 KiB, then `...`.
 const MAX_ERROR: usize = 1024 + 3;
 
-/// splitmix64: a small generator whose whole state is its seed, so a run is repeated by its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    fn pick<'a, T>(&mut self, of: &'a [T]) -> &'a T {
-        &of[self.below(of.len())]
-    }
-}
-
 /// What the bridge must answer a line with, before the `status` line after it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Expect {
@@ -79,52 +58,6 @@ enum Expect {
     Refused,
     /// At most one.
     Either,
-}
-
-/// The editor's side of the workspace: how it names the files, for the run with or without a
-/// path map.
-struct Names {
-    /// Paths of files inside the workspace, as the editor names them.
-    files: Vec<String>,
-    /// Paths the bridge must refuse or map elsewhere, and other odd strings.
-    odd: Vec<String>,
-}
-
-fn uri_of(path: &str) -> String {
-    if path.starts_with('/') {
-        format!("file://{path}")
-    } else {
-        format!("file:///{}", path.replace('\\', "/"))
-    }
-}
-
-/// A value of any JSON kind, most of them edge cases of the kind.
-fn odd_value(r: &mut Rng, names: &Names) -> Value {
-    match r.below(12) {
-        0 => Value::Null,
-        1 => json!(r.chance(50)),
-        2 => json!(*r.pick(&[
-            -1i64,
-            0,
-            1,
-            i32::MAX as i64,
-            u32::MAX as i64 + 1,
-            i64::MIN,
-            9_007_199_254_740_993
-        ])),
-        3 => json!(*r.pick(&[u64::MAX, 1u64 << 53])),
-        4 => json!(*r.pick(&[1.5f64, -0.0, 1e308, -1e-300])),
-        5 => json!(r.pick(&names.odd).clone()),
-        6 => json!(r.pick(&names.files).clone()),
-        7 => json!(uri_of(&r.pick(&names.files).clone())),
-        8 => json!([]),
-        9 => json!({}),
-        10 => {
-            let n = *r.pick(&[0usize, 1, 3, 200, 5000]);
-            json!((0..n).map(|i| json!(i)).collect::<Vec<_>>())
-        }
-        _ => json!(*r.pick(&["", "\u{0}", "é🎉\u{feff}", "Error", "accept", "\n", "\\"])),
-    }
 }
 
 fn position(r: &mut Rng) -> Value {
@@ -219,62 +152,6 @@ fn template(r: &mut Rng, kind: &str, names: &Names, pending: &[(u64, String)]) -
             (line, expect)
         }
         _ => (json!({"type": "status"}), Expect::Valid),
-    }
-}
-
-/// Replaces, removes or adds a member of the line `v`, or of a value in it; its `type` seldom
-/// (a line of no known type is the garbage's part).
-fn mutate_line(r: &mut Rng, v: &mut Value, names: &Names) {
-    let m = v.as_object_mut().unwrap();
-    let keys: Vec<String> = (m.keys())
-        .filter(|k| *k != "type" || r.chance(10))
-        .cloned()
-        .collect();
-    let Some(key) = keys.get(r.below(keys.len().max(1))).cloned() else {
-        m.insert("extra".into(), odd_value(r, names));
-        return;
-    };
-    match r.below(5) {
-        0 => {
-            m.remove(&key);
-        }
-        1 => {
-            m.insert(format!("{key}X"), odd_value(r, names));
-        }
-        _ => mutate(r, m.get_mut(&key).unwrap(), names),
-    }
-}
-
-/// Replaces, removes or adds a member somewhere in `v` (a random walk down from the top).
-fn mutate(r: &mut Rng, v: &mut Value, names: &Names) {
-    match v {
-        Value::Object(m) if !m.is_empty() && r.chance(60) => {
-            let key = m.keys().nth(r.below(m.len())).unwrap().clone();
-            let inner = m.get_mut(&key).unwrap();
-            if matches!(inner, Value::Object(_) | Value::Array(_)) && r.chance(60) {
-                return mutate(r, inner, names);
-            }
-            match r.below(4) {
-                0 => {
-                    m.remove(&key);
-                }
-                1 => {
-                    m.insert(format!("{key}X"), odd_value(r, names));
-                }
-                _ => {
-                    m.insert(key, odd_value(r, names));
-                }
-            }
-        }
-        Value::Array(a) if !a.is_empty() => {
-            let i = r.below(a.len());
-            if r.chance(50) {
-                a[i] = odd_value(r, names);
-            } else {
-                mutate(r, &mut a[i], names);
-            }
-        }
-        _ => *v = odd_value(r, names),
     }
 }
 
@@ -463,10 +340,7 @@ fn sandbox() -> Sandbox {
 }
 
 fn storm(sb: &Sandbox, args: &[&str], names: Names, seed: u64) {
-    let lines: usize = std::env::var("STDIO_STORM_LINES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1000);
+    let lines = from_env("STDIO_STORM_LINES", 1000) as usize;
     let here = sb.ws.join("a.rs").to_string_lossy().to_string();
     let mut s = Served::start(sb, args);
     let mut c = s.client();
@@ -595,37 +469,6 @@ fn storm(sb: &Sandbox, args: &[&str], names: Names, seed: u64) {
     );
 }
 
-fn seed() -> u64 {
-    std::env::var("STDIO_STORM_SEED")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0x5EED)
-}
-
-/// Odd strings for any member: paths outside the workspace, relative, climbing, device paths,
-/// URIs of other schemes, a NUL, a long one.
-fn odd_strings(sb: &Sandbox) -> Vec<String> {
-    let ws = sb.ws.to_string_lossy().to_string();
-    vec![
-        String::new(),
-        "a.rs".into(),
-        "/".into(),
-        "/etc/passwd".into(),
-        format!("{ws}/../outside.rs"),
-        format!("{ws}/no/such/file.rs"),
-        format!("{ws}/a.rs\u{0}.txt"),
-        "file:///etc/passwd".into(),
-        "file://host/share/x".into(),
-        "untitled:Untitled-1".into(),
-        "http://example.com/a.rs".into(),
-        r"C:\Users\me\app\a.rs".into(),
-        r"\\?\C:\x".into(),
-        r"\\wsl.localhost\Debian\home".into(),
-        "%2e%2e/%2e%2e/etc".into(),
-        "x".repeat(5000),
-    ]
-}
-
 #[test]
 fn a_storm_of_odd_lines_is_answered_line_by_line() {
     let sb = sandbox();
@@ -637,7 +480,12 @@ fn a_storm_of_odd_lines_is_answered_line_by_line() {
         files,
         odd: odd_strings(&sb),
     };
-    storm(&sb, &["--stdio", "--no-lsp"], names, seed());
+    storm(
+        &sb,
+        &["--stdio", "--no-lsp"],
+        names,
+        from_env("STDIO_STORM_SEED", 0x5EED),
+    );
 }
 
 /// The same through `--path-map` from a Windows editor's folder and WSL's drives, on the smol
@@ -683,5 +531,10 @@ fn a_storm_of_odd_lines_through_a_path_map() {
         "--path-map",
         "wsl",
     ];
-    storm(&sb, &args, Names { files, odd }, seed() ^ 0xA11);
+    storm(
+        &sb,
+        &args,
+        Names { files, odd },
+        from_env("STDIO_STORM_SEED", 0x5EED) ^ 0xA11,
+    );
 }

@@ -154,7 +154,7 @@ impl OnDisk {
                     "claude asked to open {}{}",
                     a.file_path,
                     a.start_line
-                        .map(|l| format!(" at line {}", l + 1))
+                        .map(|l| format!(" at line {}", l.saturating_add(1)))
                         .unwrap_or_default()
                 ));
                 // Resolved as the workspace resolves it: a relative path is taken from the first

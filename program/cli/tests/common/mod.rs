@@ -328,6 +328,8 @@ pub fn responses(c: &mut Client, ids: &[u64]) -> std::collections::HashMap<u64, 
     got
 }
 
+pub mod storm;
+
 // Unix only: signals, FIFOs, Vim in tmux.
 #[cfg(unix)]
 mod unix;
