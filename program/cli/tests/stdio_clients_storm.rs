@@ -70,7 +70,8 @@ fn client(
         c
     };
     let mut c = connect();
-    // This connection's requests not answered yet: JSON-RPC id -> index in `calls`.
+    // This connection's requests: JSON-RPC id -> index in `calls`, kept once answered so that a
+    // second answer is seen.
     let mut open: BTreeMap<u64, usize> = BTreeMap::new();
     let mut generation = 0;
     let read = |c: &mut Client,
@@ -80,11 +81,7 @@ fn client(
         while let Some(v) = c.recv_json(quiet) {
             let Some(id) = v["id"].as_u64() else { continue };
             match open.get(&id) {
-                Some(&i) => {
-                    calls[i].answers.push(v);
-                    // Answered: its id is no longer in use (an answer twice is still seen:
-                    // the index stays, answered).
-                }
+                Some(&i) => calls[i].answers.push(v),
                 None => panic!("client {who}: an answer to no call of this connection: {v}"),
             }
         }
@@ -197,19 +194,14 @@ fn client(
     calls
 }
 
-/// What the editor sent for one call.
-#[derive(Debug, Clone)]
-struct Decision {
-    line: Value,
-}
-
 /// The editor's view of one call handed to it.
 #[derive(Debug, Default)]
 struct Handed {
     name: String,
     key: String,
     tab: Option<String>,
-    decisions: Vec<Decision>,
+    /// The lines the editor sent to decide it.
+    decisions: Vec<Value>,
     cancelled: Vec<String>,
     errors: Vec<String>,
 }
@@ -373,11 +365,7 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
             let stdin = s.stdin.as_mut().unwrap();
             writeln!(stdin, "{d}").unwrap();
             stdin.flush().unwrap();
-            handed
-                .get_mut(&n)
-                .unwrap()
-                .decisions
-                .push(Decision { line: d });
+            handed.get_mut(&n).unwrap().decisions.push(d);
         }
         while done_rx.try_recv().is_ok() {
             finished += 1;
@@ -479,13 +467,13 @@ fn check(runtime: &str, seed: u64, handed: &BTreeMap<u64, Handed>, calls: &[Call
         }
         let answer = call.answers.first();
         let key = if effective == 1 {
-            let want = answer_of_decision(&h.decisions[0].line, h);
+            let want = answer_of_decision(&h.decisions[0], h);
             match answer {
                 Some(a) => assert_eq!(tool_result(a), want, "{what}: {a}"),
                 // Its connection dropped just after the editor decided.
                 None => assert!(call.gone, "{what}: decided but never answered"),
             }
-            format!("decided {}", h.decisions[0].line["type"].as_str().unwrap())
+            format!("decided {}", h.decisions[0]["type"].as_str().unwrap())
         } else if let Some(reason) = h.cancelled.first() {
             match reason.as_str() {
                 "tab_closed" | "all_diff_tabs_closed" | "replaced" => {
