@@ -1,7 +1,7 @@
 //! `serve --stdio` between several clients and an editor, all at once: the clients call the tools
 //! the editor answers (`openDiff` on a few shared tab names, `executeCode`), close tabs, cancel
 //! calls, drop their connection and come back; the editor decides each call after a while, twice
-//! now and then, or never. The test plays every party and then checks that their three views
+//! now and then, or never, and sends selections and mentions meanwhile. The test plays every party and then checks that their three views
 //! agree (docs/stdio.md, docs/protocol.md "Pending calls"):
 //!
 //! - each call the editor was handed ends exactly once, as the editor sees it: by its decision
@@ -12,6 +12,8 @@
 //!   it accepted, its text, its error), `DIFF_REJECTED` for a tab closed or replaced, nothing for
 //!   a call it cancelled; a `cancelled` line's reason says what the client did (`cancelled`,
 //!   `tab_closed`, `disconnected`, ...); no request is answered twice;
+//! - the editor's selections and mentions reach each connection in order, each once; once every
+//!   client is back on its last connection, each gets all of them;
 //! - once the storm is over, the calls `status` lists as pending are exactly the ones not ended;
 //!   at stdin's end each of them is answered with an error and told `server_stopped`, the bridge
 //!   exits with status 0 and nothing panicked.
@@ -59,7 +61,7 @@ fn client(
     steps: usize,
     (port, token, file): (u16, String, String),
     done: mpsc::Sender<()>,
-) -> Vec<Call> {
+) -> (Vec<Call>, News) {
     let mut r = Rng(seed);
     let mut calls: Vec<Call> = Vec::new();
     let connect = || {
@@ -74,12 +76,26 @@ fn client(
     // second answer is seen.
     let mut open: BTreeMap<u64, usize> = BTreeMap::new();
     let mut generation = 0;
+    let mut news: News = vec![Vec::new()];
     let read = |c: &mut Client,
                 open: &mut BTreeMap<u64, usize>,
                 calls: &mut Vec<Call>,
+                news: &mut News,
                 quiet: Duration| {
         while let Some(v) = c.recv_json(quiet) {
-            let Some(id) = v["id"].as_u64() else { continue };
+            let Some(id) = v["id"].as_u64() else {
+                let method = v["method"].as_str().unwrap_or_default();
+                let n = match method {
+                    "selection_changed" => v["params"]["text"]
+                        .as_str()
+                        .and_then(|t| t.strip_prefix("sel")?.parse().ok()),
+                    "at_mentioned" => v["params"]["lineStart"].as_u64(),
+                    _ => continue,
+                };
+                let n = n.unwrap_or_else(|| panic!("client {who}: not the editor's: {v}"));
+                news.last_mut().unwrap().push((method.to_string(), n));
+                continue;
+            };
             match open.get(&id) {
                 Some(&i) => calls[i].answers.push(v),
                 None => panic!("client {who}: an answer to no call of this connection: {v}"),
@@ -147,7 +163,13 @@ fn client(
                 if !waiting.is_empty() {
                     let (id, i) = *r.pick(&waiting);
                     // What came before the cancel is its answer: read it first.
-                    read(&mut c, &mut open, &mut calls, Duration::from_millis(1));
+                    read(
+                        &mut c,
+                        &mut open,
+                        &mut calls,
+                        &mut news,
+                        Duration::from_millis(1),
+                    );
                     if calls[i].answers.is_empty() {
                         calls[i].cancelled = true;
                         c.send_json(
@@ -159,7 +181,13 @@ fn client(
             }
             15 if r.chance(40) => {
                 // Gone, abruptly or with a Close, and back on a new connection.
-                read(&mut c, &mut open, &mut calls, Duration::from_millis(1));
+                read(
+                    &mut c,
+                    &mut open,
+                    &mut calls,
+                    &mut news,
+                    Duration::from_millis(1),
+                );
                 if r.chance(50) {
                     c.close(1000);
                 }
@@ -171,28 +199,35 @@ fn client(
                 }
                 open.clear();
                 generation += 1;
+                news.push(Vec::new());
                 c = connect();
             }
             _ => {}
         }
-        read(
-            &mut c,
-            &mut open,
-            &mut calls,
-            Duration::from_millis(1 + r.below(6) as u64),
-        );
+        let quiet = Duration::from_millis(1 + r.below(6) as u64);
+        read(&mut c, &mut open, &mut calls, &mut news, quiet);
     }
     done.send(()).unwrap();
     // Reads on until the stop closes the connection (Close 1001).
     let give_up = Instant::now() + Duration::from_secs(30);
     while Instant::now() < give_up {
-        read(&mut c, &mut open, &mut calls, Duration::from_millis(50));
+        read(
+            &mut c,
+            &mut open,
+            &mut calls,
+            &mut news,
+            Duration::from_millis(50),
+        );
         if c.why().starts_with("a Close frame") || c.why().contains("EOF") {
             break;
         }
     }
-    calls
+    (calls, news)
 }
+
+/// The notifications from the editor a client got, per connection: (`selection_changed` or
+/// `at_mentioned`, the editor's number in it).
+type News = Vec<Vec<(String, u64)>>;
 
 /// The editor's view of one call handed to it.
 #[derive(Debug, Default)]
@@ -297,6 +332,17 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
     let mut read = 0;
     let mut finished = 0;
     let mut quiet_since: Option<Instant> = None;
+    // The editor's news, numbered: the selections and mentions sent, and the first of those sent
+    // once every client is through (each client's last connection must get them all).
+    let (mut sent, mut last_from) = (
+        BTreeMap::from([("selection_changed", 0u64), ("at_mentioned", 0)]),
+        None,
+    );
+    let news_line = |kind: &str, n: u64| match kind {
+        "selection_changed" => json!({"type": kind, "filePath": file, "text": format!("sel{n}"),
+            "selection": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 3}}}),
+        _ => json!({"type": kind, "filePath": file, "lineStart": n, "lineEnd": n}),
+    };
     let give_up = Instant::now() + Duration::from_secs(120);
     let stdout = s.stdout.clone();
     let take_lines = |handed: &mut BTreeMap<u64, Handed>, read: &mut usize| -> Vec<Value> {
@@ -367,8 +413,43 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
             stdin.flush().unwrap();
             handed.get_mut(&n).unwrap().decisions.push(d);
         }
+        if finished < CLIENTS && r.chance(3) {
+            let kind = *r.pick(&["selection_changed", "at_mentioned"]);
+            let n = sent.get_mut(kind).unwrap();
+            *n += 1;
+            s.send_line(&news_line(kind, *n).to_string());
+        }
         while done_rx.try_recv().is_ok() {
             finished += 1;
+        }
+        if finished == CLIENTS && last_from.is_none() {
+            // Every client on its last connection, initialized (per `status`): each must get
+            // all the news from now on, in order.
+            let all_in = |v: &Value| {
+                let c = v["clients"].as_array().unwrap();
+                c.len() == CLIENTS as usize && c.iter().all(|c| c["initialized"] == true)
+            };
+            loop {
+                s.send_line(r#"{"type":"status"}"#);
+                let status = loop {
+                    if let Some(v) = take_lines(&mut handed, &mut read).pop() {
+                        break v;
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                };
+                if all_in(&status) {
+                    break;
+                }
+                assert!(Instant::now() < give_up, "clients not back: {status}");
+                thread::sleep(Duration::from_millis(10));
+            }
+            last_from = Some(sent.clone());
+            for _ in 0..5 {
+                for (kind, n) in sent.iter_mut() {
+                    *n += 1;
+                    s.send_line(&news_line(kind, *n).to_string());
+                }
+            }
         }
         // Once every client is through and every decision sent: quiet for a while, then the end.
         if finished == CLIENTS && due.is_empty() {
@@ -409,15 +490,46 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
     let stderr = s.stderr.clone();
     let exit = exit_within(&mut s.child, Duration::from_secs(20), &|| stderr.text());
     assert_eq!(exit.code(), Some(0), "stderr:\n{}", s.stderr.text());
-    let calls: Vec<Call> = clients
-        .into_iter()
-        .flat_map(|c| c.join().unwrap())
-        .collect();
+    let (calls, news): (Vec<Vec<Call>>, Vec<News>) =
+        clients.into_iter().map(|c| c.join().unwrap()).unzip();
+    let calls: Vec<Call> = calls.into_iter().flatten().collect();
+    check_news(
+        &format!("{runtime}, seed {seed}"),
+        &news,
+        &last_from.unwrap(),
+        &sent,
+    );
     // The lines written at the stop (the collecting thread reads to the end of stdout).
     thread::sleep(Duration::from_millis(100));
     take_lines(&mut handed, &mut read);
     check(runtime, seed, &handed, &calls);
     assert!(!s.stderr.text().contains("panicked"), "{}", s.stderr.text());
+}
+
+/// Each connection got the editor's news in order, each once; each client's last connection
+/// all of those sent after `from` (up to `to`, both per kind).
+fn check_news(ctx: &str, news: &[News], from: &BTreeMap<&str, u64>, to: &BTreeMap<&str, u64>) {
+    let got: usize = news.iter().flatten().map(Vec::len).sum();
+    eprintln!("{ctx}: {got} notifications of the editor's {to:?} taken by the clients");
+    for (who, connections) in news.iter().enumerate() {
+        for (g, got) in connections.iter().enumerate() {
+            for kind in from.keys() {
+                let ns: Vec<u64> = (got.iter())
+                    .filter(|(k, _)| k == kind)
+                    .map(|&(_, n)| n)
+                    .collect();
+                assert!(
+                    ns.windows(2).all(|w| w[0] < w[1]),
+                    "{ctx}: client {who}, connection {g}: {kind} out of order or twice: {ns:?}"
+                );
+                if g + 1 == connections.len() {
+                    let last: Vec<u64> = ns.into_iter().filter(|&n| n > from[kind]).collect();
+                    let want: Vec<u64> = (from[kind] + 1..=to[kind]).collect();
+                    assert_eq!(last, want, "{ctx}: client {who}: the last {kind}s");
+                }
+            }
+        }
+    }
 }
 
 /// The three views agree: see the file's documentation.
