@@ -1,8 +1,9 @@
 //! `serve --stdio` between several clients and an editor, all at once: the clients call the tools
 //! the editor answers (`openDiff` on a few shared tab names, `executeCode`), close tabs, cancel
 //! calls, drop their connection and come back; the editor decides each call after a while, twice
-//! now and then, or never, and sends selections and mentions meanwhile. The test plays every party and then checks that their three views
-//! agree (docs/stdio.md, docs/protocol.md "Pending calls"):
+//! now and then, or never, and sends selections and mentions meanwhile. The test plays every
+//! party and then checks that their three views agree (docs/stdio.md, docs/protocol.md "Pending
+//! calls", "Notifications"):
 //!
 //! - each call the editor was handed ends exactly once, as the editor sees it: by its decision
 //!   (no `error` line for it), by one `cancelled` line, or by a decision the bridge took too late
@@ -13,7 +14,7 @@
 //!   a call it cancelled; a `cancelled` line's reason says what the client did (`cancelled`,
 //!   `tab_closed`, `disconnected`, ...); no request is answered twice;
 //! - the editor's selections and mentions reach each connection in order, each once; once every
-//!   client is back on its last connection, each gets all of them;
+//!   client is back on its last connection, each gets all those sent from then on;
 //! - once the storm is over, the calls `status` lists as pending are exactly the ones not ended;
 //!   at stdin's end each of them is answered with an error and told `server_stopped`, the bridge
 //!   exits with status 0 and nothing panicked.
