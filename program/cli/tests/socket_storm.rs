@@ -15,7 +15,9 @@
 //! - each fault gets the Close code listed for it (1002, 1003, 1007, 1009), then the end;
 //! - a client connected all along is answered throughout, within the usual bound;
 //! - afterwards no connection is left behind: 9 more clients beside it are accepted, the
-//!   eleventh is refused with 503; SIGTERM closes all ten with 1001, exits 0, nothing panicked.
+//!   eleventh is refused with 503; SIGTERM closes all ten with 1001, exits 0, nothing panicked;
+//! - the wire log (`--wire-log`), written for every connection meanwhile, is one JSON object a line,
+//!   with a `connected` event for each upgrade.
 //!
 //! Run on both runtimes. `SOCKET_STORM_SEED=N` repeats a run, `SOCKET_STORM_EPISODES=N` sets each
 //! peer's number of connections.
@@ -812,7 +814,11 @@ fn storm(runtime: &str) {
     let seed = from_env("SOCKET_STORM_SEED", 0x50C7);
     let episodes = from_env("SOCKET_STORM_EPISODES", 120) as usize;
     let sb = Sandbox::new();
-    let mut s = Served::start(&sb, &["--no-lsp", "--runtime", runtime]);
+    // Every message and connection event logged as well (`--wire-log`), from all the connections.
+    let wire = sb.root().join("wire.jsonl");
+    let wire_arg = wire.to_string_lossy().to_string();
+    let args = ["--no-lsp", "--runtime", runtime, "--wire-log", &wire_arg];
+    let mut s = Served::start(&sb, &args);
     let token = s.token();
     let port = s.port;
     let mut monitor = s.client();
@@ -894,7 +900,32 @@ fn storm(runtime: &str) {
         "{runtime}, seed {seed}:\n{}",
         s.stderr.text()
     );
-    eprintln!("{runtime}, seed {seed}: {served} monitor calls; {tally:?}");
+    // The wire log: one JSON object a line, whatever the connections did; a `connected` event
+    // for each upgrade at least (the sessions', the faults', the monitor's and the ten's).
+    let log = std::fs::read_to_string(&wire).unwrap();
+    let mut connected = 0;
+    for line in log.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| {
+            panic!("{runtime}: a wire log line that is not JSON ({e}): {line:.300}")
+        });
+        assert!(v.is_object(), "{runtime}: {line:.300}");
+        connected += usize::from(v["event"] == "connected");
+    }
+    let upgrades = tally.get("session").copied().unwrap_or(0)
+        + (tally.iter())
+            .filter(|(k, _)| k.starts_with("fault"))
+            .map(|(_, n)| n)
+            .sum::<usize>()
+        + 1
+        + clients.len();
+    assert!(
+        connected >= upgrades,
+        "{runtime}: {connected} connected events for {upgrades} upgrades"
+    );
+    eprintln!(
+        "{runtime}, seed {seed}: {served} monitor calls; {tally:?}; {} wire log lines",
+        log.lines().count()
+    );
 }
 
 #[test]
