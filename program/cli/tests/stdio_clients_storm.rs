@@ -55,35 +55,33 @@ struct Call {
     gone: bool,
 }
 
-/// One client: `steps` actions, then it reads on until the bridge closes its connection.
-fn client(
-    seed: u64,
+/// A client's side: its connection, what it asked on it, what came of all its calls.
+struct Side {
     who: u64,
-    steps: usize,
-    (port, token, file): (u16, String, String),
-    done: mpsc::Sender<()>,
-) -> (Vec<Call>, News) {
-    let mut r = Rng(seed);
-    let mut calls: Vec<Call> = Vec::new();
-    let connect = || {
-        let (status, c) = client::connect(port, Some(&token));
-        assert_eq!(status, 101, "client {who}: upgrade");
-        let mut c = c.unwrap();
-        c.init();
-        c
-    };
-    let mut c = connect();
-    // This connection's requests: JSON-RPC id -> index in `calls`, kept once answered so that a
-    // second answer is seen.
-    let mut open: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut generation = 0;
-    let mut news: News = vec![Vec::new()];
-    let read = |c: &mut Client,
-                open: &mut BTreeMap<u64, usize>,
-                calls: &mut Vec<Call>,
-                news: &mut News,
-                quiet: Duration| {
-        while let Some(v) = c.recv_json(quiet) {
+    c: Client,
+    /// This connection's requests: JSON-RPC id -> index in `calls`, kept once answered so that
+    /// a second answer is seen.
+    open: BTreeMap<u64, usize>,
+    calls: Vec<Call>,
+    news: News,
+}
+
+impl Side {
+    /// Makes a call and keeps it.
+    fn call(&mut self, name: &str, args: Value, call: Call) {
+        let id = self.c.call_tool(name, args);
+        self.open.insert(id, self.calls.len());
+        self.calls.push(Call {
+            tool: name.into(),
+            ..call
+        });
+    }
+
+    /// Reads what came until nothing did for `quiet`: answers to their calls, the editor's news
+    /// to this connection's.
+    fn read(&mut self, quiet: Duration) {
+        while let Some(v) = self.c.recv_json(quiet) {
+            let who = self.who;
             let Some(id) = v["id"].as_u64() else {
                 let method = v["method"].as_str().unwrap_or_default();
                 let n = match method {
@@ -94,136 +92,128 @@ fn client(
                     _ => continue,
                 };
                 let n = n.unwrap_or_else(|| panic!("client {who}: not the editor's: {v}"));
-                news.last_mut().unwrap().push((method.to_string(), n));
+                self.news.last_mut().unwrap().push((method.to_string(), n));
                 continue;
             };
-            match open.get(&id) {
-                Some(&i) => calls[i].answers.push(v),
+            match self.open.get(&id) {
+                Some(&i) => self.calls[i].answers.push(v),
                 None => panic!("client {who}: an answer to no call of this connection: {v}"),
             }
         }
+    }
+
+    /// Its calls still waiting for an answer: (JSON-RPC id, index in `calls`).
+    fn waiting(&self) -> Vec<(u64, usize)> {
+        (self.open.iter())
+            .filter(|(_, &i)| self.calls[i].answers.is_empty() && !self.calls[i].cancelled)
+            .map(|(&id, &i)| (id, i))
+            .collect()
+    }
+}
+
+/// One client: `steps` actions, then it reads on until the bridge closes its connection.
+fn client(
+    seed: u64,
+    who: u64,
+    steps: usize,
+    (port, token, file): (u16, String, String),
+    done: mpsc::Sender<()>,
+) -> (Vec<Call>, News) {
+    let mut r = Rng(seed);
+    let connect = || {
+        let (status, c) = client::connect(port, Some(&token));
+        assert_eq!(status, 101, "client {who}: upgrade");
+        let mut c = c.unwrap();
+        c.init();
+        c
     };
+    let mut me = Side {
+        who,
+        c: connect(),
+        open: BTreeMap::new(),
+        calls: Vec::new(),
+        news: vec![Vec::new()],
+    };
+    let mut generation = 0;
     for k in 0..steps {
         let key = format!("c{who}g{generation}k{k}");
-        let pending = open
-            .values()
-            .filter(|&&i| calls[i].answers.is_empty() && !calls[i].cancelled)
-            .count();
+        let pending = me.waiting().len();
         match r.below(20) {
             0..=6 if pending < 4 => {
                 let tab = r.pick(&TABS).to_string();
-                let id = c.call_tool(
-                    "openDiff",
-                    json!({"old_file_path": file, "new_file_path": file,
-                           "new_file_contents": key, "tab_name": tab}),
-                );
-                open.insert(id, calls.len());
-                calls.push(Call {
+                let args = json!({"old_file_path": file, "new_file_path": file,
+                                  "new_file_contents": key, "tab_name": tab});
+                let call = Call {
                     key: Some(key),
-                    tool: "openDiff".into(),
                     tab: Some(tab),
                     ..Call::default()
-                });
+                };
+                me.call("openDiff", args, call);
             }
             7..=9 if pending < 4 => {
-                let id = c.call_tool("executeCode", json!({"code": key}));
-                open.insert(id, calls.len());
-                calls.push(Call {
-                    key: Some(key),
-                    tool: "executeCode".into(),
+                let call = Call {
+                    key: Some(key.clone()),
                     ..Call::default()
-                });
+                };
+                me.call("executeCode", json!({"code": key}), call);
             }
             10 | 11 => {
                 let tab = r.pick(&TABS).to_string();
-                let id = c.call_tool("close_tab", json!({"tab_name": tab}));
-                open.insert(id, calls.len());
-                calls.push(Call {
-                    tool: "close_tab".into(),
+                let args = json!({"tab_name": tab});
+                let call = Call {
                     tab: Some(tab),
                     ..Call::default()
-                });
+                };
+                me.call("close_tab", args, call);
             }
-            12 => {
-                let id = c.call_tool("closeAllDiffTabs", json!({}));
-                open.insert(id, calls.len());
-                calls.push(Call {
-                    tool: "closeAllDiffTabs".into(),
-                    ..Call::default()
-                });
-            }
+            12 => me.call("closeAllDiffTabs", json!({}), Call::default()),
             13 | 14 => {
-                // Cancels one of its calls still waiting, if any.
-                let waiting: Vec<(u64, usize)> = open
-                    .iter()
-                    .filter(|(_, &i)| {
-                        calls[i].key.is_some() && calls[i].answers.is_empty() && !calls[i].cancelled
-                    })
-                    .map(|(&id, &i)| (id, i))
+                // Cancels one of its calls to the editor still waiting, if any.
+                let waiting: Vec<(u64, usize)> = (me.waiting().into_iter())
+                    .filter(|&(_, i)| me.calls[i].key.is_some())
                     .collect();
                 if !waiting.is_empty() {
                     let (id, i) = *r.pick(&waiting);
                     // What came before the cancel is its answer: read it first.
-                    read(
-                        &mut c,
-                        &mut open,
-                        &mut calls,
-                        &mut news,
-                        Duration::from_millis(1),
-                    );
-                    if calls[i].answers.is_empty() {
-                        calls[i].cancelled = true;
-                        c.send_json(
+                    me.read(Duration::from_millis(1));
+                    if me.calls[i].answers.is_empty() {
+                        me.calls[i].cancelled = true;
+                        me.c.send_json(
                             &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                            "params": {"requestId": id, "reason": "storm"}}),
+                                    "params": {"requestId": id, "reason": "storm"}}),
                         );
                     }
                 }
             }
             15 if r.chance(40) => {
                 // Gone, abruptly or with a Close, and back on a new connection.
-                read(
-                    &mut c,
-                    &mut open,
-                    &mut calls,
-                    &mut news,
-                    Duration::from_millis(1),
-                );
+                me.read(Duration::from_millis(1));
                 if r.chance(50) {
-                    c.close(1000);
+                    me.c.close(1000);
                 }
-                drop(c);
-                for &i in open.values() {
-                    if calls[i].answers.is_empty() {
-                        calls[i].gone = true;
-                    }
+                let _ = me.c.stream.shutdown(std::net::Shutdown::Both);
+                for (_, i) in me.waiting() {
+                    me.calls[i].gone = true;
                 }
-                open.clear();
+                me.c = connect();
+                me.open.clear();
+                me.news.push(Vec::new());
                 generation += 1;
-                news.push(Vec::new());
-                c = connect();
             }
             _ => {}
         }
-        let quiet = Duration::from_millis(1 + r.below(6) as u64);
-        read(&mut c, &mut open, &mut calls, &mut news, quiet);
+        me.read(Duration::from_millis(1 + r.below(6) as u64));
     }
     done.send(()).unwrap();
     // Reads on until the stop closes the connection (Close 1001).
     let give_up = Instant::now() + Duration::from_secs(30);
     while Instant::now() < give_up {
-        read(
-            &mut c,
-            &mut open,
-            &mut calls,
-            &mut news,
-            Duration::from_millis(50),
-        );
-        if c.why().starts_with("a Close frame") || c.why().contains("EOF") {
+        me.read(Duration::from_millis(50));
+        if me.c.why().starts_with("a Close frame") || me.c.why().contains("EOF") {
             break;
         }
     }
-    (calls, news)
+    (me.calls, me.news)
 }
 
 /// The notifications from the editor a client got, per connection: (`selection_changed` or
