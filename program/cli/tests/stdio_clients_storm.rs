@@ -336,11 +336,12 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
     };
     let give_up = Instant::now() + Duration::from_secs(120);
     let stdout = s.stdout.clone();
-    let take_lines = |handed: &mut BTreeMap<u64, Handed>, read: &mut usize| -> Vec<Value> {
+    // Takes the bridge's new lines into `handed`, up to and with the first `status` line, which
+    // it returns: what the lines after it say happened after it.
+    let take_lines = |handed: &mut BTreeMap<u64, Handed>, read: &mut usize| -> Option<Value> {
         let lines: Vec<String> = stdout.all()[*read..].to_vec();
-        *read += lines.len();
-        let mut statuses = Vec::new();
         for l in lines {
+            *read += 1;
             let v: Value = serde_json::from_str(&l).unwrap_or_else(|_| panic!("not JSON: {l}"));
             match v["type"].as_str().unwrap() {
                 "tool_call" => {
@@ -377,11 +378,11 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
                         .errors
                         .push(m);
                 }
-                "status" => statuses.push(v),
+                "status" => return Some(v),
                 _ => {}
             }
         }
-        statuses
+        None
     };
     loop {
         let before = handed.len();
@@ -423,7 +424,7 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
             loop {
                 s.send_line(r#"{"type":"status"}"#);
                 let status = loop {
-                    if let Some(v) = take_lines(&mut handed, &mut read).pop() {
+                    if let Some(v) = take_lines(&mut handed, &mut read) {
                         break v;
                     }
                     thread::sleep(Duration::from_millis(1));
@@ -456,10 +457,10 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
         );
         thread::sleep(Duration::from_millis(1));
     }
-    // What `status` lists as pending is what did not end.
+    // What `status` lists as pending is what did not end, per the lines before it.
     s.send_line(r#"{"type":"status"}"#);
     let status = loop {
-        if let Some(v) = take_lines(&mut handed, &mut read).pop() {
+        if let Some(v) = take_lines(&mut handed, &mut read) {
             break v;
         }
         assert!(Instant::now() < give_up, "no status");
@@ -492,7 +493,7 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
     );
     // The lines written at the stop (the collecting thread reads to the end of stdout).
     thread::sleep(Duration::from_millis(100));
-    take_lines(&mut handed, &mut read);
+    while take_lines(&mut handed, &mut read).is_some() {}
     check(runtime, seed, &handed, &calls);
     assert!(!s.stderr.text().contains("panicked"), "{}", s.stderr.text());
 }
