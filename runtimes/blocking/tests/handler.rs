@@ -170,7 +170,7 @@ fn stopped_from_the_handler(done: &mpsc::Receiver<Duration>, lock: &Path, c: &mu
     let close =
         std::iter::from_fn(|| c.recv_frame(Duration::from_secs(5))).find(|(op, _)| *op == 8);
     assert_eq!(
-        close.map(|(_, p)| u16::from_be_bytes([p[0], p[1]])),
+        close.and_then(|(_, p)| client::close_code(&p)),
         Some(1001),
         "{}",
         c.why()

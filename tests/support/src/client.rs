@@ -146,7 +146,7 @@ impl Client {
                 }
                 9 => self.send_frame(OpCode::Pong, &payload),
                 8 => {
-                    let code = payload.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]]));
+                    let code = close_code(&payload);
                     let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
                     self.ended = Some(format!("a Close frame: {code:?} {reason}"));
                     return None;
@@ -258,6 +258,11 @@ impl Client {
             }
         }
     }
+}
+
+/// The status code of a Close frame's payload (its first two bytes), `None` for an empty one.
+pub fn close_code(payload: &[u8]) -> Option<u16> {
+    payload.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]]))
 }
 
 /// The text items of a tool result (`result.content[].text`); panics when it has no content.
