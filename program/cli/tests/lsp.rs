@@ -32,19 +32,6 @@ const TYPE_ERROR: &str =
 const OTHER_ERROR: &str =
     "def total(xs: list[int]) -> int:\n    return sum(xs)\n\n\ncount: str = total([1, 2])\n";
 
-fn have(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-}
-
-/// Panics with how to install `program` when it is missing: these tests are about real servers.
-fn require(program: &str, install: &str) {
-    assert!(
-        have(program),
-        "{program} is not on PATH: {install} (scripts/test-all.sh does it)"
-    );
-}
-
 fn uri(path: &Path) -> String {
     format!("file://{}", path.display())
 }

@@ -384,6 +384,17 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
         }
         None
     };
+    // A `status` line asked for, and the lines before it taken.
+    let ask_status = |s: &mut Served, handed: &mut BTreeMap<u64, Handed>, read: &mut usize| {
+        s.send_line(r#"{"type":"status"}"#);
+        loop {
+            if let Some(v) = take_lines(handed, read) {
+                return v;
+            }
+            assert!(Instant::now() < give_up, "no status line");
+            thread::sleep(Duration::from_millis(1));
+        }
+    };
     loop {
         let before = handed.len();
         take_lines(&mut handed, &mut read);
@@ -422,13 +433,7 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
                 c.len() == CLIENTS as usize && c.iter().all(|c| c["initialized"] == true)
             };
             loop {
-                s.send_line(r#"{"type":"status"}"#);
-                let status = loop {
-                    if let Some(v) = take_lines(&mut handed, &mut read) {
-                        break v;
-                    }
-                    thread::sleep(Duration::from_millis(1));
-                };
+                let status = ask_status(&mut s, &mut handed, &mut read);
                 if all_in(&status) {
                     break;
                 }
@@ -458,14 +463,7 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
         thread::sleep(Duration::from_millis(1));
     }
     // What `status` lists as pending is what did not end, per the lines before it.
-    s.send_line(r#"{"type":"status"}"#);
-    let status = loop {
-        if let Some(v) = take_lines(&mut handed, &mut read) {
-            break v;
-        }
-        assert!(Instant::now() < give_up, "no status");
-        thread::sleep(Duration::from_millis(2));
-    };
+    let status = ask_status(&mut s, &mut handed, &mut read);
     let listed: BTreeSet<u64> = (status["pending"].as_array().unwrap().iter())
         .map(|p| p["id"].as_u64().unwrap())
         .collect();
@@ -679,10 +677,6 @@ fn clients_and_the_editor_agree_on_every_calls_end_on_smol() {
 /// more often. ruff: the server of the table that starts fastest.
 #[test]
 fn clients_and_the_editor_agree_while_accepts_wait_for_a_language_server() {
-    assert!(
-        std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("ruff").is_file())),
-        "ruff is not on PATH: pip install ruff (scripts/test-all.sh does it)"
-    );
+    require("ruff", "pip install ruff");
     storm("threads", "b.py", &["--lsp", "python=ruff server"]);
 }

@@ -338,3 +338,18 @@ mod unix;
 pub use self::unix::*;
 #[cfg(unix)]
 pub mod vim;
+
+/// Whether `program` is a file in one of `PATH`'s folders.
+pub fn have(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+/// Panics with how to install `program` when it is missing: the tests that call it are about that
+/// real program (a language server).
+pub fn require(program: &str, install: &str) {
+    assert!(
+        have(program),
+        "{program} is not on PATH: {install} (scripts/test-all.sh does it)"
+    );
+}
