@@ -39,9 +39,9 @@ WINE_TESTS=(
   "-p claude-ide-bridge-files --lib --tests -- --skip links_leading_out_are_refused --skip junctions_leading_out_are_refused --skip paths_past_max_path_are_written_and_listed"
   # The program's state file, its Windows folder rules, the language-server log, how
   # getDiagnostics reads a URI or a path and how a tab's is matched, the look at the files language
-  # servers watch (its other unit tests run on Linux; one of them takes
-  # minutes under Wine).
-  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests host::diagnostics::tests::uris_and_paths host::tabs::tests::spellings host::watch::"
+  # servers watch, the host claude is told for each --host (`::` takes no IPv4 on Windows) (its
+  # other unit tests run on Linux; one of them takes minutes under Wine).
+  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests host::diagnostics::tests::uris_and_paths host::tabs::tests::spellings host::watch:: serve::tests::claude_is_told"
   # The Windows program itself, started for real: serve (lock file, token, tools, file access,
   # list), serve --stdio (an editor deciding a diff, its stdin closing), both runtimes.
   "-p claude-ide-bridge-cli --test portable"

@@ -321,6 +321,22 @@ def test_run_launches_connected_client(sb, runtime):
     w.wait_wire(lambda e: e.get("event") == "disconnected", what="the client's disconnect")
 
 
+def test_run_tells_claude_where_the_bridge_listens(sb):
+    """`run --host ::1`: the client looks at 127.0.0.1 by itself (lock files carry no address), so `run`
+    tells it where the bridge listens (CLAUDE_CODE_IDE_HOST_OVERRIDE=[::1]); it connects there."""
+    wire = sb.root / "run-v6-wire.jsonl"
+    c = sb.client(command=[BRIDGE_BIN, "run", "--workspace", str(sb.ws), "--host", "::1",
+                           "--wire-log", str(wire), "--ide-name", "e2e-run-v6", "--", CLAUDE_BIN])
+    c.wait_ready()
+    w = WireLog(wire, diag=sb.diag)
+    assert_handshake(w)
+    dialog = c.slash_ide(empty_first=False)
+    assert re.search(r"✔\s*e2e-run-v6", dialog), dialog
+    c.submit("/exit", empty_first=False)
+    wait_until(lambda: sb.tmux.pane_dead(c.window), 20, "claude and run to exit", diag=sb.diag)
+    assert not list((sb.cfg / "ide").glob("*.lock")), "run left its lock file behind"
+
+
 # --------------------------------------------------------------------------------------------------
 # 6. the bridge restarts while the client runs
 #

@@ -11,6 +11,9 @@ import autoload 'claude_ide_bridge/terminal.vim'
 
 var job: job = null_job
 var port = 0
+# Where claude connects to the bridge (the `ready` line's `host`): 127.0.0.1 unless it listens
+# elsewhere (--host).
+var claude_host = '127.0.0.1'
 var lock_file = ''
 var folders: list<string> = []
 var clients: dict<dict<any>> = {}
@@ -80,6 +83,10 @@ enddef
 
 export def Port(): number
   return port
+enddef
+
+export def ClaudeHost(): string
+  return claude_host
 enddef
 
 export def Folders(): list<string>
@@ -395,6 +402,8 @@ def OnLine(line: string)
   var kind = msg.type
   if kind ==# 'ready'
     port = msg.port
+    # (a bridge older than the `host` member: 127.0.0.1)
+    claude_host = type(get(msg, 'host')) == v:t_string ? msg.host : '127.0.0.1'
     lock_file = msg.lockFile == v:null ? '' : msg.lockFile
     context.Attach()
     files.WatchDisk()
@@ -546,7 +555,9 @@ def ShowStatus(answer: dict<any>)
     var lock = get(answer, 'lockFile', lock_file)
     lock = type(lock) == v:t_string ? lock : ''
     lines += ['bridge: running, pid ' .. job_info(job).process .. (remote.On() ? ' (the transport)' : '')
-      .. ', port ' .. get(answer, 'port', port) .. (remote.On() ? ' on the remote side' : '')]
+      .. ', port ' .. get(answer, 'port', port)
+      .. (claude_host ==# '127.0.0.1' ? '' : ', host ' .. claude_host)
+      .. (remote.On() ? ' on the remote side' : '')]
     lines += ['lock file: ' .. (empty(lock) ? 'none' : remote.On() ? lock .. ' (on the remote side)'
       : lock .. (filereadable(lock) ? '' : ' (MISSING: run `claude-ide-bridge doctor`)'))]
     lines += ['workspace: ' .. join(folders, ', ')]

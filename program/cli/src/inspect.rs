@@ -714,13 +714,28 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             "unset CLAUDE_CODE_AUTO_CONNECT_IDE (also in the \"env\" of claude's settings.json), or connect with /ide in claude",
         );
     }
-    for f in &matching {
-        match port_answers(f.port) {
-            Ok(status) => r.ok(&format!("port {} answers on 127.0.0.1 (HTTP {status})", f.port)),
+    // With an override, claude connects to its host instead (checked by `remote_view`).
+    let overridden =
+        std::env::var("CLAUDE_CODE_IDE_HOST_OVERRIDE").is_ok_and(|h| !h.trim().is_empty());
+    for f in matching.iter().filter(|_| !overridden) {
+        let port = f.port;
+        match port_answers(port) {
+            Ok(status) => r.ok(&format!("port {port} answers on 127.0.0.1 (HTTP {status})")),
+            // A bridge started with `--host ::1`: claude does not look there by itself.
+            Err(why) if remote::upgrade_status("[::1]", port).is_ok() => r.problem(
+                &format!(
+                    "port {port} from {} does not answer on 127.0.0.1 ({why}) but on [::1], where \
+                     claude does not look by itself",
+                    f.path.display()
+                ),
+                &format!(
+                    "start claude with CLAUDE_CODE_IDE_HOST_OVERRIDE='[::1]' \
+                     CLAUDE_CODE_SSE_PORT={port}, or the bridge without --host"
+                ),
+            ),
             Err(why) => r.problem(
                 &format!(
-                    "port {} from {} does not answer on 127.0.0.1 ({why})",
-                    f.port,
+                    "port {port} from {} does not answer on 127.0.0.1 ({why})",
                     f.path.display()
                 ),
                 "the IDE is stopped (a `serve` suspended with Ctrl-Z: `fg` or `bg` it), hung, or listens elsewhere: restart it (its lock file is then rewritten)",

@@ -120,7 +120,9 @@ struct CommonOpts {
     #[arg(long)]
     new_token: bool,
     /// The address to listen on. Anything but loopback is an explicit opt-in (the token is
-    /// still required).
+    /// still required). claude looks at 127.0.0.1 unless CLAUDE_CODE_IDE_HOST_OVERRIDE names
+    /// another host: for an address it does not reach (::1, 127.0.0.2), `serve` prints the
+    /// override and `run` sets it.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     host: IpAddr,
     /// Accept this name in a client's Host header besides loopback ones (repeatable): an explicit

@@ -3,7 +3,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::IsTerminal;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -284,6 +284,36 @@ fn exposed(ip: IpAddr) -> Option<String> {
     ))
 }
 
+/// The host claude connects to unless `CLAUDE_CODE_IDE_HOST_OVERRIDE` names another: it writes
+/// `ws://HOST:PORT` with the lock file's port, and lock files carry no address.
+pub(crate) const CLAUDE_HOST: &str = "127.0.0.1";
+
+/// What `CLAUDE_CODE_IDE_HOST_OVERRIDE` must say for a claude on this machine to reach a bridge
+/// listening on `ip`: `None` when claude's own [`CLAUDE_HOST`] reaches it (`127.0.0.1`,
+/// `0.0.0.0`, and `::` where it takes IPv4 too), else the address as claude puts it in its URL
+/// (an IPv6 one in brackets; `::` as `[::1]`).
+pub(crate) fn claude_host(ip: IpAddr) -> Option<String> {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) if v4 == Ipv4Addr::LOCALHOST || v4.is_unspecified() => None,
+        IpAddr::V4(v4) => Some(v4.to_string()),
+        IpAddr::V6(v6) if v6.is_unspecified() => {
+            (!sys::V6_ANY_TAKES_V4).then(|| format!("[{}]", Ipv6Addr::LOCALHOST))
+        }
+        IpAddr::V6(v6) => Some(format!("[{v6}]")),
+    }
+}
+
+/// What `serve` says when claude would not find it at [`CLAUDE_HOST`] by itself (`--host ::1`,
+/// `--host 127.0.0.2`): the override a claude started by hand needs, `host` as [`claude_host`]
+/// gives it.
+fn elsewhere(ip: IpAddr, host: &str) -> String {
+    format!(
+        "warning: listening on {ip}: claude connects to {CLAUDE_HOST} unless \
+         CLAUDE_CODE_IDE_HOST_OVERRIDE names another host; start it with \
+         CLAUDE_CODE_IDE_HOST_OVERRIDE={host} (`run` and the Vim plugin set it)"
+    )
+}
+
 fn lock_host(host: &Mutex<Host>) -> MutexGuard<'_, Host> {
     host.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -408,14 +438,15 @@ pub(super) fn serve(
         },
     );
     if let Some(out) = &stdio {
-        host.ready(port, running.lock_path.as_deref());
+        let claude = claude_host(running.addr.ip()).unwrap_or_else(|| CLAUDE_HOST.into());
+        host.ready(port, claude, running.lock_path.as_deref());
         if let Err(e) = spawn_stdio_reader(tx.clone(), out.clone()) {
             running.stop(Duration::from_secs(5));
             return failure(&format!("cannot read stdin: {e}"));
         }
     }
     if let Some(cmd) = run {
-        if let Err(failed) = start_command(&cmd, port, &mut host, &tx) {
+        if let Err(failed) = start_command(&cmd, running.addr, &mut host, &tx) {
             // Stopped first (the lock file gone), then said: the error is the last line.
             running.stop(Duration::from_secs(5));
             ui::set_quiet(false);
@@ -722,8 +753,13 @@ fn announce(common: &CommonOpts, asked: &Asked, running: &runtime::Running, kept
         asked.native_text.join(", "),
         running.addr
     ));
-    if let Some(warning) = exposed(running.addr.ip()) {
+    let ip = running.addr.ip();
+    if let Some(warning) = exposed(ip) {
         ui::say_bold(&warning);
+    }
+    let host = claude_host(ip);
+    if let Some(host) = &host {
+        ui::say_bold(&elsewhere(ip, host));
     }
     for warning in &asked.unreadable {
         ui::say_bold(warning);
@@ -740,8 +776,12 @@ fn announce(common: &CommonOpts, asked: &Asked, running: &runtime::Running, kept
     // Both: a claude started with them connects by itself, wherever it runs (docs/protocol.md,
     // "Discovery", which lock the client picks); the port alone leaves a plain claude waiting
     // for `/ide`.
+    // The override quoted: `[::1]` is a pattern to a shell.
+    let override_host = host
+        .map(|h| format!(" CLAUDE_CODE_IDE_HOST_OVERRIDE='{h}'"))
+        .unwrap_or_default();
     ui::say(&format!(
-        "export CLAUDE_CODE_SSE_PORT={port} ENABLE_IDE_INTEGRATION=true"
+        "export CLAUDE_CODE_SSE_PORT={port} ENABLE_IDE_INTEGRATION=true{override_host}"
     ));
     for line in kept {
         ui::say(&line);
@@ -808,14 +848,21 @@ fn language_servers(
 /// claude's from here on: the bridge goes quiet on it.
 fn start_command(
     cmd: &[OsString],
-    port: u16,
+    addr: std::net::SocketAddr,
     host: &mut Host,
     tx: &Sender<HostInput>,
 ) -> Result<(), CommandFailed> {
     let no_proxy = no_proxy_value(std::env::var_os("no_proxy"), std::env::var_os("NO_PROXY"));
     let mut c = Command::new(sys::program_named(&cmd[0]));
+    // Where this bridge listens, or nothing when claude's own 127.0.0.1 reaches it: an override
+    // in the user's environment (meant for another IDE) would send this claude elsewhere, and
+    // setting one without need changes which lock files claude in WSL takes for stale.
+    match claude_host(addr.ip()) {
+        Some(h) => c.env("CLAUDE_CODE_IDE_HOST_OVERRIDE", h),
+        None => c.env_remove("CLAUDE_CODE_IDE_HOST_OVERRIDE"),
+    };
     c.args(&cmd[1..])
-        .env("CLAUDE_CODE_SSE_PORT", port.to_string())
+        .env("CLAUDE_CODE_SSE_PORT", addr.port().to_string())
         .env("ENABLE_IDE_INTEGRATION", "true")
         // Set to no in the user's environment, claude connects to no IDE by itself, this
         // one included: `run` is asked to connect it.
@@ -953,7 +1000,8 @@ fn stop(
 
 #[cfg(test)]
 mod tests {
-    use super::exposed;
+    use super::{claude_host, exposed};
+    use crate::sys;
 
     /// Listening outside loopback is said, with who can reach the port; loopback is not.
     #[test]
@@ -971,5 +1019,23 @@ mod tests {
             "{one}"
         );
         assert!(exposed("::".parse().unwrap()).is_some());
+    }
+
+    /// The host claude must be told for each address the bridge may listen on: none where its
+    /// own 127.0.0.1 arrives, else the address as it goes in claude's `ws://HOST:PORT`.
+    #[test]
+    fn claude_is_told_where_the_bridge_listens() {
+        let host = |ip: &str| claude_host(ip.parse().unwrap());
+        for reached in ["127.0.0.1", "0.0.0.0", "::ffff:127.0.0.1"] {
+            assert_eq!(host(reached), None, "{reached}");
+        }
+        assert_eq!(host("127.0.0.2").as_deref(), Some("127.0.0.2"));
+        assert_eq!(host("172.17.0.1").as_deref(), Some("172.17.0.1"));
+        assert_eq!(host("::ffff:127.0.0.2").as_deref(), Some("127.0.0.2"));
+        assert_eq!(host("::1").as_deref(), Some("[::1]"));
+        assert_eq!(host("fd00::5").as_deref(), Some("[fd00::5]"));
+        // `::` takes IPv4 too on Linux and macOS; Windows' needs to be told IPv6's loopback.
+        let any = (!sys::V6_ANY_TAKES_V4).then(|| "[::1]".to_string());
+        assert_eq!(host("::"), any);
     }
 }

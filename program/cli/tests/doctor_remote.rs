@@ -86,6 +86,42 @@ fn doctor_says_what_claude_over_there_needs_from_a_host_override() {
     assert_eq!(code, 0, "{out}");
 }
 
+/// A bridge listening on IPv6's loopback (`serve --host ::1`), where claude does not look by
+/// itself: `doctor` finds it there and says the override claude needs; with that override it
+/// checks that host instead of 127.0.0.1, and an IPv6 override without brackets (no URL) is
+/// named.
+#[test]
+fn doctor_finds_a_bridge_on_ipv6_loopback_and_the_override_it_needs() {
+    let sb = Sandbox::new();
+    let s = Served::start(&sb, &["--no-lsp", "--host", "::1"]);
+    let port = s.port;
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("port {port} from "))
+            && out.contains("does not answer on 127.0.0.1")
+            && out.contains("but on [::1], where claude does not look by itself")
+            && out.contains(&format!(
+                "CLAUDE_CODE_IDE_HOST_OVERRIDE='[::1]' CLAUDE_CODE_SSE_PORT={port}"
+            )),
+        "{out}"
+    );
+    let (code, out) = doctor(&sb, &[("CLAUDE_CODE_IDE_HOST_OVERRIDE", "[::1]")]);
+    assert!(
+        out.contains(&format!("[::1]:{port} answers and takes the name [::1]")),
+        "{out}"
+    );
+    assert!(!out.contains("does not answer on 127.0.0.1"), "{out}");
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = doctor(&sb, &[("CLAUDE_CODE_IDE_HOST_OVERRIDE", "::1")]);
+    assert!(
+        out.contains("CLAUDE_CODE_IDE_HOST_OVERRIDE=::1 is an IPv6 address without brackets")
+            && out.contains("export CLAUDE_CODE_IDE_HOST_OVERRIDE='[::1]'"),
+        "{out}"
+    );
+    assert_eq!(code, 1, "{out}");
+}
+
 /// In WSL, `doctor` says where a Windows `claude` looks (and that it does not see a bridge
 /// started here), and that a `claude` run here reads the Windows lock folders too, as the real
 /// client does (2.1.330: `$USERPROFILE/.claude/ide` and each `/mnt/c/Users/*/.claude/ide`, a lock

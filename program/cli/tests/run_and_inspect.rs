@@ -278,6 +278,83 @@ fn run_says_a_wire_log_that_failed_after_claude() {
     assert!(stderr.text().contains(warning), "{}", stderr.text());
 }
 
+/// claude connects to 127.0.0.1 unless `CLAUDE_CODE_IDE_HOST_OVERRIDE` names another host, and
+/// lock files carry no address: `run --host ::1` (or `127.0.0.2`) tells its command where the
+/// bridge listens, and a client connecting there, as claude then does, is served; `serve`'s
+/// export line carries the override, after a warning. With the default host, an override in
+/// the user's environment (meant for another IDE) is not passed on.
+#[test]
+fn run_tells_claude_where_the_bridge_listens() {
+    for (host, told) in [
+        (Some("::1"), "[::1]"),
+        (Some("127.0.0.2"), "127.0.0.2"),
+        (None, "unset"),
+    ] {
+        let sb = Sandbox::new();
+        let probe = sb.root().join("probe");
+        let claude = script(
+            &sb,
+            "claude",
+            &format!(
+                "echo \"$CLAUDE_CODE_SSE_PORT ${{CLAUDE_CODE_IDE_HOST_OVERRIDE-unset}}\" > {p}.tmp \
+                 && mv {p}.tmp {p}\nexec sleep 30",
+                p = probe.display()
+            ),
+        );
+        let mut c = sb.command();
+        c.arg("run")
+            .env("CLAUDE_CODE_IDE_HOST_OVERRIDE", "192.0.2.9")
+            .args(host.iter().flat_map(|h| ["--host", h]))
+            .arg("--")
+            .arg(&claude)
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let stderr = Lines::collect(child.stderr.take().unwrap());
+        let give_up = std::time::Instant::now() + WAIT;
+        while !probe.exists() {
+            assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let seen = fs::read_to_string(&probe).unwrap();
+        let (port, given) = seen.trim().split_once(' ').unwrap();
+        assert_eq!(given, told, "{host:?}: {}", stderr.text());
+        let port: u16 = port.parse().unwrap();
+        let lock = sb.lock_dir().join(format!("{port}.lock"));
+        let lock: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
+        let token = lock["authToken"].as_str().unwrap();
+        let at = if told == "unset" { "127.0.0.1" } else { told };
+        let (status, c) = client::connect_to(at, port, Some(token))
+            .unwrap_or_else(|| panic!("nothing listens on {at}:{port}: {}", stderr.text()));
+        assert_eq!(status, 101, "{at}");
+        let init = c.unwrap().init();
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        let export = stderr.wait_for("export CLAUDE_CODE_SSE_PORT=");
+        if let Some(h) = host {
+            assert!(
+                export.ends_with(&format!(
+                    "ENABLE_IDE_INTEGRATION=true CLAUDE_CODE_IDE_HOST_OVERRIDE='{told}'"
+                )),
+                "{export}"
+            );
+            assert!(
+                stderr.text().contains(&format!(
+                    "warning: listening on {h}: claude connects to 127.0.0.1 unless"
+                )),
+                "{}",
+                stderr.text()
+            );
+        } else {
+            assert!(export.ends_with("ENABLE_IDE_INTEGRATION=true"), "{export}");
+            assert!(!stderr.text().contains("warning"), "{}", stderr.text());
+        }
+        Command::new("kill")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(128 + 15));
+    }
+}
+
 #[test]
 fn run_answers_claude_while_it_runs() {
     let sb = Sandbox::new();

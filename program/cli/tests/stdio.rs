@@ -29,6 +29,7 @@ fn stdio_round_trips() {
             "ready comes first"
         );
         assert_eq!(ready["port"], s.port);
+        assert_eq!(ready["host"], "127.0.0.1");
         assert_eq!(ready["lockFile"], json!(s.lock.to_string_lossy()));
         let mut c = s.client();
         assert_eq!(next_msg(&s, "connected", 0)["conn"], 1);
@@ -217,6 +218,26 @@ fn stdio_with_explicit_policy_does_not_ask_the_editor() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// A bridge listening where claude does not look by itself (`--host ::1`) tells the editor the
+/// host to give claude in `CLAUDE_CODE_IDE_HOST_OVERRIDE`, in `ready` and in `status`; a client
+/// connecting there is served.
+#[test]
+fn stdio_ready_tells_the_host_claude_needs() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--host", "::1"]);
+    let ready: Value = serde_json::from_str(&s.stdout.wait_for("\"ready\"")).unwrap();
+    assert_eq!(
+        (&ready["port"], &ready["host"]),
+        (&json!(s.port), &json!("[::1]"))
+    );
+    s.send_line(r#"{"type":"status"}"#);
+    assert_eq!(next_msg(&s, "status", 0)["host"], "[::1]");
+    let (status, c) = client::connect_to("[::1]", s.port, Some(&s.token())).unwrap();
+    assert_eq!(status, 101);
+    c.unwrap().init();
+    assert_eq!(next_msg(&s, "initialized", 0)["conn"], 1);
+}
+
 #[test]
 fn stdio_status_tells_port_lock_clients_and_pending_calls() {
     let sb = Sandbox::new();
@@ -227,6 +248,7 @@ fn stdio_status_tells_port_lock_clients_and_pending_calls() {
     s.send_line("\u{feff}{\"type\":\"status\"}");
     let st = next_msg(&s, "status", 0);
     assert_eq!(st["port"], s.port);
+    assert_eq!(st["host"], "127.0.0.1");
     assert_eq!(st["lockFile"], json!(s.lock.to_string_lossy()));
     let ws = fs::canonicalize(&sb.ws).unwrap();
     assert_eq!(st["workspace"], json!([ws.to_string_lossy()]));

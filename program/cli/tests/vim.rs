@@ -395,14 +395,17 @@ fn vim_claude_code_opens_the_terminal() {
     // The terminal runs a stand-in for claude that shows what it was given.
     let fake = fake_claude(
         &sb,
-        "echo \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION/$CLAUDE_CODE_AUTO_CONNECT_IDE ARGS=$*\"",
+        "echo \"PORT=$CLAUDE_CODE_SSE_PORT IDE=$ENABLE_IDE_INTEGRATION/$CLAUDE_CODE_AUTO_CONNECT_IDE \
+         HOST=[${CLAUDE_CODE_IDE_HOST_OVERRIDE-unset}] ARGS=$*\"",
     );
+    // An override in Vim's environment, meant for another IDE, is emptied (claude takes an empty
+    // one as none): the bridge listens on claude's own 127.0.0.1.
     let mut vim = Vim::start(
         &sb,
         &a,
         &format!(
             "let g:claude_ide_bridge_terminal_cmd = '{}'\nlet g:claude_ide_bridge_split_side = 'left'\n\
-             let g:claude_ide_bridge_diff_layout = 'tab'",
+             let g:claude_ide_bridge_diff_layout = 'tab'\nlet $CLAUDE_CODE_IDE_HOST_OVERRIDE = '192.0.2.9'",
             fake.display()
         ),
     );
@@ -412,7 +415,7 @@ fn vim_claude_code_opens_the_terminal() {
     let give_up = Instant::now() + WAIT;
     while !vim
         .screen()
-        .contains(&format!("PORT={port} IDE=true/true ARGS=--resume"))
+        .contains(&format!("PORT={port} IDE=true/true HOST=[] ARGS=--resume"))
     {
         assert!(Instant::now() < give_up, "screen:\n{}", vim.screen());
         std::thread::sleep(Duration::from_millis(50));
@@ -454,6 +457,57 @@ fn vim_claude_code_opens_the_terminal() {
     vim.in_terminal = true;
     vim.wait_eval("[winnr('$'), &buftype]", |v| v == &json!([2, "terminal"]));
     // Vim quits with the terminal running: everything stops.
+    vim.keys(&["C-w", "N"]);
+    vim.ex("qa!");
+    gone(&lock);
+}
+
+/// The bridge started with `--host ::1` (`g:claude_ide_bridge_args`), where claude does not
+/// look by itself: the claude `:ClaudeCode` starts is told where it listens
+/// (`CLAUDE_CODE_IDE_HOST_OVERRIDE`, from the `ready` line), and connects there.
+#[test]
+fn vim_claude_code_tells_claude_where_the_bridge_listens() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let fake = fake_claude(
+        &sb,
+        "echo \"PORT=$CLAUDE_CODE_SSE_PORT HOST=$CLAUDE_CODE_IDE_HOST_OVERRIDE\"",
+    );
+    let mut vim = Vim::start(
+        &sb,
+        &a,
+        &format!(
+            "let g:claude_ide_bridge_terminal_cmd = '{}'\nlet g:claude_ide_bridge_args = ['--host', '::1']",
+            fake.display()
+        ),
+    );
+    vim.ex("ClaudeCode");
+    let lock = wait_lock(&sb);
+    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
+    let give_up = Instant::now() + WAIT;
+    while !vim.screen().contains(&format!("PORT={port} HOST=[::1]")) {
+        assert!(Instant::now() < give_up, "screen:\n{}", vim.screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let token = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()
+        ["authToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, c) = client::connect_to("[::1]", port, Some(&token)).unwrap();
+    assert_eq!(status, 101);
+    let mut c = c.unwrap();
+    c.init();
+    // :ClaudeCodeStatus says the host with the port.
+    vim.in_terminal = true;
+    vim.wait_eval("execute('ClaudeCodeStatus')", |v| {
+        let v = v.as_str().unwrap();
+        v.contains(&format!("port {port}, host [::1]")) && v.contains("connected clients: 1")
+    });
     vim.keys(&["C-w", "N"]);
     vim.ex("qa!");
     gone(&lock);

@@ -254,7 +254,7 @@ fn vim_remote_over_ssh() {
     fs::write(
         &fake,
         "#!/bin/sh\necho \"TTY=$(tty)\"\necho \"PWD=$(pwd)\"\n\
-         printf 'PORT=%s IDE=%s/%s ARGS=' \"$CLAUDE_CODE_SSE_PORT\" \"$ENABLE_IDE_INTEGRATION\" \"$CLAUDE_CODE_AUTO_CONNECT_IDE\"\n\
+         printf 'PORT=%s IDE=%s/%s HOST=%s ARGS=' \"$CLAUDE_CODE_SSE_PORT\" \"$ENABLE_IDE_INTEGRATION\" \"$CLAUDE_CODE_AUTO_CONNECT_IDE\" \"${CLAUDE_CODE_IDE_HOST_OVERRIDE-unset}\"\n\
          for a in \"$@\"; do printf '[%s]' \"$a\"; done\necho\nexec sleep 60\n",
     )
     .unwrap();
@@ -376,7 +376,9 @@ fn vim_remote_over_ssh() {
     let port = lock.file_stem().unwrap().to_string_lossy().to_string();
     wait_screen(
         &vim,
-        &format!(r#"PORT={port} IDE=true/true ARGS=[--resume][be brief][x\y][say "hi"]"#),
+        &format!(
+            r#"PORT={port} IDE=true/true HOST=unset ARGS=[--resume][be brief][x\y][say "hi"]"#
+        ),
     );
     let screen = vim.screen();
     assert!(screen.contains("TTY=/dev/pts/"), "no terminal: {screen}");
@@ -626,6 +628,54 @@ fn vim_remote_words_reach_every_shell_as_they_are() {
             "{shell} ran something"
         );
     }
+}
+
+/// The remote bridge started with `--host ::1` (`g:claude_ide_bridge_args`): the claude
+/// `:ClaudeCode` runs over there is told where it listens, and connects there.
+#[test]
+fn vim_remote_tells_claude_where_the_bridge_listens() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (editor, remote) = folders(&sb);
+    let a = editor.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let fake = sb.root().join("fake-claude");
+    fs::write(
+        &fake,
+        "#!/bin/sh\necho \"PORT=$CLAUDE_CODE_SSE_PORT HOST=$CLAUDE_CODE_IDE_HOST_OVERRIDE\"\nexec sleep 60\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let sshd = Sshd::start(&sb, &editor, &remote);
+    let extra = format!(
+        ", 'bridge': {}, 'claude': {}",
+        lit(BIN),
+        lit(&fake.to_string_lossy())
+    );
+    let vimrc = remote_setting(&sshd, &editor, &remote, &extra)
+        + "\nlet g:claude_ide_bridge_args = ['--host', '::1']";
+    let mut vim = Vim::start(&sb, &a, &vimrc);
+    vim.ex("ClaudeCode");
+    let lock = wait_lock(&sb);
+    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
+    wait_screen(&vim, &format!("PORT={port} HOST=[::1]"));
+    let lockv: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
+    let token = lockv["authToken"].as_str().unwrap();
+    let (status, c) = client::connect_to("[::1]", port, Some(token)).unwrap();
+    assert_eq!(status, 101);
+    let mut c = c.unwrap();
+    c.init();
+    vim.in_terminal = true;
+    vim.wait_eval("execute('ClaudeCodeStatus')", |v| {
+        let v = v.as_str().unwrap();
+        v.contains(&format!("port {port}, host [::1] on the remote side"))
+            && v.contains("connected clients: 1")
+    });
+    vim.keys(&["C-w", "N"]);
+    vim.ex("qa!");
+    gone(&lock);
 }
 
 #[test]

@@ -19,8 +19,14 @@ pub struct Client {
 
 /// The upgrade request [`connect`] sends to `port`, with `token` when given.
 pub fn upgrade_request(port: u16, token: Option<&str>) -> String {
+    upgrade_request_to("127.0.0.1", port, token)
+}
+
+/// The upgrade request [`connect_to`] sends to `host` (as claude writes it in its URL: an IPv6
+/// address in brackets) and `port`.
+fn upgrade_request_to(host: &str, port: u16, token: Option<&str>) -> String {
     let mut req = format!(
-        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+        "GET / HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
          Sec-WebSocket-Protocol: mcp\r\n"
     );
@@ -34,12 +40,27 @@ pub fn upgrade_request(port: u16, token: Option<&str>) -> String {
 /// Connects and sends the upgrade; returns the HTTP status and, for 101, the client.
 pub fn connect(port: u16, token: Option<&str>) -> (u16, Option<Client>) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    upgrade(&mut stream, upgrade_request(port, token));
+    answered(stream)
+}
+
+/// [`connect`] to `host` as claude does when `CLAUDE_CODE_IDE_HOST_OVERRIDE` names it
+/// (`[::1]`, `127.0.0.2`): `None` when nothing listens there.
+pub fn connect_to(host: &str, port: u16, token: Option<&str>) -> Option<(u16, Option<Client>)> {
+    let mut stream = TcpStream::connect(format!("{host}:{port}")).ok()?;
+    upgrade(&mut stream, upgrade_request_to(host, port, token));
+    Some(answered(stream))
+}
+
+fn upgrade(stream: &mut TcpStream, request: String) {
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    stream
-        .write_all(upgrade_request(port, token).as_bytes())
-        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+}
+
+/// The status of the answer to an upgrade sent on `stream`, and the client for 101.
+fn answered(mut stream: TcpStream) -> (u16, Option<Client>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let end = loop {

@@ -14,10 +14,13 @@ const NOT_FOUND = 'claude-ide-bridge-remote: not found: '
 const FIND = 'command -v "$1" >/dev/null 2>&1 || { printf "' .. NOT_FOUND
   .. '%s\n" "$1" >&2; exit 127; }; exec "$@"'
 
-# In folder "$1", with CLAUDE_CODE_SSE_PORT="$2": runs "$3" with the arguments after it.
+# In folder "$1", with CLAUDE_CODE_SSE_PORT="$2" and claude told to connect to host "$3" (its own
+# 127.0.0.1: no override, not even one of the login shell's): runs "$4" with the arguments after it.
 const IN_WORKSPACE = 'cd -- "$1" || exit 1; CLAUDE_CODE_SSE_PORT=$2; ENABLE_IDE_INTEGRATION=true;'
   .. ' CLAUDE_CODE_AUTO_CONNECT_IDE=true;'
-  .. ' export CLAUDE_CODE_SSE_PORT ENABLE_IDE_INTEGRATION CLAUDE_CODE_AUTO_CONNECT_IDE; shift 2; ' .. FIND
+  .. ' export CLAUDE_CODE_SSE_PORT ENABLE_IDE_INTEGRATION CLAUDE_CODE_AUTO_CONNECT_IDE;'
+  .. ' if [ "$3" = 127.0.0.1 ]; then unset CLAUDE_CODE_IDE_HOST_OVERRIDE;'
+  .. ' else CLAUDE_CODE_IDE_HOST_OVERRIDE=$3; export CLAUDE_CODE_IDE_HOST_OVERRIDE; fi; shift 3; ' .. FIND
 
 const INSTALL = 'install claude-ide-bridge there (in a clone of its repository on that machine:'
   .. ' cargo install --locked --path program/cli), or give its full path as'
@@ -223,10 +226,10 @@ enddef
 
 # The command of :ClaudeCode on the other side: claude (the setting's `claude`, else `claude`)
 # with `args`, in the first remote workspace folder, told the remote bridge's port.
-export def TerminalCommand(args: list<string>, port: number): list<string>
+export def TerminalCommand(args: list<string>, port: number, host: string): list<string>
   var r = Settings()
   var folder = get(bridge.Folders(), 0, '.')
-  var words = ['sh', '-c', IN_WORKSPACE, 'sh', folder, string(port)]
+  var words = ['sh', '-c', IN_WORKSPACE, 'sh', folder, string(port), host]
     + Words(get(r, 'claude', 'claude')) + args
   return Through(TerminalTransport(), words)
 enddef

@@ -99,7 +99,7 @@ def Launch(args: string, focus: bool)
   var opts: dict<any> = {curwin: true, term_name: 'claude', term_kill: 'term'}
   if remote.On()
     # claude runs on the other side, in the remote workspace, told the remote bridge's port
-    argv = remote.TerminalCommand(ArgWords(args), bridge.Port())
+    argv = remote.TerminalCommand(ArgWords(args), bridge.Port(), bridge.ClaudeHost())
   else
     var cmd = bridge.Option('terminal_cmd', 'claude')
     argv = type(cmd) == v:t_list ? cmd + ArgWords(args) : cmd .. (empty(args) ? '' : ' ' .. args)
@@ -110,9 +110,13 @@ def Launch(args: string, focus: bool)
       return
     endif
     # (CLAUDE_CODE_AUTO_CONNECT_IDE: set to no in the user's environment, claude would connect to
-    # no IDE by itself, Vim included)
+    # no IDE by itself, Vim included. CLAUDE_CODE_IDE_HOST_OVERRIDE: where the bridge listens
+    # when claude's own 127.0.0.1 does not reach it (g:claude_ide_bridge_args with --host ::1);
+    # else empty, which claude takes as unset, so that one meant for another IDE is not used.)
+    var host = bridge.ClaudeHost()
     opts.env = {CLAUDE_CODE_SSE_PORT: string(bridge.Port()), ENABLE_IDE_INTEGRATION: 'true',
-      CLAUDE_CODE_AUTO_CONNECT_IDE: 'true'}
+      CLAUDE_CODE_AUTO_CONNECT_IDE: 'true',
+      CLAUDE_CODE_IDE_HOST_OVERRIDE: host ==# '127.0.0.1' ? '' : host}
     var folders = bridge.Folders()
     if !empty(folders)
       opts.cwd = folders[0]

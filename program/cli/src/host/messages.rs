@@ -29,6 +29,8 @@ pub enum ToEditor<'a> {
     /// The first line, once listening.
     Ready {
         port: u16,
+        /// Where claude connects: `127.0.0.1`, or the `CLAUDE_CODE_IDE_HOST_OVERRIDE` it needs.
+        host: &'a str,
         lock_file: Option<&'a str>,
     },
     /// A client completed the WebSocket upgrade.
@@ -55,6 +57,7 @@ pub enum ToEditor<'a> {
     Status {
         /// `None` before the `ready` line.
         port: Option<u16>,
+        host: Option<&'a str>,
         lock_file: Option<&'a str>,
         /// The workspace folders, as the editor names them.
         workspace: Vec<String>,

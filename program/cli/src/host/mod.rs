@@ -315,9 +315,9 @@ pub struct Host {
     /// What the editor reported, by URI (an empty list too: the editor says the file is clean).
     diagnostics: stdio::EditorDiagnostics,
     tabs: Tabs,
-    // For the stdio `status` answer: the `ready` line's port and lock file, and the connected
-    // clients (the protocol version once initialized).
-    ready: Option<(u16, Option<String>)>,
+    // For the stdio `status` answer: what the `ready` line said, and the connected clients (the
+    // protocol version once initialized).
+    ready: Option<stdio::Ready>,
     clients: BTreeMap<u64, Option<String>>,
     /// The terminal's lines about sockets that never became clients, held to a few at a time.
     refused_lines: RefusedLines,

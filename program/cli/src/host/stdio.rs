@@ -33,6 +33,13 @@ use crate::ui;
 /// escaped. A longer line is skipped to its end, never held whole, and refused with an `error`.
 pub const MAX_STDIO_LINE: usize = 64 * 1024 * 1024;
 
+/// What the `ready` line said, kept for `status`.
+pub(super) struct Ready {
+    port: u16,
+    host: String,
+    lock_file: Option<String>,
+}
+
 /// The longest selected text the bridge takes (4 MiB). The `getCurrentSelection` answer carries
 /// it JSON escaped twice (the selection as JSON, in a text item), at most 7 bytes a byte (a control
 /// character, `\u0001` then `\\u0001`): 28 MiB, so the answer stays within the engine's default
@@ -168,14 +175,21 @@ impl Host {
         }
     }
 
-    /// Sends the first line, `ready` (and keeps what it said for `status`).
-    pub fn ready(&mut self, port: u16, lock_file: Option<&Path>) {
-        let lock_file = lock_file.map(|p| p.to_string_lossy().into_owned());
+    /// Sends the first line, `ready` (and keeps what it said for `status`): the port, the host
+    /// claude connects to (`127.0.0.1`, or what `CLAUDE_CODE_IDE_HOST_OVERRIDE` must say) and
+    /// the lock file.
+    pub fn ready(&mut self, port: u16, host: String, lock_file: Option<&Path>) {
+        let ready = Ready {
+            port,
+            host,
+            lock_file: lock_file.map(|p| p.to_string_lossy().into_owned()),
+        };
         self.to_editor(&ToEditor::Ready {
             port,
-            lock_file: lock_file.as_deref(),
+            host: &ready.host,
+            lock_file: ready.lock_file.as_deref(),
         });
-        self.ready = Some((port, lock_file));
+        self.ready = Some(ready);
     }
 
     /// `status`: the answer to the editor's `status` line: the port and lock file, the workspace
@@ -185,8 +199,9 @@ impl Host {
         let mut pending: Vec<(&u64, &Forwarded)> = self.forwarded.iter().collect();
         pending.sort_by_key(|(id, _)| **id);
         self.to_editor(&ToEditor::Status {
-            port: self.ready.as_ref().map(|(port, _)| *port),
-            lock_file: self.ready.as_ref().and_then(|(_, l)| l.as_deref()),
+            port: self.ready.as_ref().map(|r| r.port),
+            host: self.ready.as_ref().map(|r| r.host.as_str()),
+            lock_file: self.ready.as_ref().and_then(|r| r.lock_file.as_deref()),
             // The folders the editor can name (all of them without `--path-map`).
             workspace: (self.ws.folders().iter())
                 .filter_map(|f| self.editor_path(f).ok())

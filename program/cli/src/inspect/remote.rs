@@ -95,6 +95,16 @@ pub(super) fn remote_view(
     r.info(&format!(
         "CLAUDE_CODE_IDE_HOST_OVERRIDE={host}: claude connects to {host}, not to 127.0.0.1"
     ));
+    if host.contains(':') && !host.starts_with('[') {
+        r.problem(
+            &format!(
+                "CLAUDE_CODE_IDE_HOST_OVERRIDE={host} is an IPv6 address without brackets: claude \
+                 connects to ws://{host}:PORT, which is not a URL"
+            ),
+            &format!("export CLAUDE_CODE_IDE_HOST_OVERRIDE='[{host}]'"),
+        );
+        return;
+    }
     for f in matching {
         let port = f.port;
         match upgrade_status(&host, port) {
@@ -132,7 +142,9 @@ pub(super) fn remote_view(
 /// 401 once the `Host` check passed, 403 when it refused the name. Bounded: 2 s to connect to
 /// each address, 2 s to answer.
 pub(super) fn upgrade_status(host: &str, port: u16) -> Result<u16, String> {
-    let addrs = (host, port)
+    // As claude writes it in its URL: an IPv6 address in brackets.
+    let bare = unbracketed(host);
+    let addrs = (bare, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?;
     let mut last = format!("{host} has no address");
@@ -145,8 +157,8 @@ pub(super) fn upgrade_status(host: &str, port: u16) -> Result<u16, String> {
             }
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        let name = match host.contains(':') {
-            true => format!("[{host}]:{port}"),
+        let name = match bare.contains(':') {
+            true => format!("[{bare}]:{port}"),
             false => format!("{host}:{port}"),
         };
         let head = format!(
@@ -165,11 +177,17 @@ pub(super) fn upgrade_status(host: &str, port: u16) -> Result<u16, String> {
     Err(last)
 }
 
+/// An IPv6 address without the brackets it has in a URL (`[::1]`), as the override and
+/// `no_proxy` may write it; anything else as it is.
+fn unbracketed(host: &str) -> &str {
+    (host.strip_prefix('[').and_then(|h| h.strip_suffix(']'))).unwrap_or(host)
+}
+
 /// Whether a `no_proxy` list leaves `host` out of the proxy: `*`, the host itself, or a domain it
 /// is under (`example.com` and `.example.com` both cover `a.example.com`), ASCII
 /// case-insensitively; for a loopback address, the loopback entries `doctor` already takes.
 fn covers_host(no_proxy: &str, host: &str) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let host = unbracketed(host.trim_end_matches('.')).to_ascii_lowercase();
     if host
         .parse::<std::net::Ipv4Addr>()
         .is_ok_and(|ip| ip.is_loopback())
@@ -178,7 +196,7 @@ fn covers_host(no_proxy: &str, host: &str) -> bool {
         return true;
     }
     no_proxy.split(',').map(str::trim).any(|e| {
-        let e = e.trim_end_matches('.').to_ascii_lowercase();
+        let e = unbracketed(e.trim_end_matches('.')).to_ascii_lowercase();
         let domain = e.strip_prefix('.').unwrap_or(&e);
         e == "*"
             || (!domain.is_empty() && (host == domain || host.ends_with(&format!(".{domain}"))))
@@ -202,5 +220,9 @@ mod tests {
         assert!(!covers_host(",", h));
         assert!(covers_host("127.0.0.0/8", "127.0.0.1"));
         assert!(!covers_host("localhost", "127.0.0.1"));
+        // IPv6, bracketed as in claude's URL or not.
+        assert!(covers_host("localhost,::1", "[::1]"));
+        assert!(covers_host("[::1]", "[::1]"));
+        assert!(!covers_host("127.0.0.1,localhost", "[::1]"));
     }
 }

@@ -25,6 +25,11 @@ use crate::state::Refused;
 /// The variable naming the user's home.
 pub const HOME_VAR: &str = "HOME";
 
+/// Whether a socket listening on `::` takes IPv4 connections too, so that claude's 127.0.0.1
+/// reaches it: the default of Linux (`net.ipv6.bindv6only` 0) and macOS
+/// (`net.inet6.ip6.v6only` 0), which std's `bind` keeps.
+pub const V6_ANY_TAKES_V4: bool = true;
+
 /// A path as paths are compared here: as it is (two spellings differing in case are two files
 /// on Linux; macOS' volumes may be either, and are not taken as ignoring it).
 pub fn case_key(path: &str) -> std::borrow::Cow<'_, str> {
