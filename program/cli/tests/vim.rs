@@ -374,16 +374,6 @@ fn vim_plugin_with_a_scripted_claude() {
     gone(&lock);
 }
 
-/// A stand-in for claude, for Vim's terminal (`g:claude_ide_bridge_terminal_cmd`): runs `body`,
-/// then stays (60 s).
-fn fake_claude(sb: &Sandbox, body: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let fake = sb.root().join("fake-claude");
-    fs::write(&fake, format!("#!/bin/sh\n{body}\nexec sleep 60\n")).unwrap();
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
-    fake
-}
-
 #[test]
 fn vim_claude_code_opens_the_terminal() {
     if tools_missing() {
@@ -473,10 +463,7 @@ fn vim_claude_code_tells_claude_where_the_bridge_listens() {
     let sb = Sandbox::new();
     let a = sb.ws.join("a.txt");
     fs::write(&a, "one\n").unwrap();
-    let fake = fake_claude(
-        &sb,
-        "echo \"PORT=$CLAUDE_CODE_SSE_PORT HOST=$CLAUDE_CODE_IDE_HOST_OVERRIDE\"",
-    );
+    let fake = fake_claude(&sb, SAYS_HOST);
     let mut vim = Vim::start(
         &sb,
         &a,
@@ -486,31 +473,7 @@ fn vim_claude_code_tells_claude_where_the_bridge_listens() {
         ),
     );
     vim.ex("ClaudeCode");
-    let lock = wait_lock(&sb);
-    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
-    let give_up = Instant::now() + WAIT;
-    while !vim.screen().contains(&format!("PORT={port} HOST=[::1]")) {
-        assert!(Instant::now() < give_up, "screen:\n{}", vim.screen());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let token = serde_json::from_str::<Value>(&fs::read_to_string(&lock).unwrap()).unwrap()
-        ["authToken"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let (status, c) = client::connect_to("[::1]", port, Some(&token)).unwrap();
-    assert_eq!(status, 101);
-    let mut c = c.unwrap();
-    c.init();
-    // :ClaudeCodeStatus says the host with the port.
-    vim.in_terminal = true;
-    vim.wait_eval("execute('ClaudeCodeStatus')", |v| {
-        let v = v.as_str().unwrap();
-        v.contains(&format!("port {port}, host [::1]")) && v.contains("connected clients: 1")
-    });
-    vim.keys(&["C-w", "N"]);
-    vim.ex("qa!");
-    gone(&lock);
+    told_the_host(&mut vim, &wait_lock(&sb), "");
 }
 
 /// The diagnostic of the first file in a `getDiagnostics` answer whose `field` is `value`.

@@ -202,6 +202,15 @@ fn remote_setting(sshd: &Sshd, editor: &Path, remote: &Path, extra: &str) -> Str
     )
 }
 
+/// The remote setting's items for this bridge and the stand-in claude `fake` over there.
+fn over_there(fake: &Path) -> String {
+    format!(
+        ", 'bridge': {}, 'claude': {}",
+        lit(BIN),
+        lit(&fake.to_string_lossy())
+    )
+}
+
 /// The folders of a test: the editor's (with the files) and the remote side's path of it.
 fn folders(sb: &Sandbox) -> (PathBuf, PathBuf) {
     let editor = sb.root().join("editor's wörk space");
@@ -250,15 +259,12 @@ fn vim_remote_over_ssh() {
     let notes = editor.join(notes_name);
     fs::write(&notes, "alpha\nbeta\n").unwrap();
     // claude on the remote side: a stand-in that shows its terminal, folder, port and arguments.
-    let fake = sb.root().join("fake-claude");
-    fs::write(
-        &fake,
-        "#!/bin/sh\necho \"TTY=$(tty)\"\necho \"PWD=$(pwd)\"\n\
+    let fake = fake_claude(
+        &sb,
+        "echo \"TTY=$(tty)\"\necho \"PWD=$(pwd)\"\n\
          printf 'PORT=%s IDE=%s/%s HOST=%s ARGS=' \"$CLAUDE_CODE_SSE_PORT\" \"$ENABLE_IDE_INTEGRATION\" \"$CLAUDE_CODE_AUTO_CONNECT_IDE\" \"${CLAUDE_CODE_IDE_HOST_OVERRIDE-unset}\"\n\
-         for a in \"$@\"; do printf '[%s]' \"$a\"; done\necho\nexec sleep 60\n",
-    )
-    .unwrap();
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+         for a in \"$@\"; do printf '[%s]' \"$a\"; done\necho",
+    );
     let sshd = Sshd::start(&sb, &editor, &remote);
     // The namespace is real: on the remote side the editor's path is empty, the remote one has
     // the files; here the other way round.
@@ -276,12 +282,7 @@ fn vim_remote_over_ssh() {
         "0\none\ntwo three\nfour\n"
     );
     assert_eq!(fs::read_dir(&remote).unwrap().count(), 0);
-    let extra = format!(
-        ", 'bridge': {}, 'claude': {}",
-        lit(BIN),
-        lit(&fake.to_string_lossy())
-    );
-    let vimrc = remote_setting(&sshd, &editor, &remote, &extra)
+    let vimrc = remote_setting(&sshd, &editor, &remote, &over_there(&fake))
         + "\nlet g:claude_ide_bridge_split_width_percentage = 0.6";
     let mut vim = Vim::start(&sb, &a, &vimrc);
 
@@ -641,41 +642,13 @@ fn vim_remote_tells_claude_where_the_bridge_listens() {
     let (editor, remote) = folders(&sb);
     let a = editor.join("a.txt");
     fs::write(&a, "one\n").unwrap();
-    let fake = sb.root().join("fake-claude");
-    fs::write(
-        &fake,
-        "#!/bin/sh\necho \"PORT=$CLAUDE_CODE_SSE_PORT HOST=$CLAUDE_CODE_IDE_HOST_OVERRIDE\"\nexec sleep 60\n",
-    )
-    .unwrap();
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = fake_claude(&sb, SAYS_HOST);
     let sshd = Sshd::start(&sb, &editor, &remote);
-    let extra = format!(
-        ", 'bridge': {}, 'claude': {}",
-        lit(BIN),
-        lit(&fake.to_string_lossy())
-    );
-    let vimrc = remote_setting(&sshd, &editor, &remote, &extra)
+    let vimrc = remote_setting(&sshd, &editor, &remote, &over_there(&fake))
         + "\nlet g:claude_ide_bridge_args = ['--host', '::1']";
     let mut vim = Vim::start(&sb, &a, &vimrc);
     vim.ex("ClaudeCode");
-    let lock = wait_lock(&sb);
-    let port: u16 = lock.file_stem().unwrap().to_string_lossy().parse().unwrap();
-    wait_screen(&vim, &format!("PORT={port} HOST=[::1]"));
-    let lockv: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
-    let token = lockv["authToken"].as_str().unwrap();
-    let (status, c) = client::connect_to("[::1]", port, Some(token)).unwrap();
-    assert_eq!(status, 101);
-    let mut c = c.unwrap();
-    c.init();
-    vim.in_terminal = true;
-    vim.wait_eval("execute('ClaudeCodeStatus')", |v| {
-        let v = v.as_str().unwrap();
-        v.contains(&format!("port {port}, host [::1] on the remote side"))
-            && v.contains("connected clients: 1")
-    });
-    vim.keys(&["C-w", "N"]);
-    vim.ex("qa!");
-    gone(&lock);
+    told_the_host(&mut vim, &wait_lock(&sb), " on the remote side");
 }
 
 #[test]

@@ -278,13 +278,29 @@ pub fn wait_lock(sb: &Sandbox) -> PathBuf {
 }
 
 pub fn connect(lock: &Path) -> Client {
+    connect_at(lock, "127.0.0.1")
+}
+
+/// [`connect`] to `host`, as claude does with `CLAUDE_CODE_IDE_HOST_OVERRIDE` (`[::1]`).
+pub fn connect_at(lock: &Path, host: &str) -> Client {
     let port: u16 = lock.file_stem().unwrap().to_str().unwrap().parse().unwrap();
     let v: Value = serde_json::from_str(&fs::read_to_string(lock).unwrap()).unwrap();
-    let (status, c) = client::connect(port, v["authToken"].as_str());
+    let (status, c) = client::connect_to(host, port, v["authToken"].as_str())
+        .unwrap_or_else(|| panic!("nothing listens on {host}:{port}"));
     assert_eq!(status, 101);
     let mut c = c.unwrap();
     c.init();
     c
+}
+
+/// A stand-in for claude, for Vim's terminal (`g:claude_ide_bridge_terminal_cmd`, or the remote
+/// setting's `claude`): runs `body`, then stays (60 s).
+pub fn fake_claude(sb: &Sandbox, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let fake = sb.root().join("fake-claude");
+    fs::write(&fake, format!("#!/bin/sh\n{body}\nexec sleep 60\n")).unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    fake
 }
 
 /// The next notification `method` whose params satisfy `ok`.
@@ -333,4 +349,31 @@ pub fn gone(lock: &Path) {
         assert!(Instant::now() < give_up, "lock file left behind");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// What a [`fake_claude`] says for [`told_the_host`].
+pub const SAYS_HOST: &str =
+    "echo \"PORT=$CLAUDE_CODE_SSE_PORT HOST=$CLAUDE_CODE_IDE_HOST_OVERRIDE\"";
+
+/// After `:ClaudeCode` of a [`fake_claude`] saying [`SAYS_HOST`], with the bridge started with
+/// `--host ::1`: claude was told `[::1]`, a client connecting there is served, and
+/// `:ClaudeCodeStatus` says the host with the port (and `where_` after it, for a remote
+/// bridge). Vim then quits, and the lock file `lock` goes.
+pub fn told_the_host(vim: &mut Vim, lock: &Path, where_: &str) {
+    let port = lock.file_stem().unwrap().to_string_lossy().to_string();
+    let give_up = Instant::now() + WAIT;
+    while !vim.screen().contains(&format!("PORT={port} HOST=[::1]")) {
+        assert!(Instant::now() < give_up, "screen:\n{}", vim.screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _c = connect_at(lock, "[::1]");
+    vim.in_terminal = true;
+    vim.wait_eval("execute('ClaudeCodeStatus')", |v| {
+        let v = v.as_str().unwrap();
+        v.contains(&format!("port {port}, host [::1]{where_}"))
+            && v.contains("connected clients: 1")
+    });
+    vim.keys(&["C-w", "N"]);
+    vim.ex("qa!");
+    gone(lock);
 }
