@@ -157,6 +157,21 @@ fn serve_answers_with_the_os_paths_and_stays_in_the_workspace() {
 
 /// `serve --stdio`: the editor's lines (status, a diff it decides) and the stop when its stdin
 /// closes, lock file removed.
+/// A bridge on `::` is reached at 127.0.0.1 where `::` takes IPv4 too (Linux and macOS by
+/// default), so claude needs no override; on Windows it takes IPv6 alone, and the `ready` line
+/// names `[::1]`, where a client connecting as claude then does is served.
+#[test]
+fn stdio_ready_names_the_host_a_bridge_on_every_address_is_reached_at() {
+    let sb = Sandbox::new();
+    let s = Served::start(&sb, &["--stdio", "--no-lsp", "--host", "::"]);
+    let ready = next_msg(&s, "ready", 0);
+    let host = if cfg!(windows) { "[::1]" } else { "127.0.0.1" };
+    assert_eq!(ready["host"], host, "{ready}");
+    let (status, c) = client::connect_to(host, s.port, Some(&s.token())).unwrap();
+    assert_eq!(status, 101);
+    c.unwrap().init();
+}
+
 #[test]
 fn stdio_editor_decides_and_its_stdin_closing_stops_the_bridge() {
     for rt in RUNTIMES {
@@ -167,6 +182,7 @@ fn stdio_editor_decides_and_its_stdin_closing_stops_the_bridge() {
         let ws = sb.ws.to_string_lossy().to_string();
         let ready = next_msg(&s, "ready", 0);
         assert_eq!(ready["port"], s.port, "{ready}");
+        assert_eq!(ready["host"], "127.0.0.1", "{ready}");
         assert_eq!(ready["lockFile"], json!(s.lock), "{ready}");
         s.send_line(r#"{"type":"status"}"#);
         let st = next_msg(&s, "status", 0);
