@@ -310,7 +310,7 @@ fn elsewhere(ip: IpAddr, host: &str) -> String {
     format!(
         "warning: listening on {ip}: claude connects to {CLAUDE_HOST} unless \
          CLAUDE_CODE_IDE_HOST_OVERRIDE names another host; start it with \
-         CLAUDE_CODE_IDE_HOST_OVERRIDE={host} (`run` and the Vim plugin set it)"
+         CLAUDE_CODE_IDE_HOST_OVERRIDE='{host}' (`run` and the Vim plugin set it)"
     )
 }
 
