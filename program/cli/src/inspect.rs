@@ -715,8 +715,7 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         );
     }
     // With an override, claude connects to its host instead (checked by `remote_view`).
-    let overridden =
-        std::env::var("CLAUDE_CODE_IDE_HOST_OVERRIDE").is_ok_and(|h| !h.trim().is_empty());
+    let overridden = remote::env("CLAUDE_CODE_IDE_HOST_OVERRIDE").is_some();
     for f in matching.iter().filter(|_| !overridden) {
         let port = f.port;
         match port_answers(port) {

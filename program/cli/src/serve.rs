@@ -286,13 +286,13 @@ fn exposed(ip: IpAddr) -> Option<String> {
 
 /// The host claude connects to unless `CLAUDE_CODE_IDE_HOST_OVERRIDE` names another: it writes
 /// `ws://HOST:PORT` with the lock file's port, and lock files carry no address.
-pub(crate) const CLAUDE_HOST: &str = "127.0.0.1";
+const CLAUDE_HOST: &str = "127.0.0.1";
 
 /// What `CLAUDE_CODE_IDE_HOST_OVERRIDE` must say for a claude on this machine to reach a bridge
 /// listening on `ip`: `None` when claude's own [`CLAUDE_HOST`] reaches it (`127.0.0.1`,
 /// `0.0.0.0`, and `::` where it takes IPv4 too), else the address as claude puts it in its URL
 /// (an IPv6 one in brackets; `::` as `[::1]`).
-pub(crate) fn claude_host(ip: IpAddr) -> Option<String> {
+fn claude_host(ip: IpAddr) -> Option<String> {
     match ip.to_canonical() {
         IpAddr::V4(v4) if v4 == Ipv4Addr::LOCALHOST || v4.is_unspecified() => None,
         IpAddr::V4(v4) => Some(v4.to_string()),
@@ -393,7 +393,10 @@ pub(super) fn serve(
     let port = running.addr.port();
     // Kept before the port is printed: whoever reads it may stop the bridge at once.
     let kept_lines = kept.started(port);
-    announce(&common, &asked, &running, kept_lines);
+    // Where claude is told to connect, when its own 127.0.0.1 does not reach the bridge: said,
+    // handed to the editor and to `run`'s command.
+    let claude = claude_host(running.addr.ip());
+    announce(&common, &asked, &running, claude.as_deref(), kept_lines);
     let workspace = claude_ide_bridge_files::Workspace::new(
         asked.native_text.clone(),
         claude_ide_bridge_files::Limits {
@@ -438,15 +441,15 @@ pub(super) fn serve(
         },
     );
     if let Some(out) = &stdio {
-        let claude = claude_host(running.addr.ip()).unwrap_or_else(|| CLAUDE_HOST.into());
-        host.ready(port, claude, running.lock_path.as_deref());
+        let at = claude.as_deref().unwrap_or(CLAUDE_HOST).to_string();
+        host.ready(port, at, running.lock_path.as_deref());
         if let Err(e) = spawn_stdio_reader(tx.clone(), out.clone()) {
             running.stop(Duration::from_secs(5));
             return failure(&format!("cannot read stdin: {e}"));
         }
     }
     if let Some(cmd) = run {
-        if let Err(failed) = start_command(&cmd, running.addr, &mut host, &tx) {
+        if let Err(failed) = start_command(&cmd, port, claude.as_deref(), &mut host, &tx) {
             // Stopped first (the lock file gone), then said: the error is the last line.
             running.stop(Duration::from_secs(5));
             ui::set_quiet(false);
@@ -745,8 +748,15 @@ fn start_hint(e: &std::io::Error, common: &CommonOpts) -> String {
 }
 
 /// The lines `serve` says once it listens: where, the warnings, the lock file, the environment
-/// a claude needs, the kept port's and token's lines and who decides diffs.
-fn announce(common: &CommonOpts, asked: &Asked, running: &runtime::Running, kept: Vec<String>) {
+/// a claude needs (with `claude`, the override [`claude_host`] gives), the kept port's and
+/// token's lines and who decides diffs.
+fn announce(
+    common: &CommonOpts,
+    asked: &Asked,
+    running: &runtime::Running,
+    claude: Option<&str>,
+    kept: Vec<String>,
+) {
     let port = running.addr.port();
     ui::say(&format!(
         "serving {} on {}",
@@ -757,8 +767,7 @@ fn announce(common: &CommonOpts, asked: &Asked, running: &runtime::Running, kept
     if let Some(warning) = exposed(ip) {
         ui::say_bold(&warning);
     }
-    let host = claude_host(ip);
-    if let Some(host) = &host {
+    if let Some(host) = claude {
         ui::say_bold(&elsewhere(ip, host));
     }
     for warning in &asked.unreadable {
@@ -777,7 +786,7 @@ fn announce(common: &CommonOpts, asked: &Asked, running: &runtime::Running, kept
     // "Discovery", which lock the client picks); the port alone leaves a plain claude waiting
     // for `/ide`.
     // The override quoted: `[::1]` is a pattern to a shell.
-    let override_host = host
+    let override_host = claude
         .map(|h| format!(" CLAUDE_CODE_IDE_HOST_OVERRIDE='{h}'"))
         .unwrap_or_default();
     ui::say(&format!(
@@ -848,7 +857,8 @@ fn language_servers(
 /// claude's from here on: the bridge goes quiet on it.
 fn start_command(
     cmd: &[OsString],
-    addr: std::net::SocketAddr,
+    port: u16,
+    claude: Option<&str>,
     host: &mut Host,
     tx: &Sender<HostInput>,
 ) -> Result<(), CommandFailed> {
@@ -857,12 +867,12 @@ fn start_command(
     // Where this bridge listens, or nothing when claude's own 127.0.0.1 reaches it: an override
     // in the user's environment (meant for another IDE) would send this claude elsewhere, and
     // setting one without need changes which lock files claude in WSL takes for stale.
-    match claude_host(addr.ip()) {
+    match claude {
         Some(h) => c.env("CLAUDE_CODE_IDE_HOST_OVERRIDE", h),
         None => c.env_remove("CLAUDE_CODE_IDE_HOST_OVERRIDE"),
     };
     c.args(&cmd[1..])
-        .env("CLAUDE_CODE_SSE_PORT", addr.port().to_string())
+        .env("CLAUDE_CODE_SSE_PORT", port.to_string())
         .env("ENABLE_IDE_INTEGRATION", "true")
         // Set to no in the user's environment, claude connects to no IDE by itself, this
         // one included: `run` is asked to connect it.

@@ -39,28 +39,19 @@ fn upgrade_request_to(host: &str, port: u16, token: Option<&str>) -> String {
 
 /// Connects and sends the upgrade; returns the HTTP status and, for 101, the client.
 pub fn connect(port: u16, token: Option<&str>) -> (u16, Option<Client>) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    upgrade(&mut stream, upgrade_request(port, token));
-    answered(stream)
+    connect_to("127.0.0.1", port, token).expect("connect")
 }
 
 /// [`connect`] to `host` as claude does when `CLAUDE_CODE_IDE_HOST_OVERRIDE` names it
 /// (`[::1]`, `127.0.0.2`): `None` when nothing listens there.
 pub fn connect_to(host: &str, port: u16, token: Option<&str>) -> Option<(u16, Option<Client>)> {
     let mut stream = TcpStream::connect(format!("{host}:{port}")).ok()?;
-    upgrade(&mut stream, upgrade_request_to(host, port, token));
-    Some(answered(stream))
-}
-
-fn upgrade(stream: &mut TcpStream, request: String) {
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-}
-
-/// The status of the answer to an upgrade sent on `stream`, and the client for 101.
-fn answered(mut stream: TcpStream) -> (u16, Option<Client>) {
+    stream
+        .write_all(upgrade_request_to(host, port, token).as_bytes())
+        .unwrap();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let end = loop {
@@ -70,7 +61,7 @@ fn answered(mut stream: TcpStream) -> (u16, Option<Client>) {
         match stream.read(&mut chunk) {
             // A signal arriving during the read: read again.
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Ok(0) | Err(_) => return (0, None),
+            Ok(0) | Err(_) => return Some((0, None)),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     };
@@ -81,18 +72,16 @@ fn answered(mut stream: TcpStream) -> (u16, Option<Client>) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     if status != 101 {
-        return (status, None);
+        return Some((status, None));
     }
     buf.drain(..end);
-    (
-        status,
-        Some(Client {
-            stream,
-            buf,
-            next_id: 1,
-            ended: None,
-        }),
-    )
+    let client = Client {
+        stream,
+        buf,
+        next_id: 1,
+        ended: None,
+    };
+    Some((status, Some(client)))
 }
 
 impl Client {

@@ -13,7 +13,7 @@ use claude_ide_bridge_runtime::lock::pid_alive;
 use super::{Found, Report};
 
 /// A non-empty environment variable.
-fn env(name: &str) -> Option<String> {
+pub(super) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
