@@ -10,6 +10,8 @@ use claude_ide_bridge::{lock_dirs, lock_file_name, port_from_lock_name, LockFile
 
 use crate::{signals, sys};
 
+pub(crate) mod watch;
+
 /// The user's home as the client's `os.homedir()` finds it: `$HOME` on Unix, `%USERPROFILE%` on
 /// Windows, when set (set but empty: none); when not set, the home the system has for the user
 /// (the password database's on Unix). Only an absolute one: a relative home would put the
@@ -549,8 +551,9 @@ impl LockGuard {
     /// Writes the file again when it is gone: removed by another process, such as a `claude`
     /// that takes every lock file whose pid it cannot see for stale (one in a container sharing
     /// this folder). Returns whether it wrote. The directory must still be there, and is checked
-    /// as [`ensure_lock_dir`] checks it: one removed is not made again (`rm -rf` of it, or of the
-    /// folder holding it, is the user's, and would fail on a folder made again meanwhile). A file
+    /// as [`ensure_lock_dir`] checks it: one removed is not made again here (a running server's
+    /// watch makes it again once the folder holding it has been quiet for a while, so that an
+    /// `rm -rf` of that folder under way does not fail on it: docs/protocol.md). A file
     /// there (this one, or another process's renamed over it) is left as it is, and so is a
     /// removed guard.
     ///

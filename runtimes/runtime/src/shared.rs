@@ -98,6 +98,39 @@ pub enum Next {
     Wait,
 }
 
+impl crate::lock::watch::Keeper for RunningServer {
+    /// Under the state's lock alone (not `run`, which may hand events to the host on this
+    /// thread); stopped, the file was removed at the stop, for good.
+    fn restore(&self) -> crate::sys::Restored {
+        let mut st = self.lock();
+        if st.stopped {
+            return crate::sys::Restored::End;
+        }
+        let written = st.core.restore_lock_file();
+        let logs = st.core.take_logs();
+        drop(st);
+        self.write_logs(logs);
+        match written {
+            true => crate::sys::Restored::Done,
+            false => crate::sys::Restored::Failed,
+        }
+    }
+
+    fn keep(&self, start: impl FnOnce(&Path, &str) -> Option<crate::sys::WatchEnd>) -> bool {
+        let mut st = self.lock();
+        let place = st.core.lock_place().filter(|_| !st.stopped);
+        let Some((dir, name)) = place else {
+            return false;
+        };
+        st.lock_watch = start(&dir, &name);
+        true
+    }
+
+    fn log(&self, line: impl FnOnce() -> String) {
+        RunningServer::log(self, line)
+    }
+}
+
 /// The state under the lock.
 struct State {
     core: Core,
@@ -184,35 +217,10 @@ impl RunningServer {
         Ok((listener, shared))
     }
 
-    /// Starts the watch that writes the lock file again when another process removes it (a
-    /// `claude` in a container sharing the folder takes every lock file whose pid it cannot see
-    /// for stale): without it, the bridge ran on, never found again.
+    /// Starts the watch that keeps the lock file where claude looks (see [`crate::lock::watch`]):
+    /// without it, the bridge ran on, never found again.
     fn watch_lock_file(self: &Arc<Self>) {
-        let Some((dir, name)) = self.lock().core.lock_place() else {
-            return;
-        };
-        let server = Arc::downgrade(self);
-        // Under the state's lock alone (not `run`, which may hand events to the host on this
-        // thread); stopped, the file was removed at the stop, for good.
-        let restore = move || {
-            let Some(s) = server.upgrade() else {
-                return crate::sys::Restored::End;
-            };
-            let mut st = s.lock();
-            if st.stopped {
-                return crate::sys::Restored::End;
-            }
-            let written = st.core.restore_lock_file();
-            let logs = st.core.take_logs();
-            drop(st);
-            s.write_logs(logs);
-            match written {
-                true => crate::sys::Restored::Done,
-                false => crate::sys::Restored::Failed,
-            }
-        };
-        let watch = crate::sys::watch_removal(&dir, &name, restore);
-        self.lock().lock_watch = watch;
+        crate::lock::watch::start(self);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

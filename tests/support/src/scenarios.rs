@@ -62,6 +62,8 @@ macro_rules! socket_scenarios {
             // Unixes, docs/platforms.md).
             #[cfg(any(target_os = "linux", target_os = "macos", windows))]
             lock_file_removed_is_written_again,
+            #[cfg(any(target_os = "linux", target_os = "macos", windows))]
+            lock_folder_removed_is_made_again,
             lock_file_withdrawn,
             lock_dir_refused,
             stale_locks,
@@ -496,9 +498,8 @@ pub fn lock_file<R: Rt>() {
 
 /// A lock file removed by another process (a `claude` in a container sharing the folder takes
 /// every lock file whose pid it cannot see for stale) is written again: the bridge ran on, never
-/// found again. Its folder removed is the user's doing, and is not made again (an `rm -rf` of the
-/// folder holding it failed on it, or brought back a config folder the user had removed). At the
-/// stop the file is removed for good.
+/// found again. At the stop the file is removed for good. (Its folder removed:
+/// [`lock_folder_removed_is_made_again`].)
 pub fn lock_file_removed_is_written_again<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
@@ -520,15 +521,73 @@ pub fn lock_file_removed_is_written_again<R: Rt>() {
     back("the file removed again");
     // Still the bridge claude finds: its token is served.
     assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 101);
-    fs::remove_dir_all(dir.path().join("ide")).unwrap();
-    std::thread::sleep(Duration::from_millis(600));
-    assert!(!dir.path().join("ide").exists(), "its folder made again");
     R::stop(s);
     let s = R::start(opts(dir.path())).unwrap();
     let path = R::lock_path(&s).unwrap();
     R::stop(s);
     std::thread::sleep(Duration::from_millis(500));
     assert!(!path.exists(), "removed at the stop, and not written again");
+}
+
+/// The lock file's folder removed (`rm -rf ~/.claude/ide`, a common clean-up of stale lock
+/// files) is made again, with the file, once the config folder holding it has been quiet for 2 s
+/// (not while it changes: an `rm -rf` of the config folder under way would fail on a folder made
+/// again). The config folder removed too is not made again, but once it is back (`claude` makes
+/// it at its start), so is the lock file's folder. After the stop, nothing is made again.
+pub fn lock_folder_removed_is_made_again<R: Rt>() {
+    let top = tempfile::tempdir().unwrap();
+    let config = top.path().join("config");
+    let ide = config.join("ide");
+    let mut o = opts(top.path());
+    o.lock_file = LockFileMode::Dir(ide.clone());
+    let s = R::start(o.clone()).unwrap();
+    let path = R::lock_path(&s).unwrap();
+    let written = fs::read_to_string(&path).unwrap();
+    let back = |what: &str, since: Instant| {
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while !path.exists() {
+            assert!(Instant::now() < give_up, "not made again after {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            since.elapsed() >= Duration::from_millis(1900),
+            "{what}: made again at once"
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), written, "{what}");
+        assert_mode(&path, 0o600);
+        assert_mode(&ide, 0o700);
+    };
+    fs::remove_dir_all(&ide).unwrap();
+    back("the folder removed", Instant::now());
+    assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 101);
+
+    // The config folder changing for 3 s (an `rm -rf` of it under way): not made meanwhile.
+    fs::remove_dir_all(&ide).unwrap();
+    let busy_until = Instant::now() + Duration::from_secs(3);
+    let mut i = 0;
+    while Instant::now() < busy_until {
+        let other = config.join(format!("other-{i}"));
+        fs::create_dir(&other).unwrap();
+        i += 1;
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(!ide.exists(), "made again while the config folder changed");
+    }
+    back("the folder removed in a busy config folder", Instant::now());
+
+    // The config folder removed: not made again, until the config folder is back.
+    fs::remove_dir_all(&config).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!config.exists(), "the config folder made again");
+    fs::create_dir(&config).unwrap();
+    back("the config folder made again", Instant::now());
+    assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 101);
+
+    // Stopped while waiting to make it again: nothing made.
+    fs::remove_dir_all(&ide).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    R::stop(s);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!ide.exists(), "made again after the stop");
 }
 
 /// A lock file withdrawn ([`Handle::withdraw_lock_file`], the start of a host's stop) is gone at

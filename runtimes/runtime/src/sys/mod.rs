@@ -19,11 +19,15 @@
 //!   file is renamed into place instead; `held_for_a_moment(&error)`: a file another process
 //!   holds for a moment (Windows; never on Unix), worth another try;
 //! - `owned_by_me(&Metadata)`, `same_file(&Metadata, &Metadata)`: for stale-file cleanup;
-//! - `watch_removal(dir, name, restore)` and its `WatchEnd`: `restore` called when the lock file
-//!   was removed by another process (and again after [`retry_wait`] while it answers
-//!   [`Restored::Failed`]), the watch ended when its folder was, or when the `WatchEnd` is
-//!   dropped (a thread asleep until something happens: inotify on Linux, kqueue on macOS,
-//!   `ReadDirectoryChangesW` on Windows; none on the other Unixes);
+//! - `watch_removal(dir, name, first, restore, gone)` and its `WatchEnd`: `restore` called when
+//!   the lock file was removed by another process (and at once with `first`; again after
+//!   [`retry_wait`] while it answers [`Restored::Failed`]), `gone` when its folder was removed
+//!   or moved, which ends the watch, as the `WatchEnd` dropped does (a thread asleep until
+//!   something happens: inotify on Linux, kqueue on macOS, `ReadDirectoryChangesW` on Windows;
+//!   none on the other Unixes);
+//! - `watch_quiet(dir, settle, done)`: `done` called once no entry of the folder has been added,
+//!   removed or renamed for a while ([`Settle`]), or when the folder itself goes ([`Quiet`]);
+//!   the same threads and calls, none on the other Unixes;
 //! - `pid_alive(pid)`: whether a process exists; `process_started(pid)`: when it started;
 //!   `process_start(pid)`: its start as a lock file's `processStart` keeps it (this boot's clock
 //!   ticks from Linux's `/proc`, which name one process where a pid may have been reused; none
@@ -56,6 +60,63 @@ pub(crate) enum Restored {
     Failed,
     /// The watch ends (the server stopped).
     End,
+}
+
+/// How a folder's watch (`watch_quiet`) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Quiet {
+    /// Nothing in the folder changed for the [`Settle`]'s while.
+    Settled,
+    /// The folder itself was removed or moved away.
+    Gone,
+}
+
+/// When a folder counts as quiet (`watch_quiet`): `quiet` after the last change of its entries,
+/// and at the latest `longest` after the first (a folder that never rests is not waited for
+/// forever). The first change is the start itself ([`Settle::from_now`]), or the first one seen
+/// ([`Settle::after_a_change`], which sleeps for good until then).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settle {
+    quiet: std::time::Duration,
+    longest: std::time::Duration,
+    /// The first change and the last; `None` before the first.
+    changes: Option<(std::time::Instant, std::time::Instant)>,
+}
+
+impl Settle {
+    /// Counted from now.
+    pub(crate) fn from_now(quiet: std::time::Duration, longest: std::time::Duration) -> Settle {
+        let mut settle = Settle::after_a_change(quiet, longest);
+        settle.changed();
+        settle
+    }
+
+    /// Counted from the first change seen.
+    pub(crate) fn after_a_change(
+        quiet: std::time::Duration,
+        longest: std::time::Duration,
+    ) -> Settle {
+        Settle {
+            quiet,
+            longest,
+            changes: None,
+        }
+    }
+
+    /// An entry of the folder changed.
+    pub(crate) fn changed(&mut self) {
+        let now = std::time::Instant::now();
+        let first = self.changes.map_or(now, |(first, _)| first);
+        self.changes = Some((first, now));
+    }
+
+    /// How long the watch may sleep before the folder counts as quiet (zero: it does now), or
+    /// `None` for good (no change yet).
+    pub(crate) fn wait(&self) -> Option<std::time::Duration> {
+        let (first, last) = self.changes?;
+        let at = (last + self.quiet).min(first + self.longest);
+        Some(at.saturating_duration_since(std::time::Instant::now()))
+    }
 }
 
 /// How long a watch waits before it calls `restore` again after `failures` failures in a row:
@@ -99,7 +160,7 @@ pub(crate) use self::malloc::*;
 
 #[cfg(test)]
 mod tests {
-    use super::{retry_wait, watch_removal, Restored};
+    use super::{retry_wait, watch_quiet, watch_removal, Quiet, Restored, Settle};
     use std::fs;
     use std::path::Path;
     use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -109,16 +170,21 @@ mod tests {
     const WATCHED: bool = cfg!(any(target_os = "linux", target_os = "macos", windows));
 
     /// A watch on `dir/x.lock` whose `restore` says it was called; the channel's sender lives in
-    /// `restore`, so the channel closes when the watch's thread has ended (and dropped it).
-    fn watched(dir: &Path) -> Option<(super::WatchEnd, Receiver<Instant>)> {
+    /// `restore`, so the channel closes when the watch's thread has ended (and dropped it). The
+    /// second channel says when `gone` was called.
+    fn watched(dir: &Path) -> Option<(super::WatchEnd, Receiver<Instant>, Receiver<()>)> {
         fs::write(dir.join("x.lock"), "{}").unwrap();
         let (called, calls) = channel();
-        let end = watch_removal(dir, "x.lock", move || match called.send(Instant::now()) {
+        let restore = move || match called.send(Instant::now()) {
             Ok(()) => Restored::Done,
             Err(_) => Restored::End,
+        };
+        let (lost, gone) = channel();
+        let end = watch_removal(dir, "x.lock", false, restore, move || {
+            lost.send(()).unwrap()
         });
         assert_eq!(end.is_some(), WATCHED);
-        Some((end?, calls))
+        Some((end?, calls, gone))
     }
 
     /// A watch on `dir/x.lock` whose `restore` says when it was called and fails `failures` times
@@ -129,7 +195,7 @@ mod tests {
     ) -> Option<(super::WatchEnd, Receiver<Instant>)> {
         fs::write(dir.join("x.lock"), "{}").unwrap();
         let (called, calls) = channel();
-        let end = watch_removal(dir, "x.lock", move || {
+        let restore = move || {
             let _ = called.send(Instant::now());
             if failures > 0 {
                 failures -= 1;
@@ -137,7 +203,8 @@ mod tests {
             } else {
                 Restored::Done
             }
-        });
+        };
+        let end = watch_removal(dir, "x.lock", false, restore, || {});
         assert_eq!(end.is_some(), WATCHED);
         let end = end?;
         fs::remove_file(dir.join("x.lock")).unwrap();
@@ -149,7 +216,7 @@ mod tests {
     #[test]
     fn a_removal_is_restored_and_a_dropped_end_ends_the_thread() {
         let dir = tempfile::tempdir().unwrap();
-        let Some((end, calls)) = watched(dir.path()) else {
+        let Some((end, calls, _)) = watched(dir.path()) else {
             return;
         };
         let removed = Instant::now();
@@ -261,14 +328,14 @@ mod tests {
         }
     }
 
-    /// The folder removed (its file first, as `rm -rf` does): no `restore`, the thread ends,
-    /// and the folder is gone (not held by the watch).
+    /// The folder removed (its file first, as `rm -rf` does): no `restore`, `gone` called, the
+    /// thread ends, and the folder is gone (not held by the watch).
     #[test]
     fn the_folder_removed_ends_the_watch() {
         let top = tempfile::tempdir().unwrap();
         let dir = top.path().join("ide");
         fs::create_dir(&dir).unwrap();
-        let Some((_end, calls)) = watched(&dir) else {
+        let Some((_end, calls, gone)) = watched(&dir) else {
             return;
         };
         fs::remove_dir_all(&dir).unwrap();
@@ -276,17 +343,18 @@ mod tests {
             calls.recv_timeout(Duration::from_secs(5)),
             Err(RecvTimeoutError::Disconnected)
         );
+        assert_eq!(gone.try_recv(), Ok(()), "gone called");
         assert!(!dir.exists());
     }
 
     /// The folder moved away, then its file removed: no `restore` (in the folder moved, or at
-    /// the old path), and the thread ends.
+    /// the old path), `gone` called, and the thread ends.
     #[test]
     fn the_folder_moved_ends_the_watch() {
         let top = tempfile::tempdir().unwrap();
         let (dir, moved) = (top.path().join("ide"), top.path().join("moved"));
         fs::create_dir(&dir).unwrap();
-        let Some((_end, calls)) = watched(&dir) else {
+        let Some((_end, calls, gone)) = watched(&dir) else {
             return;
         };
         fs::rename(&dir, &moved).unwrap();
@@ -294,6 +362,188 @@ mod tests {
         assert_eq!(
             calls.recv_timeout(Duration::from_secs(5)),
             Err(RecvTimeoutError::Disconnected)
+        );
+        assert_eq!(gone.try_recv(), Ok(()), "gone called");
+    }
+
+    /// A watch dropped calls neither `restore` nor `gone`.
+    #[test]
+    fn a_dropped_watch_calls_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((end, calls, gone)) = watched(dir.path()) else {
+            return;
+        };
+        drop(end);
+        assert_eq!(
+            calls.recv_timeout(Duration::from_secs(5)),
+            Err(RecvTimeoutError::Disconnected)
+        );
+        assert_eq!(
+            gone.recv_timeout(Duration::from_secs(5)),
+            Err(RecvTimeoutError::Disconnected)
+        );
+    }
+
+    /// With `first`, `restore` is called at once, and tried again while it fails, the file there
+    /// or not (the watch of a folder made again, whose file is not written yet).
+    #[test]
+    fn first_writes_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (called, calls) = channel();
+        let mut failures = 1;
+        let restore = move || {
+            let _ = called.send(Instant::now());
+            if failures > 0 {
+                failures -= 1;
+                return Restored::Failed;
+            }
+            Restored::Done
+        };
+        let started = Instant::now();
+        let end = watch_removal(dir.path(), "x.lock", true, restore, || {});
+        assert_eq!(end.is_some(), WATCHED);
+        let Some(_end) = end else {
+            return;
+        };
+        let first = calls.recv_timeout(Duration::from_secs(5)).expect("at once");
+        assert!(
+            first - started < Duration::from_millis(150),
+            "{:?}",
+            first - started
+        );
+        let again = calls.recv_timeout(Duration::from_secs(5)).expect("again");
+        assert!(again - first >= retry_wait(1) - Duration::from_millis(50));
+        assert_eq!(
+            calls.recv_timeout(Duration::from_millis(500)),
+            Err(RecvTimeoutError::Timeout)
+        );
+    }
+
+    /// A watch of `dir`'s quiet; the channel says how it ended and when.
+    fn quiet_watch(
+        dir: &Path,
+        settle: Settle,
+    ) -> Option<(super::WatchEnd, Receiver<(Quiet, Instant)>)> {
+        let (said, done) = channel();
+        let end = watch_quiet(dir, settle, move |q| {
+            said.send((q, Instant::now())).unwrap()
+        });
+        assert_eq!(end.is_some(), WATCHED);
+        Some((end?, done))
+    }
+
+    /// Changes every 100 ms (a file and a folder made and removed, a file renamed) for 600 ms:
+    /// settled `quiet` after the last one, not before; a file written in place (no name
+    /// changed) is no change.
+    #[test]
+    fn a_folder_is_quiet_a_while_after_its_last_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let quiet = Duration::from_millis(400);
+        let Some((_end, done)) =
+            quiet_watch(dir.path(), Settle::from_now(quiet, Duration::from_secs(20)))
+        else {
+            return;
+        };
+        fs::write(dir.path().join("kept"), "x").unwrap();
+        let mut last = Instant::now();
+        for i in 0..6 {
+            std::thread::sleep(Duration::from_millis(100));
+            let (file, folder) = (dir.path().join("f"), dir.path().join("d"));
+            match i % 3 {
+                0 => fs::write(&file, "x").unwrap(),
+                1 => fs::rename(&file, dir.path().join("g")).unwrap(),
+                _ => {
+                    fs::create_dir(&folder).unwrap();
+                    fs::remove_dir(&folder).unwrap();
+                    fs::remove_file(dir.path().join("g")).unwrap();
+                }
+            }
+            last = Instant::now();
+            assert!(done.try_recv().is_err(), "settled while it changed");
+        }
+        // Written in place, not renamed: no name changed.
+        fs::write(dir.path().join("kept"), "y").unwrap();
+        let (how, at) = done.recv_timeout(Duration::from_secs(10)).expect("settled");
+        assert_eq!(how, Quiet::Settled);
+        assert!(
+            at - last >= quiet - Duration::from_millis(50),
+            "{:?}",
+            at - last
+        );
+    }
+
+    /// A folder that never rests is settled `longest` after the first change.
+    #[test]
+    fn a_busy_folder_is_not_waited_for_longer_than_longest() {
+        let dir = tempfile::tempdir().unwrap();
+        let longest = Duration::from_millis(800);
+        let settle = Settle::from_now(Duration::from_millis(300), longest);
+        let started = Instant::now();
+        let Some((_end, done)) = quiet_watch(dir.path(), settle) else {
+            return;
+        };
+        let give_up = started + Duration::from_secs(10);
+        let settled = loop {
+            let file = dir.path().join("f");
+            fs::write(&file, "x").unwrap();
+            fs::remove_file(&file).unwrap();
+            if let Ok(said) = done.recv_timeout(Duration::from_millis(50)) {
+                break said;
+            }
+            assert!(Instant::now() < give_up, "never settled");
+        };
+        assert_eq!(settled.0, Quiet::Settled);
+        let after = settled.1 - started;
+        assert!(
+            after >= longest - Duration::from_millis(50) && after < 3 * longest,
+            "{after:?}"
+        );
+    }
+
+    /// Counted from the first change: asleep until then, however long; then settled after the
+    /// quiet. A folder made in it is a change.
+    #[test]
+    fn after_a_change_waits_for_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let quiet = Duration::from_millis(200);
+        let settle = Settle::after_a_change(quiet, Duration::from_secs(20));
+        let Some((_end, done)) = quiet_watch(dir.path(), settle) else {
+            return;
+        };
+        assert!(
+            done.recv_timeout(Duration::from_millis(800)).is_err(),
+            "settled with no change"
+        );
+        let changed = Instant::now();
+        fs::create_dir(dir.path().join(".claude")).unwrap();
+        let (how, at) = done.recv_timeout(Duration::from_secs(10)).expect("settled");
+        assert_eq!(how, Quiet::Settled);
+        assert!(at - changed >= quiet - Duration::from_millis(50));
+    }
+
+    /// The folder removed while waiting: `Gone`, and the folder is gone (not held by the watch).
+    /// A watch dropped calls nothing.
+    #[test]
+    fn a_quiet_watch_ends_when_its_folder_goes_or_it_is_dropped() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join(".claude");
+        fs::create_dir(&dir).unwrap();
+        let settle = || Settle::after_a_change(Duration::from_millis(200), Duration::from_secs(20));
+        let Some((_end, done)) = quiet_watch(&dir, settle()) else {
+            return;
+        };
+        fs::write(dir.join("f"), "x").unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        let (how, _) = done.recv_timeout(Duration::from_secs(10)).expect("ended");
+        assert_eq!(how, Quiet::Gone);
+        assert!(!dir.exists());
+        let (end, done) = quiet_watch(top.path(), settle()).unwrap();
+        drop(end);
+        fs::write(top.path().join("f"), "x").unwrap();
+        assert_eq!(
+            done.recv_timeout(Duration::from_secs(5)),
+            Err(RecvTimeoutError::Disconnected),
+            "ended, nothing said"
         );
     }
 }

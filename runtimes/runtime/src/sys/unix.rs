@@ -73,159 +73,308 @@ impl Rewrite {
     }
 }
 
-/// Ends a [`watch_removal`] when dropped: its thread sees the pipe's other end close.
+/// Ends a [`watch_removal`] or a [`watch_quiet`] when dropped: its thread sees the pipe's other
+/// end close.
 #[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(dead_code))]
 pub(crate) struct WatchEnd(#[allow(dead_code)] std::os::fd::OwnedFd);
 
-/// Watches `dir` for the removal of its file `name` (inotify, on a thread of its own that sleeps
-/// until then: no wake-up while nothing happens), and calls `restore` 200 ms after (a removal of
-/// the folder under way is seen by then), and again after [`retry_wait`](super::retry_wait)
-/// while it fails; `restore` returns [`End`](super::Restored::End) to end the watch. The watch
-/// ends when `dir` itself is removed or moved (the user's doing: the folder is not made again),
-/// and when the [`WatchEnd`] is dropped. `None` when it could not be set up.
-#[cfg(target_os = "linux")]
-pub(crate) fn watch_removal(
-    dir: &Path,
-    name: &str,
-    mut restore: impl FnMut() -> super::Restored + Send + 'static,
-) -> Option<WatchEnd> {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
-    let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
-    let flags = WatchFlags::DELETE
-        | WatchFlags::MOVED_FROM
-        | WatchFlags::DELETE_SELF
-        | WatchFlags::MOVE_SELF
-        | WatchFlags::ONLYDIR
-        | WatchFlags::DONT_FOLLOW;
-    inotify::add_watch(&fd, dir, flags).ok()?;
-    let (ended, end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
-    let name = name.as_bytes().to_vec();
-    let watch = move || {
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
-        let timespec = |d: std::time::Duration| Timespec {
-            tv_sec: d.as_secs().try_into().unwrap_or(i64::MAX),
-            tv_nsec: d.subsec_nanos().into(),
-        };
-        let mut rewrite = Rewrite::default();
-        loop {
-            if !rewrite.write_if_due(&mut restore) {
-                return;
-            }
-            let mut fds = [
-                PollFd::new(&fd, PollFlags::IN),
-                PollFd::new(&ended, PollFlags::IN),
-            ];
-            let ready = match poll(&mut fds, rewrite.wait().map(timespec).as_ref()) {
-                Ok(n) => n,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return,
-            };
-            if !fds[1].revents().is_empty() {
-                return;
-            }
-            if ready == 0 {
-                continue;
-            }
-            let mut events = inotify::Reader::new(&fd, &mut buf);
-            while let Ok(e) = events.next() {
-                let folder_gone =
-                    ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED;
-                if e.events().intersects(folder_gone) {
-                    return;
-                }
-                if e.file_name().is_some_and(|n| n.to_bytes() == name) {
-                    rewrite.removed();
-                }
-            }
-        }
-    };
+/// Runs a watch's loop on a thread of its own.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn spawn_watch(watch: impl FnOnce() + Send + 'static, end: WatchEnd) -> Option<WatchEnd> {
     std::thread::Builder::new()
         .name("lock-watch".into())
         .spawn(watch)
         .ok()?;
-    Some(WatchEnd(end))
+    Some(end)
+}
+
+/// What ended a folder watch's sleep, when not a change or its time.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+enum Stop {
+    /// The [`WatchEnd`] was dropped, or the watch failed.
+    End,
+    /// The folder itself was removed or moved.
+    Gone,
+}
+
+/// An inotify watch of one folder and the pipe its [`WatchEnd`] closes, for a thread that sleeps
+/// in `poll` on both.
+#[cfg(target_os = "linux")]
+struct Inotify {
+    fd: std::os::fd::OwnedFd,
+    ended: std::os::fd::OwnedFd,
+    buf: Vec<std::mem::MaybeUninit<u8>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Inotify {
+    /// `dir` watched for `flags` (nothing but a folder taken), and whether it was removed or
+    /// moved.
+    fn new(dir: &Path, flags: rustix::fs::inotify::WatchFlags) -> Option<(Inotify, WatchEnd)> {
+        use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
+        let always = WatchFlags::DELETE_SELF | WatchFlags::MOVE_SELF | WatchFlags::ONLYDIR;
+        inotify::add_watch(&fd, dir, flags | always).ok()?;
+        let (ended, end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+        let buf = vec![std::mem::MaybeUninit::uninit(); 4096];
+        Some((Inotify { fd, ended, buf }, WatchEnd(end)))
+    }
+
+    /// Sleeps until names in the folder change (each name passed to `seen`), `wait` has passed
+    /// (`None`: for good), the folder goes or the watch ends.
+    fn wait(
+        &mut self,
+        wait: Option<std::time::Duration>,
+        mut seen: impl FnMut(&[u8]),
+    ) -> Option<Stop> {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        use rustix::fs::inotify::{self, ReadFlags};
+        let timespec = |d: std::time::Duration| Timespec {
+            tv_sec: d.as_secs().try_into().unwrap_or(i64::MAX),
+            tv_nsec: d.subsec_nanos().into(),
+        };
+        let mut fds = [
+            PollFd::new(&self.fd, PollFlags::IN),
+            PollFd::new(&self.ended, PollFlags::IN),
+        ];
+        let ready = match poll(&mut fds, wait.map(timespec).as_ref()) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => return None,
+            Err(_) => return Some(Stop::End),
+        };
+        if !fds[1].revents().is_empty() {
+            return Some(Stop::End);
+        }
+        if ready == 0 {
+            return None;
+        }
+        let mut gone = false;
+        let mut events = inotify::Reader::new(&self.fd, &mut self.buf);
+        while let Ok(e) = events.next() {
+            let folder_gone = ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED;
+            gone |= e.events().intersects(folder_gone);
+            if let Some(name) = e.file_name() {
+                seen(name.to_bytes());
+            }
+        }
+        gone.then_some(Stop::Gone)
+    }
+}
+
+/// Watches `dir` for the removal of its file `name` (inotify, on a thread of its own that sleeps
+/// until then: no wake-up while nothing happens), and calls `restore` 200 ms after (a removal of
+/// the folder under way is seen by then), at once with `first`, and again after
+/// [`retry_wait`](super::retry_wait) while it fails; `restore` returns
+/// [`End`](super::Restored::End) to end the watch. When `dir` itself is removed or moved, the
+/// watch calls `gone` and ends; it also ends when the [`WatchEnd`] is dropped. `None` when it
+/// could not be set up.
+#[cfg(target_os = "linux")]
+pub(crate) fn watch_removal(
+    dir: &Path,
+    name: &str,
+    first: bool,
+    mut restore: impl FnMut() -> super::Restored + Send + 'static,
+    gone: impl FnOnce() + Send + 'static,
+) -> Option<WatchEnd> {
+    use rustix::fs::inotify::WatchFlags;
+    // A link at the lock file's folder is not followed (the folder is refused as one).
+    let removals = WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::DONT_FOLLOW;
+    let (mut inotify, end) = Inotify::new(dir, removals)?;
+    let name = name.as_bytes().to_vec();
+    let watch = move || {
+        let mut rewrite = Rewrite::default();
+        if first {
+            rewrite.at = Some(std::time::Instant::now());
+        }
+        loop {
+            if !rewrite.write_if_due(&mut restore) {
+                return;
+            }
+            let mut removed = false;
+            match inotify.wait(rewrite.wait(), |n| removed |= n == name) {
+                Some(Stop::End) => return,
+                Some(Stop::Gone) => return gone(),
+                None if removed => rewrite.removed(),
+                None => {}
+            }
+        }
+    };
+    spawn_watch(watch, end)
+}
+
+/// Watches `dir` until its entries have not changed (added, removed, renamed) for the while
+/// `settle` says, then calls `done(Settled)`; `done(Gone)` when `dir` itself is removed or moved
+/// first (inotify, on a thread of its own asleep between changes). Ends without calling `done`
+/// when the [`WatchEnd`] is dropped. `None` when it could not be set up.
+#[cfg(target_os = "linux")]
+pub(crate) fn watch_quiet(
+    dir: &Path,
+    mut settle: super::Settle,
+    done: impl FnOnce(super::Quiet) + Send + 'static,
+) -> Option<WatchEnd> {
+    use rustix::fs::inotify::WatchFlags;
+    let names =
+        WatchFlags::CREATE | WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::MOVED_TO;
+    let (mut inotify, end) = Inotify::new(dir, names)?;
+    let watch = move || loop {
+        if settle.wait() == Some(std::time::Duration::ZERO) {
+            return done(super::Quiet::Settled);
+        }
+        let mut changed = false;
+        match inotify.wait(settle.wait(), |_| changed = true) {
+            Some(Stop::End) => return,
+            Some(Stop::Gone) => return done(super::Quiet::Gone),
+            None if changed => settle.changed(),
+            None => {}
+        }
+    };
+    spawn_watch(watch, end)
+}
+
+/// A kqueue watch of one folder (a vnode filter, whose `NOTE_WRITE` says an entry changed) and the
+/// read end of the pipe its [`WatchEnd`] closes, in the same queue.
+#[cfg(target_os = "macos")]
+struct Kqueue {
+    watcher: kqueue::Watcher,
+    /// The folder and the pipe's read end, open as long as the watcher.
+    _fds: (std::os::fd::OwnedFd, std::os::fd::OwnedFd),
+}
+
+#[cfg(target_os = "macos")]
+impl Kqueue {
+    /// `dir` watched (a link at `dir` followed with `follow` only, and nothing but a folder
+    /// taken).
+    fn new(dir: &Path, follow: bool) -> Option<(Kqueue, WatchEnd)> {
+        use kqueue::{EventFilter, FilterFlag, Watcher};
+        use rustix::fs::Mode;
+        use std::os::fd::AsRawFd;
+        // `O_EVTONLY` (macOS' <sys/fcntl.h>; rustix has no name for it): opened for its events
+        // only, the folder's handle does not keep its volume from being unmounted or ejected, as
+        // a read-only one would.
+        const EVENTS_ONLY: OFlags = OFlags::from_bits_retain(0x0000_8000);
+        let mut flags = EVENTS_ONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        if !follow {
+            flags |= OFlags::NOFOLLOW;
+        }
+        let folder = rustix::fs::open(dir, flags, Mode::empty()).ok()?;
+        // No `pipe2` on macOS: close-on-exec set after.
+        let (ended, end) = rustix::pipe::pipe().ok()?;
+        for fd in [&ended, &end] {
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC).ok()?;
+        }
+        let mut watcher = Watcher::new().ok()?;
+        let changes = FilterFlag::NOTE_WRITE
+            | FilterFlag::NOTE_DELETE
+            | FilterFlag::NOTE_RENAME
+            | FilterFlag::NOTE_REVOKE;
+        watcher
+            .add_fd(folder.as_raw_fd(), EventFilter::EVFILT_VNODE, changes)
+            .ok()?;
+        watcher
+            .add_fd(
+                ended.as_raw_fd(),
+                EventFilter::EVFILT_READ,
+                FilterFlag::empty(),
+            )
+            .ok()?;
+        watcher.watch().ok()?;
+        let watch = Kqueue {
+            watcher,
+            _fds: (folder, ended),
+        };
+        Some((watch, WatchEnd(end)))
+    }
+
+    /// Sleeps until an entry of the folder changes (`changed` called), `wait` has passed
+    /// (`None`: for good), the folder goes (`NOTE_DELETE`, `NOTE_RENAME`, `NOTE_REVOKE`) or the
+    /// watch ends (the pipe's write end closed, or the queue failed).
+    fn wait(&mut self, wait: Option<std::time::Duration>, changed: impl FnOnce()) -> Option<Stop> {
+        use kqueue::{EventData, Vnode};
+        let event = match wait {
+            Some(wait) => self.watcher.poll(Some(wait)),
+            None => self.watcher.poll_forever(None),
+        }?;
+        match event.data {
+            EventData::Vnode(Vnode::Delete | Vnode::Rename | Vnode::Revoke) => Some(Stop::Gone),
+            EventData::Vnode(_) => {
+                changed();
+                None
+            }
+            EventData::Error(e) if e.kind() == io::ErrorKind::Interrupted => None,
+            _ => Some(Stop::End),
+        }
+    }
 }
 
 /// Watches `dir` for the removal of its file `name` (kqueue: a vnode filter on the folder, whose
 /// `NOTE_WRITE` says an entry changed, and the file is looked at; on a thread of its own that
 /// sleeps in `kevent` until then: no wake-up while nothing happens), and calls `restore` 200 ms
-/// after (a removal of the folder under way is seen by then), and again after
-/// [`retry_wait`](super::retry_wait) while it fails; `restore` returns
-/// [`End`](super::Restored::End) to end the watch. The watch ends when `dir` itself is removed or moved (`NOTE_DELETE`, `NOTE_RENAME`,
-/// `NOTE_REVOKE`: the folder is not made again), and when the [`WatchEnd`] is dropped (its pipe's
-/// read end, in the same queue, sees the other close). `None` when it could not be set up.
+/// after (a removal of the folder under way is seen by then), at once with `first`, and again
+/// after [`retry_wait`](super::retry_wait) while it fails; `restore` returns
+/// [`End`](super::Restored::End) to end the watch. When `dir` itself is removed or moved, the
+/// watch calls `gone` and ends; it also ends when the [`WatchEnd`] is dropped (its pipe's read
+/// end, in the same queue, sees the other close). `None` when it could not be set up.
 #[cfg(target_os = "macos")]
 pub(crate) fn watch_removal(
     dir: &Path,
     name: &str,
+    first: bool,
     mut restore: impl FnMut() -> super::Restored + Send + 'static,
+    gone: impl FnOnce() + Send + 'static,
 ) -> Option<WatchEnd> {
-    use kqueue::{EventData, EventFilter, FilterFlag, Vnode, Watcher};
-    use rustix::fs::Mode;
-    use std::os::fd::AsRawFd;
-    // `O_EVTONLY` (macOS' <sys/fcntl.h>; rustix has no name for it): opened for its events only,
-    // the folder's handle does not keep its volume from being unmounted or ejected, as a
-    // read-only one would.
-    const EVENTS_ONLY: OFlags = OFlags::from_bits_retain(0x0000_8000);
-    let flags = EVENTS_ONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let folder = rustix::fs::open(dir, flags, Mode::empty()).ok()?;
-    // No `pipe2` on macOS: close-on-exec set after.
-    let (ended, end) = rustix::pipe::pipe().ok()?;
-    for fd in [&ended, &end] {
-        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC).ok()?;
-    }
-    let mut watcher = Watcher::new().ok()?;
-    let changes = FilterFlag::NOTE_WRITE
-        | FilterFlag::NOTE_DELETE
-        | FilterFlag::NOTE_RENAME
-        | FilterFlag::NOTE_REVOKE;
-    // Both descriptors stay open as long as the watcher: the thread holds all three.
-    watcher
-        .add_fd(folder.as_raw_fd(), EventFilter::EVFILT_VNODE, changes)
-        .ok()?;
-    watcher
-        .add_fd(
-            ended.as_raw_fd(),
-            EventFilter::EVFILT_READ,
-            FilterFlag::empty(),
-        )
-        .ok()?;
-    watcher.watch().ok()?;
-    let (path, fds) = (dir.join(name), (folder, ended));
+    let (mut kqueue, end) = Kqueue::new(dir, false)?;
+    let path = dir.join(name);
     let watch = move || {
-        let _fds = fds;
         let mut rewrite = Rewrite::default();
+        if first {
+            rewrite.at = Some(std::time::Instant::now());
+        }
         loop {
             if !rewrite.write_if_due(&mut restore) {
                 return;
             }
-            let event = match rewrite.wait() {
-                Some(wait) => watcher.poll(Some(wait)),
-                None => watcher.poll_forever(None),
-            };
-            let Some(event) = event else {
-                continue;
-            };
-            match event.data {
-                EventData::Vnode(Vnode::Delete | Vnode::Rename | Vnode::Revoke) => return,
-                EventData::Vnode(_) => {
-                    let gone = std::fs::symlink_metadata(&path);
-                    if gone.is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+            let mut changed = false;
+            match kqueue.wait(rewrite.wait(), || changed = true) {
+                Some(Stop::End) => return,
+                Some(Stop::Gone) => return gone(),
+                None if changed => {
+                    let lost = std::fs::symlink_metadata(&path);
+                    if lost.is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
                         rewrite.removed();
                     }
                 }
-                EventData::Error(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // The pipe's write end closed (the `WatchEnd` dropped), or the queue failed.
-                _ => return,
+                None => {}
             }
         }
     };
-    std::thread::Builder::new()
-        .name("lock-watch".into())
-        .spawn(watch)
-        .ok()?;
-    Some(WatchEnd(end))
+    spawn_watch(watch, end)
+}
+
+/// Watches `dir` until its entries have not changed (added, removed, renamed: the folder's
+/// `NOTE_WRITE`) for the while `settle` says, then calls `done(Settled)`; `done(Gone)` when
+/// `dir` itself is removed or moved first (kqueue, on a thread of its own asleep between
+/// changes). Ends without calling `done` when the [`WatchEnd`] is dropped. `None` when it could
+/// not be set up.
+#[cfg(target_os = "macos")]
+pub(crate) fn watch_quiet(
+    dir: &Path,
+    mut settle: super::Settle,
+    done: impl FnOnce(super::Quiet) + Send + 'static,
+) -> Option<WatchEnd> {
+    let (mut kqueue, end) = Kqueue::new(dir, true)?;
+    let watch = move || loop {
+        if settle.wait() == Some(std::time::Duration::ZERO) {
+            return done(super::Quiet::Settled);
+        }
+        let mut changed = false;
+        match kqueue.wait(settle.wait(), || changed = true) {
+            Some(Stop::End) => return,
+            Some(Stop::Gone) => return done(super::Quiet::Gone),
+            None if changed => settle.changed(),
+            None => {}
+        }
+    };
+    spawn_watch(watch, end)
 }
 
 /// No watch here (the other Unixes): a lock file removed by another process stays removed.
@@ -233,7 +382,19 @@ pub(crate) fn watch_removal(
 pub(crate) fn watch_removal(
     _dir: &Path,
     _name: &str,
+    _first: bool,
     _restore: impl FnMut() -> super::Restored + Send + 'static,
+    _gone: impl FnOnce() + Send + 'static,
+) -> Option<WatchEnd> {
+    None
+}
+
+/// No watch here (the other Unixes).
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub(crate) fn watch_quiet(
+    _dir: &Path,
+    _settle: super::Settle,
+    _done: impl FnOnce(super::Quiet) + Send + 'static,
 ) -> Option<WatchEnd> {
     None
 }

@@ -27,7 +27,8 @@ use windows_sys::Win32::Storage::FileSystem::{
     GetFileInformationByHandle, ReadDirectoryChangesW, BY_HANDLE_FILE_INFORMATION,
     FILE_ACTION_REMOVED, FILE_ACTION_RENAMED_OLD_NAME, FILE_FLAG_BACKUP_SEMANTICS,
     FILE_FLAG_OPEN_REPARSE_POINT, FILE_FLAG_OVERLAPPED, FILE_LIST_DIRECTORY,
-    FILE_NOTIFY_CHANGE_FILE_NAME, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+    FILE_NOTIFY_CHANGE_DIR_NAME, FILE_NOTIFY_CHANGE_FILE_NAME, FILE_SHARE_DELETE, FILE_SHARE_READ,
+    FILE_SHARE_WRITE,
 };
 use windows_sys::Win32::System::Console::{
     FlushConsoleInputBuffer, GetConsoleMode, SetConsoleCtrlHandler, SetConsoleMode,
@@ -50,9 +51,10 @@ pub(crate) const RUNNING_IN_WINDOWS: bool = true;
 /// on every address: yes, unless that socket was bound with `SO_EXCLUSIVEADDRUSE`.
 pub(crate) const BINDS_OVER_WILDCARD: bool = true;
 
-/// Ends a [`watch_removal`] when dropped: sets the event its thread waits on beside its folder's
-/// read, and the thread cancels that read, waits for it to be done, closes the folder and ends.
-/// Nothing is waited for here (the drop may happen under the lock that `restore` takes).
+/// Ends a [`watch_removal`] or a [`watch_quiet`] when dropped: sets the event its thread waits on
+/// beside its folder's read, and the thread cancels that read, waits for it to be done, closes
+/// the folder and ends. Nothing is waited for here (the drop may happen under the lock that
+/// `restore` takes).
 pub(crate) struct WatchEnd(Arc<OwnedHandle>);
 
 impl Drop for WatchEnd {
@@ -68,55 +70,64 @@ impl Drop for WatchEnd {
 /// Watches `dir` for the removal of its file `name` (`ReadDirectoryChangesW` on the folder, on a
 /// thread of its own that sleeps in `WaitForMultipleObjects` until a name in it changes: no
 /// wake-up while nothing happens), and calls `restore` 200 ms after (longer after reads in a row
-/// that cannot say what changed: [`settle_ms`]), and again after
+/// that cannot say what changed: [`settle_ms`]), at once with `first`, and again after
 /// [`retry_wait`](super::retry_wait) while it fails; `restore` returns
 /// [`End`](super::Restored::End) to end the watch.
 /// Meanwhile the folder is let go of: Windows (and Wine) deletes a folder when the last handle
-/// to it closes, so a removal of the folder under way completes, and is seen after: the watch
-/// ends when the folder at `dir` is then gone or another (removed, or moved away: the folder is
-/// not made again). It also ends when a read of the folder fails (as it does
-/// on a folder being deleted), and when the [`WatchEnd`] is dropped. A folder moved away with
-/// nothing removed from it keeps its watch until its next removal, or the drop. `None` when it
-/// could not be set up.
+/// to it closes, so a removal of the folder under way completes, and is seen after: when the
+/// folder at `dir` is then gone or another (removed, or moved away), or a read of the folder
+/// fails as it does on a folder being deleted and the folder is gone, the watch calls `gone`
+/// and ends. It also ends when a read fails on a folder still there, and when the [`WatchEnd`]
+/// is dropped. A folder moved away with nothing removed from it keeps its watch until its next
+/// removal, or the drop. `None` when it could not be set up.
 pub(crate) fn watch_removal(
     dir: &Path,
     name: &str,
+    first: bool,
     mut restore: impl FnMut() -> super::Restored + Send + 'static,
+    gone: impl FnOnce() + Send + 'static,
 ) -> Option<WatchEnd> {
-    let folder = open_folder(dir).ok()?;
-    let id = file_id(&folder)?;
-    let ended = Arc::new(new_event()?);
-    let end = WatchEnd(Arc::clone(&ended));
-    let (dir, name) = (dir.to_path_buf(), name.to_string());
-    // Reads are made on the thread (a thread's pending reads are cancelled when it ends), the
-    // first one waited for here: a removal right after the return is seen.
-    let (started, start) = std::sync::mpsc::sync_channel(1);
-    let run = move || {
-        let watch = DirWatch::start(folder);
-        let _ = started.send(watch.is_ok());
-        let Ok(mut watch) = watch else {
+    let Watched {
+        folder,
+        id,
+        ended,
+        end,
+    } = watched_folder(dir)?;
+    let (looks, path) = (Arc::clone(&ended), dir.to_path_buf());
+    let name = name.to_string();
+    let run = move |started: Started, look: Looked| {
+        let Some(mut watch) = started(folder, FILE_NOTIFY_CHANGE_FILE_NAME) else {
             return;
         };
         // Reads in a row that could not say what changed, and when the last one came: one a
         // minute or more after the last starts the count again.
         let (mut unknown, mut last_unknown) = (0, None::<std::time::Instant>);
+        let mut removed = first;
         loop {
-            match watch.next(&ended, &name) {
-                Some(Seen::Other) => {
-                    unknown = 0;
-                    continue;
+            if !removed {
+                match watch.next(&ended, &name, INFINITE) {
+                    Some(Seen::Other | Seen::Nothing) => continue,
+                    Some(Seen::Removed) => unknown = 0,
+                    Some(Seen::Unknown) => {
+                        let recent = last_unknown.is_some_and(|t| t.elapsed() < STREAK_FORGOTTEN);
+                        unknown = if recent { unknown + 1 } else { 1 };
+                        last_unknown = Some(std::time::Instant::now());
+                    }
+                    None => {
+                        drop(watch);
+                        if look() == Look::Gone {
+                            gone();
+                        }
+                        return;
+                    }
                 }
-                Some(Seen::Removed) => unknown = 0,
-                Some(Seen::Unknown) => {
-                    let recent = last_unknown.is_some_and(|t| t.elapsed() < STREAK_FORGOTTEN);
-                    unknown = if recent { unknown + 1 } else { 1 };
-                    last_unknown = Some(std::time::Instant::now());
-                }
-                None => return,
             }
-            // The file removed: `settle_ms` waited for, then the file written, and tried again
-            // after `retry_wait` while it cannot be. Each wait lets go of the folder (see above).
-            let (mut wait, mut failures) = (settle_ms(unknown), 0);
+            // The file removed: `settle_ms` waited for (nothing at first), then the file
+            // written, and tried again after `retry_wait` while it cannot be. Each wait lets go
+            // of the folder (see above).
+            let mut wait = if removed { 0 } else { settle_ms(unknown) };
+            let mut failures = 0;
+            removed = false;
             loop {
                 drop(watch);
                 // SAFETY: the event is open for as long as this thread holds its `Arc`.
@@ -126,13 +137,11 @@ pub(crate) fn watch_removal(
                 }
                 // Still the folder at its path, watched again before the file is written (a
                 // removal from now on is seen; one before, `restore` finds).
-                let Ok(folder) = open_folder(&dir) else {
-                    return;
+                let folder = match open_folder(&path) {
+                    Ok(folder) if file_id(&folder) == Some(id) => folder,
+                    _ => return gone(),
                 };
-                if file_id(&folder) != Some(id) {
-                    return;
-                }
-                watch = match DirWatch::start(folder) {
+                watch = match DirWatch::start(folder, FILE_NOTIFY_CHANGE_FILE_NAME) {
                     Ok(watch) => watch,
                     Err(_) => return,
                 };
@@ -145,13 +154,147 @@ pub(crate) fn watch_removal(
             }
         }
     };
+    spawn_watch(dir, id, looks, end, run)
+}
+
+/// Watches `dir` until its entries have not changed (files and folders added, removed,
+/// renamed) for the while `settle` says, then calls `done(Settled)`; `done(Gone)` when `dir`
+/// itself was removed (the folder at the path is gone or another, looked at once the read
+/// failed or the while passed, and the folder let go of: Windows deletes a folder only when its
+/// last handle closes). `ReadDirectoryChangesW`, on a thread of its own asleep between changes. Ends
+/// without calling `done` when the [`WatchEnd`] is dropped, or a read fails on a folder still
+/// there. `None` when it could not be set up.
+pub(crate) fn watch_quiet(
+    dir: &Path,
+    mut settle: super::Settle,
+    done: impl FnOnce(super::Quiet) + Send + 'static,
+) -> Option<WatchEnd> {
+    let Watched {
+        folder,
+        id,
+        ended,
+        end,
+    } = watched_folder(dir)?;
+    let looks = Arc::clone(&ended);
+    let run = move |started: Started, look: Looked| {
+        let names = FILE_NOTIFY_CHANGE_FILE_NAME | FILE_NOTIFY_CHANGE_DIR_NAME;
+        let Some(mut watch) = started(folder, names) else {
+            return;
+        };
+        loop {
+            let wait = match settle.wait() {
+                // Let go of, then looked at: a folder removed while watched is deleted only now
+                // (Wine's reads go on as if it were there).
+                Some(wait) if wait.is_zero() => {
+                    drop(watch);
+                    return match look() {
+                        Look::There => done(super::Quiet::Settled),
+                        Look::Gone => done(super::Quiet::Gone),
+                        Look::Ended => {}
+                    };
+                }
+                // Below `INFINITE`, rounded up: not woken a moment early, to sleep again.
+                Some(wait) => {
+                    (wait.as_micros().div_ceil(1000)).min(u128::from(INFINITE - 1)) as u32
+                }
+                None => INFINITE,
+            };
+            match watch.next(&ended, "", wait) {
+                Some(Seen::Nothing) => {}
+                Some(_) => settle.changed(),
+                None => {
+                    drop(watch);
+                    if look() == Look::Gone {
+                        done(super::Quiet::Gone);
+                    }
+                    return;
+                }
+            }
+        }
+    };
+    spawn_watch(dir, id, looks, end, run)
+}
+
+/// Starts a folder's watch (its first read, of the changes the filter names) on the watch's
+/// thread: `None` when it could not be.
+type Started<'a> = &'a dyn Fn(File, u32) -> Option<DirWatch>;
+
+/// What a watch finds when it looks, its folder let go of ([`spawn_watch`]).
+#[derive(Debug, PartialEq)]
+enum Look {
+    /// The watch was ended (its `WatchEnd` dropped).
+    Ended,
+    /// The folder at the path is gone, or another.
+    Gone,
+    /// The folder watched is still there.
+    There,
+}
+
+/// How a watch looks at its folder.
+type Looked<'a> = &'a dyn Fn() -> Look;
+
+/// Runs a watch of the folder at `dir` (its volume and file index `id`) on a thread of its own,
+/// where its reads are made (a thread's pending reads are cancelled when it ends). `run` gets
+/// the way to start the first read, which is waited for here (a change right after the return
+/// is seen), and the way to look at the folder once it was let go of ([`Look`]).
+fn spawn_watch(
+    dir: &Path,
+    id: (u32, u32, u32),
+    ended: Arc<OwnedHandle>,
+    end: WatchEnd,
+    run: impl FnOnce(Started, Looked) + Send + 'static,
+) -> Option<WatchEnd> {
+    let dir = dir.to_path_buf();
+    let (started, start) = std::sync::mpsc::sync_channel(1);
+    let thread = move || {
+        let first = |folder: File, filter: u32| {
+            let watch = DirWatch::start(folder, filter);
+            let _ = started.try_send(watch.is_ok());
+            watch.ok()
+        };
+        let look = || {
+            // SAFETY: the event is open for as long as this thread holds its `Arc`.
+            let woke = unsafe { WaitForSingleObject(ended.as_raw_handle() as HANDLE, 0) };
+            if woke != WAIT_TIMEOUT {
+                return Look::Ended;
+            }
+            match open_folder(&dir) {
+                Ok(folder) if file_id(&folder) == Some(id) => Look::There,
+                _ => Look::Gone,
+            }
+        };
+        run(&first, &look)
+    };
     std::thread::Builder::new()
         .name("lock-watch".into())
-        .spawn(run)
+        .spawn(thread)
         .ok()?;
     start.recv().unwrap_or(false).then_some(end)
 }
 
+/// A folder opened for a watch ([`watched_folder`]).
+struct Watched {
+    folder: File,
+    /// Its volume and file index.
+    id: (u32, u32, u32),
+    /// The event that ends the watch, which `end` sets.
+    ended: Arc<OwnedHandle>,
+    end: WatchEnd,
+}
+
+/// `dir` opened for a watch.
+fn watched_folder(dir: &Path) -> Option<Watched> {
+    let folder = open_folder(dir).ok()?;
+    let id = file_id(&folder)?;
+    let ended = Arc::new(new_event()?);
+    let end = WatchEnd(Arc::clone(&ended));
+    Some(Watched {
+        folder,
+        id,
+        ended,
+        end,
+    })
+}
 /// What one read of a folder's changes says about the watched file.
 #[derive(Debug, PartialEq)]
 enum Seen {
@@ -163,6 +306,8 @@ enum Seen {
     /// say (`ERROR_NOTIFY_ENUM_DIR`). Taken as a removal: the file is looked at and written again
     /// if it is gone.
     Unknown,
+    /// Nothing changed within the wait.
+    Nothing,
 }
 
 /// How long after the last read that could not say what changed the next one counts as the
@@ -200,13 +345,16 @@ struct DirWatch {
     /// `FILE_NOTIFY_INFORMATION` records, 4-byte aligned as Windows wants them.
     buf: Box<[u32; 1024]>,
     pending: bool,
+    /// The changes read (`FILE_NOTIFY_CHANGE_*`).
+    filter: u32,
 }
 
 impl DirWatch {
-    /// `folder` watched: its first read started.
-    fn start(folder: File) -> io::Result<DirWatch> {
+    /// `folder` watched for the changes `filter` names: its first read started.
+    fn start(folder: File, filter: u32) -> io::Result<DirWatch> {
         let mut watch = DirWatch {
             folder,
+            filter,
             done: new_event().ok_or_else(io::Error::last_os_error)?,
             overlapped: Box::default(),
             buf: Box::new([0; 1024]),
@@ -217,16 +365,20 @@ impl DirWatch {
     }
 
     /// Sleeps until names in the folder change, then says whether `name` was removed (or
-    /// renamed away), or cannot be told (more changed than the buffer holds), and reads on.
-    /// `None` when `ended` is set, or a read or the wait failed.
-    fn next(&mut self, ended: &OwnedHandle, name: &str) -> Option<Seen> {
+    /// renamed away), or cannot be told (more changed than the buffer holds), and reads on;
+    /// [`Seen::Nothing`] after `wait_ms` (`INFINITE`: never). `None` when `ended` is set, or a
+    /// read or the wait failed.
+    fn next(&mut self, ended: &OwnedHandle, name: &str, wait_ms: u32) -> Option<Seen> {
         let waits = [
             ended.as_raw_handle() as HANDLE,
             self.done.as_raw_handle() as HANDLE,
         ];
         // SAFETY: both handles are events held open for the length of the wait (`ended` by
         // the caller, `done` by `self`).
-        let woke = unsafe { WaitForMultipleObjects(2, waits.as_ptr(), 0, INFINITE) };
+        let woke = unsafe { WaitForMultipleObjects(2, waits.as_ptr(), 0, wait_ms) };
+        if woke == WAIT_TIMEOUT {
+            return Some(Seen::Nothing);
+        }
         if woke != WAIT_OBJECT_0 + 1 {
             return None;
         }
@@ -267,7 +419,7 @@ impl DirWatch {
                 self.buf.as_mut_ptr().cast(),
                 std::mem::size_of_val(&*self.buf) as u32,
                 0,
-                FILE_NOTIFY_CHANGE_FILE_NAME,
+                self.filter,
                 std::ptr::null_mut(),
                 &mut *self.overlapped,
                 None,

@@ -1,0 +1,175 @@
+//! The lock file kept where `claude` looks for as long as the server runs: written again when
+//! another process removes it (a `claude` in a container sharing the folder takes every lock
+//! file whose pid it cannot see for stale), and its folder made again when that is removed (an
+//! `rm -rf ~/.claude/ide`, a common clean-up of stale lock files): without either, the bridge
+//! ran on and no `claude` started after found it.
+//!
+//! The folder is made again only once the folder that held it (the config folder,
+//! `~/.claude`) has had no entry added, removed or renamed for [`QUIET`]: an `rm -rf` of the
+//! config folder still under way is done by then, and is not made to fail on a folder made again
+//! in it. The config folder gone too is the user's to make again (or `claude`'s, at its next
+//! start): the nearest folder above it is watched until it changes, and the same rule then
+//! applies. Nothing here wakes the process while nothing happens: each step is a watch of one
+//! folder, asleep until its folder changes or its deadline comes (`sys::watch_removal`,
+//! `sys::watch_quiet`).
+
+use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::sys::{self, Quiet, Restored, Settle, WatchEnd};
+
+/// How long the config folder must have been quiet (no entry added, removed or renamed) before
+/// the lock file's folder is made again in it.
+pub(crate) const QUIET: Duration = Duration::from_secs(2);
+
+/// A folder that never rests is not waited for longer than this after its first change.
+pub(crate) const LONGEST: Duration = Duration::from_secs(30);
+
+/// A folder lost again within this time of being made again counts as lost at once: the next
+/// wait is twice as long (up to [`QUIET`] times 2^[`MOST_DOUBLINGS`], about 4 minutes), so that a
+/// process that keeps removing it is not answered every 2 s for as long as the bridge runs.
+const SOON: Duration = Duration::from_secs(10);
+const MOST_DOUBLINGS: u32 = 7;
+
+/// What a running server gives its lock file's watch.
+pub(crate) trait Keeper: Send + Sync + 'static {
+    /// Writes the lock file if it is not there (its folder must be): see
+    /// [`LockGuard::restore`](crate::lock::LockGuard::restore).
+    fn restore(&self) -> Restored;
+
+    /// Under the server's lock: unless it stopped or withdrew its lock file, calls `start` with
+    /// the lock file's folder and name, keeps the watch it returns as the server's one watch
+    /// (the one before dropped, which ends it) and answers `true`. Each watch's next is started
+    /// here, so that they are kept in the order they were started.
+    fn keep(&self, start: impl FnOnce(&Path, &str) -> Option<WatchEnd>) -> bool;
+
+    /// Logs a line (the debug log).
+    fn log(&self, line: impl FnOnce() -> String);
+}
+
+/// The folder's losses soon after it was made again, and when it last was.
+#[derive(Clone, Copy, Debug, Default)]
+struct Losses {
+    remade: Option<Instant>,
+    quick: u32,
+}
+
+impl Losses {
+    /// The folder was lost (again).
+    fn lost(mut self) -> Losses {
+        let soon = self.remade.is_some_and(|at| at.elapsed() < SOON);
+        self.quick = if soon {
+            (self.quick + 1).min(MOST_DOUBLINGS)
+        } else {
+            0
+        };
+        self.remade = None;
+        self
+    }
+
+    /// How long the config folder must be quiet before the folder is made again.
+    fn quiet(self) -> Duration {
+        QUIET * (1 << self.quick)
+    }
+}
+
+/// Starts the watch of `keeper`'s lock file, if it has one.
+pub(crate) fn start<K: Keeper>(keeper: &Arc<K>) {
+    let weak = Arc::downgrade(keeper);
+    keeper.keep(|dir, name| watch_file(&weak, dir, name, false, Losses::default()));
+}
+
+/// Watches the lock file at `dir/name` (written at once with `first`): written again when
+/// removed, and [`folder_lost`] when its folder goes.
+fn watch_file<K: Keeper>(
+    keeper: &Weak<K>,
+    dir: &Path,
+    name: &str,
+    first: bool,
+    losses: Losses,
+) -> Option<WatchEnd> {
+    let writer = Weak::clone(keeper);
+    let restore = move || writer.upgrade().map_or(Restored::End, |k| k.restore());
+    let lost = Weak::clone(keeper);
+    let gone = move || folder_lost(&lost, losses.lost());
+    sys::watch_removal(dir, name, first, restore, gone)
+}
+
+/// The lock file's folder is gone: with the config folder there, it is made again once that has
+/// been quiet for a while ([`remake`]); with the config folder gone too, the nearest folder above
+/// it is watched until it changes and rests, and this is asked again.
+fn folder_lost<K: Keeper>(keeper: &Weak<K>, losses: Losses) {
+    let Some(k) = keeper.upgrade() else {
+        return;
+    };
+    let weak = Weak::clone(keeper);
+    let mut said = None;
+    k.keep(|dir, _| {
+        let config = dir.parent()?;
+        if config.is_dir() {
+            let quiet = losses.quiet();
+            said = Some(format!(
+                "Lock-file folder {} was removed: made again once {} has been quiet for {} s",
+                dir.display(),
+                config.display(),
+                quiet.as_secs()
+            ));
+            let settle = Settle::from_now(quiet, LONGEST.max(quiet));
+            sys::watch_quiet(config, settle, move |quiet| match quiet {
+                Quiet::Settled => remake(&weak, losses),
+                Quiet::Gone => folder_lost(&weak, losses),
+            })
+        } else {
+            said = Some(format!(
+                "Lock-file folder {} and the folder holding it were removed: waiting for them to be made again",
+                dir.display()
+            ));
+            look_again_after_a_change(weak, dir, losses)
+        }
+    });
+    if let Some(line) = said {
+        k.log(|| line);
+    }
+}
+
+/// Makes the lock file's folder again (private, checked as at the start), watches it, and writes
+/// the lock file there (tried again later while it cannot be: [`sys::watch_removal`]'s `first`).
+/// A folder that cannot be made (the config folder's permission taken away, a file in its place)
+/// is tried again when the config folder changes.
+fn remake<K: Keeper>(keeper: &Weak<K>, mut losses: Losses) {
+    let Some(k) = keeper.upgrade() else {
+        return;
+    };
+    losses.remade = Some(Instant::now());
+    let weak = Weak::clone(keeper);
+    let mut said = None;
+    k.keep(|dir, name| match crate::lock::ensure_lock_dir(dir) {
+        Ok(()) => {
+            said = Some(format!("Lock-file folder {} made again", dir.display()));
+            watch_file(&weak, dir, name, true, losses)
+        }
+        Err(e) => {
+            said = Some(format!(
+                "Lock-file folder {} could not be made again: {e} (tried again when the folder holding it changes)",
+                dir.display()
+            ));
+            look_again_after_a_change(weak, dir, losses)
+        }
+    });
+    if let Some(line) = said {
+        k.log(|| line);
+    }
+}
+
+/// Watches the nearest folder above `dir` there is until it changes and rests, then asks
+/// [`folder_lost`] again.
+fn look_again_after_a_change<K: Keeper>(
+    keeper: Weak<K>,
+    dir: &Path,
+    losses: Losses,
+) -> Option<WatchEnd> {
+    let above = dir.ancestors().skip(1).find(|a| a.is_dir())?;
+    let settle = Settle::after_a_change(QUIET, LONGEST);
+    sys::watch_quiet(above, settle, move |_| folder_lost(&keeper, losses))
+}
