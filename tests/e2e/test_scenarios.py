@@ -94,6 +94,28 @@ def test_handshake_sse_port(sb, runtime):
     assert re.search(r"✔\s*" + re.escape(b.ide_name), dialog), dialog
 
 
+def test_lock_folder_removed_while_running_is_found_again(sb, runtime):
+    """`rm -rf ~/.claude/ide` (a clean-up of stale lock files) while the bridge runs: the bridge makes the folder
+    and its lock file again once the config folder has been quiet for 2 s, and a `claude --ide` started after it
+    finds the bridge and connects (it found nothing before: the folder stayed away until a restart)."""
+    import shutil
+    b = sb.bridge(runtime)
+    lock = Path(b.lock_file)
+    before = lock.read_text()
+    shutil.rmtree(lock.parent)
+    removed = time.monotonic()
+    wait_until(lock.exists, 15, "the lock folder and file made again", diag=b.diag)
+    assert time.monotonic() - removed >= 1.5, "made again before the config folder was quiet"
+    # The same file: port (its name), pid, token, folders; the folder private again.
+    wait_until(lambda: lock.read_text() == before, 5, "the lock file written whole", diag=b.diag)
+    assert lock.parent.stat().st_mode & 0o777 == 0o700
+    c = sb.client(args=["--ide"])
+    c.wait_ready()
+    assert_handshake(b)
+    dialog = c.slash_ide()
+    assert re.search(r"✔\s*" + re.escape(b.ide_name), dialog), dialog
+
+
 def test_handshake_workspace_served_through_a_link(sb):
     # The client compares its working directory, which the OS gives resolved, with the lock file's
     # folders as text: a bridge serving the workspace through a symbolic link must also name the
