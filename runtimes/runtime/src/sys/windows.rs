@@ -87,25 +87,15 @@ pub(crate) fn watch_removal(
     mut restore: impl FnMut() -> super::Restored + Send + 'static,
     gone: impl FnOnce() + Send + 'static,
 ) -> Option<WatchEnd> {
-    let Watched {
-        folder,
-        id,
-        ended,
-        end,
-    } = watched_folder(dir)?;
-    let (looks, path) = (Arc::clone(&ended), dir.to_path_buf());
     let name = name.to_string();
-    let run = move |started: Started, look: Looked| {
-        let Some(mut watch) = started(folder, FILE_NOTIFY_CHANGE_FILE_NAME) else {
-            return;
-        };
+    let run = move |mut watch: DirWatch, folder: &Folder| {
         // Reads in a row that could not say what changed, and when the last one came: one a
         // minute or more after the last starts the count again.
         let (mut unknown, mut last_unknown) = (0, None::<std::time::Instant>);
         let mut removed = first;
         loop {
             if !removed {
-                match watch.next(&ended, &name, INFINITE) {
+                match watch.next(folder.ended, &name, INFINITE) {
                     Some(Seen::Other | Seen::Nothing) => continue,
                     Some(Seen::Removed) => unknown = 0,
                     Some(Seen::Unknown) => {
@@ -115,7 +105,7 @@ pub(crate) fn watch_removal(
                     }
                     None => {
                         drop(watch);
-                        if look() == Look::Gone {
+                        if folder.look() == Look::Gone {
                             gone();
                         }
                         return;
@@ -130,19 +120,11 @@ pub(crate) fn watch_removal(
             removed = false;
             loop {
                 drop(watch);
-                // SAFETY: the event is open for as long as this thread holds its `Arc`.
-                let woke = unsafe { WaitForSingleObject(ended.as_raw_handle() as HANDLE, wait) };
-                if woke != WAIT_TIMEOUT {
-                    return;
-                }
                 // Still the folder at its path, watched again before the file is written (a
                 // removal from now on is seen; one before, `restore` finds).
-                let folder = match open_folder(&path) {
-                    Ok(folder) if file_id(&folder) == Some(id) => folder,
-                    _ => return gone(),
-                };
-                watch = match DirWatch::start(folder, FILE_NOTIFY_CHANGE_FILE_NAME) {
+                watch = match folder.watch_again(wait) {
                     Ok(watch) => watch,
+                    Err(Look::Gone) => return gone(),
                     Err(_) => return,
                 };
                 match restore() {
@@ -154,72 +136,57 @@ pub(crate) fn watch_removal(
             }
         }
     };
-    spawn_watch(dir, id, looks, end, run)
+    spawn_watch(dir, FILE_NOTIFY_CHANGE_FILE_NAME, run)
 }
 
 /// Watches `dir` until its entries have not changed (files and folders added, removed,
 /// renamed) for the while `settle` says, then calls `done(Settled)`; `done(Gone)` when `dir`
 /// itself was removed (the folder at the path is gone or another, looked at once the read
 /// failed or the while passed, and the folder let go of: Windows deletes a folder only when its
-/// last handle closes). `ReadDirectoryChangesW`, on a thread of its own asleep between changes. Ends
-/// without calling `done` when the [`WatchEnd`] is dropped, or a read fails on a folder still
-/// there. `None` when it could not be set up.
+/// last handle closes). `ReadDirectoryChangesW`, on a thread of its own asleep between changes.
+/// Ends without calling `done` when the [`WatchEnd`] is dropped, or a read fails on a folder
+/// still there. `None` when it could not be set up.
 pub(crate) fn watch_quiet(
     dir: &Path,
     mut settle: super::Settle,
     done: impl FnOnce(super::Quiet) + Send + 'static,
 ) -> Option<WatchEnd> {
-    let Watched {
-        folder,
-        id,
-        ended,
-        end,
-    } = watched_folder(dir)?;
-    let looks = Arc::clone(&ended);
-    let run = move |started: Started, look: Looked| {
-        let names = FILE_NOTIFY_CHANGE_FILE_NAME | FILE_NOTIFY_CHANGE_DIR_NAME;
-        let Some(mut watch) = started(folder, names) else {
-            return;
+    let run = move |mut watch: DirWatch, folder: &Folder| loop {
+        let wait = match settle.wait() {
+            // Let go of, then looked at: a folder removed while watched is deleted only now
+            // (Wine's reads go on as if it were there).
+            Some(wait) if wait.is_zero() => {
+                drop(watch);
+                return match folder.look() {
+                    Look::There => done(super::Quiet::Settled),
+                    Look::Gone => done(super::Quiet::Gone),
+                    Look::Ended => {}
+                };
+            }
+            // Below `INFINITE`, rounded up: not woken a moment early, to sleep again.
+            Some(wait) => wait
+                .as_micros()
+                .div_ceil(1000)
+                .min(u128::from(INFINITE - 1)) as u32,
+            None => INFINITE,
         };
-        loop {
-            let wait = match settle.wait() {
-                // Let go of, then looked at: a folder removed while watched is deleted only now
-                // (Wine's reads go on as if it were there).
-                Some(wait) if wait.is_zero() => {
-                    drop(watch);
-                    return match look() {
-                        Look::There => done(super::Quiet::Settled),
-                        Look::Gone => done(super::Quiet::Gone),
-                        Look::Ended => {}
-                    };
+        match watch.next(folder.ended, "", wait) {
+            Some(Seen::Nothing) => {}
+            Some(_) => settle.changed(),
+            None => {
+                drop(watch);
+                if folder.look() == Look::Gone {
+                    done(super::Quiet::Gone);
                 }
-                // Below `INFINITE`, rounded up: not woken a moment early, to sleep again.
-                Some(wait) => {
-                    (wait.as_micros().div_ceil(1000)).min(u128::from(INFINITE - 1)) as u32
-                }
-                None => INFINITE,
-            };
-            match watch.next(&ended, "", wait) {
-                Some(Seen::Nothing) => {}
-                Some(_) => settle.changed(),
-                None => {
-                    drop(watch);
-                    if look() == Look::Gone {
-                        done(super::Quiet::Gone);
-                    }
-                    return;
-                }
+                return;
             }
         }
     };
-    spawn_watch(dir, id, looks, end, run)
+    let names = FILE_NOTIFY_CHANGE_FILE_NAME | FILE_NOTIFY_CHANGE_DIR_NAME;
+    spawn_watch(dir, names, run)
 }
 
-/// Starts a folder's watch (its first read, of the changes the filter names) on the watch's
-/// thread: `None` when it could not be.
-type Started<'a> = &'a dyn Fn(File, u32) -> Option<DirWatch>;
-
-/// What a watch finds when it looks, its folder let go of ([`spawn_watch`]).
+/// What a watch finds when it looks at its folder, let go of ([`Folder::look`]).
 #[derive(Debug, PartialEq)]
 enum Look {
     /// The watch was ended (its `WatchEnd` dropped).
@@ -230,40 +197,73 @@ enum Look {
     There,
 }
 
-/// How a watch looks at its folder.
-type Looked<'a> = &'a dyn Fn() -> Look;
+/// A watch's folder, as the watch's thread sees it.
+struct Folder<'a> {
+    dir: &'a Path,
+    /// Its volume and file index.
+    id: (u32, u32, u32),
+    /// The changes read.
+    filter: u32,
+    /// Set when the watch is to end.
+    ended: &'a OwnedHandle,
+}
 
-/// Runs a watch of the folder at `dir` (its volume and file index `id`) on a thread of its own,
-/// where its reads are made (a thread's pending reads are cancelled when it ends). `run` gets
-/// the way to start the first read, which is waited for here (a change right after the return
-/// is seen), and the way to look at the folder once it was let go of ([`Look`]).
+impl Folder<'_> {
+    /// Whether the watch was ended, or the folder at the path is the one watched.
+    fn look(&self) -> Look {
+        self.look_after(0).err().unwrap_or(Look::There)
+    }
+
+    /// After `wait_ms` (or at once when the watch is ended meanwhile), the folder at the path,
+    /// if it is the one watched; or what was found instead.
+    fn look_after(&self, wait_ms: u32) -> Result<File, Look> {
+        // SAFETY: the event is open for as long as the watch's thread holds its `Arc`.
+        let woke = unsafe { WaitForSingleObject(self.ended.as_raw_handle() as HANDLE, wait_ms) };
+        if woke != WAIT_TIMEOUT {
+            return Err(Look::Ended);
+        }
+        match open_folder(self.dir) {
+            Ok(folder) if file_id(&folder) == Some(self.id) => Ok(folder),
+            _ => Err(Look::Gone),
+        }
+    }
+
+    /// After `wait_ms`, the folder watched again if it is still the one at the path; what was
+    /// found instead (a read that could not start ends the watch: [`Look::Ended`]).
+    fn watch_again(&self, wait_ms: u32) -> Result<DirWatch, Look> {
+        let folder = self.look_after(wait_ms)?;
+        DirWatch::start(folder, self.filter).map_err(|_| Look::Ended)
+    }
+}
+
+/// Runs a watch of the folder at `dir`, reading the changes `filter` names, on a thread of its
+/// own, where its reads are made (a thread's pending reads are cancelled when it ends); the
+/// first read is started there and waited for here (a change right after the return is seen),
+/// then `run` is given it. `None` when it could not be set up.
 fn spawn_watch(
     dir: &Path,
-    id: (u32, u32, u32),
-    ended: Arc<OwnedHandle>,
-    end: WatchEnd,
-    run: impl FnOnce(Started, Looked) + Send + 'static,
+    filter: u32,
+    run: impl FnOnce(DirWatch, &Folder) + Send + 'static,
 ) -> Option<WatchEnd> {
+    let opened = open_folder(dir).ok()?;
+    let id = file_id(&opened)?;
+    let ended = Arc::new(new_event()?);
+    let end = WatchEnd(Arc::clone(&ended));
     let dir = dir.to_path_buf();
     let (started, start) = std::sync::mpsc::sync_channel(1);
     let thread = move || {
-        let first = |folder: File, filter: u32| {
-            let watch = DirWatch::start(folder, filter);
-            let _ = started.try_send(watch.is_ok());
-            watch.ok()
+        let watch = DirWatch::start(opened, filter);
+        let _ = started.send(watch.is_ok());
+        let Ok(watch) = watch else {
+            return;
         };
-        let look = || {
-            // SAFETY: the event is open for as long as this thread holds its `Arc`.
-            let woke = unsafe { WaitForSingleObject(ended.as_raw_handle() as HANDLE, 0) };
-            if woke != WAIT_TIMEOUT {
-                return Look::Ended;
-            }
-            match open_folder(&dir) {
-                Ok(folder) if file_id(&folder) == Some(id) => Look::There,
-                _ => Look::Gone,
-            }
+        let folder = Folder {
+            dir: &dir,
+            id,
+            filter,
+            ended: &ended,
         };
-        run(&first, &look)
+        run(watch, &folder)
     };
     std::thread::Builder::new()
         .name("lock-watch".into())
@@ -272,29 +272,6 @@ fn spawn_watch(
     start.recv().unwrap_or(false).then_some(end)
 }
 
-/// A folder opened for a watch ([`watched_folder`]).
-struct Watched {
-    folder: File,
-    /// Its volume and file index.
-    id: (u32, u32, u32),
-    /// The event that ends the watch, which `end` sets.
-    ended: Arc<OwnedHandle>,
-    end: WatchEnd,
-}
-
-/// `dir` opened for a watch.
-fn watched_folder(dir: &Path) -> Option<Watched> {
-    let folder = open_folder(dir).ok()?;
-    let id = file_id(&folder)?;
-    let ended = Arc::new(new_event()?);
-    let end = WatchEnd(Arc::clone(&ended));
-    Some(Watched {
-        folder,
-        id,
-        ended,
-        end,
-    })
-}
 /// What one read of a folder's changes says about the watched file.
 #[derive(Debug, PartialEq)]
 enum Seen {
