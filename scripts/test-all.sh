@@ -29,6 +29,10 @@ done
 # A real OpenSSH server and client: the Vim plugin's remote use goes through them
 # (program/cli/tests/vim_remote.rs starts sshd on 127.0.0.1 itself; it fails, not skips, without it).
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+# unshare and ip: network namespaces the program's tests make for themselves (run --host :: with
+# the namespace's net.ipv6.bindv6only set, program/cli/tests/run_and_inspect.rs).
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 if [ ${#missing[@]} -gt 0 ]; then
   apt_install "${missing[@]}"

@@ -297,7 +297,7 @@ fn claude_host(ip: IpAddr) -> Option<String> {
         IpAddr::V4(v4) if v4 == Ipv4Addr::LOCALHOST || v4.is_unspecified() => None,
         IpAddr::V4(v4) => Some(v4.to_string()),
         IpAddr::V6(v6) if v6.is_unspecified() => {
-            (!sys::V6_ANY_TAKES_V4).then(|| format!("[{}]", Ipv6Addr::LOCALHOST))
+            (!sys::v6_any_takes_v4()).then(|| format!("[{}]", Ipv6Addr::LOCALHOST))
         }
         IpAddr::V6(v6) => Some(format!("[{v6}]")),
     }
@@ -1044,8 +1044,9 @@ mod tests {
         assert_eq!(host("::ffff:127.0.0.2").as_deref(), Some("127.0.0.2"));
         assert_eq!(host("::1").as_deref(), Some("[::1]"));
         assert_eq!(host("fd00::5").as_deref(), Some("[fd00::5]"));
-        // `::` takes IPv4 too on Linux and macOS; Windows' needs to be told IPv6's loopback.
-        let any = (!sys::V6_ANY_TAKES_V4).then(|| "[::1]".to_string());
+        // `::` takes IPv4 too on Linux (unless `net.ipv6.bindv6only` is 1) and macOS; Windows'
+        // needs to be told IPv6's loopback.
+        let any = (!sys::v6_any_takes_v4()).then(|| "[::1]".to_string());
         assert_eq!(host("::"), any);
     }
 }

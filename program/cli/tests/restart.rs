@@ -15,7 +15,7 @@ use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-use common::{client, Sandbox, Served};
+use common::{client, unshared, Sandbox, Served};
 use serde_json::Value;
 
 /// The state files in the sandbox.
@@ -225,30 +225,6 @@ fn a_taken_port_is_replaced_and_said() {
 /// Before, every start failed until the state file was deleted.
 #[test]
 fn a_kept_port_refused_otherwise_is_replaced_too() {
-    let in_userns = |c: &std::process::Command| {
-        let mut u = std::process::Command::new("unshare");
-        u.arg("-r").arg(c.get_program()).args(c.get_args());
-        for (k, v) in c.get_envs() {
-            match v {
-                Some(v) => u.env(k, v),
-                None => u.env_remove(k),
-            };
-        }
-        if let Some(dir) = c.get_current_dir() {
-            u.current_dir(dir);
-        }
-        u
-    };
-    let usable = std::process::Command::new("unshare")
-        .args(["-r", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !usable {
-        claude_ide_bridge_testsupport::skip::skip(
-            "`unshare -r` (a user namespace) is not available here",
-        );
-        return;
-    }
     let sb = Sandbox::new();
     let first = Served::start(&sb, &[]);
     let token = first.token();
@@ -259,7 +235,10 @@ fn a_kept_port_refused_otherwise_is_replaced_too() {
     fs::write(&file, serde_json::to_vec(&kept).unwrap()).unwrap();
     let mut serve = sb.command();
     serve.arg("serve");
-    let (mut child, stderr) = spawn_collected(in_userns(&serve));
+    let Some(in_userns) = unshared("-r", "", &serve) else {
+        return;
+    };
+    let (mut child, stderr) = spawn_collected(in_userns);
     let port = stderr.port();
     stderr.wait_for("port 80, kept for this workspace, cannot be listened on (");
     stderr.wait_for("port and auth token: kept in ");
@@ -273,7 +252,8 @@ fn a_kept_port_refused_otherwise_is_replaced_too() {
     // Given with --port, the same port is an error that names it, not the lock-file directory.
     let mut serve = sb.command();
     serve.args(["serve", "--port", "80"]);
-    let out = in_userns(&serve)
+    let out = unshared("-r", "", &serve)
+        .unwrap()
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();

@@ -355,6 +355,64 @@ fn run_tells_claude_where_the_bridge_listens() {
     }
 }
 
+/// A bridge on `::` is reached at claude's 127.0.0.1 where the system's IPv6 sockets take IPv4
+/// too (Linux's default, `net.ipv6.bindv6only` 0), and not where that setting is 1: there `run
+/// --host ::` tells its command `[::1]` and warns, and the command reaches the bridge at the host
+/// it was told. Each setting in a network namespace of its own (`unshare -rn`), where the
+/// stand-in claude tries both hosts.
+#[test]
+#[cfg(target_os = "linux")]
+fn run_on_every_ipv6_address_follows_bindv6only() {
+    for (v6only, seen) in [("0", "unset reached -"), ("1", "[::1] refused reached")] {
+        let sb = Sandbox::new();
+        let probe = sb.root().join("probe");
+        let claude = script(
+            &sb,
+            "claude",
+            &format!(
+                r#"python3 - "$CLAUDE_CODE_SSE_PORT" "${{CLAUDE_CODE_IDE_HOST_OVERRIDE-unset}}" > {p}.tmp <<'END'
+import socket, sys
+port, told = int(sys.argv[1]), sys.argv[2]
+def reach(host):
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        return "reached"
+    except OSError:
+        return "refused"
+print(told, reach("127.0.0.1"), "-" if told == "unset" else reach(told.strip("[]")))
+END
+mv {p}.tmp {p}
+exec sleep 30"#,
+                p = probe.display()
+            ),
+        );
+        let mut c = sb.command();
+        c.args(["run", "--host", "::", "--"]).arg(&claude);
+        let prelude = format!("echo {v6only} > /proc/sys/net/ipv6/bindv6only && ip link set lo up");
+        let Some(mut c) = unshared("-rn", &prelude, &c) else {
+            return;
+        };
+        let mut child = c.stderr(Stdio::piped()).spawn().unwrap();
+        let stderr = Lines::collect(child.stderr.take().unwrap());
+        let give_up = std::time::Instant::now() + WAIT;
+        while !probe.exists() {
+            assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let found = fs::read_to_string(&probe).unwrap();
+        assert_eq!(found.trim(), seen, "bindv6only {v6only}: {}", stderr.text());
+        let warned = stderr
+            .text()
+            .contains("warning: listening on ::: claude connects to 127.0.0.1 unless");
+        assert_eq!(warned, v6only == "1", "{}", stderr.text());
+        Command::new("kill")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(128 + 15));
+    }
+}
+
 #[test]
 fn run_answers_claude_while_it_runs() {
     let sb = Sandbox::new();

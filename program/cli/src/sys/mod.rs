@@ -10,8 +10,8 @@
 //!
 //! - `HOME_VAR`: the variable naming the user's home, where `claude` looks for `.claude/ide`;
 //!   `case_key(path)`: a path as paths are compared (on Windows, ignoring case as NTFS does);
-//! - `V6_ANY_TAKES_V4`: whether a bridge listening on `::` is reached at 127.0.0.1, where
-//!   claude connects unless told otherwise (`--host`);
+//! - `v6_any_takes_v4()`: whether a bridge listening on `::` is reached at 127.0.0.1, where
+//!   claude connects unless told otherwise (`--host`; Linux's `net.ipv6.bindv6only` read);
 //! - `state_dir()`, `NO_STATE_DIR`, `state_folders(folders)`, `read_private(path, max)`,
 //!   `private_dir(dir)`, `check_private_dir(dir)`: the program's state folder (or why there is
 //!   none), the workspace folders that name a state file (resolved), and the private files in it

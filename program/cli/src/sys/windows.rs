@@ -35,7 +35,9 @@ pub const HOME_VAR: &str = "USERPROFILE";
 /// Whether a socket listening on `::` takes IPv4 connections too: not on Windows, where
 /// `IPV6_V6ONLY` is on unless a program turns it off (std's `bind` does not), so claude's
 /// 127.0.0.1 does not reach it.
-pub const V6_ANY_TAKES_V4: bool = false;
+pub fn v6_any_takes_v4() -> bool {
+    false
+}
 
 /// A path as paths are compared here: two spellings of one file (`file:///c%3A/w/a.rs` from VS
 /// Code, `C:\W\A.rs` from claude, `Émilie` and `émilie`) have one key, as NTFS compares names

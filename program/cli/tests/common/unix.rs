@@ -118,6 +118,38 @@ impl Drop for HeldWireLog {
     }
 }
 
+/// `c` run by `unshare FLAGS` (new namespaces: `-r` a user namespace where this user is root,
+/// `-n` a network namespace of its own), `prelude` run by a shell in them first (for example
+/// setting the namespace's `net.ipv6.bindv6only`), then `c` in its place (the same process: its
+/// pid is the one spawned), with `c`'s environment and folder. `None`, said as a skip, where
+/// `unshare` cannot make those namespaces.
+pub fn unshared(flags: &str, prelude: &str, c: &Command) -> Option<Command> {
+    let usable = Command::new("unshare")
+        .args([flags, "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !usable {
+        claude_ide_bridge_testsupport::skip::skip(&format!(
+            "`unshare {flags}` (new namespaces) is not available here"
+        ));
+        return None;
+    }
+    let mut u = Command::new("unshare");
+    u.args([flags, "sh", "-c", &format!("{prelude}\nexec \"$0\" \"$@\"")])
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => u.env(k, v),
+            None => u.env_remove(k),
+        };
+    }
+    if let Some(dir) = c.get_current_dir() {
+        u.current_dir(dir);
+    }
+    Some(u)
+}
+
 /// The state letter of process `pid` (`/proc/PID/stat`): `T` when stopped, `Z` a zombie not yet
 /// reaped; `None` once it is gone (and where there is no `/proc`).
 pub fn state_of(pid: u32) -> Option<char> {

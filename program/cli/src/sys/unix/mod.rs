@@ -26,9 +26,21 @@ use crate::state::Refused;
 pub const HOME_VAR: &str = "HOME";
 
 /// Whether a socket listening on `::` takes IPv4 connections too, so that claude's 127.0.0.1
-/// reaches it: the default of Linux (`net.ipv6.bindv6only` 0) and macOS
-/// (`net.inet6.ip6.v6only` 0), which std's `bind` keeps.
-pub const V6_ANY_TAKES_V4: bool = true;
+/// reaches it. std's `bind` keeps the system's default: on Linux `net.ipv6.bindv6only` (0,
+/// taking IPv4, unless the machine or its network namespace sets it to 1), on macOS taking IPv4
+/// (`net.inet6.ip6.v6only` 0), on the other Unixes not (FreeBSD's and NetBSD's `v6only` 1,
+/// OpenBSD's always).
+pub fn v6_any_takes_v4() -> bool {
+    if cfg!(any(target_os = "linux", target_os = "android")) {
+        use std::io::Read;
+        // One digit and a newline; a kernel without IPv6 has no file, and no `::` to bind.
+        let mut setting = [0u8; 8];
+        let read =
+            File::open("/proc/sys/net/ipv6/bindv6only").and_then(|mut f| f.read(&mut setting));
+        return !matches!(read, Ok(n) if setting[..n].trim_ascii() == b"1");
+    }
+    cfg!(target_os = "macos")
+}
 
 /// A path as paths are compared here: as it is (two spellings differing in case are two files
 /// on Linux; macOS' volumes may be either, and are not taken as ignoring it).
