@@ -405,9 +405,11 @@ mod tests {
         let Some(_end) = end else {
             return;
         };
+        // Nothing was removed: only `first` calls it (at once; the bound leaves room for a
+        // loaded machine).
         let first = calls.recv_timeout(Duration::from_secs(5)).expect("at once");
         assert!(
-            first - started < Duration::from_millis(150),
+            first - started < Duration::from_secs(1),
             "{:?}",
             first - started
         );
