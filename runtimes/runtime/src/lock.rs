@@ -569,7 +569,7 @@ impl LockGuard {
     /// std::fs::remove_file(guard.path())?;
     /// assert!(guard.restore(&content)?);
     /// assert!(guard.path().exists());
-    /// // Its folder removed: not made again.
+    /// // Its folder removed: `restore` does not make it again.
     /// std::fs::remove_file(guard.path())?;
     /// std::fs::remove_dir(&dir)?;
     /// assert!(guard.restore(&content).is_err());
