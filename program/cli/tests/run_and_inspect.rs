@@ -310,11 +310,7 @@ fn run_tells_claude_where_the_bridge_listens() {
             .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
         let stderr = Lines::collect(child.stderr.take().unwrap());
-        let give_up = std::time::Instant::now() + WAIT;
-        while !probe.exists() {
-            assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        appeared(&probe, &stderr);
         let seen = fs::read_to_string(&probe).unwrap();
         let (port, given) = seen.trim().split_once(' ').unwrap();
         assert_eq!(given, told, "{host:?}: {}", stderr.text());
@@ -347,11 +343,7 @@ fn run_tells_claude_where_the_bridge_listens() {
             assert!(export.ends_with("ENABLE_IDE_INTEGRATION=true"), "{export}");
             assert!(!stderr.text().contains("warning"), "{}", stderr.text());
         }
-        Command::new("kill")
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        assert_eq!(child.wait().unwrap().code(), Some(128 + 15));
+        ends_with_sigterm(child);
     }
 }
 
@@ -394,22 +386,14 @@ exec sleep 30"#,
         };
         let mut child = c.stderr(Stdio::piped()).spawn().unwrap();
         let stderr = Lines::collect(child.stderr.take().unwrap());
-        let give_up = std::time::Instant::now() + WAIT;
-        while !probe.exists() {
-            assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        appeared(&probe, &stderr);
         let found = fs::read_to_string(&probe).unwrap();
         assert_eq!(found.trim(), seen, "bindv6only {v6only}: {}", stderr.text());
         let warned = stderr
             .text()
             .contains("warning: listening on ::: claude connects to 127.0.0.1 unless");
         assert_eq!(warned, v6only == "1", "{}", stderr.text());
-        Command::new("kill")
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        assert_eq!(child.wait().unwrap().code(), Some(128 + 15));
+        ends_with_sigterm(child);
     }
 }
 
@@ -455,11 +439,7 @@ fn run_stubborn_command(sb: &Sandbox, traps: &str) -> (std::process::Child, Line
         .spawn()
         .unwrap();
     let stderr = Lines::collect(child.stderr.take().unwrap());
-    let give_up = std::time::Instant::now() + WAIT;
-    while !started.exists() {
-        assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    appeared(&started, &stderr);
     (child, stderr)
 }
 
@@ -1367,14 +1347,29 @@ fn run_a_command_that_stays(
     (child, stderr, command)
 }
 
-/// The port a stand-in claude wrote to `probe` (its `CLAUDE_CODE_SSE_PORT`), once it is there,
-/// and the token of that port's lock file: what claude connects with.
-fn probed(sb: &Sandbox, probe: &std::path::Path, stderr: &Lines) -> (u16, String) {
+/// Waits until `path` exists (a stand-in claude's probe); the bridge's stderr is said if it never
+/// does.
+fn appeared(path: &std::path::Path, stderr: &Lines) {
     let give_up = std::time::Instant::now() + WAIT;
-    while !probe.exists() {
+    while !path.exists() {
         assert!(std::time::Instant::now() < give_up, "{}", stderr.text());
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// `run`, sent SIGTERM, passes it to its command and ends with the command's status.
+fn ends_with_sigterm(mut run: std::process::Child) {
+    Command::new("kill")
+        .arg(run.id().to_string())
+        .status()
+        .unwrap();
+    assert_eq!(run.wait().unwrap().code(), Some(128 + 15));
+}
+
+/// The port a stand-in claude wrote to `probe` (its `CLAUDE_CODE_SSE_PORT`), once it is there,
+/// and the token of that port's lock file: what claude connects with.
+fn probed(sb: &Sandbox, probe: &std::path::Path, stderr: &Lines) -> (u16, String) {
+    appeared(probe, stderr);
     let port: u16 = fs::read_to_string(probe).unwrap().trim().parse().unwrap();
     let lock = sb.lock_dir().join(format!("{port}.lock"));
     let token = serde_json::from_str::<serde_json::Value>(&fs::read_to_string(&lock).unwrap())
