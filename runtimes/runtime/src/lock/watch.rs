@@ -28,8 +28,10 @@ pub(crate) const LONGEST: Duration = Duration::from_secs(30);
 
 /// A folder lost again within this time of being made again counts as lost at once: the next
 /// wait is twice as long (up to [`QUIET`] times 2^[`MOST_DOUBLINGS`], about 4 minutes), so that a
-/// process that keeps removing it is not answered every 2 s for as long as the bridge runs.
-const SOON: Duration = Duration::from_secs(10);
+/// process that keeps removing it is not answered every 2 s for as long as the bridge runs. Short
+/// enough that a user's clean-ups some seconds apart are not taken for one (a loss later than
+/// this after the folder was made again starts the count again).
+const SOON: Duration = Duration::from_secs(5);
 const MOST_DOUBLINGS: u32 = 7;
 
 /// What a running server gives its lock file's watch.
@@ -172,4 +174,30 @@ fn look_again_after_a_change<K: Keeper>(
     let above = dir.ancestors().skip(1).find(|a| a.is_dir())?;
     let settle = Settle::after_a_change(QUIET, LONGEST);
     sys::watch_quiet(above, settle, move |_| folder_lost(&keeper, losses))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wait doubles for each loss soon after the folder was made again, up to its bound, and
+    /// starts again at [`QUIET`] after a loss that came later.
+    #[test]
+    fn losses_soon_after_a_remake_double_the_wait() {
+        let first = Losses::default().lost();
+        assert_eq!(first.quiet(), QUIET);
+        let mut losses = first;
+        for doublings in 1..=MOST_DOUBLINGS + 2 {
+            losses.remade = Some(Instant::now());
+            losses = losses.lost();
+            let expected = QUIET * (1 << doublings.min(MOST_DOUBLINGS));
+            assert_eq!(losses.quiet(), expected, "{doublings}");
+        }
+        assert!(losses.quiet() <= Duration::from_secs(300));
+        let Some(long_ago) = Instant::now().checked_sub(SOON + Duration::from_secs(1)) else {
+            return;
+        };
+        losses.remade = Some(long_ago);
+        assert_eq!(losses.lost().quiet(), QUIET, "a loss later than SOON");
+    }
 }
