@@ -106,12 +106,12 @@ fn folder_lost<K: Keeper>(keeper: &Weak<K>, losses: Losses) {
         return;
     };
     let weak = Weak::clone(keeper);
-    let mut said = None;
+    let mut said = Vec::new();
     k.keep(|dir, _| {
         let config = dir.parent()?;
-        if config.is_dir() {
+        let watch = if config.is_dir() {
             let quiet = losses.quiet();
-            said = Some(format!(
+            said.push(format!(
                 "Lock-file folder {} was removed: made again once {} has been quiet for {} s",
                 dir.display(),
                 config.display(),
@@ -123,16 +123,15 @@ fn folder_lost<K: Keeper>(keeper: &Weak<K>, losses: Losses) {
                 Quiet::Gone => folder_lost(&weak, losses),
             })
         } else {
-            said = Some(format!(
+            said.push(format!(
                 "Lock-file folder {} and the folder holding it were removed: waiting for them to be made again",
                 dir.display()
             ));
             look_again_after_a_change(weak, dir, losses)
-        }
+        };
+        unless_unwatched(watch, dir, &mut said)
     });
-    if let Some(line) = said {
-        k.log(|| line);
-    }
+    said.into_iter().for_each(|line| k.log(|| line));
 }
 
 /// Makes the lock file's folder again (private, checked as at the start), watches it, and writes
@@ -145,23 +144,40 @@ fn remake<K: Keeper>(keeper: &Weak<K>, mut losses: Losses) {
     };
     losses.remade = Some(Instant::now());
     let weak = Weak::clone(keeper);
-    let mut said = None;
-    k.keep(|dir, name| match crate::lock::ensure_lock_dir(dir) {
-        Ok(()) => {
-            said = Some(format!("Lock-file folder {} made again", dir.display()));
-            watch_file(&weak, dir, name, true, losses)
-        }
-        Err(e) => {
-            said = Some(format!(
-                "Lock-file folder {} could not be made again: {e} (tried again when the folder holding it changes)",
-                dir.display()
-            ));
-            look_again_after_a_change(weak, dir, losses)
-        }
+    let mut said = Vec::new();
+    k.keep(|dir, name| {
+        let watch = match crate::lock::ensure_lock_dir(dir) {
+            Ok(()) => {
+                said.push(format!("Lock-file folder {} made again", dir.display()));
+                watch_file(&weak, dir, name, true, losses)
+            }
+            Err(e) => {
+                said.push(format!(
+                    "Lock-file folder {} could not be made again: {e} (tried again when the folder holding it changes)",
+                    dir.display()
+                ));
+                look_again_after_a_change(weak, dir, losses)
+            }
+        };
+        unless_unwatched(watch, dir, &mut said)
     });
-    if let Some(line) = said {
-        k.log(|| line);
+    said.into_iter().for_each(|line| k.log(|| line));
+}
+
+/// `watch`; when it could not be set up (no inotify instance left to this user, say), the line
+/// that says the lock file is no longer kept where claude looks.
+fn unless_unwatched(
+    watch: Option<WatchEnd>,
+    dir: &Path,
+    said: &mut Vec<String>,
+) -> Option<WatchEnd> {
+    if watch.is_none() {
+        said.push(format!(
+            "Lock-file folder {}: no watch could be set up; the lock file is not written there again until the bridge restarts",
+            dir.display()
+        ));
     }
+    watch
 }
 
 /// Watches the nearest folder above `dir` there is until it changes and rests, then asks
