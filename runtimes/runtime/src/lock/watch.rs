@@ -7,7 +7,8 @@
 //! The folder is made again only once the folder that held it (the config folder,
 //! `~/.claude`) has had no entry added, removed or renamed for [`QUIET`]: an `rm -rf` of the
 //! config folder still under way is done by then, and is not made to fail on a folder made again
-//! in it. The config folder gone too is the user's to make again (or `claude`'s, at its next
+//! in it (unless it spends longer than that inside one subfolder: its last step then fails, and
+//! run again it removes both at once). The config folder gone too is the user's to make again (or `claude`'s, at its next
 //! start): the nearest folder above it is watched until it changes, and the same rule then
 //! applies. Nothing here wakes the process while nothing happens: each step is a watch of one
 //! folder, asleep until its folder changes or its deadline comes (`sys::watch_removal`,
