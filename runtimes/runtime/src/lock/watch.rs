@@ -103,36 +103,33 @@ fn watch_file<K: Keeper>(
 /// been quiet for a while ([`remake`]); with the config folder gone too, the nearest folder above
 /// it is watched until it changes and rests, and this is asked again.
 fn folder_lost<K: Keeper>(keeper: &Weak<K>, losses: Losses) {
-    let Some(k) = keeper.upgrade() else {
-        return;
-    };
-    let weak = Weak::clone(keeper);
-    let mut said = Vec::new();
-    k.keep(|dir, _| {
-        let config = dir.parent()?;
-        let watch = if config.is_dir() {
-            let quiet = losses.quiet();
-            said.push(format!(
-                "Lock-file folder {} was removed: made again once {} has been quiet for {} s",
-                dir.display(),
-                config.display(),
-                quiet.as_secs()
-            ));
-            let settle = Settle::from_now(quiet, LONGEST.max(quiet));
-            sys::watch_quiet(config, settle, move |quiet| match quiet {
-                Quiet::Settled => remake(&weak, losses),
-                Quiet::Gone => folder_lost(&weak, losses),
-            })
-        } else {
-            said.push(format!(
-                "Lock-file folder {} and the folder holding it were removed: waiting for them to be made again",
-                dir.display()
-            ));
-            look_again_after_a_change(weak, dir, losses)
-        };
-        unless_unwatched(watch, dir, &mut said)
+    step(keeper, |weak, dir, _| {
+        match dir.parent().filter(|c| c.is_dir()) {
+            Some(config) => {
+                let quiet = losses.quiet();
+                let line = format!(
+                    "Lock-file folder {} was removed: made again once {} has been quiet for {} s",
+                    dir.display(),
+                    config.display(),
+                    quiet.as_secs()
+                );
+                let settle = Settle::from_now(quiet, LONGEST.max(quiet));
+                let watch = sys::watch_quiet(config, settle, move |quiet| match quiet {
+                    Quiet::Settled => remake(&weak, losses),
+                    Quiet::Gone => folder_lost(&weak, losses),
+                });
+                (line, watch)
+            }
+            None => {
+                let line = format!(
+                    "Lock-file folder {} and the folder holding it were removed: \
+                     waiting for them to be made again",
+                    dir.display()
+                );
+                (line, look_again_after_a_change(weak, dir, losses))
+            }
+        }
     });
-    said.into_iter().for_each(|line| k.log(|| line));
 }
 
 /// Makes the lock file's folder again (private, checked as at the start), watches it, and writes
@@ -140,45 +137,52 @@ fn folder_lost<K: Keeper>(keeper: &Weak<K>, losses: Losses) {
 /// A folder that cannot be made (the config folder's permission taken away, a file in its place)
 /// is tried again when the config folder changes.
 fn remake<K: Keeper>(keeper: &Weak<K>, mut losses: Losses) {
+    losses.remade = Some(Instant::now());
+    step(
+        keeper,
+        |weak, dir, name| match crate::lock::ensure_lock_dir(dir) {
+            Ok(()) => {
+                let line = format!("Lock-file folder {} made again", dir.display());
+                (line, watch_file(&weak, dir, name, true, losses))
+            }
+            Err(e) => {
+                let line = format!(
+                    "Lock-file folder {} could not be made again: {e} \
+                     (tried again when the folder holding it changes)",
+                    dir.display()
+                );
+                (line, look_again_after_a_change(weak, dir, losses))
+            }
+        },
+    );
+}
+
+/// One step of the watch, unless the server is gone: `next` is given the keeper (to pass on to
+/// the watch it starts) and the lock file's folder and name, and answers what it does (a line
+/// for the debug log) and the watch it started, which [`Keeper::keep`] keeps. A watch that could
+/// not be set up (no inotify instance left to this user, say) is said too: the lock file is no
+/// longer kept where claude looks.
+fn step<K: Keeper>(
+    keeper: &Weak<K>,
+    next: impl FnOnce(Weak<K>, &Path, &str) -> (String, Option<WatchEnd>),
+) {
     let Some(k) = keeper.upgrade() else {
         return;
     };
-    losses.remade = Some(Instant::now());
-    let weak = Weak::clone(keeper);
     let mut said = Vec::new();
     k.keep(|dir, name| {
-        let watch = match crate::lock::ensure_lock_dir(dir) {
-            Ok(()) => {
-                said.push(format!("Lock-file folder {} made again", dir.display()));
-                watch_file(&weak, dir, name, true, losses)
-            }
-            Err(e) => {
-                said.push(format!(
-                    "Lock-file folder {} could not be made again: {e} (tried again when the folder holding it changes)",
-                    dir.display()
-                ));
-                look_again_after_a_change(weak, dir, losses)
-            }
-        };
-        unless_unwatched(watch, dir, &mut said)
+        let (line, watch) = next(Weak::clone(keeper), dir, name);
+        said.push(line);
+        if watch.is_none() {
+            said.push(format!(
+                "Lock-file folder {}: no watch could be set up; \
+                 the lock file is not written there again until the bridge restarts",
+                dir.display()
+            ));
+        }
+        watch
     });
     said.into_iter().for_each(|line| k.log(|| line));
-}
-
-/// `watch`; when it could not be set up (no inotify instance left to this user, say), the line
-/// that says the lock file is no longer kept where claude looks.
-fn unless_unwatched(
-    watch: Option<WatchEnd>,
-    dir: &Path,
-    said: &mut Vec<String>,
-) -> Option<WatchEnd> {
-    if watch.is_none() {
-        said.push(format!(
-            "Lock-file folder {}: no watch could be set up; the lock file is not written there again until the bridge restarts",
-            dir.display()
-        ));
-    }
-    watch
 }
 
 /// Watches the nearest folder above `dir` there is until it changes and rests, then asks

@@ -97,6 +97,55 @@ enum Stop {
     Gone,
 }
 
+/// [`watch_removal`]'s loop, over a folder watch's `removed` (sleeps for at most the time it is
+/// given, `None`: for good; whether the lock file was seen removed meanwhile, or what stopped
+/// it): writes the file as [`Rewrite`] says, and calls `gone` when the folder goes.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn until_ended(
+    first: bool,
+    mut restore: impl FnMut() -> super::Restored,
+    gone: impl FnOnce(),
+    mut removed: impl FnMut(Option<std::time::Duration>) -> Result<bool, Stop>,
+) {
+    let mut rewrite = Rewrite::default();
+    if first {
+        rewrite.at = Some(std::time::Instant::now());
+    }
+    loop {
+        if !rewrite.write_if_due(&mut restore) {
+            return;
+        }
+        match removed(rewrite.wait()) {
+            Ok(true) => rewrite.removed(),
+            Ok(false) => {}
+            Err(Stop::End) => return,
+            Err(Stop::Gone) => return gone(),
+        }
+    }
+}
+
+/// [`watch_quiet`]'s loop, over a folder watch's `changed` (sleeps for at most the time it is
+/// given, `None`: for good; whether an entry changed meanwhile, or what stopped it): calls `done`
+/// once `settle`'s quiet came, or the folder went.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn until_quiet(
+    mut settle: super::Settle,
+    done: impl FnOnce(super::Quiet),
+    mut changed: impl FnMut(Option<std::time::Duration>) -> Result<bool, Stop>,
+) {
+    loop {
+        if settle.wait() == Some(std::time::Duration::ZERO) {
+            return done(super::Quiet::Settled);
+        }
+        match changed(settle.wait()) {
+            Ok(true) => settle.changed(),
+            Ok(false) => {}
+            Err(Stop::End) => return,
+            Err(Stop::Gone) => return done(super::Quiet::Gone),
+        }
+    }
+}
+
 /// An inotify watch of one folder and the pipe its [`WatchEnd`] closes, for a thread that sleeps
 /// in `poll` on both.
 #[cfg(target_os = "linux")]
@@ -120,13 +169,13 @@ impl Inotify {
         Some((Inotify { fd, ended, buf }, WatchEnd(end)))
     }
 
-    /// Sleeps until names in the folder change (each name passed to `seen`), `wait` has passed
-    /// (`None`: for good), the folder goes or the watch ends.
+    /// Sleeps until names in the folder change (each name passed to `seen`; `Ok(true)`), `wait`
+    /// has passed (`None`: for good; `Ok(false)`), the folder goes or the watch ends.
     fn wait(
         &mut self,
         wait: Option<std::time::Duration>,
         mut seen: impl FnMut(&[u8]),
-    ) -> Option<Stop> {
+    ) -> Result<bool, Stop> {
         use rustix::event::{poll, PollFd, PollFlags, Timespec};
         use rustix::fs::inotify::{self, ReadFlags};
         let timespec = |d: std::time::Duration| Timespec {
@@ -139,25 +188,29 @@ impl Inotify {
         ];
         let ready = match poll(&mut fds, wait.map(timespec).as_ref()) {
             Ok(n) => n,
-            Err(rustix::io::Errno::INTR) => return None,
-            Err(_) => return Some(Stop::End),
+            Err(rustix::io::Errno::INTR) => return Ok(false),
+            Err(_) => return Err(Stop::End),
         };
         if !fds[1].revents().is_empty() {
-            return Some(Stop::End);
+            return Err(Stop::End);
         }
         if ready == 0 {
-            return None;
+            return Ok(false);
         }
-        let mut gone = false;
+        let (mut gone, mut changed) = (false, false);
         let mut events = inotify::Reader::new(&self.fd, &mut self.buf);
         while let Ok(e) = events.next() {
             let folder_gone = ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED;
             gone |= e.events().intersects(folder_gone);
             if let Some(name) = e.file_name() {
+                changed = true;
                 seen(name.to_bytes());
             }
         }
-        gone.then_some(Stop::Gone)
+        if gone {
+            return Err(Stop::Gone);
+        }
+        Ok(changed)
     }
 }
 
@@ -173,7 +226,7 @@ pub(crate) fn watch_removal(
     dir: &Path,
     name: &str,
     first: bool,
-    mut restore: impl FnMut() -> super::Restored + Send + 'static,
+    restore: impl FnMut() -> super::Restored + Send + 'static,
     gone: impl FnOnce() + Send + 'static,
 ) -> Option<WatchEnd> {
     use rustix::fs::inotify::WatchFlags;
@@ -181,25 +234,12 @@ pub(crate) fn watch_removal(
     let removals = WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::DONT_FOLLOW;
     let (mut inotify, end) = Inotify::new(dir, removals)?;
     let name = name.as_bytes().to_vec();
-    let watch = move || {
-        let mut rewrite = Rewrite::default();
-        if first {
-            rewrite.at = Some(std::time::Instant::now());
-        }
-        loop {
-            if !rewrite.write_if_due(&mut restore) {
-                return;
-            }
-            let mut removed = false;
-            match inotify.wait(rewrite.wait(), |n| removed |= n == name) {
-                Some(Stop::End) => return,
-                Some(Stop::Gone) => return gone(),
-                None if removed => rewrite.removed(),
-                None => {}
-            }
-        }
+    let removed = move |wait| {
+        let mut removed = false;
+        inotify.wait(wait, |n| removed |= n == name)?;
+        Ok(removed)
     };
-    spawn_watch(watch, end)
+    spawn_watch(move || until_ended(first, restore, gone, removed), end)
 }
 
 /// Watches `dir` until its entries have not changed (added, removed, renamed) for the while
@@ -209,26 +249,15 @@ pub(crate) fn watch_removal(
 #[cfg(target_os = "linux")]
 pub(crate) fn watch_quiet(
     dir: &Path,
-    mut settle: super::Settle,
+    settle: super::Settle,
     done: impl FnOnce(super::Quiet) + Send + 'static,
 ) -> Option<WatchEnd> {
     use rustix::fs::inotify::WatchFlags;
     let names =
         WatchFlags::CREATE | WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::MOVED_TO;
     let (mut inotify, end) = Inotify::new(dir, names)?;
-    let watch = move || loop {
-        if settle.wait() == Some(std::time::Duration::ZERO) {
-            return done(super::Quiet::Settled);
-        }
-        let mut changed = false;
-        match inotify.wait(settle.wait(), |_| changed = true) {
-            Some(Stop::End) => return,
-            Some(Stop::Gone) => return done(super::Quiet::Gone),
-            None if changed => settle.changed(),
-            None => {}
-        }
-    };
-    spawn_watch(watch, end)
+    let changed = move |wait| inotify.wait(wait, |_| {});
+    spawn_watch(move || until_quiet(settle, done, changed), end)
 }
 
 /// A kqueue watch of one folder (a vnode filter, whose `NOTE_WRITE` says an entry changed) and the
@@ -285,23 +314,23 @@ impl Kqueue {
         Some((watch, WatchEnd(end)))
     }
 
-    /// Sleeps until an entry of the folder changes (`changed` called), `wait` has passed
-    /// (`None`: for good), the folder goes (`NOTE_DELETE`, `NOTE_RENAME`, `NOTE_REVOKE`) or the
+    /// Sleeps until an entry of the folder changes (`Ok(true)`), `wait` has passed (`None`: for
+    /// good; `Ok(false)`), the folder goes (`NOTE_DELETE`, `NOTE_RENAME`, `NOTE_REVOKE`) or the
     /// watch ends (the pipe's write end closed, or the queue failed).
-    fn wait(&mut self, wait: Option<std::time::Duration>, changed: impl FnOnce()) -> Option<Stop> {
+    fn wait(&mut self, wait: Option<std::time::Duration>) -> Result<bool, Stop> {
         use kqueue::{EventData, Vnode};
         let event = match wait {
             Some(wait) => self.watcher.poll(Some(wait)),
             None => self.watcher.poll_forever(None),
-        }?;
+        };
+        let Some(event) = event else {
+            return Ok(false);
+        };
         match event.data {
-            EventData::Vnode(Vnode::Delete | Vnode::Rename | Vnode::Revoke) => Some(Stop::Gone),
-            EventData::Vnode(_) => {
-                changed();
-                None
-            }
-            EventData::Error(e) if e.kind() == io::ErrorKind::Interrupted => None,
-            _ => Some(Stop::End),
+            EventData::Vnode(Vnode::Delete | Vnode::Rename | Vnode::Revoke) => Err(Stop::Gone),
+            EventData::Vnode(_) => Ok(true),
+            EventData::Error(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+            _ => Err(Stop::End),
         }
     }
 }
@@ -319,35 +348,17 @@ pub(crate) fn watch_removal(
     dir: &Path,
     name: &str,
     first: bool,
-    mut restore: impl FnMut() -> super::Restored + Send + 'static,
+    restore: impl FnMut() -> super::Restored + Send + 'static,
     gone: impl FnOnce() + Send + 'static,
 ) -> Option<WatchEnd> {
     let (mut kqueue, end) = Kqueue::new(dir, false)?;
     let path = dir.join(name);
-    let watch = move || {
-        let mut rewrite = Rewrite::default();
-        if first {
-            rewrite.at = Some(std::time::Instant::now());
-        }
-        loop {
-            if !rewrite.write_if_due(&mut restore) {
-                return;
-            }
-            let mut changed = false;
-            match kqueue.wait(rewrite.wait(), || changed = true) {
-                Some(Stop::End) => return,
-                Some(Stop::Gone) => return gone(),
-                None if changed => {
-                    let lost = std::fs::symlink_metadata(&path);
-                    if lost.is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
-                        rewrite.removed();
-                    }
-                }
-                None => {}
-            }
-        }
+    let removed = move |wait| {
+        let changed = kqueue.wait(wait)?;
+        let lost = || std::fs::symlink_metadata(&path);
+        Ok(changed && lost().is_err_and(|e| e.kind() == io::ErrorKind::NotFound))
     };
-    spawn_watch(watch, end)
+    spawn_watch(move || until_ended(first, restore, gone, removed), end)
 }
 
 /// Watches `dir` until its entries have not changed (added, removed, renamed: the folder's
@@ -358,23 +369,14 @@ pub(crate) fn watch_removal(
 #[cfg(target_os = "macos")]
 pub(crate) fn watch_quiet(
     dir: &Path,
-    mut settle: super::Settle,
+    settle: super::Settle,
     done: impl FnOnce(super::Quiet) + Send + 'static,
 ) -> Option<WatchEnd> {
     let (mut kqueue, end) = Kqueue::new(dir, true)?;
-    let watch = move || loop {
-        if settle.wait() == Some(std::time::Duration::ZERO) {
-            return done(super::Quiet::Settled);
-        }
-        let mut changed = false;
-        match kqueue.wait(settle.wait(), || changed = true) {
-            Some(Stop::End) => return,
-            Some(Stop::Gone) => return done(super::Quiet::Gone),
-            None if changed => settle.changed(),
-            None => {}
-        }
-    };
-    spawn_watch(watch, end)
+    spawn_watch(
+        move || until_quiet(settle, done, move |wait| kqueue.wait(wait)),
+        end,
+    )
 }
 
 /// No watch here (the other Unixes): a lock file removed by another process stays removed.
