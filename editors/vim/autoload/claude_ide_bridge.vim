@@ -34,6 +34,11 @@ var stopped_by_user = false
 # Why the last bridge ended without being asked to (for :ClaudeCodeStatus), or ''.
 var ended_why = ''
 var unanswered: dict<string> = {}
+# Remote: the timer that sends a keepalive line, the keepalive ticks since the one asked without
+# an answer (-1: none waits), and whether Vim dropped the link for want of one.
+var keepalive_timer = 0
+var keepalive_missed = -1
+var went_silent = false
 # ids of tool calls that wait for Vim to leave the command line; claude may withdraw them meanwhile
 var deferred: dict<bool> = {}
 
@@ -199,6 +204,9 @@ export def Start(Then: any = 0): bool
     serve += ['--workspace', f]
   endfor
   serve += Option('args', [])
+  if remote.On()
+    serve += remote.KeepaliveArgs()
+  endif
   argv = remote.On() ? remote.BridgeCommand(serve) : argv + serve
   port = 0
   lock_file = ''
@@ -207,6 +215,7 @@ export def Start(Then: any = 0): bool
   last_error = ''
   stopping = false
   ended_why = ''
+  [keepalive_missed, went_silent] = [-1, false]
   [exited, closed] = [null, false]
   waiting = type(Then) == v:t_func ? [Then] : []
   job = job_start(argv, {
@@ -343,6 +352,7 @@ enddef
 
 def Ended(status: number)
   var was_ready = port > 0
+  timer_stop(keepalive_timer)
   port = 0
   clients = {}
   waiting = []
@@ -363,7 +373,8 @@ def Ended(status: number)
     # line, which has nothing to do with the end (a bridge killed says nothing)
     var errors = filter(copy(stderr_tail), (_, l) => l =~? '^\s*error')
     var why = !empty(errors) ? ': ' .. errors[0] : ''
-    ended_why = remote.On() ? remote.Why(status, stderr_tail, was_ready, closed_diffs) : ''
+    ended_why = went_silent ? remote.Silent(2 * remote.Keepalive(), closed_diffs)
+      : remote.On() ? remote.Why(status, stderr_tail, was_ready, closed_diffs) : ''
     if ended_why ==# ''
       ended_why = (remote.On() ? 'the remote bridge (`' .. remote.Describe() .. '`)' : 'the bridge')
         .. ' exited with status ' .. status .. (was_ready ? '' : ' before it was ready') .. why
@@ -388,8 +399,30 @@ def Ended(status: number)
   endif
 enddef
 
+# Remote, every keepalive: a `status` line to the bridge over there, unless one is still
+# unanswered; when none came back for two more (any line from the bridge is an answer), the link
+# is taken as gone and the transport killed (its end is then handled as any drop: Ended). Counted
+# in ticks of the timer, which does not run while Vim is suspended: back from Ctrl-Z, the answer
+# read meanwhile is not taken for silence.
+def KeepAlive()
+  if !Running()
+    return
+  endif
+  if keepalive_missed < 0
+    keepalive_missed = 0
+    Send({type: 'status'})
+  else
+    keepalive_missed += 1
+    if keepalive_missed >= 2
+      went_silent = true
+      job_stop(job, 'kill')
+    endif
+  endif
+enddef
+
 def OnLine(line: string)
   Log('<-', line)
+  keepalive_missed = -1
   var msg: any
   try
     msg = json_decode(line)
@@ -405,6 +438,10 @@ def OnLine(line: string)
     # (a bridge older than the `host` member: 127.0.0.1)
     claude_host = type(get(msg, 'host')) == v:t_string ? msg.host : '127.0.0.1'
     lock_file = msg.lockFile == v:null ? '' : msg.lockFile
+    if remote.On() && remote.Keepalive() > 0
+      var every = float2nr(ceil(1000 * remote.Keepalive()))
+      keepalive_timer = timer_start(every, (_) => KeepAlive(), {repeat: -1})
+    endif
     context.Attach()
     files.WatchDisk()
     var todo = waiting

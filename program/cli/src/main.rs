@@ -154,6 +154,14 @@ struct ServeArgs {
     /// mapping").
     #[arg(long = "path-map", value_name = "EDITOR=HERE", requires = "stdio")]
     path_map: Vec<String>,
+    /// With --stdio: stop, as at stdin's end, once nothing came from the editor for SECS seconds.
+    /// A link gone silent (a laptop asleep, a network gone) ends no pipe until the transport
+    /// gives up, which ssh may take hours to; meanwhile claude's diffs would wait for an editor
+    /// that cannot answer. The editor keeps the link alive with any line (`{"type":"status"}`)
+    /// sent more often than that (docs/stdio.md).
+    #[arg(long = "editor-timeout", value_name = "SECS", requires = "stdio",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    editor_timeout: Option<u64>,
     /// Workspace folders, as --workspace names them (`serve ~/src/app` is `serve --workspace
     /// ~/src/app`).
     #[arg(value_name = "DIR", value_hint = ValueHint::DirPath)]
@@ -193,9 +201,10 @@ fn main() -> ExitCode {
     match cli.command {
         Cmd::Serve(mut a) => {
             a.common.workspace.extend(a.dirs);
-            serve(a.common, a.stdio, &a.path_map, None)
+            let editor_timeout = a.editor_timeout.map(std::time::Duration::from_secs);
+            serve(a.common, a.stdio, &a.path_map, editor_timeout, None)
         }
-        Cmd::Run(a) => serve(a.common, false, &[], Some(a.command)),
+        Cmd::Run(a) => serve(a.common, false, &[], None, Some(a.command)),
         Cmd::List => ExitCode::from(inspect::list()),
         Cmd::Doctor(a) => ExitCode::from(inspect::doctor(a.dir.or(a.workspace), &a.servers)),
         Cmd::Completions { shell } => print(Ok(manual::completions(Cli::command(), shell))),

@@ -16,6 +16,7 @@ use claude_ide_bridge_runtime::{LockFileMode, Options};
 
 use crate::host::sink::HostSink;
 use crate::host::{read_line_capped, Line, StdioOut, MAX_LOSSY_LINE, MAX_STDIO_LINE};
+use crate::host::{watch_silence, Heard, Stamped};
 use crate::host::{
     Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, StopOnPanic,
     WireLog, MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
@@ -167,17 +168,32 @@ fn spawn_terminal_reader(tx: Sender<HostInput>) -> std::io::Result<Sender<()>> {
 
 /// The stdio editor's lines, read on a thread of their own. At stdin's end the editor's writer is
 /// told first that the bridge is stopping (as a signal does): a host waiting for room on stdout,
-/// for an editor that no longer reads, goes on to take the end and stop.
-fn spawn_stdio_reader(tx: Sender<HostInput>, out: StdioOut) -> std::io::Result<()> {
+/// for an editor that no longer reads, goes on to take the end and stop. With `editor_timeout`,
+/// the same once nothing came from the editor for that long ([`watch_silence`]).
+fn spawn_stdio_reader(
+    tx: Sender<HostInput>,
+    out: StdioOut,
+    editor_timeout: Option<Duration>,
+) -> std::io::Result<()> {
+    let heard = Arc::new(Heard::new());
+    if let Some(limit) = editor_timeout {
+        let (tx, out) = (tx.clone(), out.clone());
+        watch_silence(Arc::clone(&heard), limit, move || {
+            out.stopping();
+            let _ = tx.send(HostInput::EditorSilent(limit));
+        })?;
+    }
     thread::Builder::new().name("stdio".into()).spawn(move || {
         let _stop = StopOnPanic::new(&tx, "stdio");
         let stdin = std::io::stdin();
         let mut buf = Vec::new();
         let queue = Bounded::new(MAX_QUEUED_LINES);
         loop {
-            // Room first: no line is read while the host has its fill of them.
-            let place = queue.enter();
-            let read = read_line_capped(&mut stdin.lock(), &mut buf, MAX_STDIO_LINE);
+            // Room first: no line is read while the host has its fill of them (nor is the
+            // editor's silence counted meanwhile).
+            let place = heard.not_reading(|| queue.enter());
+            let mut stdin = Stamped::new(stdin.lock(), &heard);
+            let read = read_line_capped(&mut stdin, &mut buf, MAX_STDIO_LINE);
             if matches!(read, Ok(Line::Read)) {
                 panic::test_panic("stdio");
             }
@@ -254,7 +270,7 @@ fn drain_stdio(rx: &mpsc::Receiver<HostInput>, shared: &Mutex<Host>) -> Option<i
             .saturating_duration_since(Instant::now())
             .min(STDIO_QUIET);
         match rx.recv_timeout(wait) {
-            Ok(HostInput::StdinClosed) | Err(_) => return status,
+            Ok(HostInput::StdinClosed | HostInput::EditorSilent(_)) | Err(_) => return status,
             Ok(HostInput::Signal(_)) => {}
             Ok(input) => {
                 let panicked = matches!(input, HostInput::Panicked(_));
@@ -359,6 +375,7 @@ pub(super) fn serve(
     common: CommonOpts,
     stdio: bool,
     path_map: &[String],
+    editor_timeout: Option<Duration>,
     run: Option<Vec<OsString>>,
 ) -> ExitCode {
     let start = Instant::now();
@@ -443,7 +460,7 @@ pub(super) fn serve(
     if let Some(out) = &stdio {
         let at = claude.as_deref().unwrap_or(CLAUDE_HOST).to_string();
         host.ready(port, at, running.lock_path.as_deref());
-        if let Err(e) = spawn_stdio_reader(tx.clone(), out.clone()) {
+        if let Err(e) = spawn_stdio_reader(tx.clone(), out.clone(), editor_timeout) {
             running.stop(Duration::from_secs(5));
             return failure(&format!("cannot read stdin: {e}"));
         }

@@ -710,6 +710,86 @@ fn a_bridge_whose_editor_does_not_read_still_stops_on_a_signal() {
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
 }
 
+/// `--editor-timeout`: a link gone silent (stdin still open, nothing on it: a laptop asleep, a
+/// network gone, which the pipe does not tell for hours) stops the bridge as stdin's end would.
+/// An editor that keeps sending lines more often than the limit keeps it running, past the
+/// limit; then, silent with a diff pending, claude gets the tool error for it (not
+/// `DIFF_REJECTED`), the file is untouched, the lock file is gone, and the bridge says why.
+#[test]
+fn a_silent_editor_link_stops_the_bridge_after_editor_timeout() {
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("a.rs"), "old\n").unwrap();
+    let args = [
+        "--stdio",
+        "--no-lsp",
+        "--ide-name",
+        "Ed",
+        "--editor-timeout",
+        "2",
+    ];
+    let mut s = Served::start(&sb, &args);
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    // 4 s of `status` lines every 400 ms: twice the limit, and the bridge stays.
+    for n in 0..10 {
+        s.send_line(r#"{"type":"status"}"#);
+        next_msg(&s, "status", n);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    assert!(
+        s.child.try_wait().unwrap().is_none(),
+        "stopped while the editor spoke: {}",
+        s.stderr.text()
+    );
+    assert!(
+        !s.stderr.text().contains("nothing came"),
+        "{}",
+        s.stderr.text()
+    );
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&sb.ws.join("a.rs"), "proposed\n", "T"),
+    );
+    next_msg(&s, "tool_call", 0);
+    // Nothing more from the editor; its end of stdin stays open.
+    let r = c.response(id);
+    assert!(is_error(&r), "{r}");
+    assert!(
+        texts(&r)[0].contains("Ed: the editor did not answer"),
+        "{r}"
+    );
+    assert_eq!(s.wait_exit(), 0);
+    assert!(
+        s.stderr
+            .text()
+            .contains("nothing came from the editor for 2 s (--editor-timeout)"),
+        "{}",
+        s.stderr.text()
+    );
+    assert!(!s.lock.exists(), "the lock file stayed");
+    assert_eq!(fs::read_to_string(sb.ws.join("a.rs")).unwrap(), "old\n");
+    assert!(s.stdin.is_some(), "stdin was kept open throughout");
+}
+
+/// `--editor-timeout` is for `--stdio` only, and takes 1 s to a day.
+#[test]
+fn editor_timeout_is_refused_without_stdio_or_out_of_range() {
+    let sb = Sandbox::new();
+    for args in [
+        &["serve", "--editor-timeout", "5"][..],
+        &["serve", "--stdio", "--editor-timeout", "0"],
+        &["serve", "--stdio", "--editor-timeout", "86401"],
+    ] {
+        let out = sb.command().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--editor-timeout") || err.contains("--stdio"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 /// An editor that stops reading stdout and then closes stdin: the bridge, held up by a full
 /// stdout, still takes stdin's end and stops (it waited for room for good: only a signal told
 /// the writer to give up). And an `openDiff` that arrives while it stops (its last lines wait,

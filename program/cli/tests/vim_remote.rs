@@ -631,6 +631,92 @@ fn vim_remote_words_reach_every_shell_as_they_are() {
     }
 }
 
+/// A link that goes silent (the ssh client stopped with SIGSTOP: its TCP connection stays up,
+/// as over a network gone or a laptop asleep, and nothing crosses) with a diff pending. While the
+/// link works, Vim's keepalive `status` lines are answered and nothing happens; the bridge over
+/// there was told to stop after 20 keepalives without a line (`--editor-timeout`). Once silent,
+/// Vim drops the link after two keepalives without an answer (it kills the transport), says why,
+/// and the bridge over there, its stdin ended, answers claude for the diff (not `FILE_SAVED`)
+/// and removes its lock file.
+#[test]
+fn vim_remote_drops_a_link_gone_silent() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (editor, remote) = folders(&sb);
+    let a = editor.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let sshd = Sshd::start(&sb, &editor, &remote);
+    let extra = format!(", 'bridge': {}, 'keepalive': 1", lit(BIN));
+    let mut vim = Vim::start(&sb, &a, &remote_setting(&sshd, &editor, &remote, &extra));
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let mut c = connect(&lock);
+    let lockv: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
+    let bridge = lockv["pid"].as_u64().unwrap();
+    let cmdline = fs::read(format!("/proc/{bridge}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("--editor-timeout\x0020\x00"),
+        "{:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    // The link works: the keepalives are answered (3 s, three of them), and nothing is dropped.
+    std::thread::sleep(Duration::from_secs(3));
+    let log = fs::read_to_string(&vim.log).unwrap();
+    let asked = log
+        .lines()
+        .filter(|l| l.contains(r#"-> {"type":"status"}"#))
+        .count();
+    let answered = log
+        .lines()
+        .filter(|l| l.contains(r#"<- {"type":"status""#))
+        .count();
+    assert!(asked >= 2 && answered >= 2, "{log}");
+    assert!(
+        !messages(&mut vim).contains("silent"),
+        "{}",
+        messages(&mut vim)
+    );
+    assert!(lock.exists(), "the bridge over there stopped");
+
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&remote.join("a.txt"), "ONE\n", "tab silent"),
+    );
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let st = status(&mut vim);
+    let ssh: i32 = st
+        .split("pid ")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {st}"));
+    assert!(
+        fs::read_to_string(format!("/proc/{ssh}/cmdline")).is_ok_and(|c| c.starts_with("ssh\0")),
+        "pid {ssh} is not the ssh client"
+    );
+    Command::new("kill")
+        .args(["-STOP", &ssh.to_string()])
+        .status()
+        .unwrap();
+    let r = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("an answer for the diff");
+    assert!(is_error(&r), "{r}");
+    assert!(texts(&r)[0].contains("the editor did not answer"), "{r}");
+    gone(&lock);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    let m = messages(&mut vim);
+    assert!(
+        m.contains("went silent: no answer for 2 s, so Vim dropped it."),
+        "{m}"
+    );
+    assert!(m.contains("1 pending diff(s) closed unanswered"), "{m}");
+    assert!(status(&mut vim).contains("went silent"));
+    assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
+}
+
 /// The remote bridge started with `--host ::1` (`g:claude_ide_bridge_args`): the claude
 /// `:ClaudeCode` runs over there is told where it listens, and connects there.
 #[test]

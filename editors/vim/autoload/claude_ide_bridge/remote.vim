@@ -47,10 +47,31 @@ export def Problem(): string
   if type(m) != v:t_dict && !(type(m) == v:t_string && m ==# 'wsl')
     return "g:claude_ide_bridge_remote.path_map must be a dictionary {editor folder: remote folder} or 'wsl'"
   endif
+  var k = get(r, 'keepalive', KEEPALIVE)
+  if (type(k) != v:t_number && type(k) != v:t_float) || k < 0
+    return 'g:claude_ide_bridge_remote.keepalive must be a number of seconds (0: off)'
+  endif
   if !executable(t[0])
     return t[0] .. ' (the transport of g:claude_ide_bridge_remote) was not found'
   endif
   return ''
+enddef
+
+# How often (seconds) Vim asks the bridge over there whether it is there, when the setting says
+# nothing.
+const KEEPALIVE = 15
+
+# Seconds between two keepalive lines (a `status` line), 0 for none: a link gone silent (a laptop
+# asleep, a network gone) ends no pipe until the transport gives up, which ssh may take hours to.
+export def Keepalive(): float
+  return 1.0 * get(Settings(), 'keepalive', KEEPALIVE)
+enddef
+
+# The bridge's arguments for the keepalive: it stops once nothing came from Vim for 20 keepalives
+# (5 minutes by default: a Vim suspended with Ctrl-Z, or a laptop asleep, for less keeps it).
+export def KeepaliveArgs(): list<string>
+  var every = Keepalive()
+  return every > 0 ? ['--editor-timeout', string(max([1, float2nr(ceil(20 * every))]))] : []
 enddef
 
 # The transport as the user reads it: `ssh devbox`.
@@ -246,7 +267,7 @@ export def Why(status: number, stderr: list<string>, was_ready: bool, closed_dif
   if !was_ready
     for l in stderr
       var flag = matchstr(l, "unexpected argument '\\zs--[a-z-]\\+\\ze'")
-      if flag =~# '^--\(stdio\|path-map\|ide-name\|workspace\)$'
+      if flag =~# '^--\(stdio\|path-map\|ide-name\|workspace\|editor-timeout\)$'
           || l =~# "unrecognized subcommand 'serve'"
         return 'the claude-ide-bridge reached through `' .. where .. '` is too old: it does not know '
           .. (flag ==# '' ? 'serve' : flag) .. '. Update it there (in a clone of its repository on that'
@@ -258,7 +279,20 @@ export def Why(status: number, stderr: list<string>, was_ready: bool, closed_dif
   var errors = filter(copy(stderr), (_, l) => l =~? '^\s*error\|ssh:\|connection\|broken pipe')
   var tail = !empty(errors) ? ': ' .. errors[-1] : empty(stderr) ? '' : ': ' .. stderr[-1]
   return 'the link to the remote bridge (`' .. where .. '`) dropped (status ' .. status .. tail .. ').'
-    .. (closed_diffs == 0 ? '' : ' ' .. closed_diffs .. ' pending diff(s) closed unanswered by Vim:'
+    .. AfterTheDrop(closed_diffs)
+enddef
+
+# Why the link was dropped by Vim: the bridge over there did not answer a keepalive for `waited`
+# seconds.
+export def Silent(waited: float, closed_diffs: number): string
+  return 'the link to the remote bridge (`' .. Describe() .. '`) went silent: no answer for '
+    .. (waited == round(waited) ? string(float2nr(waited)) : printf('%.1f', waited))
+    .. ' s, so Vim dropped it.' .. AfterTheDrop(closed_diffs)
+enddef
+
+# What became of the pending diffs when the link dropped, and what to do.
+def AfterTheDrop(closed_diffs: number): string
+  return (closed_diffs == 0 ? '' : ' ' .. closed_diffs .. ' pending diff(s) closed unanswered by Vim:'
       .. ' the remote bridge answers claude for them as it stops (had it been killed, claude asks'
       .. ' in its own terminal).')
     .. ' :ClaudeCodeStart connects again'

@@ -54,6 +54,7 @@ use jobs::Jobs;
 use messages::{EditorCall, ToEditor};
 use stdio::Forwarded;
 pub use stdio::{read_line_capped, Line, StdioOut, MAX_LOSSY_LINE, MAX_STDIO_LINE};
+pub use stdio::{watch_silence, Heard, Stamped};
 use tabs::Tabs;
 pub use wire::WireLog;
 
@@ -77,6 +78,9 @@ pub enum HostInput {
     StdioLineNotUtf8(usize, String, Queued),
     /// The stdio editor closed stdin.
     StdinClosed,
+    /// Nothing came from the stdio editor for this long (`--editor-timeout`): its link is taken
+    /// as gone, and the bridge stops as at stdin's end.
+    EditorSilent(Duration),
     /// Writing to the stdio editor failed (it closed its end of stdout): it can answer nothing
     /// forwarded to it, so the bridge stops as at stdin's end.
     StdoutClosed(String),
@@ -557,6 +561,15 @@ impl Host {
             HostInput::StdinClosed => {
                 ui::end_prompt();
                 ui::say("stdin closed: stopping");
+                return Flow::Exit(0);
+            }
+            HostInput::EditorSilent(limit) => {
+                ui::end_prompt();
+                ui::say(&format!(
+                    "nothing came from the editor for {} s (--editor-timeout): its link is taken \
+                     as gone; stopping",
+                    limit.as_secs()
+                ));
                 return Flow::Exit(0);
             }
             HostInput::StdoutClosed(why) => {

@@ -12,8 +12,10 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use claude_ide_bridge::file_uri;
 use claude_ide_bridge::{AtMentioned, DiagnosticsChanged, SelectionChanged};
@@ -93,6 +95,121 @@ pub fn read_line_capped(
             });
         }
     }
+}
+
+/// When the stdio editor was last heard from, for `--editor-timeout`: a link gone silent (a
+/// laptop asleep, a network gone) ends no pipe until the transport gives up, which ssh may take
+/// hours to. Every byte read counts ([`Stamped`]), not only whole lines: a long line crossing a
+/// slow link is not silence. Nor is the time the reader does not read (the host has its fill of
+/// lines: [`Heard::not_reading`]).
+#[derive(Debug)]
+pub struct Heard {
+    start: Instant,
+    /// Milliseconds from `start` to the last byte read (or to the end of a time not reading).
+    last_ms: AtomicU64,
+    /// Set while the reader does not read.
+    not_reading: AtomicBool,
+}
+
+impl Default for Heard {
+    fn default() -> Heard {
+        Heard::new()
+    }
+}
+
+impl Heard {
+    /// Heard from now.
+    pub fn new() -> Heard {
+        Heard {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            not_reading: AtomicBool::new(false),
+        }
+    }
+
+    /// Something came from the editor now.
+    fn now(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Runs `wait` (the reader waiting for room in the host's queue), during which the editor's
+    /// silence does not count.
+    pub fn not_reading<T>(&self, wait: impl FnOnce() -> T) -> T {
+        self.not_reading.store(true, Ordering::Relaxed);
+        let out = wait();
+        self.now();
+        self.not_reading.store(false, Ordering::Relaxed);
+        out
+    }
+
+    /// How long nothing came (zero while the reader does not read).
+    fn silent_for(&self) -> Duration {
+        if self.not_reading.load(Ordering::Relaxed) {
+            return Duration::ZERO;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.start.elapsed().saturating_sub(last)
+    }
+}
+
+/// The editor's input, read through with [`Heard::now`] at every byte.
+pub struct Stamped<'a, R> {
+    inner: R,
+    heard: &'a Heard,
+}
+
+impl<'a, R: io::BufRead> Stamped<'a, R> {
+    /// `inner`, read through.
+    pub fn new(inner: R, heard: &'a Heard) -> Stamped<'a, R> {
+        Stamped { inner, heard }
+    }
+}
+
+impl<R: io::BufRead> io::Read for Stamped<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.heard.now();
+        }
+        Ok(n)
+    }
+}
+
+impl<R: io::BufRead> io::BufRead for Stamped<'_, R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        let bytes = self.inner.fill_buf()?;
+        if !bytes.is_empty() {
+            self.heard.now();
+        }
+        Ok(bytes)
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.inner.consume(n);
+    }
+}
+
+/// Calls `silent` once nothing came from the editor for `limit` ([`Heard`]), from a thread of its
+/// own that sleeps until the time that would be (one wake-up a `limit` at most, while the editor
+/// keeps the link alive).
+pub fn watch_silence(
+    heard: Arc<Heard>,
+    limit: Duration,
+    silent: impl FnOnce() + Send + 'static,
+) -> io::Result<()> {
+    let watch = move || loop {
+        let quiet = heard.silent_for();
+        if quiet >= limit {
+            return silent();
+        }
+        std::thread::sleep(limit - quiet);
+    };
+    std::thread::Builder::new()
+        .name("stdio-silence".into())
+        .stack_size(64 * 1024)
+        .spawn(watch)?;
+    Ok(())
 }
 
 /// The most bytes of lines waiting for the stdio editor to read before the host waits for
