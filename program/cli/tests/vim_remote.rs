@@ -220,6 +220,17 @@ fn folders(sb: &Sandbox) -> (PathBuf, PathBuf) {
     (editor, remote)
 }
 
+/// A test over ssh: the sandbox, the sshd that shows the editor's folder over there (dropped
+/// before the sandbox), that folder and its remote path, and its `a.txt` ("one").
+fn over_ssh() -> (Sandbox, Sshd, PathBuf, PathBuf, PathBuf) {
+    let sb = Sandbox::new();
+    let (editor, remote) = folders(&sb);
+    let a = editor.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let sshd = Sshd::start(&sb, &editor, &remote);
+    (sb, sshd, editor, remote, a)
+}
+
 fn messages(vim: &mut Vim) -> String {
     vim.eval("execute('messages')")
         .as_str()
@@ -232,6 +243,27 @@ fn status(vim: &mut Vim) -> String {
         .as_str()
         .unwrap()
         .to_string()
+}
+
+/// Sends `signal` to the ssh client Vim runs as the transport (its pid from :ClaudeCodeStatus).
+fn signal_ssh(vim: &mut Vim, signal: &str) {
+    let st = status(vim);
+    let pid: i32 = st
+        .split("pid ")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {st}"));
+    assert!(st.contains("(the transport)"), "{st}");
+    assert!(
+        fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with("ssh\0")),
+        "pid {pid} is not the ssh client"
+    );
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{signal} {pid}");
 }
 
 fn wait_screen(vim: &Vim, needle: &str) {
@@ -420,22 +452,7 @@ fn vim_remote_over_ssh() {
     vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
     vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
     vim.ex("$put ='mine'");
-    let st = status(&mut vim);
-    let pid: i32 = st
-        .split("pid ")
-        .nth(1)
-        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {st}"));
-    assert!(st.contains("(the transport)"), "{st}");
-    assert!(
-        fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with("ssh\0")),
-        "pid {pid} is not the ssh client"
-    );
-    Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap();
+    signal_ssh(&mut vim, "KILL");
     let r = c
         .recv_until(WAIT, |v| v["id"] == json!(id))
         .expect("an answer for the diff");
@@ -643,11 +660,7 @@ fn vim_remote_drops_a_link_gone_silent() {
     if tools_missing() {
         return;
     }
-    let sb = Sandbox::new();
-    let (editor, remote) = folders(&sb);
-    let a = editor.join("a.txt");
-    fs::write(&a, "one\n").unwrap();
-    let sshd = Sshd::start(&sb, &editor, &remote);
+    let (sb, sshd, editor, remote, a) = over_ssh();
     let extra = format!(", 'bridge': {}, 'keepalive': 1", lit(BIN));
     let mut vim = Vim::start(&sb, &a, &remote_setting(&sshd, &editor, &remote, &extra));
     vim.ex("ClaudeCodeStart");
@@ -685,21 +698,7 @@ fn vim_remote_drops_a_link_gone_silent() {
         open_diff_args(&remote.join("a.txt"), "ONE\n", "tab silent"),
     );
     vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
-    let st = status(&mut vim);
-    let ssh: i32 = st
-        .split("pid ")
-        .nth(1)
-        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {st}"));
-    assert!(
-        fs::read_to_string(format!("/proc/{ssh}/cmdline")).is_ok_and(|c| c.starts_with("ssh\0")),
-        "pid {ssh} is not the ssh client"
-    );
-    Command::new("kill")
-        .args(["-STOP", &ssh.to_string()])
-        .status()
-        .unwrap();
+    signal_ssh(&mut vim, "STOP");
     let r = c
         .recv_until(WAIT, |v| v["id"] == json!(id))
         .expect("an answer for the diff");
@@ -724,12 +723,8 @@ fn vim_remote_tells_claude_where_the_bridge_listens() {
     if tools_missing() {
         return;
     }
-    let sb = Sandbox::new();
-    let (editor, remote) = folders(&sb);
-    let a = editor.join("a.txt");
-    fs::write(&a, "one\n").unwrap();
+    let (sb, sshd, editor, remote, a) = over_ssh();
     let fake = fake_claude(&sb, SAYS_HOST);
-    let sshd = Sshd::start(&sb, &editor, &remote);
     let vimrc = remote_setting(&sshd, &editor, &remote, &over_there(&fake))
         + "\nlet g:claude_ide_bridge_args = ['--host', '::1']";
     let mut vim = Vim::start(&sb, &a, &vimrc);
@@ -742,11 +737,7 @@ fn vim_remote_says_what_is_missing_over_there() {
     if tools_missing() {
         return;
     }
-    let sb = Sandbox::new();
-    let (editor, remote) = folders(&sb);
-    let a = editor.join("a.txt");
-    fs::write(&a, "one\n").unwrap();
-    let sshd = Sshd::start(&sb, &editor, &remote);
+    let (sb, sshd, editor, remote, a) = over_ssh();
     // No claude-ide-bridge on the remote PATH.
     let mut vim = Vim::start(&sb, &a, &remote_setting(&sshd, &editor, &remote, ""));
     vim.ex("ClaudeCodeStart");
