@@ -117,15 +117,23 @@ echo in > "$case_pair/proj/target.txt"
 echo sibling > "$case_pair/PROJ/target.txt"
 export CLAUDE_IDE_BRIDGE_TEST_CASE_PAIR="Z:${case_pair//\//\\}"
 trap 'wineserver -k 2>/dev/null || true; rm -rf "$case_pair"' EXIT
-# One argument list's run. When the only trouble was Wine losing its server (`wine client error`,
-# a binary dying without a result: seen once in about twenty runs, and its rerun passed), the
-# list runs again, once, on a fresh wineserver; a test's own failure is never run again.
+# Whether the last test binary of a run's log printed nothing of its own (no `running N tests`
+# after its `Running` line): Wine did not start it.
+never_started() {
+  awk '/^ *(Running|Doc-tests) /{ran=0} /^running [0-9]+ tests?$/{ran=1} END{exit ran}' "$1"
+}
+# One argument list's run. When the only trouble was Wine's (it lost its server, `wine client
+# error`, a binary dying without a result: seen once in about twenty runs; or a binary that
+# exited 1 before printing a line, seen once on a fresh machine, platform_interfaces.exe, whose
+# rerun passed), the list runs again, once, on a fresh wineserver; a test's own failure is never
+# run again.
 wine_run() {
   local log="$root/target/wine-run.log" rc=0
   timeout 1800 cargo test --target "$WINE_TARGET" "$@" 2>&1 | tee "$log" || rc=$?
   [ "$rc" -eq 0 ] && return 0
-  if grep -q 'wine client error' "$log" && ! grep -q '^test result: FAILED' "$log"; then
-    echo "Wine lost its server (no test failed): running this list again"
+  if { grep -q 'wine client error' "$log" || never_started "$log"; } &&
+    ! grep -q '^test result: FAILED' "$log"; then
+    echo "Wine lost its server or did not start a binary (no test failed): running this list again"
     wineserver -k 2>/dev/null || true
     timeout 1800 cargo test --target "$WINE_TARGET" "$@"
     return
