@@ -37,6 +37,7 @@ var unanswered: dict<string> = {}
 # Remote: the timer that sends a keepalive line, the keepalive ticks since the one asked without
 # an answer (-1: none waits), and whether Vim dropped the link for want of one.
 var keepalive_timer = 0
+const KEEPALIVES_MISSED = 4
 var keepalive_missed = -1
 var went_silent = false
 # ids of tool calls that wait for Vim to leave the command line; claude may withdraw them meanwhile
@@ -373,7 +374,7 @@ def Ended(status: number)
     # line, which has nothing to do with the end (a bridge killed says nothing)
     var errors = filter(copy(stderr_tail), (_, l) => l =~? '^\s*error')
     var why = !empty(errors) ? ': ' .. errors[0] : ''
-    ended_why = went_silent ? remote.Silent(2 * remote.Keepalive(), closed_diffs)
+    ended_why = went_silent ? remote.Silent(KEEPALIVES_MISSED * remote.Keepalive(), closed_diffs)
       : remote.On() ? remote.Why(status, stderr_tail, was_ready, closed_diffs) : ''
     if ended_why ==# ''
       ended_why = (remote.On() ? 'the remote bridge (`' .. remote.Describe() .. '`)' : 'the bridge')
@@ -400,10 +401,12 @@ def Ended(status: number)
 enddef
 
 # Remote, every keepalive: a `status` line to the bridge over there, unless one is still
-# unanswered; when none came back for two more (any line from the bridge is an answer), the link
-# is taken as gone and the transport killed (its end is then handled as any drop: Ended). Counted
-# in ticks of the timer, which does not run while Vim is suspended: back from Ctrl-Z, the answer
-# read meanwhile is not taken for silence.
+# unanswered; when none came back for KEEPALIVES_MISSED more (any line from the bridge is an
+# answer), the link is taken as gone and the transport killed (its end is then handled as any
+# drop: Ended). Counted in ticks of the timer, which does not run while Vim is suspended: back
+# from Ctrl-Z, the answer read meanwhile is not taken for silence. Four, not fewer: an answer
+# waits behind the lines before it (a diff of a few MB crossing a slow link), and Vim sees no
+# part of a line.
 def KeepAlive()
   if !Running()
     return
@@ -413,7 +416,7 @@ def KeepAlive()
     Send({type: 'status'})
   else
     keepalive_missed += 1
-    if keepalive_missed >= 2
+    if keepalive_missed >= KEEPALIVES_MISSED
       went_silent = true
       job_stop(job, 'kill')
     endif

@@ -652,7 +652,7 @@ fn vim_remote_words_reach_every_shell_as_they_are() {
 /// as over a network gone or a laptop asleep, and nothing crosses) with a diff pending. While the
 /// link works, Vim's keepalive `status` lines are answered and nothing happens; the bridge over
 /// there was told to stop after 20 keepalives without a line (`--editor-timeout`). Once silent,
-/// Vim drops the link after two keepalives without an answer (it kills the transport), says why,
+/// Vim drops the link after four keepalives without an answer (it kills the transport), says why,
 /// and the bridge over there, its stdin ended, answers claude for the diff (not `FILE_SAVED`)
 /// and removes its lock file.
 #[test]
@@ -708,7 +708,7 @@ fn vim_remote_drops_a_link_gone_silent() {
     vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
     let m = messages(&mut vim);
     assert!(
-        m.contains("went silent: no answer for 2 s, so Vim dropped it."),
+        m.contains("went silent: no answer for 4 s, so Vim dropped it."),
         "{m}"
     );
     assert!(m.contains("1 pending diff(s) closed unanswered"), "{m}");
