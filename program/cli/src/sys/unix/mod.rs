@@ -724,6 +724,7 @@ pub fn kill_now(pid: u32) {
         for &p in &new {
             let _ = kill_process(p, Signal::STOP);
         }
+        until_stopped(&new);
         stopped.extend(new);
     }
     // A debug build's pause between the stop and the kill, for the test that a stop of the
@@ -734,6 +735,39 @@ pub fn kill_now(pid: u32) {
     for &p in &stopped {
         let _ = kill_process(p, Signal::KILL);
     }
+}
+
+/// Waits, [`STOP_WAIT`] at most, until each of `procs` has stopped (or is gone): a SIGSTOP is
+/// taken only on the way back from the kernel, and one sent in the middle of a `fork` lets it
+/// finish; its child is in `/proc` once the parent has stopped, not as soon as the signal was
+/// sent (the next look could miss it: a wrapper in a loop that starts programs left one running,
+/// once in CI and twice in 24 runs of three at once here). Linux only, where the tree is looked
+/// at again.
+fn until_stopped(procs: &[rustix::process::Pid]) {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let give_up = std::time::Instant::now() + STOP_WAIT;
+    for p in procs {
+        while !stopped_or_gone(*p) && std::time::Instant::now() < give_up {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
+/// How long [`until_stopped`] waits for a tree to stop: a process in an uninterruptible wait
+/// (`D`: a disk, a network file system) stops only once it is out of it.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether `/proc` shows process `p` stopped (`T`, `t`), a zombie or gone.
+fn stopped_or_gone(p: rustix::process::Pid) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", p.as_raw_nonzero())) else {
+        return true;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|at| stat[at + 1..].split_whitespace().next());
+    matches!(state, Some("T" | "t" | "Z" | "X" | "x") | None)
 }
 
 /// Set by [`kill_now`] before it stops anything: the stops [`wait_for_command`] then sees are
