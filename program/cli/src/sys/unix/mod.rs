@@ -447,11 +447,11 @@ fn with_descendants(pid: u32) -> Vec<rustix::process::Pid> {
     if !cfg!(target_os = "linux") {
         return tree;
     }
-    // `pid (comm) state ppid pgrp session ...`: comm may hold spaces and parentheses.
+    // `pid (comm) state ppid pgrp session ...`.
     let stat = |p: &str| -> Option<(i32, i32, i32)> {
         let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
         let pid = stat.split_whitespace().next()?.parse().ok()?;
-        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let mut rest = after_name(&stat)?;
         let parent = rest.nth(1)?.parse().ok()?;
         let session = rest.nth(1)?.parse().ok()?;
         Some((pid, parent, session))
@@ -764,10 +764,15 @@ fn stopped_or_gone(p: rustix::process::Pid) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", p.as_raw_nonzero())) else {
         return true;
     };
-    let state = stat
-        .rfind(')')
-        .and_then(|at| stat[at + 1..].split_whitespace().next());
+    let state = after_name(&stat).and_then(|mut fields| fields.next());
     matches!(state, Some("T" | "t" | "Z" | "X" | "x") | None)
+}
+
+/// The fields of a `/proc/PID/stat` text after the process's name (`state ppid pgrp session
+/// ...`): the name, in parentheses, may hold spaces and parentheses itself.
+fn after_name(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    let (_, fields) = stat.rsplit_once(')')?;
+    Some(fields.split_whitespace())
 }
 
 /// Set by [`kill_now`] before it stops anything: the stops [`wait_for_command`] then sees are
