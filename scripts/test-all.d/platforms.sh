@@ -156,3 +156,28 @@ command -v script >/dev/null 2>&1 || apt_install bsdutils
 timeout 600 script -qec "cargo test --target $WINE_TARGET -p claude-ide-bridge-cli --test console \
   -- --skip ctrl_break_stops_the_bridge_and_removes_its_lock_file" /dev/null </dev/null
 lap "console events under Wine"
+
+# The real Windows claude against the Windows bridge, both under Wine (tests/e2e/test_windows.py):
+# claude.exe from npm's @anthropic-ai/claude-code-win32-x64 at the version tests/e2e/package.json
+# pins (about 180 MB, kept in E2E_CACHE), the bridge as built above.
+command -v tmux >/dev/null 2>&1 || apt_install tmux
+command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+python3 -c 'import pytest, xdist' 2>/dev/null || pip_install pytest pytest-xdist
+version=$(python3 -c 'import json; print(json.load(open("tests/e2e/package.json"))["dependencies"]["@anthropic-ai/claude-code"])')
+win_claude="${E2E_CACHE:-$HOME/.cache/claude-ide-bridge-e2e}/claude-win32-x64-$version"
+if [ ! -f "$win_claude/claude.exe" ]; then
+  rm -rf "$win_claude.tmp" && mkdir -p "$win_claude.tmp"
+  (cd "$win_claude.tmp" && npm pack --silent "@anthropic-ai/claude-code-win32-x64@$version" >/dev/null &&
+    tar -xzf ./*.tgz package/claude.exe && mv package/claude.exe . && rm -rf package ./*.tgz)
+  rm -rf "$win_claude" && mv "$win_claude.tmp" "$win_claude"
+fi
+cargo build --target "$WINE_TARGET" -p claude-ide-bridge-cli
+# One Wine server for the whole run, its services started before the first test (a test's programs
+# started while the server came and went once saw the workspace folder's volume serial number change
+# under them: once, in about a dozen runs by hand).
+wineserver -p
+wine cmd /c exit >/dev/null 2>&1 || true
+E2E_WINDOWS_CLAUDE="$win_claude/claude.exe" \
+  E2E_WINDOWS_BRIDGE="${CARGO_TARGET_DIR:-$root/target}/$WINE_TARGET/debug/claude-ide-bridge.exe" \
+  timeout --signal=INT --kill-after=30 600 python3 -m pytest tests/e2e/test_windows.py -p no:cacheprovider -n 2 -rfEs
+lap "the Windows claude under Wine"

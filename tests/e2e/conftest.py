@@ -8,17 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from harness import BRIDGE_BIN, CLAUDE_BIN, Sandbox
+from harness import BRIDGE_BIN, CLAUDE_BIN, WIN_BRIDGE, WIN_CLAUDE, Sandbox
 
 RUNTIMES = ["smol", "threads"]
 
 
 def pytest_configure(config):
-    missing = [p for p in (CLAUDE_BIN, BRIDGE_BIN) if not os.access(p, os.X_OK)]
-    if missing:
-        raise pytest.UsageError(
-            "missing: " + ", ".join(missing)
-            + " (npm install --prefix tests/e2e; cargo build --release -p claude-ide-bridge-cli)")
+    if WIN_CLAUDE or WIN_BRIDGE:
+        # test_windows.py's run (scripts/test-all.d/platforms.sh): the Windows programs, under Wine
+        missing = [p for p in (WIN_CLAUDE, WIN_BRIDGE) if not p or not os.path.isfile(p)]
+        if missing or not shutil.which("wine"):
+            raise pytest.UsageError(
+                "E2E_WINDOWS_CLAUDE and E2E_WINDOWS_BRIDGE must name claude.exe and claude-ide-bridge.exe, "
+                f"and wine be installed (missing: {missing})")
+    else:
+        missing = [p for p in (CLAUDE_BIN, BRIDGE_BIN) if not os.access(p, os.X_OK)]
+        if missing:
+            raise pytest.UsageError(
+                "missing: " + ", ".join(missing)
+                + " (npm install --prefix tests/e2e; cargo build --release -p claude-ide-bridge-cli)")
     if not shutil.which("tmux"):
         raise pytest.UsageError("tmux is not installed")
 
@@ -58,7 +66,8 @@ def runtime(request):
 def sb(tmp_path_factory, request):
     # Short paths: tmux sockets and the client's screen both prefer them.
     root = Path(tmp_path_factory.mktemp("sb", numbered=True))
-    box = Sandbox(root, "e2e-" + uuid.uuid4().hex[:10])
+    # a test file may name its own kind (test_windows.py: the Windows programs under Wine)
+    box = getattr(request.module, "SANDBOX", Sandbox)(root, "e2e-" + uuid.uuid4().hex[:10])
     yield box
     failed = getattr(request.node, "rep_call", None)
     if failed is not None and failed.failed:

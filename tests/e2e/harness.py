@@ -26,6 +26,11 @@ ROOT = HERE.parent.parent
 CLAUDE_BIN = os.environ.get("E2E_CLAUDE_BIN") or str(HERE / "node_modules" / ".bin" / "claude")
 _target = os.environ.get("CARGO_TARGET_DIR") or str(ROOT / "target")
 BRIDGE_BIN = os.environ.get("E2E_BRIDGE_BIN") or str(Path(_target) / "release" / "claude-ide-bridge")
+# The Windows `claude.exe` (npm's @anthropic-ai/claude-code-win32-x64 at the pinned version) and the Windows
+# bridge, both run under Wine by test_windows.py (scripts/test-all.d/platforms.sh sets both; unset, those tests
+# are skipped).
+WIN_CLAUDE = os.environ.get("E2E_WINDOWS_CLAUDE")
+WIN_BRIDGE = os.environ.get("E2E_WINDOWS_BRIDGE")
 CLIENT_VERSION = json.loads((HERE / "package.json").read_text())["dependencies"]["@anthropic-ai/claude-code"]
 API_KEY = "sk-ant-api03-e2e-dummy-key-0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -312,6 +317,14 @@ class Bridge(WireLog):
     The wire log (`--wire-log`) is what the assertions read; stderr goes to `stderr.log`.
     """
 
+    # The program's command, and how a path of the sandbox is written on its command line (the Windows
+    # program under Wine has its own: test_windows.py).
+    exe = (BRIDGE_BIN,)
+
+    @staticmethod
+    def host_path(path):
+        return str(path)
+
     def __init__(self, sandbox, runtime, *, stdio=False, tty=False, on_diff=None, name="bridge",
                  extra_args=(), ide_name=None, env=None, transport=(), workspace=None):
         """`transport`: a command the bridge runs through (`nsenter ... --`, as an editor reaches a remote
@@ -331,8 +344,8 @@ class Bridge(WireLog):
         self.proc = None
         self.port = None
         self.lock_file = None
-        args = [*transport, BRIDGE_BIN, "serve", "--workspace", str(workspace or sandbox.ws), "--runtime", runtime,
-                "--wire-log", str(self.wire_path), "--ide-name", self.ide_name]
+        args = [*transport, *self.exe, "serve", "--workspace", self.host_path(workspace or sandbox.ws),
+                "--runtime", runtime, "--wire-log", self.host_path(self.wire_path), "--ide-name", self.ide_name]
         if on_diff:
             args += ["--on-diff", on_diff]
         if stdio:
@@ -563,6 +576,13 @@ class Client:
 
 
 class Sandbox:
+    bridge_class = Bridge  # the program this sandbox's tests run (test_windows.py: the Windows one)
+
+    @staticmethod
+    def project_key(folder):
+        """How the client names a folder among the projects of its .claude.json."""
+        return str(folder)
+
     def __init__(self, root: Path, name: str):
         self.root = root
         self.home = root / "home"
@@ -599,7 +619,7 @@ class Sandbox:
         self.write_client_config([self.ws])
 
     def write_client_config(self, trusted_dirs):
-        projects = {str(d): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True,
+        projects = {self.project_key(d): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True,
                              "allowedTools": []} for d in trusted_dirs}
         (self.cfg / ".claude.json").write_text(json.dumps({
             "hasCompletedOnboarding": True,
@@ -617,7 +637,7 @@ class Sandbox:
         (self.cfg / "settings.json").write_text(json.dumps({"permissions": {"defaultMode": "default"}}))
 
     def bridge(self, runtime, **kw):
-        b = Bridge(self, runtime, **kw)
+        b = self.bridge_class(self, runtime, **kw)
         self.bridges.append(b)
         return b
 
