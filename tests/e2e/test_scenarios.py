@@ -189,17 +189,23 @@ def test_selection_and_at_mention(sb, runtime):
 # 3. an accepted edit
 
 
-def check_accepted(sb, b, c, path, expected):
+def check_saved(sb, b, path, expected, named=str):
+    """The edit became `openDiff` for `path` (as the client names it: `named`), answered FILE_SAVED with
+    `expected`, its tab closed, and the client wrote `expected` to the file."""
     call = b.wait_tool_call("openDiff")
     args = call["params"]["arguments"]
-    assert args["old_file_path"] == str(path) and args["new_file_path"] == str(path), args
+    assert args["old_file_path"] == named(path) and args["new_file_path"] == named(path), args
     resp = b.wait_response(call["id"], timeout=60)
     assert text_of(resp["result"]) == ["FILE_SAVED", expected], resp
     close = b.wait_tool_call("close_tab")
     assert close["params"]["arguments"]["tab_name"] == args["tab_name"], close
     assert text_of(b.wait_response(close["id"])["result"]) == ["TAB_CLOSED"]
-    wait_until(lambda: path.read_text() == expected, what="the accepted contents on disk",
-               diag=lambda: f"on disk: {path.read_text()!r}\n" + sb.diag())
+    wait_until(lambda: path.read_bytes() == expected.encode(), what="the accepted contents on disk",
+               diag=lambda: f"on disk: {path.read_bytes()!r}\n" + sb.diag())
+
+
+def check_accepted(sb, b, c, path, expected):
+    check_saved(sb, b, path, expected)
     c.wait_screen(r"Edited it\.", what="the end of the turn")
     assert re.search(r"Update\(" + re.escape(path.name) + r"\)", c.screen()), c.screen()
     turn = sb.model.wait_turn(1, "the model turn after the edit")

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, text_of, tool_result_text, \
-    tool_results, turn_text, wait_until
-from test_scenarios import assert_handshake, edit_script, wait_settled
+from harness import WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, tool_result_text, tool_results, \
+    turn_text, wait_until
+from test_scenarios import assert_handshake, check_saved, edit_script, wait_settled
 
 pytestmark = pytest.mark.skipif(
     not (WIN_CLAUDE and WIN_BRIDGE),
@@ -138,16 +138,7 @@ def wait_client_connected(c):
 def check_edit_accepted(sb, b, path, expected, turn):
     """The prompted Edit became `openDiff` with the file's Windows path, answered FILE_SAVED; the client
     wrote the file and told the model (script entry `turn` answers the request after the edit)."""
-    call = b.wait_tool_call("openDiff")
-    args = call["params"]["arguments"]
-    assert args["old_file_path"] == winpath(path) and args["new_file_path"] == winpath(path), args
-    resp = b.wait_response(call["id"], timeout=60)
-    assert text_of(resp["result"]) == ["FILE_SAVED", expected], resp
-    close = b.wait_tool_call("close_tab")
-    assert close["params"]["arguments"]["tab_name"] == args["tab_name"], close
-    assert text_of(b.wait_response(close["id"])["result"]) == ["TAB_CLOSED"]
-    wait_until(lambda: path.read_bytes() == expected.encode(), what="the accepted contents on disk",
-               diag=lambda: f"on disk: {path.read_bytes()!r}\n" + sb.diag())
+    check_saved(sb, b, path, expected, named=winpath)
     after = sb.model.wait_turn(turn, "the model turn after the edit")
     results = [tool_result_text(t) for t in tool_results(after["body"])]
     assert any(f"The file {winpath(path)} has been updated successfully" in r for r in results), results
