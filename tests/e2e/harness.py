@@ -295,6 +295,11 @@ class WireLog:
         return self.wait_wire(lambda w: w.get("dir") == "in" and w.get("msg", {}).get("method") == method
                               and pred(w["msg"]), timeout, f"the client to send {method}")["msg"]
 
+    def wait_sent(self, method, timeout=TIMEOUT, pred=lambda m: True):
+        """A request or notification with this method that the bridge sent to the client."""
+        return self.wait_wire(lambda w: w.get("dir") == "out" and w.get("msg", {}).get("method") == method
+                              and pred(w["msg"]), timeout, f"the bridge to send {method}")["msg"]
+
     def wait_tool_call(self, name, timeout=TIMEOUT, nth=1):
         """The nth tools/call of `name` (1-based)."""
         def find():

@@ -162,8 +162,7 @@ def test_selection_and_at_mention(sb, runtime):
         return None
     last = [0.0]
     wait_until(shown, 16, "the selection indicator (2 lines selected)", interval=0.2, diag=sb.diag)
-    b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "selection_changed",
-                what="selection_changed sent to the client")
+    b.wait_sent("selection_changed")
     c.submit("What does the selection do?")
     texts = turn_text(sb.model.wait_turn(0, "the first model turn", diag=sb.diag))
     assert re.search(r"The user selected the lines 5 to 6 from " + re.escape(str(src)), texts), texts
@@ -171,8 +170,7 @@ def test_selection_and_at_mention(sb, runtime):
     c.wait_screen(r"Noted the selection\.", what="the model's answer")
 
     b.send({"type": "at_mentioned", "filePath": str(src), "lineStart": 0, "lineEnd": 1})
-    b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "at_mentioned",
-                what="at_mentioned sent to the client")
+    b.wait_sent("at_mentioned")
     c.wait_screen(r"@calc\.py#L1-2", what="the at-mention in the input box", history=False)
     c.submit(" and this?", empty_first=False)  # the mention is already in the box
     texts = turn_text(sb.model.wait_turn(1, "the second model turn", diag=sb.diag))
@@ -291,8 +289,7 @@ def test_get_diagnostics(sb, runtime):
          "range": {"start": {"line": 1, "character": 6}, "end": {"line": 1, "character": 20}}},
         {"message": "'os' imported but unused", "severity": "Warning", "source": "pyflakes",
          "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 9}}}]})
-    b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "diagnostics_changed",
-                what="diagnostics_changed sent to the client")
+    b.wait_sent("diagnostics_changed")
     c.submit("Any problems in main.py?")
 
     # Manual mode: the client asks before it calls an MCP tool.

@@ -97,10 +97,8 @@ def test_vim_claude_code_selection_and_accepted_edit(sb):
     vim.keys("C-w", "p")
     wait_until(lambda: vim.eval("&buftype") == "", 10, "the file's window", diag=vim.diag)
     vim.keys("Escape", "5", "G", "V", "j")
-    vim.wire.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "selection_changed"
-                       and w["msg"]["params"]["selection"]["start"]["line"] == 4
-                       and w["msg"]["params"]["selection"]["end"]["line"] == 5,
-                       what="selection_changed for lines 5-6")
+    vim.wire.wait_sent("selection_changed", pred=lambda m: m["params"]["selection"]["start"]["line"] == 4
+                       and m["params"]["selection"]["end"]["line"] == 5)
     vim.keys("C-w", "p")
     # claude drops a selection that arrives in its first moments; Vim re-sends it after the handshake, and a
     # cursor move re-sends it too: wait for claude's indicator.
@@ -119,8 +117,7 @@ def test_vim_claude_code_selection_and_accepted_edit(sb):
     vim.keys("Escape", "1", "G", "V", "j", ":")
     vim.text("ClaudeCodeSend")
     vim.keys("Enter")
-    vim.wire.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "at_mentioned",
-                       what="at_mentioned sent to claude")
+    vim.wire.wait_sent("at_mentioned")
     wait_until(lambda: "@calc.py#L1-2" in vim.screen(), 15, "the at-mention in claude's input", diag=vim.diag)
     vim.keys("C-w", "p")
     wait_until(lambda: vim.eval("&buftype") == "terminal", 10, "claude's window", diag=vim.diag)

@@ -80,9 +80,10 @@ class WinSandbox(Sandbox):
         # the programs of a test as one Windows machine's
         self.env.setdefault("WINEPREFIX", str(Path.home() / ".wine"))
 
-    def client(self, args=("--ide",), window="claude", command=None, **kw):
+    def client(self, args=("--ide",), window="claude", launcher=(WINE,), **kw):
+        """`claude.exe` in a tmux window, started by `launcher` (Wine, or the bridge's `run -- `)."""
         debug = winpath(self.root / f"{window}-debug.log")  # where Client reads it
-        command = command or [WINE, WIN_CLAUDE, *args, "--debug-file", debug]
+        command = [*launcher, winpath(WIN_CLAUDE), *args, "--debug-file", debug]
         return super().client(command=command, window=window, **kw)
 
     def windows_processes(self):
@@ -130,9 +131,9 @@ def prompt(c, text):
     c.keys("Enter")
 
 
-def wait_client_connected(c):
-    return wait_until(lambda: [line for line in c.debug_lines() if "Successfully connected (transport: ws-ide)"
-                               in line], what="the client's debug log saying it connected", diag=c.sb.diag)
+def wait_client_says(c, text):
+    """A line of the client's debug log holding `text`."""
+    return wait_until(lambda: c.debug_lines(text), what=f"the client's debug log saying {text!r}", diag=c.sb.diag)
 
 
 def check_edit_accepted(sb, b, path, expected, turn):
@@ -157,7 +158,7 @@ def test_windows_client_finds_the_bridge_and_an_edit_is_accepted(sb, runtime):
     c = sb.client()
     c.wait_ready()
     assert_handshake(b)
-    wait_client_connected(c)
+    wait_client_says(c, "Successfully connected (transport: ws-ide)")
     prompt(c, "Change hello to goodbye in a.txt")
     first = turn_text(sb.model.wait_turn(0, "the prompt's model request", diag=sb.diag))
     # the Windows build, in the workspace by its Windows name
@@ -182,8 +183,7 @@ def test_windows_restart_reconnects_by_itself(sb):
     assert "port and auth token: the last start's, kept in C:\\" in b2.stderr(), b2.diag()
     b2.wait_request("initialize", timeout=RECONNECT_TIMEOUT)
     assert_handshake(b2)
-    wait_until(lambda: [line for line in c.debug_lines() if "WebSocket reconnection successful" in line],
-               what="the client's debug log saying its reconnection succeeded", diag=sb.diag)
+    wait_client_says(c, "WebSocket reconnection successful")
     wait_settled(b2)
     prompt(c, "Change hello to goodbye in a.txt")
     check_edit_accepted(sb, b2, path, "goodbye world\n", 1)
@@ -209,16 +209,14 @@ def test_windows_selection_and_at_mention_from_the_editor(sb):
     for _ in range(3):
         b.send(selection)
         time.sleep(1)
-    b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "selection_changed",
-                what="selection_changed sent to the client")
+    b.wait_sent("selection_changed")
     prompt(c, "What does the selection do?")
     texts = turn_text(sb.model.wait_turn(0, "the first model turn", diag=sb.diag))
     assert f"The user selected the lines 5 to 6 from {winpath(src)}:" in texts, texts
     assert "return a - b" in texts
 
     b.send({"type": "at_mentioned", "filePath": winpath(src), "lineStart": 0, "lineEnd": 1})
-    b.wait_wire(lambda w: w.get("dir") == "out" and w["msg"].get("method") == "at_mentioned",
-                what="at_mentioned sent to the client")
+    b.wait_sent("at_mentioned")
     time.sleep(1)  # the mention goes into the input box; the prompt is typed after it
     prompt(c, " and this?")
     texts = turn_text(sb.model.wait_turn(1, "the second model turn", diag=sb.diag))
@@ -234,14 +232,12 @@ def test_windows_run_launches_a_connected_client(sb):
     """`run -- claude.exe`: the Windows bridge starts the client on its console with the port in its
     environment; /exit ends both, and the lock file goes."""
     wire = sb.root / "run-wire.jsonl"
-    debug = winpath(sb.root / "claude-debug.log")
-    c = sb.client(command=[WINE, WIN_BRIDGE, "run", "--workspace", winpath(sb.ws), "--runtime", "threads",
-                           "--wire-log", winpath(wire), "--ide-name", "e2e-run-win", "--",
-                           winpath(WIN_CLAUDE), "--debug-file", debug])
+    c = sb.client(args=(), launcher=(WINE, WIN_BRIDGE, "run", "--workspace", winpath(sb.ws), "--runtime", "threads",
+                                     "--wire-log", winpath(wire), "--ide-name", "e2e-run-win", "--"))
     c.wait_ready()
     w = WireLog(wire, diag=sb.diag)
     assert_handshake(w)
-    wait_client_connected(c)
+    wait_client_says(c, "Successfully connected (transport: ws-ide)")
     locks = list((sb.cfg / "ide").glob("*.lock"))
     assert len(locks) == 1, locks
     lock = json.loads(locks[0].read_text())
