@@ -134,7 +134,10 @@ def test_handshake_workspace_served_through_a_link(sb):
 # 2. selection and at-mention through the stdio bridge
 
 
-def test_selection_and_at_mention(sb, runtime):
+def selection_scene(sb, runtime, named=str):
+    """`calc.py` in the workspace, a `serve --stdio` bridge (the test is the editor) and a connected client;
+    returns them and the editor's `selection_changed` line for calc.py's lines 5-6 (the path as the editor
+    writes it: `named`)."""
     src = sb.ws / "calc.py"
     src.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
     sb.model.set_script([{"text": "Noted the selection."}, {"text": "Noted the mention."}])
@@ -143,9 +146,13 @@ def test_selection_and_at_mention(sb, runtime):
     c.wait_ready()
     b.wait_event(lambda e: e.get("type") == "initialized", what="initialized on stdio")
     wait_connected(b)
-
-    selection = {"type": "selection_changed", "filePath": str(src), "text": "def sub(a, b):\n    return a - b",
+    selection = {"type": "selection_changed", "filePath": named(src), "text": "def sub(a, b):\n    return a - b",
                  "selection": {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 16}}}
+    return src, b, c, selection
+
+
+def test_selection_and_at_mention(sb, runtime):
+    src, b, c, selection = selection_scene(sb, runtime)
     # The client drops a selection_changed that arrives in the first moments after its handshake (seen with
     # 2.1.330: sent right after resources/list, it never showed), so do what an editor does: send the current
     # selection again until it shows. Each attempt waits up to 3 s; 5 attempts at most.

@@ -29,7 +29,7 @@ import pytest
 
 from harness import WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, tool_result_text, tool_results, \
     turn_text, wait_until
-from test_scenarios import assert_handshake, check_saved, edit_script, wait_settled
+from test_scenarios import assert_handshake, check_saved, edit_script, selection_scene, wait_settled
 
 pytestmark = pytest.mark.skipif(
     not (WIN_CLAUDE and WIN_BRIDGE),
@@ -193,16 +193,8 @@ def test_windows_restart_reconnects_by_itself(sb):
 def test_windows_selection_and_at_mention_from_the_editor(sb):
     """An editor on `serve --stdio` names its files as Windows does; the Windows client gets its selection and
     its at-mention and reads the lines itself."""
-    src = sb.ws / "calc.py"
-    src.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
-    sb.model.set_script([{"text": "Noted the selection."}, {"text": "Noted the mention."}])
-    b = sb.bridge("threads", stdio=True)
-    c = sb.client()
-    c.wait_ready()
-    b.wait_event(lambda e: e.get("type") == "initialized", what="initialized on stdio")
+    src, b, c, selection = selection_scene(sb, "threads", named=winpath)
     wait_settled(b)
-    selection = {"type": "selection_changed", "filePath": winpath(src), "text": "def sub(a, b):\n    return a - b",
-                 "selection": {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 16}}}
     # The client may drop a selection sent in the first moments after its handshake (docs/e2e.md) and its
     # screen cannot say whether it was taken (above): sent three times, a second apart, as an editor sends the
     # selection on every change.
