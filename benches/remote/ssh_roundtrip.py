@@ -158,7 +158,7 @@ def main():
     print(f"ssh adds {med['ssh'] - med['local']:.3f} ms to the median round trip "
           f"({med['ssh'] / med['local']:.2f}x local --stdio)")
     # each ssh call against the local call just before it: the same moment's machine load
-    diffs = sorted((s - l) * 1e3 for l, s in zip(times["local"], times["ssh"]))
+    diffs = sorted((s - loc) * 1e3 for loc, s in zip(times["local"], times["ssh"]))
     n = len(diffs)
     print(f"paired, ssh - local per call: median {statistics.median(diffs):.3f} ms "
           f"(p10 {diffs[max(n // 10 - 1, 0)]:.3f} ... p90 {diffs[max(n * 9 // 10 - 1, 0)]:.3f} ms)")

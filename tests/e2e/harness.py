@@ -509,14 +509,14 @@ class Client:
 
     def debug_lines(self, needle='MCP server "ide"'):
         try:
-            return [l for l in self.debug_path.read_text(errors="replace").splitlines() if needle in l]
+            return [line for line in self.debug_path.read_text(errors="replace").splitlines() if needle in line]
         except FileNotFoundError:
             return []
 
     def diag(self):
         return ("--- client screen:\n" + "\n".join(
             line for line in self.screen().splitlines() if line.strip())[-6000:]
-            + "\n--- client debug log, IDE lines (tail):\n" + "\n".join(l[:300] for l in self.debug_lines()[-20:]))
+            + "\n--- client debug log, IDE lines (tail):\n" + "\n".join(line[:300] for line in self.debug_lines()[-20:]))
 
     def wait_screen(self, pattern, timeout=TIMEOUT, what=None, history=True):
         rx = re.compile(pattern)
@@ -547,7 +547,7 @@ class Client:
 
     def input_line(self):
         """The text in the input box (the last line starting with the prompt sign), or None."""
-        lines = [l for l in self.screen(history=False).splitlines() if l.startswith("❯")]
+        lines = [line for line in self.screen(history=False).splitlines() if line.startswith("❯")]
         if not lines:
             return None
         # an empty box shows the IDE's selection as a placeholder: "[⧉ In a.txt]", "[⧉ 2 lines selected]"

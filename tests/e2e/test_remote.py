@@ -137,7 +137,7 @@ def test_claude_in_a_container_stand_in_edits_through_the_editor(sb, namespace):
     b.proc.stdin.close()
     assert b.proc.wait(15) == 0, b.diag()
     assert not os.path.exists(b.lock_file), "the lock file outlived the bridge"
-    wait_until(lambda: [l for l in c.debug_lines("IDE diff view failed") if "the editor did not answer" in l],
+    wait_until(lambda: [line for line in c.debug_lines("IDE diff view failed") if "the editor did not answer" in line],
                what="claude told the editor did not answer", diag=sb.diag)
     c.wait_screen(r"Do you want to make this edit to a\.txt\?", what="claude's own prompt, still there",
                   history=False)

@@ -10,8 +10,6 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
 from harness import WireLog, CLIENT_VERSION, CLAUDE_BIN, BRIDGE_BIN, text_of, tool_result_text, tool_results, \
     message_texts, turn_text, wait_until
 

@@ -68,7 +68,7 @@ class VimInTmux:
             lines = (self.sb.root / "lines.log").read_text(errors="replace").splitlines()[-20:]
         except FileNotFoundError:
             lines = []
-        return ("--- vim screen:\n" + self.screen() + "\n--- plugin lines (tail):\n" + "\n".join(l[:300] for l in lines)
+        return ("--- vim screen:\n" + self.screen() + "\n--- plugin lines (tail):\n" + "\n".join(line[:300] for line in lines)
                 + "\n" + self.sb.diag())
 
 
