@@ -291,14 +291,18 @@ class WireLog:
             return None
         return wait_until(find, timeout, what, diag=self.diag)
 
+    def _wait_method(self, direction, method, timeout, pred, what):
+        """The first message going `direction` ("in": from the client) with this method and `pred` true."""
+        return self.wait_wire(lambda w: w.get("dir") == direction and w.get("msg", {}).get("method") == method
+                              and pred(w["msg"]), timeout, what)["msg"]
+
     def wait_request(self, method, timeout=TIMEOUT, pred=lambda m: True):
-        return self.wait_wire(lambda w: w.get("dir") == "in" and w.get("msg", {}).get("method") == method
-                              and pred(w["msg"]), timeout, f"the client to send {method}")["msg"]
+        """A request or notification with this method that the client sent to the bridge."""
+        return self._wait_method("in", method, timeout, pred, f"the client to send {method}")
 
     def wait_sent(self, method, timeout=TIMEOUT, pred=lambda m: True):
         """A request or notification with this method that the bridge sent to the client."""
-        return self.wait_wire(lambda w: w.get("dir") == "out" and w.get("msg", {}).get("method") == method
-                              and pred(w["msg"]), timeout, f"the bridge to send {method}")["msg"]
+        return self._wait_method("out", method, timeout, pred, f"the bridge to send {method}")
 
     def wait_tool_call(self, name, timeout=TIMEOUT, nth=1):
         """The nth tools/call of `name` (1-based)."""
