@@ -3,7 +3,6 @@
 # Usage: scripts/test-all.sh            (CI runs exactly this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 # shellcheck source=lib/install.sh
 . scripts/lib/install.sh
 
@@ -21,7 +20,9 @@ step "test dependencies"
 # zsh and fish (load the completion scripts it prints; bash is there already).
 missing=()
 # clangd is a real language server for the LSP client's tests (program/lsp); npm installs pyright below.
-for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd npm:npm groff:groff-base zsh:zsh fish:fish; do
+# The "lint scripts" step runs shellcheck on this suite's own shell scripts.
+for tool in vim:vim tmux:tmux script:bsdutils clangd:clangd npm:npm groff:groff-base zsh:zsh fish:fish \
+  shellcheck:shellcheck; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
 done
 # ALE, a real Vim linting plugin: the Vim plugin reports its diagnostics (program/cli/tests/vim.rs).
@@ -59,6 +60,12 @@ cargo fmt --all -- --check
 
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "lint scripts"
+# The suite's own Python (pyflakes' and pycodestyle's errors; long lines allowed) and shell (every
+# finding, sourced files followed), with no configuration read from the machine.
+git ls-files -z '*.py' | xargs -0 ruff check --isolated --quiet --select E,F --ignore E501
+git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck -x -P SCRIPTDIR
 
 step "docs (broken links and other rustdoc warnings fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Installing what the tests need on a fresh Debian machine, as root or through sudo. Sourced by
 # scripts/test-all.sh and the steps in scripts/test-all.d/ (it defines functions and runs nothing).
 

@@ -28,13 +28,13 @@ check() {
     echo "musl: $bin needs shared libraries: $(ldd "$bin" 2>&1)" >&2
     exit 1
   fi
-  $run "$bin" --version | grep -q "^claude-ide-bridge " || { echo "musl: $target: --version failed" >&2; exit 1; }
+  ${run:+"$run"} "$bin" --version | grep -q "^claude-ide-bridge " || { echo "musl: $target: --version failed" >&2; exit 1; }
 
   local tmp lines
   tmp=$(mktemp -d)
   mkdir -p "$tmp/ws" "$tmp/config"
   lines=$(cd "$tmp/ws" && printf '{"type":"status"}\n' |
-    HOME="$tmp" CLAUDE_CONFIG_DIR="$tmp/config" timeout 60 $run "$bin" serve --stdio --no-lsp \
+    HOME="$tmp" CLAUDE_CONFIG_DIR="$tmp/config" timeout 60 ${run:+"$run"} "$bin" serve --stdio --no-lsp \
       2>"$tmp/stderr") ||
     { echo "musl: $target: serve --stdio failed: $(cat "$tmp/stderr")" >&2; rm -rf "$tmp"; exit 1; }
   LINES="$lines" python3 - "$tmp/ws" <<'PY'
