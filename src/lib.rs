@@ -167,6 +167,13 @@ pub mod hooks {
         server.connection_memory(conn)
     }
 
+    /// Every connection the server still holds (closed ones it has let go are not listed), each
+    /// with the bytes its buffers hold: for checking a bound on all of them in time
+    /// proportional to the live connections, not to every one ever accepted.
+    pub fn connections_memory(server: &Server) -> Vec<(ConnectionId, usize)> {
+        server.connections_memory().collect()
+    }
+
     /// Bytes held by the server's own buffers, outside its connections (for tests of memory
     /// bounds).
     pub fn server_memory(server: &Server) -> usize {

@@ -453,6 +453,15 @@ impl Server {
     pub(crate) fn connection_memory(&self, conn: ConnectionId) -> usize {
         self.conns.get(&conn.0).map_or(0, Connection::memory)
     }
+
+    /// Every connection the server holds, with the bytes its buffers hold (for tests of memory
+    /// bounds).
+    #[cfg_attr(not(feature = "hooks"), allow(dead_code))] // only `hooks` uses it
+    pub(crate) fn connections_memory(&self) -> impl Iterator<Item = (ConnectionId, usize)> + '_ {
+        self.conns
+            .iter()
+            .map(|(&k, c)| (ConnectionId(k), c.memory()))
+    }
 }
 
 #[cfg(test)]
