@@ -162,7 +162,8 @@ pub struct LspOpts {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub lsp_start_wait: Duration,
     /// When language servers start: `connect` (when a client connects, those of the languages
-    /// with files in the workspace, at most 3, the most files first, each with its language's
+    /// with files in the workspace, not counting installed packages such as node_modules, at
+    /// most 3, the most files first, each with its language's
     /// most recently modified file opened and checked, so that the servers load the project
     /// before the first diff; and a file's at its openDiff), `diff` (a file's when an openDiff
     /// arrives for it, which also checks its text on disk then, for claude's baseline), `none`
@@ -223,18 +224,43 @@ pub struct WorkspaceFiles {
     pub files: Vec<(String, PathBuf)>,
 }
 
+/// Folders that hold installed packages, not the project's own code, left out of
+/// [`walk_workspace`] where no `.gitignore` does it: a package manager fills them (a fresh `npm
+/// install` makes their files the newest of their language, and can outnumber the project's),
+/// editors leave them out of search, and a server given one of their files to open spends the
+/// warm-up on a bundle nobody edits.
+pub const DEPENDENCY_FOLDERS: [&str; 3] = ["node_modules", "bower_components", "site-packages"];
+
+/// Whether `path` (a file the walk of `folders` found) is below one of [`DEPENDENCY_FOLDERS`]
+/// inside its folder (a workspace that is itself inside one still counts its files).
+fn in_dependencies(folders: &[&str], path: &Path) -> bool {
+    folders
+        .iter()
+        .filter_map(|f| path.strip_prefix(f).ok())
+        .min_by_key(|below| below.as_os_str().len())
+        .is_some_and(|below| {
+            below
+                .parent()
+                .into_iter()
+                .flat_map(Path::components)
+                .any(|c| DEPENDENCY_FOLDERS.iter().any(|d| c.as_os_str() == *d))
+        })
+}
+
 /// The files of `ws` in a language of `table`, by the walk `listFiles` makes (bounded; `.gitignore`
-/// honoured; no link followed), and per language the most recently modified one: each such file is
-/// looked up once, through the handle of the directory the walk found it in. Ties go to the file
-/// the walk met first.
+/// honoured; no link followed) less those in [`DEPENDENCY_FOLDERS`], and per language the most
+/// recently modified one: each such file is looked up once, through the handle of the directory
+/// the walk found it in. Ties go to the file the walk met first.
 pub fn walk_workspace(
     ws: &claude_ide_bridge_files::Workspace,
     table: &ServerTable,
 ) -> WorkspaceFiles {
     let mut files = Vec::new();
     let mut latest: BTreeMap<String, (std::time::SystemTime, String)> = BTreeMap::new();
+    let folders = ws.folders();
     let truncated = ws.for_each_file_dated(|path, modified| {
-        if let Some(language) = table.language_for(Path::new(path)) {
+        let language = table.language_for(Path::new(path));
+        if let Some(language) = language.filter(|_| !in_dependencies(&folders, Path::new(path))) {
             files.push((language.to_owned(), PathBuf::from(path)));
             if let Some(t) = modified() {
                 match latest.get_mut(language) {
@@ -455,6 +481,67 @@ mod tests {
                 format!("{} is a file, not a folder", file.display())
             );
         }
+    }
+
+    /// Installed packages are not the project's files: a fresh install's newest JavaScript file
+    /// in `node_modules` is neither counted nor opened at connect, nor a virtual environment's
+    /// Python (no `.gitignore` says so in either); a workspace that is itself inside
+    /// `node_modules` still has its own files.
+    #[test]
+    fn the_walk_leaves_installed_packages_out() {
+        use std::time::SystemTime;
+        let root = tempfile::tempdir().unwrap();
+        let write = |rel: &str, age: u64| {
+            let p = root.path().join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(&p, "").unwrap();
+            let f = File::options().write(true).open(&p).unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(age))
+                .unwrap();
+        };
+        write("ws/src/app.ts", 3600);
+        write("ws/src/old.ts", 7200);
+        write("ws/tools/build.js", 3600);
+        write("ws/node_modules/pkg/lib/cli.mjs", 0);
+        write("ws/node_modules/pkg/index.d.ts", 0);
+        write("ws/node_modules/.bin/tool.js", 0);
+        write("ws/bower_components/jquery/jquery.js", 0);
+        write("ws/.venv/lib/python3.12/site-packages/six.py", 0);
+        write("deps/node_modules/own/index.ts", 0);
+        let table = ServerTable::builtin();
+        let walk = |folder: &str| {
+            let ws = claude_ide_bridge_files::Workspace::new(
+                vec![root.path().join(folder).to_string_lossy().into_owned()],
+                claude_ide_bridge_files::Limits::default(),
+            );
+            walk_workspace(&ws, &table)
+        };
+        let found = walk("ws");
+        let mut files: Vec<String> = found
+            .files
+            .iter()
+            .map(|(l, p)| format!("{l} {}", p.strip_prefix(root.path()).unwrap().display()))
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            [
+                "javascript ws/tools/build.js",
+                "typescript ws/src/app.ts",
+                "typescript ws/src/old.ts"
+            ]
+        );
+        let latest = |l: &str| {
+            Path::new(&found.latest[l])
+                .strip_prefix(root.path())
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(latest("typescript"), Path::new("ws/src/app.ts"));
+        assert_eq!(latest("javascript"), Path::new("ws/tools/build.js"));
+        assert!(!found.latest.contains_key("python"), "{:?}", found.latest);
+        let inside = walk("deps/node_modules/own");
+        assert_eq!(inside.files.len(), 1, "{:?}", inside.files);
     }
 
     #[test]
