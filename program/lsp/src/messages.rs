@@ -23,13 +23,32 @@ impl Notification for PublishDiagnostics {
     const METHOD: &'static str = lsp_types::notification::PublishDiagnostics::METHOD;
 }
 
-/// `textDocument/diagnostic` (a pull), its answer read as a [`PullReport`].
+/// `textDocument/diagnostic` (a pull), sent as [`PullParams`], its answer read as a
+/// [`PullReport`].
 pub enum DocumentDiagnostic {}
 
 impl Request for DocumentDiagnostic {
-    type Params = lsp_types::DocumentDiagnosticParams;
+    type Params = PullParams;
     type Result = PullReport;
     const METHOD: &'static str = lsp_types::request::DocumentDiagnosticRequest::METHOD;
+}
+
+/// The params of a pull (`textDocument/diagnostic`). lsp-types' `DocumentDiagnosticParams`
+/// writes an `identifier` or `previousResultId` it has no value for as `null`, which the
+/// protocol does not allow (`identifier?: string`: a string, or the member left out) and which
+/// a strict server refuses: TypeScript 7's (`tsc --lsp`) answered every such pull "null value is
+/// not allowed", so its diagnostics were never known. This type leaves them out.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullParams {
+    /// The file.
+    pub text_document: lsp_types::TextDocumentIdentifier,
+    /// The identifier the server registered its pulls under, if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identifier: Option<String>,
+    /// The `resultId` of the server's last answer for the file, if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_result_id: Option<String>,
 }
 
 /// `client/registerCapability`, its params read as ids and methods.

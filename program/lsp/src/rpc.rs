@@ -176,12 +176,21 @@ fn clip(text: &str) -> &str {
 
 /// A message the client writes: a request (with an id) or a notification.
 #[derive(Serialize)]
-struct Outgoing<'a, P> {
+struct Outgoing<'a, P: 'static> {
     jsonrpc: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<i64>,
     method: &'static str,
+    #[serde(skip_serializing_if = "without_params")]
     params: &'a P,
+}
+
+/// Whether a method takes no params (`shutdown`, `exit`: lsp-types' `()`, which serde writes as
+/// `null`): its message leaves the member out. JSON-RPC 2.0 allows `params` only as an array or
+/// an object, and a strict server refuses `null` (TypeScript 7's: "expected no params, got
+/// null", so it was never told to shut down in order).
+fn without_params<P: 'static>(_: &&P) -> bool {
+    std::any::TypeId::of::<P>() == std::any::TypeId::of::<()>()
 }
 
 /// The answer to a server's request: its result or an error.
@@ -829,10 +838,23 @@ mod tests {
     /// What the client sends is its method's params as lsp-types types them.
     #[test]
     fn requests_and_notifications_are_their_methods_params() {
+        // A method without params leaves the member out (JSON-RPC allows no `null` there).
         let body = request::<lsp_types::request::Shutdown>(7, &());
         assert_eq!(
             serde_json::from_slice::<Value>(&body).unwrap(),
-            json!({"jsonrpc": "2.0", "id": 7, "method": "shutdown", "params": null})
+            json!({"jsonrpc": "2.0", "id": 7, "method": "shutdown"})
+        );
+        let body = notification::<lsp_types::notification::Exit>(&());
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).unwrap(),
+            json!({"jsonrpc": "2.0", "method": "exit"})
+        );
+        // One whose params are an empty object still sends it.
+        let body =
+            notification::<lsp_types::notification::Initialized>(&lsp_types::InitializedParams {});
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).unwrap(),
+            json!({"jsonrpc": "2.0", "method": "initialized", "params": {}})
         );
         let cancel = lsp_types::CancelParams {
             id: lsp_types::NumberOrString::Number(7),

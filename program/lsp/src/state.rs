@@ -896,15 +896,13 @@ impl State {
     }
 
     /// The `textDocument/diagnostic` params for `path` (`None`: no URI names it).
-    pub fn pull_params(&self, path: &str) -> Option<lsp_types::DocumentDiagnosticParams> {
-        Some(lsp_types::DocumentDiagnosticParams {
+    pub fn pull_params(&self, path: &str) -> Option<crate::messages::PullParams> {
+        Some(crate::messages::PullParams {
             text_document: TextDocumentIdentifier {
                 uri: rpc::uri(path)?,
             },
             identifier: self.caps.pull_identifier.clone(),
             previous_result_id: self.diags.get(path).and_then(|s| s.result_id.clone()),
-            work_done_progress_params: Default::default(),
-            partial_result_params: Default::default(),
         })
     }
 

@@ -652,8 +652,8 @@ fn pull_answers_are_stored_for_their_version() {
     let params = |s: &State| serde_json::to_value(s.pull_params("/w/a.py").unwrap()).unwrap();
     assert_eq!(
         params(&s),
-        // As lsp-types writes them: an optional member without a value is null.
-        json!({"textDocument": {"uri": "file:///w/a.py"}, "identifier": "p", "previousResultId": null})
+        // No result yet: `previousResultId` left out, never `null` (`?: string`).
+        json!({"textDocument": {"uri": "file:///w/a.py"}, "identifier": "p"})
     );
     let full = r#"{"kind":"full","resultId":"r1","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"bad"}]}"#;
     assert!(matches!(
@@ -2089,4 +2089,104 @@ fn watched_globs_are_replaced_by_id_and_bounded_over_a_servers_life() {
     let header = format!("/w/{}.h", "a".repeat(500));
     assert!(told(&mut s, &header, Changed).is_empty());
     assert_eq!(told(&mut s, "/w/m.rs", Changed), [2]);
+}
+
+/// The members holding `null` in `v`, as JSON pointers below `at`.
+fn nulls(v: &Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Null => out.push(at.to_owned()),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                nulls(item, &format!("{at}/{i}"), out);
+            }
+        }
+        Value::Object(members) => {
+            for (k, item) in members {
+                nulls(item, &format!("{at}/{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What the client sends in a whole session has `null` only where the protocol allows it (the
+/// answers' results; `initialize`'s `rootUri` and `rootPath` without a folder): JSON-RPC's
+/// `params` is an array or an object, never `null` (`shutdown`, `exit`), and an optional member
+/// without a value is left out (a pull's `identifier` and `previousResultId`). TypeScript 7's
+/// server refused both kinds.
+#[test]
+fn no_message_sent_holds_a_null_the_protocol_does_not_allow() {
+    let mut sent = Vec::new();
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.begin(42, None);
+    let init = frames(&mut s);
+    let caps = json!({"textDocumentSync": {"openClose": true, "change": 1, "save": {"includeText": false}},
+                      "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false}});
+    let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": caps}});
+    s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    sent.extend(init);
+    // A server's requests, answered.
+    for req in [
+        json!({"jsonrpc": "2.0", "id": 7, "method": "workspace/configuration", "params": {"items": [{}]}}),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "client/registerCapability", "params": {"registrations": []}}),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "window/workDoneProgress/create", "params": {"token": "t"}}),
+    ] {
+        s.handle(&serde_json::to_vec(&req).unwrap()).unwrap();
+    }
+    s.sync("/w/a.py", "python", "one");
+    s.sync("/w/a.py", "python", "two");
+    // A pull, first without a result id, then with the one its answer gave.
+    let pull = s.pull_params("/w/a.py").unwrap();
+    let id = s.request::<crate::messages::DocumentDiagnostic>(&pull);
+    s.cancel(id);
+    let full = r#"{"kind":"full","resultId":"r1","items":[]}"#;
+    s.take_pull("/w/a.py", 2, report(full)).unwrap();
+    let pull = s.pull_params("/w/a.py").unwrap();
+    s.request::<crate::messages::DocumentDiagnostic>(&pull);
+    s.file_gone("/w/a.py");
+    sent.extend(frames(&mut s));
+    s.begin_shutdown();
+    s.finish_shutdown();
+    sent.extend(frames(&mut s));
+    let methods: Vec<&str> = sent.iter().filter_map(|m| m["method"].as_str()).collect();
+    for m in [
+        "initialize",
+        "initialized",
+        "textDocument/didOpen",
+        "textDocument/didChange",
+        "textDocument/diagnostic",
+        "$/cancelRequest",
+        "textDocument/didClose",
+        "shutdown",
+        "exit",
+    ] {
+        assert!(methods.contains(&m), "{m} not sent: {methods:?}");
+    }
+    assert_eq!(
+        sent.iter().filter(|m| m.get("result").is_some()).count(),
+        3,
+        "the server's three requests answered: {sent:?}"
+    );
+    let pulls: Vec<&Value> = sent
+        .iter()
+        .filter(|m| m["method"] == "textDocument/diagnostic")
+        .collect();
+    assert_eq!(pulls[1]["params"]["previousResultId"], "r1");
+    for m in &sent {
+        let mut found = Vec::new();
+        nulls(m, "", &mut found);
+        found.retain(|at| {
+            !(at.starts_with("/result")
+                || (m["method"] == "initialize"
+                    && ["/params/rootUri", "/params/rootPath"].contains(&at.as_str())))
+        });
+        assert!(found.is_empty(), "null at {found:?} in {m}");
+        if m.get("method").is_some() {
+            assert!(
+                m.get("params")
+                    .is_none_or(|p| p.is_object() || p.is_array()),
+                "params neither an object nor an array: {m}"
+            );
+        }
+    }
 }
