@@ -54,6 +54,14 @@ tsls_version=4.4.1 typescript_version=5.9.3
 vtsls_version=0.3.0
 vtsls --version 2>/dev/null | grep -qF "$vtsls_version" || npm_install_global "@vtsls/language-server@$vtsls_version"
 command -v ruff >/dev/null 2>&1 || pip_install ruff
+# TypeScript 7's own server (`tsc --lsp`; the native compiler comes as npm's platform package), in
+# a folder of its own: the global `typescript` above stays the 5.9 the two servers above drive
+# (7 has no tsserver.js). program/lsp's real-server test finds it by CLAUDE_IDE_BRIDGE_TSC7.
+ts7_version=7.0.2
+ts7_dir="$PWD/target/typescript-$ts7_version"
+export CLAUDE_IDE_BRIDGE_TSC7="$ts7_dir/node_modules/.bin/tsc"
+"$CLAUDE_IDE_BRIDGE_TSC7" --version 2>/dev/null | grep -qF "$ts7_version" ||
+  npm install --prefix "$ts7_dir" --silent --no-audit --no-fund --no-package-lock "typescript@$ts7_version"
 
 step "format"
 cargo fmt --all -- --check

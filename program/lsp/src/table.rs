@@ -69,9 +69,13 @@ impl ServerTable {
             cmd(&["basedpyright-langserver", "--stdio"]),
             cmd(&["pylsp"]),
         ];
-        // typescript-language-server first: the older and more widely installed; vtsls (VS
-        // Code's TypeScript extension as a server) when it is the one installed.
+        // TypeScript 7's own server first (`tsc --lsp`, the native compiler's; a `tsc` of an
+        // earlier TypeScript has none and is passed over, see `serves`): since 7, npm's
+        // `typescript` has no `tsserver.js`, which the other two drive, so beside it they find
+        // none. Then typescript-language-server, the more widely installed of those, and vtsls
+        // (VS Code's TypeScript extension as a server) when it is the one installed.
         let ts = vec![
+            cmd(&["tsc", "--lsp", "--stdio"]),
             cmd(&["typescript-language-server", "--stdio"]),
             cmd(&["vtsls", "--stdio"]),
         ];
@@ -213,7 +217,10 @@ impl ServerTable {
     /// when they have a `/`): the first of its commands found, then each of its `also` commands
     /// found; at most [`MAX_SERVERS`], without repeats. Empty when none is found.
     pub fn resolve(&self, language: &str) -> Vec<Vec<String>> {
-        let found = |c: &&Vec<String>| c.first().and_then(|p| find_program(p)).is_some();
+        let found = |c: &&Vec<String>| {
+            let program = c.first().and_then(|p| find_program(p));
+            program.is_some_and(|p| serves(c, &p))
+        };
         let mut set: Vec<Vec<String>> = Vec::new();
         let main = self.commands(language).iter().find(found);
         for command in main
@@ -397,6 +404,65 @@ pub fn server_name(program: &str) -> String {
     }
 }
 
+/// Whether `command`, its program found at `found`, is a language server: not `tsc --lsp` when
+/// that `tsc` is of a TypeScript before 7 (its `package.json` says so), which has no `--lsp`
+/// (it would print its usage and exit). Every other command is taken as one, and so is a `tsc`
+/// whose package is not found (a shim of another package manager): it is said to fail if it
+/// does.
+///
+/// ```
+/// use claude_ide_bridge_lsp::table::serves;
+/// use std::path::Path;
+/// let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+/// let dir = tempfile::tempdir().unwrap();
+/// let package = dir.path().join("node_modules/typescript");
+/// std::fs::create_dir_all(package.join("bin")).unwrap();
+/// std::fs::write(package.join("package.json"), r#"{"name":"typescript","version":"5.9.3"}"#).unwrap();
+/// let tsc = package.join("bin/tsc");
+/// std::fs::write(&tsc, "").unwrap();
+/// assert!(!serves(&words(&["tsc", "--lsp", "--stdio"]), &tsc)); // TypeScript 5: no server
+/// assert!(serves(&words(&["pyright-langserver", "--stdio"]), Path::new("/usr/bin/pyright-langserver")));
+/// ```
+pub fn serves(command: &[String], found: &Path) -> bool {
+    let lsp_mode = command.iter().skip(1).any(|a| a == "--lsp");
+    let name = command.first().map(|p| server_name(p));
+    if !lsp_mode || !name.is_some_and(|n| n.eq_ignore_ascii_case("tsc")) {
+        return true;
+    }
+    typescript_major(found).is_none_or(|major| major >= 7)
+}
+
+/// The major version of the TypeScript whose `tsc` is at `found`: npm's link on Unix leads into
+/// its package (`lib/node_modules/typescript/bin/tsc`, or a project's `node_modules/.bin/tsc`),
+/// and its `.cmd` shim on Windows sits beside `node_modules` in npm's folder. `None` when no
+/// such package (a `package.json` named `typescript`, at most 64 KiB) is found.
+fn typescript_major(found: &Path) -> Option<u64> {
+    let real = std::fs::canonicalize(found).unwrap_or_else(|_| found.to_path_buf());
+    let mut candidates: Vec<PathBuf> = real
+        .ancestors()
+        .skip(1)
+        .take(3)
+        .map(Path::to_path_buf)
+        .collect();
+    if let Some(bin) = found.parent() {
+        candidates.push(bin.join("node_modules").join("typescript"));
+    }
+    candidates.iter().find_map(|dir| {
+        use std::io::Read;
+        let mut text = String::new();
+        std::fs::File::open(dir.join("package.json"))
+            .ok()?
+            .take(64 << 10)
+            .read_to_string(&mut text)
+            .ok()?;
+        let package: serde_json::Value = serde_json::from_str(&text).ok()?;
+        if package["name"] != "typescript" {
+            return None;
+        }
+        package["version"].as_str()?.split('.').next()?.parse().ok()
+    })
+}
+
 /// What the client sends a server as `initializationOptions`, for the server `program` found at
 /// `found`: for typescript-language-server, the TypeScript installed beside it (`tsserver.path`),
 /// so that it does not run the workspace's own (`node_modules/typescript/lib/tsserver.js`), which
@@ -568,7 +634,8 @@ pub fn install_hint(program: &str) -> &'static str {
         "basedpyright-langserver" => "pip install basedpyright",
         "pylsp" => "pip install python-lsp-server",
         "ruff" => "pip install ruff",
-        "typescript-language-server" => "npm install -g typescript-language-server typescript",
+        "tsc" => "npm install -g typescript (7 or later: its tsc --lsp is the server)",
+        "typescript-language-server" => "npm install -g typescript-language-server typescript@5",
         "vtsls" => "npm install -g @vtsls/language-server",
         "rust-analyzer" => "rustup component add rust-analyzer",
         "gopls" => "go install golang.org/x/tools/gopls@latest",
@@ -777,6 +844,72 @@ mod tests {
 
     use super::*;
 
+    /// `tsc --lsp` is a server only from TypeScript 7 on: npm's global link, a project's
+    /// `.bin` link and Windows' shim beside `node_modules` each lead to the package that says
+    /// which; an unknown layout is given the benefit of the doubt; other commands are untouched.
+    #[test]
+    fn tsc_serves_from_typescript_7() {
+        let root = tempfile::tempdir().unwrap();
+        let lsp = cmd(&["tsc", "--lsp", "--stdio"]);
+        let package = |dir: &Path, version: &str| {
+            let pkg = dir.join("node_modules").join("typescript");
+            std::fs::create_dir_all(pkg.join("bin")).unwrap();
+            std::fs::write(
+                pkg.join("package.json"),
+                format!(r#"{{"name": "typescript", "version": "{version}"}}"#),
+            )
+            .unwrap();
+            std::fs::write(pkg.join("bin").join("tsc"), "").unwrap();
+            pkg.join("bin").join("tsc")
+        };
+        for (version, serves_lsp) in [
+            ("5.9.3", false),
+            ("6.0.3", false),
+            ("7.0.2", true),
+            ("10.1.0", true),
+        ] {
+            let dir = root.path().join(version);
+            let tsc = package(&dir, version);
+            // The package's own bin, and Windows' shim beside `node_modules`.
+            assert_eq!(serves(&lsp, &tsc), serves_lsp, "{version}");
+            let shim = dir.join("tsc.cmd");
+            std::fs::write(&shim, "").unwrap();
+            assert_eq!(serves(&lsp, &shim), serves_lsp, "{version} shim");
+            // A link to it, as npm makes on Unix.
+            #[cfg(unix)]
+            {
+                let bin = dir.join("bin");
+                std::fs::create_dir_all(&bin).unwrap();
+                std::os::unix::fs::symlink(&tsc, bin.join("tsc")).unwrap();
+                assert_eq!(serves(&lsp, &bin.join("tsc")), serves_lsp, "{version} link");
+            }
+            // Without `--lsp`, `tsc` is not asked to serve: nothing to refuse.
+            assert!(serves(&cmd(&["tsc", "--watch"]), &tsc));
+        }
+        let lone = root.path().join("elsewhere").join("tsc");
+        std::fs::create_dir_all(lone.parent().unwrap()).unwrap();
+        std::fs::write(&lone, "").unwrap();
+        assert!(serves(&lsp, &lone), "an unknown layout is tried");
+        // Another package's package.json on the way says nothing.
+        std::fs::write(
+            root.path().join("elsewhere").join("package.json"),
+            r#"{"name": "tsc-wrapper", "version": "1.0.0"}"#,
+        )
+        .unwrap();
+        assert!(serves(&lsp, &lone));
+        assert!(serves(&cmd(&["pyright-langserver", "--stdio"]), &lone));
+        // The built-in table tries it first for TypeScript and JavaScript.
+        let table = ServerTable::builtin();
+        for language in [
+            "typescript",
+            "typescriptreact",
+            "javascript",
+            "javascriptreact",
+        ] {
+            assert_eq!(table.commands(language)[0], lsp, "{language}");
+        }
+    }
+
     #[test]
     fn extensions_map_to_languages() {
         let t = ServerTable::builtin();
@@ -805,6 +938,7 @@ mod tests {
         assert_eq!(
             t.commands("javascript"),
             [
+                cmd(&["tsc", "--lsp", "--stdio"]),
                 cmd(&["typescript-language-server", "--stdio"]),
                 cmd(&["vtsls", "--stdio"])
             ]

@@ -1,4 +1,5 @@
-//! Against real language servers: pyright, typescript-language-server and vtsls (npm), clangd
+//! Against real language servers: pyright, TypeScript 7's `tsc --lsp`, typescript-language-server
+//! and vtsls (npm), clangd
 //! (Debian), ruff (PyPI). `scripts/test-all.sh` installs them on a fresh machine; a missing server
 //! fails these tests rather than skipping them.
 
@@ -291,6 +292,27 @@ fn typescript_runs_the_installed_tsserver_not_the_workspaces() {
         "{got:#?}\nlog: {}",
         String::from_utf8_lossy(&f.log.lock().unwrap())
     );
+}
+
+/// TypeScript 7's own server (`tsc --lsp --stdio`: npm's `tsc` starts the native compiler as its
+/// child), the table's first for TypeScript: `scripts/test-all.sh` installs it in a folder of its
+/// own and names its `tsc` in `CLAUDE_IDE_BRIDGE_TSC7` (the global `typescript` is the 5.9 the
+/// other two servers drive); else a `tsc` on `PATH` of TypeScript 7 or later. It refused every
+/// pull the client sent with a `null` in it, so its diagnostics were never known.
+#[test]
+fn typescript_7_error_fix_new_error_and_shutdown() {
+    let tsc = std::env::var("CLAUDE_IDE_BRIDGE_TSC7").ok().or_else(|| {
+        let found = claude_ide_bridge_lsp::table::find_program("tsc")?;
+        let lsp = ["tsc", "--lsp", "--stdio"].map(String::from);
+        claude_ide_bridge_lsp::table::serves(&lsp, &found).then(|| "tsc".to_owned())
+    });
+    let tsc = tsc.expect(
+        "TypeScript 7 is not installed: scripts/test-all.sh installs it and sets \
+         CLAUDE_IDE_BRIDGE_TSC7 (these tests fail rather than skip)",
+    );
+    let program: &'static str = Box::leak(tsc.clone().into_boxed_str());
+    let command: &'static str = Box::leak(format!("{tsc} --lsp --stdio").into_boxed_str());
+    typescript_error_fix_new_error(program, command, "ts");
 }
 
 #[test]
