@@ -5,7 +5,7 @@
 //! `LANG=COMMAND`; [`ServerTable::plan`] tells `doctor` what would run for a workspace and how to
 //! install what is missing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,8 @@ pub struct Language {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerTable {
     languages: Vec<Language>,
+    /// The commands an override named (`--lsp`): run as given, never passed over by [`serves`].
+    given: BTreeSet<Vec<String>>,
 }
 
 fn cmd(words: &[&str]) -> Vec<String> {
@@ -104,6 +106,7 @@ impl ServerTable {
                     &clangd,
                 ),
             ],
+            given: BTreeSet::new(),
         }
     }
 
@@ -148,6 +151,7 @@ impl ServerTable {
     /// Applies an override: replaces the servers of its language (its commands, and those run
     /// beside them) by this one, or adds the language.
     pub fn set(&mut self, ov: Override) {
+        self.given.insert(ov.command.clone());
         let lang = self.language_of(&ov.language);
         lang.commands = vec![ov.command];
         lang.also.clear();
@@ -157,6 +161,7 @@ impl ServerTable {
     /// again for a language), or adds the language. Refused past [`MAX_SERVERS`] commands.
     pub fn add(&mut self, ov: Override) -> Result<(), String> {
         let name = ov.language.clone();
+        self.given.insert(ov.command.clone());
         let lang = self.language_of(&ov.language);
         if lang.commands.is_empty() {
             lang.commands = vec![ov.command];
@@ -215,11 +220,13 @@ impl ServerTable {
 
     /// The servers run together for `language`, whose programs are found (on `PATH`, or as given
     /// when they have a `/`): the first of its commands found, then each of its `also` commands
-    /// found; at most [`MAX_SERVERS`], without repeats. Empty when none is found.
+    /// found; at most [`MAX_SERVERS`], without repeats. Empty when none is found. A built-in
+    /// command found that [`serves`] says is no server (a `tsc` before TypeScript 7) is passed
+    /// over; one an override named is run as given.
     pub fn resolve(&self, language: &str) -> Vec<Vec<String>> {
         let found = |c: &&Vec<String>| {
             let program = c.first().and_then(|p| find_program(p));
-            program.is_some_and(|p| serves(c, &p))
+            program.is_some_and(|p| self.given.contains(*c) || serves(c, &p))
         };
         let mut set: Vec<Vec<String>> = Vec::new();
         let main = self.commands(language).iter().find(found);
@@ -404,11 +411,12 @@ pub fn server_name(program: &str) -> String {
     }
 }
 
-/// Whether `command`, its program found at `found`, is a language server: not `tsc --lsp` when
-/// that `tsc` is of a TypeScript before 7 (its `package.json` says so), which has no `--lsp`
-/// (it would print its usage and exit). Every other command is taken as one, and so is a `tsc`
-/// whose package is not found (a shim of another package manager): it is said to fail if it
-/// does.
+/// Whether `command`, its program found at `found`, is a language server: `tsc --lsp` only when
+/// that `tsc` is TypeScript 7's or later's, as its package's `package.json` says (an earlier
+/// `tsc` has no `--lsp`: it would print its usage and exit, where the next server of the table
+/// would have worked). A `tsc` whose package is not found (another package manager's shim, such
+/// as Volta's) is not taken for one either: `--lsp typescript='tsc --lsp --stdio'` runs it
+/// anyway. Every other command is taken as a server.
 ///
 /// ```
 /// use claude_ide_bridge_lsp::table::serves;
@@ -429,7 +437,7 @@ pub fn serves(command: &[String], found: &Path) -> bool {
     if !lsp_mode || !name.is_some_and(|n| n.eq_ignore_ascii_case("tsc")) {
         return true;
     }
-    typescript_major(found).is_none_or(|major| major >= 7)
+    typescript_major(found).is_some_and(|major| major >= 7)
 }
 
 /// The major version of the TypeScript whose `tsc` is at `found`: npm's link on Unix leads into
@@ -846,7 +854,8 @@ mod tests {
 
     /// `tsc --lsp` is a server only from TypeScript 7 on: npm's global link, a project's
     /// `.bin` link and Windows' shim beside `node_modules` each lead to the package that says
-    /// which; an unknown layout is given the benefit of the doubt; other commands are untouched.
+    /// which; an unknown layout is passed over unless an override names it; other commands are
+    /// untouched.
     #[test]
     fn tsc_serves_from_typescript_7() {
         let root = tempfile::tempdir().unwrap();
@@ -889,15 +898,39 @@ mod tests {
         let lone = root.path().join("elsewhere").join("tsc");
         std::fs::create_dir_all(lone.parent().unwrap()).unwrap();
         std::fs::write(&lone, "").unwrap();
-        assert!(serves(&lsp, &lone), "an unknown layout is tried");
+        assert!(
+            !serves(&lsp, &lone),
+            "an unknown layout is not taken for a server"
+        );
         // Another package's package.json on the way says nothing.
         std::fs::write(
             root.path().join("elsewhere").join("package.json"),
             r#"{"name": "tsc-wrapper", "version": "1.0.0"}"#,
         )
         .unwrap();
-        assert!(serves(&lsp, &lone));
+        assert!(!serves(&lsp, &lone));
         assert!(serves(&cmd(&["pyright-langserver", "--stdio"]), &lone));
+        // Named by an override, it runs as given.
+        let dir = tempfile::tempdir().unwrap();
+        let unknown = dir.path().join("tsc");
+        std::fs::write(&unknown, "").unwrap();
+        #[cfg(unix)]
+        std::fs::set_permissions(
+            &unknown,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let named = format!("{} --lsp --stdio", unknown.display());
+        let mut t = ServerTable::builtin();
+        assert!(t
+            .resolve("typescript")
+            .iter()
+            .all(|c| c[0] != unknown.to_str().unwrap()));
+        t.set(parse_override(&format!("ts={named}")).unwrap());
+        assert_eq!(
+            t.resolve("typescript"),
+            [cmd(&[unknown.to_str().unwrap(), "--lsp", "--stdio"])]
+        );
         // The built-in table tries it first for TypeScript and JavaScript.
         let table = ServerTable::builtin();
         for language in [
