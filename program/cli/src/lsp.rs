@@ -520,7 +520,11 @@ mod tests {
         let mut files: Vec<String> = found
             .files
             .iter()
-            .map(|(l, p)| format!("{l} {}", p.strip_prefix(root.path()).unwrap().display()))
+            .map(|(l, p)| {
+                // Written with `/` on every OS (Windows' paths have `\`).
+                let below = p.strip_prefix(root.path()).unwrap();
+                format!("{l} {}", below.to_string_lossy().replace('\\', "/"))
+            })
             .collect();
         files.sort();
         assert_eq!(
