@@ -56,8 +56,8 @@ pub struct ServerOpts {
     /// replaces the built-in servers of that language, or adds a language whose file extension is
     /// LANG; given again for the same language, runs that server too, beside the first, at most 4
     /// per language: python=pylsp --lsp python="ruff server"). COMMAND is split into words as a
-    /// shell splits them (quotes, backslash escapes), without expanding anything. `doctor` lists
-    /// what would run.
+    /// shell splits them (quotes, backslash escapes; on Windows as a command line is, backslashes
+    /// kept), without expanding anything. `doctor` lists what would run.
     #[arg(long = "lsp", value_name = "LANG=COMMAND", value_parser = parse_override)]
     pub lsp: Vec<Override>,
     /// No language server: `serve` and `run` start none (getDiagnostics answers only what an

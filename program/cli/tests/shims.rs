@@ -145,7 +145,9 @@ fn a_shim_started_server_answers_and_its_tree_ends_with_the_bridge() {
     pids.all_gone("after the bridge stopped", &tree.log_text());
 }
 
-/// `serve`, killed hard (`TerminateProcess` on Windows, SIGKILL on Unix): nothing in the bridge
+/// `serve`, its Python server named by path (`--lsp python=PATH --stdio`, written as a user types
+/// it: `C:\Users\...\App" "Data\npm\pyright-langserver.cmd` on Windows, its backslashes kept and
+/// only the space quoted), killed hard (`TerminateProcess` on Windows, SIGKILL on Unix): nothing in the bridge
 /// runs. On Windows the job's handle closes with the bridge's process, and kill-on-close ends
 /// the whole tree. On Unix the server sees its input close and exits (as real servers do), and
 /// so does the shim; what the server started itself is in no group anyone kills, and outlives
@@ -155,7 +157,12 @@ fn a_killed_bridge_leaves_no_server_tree_behind() {
     let tree = Tree::install(&sb);
     let app = sb.ws.join("app.py");
     fs::write(&app, "x = 1\n").unwrap();
-    let mut s = tree.serve(&sb, &[]);
+    let shim = platform::shim_path(&tree.bin, "pyright-langserver");
+    let named = format!(
+        "python={} --stdio",
+        shim.to_str().unwrap().replace(' ', "\" \"")
+    );
+    let mut s = tree.serve(&sb, &["--lsp", &named]);
     let mut c = s.client();
     diagnostics(&mut c, app.to_str().unwrap(), &tree, &s);
     let pids = tree.pids(&s);
@@ -591,7 +598,12 @@ mod platform {
             "@ECHO off\r\n\"%~dp0\\{exe}\" {role} \"{}\" %*\r\n",
             pid_dir.display()
         );
-        std::fs::write(bin.join(format!("{name}.cmd")), text).unwrap();
+        std::fs::write(shim_path(bin, name), text).unwrap();
+    }
+
+    /// Where [`write_shim`] writes the shim called `name`.
+    pub fn shim_path(bin: &Path, name: &str) -> PathBuf {
+        bin.join(format!("{name}.cmd"))
     }
 
     /// The shim's folder, then Windows' own (where `cmd.exe` is).
@@ -622,7 +634,7 @@ mod platform {
 mod platform {
     use std::ffi::OsString;
     use std::os::unix::fs::PermissionsExt;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     pub fn write_shim(bin: &Path, name: &str, exe: &Path, role: &str, pid_dir: &Path) {
         let exe = exe.file_name().unwrap().to_str().unwrap();
@@ -631,9 +643,14 @@ mod platform {
             "#!/bin/sh\n{exec}\"${{0%/*}}/{exe}\" {role} '{}' \"$@\"\n",
             pid_dir.display()
         );
-        let shim = bin.join(name);
+        let shim = shim_path(bin, name);
         std::fs::write(&shim, text).unwrap();
         std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// Where [`write_shim`] writes the shim called `name`.
+    pub fn shim_path(bin: &Path, name: &str) -> PathBuf {
+        bin.join(name)
     }
 
     /// Only the shim's folder: no other server of the table (ruff) is found.

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use crate::sys;
 
@@ -315,19 +315,28 @@ pub struct Override {
     pub command: Vec<String>,
 }
 
-/// Reads `LANG=COMMAND`. The command is split into words as a POSIX shell splits them (the
-/// `shell-words` crate): single quotes keep everything, double quotes keep spaces and take `\"`,
-/// `\\`, `\$` and `` \` `` as escapes, a backslash outside quotes keeps the character after it;
-/// nothing is expanded (no variables, no `~`, no globs). An unclosed quote is an error.
+/// Reads `LANG=COMMAND`. The command is split into words as the system's own command lines are:
+/// on Unix as a POSIX shell splits them (the `shell-words` crate: single quotes keep everything,
+/// double quotes keep spaces and take `\"`, `\\`, `\$` and `` \` `` as escapes, a backslash
+/// outside quotes keeps the character after it); on Windows as its programs split their command
+/// line (backslashes are path separators, double quotes group, `\"` is a quote). Nothing is
+/// expanded (no variables, no `~`, no globs); an unclosed quote is an error. A program named by a
+/// path is absolute, or relative to the bridge's working directory as `./prog` (`.\prog`).
 ///
 /// ```
 /// use claude_ide_bridge_lsp::parse_override;
-/// let ov = parse_override("python='/opt/my lsp/bin/pylsp' -v").unwrap();
-/// assert_eq!(ov.command, ["/opt/my lsp/bin/pylsp", "-v"]);
-/// let ov = parse_override(r#"python=/opt/my\ lsp/pylsp --name "a \"b\"""#).unwrap();
-/// assert_eq!(ov.command, ["/opt/my lsp/pylsp", "--name", r#"a "b""#]);
+/// let ov = parse_override(r#"python=pylsp -v --name "a b""#).unwrap();
+/// assert_eq!(ov.command, ["pylsp", "-v", "--name", "a b"]);
+/// if cfg!(unix) {
+///     let ov = parse_override(r#"python=/opt/my\ lsp/pylsp --name 'a "b"'"#).unwrap();
+///     assert_eq!(ov.command, ["/opt/my lsp/pylsp", "--name", r#"a "b""#]);
+/// } else {
+///     let ov = parse_override(r#"python="C:\Program Files\pylsp.exe" --name "a \"b\"""#).unwrap();
+///     assert_eq!(ov.command, [r"C:\Program Files\pylsp.exe", "--name", r#"a "b""#]);
+/// }
 /// let here = std::env::current_dir().unwrap();
 /// assert_eq!(parse_override("zig=./zls").unwrap().command, [here.join("zls").to_str().unwrap()]);
+/// assert!(parse_override("python=lib/pylsp").is_err());
 /// assert!(parse_override("=pylsp").is_err());
 /// assert!(parse_override("python=").is_err());
 /// ```
@@ -345,24 +354,27 @@ pub fn parse_override(spec: &str) -> Result<Override, String> {
             "{spec:?}: the language must be a word such as python or ts"
         ));
     }
-    let mut command = shell_words::split(command)
-        .map_err(|_| format!("{spec:?}: the command has an unclosed quote"))?;
+    let mut command = sys::split_words(command)
+        .ok_or_else(|| format!("{spec:?}: the command has an unclosed quote"))?;
     if command.is_empty() {
         return Err(format!("{spec:?}: the command is empty"));
     }
-    if command[0].contains('/')
-        && !Path::new(&command[0]).is_absolute()
-        && !command[0].starts_with("./")
-    {
-        return Err(format!(
-            "{spec:?}: a program path must be absolute (or a name found on PATH)"
-        ));
-    }
-    if command[0].starts_with("./") {
+    let program = Path::new(&command[0]);
+    // A path (a separator in it, or a Windows drive: `C:pylsp` is relative to that drive's
+    // working directory) rather than a name looked for on PATH.
+    let is_path = command[0].chars().any(std::path::is_separator)
+        || matches!(program.components().next(), Some(Component::Prefix(_)));
+    if is_path && !program.is_absolute() {
+        let mut parts = program.components();
+        if parts.next() != Some(Component::CurDir) {
+            return Err(format!(
+                "{spec:?}: a program path must be absolute (or a name found on PATH)"
+            ));
+        }
         // Found and run from here: the server's own working directory is the workspace folder,
         // where `./prog` would be another program, or none.
         let here = std::env::current_dir().map_err(|e| format!("{spec:?}: {e}"))?;
-        command[0] = here.join(&command[0][2..]).to_string_lossy().into_owned();
+        command[0] = here.join(parts.as_path()).to_string_lossy().into_owned();
     }
     Ok(Override {
         language: language.to_owned(),
@@ -440,25 +452,14 @@ pub fn serves(command: &[String], found: &Path) -> bool {
     typescript_major(found).is_some_and(|major| major >= 7)
 }
 
-/// The major version of the TypeScript whose `tsc` is at `found`: npm's link on Unix leads into
-/// its package (`lib/node_modules/typescript/bin/tsc`, or a project's `node_modules/.bin/tsc`),
-/// and its `.cmd` shim on Windows sits beside `node_modules` in npm's folder. `None` when no
-/// such package (a `package.json` named `typescript`, at most 64 KiB) is found.
+/// The major version of the TypeScript whose `tsc` is at `found`: the `typescript` package in
+/// one of [`npm_folders`] (its own, as npm's link leads into it, first). `None` when no such
+/// package (a `package.json` named `typescript`, at most 64 KiB) is found.
 fn typescript_major(found: &Path) -> Option<u64> {
-    let real = std::fs::canonicalize(found).unwrap_or_else(|_| found.to_path_buf());
-    let mut candidates: Vec<PathBuf> = real
-        .ancestors()
-        .skip(1)
-        .take(3)
-        .map(Path::to_path_buf)
-        .collect();
-    if let Some(bin) = found.parent() {
-        candidates.push(bin.join("node_modules").join("typescript"));
-    }
-    candidates.iter().find_map(|dir| {
+    npm_folders(found).iter().find_map(|modules| {
         use std::io::Read;
         let mut text = String::new();
-        std::fs::File::open(dir.join("package.json"))
+        std::fs::File::open(modules.join("typescript").join("package.json"))
             .ok()?
             .take(64 << 10)
             .read_to_string(&mut text)
@@ -469,6 +470,32 @@ fn typescript_major(found: &Path) -> Option<u64> {
         }
         package["version"].as_str()?.split('.').next()?.parse().ok()
     })
+}
+
+/// The folders npm installs packages in that may hold the packages installed with the program
+/// found at `found`, nearest first: each `node_modules` folder its real path is in (npm's link
+/// on Unix leads into its package: `lib/node_modules/typescript/bin/tsc`, a project's
+/// `node_modules/.bin/tsc`), after the `node_modules` of the package within it (its own
+/// dependencies); then those beside where it was found (npm's `.cmd` shim on Windows sits beside
+/// `node_modules`, its `bin` folder on Unix beside `lib/node_modules`).
+fn npm_folders(found: &Path) -> Vec<PathBuf> {
+    let real = sys::real_path(found);
+    let mut folders = Vec::new();
+    for dir in real.ancestors().skip(1) {
+        if dir.file_name().is_some_and(|n| n == "node_modules") {
+            if let Some(package) = real.strip_prefix(dir).ok().and_then(|p| p.iter().next()) {
+                folders.push(dir.join(package).join("node_modules"));
+            }
+            folders.push(dir.to_path_buf());
+        }
+    }
+    if let Some(bin) = found.parent() {
+        folders.push(bin.join("node_modules"));
+        if let Some(prefix) = bin.parent() {
+            folders.push(prefix.join("lib").join("node_modules"));
+        }
+    }
+    folders
 }
 
 /// What the client sends a server as `initializationOptions`, for the server `program` found at
@@ -487,31 +514,13 @@ pub fn initialization_options(program: &str, found: Option<&Path>) -> Option<ser
 }
 
 /// The `tsserver.js` of the TypeScript installed with the typescript-language-server at
-/// `found`: npm puts both packages in one `node_modules` folder (`npm install -g
-/// typescript-language-server typescript`), which the program's link leads into on Unix
-/// (`/usr/lib/node_modules/typescript-language-server/lib/cli.mjs`) and which is beside npm's
-/// `.cmd` shim on Windows; or the package's own `node_modules`.
+/// `found`, in one of [`npm_folders`]: npm puts both packages in one `node_modules` folder (`npm
+/// install -g typescript-language-server typescript`), or TypeScript in the server's own.
 fn installed_tsserver(found: &Path) -> Option<String> {
-    let real = std::fs::canonicalize(found).unwrap_or_else(|_| found.to_path_buf());
-    let tsserver = |modules: &Path| {
+    npm_folders(found).iter().find_map(|modules| {
         let p = modules.join("typescript").join("lib").join("tsserver.js");
         p.is_file().then(|| p.to_string_lossy().into_owned())
-    };
-    let mut candidates = Vec::new();
-    for dir in real.ancestors().skip(1) {
-        if dir.file_name().is_some_and(|n| n == "node_modules") {
-            candidates.push(dir.join("typescript-language-server").join("node_modules"));
-            candidates.push(dir.to_path_buf());
-        }
-    }
-    // npm's shims on Windows (and its links on Unix), beside their package folder.
-    if let Some(bin) = found.parent() {
-        candidates.push(bin.join("node_modules"));
-        if let Some(prefix) = bin.parent() {
-            candidates.push(prefix.join("lib").join("node_modules"));
-        }
-    }
-    candidates.iter().find_map(|m| tsserver(m))
+    })
 }
 
 /// The first executable file named as `program` may be ([`candidate_names`]) in a folder of
@@ -804,7 +813,11 @@ mod tests {
             assert_eq!(told(&link), expected);
         }
         // The package's own TypeScript first.
-        let own = package.join("node_modules/typescript/lib/tsserver.js");
+        let own = package
+            .join("node_modules")
+            .join("typescript")
+            .join("lib")
+            .join("tsserver.js");
         std::fs::create_dir_all(own.parent().unwrap()).unwrap();
         std::fs::write(&own, "").unwrap();
         assert_eq!(
@@ -912,7 +925,9 @@ mod tests {
         assert!(serves(&cmd(&["pyright-langserver", "--stdio"]), &lone));
         // Named by an override, it runs as given.
         let dir = tempfile::tempdir().unwrap();
-        let unknown = dir.path().join("tsc");
+        let unknown = dir
+            .path()
+            .join(if cfg!(windows) { "tsc.cmd" } else { "tsc" });
         std::fs::write(&unknown, "").unwrap();
         #[cfg(unix)]
         std::fs::set_permissions(

@@ -45,8 +45,8 @@ mod os;
 
 pub(crate) use os::{
     adopt, exe_extensions, file_metadata, glob_form, is_executable, key_of, kill_tree,
-    open_to_read, own_tree, path_of_uri, published_path, reap_id, same_file, set_nonblocking,
-    wait_writable, watch_exit, GLOBS_IGNORE_CASE,
+    open_to_read, own_tree, path_of_uri, published_path, real_path, reap_id, same_file,
+    set_nonblocking, split_words, wait_writable, watch_exit, GLOBS_IGNORE_CASE,
 };
 
 /// The stack of a server's exit watch (`watch_exit`): it makes one system call and a callback.

@@ -107,6 +107,20 @@ pub(crate) fn open_to_read(path: &str) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// The path `found` names with its links resolved (npm's link on `PATH` leads into its package),
+/// or `found` when that cannot be known.
+pub(crate) fn real_path(found: &std::path::Path) -> std::path::PathBuf {
+    std::fs::canonicalize(found).unwrap_or_else(|_| found.to_path_buf())
+}
+
+/// A server's command (`--lsp LANG=COMMAND`) split into words as a POSIX shell splits them
+/// (the `shell-words` crate): single quotes keep everything, double quotes keep spaces and take
+/// `\"`, `\\`, `\$` and `` \` `` as escapes, a backslash outside quotes keeps the character after
+/// it; nothing is expanded. `None` for an unclosed quote.
+pub(crate) fn split_words(command: &str) -> Option<Vec<String>> {
+    shell_words::split(command).ok()
+}
+
 /// The extensions a program found on `PATH` may have (Windows' `PATHEXT`): none here, the
 /// name is the file's.
 pub(crate) fn exe_extensions() -> Option<String> {

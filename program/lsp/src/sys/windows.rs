@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::os::windows::io::AsRawHandle;
 use std::os::windows::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -154,6 +155,74 @@ pub(crate) fn open_to_read(path: &str) -> std::io::Result<std::fs::File> {
     std::fs::File::open(path)
 }
 
+/// The path `found` names with its links resolved, or `found` when that cannot be known, in the
+/// form programs take: `canonicalize` gives a verbatim path (`\\?\C:\npm\tsc.cmd`,
+/// `\\?\UNC\server\share\...`), which a server told a file by it (typescript-language-server's
+/// `tsserver.path`) would hand to Node as is; a drive's or a share's is written without the prefix.
+pub(crate) fn real_path(found: &Path) -> PathBuf {
+    let Ok(real) = std::fs::canonicalize(found) else {
+        return found.to_path_buf();
+    };
+    let Some(text) = real.to_str() else {
+        return real;
+    };
+    if let Some(share) = text.strip_prefix(r"\\?\UNC\") {
+        return PathBuf::from(format!(r"\\{share}"));
+    }
+    match text.strip_prefix(r"\\?\") {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => PathBuf::from(rest),
+        _ => real,
+    }
+}
+
+/// A server's command (`--lsp LANG=COMMAND`) split into words as Windows programs split their
+/// command line (the C runtime's rules), so that `C:\tools\pylsp.exe` is one word as typed:
+/// spaces and tabs separate words, double quotes group (`"C:\Program Files\x.exe"`), a
+/// backslash is itself except before a double quote (2n backslashes and a quote are n
+/// backslashes and a quote that opens or closes a group; 2n+1 are n and a literal quote), and
+/// `""` inside a group is a quote; single quotes are plain characters. `None` for a group left
+/// open.
+pub(crate) fn split_words(command: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut grouped = false;
+    let mut chars = command.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' if !grouped => {
+                words.extend(word.take());
+            }
+            '\\' => {
+                let mut n = 1;
+                while chars.next_if_eq(&'\\').is_some() {
+                    n += 1;
+                }
+                let w = word.get_or_insert_with(String::new);
+                if chars.peek() == Some(&'"') {
+                    w.extend(std::iter::repeat_n('\\', n / 2));
+                    if n % 2 == 1 {
+                        chars.next();
+                        w.push('"');
+                    }
+                } else {
+                    w.extend(std::iter::repeat_n('\\', n));
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                if grouped && chars.next_if_eq(&'"').is_some() {
+                    w.push('"');
+                } else {
+                    grouped = !grouped;
+                }
+            }
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    (!grouped).then_some(words)
+}
+
 /// `PATHEXT`, or Windows' default when it is not set.
 pub(crate) fn exe_extensions() -> Option<String> {
     Some(std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".to_owned()))
@@ -235,6 +304,55 @@ pub(crate) fn key_of(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A command splits as Windows programs split their command line: paths keep their
+    /// backslashes, double quotes group, `\"` is a quote; an open group is refused.
+    #[test]
+    fn commands_split_as_windows_splits_command_lines() {
+        for (command, want) in [
+            (r"C:\tools\pylsp.exe -v", &[r"C:\tools\pylsp.exe", "-v"][..]),
+            (
+                r#""C:\Program Files\ruff\ruff.exe"  server"#,
+                &[r"C:\Program Files\ruff\ruff.exe", "server"],
+            ),
+            (
+                r#"srv --name "a \"b\"" 'x y'"#,
+                &["srv", "--name", r#"a "b""#, "'x", "y'"],
+            ),
+            (r#"srv a\\"b c" d"#, &["srv", r"a\b c", "d"]),
+            (
+                r#"srv a\\\"b \\server\share"#,
+                &["srv", r#"a\"b"#, r"\\server\share"],
+            ),
+            (
+                r#"srv "" "say ""hi""" x"y"z"#,
+                &["srv", "", r#"say "hi""#, "xyz"],
+            ),
+            ("srv\targ  trailing\\", &["srv", "arg", "trailing\\"]),
+            ("   ", &[]),
+        ] {
+            assert_eq!(split_words(command).unwrap(), want, "{command}");
+        }
+        assert_eq!(split_words(r#"srv "open"#), None);
+        assert_eq!(split_words(r#"srv \"closed\" "open"#), None);
+    }
+
+    /// A program's real path is written as a drive's path, not a verbatim one, and names the
+    /// same file; a path that names nothing is kept as given.
+    #[test]
+    fn a_real_path_has_no_verbatim_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tsc.cmd");
+        std::fs::write(&file, "").unwrap();
+        let real = real_path(&file);
+        let text = real.to_str().unwrap();
+        assert!(!text.starts_with(r"\\?\"), "{text}");
+        assert_eq!(text.as_bytes().get(1), Some(&b':'), "{text}");
+        assert!(real.is_file());
+        assert_eq!(real.file_name(), file.file_name());
+        let gone = dir.path().join("gone").join("tsc.cmd");
+        assert_eq!(real_path(&gone), gone);
+    }
 
     /// A watched glob is matched against a Windows path as against `C:/ws/sub/a.py`, ignoring
     /// case as Windows names do.
