@@ -46,13 +46,13 @@ WINE_TESTS=(
   # list), serve --stdio (an editor deciding a diff, its stdin closing), both runtimes.
   "-p claude-ide-bridge-cli --test portable"
   # Language servers on Windows: the lsp crate's URI-to-path mapping (sys::) and its document
-  # state (state::), finding programs by PATHEXT and npm's TypeScript beside its shim (table::
-  # tests written for Windows; the rest assume Unix commands), and the program starting a stand-in
+  # state (state::), the server table (table::: programs found by PATHEXT, npm's TypeScript beside
+  # its shim, overrides; its tests of Unix commands are Unix's), and the program starting a stand-in
   # server through npm's `pyright-langserver.cmd` shim and ending its tree, Job Object and all,
   # when it stops or is killed; and `run -- claude` finding npm's `claude.cmd`, its tree ended
   # with a killed bridge and left running when the command ends by itself
   # (program/cli/tests/shims.rs).
-  "-p claude-ide-bridge-lsp --lib -- sys:: state:: watch:: table::tests::programs_on_windows table::tests::a_server_is_named table::tests::typescript_is_told table::tests::tsc_serves"
+  "-p claude-ide-bridge-lsp --lib -- sys:: state:: watch:: table::"
   # A server that stops reading its input found hung and killed, where writes to it block
   # (program/lsp/tests/deaf.rs: the test program is its own stand-in server).
   "-p claude-ide-bridge-lsp --test deaf"

@@ -735,7 +735,8 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         let hint = |program: &Path| {
             let mut table = ServerTable::empty();
-            let spec = format!("zz={}", shell_words::quote(program.to_str().unwrap()));
+            // Double quotes keep a temporary folder's path whole on every OS.
+            let spec = format!("zz=\"{}\"", program.display());
             table.set(parse_override(&spec).unwrap());
             let plan = table.plan([Path::new("/w/a.zz")]);
             plan.languages[0].missing[0].install.clone()
@@ -978,6 +979,7 @@ mod tests {
         assert_eq!(t.also("python"), [["ruff", "server"]]);
     }
 
+    #[cfg(unix)] // Unix's programs (`/bin/sh`) and words; Windows': sys::windows' tests.
     #[test]
     fn overrides_replace_by_id_or_extension() {
         let mut t = ServerTable::builtin();
@@ -1012,6 +1014,7 @@ mod tests {
     }
 
     /// The set is the first found of the commands, and each found of those run beside it.
+    #[cfg(unix)] // Unix's programs (`/bin/sh`) and words; Windows': sys::windows' tests.
     #[test]
     fn the_set_is_the_first_found_and_each_found_beside_it() {
         let mut t = ServerTable::empty();
@@ -1041,6 +1044,7 @@ mod tests {
 
     /// Commands are split as a shell splits words: quotes of both kinds, backslash escapes
     /// inside double quotes and outside quotes, none inside single quotes; nothing expanded.
+    #[cfg(unix)] // Unix's programs (`/bin/sh`) and words; Windows': sys::windows' tests.
     #[test]
     fn commands_are_split_as_a_shell_splits_words() {
         let words = |command: &str| parse_override(&format!("x={command}")).map(|o| o.command);
@@ -1143,6 +1147,7 @@ mod tests {
         assert_eq!(found, Some(dir.path().join("pyright-langserver.cmd")));
     }
 
+    #[cfg(unix)] // Unix's programs (`/bin/sh`) and words; Windows': sys::windows' tests.
     #[test]
     fn plan_reports_found_and_missing() {
         let mut t = ServerTable::builtin();
