@@ -959,6 +959,38 @@ mod tests {
         }
     }
 
+    /// A program named by a path is absolute, or relative to the bridge's folder as `./prog`
+    /// (`.\prog` on Windows), and is then made absolute; any other relative path is refused (the
+    /// server runs in the workspace folder, where it would name another file). A name is looked
+    /// for on `PATH`, as given.
+    #[test]
+    fn a_program_path_is_absolute_or_from_here() {
+        let here = std::env::current_dir().unwrap();
+        let program = |spec: &str| parse_override(spec).map(|o| o.command[0].clone());
+        assert_eq!(program("zig=zls").unwrap(), "zls");
+        assert_eq!(
+            program("zig=./bin/zls").unwrap(),
+            here.join("bin").join("zls").to_str().unwrap()
+        );
+        assert!(program("zig=bin/zls").is_err());
+        assert!(program("zig=../zls").is_err());
+        if cfg!(windows) {
+            assert_eq!(
+                program(r"zig=.\bin\zls.exe").unwrap(),
+                here.join("bin").join("zls.exe").to_str().unwrap()
+            );
+            assert_eq!(
+                program(r"zig=C:\tools\zls.exe -v").unwrap(),
+                r"C:\tools\zls.exe"
+            );
+            assert!(program(r"zig=bin\zls.exe").is_err());
+            // A drive without a root is that drive's working folder: refused too.
+            assert!(program("zig=C:zls.exe").is_err());
+        } else {
+            assert_eq!(program("zig=/opt/zls -v").unwrap(), "/opt/zls");
+        }
+    }
+
     #[test]
     fn extensions_map_to_languages() {
         let t = ServerTable::builtin();

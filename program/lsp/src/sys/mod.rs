@@ -23,7 +23,11 @@
 //!   server's file on disk is when its text is checked (a link put in its place followed on
 //!   Windows only, where the files crate names a file by the link it was reached through);
 //! - `glob_form(path)`, `GLOBS_IGNORE_CASE`: a path as a server's watched globs are matched
-//!   against it, and whether they ignore case (as the file system does by default).
+//!   against it, and whether they ignore case (as the file system does by default);
+//! - `real_path(found)`: a found program's path with its links resolved (npm's link into its
+//!   package), written as programs take it (no `\\?\` on Windows);
+//! - `split_words(command)`: a `--lsp` command split into words as the system's command lines
+//!   are (a POSIX shell's words on Unix; Windows' command-line rules, backslashes kept).
 //!
 //! On Linux and macOS alike (`unix.rs`) the tree is the server's own process group: the server
 //! is started as a group leader, and a stop sends SIGKILL to the group, which takes the
