@@ -374,7 +374,8 @@ pub fn parse_override(spec: &str) -> Result<Override, String> {
         // Found and run from here: the server's own working directory is the workspace folder,
         // where `./prog` would be another program, or none.
         let here = std::env::current_dir().map_err(|e| format!("{spec:?}: {e}"))?;
-        command[0] = here.join(parts.as_path()).to_string_lossy().into_owned();
+        let path = parts.fold(here, |path, part| path.join(part));
+        command[0] = path.to_string_lossy().into_owned();
     }
     Ok(Override {
         language: language.to_owned(),
