@@ -337,6 +337,52 @@ mod tests {
         assert_eq!(split_words(r#"srv \"closed\" "open"#), None);
     }
 
+    /// The child side of [`commands_split_as_windows_programs_read_their_command_line`]: its
+    /// arguments as Rust's std read them from its command line, printed as JSON.
+    #[test]
+    #[ignore = "started by commands_split_as_windows_programs_read_their_command_line"]
+    fn print_arguments() {
+        let args: Vec<String> = std::env::args().collect();
+        println!("ARGS {}", serde_json::to_string(&args).unwrap());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(48))]
+        /// What `split_words` makes of a command is what a Windows program given that command
+        /// line reads as its arguments (this test program started with it, std reading them as
+        /// the C runtime does), for words of letters, spaces, tabs, backslashes and both
+        /// quotes; a group left open, which programs close at the end, `split_words` refuses.
+        #[test]
+        fn commands_split_as_windows_programs_read_their_command_line(
+            command in "[a \t\\\\\"']{0,14}"
+        ) {
+            let Some(words) = split_words(&command) else {
+                return Ok(());
+            };
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "sys::os::tests::print_arguments",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                    "MARK",
+                ])
+                .raw_arg(&command)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            // libtest writes the test's name, then (with --nocapture) what it prints.
+            let line = text
+                .split_once("ARGS ")
+                .and_then(|(_, rest)| rest.lines().next())
+                .unwrap_or_else(|| panic!("no ARGS in {text}"));
+            let args: Vec<String> = serde_json::from_str(line).unwrap();
+            let after = args.iter().position(|a| a == "MARK").unwrap() + 1;
+            proptest::prop_assert_eq!(&args[after..], &words[..], "{:?}", command);
+        }
+    }
+
     /// A program's real path is written as a drive's path, not a verbatim one, and names the
     /// same file; a path that names nothing is kept as given.
     #[test]
