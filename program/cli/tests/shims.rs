@@ -147,8 +147,8 @@ fn a_shim_started_server_answers_and_its_tree_ends_with_the_bridge() {
 
 /// `serve`, its Python server named by path (`--lsp python=PATH --stdio`, written as a user types
 /// it: `C:\Users\...\App" "Data\npm\pyright-langserver.cmd` on Windows, its backslashes kept and
-/// only the space quoted), killed hard (`TerminateProcess` on Windows, SIGKILL on Unix): nothing in the bridge
-/// runs. On Windows the job's handle closes with the bridge's process, and kill-on-close ends
+/// only the space quoted), killed hard (`TerminateProcess` on Windows, SIGKILL on Unix): nothing
+/// in the bridge runs. On Windows the job's handle closes with the bridge's process, and kill-on-close ends
 /// the whole tree. On Unix the server sees its input close and exits (as real servers do), and
 /// so does the shim; what the server started itself is in no group anyone kills, and outlives
 /// it (docs/platforms.md): checked as such, then ended by the test.
