@@ -7,9 +7,9 @@
 //! canonicalised workspace folders before opening anything, because a link inside the workspace may point
 //! outside it.
 //!
-//! Windows paths are recognised by a drive letter (`C:\`, `C:/`, `C:`), the verbatim prefix `\\?\C:\`, or a
-//! UNC prefix `\\server\share`. Any other path is taken as POSIX, where a backslash is an ordinary character.
-//! Comparisons are case-sensitive except for the drive letter, which is always written in lower case;
+//! Windows paths are recognised by a drive letter (`C:\`, `C:/`, `C:`), a UNC prefix `\\server\share`, or
+//! either written verbatim (`\\?\C:\`, `\\?\UNC\server\share`). Any other path is taken as POSIX, where a
+//! backslash is an ordinary character. Comparisons are case-sensitive except for the drive letter, which is always written in lower case;
 //! hosts on case-insensitive file systems should canonicalise the case of both sides first.
 
 use std::fmt;
@@ -26,6 +26,30 @@ fn split_drive(path: &str) -> Option<(char, &str)> {
     drive_like.then(|| (char::from(b[0].to_ascii_lowercase()), &path[2..]))
 }
 
+/// A Windows path without the verbatim prefix `\\?\` that `canonicalize` and other Win32 calls put
+/// before an absolute path: `\\?\C:\x` is written `C:\x` and `\\?\UNC\server\share\x` is written
+/// `\\server\share\x`, the forms people type and other programs take (Node, for one, does not read a
+/// verbatim path as the file it names). Any other path, verbatim paths that name no drive or share
+/// (`\\?\Volume{...}\`) included, is returned as it is.
+///
+/// ```
+/// use claude_ide_bridge::without_verbatim_prefix;
+/// assert_eq!(without_verbatim_prefix(r"\\?\C:\Users\me"), r"C:\Users\me");
+/// assert_eq!(without_verbatim_prefix(r"\\?\UNC\srv\share\a"), r"\\srv\share\a");
+/// assert_eq!(without_verbatim_prefix(r"\\?\Volume{1}\a"), r"\\?\Volume{1}\a");
+/// assert_eq!(without_verbatim_prefix("/home/me"), "/home/me");
+/// ```
+pub fn without_verbatim_prefix(path: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    if let Some(share) = path.strip_prefix(r"\\?\UNC\") {
+        return Cow::Owned(format!(r"\\{share}"));
+    }
+    match path.strip_prefix(r"\\?\") {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => Cow::Borrowed(rest),
+        _ => Cow::Borrowed(path),
+    }
+}
+
 /// Whether a path is written the Windows way: a drive letter, a verbatim prefix or a UNC prefix.
 fn windows_style(path: &str) -> bool {
     split_drive(path).is_some() || path.starts_with(r"\\")
@@ -34,16 +58,18 @@ fn windows_style(path: &str) -> bool {
 /// Converts a native path to the POSIX style used on the wire.
 ///
 /// Windows drive paths become `/<drive>/...` with a lower-case drive letter and forward slashes; UNC paths
-/// `\\server\share\x` become `//server/share/x`. Every other path is returned unchanged (a POSIX path may
-/// legitimately contain backslashes).
+/// `\\server\share\x` become `//server/share/x`, each written verbatim too ([`without_verbatim_prefix`]).
+/// Every other path is returned unchanged (a POSIX path may legitimately contain backslashes).
 ///
 /// ```
 /// use claude_ide_bridge::to_posix;
 /// assert_eq!(to_posix(r"C:\Users\me\a.rs"), "/c/Users/me/a.rs");
 /// assert_eq!(to_posix("D:/work/x"), "/d/work/x");
+/// assert_eq!(to_posix(r"\\?\UNC\srv\share\a"), "//srv/share/a");
 /// assert_eq!(to_posix("/home/me/a.rs"), "/home/me/a.rs");
 /// ```
 pub fn to_posix(path: &str) -> String {
+    let path = &*without_verbatim_prefix(path);
     if let Some((drive, rest)) = split_drive(path) {
         let mut out = String::with_capacity(path.len() + 1);
         out.push('/');
@@ -76,15 +102,18 @@ fn encode_into(out: &mut String, s: &str) {
 ///
 /// Everything outside the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`) and `/` is percent-encoded
 /// byte by byte (UTF-8), so a space becomes `%20`, `#` becomes `%23` and `é` becomes `%C3%A9`. Windows drive
-/// paths give `file:///c:/...` (lower-case drive, colon kept); UNC paths give `file://server/share/...`.
-/// A relative path is taken as relative to the root (a `/` is prepended): pass absolute paths.
+/// paths give `file:///c:/...` (lower-case drive, colon kept); UNC paths give `file://server/share/...`, each
+/// written verbatim too ([`without_verbatim_prefix`]). A relative path is taken as relative to the root (a `/`
+/// is prepended): pass absolute paths.
 ///
 /// ```
 /// use claude_ide_bridge::file_uri;
 /// assert_eq!(file_uri("/home/me/my file#1.rs"), "file:///home/me/my%20file%231.rs");
 /// assert_eq!(file_uri(r"C:\Users\me\a.rs"), "file:///c:/Users/me/a.rs");
+/// assert_eq!(file_uri(r"\\?\UNC\srv\share\a.rs"), "file://srv/share/a.rs");
 /// ```
 pub fn file_uri(path: &str) -> String {
+    let path = &*without_verbatim_prefix(path);
     let mut out = String::with_capacity(path.len() + 16);
     out.push_str("file://");
     if let Some((drive, rest)) = split_drive(path) {
@@ -391,7 +420,7 @@ pub fn normalize(path: &str) -> Option<String> {
 /// ```
 pub fn is_within(path: &str, folder: &str) -> bool {
     let path = if windows_style(folder) {
-        std::borrow::Cow::Owned(path.replace('\\', "/"))
+        std::borrow::Cow::Owned(to_posix(path).replace('\\', "/"))
     } else {
         std::borrow::Cow::Borrowed(path)
     };
@@ -529,6 +558,8 @@ mod tests {
         assert_eq!(to_posix("C:"), "/c");
         assert_eq!(to_posix(r"\\?\D:\x\y"), "/d/x/y");
         assert_eq!(to_posix(r"\\server\share\x"), "//server/share/x");
+        assert_eq!(to_posix(r"\\?\UNC\server\share\x"), "//server/share/x");
+        assert_eq!(to_posix(r"\\?\Volume{1}\x"), "//?/Volume{1}/x");
         assert_eq!(to_posix("/usr/a\\b"), "/usr/a\\b");
         assert_eq!(to_posix("rel/x"), "rel/x");
         assert_eq!(to_posix("C:rel"), "C:rel");
@@ -898,6 +929,27 @@ mod tests {
                     "{} gave {} against {}", uri, windows, wire
                 );
             }
+        }
+
+        /// A path written verbatim (`\\?\C:\...`, `\\?\UNC\srv\share\...`, as `canonicalize` gives it on
+        /// Windows) reads as the path it names: the same wire path and URI, and inside that path's folder.
+        #[test]
+        fn verbatim_paths_read_as_the_paths_they_name(
+            unc in any::<bool>(), segments in proptest::collection::vec(segment(), 1..6)) {
+            let segments: Vec<String> = segments.into_iter().map(|s| s.replace('\\', "_")).collect();
+            let (plain, verbatim) = if unc {
+                let plain = format!(r"\\srv\share\{}", segments.join("\\"));
+                let verbatim = format!(r"\\?\UNC{}", &plain[1..]);
+                (plain, verbatim)
+            } else {
+                let plain = format!(r"C:\{}", segments.join("\\"));
+                (plain.clone(), format!(r"\\?\{plain}"))
+            };
+            prop_assert_eq!(&*without_verbatim_prefix(&verbatim), plain.as_str());
+            prop_assert_eq!(to_posix(&verbatim), to_posix(&plain));
+            prop_assert_eq!(file_uri(&verbatim), file_uri(&plain));
+            let folder = &plain[..plain.rfind('\\').unwrap()];
+            prop_assert!(is_within(&verbatim, folder), "{} in {}", verbatim, folder);
         }
 
         #[test]

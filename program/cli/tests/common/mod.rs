@@ -90,10 +90,10 @@ impl Sandbox {
 /// `path` without the verbatim prefix Windows' `canonicalize` gives (`\\?\C:\...` becomes
 /// `C:\...`, the form a user, claude and the lock file use); other paths as they are.
 pub fn plain(path: PathBuf) -> PathBuf {
-    let drive = (path.to_str().and_then(|t| t.strip_prefix(r"\\?\")))
-        .filter(|rest| rest.as_bytes().get(1) == Some(&b':'))
-        .map(PathBuf::from);
-    drive.unwrap_or(path)
+    match path.to_str() {
+        Some(text) => PathBuf::from(claude_ide_bridge::without_verbatim_prefix(text).as_ref()),
+        None => path,
+    }
 }
 
 /// Lines a child wrote, collected by a thread.

@@ -163,15 +163,9 @@ pub(crate) fn real_path(found: &Path) -> PathBuf {
     let Ok(real) = std::fs::canonicalize(found) else {
         return found.to_path_buf();
     };
-    let Some(text) = real.to_str() else {
-        return real;
-    };
-    if let Some(share) = text.strip_prefix(r"\\?\UNC\") {
-        return PathBuf::from(format!(r"\\{share}"));
-    }
-    match text.strip_prefix(r"\\?\") {
-        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => PathBuf::from(rest),
-        _ => real,
+    match real.to_str() {
+        Some(text) => PathBuf::from(claude_ide_bridge::without_verbatim_prefix(text).as_ref()),
+        None => real,
     }
 }
 

@@ -670,14 +670,7 @@ fn filetime_to_system(t: FILETIME) -> Option<std::time::SystemTime> {
 /// with its working directory, drive letter in upper case): `C:\Users\me\project`, without the
 /// verbatim prefix `\\?\` that some absolute paths carry.
 pub(crate) fn lock_folder(abs: &Path) -> String {
-    let text = abs.to_string_lossy();
-    if let Some(unc) = text.strip_prefix(r"\\?\UNC\") {
-        return format!(r"\\{unc}");
-    }
-    match text.strip_prefix(r"\\?\") {
-        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => rest.to_string(),
-        _ => text.into_owned(),
-    }
+    claude_ide_bridge::without_verbatim_prefix(&abs.to_string_lossy()).into_owned()
 }
 
 /// Windows has no signal mask: nothing is ignored. (A console process started without Ctrl-C,
