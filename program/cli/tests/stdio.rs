@@ -466,6 +466,10 @@ fn stdio_refuses_what_it_cannot_use_and_keeps_one_entry_per_file() {
     let stdin = s.stdin.as_mut().unwrap();
     stdin.write_all(&line).unwrap();
     stdin.flush().unwrap();
+    // The editor's lines are handled in turn: once `status` is answered, the selection is kept
+    // (the client's call comes on another link, which may be read first).
+    s.send_line(r#"{"type":"status"}"#);
+    next_msg(&s, "status", 0);
     let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
     assert_eq!(v["text"], *String::from_utf8_lossy(text), "{v}");
     // But one whose path is not UTF-8 names no file: refused, the selection kept.
