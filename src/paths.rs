@@ -183,7 +183,8 @@ fn percent_decode(s: &str) -> Option<String> {
 /// The scheme is matched case-insensitively; the authority must be empty or `localhost`, otherwise the result
 /// is a UNC-style `//host/path`. Percent escapes are decoded (a `%` not followed by two hex digits is kept
 /// literally, since some clients do not encode). A Windows drive (`/c:/x`, `/C%3A/x`) gives the wire form
-/// `/c/x`; so does `file://` followed by a Windows path (`file://C:\x`, the form the Windows `claude` sends).
+/// `/c/x`; so does `file://` followed by a Windows path (`file://C:\x`, the form the Windows `claude` sends),
+/// and `file://\\srv\share\x` (its form for a file on a share) gives `//srv/share/x`.
 /// `?` and `#` are taken as part of the path, since file URIs in this protocol carry neither a
 /// query nor a fragment. Returns `None` for other schemes, a
 /// missing path, invalid UTF-8, or NUL.
@@ -202,6 +203,10 @@ fn percent_decode(s: &str) -> Option<String> {
 pub fn uri_to_path(uri: &str) -> Option<String> {
     let (host, path) = match split_file_uri(uri)? {
         FileUri::Drive(native) => return percent_decode(native).map(|p| to_posix(&p)),
+        FileUri::Share(native) => {
+            let (host, path) = share_of_native(native)?;
+            return Some(format!("//{host}{path}"));
+        }
         FileUri::Path { host, path } => (host, path),
     };
     let decoded = percent_decode(path)?;
@@ -250,6 +255,9 @@ enum FileUri<'a> {
     /// `file://` then a Windows drive path, `file://C:\Users\me\a.rs`: what the Windows `claude`
     /// sends (`file://` and the native path), never a host named `C:`. The text after `file://`.
     Drive(&'a str),
+    /// `file://` then a Windows share's path, `file://\\srv\share\a.rs`: the Windows `claude`'s
+    /// form for a file on a share (`\\wsl.localhost\Debian\...` included). The text after `file://`.
+    Share(&'a str),
     /// An authority (empty, `localhost` or a host) and the path after it, from its `/`.
     Path { host: &'a str, path: &'a str },
 }
@@ -261,7 +269,10 @@ fn split_file_uri(uri: &str) -> Option<FileUri<'_>> {
     }
     let rest = &uri[5..];
     if let Some(after) = rest.strip_prefix("//") {
-        if split_drive(after).is_some() && !after.starts_with('\\') {
+        if after.starts_with(r"\\") {
+            return Some(FileUri::Share(after));
+        }
+        if split_drive(after).is_some() {
             return Some(FileUri::Drive(after));
         }
         let slash = after.find('/')?;
@@ -277,6 +288,16 @@ fn split_file_uri(uri: &str) -> Option<FileUri<'_>> {
     } else {
         None
     }
+}
+
+/// The host and the path after it (from its separator, each `\\` a `/`) of a share's path written
+/// after `file://` ([`FileUri::Share`]), decoded; `None` for an empty host or nothing after it.
+fn share_of_native(native: &str) -> Option<(String, String)> {
+    let decoded = percent_decode(native)?;
+    let after = decoded.strip_prefix(r"\\")?.replace('\\', "/");
+    let slash = after.find('/').filter(|&i| i > 0)?;
+    let (host, path) = after.split_at(slash);
+    Some((host.to_owned(), path.to_owned()))
 }
 
 /// The drive a decoded URI path starts with (`/C:` alone or before a `/`), as written, and the rest.
@@ -295,8 +316,9 @@ fn drive_of_uri_path(decoded: &str) -> Option<(char, &str)> {
 /// A drive gives `C:\...`: its letter in upper case, every `/` a `\`, `C:\` for the drive alone. It is
 /// taken from the forms [`uri_to_path`] reads as a drive: `file:///C:/x`, `file:///c%3A/x` (as pyright
 /// writes it), `file://localhost/c:/x`, `file:/c:/x`, and `file://C:\x` or `file://C:/x` (the Windows
-/// `claude`'s own form). A host other than `localhost` gives the UNC path `\\host\share\...`, and so does an
-/// empty host before `//host/share` (`file:////host/share/x`). Percent escapes are decoded as
+/// `claude`'s own form). A host other than `localhost` gives the UNC path `\\host\share\...`, and so do an
+/// empty host before `//host/share` (`file:////host/share/x`) and a share's path after `file://`
+/// (`file://\\host\share\x`, the Windows `claude`'s form for a file on a share). Percent escapes are decoded as
 /// [`uri_to_path`] decodes them; `?` and `#` are part of the path; `.` and `..` are left for the reader of
 /// the path to resolve (or refuse).
 ///
@@ -316,6 +338,7 @@ fn drive_of_uri_path(decoded: &str) -> Option<(char, &str)> {
 /// assert_eq!(windows("file:///c%3A/x/a%20b.py").as_deref(), Some(r"C:\x\a b.py"));
 /// assert_eq!(windows(r"file://C:\x\a.py").as_deref(), Some(r"C:\x\a.py"));
 /// assert_eq!(windows("file://server/share/a").as_deref(), Some(r"\\server\share\a"));
+/// assert_eq!(windows(r"file://\\server\share\a").as_deref(), Some(r"\\server\share\a"));
 /// // The wire form cannot tell these apart; the Windows reading can.
 /// assert_eq!(uri_to_path("file:///c/x"), uri_to_path("file:///c:/x"));
 /// assert_eq!(windows("file:///c/x"), None);
@@ -327,6 +350,10 @@ pub fn uri_to_windows_path(uri: &str) -> Option<String> {
             let decoded = percent_decode(native)?;
             let (letter, rest) = split_drive(&decoded)?;
             return Some(drive_path(letter, rest));
+        }
+        FileUri::Share(native) => {
+            let (host, path) = share_of_native(native)?;
+            return unc_path(&host, &path);
         }
         FileUri::Path { host, path } => (host, path),
     };
@@ -722,6 +749,20 @@ mod tests {
             ("file://srv/./x", None),
             ("file://srv/.../x", Some(r"\\srv\...\x")),
             ("file://host", None),
+            // A share's path after `file://`, as the Windows `claude` writes it.
+            (r"file://\\srv\share\a.py", Some(r"\\srv\share\a.py")),
+            (
+                r"file://\\wsl.localhost\Debian\home\a%20b.py",
+                Some(r"\\wsl.localhost\Debian\home\a b.py"),
+            ),
+            (r"file://\\srv/share/a", Some(r"\\srv\share\a")),
+            (r"file://\\srv\share", Some(r"\\srv\share")),
+            (r"file://\\srv", None),
+            (r"file://\\srv\", None),
+            (r"file://\\\share\a", None),
+            (r"file://\\?\C:\x", None),
+            (r"file://\\?\UNC\srv\share\x", None),
+            (r"file://\\.\COM1", None),
             // No drive written: no Windows path.
             ("file:///c/x", None),
             ("file:///C/x/a.py", None),
@@ -931,6 +972,24 @@ mod tests {
                     "{} gave {} against {}", uri, windows, wire
                 );
             }
+        }
+
+        /// A file on a share, as the bridge writes its URI and as the Windows `claude` does
+        /// (`file://` and the path): the Windows reading gives the path back, the wire reading its
+        /// POSIX form.
+        #[test]
+        fn share_uri_round_trip(host in "[a-zA-Z0-9][a-zA-Z0-9.-]{0,15}", share in "[a-zA-Z0-9$_-]{1,8}",
+                                segments in proptest::collection::vec(segment(), 0..5)) {
+            let segments: Vec<String> = segments.into_iter().map(|s| s.replace(['\\', '/'], "_")).collect();
+            let mut native = format!(r"\\{host}\{share}");
+            for segment in &segments {
+                native.push('\\');
+                native.push_str(segment);
+            }
+            prop_assert_eq!(uri_to_windows_path(&file_uri(&native)), Some(native.clone()));
+            let claudes = format!("file://{native}").replace('%', "%25");
+            prop_assert_eq!(uri_to_windows_path(&claudes), Some(native.clone()));
+            prop_assert_eq!(uri_to_path(&claudes), Some(to_posix(&native)));
         }
 
         /// A path written verbatim (`\\?\C:\...`, `\\?\UNC\srv\share\...`, as `canonicalize` gives it on
