@@ -630,6 +630,32 @@ def own_checks_after(b, call_id):
     return checks if len(checks) >= 2 else None
 
 
+def accept_on_stdio(sb, b, c, prompt):
+    """Submits `prompt`, whose model edits a file with nothing asked before; the editor (the test, on stdio) shows
+    the `openDiff` and its user reads it for a few seconds, then accepts. Returns the client's own `getDiagnostics`
+    calls around the edit (the baseline, the one after) once the `openDiff` is answered `FILE_SAVED`."""
+    c.submit(prompt)
+    shown = b.wait_event(lambda e: e.get("type") == "tool_call" and e.get("name") == "openDiff",
+                         what="the openDiff on stdio")
+    assert not b.tool_calls("getDiagnostics"), "a diagnostics call came before the edit"
+    time.sleep(READ_SECONDS)
+    b.send({"type": "diff_decision", "id": shown["id"], "decision": "accept"})
+    call = b.wait_tool_call("openDiff")
+    resp = b.wait_response(call["id"], timeout=60)
+    assert text_of(resp["result"])[0] == "FILE_SAVED", resp
+    return wait_until(lambda: own_checks_after(b, call["id"]),
+                      what="the client's own checks around the edit", diag=sb.diag)[:2]
+
+
+def new_diagnostics(sb):
+    """The `<new-diagnostics>` block of the model request after the edit."""
+    turn = sb.model.wait_turn(1, "the model turn after the edit", diag=sb.diag)
+    texts = "\n".join(message_texts(turn["body"]))
+    m = re.search(r"<new-diagnostics>[\s\S]*?</new-diagnostics>", texts)
+    assert m, f"no <new-diagnostics> in the request after the first edit:\n{texts[-3000:]}\n{sb.diag()}"
+    return m.group(0)
+
+
 def first_line(message):
     return message.splitlines()[0] if message else message
 
@@ -646,21 +672,8 @@ def test_first_edit_reports_only_the_new_error(sb, runtime, requests_sdist):
     c = sb.client()
     c.wait_ready()
     wait_connected(b)
-    c.submit("Make the redirect limit the string thirty in models.py")
-
-    # The editor shows the diff; its user reads it for a few seconds, then accepts.
-    shown = b.wait_event(lambda e: e.get("type") == "tool_call" and e.get("name") == "openDiff",
-                         what="the openDiff on stdio")
-    assert not b.tool_calls("getDiagnostics"), "a diagnostics call came before the edit"
-    time.sleep(READ_SECONDS)
-    b.send({"type": "diff_decision", "id": shown["id"], "decision": "accept"})
-    call = b.wait_tool_call("openDiff")
-    resp = b.wait_response(call["id"], timeout=60)
-    assert text_of(resp["result"])[0] == "FILE_SAVED", resp
+    baseline, after = accept_on_stdio(sb, b, c, "Make the redirect limit the string thirty in models.py")
     wait_until(lambda: FIRST_EDIT_NEW in path.read_text(), what="the edited file on disk", diag=sb.diag)
-
-    baseline, after = wait_until(lambda: own_checks_after(b, call["id"]),
-                                 what="the client's own checks around the edit", diag=sb.diag)[:2]
     assert baseline["msg"]["params"]["arguments"] == {"uri": uri}, baseline
     assert after["msg"]["params"]["arguments"] == {}, after
     # The baseline: the errors models.py already has, from pyright, for the text on disk, within the client's
@@ -677,14 +690,39 @@ def test_first_edit_reports_only_the_new_error(sb, runtime, requests_sdist):
     assert any(FIRST_EDIT_ERROR in m for m in msgs), body
 
     # The request after the edit: the new error, and none of the file's old ones.
-    turn = sb.model.wait_turn(1, "the model turn after the edit", diag=sb.diag)
-    texts = "\n".join(message_texts(turn["body"]))
-    m = re.search(r"<new-diagnostics>[\s\S]*?</new-diagnostics>", texts)
-    assert m, f"no <new-diagnostics> in the request after the first edit:\n{texts[-3000:]}\n{sb.diag()}"
-    block = m.group(0)
+    block = new_diagnostics(sb)
     assert "models.py:" in block and FIRST_EDIT_ERROR in block, block
     assert f"[Line {line}:31]" in block and "[reportAssignmentType] (Pyright)" in block, block
     assert block.count("[Line ") == 1, block
     for d in old:
         assert first_line(d["message"]) not in block, (d, block)
+    c.wait_screen(r"Edited it\.", what="the end of the turn")
+
+
+def test_first_edit_in_a_folder_whose_name_is_encoded_in_a_uri(sb, runtime):
+    """The client names the edited file `file://` and its path as it is (a space, an `é`), and matches the files of
+    its after-edit `getDiagnostics {}` to it by that text: the new error is reported for a file whose path a URI
+    writes with escapes too."""
+    folder = sb.ws / "my app é"
+    folder.mkdir()
+    path = folder / "shapes.py"
+    path.write_text('NAME: str = 5\n' + FIRST_EDIT_OLD)
+    sb.model.set_script(edit_script(path, FIRST_EDIT_OLD, FIRST_EDIT_NEW))
+    b = sb.bridge(runtime, stdio=True, extra_args=["--lsp-start-wait", "30s"])
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    baseline, after = accept_on_stdio(sb, b, c, "Make the redirect limit the string thirty in shapes.py")
+    # `file://` and the path, not escaped.
+    assert baseline["msg"]["params"]["arguments"] == {"uri": f"file://{path}"}, baseline
+    reply = b.wait_response(baseline["msg"]["id"], timeout=60)
+    before = json.loads(text_of(reply["result"])[0])
+    assert [e["uri"] for e in before] == [f"file://{path}"], before
+    assert any("NAME" in d["message"] or "str" in d["message"] for e in before for d in e["diagnostics"]), before
+    body, msgs = answered(b, after["msg"])
+    assert any(FIRST_EDIT_ERROR in m for m in msgs), body
+
+    block = new_diagnostics(sb)
+    assert "shapes.py" in block and FIRST_EDIT_ERROR in block, block
+    assert block.count("[Line ") == 1, block
     c.wait_screen(r"Edited it\.", what="the end of the turn")

@@ -37,8 +37,10 @@ use crate::lsp::{Log, Warm, WARM_MAX};
 use crate::ui;
 
 mod memory;
+mod spelling;
 
 use memory::{read_stamped, stamp_of, Memory, Stamp};
+pub(crate) use spelling::Spellings;
 
 /// Notes ([`LanguageServers::note_once`]) remembered at most, of each kind ([`Noted`]); the
 /// last one of a kind says so.
@@ -1066,8 +1068,14 @@ impl LanguageServers {
     /// would be checked against the old one) and asked about (within one diagnostics wait in all,
     /// within the client's own bound when it is the one asking; a file whose text the server
     /// already has costs nothing), then every file with known diagnostics. The editor's
-    /// (`--stdio`) take precedence for their files.
-    pub fn all(&self, editor: &BTreeMap<String, Vec<Diagnostic>>, asker: Asker) -> ToolResult {
+    /// (`--stdio`) take precedence for their files. A file the client asked about is named as
+    /// it asked ([`Spellings`]).
+    pub fn all(
+        &self,
+        editor: &BTreeMap<String, Vec<Diagnostic>>,
+        asker: Asker,
+        spelled: &Spellings,
+    ) -> ToolResult {
         let now = Instant::now();
         let (deadline, hard) = match asker {
             Asker::Client => ((now + CLIENT_ALL_WAIT).min(self.lsp.deadline()), true),
@@ -1151,7 +1159,7 @@ impl LanguageServers {
             .filter(|(_, d)| !d.is_empty())
             .map(|(uri, diagnostics)| FileDiagnostics { uri, diagnostics })
             .collect();
-        ToolResult::json(&self.answer_within(files))
+        ToolResult::json(&self.answer_within(spelled.respell(files)))
     }
 
     /// `path` does not exist: unless accepted contents for it wait to be written
@@ -1255,6 +1263,11 @@ impl Host {
     /// `getDiagnostics` with language servers: the editor's answer at once for a file it reported
     /// (`--stdio`), else a job.
     pub(super) fn diagnostics_call(&mut self, call: CallId, uri: Option<String>) {
+        // The client's own question (the model's tool calls say they are the model's): its
+        // spelling names the file in the `{}` that follows the edit.
+        if let Some(u) = uri.as_deref().filter(|_| call.asker() != Asker::Model) {
+            self.spellings.asked(u);
+        }
         let Some(servers) = self.lsp.clone() else {
             let r = self.answer_editor_diagnostics(uri.as_deref());
             return self.respond(call, r);
@@ -1271,8 +1284,10 @@ impl Host {
             }
             None => {
                 let (editor, within) = (self.diagnostics.clone(), servers.job_extra());
-                self.jobs
-                    .tool_longer(call, within, move || servers.all(&editor, call.asker()));
+                let spelled = self.spellings.clone();
+                self.jobs.tool_longer(call, within, move || {
+                    servers.all(&editor, call.asker(), &spelled)
+                });
             }
         }
     }
@@ -1312,7 +1327,8 @@ impl Host {
         self.diagnostics.keys().any(|u| same_uri(u, uri))
     }
 
-    /// What the editor reported: for one file, or every file with diagnostics.
+    /// What the editor reported: for one file, or every file with diagnostics (a file the client
+    /// asked about named as it asked, [`Spellings`]).
     pub(super) fn answer_editor_diagnostics(&self, uri: Option<&str>) -> ToolResult {
         let files: Vec<FileDiagnostics> = self
             .diagnostics
@@ -1328,7 +1344,7 @@ impl Host {
                 diagnostics: d.clone(),
             })
             .collect();
-        ToolResult::json(&within_answer(files).0)
+        ToolResult::json(&within_answer(self.spellings.respell(files)).0)
     }
 
     /// Waits, at most `within`, for the answers of the jobs running (see [`Jobs::settle`]).

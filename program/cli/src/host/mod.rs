@@ -318,6 +318,8 @@ pub struct Host {
     selection: Option<SelectionChanged>,
     /// What the editor reported, by URI (an empty list too: the editor says the file is clean).
     diagnostics: stdio::EditorDiagnostics,
+    /// How the client wrote the files it asked `getDiagnostics` about.
+    spellings: diagnostics::Spellings,
     tabs: Tabs,
     // For the stdio `status` answer: what the `ready` line said, and the connected clients (the
     // protocol version once initialized).
@@ -465,6 +467,7 @@ impl Host {
             forwarded: HashMap::new(),
             selection: None,
             diagnostics: stdio::EditorDiagnostics::default(),
+            spellings: diagnostics::Spellings::default(),
             tabs: Tabs::default(),
             ready: None,
             clients: BTreeMap::new(),

@@ -409,7 +409,9 @@ fn the_clients_own_check_is_answered_within_its_bound() {
     // Its check of every file after an edit, too (the file asked about is among those it
     // asks the server about again): within the client's 2 s, not the server's start wait.
     let started = Instant::now();
-    let all = fake.servers.all(&BTreeMap::new(), Asker::Client);
+    let all = fake
+        .servers
+        .all(&BTreeMap::new(), Asker::Client, &Spellings::default());
     assert!(!all.is_error, "{all:?}");
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -551,7 +553,9 @@ fn the_editors_file_is_the_editors_however_its_uri_is_spelled() {
     assert!(same_uri(&editor_uri, &server_uri));
     let mine = error_on_line_0("the editor's");
     let editor = BTreeMap::from([(editor_uri.clone(), vec![mine.clone()])]);
-    let all = fake.servers.all(&editor, Asker::Model);
+    let all = fake
+        .servers
+        .all(&editor, Asker::Model, &Spellings::default());
     let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
         panic!("{all:?}");
     };

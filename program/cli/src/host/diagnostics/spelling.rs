@@ -1,0 +1,131 @@
+//! How the client spells the files it asks about ([`Spellings`]), so that `getDiagnostics {}`
+//! names each file as the client will look it up.
+//!
+//! The real client asks before an edit with `getDiagnostics {uri: "file://" + path}`: the path
+//! as it is, not escaped (`file:///home/me/my app/a.py`, `file://C:\Users\me\a.py` from the
+//! Windows client). After the edit it asks `getDiagnostics {}` and takes a file of that answer
+//! for the edited one only when the text after `file://` is that path (it compares them with no
+//! unescaping; on Windows in any case and with either slash). A URI written by the book
+//! (`file:///home/me/my%20app/a.py`) never matches a path with a space or a character outside
+//! ASCII in it, and the edit's new errors never reached the model there. So a file the client
+//! asked about is named in `{}` with the client's own URI, as `getDiagnostics {uri}` is already
+//! answered under the URI asked (docs/e2e.md, "What the real client does with diagnostics").
+
+use std::collections::VecDeque;
+
+use claude_ide_bridge::FileDiagnostics;
+
+use super::editor_path;
+
+/// The files whose spelling is kept at most (the most recent): the client asks about the files
+/// it edits, one at a time.
+pub(crate) const MAX_SPELLINGS: usize = 256;
+
+/// The `file:` URIs the client asked `getDiagnostics` about, by the file they name (the most
+/// recent last), at most [`MAX_SPELLINGS`]; one for each file, the last asked.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Spellings {
+    /// (the file's key, the URI as the client wrote it).
+    asked: VecDeque<(String, String)>,
+}
+
+/// What a URI or path names, as one key for all its spellings: its path with escapes decoded
+/// and `.`, `..` and repeated `/` resolved, in any case on Windows (as [`super::same_uri`]
+/// compares).
+fn key(uri: &str) -> Option<String> {
+    editor_path(uri).map(|p| crate::sys::case_key(&p).into_owned())
+}
+
+impl Spellings {
+    /// The client asked about `uri`: kept when it is a `file:` URI that names a file (a path
+    /// asked is answered under `file://` URIs, which the client's `{}` reading needs anyway).
+    pub(crate) fn asked(&mut self, uri: &str) {
+        if !claude_ide_bridge::is_file_uri(uri) {
+            return;
+        }
+        let Some(key) = key(uri) else { return };
+        self.asked.retain(|(k, _)| *k != key);
+        if self.asked.len() == MAX_SPELLINGS {
+            self.asked.pop_front();
+        }
+        self.asked.push_back((key, uri.to_owned()));
+    }
+
+    /// How the client wrote the file `uri` names, if it asked about it.
+    pub(crate) fn of(&self, uri: &str) -> Option<&str> {
+        if self.asked.is_empty() {
+            return None;
+        }
+        let key = key(uri)?;
+        (self.asked.iter().rev())
+            .find(|(k, _)| *k == key)
+            .map(|(_, u)| u.as_str())
+    }
+
+    /// `files`, each a file the client asked about named with its URI.
+    pub(crate) fn respell(&self, mut files: Vec<FileDiagnostics>) -> Vec<FileDiagnostics> {
+        for f in &mut files {
+            if let Some(asked) = self.of(&f.uri) {
+                if asked != f.uri {
+                    f.uri = asked.to_owned();
+                }
+            }
+        }
+        files
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use claude_ide_bridge::file_uri;
+
+    fn file(uri: &str) -> FileDiagnostics {
+        FileDiagnostics {
+            uri: uri.to_owned(),
+            diagnostics: Vec::new(),
+        }
+    }
+
+    /// A file asked about with its path as it is is answered in `{}` under that URI, whichever
+    /// way the bridge wrote it; other files as they were.
+    #[test]
+    fn a_file_asked_about_is_named_as_asked() {
+        let mut s = Spellings::default();
+        let raw = "file:///ws/my app é/a.py";
+        s.asked(raw);
+        s.asked("/ws/path asked.py");
+        s.asked("untitled:Untitled-1");
+        let files = s.respell(vec![
+            file(&file_uri("/ws/my app é/a.py")),
+            file("file:///ws/./my%20app%20%C3%A9//a.py"),
+            file(&file_uri("/ws/other one.py")),
+            file(&file_uri("/ws/path asked.py")),
+        ]);
+        let uris: Vec<&str> = files.iter().map(|f| f.uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            [
+                raw,
+                raw,
+                "file:///ws/other%20one.py",
+                "file:///ws/path%20asked.py"
+            ]
+        );
+    }
+
+    /// The last spelling asked wins, and only the most recent files are kept.
+    #[test]
+    fn the_last_spelling_is_kept_for_the_most_recent_files() {
+        let mut s = Spellings::default();
+        s.asked("file:///ws/a%20b.py");
+        s.asked("file:///ws/a b.py");
+        assert_eq!(s.of("file:///ws/a%20b.py"), Some("file:///ws/a b.py"));
+        for i in 0..MAX_SPELLINGS {
+            s.asked(&format!("file:///ws/{i} .py"));
+        }
+        assert_eq!(s.asked.len(), MAX_SPELLINGS);
+        assert_eq!(s.of("file:///ws/a%20b.py"), None);
+        assert_eq!(s.of("file:///ws/0%20.py"), Some("file:///ws/0 .py"));
+    }
+}
