@@ -41,7 +41,7 @@ WINE_TESTS=(
   # getDiagnostics reads a URI or a path and how a tab's is matched, the look at the files language
   # servers watch, the host claude is told for each --host (`::` takes no IPv4 on Windows) (its
   # other unit tests run on Linux; one of them takes minutes under Wine).
-  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests host::diagnostics::tests::uris_and_paths host::tabs::tests::spellings host::watch:: serve::tests::claude_is_told"
+  "-p claude-ide-bridge-cli --bin claude-ide-bridge -- state:: sys:: lsp::tests host::diagnostics::tests::uris_and_paths host::diagnostics::spelling:: host::tabs::tests::spellings host::watch:: serve::tests::claude_is_told"
   # The Windows program itself, started for real: serve (lock file, token, tools, file access,
   # list), serve --stdio (an editor deciding a diff, its stdin closing), both runtimes.
   "-p claude-ide-bridge-cli --test portable"

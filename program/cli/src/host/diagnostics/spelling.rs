@@ -114,6 +114,18 @@ mod tests {
         );
     }
 
+    /// The Windows client's form, `file://` and the drive's path, is kept for the file the
+    /// bridge names `file:///c:/...`; on Windows in any case, as Windows names files.
+    #[test]
+    fn the_windows_clients_uri_is_kept_for_its_file() {
+        let mut s = Spellings::default();
+        let raw = r"file://C:\Users\John Smith\app\a.py";
+        s.asked(raw);
+        assert_eq!(s.of("file:///c:/Users/John%20Smith/app/a.py"), Some(raw));
+        let other_case = s.of("file:///C:/USERS/john%20smith/App/a.py");
+        assert_eq!(other_case, cfg!(windows).then_some(raw));
+    }
+
     /// The last spelling asked wins, and only the most recent files are kept.
     #[test]
     fn the_last_spelling_is_kept_for_the_most_recent_files() {
