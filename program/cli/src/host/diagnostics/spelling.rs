@@ -115,7 +115,8 @@ mod tests {
     }
 
     /// The Windows client's form, `file://` and the drive's path, is kept for the file the
-    /// bridge names `file:///c:/...`; on Windows in any case, as Windows names files.
+    /// bridge names `file:///c:/...` (on Windows in any case, as Windows names files), and a
+    /// share's `file://\\srv\share\...` for its `file://srv/share/...`.
     #[test]
     fn the_windows_clients_uri_is_kept_for_its_file() {
         let mut s = Spellings::default();
@@ -124,6 +125,10 @@ mod tests {
         assert_eq!(s.of("file:///c:/Users/John%20Smith/app/a.py"), Some(raw));
         let other_case = s.of("file:///C:/USERS/john%20smith/App/a.py");
         assert_eq!(other_case, cfg!(windows).then_some(raw));
+        // A file on a share: `file://` and the share's path, for the bridge's `file://srv/...`.
+        let share = r"file://\\srv\share\my app\b.py";
+        s.asked(share);
+        assert_eq!(s.of("file://srv/share/my%20app/b.py"), Some(share));
     }
 
     /// The last spelling asked wins, and only the most recent files are kept.
