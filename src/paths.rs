@@ -16,9 +16,9 @@
 use std::fmt;
 
 /// Splits a Windows drive path into its lower-case drive letter and the rest (which is empty or starts with a
-/// separator). Also accepts the verbatim prefix `\\?\`.
+/// separator). A path written verbatim (`\\?\C:\`) is none: its readers take the prefix off first
+/// ([`without_verbatim_prefix`]).
 fn split_drive(path: &str) -> Option<(char, &str)> {
-    let path = path.strip_prefix(r"\\?\").unwrap_or(path);
     let b = path.as_bytes();
     let drive_like = b.len() >= 2
         && b[0].is_ascii_alphabetic()
