@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from harness import WireLog, CLIENT_VERSION, CLAUDE_BIN, BRIDGE_BIN, text_of, tool_result_text, tool_results, \
+from harness import Timeout, WireLog, CLIENT_VERSION, CLAUDE_BIN, BRIDGE_BIN, text_of, tool_result_text, tool_results, \
     message_texts, turn_text, wait_until
 
 
@@ -273,6 +273,82 @@ def test_edit_rejected(sb, runtime):
     assert "SHOULD NOT BE REACHED" not in c.screen()
     assert path.read_text() == "hello world\n"
     assert "diff rejected" in b.stderr(), b.stderr()
+
+
+# --------------------------------------------------------------------------------------------------
+# 14. the user answers in claude's own prompt while the IDE shows the diff
+
+
+def answer_in_claudes_prompt(sb, b, c, path, proposed):
+    """Enter on claude's own `Do you want to make this edit to ...?` (its `1. Yes`) while the IDE's `openDiff` is
+    still open: claude writes the file itself and closes the IDE's tab, which must end the pending call. Returns the
+    `openDiff` call."""
+    call = b.wait_tool_call("openDiff")
+    tab = call["params"]["arguments"]["tab_name"]
+    asked = r"Do you want to make this edit to " + re.escape(path.name) + r"\?"
+    c.wait_screen(asked, what="claude's own prompt", history=False)
+    assert b.response_to(call["id"]) is None, "the openDiff was answered before anyone decided"
+    # "1. Yes". A key pressed while the prompt is still being drawn is lost (seen here, and in test_remote.py):
+    # pressed again while the prompt is up, at most three times.
+    for attempt in range(3):
+        c.keys("Enter")
+        try:
+            close = b.wait_tool_call("close_tab", timeout=10)
+            break
+        except Timeout:
+            if attempt == 2 or not re.search(asked, c.screen(history=False)):
+                raise
+    assert close["params"]["arguments"]["tab_name"] == tab, close
+    # The call claude no longer waits for is ended by its tab's close (claude sends no notifications/cancelled),
+    # answered before the close_tab; claude has decided already and takes no notice of it.
+    assert text_of(b.wait_response(call["id"])["result"]) == ["DIFF_REJECTED", tab]
+    assert text_of(b.wait_response(close["id"])["result"]) == ["TAB_CLOSED"]
+    wait_until(lambda: path.read_text() == proposed, what="the proposal written by claude",
+               diag=lambda: f"on disk: {path.read_bytes()!r}\n" + sb.diag())
+    c.wait_screen(r"Edited it\.", what="the end of the turn")
+    assert "Rejected update" not in c.screen(), c.screen()
+    turn = sb.model.wait_turn(1, "the model turn after the edit", diag=sb.diag)
+    assert any("has been updated successfully" in tool_result_text(t) for t in tool_results(turn["body"])), turn
+    return call
+
+
+def test_edit_deferred_to_claudes_own_prompt(sb, runtime):
+    """`--on-diff defer`: the bridge never answers the diff itself; the user answers in claude's prompt."""
+    path = sb.ws / "a.txt"
+    path.write_text("hello world\n")
+    sb.model.set_script(edit_script(path, "hello", "goodbye"))
+    b = sb.bridge(runtime, on_diff="defer")
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    c.submit("Change hello to goodbye in a.txt")
+    answer_in_claudes_prompt(sb, b, c, path, "goodbye world\n")
+
+
+def test_edit_answered_in_claudes_prompt_closes_the_editors_diff(sb, runtime):
+    """With an editor on stdio showing the diff, the answer given in claude's prompt tells the editor to close its
+    view (`cancelled`, reason `tab_closed`); a decision the editor sends after that changes nothing."""
+    path = sb.ws / "a.txt"
+    path.write_text("hello world\n")
+    sb.model.set_script(edit_script(path, "hello", "goodbye"))
+    b = sb.bridge(runtime, stdio=True)
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    c.submit("Change hello to goodbye in a.txt")
+    shown = b.wait_event(lambda e: e.get("type") == "tool_call" and e.get("name") == "openDiff",
+                         what="the openDiff on stdio")
+    answer_in_claudes_prompt(sb, b, c, path, "goodbye world\n")
+    b.wait_event(lambda e: e == {"type": "cancelled", "id": shown["id"], "reason": "tab_closed"},
+                 what="the editor told to close its diff")
+    b.wait_event(lambda e: e.get("type") == "tab_closed" and e.get("tabName") == shown["arguments"]["tab_name"],
+                 what="the tab's close on stdio")
+    # The editor's user accepts the stale view anyway, with other text: refused, and the file is claude's.
+    b.send({"type": "diff_decision", "id": shown["id"], "decision": "accept", "contents": "stale\n"})
+    b.wait_event(lambda e: e.get("type") == "error" and f"no pending call with id {shown['id']}" in e["message"],
+                 what="the late decision refused")
+    assert path.read_text() == "goodbye world\n"
+    assert len(b.tool_calls("openDiff")) == 1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -726,3 +802,33 @@ def test_first_edit_in_a_folder_whose_name_is_encoded_in_a_uri(sb, runtime):
     assert "shapes.py" in block and FIRST_EDIT_ERROR in block, block
     assert block.count("[Line ") == 1, block
     c.wait_screen(r"Edited it\.", what="the end of the turn")
+
+
+def test_new_file_in_a_new_folder_gets_its_errors_reported(sb, runtime):
+    """The model's `Write` of a file that does not exist yet, in a folder that does not either: the `openDiff`
+    names it for both paths, the baseline asked before claude creates it is the empty list (the file has no
+    diagnostics: it is not there), and the new file's error reaches the model after the write. Another file's
+    error, already there, is not reported."""
+    (sb.ws / "old.py").write_text('OLD: str = 1\n')
+    path = sb.ws / "pkg" / "new.py"
+    new_error = 'Type "Literal[\'no\']" is not assignable to declared type "int"'
+    sb.model.set_script([{"tool_use": {"name": "Write", "input": {"file_path": str(path),
+                                                                   "content": 'N: int = "no"\n'}}},
+                         {"text": "Wrote it."}])
+    b = sb.bridge(runtime, stdio=True, extra_args=["--lsp-start-wait", "30s"])
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    baseline, after = accept_on_stdio(sb, b, c, "Write pkg/new.py")
+    args = b.wait_tool_call("openDiff")["params"]["arguments"]
+    assert args["old_file_path"] == args["new_file_path"] == str(path), args
+    assert baseline["msg"]["params"]["arguments"] == {"uri": f"file://{path}"}, baseline
+    reply = b.wait_response(baseline["msg"]["id"], timeout=60)
+    assert json.loads(text_of(reply["result"])[0]) == [], reply
+    body, msgs = answered(b, after["msg"])
+    assert any(new_error in m for m in msgs), body
+    block = new_diagnostics(sb)
+    assert "new.py" in block and new_error in block, block
+    assert "old.py" not in block and block.count("[Line ") == 1, block
+    assert path.read_text() == 'N: int = "no"\n'
+    c.wait_screen(r"Wrote it\.", what="the end of the turn")
