@@ -351,6 +351,62 @@ def test_edit_answered_in_claudes_prompt_closes_the_editors_diff(sb, runtime):
     assert len(b.tool_calls("openDiff")) == 1
 
 
+def test_two_claude_sessions_on_one_bridge_keep_their_diffs_apart(sb, runtime):
+    """Two `claude` sessions in one workspace share its bridge. A prompt submitted in one (its
+    `closeAllDiffTabs`) leaves the other's pending diff alone; each accepted diff goes back to its own session,
+    which writes its own file and goes on."""
+    a, b_txt = sb.ws / "a.txt", sb.ws / "b.txt"
+    a.write_text("hello world\n")
+    b_txt.write_text("one two\n")
+    edit_a = edit_script(a, "hello", "goodbye")[0]
+    edit_b = edit_script(b_txt, "one", "three")[0]
+    sb.model.set_script([edit_a])
+    b = sb.bridge(runtime, stdio=True)
+    first = sb.client()
+    second = sb.client(window="claude2")
+    first.wait_ready()
+    second.wait_ready()
+    wait_until(lambda: len(b.requests("ide_connected")) == 2 and len(b.requests("tools/list")) == 2,
+               what="both sessions connected", diag=sb.diag)
+
+    first.submit("Change hello to goodbye in a.txt")
+    shown_a = b.wait_event(lambda e: e.get("type") == "tool_call" and e.get("name") == "openDiff",
+                           what="the first session's openDiff on stdio")
+    sb.model.set_script([edit_a, edit_b, {"text": "Done."}, {"text": "Done."}])
+    second.submit("Change one to three in b.txt")
+    shown_b = b.wait_event(lambda e: e.get("type") == "tool_call" and e.get("name") == "openDiff"
+                           and e["id"] != shown_a["id"], what="the second session's openDiff on stdio")
+    assert shown_a["conn"] != shown_b["conn"], (shown_a, shown_b)
+    # Each session numbers its own requests: a call is known by its connection and id.
+    def calls(name):
+        return [(w["conn"], w["msg"]) for w in b.messages("in") if w["msg"].get("method") == "tools/call"
+                and w["msg"]["params"].get("name") == name]
+    diffs = calls("openDiff")
+    assert sorted(conn for conn, _ in diffs) == sorted([shown_a["conn"], shown_b["conn"]]), diffs
+    # The second prompt's closeAllDiffTabs closed none of the first session's.
+    closes = calls("closeAllDiffTabs")
+    assert len(closes) == 2, closes
+    for conn, call in closes:
+        answer = wait_until(lambda: b.response_to(call["id"], conn), what="closeAllDiffTabs answered")
+        assert text_of(answer["result"]) == ["CLOSED_0_DIFF_TABS"], answer
+    assert not [e for e in b.get_events("cancelled") if e["id"] == shown_a["id"]], b.get_events("cancelled")
+    assert all(b.response_to(call["id"], conn) is None for conn, call in diffs), diffs
+
+    # Decided in the other order: each answer reaches the session that asked.
+    b.send({"type": "diff_decision", "id": shown_b["id"], "decision": "accept"})
+    wait_until(lambda: b_txt.read_text() == "three two\n", what="b.txt written by the second session",
+               diag=sb.diag)
+    second.wait_screen(r"Done\.", what="the second session's turn going on")
+    assert a.read_text() == "hello world\n"
+    b.send({"type": "diff_decision", "id": shown_a["id"], "decision": "accept"})
+    wait_until(lambda: a.read_text() == "goodbye world\n", what="a.txt written by the first session",
+               diag=sb.diag)
+    first.wait_screen(r"Done\.", what="the first session's turn going on")
+    for conn, call in diffs:
+        answer = text_of(wait_until(lambda: b.response_to(call["id"], conn), what="openDiff answered")["result"])
+        assert answer[0] == "FILE_SAVED", answer
+
+
 # --------------------------------------------------------------------------------------------------
 # 5. getDiagnostics
 
