@@ -11,7 +11,7 @@ import re
 import shlex
 import time
 
-from harness import BRIDGE_BIN, CLAUDE_BIN, ROOT, WireLog, text_of, turn_text, wait_until
+from harness import BRIDGE_BIN, CLAUDE_BIN, ROOT, Timeout, WireLog, text_of, turn_text, wait_until
 
 
 class VimInTmux:
@@ -141,3 +141,52 @@ def test_vim_claude_code_selection_and_accepted_edit(sb):
     wait_until(lambda: vim.eval("getbufline(bufnr('calc.py'), 6)") == ["    return a - b  # difference"], 15,
                "the buffer to show the new text", diag=vim.diag)
     sb.model.wait_turn(2, "the turn after the edit", diag=vim.diag)
+
+
+def test_vim_edit_answered_in_claudes_prompt_closes_the_vim_diff(sb):
+    """The user answers claude's own `Do you want to make this edit ...?` (in its terminal in Vim) while Vim shows
+    the diff: claude writes the file and closes the IDE's tab, and Vim's diff goes away with it; the file's buffer
+    shows what claude wrote."""
+    src = sb.ws / "calc.py"
+    src.write_text("def sub(a, b):\n    return a - b\n")
+    expected = "def sub(a, b):\n    return a - b  # difference\n"
+    sb.model.set_script([
+        {"tool_use": {"name": "Edit", "input": {"file_path": str(src), "old_string": "return a - b",
+                                                "new_string": "return a - b  # difference"}}},
+        {"text": "Edited it."},
+    ])
+    vim = VimInTmux(sb, src)
+    wait_until(lambda: "calc.py" in vim.screen(), 15, "Vim to start", diag=vim.diag)
+    vim.ex("ClaudeCode")
+    vim.wire.wait_request("ide_connected")
+    vim.wire.wait_response(vim.wire.wait_request("tools/list")["id"])
+    wait_until(lambda: re.search(r"\? for shortcuts|manual mode on", vim.screen()), 30, "claude's prompt",
+               diag=vim.diag)
+    assert vim.eval("&buftype") == "terminal", "claude's window has the focus"
+    vim.text("Comment the subtraction")
+    time.sleep(0.3)
+    vim.keys("Enter")
+    call = vim.wire.wait_tool_call("openDiff")
+    wait_until(lambda: vim.eval("bufwinid(bufnr('proposed by claude'))") != -1, 15, "the diff in Vim",
+               diag=vim.diag)
+    asked = r"Do you want to make this edit to calc\.py\?"
+    wait_until(lambda: re.search(asked, vim.screen()), 30, "claude's own prompt", diag=vim.diag)
+    assert vim.eval("&buftype") == "terminal", "the diff took the focus from claude's terminal"
+    # "1. Yes" in claude's prompt (pressed again while the prompt is still up: a key pressed while it is being
+    # drawn is lost).
+    for attempt in range(3):
+        vim.keys("Enter")
+        try:
+            close = vim.wire.wait_tool_call("close_tab", timeout=10)
+            break
+        except Timeout:
+            if attempt == 2 or not re.search(asked, vim.screen()):
+                raise
+    assert close["params"]["arguments"]["tab_name"] == call["params"]["arguments"]["tab_name"], close
+    wait_until(lambda: src.read_text() == expected, 20, "claude to write the file", diag=vim.diag)
+    wait_until(lambda: vim.eval("bufwinid(bufnr('proposed by claude'))") == -1, 15, "Vim's diff to close",
+               diag=vim.diag)
+    wait_until(lambda: vim.eval("getbufline(bufnr('calc.py'), 2)") == ["    return a - b  # difference"], 15,
+               "the buffer to show the new text", diag=vim.diag)
+    assert vim.eval("getwinvar(bufwinid(bufnr('calc.py')), '&diff')") == 0, "diff mode left on in the file's window"
+    sb.model.wait_turn(1, "the turn after the edit", diag=vim.diag)
