@@ -470,9 +470,14 @@ def test_run_launches_connected_client(sb, runtime):
 
     w = WireLog(wire, diag=sb.diag)
     assert_handshake(w)
-    # Known issue (reported): `run` prints its log lines ("client connected ...") on the terminal claude
-    # draws on, so they show up inside claude's input box until it redraws. Hence no empty-box check here.
-    dialog = c.slash_ide(empty_first=False)
+    # `run` decides no diff itself (its --on-diff is defer): an edit is answered in claude's own prompt, on the
+    # terminal `run` gave claude, and the pending openDiff ends with its tab's close_tab.
+    path = sb.ws / "a.txt"
+    path.write_text("hello world\n")
+    sb.model.set_script(edit_script(path, "hello", "goodbye"))
+    c.submit("Change hello to goodbye in a.txt")
+    answer_in_claudes_prompt(sb, w, c, path, "goodbye world\n")
+    dialog = c.slash_ide()
     assert re.search(r"✔\s*e2e-run-" + runtime, dialog), dialog
     locks = list((sb.cfg / "ide").glob("*.lock"))
     assert len(locks) == 1 and json.loads(locks[0].read_text())["ideName"] == f"e2e-run-{runtime}", locks
