@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, tool_result_text, tool_results, \
-    turn_text, wait_until
+from harness import WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, Timeout, WireLog, text_of, tool_result_text, \
+    tool_results, turn_text, wait_until
 from test_scenarios import assert_handshake, check_saved, edit_script, selection_scene, wait_settled
 
 pytestmark = pytest.mark.skipif(
@@ -222,7 +222,8 @@ def test_windows_selection_and_at_mention_from_the_editor(sb):
 
 def test_windows_run_launches_a_connected_client(sb):
     """`run -- claude.exe`: the Windows bridge starts the client on its console with the port in its
-    environment; /exit ends both, and the lock file goes."""
+    environment; an edit is answered in the client's own prompt (`run` defers diffs); /exit ends both, and the
+    lock file goes."""
     wire = sb.root / "run-wire.jsonl"
     c = sb.client(args=(), launcher=(WINE, WIN_BRIDGE, "run", "--workspace", winpath(sb.ws), "--runtime", "threads",
                                      "--wire-log", winpath(wire), "--ide-name", "e2e-run-win", "--"))
@@ -230,6 +231,32 @@ def test_windows_run_launches_a_connected_client(sb):
     w = WireLog(wire, diag=sb.diag)
     assert_handshake(w)
     wait_client_says(c, "Successfully connected (transport: ws-ide)")
+    # `run` decides no diff itself (defer): the edit is answered in claude's own prompt, and the pending
+    # openDiff ends with claude's close_tab. The screen cannot show the prompt (above): Enter (its `1. Yes`) is
+    # pressed once the openDiff waits, and again while no close_tab came (a key pressed while the prompt is being
+    # drawn is lost).
+    path = sb.ws / "a.txt"
+    path.write_text("hello world\n")
+    sb.model.set_script(edit_script(winpath(path), "hello", "goodbye"))
+    prompt(c, "Change hello to goodbye in a.txt")
+    call = w.wait_tool_call("openDiff", timeout=60)
+    for attempt in range(5):
+        time.sleep(2)
+        c.keys("Enter")
+        try:
+            close = w.wait_tool_call("close_tab", timeout=8)
+            break
+        except Timeout:
+            if attempt == 4:
+                raise
+    tab = call["params"]["arguments"]["tab_name"]
+    assert close["params"]["arguments"]["tab_name"] == tab, close
+    assert text_of(w.wait_response(call["id"])["result"]) == ["DIFF_REJECTED", tab]
+    wait_until(lambda: path.read_text() == "goodbye world\n", 30, "the proposal written by claude",
+               diag=sb.diag)
+    after = sb.model.wait_turn(1, "the model turn after the edit", diag=sb.diag)
+    results = [tool_result_text(t) for t in tool_results(after["body"])]
+    assert any(f"The file {winpath(path)} has been updated successfully" in r for r in results), results
     locks = list((sb.cfg / "ide").glob("*.lock"))
     assert len(locks) == 1, locks
     lock = json.loads(locks[0].read_text())
