@@ -172,13 +172,32 @@ if [ ! -f "$win_claude/claude.exe" ]; then
     tar -xzf ./*.tgz package/claude.exe && mv package/claude.exe . && rm -rf package ./*.tgz)
   rm -rf "$win_claude" && mv "$win_claude.tmp" "$win_claude"
 fi
+# A real language server for the Windows bridge: ruff's own Windows build (`ruff server`), from PyPI's
+# win_amd64 wheel at a pinned version (about 10 MB, kept in E2E_CACHE); a wheel is a zip.
+ruff_version=0.17.6
+win_ruff="${E2E_CACHE:-$HOME/.cache/claude-ide-bridge-e2e}/ruff-win_amd64-$ruff_version"
+if [ ! -f "$win_ruff/ruff.exe" ]; then
+  rm -rf "$win_ruff.tmp" && mkdir -p "$win_ruff.tmp"
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+  python3 -m pip download -q --no-deps --only-binary=:all: --platform win_amd64 -d "$win_ruff.tmp" \
+    "ruff==$ruff_version"
+  python3 - "$win_ruff.tmp" <<'PY'
+import pathlib, sys, zipfile
+folder = pathlib.Path(sys.argv[1])
+wheel = zipfile.ZipFile(next(folder.glob("ruff-*-win_amd64.whl")))
+name = next(n for n in wheel.namelist() if n.endswith("/ruff.exe"))
+(folder / "ruff.exe").write_bytes(wheel.read(name))
+PY
+  rm -f "$win_ruff.tmp"/*.whl
+  rm -rf "$win_ruff" && mv "$win_ruff.tmp" "$win_ruff"
+fi
 cargo build --target "$WINE_TARGET" -p claude-ide-bridge-cli
 # One Wine server for the whole run, its services started before the first test (a test's programs
 # started while the server came and went once saw the workspace folder's volume serial number change
 # under them: once, in about a dozen runs by hand).
 wineserver -p
 wine cmd /c exit >/dev/null 2>&1 || true
-E2E_WINDOWS_CLAUDE="$win_claude/claude.exe" \
+E2E_WINDOWS_CLAUDE="$win_claude/claude.exe" E2E_WINDOWS_RUFF="$win_ruff" \
   E2E_WINDOWS_BRIDGE="${CARGO_TARGET_DIR:-$root/target}/$WINE_TARGET/debug/claude-ide-bridge.exe" \
   timeout --signal=INT --kill-after=30 600 python3 -m pytest tests/e2e/test_windows.py -p no:cacheprovider -n 2 -rfEs
 lap "the Windows claude under Wine"

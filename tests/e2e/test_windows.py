@@ -21,6 +21,7 @@ comes with the client's next attempt, about 31 s after the loss.
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -37,6 +38,9 @@ pytestmark = pytest.mark.skipif(
            "(E2E_WINDOWS_CLAUDE, E2E_WINDOWS_BRIDGE)")
 
 WINE = os.environ.get("E2E_WINE", "wine")
+# The folder holding ruff's Windows build (`ruff.exe`, from PyPI's win_amd64 wheel): a real language server for the
+# Windows bridge (platforms.sh fetches it).
+WIN_RUFF = os.environ.get("E2E_WINDOWS_RUFF")
 # A restart's reconnection under Wine: the client's first attempt waits out its 30 s timeout (above).
 RECONNECT_TIMEOUT = 90
 
@@ -270,3 +274,36 @@ def test_windows_run_launches_a_connected_client(sb):
     w.wait_wire(lambda e: e.get("event") == "disconnected", what="the client's disconnect")
     wait_until(lambda: not sb.windows_processes(), 10, "no Windows program of this test left running",
                diag=lambda: f"left: {sb.windows_processes()}")
+
+
+@pytest.mark.skipif(not WIN_RUFF, reason="needs ruff's Windows build (E2E_WINDOWS_RUFF, from platforms.sh)")
+def test_windows_edit_gets_a_real_language_servers_new_diagnostic(sb):
+    """Diagnostics on Windows from a real language server: ruff's own Windows build (`ruff server`, found on the
+    Windows `PATH`) behind the Windows bridge, and the Windows client's own questions around an edit: its
+    baseline `getDiagnostics {uri}` with `file://` and the Windows path before it writes the file, its `{}`
+    after, which must name the file as the client asked for the client to match it, and the new finding in the
+    model's next request."""
+    path = sb.ws / "app.py"
+    path.write_text("import sys\n\nprint(sys.argv)\n")
+    sb.model.set_script(edit_script(winpath(path), "import sys\n", "import os\nimport sys\n"))
+    b = sb.bridge("threads", on_diff="accept", env={"WINEPATH": winpath(Path(WIN_RUFF))})
+    c = sb.client()
+    c.wait_ready()
+    assert_handshake(b)
+    wait_client_says(c, "Successfully connected (transport: ws-ide)")
+    prompt(c, "Import os in app.py")
+    check_edit_accepted(sb, b, path, "import os\nimport sys\n\nprint(sys.argv)\n", 1)
+    asked = "file://" + winpath(path)  # the Windows client's spelling: `file://Z:\...\app.py`
+    calls = wait_until(lambda: (lambda cs: cs if len(cs) >= 2 else None)(b.tool_calls("getDiagnostics")),
+                       what="the client's two questions around the edit", diag=sb.diag)
+    baseline, after = calls[:2]
+    assert baseline["params"]["arguments"] == {"uri": asked}, baseline
+    before = json.loads(text_of(b.wait_response(baseline["id"])["result"])[0])
+    assert not [d for e in before for d in e["diagnostics"]], before
+    assert after["params"]["arguments"] == {}, after
+    found = json.loads(text_of(b.wait_response(after["id"])["result"])[0])
+    mine = [e for e in found if e["uri"] == asked]
+    assert mine and any(d.get("code") == "F401" and d.get("source") == "Ruff" for d in mine[0]["diagnostics"]), found
+    texts = turn_text(sb.model.wait_turn(1, "the model turn after the edit", diag=sb.diag))
+    block = re.search(r"<new-diagnostics>[\s\S]*?</new-diagnostics>", texts)
+    assert block and "app.py" in block.group(0) and "[F401] (Ruff)" in block.group(0), texts[-3000:]
