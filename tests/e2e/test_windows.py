@@ -282,8 +282,10 @@ def test_windows_edit_gets_a_real_language_servers_new_diagnostic(sb):
     Windows `PATH`) behind the Windows bridge, and the Windows client's own questions around an edit: its
     baseline `getDiagnostics {uri}` with `file://` and the Windows path before it writes the file, its `{}`
     after, which must name the file as the client asked for the client to match it, and the new finding in the
-    model's next request."""
-    path = sb.ws / "app.py"
+    model's next request. The file is in a folder with a space and an `é` in its name, as under
+    `C:\\Users\\John Smith`: a URI written by the book (`my%20app%20%C3%A9`) is not matched by the client."""
+    (sb.ws / "my app é").mkdir()
+    path = sb.ws / "my app é" / "app.py"
     path.write_text("import sys\n\nprint(sys.argv)\n")
     sb.model.set_script(edit_script(winpath(path), "import sys\n", "import os\nimport sys\n"))
     b = sb.bridge("threads", on_diff="accept", env={"WINEPATH": winpath(Path(WIN_RUFF))})
