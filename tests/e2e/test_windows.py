@@ -38,9 +38,12 @@ pytestmark = pytest.mark.skipif(
            "(E2E_WINDOWS_CLAUDE, E2E_WINDOWS_BRIDGE)")
 
 WINE = os.environ.get("E2E_WINE", "wine")
-# The folder holding ruff's Windows build (`ruff.exe`, from PyPI's win_amd64 wheel): a real language server for the
-# Windows bridge (platforms.sh fetches it).
+# Real language servers for the Windows bridge (platforms.sh fetches them). The folder holding ruff's Windows build
+# (`ruff.exe`, from PyPI's win_amd64 wheel):
 WIN_RUFF = os.environ.get("E2E_WINDOWS_RUFF")
+# The folder holding npm's `pyright-langserver.cmd` shim, pyright's package under `node_modules` and Node's Windows
+# build (`node.exe`, which the shim runs from its own folder): platforms.sh makes it from npm's packages.
+WIN_PYRIGHT = os.environ.get("E2E_WINDOWS_PYRIGHT")
 # A restart's reconnection under Wine: the client's first attempt waits out its 30 s timeout (above).
 RECONNECT_TIMEOUT = 90
 
@@ -276,36 +279,54 @@ def test_windows_run_launches_a_connected_client(sb):
                diag=lambda: f"left: {sb.windows_processes()}")
 
 
-@pytest.mark.skipif(not WIN_RUFF, reason="needs ruff's Windows build (E2E_WINDOWS_RUFF, from platforms.sh)")
-def test_windows_edit_gets_a_real_language_servers_new_diagnostic(sb):
-    """Diagnostics on Windows from a real language server: ruff's own Windows build (`ruff server`, found on the
-    Windows `PATH`) behind the Windows bridge, and the Windows client's own questions around an edit: its
-    baseline `getDiagnostics {uri}` with `file://` and the Windows path before it writes the file, its `{}`
-    after, which must name the file as the client asked for the client to match it, and the new finding in the
-    model's next request. The file is in a folder with a space and an `é` in its name, as under
-    `C:\\Users\\John Smith`: a URI written by the book (`my%20app%20%C3%A9`) is not matched by the client."""
+@pytest.mark.skipif(not (WIN_RUFF and WIN_PYRIGHT),
+                    reason="needs ruff's and pyright's Windows builds (E2E_WINDOWS_RUFF, E2E_WINDOWS_PYRIGHT: platforms.sh)")
+def test_windows_edit_gets_real_language_servers_new_diagnostics(sb):
+    """Diagnostics on Windows from real language servers, the two a Python user runs together: pyright (npm's
+    package behind npm's own `.cmd` shim, run by Node's Windows build) and ruff's own Windows build (`ruff
+    server`), both found on the Windows `PATH` by the Windows bridge; and the Windows client's own questions
+    around an edit: its baseline `getDiagnostics {uri}` with `file://` and the Windows path before it writes the
+    file, its `{}` after, which must name the file as the client asked for the client to match it, and both
+    servers' new findings in the model's next request. The file is in a folder with a space and an `é` in its
+    name, as under `C:\\Users\\John Smith`: a URI written by the book (`my%20app%20%C3%A9`) is not matched by
+    the client."""
     (sb.ws / "my app é").mkdir()
     path = sb.ws / "my app é" / "app.py"
     path.write_text("import sys\n\nprint(sys.argv)\n")
-    sb.model.set_script(edit_script(winpath(path), "import sys\n", "import os\nimport sys\n"))
-    b = sb.bridge("threads", on_diff="accept", env={"WINEPATH": winpath(Path(WIN_RUFF))})
+    sb.model.set_script(edit_script(winpath(path), "import sys\n", 'import os\nimport sys\n\nCOUNT: int = "one"\n'))
+    # Node's Windows build refuses to start on what Wine 8.0 reports by default (Windows 7) unless told not to check.
+    env = {"WINEPATH": f"{winpath(Path(WIN_PYRIGHT))};{winpath(Path(WIN_RUFF))}", "NODE_SKIP_PLATFORM_CHECK": "1"}
+    # pyright's first check under Wine takes seconds: the accept waits for it (--lsp-start-wait).
+    b = sb.bridge("threads", on_diff="accept", env=env, extra_args=["--lsp-start-wait", "60s"])
     c = sb.client()
     c.wait_ready()
     assert_handshake(b)
     wait_client_says(c, "Successfully connected (transport: ws-ide)")
-    prompt(c, "Import os in app.py")
-    check_edit_accepted(sb, b, path, "import os\nimport sys\n\nprint(sys.argv)\n", 1)
+    prompt(c, "Import os in app.py and count one")
+    check_edit_accepted(sb, b, path, 'import os\nimport sys\n\nCOUNT: int = "one"\n\nprint(sys.argv)\n', 1)
     asked = "file://" + winpath(path)  # the Windows client's spelling: `file://Z:\...\app.py`
     calls = wait_until(lambda: (lambda cs: cs if len(cs) >= 2 else None)(b.tool_calls("getDiagnostics")),
                        what="the client's two questions around the edit", diag=sb.diag)
     baseline, after = calls[:2]
     assert baseline["params"]["arguments"] == {"uri": asked}, baseline
-    before = json.loads(text_of(b.wait_response(baseline["id"])["result"])[0])
-    assert not [d for e in before for d in e["diagnostics"]], before
+    before = json.loads(text_of(b.wait_response(baseline["id"], timeout=60)["result"])[0])
+    assert [e["uri"] for e in before] == [asked], before
+    assert not [d for d in before[0]["diagnostics"] if d.get("severity") in ("Error", "Warning")], before
     assert after["params"]["arguments"] == {}, after
-    found = json.loads(text_of(b.wait_response(after["id"])["result"])[0])
-    mine = [e for e in found if e["uri"] == asked]
-    assert mine and any(d.get("code") == "F401" and d.get("source") == "Ruff" for d in mine[0]["diagnostics"]), found
+    found = json.loads(text_of(b.wait_response(after["id"], timeout=60)["result"])[0])
+    mine = [d for e in found if e["uri"] == asked for d in e["diagnostics"]]
+    assert any(d.get("code") == "F401" and d.get("source") == "Ruff" for d in mine), found
+    assert any(d.get("code") == "reportAssignmentType" and d.get("source") == "Pyright" for d in mine), found
     texts = turn_text(sb.model.wait_turn(1, "the model turn after the edit", diag=sb.diag))
     block = re.search(r"<new-diagnostics>[\s\S]*?</new-diagnostics>", texts)
-    assert block and "app.py" in block.group(0) and "[F401] (Ruff)" in block.group(0), texts[-3000:]
+    assert block and "app.py" in block.group(0), texts[-3000:]
+    assert "[F401] (Ruff)" in block.group(0) and "[reportAssignmentType] (Pyright)" in block.group(0), block.group(0)
+    # Killed, the bridge takes its servers with it (each server's Job Object, closed with it): cmd.exe running the
+    # shim, node.exe running pyright, ruff.exe.
+    def servers():
+        return {pid: p for pid, p in sb.windows_processes().items()
+                if re.search(r"\b(cmd|node|ruff)\.exe\b", p, re.IGNORECASE)}
+    assert servers(), sb.windows_processes()
+    b.stop(signal.SIGKILL)
+    wait_until(lambda: not servers(), 15, "the language servers gone with the killed bridge",
+               diag=lambda: f"left: {servers()}")
