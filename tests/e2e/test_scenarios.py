@@ -325,6 +325,30 @@ def test_edit_deferred_to_claudes_own_prompt(sb, runtime):
     answer_in_claudes_prompt(sb, b, c, path, "goodbye world\n")
 
 
+def test_edit_asked_on_the_terminal_and_answered_in_claudes_prompt(sb, runtime):
+    """`serve` on a terminal asks there (`[a]ccept / [r]eject / [e]dit`); the user answers in claude's prompt
+    instead: the bridge's question is withdrawn, and a key typed on its terminal after that answers nothing."""
+    path = sb.ws / "a.txt"
+    path.write_text("hello world\n")
+    sb.model.set_script(edit_script(path, "hello", "goodbye"))
+    b = sb.bridge(runtime, on_diff="ask", tty=True)
+    c = sb.client()
+    c.wait_ready()
+    wait_connected(b)
+    c.submit("Change hello to goodbye in a.txt")
+    wait_until(lambda: "[a]ccept / [r]eject / [e]dit" in b.screen(), what="the bridge's question", diag=sb.diag)
+    answer_in_claudes_prompt(sb, b, c, path, "goodbye world\n")
+    wait_until(lambda: f"diff withdrawn (tab_closed): {path}" in b.screen(),
+               what="the bridge's question withdrawn", diag=sb.diag)
+    # "r" and Enter on the bridge's terminal now: no question is open, nothing is decided, the file stays.
+    sb.tmux.text(b.name, "r")
+    sb.tmux.keys(b.name, "Enter")
+    time.sleep(1)
+    assert "diff rejected" not in b.screen() and "diff accepted" not in b.screen(), b.screen()
+    assert path.read_text() == "goodbye world\n"
+    assert len(b.tool_calls("openDiff")) == 1
+
+
 def test_edit_answered_in_claudes_prompt_closes_the_editors_diff(sb, runtime):
     """With an editor on stdio showing the diff, the answer given in claude's prompt tells the editor to close its
     view (`cancelled`, reason `tab_closed`); a decision the editor sends after that changes nothing."""
