@@ -22,6 +22,9 @@ command -v python3 >/dev/null || apt_install python3 python3-pip
 # test_remote.py: the container stand-in (a network and mount namespace; `ip` brings up its loopback)
 command -v ip >/dev/null || apt_install iproute2
 command -v nsenter >/dev/null || apt_install util-linux
+# test_remote.py: claude on an SSH host (a real sshd the test starts on 127.0.0.1, the real ssh client)
+[ -x /usr/sbin/sshd ] || apt_install openssh-server
+command -v ssh >/dev/null || apt_install openssh-client
 
 python3 -c 'import pytest, xdist' 2>/dev/null || pip_install pytest pytest-xdist
 
