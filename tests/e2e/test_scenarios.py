@@ -217,31 +217,32 @@ def check_accepted(sb, b, c, path, expected):
     assert f"diff accepted: {path}" in b.stderr() or f"diff accepted: {path}" in b.screen()
 
 
-def test_edit_accepted(sb, runtime):
+def hello_edit(sb, runtime, after="Edited it.", **bridge):
+    """a.txt holds `hello world`; the model's script changes `hello` to `goodbye` (then says `after`); a bridge
+    (`bridge`: sb.bridge's options) and a client start, and the prompt asking for the change is submitted.
+    Returns (path, bridge, client)."""
     path = sb.ws / "a.txt"
     path.write_text("hello world\n")
-    sb.model.set_script(edit_script(path, "hello", "goodbye"))
-    b = sb.bridge(runtime, on_diff="accept")
+    sb.model.set_script(edit_script(path, "hello", "goodbye", after=after))
+    b = sb.bridge(runtime, **bridge)
     c = sb.client()
     c.wait_ready()
     wait_connected(b)
     c.submit("Change hello to goodbye in a.txt")
+    return path, b, c
+
+
+def test_edit_accepted(sb, runtime):
+    path, b, c = hello_edit(sb, runtime, on_diff="accept")
     check_accepted(sb, b, c, path, "goodbye world\n")
 
 
 def test_edit_ask_answered_with_edit(sb, runtime):
-    path = sb.ws / "a.txt"
-    path.write_text("hello world\n")
     editor = sb.root / "editor.sh"
     editor.write_text("#!/bin/sh\n# the user's edit: replace what Claude proposed\n"
                       "sed -i 's/goodbye/farewell/' \"$1\"\n")
     editor.chmod(0o755)
-    sb.model.set_script(edit_script(path, "hello", "goodbye"))
-    b = sb.bridge(runtime, on_diff="ask", tty=True, env={"EDITOR": str(editor), "VISUAL": ""})
-    c = sb.client()
-    c.wait_ready()
-    wait_connected(b)
-    c.submit("Change hello to goodbye in a.txt")
+    path, b, c = hello_edit(sb, runtime, on_diff="ask", tty=True, env={"EDITOR": str(editor), "VISUAL": ""})
     b.wait_tool_call("openDiff")
     wait_until(lambda: "[a]ccept / [r]eject / [e]dit" in b.screen(), what="the bridge's prompt", diag=sb.diag)
     c.wait_screen(r"Opened changes in " + re.escape(b.ide_name), what="the client waiting on the IDE")
@@ -255,14 +256,7 @@ def test_edit_ask_answered_with_edit(sb, runtime):
 
 
 def test_edit_rejected(sb, runtime):
-    path = sb.ws / "a.txt"
-    path.write_text("hello world\n")
-    sb.model.set_script(edit_script(path, "hello", "goodbye", after="SHOULD NOT BE REACHED"))
-    b = sb.bridge(runtime, on_diff="reject")
-    c = sb.client()
-    c.wait_ready()
-    wait_connected(b)
-    c.submit("Change hello to goodbye in a.txt")
+    path, b, c = hello_edit(sb, runtime, after="SHOULD NOT BE REACHED", on_diff="reject")
     call = b.wait_tool_call("openDiff")
     resp = b.wait_response(call["id"])
     assert text_of(resp["result"]) == ["DIFF_REJECTED", call["params"]["arguments"]["tab_name"]], resp
@@ -314,28 +308,14 @@ def answer_in_claudes_prompt(sb, b, c, path, proposed):
 
 def test_edit_deferred_to_claudes_own_prompt(sb, runtime):
     """`--on-diff defer`: the bridge never answers the diff itself; the user answers in claude's prompt."""
-    path = sb.ws / "a.txt"
-    path.write_text("hello world\n")
-    sb.model.set_script(edit_script(path, "hello", "goodbye"))
-    b = sb.bridge(runtime, on_diff="defer")
-    c = sb.client()
-    c.wait_ready()
-    wait_connected(b)
-    c.submit("Change hello to goodbye in a.txt")
+    path, b, c = hello_edit(sb, runtime, on_diff="defer")
     answer_in_claudes_prompt(sb, b, c, path, "goodbye world\n")
 
 
 def test_edit_asked_on_the_terminal_and_answered_in_claudes_prompt(sb, runtime):
     """`serve` on a terminal asks there (`[a]ccept / [r]eject / [e]dit`); the user answers in claude's prompt
     instead: the bridge's question is withdrawn, and a key typed on its terminal after that answers nothing."""
-    path = sb.ws / "a.txt"
-    path.write_text("hello world\n")
-    sb.model.set_script(edit_script(path, "hello", "goodbye"))
-    b = sb.bridge(runtime, on_diff="ask", tty=True)
-    c = sb.client()
-    c.wait_ready()
-    wait_connected(b)
-    c.submit("Change hello to goodbye in a.txt")
+    path, b, c = hello_edit(sb, runtime, on_diff="ask", tty=True)
     wait_until(lambda: "[a]ccept / [r]eject / [e]dit" in b.screen(), what="the bridge's question", diag=sb.diag)
     answer_in_claudes_prompt(sb, b, c, path, "goodbye world\n")
     wait_until(lambda: f"diff withdrawn (tab_closed): {path}" in b.screen(),
@@ -352,14 +332,7 @@ def test_edit_asked_on_the_terminal_and_answered_in_claudes_prompt(sb, runtime):
 def test_edit_answered_in_claudes_prompt_closes_the_editors_diff(sb, runtime):
     """With an editor on stdio showing the diff, the answer given in claude's prompt tells the editor to close its
     view (`cancelled`, reason `tab_closed`); a decision the editor sends after that changes nothing."""
-    path = sb.ws / "a.txt"
-    path.write_text("hello world\n")
-    sb.model.set_script(edit_script(path, "hello", "goodbye"))
-    b = sb.bridge(runtime, stdio=True)
-    c = sb.client()
-    c.wait_ready()
-    wait_connected(b)
-    c.submit("Change hello to goodbye in a.txt")
+    path, b, c = hello_edit(sb, runtime, stdio=True)
     shown = b.wait_event(lambda e: e.get("type") == "tool_call" and e.get("name") == "openDiff",
                          what="the openDiff on stdio")
     answer_in_claudes_prompt(sb, b, c, path, "goodbye world\n")

@@ -72,6 +72,19 @@ class VimInTmux:
                 + "\n" + self.sb.diag())
 
 
+def vim_with_claude_code(sb, src):
+    """Vim started on `src`, then `:ClaudeCode`: claude connects by itself (its terminal has
+    CLAUDE_CODE_SSE_PORT) and shows its prompt."""
+    vim = VimInTmux(sb, src)
+    wait_until(lambda: "calc.py" in vim.screen(), 15, "Vim to start", diag=vim.diag)
+    vim.ex("ClaudeCode")
+    vim.wire.wait_request("ide_connected")
+    vim.wire.wait_response(vim.wire.wait_request("tools/list")["id"])
+    wait_until(lambda: re.search(r"\? for shortcuts|manual mode on", vim.screen()), 30, "claude's prompt",
+               diag=vim.diag)
+    return vim
+
+
 def test_vim_claude_code_selection_and_accepted_edit(sb):
     src = sb.ws / "calc.py"
     src.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
@@ -82,16 +95,7 @@ def test_vim_claude_code_selection_and_accepted_edit(sb):
                                                 "new_string": "return a - b  # difference"}}},
         {"text": "Edited it."},
     ])
-    vim = VimInTmux(sb, src)
-    wait_until(lambda: "calc.py" in vim.screen(), 15, "Vim to start", diag=vim.diag)
-    vim.ex("ClaudeCode")
-
-    # claude connects by itself: the terminal has CLAUDE_CODE_SSE_PORT.
-    vim.wire.wait_request("ide_connected")
-    tl = vim.wire.wait_request("tools/list")
-    vim.wire.wait_response(tl["id"])
-    wait_until(lambda: re.search(r"\? for shortcuts|manual mode on", vim.screen()), 30, "claude's prompt",
-               diag=vim.diag)
+    vim = vim_with_claude_code(sb, src)
 
     # Select lines 5-6 in the file's window, go back to claude: the selection stays its context.
     vim.keys("C-w", "p")
@@ -155,13 +159,7 @@ def test_vim_edit_answered_in_claudes_prompt_closes_the_vim_diff(sb):
                                                 "new_string": "return a - b  # difference"}}},
         {"text": "Edited it."},
     ])
-    vim = VimInTmux(sb, src)
-    wait_until(lambda: "calc.py" in vim.screen(), 15, "Vim to start", diag=vim.diag)
-    vim.ex("ClaudeCode")
-    vim.wire.wait_request("ide_connected")
-    vim.wire.wait_response(vim.wire.wait_request("tools/list")["id"])
-    wait_until(lambda: re.search(r"\? for shortcuts|manual mode on", vim.screen()), 30, "claude's prompt",
-               diag=vim.diag)
+    vim = vim_with_claude_code(sb, src)
     assert vim.eval("&buftype") == "terminal", "claude's window has the focus"
     vim.text("Comment the subtraction")
     time.sleep(0.3)
