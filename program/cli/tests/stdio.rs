@@ -342,7 +342,7 @@ fn a_selection_up_to_the_limit_reaches_claude_and_a_larger_one_is_refused() {
         .recv_until(WAIT, |v| v["method"] == "selection_changed")
         .unwrap();
     assert_eq!(n["params"]["text"].as_str().map(str::len), Some(LIMIT));
-    let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+    let v = largest_selection(&mut c);
     assert_eq!(v["text"].as_str(), Some(largest.as_str()), "answered whole");
 
     s.send_line(&select(&"x".repeat(LIMIT + 1)));
@@ -351,7 +351,7 @@ fn a_selection_up_to_the_limit_reaches_claude_and_a_larger_one_is_refused() {
         e["message"].as_str().unwrap().contains(&LIMIT.to_string()),
         "{e}"
     );
-    let v = json_of(&call(&mut c, "getCurrentSelection", json!({})));
+    let v = largest_selection(&mut c);
     assert_eq!(
         v["text"].as_str().map(str::len),
         Some(LIMIT),
@@ -359,6 +359,19 @@ fn a_selection_up_to_the_limit_reaches_claude_and_a_larger_one_is_refused() {
     );
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);
+}
+
+/// `getCurrentSelection`'s answer, for a selection of the largest size: about 28 MB of JSON (each
+/// `\u0001` escaped once in the tool's JSON text and once more in the message), which this test's
+/// debug-built client and bridge take seconds to write and read on a loaded machine. `call`'s
+/// 5 s was once too short in CI (the answer to the second of two such calls); this is a bound on
+/// liveness, not a timing.
+fn largest_selection(c: &mut Client) -> Value {
+    let id = c.call_tool("getCurrentSelection", json!({}));
+    let answer = c
+        .recv_until(Duration::from_secs(120), |v| v["id"] == json!(id))
+        .expect("getCurrentSelection answered");
+    json_of(&answer)
 }
 
 /// Lines the bridge cannot use are refused with an error line saying why, and what it kept stays:
