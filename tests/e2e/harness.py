@@ -66,6 +66,20 @@ def wait_until(fn, timeout=TIMEOUT, what="condition", interval=0.1, diag=None):
         time.sleep(interval)
 
 
+def press_until(press, wait, still_asked, tries=3, pause=0.0):
+    """`press()` a key at claude's prompt, then `wait()` (which raises `Timeout`) for what it causes. A key pressed
+    while the prompt is being drawn is lost: pressed again while `still_asked()` holds, at most `tries` times, each
+    after `pause` seconds. Returns what `wait()` returned."""
+    for attempt in range(tries):
+        time.sleep(pause)
+        press()
+        try:
+            return wait()
+        except Timeout:
+            if attempt == tries - 1 or not still_asked():
+                raise
+
+
 def read_jsonl(path):
     out = []
     try:

@@ -40,7 +40,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import BRIDGE_BIN, CLAUDE_BIN, Bridge, Timeout, text_of, tool_result_text, tool_results, wait_until
+from harness import BRIDGE_BIN, CLAUDE_BIN, Bridge, press_until, text_of, tool_result_text, tool_results, \
+    wait_until
 from test_scenarios import edit_script, wait_connected
 
 
@@ -122,15 +123,10 @@ def edit_then_drop_the_link(sb, b, c, path, path_there, drop):
     # "1. Yes", in claude's own prompt. The prompt is drawn again when the IDE's diff fails, and a key
     # pressed during that is lost (seen once in CI): pressed again while the prompt is still up, at most
     # three times; the file changes only through that prompt.
-    for attempt in range(3):
-        c.keys("Enter")
-        try:
-            wait_until(lambda: path.read_text() == "goodbye there\n", 10,
-                       "the change written after the user's yes", diag=sb.diag)
-            break
-        except Timeout:
-            if attempt == 2 or not re.search(r"Do you want to make this edit to a\.txt\?", c.screen()):
-                raise
+    press_until(lambda: c.keys("Enter"),
+                lambda: wait_until(lambda: path.read_text() == "goodbye there\n", 10,
+                                   "the change written after the user's yes", diag=sb.diag),
+                lambda: re.search(r"Do you want to make this edit to a\.txt\?", c.screen()))
     c.wait_screen(r"Edited again\.", what="the end of the second turn")
 
 

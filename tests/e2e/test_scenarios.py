@@ -10,8 +10,8 @@ import signal
 import time
 from pathlib import Path
 
-from harness import Timeout, WireLog, CLIENT_VERSION, CLAUDE_BIN, BRIDGE_BIN, text_of, tool_result_text, tool_results, \
-    message_texts, turn_text, wait_until
+from harness import WireLog, CLIENT_VERSION, CLAUDE_BIN, BRIDGE_BIN, text_of, tool_result_text, tool_results, \
+    message_texts, press_until, turn_text, wait_until
 
 
 
@@ -282,16 +282,9 @@ def answer_in_claudes_prompt(sb, b, c, path, proposed):
     asked = r"Do you want to make this edit to " + re.escape(path.name) + r"\?"
     c.wait_screen(asked, what="claude's own prompt", history=False)
     assert b.response_to(call["id"]) is None, "the openDiff was answered before anyone decided"
-    # "1. Yes". A key pressed while the prompt is still being drawn is lost (seen here, and in test_remote.py):
-    # pressed again while the prompt is up, at most three times.
-    for attempt in range(3):
-        c.keys("Enter")
-        try:
-            close = b.wait_tool_call("close_tab", timeout=10)
-            break
-        except Timeout:
-            if attempt == 2 or not re.search(asked, c.screen(history=False)):
-                raise
+    # "1. Yes", pressed again while the prompt is up (a key pressed as it is drawn is lost: seen here too).
+    close = press_until(lambda: c.keys("Enter"), lambda: b.wait_tool_call("close_tab", timeout=10),
+                        lambda: re.search(asked, c.screen(history=False)))
     assert close["params"]["arguments"]["tab_name"] == tab, close
     # The call claude no longer waits for is ended by its tab's close (claude sends no notifications/cancelled),
     # answered before the close_tab; claude has decided already and takes no notice of it.

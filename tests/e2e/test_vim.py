@@ -11,7 +11,7 @@ import re
 import shlex
 import time
 
-from harness import BRIDGE_BIN, CLAUDE_BIN, ROOT, Timeout, WireLog, text_of, turn_text, wait_until
+from harness import BRIDGE_BIN, CLAUDE_BIN, ROOT, WireLog, press_until, text_of, turn_text, wait_until
 
 
 class VimInTmux:
@@ -172,14 +172,8 @@ def test_vim_edit_answered_in_claudes_prompt_closes_the_vim_diff(sb):
     assert vim.eval("&buftype") == "terminal", "the diff took the focus from claude's terminal"
     # "1. Yes" in claude's prompt (pressed again while the prompt is still up: a key pressed while it is being
     # drawn is lost).
-    for attempt in range(3):
-        vim.keys("Enter")
-        try:
-            close = vim.wire.wait_tool_call("close_tab", timeout=10)
-            break
-        except Timeout:
-            if attempt == 2 or not re.search(asked, vim.screen()):
-                raise
+    close = press_until(lambda: vim.keys("Enter"), lambda: vim.wire.wait_tool_call("close_tab", timeout=10),
+                        lambda: re.search(asked, vim.screen()))
     assert close["params"]["arguments"]["tab_name"] == call["params"]["arguments"]["tab_name"], close
     wait_until(lambda: src.read_text() == expected, 20, "claude to write the file", diag=vim.diag)
     wait_until(lambda: vim.eval("bufwinid(bufnr('proposed by claude'))") == -1, 15, "Vim's diff to close",

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, Timeout, WireLog, text_of, tool_result_text, \
+from harness import WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, press_until, text_of, tool_result_text, \
     tool_results, turn_text, wait_until
 from test_scenarios import assert_handshake, check_saved, edit_script, selection_scene, wait_settled
 
@@ -247,15 +247,8 @@ def test_windows_run_launches_a_connected_client(sb):
     sb.model.set_script(edit_script(winpath(path), "hello", "goodbye"))
     prompt(c, "Change hello to goodbye in a.txt")
     call = w.wait_tool_call("openDiff", timeout=60)
-    for attempt in range(5):
-        time.sleep(2)
-        c.keys("Enter")
-        try:
-            close = w.wait_tool_call("close_tab", timeout=8)
-            break
-        except Timeout:
-            if attempt == 4:
-                raise
+    close = press_until(lambda: c.keys("Enter"), lambda: w.wait_tool_call("close_tab", timeout=8), lambda: True,
+                        tries=5, pause=2)
     tab = call["params"]["arguments"]["tab_name"]
     assert close["params"]["arguments"]["tab_name"] == tab, close
     assert text_of(w.wait_response(call["id"])["result"]) == ["DIFF_REJECTED", tab]
