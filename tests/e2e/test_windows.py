@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, press_until, text_of, tool_result_text, \
+from harness import CLAUDE_BIN, WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, press_until, text_of, tool_result_text, \
     tool_results, turn_text, wait_until
 from test_scenarios import assert_handshake, check_saved, edit_script, selection_scene, wait_settled
 
@@ -327,3 +327,77 @@ def test_windows_edit_gets_real_language_servers_new_diagnostics(sb):
     b.stop(signal.SIGKILL)
     wait_until(lambda: not servers(), 15, "the language servers gone with the killed bridge",
                diag=lambda: f"left: {servers()}")
+
+
+# WSL's `wslpath` as the WSL client runs it (`-w` before an `openDiff`, `-u` for a lock file's folder), for the
+# drives WSL mounts under /mnt; anything else is refused as WSL's refuses what it cannot convert.
+WSLPATH = r"""#!/bin/sh
+case "$1:$2" in
+  -w:/mnt/[a-z]/*) rest="${2#/mnt/?}"; printf '%s:%s\n' "$(printf %s "$2" | cut -c6 | tr a-z A-Z)" \
+                     "$(printf %s "$rest" | tr / '\\')" ;;
+  -u:[A-Za-z]:\\*) rest="${2#?:}"; printf '/mnt/%s%s\n' "$(printf %s "$2" | cut -c1 | tr A-Z a-z)" \
+                     "$(printf %s "$rest" | tr '\\' /)" ;;
+  *) echo "wslpath: $2: Invalid argument" >&2; exit 1 ;;
+esac
+"""
+
+
+@pytest.mark.skipif(not WIN_RUFF, reason="needs ruff's Windows build (E2E_WINDOWS_RUFF: platforms.sh)")
+@pytest.mark.skipif(os.geteuid() != 0, reason="WSL's drive mount needs a mount namespace (unshare -m, mount); "
+                                               "CI runs as root")
+def test_wsl_claude_edits_through_a_windows_bridge(sb):
+    """`claude` run in WSL against a bridge running on Windows (the editor's side), as WSL 2's mirrored networking
+    lets it connect. The client is the real Linux build told it is in WSL as WSL tells it (`WSL_DISTRO_NAME`), in a
+    mount namespace where the Windows drive the workspace is on (Wine's Z:) is mounted where WSL mounts it
+    (`/mnt/z`), with `USERPROFILE` handed over from Windows (WSLENV) and a stand-in for WSL's `wslpath`. It finds
+    the Windows bridge's lock file under the Windows profile, takes its `Z:\\...` folder for its own working
+    directory (`/mnt/z/...`), and edits through `openDiff` with the Windows path; its questions around the edit name
+    the file by its WSL path (`file:///mnt/z/...`), which the bridge reads as the Windows file: the baseline holds
+    the file's old finding (not `[]`, which would have every old finding reported as new), and the model is told
+    only the edit's new one."""
+    win_home = sb.root / "winhome"  # %USERPROFILE%: the Windows bridge's lock file goes to its .claude\ide
+    (win_home / ".claude").mkdir(parents=True)
+    path = sb.ws / "app.py"
+    path.write_text('import sys\n\nprint("hi")\n')  # ruff's F401, which the file already has
+    in_wsl = Path("/mnt/z" + str(path))
+    sb.model.set_script(edit_script(in_wsl, 'print("hi")', "print(undefined_name)"))
+    b = sb.bridge("threads", on_diff="accept", extra_args=["--lsp-start-wait", "60s"],
+                  env={"WINEPATH": winpath(Path(WIN_RUFF)), "CLAUDE_CONFIG_DIR": winpath(win_home / ".claude")})
+    assert b.lock_path().parent == win_home / ".claude" / "ide", b.lock_file
+    tools = sb.root / "wsl-bin"
+    tools.mkdir()
+    (tools / "wslpath").write_text(WSLPATH)
+    (tools / "wslpath").chmod(0o755)
+    # The Linux client's own configuration, its project the workspace by its WSL path.
+    config = json.loads((sb.cfg / ".claude.json").read_text())
+    config["projects"] = {str(in_wsl.parent): next(iter(config["projects"].values()))}
+    (sb.cfg / ".claude.json").write_text(json.dumps(config))
+    debug = sb.root / "claude-debug.log"  # where Client reads it (the Linux client: not WinSandbox.client)
+    mount = ('mount -t tmpfs tmpfs /mnt && mkdir -p "/mnt/z$1" && mount --bind "$1" "/mnt/z$1" && cd "/mnt/z$2" '
+             '&& shift 2 && exec "$@"')
+    c = Sandbox.client(sb, command=["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", str(sb.root),
+                           str(sb.ws), CLAUDE_BIN, "--ide", "--debug-file", str(debug)],
+                  env={"WSL_DISTRO_NAME": "Debian", "USERPROFILE": winpath(win_home), "CLAUDE_CONFIG_DIR": str(sb.cfg),
+                       "PATH": f"{tools}:{os.environ['PATH']}",
+                       # The client would first try the machine's default gateway (WSL 2's NAT), then
+                       # 127.0.0.1, where mirrored networking has the Windows bridge: the tests use loopback only.
+                       "CLAUDE_CODE_IDE_HOST_OVERRIDE": "127.0.0.1"})
+    c.wait_ready()
+    assert_handshake(b)
+    prompt(c, "Print an undefined name in app.py")
+    first = turn_text(sb.model.wait_turn(0, "the prompt's model request", diag=sb.diag))
+    assert "Platform: linux" in first and f"Primary working directory: {in_wsl.parent}" in first, first
+    check_saved(sb, b, path, 'import sys\n\nprint(undefined_name)\n', named=winpath)
+    asked = f"file://{in_wsl}"  # the WSL client's own spelling, not converted
+    calls = wait_until(lambda: (lambda cs: cs if len(cs) >= 2 else None)(b.tool_calls("getDiagnostics")),
+                       what="the client's two questions around the edit", diag=sb.diag)
+    baseline, after = calls[:2]
+    assert baseline["params"]["arguments"] == {"uri": asked}, baseline
+    before = json.loads(text_of(b.wait_response(baseline["id"], timeout=60)["result"])[0])
+    assert [(e["uri"], [d.get("code") for d in e["diagnostics"]]) for e in before] == [(asked, ["F401"])], before
+    assert after["params"]["arguments"] == {}, after
+    found = json.loads(text_of(b.wait_response(after["id"], timeout=60)["result"])[0])
+    assert {d.get("code") for e in found if e["uri"] == asked for d in e["diagnostics"]} == {"F401", "F821"}, found
+    texts = turn_text(sb.model.wait_turn(1, "the model turn after the edit", diag=sb.diag))
+    block = re.search(r"<new-diagnostics>[\s\S]*?</new-diagnostics>", texts)
+    assert block and "[F821] (Ruff)" in block.group(0) and "F401" not in block.group(0), texts[-3000:]

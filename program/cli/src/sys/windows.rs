@@ -466,8 +466,39 @@ pub fn ended_by_interrupt(status: &ExitStatus) -> bool {
 /// Windows `claude`'s `file://C:\x` are `C:\x`). `None` when it names no local file, or no
 /// Windows file: `file:///c/x` writes no drive (its wire form, `/c/x`, is the same as
 /// `file:///c:/x`'s, but it is not drive C's file; the lsp crate keys it apart too).
+///
+/// One form more, which names no Windows file by the book: a `claude` running in WSL names a
+/// Windows file by its path in WSL, where the drives are mounted (`/mnt/c/...`, WSL's default
+/// mount root). Connected to a bridge running on Windows, that claude converts the paths of its
+/// `openDiff` calls (with WSL's `wslpath -w`) but not the URI of its `getDiagnostics` before and
+/// after an edit (`file:///mnt/c/Users/me/app/a.py`): it is read as the file WSL shows there
+/// (`C:\Users\me\app\a.py`), and not as no file, whose `[]` would be taken for the file's
+/// diagnostics before the edit (every old one then reported as new after it).
 pub fn path_of_file_uri(uri: &str) -> Option<String> {
-    claude_ide_bridge::uri_to_windows_path(uri)
+    claude_ide_bridge::uri_to_windows_path(uri).or_else(|| wsl_mounted_drive(uri))
+}
+
+/// The Windows path of a local `file:` URI whose path is under WSL's drive mounts
+/// (`/mnt/<letter>` and what is below it): `C:\x` for `file:///mnt/c/x`, `D:\` for
+/// `file:///mnt/d`. `None` for any other URI.
+fn wsl_mounted_drive(uri: &str) -> Option<String> {
+    if !claude_ide_bridge::is_file_uri(uri) {
+        return None;
+    }
+    let path = claude_ide_bridge::uri_to_path(uri)?;
+    let rest = path.strip_prefix("/mnt/")?;
+    let mut chars = rest.chars();
+    let letter = chars.next().filter(char::is_ascii_alphabetic)?;
+    let below = chars.as_str();
+    if !(below.is_empty() || below.starts_with('/')) {
+        return None;
+    }
+    let below = if below.is_empty() { "/" } else { below };
+    Some(format!(
+        "{}:{}",
+        letter.to_ascii_uppercase(),
+        below.replace('/', "\\")
+    ))
 }
 
 /// A path in the engine's wire form (`/c/ws/a.rs`, `//host/share/a.rs`: what `normalize` gives)
@@ -716,5 +747,52 @@ mod tests {
             "file:///c:/ws/a%20b.rs"
         );
         assert!(ws.read_text(&no_drive).is_err(), "{no_drive}");
+    }
+
+    /// A `claude` running in WSL names a Windows file in its `getDiagnostics` URIs by where WSL
+    /// mounts the file's drive (`file:///mnt/c/...`, written as it writes them, its characters as
+    /// they are, or percent-encoded): the file that path shows in WSL, read as its Windows path is.
+    #[test]
+    fn a_wsl_claudes_mount_paths_name_the_windows_file() {
+        use claude_ide_bridge_files::{Limits, Workspace};
+        let d = tempfile::tempdir().unwrap();
+        fs::create_dir(d.path().join("my app é")).unwrap();
+        fs::write(d.path().join("my app é").join("a.py"), "x = 1\n").unwrap();
+        let folder = d.path().to_str().unwrap().to_owned();
+        let ws = Workspace::new(vec![folder.clone()], Limits::default());
+        let in_wsl = format!(
+            "/mnt/{}{}/my app é/a.py",
+            folder[..1].to_ascii_lowercase(),
+            folder[2..].replace('\\', "/")
+        );
+        let expected = format!(
+            r"{}{}\my app é\a.py",
+            folder[..1].to_ascii_uppercase(),
+            &folder[1..]
+        );
+        for uri in [
+            format!("file://{in_wsl}"),
+            claude_ide_bridge::file_uri(&in_wsl),
+        ] {
+            let path = path_of_file_uri(&uri);
+            assert_eq!(path.as_deref(), Some(expected.as_str()), "{uri}");
+            assert_eq!(ws.read_text(&path.unwrap()).unwrap().content, "x = 1\n");
+        }
+        for (uri, path) in [
+            ("file:///mnt/d", Some(r"D:\")),
+            ("file:///mnt/d/", Some(r"D:\")),
+            ("file://localhost/mnt/e/x%20y", Some(r"E:\x y")),
+            // a share's folder named `mnt`, as by the book
+            ("file://srv/mnt/c/x", Some(r"\\srv\mnt\c\x")),
+            // not a drive's mount
+            ("file:///mnt/cd/x", None),
+            ("file:///mnt/", None),
+            ("file:///mnt", None),
+            ("file:///mnt/1/x", None),
+            ("file:///home/me/x", None),
+            ("untitled:/mnt/c/x", None),
+        ] {
+            assert_eq!(path_of_file_uri(uri).as_deref(), path, "{uri}");
+        }
     }
 }

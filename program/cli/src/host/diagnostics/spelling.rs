@@ -31,9 +31,15 @@ pub(crate) struct Spellings {
 
 /// What a URI or path names, as one key for all its spellings: its path with escapes decoded
 /// and `.`, `..` and repeated `/` resolved, in any case on Windows (as [`super::same_uri`]
-/// compares).
+/// compares). A `file:` URI's path is the one `getDiagnostics` reads for it
+/// ([`crate::sys::path_of_file_uri`]): on Windows the Windows path it names, which is also what
+/// a `claude` in WSL names `/mnt/c/...` (its URI is kept for the file the servers name
+/// `file:///c:/...`).
 fn key(uri: &str) -> Option<String> {
-    editor_path(uri).map(|p| crate::sys::case_key(&p).into_owned())
+    let named = claude_ide_bridge::is_file_uri(uri)
+        .then(|| crate::sys::path_of_file_uri(uri))
+        .flatten();
+    editor_path(named.as_deref().unwrap_or(uri)).map(|p| crate::sys::case_key(&p).into_owned())
 }
 
 impl Spellings {
@@ -129,6 +135,20 @@ mod tests {
         let share = r"file://\\srv\share\my app\b.py";
         s.asked(share);
         assert_eq!(s.of("file://srv/share/my%20app/b.py"), Some(share));
+    }
+
+    /// A `claude` in WSL names a Windows file by its WSL path (`file:///mnt/c/...`), which a
+    /// bridge on Windows reads as that file: its URI is kept for the file the servers name
+    /// `file:///c:/...`. Elsewhere `/mnt/c` is a folder like any other.
+    #[test]
+    fn a_wsl_clients_uri_is_kept_for_its_windows_file() {
+        let mut s = Spellings::default();
+        let raw = "file:///mnt/c/Users/John Smith/app/a.py";
+        s.asked(raw);
+        let windows = s.of("file:///c:/Users/John%20Smith/app/a.py");
+        assert_eq!(windows, cfg!(windows).then_some(raw));
+        let unix = s.of("file:///mnt/c/Users/John%20Smith/app/a.py");
+        assert_eq!(unix, Some(raw));
     }
 
     /// The last spelling asked wins, and only the most recent files are kept.
