@@ -5,7 +5,9 @@
 # Then the same for aarch64-unknown-linux-musl (an ARM server, a Raspberry Pi, an ARM container on
 # a Mac), cross-built with rust-lld (shipped with rustup's toolchain; the target's musl libc and
 # start files come with `rustup target add`, no C cross compiler needed) and run under
-# qemu-aarch64-static. About 7 to 11 minutes more on 2 cores (two release builds with whole-program LTO).
+# qemu-aarch64-static. Both are built by one cargo run: each target's last step (whole-program LTO
+# with one codegen unit) takes one core, and one run lets the other target's build have the other
+# (measured from scratch on 2 cores: 292 s for both, where the x86_64 one alone took 236 s).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/lib/install.sh
@@ -13,14 +15,17 @@ cd "$(dirname "$0")/../.."
 start=$(date +%s)
 command -v file >/dev/null || apt_install file
 
-# check TARGET [RUNNER]: builds, checks it is static, runs --version and a serve --stdio exchange.
+command -v qemu-aarch64-static >/dev/null || apt_install qemu-user-static
+rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl >/dev/null
+CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld cargo build --release --locked \
+  --target x86_64-unknown-linux-musl --target aarch64-unknown-linux-musl -p claude-ide-bridge-cli
+echo "musl: both targets built in $(( $(date +%s) - start )) s"
+
+# check TARGET [RUNNER]: checks the built binary is static, runs --version and a serve --stdio
+# exchange.
 check() {
   local target=$1 run=${2:-}
-  local t0
-  t0=$(date +%s)
-  rustup target add "$target" >/dev/null
-  cargo build --release --locked --target "$target" -p claude-ide-bridge-cli
-  local bin="$PWD/target/$target/release/claude-ide-bridge"
+  local bin="${CARGO_TARGET_DIR:-$PWD/target}/$target/release/claude-ide-bridge"
 
   file "$bin" | grep -Eq "statically linked|static-pie linked" ||
     { echo "musl: $bin is not static: $(file "$bin")" >&2; exit 1; }
@@ -45,11 +50,9 @@ status = next(l for l in lines if l["type"] == "status")
 assert status["port"] == lines[0]["port"] and status["workspace"] == [sys.argv[1]], lines
 PY
   rm -rf "$tmp"
-  echo "musl: $target binary static, $(stat -c %s "$bin") bytes, answered serve --stdio${run:+ (under $run)}; took $(( $(date +%s) - t0 )) s"
+  echo "musl: $target binary static, $(stat -c %s "$bin") bytes, answered serve --stdio${run:+ (under $run)}"
 }
 
 check x86_64-unknown-linux-musl
-
-command -v qemu-aarch64-static >/dev/null || apt_install qemu-user-static
-CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld check aarch64-unknown-linux-musl qemu-aarch64-static
+check aarch64-unknown-linux-musl qemu-aarch64-static
 echo "musl: both targets took $(( $(date +%s) - start )) s"

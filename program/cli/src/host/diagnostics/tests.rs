@@ -600,6 +600,12 @@ fn uris_and_paths() {
     );
     #[cfg(windows)]
     assert_eq!(named_path("file:///c/w/a.py"), None);
+    // A `claude` in WSL names drive C's file by its own path of it; on Linux that is a path.
+    let in_wsl = named_path("file:///mnt/c/w/a b.py");
+    #[cfg(windows)]
+    assert_eq!(in_wsl.as_deref(), Some(r"C:\w\a b.py"));
+    #[cfg(unix)]
+    assert_eq!(in_wsl.as_deref(), Some("/mnt/c/w/a b.py"));
     // VS Code's spelling of a Windows file and claude's are one file.
     #[cfg(windows)]
     assert!(same_uri("file:///c%3A/w/A.py", r"C:\w\a.py"));
