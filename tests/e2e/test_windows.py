@@ -343,6 +343,8 @@ esac
 
 
 @pytest.mark.skipif(not WIN_RUFF, reason="needs ruff's Windows build (E2E_WINDOWS_RUFF: platforms.sh)")
+@pytest.mark.skipif(not Path(CLAUDE_BIN).exists(), reason="needs the Linux claude (scripts/test-all.d/e2e.sh installs "
+                                                           "it: npm install --prefix tests/e2e)")
 @pytest.mark.skipif(os.geteuid() != 0, reason="WSL's drive mount needs a mount namespace (unshare -m, mount); "
                                                "CI runs as root")
 def test_wsl_claude_edits_through_a_windows_bridge(sb):
