@@ -470,10 +470,11 @@ pub fn ended_by_interrupt(status: &ExitStatus) -> bool {
 /// One form more, which names no Windows file by the book: a `claude` running in WSL names a
 /// Windows file by its path in WSL, where the drives are mounted (`/mnt/c/...`, WSL's default
 /// mount root). Connected to a bridge running on Windows, that claude converts the paths of its
-/// `openDiff` calls (with WSL's `wslpath -w`) but not the URI of its `getDiagnostics` before and
-/// after an edit (`file:///mnt/c/Users/me/app/a.py`): it is read as the file WSL shows there
+/// `openDiff` calls (with WSL's `wslpath -w`) but not the URI of its `getDiagnostics` before an
+/// edit (`file:///mnt/c/Users/me/app/a.py`): it is read as the file WSL shows there
 /// (`C:\Users\me\app\a.py`), and not as no file, whose `[]` would be taken for the file's
-/// diagnostics before the edit (every old one then reported as new after it).
+/// diagnostics before the edit (every old one then reported as new after it). A `..` in it is
+/// the files crate's to resolve or refuse, as in any path.
 pub fn path_of_file_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_windows_path(uri).or_else(|| wsl_mounted_drive(uri))
 }
