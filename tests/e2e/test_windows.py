@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import CLAUDE_BIN, WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, press_until, text_of, tool_result_text, \
-    tool_results, turn_text, wait_until
+from harness import CLAUDE_BIN, WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, press_until, text_of, \
+    tool_result_text, tool_results, turn_text, wait_until
 from test_scenarios import assert_handshake, check_saved, edit_script, selection_scene, wait_settled
 
 pytestmark = pytest.mark.skipif(
@@ -377,13 +377,14 @@ def test_wsl_claude_edits_through_a_windows_bridge(sb):
     debug = sb.root / "claude-debug.log"  # where Client reads it (the Linux client: not WinSandbox.client)
     mount = ('mount -t tmpfs tmpfs /mnt && mkdir -p "/mnt/z$1" && mount --bind "$1" "/mnt/z$1" && cd "/mnt/z$2" '
              '&& shift 2 && exec "$@"')
-    c = Sandbox.client(sb, command=["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", str(sb.root),
-                           str(sb.ws), CLAUDE_BIN, "--ide", "--debug-file", str(debug)],
-                  env={"WSL_DISTRO_NAME": "Debian", "USERPROFILE": winpath(win_home), "CLAUDE_CONFIG_DIR": str(sb.cfg),
-                       "PATH": f"{tools}:{os.environ['PATH']}",
-                       # The client would first try the machine's default gateway (WSL 2's NAT), then
-                       # 127.0.0.1, where mirrored networking has the Windows bridge: the tests use loopback only.
-                       "CLAUDE_CODE_IDE_HOST_OVERRIDE": "127.0.0.1"})
+    c = Sandbox.client(sb, command=["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh",
+                                    str(sb.root), str(sb.ws), CLAUDE_BIN, "--ide", "--debug-file", str(debug)],
+                       env={"WSL_DISTRO_NAME": "Debian", "USERPROFILE": winpath(win_home),
+                            "CLAUDE_CONFIG_DIR": str(sb.cfg), "PATH": f"{tools}:{os.environ['PATH']}",
+                            # The client would first try the machine's default gateway (WSL 2's NAT), then
+                            # 127.0.0.1, where mirrored networking has the Windows bridge: the tests use loopback
+                            # only.
+                            "CLAUDE_CODE_IDE_HOST_OVERRIDE": "127.0.0.1"})
     c.wait_ready()
     assert_handshake(b)
     prompt(c, "Print an undefined name in app.py")

@@ -481,25 +481,26 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
 
 /// The Windows path of a local `file:` URI whose path is under WSL's drive mounts
 /// (`/mnt/<letter>` and what is below it): `C:\x` for `file:///mnt/c/x`, `D:\` for
-/// `file:///mnt/d`. `None` for any other URI.
+/// `file:///mnt/d`. `None` for any other URI (another scheme's included: `uri_to_path` takes
+/// `file:` URIs only). Below `/mnt` is the engine's wire form of a drive's path, which
+/// [`drive_path`] writes as Windows does.
 fn wsl_mounted_drive(uri: &str) -> Option<String> {
-    if !claude_ide_bridge::is_file_uri(uri) {
+    drive_path(claude_ide_bridge::uri_to_path(uri)?.strip_prefix("/mnt")?)
+}
+
+/// A path in the engine's wire form of a drive's (`/c/ws/a.rs`, `/d`) as Windows writes it
+/// (`C:\ws\a.rs`, `D:\`); `None` for any other path.
+fn drive_path(path: &str) -> Option<String> {
+    let b = path.as_bytes();
+    let drive = b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic();
+    if !(drive && (b.len() == 2 || b[2] == b'/')) {
         return None;
     }
-    let path = claude_ide_bridge::uri_to_path(uri)?;
-    let rest = path.strip_prefix("/mnt/")?;
-    let mut chars = rest.chars();
-    let letter = chars.next().filter(char::is_ascii_alphabetic)?;
-    let below = chars.as_str();
-    if !(below.is_empty() || below.starts_with('/')) {
-        return None;
-    }
-    let below = if below.is_empty() { "/" } else { below };
-    Some(format!(
-        "{}:{}",
-        letter.to_ascii_uppercase(),
-        below.replace('/', "\\")
-    ))
+    let rest = match &path[2..] {
+        "" => "\\".to_owned(),
+        rest => rest.replace('/', "\\"),
+    };
+    Some(format!("{}:{rest}", char::from(b[1].to_ascii_uppercase())))
 }
 
 /// A path in the engine's wire form (`/c/ws/a.rs`, `//host/share/a.rs`: what `normalize` gives)
@@ -507,14 +508,8 @@ fn wsl_mounted_drive(uri: &str) -> Option<String> {
 /// as the language servers' URIs and claude's do (`file:///c:/ws/a.rs`; the wire form's own,
 /// `file:///c/ws/a.rs`, names no file here). Any other path as it is.
 pub fn native_path(path: &str) -> String {
-    let b = path.as_bytes();
-    let drive = b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic();
-    if drive && (b.len() == 2 || b[2] == b'/') {
-        let rest = match &path[2..] {
-            "" => "\\".to_owned(),
-            rest => rest.replace('/', "\\"),
-        };
-        format!("{}:{rest}", char::from(b[1].to_ascii_uppercase()))
+    if let Some(drive) = drive_path(path) {
+        drive
     } else if path.starts_with("//") {
         path.replace('/', "\\")
     } else {

@@ -34,11 +34,9 @@ pub(crate) struct Spellings {
 /// compares). A `file:` URI's path is the one `getDiagnostics` reads for it
 /// ([`crate::sys::path_of_file_uri`]): on Windows the Windows path it names, which is also what
 /// a `claude` in WSL names `/mnt/c/...` (its URI is kept for the file the servers name
-/// `file:///c:/...`).
+/// `file:///c:/...`). A path, or a URI naming no file that way, is keyed as before.
 fn key(uri: &str) -> Option<String> {
-    let named = claude_ide_bridge::is_file_uri(uri)
-        .then(|| crate::sys::path_of_file_uri(uri))
-        .flatten();
+    let named = crate::sys::path_of_file_uri(uri);
     editor_path(named.as_deref().unwrap_or(uri)).map(|p| crate::sys::case_key(&p).into_owned())
 }
 
