@@ -7,6 +7,7 @@ use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
 use crate::jsonrpc::RpcError;
 use crate::limits::Limits;
 use crate::mcp::{self, Mcp, McpPhase};
+use crate::paths::ClientPaths;
 use crate::types::{ApiError, ConnectionId, DisconnectReason, EndpointCx, Event};
 use crate::ws::{self, SendError, WebSocket};
 use std::time::{Duration, Instant};
@@ -94,6 +95,8 @@ pub(crate) struct Connection {
     tools_untold: bool,
     /// A late timer ([`LATE_WAKE`]) was forgiven since the peer was last heard: the next is not.
     forgave_late: bool,
+    /// How the client names files ([`crate::Server::set_client_paths`]).
+    paths: ClientPaths,
 }
 
 /// How late a timer may run before the wake-up is taken as a pause of the host (a stopped
@@ -115,7 +118,18 @@ impl Connection {
             in_dirty: false,
             tools_untold: false,
             forgave_late: false,
+            paths: ClientPaths::AsGiven,
         }
+    }
+
+    /// How the client names files.
+    pub(crate) fn paths(&self) -> ClientPaths {
+        self.paths
+    }
+
+    /// Name files the client's way from now on.
+    pub(crate) fn set_paths(&mut self, paths: ClientPaths) {
+        self.paths = paths;
     }
 
     /// When the connection was accepted.
@@ -313,7 +327,10 @@ impl Connection {
                 for (t, n) in cx.mentions.drain(..) {
                     if now.saturating_duration_since(t) <= ttl {
                         let mut frame = Vec::new();
-                        n.write_json(&mut frame);
+                        n.for_client(self.paths)
+                            .as_ref()
+                            .unwrap_or(&n)
+                            .write_json(&mut frame);
                         let _ = s.mcp.send(&mut s.ws.sender, &frame);
                     }
                 }

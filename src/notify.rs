@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::paths::{file_uri, uri_to_windows_path, ClientPaths};
 use crate::tools::{Diagnostic, Selection};
 
 /// Params of `selection_changed`: `{text, filePath, fileUrl, selection: {start, end, isEmpty}}`.
@@ -112,6 +113,35 @@ impl Notification {
             Notification::ToolsListChanged => {}
         }
         out.push(b'}');
+    }
+}
+
+impl Notification {
+    /// This notification as a client that names files `paths`' way is sent it, when that differs
+    /// (a file's path or URI the client names otherwise); `None` when it is sent as it is.
+    pub(crate) fn for_client(&self, paths: ClientPaths) -> Option<Notification> {
+        match self {
+            Notification::SelectionChanged(p) => {
+                let file_path = paths.path(&p.file_path)?;
+                Some(Notification::SelectionChanged(SelectionChanged {
+                    file_url: file_uri(&file_path),
+                    file_path,
+                    ..p.clone()
+                }))
+            }
+            Notification::AtMentioned(p) => Some(Notification::AtMentioned(AtMentioned {
+                file_path: paths.path(&p.file_path)?,
+                ..p.clone()
+            })),
+            Notification::DiagnosticsChanged(p) => {
+                let path = paths.path(&uri_to_windows_path(&p.uri)?)?;
+                Some(Notification::DiagnosticsChanged(DiagnosticsChanged {
+                    uri: file_uri(&path),
+                    diagnostics: p.diagnostics.clone(),
+                }))
+            }
+            Notification::LogEvent(_) | Notification::ToolsListChanged => None,
+        }
     }
 }
 
@@ -223,6 +253,60 @@ mod tests {
             written(&Notification::ToolsListChanged),
             r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#
         );
+    }
+
+    /// A WSL client is sent a Windows drive's paths where WSL mounts the drive, in every
+    /// notification that names a file; other paths, and every other client, as they are.
+    #[test]
+    fn a_wsl_client_is_sent_the_paths_where_wsl_mounts_the_drive() {
+        let wsl = ClientPaths::WslMounts;
+        let at = Selection::new(Position::new(1, 0), Position::new(2, 3));
+        let selection = |path: &str| {
+            Notification::SelectionChanged(SelectionChanged {
+                text: "x".into(),
+                file_path: path.into(),
+                file_url: file_uri(path),
+                selection: at,
+            })
+        };
+        let moved = selection(r"C:\Users\me\my app\a.rs");
+        assert_eq!(
+            moved.for_client(wsl),
+            Some(selection("/mnt/c/Users/me/my app/a.rs"))
+        );
+        let Some(Notification::SelectionChanged(s)) = moved.for_client(wsl) else {
+            unreachable!()
+        };
+        assert_eq!(s.file_url, "file:///mnt/c/Users/me/my%20app/a.rs");
+        assert_eq!(moved.for_client(ClientPaths::AsGiven), None);
+        assert_eq!(selection("/home/me/a.rs").for_client(wsl), None);
+        assert_eq!(selection(r"\\srv\share\a.rs").for_client(wsl), None);
+
+        let mention = |path: &str| {
+            Notification::AtMentioned(AtMentioned {
+                file_path: path.into(),
+                line_start: Some(2),
+                line_end: Some(4),
+            })
+        };
+        assert_eq!(
+            mention(r"\\?\D:\w\b.py").for_client(wsl),
+            Some(mention("/mnt/d/w/b.py"))
+        );
+        assert_eq!(mention("/home/me/b.py").for_client(wsl), None);
+
+        let published = |uri: &str| {
+            Notification::DiagnosticsChanged(DiagnosticsChanged {
+                uri: uri.into(),
+                diagnostics: vec![],
+            })
+        };
+        assert_eq!(
+            published("file:///z:/tmp/a%20b.py").for_client(wsl),
+            Some(published("file:///mnt/z/tmp/a%20b.py"))
+        );
+        assert_eq!(published("file:///tmp/a.py").for_client(wsl), None);
+        assert_eq!(Notification::ToolsListChanged.for_client(wsl), None);
     }
 
     #[test]

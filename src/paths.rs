@@ -85,6 +85,58 @@ pub fn to_posix(path: &str) -> String {
     }
 }
 
+/// How a connected client names files, when it differs from the host's own names: the paths of the
+/// `selection_changed` and `at_mentioned` notifications it is sent are written its way
+/// ([`Server::set_client_paths`](crate::Server::set_client_paths)).
+///
+/// ```
+/// use claude_ide_bridge::ClientPaths;
+/// assert_eq!(ClientPaths::default(), ClientPaths::AsGiven);
+/// assert_eq!(ClientPaths::WslMounts.path(r"C:\Users\me\a.rs").as_deref(), Some("/mnt/c/Users/me/a.rs"));
+/// assert_eq!(ClientPaths::AsGiven.path(r"C:\Users\me\a.rs"), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ClientPaths {
+    /// As the host gives them: the client runs where the host does.
+    #[default]
+    AsGiven,
+    /// A `claude` running in WSL, the host on Windows: a Windows drive path is sent as the path where
+    /// WSL mounts the drive ([`wsl_mount_path`]: `C:\x\a.rs` as `/mnt/c/x/a.rs`), which the client
+    /// can read; any other path as it is.
+    WslMounts,
+}
+
+impl ClientPaths {
+    /// The client's name of a host's path, when it is not the path itself.
+    pub fn path(self, path: &str) -> Option<String> {
+        match self {
+            ClientPaths::AsGiven => None,
+            ClientPaths::WslMounts => wsl_mount_path(path),
+        }
+    }
+}
+
+/// Where WSL mounts a Windows drive path by default (its `automount` root, `/mnt`): `C:\Users\me\a.rs`
+/// (or `c:/Users/me/a.rs`, or written verbatim) is `/mnt/c/Users/me/a.rs`, the path a program in WSL
+/// opens it by. `None` for any other path: a share (`\\server\share\x`) has no such path, and a POSIX
+/// path is already one.
+///
+/// ```
+/// use claude_ide_bridge::wsl_mount_path;
+/// assert_eq!(wsl_mount_path(r"D:\work\my app\a.rs").as_deref(), Some("/mnt/d/work/my app/a.rs"));
+/// assert_eq!(wsl_mount_path(r"\\?\C:\x").as_deref(), Some("/mnt/c/x"));
+/// assert_eq!(wsl_mount_path("C:").as_deref(), Some("/mnt/c"));
+/// assert_eq!(wsl_mount_path(r"\\srv\share\a.rs"), None);
+/// assert_eq!(wsl_mount_path("/home/me/a.rs"), None);
+/// ```
+pub fn wsl_mount_path(path: &str) -> Option<String> {
+    let path = without_verbatim_prefix(path);
+    let (drive, rest) = split_drive(&path)?;
+    let rest = rest.replace('\\', "/");
+    Some(format!("/mnt/{drive}{}", rest.trim_end_matches('/')))
+}
+
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Appends `s` percent-encoded: every byte outside RFC 3986 unreserved characters and `/` is escaped.
@@ -1011,6 +1063,25 @@ mod tests {
             prop_assert_eq!(file_uri(&verbatim), file_uri(&plain));
             let folder = &plain[..plain.rfind('\\').unwrap()];
             prop_assert!(is_within(&verbatim, folder), "{} in {}", verbatim, folder);
+        }
+
+        /// A drive's file, however Windows writes it, is the file WSL mounts at `/mnt/<drive>`: the
+        /// path the wire form gives under `/mnt`, whose URI reads back as that path.
+        #[test]
+        fn a_drives_file_is_where_wsl_mounts_the_drive(
+            letter in proptest::char::range('a', 'z'), upper in any::<bool>(), slash in any::<bool>(),
+            verbatim in any::<bool>(), segments in proptest::collection::vec(segment(), 1..6)) {
+            let segments: Vec<String> = segments.into_iter().map(|s| s.replace('\\', "_")).collect();
+            let drive = if upper { letter.to_ascii_uppercase() } else { letter };
+            let sep = if slash && !verbatim { "/" } else { "\\" };
+            let path = format!("{}{drive}:{sep}{}", if verbatim { r"\\?\" } else { "" }, segments.join(sep));
+            let wsl = wsl_mount_path(&path).unwrap();
+            let posix = format!("/mnt{}", to_posix(&path));
+            prop_assert_eq!(wsl.as_str(), posix.trim_end_matches('/'));
+            let mount = format!("/mnt/{}", letter);
+            prop_assert!(wsl.starts_with(&mount), "{} under {}", wsl, mount);
+            prop_assert_eq!(uri_to_path(&file_uri(&wsl)), Some(wsl.clone()));
+            prop_assert_eq!(wsl_mount_path(&wsl), None);
         }
 
         #[test]

@@ -8,6 +8,7 @@
 use crate::connection::Connection;
 use crate::jsonrpc::RpcError;
 use crate::notify::Notification;
+use crate::paths::ClientPaths;
 use crate::tools::{ToolResult, ToolSet};
 use crate::types::{
     ApiError, CallId, Config, ConnectionId, DisconnectReason, EndpointCx, Event, Target,
@@ -341,11 +342,29 @@ impl Server {
         {
             let tools = matches!(notification, Notification::ToolsListChanged);
             let (conns, mut cx) = self.parts();
+            // The frame for clients that name files otherwise ([`Server::set_client_paths`]),
+            // written when the first such client is sent it.
+            let mut theirs: Option<(ClientPaths, Vec<u8>)> = None;
             let mut send = |c: &mut Connection| {
+                let paths = c.paths();
+                let frame = match paths {
+                    ClientPaths::AsGiven => &frame,
+                    _ => match notification.for_client(paths) {
+                        None => &frame,
+                        Some(n) => {
+                            if theirs.as_ref().is_none_or(|(p, _)| *p != paths) {
+                                let mut f = Vec::new();
+                                n.write_json(&mut f);
+                                theirs = Some((paths, f));
+                            }
+                            theirs.as_ref().map_or(&frame, |(_, f)| f)
+                        }
+                    },
+                };
                 usize::from(if tools {
-                    c.notify_tools_changed(&frame, &mut cx)
+                    c.notify_tools_changed(frame, &mut cx)
                 } else {
-                    c.notify(&frame, &mut cx)
+                    c.notify(frame, &mut cx)
                 })
             };
             match target {
@@ -400,6 +419,40 @@ impl Server {
         }
         self.config.tools = tools;
         self.notify(Target::All, &Notification::ToolsListChanged, now);
+    }
+
+    /// Name files `paths`' way in what `conn` is sent from now on: the paths and URIs of
+    /// `selection_changed`, `at_mentioned` and `diagnostics_changed` (and of an `at_mentioned`
+    /// queued for it). Returns whether `conn` is a live connection. A host on Windows sets
+    /// [`ClientPaths::WslMounts`] for a `claude` running in WSL, which reads no `C:\...` path
+    /// (the runtimes do: `ide_connected`'s pid names no Windows process).
+    ///
+    /// ```
+    /// use claude_ide_bridge::{ClientPaths, ConnectionId, Server};
+    ///
+    /// /// The client on `conn` told us its pid: one that is no process here runs in WSL.
+    /// fn ide_connected(server: &mut Server, conn: ConnectionId, pid_is_here: bool) {
+    ///     if !pid_is_here {
+    ///         server.set_client_paths(conn, ClientPaths::WslMounts);
+    ///     }
+    /// }
+    /// ```
+    pub fn set_client_paths(&mut self, conn: ConnectionId, paths: ClientPaths) -> bool {
+        match self.conns.get_mut(&conn.0) {
+            Some(c) if c.is_live() => {
+                c.set_paths(paths);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// How `conn` names files ([`Server::set_client_paths`]); `None` for no live connection.
+    pub fn client_paths(&self, conn: ConnectionId) -> Option<ClientPaths> {
+        self.conns
+            .get(&conn.0)
+            .filter(|c| c.is_live())
+            .map(|c| c.paths())
     }
 
     /// Change the workspace folders used for path checks.

@@ -8,6 +8,7 @@ use claude_ide_bridge::{
     ToolSet,
 };
 use claude_ide_bridge::{Asker, AtMentioned, ConnectionId, LogEvent, Notification};
+use claude_ide_bridge::{ClientPaths, Position, Selection, SelectionChanged};
 use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -1451,6 +1452,53 @@ fn notifications_to_all_and_to_one() {
     assert_eq!(p.server.notify(Target::Connection(b), &n, p.now), 1);
     assert!(p.messages(a).is_empty());
     assert_eq!(p.messages(b).len(), 1);
+}
+
+/// A client set to WSL's paths (a `claude` in WSL, the host on Windows) is sent a selection and an
+/// at-mention of a Windows drive's file by the path WSL mounts it at; the other clients, in the
+/// same broadcast, as the host gave them; a connection that is gone takes no setting.
+#[test]
+fn a_client_in_wsl_is_sent_the_paths_wsl_mounts_the_drive_at() {
+    let mut p = Pair::new();
+    let windows = p.connect_initialized();
+    let wsl = p.connect_initialized();
+    assert_eq!(p.server.client_paths(wsl), Some(ClientPaths::AsGiven));
+    assert!(p.server.set_client_paths(wsl, ClientPaths::WslMounts));
+    assert_eq!(p.server.client_paths(wsl), Some(ClientPaths::WslMounts));
+    let at = Selection::new(Position::new(4, 0), Position::new(5, 16));
+    let moved = Notification::SelectionChanged(SelectionChanged {
+        text: "def sub(a, b):".into(),
+        file_path: r"C:\Users\me\my app\calc.py".into(),
+        file_url: "file:///c:/Users/me/my%20app/calc.py".into(),
+        selection: at,
+    });
+    assert_eq!(p.server.notify(Target::All, &moved, p.now), 2);
+    let theirs = &p.messages(wsl)[0]["params"];
+    assert_eq!(theirs["filePath"], "/mnt/c/Users/me/my app/calc.py");
+    assert_eq!(theirs["fileUrl"], "file:///mnt/c/Users/me/my%20app/calc.py");
+    assert_eq!(theirs["text"], "def sub(a, b):");
+    let mine = &p.messages(windows)[0]["params"];
+    assert_eq!(mine["filePath"], r"C:\Users\me\my app\calc.py");
+    assert_eq!(mine["fileUrl"], "file:///c:/Users/me/my%20app/calc.py");
+
+    let mention = Notification::AtMentioned(AtMentioned {
+        file_path: r"C:\Users\me\calc.py".into(),
+        line_start: Some(0),
+        line_end: Some(1),
+    });
+    assert_eq!(p.server.notify(Target::Connection(wsl), &mention, p.now), 1);
+    assert_eq!(
+        p.messages(wsl),
+        vec![
+            json!({"jsonrpc":"2.0","method":"at_mentioned","params":{"filePath":"/mnt/c/Users/me/calc.py","lineStart":0,"lineEnd":1}})
+        ]
+    );
+    assert!(p.messages(windows).is_empty());
+
+    p.server.close(wsl, p.now).unwrap();
+    p.advance(Duration::from_secs(60));
+    assert!(!p.server.set_client_paths(wsl, ClientPaths::AsGiven));
+    assert_eq!(p.server.client_paths(wsl), None);
 }
 
 #[test]

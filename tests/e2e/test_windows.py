@@ -342,29 +342,32 @@ esac
 """
 
 
-@pytest.mark.skipif(not WIN_RUFF, reason="needs ruff's Windows build (E2E_WINDOWS_RUFF: platforms.sh)")
-@pytest.mark.skipif(not Path(CLAUDE_BIN).exists(), reason="needs the Linux claude (scripts/test-all.d/e2e.sh installs "
-                                                           "it: npm install --prefix tests/e2e)")
-@pytest.mark.skipif(os.geteuid() != 0, reason="WSL's drive mount needs a mount namespace (unshare -m, mount); "
-                                               "CI runs as root")
-def test_wsl_claude_edits_through_a_windows_bridge(sb):
-    """`claude` run in WSL against a bridge running on Windows (the editor's side), as WSL 2's mirrored networking
-    lets it connect. The client is the real Linux build told it is in WSL as WSL tells it (`WSL_DISTRO_NAME`), in a
-    mount namespace where the Windows drive the workspace is on (Wine's Z:) is mounted where WSL mounts it
-    (`/mnt/z`), with `USERPROFILE` handed over from Windows (WSLENV) and a stand-in for WSL's `wslpath`. It finds
-    the Windows bridge's lock file under the Windows profile, takes its `Z:\\...` folder for its own working
-    directory (`/mnt/z/...`), and edits through `openDiff` with the Windows path; its questions around the edit name
-    the file by its WSL path (`file:///mnt/z/...`), which the bridge reads as the Windows file: the baseline holds
-    the file's old finding (not `[]`, which would have every old finding reported as new), and the model is told
-    only the edit's new one."""
-    win_home = sb.root / "winhome"  # %USERPROFILE%: the Windows bridge's lock file goes to its .claude\ide
+# What a claude in WSL against the Windows bridge needs: the Linux client, and root for WSL's drive mount.
+needs_linux_claude = pytest.mark.skipif(
+    not Path(CLAUDE_BIN).exists(),
+    reason="needs the Linux claude (scripts/test-all.d/e2e.sh installs it: npm install --prefix tests/e2e)")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="WSL's drive mount needs a mount namespace (unshare -m, mount); CI runs as root")
+
+
+def windows_profile(sb):
+    """%USERPROFILE% of the Windows side, whose .claude\\ide the Windows bridge writes its lock file to (the
+    bridge's CLAUDE_CONFIG_DIR: `env` for `sb.bridge`)."""
+    win_home = sb.root / "winhome"
     (win_home / ".claude").mkdir(parents=True)
-    path = sb.ws / "app.py"
-    path.write_text('import sys\n\nprint("hi")\n')  # ruff's F401, which the file already has
-    in_wsl = Path("/mnt/z" + str(path))
-    sb.model.set_script(edit_script(in_wsl, 'print("hi")', "print(undefined_name)"))
-    b = sb.bridge("threads", on_diff="accept", extra_args=["--lsp-start-wait", "60s"],
-                  env={"WINEPATH": winpath(Path(WIN_RUFF)), "CLAUDE_CONFIG_DIR": winpath(win_home / ".claude")})
+    return win_home, {"CLAUDE_CONFIG_DIR": winpath(win_home / ".claude")}
+
+
+def in_wsl(path):
+    """A sandbox path as the client in WSL names it: Wine's drive Z: mounted where WSL mounts drives."""
+    return Path("/mnt/z" + str(path))
+
+
+def wsl_client(sb, b, win_home):
+    """The real Linux `claude --ide` as WSL runs it, in the workspace by its WSL path: told it is in WSL as WSL
+    tells it (`WSL_DISTRO_NAME`), in a mount namespace where the Windows drive the workspace is on (Wine's Z:) is
+    mounted where WSL mounts it (`/mnt/z`), with `USERPROFILE` handed over from Windows (WSLENV) and a stand-in for
+    WSL's `wslpath`; ready, and connected to the Windows bridge `b`, found by its lock file under the profile."""
     assert b.lock_path().parent == win_home / ".claude" / "ide", b.lock_file
     tools = sb.root / "wsl-bin"
     tools.mkdir()
@@ -372,7 +375,7 @@ def test_wsl_claude_edits_through_a_windows_bridge(sb):
     (tools / "wslpath").chmod(0o755)
     # The Linux client's own configuration, its project the workspace by its WSL path.
     config = json.loads((sb.cfg / ".claude.json").read_text())
-    config["projects"] = {str(in_wsl.parent): next(iter(config["projects"].values()))}
+    config["projects"] = {str(in_wsl(sb.ws)): next(iter(config["projects"].values()))}
     (sb.cfg / ".claude.json").write_text(json.dumps(config))
     debug = sb.root / "claude-debug.log"  # where Client reads it (the Linux client: not WinSandbox.client)
     mount = ('mount -t tmpfs tmpfs /mnt && mkdir -p "/mnt/z$1" && mount --bind "$1" "/mnt/z$1" && cd "/mnt/z$2" '
@@ -387,11 +390,31 @@ def test_wsl_claude_edits_through_a_windows_bridge(sb):
                             "CLAUDE_CODE_IDE_HOST_OVERRIDE": "127.0.0.1"})
     c.wait_ready()
     assert_handshake(b)
+    return c
+
+
+@pytest.mark.skipif(not WIN_RUFF, reason="needs ruff's Windows build (E2E_WINDOWS_RUFF: platforms.sh)")
+@needs_linux_claude
+@needs_root
+def test_wsl_claude_edits_through_a_windows_bridge(sb):
+    """`claude` run in WSL against a bridge running on Windows (the editor's side), as WSL 2's mirrored networking
+    lets it connect (`wsl_client`). It finds the Windows bridge's lock file under the Windows profile, takes its
+    `Z:\\...` folder for its own working directory (`/mnt/z/...`), and edits through `openDiff` with the Windows
+    path; its questions around the edit name the file by its WSL path (`file:///mnt/z/...`), which the bridge reads
+    as the Windows file: the baseline holds the file's old finding (not `[]`, which would have every old finding
+    reported as new), and the model is told only the edit's new one."""
+    win_home, bridge_env = windows_profile(sb)
+    path = sb.ws / "app.py"
+    path.write_text('import sys\n\nprint("hi")\n')  # ruff's F401, which the file already has
+    sb.model.set_script(edit_script(in_wsl(path), 'print("hi")', "print(undefined_name)"))
+    b = sb.bridge("threads", on_diff="accept", extra_args=["--lsp-start-wait", "60s"],
+                  env={"WINEPATH": winpath(Path(WIN_RUFF)), **bridge_env})
+    c = wsl_client(sb, b, win_home)
     prompt(c, "Print an undefined name in app.py")
     first = turn_text(sb.model.wait_turn(0, "the prompt's model request", diag=sb.diag))
-    assert "Platform: linux" in first and f"Primary working directory: {in_wsl.parent}" in first, first
+    assert "Platform: linux" in first and f"Primary working directory: {in_wsl(sb.ws)}" in first, first
     check_saved(sb, b, path, 'import sys\n\nprint(undefined_name)\n', named=winpath)
-    asked = f"file://{in_wsl}"  # the WSL client's own spelling, not converted
+    asked = f"file://{in_wsl(path)}"  # the WSL client's own spelling, not converted
     calls = wait_until(lambda: (lambda cs: cs if len(cs) >= 2 else None)(b.tool_calls("getDiagnostics")),
                        what="the client's two questions around the edit", diag=sb.diag)
     baseline, after = calls[:2]
@@ -404,3 +427,47 @@ def test_wsl_claude_edits_through_a_windows_bridge(sb):
     texts = turn_text(sb.model.wait_turn(1, "the model turn after the edit", diag=sb.diag))
     block = re.search(r"<new-diagnostics>[\s\S]*?</new-diagnostics>", texts)
     assert block and "[F821] (Ruff)" in block.group(0) and "F401" not in block.group(0), texts[-3000:]
+
+
+@needs_linux_claude
+@needs_root
+def test_wsl_claude_gets_the_windows_editors_selection_and_at_mention(sb):
+    """An editor on Windows (`serve --stdio`, the test) names its files as Windows does; a claude in WSL
+    (`wsl_client`) reads no `Z:\\...` path. Its `ide_connected` pid is no Windows process, so the bridge sends it
+    the selection and the at-mention by the path WSL mounts the drive at: the selection's text reaches the model
+    under `/mnt/z/...`, and the client reads the mentioned lines itself. (Before, it was sent `Z:\\...`: the model
+    was told the selection came from `Z:\\...\\calc.py`, the mention became `@Z:\\...` and no line was read.)"""
+    win_home, bridge_env = windows_profile(sb)
+    src = sb.ws / "calc.py"
+    src.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
+    sb.model.set_script([{"text": "Noted the selection."}, {"text": "Noted the mention."}])
+    b = sb.bridge("threads", stdio=True, env=bridge_env)
+    c = wsl_client(sb, b, win_home)
+    b.wait_event(lambda e: e.get("type") == "initialized", what="initialized on stdio")
+    wait_settled(b)
+    wait_until(lambda: "is a claude in WSL" in b.stderr(), 10, "the bridge saying the client is in WSL",
+               diag=b.diag)
+    selection = {"type": "selection_changed", "filePath": winpath(src), "text": "def sub(a, b):\n    return a - b",
+                 "selection": {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 16}}}
+    # sent until the client shows it (it may drop one sent in the first moments after its handshake)
+    press_until(lambda: b.send(selection),
+                lambda: wait_until(lambda: "2 lines selected" in c.screen(history=False), 3, "the selection shown"),
+                lambda: True, 5)
+    sent = b.wait_sent("selection_changed")["params"]
+    assert (sent["filePath"], sent["fileUrl"]) == (str(in_wsl(src)), f"file://{in_wsl(src)}"), sent
+    prompt(c, "What does the selection do?")
+    texts = turn_text(sb.model.wait_turn(0, "the first model turn", diag=sb.diag))
+    assert f"The user selected the lines 5 to 6 from {in_wsl(src)}:" in texts, texts
+    assert "return a - b" in texts
+
+    b.send({"type": "at_mentioned", "filePath": winpath(src), "lineStart": 0, "lineEnd": 1})
+    assert b.wait_sent("at_mentioned")["params"]["filePath"] == str(in_wsl(src))
+    wait_until(lambda: "@calc.py#L1-2" in c.screen(history=False), 10, "the mention in the input box",
+               diag=sb.diag)
+    prompt(c, " and this?")
+    texts = turn_text(sb.model.wait_turn(1, "the second model turn", diag=sb.diag))
+    assert "@calc.py#L1-2" in texts, texts
+    # the client read the mentioned lines itself, by the file's WSL path, and only those
+    assert "Called the Read tool with the following input: " + json.dumps(
+        {"file_path": str(in_wsl(src))}, separators=(",", ":"))[:-1] in texts, texts
+    assert "1\tdef add(a, b):\n2\t    return a + b" in texts, texts

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use claude_ide_bridge::LockFile;
-use claude_ide_bridge::{ConnectionId, DisconnectReason, Event, Rejection, Server};
+use claude_ide_bridge::{ClientPaths, ConnectionId, DisconnectReason, Event, Rejection, Server};
 
 use crate::lock::{self, LockGuard};
 use crate::{generate_token, posix_folders, LockFileMode, Logger, Options};
@@ -318,6 +318,13 @@ impl Core {
             if self.logger.is_some() {
                 Self::log_event(&event, &mut self.logs);
             }
+            if let Event::IdeConnected {
+                conn,
+                pid: Some(pid),
+            } = event
+            {
+                self.name_files_for(conn, pid);
+            }
             out.events.push(event);
         }
         while let Some(conn) = self.server.poll_transmit_ready() {
@@ -328,6 +335,20 @@ impl Core {
         if deadline != self.deadline {
             self.deadline = deadline;
             out.timer_changed = true;
+        }
+    }
+
+    /// The client on `conn` said its pid: it is sent the paths of the files it is told about as
+    /// it names them (on Windows, a `claude` in WSL by the paths WSL mounts the drives at).
+    fn name_files_for(&mut self, conn: ConnectionId, pid: u32) {
+        let paths = crate::sys::client_paths(pid);
+        if paths != ClientPaths::AsGiven && self.server.set_client_paths(conn, paths) {
+            self.log(|| {
+                format!(
+                    "{conn}: pid {pid} is no process here, a claude in WSL: sent paths as WSL \
+                     names them (/mnt/<drive>/...)"
+                )
+            });
         }
     }
 

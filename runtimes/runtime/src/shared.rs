@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use claude_ide_bridge::RpcError;
 use claude_ide_bridge::{
-    ApiError, CallId, ConnectionId, Event, Notification, Target, ToolResult, ToolSet,
+    ApiError, CallId, ClientPaths, ConnectionId, Event, Notification, Target, ToolResult, ToolSet,
 };
 
 use crate::core::{Core, Drained};
@@ -863,6 +863,21 @@ impl Handle {
             let now = core.clock.now();
             let _ = core.server.close(conn, now);
         })
+    }
+
+    /// How the client on `conn` names files (`Server::client_paths`): set by the runtime when the
+    /// client says its pid (`ide_connected`); on Windows a pid that is no process here is a
+    /// `claude` in WSL, sent the paths of a selection or an at-mention as WSL names them. `None`
+    /// for no live connection.
+    pub fn client_paths(&self, conn: ConnectionId) -> Option<ClientPaths> {
+        self.shared.lock().core.server.client_paths(conn)
+    }
+
+    /// Names files `paths`' way in what `conn` is sent (`Server::set_client_paths`), for a host
+    /// that knows better than the pid does; whether `conn` is live.
+    pub fn set_client_paths(&self, conn: ConnectionId, paths: ClientPaths) -> bool {
+        self.shared
+            .with(|core| core.server.set_client_paths(conn, paths))
     }
 
     /// The live (upgraded, not closed) connections.

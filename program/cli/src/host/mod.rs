@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use claude_ide_bridge::SelectionChanged;
 use claude_ide_bridge::{
-    CallId, CancelReason, DisconnectReason, Event, Rejection, ToolCall, ToolResult,
+    CallId, CancelReason, ClientPaths, DisconnectReason, Event, Rejection, ToolCall, ToolResult,
 };
 
 use crate::pathmap::PathMap;
@@ -671,7 +671,18 @@ impl Host {
             w.event(&e);
         }
         match e {
-            Event::Message { .. } | Event::IdeConnected { .. } => {}
+            Event::Message { .. } => {}
+            Event::IdeConnected { conn, pid } => {
+                // The runtime has read the pid: on Windows, one that is no process here is a
+                // claude in WSL, sent the paths of selections and at-mentions as WSL names them.
+                if self.handle.client_paths(conn) == Some(ClientPaths::WslMounts) {
+                    ui::say(&format!(
+                        "{conn} is a claude in WSL (pid {} is no Windows process): its \
+                         selections and at-mentions name files by their /mnt/<drive>/ paths",
+                        pid.unwrap_or_default()
+                    ));
+                }
+            }
             Event::Connected {
                 conn, user_agent, ..
             } => {

@@ -32,6 +32,8 @@
 //!   `process_start(pid)`: its start as a lock file's `processStart` keeps it (this boot's clock
 //!   ticks from Linux's `/proc`, which name one process where a pid may have been reused; none
 //!   elsewhere, where `process_started` serves);
+//! - `client_paths(pid)`: how a client whose `ide_connected` names `pid` names files (on
+//!   Windows, a pid that is no process here is a `claude` in WSL: `ClientPaths::WslMounts`);
 //! - `wait_until_ended(pid)`: waits for a child to end, leaving it unreaped;
 //! - `lock_folder(&Path)`: a workspace folder as the lock file carries it for this OS's `claude`;
 //! - `shutdown_listener(&TcpListener)`: ends a waiting `accept` where the OS allows it;
@@ -165,6 +167,32 @@ mod tests {
     use std::path::Path;
     use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
     use std::time::{Duration, Instant};
+
+    /// A client whose pid is a process here names files as the host does; on Windows one whose
+    /// pid names no process is a `claude` in WSL (a Linux pid), sent `/mnt/<drive>/` paths; on
+    /// the Unixes no pid changes them.
+    #[test]
+    fn a_pid_that_is_no_process_here_is_a_claude_in_wsl_on_windows() {
+        use claude_ide_bridge::ClientPaths;
+        assert_eq!(
+            super::client_paths(std::process::id()),
+            ClientPaths::AsGiven
+        );
+        // A pid free now: a child's that has ended and been waited for.
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .arg("--list")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        drop(child);
+        let elsewhere = match super::RUNNING_IN_WINDOWS {
+            true => ClientPaths::WslMounts,
+            false => ClientPaths::AsGiven,
+        };
+        assert_eq!(super::client_paths(pid), elsewhere);
+    }
 
     /// Where `watch_removal` has a watch (the other Unixes have none).
     const WATCHED: bool = cfg!(any(target_os = "linux", target_os = "macos", windows));

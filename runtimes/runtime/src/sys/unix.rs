@@ -6,6 +6,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
+use claude_ide_bridge::ClientPaths;
 use rustix::fs::OFlags;
 use rustix::process::{getuid, test_kill_process, Pid};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -467,6 +468,12 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
         Ok(()) => true,
         Err(e) => e != rustix::io::Errno::SRCH,
     }
+}
+
+/// How a client whose `ide_connected` names `pid` names files: as the host does (a Unix host's
+/// clients are on the same kind of system; one elsewhere is the path map's business).
+pub(crate) fn client_paths(_pid: u32) -> ClientPaths {
+    ClientPaths::AsGiven
 }
 
 /// `waitid(WEXITED | WNOWAIT)` until child `pid` has ended, past its stops (macOS reports a

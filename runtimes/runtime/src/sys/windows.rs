@@ -18,6 +18,7 @@ use std::os::windows::io::{AsRawHandle, AsRawSocket, FromRawHandle, OwnedHandle,
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use claude_ide_bridge::ClientPaths;
 use windows_sys::core::BOOL;
 use windows_sys::Win32::Foundation::{
     CloseHandle, ERROR_INVALID_PARAMETER, ERROR_IO_INCOMPLETE, ERROR_NOTIFY_ENUM_DIR, FILETIME,
@@ -602,6 +603,17 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
         let got = GetExitCodeProcess(handle, &mut code);
         CloseHandle(handle);
         got == 0 || code == STILL_ACTIVE as u32
+    }
+}
+
+/// How a client whose `ide_connected` names `pid` names files: a pid that is no process here is a
+/// `claude` in WSL (its pid is Linux's, of another machine's processes), which reads a drive's file
+/// where WSL mounts it; any other is a Windows client (a pid that happens to name an unrelated
+/// process keeps the paths as they are, what the client had before).
+pub(crate) fn client_paths(pid: u32) -> ClientPaths {
+    match pid_alive(pid) {
+        true => ClientPaths::AsGiven,
+        false => ClientPaths::WslMounts,
     }
 }
 
