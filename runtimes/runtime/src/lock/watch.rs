@@ -101,35 +101,83 @@ fn watch_file<K: Keeper>(
 
 /// The lock file's folder is gone: with the config folder there, it is made again once that has
 /// been quiet for a while ([`remake`]); with the config folder gone too, the nearest folder above
-/// it is watched until it changes and rests, and this is asked again.
+/// it is watched until it changes and rests, and this is asked again ([`watch_lost`]).
 fn folder_lost<K: Keeper>(keeper: &Weak<K>, losses: Losses) {
     step(keeper, |weak, dir, _| {
-        match dir.parent().filter(|c| c.is_dir()) {
-            Some(config) => {
-                let quiet = losses.quiet();
-                let line = format!(
+        let quiet = losses.quiet();
+        let mut line = String::new();
+        let watch = watch_lost(dir, quiet, Path::is_dir, |folder, watched, settle| {
+            line = match watched {
+                Watched::Config => format!(
                     "Lock-file folder {} was removed: made again once {} has been quiet for {} s",
                     dir.display(),
-                    config.display(),
+                    folder.display(),
                     quiet.as_secs()
-                );
-                let settle = Settle::from_now(quiet, LONGEST.max(quiet));
-                let watch = sys::watch_quiet(config, settle, move |quiet| match quiet {
-                    Quiet::Settled => remake(&weak, losses),
-                    Quiet::Gone => folder_lost(&weak, losses),
-                });
-                (line, watch)
-            }
-            None => {
-                let line = format!(
+                ),
+                Watched::Above => format!(
                     "Lock-file folder {} and the folder holding it were removed: \
                      waiting for them to be made again",
                     dir.display()
-                );
-                (line, look_again_after_a_change(weak, dir, losses))
+                ),
+            };
+            let weak = Weak::clone(&weak);
+            match watched {
+                Watched::Config => sys::watch_quiet(folder, settle, move |quiet| match quiet {
+                    Quiet::Settled => remake(&weak, losses),
+                    Quiet::Gone => folder_lost(&weak, losses),
+                }),
+                Watched::Above => {
+                    sys::watch_quiet(folder, settle, move |_| folder_lost(&weak, losses))
+                }
             }
-        }
+        });
+        (line, watch)
     });
+}
+
+/// Which folder [`watch_lost`] watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watched {
+    /// The config folder, holding the lost one: the lost one is made again once it rests.
+    Config,
+    /// The nearest folder above that is there (the config folder is gone too): looked at again
+    /// once it changes and rests.
+    Above,
+}
+
+/// How many times [`watch_lost`] looks, while folders come and go as it starts its watch.
+const LOOKS: usize = 8;
+
+/// Starts the watch of a lost lock-file folder `dir` (`start(folder, which, settle)`): of the
+/// config folder while there is one (quiet for `quiet` from now), else of the nearest folder above
+/// (from its first change, then quiet for [`QUIET`]). A folder can come or go between the look and
+/// the watch's start (an `rm -rf` of the config folder under way; `claude` making it again): the
+/// watch of a folder that went could not start, and one that came made the change a watch above
+/// it waits for before it watched. So the folders are looked at again after the start, and while
+/// they changed the watch is started again, counted from now: a change missed is not waited for
+/// (the lock file was never written again, seen once in CI while a config folder was removed).
+fn watch_lost<W>(
+    dir: &Path,
+    quiet: Duration,
+    is_dir: impl Fn(&Path) -> bool,
+    mut start: impl FnMut(&Path, Watched, Settle) -> Option<W>,
+) -> Option<W> {
+    let nearest = || dir.ancestors().skip(1).find(|a| is_dir(a));
+    let mut changed = false;
+    for _ in 0..LOOKS {
+        let folder = nearest()?;
+        let (watched, settle) = match (Some(folder) == dir.parent(), changed) {
+            (true, _) => (Watched::Config, Settle::from_now(quiet, LONGEST.max(quiet))),
+            (false, false) => (Watched::Above, Settle::after_a_change(QUIET, LONGEST)),
+            (false, true) => (Watched::Above, Settle::from_now(QUIET, LONGEST)),
+        };
+        let watch = start(folder, watched, settle);
+        if nearest() == Some(folder) {
+            return watch;
+        }
+        changed = true;
+    }
+    None
 }
 
 /// Makes the lock file's folder again (private, checked as at the start), watches it, and writes
@@ -200,6 +248,110 @@ fn look_again_after_a_change<K: Keeper>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+    use std::path::PathBuf;
+
+    /// One start of a watch: its folder, what it watched, how long its settle waits (`None`: until
+    /// a change).
+    type Start = (PathBuf, Watched, Option<Duration>);
+
+    /// What [`watch_lost`] started for `/top/config/ide` lost, among folders that `during` changes
+    /// as each watch starts (its argument: the how-manieth start): each start's folder, what it
+    /// watched and how long its settle waits (`None`: until a change), and what it returned.
+    fn starts(
+        there: &[&str],
+        during: impl Fn(usize, &mut Vec<PathBuf>) -> bool,
+    ) -> (Vec<Start>, Option<usize>) {
+        let folders = RefCell::new(there.iter().map(PathBuf::from).collect::<Vec<_>>());
+        let mut seen = Vec::new();
+        let watch = watch_lost(
+            Path::new("/top/config/ide"),
+            QUIET * 4,
+            |p| folders.borrow().iter().any(|f| f == p),
+            |folder, watched, settle| {
+                seen.push((folder.to_path_buf(), watched, settle.wait()));
+                let started = during(seen.len(), &mut folders.borrow_mut());
+                started.then_some(seen.len())
+            },
+        );
+        (seen, watch)
+    }
+
+    fn about(wait: Option<Duration>, want: Duration) -> bool {
+        wait.is_some_and(|w| w <= want && w + Duration::from_secs(1) > want)
+    }
+
+    /// With nothing changing meanwhile: the config folder watched while it is there (quiet for the
+    /// losses' wait from now), else the nearest folder above until it changes.
+    #[test]
+    fn a_lost_folder_watches_the_config_folder_or_the_nearest_above() {
+        let (seen, watch) = starts(&["/", "/top", "/top/config"], |_, _| true);
+        assert_eq!(watch, Some(1));
+        assert_eq!(
+            (&seen[0].0, seen[0].1),
+            (&PathBuf::from("/top/config"), Watched::Config)
+        );
+        assert!(about(seen[0].2, QUIET * 4), "{seen:?}");
+
+        let (seen, watch) = starts(&["/", "/top"], |_, _| true);
+        assert_eq!(watch, Some(1));
+        assert_eq!(seen, vec![(PathBuf::from("/top"), Watched::Above, None)]);
+
+        // A watch that cannot start on a folder that is there is not tried again.
+        let (seen, watch) = starts(&["/", "/top"], |_, _| false);
+        assert_eq!((seen.len(), watch), (1, None));
+    }
+
+    /// The config folder removed between the look and its watch (an `rm -rf` of it under way):
+    /// that watch cannot start, and the folder above is watched. The config folder made again
+    /// between the look and the watch above (`claude` made it): that watch would wait for a change
+    /// already made; the config folder is watched instead, from now.
+    #[test]
+    fn folders_that_come_or_go_as_the_watch_starts_are_looked_at_again() {
+        let (seen, watch) = starts(&["/", "/top", "/top/config"], |n, folders| {
+            if n == 1 {
+                folders.retain(|f| f != Path::new("/top/config"));
+                return false;
+            }
+            true
+        });
+        assert_eq!(watch, Some(2));
+        let watched: Vec<_> = seen
+            .iter()
+            .map(|(f, w, _)| (f.to_str().unwrap(), *w))
+            .collect();
+        assert_eq!(
+            watched,
+            [("/top/config", Watched::Config), ("/top", Watched::Above)]
+        );
+        assert!(
+            about(seen[1].2, QUIET),
+            "from now, the change may be made: {seen:?}"
+        );
+
+        let (seen, watch) = starts(&["/", "/top"], |n, folders| {
+            if n == 1 {
+                folders.push(PathBuf::from("/top/config"));
+            }
+            true
+        });
+        assert_eq!(watch, Some(2));
+        assert_eq!(
+            (&seen[1].0, seen[1].1),
+            (&PathBuf::from("/top/config"), Watched::Config)
+        );
+        assert!(about(seen[1].2, QUIET * 4), "{seen:?}");
+
+        // Folders that never rest: given up after a bounded number of looks.
+        let (seen, watch) = starts(&["/", "/top"], |_, folders| {
+            match folders.iter().position(|f| f == Path::new("/top/config")) {
+                Some(i) => drop(folders.remove(i)),
+                None => folders.push(PathBuf::from("/top/config")),
+            }
+            true
+        });
+        assert_eq!((seen.len(), watch), (LOOKS, None));
+    }
 
     /// The wait doubles for each loss soon after the folder was made again, up to its bound, and
     /// starts again at [`QUIET`] after a loss that came later.
