@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use claude_ide_bridge::LogEvent;
 use claude_ide_bridge::{
-    ApiError, AuthToken, CallId, CancelReason, ConnectionId, DisconnectReason, Event, Limits,
-    Notification, Target, ToolCall, ToolResult,
+    ApiError, AuthToken, CallId, CancelReason, ClientPaths, ConnectionId, DisconnectReason, Event,
+    Limits, Notification, Position, Selection, SelectionChanged, Target, ToolCall, ToolResult,
 };
 use claude_ide_bridge_runtime::{Handle, LockFileMode, Options};
 use serde_json::{json, Value};
@@ -53,6 +53,7 @@ macro_rules! socket_scenarios {
             deferred_open_diff,
             cancel_and_disconnect,
             notify_one_and_all,
+            a_client_in_wsl_is_sent_wsl_paths,
             eleventh_refused,
             slow_reader,
             slow_caller,
@@ -100,6 +101,7 @@ macro_rules! handler_scenarios {
             deferred_open_diff,
             cancel_and_disconnect,
             notify_one_and_all,
+            a_client_in_wsl_is_sent_wsl_paths,
             eleventh_refused,
             slow_reader,
             slow_caller,
@@ -309,6 +311,86 @@ pub fn notify_one_and_all<R: Rt>() {
     let id = b.send_request("ping", json!({}));
     let next = b.recv_json(WAIT).unwrap();
     assert_eq!(next["id"], json!(id));
+    R::stop(s);
+}
+
+/// A pid that was alive and is not: this test binary listing its tests, waited for.
+fn ended_pid() -> u32 {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--list", "--format=terse"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// A client says its pid (`ide_connected`): one that is a process here is sent paths as the
+/// host gives them; on Windows one whose pid is no process here is a `claude` in WSL, sent
+/// `/mnt/<drive>/` paths (elsewhere the host may say so, `Handle::set_client_paths`). In one
+/// broadcast each client gets its own.
+pub fn a_client_in_wsl_is_sent_wsl_paths<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = R::start(opts(dir.path())).unwrap();
+    let h = R::handle(&s);
+    let mut said_pid = |pid: u32| {
+        let (mut c, conn) = client::<R>(&s);
+        c.send_json(&json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": pid}}));
+        wait_event::<R>(
+            &s,
+            |e| matches!(e, Event::IdeConnected { conn: c, .. } if *c == conn),
+        );
+        (c, conn)
+    };
+    let (mut here, here_conn) = said_pid(std::process::id());
+    let (mut wsl, wsl_conn) = said_pid(ended_pid());
+    assert_eq!(h.client_paths(here_conn), Some(ClientPaths::AsGiven));
+    let by_pid = match cfg!(windows) {
+        true => ClientPaths::WslMounts,
+        false => ClientPaths::AsGiven,
+    };
+    assert_eq!(h.client_paths(wsl_conn), Some(by_pid));
+    assert!(h.set_client_paths(wsl_conn, ClientPaths::WslMounts));
+
+    let path = r"C:\Users\me\my app\a.rs";
+    let moved = Notification::SelectionChanged(SelectionChanged {
+        text: "fn a() {}".into(),
+        file_path: path.into(),
+        file_url: claude_ide_bridge::file_uri(path),
+        selection: Selection::new(Position::new(0, 0), Position::new(0, 9)),
+    });
+    assert_eq!(h.notify(Target::All, &moved), 2);
+    let got = |c: &mut Client| {
+        let n = c.recv_until(WAIT, |v| v["method"] == "selection_changed");
+        let p = &n.unwrap()["params"];
+        (
+            p["filePath"].as_str().unwrap().to_owned(),
+            p["fileUrl"].as_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(
+        got(&mut here),
+        (
+            path.to_owned(),
+            "file:///c:/Users/me/my%20app/a.rs".to_owned()
+        )
+    );
+    assert_eq!(
+        got(&mut wsl),
+        (
+            "/mnt/c/Users/me/my app/a.rs".to_owned(),
+            "file:///mnt/c/Users/me/my%20app/a.rs".to_owned()
+        )
+    );
+
+    wsl.close(1000);
+    wait_event::<R>(
+        &s,
+        |e| matches!(e, Event::Disconnected { conn, .. } if *conn == wsl_conn),
+    );
+    assert_eq!(h.client_paths(wsl_conn), None);
+    assert!(!h.set_client_paths(wsl_conn, ClientPaths::AsGiven));
     R::stop(s);
 }
 
@@ -644,15 +726,9 @@ pub fn stale_locks<R: Rt>() {
     let ide = dir.path().join("ide");
     fs::create_dir(&ide).unwrap();
     set_mode(&ide, 0o700);
-    // A pid that was alive and is not: this test binary listing its tests, waited for. A live
-    // one that is not ours: the same binary as the child that waits to be killed.
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--list", "--format=terse"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let dead = child.id();
-    child.wait().unwrap();
+    // A pid that was alive and is not. A live one that is not ours: the same binary as the
+    // child that waits to be killed.
+    let dead = ended_pid();
     let elsewhere = tempfile::tempdir().unwrap();
     let mut live = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
