@@ -334,7 +334,7 @@ pub fn a_client_in_wsl_is_sent_wsl_paths<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
     let h = R::handle(&s);
-    let mut said_pid = |pid: u32| {
+    let said_pid = |pid: u32| {
         let (mut c, conn) = client::<R>(&s);
         c.send_json(&json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": pid}}));
         wait_event::<R>(
