@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::paths::{file_uri, uri_to_windows_path, ClientPaths};
+use crate::paths::{file_uri, ClientPaths};
 use crate::tools::{Diagnostic, Selection};
 
 /// Params of `selection_changed`: `{text, filePath, fileUrl, selection: {start, end, isEmpty}}`.
@@ -134,9 +134,8 @@ impl Notification {
                 ..p.clone()
             })),
             Notification::DiagnosticsChanged(p) => {
-                let path = paths.path(&uri_to_windows_path(&p.uri)?)?;
                 Some(Notification::DiagnosticsChanged(DiagnosticsChanged {
-                    uri: file_uri(&path),
+                    uri: paths.uri(&p.uri)?,
                     diagnostics: p.diagnostics.clone(),
                 }))
             }

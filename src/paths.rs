@@ -115,6 +115,23 @@ impl ClientPaths {
             ClientPaths::WslMounts => wsl_mount_path(path),
         }
     }
+
+    /// The client's URI of a host's `file:` URI, when it is not the URI itself (for a claude in
+    /// WSL, a Windows drive's file: `file:///c:/x/a.rs` as `file:///mnt/c/x/a.rs`).
+    ///
+    /// ```
+    /// use claude_ide_bridge::ClientPaths;
+    /// let wsl = ClientPaths::WslMounts;
+    /// assert_eq!(wsl.uri("file:///c:/my%20app/a.rs").as_deref(), Some("file:///mnt/c/my%20app/a.rs"));
+    /// assert_eq!(wsl.uri("file:///home/me/a.rs"), None);
+    /// assert_eq!(ClientPaths::AsGiven.uri("file:///c:/a.rs"), None);
+    /// ```
+    pub fn uri(self, uri: &str) -> Option<String> {
+        match self {
+            ClientPaths::AsGiven => None,
+            ClientPaths::WslMounts => Some(file_uri(&self.path(&uri_to_windows_path(uri)?)?)),
+        }
+    }
 }
 
 /// Where WSL mounts a Windows drive path by default (its `automount` root, `/mnt`): `C:\Users\me\a.rs`

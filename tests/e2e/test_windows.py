@@ -30,7 +30,8 @@ import pytest
 
 from harness import CLAUDE_BIN, WIN_BRIDGE, WIN_CLAUDE, Bridge, Sandbox, WireLog, press_until, text_of, \
     tool_result_text, tool_results, turn_text, wait_until
-from test_scenarios import assert_handshake, check_saved, edit_script, selection_scene, wait_settled
+from test_scenarios import answered, assert_handshake, check_saved, edit_script, model_diagnostics_call, \
+    selection_scene, wait_settled
 
 pytestmark = pytest.mark.skipif(
     not (WIN_CLAUDE and WIN_BRIDGE),
@@ -225,6 +226,18 @@ def test_windows_selection_and_at_mention_from_the_editor(sb):
         {"file_path": winpath(src)}, separators=(",", ":"))[:-1] \
         in texts, texts
     assert "1\tdef add(a, b):\n2\t    return a + b" in texts, texts
+
+    # The editor's diagnostics for the file, under its Windows URI; the model asks for every file's.
+    b.send({"type": "diagnostics", "uri": "file:///" + winpath(src).replace("\\", "/"), "diagnostics": [
+        {"message": "sub is never used", "severity": "Warning", "source": "editor",
+         "range": {"start": {"line": 4, "character": 4}, "end": {"line": 4, "character": 7}}}]})
+    assert b.wait_sent("diagnostics_changed")["params"]["uri"] == f"file://{in_wsl(src)}"
+    prompt(c, "Any problems?")
+    body, msgs = answered(b, model_diagnostics_call(b, c, 1))
+    assert [(e["uri"], msgs) for e in body] == [(f"file://{in_wsl(src)}", ["sub is never used"])], body
+    results = [tool_result_text(t) for t in tool_results(sb.model.wait_turn(3, "the turn after getDiagnostics",
+                                                                            diag=sb.diag)["body"])]
+    assert any(f"file://{in_wsl(src)}" in r for r in results), results
 
 
 def test_windows_run_launches_a_connected_client(sb):
@@ -436,11 +449,13 @@ def test_wsl_claude_gets_the_windows_editors_selection_and_at_mention(sb):
     (`wsl_client`) reads no `Z:\\...` path. Its `ide_connected` pid is no Windows process, so the bridge sends it
     the selection and the at-mention by the path WSL mounts the drive at: the selection's text reaches the model
     under `/mnt/z/...`, and the client reads the mentioned lines itself. (Before, it was sent `Z:\\...`: the model
-    was told the selection came from `Z:\\...\\calc.py`, the mention became `@Z:\\...` and no line was read.)"""
+    was told the selection came from `Z:\\...\\calc.py`, the mention became `@Z:\\...` and no line was read.)
+    The model's own `getDiagnostics` names the editor's file by that path too."""
     win_home, bridge_env = windows_profile(sb)
     src = sb.ws / "calc.py"
     src.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
-    sb.model.set_script([{"text": "Noted the selection."}, {"text": "Noted the mention."}])
+    sb.model.set_script([{"text": "Noted the selection."}, {"text": "Noted the mention."},
+                         {"tool_use": {"name": "mcp__ide__getDiagnostics", "input": {}}}, {"text": "Read them."}])
     b = sb.bridge("threads", stdio=True, env=bridge_env)
     c = wsl_client(sb, b, win_home)
     b.wait_event(lambda e: e.get("type") == "initialized", what="initialized on stdio")

@@ -1269,12 +1269,12 @@ impl Host {
             self.spellings.asked(u);
         }
         let Some(servers) = self.lsp.clone() else {
-            let r = self.answer_editor_diagnostics(uri.as_deref());
+            let r = self.answer_editor_diagnostics(call, uri.as_deref());
             return self.respond(call, r);
         };
         match uri {
             Some(u) if self.editor_reported(&u) => {
-                let r = self.answer_editor_diagnostics(Some(&u));
+                let r = self.answer_editor_diagnostics(call, Some(&u));
                 self.respond(call, r);
             }
             Some(u) => {
@@ -1284,7 +1284,7 @@ impl Host {
             }
             None => {
                 let (editor, within) = (self.diagnostics.clone(), servers.job_extra());
-                let spelled = self.spellings.clone();
+                let spelled = self.spellings_for(call);
                 self.jobs.tool_longer(call, within, move || {
                     servers.all(&editor, call.asker(), &spelled)
                 });
@@ -1327,9 +1327,15 @@ impl Host {
         self.diagnostics.keys().any(|u| same_uri(u, uri))
     }
 
+    /// The files' spellings for the client that made `call` ([`Spellings::for_client`]).
+    fn spellings_for(&self, call: CallId) -> Spellings {
+        let client = self.handle.client_paths(call.conn).unwrap_or_default();
+        self.spellings.for_client(client)
+    }
+
     /// What the editor reported: for one file, or every file with diagnostics (a file the client
-    /// asked about named as it asked, [`Spellings`]).
-    pub(super) fn answer_editor_diagnostics(&self, uri: Option<&str>) -> ToolResult {
+    /// asked about named as it asked, the others as the client names files: [`Spellings`]).
+    pub(super) fn answer_editor_diagnostics(&self, call: CallId, uri: Option<&str>) -> ToolResult {
         let files: Vec<FileDiagnostics> = self
             .diagnostics
             .iter()
@@ -1344,7 +1350,7 @@ impl Host {
                 diagnostics: d.clone(),
             })
             .collect();
-        ToolResult::json(&within_answer(self.spellings.respell(files)).0)
+        ToolResult::json(&within_answer(self.spellings_for(call).respell(files)).0)
     }
 
     /// Waits, at most `within`, for the answers of the jobs running (see [`Jobs::settle`]).

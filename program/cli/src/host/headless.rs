@@ -34,13 +34,13 @@ impl Host {
                 self.jobs.tool(call, move || at.answer(disk));
             }
             Err(other) => {
-                let r = self.answer(&other);
+                let r = self.answer(call, &other);
                 self.respond(call, r);
             }
         }
     }
 
-    fn answer(&self, tool: &ToolCall) -> ToolResult {
+    fn answer(&self, call: CallId, tool: &ToolCall) -> ToolResult {
         match tool {
             ToolCall::GetWorkspaceFolders => ToolResult::json(&WorkspaceFolders {
                 success: true,
@@ -80,7 +80,7 @@ impl Host {
                 })),
             },
             ToolCall::GetAllOpenedFilePaths => ToolResult::text(self.tabs.paths().join("\n")),
-            ToolCall::GetDiagnostics(a) => self.answer_editor_diagnostics(a.uri.as_deref()),
+            ToolCall::GetDiagnostics(a) => self.answer_editor_diagnostics(call, a.uri.as_deref()),
             ToolCall::ExecuteCode(_) => ToolResult::error(format!(
                 "{} runs headless and has no notebook kernel: cannot execute code",
                 self.ide_name

@@ -10,10 +10,12 @@
 //! ASCII in it, and the edit's new errors never reached the model there. So a file the client
 //! asked about is named in `{}` with the client's own URI, as `getDiagnostics {uri}` is already
 //! answered under the URI asked (docs/e2e.md, "What the real client does with diagnostics").
+//! A file it did not ask about is named as the client names files ([`Spellings::for_client`]):
+//! for a `claude` in WSL asking a bridge on Windows, `file:///mnt/c/...`, which it can read.
 
 use std::collections::VecDeque;
 
-use claude_ide_bridge::FileDiagnostics;
+use claude_ide_bridge::{ClientPaths, FileDiagnostics};
 
 use super::editor_path;
 
@@ -27,6 +29,8 @@ pub(crate) const MAX_SPELLINGS: usize = 256;
 pub(crate) struct Spellings {
     /// (the file's key, the URI as the client wrote it).
     asked: VecDeque<(String, String)>,
+    /// How the client these are for names the files it did not ask about.
+    client: ClientPaths,
 }
 
 /// What a URI or path names, as one key for all its spellings: its path with escapes decoded
@@ -66,12 +70,26 @@ impl Spellings {
             .map(|(_, u)| u.as_str())
     }
 
-    /// `files`, each a file the client asked about named with its URI.
+    /// These spellings, for a client that names the files it did not ask about `client`'s way
+    /// (the engine's `ClientPaths`, which the runtime set from the client's pid).
+    pub(crate) fn for_client(&self, client: ClientPaths) -> Spellings {
+        Spellings {
+            asked: self.asked.clone(),
+            client,
+        }
+    }
+
+    /// `files`, each a file the client asked about named with its URI, and the others as the
+    /// client names files.
     pub(crate) fn respell(&self, mut files: Vec<FileDiagnostics>) -> Vec<FileDiagnostics> {
         for f in &mut files {
-            if let Some(asked) = self.of(&f.uri) {
-                if asked != f.uri {
-                    f.uri = asked.to_owned();
+            match self.of(&f.uri) {
+                Some(asked) if asked != f.uri => f.uri = asked.to_owned(),
+                Some(_) => {}
+                None => {
+                    if let Some(theirs) = self.client.uri(&f.uri) {
+                        f.uri = theirs;
+                    }
                 }
             }
         }
@@ -147,6 +165,36 @@ mod tests {
         assert_eq!(windows, cfg!(windows).then_some(raw));
         let unix = s.of("file:///mnt/c/Users/John%20Smith/app/a.py");
         assert_eq!(unix, Some(raw));
+    }
+
+    /// For a `claude` in WSL, a file it did not ask about is named by its path there
+    /// (`file:///mnt/c/...` for the servers' `file:///c:/...`); one it asked about as it asked;
+    /// a file that is no drive's as it is.
+    #[test]
+    fn a_wsl_client_is_told_of_other_files_by_their_wsl_paths() {
+        let mut s = Spellings::default();
+        s.asked("file:///mnt/c/app/asked one.py");
+        let files = vec![
+            file("file:///c:/app/other%20one.py"),
+            file("file:///tmp/posix.py"),
+        ];
+        let wsl = s.for_client(ClientPaths::WslMounts).respell(files.clone());
+        let uris: Vec<&str> = wsl.iter().map(|f| f.uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            ["file:///mnt/c/app/other%20one.py", "file:///tmp/posix.py"]
+        );
+        assert_eq!(
+            s.respell(files.clone()),
+            files,
+            "another client: as they were"
+        );
+        if cfg!(windows) {
+            let asked = s
+                .for_client(ClientPaths::WslMounts)
+                .respell(vec![file("file:///c:/app/asked%20one.py")]);
+            assert_eq!(asked[0].uri, "file:///mnt/c/app/asked one.py");
+        }
     }
 
     /// The last spelling asked wins, and only the most recent files are kept.
