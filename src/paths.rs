@@ -85,9 +85,10 @@ pub fn to_posix(path: &str) -> String {
     }
 }
 
-/// How a connected client names files, when it differs from the host's own names: the paths of the
-/// `selection_changed` and `at_mentioned` notifications it is sent are written its way
-/// ([`Server::set_client_paths`](crate::Server::set_client_paths)).
+/// How a connected client names files, when it differs from the host's own names: the paths and
+/// URIs of the `selection_changed`, `at_mentioned` and `diagnostics_changed` notifications it is
+/// sent are written its way ([`Server::set_client_paths`](crate::Server::set_client_paths)), and a
+/// host answering its tools names files so with [`ClientPaths::path`] and [`ClientPaths::uri`].
 ///
 /// ```
 /// use claude_ide_bridge::ClientPaths;
