@@ -227,18 +227,6 @@ def test_windows_selection_and_at_mention_from_the_editor(sb):
         in texts, texts
     assert "1\tdef add(a, b):\n2\t    return a + b" in texts, texts
 
-    # The editor's diagnostics for the file, under its Windows URI; the model asks for every file's.
-    b.send({"type": "diagnostics", "uri": "file:///" + winpath(src).replace("\\", "/"), "diagnostics": [
-        {"message": "sub is never used", "severity": "Warning", "source": "editor",
-         "range": {"start": {"line": 4, "character": 4}, "end": {"line": 4, "character": 7}}}]})
-    assert b.wait_sent("diagnostics_changed")["params"]["uri"] == f"file://{in_wsl(src)}"
-    prompt(c, "Any problems?")
-    body, msgs = answered(b, model_diagnostics_call(b, c, 1))
-    assert [(e["uri"], msgs) for e in body] == [(f"file://{in_wsl(src)}", ["sub is never used"])], body
-    results = [tool_result_text(t) for t in tool_results(sb.model.wait_turn(3, "the turn after getDiagnostics",
-                                                                            diag=sb.diag)["body"])]
-    assert any(f"file://{in_wsl(src)}" in r for r in results), results
-
 
 def test_windows_run_launches_a_connected_client(sb):
     """`run -- claude.exe`: the Windows bridge starts the client on its console with the port in its
@@ -486,3 +474,15 @@ def test_wsl_claude_gets_the_windows_editors_selection_and_at_mention(sb):
     assert "Called the Read tool with the following input: " + json.dumps(
         {"file_path": str(in_wsl(src))}, separators=(",", ":"))[:-1] in texts, texts
     assert "1\tdef add(a, b):\n2\t    return a + b" in texts, texts
+
+    # The editor's diagnostics for the file, under its Windows URI; the model asks for every file's.
+    b.send({"type": "diagnostics", "uri": "file:///" + winpath(src).replace("\\", "/"), "diagnostics": [
+        {"message": "sub is never used", "severity": "Warning", "source": "editor",
+         "range": {"start": {"line": 4, "character": 4}, "end": {"line": 4, "character": 7}}}]})
+    assert b.wait_sent("diagnostics_changed")["params"]["uri"] == f"file://{in_wsl(src)}"
+    prompt(c, "Any problems?")
+    body, msgs = answered(b, model_diagnostics_call(b, c, 1))
+    assert [(e["uri"], msgs) for e in body] == [(f"file://{in_wsl(src)}", ["sub is never used"])], body
+    results = [tool_result_text(t) for t in tool_results(sb.model.wait_turn(3, "the turn after getDiagnostics",
+                                                                            diag=sb.diag)["body"])]
+    assert any(f"file://{in_wsl(src)}" in r for r in results), results
