@@ -155,6 +155,25 @@ pub fn wsl_mount_path(path: &str) -> Option<String> {
     Some(format!("/mnt/{drive}{}", rest.trim_end_matches('/')))
 }
 
+/// The Windows path of a path under WSL's drive mounts, the inverse of [`wsl_mount_path`]:
+/// `/mnt/c/Users/me/a.rs` is `C:\Users\me\a.rs` and `/mnt/d` is `D:\`, the file a `claude` in
+/// WSL names so (its own path of it, which it does not convert in every call). `None` for any
+/// other path.
+///
+/// ```
+/// use claude_ide_bridge::path_of_wsl_mount;
+/// assert_eq!(path_of_wsl_mount("/mnt/c/Users/me/a.rs").as_deref(), Some(r"C:\Users\me\a.rs"));
+/// assert_eq!(path_of_wsl_mount("/mnt/d").as_deref(), Some(r"D:\"));
+/// assert_eq!(path_of_wsl_mount("/mnt/cd/x"), None);
+/// assert_eq!(path_of_wsl_mount("/home/me/a.rs"), None);
+/// ```
+pub fn path_of_wsl_mount(path: &str) -> Option<String> {
+    let below = path.strip_prefix("/mnt/")?;
+    let b = below.as_bytes();
+    let drive = !b.is_empty() && b[0].is_ascii_alphabetic() && (b.len() == 1 || b[1] == b'/');
+    drive.then(|| drive_path(char::from(b[0]), &below[1..]))
+}
+
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Appends `s` percent-encoded: every byte outside RFC 3986 unreserved characters and `/` is escaped.
@@ -1100,6 +1119,10 @@ mod tests {
             prop_assert!(wsl.starts_with(&mount), "{} under {}", wsl, mount);
             prop_assert_eq!(uri_to_path(&file_uri(&wsl)), Some(wsl.clone()));
             prop_assert_eq!(wsl_mount_path(&wsl), None);
+            // and back: the Windows path of that mount path is mounted there again
+            let back = path_of_wsl_mount(&wsl).unwrap();
+            prop_assert!(back.starts_with(&format!("{}:", letter.to_ascii_uppercase())), "{}", back);
+            prop_assert_eq!(wsl_mount_path(&back), Some(wsl.clone()));
         }
 
         #[test]

@@ -481,26 +481,11 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
 
 /// The Windows path of a local `file:` URI whose path is under WSL's drive mounts
 /// (`/mnt/<letter>` and what is below it): `C:\x` for `file:///mnt/c/x`, `D:\` for
-/// `file:///mnt/d`. `None` for any other URI (another scheme's included: `uri_to_path` takes
-/// `file:` URIs only). Below `/mnt` is the engine's wire form of a drive's path, which
-/// [`drive_path`] writes as Windows does.
+/// `file:///mnt/d` (the engine's `path_of_wsl_mount`, the inverse of what a claude in WSL is
+/// sent). `None` for any other URI (another scheme's included: `uri_to_path` takes `file:` URIs
+/// only).
 fn wsl_mounted_drive(uri: &str) -> Option<String> {
-    drive_path(claude_ide_bridge::uri_to_path(uri)?.strip_prefix("/mnt")?)
-}
-
-/// A path in the engine's wire form of a drive's (`/c/ws/a.rs`, `/d`) as Windows writes it
-/// (`C:\ws\a.rs`, `D:\`); `None` for any other path.
-fn drive_path(path: &str) -> Option<String> {
-    let b = path.as_bytes();
-    let drive = b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic();
-    if !(drive && (b.len() == 2 || b[2] == b'/')) {
-        return None;
-    }
-    let rest = match &path[2..] {
-        "" => "\\".to_owned(),
-        rest => rest.replace('/', "\\"),
-    };
-    Some(format!("{}:{rest}", char::from(b[1].to_ascii_uppercase())))
+    claude_ide_bridge::path_of_wsl_mount(&claude_ide_bridge::uri_to_path(uri)?)
 }
 
 /// A path in the engine's wire form (`/c/ws/a.rs`, `//host/share/a.rs`: what `normalize` gives)
@@ -508,8 +493,14 @@ fn drive_path(path: &str) -> Option<String> {
 /// as the language servers' URIs and claude's do (`file:///c:/ws/a.rs`; the wire form's own,
 /// `file:///c/ws/a.rs`, names no file here). Any other path as it is.
 pub fn native_path(path: &str) -> String {
-    if let Some(drive) = drive_path(path) {
-        drive
+    let b = path.as_bytes();
+    let drive = b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic();
+    if drive && (b.len() == 2 || b[2] == b'/') {
+        let rest = match &path[2..] {
+            "" => "\\".to_owned(),
+            rest => rest.replace('/', "\\"),
+        };
+        format!("{}:{rest}", char::from(b[1].to_ascii_uppercase()))
     } else if path.starts_with("//") {
         path.replace('/', "\\")
     } else {
