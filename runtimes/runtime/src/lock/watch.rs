@@ -183,7 +183,8 @@ fn watch_lost<W>(
 /// Makes the lock file's folder again (private, checked as at the start), watches it, and writes
 /// the lock file there (tried again later while it cannot be: [`sys::watch_removal`]'s `first`).
 /// A folder that cannot be made (the config folder's permission taken away, a file in its place)
-/// is tried again when the config folder changes.
+/// is tried again when the config folder changes, and once more as soon as that watch started
+/// ([`watch_then_make_again`]).
 fn remake<K: Keeper>(keeper: &Weak<K>, mut losses: Losses) {
     losses.remade = Some(Instant::now());
     step(
@@ -194,15 +195,55 @@ fn remake<K: Keeper>(keeper: &Weak<K>, mut losses: Losses) {
                 (line, watch_file(&weak, dir, name, true, losses))
             }
             Err(e) => {
-                let line = format!(
-                    "Lock-file folder {} could not be made again: {e} \
-                     (tried again when the folder holding it changes)",
-                    dir.display()
+                let again = watch_then_make_again(
+                    || look_again_after_a_change(Weak::clone(&weak), dir, losses),
+                    || crate::lock::ensure_lock_dir(dir).is_ok(),
                 );
-                (line, look_again_after_a_change(weak, dir, losses))
+                match again {
+                    Again::Made => {
+                        let line = format!(
+                            "Lock-file folder {} made again at the second try (the first: {e})",
+                            dir.display()
+                        );
+                        (line, watch_file(&weak, dir, name, true, losses))
+                    }
+                    Again::Watching(watch) => {
+                        let line = format!(
+                            "Lock-file folder {} could not be made again: {e} \
+                             (tried again when the folder holding it changes)",
+                            dir.display()
+                        );
+                        (line, watch)
+                    }
+                }
             }
         },
     );
+}
+
+/// What [`watch_then_make_again`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Again<W> {
+    /// The folder was made: the watch was let go of.
+    Made,
+    /// Not made: the watch started (`None`: it could not be) waits for a change.
+    Watching(Option<W>),
+}
+
+/// After a failed make of the lock file's folder: starts the watch that waits for a change
+/// (`watch`), then tries the make once more (`make`, whether it made the folder). A change made
+/// between the failed make and the watch's start (the permission given back, the file in the
+/// folder's place removed) is one that watch never sees: without the second try the folder
+/// would wait for another change that may never come.
+fn watch_then_make_again<W>(
+    watch: impl FnOnce() -> Option<W>,
+    make: impl FnOnce() -> bool,
+) -> Again<W> {
+    let watch = watch();
+    if make() {
+        return Again::Made;
+    }
+    Again::Watching(watch)
 }
 
 /// One step of the watch, unless the server is gone: `next` is given the keeper (to pass on to
@@ -351,6 +392,39 @@ mod tests {
             true
         });
         assert_eq!((seen.len(), watch), (LOOKS, None));
+    }
+
+    /// After a failed make, the watch starts before the second try: a change between the two is
+    /// then either seen by the try or by the watch. Made, the watch is let go of.
+    #[test]
+    fn a_failed_make_is_tried_again_once_its_watch_started() {
+        let order = RefCell::new(Vec::new());
+        let watch = |started: bool| {
+            order.borrow_mut().push("watch");
+            started.then_some("w")
+        };
+        let make = |made: bool| {
+            order.borrow_mut().push("make");
+            made
+        };
+        assert_eq!(
+            watch_then_make_again(|| watch(true), || make(true)),
+            Again::Made
+        );
+        assert_eq!(*order.borrow(), ["watch", "make"]);
+        assert_eq!(
+            watch_then_make_again(|| watch(true), || make(false)),
+            Again::Watching(Some("w"))
+        );
+        // No watch could start: made at the second try all the same, or said.
+        assert_eq!(
+            watch_then_make_again(|| watch(false), || make(true)),
+            Again::Made
+        );
+        assert_eq!(
+            watch_then_make_again(|| watch(false), || make(false)),
+            Again::Watching(None)
+        );
     }
 
     /// The wait doubles for each loss soon after the folder was made again, up to its bound, and
