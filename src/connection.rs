@@ -7,9 +7,11 @@ use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
 use crate::jsonrpc::RpcError;
 use crate::limits::Limits;
 use crate::mcp::{self, Mcp, McpPhase};
+use crate::notify::Notification;
 use crate::paths::ClientPaths;
 use crate::types::{ApiError, ConnectionId, DisconnectReason, EndpointCx, Event};
 use crate::ws::{self, SendError, WebSocket};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Where a connection is in its life. Every transition is a method of [`Connection`].
@@ -97,6 +99,36 @@ pub(crate) struct Connection {
     forgave_late: bool,
     /// How the client names files ([`crate::Server::set_client_paths`]).
     paths: ClientPaths,
+    /// The at-mentions queued before the client came, and those sent to it since, until it is
+    /// ready for them ([`Held`]); `None` when there were none queued.
+    held: Option<Box<Held>>,
+}
+
+/// How long after the client is ready for the IDE's news ([`Mcp::ready_for_news`]: it said
+/// `ide_connected` and was answered its lists) the at-mentions held for it are written: `claude`
+/// sets its handler for them once it has those answers, as it updates what it shows, and drops
+/// one that comes before. By then the host has also had the `ide_connected` event, from which it
+/// learns how the client names files ([`crate::Server::set_client_paths`]: a `claude` in WSL
+/// reads no `C:\...` path).
+pub(crate) const MENTION_SETTLE: Duration = Duration::from_millis(300);
+
+/// How long after `notifications/initialized` the at-mentions held for a client are written if
+/// it is not ready for them before ([`Mcp::ready_for_news`]: a client that does not list all
+/// three, or never says `ide_connected`).
+pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
+
+/// The at-mentions for a client that is not ready for them yet: those queued while no client was
+/// connected, taken when it sent `notifications/initialized`, and those sent to it since, in
+/// order. Written [`MENTION_SETTLE`] after it is ready, or [`MENTION_HOLD`] after it
+/// initialized, named the way it names files then. (An at-mention sent to a client that had none
+/// queued goes out at once, as other notifications do.)
+struct Held {
+    /// Each with the time it was queued (its time to live counts from then).
+    mentions: VecDeque<(Instant, Notification)>,
+    /// When they are written.
+    until: Instant,
+    /// The client was seen ready, and `until` set from then.
+    ready: bool,
 }
 
 /// How late a timer may run before the wake-up is taken as a pause of the host (a stopped
@@ -119,7 +151,64 @@ impl Connection {
             tools_untold: false,
             forgave_late: false,
             paths: ClientPaths::AsGiven,
+            held: None,
         }
+    }
+
+    /// Holds an at-mention for a client that holds those queued before it came ([`Held`]), after
+    /// them; whether it did (`false`: send it as any notification). At most `most` are held, the
+    /// oldest dropped first.
+    pub(crate) fn hold_mention(&mut self, n: &Notification, now: Instant, most: usize) -> bool {
+        let Some(held) = &mut self.held else {
+            return false;
+        };
+        while held.mentions.len() >= most.max(1) {
+            held.mentions.pop_front();
+        }
+        held.mentions.push_back((now, n.clone()));
+        true
+    }
+
+    /// The at-mentions it held and did not write (its socket closed first), for the next client.
+    pub(crate) fn take_held(&mut self) -> Option<VecDeque<(Instant, Notification)>> {
+        self.held.take().map(|h| h.mentions)
+    }
+
+    /// Writes the at-mentions it holds, named the client's way, once their time came and the
+    /// connection can still be sent notifications (else they stay for [`Connection::take_held`]).
+    #[cold]
+    #[inline(never)]
+    fn release_mentions(&mut self, now: Instant, cx: &mut EndpointCx) {
+        if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
+            return;
+        }
+        let (Some(held), Some(s)) = (self.held.take(), self.session.as_deref_mut()) else {
+            return;
+        };
+        let ttl = cx.config.limits.mention_ttl;
+        let mut frame = Vec::new();
+        let mut wrote = false;
+        for (t, n) in held.mentions {
+            if now.saturating_duration_since(t) > ttl {
+                continue;
+            }
+            wrote = true;
+            frame.clear();
+            n.for_client(self.paths)
+                .as_ref()
+                .unwrap_or(&n)
+                .write_json(&mut frame);
+            if let Err(e) = s.mcp.send(&mut s.ws.sender, &frame) {
+                return self.on_send_error(e, cx);
+            }
+        }
+        if !wrote {
+            return;
+        }
+        if over_limit(s, cx.config.limits.max_outbound) {
+            return self.outbound_full(cx);
+        }
+        self.mark_dirty(cx);
     }
 
     /// How the client names files.
@@ -318,21 +407,24 @@ impl Connection {
                 }
             };
             let phase = *phase;
+            if let Some(held) = &mut self.held {
+                if !held.ready && s.mcp.ready_for_news() {
+                    held.ready = true;
+                    held.until = held.until.min(now + MENTION_SETTLE);
+                }
+            }
             if over_limit(s, cx.config.limits.max_outbound) {
                 return self.outbound_full(cx);
             }
             if !was_initialized && phase == McpPhase::Ready {
-                // Deliver the at-mentions queued while nobody was connected.
-                let ttl = cx.config.limits.mention_ttl;
-                for (t, n) in cx.mentions.drain(..) {
-                    if now.saturating_duration_since(t) <= ttl {
-                        let mut frame = Vec::new();
-                        n.for_client(self.paths)
-                            .as_ref()
-                            .unwrap_or(&n)
-                            .write_json(&mut frame);
-                        let _ = s.mcp.send(&mut s.ws.sender, &frame);
-                    }
+                // The at-mentions queued while nobody was connected are this client's, once it
+                // is ready for them ([`Held`]).
+                if !cx.mentions.is_empty() {
+                    self.held = Some(Box::new(Held {
+                        mentions: cx.mentions.drain(..).collect(),
+                        until: now + MENTION_HOLD,
+                        ready: false,
+                    }));
                 }
                 // And a change of the tools made since `initialize` was answered.
                 if self.tools_untold {
@@ -496,7 +588,14 @@ impl Connection {
     pub(crate) fn deadline(&self, l: &Limits) -> Option<Instant> {
         match self.state {
             Lifecycle::Upgrading => Some(self.created + l.handshake_timeout),
-            Lifecycle::Open(_) => Some(self.next_ping.min(self.last_rx + 2 * l.ping_interval)),
+            Lifecycle::Open(_) => {
+                let keepalive = self.next_ping.min(self.last_rx + 2 * l.ping_interval);
+                Some(
+                    self.held
+                        .as_ref()
+                        .map_or(keepalive, |h| keepalive.min(h.until)),
+                )
+            }
             Lifecycle::Closing { since, .. } => Some(
                 self.next_ping
                     .min(self.last_rx + 2 * l.ping_interval)
@@ -525,6 +624,9 @@ impl Connection {
     /// Timers at `now`. A wake-up later than a deadline by more than one ping interval means the
     /// host slept (laptop lid): deadlines restart from `now` instead of dropping a healthy peer.
     pub(crate) fn timeout(&mut self, now: Instant, cx: &mut EndpointCx) {
+        if self.held.as_ref().is_some_and(|h| now >= h.until) {
+            self.release_mentions(now, cx);
+        }
         let l = &cx.config.limits;
         let Some(deadline) = self.deadline(l) else {
             return;

@@ -140,7 +140,15 @@ pub(crate) struct Mcp {
     /// What is kept for pending calls may have grown (a long id, a tab name, a batch's answers):
     /// the connection checks [`Mcp::held`] against its outbound limit.
     grew: bool,
+    /// The client sent `ide_connected`.
+    said_connected: bool,
+    /// The lists the client was answered ([`LISTS`]' bits).
+    listed: u8,
 }
+
+/// `tools/list`, `prompts/list` and `resources/list`, as bits of [`Mcp::listed`]: `claude` asks
+/// for the three after `ide_connected`, and shows what the IDE sends only once it has them.
+const LISTS: [&str; 3] = ["tools/list", "prompts/list", "resources/list"];
 
 #[derive(Deserialize)]
 struct InitializeParams<'a> {
@@ -195,7 +203,17 @@ impl Mcp {
             next_batch: 1,
             trace: config.trace_messages.then(Vec::new),
             grew: false,
+            said_connected: false,
+            listed: 0,
         }
+    }
+
+    /// Whether the client is ready for the IDE's news: it sent `ide_connected` and was answered
+    /// the tools, prompts and resources. `claude` takes an `at_mentioned` only from then on (its
+    /// handler is set once the IDE counts as connected, after those lists): one sent before is
+    /// dropped, and with it an at-mention made before the client came (docs/e2e.md).
+    pub(crate) fn ready_for_news(&self) -> bool {
+        self.said_connected && self.listed == (1 << LISTS.len()) - 1
     }
 
     /// Whether what is kept for pending calls may have grown since [`Mcp::held`] was last asked.
@@ -554,6 +572,7 @@ impl<'c> Ctx<'c> {
                 }
             }
             "ide_connected" => {
+                s.said_connected = true;
                 let pid = params
                     .and_then(|p| from_object::<IdeConnectedParams>(p.get()).ok())
                     .and_then(|p| p.pid);
@@ -587,6 +606,9 @@ impl<'c> Ctx<'c> {
             "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list"
         ) {
             list_params(params)?;
+        }
+        if let Some(i) = LISTS.iter().position(|l| *l == method) {
+            s.listed |= 1 << i;
         }
         match method {
             "tools/list" => {

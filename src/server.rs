@@ -213,7 +213,17 @@ impl Server {
     /// its upgrade (nothing was connected: no event, as none came for its `accept`). Unknown ids
     /// are ignored.
     pub fn handle_close(&mut self, conn: ConnectionId) {
-        if let Some(c) = self.conns.remove(&conn.0) {
+        if let Some(mut c) = self.conns.remove(&conn.0) {
+            // At-mentions it held unwritten wait for the next client again, in order.
+            if let Some(held) = c.take_held() {
+                for m in held.into_iter().rev() {
+                    self.mentions.push_front(m);
+                }
+                let most = self.config.limits.max_queued_mentions;
+                while self.mentions.len() > most {
+                    self.mentions.pop_front();
+                }
+            }
             c.closed(&mut self.events);
             self.refresh_timer();
         }
@@ -313,7 +323,14 @@ impl Server {
     /// connections it was queued for: not one whose unwritten output would pass half of
     /// `max_outbound` with it (a peer that does not read misses news, not its connection). An
     /// `at_mentioned` sent to [`Target::All`] that no connection takes (none is initialized, or
-    /// none has room) is kept (bounded, expiring) and delivered to the next one that initializes.
+    /// none has room) is kept (bounded, expiring) for the next one that initializes, and written
+    /// to it once it is ready for it, by [`Server::handle_timeout`]: 300 ms after it sent
+    /// `ide_connected` and was answered `tools/list`, `prompts/list` and `resources/list`
+    /// (`claude` drops one that comes before), or 3 s after it initialized if that does not come
+    /// first; named as the client names files then (the host has had the
+    /// [`Event::IdeConnected`] and may have called
+    /// [`set_client_paths`](Server::set_client_paths)). At-mentions sent to it meanwhile are
+    /// written after them.
     /// A `notifications/tools/list_changed` that a connection past `initialize` cannot take now (it
     /// has not sent `notifications/initialized`, or has no room) is sent to it once it can: when it
     /// initializes, or when enough of its output is written; it is not counted here.
@@ -341,11 +358,18 @@ impl Server {
         let mut reached = 0;
         {
             let tools = matches!(notification, Notification::ToolsListChanged);
+            let mention = matches!(notification, Notification::AtMentioned(_));
             let (conns, mut cx) = self.parts();
+            let most_mentions = cx.config.limits.max_queued_mentions;
             // The frame for clients that name files otherwise ([`Server::set_client_paths`]),
             // written when the first such client is sent it.
             let mut theirs: Option<(ClientPaths, Vec<u8>)> = None;
             let mut send = |c: &mut Connection| {
+                // A client holding the at-mentions queued before it came, until it is ready for
+                // them, is written this after them.
+                if mention && c.hold_mention(notification, now, most_mentions) {
+                    return 1;
+                }
                 let paths = c.paths();
                 let frame = match paths {
                     ClientPaths::AsGiven => &frame,
@@ -422,10 +446,11 @@ impl Server {
     }
 
     /// Name files `paths`' way in what `conn` is sent from now on: the paths and URIs of
-    /// `selection_changed`, `at_mentioned` and `diagnostics_changed` (and of an `at_mentioned`
-    /// queued for it). Returns whether `conn` is a live connection. A host on Windows sets
-    /// [`ClientPaths::WslMounts`] for a `claude` running in WSL, which reads no `C:\...` path
-    /// (the runtimes do: `ide_connected`'s pid names no Windows process).
+    /// `selection_changed`, `at_mentioned` and `diagnostics_changed` (and of the `at_mentioned`s
+    /// queued for it, written once it is ready: see [`Server::notify`]). Returns whether
+    /// `conn` is a live connection. A host on Windows sets [`ClientPaths::WslMounts`] for a
+    /// `claude` running in WSL, which reads no `C:\...` path (the runtimes do: `ide_connected`'s
+    /// pid names no Windows process).
     ///
     /// ```
     /// use claude_ide_bridge::{ClientPaths, ConnectionId, Server};

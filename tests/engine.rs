@@ -1501,20 +1501,57 @@ fn a_client_in_wsl_is_sent_the_paths_wsl_mounts_the_drive_at() {
     assert_eq!(p.server.client_paths(wsl), None);
 }
 
+/// An at-mention sent to all, queued while no client is initialized.
+fn mention_of(path: &str, line: u32) -> Notification {
+    Notification::AtMentioned(AtMentioned {
+        file_path: path.into(),
+        line_start: Some(line),
+        line_end: Some(line + 1),
+    })
+}
+
+/// `ide_connected`, as `claude` sends it after `notifications/initialized`.
+fn say_connected(p: &mut Pair, c: ConnectionId, pid: u32) {
+    p.send_json(
+        c,
+        &json!({"jsonrpc":"2.0","method":"ide_connected","params":{"pid":pid}}),
+    );
+}
+
+/// The lists `claude` asks for after `ide_connected`, answered.
+fn list_all(p: &mut Pair, c: ConnectionId, lists: &[&str]) {
+    for (id, method) in lists.iter().enumerate() {
+        let r = p.request(c, json!(100 + id), method, json!({}));
+        assert!(r.get("result").is_some(), "{r}");
+    }
+}
+
+const LISTS: [&str; 3] = ["tools/list", "prompts/list", "resources/list"];
+
+/// The at-mentions lines of what `c` was sent.
+fn mention_lines(p: &mut Pair, c: ConnectionId) -> Vec<Value> {
+    p.messages(c)
+        .into_iter()
+        .filter(|m| m["method"] == "at_mentioned")
+        .map(|m| m["params"]["lineStart"].clone())
+        .collect()
+}
+
 #[test]
 fn at_mentions_queue_while_nobody_is_connected_and_expire() {
     let mut p = Pair::new();
-    let mention = |line: u32| {
-        Notification::AtMentioned(AtMentioned {
-            file_path: "/w/a.rs".into(),
-            line_start: Some(line),
-            line_end: Some(line + 1),
-        })
-    };
-    assert_eq!(p.server.notify(Target::All, &mention(1), p.now), 0);
+    assert_eq!(
+        p.server
+            .notify(Target::All, &mention_of("/w/a.rs", 1), p.now),
+        0
+    );
     p.now += Duration::from_secs(400); // past the TTL
-    p.server.notify(Target::All, &mention(2), p.now);
+    p.server
+        .notify(Target::All, &mention_of("/w/a.rs", 2), p.now);
     let c = p.connect_initialized_keep();
+    say_connected(&mut p, c, 4242);
+    list_all(&mut p, c, &LISTS);
+    p.advance(Duration::from_millis(300));
     let m = p.messages(c);
     assert_eq!(m.len(), 1, "{m:?}");
     assert_eq!(
@@ -1523,18 +1560,116 @@ fn at_mentions_queue_while_nobody_is_connected_and_expire() {
     );
 }
 
+/// The at-mentions queued before a client came wait until it is ready for them: `claude` drops
+/// one that comes before it has its answers to `tools/list`, `prompts/list` and `resources/list`
+/// (docs/e2e.md). They are written 300 ms after the last, by then named as the client names files:
+/// at its `ide_connected` a host on Windows learns that it is a `claude` in WSL (its pid is no
+/// Windows process).
+#[test]
+fn queued_at_mentions_wait_for_the_client_to_be_ready_and_are_named_its_way() {
+    let mut p = Pair::new();
+    p.server
+        .notify(Target::All, &mention_of(r"C:\Users\me\calc.py", 0), p.now);
+    let c = p.connect_initialized_keep();
+    assert!(p.messages(c).is_empty(), "held");
+    say_connected(&mut p, c, 4242);
+    assert!(p
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::IdeConnected { conn, pid: Some(4242) } if *conn == c)));
+    p.server.set_client_paths(c, ClientPaths::WslMounts);
+    list_all(&mut p, c, &LISTS[..2]);
+    p.advance(Duration::from_secs(1));
+    assert!(p.messages(c).is_empty(), "not before its resources");
+    list_all(&mut p, c, &LISTS[2..]);
+    assert_eq!(
+        p.server.poll_timeout(),
+        Some(p.now + Duration::from_millis(300))
+    );
+    p.advance(Duration::from_millis(299));
+    assert!(p.messages(c).is_empty());
+    p.advance(Duration::from_millis(1));
+    assert_eq!(
+        p.messages(c),
+        vec![
+            json!({"jsonrpc":"2.0","method":"at_mentioned","params":{"filePath":"/mnt/c/Users/me/calc.py","lineStart":0,"lineEnd":1}})
+        ]
+    );
+    assert!(p.server.poll_timeout() > Some(p.now + Duration::from_secs(3)));
+}
+
+/// A client that never gets ready (no `ide_connected`, no lists) is written the queued
+/// at-mentions 3 s after it initialized; at-mentions sent to it meanwhile come after them, in
+/// order. Another client, which had none queued, is sent them at once.
+#[test]
+fn queued_at_mentions_go_to_a_client_never_ready_3_s_later_in_order() {
+    let mut p = Pair::new();
+    p.server
+        .notify(Target::All, &mention_of("/w/a.rs", 1), p.now);
+    p.server
+        .notify(Target::All, &mention_of("/w/a.rs", 2), p.now);
+    let c = p.connect_initialized_keep();
+    let other = p.connect_initialized();
+    assert_eq!(
+        p.server
+            .notify(Target::All, &mention_of("/w/a.rs", 3), p.now),
+        2
+    );
+    assert_eq!(
+        mention_lines(&mut p, other),
+        [json!(3)],
+        "not held for others"
+    );
+    assert_eq!(
+        p.server
+            .notify(Target::Connection(c), &mention_of("/w/a.rs", 4), p.now),
+        1
+    );
+    p.advance(Duration::from_millis(2900));
+    assert!(mention_lines(&mut p, c).is_empty());
+    assert_eq!(
+        p.server.poll_timeout(),
+        Some(p.now + Duration::from_millis(100))
+    );
+    p.advance(Duration::from_millis(100));
+    assert_eq!(
+        mention_lines(&mut p, c),
+        [json!(1), json!(2), json!(3), json!(4)]
+    );
+    p.server
+        .notify(Target::All, &mention_of("/w/a.rs", 5), p.now);
+    assert_eq!(mention_lines(&mut p, c), [json!(5)], "no longer held");
+}
+
+/// A client whose socket closes while it holds the queued at-mentions leaves them to the next.
+#[test]
+fn held_at_mentions_of_a_client_gone_wait_for_the_next() {
+    let mut p = Pair::new();
+    p.server
+        .notify(Target::All, &mention_of("/w/a.rs", 1), p.now);
+    let gone = p.connect_initialized_keep();
+    say_connected(&mut p, gone, 4242);
+    p.server
+        .notify(Target::All, &mention_of("/w/a.rs", 2), p.now);
+    p.server.handle_close(gone);
+    let next = p.connect_initialized_keep();
+    say_connected(&mut p, next, 4243);
+    list_all(&mut p, next, &LISTS);
+    p.advance(Duration::from_millis(300));
+    assert_eq!(mention_lines(&mut p, next), [json!(1), json!(2)]);
+}
+
 /// A client the host closes before it finishes the MCP handshake does not spend the queued
 /// at-mentions: the next client that initializes gets them (they went to the closing one, whose
 /// sends failed, and were lost).
 #[test]
 fn at_mentions_wait_for_a_client_that_is_not_closing() {
     let mut p = Pair::new();
-    let mention = Notification::AtMentioned(AtMentioned {
-        file_path: "/w/a.rs".into(),
-        line_start: Some(1),
-        line_end: Some(2),
-    });
-    assert_eq!(p.server.notify(Target::All, &mention, p.now), 0);
+    assert_eq!(
+        p.server
+            .notify(Target::All, &mention_of("/w/a.rs", 1), p.now),
+        0
+    );
     let c = p.connect();
     p.request(
         c,
@@ -1553,6 +1688,7 @@ fn at_mentions_wait_for_a_client_that_is_not_closing() {
         "{to_closing:?}"
     );
     let next = p.connect_initialized_keep();
+    p.advance(Duration::from_secs(3));
     let m = p.messages(next);
     assert_eq!(m.len(), 1, "{m:?}");
     assert_eq!(m[0]["method"], "at_mentioned");

@@ -438,18 +438,34 @@ def test_wsl_claude_gets_the_windows_editors_selection_and_at_mention(sb):
     the selection and the at-mention by the path WSL mounts the drive at: the selection's text reaches the model
     under `/mnt/z/...`, and the client reads the mentioned lines itself. (Before, it was sent `Z:\\...`: the model
     was told the selection came from `Z:\\...\\calc.py`, the mention became `@Z:\\...` and no line was read.)
-    The model's own `getDiagnostics` names the editor's file by that path too."""
+    The model's own `getDiagnostics` names the editor's file by that path too. An at-mention the editor made
+    before the client started waits in the bridge until the client is ready for it, and goes by that path too: the
+    bridge knows where the client runs by then."""
     win_home, bridge_env = windows_profile(sb)
     src = sb.ws / "calc.py"
     src.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
-    sb.model.set_script([{"text": "Noted the selection."}, {"text": "Noted the mention."},
+    sb.model.set_script([{"text": "Noted the early mention."}, {"text": "Noted the selection."},
+                         {"text": "Noted the mention."},
                          {"tool_use": {"name": "mcp__ide__getDiagnostics", "input": {}}}, {"text": "Read them."}])
     b = sb.bridge("threads", stdio=True, env=bridge_env)
+    b.send({"type": "at_mentioned", "filePath": winpath(src), "lineStart": 4, "lineEnd": 5})  # no client yet
     c = wsl_client(sb, b, win_home)
     b.wait_event(lambda e: e.get("type") == "initialized", what="initialized on stdio")
     wait_settled(b)
     wait_until(lambda: "is a claude in WSL" in b.stderr(), 10, "the bridge saying the client is in WSL",
                diag=b.diag)
+    early = b.wait_sent("at_mentioned", pred=lambda m: m["params"].get("lineStart") == 4)["params"]
+    assert early["filePath"] == str(in_wsl(src)), early
+    wait_until(lambda: "@calc.py#L5-6" in c.screen(history=False), 10, "the early mention in the input box",
+               diag=sb.diag)
+    prompt(c, " what is it?")
+    texts = turn_text(sb.model.wait_turn(0, "the early mention's model turn", diag=sb.diag))
+    assert "@calc.py#L5-6" in texts, texts
+    assert "Called the Read tool with the following input: " + json.dumps(
+        {"file_path": str(in_wsl(src))}, separators=(",", ":"))[:-1] in texts, texts
+    assert "5\tdef sub(a, b):\n6\t    return a - b" in texts, texts
+    wait_until(lambda: "Noted the early mention." in c.screen(history=False), 30, "the model's answer",
+               diag=sb.diag)
     selection = {"type": "selection_changed", "filePath": winpath(src), "text": "def sub(a, b):\n    return a - b",
                  "selection": {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 16}}}
     # sent until the client shows it (it may drop one sent in the first moments after its handshake)
@@ -459,16 +475,17 @@ def test_wsl_claude_gets_the_windows_editors_selection_and_at_mention(sb):
     sent = b.wait_sent("selection_changed")["params"]
     assert (sent["filePath"], sent["fileUrl"]) == (str(in_wsl(src)), f"file://{in_wsl(src)}"), sent
     prompt(c, "What does the selection do?")
-    texts = turn_text(sb.model.wait_turn(0, "the first model turn", diag=sb.diag))
+    texts = turn_text(sb.model.wait_turn(1, "the selection's model turn", diag=sb.diag))
     assert f"The user selected the lines 5 to 6 from {in_wsl(src)}:" in texts, texts
     assert "return a - b" in texts
 
     b.send({"type": "at_mentioned", "filePath": winpath(src), "lineStart": 0, "lineEnd": 1})
-    assert b.wait_sent("at_mentioned")["params"]["filePath"] == str(in_wsl(src))
+    mention = b.wait_sent("at_mentioned", pred=lambda m: m["params"].get("lineStart") == 0)["params"]
+    assert mention["filePath"] == str(in_wsl(src)), mention
     wait_until(lambda: "@calc.py#L1-2" in c.screen(history=False), 10, "the mention in the input box",
                diag=sb.diag)
     prompt(c, " and this?")
-    texts = turn_text(sb.model.wait_turn(1, "the second model turn", diag=sb.diag))
+    texts = turn_text(sb.model.wait_turn(2, "the mention's model turn", diag=sb.diag))
     assert "@calc.py#L1-2" in texts, texts
     # the client read the mentioned lines itself, by the file's WSL path, and only those
     assert "Called the Read tool with the following input: " + json.dumps(
@@ -483,6 +500,6 @@ def test_wsl_claude_gets_the_windows_editors_selection_and_at_mention(sb):
     prompt(c, "Any problems?")
     body, msgs = answered(b, model_diagnostics_call(b, c, 1))
     assert [(e["uri"], msgs) for e in body] == [(f"file://{in_wsl(src)}", ["sub is never used"])], body
-    results = [tool_result_text(t) for t in tool_results(sb.model.wait_turn(3, "the turn after getDiagnostics",
+    results = [tool_result_text(t) for t in tool_results(sb.model.wait_turn(4, "the turn after getDiagnostics",
                                                                             diag=sb.diag)["body"])]
     assert any(f"file://{in_wsl(src)}" in r for r in results), results

@@ -874,7 +874,9 @@ impl Handle {
     }
 
     /// Names files `paths`' way in what `conn` is sent (`Server::set_client_paths`), for a host
-    /// that knows better than the pid does; whether `conn` is live.
+    /// that knows better than the pid does; whether `conn` is live. The at-mentions queued before
+    /// the client came are written once it is ready for them (`Server::notify`), named as it was
+    /// set by then.
     pub fn set_client_paths(&self, conn: ConnectionId, paths: ClientPaths) -> bool {
         self.shared
             .with(|core| core.server.set_client_paths(conn, paths))

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use claude_ide_bridge::LogEvent;
 use claude_ide_bridge::{
-    ApiError, AuthToken, CallId, CancelReason, ClientPaths, ConnectionId, DisconnectReason, Event,
-    Limits, Notification, Position, Selection, SelectionChanged, Target, ToolCall, ToolResult,
+    ApiError, AtMentioned, AuthToken, CallId, CancelReason, ClientPaths, ConnectionId,
+    DisconnectReason, Event, Limits, Notification, Position, Selection, SelectionChanged, Target,
+    ToolCall, ToolResult,
 };
 use claude_ide_bridge_runtime::{Handle, LockFileMode, Options};
 use serde_json::{json, Value};
@@ -329,7 +330,8 @@ fn ended_pid() -> u32 {
 /// A client says its pid (`ide_connected`): one that is a process here is sent paths as the
 /// host gives them; on Windows one whose pid is no process here is a `claude` in WSL, sent
 /// `/mnt/<drive>/` paths (elsewhere the host may say so, `Handle::set_client_paths`). In one
-/// broadcast each client gets its own.
+/// broadcast each client gets its own. An at-mention queued before the client in WSL came is
+/// named so too: it waits for the client to be ready, after `ide_connected`, whose pid decides.
 pub fn a_client_in_wsl_is_sent_wsl_paths<R: Rt>() {
     let dir = tempfile::tempdir().unwrap();
     let s = R::start(opts(dir.path())).unwrap();
@@ -343,8 +345,24 @@ pub fn a_client_in_wsl_is_sent_wsl_paths<R: Rt>() {
         );
         (c, conn)
     };
-    let (mut here, here_conn) = said_pid(std::process::id());
+    let queued = Notification::AtMentioned(AtMentioned {
+        file_path: r"C:\Users\me\calc.py".into(),
+        line_start: Some(0),
+        line_end: Some(1),
+    });
+    assert_eq!(h.notify(Target::All, &queued), 0);
     let (mut wsl, wsl_conn) = said_pid(ended_pid());
+    // Written once the client has what `claude` asks for next (it drops one that comes before).
+    for list in ["tools/list", "prompts/list", "resources/list"] {
+        wsl.request(list, json!({}));
+    }
+    let mention = wsl.recv_until(WAIT, |v| v["method"] == "at_mentioned");
+    let by_pid_path = match cfg!(windows) {
+        true => "/mnt/c/Users/me/calc.py",
+        false => r"C:\Users\me\calc.py",
+    };
+    assert_eq!(mention.unwrap()["params"]["filePath"], by_pid_path);
+    let (mut here, here_conn) = said_pid(std::process::id());
     assert_eq!(h.client_paths(here_conn), Some(ClientPaths::AsGiven));
     let by_pid = match cfg!(windows) {
         true => ClientPaths::WslMounts,
