@@ -394,6 +394,23 @@ def wsl_client(sb, b, win_home):
     return c
 
 
+def wsl_mention_reaches_the_model(sb, b, c, src, first, turn, ask):
+    """The editor's at-mention of `src`'s lines `first`+1 and `first`+2 went to the client in WSL by the file's WSL
+    path and shows in its input box; with `ask` typed after it, it reaches the model (turn `turn`) with the client's
+    own Read of those lines, and only those, by that path."""
+    sent = b.wait_sent("at_mentioned", pred=lambda m: m["params"].get("lineStart") == first)["params"]
+    assert sent["filePath"] == str(in_wsl(src)), sent
+    tag = f"@{src.name}#L{first + 1}-{first + 2}"
+    wait_until(lambda: tag in c.screen(history=False), 10, f"{tag} in the input box", diag=sb.diag)
+    prompt(c, ask)
+    texts = turn_text(sb.model.wait_turn(turn, f"the model turn with {tag}", diag=sb.diag))
+    assert tag in texts, texts
+    assert "Called the Read tool with the following input: " + json.dumps(
+        {"file_path": str(in_wsl(src))}, separators=(",", ":"))[:-1] in texts, texts
+    lines = src.read_text().splitlines()[first:first + 2]
+    assert "\n".join(f"{first + 1 + i}\t{line}" for i, line in enumerate(lines)) in texts, texts
+
+
 @pytest.mark.skipif(not WIN_RUFF, reason="needs ruff's Windows build (E2E_WINDOWS_RUFF: platforms.sh)")
 @needs_linux_claude
 @needs_root
@@ -454,16 +471,7 @@ def test_wsl_claude_gets_the_windows_editors_selection_and_at_mention(sb):
     wait_settled(b)
     wait_until(lambda: "is a claude in WSL" in b.stderr(), 10, "the bridge saying the client is in WSL",
                diag=b.diag)
-    early = b.wait_sent("at_mentioned", pred=lambda m: m["params"].get("lineStart") == 4)["params"]
-    assert early["filePath"] == str(in_wsl(src)), early
-    wait_until(lambda: "@calc.py#L5-6" in c.screen(history=False), 10, "the early mention in the input box",
-               diag=sb.diag)
-    prompt(c, " what is it?")
-    texts = turn_text(sb.model.wait_turn(0, "the early mention's model turn", diag=sb.diag))
-    assert "@calc.py#L5-6" in texts, texts
-    assert "Called the Read tool with the following input: " + json.dumps(
-        {"file_path": str(in_wsl(src))}, separators=(",", ":"))[:-1] in texts, texts
-    assert "5\tdef sub(a, b):\n6\t    return a - b" in texts, texts
+    wsl_mention_reaches_the_model(sb, b, c, src, 4, 0, " what is it?")
     wait_until(lambda: "Noted the early mention." in c.screen(history=False), 30, "the model's answer",
                diag=sb.diag)
     selection = {"type": "selection_changed", "filePath": winpath(src), "text": "def sub(a, b):\n    return a - b",
@@ -480,17 +488,7 @@ def test_wsl_claude_gets_the_windows_editors_selection_and_at_mention(sb):
     assert "return a - b" in texts
 
     b.send({"type": "at_mentioned", "filePath": winpath(src), "lineStart": 0, "lineEnd": 1})
-    mention = b.wait_sent("at_mentioned", pred=lambda m: m["params"].get("lineStart") == 0)["params"]
-    assert mention["filePath"] == str(in_wsl(src)), mention
-    wait_until(lambda: "@calc.py#L1-2" in c.screen(history=False), 10, "the mention in the input box",
-               diag=sb.diag)
-    prompt(c, " and this?")
-    texts = turn_text(sb.model.wait_turn(2, "the mention's model turn", diag=sb.diag))
-    assert "@calc.py#L1-2" in texts, texts
-    # the client read the mentioned lines itself, by the file's WSL path, and only those
-    assert "Called the Read tool with the following input: " + json.dumps(
-        {"file_path": str(in_wsl(src))}, separators=(",", ":"))[:-1] in texts, texts
-    assert "1\tdef add(a, b):\n2\t    return a + b" in texts, texts
+    wsl_mention_reaches_the_model(sb, b, c, src, 0, 2, " and this?")
 
     # The editor's diagnostics for the file, under its Windows URI; the model asks for every file's.
     b.send({"type": "diagnostics", "uri": "file:///" + winpath(src).replace("\\", "/"), "diagnostics": [
