@@ -99,17 +99,17 @@ pub(crate) struct Connection {
     forgave_late: bool,
     /// How the client names files ([`crate::Server::set_client_paths`]).
     paths: ClientPaths,
-    /// The at-mentions queued before the client came, and those sent to it since, until it is
-    /// ready for them ([`Held`]); `None` when there were none queued.
-    held: Option<Box<Held>>,
+    /// From `notifications/initialized` until the client is ready for it, what it is sent then
+    /// ([`Welcome`]).
+    welcome: Option<Box<Welcome>>,
 }
 
 /// How long after the client is ready for the IDE's news ([`Mcp::ready_for_news`]: it said
-/// `ide_connected` and was answered its lists) the at-mentions held for it are written: `claude`
-/// sets its handler for them once it has those answers, as it updates what it shows, and drops
-/// one that comes before. By then the host has also had the `ide_connected` event, from which it
-/// learns how the client names files ([`crate::Server::set_client_paths`]: a `claude` in WSL
-/// reads no `C:\...` path).
+/// `ide_connected` and was answered its lists) it is sent its [`Welcome`]: `claude` sets its
+/// handlers for the IDE's notifications once it has those answers, as it updates what it shows,
+/// and drops one that comes before. By then the host has also had the `ide_connected` event, from
+/// which it learns how the client names files ([`crate::Server::set_client_paths`]: a `claude`
+/// in WSL reads no `C:\...` path).
 pub(crate) const MENTION_SETTLE: Duration = Duration::from_millis(300);
 
 /// How long after `notifications/initialized` the at-mentions held for a client are written if
@@ -117,16 +117,20 @@ pub(crate) const MENTION_SETTLE: Duration = Duration::from_millis(300);
 /// three, or never says `ide_connected`).
 pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
 
-/// The at-mentions for a client that is not ready for them yet: those queued while no client was
-/// connected, taken when it sent `notifications/initialized`, and those sent to it since, in
-/// order. Written [`MENTION_SETTLE`] after it is ready, or [`MENTION_HOLD`] after it
-/// initialized, named the way it names files then. (An at-mention sent to a client that had none
-/// queued goes out at once, as other notifications do.)
-struct Held {
-    /// Each with the time it was queued (its time to live counts from then).
+/// What a client is sent once it is ready for it, [`MENTION_SETTLE`] after it is ready: the
+/// editor's selection as last sent to all (the client shows it at once, rather than at the
+/// selection's next change), then the at-mentions queued while no client was connected (taken
+/// when it sent `notifications/initialized`) and those sent to it since, in order; those are
+/// written [`MENTION_HOLD`] after it initialized if it is not ready before. Named the way the
+/// client names files then. (An at-mention sent to a client that had none queued goes out at
+/// once, as other notifications do.)
+struct Welcome {
+    /// The at-mentions, each with the time it was queued (its time to live counts from then).
     mentions: VecDeque<(Instant, Notification)>,
-    /// When they are written.
-    until: Instant,
+    /// Whether at-mentions sent to the client wait here (some were queued when it initialized).
+    holds_mentions: bool,
+    /// When it is sent: `None` while the client is not ready and no at-mention waits.
+    until: Option<Instant>,
     /// The client was seen ready, and `until` set from then.
     ready: bool,
 }
@@ -151,52 +155,59 @@ impl Connection {
             tools_untold: false,
             forgave_late: false,
             paths: ClientPaths::AsGiven,
-            held: None,
+            welcome: None,
         }
     }
 
-    /// Holds an at-mention for a client that holds those queued before it came ([`Held`]), after
-    /// them; whether it did (`false`: send it as any notification). At most `most` are held, the
-    /// oldest dropped first.
+    /// Holds an at-mention for a client that holds those queued before it came ([`Welcome`]),
+    /// after them; whether it did (`false`: send it as any notification). At most `most` are
+    /// held, the oldest dropped first.
     pub(crate) fn hold_mention(&mut self, n: &Notification, now: Instant, most: usize) -> bool {
-        let Some(held) = &mut self.held else {
+        let Some(w) = self.welcome.as_mut().filter(|w| w.holds_mentions) else {
             return false;
         };
-        while held.mentions.len() >= most.max(1) {
-            held.mentions.pop_front();
+        while w.mentions.len() >= most.max(1) {
+            w.mentions.pop_front();
         }
-        held.mentions.push_back((now, n.clone()));
+        w.mentions.push_back((now, n.clone()));
         true
     }
 
     /// The at-mentions it held and did not write (its socket closed first), for the next client.
     pub(crate) fn take_held(&mut self) -> Option<VecDeque<(Instant, Notification)>> {
-        self.held.take().map(|h| h.mentions)
+        self.welcome
+            .take()
+            .map(|w| w.mentions)
+            .filter(|m| !m.is_empty())
     }
 
-    /// Writes the at-mentions it holds, named the client's way, once their time came and the
-    /// connection can still be sent notifications (else they stay for [`Connection::take_held`]).
+    /// Sends the client its [`Welcome`] (the selection only to a client seen ready), named its
+    /// way, once its time came and the connection can still be sent notifications (else the
+    /// at-mentions stay for [`Connection::take_held`]).
     #[cold]
     #[inline(never)]
-    fn release_mentions(&mut self, now: Instant, cx: &mut EndpointCx) {
+    fn send_welcome(&mut self, now: Instant, cx: &mut EndpointCx) {
         if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
             return;
         }
-        let (Some(held), Some(s)) = (self.held.take(), self.session.as_deref_mut()) else {
+        let (Some(w), Some(s)) = (self.welcome.take(), self.session.as_deref_mut()) else {
             return;
         };
         let ttl = cx.config.limits.mention_ttl;
+        let selection = cx.selection.as_ref().filter(|_| w.ready);
+        let mentions = w
+            .mentions
+            .iter()
+            .filter(|(t, _)| now.saturating_duration_since(*t) <= ttl)
+            .map(|(_, n)| n);
         let mut frame = Vec::new();
         let mut wrote = false;
-        for (t, n) in held.mentions {
-            if now.saturating_duration_since(t) > ttl {
-                continue;
-            }
+        for n in selection.into_iter().chain(mentions) {
             wrote = true;
             frame.clear();
             n.for_client(self.paths)
                 .as_ref()
-                .unwrap_or(&n)
+                .unwrap_or(n)
                 .write_json(&mut frame);
             if let Err(e) = s.mcp.send(&mut s.ws.sender, &frame) {
                 return self.on_send_error(e, cx);
@@ -407,25 +418,26 @@ impl Connection {
                 }
             };
             let phase = *phase;
-            if let Some(held) = &mut self.held {
-                if !held.ready && s.mcp.ready_for_news() {
-                    held.ready = true;
-                    held.until = held.until.min(now + MENTION_SETTLE);
+            if let Some(w) = &mut self.welcome {
+                if !w.ready && s.mcp.ready_for_news() {
+                    w.ready = true;
+                    let settled = now + MENTION_SETTLE;
+                    w.until = Some(w.until.map_or(settled, |u| u.min(settled)));
                 }
             }
             if over_limit(s, cx.config.limits.max_outbound) {
                 return self.outbound_full(cx);
             }
             if !was_initialized && phase == McpPhase::Ready {
-                // The at-mentions queued while nobody was connected are this client's, once it
-                // is ready for them ([`Held`]).
-                if !cx.mentions.is_empty() {
-                    self.held = Some(Box::new(Held {
-                        mentions: cx.mentions.drain(..).collect(),
-                        until: now + MENTION_HOLD,
-                        ready: false,
-                    }));
-                }
+                // What it is sent once it is ready for it ([`Welcome`]): the at-mentions queued
+                // while nobody was connected are this client's.
+                let holds_mentions = !cx.mentions.is_empty();
+                self.welcome = Some(Box::new(Welcome {
+                    mentions: cx.mentions.drain(..).collect(),
+                    holds_mentions,
+                    until: holds_mentions.then(|| now + MENTION_HOLD),
+                    ready: false,
+                }));
                 // And a change of the tools made since `initialize` was answered.
                 if self.tools_untold {
                     let max = cx.config.limits.max_outbound;
@@ -590,11 +602,8 @@ impl Connection {
             Lifecycle::Upgrading => Some(self.created + l.handshake_timeout),
             Lifecycle::Open(_) => {
                 let keepalive = self.next_ping.min(self.last_rx + 2 * l.ping_interval);
-                Some(
-                    self.held
-                        .as_ref()
-                        .map_or(keepalive, |h| keepalive.min(h.until)),
-                )
+                let welcome = self.welcome.as_ref().and_then(|w| w.until);
+                Some(welcome.map_or(keepalive, |u| keepalive.min(u)))
             }
             Lifecycle::Closing { since, .. } => Some(
                 self.next_ping
@@ -624,8 +633,9 @@ impl Connection {
     /// Timers at `now`. A wake-up later than a deadline by more than one ping interval means the
     /// host slept (laptop lid): deadlines restart from `now` instead of dropping a healthy peer.
     pub(crate) fn timeout(&mut self, now: Instant, cx: &mut EndpointCx) {
-        if self.held.as_ref().is_some_and(|h| now >= h.until) {
-            self.release_mentions(now, cx);
+        let welcome = self.welcome.as_ref().and_then(|w| w.until);
+        if welcome.is_some_and(|u| now >= u) {
+            self.send_welcome(now, cx);
         }
         let l = &cx.config.limits;
         let Some(deadline) = self.deadline(l) else {

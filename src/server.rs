@@ -30,6 +30,8 @@ pub struct Server {
     events: VecDeque<Event>,
     dirty: VecDeque<ConnectionId>,
     mentions: VecDeque<(Instant, Notification)>,
+    /// The last `selection_changed` sent to all (see [`Server::notify`]).
+    selection: Option<Notification>,
     stopping: bool,
     scratch: Vec<u8>,
     /// The earliest deadline of all connections ([`Server::poll_timeout`]'s answer), kept up to
@@ -63,6 +65,7 @@ impl Server {
             events: VecDeque::new(),
             dirty: VecDeque::new(),
             mentions: VecDeque::new(),
+            selection: None,
             stopping: false,
             scratch: Vec::new(),
             timer: None,
@@ -84,6 +87,7 @@ impl Server {
                 dirty: &mut self.dirty,
                 next_seq: &mut self.next_seq,
                 mentions: &mut self.mentions,
+                selection: &self.selection,
             },
         )
     }
@@ -330,7 +334,9 @@ impl Server {
     /// first; named as the client names files then (the host has had the
     /// [`Event::IdeConnected`] and may have called
     /// [`set_client_paths`](Server::set_client_paths)). At-mentions sent to it meanwhile are
-    /// written after them.
+    /// written after them. The last `selection_changed` sent to [`Target::All`] is kept, and a
+    /// client is sent it when it is ready in the same way (before those at-mentions): the editor's
+    /// selection as it stands shows at once in a `claude` started after it was made.
     /// A `notifications/tools/list_changed` that a connection past `initialize` cannot take now (it
     /// has not sent `notifications/initialized`, or has no room) is sent to it once it can: when it
     /// initializes, or when enough of its output is written; it is not counted here.
@@ -406,6 +412,9 @@ impl Server {
         }
         self.keep_scratch(frame);
         self.refresh_timer();
+        if target == Target::All && matches!(notification, Notification::SelectionChanged(_)) {
+            self.selection = Some(notification.clone());
+        }
         if reached == 0
             && target == Target::All
             && matches!(notification, Notification::AtMentioned(_))

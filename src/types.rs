@@ -333,4 +333,6 @@ pub(crate) struct EndpointCx<'a> {
     pub(crate) dirty: &'a mut VecDeque<ConnectionId>,
     pub(crate) next_seq: &'a mut u64,
     pub(crate) mentions: &'a mut VecDeque<(Instant, Notification)>,
+    /// The last `selection_changed` sent to all, which a new client is sent once it is ready.
+    pub(crate) selection: &'a Option<Notification>,
 }

@@ -1641,6 +1641,62 @@ fn queued_at_mentions_go_to_a_client_never_ready_3_s_later_in_order() {
     assert_eq!(mention_lines(&mut p, c), [json!(5)], "no longer held");
 }
 
+/// The editor's selection, as last sent to all, is sent to a client once it is ready (300 ms
+/// after its lists, named its way, before the at-mentions queued for it): `claude` shows it at
+/// once instead of at the selection's next change. Not to a client that never gets ready, and not
+/// a selection sent to one connection.
+#[test]
+fn a_client_ready_is_sent_the_editors_selection_as_it_stands() {
+    let mut p = Pair::new();
+    let selected = |line: u32, path: &str| {
+        Notification::SelectionChanged(SelectionChanged {
+            text: "def sub(a, b):".into(),
+            file_path: path.into(),
+            file_url: claude_ide_bridge::file_uri(path),
+            selection: Selection::new(Position::new(line, 0), Position::new(line, 14)),
+        })
+    };
+    assert_eq!(
+        p.server
+            .notify(Target::All, &selected(1, r"C:\w\old.py"), p.now),
+        0
+    );
+    assert_eq!(
+        p.server
+            .notify(Target::All, &selected(4, r"C:\w\calc.py"), p.now),
+        0
+    );
+    p.server
+        .notify(Target::All, &mention_of(r"C:\w\calc.py", 0), p.now);
+    let c = p.connect_initialized_keep();
+    let never = p.connect_initialized();
+    p.server.notify(
+        Target::Connection(never),
+        &selected(9, r"C:\w\one.py"),
+        p.now,
+    );
+    assert_eq!(p.messages(never).len(), 1);
+    say_connected(&mut p, c, 4242);
+    p.server.set_client_paths(c, ClientPaths::WslMounts);
+    list_all(&mut p, c, &LISTS);
+    assert!(p.messages(c).is_empty());
+    p.advance(Duration::from_millis(300));
+    let m = p.messages(c);
+    assert_eq!(m.len(), 2, "{m:?}");
+    assert_eq!(m[0]["method"], "selection_changed");
+    assert_eq!(m[0]["params"]["filePath"], "/mnt/c/w/calc.py");
+    assert_eq!(m[0]["params"]["fileUrl"], "file:///mnt/c/w/calc.py");
+    assert_eq!(m[0]["params"]["selection"]["start"]["line"], 4);
+    assert_eq!(m[1]["method"], "at_mentioned");
+    assert_eq!(m[1]["params"]["filePath"], "/mnt/c/w/calc.py");
+    p.advance(Duration::from_secs(10));
+    assert!(
+        p.messages(never).is_empty(),
+        "not ready: no selection sent again"
+    );
+    assert!(p.messages(c).is_empty(), "sent once");
+}
+
 /// A client whose socket closes while it holds the queued at-mentions leaves them to the next.
 #[test]
 fn held_at_mentions_of_a_client_gone_wait_for_the_next() {

@@ -188,24 +188,29 @@ def test_selection_and_at_mention(sb, runtime):
     c.wait_screen(r"Noted the mention\.", what="the model's answer")
 
 
-def test_at_mention_made_before_claude_starts(sb, runtime):
-    """An at-mention the editor makes while no claude is connected is kept by the bridge and reaches the input box
-    of the claude that connects next."""
+def test_selection_and_at_mention_made_before_claude_starts(sb, runtime):
+    """A selection and an at-mention the editor makes while no claude is connected, each sent once, are kept by the
+    bridge and reach the claude that connects next once it is ready for them: the mention in its input box, both in
+    the model's request."""
     src = sb.ws / "calc.py"
     src.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
-    sb.model.set_script([{"text": "Noted the mention."}])
+    sb.model.set_script([{"text": "Noted them."}])
     b = sb.bridge(runtime, stdio=True)
-    b.send({"type": "at_mentioned", "filePath": str(src), "lineStart": 4, "lineEnd": 5})
+    b.send({"type": "selection_changed", "filePath": str(src), "text": "def sub(a, b):\n    return a - b",
+            "selection": {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 16}}})
+    b.send({"type": "at_mentioned", "filePath": str(src), "lineStart": 0, "lineEnd": 1})
     c = sb.client()
     c.wait_ready()
     wait_connected(b)
+    assert b.wait_sent("selection_changed")["params"]["filePath"] == str(src)
     assert b.wait_sent("at_mentioned")["params"]["filePath"] == str(src)
-    c.wait_screen(r"@calc\.py#L5-6", what="the at-mention in the input box", history=False)
-    c.submit(" what does it do?", empty_first=False)
+    c.wait_screen(r"@calc\.py#L1-2", what="the at-mention in the input box", history=False)
+    c.submit(" what do they do?", empty_first=False)
     texts = turn_text(sb.model.wait_turn(0, "the model turn", diag=sb.diag))
-    assert "@calc.py#L5-6" in texts, texts
-    assert "5\tdef sub(a, b):\n6\t    return a - b" in texts, texts
-    c.wait_screen(r"Noted the mention\.", what="the model's answer")
+    assert "The user selected the lines 5 to 6 from " + str(src) in texts, texts
+    assert "@calc.py#L1-2" in texts, texts
+    assert "1\tdef add(a, b):\n2\t    return a + b" in texts, texts
+    c.wait_screen(r"Noted them\.", what="the model's answer")
 
 
 # --------------------------------------------------------------------------------------------------
