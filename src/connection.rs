@@ -110,14 +110,14 @@ pub(crate) struct Connection {
 /// and drops one that comes before. By then the host has also had the `ide_connected` event, from
 /// which it learns how the client names files ([`crate::Server::set_client_paths`]: a `claude`
 /// in WSL reads no `C:\...` path).
-pub(crate) const MENTION_SETTLE: Duration = Duration::from_millis(300);
+pub(crate) const READY_SETTLE: Duration = Duration::from_millis(300);
 
 /// How long after `notifications/initialized` the at-mentions held for a client are written if
 /// it is not ready for them before ([`Mcp::ready_for_news`]: a client that does not list all
 /// three, or never says `ide_connected`).
 pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
 
-/// What a client is sent once it is ready for it, [`MENTION_SETTLE`] after it is ready: the
+/// What a client is sent once it is ready for it, [`READY_SETTLE`] after it is ready: the
 /// editor's selection as last sent to all (the client shows it at once, rather than at the
 /// selection's next change), then the at-mentions queued while no client was connected (taken
 /// when it sent `notifications/initialized`) and those sent to it since, in order; those are
@@ -421,7 +421,7 @@ impl Connection {
             if let Some(w) = &mut self.welcome {
                 if !w.ready && s.mcp.ready_for_news() {
                     w.ready = true;
-                    let settled = now + MENTION_SETTLE;
+                    let settled = now + READY_SETTLE;
                     w.until = Some(w.until.map_or(settled, |u| u.min(settled)));
                 }
             }
