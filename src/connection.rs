@@ -418,13 +418,6 @@ impl Connection {
                 }
             };
             let phase = *phase;
-            if let Some(w) = &mut self.welcome {
-                if !w.ready && s.mcp.ready_for_news() {
-                    w.ready = true;
-                    let settled = now + READY_SETTLE;
-                    w.until = Some(w.until.map_or(settled, |u| u.min(settled)));
-                }
-            }
             if over_limit(s, cx.config.limits.max_outbound) {
                 return self.outbound_full(cx);
             }
@@ -442,6 +435,14 @@ impl Connection {
                 if self.tools_untold {
                     let max = cx.config.limits.max_outbound;
                     self.tools_untold = !send_news(s, TOOLS_LIST_CHANGED, max);
+                }
+            }
+            // Ready for its welcome (after `initialized`, in whichever order the client said it).
+            if let Some(w) = &mut self.welcome {
+                if !w.ready && s.mcp.ready_for_news() {
+                    w.ready = true;
+                    let settled = now + READY_SETTLE;
+                    w.until = Some(w.until.map_or(settled, |u| u.min(settled)));
                 }
             }
             match step {

@@ -1697,6 +1697,34 @@ fn a_client_ready_is_sent_the_editors_selection_as_it_stands() {
     assert!(p.messages(c).is_empty(), "sent once");
 }
 
+/// A client that lists and says `ide_connected` before `notifications/initialized` is ready from
+/// then on: its welcome comes 300 ms after.
+#[test]
+fn a_client_ready_before_it_initialized_is_welcomed_too() {
+    let mut p = Pair::new();
+    p.server
+        .notify(Target::All, &mention_of("/w/a.rs", 1), p.now);
+    let c = p.connect();
+    p.request(
+        c,
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18"}),
+    );
+    say_connected(&mut p, c, 4242);
+    list_all(&mut p, c, &LISTS);
+    p.send_json(
+        c,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(
+        p.server.poll_timeout(),
+        Some(p.now + Duration::from_millis(300))
+    );
+    p.advance(Duration::from_millis(300));
+    assert_eq!(mention_lines(&mut p, c), [json!(1)]);
+}
+
 /// A client whose socket closes while it holds the queued at-mentions leaves them to the next.
 #[test]
 fn held_at_mentions_of_a_client_gone_wait_for_the_next() {
