@@ -209,9 +209,9 @@ impl Mcp {
     }
 
     /// Whether the client is ready for the IDE's news: it sent `ide_connected` and was answered
-    /// the tools, prompts and resources. `claude` takes an `at_mentioned` only from then on (its
-    /// handler is set once the IDE counts as connected, after those lists): one sent before is
-    /// dropped, and with it an at-mention made before the client came (docs/e2e.md).
+    /// the tools, prompts and resources. `claude` takes an `at_mentioned` (and shows a
+    /// `selection_changed`) only from then on: its handlers are set once the IDE counts as
+    /// connected, after those lists, and one sent before is dropped (docs/e2e.md, scenario 2).
     pub(crate) fn ready_for_news(&self) -> bool {
         self.said_connected && self.listed == (1 << LISTS.len()) - 1
     }
