@@ -818,7 +818,8 @@ impl Handle {
     /// the connections' writers, which send what accumulated while they woke in one write. An
     /// `at_mentioned` that no initialized client can take now is kept for the next one (see
     /// `Limits::max_queued_mentions` and `mention_ttl`) and counts 0 here, as one sent nowhere
-    /// does.
+    /// does; the last `selection_changed` sent to all is kept too. A client is sent both once it
+    /// is ready for them (`Server::notify`).
     pub fn notify(&self, target: Target, notification: &Notification) -> usize {
         self.shared.with(|core| {
             let now = core.clock.now();
