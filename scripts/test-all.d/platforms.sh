@@ -123,18 +123,28 @@ trap 'wineserver -k 2>/dev/null || true; rm -rf "$case_pair"' EXIT
 never_started() {
   awk '/^ *(Running|Doc-tests) /{ran=0} /^running [0-9]+ tests?$/{ran=1} END{exit ran}' "$1"
 }
+# Whether every test that failed in the log $1 failed on Wine refusing to start a process:
+# `CreateProcess` answering error 1359, "Internal error" (Wine's, now and then, seen twice in
+# CI: a test's spawn of its own binary got it and its `unwrap` panicked), and nothing else.
+only_wine_refused_a_start() {
+  local panics refused
+  panics=$(grep -c ' panicked at ' "$1")
+  refused=$(grep -A1 ' panicked at ' "$1" | grep -c 'Os { code: 1359,')
+  [ "$panics" -gt 0 ] && [ "$panics" -eq "$refused" ]
+}
 # One argument list's run. When the only trouble was Wine's (it lost its server, `wine client
 # error`, a binary dying without a result: seen once in about twenty runs; or a binary that
 # exited 1 before printing a line, seen once on a fresh machine, platform_interfaces.exe, whose
-# rerun passed), the list runs again, once, on a fresh wineserver; a test's own failure is never
-# run again.
+# rerun passed; or tests whose only failure was Wine refusing to start a process), the list runs
+# again, once, on a fresh wineserver; a test's own failure is never run again.
 wine_run() {
   local log="$root/target/wine-run.log" rc=0
   timeout 1800 cargo test --target "$WINE_TARGET" "$@" 2>&1 | tee "$log" || rc=$?
   [ "$rc" -eq 0 ] && return 0
-  if { grep -q 'wine client error' "$log" || never_started "$log"; } &&
-    ! grep -q '^test result: FAILED' "$log"; then
-    echo "Wine lost its server or did not start a binary (no test failed): running this list again"
+  if { { grep -q 'wine client error' "$log" || never_started "$log"; } &&
+    ! grep -q '^test result: FAILED' "$log"; } || only_wine_refused_a_start "$log"; then
+    echo "Wine lost its server, did not start a binary, or refused to start a process" \
+      "(no test failed otherwise): running this list again"
     wineserver -k 2>/dev/null || true
     timeout 1800 cargo test --target "$WINE_TARGET" "$@"
     return
