@@ -126,13 +126,11 @@ pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
 /// once, as other notifications do.)
 struct Welcome {
     /// The at-mentions, each with the time it was queued (its time to live counts from then).
+    /// Some from the start, or none for good: at-mentions sent to the client wait here only
+    /// when some were queued for it.
     mentions: VecDeque<(Instant, Notification)>,
-    /// Whether at-mentions sent to the client wait here (some were queued when it initialized).
-    holds_mentions: bool,
     /// When it is sent: `None` while the client is not ready and no at-mention waits.
     until: Option<Instant>,
-    /// The client was seen ready, and `until` set from then.
-    ready: bool,
 }
 
 /// How late a timer may run before the wake-up is taken as a pause of the host (a stopped
@@ -163,7 +161,7 @@ impl Connection {
     /// after them; whether it did (`false`: send it as any notification). At most `most` are
     /// held, the oldest dropped first.
     pub(crate) fn hold_mention(&mut self, n: &Notification, now: Instant, most: usize) -> bool {
-        let Some(w) = self.welcome.as_mut().filter(|w| w.holds_mentions) else {
+        let Some(w) = self.welcome.as_mut().filter(|w| !w.mentions.is_empty()) else {
             return false;
         };
         while w.mentions.len() >= most.max(1) {
@@ -181,7 +179,12 @@ impl Connection {
             .filter(|m| !m.is_empty())
     }
 
-    /// Sends the client its [`Welcome`] (the selection only to a client seen ready), named its
+    /// When the client's [`Welcome`] is due, if it is.
+    fn welcome_due(&self) -> Option<Instant> {
+        self.welcome.as_ref().and_then(|w| w.until)
+    }
+
+    /// Sends the client its [`Welcome`] (the selection only to a client that is ready), named its
     /// way, once its time came and the connection can still be sent notifications (else the
     /// at-mentions stay for [`Connection::take_held`]).
     #[cold]
@@ -194,7 +197,7 @@ impl Connection {
             return;
         };
         let ttl = cx.config.limits.mention_ttl;
-        let selection = cx.selection.as_ref().filter(|_| w.ready);
+        let selection = cx.selection.as_ref().filter(|_| s.mcp.ready_for_news());
         let mentions = w
             .mentions
             .iter()
@@ -424,23 +427,19 @@ impl Connection {
             if !was_initialized && phase == McpPhase::Ready {
                 // What it is sent once it is ready for it ([`Welcome`]): the at-mentions queued
                 // while nobody was connected are this client's.
-                let holds_mentions = !cx.mentions.is_empty();
-                self.welcome = Some(Box::new(Welcome {
-                    mentions: cx.mentions.drain(..).collect(),
-                    holds_mentions,
-                    until: holds_mentions.then(|| now + MENTION_HOLD),
-                    ready: false,
-                }));
+                let mentions: VecDeque<_> = cx.mentions.drain(..).collect();
+                let until = (!mentions.is_empty()).then(|| now + MENTION_HOLD);
+                self.welcome = Some(Box::new(Welcome { mentions, until }));
                 // And a change of the tools made since `initialize` was answered.
                 if self.tools_untold {
                     let max = cx.config.limits.max_outbound;
                     self.tools_untold = !send_news(s, TOOLS_LIST_CHANGED, max);
                 }
             }
-            // Ready for its welcome (after `initialized`, in whichever order the client said it).
+            // Ready for its welcome (after `initialized`, in whichever order the client said it):
+            // due `READY_SETTLE` after the step that made it so (the earliest is kept).
             if let Some(w) = &mut self.welcome {
-                if !w.ready && s.mcp.ready_for_news() {
-                    w.ready = true;
+                if s.mcp.ready_for_news() {
                     let settled = now + READY_SETTLE;
                     w.until = Some(w.until.map_or(settled, |u| u.min(settled)));
                 }
@@ -603,8 +602,7 @@ impl Connection {
             Lifecycle::Upgrading => Some(self.created + l.handshake_timeout),
             Lifecycle::Open(_) => {
                 let keepalive = self.next_ping.min(self.last_rx + 2 * l.ping_interval);
-                let welcome = self.welcome.as_ref().and_then(|w| w.until);
-                Some(welcome.map_or(keepalive, |u| keepalive.min(u)))
+                Some(self.welcome_due().map_or(keepalive, |u| keepalive.min(u)))
             }
             Lifecycle::Closing { since, .. } => Some(
                 self.next_ping
@@ -634,8 +632,7 @@ impl Connection {
     /// Timers at `now`. A wake-up later than a deadline by more than one ping interval means the
     /// host slept (laptop lid): deadlines restart from `now` instead of dropping a healthy peer.
     pub(crate) fn timeout(&mut self, now: Instant, cx: &mut EndpointCx) {
-        let welcome = self.welcome.as_ref().and_then(|w| w.until);
-        if welcome.is_some_and(|u| now >= u) {
+        if self.welcome_due().is_some_and(|u| now >= u) {
             self.send_welcome(now, cx);
         }
         let l = &cx.config.limits;
