@@ -80,7 +80,7 @@ const TOOLS_LIST_CHANGED: &[u8] =
 
 /// One connection.
 pub(crate) struct Connection {
-    id: ConnectionId,
+    pub(crate) id: ConnectionId,
     state: Lifecycle,
     upgrade: Upgrade,
     /// `Some` once upgraded.
@@ -114,23 +114,33 @@ pub(crate) const READY_SETTLE: Duration = Duration::from_millis(300);
 
 /// How long after `notifications/initialized` the at-mentions held for a client are written if
 /// it is not ready for them before ([`Mcp::ready_for_news`]: a client that does not list all
-/// three, or never says `ide_connected`).
+/// three, or never says `ide_connected`); at-mentions sent to it after that go out at once.
 pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
 
 /// What a client is sent once it is ready for it, [`READY_SETTLE`] after it is ready: the
 /// editor's selection as last sent to all (the client shows it at once, rather than at the
 /// selection's next change), then the at-mentions queued while no client was connected (taken
-/// when it sent `notifications/initialized`) and those sent to it since, in order; those are
-/// written [`MENTION_HOLD`] after it initialized if it is not ready before. Named the way the
-/// client names files then. (An at-mention sent to a client that had none queued goes out at
-/// once, as other notifications do.)
+/// when it sent `notifications/initialized`) and those sent to it since, in order; the
+/// at-mentions are written [`MENTION_HOLD`] after it initialized if it is not ready before.
+/// Named the way the client names files then.
 struct Welcome {
-    /// The at-mentions, each with the time it was queued (its time to live counts from then).
-    /// Some from the start, or none for good: at-mentions sent to the client wait here only
-    /// when some were queued for it.
-    mentions: VecDeque<(Instant, Notification)>,
+    /// The at-mentions, in order.
+    mentions: VecDeque<Held>,
     /// When it is sent: `None` while the client is not ready and no at-mention waits.
     until: Option<Instant>,
+    /// [`MENTION_HOLD`] after `notifications/initialized`: when held at-mentions are due at the
+    /// latest, and from when one sent to a client still not ready is no longer held.
+    hold_until: Instant,
+}
+
+/// An at-mention a client holds for its [`Welcome`].
+struct Held {
+    /// When it was queued or sent: its time to live counts from then.
+    at: Instant,
+    mention: Notification,
+    /// No other connection was written it: if this one goes without writing it, it is the next
+    /// client's (one sent to all and written to another client is not shown twice).
+    unseen: bool,
 }
 
 /// How late a timer may run before the wake-up is taken as a pause of the host (a stopped
@@ -157,26 +167,45 @@ impl Connection {
         }
     }
 
-    /// Holds an at-mention for a client that holds those queued before it came ([`Welcome`]),
-    /// after them; whether it did (`false`: send it as any notification). At most `most` are
-    /// held, the oldest dropped first.
+    /// Holds an at-mention for a client not yet sent its [`Welcome`] (and within
+    /// [`MENTION_HOLD`] of its `notifications/initialized`, or holding others), after those held
+    /// before; whether it did (`false`: send it as any notification). At most `most` are held,
+    /// the oldest dropped first.
     pub(crate) fn hold_mention(&mut self, n: &Notification, now: Instant, most: usize) -> bool {
-        let Some(w) = self.welcome.as_mut().filter(|w| !w.mentions.is_empty()) else {
+        let Some(w) = self
+            .welcome
+            .as_mut()
+            .filter(|w| !w.mentions.is_empty() || now < w.hold_until)
+        else {
             return false;
         };
         while w.mentions.len() >= most.max(1) {
             w.mentions.pop_front();
         }
-        w.mentions.push_back((now, n.clone()));
+        w.mentions.push_back(Held {
+            at: now,
+            mention: n.clone(),
+            unseen: true,
+        });
+        w.until = Some(w.until.map_or(w.hold_until, |u| u.min(w.hold_until)));
         true
     }
 
-    /// The at-mentions it held and did not write (its socket closed first), for the next client.
-    pub(crate) fn take_held(&mut self) -> Option<VecDeque<(Instant, Notification)>> {
-        self.welcome
-            .take()
-            .map(|w| w.mentions)
-            .filter(|m| !m.is_empty())
+    /// The at-mention it held last was written to another connection too
+    /// ([`Connection::hold_mention`] of one sent to all).
+    pub(crate) fn held_mention_seen(&mut self) {
+        if let Some(h) = self.welcome.as_mut().and_then(|w| w.mentions.back_mut()) {
+            h.unseen = false;
+        }
+    }
+
+    /// The at-mentions it held and did not write (its socket closed first) that no other
+    /// connection was written, for the next client, in order.
+    pub(crate) fn take_held(&mut self) -> impl Iterator<Item = (Instant, Notification)> {
+        let held = self.welcome.take().map(|w| w.mentions).unwrap_or_default();
+        held.into_iter()
+            .filter(|h| h.unseen)
+            .map(|h| (h.at, h.mention))
     }
 
     /// When the client's [`Welcome`] is due, if it is.
@@ -201,8 +230,8 @@ impl Connection {
         let mentions = w
             .mentions
             .iter()
-            .filter(|(t, _)| now.saturating_duration_since(*t) <= ttl)
-            .map(|(_, n)| n);
+            .filter(|h| now.saturating_duration_since(h.at) <= ttl)
+            .map(|h| &h.mention);
         let mut frame = Vec::new();
         let mut wrote = false;
         for n in selection.into_iter().chain(mentions) {
@@ -426,10 +455,22 @@ impl Connection {
             }
             if !was_initialized && phase == McpPhase::Ready {
                 // What it is sent once it is ready for it ([`Welcome`]): the at-mentions queued
-                // while nobody was connected are this client's.
-                let mentions: VecDeque<_> = cx.mentions.drain(..).collect();
-                let until = (!mentions.is_empty()).then(|| now + MENTION_HOLD);
-                self.welcome = Some(Box::new(Welcome { mentions, until }));
+                // while nobody was connected are this client's, and those sent to it until then
+                // wait too (`claude` drops one that comes before).
+                let mentions: VecDeque<_> = (cx.mentions.drain(..))
+                    .map(|(at, mention)| Held {
+                        at,
+                        mention,
+                        unseen: true,
+                    })
+                    .collect();
+                let hold_until = now + MENTION_HOLD;
+                let until = (!mentions.is_empty()).then_some(hold_until);
+                self.welcome = Some(Box::new(Welcome {
+                    mentions,
+                    until,
+                    hold_until,
+                }));
                 // And a change of the tools made since `initialize` was answered.
                 if self.tools_untold {
                     let max = cx.config.limits.max_outbound;

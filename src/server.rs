@@ -218,11 +218,15 @@ impl Server {
     /// are ignored.
     pub fn handle_close(&mut self, conn: ConnectionId) {
         if let Some(mut c) = self.conns.remove(&conn.0) {
-            // At-mentions it held unwritten wait for the next client again, in order.
-            if let Some(held) = c.take_held() {
-                for m in held.into_iter().rev() {
-                    self.mentions.push_front(m);
-                }
+            // At-mentions it held unwritten, and no other client was written, wait for the next
+            // client again, in the order they were sent among those other clients gave back
+            // (once: two clients that held the same one both give it back).
+            let held: Vec<_> = (c.take_held())
+                .filter(|m| !self.mentions.contains(m))
+                .collect();
+            if !held.is_empty() {
+                self.mentions.extend(held);
+                (self.mentions.make_contiguous()).sort_by_key(|(at, _)| *at);
                 let most = self.config.limits.max_queued_mentions;
                 while self.mentions.len() > most {
                     self.mentions.pop_front();
@@ -333,10 +337,11 @@ impl Server {
     /// (`claude` drops one that comes before), or 3 s after it initialized if that does not come
     /// first; named as the client names files then (the host has had the
     /// [`Event::IdeConnected`] and may have called
-    /// [`set_client_paths`](Server::set_client_paths)). At-mentions sent to it meanwhile are
-    /// written after them. The last `selection_changed` sent to [`Target::All`] is kept, and a
-    /// client is sent it when it is ready in the same way (before those at-mentions): the editor's
-    /// selection as it stands shows at once in a `claude` started after it was made.
+    /// [`set_client_paths`](Server::set_client_paths)). Every client waits so: an at-mention sent
+    /// to one in that time is held (counted as queued for it) and written after those. The last
+    /// `selection_changed` sent to [`Target::All`] is kept, and a client is sent it when it is
+    /// ready in the same way (before those at-mentions): the editor's selection as it stands shows
+    /// at once in a `claude` started after it was made.
     /// A `notifications/tools/list_changed` that a connection past `initialize` cannot take now (it
     /// has not sent `notifications/initialized`, or has no room) is sent to it once it can: when it
     /// initializes, or when enough of its output is written; it is not counted here.
@@ -370,10 +375,11 @@ impl Server {
             // The frame for clients that name files otherwise ([`Server::set_client_paths`]),
             // written when the first such client is sent it.
             let mut theirs: Option<(ClientPaths, Vec<u8>)> = None;
+            // The clients that hold it (not ready for it yet), and whether another was written it.
+            let (mut holders, mut written) = (Vec::new(), false);
             let mut send = |c: &mut Connection| {
-                // A client holding the at-mentions queued before it came, until it is ready for
-                // them, is written this after them.
                 if mention && c.hold_mention(notification, now, most_mentions) {
+                    holders.push(c.id);
                     return 1;
                 }
                 let paths = c.paths();
@@ -391,11 +397,13 @@ impl Server {
                         }
                     },
                 };
-                usize::from(if tools {
+                let sent = if tools {
                     c.notify_tools_changed(frame, &mut cx)
                 } else {
                     c.notify(frame, &mut cx)
-                })
+                };
+                written |= sent;
+                usize::from(sent)
             };
             match target {
                 Target::All => {
@@ -406,6 +414,13 @@ impl Server {
                 Target::Connection(id) => {
                     if let Some(c) = conns.get_mut(&id.0) {
                         reached += send(c);
+                    }
+                }
+            }
+            if written {
+                for id in holders {
+                    if let Some(c) = conns.get_mut(&id.0) {
+                        c.held_mention_seen();
                     }
                 }
             }

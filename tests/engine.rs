@@ -819,6 +819,8 @@ fn tool_calls_reach_the_host_and_answers_reach_the_client() {
 fn a_large_answer_or_notification_leaves_no_large_buffer_behind() {
     let mut p = Pair::new();
     let c = p.connect_initialized();
+    make_ready(&mut p, c);
+    p.messages(c);
     let big = "x".repeat(200_000);
     p.call_tool(c, 7, "getDiagnostics", json!({}));
     let (call, _) = expect_call(&mut p);
@@ -1462,6 +1464,10 @@ fn a_client_in_wsl_is_sent_the_paths_wsl_mounts_the_drive_at() {
     let mut p = Pair::new();
     let windows = p.connect_initialized();
     let wsl = p.connect_initialized();
+    make_ready(&mut p, windows);
+    make_ready(&mut p, wsl);
+    p.messages(windows);
+    p.messages(wsl);
     assert_eq!(p.server.client_paths(wsl), Some(ClientPaths::AsGiven));
     assert!(p.server.set_client_paths(wsl, ClientPaths::WslMounts));
     assert_eq!(p.server.client_paths(wsl), Some(ClientPaths::WslMounts));
@@ -1527,6 +1533,15 @@ fn list_all(p: &mut Pair, c: ConnectionId, lists: &[&str]) {
 }
 
 const LISTS: [&str; 3] = ["tools/list", "prompts/list", "resources/list"];
+
+/// Makes `c` ready for the IDE's news as `claude` does (`ide_connected`, its three lists) and
+/// lets its welcome go (300 ms later): from then on at-mentions are written to it at once.
+fn make_ready(p: &mut Pair, c: ConnectionId) {
+    say_connected(p, c, 4242);
+    list_all(p, c, &LISTS);
+    p.advance(Duration::from_millis(300));
+    p.take_events();
+}
 
 /// The at-mentions lines of what `c` was sent.
 fn mention_lines(p: &mut Pair, c: ConnectionId) -> Vec<Value> {
@@ -1600,7 +1615,7 @@ fn queued_at_mentions_wait_for_the_client_to_be_ready_and_are_named_its_way() {
 
 /// A client that never gets ready (no `ide_connected`, no lists) is written the queued
 /// at-mentions 3 s after it initialized; at-mentions sent to it meanwhile come after them, in
-/// order. Another client, which had none queued, is sent them at once.
+/// order. Another client, ready and welcomed, is sent them at once.
 #[test]
 fn queued_at_mentions_go_to_a_client_never_ready_3_s_later_in_order() {
     let mut p = Pair::new();
@@ -1610,6 +1625,7 @@ fn queued_at_mentions_go_to_a_client_never_ready_3_s_later_in_order() {
         .notify(Target::All, &mention_of("/w/a.rs", 2), p.now);
     let c = p.connect_initialized_keep();
     let other = p.connect_initialized();
+    make_ready(&mut p, other);
     assert_eq!(
         p.server
             .notify(Target::All, &mention_of("/w/a.rs", 3), p.now),
@@ -1625,7 +1641,7 @@ fn queued_at_mentions_go_to_a_client_never_ready_3_s_later_in_order() {
             .notify(Target::Connection(c), &mention_of("/w/a.rs", 4), p.now),
         1
     );
-    p.advance(Duration::from_millis(2900));
+    p.advance(Duration::from_millis(2600));
     assert!(mention_lines(&mut p, c).is_empty());
     assert_eq!(
         p.server.poll_timeout(),
@@ -1639,6 +1655,51 @@ fn queued_at_mentions_go_to_a_client_never_ready_3_s_later_in_order() {
     p.server
         .notify(Target::All, &mention_of("/w/a.rs", 5), p.now);
     assert_eq!(mention_lines(&mut p, c), [json!(5)], "no longer held");
+}
+
+/// An at-mention sent to a client before it is ready, with none queued for it, waits too (`claude`
+/// drops it: its first moments, before its lists are answered), until 300 ms after it is ready; to
+/// a client that never gets ready, until 3 s after it initialized, and from then on it goes out
+/// at once.
+#[test]
+fn an_at_mention_sent_before_the_client_is_ready_waits_for_it() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized_keep();
+    let never = p.connect_initialized_keep();
+    assert_eq!(
+        p.server
+            .notify(Target::All, &mention_of("/w/a.rs", 1), p.now),
+        2
+    );
+    say_connected(&mut p, c, 4242);
+    list_all(&mut p, c, &LISTS[..2]);
+    assert!(mention_lines(&mut p, c).is_empty(), "held");
+    p.advance(Duration::from_millis(100));
+    p.server
+        .notify(Target::Connection(c), &mention_of("/w/a.rs", 2), p.now);
+    list_all(&mut p, c, &LISTS[2..]);
+    p.advance(Duration::from_millis(299));
+    assert!(mention_lines(&mut p, c).is_empty(), "held");
+    p.advance(Duration::from_millis(1));
+    assert_eq!(mention_lines(&mut p, c), [json!(1), json!(2)]);
+    p.server
+        .notify(Target::Connection(c), &mention_of("/w/a.rs", 3), p.now);
+    assert_eq!(mention_lines(&mut p, c), [json!(3)], "welcomed: at once");
+
+    assert!(mention_lines(&mut p, never).is_empty());
+    assert_eq!(
+        p.server.poll_timeout(),
+        Some(p.now + Duration::from_millis(2600))
+    );
+    p.advance(Duration::from_millis(2600));
+    assert_eq!(mention_lines(&mut p, never), [json!(1)]);
+    p.server
+        .notify(Target::Connection(never), &mention_of("/w/a.rs", 4), p.now);
+    assert_eq!(
+        mention_lines(&mut p, never),
+        [json!(4)],
+        "past 3 s: at once"
+    );
 }
 
 /// The editor's selection, as last sent to all, is sent to a client once it is ready (300 ms
@@ -1741,6 +1802,39 @@ fn held_at_mentions_of_a_client_gone_wait_for_the_next() {
     list_all(&mut p, next, &LISTS);
     p.advance(Duration::from_millis(300));
     assert_eq!(mention_lines(&mut p, next), [json!(1), json!(2)]);
+}
+
+/// An at-mention held by a client that goes before it is ready is the next client's only if no
+/// other client was written it (it would be shown twice), once however many held it, and in the
+/// order they were sent.
+#[test]
+fn an_at_mention_held_by_a_client_gone_goes_on_once_and_only_if_unseen() {
+    let mut p = Pair::new();
+    let ready = p.connect_initialized();
+    make_ready(&mut p, ready);
+    let (a, b) = (p.connect_initialized_keep(), p.connect_initialized_keep());
+    assert_eq!(
+        p.server
+            .notify(Target::All, &mention_of("/w/a.rs", 1), p.now),
+        3
+    );
+    assert_eq!(mention_lines(&mut p, ready), [json!(1)]);
+    p.server
+        .notify(Target::Connection(a), &mention_of("/w/a.rs", 2), p.now);
+    p.server.handle_close(ready);
+    assert_eq!(
+        p.server
+            .notify(Target::All, &mention_of("/w/a.rs", 3), p.now),
+        2
+    );
+    p.advance(Duration::from_millis(1));
+    p.server
+        .notify(Target::Connection(b), &mention_of("/w/a.rs", 4), p.now);
+    p.server.handle_close(a);
+    p.server.handle_close(b);
+    let next = p.connect_initialized_keep();
+    make_ready(&mut p, next);
+    assert_eq!(mention_lines(&mut p, next), [json!(2), json!(3), json!(4)]);
 }
 
 /// A client the host closes before it finishes the MCP handshake does not spend the queued

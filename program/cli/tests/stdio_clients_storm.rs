@@ -323,6 +323,7 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
     let mut read = 0;
     let mut finished = 0;
     let mut quiet_since: Option<Instant> = None;
+    let mut last_sent: Option<Instant> = None;
     // The editor's news, numbered: the selections and mentions sent, and the first of those sent
     // once every client is through (each client's last connection must get them all).
     let (mut sent, mut last_from) = (
@@ -441,6 +442,7 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
                 thread::sleep(Duration::from_millis(10));
             }
             last_from = Some(sent.clone());
+            last_sent = Some(Instant::now());
             for _ in 0..5 {
                 for (kind, n) in sent.iter_mut() {
                     *n += 1;
@@ -448,10 +450,13 @@ fn storm(runtime: &str, name: &str, args: &[&str]) {
                 }
             }
         }
-        // Once every client is through and every decision sent: quiet for a while, then the end.
+        // Once every client is through and every decision sent: quiet for a while, then the end;
+        // not before the mentions held for a client that connected last (3 s after its
+        // `notifications/initialized` at most, as it never lists: docs/protocol.md) are written.
         if finished == CLIENTS && due.is_empty() {
             let since = *quiet_since.get_or_insert(now);
-            if now - since > Duration::from_millis(300) {
+            let held = last_sent.is_some_and(|t| now - t < Duration::from_millis(3500));
+            if now - since > Duration::from_millis(300) && !held {
                 break;
             }
         }

@@ -55,7 +55,7 @@ fn handler_answers_on_the_reader_thread() {
     let dir = tempfile::tempdir().unwrap();
     let server = IdeServer::start_with_handler(scenarios::opts(dir.path()), |e, handle| {
         if let Event::ToolCall { call, .. } = e {
-            let n = handle.notify(Target::All, &Notification::AtMentioned(at_mention()));
+            let n = handle.notify(Target::All, &Notification::LogEvent(log_event()));
             assert_eq!(n, 1);
             handle
                 .respond(
@@ -72,7 +72,7 @@ fn handler_answers_on_the_reader_thread() {
     for _ in 0..100 {
         let id = c.call_tool("getDiagnostics", serde_json::json!({}));
         let note = c.recv_json(Duration::from_secs(5)).unwrap();
-        assert_eq!(note["method"], "at_mentioned");
+        assert_eq!(note["method"], "log_event");
         let resp = c.response(id);
         let text = resp["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("ide-bridge-read-"), "{text}");
@@ -182,11 +182,12 @@ fn a_flood_of_calls_does_not_keep_another_reader_delivering() {
     scenarios::a_flood_of_calls_does_not_keep_another_reader_delivering::<WithHandler>();
 }
 
-fn at_mention() -> claude_ide_bridge::AtMentioned {
-    claude_ide_bridge::AtMentioned {
-        file_path: "/w/a.rs".into(),
-        line_start: None,
-        line_end: None,
+/// A notification the engine sends as it is told (an at-mention may wait for the client to be
+/// ready for it).
+fn log_event() -> claude_ide_bridge::LogEvent {
+    claude_ide_bridge::LogEvent {
+        event_name: "handler".into(),
+        event_data: serde_json::json!({"calls": 1}),
     }
 }
 

@@ -819,7 +819,7 @@ impl Handle {
     /// `at_mentioned` that no initialized client can take now is kept for the next one (see
     /// `Limits::max_queued_mentions` and `mention_ttl`) and counts 0 here, as one sent nowhere
     /// does; the last `selection_changed` sent to all is kept too. A client is sent both once it
-    /// is ready for them (`Server::notify`).
+    /// is ready for them (`Server::notify`), and at-mentions sent to it before wait for that too.
     pub fn notify(&self, target: Target, notification: &Notification) -> usize {
         self.shared.with(|core| {
             let now = core.clock.now();
@@ -876,8 +876,8 @@ impl Handle {
 
     /// Names files `paths`' way in what `conn` is sent (`Server::set_client_paths`), for a host
     /// that knows better than the pid does; whether `conn` is live. The at-mentions queued before
-    /// the client came are written once it is ready for them (`Server::notify`), named as it was
-    /// set by then.
+    /// the client came, or sent to it since, are written once it is ready for them
+    /// (`Server::notify`), named as it was set by then.
     pub fn set_client_paths(&self, conn: ConnectionId, paths: ClientPaths) -> bool {
         self.shared
             .with(|core| core.server.set_client_paths(conn, paths))

@@ -95,7 +95,7 @@ fn handler_answers_in_the_connection_task() {
         ex,
         |e, handle| {
             if let Event::ToolCall { call, .. } = e {
-                let n = handle.notify(Target::All, &Notification::AtMentioned(at_mention()));
+                let n = handle.notify(Target::All, &Notification::LogEvent(log_event()));
                 assert_eq!(n, 1);
                 handle
                     .respond(
@@ -113,7 +113,7 @@ fn handler_answers_in_the_connection_task() {
     for _ in 0..100 {
         let id = c.call_tool("getDiagnostics", json!({}));
         let note = c.recv_json(WAIT).unwrap();
-        assert_eq!(note["method"], "at_mentioned");
+        assert_eq!(note["method"], "log_event");
         let resp = c.response(id);
         let text = resp["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("host-executor-0"), "{text}");
@@ -253,11 +253,12 @@ impl scenarios::HandlerRt for WithHandler {
     }
 }
 
-fn at_mention() -> claude_ide_bridge::AtMentioned {
-    claude_ide_bridge::AtMentioned {
-        file_path: "/w/a.rs".into(),
-        line_start: None,
-        line_end: None,
+/// A notification the engine sends as it is told (an at-mention may wait for the client to be
+/// ready for it).
+fn log_event() -> claude_ide_bridge::LogEvent {
+    claude_ide_bridge::LogEvent {
+        event_name: "handler".into(),
+        event_data: serde_json::json!({"calls": 1}),
     }
 }
 
