@@ -85,6 +85,30 @@ pub fn to_posix(path: &str) -> String {
     }
 }
 
+/// The Windows path of a path in the wire's POSIX style, the inverse of [`to_posix`]: `/c/Users/me/a.rs`
+/// is `C:\Users\me\a.rs` (`/c` alone is `C:\`) and `//server/share/a` is `\\server\share\a`. `None` for a
+/// path that names no drive or share (`/home/me/a.rs`, `/cd/x`, `//server` without a share), which a host
+/// on Windows keeps as it is.
+///
+/// ```
+/// use claude_ide_bridge::{posix_to_windows, to_posix};
+/// assert_eq!(posix_to_windows("/c/Users/me/a.rs").as_deref(), Some(r"C:\Users\me\a.rs"));
+/// assert_eq!(posix_to_windows("/d").as_deref(), Some(r"D:\"));
+/// assert_eq!(posix_to_windows("//srv/share/a").as_deref(), Some(r"\\srv\share\a"));
+/// assert_eq!(posix_to_windows(&to_posix(r"E:\x y\z")).as_deref(), Some(r"E:\x y\z"));
+/// assert_eq!(posix_to_windows("/home/me/a.rs"), None);
+/// assert_eq!(posix_to_windows("/cd/x"), None);
+/// ```
+pub fn posix_to_windows(path: &str) -> Option<String> {
+    if let Some(after) = path.strip_prefix("//") {
+        let slash = after.find('/')?;
+        return unc_path(&after[..slash], &after[slash..]);
+    }
+    let b = path.as_bytes();
+    let drive = b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic();
+    (drive && (b.len() == 2 || b[2] == b'/')).then(|| drive_path(char::from(b[1]), &path[2..]))
+}
+
 /// How a connected client names files, when it differs from the host's own names: the paths and
 /// URIs of the `selection_changed`, `at_mentioned` and `diagnostics_changed` notifications it is
 /// sent are written its way ([`Server::set_client_paths`](crate::Server::set_client_paths)), and a
@@ -168,10 +192,9 @@ pub fn wsl_mount_path(path: &str) -> Option<String> {
 /// assert_eq!(path_of_wsl_mount("/home/me/a.rs"), None);
 /// ```
 pub fn path_of_wsl_mount(path: &str) -> Option<String> {
-    let below = path.strip_prefix("/mnt/")?;
-    let b = below.as_bytes();
-    let drive = !b.is_empty() && b[0].is_ascii_alphabetic() && (b.len() == 1 || b[1] == b'/');
-    drive.then(|| drive_path(char::from(b[0]), &below[1..]))
+    // A drive's wire path below the mount root (not a share's: `/mnt//srv/share` is none).
+    let below = path.strip_prefix("/mnt").filter(|b| !b.starts_with("//"))?;
+    posix_to_windows(below)
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -1037,8 +1060,13 @@ mod tests {
             // Written by the bridge, and as the Windows `claude` writes it (`file://` and the path).
             prop_assert_eq!(uri_to_windows_path(&file_uri(&native)), Some(want.clone()));
             prop_assert_eq!(uri_to_windows_path(&format!("file://{native}").replace('%', "%25")), Some(want.clone()));
-            // The wire reading names the same file.
+            // The wire reading names the same file, and reads back as it.
             prop_assert_eq!(uri_to_path(&file_uri(&native)), Some(to_posix(&want)));
+            prop_assert_eq!(posix_to_windows(&to_posix(&native)), Some(want.clone()));
+            // So does a share's path.
+            let share = format!(r"\\srv\{}", segments.join("\\"));
+            let named = !segments.is_empty() && !matches!(segments[0].as_str(), "." | "..");
+            prop_assert_eq!(posix_to_windows(&to_posix(&share)), named.then_some(share.clone()));
         }
 
         #[test]

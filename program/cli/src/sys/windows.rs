@@ -493,19 +493,7 @@ fn wsl_mounted_drive(uri: &str) -> Option<String> {
 /// as the language servers' URIs and claude's do (`file:///c:/ws/a.rs`; the wire form's own,
 /// `file:///c/ws/a.rs`, names no file here). Any other path as it is.
 pub fn native_path(path: &str) -> String {
-    let b = path.as_bytes();
-    let drive = b.len() >= 2 && b[0] == b'/' && b[1].is_ascii_alphabetic();
-    if drive && (b.len() == 2 || b[2] == b'/') {
-        let rest = match &path[2..] {
-            "" => "\\".to_owned(),
-            rest => rest.replace('/', "\\"),
-        };
-        format!("{}:{rest}", char::from(b[1].to_ascii_uppercase()))
-    } else if path.starts_with("//") {
-        path.replace('/', "\\")
-    } else {
-        path.to_owned()
-    }
+    claude_ide_bridge::posix_to_windows(path).unwrap_or_else(|| path.to_owned())
 }
 
 /// The command running `%VISUAL%`/`%EDITOR%` on `files`: through `cmd /C`, as the variable may
