@@ -169,9 +169,12 @@ impl Connection {
 
     /// Holds an at-mention for a client not yet sent its [`Welcome`] (and within
     /// [`MENTION_HOLD`] of its `notifications/initialized`, or holding others), after those held
-    /// before; whether it did (`false`: send it as any notification). At most `most` are held,
-    /// the oldest dropped first.
+    /// before; whether it did (`false`: send it as any notification, which a closing connection
+    /// is not sent). At most `most` are held, the oldest dropped first.
     pub(crate) fn hold_mention(&mut self, n: &Notification, now: Instant, most: usize) -> bool {
+        if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
+            return false;
+        }
         let Some(w) = self
             .welcome
             .as_mut()

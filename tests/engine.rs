@@ -1837,6 +1837,31 @@ fn an_at_mention_held_by_a_client_gone_goes_on_once_and_only_if_unseen() {
     assert_eq!(mention_lines(&mut p, next), [json!(2), json!(3), json!(4)]);
 }
 
+/// A client closing before it is ready holds no more at-mentions (it is written none): one sent
+/// then is queued for the next client, after those it held, which it leaves to that client.
+#[test]
+fn a_client_closing_before_it_is_ready_holds_no_more_at_mentions() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized_keep();
+    assert_eq!(
+        p.server
+            .notify(Target::All, &mention_of("/w/a.rs", 1), p.now),
+        1
+    );
+    p.server.close(c, p.now).unwrap();
+    p.advance(Duration::from_millis(1));
+    assert_eq!(
+        p.server
+            .notify(Target::All, &mention_of("/w/a.rs", 2), p.now),
+        0,
+        "not taken by a closing client"
+    );
+    p.server.handle_close(c);
+    let next = p.connect_initialized_keep();
+    make_ready(&mut p, next);
+    assert_eq!(mention_lines(&mut p, next), [json!(1), json!(2)]);
+}
+
 /// A client the host closes before it finishes the MCP handshake does not spend the queued
 /// at-mentions: the next client that initializes gets them (they went to the closing one, whose
 /// sends failed, and were lost).
