@@ -126,11 +126,20 @@ pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
 struct Welcome {
     /// The at-mentions, in order.
     mentions: VecDeque<Held>,
-    /// When it is sent: `None` while the client is not ready and no at-mention waits.
-    until: Option<Instant>,
+    /// [`READY_SETTLE`] after the client was first seen ready for it (`None` before).
+    settled: Option<Instant>,
     /// [`MENTION_HOLD`] after `notifications/initialized`: when held at-mentions are due at the
     /// latest, and from when one sent to a client still not ready is no longer held.
     hold_until: Instant,
+}
+
+impl Welcome {
+    /// When it is sent: once settled, or once the hold is over if at-mentions wait; `None` while
+    /// the client is not ready and none waits.
+    fn due(&self) -> Option<Instant> {
+        let held = (!self.mentions.is_empty()).then_some(self.hold_until);
+        self.settled.into_iter().chain(held).min()
+    }
 }
 
 /// An at-mention a client holds for its [`Welcome`].
@@ -190,7 +199,6 @@ impl Connection {
             mention: n.clone(),
             unseen: true,
         });
-        w.until = Some(w.until.map_or(w.hold_until, |u| u.min(w.hold_until)));
         true
     }
 
@@ -213,7 +221,7 @@ impl Connection {
 
     /// When the client's [`Welcome`] is due, if it is.
     fn welcome_due(&self) -> Option<Instant> {
-        self.welcome.as_ref().and_then(|w| w.until)
+        self.welcome.as_ref().and_then(|w| w.due())
     }
 
     /// Sends the client its [`Welcome`] (the selection only to a client that is ready), named its
@@ -467,12 +475,10 @@ impl Connection {
                         unseen: true,
                     })
                     .collect();
-                let hold_until = now + MENTION_HOLD;
-                let until = (!mentions.is_empty()).then_some(hold_until);
                 self.welcome = Some(Box::new(Welcome {
                     mentions,
-                    until,
-                    hold_until,
+                    settled: None,
+                    hold_until: now + MENTION_HOLD,
                 }));
                 // And a change of the tools made since `initialize` was answered.
                 if self.tools_untold {
@@ -481,11 +487,10 @@ impl Connection {
                 }
             }
             // Ready for its welcome (after `initialized`, in whichever order the client said it):
-            // due `READY_SETTLE` after the step that made it so (the earliest is kept).
+            // due `READY_SETTLE` after the step that made it so (the first is kept).
             if let Some(w) = &mut self.welcome {
                 if s.mcp.ready_for_news() {
-                    let settled = now + READY_SETTLE;
-                    w.until = Some(w.until.map_or(settled, |u| u.min(settled)));
+                    w.settled.get_or_insert(now + READY_SETTLE);
                 }
             }
             match step {
