@@ -349,18 +349,10 @@ pub fn wsl_windows_lock_dirs() -> Option<Vec<PathBuf>> {
     )
 }
 
-/// A Windows path with a drive (`C:\\x\\y`, `c:/x`) as WSL mounts it (`/mnt/c/x/y`); `None` for any
-/// other form.
+/// A Windows path with a drive (`C:\\x\\y`, `c:/x`) as WSL mounts it (`/mnt/c/x/y`): the engine's
+/// `wsl_mount_path`, the same mapping a `claude` in WSL is sent paths by. `None` for any other form.
 pub fn wsl_path(windows: &str) -> Option<String> {
-    let p = windows.replace('\\', "/");
-    let (drive, rest) = p.split_once(':')?;
-    let rest = rest.strip_prefix('/').or(rest.is_empty().then_some(""))?;
-    let drive = drive.to_ascii_lowercase();
-    (drive.len() == 1 && drive.as_bytes()[0].is_ascii_alphabetic()).then(|| {
-        format!("/mnt/{drive}/{rest}")
-            .trim_end_matches('/')
-            .to_owned()
-    })
+    claude_ide_bridge::wsl_mount_path(windows)
 }
 
 /// The number of SIGINT, which `HostInput::Signal` carries for an interrupt (Ctrl-C).
