@@ -7,9 +7,8 @@ use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
 use crate::jsonrpc::RpcError;
 use crate::limits::Limits;
 use crate::mcp::{self, Mcp, McpPhase};
-use crate::notify::Notification;
 use crate::paths::ClientPaths;
-use crate::types::{ApiError, ConnectionId, DisconnectReason, EndpointCx, Event};
+use crate::types::{ApiError, ConnectionId, DisconnectReason, EndpointCx, Event, Mention};
 use crate::ws::{self, SendError, WebSocket};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -144,12 +143,11 @@ impl Welcome {
 
 /// An at-mention a client holds for its [`Welcome`].
 struct Held {
-    /// When it was queued or sent: its time to live counts from then.
-    at: Instant,
-    mention: Notification,
-    /// No other connection was written it: if this one goes without writing it, it is the next
-    /// client's (one sent to all and written to another client is not shown twice).
-    unseen: bool,
+    mention: Mention,
+    /// If this connection goes without writing it, it is the next client's: it was sent to all
+    /// (or queued for the next client) and no other connection was written it (one sent to this
+    /// client alone is no other's, and one written to another client is not shown twice).
+    passes_on: bool,
 }
 
 /// How late a timer may run before the wake-up is taken as a pause of the host (a stopped
@@ -179,15 +177,17 @@ impl Connection {
     /// Holds an at-mention for a client not yet sent its [`Welcome`] (and within
     /// [`MENTION_HOLD`] of its `notifications/initialized`, or holding others), after those held
     /// before; whether it did (`false`: send it as any notification, which a closing connection
-    /// is not sent). At most `most` are held, the oldest dropped first.
-    pub(crate) fn hold_mention(&mut self, n: &Notification, now: Instant, most: usize) -> bool {
+    /// is not sent). At most `most` are held, the oldest dropped first. One sent `to_all` passes
+    /// on to the next client if this one goes without writing it (unless
+    /// [`Connection::held_mention_seen`]).
+    pub(crate) fn hold_mention(&mut self, m: &Mention, to_all: bool, most: usize) -> bool {
         if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
             return false;
         }
         let Some(w) = self
             .welcome
             .as_mut()
-            .filter(|w| !w.mentions.is_empty() || now < w.hold_until)
+            .filter(|w| !w.mentions.is_empty() || m.at < w.hold_until)
         else {
             return false;
         };
@@ -195,9 +195,8 @@ impl Connection {
             w.mentions.pop_front();
         }
         w.mentions.push_back(Held {
-            at: now,
-            mention: n.clone(),
-            unseen: true,
+            mention: m.clone(),
+            passes_on: to_all,
         });
         true
     }
@@ -206,17 +205,15 @@ impl Connection {
     /// ([`Connection::hold_mention`] of one sent to all).
     pub(crate) fn held_mention_seen(&mut self) {
         if let Some(h) = self.welcome.as_mut().and_then(|w| w.mentions.back_mut()) {
-            h.unseen = false;
+            h.passes_on = false;
         }
     }
 
-    /// The at-mentions it held and did not write (its socket closed first) that no other
-    /// connection was written, for the next client, in order.
-    pub(crate) fn take_held(&mut self) -> impl Iterator<Item = (Instant, Notification)> {
+    /// The at-mentions it held and did not write (its socket closed first) that pass on to the
+    /// next client (sent to all, and no other connection was written them), in order.
+    pub(crate) fn take_held(&mut self) -> impl Iterator<Item = Mention> {
         let held = self.welcome.take().map(|w| w.mentions).unwrap_or_default();
-        held.into_iter()
-            .filter(|h| h.unseen)
-            .map(|h| (h.at, h.mention))
+        held.into_iter().filter(|h| h.passes_on).map(|h| h.mention)
     }
 
     /// When the client's [`Welcome`] is due, if it is.
@@ -241,8 +238,8 @@ impl Connection {
         let mentions = w
             .mentions
             .iter()
-            .filter(|h| now.saturating_duration_since(h.at) <= ttl)
-            .map(|h| &h.mention);
+            .filter(|h| now.saturating_duration_since(h.mention.at) <= ttl)
+            .map(|h| &h.mention.notification);
         let mut frame = Vec::new();
         let mut wrote = false;
         for n in selection.into_iter().chain(mentions) {
@@ -469,10 +466,9 @@ impl Connection {
                 // while nobody was connected are this client's, and those sent to it until then
                 // wait too (`claude` drops one that comes before).
                 let mentions: VecDeque<_> = (cx.mentions.drain(..))
-                    .map(|(at, mention)| Held {
-                        at,
+                    .map(|mention| Held {
                         mention,
-                        unseen: true,
+                        passes_on: true,
                     })
                     .collect();
                 self.welcome = Some(Box::new(Welcome {

@@ -11,7 +11,7 @@ use crate::notify::Notification;
 use crate::paths::ClientPaths;
 use crate::tools::{ToolResult, ToolSet};
 use crate::types::{
-    ApiError, CallId, Config, ConnectionId, DisconnectReason, EndpointCx, Event, Target,
+    ApiError, CallId, Config, ConnectionId, DisconnectReason, EndpointCx, Event, Mention, Target,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -29,7 +29,9 @@ pub struct Server {
     next_seq: u64,
     events: VecDeque<Event>,
     dirty: VecDeque<ConnectionId>,
-    mentions: VecDeque<(Instant, Notification)>,
+    mentions: VecDeque<Mention>,
+    /// The number the next at-mention sent is given ([`Mention::seq`]).
+    next_mention: u64,
     /// The last `selection_changed` sent to all (see [`Server::notify`]).
     selection: Option<Notification>,
     stopping: bool,
@@ -65,6 +67,7 @@ impl Server {
             events: VecDeque::new(),
             dirty: VecDeque::new(),
             mentions: VecDeque::new(),
+            next_mention: 0,
             selection: None,
             stopping: false,
             scratch: Vec::new(),
@@ -218,15 +221,16 @@ impl Server {
     /// are ignored.
     pub fn handle_close(&mut self, conn: ConnectionId) {
         if let Some(mut c) = self.conns.remove(&conn.0) {
-            // At-mentions it held unwritten, and no other client was written, wait for the next
-            // client again, in the order they were sent among those other clients gave back
-            // (once: two clients that held the same one both give it back).
+            // At-mentions it held unwritten that were sent to all, and no other client was
+            // written, wait for the next client again, in the order they were sent among those
+            // other clients gave back (once: two clients that held the same one both give it
+            // back).
             let held: Vec<_> = (c.take_held())
-                .filter(|m| !self.mentions.contains(m))
+                .filter(|m| self.mentions.iter().all(|q| q.seq != m.seq))
                 .collect();
             if !held.is_empty() {
                 self.mentions.extend(held);
-                (self.mentions.make_contiguous()).sort_by_key(|(at, _)| *at);
+                (self.mentions.make_contiguous()).sort_by_key(|m| m.seq);
                 let most = self.config.limits.max_queued_mentions;
                 while self.mentions.len() > most {
                     self.mentions.pop_front();
@@ -338,7 +342,9 @@ impl Server {
     /// first; named as the client names files then (the host has had the
     /// [`Event::IdeConnected`] and may have called
     /// [`set_client_paths`](Server::set_client_paths)). Every client waits so: an at-mention sent
-    /// to one in that time is held (counted as queued for it) and written after those. The last
+    /// to one in that time is held (counted as queued for it) and written after those; if its
+    /// socket closes first, those sent to all that no other connection was written wait for the
+    /// next client again (not those sent to it alone). The last
     /// `selection_changed` sent to [`Target::All`] is kept, and a client is sent it when it is
     /// ready in the same way (before those at-mentions): the editor's selection as it stands shows
     /// at once in a `claude` started after it was made.
@@ -363,13 +369,21 @@ impl Server {
     /// }
     /// ```
     pub fn notify(&mut self, target: Target, notification: &Notification, now: Instant) -> usize {
+        let mention = matches!(notification, Notification::AtMentioned(_)).then(|| {
+            self.next_mention += 1;
+            Mention {
+                seq: self.next_mention,
+                at: now,
+                notification: notification.clone(),
+            }
+        });
         self.scratch.clear();
         notification.write_json(&mut self.scratch);
         let frame = std::mem::take(&mut self.scratch);
         let mut reached = 0;
         {
             let tools = matches!(notification, Notification::ToolsListChanged);
-            let mention = matches!(notification, Notification::AtMentioned(_));
+            let to_all = target == Target::All;
             let (conns, mut cx) = self.parts();
             let most_mentions = cx.config.limits.max_queued_mentions;
             // The frame for clients that name files otherwise ([`Server::set_client_paths`]),
@@ -378,7 +392,7 @@ impl Server {
             // The clients that hold it (not ready for it yet), and whether another was written it.
             let (mut holders, mut written) = (Vec::new(), false);
             let mut send = |c: &mut Connection| {
-                if mention && c.hold_mention(notification, now, most_mentions) {
+                if (mention.as_ref()).is_some_and(|m| c.hold_mention(m, to_all, most_mentions)) {
                     holders.push(c.id);
                     return 1;
                 }
@@ -430,16 +444,13 @@ impl Server {
         if target == Target::All && matches!(notification, Notification::SelectionChanged(_)) {
             self.selection = Some(notification.clone());
         }
-        if reached == 0
-            && target == Target::All
-            && matches!(notification, Notification::AtMentioned(_))
-        {
+        if let Some(m) = mention.filter(|_| reached == 0 && target == Target::All) {
             self.expire_mentions(now);
             if self.config.limits.max_queued_mentions > 0 {
                 while self.mentions.len() >= self.config.limits.max_queued_mentions {
                     self.mentions.pop_front();
                 }
-                self.mentions.push_back((now, notification.clone()));
+                self.mentions.push_back(m);
             }
         }
         reached
@@ -447,8 +458,8 @@ impl Server {
 
     fn expire_mentions(&mut self, now: Instant) {
         let ttl = self.config.limits.mention_ttl;
-        while let Some((t, _)) = self.mentions.front() {
-            if now.saturating_duration_since(*t) > ttl {
+        while let Some(m) = self.mentions.front() {
+            if now.saturating_duration_since(m.at) > ttl {
                 self.mentions.pop_front();
             } else {
                 break;

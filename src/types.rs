@@ -332,7 +332,20 @@ pub(crate) struct EndpointCx<'a> {
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) dirty: &'a mut VecDeque<ConnectionId>,
     pub(crate) next_seq: &'a mut u64,
-    pub(crate) mentions: &'a mut VecDeque<(Instant, Notification)>,
+    pub(crate) mentions: &'a mut VecDeque<Mention>,
     /// The last `selection_changed` sent to all, which a new client is sent once it is ready.
     pub(crate) selection: &'a Option<Notification>,
+}
+
+/// An `at_mentioned` kept for a client not ready for it (queued by the server while no client
+/// takes it, or held by a client until its welcome).
+#[derive(Clone)]
+pub(crate) struct Mention {
+    /// Its number among the at-mentions the server was given (one sent to several clients has
+    /// one number): the order they were sent in, and which are the same when clients that held
+    /// it give it back.
+    pub(crate) seq: u64,
+    /// When it was sent: its time to live counts from then.
+    pub(crate) at: Instant,
+    pub(crate) notification: Notification,
 }

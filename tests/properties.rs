@@ -448,3 +448,29 @@ fn scripted_operations_exercise_every_message_kind() {
     )));
     h.finish(false);
 }
+
+#[test]
+fn an_at_mention_for_one_client_gone_before_its_welcome_goes_to_no_other() {
+    // Connection 0 holds an at-mention sent to it alone (it initialized a moment ago) and goes;
+    // a client that comes next is not written it.
+    let send = |conn, msg| Op::Send {
+        conn,
+        msg,
+        id: 0,
+        feed: usize::MAX,
+    };
+    let mut ops = opening();
+    ops.extend([
+        Op::Notify {
+            kind: 1,
+            target: Some(0),
+        },
+        Op::Hangup(0),
+        Op::Accept,
+        send(2, 0),
+        send(2, 3),
+        send(2, 4),
+        Op::Advance(Duration::from_secs(4)),
+    ]);
+    Harness::run(&ops, Limits::default(), false, true);
+}

@@ -27,7 +27,7 @@ pub const HARNESS_TOKEN: &str = "harness-token-0123456789abcdefghijklmnop";
 pub const MEMORY_SLACK: usize = 64 * 1024;
 
 /// Kinds of client message, chosen by `Op::Send { msg, .. }` modulo this count.
-pub const MSG_KINDS: u8 = 26;
+pub const MSG_KINDS: u8 = 28;
 
 /// Tab names used by `openDiff` and `close_tab` (few, so they collide).
 pub const TABS: [&str; 3] = [
@@ -122,6 +122,8 @@ pub struct Harness {
     mask: u32,
     /// Events seen so far (for the properties' own checks).
     pub events: Vec<Event>,
+    /// Every `at_mentioned` sent, by its number (its `lineStart`), and to whom (`None`: to all).
+    mentions: Vec<Option<ConnectionId>>,
 }
 
 impl Harness {
@@ -147,6 +149,7 @@ impl Harness {
             slow_backlog: false,
             mask: 0x9e37_79b9,
             events: Vec::new(),
+            mentions: Vec::new(),
         }
     }
 
@@ -250,7 +253,13 @@ impl Harness {
                         None => Target::All,
                     },
                 };
-                let n = notification(*kind);
+                let n = notification(*kind, self.mentions.len() as u32);
+                if matches!(n, Notification::AtMentioned(_)) {
+                    self.mentions.push(match target {
+                        Target::All => None,
+                        Target::Connection(c) => Some(c),
+                    });
+                }
                 self.server.notify(target, &n, self.now);
             }
             Op::Close(i) => {
@@ -479,7 +488,31 @@ impl Harness {
             assert!(self.disconnected.contains(c), "{c} never disconnected");
         }
         for (c, bytes) in &self.received {
-            check_server_output(*c, bytes);
+            let messages = check_server_output(*c, bytes);
+            self.check_mentions(*c, &messages);
+        }
+    }
+
+    /// The at-mentions a connection was written: each once, in the order they were sent, and
+    /// only those sent to all or to it.
+    fn check_mentions(&self, c: ConnectionId, messages: &[Value]) {
+        let mut last = None;
+        for m in messages {
+            if m["method"] != "at_mentioned" {
+                continue;
+            }
+            let n = m["params"]["lineStart"].as_u64().expect("lineStart") as usize;
+            assert!(n < self.mentions.len(), "{c}: at-mention {n} never sent");
+            let to = self.mentions[n];
+            assert!(
+                to.is_none_or(|t| t == c),
+                "{c}: written at-mention {n}, sent to {to:?} alone"
+            );
+            assert!(
+                last.is_none_or(|l| l < n),
+                "{c}: at-mention {n} written after {last:?}"
+            );
+            last = Some(n);
         }
     }
 
@@ -619,10 +652,12 @@ impl Harness {
                     json!({"path": "../../etc/passwd", "content": "x"}),
                 ),
             ),
-            _ => text(
+            25 => text(
                 &mut out,
                 &json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string(),
             ),
+            26 => text(&mut out, &rpc(id, "prompts/list", json!({}))),
+            _ => text(&mut out, &rpc(id, "resources/list", json!({}))),
         }
         out
     }
@@ -662,7 +697,8 @@ fn tool_result(kind: u8) -> ToolResult {
     }
 }
 
-fn notification(kind: u8) -> Notification {
+/// Notification `kind`; an `at_mentioned` carries `mention` as its `lineStart`.
+fn notification(kind: u8, mention: u32) -> Notification {
     match kind % 5 {
         0 => Notification::SelectionChanged(SelectionChanged {
             text: "fn main".into(),
@@ -672,8 +708,8 @@ fn notification(kind: u8) -> Notification {
         }),
         1 => Notification::AtMentioned(AtMentioned {
             file_path: "/ws/src/main.rs".into(),
-            line_start: Some(1),
-            line_end: Some(kind as u32),
+            line_start: Some(mention),
+            line_end: Some(mention + u32::from(kind)),
         }),
         2 => Notification::LogEvent(LogEvent {
             event_name: "e".into(),
@@ -691,42 +727,47 @@ fn notification(kind: u8) -> Notification {
 
 /// What a connection's socket received must be a response head (a 101 followed by well-formed,
 /// unmasked server frames carrying JSON text, nothing after a Close; or a refusal), possibly cut
-/// short where the connection was aborted or hung up.
-pub fn check_server_output(c: ConnectionId, bytes: &[u8]) {
+/// short where the connection was aborted or hung up. Returns the JSON messages of its whole
+/// text frames.
+pub fn check_server_output(c: ConnectionId, bytes: &[u8]) -> Vec<Value> {
+    let mut messages = Vec::new();
     if bytes.is_empty() {
-        return;
+        return messages;
     }
     let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n");
     assert!(
         bytes.starts_with(b"HTTP/1.1 ") || b"HTTP/1.1 ".starts_with(bytes),
         "{c}: output does not start with a status line"
     );
-    let Some(end) = head_end else { return };
+    let Some(end) = head_end else {
+        return messages;
+    };
     if !bytes.starts_with(b"HTTP/1.1 101 ") {
         // A refusal: a head, a one-line body, nothing more.
         let body = &bytes[end + 4..];
         assert!(body.len() <= 128 && !body.starts_with(b"\x81"), "{c}");
-        return;
+        return messages;
     }
     let mut pos = end + 4;
     let mut closed = false;
     while pos < bytes.len() {
         let (h, n) = match decode_header(&bytes[pos..]) {
             Ok(Some(x)) => x,
-            Ok(None) => return, // cut short
+            Ok(None) => return messages, // cut short
             Err(e) => panic!("{c}: invalid server frame: {e:?}"),
         };
         assert!(h.mask.is_none(), "{c}: server frames are never masked");
         assert!(!closed, "{c}: a frame after the server's Close");
         let len = h.payload_len as usize;
         if pos + n + len > bytes.len() {
-            return; // cut short
+            return messages; // cut short
         }
         let payload = &bytes[pos + n..pos + n + len];
         match h.opcode {
             1 => {
                 let v: Result<Value, _> = serde_json::from_slice(payload);
                 assert!(v.is_ok(), "{c}: a text frame that is not JSON");
+                messages.extend(v.ok());
             }
             8 => closed = true,
             9 | 10 => {}
@@ -734,4 +775,5 @@ pub fn check_server_output(c: ConnectionId, bytes: &[u8]) {
         }
         pos += n + len;
     }
+    messages
 }
