@@ -387,6 +387,73 @@ proptest! {
     }
 }
 
+/// Operations around at-mentions: clients come (initialized, and then ready for news or not),
+/// and go, while the editor sends at-mentions to all or to one of them and time passes.
+fn mention_ops() -> impl Strategy<Value = Vec<Op>> {
+    let conn = 0usize..6;
+    let action = prop_oneof![
+        // A new client, its opening messages sent up to a point: 3 initialized, 4 also asked for
+        // the tools, 7 ready for news (the three lists and `ide_connected`).
+        3 => prop::sample::select(vec![1usize, 3, 4, 7]).prop_map(|n| (0u8, n, None)),
+        // A client says more of its opening (a ready client, one listed twice: harmless).
+        2 => (conn.clone(), 3usize..7).prop_map(|(c, step)| (1, step, Some(c))),
+        6 => (prop_oneof![4 => Just(1u8), 1 => any::<u8>()], prop::option::of(conn.clone()))
+            .prop_map(|(kind, target)| (2, kind as usize, target)),
+        4 => prop_oneof![3 => 0usize..500, 1 => 500usize..4_000].prop_map(|ms| (3, ms, None)),
+        1 => conn.clone().prop_map(|c| (4, 0, Some(c))),
+        2 => conn.prop_map(|c| (5, 0, Some(c))),
+        1 => prop::option::of(0usize..300).prop_map(|b| (6, b.unwrap_or(usize::MAX), None)),
+    ];
+    prop::collection::vec(action, 0..40).prop_map(|actions| {
+        // Message kinds of a client's opening, in order (tests/common/harness.rs).
+        const OPENING: [u8; 7] = [0, 3, 4, 5, 26, 27, 21];
+        let send = |conn, msg| Op::Send {
+            conn,
+            msg,
+            id: msg,
+            feed: usize::MAX,
+        };
+        let mut ops = Vec::new();
+        let mut clients = 0;
+        for (what, n, c) in actions {
+            match what {
+                0 => {
+                    ops.push(Op::Accept);
+                    ops.extend(OPENING[..n].iter().map(|&m| send(clients, m)));
+                    clients += 1;
+                }
+                1 => ops.push(send(c.unwrap_or(0), OPENING[n])),
+                2 => ops.push(Op::Notify {
+                    kind: n as u8,
+                    target: c,
+                }),
+                3 => ops.push(Op::Advance(Duration::from_millis(n as u64))),
+                4 => ops.push(Op::Close(c.unwrap_or(0))),
+                5 => ops.push(Op::Hangup(c.unwrap_or(0))),
+                _ => ops.push(Op::WriteBudget((n != usize::MAX).then_some(n))),
+            }
+        }
+        ops.push(Op::WriteBudget(None));
+        ops.push(Op::Advance(Duration::from_secs(4)));
+        ops
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Each connection is written each at-mention once at most, in the order they were sent, and
+    /// only those sent to all or to it (checked by the harness at the end).
+    #[test]
+    fn random_clients_and_at_mentions_keep_the_invariants(
+        ops in mention_ops(),
+        small in any::<bool>(),
+    ) {
+        let limits = if small { small_limits() } else { Limits::default() };
+        Harness::run(&ops, limits, false, true);
+    }
+}
+
 #[test]
 fn scripted_operations_exercise_every_message_kind() {
     // Every message kind on an initialized connection, answers to all calls, then shutdown.
