@@ -488,7 +488,7 @@ fn wsl_mounted_drive(uri: &str) -> Option<String> {
     claude_ide_bridge::path_of_wsl_mount(&claude_ide_bridge::uri_to_path(uri)?)
 }
 
-/// A path in the engine's wire form (`/c/ws/a.rs`, `//host/share/a.rs`: what `normalize` gives)
+/// A path in the engine's wire form (`/c/ws/a.rs`, as `normalize` gives it; `//host/share/a.rs`)
 /// as Windows writes it (`C:\ws\a.rs`, `\\host\share\a.rs`), whose `file_uri` names the drive
 /// as the language servers' URIs and claude's do (`file:///c:/ws/a.rs`; the wire form's own,
 /// `file:///c/ws/a.rs`, names no file here). Any other path as it is.
