@@ -13,8 +13,10 @@
 //!   the file and its size).
 //! - **Paths stay inside the workspace folders.** A path is resolved one component at a time
 //!   from the folder's directory handle with `openat(dir, name, O_NOFOLLOW)`; a symbolic link is
-//!   read with `readlinkat` and followed only when its target, resolved lexically, stays inside
-//!   the same folder (then the walk starts again from the folder's handle). A link leading out,
+//!   read with `readlinkat` and followed only while its target stays inside a folder (the walk
+//!   starts again from the folder's handle, and a `..` in the target is the parent of the
+//!   directory reached, as the kernel takes it, not of the name before it, so that the file
+//!   found is the one every other program finds by the path). A link leading out,
 //!   a dangling link leading out, a symlinked parent directory leading out, and `..` climbing out
 //!   are all refused with [`Error::Outside`].
 //! - **Writes are atomic** and keep the file's mode: a temporary file is created with

@@ -18,12 +18,16 @@
 //!   The files crate reads a link's target lexically, so its answer can differ (through an
 //!   absolute link that returns inside, say). Same check as above: cap-std refuses; the files
 //!   crate reads, if at all, only the file the kernel reaches, inside the folder.
-//! - **`..` or `.` after a symbolic link, a file or a missing name** (`l/..` with `l` a link to
-//!   a directory, `f/.`, `nope/../f`). The files crate resolves `..` lexically, as a path string
-//!   (`l/..` is the directory holding `l`, `nope/../f` is `f`); cap-std resolves it physically,
-//!   as the kernel does (`l/..` is the parent of `l`'s target; `f/.` and `nope/..` fail). Both are safe; they name
-//!   different files, so these paths are not compared (they are counted, and the test requires
-//!   that most paths are compared).
+//! - **`..` in the request after a symbolic link, a file or a missing name, and `.` after
+//!   one** (`l/..` with `l` a link to a directory, `f/.`, `nope/../f`). The files crate resolves
+//!   the request's `..` lexically, as a path string, before it walks (`l/..` is the directory
+//!   holding `l`, `nope/../f` is `f`), and leaves out a `.` in a link's target; cap-std
+//!   resolves them physically, as the kernel does (`l/..` is the parent of `l`'s target; `f/.`
+//!   and `nope/..` fail). The files crate then acts on the file it named itself, inside the
+//!   folder; they name different files, so these paths are not compared (they are counted, and
+//!   the test requires that most paths are compared). A `..` in a link's target is resolved
+//!   physically by both (`l -> k/..` with `k` a link is the parent of `k`'s target), and
+//!   compared: a client that writes a path the files crate found inside writes there.
 //!
 //! The kernel's resolution, which says which rule applies, is this test's own walk with
 //! `symlink_metadata` and `read_link`, one component at a time.
@@ -138,20 +142,26 @@ struct Kernel {
     absolute_link: bool,
     /// The walk left the folder at some step.
     left: bool,
-    /// A `..` or `.` came after a link, a file or a missing name: lexical and physical readings
-    /// differ.
+    /// A request's `..` after a link, a file or a missing name, or a `.` after a link: the
+    /// files crate's lexical reading and the physical one differ.
     lexical_differs: bool,
 }
 
 fn kernel(folder: &Path, request: &[&str]) -> Kernel {
     let mut k = Kernel::default();
     let mut cur = folder.to_path_buf();
-    // Each pending component, with whether it comes right after a link or a file.
-    let mut todo: VecDeque<(OsString, bool)> =
-        request.iter().map(|c| (OsString::from(c), false)).collect();
+    // Each pending component, with whether it comes right after a link or a file, and whether
+    // it is the request's (not a link target's).
+    let mut todo: VecDeque<(OsString, bool, bool)> = (request.iter())
+        .map(|c| (OsString::from(c), false, true))
+        .collect();
+    // A later `..` of the request, which the files crate takes away lexically.
+    let request_up = |todo: &VecDeque<(OsString, bool, bool)>| {
+        todo.iter().any(|(c, _, request)| *request && c == "..")
+    };
     let mut links = 0;
-    while let Some((c, after_link)) = todo.pop_front() {
-        if after_link && (c == ".." || c == ".") {
+    while let Some((c, after_link, request)) = todo.pop_front() {
+        if after_link && (c == "." || (c == ".." && request)) {
             k.lexical_differs = true;
         }
         if c == "." {
@@ -164,22 +174,23 @@ fn kernel(folder: &Path, request: &[&str]) -> Kernel {
         }
         let next = cur.join(&c);
         let Ok(meta) = fs::symlink_metadata(&next) else {
-            // Missing: a later `..` takes it away lexically (`nope/../f` is `f`).
-            k.lexical_differs |= todo.iter().any(|(c, _)| c == "..");
+            // Missing: a later `..` of the request takes it away lexically (`nope/../f` is `f`).
+            k.lexical_differs |= request_up(&todo);
             return k;
         };
         if meta.file_type().is_symlink() {
             links += 1;
             if links > 40 {
-                // A loop (ELOOP), unless a later `..` takes the looping name away lexically.
-                k.lexical_differs |= todo.iter().any(|(c, _)| c == "..");
+                // A loop (ELOOP), unless a later `..` of the request takes the looping name away
+                // lexically.
+                k.lexical_differs |= request_up(&todo);
                 return k;
             }
             let target = fs::read_link(&next).unwrap();
             if let Some(t) = todo.front_mut() {
                 t.1 = true;
             }
-            let mut parts: Vec<(OsString, bool)> = Vec::new();
+            let mut parts: Vec<(OsString, bool, bool)> = Vec::new();
             for part in target.components() {
                 match part {
                     Component::RootDir => {
@@ -187,9 +198,9 @@ fn kernel(folder: &Path, request: &[&str]) -> Kernel {
                         cur = PathBuf::from("/");
                         k.left = true;
                     }
-                    Component::CurDir => parts.push((".".into(), false)),
-                    Component::ParentDir => parts.push(("..".into(), false)),
-                    Component::Normal(n) => parts.push((n.to_owned(), false)),
+                    Component::CurDir => parts.push((".".into(), false, false)),
+                    Component::ParentDir => parts.push(("..".into(), false, false)),
+                    Component::Normal(n) => parts.push((n.to_owned(), false, false)),
                     Component::Prefix(_) => unreachable!("Unix paths have no prefix"),
                 }
             }
@@ -201,7 +212,7 @@ fn kernel(folder: &Path, request: &[&str]) -> Kernel {
             if target.as_os_str().as_bytes().ends_with(b"/.")
                 || target.as_os_str().as_bytes().ends_with(b"/")
             {
-                parts.push((".".into(), false));
+                parts.push((".".into(), false, false));
             }
             for p in parts.into_iter().rev() {
                 todo.push_front(p);
@@ -215,7 +226,7 @@ fn kernel(folder: &Path, request: &[&str]) -> Kernel {
         }
         // A file (or anything not a directory): the path must end here.
         if let Some(t) = todo.front() {
-            if todo.iter().any(|(c, _)| c == ".." || c == ".") || t.1 {
+            if request_up(&todo) || todo.iter().any(|(c, _, _)| c == ".") || t.1 {
                 k.lexical_differs = true;
             }
             return k; // ENOTDIR
@@ -345,6 +356,9 @@ fn the_stated_differences_are_real() {
         (0, "k", Kind::Relative(vec!["a", "b"])),
         (1, "t", Kind::Relative(vec!["f", "."])),
         (1, "u", Kind::Relative(vec!["b", "."])),
+        (0, "n", Kind::Relative(vec!["k", "..", "g"])),
+        (0, "x", Kind::Absolute(false, vec!["out", "a"])),
+        (0, "esc", Kind::Relative(vec!["x", "..", "f"])),
     ]);
     let folder = root.join("ws");
     let ws = Workspace::new(vec![folder.to_str().unwrap().into()], Limits::default());
@@ -375,6 +389,20 @@ fn the_stated_differences_are_real() {
         !k.lexical_differs && k.file == Some(folder.join("a/b/f")),
         "{k:?}"
     );
+    // A `..` in a link's target after a link is the parent of that link's target for both, as
+    // for the kernel: `n -> k/../g` is `a/g`; `esc -> x/../f`, with x a link to `out/a` outside,
+    // is `out/f`, refused (a client writing `esc` where the files crate said "inside" would
+    // write outside).
+    let (shown, _) = ws.read("n").unwrap();
+    assert_eq!(Path::new(&shown), folder.join("a/g"));
+    assert!(dir.open("n").is_ok());
+    let k = kernel(&folder, &["n"]);
+    assert!(
+        !k.lexical_differs && k.file == Some(folder.join("a/g")),
+        "{k:?}"
+    );
+    assert!(ws.read("esc").is_err() && ws.writable("esc").is_err());
+    assert_eq!(kernel(&folder, &["esc"]).file, Some(root.join("out/f")));
     // The walk sees the other two rules too.
     assert!(kernel(&folder, &["l"]).absolute_link);
     assert!(kernel(&folder, &["m"]).left);

@@ -241,8 +241,14 @@ fn links_leading_out_are_refused_and_links_inside_are_followed() {
     symlink("loop-b", t.ws.join("loop-a")).unwrap();
     symlink("loop-a", t.ws.join("loop-b")).unwrap();
     symlink(".", t.ws.join("self")).unwrap();
+    // `..` after a link is the parent of where that link leads: `up-out` is `outside`.
+    fs::create_dir(t.outside.join("sub")).unwrap();
+    symlink(t.outside.join("sub"), t.ws.join("deep-out")).unwrap();
+    symlink("deep-out/..", t.ws.join("up-out")).unwrap();
     let ws = t.workspace(Limits::default());
     for p in [
+        "up-out/secret",
+        "up-out/new-file",
         "escape/secret",
         "secret-link",
         "relative-out",
@@ -268,7 +274,7 @@ fn links_leading_out_are_refused_and_links_inside_are_followed() {
         fs::read_to_string(t.outside.join("secret")).unwrap(),
         "secret\n"
     );
-    assert_eq!(fs::read_dir(&t.outside).unwrap().count(), 1);
+    assert_eq!(fs::read_dir(&t.outside).unwrap().count(), 2);
 
     assert_eq!(ws.read_text("inside-rel").unwrap().content, "A\n");
     let via = ws.read_text("inside-abs/a.rs").unwrap();

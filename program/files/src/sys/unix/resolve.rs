@@ -5,11 +5,17 @@
 //! components (no `.`, no `..`, no empty ones). The walk ([`Workspace::walk`]) then opens each
 //! directory with `openat(dir, name, O_DIRECTORY | O_NOFOLLOW)` relative to the previous one,
 //! starting from the folder's own handle. A symbolic link met on the way is read with
-//! `readlinkat`, its target is joined to the components walked so far and normalised lexically:
-//! when the result is still inside a workspace folder the walk starts again from that folder's
-//! handle with the new components, and otherwise the path is refused. Because every `openat`
-//! names one plain component relative to a handle reached the same way, nothing outside the
-//! folders is ever opened, whatever the links say and whenever they change.
+//! `readlinkat` and its target's components take its place, after the components walked so far
+//! (a relative target) or from the root (an absolute one); the walk starts again from the
+//! folder's handle (for an absolute target, from the folder it names, or it is refused). A `..`
+//! in a target is the parent of the directory the walk has reached, as the kernel takes it,
+//! not a lexical step over the name before it (`inner/..` where `inner` is a link to
+//! `/elsewhere/a` is `/elsewhere`): it drops the last component walked, which is never a link,
+//! and above a folder's top it goes on from the folder's real path, the walk going on only when
+//! that is inside a folder. Because every `openat` names one plain component relative to a
+//! handle reached the same way, nothing outside the folders is ever opened, whatever the links
+//! say and whenever they change, and the place a path leads to is the one every other program
+//! reaches by it.
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
@@ -72,6 +78,14 @@ pub(crate) enum Missing {
     /// Stop at the first missing directory and report it as the location (nothing exists there;
     /// whatever is created below it is created inside the folder).
     Stop,
+}
+
+/// A link's target as components to walk: `.` and empty ones left out, `..` kept (the walk
+/// takes it as the kernel does).
+fn target_parts(target: &[u8]) -> impl Iterator<Item = OsString> + '_ {
+    (target.split(|b| *b == b'/'))
+        .filter(|part| !matches!(*part, b"" | b"."))
+        .map(|part| OsString::from_vec(part.to_vec()))
 }
 
 /// Splits a normalised absolute or relative byte path into components, resolving `.` and `..`
@@ -236,9 +250,29 @@ impl Workspace {
             let mut i = 0;
             while i < todo.len() {
                 let name = todo[i].clone();
+                if name == ".." {
+                    // From a link's target: the parent of the directory reached, which `done`
+                    // names without a link. Above the folder's top, from its real path.
+                    if done.pop().is_some() {
+                        done.extend(todo.drain(i + 1..));
+                        todo = done;
+                    } else {
+                        let mut base = self.canonical_parts(folder);
+                        base.pop();
+                        (folder, todo) = self.enter(path, base, todo.drain(i + 1..), || {
+                            format!("`..` above {}", self.folders[folder].advertised)
+                        })?;
+                    }
+                    continue 'restart;
+                }
                 let last = i + 1 == todo.len();
                 let stat = match statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
                     Ok(st) => st,
+                    // A link's target climbing out of a directory that is not there: nothing
+                    // is there for the kernel either (and nothing is made on the way).
+                    Err(Errno::NOENT) if todo[i + 1..].iter().any(|c| c == "..") => {
+                        return Err(Error::NotFound { path: path.into() });
+                    }
                     // The last name may be missing (it is what a caller creates); with
                     // `Missing::Stop` so may any other, and the walk ends there.
                     Err(Errno::NOENT) if last || missing == Missing::Stop => {
@@ -339,8 +373,41 @@ impl Workspace {
         }
     }
 
+    /// The components of `folder`'s real path (no link in it).
+    fn canonical_parts(&self, folder: usize) -> Vec<OsString> {
+        join_lexically(&[], self.folders[folder].canonical.as_bytes()).unwrap_or_default()
+    }
+
+    /// The folder a walk goes on in from the absolute path `base` (no link in it) and then
+    /// `rest` (a link's target's components; `..` kept), and the components to walk from its top;
+    /// a refusal (`shown` says what led there) when that is outside every folder. The leading
+    /// `..`s climb `base` (at the root, the root); the names after them, up to the next `..`,
+    /// say which folder (those above its top are its own path, trusted, and those below it are
+    /// walked).
+    fn enter(
+        &self,
+        path: &str,
+        mut base: Vec<OsString>,
+        rest: impl IntoIterator<Item = OsString>,
+        shown: impl Fn() -> String,
+    ) -> Result<(usize, Vec<OsString>), Error> {
+        let mut rest = rest.into_iter().peekable();
+        while rest.next_if(|c| c == "..").is_some() {
+            base.pop();
+        }
+        while let Some(c) = rest.next_if(|c| c != "..") {
+            base.push(c);
+        }
+        let (folder, below) =
+            (self.deepest_folder(&base)).ok_or_else(|| Error::outside(path, shown()))?;
+        let mut todo = below.to_vec();
+        todo.extend(rest);
+        Ok((folder, todo))
+    }
+
     /// Where a link found in `folder` under `done` and pointing at `target` leads: a folder and
-    /// the components below it, or a refusal when that is outside every folder.
+    /// the components to walk from its top (`..` kept), or a refusal when an absolute target is
+    /// outside every folder (a relative one is checked as it is walked).
     fn follow(
         &self,
         path: &str,
@@ -363,31 +430,18 @@ impl Workspace {
             return Err(Error::NotFound { path: path.into() });
         }
         if target.starts_with(b"/") {
-            let abs = join_lexically(&[], target).ok_or_else(|| Error::outside(path, shown()))?;
-            self.deepest_folder(&abs)
-                .map(|(i, rest)| (i, rest.to_vec()))
-                .ok_or_else(|| Error::outside(path, shown()))
-        } else if let Some(inside) = join_lexically(done, target) {
-            Ok((folder, inside))
+            self.enter(path, Vec::new(), target_parts(target), shown)
         } else {
-            // Above the folder's top, which may be inside another folder (one nested in another):
-            // taken from the folder's real path, which, as `done`, holds no link (so `..` is the
-            // directory the kernel would take).
-            let canonical = self.folders[folder].canonical.as_bytes();
-            let mut base = join_lexically(&[], canonical).unwrap_or_default();
-            base.extend_from_slice(done);
-            let abs = join_lexically(&base, target).ok_or_else(|| Error::outside(path, shown()))?;
-            self.deepest_folder(&abs)
-                .map(|(i, rest)| (i, rest.to_vec()))
-                .ok_or_else(|| Error::outside(path, shown()))
+            let mut next = done.to_vec();
+            next.extend(target_parts(target));
+            Ok((folder, next))
         }
     }
 
     /// The path a location is known by: the folder as advertised, then the components (links
     /// resolved). Refused when a component is not UTF-8 (reached through a link: the client's
     /// own paths are JSON strings): its lossy form would name another file, which a later write
-    /// would create, and the path as given may not name the file for anyone but this crate
-    /// (a link's `..` is taken lexically here, by the directory the kernel).
+    /// would create.
     pub(crate) fn display(&self, path: &str, at: &Located) -> Result<String, Error> {
         let mut s = self.folders[at.folder].advertised.clone();
         for c in &at.comps {
