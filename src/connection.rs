@@ -121,7 +121,8 @@ pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
 /// selection's next change), then the at-mentions queued while no client was connected (taken
 /// when it sent `notifications/initialized`) and those sent to it since, in order; the
 /// at-mentions are written [`MENTION_HOLD`] after it initialized if it is not ready before.
-/// Named the way the client names files then.
+/// Named the way the client names files then, and sent as news is (one that does not fit under
+/// half of `max_outbound` is left out).
 struct Welcome {
     /// The at-mentions, in order.
     mentions: VecDeque<Held>,
@@ -240,26 +241,23 @@ impl Connection {
             .iter()
             .filter(|h| now.saturating_duration_since(h.mention.at) <= ttl)
             .map(|h| &h.mention.notification);
+        // Each as news is sent ([`Connection::notify`]): one that would take the unwritten
+        // output past half of `max_outbound` is left out, not the connection.
+        let max = cx.config.limits.max_outbound;
         let mut frame = Vec::new();
         let mut wrote = false;
         for n in selection.into_iter().chain(mentions) {
-            wrote = true;
             frame.clear();
             n.for_client(self.paths)
                 .as_ref()
                 .unwrap_or(n)
                 .write_json(&mut frame);
-            if let Err(e) = s.mcp.send(&mut s.ws.sender, &frame) {
-                return self.on_send_error(e, cx);
-            }
+            wrote |= send_news(s, &frame, max);
         }
-        if !wrote {
-            return;
+        if wrote {
+            self.mark_dirty(cx);
         }
-        if over_limit(s, cx.config.limits.max_outbound) {
-            return self.outbound_full(cx);
-        }
-        self.mark_dirty(cx);
+        self.after_output(cx);
     }
 
     /// How the client names files.

@@ -1758,6 +1758,46 @@ fn a_client_ready_is_sent_the_editors_selection_as_it_stands() {
     assert!(p.messages(c).is_empty(), "sent once");
 }
 
+/// What a client is sent once ready follows the news rule: a kept selection or an at-mention
+/// that would take its unwritten output past half of `max_outbound` is left out, and the
+/// connection stays (an editor's huge selection used to drop every `claude` that connected).
+#[test]
+fn a_welcome_too_large_for_the_output_is_left_out_not_the_connection() {
+    let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
+    let big = "x".repeat(40 * 1024);
+    let selection = Notification::SelectionChanged(SelectionChanged {
+        text: "x".into(),
+        file_path: format!("/w/{big}"),
+        file_url: claude_ide_bridge::file_uri(&format!("/w/{big}")),
+        selection: Selection::new(Position::new(0, 0), Position::new(0, 1)),
+    });
+    assert_eq!(p.server.notify(Target::All, &selection, p.now), 0);
+    p.server
+        .notify(Target::All, &mention_of(&format!("/w/{big}"), 1), p.now);
+    p.server
+        .notify(Target::All, &mention_of("/w/a.rs", 2), p.now);
+    for round in 0..2 {
+        let c = p.connect_initialized_keep();
+        say_connected(&mut p, c, 4242);
+        list_all(&mut p, c, &LISTS);
+        p.advance(Duration::from_millis(300));
+        assert!(
+            !p.take_events()
+                .iter()
+                .any(|e| matches!(e, Event::Disconnected { .. })),
+            "round {round}: dropped"
+        );
+        let m = p.messages(c);
+        let lines = m.iter().map(|m| m["params"]["lineStart"].clone());
+        let expected = if round == 0 { vec![json!(2)] } else { vec![] };
+        assert_eq!(lines.collect::<Vec<_>>(), expected, "round {round}: {m:?}");
+        let r = p.request(c, json!(7), "ping", json!({}));
+        assert!(r.get("result").is_some(), "round {round}: {r}");
+        p.server.close(c, p.now).unwrap();
+        p.pump();
+    }
+}
+
 /// A client that lists and says `ide_connected` before `notifications/initialized` is ready from
 /// then on: its welcome comes 300 ms after.
 #[test]
