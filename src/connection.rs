@@ -63,6 +63,24 @@ fn over_limit(s: &mut Session, max_outbound: usize) -> bool {
     s.mcp.grew() && s.mcp.held().saturating_add(s.ws.sender.queued()) > max_outbound
 }
 
+/// What an answer adds to its result in the output queue, at most, unless its id is long: the
+/// frame's header and the JSON-RPC envelope.
+const ANSWER_FRAMING: usize = 4096;
+
+/// The error an answer too large for what the output queue has left is replaced by.
+#[cold]
+#[inline(never)]
+fn too_large(len: usize, queued: usize, max: usize) -> RpcError {
+    RpcError::new(
+        RpcError::ANSWER_TOO_LARGE,
+        format!(
+            "the answer ({len} bytes) does not fit in this connection's output queue \
+             ({max} bytes at most, {queued} waiting to be read): ask for less, or again once \
+             what waits is read"
+        ),
+    )
+}
+
 /// Queue a notification on an initialized session if its unwritten output leaves room for it
 /// under half of `max_outbound` (see [`Connection::notify`]); whether it was queued. A failure to
 /// queue is left for the caller to notice on the sender.
@@ -756,6 +774,18 @@ impl Connection {
         if s.ws.sender.close_sent() || s.ws.sender.is_aborted() {
             return Err(ApiError::NotPending);
         }
+        // An answer that would not fit in what the output queue has left is replaced by an
+        // error saying so (the client asked for more than it can be sent now), not the
+        // connection; the connection is dropped only when even that does not fit.
+        let max = cx.config.limits.max_outbound;
+        let refused;
+        let body = match body {
+            Ok(b) if b.len() + s.ws.sender.queued() + ANSWER_FRAMING > max => {
+                refused = too_large(b.len(), s.ws.sender.queued(), max);
+                Err(&refused)
+            }
+            body => body,
+        };
         let queued = s.mcp.answer_call(&mut s.ws.sender, seq, compat, body)?;
         if over_limit(s, cx.config.limits.max_outbound) {
             self.outbound_full(cx);

@@ -31,6 +31,10 @@ pub const RESOURCE_NOT_FOUND: i32 = -32002;
 /// Too many calls in progress on this connection (`Limits::max_pending_calls`): a server error
 /// (JSON-RPC's implementation-defined range), the request may be sent again later.
 pub const TOO_MANY_CALLS: i32 = -32000;
+/// An answer too large for what the connection's output queue has left
+/// (`Limits::max_outbound`): the same server error as [`TOO_MANY_CALLS`]; the request may be sent
+/// again later, or ask for less.
+pub const ANSWER_TOO_LARGE: i32 = -32000;
 
 /// A JSON-RPC error object: a code from this module's constants and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +60,8 @@ impl RpcError {
     pub const NOT_INITIALIZED: i32 = NOT_INITIALIZED;
     /// Too many calls in progress on this connection (-32000); the request may be sent again later.
     pub const TOO_MANY_CALLS: i32 = TOO_MANY_CALLS;
+    /// An answer too large for the connection's output queue (-32000); ask for less, or again later.
+    pub const ANSWER_TOO_LARGE: i32 = ANSWER_TOO_LARGE;
     /// MCP's "resource not found" (-32002), after `initialize`.
     pub const RESOURCE_NOT_FOUND: i32 = RESOURCE_NOT_FOUND;
 

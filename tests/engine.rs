@@ -2058,8 +2058,9 @@ fn a_change_of_the_tools_a_slow_client_missed_is_told_when_it_reads_again() {
 
 /// A client that stops reading misses news once half the outbound limit waits for it (it was
 /// dropped by notifications alone: a language server publishing for thousands of files cost a
-/// client paused for 15 s its connection); the answers it is owed still count to the whole limit,
-/// past which it is dropped; the other client is not harmed either way.
+/// client paused for 15 s its connection); the answers it is owed count to the whole limit: one
+/// that does not fit in what is left is answered with -32000 instead, and once not even that
+/// fits the client is dropped; the other client is not harmed either way.
 #[test]
 fn a_client_that_stops_reading_misses_news_and_is_dropped_past_its_answers() {
     let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
@@ -2081,12 +2082,71 @@ fn a_client_that_stops_reading_misses_news_and_is_dropped_past_its_answers() {
     assert!(!p.closed.contains(&slow));
     let big = "x".repeat(10 * 1024);
     for call in calls {
-        let _ = p.server.respond(call, ToolResult::text(big.clone()));
+        assert_eq!(
+            p.server.respond(call, ToolResult::text(big.clone())),
+            Ok(())
+        );
+    }
+    assert!(!p.closed.contains(&slow), "answered -32000 past the room");
+    // It goes on calling and reading nothing: answers, then errors, fill what is left.
+    // (Its input is handled without the host draining its output, as for a runtime that
+    // cannot write to it.)
+    let mut id = 100;
+    while !p.server.should_close(slow) {
+        assert!(id < 1000, "never dropped");
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "getOpenEditors", "arguments": {}}});
+        let f = p.masked_frame(OpCode::Text, true, call.to_string().as_bytes());
+        p.server.handle_input(slow, &f, p.now);
+        while let Some(e) = p.server.poll_event() {
+            if let Event::ToolCall { call, .. } = e {
+                let _ = p.server.respond(call, ToolResult::text(big.clone()));
+            }
+        }
+        id += 1;
     }
     p.pump();
     assert!(p.closed.contains(&slow));
     assert_eq!(p.server.notify(Target::All, &n, p.now), 1);
     assert!(!p.messages(fast).is_empty());
+}
+
+/// An answer larger than what the connection's output queue has left is replaced by -32000
+/// saying so, and the connection stays: a file of 10 MiB of control characters is 60 MiB of
+/// JSON, and two reads of it dropped the client.
+#[test]
+fn an_answer_too_large_for_the_output_queue_is_refused_not_the_connection() {
+    let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
+    let c = p.connect_initialized();
+    let calls: Vec<_> = (0..3)
+        .map(|i| {
+            p.call_tool(c, i, "getOpenEditors", json!({}));
+            expect_call(&mut p).0
+        })
+        .collect();
+    // Alone, too large for the queue; then two that fit one at a time, answered before the
+    // client reads: the second does not fit beside the first.
+    let sizes = [80 * 1024, 40 * 1024, 40 * 1024];
+    for (call, n) in calls.iter().zip(sizes) {
+        assert_eq!(
+            p.server.respond(*call, ToolResult::text("x".repeat(n))),
+            Ok(())
+        );
+    }
+    let m = p.messages(c);
+    assert_eq!(m.len(), 3, "{m:?}");
+    for (i, m) in m.iter().enumerate() {
+        assert_eq!(m["id"], i);
+        let refused = m["error"]["code"] == -32000;
+        assert_eq!(refused, i != 1, "{i}: {m}");
+        if refused {
+            let why = m["error"]["message"].as_str().unwrap();
+            assert!(why.contains("does not fit"), "{why}");
+        }
+    }
+    assert!(!p.closed.contains(&c));
+    let r = p.request(c, json!(9), "ping", json!({}));
+    assert!(r.get("result").is_some(), "{r}");
 }
 
 /// What the engine keeps for pending calls counts towards the outbound limit with the queued
