@@ -361,6 +361,56 @@ fn a_selection_up_to_the_limit_reaches_claude_and_a_larger_one_is_refused() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// A `filePath` or `uri` longer than any system's path is refused with an error line naming the
+/// limit (one was kept, as a selection or queued at-mentions, and sent to every `claude` that
+/// connected, which it cost its connection), and so is one holding NUL; what was kept stays.
+#[test]
+fn a_path_longer_than_any_systems_is_refused() {
+    const LIMIT: usize = 64 * 1024;
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp"]);
+    let long = format!("{}/{}", sb.ws.to_string_lossy(), "d".repeat(LIMIT));
+    let d = json!({"message":"boom","severity":"Error",
+        "range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}});
+    let file = sb.ws.join("a.rs").to_string_lossy().to_string();
+    let select = |path: &str| {
+        json!({"type":"selection_changed","filePath":path,"text":"x",
+            "selection":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}})
+        .to_string()
+    };
+    s.send_line(&select(&file));
+    for (i, line) in [
+        select(&long),
+        json!({"type":"at_mentioned","filePath":long}).to_string(),
+        json!({"type":"diagnostics","uri":long,"diagnostics":[d]}).to_string(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        s.send_line(&line);
+        let e = next_msg(&s, "error", i);
+        assert!(
+            e["message"].as_str().unwrap().contains(&LIMIT.to_string()),
+            "{e}"
+        );
+    }
+    s.send_line(&select(&format!("{file}\u{0}x")));
+    let e = next_msg(&s, "error", 3);
+    assert!(e["message"].as_str().unwrap().contains("NUL"), "{e}");
+    // A claude connecting is sent the selection kept, once it is ready for it.
+    let mut c = s.client();
+    c.send_json(&json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": 1}}));
+    for list in ["tools/list", "prompts/list", "resources/list"] {
+        c.request(list, json!({}));
+    }
+    let n = c
+        .recv_until(WAIT, |v| v["method"] == "selection_changed")
+        .expect("the kept selection");
+    assert_eq!(n["params"]["filePath"], json!(file));
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
 /// `getCurrentSelection`'s answer, for a selection of the largest size: about 28 MB of JSON (each
 /// `\u0001` escaped once in the tool's JSON text and once more in the message), which this test's
 /// debug-built client and bridge take seconds to write and read on a loaded machine. `call`'s

@@ -48,6 +48,27 @@ pub(super) struct Ready {
 /// `max_outbound` (64 MiB) and the notification within the half of it a notification may take.
 pub const MAX_SELECTION_TEXT: usize = 4 * 1024 * 1024;
 
+/// The longest `filePath` or `uri` the bridge takes from the editor (64 KiB: more than any
+/// system's longest path, Windows' 32,767 UTF-16 units written in UTF-8 included). What it keeps
+/// of one (the selection, queued at-mentions, a file's diagnostics) is sent to every `claude` that
+/// connects, so a longer one is refused with an `error` line rather than kept.
+pub const MAX_EDITOR_PATH: usize = 64 * 1024;
+
+/// Refuses a `filePath` or `uri` from the editor longer than [`MAX_EDITOR_PATH`] or holding NUL,
+/// which no file's name holds.
+fn check_editor_path(what: &str, path: &str) -> Result<(), String> {
+    if path.len() > MAX_EDITOR_PATH {
+        return Err(format!(
+            "{what} is {} bytes, more than the limit of {MAX_EDITOR_PATH}",
+            path.len()
+        ));
+    }
+    if path.contains('\0') {
+        return Err(format!("{what} contains NUL, which no file's name holds"));
+    }
+    Ok(())
+}
+
 /// What [`read_line_capped`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
@@ -520,6 +541,7 @@ impl Host {
     /// (it must be absolute: `/…`, or on Windows `C:\…` and `\\server\share\…` too), else
     /// mapped.
     fn here_path(&self, path: &str) -> Result<String, String> {
+        check_editor_path("filePath", path)?;
         if self.paths.is_empty() {
             return match path.starts_with('/') || std::path::Path::new(path).is_absolute() {
                 true => Ok(path.to_string()),
@@ -533,6 +555,7 @@ impl Host {
 
     /// The bridge's path of a `uri` from the editor (a `file://` URI or an absolute path).
     fn here_of_uri(&self, uri: &str) -> Result<String, String> {
+        check_editor_path("uri", uri)?;
         if self.paths.is_empty() {
             // The path the URI names here (on Windows one that writes its drive), normalised,
             // in the form the OS writes it: its `file_uri` is the one the servers and claude use.
@@ -628,6 +651,13 @@ pub(super) fn lossy_kind(line: &str) -> Lossy {
     }
 }
 
+/// At least the length of a file's entry as JSON, without its diagnostics: its URI escaped (as a
+/// path, a `file://` URI's percent escapes can triple it: counted as they are, the path is what
+/// the editor sent) and 32 bytes for the keys.
+fn file_weight(uri: &str) -> usize {
+    32 + json_len(uri)
+}
+
 /// At least the length of a diagnostic as JSON: its strings escaped, and 192 bytes for its keys,
 /// severity and range (four numbers up to 4294967295).
 fn weight(d: &Diagnostic) -> usize {
@@ -718,7 +748,7 @@ impl EditorDiagnostics {
                  free its entry"
             ));
         }
-        let (old_count, old_bytes) = self.files.get(uri).map_or((0, 0), |d| totals(d));
+        let (old_count, old_bytes) = self.files.get(uri).map_or((0, 0), |d| totals(uri, d));
         let (count, bytes) = (self.count - old_count, self.bytes - old_bytes);
         if count + diagnostics.len() > MAX_DIAGNOSTICS_TOTAL {
             return Err(format!(
@@ -726,7 +756,7 @@ impl EditorDiagnostics {
                  for other files)"
             ));
         }
-        let (_, these) = totals(diagnostics);
+        let (_, these) = totals(uri, diagnostics);
         if bytes + these > MAX_DIAGNOSTICS_BYTES {
             return Err(format!(
                 "at most {MAX_DIAGNOSTICS_BYTES} bytes of diagnostics are kept over all files \
@@ -741,16 +771,17 @@ impl EditorDiagnostics {
     /// The editor no longer reports `uri`.
     fn forget(&mut self, uri: &str) {
         if let Some(old) = self.files.remove(uri) {
-            let (n, b) = totals(&old);
+            let (n, b) = totals(uri, &old);
             self.count -= n;
             self.bytes -= b;
         }
     }
 }
 
-/// How many diagnostics, and their weight.
-fn totals(diagnostics: &[Diagnostic]) -> (usize, usize) {
-    (diagnostics.len(), diagnostics.iter().map(weight).sum())
+/// How many diagnostics a file has, and the weight of its entry with them.
+fn totals(uri: &str, diagnostics: &[Diagnostic]) -> (usize, usize) {
+    let bytes = file_weight(uri) + diagnostics.iter().map(weight).sum::<usize>();
+    (diagnostics.len(), bytes)
 }
 
 impl Host {
@@ -899,6 +930,27 @@ mod tests {
             Some(&Vec::new()),
             "with them it is"
         );
+    }
+
+    /// A file's URI counts towards the bytes kept (it is in `getDiagnostics`' answer, and held):
+    /// files with long URIs are refused at the byte budget, not only at the count of files.
+    #[test]
+    fn the_uris_count_towards_the_bytes_kept() {
+        let mut map = EditorDiagnostics::default();
+        let long = "d".repeat(MAX_EDITOR_PATH - 64);
+        let mut kept = 0;
+        let e = loop {
+            match map.store(&format!("/w/{long}{kept}"), &[], true) {
+                Ok(()) => kept += 1,
+                Err(e) => break e,
+            }
+            assert!(kept <= MAX_DIAGNOSTIC_FILES, "never refused");
+        };
+        assert!(e.contains(&MAX_DIAGNOSTICS_BYTES.to_string()), "{e}");
+        assert_eq!(kept, MAX_DIAGNOSTICS_BYTES / file_weight(&format!("/w/{long}0")));
+        // Freeing one makes room for one.
+        map.forget(&format!("/w/{long}0"));
+        map.store(&format!("/w/{long}new"), &[], true).unwrap();
     }
 
     #[test]
