@@ -441,9 +441,11 @@ pub fn lock_held(dir: &Path, port: u16) -> Option<LockFile> {
 }
 
 /// The lock file at `path` (`meta`: its own, not a link's target) when another process that
-/// still runs wrote it.
+/// still runs wrote it. One of another user's is none (only root can put one in this user's
+/// private folder, and [`remove_stale_locks`] passes over it too): it is not trusted to hold a
+/// port, which would send this workspace's bridge to a new port and token at every start.
 fn live_lock(path: &Path, meta: &fs::Metadata) -> Option<LockFile> {
-    if !meta.is_file() {
+    if !meta.is_file() || !sys::owned_by_me(meta) {
         return None;
     }
     let lock = read_lock(path)?;
@@ -738,6 +740,34 @@ mod tests {
             .collect();
         assert_eq!(names, [lock_file_name(port)]);
         guard.remove().unwrap();
+    }
+
+    /// Another user's lock file in this user's folder (only root can put one there) does not
+    /// hold its port, live pid or not: it is written over.
+    #[test]
+    #[cfg(unix)]
+    fn another_users_lock_file_holds_no_port() {
+        let (mut child, port) = waiting_child_and_port();
+        let dir = tempfile::tempdir().unwrap();
+        let token = claude_ide_bridge::AuthToken::from_string("t".repeat(43));
+        let mut theirs = LockFile::new(child.id(), vec!["/w".into()], "Vim", false, token.clone());
+        theirs.process_start = process_start(child.id());
+        let path = dir.path().join(lock_file_name(port));
+        fs::write(&path, theirs.to_json()).unwrap();
+        assert_eq!(port_held(dir.path(), port), Some(child.id()), "ours: held");
+        // `nobody`; only root may give a file away (anyone else: nothing to check here).
+        if std::os::unix::fs::chown(&path, Some(65534), Some(65534)).is_err() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return;
+        }
+        assert_eq!(port_held(dir.path(), port), None);
+        let ours = LockFile::new(std::process::id(), vec!["/w".into()], "Vim", false, token);
+        let mut guard = LockGuard::create(dir.path(), port, &ours, false).unwrap();
+        assert_eq!(read_lock(&path).unwrap().pid, std::process::id());
+        guard.remove().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     /// A lock file whose pid names a process started after the file was written (the pid was

@@ -947,7 +947,10 @@ mod tests {
             assert!(kept <= MAX_DIAGNOSTIC_FILES, "never refused");
         };
         assert!(e.contains(&MAX_DIAGNOSTICS_BYTES.to_string()), "{e}");
-        assert_eq!(kept, MAX_DIAGNOSTICS_BYTES / file_weight(&format!("/w/{long}0")));
+        assert_eq!(
+            kept,
+            MAX_DIAGNOSTICS_BYTES / file_weight(&format!("/w/{long}0"))
+        );
         // Freeing one makes room for one.
         map.forget(&format!("/w/{long}0"));
         map.store(&format!("/w/{long}new"), &[], true).unwrap();
