@@ -996,6 +996,7 @@ mod tests {
         map.forget("file:///0.rs");
         map.store("file:///2.rs", &[diag("shorter")], true).unwrap();
         assert_eq!(map.count, map.values().map(Vec::len).sum::<usize>());
-        assert_eq!(map.bytes, map.values().flatten().map(weight).sum::<usize>());
+        let weights = map.iter().map(|(uri, d)| totals(uri, d).1);
+        assert_eq!(map.bytes, weights.sum::<usize>());
     }
 }
