@@ -1172,6 +1172,31 @@ fn a_new_files_accepted_contents_stay_in_the_server_until_written() {
     assert_eq!(s.stop(), 0);
 }
 
+/// `getDiagnostics {}` names no file that does not exist, also when its bound was spent waiting
+/// for a server (which publishes only for a file that is not there): the file's existence was
+/// looked at within the bound only, and a ghost was listed past it.
+#[test]
+fn the_answer_for_all_files_names_none_that_does_not_exist_even_past_its_bound() {
+    let sb = Sandbox::new();
+    let (f, server) = fake_file_and_server(&sb, "ghost");
+    let mut s = Served::start(&sb, &["--lsp", &server, "--on-diff", "reject"]);
+    let mut c = Session::new(&s);
+    // The document is asked about (and waited for, in vain: "not known yet"); the ghost's
+    // errors come meanwhile.
+    let r = c.call("getDiagnostics", json!({"uri": uri(&f)}));
+    assert!(is_error(&r), "{r}");
+    let ghost = sb.ws.join("ghost.fake");
+    assert!(!ghost.exists());
+    for round in 0..2 {
+        let all = c.diagnostics(json!({}));
+        assert!(
+            all.iter().all(|d| d["uri"] != json!(uri(&ghost))),
+            "round {round}: {all:?}"
+        );
+    }
+    assert_eq!(s.stop(), 0);
+}
+
 /// Waits, at most 10 s, until `done`.
 fn wait_until(what: &str, done: impl Fn() -> bool) {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -216,6 +216,11 @@ def main():
                 linked = doc["uri"].rsplit("/", 1)[0] + "/link-out.py"
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": linked, "diagnostics": diagnostics("error")}})
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": doc["uri"], "version": doc["version"], "diagnostics": diagnostics(text)}})
+            elif MODE == "ghost":
+                # Errors for a file beside the document that does not exist, and never the
+                # document's own: a question about the document waits out its bound.
+                ghost = doc["uri"].rsplit("/", 1)[0] + "/ghost.fake"
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": ghost, "diagnostics": diagnostics("error")}})
             elif MODE == "late-unversioned":
                 # No version, each text's diagnostics 300 ms after it came.
                 time.sleep(0.3)

@@ -1141,13 +1141,15 @@ impl LanguageServers {
             .filter(|f| !in_editor(&f.uri))
             .filter(|f| match looked_up(&self.ws, &f.uri) {
                 None => false,
-                // A file gone (deleted, renamed away): its servers let go of it, and claude is
-                // not told of errors in a file that no longer exists. Looked at within the
-                // call's bound only: past it, a file is taken as there.
-                Some((path, Err(Error::NotFound { .. } | Error::NotADirectory { .. })))
-                    if Instant::now() < deadline =>
-                {
-                    !self.let_go_if_gone(Path::new(&path))
+                // A file gone (deleted, renamed away): claude is not told of errors in a file
+                // that no longer exists (unless accepted contents for it wait to be written), and
+                // its servers let go of it: within the call's bound (past it, at the next call).
+                Some((path, Err(Error::NotFound { .. } | Error::NotADirectory { .. }))) => {
+                    let path = Path::new(&path);
+                    match Instant::now() < deadline {
+                        true => !self.let_go_if_gone(path),
+                        false => !self.memory().gone(path, Instant::now()),
+                    }
                 }
                 Some(_) => true,
             })
