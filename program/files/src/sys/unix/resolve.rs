@@ -260,7 +260,8 @@ impl Workspace {
                         let mut base = self.canonical_parts(folder);
                         base.pop();
                         (folder, todo) = self.enter(path, base, todo.drain(i + 1..), || {
-                            format!("`..` above {}", self.folders[folder].advertised)
+                            let top = &self.folders[folder].advertised;
+                            format!("a symbolic link's `..` leads above {top}")
                         })?;
                     }
                     continue 'restart;
