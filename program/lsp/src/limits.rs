@@ -22,6 +22,12 @@ pub struct LspLimits {
     pub max_files: usize,
     /// Diagnostics kept in all, per server.
     pub max_total_diagnostics: usize,
+    /// Bytes of diagnostics kept in all, per server, each counted as its strings and a fixed
+    /// part (about its size in memory): the counts above allow 20,000 messages of 2,000
+    /// characters of four bytes, 160 MB, which a server that publishes such messages filled.
+    /// Past it, as past the count, files the server has not open make room first, then the open
+    /// file used longest ago, and a file's list keeps its most severe diagnostics that fit.
+    pub max_total_bytes: usize,
     /// Documents kept open in a server; the least recently used is closed beyond it, and the
     /// diagnostics held for it are forgotten (`on_change` is told it has none).
     pub max_open_files: usize,
@@ -85,6 +91,7 @@ impl Default for LspLimits {
             max_message_chars: 2000,
             max_files: 2000,
             max_total_diagnostics: 20_000,
+            max_total_bytes: 8 << 20,
             max_open_files: 200,
             max_outbox_bytes: 64 << 20,
             max_log_bytes: 8 << 20,

@@ -132,6 +132,28 @@ impl Stored {
     fn len(&self) -> usize {
         self.items.len() + self.pushed.len()
     }
+
+    /// The [`weight`] of both lists.
+    fn bytes(&self) -> usize {
+        weight(&self.items) + weight(&self.pushed)
+    }
+}
+
+/// What diagnostics count towards [`LspLimits::max_total_bytes`]: their strings, and 160 bytes
+/// each for the rest (about what one takes in memory besides its strings).
+fn weight(items: &[Diagnostic]) -> usize {
+    (items.iter())
+        .map(|d| {
+            let code = d
+                .code
+                .as_ref()
+                .map_or(0, |c| c.as_str().map_or(8, str::len));
+            160 + d.message.len()
+                + d.severity.len()
+                + d.source.as_ref().map_or(0, String::len)
+                + code
+        })
+        .sum()
 }
 
 /// Which of a file's lists a server's diagnostics go to ([`Stored::pushed`]).
@@ -193,6 +215,8 @@ pub(crate) struct State {
     versions: i32,
     diags: HashMap<String, Stored>,
     total: usize,
+    /// The [`weight`] of every file's diagnostics held.
+    bytes: usize,
     seq: u64,
     clock: u64,
     /// Texts synced before the server was initialized: sent when it is.
@@ -273,6 +297,7 @@ impl State {
             versions: 0,
             diags: HashMap::new(),
             total: 0,
+            bytes: 0,
             seq: 0,
             clock: 0,
             early: VecDeque::new(),
@@ -763,6 +788,7 @@ impl State {
             return;
         };
         self.total -= stored.len();
+        self.bytes -= stored.bytes();
         if stored.len() > 0 {
             self.effects.push(Effect::Changed(FileDiagnostics {
                 uri: file_uri(path),
@@ -1033,6 +1059,12 @@ impl State {
             List::Pushed => s.pushed.len(),
         };
         let old_len = self.diags.get(path).map_or(0, held);
+        let old_bytes = (self.diags.get(path)).map_or(0, |s| match list {
+            List::Main => weight(&s.items),
+            List::Pushed => weight(&s.pushed),
+        });
+        let new_bytes = weight(&items);
+        let max_bytes = self.limits.max_total_bytes;
         let is_new = !self.diags.contains_key(path);
         // A file the server was not given, new here, takes no other's place: once the bounds are
         // reached it is not kept. Evicting another (announced empty) for it made a server that
@@ -1056,14 +1088,17 @@ impl State {
             }
             if self.diags.len() >= self.limits.max_files
                 || self.total + items.len() > self.limits.max_total_diagnostics
+                || self.bytes + new_bytes > max_bytes
             {
                 return None;
             }
         }
         // Room for a new file, and for the new total: files the server has not open go first.
-        while (is_new && self.diags.len() >= self.limits.max_files)
-            || self.total - old_len + items.len() > self.limits.max_total_diagnostics
-        {
+        let over = |s: &Self| {
+            s.total - old_len + items.len() > s.limits.max_total_diagnostics
+                || s.bytes - old_bytes + new_bytes > max_bytes
+        };
+        while (is_new && self.diags.len() >= self.limits.max_files) || over(self) {
             let victim = self
                 .diags
                 .keys()
@@ -1086,11 +1121,7 @@ impl State {
                 .min_by_key(|(_, d)| d.last_used)
                 .map(|(p, _)| p.clone());
             match open {
-                Some(open)
-                    if self.total - old_len + items.len() > self.limits.max_total_diagnostics =>
-                {
-                    self.close(&open)
-                }
+                Some(open) if over(self) => self.close(&open),
                 _ => break,
             }
         }
@@ -1102,6 +1133,7 @@ impl State {
             .max_total_diagnostics
             .saturating_sub(self.total - old_len);
         let items = most_severe(items, room, Diagnostic::severity_rank);
+        let items = within_bytes(items, max_bytes.saturating_sub(self.bytes - old_bytes));
         let seq = self.seq;
         let at = Instant::now();
         let stored = self.diags.entry(path.to_owned()).or_insert(Stored {
@@ -1118,6 +1150,7 @@ impl State {
         };
         let changed = is_new && !items.is_empty() || *slot != items;
         self.total = self.total - slot.len() + items.len();
+        self.bytes = self.bytes - weight(slot) + weight(&items);
         if changed {
             *slot = items;
         }
@@ -1141,6 +1174,9 @@ impl State {
         let sum: usize = self.diags.values().map(Stored::len).sum();
         assert_eq!(self.total, sum, "the running total");
         assert!(sum <= self.limits.max_total_diagnostics);
+        let bytes: usize = self.diags.values().map(Stored::bytes).sum();
+        assert_eq!(self.bytes, bytes, "the running weight");
+        assert!(bytes <= self.limits.max_total_bytes);
         assert!(self.diags.values().all(|d| {
             let most = self.limits.max_diagnostics_per_file;
             d.items.len() <= most && d.pushed.len() <= most
@@ -1344,6 +1380,30 @@ fn most_severe<T>(mut items: Vec<T>, max: usize, rank: impl Fn(&T) -> u8) -> Vec
     let mut keep = vec![false; items.len()];
     for &(_, i) in &order[..max] {
         keep[i] = true;
+    }
+    let mut keep = keep.into_iter();
+    items.retain(|_| keep.next().unwrap_or(false));
+    items
+}
+
+/// The most severe of `items` whose [`weight`] fits in `max` bytes, in the order they came (as
+/// [`most_severe`], by bytes).
+fn within_bytes(mut items: Vec<Diagnostic>, max: usize) -> Vec<Diagnostic> {
+    if weight(&items) <= max {
+        return items;
+    }
+    let mut order: Vec<(u8, usize)> = (items.iter().map(Diagnostic::severity_rank))
+        .zip(0..)
+        .collect();
+    order.sort_unstable();
+    let mut keep = vec![false; items.len()];
+    let mut left = max;
+    for (_, i) in order {
+        let w = weight(std::slice::from_ref(&items[i]));
+        if w <= left {
+            left -= w;
+            keep[i] = true;
+        }
     }
     let mut keep = keep.into_iter();
     items.retain(|_| keep.next().unwrap_or(false));

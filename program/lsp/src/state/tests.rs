@@ -194,6 +194,53 @@ fn memory_is_bounded_per_file_and_in_total() {
     assert_eq!(s.known("/w/open.py")[0].message.chars().count(), 2001);
 }
 
+/// What is held is bounded in bytes too: messages of 2,000 four-byte characters within the counts
+/// held 160 MB a server. Past the byte budget files not open make room (they are not kept), the
+/// open file's publish is kept (its most severe diagnostics that fit), and the totals stay exact.
+#[test]
+fn memory_is_bounded_in_bytes() {
+    let limits = LspLimits {
+        max_total_bytes: 64 * 1024,
+        ..LspLimits::default()
+    };
+    let mut s = running(json!({"textDocumentSync": 1}), limits);
+    let long = "\u{1F600}".repeat(2000);
+    let diags = |n: usize, severity: u8| -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"range": {"start": {"line": i, "character": 0}, "end": {"line": i, "character": 1}}, "message": long, "severity": severity}))
+            .collect()
+    };
+    for i in 0..40 {
+        publish_these(&mut s, &format!("/w/f{i}.py"), None, diags(2, 2));
+        s.check_bounds();
+    }
+    let held = |s: &State| -> usize {
+        let known = s.all_known();
+        known
+            .iter()
+            .flat_map(|f| &f.diagnostics)
+            .map(|d| d.message.len())
+            .sum()
+    };
+    assert!(held(&s) <= 64 * 1024, "{}", held(&s));
+    assert!(s.all_known().len() < 40, "files not open were not all kept");
+    // An open file's publish past the budget: the others make room, its errors come first.
+    s.sync("/w/open.py", "python", "x");
+    let version = s.version("/w/open.py");
+    let mut mixed = diags(10, 2);
+    mixed.extend(diags(3, 1));
+    publish_these(&mut s, "/w/open.py", version, mixed);
+    s.check_bounds();
+    let kept = s.known("/w/open.py");
+    assert!(!kept.is_empty() && kept.len() < 13, "{}", kept.len());
+    let errors = kept
+        .iter()
+        .filter(|d| d.severity == Diagnostic::ERROR)
+        .count();
+    assert_eq!(errors, 3, "the errors are kept first");
+    assert!(held(&s) <= 64 * 1024);
+}
+
 /// A server publishing for more files than are kept, files it was not given (pyright checks a
 /// whole workspace), the same lists round after round: what was kept stays, and nothing is
 /// announced again. Before, each file was evicted for the next, announced empty, and announced
