@@ -1371,39 +1371,46 @@ fn truncate_chars(s: &mut String, max: usize) {
 
 /// At most `max` of `items`: when there are more, the most severe (`rank` 0 first), so that a
 /// file's few errors are not lost behind hundreds of warnings; in the order they came.
-fn most_severe<T>(mut items: Vec<T>, max: usize, rank: impl Fn(&T) -> u8) -> Vec<T> {
+fn most_severe<T>(items: Vec<T>, max: usize, rank: impl Fn(&T) -> u8) -> Vec<T> {
     if items.len() <= max {
         return items;
     }
-    let mut order: Vec<(u8, usize)> = items.iter().map(rank).zip(0..).collect();
-    order.sort_unstable();
-    let mut keep = vec![false; items.len()];
-    for &(_, i) in &order[..max] {
-        keep[i] = true;
-    }
-    let mut keep = keep.into_iter();
-    items.retain(|_| keep.next().unwrap_or(false));
-    items
+    let mut taken = 0;
+    keep_most_severe(items, rank, |_| {
+        taken += 1;
+        taken <= max
+    })
 }
 
 /// The most severe of `items` whose [`weight`] fits in `max` bytes, in the order they came (as
 /// [`most_severe`], by bytes).
-fn within_bytes(mut items: Vec<Diagnostic>, max: usize) -> Vec<Diagnostic> {
+fn within_bytes(items: Vec<Diagnostic>, max: usize) -> Vec<Diagnostic> {
     if weight(&items) <= max {
         return items;
     }
-    let mut order: Vec<(u8, usize)> = (items.iter().map(Diagnostic::severity_rank))
-        .zip(0..)
-        .collect();
+    let mut left = max;
+    keep_most_severe(items, Diagnostic::severity_rank, |d| {
+        let w = weight(std::slice::from_ref(d));
+        let fits = w <= left;
+        if fits {
+            left -= w;
+        }
+        fits
+    })
+}
+
+/// `items` that `take` takes, offered the most severe first (`rank` 0 first, then in order), kept
+/// in the order they came.
+fn keep_most_severe<T>(
+    mut items: Vec<T>,
+    rank: impl Fn(&T) -> u8,
+    mut take: impl FnMut(&T) -> bool,
+) -> Vec<T> {
+    let mut order: Vec<(u8, usize)> = items.iter().map(rank).zip(0..).collect();
     order.sort_unstable();
     let mut keep = vec![false; items.len()];
-    let mut left = max;
     for (_, i) in order {
-        let w = weight(std::slice::from_ref(&items[i]));
-        if w <= left {
-            left -= w;
-            keep[i] = true;
-        }
+        keep[i] = take(&items[i]);
     }
     let mut keep = keep.into_iter();
     items.retain(|_| keep.next().unwrap_or(false));
