@@ -26,7 +26,9 @@ pub struct LspLimits {
     /// part (about its size in memory): the counts above allow 20,000 messages of 2,000
     /// characters of four bytes, 160 MB, which a server that publishes such messages filled.
     /// Past it, as past the count, files the server has not open make room first, then the open
-    /// file used longest ago, and a file's list keeps its most severe diagnostics that fit.
+    /// file used longest ago, and a file's list keeps its most severe diagnostics that fit. The
+    /// parts of a TypeScript server's checks on request waiting for each other are held within
+    /// this and the count too (a check past them fails: its callers answer what is known).
     pub max_total_bytes: usize,
     /// Documents kept open in a server; the least recently used is closed beyond it, and the
     /// diagnostics held for it are forgotten (`on_change` is told it has none).

@@ -32,11 +32,11 @@ mod check;
 mod watched;
 
 use caps::{initialize_params, Caps};
-use check::Check;
 #[cfg(any(test, doc, feature = "fuzzing"))]
 use check::MAX_ASKED;
 #[cfg(doc)]
 use check::MAX_CHECK_FAILURES;
+use check::{Check, Held};
 
 /// Longest URI whose diagnostics are kept (a Linux path is at most 4096 bytes, and a URI escapes
 /// some of them as three).
@@ -142,18 +142,13 @@ impl Stored {
 /// What diagnostics count towards [`LspLimits::max_total_bytes`]: their strings, and 160 bytes
 /// each for the rest (about what one takes in memory besides its strings).
 fn weight(items: &[Diagnostic]) -> usize {
-    (items.iter())
-        .map(|d| {
-            let code = d
-                .code
-                .as_ref()
-                .map_or(0, |c| c.as_str().map_or(8, str::len));
-            160 + d.message.len()
-                + d.severity.len()
-                + d.source.as_ref().map_or(0, String::len)
-                + code
-        })
-        .sum()
+    items.iter().map(weight_of).sum()
+}
+
+/// The [`weight`] of one diagnostic.
+fn weight_of(d: &Diagnostic) -> usize {
+    let code = (d.code.as_ref()).map_or(0, |c| c.as_str().map_or(8, str::len));
+    160 + d.message.len() + d.severity.len() + d.source.as_ref().map_or(0, String::len) + code
 }
 
 /// Which of a file's lists a server's diagnostics go to ([`Stored::pushed`]).
@@ -261,7 +256,7 @@ pub(crate) struct State {
     checks: HashMap<String, Check>,
     generation: u64,
     /// Diagnostics held in the parts of checks not yet answered in full.
-    checking: usize,
+    checking: Held,
     /// Error answers to checks on request in a row ([`MAX_CHECK_FAILURES`]); once there are so
     /// many, the checks are given up for the server's life.
     check_failures: u32,
@@ -317,7 +312,7 @@ impl State {
             asked: HashMap::new(),
             checks: HashMap::new(),
             generation: 0,
-            checking: 0,
+            checking: Held::default(),
             check_failures: 0,
             last_read: Instant::now(),
             requests_since: None,
@@ -411,7 +406,7 @@ impl State {
             self.pending.clear();
             self.asked.clear();
             self.checks.clear();
-            self.checking = 0;
+            self.checking = Held::default();
         }
     }
 
@@ -1054,15 +1049,11 @@ impl State {
             self.limits.max_diagnostics_per_file,
             Diagnostic::severity_rank,
         );
-        let held = |s: &Stored| match list {
-            List::Main => s.items.len(),
-            List::Pushed => s.pushed.len(),
-        };
-        let old_len = self.diags.get(path).map_or(0, held);
-        let old_bytes = (self.diags.get(path)).map_or(0, |s| match list {
-            List::Main => weight(&s.items),
-            List::Pushed => weight(&s.pushed),
+        let old = (self.diags.get(path)).map_or(&[][..], |s| match list {
+            List::Main => &s.items,
+            List::Pushed => &s.pushed,
         });
+        let (old_len, old_bytes) = (old.len(), weight(old));
         let new_bytes = weight(&items);
         let max_bytes = self.limits.max_total_bytes;
         let is_new = !self.diags.contains_key(path);
@@ -1184,14 +1175,12 @@ impl State {
         assert!(self.diags.len() <= self.limits.max_files + self.docs.len());
         assert!(self.docs.len() <= self.limits.max_open_files);
         assert!(self.early.len() <= self.limits.max_open_files);
-        let waiting: usize = self
-            .checks
-            .values()
+        let waiting = (self.checks.values())
             .flat_map(|c| c.parts.iter().flatten())
-            .map(Vec::len)
-            .sum();
+            .fold(Held::default(), |held, part| held + Held::of(part));
         assert_eq!(self.checking, waiting, "what checks hold waiting");
-        assert!(self.checking <= self.limits.max_total_diagnostics);
+        assert!(self.checking.count <= self.limits.max_total_diagnostics);
+        assert!(self.checking.bytes <= self.limits.max_total_bytes);
         assert!(self.asked.len() <= MAX_ASKED);
         assert!(self.checks.keys().all(|p| self.docs.contains_key(p)));
     }
@@ -1390,7 +1379,7 @@ fn within_bytes(items: Vec<Diagnostic>, max: usize) -> Vec<Diagnostic> {
     }
     let mut left = max;
     keep_most_severe(items, Diagnostic::severity_rank, |d| {
-        let w = weight(std::slice::from_ref(d));
+        let w = weight_of(d);
         let fits = w <= left;
         if fits {
             left -= w;

@@ -43,14 +43,46 @@ pub(super) struct Check {
 }
 
 impl Check {
-    /// Drops the parts of an answer held so far and says how many diagnostics they were (to take
-    /// off the total that waiting checks hold).
-    pub(super) fn release(&mut self) -> usize {
-        self.parts
-            .iter_mut()
-            .flat_map(Option::take)
-            .map(|p| p.len())
-            .sum()
+    /// Drops the parts of an answer held so far and says what they held (to take off what
+    /// waiting checks hold).
+    pub(super) fn release(&mut self) -> Held {
+        (self.parts.iter_mut().flat_map(Option::take))
+            .fold(Held::default(), |held, part| held + Held::of(&part))
+    }
+}
+
+/// What diagnostics hold: how many, and their [`weight`](super::weight). Waiting checks hold
+/// within the bounds of the diagnostics kept ([`LspLimits::max_total_diagnostics`] and
+/// [`LspLimits::max_total_bytes`](crate::LspLimits::max_total_bytes)).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(super) struct Held {
+    pub(super) count: usize,
+    pub(super) bytes: usize,
+}
+
+impl Held {
+    pub(super) fn of(items: &[Diagnostic]) -> Self {
+        Held {
+            count: items.len(),
+            bytes: super::weight(items),
+        }
+    }
+}
+
+impl std::ops::Add for Held {
+    type Output = Held;
+    fn add(self, other: Held) -> Held {
+        Held {
+            count: self.count + other.count,
+            bytes: self.bytes + other.bytes,
+        }
+    }
+}
+
+impl std::ops::SubAssign for Held {
+    fn sub_assign(&mut self, other: Held) {
+        self.count -= other.count;
+        self.bytes -= other.bytes;
     }
 }
 
@@ -247,7 +279,11 @@ impl State {
         let Some(check) = self.checks.get_mut(&path) else {
             return true;
         };
-        if self.checking + items.len() > self.limits.max_total_diagnostics {
+        let part = Held::of(&items);
+        let after = self.checking + part;
+        if after.count > self.limits.max_total_diagnostics
+            || after.bytes > self.limits.max_total_bytes
+        {
             effects.push(Effect::Log(format!(
                 "{TSSERVER_REQUEST} for {path}: too many diagnostics waiting for the other passes"
             )));
@@ -255,9 +291,9 @@ impl State {
             self.checking -= check.release();
             return true;
         }
-        self.checking += items.len();
+        self.checking = after;
         if let Some(old) = check.parts[pass].replace(items) {
-            self.checking -= old.len();
+            self.checking -= Held::of(&old);
         }
         if check.parts.iter().any(Option::is_none) {
             return true;
@@ -270,7 +306,7 @@ impl State {
             .flat_map(Option::take)
             .flatten()
             .collect();
-        self.checking -= items.len();
+        self.checking -= Held::of(&items);
         // The count starts again, unless the checks were given up already: then the late answer
         // of a check asked before is kept, but the publishes held meanwhile stay what is known.
         if self.checks_on_request() {

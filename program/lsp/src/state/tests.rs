@@ -1699,9 +1699,34 @@ fn checks_on_request_are_bounded() {
     let g = s.ask_check("/w/a.ts", v).unwrap();
     let asked = asked_checks(&mut s);
     tsserver_answer(&mut s, &asked[0].0, json!(many));
-    assert_eq!(s.checking, 4, "cut to the per-file bound");
+    assert_eq!(s.checking.count, 4, "cut to the per-file bound");
     tsserver_answer(&mut s, &asked[1].0, json!(many));
     assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(false));
+    check_bounds_and_nothing_waits(&mut s);
+    // Past the bytes a server's diagnostics may hold, the check fails too: a bound one pass's
+    // long messages fit in, two passes' do not.
+    let long: Vec<Value> = (1..=3)
+        .map(|i| ts_diag(i, &"\u{1F600}".repeat(500), "error", 1))
+        .collect();
+    let one_pass = |limits| {
+        let mut s = running(tsls_caps(), limits);
+        s.sync("/w/a.ts", "typescript", "a");
+        let v = s.version("/w/a.ts").unwrap();
+        let g = s.ask_check("/w/a.ts", v).unwrap();
+        let asked = asked_checks(&mut s);
+        tsserver_answer(&mut s, &asked[0].0, json!(long));
+        assert_eq!(s.checking.count, 3, "one pass held");
+        (s, v, g, asked)
+    };
+    let weight = one_pass(LspLimits::default()).0.checking.bytes;
+    assert!(weight > 3 * 2000, "{weight}");
+    let (mut s, v, g, asked) = one_pass(LspLimits {
+        max_total_bytes: weight * 3 / 2,
+        ..LspLimits::default()
+    });
+    tsserver_answer(&mut s, &asked[1].0, json!(long));
+    assert_eq!(s.check_outcome("/w/a.ts", v, g), Some(false));
+    assert_eq!(s.checking, Held::default());
     check_bounds_and_nothing_waits(&mut s);
     // All parts within the total, more than a file keeps: cut to the per-file bound.
     let mut s = running(
