@@ -360,16 +360,16 @@ def Ended(status: number)
   deferred = {}
   context.Detach()
   if stopping
-    var kept = diff.CloseAll()
-    if !empty(kept)
-      Info('the bridge stopped with changes pending: your edits of the proposals are kept in: '
-        .. join(kept, ', '))
-    endif
+    diff.CloseAll((kept) => {
+      if !empty(kept)
+        Info('the bridge stopped with changes pending: your edits of the proposals are kept in: '
+          .. join(kept, ', '))
+      endif
+    })
   else
     # Not asked to end: the diffs close unanswered (a bridge that stops answers claude for them)
     # and a proposal the user edited stays in a buffer of its own.
     var closed_diffs = len(diff.Pending())
-    var kept = diff.CloseUnanswered()
     # the bridge's reason: its error line (clap ends with a hint about --help); not another log
     # line, which has nothing to do with the end (a bridge killed says nothing)
     var errors = filter(copy(stderr_tail), (_, l) => l =~? '^\s*error')
@@ -383,11 +383,19 @@ def Ended(status: number)
           ? ' (its arguments were refused: see g:claude_ide_bridge_args and g:claude_ide_bridge_cmd)'
           : ' (see :ClaudeCodeStatus, and run `claude-ide-bridge doctor`)')
     endif
-    if !empty(kept)
-      ended_why ..= '. Your edits of the proposals are kept in: ' .. join(kept, ', ')
-    endif
-    Error(ended_why)
-    ended_why = strftime('%H:%M:%S ') .. ended_why
+    # said once the diffs are closed, which waits while the user types (diff.CloseWhenFree), with
+    # the buffers that keep their edits
+    var said = ended_why
+    var stamped = strftime('%H:%M:%S ') .. ended_why
+    ended_why = stamped
+    diff.CloseUnanswered((kept) => {
+      var full = said .. (empty(kept) ? '' : '. Your edits of the proposals are kept in: ' .. join(kept, ', '))
+      Error(full)
+      # (unless another bridge ended meanwhile)
+      if ended_why ==# stamped
+        ended_why = strftime('%H:%M:%S ') .. full
+      endif
+    })
   endif
   stopping = false
   if restart
@@ -493,7 +501,7 @@ enddef
 # not hold it.
 const HOLDING_MODES = '^\%([cirRvVsS\x16\x13]\|no\|ni\)'
 
-def Holding(): bool
+export def Holding(): bool
   return mode(1) =~# HOLDING_MODES || getcmdwintype() !=# ''
 enddef
 

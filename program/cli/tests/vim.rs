@@ -2396,3 +2396,98 @@ fn vim_write_all_and_quit_with_claude_running() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// What the buffers that keep the user's edits (KeepEdit) hold, oldest first.
+fn kept_edits(vim: &mut Vim) -> Value {
+    vim.eval(
+        "map(filter(getbufinfo(), {_, b -> b.name =~ 'your edit of'}), {_, b -> getbufline(b.bufnr, 1, '$')})",
+    )
+}
+
+/// Opens a diff of `path` and puts the cursor in its proposal.
+fn diff_in_proposal(vim: &mut Vim, c: &mut Client, path: &Path, text: &str, tab: &str) -> u64 {
+    let id = c.call_tool("openDiff", open_diff_args(path, text, tab));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.wait_eval("bufname()", |v| {
+        v.as_str().unwrap().contains("proposed by claude")
+    });
+    id
+}
+
+/// A diff claude withdraws, or whose bridge dies, while the user types in its proposal (Insert
+/// mode, the command line, an operator waiting for its motion) closes once they are done: before,
+/// its window went at once, and the keys typed next landed in their own file (the text typed,
+/// `:%s`, `dd`). What they typed meanwhile is kept with their edit.
+#[test]
+fn vim_closes_a_withdrawn_diff_once_the_user_is_done_typing() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\ntwo\nthree\n")], "");
+    let a = sb.ws.join("a.txt");
+    let mine = json!(["one", "two", "three"]);
+    let proposals = "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))";
+
+    // Insert mode: close_tab as the user types.
+    let id = diff_in_proposal(&mut vim, &mut c, &a, "one\nTWO\nthree\n", "insert");
+    vim.keys(&["G", "o"]);
+    vim.text("before");
+    wait_screen(&vim, "-- INSERT --");
+    let close = c.call_tool("close_tab", json!({"tab_name": "insert"}));
+    let got = responses(&mut c, &[id, close]);
+    assert_eq!(texts(&got[&id])[0], "DIFF_REJECTED");
+    std::thread::sleep(Duration::from_millis(300));
+    vim.text(" after");
+    vim.keys(&["Escape"]);
+    vim.wait_eval(proposals, |v| v == 0);
+    assert_eq!(lines_of(&mut vim, &a), mine);
+    assert_eq!(
+        kept_edits(&mut vim),
+        json!([["one", "TWO", "three", "before after"]])
+    );
+    vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("your edit is kept in")
+    });
+
+    // The command line: `:%s` typed in the proposal, closeAllDiffTabs, then Enter.
+    diff_in_proposal(&mut vim, &mut c, &a, "one\nTWO\nthree\n", "cmdline");
+    vim.text(":%s/one/ONE/");
+    wait_screen(&vim, ":%s/one/ONE/");
+    let r = call(&mut c, "closeAllDiffTabs", json!({}));
+    assert_eq!(texts(&r), ["CLOSED_1_DIFF_TABS"]);
+    std::thread::sleep(Duration::from_millis(300));
+    vim.keys(&["Enter"]);
+    vim.wait_eval(proposals, |v| v == 0);
+    assert_eq!(lines_of(&mut vim, &a), mine);
+    assert_eq!(kept_edits(&mut vim)[1], json!(["ONE", "TWO", "three"]));
+
+    // An operator waiting for its motion (`d`), and the bridge killed: the second `d` deletes a
+    // line of the proposal, not of the file.
+    diff_in_proposal(&mut vim, &mut c, &a, "one\nTWO\nthree\n", "operator");
+    let pid = bridge_pid(&mut vim);
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.keys(&["g", "g", "d"]);
+    std::thread::sleep(Duration::from_millis(200));
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    vim.keys(&["d"]);
+    vim.wait_eval(proposals, |v| v == 0);
+    assert_eq!(lines_of(&mut vim, &a), mine);
+    assert_eq!(vim.eval("getbufvar(bufnr('a.txt'), '&modified')"), 0);
+    assert_eq!(kept_edits(&mut vim)[2], json!(["TWO", "three"]));
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("the bridge exited")
+    });
+    assert!(
+        m.as_str()
+            .unwrap()
+            .contains("Your edits of the proposals are kept in"),
+        "{m}"
+    );
+    vim.ex("qa!");
+}

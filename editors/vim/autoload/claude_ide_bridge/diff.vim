@@ -348,35 +348,48 @@ enddef
 export def Cancel(id: number, reason: string)
   var d = Take(id)
   if !empty(d)
-    var kept = KeepEdit(d)
-    Close(d)
-    WatchWrite(d, d.contents)
-    if kept !=# ''
-      bridge.Info('claude withdrew its change to ' .. d.path .. ': your edit is kept in ' .. kept)
-    endif
+    CloseWhenFree([d], (kept) => {
+      WatchWrite(d, d.contents)
+      if !empty(kept)
+        bridge.Info('claude withdrew its change to ' .. d.path .. ': your edit is kept in ' .. kept[0])
+      endif
+    })
   endif
 enddef
 
 # The bridge was stopped (:ClaudeCodeStop, Vim quitting): every diff closes; the edits the user
-# had not sent are kept (KeepEdit), their buffers' names returned.
-export def CloseAll(): list<string>
+# had not sent are kept (KeepEdit), and Said is given their buffers' names.
+export def CloseAll(Said: func(list<string>))
+  CloseWhenFree(mapnew(keys(diffs), (_, id) => Take(str2nr(id))), Said)
+enddef
+
+# The bridge ended without being asked to (a link that dropped, a crash): the diffs close with no
+# answer from Vim (the bridge cannot carry one now; a bridge that stops answers claude itself).
+# The edits the user had not sent are kept, as by CloseAll.
+export def CloseUnanswered(Said: func(list<string>))
+  CloseAll(Said)
+enddef
+
+# Closes the diffs `ds` (taken from `diffs` already), keeping the edits of their proposals the user
+# had not sent (KeepEdit), then calls Said with the names of the buffers that keep them. Not while
+# the user types, selects, has typed an operator or is on the command line (bridge.Holding(),
+# which holds tool calls too): the window would go from under them, and their next keys (text
+# typed, `:%s`, the motion of `d`) would land in their file. Once they are done, from what the
+# proposal holds then: what they typed meanwhile is kept too.
+def CloseWhenFree(ds: list<dict<any>>, Said: func(list<string>))
+  if bridge.Holding()
+    timer_start(50, (_) => CloseWhenFree(ds, Said))
+    return
+  endif
   var kept: list<string> = []
-  for id in keys(diffs)
-    var d = Take(str2nr(id))
+  for d in ds
     var name = KeepEdit(d)
     if name !=# ''
       add(kept, name)
     endif
     Close(d)
   endfor
-  return kept
-enddef
-
-# The bridge ended without being asked to (a link that dropped, a crash): the diffs close with no
-# answer from Vim (the bridge cannot carry one now; a bridge that stops answers claude itself).
-# The edits the user had not sent are kept, as by CloseAll.
-export def CloseUnanswered(): list<string>
-  return CloseAll()
+  Said(kept)
 enddef
 
 # The tab pages that show the proposal of a pending diff.
