@@ -358,6 +358,7 @@ def Ended(status: number)
   clients = {}
   waiting = []
   deferred = {}
+  diff.ForgetSent()
   context.Detach()
   if stopping
     diff.CloseAll((kept) => {
@@ -487,6 +488,12 @@ def OnLine(line: string)
     if status_asked && msg.message =~# '^unknown message type "status"'
       # a bridge older than the `status` line (only that refusal: any other is said)
       status_asked = false
+      return
+    endif
+    # an accept the bridge could not give: the user's edit in it is kept (diff.Refused)
+    var refused = matchlist(msg.message, '^diff_decision: \%(id \(\d\+\): \%(not accepted'
+      .. '\|it came too late\)\|no pending call with id \(\d\+\)\)')
+    if !empty(refused) && diff.Refused(str2nr(refused[1] .. refused[2]), msg.message)
       return
     endif
     Error('the bridge refused a line: ' .. msg.message)

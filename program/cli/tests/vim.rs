@@ -2491,3 +2491,33 @@ fn vim_closes_a_withdrawn_diff_once_the_user_is_done_typing() {
     );
     vim.ex("qa!");
 }
+
+/// An accept the bridge refuses once Vim sent it (here the file became a link leading out of the
+/// workspace after the diff opened: `diff_decision: id N: not accepted; ...`, an error line that
+/// comes after the proposal is gone) keeps the user's edit in a buffer of its own, named to them:
+/// before, it was lost with the proposal.
+#[test]
+fn vim_keeps_an_edit_whose_accept_the_bridge_refused() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\ntwo\n")], "");
+    let a = sb.ws.join("a.txt");
+    let outside = sb.root().join("outside.txt");
+    fs::write(&outside, "outside\n").unwrap();
+    let id = diff_in_proposal(&mut vim, &mut c, &a, "one\nTWO\n", "refused");
+    vim.ex("1s/one/my careful edit/");
+    fs::remove_file(&a).unwrap();
+    std::os::unix::fs::symlink(&outside, &a).unwrap();
+    vim.ex("w");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("your edit is kept in")
+    });
+    assert!(m.as_str().unwrap().contains("not accepted"), "{m}");
+    assert_eq!(kept_edits(&mut vim), json!([["my careful edit", "TWO"]]));
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "outside\n");
+    vim.ex("qa!");
+}

@@ -165,6 +165,7 @@ export def Accept(id: number)
       text ..= nl
     endif
     decision.contents = text
+    Sent(d, lines)
   endif
   bridge.Send(decision)
   setbufvar(d.proposed, '&modified', 0)
@@ -319,12 +320,18 @@ enddef
 
 # The user's edit of this proposal, not sent, is not lost when the diff closes without it: its
 # text stays in a buffer of its own, listed, whose name is returned ('' when it was not edited).
-# A name kept before (an earlier bridge's diff of the same number) is not reused.
 def KeepEdit(d: dict<any>): string
   if !bufexists(d.proposed) || !getbufvar(d.proposed, '&modified')
     return ''
   endif
-  var base = d.path .. ' (your edit of claude''s proposal #' .. d.id .. ', not sent'
+  return Keep(d.path, d.id, getbufline(d.proposed, 1, '$'), getbufvar(d.proposed, '&filetype'),
+    'not sent')
+enddef
+
+# Keeps `lines`, the user's edit of proposal `id` of `path`, in a listed buffer of its own, and
+# returns its name. A name kept before (an earlier bridge's diff of the same number) is not reused.
+def Keep(path: string, id: number, lines: list<string>, filetype: string, what: string): string
+  var base = path .. ' (your edit of claude''s proposal #' .. id .. ', ' .. what
   var name = base .. ')'
   var n = 1
   while bufexists(name)
@@ -336,10 +343,52 @@ def KeepEdit(d: dict<any>): string
   setbufvar(b, '&swapfile', 0)
   bufload(b)
   setbufvar(b, '&buflisted', 1)
-  setbufvar(b, '&filetype', getbufvar(d.proposed, '&filetype'))
+  setbufvar(b, '&filetype', filetype)
   deletebufline(b, 1, '$')
-  setbufline(b, 1, getbufline(d.proposed, 1, '$'))
+  setbufline(b, 1, lines)
   return name
+enddef
+
+# Accepts sent with the user's edit (id as a string -> what Keep needs): the bridge may still
+# refuse one (its check of the path, a bridge too busy, claude withdrawing it meanwhile), with an
+# error line that comes later (Refused), when the proposal is gone. Kept for SENT_KEEP seconds,
+# past the bridge's own wait for the check (--lsp-start-wait, 10 s unless set), at most
+# SENT_MAX of them, and until the bridge ends (ForgetSent): no line says an accept was taken.
+var sent: dict<dict<any>> = {}
+const SENT_KEEP = 120
+const SENT_MAX = 16
+
+def Sent(d: dict<any>, lines: list<string>)
+  var key = string(d.id)
+  var entry = {id: d.id, path: d.path, lines: lines, filetype: getbufvar(d.proposed, '&filetype'),
+    at: reltimefloat(reltime())}
+  sent[key] = entry
+  timer_start(SENT_KEEP * 1000, (_) => {
+    if get(sent, key, {}) is entry
+      remove(sent, key)
+    endif
+  })
+  while len(sent) > SENT_MAX
+    var oldest = sort(items(sent), (x, y) => x[1].at < y[1].at ? -1 : 1)[0][0]
+    remove(sent, oldest)
+  endwhile
+enddef
+
+export def ForgetSent()
+  sent = {}
+enddef
+
+# The bridge could not give an accept (`message`, its error line for `id`): when it carried the
+# user's edit, the edit is kept (Keep) and the user told where. Returns whether it did.
+export def Refused(id: number, message: string): bool
+  if !has_key(sent, string(id))
+    return false
+  endif
+  var s = remove(sent, string(id))
+  var name = Keep(s.path, s.id, s.lines, s.filetype, 'not taken')
+  bridge.Error('your accept of claude''s change to ' .. fnamemodify(s.path, ':~:.')
+    .. ' was not taken (' .. message .. '): your edit is kept in ' .. name)
+  return true
 enddef
 
 # claude withdrew the call (close_tab, closeAllDiffTabs, a new prompt, disconnect). When the user
