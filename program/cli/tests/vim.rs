@@ -2521,3 +2521,91 @@ fn vim_keeps_an_edit_whose_accept_the_bridge_refused() {
     assert_eq!(fs::read_to_string(&outside).unwrap(), "outside\n");
     vim.ex("qa!");
 }
+
+/// `openFile` at the largest line numbers (2^63-1) goes to the last line: before, adding one to
+/// it overflowed (E475), and the call failed.
+#[test]
+fn vim_opens_a_file_at_a_line_past_its_end() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\n"), ("b.txt", "1\n2\n3\n")], "");
+    let b = sb.ws.join("b.txt");
+    let r = call(
+        &mut c,
+        "openFile",
+        json!({"filePath": b.to_string_lossy(), "startLine": i64::MAX, "endLine": i64::MAX}),
+    );
+    assert_eq!(r["result"]["isError"], json!(null), "{r}");
+    assert!(texts(&r)[0].starts_with("Opened file"), "{r}");
+    assert_eq!(
+        vim.eval("[bufname() =~ 'b.txt$', line('.')]"),
+        json!([1, 3])
+    );
+    let m = vim.eval("execute('messages')");
+    assert!(!m.as_str().unwrap().contains("E475"), "{m}");
+    vim.ex("qa!");
+}
+
+/// `saveDocument` of a proposal's name decides nothing: before, it wrote the proposal, whose
+/// write accepts it.
+#[test]
+fn vim_saves_no_buffer_of_a_diff_for_claude() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\n")], "");
+    let a = sb.ws.join("a.txt");
+    let id = diff_in_proposal(&mut vim, &mut c, &a, "ONE\n", "save");
+    vim.ex("s/ONE/edited/");
+    vim.wait_eval("&modified", |v| v == 1);
+    let name = vim.eval("fnamemodify(bufname(), ':p')");
+    let saved = json_of(&call(
+        &mut c,
+        "saveDocument",
+        json!({"filePath": name.as_str().unwrap()}),
+    ));
+    assert_eq!(
+        (&saved["success"], &saved["saved"]),
+        (&json!(false), &json!(false)),
+        "{saved}"
+    );
+    assert!(
+        c.recv_until(Duration::from_millis(500), |v| v["id"] == json!(id))
+            .is_none(),
+        "saveDocument decided the diff"
+    );
+    assert_eq!(
+        vim.eval("[bufname() =~ 'proposed by claude', &modified]"),
+        json!([1, 1])
+    );
+    assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
+    vim.ex("ClaudeCodeDiffDeny");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r)[0], "DIFF_REJECTED");
+    vim.ex("qa!");
+}
+
+/// The left side of a new file's diff takes no text: typed there, it went nowhere (it is no
+/// file, and goes with the diff).
+#[test]
+fn vim_new_files_empty_side_takes_no_text() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\n")], "");
+    let new = sb.ws.join("new.txt");
+    let id = c.call_tool("openDiff", open_diff_args(&new, "new\n", "new"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    assert_eq!(
+        vim.eval("getbufvar(bufnr('(new file #'), '&modifiable')"),
+        0
+    );
+    vim.ex("ClaudeCodeDiffDeny");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r)[0], "DIFF_REJECTED");
+    vim.ex("qa!");
+}

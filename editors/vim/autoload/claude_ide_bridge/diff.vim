@@ -65,6 +65,9 @@ export def Open(id: number, args: dict<any>)
     setlocal buftype=nofile bufhidden=wipe noswapfile nobuflisted
     execute 'silent file ' .. fnameescape(path .. ' (new file #' .. id .. ')')
     execute 'silent! doautocmd filetypedetect BufNewFile ' .. fnameescape(path)
+    # The file does not exist: what is typed here would go nowhere (it is no file, and goes with
+    # the diff). Vim says E21 to a change; the buffer's name says why.
+    setlocal nomodifiable
   else
     files.Edit(old_path)
   endif
@@ -111,6 +114,19 @@ export def Open(id: number, args: dict<any>)
   bridge.Info('claude proposes a change to ' .. fnamemodify(path, ':~:.')
     .. (tab > 0 ? ' (tab page ' .. tab .. ')' : '')
     .. ': :w (or ZZ) in the proposal accepts it (with your edits), :q rejects it')
+enddef
+
+# What buffer `b` is when the plugin made it (the proposal or the empty left side of a pending
+# diff, a buffer keeping an edit of the user's), or '' (files.Save writes only the others).
+export def Owned(b: number): string
+  for d in values(diffs)
+    if d.proposed == b
+      return 'claude''s proposal #' .. d.id
+    elseif d.old_scratch && d.old_buf == b
+      return 'the empty side of the diff of a new file'
+    endif
+  endfor
+  return getbufvar(b, 'claude_ide_bridge_kept', '')
 enddef
 
 # The diff the user means: the one shown in the current window or tab page, or the only one.
@@ -344,6 +360,7 @@ def Keep(path: string, id: number, lines: list<string>, filetype: string, what: 
   bufload(b)
   setbufvar(b, '&buflisted', 1)
   setbufvar(b, '&filetype', filetype)
+  setbufvar(b, 'claude_ide_bridge_kept', 'a buffer keeping your edit of claude''s proposal #' .. id)
   deletebufline(b, 1, '$')
   setbufline(b, 1, lines)
   return name

@@ -3,6 +3,7 @@ vim9script
 
 import autoload 'claude_ide_bridge.vim' as bridge
 import autoload 'claude_ide_bridge/context.vim'
+import autoload 'claude_ide_bridge/diff.vim'
 import autoload 'claude_ide_bridge/remote.vim'
 import autoload 'claude_ide_bridge/terminal.vim'
 
@@ -163,6 +164,12 @@ def Select(first: list<number>, last: list<number>, linewise: bool)
   cursor(last[0], last[1])
 enddef
 
+# The buffer's line (1-based) of a 0-based line of the protocol, within the buffer: clamped
+# before adding one, which would overflow for the largest number (2^63-1, E475 then).
+def LineOf(line: number): number
+  return line >= line('$') ? line('$') : line < 0 ? 1 : line + 1
+enddef
+
 export def OpenFile(id: number, args: dict<any>)
   var path = fnamemodify(args.filePath, ':p')
   if !filereadable(path)
@@ -200,8 +207,8 @@ export def OpenFile(id: number, args: dict<any>)
     endif
   elseif type(get(args, 'startLine', v:null)) == v:t_number
     # lines are 0-based, like every position on this protocol
-    var l1 = min([args.startLine + 1, line('$')])
-    var l2 = type(get(args, 'endLine', v:null)) == v:t_number ? min([args.endLine + 1, line('$')]) : l1
+    var l1 = LineOf(args.startLine)
+    var l2 = type(get(args, 'endLine', v:null)) == v:t_number ? LineOf(args.endLine) : l1
     if l2 > l1
       Select([l1, 1], [l2, 1], true)
     else
@@ -232,7 +239,13 @@ export def Save(id: number, args: dict<any>)
   var path = fnamemodify(args.filePath, ':p')
   var b = context.BufOf(path)
   var answer = {success: true, filePath: remote.ForClaude(path), saved: false, message: ''}
-  if b <= 0 || !bufloaded(b)
+  var owned = b > 0 ? diff.Owned(b) : ''
+  if owned !=# ''
+    # Not a document: writing a proposal accepts it (its BufWriteCmd), and a tool that is not a
+    # decision must not decide a diff; the user does.
+    answer.success = false
+    answer.message = 'Vim did not save it: it is ' .. owned .. ', not a file'
+  elseif b <= 0 || !bufloaded(b)
     if !filereadable(path)
       bridge.Respond(id, {error: 'Document not open: ' .. args.filePath})
       return
