@@ -185,6 +185,20 @@ fn a_windows_editor_and_the_bridge_name_the_same_files() {
     );
     s.send_line(&json!({"type":"respond","id":tc["id"],"text":"ok"}).to_string());
     c.response(id);
+    // A file:// URI by its path; an empty path and `~` (the workspace folder itself, a folder
+    // named `~` there) are refused.
+    let uri = format!("file://{}", here.replace(' ', "%20").replace('é', "%C3%A9"));
+    let id = c.call_tool("openFile", json!({"filePath": uri}));
+    let tc = next_msg(&s, "tool_call", 2);
+    assert_eq!(tc["arguments"]["filePath"], r"C:\Users\me\app\a b\é.rs");
+    s.send_line(&json!({"type":"respond","id":tc["id"],"text":"opened"}).to_string());
+    c.response(id);
+    for path in ["", "~/a b/é.rs"] {
+        let r = call(&mut c, "saveDocument", json!({"filePath": path}));
+        assert!(is_error(&r), "{r}");
+        let says = format!("{} is not an absolute path", json!(path));
+        assert!(texts(&r)[0].contains(&says), "{r}");
+    }
     let outside = lossy(&sb.root().join("secret.txt"));
     let r = call(&mut c, "openFile", json!({"filePath": outside}));
     assert!(is_error(&r), "{r}");
@@ -200,7 +214,7 @@ fn a_windows_editor_and_the_bridge_name_the_same_files() {
         "openDiff",
         open_diff_args(&sb.ws.join("a b/é.rs"), "new\n", "T"),
     );
-    let tc = next_msg(&s, "tool_call", 2);
+    let tc = next_msg(&s, "tool_call", 3);
     assert_eq!(tc["name"], "openDiff");
     assert_eq!(
         tc["arguments"]["new_file_path"],
@@ -224,7 +238,7 @@ fn a_windows_editor_and_the_bridge_name_the_same_files() {
         (s.stdout.all().iter())
             .filter(|l| l.contains("\"tool_call\""))
             .count(),
-        3
+        4
     );
 }
 

@@ -571,10 +571,20 @@ impl Host {
     }
 
     /// The editor's name of one of the bridge's paths (a relative one is taken from the first
-    /// workspace folder, as the workspace takes it).
+    /// workspace folder, as the workspace takes it; a `file://` URI by its path). Mapped, an
+    /// empty path and one starting with `~` are refused: joined to the folder they would name
+    /// the folder itself, or a folder named `~` where the user meant their home.
     fn editor_path(&self, path: &str) -> Result<String, MapError> {
         if self.paths.is_empty() {
             return Ok(path.to_string());
+        }
+        if claude_ide_bridge::is_file_uri(path) {
+            let here = crate::sys::path_of_file_uri(path)
+                .ok_or_else(|| MapError::BadUri(path.to_string()))?;
+            return self.paths.to_editor(&here);
+        }
+        if path.is_empty() || path.starts_with('~') {
+            return Err(MapError::NotAbsolute(path.to_string()));
         }
         match (path.starts_with('/'), self.ws.folders().first()) {
             (false, Some(first)) => self.paths.to_editor(&format!("{first}/{path}")),
