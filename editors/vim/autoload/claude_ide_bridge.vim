@@ -432,24 +432,96 @@ def KeepAlive()
   endif
 enddef
 
+# Messages about the bridge's lines (its refusals, lines Vim cannot read) come as fast as it
+# writes them, and a burst of them filled the screen with a -- More -- prompt that took the
+# user's keys: one a second is shown, the others only logged (g:claude_ide_bridge_log), and how
+# many were not shown is said a second later.
+var reported_at = 0.0
+var unreported = 0
+
+def Report(msg: string)
+  Log('!!', msg)
+  var now = reltimefloat(reltime())
+  if now - reported_at < 1.0
+    unreported += 1
+    if unreported == 1
+      timer_start(1000, (_) => ReportUnreported())
+    endif
+    return
+  endif
+  reported_at = now
+  Error(msg)
+enddef
+
+def ReportUnreported()
+  var n = unreported
+  unreported = 0
+  reported_at = reltimefloat(reltime())
+  var log = Option('log', '')
+  Error(n .. ' more message(s) about the bridge''s lines not shown'
+    .. (log !=# '' ? ': see ' .. log : ' (g:claude_ide_bridge_log keeps them)'))
+enddef
+
+# At most `max` characters of `text`, then `...`.
+def Cut(text: string, max: number): string
+  return strchars(text) > max ? strcharpart(text, 0, max) .. '...' : text
+enddef
+
+# The members the plugin reads of each line from the bridge, and the types they may have
+# (v:t_none: null); `?` after a name: it may be missing. A line without them (a bridge of another
+# version, a link that damaged it) is reported, not read: reading it raised Vim's errors, a stack
+# of them with a prompt. Other types and members are passed over (a later bridge's).
+const MEMBERS = {
+  ready: {port: [v:t_number], 'host?': [v:t_string], 'lockFile?': [v:t_string, v:t_none]},
+  connected: {conn: [v:t_number]},
+  initialized: {conn: [v:t_number], protocolVersion: [v:t_string]},
+  disconnected: {conn: [v:t_number]},
+  tool_call: {id: [v:t_number], name: [v:t_string], 'arguments?': [v:t_dict]},
+  cancelled: {id: [v:t_number], 'reason?': [v:t_string]},
+  status: {'clients?': [v:t_list], 'pending?': [v:t_list]},
+  error: {message: [v:t_string]},
+}
+
+def Readable(msg: any): bool
+  if type(msg) != v:t_dict || type(get(msg, 'type')) != v:t_string
+    return false
+  endif
+  for [name, types] in items(get(MEMBERS, msg.type, {}))
+    var key = substitute(name, '?$', '', '')
+    if !has_key(msg, key) ? key ==# name : index(types, type(msg[key])) < 0
+      return false
+    endif
+  endfor
+  if msg.type ==# 'status'
+    # (ShowStatus reads their items' members with get())
+    return empty(filter(get(msg, 'clients', []) + get(msg, 'pending', []),
+      (_, x) => type(x) != v:t_dict))
+  endif
+  return msg.type !=# 'ready' || msg.port > 0
+enddef
+
 def OnLine(line: string)
   Log('<-', line)
   keepalive_missed = -1
+  if line =~# '^\s*$'
+    return
+  endif
   var msg: any
   try
     msg = json_decode(line)
   catch
-    return
   endtry
-  if type(msg) != v:t_dict || !has_key(msg, 'type')
+  if !Readable(msg)
+    Report('the bridge sent a line Vim cannot read (is it another version than the plugin?): '
+      .. Cut(line, 200))
     return
   endif
   var kind = msg.type
   if kind ==# 'ready'
     port = msg.port
     # (a bridge older than the `host` member: 127.0.0.1)
-    claude_host = type(get(msg, 'host')) == v:t_string ? msg.host : '127.0.0.1'
-    lock_file = msg.lockFile == v:null ? '' : msg.lockFile
+    claude_host = get(msg, 'host', '127.0.0.1')
+    lock_file = type(get(msg, 'lockFile')) == v:t_string ? msg.lockFile : ''
     if remote.On() && remote.Keepalive() > 0
       var every = float2nr(ceil(1000 * remote.Keepalive()))
       keepalive_timer = timer_start(every, (_) => KeepAlive(), {repeat: -1})
@@ -480,7 +552,7 @@ def OnLine(line: string)
     if has_key(deferred, string(msg.id))
       remove(deferred, string(msg.id))
     endif
-    diff.Cancel(msg.id, msg.reason)
+    diff.Cancel(msg.id, get(msg, 'reason', ''))
   elseif kind ==# 'status'
     status_answer = msg
     status_asked = false
@@ -496,7 +568,7 @@ def OnLine(line: string)
     if !empty(refused) && diff.Refused(str2nr(refused[1] .. refused[2]), msg.message)
       return
     endif
-    Error('the bridge refused a line: ' .. msg.message)
+    Report('the bridge refused a line: ' .. Cut(msg.message, 300))
   endif
 enddef
 
@@ -618,7 +690,8 @@ def ShowStatus(answer: dict<any>)
     lines += ['workspace: ' .. join(folders, ', ')]
     var conns: list<string> = []
     if has_key(answer, 'clients')
-      conns = mapnew(answer.clients, (_, c) => '#' .. c.conn .. (c.initialized ? '' : ' (handshake)'))
+      conns = mapnew(answer.clients, (_, c) => '#' .. get(c, 'conn', '?')
+        .. (index([false], get(c, 'initialized', true)) < 0 ? '' : ' (handshake)'))
     else
       conns = mapnew(items(clients), (_, kv) => '#' .. kv[0] .. (kv[1].initialized ? '' : ' (handshake)'))
     endif
@@ -627,8 +700,8 @@ def ShowStatus(answer: dict<any>)
   lines += ['claude terminal: ' .. terminal.Describe()]
   var pending = diff.Pending()
   lines += ['pending diffs: ' .. (empty(pending) ? 'none' : len(pending) .. ' (' .. join(pending, ', ') .. ')')]
-  var waiting_calls = mapnew(get(answer, 'pending', []), (_, p) => p.name
-    .. (type(p.filePath) == v:t_string ? ' ' .. fnamemodify(p.filePath, ':~:.') : ''))
+  var waiting_calls = mapnew(get(answer, 'pending', []), (_, p) => get(p, 'name', '?')
+    .. (type(get(p, 'filePath')) == v:t_string ? ' ' .. fnamemodify(p.filePath, ':~:.') : ''))
   if len(waiting_calls) != len(pending)
     lines += ['calls waiting for Vim: ' .. (empty(waiting_calls) ? 'none' : join(waiting_calls, ', '))]
   endif

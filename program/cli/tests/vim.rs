@@ -2609,3 +2609,71 @@ fn vim_new_files_empty_side_takes_no_text() {
     assert_eq!(texts(&r)[0], "DIFF_REJECTED");
     vim.ex("qa!");
 }
+
+/// Lines from the bridge's side that Vim cannot read (a bridge of another version, a link that
+/// damaged them: members missing or of another type, not JSON) are each reported as such, cut
+/// short, never with a stack of Vim's errors and a prompt; and a burst of the bridge's `error`
+/// lines shows one a second and then how many were not shown, not a `-- More --` prompt that
+/// took the user's keys. Here a stand-in bridge writes them.
+#[test]
+fn vim_reads_bad_lines_from_the_bridge_calmly() {
+    use std::os::unix::fs::PermissionsExt;
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let bad = [
+        r#"{"type":"ready"}"#,
+        r#"{"type":"ready","port":"41234"}"#,
+        r#"{"type":"ready","port":41234,"host":"127.0.0.1","lockFile":null}"#,
+        r#"{"type":"cancelled","id":1}"#,
+        r#"{"type":"connected"}"#,
+        r#"{"type":"disconnected"}"#,
+        r#"{"type":"initialized","conn":1}"#,
+        r#"{"type":"tool_call","id":"7","conn":1,"name":"openFile","arguments":{}}"#,
+        r#"{"type":"tool_call","id":8,"conn":1}"#,
+        r#"{"type":"error"}"#,
+        r#"{"type":5}"#,
+        r#"{"type":"status","clients":[1]}"#,
+        "[1,2]",
+        "not json",
+    ];
+    let mut script = String::from("#!/bin/sh\n");
+    for l in bad {
+        script += &format!("echo '{l}'\n");
+    }
+    script += "i=0; while [ $i -lt 300 ]; do echo \"{\\\"type\\\":\\\"error\\\",\\\"message\\\":\\\"refusal $i\\\"}\"; i=$((i+1)); done\n\
+               exec cat >/dev/null\n";
+    let fake = sb.root().join("fake-bridge");
+    fs::write(&fake, script).unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut vim = Vim::start(
+        &sb,
+        &a,
+        &format!("let g:claude_ide_bridge_cmd = '{}'", fake.display()),
+    );
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("not shown")
+    });
+    let m = m.as_str().unwrap();
+    assert!(m.contains("the bridge sent a line Vim cannot read"), "{m}");
+    assert!(m.contains(r#"{"type":"ready"}"#), "{m}");
+    assert!(!m.contains("Error detected") && !m.contains("E716"), "{m}");
+    assert!(m.matches("refusal").count() <= 1, "{m}");
+    let screen = vim.screen();
+    assert!(
+        !screen.contains("-- More --") && !screen.contains("Press ENTER"),
+        "{screen}"
+    );
+    // The good `ready` line among them was read.
+    assert_eq!(
+        vim.eval("claude_ide_bridge#Port()"),
+        41234,
+        "{}",
+        vim.diag()
+    );
+    vim.ex("qa!");
+}
