@@ -540,12 +540,40 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
 
     for f in &all {
         match &f.lock {
+            // Another user's, unreadable to this one (as a bridge writes it: 0600), as to a
+            // claude of theirs: never theirs to remove while its port answers.
+            Err(e) if !f.ours && port_accepts(f.port) => r.info(&format!(
+                "{}: {e}: another user's, and its port {} answers: a running bridge of theirs                  (a claude of yours cannot read it either)",
+                f.path.display(),
+                f.port
+            )),
+            Err(e) if !f.ours => r.problem(
+                &format!(
+                    "{}: {e}: another user's, and its port {} does not answer (stale)",
+                    f.path.display(),
+                    f.port
+                ),
+                &format!(
+                    "ask its owner to remove it, or: sudo {}",
+                    sys::remove_hint(&f.path)
+                ),
+            ),
             Err(e) => r.problem(
-                &format!("{}: {e} (foreign or corrupt)", f.path.display()),
+                &format!("{}: {e} (corrupt)", f.path.display()),
                 &format!("remove it: {}", sys::remove_hint(&f.path)),
             ),
+            Ok(l) if !f.ours && f.live() => r.info(&format!(
+                "{} belongs to another user: their running bridge ({}, pid {}, port {})",
+                f.path.display(),
+                l.ide_name,
+                l.pid,
+                f.port
+            )),
             Ok(_) if !f.ours => r.problem(
-                &format!("{} belongs to another user (foreign)", f.path.display()),
+                &format!(
+                    "{} belongs to another user, and its bridge is not running (stale)",
+                    f.path.display()
+                ),
                 &format!(
                     "ask its owner to remove it, or: sudo {}",
                     sys::remove_hint(&f.path)

@@ -1021,21 +1021,17 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
     let ide = sb.lock_dir();
     fs::create_dir_all(&ide).unwrap();
     chown(&ide, Some(nobody), Some(nobody)).unwrap();
-    // The program as the sandbox runs it, as that user, within 20 s.
-    let as_nobody = |args: &[&str]| {
+    // The program as the sandbox runs it, as that user (or another), within 20 s.
+    let as_user = |uid: u32, args: &[&str]| {
         let plain = sb.command();
         let mut c = Command::new("timeout");
-        c.args([
-            "20",
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-        ])
-        .arg(plain.get_program())
-        .args(args)
-        .current_dir(&sb.ws);
+        c.args(["20", "setpriv"])
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .args(["--clear-groups", "--"])
+            .arg(plain.get_program())
+            .args(args)
+            .current_dir(&sb.ws);
         for (k, v) in plain.get_envs() {
             match v {
                 Some(v) => c.env(k, v),
@@ -1044,6 +1040,7 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
         }
         c
     };
+    let as_nobody = |args: &[&str]| as_user(nobody, args);
     let doctor = |mode: u32| {
         fs::set_permissions(&ide, fs::Permissions::from_mode(mode)).unwrap();
         run_bounded(as_nobody(&["doctor", "--no-lsp"]))
@@ -1135,6 +1132,30 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
     );
     assert!(out.contains("cannot be listed"), "{out}");
     assert!(!out.contains("another CLAUDE_CONFIG_DIR"), "{out}");
+    // Its running bridge, seen by others in a folder they may list: theirs, never to be removed
+    // (it was "foreign or corrupt", to remove, for a user who cannot read it, and to remove with
+    // sudo for root).
+    fs::set_permissions(&ide, fs::Permissions::from_mode(0o755)).unwrap();
+    let (serve, stderr) = serving(as_nobody(&["serve", "--no-lsp"]));
+    stderr.wait_for("lock file: ");
+    let (_, by_root) = run_bounded({
+        let mut c = sb.command();
+        c.args(["doctor", "--no-lsp"]);
+        c
+    });
+    let (_, by_other) = run_bounded(as_user(4242, &["doctor", "--no-lsp"]));
+    stop(serve);
+    assert!(
+        by_root.contains("belongs to another user: their running bridge"),
+        "{by_root}"
+    );
+    assert!(
+        by_other.contains("another user's, and its port") && by_other.contains("answers"),
+        "{by_other}"
+    );
+    for out in [by_root, by_other] {
+        assert!(!out.contains(" rm "), "{out}");
+    }
 }
 
 /// `list` and `doctor` piped into a reader that is gone (`claude-ide-bridge list | head -0`): they
