@@ -543,13 +543,14 @@ fn parse_editor(path: &str) -> Result<Parsed, MapError> {
     };
     let b = text.as_bytes();
     let climbs = || MapError::Climbs(path.to_string());
-    // `C:`, `C:\...`, `C:/...`; from a URI, `/C:/...`.
+    // `C:\...`, `C:/...`; from a URI, `/C:/...` and `/C:` too. (`C:` alone is the current
+    // folder of drive C for Windows, relative as `C:a.rs` is.)
     let drive_at = usize::from(from_uri && b.first() == Some(&b'/'));
     let d = &b[drive_at.min(b.len())..];
     if d.len() >= 2
         && d[0].is_ascii_alphabetic()
         && d[1] == b':'
-        && (d.len() == 2 || d[2] == b'\\' || d[2] == b'/')
+        && ((d.len() == 2 && from_uri) || d.get(2).is_some_and(|s| *s == b'\\' || *s == b'/'))
     {
         let rest = &text[drive_at + 2..];
         let names = resolve(rest.split(['\\', '/'])).ok_or_else(climbs)?;
@@ -796,7 +797,10 @@ mod tests {
             Ok("/mnt/c/Users/me/app")
         );
         assert_eq!(m.to_here("file:///d:/x").as_deref(), Ok("/mnt/d/x"));
-        assert_eq!(m.to_here("C:").as_deref(), Ok("/mnt/c"));
+        assert_eq!(m.to_here(r"C:\").as_deref(), Ok("/mnt/c"));
+        assert_eq!(m.to_here("file:///C:").as_deref(), Ok("/mnt/c"));
+        // The current folder of drive C, for Windows: relative.
+        assert_eq!(m.to_here("C:"), Err(MapError::NotAbsolute("C:".into())));
         assert_eq!(
             m.to_editor("/mnt/c/Users/me/app").as_deref(),
             Ok(r"C:\Users\me\app")

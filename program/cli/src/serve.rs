@@ -108,6 +108,12 @@ fn path_mapping(specs: &[String], folders: &[String]) -> Result<PathMap, String>
             .any(|f| claude_ide_bridge::is_within(h, f) || claude_ide_bridge::is_within(f, h))
     };
     for here in map.here_folders() {
+        // A typo in a folder inside the workspace would map nothing, unseen.
+        match std::fs::metadata(&here) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(format!("--path-map: {here} is not a folder")),
+            Err(e) => return Err(format!("--path-map: {here}: {e}")),
+        }
         let here_real = real(&here);
         if let Some(r) = &here_real {
             map.also_here(&here, r);

@@ -334,6 +334,7 @@ fn a_workspace_named_through_a_link_is_mapped_by_its_real_folder() {
 #[test]
 fn a_mapping_outside_the_workspace_is_refused_at_start() {
     let sb = Sandbox::new();
+    fs::write(sb.ws.join("file.txt"), "").unwrap();
     let elsewhere = sb.root().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
     for (args, says) in [
@@ -360,6 +361,31 @@ fn a_mapping_outside_the_workspace_is_refused_at_start() {
         (
             vec!["--path-map".into(), format!("/e={}", lossy(&sb.ws))],
             "--stdio",
+        ),
+        // A folder inside the workspace that is not there, or a file.
+        (
+            vec![
+                "--stdio".into(),
+                "--path-map".into(),
+                format!("/e={}/typo", lossy(&sb.ws)),
+            ],
+            "typo: No such file or directory",
+        ),
+        (
+            vec![
+                "--stdio".into(),
+                "--path-map".into(),
+                format!("/e={}/file.txt", lossy(&sb.ws)),
+            ],
+            "file.txt is not a folder",
+        ),
+        (
+            vec![
+                "--stdio".into(),
+                "--path-map".into(),
+                format!("C:={}", lossy(&sb.ws)),
+            ],
+            "\"C:\" is not an absolute path",
         ),
     ] {
         let out = sb
