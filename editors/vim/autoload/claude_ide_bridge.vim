@@ -290,9 +290,13 @@ def Log(dir: string, line: string)
 enddef
 
 export def Send(msg: dict<any>)
+  SendLine(json_encode(msg))
+enddef
+
+# Sends a line of JSON (without its line break).
+export def SendLine(line: string)
   # Not once stopping: its input is closed while it winds down (E630 from a timer otherwise).
   if job_status(job) ==# 'run' && !stopping
-    var line = json_encode(msg)
     Log('->', line)
     try
       ch_sendraw(job_getchannel(job), line .. "\n")
@@ -500,17 +504,44 @@ def Readable(msg: any): bool
   return msg.type !=# 'ready' || msg.port > 0
 enddef
 
+# A NUL of JSON, `\u0000`: not the `u0000` after an escaped backslash (`\\u0000`).
+const NUL_ESCAPE = '\\\@<!\%(\\\\\)*\zs\\u0000'
+# What a NUL is read as first (a noncharacter, never in a text claude edits).
+const NUL_STANDIN = "\ufdd0"
+
+# Vim's json_decode() drops a NUL (`\u0000`): a proposal holding some was shown without them,
+# and sent back so once edited. In a proposal (openDiff's `new_file_contents`) each is read as
+# NUL_STANDIN, unless the line holds one already, and shown as Vim holds a NUL in a line, a NL
+# (diff.Open). Returns the decoded line (0 when it is not JSON) and what became of its NULs:
+# '' (none), 'kept' (as NUL_STANDIN), 'lost' (dropped).
+def Decode(line: string): list<any>
+  var nul = ''
+  var msg: any
+  try
+    if line =~# NUL_ESCAPE
+      nul = stridx(line, NUL_STANDIN) < 0 && line !~? '\\ufdd0' ? 'kept' : 'lost'
+      if nul ==# 'kept'
+        msg = json_decode(substitute(line, NUL_ESCAPE, '\\ufdd0', 'g'))
+        if type(msg) == v:t_dict && [get(msg, 'type', ''), get(msg, 'name', '')] == ['tool_call', 'openDiff']
+          return [msg, nul]
+        endif
+      endif
+      # (elsewhere, as before: a NUL cannot be in a path, and a message is only said)
+      nul = 'lost'
+    endif
+    msg = json_decode(line)
+  catch
+  endtry
+  return [msg, nul]
+enddef
+
 def OnLine(line: string)
   Log('<-', line)
   keepalive_missed = -1
   if line =~# '^\s*$'
     return
   endif
-  var msg: any
-  try
-    msg = json_decode(line)
-  catch
-  endtry
+  var [msg, nul] = Decode(line)
   if !Readable(msg)
     Report('the bridge sent a line Vim cannot read (is it another version than the plugin?): '
       .. Cut(line, 200))
@@ -544,7 +575,7 @@ def OnLine(line: string)
       remove(clients, string(msg.conn))
     endif
   elseif kind ==# 'tool_call'
-    OnToolCall(msg)
+    OnToolCall(msg, nul)
   elseif kind ==# 'cancelled'
     if has_key(unanswered, string(msg.id))
       remove(unanswered, string(msg.id))
@@ -584,29 +615,30 @@ export def Holding(): bool
   return mode(1) =~# HOLDING_MODES || getcmdwintype() !=# ''
 enddef
 
-def OnToolCall(msg: dict<any>)
+# `nul`: what became of the NULs in the call's line (Decode).
+def OnToolCall(msg: dict<any>, nul: string)
   if Holding()
     deferred[string(msg.id)] = true
-    timer_start(50, (_) => Deferred(msg))
+    timer_start(50, (_) => Deferred(msg, nul))
     return
   endif
-  RunToolCall(msg)
+  RunToolCall(msg, nul)
 enddef
 
-def Deferred(msg: dict<any>)
+def Deferred(msg: dict<any>, nul: string)
   var key = string(msg.id)
   if !has_key(deferred, key)
     return
   endif
   if Holding()
-    timer_start(50, (_) => Deferred(msg))
+    timer_start(50, (_) => Deferred(msg, nul))
     return
   endif
   remove(deferred, key)
-  RunToolCall(msg)
+  RunToolCall(msg, nul)
 enddef
 
-def RunToolCall(msg: dict<any>)
+def RunToolCall(msg: dict<any>, nul: string)
   # An error inside a channel callback can end it without reaching the `catch` below (seen with
   # Vim 9.0.1378): a timer answers for it then, as soon as Vim runs timers again.
   var key = string(msg.id)
@@ -615,7 +647,7 @@ def RunToolCall(msg: dict<any>)
   var args = get(msg, 'arguments', {})
   try
     if msg.name ==# 'openDiff'
-      diff.Open(msg.id, args)
+      diff.Open(msg.id, args, nul)
     elseif msg.name ==# 'openFile'
       files.OpenFile(msg.id, args)
     elseif msg.name ==# 'open_files'

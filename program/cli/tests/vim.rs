@@ -2677,3 +2677,41 @@ fn vim_reads_bad_lines_from_the_bridge_calmly() {
     );
     vim.ex("qa!");
 }
+
+/// NUL bytes, which Vim's json_decode() drops: a proposal holding some shows them (as Vim shows a
+/// NUL, a NL in the line's text), and edited elsewhere it is accepted with them byte for byte;
+/// a `\u0000` that is a backslash's text is left as it is. A proposal Vim cannot read them in
+/// exactly (its text holds the noncharacter they are read as) is shown read-only, and accepted
+/// as claude sent it.
+#[test]
+fn vim_keeps_nul_bytes_of_a_proposal() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "x\0y\nplain\n")], "");
+    let a = sb.ws.join("a.txt");
+    let proposal = "A\0B\0\0\nplain\n\\u0000 \\\\\0\nz\0\n";
+    let id = diff_in_proposal(&mut vim, &mut c, &a, proposal, "nul");
+    assert_eq!(
+        vim.eval("getline(1, '$')"),
+        json!(["A\nB\n\n", "plain", "\\u0000 \\\\\n", "z\n"])
+    );
+    assert_eq!(lines_of(&mut vim, &a), json!(["x\ny", "plain"]));
+    vim.ex("2s/plain/PLAIN/");
+    vim.ex("w");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(
+        texts(&r),
+        ["FILE_SAVED", "A\0B\0\0\nPLAIN\n\\u0000 \\\\\0\nz\0\n"]
+    );
+
+    // With the noncharacter U+FDD0 in it too: read-only, accepted as claude sent it.
+    let odd = "a\0b\u{fdd0}\n";
+    let id = diff_in_proposal(&mut vim, &mut c, &a, odd, "odd");
+    assert_eq!(vim.eval("&modifiable"), 0);
+    vim.ex("w");
+    let r = c.recv_until(WAIT, |v| v["id"] == json!(id)).unwrap();
+    assert_eq!(texts(&r), ["FILE_SAVED", odd]);
+    vim.ex("qa!");
+}

@@ -28,12 +28,32 @@ def Lines(text: string): list<string>
   return lines
 enddef
 
+# What a NUL of claude's text was read as (claude_ide_bridge.vim, Decode).
+const NUL_STANDIN = "\ufdd0"
+
+# The lines of the proposal of diff `d` as the buffer holds them: a NUL as a NL (in Vim, a NUL
+# in a line's text is a NL).
+def ProposalLines(d: dict<any>): list<string>
+  var lines = Lines(d.contents)
+  return d.nul ? map(lines, (_, l) => tr(l, NUL_STANDIN, "\n")) : lines
+enddef
+
+# The `contents` member of a diff_decision, in JSON: lines holding NULs (a NL in a line's text:
+# Vim's json_encode() would write it as a line break, \n) written with each as \u0000.
+def ContentsJson(lines: list<string>, nl: string, eol: bool): string
+  var encoded = mapnew(lines, (_, l) => substitute(json_encode(l)[1 : -2],
+    '\\\@<!\%(\\\\\)*\zs\\n', '\\u0000', 'g'))
+  return '"' .. join(encoded, nl ==# "\n" ? '\n' : '\r\n') .. (eol ? (nl ==# "\n" ? '\n' : '\r\n') : '') .. '"'
+enddef
+
 def Refuse(id: number, why: string)
   bridge.Respond(id, {error: why})
   bridge.Error(why)
 enddef
 
-export def Open(id: number, args: dict<any>)
+# `nul`: what became of the NULs of claude's text (claude_ide_bridge.vim, Decode): '' (none),
+# 'kept' (each is NUL_STANDIN in `new_file_contents`), 'lost' (dropped by json_decode()).
+export def Open(id: number, args: dict<any>, nul: string = '')
   var path: string = args.new_file_path
   var old_path: string = get(args, 'old_file_path', path)
   for p in uniq(sort([path, old_path]))
@@ -79,12 +99,17 @@ export def Open(id: number, args: dict<any>)
   execute 'silent file ' .. fnameescape(path .. ' (proposed by claude #' .. id .. ')')
   var contents: string = args.new_file_contents
   var crlf = Crlf(contents)
-  setline(1, Lines(contents))
+  setline(1, ProposalLines({contents: contents, nul: nul ==# 'kept'}))
   if crlf
     setlocal fileformat=dos
   endif
   &l:filetype = ft
   setlocal nomodified
+  if nul ==# 'lost'
+    # Shown without its NULs, it must not be sent back so: accepted unedited, the bridge gives
+    # claude's own text (a line that held the stand-in already, which is never so).
+    setlocal nomodifiable
+  endif
   diffthis
   var proposed = bufnr()
   # ZZ writes only a changed buffer (and the proposal is unchanged until the user edits it): it
@@ -94,7 +119,7 @@ export def Open(id: number, args: dict<any>)
   diffs[string(id)] = {id: id, path: path, tab_name: get(args, 'tab_name', ''), proposed: proposed,
     old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
     eol: contents =~# "\n$" || contents ==# '', crlf: crlf, wins: [main, win_getid()],
-    disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick'),
+    disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick'), nul: nul ==# 'kept',
     name: bridge.FullName(bufname(proposed))}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
   autocmd!
@@ -113,7 +138,9 @@ export def Open(id: number, args: dict<any>)
   endif
   bridge.Info('claude proposes a change to ' .. fnamemodify(path, ':~:.')
     .. (tab > 0 ? ' (tab page ' .. tab .. ')' : '')
-    .. ': :w (or ZZ) in the proposal accepts it (with your edits), :q rejects it')
+    .. (nul ==# 'lost' ? ': its NUL bytes cannot be shown here (shown without them, not editable):'
+      .. ' :w in the proposal accepts claude''s text as sent' : ': :w (or ZZ) in the proposal accepts it (with your edits)')
+    .. ', :q rejects it')
 enddef
 
 # What buffer `b` is when the plugin made it (the proposal or the empty left side of a pending
@@ -172,18 +199,32 @@ export def Accept(id: number)
   var decision: dict<any> = {type: 'diff_decision', id: id, decision: 'accept'}
   # (As Vim exits every buffer's changedtick is -1: whether it is modified tells then.)
   var tick = getbufvar(d.proposed, 'changedtick', d.tick)
+  # the decision's line when json_encode() cannot write it
+  var line = ''
   if tick < 0 ? getbufvar(d.proposed, '&modified') : tick != d.tick
     # edited by the user: the buffer's lines, and the line break at the end the proposal had
     var lines = getbufline(d.proposed, 1, '$')
-    text = join(lines, nl)
     # (one empty line is an empty text when the proposal was one)
-    if d.eol && !(lines == [''] && d.contents ==# '')
-      text ..= nl
-    endif
+    var eol = d.eol && !(lines == [''] && d.contents ==# '')
+    text = join(lines, nl) .. (eol ? nl : '')
     decision.contents = text
     Sent(d, lines)
+    if match(lines, "\n") >= 0
+      # NULs in it (a NL in a line's text), which json_encode() would write as line breaks:
+      # written as \u0000 (ContentsJson); for the watch of the file (WatchWrite), as in
+      # claude's text read with NULs.
+      decision.contents = ''
+      var json = ContentsJson(lines, nl, eol)
+      line = substitute(json_encode(decision), '"contents":""', (_) => '"contents":' .. json, '')
+      text = join(mapnew(lines, (_, l) => tr(l, "\n", NUL_STANDIN)), nl) .. (eol ? nl : '')
+      d.nul = true
+    endif
   endif
-  bridge.Send(decision)
+  if line ==# ''
+    bridge.Send(decision)
+  else
+    bridge.SendLine(line)
+  endif
   setbufvar(d.proposed, '&modified', 0)
   timer_start(0, (_) => Close(d))
   WatchWrite(d, text)
@@ -260,7 +301,7 @@ def Reread(id: number)
   endif
   var b = str2nr(expand('<abuf>'))
   silent deletebufline(b, 1, '$')
-  setbufline(b, 1, Lines(d.contents))
+  setbufline(b, 1, ProposalLines(d))
   if d.crlf
     setbufvar(b, '&fileformat', 'dos')
   endif
@@ -538,6 +579,9 @@ enddef
 # the file held when the diff opened, once it stays the same for a moment.
 def WatchWrite(d: dict<any>, text: string)
   var want = split(text, "\n", true)
+  if d.nul
+    map(want, (_, l) => tr(l, NUL_STANDIN, "\n"))
+  endif
   var last = d.disk
   var last_size = getfsize(d.path)
   var tries = 0
