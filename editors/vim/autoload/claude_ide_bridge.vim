@@ -35,7 +35,8 @@ var stopped_by_user = false
 var ended_why = ''
 var unanswered: dict<string> = {}
 # Remote: the timer that sends a keepalive line, the keepalive ticks since the one asked without
-# an answer (-1: none waits), and whether Vim dropped the link for want of one.
+# an answer, that is without a byte from the bridge (-1: none waits), and whether Vim dropped the
+# link for want of one.
 var keepalive_timer = 0
 const KEEPALIVES_MISSED = 4
 var keepalive_missed = -1
@@ -218,12 +219,19 @@ export def Start(Then: any = 0): bool
   ended_why = ''
   [keepalive_missed, went_silent] = [-1, false]
   [exited, closed] = [null, false]
+  [partial, partial_bytes, overlong, unhandled] = [[], 0, false, []]
   waiting = type(Then) == v:t_func ? [Then] : []
   job = job_start(argv, {
     in_mode: 'raw',
-    out_mode: 'nl', out_cb: (_, line) => OnLine(line),
+    # read as it comes and split into lines here (OnOutput), not by Vim ('nl'): Vim shows no part
+    # of a line, and a long one crossing a slow link looked like a link gone silent
+    out_mode: 'raw', out_cb: (_, chunk) => OnOutput(chunk),
     err_mode: 'nl', err_cb: (_, line) => OnStderr(line),
-    close_cb: (_) => OnClosed(),
+    # (a last line without its newline is one too, as Vim's 'nl' mode took it)
+    close_cb: (_) => {
+      OnOutputEnd()
+      OnClosed()
+    },
     exit_cb: (_, status) => OnExit(status),
     stoponexit: 'term',
     # Writes the pipe cannot take now wait in Vim's queue: a blocked write would stop Vim from
@@ -414,12 +422,12 @@ def Ended(status: number)
 enddef
 
 # Remote, every keepalive: a `status` line to the bridge over there, unless one is still
-# unanswered; when none came back for KEEPALIVES_MISSED more (any line from the bridge is an
-# answer), the link is taken as gone and the transport killed (its end is then handled as any
-# drop: Ended). Counted in ticks of the timer, which does not run while Vim is suspended: back
-# from Ctrl-Z, the answer read meanwhile is not taken for silence. Four, not fewer: an answer
-# waits behind the lines before it (a diff of a few MB crossing a slow link), and Vim sees no
-# part of a line.
+# unanswered; when nothing came back for KEEPALIVES_MISSED more, the link is taken as gone and the
+# transport killed (its end is then handled as any drop: Ended). Any bytes from the bridge are an
+# answer, a part of a line too (OnOutput): the answer waits behind the lines before it, and a
+# diff of 10 MB takes minutes to cross a slow link, which is working all that time. Counted in
+# ticks of the timer, which does not run while Vim is suspended: back from Ctrl-Z, the answer read
+# meanwhile is not taken for silence.
 def KeepAlive()
   if !Running()
     return
@@ -434,6 +442,90 @@ def KeepAlive()
       job_stop(job, 'kill')
     endif
   endif
+enddef
+
+# ---- the bridge's lines ----
+
+# The bridge's output is read as it comes (out_mode 'raw') and split into lines here, so that a
+# part of a line is seen: the bytes of a long line (a proposal of 10 MB over a slow link) keep the
+# link alive while the line crosses (KeepAlive). Each line reaches OnLine as Vim's 'nl' mode gave
+# it: without its newline, nor a CR before it; a NUL read as a NL (Vim's way in both modes: a NUL
+# byte in a line of the bridge, which JSON never holds, now ends it). A partial line waits in
+# `partial`, in pieces joined once its newline comes (each chunk appended to a string would copy
+# the line again each time: gigabytes for 10 MB coming in small chunks). One longer than MAX_LINE (64 MiB, the bridge's
+# own limit for the editor's lines; its lines are at most about 10 MiB, claude's largest message)
+# is not kept: Vim's memory grew without limit with one endless line. It is dropped until its end,
+# said once.
+const MAX_LINE = 64 * 1024 * 1024
+var partial: list<string> = []
+var partial_bytes = 0
+var overlong = false
+# Complete lines not handled yet, oldest first: a line's handling may let Vim read more of the
+# bridge (a prompt, a `sleep`), whose lines must not overtake the ones before them: the inner
+# call handles the older ones first.
+var unhandled: list<string> = []
+
+def OnOutput(chunk: string)
+  if chunk ==# ''
+    return
+  endif
+  # (bytes: the link carries them, and the bridge is there)
+  keepalive_missed = -1
+  var pieces = split(chunk, "\n", true)
+  # the last piece has no newline yet ('' when the chunk ended with one)
+  var rest = remove(pieces, -1)
+  for piece in pieces
+    if overlong || partial_bytes + strlen(piece) > MAX_LINE
+      # the end of a line too long (said when it went past the limit)
+      if !overlong
+        Overlong()
+      endif
+      [partial, partial_bytes, overlong] = [[], 0, false]
+      continue
+    endif
+    var line = empty(partial) ? piece : join(add(partial, piece), '')
+    [partial, partial_bytes] = [[], 0]
+    # (bytes, not characters: a line's last character counted from its start is slow)
+    var n = strlen(line)
+    add(unhandled, n > 0 && strpart(line, n - 1) ==# "\r" ? strpart(line, 0, n - 1) : line)
+  endfor
+  if rest !=# '' && !overlong
+    if partial_bytes + strlen(rest) > MAX_LINE
+      Overlong()
+      [partial, partial_bytes, overlong] = [[], 0, true]
+    else
+      add(partial, rest)
+      partial_bytes += strlen(rest)
+    endif
+  endif
+  HandleLines()
+enddef
+
+# The bridge's output ended: a last line without its newline is handled as one, as Vim's 'nl'
+# mode did (a half line of a transport that died: reported as a line Vim cannot read).
+def OnOutputEnd()
+  if !empty(partial) && !overlong
+    add(unhandled, join(partial, ''))
+  endif
+  [partial, partial_bytes, overlong] = [[], 0, false]
+  HandleLines()
+enddef
+
+def Overlong()
+  Report('the bridge sent a line longer than ' .. (MAX_LINE / 1024 / 1024) .. ' MiB: Vim dropped it'
+    .. ' (a damaged link, or a bridge of another version?)')
+enddef
+
+def HandleLines()
+  while !empty(unhandled)
+    var line = remove(unhandled, 0)
+    try
+      OnLine(line)
+    catch
+      # (a bug: the lines after it are still handled)
+      Report('handling a line from the bridge failed: ' .. v:exception .. ' (' .. v:throwpoint .. ')')
+    endtry
+  endwhile
 enddef
 
 # Messages about the bridge's lines (its refusals, lines Vim cannot read) come as fast as it

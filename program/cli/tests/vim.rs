@@ -2678,6 +2678,73 @@ fn vim_reads_bad_lines_from_the_bridge_calmly() {
     vim.ex("qa!");
 }
 
+/// The bridge's output is split into lines by the plugin (it reads it as it comes, 'raw'): a line
+/// past 64 MiB is not kept (one endless line grew Vim's memory without limit) but dropped until
+/// its end, said once, and the lines after it are read; a line ends without the CR of a CRLF, as
+/// Vim's 'nl' mode took it; a last line without its newline is read as the output ends.
+#[test]
+fn vim_drops_a_line_past_64_mib_from_the_bridge() {
+    use std::os::unix::fs::PermissionsExt;
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let fake = sb.root().join("fake-bridge");
+    fs::write(
+        &fake,
+        "#!/usr/bin/env python3\n\
+         import sys\n\
+         out = sys.stdout.buffer\n\
+         out.write(b'{\"type\":\"ready\",\"port\":41234,\"host\":\"127.0.0.1\",\"lockFile\":null}\\n')\n\
+         out.write(b'{\"type\":\"error\",\"message\":\"long')\n\
+         for _ in range(65):\n    out.write(b'x' * (1 << 20))\n\
+         out.write(b'\"}\\n{\"type\":\"error\",\"message\":\"after\"}\\r\\n')\n\
+         out.write(b'{\"type\":\"error\",\"message\":\"last\"}')\n\
+         out.flush()\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut vim = Vim::start(
+        &sb,
+        &a,
+        &format!("let g:claude_ide_bridge_cmd = '{}'", fake.display()),
+    );
+    vim.ex("ClaudeCodeStart");
+    let give_up = Instant::now() + WAIT;
+    let log = loop {
+        let log = fs::read_to_string(&vim.log).unwrap_or_default();
+        if log.contains("exited with status 0") || log.contains("refused a line: last") {
+            break log;
+        }
+        assert!(Instant::now() < give_up, "{}", vim.diag());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        log.matches("!! the bridge sent a line longer than 64 MiB: Vim dropped it")
+            .count(),
+        1,
+        "{}",
+        vim.diag()
+    );
+    assert!(
+        !log.contains(r#""message":"long"#),
+        "the long line was read: {}",
+        vim.diag()
+    );
+    assert!(
+        log.contains("<- {\"type\":\"error\",\"message\":\"after\"}\n"),
+        "{}",
+        vim.diag()
+    );
+    assert!(log.contains("refused a line: after"), "{}", vim.diag());
+    assert!(log.contains("refused a line: last"), "{}", vim.diag());
+    let m = vim.eval("execute('messages')");
+    assert!(m.as_str().unwrap().contains("longer than 64 MiB"), "{m}");
+    vim.ex("qa!");
+}
+
 /// NUL bytes, which Vim's json_decode() drops: a proposal holding some shows them (as Vim shows a
 /// NUL, a NL in the line's text), and edited elsewhere it is accepted with them byte for byte;
 /// a `\u0000` that is a backslash's text is left as it is. A proposal Vim cannot read them in

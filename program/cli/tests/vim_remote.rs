@@ -716,6 +716,102 @@ fn vim_remote_drops_a_link_gone_silent() {
     assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
 }
 
+/// A transport that carries the bridge's output at `argv[1]` bytes a second (16 KiB at a time,
+/// nothing buffered beyond that), as a slow link does; the bridge (the other arguments) reads
+/// Vim's lines as they are.
+const SLOW_RELAY: &str = r#"import os, subprocess, sys, time
+rate = float(sys.argv[1])
+child = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE)
+start, sent = time.monotonic(), 0
+while True:
+    data = os.read(child.stdout.fileno(), 16384)
+    if not data:
+        break
+    os.write(1, data)
+    sent += len(data)
+    ahead = sent / rate - (time.monotonic() - start)
+    if ahead > 0:
+        time.sleep(ahead)
+sys.exit(child.wait())
+"#;
+
+/// A long line crossing a slow link is not silence: a 2 MiB proposal takes about 3 s to reach
+/// Vim through a link of 700 kB/s, twelve keepalives of 0.25 s, while the keepalive's answer
+/// waits behind it. The link carries bytes all that time: Vim keeps it (it dropped it as gone
+/// silent after four keepalives, and the proposal with it, when it saw only whole lines), shows
+/// the proposal whole, and the accept reaches claude. Vim kept the bridge hearing from it too
+/// (`--editor-timeout` of 5 s, 20 keepalives).
+#[test]
+fn vim_remote_keeps_a_slow_link_carrying_a_long_line() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let relay = sb.root().join("slow-relay.py");
+    fs::write(&relay, SLOW_RELAY).unwrap();
+    let keepalive = 0.25;
+    let vimrc = format!(
+        "let g:claude_ide_bridge_workspace = {ws}\n\
+         let g:claude_ide_bridge_remote = {{'transport': ['python3', {relay}, '700000'], \
+         'bridge': {bin}, 'keepalive': {keepalive}}}",
+        ws = lit(&sb.ws.to_string_lossy()),
+        relay = lit(&relay.to_string_lossy()),
+        bin = lit(BIN),
+    );
+    let mut vim = Vim::start(&sb, &a, &vimrc);
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let mut c = connect(&lock);
+    let lines = 2048;
+    let contents: String = (0..lines)
+        .map(|i| format!("{i:06} {}\n", "w".repeat(1016)))
+        .collect();
+    let asked = Instant::now();
+    let id = c.call_tool("openDiff", open_diff_args(&a, &contents, "tab slow"));
+    let give_up = Instant::now() + WAIT;
+    while vim.eval("bufwinid(bufnr('proposed by claude'))") == -1 {
+        assert!(
+            Instant::now() < give_up && !messages(&mut vim).contains("silent"),
+            "no proposal: {}; {}",
+            messages(&mut vim),
+            vim.diag()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = asked.elapsed().as_secs_f64();
+    assert!(
+        took > 2.0 * 4.0 * keepalive,
+        "it crossed in {took:.1} s: not slow enough to test anything"
+    );
+    let m = messages(&mut vim);
+    assert!(!m.contains("silent") && !m.contains("dropped"), "{m}");
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.wait_eval("bufname()", |v| {
+        v.as_str().unwrap().contains("proposed by claude")
+    });
+    assert_eq!(vim.eval("line('$')"), json!(lines));
+    assert_eq!(
+        vim.eval("getline('$')"),
+        json!(format!("{:06} {}", lines - 1, "w".repeat(1016)))
+    );
+    vim.ex("w");
+    let r = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("an answer for the diff");
+    assert_eq!(texts(&r)[0], "FILE_SAVED", "{r}");
+    assert!(texts(&r)[1] == contents, "the accept's text differs");
+    assert!(
+        status(&mut vim).contains("bridge: running"),
+        "{}",
+        status(&mut vim)
+    );
+    assert!(lock.exists(), "the bridge stopped");
+    vim.ex("qa!");
+    gone(&lock);
+}
+
 /// The remote bridge started with `--host ::1` (`g:claude_ide_bridge_args`): the claude
 /// `:ClaudeCode` runs over there is told where it listens, and connects there.
 #[test]
