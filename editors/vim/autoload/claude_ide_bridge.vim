@@ -610,7 +610,8 @@ def Decode(line: string): list<any>
   var nul = ''
   var msg: any
   try
-    if line =~# NUL_ESCAPE
+    # (stridx first: the pattern takes 30 times as long on a line of megabytes)
+    if stridx(line, 'u0000') >= 0 && line =~# NUL_ESCAPE
       nul = stridx(line, NUL_STANDIN) < 0 && line !~? '\\ufdd0' ? 'kept' : 'lost'
       if nul ==# 'kept'
         msg = json_decode(substitute(line, NUL_ESCAPE, '\\ufdd0', 'g'))
