@@ -115,8 +115,8 @@ pub use discovery::{lock_dirs, lock_file_name, port_from_lock_name, AuthToken, L
 // Paths and `file://` URIs.
 pub use paths::{
     file_uri, is_file_uri, is_within, normalize, path_of_wsl_mount, posix_to_windows,
-    resolve_in_workspace, to_posix, uri_to_path, uri_to_windows_path, without_verbatim_prefix,
-    wsl_mount_path, ClientPaths,
+    resolve_in_workspace, to_posix, uri_to_path, uri_to_windows_path, windows_case_key,
+    without_verbatim_prefix, wsl_mount_path, ClientPaths,
 };
 
 /// Not part of the API (no semver promise; only with the `hooks` feature): the engine's inner

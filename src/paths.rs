@@ -571,6 +571,33 @@ pub fn is_within(path: &str, folder: &str) -> bool {
     within_normalized(&path, &folder)
 }
 
+/// `name` (a name, or a whole path) as a case-insensitive Windows file system (NTFS's default)
+/// compares it: two names are one there when their keys are equal. Its table upper-cases one
+/// UTF-16 unit at a time, to one unit: a character whose upper case is longer (`ß` to `SS`, `ﬁ`
+/// to `FI`) stays as it is, and so does one outside the Basic Multilingual Plane (a surrogate
+/// pair). A pure function, on every OS.
+///
+/// ```
+/// use claude_ide_bridge::windows_case_key;
+/// assert_eq!(windows_case_key(r"c:\Users\émilie\a.rs"), windows_case_key(r"C:\USERS\ÉMILIE\A.RS"));
+/// assert_ne!(windows_case_key("straße"), windows_case_key("STRASSE"));
+/// ```
+pub fn windows_case_key(name: &str) -> String {
+    name.chars().map(windows_upper).collect()
+}
+
+/// One character as [`windows_case_key`] takes it.
+fn windows_upper(c: char) -> char {
+    if u32::from(c) > 0xFFFF {
+        return c;
+    }
+    let mut upper = c.to_uppercase();
+    match (upper.next(), upper.next()) {
+        (Some(u), None) => u,
+        _ => c,
+    }
+}
+
 fn within_normalized(path: &str, folder: &str) -> bool {
     if !path.starts_with('/') || !folder.starts_with('/') {
         return false;
@@ -633,8 +660,9 @@ impl From<PathError> for crate::jsonrpc::RpcError {
 ///
 /// A relative path is resolved against the first folder and must stay inside it. An absolute path (POSIX or
 /// Windows) must, after [`normalize`], be inside some folder. When any folder is a Windows path (drive letter or
-/// UNC), backslashes in `path` are separators, so `..\..\x` is refused there as `../../x` is everywhere.
-/// Returns the normalised absolute POSIX-style path.
+/// UNC), backslashes in `path` are separators, so `..\..\x` is refused there as `../../x` is everywhere,
+/// and a Windows folder's names match in any case, as Windows compares them ([`windows_case_key`]).
+/// Returns the normalised absolute POSIX-style path (in the case `path` gave).
 ///
 /// This cannot see symbolic links: the host must canonicalise the returned path (and the folders) and check
 /// again with [`is_within`] before reading or writing, or a link inside the workspace leads out of it.
@@ -646,6 +674,9 @@ impl From<PathError> for crate::jsonrpc::RpcError {
 /// assert_eq!(resolve_in_workspace("/home/me/ws/./a.rs", &folders).as_deref(), Ok("/home/me/ws/a.rs"));
 /// assert_eq!(resolve_in_workspace("../secret", &folders), Err(PathError::Traversal));
 /// assert_eq!(resolve_in_workspace("/etc/passwd", &folders), Err(PathError::OutsideWorkspace));
+/// let windows = vec![r"C:\Users\Me\App".to_string()];
+/// assert_eq!(resolve_in_workspace(r"c:\USERS\me\app\a.rs", &windows).as_deref(), Ok("/c/USERS/me/app/a.rs"));
+/// assert_eq!(resolve_in_workspace("/home/me/WS/a.rs", &folders), Err(PathError::OutsideWorkspace));
 /// ```
 pub fn resolve_in_workspace(path: &str, folders: &[String]) -> Result<String, PathError> {
     if path.is_empty() {
@@ -664,10 +695,19 @@ pub fn resolve_in_workspace(path: &str, folders: &[String]) -> Result<String, Pa
             return Err(PathError::NoWorkspace);
         }
         let resolved = normalize(&posix).ok_or(PathError::Traversal)?;
-        let inside = folders
-            .iter()
-            .filter_map(|f| normalize(f))
-            .any(|f| within_normalized(&resolved, &f));
+        // A Windows folder's names in any case, as Windows compares them (`C:\Users\Me\App` is
+        // `c:\users\me\app`); which file that is, the host's look at the disk says.
+        let folded =
+            (folders.iter().any(|f| windows_style(f))).then(|| windows_case_key(&resolved));
+        let inside = folders.iter().any(|given| {
+            let Some(f) = normalize(given) else {
+                return false;
+            };
+            within_normalized(&resolved, &f)
+                || (folded.as_ref()).is_some_and(|r| {
+                    windows_style(given) && within_normalized(r, &windows_case_key(&f))
+                })
+        });
         if inside {
             Ok(resolved)
         } else {
@@ -1010,6 +1050,23 @@ mod tests {
             resolve_in_workspace(r"D:\ws\a.rs", &win),
             Err(PathError::OutsideWorkspace)
         );
+        // A Windows folder in any case, as Windows compares names (a share's too); not a longer
+        // name, nor one whose upper case is longer (`ß`); a POSIX folder's case counts.
+        let win = vec![
+            r"C:\Users\Émilie\Straße".to_string(),
+            r"\\srv\Share".to_string(),
+        ];
+        for inside in [r"c:\USERS\émilie\STRAßE\a.rs", r"\\SRV\share\a.rs"] {
+            assert!(resolve_in_workspace(inside, &win).is_ok(), "{inside}");
+        }
+        for outside in [
+            r"C:\Users\Émilie\STRASSE\a.rs",
+            r"c:\users\émilie\straßex\a.rs",
+        ] {
+            let refused = resolve_in_workspace(outside, &win);
+            assert_eq!(refused, Err(PathError::OutsideWorkspace), "{outside}");
+        }
+        assert_eq!(ok("/HOME/me/ws/a"), Err(PathError::OutsideWorkspace));
         let root = vec!["/".to_string()];
         assert_eq!(resolve_in_workspace("/etc", &root).as_deref(), Ok("/etc"));
         assert_eq!(

@@ -97,26 +97,13 @@ impl WinPath {
 /// (`ß` to `SS`, `ﬁ` to `FI`) stays as it is, so `straße` and `STRASSE` are two names there, as
 /// here; so does one outside the Basic Multilingual Plane (two units, a surrogate pair).
 pub(crate) fn same_name(a: &str, b: &str) -> bool {
-    a == b
-        || (a.chars().count() == b.chars().count()
-            && a.chars().map(fold_char).eq(b.chars().map(fold_char)))
+    a == b || case_key(a) == case_key(b)
 }
 
-/// `name` as [`same_name`] compares it: two names are the same there when their keys are equal.
+/// `name` as [`same_name`] compares it: two names are the same there when their keys are equal
+/// (the engine's [`windows_case_key`](claude_ide_bridge::windows_case_key)).
 pub(crate) fn case_key(name: &str) -> String {
-    name.chars().map(fold_char).collect()
-}
-
-/// One character as the table upper-cases it ([`same_name`]).
-fn fold_char(c: char) -> char {
-    if u32::from(c) > 0xFFFF {
-        return c;
-    }
-    let mut upper = c.to_uppercase();
-    match (upper.next(), upper.next()) {
-        (Some(u), None) => u,
-        _ => c,
-    }
+    claude_ide_bridge::windows_case_key(name)
 }
 
 /// Why a path is refused, in words.
