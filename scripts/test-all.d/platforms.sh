@@ -117,7 +117,17 @@ mkdir "$case_pair/proj" "$case_pair/PROJ"
 echo in > "$case_pair/proj/target.txt"
 echo sibling > "$case_pair/PROJ/target.txt"
 export CLAUDE_IDE_BRIDGE_TEST_CASE_PAIR="Z:${case_pair//\//\\}"
-trap 'wineserver -k 2>/dev/null || true; rm -rf "$case_pair"' EXIT
+# Unix symbolic links, which Wine shows as what they lead to: two out of a workspace folder, one
+# within it (program/files/tests/windows.rs).
+links_out="$(mktemp -d)"
+mkdir "$links_out/ws" "$links_out/outside"
+echo in > "$links_out/ws/a.txt"
+echo secret > "$links_out/outside/secret.txt"
+ln -s ../outside/secret.txt "$links_out/ws/to_file"
+ln -s "$links_out/outside" "$links_out/ws/to_dir"
+ln -s a.txt "$links_out/ws/inside"
+export CLAUDE_IDE_BRIDGE_TEST_LINKS_OUT="Z:${links_out//\//\\}"
+trap 'wineserver -k 2>/dev/null || true; rm -rf "$case_pair" "$links_out"' EXIT
 # Whether the last test binary of a run's log printed nothing of its own (no `running N tests`
 # after its `Running` line): Wine did not start it.
 never_started() {

@@ -992,3 +992,40 @@ fn a_failed_write_leaves_no_directory_it_made() {
     assert!(t.ws.join("kept").is_dir());
     assert_eq!(fs::read_dir(t.ws.join("kept")).unwrap().count(), 0);
 }
+
+/// Links out of the workspace that the walk does not see as links: Unix symbolic links under
+/// Wine, which shows each as the file or directory it leads to (a real Windows link or junction
+/// is refused by the walk, above). What the system finally names the file (its deepest part
+/// that exists) must be inside the folder too: reads, checks and writes through them are
+/// refused, and nothing is written outside; a link that stays inside is followed.
+/// `scripts/test-all.d/platforms.sh` makes the links from Linux
+/// (`CLAUDE_IDE_BRIDGE_TEST_LINKS_OUT`: `ws\to_file`, `ws\to_dir` lead to `outside\`,
+/// `ws\inside` to `ws\a.txt`).
+#[test]
+fn links_the_walk_does_not_see_are_refused_by_where_they_lead() {
+    let Ok(root) = std::env::var("CLAUDE_IDE_BRIDGE_TEST_LINKS_OUT") else {
+        claude_ide_bridge_testsupport::skip::tool_missing(
+            "no links made from outside (scripts/test-all.d/platforms.sh makes them under Wine)",
+        );
+        return;
+    };
+    let ws = Workspace::new(vec![format!(r"{root}\ws")], Limits::default());
+    assert_eq!(ws.read_text("inside").unwrap().content, "in\n");
+    assert!(ws.writable("inside").is_ok());
+    for through in [r"to_file", r"to_dir\secret.txt"] {
+        assert!(is_outside(ws.read_text(through)), "{through}");
+        assert!(is_outside(ws.regular_file(through)), "{through}");
+        assert!(is_outside(ws.writable(through)), "{through}");
+        assert!(is_outside(ws.write(through, b"owned\n")), "{through}");
+    }
+    for new in [r"to_dir\new.txt", r"to_dir\deeper\new.txt"] {
+        assert!(is_outside(ws.writable(new)), "{new}");
+        assert!(is_outside(ws.write(new, b"owned\n")), "{new}");
+    }
+    let outside = PathBuf::from(format!(r"{root}\outside"));
+    assert_eq!(
+        fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "secret\n"
+    );
+    assert_eq!(files_below(&outside), [outside.join("secret.txt")]);
+}

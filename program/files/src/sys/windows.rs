@@ -384,6 +384,37 @@ impl Workspace {
         Ok(dir)
     }
 
+    /// `Ok` when what `comps` names below folder `i` (its deepest part that exists) is, as the
+    /// system finally names it, inside that folder as the system finally names it: links and
+    /// junctions resolved by the system itself (`canonicalize`: the final name of a handle it
+    /// opens). The walk from the folder's handle refuses links and junctions leading out
+    /// already; this asks the system the same, for a link the walk does not see as one (Wine
+    /// shows a Unix symbolic link as what it leads to, and a write through one went outside).
+    /// A name the system cannot give (a file system that keeps none) leaves the walk's word.
+    fn finally_inside(&self, i: usize, comps: &[String], path: &str) -> Result<(), Error> {
+        let f = &self.folders[i];
+        let Ok(folder) = winpath::parse(&f.canonical) else {
+            return Ok(());
+        };
+        for k in (0..=comps.len()).rev() {
+            match std::fs::canonicalize(self.display(i, &comps[..k])) {
+                Ok(real) => {
+                    let real = real.to_string_lossy();
+                    return match winpath::parse(&real) {
+                        Ok(p) if p.below(&folder).is_some() => Ok(()),
+                        _ => Err(Error::outside(
+                            path,
+                            format!("it leads to {real}, outside {}", f.advertised),
+                        )),
+                    };
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(_) => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
     /// The path shown for components below a folder: the folder as advertised, then the
     /// components, joined with `\`.
     fn display(&self, folder: usize, comps: &[String]) -> String {
@@ -413,6 +444,7 @@ impl Workspace {
             });
         }
         let file = dir.open(&at).map_err(|e| failed(path, "opening", e))?;
+        self.finally_inside(i, &comps, path)?;
         let md = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
         if !md.is_file() {
             return Err(Error::NotRegular {
@@ -482,6 +514,7 @@ impl Workspace {
                 kind: kind_name(md.file_type()),
             });
         }
+        self.finally_inside(i, &comps, path)?;
         Ok(self.display(i, &comps))
     }
 
@@ -499,6 +532,7 @@ impl Workspace {
     pub fn writable(&self, path: &str) -> Result<String, Error> {
         let (i, comps) = self.lexical(path)?;
         let dir = self.open_folder(i, path)?;
+        self.finally_inside(i, &comps, path)?;
         // The deepest part of the path that exists must be a directory, or the whole path a
         // regular file (a link at the end is refused, as a write would refuse it).
         for k in (0..=comps.len()).rev() {
@@ -552,6 +586,7 @@ impl Workspace {
     pub fn write(&self, path: &str, contents: &[u8]) -> Result<String, Error> {
         let (i, comps) = self.lexical(path)?;
         let dir = self.open_folder(i, path)?;
+        self.finally_inside(i, &comps, path)?;
         let Some((name, parents)) = comps.split_last() else {
             return Err(Error::NotRegular {
                 path: path.into(),
