@@ -52,8 +52,9 @@ impl Check {
 }
 
 /// What diagnostics hold: how many, and their [`weight`](super::weight). Waiting checks hold
-/// within the bounds of the diagnostics kept ([`LspLimits::max_total_diagnostics`] and
-/// [`LspLimits::max_total_bytes`](crate::LspLimits::max_total_bytes)).
+/// within the bounds of the diagnostics kept
+/// ([`max_total_diagnostics`](crate::LspLimits::max_total_diagnostics) and
+/// [`max_total_bytes`](crate::LspLimits::max_total_bytes)).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 pub(super) struct Held {
     pub(super) count: usize,
