@@ -295,6 +295,10 @@ impl Listing for Listed {
 impl Workspace {
     /// The folder a wire path is in and its plain components below it (see the module docs).
     pub(crate) fn lexical(&self, path: &str) -> Result<(usize, Vec<String>), Error> {
+        // (Relative, it would name the first folder itself, as on Unix.)
+        if path.is_empty() {
+            return Err(Error::outside(path, "path is empty"));
+        }
         let given = winpath::from_uri(path).map_err(|why| Error::outside(path, why))?;
         // Every use is a file's: `a.txt\` names a directory, not the file `a.txt`.
         if crate::ends_as_directory(&given, &['/', '\\']) {
