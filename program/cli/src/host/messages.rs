@@ -221,7 +221,7 @@ impl<'a> FromEditor<'a> {
                 return Err(format!("\"type\" must be one string: {e}"))
             }
             Err(e) if e.is_data() => return Err("expected a JSON object".into()),
-            Err(e) => return Err(format!("malformed JSON: {e}")),
+            Err(e) => return Err(format!("malformed JSON: {}", lone_surrogate(e.to_string()))),
         };
         let Some(name) = envelope.kind else {
             return Err("missing \"type\"".into());
@@ -264,7 +264,7 @@ impl<'a> FromEditor<'a> {
                         &format!("expected a non-negative integer (at most {most})"),
                     )
                 });
-            format!("{name}: {e}")
+            format!("{name}: {}", lone_surrogate(e))
         })
     }
 
@@ -465,6 +465,18 @@ impl<'de> Deserialize<'de> for Decision {
     }
 }
 
+/// serde's error `e`, and when it is about a hex escape (what serde says of a lone surrogate:
+/// "unexpected end of hex escape", "lone leading surrogate"), what is wrong with it.
+fn lone_surrogate(e: String) -> String {
+    if !e.contains("hex escape") {
+        return e;
+    }
+    format!(
+        "{e} (a \\uD800-\\uDFFF escape must be one half of a surrogate pair: one alone names no \
+         character, and cannot be written to a file)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,6 +593,15 @@ mod tests {
             (
                 r#"{"type":"diff_decision","id":1,"decision":"maybe"}"#,
                 r#"diff_decision: invalid value: string "maybe", expected "decision" to be"#,
+            ),
+            // A lone surrogate, as an editor's text with half an emoji would be written.
+            (
+                r#"{"type":"diff_decision","id":1,"decision":"accept","contents":"a\ud83dz"}"#,
+                "one half of a surrogate pair",
+            ),
+            (
+                r#"{"type":"diff_decision","id":1,"decision":"accept","contents":"\ude00"}"#,
+                "one half of a surrogate pair",
             ),
         ] {
             let e = FromEditor::parse(line).unwrap_err();
