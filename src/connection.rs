@@ -7,6 +7,7 @@ use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
 use crate::jsonrpc::RpcError;
 use crate::limits::Limits;
 use crate::mcp::{self, Mcp, McpPhase};
+use crate::notify::Notification;
 use crate::paths::ClientPaths;
 use crate::types::{ApiError, ConnectionId, DisconnectReason, EndpointCx, Event, Mention};
 use crate::ws::{self, SendError, WebSocket};
@@ -135,9 +136,10 @@ pub(crate) const READY_SETTLE: Duration = Duration::from_millis(300);
 pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
 
 /// What a client is sent once it is ready for it, [`READY_SETTLE`] after it is ready: the
-/// editor's selection as last sent to all (the client shows it at once, rather than at the
-/// selection's next change), then the at-mentions queued while no client was connected (taken
-/// when it sent `notifications/initialized`) and those sent to it since, in order; the
+/// editor's selection as last sent to all, or to it alone after that (the client shows it at
+/// once, rather than at the selection's next change), then the at-mentions queued while no
+/// client was connected (taken when it sent `notifications/initialized`) and those sent to it
+/// since, in order; the
 /// at-mentions are written [`MENTION_HOLD`] after it initialized if it is not ready before.
 /// Named the way the client names files then, and sent as news is (one that does not fit under
 /// half of `max_outbound` is left out).
@@ -149,6 +151,10 @@ struct Welcome {
     /// [`MENTION_HOLD`] after `notifications/initialized`: when held at-mentions are due at the
     /// latest, and from when one sent to a client still not ready is no longer held.
     hold_until: Instant,
+    /// A selection sent to this client alone since it initialized, unless one was sent to all
+    /// after it: the newest it was sent, which the welcome gives instead of the one kept for all
+    /// (older: it took the place of the client's own, 300 ms later).
+    own_selection: Option<Notification>,
 }
 
 impl Welcome {
@@ -220,6 +226,14 @@ impl Connection {
         true
     }
 
+    /// A `selection_changed` was sent to this client: to it alone (`own`), or to all (the one
+    /// kept for all is then the newest). Its [`Welcome`], if still to come, gives the newest.
+    pub(crate) fn selection_sent(&mut self, own: Option<&Notification>) {
+        if let Some(w) = self.welcome.as_mut() {
+            w.own_selection = own.cloned();
+        }
+    }
+
     /// The at-mention it held last was written to another connection too
     /// ([`Connection::hold_mention`] of one sent to all).
     pub(crate) fn held_mention_seen(&mut self) {
@@ -253,7 +267,9 @@ impl Connection {
             return;
         };
         let ttl = cx.config.limits.mention_ttl;
-        let selection = cx.selection.as_ref().filter(|_| s.mcp.ready_for_news());
+        let selection = (w.own_selection.as_ref())
+            .or(cx.selection.as_ref())
+            .filter(|_| s.mcp.ready_for_news());
         let mentions = w
             .mentions
             .iter()
@@ -491,6 +507,7 @@ impl Connection {
                     mentions,
                     settled: None,
                     hold_until: now + MENTION_HOLD,
+                    own_selection: None,
                 }));
                 // And a change of the tools made since `initialize` was answered.
                 if self.tools_untold {

@@ -348,7 +348,9 @@ impl Server {
     /// next client again (not those sent to it alone). The last
     /// `selection_changed` sent to [`Target::All`] is kept, and a client is sent it when it is
     /// ready in the same way (before those at-mentions): the editor's selection as it stands shows
-    /// at once in a `claude` started after it was made.
+    /// at once in a `claude` started after it was made. A client sent a selection of its own
+    /// since it initialized is sent that one instead, unless one to all came after it: the newest
+    /// it was sent.
     /// A `notifications/tools/list_changed` that a connection past `initialize` cannot take now (it
     /// has not sent `notifications/initialized`, or has no room) is sent to it once it can: when it
     /// initializes, or when enough of its output is written; it is not counted here.
@@ -442,8 +444,21 @@ impl Server {
         }
         self.keep_scratch(frame);
         self.refresh_timer();
-        if target == Target::All && matches!(notification, Notification::SelectionChanged(_)) {
-            self.selection = Some(notification.clone());
+        if matches!(notification, Notification::SelectionChanged(_)) {
+            // The newest selection each client was sent is the one its welcome gives.
+            match target {
+                Target::All => {
+                    self.selection = Some(notification.clone());
+                    for c in self.conns.values_mut() {
+                        c.selection_sent(None);
+                    }
+                }
+                Target::Connection(id) => {
+                    if let Some(c) = self.conns.get_mut(&id.0) {
+                        c.selection_sent(Some(notification));
+                    }
+                }
+            }
         }
         if let Some(m) = mention.filter(|_| reached == 0 && target == Target::All) {
             self.expire_mentions(now);

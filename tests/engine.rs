@@ -1758,6 +1758,66 @@ fn a_client_ready_is_sent_the_editors_selection_as_it_stands() {
     assert!(p.messages(c).is_empty(), "sent once");
 }
 
+/// The selection a client is sent once ready is the newest it was sent: one the host sent it
+/// alone since it initialized (the editor's selection as the host tells a new client) takes the
+/// kept one's place, which came 300 ms later and put the client back on the old selection; and a
+/// later one sent to all takes that one's.
+#[test]
+fn a_client_ready_is_sent_the_newest_selection_it_was_sent() {
+    let mut p = Pair::new();
+    let selected = |path: &str| {
+        Notification::SelectionChanged(SelectionChanged {
+            text: String::new(),
+            file_path: path.into(),
+            file_url: claude_ide_bridge::file_uri(path),
+            selection: Selection::new(Position::new(0, 0), Position::new(0, 0)),
+        })
+    };
+    let selections = |p: &mut Pair, c| -> Vec<Value> {
+        (p.messages(c).into_iter())
+            .filter(|m| m["method"] == "selection_changed")
+            .map(|m| m["params"]["filePath"].clone())
+            .collect()
+    };
+    p.server.notify(Target::All, &selected("/w/old.rs"), p.now);
+    let c = p.connect_initialized_keep();
+    p.server
+        .notify(Target::Connection(c), &selected("/w/new.rs"), p.now);
+    assert_eq!(
+        selections(&mut p, c),
+        [json!("/w/new.rs")],
+        "at once, as before"
+    );
+    say_connected(&mut p, c, 4242);
+    list_all(&mut p, c, &LISTS);
+    p.advance(Duration::from_millis(300));
+    assert_eq!(
+        selections(&mut p, c),
+        [json!("/w/new.rs")],
+        "its own, not the old"
+    );
+    // Sent to all after its own: the one kept for all is the newest.
+    let d = p.connect_initialized_keep();
+    p.server
+        .notify(Target::Connection(d), &selected("/w/own.rs"), p.now);
+    p.server.notify(Target::All, &selected("/w/all.rs"), p.now);
+    assert_eq!(
+        selections(&mut p, d),
+        [json!("/w/own.rs"), json!("/w/all.rs")]
+    );
+    say_connected(&mut p, d, 4343);
+    list_all(&mut p, d, &LISTS);
+    p.advance(Duration::from_millis(300));
+    assert_eq!(selections(&mut p, d), [json!("/w/all.rs")]);
+    p.advance(Duration::from_secs(10));
+    assert_eq!(
+        selections(&mut p, c),
+        [json!("/w/all.rs")],
+        "the one to all, once"
+    );
+    assert!(selections(&mut p, d).is_empty(), "once");
+}
+
 /// What a client is sent once ready follows the news rule: a kept selection or an at-mention
 /// that would take its unwritten output past half of `max_outbound` is left out, and the
 /// connection stays (an editor's huge selection used to drop every `claude` that connected).
