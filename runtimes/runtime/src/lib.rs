@@ -81,16 +81,31 @@ pub use crate::core::{ListenError, LockFileError};
 
 /// The names each runtime crate re-exports (`pub use claude_ide_bridge_runtime::api::*`), so that
 /// a host needs only its runtime's crate: what it starts a server with, what it receives, how it
-/// answers.
+/// answers, and the types those take and give.
+///
+/// ```
+/// use claude_ide_bridge_runtime::api::{ClientPaths, ConnectionId, DisconnectReason, Handle};
+/// use claude_ide_bridge_runtime::api::Rejection;
+///
+/// /// A client in WSL names a Windows host's files by their mounts (`/mnt/c/...`).
+/// fn client_in_wsl(handle: &Handle, conn: ConnectionId) {
+///     handle.set_client_paths(conn, ClientPaths::WslMounts);
+/// }
+///
+/// /// A client refused for its token: one that read an old lock file.
+/// fn wrong_token(reason: &DisconnectReason) -> bool {
+///     matches!(reason, DisconnectReason::Refused(Rejection::Unauthorized))
+/// }
+/// ```
 pub mod api {
     pub use crate::{
-        generate_token, lock_folders, posix_folders, Handle, ListenError, LockFileError,
+        generate_token, lock_folders, posix_folders, Clock, Handle, ListenError, LockFileError,
         LockFileMode, Logger, Options, MAX_HOST_BACKLOG,
     };
     pub use claude_ide_bridge::RpcError;
     pub use claude_ide_bridge::{
         ApiError, Asker, AuthToken, CallId, CancelReason, ConnectionId, DisconnectReason, Event,
-        Limits, LockFile, PathError, Target,
+        Limits, LockFile, PathError, Rejection, Target,
     };
     // What a call asks (tool calls and their arguments, compatibility requests) and what the host
     // answers with.
@@ -108,8 +123,12 @@ pub mod api {
     pub use claude_ide_bridge::{
         AtMentioned, DiagnosticsChanged, LogEvent, Notification, SelectionChanged,
     };
-    // Paths and `file://` URIs as the wire writes them.
-    pub use claude_ide_bridge::{file_uri, is_within, to_posix, uri_to_path, uri_to_windows_path};
+    // Paths and `file://` URIs as the wire writes them, and as a client names files
+    // (`Handle::set_client_paths`).
+    pub use claude_ide_bridge::{
+        file_uri, is_within, resolve_in_workspace, to_posix, uri_to_path, uri_to_windows_path,
+        ClientPaths,
+    };
 }
 
 use claude_ide_bridge::AuthToken;
