@@ -279,7 +279,11 @@ pub enum Event {
         /// The message text.
         text: String,
     },
-    /// The connection is gone; its pending calls were cancelled just before this event.
+    /// The connection is gone; its pending calls were cancelled just before this event. Also for
+    /// a socket refused or timed out during its upgrade ([`DisconnectReason::Refused`],
+    /// [`DisconnectReason::HandshakeTimeout`]), which had no [`Event::Connected`]: a host that
+    /// keeps state by connection may meet an id it never saw (only a socket the peer closed
+    /// during its upgrade goes without any event).
     Disconnected {
         /// The connection.
         conn: ConnectionId,
