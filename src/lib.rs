@@ -67,6 +67,15 @@
 //!
 //! Tool calls arrive as [`Event::ToolCall`] with a [`CallId`]; answer with [`Server::respond`]
 //! now or much later (an `openDiff` waits for a person) while other traffic keeps flowing.
+//!
+//! Each step is an input too: an answer given while handling an event, or bytes written, can
+//! make more events and more bytes to write, and [`Server::handle_timeout`] makes both (pings,
+//! the at-mentions held for a client). So a loop drains events and bytes in turn until a pass
+//! finds neither, after every input and after every timeout, then sleeps until the earlier of
+//! [`Server::poll_timeout`] and its own deadlines (a diff to decide later, say) or the next
+//! input. The runtime crates (`claude-ide-bridge-smol`, `claude-ide-bridge-blocking`) are such
+//! loops, written once in `claude-ide-bridge-runtime`; their lock file and token code are there
+//! too, for a host that writes its own.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
