@@ -540,10 +540,11 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
 
     for f in &all {
         match &f.lock {
-            // Another user's, unreadable to this one (as a bridge writes it: 0600), as to a
-            // claude of theirs: never theirs to remove while its port answers.
+            // Another user's, unreadable to this one (a bridge writes it 0600): not this user's
+            // to remove, least of all while its port answers.
             Err(e) if !f.ours && port_accepts(f.port) => r.info(&format!(
-                "{}: {e}: another user's, and its port {} answers: a running bridge of theirs                  (a claude of yours cannot read it either)",
+                "{}: {e}: another user's, and its port {} answers: a running bridge of theirs \
+                 (a claude of yours cannot read it either)",
                 f.path.display(),
                 f.port
             )),

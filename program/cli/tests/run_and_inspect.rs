@@ -1150,7 +1150,8 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
         "{by_root}"
     );
     assert!(
-        by_other.contains("another user's, and its port") && by_other.contains("answers"),
+        by_other.contains("another user's, and its port")
+            && by_other.contains("answers: a running bridge of theirs (a claude of yours"),
         "{by_other}"
     );
     for out in [by_root, by_other] {
