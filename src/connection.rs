@@ -139,10 +139,9 @@ pub(crate) const MENTION_HOLD: Duration = Duration::from_secs(3);
 /// editor's selection as last sent to all, or to it alone after that (the client shows it at
 /// once, rather than at the selection's next change), then the at-mentions queued while no
 /// client was connected (taken when it sent `notifications/initialized`) and those sent to it
-/// since, in order; the
-/// at-mentions are written [`MENTION_HOLD`] after it initialized if it is not ready before.
-/// Named the way the client names files then, and sent as news is (one that does not fit under
-/// half of `max_outbound` is left out).
+/// since, in order; the at-mentions are written [`MENTION_HOLD`] after it initialized if it is
+/// not ready before. Named the way the client names files then, and sent as news is (one that
+/// does not fit under half of `max_outbound` is left out).
 struct Welcome {
     /// The at-mentions, in order.
     mentions: VecDeque<Held>,

@@ -97,7 +97,9 @@ impl WinPath {
 /// (`ß` to `SS`, `ﬁ` to `FI`) stays as it is, so `straße` and `STRASSE` are two names there, as
 /// here; so does one outside the Basic Multilingual Plane (two units, a surrogate pair).
 pub(crate) fn same_name(a: &str, b: &str) -> bool {
-    a == b || case_key(a) == case_key(b)
+    // (Names of other lengths differ without building their keys: a directory's entries are
+    // compared so, one by one.)
+    a == b || (a.chars().count() == b.chars().count() && case_key(a) == case_key(b))
 }
 
 /// `name` as [`same_name`] compares it: two names are the same there when their keys are equal
