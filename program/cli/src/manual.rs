@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use clap::{Command, ValueEnum};
+use clap::{Command, ValueEnum, ValueHint};
 use clap_complete::Shell;
 use clap_mangen::Man;
 
@@ -39,8 +39,47 @@ pub fn completions(mut cmd: Command, shell: CompletionShell) -> Vec<u8> {
     clap_complete::generate(shell.generator(), &mut cmd, name.clone(), &mut script);
     if shell == CompletionShell::Bash {
         script = fix_bash_case_labels(&script, &name);
+        for sub in cmd.get_subcommands().filter(|s| takes_a_command(s)) {
+            script = complete_a_command_after_dashes(&script, &name, sub.get_name());
+        }
     }
     script
+}
+
+/// Whether `cmd` ends with a command line of its own after `--` (`run -- claude ...`).
+fn takes_a_command(cmd: &Command) -> bool {
+    cmd.get_arguments()
+        .any(|a| a.is_last_set() && a.get_value_hint() == ValueHint::CommandWithArguments)
+}
+
+/// The words after `--` in the subcommand's arm of the bash script: clap_complete's script
+/// completes them as the bridge's own options and files whatever their place, so `run -- cl<Tab>`
+/// offered the files of the current folder and `run -- claude --<Tab>` the bridge's flags. After
+/// `--`, the first word completes as a command name and the rest as that command's arguments:
+/// through bash-completion's `_command_offset` when it is loaded (the command's own completion,
+/// as `sudo` and `time` do), else as file names.
+fn complete_a_command_after_dashes(script: &[u8], bin_name: &str, sub: &str) -> Vec<u8> {
+    let script = String::from_utf8_lossy(script);
+    let arm = format!(
+        "\n        {}__subcmd__{sub})\n",
+        bin_name.replace('-', "__")
+    );
+    let words = r#"            for (( i = 1; i < COMP_CWORD; i++ )); do
+                if [[ "${COMP_WORDS[i]}" == "--" ]]; then
+                    if declare -F _command_offset >/dev/null; then
+                        _command_offset $(( i + 1 ))
+                    elif (( COMP_CWORD == i + 1 )); then
+                        COMPREPLY=( $(compgen -c -- "${cur}") )
+                    else
+                        COMPREPLY=( $(compgen -f -- "${cur}") )
+                    fi
+                    return 0
+                fi
+            done
+"#;
+    script
+        .replacen(&arm, &format!("{arm}{words}"), 1)
+        .into_bytes()
 }
 
 /// clap_complete 4.6 spells the bash script's state for a subcommand of a hyphenated binary

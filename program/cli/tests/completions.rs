@@ -97,9 +97,15 @@ fn bash_loads_the_script_and_registers_the_completion() {
 /// Completes `words` (the last one being the word under the cursor) the way bash does on Tab,
 /// through the function the script registered, and returns the candidates.
 fn complete_in_bash(words: &[&str]) -> BTreeSet<String> {
+    complete_in_bash_with(words, "")
+}
+
+/// [`complete_in_bash`] after the shell lines `setup` (a `PATH`, a `cd`).
+fn complete_in_bash_with(words: &[&str], setup: &str) -> BTreeSet<String> {
     let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
     let script = format!(
-        r#"source <("$BIN" completions bash) || exit 1
+        r#"{setup}
+source <("$BIN" completions bash) || exit 1
 fn=$(complete -p claude-ide-bridge | sed -n 's/.* -F \([^ ]*\) .*/\1/p')
 COMP_WORDS=({words})
 COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
@@ -148,6 +154,47 @@ fn bash_completes_the_commands_and_each_commands_flags() {
     );
     let shells = complete_in_bash(&["claude-ide-bridge", "completions", "b"]);
     assert_eq!(shells, ["bash".to_owned()].into());
+}
+
+#[test]
+fn bash_completes_a_command_after_run_dashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let cwd = dir.path().join("cwd");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let probe = bin.join("zz-bridge-probe");
+    std::fs::write(&probe, "#!/bin/sh\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(cwd.join("zz-file"), "").unwrap();
+    let setup = format!(
+        "PATH='{}':\"$PATH\"; cd '{}' || exit 1",
+        bin.display(),
+        cwd.display()
+    );
+    let complete = |words: &[&str]| complete_in_bash_with(words, &setup);
+    // The first word after `--` is a command: found on PATH, not among the folder's files.
+    let first = complete(&["claude-ide-bridge", "run", "--", "zz"]);
+    assert!(first.contains("zz-bridge-probe"), "{first:?}");
+    assert!(!first.contains("zz-file"), "{first:?}");
+    let after_flags = complete(&[
+        "claude-ide-bridge",
+        "run",
+        "--port",
+        "1",
+        "--",
+        "zz-bridge-p",
+    ]);
+    assert_eq!(after_flags, ["zz-bridge-probe".to_owned()].into());
+    // Its arguments are its own: files, never the bridge's flags.
+    let args = complete(&["claude-ide-bridge", "run", "--", "zz-bridge-probe", "zz"]);
+    assert_eq!(args, ["zz-file".to_owned()].into());
+    let flags = complete(&["claude-ide-bridge", "run", "--", "zz-bridge-probe", "--w"]);
+    assert!(flags.is_empty(), "{flags:?}");
+    // Before `--`, the bridge's own flags as before.
+    let own = complete(&["claude-ide-bridge", "run", "--work"]);
+    assert_eq!(own, ["--workspace".to_owned()].into());
 }
 
 /// Runs `script` in a fish without configuration files, with the program as `$BIN`.
