@@ -911,6 +911,34 @@ fn an_edit_accepted_by_the_editor_through_a_link_gets_its_baseline() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// A file asked about through a link (a linked file, a file in a linked folder): `{}` names it
+/// as the client asked, not by the file the link leads to (the servers' name for it), so that
+/// the real client, which matches the edited file by the URI it asked with, sees its new errors.
+#[test]
+fn a_file_asked_about_through_a_link_is_named_as_asked_in_the_answer_for_all() {
+    let sb = Sandbox::new();
+    let (real, server) = fake_file_and_server(&sb, "latest-only");
+    let link = sb.ws.join("link.fake");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    fs::create_dir_all(sb.ws.join("pkg")).unwrap();
+    fs::write(sb.ws.join("pkg/m.fake"), "error\n").unwrap();
+    std::os::unix::fs::symlink(sb.ws.join("pkg"), sb.ws.join("pkglink")).unwrap();
+    let in_linked = sb.ws.join("pkglink/m.fake");
+    let s = Served::start(&sb, &["--lsp", &server]);
+    let mut c = Session::new(&s);
+    // As the real client asks: `file://` and the path as it is.
+    let asked = |p: &Path| format!("file://{}", p.display());
+    for p in [&link, &in_linked] {
+        let answer = c.diagnostics(json!({"uri": asked(p)}));
+        assert_eq!(answer.len(), 1, "{answer:?}");
+    }
+    let mut all = listed(&mut c);
+    all.sort();
+    let mut want = vec![asked(&link), asked(&in_linked)];
+    want.sort();
+    assert_eq!(all, want);
+}
+
 /// The lsp crate's scripted server (`fake_lsp.py`) as the `--lsp` value of the language `fake`,
 /// in `mode`; and a file of that language in the workspace, holding an error.
 fn fake_file_and_server(sb: &Sandbox, mode: &str) -> (PathBuf, String) {

@@ -97,8 +97,9 @@ pub struct Checked {
     pub diagnostics: Vec<Diagnostic>,
     /// False when they may be for another text, or no server said: the deadline passed first
     /// for a server that runs, or no server runs for the file (then they are what was known,
-    /// often nothing). A server of the set that is not running does not make them stale: it is
-    /// named in [`Checked::down`].
+    /// often nothing). A server of the set that is not running (could not start, given up on)
+    /// does not make them stale: it is named in [`Checked::down`]. One that exited and is
+    /// started again does, as a late one does.
     pub fresh: bool,
     /// The servers of the file's set whose diagnostics are missing from the answer, with why
     /// (shown as `ruff server: not running (exited)`, `pylsp: no answer in time`).
@@ -132,15 +133,23 @@ pub enum DownReason {
     /// It has not answered for longer than [`LspLimits::late_after`] (this long): left out of
     /// its set's answers until it answers.
     LeftOut(Duration),
-    /// It does not run: exited, could not be started, or given up on (the reason).
+    /// It does not run: could not be started, or given up on after its restarts (the reason).
     NotRunning(String),
+    /// It exited (the reason) and is started again shortly, its restarts not used up: its part
+    /// is not known until it answers. Without it, an answer standing for a baseline would lack
+    /// what it reports, which the client would take as new once it is back.
+    Restarting(String),
 }
 
 impl Down {
-    /// Whether its part is awaited (it starts, or runs and is late): without it, what the set
-    /// answers is not known for the text. A server left out or not running is not awaited.
+    /// Whether its part is awaited (it starts, runs and is late, or is started again): without
+    /// it, what the set answers is not known for the text. A server left out or not running is
+    /// not awaited.
     pub fn awaited(&self) -> bool {
-        matches!(self.why, DownReason::Starting | DownReason::Late)
+        matches!(
+            self.why,
+            DownReason::Starting | DownReason::Late | DownReason::Restarting(_)
+        )
     }
 }
 
@@ -161,6 +170,7 @@ impl fmt::Display for DownReason {
                 after.as_secs()
             ),
             DownReason::NotRunning(why) => f.write_str(why),
+            DownReason::Restarting(why) => write!(f, "{why}, started again shortly"),
         }
     }
 }
@@ -351,6 +361,9 @@ struct Member {
     failed: Option<String>,
     /// Its slot's [`Slot::starting_since`].
     starting_since: Option<Instant>,
+    /// Whether its server, once exited, is started again at a question after its backoff (its
+    /// restarts not used up, not failing to start, not stopped); if not, it is given up.
+    restarts_left: bool,
 }
 
 impl Member {
@@ -544,8 +557,8 @@ impl Lsp {
             fresh: answers.iter().any(|(c, _)| c.fresh),
             down: Vec::new(),
         };
-        for (checked, running) in answers {
-            merged.fresh &= checked.fresh || !running;
+        for (checked, awaited) in answers {
+            merged.fresh &= checked.fresh || !awaited;
             merged.diagnostics.extend(checked.diagnostics);
             merged.down.extend(checked.down);
         }
@@ -998,18 +1011,25 @@ impl Inner {
                     }
                     slot.starting_since
                 });
+                let restarts_left = (servers.slots.get(&command)).is_some_and(|slot| {
+                    !slot.stopped
+                        && slot.failed.is_none()
+                        && slot.restarts < self.config.limits.max_restarts
+                });
                 Member {
                     command,
                     server,
                     failed,
                     starting_since,
+                    restarts_left,
                 }
             })
             .collect()
     }
 
-    /// Asks `member` for the diagnostics of `text`: its answer, and whether it runs (a server that
-    /// is down is named in [`Checked::down`], and does not make the others' answer stale). With
+    /// Asks `member` for the diagnostics of `text`: its answer, and whether its part is awaited
+    /// (it runs or starts, or is started again; a server that is down is named in
+    /// [`Checked::down`], and does not make the others' answer stale). With
     /// `hard`, a start is not waited for past `deadline` ([`Lsp::check_by`]).
     fn ask(
         &self,
@@ -1062,25 +1082,35 @@ impl Inner {
         {
             return left_out();
         }
-        match server.phase() {
+        let phase = server.phase();
+        let awaited = match &phase {
             // What it held is for a text it may not have checked (it exits while checking this
-            // one, and its lists are forgotten only once it is reaped): left out, as a down
-            // server's are.
+            // one, and its lists are forgotten only once it is reaped). Given up on: left out,
+            // as a server that could not start is. To be started again: awaited, as a starting
+            // one is (a crashed pyright left out of the baseline had its errors, unchanged,
+            // taken as new once it was back).
             Phase::Exited(why) => {
                 checked.diagnostics.clear();
                 checked.fresh = false;
-                checked
-                    .down
-                    .push(member.down(DownReason::NotRunning(format!("not running ({why})"))))
+                let why = format!("not running ({why})");
+                checked.down.push(member.down(match member.restarts_left {
+                    true => DownReason::Restarting(why),
+                    false => DownReason::NotRunning(why),
+                }));
+                member.restarts_left
             }
-            Phase::Starting => checked.down.push(member.down(DownReason::Starting)),
-            Phase::Running if !checked.fresh => checked.down.push(member.down(DownReason::Late)),
-            Phase::Running => {}
-        }
-        (
-            checked,
-            running && !matches!(server.phase(), Phase::Exited(_)),
-        )
+            Phase::Starting => {
+                checked.down.push(member.down(DownReason::Starting));
+                running
+            }
+            Phase::Running => {
+                if !checked.fresh {
+                    checked.down.push(member.down(DownReason::Late));
+                }
+                running
+            }
+        };
+        (checked, awaited)
     }
 
     /// The server of `command` (serving `language`, among others maybe): the running one, or a new one

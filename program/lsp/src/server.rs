@@ -512,8 +512,13 @@ impl ServerProcess {
                         // Closed meanwhile (to make room, or refused): the answer is still the
                         // one asked for, what the client holds is not.
                         Ok(Pulled::Passed(Some(mut diagnostics))) => {
-                            // With what the server published for the file (`Stored::pushed`).
-                            diagnostics.extend(state.pushed(path));
+                            // With what the server published for the file (`Stored::pushed`)
+                            // that the answer does not hold already.
+                            let pushed = state.pushed(path, version);
+                            let more: Vec<_> = (pushed.into_iter())
+                                .filter(|d| !diagnostics.contains(d))
+                                .collect();
+                            diagnostics.extend(more);
                             return Checked {
                                 diagnostics,
                                 fresh: true,

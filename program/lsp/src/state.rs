@@ -31,7 +31,7 @@ mod caps;
 mod check;
 mod watched;
 
-use caps::{initialize_params, Caps};
+use caps::{initialize_json, initialize_params, Caps};
 #[cfg(any(test, doc, feature = "fuzzing"))]
 use check::MAX_ASKED;
 #[cfg(doc)]
@@ -114,8 +114,14 @@ struct Stored {
     items: Vec<Diagnostic>,
     /// What a server that answers pulls also publishes, kept apart from its pull's answer, which
     /// would otherwise replace it and be replaced by it: rust-analyzer answers pulls with its own
-    /// analysis and publishes `cargo check`'s findings. Known as one list with `items`.
+    /// analysis and publishes `cargo check`'s findings. Known as one list with `items`, less
+    /// those that are in both (ruff, told of a changed configuration file, publishes what its
+    /// pulls answer).
     pushed: Vec<Diagnostic>,
+    /// The document version `pushed` was published for, when the server said: such a list is
+    /// for that text only, and goes once a pull answers for a newer one (a publish ruff made
+    /// for a text stayed after the text was edited, as nothing else replaces it).
+    pushed_version: Option<i32>,
     /// The pull answer's `resultId`, sent back as `previousResultId`.
     result_id: Option<String>,
 }
@@ -125,7 +131,11 @@ impl Stored {
     /// server that answers pulls published.
     fn all(&self) -> Vec<Diagnostic> {
         let mut all = self.items.clone();
-        all.extend(self.pushed.iter().cloned());
+        all.extend(
+            (self.pushed.iter())
+                .filter(|d| !self.items.contains(d))
+                .cloned(),
+        );
         all
     }
 
@@ -383,7 +393,7 @@ impl State {
         params.initialization_options = options;
         self.init_id = self.next_id;
         self.next_id += 1;
-        let body = rpc::request::<req::Initialize>(self.init_id, &params);
+        let body = rpc::request::<caps::InitializeJson>(self.init_id, &initialize_json(&params));
         self.push_out(body);
     }
 
@@ -889,11 +899,13 @@ impl State {
         self.diags.get(path).map(Stored::all).unwrap_or_default()
     }
 
-    /// What a server that answers pulls published for `path` (empty when none, or for a server
-    /// that does not answer pulls, whose publishes are what [`State::known`] holds).
-    pub fn pushed(&self, path: &str) -> Vec<Diagnostic> {
+    /// What a server that answers pulls published for `path`, counting for the text of
+    /// `version` (empty when none, when published for an older text, or for a server that does
+    /// not answer pulls, whose publishes are what [`State::known`] holds).
+    pub fn pushed(&self, path: &str, version: i32) -> Vec<Diagnostic> {
         self.diags
             .get(path)
+            .filter(|s| s.pushed_version.is_none_or(|v| v >= version))
             .map(|s| s.pushed.clone())
             .unwrap_or_default()
     }
@@ -973,7 +985,13 @@ impl State {
                     stored.version = Some(version);
                     stored.seq = self.seq;
                 }
-                Ok(Pulled::Kept(None))
+                let changed = self
+                    .drop_older_pushed(path, version)
+                    .then(|| FileDiagnostics {
+                        uri: file_uri(path),
+                        diagnostics: self.known(path),
+                    });
+                Ok(Pulled::Kept(changed))
             }
             None => Err("a partial diagnostic report".to_owned()),
             Some(kind) => Err(format!(
@@ -1133,6 +1151,7 @@ impl State {
             at,
             items: Vec::new(),
             pushed: Vec::new(),
+            pushed_version: None,
             result_id: None,
         });
         let slot = match list {
@@ -1145,17 +1164,42 @@ impl State {
         if changed {
             *slot = items;
         }
-        if list == List::Main {
-            stored.version = version;
-            stored.seq = seq;
-            stored.at = at;
-            // Only an optimisation of the next pull: a long one is not kept.
-            stored.result_id = result_id.filter(|r| r.len() <= MAX_RESULT_ID);
+        match list {
+            List::Main => {
+                stored.version = version;
+                stored.seq = seq;
+                stored.at = at;
+                // Only an optimisation of the next pull: a long one is not kept.
+                stored.result_id = result_id.filter(|r| r.len() <= MAX_RESULT_ID);
+            }
+            List::Pushed => stored.pushed_version = version,
         }
-        changed.then(|| FileDiagnostics {
+        let dropped = match version {
+            Some(v) if list == List::Main => self.drop_older_pushed(path, v),
+            _ => false,
+        };
+        let stored = &self.diags[path];
+        (changed || dropped).then(|| FileDiagnostics {
             uri: file_uri(path),
             diagnostics: stored.all(),
         })
+    }
+
+    /// Drops what a server that answers pulls published for `path` for a text older than
+    /// `version` (see [`Stored::pushed_version`]), once a pull has answered for `version`.
+    /// Whether there was such a list.
+    fn drop_older_pushed(&mut self, path: &str, version: i32) -> bool {
+        let Some(stored) = self.diags.get_mut(path) else {
+            return false;
+        };
+        if stored.pushed_version.is_none_or(|v| v >= version) {
+            return false;
+        }
+        let old = std::mem::take(&mut stored.pushed);
+        stored.pushed_version = None;
+        self.total -= old.len();
+        self.bytes -= weight(&old);
+        !old.is_empty()
     }
 
     /// Asserts the bounds on what is held (for the fuzz target and tests): per file, in total (counted

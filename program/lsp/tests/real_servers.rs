@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge_lsp::{
-    Diagnostic, FileDiagnostics, Lsp, LspConfig, LspLog, ServerState, ServerTable,
+    Diagnostic, FileChange, FileDiagnostics, Lsp, LspConfig, LspLog, ServerState, ServerTable,
 };
 
 struct Fixture {
@@ -387,6 +387,45 @@ fn ruff_pulls_diagnostics_and_formats() {
     let formatted = f.lsp.format(&file, "\u{feff}x=1\n", deadline()).unwrap();
     assert_eq!(formatted.as_deref(), Some("\u{feff}x = 1\n"));
     stop_and_check_gone(&f);
+}
+
+/// A changed configuration file: ruff, told of it, asks for a pull (`workspace/diagnostic/refresh`)
+/// rather than publishing its findings beside what its pulls answer. Before, each finding was
+/// held twice from then on, and the published one stayed after the edit that fixed it.
+#[test]
+fn ruff_after_a_configuration_change_each_finding_once_and_gone_when_fixed() {
+    require("ruff");
+    let f = fixture(only("python", "ruff server"));
+    let file: PathBuf = f.dir.path().join("a.py");
+    let config = f.dir.path().join("pyproject.toml");
+    std::fs::write(&config, "[tool.ruff]\n").unwrap();
+    let deadline = || Instant::now() + Duration::from_secs(20);
+    let text = "import os\nimport sys\n\nprint(sys.argv)\n";
+    let f401 = |d: &[Diagnostic]| d.iter().filter(|d| d.code == Some("F401".into())).count();
+    assert_eq!(f401(&f.lsp.diagnostics(&file, text, deadline())), 1);
+    std::fs::write(&config, "[tool.ruff.lint]\nextend-select = ['E501']\n").unwrap();
+    assert!(
+        f.lsp.watched().matches(&config),
+        "ruff watches its configuration"
+    );
+    f.lsp
+        .files_changed(&[(config.clone(), FileChange::Changed)]);
+    // What ruff sends for the change comes in its own time: asked until it has (a refresh is
+    // answered at once; a publish was held), a second at most.
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(100));
+        seen = f.lsp.diagnostics(&file, text, deadline());
+        assert_eq!(f401(&seen), 1, "{seen:#?}");
+    }
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    let fixed = f
+        .lsp
+        .diagnostics(&file, "import sys\n\nprint(sys.argv)\n", deadline());
+    assert!(fixed.is_empty(), "{fixed:#?}");
+    let log = String::from_utf8_lossy(&f.log.lock().unwrap()).into_owned();
+    stop_and_check_gone(&f);
+    assert!(!log.contains("panicked"), "{log}");
 }
 
 /// The built-in Python set: pyright for types and ruff for lint and formatting, run together. One

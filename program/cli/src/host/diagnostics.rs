@@ -221,8 +221,9 @@ const BASELINE_WAIT: Duration = Duration::from_millis(400);
 /// counts no timeout); an empty baseline would make it forward every diagnostic the file already
 /// had to the model as new.
 ///
-/// When no server of the set is awaited and some are not running (exited, to be started again),
-/// that is what is said: "has not answered in time" read as a slow server while it had crashed.
+/// When no server of the set is starting or late and some are not running (exited, to be
+/// started again), that is what is said: "has not answered in time" read as a slow server while
+/// it had crashed.
 fn not_known(uri: &str, down: &[Down]) -> ToolResult {
     let named = |keep: fn(&Down) -> bool| -> Vec<String> {
         (down.iter().filter(|d| keep(d)))
@@ -231,8 +232,17 @@ fn not_known(uri: &str, down: &[Down]) -> ToolResult {
     };
     // Which of its set (the others answered, or are down).
     let late = named(Down::awaited);
-    let stopped = named(|d| matches!(d.why, DownReason::NotRunning(_)));
-    let message = if late.is_empty() && !stopped.is_empty() {
+    let running = named(|d| matches!(d.why, DownReason::Starting | DownReason::Late));
+    // Why each is not running (without "started again": the message says so).
+    let stopped: Vec<String> = (down.iter())
+        .filter_map(|d| match &d.why {
+            DownReason::NotRunning(why) | DownReason::Restarting(why) => {
+                Some(cut(&format!("{}: {why}", d.server)).into_owned())
+            }
+            _ => None,
+        })
+        .collect();
+    let message = if running.is_empty() && !stopped.is_empty() {
         format!(
             "the diagnostics of {} are not known: its language server is not running ({}); the bridge starts it again (ask again shortly)",
             cut(uri),
@@ -1275,7 +1285,14 @@ impl Host {
         // The client's own question (the model's tool calls say they are the model's): its
         // spelling names the file in the `{}` that follows the edit.
         if let Some(u) = uri.as_deref().filter(|_| call.asker() != Asker::Model) {
-            self.spellings.asked(u);
+            // With the file it is through links on its way (or will be, written): the servers'
+            // name for it, by which `{}` lists it.
+            let real = named_path(u).and_then(|p| {
+                (self.ws.regular_file(&p))
+                    .or_else(|_| self.ws.writable(&p))
+                    .ok()
+            });
+            self.spellings.asked(u, real.as_deref());
         }
         let Some(servers) = self.lsp.clone() else {
             let r = self.answer_editor_diagnostics(call, uri.as_deref());

@@ -183,9 +183,8 @@ pub(crate) fn initialize_params(
                 position_encodings: Some(vec![PositionEncodingKind::UTF16]),
                 ..Default::default()
             }),
-            // Not `workspace.diagnostics.refreshSupport`: lsp-types 0.97 names it `diagnostic`,
-            // which servers do not read, and this client would only answer a refresh (it pulls
-            // a file's diagnostics each time it is asked about it anyway).
+            // `workspace.diagnostics.refreshSupport` is added by `initialize_json`: lsp-types
+            // 0.97 names the field `diagnostic`, which servers do not read.
             // Watched files: the program looks at the disk before each question and tells each
             // server of the changes its globs are for (plain globs only: a server then sends
             // no relative ones for folders outside the workspace, which are not looked at).
@@ -228,4 +227,33 @@ pub(crate) fn initialize_params(
         },
         ..Default::default()
     }
+}
+
+/// `initialize` with its params as JSON ([`initialize_json`]).
+pub(crate) enum InitializeJson {}
+
+impl lsp_types::request::Request for InitializeJson {
+    type Params = serde_json::Value;
+    type Result = serde_json::Value;
+    const METHOD: &'static str = "initialize";
+}
+
+/// `initialize`'s params as sent: `params` with `workspace.diagnostics.refreshSupport`, which
+/// lsp-types 0.97 cannot write. A server told so asks the client to pull again
+/// (`workspace/diagnostic/refresh`, answered `null`: each question pulls the file anyway)
+/// instead of publishing what its pulls answer: ruff, told of a changed configuration file,
+/// published its findings for the open files, which were then held twice (pulled and
+/// published) and kept after the file was edited.
+pub(crate) fn initialize_json(params: &lsp_types::InitializeParams) -> serde_json::Value {
+    let mut json = serde_json::to_value(params).unwrap_or_default();
+    if let Some(workspace) = json
+        .pointer_mut("/capabilities/workspace")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        workspace.insert(
+            "diagnostics".to_owned(),
+            serde_json::json!({ "refreshSupport": true }),
+        );
+    }
+    json
 }

@@ -770,6 +770,68 @@ fn a_pull_servers_publishes_are_kept_beside_its_pulls() {
     s.check_bounds();
 }
 
+/// ruff, told of a changed configuration file by a client that takes no refresh, publishes what
+/// its pulls answer for the open files: held once, not twice (every ruff finding was listed
+/// twice); and that publish, for a text since edited, goes at the first pull for a newer text,
+/// "full" or "unchanged" (a finding fixed by the edit stayed in every answer).
+#[test]
+fn a_pull_servers_publish_of_its_own_findings_is_held_once_and_for_its_text() {
+    let mut s = running(
+        json!({"textDocumentSync": 1, "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false}}),
+        LspLimits::default(),
+    );
+    let f401 = json!({"range": {"start": {"line": 0, "character": 7}, "end": {"line": 0, "character": 9}}, "message": "`os` imported but unused", "severity": 2, "code": "F401", "source": "Ruff"});
+    let full = |items: Value| report(&json!({"kind": "full", "items": items}).to_string());
+    s.sync("/w/a.py", "python", "import os\n");
+    s.take_pull("/w/a.py", 1, full(json!([f401]))).unwrap();
+    publish_these(&mut s, "/w/a.py", Some(1), vec![f401.clone()]);
+    assert_eq!(s.known("/w/a.py").len(), 1, "{:?}", s.known("/w/a.py"));
+    assert_eq!(s.all_known()[0].diagnostics.len(), 1);
+    // The import removed: the pull for the new text answers nothing, and nothing is held.
+    s.sync("/w/a.py", "python", "\n");
+    match s.take_pull("/w/a.py", 2, full(json!([]))).unwrap() {
+        Pulled::Kept(Some(changed)) => assert!(changed.diagnostics.is_empty(), "{changed:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(s.known("/w/a.py").is_empty(), "{:?}", s.known("/w/a.py"));
+    assert!(s.all_known().is_empty());
+    s.check_bounds();
+    // The same through an "unchanged" answer.
+    publish_these(&mut s, "/w/a.py", Some(2), vec![f401.clone()]);
+    assert_eq!(s.known("/w/a.py").len(), 1);
+    s.sync("/w/a.py", "python", "\n\n");
+    let unchanged = r#"{"kind":"unchanged","resultId":"r"}"#;
+    match s.take_pull("/w/a.py", 3, report(unchanged)).unwrap() {
+        Pulled::Kept(Some(changed)) => assert!(changed.diagnostics.is_empty(), "{changed:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(s.known("/w/a.py").is_empty());
+    s.check_bounds();
+    // A publish without a version (rust-analyzer's `cargo check`) is not for one text: kept.
+    publish_these(&mut s, "/w/a.py", None, vec![f401]);
+    s.sync("/w/a.py", "python", "\n\n\n");
+    s.take_pull("/w/a.py", 4, full(json!([]))).unwrap();
+    assert_eq!(s.known("/w/a.py").len(), 1);
+    s.check_bounds();
+}
+
+/// `initialize` says the client takes `workspace/diagnostic/refresh`, under the protocol's name
+/// for it (`workspace.diagnostics`; lsp-types writes `diagnostic`): a server then asks for a
+/// pull instead of publishing what its pulls answer.
+#[test]
+fn initialize_says_the_client_takes_diagnostic_refreshes() {
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.begin(42, None);
+    let init = frames(&mut s);
+    let workspace = &init[0]["params"]["capabilities"]["workspace"];
+    assert_eq!(workspace["diagnostics"], json!({"refreshSupport": true}));
+    assert!(workspace.get("diagnostic").is_none(), "{workspace}");
+    assert_eq!(
+        workspace["didChangeWatchedFiles"]["dynamicRegistration"],
+        true
+    );
+}
+
 /// Pulls answered out of order (ruff answers from a pool of threads): the older text's answer,
 /// coming after the newer one's, is passed on to its caller but does not replace what is held
 /// for the newer text, and an "unchanged" for the older text does not mark it as that text's.

@@ -12,6 +12,9 @@
 //! answered under the URI asked (docs/e2e.md, "What the real client does with diagnostics").
 //! A file it did not ask about is named as the client names files ([`Spellings::for_client`]):
 //! for a `claude` in WSL asking a bridge on Windows, `file:///mnt/c/...`, which it can read.
+//! A file asked about through a link (`link.py -> real.py`, `pkglink/m.py`) is the same file as
+//! the one the link leads to, by which name the servers have it and `{}` lists it: that name
+//! takes the client's URI too.
 
 use std::collections::VecDeque;
 
@@ -27,8 +30,9 @@ pub(crate) const MAX_SPELLINGS: usize = 256;
 /// recent last), at most [`MAX_SPELLINGS`]; one for each file, the last asked.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Spellings {
-    /// (the file's key, the URI as the client wrote it).
-    asked: VecDeque<(String, String)>,
+    /// (the file's key, the key of the file it leads to when links are on its way, the URI as
+    /// the client wrote it).
+    asked: VecDeque<(String, Option<String>, String)>,
     /// How the client these are for names the files it did not ask about.
     client: ClientPaths,
 }
@@ -45,29 +49,33 @@ fn key(uri: &str) -> Option<String> {
 }
 
 impl Spellings {
-    /// The client asked about `uri`: kept when it is a `file:` URI that names a file (a path
-    /// asked is answered under `file://` URIs, which the client's `{}` reading needs anyway).
-    pub(crate) fn asked(&mut self, uri: &str) {
+    /// The client asked about `uri`, which is the file `real` (its path with links resolved,
+    /// when known): kept when it is a `file:` URI that names a file (a path asked is answered
+    /// under `file://` URIs, which the client's `{}` reading needs anyway).
+    pub(crate) fn asked(&mut self, uri: &str, real: Option<&str>) {
         if !claude_ide_bridge::is_file_uri(uri) {
             return;
         }
-        let Some(key) = key(uri) else { return };
-        self.asked.retain(|(k, _)| *k != key);
+        let Some(named) = key(uri) else { return };
+        let real = real.and_then(key).filter(|r| *r != named);
+        let key = named;
+        self.asked.retain(|(k, ..)| *k != key);
         if self.asked.len() == MAX_SPELLINGS {
             self.asked.pop_front();
         }
-        self.asked.push_back((key, uri.to_owned()));
+        self.asked.push_back((key, real, uri.to_owned()));
     }
 
-    /// How the client wrote the file `uri` names, if it asked about it.
+    /// How the client wrote the file `uri` names, if it asked about it (by that name, or by a
+    /// name leading to it: the last asked).
     pub(crate) fn of(&self, uri: &str) -> Option<&str> {
         if self.asked.is_empty() {
             return None;
         }
         let key = key(uri)?;
         (self.asked.iter().rev())
-            .find(|(k, _)| *k == key)
-            .map(|(_, u)| u.as_str())
+            .find(|(k, real, _)| *k == key || real.as_ref() == Some(&key))
+            .map(|(.., u)| u.as_str())
     }
 
     /// These spellings, for a client that names the files it did not ask about `client`'s way
@@ -115,9 +123,9 @@ mod tests {
     fn a_file_asked_about_is_named_as_asked() {
         let mut s = Spellings::default();
         let raw = "file:///ws/my app é/a.py";
-        s.asked(raw);
-        s.asked("/ws/path asked.py");
-        s.asked("untitled:Untitled-1");
+        s.asked(raw, None);
+        s.asked("/ws/path asked.py", None);
+        s.asked("untitled:Untitled-1", None);
         let files = s.respell(vec![
             file(&file_uri("/ws/my app é/a.py")),
             file("file:///ws/./my%20app%20%C3%A9//a.py"),
@@ -143,13 +151,13 @@ mod tests {
     fn the_windows_clients_uri_is_kept_for_its_file() {
         let mut s = Spellings::default();
         let raw = r"file://C:\Users\John Smith\app\a.py";
-        s.asked(raw);
+        s.asked(raw, None);
         assert_eq!(s.of("file:///c:/Users/John%20Smith/app/a.py"), Some(raw));
         let other_case = s.of("file:///C:/USERS/john%20smith/App/a.py");
         assert_eq!(other_case, cfg!(windows).then_some(raw));
         // A file on a share: `file://` and the share's path, for the bridge's `file://srv/...`.
         let share = r"file://\\srv\share\my app\b.py";
-        s.asked(share);
+        s.asked(share, None);
         assert_eq!(s.of("file://srv/share/my%20app/b.py"), Some(share));
     }
 
@@ -160,7 +168,7 @@ mod tests {
     fn a_wsl_clients_uri_is_kept_for_its_windows_file() {
         let mut s = Spellings::default();
         let raw = "file:///mnt/c/Users/John Smith/app/a.py";
-        s.asked(raw);
+        s.asked(raw, None);
         let windows = s.of("file:///c:/Users/John%20Smith/app/a.py");
         assert_eq!(windows, cfg!(windows).then_some(raw));
         let unix = s.of("file:///mnt/c/Users/John%20Smith/app/a.py");
@@ -173,7 +181,7 @@ mod tests {
     #[test]
     fn a_wsl_client_is_told_of_other_files_by_their_wsl_paths() {
         let mut s = Spellings::default();
-        s.asked("file:///mnt/c/app/asked one.py");
+        s.asked("file:///mnt/c/app/asked one.py", None);
         let files = vec![
             file("file:///c:/app/other%20one.py"),
             file("file:///tmp/posix.py"),
@@ -201,14 +209,44 @@ mod tests {
     #[test]
     fn the_last_spelling_is_kept_for_the_most_recent_files() {
         let mut s = Spellings::default();
-        s.asked("file:///ws/a%20b.py");
-        s.asked("file:///ws/a b.py");
+        s.asked("file:///ws/a%20b.py", None);
+        s.asked("file:///ws/a b.py", None);
         assert_eq!(s.of("file:///ws/a%20b.py"), Some("file:///ws/a b.py"));
         for i in 0..MAX_SPELLINGS {
-            s.asked(&format!("file:///ws/{i} .py"));
+            s.asked(&format!("file:///ws/{i} .py"), None);
         }
         assert_eq!(s.asked.len(), MAX_SPELLINGS);
         assert_eq!(s.of("file:///ws/a%20b.py"), None);
         assert_eq!(s.of("file:///ws/0%20.py"), Some("file:///ws/0 .py"));
+    }
+
+    /// A file asked about through a link is named as asked in `{}`, which lists it by the file
+    /// the link leads to (the servers' name for it): the edit's new errors reached the model
+    /// under neither name before.
+    #[test]
+    fn a_file_asked_about_through_a_link_is_named_as_asked() {
+        let mut s = Spellings::default();
+        s.asked("file:///ws/link.py", Some("/ws/real.py"));
+        s.asked("file:///ws/pkglink/m.py", Some("/ws/pkg/m.py"));
+        s.asked("file:///ws/plain.py", Some("/ws/plain.py"));
+        let files = s.respell(vec![
+            file(&file_uri("/ws/real.py")),
+            file(&file_uri("/ws/pkg/m.py")),
+            file(&file_uri("/ws/plain.py")),
+            file(&file_uri("/ws/link.py")),
+        ]);
+        let uris: Vec<&str> = files.iter().map(|f| f.uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            [
+                "file:///ws/link.py",
+                "file:///ws/pkglink/m.py",
+                "file:///ws/plain.py",
+                "file:///ws/link.py"
+            ]
+        );
+        // Asked later by the name it is known by: that name is the one kept.
+        s.asked("file:///ws/real.py", Some("/ws/real.py"));
+        assert_eq!(s.of(&file_uri("/ws/real.py")), Some("file:///ws/real.py"));
     }
 }

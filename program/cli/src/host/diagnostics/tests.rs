@@ -47,6 +47,37 @@ fn not_known_names_only_the_servers_waited_for() {
         "{text}"
     );
     assert!(!text.contains("in time"), "{text}");
+    // One of a set exited and started again, the others answered: the same.
+    let answer = not_known(
+        "file:///w/a.py",
+        &[down(
+            "pyright-langserver --stdio",
+            DownReason::Restarting("not running (exited)".into()),
+        )],
+    );
+    let text = serde_json::to_string(&answer).unwrap();
+    assert!(
+        text.contains(
+            "not known: its language server is not running (pyright-langserver --stdio: not running (exited)); the bridge starts it again"
+        ),
+        "{text}"
+    );
+    // Beside one starting: waited for, both named.
+    let answer = not_known(
+        "file:///w/a.py",
+        &[
+            down("ruff server", DownReason::Starting),
+            down(
+                "pyright-langserver --stdio",
+                DownReason::Restarting("not running (exited)".into()),
+            ),
+        ],
+    );
+    let text = serde_json::to_string(&answer).unwrap();
+    assert!(
+        text.contains("; waiting for ruff server: still starting; pyright-langserver --stdio: not running (exited), started again shortly"),
+        "{text}"
+    );
 }
 
 /// What a client named goes into notes cut: a 10 MiB URI is not kept or printed whole.
