@@ -317,7 +317,24 @@ fn language_servers(table: Option<ServerTable>, dir: &Path) {
                     lang.language,
                     crate::lsp::describe_set(set)
                 );
-                for m in &lang.missing {
+                // None of its first choices is found (only those run beside them): one of
+                // them would run too.
+                let first: Vec<_> = lang.missing.iter().filter(|m| m.first).collect();
+                match first.as_slice() {
+                    [] => {}
+                    [m] if m.wrong_path => out!("  not run: {}", m.install),
+                    [m] => out!("  and {} first, when installed: {}", m.program, m.install),
+                    all => {
+                        out!("  and the first of these found, none is installed:");
+                        for m in all {
+                            match m.wrong_path {
+                                true => out!("    {}", m.install),
+                                false => out!("    {}: {}", m.program, m.install),
+                            }
+                        }
+                    }
+                }
+                for m in lang.missing.iter().filter(|m| !m.first) {
                     match m.wrong_path {
                         true => out!("  not run beside it: {}", m.install),
                         false => out!("  also runs {} when installed: {}", m.program, m.install),

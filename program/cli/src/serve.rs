@@ -851,10 +851,16 @@ fn language_servers(
     }
     // The sets the overrides make, as `doctor` shows them.
     for language in common.lsp.servers.languages(&servers) {
-        ui::say(&format!(
-            "language servers: {language}: {}",
-            lsp::describe_set(&servers.resolve(&language))
-        ));
+        let set = servers.resolve(&language);
+        let mut line = format!("language servers: {language}: {}", lsp::describe_set(&set));
+        // A server given that is not found, while others of the language run: said, not left
+        // out silently (`--lsp python=pylsp --lsp python="ruff server"` without pylsp).
+        let missing = servers.missing(&language, &set);
+        if !set.is_empty() && !missing.is_empty() {
+            let names: Vec<&str> = missing.iter().map(|m| m.program.as_str()).collect();
+            line.push_str(&format!("; not found: {}", names.join(", ")));
+        }
+        ui::say(&line);
     }
     let config = LspConfig {
         servers,

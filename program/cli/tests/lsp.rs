@@ -760,6 +760,36 @@ fn doctor_lists_the_servers_of_the_workspace() {
             && !out.contains("also runs /etc/passwd"),
         "{out}"
     );
+    // The first given not found, the one beside it found: runs alone, and the first is said
+    // to be missing (it was left out silently: "ok: python: /bin/cat" and nothing more), by
+    // `doctor` and by `serve` as it starts.
+    let missing_first = [
+        "--lsp",
+        "python=surely-not-installed-pylsp",
+        "--lsp",
+        "python=/bin/cat",
+    ];
+    let o = sb
+        .command()
+        .arg("doctor")
+        .args(missing_first)
+        .arg(&sb.ws)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(
+            "ok: python (1 file): /bin/cat\n  and surely-not-installed-pylsp first, when installed"
+        ),
+        "{out}"
+    );
+    let served = Served::start(&sb, &missing_first);
+    let said = served.stderr.wait_for("language servers: python:");
+    assert!(
+        said.contains("language servers: python: /bin/cat; not found: surely-not-installed-pylsp"),
+        "{said}"
+    );
+    drop(served);
     let mut many = vec!["doctor".to_string()];
     for i in 0..5 {
         many.extend(["--lsp".into(), format!("python=/bin/cat -{i}")]);

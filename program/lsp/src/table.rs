@@ -241,6 +241,46 @@ impl ServerTable {
         set
     }
 
+    /// The programs of `language`'s servers that are not found, `servers` being the set that
+    /// runs ([`ServerTable::resolve`]): when none of its commands runs (nothing runs, or only
+    /// servers run beside them, as ruff without pyright: lint findings and no type errors),
+    /// every one of them ([`Missing::first`]); and those run beside them that are not found.
+    ///
+    /// ```
+    /// use claude_ide_bridge_lsp::{parse_override, ServerTable};
+    /// let mut table = ServerTable::builtin();
+    /// table.set(parse_override("zz=surely-not-installed-lsp").unwrap());
+    /// let missing = table.missing("zz", &table.resolve("zz"));
+    /// assert_eq!(missing[0].program, "surely-not-installed-lsp");
+    /// assert!(missing[0].first);
+    /// ```
+    pub fn missing(&self, language: &str, servers: &[Vec<String>]) -> Vec<Missing> {
+        let commands = self.commands(language);
+        let first = !commands.iter().any(|c| servers.contains(c));
+        let tried = if first { commands } else { &[] };
+        let missing = |commands: &[Vec<String>], first: bool| -> Vec<Missing> {
+            (commands.iter())
+                .filter(|c| !servers.contains(*c))
+                .filter_map(|c| c.first())
+                .map(|program| {
+                    let (install, wrong_path) = match not_a_program(program) {
+                        Some(why) => (why, true),
+                        None => (install_hint(program).to_owned(), false),
+                    };
+                    Missing {
+                        program: program.clone(),
+                        install,
+                        wrong_path,
+                        first,
+                    }
+                })
+                .collect()
+        };
+        let mut all = missing(tried, true);
+        all.extend(missing(self.also(language), false));
+        all
+    }
+
     /// What would run for these files: per language present, the command found or what is missing.
     /// The files are the caller's to find (`doctor` walks the workspace as `listFiles` does, and
     /// sets [`Plan::truncated`] when that walk was cut short).
@@ -266,30 +306,7 @@ impl ServerTable {
             .into_iter()
             .map(|(language, files)| {
                 let servers = self.resolve(&language);
-                // Nothing runs: every program tried; else those run beside it that are not found.
-                let tried = if servers.is_empty() {
-                    self.commands(&language)
-                } else {
-                    &[]
-                };
-                let missing = tried
-                    .iter()
-                    .chain(self.also(&language))
-                    .filter(|c| !servers.contains(*c))
-                    .filter_map(|c| c.first())
-                    .map(|program| match not_a_program(program) {
-                        Some(why) => Missing {
-                            program: program.clone(),
-                            install: why,
-                            wrong_path: true,
-                        },
-                        None => Missing {
-                            program: program.clone(),
-                            install: install_hint(program).to_owned(),
-                            wrong_path: false,
-                        },
-                    })
-                    .collect();
+                let missing = self.missing(&language, &servers);
                 PlannedLanguage {
                     language,
                     files,
@@ -695,6 +712,9 @@ pub struct Missing {
     pub install: String,
     /// The program is a path to something that is no program: installing would not help.
     pub wrong_path: bool,
+    /// One of the language's commands, of which the first found runs, none being found (rather
+    /// than one run beside them).
+    pub first: bool,
 }
 
 /// A server's command as one line a shell would read back as the same words: a word with a
@@ -1201,5 +1221,17 @@ mod tests {
             plan.languages[1].missing[0].program,
             "surely-not-installed-lsp"
         );
+        // A command given first that is not found, with one run beside it that is: the one
+        // beside runs, and the first is said to be missing (it was left out silently).
+        let mut t = ServerTable::builtin();
+        t.set(parse_override("python=surely-not-installed-pylsp").unwrap());
+        t.add(parse_override("python=/bin/sh lint").unwrap())
+            .unwrap();
+        let plan = t.plan([Path::new("/w/a.py")]);
+        assert_eq!(plan.languages[0].servers, [["/bin/sh", "lint"]]);
+        let missing: Vec<&str> = (plan.languages[0].missing.iter())
+            .map(|m| m.program.as_str())
+            .collect();
+        assert_eq!(missing, ["surely-not-installed-pylsp"]);
     }
 }
