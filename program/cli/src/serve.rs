@@ -855,10 +855,18 @@ fn language_servers(
         let mut line = format!("language servers: {language}: {}", lsp::describe_set(&set));
         // A server given that is not found, while others of the language run: said, not left
         // out silently (`--lsp python=pylsp --lsp python="ruff server"` without pylsp).
+        // Nor named as found on `PATH` when given as a path (`--lsp go=/opt/gopls`).
         let missing = servers.missing(&language, &set);
-        if !set.is_empty() && !missing.is_empty() {
-            let names: Vec<&str> = missing.iter().map(|m| m.program.as_str()).collect();
-            line.push_str(&format!("; not found: {}", names.join(", ")));
+        let names: Vec<String> = (missing.iter())
+            .map(|m| match m.wrong_path {
+                true => m.install.clone(),
+                false => format!("{} not found", m.program),
+            })
+            .collect();
+        match (set.is_empty(), names.is_empty()) {
+            (_, true) => {}
+            (true, false) => line = format!("language servers: {language}: {}", names.join("; ")),
+            (false, false) => line.push_str(&format!("; {}", names.join("; "))),
         }
         ui::say(&line);
     }

@@ -786,7 +786,7 @@ fn doctor_lists_the_servers_of_the_workspace() {
     let served = Served::start(&sb, &missing_first);
     let said = served.stderr.wait_for("language servers: python:");
     assert!(
-        said.contains("language servers: python: /bin/cat; not found: surely-not-installed-pylsp"),
+        said.contains("language servers: python: /bin/cat; surely-not-installed-pylsp not found"),
         "{said}"
     );
     drop(served);
