@@ -44,9 +44,8 @@ impl WireLog {
                 incoming,
                 text,
             } => {
-                let msg = serde_json::from_str::<Value>(text)
-                    .unwrap_or_else(|_| Value::String(text.clone()));
-                json!({"conn": conn.0, "dir": if *incoming {"in"} else {"out"}, "msg": msg})
+                let head = json!({"conn": conn.0, "dir": if *incoming {"in"} else {"out"}});
+                return self.message(head, text);
             }
             Event::Connected {
                 conn,
@@ -82,13 +81,45 @@ impl WireLog {
         self.line(line);
     }
 
-    fn line(&mut self, mut v: Value) {
+    /// Logs a message's `text` in `head` as `msg`: as it was sent, when it is JSON (numbers past
+    /// what a float holds and repeated members as they were: read back into a value, an id of
+    /// 99999999999999999999 was logged as 1e+20, and a message with two `method`s as one
+    /// without the error it was answered with), else as a string.
+    fn message(&mut self, head: Value, text: &str) {
+        match serde_json::from_str::<&serde_json::value::RawValue>(text) {
+            Ok(_) => {
+                // Valid JSON holds a line break only between its tokens (never in a string):
+                // one line, the same JSON.
+                let one_line = text.replace(['\n', '\r'], " ");
+                self.line_with(head, Some(&one_line));
+            }
+            Err(_) => {
+                let mut v = head;
+                v["msg"] = Value::String(text.to_owned());
+                self.line(v);
+            }
+        }
+    }
+
+    fn line(&mut self, v: Value) {
+        self.line_with(v, None);
+    }
+
+    /// Writes `v` with its time, and `raw` (JSON text of one line) as its `msg` when given.
+    fn line_with(&mut self, mut v: Value, raw: Option<&str>) {
         if self.left == 0 {
             return;
         }
         let t_ms = self.start.elapsed().as_millis() as u64;
         v["t_ms"] = json!(t_ms);
         let mut text = v.to_string();
+        if let Some(raw) = raw {
+            // `v` is an object with members: its closing brace takes the message before it.
+            text.pop();
+            text.push_str(",\"msg\":");
+            text.push_str(raw);
+            text.push('}');
+        }
         text.push('\n');
         if text.len() as u64 > self.left {
             text = json!({"event": "wire_log_limit", "t_ms": t_ms,
@@ -128,6 +159,56 @@ mod tests {
         };
         log.line(json!({"event": "test"}));
         assert_eq!(log.left, 0);
+    }
+
+    /// A message is logged as it was sent: an id past what a float holds, a member given twice,
+    /// a message sent over several lines (on one line), a message that is no JSON (a string).
+    #[test]
+    fn messages_are_logged_as_they_were_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        let mut log = WireLog::open(&path, Instant::now()).unwrap();
+        let conn = claude_ide_bridge::ConnectionId(7);
+        let sent = [
+            r#"{"jsonrpc":"2.0","id":99999999999999999999,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"ping"}"#,
+            "{\"jsonrpc\": \"2.0\",\r\n \"id\": -0,\n \"method\": \"a\\nb\"}",
+            "{not json",
+        ];
+        for text in sent {
+            log.event(&Event::Message {
+                conn,
+                incoming: true,
+                text: text.to_owned(),
+            });
+        }
+        let written = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = written.lines().collect();
+        assert_eq!(lines.len(), 4, "{written}");
+        for line in &lines {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                (v["conn"].as_u64(), v["dir"].as_str()),
+                (Some(7), Some("in"))
+            );
+        }
+        assert!(
+            lines[0].contains(r#""msg":{"jsonrpc":"2.0","id":99999999999999999999,"#),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].contains(r#""method":"ping","method":"ping"}"#),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].contains(r#""id": -0,  "method": "a\nb"}"#),
+            "{}",
+            lines[2]
+        );
+        let v: Value = serde_json::from_str(lines[3]).unwrap();
+        assert_eq!(v["msg"], "{not json");
     }
 
     #[test]
