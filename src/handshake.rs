@@ -892,12 +892,10 @@ pub fn is_loopback_host(host: &str) -> bool {
 }
 
 /// Whether the text after a `Host` header's `:` is a port: decimal digits for at most 65535, or nothing (RFC 3986's
-/// `port = *DIGIT`; RFC 9110, section 4.2.3 takes an empty port as the scheme's default).
+/// `port = *DIGIT`, leading zeros included: `065535` is 65535, as `08080` was taken; RFC 9110, section 4.2.3
+/// takes an empty port as the scheme's default).
 fn is_port(port: &str) -> bool {
-    port.is_empty()
-        || (port.len() <= 5
-            && port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u16>().is_ok())
+    port.is_empty() || (port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok())
 }
 
 /// Whether a `Host` header value is one of `names` (ASCII case-insensitively, a trailing `.` on either

@@ -669,6 +669,7 @@ fn non_loopback_host_is_403() {
         "[fe80::1]:80",
         "[::ffff:10.0.0.1]",
         "localhost:65536",
+        "localhost:0065536",
         "localhost:+80",
         "localhost:80:80",
         "localhost :80",
@@ -716,6 +717,11 @@ fn loopback_hosts_are_accepted() {
         "localhost:",
         "127.0.0.1:",
         "[::1]:",
+        // Leading zeros (RFC 3986's `*DIGIT`), whatever the length: `08080` was taken and
+        // `065535` refused.
+        "127.0.0.1:08080",
+        "127.0.0.1:065535",
+        "localhost:0000000000000000000080",
     ];
     for host in loopback {
         assert!(is_loopback_host(host), "{host}");
