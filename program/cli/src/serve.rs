@@ -415,7 +415,8 @@ pub(super) fn serve(
     let rx = rx;
     let port = running.addr.port();
     // Kept before the port is printed: whoever reads it may stop the bridge at once.
-    let kept_lines = kept.started(port);
+    let lock_dir = running.lock_path.as_deref().and_then(Path::parent);
+    let kept_lines = kept.started(port, lock_dir);
     // Where claude is told to connect, when its own 127.0.0.1 does not reach the bridge: said,
     // handed to the editor and to `run`'s command.
     let claude = claude_host(running.addr.ip());
@@ -672,6 +673,8 @@ fn listen(
         LockFileMode::Dir(d) => Some(d.clone()),
         _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
     };
+    kept.beside_a_live_bridge(lock_dir.as_deref());
+    opts.auth_token = Some(kept.token());
     let mut started = runtime::start(common.runtime, opts.clone(), sink());
     // This workspace's last bridge still stopping holds the kept port for some seconds after
     // its lock file went: waited for, so that the port and token stay and the claude retrying

@@ -30,6 +30,9 @@ pub const MAX_STATE_BYTES: u64 = 64 * 1024;
 /// a drive that is not mounted today keeps its port and token for a month.
 pub const PRUNE_AFTER: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
+/// The longest lock-file folder a state file names ([`Saved::lock_dir`]) that is looked in.
+const MAX_LOCK_DIR_BYTES: usize = 4096;
+
 /// The most state files one [`Store::prune_gone`] looks at.
 const PRUNE_LOOKS: usize = 1000;
 
@@ -48,6 +51,10 @@ pub struct Saved {
     ///
     /// [`lock::process_start`]: claude_ide_bridge_runtime::lock::process_start
     pub process_start: Option<String>,
+    /// The folder of its lock file, when it had one: a later bridge with another (another
+    /// `CLAUDE_CONFIG_DIR`, `--lock-dir`) looks there too for whether it still serves, which it
+    /// took for a bridge still stopping, waited 15 s for, and then took its state file from.
+    pub lock_dir: Option<PathBuf>,
 }
 
 /// How long [`Kept::port_taken`] waits for the lock file of a process that holds the kept port:
@@ -73,6 +80,8 @@ struct File {
     pid: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     process_start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lock_dir: Option<String>,
 }
 
 /// Why a state file was not used.
@@ -223,6 +232,10 @@ impl Store {
             pid: file.pid,
             // Compared as text only; a long one is no start this program wrote.
             process_start: file.process_start.filter(|s| s.len() <= 128),
+            // Only looked in for `<port>.lock`; a path no folder has is none.
+            lock_dir: (file.lock_dir)
+                .filter(|d| d.len() <= MAX_LOCK_DIR_BYTES && Path::new(d).is_absolute())
+                .map(PathBuf::from),
         }))
     }
 
@@ -285,6 +298,7 @@ impl Store {
             auth_token: saved.token.as_str().to_owned(),
             pid: saved.pid,
             process_start: saved.process_start.clone(),
+            lock_dir: (saved.lock_dir.as_ref()).and_then(|d| d.to_str().map(str::to_owned)),
         };
         let json = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
         crate::sys::private_dir(&self.dir)?;
@@ -489,8 +503,50 @@ impl Kept {
                 .ok()
         });
         let alive = process_is_writer(saved.pid, saved.process_start.as_deref(), written);
-        let served = lock_dir.is_some_and(|d| port_held(d, self.port).is_some());
+        let served = (self.lock_dirs(lock_dir).iter()).any(|d| port_held(d, self.port).is_some());
         (alive && !served).then_some(saved.pid)
+    }
+
+    /// Where to look for the lock files of this workspace's bridges: `lock_dir` (this start's),
+    /// and the one the last bridge had when another ([`Saved::lock_dir`]).
+    fn lock_dirs(&self, lock_dir: Option<&Path>) -> Vec<PathBuf> {
+        let saved = self.loaded.as_ref().and_then(|s| s.lock_dir.as_deref());
+        let mut dirs: Vec<PathBuf> = lock_dir.into_iter().map(Path::to_path_buf).collect();
+        if let Some(d) = saved.filter(|d| !dirs.iter().any(|have| have == d)) {
+            dirs.push(d.to_path_buf());
+        }
+        dirs
+    }
+
+    /// With `--port`: when the bridge that kept the port and token still serves them (its lock
+    /// file for that port, with that token, is live), this start takes a new token and keeps
+    /// nothing. It took that bridge's token and wrote its own port over that bridge's, so that
+    /// the running bridge, restarted, found its port "another bridge's", moved, and its claude
+    /// was refused.
+    pub fn beside_a_live_bridge(&mut self, lock_dir: Option<&Path>) {
+        let Some(saved) = self
+            .loaded
+            .as_ref()
+            .filter(|_| self.explicit_port.is_some())
+        else {
+            return;
+        };
+        let live = (self.lock_dirs(lock_dir).iter())
+            .filter_map(|d| claude_ide_bridge_runtime::lock::lock_held(d, saved.port))
+            .find(|lock| lock.auth_token == saved.token);
+        let Some(lock) = live else { return };
+        let port = saved.port;
+        self.token = claude_ide_bridge_runtime::generate_token();
+        self.save = false;
+        // Not "a claude connected to the last bridge reconnects with /ide": that bridge runs.
+        self.notes
+            .retain(|n| !n.starts_with("port: ") && !n.starts_with("auth token: "));
+        self.notes.push(format!(
+            "this workspace's bridge (pid {}) serves it on port {port}: this one (--port) takes \
+             a new token and keeps neither. With two bridges for one folder, a claude started \
+             there connects to neither by itself (stop one, or pick one with /ide)",
+            lock.pid
+        ));
     }
 
     /// The kept port is taken: go on with any free port and a new token (keeping nothing when
@@ -539,7 +595,7 @@ impl Kept {
                     && lock.ide_name == ide_name
                     && same_folders(&lock.workspace_folders, lock_folders, crate::sys::case_key))
         };
-        let live = lock_dir.and_then(held);
+        let live = (self.lock_dirs(lock_dir).iter()).find_map(|d| held(d));
         match live {
             Some(lock) if !ours(&lock) => {
                 self.token = claude_ide_bridge_runtime::generate_token();
@@ -596,7 +652,7 @@ impl Kept {
 
     /// The server started on `port`: keeps port and token for the next start (when it should);
     /// returns the lines to show.
-    pub fn started(mut self, port: u16) -> Vec<String> {
+    pub fn started(mut self, port: u16, lock_dir: Option<&Path>) -> Vec<String> {
         let Some(store) = self.store.as_ref().filter(|_| self.save) else {
             return self.notes;
         };
@@ -609,6 +665,7 @@ impl Kept {
             token: self.token.clone(),
             pid: std::process::id(),
             process_start: claude_ide_bridge_runtime::lock::process_start(std::process::id()),
+            lock_dir: lock_dir.map(Path::to_path_buf),
         };
         let saved_now = store.save(&saved);
         if saved_now.is_ok() {
@@ -675,6 +732,103 @@ pub(crate) mod tests {
             token: claude_ide_bridge_runtime::generate_token(),
             pid: 7,
             process_start: None,
+            lock_dir: None,
+        }
+    }
+
+    /// A live bridge of this workspace, its lock file in `locks` (a `sleep` stands for it), as
+    /// its state file says: the child to kill, and what it kept.
+    #[cfg(unix)]
+    fn live_bridge(d: &Path, locks: &Path, lock_dir_saved: bool) -> (std::process::Child, Saved) {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut kept_by = saved();
+        kept_by.pid = child.id();
+        kept_by.lock_dir = lock_dir_saved.then(|| locks.to_path_buf());
+        store(d).save(&kept_by).unwrap();
+        let lock = claude_ide_bridge::LockFile::new(
+            child.id(),
+            vec!["/w/a".into(), "/w/b".into()],
+            "claude-ide-bridge",
+            false,
+            kept_by.token.clone(),
+        );
+        fs::create_dir_all(locks).unwrap();
+        fs::write(locks.join("40123.lock"), lock.to_json()).unwrap();
+        (child, kept_by)
+    }
+
+    /// A second bridge started with `--port` while the workspace's bridge serves: a new token,
+    /// nothing kept, and no "reconnects with /ide" (that bridge runs). It took the running
+    /// bridge's token and wrote its own port in the state file, and the running one, restarted,
+    /// moved to a third port. Found through the running bridge's lock folder when it is not
+    /// this start's (another `CLAUDE_CONFIG_DIR`).
+    #[cfg(unix)]
+    #[test]
+    fn a_start_with_port_beside_the_running_bridge_keeps_nothing() {
+        let folders = ["/w/a".to_owned(), "/w/b".to_owned()];
+        for elsewhere in [false, true] {
+            let d = tempfile::tempdir().unwrap();
+            let locks = d.path().join("locks");
+            let (mut child, kept_by) = live_bridge(d.path(), &locks, true);
+            let mine = d.path().join("my-locks");
+            let looked_in = if elsewhere { &mine } else { &locks };
+            let mut second = Kept::load_from(Some(d.path()), &folders, Some(0), false);
+            second.beside_a_live_bridge(Some(looked_in));
+            assert_ne!(second.token().as_str(), kept_by.token.as_str());
+            assert!(!second.save);
+            assert!(
+                second.notes.iter().any(|n| n.contains(&format!(
+                    "this workspace's bridge (pid {}) serves it on port 40123",
+                    child.id()
+                ))) && !second
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("/ide)") && n.starts_with("port:")),
+                "{:?}",
+                second.notes
+            );
+            // Without --port, nothing changes here (the kept port is taken: `port_taken`).
+            let mut plain = Kept::load_from(Some(d.path()), &folders, None, false);
+            plain.beside_a_live_bridge(Some(looked_in));
+            assert_eq!(plain.token().as_str(), kept_by.token.as_str());
+            assert!(plain.save);
+            child.kill().unwrap();
+            child.wait().unwrap();
+            // Its bridge gone: `--port` takes the kept token and keeps the new port.
+            let mut after = Kept::load_from(Some(d.path()), &folders, Some(0), false);
+            after.beside_a_live_bridge(Some(looked_in));
+            assert_eq!(after.token().as_str(), kept_by.token.as_str());
+            assert!(after.save);
+        }
+    }
+
+    /// The running bridge's lock file in another folder than this start's (started with another
+    /// `CLAUDE_CONFIG_DIR`): it serves, it is not stopping (a start waited 15 s for it, then took
+    /// its state file), and its port is a bridge's (`port_taken`: nothing kept).
+    #[cfg(unix)]
+    #[test]
+    fn the_running_bridge_is_seen_through_its_own_lock_folder() {
+        let folders = ["/w/a".to_owned(), "/w/b".to_owned()];
+        let d = tempfile::tempdir().unwrap();
+        let locks = d.path().join("locks");
+        let mine = d.path().join("my-locks");
+        fs::create_dir(&mine).unwrap();
+        let (mut child, _) = live_bridge(d.path(), &locks, true);
+        let mut second = Kept::load_from(Some(d.path()), &folders, None, false);
+        assert_eq!(second.stopping_bridge(Some(&mine)), None);
+        second.port_taken(Some(&mine), &folders, "claude-ide-bridge");
+        assert!(!second.save, "{:?}", second.notes);
+        assert!(second.notes.iter().any(|n| n.contains("another bridge")));
+        // A state file of an older bridge, which names no lock folder: as before.
+        let (mut older, _) = live_bridge(d.path(), &locks, false);
+        let second = Kept::load_from(Some(d.path()), &folders, None, false);
+        assert_eq!(second.stopping_bridge(Some(&mine)), Some(older.id()));
+        for c in [&mut child, &mut older] {
+            c.kill().unwrap();
+            c.wait().unwrap();
         }
     }
 

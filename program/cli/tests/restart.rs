@@ -359,6 +359,33 @@ fn an_explicit_port_wins() {
     assert_eq!(third.port, wanted);
 }
 
+/// A second bridge started with `--port` while the first serves: it takes a new token and keeps
+/// nothing, and the first, killed and started again, comes back on its own port with its token
+/// (it found its port in the state file taken by "another bridge", moved, and its claude was
+/// refused).
+#[test]
+fn a_start_with_port_beside_a_running_bridge_leaves_it_its_state() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    first.stderr.wait_for("port and auth token: kept in ");
+    let second = Served::start(&sb, &["--port", "0"]);
+    assert_ne!(second.token(), token);
+    let said = second.stderr.wait_for("this workspace's bridge (pid ");
+    assert!(
+        said.contains(&format!("serves it on port {port}")),
+        "{said}"
+    );
+    assert_eq!(second.stderr.count("reconnects with /ide"), 0);
+    assert_eq!(state(&sb)["port"], port);
+    crash(first);
+    let again = Served::start(&sb, &[]);
+    assert_eq!(again.port, port);
+    assert_eq!(again.token(), token);
+    old_client_gets_in(port, &token);
+    drop(second);
+}
+
 /// An explicit port that is taken is still an error (not moved silently).
 #[test]
 fn an_explicit_port_taken_fails() {
