@@ -476,13 +476,17 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     let dirs = dirs();
     if dirs.is_empty() {
         // An empty one is no home for claude (its `os.homedir()`), not the system's either.
-        let why = if std::env::var_os(sys::HOME_VAR).is_some_and(|h| h.is_empty()) {
-            format!("{} is set but empty", sys::HOME_VAR)
-        } else {
-            format!(
-                "neither CLAUDE_CONFIG_DIR nor {} is set (to an absolute path), and the system has no home for this user",
+        let why = match std::env::var_os(sys::HOME_VAR) {
+            Some(h) if h.is_empty() => format!("{} is set but empty", sys::HOME_VAR),
+            Some(h) => format!(
+                "{} is {:?}, not an absolute path",
+                sys::HOME_VAR,
+                h.to_string_lossy()
+            ),
+            None => format!(
+                "neither CLAUDE_CONFIG_DIR nor {} is set, and the system has no home for this user",
                 sys::HOME_VAR
-            )
+            ),
         };
         r.problem(
             &format!("{why}: claude has nowhere to look for lock files"),

@@ -176,14 +176,18 @@ pub struct Store {
 }
 
 impl Store {
-    /// The file for `folders` (absolute POSIX strings, in the order served, as
-    /// [`crate::sys::state_folders`] gives them) under `base` (the program's state directory,
-    /// [`state_dir`]).
+    /// The file for `folders` (absolute POSIX strings, as [`crate::sys::state_folders`] gives
+    /// them) under `base` (the program's state directory, [`state_dir`]). The folders are a set,
+    /// as lock files are compared: `serve A B` and `serve B A` serve one workspace (the second
+    /// took a new port and token).
     pub fn new(base: &Path, folders: &[String]) -> Store {
+        let mut folders = folders.to_vec();
+        folders.sort();
+        folders.dedup();
         Store {
             dir: base.join("workspaces"),
-            name: format!("{:016x}.json", key(folders)),
-            folders: folders.to_vec(),
+            name: format!("{:016x}.json", key(&folders)),
+            folders,
         }
     }
 
@@ -1097,6 +1101,11 @@ pub(crate) mod tests {
         let ab = Store::new(d.path(), &["/w/a".into(), "/w/b".into()]);
         assert_ne!(a.path(), b.path());
         assert_ne!(a.path(), ab.path());
+        // The folders are a set: in any order, one file, read back.
+        let ba = Store::new(d.path(), &["/w/b".into(), "/w/a".into(), "/w/b".into()]);
+        assert_eq!(ab.path(), ba.path());
+        ab.save(&saved()).unwrap();
+        assert!(ba.load().unwrap().is_some());
         a.save(&saved()).unwrap();
         assert!(b.load().unwrap().is_none());
         // Another set of folders' file under this name (a hash collision) is not used.

@@ -1678,4 +1678,25 @@ fn without_home_the_password_databases_home_is_used() {
     );
     // (Not an empty list of folders.)
     assert!(!out.contains("claude reads lock files from: \n"), "{out}");
+    // Set to a relative path: that is what is said, by `doctor` and by `serve` (which said the
+    // system had no home for the user).
+    let mut c = sb.command();
+    c.arg("doctor").arg(&sb.ws).arg("--no-lsp");
+    c.env("HOME", "rel").env_remove("CLAUDE_CONFIG_DIR");
+    let (_, out) = run_bounded(c);
+    assert!(
+        out.contains(r#"HOME is "rel", not an absolute path: claude has nowhere to look"#),
+        "{out}"
+    );
+    let mut c = sb.command();
+    c.arg("serve").arg(&sb.ws).arg("--no-lsp");
+    c.env("HOME", "rel").env_remove("CLAUDE_CONFIG_DIR");
+    let o = c.stdin(Stdio::null()).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        out.contains(r#"CLAUDE_CONFIG_DIR is not set and HOME is "rel", not an absolute path: no lock-file directory"#)
+            && !out.contains("no home for this user"),
+        "{out}"
+    );
 }

@@ -40,12 +40,22 @@ pub fn default_lock_dir() -> io::Result<PathBuf> {
         .into_iter()
         .next()
         .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "neither CLAUDE_CONFIG_DIR nor {} is set (to an absolute path), and the system has no home for this user: no lock-file directory",
+            // Which: a home set but unusable is not the system's lack of one.
+            let home = match std::env::var_os(sys::HOME_VAR) {
+                Some(h) if h.is_empty() => format!("{} is set but empty", sys::HOME_VAR),
+                Some(h) => format!(
+                    "{} is {:?}, not an absolute path",
+                    sys::HOME_VAR,
+                    h.to_string_lossy()
+                ),
+                None => format!(
+                    "{} is not set and the system has no home for this user",
                     sys::HOME_VAR
                 ),
+            };
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("CLAUDE_CONFIG_DIR is not set and {home}: no lock-file directory"),
             )
         })
 }
