@@ -660,6 +660,29 @@ impl Kept {
         let Some(store) = self.store.as_ref().filter(|_| self.save) else {
             return self.notes;
         };
+        // Nothing was kept when this start looked, and now something is: another bridge of this
+        // workspace started at the same moment (each took a port of its own) saved first, and
+        // keeps its own (both said "kept", and the one whose file was overwritten lost its port
+        // at its next start). Not written over while that bridge runs. (Two saves after both
+        // looked again are still one over the other: a window of microseconds, not of a start.)
+        if self.loaded.is_none() {
+            if let Ok(Some(now)) = store.load() {
+                let theirs = now.pid != std::process::id()
+                    && claude_ide_bridge_runtime::lock::process_is_writer(
+                        now.pid,
+                        now.process_start.as_deref(),
+                        None,
+                    );
+                if theirs {
+                    self.notes.push(format!(
+                        "port and auth token: not kept: this workspace's bridge started at the \
+                         same moment (pid {}, port {}) keeps its own",
+                        now.pid, now.port
+                    ));
+                    return self.notes;
+                }
+            }
+        }
         let same = self
             .loaded
             .as_ref()
@@ -762,6 +785,42 @@ pub(crate) mod tests {
         fs::create_dir_all(locks).unwrap();
         fs::write(locks.join("40123.lock"), lock.to_json()).unwrap();
         (child, kept_by)
+    }
+
+    /// Two bridges started at the same moment, nothing kept yet: the second to save finds the
+    /// first's file, and keeps nothing (both said "kept", the file holding one of them).
+    #[cfg(unix)]
+    #[test]
+    fn of_two_first_starts_the_second_to_save_keeps_nothing() {
+        let folders = ["/w/a".to_owned(), "/w/b".to_owned()];
+        let d = tempfile::tempdir().unwrap();
+        let first = Kept::load_from(Some(d.path()), &folders, None, false);
+        let second = Kept::load_from(Some(d.path()), &folders, None, false);
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // The first saves as the other process (its pid is another's than this test's).
+        let mut theirs = saved();
+        theirs.pid = other.id();
+        theirs.port = 40300;
+        store(d.path()).save(&theirs).unwrap();
+        drop(first);
+        let notes = second.started(40301, None);
+        assert!(
+            notes.iter().any(|n| n.contains(&format!(
+                "not kept: this workspace's bridge started at the same moment (pid {}, port 40300)",
+                other.id()
+            ))),
+            "{notes:?}"
+        );
+        assert_eq!(store(d.path()).load().unwrap().unwrap().port, 40300);
+        other.kill().unwrap();
+        other.wait().unwrap();
+        // Its writer gone, the file is replaced as before.
+        let third = Kept::load_from(Some(d.path()), &folders, None, false);
+        let notes = third.started(40302, None);
+        assert!(notes.iter().any(|n| n.contains("kept in")), "{notes:?}");
     }
 
     /// A second bridge started with `--port` while the workspace's bridge serves: a new token,
