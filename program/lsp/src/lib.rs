@@ -764,7 +764,9 @@ impl Lsp {
                 ));
                 continue;
             };
-            if self.inner.await_start(server, deadline, false).is_none() {
+            // After a start, the answer has the diagnostics wait from then (the deadline, passed
+            // while it started, made each first format of a cold server "no answer in time").
+            let Some(by) = self.inner.await_start(server, deadline, false) else {
                 unknown.get_or_insert(match server.phase() {
                     Phase::Exited(why) => {
                         LspError::Exited(member.down(DownReason::NotRunning(why)).to_string())
@@ -772,9 +774,9 @@ impl Lsp {
                     _ => LspError::Timeout,
                 });
                 continue;
-            }
+            };
             if server.can_format() {
-                return self.format_with(server, language, &key, text, deadline);
+                return self.format_with(server, language, &key, text, by);
             }
         }
         unknown.map_or(Ok(None), Err)

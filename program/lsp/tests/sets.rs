@@ -250,6 +250,15 @@ fn formatting_goes_to_the_server_of_the_set_that_formats() {
     let deadline = Instant::now() + Duration::from_secs(5);
     assert_eq!(fx.lsp.format(&fx.file("b.zz"), "x  \n", deadline), Ok(None));
     fx.shutdown_leaves_nothing(&["types", "lint"]);
+
+    // A cold server (3 s to start, past the deadline asked): waited for, then its answer has
+    // the diagnostics wait from its start. The deadline, passed while it started, made the
+    // first format of a cold typescript-language-server "no answer in time", each time.
+    let fx = set_of(("slow-init", "types"), &[], |_| {});
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let formatted = fx.lsp.format(&fx.file("b.zz"), "x  \n", deadline);
+    assert_eq!(formatted, Ok(Some("x\n".to_owned())));
+    fx.shutdown_leaves_nothing(&["types"]);
 }
 
 /// One server of the set crashes on every file it is given: while it is to be started again, the

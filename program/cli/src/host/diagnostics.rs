@@ -1239,9 +1239,13 @@ impl LanguageServers {
                 )))
             }
         };
+        // As long as a start is waited for: a server that has just started answers its first
+        // format once it has loaded the project (typescript-language-server: seconds), and a
+        // format is no baseline, which the client bounds.
+        let wait = self.start_wait.max(self.lsp.config().diagnostics_wait);
         let formatted = match self
             .lsp
-            .format(Path::new(&path), &text, self.lsp.deadline())
+            .format(Path::new(&path), &text, Instant::now() + wait)
         {
             Ok(None) => return None,
             Ok(Some(f)) => f,
