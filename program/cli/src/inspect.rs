@@ -836,6 +836,18 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         );
     }
 
+    if let Some((path, why)) = crate::state::workspace_problem(Path::new(&lexical)) {
+        r.problem(
+            &format!(
+                "this workspace's state {} {why}, and a claude connected to a bridge that \
+                 restarts needs /ide",
+                path.display()
+            ),
+            "remove it (the next bridge writes it again, 0600 in a 0700 folder), or make its \
+             folder writable",
+        );
+    }
+
     for note in servers.new_languages() {
         out!("warning: {note}");
     }

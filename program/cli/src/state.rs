@@ -157,6 +157,39 @@ pub fn folder_refused() -> Option<(PathBuf, io::Error)> {
     }
 }
 
+/// What keeps the state file of the workspace `folder` (served alone) from serving its next
+/// start, for `doctor`: the file, and why. A file a start would refuse (open to others, not
+/// this user's, not a state file: replaced by a new port and token then), or a folder it
+/// cannot be written in (not kept at all). A folder refused as a whole is
+/// [`folder_refused`]'s to say.
+pub fn workspace_problem(folder: &Path) -> Option<(PathBuf, String)> {
+    let (native, posix) = crate::folder_forms(&[folder.to_path_buf()]).ok()?;
+    let key = key_folders(&native, &posix).ok()?;
+    let store = Store::new(&state_dir()?, &key);
+    match store.load() {
+        Err(Refused::Folder(_)) => return None,
+        Err(why) => {
+            return Some((
+                store.path(),
+                format!("is not used ({why}): the next start takes a new port and token"),
+            ))
+        }
+        Ok(_) => {}
+    }
+    // Written by the next start (made where missing): a folder that takes no file (read-only,
+    // on a read-only mount) keeps nothing, which a start says only then.
+    if !store.dir.is_dir() {
+        return None;
+    }
+    match tempfile::NamedTempFile::new_in(&store.dir) {
+        Ok(_) => None,
+        Err(e) => Some((
+            store.dir.clone(),
+            format!("takes no file ({e}): no port or token is kept for the next start"),
+        )),
+    }
+}
+
 /// The folders that name the state file of the workspace folders `native` (`posix`: the same
 /// in the engine's form), as [`crate::sys::state_folders`] gives them; `Err` with the first
 /// folder whose name is not Unicode, which has no state file ([`Kept::load`]).

@@ -603,6 +603,44 @@ fn a_state_folder_open_to_others_keeps_nothing_and_says_so() {
     );
 }
 
+/// A state file a start would refuse (its token readable by others) is a problem to `doctor`,
+/// said with its path (it said nothing: the next restart moved, and its claude needed /ide);
+/// the folder's own problem is said once, as such (above).
+#[test]
+fn doctor_says_a_state_file_the_next_start_would_refuse() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    crash(first);
+    let file = state_file(&sb);
+    let doctor = || {
+        let o = sb
+            .command()
+            .args(["doctor", "--no-lsp"])
+            .arg(&sb.ws)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    assert!(
+        !doctor().1.contains("this workspace's state"),
+        "{}",
+        doctor().1
+    );
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, out) = doctor();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "problem: this workspace's state {} is not used (its mode 644",
+            file.display()
+        )),
+        "{out}"
+    );
+}
+
 /// A state file that cannot be used is said, not trusted, and replaced by a good one.
 #[test]
 fn bad_state_files_are_replaced() {
