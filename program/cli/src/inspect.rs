@@ -476,18 +476,7 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     let dirs = dirs();
     if dirs.is_empty() {
         // An empty one is no home for claude (its `os.homedir()`), not the system's either.
-        let why = match std::env::var_os(sys::HOME_VAR) {
-            Some(h) if h.is_empty() => format!("{} is set but empty", sys::HOME_VAR),
-            Some(h) => format!(
-                "{} is {:?}, not an absolute path",
-                sys::HOME_VAR,
-                h.to_string_lossy()
-            ),
-            None => format!(
-                "neither CLAUDE_CONFIG_DIR nor {} is set, and the system has no home for this user",
-                sys::HOME_VAR
-            ),
-        };
+        let why = claude_ide_bridge_runtime::lock::no_lock_dir_reason();
         r.problem(
             &format!("{why}: claude has nowhere to look for lock files"),
             &format!(

@@ -40,24 +40,36 @@ pub fn default_lock_dir() -> io::Result<PathBuf> {
         .into_iter()
         .next()
         .ok_or_else(|| {
-            // Which: a home set but unusable is not the system's lack of one.
-            let home = match std::env::var_os(sys::HOME_VAR) {
-                Some(h) if h.is_empty() => format!("{} is set but empty", sys::HOME_VAR),
-                Some(h) => format!(
-                    "{} is {:?}, not an absolute path",
-                    sys::HOME_VAR,
-                    h.to_string_lossy()
-                ),
-                None => format!(
-                    "{} is not set and the system has no home for this user",
-                    sys::HOME_VAR
-                ),
-            };
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("CLAUDE_CONFIG_DIR is not set and {home}: no lock-file directory"),
+                format!("{}: no lock-file directory", no_lock_dir_reason()),
             )
         })
+}
+
+/// Why [`default_lock_dir`] finds no directory, as a sentence to show: `CLAUDE_CONFIG_DIR` is not
+/// set, and the home is set but empty, set to a relative path (which it names), or not set with
+/// none for the user in the system either.
+///
+/// ```
+/// use claude_ide_bridge_runtime::lock::no_lock_dir_reason;
+/// assert!(no_lock_dir_reason().starts_with("CLAUDE_CONFIG_DIR is not set and "));
+/// ```
+pub fn no_lock_dir_reason() -> String {
+    // A home set but unusable is not the system's lack of one.
+    let home = match std::env::var_os(sys::HOME_VAR) {
+        Some(h) if h.is_empty() => format!("{} is set but empty", sys::HOME_VAR),
+        Some(h) => format!(
+            "{} is {:?}, not an absolute path",
+            sys::HOME_VAR,
+            h.to_string_lossy()
+        ),
+        None => format!(
+            "{} is not set and the system has no home for this user",
+            sys::HOME_VAR
+        ),
+    };
+    format!("CLAUDE_CONFIG_DIR is not set and {home}")
 }
 
 /// Creates `dir` private to the user if missing (parents included; mode 0700 on Unix), then
