@@ -673,7 +673,8 @@ fn listen(
         LockFileMode::Dir(d) => Some(d.clone()),
         _ => claude_ide_bridge_runtime::lock::default_lock_dir().ok(),
     };
-    kept.beside_a_live_bridge(lock_dir.as_deref());
+    let lock_folders = claude_ide_bridge_runtime::lock_folders(&asked.native).unwrap_or_default();
+    kept.beside_a_live_bridge(lock_dir.as_deref(), &lock_folders, &common.ide_name);
     opts.auth_token = Some(kept.token());
     let mut started = runtime::start(common.runtime, opts.clone(), sink());
     // This workspace's last bridge still stopping holds the kept port for some seconds after
@@ -720,11 +721,7 @@ fn listen(
         // port's (the lock-file directory's) is not the kept port's fault.
         Err(e) if kept.may_move() && refused_by_the_port(&e) => {
             if e.kind() == std::io::ErrorKind::AddrInUse {
-                kept.port_taken(
-                    lock_dir.as_deref(),
-                    &claude_ide_bridge_runtime::lock_folders(&asked.native).unwrap_or_default(),
-                    &common.ide_name,
-                );
+                kept.port_taken(lock_dir.as_deref(), &lock_folders, &common.ide_name);
             } else {
                 kept.port_refused(&e);
             }

@@ -386,6 +386,9 @@ pub struct Kept {
     port: u16,
     token: AuthToken,
     save: bool,
+    /// What holds only when the last bridge is gone ("a claude connected to the last bridge
+    /// reconnects with /ide"), said first; dropped by [`Kept::beside_a_live_bridge`] when it runs.
+    last_gone_notes: Vec<String>,
     notes: Vec<String>,
 }
 
@@ -449,6 +452,7 @@ impl Kept {
                     explicit_port,
                     port: explicit_port.unwrap_or(0),
                     token: claude_ide_bridge_runtime::generate_token(),
+                    last_gone_notes: Vec::new(),
                     notes,
                 };
             }
@@ -465,8 +469,10 @@ impl Kept {
             Some(s) if !new_token => s.token.clone(),
             _ => claude_ide_bridge_runtime::generate_token(),
         };
+        // Only with a state file used: nothing else was said before these.
+        let mut last_gone_notes = Vec::new();
         if new_token && loaded.is_some() {
-            notes.push(
+            last_gone_notes.push(
                 "auth token: a new one (--new-token); a claude connected to the last bridge \
                  reconnects with /ide"
                     .into(),
@@ -478,7 +484,7 @@ impl Kept {
                     0 => "any free one (--port 0)".to_owned(),
                     n => format!("{n} (--port)"),
                 };
-                notes.push(format!(
+                last_gone_notes.push(format!(
                     "port: {given}, not {} as the last start's; a claude connected to the last \
                      bridge reconnects with /ide",
                     s.port
@@ -495,8 +501,33 @@ impl Kept {
             explicit_port,
             port,
             token,
+            last_gone_notes,
             notes,
         }
+    }
+
+    /// The lines to show: what was decided, in its order.
+    fn said(mut self) -> Vec<String> {
+        self.last_gone_notes.append(&mut self.notes);
+        self.last_gone_notes
+    }
+
+    /// Whether `saved`'s writer, another process than this one, still runs: the same process
+    /// where the system tells (its start, and the state file's time: [`process_is_writer`]).
+    ///
+    /// [`process_is_writer`]: claude_ide_bridge_runtime::lock::process_is_writer
+    fn writer_runs(&self, saved: &Saved) -> bool {
+        let written = self.store.as_ref().and_then(|s| {
+            std::fs::symlink_metadata(s.path())
+                .and_then(|m| m.modified())
+                .ok()
+        });
+        saved.pid != std::process::id()
+            && claude_ide_bridge_runtime::lock::process_is_writer(
+                saved.pid,
+                saved.process_start.as_deref(),
+                written,
+            )
     }
 
     /// The port to listen on (0: any).
@@ -526,22 +557,13 @@ impl Kept {
     ///
     /// [`process_is_writer`]: claude_ide_bridge_runtime::lock::process_is_writer
     pub fn stopping_bridge(&self, lock_dir: Option<&Path>) -> Option<u32> {
-        use claude_ide_bridge_runtime::lock::{port_held, process_is_writer};
+        use claude_ide_bridge_runtime::lock::port_held;
         if !self.may_move() {
             return None;
         }
         let saved = self.loaded.as_ref().filter(|s| s.port == self.port)?;
-        if saved.pid == std::process::id() {
-            return None;
-        }
-        let written = self.store.as_ref().and_then(|s| {
-            std::fs::symlink_metadata(s.path())
-                .and_then(|m| m.modified())
-                .ok()
-        });
-        let alive = process_is_writer(saved.pid, saved.process_start.as_deref(), written);
         let served = (self.lock_dirs(lock_dir).iter()).any(|d| port_held(d, self.port).is_some());
-        (alive && !served).then_some(saved.pid)
+        (self.writer_runs(saved) && !served).then_some(saved.pid)
     }
 
     /// Where to look for the lock files of this workspace's bridges: `lock_dir` (this start's),
@@ -555,29 +577,66 @@ impl Kept {
         dirs
     }
 
-    /// With `--port`: when the bridge that kept the port and token still serves them (its lock
-    /// file for that port, with that token, is live), this start takes a new token and keeps
-    /// nothing. It took that bridge's token and wrote its own port over that bridge's, so that
-    /// the running bridge, restarted, found its port "another bridge's", moved, and its claude
-    /// was refused.
-    pub fn beside_a_live_bridge(&mut self, lock_dir: Option<&Path>) {
-        let Some(saved) = self
-            .loaded
-            .as_ref()
+    /// The live lock file for `port` in this workspace's lock folders ([`Kept::lock_dirs`]),
+    /// waited for up to `wait` (a bridge that has bound the port writes its lock file just
+    /// after), and whether it is this workspace's bridge's: it carries the kept token or this
+    /// start's, or (a bridge of it started with `--new-token`) the same folders, each as given
+    /// and resolved, and IDE as this start's lock file will (`lock_folders`, `ide_name`:
+    /// [`lock_folders`]); not when it names more folders or another IDE (the editor open on the
+    /// same folder).
+    ///
+    /// [`lock_folders`]: claude_ide_bridge_runtime::lock_folders
+    fn live_lock(
+        &self,
+        lock_dir: Option<&Path>,
+        port: u16,
+        wait: std::time::Duration,
+        lock_folders: &[String],
+        ide_name: &str,
+    ) -> Option<(claude_ide_bridge::LockFile, bool)> {
+        let give_up = std::time::Instant::now() + wait;
+        let dirs = self.lock_dirs(lock_dir);
+        let lock = loop {
+            let held =
+                (dirs.iter()).find_map(|d| claude_ide_bridge_runtime::lock::lock_held(d, port));
+            if held.is_some() || std::time::Instant::now() >= give_up {
+                break held?;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        };
+        let ours = lock.auth_token == self.token
+            || (self.loaded.as_ref()).is_some_and(|s| s.token == lock.auth_token)
+            || (!lock_folders.is_empty()
+                && lock.ide_name == ide_name
+                && same_folders(&lock.workspace_folders, lock_folders, crate::sys::case_key));
+        Some((lock, ours))
+    }
+
+    /// With `--port`: when this workspace's bridge still serves the kept port ([`Kept::live_lock`]),
+    /// this start takes a new token and keeps nothing. It took that bridge's token and wrote its
+    /// own port over that bridge's, so that the running bridge, restarted, found its port
+    /// "another bridge's", moved, and its claude was refused.
+    pub fn beside_a_live_bridge(
+        &mut self,
+        lock_dir: Option<&Path>,
+        lock_folders: &[String],
+        ide_name: &str,
+    ) {
+        let Some(port) = (self.loaded.as_ref())
             .filter(|_| self.explicit_port.is_some())
+            .map(|s| s.port)
         else {
             return;
         };
-        let live = (self.lock_dirs(lock_dir).iter())
-            .filter_map(|d| claude_ide_bridge_runtime::lock::lock_held(d, saved.port))
-            .find(|lock| lock.auth_token == saved.token);
-        let Some(lock) = live else { return };
-        let port = saved.port;
+        let wait = std::time::Duration::ZERO;
+        let Some((lock, true)) = self.live_lock(lock_dir, port, wait, lock_folders, ide_name)
+        else {
+            return;
+        };
         self.token = claude_ide_bridge_runtime::generate_token();
         self.save = false;
         // Not "a claude connected to the last bridge reconnects with /ide": that bridge runs.
-        self.notes
-            .retain(|n| !n.starts_with("port: ") && !n.starts_with("auth token: "));
+        self.last_gone_notes.clear();
         self.notes.push(format!(
             "this workspace's bridge (pid {}) serves it on port {port}: this one (--port) takes \
              a new token and keeps neither. With two bridges for one folder, a claude started \
@@ -589,9 +648,9 @@ impl Kept {
     /// The kept port is taken: go on with any free port and a new token (keeping nothing when
     /// this workspace's bridge serves it).
     ///
-    /// Which it is, is told by the lock files in `lock_dir`: a live process whose `<port>.lock`
-    /// is there with this workspace's token is its bridge (started at the same moment or before,
-    /// or bound to another address), and the port, token and state file are its own. Another
+    /// Which it is, is told by the lock files ([`Kept::live_lock`]): a live process whose
+    /// `<port>.lock` is this workspace's is its bridge (started at the same moment or before, or
+    /// bound to another address), and the port, token and state file are its own. Another
     /// program's server (another workspace's bridge, another IDE, or any program, another user's
     /// too, that bound it once the last bridge stopped) took the port, and may have been handed
     /// the token: a claude still trying the old port sends it there. So the token is drawn again
@@ -599,42 +658,12 @@ impl Kept {
     /// started at once both read a dead one (and the second took the first's token and state
     /// file), and a pid reused by another program looks alive for good (and nothing was ever
     /// kept again). A bridge that has bound the port and not yet written its lock file is
-    /// waited for, briefly.
-    ///
-    /// `lock_folders` and `ide_name` are what this start's lock file will carry
-    /// ([`lock_folders`]): a lock file with other tokens is this workspace's when it carries
-    /// the same (a bridge of it started with `--new-token`), and not when it names more folders or
-    /// another IDE (the editor open on the same folder).
-    ///
-    /// [`lock_folders`]: claude_ide_bridge_runtime::lock_folders
+    /// waited for, briefly ([`LOCK_FILE_WAIT`]).
     pub fn port_taken(&mut self, lock_dir: Option<&Path>, lock_folders: &[String], ide_name: &str) {
         let taken = self.port;
         self.port = 0;
-        let held = |dir: &Path| {
-            let give_up = std::time::Instant::now() + LOCK_FILE_WAIT;
-            loop {
-                let held = claude_ide_bridge_runtime::lock::lock_held(dir, taken);
-                if held.is_some() || std::time::Instant::now() >= give_up {
-                    return held;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(25));
-            }
-        };
-        // This workspace's: its token (the kept one, or this start's), or, for a bridge started
-        // with --new-token, its lock file's folders (each as given, and resolved) and IDE.
-        let ours = |lock: &claude_ide_bridge::LockFile| {
-            lock.auth_token == self.token
-                || self
-                    .loaded
-                    .as_ref()
-                    .is_some_and(|s| s.token == lock.auth_token)
-                || (!lock_folders.is_empty()
-                    && lock.ide_name == ide_name
-                    && same_folders(&lock.workspace_folders, lock_folders, crate::sys::case_key))
-        };
-        let live = (self.lock_dirs(lock_dir).iter()).find_map(|d| held(d));
-        match live {
-            Some(lock) if !ours(&lock) => {
+        match self.live_lock(lock_dir, taken, LOCK_FILE_WAIT, lock_folders, ide_name) {
+            Some((lock, false)) => {
                 self.token = claude_ide_bridge_runtime::generate_token();
                 self.notes.push(format!(
                     "port {taken}, kept for this workspace, is taken by another program's server \
@@ -644,7 +673,7 @@ impl Kept {
                     lock.pid
                 ));
             }
-            Some(lock) => {
+            Some((lock, true)) => {
                 let pid = lock.pid;
                 self.token = claude_ide_bridge_runtime::generate_token();
                 self.save = false;
@@ -690,8 +719,8 @@ impl Kept {
     /// The server started on `port`: keeps port and token for the next start (when it should);
     /// returns the lines to show.
     pub fn started(mut self, port: u16, lock_dir: Option<&Path>) -> Vec<String> {
-        let Some(store) = self.store.as_ref().filter(|_| self.save) else {
-            return self.notes;
+        let Some(store) = self.store.clone().filter(|_| self.save) else {
+            return self.said();
         };
         // Nothing was kept when this start looked, and now something is: another bridge of this
         // workspace started at the same moment (each took a port of its own) saved first, and
@@ -700,19 +729,13 @@ impl Kept {
         // looked again are still one over the other: a window of microseconds, not of a start.)
         if self.loaded.is_none() {
             if let Ok(Some(now)) = store.load() {
-                let theirs = now.pid != std::process::id()
-                    && claude_ide_bridge_runtime::lock::process_is_writer(
-                        now.pid,
-                        now.process_start.as_deref(),
-                        None,
-                    );
-                if theirs {
+                if self.writer_runs(&now) {
                     self.notes.push(format!(
                         "port and auth token: not kept: this workspace's bridge started at the \
                          same moment (pid {}, port {}) keeps its own",
                         now.pid, now.port
                     ));
-                    return self.notes;
+                    return self.said();
                 }
             }
         }
@@ -744,7 +767,7 @@ impl Kept {
                 "port and auth token: not kept for the next start ({e})"
             )),
         }
-        self.notes
+        self.said()
     }
 }
 
@@ -871,31 +894,47 @@ pub(crate) mod tests {
             let (mut child, kept_by) = live_bridge(d.path(), &locks, true);
             let mine = d.path().join("my-locks");
             let looked_in = if elsewhere { &mine } else { &locks };
+            let ide = "claude-ide-bridge";
             let mut second = Kept::load_from(Some(d.path()), &folders, Some(0), false);
-            second.beside_a_live_bridge(Some(looked_in));
+            second.beside_a_live_bridge(Some(looked_in), &folders, ide);
             assert_ne!(second.token().as_str(), kept_by.token.as_str());
             assert!(!second.save);
+            let notes = second.said();
             assert!(
-                second.notes.iter().any(|n| n.contains(&format!(
+                notes.iter().any(|n| n.contains(&format!(
                     "this workspace's bridge (pid {}) serves it on port 40123",
                     child.id()
-                ))) && !second
-                    .notes
+                ))) && !notes
                     .iter()
                     .any(|n| n.contains("/ide)") && n.starts_with("port:")),
-                "{:?}",
-                second.notes
+                "{notes:?}"
             );
             // Without --port, nothing changes here (the kept port is taken: `port_taken`).
             let mut plain = Kept::load_from(Some(d.path()), &folders, None, false);
-            plain.beside_a_live_bridge(Some(looked_in));
+            plain.beside_a_live_bridge(Some(looked_in), &folders, ide);
             assert_eq!(plain.token().as_str(), kept_by.token.as_str());
             assert!(plain.save);
+            // The bridge on that port has another token: this workspace's when its lock file
+            // names the same folders and IDE (started with --new-token), not when another IDE's.
+            for (its_ide, ours) in [(ide, true), ("Vim", false)] {
+                let lock = claude_ide_bridge::LockFile::new(
+                    child.id(),
+                    vec!["/w/b".into(), "/w/a".into()],
+                    its_ide,
+                    false,
+                    AuthToken::from_string("another-token"),
+                );
+                fs::write(locks.join("40123.lock"), lock.to_json()).unwrap();
+                let mut k = Kept::load_from(Some(d.path()), &folders, Some(0), false);
+                k.beside_a_live_bridge(Some(looked_in), &folders, ide);
+                let save = k.save;
+                assert_eq!(save, !ours, "{its_ide}: {:?}", k.said());
+            }
             child.kill().unwrap();
             child.wait().unwrap();
             // Its bridge gone: `--port` takes the kept token and keeps the new port.
             let mut after = Kept::load_from(Some(d.path()), &folders, Some(0), false);
-            after.beside_a_live_bridge(Some(looked_in));
+            after.beside_a_live_bridge(Some(looked_in), &folders, ide);
             assert_eq!(after.token().as_str(), kept_by.token.as_str());
             assert!(after.save);
         }
@@ -990,24 +1029,19 @@ pub(crate) mod tests {
         store(d.path()).save(&saved()).unwrap();
         let other = Kept::load_from(Some(d.path()), &folders, Some(40200), false);
         assert_eq!(other.port(), 40200);
+        let notes = other.said();
         assert!(
-            other
-                .notes
-                .iter()
+            (notes.iter())
                 .any(|n| n.contains("port: 40200 (--port), not 40123") && n.contains("/ide")),
-            "{:?}",
-            other.notes
+            "{notes:?}"
         );
         let same = Kept::load_from(Some(d.path()), &folders, Some(40123), false);
-        assert!(same.notes.is_empty(), "{:?}", same.notes);
+        assert!(same.said().is_empty());
         // `--port 0` is any free port, not port 0.
-        let any = Kept::load_from(Some(d.path()), &folders, Some(0), false);
+        let any = Kept::load_from(Some(d.path()), &folders, Some(0), false).said();
         assert!(
-            any.notes
-                .iter()
-                .any(|n| n.starts_with("port: any free one (--port 0), not 40123")),
-            "{:?}",
-            any.notes
+            (any.iter()).any(|n| n.starts_with("port: any free one (--port 0), not 40123")),
+            "{any:?}"
         );
     }
 

@@ -999,10 +999,9 @@ impl Inner {
             .into_iter()
             .map(|command| {
                 let server = self.server_of(&mut servers, &command, language);
-                let slot = servers.slots.get_mut(&command);
-                let failed =
-                    (slot.as_ref()).and_then(|s| s.failed.as_ref().map(|(why, _)| why.clone()));
-                let starting_since = slot.and_then(|slot| {
+                let (mut failed, mut starting_since, mut restarts_left) = (None, None, false);
+                if let Some(slot) = servers.slots.get_mut(&command) {
+                    failed = slot.failed.as_ref().map(|(why, _)| why.clone());
                     match server.as_ref().map(|s| (s.phase(), s.started)) {
                         Some((Phase::Running, _)) => slot.starting_since = None,
                         Some((Phase::Starting, started)) => {
@@ -1011,13 +1010,11 @@ impl Inner {
                         // Exited (waiting to start again), or not to be started: as it was.
                         _ => {}
                     }
-                    slot.starting_since
-                });
-                let restarts_left = (servers.slots.get(&command)).is_some_and(|slot| {
-                    !slot.stopped
+                    starting_since = slot.starting_since;
+                    restarts_left = !slot.stopped
                         && slot.failed.is_none()
-                        && slot.restarts < self.config.limits.max_restarts
-                });
+                        && slot.restarts < self.config.limits.max_restarts;
+                }
                 Member {
                     command,
                     server,
