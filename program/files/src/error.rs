@@ -65,6 +65,14 @@ pub enum Error {
         /// Why.
         why: String,
     },
+    /// The file was not what it was when read, just before it would have been replaced
+    /// ([`Workspace::replace`]): saved or deleted meanwhile. Nothing was written.
+    ///
+    /// [`Workspace::replace`]: crate::Workspace::replace
+    Changed {
+        /// The path as given.
+        path: String,
+    },
     /// The file system refused or failed.
     Io {
         /// The path as given.
@@ -145,6 +153,11 @@ impl fmt::Display for Error {
                 "{path} leads through a symbolic link to a name that is not UTF-8, which an answer cannot hold"
             ),
             Error::BadPattern { pattern, why } => write!(f, "pattern {pattern:?}: {why}"),
+            Error::Changed { path } => write!(
+                f,
+                "{path} changed (saved or deleted) while the new text was being written: it was \
+                 left as it is"
+            ),
             Error::Io { path, op, err } => write!(f, "{path}: {op} failed: {err}"),
         }
     }

@@ -398,6 +398,48 @@ impl Workspace {
             content,
         })
     }
+
+    /// [`Workspace::write`] over a file that still holds `expected` (what was read of it): looked
+    /// at last, once the new text is on disk, just before it replaces the file; else
+    /// [`Error::Changed`] and nothing is written (a save of the user's, or a delete, while the
+    /// new text was being made or written is kept). What changes the file between that look and
+    /// the rename (microseconds) is not seen: file systems have no compare-and-replace.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.py"), "x=1\n").unwrap();
+    /// let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+    /// let read = ws.read_text("a.py").unwrap().content;
+    /// std::fs::write(dir.path().join("a.py"), "x=2\n").unwrap(); // saved meanwhile
+    /// let formatted = read.replace("x=1", "x = 1");
+    /// assert!(matches!(ws.replace("a.py", formatted.as_bytes(), read.as_bytes()), Err(Error::Changed { .. })));
+    /// assert_eq!(std::fs::read_to_string(dir.path().join("a.py")).unwrap(), "x=2\n");
+    /// ```
+    pub fn replace(&self, path: &str, contents: &[u8], expected: &[u8]) -> Result<String, Error> {
+        self.write_over(path, contents, Some(expected))
+    }
+}
+
+/// Whether `reader` gives exactly `expected`: read in pieces, at most one byte past it.
+pub(crate) fn holds(reader: impl std::io::Read, expected: &[u8]) -> bool {
+    use std::io::Read;
+    let mut reader = reader.take(expected.len() as u64 + 1);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut at = 0;
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return at == expected.len(),
+            Ok(n) => {
+                if expected.get(at..at + n) != Some(&buf[..n]) {
+                    return false;
+                }
+                at += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
 }
 
 /// [`Error::TooLarge`] when `size` bytes of `path` are more than `cap`.

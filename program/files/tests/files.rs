@@ -1247,3 +1247,76 @@ fn a_workspace_folder_gone_is_not_a_missing_file() {
         );
     }
 }
+
+/// `replace` writes only over the text it was given as read (`reformat_file`'s write): a file
+/// saved (or deleted, or made a directory) since is left as it is, and nothing of the write
+/// stays. And a save by rename (as most editors save) at any moment of the call is kept: the
+/// new text and the file are swapped in one step where the file system can (Linux's, macOS),
+/// and what was taken out looked at then (a save before the swap is put back; one after it is
+/// made over the new text). Looked at before a rename, a save made meanwhile was written over.
+#[test]
+fn a_replace_never_writes_over_a_save_made_meanwhile() {
+    let t = Tree::new();
+    let ws = t.workspace(Limits::default());
+    let p = t.file("a.py", "x=1\n");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
+    let changed = |r: Result<String, Error>| matches!(r, Err(Error::Changed { .. }));
+    fs::write(&p, "x=2\n").unwrap();
+    assert!(changed(ws.replace("a.py", b"x = 1\n", b"x=1\n")));
+    assert_eq!(fs::read_to_string(&p).unwrap(), "x=2\n");
+    fs::write(&p, "x=1\n").unwrap();
+    ws.replace("a.py", b"x = 1\n", b"x=1\n").unwrap();
+    assert_eq!(fs::read_to_string(&p).unwrap(), "x = 1\n");
+    assert_eq!(
+        fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+    fs::remove_file(&p).unwrap();
+    assert!(changed(ws.replace("a.py", b"x = 1\n", b"x = 1\n")));
+    assert!(!p.exists(), "a file deleted meanwhile was made again");
+    fs::create_dir(&p).unwrap();
+    let answer = ws.replace("a.py", b"x = 1\n", b"x = 1\n");
+    assert!(
+        matches!(answer, Err(Error::NotRegular { .. })),
+        "{answer:?}"
+    );
+    assert!(p.is_dir());
+    fs::remove_dir(&p).unwrap();
+    let left: Vec<_> = (fs::read_dir(&t.ws).unwrap())
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // Saves by rename racing the replace: the user's text is what stays, every time.
+    let probe = t.file("probe", "");
+    let swaps = rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        &probe,
+        rustix::fs::CWD,
+        p.with_file_name("probe2"),
+        rustix::fs::RenameFlags::EXCHANGE,
+    );
+    fs::remove_file(&probe).unwrap();
+    if swaps != Err(rustix::io::Errno::NOENT) {
+        // (probe2 does not exist: a file system that swaps says so; one that cannot, another error.)
+        eprintln!("this file system swaps no names ({swaps:?}): the race is not run");
+        return;
+    }
+    for i in 0..200u64 {
+        fs::write(&p, "base\n").unwrap();
+        let (user, tmp) = (p.clone(), t.ws.join(".user-save"));
+        let saver = thread::spawn(move || {
+            let until = std::time::Instant::now() + Duration::from_micros(i % 40 * 25);
+            while std::time::Instant::now() < until {}
+            fs::write(&tmp, format!("user {i}\n")).unwrap();
+            fs::rename(&tmp, &user).unwrap();
+        });
+        let answer = ws.replace("a.py", b"formatted\n", b"base\n");
+        saver.join().unwrap();
+        assert_eq!(
+            fs::read_to_string(&p).unwrap(),
+            format!("user {i}\n"),
+            "round {i}: {answer:?}"
+        );
+    }
+}

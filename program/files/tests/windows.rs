@@ -1030,3 +1030,24 @@ fn links_the_walk_does_not_see_are_refused_by_where_they_lead() {
     );
     assert_eq!(files_below(&outside), [outside.join("secret.txt")]);
 }
+
+/// `replace` writes only over the text it was given as read (`reformat_file`'s write): a file
+/// saved or deleted since is left as it is, looked at once the new text is on disk, just before
+/// the rename; nothing of the write stays. (Windows has no swap of two names in one step: a save
+/// in the microseconds between that look and the rename is not seen.)
+#[test]
+fn a_replace_writes_only_over_the_text_read() {
+    let t = tree();
+    let ws = workspace(&t);
+    let p = t.ws.join("a.py");
+    let changed = |r: Result<String, Error>| matches!(r, Err(Error::Changed { .. }));
+    fs::write(&p, "x=2\n").unwrap();
+    assert!(changed(ws.replace("A.PY", b"x = 1\n", b"x=1\n")));
+    assert_eq!(fs::read_to_string(&p).unwrap(), "x=2\n");
+    ws.replace("a.py", b"x = 2\n", b"x=2\n").unwrap();
+    assert_eq!(fs::read_to_string(&p).unwrap(), "x = 2\n");
+    fs::remove_file(&p).unwrap();
+    assert!(changed(ws.replace("a.py", b"x = 2\n", b"x = 2\n")));
+    assert!(!p.exists(), "a file deleted meanwhile was made again");
+    assert!(files_below(&t.ws).is_empty(), "{:?}", files_below(&t.ws));
+}

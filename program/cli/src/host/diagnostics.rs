@@ -1256,19 +1256,23 @@ impl LanguageServers {
             }
         };
         if formatted != text {
-            // The file may have changed while the server worked: write only over what was formatted.
-            match read(&self.ws, &path) {
-                Ok(Some(now)) if now.content == text => {}
-                _ => {
+            // The file may have changed while the server worked, or be saved while the result is
+            // written: written only over what was formatted, looked at last.
+            match self
+                .ws
+                .replace(&path, formatted.as_bytes(), text.as_bytes())
+            {
+                Ok(_) => {}
+                Err(Error::Changed { .. }) => {
                     return Some(ToolResult::error(format!(
                         "{file_path} changed while it was being formatted: it was not reformatted"
                     )))
                 }
-            }
-            if let Err(e) = self.ws.write(&path, formatted.as_bytes()) {
-                return Some(ToolResult::error(format!(
-                    "{file_path} was not reformatted: {e}"
-                )));
+                Err(e) => {
+                    return Some(ToolResult::error(format!(
+                        "{file_path} was not reformatted: {e}"
+                    )))
+                }
             }
             self.changed(Path::new(&path), &formatted, false);
             ui::say(&format!("reformatted: {path}"));

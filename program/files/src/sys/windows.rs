@@ -588,6 +588,17 @@ impl Workspace {
     /// assert_eq!(std::fs::read(dir.path().join("src").join("main.rs")).unwrap(), b"fn main() {}\n");
     /// ```
     pub fn write(&self, path: &str, contents: &[u8]) -> Result<String, Error> {
+        self.write_over(path, contents, None)
+    }
+
+    /// [`Workspace::write`], over a file that holds `expected` just before it is replaced when
+    /// that is given ([`Workspace::replace`]).
+    pub(crate) fn write_over(
+        &self,
+        path: &str,
+        contents: &[u8],
+        expected: Option<&[u8]>,
+    ) -> Result<String, Error> {
         let (i, comps) = self.lexical(path)?;
         let dir = self.open_folder(i, path)?;
         self.finally_inside(i, &comps, path)?;
@@ -668,6 +679,19 @@ impl Workspace {
                 // Closed before the rename: Windows does not rename a file open without delete
                 // sharing.
                 drop(file);
+                // Last, with the new text on disk: the file is still what was read (not saved by
+                // the user, nor deleted, while it was being written).
+                if let Some(expected) = expected {
+                    let mut opts = OpenOptions::new();
+                    opts.read(true)
+                        .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+                        .follow(FollowSymlinks::No);
+                    let now = parent.open_with(&on_disk, &opts).ok();
+                    let regular = now.filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+                    if !regular.is_some_and(|f| crate::holds(f, expected)) {
+                        return Err(Error::Changed { path: path.into() });
+                    }
+                }
                 rename_over(parent, &tmp_name, &on_disk, path)
             })();
             if let Err(e) = written {

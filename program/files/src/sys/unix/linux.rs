@@ -12,6 +12,16 @@ pub(crate) fn sync(fd: std::os::fd::BorrowedFd<'_>) -> rustix::io::Result<()> {
     rustix::fs::fsync(fd)
 }
 
+/// Swaps the entries `a` and `b` of `dir` in one step (`renameat2`'s `RENAME_EXCHANGE`): each
+/// names what the other did. Fails with `EINVAL` on a file system that cannot.
+pub(crate) fn exchange(
+    dir: std::os::fd::BorrowedFd<'_>,
+    a: &std::ffi::OsStr,
+    b: &std::ffi::OsStr,
+) -> rustix::io::Result<()> {
+    rustix::fs::renameat_with(dir, a, dir, b, rustix::fs::RenameFlags::EXCHANGE)
+}
+
 /// `O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`.
 pub(crate) const DIR_FLAGS: OFlags = OFlags::PATH
     .union(OFlags::DIRECTORY)

@@ -17,5 +17,21 @@ pub(crate) fn sync(fd: std::os::fd::BorrowedFd<'_>) -> rustix::io::Result<()> {
     rustix::fs::fsync(fd)
 }
 
+/// Swaps the entries `a` and `b` of `dir` in one step (macOS: `renameatx_np`'s `RENAME_SWAP`):
+/// each names what the other did. Other Unixes cannot (`ENOSYS`), nor can some file systems.
+pub(crate) fn exchange(
+    dir: std::os::fd::BorrowedFd<'_>,
+    a: &std::ffi::OsStr,
+    b: &std::ffi::OsStr,
+) -> rustix::io::Result<()> {
+    #[cfg(target_vendor = "apple")]
+    return rustix::fs::renameat_with(dir, a, dir, b, rustix::fs::RenameFlags::EXCHANGE);
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        let _ = (dir, a, b);
+        Err(rustix::io::Errno::NOSYS)
+    }
+}
+
 /// The portable flags.
 pub(crate) const DIR_FLAGS: rustix::fs::OFlags = super::PORTABLE_DIR_FLAGS;

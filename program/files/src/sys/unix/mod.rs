@@ -28,6 +28,9 @@ pub(crate) use os::MAX_PATH_BYTES;
 /// of the disk (macOS) what goes further.
 pub(crate) use os::sync;
 
+/// Swaps two entries of a directory in one step, where the system and file system can.
+pub(crate) use os::exchange;
+
 /// A replaced file's extended attributes (its ACL among them) given to the file replacing it.
 pub(crate) mod xattr;
 

@@ -226,8 +226,19 @@ impl Workspace {
     /// assert_eq!(std::fs::metadata(&script).unwrap().permissions().mode() & 0o7777, 0o750);
     /// ```
     pub fn write(&self, path: &str, contents: &[u8]) -> Result<String, Error> {
+        self.write_over(path, contents, None)
+    }
+
+    /// [`Workspace::write`], over a file that holds `expected` just before it is replaced when
+    /// that is given ([`Workspace::replace`]).
+    pub(crate) fn write_over(
+        &self,
+        path: &str,
+        contents: &[u8],
+        expected: Option<&[u8]>,
+    ) -> Result<String, Error> {
         let at = self.locate(path, Missing::Create)?;
-        let written = self.write_at(path, &at, contents);
+        let written = self.write_at(path, &at, contents, expected);
         // Nothing of a write that failed stays: not the directories made for it either.
         if written.is_err() {
             at.unmake();
@@ -236,7 +247,13 @@ impl Workspace {
     }
 
     /// [`Workspace::write`] to `at`, located (its missing directories made).
-    fn write_at(&self, path: &str, at: &Located, contents: &[u8]) -> Result<String, Error> {
+    fn write_at(
+        &self,
+        path: &str,
+        at: &Located,
+        contents: &[u8],
+        expected: Option<&[u8]>,
+    ) -> Result<String, Error> {
         // Named before anything is written: a name no answer can hold is refused first.
         let shown = self.display(path, at)?;
         let mode = match at.file_type() {
@@ -295,8 +312,11 @@ impl Workspace {
                 }
             }
             crate::sys::sync(file.as_fd()).map_err(|e| Error::io(path, "fsync", e))?;
-            renameat(&at.dir, &tmp_name, &at.dir, at.name())
-                .map_err(|e| Error::io(path, "renaming into place", e))
+            match expected {
+                Some(expected) => replace_if_holds(at, &tmp_name, expected, path),
+                None => renameat(&at.dir, &tmp_name, &at.dir, at.name())
+                    .map_err(|e| Error::io(path, "renaming into place", e)),
+            }
         })();
         if let Err(e) = written {
             let _ = unlinkat(&at.dir, &tmp_name, AtFlags::empty());
@@ -313,6 +333,47 @@ impl Workspace {
             let _ = crate::sys::sync(d.as_fd());
         }
         Ok(shown)
+    }
+}
+
+/// Puts the temporary file `tmp` in the place of `at` when what is there holds `expected` (not
+/// saved by the user, nor deleted, while the new text was being made and written); else
+/// [`Error::Changed`], and `tmp` is still the new text. Where the two can be swapped in one step
+/// ([`exchange`]), they are, and what was taken out is looked at then: a save that came before
+/// the swap is put back (swapped again), one that comes after it is made over the new text. Else
+/// the file is looked at just before the rename.
+///
+/// [`exchange`]: crate::sys::exchange
+fn replace_if_holds(at: &Located, tmp: &OsStr, expected: &[u8], path: &str) -> Result<(), Error> {
+    let holds = |name: &OsStr| {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let now = openat(&at.dir, name, flags, Mode::empty()).ok();
+        let regular =
+            now.filter(|f| fstat(f).is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_file()));
+        regular.is_some_and(|f| crate::holds(File::from(f), expected))
+    };
+    let changed = || Error::Changed { path: path.into() };
+    match crate::sys::exchange(at.dir.as_fd(), tmp, at.name()) {
+        // `tmp` names what the file was at that instant.
+        Ok(()) if holds(tmp) => {
+            let _ = unlinkat(&at.dir, tmp, AtFlags::empty());
+            Ok(())
+        }
+        Ok(()) => match crate::sys::exchange(at.dir.as_fd(), tmp, at.name()) {
+            Ok(()) => Err(changed()),
+            Err(e) => Err(Error::io(path, "putting the file saved meanwhile back", e)),
+        },
+        // Nothing is there any more: deleted meanwhile.
+        Err(Errno::NOENT) => Err(changed()),
+        // Not on this system or file system: looked at just before.
+        Err(e) if [Errno::INVAL, Errno::NOSYS, Errno::OPNOTSUPP, Errno::NOTSUP].contains(&e) => {
+            if !holds(at.name()) {
+                return Err(changed());
+            }
+            renameat(&at.dir, tmp, &at.dir, at.name())
+                .map_err(|e| Error::io(path, "renaming into place", e))
+        }
+        Err(e) => Err(Error::io(path, "renaming into place", e)),
     }
 }
 
