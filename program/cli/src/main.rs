@@ -197,6 +197,7 @@ fn main() -> ExitCode {
     claude_ide_bridge_runtime::memory::limit_arenas();
     claude_ide_bridge_runtime::memory::map_large_blocks();
     panic::install();
+    sys::write_past_file_size_limit_fails();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Serve(mut a) => {

@@ -310,3 +310,43 @@ fn a_big_file_within_the_cap_is_read_and_the_cap_is_configurable() {
     );
     assert_eq!(s.stop(), 0);
 }
+
+/// A write past the file-size limit (`ulimit -f`, set on the running bridge) is refused as on a
+/// full disk: the file kept, no temporary file left, the bridge serving on. It ended the bridge
+/// (SIGXFSZ's default action) with every client's connection, leaving a temporary file of
+/// the limit's size in the workspace and its lock file behind.
+#[test]
+fn a_write_past_the_file_size_limit_is_refused_and_the_bridge_serves_on() {
+    use rustix::process::{prlimit, Pid, Resource, Rlimit};
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("f.txt"), "kept\n").unwrap();
+    for runtime in ["threads", "smol"] {
+        let mut s = Served::start(&sb, &["--runtime", runtime, "--no-lsp"]);
+        let pid = Pid::from_raw(s.child.id() as i32);
+        let limit = Rlimit {
+            current: Some(1 << 20),
+            maximum: None,
+        };
+        prlimit(pid, Resource::Fsize, limit).unwrap();
+        let mut c = s.client();
+        let big = "x".repeat(2 << 20);
+        let r = c.request("writeFile", json!({"path": "f.txt", "content": big}));
+        let msg = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("f.txt") && msg.contains("writing"),
+            "{runtime}: {r}"
+        );
+        assert_eq!(fs::read_to_string(sb.ws.join("f.txt")).unwrap(), "kept\n");
+        let left: Vec<_> = (fs::read_dir(&sb.ws).unwrap())
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != "f.txt")
+            .collect();
+        assert!(left.is_empty(), "{runtime}: {left:?}");
+        let r = c.request("writeFile", json!({"path": "f.txt", "content": "small\n"}));
+        assert!(r.get("result").is_some(), "{runtime}: {r}");
+        assert_eq!(fs::read_to_string(sb.ws.join("f.txt")).unwrap(), "small\n");
+        fs::write(sb.ws.join("f.txt"), "kept\n").unwrap();
+        assert_eq!(s.stop(), 0, "{runtime}");
+        assert!(!s.lock.exists());
+    }
+}

@@ -443,6 +443,9 @@ impl LineReader {
     }
 }
 
+/// Nothing to do: Windows has no file-size limit a signal enforces.
+pub fn write_past_file_size_limit_fails() {}
+
 /// Nothing to raise: Windows has no per-process soft limit on handles.
 pub fn raise_open_files_limit() {}
 

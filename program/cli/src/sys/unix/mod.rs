@@ -552,6 +552,16 @@ pub fn terminal_is_ours() -> bool {
         && rustix::termios::tcgetpgrp(&stdin).is_ok_and(|fg| fg == rustix::process::getpgrp())
 }
 
+/// A write past the file-size limit (`ulimit -f`) fails with `EFBIG`, refused and its temporary
+/// file removed as on a full disk, rather than ending the bridge (SIGXFSZ's default action) with
+/// every client's connection, a temporary file and its lock file left behind. A handler, not
+/// `SIG_IGN`: the programs the bridge starts get the default action back (an ignored signal
+/// would stay ignored in them).
+pub fn write_past_file_size_limit_fails() {
+    let unused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, unused);
+}
+
 /// Raises the soft limit on open files to the hard one, at most [`OPEN_FILES_CEILING`]: each
 /// listing holds a directory handle per level (up to 64), 64 of them may run at once, and every
 /// connection, language server and file read takes more; the usual soft limit of 1,024 would run
