@@ -419,7 +419,30 @@ impl Workspace {
     pub fn replace(&self, path: &str, contents: &[u8], expected: &[u8]) -> Result<String, Error> {
         self.write_over(path, contents, Some(expected))
     }
+
+    /// [`Workspace::write`], over a file that holds `expected` just before it is replaced when
+    /// that is given ([`Workspace::replace`]). A directory on the way that goes while the file
+    /// is written (made by another write at the same moment, which failed and took back what it
+    /// had made) is looked for again, at most [`WRITE_TRIES`] times in all: it is made again.
+    pub(crate) fn write_over(
+        &self,
+        path: &str,
+        contents: &[u8],
+        expected: Option<&[u8]>,
+    ) -> Result<String, Error> {
+        let mut tries = 1;
+        loop {
+            match self.write_once(path, contents, expected) {
+                Err(Error::NotFound { .. }) if tries < WRITE_TRIES => tries += 1,
+                written => return written,
+            }
+        }
+    }
 }
+
+/// How many times a write looks its path up when a directory on the way goes meanwhile
+/// ([`Workspace::write_over`]).
+const WRITE_TRIES: u32 = 3;
 
 /// Whether `reader` gives exactly `expected`: read in pieces, at most one byte past it.
 pub(crate) fn holds(reader: impl std::io::Read, expected: &[u8]) -> bool {

@@ -1320,3 +1320,26 @@ fn a_replace_never_writes_over_a_save_made_meanwhile() {
         );
     }
 }
+
+/// A write into directories another write made at the same moment succeeds, although that other
+/// write failed and took back what it had made: the directory gone under it is made again. It
+/// was answered "no such file" (14 and 29 of 200 in the writes audit).
+#[test]
+fn a_write_beside_a_failed_one_that_made_its_directories_succeeds() {
+    let t = Tree::new();
+    let ws = std::sync::Arc::new(t.workspace(Limits::default()));
+    let long = "n".repeat(300);
+    for i in 0..200 {
+        let failing = {
+            let (ws, long) = (ws.clone(), long.clone());
+            thread::spawn(move || ws.write(&format!("n{i}/a/b/c/{long}"), b"x").is_err())
+        };
+        let good = ws.write(&format!("n{i}/a/b/c/ok.txt"), b"kept");
+        assert!(failing.join().unwrap());
+        assert!(good.is_ok(), "round {i}: {good:?}");
+        assert_eq!(
+            fs::read(t.ws.join(format!("n{i}/a/b/c/ok.txt"))).unwrap(),
+            b"kept"
+        );
+    }
+}

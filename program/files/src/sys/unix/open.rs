@@ -229,9 +229,8 @@ impl Workspace {
         self.write_over(path, contents, None)
     }
 
-    /// [`Workspace::write`], over a file that holds `expected` just before it is replaced when
-    /// that is given ([`Workspace::replace`]).
-    pub(crate) fn write_over(
+    /// One try of [`Workspace::write`] ([`Workspace::write_over`]).
+    pub(crate) fn write_once(
         &self,
         path: &str,
         contents: &[u8],
