@@ -349,8 +349,11 @@ fn text_of(content: &LockFile) -> String {
 /// this `ide_name`, a writer that is gone ([`lock_writer_alive`]: its pid not alive, or handed
 /// out again since) and a port nothing answers on (a pid of another pid namespace looks dead from
 /// here). A live bridge's file is never touched, and one that cannot be removed (read-only on
-/// Windows, or its folder's) is left, the others still removed. Returns the removed paths; an
-/// error only when `dir` cannot be listed.
+/// Windows, or its folder's) is left, the others still removed. And the temporary files a bridge
+/// killed while writing its lock file left (`.<port>.lock.<pid>.*.tmp`, `.stale`: a copy of
+/// a lock file, its token in it), ours, whose process is gone or that are older than an hour (no
+/// write takes that long; a pid handed out again). Returns the removed paths; an error only when
+/// `dir` cannot be listed.
 pub fn remove_stale_locks(dir: &Path, ide_name: &str) -> io::Result<Vec<PathBuf>> {
     remove_stale_locks_with(dir, ide_name, |path| fs::remove_file(path))
 }
@@ -367,6 +370,15 @@ fn remove_stale_locks_with(
         let Ok(entry) = entry else { break };
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if let Some(pid) = writer_of_temp(name) {
+            let path = entry.path();
+            let ours = fs::symlink_metadata(&path)
+                .is_ok_and(|m| m.is_file() && sys::owned_by_me(&m) && left_behind(pid, &m));
+            if ours && remove(&path).is_ok() {
+                removed.push(path);
+            }
+            continue;
+        }
         let Some(port) = port_from_lock_name(name) else {
             continue;
         };
@@ -403,6 +415,32 @@ fn remove_stale_locks_with(
         }
     }
     Ok(removed)
+}
+
+/// The pid in the name of a lock file's temporary file ([`write_temp`]'s
+/// `.<port>.lock.<pid>.<seq>.<salt>.tmp`) or of one set aside to be removed ([`write_lock_new`]'s
+/// `.<port>.lock.<pid>.<salt>.stale`); `None` for any other name.
+fn writer_of_temp(name: &str) -> Option<u32> {
+    let name = name.strip_prefix('.')?;
+    let (rest, parts) = match name.strip_suffix(".tmp") {
+        Some(rest) => (rest, 3),
+        None => (name.strip_suffix(".stale")?, 2),
+    };
+    let mut fields = rest.rsplitn(parts + 1, '.');
+    let fields: Vec<&str> = fields.by_ref().collect();
+    let (lock_name, pid) = (fields.get(parts)?, fields.get(parts - 1)?);
+    port_from_lock_name(lock_name)?;
+    pid.parse().ok()
+}
+
+/// Whether a temporary file of pid `pid`'s ([`writer_of_temp`]) was left behind: its process is
+/// gone, or (a pid handed out again, this process's own in a container where every run is pid
+/// 1) it is older than an hour.
+fn left_behind(pid: u32, meta: &fs::Metadata) -> bool {
+    let old = (meta.modified().ok())
+        .and_then(|m| m.elapsed().ok())
+        .is_some_and(|age| age > Duration::from_secs(3600));
+    old || (pid != std::process::id() && !pid_alive(pid))
 }
 
 /// Whether something accepts connections on `port` of this host's loopback addresses.
@@ -914,5 +952,50 @@ mod tests {
         assert!(ours.path().exists());
         ours.remove().unwrap();
         assert!(!written_here(&dir.path().join("2.lock")));
+    }
+
+    /// The temporary files of a bridge killed while it wrote its lock file (a copy of the lock
+    /// file, its token in it) are removed with the stale lock files: those of a process gone,
+    /// and those older than an hour (a pid handed out again); a live process's new one, and any
+    /// other name, stay.
+    #[test]
+    fn temporary_files_a_killed_writer_left_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut gone = std::process::Command::new(if cfg!(windows) { "cmd" } else { "true" })
+            .args(if cfg!(windows) { &["/c", "exit"][..] } else { &[][..] })
+            .spawn()
+            .unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        let me = std::process::id();
+        let names = [
+            (format!(".5.lock.{dead}.0.0abc1234.tmp"), true),
+            (format!(".5.lock.{dead}.0abc1234.stale"), true),
+            (format!(".5.lock.{me}.3.0abc1234.tmp"), false),
+            (format!(".5.lock.{me}.4.0abc1234.tmp"), true),
+            (format!(".x.lock.{dead}.0.0abc1234.tmp"), false),
+            (format!("notes.{dead}.0.0abc1234.tmp"), false),
+        ];
+        for (name, _) in &names {
+            fs::write(dir.path().join(name), "{}").unwrap();
+        }
+        let long_ago = SystemTime::now() - Duration::from_secs(7200);
+        fs::File::options()
+            .write(true)
+            .open(dir.path().join(&names[3].0))
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        let mut removed = remove_stale_locks(dir.path(), "Vim").unwrap();
+        removed.sort();
+        let mut expected: Vec<PathBuf> = (names.iter())
+            .filter(|(_, gone)| *gone)
+            .map(|(n, _)| dir.path().join(n))
+            .collect();
+        expected.sort();
+        assert_eq!(removed, expected);
+        for (name, gone) in &names {
+            assert_eq!(dir.path().join(name).exists(), !gone, "{name}");
+        }
     }
 }
