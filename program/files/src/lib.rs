@@ -227,6 +227,36 @@ pub(crate) fn ends_as_directory(path: &str, seps: &[char]) -> bool {
     path.ends_with(seps) || last == "." || last == ".."
 }
 
+/// Whether `name` is one [`temp_name`] gives: a write's temporary file (one a bridge killed while
+/// writing left behind, too), which listings leave out.
+pub(crate) fn is_temp_name(name: &str) -> bool {
+    let Some(rest) =
+        (name.strip_prefix(".claude-ide-bridge.")).and_then(|n| n.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split('.').collect();
+    matches!(fields.as_slice(), [pid, n, nanos]
+        if pid.parse::<u32>().is_ok()
+            && n.parse::<u64>().is_ok()
+            && !nanos.is_empty()
+            && nanos.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// A temporary file [`is_temp_name`] names that is older than this was left behind (its write
+/// was killed: none takes this long), and the next write in its folder removes it.
+pub(crate) const LEFT_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// How many entries of its folder a write looks through for temporary files left behind.
+pub(crate) const LEFT_TEMP_LOOK: usize = 10_000;
+
+/// Whether a temporary file named `name`, last changed at `modified`, was left behind by a write
+/// that was killed ([`is_temp_name`], [`LEFT_TEMP_AGE`]).
+pub(crate) fn left_temp(name: &str, modified: Option<std::time::SystemTime>) -> bool {
+    is_temp_name(name)
+        && (modified.and_then(|m| m.elapsed().ok())).is_some_and(|age| age > LEFT_TEMP_AGE)
+}
+
 /// A fresh name for the temporary file of an atomic write: hidden, unique in this process (a
 /// counter) and not guessable from its pid alone (the clock's nanoseconds). The caller creates it
 /// new (never an existing file or a planted link) and tries again on a clash.

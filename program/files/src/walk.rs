@@ -309,7 +309,9 @@ impl Workspace {
                 Entry::File(name) => (name.as_str(), false),
                 Entry::Other => continue,
             };
-            if L::is_git(name) {
+            // A write's temporary file (one a bridge killed while writing left, too): not the
+            // user's.
+            if L::is_git(name) || (!is_dir && crate::is_temp_name(name)) {
                 continue;
             }
             let depth = stack.len();

@@ -1343,3 +1343,36 @@ fn a_write_beside_a_failed_one_that_made_its_directories_succeeds() {
         );
     }
 }
+
+/// The temporary file of a write killed before its rename (a bridge SIGKILLed: 14 of 20 kills
+/// in the writes audit left one, up to 10 MB each) is no workspace file: listings and the file
+/// count leave it out, and the next write in its folder removes it once it is an hour old (no
+/// write takes that long; a younger one may be a running bridge's). They stayed for good, listed.
+#[test]
+fn a_temporary_file_a_killed_write_left_is_not_listed_and_goes_at_the_next_write() {
+    let t = Tree::new();
+    let ws = t.workspace(Limits::default());
+    t.file("src/a.py", "x = 1\n");
+    let old = t.file("src/.claude-ide-bridge.4242.0.0abc1234.tmp", "half of a.py");
+    let young = t.file("src/.claude-ide-bridge.4243.1.1abc1234.tmp", "half of a.py");
+    let lookalike = t.file("src/.claude-ide-bridge.notes.tmp", "the user's");
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3700);
+    (fs::File::options().write(true).open(&old).unwrap())
+        .set_modified(hour_ago)
+        .unwrap();
+    let listing = ws.list(None).unwrap();
+    let names: Vec<&str> = listing
+        .files
+        .iter()
+        .map(|f| f.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [".claude-ide-bridge.notes.tmp", "a.py"],
+        "{listing:?}"
+    );
+    assert_eq!(ws.info().file_count, 2);
+    ws.write("src/a.py", b"x = 2\n").unwrap();
+    assert!(!old.exists(), "left behind an hour ago");
+    assert!(young.exists() && lookalike.exists());
+}

@@ -1051,3 +1051,26 @@ fn a_replace_writes_only_over_the_text_read() {
     assert!(!p.exists(), "a file deleted meanwhile was made again");
     assert!(files_below(&t.ws).is_empty(), "{:?}", files_below(&t.ws));
 }
+
+/// The temporary file of a write killed before its rename is no workspace file (listings leave it
+/// out), and the next write in its folder removes it once it is an hour old.
+#[test]
+fn a_temporary_file_a_killed_write_left_is_not_listed_and_goes_at_the_next_write() {
+    let t = tree();
+    let ws = workspace(&t);
+    fs::write(t.ws.join("a.py"), "x = 1\n").unwrap();
+    let old = t.ws.join(".claude-ide-bridge.4242.0.0abc1234.tmp");
+    let young = t.ws.join(".claude-ide-bridge.4243.1.1abc1234.tmp");
+    for p in [&old, &young] {
+        fs::write(p, "half of a.py").unwrap();
+    }
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3700);
+    (fs::File::options().write(true).open(&old).unwrap())
+        .set_modified(hour_ago)
+        .unwrap();
+    let listing = ws.list(None).unwrap();
+    assert_eq!(listing.files, [format!(r"{}\a.py", t.ws.display())]);
+    ws.write("a.py", b"x = 2\n").unwrap();
+    assert!(!old.exists(), "left behind an hour ago");
+    assert!(young.exists());
+}

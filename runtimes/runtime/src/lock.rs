@@ -962,7 +962,11 @@ mod tests {
     fn temporary_files_a_killed_writer_left_are_removed() {
         let dir = tempfile::tempdir().unwrap();
         let mut gone = std::process::Command::new(if cfg!(windows) { "cmd" } else { "true" })
-            .args(if cfg!(windows) { &["/c", "exit"][..] } else { &[][..] })
+            .args(if cfg!(windows) {
+                &["/c", "exit"][..]
+            } else {
+                &[][..]
+            })
             .spawn()
             .unwrap();
         let dead = gone.id();

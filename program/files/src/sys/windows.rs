@@ -697,6 +697,7 @@ impl Workspace {
                 remove_temp(parent, &tmp_name);
                 return Err(e);
             }
+            remove_left_temps(parent);
             let mut shown = comps.clone();
             if let Some(last) = shown.last_mut() {
                 *last = on_disk;
@@ -716,6 +717,30 @@ impl Workspace {
     pub(crate) fn at_top(&self, name: &str) -> bool {
         self.open_folder(0, "")
             .is_ok_and(|dir| dir.metadata(name).is_ok())
+    }
+}
+
+/// Removes from `dir` the temporary files writes killed there left ([`left_temp`]), looking at
+/// its first [`LEFT_TEMP_LOOK`] entries.
+///
+/// [`left_temp`]: crate::left_temp
+/// [`LEFT_TEMP_LOOK`]: crate::LEFT_TEMP_LOOK
+fn remove_left_temps(dir: &Dir) {
+    let Ok(entries) = dir.entries() else {
+        return;
+    };
+    for entry in entries.take(crate::LEFT_TEMP_LOOK) {
+        let Ok(entry) = entry else { return };
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| crate::is_temp_name(n)) else {
+            continue;
+        };
+        let Ok(md) = dir.symlink_metadata(name) else {
+            continue;
+        };
+        if md.is_file() && crate::left_temp(name, md.modified().ok().map(|m| m.into_std())) {
+            let _ = dir.remove_file(name);
+        }
     }
 }
 

@@ -330,8 +330,40 @@ impl Workspace {
             Mode::empty(),
         ) {
             let _ = crate::sys::sync(d.as_fd());
+            remove_left_temps(d);
         }
         Ok(shown)
+    }
+}
+
+/// Removes from the directory `dir` (opened for reading) the temporary files writes killed there
+/// left ([`left_temp`]), looking at its first [`LEFT_TEMP_LOOK`] entries.
+///
+/// [`left_temp`]: crate::left_temp
+/// [`LEFT_TEMP_LOOK`]: crate::LEFT_TEMP_LOOK
+fn remove_left_temps(dir: OwnedFd) {
+    let Ok(mut entries) = Dir::read_from(&dir) else {
+        return;
+    };
+    for _ in 0..crate::LEFT_TEMP_LOOK {
+        let Some(Ok(entry)) = entries.read() else {
+            return;
+        };
+        let Ok(name) = std::str::from_utf8(entry.file_name().to_bytes()) else {
+            continue;
+        };
+        if !crate::is_temp_name(name) {
+            continue;
+        }
+        let Ok(st) = statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+        let secs = u64::try_from(st.st_mtime).unwrap_or(0);
+        let modified = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs));
+        if regular && crate::left_temp(name, modified) {
+            let _ = unlinkat(&dir, name, AtFlags::empty());
+        }
     }
 }
 
