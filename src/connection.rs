@@ -205,7 +205,7 @@ impl Connection {
     /// on to the next client if this one goes without writing it (unless
     /// [`Connection::held_mention_seen`]).
     pub(crate) fn hold_mention(&mut self, m: &Mention, to_all: bool, most: usize) -> bool {
-        if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
+        if !matches!(self.state, Lifecycle::Open(McpPhase::Initialized)) {
             return false;
         }
         let Some(w) = self
@@ -259,7 +259,7 @@ impl Connection {
     #[cold]
     #[inline(never)]
     fn send_welcome(&mut self, now: Instant, cx: &mut EndpointCx) {
-        if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
+        if !matches!(self.state, Lifecycle::Open(McpPhase::Initialized)) {
             return;
         }
         let (Some(w), Some(s)) = (self.welcome.take(), self.session.as_deref_mut()) else {
@@ -320,7 +320,7 @@ impl Connection {
 
     /// Live and past the MCP handshake.
     pub(crate) fn is_initialized(&self) -> bool {
-        self.mcp_phase() == Some(McpPhase::Ready)
+        self.mcp_phase() == Some(McpPhase::Initialized)
     }
 
     fn mcp_phase(&self) -> Option<McpPhase> {
@@ -462,7 +462,7 @@ impl Connection {
                 _ => return,
             };
             let before = s.ws.sender.queued();
-            let was_initialized = *phase == McpPhase::Ready;
+            let was_initialized = *phase == McpPhase::Initialized;
             // Decide what to do with the next message while it is borrowed; act after.
             let ws = &mut s.ws;
             let step = match ws.receiver.poll(&mut ws.sender) {
@@ -492,7 +492,7 @@ impl Connection {
             if over_limit(s, cx.config.limits.max_outbound) {
                 return self.outbound_full(cx);
             }
-            if !was_initialized && phase == McpPhase::Ready {
+            if !was_initialized && phase == McpPhase::Initialized {
                 // What it is sent once it is ready for it ([`Welcome`]): the at-mentions queued
                 // while nobody was connected are this client's, and those sent to it until then
                 // wait too (`claude` drops one that comes before).
@@ -821,7 +821,7 @@ impl Connection {
     /// left to the answers it is owed (a language server publishing for thousands of files made
     /// a client paused for 15 s lose its connection, `outbound_full`).
     pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut EndpointCx) -> bool {
-        if !matches!(self.state, Lifecycle::Open(McpPhase::Ready)) {
+        if !matches!(self.state, Lifecycle::Open(McpPhase::Initialized)) {
             return false;
         }
         let Some(s) = &mut self.session else {
@@ -850,7 +850,7 @@ impl Connection {
         self.tools_untold = !sent
             && matches!(
                 self.state,
-                Lifecycle::Open(McpPhase::AwaitingInitialized | McpPhase::Ready)
+                Lifecycle::Open(McpPhase::AwaitingInitialized | McpPhase::Initialized)
             );
         sent
     }

@@ -6,7 +6,8 @@
 //! 1. [`HeadReader`] collects the request head. It scans for the blank line that ends it once, byte by byte, remembering how
 //!    far it got, and never holds more than the head-size limit.
 //! 2. [`parse_upgrade`] parses that head once with `httparse` and checks that it is a well-formed WebSocket
-//!    upgrade request (400, 426 or 431 otherwise).
+//!    upgrade request, else refuses it as docs/protocol.md's "Upgrade refusals" says (431, 505,
+//!    405 or 501, 400, 417, 426: [`parse_upgrade`] lists each, in its order).
 //! 3. [`authorize`] applies the host's [`Policy`]: the `Host` must be a loopback name (DNS rebinding), an
 //!    `Origin`, when present, must be on the allow-list (browser pages), and the token must match (403, 401).
 //! 4. [`write_accept`] writes the `101 Switching Protocols` response, or [`Rejection::write_response`] writes

@@ -20,7 +20,8 @@
 //! | `discovery.rs`, `paths.rs` | lock-file JSON, the [`AuthToken`], `file://` URIs ([`file_uri`]) and workspace path checks |
 //! | `limits.rs` | every limit, with safe defaults ([`Limits`]) |
 //!
-//! The modules are private: everything a host needs is re-exported below, in that order.
+//! The modules are private but [`ws`] (the frame codec, for a host or a test that speaks WebSocket
+//! frames itself): what a host needs is re-exported at the crate's root.
 
 //! ## The drive loop
 //!
@@ -80,7 +81,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// The byte path, in order: upgrade → frame → message → JSON-RPC → MCP → tools.
+// In rustfmt's order; the table in the crate's documentation above gives them in the byte path's.
 mod connection;
 mod discovery;
 mod handshake;

@@ -30,8 +30,9 @@ pub(crate) enum McpPhase {
     AwaitingInitialize,
     /// `initialize` was answered; `notifications/initialized` has not arrived.
     AwaitingInitialized,
-    /// Initialized: notifications may be sent to the client.
-    Ready,
+    /// Initialized (docs/protocol.md, "MCP lifecycle"): the client may be sent notifications
+    /// once it is also ready for them ([`Mcp::ready_for_news`]: "Notifications").
+    Initialized,
 }
 
 impl McpPhase {
@@ -540,7 +541,7 @@ impl<'c> Ctx<'c> {
             "notifications/initialized" | "initialized"
                 if *self.phase == McpPhase::AwaitingInitialized =>
             {
-                *self.phase = McpPhase::Ready;
+                *self.phase = McpPhase::Initialized;
                 self.events.push_back(Event::Initialized {
                     conn: self.conn,
                     protocol_version: s.protocol_version.to_string(),

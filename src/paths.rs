@@ -629,9 +629,10 @@ pub enum PathError {
 }
 
 impl PathError {
-    /// The JSON-RPC error code to answer with: always `-32602` (invalid params).
-    pub const fn json_rpc_code(self) -> i64 {
-        -32602
+    /// The JSON-RPC error code to answer with: always invalid params (`-32602`,
+    /// [`RpcError::INVALID_PARAMS`](crate::RpcError::INVALID_PARAMS)).
+    pub const fn json_rpc_code(self) -> i32 {
+        crate::jsonrpc::INVALID_PARAMS
     }
 }
 

@@ -160,6 +160,26 @@ pub enum CancelReason {
     ServerStopped,
 }
 
+/// The reason's name in logs and lines for editors: `cancelled`, `tab_closed`,
+/// `all_diff_tabs_closed`, `replaced`, `disconnected`, `server_stopped`.
+///
+/// ```
+/// use claude_ide_bridge::CancelReason;
+/// assert_eq!(CancelReason::AllDiffTabsClosed.to_string(), "all_diff_tabs_closed");
+/// ```
+impl fmt::Display for CancelReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CancelReason::Cancelled => "cancelled",
+            CancelReason::TabClosed => "tab_closed",
+            CancelReason::AllDiffTabsClosed => "all_diff_tabs_closed",
+            CancelReason::Replaced => "replaced",
+            CancelReason::Disconnected => "disconnected",
+            CancelReason::ServerStopped => "server_stopped",
+        })
+    }
+}
+
 /// Why a connection ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -185,6 +205,33 @@ pub enum DisconnectReason {
     ClosedByHost,
     /// The server is stopping.
     ServerStopped,
+}
+
+/// The reason's name, as docs/protocol.md's "Disconnect reasons" gives it (and the program's wire
+/// log and `--stdio` lines print it): `refused_<status>`, `handshake_timeout`, `evicted`,
+/// `closed`, `protocol_error_<close code>`, `ping_timeout`, `outbound_full`, `transport_closed`,
+/// `closed_by_host`, `server_stopped`.
+///
+/// ```
+/// use claude_ide_bridge::DisconnectReason;
+/// assert_eq!(DisconnectReason::Closed(Some(1000)).to_string(), "closed");
+/// assert_eq!(DisconnectReason::PingTimeout.to_string(), "ping_timeout");
+/// ```
+impl fmt::Display for DisconnectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DisconnectReason::Refused(rejection) => write!(f, "refused_{}", rejection.status()),
+            DisconnectReason::HandshakeTimeout => f.write_str("handshake_timeout"),
+            DisconnectReason::Evicted => f.write_str("evicted"),
+            DisconnectReason::Closed(_) => f.write_str("closed"),
+            DisconnectReason::ProtocolError(e) => write!(f, "protocol_error_{}", e.close_code()),
+            DisconnectReason::PingTimeout => f.write_str("ping_timeout"),
+            DisconnectReason::OutboundFull => f.write_str("outbound_full"),
+            DisconnectReason::TransportClosed => f.write_str("transport_closed"),
+            DisconnectReason::ClosedByHost => f.write_str("closed_by_host"),
+            DisconnectReason::ServerStopped => f.write_str("server_stopped"),
+        }
+    }
 }
 
 /// What the engine tells the host. Drain them with

@@ -456,9 +456,11 @@ pub enum ToolCallError {
 }
 
 impl ToolCallError {
-    /// The JSON-RPC error code to answer with: always `-32602`.
-    pub const fn json_rpc_code(&self) -> i64 {
-        -32602
+    /// The JSON-RPC error code to answer with: always invalid params (`-32602`,
+    /// [`RpcError::INVALID_PARAMS`](crate::RpcError::INVALID_PARAMS)); the error becomes
+    /// that answer through `From<ToolCallError> for RpcError`.
+    pub const fn json_rpc_code(&self) -> i32 {
+        crate::jsonrpc::INVALID_PARAMS
     }
 }
 

@@ -182,8 +182,9 @@ impl Decoder {
         self.buf.len() - self.start + self.gathered.len()
     }
 
-    /// Whether more bytes are wanted right now: false once a complete frame is waiting to be taken, so that a
-    /// reader can stop reading until [`Decoder::next_frame`] has been called (this is what bounds the buffer).
+    /// Whether more bytes are wanted right now: false once a complete frame is waiting to be taken. A
+    /// reader that takes every frame after each [`Decoder::push`] (as the client's does) need not
+    /// ask: the buffer is bounded by the message limit either way.
     pub fn wants_more(&self) -> bool {
         if self.failed.is_some() {
             return false;

@@ -1,5 +1,7 @@
-//! The body of the `lsp` fuzz target (`fuzz/`): bytes a language server might write, through the codec into
-//! one server's state, with the client's invariants checked after every message. Not part of the API.
+//! What the fuzz target and the memory tests drive: [`server_output`] is the body of the `lsp`
+//! fuzz target (`fuzz/`: bytes a language server might write, through the codec into one
+//! server's state, with the client's invariants checked after every message); the others are the
+//! memory tests' (`tests/parse_memory.rs`, `tests/sync_memory.rs`). Not part of the API.
 
 use crate::codec::Decoder;
 use crate::state::{LspLimits, State};

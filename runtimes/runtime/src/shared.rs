@@ -765,7 +765,8 @@ fn answer_failed(handle: &Handle, call: CallId, compat: bool) {
 ///
 /// ```
 /// use claude_ide_bridge::{
-///     AtMentioned, Event, Notification, Target, ToolCall, ToolResult,
+///     file_uri, AtMentioned, Event, Notification, Target, ToolCall, ToolResult, WorkspaceFolder,
+///     WorkspaceFolders,
 /// };
 /// use claude_ide_bridge_runtime::Handle;
 ///
@@ -773,9 +774,19 @@ fn answer_failed(handle: &Handle, call: CallId, compat: bool) {
 /// fn on_event(handle: &Handle, event: Event) {
 ///     match event {
 ///         Event::ToolCall { call, tool: ToolCall::GetWorkspaceFolders } => {
+///             let folder = "/home/me/project";
+///             let answer = WorkspaceFolders {
+///                 success: true,
+///                 folders: vec![WorkspaceFolder {
+///                     name: "project".into(),
+///                     uri: file_uri(folder),
+///                     path: folder.into(),
+///                 }],
+///                 root_path: folder.into(),
+///             };
 ///             // An answer to a call already cancelled is refused (`ApiError::NotPending`):
 ///             // nothing to do then.
-///             let _ = handle.respond(call, ToolResult::text("[]"));
+///             let _ = handle.respond(call, ToolResult::json(&answer));
 ///         }
 ///         Event::ToolCall { call, .. } => {
 ///             let _ = handle.respond(call, ToolResult::error("not in this editor"));

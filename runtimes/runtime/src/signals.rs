@@ -27,8 +27,13 @@ static IGNORED: OnceLock<u64> = OnceLock::new();
 ///
 /// ```
 /// use claude_ide_bridge_runtime::signals::ignored;
+/// // Under `nohup`, SIGHUP (1) is ignored: a bridge started so keeps serving when its terminal
+/// // closes, and installs no handler for it.
+/// let keep_serving_on_hangup = ignored(1);
 /// // Asked again, the first answer stands, whatever handlers were installed since.
-/// assert_eq!(ignored(1), ignored(1));
+/// assert_eq!(ignored(1), keep_serving_on_hangup);
+/// // Not a signal: never ignored.
+/// assert!(!ignored(0) && !ignored(65));
 /// ```
 pub fn ignored(signal: i32) -> bool {
     let mask = *IGNORED.get_or_init(sys::ignored_signals);

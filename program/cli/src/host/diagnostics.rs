@@ -2,8 +2,9 @@
 //! files an editor does not report in `--stdio`.
 //!
 //! `getDiagnostics` with a `uri` reads the file (bounded, inside the workspace) and asks its
-//! server for the diagnostics of exactly that text ([`Lsp::diagnostics`], which waits a bounded
-//! time); without a `uri` it first refreshes the files claude changed through the bridge or asked
+//! servers for the diagnostics of exactly that text ([`Lsp::check`], which waits a bounded time
+//! and says whether the answer is of that text and which servers were down; [`Lsp::check_by`]
+//! for a baseline, bounded by the client's wait); without a `uri` it first refreshes the files claude changed through the bridge or asked
 //! about (the client may write a file itself: with the diff decided in its own prompt, or in
 //! accept-edits mode), then answers every file with known diagnostics. Before either, the files
 //! the servers have open that changed on disk since they were read for them are handed over

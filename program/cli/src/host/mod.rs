@@ -407,35 +407,10 @@ pub fn stopping_on(sig: i32) -> String {
     format!("signal {sig}: stopping")
 }
 
-/// How a disconnection is named in messages, the wire log and stdio lines.
+/// How a disconnection is named in messages, the wire log and stdio lines: the engine's name
+/// (docs/protocol.md, "Disconnect reasons").
 fn reason_str(r: &DisconnectReason) -> String {
-    match r {
-        DisconnectReason::Refused(rejection) => format!("refused_{}", rejection.status()),
-        DisconnectReason::HandshakeTimeout => "handshake_timeout".into(),
-        DisconnectReason::Evicted => "evicted".into(),
-        DisconnectReason::Closed(_) => "closed".into(),
-        DisconnectReason::ProtocolError(error) => format!("protocol_error_{}", error.close_code()),
-        DisconnectReason::PingTimeout => "ping_timeout".into(),
-        DisconnectReason::OutboundFull => "outbound_full".into(),
-        DisconnectReason::TransportClosed => "transport_closed".into(),
-        DisconnectReason::ClosedByHost => "closed_by_host".into(),
-        DisconnectReason::ServerStopped => "server_stopped".into(),
-        // A reason of a newer engine this host does not name yet.
-        _ => "other".into(),
-    }
-}
-
-fn cancel_str(r: CancelReason) -> &'static str {
-    match r {
-        CancelReason::Cancelled => "cancelled",
-        CancelReason::TabClosed => "tab_closed",
-        CancelReason::AllDiffTabsClosed => "all_diff_tabs_closed",
-        CancelReason::Replaced => "replaced",
-        CancelReason::Disconnected => "disconnected",
-        CancelReason::ServerStopped => "server_stopped",
-        // A reason of a newer engine: still a cancellation, so the call's UI goes away.
-        _ => "cancelled",
-    }
+    r.to_string()
 }
 
 impl Host {
@@ -750,7 +725,7 @@ impl Host {
     }
 
     fn on_cancelled(&mut self, call: CallId, reason: CancelReason) {
-        let why = cancel_str(reason);
+        let why = &reason.to_string();
         self.check_cancelled(call);
         self.withdraw_diff(call, why);
         self.cancel_forwarded(call, why);
