@@ -979,6 +979,12 @@ impl State {
                 List::Main,
             ))),
             Some("unchanged") if !current => Ok(Pulled::Passed(None)),
+            // Unchanged from nothing: no report was held, so none was named as the previous one
+            // (`pull_params`). Taken as the file's answer, it passed for a file without
+            // diagnostics.
+            Some("unchanged") if (self.diags.get(path)).is_none_or(|s| s.result_id.is_none()) => {
+                Err("an \"unchanged\" report for a file it has given no report for".to_owned())
+            }
             Some("unchanged") => {
                 self.seq += 1;
                 if let Some(stored) = self.diags.get_mut(path) {

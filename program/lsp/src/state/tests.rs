@@ -721,6 +721,32 @@ fn pull_answers_are_stored_for_their_version() {
     assert!(s.take_pull("/w/a.py", 2, report("{}")).is_err());
 }
 
+/// An "unchanged" report when the client named no previous one (it held none: a server breaking
+/// the protocol) is no answer: the file is not known, rather than answered `[]` (a file without
+/// diagnostics, which the client takes as a baseline and forwards every diagnostic as new).
+#[test]
+fn an_unchanged_report_from_nothing_is_no_answer() {
+    let mut s = running(
+        json!({"textDocumentSync": 1, "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false}}),
+        LspLimits::default(),
+    );
+    s.sync("/w/a.py", "python", "x");
+    let unchanged = r#"{"kind":"unchanged","resultId":"never-given"}"#;
+    let taken = s.take_pull("/w/a.py", 1, report(unchanged));
+    assert!(
+        taken.as_ref().is_err_and(|e| e.contains("unchanged")),
+        "{:?}",
+        taken.is_ok()
+    );
+    assert!(!s.fresh("/w/a.py"));
+    // Nor after a full report without a result id (none named either).
+    let full = r#"{"kind":"full","items":[]}"#;
+    s.take_pull("/w/a.py", 1, report(full)).unwrap();
+    s.sync("/w/a.py", "python", "y");
+    assert!(s.take_pull("/w/a.py", 2, report(unchanged)).is_err());
+    assert!(!s.fresh("/w/a.py"));
+}
+
 /// A server that answers pulls and also publishes (rust-analyzer: its own analysis by pull,
 /// `cargo check`'s findings by publish): both are known, neither replaces the other, and a
 /// publish does not make the pull's answer fresh or stale. Before, each replaced the other, and
@@ -781,7 +807,9 @@ fn a_pull_servers_publish_of_its_own_findings_is_held_once_and_for_its_text() {
         LspLimits::default(),
     );
     let f401 = json!({"range": {"start": {"line": 0, "character": 7}, "end": {"line": 0, "character": 9}}, "message": "`os` imported but unused", "severity": 2, "code": "F401", "source": "Ruff"});
-    let full = |items: Value| report(&json!({"kind": "full", "items": items}).to_string());
+    let full = |items: Value| {
+        report(&json!({"kind": "full", "resultId": "r", "items": items}).to_string())
+    };
     s.sync("/w/a.py", "python", "import os\n");
     s.take_pull("/w/a.py", 1, full(json!([f401]))).unwrap();
     publish_these(&mut s, "/w/a.py", Some(1), vec![f401.clone()]);
