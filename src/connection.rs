@@ -792,13 +792,26 @@ impl Connection {
         }
         // An answer that would not fit in what the output queue has left is replaced by an
         // error saying so (the client asked for more than it can be sent now), not the
-        // connection; the connection is dropped only when even that does not fit.
+        // connection; the connection is dropped only when even that does not fit. The queue
+        // holds what waits to be sent and the answers of a batch not yet whole: a batch whose
+        // answers fit was dropped, its held part not counted here but by `over_limit`.
         let max = cx.config.limits.max_outbound;
         let refused;
         let body = match body {
-            Ok(b) if b.len() + s.ws.sender.queued() + ANSWER_FRAMING > max => {
-                refused = too_large(b.len(), s.ws.sender.queued(), max);
-                Err(&refused)
+            Ok(b) => {
+                // (Looked at only while a batch waits: off every lone call's way.)
+                let held = if s.mcp.batching() {
+                    s.mcp.held_now()
+                } else {
+                    0
+                };
+                let taken = s.ws.sender.queued() + held;
+                if b.len() + ANSWER_FRAMING + taken > max {
+                    refused = too_large(b.len(), taken, max);
+                    Err(&refused)
+                } else {
+                    Ok(b)
+                }
             }
             body => body,
         };

@@ -232,11 +232,24 @@ impl Mcp {
     #[inline(never)]
     pub(crate) fn held(&mut self) -> usize {
         self.grew = false;
+        self.held_now()
+    }
+
+    /// Whether a batch waits for answers.
+    #[inline]
+    pub(crate) fn batching(&self) -> bool {
+        !self.batches.is_empty()
+    }
+
+    /// [`Mcp::held`], asked without taking the growth as seen.
+    pub(crate) fn held_now(&self) -> usize {
         let ids = self
             .pending
             .iter()
             .map(|p| p.id.heap_len() + p.tab.as_ref().map_or(0, String::capacity));
-        let batches = self.batches.iter().map(|b| b.body.capacity());
+        // The answers' bytes (a batch's body may have room for as many again, as a `Vec` grows:
+        // counted, answers that fit the limit dropped the connection).
+        let batches = self.batches.iter().map(|b| b.body.len());
         ids.sum::<usize>() + batches.sum::<usize>()
     }
 

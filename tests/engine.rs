@@ -2209,6 +2209,62 @@ fn an_answer_too_large_for_the_output_queue_is_refused_not_the_connection() {
     assert!(r.get("result").is_some(), "{r}");
 }
 
+/// A batch (protocol 2025-03-26) whose answers fit the output queue together is answered whole;
+/// one whose answers do not is answered with -32000 for those that do not fit, and the
+/// connection stays. Six answers of 9 KiB under a 64 KiB queue dropped the connection without a
+/// word (the room its body had grown counted, not its answers; nor was the batch counted when
+/// an answer was looked at).
+#[test]
+fn a_batch_whose_answers_fit_is_answered_and_one_too_large_is_refused_not_dropped() {
+    for (calls, refused) in [(6, 0), (12, 6)] {
+        let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
+        let c = p.connect();
+        p.request(
+            c,
+            json!(0),
+            "initialize",
+            json!({"protocolVersion": "2025-03-26"}),
+        );
+        p.send_json(
+            c,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        let batch: Vec<Value> = (0..calls)
+            .map(|i| {
+                json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": "getOpenEditors", "arguments": {}}})
+            })
+            .collect();
+        p.send_json(c, &Value::Array(batch));
+        let ev = p.take_events();
+        let pending: Vec<claude_ide_bridge::CallId> = (ev.iter())
+            .filter_map(|e| match e {
+                Event::ToolCall { call, .. } => Some(*call),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pending.len(), calls, "{ev:?}");
+        for call in pending {
+            assert_eq!(
+                p.server
+                    .respond(call, ToolResult::text("x".repeat(9 * 1024))),
+                Ok(())
+            );
+        }
+        assert!(!p.closed.contains(&c), "{calls} answers of 9 KiB");
+        let m = p.messages(c);
+        let answers = match m.as_slice() {
+            [Value::Array(a)] => a.clone(),
+            other => panic!("one array answer: {other:?}"),
+        };
+        assert_eq!(answers.len(), calls);
+        let too_large = (answers.iter())
+            .filter(|m| m["error"]["code"] == -32000)
+            .count();
+        assert_eq!(too_large, refused, "{calls}");
+    }
+}
+
 /// What the engine keeps for pending calls counts towards the outbound limit with the queued
 /// output: a client holding calls open with long tab names, or batches whose answers wait for
 /// one pending call, is dropped as one that stops reading is (with 256 calls and 10 MiB names

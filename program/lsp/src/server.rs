@@ -455,7 +455,7 @@ impl ServerProcess {
                         break;
                     };
                     let now = Instant::now();
-                    let busy = state.busy(now);
+                    let busy = state.busy_for(path, now);
                     if !busy && now >= quiet {
                         break;
                     }

@@ -49,6 +49,13 @@ const MAX_RESULT_ID: usize = 1024;
 /// Work in progress (`$/progress` begun, not ended) tracked at most; past it, new work is not
 /// tracked (a server's strings must not grow the table).
 const MAX_PROGRESS: usize = 64;
+/// What a queued frame costs besides its bytes ([`Frame::held`]): its slot in the queue and its
+/// own allocation's bookkeeping. Counted against [`LspLimits::max_outbox_bytes`], so that a storm
+/// of small answers (60 bytes each, to a server flooding requests and reading none) is bounded by
+/// the memory it takes, not by a third of it (152 MB for the 64 MiB bound in the
+/// misbehaving-servers audit).
+const FRAME_COST: usize = std::mem::size_of::<Frame>() + 32;
+
 /// Work reported in progress longer than this no longer holds answers back: a server that never
 /// ends a token (or reports a background index for minutes) does not make every answer late.
 pub const PROGRESS_STALE: Duration = Duration::from_secs(30);
@@ -440,17 +447,19 @@ impl State {
         self.push_frame(frame, held);
     }
 
-    /// Queues `frame`, holding `held` bytes.
+    /// Queues `frame`, holding `held` bytes, and what a frame costs besides ([`FRAME_COST`]).
     fn push_frame(&mut self, frame: Frame, held: usize) {
         if matches!(self.phase, Phase::Exited(_)) || self.close_input {
             return;
         }
+        let held = held + FRAME_COST;
         if self.outbox_bytes + held > self.limits.max_outbox_bytes {
             self.exit(format!(
                 "hung: it does not read its input ({} bytes waiting)",
                 self.outbox_bytes
             ));
-            self.outbox.clear();
+            // Its room too (a storm of small answers left a queue of a million slots).
+            self.outbox = VecDeque::new();
             self.outbox_bytes = 0;
             self.hung = true;
             return;
@@ -483,7 +492,8 @@ impl State {
     /// Takes every queued frame for writing.
     pub fn take_outbox(&mut self) -> Vec<Frame> {
         self.outbox_bytes = 0;
-        self.outbox.drain(..).collect()
+        // The queue's room goes with its frames: what a burst grew is not held after it.
+        Vec::from(std::mem::take(&mut self.outbox))
     }
 
     /// What the calls since the last time left for the driver to do (see `effects`).
@@ -882,6 +892,15 @@ impl State {
         self.progress
             .values()
             .any(|&begun| now.duration_since(begun) < PROGRESS_STALE)
+    }
+
+    /// Whether work in progress holds back `path`'s answer ([`State::busy`]): only for
+    /// [`PROGRESS_STALE`] after its text was handed over, so that a server that begins new work
+    /// every second and ends none does not keep the file's answer back for good (each piece of
+    /// work is stale on its own only 30 s after its begin).
+    pub fn busy_for(&self, path: &str, now: Instant) -> bool {
+        let sent = self.docs.get(path).map(|d| d.synced_at);
+        self.busy(now) && sent.is_none_or(|t| now.saturating_duration_since(t) < PROGRESS_STALE)
     }
 
     /// How many pieces of work are in progress (a change wakes the callers waiting to settle).

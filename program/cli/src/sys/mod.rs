@@ -50,6 +50,8 @@
 //!   waited for so that the bridge sent to the background is not stopped, `unix/line_reader.rs`);
 //! - `stamp_metadata(path)`: what tells a file the servers have changed;
 //!   `raise_open_files_limit()`: as many descriptors as allowed, for many connections;
+//!   `write_past_file_size_limit_fails()`: a write past `ulimit -f` refused, not the end of the
+//!   bridge (Unix: SIGXFSZ caught);
 //! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
 //!   Windows the Windows path it names, `None` when it writes no drive); `native_path(path)`: a
 //!   path in the engine's wire form (`/c/ws`) as the OS writes it (`C:\ws` on Windows);

@@ -1292,6 +1292,31 @@ fn progress(s: &mut State, token: Value, kind: &str) {
 
 /// Work in progress (`$/progress` begun, not ended) is tracked by token, bounded, and counts as
 /// busy only for a while.
+/// Work in progress holds a text's answer back for 30 s after the text was handed over, not for
+/// good: a server beginning new work every second and ending none kept a file "not known yet"
+/// for as long as it ran (10 calls over 96 s in the misbehaving-servers audit).
+#[test]
+fn work_begun_again_and_again_holds_a_text_back_for_a_while_only() {
+    let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
+    s.sync("/w/a.py", "python", "x");
+    let Some(long_ago) = Instant::now().checked_sub(PROGRESS_STALE + Duration::from_secs(1)) else {
+        claude_ide_bridge_testsupport::skip::skip(
+            "lsp state: not tested: the monotonic clock is too young to go back that far",
+        );
+        return;
+    };
+    progress(&mut s, json!("t1"), "begin");
+    let now = Instant::now();
+    assert!(
+        s.busy_for("/w/a.py", now),
+        "a text just sent waits for the work"
+    );
+    s.docs.get_mut("/w/a.py").unwrap().synced_at = long_ago;
+    progress(&mut s, json!("t2"), "begin");
+    assert!(s.busy(now), "new work, just begun");
+    assert!(!s.busy_for("/w/a.py", now), "sent more than 30 s ago");
+}
+
 #[test]
 fn work_in_progress_is_tracked_until_it_ends() {
     let mut s = running(json!({"textDocumentSync": 1}), LspLimits::default());
