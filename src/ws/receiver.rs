@@ -255,8 +255,9 @@ impl Receiver {
                     // The field-wise version of `fail`: `self.buf` is borrowed by the other arm.
                     self.failed = true;
                     self.head = self.tail;
-                    let _ = tx.close_frame(Some((1007, b"")));
-                    return Err(kind.into());
+                    let e = ProtocolError::from(kind);
+                    let _ = tx.close_frame(Some((e.close_code(), e.reason().as_bytes())));
+                    return Err(e);
                 }
             },
             Ready::Binary(s, e) => Message::Binary(&self.buf[s..e]),
@@ -299,7 +300,9 @@ impl Receiver {
 
     fn fail(&mut self, tx: &mut Sender, e: ProtocolError) -> ProtocolError {
         self.failed = true;
-        let _ = tx.close_frame(Some((e.close_code(), b"")));
+        // With the rule broken as its reason (at most 55 bytes, within a Close's 123): a peer
+        // told 1002 alone cannot tell which of the framing rules it broke.
+        let _ = tx.close_frame(Some((e.close_code(), e.reason().as_bytes())));
         self.release();
         e
     }

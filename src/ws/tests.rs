@@ -83,11 +83,27 @@ fn close_bytes(code: u16) -> Vec<u8> {
     vec![0x88, 0x02, a, b]
 }
 
+/// Whether `out` is exactly one Close frame failing the connection with `code`, its reason the
+/// rule broken (a peer told 1002 alone cannot tell which rule).
+fn is_fail_close(out: &[u8], code: u16) -> bool {
+    let [a, b] = code.to_be_bytes();
+    match out {
+        [0x88, n, x, y, reason @ ..] => {
+            usize::from(*n) == 2 + reason.len()
+                && (*x, *y) == (a, b)
+                && !reason.is_empty()
+                && reason.len() <= 123
+                && std::str::from_utf8(reason).is_ok()
+        }
+        _ => false,
+    }
+}
+
 /// The stream fails with `code` and exactly that Close frame is queued.
 fn assert_fails(bytes: &[u8], code: u16) {
     let (evs, out) = run_whole(bytes);
     assert_eq!(evs.last(), Some(&Ev::Err(code)), "events: {evs:?}");
-    assert_eq!(out, close_bytes(code));
+    assert!(is_fail_close(&out, code), "{out:?}");
 }
 
 // ---- RFC 6455 §5.7 examples ----
@@ -335,7 +351,7 @@ fn error_fails_connection_once() {
     assert!(!e.reason().is_empty() && e.to_string().contains("1002"));
     assert!(ws.is_finished() && ws.receiver.is_failed());
     assert_eq!(ws.poll().unwrap(), None);
-    assert_eq!(ws.sender.output(), close_bytes(1002));
+    assert!(is_fail_close(&ws.sender.output(), 1002));
     // No second Close after a Close was already sent.
     let mut ws = WebSocket::new(limits());
     ws.sender.send_close(1000, "").unwrap();
@@ -393,7 +409,7 @@ fn utf8_fails_mid_frame() {
     ws.receiver.receive(&wire[..header + 10]);
     let e = ws.poll().unwrap_err();
     assert_eq!(e.close_code(), 1007);
-    assert_eq!(ws.sender.output(), close_bytes(1007));
+    assert!(is_fail_close(&ws.sender.output(), 1007));
 
     // Same inside a fragmented message.
     let mut wire = client(1, false, b"ok");
@@ -446,7 +462,7 @@ fn text_taken_straight_from_later_reads() {
     assert_eq!(ws.poll(), Ok(None));
     ws.receiver.receive(&wire[header + 100..header + 160]);
     assert_eq!(ws.poll().unwrap_err().close_code(), 1007);
-    assert_eq!(ws.sender.output(), close_bytes(1007));
+    assert!(is_fail_close(&ws.sender.output(), 1007));
     ws.receiver.receive(&wire[header + 160..]);
     assert_eq!(ws.poll(), Ok(None));
 
@@ -496,7 +512,7 @@ fn declared_length_over_limit_fails_before_payload() {
         ws.poll().unwrap_err().kind(),
         ProtocolErrorKind::MessageTooBig
     );
-    assert_eq!(ws.sender.output(), close_bytes(1009));
+    assert!(is_fail_close(&ws.sender.output(), 1009));
     assert_eq!(close_bytes(1009), [0x88, 0x02, 0x03, 0xF1]);
 
     // A peer declaring 2^62 bytes gets 1009 and nothing is reserved.
@@ -511,7 +527,7 @@ fn declared_length_over_limit_fails_before_payload() {
     wire.extend(&client(0, true, &[0u8; 401])[..8]);
     let (evs, out) = run(lim, [&wire[..]]);
     assert_eq!(evs, [Ev::Err(1009)]);
-    assert_eq!(out, close_bytes(1009));
+    assert!(is_fail_close(&out, 1009), "{out:?}");
     // Exactly at the limit is fine.
     let mut wire = client(2, false, &[0u8; 600]);
     wire.extend(client(0, true, &[0u8; 400]));
@@ -532,10 +548,9 @@ fn too_many_fragments_is_1009() {
     wire.extend(client(0, false, b"b"));
     wire.extend(client(0, false, b"c"));
     wire.extend(client(0, true, b"d"));
-    assert_eq!(
-        run(lim, [&wire[..]]),
-        (vec![Ev::Err(1009)], close_bytes(1009))
-    );
+    let (evs, out) = run(lim, [&wire[..]]);
+    assert_eq!(evs, [Ev::Err(1009)]);
+    assert!(is_fail_close(&out, 1009), "{out:?}");
 }
 
 #[test]
