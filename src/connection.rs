@@ -55,6 +55,17 @@ enum Step {
     PeerClosed(Option<u16>),
 }
 
+impl Connection {
+    /// Whether the call `seq` waits for its answer here: not once answered, cancelled or
+    /// withdrawn, nor once the connection is closing or gone.
+    pub(crate) fn is_pending(&self, seq: u64) -> bool {
+        !self.is_finished()
+            && (self.session.as_deref()).is_some_and(|s| {
+                !s.ws.sender.close_sent() && !s.ws.sender.is_aborted() && s.mcp.is_pending(seq)
+            })
+    }
+}
+
 /// Whether what the session keeps for its pending calls, with the output queued, is over the
 /// outbound limit (checked only when it may have grown): a client holding calls open with huge
 /// ids, tab names or batches is dropped as one that stops reading is (docs/protocol.md,

@@ -235,6 +235,11 @@ impl Mcp {
         self.held_now()
     }
 
+    /// Whether the call `seq` waits for its answer.
+    pub(crate) fn is_pending(&self, seq: u64) -> bool {
+        self.pending.iter().any(|p| p.seq == seq)
+    }
+
     /// Whether a batch waits for answers.
     #[inline]
     pub(crate) fn batching(&self) -> bool {

@@ -311,6 +311,26 @@ impl Server {
         }
     }
 
+    /// Whether `call` still waits for its answer: `false` once it was answered, cancelled or
+    /// withdrawn, or its connection closes. A host asks before slow work for a call (reading a
+    /// large file), which a client gone meanwhile no longer wants; an answer is refused then
+    /// anyway ([`ApiError::NotPending`]).
+    ///
+    /// ```
+    /// use claude_ide_bridge::{CallId, Server, ToolResult};
+    ///
+    /// /// Slow work for a call, skipped when nobody waits for it any more.
+    /// fn answer_read(server: &mut Server, call: CallId, read: impl FnOnce() -> String) {
+    ///     if !server.is_pending(call) {
+    ///         return; // cancelled, or its client closed
+    ///     }
+    ///     let _ = server.respond(call, ToolResult::text(read()));
+    /// }
+    /// ```
+    pub fn is_pending(&self, call: CallId) -> bool {
+        (self.conns.get(&call.conn.0)).is_some_and(|c| c.is_pending(call.seq))
+    }
+
     /// Answer a compatibility request with a JSON result or a JSON-RPC error; as
     /// [`Server::respond`] otherwise.
     pub fn respond_compat(

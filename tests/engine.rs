@@ -1188,6 +1188,33 @@ fn repeated_tab_name_rejects_the_earlier_diff() {
     assert!(matches!(ev[1], Event::ToolCall { .. }));
 }
 
+/// `is_pending` says whether a call still waits: not once answered, cancelled, or its connection
+/// closing (a host asks before slow work: a client gone meanwhile had ~2,000 reads of 9 MiB
+/// done for it over 30 s in the abuse audit, holding up every other client).
+#[test]
+fn a_call_is_pending_until_answered_cancelled_or_its_connection_closes() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let answered = open_diff(&mut p, c, 1, "a");
+    let cancelled = open_diff(&mut p, c, 2, "b");
+    let closed = open_diff(&mut p, c, 3, "c");
+    for call in [answered, cancelled, closed] {
+        assert!(p.server.is_pending(call));
+    }
+    p.server
+        .respond(answered, ToolResult::tab_closed())
+        .unwrap();
+    assert!(!p.server.is_pending(answered));
+    p.send_json(
+        c,
+        &json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId": 2}}),
+    );
+    assert!(!p.server.is_pending(cancelled));
+    assert!(p.server.is_pending(closed));
+    p.server.close(c, p.now).unwrap();
+    assert!(!p.server.is_pending(closed));
+}
+
 #[test]
 fn cancellation_drops_the_call_without_an_answer() {
     let mut p = Pair::new();

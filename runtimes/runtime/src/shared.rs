@@ -894,6 +894,13 @@ impl Handle {
             .with(|core| core.server.set_client_paths(conn, paths))
     }
 
+    /// Whether `call` still waits for its answer (`Server::is_pending`): a host asks before slow
+    /// work for it (a large file read), which a client gone or a call cancelled meanwhile no
+    /// longer wants.
+    pub fn is_pending(&self, call: CallId) -> bool {
+        self.shared.lock().core.server.is_pending(call)
+    }
+
     /// The live (upgraded, not closed) connections.
     pub fn connections(&self) -> Vec<ConnectionId> {
         self.shared.lock().core.server.connections()

@@ -33,6 +33,14 @@ pub const MAX_JOBS: usize = 64;
 /// slow requests cannot take every job from the others.
 pub const MAX_JOBS_PER_CONNECTION: usize = 16;
 
+/// The last jobs of all, kept for connections holding fewer than [`FEW_JOBS`]: four connections
+/// keeping 16 calls each waiting on a hung language server took all 64, and every other client's
+/// `readFile` was refused for as long (103 of 104 in the abuse audit).
+pub const RESERVED_JOBS: usize = 16;
+
+/// How many jobs a connection may hold and still take one of the [`RESERVED_JOBS`].
+pub const FEW_JOBS: usize = 4;
+
 /// How long a job may take before its call is answered with a time-out error. Longer than any
 /// bound of the files crate (a listing stops itself after 5 s), so only a file system that does
 /// not answer reaches it.
@@ -95,6 +103,8 @@ pub enum Stalled {
     TimedOut(Duration),
     /// It ended without a result (it panicked, or its thread could not start).
     Failed,
+    /// Not run: nobody waited for its answer any more when it would have started.
+    Gone,
 }
 
 impl std::fmt::Display for Stalled {
@@ -106,6 +116,7 @@ impl std::fmt::Display for Stalled {
                 d.as_secs()
             ),
             Stalled::Failed => f.write_str("the operation failed without an answer"),
+            Stalled::Gone => f.write_str("the call was no longer waiting"),
         }
     }
 }
@@ -247,8 +258,13 @@ impl Jobs {
     ) -> Result<(), Busy> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let flight = InFlight::enter(&self.in_flight);
-        let done = move |r| {
-            done(r);
+        // Not done for a call nobody waits for any more (cancelled, or its client gone while the
+        // job waited for its thread): a client that asked for many large files and left had its
+        // reads done for half a minute after, holding up everyone else.
+        let handle = self.handle.clone();
+        let work = move || handle.is_pending(call).then(work);
+        let done = move |r: Result<Option<T>, Stalled>| {
+            done(r.and_then(|answer| answer.ok_or(Stalled::Gone)));
             drop(flight);
         };
         self.slots.run(
@@ -322,6 +338,10 @@ impl Slots {
         }
         if counts.running >= self.max {
             return Err(Busy::All(self.max));
+        }
+        // The last few are for those holding few: the others are busy enough.
+        if counts.running >= self.max.saturating_sub(RESERVED_JOBS) && held >= FEW_JOBS {
+            return Err(Busy::All(counts.running));
         }
         counts.running += 1;
         counts.per_owner.insert(owner, held + 1);
@@ -526,6 +546,28 @@ mod tests {
             )
             .unwrap();
         assert_eq!(failed_rx.recv_timeout(WAIT).unwrap(), Err(Stalled::Failed));
+    }
+
+    /// Connections holding many jobs (calls waiting on a hung language server) leave the last
+    /// [`RESERVED_JOBS`] to those holding few: a fifth client still gets its `readFile` run.
+    #[test]
+    fn the_last_jobs_are_kept_for_connections_holding_few() {
+        let slots = Slots::new(MAX_JOBS, MAX_JOBS_PER_CONNECTION);
+        let mut held = Vec::new();
+        for owner in 1..=4 {
+            while let Ok(slot) = slots.take(owner) {
+                held.push(slot);
+            }
+        }
+        assert_eq!(held.len(), MAX_JOBS - RESERVED_JOBS + FEW_JOBS);
+        for owner in 5..=7 {
+            for _ in 0..FEW_JOBS {
+                held.push(slots.take(owner).unwrap());
+            }
+            assert!(slots.take(owner).is_err(), "{owner} holds {FEW_JOBS}");
+        }
+        assert!(held.len() <= MAX_JOBS);
+        assert!(slots.take(1).is_err());
     }
 
     #[test]
