@@ -351,7 +351,7 @@ fn error_fails_connection_once() {
     assert!(!e.reason().is_empty() && e.to_string().contains("1002"));
     assert!(ws.is_finished() && ws.receiver.is_failed());
     assert_eq!(ws.poll().unwrap(), None);
-    assert!(is_fail_close(&ws.sender.output(), 1002));
+    assert!(is_fail_close(ws.sender.output(), 1002));
     // No second Close after a Close was already sent.
     let mut ws = WebSocket::new(limits());
     ws.sender.send_close(1000, "").unwrap();
@@ -409,7 +409,7 @@ fn utf8_fails_mid_frame() {
     ws.receiver.receive(&wire[..header + 10]);
     let e = ws.poll().unwrap_err();
     assert_eq!(e.close_code(), 1007);
-    assert!(is_fail_close(&ws.sender.output(), 1007));
+    assert!(is_fail_close(ws.sender.output(), 1007));
 
     // Same inside a fragmented message.
     let mut wire = client(1, false, b"ok");
@@ -462,7 +462,7 @@ fn text_taken_straight_from_later_reads() {
     assert_eq!(ws.poll(), Ok(None));
     ws.receiver.receive(&wire[header + 100..header + 160]);
     assert_eq!(ws.poll().unwrap_err().close_code(), 1007);
-    assert!(is_fail_close(&ws.sender.output(), 1007));
+    assert!(is_fail_close(ws.sender.output(), 1007));
     ws.receiver.receive(&wire[header + 160..]);
     assert_eq!(ws.poll(), Ok(None));
 
@@ -512,7 +512,7 @@ fn declared_length_over_limit_fails_before_payload() {
         ws.poll().unwrap_err().kind(),
         ProtocolErrorKind::MessageTooBig
     );
-    assert!(is_fail_close(&ws.sender.output(), 1009));
+    assert!(is_fail_close(ws.sender.output(), 1009));
     assert_eq!(close_bytes(1009), [0x88, 0x02, 0x03, 0xF1]);
 
     // A peer declaring 2^62 bytes gets 1009 and nothing is reserved.
