@@ -115,6 +115,9 @@ pub(crate) struct Connection {
     /// `Some` once upgraded.
     session: Option<Box<Session>>,
     created: Instant,
+    /// Where the handshake's time counts from: its accept, or once, the wake of a host that was
+    /// paused past the deadline (the request may be in the socket, unread).
+    handshake_from: Instant,
     last_rx: Instant,
     next_ping: Instant,
     /// Whether the connection is in the server's queue of connections to transmit.
@@ -199,6 +202,7 @@ impl Connection {
             upgrade: Upgrade::new(limits.max_head_bytes),
             session: None,
             created: now,
+            handshake_from: now,
             last_rx: now,
             next_ping: now + limits.ping_interval,
             in_dirty: false,
@@ -687,7 +691,7 @@ impl Connection {
     /// deadlines.
     pub(crate) fn deadline(&self, l: &Limits) -> Option<Instant> {
         match self.state {
-            Lifecycle::Upgrading => Some(self.created + l.handshake_timeout),
+            Lifecycle::Upgrading => Some(self.handshake_from + l.handshake_timeout),
             Lifecycle::Open(_) => {
                 let keepalive = self.next_ping.min(self.last_rx + 2 * l.ping_interval);
                 Some(self.welcome_due().map_or(keepalive, |u| keepalive.min(u)))
@@ -732,6 +736,13 @@ impl Connection {
         }
         let (interval, close_timeout) = (l.ping_interval, l.close_timeout);
         match self.state {
+            // Late by more than `LATE_WAKE`: the host was paused (SIGSTOP, a debugger), and the
+            // client's request may wait in the socket, unread. Its time starts again, once.
+            Lifecycle::Upgrading
+                if now > deadline + LATE_WAKE && self.handshake_from == self.created =>
+            {
+                self.handshake_from = now;
+            }
             Lifecycle::Upgrading => self.abort(DisconnectReason::HandshakeTimeout),
             // Keeps the reason it finished for.
             Lifecycle::Draining(_) => self.abort(DisconnectReason::Closed(None)),

@@ -167,6 +167,29 @@ fn handshake_deadline_closes_silent_sockets_and_idle_sockets_never_lock_out_the_
     )));
 }
 
+/// A host paused past a handshake's deadline (SIGSTOP, a debugger) while the client's request
+/// waited in the socket, unread: the late wake-up gives the handshake its time again, once, and
+/// the request read then is answered. It was dropped as `handshake_timeout` at the wake (5 of 8
+/// runs in the freeze audit). A client that stays silent is still dropped at the next deadline.
+#[test]
+fn a_handshake_across_a_pause_of_the_host_is_answered_once_read() {
+    let mut p = Pair::new();
+    let waiting = p.server.accept(p.now);
+    let silent = p.server.accept(p.now);
+    p.advance(Duration::from_secs(25));
+    assert!(!p.closed.contains(&waiting) && !p.closed.contains(&silent));
+    p.raw(waiting, real_request(Some(TOKEN)).as_bytes());
+    let head = p.inbox.remove(&waiting).unwrap_or_default();
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    p.advance(Duration::from_secs(10));
+    assert!(p.closed.contains(&silent), "forgiven once only");
+    assert!(!p.closed.contains(&waiting));
+}
+
 #[test]
 fn pipelined_first_frame_after_the_head_is_processed() {
     let mut p = Pair::new();
