@@ -1326,3 +1326,40 @@ fn a_decision_refused_or_too_late_is_told_to_the_editor() {
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);
 }
+
+/// `--editor-timeout` across a pause of the bridge (stopped, a container paused) while the editor
+/// kept the link alive: its lines wait in the pipe, unread, and the late wake-up is not silence.
+/// The bridge stopped itself at the wake when its silence watch woke before its reader (4 of 6
+/// runs on a loaded machine in the freeze audit). A real silence still stops it.
+#[test]
+fn a_pause_of_the_bridge_is_not_the_editors_silence() {
+    use rustix::process::{kill_process, Pid, Signal};
+    let sb = Sandbox::new();
+    let args = ["--stdio", "--no-lsp", "--editor-timeout", "2"];
+    let mut s = Served::start(&sb, &args);
+    let _c = s.client();
+    next_msg(&s, "initialized", 0);
+    let pid = Pid::from_raw(s.child.id() as i32).unwrap();
+    kill_process(pid, Signal::STOP).unwrap();
+    // 4 s stopped, twice the limit, with the editor's lines waiting.
+    for _ in 0..10 {
+        s.send_line(r#"{"type":"status"}"#);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    kill_process(pid, Signal::CONT).unwrap();
+    for _ in 0..5 {
+        s.send_line(r#"{"type":"status"}"#);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    assert!(
+        s.child.try_wait().unwrap().is_none() && !s.stderr.text().contains("nothing came"),
+        "stopped at the wake: {}",
+        s.stderr.text()
+    );
+    // Silent now: stopped after the limit.
+    assert_eq!(s.wait_exit(), 0);
+    assert!(s
+        .stderr
+        .text()
+        .contains("nothing came from the editor for 2 s"));
+}

@@ -211,20 +211,40 @@ impl<R: io::BufRead> io::BufRead for Stamped<'_, R> {
     }
 }
 
+/// How late past its time the silence watch may wake before that is taken for the bridge paused
+/// ([`watch_silence`]): the engine's own rule for a WebSocket's timers.
+const LATE_WAKE: Duration = Duration::from_secs(1);
+
 /// Calls `silent` once nothing came from the editor for `limit` ([`Heard`]), from a thread of its
 /// own that sleeps until the time that would be (one wake-up a `limit` at most, while the editor
 /// keeps the link alive).
+///
+/// A wake-up later than [`LATE_WAKE`] past that time is the bridge paused (a stopped process, a
+/// container paused): what the editor sent meanwhile waits in the pipe, unread, and the silence is
+/// forgiven, once until the editor is heard again (docs/protocol.md's "Pause", as for a
+/// WebSocket). The bridge stopped itself at the wake, with the editor's lines unread.
 pub fn watch_silence(
     heard: Arc<Heard>,
     limit: Duration,
     silent: impl FnOnce() + Send + 'static,
 ) -> io::Result<()> {
-    let watch = move || loop {
-        let quiet = heard.silent_for();
-        if quiet >= limit {
-            return silent();
+    let watch = move || {
+        // The editor's last word when a late wake-up was forgiven.
+        let mut forgiven: Option<u64> = None;
+        loop {
+            let quiet = heard.silent_for();
+            let last = heard.last_ms.load(Ordering::Relaxed);
+            if quiet >= limit {
+                return silent();
+            }
+            let wake = Instant::now() + (limit - quiet);
+            std::thread::sleep(limit - quiet);
+            let late = Instant::now().saturating_duration_since(wake) > LATE_WAKE;
+            if late && heard.silent_for() >= limit && forgiven != Some(last) {
+                heard.now();
+                forgiven = Some(heard.last_ms.load(Ordering::Relaxed));
+            }
         }
-        std::thread::sleep(limit - quiet);
     };
     std::thread::Builder::new()
         .name("stdio-silence".into())
