@@ -878,12 +878,21 @@ fn language_servers(
         log: LspLog::Writer(Arc::new(std::sync::Mutex::new(log.clone()))),
         ..LspConfig::default()
     };
-    let (wake, changes) = (tx.clone(), Arc::new(lsp::Changes::default()));
-    let lsp = Lsp::new(config, move |change| {
-        if changes.add(change) {
-            let _ = wake.send(HostInput::Diagnostics(changes.clone()));
-        }
-    });
+    let changes = Arc::new(lsp::Changes::default());
+    let (wake, paced) = (tx.clone(), changes.clone());
+    let pacer = move || {
+        paced.pace(lsp::CHANGES_GAP, || {
+            wake.send(HostInput::Diagnostics(paced.clone())).is_ok()
+        })
+    };
+    if let Err(e) = (std::thread::Builder::new().name("lsp-changes".into()))
+        .stack_size(64 * 1024)
+        .spawn(pacer)
+    {
+        ui::say(&format!("language servers: not started ({e})"));
+        return None;
+    }
+    let lsp = Lsp::new(config, move |change| changes.add(change));
     Some(Arc::new(
         LanguageServers::new(lsp, log, workspace.clone()).warm(common.lsp.lsp_warm),
     ))
