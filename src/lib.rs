@@ -98,7 +98,7 @@ pub mod ws;
 // The server and its drive loop.
 pub use limits::Limits;
 pub use mcp::SUPPORTED_PROTOCOL_VERSIONS;
-pub use server::Server;
+pub use server::{EncodedAnswer, Server};
 pub use types::{
     ApiError, Asker, CallId, CancelReason, Config, ConnectionId, DisconnectReason, Event, Target,
 };

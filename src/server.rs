@@ -338,8 +338,27 @@ impl Server {
         call: CallId,
         result: Result<serde_json::Value, RpcError>,
     ) -> Result<(), ApiError> {
-        let r = result.map(|v| serde_json::to_vec(&v).unwrap_or_else(|_| b"null".to_vec()));
-        self.finish_call(call, r.as_deref(), true)
+        self.respond_encoded(call, EncodedAnswer::compat(result))
+    }
+
+    /// Answers `call` with an answer encoded ahead ([`EncodedAnswer`]); as [`Server::respond`]
+    /// or [`Server::respond_compat`] otherwise (a tool call's answer to a compatibility request
+    /// is refused, [`ApiError::WrongKind`], and the other way round).
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// use claude_ide_bridge::{CallId, EncodedAnswer, Server, ToolResult};
+    ///
+    /// /// An answer from another thread: megabytes written out as JSON before the lock is taken,
+    /// /// so that the server's other connections do not wait for it.
+    /// fn answer_from_a_job(server: &Mutex<Server>, call: CallId, contents: String) {
+    ///     let answer = EncodedAnswer::tool(&ToolResult::text(contents));
+    ///     let _ = server.lock().unwrap().respond_encoded(call, answer);
+    /// }
+    /// ```
+    pub fn respond_encoded(&mut self, call: CallId, answer: EncodedAnswer) -> Result<(), ApiError> {
+        let body = answer.body.as_deref().map_err(|e| &*e);
+        self.finish_call(call, body, answer.compat)
     }
 
     fn finish_call(
@@ -617,4 +636,43 @@ impl Server {
 fn _assert_send() {
     fn is_send<T: Send>() {}
     is_send::<Server>();
+}
+
+/// An answer to a call, written out as JSON ahead of [`Server::respond_encoded`]: a host sharing
+/// its server between threads (both runtimes do) encodes it before it takes the lock, so that a
+/// large answer (a file of megabytes, its escapes) does not hold up the other connections while
+/// it is written out. [`Server::respond`] and [`Server::respond_compat`] encode under the caller's
+/// borrow instead.
+///
+/// ```
+/// use claude_ide_bridge::{EncodedAnswer, RpcError, ToolResult};
+/// let read = EncodedAnswer::compat(Ok(serde_json::json!({"content": "fn main() {}"})));
+/// let refused = EncodedAnswer::compat(Err(RpcError::invalid_params("no such file")));
+/// let tool = EncodedAnswer::tool(&ToolResult::text("[]"));
+/// # let _ = (read, refused, tool);
+/// ```
+#[derive(Debug, Clone)]
+pub struct EncodedAnswer {
+    body: Result<Vec<u8>, RpcError>,
+    compat: bool,
+}
+
+impl EncodedAnswer {
+    /// A tool call's answer.
+    pub fn tool(result: &ToolResult) -> EncodedAnswer {
+        let mut body = Vec::new();
+        result.write_json(&mut body);
+        EncodedAnswer {
+            body: Ok(body),
+            compat: false,
+        }
+    }
+
+    /// A compatibility request's answer: its JSON result, or a JSON-RPC error.
+    pub fn compat(result: Result<serde_json::Value, RpcError>) -> EncodedAnswer {
+        EncodedAnswer {
+            body: result.map(|v| serde_json::to_vec(&v).unwrap_or_else(|_| b"null".to_vec())),
+            compat: true,
+        }
+    }
 }

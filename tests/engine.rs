@@ -2375,6 +2375,34 @@ fn what_pending_calls_keep_counts_towards_the_outbound_limit() {
     );
 }
 
+/// An answer encoded ahead (`EncodedAnswer`, what the runtimes write out before they take the
+/// server's lock) is the same answer on the wire as one given to `respond`, and is refused for a
+/// call of the other kind as `respond` is.
+#[test]
+fn an_answer_encoded_ahead_is_the_same_answer() {
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    let calls: Vec<_> = (0..2)
+        .map(|i| {
+            p.call_tool(c, i, "getOpenEditors", json!({}));
+            expect_call(&mut p).0
+        })
+        .collect();
+    let result = ToolResult::text("x".repeat(100_000));
+    let wrong = claude_ide_bridge::EncodedAnswer::compat(Ok(json!({})));
+    assert_eq!(
+        p.server.respond_encoded(calls[0], wrong),
+        Err(ApiError::WrongKind)
+    );
+    let ahead = claude_ide_bridge::EncodedAnswer::tool(&result);
+    p.server.respond_encoded(calls[0], ahead).unwrap();
+    p.server.respond(calls[1], result).unwrap();
+    let m = p.messages(c);
+    assert_eq!(m.len(), 2);
+    assert_eq!(m[0]["result"], m[1]["result"]);
+    assert_eq!(m[0]["id"], 0);
+}
+
 #[test]
 fn compat_methods_are_confined_to_the_workspace() {
     let mut p = Pair::with_config(|c| {

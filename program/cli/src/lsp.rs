@@ -645,9 +645,9 @@ mod tests {
 #[cfg(test)]
 mod changes_tests {
     use super::{Changes, CHANGES_GAP};
+    use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
     use std::sync::Arc;
     use std::time::Duration;
-    use claude_ide_bridge::{Diagnostic, FileDiagnostics, Position, Range};
 
     /// A change of `uri` whose one diagnostic says `n`.
     fn change(uri: &str, n: usize) -> FileDiagnostics {

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use claude_ide_bridge::RpcError;
 use claude_ide_bridge::{
-    ApiError, CallId, ClientPaths, ConnectionId, Event, Notification, Target, ToolResult, ToolSet,
+    ApiError, CallId, ClientPaths, ConnectionId, Content, EncodedAnswer, Event, Notification,
+    Target, ToolResult, ToolSet,
 };
 
 use crate::core::{Core, Drained};
@@ -759,6 +760,10 @@ fn answer_failed(handle: &Handle, call: CallId, compat: bool) {
     };
 }
 
+/// The size of a tool result past which [`Handle::respond`] writes it out as JSON before it
+/// takes the server's lock.
+const ENCODE_AHEAD: usize = 64 * 1024;
+
 /// Answers calls, sends notifications and changes settings from any thread or task. Every method
 /// returns without blocking on a socket: output the socket does not take at once is left to the
 /// connection's writer. Both runtimes hand out this same type (`IdeServer::handle`).
@@ -811,6 +816,23 @@ pub struct Handle {
 impl Handle {
     /// Answers a tool call (see `Server::respond`).
     pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
+        // A large one is written out as JSON before the lock is taken: the other connections'
+        // reads and writes, and the listener, wait for the lock (8 clients reading a 9 MiB file
+        // as fast as they could held every other client's `ping` up for seconds). A small one
+        // is written where the engine keeps a buffer for it.
+        let size: usize = (result.content.iter())
+            .map(|c| match c {
+                Content::Text(t) => t.len(),
+                Content::Image { data, .. } => data.len(),
+                _ => 0,
+            })
+            .sum();
+        if size > ENCODE_AHEAD {
+            let answer = EncodedAnswer::tool(&result);
+            return self
+                .shared
+                .answer(true, |core| core.server.respond_encoded(call, answer));
+        }
         self.shared
             .answer(true, |core| core.server.respond(call, result))
     }
@@ -821,8 +843,10 @@ impl Handle {
         call: CallId,
         result: Result<serde_json::Value, RpcError>,
     ) -> Result<(), ApiError> {
+        // Written out before the lock is taken (see `Handle::respond`).
+        let answer = EncodedAnswer::compat(result);
         self.shared
-            .answer(true, |core| core.server.respond_compat(call, result))
+            .answer(true, |core| core.server.respond_encoded(call, answer))
     }
 
     /// Sends a notification; returns how many connections it was queued for. Pushes go through
