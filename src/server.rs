@@ -357,7 +357,7 @@ impl Server {
     /// }
     /// ```
     pub fn respond_encoded(&mut self, call: CallId, answer: EncodedAnswer) -> Result<(), ApiError> {
-        let body = answer.body.as_deref().map_err(|e| &*e);
+        let body = answer.body.as_deref();
         self.finish_call(call, body, answer.compat)
     }
 
