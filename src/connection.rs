@@ -56,6 +56,14 @@ enum Step {
 }
 
 impl Connection {
+    /// The host does not read this connection now ([`crate::Server::reading_held`]): the peer's
+    /// silence until `now` does not count.
+    pub(crate) fn reading_held(&mut self, now: Instant) {
+        if matches!(self.state, Lifecycle::Open(_) | Lifecycle::Closing { .. }) {
+            self.last_rx = self.last_rx.max(now);
+        }
+    }
+
     /// Whether the call `seq` waits for its answer here: not once answered, cancelled or
     /// withdrawn, nor once the connection is closing or gone.
     pub(crate) fn is_pending(&self, seq: u64) -> bool {

@@ -311,6 +311,30 @@ impl Server {
         }
     }
 
+    /// The host does not read `conn` now (its events wait for a host that is behind): what the
+    /// peer sent meanwhile, the answers to the keepalive's Pings among them, waits unread, and
+    /// its silence until `now` does not count against it (docs/protocol.md, "Keepalive and
+    /// timers"). A runtime calls it while it holds a reader back; a peer kept waiting so was
+    /// dropped as `ping_timeout` after 60 s.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use claude_ide_bridge::{ConnectionId, Server};
+    ///
+    /// /// A reader held back while the host catches up, looking again every few milliseconds.
+    /// fn hold_reader(server: &mut Server, conn: ConnectionId, host_behind: impl Fn() -> bool) {
+    ///     while host_behind() {
+    ///         server.reading_held(conn, Instant::now());
+    ///         std::thread::sleep(std::time::Duration::from_millis(10));
+    ///     }
+    /// }
+    /// ```
+    pub fn reading_held(&mut self, conn: ConnectionId, now: Instant) {
+        if self.with(conn, |c, _| c.reading_held(now)).is_some() {
+            self.refresh_timer();
+        }
+    }
+
     /// Whether `call` still waits for its answer: `false` once it was answered, cancelled or
     /// withdrawn, or its connection closes. A host asks before slow work for a call (reading a
     /// large file), which a client gone meanwhile no longer wants; an answer is refused then

@@ -346,6 +346,28 @@ fn clock_jump_after_sleep_resets_deadlines_instead_of_dropping() {
     assert!(!p.closed.contains(&c));
 }
 
+/// A connection the host does not read (its events wait for a host that is behind: a `--stdio`
+/// editor that does not read) is not dropped for a silence that is the host's: its answers to
+/// the Pings wait unread in the socket. It was dropped as `ping_timeout` (the freeze audit, 3 of
+/// 3 runs on the threads runtime). Once read again, a silent peer is dropped as before.
+#[test]
+fn a_connection_the_host_does_not_read_is_not_dropped_for_its_silence() {
+    let interval = Duration::from_secs(30);
+    let mut p = Pair::with_config(|c| c.limits.ping_interval = interval);
+    let c = p.connect();
+    for _ in 0..12 {
+        p.advance(Duration::from_secs(10));
+        p.server.reading_held(c, p.now);
+    }
+    assert!(!p.closed.contains(&c), "dropped while unread");
+    p.frames(c);
+    // Read again, and silent: dropped within two intervals.
+    p.advance(interval);
+    p.advance(interval);
+    p.advance(Duration::from_secs(1));
+    assert!(p.closed.contains(&c));
+}
+
 /// The host paused (a stopped process, a debugger) just after a ping went out, its timer run
 /// 15 s past the silence's deadline (late, but by less than an interval: no sleep) before the
 /// peer's pong, unread in the socket, was: the wake-up is forgiven once, a ping probes the peer,

@@ -545,11 +545,17 @@ impl RunningServer {
     /// [`RunningServer::host_behind`], for the paused reader of `conn`: false too once `conn` is
     /// gone (evicted, timed out, closed: its writer ended it), so that the reader meets its
     /// socket's end at once and gives the socket back instead of holding it until the host
-    /// catches up.
+    /// catches up. While it waits, the peer's silence does not count (`Server::reading_held`):
+    /// its answers to the Pings wait unread, and it was dropped as `ping_timeout`.
     pub fn reader_waits(&self, conn: ConnectionId) -> bool {
         self.backlog.is_full() && {
-            let st = self.lock();
-            !st.stopped && st.conns.contains_key(&conn)
+            let mut st = self.lock();
+            let waits = !st.stopped && st.conns.contains_key(&conn);
+            if waits {
+                let now = st.core.clock.now();
+                st.core.server.reading_held(conn, now);
+            }
+            waits
         }
     }
 
