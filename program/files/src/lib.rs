@@ -284,10 +284,11 @@ pub struct Workspace {
     limits: Limits,
     /// Which of the walks running at once may hold large ignore rules (one), shared by clones.
     ignore_pool: std::sync::Arc<walk::IgnorePool>,
-    /// How directories on the way are opened ([`sys::DIR_FLAGS`]; the tests also walk with
-    /// [`sys::PORTABLE_DIR_FLAGS`], what macOS uses, on Linux).
-    #[cfg(unix)]
-    dir_flags: rustix::fs::OFlags,
+    /// How directories on the way are opened ([`sys::DIR_FLAGS`]; on Unix the tests also walk
+    /// with the portable flags, what macOS uses, on Linux). Read by the Unix backend only (on
+    /// Windows it is `()`).
+    #[allow(dead_code)]
+    dir_flags: sys::DirFlags,
 }
 
 impl Workspace {
@@ -331,7 +332,6 @@ impl Workspace {
             folders,
             limits,
             ignore_pool: Default::default(),
-            #[cfg(unix)]
             dir_flags: sys::DIR_FLAGS,
         }
     }

@@ -80,6 +80,13 @@ const FILE_SHARE_READ: u32 = 0x1;
 const FILE_SHARE_WRITE: u32 = 0x2;
 const FILE_SHARE_DELETE: u32 = 0x4;
 
+/// How a workspace opens the directories on a path's way: nothing to choose here (cap-std
+/// opens them), the Unix backend's choice of flags having no Windows counterpart.
+pub(crate) type DirFlags = ();
+
+/// The directories' flags of every workspace ([`DirFlags`]).
+pub(crate) const DIR_FLAGS: DirFlags = ();
+
 /// A folder as given on the command line, as the workspace keeps it: an absolute Windows path
 /// with `\` separators, `.` and `..` resolved (a `\\?\` prefix kept out); anything else as given.
 pub(crate) fn advertised(folder: String) -> String {

@@ -20,6 +20,10 @@ pub(crate) use open::Listed;
 /// How directories are opened while walking a path: never following a link, never waiting.
 pub(crate) use os::DIR_FLAGS;
 
+/// What a workspace keeps of how it opens directories ([`DIR_FLAGS`], or in the tests
+/// [`PORTABLE_DIR_FLAGS`]).
+pub(crate) type DirFlags = rustix::fs::OFlags;
+
 /// The longest path taken, in bytes (`PATH_MAX` without its NUL): what the user's own tools can
 /// open, and a bound on the directories one write makes.
 pub(crate) use os::MAX_PATH_BYTES;
