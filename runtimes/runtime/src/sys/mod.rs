@@ -121,6 +121,11 @@ impl Settle {
     }
 }
 
+/// How long after its lock file's removal a watch writes it again (docs/protocol.md, "Written
+/// again"; then [`retry_wait`] while it fails): a removal of the folder under way is seen by then.
+/// Each platform's watch waits so.
+pub(crate) const REWRITE_SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// How long a watch waits before it calls `restore` again after `failures` failures in a row:
 /// 1 s, doubled each time, at most 30 s.
 pub(crate) fn retry_wait(failures: u32) -> std::time::Duration {

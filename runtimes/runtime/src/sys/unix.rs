@@ -23,12 +23,8 @@ pub(crate) const RUNNING_IN_WINDOWS: bool = false;
 /// Linux, which refuses the bind.
 pub(crate) const BINDS_OVER_WILDCARD: bool = !cfg!(any(target_os = "linux", target_os = "android"));
 
-/// How long after the lock file's removal the watch writes it again: a removal of the folder
-/// under way is seen by then.
-#[cfg(any(target_os = "linux", target_os = "macos"))]
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// When a lock-file watch writes its file again: [`SETTLE`] after the removal, then
+/// When a lock-file watch writes its file again: [`REWRITE_SETTLE`](super::REWRITE_SETTLE) after
+/// the removal, then
 /// [`retry_wait`](super::retry_wait) after each write that failed. The time is a deadline: what
 /// else wakes the watch meanwhile (other files of the folder, the watch's own tries) does not
 /// move it, and a removal seen while writes fail is the watch's own doing or another's in a
@@ -47,7 +43,7 @@ impl Rewrite {
     /// The file was seen removed.
     fn removed(&mut self) {
         if self.failures == 0 {
-            self.at = Some(std::time::Instant::now() + SETTLE);
+            self.at = Some(std::time::Instant::now() + super::REWRITE_SETTLE);
         }
     }
 

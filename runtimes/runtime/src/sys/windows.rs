@@ -293,11 +293,11 @@ enum Seen {
 const STREAK_FORGOTTEN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How long the watch waits (milliseconds) before it looks at the file, after `unknown` reads in a
-/// row that could not say what changed: 200 ms, doubled from the second such read on, at most
-/// 30 s. A file system that answers every read so (some network shares) would otherwise wake the
+/// row that could not say what changed: [`REWRITE_SETTLE`](super::REWRITE_SETTLE) (200 ms),
+/// doubled from the second such read on, at most 30 s. A file system that answers every read so (some network shares) would otherwise wake the
 /// watch five times a second for as long as the bridge runs.
 fn settle_ms(unknown: u32) -> u32 {
-    const SETTLE: u32 = 200;
+    const SETTLE: u32 = super::REWRITE_SETTLE.as_millis() as u32;
     const LONGEST: u32 = 30_000;
     let doublings = unknown.saturating_sub(1).min(8);
     (SETTLE << doublings).min(LONGEST)
