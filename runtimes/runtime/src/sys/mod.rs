@@ -121,8 +121,9 @@ impl Settle {
     }
 }
 
-/// How long after its lock file's removal a watch writes it again (docs/protocol.md, "Written
-/// again"; then [`retry_wait`] while it fails): a removal of the folder under way is seen by then.
+/// How long after its lock file's removal a watch writes it again (docs/protocol.md,
+/// "Discovery", its "Written again"; then [`retry_wait`] while it fails): a removal of the folder
+/// under way is seen by then.
 /// Each platform's watch waits so.
 pub(crate) const REWRITE_SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
 
