@@ -200,8 +200,10 @@ pub(super) struct Found {
     pub cut: bool,
 }
 
-/// Whether a file written at `time` may be written again with the same time, seen `now`.
-fn racy(time: SystemTime, now: SystemTime) -> bool {
+/// Whether a file written at `time` may be written again with the same time, seen `now`: within
+/// the file system's clock tick ([`RACY`] for a time in whole milliseconds, else [`FINE_RACY`]).
+/// What the watch looks at again, and what the diagnostics' memory keeps no stamp for.
+pub(super) fn racy(time: SystemTime, now: SystemTime) -> bool {
     let tick = match time.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(t) if t.subsec_nanos() % 1_000_000 == 0 => RACY,
         _ => FINE_RACY,

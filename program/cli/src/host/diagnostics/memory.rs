@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use claude_ide_bridge::Diagnostic;
 use claude_ide_bridge_files::{Error, Text, Workspace};
@@ -13,9 +13,12 @@ use super::LanguageServers;
 use super::{read, PENDING, RECENT};
 
 /// [`read`], with the [`Stamp`] of the file taken before (a change during the read is then
-/// one more, not one missed). A file written within [`RACY`] of the read has no stamp (it is
-/// read again at the next question): a file system whose times count in seconds (FAT, some
-/// network mounts) gives a second write of the same length in that second the same stamp.
+/// one more, not one missed). A file written within its file system's clock tick of the read
+/// has no stamp (it is read again at the next question: the watch's rule, [`racy`]): a file
+/// system whose times count in seconds (FAT, some network mounts) gives a second write of the
+/// same length in that second the same stamp.
+///
+/// [`racy`]: crate::host::watch::racy
 pub(super) fn read_stamped(
     ws: &Workspace,
     path: &str,
@@ -25,12 +28,9 @@ pub(super) fn read_stamped(
         .regular_file(path)
         .ok()
         .and_then(|p| stamp_of(Path::new(&p)))
-        .filter(|(_, at)| at.is_some_and(|t| now.duration_since(t).is_ok_and(|d| d > RACY)));
+        .filter(|(_, at)| at.is_some_and(|t| !crate::host::watch::racy(t, now)));
     (read(ws, path), stamp)
 }
-
-/// How recent a write [`read_stamped`] takes as one its stamp may not tell from the next.
-const RACY: Duration = Duration::from_secs(2);
 
 /// What the bridge remembers about the files it changed or answered for, to answer the real
 /// client's check before an edit. An accepted `openDiff` is answered `FILE_SAVED`, then the
