@@ -2290,17 +2290,7 @@ fn an_answer_too_large_for_the_output_queue_is_refused_not_the_connection() {
 fn a_batch_whose_answers_fit_is_answered_and_one_too_large_is_refused_not_dropped() {
     for (calls, refused) in [(6, 0), (12, 6)] {
         let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
-        let c = p.connect();
-        p.request(
-            c,
-            json!(0),
-            "initialize",
-            json!({"protocolVersion": "2025-03-26"}),
-        );
-        p.send_json(
-            c,
-            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        );
+        let c = p.connect_initialized_at("2025-03-26");
         let batch: Vec<Value> = (0..calls)
             .map(|i| {
                 json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
@@ -2370,17 +2360,7 @@ fn what_pending_calls_keep_counts_towards_the_outbound_limit() {
 
     // Batches (protocol 2025-03-26) whose answers wait for an openDiff in each.
     let mut p = Pair::with_config(|c| c.limits.max_outbound = 64 * 1024);
-    let c = p.connect();
-    p.request(
-        c,
-        json!(0),
-        "initialize",
-        json!({"protocolVersion": "2025-03-26"}),
-    );
-    p.send_json(
-        c,
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
+    let c = p.connect_initialized_at("2025-03-26");
     for b in 0..4 {
         let mut batch = vec![
             json!({"jsonrpc": "2.0", "id": format!("d{b}"), "method": "tools/call",

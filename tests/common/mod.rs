@@ -107,14 +107,19 @@ impl Pair {
 
     /// Connect and run initialize + notifications/initialized.
     pub fn connect_initialized(&mut self) -> ConnectionId {
+        self.connect_initialized_at("2025-06-18")
+    }
+
+    /// [`Pair::connect_initialized`] in protocol `version` (2025-03-26 and older take batches).
+    pub fn connect_initialized_at(&mut self, version: &str) -> ConnectionId {
         let conn = self.connect();
         let r = self.request(
             conn,
             json!(0),
             "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.1.330"}}),
+            json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.1.330"}}),
         );
-        assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
+        assert_eq!(r["result"]["protocolVersion"], version);
         self.send_json(
             conn,
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
