@@ -214,6 +214,14 @@ fn a_handler_that_does_not_return_does_not_hold_the_stop() {
 }
 
 #[test]
+fn a_handler_kept_waiting_does_not_cost_its_client_the_connection() {
+    scenarios::a_handler_kept_waiting_does_not_cost_its_client_the_connection(
+        started,
+        IdeServer::stop,
+    );
+}
+
+#[test]
 fn a_stop_under_the_handlers_lock_returns() {
     scenarios::a_stop_under_the_handlers_lock_returns(started, IdeServer::stop);
 }

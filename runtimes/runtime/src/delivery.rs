@@ -32,6 +32,8 @@ pub(crate) struct Delivery {
     burst_left: usize,
     /// Connections with answers held back by [`hold`](Self::hold).
     held: Vec<ConnectionId>,
+    /// When the event being delivered was taken ([`Delivery::waiting_since`]).
+    taken_at: Option<std::time::Instant>,
 }
 
 /// An identity of the calling thread, for as long as it runs: the address of a thread-local.
@@ -58,6 +60,7 @@ impl Delivery {
     /// queued behind it (at most [`MAX_BURST`] − 1) the rest of that burst.
     pub fn take_next(&mut self) -> Option<Event> {
         let event = self.queue.pop_front()?;
+        self.taken_at = Some(std::time::Instant::now());
         self.burst_left = match self.burst_left {
             0 => self.queue.len().min(MAX_BURST - 1),
             n => n - 1,
@@ -69,6 +72,14 @@ impl Delivery {
     pub fn end(&mut self) {
         self.delivering = None;
         self.burst_left = 0;
+        self.taken_at = None;
+    }
+
+    /// Since when the handler has had the event it is handed now, while a thread delivers: a
+    /// handler kept waiting (its host waits for room) keeps the delivering thread, a connection's
+    /// reader, from reading.
+    pub fn waiting_since(&self) -> Option<std::time::Instant> {
+        self.taken_at.filter(|_| self.delivering.is_some())
     }
 
     /// True when this thread is delivering and more events of the current burst wait for it: new

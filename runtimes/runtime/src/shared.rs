@@ -671,6 +671,17 @@ impl RunningServer {
         self.run(|st| {
             let now = st.core.clock.now();
             if !st.stopped && st.core.server.poll_timeout().is_some_and(|d| d <= now) {
+                // A handler kept waiting past `HANDLER_STUCK` holds the thread that delivers,
+                // a connection's reader, which reads nothing meanwhile (which one is not known
+                // here): no peer is dropped for a silence that may be the host's.
+                let stuck =
+                    (st.delivery.waiting_since()).is_some_and(|t| t.elapsed() > HANDLER_STUCK);
+                if stuck {
+                    let conns: Vec<ConnectionId> = st.conns.keys().copied().collect();
+                    for conn in conns {
+                        st.core.server.reading_held(conn, now);
+                    }
+                }
                 st.core.server.handle_timeout(now);
             }
         })
@@ -765,6 +776,10 @@ fn answer_failed(handle: &Handle, call: CallId, compat: bool) {
         handle.respond(call, ToolResult::error(FAILED))
     };
 }
+
+/// How long the handler may have an event before the thread delivering it (a connection's
+/// reader) counts as kept from reading ([`RunningServer::on_timer`]).
+const HANDLER_STUCK: Duration = Duration::from_secs(1);
 
 /// The size of a tool result past which [`Handle::respond`] writes it out as JSON before it
 /// takes the server's lock.

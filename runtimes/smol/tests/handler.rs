@@ -272,6 +272,16 @@ fn a_handler_that_does_not_return_does_not_hold_the_stop() {
 }
 
 #[test]
+fn a_handler_kept_waiting_does_not_cost_its_client_the_connection() {
+    on_an_executor_of_its_own("waiting", |ex| {
+        scenarios::a_handler_kept_waiting_does_not_cost_its_client_the_connection(
+            started_on(ex),
+            stopped,
+        )
+    });
+}
+
+#[test]
 fn a_stop_under_the_handlers_lock_returns() {
     on_an_executor_of_its_own("locked", |ex| {
         scenarios::a_stop_under_the_handlers_lock_returns(started_on(ex), stopped)

@@ -1706,6 +1706,53 @@ pub fn a_handler_that_does_not_return_does_not_hold_the_stop<S: Send + 'static>(
     assert!(!lock.exists());
 }
 
+/// A handler kept waiting (the host waits for room in its own queue: a `--stdio` editor that
+/// does not read) while its client answers every Ping: the client is not dropped as silent,
+/// although the thread that would read its Pongs is the one delivering (its Pongs wait unread).
+/// It was dropped as `ping_timeout` after two intervals. `start` and `stop` as in
+/// [`a_handler_that_does_not_return_does_not_hold_the_stop`].
+pub fn a_handler_kept_waiting_does_not_cost_its_client_the_connection<S: Send + 'static>(
+    start: impl FnOnce(Options, Box<dyn FnMut(&Event) + Send>) -> (S, u16, PathBuf),
+    stop: impl FnOnce(S) + Send + 'static,
+) {
+    use std::sync::mpsc;
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits.ping_interval = Duration::from_millis(1000);
+    let (in_handler, entered) = mpsc::channel();
+    let (server, port, _lock) = start(
+        o,
+        Box::new(move |e| {
+            if let Event::ToolCall { .. } = e {
+                let _ = in_handler.send(());
+                std::thread::sleep(Duration::from_millis(4500));
+            }
+        }),
+    );
+    let (_, c) = connect(port, Some(TOKEN));
+    let mut c = c.unwrap();
+    c.init();
+    c.call_tool("getDiagnostics", json!({}));
+    entered.recv_timeout(Duration::from_secs(20)).unwrap();
+    // Past two intervals of the handler's wait, answering every Ping.
+    let until = Instant::now() + Duration::from_millis(5000);
+    let mut closed = false;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match c.recv_frame(left) {
+            Some((9, payload)) => c.send_frame(claude_ide_bridge::ws::OpCode::Pong, &payload),
+            Some((8, _)) => {
+                closed = true;
+                break;
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    assert!(!closed, "dropped while its handler was kept waiting");
+    assert_eq!(c.request("ping", json!({}))["result"], json!({}));
+    stop(server);
+}
+
 /// A host that stops the server while holding a lock its handler takes (the editor's state, the
 /// server kept in it): the stop returns, the pending diff answered `DIFF_REJECTED` and the lock
 /// file gone (from the stop's start, not its end), and the handler still gets the call's cancellation, from another thread once the
