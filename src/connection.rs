@@ -55,25 +55,6 @@ enum Step {
     PeerClosed(Option<u16>),
 }
 
-impl Connection {
-    /// The host does not read this connection now ([`crate::Server::reading_held`]): the peer's
-    /// silence until `now` does not count.
-    pub(crate) fn reading_held(&mut self, now: Instant) {
-        if matches!(self.state, Lifecycle::Open(_) | Lifecycle::Closing { .. }) {
-            self.last_rx = self.last_rx.max(now);
-        }
-    }
-
-    /// Whether the call `seq` waits for its answer here: not once answered, cancelled or
-    /// withdrawn, nor once the connection is closing or gone.
-    pub(crate) fn is_pending(&self, seq: u64) -> bool {
-        !self.is_finished()
-            && (self.session.as_deref()).is_some_and(|s| {
-                !s.ws.sender.close_sent() && !s.ws.sender.is_aborted() && s.mcp.is_pending(seq)
-            })
-    }
-}
-
 /// Whether what the session keeps for its pending calls, with the output queued, is over the
 /// outbound limit (checked only when it may have grown): a client holding calls open with huge
 /// ids, tab names or batches is dropped as one that stops reading is (docs/protocol.md,
@@ -339,6 +320,23 @@ impl Connection {
     /// Upgraded and not finished: a live WebSocket connection.
     pub(crate) fn is_live(&self) -> bool {
         matches!(self.state, Lifecycle::Open(_) | Lifecycle::Closing { .. })
+    }
+
+    /// The host does not read this connection now ([`crate::Server::reading_held`]): the peer's
+    /// silence until `now` does not count.
+    pub(crate) fn reading_held(&mut self, now: Instant) {
+        if self.is_live() {
+            self.last_rx = self.last_rx.max(now);
+        }
+    }
+
+    /// Whether the call `seq` waits for its answer here: not once answered, cancelled or
+    /// withdrawn, nor once the connection is closing or gone.
+    pub(crate) fn is_pending(&self, seq: u64) -> bool {
+        !self.is_finished()
+            && (self.session.as_deref()).is_some_and(|s| {
+                !s.ws.sender.close_sent() && !s.ws.sender.is_aborted() && s.mcp.is_pending(seq)
+            })
     }
 
     /// Live and past the MCP handshake.

@@ -64,7 +64,7 @@ impl Changes {
         }
     }
 
-    /// Every change waiting, in file order; the next [`Changes::add`] wakes the host again.
+    /// Every change waiting, in file order (the pacer wakes the host again when more come).
     pub fn take(&self) -> Vec<FileDiagnostics> {
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
         std::mem::take(&mut *waiting).into_values().collect()

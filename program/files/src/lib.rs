@@ -432,8 +432,10 @@ impl Workspace {
     /// [`Workspace::write`] over a file that still holds `expected` (what was read of it): looked
     /// at last, once the new text is on disk, just before it replaces the file; else
     /// [`Error::Changed`] and nothing is written (a save of the user's, or a delete, while the
-    /// new text was being made or written is kept). What changes the file between that look and
-    /// the rename (microseconds) is not seen: file systems have no compare-and-replace.
+    /// new text was being made or written is kept). Where the file system swaps two names in one
+    /// step (Linux, macOS) the new text and the file are swapped and what came out is looked at,
+    /// a save made before the swap put back; elsewhere (Windows) a save in the microseconds
+    /// between the look and the rename is not seen.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Error, Limits, Workspace};

@@ -355,16 +355,25 @@ fn remove_left_temps(dir: OwnedFd) {
         if !crate::is_temp_name(name) {
             continue;
         }
-        let Ok(st) = statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
-            continue;
-        };
-        let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
-        let secs = u64::try_from(st.st_mtime).unwrap_or(0);
-        let modified = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs));
-        if regular && crate::left_temp(name, modified) {
+        if crate::left_temp(name, modified_regular(dir.as_fd(), name)) {
             let _ = unlinkat(&dir, name, AtFlags::empty());
         }
     }
+}
+
+/// When `name` of `dir` was last written, if it is a regular file (a link not followed): what the
+/// listing's walk dates files by, and what tells a write's temporary file left behind.
+fn modified_regular(dir: BorrowedFd<'_>, name: &str) -> Option<std::time::SystemTime> {
+    let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    // Before 1970 (a negative time) counts as 1970: only the order of the times matters.
+    let secs = u64::try_from(st.st_mtime).unwrap_or(0);
+    let nanos = u32::try_from(st.st_mtime_nsec)
+        .unwrap_or(0)
+        .min(999_999_999);
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
 }
 
 /// Puts the temporary file `tmp` in the place of `at` when what is there holds `expected` (not
@@ -496,16 +505,7 @@ impl Listing for Listed {
     }
 
     fn modified(&self, name: &str) -> Option<std::time::SystemTime> {
-        let st = statat(self.0.fd().ok()?, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-            return None;
-        }
-        // Before 1970 (a negative time) counts as 1970: only the order of the times matters.
-        let secs = u64::try_from(st.st_mtime).unwrap_or(0);
-        let nanos = u32::try_from(st.st_mtime_nsec)
-            .unwrap_or(0)
-            .min(999_999_999);
-        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
+        modified_regular(self.0.fd().ok()?, name)
     }
 
     fn is_git(name: &str) -> bool {
