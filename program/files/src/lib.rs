@@ -230,17 +230,23 @@ pub(crate) fn ends_as_directory(path: &str, seps: &[char]) -> bool {
 /// Whether `name` is one [`temp_name`] gives: a write's temporary file (one a bridge killed while
 /// writing left behind, too), which listings leave out.
 pub(crate) fn is_temp_name(name: &str) -> bool {
-    let Some(rest) =
-        (name.strip_prefix(".claude-ide-bridge.")).and_then(|n| n.strip_suffix(".tmp"))
-    else {
-        return false;
-    };
+    temp_pid(name).is_some()
+}
+
+/// The process id in a name [`is_temp_name`] accepts: the process whose write made it.
+pub(crate) fn temp_pid(name: &str) -> Option<u32> {
+    let rest = (name.strip_prefix(".claude-ide-bridge.")).and_then(|n| n.strip_suffix(".tmp"))?;
     let fields: Vec<&str> = rest.split('.').collect();
-    matches!(fields.as_slice(), [pid, n, nanos]
-        if pid.parse::<u32>().is_ok()
-            && n.parse::<u64>().is_ok()
-            && !nanos.is_empty()
-            && nanos.bytes().all(|b| b.is_ascii_hexdigit()))
+    match fields.as_slice() {
+        [pid, n, nanos]
+            if n.parse::<u64>().is_ok()
+                && !nanos.is_empty()
+                && nanos.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            pid.parse::<u32>().ok()
+        }
+        _ => None,
+    }
 }
 
 /// A temporary file [`is_temp_name`] names that is older than this was left behind (its write
@@ -250,10 +256,12 @@ pub(crate) const LEFT_TEMP_AGE: std::time::Duration = std::time::Duration::from_
 /// How many entries of its folder a write looks through for temporary files left behind.
 pub(crate) const LEFT_TEMP_LOOK: usize = 10_000;
 
-/// Whether a temporary file named `name`, last changed at `modified`, was left behind by a write
-/// that was killed ([`is_temp_name`], [`LEFT_TEMP_AGE`]).
+/// Whether a temporary file named `name`, last written at `modified`, was left behind by a write
+/// that was killed ([`is_temp_name`], [`LEFT_TEMP_AGE`]). Never one of this process's own: a
+/// write of it may be using it still (a replace swaps the user's file under that name for a
+/// moment, and the file keeps its own time of last write, which may be old).
 pub(crate) fn left_temp(name: &str, modified: Option<std::time::SystemTime>) -> bool {
-    is_temp_name(name)
+    temp_pid(name).is_some_and(|pid| pid != std::process::id())
         && (modified.and_then(|m| m.elapsed().ok())).is_some_and(|age| age > LEFT_TEMP_AGE)
 }
 
@@ -421,12 +429,25 @@ impl Workspace {
     /// assert!(matches!(ws.read_text("."), Err(Error::NotRegular { .. })));
     /// ```
     pub fn read_text(&self, path: &str) -> Result<Text, Error> {
-        let (real, bytes) = self.read(path)?;
-        let content = String::from_utf8(bytes).map_err(|_| Error::NotText { path: path.into() })?;
-        Ok(Text {
-            path: real,
-            content,
-        })
+        self.open(path)?.read_text()
+    }
+
+    /// Reads a regular file inside the workspace, at most
+    /// [`Limits::max_read_bytes`] bytes. Returns the path it was found at (links resolved) and
+    /// the bytes.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("big"), vec![b'x'; 2048]).unwrap();
+    /// let ws = Workspace::new(
+    ///     vec![dir.path().to_str().unwrap().into()],
+    ///     Limits { max_read_bytes: 1024, ..Limits::default() },
+    /// );
+    /// assert!(matches!(ws.read("big"), Err(Error::TooLarge { size: 2048, .. })));
+    /// ```
+    pub fn read(&self, path: &str) -> Result<(String, Vec<u8>), Error> {
+        self.open(path)?.read()
     }
 
     /// [`Workspace::write`] over a file that still holds `expected` (what was read of it): looked
@@ -495,6 +516,69 @@ pub(crate) fn holds(reader: impl std::io::Read, expected: &[u8]) -> bool {
             Err(_) => return false,
         }
     }
+}
+
+/// A regular file inside the workspace, opened and not read yet ([`Workspace::open`]): its size
+/// is known before its bytes are taken, so that a host can make room for them first (the
+/// program lets only so many bytes of files be read for its clients at once).
+#[derive(Debug)]
+pub struct Opened {
+    /// The path as it was asked for, which errors name.
+    asked: String,
+    /// The path it was found at, as [`Text::path`].
+    path: String,
+    file: std::fs::File,
+    size: u64,
+    cap: u64,
+}
+
+impl Opened {
+    /// The file's size when it was opened, at most the read limit (a larger file is refused by
+    /// [`Workspace::open`]). What [`Opened::read`] takes may differ if the file changes
+    /// meanwhile, never by more than the limit.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The path the file was found at (the workspace folder as advertised, then the components
+    /// below it with links resolved), as [`Text::path`].
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Reads the file, at most the read limit; returns the path it was found at and the bytes.
+    pub fn read(self) -> Result<(String, Vec<u8>), Error> {
+        let bytes = read_capped(&self.asked, self.file, self.size, self.cap)?;
+        Ok((self.path, bytes))
+    }
+
+    /// Reads the file as UTF-8 text ([`Error::NotText`] if it is not).
+    pub fn read_text(self) -> Result<Text, Error> {
+        let asked = self.asked.clone();
+        let (path, bytes) = self.read()?;
+        let content = String::from_utf8(bytes).map_err(|_| Error::NotText { path: asked })?;
+        Ok(Text { path, content })
+    }
+}
+
+/// Reads at most `cap` bytes of an opened regular file of `size` bytes (its size when it was
+/// opened): the size is checked first, and the reader stops one byte past the cap in case the
+/// file grew, so that what was read is checked as well.
+pub(crate) fn read_capped(
+    path: &str,
+    file: impl std::io::Read,
+    size: u64,
+    cap: u64,
+) -> Result<Vec<u8>, Error> {
+    use std::io::Read;
+    within(path, size, cap)?;
+    let mut buf = Vec::with_capacity(size as usize + 1);
+    let got = file
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, "reading", e))?;
+    within(path, got as u64, cap)?;
+    Ok(buf)
 }
 
 /// [`Error::TooLarge`] when `size` bytes of `path` are more than `cap`.

@@ -13,7 +13,7 @@
 //!   "permission denied" instead of being served. The tests run the walk with these flags on
 //!   Linux too (`unix/resolve.rs`), so the fallback is exercised on every run.
 //!
-//! On Windows, `windows.rs` is the whole backend: the same `Workspace` methods (`read`,
+//! On Windows, `windows.rs` is the whole backend: the same `Workspace` methods (`open`,
 //! `line_count`, `regular_file`, `writable`, `write`, `at_top`, and the listing's handles) built on cap-std's `Dir`, after the lexical step of `winpath.rs`: paths and names
 //! as Windows reads them (drive letters, UNC and `\\?\` roots, case-insensitive names, reserved
 //! device names, alternate data streams, trailing dots and spaces). `winpath.rs` is pure string

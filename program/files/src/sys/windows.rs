@@ -53,7 +53,7 @@ use cap_std::fs::{
 use super::winacl::{self, AccessList};
 use super::winpath::{self, Root, WinPath};
 use crate::walk::{Entry, Listing, NotEntered};
-use crate::{count_lines, within, Error, Workspace};
+use crate::{count_lines, read_capped, within, Error, Opened, Workspace};
 
 /// Windows' `ERROR_TOO_MANY_LINKS`, cap-std's error for a chain of links longer than it follows.
 const ERROR_TOO_MANY_LINKS: i32 = 1142;
@@ -179,19 +179,6 @@ fn rel(comps: &[String]) -> PathBuf {
     } else {
         comps.iter().collect()
     }
-}
-
-/// Reads at most `cap` bytes of an opened file whose size (by its handle) is `size`: the size is
-/// checked first, and the read stops one byte past the cap in case the file grew.
-fn read_capped(path: &str, file: File, size: u64, cap: u64) -> Result<Vec<u8>, Error> {
-    within(path, size, cap)?;
-    let mut buf = Vec::with_capacity(size as usize + 1);
-    let got = file
-        .take(cap.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(|e| Error::io(path, "reading", e))?;
-    within(path, got as u64, cap)?;
-    Ok(buf)
 }
 
 /// Reads the small regular file `name` in `dir` (a `.gitignore`, `.git\info\exclude`), at most
@@ -466,24 +453,35 @@ impl Workspace {
         Ok((self.display(i, &comps), file, md.len()))
     }
 
-    /// Reads a regular file inside the workspace, at most
-    /// [`Limits::max_read_bytes`](crate::Limits::max_read_bytes) bytes. Returns the path it
-    /// was found at and the bytes.
+    /// Opens a regular file inside the workspace for reading, without reading it: its size is
+    /// known before its bytes are taken ([`Opened`]). A file over
+    /// [`Limits::max_read_bytes`](crate::Limits::max_read_bytes) is refused here.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
     /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.txt"), "four").unwrap();
     /// std::fs::write(dir.path().join("big"), vec![b'x'; 2048]).unwrap();
     /// let ws = Workspace::new(
     ///     vec![dir.path().to_str().unwrap().into()],
     ///     Limits { max_read_bytes: 1024, ..Limits::default() },
     /// );
-    /// assert!(matches!(ws.read("big"), Err(Error::TooLarge { size: 2048, .. })));
+    /// let opened = ws.open("a.txt").unwrap();
+    /// assert_eq!(opened.size(), 4);
+    /// assert_eq!(opened.read_text().unwrap().content, "four");
+    /// assert!(matches!(ws.open("big"), Err(Error::TooLarge { size: 2048, .. })));
     /// ```
-    pub fn read(&self, path: &str) -> Result<(String, Vec<u8>), Error> {
+    pub fn open(&self, path: &str) -> Result<Opened, Error> {
         let (shown, file, size) = self.open_regular(path)?;
-        let bytes = read_capped(path, file, size, self.limits.max_read_bytes)?;
-        Ok((shown, bytes))
+        let cap = self.limits.max_read_bytes;
+        within(path, size, cap)?;
+        Ok(Opened {
+            asked: path.into(),
+            path: shown,
+            file: file.into_std(),
+            size,
+            cap,
+        })
     }
 
     /// Counts the lines of a regular text file inside the workspace (as `str::lines` would), for

@@ -14,7 +14,7 @@ use rustix::io::Errno;
 
 use super::resolve::{kind_name, Located, Missing};
 use crate::walk::{Entry, Listing, NotEntered};
-use crate::{count_lines, within, Error, Workspace};
+use crate::{count_lines, within, Error, Opened, Workspace};
 
 /// How files are opened for reading: never through a link, never waiting (a FIFO without a
 /// writer opens at once instead of blocking), never becoming the controlling terminal.
@@ -88,15 +88,9 @@ fn capped(path: &str, (file, st): (File, Stat), cap: u64) -> Result<(Take<File>,
     Ok((file.take(cap.saturating_add(1)), size))
 }
 
-/// Reads at most `cap` bytes of an opened regular file (see [`capped`]).
-fn read_capped(path: &str, opened: (File, Stat), cap: u64) -> Result<Vec<u8>, Error> {
-    let (mut reader, size) = capped(path, opened, cap)?;
-    let mut buf = Vec::with_capacity(size as usize + 1);
-    let got = reader
-        .read_to_end(&mut buf)
-        .map_err(|e| Error::io(path, "reading", e))?;
-    within(path, got as u64, cap)?;
-    Ok(buf)
+/// Reads at most `cap` bytes of an opened regular file (see [`crate::read_capped`]).
+fn read_capped(path: &str, (file, st): (File, Stat), cap: u64) -> Result<Vec<u8>, Error> {
+    crate::read_capped(path, file, st.st_size.max(0) as u64, cap)
 }
 
 /// Reads the small regular file `name` in the directory `dir` (a `.gitignore`, through the
@@ -110,24 +104,37 @@ pub(crate) fn read_small_in(dir: BorrowedFd<'_>, name: &str, cap: u64) -> Option
 }
 
 impl Workspace {
-    /// Reads a regular file inside the workspace, at most
-    /// [`Limits::max_read_bytes`](crate::Limits::max_read_bytes) bytes. Returns the path it was found at (links resolved) and the bytes.
+    /// Opens a regular file inside the workspace for reading, without reading it: its size is
+    /// known before its bytes are taken ([`Opened`]). A file over
+    /// [`Limits::max_read_bytes`](crate::Limits::max_read_bytes) is refused here.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Error, Limits, Workspace};
     /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.txt"), "four").unwrap();
     /// std::fs::write(dir.path().join("big"), vec![b'x'; 2048]).unwrap();
     /// let ws = Workspace::new(
     ///     vec![dir.path().to_str().unwrap().into()],
     ///     Limits { max_read_bytes: 1024, ..Limits::default() },
     /// );
-    /// assert!(matches!(ws.read("big"), Err(Error::TooLarge { size: 2048, .. })));
+    /// let opened = ws.open("a.txt").unwrap();
+    /// assert_eq!(opened.size(), 4);
+    /// assert_eq!(opened.read_text().unwrap().content, "four");
+    /// assert!(matches!(ws.open("big"), Err(Error::TooLarge { size: 2048, .. })));
     /// ```
-    pub fn read(&self, path: &str) -> Result<(String, Vec<u8>), Error> {
+    pub fn open(&self, path: &str) -> Result<Opened, Error> {
         let at = self.locate(path, Missing::Fail)?;
         let shown = self.display(path, &at)?;
-        let bytes = read_capped(path, open_located(path, &at)?, self.limits.max_read_bytes)?;
-        Ok((shown, bytes))
+        let (file, st) = open_located(path, &at)?;
+        let (size, cap) = (st.st_size.max(0) as u64, self.limits.max_read_bytes);
+        within(path, size, cap)?;
+        Ok(Opened {
+            asked: path.into(),
+            path: shown,
+            file,
+            size,
+            cap,
+        })
     }
 
     /// Reads a small file at components below a folder (for `.git/info/exclude`), resolved as
@@ -311,15 +318,23 @@ impl Workspace {
                 }
             }
             crate::sys::sync(file.as_fd()).map_err(|e| Error::io(path, "fsync", e))?;
-            match expected {
-                Some(expected) => replace_if_holds(at, &tmp_name, expected, path),
-                None => renameat(&at.dir, &tmp_name, &at.dir, at.name())
-                    .map_err(|e| Error::io(path, "renaming into place", e)),
-            }
+            fstat(&file).map_err(|e| Error::io(path, "stat", e))
         })();
-        if let Err(e) = written {
-            let _ = unlinkat(&at.dir, &tmp_name, AtFlags::empty());
-            return Err(e);
+        // Until it is renamed or swapped, the temporary file is this write's own.
+        let ours = match written {
+            Ok(st) => st,
+            Err(e) => {
+                let _ = unlinkat(&at.dir, &tmp_name, AtFlags::empty());
+                return Err(e);
+            }
+        };
+        match expected {
+            // (Which takes care of the temporary name itself: after a swap it may name a save.)
+            Some(expected) => replace_if_holds(at, &tmp_name, (ours, contents), expected, path)?,
+            None => renameat(&at.dir, &tmp_name, &at.dir, at.name()).map_err(|e| {
+                let _ = unlinkat(&at.dir, &tmp_name, AtFlags::empty());
+                Error::io(path, "renaming into place", e)
+            })?,
         }
         // The rename is durable once the directory is synced; a directory that cannot be opened
         // for that (no read permission) still has the file in place.
@@ -355,66 +370,142 @@ fn remove_left_temps(dir: OwnedFd) {
         if !crate::is_temp_name(name) {
             continue;
         }
-        if crate::left_temp(name, modified_regular(dir.as_fd(), name)) {
+        // A write of another bridge still running may be using it: a replace's swap puts the
+        // user's file under that name for a moment, with the file's own time of last write.
+        if crate::left_temp(name, modified_regular(dir.as_fd(), name)) && writer_gone(name) {
             let _ = unlinkat(&dir, name, AtFlags::empty());
         }
     }
 }
 
 /// When `name` of `dir` was last written, if it is a regular file (a link not followed): what the
-/// listing's walk dates files by, and what tells a write's temporary file left behind.
+/// listing's walk dates files by.
 fn modified_regular(dir: BorrowedFd<'_>, name: &str) -> Option<std::time::SystemTime> {
     let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return None;
-    }
-    // Before 1970 (a negative time) counts as 1970: only the order of the times matters.
-    let secs = u64::try_from(st.st_mtime).unwrap_or(0);
-    let nanos = u32::try_from(st.st_mtime_nsec)
-        .unwrap_or(0)
-        .min(999_999_999);
+    let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+    regular.then(|| system_time(st.st_mtime, st.st_mtime_nsec))?
+}
+
+/// Whether the process whose write named the temporary file `name` has ended (none of that
+/// pid is running, or the name carries none).
+fn writer_gone(name: &str) -> bool {
+    let pid = crate::temp_pid(name).and_then(|pid| i32::try_from(pid).ok());
+    let pid = pid.and_then(rustix::process::Pid::from_raw);
+    pid.is_none_or(|pid| rustix::process::test_kill_process(pid) == Err(Errno::SRCH))
+}
+
+/// A time in seconds and nanoseconds since 1970 (as `stat` gives them) as a `SystemTime`; before
+/// 1970 (a negative time) counts as 1970: only the order of the times matters.
+fn system_time<S, N>(secs: S, nanos: N) -> Option<std::time::SystemTime>
+where
+    u64: TryFrom<S>,
+    u32: TryFrom<N>,
+{
+    let secs = u64::try_from(secs).unwrap_or(0);
+    let nanos = u32::try_from(nanos).unwrap_or(0).min(999_999_999);
     std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
 }
 
-/// Puts the temporary file `tmp` in the place of `at` when what is there holds `expected` (not
-/// saved by the user, nor deleted, while the new text was being made and written); else
-/// [`Error::Changed`], and `tmp` is still the new text. Where the two can be swapped in one step
-/// ([`exchange`]), they are, and what was taken out is looked at then: a save that came before
-/// the swap is put back (swapped again), one that comes after it is made over the new text. Else
-/// the file is looked at just before the rename.
+/// Whether `a` and `b` are one version of one file: the same device and inode, and the same size
+/// and time of last write (a save into a file in place changes its size or that time).
+fn same_version(a: &Stat, b: &Stat) -> bool {
+    same_file(a, b)
+        && a.st_size == b.st_size
+        && (a.st_mtime, a.st_mtime_nsec) == (b.st_mtime, b.st_mtime_nsec)
+}
+
+/// What `name` of `dir` names now (a link not followed), if anything.
+fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> Option<Stat> {
+    statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()
+}
+
+/// How many times [`replace_if_holds`] swaps a save back in place before it leaves the temporary
+/// name as it is (a user saving again and again in the microseconds between two swaps).
+const SWAPS_BACK: usize = 8;
+
+/// Puts the temporary file `tmp` (`ours`: its version when written, and what was written) in the
+/// place of `at` when what is there holds `expected` (not saved by the user, nor deleted, while
+/// the new text was being made and written); else [`Error::Changed`], and the file as the user
+/// last saved it. Where the two can be swapped in one step ([`exchange`]), they are, and what
+/// was taken out is looked at then: a save that came before the swap is put back (swapped
+/// again), one that comes after it is made over the new text. Else the file is looked at just
+/// before the rename. `tmp` is gone after, unless swaps kept meeting new saves ([`SWAPS_BACK`]):
+/// then it names one of the user's earlier saves, kept rather than removed.
 ///
 /// [`exchange`]: crate::sys::exchange
-fn replace_if_holds(at: &Located, tmp: &OsStr, expected: &[u8], path: &str) -> Result<(), Error> {
-    let holds = |name: &OsStr| {
+fn replace_if_holds(
+    at: &Located,
+    tmp: &OsStr,
+    (ours, written): (Stat, &[u8]),
+    expected: &[u8],
+    path: &str,
+) -> Result<(), Error> {
+    let dir = at.dir.as_fd();
+    let holds = |name: &OsStr, wanted: &[u8]| {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-        let now = openat(&at.dir, name, flags, Mode::empty()).ok();
+        let now = openat(dir, name, flags, Mode::empty()).ok();
         let regular =
             now.filter(|f| fstat(f).is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_file()));
-        regular.is_some_and(|f| crate::holds(File::from(f), expected))
+        regular.is_some_and(|f| crate::holds(File::from(f), wanted))
     };
     let changed = || Error::Changed { path: path.into() };
-    match crate::sys::exchange(at.dir.as_fd(), tmp, at.name()) {
-        // `tmp` names what the file was at that instant.
-        Ok(()) if holds(tmp) => {
-            let _ = unlinkat(&at.dir, tmp, AtFlags::empty());
-            Ok(())
-        }
-        Ok(()) => match crate::sys::exchange(at.dir.as_fd(), tmp, at.name()) {
-            Ok(()) => Err(changed()),
-            Err(e) => Err(Error::io(path, "putting the file saved meanwhile back", e)),
-        },
+    let remove_tmp = || {
+        let _ = unlinkat(dir, tmp, AtFlags::empty());
+    };
+    match crate::sys::exchange(dir, tmp, at.name()) {
+        Ok(()) => {}
         // Nothing is there any more: deleted meanwhile.
-        Err(Errno::NOENT) => Err(changed()),
+        Err(Errno::NOENT) => {
+            remove_tmp();
+            return Err(changed());
+        }
         // Not on this system or file system: looked at just before.
         Err(e) if [Errno::INVAL, Errno::NOSYS, Errno::OPNOTSUPP, Errno::NOTSUP].contains(&e) => {
-            if !holds(at.name()) {
+            if !holds(at.name(), expected) {
+                remove_tmp();
                 return Err(changed());
             }
-            renameat(&at.dir, tmp, &at.dir, at.name())
-                .map_err(|e| Error::io(path, "renaming into place", e))
+            return renameat(dir, tmp, dir, at.name()).map_err(|e| {
+                remove_tmp();
+                Error::io(path, "renaming into place", e)
+            });
         }
-        Err(e) => Err(Error::io(path, "renaming into place", e)),
+        Err(e) => {
+            remove_tmp();
+            return Err(Error::io(path, "renaming into place", e));
+        }
     }
+    // `tmp` names what the file was at that instant.
+    let taken_out = stat_at(dir, tmp);
+    if holds(tmp, expected) {
+        remove_tmp();
+        return Ok(());
+    }
+    // Saved before the swap: put back. Each swap puts at the name what `tmp` holds and takes out
+    // what the name held, which is what the swap before put there unless the user saved again
+    // meanwhile (by a rename, or into the file in place: our new text too); that save is newer
+    // than the one just put back, and goes back in place by one more swap.
+    let (mut placed, mut put_back) = (Some(ours), taken_out);
+    for _ in 0..SWAPS_BACK {
+        // Not `Error::io`: a name gone now is not one to look up again and write anew.
+        crate::sys::exchange(dir, tmp, at.name()).map_err(|e| Error::Io {
+            path: path.into(),
+            op: "putting the file saved meanwhile back",
+            err: e.into(),
+        })?;
+        let came_out = stat_at(dir, tmp);
+        let untouched = came_out
+            .zip(placed)
+            .is_some_and(|(out, placed)| same_version(&out, &placed));
+        let is_ours = placed.is_some_and(|placed| same_version(&placed, &ours));
+        if untouched && (!is_ours || holds(tmp, written)) {
+            // Our new text, or a save the one now in place was made over.
+            remove_tmp();
+            return Err(changed());
+        }
+        (placed, put_back) = (put_back, came_out);
+    }
+    Err(changed())
 }
 
 /// Creates a fresh temporary file beside the target, relative to the directory handle, with
