@@ -33,8 +33,19 @@ use claude_ide_bridge_lsp::{parse_override, Override, ServerTable};
 /// every tool answer waited seconds behind them.
 #[derive(Debug, Default)]
 pub struct Changes {
-    waiting: Mutex<BTreeMap<String, FileDiagnostics>>,
+    waiting: Mutex<Waiting>,
     came: Condvar,
+}
+
+/// What [`Changes`] holds under its lock.
+#[derive(Debug, Default)]
+struct Waiting {
+    /// The latest change of each file not yet taken.
+    files: BTreeMap<String, FileDiagnostics>,
+    /// The host was woken for them and has not taken them yet: it is not woken again until it
+    /// has (a host kept waiting, by a `--stdio` editor that does not read, was sent a wake-up
+    /// every [`CHANGES_GAP`] for as long, each one kept in its channel: 5 MB an hour).
+    woken: bool,
 }
 
 /// The shortest time between two hand-overs of diagnostics changes to the host ([`Changes`]).
@@ -44,18 +55,20 @@ impl Changes {
     /// A change, the latest of its file.
     pub fn add(&self, change: FileDiagnostics) {
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        waiting.insert(change.uri.clone(), change);
+        waiting.files.insert(change.uri.clone(), change);
         self.came.notify_one();
     }
 
-    /// Calls `wake` whenever changes wait, at most once every `gap`, until it returns `false`
-    /// (the host is gone): the pacer's loop, on a thread of its own.
+    /// Calls `wake` whenever changes wait and the host has taken those it was last woken for, at
+    /// most once every `gap`, until it returns `false` (the host is gone): the pacer's loop, on a
+    /// thread of its own.
     pub fn pace(&self, gap: Duration, wake: impl Fn() -> bool) {
         loop {
             let waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-            let waiting = (self.came)
-                .wait_while(waiting, |w| w.is_empty())
+            let mut waiting = (self.came)
+                .wait_while(waiting, |w| w.files.is_empty() || w.woken)
                 .unwrap_or_else(|e| e.into_inner());
+            waiting.woken = true;
             drop(waiting);
             if !wake() {
                 return;
@@ -67,7 +80,8 @@ impl Changes {
     /// Every change waiting, in file order (the pacer wakes the host again when more come).
     pub fn take(&self) -> Vec<FileDiagnostics> {
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        std::mem::take(&mut *waiting).into_values().collect()
+        waiting.woken = false;
+        std::mem::take(&mut waiting.files).into_values().collect()
     }
 }
 
@@ -674,7 +688,9 @@ mod changes_tests {
             let (changes, wakes, stop) = (changes.clone(), wakes.clone(), stop.clone());
             std::thread::spawn(move || {
                 changes.pace(CHANGES_GAP, || {
+                    // A host that takes what waits as soon as it is woken.
                     wakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let _ = changes.take();
                     !stop.load(std::sync::atomic::Ordering::SeqCst)
                 })
             })
@@ -702,10 +718,45 @@ mod changes_tests {
         let woken = wakes.load(std::sync::atomic::Ordering::SeqCst);
         // (500 ms / 100 ms, and the first one, and one started as the loop began.)
         assert!(woken <= 7 && n > 1000, "{woken} wake-ups for {n} changes");
-        assert_eq!(changes.take().len(), 2, "the latest of each file");
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         changes.add(change(0));
         pacer.join().unwrap();
+    }
+
+    /// A host that does not take what it was woken for (kept waiting by a `--stdio` editor that
+    /// does not read) is not woken again until it has: it was woken every gap, each wake-up
+    /// kept in its channel for as long as it waited.
+    #[test]
+    fn a_host_that_has_not_taken_the_changes_is_not_woken_again() {
+        let changes = Arc::new(Changes::default());
+        let wakes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let gap = Duration::from_millis(10);
+        let _pacer = {
+            let (changes, wakes) = (changes.clone(), wakes.clone());
+            std::thread::spawn(move || {
+                changes.pace(gap, || {
+                    wakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    true
+                })
+            })
+        };
+        let woken = |n: usize| {
+            let start = std::time::Instant::now();
+            while wakes.load(std::sync::atomic::Ordering::SeqCst) < n {
+                assert!(start.elapsed() < Duration::from_secs(10), "no wake-up {n}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        changes.add(change("file:///a.py", 0));
+        woken(1);
+        for n in 1..30 {
+            changes.add(change("file:///b.py", n));
+            std::thread::sleep(gap);
+        }
+        assert_eq!(wakes.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(changes.take().len(), 2, "the latest of each file");
+        changes.add(change("file:///a.py", 1));
+        woken(2);
     }
 
     /// A flood of changes before the host looks: one entry per file, the latest.
