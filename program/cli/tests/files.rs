@@ -311,6 +311,57 @@ fn a_big_file_within_the_cap_is_read_and_the_cap_is_configurable() {
     assert_eq!(s.stop(), 0);
 }
 
+/// The bridge's peak resident memory so far, in kB (/proc/<pid>/status, VmHWM).
+fn peak_kb(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Large reads asked for together are made a few at a time, within the read room (32 MiB of
+/// files at once, for all clients): sixteen reads of an 8 MiB file sent at once by one client
+/// each held the text, its JSON and its frame side by side, and took the bridge's peak memory
+/// up by about 300 MB (the abuse audit's client, asking without reading, took it to 322 MiB;
+/// eight such clients to 1.2 GiB); the answers came all at once, and those past the output
+/// queue's 64 MiB were refused. The bound asserted, 160 MB over the peak before, is the room's
+/// three copies and the output queue with a wide margin.
+#[test]
+fn large_reads_asked_together_are_made_within_the_read_room() {
+    let sb = Sandbox::new();
+    let text = "0123456789abcdef\n".repeat(8 * 1024 * 1024 / 17);
+    fs::write(sb.ws.join("big.txt"), &text).unwrap();
+    for runtime in RUNTIMES {
+        let mut s = Served::start(&sb, &["--runtime", runtime, "--no-lsp"]);
+        let pid = s.child.id();
+        let mut c = s.client();
+        let before = peak_kb(pid);
+        let ids: Vec<u64> = (0..16)
+            .map(|_| c.send_request("readFile", json!({"path": "big.txt"})))
+            .collect();
+        let mut whole = 0;
+        for (id, r) in responses(&mut c, &ids) {
+            // An answer that finds the output queue full (this client reads slower than the
+            // bridge answers) is refused saying so: the queue's bound, not this one.
+            let refused = r["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("does not fit in this connection's output queue"));
+            let got = r["result"]["content"].as_str().map(str::len);
+            assert!(
+                got == Some(text.len()) || refused,
+                "{runtime}: #{id}: {:.300}",
+                r.to_string()
+            );
+            whole += usize::from(!refused);
+        }
+        let grew = peak_kb(pid).saturating_sub(before);
+        eprintln!(
+            "{runtime}: 16 reads of 8 MiB at once ({whole} answered whole): peak memory grew by {grew} kB"
+        );
+        assert!(grew < 160 * 1024, "{runtime}: peak grew by {grew} kB");
+        assert_eq!(s.stop(), 0);
+    }
+}
+
 /// A write past the file-size limit (`ulimit -f`, set on the running bridge) is refused as on a
 /// full disk: the file kept, no temporary file left, the bridge serving on. It ended the bridge
 /// (SIGXFSZ's default action) with every client's connection, leaving a temporary file of

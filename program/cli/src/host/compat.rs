@@ -8,6 +8,10 @@ use claude_ide_bridge::{CallId, CompatRequest};
 use claude_ide_bridge_files::{Error, Workspace};
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::jobs::{Room, Taken};
 use super::Host;
 use crate::ui;
 
@@ -26,7 +30,10 @@ impl Host {
         let ws = self.ws.clone();
         let answer = match request {
             CompatRequest::FilesRead { path } | CompatRequest::ReadFile { path } => {
-                return self.jobs.compat(call, move || read_file(&ws, &path));
+                let room = self.jobs.room();
+                return self
+                    .jobs
+                    .compat_holding(call, move || read_file(&ws, &path, &room));
             }
             CompatRequest::WriteFile { path, content } => {
                 let lsp = self.lsp.clone();
@@ -80,10 +87,36 @@ impl Host {
     }
 }
 
-fn read_file(ws: &Workspace, path: &str) -> Result<Value, RpcError> {
-    let text = ws.read_text(path).map_err(rpc_error)?;
-    Ok(json!({"path": text.path, "content": text.content}))
+/// `readFile`: the file is opened, room taken for its bytes ([`Room`]: reads past it wait
+/// their turn), then read; the room is held until the answer is queued.
+fn read_file(
+    ws: &Workspace,
+    path: &str,
+    room: &Arc<Room>,
+) -> (Result<Value, RpcError>, Option<Taken>) {
+    let opened = match ws.open(path) {
+        Ok(opened) => opened,
+        Err(e) => return (Err(rpc_error(e)), None),
+    };
+    let Some(taken) = room.take(opened.size(), ROOM_WAIT) else {
+        let refusal = format!(
+            "{} MiB of files are being read for clients (at most {} MiB at once); try again",
+            room.held() >> 20,
+            room.max() >> 20
+        );
+        return (Err(RpcError::new(RpcError::TOO_MANY_CALLS, refusal)), None);
+    };
+    let answer = opened
+        .read_text()
+        .map(|text| json!({"path": text.path, "content": text.content}))
+        .map_err(rpc_error);
+    (answer, Some(taken))
 }
+
+/// How long a read waits for room before it is refused: shorter than the job's deadline, so
+/// that the refusal, not the time-out, is the answer when reads hold the room that long (a
+/// file system that stalls under them).
+const ROOM_WAIT: Duration = Duration::from_secs(15);
 
 fn write_file(ws: &Workspace, path: &str, content: &str) -> Result<(String, Value), RpcError> {
     let written = ws.write(path, content.as_bytes()).map_err(rpc_error)?;

@@ -26,6 +26,9 @@ use serde_json::Value;
 use crate::ui;
 use claude_ide_bridge_runtime::Handle;
 
+mod room;
+pub use room::{Room, Taken, READ_ROOM};
+
 /// How many jobs may run at once.
 pub const MAX_JOBS: usize = 64;
 
@@ -54,6 +57,8 @@ pub struct Jobs {
     deadline: Duration,
     /// Jobs started and not yet through their `done` (their answer given).
     in_flight: Arc<AtomicUsize>,
+    /// Room for the bytes of files read for clients ([`READ_ROOM`]).
+    room: Arc<Room>,
 }
 
 /// One job counted in [`Jobs::in_flight`] until dropped (after its `done`, or with it unrun).
@@ -79,6 +84,9 @@ pub enum Busy {
     All(usize),
     /// The connection holds as many as it may.
     Connection(usize),
+    /// The jobs left (this many) are kept for connections holding fewer than [`FEW_JOBS`], and
+    /// this one holds more.
+    Kept(usize),
 }
 
 impl std::fmt::Display for Busy {
@@ -91,6 +99,11 @@ impl std::fmt::Display for Busy {
             Busy::Connection(n) => write!(
                 f,
                 "This connection has {n} operations in progress; try again when one has finished"
+            ),
+            Busy::Kept(n) => write!(
+                f,
+                "The bridge's last {n} operations are kept for connections with fewer than \
+                 {FEW_JOBS} in progress; try again when one of this connection's has finished"
             ),
         }
     }
@@ -135,7 +148,14 @@ impl Jobs {
             next: AtomicU64::new(1),
             deadline,
             in_flight: Arc::default(),
+            room: Room::new(READ_ROOM),
         }
+    }
+
+    /// The room for the bytes of files read for clients, which a read takes before it reads
+    /// and holds until its answer is queued ([`Jobs::compat_holding`]).
+    pub fn room(&self) -> Arc<Room> {
+        self.room.clone()
     }
 
     /// Waits, at most `within`, for the jobs started to give their answers: at exit, an
@@ -221,12 +241,27 @@ impl Jobs {
         call: CallId,
         work: impl FnOnce() -> Result<Value, RpcError> + Send + 'static,
     ) {
+        self.compat_holding(call, move || (work(), ()));
+    }
+
+    /// [`Jobs::compat`] for work that gives, with its result, something to hold until the
+    /// answer is in the connection's output queue (or not given): the [`Taken`] room of a read,
+    /// whose bytes are held, in the answer's JSON and frame, until then.
+    pub fn compat_holding<H: Send + 'static>(
+        &self,
+        call: CallId,
+        work: impl FnOnce() -> (Result<Value, RpcError>, H) + Send + 'static,
+    ) {
         let handle = self.handle.clone();
-        let done = move |r: Result<Result<Value, RpcError>, Stalled>| {
-            let result = r.unwrap_or_else(|why| Err(RpcError::internal(why.to_string())));
+        let done = move |r: Result<(Result<Value, RpcError>, H), Stalled>| {
+            let (result, held) = match r {
+                Ok((result, held)) => (result, Some(held)),
+                Err(why) => (Err(RpcError::internal(why.to_string())), None),
+            };
             if let Err(e) = handle.respond_compat(call, result) {
                 ui::say(&format!("(answer dropped: {e})"));
             }
+            drop(held);
         };
         if let Err(busy) = self.run(call, work, done) {
             ui::say(&format!("call refused: {busy}"));
@@ -341,7 +376,7 @@ impl Slots {
         }
         // The last few are for those holding few: the others are busy enough.
         if counts.running >= self.max.saturating_sub(RESERVED_JOBS) && held >= FEW_JOBS {
-            return Err(Busy::All(counts.running));
+            return Err(Busy::Kept(self.max - counts.running));
         }
         counts.running += 1;
         counts.per_owner.insert(owner, held + 1);
@@ -560,6 +595,12 @@ mod tests {
             }
         }
         assert_eq!(held.len(), MAX_JOBS - RESERVED_JOBS + FEW_JOBS);
+        // Said as kept for others, with how many are left (it said "busy with 52").
+        let left = MAX_JOBS - held.len();
+        assert_eq!(slots.take(4).err(), Some(Busy::Kept(left)));
+        assert!(Busy::Kept(left).to_string().starts_with(&format!(
+            "The bridge's last {left} operations are kept for connections with fewer than 4"
+        )));
         for owner in 5..=7 {
             for _ in 0..FEW_JOBS {
                 held.push(slots.take(owner).unwrap());
