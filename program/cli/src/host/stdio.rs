@@ -148,10 +148,11 @@ impl Heard {
         }
     }
 
-    /// Something came from the editor now.
-    fn now(&self) {
+    /// Something came from the editor now; returns the time it stored.
+    fn now(&self) -> u64 {
         let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_ms.store(ms, Ordering::Relaxed);
+        ms
     }
 
     /// Runs `wait` (the reader waiting for room in the host's queue), during which the editor's
@@ -241,8 +242,9 @@ pub fn watch_silence(
             std::thread::sleep(limit - quiet);
             let late = Instant::now().saturating_duration_since(wake) > LATE_WAKE;
             if late && heard.silent_for() >= limit && forgiven != Some(last) {
-                heard.now();
-                forgiven = Some(heard.last_ms.load(Ordering::Relaxed));
+                // The time this wake stored, not one the reader may store just after: a byte
+                // heard then is the editor's, and forgives the next late wake again.
+                forgiven = Some(heard.now());
             }
         }
     };
