@@ -234,7 +234,7 @@ pub(crate) fn is_temp_name(name: &str) -> bool {
 }
 
 /// The process id in a name [`is_temp_name`] accepts: the process whose write made it.
-pub(crate) fn temp_pid(name: &str) -> Option<u32> {
+fn temp_pid(name: &str) -> Option<u32> {
     let rest = (name.strip_prefix(".claude-ide-bridge.")).and_then(|n| n.strip_suffix(".tmp"))?;
     let fields: Vec<&str> = rest.split('.').collect();
     match fields.as_slice() {
@@ -257,18 +257,63 @@ pub(crate) const LEFT_TEMP_AGE: std::time::Duration = std::time::Duration::from_
 pub(crate) const LEFT_TEMP_LOOK: usize = 10_000;
 
 /// Whether a temporary file named `name`, last written at `modified`, was left behind by a write
-/// that was killed ([`is_temp_name`], [`LEFT_TEMP_AGE`]). Never one of this process's own: a
-/// write of it may be using it still (a replace swaps the user's file under that name for a
-/// moment, and the file keeps its own time of last write, which may be old).
+/// that was killed ([`is_temp_name`], [`LEFT_TEMP_AGE`]). Never one a write of this process holds
+/// now ([`TempName`]), nor, on Unix, one of a process still running (its pid is in the name): a
+/// replace swaps the user's file under that name for a moment, and the file keeps its own time
+/// of last write, which may be old. One of this process's pid that no write of it holds is one
+/// an earlier process of that pid left (a container's bridge is often pid 1 every time).
 pub(crate) fn left_temp(name: &str, modified: Option<std::time::SystemTime>) -> bool {
-    temp_pid(name).is_some_and(|pid| pid != std::process::id())
-        && (modified.and_then(|m| m.elapsed().ok())).is_some_and(|age| age > LEFT_TEMP_AGE)
+    let Some(pid) = temp_pid(name) else {
+        return false;
+    };
+    let old = (modified.and_then(|m| m.elapsed().ok())).is_some_and(|age| age > LEFT_TEMP_AGE);
+    let in_use = if pid == std::process::id() {
+        TempName::held(name)
+    } else {
+        sys::process_running(pid)
+    };
+    old && !in_use
+}
+
+/// The temporary names this process's writes hold now ([`TempName`]).
+static TEMPS_HELD: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A fresh temporary name ([`temp_name`]) held by a write of this process until dropped (when
+/// the write is done with it), so that no sweep of this process takes it for a leftover.
+#[derive(Debug)]
+pub(crate) struct TempName(String);
+
+impl TempName {
+    pub(crate) fn new() -> TempName {
+        let name = temp_name();
+        let mut held = TEMPS_HELD.lock().unwrap_or_else(|p| p.into_inner());
+        held.insert(name.clone());
+        TempName(name)
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether a write of this process holds `name` now.
+    fn held(name: &str) -> bool {
+        let held = TEMPS_HELD.lock().unwrap_or_else(|p| p.into_inner());
+        held.contains(name)
+    }
+}
+
+impl Drop for TempName {
+    fn drop(&mut self) {
+        let mut held = TEMPS_HELD.lock().unwrap_or_else(|p| p.into_inner());
+        held.remove(&self.0);
+    }
 }
 
 /// A fresh name for the temporary file of an atomic write: hidden, unique in this process (a
 /// counter) and not guessable from its pid alone (the clock's nanoseconds). The caller creates it
 /// new (never an existing file or a planted link) and tries again on a clash.
-pub(crate) fn temp_name() -> String {
+fn temp_name() -> String {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()

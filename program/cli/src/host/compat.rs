@@ -30,10 +30,10 @@ impl Host {
         let ws = self.ws.clone();
         let answer = match request {
             CompatRequest::FilesRead { path } | CompatRequest::ReadFile { path } => {
-                let room = self.jobs.room();
-                return self
-                    .jobs
-                    .compat_holding(call, move || read_file(&ws, &path, &room));
+                let (room, handle) = (self.jobs.room(), self.handle.clone());
+                let still_wanted = move || handle.is_pending(call);
+                return (self.jobs)
+                    .compat_holding(call, move || read_file(&ws, &path, &room, still_wanted));
             }
             CompatRequest::WriteFile { path, content } => {
                 let lsp = self.lsp.clone();
@@ -88,29 +88,54 @@ impl Host {
 }
 
 /// `readFile`: the file is opened, room taken for its bytes ([`Room`]: reads past it wait
-/// their turn), then read; the room is held until the answer is queued.
+/// their turn), then read; the room is held until the answer is queued. A read that has to wait
+/// does not hold its file open meanwhile (on Windows an open file can keep a save by rename
+/// from replacing it): it opens it again once it has room, and gives up when nobody waits for
+/// its answer any more (`still_wanted`: the call cancelled, its client gone, its deadline past).
 fn read_file(
     ws: &Workspace,
     path: &str,
     room: &Arc<Room>,
+    still_wanted: impl Fn() -> bool,
 ) -> (Result<Value, RpcError>, Option<Taken>) {
     let opened = match ws.open(path) {
         Ok(opened) => opened,
         Err(e) => return (Err(rpc_error(e)), None),
     };
-    let Some(taken) = room.take(opened.size(), ROOM_WAIT) else {
-        let refusal = format!(
-            "{} MiB of files are being read for clients (at most {} MiB at once); try again",
-            room.held() >> 20,
-            room.max() >> 20
-        );
-        return (Err(RpcError::new(RpcError::TOO_MANY_CALLS, refusal)), None);
+    let (opened, mut taken) = match room.take(opened.size(), Duration::ZERO) {
+        Some(taken) => (opened, taken),
+        None => {
+            let size = opened.size();
+            drop(opened);
+            let Some(taken) = room.take(size, ROOM_WAIT) else {
+                let refusal = format!(
+                    "{} of files are being read for clients (at most {} at once); try again",
+                    mib(room.held()),
+                    mib(room.max())
+                );
+                return (Err(RpcError::new(RpcError::TOO_MANY_CALLS, refusal)), None);
+            };
+            if !still_wanted() {
+                let gone = RpcError::internal("the call was no longer waiting");
+                return (Err(gone), None);
+            }
+            match ws.open(path) {
+                Ok(opened) => (opened, taken),
+                Err(e) => return (Err(rpc_error(e)), None),
+            }
+        }
     };
-    let answer = opened
-        .read_text()
-        .map(|text| json!({"path": text.path, "content": text.content}))
-        .map_err(rpc_error);
-    (answer, Some(taken))
+    let answer = opened.read_text().map(|text| {
+        // A file that grew since its size was looked at holds more.
+        taken.grow_to(text.content.len() as u64);
+        json!({"path": text.path, "content": text.content})
+    });
+    (answer.map_err(rpc_error), Some(taken))
+}
+
+/// `n` bytes in MiB, to one decimal place.
+fn mib(n: u64) -> String {
+    format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
 }
 
 /// How long a read waits for room before it is refused: shorter than the job's deadline, so

@@ -20,7 +20,8 @@
 //! work, compiled and tested on every OS.
 //!
 //! Both give `advertised` (how a folder given on the command line is kept), `identity` (which
-//! directory a folder is), `Listed` (a directory handle as the listing's walk reads it) and
+//! directory a folder is), `process_running` (whether the writer of a temporary file may still
+//! use it: on Unix, whether its pid runs; Windows swaps no names and says no), `Listed` (a directory handle as the listing's walk reads it) and
 //! `DirFlags`, `DIR_FLAGS` (how a workspace opens the directories on a path's way: `O_PATH` or
 //! the portable flags on Unix; nothing to choose on Windows).
 
@@ -37,7 +38,7 @@ mod winacl;
 mod windows;
 
 #[cfg(windows)]
-pub(crate) use windows::{advertised, identity, DirFlags, Listed, DIR_FLAGS};
+pub(crate) use windows::{advertised, identity, process_running, DirFlags, Listed, DIR_FLAGS};
 
 /// Whether ignore rules (`.gitignore`, `.git/info/exclude`) match names ignoring case, as git
 /// does where `git init` finds the file system ignores case and sets `core.ignoreCase`: NTFS on

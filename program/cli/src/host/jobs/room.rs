@@ -9,6 +9,7 @@
 //! their own (reading, encoding, queueing: no client is waited for), so the wait is short unless
 //! the file system itself stalls, and it is bounded ([`Room::take`]).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,8 +22,28 @@ pub const READ_ROOM: u64 = 32 * 1024 * 1024;
 #[derive(Debug)]
 pub struct Room {
     max: u64,
-    held: Mutex<u64>,
+    state: Mutex<State>,
     freed: Condvar,
+}
+
+/// What [`Room`] keeps under its lock.
+#[derive(Debug, Default)]
+struct State {
+    /// The bytes held.
+    held: u64,
+    /// The reads waiting for room, first come first served: a large read is not passed for
+    /// good by smaller ones that keep finding room (a 40 MiB read refused after its wait while
+    /// thousands of small ones were served: the review of this change).
+    waiting: VecDeque<u64>,
+    /// The next read's place in line.
+    next: u64,
+}
+
+impl State {
+    /// Whether `bytes` more fit: within the bound, or alone.
+    fn fits(&self, bytes: u64, max: u64) -> bool {
+        self.held == 0 || self.held.saturating_add(bytes) <= max
+    }
 }
 
 /// Bytes of room held, given back when dropped (once the answer is queued, or not given).
@@ -37,35 +58,56 @@ impl Room {
     pub fn new(max: u64) -> Arc<Room> {
         Arc::new(Room {
             max,
-            held: Mutex::new(0),
+            state: Mutex::default(),
             freed: Condvar::new(),
         })
     }
 
-    /// Takes room for `bytes`, waiting at most `wait` for it: there is room when what is held
-    /// and `bytes` together are within the bound, or when nothing is held (a read larger than
-    /// the whole room goes alone). `None` when the wait ran out.
+    /// Takes room for `bytes`, waiting at most `wait` for it, in turn with the reads that came
+    /// first: there is room when what is held and `bytes` together are within the bound, or when
+    /// nothing is held (a read larger than the whole room goes alone). `None` when the wait ran
+    /// out (at once with no wait, when the room is short or others wait).
     pub fn take(self: &Arc<Self>, bytes: u64, wait: Duration) -> Option<Taken> {
         let until = Instant::now() + wait;
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        while *held > 0 && held.saturating_add(bytes) > self.max {
-            let left = until.checked_duration_since(Instant::now())?;
-            held = self
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.waiting.is_empty() && st.fits(bytes, self.max) {
+            st.held += bytes;
+            return Some(self.taken(bytes));
+        }
+        let ticket = st.next;
+        st.next += 1;
+        st.waiting.push_back(ticket);
+        loop {
+            if st.waiting.front() == Some(&ticket) && st.fits(bytes, self.max) {
+                st.waiting.pop_front();
+                st.held += bytes;
+                // The next in line may fit in what is left.
+                self.freed.notify_all();
+                return Some(self.taken(bytes));
+            }
+            let Some(left) = until.checked_duration_since(Instant::now()) else {
+                st.waiting.retain(|&t| t != ticket);
+                self.freed.notify_all();
+                return None;
+            };
+            st = self
                 .freed
-                .wait_timeout(held, left)
+                .wait_timeout(st, left)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        *held += bytes;
-        Some(Taken {
+    }
+
+    fn taken(self: &Arc<Self>, bytes: u64) -> Taken {
+        Taken {
             room: self.clone(),
             bytes,
-        })
+        }
     }
 
     /// The bytes held now.
     pub fn held(&self) -> u64 {
-        *self.held.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).held
     }
 
     /// The bound.
@@ -74,11 +116,23 @@ impl Room {
     }
 }
 
+impl Taken {
+    /// Counts `bytes` held now, when more than taken (a file that grew since its size was
+    /// looked at): the others wait for them too. Not waited for: they are read already.
+    pub fn grow_to(&mut self, bytes: u64) {
+        if bytes > self.bytes {
+            let mut st = self.room.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.held += bytes - self.bytes;
+            self.bytes = bytes;
+        }
+    }
+}
+
 impl Drop for Taken {
     fn drop(&mut self) {
-        let mut held = self.room.held.lock().unwrap_or_else(|p| p.into_inner());
-        *held -= self.bytes;
-        drop(held);
+        let mut st = self.room.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.held -= self.bytes;
+        drop(st);
         self.room.freed.notify_all();
     }
 }
@@ -108,6 +162,63 @@ mod tests {
         assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(true));
         waiter.join().unwrap().unwrap();
         assert_eq!(room.held(), 0, "the waiter's room went back as it ended");
+    }
+
+    /// Reads wait in the order they came: small reads that would fit do not pass a large one
+    /// waiting for the room to empty, and one whose wait runs out leaves the line.
+    #[test]
+    fn reads_take_room_in_the_order_they_came() {
+        let room = Room::new(10);
+        let small = room.take(2, Duration::ZERO).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let large = {
+            let (room, tx) = (room.clone(), tx.clone());
+            thread::spawn(move || {
+                let got = room.take(25, Duration::from_secs(30));
+                tx.send("large").unwrap();
+                drop(got);
+            })
+        };
+        while room.state.lock().unwrap().waiting.is_empty() {
+            thread::yield_now();
+        }
+        // Room for 1 there is, but the large read came first.
+        assert!(room.take(1, Duration::from_millis(50)).is_none());
+        assert!(
+            room.state.lock().unwrap().waiting.len() == 1,
+            "the one given up left"
+        );
+        let after = {
+            let room = room.clone();
+            thread::spawn(move || {
+                let got = room.take(1, Duration::from_secs(30));
+                tx.send("small").unwrap();
+                drop(got);
+            })
+        };
+        while room.state.lock().unwrap().waiting.len() < 2 {
+            thread::yield_now();
+        }
+        drop(small);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok("large"));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok("small"));
+        large.join().unwrap();
+        after.join().unwrap();
+        assert_eq!(room.held(), 0);
+    }
+
+    /// A file that grew since its size was looked at counts for what was read.
+    #[test]
+    fn a_read_that_grew_counts_what_it_holds() {
+        let room = Room::new(10);
+        let mut taken = room.take(4, Duration::ZERO).unwrap();
+        taken.grow_to(9);
+        assert_eq!(room.held(), 9);
+        assert!(room.take(2, Duration::ZERO).is_none());
+        taken.grow_to(3);
+        assert_eq!(room.held(), 9, "never less than it holds");
+        drop(taken);
+        assert_eq!(room.held(), 0);
     }
 
     #[test]

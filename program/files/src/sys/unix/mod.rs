@@ -46,6 +46,14 @@ pub(crate) const PORTABLE_DIR_FLAGS: rustix::fs::OFlags = rustix::fs::OFlags::RD
     .union(rustix::fs::OFlags::CLOEXEC)
     .union(rustix::fs::OFlags::NONBLOCK);
 
+/// Whether a process of id `pid` is running (one of another user's counts: `EPERM`).
+pub(crate) fn process_running(pid: u32) -> bool {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    pid.is_some_and(|pid| rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH))
+}
+
 /// A folder as given on the command line, as the workspace keeps it: normalised lexically
 /// (`.`, `..`, repeated and trailing `/`).
 pub(crate) fn advertised(folder: String) -> String {

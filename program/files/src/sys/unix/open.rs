@@ -7,14 +7,14 @@ use std::io::{Read, Take, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{
-    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, openat, renameat, statat, unlinkat,
-    Access, AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Uid,
+    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, linkat, openat, renameat, statat,
+    unlinkat, Access, AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Uid,
 };
 use rustix::io::Errno;
 
 use super::resolve::{kind_name, Located, Missing};
 use crate::walk::{Entry, Listing, NotEntered};
-use crate::{count_lines, within, Error, Opened, Workspace};
+use crate::{count_lines, within, Error, Opened, TempName, Workspace};
 
 /// How files are opened for reading: never through a link, never waiting (a FIFO without a
 /// writer opens at once instead of blocking), never becoming the controlling terminal.
@@ -324,15 +324,18 @@ impl Workspace {
         let ours = match written {
             Ok(st) => st,
             Err(e) => {
-                let _ = unlinkat(&at.dir, &tmp_name, AtFlags::empty());
+                let _ = unlinkat(&at.dir, tmp_name.as_str(), AtFlags::empty());
                 return Err(e);
             }
         };
         match expected {
             // (Which takes care of the temporary name itself: after a swap it may name a save.)
-            Some(expected) => replace_if_holds(at, &tmp_name, (ours, contents), expected, path)?,
-            None => renameat(&at.dir, &tmp_name, &at.dir, at.name()).map_err(|e| {
-                let _ = unlinkat(&at.dir, &tmp_name, AtFlags::empty());
+            Some(expected) => {
+                let tmp = OsStr::new(tmp_name.as_str());
+                replace_if_holds(at, tmp, (ours, contents), expected, path)?;
+            }
+            None => renameat(&at.dir, tmp_name.as_str(), &at.dir, at.name()).map_err(|e| {
+                let _ = unlinkat(&at.dir, tmp_name.as_str(), AtFlags::empty());
                 Error::io(path, "renaming into place", e)
             })?,
         }
@@ -370,9 +373,7 @@ fn remove_left_temps(dir: OwnedFd) {
         if !crate::is_temp_name(name) {
             continue;
         }
-        // A write of another bridge still running may be using it: a replace's swap puts the
-        // user's file under that name for a moment, with the file's own time of last write.
-        if crate::left_temp(name, modified_regular(dir.as_fd(), name)) && writer_gone(name) {
+        if crate::left_temp(name, modified_regular(dir.as_fd(), name)) {
             let _ = unlinkat(&dir, name, AtFlags::empty());
         }
     }
@@ -384,14 +385,6 @@ fn modified_regular(dir: BorrowedFd<'_>, name: &str) -> Option<std::time::System
     let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
     let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
     regular.then(|| system_time(st.st_mtime, st.st_mtime_nsec))?
-}
-
-/// Whether the process whose write named the temporary file `name` has ended (none of that
-/// pid is running, or the name carries none).
-fn writer_gone(name: &str) -> bool {
-    let pid = crate::temp_pid(name).and_then(|pid| i32::try_from(pid).ok());
-    let pid = pid.and_then(rustix::process::Pid::from_raw);
-    pid.is_none_or(|pid| rustix::process::test_kill_process(pid) == Err(Errno::SRCH))
 }
 
 /// A time in seconds and nanoseconds since 1970 (as `stat` gives them) as a `SystemTime`; before
@@ -419,8 +412,9 @@ fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> Option<Stat> {
     statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()
 }
 
-/// How many times [`replace_if_holds`] swaps a save back in place before it leaves the temporary
-/// name as it is (a user saving again and again in the microseconds between two swaps).
+/// How many times [`replace_if_holds`] looks at what a swap back took out before it stops with
+/// the last save it saw in place, an earlier one left under the temporary name (a user saving
+/// again and again in the microseconds between two swaps).
 const SWAPS_BACK: usize = 8;
 
 /// Puts the temporary file `tmp` (`ours`: its version when written, and what was written) in the
@@ -429,16 +423,31 @@ const SWAPS_BACK: usize = 8;
 /// last saved it. Where the two can be swapped in one step ([`exchange`]), they are, and what
 /// was taken out is looked at then: a save that came before the swap is put back (swapped
 /// again), one that comes after it is made over the new text. Else the file is looked at just
-/// before the rename. `tmp` is gone after, unless swaps kept meeting new saves ([`SWAPS_BACK`]):
-/// then it names one of the user's earlier saves, kept rather than removed.
+/// before the rename. A file deleted or moved away between two swaps gets the save taken out
+/// back under its name, unless a file is there again. `tmp` is gone after, unless swaps kept
+/// meeting new saves ([`SWAPS_BACK`]): then the last one seen is in place, and `tmp` names an
+/// earlier one (which this process's sweep removes once its write is done and it is an hour old,
+/// as a rename over it would have).
 ///
 /// [`exchange`]: crate::sys::exchange
 fn replace_if_holds(
     at: &Located,
     tmp: &OsStr,
+    ours: (Stat, &[u8]),
+    expected: &[u8],
+    path: &str,
+) -> Result<(), Error> {
+    replace_by_swaps(at, tmp, ours, expected, path, crate::sys::exchange)
+}
+
+/// [`replace_if_holds`], swapping two names with `exchange` (the tests' saves come between).
+fn replace_by_swaps(
+    at: &Located,
+    tmp: &OsStr,
     (ours, written): (Stat, &[u8]),
     expected: &[u8],
     path: &str,
+    mut exchange: impl FnMut(BorrowedFd<'_>, &OsStr, &OsStr) -> rustix::io::Result<()>,
 ) -> Result<(), Error> {
     let dir = at.dir.as_fd();
     let holds = |name: &OsStr, wanted: &[u8]| {
@@ -452,7 +461,7 @@ fn replace_if_holds(
     let remove_tmp = || {
         let _ = unlinkat(dir, tmp, AtFlags::empty());
     };
-    match crate::sys::exchange(dir, tmp, at.name()) {
+    match exchange(dir, tmp, at.name()) {
         Ok(()) => {}
         // Nothing is there any more: deleted meanwhile.
         Err(Errno::NOENT) => {
@@ -486,13 +495,32 @@ fn replace_if_holds(
     // meanwhile (by a rename, or into the file in place: our new text too); that save is newer
     // than the one just put back, and goes back in place by one more swap.
     let (mut placed, mut put_back) = (Some(ours), taken_out);
-    for _ in 0..SWAPS_BACK {
-        // Not `Error::io`: a name gone now is not one to look up again and write anew.
-        crate::sys::exchange(dir, tmp, at.name()).map_err(|e| Error::Io {
-            path: path.into(),
-            op: "putting the file saved meanwhile back",
-            err: e.into(),
-        })?;
+    for swap in 0..=SWAPS_BACK {
+        match exchange(dir, tmp, at.name()) {
+            Ok(()) => {}
+            // The file was deleted or moved away meanwhile: the save `tmp` holds goes back to
+            // the name, unless a file is there again (newer: it stays); where no link can be
+            // made, it stays under `tmp`.
+            Err(Errno::NOENT) => {
+                match linkat(dir, tmp, dir, at.name(), AtFlags::empty()) {
+                    Ok(()) | Err(Errno::EXIST) => remove_tmp(),
+                    Err(_) => {}
+                }
+                return Err(changed());
+            }
+            // Not `Error::io`: a name gone now is not one to look up again and write anew.
+            Err(e) => {
+                return Err(Error::Io {
+                    path: path.into(),
+                    op: "putting the file saved meanwhile back",
+                    err: e.into(),
+                })
+            }
+        }
+        if swap == SWAPS_BACK {
+            // The last save seen is in place; `tmp` keeps the one before it.
+            return Err(changed());
+        }
         let came_out = stat_at(dir, tmp);
         let untouched = came_out
             .zip(placed)
@@ -505,18 +533,18 @@ fn replace_if_holds(
         }
         (placed, put_back) = (put_back, came_out);
     }
-    Err(changed())
+    unreachable!("the last swap returns")
 }
 
 /// Creates a fresh temporary file beside the target, relative to the directory handle, with
 /// `mode` (less the umask): `O_EXCL | O_NOFOLLOW`, so it is never an existing file or a planted
 /// link.
-fn create_temp(at: &Located, path: &str, mode: Mode) -> Result<(OsString, OwnedFd), Error> {
+fn create_temp(at: &Located, path: &str, mode: Mode) -> Result<(TempName, OwnedFd), Error> {
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut last = None;
     for _ in 0..16 {
-        let name = OsString::from(crate::temp_name());
-        match openat(&at.dir, &name, flags, mode) {
+        let name = TempName::new();
+        match openat(&at.dir, name.as_str(), flags, mode) {
             Ok(fd) => return Ok((name, fd)),
             Err(rustix::io::Errno::EXIST) => last = Some(rustix::io::Errno::EXIST),
             Err(e) => return Err(Error::io(path, "creating a temporary file", e)),
@@ -629,7 +657,116 @@ mod tests {
             if mode == 0o600 {
                 assert_eq!(got, asked);
             }
-            unlinkat(&at.dir, &name, AtFlags::empty()).unwrap();
+            unlinkat(&at.dir, name.as_str(), AtFlags::empty()).unwrap();
         }
+    }
+
+    /// A replace of `a.py` (saved as `save 0` since it was read as `base`) whose swaps are
+    /// preceded by what `between(n)` does before swap `n` (from 1): the answer, then what `a.py`
+    /// holds and the temporary names left with what they hold.
+    fn replace_with_saves(
+        between: impl Fn(&std::path::Path, usize),
+    ) -> (Result<(), Error>, Option<String>, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a.py"), "save 0\n").unwrap();
+        let ws = Workspace::new(vec![root.to_str().unwrap().into()], Limits::default());
+        let at = ws.locate("a.py", Missing::Fail).unwrap();
+        let (tmp, fd) = create_temp(&at, "a.py", Mode::from_raw_mode(0o600)).unwrap();
+        let mut file = File::from(fd);
+        file.write_all(b"formatted\n").unwrap();
+        let ours = fstat(&file).unwrap();
+        if crate::sys::exchange(at.dir.as_fd(), OsStr::new("a.py"), OsStr::new("a.py")).is_err() {
+            eprintln!("this file system swaps no names");
+            return (Ok(()), None, Vec::new());
+        }
+        let mut swaps = 0;
+        let tmp_os = OsStr::new(tmp.as_str());
+        let answer = replace_by_swaps(
+            &at,
+            tmp_os,
+            (ours, b"formatted\n"),
+            b"base\n",
+            "a.py",
+            |d, a, b| {
+                between(root, swaps);
+                swaps += 1;
+                crate::sys::exchange(d, a, b)
+            },
+        );
+        let now = std::fs::read_to_string(root.join("a.py")).ok();
+        let left = (std::fs::read_dir(root).unwrap())
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(".claude-ide-bridge.")
+            })
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
+        (answer, now, left)
+    }
+
+    /// The user's save `n`, by rename.
+    fn save(root: &std::path::Path, n: usize) {
+        std::fs::write(root.join(".save"), format!("save {n}\n")).unwrap();
+        std::fs::rename(root.join(".save"), root.join("a.py")).unwrap();
+    }
+
+    /// A save between each two swaps, up to the last the replace makes: the last save is the one
+    /// in place (it was left under the temporary name, an earlier one in place, once the swaps
+    /// back ran out: the review of this change, by delaying each swap under strace).
+    #[test]
+    fn saves_between_every_two_swaps_leave_the_last_one_in_place() {
+        let (answer, now, left) = replace_with_saves(|root, n| {
+            if (1..=SWAPS_BACK).contains(&n) {
+                save(root, n);
+            }
+        });
+        if now.is_none() {
+            return;
+        }
+        assert!(matches!(answer, Err(Error::Changed { .. })), "{answer:?}");
+        assert_eq!(
+            now.as_deref(),
+            Some(format!("save {SWAPS_BACK}\n").as_str()),
+            "{left:?}"
+        );
+        assert_eq!(left, [format!("save {}\n", SWAPS_BACK - 1)]);
+        // One save, and a quiet swap after: settled, nothing left.
+        let (answer, now, left) = replace_with_saves(|root, n| {
+            if n == 1 {
+                save(root, 1)
+            }
+        });
+        assert!(matches!(answer, Err(Error::Changed { .. })), "{answer:?}");
+        assert_eq!((now.as_deref(), left), (Some("save 1\n"), Vec::new()));
+    }
+
+    /// The file deleted (or moved away) between two swaps: the save taken out goes back under
+    /// its name, nothing left under a temporary one (it was an I/O error, and the save stayed
+    /// hidden under the temporary name: the review of this change). A file made there again
+    /// meanwhile stays.
+    #[test]
+    fn a_file_deleted_between_two_swaps_gets_the_save_back() {
+        let (answer, now, left) = replace_with_saves(|root, n| {
+            if n == 1 {
+                std::fs::remove_file(root.join("a.py")).unwrap();
+            }
+        });
+        if now.is_none() && left.is_empty() && answer.is_ok() {
+            return;
+        }
+        assert!(matches!(answer, Err(Error::Changed { .. })), "{answer:?}");
+        assert_eq!((now.as_deref(), left), (Some("save 0\n"), Vec::new()));
+        let (answer, now, left) = replace_with_saves(|root, n| {
+            if n == 1 {
+                std::fs::remove_file(root.join("a.py")).unwrap();
+                std::fs::write(root.join("a.py"), "made again\n").unwrap();
+            }
+        });
+        assert!(matches!(answer, Err(Error::Changed { .. })), "{answer:?}");
+        assert_eq!((now.as_deref(), left), (Some("made again\n"), Vec::new()));
     }
 }
