@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::jobs::{Room, Taken};
+use super::jobs::{Room, Taken, FREE_READ};
 use super::Host;
 use crate::ui;
 
@@ -88,7 +88,8 @@ impl Host {
 }
 
 /// `readFile`: the file is opened, room taken for its bytes ([`Room`]: reads past it wait
-/// their turn), then read; the room is held until the answer is queued. A read that has to wait
+/// their turn; one of at most [`FREE_READ`] bytes takes none), then read; the room is held
+/// until the answer is queued. A read that has to wait
 /// does not hold its file open meanwhile (on Windows an open file can keep a save by rename
 /// from replacing it): it opens it again once it has room, and gives up when nobody waits for
 /// its answer any more (`still_wanted`: the call cancelled, its client gone, its deadline past).
@@ -102,6 +103,12 @@ fn read_file(
         Ok(opened) => opened,
         Err(e) => return (Err(rpc_error(e)), None),
     };
+    if opened.size() <= FREE_READ {
+        let answer = opened
+            .read_text()
+            .map(|t| json!({"path": t.path, "content": t.content}));
+        return (answer.map_err(rpc_error), None);
+    }
     let (opened, mut taken) = match room.take(opened.size(), Duration::ZERO) {
         Some(taken) => (opened, taken),
         None => {
@@ -164,4 +171,41 @@ fn workspace_info(ws: &Workspace, ide_name: &str) -> Value {
         "rootPath": ws.folders().first(),
         "ideName": ide_name,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use claude_ide_bridge_files::Limits;
+
+    /// A small read does not wait in line for room behind large ones (another client's small
+    /// read waited up to 1.4 s behind eight clients' 9 MiB reads), and a large one gives up
+    /// when its call is no longer waited for once it has room.
+    #[test]
+    fn a_small_read_takes_no_room_and_a_large_one_gone_meanwhile_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("small.txt"), "hi\n").unwrap();
+        let big = "x".repeat(FREE_READ as usize + 1);
+        std::fs::write(dir.path().join("big.txt"), &big).unwrap();
+        let ws = Workspace::new(vec![dir.path().to_str().unwrap().into()], Limits::default());
+        let room = Room::new(FREE_READ * 4);
+        let full = room.take(FREE_READ * 4, Duration::ZERO).unwrap();
+        let (answer, taken) = read_file(&ws, "small.txt", &room, || true);
+        assert_eq!(answer.unwrap()["content"], "hi\n");
+        assert!(taken.is_none());
+        // The large one waits; the room is given back meanwhile, and by then nobody waits.
+        let giver = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(full);
+        });
+        let (answer, taken) = read_file(&ws, "big.txt", &room, || false);
+        giver.join().unwrap();
+        assert!(answer.is_err() && taken.is_none(), "{answer:?}");
+        assert_eq!(room.held(), 0);
+        let (answer, taken) = read_file(&ws, "big.txt", &room, || true);
+        assert_eq!(answer.unwrap()["content"], big.as_str());
+        assert_eq!(room.held(), big.len() as u64);
+        drop(taken);
+        assert_eq!(room.held(), 0);
+    }
 }

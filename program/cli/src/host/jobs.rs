@@ -27,7 +27,7 @@ use crate::ui;
 use claude_ide_bridge_runtime::Handle;
 
 mod room;
-pub use room::{Room, Taken, READ_ROOM};
+pub use room::{Room, Taken, FREE_READ, READ_ROOM};
 
 /// How many jobs may run at once.
 pub const MAX_JOBS: usize = 64;
