@@ -495,7 +495,7 @@ fn replace_by_swaps(
     // meanwhile (by a rename, or into the file in place: our new text too); that save is newer
     // than the one just put back, and goes back in place by one more swap.
     let (mut placed, mut put_back) = (Some(ours), taken_out);
-    for swap in 0..=SWAPS_BACK {
+    for swap in 0.. {
         match exchange(dir, tmp, at.name()) {
             Ok(()) => {}
             // The file was deleted or moved away meanwhile: the save `tmp` holds goes back to
@@ -517,7 +517,7 @@ fn replace_by_swaps(
                 })
             }
         }
-        if swap == SWAPS_BACK {
+        if swap >= SWAPS_BACK {
             // The last save seen is in place; `tmp` keeps the one before it.
             return Err(changed());
         }
@@ -533,7 +533,7 @@ fn replace_by_swaps(
         }
         (placed, put_back) = (put_back, came_out);
     }
-    unreachable!("the last swap returns")
+    Err(changed())
 }
 
 /// Creates a fresh temporary file beside the target, relative to the directory handle, with
