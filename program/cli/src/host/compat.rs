@@ -89,10 +89,10 @@ impl Host {
 
 /// `readFile`: the file is opened, room taken for its bytes ([`Room`]: reads past it wait
 /// their turn; one of at most [`FREE_READ`] bytes takes none), then read; the room is held
-/// until the answer is queued. A read that has to wait
-/// does not hold its file open meanwhile (on Windows an open file can keep a save by rename
-/// from replacing it): it opens it again once it has room, and gives up when nobody waits for
-/// its answer any more (`still_wanted`: the call cancelled, its client gone, its deadline past).
+/// until the answer is queued. A read that has to wait does not hold its file open meanwhile
+/// (on Windows an open file can keep a save by rename from replacing it): it opens it again
+/// once it has room, and gives up when nobody waits for its answer any more (`still_wanted`:
+/// the call cancelled, its client gone, its deadline past).
 fn read_file(
     ws: &Workspace,
     path: &str,
