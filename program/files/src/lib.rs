@@ -599,10 +599,12 @@ impl Opened {
 
     /// Reads the file as UTF-8 text ([`Error::NotText`] if it is not).
     pub fn read_text(self) -> Result<Text, Error> {
-        let asked = self.asked.clone();
-        let (path, bytes) = self.read()?;
-        let content = String::from_utf8(bytes).map_err(|_| Error::NotText { path: asked })?;
-        Ok(Text { path, content })
+        let bytes = read_capped(&self.asked, self.file, self.size, self.cap)?;
+        let content = String::from_utf8(bytes).map_err(|_| Error::NotText { path: self.asked })?;
+        Ok(Text {
+            path: self.path,
+            content,
+        })
     }
 }
 

@@ -99,45 +99,48 @@ fn read_file(
     room: &Arc<Room>,
     still_wanted: impl Fn() -> bool,
 ) -> (Result<Value, RpcError>, Option<Taken>) {
-    let opened = match ws.open(path) {
-        Ok(opened) => opened,
-        Err(e) => return (Err(rpc_error(e)), None),
-    };
-    if opened.size() <= FREE_READ {
-        let answer = opened
-            .read_text()
-            .map(|t| json!({"path": t.path, "content": t.content}));
-        return (answer.map_err(rpc_error), None);
+    match read_within(ws, path, room, still_wanted) {
+        Ok((answer, taken)) => (Ok(answer), taken),
+        Err(e) => (Err(e), None),
     }
-    let (opened, mut taken) = match room.take(opened.size(), Duration::ZERO) {
-        Some(taken) => (opened, taken),
-        None => {
-            let size = opened.size();
+}
+
+/// [`read_file`]'s steps: its answer, and the room it holds (none for a small file).
+fn read_within(
+    ws: &Workspace,
+    path: &str,
+    room: &Arc<Room>,
+    still_wanted: impl Fn() -> bool,
+) -> Result<(Value, Option<Taken>), RpcError> {
+    let mut opened = ws.open(path).map_err(rpc_error)?;
+    let size = opened.size();
+    let mut taken = None;
+    if size > FREE_READ {
+        taken = room.take(size, Duration::ZERO);
+        if taken.is_none() {
             drop(opened);
-            let Some(taken) = room.take(size, ROOM_WAIT) else {
-                let refusal = format!(
+            let refusal = || {
+                let why = format!(
                     "{} of files are being read for clients (at most {} at once); try again",
                     mib(room.held()),
                     mib(room.max())
                 );
-                return (Err(RpcError::new(RpcError::TOO_MANY_CALLS, refusal)), None);
+                RpcError::new(RpcError::TOO_MANY_CALLS, why)
             };
+            taken = Some(room.take(size, ROOM_WAIT).ok_or_else(refusal)?);
             if !still_wanted() {
-                let gone = RpcError::internal("the call was no longer waiting");
-                return (Err(gone), None);
+                return Err(RpcError::internal("the call was no longer waiting"));
             }
-            match ws.open(path) {
-                Ok(opened) => (opened, taken),
-                Err(e) => return (Err(rpc_error(e)), None),
-            }
+            opened = ws.open(path).map_err(rpc_error)?;
         }
-    };
-    let answer = opened.read_text().map(|text| {
+    }
+    let text = opened.read_text().map_err(rpc_error)?;
+    if let Some(taken) = &mut taken {
         // A file that grew since its size was looked at holds more.
         taken.grow_to(text.content.len() as u64);
-        json!({"path": text.path, "content": text.content})
-    });
-    (answer.map_err(rpc_error), Some(taken))
+    }
+    let answer = json!({"path": text.path, "content": text.content});
+    Ok((answer, taken))
 }
 
 /// `n` bytes in MiB, to one decimal place.

@@ -704,12 +704,7 @@ mod tests {
         let now = std::fs::read_to_string(root.join("a.py")).ok();
         let left = (std::fs::read_dir(root).unwrap())
             .map(|e| e.unwrap().path())
-            .filter(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with(".claude-ide-bridge.")
-            })
+            .filter(|p| crate::is_temp_name(&p.file_name().unwrap().to_string_lossy()))
             .map(|p| std::fs::read_to_string(p).unwrap())
             .collect();
         (answer, now, left)
