@@ -152,6 +152,12 @@ pub struct Limits {
     pub max_pattern_len: usize,
     /// Most symbolic links followed while resolving one path.
     pub max_symlinks: usize,
+    /// How old a write's temporary file must be, by its last write and (on Unix) its last change
+    /// of status, to be taken for one a killed write left, which the next write in its folder
+    /// removes (never one of a process still running). A rename or a swap of names changes a
+    /// file's status, and nothing sets that time back: a user's file a replace swapped under a
+    /// temporary name a moment ago is young by it, however old its last write.
+    pub left_temp_age: Duration,
 }
 
 impl Default for Limits {
@@ -166,6 +172,7 @@ impl Default for Limits {
             max_ignore_file_bytes: 256 * 1024,
             max_pattern_len: 1024,
             max_symlinks: 40,
+            left_temp_age: Duration::from_secs(3600),
         }
     }
 }
@@ -249,24 +256,22 @@ fn temp_pid(name: &str) -> Option<u32> {
     }
 }
 
-/// A temporary file [`is_temp_name`] names that is older than this was left behind (its write
-/// was killed: none takes this long), and the next write in its folder removes it.
-pub(crate) const LEFT_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
-
 /// How many entries of its folder a write looks through for temporary files left behind.
 pub(crate) const LEFT_TEMP_LOOK: usize = 10_000;
 
-/// Whether a temporary file named `name`, last written at `modified`, was left behind by a write
-/// that was killed ([`is_temp_name`], [`LEFT_TEMP_AGE`]). Never one a write of this process holds
-/// now ([`TempName`]), nor, on Unix, one of a process still running (its pid is in the name): a
-/// replace swaps the user's file under that name for a moment, and the file keeps its own time
-/// of last write, which may be old. One of this process's pid that no write of it holds is one
-/// an earlier process of that pid left (a container's bridge is often pid 1 every time).
-pub(crate) fn left_temp(name: &str, modified: Option<std::time::SystemTime>) -> bool {
+/// Whether a temporary file named `name`, last written or changed (the later of the two) at
+/// `changed`, was left behind by a write that was killed: older than `age`
+/// ([`Limits::left_temp_age`]: no write takes that long). Never one a write of this process
+/// holds now ([`TempName`]), nor, on Unix, one of a process still running (its pid is in the
+/// name): a replace swaps the user's file under that name for a moment, and the file keeps its
+/// own time of last write, which may be old (its time of change is the swap's). One of this
+/// process's pid that no write of it holds is one an earlier process of that pid left (a
+/// container's bridge is often pid 1 every time).
+pub(crate) fn left_temp(name: &str, changed: Option<std::time::SystemTime>, age: Duration) -> bool {
     let Some(pid) = temp_pid(name) else {
         return false;
     };
-    let old = (modified.and_then(|m| m.elapsed().ok())).is_some_and(|age| age > LEFT_TEMP_AGE);
+    let old = (changed.and_then(|m| m.elapsed().ok())).is_some_and(|elapsed| elapsed > age);
     let in_use = if pid == std::process::id() {
         TempName::held(name)
     } else {

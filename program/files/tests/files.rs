@@ -1351,7 +1351,12 @@ fn a_write_beside_a_failed_one_that_made_its_directories_succeeds() {
 #[test]
 fn a_temporary_file_a_killed_write_left_is_not_listed_and_goes_at_the_next_write() {
     let t = Tree::new();
-    let ws = t.workspace(Limits::default());
+    // Left an hour before by default; two seconds here, since no test can make a time of last
+    // change that old (`a_file_renamed_under_a_temporary_name_is_young_however_old_its_text`).
+    let ws = t.workspace(Limits {
+        left_temp_age: Duration::from_secs(2),
+        ..Limits::default()
+    });
     t.file("src/a.py", "x = 1\n");
     // The pid of a process that has ended, of one still running (another bridge), and this one.
     let mut ended = std::process::Command::new("true").spawn().unwrap();
@@ -1367,7 +1372,6 @@ fn a_temporary_file_a_killed_write_left_is_not_listed_and_goes_at_the_next_write
         )
     };
     let old = temp(ended.id(), 0);
-    let young = temp(ended.id(), 1);
     let of_a_running_bridge = temp(running.id(), 2);
     let of_this_process = temp(std::process::id(), 3);
     let lookalike = t.file("src/.claude-ide-bridge.notes.tmp", "the user's");
@@ -1377,6 +1381,8 @@ fn a_temporary_file_a_killed_write_left_is_not_listed_and_goes_at_the_next_write
             .set_modified(hour_ago)
             .unwrap();
     }
+    thread::sleep(Duration::from_millis(2500));
+    let young = temp(ended.id(), 1);
     let listing = ws.list(None).unwrap();
     let names: Vec<&str> = listing
         .files
@@ -1401,6 +1407,43 @@ fn a_temporary_file_a_killed_write_left_is_not_listed_and_goes_at_the_next_write
     assert!(!of_this_process.exists());
     let _ = running.kill();
     let _ = running.wait();
+}
+
+/// A user's file moved under a temporary name a moment ago (a replace's swap, by a bridge whose
+/// pid this process cannot see: one in another pid namespace, a container, serving the same
+/// folder) is not taken for a killed write's leftover however old its last write: the sweep dates
+/// a file by the later of its last write and its last change of status, which the rename set.
+/// Dated by its last write alone, it was removed (the review of 2026-12-06, finding N2: a write
+/// from another pid namespace during a replace, 3 of 3 runs).
+#[test]
+fn a_file_renamed_under_a_temporary_name_is_young_however_old_its_text() {
+    let t = Tree::new();
+    let ws = t.workspace(Limits::default());
+    // The pid of a process that has ended: what this process sees of a bridge it cannot see.
+    let mut ended = std::process::Command::new("true").spawn().unwrap();
+    ended.wait().unwrap();
+    let staged = t.file("src/.staged", "the user's text, put in place by rsync -a");
+    (fs::File::options().write(true).open(&staged).unwrap())
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(7200))
+        .unwrap();
+    let swapped = t.ws.join(format!(
+        "src/.claude-ide-bridge.{}.0.0abc1234.tmp",
+        ended.id()
+    ));
+    fs::rename(&staged, &swapped).unwrap();
+    ws.write("src/b.py", b"b = 1\n").unwrap();
+    assert!(
+        swapped.exists(),
+        "the user's file, swapped out a moment ago, was removed"
+    );
+    // Once as old by its change too, it is a leftover.
+    thread::sleep(Duration::from_millis(1500));
+    let quick = ws.with_limits(Limits {
+        left_temp_age: Duration::from_secs(1),
+        ..Limits::default()
+    });
+    quick.write("src/b.py", b"b = 2\n").unwrap();
+    assert!(!swapped.exists());
 }
 
 /// A text of `mib` MiB whose last byte is `last`: a file whose difference from another is found

@@ -709,7 +709,7 @@ impl Workspace {
                 remove_temp(parent, tmp_name.as_str());
                 return Err(e);
             }
-            remove_left_temps(parent);
+            remove_left_temps(parent, self.limits.left_temp_age);
             let mut shown = comps.clone();
             if let Some(last) = shown.last_mut() {
                 *last = on_disk;
@@ -732,12 +732,13 @@ impl Workspace {
     }
 }
 
-/// Removes from `dir` the temporary files writes killed there left ([`left_temp`]), looking at
-/// its first [`LEFT_TEMP_LOOK`] entries.
+/// Removes from `dir` the temporary files writes killed there left ([`left_temp`], last written
+/// more than `age` before), looking at its first [`LEFT_TEMP_LOOK`] entries. (By the time of last
+/// write alone: Windows swaps no names, so no user's file is ever under a temporary name.)
 ///
 /// [`left_temp`]: crate::left_temp
 /// [`LEFT_TEMP_LOOK`]: crate::LEFT_TEMP_LOOK
-fn remove_left_temps(dir: &Dir) {
+fn remove_left_temps(dir: &Dir, age: std::time::Duration) {
     let Ok(entries) = dir.entries() else {
         return;
     };
@@ -750,7 +751,7 @@ fn remove_left_temps(dir: &Dir) {
         let Ok(md) = dir.symlink_metadata(name) else {
             continue;
         };
-        if md.is_file() && crate::left_temp(name, md.modified().ok().map(|m| m.into_std())) {
+        if md.is_file() && crate::left_temp(name, md.modified().ok().map(|m| m.into_std()), age) {
             let _ = dir.remove_file(name);
         }
     }

@@ -349,18 +349,18 @@ impl Workspace {
             Mode::empty(),
         ) {
             let _ = crate::sys::sync(d.as_fd());
-            remove_left_temps(d);
+            remove_left_temps(d, self.limits.left_temp_age);
         }
         Ok(shown)
     }
 }
 
 /// Removes from the directory `dir` (opened for reading) the temporary files writes killed there
-/// left ([`left_temp`]), looking at its first [`LEFT_TEMP_LOOK`] entries.
+/// left ([`left_temp`], older than `age`), looking at its first [`LEFT_TEMP_LOOK`] entries.
 ///
 /// [`left_temp`]: crate::left_temp
 /// [`LEFT_TEMP_LOOK`]: crate::LEFT_TEMP_LOOK
-fn remove_left_temps(dir: OwnedFd) {
+fn remove_left_temps(dir: OwnedFd, age: std::time::Duration) {
     let Ok(mut entries) = Dir::read_from(&dir) else {
         return;
     };
@@ -374,10 +374,22 @@ fn remove_left_temps(dir: OwnedFd) {
         if !crate::is_temp_name(name) {
             continue;
         }
-        if crate::left_temp(name, modified_regular(dir.as_fd(), name)) {
+        if crate::left_temp(name, changed_regular(dir.as_fd(), name), age) {
             let _ = unlinkat(&dir, name, AtFlags::empty());
         }
     }
+}
+
+/// When `name` of `dir` was last written or had its status changed, the later of the two, if it
+/// is a regular file (a link not followed). A rename or a swap changes the status of the file
+/// it moves, and nothing sets that time back, unlike the time of last write (`rsync -a`,
+/// `touch -d`).
+fn changed_regular(dir: BorrowedFd<'_>, name: &str) -> Option<std::time::SystemTime> {
+    let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+    let written = system_time(st.st_mtime, st.st_mtime_nsec)?;
+    let changed = system_time(st.st_ctime, st.st_ctime_nsec)?;
+    regular.then(|| written.max(changed))
 }
 
 /// When `name` of `dir` was last written, if it is a regular file (a link not followed): what the
@@ -433,7 +445,7 @@ const SWAPS_BACK: usize = 8;
 /// before the rename. A file deleted or moved away between two swaps gets the save taken out
 /// back under its name, unless a file is there again. `tmp` is gone after, unless swaps kept
 /// meeting new saves ([`SWAPS_BACK`]): then the last one seen is in place, and `tmp` names an
-/// earlier one (which this process's sweep removes once its write is done and it is an hour old,
+/// earlier one (which a sweep removes once its write is done and it is an hour old by its change,
 /// as a rename over it would have).
 ///
 /// [`exchange`]: crate::sys::exchange
