@@ -5,7 +5,7 @@
 
 use crate::handshake::{self, HeadRead, Policy, Rejection, Upgrade};
 use crate::jsonrpc::RpcError;
-use crate::limits::Limits;
+use crate::limits::{Limits, Pressure};
 use crate::mcp::{self, Mcp, McpPhase};
 use crate::notify::Notification;
 use crate::paths::ClientPaths;
@@ -66,7 +66,7 @@ fn over_limit(s: &mut Session, max_outbound: usize) -> bool {
 
 /// What an answer adds to its result in the output queue, at most, unless its id is long: the
 /// frame's header and the JSON-RPC envelope.
-const ANSWER_FRAMING: usize = 4096;
+pub(crate) const ANSWER_FRAMING: usize = 4096;
 
 /// The error an answer too large for what the output queue has left is replaced by.
 #[cold]
@@ -78,6 +78,22 @@ fn too_large(len: usize, queued: usize, max: usize) -> RpcError {
             "the answer ({len} bytes) does not fit in this connection's output queue \
              ({max} bytes at most, {queued} waiting to be read): ask for less, or again once \
              what waits is read"
+        ),
+    )
+}
+
+/// The error an answer is replaced by when the output queued for all connections is past
+/// `max_outbound_total` and the answer would take this connection past its share of it.
+#[cold]
+#[inline(never)]
+fn over_share(len: usize, queued: usize, pressure: &Pressure) -> RpcError {
+    RpcError::new(
+        RpcError::ANSWER_TOO_LARGE,
+        format!(
+            "the answer ({len} bytes) does not fit in this connection's share of the bridge's \
+             output ({} bytes while {} wait to be read by all its clients, {queued} by this \
+             one): ask for less, or again once what waits is read",
+            pressure.share, pressure.total
         ),
     )
 }
@@ -318,6 +334,11 @@ impl Connection {
     }
 
     /// Upgraded and not finished: a live WebSocket connection.
+    /// The bytes queued to be written to the peer.
+    pub(crate) fn queued(&self) -> usize {
+        self.session.as_ref().map_or(0, |s| s.ws.sender.queued())
+    }
+
     pub(crate) fn is_live(&self) -> bool {
         matches!(self.state, Lifecycle::Open(_) | Lifecycle::Closing { .. })
     }
@@ -798,11 +819,15 @@ impl Connection {
 
     /// Answer the pending call `seq`: `NotPending` when it is not pending (answered, cancelled,
     /// or the connection is done or closing), `WrongKind` when it is a call of the other kind.
+    ///
+    /// `pressure` is the output queued for all connections, when it may refuse this answer
+    /// (`None`: it cannot, see [`Pressure::least_share`]).
     pub(crate) fn answer(
         &mut self,
         seq: u64,
         compat: bool,
         body: Result<&[u8], &RpcError>,
+        pressure: Option<Pressure>,
         cx: &mut EndpointCx,
     ) -> Result<(), ApiError> {
         if self.is_finished() {
@@ -837,6 +862,11 @@ impl Connection {
                 if b.len() + ANSWER_FRAMING + taken > max {
                     refused = too_large(b.len(), taken, max);
                     Err(&refused)
+                } else if let Some(p) =
+                    pressure.filter(|p| p.refuses(taken, b.len() + ANSWER_FRAMING))
+                {
+                    refused = over_share(b.len(), taken, &p);
+                    Err(&refused)
                 } else {
                     Ok(b)
                 }
@@ -860,15 +890,25 @@ impl Connection {
     /// does not read for a while misses news (a selection, a file's diagnostics: sent again when
     /// they change) rather than its connection: the outbound limit, past which it is dropped, is
     /// left to the answers it is owed (a language server publishing for thousands of files made
-    /// a client paused for 15 s lose its connection, `outbound_full`).
-    pub(crate) fn notify(&mut self, frame: &[u8], cx: &mut EndpointCx) -> bool {
+    /// a client paused for 15 s lose its connection, `outbound_full`). Nor while the output
+    /// queued for all connections is past `max_outbound_total` (`pressure`, if it may count)
+    /// and this one would pass its share of it.
+    pub(crate) fn notify(
+        &mut self,
+        frame: &[u8],
+        pressure: Option<Pressure>,
+        cx: &mut EndpointCx,
+    ) -> bool {
         if !matches!(self.state, Lifecycle::Open(McpPhase::Initialized)) {
             return false;
         }
         let Some(s) = &mut self.session else {
             return false;
         };
-        if s.ws.sender.queued() + frame.len() > cx.config.limits.max_outbound / 2 {
+        let queued = s.ws.sender.queued();
+        if queued + frame.len() > cx.config.limits.max_outbound / 2
+            || pressure.is_some_and(|p| p.refuses(queued, frame.len()))
+        {
             return false;
         }
         match s.mcp.send(&mut s.ws.sender, frame) {
@@ -883,11 +923,11 @@ impl Connection {
         }
     }
 
-    /// [`Connection::notify`] for `notifications/tools/list_changed`: a client past `initialize`
-    /// that cannot be told now (it has not sent `notifications/initialized`, or too much of its
+    /// [`Connection::notify`] for `notifications/tools/list_changed` (a few bytes, not counted
+    /// against `max_outbound_total`): a client past `initialize` that cannot be told now (it has not sent `notifications/initialized`, or too much of its
     /// output waits) is told when it can, once (see `tools_untold`).
     pub(crate) fn notify_tools_changed(&mut self, frame: &[u8], cx: &mut EndpointCx) -> bool {
-        let sent = self.notify(frame, cx);
+        let sent = self.notify(frame, None, cx);
         self.tools_untold = !sent
             && matches!(
                 self.state,
@@ -900,7 +940,7 @@ impl Connection {
     #[cold]
     #[inline(never)]
     fn tell_tools_changed(&mut self, cx: &mut EndpointCx) {
-        if self.notify(TOOLS_LIST_CHANGED, cx) {
+        if self.notify(TOOLS_LIST_CHANGED, None, cx) {
             self.tools_untold = false;
         }
     }

@@ -30,6 +30,13 @@ pub struct Limits {
     pub max_fragments: usize,
     /// Largest outbound queue per connection; a peer that stops reading is dropped past it.
     pub max_outbound: usize,
+    /// Output queued for all connections together past which each gets its share only: while
+    /// the queues hold more than this, an answer that would take a connection past an equal
+    /// share of it (this divided by the live connections) is replaced by JSON-RPC error
+    /// `-32000` saying so, and a notification is left out for it. Clients that read keep getting
+    /// their answers while others that stop reading hold their queues; together the queues hold
+    /// at most about twice this (and never more than `max_outbound` each).
+    pub max_outbound_total: usize,
     /// Most entries in a JSON-RPC batch.
     pub max_batch: usize,
     /// Most calls in progress on one connection (handed to the host, not answered yet); a call past
@@ -59,6 +66,7 @@ impl Default for Limits {
             max_message_size: 10 * 1024 * 1024,
             max_fragments: 4096,
             max_outbound: 64 * 1024 * 1024,
+            max_outbound_total: 128 * 1024 * 1024,
             max_batch: 64,
             max_pending_calls: 256,
             ping_interval: Duration::from_secs(30),
@@ -115,5 +123,39 @@ impl Limits {
             max_fragments: self.max_fragments,
             max_outbound: self.max_outbound,
         }
+    }
+}
+
+/// The output queued for every connection at one moment, against
+/// [`Limits::max_outbound_total`]: what decides whether a connection may queue more now.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pressure {
+    /// Bytes queued for all connections.
+    pub(crate) total: usize,
+    /// A live connection's share of `max_outbound_total`.
+    pub(crate) share: usize,
+    pub(crate) max_total: usize,
+}
+
+impl Pressure {
+    /// The pressure of `queued` bytes for all connections, `live` of them live.
+    pub(crate) fn new(queued: usize, live: usize, limits: &Limits) -> Pressure {
+        Pressure {
+            total: queued,
+            share: limits.max_outbound_total / live.max(1),
+            max_total: limits.max_outbound_total,
+        }
+    }
+
+    /// The least share a connection can have: with every connection live. Output that keeps a
+    /// connection within it is never refused for the total.
+    pub(crate) fn least_share(limits: &Limits) -> usize {
+        limits.max_outbound_total / limits.max_connections.max(1)
+    }
+
+    /// Whether `len` more bytes for a connection that holds `own` are refused: they take the
+    /// total past `max_outbound_total` and the connection past its share.
+    pub(crate) fn refuses(&self, own: usize, len: usize) -> bool {
+        self.total.saturating_add(len) > self.max_total && own.saturating_add(len) > self.share
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! See the crate documentation for the drive loop.
 
-use crate::connection::Connection;
+use crate::connection::{Connection, ANSWER_FRAMING};
 use crate::jsonrpc::RpcError;
+use crate::limits::Pressure;
 use crate::notify::Notification;
 use crate::paths::ClientPaths;
 use crate::tools::{ToolResult, ToolSet};
@@ -391,8 +392,31 @@ impl Server {
         body: Result<&[u8], &RpcError>,
         compat: bool,
     ) -> Result<(), ApiError> {
-        self.with_same_timers(call.conn, |c, cx| c.answer(call.seq, compat, body, cx))
-            .unwrap_or(Err(ApiError::NotPending))
+        // The output queued for every connection is added up only for an answer that could
+        // pass the connection's share of `max_outbound_total` (off every small answer's way).
+        let limits = &self.config.limits;
+        let pressure = match (body, self.conns.get(&call.conn.0)) {
+            (Ok(b), Some(c))
+                if c.queued() + b.len() + ANSWER_FRAMING > Pressure::least_share(limits) =>
+            {
+                Some(self.pressure())
+            }
+            _ => None,
+        };
+        self.with_same_timers(call.conn, |c, cx| {
+            c.answer(call.seq, compat, body, pressure, cx)
+        })
+        .unwrap_or(Err(ApiError::NotPending))
+    }
+
+    /// The output queued for every connection now, against `max_outbound_total`.
+    fn pressure(&self) -> Pressure {
+        let (mut queued, mut live) = (0usize, 0);
+        for c in self.conns.values() {
+            queued = queued.saturating_add(c.queued());
+            live += usize::from(c.is_live());
+        }
+        Pressure::new(queued, live, &self.config.limits)
     }
 
     /// Send a notification to every initialized connection or to one. Returns how many
@@ -447,6 +471,7 @@ impl Server {
         notification.write_json(&mut self.scratch);
         let frame = std::mem::take(&mut self.scratch);
         let mut reached = 0;
+        let pressure = self.pressure();
         {
             let tools = matches!(notification, Notification::ToolsListChanged);
             let to_all = target == Target::All;
@@ -480,7 +505,7 @@ impl Server {
                 let sent = if tools {
                     c.notify_tools_changed(frame, &mut cx)
                 } else {
-                    c.notify(frame, &mut cx)
+                    c.notify(frame, Some(pressure), &mut cx)
                 };
                 written |= sent;
                 usize::from(sent)

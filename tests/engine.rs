@@ -2243,6 +2243,93 @@ fn a_client_that_stops_reading_misses_news_and_is_dropped_past_its_answers() {
     assert!(!p.messages(fast).is_empty());
 }
 
+/// A tool call from `conn` handed to the host without writing anything out (its client does not
+/// read, or only through [`Pair::read_one`]): the call.
+fn call_unread(p: &mut Pair, conn: ConnectionId, id: i64) -> claude_ide_bridge::CallId {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                      "params": {"name": "getOpenEditors", "arguments": {}}});
+    let f = p.masked_frame(OpCode::Text, true, call.to_string().as_bytes());
+    p.server.handle_input(conn, &f, p.now);
+    while let Some(e) = p.server.poll_event() {
+        if let Event::ToolCall { call, .. } = e {
+            return call;
+        }
+    }
+    panic!("no call from {conn:?}")
+}
+
+/// Clients that stop reading hold at most their share of `max_outbound_total` once the output
+/// queued for all together is past it (each held up to `max_outbound`: eight clients asking for
+/// large files without reading took the bridge past 600 MB), and a client that reads is not
+/// harmed: its answers and news still come, while an answer past a full queue's share is
+/// replaced by -32000 saying so, news is left out for it, and its connection stays.
+#[test]
+fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_answered() {
+    let mut p = Pair::with_config(|c| {
+        c.limits.max_outbound = 4 << 20;
+        c.limits.max_outbound_total = 1 << 20;
+    });
+    let (a, b, reader) = (
+        p.connect_initialized(),
+        p.connect_initialized(),
+        p.connect_initialized(),
+    );
+    let big = "x".repeat(200 * 1024);
+    let answer = |p: &mut Pair, conn, id| {
+        let call = call_unread(p, conn, id);
+        p.server
+            .respond(call, ToolResult::text(big.clone()))
+            .unwrap();
+    };
+    let refused = |m: &Value| {
+        m["error"]["code"] == -32000
+            && (m["error"]["message"].as_str())
+                .is_some_and(|t| t.contains("share of the bridge's output"))
+    };
+    // The first client never reads: answered until the total is past 1 MiB and it is past its
+    // third of it, well before its own 4 MiB.
+    for id in 1..=8 {
+        answer(&mut p, a, id);
+    }
+    // The second, its share left, gets one answer of that size.
+    answer(&mut p, b, 1);
+    answer(&mut p, b, 2);
+    // The one that reads goes on being answered.
+    for id in 1..=4 {
+        answer(&mut p, reader, id);
+        let m = p.read_one(reader);
+        assert!(m.len() == 1 && m[0]["result"].is_object(), "{id}: {m:?}");
+    }
+    // News reaches the clients within their share, not the one past it.
+    let news = Notification::LogEvent(LogEvent {
+        event_name: "e".into(),
+        event_data: json!("x"),
+    });
+    assert_eq!(p.server.notify(Target::All, &news, p.now), 2);
+    let m = p.read_one(reader);
+    assert!(m.len() == 1 && m[0]["method"] == "log_event", "{m:?}");
+    assert!(p.closed.is_empty() && !p.server.should_close(a) && !p.server.should_close(b));
+    let of_a = p.read_one(a);
+    let answered = of_a.iter().filter(|m| m["result"].is_object()).count();
+    assert!((4..=6).contains(&answered), "{answered} answered");
+    assert_eq!(of_a.len(), 8);
+    assert!(
+        of_a[answered..].iter().all(refused),
+        "{:?}",
+        &of_a[answered..]
+    );
+    let of_b = p.read_one(b);
+    assert!(
+        of_b[0]["result"].is_object() && refused(&of_b[1]),
+        "{of_b:?}"
+    );
+    assert_eq!(of_b[2]["method"], "log_event");
+    // Once read, the first client is answered again.
+    answer(&mut p, a, 9);
+    let m = p.read_one(a);
+    assert!(m.len() == 1 && m[0]["result"].is_object(), "{m:?}");
+}
+
 /// An answer larger than what the connection's output queue has left is replaced by -32000
 /// saying so, and the connection stays: a file of 10 MiB of control characters is 60 MiB of
 /// JSON, and two reads of it dropped the client.

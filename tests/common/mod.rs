@@ -157,6 +157,26 @@ impl Pair {
     /// Frames the server sent on `conn`: (opcode, payload).
     pub fn frames(&mut self, conn: ConnectionId) -> Vec<(u8, Vec<u8>)> {
         self.pump();
+        self.inbox_frames(conn)
+    }
+
+    /// JSON messages the server sent on `conn`, written out for it alone: the other connections'
+    /// output stays queued (clients that do not read).
+    pub fn read_one(&mut self, conn: ConnectionId) -> Vec<Value> {
+        let bytes = self.server.transmit(conn).to_vec();
+        self.server.advance_transmit(conn, bytes.len());
+        self.inbox
+            .entry(conn)
+            .or_default()
+            .extend_from_slice(&bytes);
+        (self.inbox_frames(conn).into_iter())
+            .filter(|(op, _)| *op == 1)
+            .map(|(_, p)| serde_json::from_slice(&p).expect("server sends JSON"))
+            .collect()
+    }
+
+    /// The frames in `conn`'s inbox, taken out of it.
+    fn inbox_frames(&mut self, conn: ConnectionId) -> Vec<(u8, Vec<u8>)> {
         let buf = self.inbox.remove(&conn).unwrap_or_default();
         let mut out = Vec::new();
         let mut pos = 0;
