@@ -272,10 +272,13 @@ impl Server {
     /// [`ToolResult::tab_closed`] or [`ToolResult::diff_rejected`].
     ///
     /// `Ok` once the answer is taken: an answer that would pass the connection's `max_outbound`
-    /// with what already waits is replaced by the error [`RpcError::ANSWER_TOO_LARGE`] saying
-    /// so, and one that cannot be queued even then (the client stopped reading) drops the
-    /// connection instead, reported by an [`Event::Disconnected`] with
-    /// [`DisconnectReason::OutboundFull`]. The errors: see [`ApiError`].
+    /// with what already waits (or its share of
+    /// [`Limits::max_outbound_total`](crate::Limits::max_outbound_total) while all
+    /// connections' output is past that) is replaced by the error
+    /// [`RpcError::ANSWER_TOO_LARGE`] saying so, and one that cannot be queued even then (the
+    /// client stopped reading) drops the connection instead, reported by an
+    /// [`Event::Disconnected`] with [`DisconnectReason::OutboundFull`]. The errors: see
+    /// [`ApiError`].
     ///
     /// ```
     /// use claude_ide_bridge::{Event, Server, ToolCall, ToolResult};
