@@ -64,6 +64,18 @@ fn over_limit(s: &mut Session, max_outbound: usize) -> bool {
     s.mcp.grew() && s.mcp.held().saturating_add(s.ws.sender.queued()) > max_outbound
 }
 
+/// What a session's answers are measured against: its queued output, and the answers of its
+/// batches held until they are whole.
+fn outbound(s: &Session) -> usize {
+    // (Looked at only while a batch waits: off every lone call's way.)
+    let held = if s.mcp.batching() {
+        s.mcp.held_now()
+    } else {
+        0
+    };
+    s.ws.sender.queued() + held
+}
+
 /// What an answer adds to its result in the output queue, at most, unless its id is long: the
 /// frame's header and the JSON-RPC envelope.
 pub(crate) const ANSWER_FRAMING: usize = 4096;
@@ -334,9 +346,10 @@ impl Connection {
     }
 
     /// Upgraded and not finished: a live WebSocket connection.
-    /// The bytes queued to be written to the peer.
-    pub(crate) fn queued(&self) -> usize {
-        self.session.as_ref().map_or(0, |s| s.ws.sender.queued())
+    /// The bytes queued to be written to the peer, and the answers of its batches held until
+    /// they are whole: what its answers are measured against.
+    pub(crate) fn outbound(&self) -> usize {
+        self.session.as_deref().map_or(0, outbound)
     }
 
     pub(crate) fn is_live(&self) -> bool {
@@ -852,13 +865,7 @@ impl Connection {
         let refused;
         let body = match body {
             Ok(b) => {
-                // (Looked at only while a batch waits: off every lone call's way.)
-                let held = if s.mcp.batching() {
-                    s.mcp.held_now()
-                } else {
-                    0
-                };
-                let taken = s.ws.sender.queued() + held;
+                let taken = outbound(s);
                 if b.len() + ANSWER_FRAMING + taken > max {
                     refused = too_large(b.len(), taken, max);
                     Err(&refused)

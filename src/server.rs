@@ -400,7 +400,7 @@ impl Server {
         let limits = &self.config.limits;
         let pressure = match (body, self.conns.get(&call.conn.0)) {
             (Ok(b), Some(c))
-                if c.queued() + b.len() + ANSWER_FRAMING > Pressure::least_share(limits) =>
+                if c.outbound() + b.len() + ANSWER_FRAMING > Pressure::least_share(limits) =>
             {
                 Some(self.pressure())
             }
@@ -416,7 +416,7 @@ impl Server {
     fn pressure(&self) -> Pressure {
         let (mut queued, mut live) = (0usize, 0);
         for c in self.conns.values() {
-            queued = queued.saturating_add(c.queued());
+            queued = queued.saturating_add(c.outbound());
             live += usize::from(c.is_live());
         }
         Pressure::new(queued, live, &self.config.limits)

@@ -2330,6 +2330,58 @@ fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_a
     assert!(m.len() == 1 && m[0]["result"].is_object(), "{m:?}");
 }
 
+/// The answers of a batch, held until it is whole, count with the output queued: a client that
+/// sends its calls in batches (protocol 2025-03-26) is held to its share as one that does not.
+#[test]
+fn a_batchs_held_answers_count_towards_the_output_of_all() {
+    let mut p = Pair::with_config(|c| {
+        c.limits.max_outbound = 4 << 20;
+        c.limits.max_outbound_total = 1 << 20;
+    });
+    let (batcher, _other, _third) = (
+        p.connect_initialized_at("2025-03-26"),
+        p.connect_initialized(),
+        p.connect_initialized(),
+    );
+    let batch: Vec<Value> = (1..=8)
+        .map(|id| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "getOpenEditors", "arguments": {}}})
+        })
+        .collect();
+    let f = p.masked_frame(
+        OpCode::Text,
+        true,
+        Value::from(batch).to_string().as_bytes(),
+    );
+    p.server.handle_input(batcher, &f, p.now);
+    let mut calls = Vec::new();
+    while let Some(e) = p.server.poll_event() {
+        if let Event::ToolCall { call, .. } = e {
+            calls.push(call);
+        }
+    }
+    assert_eq!(calls.len(), 8);
+    let big = "x".repeat(200 * 1024);
+    for call in calls {
+        p.server
+            .respond(call, ToolResult::text(big.clone()))
+            .unwrap();
+    }
+    let m = p.read_one(batcher);
+    assert_eq!(m.len(), 1, "one batch answer");
+    let answers = m[0].as_array().unwrap();
+    let answered = answers.iter().filter(|a| a["result"].is_object()).count();
+    assert!(
+        (4..=6).contains(&answered),
+        "{answered} of {} answered",
+        answers.len()
+    );
+    assert!(answers[answered..]
+        .iter()
+        .all(|a| a["error"]["code"] == -32000));
+}
+
 /// An answer larger than what the connection's output queue has left is replaced by -32000
 /// saying so, and the connection stays: a file of 10 MiB of control characters is 60 MiB of
 /// JSON, and two reads of it dropped the client.
