@@ -345,13 +345,13 @@ impl Connection {
         matches!(self.state, Lifecycle::Upgrading)
     }
 
-    /// Upgraded and not finished: a live WebSocket connection.
     /// The bytes queued to be written to the peer, and the answers of its batches held until
     /// they are whole: what its answers are measured against.
     pub(crate) fn outbound(&self) -> usize {
         self.session.as_deref().map_or(0, outbound)
     }
 
+    /// Upgraded and not finished: a live WebSocket connection.
     pub(crate) fn is_live(&self) -> bool {
         matches!(self.state, Lifecycle::Open(_) | Lifecycle::Closing { .. })
     }
@@ -912,9 +912,8 @@ impl Connection {
         let Some(s) = &mut self.session else {
             return false;
         };
-        let queued = s.ws.sender.queued();
-        if queued + frame.len() > cx.config.limits.max_outbound / 2
-            || pressure.is_some_and(|p| p.refuses(queued, frame.len()))
+        if s.ws.sender.queued() + frame.len() > cx.config.limits.max_outbound / 2
+            || pressure.is_some_and(|p| p.refuses(outbound(s), frame.len()))
         {
             return false;
         }
@@ -931,8 +930,9 @@ impl Connection {
     }
 
     /// [`Connection::notify`] for `notifications/tools/list_changed` (a few bytes, not counted
-    /// against `max_outbound_total`): a client past `initialize` that cannot be told now (it has not sent `notifications/initialized`, or too much of its
-    /// output waits) is told when it can, once (see `tools_untold`).
+    /// against `max_outbound_total`): a client past `initialize` that cannot be told now (it has
+    /// not sent `notifications/initialized`, or too much of its output waits) is told when it
+    /// can, once (see `tools_untold`).
     pub(crate) fn notify_tools_changed(&mut self, frame: &[u8], cx: &mut EndpointCx) -> bool {
         let sent = self.notify(frame, None, cx);
         self.tools_untold = !sent
