@@ -154,9 +154,10 @@ pub struct Limits {
     pub max_symlinks: usize,
     /// How old a write's temporary file must be, by its last write and (on Unix) its last change
     /// of status, to be taken for one a killed write left, which the next write in its folder
-    /// removes (never one of a process still running). A rename or a swap of names changes a
-    /// file's status, and nothing sets that time back: a user's file a replace swapped under a
-    /// temporary name a moment ago is young by it, however old its last write.
+    /// removes (never one of a process still running, nor while a replace, of any process, is
+    /// swapping in the folder: it holds the folder's lock). A rename changes a file's status,
+    /// and nothing sets that time back: a user's file renamed into place a moment ago is young
+    /// by it, however old its last write.
     pub left_temp_age: Duration,
 }
 
@@ -264,7 +265,8 @@ pub(crate) const LEFT_TEMP_LOOK: usize = 10_000;
 /// ([`Limits::left_temp_age`]: no write takes that long). Never one a write of this process
 /// holds now ([`TempName`]), nor, on Unix, one of a process still running (its pid is in the
 /// name): a replace swaps the user's file under that name for a moment, and the file keeps its
-/// own time of last write, which may be old (its time of change is the swap's). One of this
+/// own time of last write, which may be old (the sweep passes over a folder a replace is
+/// swapping in, and its time of change is the swap's on most file systems). One of this
 /// process's pid that no write of it holds is one an earlier process of that pid left (a
 /// container's bridge is often pid 1 every time).
 pub(crate) fn left_temp(name: &str, changed: Option<std::time::SystemTime>, age: Duration) -> bool {

@@ -1446,6 +1446,33 @@ fn a_file_renamed_under_a_temporary_name_is_young_however_old_its_text() {
     assert!(!swapped.exists());
 }
 
+/// A folder whose lock a replace holds (another process's, between its swaps: the user's file
+/// may be under its temporary name, with a pid this process cannot see and, on XFS, its old time
+/// of change) is not swept; once it is let go, the next write sweeps.
+#[test]
+fn a_folder_a_replace_is_swapping_in_is_not_swept() {
+    let t = Tree::new();
+    let ws = t.workspace(Limits {
+        left_temp_age: Duration::from_secs(1),
+        ..Limits::default()
+    });
+    let mut ended = std::process::Command::new("true").spawn().unwrap();
+    ended.wait().unwrap();
+    let left = t.file(
+        &format!("src/.claude-ide-bridge.{}.0.0abc1234.tmp", ended.id()),
+        "the user's file, or a killed write's",
+    );
+    thread::sleep(Duration::from_millis(1500));
+    // As a replace between its swaps holds it (`flock`, shared, on the folder).
+    let folder = fs::File::open(t.ws.join("src")).unwrap();
+    rustix::fs::flock(&folder, rustix::fs::FlockOperation::LockShared).unwrap();
+    ws.write("src/b.py", b"b = 1\n").unwrap();
+    assert!(left.exists(), "swept while a replace was swapping");
+    drop(folder);
+    ws.write("src/b.py", b"b = 2\n").unwrap();
+    assert!(!left.exists());
+}
+
 /// A text of `mib` MiB whose last byte is `last`: a file whose difference from another is found
 /// only at its end, where a replace's look takes longest.
 fn long_text(mib: usize, last: u8) -> Vec<u8> {

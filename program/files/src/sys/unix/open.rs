@@ -7,8 +7,8 @@ use std::io::{Read, Take, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{
-    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, fstat, linkat, openat, renameat, statat,
-    unlinkat, Access, AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Uid,
+    accessat, fchmod, fchown, fcntl_getfl, fcntl_setfl, flock, fstat, linkat, openat, renameat,
+    statat, unlinkat, Access, AtFlags, Dir, FileType, FlockOperation, Gid, Mode, OFlags, Stat, Uid,
 };
 use rustix::io::Errno;
 
@@ -361,6 +361,13 @@ impl Workspace {
 /// [`left_temp`]: crate::left_temp
 /// [`LEFT_TEMP_LOOK`]: crate::LEFT_TEMP_LOOK
 fn remove_left_temps(dir: OwnedFd, age: std::time::Duration) {
+    // Not while a replace, of any process, is between its swaps here ([`FolderLock`]): the
+    // user's file may be under its temporary name, with a pid this process may not see (another
+    // pid namespace) and, on some file systems (XFS), its old time of change.
+    let _sweeping = match FolderLock::take(dir.as_fd(), FlockOperation::NonBlockingLockExclusive) {
+        Err(Errno::WOULDBLOCK) => return,
+        held => held,
+    };
     let Ok(mut entries) = Dir::read_from(&dir) else {
         return;
     };
@@ -381,9 +388,9 @@ fn remove_left_temps(dir: OwnedFd, age: std::time::Duration) {
 }
 
 /// When `name` of `dir` was last written or had its status changed, the later of the two, if it
-/// is a regular file (a link not followed). A rename or a swap changes the status of the file
-/// it moves, and nothing sets that time back, unlike the time of last write (`rsync -a`,
-/// `touch -d`).
+/// is a regular file (a link not followed). A rename changes the status of the file it moves
+/// (a swap too, but on XFS), and nothing sets that time back, unlike the time of last write
+/// (`rsync -a`, `touch -d`).
 fn changed_regular(dir: BorrowedFd<'_>, name: &str) -> Option<std::time::SystemTime> {
     let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
     let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
@@ -423,6 +430,27 @@ fn same_version(a: &Stat, b: &Stat) -> bool {
 /// What `name` of `dir` names now (a link not followed), if anything.
 fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> Option<Stat> {
     statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()
+}
+
+/// A lock on a folder (`flock` on a handle of its own), held shared by a replace while it is
+/// between its swaps and taken exclusively, without waiting, by a sweep of left temporary files
+/// before it looks: a sweep skips the folder while a replace of any process, in any pid namespace
+/// (the lock is the directory's), may have the user's file under a temporary name. Where the file
+/// system has no such locks, the sweep goes by the files' times alone ([`changed_regular`]).
+struct FolderLock {
+    /// The handle the lock is on: closing it releases the lock.
+    _on: OwnedFd,
+}
+
+impl FolderLock {
+    /// `op` on a handle of its own to the folder `dir` (itself perhaps a path-only handle, which
+    /// takes no lock): the lock, released when dropped.
+    fn take(dir: BorrowedFd<'_>, op: FlockOperation) -> rustix::io::Result<FolderLock> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let own = openat(dir, ".", flags, Mode::empty())?;
+        flock(&own, op)?;
+        Ok(FolderLock { _on: own })
+    }
 }
 
 /// One [`replace_if_holds`] at a time in this process: two replaces of one file at once each
@@ -469,6 +497,9 @@ fn replace_by_swaps(
     mut exchange: impl FnMut(BorrowedFd<'_>, &OsStr, &OsStr) -> rustix::io::Result<()>,
 ) -> Result<(), Error> {
     let dir = at.dir.as_fd();
+    // Held until the swaps are done (waiting at most for a sweep's look through the folder); a
+    // folder that takes no lock is swapped in without.
+    let _swapping = FolderLock::take(dir, FlockOperation::LockShared);
     let holds = |name: &OsStr, wanted: &[u8]| {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
         let now = openat(dir, name, flags, Mode::empty()).ok();
@@ -756,6 +787,37 @@ mod tests {
         });
         assert!(matches!(answer, Err(Error::Changed { .. })), "{answer:?}");
         assert_eq!((now.as_deref(), left), (Some("save 1\n"), Vec::new()));
+    }
+
+    /// A replace holds its folder's lock while it swaps, so that a sweep of another process
+    /// (one that cannot see this one's pid) waits for the user's file to be back under its name:
+    /// on XFS a swap leaves the files' times of change as they were, and the sweep took the file
+    /// for a leftover (the review of 2026-12-06, on an XFS loop file system). Taken only between
+    /// the swaps: a sweep after gets it.
+    #[test]
+    fn a_replace_holds_its_folders_lock_while_it_swaps() {
+        let try_sweep_lock = |root: &std::path::Path| {
+            let folder = File::open(root).unwrap();
+            FolderLock::take(folder.as_fd(), FlockOperation::NonBlockingLockExclusive).map(drop)
+        };
+        let seen = std::sync::Mutex::new(Vec::new());
+        let (_, now, _) = replace_with_saves(|root, n| {
+            if n == 1 {
+                save(root, 1);
+            }
+            seen.lock().unwrap().push(try_sweep_lock(root));
+        });
+        if now.is_none() {
+            return;
+        }
+        let seen = seen.into_inner().unwrap();
+        assert!(seen.len() >= 2, "{seen:?}");
+        assert!(
+            seen.iter().all(|r| *r == Err(Errno::WOULDBLOCK)),
+            "{seen:?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(try_sweep_lock(dir.path()), Ok(()));
     }
 
     /// The file deleted (or moved away) between two swaps: the save taken out goes back under
