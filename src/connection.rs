@@ -103,9 +103,11 @@ fn over_share(len: usize, queued: usize, pressure: &Pressure) -> RpcError {
         RpcError::ANSWER_TOO_LARGE,
         format!(
             "the answer ({len} bytes) does not fit in this connection's share of the bridge's \
-             output ({} bytes while {} wait to be read by all its clients, {queued} by this \
-             one): ask for less, or again once what waits is read",
-            pressure.share, pressure.total
+             output ({} bytes, with {} waiting to be read by all its clients, {queued} by this \
+             one, and {} at most): ask for less, or again once what waits is read",
+            pressure.share(queued),
+            pressure.total,
+            pressure.max_total
         ),
     )
 }

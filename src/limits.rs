@@ -30,12 +30,15 @@ pub struct Limits {
     pub max_fragments: usize,
     /// Largest outbound queue per connection; a peer that stops reading is dropped past it.
     pub max_outbound: usize,
-    /// Output queued for all connections together past which each gets its share only: while
-    /// the queues hold more than this, an answer that would take a connection past an equal
-    /// share of it (this divided by the live connections) is replaced by JSON-RPC error
-    /// `-32000` saying so, and a notification is left out for it. Clients that read keep getting
-    /// their answers while others that stop reading hold their queues; together the queues hold
-    /// at most about twice this (and never more than `max_outbound` each).
+    /// Output queued for all connections together past which each gets its share only: an
+    /// answer from the host that would take the queues past this, and its connection past an
+    /// equal share of it (this divided by the connections holding output, its own counted), is
+    /// replaced by JSON-RPC error `-32000` saying so, and a notification so is left out for it.
+    /// Clients that ask for large answers and stop reading hold their shares, and a client that
+    /// reads, holding little, is answered up to its share (at least this divided by
+    /// `max_connections`). Answers the engine writes itself (`tools/list`, errors) are held to
+    /// `max_outbound` alone. Each connection is held to `max_outbound` besides; zero refuses
+    /// every answer and all news.
     pub max_outbound_total: usize,
     /// Most entries in a JSON-RPC batch.
     pub max_batch: usize,
@@ -132,30 +135,29 @@ impl Limits {
 pub(crate) struct Pressure {
     /// Bytes queued for all connections.
     pub(crate) total: usize,
-    /// A live connection's share of `max_outbound_total`.
-    pub(crate) share: usize,
+    /// How many connections hold queued output (live or closing): idle ones do not make the
+    /// others' shares smaller, and one that the peer closed while it still holds output counts.
+    pub(crate) holders: usize,
     pub(crate) max_total: usize,
 }
 
 impl Pressure {
-    /// The pressure of `queued` bytes for all connections, `live` of them live.
-    pub(crate) fn new(queued: usize, live: usize, limits: &Limits) -> Pressure {
-        Pressure {
-            total: queued,
-            share: limits.max_outbound_total / live.max(1),
-            max_total: limits.max_outbound_total,
-        }
-    }
-
-    /// The least share a connection can have: with every connection live. Output that keeps a
-    /// connection within it is never refused for the total.
+    /// The least share a connection can have: with every connection live and holding output.
+    /// Output that keeps a connection within it is not refused for the total.
     pub(crate) fn least_share(limits: &Limits) -> usize {
         limits.max_outbound_total / limits.max_connections.max(1)
+    }
+
+    /// The share of `max_outbound_total` of a connection that holds `own` bytes: the total
+    /// divided by the connections holding output, itself among them.
+    pub(crate) fn share(&self, own: usize) -> usize {
+        let holders = self.holders + usize::from(own == 0);
+        self.max_total / holders.max(1)
     }
 
     /// Whether `len` more bytes for a connection that holds `own` are refused: they take the
     /// total past `max_outbound_total` and the connection past its share.
     pub(crate) fn refuses(&self, own: usize, len: usize) -> bool {
-        self.total.saturating_add(len) > self.max_total && own.saturating_add(len) > self.share
+        self.total.saturating_add(len) > self.max_total && own.saturating_add(len) > self.share(own)
     }
 }

@@ -414,12 +414,17 @@ impl Server {
 
     /// The output queued for every connection now, against `max_outbound_total`.
     fn pressure(&self) -> Pressure {
-        let (mut queued, mut live) = (0usize, 0);
+        let (mut total, mut holders) = (0usize, 0);
         for c in self.conns.values() {
-            queued = queued.saturating_add(c.outbound());
-            live += usize::from(c.is_live());
+            let own = c.outbound();
+            total = total.saturating_add(own);
+            holders += usize::from(own > 0);
         }
-        Pressure::new(queued, live, &self.config.limits)
+        Pressure {
+            total,
+            holders,
+            max_total: self.config.limits.max_outbound_total,
+        }
     }
 
     /// Send a notification to every initialized connection or to one. Returns how many

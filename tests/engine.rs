@@ -2260,9 +2260,10 @@ fn call_unread(p: &mut Pair, conn: ConnectionId, id: i64) -> claude_ide_bridge::
 
 /// Clients that stop reading hold at most their share of `max_outbound_total` once the output
 /// queued for all together is past it (each held up to `max_outbound`: eight clients asking for
-/// large files without reading took the bridge past 600 MB), and a client that reads is not
-/// harmed: its answers and news still come, while an answer past a full queue's share is
-/// replaced by -32000 saying so, news is left out for it, and its connection stays.
+/// large files without reading took the bridge past 600 MB), the share being the total divided by
+/// the connections holding output; a client that reads is not harmed: its answers and news still
+/// come, while an answer past a full queue's share is replaced by -32000 saying so, news is left
+/// out for it, and its connection stays.
 #[test]
 fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_answered() {
     let mut p = Pair::with_config(|c| {
@@ -2274,6 +2275,8 @@ fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_a
         p.connect_initialized(),
         p.connect_initialized(),
     );
+    // Idle connections hold nothing, and do not make the others' shares smaller.
+    let _idle: Vec<_> = (0..4).map(|_| p.connect_initialized()).collect();
     let big = "x".repeat(200 * 1024);
     let answer = |p: &mut Pair, conn, id| {
         let call = call_unread(p, conn, id);
@@ -2286,48 +2289,41 @@ fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_a
             && (m["error"]["message"].as_str())
                 .is_some_and(|t| t.contains("share of the bridge's output"))
     };
-    // The first client never reads: answered until the total is past 1 MiB and it is past its
-    // third of it, well before its own 4 MiB.
+    let answered = |m: &[Value]| m.iter().filter(|m| m["result"].is_object()).count();
+    // The first client never reads: answered until the total is past 1 MiB (it holds all of
+    // it: its share is the whole), well before its own 4 MiB.
     for id in 1..=8 {
         answer(&mut p, a, id);
     }
-    // The second, its share left, gets one answer of that size.
-    answer(&mut p, b, 1);
-    answer(&mut p, b, 2);
-    // The one that reads goes on being answered.
+    // The second, holding nothing, has half: two answers of that size.
+    for id in 1..=3 {
+        answer(&mut p, b, id);
+    }
+    // The one that reads goes on being answered (a third of the total is its share).
     for id in 1..=4 {
         answer(&mut p, reader, id);
         let m = p.read_one(reader);
-        assert!(m.len() == 1 && m[0]["result"].is_object(), "{id}: {m:?}");
+        assert!(m.len() == 1 && answered(&m) == 1, "call {id}: {}", m.len());
     }
     // News reaches the clients within their share, not the one past it.
     let news = Notification::LogEvent(LogEvent {
         event_name: "e".into(),
         event_data: json!("x"),
     });
-    assert_eq!(p.server.notify(Target::All, &news, p.now), 2);
+    assert_eq!(p.server.notify(Target::All, &news, p.now), 6);
     let m = p.read_one(reader);
-    assert!(m.len() == 1 && m[0]["method"] == "log_event", "{m:?}");
+    assert!(m.len() == 1 && m[0]["method"] == "log_event");
     assert!(p.closed.is_empty() && !p.server.should_close(a) && !p.server.should_close(b));
     let of_a = p.read_one(a);
-    let answered = of_a.iter().filter(|m| m["result"].is_object()).count();
-    assert!((4..=6).contains(&answered), "{answered} answered");
-    assert_eq!(of_a.len(), 8);
-    assert!(
-        of_a[answered..].iter().all(refused),
-        "{:?}",
-        &of_a[answered..]
-    );
+    assert_eq!((of_a.len(), answered(&of_a)), (8, 5));
+    assert!(of_a[5..].iter().all(refused));
     let of_b = p.read_one(b);
-    assert!(
-        of_b[0]["result"].is_object() && refused(&of_b[1]),
-        "{of_b:?}"
-    );
-    assert_eq!(of_b[2]["method"], "log_event");
+    assert_eq!((of_b.len(), answered(&of_b)), (4, 2));
+    assert!(refused(&of_b[2]) && of_b[3]["method"] == "log_event");
     // Once read, the first client is answered again.
     answer(&mut p, a, 9);
     let m = p.read_one(a);
-    assert!(m.len() == 1 && m[0]["result"].is_object(), "{m:?}");
+    assert!(m.len() == 1 && answered(&m) == 1);
 }
 
 /// The answers of a batch, held until it is whole, count with the output queued: a client that
