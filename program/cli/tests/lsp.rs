@@ -471,6 +471,113 @@ fn an_error_after_hundreds_of_warnings_is_kept() {
     assert_eq!(s.stop(), 0);
 }
 
+impl Session {
+    /// A tool call as the client makes its own (`_meta` naming no tool use: the bridge answers
+    /// within the client's bounds), and how long its answer took.
+    fn client_call(&mut self, name: &str, args: Value) -> (Value, Duration) {
+        let asked = Instant::now();
+        let id = self.c.send_request(
+            "tools/call",
+            json!({"name": name, "arguments": args, "_meta": {}}),
+        );
+        loop {
+            let left = (asked + SLOW).saturating_duration_since(Instant::now());
+            let v = (self.c.recv_json(left)).unwrap_or_else(|| panic!("no answer to {name}"));
+            if v["id"] == json!(id) {
+                return (v, asked.elapsed());
+            }
+            if v.get("method").is_some() {
+                self.notes.push(v);
+            }
+        }
+    }
+
+    /// `getDiagnostics` asked by the client itself: the parsed list, and how long it took.
+    fn client_diagnostics(&mut self, args: Value) -> (Vec<Value>, Duration) {
+        let (r, took) = self.client_call("getDiagnostics", args);
+        assert!(!is_error(&r), "{r}");
+        match json_of(&r) {
+            Value::Array(a) => (a, took),
+            other => panic!("not a list: {other}"),
+        }
+    }
+
+    /// The client's edit of `path` to `contents` through an accepted `openDiff`, as the real
+    /// client makes it: the diff, its baseline `getDiagnostics {uri}` (within 500 ms), the
+    /// write, then its check `getDiagnostics {}` (within 2 s): that check's answer.
+    fn edit(&mut self, path: &Path, contents: &str, tab: &str) -> Vec<Value> {
+        let r = self.call("openDiff", open_diff_args(path, contents, tab));
+        assert_eq!(texts(&r)[0], "FILE_SAVED", "{r}");
+        let (baseline, took) = self.client_call("getDiagnostics", json!({"uri": uri(path)}));
+        assert!(
+            took < Duration::from_millis(500),
+            "the baseline took {took:?}: {baseline}"
+        );
+        fs::write(path, contents).unwrap();
+        let (all, took) = self.client_diagnostics(json!({}));
+        assert!(
+            took < Duration::from_secs(2),
+            "the check took {took:?}: {all:?}"
+        );
+        all
+    }
+}
+
+/// clangd checks a file again only when its own text changes, and watches no files: a header
+/// claude edits (an accepted `openDiff`, then the write) left the source including it with the
+/// diagnostics of the header's old text, answered as current. The bridge checks the server's
+/// other open files again once the header's new text is on disk, and their diagnostics count
+/// only once clangd answered for that: the client's check after the edit (`getDiagnostics {}`,
+/// within its 2 s) and the question about the source no longer hold the error the header's fix
+/// removed, and hold the one a later change of the header brings. Before, both still held the
+/// old error, and the new one was never told.
+#[test]
+fn a_header_edited_through_the_bridge_is_seen_by_the_source_including_it() {
+    require("clangd", "apt-get install clangd");
+    let sb = Sandbox::new();
+    fs::write(
+        sb.ws.join("compile_flags.txt"),
+        "-std=c11\n-Werror=implicit-function-declaration\n",
+    )
+    .unwrap();
+    let header = sb.ws.join("x.h");
+    let main = sb.ws.join("main.c");
+    fs::write(&header, "int other(void);\n").unwrap();
+    fs::write(
+        &main,
+        "#include \"x.h\"\n\nint main(void) { return helper(); }\n",
+    )
+    .unwrap();
+    let mut s = serve(
+        &sb,
+        "threads",
+        &["--lsp", "c=clangd", "--on-diff", "accept"],
+    );
+    let mut c = Session::new(&s);
+    const UNDECLARED: &str = "Implicit declaration of function 'helper'";
+    const VOID: &str = "Returning 'void' from a function with incompatible result type 'int'";
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
+    assert!(mentions(&msgs, UNDECLARED), "{msgs:?}");
+
+    // The header declares it now: gone from the client's check after the edit, and from the
+    // answer about the source.
+    let all = c.edit(&header, "int other(void);\nint helper(void);\n", "t1");
+    assert!(!mentions(&messages(&all, &main), UNDECLARED), "{all:?}");
+    let (answer, took) = c.client_diagnostics(json!({"uri": uri(&main)}));
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    assert_eq!(messages(&answer, &main), Vec::<String>::new());
+
+    // Declared returning nothing: the source's new error is in the check after the edit, and
+    // in the answer about the source.
+    let all = c.edit(&header, "int other(void);\nvoid helper(void);\n", "t2");
+    let msgs = messages(&all, &main);
+    assert!(mentions(&msgs, VOID), "{all:?}");
+    assert!(!mentions(&msgs, UNDECLARED), "{all:?}");
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
+    assert!(mentions(&msgs, VOID), "{msgs:?}");
+    assert_eq!(s.stop(), 0);
+}
+
 #[test]
 fn reformat_file_through_a_server_that_formats() {
     require("ruff", "pip install ruff");

@@ -70,7 +70,7 @@ mod watch;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -382,6 +382,8 @@ struct Inner {
     log: log::Log,
     servers: Arc<Mutex<Servers>>,
     shut: AtomicBool,
+    /// Counted up by the servers each time they check open documents again ([`Lsp::rechecks`]).
+    rechecks: Arc<AtomicU64>,
 }
 
 impl Drop for Inner {
@@ -450,6 +452,7 @@ impl Lsp {
                 log,
                 servers,
                 shut: AtomicBool::new(false),
+                rechecks: Arc::default(),
             }),
         }
     }
@@ -710,6 +713,26 @@ impl Lsp {
         let processes = self.inner.servers().processes();
         for server in processes {
             server.files_changed(&keyed);
+        }
+    }
+
+    /// How many times a server checked its open documents again, or marked them to be, because
+    /// a file they may include changed on disk ([`LspLimits::max_rechecks`]; clangd, which
+    /// leaves them as they were: [`table::leaves_dependents_unchecked`]). It only grows: a
+    /// caller remembering an answer for a file's text takes it as out of date once this moved,
+    /// since the file's diagnostics may have changed with another file.
+    pub fn rechecks(&self) -> u64 {
+        self.inner.rechecks.load(Ordering::Relaxed)
+    }
+
+    /// Waits, at most until `deadline`, for the answers of the documents the servers checked
+    /// again because a file they may include changed ([`Lsp::rechecks`]): for an answer listing
+    /// every file's diagnostics ([`Lsp::known`]) that holds theirs for the new header rather
+    /// than the old. Returns at once when none waits. Starts no server.
+    pub fn await_rechecks(&self, deadline: Instant) {
+        let processes = self.inner.servers().processes();
+        for server in processes {
+            server.await_rechecks(deadline);
         }
     }
 
@@ -1204,6 +1227,7 @@ impl Inner {
             self.log.with_budget(slot.log_budget.clone()),
             self.config.trace,
             self.on_change.clone(),
+            self.rechecks.clone(),
         ) {
             Ok(server) => {
                 let server = Arc::new(server);

@@ -33,6 +33,12 @@ pub struct LspLimits {
     /// Documents kept open in a server; the least recently used is closed beyond it, and the
     /// diagnostics held for it are forgotten (`on_change` is told it has none).
     pub max_open_files: usize,
+    /// Open documents of a server checked again at once when a file they may include changes,
+    /// for a server that leaves them as they were (clangd: see
+    /// [`table::leaves_dependents_unchecked`](crate::table::leaves_dependents_unchecked)): those
+    /// used last. Each costs the server a check of its own (clangd reads its headers anew); the
+    /// others are checked again when they are next asked about or handed over.
+    pub max_rechecks: usize,
     /// The bytes queued for a server and not yet taken by its writer: a message that would bring
     /// the count past this has the server taken as hung (it does not read its input) and stopped.
     /// Counted: each message as framed (header and JSON), except a file's text, shared by the
@@ -95,6 +101,7 @@ impl Default for LspLimits {
             max_total_diagnostics: 20_000,
             max_total_bytes: 8 << 20,
             max_open_files: 200,
+            max_rechecks: 8,
             max_outbox_bytes: 64 << 20,
             max_log_bytes: 8 << 20,
             initialize_timeout: Duration::from_secs(30),

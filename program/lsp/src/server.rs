@@ -108,7 +108,9 @@ pub(crate) struct ServerProcess {
 
 impl ServerProcess {
     /// Spawns `command` in its own process group (so that a stop takes its children too, and a Ctrl-C in the
-    /// bridge's terminal does not reach it) and sends `initialize`.
+    /// bridge's terminal does not reach it) and sends `initialize`. `rechecks` is counted up when
+    /// its open documents are checked again ([`State::rechecks`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         command: &[String],
         folders: Vec<lsp_types::WorkspaceFolder>,
@@ -117,6 +119,7 @@ impl ServerProcess {
         log: Log,
         trace: bool,
         on_change: OnChange,
+        rechecks: Arc<std::sync::atomic::AtomicU64>,
     ) -> std::io::Result<ServerProcess> {
         let (program, args) = command
             .split_first()
@@ -147,6 +150,7 @@ impl ServerProcess {
         let mut state = State::new(limits.clone(), folders);
         state.pid = Some(pid);
         state.name = Some(name.clone());
+        state.rechecks = rechecks;
         state.begin(
             std::process::id(),
             crate::table::initialization_options(program, found.as_deref()),
@@ -319,6 +323,16 @@ impl ServerProcess {
 
     pub fn known(&self, path: &str) -> Vec<Diagnostic> {
         self.shared.lock().known(path)
+    }
+
+    /// Waits until every document checked again ([`State::recheck`]) has its answer, the server
+    /// is no longer running, or `deadline` passes.
+    pub fn await_rechecks(&self, deadline: Instant) {
+        let state = self.shared.lock();
+        drop(
+            self.shared
+                .wait_until(state, deadline, |s| !s.is_running() || !s.rechecking()),
+        );
     }
 
     pub fn all_known(&self) -> Vec<FileDiagnostics> {

@@ -29,6 +29,7 @@ use crate::watch::{MAX_GLOB_BYTES_BUILT, MAX_WATCH_REGISTRATIONS};
 
 mod caps;
 mod check;
+mod dependents;
 mod watched;
 
 use caps::{initialize_json, initialize_params, Caps};
@@ -89,6 +90,13 @@ struct Doc {
     /// Handed over ahead of its write ([`Disk::Ahead`]): its `didSave` is owed once the file on
     /// disk holds it ([`State::written`]).
     unsaved: bool,
+    /// Set while its version is a check again of the same text ([`State::recheck`]), with the
+    /// count of outbox takes when it was queued ([`State::takes`]): while that count has not
+    /// moved, the message is still queued, and another change needs no second one.
+    rechecked: Option<u64>,
+    /// A file it may include changed on disk since its last check, and it was not checked again
+    /// then (past [`LspLimits::max_rechecks`]): it is at its next sync.
+    stale: bool,
 }
 
 /// Whether the text a sync hands over is what the file on disk holds.
@@ -225,6 +233,12 @@ pub(crate) struct State {
     docs: HashMap<String, Doc>,
     /// The last document version sent, for any file.
     versions: i32,
+    /// How many times the writer took the outbox ([`State::take_outbox`]).
+    takes: u64,
+    /// Counted up each time open documents are checked again, or marked to be, because a file
+    /// they may include changed ([`State::recheck_others`]): shared by a client's servers, so
+    /// that a caller remembering answers knows they may be out of date ([`crate::Lsp::rechecks`]).
+    pub rechecks: Arc<std::sync::atomic::AtomicU64>,
     diags: HashMap<String, Stored>,
     total: usize,
     /// The [`weight`] of every file's diagnostics held.
@@ -307,6 +321,8 @@ impl State {
             close_input: false,
             docs: HashMap::new(),
             versions: 0,
+            takes: 0,
+            rechecks: Arc::default(),
             diags: HashMap::new(),
             total: 0,
             bytes: 0,
@@ -492,6 +508,7 @@ impl State {
     /// Takes every queued frame for writing.
     pub fn take_outbox(&mut self) -> Vec<Frame> {
         self.outbox_bytes = 0;
+        self.takes += 1;
         // The queue's room goes with its frames: what a burst grew is not held after it.
         Vec::from(std::mem::take(&mut self.outbox))
     }
@@ -641,11 +658,18 @@ impl State {
         if let Some(doc) = self.docs.get_mut(path) {
             doc.last_used = clock;
             if doc.hash == hash {
+                // A file it may include changed since its last check, and it was not checked
+                // again then: it is now, before a caller waits for its answer.
+                if doc.stale {
+                    self.recheck(path);
+                }
                 // Handed over ahead of its write: its `didSave` waits for the file to hold it
                 // (`State::owes_save`, `State::written`).
                 return true;
             }
             doc.unsaved = disk == Disk::Ahead;
+            doc.rechecked = None;
+            doc.stale = false;
             doc.version = version;
             doc.hash = hash;
             doc.synced_seq = seq;
@@ -678,6 +702,11 @@ impl State {
             // save do now. One handed over ahead of its write is told later.
             if disk == Disk::Written {
                 self.save(uri, text);
+                // The file holds its new text: the documents that may include it are checked
+                // again (a server that leaves them as they were). One handed over ahead of its
+                // write makes them wait for the write (`State::written`): checked now, they
+                // would read its old text on disk.
+                self.recheck_others(path);
             }
         } else {
             if self.docs.len() >= self.limits.max_open_files {
@@ -694,6 +723,8 @@ impl State {
                     synced_at: Instant::now(),
                     last_used: clock,
                     unsaved: disk == Disk::Ahead,
+                    rechecked: None,
+                    stale: false,
                 },
             );
             self.versions = version;
@@ -704,10 +735,12 @@ impl State {
     }
 
     /// Whether the server has `shared` for `path` as handed over [`Disk::Ahead`] of its write, and
-    /// asks for `didSave`: then, once the file holds it (the caller reads it, outside the lock),
+    /// asks for `didSave` (or checks again the documents that may include it): then, once the file holds it (the caller reads it, outside the lock),
     /// [`State::written`] tells the server.
     pub fn owes_save(&self, path: &str, shared: &SharedText<'_>) -> bool {
-        self.caps.save.is_some()
+        // A server that leaves the documents including it as they were is owed the write too:
+        // they are checked again once the file holds the text ([`State::recheck_others`]).
+        (self.caps.save.is_some() || self.caps.stale_dependents)
             && !self.has_exited()
             && self
                 .docs
@@ -728,6 +761,7 @@ impl State {
             doc.unsaved = false;
         }
         self.save(uri, shared.sync_text());
+        self.recheck_others(path);
     }
 
     /// `didSave` of `uri`, whose text the server now has (`text`), when the server asks for it.
@@ -1280,6 +1314,9 @@ impl State {
                     }
                 };
                 effects.extend(unread.into_iter().map(Effect::Log));
+                // By its program's name too: a clangd too old to name itself.
+                self.caps.stale_dependents |=
+                    (self.name.as_deref()).is_some_and(crate::table::leaves_dependents_unchecked);
                 self.static_caps = self.caps.clone();
                 self.phase = Phase::Running;
                 self.ran = true;

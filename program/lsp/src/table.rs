@@ -441,6 +441,46 @@ pub fn server_name(program: &str) -> String {
     }
 }
 
+/// Whether the server named `name` (its `serverInfo` name, or its program's [`server_name`])
+/// leaves the diagnostics of its other open documents as they were when a file they may include
+/// changes: clangd checks a document again only when its own text changes (then it also reads
+/// again the headers changed on disk since its last check), and watches no files. The other
+/// servers of the table check their open documents again themselves (pyright, tsserver,
+/// rust-analyzer and gopls do when another document changes). The bridge checks such a
+/// server's other open documents again when a file they may include changes
+/// ([`may_be_included`]).
+///
+/// ```
+/// use claude_ide_bridge_lsp::table::leaves_dependents_unchecked;
+/// assert!(leaves_dependents_unchecked("clangd"));
+/// assert!(leaves_dependents_unchecked("clangd-17"));
+/// assert!(!leaves_dependents_unchecked("pyright-langserver"));
+/// ```
+pub fn leaves_dependents_unchecked(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name == "clangd" || name.starts_with("clangd-")
+}
+
+/// Whether the file at `path` may be included by another (C and C++ `#include`): every file but
+/// a translation unit's own source (`.c`, `.cc`, `.cpp`, `.cxx`, `.c++`, `.C`, `.m`, `.mm`), which
+/// is compiled on its own and not included in practice. A change of such a source leaves the
+/// other open documents of a server that [`leaves_dependents_unchecked`] as they were: a header
+/// open beside it would otherwise be checked again at each edit of the source.
+///
+/// ```
+/// use claude_ide_bridge_lsp::table::may_be_included;
+/// assert!(may_be_included("/ws/x.h"));
+/// assert!(may_be_included("/ws/defs.inc"));
+/// assert!(may_be_included("/ws/include/vector"));
+/// assert!(!may_be_included("/ws/main.c"));
+/// assert!(!may_be_included("/ws/app.cpp"));
+/// ```
+pub fn may_be_included(path: &str) -> bool {
+    const SOURCES: [&str; 8] = ["c", "cc", "cpp", "cxx", "c++", "C", "m", "mm"];
+    let ext = Path::new(path).extension().and_then(OsStr::to_str);
+    !ext.is_some_and(|e| SOURCES.contains(&e))
+}
+
 /// Whether `command`, its program found at `found`, is a language server: `tsc --lsp` only when
 /// that `tsc` is TypeScript 7's or later's, as its package's `package.json` says (an earlier
 /// `tsc` has no `--lsp`: it would print its usage and exit, where the next server of the table

@@ -356,7 +356,9 @@ fn text_hash(text: &str) -> u64 {
 
 impl LanguageServers {
     fn memory(&self) -> MutexGuard<'_, Memory> {
-        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+        let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        memory.rechecked(self.lsp.rechecks());
+        memory
     }
 
     /// Language servers over `lsp`, noting what they cannot do in `log`.
@@ -505,12 +507,14 @@ impl LanguageServers {
                         .is_some();
                     me.memory().on_disk(&path, stamp.filter(|_| !accepted));
                     if !accepted {
+                        let since = me.lsp.rechecks();
                         let checked = me.ask(&path, &t.content, None);
                         if checked.fresh {
                             me.memory().answered(
                                 &path,
                                 text_hash(&t.content),
                                 &checked.diagnostics,
+                                since,
                             );
                         }
                     }
@@ -901,6 +905,7 @@ impl LanguageServers {
             }
         };
         let hash = text_hash(&text);
+        let since = self.lsp.rechecks();
         let remembered = {
             let mut memory = self.memory();
             memory.asked(&path);
@@ -924,7 +929,8 @@ impl LanguageServers {
                     }
                     return not_known(uri, &checked.down);
                 }
-                self.memory().answered(&path, hash, &checked.diagnostics);
+                self.memory()
+                    .answered(&path, hash, &checked.diagnostics, since);
                 checked.diagnostics
             }
             // The client's own check (its baseline before an edit made without a diff) within
@@ -952,7 +958,7 @@ impl LanguageServers {
                 if !fresh {
                     return not_known(uri, &down);
                 }
-                self.memory().answered(&path, hash, &diagnostics);
+                self.memory().answered(&path, hash, &diagnostics, since);
                 diagnostics
             }
         };
@@ -1145,12 +1151,17 @@ impl LanguageServers {
             if Instant::now() >= deadline {
                 break;
             }
+            let since = self.lsp.rechecks();
             let checked = self.ask_within(path, text, Some(deadline), hard);
             if checked.fresh {
                 self.memory()
-                    .answered(path, text_hash(text), &checked.diagnostics);
+                    .answered(path, text_hash(text), &checked.diagnostics, since);
             }
         }
+        // The files the servers check again because one they may include changed (clangd,
+        // which leaves them as they were: a header handed over above): their answers for the
+        // header's new text, rather than what they held for its old one, within the same bound.
+        self.lsp.await_rechecks(deadline);
         let _listing = self.listing.lock().unwrap_or_else(|e| e.into_inner());
         let mut files: BTreeMap<String, Vec<Diagnostic>> = self
             .lsp

@@ -27,6 +27,11 @@ pub(crate) struct Caps {
     /// Which of them it is (its `serverInfo` name): how it takes the request and names what it
     /// answers.
     pub tsserver_kind: TsServerKind,
+    /// Whether it leaves its other open documents' diagnostics as they were when a file they
+    /// may include changes (clangd, by its `serverInfo` name or its program's name:
+    /// [`crate::table::leaves_dependents_unchecked`]): the bridge then checks them again
+    /// ([`State::recheck_others`]).
+    pub stale_dependents: bool,
 }
 
 /// The part of a server's `initialize` answer the bridge reads. Each capability it uses is read
@@ -124,6 +129,9 @@ impl Caps {
             },
             tsserver: commands.is_some_and(|o| o.commands.iter().any(|c| c == TSSERVER_REQUEST)),
             tsserver_kind: TsServerKind::from_name(name.as_deref()),
+            stale_dependents: name
+                .as_deref()
+                .is_some_and(crate::table::leaves_dependents_unchecked),
             ..Caps::default()
         };
         match diagnostics {

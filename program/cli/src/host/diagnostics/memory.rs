@@ -11,6 +11,8 @@ use claude_ide_bridge_files::{Error, Text, Workspace};
 #[cfg(doc)]
 use super::LanguageServers;
 use super::{read, PENDING, RECENT};
+#[cfg(doc)]
+use claude_ide_bridge_lsp::Lsp;
 
 /// [`read`], with the [`Stamp`] of the file taken before (a change during the read is then
 /// one more, not one missed). A file written within its file system's clock tick of the read
@@ -51,6 +53,10 @@ pub(super) struct Memory {
     /// for [`LanguageServers::refresh_open`] (at most [`MAX_TRACKED`]; those the servers no
     /// longer have open are dropped there).
     pub(super) on_disk: HashMap<PathBuf, Option<Stamp>>,
+    /// The servers' count of documents checked again ([`Lsp::rechecks`]) when `answers` were
+    /// last looked at: once it moved, a file's diagnostics may have changed with another file
+    /// (a header), and the answers remembered for its text are forgotten ([`Memory::rechecked`]).
+    pub(super) rechecks: u64,
 }
 
 /// Files [`Memory::on_disk`] keeps at most: the servers keep up to 200 each open.
@@ -136,7 +142,30 @@ impl Memory {
         true
     }
 
-    pub(super) fn answered(&mut self, path: &Path, hash: u64, diagnostics: &[Diagnostic]) {
+    /// The servers' count of documents checked again is `rechecks` ([`Lsp::rechecks`]): when it
+    /// moved, the answers remembered are forgotten. An answer belongs to the text it was
+    /// computed for, and to the files that text includes as they were: a header changed since
+    /// makes it another file's answer.
+    pub(super) fn rechecked(&mut self, rechecks: u64) {
+        if rechecks != self.rechecks {
+            self.rechecks = rechecks;
+            self.answers.clear();
+        }
+    }
+
+    /// Remembers `diagnostics` as the answer for `path` holding text `hash`, asked when the
+    /// servers' count of documents checked again was `since` ([`Memory::rechecked`]): not when
+    /// it moved meanwhile (the answer may be for a header's old text).
+    pub(super) fn answered(
+        &mut self,
+        path: &Path,
+        hash: u64,
+        diagnostics: &[Diagnostic],
+        since: u64,
+    ) {
+        if since != self.rechecks {
+            return;
+        }
         self.answers.retain(|(p, _, _)| p != path);
         self.answers
             .push_back((path.to_path_buf(), hash, diagnostics.to_vec()));

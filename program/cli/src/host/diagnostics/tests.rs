@@ -163,7 +163,7 @@ fn the_check_before_a_write_is_answered_from_memory() {
     let mut m = Memory::default();
     // Nothing accepted: ask the server.
     assert_eq!(m.before_write(a, 1, t0), None);
-    m.answered(a, 1, std::slice::from_ref(&err));
+    m.answered(a, 1, std::slice::from_ref(&err), 0);
     // Accepted text 2 while the disk holds 1: the last answer for 1.
     m.changed(a, Some(2), t0);
     assert_eq!(m.before_write(a, 1, t0), Some(Some(vec![err.clone()])));
@@ -185,7 +185,7 @@ fn the_check_before_a_write_is_answered_from_memory() {
     for i in 0..100 {
         let p = PathBuf::from(format!("/w/{i}.py"));
         m.changed(&p, Some(i), t0);
-        m.answered(&p, i, &[]);
+        m.answered(&p, i, &[], 0);
     }
     assert!(m.recent.len() <= RECENT && m.pending.len() <= RECENT && m.answers.len() <= RECENT);
 }

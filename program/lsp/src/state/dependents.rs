@@ -1,0 +1,116 @@
+//! Documents checked again when a file they may include changes, for a server that leaves them
+//! as they were ([`Caps::stale_dependents`]: clangd).
+//!
+//! clangd checks a document again only when its own text changes: then it reads again the
+//! headers changed on disk since its last check (its preamble is checked against their length
+//! and time). It watches no files. So once a header open beside a source was changed and
+//! written, the source's diagnostics were those of the old header, and stayed so, answered as
+//! current, until the source itself changed: an error the header's fix removed stayed, and one
+//! it brought was never told. Such a document is given a new version of the same text
+//! ([`State::recheck`]), and its diagnostics count again only once the server has answered for
+//! that version.
+
+use std::sync::atomic::Ordering;
+
+use lsp_types::notification::Notification;
+
+#[cfg(doc)]
+use super::caps::Caps;
+#[cfg(doc)]
+use super::LspLimits;
+use super::State;
+use crate::rpc;
+
+/// `textDocument/didChange` with no change and clangd's `forceRebuild`: a new version of the
+/// same text, checked anew. Without `forceRebuild`, clangd answers nothing for a version whose
+/// text and included files are as they were (its "inputs are the same" shortcut), and a caller
+/// waiting for that version's answer would wait in vain.
+pub(super) enum Recheck {}
+
+/// [`Recheck`]'s params: `contentChanges` empty (the text is the server's), `forceRebuild` set.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct RecheckParams {
+    text_document: lsp_types::VersionedTextDocumentIdentifier,
+    content_changes: [(); 0],
+    force_rebuild: bool,
+}
+
+impl Notification for Recheck {
+    type Params = RecheckParams;
+    const METHOD: &'static str = "textDocument/didChange";
+}
+
+impl State {
+    /// `changed`, a document of this server, now holds its new text on disk: when the server
+    /// leaves the documents that may include it as they were ([`Caps::stale_dependents`]) and
+    /// it is a file that may be included ([`crate::table::may_be_included`]), its other open
+    /// documents are checked again: the [`LspLimits::max_rechecks`] used last at once
+    /// ([`State::recheck`]), the others marked to be at their next sync (when they are asked
+    /// about, or handed over). A document whose check again is still queued is not sent
+    /// another: a burst of changes costs one message per document until the writer takes them.
+    pub(crate) fn recheck_others(&mut self, changed: &str) {
+        if !self.caps.stale_dependents
+            || !self.caps.change
+            || !self.is_running()
+            || !crate::table::may_be_included(changed)
+        {
+            return;
+        }
+        let mut others: Vec<(u64, String)> = (self.docs.iter())
+            .filter(|(p, _)| p.as_str() != changed)
+            .map(|(p, d)| (d.last_used, p.clone()))
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        // The most recently used first.
+        others.sort_unstable_by(|a, b| b.cmp(a));
+        let at_once = self.limits.max_rechecks;
+        for (i, (_, path)) in others.into_iter().enumerate() {
+            if i < at_once {
+                let queued = self.docs.get(&path).and_then(|d| d.rechecked);
+                if queued != Some(self.takes) {
+                    self.recheck(&path);
+                }
+            } else if let Some(doc) = self.docs.get_mut(&path) {
+                doc.stale = true;
+            }
+        }
+        self.rechecks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Checks `path`, open in the server, again: a new version of the same text ([`Recheck`]).
+    /// Its diagnostics held are then for an older version: not fresh until the server answers
+    /// for this one ([`State::fresh_for`]). False when it is not open, or the server not running.
+    pub(crate) fn recheck(&mut self, path: &str) -> bool {
+        if !self.is_running() {
+            return false;
+        }
+        let Some(uri) = rpc::uri(path) else {
+            return false;
+        };
+        let (seq, takes) = (self.seq, self.takes);
+        let version = self.versions.saturating_add(1);
+        let Some(doc) = self.docs.get_mut(path) else {
+            return false;
+        };
+        doc.version = version;
+        doc.synced_seq = seq;
+        doc.synced_at = std::time::Instant::now();
+        doc.rechecked = Some(takes);
+        doc.stale = false;
+        self.versions = version;
+        self.notify::<Recheck>(&RecheckParams {
+            text_document: lsp_types::VersionedTextDocumentIdentifier { uri, version },
+            content_changes: [],
+            force_rebuild: true,
+        });
+        true
+    }
+
+    /// Whether a document checked again ([`State::recheck`]) has no answer for its version yet.
+    pub(crate) fn rechecking(&self) -> bool {
+        (self.docs.iter()).any(|(p, d)| d.rechecked.is_some() && !self.fresh_for(p, d.version))
+    }
+}
