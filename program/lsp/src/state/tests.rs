@@ -2377,3 +2377,213 @@ fn no_message_sent_holds_a_null_the_protocol_does_not_allow() {
         }
     }
 }
+
+/// A running clangd as the bridge sees it (its `initialize` answer's capabilities and name), with
+/// `limits`.
+fn clangd_state(limits: LspLimits) -> State {
+    let mut s = State::new(limits, vec![]);
+    s.begin(42, None);
+    let init = frames(&mut s);
+    let caps = json!({"textDocumentSync": {"openClose": true, "change": 2, "save": true}});
+    let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {
+        "capabilities": caps, "serverInfo": {"name": "clangd", "version": "14.0.6"}}});
+    s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    assert!(s.is_running() && s.caps.stale_dependents);
+    frames(&mut s);
+    s
+}
+
+/// The documents of the queued checks again (`didChange` without changes, `forceRebuild` set),
+/// with their versions.
+fn rechecked(frames: &[Value]) -> Vec<(String, i64)> {
+    frames
+        .iter()
+        .filter(|m| m["method"] == "textDocument/didChange" && m["params"]["forceRebuild"] == true)
+        .map(|m| {
+            assert_eq!(m["params"]["contentChanges"], json!([]), "{m}");
+            let doc = &m["params"]["textDocument"];
+            (
+                doc["uri"].as_str().unwrap().to_owned(),
+                doc["version"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Opens `paths` in `s` in this order (the last used last), each answered for its text.
+fn open_answered(s: &mut State, paths: &[&str]) {
+    for path in paths {
+        s.sync(path, "c", &format!("// {path}\n"));
+        let version = s.version(path).unwrap();
+        publish(s, path, Some(version), 1);
+        assert!(s.fresh(path));
+    }
+    frames(s);
+}
+
+/// A header written with a new text: clangd's other open document gets a new version of its same
+/// text, checked anew; what it held is no longer fresh until the server answers for the new
+/// version.
+#[test]
+fn a_written_header_has_the_other_open_documents_checked_again() {
+    let mut s = clangd_state(LspLimits::default());
+    open_answered(&mut s, &["/w/main.c", "/w/x.h"]);
+    let before = s.version("/w/main.c").unwrap();
+    let rechecks = s.rechecks.load(std::sync::atomic::Ordering::Relaxed);
+    s.sync("/w/x.h", "c", "int helper(void);\n");
+    let sent = frames(&mut s);
+    let methods: Vec<&str> = sent.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        methods,
+        [
+            "textDocument/didChange",
+            "textDocument/didSave",
+            "textDocument/didChange"
+        ]
+    );
+    let version = s.version("/w/main.c").unwrap();
+    assert!(version > before && version > s.version("/w/x.h").unwrap());
+    assert_eq!(
+        rechecked(&sent),
+        [(file_uri("/w/main.c"), i64::from(version))]
+    );
+    assert!(!s.fresh("/w/main.c"));
+    assert!(s.rechecking());
+    assert_eq!(
+        s.rechecks.load(std::sync::atomic::Ordering::Relaxed),
+        rechecks + 1
+    );
+    // The diagnostics of the old version are still known (for `getDiagnostics {}`), not fresh.
+    assert_eq!(s.known("/w/main.c").len(), 1);
+    // The same text again (a question about it): nothing more sent, still waiting.
+    s.sync("/w/main.c", "c", "// /w/main.c\n");
+    assert!(frames(&mut s).is_empty());
+    assert_eq!(s.version("/w/main.c"), Some(version));
+    publish(&mut s, "/w/main.c", Some(version), 0);
+    assert!(s.fresh("/w/main.c") && !s.rechecking());
+    assert!(s.known("/w/main.c").is_empty());
+}
+
+/// A header's text handed over ahead of its write (an accepted diff) checks nothing again: the
+/// header on disk is still the old one, which clangd would read. Once the file holds it
+/// ([`State::written`]), the others are checked again.
+#[test]
+fn a_header_handed_over_ahead_of_its_write_rechecks_once_written() {
+    let mut s = clangd_state(LspLimits::default());
+    open_answered(&mut s, &["/w/main.c", "/w/x.h"]);
+    let text = SharedText::new("int helper(void);\n");
+    s.sync_shared("/w/x.h", "c", &text, Disk::Ahead);
+    let sent = frames(&mut s);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(rechecked(&sent).is_empty());
+    assert!(s.fresh("/w/main.c"));
+    assert!(s.owes_save("/w/x.h", &text));
+    s.written("/w/x.h", &text);
+    let sent = frames(&mut s);
+    assert_eq!(sent[0]["method"], "textDocument/didSave");
+    let version = i64::from(s.version("/w/main.c").unwrap());
+    assert_eq!(rechecked(&sent), [(file_uri("/w/main.c"), version)]);
+    assert!(!s.fresh("/w/main.c"));
+    // Told once: the next sync of the same text owes nothing.
+    assert!(!s.owes_save("/w/x.h", &text));
+}
+
+/// Nothing is checked again for a change of a source (not included by others), nor by a server
+/// that checks its open documents again itself, nor for a lone document.
+#[test]
+fn sources_other_servers_and_lone_documents_recheck_nothing() {
+    let mut s = clangd_state(LspLimits::default());
+    open_answered(&mut s, &["/w/main.c", "/w/x.h"]);
+    s.sync("/w/main.c", "c", "int main(void) { return 0; }\n");
+    assert!(rechecked(&frames(&mut s)).is_empty());
+    assert!(s.fresh("/w/x.h"));
+
+    let mut lone = clangd_state(LspLimits::default());
+    open_answered(&mut lone, &["/w/x.h"]);
+    lone.sync("/w/x.h", "c", "int y;\n");
+    assert!(rechecked(&frames(&mut lone)).is_empty());
+    assert_eq!(lone.rechecks.load(std::sync::atomic::Ordering::Relaxed), 0);
+
+    let mut other = running(
+        json!({"textDocumentSync": {"openClose": true, "change": 2, "save": true}}),
+        LspLimits::default(),
+    );
+    assert!(!other.caps.stale_dependents);
+    open_answered(&mut other, &["/w/main.c", "/w/x.h"]);
+    other.sync("/w/x.h", "c", "int y;\n");
+    assert!(rechecked(&frames(&mut other)).is_empty());
+    assert!(other.fresh("/w/main.c"));
+}
+
+/// A clangd that does not name itself is known by its program's name.
+#[test]
+fn clangd_is_known_by_its_programs_name_too() {
+    let mut s = State::new(LspLimits::default(), vec![]);
+    s.name = Some("clangd".to_owned());
+    s.begin(42, None);
+    let init = frames(&mut s);
+    let answer = json!({"jsonrpc": "2.0", "id": init[0]["id"], "result": {"capabilities": {"textDocumentSync": 2}}});
+    s.handle(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    assert!(s.caps.stale_dependents);
+}
+
+/// At most [`LspLimits::max_rechecks`] documents are checked again at once, those used last;
+/// the others are checked again at their next sync (a question about them), once.
+#[test]
+fn rechecks_at_once_are_bounded_and_the_others_wait_for_their_next_sync() {
+    let limits = LspLimits {
+        max_rechecks: 2,
+        ..LspLimits::default()
+    };
+    let mut s = clangd_state(limits);
+    let docs = ["/w/a.c", "/w/b.c", "/w/c.c", "/w/d.c", "/w/x.h"];
+    open_answered(&mut s, &docs);
+    s.sync("/w/x.h", "c", "int helper(void);\n");
+    let mut now: Vec<String> = rechecked(&frames(&mut s))
+        .into_iter()
+        .map(|(u, _)| u)
+        .collect();
+    now.sort();
+    assert_eq!(now, [file_uri("/w/c.c"), file_uri("/w/d.c")]);
+    // Those not checked again yet still pass for fresh until they are asked about...
+    assert!(s.fresh("/w/a.c"));
+    // ... then they are checked again, and wait for the answer.
+    s.sync("/w/a.c", "c", "// /w/a.c\n");
+    let sent = rechecked(&frames(&mut s));
+    let version = s.version("/w/a.c").unwrap();
+    assert_eq!(sent, [(file_uri("/w/a.c"), i64::from(version))]);
+    assert!(!s.fresh("/w/a.c"));
+    s.sync("/w/a.c", "c", "// /w/a.c\n");
+    assert!(frames(&mut s).is_empty(), "checked again once");
+    // A real change of a document marked makes the mark moot.
+    s.sync("/w/b.c", "c", "int b;\n");
+    let sent = frames(&mut s);
+    assert!(rechecked(&sent).is_empty(), "{sent:?}");
+    s.sync("/w/b.c", "c", "int b;\n");
+    assert!(frames(&mut s).is_empty());
+    s.check_bounds();
+}
+
+/// A burst of header changes before the writer took the first check again sends it once.
+#[test]
+fn a_burst_of_header_changes_queues_one_recheck_per_document() {
+    let mut s = clangd_state(LspLimits::default());
+    open_answered(&mut s, &["/w/main.c", "/w/x.h", "/w/y.h"]);
+    s.sync("/w/x.h", "c", "int one;\n");
+    s.sync("/w/y.h", "c", "int two;\n");
+    s.sync("/w/x.h", "c", "int three;\n");
+    let sent = rechecked(&frames(&mut s));
+    let main: Vec<_> = sent
+        .iter()
+        .filter(|(u, _)| *u == file_uri("/w/main.c"))
+        .collect();
+    assert_eq!(main.len(), 1, "{sent:?}");
+    assert_eq!(main[0].1, i64::from(s.version("/w/main.c").unwrap()));
+    // Taken by the writer: the next change sends another.
+    s.sync("/w/x.h", "c", "int four;\n");
+    let sent = rechecked(&frames(&mut s));
+    assert!(
+        sent.iter().any(|(u, _)| *u == file_uri("/w/main.c")),
+        "{sent:?}"
+    );
+}
