@@ -190,6 +190,28 @@ fn the_check_before_a_write_is_answered_from_memory() {
     assert!(m.recent.len() <= RECENT && m.pending.len() <= RECENT && m.answers.len() <= RECENT);
 }
 
+/// An answer remembered for a file's text is forgotten once the servers checked documents
+/// again because a file they may include changed (a header under clangd): it belongs to the
+/// header's old text too. One asked before such a check again and answered after is not kept.
+#[test]
+fn answers_are_forgotten_once_documents_were_checked_again() {
+    let (a, t0) = (Path::new("/w/main.c"), Instant::now());
+    let err = error_on_line_0("implicit declaration");
+    let mut m = Memory::default();
+    m.answered(a, 1, std::slice::from_ref(&err), 0);
+    m.changed(a, Some(2), t0);
+    m.rechecked(0);
+    assert_eq!(m.before_write(a, 1, t0), Some(Some(vec![err.clone()])));
+    // A header changed: the answer is no longer known (never the old one in its place).
+    m.rechecked(1);
+    assert_eq!(m.before_write(a, 1, t0), Some(None));
+    // Asked before that check again, answered after it: not kept.
+    m.answered(a, 1, std::slice::from_ref(&err), 0);
+    assert_eq!(m.before_write(a, 1, t0), Some(None));
+    m.answered(a, 1, &[], 1);
+    assert_eq!(m.before_write(a, 1, t0), Some(Some(Vec::new())));
+}
+
 /// A text written with CRLF line ends or a byte-order mark is the same text to the memory (the
 /// client's Write tool keeps a file's); any other difference is not.
 #[test]
