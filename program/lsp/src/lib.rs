@@ -17,7 +17,8 @@
 //!   passes over;
 //! - `state`: one server's documents, requests and diagnostics, bounded, pure (`state/caps.rs`:
 //!   what the server supports and `initialize`; `state/check.rs`: tsserver checks on request;
-//!   `state/watched.rs`: its watched-file registrations);
+//!   `state/watched.rs`: its watched-file registrations; `state/dependents.rs`: clangd's open
+//!   documents checked again when a header they may include changes);
 //! - `merge`: one file's diagnostics from a language's several servers, merged;
 //! - `server`: the process and its reader, writer and stderr threads;
 //! - `log`: servers' stderr, bounded, to a file or nowhere;
