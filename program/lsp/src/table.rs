@@ -443,8 +443,10 @@ pub fn server_name(program: &str) -> String {
 
 /// Whether the server named `name` (its `serverInfo` name, or its program's [`server_name`])
 /// leaves the diagnostics of its other open documents as they were when a file they may include
-/// changes: clangd checks a document again only when its own text changes (then it also reads
-/// again the headers changed on disk since its last check), and watches no files. The other
+/// changes: clangd checks a document again when its own text changes (then it also reads again
+/// the headers changed on disk since its last check), and watches no files; told of a save, it
+/// checks its open documents again under the versions they had, an answer the client cannot
+/// tell from the one for the header's old text. The other
 /// servers of the table check their open documents again themselves (pyright, tsserver,
 /// rust-analyzer and gopls do when another document changes). The bridge checks such a
 /// server's other open documents again when a file they may include changes

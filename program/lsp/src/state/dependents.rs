@@ -1,14 +1,14 @@
 //! Documents checked again when a file they may include changes, for a server that leaves them
 //! as they were ([`Caps::stale_dependents`]: clangd).
 //!
-//! clangd checks a document again only when its own text changes: then it reads again the
-//! headers changed on disk since its last check (its preamble is checked against their length
-//! and time). It watches no files. So once a header open beside a source was changed and
-//! written, the source's diagnostics were those of the old header, and stayed so, answered as
-//! current, until the source itself changed: an error the header's fix removed stayed, and one
-//! it brought was never told. Such a document is given a new version of the same text
-//! ([`State::recheck`]), and its diagnostics count again only once the server has answered for
-//! that version.
+//! clangd checks a document again when its own text changes, reading again the headers changed
+//! on disk since its last check (its preamble is checked against their length and time), and
+//! watches no files. Told of a save (`didSave`) it checks its open documents again too, but
+//! under the versions they had: its new answer for a source cannot be told from the one it gave
+//! for the header's old text, which the bridge held and answered as current (an error the
+//! header's fix removed stayed in the client's check after the edit, and one it brought was not
+//! told). Such a document is given a new version of the same text ([`State::recheck`]), and its
+//! diagnostics count again only once the server has answered for that version.
 
 use std::sync::atomic::Ordering;
 
