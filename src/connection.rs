@@ -78,7 +78,7 @@ fn outbound(s: &Session) -> usize {
 
 /// What an answer adds to its result in the output queue, at most, unless its id is long: the
 /// frame's header and the JSON-RPC envelope.
-pub(crate) const ANSWER_FRAMING: usize = 4096;
+const ANSWER_FRAMING: usize = 4096;
 
 /// The error an answer too large for what the output queue has left is replaced by.
 #[cold]
@@ -835,8 +835,10 @@ impl Connection {
     /// Answer the pending call `seq`: `NotPending` when it is not pending (answered, cancelled,
     /// or the connection is done or closing), `WrongKind` when it is a call of the other kind.
     ///
-    /// `pressure` is the output queued for all connections, when it may refuse this answer
-    /// (`None`: it cannot, see [`Pressure::least_share`]).
+    /// `pressure` is the output queued for all connections, or `None` when not added up yet:
+    /// then an answer that could pass the connection's share of `max_outbound_total` (past
+    /// [`Pressure::least_share`]) is not taken, and `Ok(false)` asks the caller to add it up and
+    /// answer again (out of every small answer's way); else `Ok(true)`.
     pub(crate) fn answer(
         &mut self,
         seq: u64,
@@ -844,7 +846,7 @@ impl Connection {
         body: Result<&[u8], &RpcError>,
         pressure: Option<Pressure>,
         cx: &mut EndpointCx,
-    ) -> Result<(), ApiError> {
+    ) -> Result<bool, ApiError> {
         if self.is_finished() {
             return Err(ApiError::NotPending);
         }
@@ -868,16 +870,21 @@ impl Connection {
         let body = match body {
             Ok(b) => {
                 let taken = outbound(s);
-                if b.len() + ANSWER_FRAMING + taken > max {
+                let len = b.len() + ANSWER_FRAMING;
+                if len + taken > max {
                     refused = too_large(b.len(), taken, max);
                     Err(&refused)
-                } else if let Some(p) =
-                    pressure.filter(|p| p.refuses(taken, b.len() + ANSWER_FRAMING))
-                {
-                    refused = over_share(b.len(), taken, &p);
-                    Err(&refused)
-                } else {
+                } else if len + taken <= Pressure::least_share(&cx.config.limits) {
                     Ok(b)
+                } else {
+                    match pressure {
+                        None => return Ok(false),
+                        Some(p) if p.refuses(taken, len) => {
+                            refused = over_share(b.len(), taken, &p);
+                            Err(&refused)
+                        }
+                        Some(_) => Ok(b),
+                    }
                 }
             }
             body => body,
@@ -891,7 +898,7 @@ impl Connection {
             self.mark_dirty(cx);
             self.after_output(cx);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Send a notification if the connection is initialized and not closing, and its queued

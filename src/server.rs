@@ -5,7 +5,7 @@
 //!
 //! See the crate documentation for the drive loop.
 
-use crate::connection::{Connection, ANSWER_FRAMING};
+use crate::connection::Connection;
 use crate::jsonrpc::RpcError;
 use crate::limits::Pressure;
 use crate::notify::Notification;
@@ -395,24 +395,26 @@ impl Server {
         body: Result<&[u8], &RpcError>,
         compat: bool,
     ) -> Result<(), ApiError> {
-        // The output queued for every connection is added up only for an answer that could
-        // pass the connection's share of `max_outbound_total` (off every small answer's way).
-        let limits = &self.config.limits;
-        let pressure = match (body, self.conns.get(&call.conn.0)) {
-            (Ok(b), Some(c))
-                if c.outbound() + b.len() + ANSWER_FRAMING > Pressure::least_share(limits) =>
-            {
-                Some(self.pressure())
+        // The output queued for every connection is added up only for an answer that could pass
+        // its connection's share of `max_outbound_total` (then the answer is given again, once:
+        // with the total known, `answer` always answers).
+        let mut pressure = None;
+        loop {
+            let answered = self.with_same_timers(call.conn, |c, cx| {
+                c.answer(call.seq, compat, body, pressure, cx)
+            });
+            match answered {
+                Some(Ok(true)) => return Ok(()),
+                Some(Ok(false)) => pressure = Some(self.pressure()),
+                Some(Err(e)) => return Err(e),
+                None => return Err(ApiError::NotPending),
             }
-            _ => None,
-        };
-        self.with_same_timers(call.conn, |c, cx| {
-            c.answer(call.seq, compat, body, pressure, cx)
-        })
-        .unwrap_or(Err(ApiError::NotPending))
+        }
     }
 
     /// The output queued for every connection now, against `max_outbound_total`.
+    #[cold]
+    #[inline(never)]
     fn pressure(&self) -> Pressure {
         let (mut total, mut holders) = (0usize, 0);
         for c in self.conns.values() {
