@@ -484,8 +484,12 @@ impl ServerProcess {
                     });
                     state = next;
                 }
+                // Not answered for a check again of the same text in time: what the server said
+                // of the text before it ([`State::held_from_before_recheck`]).
+                let fresh =
+                    state.fresh_for(path, mine) || state.held_from_before_recheck(path, mine);
                 return Checked {
-                    fresh: settled && state.is_running() && state.fresh_for(path, mine),
+                    fresh: settled && state.is_running() && fresh,
                     diagnostics: state.known(path),
                     down: Vec::new(),
                 };

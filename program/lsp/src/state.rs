@@ -97,6 +97,10 @@ struct Doc {
     /// A file it may include changed on disk since its last check, and it was not checked again
     /// then (past [`LspLimits::max_rechecks`]): it is at its next sync.
     stale: bool,
+    /// The version it had when it was first checked again with this text ([`State::recheck`]):
+    /// an answer for that version or a later one of the same text is what the server said of
+    /// this text with its included files as they were ([`State::held_from_before_recheck`]).
+    before_recheck: Option<i32>,
 }
 
 /// Whether the text a sync hands over is what the file on disk holds.
@@ -670,6 +674,7 @@ impl State {
             doc.unsaved = disk == Disk::Ahead;
             doc.rechecked = None;
             doc.stale = false;
+            doc.before_recheck = None;
             doc.version = version;
             doc.hash = hash;
             doc.synced_seq = seq;
@@ -725,6 +730,7 @@ impl State {
                     unsaved: disk == Disk::Ahead,
                     rechecked: None,
                     stale: false,
+                    before_recheck: None,
                 },
             );
             self.versions = version;
@@ -885,6 +891,22 @@ impl State {
     #[cfg(test)]
     pub fn fresh(&self, path: &str) -> bool {
         self.version(path).is_some_and(|v| self.fresh_for(path, v))
+    }
+
+    /// Whether the diagnostics held for `path` are the server's answer for the text of `version`
+    /// from before a check again of it ([`State::recheck`]: a header it may include changed),
+    /// still not answered for its newer version: what a caller that waited in vain for that
+    /// answer is given, as the text's diagnostics with its included files as they were (clangd
+    /// takes seconds to check a large C++ file again; it was answered at once before, and
+    /// "not known" until clangd answered would leave the client without a baseline).
+    pub fn held_from_before_recheck(&self, path: &str, version: i32) -> bool {
+        let (Some(doc), Some(stored)) = (self.docs.get(path), self.diags.get(path)) else {
+            return false;
+        };
+        let Some(base) = doc.before_recheck.filter(|_| doc.version == version) else {
+            return false;
+        };
+        stored.version.is_some_and(|v| v >= base && v < version)
     }
 
     /// Whether the diagnostics held for `path` are for `version`, the text a caller synced: a

@@ -463,11 +463,12 @@ pub fn leaves_dependents_unchecked(name: &str) -> bool {
     name == "clangd" || name.starts_with("clangd-")
 }
 
-/// Whether the file at `path` may be included by another (C and C++ `#include`): every file but
-/// a translation unit's own source (`.c`, `.cc`, `.cpp`, `.cxx`, `.c++`, `.C`, `.m`, `.mm`), which
-/// is compiled on its own and not included in practice. A change of such a source leaves the
-/// other open documents of a server that [`leaves_dependents_unchecked`] as they were: a header
-/// open beside it would otherwise be checked again at each edit of the source.
+/// Whether the file at `path` is one C and C++ code includes (`#include`): a header by its
+/// extension (`.h`, `.hh`, `.hpp`, `.hxx`, `.h++`, `.H`, `.inc`, `.inl`, `.ipp`, `.tcc`, `.tpp`,
+/// `.def`), or a name without one (`<vector>`). A translation unit's own source (`.c`, `.cpp`,
+/// ...) is compiled on its own: its change leaves the other open documents of a server that
+/// [`leaves_dependents_unchecked`] as they were (each check again costs the server a rebuild of
+/// the document's headers: seconds for a large C++ file).
 ///
 /// ```
 /// use claude_ide_bridge_lsp::table::may_be_included;
@@ -476,11 +477,16 @@ pub fn leaves_dependents_unchecked(name: &str) -> bool {
 /// assert!(may_be_included("/ws/include/vector"));
 /// assert!(!may_be_included("/ws/main.c"));
 /// assert!(!may_be_included("/ws/app.cpp"));
+/// assert!(!may_be_included("/ws/notes.txt"));
 /// ```
 pub fn may_be_included(path: &str) -> bool {
-    const SOURCES: [&str; 8] = ["c", "cc", "cpp", "cxx", "c++", "C", "m", "mm"];
-    let ext = Path::new(path).extension().and_then(OsStr::to_str);
-    !ext.is_some_and(|e| SOURCES.contains(&e))
+    const HEADERS: [&str; 12] = [
+        "h", "hh", "hpp", "hxx", "h++", "H", "inc", "inl", "ipp", "tcc", "tpp", "def",
+    ];
+    match Path::new(path).extension() {
+        Some(ext) => ext.to_str().is_some_and(|e| HEADERS.contains(&e)),
+        None => true,
+    }
 }
 
 /// Whether `command`, its program found at `found`, is a language server: `tsc --lsp` only when

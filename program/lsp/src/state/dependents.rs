@@ -67,17 +67,22 @@ impl State {
         // The most recently used first.
         others.sort_unstable_by(|a, b| b.cmp(a));
         let at_once = self.limits.max_rechecks;
+        let mut moved = false;
         for (i, (_, path)) in others.into_iter().enumerate() {
             if i < at_once {
                 let queued = self.docs.get(&path).and_then(|d| d.rechecked);
                 if queued != Some(self.takes) {
-                    self.recheck(&path);
+                    moved |= self.recheck(&path);
                 }
             } else if let Some(doc) = self.docs.get_mut(&path) {
+                moved |= !doc.stale;
                 doc.stale = true;
             }
         }
-        self.rechecks.fetch_add(1, Ordering::Relaxed);
+        // (Not when every one was already waiting for a check again: nothing new to forget.)
+        if moved {
+            self.rechecks.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Checks `path`, open in the server, again: a new version of the same text ([`Recheck`]).
@@ -95,6 +100,7 @@ impl State {
         let Some(doc) = self.docs.get_mut(path) else {
             return false;
         };
+        doc.before_recheck.get_or_insert(doc.version);
         doc.version = version;
         doc.synced_seq = seq;
         doc.synced_at = std::time::Instant::now();

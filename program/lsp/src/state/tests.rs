@@ -2464,6 +2464,38 @@ fn a_written_header_has_the_other_open_documents_checked_again() {
     assert!(s.known("/w/main.c").is_empty());
 }
 
+/// A document checked again and not yet answered for its new version holds what the server said
+/// of its text before (its included files as they were): what a caller that waited in vain is
+/// given (a large C++ file takes clangd seconds to check again; "not known" meanwhile left the
+/// client without a baseline, the review of the change). Never once its text changed, nor an
+/// answer from before the text it has.
+#[test]
+fn a_document_checked_again_holds_its_texts_answer_from_before_until_answered() {
+    let mut s = clangd_state(LspLimits::default());
+    open_answered(&mut s, &["/w/main.c", "/w/x.h"]);
+    let before = s.version("/w/main.c").unwrap();
+    assert!(!s.held_from_before_recheck("/w/main.c", before));
+    s.sync("/w/x.h", "c", "int helper(void);\n");
+    frames(&mut s);
+    let v1 = s.version("/w/main.c").unwrap();
+    assert!(!s.fresh_for("/w/main.c", v1));
+    assert!(s.held_from_before_recheck("/w/main.c", v1));
+    // Checked again twice before an answer: still the answer from before.
+    s.sync("/w/x.h", "c", "int helper(int);\n");
+    frames(&mut s);
+    let v2 = s.version("/w/main.c").unwrap();
+    assert!(v2 > v1 && s.held_from_before_recheck("/w/main.c", v2));
+    assert!(!s.held_from_before_recheck("/w/main.c", v1));
+    publish(&mut s, "/w/main.c", Some(v2), 0);
+    assert!(s.fresh_for("/w/main.c", v2) && !s.held_from_before_recheck("/w/main.c", v2));
+    // Its own text changed: nothing from before counts.
+    s.sync("/w/x.h", "c", "int helper(long);\n");
+    frames(&mut s);
+    s.sync("/w/main.c", "c", "int main(void) { return 0; }\n");
+    let v3 = s.version("/w/main.c").unwrap();
+    assert!(!s.fresh_for("/w/main.c", v3) && !s.held_from_before_recheck("/w/main.c", v3));
+}
+
 /// A header's text handed over ahead of its write (an accepted diff) checks nothing again: the
 /// header on disk is still the old one, which clangd would read. Once the file holds it
 /// ([`State::written`]), the others are checked again.
