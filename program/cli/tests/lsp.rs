@@ -578,6 +578,86 @@ fn a_header_edited_through_the_bridge_is_seen_by_the_source_including_it() {
     assert_eq!(s.stop(), 0);
 }
 
+/// A header fixed while clangd takes seconds to check large C++ sources again (each includes the
+/// standard library, its headers rebuilt): the client's own question about one of them is
+/// answered at once (what clangd said of its text before, or its new answer), never "not known",
+/// which left the client without a baseline for seconds after every header write; and the
+/// model's question is never answered the error the fix removed as current: it is given clangd's
+/// new answer, or told it is not known yet (the reviews of the change).
+#[test]
+fn sources_slow_to_check_again_answer_the_client_at_once_and_the_model_truly() {
+    require("clangd", "apt-get install clangd");
+    let sb = Sandbox::new();
+    fs::write(sb.ws.join("compile_flags.txt"), "-std=c++17\n-xc++\n").unwrap();
+    const HEAVY: &str =
+        "#include <iostream>\n#include <vector>\n#include <map>\n#include <regex>\n\
+                         #include <algorithm>\n#include <functional>\n#include <memory>\n";
+    const UNDECLARED: &str = "helper";
+    let header = sb.ws.join("x.h");
+    fs::write(&header, "int other();\n").unwrap();
+    let sources: Vec<PathBuf> = (0..4)
+        .map(|i| {
+            let p = sb.ws.join(format!("s{i}.cpp"));
+            let text = format!("{HEAVY}#include \"x.h\"\nint f{i}() {{ return helper(); }}\n");
+            fs::write(&p, text).unwrap();
+            p
+        })
+        .collect();
+    let log = sb.root().join("lsp.log");
+    // The model's questions wait as long as by default (1.5 s), not the tests' 30 s.
+    let args = ["--runtime", "threads", "--lsp-log", log.to_str().unwrap()];
+    let mut s = Served::start(
+        &sb,
+        &[
+            &args[..],
+            &[
+                "--lsp",
+                "cpp=clangd",
+                "--lsp",
+                "h=clangd",
+                "--on-diff",
+                "accept",
+            ],
+        ]
+        .concat(),
+    );
+    let mut c = Session::new(&s);
+    for p in &sources {
+        ask_until(&mut c, p, "the undeclared helper", |m| {
+            mentions(m, UNDECLARED)
+        });
+    }
+    // claude's edit of the header, written; the client's question about the header hands its new
+    // text over (and has the sources checked again), and those about the sources come at once.
+    let fixed = "int other();\nint helper();\n";
+    let r = c.call("openDiff", open_diff_args(&header, fixed, "t1"));
+    assert_eq!(texts(&r)[0], "FILE_SAVED", "{r}");
+    fs::write(&header, fixed).unwrap();
+    let (r, _) = c.client_call("getDiagnostics", json!({"uri": uri(&header)}));
+    assert!(!is_error(&r), "{r}");
+    for (i, p) in sources.iter().enumerate() {
+        let (r, took) = c.client_call("getDiagnostics", json!({"uri": uri(p)}));
+        eprintln!("the client's question about s{i}.cpp: {took:?}");
+        assert!(!is_error(&r), "not known to the client: {r}");
+        let id = c.c.send_request(
+            "tools/call",
+            json!({"name": "getDiagnostics", "arguments": {"uri": uri(p)},
+                   "_meta": {"claudecode/toolUseId": format!("toolu_{i}")}}),
+        );
+        let r = loop {
+            let v = c.c.recv_json(SLOW).expect("an answer");
+            if v["id"] == json!(id) {
+                break v;
+            }
+        };
+        assert!(
+            is_error(&r) || !r.to_string().contains(UNDECLARED),
+            "the model was told the error the fix removed: {r}"
+        );
+    }
+    assert_eq!(s.stop(), 0);
+}
+
 #[test]
 fn reformat_file_through_a_server_that_formats() {
     require("ruff", "pip install ruff");

@@ -102,6 +102,12 @@ pub struct Checked {
     /// does not make them stale: it is named in [`Checked::down`]. One that exited and is
     /// started again does, as a late one does.
     pub fresh: bool,
+    /// Not fresh, but what the servers said of this very text before a file it includes changed
+    /// (clangd checking it again, `State::held_from_before_recheck`), given to a caller bound by
+    /// its client's timeout ([`Lsp::check_by`]) when the new answer did not come within a short
+    /// grace: the client is answered as it was before that change, at once, rather than
+    /// "not known" for the seconds a large C++ file takes. Not an answer to remember.
+    pub from_before: bool,
     /// The servers of the file's set whose diagnostics are missing from the answer, with why
     /// (shown as `ruff server: not running (exited)`, `pylsp: no answer in time`).
     pub down: Vec<Down>,
@@ -182,6 +188,7 @@ impl Checked {
         Checked {
             diagnostics,
             fresh: false,
+            from_before: false,
             down: Vec::new(),
         }
     }
@@ -516,6 +523,7 @@ impl Lsp {
             return Checked {
                 diagnostics: Vec::new(),
                 fresh: true,
+                from_before: false,
                 down: Vec::new(),
             };
         }
@@ -556,9 +564,14 @@ impl Lsp {
                     .collect()
             })
         };
+        // From before a header's change when one server's is and each other's is fresh (or not
+        // awaited).
+        let from_before = answers.iter().any(|(c, _)| c.from_before)
+            && (answers.iter()).all(|(c, awaited)| c.fresh || c.from_before || !awaited);
         let mut merged = Checked {
             diagnostics: Vec::new(),
             fresh: answers.iter().any(|(c, _)| c.fresh),
+            from_before: false,
             down: Vec::new(),
         };
         for (checked, awaited) in answers {
@@ -566,6 +579,7 @@ impl Lsp {
             merged.diagnostics.extend(checked.diagnostics);
             merged.down.extend(checked.down);
         }
+        merged.from_before = from_before && !merged.fresh;
         merged
     }
 
@@ -1092,7 +1106,10 @@ impl Inner {
             return left_out();
         }
         let (mut checked, running) = match self.await_start(server, deadline, hard) {
-            Some(deadline) => (server.diagnostics(key, language, text, deadline), true),
+            Some(deadline) => (
+                server.diagnostics(key, language, text, deadline, hard),
+                true,
+            ),
             // Still starting past the start wait (`deadline`, with `hard`): late, not down (its `initialize` timeout ends
             // it): what the set answers is not known for this text without it.
             None => (

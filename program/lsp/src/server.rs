@@ -29,6 +29,13 @@ const SERVER_CANCELLED: i64 = -32802;
 /// "content modified": the document changed while the server worked on the request.
 const CONTENT_MODIFIED: i64 = -32801;
 
+/// How long a caller bound by its client's timeout waits for the answer for a text the server
+/// checks again because a file it includes changed, before it is answered what the server said
+/// of the text before ([`ServerProcess::diagnostics`]): a small C file is checked again in
+/// tens of milliseconds, a large C++ one in seconds (its headers rebuilt), and the client's
+/// baseline waits 500 ms at most, in which the bridge's own answer must fit.
+const RECHECK_GRACE: Duration = Duration::from_millis(150);
+
 pub(crate) struct StateMonitor {
     state: Mutex<State>,
     cond: Condvar,
@@ -418,13 +425,17 @@ impl ServerProcess {
     }
 
     /// Syncs `text` and answers the diagnostics computed for it: pulled when the server offers pulls, else the
-    /// ones published for this version; past `deadline`, what is known (not fresh).
+    /// ones published for this version; past `deadline`, what is known (not fresh). With `hard` (a caller
+    /// bound by its client's timeout), a text the server checks again because a file it includes changed
+    /// ([`State::held_from_before_recheck`]) is waited for only [`RECHECK_GRACE`], then answered what the
+    /// server said of it before ([`Checked::from_before`]).
     pub fn diagnostics(
         &self,
         path: &str,
         language: &str,
         text: &SharedText<'_>,
         deadline: Instant,
+        hard: bool,
     ) -> Checked {
         // The version this text has in the server, taken in the same hold of the lock as the
         // sync: an answer counts only for it (a sync of another text meanwhile, an accepted diff,
@@ -455,7 +466,12 @@ impl ServerProcess {
                 }
             }
             if !state.caps.pull {
-                let (mut state, _) = self.shared.wait_until(state, deadline, |s| {
+                let before = hard && state.held_from_before_recheck(path, mine);
+                let until = match before {
+                    true => deadline.min(Instant::now() + RECHECK_GRACE),
+                    false => deadline,
+                };
+                let (mut state, _) = self.shared.wait_until(state, until, |s| {
                     s.fresh_for(path, mine) || !s.is_running() || s.caps.pull
                 });
                 if state.caps.pull && state.is_running() && Instant::now() < deadline {
@@ -484,12 +500,16 @@ impl ServerProcess {
                     });
                     state = next;
                 }
-                // Not answered for a check again of the same text in time: what the server said
-                // of the text before it ([`State::held_from_before_recheck`]).
-                let fresh =
-                    state.fresh_for(path, mine) || state.held_from_before_recheck(path, mine);
+                let fresh = settled && state.is_running() && state.fresh_for(path, mine);
+                // Not answered for a check again of the same text within the grace: what the
+                // server said of the text before it, for a caller bound by its client's timeout.
+                let from_before = !fresh
+                    && hard
+                    && state.is_running()
+                    && state.held_from_before_recheck(path, mine);
                 return Checked {
-                    fresh: settled && state.is_running() && fresh,
+                    fresh,
+                    from_before,
                     diagnostics: state.known(path),
                     down: Vec::new(),
                 };
@@ -524,6 +544,7 @@ impl ServerProcess {
                             return Checked {
                                 diagnostics: known,
                                 fresh: true,
+                                from_before: false,
                                 down: Vec::new(),
                             };
                         }
@@ -540,6 +561,7 @@ impl ServerProcess {
                             return Checked {
                                 diagnostics,
                                 fresh: true,
+                                from_before: false,
                                 down: Vec::new(),
                             };
                         }
@@ -594,6 +616,7 @@ impl ServerProcess {
         }
         Some(Checked {
             fresh: outcome == Some(true) && state.is_running() && state.fresh_for(path, mine),
+            from_before: false,
             diagnostics: state.known(path),
             down: Vec::new(),
         })

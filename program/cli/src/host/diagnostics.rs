@@ -921,7 +921,9 @@ impl LanguageServers {
             Some(None) => {
                 let deadline = asked_at + BASELINE_WAIT;
                 let checked = self.ask_within(&path, &text, Some(deadline), true);
-                if !checked.fresh {
+                // (What the server said of this text before a header it includes changed, not
+                // answered anew in time, is the client's answer, not one to remember.)
+                if !checked.fresh && !checked.from_before {
                     if checked.diagnostics.is_empty() {
                         if let Some(answer) = self.unavailable_answer(uri, &language) {
                             return answer;
@@ -929,8 +931,10 @@ impl LanguageServers {
                     }
                     return not_known(uri, &checked.down);
                 }
-                self.memory()
-                    .answered(&path, hash, &checked.diagnostics, since);
+                if checked.fresh {
+                    self.memory()
+                        .answered(&path, hash, &checked.diagnostics, since);
+                }
                 checked.diagnostics
             }
             // The client's own check (its baseline before an edit made without a diff) within
@@ -940,6 +944,7 @@ impl LanguageServers {
                 let Checked {
                     diagnostics,
                     fresh,
+                    from_before,
                     down,
                 } = if asker == Asker::Client {
                     let deadline = asked_at + BASELINE_WAIT;
@@ -954,11 +959,16 @@ impl LanguageServers {
                 }
                 // Only an answer for this very text may stand in for it later (the check before
                 // a write), and only such an answer is given: one the deadline cut short may be
-                // another text's, or nothing yet.
-                if !fresh {
+                // another text's, or nothing yet. The client's own check is given what the server
+                // said of this text before a header it includes changed, when the new answer
+                // does not come in time ([`Checked::from_before`]: seconds for a large C++
+                // file), not the model's question, which is told it is not known yet.
+                if !fresh && !from_before {
                     return not_known(uri, &down);
                 }
-                self.memory().answered(&path, hash, &diagnostics, since);
+                if fresh {
+                    self.memory().answered(&path, hash, &diagnostics, since);
+                }
                 diagnostics
             }
         };
