@@ -505,7 +505,9 @@ impl Lsp {
     /// [`Lsp::check`], never past `deadline`: a server still starting then (the first call of a
     /// language, or one that restarts a server that crashed) makes the answer late
     /// ([`Checked::fresh`] false) at `deadline`, however long [`LspConfig::start_wait`] is. For a
-    /// caller bound by its client's own timeout, to which a late answer is worth more than none.
+    /// caller bound by its client's own timeout, to which a late answer is worth more than none;
+    /// a text the server checks again because a file it includes changed is waited for at most
+    /// 150 ms, then answered [`Checked::from_before`].
     pub fn check_by(&self, path: &Path, text: &str, deadline: Instant) -> Checked {
         self.check_until(path, text, deadline, true)
     }
@@ -566,7 +568,7 @@ impl Lsp {
         };
         // From before a header's change when one server's is and each other's is fresh (or not
         // awaited).
-        let from_before = answers.iter().any(|(c, _)| c.from_before)
+        let from_before = answers.iter().any(|(c, awaited)| c.from_before && *awaited)
             && (answers.iter()).all(|(c, awaited)| c.fresh || c.from_before || !awaited);
         let mut merged = Checked {
             diagnostics: Vec::new(),
@@ -1132,6 +1134,7 @@ impl Inner {
             Phase::Exited(why) => {
                 checked.diagnostics.clear();
                 checked.fresh = false;
+                checked.from_before = false;
                 let why = format!("not running ({why})");
                 checked.down.push(member.down(match member.restarts_left {
                     true => DownReason::Restarting(why),

@@ -895,10 +895,10 @@ impl State {
 
     /// Whether the diagnostics held for `path` are the server's answer for the text of `version`
     /// from before a check again of it ([`State::recheck`]: a header it may include changed),
-    /// still not answered for its newer version: what a caller that waited in vain for that
-    /// answer is given, as the text's diagnostics with its included files as they were (clangd
-    /// takes seconds to check a large C++ file again; it was answered at once before, and
-    /// "not known" until clangd answered would leave the client without a baseline).
+    /// still not answered for its newer version: what a question bound by the client's timeout
+    /// is given after a short grace ([`crate::Checked::from_before`]), as the text's diagnostics
+    /// with its included files as they were (clangd takes seconds to check a large C++ file
+    /// again; "not known" until it answered left the client without a baseline).
     pub fn held_from_before_recheck(&self, path: &str, version: i32) -> bool {
         let (Some(doc), Some(stored)) = (self.docs.get(path), self.diags.get(path)) else {
             return false;

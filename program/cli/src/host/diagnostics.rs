@@ -922,8 +922,10 @@ impl LanguageServers {
                 let deadline = asked_at + BASELINE_WAIT;
                 let checked = self.ask_within(&path, &text, Some(deadline), true);
                 // (What the server said of this text before a header it includes changed, not
-                // answered anew in time, is the client's answer, not one to remember.)
-                if !checked.fresh && !checked.from_before {
+                // answered anew in time, is an answer for the client's own question only, and
+                // not one to remember.)
+                let from_before = checked.from_before && asker == Asker::Client;
+                if !checked.fresh && !from_before {
                     if checked.diagnostics.is_empty() {
                         if let Some(answer) = self.unavailable_answer(uri, &language) {
                             return answer;
