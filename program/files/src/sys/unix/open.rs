@@ -392,19 +392,22 @@ fn remove_left_temps(dir: OwnedFd, age: std::time::Duration) {
 /// (a swap too, but on XFS), and nothing sets that time back, unlike the time of last write
 /// (`rsync -a`, `touch -d`).
 fn changed_regular(dir: BorrowedFd<'_>, name: &str) -> Option<std::time::SystemTime> {
-    let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+    let st = regular_at(dir, name)?;
     let written = system_time(st.st_mtime, st.st_mtime_nsec)?;
-    let changed = system_time(st.st_ctime, st.st_ctime_nsec)?;
-    regular.then(|| written.max(changed))
+    Some(written.max(system_time(st.st_ctime, st.st_ctime_nsec)?))
 }
 
 /// When `name` of `dir` was last written, if it is a regular file (a link not followed): what the
 /// listing's walk dates files by.
 fn modified_regular(dir: BorrowedFd<'_>, name: &str) -> Option<std::time::SystemTime> {
-    let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
-    regular.then(|| system_time(st.st_mtime, st.st_mtime_nsec))?
+    let st = regular_at(dir, name)?;
+    system_time(st.st_mtime, st.st_mtime_nsec)
+}
+
+/// What `name` of `dir` is (a link not followed), if it is a regular file.
+fn regular_at(dir: BorrowedFd<'_>, name: &str) -> Option<Stat> {
+    let st = stat_at(dir, OsStr::new(name))?;
+    (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile).then_some(st)
 }
 
 /// A time in seconds and nanoseconds since 1970 (as `stat` gives them) as a `SystemTime`; before
