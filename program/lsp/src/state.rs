@@ -90,17 +90,23 @@ struct Doc {
     /// Handed over ahead of its write ([`Disk::Ahead`]): its `didSave` is owed once the file on
     /// disk holds it ([`State::written`]).
     unsaved: bool,
-    /// Set while its version is a check again of the same text ([`State::recheck`]), with the
-    /// count of outbox takes when it was queued ([`State::takes`]): while that count has not
-    /// moved, the message is still queued, and another change needs no second one.
-    rechecked: Option<u64>,
+    /// Set once it was checked again with this text ([`State::recheck`]), until its text changes.
+    rechecked: Option<Rechecked>,
     /// A file it may include changed on disk since its last check, and it was not checked again
     /// then (past [`LspLimits::max_rechecks`]): it is at its next sync.
     stale: bool,
-    /// The version it had when it was first checked again with this text ([`State::recheck`]):
-    /// an answer for that version or a later one of the same text is what the server said of
-    /// this text with its included files as they were ([`State::held_from_before_recheck`]).
-    before_recheck: Option<i32>,
+}
+
+/// A document's checks again with its present text ([`Doc::rechecked`]).
+#[derive(Debug, Clone, Copy)]
+struct Rechecked {
+    /// The count of outbox takes when the last was queued ([`State::takes`]): while that count
+    /// has not moved, the message is still queued, and another change needs no second one.
+    take: u64,
+    /// The version it had when first checked again with this text: an answer for that version
+    /// or a later one of the same text is what the server said of this text with its included
+    /// files as they were ([`State::held_from_before_recheck`]).
+    base: i32,
 }
 
 /// Whether the text a sync hands over is what the file on disk holds.
@@ -674,7 +680,6 @@ impl State {
             doc.unsaved = disk == Disk::Ahead;
             doc.rechecked = None;
             doc.stale = false;
-            doc.before_recheck = None;
             doc.version = version;
             doc.hash = hash;
             doc.synced_seq = seq;
@@ -730,7 +735,6 @@ impl State {
                     unsaved: disk == Disk::Ahead,
                     rechecked: None,
                     stale: false,
-                    before_recheck: None,
                 },
             );
             self.versions = version;
@@ -741,8 +745,8 @@ impl State {
     }
 
     /// Whether the server has `shared` for `path` as handed over [`Disk::Ahead`] of its write, and
-    /// asks for `didSave` (or checks again the documents that may include it): then, once the file holds it (the caller reads it, outside the lock),
-    /// [`State::written`] tells the server.
+    /// asks for `didSave` (or checks again the documents that may include it): then, once the
+    /// file holds it (the caller reads it, outside the lock), [`State::written`] tells the server.
     pub fn owes_save(&self, path: &str, shared: &SharedText<'_>) -> bool {
         // A server that leaves the documents including it as they were is owed the write too:
         // they are checked again once the file holds the text ([`State::recheck_others`]).
@@ -903,10 +907,10 @@ impl State {
         let (Some(doc), Some(stored)) = (self.docs.get(path), self.diags.get(path)) else {
             return false;
         };
-        let Some(base) = doc.before_recheck.filter(|_| doc.version == version) else {
+        let Some(r) = doc.rechecked.filter(|_| doc.version == version) else {
             return false;
         };
-        stored.version.is_some_and(|v| v >= base && v < version)
+        stored.version.is_some_and(|v| v >= r.base && v < version)
     }
 
     /// Whether the diagnostics held for `path` are for `version`, the text a caller synced: a

@@ -18,7 +18,7 @@ use lsp_types::notification::Notification;
 use super::caps::Caps;
 #[cfg(doc)]
 use super::LspLimits;
-use super::State;
+use super::{Rechecked, State};
 use crate::rpc;
 
 /// `textDocument/didChange` with no change and clangd's `forceRebuild`: a new version of the
@@ -71,7 +71,7 @@ impl State {
         for (i, (_, path)) in others.into_iter().enumerate() {
             if i < at_once {
                 let queued = self.docs.get(&path).and_then(|d| d.rechecked);
-                if queued != Some(self.takes) {
+                if queued.is_none_or(|r| r.take != self.takes) {
                     moved |= self.recheck(&path);
                 }
             } else if let Some(doc) = self.docs.get_mut(&path) {
@@ -100,11 +100,11 @@ impl State {
         let Some(doc) = self.docs.get_mut(path) else {
             return false;
         };
-        doc.before_recheck.get_or_insert(doc.version);
+        let base = doc.rechecked.map_or(doc.version, |r| r.base);
+        doc.rechecked = Some(Rechecked { take: takes, base });
         doc.version = version;
         doc.synced_seq = seq;
         doc.synced_at = std::time::Instant::now();
-        doc.rechecked = Some(takes);
         doc.stale = false;
         self.versions = version;
         self.notify::<Recheck>(&RecheckParams {
