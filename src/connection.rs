@@ -148,6 +148,9 @@ pub(crate) struct Connection {
     tools_untold: bool,
     /// A late timer ([`LATE_WAKE`]) was forgiven since the peer was last heard: the next is not.
     forgave_late: bool,
+    /// The peer took some of its output since it was last heard: alive, when its input is not
+    /// read because its output is past `pause_input_above` ([`Connection::wants_input`]).
+    took_output: bool,
     /// How the client names files ([`crate::Server::set_client_paths`]).
     paths: ClientPaths,
     /// From `notifications/initialized` until the client is ready for it, what it is sent then
@@ -227,6 +230,7 @@ impl Connection {
             in_dirty: false,
             tools_untold: false,
             forgave_late: false,
+            took_output: false,
             paths: ClientPaths::AsGiven,
             welcome: None,
         }
@@ -353,6 +357,12 @@ impl Connection {
         self.session.as_deref().map_or(0, outbound)
     }
 
+    /// Whether the host should read more of this connection's input now: not while its output
+    /// (with its batches' held answers) is above `above` (`Limits::pause_input_above`).
+    pub(crate) fn wants_input(&self, above: usize) -> bool {
+        self.outbound() <= above
+    }
+
     /// Upgraded and not finished: a live WebSocket connection.
     pub(crate) fn is_live(&self) -> bool {
         matches!(self.state, Lifecycle::Open(_) | Lifecycle::Closing { .. })
@@ -445,6 +455,7 @@ impl Connection {
         // does not move the peer's last word back.
         self.last_rx = self.last_rx.max(now);
         self.forgave_late = false;
+        self.took_output = false;
         if self.is_upgrading() {
             data = match self.upgrade.read_head(data) {
                 HeadRead::Partial => return,
@@ -665,6 +676,7 @@ impl Connection {
         if n > 0 {
             if let Some(s) = &mut self.session {
                 s.ws.sender.advance(n);
+                self.took_output = true;
             }
         }
         // Room again, maybe, for news it missed.
@@ -803,7 +815,14 @@ impl Connection {
                 // the peer, late by more than `LATE_WAKE`, a host paused, perhaps with the peer's
                 // answer to the last ping unread: forgiven once until the peer is heard again, so
                 // that a dead peer is still dropped within an interval or two of the usual time.
-                let silent = now >= self.last_rx + 2 * interval;
+                let mut silent = now >= self.last_rx + 2 * interval;
+                // Its input unread because its output is past `pause_input_above`, a peer that
+                // takes the output is alive: its answers to the pings may be in the socket.
+                if silent && self.took_output && !self.wants_input(l.pause_input_above) {
+                    self.last_rx = now;
+                    self.took_output = false;
+                    silent = false;
+                }
                 let slept = !interval.is_zero()
                     && (now > deadline + interval
                         || (silent && now > deadline + LATE_WAKE && !self.forgave_late));

@@ -36,10 +36,19 @@ pub struct Limits {
     /// replaced by JSON-RPC error `-32000` saying so, and a notification so is left out for it.
     /// Clients that ask for large answers and stop reading hold their shares, and a client that
     /// reads, holding little, is answered up to its share (at least this divided by
-    /// `max_connections`). Answers the engine writes itself (`tools/list`, errors) are held to
-    /// `max_outbound` alone. Each connection is held to `max_outbound` besides; zero refuses
+    /// `max_connections`). Answers the engine writes itself (`tools/list`, errors) are not
+    /// refused for it: a runtime stops reading a client that does not read them
+    /// ([`Limits::pause_input_above`]), and they are held to `max_outbound`. Each connection is held to `max_outbound` besides; zero refuses
     /// every answer and all news.
     pub max_outbound_total: usize,
+    /// Output queued for a connection (with its batches' answers held until they are whole)
+    /// above which [`Server::wants_input`](crate::Server::wants_input) is false: a runtime stops
+    /// reading that connection until the peer has read enough, so that a client that sends
+    /// requests and never reads holds about this much output plus what the requests of one read
+    /// are answered with, not `max_outbound`. While the queue is above it, a peer that takes the
+    /// output is not dropped as silent (its answers to the pings may wait unread). Hosts that
+    /// read regardless are held to `max_outbound`, as before.
+    pub pause_input_above: usize,
     /// Most entries in a JSON-RPC batch.
     pub max_batch: usize,
     /// Most calls in progress on one connection (handed to the host, not answered yet); a call past
@@ -70,6 +79,7 @@ impl Default for Limits {
             max_fragments: 4096,
             max_outbound: 64 * 1024 * 1024,
             max_outbound_total: 128 * 1024 * 1024,
+            pause_input_above: 1024 * 1024,
             max_batch: 64,
             max_pending_calls: 256,
             ping_interval: Duration::from_secs(30),

@@ -204,6 +204,32 @@ impl Server {
         self.conns.get(&conn.0).map_or(&[], Connection::transmit)
     }
 
+    /// Whether the host should read more of `conn`'s input now: `false` while the output queued
+    /// for it is above [`Limits::pause_input_above`](crate::Limits::pause_input_above) (its peer
+    /// sends requests faster than it reads the answers). A runtime that stops reading then, until
+    /// [`Server::advance_transmit`] has taken the queue back under it, holds such a peer to that
+    /// much output instead of [`Limits::max_outbound`](crate::Limits::max_outbound): what it
+    /// sends meanwhile waits in its socket. `true` for an unknown connection (its input is
+    /// ignored).
+    ///
+    /// ```
+    /// use claude_ide_bridge::{ConnectionId, Server};
+    /// use std::time::Instant;
+    ///
+    /// /// Reads `conn`'s socket only while the engine wants its input.
+    /// fn read_some(server: &mut Server, conn: ConnectionId, read: impl FnOnce() -> Vec<u8>) -> bool {
+    ///     if !server.wants_input(conn) {
+    ///         return false; // written out first: read again after `advance_transmit`
+    ///     }
+    ///     server.handle_input(conn, &read(), Instant::now());
+    ///     true
+    /// }
+    /// ```
+    pub fn wants_input(&self, conn: ConnectionId) -> bool {
+        let above = self.config.limits.pause_input_above;
+        (self.conns.get(&conn.0)).is_none_or(|c| c.wants_input(above))
+    }
+
     /// `n` bytes of [`Server::transmit`] were written.
     pub fn advance_transmit(&mut self, conn: ConnectionId, n: usize) {
         self.with_same_timers(conn, |c, cx| c.advance_transmit(n, cx));

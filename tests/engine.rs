@@ -2326,6 +2326,83 @@ fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_a
     assert!(m.len() == 1 && answered(&m) == 1);
 }
 
+/// Sends `tools/list` requests on `conn` (the engine answers them itself) without reading the
+/// answers, while the engine wants input; how many were sent.
+fn list_tools_unread(p: &mut Pair, conn: ConnectionId, most: i64) -> i64 {
+    let mut sent = 0;
+    while p.server.wants_input(conn) && sent < most {
+        sent += 1;
+        let list = json!({"jsonrpc": "2.0", "id": sent, "method": "tools/list"});
+        let f = p.masked_frame(OpCode::Text, true, list.to_string().as_bytes());
+        p.server.handle_input(conn, &f, p.now);
+    }
+    sent
+}
+
+/// A client that sends requests the engine answers itself and never reads is no longer read once
+/// its output is past `pause_input_above` (a runtime that follows `wants_input` holds it to that,
+/// where it was held to `max_outbound`: ten such clients, 640 MiB), and is read again once it has
+/// read some; the other connections are read all along.
+#[test]
+fn a_client_that_does_not_read_its_answers_is_not_read_past_pause_input_above() {
+    let mut p = Pair::with_config(|c| c.limits.pause_input_above = 64 * 1024);
+    let (quiet, other) = (p.connect_initialized(), p.connect_initialized());
+    assert!(p.server.wants_input(quiet));
+    let sent = list_tools_unread(&mut p, quiet, 100_000);
+    assert!(
+        !p.server.wants_input(quiet),
+        "still read after {sent} requests"
+    );
+    assert!(p.server.wants_input(other));
+    // Held past the mark by one answer at most, where `max_outbound` (64 MiB) held it before.
+    let queued = p.server.transmit(quiet).len();
+    let one = queued / sent as usize + 1;
+    assert!(queued > 64 * 1024 && queued <= 64 * 1024 + one, "{queued}");
+    // Once it reads most of it, it is read again; all its requests were answered.
+    let read = p.server.transmit(quiet)[..queued - 16 * 1024].to_vec();
+    p.server.advance_transmit(quiet, read.len());
+    assert!(p.server.wants_input(quiet));
+    p.inbox.insert(quiet, read);
+    let answers = p.read_one(quiet);
+    assert_eq!(answers.len(), sent as usize);
+    assert!(answers.iter().all(|m| m["result"]["tools"].is_array()));
+    assert!(p.closed.is_empty() && !p.server.should_close(quiet));
+    // Unknown connections: their input is ignored anyway.
+    assert!(p.server.wants_input(ConnectionId(9_999)));
+}
+
+/// While its input is not read because its output is past `pause_input_above`, a peer's answers
+/// to the pings wait unread: one that takes its output is not dropped as silent, one that takes
+/// nothing is, within the usual two intervals.
+#[test]
+fn a_peer_whose_input_waits_for_its_output_is_alive_while_it_reads() {
+    let mut p = Pair::with_config(|c| c.limits.pause_input_above = 16 * 1024);
+    let c = p.connect_initialized();
+    list_tools_unread(&mut p, c, 100_000);
+    assert!(!p.server.wants_input(c));
+    let interval = p.server.config().limits.ping_interval;
+    // It takes a little of its output in each interval: alive after many intervals of silence.
+    for _ in 0..6 {
+        p.now += interval;
+        p.server.advance_transmit(c, 100);
+        p.server.handle_timeout(p.now);
+        assert!(!p.server.should_close(c), "dropped while it reads");
+    }
+    assert!(!p.server.wants_input(c));
+    // Then it takes nothing: dropped as silent.
+    for _ in 0..3 {
+        p.now += interval;
+        p.server.handle_timeout(p.now);
+    }
+    assert!(p.server.should_close(c));
+    p.server.handle_close(c);
+    let gone = p.take_events();
+    assert!(
+        gone.iter().any(|e| matches!(e, Event::Disconnected { conn, reason: DisconnectReason::PingTimeout } if *conn == c)),
+        "{gone:?}"
+    );
+}
+
 /// The answers of a batch, held until it is whole, count with the output queued: a client that
 /// sends its calls in batches (protocol 2025-03-26) is held to its share as one that does not.
 #[test]

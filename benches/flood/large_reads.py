@@ -8,7 +8,12 @@ turn, in one run (so that they see the same machine): the bridge's peak resident
 its resident memory at rest before and 2 s after, and the small reads' wait (median and longest).
 Each bridge is `serve --no-lsp` on a workspace of its own, started and stopped by this script.
 
+With `--flood list`, the CLIENTS connections instead send `tools/list` requests (which the
+engine answers itself, 60 bytes in, kilobytes out) as fast as the bridge reads them, and never
+read the answers.
+
 Usage: benches/flood/large_reads.py BIN [BIN ...] [--clients 8] [--secs 20] [--runtime threads]
+       [--flood read|list]
 Linux (/proc). Results: BENCHMARKS.md, "Flood of large reads".
 """
 import argparse
@@ -114,22 +119,37 @@ class Bridge:
         self.dir.cleanup()
 
 
-def run(binary: str, clients: int, secs: float, runtime: str) -> dict:
+def run(binary: str, clients: int, secs: float, runtime: str, flood: str) -> dict:
     bridge = Bridge(binary, runtime)
     rest_kb = bridge.memory_kb()[0]
     stop = time.time() + secs
     waits = []
 
+    dropped = []
+
     def flooder():
         try:
             s, _ = bridge.connect(rcvbuf=4096)
             n = 0
+            if flood == "list":
+                # Sent until the bridge stops taking them (its reading paused, and the socket
+                # buffers full), then held open, unread, until the end.
+                s.settimeout(1)
+                while time.time() < stop:
+                    chunk = b"".join(request(n + i, "tools/list", {}) for i in range(1, 101))
+                    n += 100
+                    try:
+                        s.sendall(chunk)
+                    except TimeoutError:
+                        break
+                time.sleep(max(0, stop - time.time()))
+                return
             while time.time() < stop:
                 n += 1
                 s.sendall(request(n, "readFile", {"path": "big.txt"}))
                 time.sleep(0.02)
         except OSError:
-            pass  # dropped: its output queue was full
+            dropped.append(1)  # dropped: its output queue was full
 
     def reader():
         s, buf = bridge.connect()
@@ -158,6 +178,7 @@ def run(binary: str, clients: int, secs: float, runtime: str) -> dict:
     after_kb, peak_kb = bridge.memory_kb()
     bridge.stop()
     return {"binary": binary, "runtime": runtime, "clients": clients, "rest_kb": rest_kb,
+            "flood": flood, "dropped": len(dropped),
             "peak_kb": peak_kb, "after_kb": after_kb, "small_reads": len(waits),
             "wait_ms_median": round(statistics.median(waits), 1), "wait_ms_max": round(max(waits), 1)}
 
@@ -168,9 +189,10 @@ def main():
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--secs", type=float, default=20)
     parser.add_argument("--runtime", default="threads", choices=["threads", "smol"])
+    parser.add_argument("--flood", default="read", choices=["read", "list"])
     args = parser.parse_args()
     for binary in args.binaries:
-        print(json.dumps(run(binary, args.clients, args.secs, args.runtime)), flush=True)
+        print(json.dumps(run(binary, args.clients, args.secs, args.runtime, args.flood)), flush=True)
 
 
 if __name__ == "__main__":

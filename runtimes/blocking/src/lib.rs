@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 pub use claude_ide_bridge_runtime::api::*;
 
 use claude_ide_bridge_runtime::{
-    send_now, shut_down, stop_listening, Events, Next, RunningServer, Wire,
+    send_now, shut_down, stop_listening, AfterInput, Events, Next, RunningServer, Wire,
 };
 use claude_ide_bridge_runtime::{BACKLOG_POLL, READ_CHUNK, STOP_GRACE};
 
@@ -58,6 +58,8 @@ fn bell() -> (SyncSender<()>, Receiver<()>) {
 struct Conn {
     stream: Arc<TcpStream>,
     bell: SyncSender<()>,
+    /// Wakes the reader waiting for the peer to read its output.
+    resume: SyncSender<()>,
 }
 
 impl Wire for Conn {
@@ -71,6 +73,9 @@ impl Wire for Conn {
     }
     fn wake_writer(&self) {
         let _ = self.bell.try_send(());
+    }
+    fn wake_reader(&self) {
+        let _ = self.resume.try_send(());
     }
 }
 
@@ -148,10 +153,15 @@ impl Threads {
         let stream = Arc::new(stream);
         let (reader, writer) = (stream.clone(), stream.clone());
         let (ring, bell) = bell();
-        let wire = Box::new(Conn { stream, bell: ring });
+        let (resume, resumed) = self::bell();
+        let wire = Box::new(Conn {
+            stream,
+            bell: ring,
+            resume,
+        });
         self.shared.add(wire, |conn| {
             self.spawn(format!("ide-bridge-read-{}", conn.0), move |me| {
-                me.read_loop(conn, reader)
+                me.read_loop(conn, reader, resumed)
             })?;
             self.spawn(format!("ide-bridge-write-{}", conn.0), move |me| {
                 me.write_loop(conn, writer, bell)
@@ -160,7 +170,7 @@ impl Threads {
         Ok(())
     }
 
-    fn read_loop(&self, conn: ConnectionId, stream: Arc<TcpStream>) {
+    fn read_loop(&self, conn: ConnectionId, stream: Arc<TcpStream>, resumed: Receiver<()>) {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             if self.shared.pause_reading(conn) {
@@ -170,7 +180,13 @@ impl Threads {
             }
             match (&*stream).read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => _ = self.shared.input(conn, &buf[..n]),
+                Ok(n) => {
+                    if self.shared.input(conn, &buf[..n]) == AfterInput::WaitForOutput {
+                        // Until the peer has read enough, or the connection ends (woken then
+                        // too, or its wire dropped: the reader reads on and meets the end).
+                        while self.shared.output_waits(conn) && resumed.recv().is_ok() {}
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }

@@ -2,6 +2,7 @@
 //! who is running it, the answers held back while it works through a burst, and the step that
 //! writes new output from the thread that produced it or wakes the connection's writer.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 
@@ -177,30 +178,64 @@ pub trait Wire: Send {
     fn shutdown(&self);
     /// Wakes the connection's writer (a wake-up while it is not waiting is kept for its next wait).
     fn wake_writer(&self);
+    /// Wakes the connection's reader, waiting for the peer to read its output
+    /// ([`AfterInput::WaitForOutput`](crate::AfterInput::WaitForOutput)); a wake-up while it is
+    /// not waiting is kept for its next wait.
+    fn wake_reader(&self);
 }
 
-/// A connection: its socket, and whether its writer holds a chunk of the output in flight
-/// (nobody else may write until the writer has advanced).
+/// A connection: its socket, whether its writer holds a chunk of the output in flight (nobody
+/// else may write until the writer has advanced), and whether its reader waits for the peer to
+/// read its output ([`AfterInput::WaitForOutput`](crate::AfterInput::WaitForOutput)), to be woken
+/// by whoever writes the output back under the engine's mark ([`wake_reader_if_wanted`]).
 pub(crate) struct Conn {
     pub(crate) wire: Box<dyn Wire>,
     pub(crate) writing: bool,
+    pub(crate) reading_paused: Cell<bool>,
+}
+
+impl Conn {
+    pub(crate) fn new(wire: Box<dyn Wire>) -> Conn {
+        Conn {
+            wire,
+            writing: false,
+            reading_paused: Cell::new(false),
+        }
+    }
+}
+
+/// After some of `conn`'s output was written: its reader, waiting for that, is woken once the
+/// engine wants its input again (`Server::wants_input`).
+pub(crate) fn wake_reader_if_wanted(core: &Core, conn: ConnectionId, c: &Conn) {
+    if c.reading_paused.get() && core.server.wants_input(conn) {
+        c.reading_paused.set(false);
+        c.wire.wake_reader();
+    }
 }
 
 /// Writes `conn`'s pending output now, from the calling thread, without blocking. True when
 /// everything was written and the writer has nothing to do; false when the socket was full (or
 /// failed: the writer meets the error and acts on it) or the connection is to be closed.
-pub(crate) fn write_now(core: &mut Core, conn: ConnectionId, wire: &dyn Wire) -> bool {
-    loop {
+pub(crate) fn write_now(core: &mut Core, conn: ConnectionId, c: &Conn) -> bool {
+    let mut wrote = false;
+    let done = loop {
         let out = core.server.transmit(conn);
         if out.is_empty() {
-            return !core.server.should_close(conn);
+            break !core.server.should_close(conn);
         }
-        match wire.try_send(out) {
-            Ok(n) if n > 0 => core.server.advance_transmit(conn, n),
+        match c.wire.try_send(out) {
+            Ok(n) if n > 0 => {
+                core.server.advance_transmit(conn, n);
+                wrote = true;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            _ => return false,
+            _ => break false,
         }
+    };
+    if wrote {
+        wake_reader_if_wanted(core, conn, c);
     }
+    done
 }
 
 /// Acts on the connections a [`Core::drain`] found ready (`ready`, emptied): shuts down those to
@@ -226,7 +261,7 @@ pub(crate) fn act_on_ready(
         } else if hold && core.server.transmit(conn).len() < MAX_HELD_BYTES {
             delivery.hold(conn);
             continue;
-        } else if inline && !c.writing && !stopped && write_now(core, conn, &*c.wire) {
+        } else if inline && !c.writing && !stopped && write_now(core, conn, c) {
             continue;
         }
         c.wire.wake_writer();
@@ -245,7 +280,7 @@ pub(crate) fn write_held(
 ) {
     while let Some(conn) = delivery.pop_held() {
         let Some(c) = conns.get(&conn) else { continue };
-        if !c.writing && !stopped && write_now(core, conn, &*c.wire) {
+        if !c.writing && !stopped && write_now(core, conn, c) {
             continue;
         }
         c.wire.wake_writer();

@@ -72,8 +72,8 @@ pub use crate::delivery::{Wire, BACKLOG_POLL, MAX_BURST, MAX_HELD_BYTES, MAX_HOS
 pub use crate::log::Logger;
 pub use crate::options::{lock_folders, posix_folders, LockFileMode, Options};
 pub use crate::shared::{
-    send_now, shut_down, stop_listening, Events, Handle, Handler, Next, RunningServer, READ_CHUNK,
-    STOP_GRACE, WRITE_CHUNK,
+    send_now, shut_down, stop_listening, AfterInput, Events, Handle, Handler, Next, RunningServer,
+    READ_CHUNK, STOP_GRACE, WRITE_CHUNK,
 };
 
 pub(crate) use crate::core::Core;

@@ -23,7 +23,8 @@ use claude_ide_bridge::{
 };
 
 use crate::core::{Core, Drained};
-use crate::delivery::{act_on_ready, write_held, Backlog, Conn, Delivery, Wire, MAX_DELIVERED};
+use crate::delivery::{act_on_ready, wake_reader_if_wanted, write_held};
+use crate::delivery::{Backlog, Conn, Delivery, Wire, MAX_DELIVERED};
 use crate::{Options, MAX_HOST_BACKLOG};
 
 /// Largest chunk a writer copies out of the engine per socket write.
@@ -35,6 +36,21 @@ pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// The host's event handler (`IdeServer::start_with_handler`).
 pub type Handler = Box<dyn FnMut(Event, &Handle) + Send>;
+
+/// What a connection's reader does after [`RunningServer::input`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterInput {
+    /// Reads on.
+    Read,
+    /// Events wait for the host: a reader on the host's executor lets it run before reading
+    /// again (it answers first, and the next request is often in by the next read).
+    HostFirst,
+    /// The peer does not read what it is sent (its output is past
+    /// `Limits::pause_input_above`): the reader reads no more until the peer has read enough,
+    /// waiting while [`RunningServer::output_waits`], woken by [`Wire::wake_reader`]. What the
+    /// peer sends meanwhile waits in its socket, and then in the peer.
+    WaitForOutput,
+}
 
 /// Where a server's events go.
 pub enum Events {
@@ -507,13 +523,7 @@ impl RunningServer {
         }
         let now = st.core.clock.now();
         let conn = st.core.server.accept(now);
-        st.conns.insert(
-            conn,
-            Conn {
-                wire,
-                writing: false,
-            },
-        );
+        st.conns.insert(conn, Conn::new(wire));
         let failed = spawn(conn).err();
         if failed.is_some() {
             Self::close_conn(&mut st, conn);
@@ -528,8 +538,11 @@ impl RunningServer {
 
     fn close_conn(st: &mut State, conn: ConnectionId) {
         if let Some(c) = st.conns.get(&conn) {
+            // A reader waiting for the peer to read its output reads on, and meets the end.
+            c.reading_paused.set(false);
             c.wire.shutdown();
             c.wire.wake_writer();
+            c.wire.wake_reader();
         }
         st.core.server.handle_close(conn);
     }
@@ -582,15 +595,34 @@ impl RunningServer {
         behind
     }
 
-    /// Bytes read from `conn`. Returns whether events wait for the host: a reader on the host's
-    /// executor lets it run before reading again (it answers first, and the next request is often
-    /// in by the next read).
-    pub fn input(self: &Arc<Self>, conn: ConnectionId, bytes: &[u8]) -> bool {
-        self.answer(false, |core| {
-            let now = core.clock.now();
-            core.server.handle_input(conn, bytes, now)
-        });
-        self.host_has_events()
+    /// Bytes read from `conn`, and what its reader does next.
+    pub fn input(self: &Arc<Self>, conn: ConnectionId, bytes: &[u8]) -> AfterInput {
+        let mut st = self.lock();
+        let now = st.core.clock.now();
+        st.core.server.handle_input(conn, bytes, now);
+        // Marked before the flush below, whose writes may wake it at once.
+        let wait = !st.core.server.wants_input(conn)
+            && st.conns.get(&conn).is_some_and(|c| {
+                c.reading_paused.set(true);
+                true
+            });
+        self.release(st, true);
+        if wait {
+            self.log(|| format!("connection {}: output unread; reading paused", conn.0));
+            AfterInput::WaitForOutput
+        } else if self.host_has_events() {
+            AfterInput::HostFirst
+        } else {
+            AfterInput::Read
+        }
+    }
+
+    /// After [`AfterInput::WaitForOutput`]: whether `conn`'s reader still waits, for
+    /// [`Wire::wake_reader`]. False once the peer has read enough of its output, and once the
+    /// connection is closed or gone (the reader meets its socket's end).
+    pub fn output_waits(&self, conn: ConnectionId) -> bool {
+        let st = self.lock();
+        !st.stopped && st.conns.get(&conn).is_some_and(|c| c.reading_paused.get())
     }
 
     /// The reader of `conn` met the end of the stream, or an error.
@@ -628,6 +660,7 @@ impl RunningServer {
             }
             if let Some(c) = st.conns.get_mut(&conn) {
                 c.writing = false;
+                wake_reader_if_wanted(&st.core, conn, c);
             }
         })
     }

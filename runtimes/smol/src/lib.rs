@@ -58,7 +58,7 @@ use smol::{Executor, Task};
 pub use claude_ide_bridge_runtime::api::*;
 
 use claude_ide_bridge_runtime::{
-    Events, Handler, Next, RunningServer, Wire, BACKLOG_POLL, READ_CHUNK, STOP_GRACE,
+    AfterInput, Events, Handler, Next, RunningServer, Wire, BACKLOG_POLL, READ_CHUNK, STOP_GRACE,
 };
 
 mod wake;
@@ -75,6 +75,8 @@ struct Conn {
     /// a shutdown of our own side does not end on every OS (on Windows the socket never reports
     /// it, and the task would wait for the peer).
     hangup: Ring,
+    /// Wakes the reader waiting for the peer to read its output.
+    resume: Ring,
 }
 
 impl Wire for Conn {
@@ -89,6 +91,17 @@ impl Wire for Conn {
     fn wake_writer(&self) {
         self.bell.ring();
     }
+    fn wake_reader(&self) {
+        self.resume.ring();
+    }
+}
+
+/// What a connection's reader waits on besides its socket.
+struct Wakes {
+    /// Closed when the connection is shut down here.
+    hung_up: Arc<Bell>,
+    /// Rung when the peer has read enough of its output ([`AfterInput::WaitForOutput`]).
+    resumed: Arc<Bell>,
 }
 
 /// Where the tasks run.
@@ -145,24 +158,28 @@ impl Tasks {
         let stream = Arc::new(stream);
         let (ring, wait) = bell();
         let (hangup, hung_up) = bell();
+        let (resume, resumed) = bell();
         let wire = Box::new(Conn {
             stream: stream.clone(),
             bell: ring,
             hangup,
+            resume,
         });
         self.shared.add(wire, |conn| {
             // The reader and the writer are tasks of their own: the writer, which answers leave
             // without (they are written from the task that gives them), is then not polled at
             // every wake-up of the reader, as it was when both were one task (`zip`).
             let (me, reading) = (self.clone(), stream.clone());
-            self.spawn(async move { me.read_loop(conn, &reading, hung_up).await });
+            let wakes = Wakes { hung_up, resumed };
+            self.spawn(async move { me.read_loop(conn, &reading, wakes).await });
             let me = self.clone();
             self.spawn(async move { me.write_loop(conn, &stream, wait).await });
             Ok(())
         });
     }
 
-    async fn read_loop(&self, conn: ConnectionId, stream: &Stream, hung_up: Arc<Bell>) {
+    async fn read_loop(&self, conn: ConnectionId, stream: &Stream, wakes: Wakes) {
+        let Wakes { hung_up, resumed } = wakes;
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             if self.shared.pause_reading(conn) {
@@ -182,11 +199,21 @@ impl Tasks {
             // thread from the timer, the acceptor, the other connections and this one's writer.
             match stream.get_ref().read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => {
-                    if self.shared.input(conn, &buf[..n]) || n == buf.len() {
-                        future::yield_now().await;
+                Ok(n) => match self.shared.input(conn, &buf[..n]) {
+                    AfterInput::WaitForOutput => {
+                        // Until the peer has read enough, or the connection ends (either bell
+                        // closed: the reader reads on and meets the end).
+                        while self.shared.output_waits(conn) {
+                            let woke = future::or(resumed.wait(), hung_up.wait());
+                            if !woke.await {
+                                break;
+                            }
+                        }
                     }
-                }
+                    AfterInput::HostFirst => future::yield_now().await,
+                    AfterInput::Read if n == buf.len() => future::yield_now().await,
+                    AfterInput::Read => {}
+                },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Ends when readable, or when the socket was shut down here (`hung_up` is
                     // closed; nothing is ever sent on it).

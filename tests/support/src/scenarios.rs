@@ -87,6 +87,7 @@ macro_rules! socket_scenarios {
             a_host_behind_pauses_reading,
             host_loop_answers_a_burst,
             a_flooding_peer_starves_nobody,
+            a_client_that_does_not_read_is_not_read,
         );
     };
 }
@@ -117,6 +118,7 @@ macro_rules! handler_scenarios {
             a_stopped_server_drops_its_handler_while_a_handle_lives,
             a_dropped_server_says_goodbye,
             a_flooding_peer_starves_nobody,
+            a_client_that_does_not_read_is_not_read,
         );
     };
 }
@@ -1079,6 +1081,93 @@ pub fn a_flooding_peer_starves_nobody<R: Rt>() {
     flood.join().unwrap();
     assert!(answered < WAIT, "answered after {answered:?}");
     drop(flooder);
+    R::stop(s);
+}
+
+/// A client that sends requests the engine answers itself (`tools/list`) and never reads the
+/// answers: the runtime stops reading it once its output is past `pause_input_above`, so that
+/// its writes stall, where the server used to read on until the output passed `max_outbound`
+/// and dropped it. It is neither dropped nor left behind: once it reads, every request it sent
+/// is answered, in order, and it is read again. The others are served meanwhile.
+pub fn a_client_that_does_not_read_is_not_read<R: Rt>() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits.pause_input_above = 64 * 1024;
+    o.limits.max_outbound = 2 << 20;
+    let s = R::start(o).unwrap();
+    let (mut quiet, _) = client::<R>(&s);
+    // 4 KiB requests (padded: the socket buffers then hold a few thousand of them, not a hundred
+    // thousand), each answered with the list of tools (5 KiB).
+    let pad = "x".repeat(4096);
+    let request = |id: u64, method: &str| {
+        let mut frame = Vec::new();
+        let text = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"pad": pad}});
+        encode_frame(
+            &mut frame,
+            OpCode::Text,
+            true,
+            Some([1, 2, 3, 4]),
+            text.to_string().as_bytes(),
+        );
+        frame
+    };
+    let mut stream = quiet.stream.try_clone().unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    // A server that reads on queues what the socket buffers do not take (a few MiB), and is
+    // dropped once that passes `max_outbound`.
+    const FIRST: u64 = 1000;
+    let (mut sent, mut cut) = (0u64, None);
+    'send: while sent < 50_000 {
+        let frame = request(FIRST + sent, "tools/list");
+        let mut at = 0;
+        while at < frame.len() {
+            match stream.write(&frame[at..]) {
+                Ok(n) if n > 0 => at += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    cut = Some(frame[at..].to_vec());
+                    break 'send;
+                }
+                other => {
+                    let gone = wait_event::<R>(&s, |e| matches!(e, Event::Disconnected { .. }));
+                    panic!("dropped after {sent} requests: {other:?}, {gone:?}");
+                }
+            }
+        }
+        sent += 1;
+    }
+    let rest = cut.unwrap_or_else(|| panic!("{sent} requests read, none left waiting"));
+    // Another client is served meanwhile.
+    let (mut other, _) = client::<R>(&s);
+    assert_eq!(other.request("ping", json!({}))["result"], json!({}));
+    // It reads: every request it sent is answered, in order, the one the stall cut too once it
+    // is finished, and it is read again.
+    let mut answered = 0;
+    while answered <= sent {
+        if answered == sent {
+            stream.set_write_timeout(None).unwrap();
+            stream.write_all(&rest).unwrap();
+            stream.write_all(&request(1, "ping")).unwrap();
+        }
+        let v = (quiet.recv_json(WAIT))
+            .unwrap_or_else(|| panic!("{answered} of {sent} answered: {}", quiet.why()));
+        assert_eq!(v["id"], json!(FIRST + answered), "{v}");
+        assert!(v["result"]["tools"].is_array(), "{v}");
+        answered += 1;
+    }
+    let v = quiet.recv_json(WAIT).expect("the ping's answer");
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (json!(1), json!({}))
+    );
+    drop((quiet, other, stream));
     R::stop(s);
 }
 
