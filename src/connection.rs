@@ -148,9 +148,11 @@ pub(crate) struct Connection {
     tools_untold: bool,
     /// A late timer ([`LATE_WAKE`]) was forgiven since the peer was last heard: the next is not.
     forgave_late: bool,
-    /// The peer took some of its output since it was last heard: alive, when its input is not
-    /// read because its output is past `pause_input_above` ([`Connection::wants_input`]).
+    /// The peer took some of its output since it was last heard and the timer last looked (at
+    /// `output_looked`): alive then at least, when its input is not read because its output is
+    /// past `pause_input_above` ([`Connection::wants_input`]).
     took_output: bool,
+    output_looked: Instant,
     /// How the client names files ([`crate::Server::set_client_paths`]).
     paths: ClientPaths,
     /// From `notifications/initialized` until the client is ready for it, what it is sent then
@@ -231,6 +233,7 @@ impl Connection {
             tools_untold: false,
             forgave_late: false,
             took_output: false,
+            output_looked: now,
             paths: ClientPaths::AsGiven,
             welcome: None,
         }
@@ -357,10 +360,13 @@ impl Connection {
         self.session.as_deref().map_or(0, outbound)
     }
 
-    /// Whether the host should read more of this connection's input now: not while its output
-    /// (with its batches' held answers) is above `above` (`Limits::pause_input_above`).
+    /// Whether the host should read more of this connection's input now: not while the output
+    /// queued for it, which the peer takes by reading, is above `above`
+    /// (`Limits::pause_input_above`). A batch's answers held until it is whole do not count:
+    /// no write would take them under, and the client's cancel of the call they wait for must
+    /// be read.
     pub(crate) fn wants_input(&self, above: usize) -> bool {
-        self.outbound() <= above
+        self.session.as_deref().map_or(0, |s| s.ws.sender.queued()) <= above
     }
 
     /// Upgraded and not finished: a live WebSocket connection.
@@ -815,14 +821,15 @@ impl Connection {
                 // the peer, late by more than `LATE_WAKE`, a host paused, perhaps with the peer's
                 // answer to the last ping unread: forgiven once until the peer is heard again, so
                 // that a dead peer is still dropped within an interval or two of the usual time.
-                let mut silent = now >= self.last_rx + 2 * interval;
-                // Its input unread because its output is past `pause_input_above`, a peer that
-                // takes the output is alive: its answers to the pings may be in the socket.
-                if silent && self.took_output && !self.wants_input(l.pause_input_above) {
-                    self.last_rx = now;
-                    self.took_output = false;
-                    silent = false;
+                // Its input unread because its output is past `pause_input_above` (its answers to
+                // the pings may wait in the socket), a peer that took some of the output since
+                // the timer last looked was alive then, at least.
+                if self.took_output && !self.wants_input(l.pause_input_above) {
+                    self.last_rx = self.last_rx.max(self.output_looked);
                 }
+                self.took_output = false;
+                self.output_looked = now;
+                let silent = now >= self.last_rx + 2 * interval;
                 let slept = !interval.is_zero()
                     && (now > deadline + interval
                         || (silent && now > deadline + LATE_WAKE && !self.forgave_late));

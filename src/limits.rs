@@ -38,16 +38,18 @@ pub struct Limits {
     /// reads, holding little, is answered up to its share (at least this divided by
     /// `max_connections`). Answers the engine writes itself (`tools/list`, errors) are not
     /// refused for it: a runtime stops reading a client that does not read them
-    /// ([`Limits::pause_input_above`]), and they are held to `max_outbound`. Each connection is held to `max_outbound` besides; zero refuses
-    /// every answer and all news.
+    /// ([`Limits::pause_input_above`]), and they are held to `max_outbound`. Each connection is
+    /// held to `max_outbound` besides; zero refuses every answer and all news.
     pub max_outbound_total: usize,
-    /// Output queued for a connection (with its batches' answers held until they are whole)
-    /// above which [`Server::wants_input`](crate::Server::wants_input) is false: a runtime stops
-    /// reading that connection until the peer has read enough, so that a client that sends
+    /// Output queued for a connection above which
+    /// [`Server::wants_input`](crate::Server::wants_input) is false: a runtime stops reading that
+    /// connection until the peer has read the queue back under it, so that a client that sends
     /// requests and never reads holds about this much output plus what the requests of one read
     /// are answered with, not `max_outbound`. While the queue is above it, a peer that takes the
-    /// output is not dropped as silent (its answers to the pings may wait unread). Hosts that
-    /// read regardless are held to `max_outbound`, as before.
+    /// output is not dropped as silent (its answers to the pings may wait unread); one that
+    /// takes nothing is, within about two ping intervals. A batch's answers held until it is
+    /// whole do not count (no write takes them under): a client holding them is held to
+    /// `max_outbound`, as is one whose host reads regardless.
     pub pause_input_above: usize,
     /// Most entries in a JSON-RPC batch.
     pub max_batch: usize,

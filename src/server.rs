@@ -163,8 +163,10 @@ impl Server {
         id
     }
 
-    /// Bytes arrived on a connection. Unknown or finished connections ignore input.
-    pub fn handle_input(&mut self, conn: ConnectionId, data: &[u8], now: Instant) {
+    /// Bytes arrived on a connection. Unknown or finished connections ignore input. Returns
+    /// [`Server::wants_input`] for the connection after it (from the same look-up): whether to
+    /// read more of it now.
+    pub fn handle_input(&mut self, conn: ConnectionId, data: &[u8], now: Instant) -> bool {
         // Room for one more live connection, should this input complete an upgrade.
         let upgrading = self
             .conns
@@ -173,8 +175,13 @@ impl Server {
         let admit = upgrading
             && !self.stopping
             && self.live_connections() < self.config.limits.max_connections;
-        self.with(conn, |c, cx| c.input(data, now, admit, cx));
+        let above = self.config.limits.pause_input_above;
+        let wants = self.with(conn, |c, cx| {
+            c.input(data, now, admit, cx);
+            c.wants_input(above)
+        });
         self.refresh_timer();
+        wants.unwrap_or(true)
     }
 
     fn live_connections(&self) -> usize {
@@ -212,17 +219,18 @@ impl Server {
     /// sends meanwhile waits in its socket. `true` for an unknown connection (its input is
     /// ignored).
     ///
+    /// [`Server::handle_input`] returns it too.
+    ///
     /// ```
     /// use claude_ide_bridge::{ConnectionId, Server};
     /// use std::time::Instant;
     ///
     /// /// Reads `conn`'s socket only while the engine wants its input.
-    /// fn read_some(server: &mut Server, conn: ConnectionId, read: impl FnOnce() -> Vec<u8>) -> bool {
+    /// fn read_some(server: &mut Server, conn: ConnectionId, read: impl Fn() -> Vec<u8>) -> bool {
     ///     if !server.wants_input(conn) {
     ///         return false; // written out first: read again after `advance_transmit`
     ///     }
-    ///     server.handle_input(conn, &read(), Instant::now());
-    ///     true
+    ///     server.handle_input(conn, &read(), Instant::now())
     /// }
     /// ```
     pub fn wants_input(&self, conn: ConnectionId) -> bool {

@@ -2403,6 +2403,66 @@ fn a_peer_whose_input_waits_for_its_output_is_alive_while_it_reads() {
     );
 }
 
+/// A batch whose answers held until it is whole are past `pause_input_above` while one of its
+/// calls waits for the host: nothing is left to write, so the engine still wants input (no write
+/// would ever wake a runtime's reader, and the client's cancel of the waiting call must be read),
+/// and a peer that then says nothing is dropped as silent, the pings written into its socket
+/// being no sign of life (the review of a426de1: paused for good, and never dropped).
+#[test]
+fn a_batchs_held_answers_do_not_pause_input_and_a_silent_peer_is_dropped() {
+    let mut p = Pair::with_config(|c| c.limits.pause_input_above = 64 * 1024);
+    let c = p.connect_initialized_at("2025-03-26");
+    let call = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "getOpenEditors", "arguments": {}}})
+    };
+    p.send_json(c, &json!([call(1), call(2)]));
+    let calls: Vec<_> = (p.take_events().into_iter())
+        .filter_map(|e| match e {
+            Event::ToolCall { call, .. } => Some(call),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2);
+    // The first answered with 256 KiB, held; the second (an openDiff, say) waits for the user.
+    (p.server)
+        .respond(calls[0], ToolResult::text("x".repeat(256 * 1024)))
+        .unwrap();
+    p.pump();
+    assert!(p.server.transmit(c).is_empty());
+    assert!(p.server.wants_input(c), "paused with nothing to write");
+    let interval = p.server.config().limits.ping_interval;
+    let dropped_after = (1..=6).find(|_| {
+        p.advance(interval);
+        p.closed.contains(&c)
+    });
+    assert!(dropped_after.is_some_and(|i| i <= 3), "{dropped_after:?}");
+}
+
+/// A peer whose input waits for its output, that took some of it right after it was last heard
+/// and then froze, is dropped within the usual two intervals (and one more look of the timer),
+/// not forgiven to the moment its silence is noticed (the review of a426de1: 120 s).
+#[test]
+fn a_peer_that_froze_while_its_input_waits_is_dropped_in_about_two_intervals() {
+    let mut p = Pair::with_config(|c| c.limits.pause_input_above = 16 * 1024);
+    let c = p.connect_initialized();
+    list_tools_unread(&mut p, c, 100_000);
+    assert!(!p.server.wants_input(c));
+    p.server.advance_transmit(c, 100);
+    let interval = p.server.config().limits.ping_interval;
+    let step = interval / 10;
+    let mut waited = Duration::ZERO;
+    while !p.server.should_close(c) && waited < 10 * interval {
+        p.now += step;
+        waited += step;
+        p.server.handle_timeout(p.now);
+    }
+    assert!(
+        waited <= 3 * interval,
+        "dropped after {waited:?} of silence"
+    );
+}
+
 /// The answers of a batch, held until it is whole, count with the output queued: a client that
 /// sends its calls in batches (protocol 2025-03-26) is held to its share as one that does not.
 #[test]

@@ -206,6 +206,7 @@ impl Conn {
 
 /// After some of `conn`'s output was written: its reader, waiting for that, is woken once the
 /// engine wants its input again (`Server::wants_input`).
+#[inline]
 pub(crate) fn wake_reader_if_wanted(core: &Core, conn: ConnectionId, c: &Conn) {
     if c.reading_paused.get() && core.server.wants_input(conn) {
         c.reading_paused.set(false);
@@ -216,25 +217,20 @@ pub(crate) fn wake_reader_if_wanted(core: &Core, conn: ConnectionId, c: &Conn) {
 /// Writes `conn`'s pending output now, from the calling thread, without blocking. True when
 /// everything was written and the writer has nothing to do; false when the socket was full (or
 /// failed: the writer meets the error and acts on it) or the connection is to be closed.
+#[inline(always)]
 pub(crate) fn write_now(core: &mut Core, conn: ConnectionId, c: &Conn) -> bool {
-    let mut wrote = false;
     let done = loop {
         let out = core.server.transmit(conn);
         if out.is_empty() {
             break !core.server.should_close(conn);
         }
         match c.wire.try_send(out) {
-            Ok(n) if n > 0 => {
-                core.server.advance_transmit(conn, n);
-                wrote = true;
-            }
+            Ok(n) if n > 0 => core.server.advance_transmit(conn, n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             _ => break false,
         }
     };
-    if wrote {
-        wake_reader_if_wanted(core, conn, c);
-    }
+    wake_reader_if_wanted(core, conn, c);
     done
 }
 

@@ -599,15 +599,16 @@ impl RunningServer {
     pub fn input(self: &Arc<Self>, conn: ConnectionId, bytes: &[u8]) -> AfterInput {
         let mut st = self.lock();
         let now = st.core.clock.now();
-        st.core.server.handle_input(conn, bytes, now);
+        let wants = st.core.server.handle_input(conn, bytes, now);
         // Marked before the flush below, whose writes may wake it at once.
-        let wait = !st.core.server.wants_input(conn)
+        let wait = !wants
             && st.conns.get(&conn).is_some_and(|c| {
                 c.reading_paused.set(true);
                 true
             });
         self.release(st, true);
-        if wait {
+        // (The flush may have written it back under: rare, and a lock more only then.)
+        if wait && self.output_waits(conn) {
             self.log(|| format!("connection {}: output unread; reading paused", conn.0));
             AfterInput::WaitForOutput
         } else if self.host_has_events() {

@@ -88,6 +88,7 @@ macro_rules! socket_scenarios {
             host_loop_answers_a_burst,
             a_flooding_peer_starves_nobody,
             a_client_that_does_not_read_is_not_read,
+            a_batch_held_past_the_mark_leaves_its_cancel_read,
         );
     };
 }
@@ -1168,6 +1169,48 @@ pub fn a_client_that_does_not_read_is_not_read<R: Rt>() {
         (json!(1), json!({}))
     );
     drop((quiet, other, stream));
+    R::stop(s);
+}
+
+/// A batch (protocol 2025-03-26) whose answers given so far are past `pause_input_above` while
+/// one of its calls still waits for the host: the client's next messages are read, its cancel of
+/// the waiting call among them, which finishes the batch (the review of a426de1: its reader
+/// paused with nothing left to write, which no write would wake).
+pub fn a_batch_held_past_the_mark_leaves_its_cancel_read<R: Rt>() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits.pause_input_above = 64 * 1024;
+    let s = R::start(o).unwrap();
+    let (status, c) = connect(R::port(&s), Some(TOKEN));
+    assert_eq!(status, 101);
+    let mut c = c.unwrap();
+    let r = c.request(
+        "initialize",
+        json!({"protocolVersion": "2025-03-26", "capabilities": {},
+               "clientInfo": {"name": "test-client", "version": "1"}}),
+    );
+    assert_eq!(r["result"]["protocolVersion"], "2025-03-26");
+    c.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    wait_event::<R>(&s, |e| matches!(e, Event::Initialized { .. }));
+    let call = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "getOpenEditors", "arguments": {}}})
+    };
+    c.send_json(&json!([call(100), call(101)]));
+    let (first, _) = tool_call::<R>(&s);
+    let (_second, _) = tool_call::<R>(&s);
+    R::handle(&s)
+        .respond(first, ToolResult::text("x".repeat(256 * 1024)))
+        .unwrap();
+    let r = c.request("ping", json!({}));
+    assert_eq!(r["result"], json!({}));
+    c.send_json(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 101, "reason": "user pressed Esc"}}),
+    );
+    let answer = c.recv_until(WAIT, |v| v.is_array());
+    assert!(answer.is_some(), "the batch is never answered: {}", c.why());
+    drop(c);
     R::stop(s);
 }
 
