@@ -244,6 +244,13 @@ fn port_answers(port: u16) -> Result<u16, String> {
     remote::upgrade_status("127.0.0.1", port)
 }
 
+/// Whether the process behind `port` takes a connection on 127.0.0.1 but gives no HTTP answer
+/// (within 2 s): stopped, as a `serve` suspended with Ctrl-Z is, or hung. A bridge started
+/// beside one says so rather than that it serves.
+pub(crate) fn port_silent(port: u16) -> bool {
+    port_accepts(port) && port_answers(port).is_err()
+}
+
 /// The terminal of an IDE, by what it sets (`TERM_PROGRAM=vscode` in VS Code and its forks,
 /// `TERMINAL_EMULATOR=JetBrains-JediTerm`, `FORCE_CODE_TERMINAL`), as `VAR=value`: claude started
 /// there connects by itself only to the IDE it runs in (one of its parent processes) or to the

@@ -349,6 +349,10 @@ impl Store {
     }
 }
 
+/// Why a bridge of this workspace that holds its port may not answer there: a claude that picks
+/// it waits 30 s for nothing ([`crate::inspect::port_silent`]).
+const SILENT: &str = "stopped, as a `serve` suspended with Ctrl-Z is: `fg` it; or hung: end it";
+
 /// Removes `<port>.lock` from `dir` when this workspace's last bridge left it there (killed): its
 /// token is the kept one and its writer is gone. Kept, it would name a port another program now
 /// serves with this workspace's token (which the new bridge keeps), and a claude that keeps lock
@@ -633,14 +637,18 @@ impl Kept {
         else {
             return;
         };
+        let how = match crate::inspect::port_silent(port) {
+            true => format!("holds port {port} but does not answer there ({SILENT})"),
+            false => format!("serves it on port {port}"),
+        };
         self.token = claude_ide_bridge_runtime::generate_token();
         self.save = false;
         // Not "a claude connected to the last bridge reconnects with /ide": that bridge runs.
         self.last_gone_notes.clear();
         self.notes.push(format!(
-            "this workspace's bridge (pid {}) serves it on port {port}: this one (--port) takes \
-             a new token and keeps neither. With two bridges for one folder, a claude started \
-             there connects to neither by itself (stop one, or pick one with /ide)",
+            "this workspace's bridge (pid {}) {how}: this one (--port) takes a new token and \
+             keeps neither. With two bridges for one folder, a claude started there connects to \
+             neither by itself (stop one, or pick one with /ide)",
             lock.pid
         ));
     }
@@ -675,11 +683,15 @@ impl Kept {
             }
             Some((lock, true)) => {
                 let pid = lock.pid;
+                let how = match crate::inspect::port_silent(taken) {
+                    true => format!("holds it but does not answer there ({SILENT})"),
+                    false => "serves it".to_string(),
+                };
                 self.token = claude_ide_bridge_runtime::generate_token();
                 self.save = false;
                 self.notes.push(format!(
                     "port {taken}, kept for this workspace, is taken: another bridge (pid {pid}) \
-                     serves it; this one takes a new port and token and keeps neither. With two \
+                     {how}; this one takes a new port and token and keeps neither. With two \
                      bridges for one folder, a claude started there connects to neither by \
                      itself (stop one, or pick one with /ide)"
                 ));

@@ -386,6 +386,40 @@ fn a_start_with_port_beside_a_running_bridge_leaves_it_its_state() {
     drop(second);
 }
 
+/// This workspace's bridge stopped (SIGSTOP: a `serve` suspended with Ctrl-Z) with its lock
+/// file in place: the next start, plain or with `--port`, says it holds the port and does not
+/// answer there, not that it serves (a claude that picks it waits 30 s for nothing); of a
+/// bridge that answers, it still says it serves.
+#[test]
+fn a_start_beside_a_stopped_bridge_says_it_does_not_answer() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, pid) = (first.port, first.child.id());
+    first.stderr.wait_for("port and auth token: kept in ");
+    let signal = |sig: &str| {
+        let done = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(done.success());
+    };
+    signal("-STOP");
+    let second = Served::start(&sb, &[]);
+    assert_ne!(second.port, port);
+    second.stderr.wait_for(&format!(
+        "port {port}, kept for this workspace, is taken: another bridge (pid {pid}) holds it \
+         but does not answer there (stopped"
+    ));
+    let third = Served::start(&sb, &["--port", "0"]);
+    third.stderr.wait_for(&format!(
+        "this workspace's bridge (pid {pid}) holds port {port} but does not answer there"
+    ));
+    assert_eq!(third.stderr.count("serves it"), 0);
+    signal("-CONT");
+    drop((second, third));
+    crash(first);
+}
+
 /// An explicit port that is taken is still an error (not moved silently).
 #[test]
 fn an_explicit_port_taken_fails() {
