@@ -126,6 +126,14 @@ fn send_news(s: &mut Session, frame: &[u8], max_outbound: usize) -> bool {
 const TOOLS_LIST_CHANGED: &[u8] =
     br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
 
+/// Past this much of a data frame still to come, a connection whose output is past
+/// `Limits::pause_input_above` is read on: reading inside a frame gives no message and no output
+/// (at most one answer once the frame ends, small beside the frame), and a client that writes a
+/// large message before it reads (one thread that writes, then reads: an `openDiff` of a large
+/// file after a large read) would otherwise block in its write with its answers unread, and be
+/// dropped as silent.
+const LARGE_FRAME_LEFT: usize = 64 * 1024;
+
 /// One connection.
 pub(crate) struct Connection {
     pub(crate) id: ConnectionId,
@@ -362,11 +370,14 @@ impl Connection {
 
     /// Whether the host should read more of this connection's input now: not while the output
     /// queued for it, which the peer takes by reading, is above `above`
-    /// (`Limits::pause_input_above`). A batch's answers held until it is whole do not count:
-    /// no write would take them under, and the client's cancel of the call they wait for must
-    /// be read.
+    /// (`Limits::pause_input_above`), unless the peer is inside a data frame with more than
+    /// [`LARGE_FRAME_LEFT`] still to come. A batch's answers held until it is whole do not
+    /// count: no write would take them under, and the client's cancel of the call they wait
+    /// for must be read.
     pub(crate) fn wants_input(&self, above: usize) -> bool {
-        self.session.as_deref().map_or(0, |s| s.ws.sender.queued()) <= above
+        self.session.as_deref().is_none_or(|s| {
+            s.ws.sender.queued() <= above || s.ws.receiver.frame_left() > LARGE_FRAME_LEFT
+        })
     }
 
     /// Upgraded and not finished: a live WebSocket connection.

@@ -2403,6 +2403,36 @@ fn a_peer_whose_input_waits_for_its_output_is_alive_while_it_reads() {
     );
 }
 
+/// Inside a data frame with more than 64 KiB still to come, a connection whose output is past
+/// `pause_input_above` is read on (reading it gives no output): a client that writes a large
+/// message before it reads its answers is not left blocked in its write. Once the frame is in,
+/// it waits again.
+#[test]
+fn a_large_frame_under_way_is_read_on_past_the_mark() {
+    let mut p = Pair::with_config(|c| c.limits.pause_input_above = 16 * 1024);
+    let c = p.connect_initialized();
+    list_tools_unread(&mut p, c, 100_000);
+    assert!(!p.server.wants_input(c));
+    let text = json!({"jsonrpc": "2.0", "id": 1, "method": "ping",
+                      "params": {"pad": "y".repeat(1 << 20)}})
+    .to_string();
+    let f = p.masked_frame(OpCode::Text, true, text.as_bytes());
+    let (head, tail) = f.split_at(100 * 1024);
+    assert!(
+        p.server.handle_input(c, head, p.now),
+        "not read on inside the frame"
+    );
+    assert!(p.server.wants_input(c));
+    let (more, rest) = tail.split_at(tail.len() - 200 * 1024);
+    assert!(p.server.handle_input(c, more, p.now));
+    // 60 KiB left: waits, as after any read, whose end may hold more messages.
+    let (most, last) = rest.split_at(rest.len() - 60 * 1024);
+    assert!(!p.server.handle_input(c, most, p.now));
+    assert!(!p.server.wants_input(c));
+    assert!(!p.server.handle_input(c, last, p.now));
+    assert!(p.closed.is_empty() && !p.server.should_close(c));
+}
+
 /// A batch whose answers held until it is whole are past `pause_input_above` while one of its
 /// calls waits for the host: nothing is left to write, so the engine still wants input (no write
 /// would ever wake a runtime's reader, and the client's cancel of the waiting call must be read),

@@ -294,6 +294,19 @@ impl Receiver {
         self.in_msg || !matches!(self.state, State::Header)
     }
 
+    /// Payload bytes of the data frame being received that have not arrived yet: reading them
+    /// gives no message (0 between frames, and for a control frame).
+    pub(crate) fn frame_left(&self) -> usize {
+        match self.state {
+            State::Header
+            | State::Payload {
+                kind: FrameKind::Control(_),
+                ..
+            } => 0,
+            State::Payload { len, done, .. } => (len - done).saturating_sub(self.tail - self.head),
+        }
+    }
+
     fn is_done(&self) -> bool {
         self.failed || self.close_received
     }

@@ -192,6 +192,8 @@ pub(crate) struct Conn {
     pub(crate) wire: Box<dyn Wire>,
     pub(crate) writing: bool,
     pub(crate) reading_paused: Cell<bool>,
+    /// Its reader's first pause was logged.
+    pub(crate) pause_logged: Cell<bool>,
 }
 
 impl Conn {
@@ -200,6 +202,7 @@ impl Conn {
             wire,
             writing: false,
             reading_paused: Cell::new(false),
+            pause_logged: Cell::new(false),
         }
     }
 }

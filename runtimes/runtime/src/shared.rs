@@ -608,14 +608,34 @@ impl RunningServer {
             });
         self.release(st, true);
         // (The flush may have written it back under: rare, and a lock more only then.)
-        if wait && self.output_waits(conn) {
-            self.log(|| format!("connection {}: output unread; reading paused", conn.0));
+        if wait && self.still_paused(conn) {
             AfterInput::WaitForOutput
         } else if self.host_has_events() {
             AfterInput::HostFirst
         } else {
             AfterInput::Read
         }
+    }
+
+    /// [`RunningServer::output_waits`] after the flush of the read that paused `conn`'s reader,
+    /// logged the first time for each connection (a client that reads slowly pauses it at each
+    /// read).
+    fn still_paused(&self, conn: ConnectionId) -> bool {
+        let st = self.lock();
+        let c = (st.conns.get(&conn)).filter(|c| !st.stopped && c.reading_paused.get());
+        let first = c.is_some_and(|c| !c.pause_logged.replace(true));
+        let paused = c.is_some();
+        drop(st);
+        if first {
+            self.log(|| {
+                format!(
+                    "connection {}: its output unread past the mark; reading paused until it \
+                     reads (logged once)",
+                    conn.0
+                )
+            });
+        }
+        paused
     }
 
     /// After [`AfterInput::WaitForOutput`]: whether `conn`'s reader still waits, for

@@ -89,6 +89,7 @@ macro_rules! socket_scenarios {
             a_flooding_peer_starves_nobody,
             a_client_that_does_not_read_is_not_read,
             a_batch_held_past_the_mark_leaves_its_cancel_read,
+            a_large_message_written_before_a_large_answer_is_read,
         );
     };
 }
@@ -1096,6 +1097,9 @@ pub fn a_client_that_does_not_read_is_not_read<R: Rt>() {
     let mut o = opts(dir.path());
     o.limits.pause_input_above = 64 * 1024;
     o.limits.max_outbound = 2 << 20;
+    // No Ping meanwhile: its Pong, written by the client's reads, would share the socket with
+    // the writes cut short below.
+    o.limits.ping_interval = Duration::from_secs(600);
     let s = R::start(o).unwrap();
     let (mut quiet, _) = client::<R>(&s);
     // 4 KiB requests (padded: the socket buffers then hold a few thousand of them, not a hundred
@@ -1211,6 +1215,43 @@ pub fn a_batch_held_past_the_mark_leaves_its_cancel_read<R: Rt>() {
     let answer = c.recv_until(WAIT, |v| v.is_array());
     assert!(answer.is_some(), "the batch is never answered: {}", c.why());
     drop(c);
+    R::stop(s);
+}
+
+/// A client of one thread (it writes, then reads) asks for something large, then writes its
+/// next message, large too (an `openDiff` of a large file), before it reads: the server reads
+/// the message to its end although the answer waits unread past `pause_input_above` (the review
+/// of b7e3cbd: its write blocked, the reader paused, and it was dropped as silent).
+pub fn a_large_message_written_before_a_large_answer_is_read<R: Rt>() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.limits.ping_interval = Duration::from_secs(3);
+    let s = R::start(o).unwrap();
+    let (mut c, _) = client::<R>(&s);
+    c.call_tool("getDiagnostics", json!({}));
+    let (call, _) = tool_call::<R>(&s);
+    R::handle(&s)
+        .respond(call, ToolResult::text("x".repeat(8 << 20)))
+        .unwrap();
+    let pad = "y".repeat(9 << 20);
+    let text = json!({"jsonrpc": "2.0", "id": 77, "method": "ping", "params": {"pad": pad}});
+    let mut frame = Vec::new();
+    encode_frame(
+        &mut frame,
+        OpCode::Text,
+        true,
+        Some([1, 2, 3, 4]),
+        text.to_string().as_bytes(),
+    );
+    let mut w = c.stream.try_clone().unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    w.write_all(&frame).expect("the large message taken");
+    let big = c.recv_json(WAIT).expect("the large answer");
+    assert!(big["result"]["content"].is_array());
+    let pong = c.recv_json(WAIT).expect("the ping's answer");
+    assert_eq!(pong["id"], json!(77));
+    drop((c, w));
     R::stop(s);
 }
 
