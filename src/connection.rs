@@ -127,11 +127,11 @@ const TOOLS_LIST_CHANGED: &[u8] =
     br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
 
 /// Past this much of a data frame still to come, a connection whose output is past
-/// `Limits::pause_input_above` is read on: reading inside a frame gives no message and no output
-/// (at most one answer once the frame ends, small beside the frame), and a client that writes a
-/// large message before it reads (one thread that writes, then reads: an `openDiff` of a large
-/// file after a large read) would otherwise block in its write with its answers unread, and be
-/// dropped as silent.
+/// `Limits::pause_input_above` is read on: a client that writes a large message before it reads
+/// (one thread that writes, then reads: an `openDiff` of a large file after a large read) would
+/// otherwise block in its write with its answers unread, and be dropped as silent. A read of at
+/// most this much (the runtimes read 16 KiB) cannot reach the frame's end: reading on gives no
+/// message and no output, and the frame's last part waits for the mark as any input does.
 const LARGE_FRAME_LEFT: usize = 64 * 1024;
 
 /// One connection.

@@ -75,9 +75,10 @@
 //! finds neither, after every input and after every timeout, then sleeps until the earlier of
 //! [`Server::poll_timeout`] and its own deadlines (a diff to decide later, say) or the next
 //! input. A loop reads a connection only while [`Server::wants_input`] is true (what
-//! [`Server::handle_input`] returns): past [`Limits::pause_input_above`] of output queued for
-//! it, its peer is not reading, and the loop reads it again once
-//! [`Server::advance_transmit`] has taken the queue back under. The runtime crates
+//! [`Server::handle_input`] returns), at most 64 KiB at a time: past
+//! [`Limits::pause_input_above`] of output queued for it, its peer is not reading, and the loop
+//! reads it again once [`Server::advance_transmit`] has taken the queue back under. The runtime
+//! crates
 //! (`claude-ide-bridge-smol`, `claude-ide-bridge-blocking`) are such
 //! loops, written once in `claude-ide-bridge-runtime`; their lock file and token code are there
 //! too, for a host that writes its own.

@@ -47,11 +47,11 @@ pub struct Limits {
     /// requests and never reads holds about this much output plus what the requests of one read
     /// are answered with, not `max_outbound`. While the queue is above it, a peer that takes the
     /// output is not dropped as silent (its answers to the pings may wait unread); one that
-    /// takes nothing is, within one to two ping intervals. A peer inside a data frame with more
-    /// than 64 KiB still to come is read on (reading it gives no output; a client that writes a
-    /// large message before it reads its answers would otherwise block), so a client sending
-    /// large messages and never reading grows its queue by their answers, up to `max_outbound`.
-    /// A batch's answers held until it is whole do not count (no write takes them under): a
+    /// takes nothing is, two intervals after it was last heard or one to two after it last took
+    /// output. A peer inside a data frame with more than 64 KiB still to come is read on (a
+    /// client that writes a large message before it reads its answers would otherwise block):
+    /// reads of at most 64 KiB, as the runtimes' are, give no output there, and the frame's last
+    /// 64 KiB waits for the mark. A batch's answers held until it is whole do not count (no write takes them under): a
     /// client holding them is held to `max_outbound`, as is one whose host reads regardless.
     pub pause_input_above: usize,
     /// Most entries in a JSON-RPC batch.

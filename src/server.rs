@@ -217,7 +217,9 @@ impl Server {
     /// [`Server::advance_transmit`] has taken the queue back under it, holds such a peer to that
     /// much output instead of [`Limits::max_outbound`](crate::Limits::max_outbound): what it
     /// sends meanwhile waits in its socket. `true` for an unknown connection (its input is
-    /// ignored).
+    /// ignored), and while the peer is inside a data frame with more than 64 KiB still to come
+    /// (reads of at most 64 KiB there give no output, and a client writing a large message
+    /// before it reads would otherwise block in its write).
     ///
     /// [`Server::handle_input`] returns it too.
     ///

@@ -2433,6 +2433,30 @@ fn a_large_frame_under_way_is_read_on_past_the_mark() {
     assert!(p.closed.is_empty() && !p.server.should_close(c));
 }
 
+/// The same for a Binary frame, kept in the input buffer as it arrives (the review of 1cfb667:
+/// what had arrived was counted twice, and a 1 MiB frame was taken as over at half way): read
+/// on while more than 64 KiB is to come, then refused with 1003 as any Binary message.
+#[test]
+fn a_large_binary_frame_under_way_is_read_on_to_its_refusal() {
+    let mut p = Pair::with_config(|c| c.limits.pause_input_above = 16 * 1024);
+    let c = p.connect_initialized();
+    list_tools_unread(&mut p, c, 100_000);
+    assert!(!p.server.wants_input(c));
+    let f = p.masked_frame(OpCode::Binary, true, &vec![7u8; 1 << 20]);
+    let mut at = 0;
+    while f.len() - at > 100 * 1024 {
+        let piece = &f[at..at + 100 * 1024];
+        at += piece.len();
+        let left = f.len() - at;
+        let wants = p.server.handle_input(c, piece, p.now);
+        assert_eq!(wants, left > 64 * 1024, "{left} bytes to come");
+    }
+    p.server.handle_input(c, &f[at..], p.now);
+    let frames = p.frames(c);
+    let (op, payload) = frames.last().expect("output");
+    assert_eq!((*op, &payload[..2]), (8, &1003u16.to_be_bytes()[..]));
+}
+
 /// A batch whose answers held until it is whole are past `pause_input_above` while one of its
 /// calls waits for the host: nothing is left to write, so the engine still wants input (no write
 /// would ever wake a runtime's reader, and the client's cancel of the waiting call must be read),

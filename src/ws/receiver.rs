@@ -297,13 +297,21 @@ impl Receiver {
     /// Payload bytes of the data frame being received that have not arrived yet: reading them
     /// gives no message (0 between frames, and for a control frame).
     pub(crate) fn frame_left(&self) -> usize {
+        let buffered = self.tail - self.head;
         match self.state {
             State::Header
             | State::Payload {
                 kind: FrameKind::Control(_),
                 ..
             } => 0,
-            State::Payload { len, done, .. } => (len - done).saturating_sub(self.tail - self.head),
+            // Kept in the input buffer from `head` as it arrives (`done` of it unmasked).
+            State::Payload {
+                kind: FrameKind::Single(_),
+                len,
+                ..
+            } => len.saturating_sub(buffered),
+            // Moved out of the input buffer as it arrives (`done` of it), the rest buffered.
+            State::Payload { len, done, .. } => (len - done).saturating_sub(buffered),
         }
     }
 

@@ -248,7 +248,20 @@ fn port_answers(port: u16) -> Result<u16, String> {
 /// (within 2 s): stopped, as a `serve` suspended with Ctrl-Z is, or hung. A bridge started
 /// beside one says so rather than that it serves.
 pub(crate) fn port_silent(port: u16) -> bool {
-    port_accepts(port) && port_answers(port).is_err()
+    use std::io::{Read, Write};
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    // Any answer, a refusal too, or the connection closed: not silent.
+    let asked = s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let mut first = [0u8; 1];
+    asked.is_ok()
+        && matches!(s.read(&mut first), Err(e) if matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ))
 }
 
 /// The terminal of an IDE, by what it sets (`TERM_PROGRAM=vscode` in VS Code and its forks,

@@ -388,8 +388,8 @@ fn a_start_with_port_beside_a_running_bridge_leaves_it_its_state() {
 
 /// This workspace's bridge stopped (SIGSTOP: a `serve` suspended with Ctrl-Z) with its lock
 /// file in place: the next start, plain or with `--port`, says it holds the port and does not
-/// answer there, not that it serves (a claude that picks it waits 30 s for nothing); of a
-/// bridge that answers, it still says it serves.
+/// answer there, not that it serves (a claude that picks it waits 30 s for nothing). (Of a
+/// bridge that answers it says it serves: `a_start_with_port_beside_a_running_bridge_leaves_it_its_state`.)
 #[test]
 fn a_start_beside_a_stopped_bridge_says_it_does_not_answer() {
     let sb = Sandbox::new();
