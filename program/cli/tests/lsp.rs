@@ -578,6 +578,52 @@ fn a_header_edited_through_the_bridge_is_seen_by_the_source_including_it() {
     assert_eq!(s.stop(), 0);
 }
 
+/// clangd watches no files: a header changed on disk by another program (the user's editor,
+/// `git checkout`, claude's own tools when no diff is shown), which the bridge never handed
+/// over, left the source including it answered for the header's old text, for as long as the
+/// source's own text did not change; and a question about the header opened it in clangd
+/// without the source being checked again. The look at the disk before each question finds
+/// the header changed and has the source checked again: its answer holds what the header's
+/// new text gives, whether the header is asked about first or not at all.
+#[test]
+fn a_header_changed_on_disk_is_seen_by_the_source_including_it() {
+    require("clangd", "apt-get install clangd");
+    let sb = Sandbox::new();
+    fs::write(
+        sb.ws.join("compile_flags.txt"),
+        "-std=c11\n-Werror=implicit-function-declaration\n",
+    )
+    .unwrap();
+    let header = sb.ws.join("x.h");
+    let main = sb.ws.join("main.c");
+    fs::write(&header, "int other(void);\n").unwrap();
+    fs::write(
+        &main,
+        "#include \"x.h\"\n\nint main(void) { return helper(); }\n",
+    )
+    .unwrap();
+    let mut s = serve(&sb, "threads", &["--lsp", "c=clangd"]);
+    let mut c = Session::new(&s);
+    const UNDECLARED: &str = "Implicit declaration of function 'helper'";
+    const VOID: &str = "Returning 'void' from a function with incompatible result type 'int'";
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
+    assert!(mentions(&msgs, UNDECLARED), "{msgs:?}");
+
+    // Declared by another program's write: gone from the answer about the source.
+    fs::write(&header, "int other(void);\nint helper(void);\n").unwrap();
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
+    assert_eq!(msgs, Vec::<String>::new());
+
+    // Declared returning nothing, the header asked about first: the source's new error.
+    fs::write(&header, "int other(void);\nvoid helper(void);\n").unwrap();
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&header)})), &header);
+    assert_eq!(msgs, Vec::<String>::new());
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
+    assert!(mentions(&msgs, VOID), "{msgs:?}");
+    assert!(!mentions(&msgs, UNDECLARED), "{msgs:?}");
+    assert_eq!(s.stop(), 0);
+}
+
 /// A header fixed while clangd takes seconds to check large C++ sources again (each includes the
 /// standard library, its headers rebuilt): the client's own question about one of them is
 /// answered at once (what clangd said of its text before, or its new answer), never "not known",

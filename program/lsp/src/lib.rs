@@ -687,7 +687,9 @@ impl Lsp {
     /// `workspace/didChangeWatchedFiles` registrations): the files whose changes
     /// [`Lsp::files_changed`] tells them of. Servers read a file they do not have open from disk,
     /// once, and keep what they read (pyright checks an importer against it) until told it
-    /// changed. Starts no server.
+    /// changed. A server that leaves the documents including a file as they were (clangd:
+    /// [`table::leaves_dependents_unchecked`]) watches the files with a header's extension
+    /// ([`table::may_be_included`]) this way, without registering them. Starts no server.
     ///
     /// ```no_run
     /// # fn f(lsp: &claude_ide_bridge_lsp::Lsp) {
@@ -709,8 +711,10 @@ impl Lsp {
 
     /// Files found changed on disk, each with how: each running server is told of those its
     /// globs watch for that change (`workspace/didChangeWatchedFiles`), without waiting; a
-    /// server still starting is told nothing (it reads the disk as it starts). Paths that are
-    /// not UTF-8 are passed over. Starts no server.
+    /// server still starting is told nothing (it reads the disk as it starts). A server that
+    /// leaves the documents including a file as they were has its open documents checked again
+    /// when a header changed ([`Lsp::rechecks`]). Paths that are not UTF-8 are passed over.
+    /// Starts no server.
     ///
     /// ```no_run
     /// # fn f(lsp: &claude_ide_bridge_lsp::Lsp) {

@@ -95,6 +95,10 @@ struct Doc {
     /// A file it may include changed on disk since its last check, and it was not checked again
     /// then (past [`LspLimits::max_rechecks`]): it is at its next sync.
     stale: bool,
+    /// Its other open documents were checked again for its present text on disk
+    /// ([`State::recheck_others`]): a change of it the program's look at the disk finds later is
+    /// that one ([`State::headers_changed`]). Not for a text it was opened with.
+    dependents_told: bool,
 }
 
 /// A document's checks again with its present text ([`Doc::rechecked`]).
@@ -228,6 +232,10 @@ pub(crate) struct State {
     /// The bytes of globs built for `watching` over the server's life (at most
     /// [`MAX_GLOB_BYTES_BUILT`]).
     glob_bytes_built: usize,
+    /// For a server that leaves the documents including a file as they were
+    /// ([`Caps::stale_dependents`]), the files they may include, by extension, watched by the
+    /// program's look at the disk for it ([`State::headers_changed`]): set once it is running.
+    headers: Option<Arc<WatchSet>>,
     /// When the server was started (a file changed since may have been read before its change).
     started: SystemTime,
     limits: LspLimits,
@@ -320,6 +328,7 @@ impl State {
             registered: HashMap::new(),
             watching: BTreeMap::new(),
             glob_bytes_built: 0,
+            headers: None,
             started: SystemTime::now(),
             limits,
             folders,
@@ -680,6 +689,7 @@ impl State {
             doc.unsaved = disk == Disk::Ahead;
             doc.rechecked = None;
             doc.stale = false;
+            doc.dependents_told = false;
             doc.version = version;
             doc.hash = hash;
             doc.synced_seq = seq;
@@ -735,6 +745,7 @@ impl State {
                     unsaved: disk == Disk::Ahead,
                     rechecked: None,
                     stale: false,
+                    dependents_told: false,
                 },
             );
             self.versions = version;
@@ -1343,6 +1354,9 @@ impl State {
                 // By its program's name too: a clangd too old to name itself.
                 self.caps.stale_dependents |=
                     (self.name.as_deref()).is_some_and(crate::table::leaves_dependents_unchecked);
+                if self.caps.stale_dependents && self.caps.change {
+                    self.headers = WatchSet::headers().map(Arc::new);
+                }
                 self.static_caps = self.caps.clone();
                 self.phase = Phase::Running;
                 self.ran = true;

@@ -480,14 +480,16 @@ pub fn leaves_dependents_unchecked(name: &str) -> bool {
 /// assert!(!may_be_included("/ws/notes.txt"));
 /// ```
 pub fn may_be_included(path: &str) -> bool {
-    const HEADERS: [&str; 12] = [
-        "h", "hh", "hpp", "hxx", "h++", "H", "inc", "inl", "ipp", "tcc", "tpp", "def",
-    ];
     match Path::new(path).extension() {
         Some(ext) => ext.to_str().is_some_and(|e| HEADERS.contains(&e)),
         None => true,
     }
 }
+
+/// The extensions of the files [`may_be_included`] takes for headers.
+pub(crate) const HEADERS: [&str; 12] = [
+    "h", "hh", "hpp", "hxx", "h++", "H", "inc", "inl", "ipp", "tcc", "tpp", "def",
+];
 
 /// Whether `command`, its program found at `found`, is a language server: `tsc --lsp` only when
 /// that `tsc` is TypeScript 7's or later's, as its package's `package.json` says (an earlier

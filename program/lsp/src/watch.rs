@@ -183,6 +183,19 @@ impl WatchSet {
         }
     }
 
+    /// Every file with the extension of a header ([`crate::table::may_be_included`]; not the
+    /// names without one, which a build's programs have too), for every change: what the program
+    /// looks at on disk for a server that leaves the documents including them as they were
+    /// (`State::headers_changed`).
+    pub(crate) fn headers() -> Option<WatchSet> {
+        let glob = format!("**/*.{{{}}}", crate::table::HEADERS.join(","));
+        let watcher = FileWatcher {
+            glob: GlobPattern::Plain(glob),
+            kind: None,
+        };
+        WatchSet::new(&[watcher], &mut Vec::new())
+    }
+
     /// The kinds of change watched for `path` (in [`crate::sys::glob_form`]), as bits.
     fn kinds(&self, path: &str) -> u8 {
         let mut kinds = 0;
@@ -298,6 +311,32 @@ mod tests {
         FileWatcher {
             glob: GlobPattern::Plain(glob.into()),
             kind,
+        }
+    }
+
+    /// The headers watched for clangd: by extension, at any depth; not a source, nor a name
+    /// without an extension (a build's programs).
+    #[test]
+    fn headers_are_watched_by_their_extension() {
+        let set = WatchSet::headers().unwrap();
+        for path in [
+            "/ws/x.h",
+            "/ws/a/b/y.hpp",
+            "/ws/defs.inc",
+            "/ws/t.tcc",
+            "/ws/v.h++",
+        ] {
+            assert!(set.watches(path, FileChange::Changed), "{path}");
+            assert!(set.watches(path, FileChange::Deleted), "{path}");
+        }
+        for path in [
+            "/ws/main.c",
+            "/ws/app.cpp",
+            "/ws/Makefile",
+            "/ws/x.hx",
+            "/ws/h",
+        ] {
+            assert!(!set.watches(path, FileChange::Changed), "{path}");
         }
     }
 

@@ -1,12 +1,14 @@
-//! Files the language servers watch on disk (`workspace/didChangeWatchedFiles`). A server reads
-//! a file it does not have open from disk, once, and keeps what it read until it is told the file
+//! Files the language servers watch on disk (`workspace/didChangeWatchedFiles`). A server reads a
+//! file it does not have open from disk, once, and keeps what it read until it is told the file
 //! changed: pyright checks a file importing a module against the module's old text, ruff keeps a
-//! changed `pyproject.toml`'s old rules. An editor tells servers of such changes from a watcher;
-//! the bridge, which wakes for nothing while idle, looks instead: before each `getDiagnostics`
-//! it walks the workspace (the walk of `listFiles`: bounded, `.gitignore` honoured, no link
-//! followed), compares each file a server's globs match with what the last look saw (its time
-//! of last change), and tells the servers ([`Lsp::files_changed`]) of the files created,
-//! changed and deleted since.
+//! changed `pyproject.toml`'s old rules. clangd watches nothing, and leaves the files including a
+//! changed header as they were: for it the headers are watched as if it had registered them (its
+//! open files are then checked again, `Lsp::files_changed`). An editor tells servers of such
+//! changes from a watcher; the bridge, which wakes for nothing while idle, looks instead: before
+//! each `getDiagnostics` it walks the workspace (the walk of `listFiles`: bounded, `.gitignore`
+//! honoured, no link followed), compares each file a server's globs match with what the last look
+//! saw (its time of last change), and tells the servers ([`Lsp::files_changed`]) of the files
+//! created, changed and deleted since.
 //!
 //! A file not seen before is told created when the last whole look's globs matched it (that
 //! look saw every file it could: a folder it cannot read, or past the walk's depth, is never

@@ -9,6 +9,11 @@
 //! header's fix removed stayed in the client's check after the edit, and one it brought was not
 //! told). Such a document is given a new version of the same text ([`State::recheck`]), and its
 //! diagnostics count again only once the server has answered for that version.
+//!
+//! A header the server does not have open, changed on disk (claude's own tools, the user's
+//! editor, `git checkout`, a build), is seen by the program's look at the disk before each
+//! question: the server's headers are watched for it as a server's own globs are
+//! ([`State::headers_changed`]).
 
 use std::sync::atomic::Ordering;
 
@@ -20,6 +25,7 @@ use super::caps::Caps;
 use super::LspLimits;
 use super::{Rechecked, State};
 use crate::rpc;
+use crate::watch::FileChange;
 
 /// `textDocument/didChange` with no change and clangd's `forceRebuild`: a new version of the
 /// same text, checked anew. Without `forceRebuild`, clangd answers nothing for a version whose
@@ -57,6 +63,9 @@ impl State {
         {
             return;
         }
+        if let Some(doc) = self.docs.get_mut(changed) {
+            doc.dependents_told = true;
+        }
         let mut others: Vec<(u64, String)> = (self.docs.iter())
             .filter(|(p, _)| p.as_str() != changed)
             .map(|(p, d)| (d.last_used, p.clone()))
@@ -82,6 +91,30 @@ impl State {
         // (Not when every one was already waiting for a check again: nothing new to forget.)
         if moved {
             self.rechecks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Files changed on disk (as [`State::files_changed`] is told them): when one of them may be
+    /// included (by its extension: [`crate::watch::WatchSet::headers`]) and changed since the
+    /// server may have read it, the server's open documents are checked again
+    /// ([`State::recheck_others`]), once for all of them. Not for one open in the server whose
+    /// others were checked again for its text on disk already (claude's edit once written: the
+    /// change the look finds is that one; and when another program changes it, the program
+    /// hands it over again, which checks them then); one opened with the text it has on disk (a
+    /// question about it, the bridge's own write) is not. Nothing for a server that checks
+    /// them itself.
+    pub(crate) fn headers_changed(&mut self, changes: &[(String, FileChange)]) {
+        let Some(headers) = &self.headers else {
+            return;
+        };
+        let changed = changes.iter().find(|(key, change)| {
+            !self.docs.get(key).is_some_and(|d| d.dependents_told)
+                && !change.told(self.started).is_empty()
+                && headers.watches(&crate::sys::glob_form(key), FileChange::Changed)
+        });
+        if let Some((key, _)) = changed {
+            let key = key.clone();
+            self.recheck_others(&key);
         }
     }
 

@@ -2547,6 +2547,90 @@ fn sources_other_servers_and_lone_documents_recheck_nothing() {
     assert!(other.fresh("/w/main.c"));
 }
 
+/// A header the server does not have open, found changed on disk by the program's look
+/// (claude's own tools, the user's editor, `git checkout`): clangd's open documents are checked
+/// again, once for a look that found several. clangd watches its headers only through the
+/// program's look: it is not told of them (`workspace/didChangeWatchedFiles`, for which it
+/// registered nothing). Nothing for a source, for a header whose new text on disk had them
+/// checked again already (claude's edit once written), for a header seen unchanged since
+/// before the server started, nor by a server that checks its open documents again itself.
+/// A header opened with the text it has on disk (a question about it after its change, the
+/// bridge's own write) has them checked again when the look finds it changed.
+#[test]
+fn a_header_changed_on_disk_has_the_open_documents_checked_again() {
+    let mut s = clangd_state(LspLimits::default());
+    open_answered(&mut s, &["/w/main.c", "/w/util.c", "/w/open.h"]);
+    let (sets, _) = s.watched();
+    assert_eq!(sets.len(), 1);
+    let changes = |c: &[(&str, FileChange)]| -> Vec<(String, FileChange)> {
+        c.iter().map(|(p, c)| ((*p).to_owned(), *c)).collect()
+    };
+    // Opened with its text on disk, found changed: the others are checked again.
+    s.files_changed(&changes(&[("/w/open.h", FileChange::Changed)]));
+    let sent = frames(&mut s);
+    assert_eq!(rechecked(&sent).len(), 2, "{sent:?}");
+    for path in ["/w/main.c", "/w/util.c"] {
+        let v = s.version(path).unwrap();
+        publish(&mut s, path, Some(v), 1);
+    }
+    // Its new text written, the others checked again for it: the look's finding is that.
+    s.sync("/w/open.h", "c", "int helper(void);\n");
+    assert_eq!(rechecked(&frames(&mut s)).len(), 2);
+    for path in ["/w/main.c", "/w/util.c"] {
+        let v = s.version(path).unwrap();
+        publish(&mut s, path, Some(v), 1);
+    }
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    s.files_changed(&changes(&[
+        ("/w/other.c", FileChange::Changed),
+        ("/w/open.h", FileChange::Changed),
+        ("/w/old.h", FileChange::Seen(old)),
+        ("/w/Makefile", FileChange::Changed),
+    ]));
+    assert!(frames(&mut s).is_empty());
+    assert!(s.fresh("/w/main.c") && !s.rechecking());
+
+    s.files_changed(&changes(&[
+        ("/w/inc/x.h", FileChange::Changed),
+        ("/w/inc/y.hpp", FileChange::Created),
+    ]));
+    let sent = frames(&mut s);
+    let mut told: Vec<String> = rechecked(&sent).into_iter().map(|(uri, _)| uri).collect();
+    told.sort();
+    let mut expected = vec![
+        file_uri("/w/main.c"),
+        file_uri("/w/open.h"),
+        file_uri("/w/util.c"),
+    ];
+    expected.sort();
+    assert_eq!(told, expected, "{sent:?}");
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert!(!s.fresh("/w/main.c") && s.rechecking());
+    // A header deleted, or new since the server started (first seen by a look): again.
+    let v = s.version("/w/main.c").unwrap();
+    publish(&mut s, "/w/main.c", Some(v), 0);
+    s.files_changed(&changes(&[("/w/inc/x.h", FileChange::Deleted)]));
+    assert!(s.version("/w/main.c").unwrap() > v);
+    // (Once the writer took that one: a check again still queued is not sent twice.)
+    frames(&mut s);
+    let v = s.version("/w/main.c").unwrap();
+    s.files_changed(&changes(&[(
+        "/w/new.h",
+        FileChange::Seen(SystemTime::now()),
+    )]));
+    assert!(s.version("/w/main.c").unwrap() > v);
+
+    let mut other = running(
+        json!({"textDocumentSync": {"openClose": true, "change": 2, "save": true}}),
+        LspLimits::default(),
+    );
+    open_answered(&mut other, &["/w/main.c", "/w/util.c"]);
+    assert!(other.watched().0.is_empty());
+    other.files_changed(&changes(&[("/w/x.h", FileChange::Changed)]));
+    assert!(frames(&mut other).is_empty());
+    assert!(other.fresh("/w/main.c"));
+}
+
 /// A clangd that does not name itself is known by its program's name.
 #[test]
 fn clangd_is_known_by_its_programs_name_too() {

@@ -21,7 +21,9 @@ impl State {
     /// What the server watches on disk, and when it started: nothing unless it is running.
     pub fn watched(&self) -> (Vec<Arc<WatchSet>>, SystemTime) {
         let sets = if self.is_running() {
-            self.watching.values().cloned().collect()
+            (self.watching.values().chain(&self.headers))
+                .cloned()
+                .collect()
         } else {
             Vec::new()
         };
@@ -31,9 +33,15 @@ impl State {
     /// Files changed on disk (each by its key, as [`State::sync`] names it): those the server
     /// watches for that change are told to it in `workspace/didChangeWatchedFiles` (at most
     /// [`MAX_CHANGES_TOLD`] a message), when it is running. Changes of a file the server has open
-    /// are told too, as an editor tells them: the server keeps the text it was given.
+    /// are told too, as an editor tells them: the server keeps the text it was given. A server
+    /// that leaves the documents including a file as they were has them checked again when a
+    /// file they may include changed ([`State::headers_changed`]).
     pub fn files_changed(&mut self, changes: &[(String, FileChange)]) {
-        if !self.is_running() || self.watching.is_empty() {
+        if !self.is_running() {
+            return;
+        }
+        self.headers_changed(changes);
+        if self.watching.is_empty() {
             return;
         }
         let mut watched: Vec<lsp_types::FileEvent> = Vec::new();
