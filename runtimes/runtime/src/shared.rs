@@ -171,6 +171,14 @@ struct State {
     lock_watch: Option<crate::sys::WatchEnd>,
 }
 
+impl State {
+    /// `conn` while its reader waits for its peer to read its output ([`AfterInput::WaitForOutput`]):
+    /// not once the server stopped, nor once the connection is gone.
+    fn paused(&self, conn: ConnectionId) -> Option<&Conn> {
+        (self.conns.get(&conn)).filter(|c| !self.stopped && c.reading_paused.get())
+    }
+}
+
 /// A running server's shared part. Runtimes keep it in an `Arc` and call it from their loops.
 pub struct RunningServer {
     state: Mutex<State>,
@@ -622,7 +630,7 @@ impl RunningServer {
     /// read).
     fn still_paused(&self, conn: ConnectionId) -> bool {
         let st = self.lock();
-        let c = (st.conns.get(&conn)).filter(|c| !st.stopped && c.reading_paused.get());
+        let c = st.paused(conn);
         let first = c.is_some_and(|c| !c.pause_logged.replace(true));
         let paused = c.is_some();
         drop(st);
@@ -642,8 +650,7 @@ impl RunningServer {
     /// [`Wire::wake_reader`]. False once the peer has read enough of its output, and once the
     /// connection is closed or gone (the reader meets its socket's end).
     pub fn output_waits(&self, conn: ConnectionId) -> bool {
-        let st = self.lock();
-        !st.stopped && st.conns.get(&conn).is_some_and(|c| c.reading_paused.get())
+        self.lock().paused(conn).is_some()
     }
 
     /// The reader of `conn` met the end of the stream, or an error.

@@ -233,13 +233,7 @@ impl Client {
             self.next_id += 1;
             let v = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                            "params": {"name": name, "arguments": args}});
-            encode_frame(
-                &mut out,
-                OpCode::Text,
-                true,
-                Some([7, 3, 9, 1]),
-                v.to_string().as_bytes(),
-            );
+            push_text_frame(&mut out, v.to_string().as_bytes());
             ids.push(id);
         }
         (out, ids)
@@ -268,6 +262,12 @@ impl Client {
             }
         }
     }
+}
+
+/// Appends to `out` one masked, unfragmented Text frame of `text`, as a client sends it (for a
+/// scenario that writes frames itself: many at once, or one larger than a socket takes).
+pub fn push_text_frame(out: &mut Vec<u8>, text: &[u8]) {
+    encode_frame(out, OpCode::Text, true, Some([7, 3, 9, 1]), text);
 }
 
 /// The status code of a Close frame's payload (its first two bytes), `None` for an empty one.

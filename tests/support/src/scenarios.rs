@@ -14,9 +14,9 @@ use claude_ide_bridge::{
 use claude_ide_bridge_runtime::{Handle, LockFileMode, Options};
 use serde_json::{json, Value};
 
-use crate::client::{close_code, connect, texts, upgrade_request, Client};
+use crate::client::{close_code, connect, push_text_frame, texts, upgrade_request, Client};
 use crate::platform::{assert_mode, set_mode};
-use claude_ide_bridge::ws::{encode_frame, OpCode};
+use claude_ide_bridge::ws::OpCode;
 
 pub const TOKEN: &str = "scenario-token-0123456789abcdefghijklmnopq";
 const WAIT: Duration = Duration::from_secs(5);
@@ -996,7 +996,7 @@ pub fn large_text_over_many_reads<R: Rt>() {
     let mut payload = "é".repeat(1 << 19).into_bytes();
     payload[700_001] = 0xFF;
     let mut frame = Vec::new();
-    encode_frame(&mut frame, OpCode::Text, true, Some([1, 2, 3, 4]), &payload);
+    push_text_frame(&mut frame, &payload);
     for piece in frame.chunks(1000) {
         if bad.stream.write_all(piece).is_err() {
             break; // closed before everything was written: that is the point
@@ -1089,13 +1089,7 @@ pub fn a_flooding_peer_starves_nobody<R: Rt>() {
     let mut chunk = Vec::new();
     let note = json!({"jsonrpc": "2.0", "method": "notifications/nothing"}).to_string();
     for _ in 0..2000 {
-        claude_ide_bridge::ws::encode_frame(
-            &mut chunk,
-            claude_ide_bridge::ws::OpCode::Text,
-            true,
-            Some([1, 2, 3, 4]),
-            note.as_bytes(),
-        );
+        push_text_frame(&mut chunk, note.as_bytes());
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flood = {
@@ -1144,13 +1138,7 @@ pub fn a_client_that_does_not_read_is_not_read<R: Rt>() {
     let request = |id: u64, method: &str| {
         let mut frame = Vec::new();
         let text = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"pad": pad}});
-        encode_frame(
-            &mut frame,
-            OpCode::Text,
-            true,
-            Some([1, 2, 3, 4]),
-            text.to_string().as_bytes(),
-        );
+        push_text_frame(&mut frame, text.to_string().as_bytes());
         frame
     };
     let mut stream = quiet.stream.try_clone().unwrap();
@@ -1273,13 +1261,7 @@ pub fn a_large_message_written_before_a_large_answer_is_read<R: Rt>() {
     let pad = "y".repeat(9 << 20);
     let text = json!({"jsonrpc": "2.0", "id": 77, "method": "ping", "params": {"pad": pad}});
     let mut frame = Vec::new();
-    encode_frame(
-        &mut frame,
-        OpCode::Text,
-        true,
-        Some([1, 2, 3, 4]),
-        text.to_string().as_bytes(),
-    );
+    push_text_frame(&mut frame, text.to_string().as_bytes());
     let mut w = c.stream.try_clone().unwrap();
     w.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
     w.write_all(&frame).expect("the large message taken");
@@ -1308,7 +1290,7 @@ pub fn clock_jump<R: Rt>() {
         match c.recv_frame(left) {
             Some((9, payload)) => {
                 pings += 1;
-                c.send_frame(claude_ide_bridge::ws::OpCode::Pong, &payload);
+                c.send_frame(OpCode::Pong, &payload);
             }
             Some(_) => {}
             None => break,
@@ -1948,7 +1930,7 @@ pub fn a_handler_kept_waiting_does_not_cost_its_client_the_connection<S: Send + 
     let mut closed = false;
     while let Some(left) = until.checked_duration_since(Instant::now()) {
         match c.recv_frame(left) {
-            Some((9, payload)) => c.send_frame(claude_ide_bridge::ws::OpCode::Pong, &payload),
+            Some((9, payload)) => c.send_frame(OpCode::Pong, &payload),
             Some((8, _)) => {
                 closed = true;
                 break;
