@@ -1244,16 +1244,16 @@ impl Inner {
             .iter()
             .filter_map(|f| workspace_folder(f))
             .collect();
-        match ServerProcess::start(
-            &command,
+        let launch = server::Launch {
             folders,
-            self.config.workspace_folders.first().map(PathBuf::as_path),
+            cwd: self.config.workspace_folders.first().map(PathBuf::as_path),
             limits,
-            self.log.with_budget(slot.log_budget.clone()),
-            self.config.trace,
-            self.on_change.clone(),
-            self.rechecks.clone(),
-        ) {
+            log: self.log.with_budget(slot.log_budget.clone()),
+            trace: self.config.trace,
+            on_change: self.on_change.clone(),
+            rechecks: self.rechecks.clone(),
+        };
+        match ServerProcess::start(&command, launch) {
             Ok(server) => {
                 let server = Arc::new(server);
                 slot.server = Some(server.clone());

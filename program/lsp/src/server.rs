@@ -113,21 +113,44 @@ pub(crate) struct ServerProcess {
     pub pid: u32,
 }
 
+/// What a server is started with, besides its command ([`ServerProcess::start`]).
+pub(crate) struct Launch<'a> {
+    /// The workspace folders it is told of in `initialize`.
+    pub folders: Vec<lsp_types::WorkspaceFolder>,
+    /// Its working directory (the first workspace folder).
+    pub cwd: Option<&'a std::path::Path>,
+    pub limits: &'a LspLimits,
+    /// Its log (its stderr and the program's lines about it).
+    pub log: Log,
+    /// Whether every message to and from it is logged too.
+    pub trace: bool,
+    /// Told each change of its diagnostics.
+    pub on_change: OnChange,
+    /// Counted up when its open documents are checked again ([`State::rechecks`]).
+    pub rechecks: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// When a server that has not answered `initialize` is given up: [`LspLimits::initialize_timeout`]
+/// after its start.
+#[derive(Clone, Copy)]
+struct InitBound {
+    deadline: Instant,
+    timeout: Duration,
+}
+
 impl ServerProcess {
     /// Spawns `command` in its own process group (so that a stop takes its children too, and a Ctrl-C in the
-    /// bridge's terminal does not reach it) and sends `initialize`. `rechecks` is counted up when
-    /// its open documents are checked again ([`State::rechecks`]).
-    #[allow(clippy::too_many_arguments)]
-    pub fn start(
-        command: &[String],
-        folders: Vec<lsp_types::WorkspaceFolder>,
-        cwd: Option<&std::path::Path>,
-        limits: &LspLimits,
-        log: Log,
-        trace: bool,
-        on_change: OnChange,
-        rechecks: Arc<std::sync::atomic::AtomicU64>,
-    ) -> std::io::Result<ServerProcess> {
+    /// bridge's terminal does not reach it) and sends `initialize`.
+    pub fn start(command: &[String], launch: Launch<'_>) -> std::io::Result<ServerProcess> {
+        let Launch {
+            folders,
+            cwd,
+            limits,
+            log,
+            trace,
+            on_change,
+            rechecks,
+        } = launch;
         let (program, args) = command
             .split_first()
             .ok_or(std::io::ErrorKind::InvalidInput)?;
@@ -211,15 +234,16 @@ impl ServerProcess {
         {
             let (shared, log, trace) = (shared.clone(), log.clone(), trace.clone());
             let on_change = on_change.clone();
-            let init_deadline = started + limits.initialize_timeout;
-            let initialize_timeout = limits.initialize_timeout;
+            let init = InitBound {
+                deadline: started + limits.initialize_timeout,
+                timeout: limits.initialize_timeout,
+            };
             let writer = Box::new(move || {
                 write_loop(
                     &shared,
                     child,
                     stdin,
-                    init_deadline,
-                    initialize_timeout,
+                    init,
                     &log,
                     trace.as_ref(),
                     &on_change,
@@ -721,11 +745,12 @@ const EXIT_SETTLE_MOST: Duration = Duration::from_secs(5);
 
 /// The writer's checks, under the lock: the server is done (exited, found exited, or past its
 /// `initialize` deadline, each recorded), or not.
-fn done(state: &mut State, init_deadline: Instant, timeout: Duration) -> bool {
+fn done(state: &mut State, init: InitBound) -> bool {
     if matches!(state.phase, Phase::Exited(_)) {
         return true;
     }
-    if state.phase == Phase::Starting && Instant::now() >= init_deadline {
+    if state.phase == Phase::Starting && Instant::now() >= init.deadline {
+        let timeout = init.timeout;
         state.exit(format!("hung: no answer to initialize within {timeout:?}"));
         return true;
     }
@@ -766,13 +791,11 @@ fn write_watched(
     Ok(true)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn write_loop(
     shared: &Arc<StateMonitor>,
     child: Child,
     stdin: ChildStdin,
-    init_deadline: Instant,
-    initialize_timeout: Duration,
+    init: InitBound,
     log: &Log,
     trace: Option<&Log>,
     on_change: &OnChange,
@@ -800,7 +823,7 @@ fn write_loop(
         state.exit("could not set up its input".to_owned());
     }
     loop {
-        if done(&mut state, init_deadline, initialize_timeout) {
+        if done(&mut state, init) {
             break;
         }
         if state.outbox.is_empty() {
@@ -810,7 +833,7 @@ fn write_loop(
             // The next deadline: `initialize`'s while it starts, the hang's while it owes work;
             // none otherwise (work, an exit and a stop all notify).
             let deadline = if state.phase == Phase::Starting {
-                Some(init_deadline)
+                Some(init.deadline)
             } else {
                 state.hung_since().map(|since| since + state.hang_timeout())
             };
@@ -835,7 +858,7 @@ fn write_loop(
                 }
                 let mut give_up = || {
                     let mut state = shared.lock();
-                    done(&mut state, init_deadline, initialize_timeout)
+                    done(&mut state, init)
                 };
                 match frame.write(|piece| write_watched(input, piece, &mut give_up)) {
                     Ok(true) => {}
