@@ -778,11 +778,17 @@ impl State {
         let Some(uri) = rpc::uri(path) else {
             return;
         };
+        let mut told = false;
         if let Some(doc) = self.docs.get_mut(path) {
             doc.unsaved = false;
+            told = doc.dependents_told;
         }
         self.save(uri, shared.sync_text());
-        self.recheck_others(path);
+        // Not when the program's look found the write first and had them checked again for it
+        // ([`State::headers_changed`]): once is enough.
+        if !told {
+            self.recheck_others(path);
+        }
     }
 
     /// `didSave` of `uri`, whose text the server now has (`text`), when the server asks for it.

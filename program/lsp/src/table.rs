@@ -480,8 +480,13 @@ pub fn leaves_dependents_unchecked(name: &str) -> bool {
 /// assert!(!may_be_included("/ws/notes.txt"));
 /// ```
 pub fn may_be_included(path: &str) -> bool {
+    // In any case where names are (macOS, Windows: `X.HPP`), as the look at the disk matches them.
+    let same = |a: &str, b: &str| match crate::sys::GLOBS_IGNORE_CASE {
+        true => a.eq_ignore_ascii_case(b),
+        false => a == b,
+    };
     match Path::new(path).extension() {
-        Some(ext) => ext.to_str().is_some_and(|e| HEADERS.contains(&e)),
+        Some(ext) => (ext.to_str()).is_some_and(|e| HEADERS.iter().any(|h| same(h, e))),
         None => true,
     }
 }

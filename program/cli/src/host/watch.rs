@@ -10,19 +10,20 @@
 //! saw (its time of last change), and tells the servers ([`Lsp::files_changed`]) of the files
 //! created, changed and deleted since.
 //!
-//! A file not seen before is told created when the last whole look's globs matched it (that
-//! look saw every file it could: a folder it cannot read, or past the walk's depth, is never
-//! seen, and makes no file in it new later). Otherwise (the first look for a server's globs,
-//! after a server started again or registered others, after a look that ran out of time or of
-//! room) it is told seen ([`FileChange::Seen`], with its time): each server started before that
-//! time (less 2 s) may have read another text, and is told it was created and changed; a server
-//! started after is told nothing. The program takes that first look as soon as a server answers
-//! ([`Looks::first_if_new`]), so that a file deleted or created before the next question
-//! is told then. A file no longer matched by the globs is kept, to be compared when it is again
-//! (a server started again).
+//! A file not seen before is told created when the last whole look's globs matched it (that look
+//! saw every file it could: a folder it cannot read, or past the walk's depth, is never seen, and
+//! makes no file in it new later). Otherwise (the first look for a server's globs, after a server
+//! started again or registered others, after a look that ran out of time or of room) it is told
+//! seen ([`FileChange::Seen`], with its time): each server started before that time (less 2 s; 20
+//! ms for a time finer than a millisecond) may have read another text, and is told it was created
+//! and changed; a server started after is told nothing. The program takes that first look as soon
+//! as a server answers ([`Looks::first_if_new`]), so that a file deleted or created before the next
+//! question is told then. A file no longer matched by the globs is kept, to be compared when it is
+//! again (a server started again).
 //!
-//! A file written just before a look is told changed once more at the next one: a second write
-//! in the same tick of the file system's clock keeps its time. That tick is taken as 2 s
+//! A file written just before a look is told changed once more at the next one when it then
+//! holds another text than that look read of it ([`Seen::hash`]): a second write in the same
+//! tick of the file system's clock keeps its time. That tick is taken as 2 s
 //! ([`RACY`]) for a time in whole milliseconds (FAT, HFS+, a network file system), and
 //! [`FINE_RACY`] otherwise. A file not seen by a look is told deleted when it is found gone by
 //! its path (first those the look before saw, then those seen longest ago, for at most
@@ -86,6 +87,7 @@ impl Looks {
             disk: Mutex::new(DiskLook::default()),
             ws: ws.with_limits(Limits {
                 max_walk_time: LOOK_WAIT,
+                max_read_bytes: MAX_HASHED_BYTES,
                 ..ws.limits().clone()
             }),
             lsp,
@@ -166,6 +168,10 @@ struct Seen {
     time: SystemTime,
     /// Written just before that look: told changed once more at the next one.
     recheck: bool,
+    /// With `recheck`, the hash of what that look read of it ([`hash_of`]): told changed once
+    /// more only when it holds another text (a second write in the same tick of the clock), not
+    /// for the write already told (to clangd, each telling is a check again of its open files).
+    hash: Option<u64>,
     /// The number of the last look that saw it (or found it still there).
     look: u64,
     /// How many rounds of looks in a row found it still there without reaching it (ignored now,
@@ -217,6 +223,36 @@ pub(super) fn racy(time: SystemTime, now: SystemTime) -> bool {
     }
 }
 
+/// The most files a look reads to hash ([`Seen::hash`]): those written just before it, usually
+/// a few (a build writing thousands at once has the others told once more, as before).
+const MAX_HASHES: usize = 64;
+
+/// The largest file a look reads to hash: a larger one written just before a look is told
+/// changed once more at the next.
+const MAX_HASHED_BYTES: u64 = 1024 * 1024;
+
+/// How many more files this look may read to hash.
+struct Hashes(usize);
+
+impl Hashes {
+    /// The hash of what `path` holds ([`hash_of`]), while this look may read more; `None`
+    /// past that.
+    fn take(&mut self, ws: &Workspace, path: &Path) -> Option<u64> {
+        self.0 = self.0.checked_sub(1)?;
+        hash_of(ws, path)
+    }
+}
+
+/// The hash of the bytes `path` holds, read through `ws` (inside the workspace, a regular file
+/// of at most [`MAX_HASHED_BYTES`]); `None` when it cannot be read so.
+fn hash_of(ws: &Workspace, path: &Path) -> Option<u64> {
+    use std::hash::Hasher;
+    let (_, bytes) = ws.read(path.to_str()?).ok()?;
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(&bytes);
+    Some(h.finish())
+}
+
 impl DiskLook {
     /// Looks at the files of `ws` that `watched` matches, until `deadline`, and answers what
     /// changed since the last look. With nothing watched, forgets what it saw.
@@ -238,6 +274,7 @@ impl DiskLook {
         let mut full = false;
         let mut looked_at = 0usize;
         let seen = &mut self.seen;
+        let mut hashes = Hashes(MAX_HASHES);
         let walk_cut = ws.for_each_file_dated_resuming(&mut self.resume, |path, modified| {
             looked_at += 1;
             if looked_at.is_multiple_of(64) && Instant::now() >= deadline {
@@ -259,13 +296,18 @@ impl DiskLook {
             match seen.get_mut(path) {
                 Some(e) => {
                     let new_time = e.time != time;
-                    if new_time || e.recheck {
+                    let again = !new_time
+                        && e.recheck
+                        && (e.hash.is_none() || hashes.take(ws, path) != e.hash);
+                    if new_time || again {
                         changes.push((path.to_path_buf(), FileChange::Changed));
                     }
                     // Once more for a new time only: not at every look of its first seconds.
+                    let recheck = new_time && racy(time, now);
                     *e = Seen {
                         time,
-                        recheck: new_time && racy(time, now),
+                        recheck,
+                        hash: if recheck { hashes.take(ws, path) } else { None },
                         look: this,
                         unreached: 0,
                     };
@@ -278,6 +320,7 @@ impl DiskLook {
                         Seen {
                             time,
                             recheck,
+                            hash: if recheck { hashes.take(ws, path) } else { None },
                             look: this,
                             unreached: 0,
                         },
@@ -447,15 +490,27 @@ mod tests {
         );
         // Deletions first.
         assert_eq!(found.changes[0].1, FileChange::Deleted);
-        // Written just now on a coarse clock: told changed once more at the next look (another
-        // write in the same second would keep its time), then no more.
-        write_dated(d, "kept.py", "y = 2\n", coarse_now());
-        for _ in 0..2 {
-            assert_eq!(
-                names(&look.look(&ws, &watched, far)),
-                named(&[("kept.py", "changed")])
-            );
-        }
+        // Written just now on a coarse clock: told changed, and once more at the next look when
+        // it holds another text then (a second write in the same second keeps its time); not for
+        // the same text (told twice, clangd checked its open files twice for one write).
+        let now = coarse_now();
+        write_dated(d, "kept.py", "y = 2\n", now);
+        assert_eq!(
+            names(&look.look(&ws, &watched, far)),
+            named(&[("kept.py", "changed")])
+        );
+        assert_eq!(look.look(&ws, &watched, far), Found::default());
+        let soon = now + Duration::from_secs(1);
+        write_dated(d, "kept.py", "y = 3\n", soon);
+        assert_eq!(
+            names(&look.look(&ws, &watched, far)),
+            named(&[("kept.py", "changed")])
+        );
+        write_dated(d, "kept.py", "y = 4\n", soon);
+        assert_eq!(
+            names(&look.look(&ws, &watched, far)),
+            named(&[("kept.py", "changed")])
+        );
         assert_eq!(look.look(&ws, &watched, far), Found::default());
         // A second ago on a fine clock (one file of a checkout): told once.
         write_dated(d, "kept.py", "y = 3\n", ago(Duration::from_secs(1)));

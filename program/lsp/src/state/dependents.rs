@@ -12,8 +12,8 @@
 //!
 //! A header the server does not have open, changed on disk (claude's own tools, the user's
 //! editor, `git checkout`, a build), is seen by the program's look at the disk before each
-//! question: the server's headers are watched for it as a server's own globs are
-//! ([`State::headers_changed`]).
+//! question (inside the workspace, where `.gitignore` does not leave it out): the server's
+//! headers are watched for it as a server's own globs are ([`State::headers_changed`]).
 
 use std::sync::atomic::Ordering;
 

@@ -2620,6 +2620,19 @@ fn a_header_changed_on_disk_has_the_open_documents_checked_again() {
     )]));
     assert!(s.version("/w/main.c").unwrap() > v);
 
+    // claude's accepted edit, its write found by a look before the program saw it written:
+    // checked again once, not again when the write is seen.
+    frames(&mut s);
+    let text = SharedText::new("int helper(long);\n");
+    s.sync_shared("/w/open.h", "c", &text, Disk::Ahead);
+    assert!(rechecked(&frames(&mut s)).is_empty());
+    s.files_changed(&changes(&[("/w/open.h", FileChange::Changed)]));
+    assert_eq!(rechecked(&frames(&mut s)).len(), 2);
+    s.written("/w/open.h", &text);
+    let sent = frames(&mut s);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["method"], "textDocument/didSave");
+
     let mut other = running(
         json!({"textDocumentSync": {"openClose": true, "change": 2, "save": true}}),
         LspLimits::default(),
