@@ -335,6 +335,9 @@ struct Slot {
     /// not running since, neither seen by a question nor ended after running): past
     /// [`LspLimits::late_after`] its set answers without it.
     starting_since: Option<Instant>,
+    /// Counted up by its processes each time they check open documents again, across its
+    /// restarts ([`Lsp::rechecks_for`]).
+    rechecks: Arc<AtomicU64>,
 }
 
 struct Servers {
@@ -390,8 +393,6 @@ struct Inner {
     log: log::Log,
     servers: Arc<Mutex<Servers>>,
     shut: AtomicBool,
-    /// Counted up by the servers each time they check open documents again ([`Lsp::rechecks`]).
-    rechecks: Arc<AtomicU64>,
 }
 
 impl Drop for Inner {
@@ -460,7 +461,6 @@ impl Lsp {
                 log,
                 servers,
                 shut: AtomicBool::new(false),
-                rechecks: Arc::default(),
             }),
         }
     }
@@ -741,9 +741,37 @@ impl Lsp {
     /// a file they may include changed on disk ([`LspLimits::max_rechecks`]; clangd, which
     /// leaves them as they were: [`table::leaves_dependents_unchecked`]). It only grows: a
     /// caller remembering an answer for a file's text takes it as out of date once this moved,
-    /// since the file's diagnostics may have changed with another file.
+    /// since the file's diagnostics may have changed with another file ([`Lsp::rechecks_for`]:
+    /// of the servers of one file's language).
     pub fn rechecks(&self) -> u64 {
-        self.inner.rechecks.load(Ordering::Relaxed)
+        let servers = self.inner.servers();
+        (servers.slots.values())
+            .map(|s| s.rechecks.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// [`Lsp::rechecks`] of the servers of `path`'s language alone: what may change the
+    /// diagnostics of that file with another file. A header changed under clangd says nothing
+    /// of a Python file's, whose answer remembered for its text stands. 0 for a file of no
+    /// language; starts no server.
+    ///
+    /// ```no_run
+    /// # fn f(lsp: &claude_ide_bridge_lsp::Lsp) {
+    /// let path = std::path::Path::new("/ws/main.c");
+    /// let since = lsp.rechecks_for(path);
+    /// // ... ask, remember the answer ...
+    /// let still_good = lsp.rechecks_for(path) == since;
+    /// # }
+    /// ```
+    pub fn rechecks_for(&self, path: &Path) -> u64 {
+        let Some(language) = self.language_for(path) else {
+            return 0;
+        };
+        let servers = self.inner.servers();
+        (servers.slots.values())
+            .filter(|s| s.languages.contains(language))
+            .map(|s| s.rechecks.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Waits, at most until `deadline`, for the answers of the documents the servers checked
@@ -1184,6 +1212,7 @@ impl Inner {
                 stopped: false,
                 log_budget: Arc::new(limits.max_log_bytes.into()),
                 starting_since: None,
+                rechecks: Arc::default(),
             });
         slot.languages.insert(language.to_owned());
         if slot.stopped {
@@ -1251,7 +1280,7 @@ impl Inner {
             log: self.log.with_budget(slot.log_budget.clone()),
             trace: self.config.trace,
             on_change: self.on_change.clone(),
-            rechecks: self.rechecks.clone(),
+            rechecks: slot.rechecks.clone(),
         };
         match ServerProcess::start(&command, launch) {
             Ok(server) => {

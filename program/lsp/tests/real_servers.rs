@@ -240,6 +240,44 @@ fn clangd_error_fix_new_error_and_shutdown() {
     stop_and_check_gone(&f);
 }
 
+/// clangd's open documents checked again for a header changed on disk (found by the program's
+/// look, `Lsp::files_changed`) move the count of the C files' servers (`Lsp::rechecks_for`), and
+/// not Python's: a caller's answer remembered for a Python file's text stands (it was forgotten
+/// with every header change, and a Python baseline then asked the server again).
+#[test]
+fn a_header_change_moves_the_rechecks_of_its_language_alone() {
+    require("clangd");
+    require("pyright-langserver");
+    let mut table = only("c", "clangd");
+    for language in only("python", "pyright-langserver --stdio").languages() {
+        table.push(language.clone());
+    }
+    let f = fixture(table);
+    let (main, header, app) = (
+        f.dir.path().join("main.c"),
+        f.dir.path().join("x.h"),
+        f.dir.path().join("app.py"),
+    );
+    std::fs::write(&header, "int other(void);\n").unwrap();
+    let source = "#include \"x.h\"\nint main(void) { return other(); }\n";
+    std::fs::write(&main, source).unwrap();
+    std::fs::write(&app, "x: int = 1\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    assert!(f.lsp.check(&main, source, deadline).fresh);
+    assert!(f.lsp.check(&app, "x: int = 1\n", deadline).fresh);
+    let (c, python) = (f.lsp.rechecks_for(&main), f.lsp.rechecks_for(&app));
+    std::fs::write(&header, "int other(void);\nint helper(void);\n").unwrap();
+    f.lsp
+        .files_changed(&[(header.clone(), FileChange::Changed)]);
+    assert_eq!(f.lsp.rechecks_for(&main), c + 1);
+    assert_eq!(f.lsp.rechecks_for(&header), c + 1);
+    assert_eq!(f.lsp.rechecks_for(&app), python);
+    assert_eq!(f.lsp.rechecks(), c + python + 1);
+    // And clangd answers for the source's new version.
+    assert!(f.lsp.check(&main, source, deadline).fresh);
+    f.lsp.shutdown(Duration::from_secs(5));
+}
+
 #[test]
 fn typescript_error_fix_new_error_and_shutdown() {
     typescript_error_fix_new_error(

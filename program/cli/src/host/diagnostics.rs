@@ -356,9 +356,7 @@ fn text_hash(text: &str) -> u64 {
 
 impl LanguageServers {
     fn memory(&self) -> MutexGuard<'_, Memory> {
-        let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
-        memory.rechecked(self.lsp.rechecks());
-        memory
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Language servers over `lsp`, noting what they cannot do in `log`.
@@ -501,21 +499,15 @@ impl LanguageServers {
                     // [`PENDING`] ago (a client that skipped its checks after the write leaves
                     // them), are forgotten and the text on disk is checked; else every later
                     // `openDiff` of the file skipped its check, and the baseline was never known.
-                    let accepted = me
-                        .memory()
-                        .before_write(&path, text_hash(&t.content), Instant::now())
-                        .is_some();
+                    let hash = text_hash(&t.content);
+                    let accepted = me.memory().awaits_write(&path, hash, Instant::now());
                     me.memory().on_disk(&path, stamp.filter(|_| !accepted));
                     if !accepted {
-                        let since = me.lsp.rechecks();
+                        let since = me.lsp.rechecks_for(&path);
                         let checked = me.ask(&path, &t.content, None);
                         if checked.fresh {
-                            me.memory().answered(
-                                &path,
-                                text_hash(&t.content),
-                                &checked.diagnostics,
-                                since,
-                            );
+                            let now = me.lsp.rechecks_for(&path);
+                            (me.memory()).answered(&path, hash, &checked.diagnostics, since, now);
                         }
                     }
                 }
@@ -905,11 +897,11 @@ impl LanguageServers {
             }
         };
         let hash = text_hash(&text);
-        let since = self.lsp.rechecks();
+        let since = self.lsp.rechecks_for(&path);
         let remembered = {
             let mut memory = self.memory();
             memory.asked(&path);
-            let remembered = memory.before_write(&path, hash, Instant::now());
+            let remembered = memory.before_write(&path, hash, Instant::now(), since);
             // Handed over by the ask below unless accepted contents wait to be written.
             memory.on_disk(&path, stamp.filter(|_| remembered.is_none()));
             remembered
@@ -934,8 +926,8 @@ impl LanguageServers {
                     return not_known(uri, &checked.down);
                 }
                 if checked.fresh {
-                    self.memory()
-                        .answered(&path, hash, &checked.diagnostics, since);
+                    let now = self.lsp.rechecks_for(&path);
+                    (self.memory()).answered(&path, hash, &checked.diagnostics, since, now);
                 }
                 checked.diagnostics
             }
@@ -969,7 +961,8 @@ impl LanguageServers {
                     return not_known(uri, &down);
                 }
                 if fresh {
-                    self.memory().answered(&path, hash, &diagnostics, since);
+                    let now = self.lsp.rechecks_for(&path);
+                    (self.memory()).answered(&path, hash, &diagnostics, since, now);
                 }
                 diagnostics
             }
@@ -1075,7 +1068,7 @@ impl LanguageServers {
     /// contents handed over meanwhile (`changed`) are not then replaced by the old text on disk.
     fn hand_over(&self, path: &Path, text: &str, stamp: Option<Stamp>) -> bool {
         let mut memory = self.memory();
-        if (memory.before_write(path, text_hash(text), Instant::now())).is_some() {
+        if memory.awaits_write(path, text_hash(text), Instant::now()) {
             memory.on_disk(path, None);
             return false;
         }
@@ -1163,11 +1156,11 @@ impl LanguageServers {
             if Instant::now() >= deadline {
                 break;
             }
-            let since = self.lsp.rechecks();
+            let since = self.lsp.rechecks_for(path);
             let checked = self.ask_within(path, text, Some(deadline), hard);
             if checked.fresh {
-                self.memory()
-                    .answered(path, text_hash(text), &checked.diagnostics, since);
+                let (hash, now) = (text_hash(text), self.lsp.rechecks_for(path));
+                (self.memory()).answered(path, hash, &checked.diagnostics, since, now);
             }
         }
         // The files the servers check again because one they may include changed (clangd,

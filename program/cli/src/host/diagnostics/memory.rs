@@ -46,17 +46,16 @@ pub(super) struct Memory {
     pub(super) recent: VecDeque<PathBuf>,
     /// Accepted contents not yet on disk: their hash, and when they were accepted.
     pub(super) pending: HashMap<PathBuf, (u64, Instant)>,
-    /// The last answer for a file, with the hash of the text it is about (at most [`RECENT`]).
-    pub(super) answers: VecDeque<(PathBuf, u64, Vec<Diagnostic>)>,
+    /// The last answer for a file, with the hash of the text it is about (at most [`RECENT`]),
+    /// and the count of documents its language's servers had checked again when it was asked
+    /// ([`Lsp::rechecks_for`]): once that moved, the file's diagnostics may have changed with
+    /// another file (a header), and the answer no longer counts for its text.
+    pub(super) answers: VecDeque<(PathBuf, u64, Vec<Diagnostic>, u64)>,
     /// Files read from disk for the servers, with the [`Stamp`] of the file their text was read
     /// at (`None`: the servers were not given that text, or were given another; read it again),
     /// for [`LanguageServers::refresh_open`] (at most [`MAX_TRACKED`]; those the servers no
     /// longer have open are dropped there).
     pub(super) on_disk: HashMap<PathBuf, Option<Stamp>>,
-    /// The servers' count of documents checked again ([`Lsp::rechecks`]) when `answers` were
-    /// last looked at: once it moved, a file's diagnostics may have changed with another file
-    /// (a header), and the answers remembered for its text are forgotten ([`Memory::rechecked`]).
-    pub(super) rechecks: u64,
 }
 
 /// Files [`Memory::on_disk`] keeps at most: the servers keep up to 200 each open.
@@ -102,25 +101,37 @@ impl Memory {
         }
     }
 
+    /// Whether accepted contents other than the text `hash` wait to be written to `path`: those
+    /// written already, or accepted longer than [`PENDING`] ago, are forgotten.
+    pub(super) fn awaits_write(&mut self, path: &Path, hash: u64, now: Instant) -> bool {
+        let Some(&(pending, at)) = self.pending.get(path) else {
+            return false;
+        };
+        if pending == hash || now.duration_since(at) > PENDING {
+            self.pending.remove(path);
+            return false;
+        }
+        true
+    }
+
     /// The answer for `path` holding text `hash` while accepted contents are not yet on disk
     /// (`None`: no such contents, ask the server; `Some(None)`: they are pending and no answer
-    /// for `hash` is known: never an empty list in its place).
+    /// for `hash` is known: never an empty list in its place). `rechecks` is the count of its
+    /// language's servers now ([`Lsp::rechecks_for`]): an answer from before it moved is not
+    /// known.
     pub(super) fn before_write(
         &mut self,
         path: &Path,
         hash: u64,
         now: Instant,
+        rechecks: u64,
     ) -> Option<Option<Vec<Diagnostic>>> {
-        let (pending, at) = *self.pending.get(path)?;
-        if pending == hash || now.duration_since(at) > PENDING {
-            self.pending.remove(path);
+        if !self.awaits_write(path, hash, now) {
             return None;
         }
-        let known = self
-            .answers
-            .iter()
-            .find(|(p, h, _)| p == path && *h == hash)
-            .map(|(_, _, d)| d.clone());
+        let known = (self.answers.iter())
+            .find(|(p, h, _, r)| p == path && *h == hash && *r == rechecks)
+            .map(|(_, _, d, _)| d.clone());
         Some(known)
     }
 
@@ -137,38 +148,29 @@ impl Memory {
         }
         self.recent.retain(|p| p != path);
         self.pending.remove(path);
-        self.answers.retain(|(p, _, _)| p != path);
+        self.answers.retain(|(p, ..)| p != path);
         self.on_disk.remove(path);
         true
     }
 
-    /// The servers' count of documents checked again is `rechecks` ([`Lsp::rechecks`]): when it
-    /// moved, the answers remembered are forgotten. An answer belongs to the text it was
-    /// computed for, and to the files that text includes as they were: a header changed since
-    /// makes it another file's answer.
-    pub(super) fn rechecked(&mut self, rechecks: u64) {
-        if rechecks != self.rechecks {
-            self.rechecks = rechecks;
-            self.answers.clear();
-        }
-    }
-
     /// Remembers `diagnostics` as the answer for `path` holding text `hash`, asked when the
-    /// servers' count of documents checked again was `since` ([`Memory::rechecked`]): not when
-    /// it moved meanwhile (the answer may be for a header's old text).
+    /// count of documents its language's servers had checked again was `since`
+    /// ([`Lsp::rechecks_for`]), answered when it was `now`: not when it moved meanwhile (the
+    /// answer may be for a header's old text).
     pub(super) fn answered(
         &mut self,
         path: &Path,
         hash: u64,
         diagnostics: &[Diagnostic],
         since: u64,
+        now: u64,
     ) {
-        if since != self.rechecks {
+        if since != now {
             return;
         }
-        self.answers.retain(|(p, _, _)| p != path);
+        self.answers.retain(|(p, ..)| p != path);
         self.answers
-            .push_back((path.to_path_buf(), hash, diagnostics.to_vec()));
+            .push_back((path.to_path_buf(), hash, diagnostics.to_vec(), now));
         while self.answers.len() > RECENT {
             self.answers.pop_front();
         }
