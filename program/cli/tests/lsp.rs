@@ -523,6 +523,35 @@ impl Session {
     }
 }
 
+/// A C workspace for clangd: `x.h` declaring `other` (dated an hour back: a header written in
+/// the clock's last tick before clangd's start may be newer than what it read, and would have its
+/// open files checked again once more), and `main.c` including it and calling the undeclared
+/// `helper` (an error, not a warning).
+fn header_and_source(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    fs::write(
+        sb.ws.join("compile_flags.txt"),
+        "-std=c11\n-Werror=implicit-function-declaration\n",
+    )
+    .unwrap();
+    let header = sb.ws.join("x.h");
+    let main = sb.ws.join("main.c");
+    fs::write(&header, "int other(void);\n").unwrap();
+    date_back(&header);
+    fs::write(
+        &main,
+        "#include \"x.h\"\n\nint main(void) { return helper(); }\n",
+    )
+    .unwrap();
+    (header, main)
+}
+
+/// Dates `path` an hour back.
+fn date_back(path: &Path) {
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let f = fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(long_ago).unwrap();
+}
+
 /// clangd checks a file again only when its own text changes, and watches no files: a header
 /// claude edits (an accepted `openDiff`, then the write) left the source including it with the
 /// diagnostics of the header's old text, answered as current. The bridge checks the server's
@@ -535,19 +564,7 @@ impl Session {
 fn a_header_edited_through_the_bridge_is_seen_by_the_source_including_it() {
     require("clangd", "apt-get install clangd");
     let sb = Sandbox::new();
-    fs::write(
-        sb.ws.join("compile_flags.txt"),
-        "-std=c11\n-Werror=implicit-function-declaration\n",
-    )
-    .unwrap();
-    let header = sb.ws.join("x.h");
-    let main = sb.ws.join("main.c");
-    fs::write(&header, "int other(void);\n").unwrap();
-    fs::write(
-        &main,
-        "#include \"x.h\"\n\nint main(void) { return helper(); }\n",
-    )
-    .unwrap();
+    let (header, main) = header_and_source(&sb);
     let mut s = serve(
         &sb,
         "threads",
@@ -593,22 +610,7 @@ fn a_header_edited_through_the_bridge_is_seen_by_the_source_including_it() {
 fn a_header_changed_on_disk_is_seen_by_the_source_including_it() {
     require("clangd", "apt-get install clangd");
     let sb = Sandbox::new();
-    fs::write(
-        sb.ws.join("compile_flags.txt"),
-        "-std=c11\n-Werror=implicit-function-declaration\n",
-    )
-    .unwrap();
-    let header = sb.ws.join("x.h");
-    let main = sb.ws.join("main.c");
-    fs::write(&header, "int other(void);\n").unwrap();
-    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
-    let f = fs::File::options().write(true).open(&header).unwrap();
-    f.set_modified(long_ago).unwrap();
-    fs::write(
-        &main,
-        "#include \"x.h\"\n\nint main(void) { return helper(); }\n",
-    )
-    .unwrap();
+    let (header, main) = header_and_source(&sb);
     let mut s = serve(&sb, "threads", &["--lsp", "c=clangd"]);
     let mut c = Session::new(&s);
     const UNDECLARED: &str = "Implicit declaration of function 'helper'";
@@ -682,10 +684,8 @@ fn sources_slow_to_check_again_answer_the_client_at_once_and_the_model_truly() {
     // start may be newer than what it read, and would have the sources checked again once more
     // (a heavy C++ source checked twice at once is slower than this test's first questions
     // wait).
-    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
     for p in sources.iter().chain([&header]) {
-        let f = fs::File::options().write(true).open(p).unwrap();
-        f.set_modified(long_ago).unwrap();
+        date_back(p);
     }
     let log = sb.root().join("lsp.log");
     // The model's questions wait as long as by default (1.5 s), not the tests' 30 s.
