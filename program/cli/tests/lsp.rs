@@ -545,6 +545,23 @@ fn header_and_source(sb: &Sandbox) -> (PathBuf, PathBuf) {
     (header, main)
 }
 
+/// clangd has built `path` `n` times, as its log (copied into the bridge's) says each build:
+/// the n-th is awaited, then none other may come.
+fn built(sb: &Sandbox, path: &Path, n: usize) {
+    let log = sb.root().join("lsp.log");
+    let needle = format!("building file {}", path.display());
+    let builds = || {
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        text.lines().filter(|l| l.contains(&needle)).count()
+    };
+    let give_up = Instant::now() + SLOW;
+    while builds() < n && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(builds(), n, "{}", fs::read_to_string(&log).unwrap());
+}
+
 /// Dates `path` an hour back.
 fn date_back(path: &Path) {
     let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
@@ -615,22 +632,7 @@ fn a_header_changed_on_disk_is_seen_by_the_source_including_it() {
     let mut c = Session::new(&s);
     const UNDECLARED: &str = "Implicit declaration of function 'helper'";
     const VOID: &str = "Returning 'void' from a function with incompatible result type 'int'";
-    // clangd's builds of the source, as its log (copied into the bridge's) says them: one more
-    // is awaited, then none other may come.
-    let log = sb.root().join("lsp.log");
-    let needle = format!("building file {}", main.display());
-    let builds = || {
-        let text = fs::read_to_string(&log).unwrap_or_default();
-        text.lines().filter(|l| l.contains(&needle)).count()
-    };
-    let built = |n: usize| {
-        let give_up = Instant::now() + SLOW;
-        while builds() < n && Instant::now() < give_up {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        std::thread::sleep(Duration::from_millis(500));
-        assert_eq!(builds(), n, "{}", fs::read_to_string(&log).unwrap());
-    };
+    let built = |n: usize| built(&sb, &main, n);
     let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
     assert!(mentions(&msgs, UNDECLARED), "{msgs:?}");
     built(1);
@@ -652,6 +654,54 @@ fn a_header_changed_on_disk_is_seen_by_the_source_including_it() {
     assert!(mentions(&msgs, VOID), "{msgs:?}");
     assert!(!mentions(&msgs, UNDECLARED), "{msgs:?}");
     built(3);
+    assert_eq!(s.stop(), 0);
+}
+
+/// A header changed by another program (no question follows), then edited by claude through an
+/// accepted diff: the client's check before the write is answered what clangd said of the
+/// header's text before (the look at that question found the change, and had the source checked
+/// again for it); before, the header's old text went back to clangd over the accepted one (a
+/// third version of the header built, and the source built again for it). The source's answer
+/// holds what the written header gives.
+#[test]
+fn a_header_changed_then_edited_through_a_diff_keeps_the_accepted_text() {
+    require("clangd", "apt-get install clangd");
+    let sb = Sandbox::new();
+    let (header, main) = header_and_source(&sb);
+    let mut s = serve(
+        &sb,
+        "threads",
+        &["--lsp", "c=clangd", "--on-diff", "accept"],
+    );
+    let mut c = Session::new(&s);
+    const UNDECLARED: &str = "Implicit declaration of function 'helper'";
+    const VOID: &str = "Returning 'void' from a function with incompatible result type 'int'";
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
+    assert!(mentions(&msgs, UNDECLARED), "{msgs:?}");
+    built(&sb, &main, 1);
+    // Another program declares it; no question follows.
+    fs::write(&header, "int other(void);\nint helper(void);\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // claude's edit through a diff: returning nothing.
+    let all = c.edit(&header, "int other(void);\nvoid helper(void);\n", "t1");
+    assert!(mentions(&messages(&all, &main), VOID), "{all:?}");
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
+    assert!(
+        mentions(&msgs, VOID) && !mentions(&msgs, UNDECLARED),
+        "{msgs:?}"
+    );
+    // The header's versions clangd built: the text it was opened with at the diff and the
+    // accepted one (clangd may build only the later), never a third.
+    let log = fs::read_to_string(sb.root().join("lsp.log")).unwrap();
+    let needle = format!("building file {} version ", header.display());
+    let versions: std::collections::BTreeSet<&str> = (log.lines())
+        .filter_map(|l| l.split_once(&needle))
+        .filter_map(|(_, rest)| rest.split(' ').next())
+        .collect();
+    assert!(
+        !versions.is_empty() && versions.len() <= 2,
+        "{versions:?}\n{log}"
+    );
     assert_eq!(s.stop(), 0);
 }
 

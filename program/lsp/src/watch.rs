@@ -26,22 +26,9 @@ pub(crate) const MAX_WATCH_REGISTRATIONS: usize = 16;
 pub(crate) const MAX_GLOB_BYTES_BUILT: usize = 128 * 1024;
 
 /// How long before a server's start a file's time of change counts as after it
-/// ([`FileChange::Seen`]), for a time in whole milliseconds (a coarse clock: FAT, HFS+, a
-/// network file system).
+/// ([`FileChange::Seen`]): a coarse clock's tick (FAT, HFS+), and a time taken from another
+/// machine's clock (a network file system, a folder shared with a VM or WSL).
 pub(crate) const SEEN_SLACK: Duration = Duration::from_secs(2);
-
-/// [`SEEN_SLACK`] for a time finer than a millisecond (ext4, APFS, NTFS: a file's time is taken
-/// from a clock that may lag by a tick, 4-16 ms): a header written a second before clangd
-/// started was taken as read before its change, and every open file checked again for nothing.
-pub(crate) const SEEN_SLACK_FINE: Duration = Duration::from_millis(20);
-
-/// The slack of [`FileChange::Seen`] for a file's time: [`SEEN_SLACK`] or [`SEEN_SLACK_FINE`].
-fn seen_slack(time: SystemTime) -> Duration {
-    match time.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(t) if t.subsec_nanos() % 1_000_000 != 0 => SEEN_SLACK_FINE,
-        _ => SEEN_SLACK,
-    }
-}
 
 /// A file's change on disk, as [`Lsp::files_changed`](crate::Lsp::files_changed) tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -54,8 +41,7 @@ pub enum FileChange {
     Deleted,
     /// Seen by the program for the first time (nothing to compare it with: its first look, or
     /// a look that did not see every file), with its time of last change: a server started
-    /// before that time (or within 2 s after for a time in whole milliseconds, 20 ms for a
-    /// finer one: the tick of the file system's clock) may have read another text, and is told it was
+    /// before that time (or within 2 s after) may have read another text, and is told it was
     /// created and changed (as new, or changed: read it again either way); one started later
     /// read it as it is, and is told nothing.
     Seen(SystemTime),
@@ -80,11 +66,7 @@ impl FileChange {
             FileChange::Changed => &[FileChange::Changed],
             FileChange::Deleted => &[FileChange::Deleted],
             // (A time too far ahead to add to is after any start.)
-            FileChange::Seen(time)
-                if time
-                    .checked_add(seen_slack(time))
-                    .is_none_or(|t| t >= started) =>
-            {
+            FileChange::Seen(time) if time.checked_add(SEEN_SLACK).is_none_or(|t| t >= started) => {
                 &[FileChange::Created, FileChange::Changed]
             }
             FileChange::Seen(_) => &[],
@@ -415,20 +397,8 @@ mod tests {
         let started = SystemTime::now();
         let hour = Duration::from_secs(3600);
         assert_eq!(Seen(started + hour).told(started), [Created, Changed]);
-        // A fine time: 10 ms before the start may be a write after it (the clock's tick), a
-        // second is not; a coarse one (whole milliseconds) may be up to 2 s off.
-        let fine = |d: Duration| started - d - Duration::from_nanos(1);
         assert_eq!(
-            Seen(fine(Duration::from_millis(10))).told(started),
-            [Created, Changed]
-        );
-        assert!(Seen(fine(Duration::from_secs(1))).told(started).is_empty());
-        let whole_ms = |t: SystemTime| {
-            let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap();
-            SystemTime::UNIX_EPOCH + Duration::from_millis(d.as_millis() as u64)
-        };
-        assert_eq!(
-            Seen(whole_ms(started - Duration::from_secs(1))).told(started),
+            Seen(started - Duration::from_secs(1)).told(started),
             [Created, Changed]
         );
         assert!(Seen(started - hour).told(started).is_empty());

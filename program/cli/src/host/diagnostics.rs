@@ -901,7 +901,12 @@ impl LanguageServers {
         let remembered = {
             let mut memory = self.memory();
             memory.asked(&path);
-            let remembered = memory.before_write(&path, hash, Instant::now(), since);
+            // The client's own check (its baseline, the server holding accepted contents not
+            // yet written) takes what the server said of this text before a header it includes
+            // changed, as `Checked::from_before`: asked again, the old text went back to the
+            // server over the accepted one (clangd built the file three times for one edit).
+            let count = (asker != Asker::Client).then_some(since);
+            let remembered = memory.before_write(&path, hash, Instant::now(), count);
             // Handed over by the ask below unless accepted contents wait to be written.
             memory.on_disk(&path, stamp.filter(|_| remembered.is_none()));
             remembered

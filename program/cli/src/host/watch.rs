@@ -14,12 +14,12 @@
 //! saw every file it could: a folder it cannot read, or past the walk's depth, is never seen, and
 //! makes no file in it new later). Otherwise (the first look for a server's globs, after a server
 //! started again or registered others, after a look that ran out of time or of room) it is told
-//! seen ([`FileChange::Seen`], with its time): each server started before that time (less 2 s; 20
-//! ms for a time finer than a millisecond) may have read another text, and is told it was created
-//! and changed; a server started after is told nothing. The program takes that first look as soon
-//! as a server answers ([`Looks::first_if_new`]), so that a file deleted or created before the next
-//! question is told then. A file no longer matched by the globs is kept, to be compared when it is
-//! again (a server started again).
+//! seen ([`FileChange::Seen`], with its time): each server started before that time (less 2 s) may
+//! have read another text, and is told it was created and changed; a server started after is told
+//! nothing. The program takes that first look as soon as a server answers
+//! ([`Looks::first_if_new`]), so that a file deleted or created before the next question is told
+//! then. A file no longer matched by the globs is kept, to be compared when it is again (a server
+//! started again).
 //!
 //! A file written just before a look is told changed once more at the next one when it then
 //! holds another text than that look read of it ([`Seen::hash`]): a second write in the same
@@ -87,7 +87,7 @@ impl Looks {
             disk: Mutex::new(DiskLook::default()),
             ws: ws.with_limits(Limits {
                 max_walk_time: LOOK_WAIT,
-                max_read_bytes: MAX_HASHED_BYTES,
+                max_read_bytes: MAX_HASHED_BYTES.min(ws.limits().max_read_bytes),
                 ..ws.limits().clone()
             }),
             lsp,
@@ -166,11 +166,14 @@ impl Looks {
 struct Seen {
     /// Its time of last change.
     time: SystemTime,
-    /// Written just before that look: told changed once more at the next one.
+    /// Written just before that look (within its file system's clock tick, [`racy`]): compared
+    /// again at the next one, a second write in that tick keeping its time.
     recheck: bool,
-    /// With `recheck`, the hash of what that look read of it ([`hash_of`]): told changed once
-    /// more only when it holds another text (a second write in the same tick of the clock), not
-    /// for the write already told (to clangd, each telling is a check again of its open files).
+    /// With `recheck`, the hash of what that look read of it ([`hash_of`]): told changed at the
+    /// next look only when it holds another text then (not for the write already told: to
+    /// clangd, each telling is a check again of its open files), and compared so at each look
+    /// while its time is within the tick. Without (not read: too large, past the look's
+    /// budget), told changed once more at the next look.
     hash: Option<u64>,
     /// The number of the last look that saw it (or found it still there).
     look: u64,
@@ -235,9 +238,12 @@ const MAX_HASHED_BYTES: u64 = 1024 * 1024;
 struct Hashes(usize);
 
 impl Hashes {
-    /// The hash of what `path` holds ([`hash_of`]), while this look may read more; `None`
-    /// past that.
-    fn take(&mut self, ws: &Workspace, path: &Path) -> Option<u64> {
+    /// The hash of what `path` holds ([`hash_of`]), while this look may read more and its
+    /// `deadline` has not passed; `None` past that.
+    fn take(&mut self, ws: &Workspace, path: &Path, deadline: Instant) -> Option<u64> {
+        if Instant::now() >= deadline {
+            return None;
+        }
         self.0 = self.0.checked_sub(1)?;
         hash_of(ws, path)
     }
@@ -296,18 +302,25 @@ impl DiskLook {
             match seen.get_mut(path) {
                 Some(e) => {
                     let new_time = e.time != time;
-                    let again = !new_time
-                        && e.recheck
-                        && (e.hash.is_none() || hashes.take(ws, path) != e.hash);
+                    let racy_now = racy(time, now);
+                    let hash = match new_time || e.recheck {
+                        // (For the next look, or to compare with what the last read.)
+                        true if racy_now || (!new_time && e.hash.is_some()) => {
+                            hashes.take(ws, path, deadline)
+                        }
+                        _ => None,
+                    };
+                    let again = !new_time && e.recheck && (hash.is_none() || hash != e.hash);
                     if new_time || again {
                         changes.push((path.to_path_buf(), FileChange::Changed));
                     }
-                    // Once more for a new time only: not at every look of its first seconds.
-                    let recheck = new_time && racy(time, now);
+                    // Unread, once more for a new time only: not at every look of its first
+                    // seconds.
+                    let recheck = racy_now && (new_time || hash.is_some());
                     *e = Seen {
                         time,
                         recheck,
-                        hash: if recheck { hashes.take(ws, path) } else { None },
+                        hash: hash.filter(|_| recheck),
                         look: this,
                         unreached: 0,
                     };
@@ -320,7 +333,11 @@ impl DiskLook {
                         Seen {
                             time,
                             recheck,
-                            hash: if recheck { hashes.take(ws, path) } else { None },
+                            hash: if recheck {
+                                hashes.take(ws, path, deadline)
+                            } else {
+                                None
+                            },
                             look: this,
                             unreached: 0,
                         },
@@ -507,6 +524,13 @@ mod tests {
             named(&[("kept.py", "changed")])
         );
         write_dated(d, "kept.py", "y = 4\n", soon);
+        assert_eq!(
+            names(&look.look(&ws, &watched, far)),
+            named(&[("kept.py", "changed")])
+        );
+        assert_eq!(look.look(&ws, &watched, far), Found::default());
+        // Compared at each look while its time is within the tick: a later write in it too.
+        write_dated(d, "kept.py", "y = 5\n", soon);
         assert_eq!(
             names(&look.look(&ws, &watched, far)),
             named(&[("kept.py", "changed")])

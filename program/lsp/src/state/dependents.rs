@@ -97,24 +97,40 @@ impl State {
     /// Files changed on disk (as [`State::files_changed`] is told them): when one of them may be
     /// included (by its extension: [`crate::watch::WatchSet::headers`]) and changed since the
     /// server may have read it, the server's open documents are checked again
-    /// ([`State::recheck_others`]), once for all of them. Not for one open in the server whose
-    /// others were checked again for its text on disk already (claude's edit once written: the
-    /// change the look finds is that one; and when another program changes it, the program
-    /// hands it over again, which checks them then); one opened with the text it has on disk (a
-    /// question about it, the bridge's own write) is not. Nothing for a server that checks
-    /// them itself.
+    /// ([`State::recheck_others`]), once for all of them (those changed among them too: one may
+    /// include another). Not for one open in the server whose others were checked again for its
+    /// text on disk already (claude's edit once written: the change the look finds is that one;
+    /// and when another program changes it, the program hands it over again, which checks them
+    /// then); one opened with the text it has on disk (a question about it, the bridge's own
+    /// write) is. One whose accepted text waits to be written is, and again once that is
+    /// written ([`State::written`]): what the look found may be an earlier text. Nothing for a
+    /// server that checks them itself.
     pub(crate) fn headers_changed(&mut self, changes: &[(String, FileChange)]) {
         let Some(headers) = &self.headers else {
             return;
         };
-        let changed = changes.iter().find(|(key, change)| {
-            !self.docs.get(key).is_some_and(|d| d.dependents_told)
-                && !change.told(self.started).is_empty()
-                && headers.watches(&crate::sys::glob_form(key), FileChange::Changed)
-        });
-        if let Some((key, _)) = changed {
-            let key = key.clone();
-            self.recheck_others(&key);
+        let changed: Vec<&String> = (changes.iter())
+            .filter(|(key, change)| {
+                !self.docs.get(key).is_some_and(|d| d.dependents_told)
+                    && !change.told(self.started).is_empty()
+                    && headers.watches(&crate::sys::glob_form(key), FileChange::Changed)
+            })
+            .map(|(key, _)| key)
+            .collect();
+        // One the server does not have open leaves none out.
+        let Some(&first) = (changed.iter())
+            .find(|k| !self.docs.contains_key(k.as_str()))
+            .or(changed.first())
+        else {
+            return;
+        };
+        let (first, several) = (first.clone(), changed.len() > 1);
+        self.recheck_others(&first);
+        if let Some(doc) = self.docs.get_mut(&first) {
+            doc.dependents_told &= !doc.unsaved;
+            if several {
+                self.recheck(&first);
+            }
         }
     }
 

@@ -2620,8 +2620,9 @@ fn a_header_changed_on_disk_has_the_open_documents_checked_again() {
     )]));
     assert!(s.version("/w/main.c").unwrap() > v);
 
-    // claude's accepted edit, its write found by a look before the program saw it written:
-    // checked again once, not again when the write is seen.
+    // claude's accepted edit of a header, a change of it found by a look before the program
+    // saw the accepted text written: checked again then (the look may have found an earlier
+    // text, another program's), and again once that is written.
     frames(&mut s);
     let text = SharedText::new("int helper(long);\n");
     s.sync_shared("/w/open.h", "c", &text, Disk::Ahead);
@@ -2630,8 +2631,33 @@ fn a_header_changed_on_disk_has_the_open_documents_checked_again() {
     assert_eq!(rechecked(&frames(&mut s)).len(), 2);
     s.written("/w/open.h", &text);
     let sent = frames(&mut s);
-    assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0]["method"], "textDocument/didSave");
+    assert_eq!(rechecked(&sent).len(), 2, "{sent:?}");
+    // Its write found by the next look: that one, told already.
+    s.files_changed(&changes(&[("/w/open.h", FileChange::Changed)]));
+    assert!(frames(&mut s).is_empty());
+
+    // Two headers changed in one look, one open (opened with its text on disk): every open
+    // document is checked again, the open header too (it may include the other).
+    let mut two = clangd_state(LspLimits::default());
+    open_answered(&mut two, &["/w/main.c", "/w/a.h"]);
+    two.files_changed(&changes(&[
+        ("/w/a.h", FileChange::Changed),
+        ("/w/b.h", FileChange::Changed),
+    ]));
+    let mut told: Vec<String> = (rechecked(&frames(&mut two)).into_iter())
+        .map(|(uri, _)| uri)
+        .collect();
+    told.sort();
+    assert_eq!(told, [file_uri("/w/a.h"), file_uri("/w/main.c")]);
+    // Both open: the first is checked again too.
+    let mut both = clangd_state(LspLimits::default());
+    open_answered(&mut both, &["/w/main.c", "/w/a.h", "/w/b.h"]);
+    both.files_changed(&changes(&[
+        ("/w/a.h", FileChange::Changed),
+        ("/w/b.h", FileChange::Changed),
+    ]));
+    assert_eq!(rechecked(&frames(&mut both)).len(), 3);
 
     let mut other = running(
         json!({"textDocumentSync": {"openClose": true, "change": 2, "save": true}}),

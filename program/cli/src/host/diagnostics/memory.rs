@@ -118,19 +118,22 @@ impl Memory {
     /// (`None`: no such contents, ask the server; `Some(None)`: they are pending and no answer
     /// for `hash` is known: never an empty list in its place). `rechecks` is the count of its
     /// language's servers now ([`Lsp::rechecks_for`]): an answer from before it moved is not
-    /// known.
+    /// known; with `None`, it is (what the server said of this text before a header it
+    /// includes changed: for the client's own check, as [`Checked::from_before`]).
+    ///
+    /// [`Checked::from_before`]: claude_ide_bridge_lsp::Checked::from_before
     pub(super) fn before_write(
         &mut self,
         path: &Path,
         hash: u64,
         now: Instant,
-        rechecks: u64,
+        rechecks: Option<u64>,
     ) -> Option<Option<Vec<Diagnostic>>> {
         if !self.awaits_write(path, hash, now) {
             return None;
         }
         let known = (self.answers.iter())
-            .find(|(p, h, _, r)| p == path && *h == hash && *r == rechecks)
+            .find(|(p, h, _, r)| p == path && *h == hash && rechecks.is_none_or(|n| *r == n))
             .map(|(_, _, d, _)| d.clone());
         Some(known)
     }

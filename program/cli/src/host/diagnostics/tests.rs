@@ -162,26 +162,29 @@ fn the_check_before_a_write_is_answered_from_memory() {
     let err = error_on_line_0("old error");
     let mut m = Memory::default();
     // Nothing accepted: ask the server.
-    assert_eq!(m.before_write(a, 1, t0, 0), None);
+    assert_eq!(m.before_write(a, 1, t0, Some(0)), None);
     m.answered(a, 1, std::slice::from_ref(&err), 0, 0);
     // Accepted text 2 while the disk holds 1: the last answer for 1.
     m.changed(a, Some(2), t0);
-    assert_eq!(m.before_write(a, 1, t0, 0), Some(Some(vec![err.clone()])));
+    assert_eq!(
+        m.before_write(a, 1, t0, Some(0)),
+        Some(Some(vec![err.clone()]))
+    );
     // Another text on disk, never answered: not known (never an empty list in its place).
-    assert_eq!(m.before_write(a, 3, t0, 0), Some(None));
+    assert_eq!(m.before_write(a, 3, t0, Some(0)), Some(None));
     // Written: the server is asked again, and the pending text is forgotten.
-    assert_eq!(m.before_write(a, 2, t0, 0), None);
-    assert_eq!(m.before_write(a, 1, t0, 0), None);
+    assert_eq!(m.before_write(a, 2, t0, Some(0)), None);
+    assert_eq!(m.before_write(a, 1, t0, Some(0)), None);
     // Never written: forgotten after a while.
     m.changed(a, Some(5), t0);
     assert_eq!(
-        m.before_write(a, 1, t0 + PENDING + Duration::from_secs(1), 0),
+        m.before_write(a, 1, t0 + PENDING + Duration::from_secs(1), Some(0)),
         None
     );
     // writeFile (written already) never pends; memory stays bounded.
     m.changed(a, Some(6), t0);
     m.changed(a, None, t0);
-    assert_eq!(m.before_write(a, 1, t0, 0), None);
+    assert_eq!(m.before_write(a, 1, t0, Some(0)), None);
     for i in 0..100 {
         let p = PathBuf::from(format!("/w/{i}.py"));
         m.changed(&p, Some(i), t0);
@@ -202,14 +205,22 @@ fn answers_are_forgotten_once_documents_were_checked_again() {
     let mut m = Memory::default();
     m.answered(a, 1, std::slice::from_ref(&err), 0, 0);
     m.changed(a, Some(2), t0);
-    assert_eq!(m.before_write(a, 1, t0, 0), Some(Some(vec![err.clone()])));
+    assert_eq!(
+        m.before_write(a, 1, t0, Some(0)),
+        Some(Some(vec![err.clone()]))
+    );
     // A header changed: the answer is no longer known (never the old one in its place).
-    assert_eq!(m.before_write(a, 1, t0, 1), Some(None));
+    assert_eq!(m.before_write(a, 1, t0, Some(1)), Some(None));
+    // The client's own check takes it, as what the server said of this text before.
+    assert_eq!(
+        m.before_write(a, 1, t0, None),
+        Some(Some(vec![err.clone()]))
+    );
     // Asked before that check again, answered after it: not kept.
     m.answered(a, 1, std::slice::from_ref(&err), 0, 1);
-    assert_eq!(m.before_write(a, 1, t0, 1), Some(None));
+    assert_eq!(m.before_write(a, 1, t0, Some(1)), Some(None));
     m.answered(a, 1, &[], 1, 1);
-    assert_eq!(m.before_write(a, 1, t0, 1), Some(Some(Vec::new())));
+    assert_eq!(m.before_write(a, 1, t0, Some(1)), Some(Some(Vec::new())));
 }
 
 /// A text written with CRLF line ends or a byte-order mark is the same text to the memory (the
@@ -237,7 +248,7 @@ fn files_asked_about_are_read_again_by_the_next_check() {
     // Asking about a file whose accepted text is not written yet keeps it pending.
     m.changed(b, Some(2), t0);
     m.asked(b);
-    assert_eq!(m.before_write(b, 1, t0, 0), Some(None));
+    assert_eq!(m.before_write(b, 1, t0, Some(0)), Some(None));
     for i in 0..100 {
         m.asked(&PathBuf::from(format!("/w/{i}.py")));
     }
