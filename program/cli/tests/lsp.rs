@@ -545,6 +545,24 @@ fn header_and_source(sb: &Sandbox) -> (PathBuf, PathBuf) {
     (header, main)
 }
 
+/// clangd's error for `main.c`'s call of `helper` while `x.h` does not declare it, and the one
+/// while it declares it returning nothing ([`header_and_source`]).
+const UNDECLARED: &str = "Implicit declaration of function 'helper'";
+const VOID: &str = "Returning 'void' from a function with incompatible result type 'int'";
+
+/// A bridge serving [`header_and_source`]'s workspace with clangd (and `extra` arguments), and a
+/// client that asked about `main.c` and was told [`UNDECLARED`].
+fn header_session(extra: &[&str]) -> (Sandbox, PathBuf, PathBuf, Served, Session) {
+    require("clangd", "apt-get install clangd");
+    let sb = Sandbox::new();
+    let (header, main) = header_and_source(&sb);
+    let s = serve(&sb, "threads", &[&["--lsp", "c=clangd"], extra].concat());
+    let mut c = Session::new(&s);
+    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
+    assert!(mentions(&msgs, UNDECLARED), "{msgs:?}");
+    (sb, header, main, s, c)
+}
+
 /// clangd has built `path` `n` times, as its log (copied into the bridge's) says each build:
 /// the n-th is awaited, then none other may come.
 fn built(sb: &Sandbox, path: &Path, n: usize) {
@@ -579,19 +597,7 @@ fn date_back(path: &Path) {
 /// old error, and the new one was never told.
 #[test]
 fn a_header_edited_through_the_bridge_is_seen_by_the_source_including_it() {
-    require("clangd", "apt-get install clangd");
-    let sb = Sandbox::new();
-    let (header, main) = header_and_source(&sb);
-    let mut s = serve(
-        &sb,
-        "threads",
-        &["--lsp", "c=clangd", "--on-diff", "accept"],
-    );
-    let mut c = Session::new(&s);
-    const UNDECLARED: &str = "Implicit declaration of function 'helper'";
-    const VOID: &str = "Returning 'void' from a function with incompatible result type 'int'";
-    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
-    assert!(mentions(&msgs, UNDECLARED), "{msgs:?}");
+    let (_sb, header, main, mut s, mut c) = header_session(&["--on-diff", "accept"]);
 
     // The header declares it now: gone from the client's check after the edit, and from the
     // answer about the source.
@@ -625,16 +631,8 @@ fn a_header_edited_through_the_bridge_is_seen_by_the_source_including_it() {
 /// its start may be newer than what it read: its open files are checked again then).
 #[test]
 fn a_header_changed_on_disk_is_seen_by_the_source_including_it() {
-    require("clangd", "apt-get install clangd");
-    let sb = Sandbox::new();
-    let (header, main) = header_and_source(&sb);
-    let mut s = serve(&sb, "threads", &["--lsp", "c=clangd"]);
-    let mut c = Session::new(&s);
-    const UNDECLARED: &str = "Implicit declaration of function 'helper'";
-    const VOID: &str = "Returning 'void' from a function with incompatible result type 'int'";
+    let (sb, header, main, mut s, mut c) = header_session(&[]);
     let built = |n: usize| built(&sb, &main, n);
-    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
-    assert!(mentions(&msgs, UNDECLARED), "{msgs:?}");
     built(1);
 
     // Declared by another program's write: gone from the answer about the source, asked
@@ -665,19 +663,7 @@ fn a_header_changed_on_disk_is_seen_by_the_source_including_it() {
 /// holds what the written header gives.
 #[test]
 fn a_header_changed_then_edited_through_a_diff_keeps_the_accepted_text() {
-    require("clangd", "apt-get install clangd");
-    let sb = Sandbox::new();
-    let (header, main) = header_and_source(&sb);
-    let mut s = serve(
-        &sb,
-        "threads",
-        &["--lsp", "c=clangd", "--on-diff", "accept"],
-    );
-    let mut c = Session::new(&s);
-    const UNDECLARED: &str = "Implicit declaration of function 'helper'";
-    const VOID: &str = "Returning 'void' from a function with incompatible result type 'int'";
-    let msgs = messages(&c.diagnostics(json!({"uri": uri(&main)})), &main);
-    assert!(mentions(&msgs, UNDECLARED), "{msgs:?}");
+    let (sb, header, main, mut s, mut c) = header_session(&["--on-diff", "accept"]);
     built(&sb, &main, 1);
     // Another program declares it; no question follows.
     fs::write(&header, "int other(void);\nint helper(void);\n").unwrap();

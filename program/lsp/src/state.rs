@@ -778,17 +778,13 @@ impl State {
         let Some(uri) = rpc::uri(path) else {
             return;
         };
-        let mut told = false;
         if let Some(doc) = self.docs.get_mut(path) {
             doc.unsaved = false;
-            told = doc.dependents_told;
         }
         self.save(uri, shared.sync_text());
-        // Not when the program's look found the write first and had them checked again for it
-        // ([`State::headers_changed`]): once is enough.
-        if !told {
-            self.recheck_others(path);
-        }
+        // (Also when the program's look found a change of it meanwhile and had them checked
+        // again for that: it may have been an earlier text, [`State::headers_changed`].)
+        self.recheck_others(path);
     }
 
     /// `didSave` of `uri`, whose text the server now has (`text`), when the server asks for it.

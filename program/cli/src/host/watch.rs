@@ -21,9 +21,11 @@
 //! then. A file no longer matched by the globs is kept, to be compared when it is again (a server
 //! started again).
 //!
-//! A file written just before a look is told changed once more at the next one when it then
-//! holds another text than that look read of it ([`Seen::hash`]): a second write in the same
-//! tick of the file system's clock keeps its time. That tick is taken as 2 s
+//! A file written just before a look (its time within the file system's clock's tick) is
+//! compared again at each look while its time is within the tick, and told changed again when it
+//! holds another text than the look before read of it ([`Seen::hash`]; one not read, too large or
+//! past the look's budget, is told changed once more at the next look): a second write in the
+//! same tick keeps its time. That tick is taken as 2 s
 //! ([`RACY`]) for a time in whole milliseconds (FAT, HFS+, a network file system), and
 //! [`FINE_RACY`] otherwise. A file not seen by a look is told deleted when it is found gone by
 //! its path (first those the look before saw, then those seen longest ago, for at most

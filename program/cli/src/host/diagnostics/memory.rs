@@ -159,7 +159,8 @@ impl Memory {
     /// Remembers `diagnostics` as the answer for `path` holding text `hash`, asked when the
     /// count of documents its language's servers had checked again was `since`
     /// ([`Lsp::rechecks_for`]), answered when it was `now`: not when it moved meanwhile (the
-    /// answer may be for a header's old text).
+    /// answer may be for a header's old text), and then the file's answer remembered before is
+    /// forgotten too (older still: the client's check would take it, [`Memory::before_write`]).
     pub(super) fn answered(
         &mut self,
         path: &Path,
@@ -169,6 +170,7 @@ impl Memory {
         now: u64,
     ) {
         if since != now {
+            self.answers.retain(|(p, ..)| p != path);
             return;
         }
         self.answers.retain(|(p, ..)| p != path);
