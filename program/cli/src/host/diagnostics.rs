@@ -359,6 +359,14 @@ impl LanguageServers {
         self.memory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Remembers `diagnostics`, a fresh answer for `path` holding the text `hash`, asked when
+    /// its language's servers had checked `since` documents again ([`Lsp::rechecks_for`], read
+    /// again now, before the memory's lock: [`Memory::answered`]).
+    fn remember(&self, path: &Path, hash: u64, diagnostics: &[Diagnostic], since: u64) {
+        let now = self.lsp.rechecks_for(path);
+        self.memory().answered(path, hash, diagnostics, since, now);
+    }
+
     /// Language servers over `lsp`, noting what they cannot do in `log`.
     pub fn new(lsp: Lsp, log: Log, ws: Workspace) -> LanguageServers {
         LanguageServers {
@@ -506,8 +514,7 @@ impl LanguageServers {
                         let since = me.lsp.rechecks_for(&path);
                         let checked = me.ask(&path, &t.content, None);
                         if checked.fresh {
-                            let now = me.lsp.rechecks_for(&path);
-                            (me.memory()).answered(&path, hash, &checked.diagnostics, since, now);
+                            me.remember(&path, hash, &checked.diagnostics, since);
                         }
                     }
                 }
@@ -931,8 +938,7 @@ impl LanguageServers {
                     return not_known(uri, &checked.down);
                 }
                 if checked.fresh {
-                    let now = self.lsp.rechecks_for(&path);
-                    (self.memory()).answered(&path, hash, &checked.diagnostics, since, now);
+                    self.remember(&path, hash, &checked.diagnostics, since);
                 }
                 checked.diagnostics
             }
@@ -966,8 +972,7 @@ impl LanguageServers {
                     return not_known(uri, &down);
                 }
                 if fresh {
-                    let now = self.lsp.rechecks_for(&path);
-                    (self.memory()).answered(&path, hash, &diagnostics, since, now);
+                    self.remember(&path, hash, &diagnostics, since);
                 }
                 diagnostics
             }
@@ -1164,8 +1169,7 @@ impl LanguageServers {
             let since = self.lsp.rechecks_for(path);
             let checked = self.ask_within(path, text, Some(deadline), hard);
             if checked.fresh {
-                let (hash, now) = (text_hash(text), self.lsp.rechecks_for(path));
-                (self.memory()).answered(path, hash, &checked.diagnostics, since, now);
+                self.remember(path, text_hash(text), &checked.diagnostics, since);
             }
         }
         // The files the servers check again because one they may include changed (clangd,
