@@ -744,10 +744,7 @@ impl Lsp {
     /// since the file's diagnostics may have changed with another file ([`Lsp::rechecks_for`]:
     /// of the servers of one file's language).
     pub fn rechecks(&self) -> u64 {
-        let servers = self.inner.servers();
-        (servers.slots.values())
-            .map(|s| s.rechecks.load(Ordering::Relaxed))
-            .sum()
+        self.rechecks_of(|_| true)
     }
 
     /// [`Lsp::rechecks`] of the servers of `path`'s language alone: what may change the
@@ -767,9 +764,14 @@ impl Lsp {
         let Some(language) = self.language_for(path) else {
             return 0;
         };
+        self.rechecks_of(|languages| languages.contains(language))
+    }
+
+    /// The sum of the recheck counts of the server slots whose languages `serves`.
+    fn rechecks_of(&self, serves: impl Fn(&BTreeSet<String>) -> bool) -> u64 {
         let servers = self.inner.servers();
         (servers.slots.values())
-            .filter(|s| s.languages.contains(language))
+            .filter(|s| serves(&s.languages))
             .map(|s| s.rechecks.load(Ordering::Relaxed))
             .sum()
     }

@@ -79,10 +79,7 @@ impl State {
         let mut moved = false;
         for (i, (_, path)) in others.into_iter().enumerate() {
             if i < at_once {
-                let queued = self.docs.get(&path).and_then(|d| d.rechecked);
-                if queued.is_none_or(|r| r.take != self.takes) {
-                    moved |= self.recheck(&path);
-                }
+                moved |= self.recheck_unless_queued(&path);
             } else if let Some(doc) = self.docs.get_mut(&path) {
                 moved |= !doc.stale;
                 doc.stale = true;
@@ -129,7 +126,7 @@ impl State {
         if let Some(doc) = self.docs.get_mut(&first) {
             doc.dependents_told &= !doc.unsaved;
             if several {
-                self.recheck(&first);
+                self.recheck_unless_queued(&first);
             }
         }
     }
@@ -162,6 +159,14 @@ impl State {
             force_rebuild: true,
         });
         true
+    }
+
+    /// [`State::recheck`], unless a check again of `path` is still queued (the writer has not
+    /// taken it yet: it will be sent with the text the server has then, so another would only
+    /// cost the server one more build). True when one was sent.
+    fn recheck_unless_queued(&mut self, path: &str) -> bool {
+        let queued = self.docs.get(path).and_then(|d| d.rechecked);
+        queued.is_none_or(|r| r.take != self.takes) && self.recheck(path)
     }
 
     /// Whether a document checked again ([`State::recheck`]) has no answer for its version yet.

@@ -2658,6 +2658,17 @@ fn a_header_changed_on_disk_has_the_open_documents_checked_again() {
         ("/w/b.h", FileChange::Changed),
     ]));
     assert_eq!(rechecked(&frames(&mut both)).len(), 3);
+    // Both found by a look right after one that had every document checked again, before
+    // the writer took those: nothing is sent twice (the first of them included).
+    let mut queued = clangd_state(LspLimits::default());
+    open_answered(&mut queued, &["/w/main.c", "/w/a.h", "/w/b.h"]);
+    queued.files_changed(&changes(&[("/w/c.h", FileChange::Changed)]));
+    queued.files_changed(&changes(&[
+        ("/w/a.h", FileChange::Changed),
+        ("/w/b.h", FileChange::Changed),
+    ]));
+    let sent = frames(&mut queued);
+    assert_eq!(rechecked(&sent).len(), 3, "{sent:?}");
 
     let mut other = running(
         json!({"textDocumentSync": {"openClose": true, "change": 2, "save": true}}),
