@@ -69,6 +69,19 @@ const LOCK_FILE_WAIT: std::time::Duration = std::time::Duration::from_millis(500
 /// claude goes on retrying the old port.
 pub const STOPPING_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// How long a start waits for another start of the same workspace to be done with the state
+/// file ([`Store::starting`]): longer than [`STOPPING_WAIT`], which that start may spend waiting
+/// for the last bridge to stop.
+pub const START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// How long a start waits for another start quietly ([`Store::starting`]) before it says so.
+const START_WAIT_SAID: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How old a temporary file left in the state folder is before [`Store::prune_gone`] removes it:
+/// a save renames its own within milliseconds; one left is a save killed halfway (it holds a
+/// token).
+const LEFT_TEMP_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The file as written (`version` 1).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -200,6 +213,31 @@ pub fn key_folders<'a>(native: &'a [PathBuf], posix: &[String]) -> Result<Vec<St
     }
 }
 
+/// One start of a workspace's bridge, between its reading of the state file and its save of what
+/// it keeps ([`Kept::started`]), by then with its port bound and its lock file written: another
+/// start of the same workspace waits for it ([`Store::starting`]), and then reads this one's
+/// port and token and finds its lock file. Two bridges started at the same moment both read the
+/// same file otherwise: each took a port and token of its own when the kept port was taken by
+/// another program, each wrote them as kept, and the one whose save came first had said "kept"
+/// for nothing (its claude reconnected with `/ide` after its next restart); one started with
+/// `--port` looked for the other's lock file before it was written and served beside it with the
+/// same token. An advisory lock (`flock`, `LockFileEx`) on `<hash>.start` in the state folder,
+/// given back when this is dropped (or the process ends, however).
+#[derive(Debug)]
+pub struct Starting {
+    _locked: std::fs::File,
+}
+
+/// Why [`Store::starting`] holds no lock: the start goes on without (as before the lock).
+#[derive(Debug)]
+pub enum Unserialized {
+    /// The state folder is not used, or the lock file cannot be made or locked (a file system
+    /// without locks): nothing to wait for there.
+    NoLock,
+    /// Another start of the workspace held it for longer than it was waited for.
+    Busy,
+}
+
 /// The state file of one set of workspace folders.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -227,6 +265,45 @@ impl Store {
     /// The file's path.
     pub fn path(&self) -> PathBuf {
         self.dir.join(&self.name)
+    }
+
+    /// The file whose lock serializes the starts of these folders ([`Starting`]).
+    fn start_path(&self) -> PathBuf {
+        self.dir.join(start_name(&self.name))
+    }
+
+    /// Takes the lock of one start of these folders ([`Starting`]), waiting at most `wait` for
+    /// another start to give it back; `waiting` is called once when that takes longer than a
+    /// second (a start that waits for the last bridge to stop takes up to [`STOPPING_WAIT`]).
+    /// The state folder is made (0700) when missing, as a save would.
+    pub fn starting(
+        &self,
+        wait: std::time::Duration,
+        waiting: impl FnOnce(),
+    ) -> Result<Starting, Unserialized> {
+        use std::fs::TryLockError;
+        crate::sys::private_dir(&self.dir).map_err(|_| Unserialized::NoLock)?;
+        let file =
+            crate::sys::open_private_file(&self.start_path()).map_err(|_| Unserialized::NoLock)?;
+        let began = std::time::Instant::now();
+        let mut waiting = Some(waiting);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Starting { _locked: file }),
+                Err(TryLockError::Error(_)) => return Err(Unserialized::NoLock),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            let waited = began.elapsed();
+            if waited >= wait {
+                return Err(Unserialized::Busy);
+            }
+            if waited >= START_WAIT_SAID {
+                if let Some(say) = waiting.take() {
+                    say();
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// What the last bridge of these folders kept: `Ok(None)` when there is no file (or no folder
@@ -278,9 +355,11 @@ impl Store {
 
     /// Removes the state files of workspaces that are gone: not written for
     /// [`PRUNE_AFTER`] and naming folders none of which exists any more (each holds a token;
-    /// a bridge served from a temporary folder left one behind for good). At most
-    /// [`PRUNE_LOOKS`] files are looked at; this one never; a file that cannot be read as a state
-    /// file is left as it is (its own workspace's start replaces it). Returns how many went.
+    /// a bridge served from a temporary folder left one behind for good), with their start's
+    /// lock file ([`Starting`]); and the temporary files of saves killed halfway, an hour old
+    /// (each holds a token too). At most [`PRUNE_LOOKS`] files are looked at; this workspace's
+    /// never; a file that cannot be read as a state file is left as it is (its own workspace's
+    /// start replaces it). Returns how many state files went.
     pub fn prune_gone(&self, now: std::time::SystemTime) -> usize {
         if crate::sys::check_private_dir(&self.dir).is_err() {
             return 0;
@@ -288,22 +367,39 @@ impl Store {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return 0;
         };
+        let older_than = |path: &Path, after: std::time::Duration| {
+            std::fs::symlink_metadata(path).is_ok_and(|m| {
+                m.is_file()
+                    && m.modified()
+                        .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > after))
+            })
+        };
+        let own_start = start_name(&self.name);
         let mut removed = 0;
         for entry in entries.take(PRUNE_LOOKS).flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else {
                 continue;
             };
-            if name == self.name || !name.ends_with(".json") {
+            let path = entry.path();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                if older_than(&path, LEFT_TEMP_AFTER) {
+                    let _ = std::fs::remove_file(&path);
+                }
                 continue;
             }
-            let path = entry.path();
-            let old = std::fs::symlink_metadata(&path).is_ok_and(|m| {
-                m.is_file()
-                    && m.modified()
-                        .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > PRUNE_AFTER))
-            });
-            if !old {
+            // A start's lock file whose workspace never saved (or was pruned by an older
+            // version): as old as a state file to prune.
+            if name.ends_with(".start") && name != own_start {
+                let state =
+                    (name.strip_suffix(".start")).map(|h| self.dir.join(format!("{h}.json")));
+                let state = state.unwrap_or_default();
+                if std::fs::symlink_metadata(state).is_err() && older_than(&path, PRUNE_AFTER) {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            }
+            if name == self.name || !name.ends_with(".json") || !older_than(&path, PRUNE_AFTER) {
                 continue;
             }
             let Ok(Some(bytes)) = crate::sys::read_private(&path, MAX_STATE_BYTES) else {
@@ -319,6 +415,7 @@ impl Store {
                     .all(|f| crate::sys::folder_missing(f))
                 && std::fs::remove_file(&path).is_ok()
             {
+                let _ = std::fs::remove_file(self.dir.join(start_name(name)));
                 removed += 1;
             }
         }
@@ -394,6 +491,8 @@ pub struct Kept {
     /// reconnects with /ide"), said first; dropped by [`Kept::beside_a_live_bridge`] when it runs.
     last_gone_notes: Vec<String>,
     notes: Vec<String>,
+    /// Held until [`Kept::started`] is done, or this start gives up ([`Store::starting`]).
+    _starting: Option<Starting>,
 }
 
 impl Kept {
@@ -409,7 +508,28 @@ impl Kept {
     ) -> Kept {
         match key_folders(native, posix) {
             Ok(folders) => {
-                Kept::load_from(state_dir().as_deref(), &folders, explicit_port, new_token)
+                let base = state_dir();
+                // Another start of this workspace first (see `Starting`).
+                let starting = (base.as_deref()).map(|b| {
+                    Store::new(b, &folders).starting(START_WAIT, || {
+                        crate::ui::say(
+                            "waiting for another start of this workspace's bridge to take its \
+                             port (at most 20 s)",
+                        )
+                    })
+                });
+                let mut kept = Kept::load_from(base.as_deref(), &folders, explicit_port, new_token);
+                match starting {
+                    Some(Ok(starting)) => kept._starting = Some(starting),
+                    Some(Err(Unserialized::Busy)) => kept.notes.push(format!(
+                        "another start of this workspace's bridge still had its state file after \
+                         {} s: this one went on without waiting longer",
+                        START_WAIT.as_secs()
+                    )),
+                    // (A state folder not used is said by the load.)
+                    Some(Err(Unserialized::NoLock)) | None => {}
+                }
+                kept
             }
             Err(odd) => {
                 let mut kept = Kept::load_from(None, posix, explicit_port, new_token);
@@ -458,6 +578,7 @@ impl Kept {
                     token: claude_ide_bridge_runtime::generate_token(),
                     last_gone_notes: Vec::new(),
                     notes,
+                    _starting: None,
                 };
             }
             Some(Err(why)) => {
@@ -507,6 +628,7 @@ impl Kept {
             token,
             last_gone_notes,
             notes,
+            _starting: None,
         }
     }
 
@@ -792,6 +914,12 @@ fn same_folders(a: &[String], b: &[String], key: fn(&str) -> std::borrow::Cow<'_
     set(a) == set(b)
 }
 
+/// The name of the lock file of the starts ([`Starting`]) whose state file is `name`
+/// (`<hash>.json`): `<hash>.start`.
+fn start_name(name: &str) -> String {
+    format!("{}.start", name.strip_suffix(".json").unwrap_or(name))
+}
+
 /// The file name's key: FNV-1a (64 bits) of the folders, each followed by a NUL. Only a name: the
 /// file also holds the folders, and one written for others is not used.
 fn key(folders: &[String]) -> u64 {
@@ -1000,18 +1128,57 @@ pub(crate) mod tests {
         let half = Store::new(&base, &[missing.clone(), here.clone()]);
         for s in [&mine, &gone, &half] {
             s.save(&saved()).unwrap();
+            drop(s.starting(std::time::Duration::ZERO, || ()).unwrap());
+        }
+        let dir = base.join("workspaces");
+        // A start's lock file whose workspace never saved; a save's temporary file left.
+        let never_saved = dir.join("0000000000000001.start");
+        let left_temp = dir.join(".0000000000000001.json.7.0.0badf00d.tmp");
+        for f in [&never_saved, &left_temp] {
+            std::fs::write(f, "").unwrap();
         }
         // Written just now: kept.
-        assert_eq!(mine.prune_gone(std::time::SystemTime::now()), 0);
-        assert!(gone.path().exists());
-        let later =
-            std::time::SystemTime::now() + PRUNE_AFTER + std::time::Duration::from_secs(3600);
+        let now = std::time::SystemTime::now();
+        assert_eq!(mine.prune_gone(now), 0);
+        assert!(gone.path().exists() && never_saved.exists() && left_temp.exists());
+        // A temporary file an hour old goes (a save renames its own within milliseconds).
+        mine.prune_gone(now + LEFT_TEMP_AFTER + std::time::Duration::from_secs(1));
+        assert!(!left_temp.exists() && never_saved.exists() && gone.path().exists());
+        let later = now + PRUNE_AFTER + std::time::Duration::from_secs(3600);
         assert_eq!(mine.prune_gone(later), 1);
-        assert!(!gone.path().exists());
-        assert!(half.path().exists() && mine.path().exists());
+        assert!(!gone.path().exists() && !gone.start_path().exists());
+        assert!(!never_saved.exists());
+        for s in [&half, &mine] {
+            assert!(s.path().exists() && s.start_path().exists());
+        }
         // Not a state file: left as it is.
-        std::fs::write(base.join("workspaces").join("0123456789abcdef.json"), "{").unwrap();
+        std::fs::write(dir.join("0123456789abcdef.json"), "{").unwrap();
         assert_eq!(mine.prune_gone(later), 0);
+    }
+
+    /// A start waits for another start of the same workspace (bounded; said after a second) and
+    /// goes on once that one is done; one of another workspace does not wait.
+    #[test]
+    fn a_start_waits_for_another_of_the_same_workspace() {
+        use std::time::{Duration, Instant};
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        let first = s.starting(Duration::ZERO, || ()).unwrap();
+        let said = std::cell::Cell::new(0);
+        let busy = s.starting(Duration::from_millis(1200), || said.set(said.get() + 1));
+        assert!(matches!(busy, Err(Unserialized::Busy)), "{busy:?}");
+        assert_eq!(said.get(), 1);
+        let other = Store::new(d.path(), &["/w/c".into()]);
+        drop(other.starting(Duration::ZERO, || ()).unwrap());
+        let done = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(first);
+        });
+        let began = Instant::now();
+        let second = s.starting(Duration::from_secs(30), || ());
+        assert!(second.is_ok(), "{second:?}");
+        assert!(began.elapsed() >= Duration::from_millis(150));
+        done.join().unwrap();
     }
 
     #[test]

@@ -18,12 +18,14 @@ use std::path::PathBuf;
 use common::{client, unshared, Sandbox, Served};
 use serde_json::Value;
 
-/// The state files in the sandbox.
+/// The state files in the sandbox (each workspace's `<hash>.json`; its starts' lock file,
+/// `<hash>.start`, beside it).
 fn state_files(sb: &Sandbox) -> Vec<PathBuf> {
     let dir = sb.home.join(".local/state/claude-ide-bridge/workspaces");
     let mut files: Vec<PathBuf> = fs::read_dir(&dir)
         .map(|d| d.map(|e| e.unwrap().path()).collect())
         .unwrap_or_default();
+    files.retain(|f| f.extension().is_some_and(|e| e == "json"));
     files.sort();
     files
 }
@@ -534,6 +536,98 @@ fn two_started_at_once_on_two_addresses_share_nothing() {
             assert_eq!(lock["pid"], child.id(), "round {round}: {}", err.text());
         }
         for (mut child, _) in started {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}
+
+/// Two bridges for one workspace started at the same moment, `args` given to each: both up
+/// (their start told to the end), their stderr and port each.
+fn two_at_the_same_moment(
+    sb: &Sandbox,
+    args: [&[&str]; 2],
+) -> [(std::process::Child, common::Lines, u16); 2] {
+    args.map(|args| {
+        let mut serve = sb.command();
+        serve.arg("serve").args(args);
+        spawn_collected(serve)
+    })
+    .map(|(child, err)| {
+        err.wait_for("diffs: ");
+        let port = err.port();
+        (child, err, port)
+    })
+}
+
+/// The auth token of the bridge on `port`, from its lock file.
+fn token_on(sb: &Sandbox, port: u16) -> String {
+    let text = fs::read_to_string(sb.lock_dir().join(format!("{port}.lock"))).unwrap();
+    let lock: Value = serde_json::from_str(&text).unwrap();
+    lock["authToken"].as_str().unwrap().to_owned()
+}
+
+/// Two bridges for one workspace started at the very same moment, the kept port taken by
+/// another program: one keeps its new port and token, and the other (which waited for the
+/// first's start, then found its port served by this workspace's bridge) keeps nothing. Before,
+/// both read the same state file, each took a port and token of its own, and both said "kept":
+/// the file held the one that saved last, and the other's claude needed `/ide` after its next
+/// restart. A start with `--port` beside one without: never the same token (it looked for the
+/// other's lock file before that was written, and served with its token).
+#[test]
+fn two_started_at_once_take_their_turns_with_the_state() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let mut kept_port = first.port;
+    crash(first);
+    for round in 0..3 {
+        let squatter = TcpListener::bind(("127.0.0.1", kept_port)).unwrap();
+        let both = two_at_the_same_moment(&sb, [&[], &[]]);
+        let kept: Vec<&(std::process::Child, common::Lines, u16)> = (both.iter())
+            .filter(|(_, err, _)| err.count("for the next start") == 1)
+            .collect();
+        let texts = || {
+            both.iter()
+                .map(|(_, e, _)| e.text())
+                .collect::<Vec<_>>()
+                .join("\n--\n")
+        };
+        assert_eq!(kept.len(), 1, "round {round}: {}", texts());
+        let (keeper, _, port) = kept[0];
+        let other = both.iter().find(|(c, _, _)| c.id() != keeper.id()).unwrap();
+        other.1.wait_for(&format!(
+            "is taken: another bridge (pid {}) serves it",
+            keeper.id()
+        ));
+        assert_eq!(state(&sb)["port"], *port, "round {round}: {}", texts());
+        assert_ne!(token_on(&sb, both[0].2), token_on(&sb, both[1].2));
+        kept_port = *port;
+        for (mut child, _, _) in both {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        drop(squatter);
+    }
+    for round in 0..3 {
+        let both = two_at_the_same_moment(&sb, [&[], &["--port", "0"]]);
+        let texts = || {
+            both.iter()
+                .map(|(_, e, _)| e.text())
+                .collect::<Vec<_>>()
+                .join("\n--\n")
+        };
+        assert_ne!(
+            token_on(&sb, both[0].2),
+            token_on(&sb, both[1].2),
+            "round {round}: {}",
+            texts()
+        );
+        let keeper = (both.iter())
+            .find(|(_, err, _)| err.count("kept in ") == 1)
+            .unwrap_or_else(|| panic!("round {round}: {}", texts()));
+        assert_eq!(state(&sb)["port"], keeper.2, "round {round}: {}", texts());
+        assert_eq!(state(&sb)["authToken"], token_on(&sb, keeper.2));
+        for (mut child, _, _) in both {
             child.kill().unwrap();
             child.wait().unwrap();
         }

@@ -161,9 +161,14 @@ pub fn private_dirs(dir: &Path) -> io::Result<()> {
 /// Opens `path` to append to, created when missing; a reparse point there is refused, not
 /// followed.
 pub fn append_private(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
+    private(path, OpenOptions::new().append(true))
+}
+
+/// `options`, to create `path` when missing, opened without following a reparse point there
+/// (refused).
+fn private(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    let file = options
         .create(true)
-        .append(true)
         .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
         .open(path)?;
     if is_reparse_point(&file.metadata()?) {
@@ -178,7 +183,18 @@ pub fn append_private(path: &Path) -> io::Result<File> {
 /// [`append_private`], for a file that must be a regular one (the language-server log): a
 /// directory, device or pipe there is refused too. Refusals are `PermissionDenied` errors.
 pub fn append_private_file(path: &Path) -> io::Result<File> {
-    let file = append_private(path)?;
+    regular(append_private(path)?)
+}
+
+/// Opens `path` to read and write (nothing truncated), created when missing, as
+/// [`append_private_file`] checks it: the file whose lock one start of a workspace's bridge holds
+/// ([`crate::state::Store::starting`]).
+pub fn open_private_file(path: &Path) -> io::Result<File> {
+    regular(private(path, OpenOptions::new().read(true).write(true))?)
+}
+
+/// `file`, when it is a regular file; a `PermissionDenied` error else.
+fn regular(file: File) -> io::Result<File> {
     if !file.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,

@@ -178,10 +178,21 @@ pub fn append_private(path: &Path) -> io::Result<File> {
 /// `PermissionDenied` errors saying why (of the file: the caller names it). ([`append_private`] is the wire log's, which may be a
 /// FIFO read by the user.)
 pub fn append_private_file(path: &Path) -> io::Result<File> {
+    private_file(path, OpenOptions::new().append(true))
+}
+
+/// Opens `path` to read and write (nothing truncated), created with mode 0600 when missing, as
+/// [`append_private_file`] checks it: the file whose lock one start of a workspace's bridge holds
+/// ([`crate::state::Store::starting`]).
+pub fn open_private_file(path: &Path) -> io::Result<File> {
+    private_file(path, OpenOptions::new().read(true).write(true))
+}
+
+/// [`append_private_file`] and [`open_private_file`]: `options` opened as they say.
+fn private_file(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
     let refuse = |why: String| io::Error::new(io::ErrorKind::PermissionDenied, why);
-    let opened = OpenOptions::new()
+    let opened = options
         .create(true)
-        .append(true)
         .mode(0o600)
         .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
         .open(path);
