@@ -122,7 +122,18 @@ pub fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refused> {
 /// directories, not reparse points. Refusals are `PermissionDenied` errors saying why.
 pub fn private_dir(dir: &Path) -> io::Result<()> {
     if fs::symlink_metadata(dir).is_err() {
-        fs::create_dir_all(dir)?;
+        // The parent checked before `dir` is made in it: a junction there makes nothing where
+        // it leads.
+        if let Some(parent) = dir.parent() {
+            if fs::symlink_metadata(parent).is_err() {
+                fs::create_dir_all(parent)?;
+            }
+            check_dir(parent)?;
+        }
+        match fs::create_dir(dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
     }
     check_private_dir(dir)
 }

@@ -116,7 +116,18 @@ pub fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refused> {
 /// closed to group and others. Refusals are `PermissionDenied` errors saying why.
 pub fn private_dir(dir: &Path) -> io::Result<()> {
     if fs::symlink_metadata(dir).is_err() {
-        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        // The parent checked before `dir` is made in it: a link planted there (by another user,
+        // in a shared `XDG_STATE_HOME`) makes nothing where it leads.
+        if let Some(parent) = dir.parent() {
+            if fs::symlink_metadata(parent).is_err() {
+                DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+            }
+            check_dir(parent, 0o022)?;
+        }
+        match DirBuilder::new().mode(0o700).create(dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
     }
     check_private_dir(dir)
 }
@@ -1119,6 +1130,25 @@ mod tests {
             rustix::fs::chown(&theirs, Some(other), None).unwrap();
             refused(&theirs, "another user");
         }
+    }
+
+    /// The state folder's parent a symbolic link (planted by another user in a shared
+    /// `XDG_STATE_HOME`): refused, and nothing is made where it leads.
+    #[test]
+    fn a_linked_parent_is_refused_before_anything_is_made_in_it() {
+        let d = tempfile::tempdir().unwrap();
+        let elsewhere = d.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        let base = d.path().join("claude-ide-bridge");
+        std::os::unix::fs::symlink(&elsewhere, &base).unwrap();
+        let e = private_dir(&base.join("workspaces")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+        // Made whole where nothing was.
+        let fresh = d.path().join("fresh/claude-ide-bridge/workspaces");
+        private_dir(&fresh).unwrap();
+        assert_eq!(fs::metadata(&fresh).unwrap().mode() & 0o777, 0o700);
     }
 
     #[test]
