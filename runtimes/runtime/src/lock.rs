@@ -485,6 +485,13 @@ fn read_lock(path: &Path) -> Option<LockFile> {
     LockFile::parse(&read_lock_text(path).ok()?).ok()
 }
 
+/// Whether the lock file at `path` (a regular file, not followed through a link) names this
+/// process as its writer.
+pub(crate) fn written_by_this_process(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+        && read_lock(path).is_some_and(|lock| lock.pid == std::process::id())
+}
+
 /// The pid of a live process, not this one, whose lock file for `port` is in `dir` (its writer:
 /// [`lock_writer_alive`]): that port is served, on another address (a bridge bound to `127.0.0.2` or
 /// `::1` gets the same port as one on `127.0.0.1`), and its lock file is not ours to write over

@@ -59,10 +59,16 @@ pub fn unregister(path: &Path) {
     lock_registry().retain(|p| p != path);
 }
 
-/// Removes every registered lock file now (what the handler does before the default action).
+/// Removes every registered lock file now (what the handler does before the default action):
+/// each that this process wrote (its pid in it). A path is registered before its file is
+/// written, so that there is no moment when the file is there and not removed at a stop; a
+/// stop in that moment found another live process's file there (a server on that port bound to
+/// another address, which made this one's start fail), and removed it.
 pub fn remove_all() {
     for path in lock_registry().drain(..) {
-        let _ = std::fs::remove_file(path);
+        if crate::lock::written_by_this_process(&path) {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 

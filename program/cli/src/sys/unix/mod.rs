@@ -120,7 +120,10 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
         // in a shared `XDG_STATE_HOME`) makes nothing where it leads.
         if let Some(parent) = dir.parent() {
             if fs::symlink_metadata(parent).is_err() {
-                DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+                DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(parent)?;
             }
             check_dir(parent, 0o022)?;
         }
