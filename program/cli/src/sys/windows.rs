@@ -87,7 +87,7 @@ pub fn state_dir() -> Option<PathBuf> {
 }
 
 /// Why there is no state directory, as a note says it.
-pub const NO_STATE_DIR: &str = "LOCALAPPDATA is not set";
+pub const NO_STATE_DIR: &str = "LOCALAPPDATA is not set (to an absolute path)";
 
 /// Reads `path` whole if it is a regular file, not a reparse point, of at most `max` bytes.
 /// `Ok(None)` when it does not exist.
