@@ -729,7 +729,7 @@ pub fn install_hint(program: &str) -> &'static str {
         "vtsls" => "npm install -g @vtsls/language-server",
         "rust-analyzer" => "rustup component add rust-analyzer",
         "gopls" => "go install golang.org/x/tools/gopls@latest",
-        "clangd" => "apt install clangd (or your system's package manager)",
+        "clangd" => sys::CLANGD_INSTALL,
         _ => "install it and put it on PATH",
     }
 }

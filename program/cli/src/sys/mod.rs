@@ -13,9 +13,10 @@
 //! - `v6_any_takes_v4()`: whether a bridge listening on `::` is reached at 127.0.0.1, where
 //!   claude connects unless told otherwise (`--host`; Linux's `net.ipv6.bindv6only` read);
 //! - `state_dir()`, `NO_STATE_DIR`, `state_folders(folders)`, `read_private(path, max)`,
-//!   `private_dir(dir)`, `check_private_dir(dir)`: the program's state folder (or why there is
-//!   none), the workspace folders that name a state file (resolved), and the private files in it
-//!   (`state`); `private_dirs(dir)`, `append_private_file(path)`: the language-server log (a
+//!   `private_dir(dir)`, `check_private_dir(dir)`, `open_private_file(path)`: the program's
+//!   state folder (or why there is none), the workspace folders that name a state file
+//!   (resolved), and the private files in it (`state`: a state file, the lock of a workspace's
+//!   starts); `private_dirs(dir)`, `append_private_file(path)`: the language-server log (a
 //!   private regular file only); `append_private(path)`: the wire log (a FIFO allowed);
 //! - `is_mine(&Metadata)`, `lock_dir_finding(dir, &Metadata)`, `remove_hint(path)`,
 //!   `new_dir_hint(dir)`: what `list` and `doctor` say about lock files and their folders;

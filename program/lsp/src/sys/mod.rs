@@ -27,7 +27,8 @@
 //! - `real_path(found)`: a found program's path with its links resolved (npm's link into its
 //!   package), written as programs take it (no `\\?\` on Windows);
 //! - `split_words(command)`: a `--lsp` command split into words as the system's command lines
-//!   are (a POSIX shell's words on Unix; Windows' command-line rules, backslashes kept).
+//!   are (a POSIX shell's words on Unix; Windows' command-line rules, backslashes kept);
+//! - `CLANGD_INSTALL`: how clangd is installed on this system (`doctor`'s hint).
 //!
 //! On Linux and macOS alike (`unix.rs`) the tree is the server's own process group: the server
 //! is started as a group leader, and a stop sends SIGKILL to the group, which takes the
@@ -50,7 +51,7 @@ mod os;
 pub(crate) use os::{
     adopt, exe_extensions, file_metadata, glob_form, is_executable, key_of, kill_tree,
     open_to_read, own_tree, path_of_uri, published_path, real_path, reap_id, same_file,
-    set_nonblocking, split_words, wait_writable, watch_exit, GLOBS_IGNORE_CASE,
+    set_nonblocking, split_words, wait_writable, watch_exit, CLANGD_INSTALL, GLOBS_IGNORE_CASE,
 };
 
 /// The stack of a server's exit watch (`watch_exit`): it makes one system call and a callback.

@@ -172,6 +172,14 @@ pub(crate) fn glob_form(path: &str) -> std::borrow::Cow<'_, str> {
 /// Whether watched globs ignore case: as the file system does by default (macOS's does).
 pub(crate) const GLOBS_IGNORE_CASE: bool = cfg!(target_os = "macos");
 
+/// How to install clangd here: Apple's comes with the Command Line Tools (`/usr/bin/clangd`
+/// runs it once they are installed), Homebrew's with LLVM; elsewhere the system's packages.
+pub(crate) const CLANGD_INSTALL: &str = if cfg!(target_os = "macos") {
+    "xcode-select --install (Apple's clangd), or brew install llvm"
+} else {
+    "apt install clangd (or your system's package manager)"
+};
+
 /// The key of a document given by its path: the path itself.
 pub(crate) fn key_of(path: &str) -> String {
     path.to_owned()

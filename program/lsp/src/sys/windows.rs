@@ -258,6 +258,9 @@ pub(crate) fn glob_form(path: &str) -> std::borrow::Cow<'_, str> {
 /// Whether watched globs ignore case: Windows' file names do.
 pub(crate) const GLOBS_IGNORE_CASE: bool = true;
 
+/// How to install clangd here: it comes with LLVM's Windows installer.
+pub(crate) const CLANGD_INSTALL: &str = "winget install LLVM.LLVM (clangd comes with LLVM)";
+
 /// The file a server's diagnostics are for: [`path_of_uri`], with a drive path's `.` and empty
 /// parts taken out and its `..` resolved (`C:\w\.\a.py` and `C:\w\\a.py` are `C:\w\a.py`:
 /// kept apart, they were answered apart), and a path with no drive (`/w/./a.py`, the engine's
