@@ -1263,6 +1263,74 @@ fn respond_does_not_decide_an_open_diff() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// A change proposed through a link to a folder (`ws/alias -> ws/d`) is shown to the editor at
+/// its resolved path (`ws/d/f.txt`), and claude writes its own (`ws/alias/f.txt`): the link
+/// pointed elsewhere while the editor decided, an accept is refused (a tool error for claude,
+/// an `error` line for the editor), whether it now leads out of the workspace or to another file
+/// of it. Before, the accept checked the path shown, which had not moved: claude was told
+/// `FILE_SAVED` and wrote outside the workspace, or a file nobody had been shown.
+#[test]
+fn an_accept_checks_the_path_claude_writes_not_only_the_one_shown() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio"]);
+    let mut c = s.client();
+    for d in ["d", "e"] {
+        fs::create_dir(sb.ws.join(d)).unwrap();
+        fs::write(sb.ws.join(d).join("f.txt"), format!("{d}\n")).unwrap();
+    }
+    let outside = sb.root().join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("f.txt"), "secret\n").unwrap();
+    let alias = sb.ws.join("alias");
+    let point = |to: &std::path::Path| {
+        let _ = fs::remove_file(&alias);
+        std::os::unix::fs::symlink(to, &alias).unwrap();
+    };
+    for (n, (to, said)) in [(outside.clone(), "outside"), (sb.ws.join("e"), "not to ")]
+        .into_iter()
+        .enumerate()
+    {
+        point(&sb.ws.join("d"));
+        let claudes = alias.join("f.txt");
+        let id = c.call_tool(
+            "openDiff",
+            open_diff_args(&claudes, "new\n", &format!("T{n}")),
+        );
+        let tc = next_msg(&s, "tool_call", n);
+        let shown = tc["arguments"]["new_file_path"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(shown.ends_with("/d/f.txt"), "{tc}");
+        point(&to);
+        s.send_line(
+            &json!({"type": "diff_decision", "id": tc["id"], "decision": "accept"}).to_string(),
+        );
+        let r = c.response(id);
+        assert!(is_error(&r), "{r}");
+        assert!(texts(&r).join(" ").contains(said), "{r}");
+        let told = next_msg(&s, "error", n);
+        assert!(
+            told["message"].as_str().unwrap().contains("not accepted"),
+            "{told}"
+        );
+    }
+    // Left as it was: the link to the file shown is accepted.
+    point(&sb.ws.join("d"));
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&alias.join("f.txt"), "new\n", "T9"),
+    );
+    let tc = next_msg(&s, "tool_call", 2);
+    s.send_line(
+        &json!({"type": "diff_decision", "id": tc["id"], "decision": "accept"}).to_string(),
+    );
+    let r = c.response(id);
+    assert!(!is_error(&r) && texts(&r)[0] == "FILE_SAVED", "{r}");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
 /// A `diff_decision` that could not be given is told to the editor with an `error` line: an
 /// accepted change whose file became a link out of the workspace meanwhile (claude is told it
 /// was refused), and decisions that reached the bridge before claude's cancellation of the

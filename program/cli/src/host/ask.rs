@@ -258,7 +258,7 @@ impl Host {
         match self.decider {
             Decider::Policy(DiffPolicy::Accept) => {
                 let contents = args.new_file_contents.clone();
-                self.accept(call, &args, contents, None);
+                self.accept(call, &args, contents, None, None);
             }
             Decider::Policy(DiffPolicy::Reject) => _ = self.reject(call, &args),
             Decider::Policy(DiffPolicy::Ask) => {
@@ -290,8 +290,14 @@ impl Host {
                 {
                     servers.opening(&old_real);
                 }
-                (args.new_file_path, args.old_file_path) = (new_real, old_real);
-                self.forward(call, super::messages::EditorCall::OpenDiff(args))
+                let claude = std::mem::replace(&mut args.new_file_path, new_real);
+                args.old_file_path = old_real;
+                let written_as = (claude != args.new_file_path).then_some(claude);
+                self.forward(
+                    call,
+                    super::messages::EditorCall::OpenDiff(args),
+                    written_as,
+                )
             }
         }
     }
@@ -304,14 +310,20 @@ impl Host {
     /// symlink) or not a regular file, it is refused with a tool error and nothing is accepted.
     /// A decision of the stdio editor (`decision`, its line's id) that could not be given is
     /// told to it with an `error` line: refused, or too late (the call was cancelled meanwhile).
+    /// `args` are as shown; `written_as`, claude's own path when it showed under another name
+    /// (links resolved, for the editor): that is the path checked, the one claude writes, and it
+    /// must still lead to the file shown (a link on it pointed elsewhere while the editor
+    /// decided, outside the workspace or to another file of it, is refused).
     pub(super) fn accept(
         &mut self,
         call: CallId,
         args: &OpenDiffArgs,
         contents: String,
         decision: Option<u64>,
+        written_as: Option<String>,
     ) {
-        let path = args.new_file_path.clone();
+        let path = written_as.unwrap_or_else(|| args.new_file_path.clone());
+        let shown = args.new_file_path.clone();
         let old_path = args.old_file_path.clone();
         let ws = self.ws.clone();
         let lsp = self.lsp.clone();
@@ -319,7 +331,13 @@ impl Host {
         // (What the terminal is told, what claude is.)
         let checked = move |path: &str| match unchecked(path) {
             Some(why) => Err((why.clone(), why)),
-            None => ws.writable(path).map_err(|e| (refusal(&e), e.to_string())),
+            None => match ws.writable(path) {
+                Ok(real) if path != shown && real != shown => Err((
+                    format!("(it now leads to {real}, not to the file shown)"),
+                    format!("it now leads to {real}, not to {shown}, the file the editor showed"),
+                )),
+                written => written.map_err(|e| (refusal(&e), e.to_string())),
+            },
         };
         let work = move || match checked(&path) {
             Ok(real) => {
@@ -496,7 +514,7 @@ impl Host {
         match line.trim().to_ascii_lowercase().as_str() {
             "a" | "accept" | "y" | "yes" => {
                 let contents = shown.args.new_file_contents.clone();
-                self.accept(shown.call, &shown.args, contents, None);
+                self.accept(shown.call, &shown.args, contents, None, None);
                 self.show_next();
             }
             "r" | "reject" | "n" | "no" => {
@@ -597,7 +615,7 @@ impl Host {
         match self.shown.take() {
             Some(shown) if shown.call == call => match edited {
                 Ok((contents, _draft)) => {
-                    self.accept(call, &shown.args, contents, None);
+                    self.accept(call, &shown.args, contents, None, None);
                     self.show_next();
                 }
                 Err((why, draft)) => {

@@ -741,7 +741,7 @@ impl Host {
             }
             // With an editor, a tool it has a form for goes to it; the others are answered here.
             other if self.stdio.is_some() => match EditorCall::of(other) {
-                Ok(form) => self.forward(call, form),
+                Ok(form) => self.forward(call, form, None),
                 Err(other) => self.answer_headless(call, other),
             },
             other => self.answer_headless(call, other),

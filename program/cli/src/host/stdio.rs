@@ -323,6 +323,9 @@ impl StdioOut {
 pub(super) struct Forwarded {
     call: CallId,
     tool: EditorCall,
+    /// An `openDiff` shown under its path with links resolved: claude's own, which it writes
+    /// (what an accept checks: `Host::accept`).
+    written_as: Option<String>,
 }
 
 // ---- bridge → editor ----
@@ -398,7 +401,9 @@ impl Host {
 
     /// `tool_call`: the editor answers this call, its paths named as the editor names them; a
     /// path the editor has no name for (`--path-map`) is refused with a tool error instead.
-    pub(super) fn forward(&mut self, call: CallId, tool: EditorCall) {
+    /// `written_as`: an `openDiff`'s path as claude gave it, when it is shown under another
+    /// ([`Forwarded`]).
+    pub(super) fn forward(&mut self, call: CallId, tool: EditorCall, written_as: Option<String>) {
         let mut shown = Cow::Borrowed(&tool);
         if !self.paths.is_empty() {
             let mut mapped = tool.clone();
@@ -423,7 +428,12 @@ impl Host {
             arguments: &shown,
         });
         drop(shown);
-        self.forwarded.insert(id, Forwarded { call, tool });
+        let forwarded = Forwarded {
+            call,
+            tool,
+            written_as,
+        };
+        self.forwarded.insert(id, forwarded);
     }
 
     /// The bridge stops: every forwarded call is `cancelled` and every client `disconnected`,
@@ -885,7 +895,7 @@ impl Host {
         match m.decision {
             Decision::Accept => {
                 let contents = m.contents.unwrap_or_else(|| diff.new_file_contents.clone());
-                self.accept(f.call, &diff, contents, Some(m.id));
+                self.accept(f.call, &diff, contents, Some(m.id), f.written_as);
                 Ok(())
             }
             // (Withdrawn meanwhile, its id already taken off here: no `cancelled` line comes.)
