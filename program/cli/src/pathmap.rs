@@ -128,7 +128,12 @@ impl Parsed {
     fn under(&self, prefix: &Parsed) -> Option<&[String]> {
         let same = |a: &String, b: &String| match self.root {
             Root::Posix => a == b,
-            Root::Drive(_) | Root::Unc => a == b || a.to_uppercase() == b.to_uppercase(),
+            // One UTF-16 unit for one, as NTFS compares (`ß` is not `SS`).
+            Root::Drive(_) | Root::Unc => {
+                a == b
+                    || claude_ide_bridge::windows_case_key(a)
+                        == claude_ide_bridge::windows_case_key(b)
+            }
         };
         // A WSL distribution's share has two servers' names: `wsl$` and `wsl.localhost`.
         let wsl =
@@ -685,6 +690,17 @@ mod tests {
             Ok("/home/me/app/SRC/a.rs"),
             "below the folder, names go as the editor wrote them"
         );
+        // One letter for one, as NTFS compares: `straße` and `STRASSE` are two folders there,
+        // `straße` and `STRAßE` one.
+        let m = map(&[r"C:\Users\STRASSE\app=/home/me/app"]);
+        assert!(m.to_here(r"C:\Users\straße\app\a.rs").is_err());
+        let m = map(&[r"C:\Users\straße\app=/home/me/app"]);
+        assert_eq!(
+            m.to_here(r"C:\Users\STRAßE\app\a.rs").as_deref(),
+            Ok("/home/me/app/a.rs")
+        );
+        let mut two = map(&[r"C:\Users\STRASSE=/home/me/app"]);
+        assert_eq!(two.add(r"C:\Users\straße=/home/me/app2"), Ok(()));
         // As given: a drive letter in lower case and `/`.
         let m = map(&["c:/Users/me/app=/home/me/app"]);
         assert_eq!(

@@ -1263,6 +1263,68 @@ fn respond_does_not_decide_an_open_diff() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// Without `--path-map` the editor is given the bridge's own absolute paths, as docs/stdio.md
+/// says: claude's relative path taken from the workspace folder and a `file://` URI by its
+/// path, and an empty path, one starting with `~` or one with `..` refused with a tool error
+/// (before, each went to the editor as it came, and Vim took it from its own current folder).
+/// The editor's own paths: a selection's `.` and `..` resolved before claude is told; a
+/// Windows drive's URI (a Windows editor without `--path-map`) refused rather than kept under
+/// a made-up `/c/...` path.
+#[test]
+fn paths_reach_the_editor_absolute_and_claude_resolved_without_a_path_map() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp"]);
+    let mut c = s.client();
+    let ws = sb.ws.to_string_lossy().to_string();
+    let mut forwarded = 0;
+    for (given, shown) in [
+        ("src/a.rs".to_owned(), format!("{ws}/src/a.rs")),
+        (format!("file://{ws}/b%20c.rs"), format!("{ws}/b c.rs")),
+        (format!("{ws}/a.rs"), format!("{ws}/a.rs")),
+    ] {
+        let id = c.call_tool("openFile", json!({"filePath": given}));
+        let tc = next_msg(&s, "tool_call", forwarded);
+        forwarded += 1;
+        assert_eq!(tc["arguments"]["filePath"], json!(shown), "{given}");
+        s.send_line(&json!({"type":"respond","id":tc["id"],"text":"opened"}).to_string());
+        assert_eq!(texts(&c.response(id)), ["opened"]);
+    }
+    for given in ["", "~/a.rs", &format!("{ws}/src/../a.rs")] {
+        let id = c.call_tool("openFile", json!({"filePath": given}));
+        let r = c.response(id);
+        assert!(is_error(&r), "{given}: {r}");
+        assert!(texts(&r)[0].contains("cannot be shown this"), "{r}");
+    }
+    // (None of those reached the editor.)
+    let id = c.call_tool("saveDocument", json!({"filePath": format!("{ws}/a.rs")}));
+    let tc = next_msg(&s, "tool_call", forwarded);
+    assert_eq!(tc["name"], "saveDocument");
+    s.send_line(&json!({"type":"respond","id":tc["id"],"text":"saved"}).to_string());
+    assert_eq!(texts(&c.response(id)), ["saved"]);
+
+    s.send_line(
+        &json!({"type":"selection_changed","filePath":format!("{ws}/src/./../a.rs"),"text":"x",
+            "selection":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}})
+        .to_string(),
+    );
+    let n = c
+        .recv_until(WAIT, |v| v["method"] == "selection_changed")
+        .unwrap();
+    assert_eq!(n["params"]["filePath"], json!(format!("{ws}/a.rs")));
+    let d = json!({"message":"boom","severity":"Error",
+        "range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}});
+    s.send_line(
+        &json!({"type":"diagnostics","uri":"file:///C:/Users/me/app/a.rs","diagnostics":[d]})
+            .to_string(),
+    );
+    let e = next_msg(&s, "error", 0);
+    assert!(e["message"].as_str().unwrap().contains("uri"), "{e}");
+    let all = json_of(&call(&mut c, "getDiagnostics", json!({})));
+    assert_eq!(all, json!([]), "nothing kept under /c/...");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
 /// A change proposed through a link to a folder (`ws/alias -> ws/d`) is shown to the editor at
 /// its resolved path (`ws/d/f.txt`), and claude writes its own (`ws/alias/f.txt`): the link
 /// pointed elsewhere while the editor decided, an accept is refused (a tool error for claude,

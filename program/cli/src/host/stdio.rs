@@ -8,7 +8,6 @@
 //! call forwarded to the editor, only a tool with an [`EditorCall`] form), `cancelled`, `status`
 //! and `error`.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
@@ -404,30 +403,32 @@ impl Host {
     /// `written_as`: an `openDiff`'s path as claude gave it, when it is shown under another
     /// ([`Forwarded`]).
     pub(super) fn forward(&mut self, call: CallId, tool: EditorCall, written_as: Option<String>) {
-        let mut shown = Cow::Borrowed(&tool);
-        if !self.paths.is_empty() {
-            let mut mapped = tool.clone();
-            for p in mapped.paths_mut() {
-                match self.editor_path(p) {
-                    Ok(named) => *p = named,
-                    Err(e) => {
-                        ui::say(&format!("{} not sent to the editor: {e}", tool.name()));
-                        let e = format!("{}: the editor cannot be shown this: {e}", self.ide_name);
-                        return self.respond(call, ToolResult::error(e));
-                    }
+        // Named as the editor names them for the line, then as the bridge does again (kept for
+        // the answer): no copy of the arguments (an `openDiff`'s contents).
+        let mut tool = tool;
+        let name = tool.name();
+        let mut bridges = Vec::new();
+        for p in tool.paths_mut() {
+            match self.editor_path(p) {
+                Ok(named) => bridges.push(std::mem::replace(p, named)),
+                Err(e) => {
+                    ui::say(&format!("{name} not sent to the editor: {e}"));
+                    let e = format!("{}: the editor cannot be shown this: {e}", self.ide_name);
+                    return self.respond(call, ToolResult::error(e));
                 }
             }
-            shown = Cow::Owned(mapped);
         }
         let id = self.next_id;
         self.next_id += 1;
         self.to_editor(&ToEditor::ToolCall {
             id,
             conn: call.conn.0,
-            name: tool.name(),
-            arguments: &shown,
+            name,
+            arguments: &tool,
         });
-        drop(shown);
+        for (p, bridges) in tool.paths_mut().into_iter().zip(bridges) {
+            *p = bridges;
+        }
         let forwarded = Forwarded {
             call,
             tool,
@@ -575,10 +576,14 @@ impl Host {
     fn here_path(&self, path: &str) -> Result<String, String> {
         check_editor_path("filePath", path)?;
         if self.paths.is_empty() {
-            return match path.starts_with('/') || std::path::Path::new(path).is_absolute() {
-                true => Ok(path.to_string()),
-                false => Err("filePath must be absolute".into()),
-            };
+            // `.`, `..` and repeated separators resolved, as a mapped path's are: claude is told
+            // the file the editor means, not `/ws/../../etc/passwd`.
+            let absolute = path.starts_with('/') || std::path::Path::new(path).is_absolute();
+            return (absolute
+                .then(|| super::diagnostics::editor_path(path))
+                .flatten())
+            .map(|p| crate::sys::native_path(&p))
+            .ok_or_else(|| "filePath must be absolute".into());
         }
         self.paths
             .to_here(path)
@@ -603,24 +608,41 @@ impl Host {
     }
 
     /// The editor's name of one of the bridge's paths (a relative one is taken from the first
-    /// workspace folder, as the workspace takes it; a `file://` URI by its path). Mapped, an
-    /// empty path and one starting with `~` are refused: joined to the folder they would name
-    /// the folder itself, or a folder named `~` where the user meant their home.
+    /// workspace folder, as the workspace takes it; a `file://` URI by its path). An empty path
+    /// and one starting with `~` are refused: joined to the folder they would name the folder
+    /// itself, or a folder named `~` where the user meant their home. So is one with `..`
+    /// (after a symbolic link it leads elsewhere than the text says). Without `--path-map` the
+    /// editor is given the bridge's own absolute path: never one it would take from its own
+    /// current folder (Vim's `fnamemodify(p, ':p')`), which may be another folder than the
+    /// workspace.
     fn editor_path(&self, path: &str) -> Result<String, MapError> {
-        if self.paths.is_empty() {
-            return Ok(path.to_string());
-        }
         if claude_ide_bridge::is_file_uri(path) {
             let here = crate::sys::path_of_file_uri(path)
                 .ok_or_else(|| MapError::BadUri(path.to_string()))?;
-            return self.paths.to_editor(&here);
+            return self.editor_path_of(&here);
         }
         if path.is_empty() || path.starts_with('~') {
             return Err(MapError::NotAbsolute(path.to_string()));
         }
-        match (path.starts_with('/'), self.ws.folders().first()) {
-            (false, Some(first)) => self.paths.to_editor(&format!("{first}/{path}")),
-            _ => self.paths.to_editor(path),
+        let absolute = path.starts_with('/') || std::path::Path::new(path).is_absolute();
+        match (absolute, self.ws.folders().first()) {
+            (false, Some(first)) => self.editor_path_of(&format!("{first}/{path}")),
+            _ => self.editor_path_of(path),
+        }
+    }
+
+    /// [`Host::editor_path`] of an absolute path of the bridge's: mapped, or (without
+    /// `--path-map`) as it is, unless it has `..` in it.
+    fn editor_path_of(&self, path: &str) -> Result<String, MapError> {
+        if !self.paths.is_empty() {
+            return self.paths.to_editor(path);
+        }
+        let up = std::path::Path::new(path)
+            .components()
+            .any(|c| c == std::path::Component::ParentDir);
+        match up {
+            true => Err(MapError::DotDot(path.to_owned())),
+            false => Ok(path.to_owned()),
         }
     }
 
@@ -773,10 +795,10 @@ impl EditorDiagnostics {
                 SEVERITIES.join(", ")
             ));
         }
+        // (Those past the limit were not read: how many there were is not known.)
         if diagnostics.len() > MAX_DIAGNOSTICS_PER_FILE {
             return Err(format!(
-                "{} diagnostics for one file, more than the limit of {MAX_DIAGNOSTICS_PER_FILE}",
-                diagnostics.len()
+                "more than {MAX_DIAGNOSTICS_PER_FILE} diagnostics for one file, the limit"
             ));
         }
         if !self.files.contains_key(uri) && self.files.len() >= MAX_DIAGNOSTIC_FILES {

@@ -633,9 +633,12 @@ fn raised_soft_limit(
 
 /// The path a `file:` URI names, as the files crate takes it; `None` when it names no local
 /// file: one of another host (`file://host/a`, which the engine writes `//host/a`: taken as
-/// `/host/a` once normalised).
+/// `/host/a` once normalised), or of a Windows drive (`file:///C:/a`, which the engine writes
+/// `/c/a`: a file of no folder here, from a Windows editor whose folders need `--path-map`).
 pub fn path_of_file_uri(uri: &str) -> Option<String> {
-    claude_ide_bridge::uri_to_path(uri).filter(|p| !p.starts_with("//"))
+    let drive = claude_ide_bridge::uri_to_windows_path(uri)
+        .is_some_and(|w| w.as_bytes().get(1) == Some(&b':'));
+    claude_ide_bridge::uri_to_path(uri).filter(|p| !drive && !p.starts_with("//"))
 }
 
 /// A path in the engine's wire form as this OS writes it: the same.
