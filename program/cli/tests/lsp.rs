@@ -1248,6 +1248,47 @@ fn an_edit_accepted_by_the_editor_through_a_link_gets_its_baseline() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// The stdio editor reports a file through a link to its folder (Vim's folder a link, claude's
+/// working directory resolved): its report takes precedence over the server's for that file
+/// under either name, in `getDiagnostics {uri}` as in `{}`, and the server's own for it is not
+/// pushed. Before, `{uri}` under the other name answered the server's and `{}` the editor's:
+/// the real client, comparing the two, forwarded the editor's as new.
+#[test]
+fn the_editors_report_through_a_link_takes_precedence_under_either_name() {
+    let sb = Sandbox::new();
+    let (real, server) = fake_file_and_server(&sb, "latest-only");
+    let linked = sb.root().join("linked");
+    std::os::unix::fs::symlink(&sb.ws, &linked).unwrap();
+    let through = linked.join("a.fake");
+    // Served as the editor names its folder (the link), as Vim starts it.
+    let ws = linked.to_str().unwrap();
+    let mut s = serve(
+        &sb,
+        "threads",
+        &["--stdio", "--lsp", &server, "--workspace", ws],
+    );
+    let mut c = s.client();
+    next_msg(&s, "initialized", 0);
+    let d = json!({"message":"from the editor","severity":"Error",
+        "range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}});
+    s.send_line(
+        &json!({"type":"diagnostics","uri":format!("file://{}", through.display()),"diagnostics":[d]})
+            .to_string(),
+    );
+    // (Its `diagnostics_changed` reached claude: the report is kept.)
+    c.recv_until(SLOW, |v| v["method"] == "diagnostics_changed")
+        .expect("the editor's report pushed");
+    let asked = format!("file://{}", real.display());
+    let one = call(&mut c, "getDiagnostics", json!({"uri": asked}));
+    assert!(one.to_string().contains("from the editor"), "{one}");
+    assert!(!one.to_string().contains("bad line 0"), "{one}");
+    let all = call(&mut c, "getDiagnostics", json!({}));
+    assert!(all.to_string().contains("from the editor"), "{all}");
+    assert!(!all.to_string().contains("bad line 0"), "{all}");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
 /// A file asked about through a link (a linked file, a file in a linked folder): `{}` names it
 /// as the client asked, not by the file the link leads to (the servers' name for it), so that
 /// the real client, which matches the edited file by the URI it asked with, sees its new errors.

@@ -310,17 +310,26 @@ fn named_path(uri: &str) -> Option<String> {
 /// publish for any file it looks at (a library's, `/etc/passwd`), which claude is not told about,
 /// as `getDiagnostics {uri}` answers `[]` for a file outside (docs/protocol.md, "getDiagnostics").
 /// Inside by its path, and not through a link leading out (a server reads a link as the file it
-/// leads to, and a message may quote that file): resolved as the file tools resolve it.
-fn in_workspace(ws: &Workspace, uri: &str) -> bool {
-    looked_up(ws, uri).is_some()
-}
-
-/// [`in_workspace`]'s lookup, kept for the caller that goes on to ask whether the file is still
-/// there: `None` outside; else the path `uri` names and what [`Workspace::regular_file`] said.
+/// leads to, and a message may quote that file): resolved as the file tools resolve it. `None`
+/// outside; else the path `uri` names and what [`Workspace::regular_file`] said (whether the
+/// file is still there, and what it is with links resolved: [`resolved_key`]).
 fn looked_up(ws: &Workspace, uri: &str) -> Option<(String, Result<String, Error>)> {
     let path = named_path(uri).filter(|p| ws.contains(p))?;
     let found = ws.regular_file(&path);
     (!matches!(found, Err(Error::Outside { .. }))).then_some((path, found))
+}
+
+/// The file `uri` names inside the workspace with the links on its way resolved, as one key for
+/// its every spelling ([`Workspace::regular_file`]'s path, in any case where paths ignore it);
+/// `None` outside the workspace, or where no regular file is.
+pub(super) fn resolved_key(ws: &Workspace, uri: &str) -> Option<String> {
+    key_of_looked_up(looked_up(ws, uri).as_ref())
+}
+
+/// [`resolved_key`] of what [`looked_up`] found.
+fn key_of_looked_up(found: Option<&(String, Result<String, Error>)>) -> Option<String> {
+    let real = found?.1.as_ref().ok()?;
+    Some(crate::sys::case_key(real).into_owned())
 }
 
 /// Reads a file through the workspace (inside it, a regular file, bounded, UTF-8), for a server
@@ -1111,6 +1120,7 @@ impl LanguageServers {
     pub fn all(
         &self,
         editor: &BTreeMap<String, Vec<Diagnostic>>,
+        editor_resolved: &HashSet<String>,
         asker: Asker,
         spelled: &Spellings,
     ) -> ToolResult {
@@ -1184,6 +1194,14 @@ impl LanguageServers {
             .filter(|f| !in_editor(&f.uri))
             .filter(|f| match looked_up(&self.ws, &f.uri) {
                 None => false,
+                // The editor's under another name (through a link): its report stands.
+                Some(found)
+                    if !editor_resolved.is_empty()
+                        && key_of_looked_up(Some(&found))
+                            .is_some_and(|k| editor_resolved.contains(&k)) =>
+                {
+                    false
+                }
                 // A file gone (deleted, renamed away): claude is not told of errors in a file
                 // that no longer exists (unless accepted contents for it wait to be written), and
                 // its servers let go of it: within the call's bound (past it, at the next call).
@@ -1344,9 +1362,10 @@ impl Host {
             }
             None => {
                 let (editor, within) = (self.diagnostics.clone(), servers.job_extra());
+                let resolved = self.diagnostics.resolved_keys();
                 let spelled = self.spellings_for(call);
                 self.jobs.tool_longer(call, within, move || {
-                    servers.all(&editor, call.asker(), &spelled)
+                    servers.all(&editor, &resolved, call.asker(), &spelled)
                 });
             }
         }
@@ -1371,7 +1390,16 @@ impl Host {
     /// A server's diagnostics for a file changed: `diagnostics_changed` to every client, unless
     /// the editor reports that file (`--stdio`).
     pub(super) fn on_lsp_change(&mut self, change: FileDiagnostics) {
-        if self.editor_reported(&change.uri) || !in_workspace(&self.ws, &change.uri) {
+        let found = looked_up(&self.ws, &change.uri);
+        if found.is_none() {
+            return;
+        }
+        let resolved = || key_of_looked_up(found.as_ref());
+        if self
+            .diagnostics
+            .reported_as(&change.uri, resolved)
+            .is_some()
+        {
             return;
         }
         self.handle.notify(
@@ -1383,8 +1411,11 @@ impl Host {
         );
     }
 
+    /// Whether the editor reports the file `uri` names (in any spelling, through any link).
     fn editor_reported(&self, uri: &str) -> bool {
-        self.diagnostics.keys().any(|u| same_uri(u, uri))
+        (self.diagnostics)
+            .reported_as(uri, || resolved_key(&self.ws, uri))
+            .is_some()
     }
 
     /// The files' spellings for the client that made `call` ([`Spellings::for_client`]).
@@ -1396,10 +1427,12 @@ impl Host {
     /// What the editor reported: for one file, or every file with diagnostics (a file the client
     /// asked about named as it asked, the others as the client names files: [`Spellings`]).
     pub(super) fn answer_editor_diagnostics(&self, call: CallId, uri: Option<&str>) -> ToolResult {
+        let asked =
+            uri.map(|want| (self.diagnostics).reported_as(want, || resolved_key(&self.ws, want)));
         let files: Vec<FileDiagnostics> = self
             .diagnostics
             .iter()
-            .filter(|(u, d)| !d.is_empty() && uri.is_none_or(|want| same_uri(want, u)))
+            .filter(|(u, d)| !d.is_empty() && asked.is_none_or(|a| a == Some(u.as_str())))
             .map(|(u, d)| FileDiagnostics {
                 // The client matches the answer to its question by URI: its own back when it
                 // asked with one.

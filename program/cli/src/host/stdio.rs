@@ -8,7 +8,7 @@
 //! call forwarded to the editor, only a tool with an [`EditorCall`] form), `cancelled`, `status`
 //! and `error`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -757,6 +757,11 @@ const SEVERITIES: [&str; 4] = [
 #[derive(Debug, Default)]
 pub(super) struct EditorDiagnostics {
     files: BTreeMap<String, Vec<Diagnostic>>,
+    /// The file each URI names inside the workspace, links on its way resolved
+    /// (`diagnostics::resolved_key`): the editor and claude may spell one file through two links
+    /// (Vim's folder a link, claude's working directory resolved), and the editor's report
+    /// takes precedence for it under either name.
+    resolved: HashMap<String, String>,
     /// Diagnostics over all files.
     count: usize,
     /// Their [`weight`]s over all files.
@@ -780,6 +785,7 @@ impl EditorDiagnostics {
         uri: &str,
         diagnostics: &[Diagnostic],
         keep_empty: bool,
+        resolved: Option<String>,
     ) -> Result<(), String> {
         if diagnostics.is_empty() && !keep_empty {
             self.forget(uri);
@@ -828,12 +834,46 @@ impl EditorDiagnostics {
             ));
         }
         self.files.insert(uri.to_string(), diagnostics.to_vec());
+        match resolved {
+            Some(key) => self.resolved.insert(uri.to_string(), key),
+            None => self.resolved.remove(uri),
+        };
         (self.count, self.bytes) = (count + diagnostics.len(), bytes + these);
         Ok(())
     }
 
+    /// The editor's URI of the file `uri` names, when it reports it: by its spelling
+    /// (`same_uri`), or by the file it is with links resolved (`resolved`: `uri`'s, looked up
+    /// only when the spelling matched none).
+    pub(super) fn reported_as(
+        &self,
+        uri: &str,
+        resolved: impl FnOnce() -> Option<String>,
+    ) -> Option<&str> {
+        if self.files.is_empty() {
+            return None;
+        }
+        if let Some(u) = self
+            .files
+            .keys()
+            .find(|u| super::diagnostics::same_uri(u, uri))
+        {
+            return Some(u);
+        }
+        let key = resolved()?;
+        (self.resolved.iter())
+            .find(|(_, k)| **k == key)
+            .map(|(u, _)| u.as_str())
+    }
+
+    /// The files the editor reports, by [`EditorDiagnostics::resolved`] key.
+    pub(super) fn resolved_keys(&self) -> std::collections::HashSet<String> {
+        self.resolved.values().cloned().collect()
+    }
+
     /// The editor no longer reports `uri`.
     fn forget(&mut self, uri: &str) {
+        self.resolved.remove(uri);
         if let Some(old) = self.files.remove(uri) {
             let (n, b) = totals(uri, &old);
             self.count -= n;
@@ -868,7 +908,9 @@ impl Host {
         // With language servers an empty list is kept: the editor's word that the file is clean
         // takes precedence over a server's. Without them an absent file answers the same.
         let keep_empty = self.lsp.is_some();
-        self.diagnostics.store(&uri, &diagnostics, keep_empty)?;
+        let resolved = super::diagnostics::resolved_key(&self.ws, &uri);
+        self.diagnostics
+            .store(&uri, &diagnostics, keep_empty, resolved)?;
         self.handle.notify(
             Target::All,
             &Notification::DiagnosticsChanged(DiagnosticsChanged { uri, diagnostics }),
@@ -982,13 +1024,14 @@ mod tests {
     #[test]
     fn an_empty_list_removes_the_file_unless_language_servers_need_the_editors_word() {
         let mut map = EditorDiagnostics::default();
-        map.store("file:///a.rs", &[diag("x")], false).unwrap();
-        map.store("file:///a.rs", &[], false).unwrap();
+        map.store("file:///a.rs", &[diag("x")], false, None)
+            .unwrap();
+        map.store("file:///a.rs", &[], false, None).unwrap();
         assert!(
             map.is_empty(),
             "without language servers a clean file is not kept"
         );
-        map.store("file:///a.rs", &[], true).unwrap();
+        map.store("file:///a.rs", &[], true, None).unwrap();
         assert_eq!(
             map.get("file:///a.rs"),
             Some(&Vec::new()),
@@ -1004,7 +1047,7 @@ mod tests {
         let long = "d".repeat(MAX_EDITOR_PATH - 64);
         let mut kept = 0;
         let e = loop {
-            match map.store(&format!("/w/{long}{kept}"), &[], true) {
+            match map.store(&format!("/w/{long}{kept}"), &[], true, None) {
                 Ok(()) => kept += 1,
                 Err(e) => break e,
             }
@@ -1017,7 +1060,8 @@ mod tests {
         );
         // Freeing one makes room for one.
         map.forget(&format!("/w/{long}0"));
-        map.store(&format!("/w/{long}new"), &[], true).unwrap();
+        map.store(&format!("/w/{long}new"), &[], true, None)
+            .unwrap();
     }
 
     #[test]
@@ -1025,20 +1069,21 @@ mod tests {
         let mut map = EditorDiagnostics::default();
         let one = [diag("x")];
         for i in 0..MAX_DIAGNOSTIC_FILES {
-            map.store(&format!("file:///{i}.rs"), &one, true).unwrap();
+            map.store(&format!("file:///{i}.rs"), &one, true, None)
+                .unwrap();
         }
-        let e = map.store("file:///new.rs", &one, true).unwrap_err();
+        let e = map.store("file:///new.rs", &one, true, None).unwrap_err();
         assert!(e.contains(&MAX_DIAGNOSTIC_FILES.to_string()), "{e}");
         assert!(!map.contains_key("file:///new.rs"));
         // A file already kept may still be replaced, and a freed entry makes room.
-        map.store("file:///0.rs", &[diag("y"), diag("z")], true)
+        map.store("file:///0.rs", &[diag("y"), diag("z")], true, None)
             .unwrap();
-        map.store("file:///1.rs", &[], false).unwrap();
-        map.store("file:///new.rs", &one, true).unwrap();
+        map.store("file:///1.rs", &[], false, None).unwrap();
+        map.store("file:///new.rs", &one, true, None).unwrap();
         assert_eq!(map.len(), MAX_DIAGNOSTIC_FILES);
 
         let many = vec![diag("x"); MAX_DIAGNOSTICS_PER_FILE + 1];
-        let e = map.store("file:///0.rs", &many, true).unwrap_err();
+        let e = map.store("file:///0.rs", &many, true, None).unwrap_err();
         assert!(e.contains(&MAX_DIAGNOSTICS_PER_FILE.to_string()), "{e}");
         assert_eq!(map["file:///0.rs"].len(), 2, "the previous list is kept");
 
@@ -1047,7 +1092,7 @@ mod tests {
         let mut refused = None;
         // (1.rs was freed above and the map is full of files: start at 2.)
         for i in 2..MAX_DIAGNOSTICS_TOTAL / MAX_DIAGNOSTICS_PER_FILE + 3 {
-            if let Err(e) = map.store(&format!("file:///{i}.rs"), &full, true) {
+            if let Err(e) = map.store(&format!("file:///{i}.rs"), &full, true, None) {
                 refused = Some(e);
                 break;
             }
@@ -1058,7 +1103,8 @@ mod tests {
         assert!(total <= MAX_DIAGNOSTICS_TOTAL, "{total}");
         // The totals kept as lines come and go are the totals of what is kept.
         map.forget("file:///0.rs");
-        map.store("file:///2.rs", &[diag("shorter")], true).unwrap();
+        map.store("file:///2.rs", &[diag("shorter")], true, None)
+            .unwrap();
         assert_eq!(map.count, map.values().map(Vec::len).sum::<usize>());
         let weights = map.iter().map(|(uri, d)| totals(uri, d).1);
         assert_eq!(map.bytes, weights.sum::<usize>());

@@ -475,9 +475,12 @@ fn the_clients_own_check_is_answered_within_its_bound() {
     // Its check of every file after an edit, too (the file asked about is among those it
     // asks the server about again): within the client's 2 s, not the server's start wait.
     let started = Instant::now();
-    let all = fake
-        .servers
-        .all(&BTreeMap::new(), Asker::Client, &Spellings::default());
+    let all = fake.servers.all(
+        &BTreeMap::new(),
+        &HashSet::new(),
+        Asker::Client,
+        &Spellings::default(),
+    );
     assert!(!all.is_error, "{all:?}");
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -619,9 +622,12 @@ fn the_editors_file_is_the_editors_however_its_uri_is_spelled() {
     assert!(same_uri(&editor_uri, &server_uri));
     let mine = error_on_line_0("the editor's");
     let editor = BTreeMap::from([(editor_uri.clone(), vec![mine.clone()])]);
-    let all = fake
-        .servers
-        .all(&editor, Asker::Model, &Spellings::default());
+    let all = fake.servers.all(
+        &editor,
+        &HashSet::new(),
+        Asker::Model,
+        &Spellings::default(),
+    );
     let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
         panic!("{all:?}");
     };
@@ -630,8 +636,37 @@ fn the_editors_file_is_the_editors_however_its_uri_is_spelled() {
         files,
         [FileDiagnostics {
             uri: editor_uri,
-            diagnostics: vec![mine]
+            diagnostics: vec![mine.clone()]
         }]
+    );
+
+    // The editor names the file through a link to its folder (Vim's folder a link, claude's
+    // working directory resolved): the same file, by the key its report was kept with.
+    let linked = fake.ws.join("linked");
+    std::os::unix::fs::symlink(&fake.ws, &linked).unwrap();
+    let through = file_uri(linked.join("a b.py").to_str().unwrap());
+    assert!(!same_uri(&through, &server_uri));
+    let key = resolved_key(&fake.servers.ws, &through);
+    assert!(key.is_some());
+    assert_eq!(key, resolved_key(&fake.servers.ws, &server_uri));
+    let editor = BTreeMap::from([(through.clone(), vec![mine.clone()])]);
+    let all = (fake.servers).all(
+        &editor,
+        &HashSet::from([key.unwrap()]),
+        Asker::Model,
+        &Spellings::default(),
+    );
+    let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
+        panic!("{all:?}");
+    };
+    let files: Vec<FileDiagnostics> = serde_json::from_str(json).unwrap();
+    assert_eq!(
+        files,
+        [FileDiagnostics {
+            uri: through,
+            diagnostics: vec![mine]
+        }],
+        "the server's under the other name left out"
     );
 }
 
