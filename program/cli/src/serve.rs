@@ -16,7 +16,7 @@ use claude_ide_bridge_runtime::{LockFileMode, Options};
 
 use crate::host::sink::HostSink;
 use crate::host::{read_line_capped, Line, StdioOut, MAX_LOSSY_LINE, MAX_STDIO_LINE};
-use crate::host::{watch_silence, Heard, Stamped};
+use crate::host::{watch_silence, Stamped};
 use crate::host::{
     Bounded, Decider, DiffPolicy, Flow, Host, HostConfig, HostInput, LanguageServers, StopOnPanic,
     WireLog, MAX_QUEUED_EVENTS, MAX_QUEUED_LINES,
@@ -181,7 +181,7 @@ fn spawn_stdio_reader(
     out: StdioOut,
     editor_timeout: Option<Duration>,
 ) -> std::io::Result<()> {
-    let heard = Arc::new(Heard::new());
+    let heard = out.heard();
     if let Some(limit) = editor_timeout {
         let (tx, out) = (tx.clone(), out.clone());
         watch_silence(Arc::clone(&heard), limit, move || {

@@ -838,6 +838,50 @@ fn a_silent_editor_link_stops_the_bridge_after_editor_timeout() {
     assert!(s.stdin.is_some(), "stdin was kept open throughout");
 }
 
+/// `--editor-timeout` with an editor that stopped reading: it wrote `status` lines without
+/// reading the answers until the bridge, its stdout full, stopped taking its lines, then went
+/// silent (the link died so). Neither way moves, and the bridge stops once the limit passed
+/// since the last byte either way. Before, the time the reader waited for room did not count,
+/// and the bridge stayed for as long as the transport kept the pipes open (hours for ssh).
+#[test]
+fn an_editor_link_that_died_unread_stops_the_bridge_after_editor_timeout() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    let mut child = sb
+        .command()
+        .args(["serve", "--stdio", "--no-lsp", "--editor-timeout", "2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::Lines::collect(child.stderr.take().unwrap());
+    // Held, never read.
+    let _stdout = child.stdout.take().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Written until the bridge stops taking them (a write blocks): then the writer is stuck,
+    // as a dead link's would be, until the bridge is gone (its end closes: the write fails).
+    let writer = std::thread::spawn(move || {
+        let mut lines = 0u64;
+        while lines < 1_000_000 && stdin.write_all(b"{\"type\":\"status\"}\n").is_ok() {
+            lines += 1;
+        }
+        lines
+    });
+    let status = common::exit_within(&mut child, Duration::from_secs(60), &|| stderr.text());
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    assert!(
+        stderr
+            .text()
+            .contains("nothing came from the editor for 2 s (--editor-timeout)"),
+        "{}",
+        stderr.text()
+    );
+    let lines = writer.join().unwrap();
+    assert!(lines < 1_000_000, "the bridge kept reading: {lines} lines");
+}
+
 /// `--editor-timeout` is for `--stdio` only, and takes 1 s to a day.
 #[test]
 fn editor_timeout_is_refused_without_stdio_or_out_of_range() {

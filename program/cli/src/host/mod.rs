@@ -54,7 +54,7 @@ use jobs::Jobs;
 use messages::{EditorCall, ToEditor};
 use stdio::Forwarded;
 pub use stdio::{read_line_capped, Line, StdioOut, MAX_LOSSY_LINE, MAX_STDIO_LINE};
-pub use stdio::{watch_silence, Heard, Stamped};
+pub use stdio::{watch_silence, Stamped};
 use tabs::Tabs;
 pub use wire::WireLog;
 

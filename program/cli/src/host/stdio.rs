@@ -121,7 +121,10 @@ pub fn read_line_capped(
 /// laptop asleep, a network gone) ends no pipe until the transport gives up, which ssh may take
 /// hours to. Every byte read counts ([`Stamped`]), not only whole lines: a long line crossing a
 /// slow link is not silence. Nor is the time the reader does not read (the host has its fill of
-/// lines: [`Heard::not_reading`]).
+/// lines: [`Heard::not_reading`]), unless the bridge's own lines wait for the editor meanwhile
+/// and it takes none of them: a link that died while the host waited for room on stdout (the
+/// editor had stopped reading, and the reader had its fill of the editor's lines) moves neither
+/// way, and is silent from the later of its last byte read and the last byte it took.
 #[derive(Debug)]
 pub struct Heard {
     start: Instant,
@@ -129,7 +132,13 @@ pub struct Heard {
     last_ms: AtomicU64,
     /// Set while the reader does not read.
     not_reading: AtomicBool,
+    /// While lines are being written to the editor: milliseconds from `start` to the last byte
+    /// it took (or to the start of the write); [`NOT_WRITING`] otherwise.
+    took_ms: AtomicU64,
 }
+
+/// [`Heard::took_ms`] when nothing is being written to the editor.
+const NOT_WRITING: u64 = u64::MAX;
 
 impl Default for Heard {
     fn default() -> Heard {
@@ -144,14 +153,31 @@ impl Heard {
             start: Instant::now(),
             last_ms: AtomicU64::new(0),
             not_reading: AtomicBool::new(false),
+            took_ms: AtomicU64::new(NOT_WRITING),
         }
+    }
+
+    /// Milliseconds from `start` to now.
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(NOT_WRITING - 1)
     }
 
     /// Something came from the editor now; returns the time it stored.
     fn now(&self) -> u64 {
-        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let ms = self.elapsed_ms();
         self.last_ms.store(ms, Ordering::Relaxed);
         ms
+    }
+
+    /// Lines are being written to the editor, which took some of them now (or the write
+    /// starts).
+    fn took(&self) {
+        self.took_ms.store(self.elapsed_ms(), Ordering::Relaxed);
+    }
+
+    /// Nothing is being written to the editor any more.
+    fn written(&self) {
+        self.took_ms.store(NOT_WRITING, Ordering::Relaxed);
     }
 
     /// Runs `wait` (the reader waiting for room in the host's queue), during which the editor's
@@ -164,13 +190,20 @@ impl Heard {
         out
     }
 
-    /// How long nothing came (zero while the reader does not read).
+    /// How long nothing came (zero while the reader does not read, unless the bridge's lines
+    /// wait for the editor meanwhile: then since the last byte either way).
     fn silent_for(&self) -> Duration {
+        let mut last = self.last_ms.load(Ordering::Relaxed);
         if self.not_reading.load(Ordering::Relaxed) {
-            return Duration::ZERO;
+            let took = self.took_ms.load(Ordering::Relaxed);
+            if took == NOT_WRITING {
+                return Duration::ZERO;
+            }
+            last = last.max(took);
         }
-        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-        self.start.elapsed().saturating_sub(last)
+        self.start
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last))
     }
 }
 
@@ -267,7 +300,27 @@ pub const MAX_UNWRITTEN: usize = 1024 * 1024;
 /// ([`StdioOut::stopping`], from the signal thread too): a signal is acted on, and the goodbye
 /// lines queued, whether the editor reads or not.
 #[derive(Clone)]
-pub struct StdioOut(LineWriter);
+pub struct StdioOut(LineWriter, Arc<Heard>);
+
+/// Stdout, telling [`Heard`] of every byte the editor takes.
+struct Taken<'a, W> {
+    inner: W,
+    heard: &'a Heard,
+}
+
+impl<W: Write> Write for Taken<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        if n > 0 {
+            self.heard.took();
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
 
 /// The longest text of an `error` line, in bytes (cut there, with `...`).
 const MAX_ERROR_TEXT: usize = 1024;
@@ -277,19 +330,32 @@ impl StdioOut {
     /// editor gone without closing stdin) is told to the host on `tx`: forwarded calls would
     /// wait for answers that cannot come, with the lock file still advertised.
     pub fn start(tx: Sender<HostInput>) -> io::Result<StdioOut> {
+        let heard = Arc::new(Heard::new());
+        let taking = Arc::clone(&heard);
         let write = move |batch: &[Vec<u8>]| {
-            let mut out = io::stdout().lock();
+            taking.took();
+            let mut out = Taken {
+                inner: io::stdout().lock(),
+                heard: &taking,
+            };
             let written = batch
                 .iter()
                 .try_for_each(|l| out.write_all(l))
                 .and_then(|()| out.flush());
+            taking.written();
             if let Err(e) = &written {
                 // Once: the writer ends at its first failure.
                 let _ = tx.send(HostInput::StdoutClosed(e.to_string()));
             }
             written
         };
-        LineWriter::start("stdout", MAX_UNWRITTEN, Full::Wait, write).map(StdioOut)
+        let lines = LineWriter::start("stdout", MAX_UNWRITTEN, Full::Wait, write)?;
+        Ok(StdioOut(lines, heard))
+    }
+
+    /// When the editor was last heard from, and took the bridge's lines ([`Heard`]).
+    pub fn heard(&self) -> Arc<Heard> {
+        Arc::clone(&self.1)
     }
 
     /// `error`: what the editor sent could not be used, or not as it asked (said here too). At
