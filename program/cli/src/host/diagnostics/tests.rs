@@ -621,19 +621,17 @@ fn the_editors_file_is_the_editors_however_its_uri_is_spelled() {
     assert_ne!(editor_uri, server_uri);
     assert!(same_uri(&editor_uri, &server_uri));
     let mine = error_on_line_0("the editor's");
-    let editor = BTreeMap::from([(editor_uri.clone(), vec![mine.clone()])]);
-    let all = fake.servers.all(
-        &editor,
-        &HashSet::new(),
-        Asker::Model,
-        &Spellings::default(),
-    );
-    let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
-        panic!("{all:?}");
+    // `getDiagnostics {}` with the editor reporting `uri` (by `resolved` keys too).
+    let all = |uri: &str, resolved: HashSet<String>| -> Vec<FileDiagnostics> {
+        let editor = BTreeMap::from([(uri.to_owned(), vec![mine.clone()])]);
+        let all = (fake.servers).all(&editor, &resolved, Asker::Model, &Spellings::default());
+        let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
+            panic!("{all:?}");
+        };
+        serde_json::from_str(json).unwrap()
     };
-    let files: Vec<FileDiagnostics> = serde_json::from_str(json).unwrap();
     assert_eq!(
-        files,
+        all(&editor_uri, HashSet::new()),
         [FileDiagnostics {
             uri: editor_uri,
             diagnostics: vec![mine.clone()]
@@ -649,22 +647,11 @@ fn the_editors_file_is_the_editors_however_its_uri_is_spelled() {
     let key = resolved_key(&fake.servers.ws, &through);
     assert!(key.is_some());
     assert_eq!(key, resolved_key(&fake.servers.ws, &server_uri));
-    let editor = BTreeMap::from([(through.clone(), vec![mine.clone()])]);
-    let all = (fake.servers).all(
-        &editor,
-        &HashSet::from([key.unwrap()]),
-        Asker::Model,
-        &Spellings::default(),
-    );
-    let claude_ide_bridge::Content::Text(json) = &all.content[0] else {
-        panic!("{all:?}");
-    };
-    let files: Vec<FileDiagnostics> = serde_json::from_str(json).unwrap();
     assert_eq!(
-        files,
+        all(&through, HashSet::from([key.unwrap()])),
         [FileDiagnostics {
-            uri: through,
-            diagnostics: vec![mine]
+            uri: through.clone(),
+            diagnostics: vec![mine.clone()]
         }],
         "the server's under the other name left out"
     );
