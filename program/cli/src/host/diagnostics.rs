@@ -1473,7 +1473,7 @@ pub(super) fn editor_path(uri: &str) -> Option<String> {
     } else {
         uri_to_path(uri)?
     };
-    claude_ide_bridge::normalize(&path)
+    crate::sys::normalize_wire(&path)
 }
 
 /// Whether two URIs (or paths) name the same file (in any case on Windows).

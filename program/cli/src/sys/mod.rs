@@ -56,6 +56,8 @@
 //! - `path_of_file_uri(uri)`: the path the files crate takes for a `file:` URI (its path; on
 //!   Windows the Windows path it names, `None` when it writes no drive); `native_path(path)`: a
 //!   path in the engine's wire form (`/c/ws`) as the OS writes it (`C:\ws` on Windows);
+//!   `normalize_wire(path)`: that form with `.`, `..` and repeated `/` resolved (a Windows
+//!   share's leading `//` kept);
 //! - for tests only: `mode_of(path)`, `make_private(path)`.
 //!
 //! Process helpers the runtimes share (waiting for a child until it ends without reaping it:

@@ -518,6 +518,21 @@ fn wsl_mounted_drive(uri: &str) -> Option<String> {
     claude_ide_bridge::path_of_wsl_mount(&claude_ide_bridge::uri_to_path(uri)?)
 }
 
+/// A path in the engine's wire form with `.`, `..` and repeated `/` resolved
+/// (`claude_ide_bridge::normalize`), a share's path (`//server/share/...`, `\\server\share\...`)
+/// kept one: `normalize` makes its `//` one `/`, which named no file here (the selection in a
+/// file of `\\wsl.localhost\Ubuntu\...` reached claude as `/wsl.localhost/Ubuntu/...`). A `..`
+/// that climbs out of the share is none.
+pub fn normalize_wire(path: &str) -> Option<String> {
+    let share = claude_ide_bridge::to_posix(path).starts_with("//");
+    let normal = claude_ide_bridge::normalize(path)?;
+    if !share {
+        return Some(normal);
+    }
+    // Its server and its share, at least.
+    (normal.split('/').filter(|p| !p.is_empty()).count() >= 2).then(|| format!("/{normal}"))
+}
+
 /// A path in the engine's wire form (`/c/ws/a.rs`, as `normalize` gives it; `//host/share/a.rs`)
 /// as Windows writes it (`C:\ws\a.rs`, `\\host\share\a.rs`), whose `file_uri` names the drive
 /// as the language servers' URIs and claude's do (`file:///c:/ws/a.rs`; the wire form's own,

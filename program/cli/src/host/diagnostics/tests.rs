@@ -713,6 +713,23 @@ fn uris_and_paths() {
     assert_eq!(named_path("a.py").as_deref(), Some("a.py"));
     assert!(named_path("untitled:Untitled-1").is_none());
     assert!(named_path("_claude_fs_right:/w/a.py").is_none());
+    // A share's path stays one (Windows Vim on a WSL project's file), its `..` within it; on
+    // Unix a leading `//` is `/`.
+    #[cfg(windows)]
+    for (given, normal) in [
+        (
+            r"\\wsl.localhost\Ubuntu\home\a.rs",
+            Some(r"\\wsl.localhost\Ubuntu\home\a.rs"),
+        ),
+        (r"\\srv\share\x\..\a.rs", Some(r"\\srv\share\a.rs")),
+        ("//srv/share/./a.rs", Some(r"\\srv\share\a.rs")),
+        (r"\\srv\share\..\..\x", None),
+    ] {
+        let native = editor_path(given).map(|p| crate::sys::native_path(&p));
+        assert_eq!(native.as_deref(), normal, "{given}");
+    }
+    #[cfg(unix)]
+    assert_eq!(editor_path("//w/a.py").as_deref(), Some("/w/a.py"));
 }
 
 /// A file of no known language is answered `[]`, said once per extension with the `--lsp` that

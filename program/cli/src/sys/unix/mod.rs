@@ -641,6 +641,12 @@ pub fn path_of_file_uri(uri: &str) -> Option<String> {
     claude_ide_bridge::uri_to_path(uri).filter(|p| !drive && !p.starts_with("//"))
 }
 
+/// A path in the engine's wire form with `.`, `..` and repeated `/` resolved
+/// (`claude_ide_bridge::normalize`): a leading `//` is one `/` here, as the system reads it.
+pub fn normalize_wire(path: &str) -> Option<String> {
+    claude_ide_bridge::normalize(path)
+}
+
 /// A path in the engine's wire form as this OS writes it: the same.
 pub fn native_path(path: &str) -> String {
     path.to_owned()
