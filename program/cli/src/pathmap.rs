@@ -61,7 +61,9 @@ impl fmt::Display for MapError {
             MapError::Climbs(p) => write!(f, "{}: `..` climbs above the root", quote(p)),
             MapError::BadUri(p) => write!(
                 f,
-                "{} is not a valid file:// URI (its escapes are not UTF-8, or it has no path)",
+                "{} is not a file:// URI naming a file of this machine (its escapes are not \
+                 UTF-8, it has no path, or it names another host or, on Linux and macOS, a \
+                 Windows drive)",
                 quote(p)
             ),
             MapError::Unc(p) => write!(
@@ -75,8 +77,8 @@ impl fmt::Display for MapError {
             }
             MapError::DotDot(p) => write!(
                 f,
-                "{}: `..` in a path is not mapped (after a symbolic link it leads elsewhere than \
-                 the editor would take it to)",
+                "{}: `..` in a path is not passed on to the editor (after a symbolic link it \
+                 leads elsewhere than the editor would take it to)",
                 quote(p)
             ),
             MapError::Shadowed(p, editor, back) => write!(

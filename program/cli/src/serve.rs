@@ -405,7 +405,40 @@ pub(super) fn serve(
             StopOnPanic::new(&tx, "runtime"),
         )
     };
-    let mut kept = state::Kept::load(&asked.native, &asked.posix, common.port, common.new_token);
+    // Told to stop while it waits for another start of the workspace (Ctrl-C, SIGTERM: the only
+    // inputs before the server starts), it stops: nothing was started yet.
+    let mut held = Vec::new();
+    let mut stopped = None;
+    let told_to_stop = || match rx.try_recv() {
+        Ok(HostInput::Signal(sig)) => {
+            stopped = Some(sig);
+            true
+        }
+        Ok(other) => {
+            held.push(other);
+            false
+        }
+        Err(_) => false,
+    };
+    let kept = state::Kept::load(
+        &asked.native,
+        &asked.posix,
+        common.port,
+        common.new_token,
+        told_to_stop,
+    );
+    // Anything else (a thread's panic) for the host, in its order.
+    for input in held {
+        let _ = tx.send(input);
+    }
+    let (Some(mut kept), None) = (kept, stopped) else {
+        if let Some(sig) = stopped {
+            ui::say(&host::stopping_on(sig));
+        }
+        ui::flush_stderr(STDOUT_GRACE);
+        sys::stopped();
+        return ExitCode::SUCCESS;
+    };
     let running = match listen(&common, &asked, &mut kept, &sink, &tx, &rx) {
         Ok(running) => running,
         Err(code) => return code,

@@ -236,6 +236,8 @@ pub enum Unserialized {
     NoLock,
     /// Another start of the workspace held it for longer than it was waited for.
     Busy,
+    /// This start was told to stop while it waited.
+    Stopped,
 }
 
 /// The state file of one set of workspace folders.
@@ -274,12 +276,15 @@ impl Store {
 
     /// Takes the lock of one start of these folders ([`Starting`]), waiting at most `wait` for
     /// another start to give it back; `waiting` is called once when that takes longer than a
-    /// second (a start that waits for the last bridge to stop takes up to [`STOPPING_WAIT`]).
-    /// The state folder is made (0700) when missing, as a save would.
+    /// second (a start that waits for the last bridge to stop takes up to [`STOPPING_WAIT`]),
+    /// and `stop` every 20 ms meanwhile: true (told to stop: Ctrl-C, SIGTERM) ends the wait.
+    /// The state folder is made (0700) when missing, as a save would. The file's time is set
+    /// when the lock is taken: [`Store::prune_gone`] leaves a recent one to its start.
     pub fn starting(
         &self,
         wait: std::time::Duration,
         waiting: impl FnOnce(),
+        mut stop: impl FnMut() -> bool,
     ) -> Result<Starting, Unserialized> {
         use std::fs::TryLockError;
         crate::sys::private_dir(&self.dir).map_err(|_| Unserialized::NoLock)?;
@@ -289,7 +294,10 @@ impl Store {
         let mut waiting = Some(waiting);
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(Starting { _locked: file }),
+                Ok(()) => {
+                    let _ = file.set_modified(std::time::SystemTime::now());
+                    return Ok(Starting { _locked: file });
+                }
                 Err(TryLockError::Error(_)) => return Err(Unserialized::NoLock),
                 Err(TryLockError::WouldBlock) => {}
             }
@@ -301,6 +309,9 @@ impl Store {
                 if let Some(say) = waiting.take() {
                     say();
                 }
+            }
+            if stop() {
+                return Err(Unserialized::Stopped);
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
@@ -500,24 +511,32 @@ impl Kept {
     /// the same in the engine's form) from the program's state directory ([`state_dir`]). A
     /// folder whose name is not Unicode has none: its name in a state file would be another's
     /// too (`/w/a\xff` and `/w/a\xfe` are both `/w/a\u{FFFD}` there).
+    ///
+    /// Another start of the same workspace is waited for first ([`Store::starting`]), `stop`
+    /// asked meanwhile: `None` when it said to stop.
     pub fn load(
         native: &[PathBuf],
         posix: &[String],
         explicit_port: Option<u16>,
         new_token: bool,
-    ) -> Kept {
-        match key_folders(native, posix) {
+        stop: impl FnMut() -> bool,
+    ) -> Option<Kept> {
+        Some(match key_folders(native, posix) {
             Ok(folders) => {
                 let base = state_dir();
                 // Another start of this workspace first (see `Starting`).
                 let starting = (base.as_deref()).map(|b| {
-                    Store::new(b, &folders).starting(START_WAIT, || {
+                    let waiting = || {
                         crate::ui::say(
                             "waiting for another start of this workspace's bridge to take its \
                              port (at most 20 s)",
                         )
-                    })
+                    };
+                    Store::new(b, &folders).starting(START_WAIT, waiting, stop)
                 });
+                if let Some(Err(Unserialized::Stopped)) = starting {
+                    return None;
+                }
                 let mut kept = Kept::load_from(base.as_deref(), &folders, explicit_port, new_token);
                 match starting {
                     Some(Ok(starting)) => kept._starting = Some(starting),
@@ -527,7 +546,7 @@ impl Kept {
                         START_WAIT.as_secs()
                     )),
                     // (A state folder not used is said by the load.)
-                    Some(Err(Unserialized::NoLock)) | None => {}
+                    Some(Err(Unserialized::NoLock | Unserialized::Stopped)) | None => {}
                 }
                 kept
             }
@@ -540,7 +559,7 @@ impl Kept {
                 )];
                 kept
             }
-        }
+        })
     }
 
     /// As [`Kept::load`], from `base` (`None`: nowhere to keep anything).
@@ -1128,7 +1147,10 @@ pub(crate) mod tests {
         let half = Store::new(&base, &[missing.clone(), here.clone()]);
         for s in [&mine, &gone, &half] {
             s.save(&saved()).unwrap();
-            drop(s.starting(std::time::Duration::ZERO, || ()).unwrap());
+            drop(
+                s.starting(std::time::Duration::ZERO, || (), || false)
+                    .unwrap(),
+            );
         }
         let dir = base.join("workspaces");
         // A start's lock file whose workspace never saved; a save's temporary file left.
@@ -1163,19 +1185,34 @@ pub(crate) mod tests {
         use std::time::{Duration, Instant};
         let d = tempfile::tempdir().unwrap();
         let s = store(d.path());
-        let first = s.starting(Duration::ZERO, || ()).unwrap();
+        let first = s.starting(Duration::ZERO, || (), || false).unwrap();
         let said = std::cell::Cell::new(0);
-        let busy = s.starting(Duration::from_millis(1200), || said.set(said.get() + 1));
+        let busy = s.starting(
+            Duration::from_millis(1200),
+            || said.set(said.get() + 1),
+            || false,
+        );
         assert!(matches!(busy, Err(Unserialized::Busy)), "{busy:?}");
         assert_eq!(said.get(), 1);
         let other = Store::new(d.path(), &["/w/c".into()]);
-        drop(other.starting(Duration::ZERO, || ()).unwrap());
+        drop(other.starting(Duration::ZERO, || (), || false).unwrap());
         let done = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
             drop(first);
         });
         let began = Instant::now();
-        let second = s.starting(Duration::from_secs(30), || ());
+        // Told to stop meanwhile: the wait ends.
+        let mut asked = 0;
+        let stopped = s.starting(
+            Duration::from_secs(30),
+            || (),
+            || {
+                asked += 1;
+                asked == 3
+            },
+        );
+        assert!(matches!(stopped, Err(Unserialized::Stopped)), "{stopped:?}");
+        let second = s.starting(Duration::from_secs(30), || (), || false);
         assert!(second.is_ok(), "{second:?}");
         assert!(began.elapsed() >= Duration::from_millis(150));
         done.join().unwrap();

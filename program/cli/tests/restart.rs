@@ -185,6 +185,43 @@ fn a_start_waiting_for_the_last_bridge_stops_when_told() {
     crash(first);
 }
 
+/// A start waiting for another start of the same workspace (its lock on `<hash>.start` held, here
+/// by the test) says so after a second, and told to stop meanwhile (Ctrl-C, SIGTERM, Vim
+/// quitting) stops at once, having served nothing. Before, it waited the 20 s out, then
+/// started serving (its port bound, its lock file written) before it took the signal.
+#[test]
+fn a_start_waiting_for_another_start_stops_when_told() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    first.stderr.wait_for("port and auth token: kept in ");
+    crash(first);
+    let start = state_file(&sb).with_extension("start");
+    let held = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&start)
+        .unwrap();
+    held.lock().unwrap();
+    let (mut second, stderr) = spawn_serve(&sb);
+    stderr.wait_for("waiting for another start of this workspace's bridge");
+    let told = std::process::Command::new("kill")
+        .args(["-TERM", &second.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(told.success());
+    let status = common::exit_within(&mut second, std::time::Duration::from_secs(5), &|| {
+        stderr.text()
+    });
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    stderr.wait_for("signal 15: stopping");
+    assert!(!stderr.text().contains("serving "), "{}", stderr.text());
+    // Given back: the next start goes on at once, with the port and token kept.
+    drop(held);
+    let third = Served::start(&sb, &[]);
+    assert_eq!((third.port, third.token()), (port, token));
+}
+
 /// Another program holds the kept port: a new port, said so, and kept for the next start, with
 /// a new token: that program (another user's, say, which bound the port once the bridge was
 /// gone) may have been handed the old one by a claude trying the old port, and would have

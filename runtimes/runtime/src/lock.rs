@@ -547,7 +547,9 @@ impl LockGuard {
     /// process's lock file is there (another server of that port, bound to another address):
     /// then `AddrInUse`, and its file is left (a stale one is replaced). With
     /// `signal_cleanup`, the path is registered for removal when the process is told to stop
-    /// (SIGINT/SIGTERM; Ctrl-C, Ctrl-Break, console closed on Windows: [`signals::register`]).
+    /// (SIGINT/SIGTERM; Ctrl-C, Ctrl-Break, console closed on Windows: [`signals::register`]),
+    /// which removes it when the file there names this process (`content`'s pid is this
+    /// process's, as the runtimes write it: [`signals::remove_all`]).
     pub fn create(
         dir: &Path,
         port: u16,

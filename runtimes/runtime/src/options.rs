@@ -74,6 +74,8 @@ pub struct Options {
     /// The token; `None` draws a fresh one from the OS CSPRNG.
     pub auth_token: Option<AuthToken>,
     /// Remove the lock file on SIGINT/SIGTERM (then the default action happens); default true.
+    /// (A lock file there that names another process, written by another server of the port,
+    /// is left: [`signals::remove_all`](crate::signals::remove_all).)
     pub signal_cleanup: bool,
     /// `serverInfo.name`.
     pub server_name: String,

@@ -302,15 +302,20 @@ pub const MAX_UNWRITTEN: usize = 1024 * 1024;
 #[derive(Clone)]
 pub struct StdioOut(LineWriter, Arc<Heard>);
 
-/// Stdout, telling [`Heard`] of every byte the editor takes.
+/// Stdout, telling [`Heard`] of every byte the editor takes, at most [`TAKEN_CHUNK`] bytes a
+/// write: a line of megabytes crossing a slow link is seen moving, not as one write that
+/// returns when all of it is taken.
 struct Taken<'a, W> {
     inner: W,
     heard: &'a Heard,
 }
 
+/// The most bytes [`Taken`] hands stdout at once (a pipe's buffer on Linux).
+const TAKEN_CHUNK: usize = 64 * 1024;
+
 impl<W: Write> Write for Taken<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
+        let n = self.inner.write(&buf[..buf.len().min(TAKEN_CHUNK)])?;
         if n > 0 {
             self.heard.took();
         }
@@ -668,7 +673,11 @@ impl Host {
             };
             return (path.and_then(|p| super::diagnostics::editor_path(&p)))
                 .map(|p| crate::sys::native_path(&p))
-                .ok_or_else(|| "uri must be a file:// URI or an absolute path".into());
+                .ok_or_else(|| {
+                    "uri must be a file:// URI or an absolute path of this machine (an editor \
+                     on Windows and a bridge on Linux or macOS need --path-map)"
+                        .into()
+                });
         }
         self.paths.to_here(uri).map_err(|e| format!("uri {e}"))
     }
