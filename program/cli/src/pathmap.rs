@@ -1073,7 +1073,10 @@ mod tests {
             (r"\\server", "a UNC path is"),
             (r"\\?\C:\x", "device paths"),
             ("/ws/a\0b", "cannot be named"),
-            ("file:///ws/%FF", "not a valid file:// URI"),
+            (
+                "file:///ws/%FF",
+                "is not a file:// URI naming a file of this machine",
+            ),
             (r"E:\proj\a", "outside"),
         ] {
             let e = m.to_here(given).unwrap_err().to_string();
