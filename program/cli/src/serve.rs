@@ -432,12 +432,7 @@ pub(super) fn serve(
         let _ = tx.send(input);
     }
     let (Some(mut kept), None) = (kept, stopped) else {
-        if let Some(sig) = stopped {
-            ui::say(&host::stopping_on(sig));
-        }
-        ui::flush_stderr(STDOUT_GRACE);
-        sys::stopped();
-        return ExitCode::SUCCESS;
+        return stopped.map_or(ExitCode::SUCCESS, stopped_before_serving);
     };
     let running = match listen(&common, &asked, &mut kept, &sink, &tx, &rx) {
         Ok(running) => running,
@@ -730,12 +725,7 @@ fn listen(
                 // Told to stop meanwhile (Ctrl-C, SIGTERM: the only inputs before the server
                 // starts), it stops: nothing was started yet.
                 match rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok(HostInput::Signal(sig)) => {
-                        ui::say(&host::stopping_on(sig));
-                        ui::flush_stderr(STDOUT_GRACE);
-                        sys::stopped();
-                        return Err(ExitCode::SUCCESS);
-                    }
+                    Ok(HostInput::Signal(sig)) => return Err(stopped_before_serving(sig)),
                     Ok(other) => held.push(other),
                     Err(_) => {}
                 }
@@ -770,6 +760,14 @@ fn listen(
             start_hint(&e, common)
         ))
     })
+}
+
+/// Told to stop (signal `sig`) before the server started: said, and nothing to stop.
+fn stopped_before_serving(sig: i32) -> ExitCode {
+    ui::say(&host::stopping_on(sig));
+    ui::flush_stderr(STDOUT_GRACE);
+    sys::stopped();
+    ExitCode::SUCCESS
 }
 
 /// What to do about a start that failed with `e`: another port when the port was refused, an

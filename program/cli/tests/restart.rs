@@ -165,23 +165,27 @@ fn a_bridge_still_stopping_is_waited_for() {
 
 /// Told to stop while it waits for the last bridge (Ctrl-C, SIGTERM), a start stops at once,
 /// having started nothing: it does not wait the 15 s out, then serve.
+/// A start that waits (`child`, its stderr `stderr`), told to stop (SIGTERM): it stops at once
+/// (within 5 s), with status 0, having served nothing.
+fn stops_at_once_when_told(child: &mut std::process::Child, stderr: &common::Lines) {
+    let told = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(told.success());
+    let status = common::exit_within(child, std::time::Duration::from_secs(5), &|| stderr.text());
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    stderr.wait_for("signal 15: stopping");
+    assert!(!stderr.text().contains("serving "), "{}", stderr.text());
+}
+
 #[test]
 fn a_start_waiting_for_the_last_bridge_stops_when_told() {
     let sb = Sandbox::new();
     let (first, port, _) = stopping_bridge(&sb);
     let (mut second, stderr) = spawn_serve(&sb);
     stderr.wait_for(&format!("port {port}: waiting up to 15 s"));
-    let told = std::process::Command::new("kill")
-        .args(["-TERM", &second.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(told.success());
-    let status = common::exit_within(&mut second, std::time::Duration::from_secs(5), &|| {
-        stderr.text()
-    });
-    assert_eq!(status.code(), Some(0), "{}", stderr.text());
-    stderr.wait_for("signal 15: stopping");
-    assert!(!stderr.text().contains("serving "), "{}", stderr.text());
+    stops_at_once_when_told(&mut second, &stderr);
     crash(first);
 }
 
@@ -205,17 +209,7 @@ fn a_start_waiting_for_another_start_stops_when_told() {
     held.lock().unwrap();
     let (mut second, stderr) = spawn_serve(&sb);
     stderr.wait_for("waiting for another start of this workspace's bridge");
-    let told = std::process::Command::new("kill")
-        .args(["-TERM", &second.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(told.success());
-    let status = common::exit_within(&mut second, std::time::Duration::from_secs(5), &|| {
-        stderr.text()
-    });
-    assert_eq!(status.code(), Some(0), "{}", stderr.text());
-    stderr.wait_for("signal 15: stopping");
-    assert!(!stderr.text().contains("serving "), "{}", stderr.text());
+    stops_at_once_when_told(&mut second, &stderr);
     // Given back: the next start goes on at once, with the port and token kept.
     drop(held);
     let third = Served::start(&sb, &[]);
