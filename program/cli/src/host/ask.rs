@@ -112,23 +112,29 @@ fn refusal(e: &Error) -> String {
 /// from its own working directory, which the bridge does not know; the check would take it from
 /// the first workspace folder).
 fn unchecked(path: &str) -> Option<String> {
-    let up = std::path::Path::new(path)
-        .components()
-        .any(|c| c == std::path::Component::ParentDir);
-    if up {
+    if climbs(path) {
         return Some(
             "(`..` in the path: claude writes it as it is given, and after a symbolic link `..` \
              leads elsewhere than it reads)"
                 .to_owned(),
         );
     }
-    // As this system reads it (`\x` and `C:\x` are relative names on Unix), or the wire's form.
-    let absolute = std::path::Path::new(path).is_absolute() || path.starts_with('/');
-    (!absolute).then(|| {
+    (!absolute(path)).then(|| {
         "(not an absolute path: claude takes a relative one from its own working directory, \
          which may be another folder than the workspace's)"
             .to_owned()
     })
+}
+
+/// Whether `path` has a `..` among its names (as this system splits them).
+pub(super) fn climbs(path: &str) -> bool {
+    (std::path::Path::new(path).components()).any(|c| c == std::path::Component::ParentDir)
+}
+
+/// Whether `path` is absolute as this system reads it (`\x` and `C:\x` are relative names on
+/// Unix), or in the wire's form (`/c/x`).
+pub(super) fn absolute(path: &str) -> bool {
+    std::path::Path::new(path).is_absolute() || path.starts_with('/')
 }
 
 impl Host {

@@ -649,8 +649,7 @@ impl Host {
         if self.paths.is_empty() {
             // `.`, `..` and repeated separators resolved, as a mapped path's are: claude is told
             // the file the editor means, not `/ws/../../etc/passwd`.
-            let absolute = path.starts_with('/') || std::path::Path::new(path).is_absolute();
-            return (absolute
+            return (super::ask::absolute(path)
                 .then(|| super::diagnostics::editor_path(path))
                 .flatten())
             .map(|p| crate::sys::native_path(&p))
@@ -699,8 +698,7 @@ impl Host {
         if path.is_empty() || path.starts_with('~') {
             return Err(MapError::NotAbsolute(path.to_string()));
         }
-        let absolute = path.starts_with('/') || std::path::Path::new(path).is_absolute();
-        match (absolute, self.ws.folders().first()) {
+        match (super::ask::absolute(path), self.ws.folders().first()) {
             (false, Some(first)) => self.editor_path_of(&format!("{first}/{path}")),
             _ => self.editor_path_of(path),
         }
@@ -712,10 +710,7 @@ impl Host {
         if !self.paths.is_empty() {
             return self.paths.to_editor(path);
         }
-        let up = std::path::Path::new(path)
-            .components()
-            .any(|c| c == std::path::Component::ParentDir);
-        match up {
+        match super::ask::climbs(path) {
             true => Err(MapError::DotDot(path.to_owned())),
             false => Ok(path.to_owned()),
         }
