@@ -467,7 +467,7 @@ const SILENT: &str = "stopped, as a `serve` suspended with Ctrl-Z is: `fg` it; o
 /// files whose writer it cannot see (WSL's, for one in another pid namespace) would send that
 /// program the token. Whether it was removed.
 fn remove_left_lock(dir: &Path, port: u16, token: &AuthToken) -> bool {
-    use claude_ide_bridge_runtime::lock::{lock_writer_alive, read_lock_text};
+    use claude_ide_bridge_runtime::lock::{lock_writer_alive, read_lock_text, still_the_file};
     let path = dir.join(claude_ide_bridge::lock_file_name(port));
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return false;
@@ -478,7 +478,8 @@ fn remove_left_lock(dir: &Path, port: u16, token: &AuthToken) -> bool {
         Some(lock)
             if lock.auth_token == *token && !lock_writer_alive(&lock, meta.modified().ok()) =>
         {
-            std::fs::remove_file(&path).is_ok()
+            // Still the file read: one a bridge now serving the port renamed into place stays.
+            still_the_file(&path, &meta) && std::fs::remove_file(&path).is_ok()
         }
         _ => false,
     }

@@ -136,8 +136,10 @@ fn write_temp(dir: &Path, name: &str, contents: &[u8]) -> io::Result<PathBuf> {
         std::process::id()
     ));
     let mut file = sys::create_private_file(&tmp)?;
+    // On the disk before the rename: after a power loss the name holds the old contents or the
+    // new, not an empty file (a restarted bridge's kept port and token would be lost).
     // Closed before the rename, which Windows refuses for an open file.
-    let written = file.write_all(contents);
+    let written = file.write_all(contents).and_then(|()| file.sync_all());
     drop(file);
     match written {
         Ok(()) => Ok(tmp),
@@ -404,8 +406,7 @@ fn remove_stale_locks_with(
         if lock.ide_name == ide_name && stale && !port_answers(port) {
             // Still the file that was read: a bridge started meanwhile on the same port renames
             // its live file into place, and that one stays.
-            let same = fs::symlink_metadata(&path).is_ok_and(|now| sys::same_file(&now, &meta));
-            if !same {
+            if !still_the_file(&path, &meta) {
                 continue;
             }
             // Else claude, or another bridge, removed it first, or it cannot be: left as it is.
@@ -415,6 +416,26 @@ fn remove_stale_locks_with(
         }
     }
     Ok(removed)
+}
+
+/// Whether `path` still names the file whose metadata (`symlink_metadata`) was `read`: a file
+/// renamed or linked into its place since (another bridge's live lock file) is another one. For a
+/// removal decided on what was read: the window left between this check and the removal is the
+/// removal's system call.
+///
+/// ```
+/// use claude_ide_bridge_runtime::lock::still_the_file;
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("7.lock");
+/// std::fs::write(&path, "old").unwrap();
+/// let read = std::fs::symlink_metadata(&path).unwrap();
+/// assert!(still_the_file(&path, &read));
+/// std::fs::write(dir.path().join("new"), "new").unwrap();
+/// std::fs::rename(dir.path().join("new"), &path).unwrap();
+/// assert!(!still_the_file(&path, &read));
+/// ```
+pub fn still_the_file(path: &Path, read: &fs::Metadata) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|now| sys::same_file(&now, read))
 }
 
 /// The pid in the name of a lock file's temporary file ([`write_temp`]'s
@@ -461,8 +482,8 @@ pub(crate) fn answers(addr: std::net::SocketAddr) -> bool {
 /// file to trust.
 pub const MAX_LOCK_FILE_BYTES: u64 = 64 * 1024;
 
-/// The text of the lock file at `path`, at most [`MAX_LOCK_FILE_BYTES`] of it. The caller checks
-/// that it is a regular file first: opening a FIFO would wait for a writer.
+/// The text of the lock file at `path`, at most [`MAX_LOCK_FILE_BYTES`] of it; an error for what
+/// is not a regular file (a FIFO planted there is refused at once, not waited on for a writer).
 ///
 /// ```
 /// use claude_ide_bridge_runtime::lock::{read_lock_text, MAX_LOCK_FILE_BYTES};
@@ -474,9 +495,15 @@ pub const MAX_LOCK_FILE_BYTES: u64 = 64 * 1024;
 pub fn read_lock_text(path: &Path) -> io::Result<String> {
     use std::io::Read;
     let mut text = String::new();
-    fs::File::open(path)?
-        .take(MAX_LOCK_FILE_BYTES)
-        .read_to_string(&mut text)?;
+    let file = sys::open_to_read(path)?;
+    // A FIFO or a device in its place would make the read wait, or never end.
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    file.take(MAX_LOCK_FILE_BYTES).read_to_string(&mut text)?;
     Ok(text)
 }
 
@@ -709,6 +736,27 @@ impl Drop for LockGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO where a lock file was expected (planted by whoever could write the folder) is
+    /// refused at once: opening it to read waited for a writer that never came, and the start
+    /// or `doctor` that looked hung.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_in_place_of_a_lock_file_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("5.lock");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let looked = dir.path().to_owned();
+        std::thread::spawn(move || {
+            let read = read_lock_text(&looked.join("5.lock")).map_err(|e| e.kind());
+            let _ = tx.send((read, port_held(&looked, 5)));
+        });
+        let (read, held) = rx.recv_timeout(Duration::from_secs(10)).expect("it waited");
+        assert_eq!(read, Err(io::ErrorKind::InvalidData));
+        assert_eq!(held, None);
+    }
 
     /// A lock file renamed over ours by another process (a bridge on the same port and another
     /// address) is its own: our update refuses to write over it, and our removal leaves it (it

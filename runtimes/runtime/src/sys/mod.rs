@@ -17,7 +17,8 @@
 //! - `create_private_file(path)`: a new file only the user can read, never through a link;
 //!   `links_unsupported(&error)`: a hard link refused by the file system (FAT), so that the lock
 //!   file is renamed into place instead; `held_for_a_moment(&error)`: a file another process
-//!   holds for a moment (Windows; never on Unix), worth another try;
+//!   holds for a moment (Windows; never on Unix), worth another try; `open_to_read(path)`: a
+//!   file opened to read without waiting on what is not one (a FIFO planted in its place);
 //! - `owned_by_me(&Metadata)`, `same_file(&Metadata, &Metadata)`: for stale-file cleanup;
 //! - `watch_removal(dir, name, first, restore, gone)` and its `WatchEnd`: `restore` called when
 //!   the lock file was removed by another process (and at once with `first`; again after

@@ -425,6 +425,16 @@ pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens `path` to read without waiting on it: a FIFO or a device planted where a file was
+/// expected opens at once (`O_NONBLOCK`, which a regular file's reads ignore), for the caller to
+/// refuse as not a regular file.
+pub(crate) fn open_to_read(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
+        .open(path)
+}
+
 pub(crate) fn owned_by_me(meta: &Metadata) -> bool {
     meta.uid() == getuid().as_raw()
 }

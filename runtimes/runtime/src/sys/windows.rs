@@ -551,6 +551,11 @@ pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens `path` to read (a named pipe has no name in a folder on Windows: nothing waits here).
+pub(crate) fn open_to_read(path: &Path) -> io::Result<File> {
+    File::open(path)
+}
+
 /// Files in the lock directory are this user's (the directory is private, see above).
 pub(crate) fn owned_by_me(_: &Metadata) -> bool {
     true
