@@ -80,6 +80,17 @@ fn outbound(s: &Session) -> usize {
 /// frame's header and the JSON-RPC envelope.
 const ANSWER_FRAMING: usize = 4096;
 
+/// What became of an answer given to [`Connection::answer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answered {
+    /// Queued as given.
+    Taken,
+    /// Replaced by an error saying it does not fit ([`too_large`], [`over_share`]).
+    Replaced,
+    /// Not taken yet: the output of all connections is to be added up first.
+    Count,
+}
+
 /// The error an answer too large for what the output queue has left is replaced by.
 #[cold]
 #[inline(never)]
@@ -874,8 +885,8 @@ impl Connection {
     ///
     /// `pressure` is the output queued for all connections, or `None` when not added up yet:
     /// then an answer that could pass the connection's share of `max_outbound_total` (past
-    /// [`Pressure::least_share`]) is not taken, and `Ok(false)` asks the caller to add it up and
-    /// answer again (out of every small answer's way); else `Ok(true)`.
+    /// [`Pressure::least_share`]) is not taken, and [`Answered::Count`] asks the caller to add
+    /// it up and answer again (out of every small answer's way).
     pub(crate) fn answer(
         &mut self,
         seq: u64,
@@ -883,7 +894,7 @@ impl Connection {
         body: Result<&[u8], &RpcError>,
         pressure: Option<Pressure>,
         cx: &mut EndpointCx,
-    ) -> Result<bool, ApiError> {
+    ) -> Result<Answered, ApiError> {
         if self.is_finished() {
             return Err(ApiError::NotPending);
         }
@@ -904,20 +915,23 @@ impl Connection {
         // answers fit was dropped, its held part not counted here but by `over_limit`.
         let max = cx.config.limits.max_outbound;
         let refused;
+        let mut answered = Answered::Taken;
         let body = match body {
             Ok(b) => {
                 let taken = outbound(s);
                 let len = b.len() + ANSWER_FRAMING;
                 if len + taken > max {
                     refused = too_large(b.len(), taken, max);
+                    answered = Answered::Replaced;
                     Err(&refused)
                 } else if len + taken <= Pressure::least_share(&cx.config.limits) {
                     Ok(b)
                 } else {
                     match pressure {
-                        None => return Ok(false),
+                        None => return Ok(Answered::Count),
                         Some(p) if p.refuses(taken, len) => {
                             refused = over_share(b.len(), taken, &p);
+                            answered = Answered::Replaced;
                             Err(&refused)
                         }
                         Some(_) => Ok(b),
@@ -935,7 +949,7 @@ impl Connection {
             self.mark_dirty(cx);
             self.after_output(cx);
         }
-        Ok(true)
+        Ok(answered)
     }
 
     /// Send a notification if the connection is initialized and not closing, and its queued

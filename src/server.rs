@@ -5,7 +5,7 @@
 //!
 //! See the crate documentation for the drive loop.
 
-use crate::connection::Connection;
+use crate::connection::{Answered, Connection};
 use crate::jsonrpc::RpcError;
 use crate::limits::Pressure;
 use crate::notify::Notification;
@@ -307,14 +307,15 @@ impl Server {
     /// Answer a tool call. `openDiff` answers are normally [`ToolResult::file_saved`],
     /// [`ToolResult::tab_closed`] or [`ToolResult::diff_rejected`].
     ///
-    /// `Ok` once the answer is taken: an answer that would pass the connection's `max_outbound`
+    /// `Ok` once the answer is taken. An answer that would pass the connection's `max_outbound`
     /// with what already waits (or its share of
     /// [`Limits::max_outbound_total`](crate::Limits::max_outbound_total) while all
     /// connections' output is past that) is replaced by the error
-    /// [`RpcError::ANSWER_TOO_LARGE`] saying so, and one that cannot be queued even then (the
-    /// client stopped reading) drops the connection instead, reported by an
-    /// [`Event::Disconnected`] with [`DisconnectReason::OutboundFull`]. The errors: see
-    /// [`ApiError`].
+    /// [`RpcError::ANSWER_TOO_LARGE`] saying so, and the host told
+    /// [`ApiError::AnswerTooLarge`] (the call is answered all the same: an `openDiff` accepted
+    /// so was not accepted); one that cannot be queued even then (the client stopped reading)
+    /// drops the connection instead, reported by an [`Event::Disconnected`] with
+    /// [`DisconnectReason::OutboundFull`]. The other errors: see [`ApiError`].
     ///
     /// ```
     /// use claude_ide_bridge::{Event, Server, ToolCall, ToolResult};
@@ -440,8 +441,9 @@ impl Server {
                 c.answer(call.seq, compat, body, pressure, cx)
             });
             match answered {
-                Some(Ok(true)) => return Ok(()),
-                Some(Ok(false)) => pressure = Some(self.pressure()),
+                Some(Ok(Answered::Taken)) => return Ok(()),
+                Some(Ok(Answered::Replaced)) => return Err(ApiError::AnswerTooLarge),
+                Some(Ok(Answered::Count)) => pressure = Some(self.pressure()),
                 Some(Err(e)) => return Err(e),
                 None => return Err(ApiError::NotPending),
             }

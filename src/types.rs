@@ -348,7 +348,8 @@ pub enum Target {
     Connection(ConnectionId),
 }
 
-/// A misuse of the API by the host (never a peer fault).
+/// Why the host's answer or request was not taken as given: a misuse of the API (a call not
+/// pending, of the other kind, a connection unknown), or an answer that did not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ApiError {
@@ -361,6 +362,12 @@ pub enum ApiError {
     WrongKind,
     /// No such live connection.
     UnknownConnection,
+    /// The answer did not fit in the connection's output queue (its
+    /// [`Limits::max_outbound`](crate::Limits::max_outbound) with what waits to be read, or its
+    /// share of [`Limits::max_outbound_total`](crate::Limits::max_outbound_total)): the client
+    /// was answered with [`RpcError::ANSWER_TOO_LARGE`](crate::RpcError::ANSWER_TOO_LARGE)
+    /// saying so instead, and the call is no longer pending.
+    AnswerTooLarge,
 }
 
 impl fmt::Display for ApiError {
@@ -369,6 +376,10 @@ impl fmt::Display for ApiError {
             ApiError::NotPending => "the call is no longer pending",
             ApiError::WrongKind => "the call is pending but was answered as the other kind of call",
             ApiError::UnknownConnection => "no such connection",
+            ApiError::AnswerTooLarge => {
+                "the answer did not fit in the connection's output queue: the client was told so \
+                 with an error instead"
+            }
         })
     }
 }

@@ -2214,10 +2214,8 @@ fn a_client_that_stops_reading_misses_news_and_is_dropped_past_its_answers() {
     assert!(!p.closed.contains(&slow));
     let big = "x".repeat(10 * 1024);
     for call in calls {
-        assert_eq!(
-            p.server.respond(call, ToolResult::text(big.clone())),
-            Ok(())
-        );
+        let r = p.server.respond(call, ToolResult::text(big.clone()));
+        assert!(matches!(r, Ok(()) | Err(ApiError::AnswerTooLarge)), "{r:?}");
     }
     assert!(!p.closed.contains(&slow), "answered -32000 past the room");
     // It goes on calling and reading nothing: answers, then errors, fill what is left.
@@ -2278,11 +2276,16 @@ fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_a
     // Idle connections hold nothing, and do not make the others' shares smaller.
     let _idle: Vec<_> = (0..4).map(|_| p.connect_initialized()).collect();
     let big = "x".repeat(200 * 1024);
+    // Whether the answer was taken (the host is told of one replaced by the error).
     let answer = |p: &mut Pair, conn, id| {
         let call = call_unread(p, conn, id);
-        p.server
-            .respond(call, ToolResult::text(big.clone()))
-            .unwrap();
+        match p.server.respond(call, ToolResult::text(big.clone())) {
+            Ok(()) => true,
+            Err(e) => {
+                assert_eq!(e, ApiError::AnswerTooLarge);
+                false
+            }
+        }
     };
     let refused = |m: &Value| {
         m["error"]["code"] == -32000
@@ -2292,16 +2295,14 @@ fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_a
     let answered = |m: &[Value]| m.iter().filter(|m| m["result"].is_object()).count();
     // The first client never reads: answered until the total is past 1 MiB (it holds all of
     // it: its share is the whole), well before its own 4 MiB.
-    for id in 1..=8 {
-        answer(&mut p, a, id);
-    }
+    let taken: Vec<bool> = (1..=8).map(|id| answer(&mut p, a, id)).collect();
+    assert_eq!(taken, [true, true, true, true, true, false, false, false]);
     // The second, holding nothing, has half: two answers of that size.
-    for id in 1..=3 {
-        answer(&mut p, b, id);
-    }
+    let taken: Vec<bool> = (1..=3).map(|id| answer(&mut p, b, id)).collect();
+    assert_eq!(taken, [true, true, false]);
     // The one that reads goes on being answered (a third of the total is its share).
     for id in 1..=4 {
-        answer(&mut p, reader, id);
+        assert!(answer(&mut p, reader, id));
         let m = p.read_one(reader);
         assert!(m.len() == 1 && answered(&m) == 1, "call {id}: {}", m.len());
     }
@@ -2321,7 +2322,7 @@ fn clients_that_stop_reading_hold_their_share_of_the_output_and_the_others_are_a
     assert_eq!((of_b.len(), answered(&of_b)), (4, 2));
     assert!(refused(&of_b[2]) && of_b[3]["method"] == "log_event");
     // Once read, the first client is answered again.
-    answer(&mut p, a, 9);
+    assert!(answer(&mut p, a, 9));
     let m = p.read_one(a);
     assert!(m.len() == 1 && answered(&m) == 1);
 }
@@ -2550,11 +2551,10 @@ fn a_batchs_held_answers_count_towards_the_output_of_all() {
     }
     assert_eq!(calls.len(), 8);
     let big = "x".repeat(200 * 1024);
-    for call in calls {
-        p.server
-            .respond(call, ToolResult::text(big.clone()))
-            .unwrap();
-    }
+    let told_too_large = (calls.into_iter())
+        .map(|call| p.server.respond(call, ToolResult::text(big.clone())))
+        .filter(|r| *r == Err(ApiError::AnswerTooLarge))
+        .count();
     let m = p.read_one(batcher);
     assert_eq!(m.len(), 1, "one batch answer");
     let answers = m[0].as_array().unwrap();
@@ -2567,6 +2567,7 @@ fn a_batchs_held_answers_count_towards_the_output_of_all() {
     assert!(answers[answered..]
         .iter()
         .all(|a| a["error"]["code"] == -32000));
+    assert_eq!(told_too_large, answers.len() - answered);
 }
 
 /// An answer larger than what the connection's output queue has left is replaced by -32000
@@ -2584,13 +2585,25 @@ fn an_answer_too_large_for_the_output_queue_is_refused_not_the_connection() {
         .collect();
     // Alone, too large for the queue; then two that fit one at a time, answered before the
     // client reads: the second does not fit beside the first.
+    // The host is told which were replaced.
     let sizes = [80 * 1024, 40 * 1024, 40 * 1024];
-    for (call, n) in calls.iter().zip(sizes) {
+    for (i, (call, n)) in calls.iter().zip(sizes).enumerate() {
+        let told = if i == 1 {
+            Ok(())
+        } else {
+            Err(ApiError::AnswerTooLarge)
+        };
         assert_eq!(
             p.server.respond(*call, ToolResult::text("x".repeat(n))),
-            Ok(())
+            told,
+            "{i}"
         );
     }
+    assert_eq!(
+        p.server.respond(calls[0], ToolResult::text("again")),
+        Err(ApiError::NotPending),
+        "a replaced answer answered the call"
+    );
     let m = p.messages(c);
     assert_eq!(m.len(), 3, "{m:?}");
     for (i, m) in m.iter().enumerate() {
@@ -2632,13 +2645,14 @@ fn a_batch_whose_answers_fit_is_answered_and_one_too_large_is_refused_not_droppe
             })
             .collect();
         assert_eq!(pending.len(), calls, "{ev:?}");
-        for call in pending {
-            assert_eq!(
+        let told_too_large = (pending.into_iter())
+            .map(|call| {
                 p.server
-                    .respond(call, ToolResult::text("x".repeat(9 * 1024))),
-                Ok(())
-            );
-        }
+                    .respond(call, ToolResult::text("x".repeat(9 * 1024)))
+            })
+            .filter(|r| *r == Err(ApiError::AnswerTooLarge))
+            .count();
+        assert_eq!(told_too_large, refused, "{calls}");
         assert!(!p.closed.contains(&c), "{calls} answers of 9 KiB");
         let m = p.messages(c);
         let answers = match m.as_slice() {

@@ -1501,6 +1501,71 @@ fn a_decision_refused_or_too_late_is_told_to_the_editor() {
     assert_eq!(s.wait_exit(), 0);
 }
 
+/// An accept whose `FILE_SAVED` (the whole new text) does not fit in what claude's connection
+/// has left to queue is answered with an error by the engine: the editor is told its decision
+/// was not given (it was told nothing, and took the change as saved while claude was told an
+/// error). Nine changes of 9 MiB, accepted while claude reads nothing: past the 64 MiB limit of a
+/// connection's output the last are refused, each said to the editor.
+#[test]
+fn an_accept_that_does_not_fit_claudes_connection_is_told_to_the_editor() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio"]);
+    let mut c = s.client();
+    let file = sb.ws.join("big.txt");
+    fs::write(&file, "old\n").unwrap();
+    let text = "x".repeat(9 << 20);
+    let ids: Vec<u64> = (0..9)
+        .map(|n| c.call_tool("openDiff", open_diff_args(&file, &text, &format!("T{n}"))))
+        .collect();
+    // Each shown to the editor (counted without parsing 81 MiB of lines each time).
+    let shown = |s: &Served| -> Vec<u64> {
+        let lines = s.stdout.0.lock().unwrap();
+        (lines.iter())
+            .filter(|l| l.starts_with(r#"{"type":"tool_call""#))
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+    while shown(&s).len() < ids.len() {
+        assert!(std::time::Instant::now() < give_up, "not all shown");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for id in shown(&s) {
+        s.send_line(&json!({"type": "diff_decision", "id": id, "decision": "accept"}).to_string());
+    }
+    // All answered before claude reads any.
+    let accepted = |s: &Served| s.stderr.text().matches("diff accepted").count();
+    while accepted(&s) < ids.len() {
+        assert!(std::time::Instant::now() < give_up, "{}", s.stderr.text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let answers = responses(&mut c, &ids);
+    let refused: Vec<u64> = (ids.iter())
+        .filter(|id| answers[id].get("error").is_some())
+        .copied()
+        .collect();
+    assert!(
+        !refused.is_empty() && refused.len() < ids.len(),
+        "{refused:?}"
+    );
+    for n in 0..refused.len() {
+        let told = next_msg(&s, "error", n);
+        let message = told["message"].as_str().unwrap();
+        assert!(
+            message.contains("not accepted") && message.contains("did not fit"),
+            "{told}"
+        );
+    }
+    assert_eq!(fs::read_to_string(&file).unwrap(), "old\n");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
 /// `--editor-timeout` across a pause of the bridge (stopped, a container paused) while the editor
 /// kept the link alive: its lines wait in the pipe, unread, and the late wake-up is not silence.
 /// The bridge stopped itself at the wake when its silence watch woke before its reader (4 of 6

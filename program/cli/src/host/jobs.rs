@@ -212,6 +212,12 @@ impl Jobs {
                 _ => "a tool error".to_owned(),
             });
             match (handle.respond(call, result), error) {
+                // Claude was told an error in its place: the decision was not given.
+                (Err(e @ ApiError::AnswerTooLarge), _) => {
+                    ui::say(&format!("(answer replaced: {e})"));
+                    let told = "an error: the answer did not fit in its connection's output queue";
+                    not_given(NotGiven::Refused(told.to_owned()));
+                }
                 (Err(e), _) => {
                     ui::say(&format!("(answer dropped: {e})"));
                     not_given(NotGiven::Dropped(e));
