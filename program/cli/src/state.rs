@@ -528,10 +528,11 @@ impl Kept {
                 // Another start of this workspace first (see `Starting`).
                 let starting = (base.as_deref()).map(|b| {
                     let waiting = || {
-                        crate::ui::say(
+                        crate::ui::say(&format!(
                             "waiting for another start of this workspace's bridge to take its \
-                             port (at most 20 s)",
-                        )
+                             port (at most {} s)",
+                            START_WAIT.as_secs()
+                        ))
                     };
                     Store::new(b, &folders).starting(START_WAIT, waiting, stop)
                 });
