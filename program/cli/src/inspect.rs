@@ -474,10 +474,13 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         out!("1 problem found");
         return 1;
     }
-    if let Err(e) = std::fs::read_dir(&dir) {
+    // Why, as the bridge would say it (on macOS, an "Operation not permitted" is the privacy
+    // protection of Documents, Desktop and Downloads: where to allow the app is said too).
+    let here = Workspace::new(vec![lexical.clone()], Limits::default());
+    if let Some(why) = here.unreadable_folders().first() {
         out!("checking what `claude` started in {lexical} would see");
         r.problem(
-            &format!("{lexical} cannot be listed ({e}): neither claude nor the bridge can see the files in it"),
+            &format!("{why}: neither claude nor the bridge can see the files in it"),
             "give yourself permission to read it (on Unix: chmod u+rx), or use another folder",
         );
         out!("1 problem found");

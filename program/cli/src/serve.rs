@@ -460,6 +460,7 @@ pub(super) fn serve(
     for (_, why) in workspace.refused_folders() {
         ui::say_bold(why);
     }
+
     let lsp = language_servers(
         &common,
         asked.table,
@@ -566,17 +567,19 @@ impl Asked {
             }
         }
         // Served anyway (the permission may come back), but said: every file tool would fail.
-        let unreadable: Vec<String> = folders
-            .iter()
-            .filter_map(|f| {
-                let e = std::fs::read_dir(f).err()?;
-                Some(format!(
-                    "warning: workspace folder {} cannot be listed ({e}): neither claude nor the \
-                     bridge can see the files in it",
-                    f.display()
-                ))
-            })
-            .collect();
+        // (Why as the workspace says it: on macOS, where to lift the privacy protection.)
+        let texts = folders.iter().map(|f| f.to_string_lossy().into_owned());
+        let unreadable: Vec<String> =
+            claude_ide_bridge_files::Workspace::new(texts.collect(), Default::default())
+                .unreadable_folders()
+                .into_iter()
+                .map(|why| {
+                    format!(
+                        "warning: workspace folder {why}: neither claude nor the bridge can see \
+                         the files in it"
+                    )
+                })
+                .collect();
         let (native, posix) = folder_forms(&folders)
             .map_err(|e| failure(&format!("cannot make the workspace folders absolute: {e}")))?;
         let native_text: Vec<String> = native

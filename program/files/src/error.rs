@@ -158,7 +158,13 @@ impl fmt::Display for Error {
                 "{path} changed (saved or deleted) while the new text was being written: it was \
                  left as it is"
             ),
-            Error::Io { path, op, err } => write!(f, "{path}: {op} failed: {err}"),
+            Error::Io { path, op, err } => {
+                write!(f, "{path}: {op} failed: {err}")?;
+                match crate::sys::io_hint(err) {
+                    Some(hint) => write!(f, " ({hint})"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

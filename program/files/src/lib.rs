@@ -448,6 +448,36 @@ impl Workspace {
             .collect()
     }
 
+    /// The folders whose entries cannot be listed now, each with why (and, where the OS has
+    /// one, what to do: on macOS, the privacy settings that keep an app out of Desktop,
+    /// Documents or Downloads until allowed). Every read and listing there fails: a program
+    /// says it at its start rather than at claude's first file. A folder refused on this OS
+    /// ([`Workspace::refused_folders`]) is not looked at.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let gone = dir.path().join("gone");
+    /// let folders = [dir.path(), &gone].map(|p| p.to_str().unwrap().to_owned());
+    /// let ws = Workspace::new(folders.to_vec(), Limits::default());
+    /// let unreadable = ws.unreadable_folders();
+    /// assert_eq!(unreadable.len(), 1);
+    /// assert!(unreadable[0].starts_with(gone.to_str().unwrap()), "{}", unreadable[0]);
+    /// ```
+    pub fn unreadable_folders(&self) -> Vec<String> {
+        (self.folders.iter())
+            .filter(|f| f.refused.is_none())
+            .filter_map(|f| {
+                let first = std::fs::read_dir(&f.advertised).and_then(|mut d| d.next().transpose());
+                let e = first.err()?;
+                Some(match sys::io_hint(&e) {
+                    Some(hint) => format!("{} cannot be listed ({e}; {hint})", f.advertised),
+                    None => format!("{} cannot be listed ({e})", f.advertised),
+                })
+            })
+            .collect()
+    }
+
     /// Whether `path` names a place inside a workspace folder, by its text alone: an absolute
     /// path under a folder as advertised or as it is on disk, or a relative one that `..` does
     /// not take out. Nothing is looked at on disk (a link on the way may still lead out: what is

@@ -19,6 +19,9 @@
 //! device names, alternate data streams, trailing dots and spaces). `winpath.rs` is pure string
 //! work, compiled and tested on every OS.
 //!
+//! `io_hint` adds what the user can do to an operation's error on this OS (macOS's privacy
+//! protection of folders).
+//!
 //! Both give `advertised` (how a folder given on the command line is kept), `identity` (which
 //! directory a folder is), `process_running` (whether the writer of a temporary file may still
 //! use it: on Unix, whether its pid runs; Windows swaps no names and says no), `Listed` (a directory handle as the listing's walk reads it) and
@@ -49,6 +52,47 @@ pub(crate) const IGNORE_CASE: bool = cfg!(any(windows, target_vendor = "apple"))
 /// compared ignoring case as NTFS does: `winpath.rs`), as the listing's patterns and folders
 /// compare them.
 pub(crate) const WINDOWS_NAMES: bool = cfg!(windows);
+
+/// What to add to a file operation's error `err` so that the user can act on it, on this OS:
+/// on macOS, an `EPERM` ("Operation not permitted") is the privacy protection of folders such
+/// as Desktop, Documents, Downloads, iCloud Drive and external volumes, lifted in System
+/// Settings for the app that started the bridge ([`privacy_hint`]); nothing elsewhere.
+pub(crate) fn io_hint(err: &std::io::Error) -> Option<&'static str> {
+    privacy_hint(err, cfg!(target_vendor = "apple"))
+}
+
+/// [`io_hint`] for macOS (`apple`) or not, testable on every OS.
+fn privacy_hint(err: &std::io::Error, apple: bool) -> Option<&'static str> {
+    const EPERM: i32 = 1;
+    (apple && cfg!(unix) && err.raw_os_error() == Some(EPERM)).then_some(
+        "macOS privacy protection: allow the app that started the bridge (the terminal, or the \
+         editor) in System Settings > Privacy & Security > Files and Folders, or Full Disk \
+         Access, then start the bridge again",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    /// The hint is for `EPERM` on macOS only: a permission refused by the file's mode
+    /// (`EACCES`) is the user's to change, and Linux's `EPERM` is not privacy protection.
+    #[test]
+    fn operation_not_permitted_on_macos_names_the_privacy_settings() {
+        use std::io::Error;
+        let eperm = Error::from_raw_os_error(1);
+        let hint = super::privacy_hint(&eperm, true);
+        assert_eq!(hint.is_some(), cfg!(unix));
+        if let Some(hint) = hint {
+            assert!(hint.contains("Privacy & Security"), "{hint}");
+        }
+        assert_eq!(super::privacy_hint(&eperm, false), None);
+        assert_eq!(
+            super::privacy_hint(&Error::from_raw_os_error(13), true),
+            None
+        );
+        let other = Error::other("Operation not permitted");
+        assert_eq!(super::privacy_hint(&other, true), None);
+    }
+}
 
 /// Why the folder `folder` (`on_disk`: where the system says it is) cannot be served on this OS;
 /// `None` when it can. On Windows a folder on a network share is refused
