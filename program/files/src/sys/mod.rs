@@ -71,6 +71,17 @@ fn privacy_hint(err: &std::io::Error, apple: bool) -> Option<&'static str> {
     )
 }
 
+/// Why the folder `folder` (`on_disk`: where the system says it is) cannot be served on this OS;
+/// `None` when it can. On Windows a folder on a network share is refused
+/// ([`winpath::network_share`]); on Unix every folder can be.
+pub(crate) fn refusal(folder: &str, on_disk: &str) -> Option<String> {
+    if cfg!(windows) {
+        winpath::network_share(folder, on_disk)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// The hint is for `EPERM` on macOS only: a permission refused by the file's mode
@@ -91,16 +102,5 @@ mod tests {
         );
         let other = Error::other("Operation not permitted");
         assert_eq!(super::privacy_hint(&other, true), None);
-    }
-}
-
-/// Why the folder `folder` (`on_disk`: where the system says it is) cannot be served on this OS;
-/// `None` when it can. On Windows a folder on a network share is refused
-/// ([`winpath::network_share`]); on Unix every folder can be.
-pub(crate) fn refusal(folder: &str, on_disk: &str) -> Option<String> {
-    if cfg!(windows) {
-        winpath::network_share(folder, on_disk)
-    } else {
-        None
     }
 }

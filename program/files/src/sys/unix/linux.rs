@@ -22,6 +22,12 @@ pub(crate) fn exchange(
     rustix::fs::renameat_with(dir, a, dir, b, rustix::fs::RenameFlags::EXCHANGE)
 }
 
+/// The name a file has on disk where it may differ from the one it was opened by: not told on
+/// Linux (`None`), whose names are looked up as they are written.
+pub(crate) fn stored_name(_file: std::os::fd::BorrowedFd<'_>) -> Option<std::ffi::OsString> {
+    None
+}
+
 /// `O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`.
 pub(crate) const DIR_FLAGS: OFlags = OFlags::PATH
     .union(OFlags::DIRECTORY)

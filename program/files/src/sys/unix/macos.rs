@@ -33,5 +33,25 @@ pub(crate) fn exchange(
     }
 }
 
+/// The name the file open as `file` has on disk in its folder, where it may differ from the name
+/// it was opened by: on macOS (APFS and HFS+ ignore case, by default, and Unicode normalization,
+/// so `Readme.md` opens `README.md`) the system keeps it (`F_GETPATH`); a rename over the file
+/// by the name given would give it that spelling. `None` elsewhere (names are looked up as they
+/// are written) or when it cannot be told.
+pub(crate) fn stored_name(file: std::os::fd::BorrowedFd<'_>) -> Option<std::ffi::OsString> {
+    #[cfg(target_vendor = "apple")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let path = rustix::fs::getpath(file).ok()?;
+        let name = std::path::Path::new(std::ffi::OsStr::from_bytes(path.to_bytes())).file_name();
+        name.map(std::ffi::OsStr::to_os_string)
+    }
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        let _ = file;
+        None
+    }
+}
+
 /// The portable flags.
 pub(crate) const DIR_FLAGS: rustix::fs::OFlags = super::PORTABLE_DIR_FLAGS;

@@ -35,6 +35,10 @@ pub(crate) use os::sync;
 /// Swaps two entries of a directory in one step, where the system and file system can.
 pub(crate) use os::exchange;
 
+/// The name an open file has on disk, where a folder that ignores case may spell it otherwise
+/// than the name it was opened by (macOS).
+pub(crate) use os::stored_name;
+
 /// A replaced file's extended attributes (its ACL among them) given to the file replacing it.
 pub(crate) mod xattr;
 

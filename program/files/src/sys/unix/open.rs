@@ -290,6 +290,8 @@ impl Workspace {
             path,
             Mode::from_raw_mode(if mode.is_some() { 0o600 } else { 0o666 }),
         )?;
+        // The replaced file's name as it is on disk, where claude may spell it otherwise (macOS).
+        let mut stored = None;
         let written = (|| {
             let mut file = File::from(tmp);
             file.write_all(contents)
@@ -311,9 +313,16 @@ impl Workspace {
                 // the file there now, when it can be read.
                 let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
                 if let Ok(old) = openat(&at.dir, at.name(), flags, Mode::empty()) {
-                    if fstat(&old).is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_file()) {
+                    let st = fstat(&old).ok();
+                    if st.is_some_and(|st| FileType::from_raw_mode(st.st_mode).is_file()) {
                         crate::sys::xattr::copy(old.as_fd(), file.as_fd())
                             .map_err(|(what, e)| Error::io(path, what, e))?;
+                        // Only a name of this folder for this file (one of another folder's
+                        // links to it, which the system may give, is not).
+                        stored = crate::sys::stored_name(old.as_fd()).filter(|name| {
+                            let here = stat_at(at.dir.as_fd(), name);
+                            here.zip(st).is_some_and(|(here, st)| same_file(&here, &st))
+                        });
                     }
                 }
             }
@@ -335,7 +344,15 @@ impl Workspace {
                 let _one_at_a_time = REPLACING.lock().unwrap_or_else(|p| p.into_inner());
                 replace_if_holds(at, tmp, (ours, contents), expected, path)?;
             }
-            None => renameat(&at.dir, tmp_name.as_str(), &at.dir, at.name()).map_err(|e| {
+            // Renamed over it by its name on disk: by claude's spelling (`Readme.md` for
+            // `README.md` on a Mac's volume, which ignores case) the file would take that one.
+            None => renameat(
+                &at.dir,
+                tmp_name.as_str(),
+                &at.dir,
+                stored.as_deref().unwrap_or(at.name()),
+            )
+            .map_err(|e| {
                 let _ = unlinkat(&at.dir, tmp_name.as_str(), AtFlags::empty());
                 Error::io(path, "renaming into place", e)
             })?,
