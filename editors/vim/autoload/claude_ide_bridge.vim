@@ -297,23 +297,28 @@ def Log(dir: string, line: string)
   endif
 enddef
 
-export def Send(msg: dict<any>)
-  SendLine(json_encode(msg))
+# Sends a message; whether it went out (see SendLine).
+export def Send(msg: dict<any>): bool
+  return SendLine(json_encode(msg))
 enddef
 
-# Sends a line of JSON (without its line break).
-export def SendLine(line: string)
+# Sends a line of JSON (without its line break); whether it went out: not to a bridge that is
+# stopping or gone (a decision the caller cannot give then, with what the user wrote in it).
+export def SendLine(line: string): bool
   # Not once stopping: its input is closed while it winds down (E630 from a timer otherwise).
-  if job_status(job) ==# 'run' && !stopping
-    Log('->', line)
-    try
-      ch_sendraw(job_getchannel(job), line .. "\n")
-    catch
-      # The pipe broke before Vim saw the job end (a transport that dropped): the end is told
-      # once its status is known (Ended), not as a raw write error now.
-      Log('!!', v:exception)
-    endtry
+  if job_status(job) !=# 'run' || stopping
+    return false
   endif
+  Log('->', line)
+  try
+    ch_sendraw(job_getchannel(job), line .. "\n")
+  catch
+    # The pipe broke before Vim saw the job end (a transport that dropped): the end is told
+    # once its status is known (Ended), not as a raw write error now.
+    Log('!!', v:exception)
+    return false
+  endtry
+  return true
 enddef
 
 # Answers a tool call: {text: ...}, {error: ...} or {result: ...}.
@@ -701,11 +706,12 @@ enddef
 # Select modes) or has typed an operator (`d` waiting for its motion): the keys typed next would go
 # into the file the call opens. A tool call arriving then waits until Vim is back in a mode that
 # allows it, unless claude withdraws it meanwhile. Claude's own terminal (Terminal-Job mode) does
-# not hold it.
+# not hold it; a terminal in a popup window (fzf.vim's and floaterm's layouts) does: no window
+# can be opened or left from there (E863).
 const HOLDING_MODES = '^\%([cirRvVsS\x16\x13]\|no\|ni\)'
 
 export def Holding(): bool
-  return mode(1) =~# HOLDING_MODES || getcmdwintype() !=# ''
+  return mode(1) =~# HOLDING_MODES || getcmdwintype() !=# '' || win_gettype() ==# 'popup'
 enddef
 
 # `nul`: what became of the NULs in the call's line (Decode).

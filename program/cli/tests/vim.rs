@@ -2782,3 +2782,169 @@ fn vim_keeps_nul_bytes_of_a_proposal() {
     assert_eq!(texts(&r), ["FILE_SAVED", odd]);
     vim.ex("qa!");
 }
+
+/// The answer to call `id` within `within`, if any.
+fn answer_within(c: &mut Client, id: u64, within: Duration) -> Option<Value> {
+    c.recv_until(within, |v| v["id"] == json!(id))
+}
+
+/// Writes Vim makes by itself do not accept an edited proposal: `:q` with 'autowriteall' (the
+/// help says `:q` rejects: it refuses, E37, as without the option), `:wa`, and 'autowrite'
+/// before `:!` typed in another window. Each accepted the half-done edit before (claude wrote
+/// it). `:w` typed in the proposal still accepts, with the edit.
+#[test]
+fn vim_writes_vim_makes_by_itself_decide_nothing() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let extra = "set autowriteall";
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\ntwo\n")], extra);
+    let a = sb.ws.join("a.txt");
+    let id = diff_in_proposal(&mut vim, &mut c, &a, "one\nTWO\n", "auto");
+    vim.ex("%s/TWO/half-done edit/");
+    vim.wait_eval("&modified", |v| v == 1);
+    let quiet = Duration::from_millis(1500);
+    vim.ex("q");
+    assert_eq!(answer_within(&mut c, id, quiet), None, ":q decided");
+    vim.ex("wincmd p");
+    vim.ex("wa");
+    assert_eq!(answer_within(&mut c, id, quiet), None, ":wa decided");
+    vim.ex("set noautowriteall autowrite");
+    vim.ex("silent !true");
+    assert_eq!(answer_within(&mut c, id, quiet), None, ":!true decided");
+    let m = vim.eval("execute('messages')");
+    assert!(
+        m.as_str().unwrap().contains("is not accepted by :wa"),
+        "{m}"
+    );
+    assert_eq!(proposal_count(&mut vim), 1);
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("w");
+    let r = answer_within(&mut c, id, WAIT).expect("the accept");
+    assert_eq!(texts(&r), ["FILE_SAVED", "one\nhalf-done edit\n"]);
+    vim.ex("qa!");
+}
+
+/// `:hide` in an edited proposal wipes it ('bufhidden' wipe): the diff is rejected, and the
+/// edit kept in a buffer of its own, as for a diff closed without it (it was lost, unsaid). A
+/// diff that arrives while a terminal in a popup window has the focus (fzf.vim's and floaterm's
+/// layouts) waits for it to close, as for Insert mode: it failed at once (E863), and claude was
+/// told the editor could not show it.
+#[test]
+fn vim_hide_keeps_the_edit_and_a_popup_terminal_holds_a_diff() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\ntwo\n")], "");
+    let a = sb.ws.join("a.txt");
+    let id = diff_in_proposal(&mut vim, &mut c, &a, "one\nTWO\n", "hide");
+    vim.ex("%s/TWO/mine/");
+    vim.ex("hide");
+    let r = answer_within(&mut c, id, WAIT).expect("an answer");
+    assert_eq!(texts(&r)[0], "DIFF_REJECTED");
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'your edit of'}))",
+        |v| v == 1,
+    );
+    assert_eq!(kept_edits(&mut vim), json!([["one", "mine"]]));
+    vim.ex("call popup_create(term_start(['sh', '-c', 'sleep 2'], \
+         {'hidden': 1, 'term_finish': 'close'}), {'minwidth': 40, 'minheight': 5})");
+    // (Nothing is evaluated while the popup has the keys.)
+    std::thread::sleep(Duration::from_millis(500));
+    let id = c.call_tool("openDiff", open_diff_args(&a, "one\nTWO\n", "popup"));
+    assert_eq!(answer_within(&mut c, id, Duration::from_secs(1)), None);
+    // The popup goes (its command ends): the diff opens.
+    std::thread::sleep(Duration::from_millis(2000));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("qa!");
+}
+
+/// Line endings: with 'fileformats' without dos (CRs shown), a CRLF file and claude's CRLF
+/// proposal differ only where the text does (every line showed as changed); a CRLF file's endings
+/// made LF are said (no line shows them). openFile's selection is marked, not left in Visual
+/// mode (where the keys typed next for claude acted on it, and the next diff waited, unseen,
+/// for an Escape): `gv` selects it.
+#[test]
+fn vim_line_endings_in_a_diff_and_a_selection_claude_shows() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let files = [
+        ("a.txt", "one\r\ntwo\r\nthree\r\n"),
+        ("b.txt", "bee\nsea\n"),
+    ];
+    let (mut vim, mut c) = vim_with_claude(&sb, &files, "set fileformats=unix");
+    let (a, b) = (sb.ws.join("a.txt"), sb.ws.join("b.txt"));
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&a, "one\r\nTWO\r\nthree\r\n", "crlf"),
+    );
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let highlight = |vim: &mut Vim, line: u32| {
+        vim.eval(&format!(
+            "win_execute(bufwinid(bufnr('a.txt')), 'let g:h = diff_hlID({line}, 1)') == '' ? g:h : -1"
+        ))
+    };
+    assert_eq!(highlight(&mut vim, 1), 0, "line 1 shows as changed");
+    assert_ne!(highlight(&mut vim, 2), 0, "line 2 shows as the same");
+    vim.ex("ClaudeCodeDiffAccept");
+    let r = answer_within(&mut c, id, WAIT).expect("the accept");
+    assert_eq!(texts(&r), ["FILE_SAVED", "one\r\nTWO\r\nthree\r\n"]);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    vim.ex("set fileformats=unix,dos");
+    vim.ex("bwipeout! a.txt");
+    let id = c.call_tool("openDiff", open_diff_args(&a, "one\nTWO\nthree\n", "lf"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    let m = vim.eval("execute('messages')");
+    assert!(
+        m.as_str()
+            .unwrap()
+            .contains("(its line breaks are LF, the file's CRLF)"),
+        "{m}"
+    );
+    vim.ex("ClaudeCodeDiffDeny");
+    answer_within(&mut c, id, WAIT).expect("the reject");
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+
+    let open = json!({"filePath": b.to_string_lossy(), "startText": "bee", "endText": "sea"});
+    let r = call(&mut c, "openFile", open);
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(
+        vim.eval("[mode(), line('.'), line(\"'<\"), col(\"'<\"), line(\"'>\"), col(\"'>\")]"),
+        json!(["n", 1, 1, 1, 2, 3])
+    );
+    let id = c.call_tool("openDiff", open_diff_args(&a, "one\r\nTHREE\r\n", "after"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    vim.ex("ClaudeCodeDiffDeny");
+    answer_within(&mut c, id, WAIT).expect("the reject");
+    vim.ex("qa!");
+}
+
+/// An accept given while the bridge is stopping (`:ClaudeCodeStop`, a link still closing) cannot
+/// be sent: the user's edit is kept in a buffer of its own, and Vim says so (the proposal was
+/// wiped as if it had been sent, the edit with it).
+#[test]
+fn vim_an_accept_while_the_bridge_stops_keeps_the_edit() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\ntwo\n")], "");
+    let a = sb.ws.join("a.txt");
+    let id = diff_in_proposal(&mut vim, &mut c, &a, "one\nTWO\n", "stop");
+    vim.ex("%s/TWO/my edit/");
+    vim.ex("ClaudeCodeStop | ClaudeCodeDiffAccept");
+    let r = answer_within(&mut c, id, WAIT).expect("an answer");
+    assert!(texts(&r)[0].contains("did not answer"), "{r}");
+    vim.wait_eval(
+        "len(filter(getbufinfo(), {_, b -> b.name =~ 'your edit of'}))",
+        |v| v == 1,
+    );
+    assert_eq!(kept_edits(&mut vim), json!([["one", "my edit"]]));
+    let m = vim.eval("execute('messages')");
+    assert!(m.as_str().unwrap().contains("bridge is stopping"), "{m}");
+    vim.ex("qa!");
+}

@@ -20,8 +20,9 @@ def Crlf(text: string): bool
   return text =~# "\r\n" && stridx(substitute(text, "\r\n", '', 'g'), "\n") < 0
 enddef
 
-def Lines(text: string): list<string>
-  var lines = split(text, Crlf(text) ? "\r\n" : "\n", true)
+# The lines of `text`, split at CRLF (`crlf`) or at LF (each CR then kept in its line).
+def Lines(text: string, crlf: bool): list<string>
+  var lines = split(text, crlf ? "\r\n" : "\n", true)
   if len(lines) > 1 && lines[-1] ==# ''
     remove(lines, -1)
   endif
@@ -31,10 +32,10 @@ enddef
 # What a NUL of claude's text was read as (claude_ide_bridge.vim, Decode).
 const NUL_STANDIN = "\ufdd0"
 
-# The lines of the proposal of diff `d` as the buffer holds them: a NUL as a NL (in Vim, a NUL
-# in a line's text is a NL).
+# The lines of the proposal of diff `d` as the buffer holds them (split as `d.crlf` says): a NUL
+# as a NL (in Vim, a NUL in a line's text is a NL).
 def ProposalLines(d: dict<any>): list<string>
-  var lines = Lines(d.contents)
+  var lines = Lines(d.contents, d.crlf)
   return d.nul ? map(lines, (_, l) => tr(l, NUL_STANDIN, "\n")) : lines
 enddef
 
@@ -98,8 +99,15 @@ export def Open(id: number, args: dict<any>, nul: string = '')
   setlocal buftype=acwrite bufhidden=wipe noswapfile nobuflisted
   execute 'silent file ' .. fnameescape(path .. ' (proposed by claude #' .. id .. ')')
   var contents: string = args.new_file_contents
-  var crlf = Crlf(contents)
-  setline(1, ProposalLines({contents: contents, nul: nul ==# 'kept'}))
+  # Split as the file's buffer reads its own text: a file read with its CRs shown ('fileformat'
+  # unix: an LF file, or 'fileformats' without dos) gets a proposal with them shown too, so that
+  # only what changes differs (and a change of every line's ending shows as one).
+  var file_ff = old_scratch ? '' : getbufvar(old_buf, '&fileformat')
+  var crlf = Crlf(contents) && file_ff !=# 'unix'
+  # The other way, a CRLF file's endings made LF shows in no line: said.
+  var endings = file_ff ==# 'dos' && !Crlf(contents) && contents =~# "\n"
+    ? ' (its line breaks are LF, the file''s CRLF)' : ''
+  setline(1, ProposalLines({contents: contents, nul: nul ==# 'kept', crlf: crlf}))
   if crlf
     setlocal fileformat=dos
   endif
@@ -118,7 +126,7 @@ export def Open(id: number, args: dict<any>, nul: string = '')
   # `tick`: the proposal's changedtick as claude sent it, to tell whether the user edited it
   diffs[string(id)] = {id: id, path: path, tab_name: get(args, 'tab_name', ''), proposed: proposed,
     old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
-    eol: contents =~# "\n$" || contents ==# '', crlf: crlf, wins: [main, win_getid()],
+    eol: contents =~# "\n$" || contents ==# '', crlf: crlf, ff: &l:fileformat, wins: [main, win_getid()],
     disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick'), nul: nul ==# 'kept',
     name: bridge.FullName(bufname(proposed))}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
@@ -128,6 +136,8 @@ export def Open(id: number, args: dict<any>, nul: string = '')
   # :e! reads the proposal again (as claude sent it), not a file of that name
   execute 'autocmd BufReadCmd <buffer=' .. proposed .. '> Reread(' .. id .. ')'
   execute 'autocmd QuitPre <buffer=' .. proposed .. '> Quitting(' .. id .. ')'
+  # An edit the buffer holds as it goes without a `!` (`:hide`, which wipes it) is kept.
+  execute 'autocmd BufUnload <buffer=' .. proposed .. '> Unloading(' .. id .. ')'
   # The buffer going away rejects; decided once the command is over: :e! unloads it too, and
   # reads it again.
   execute 'autocmd BufUnload,BufWipeout <buffer=' .. proposed .. '> timer_start(0, (_) => Rejected('
@@ -136,11 +146,12 @@ export def Open(id: number, args: dict<any>, nul: string = '')
   if !bridge.Option('diff_focus', false)
     win_gotoid(back)
   endif
+  # The file's name first: a message longer than the command line is cut in the middle.
   bridge.Info('claude proposes a change to ' .. fnamemodify(path, ':~:.')
-    .. (tab > 0 ? ' (tab page ' .. tab .. ')' : '')
-    .. (nul ==# 'lost' ? ': its NUL bytes cannot be shown here (shown without them, not editable):'
-      .. ' :w in the proposal accepts claude''s text as sent' : ': :w (or ZZ) in the proposal accepts it (with your edits)')
-    .. ', :q rejects it')
+    .. (tab > 0 ? ' (tab page ' .. tab .. ')' : '') .. endings
+    .. (nul ==# 'lost' ? ': its NUL bytes cannot be shown here (not editable): :w accepts claude''s text'
+      : ': :w accepts (with your edits)')
+    .. ', :q rejects')
 enddef
 
 # What buffer `b` is when the plugin made it (the proposal or the empty left side of a pending
@@ -201,14 +212,17 @@ export def Accept(id: number)
   var tick = getbufvar(d.proposed, 'changedtick', d.tick)
   # the decision's line when json_encode() cannot write it
   var line = ''
-  if tick < 0 ? getbufvar(d.proposed, '&modified') : tick != d.tick
+  # Its 'fileformat' set otherwise (`:set ff=unix`, a change of no line): what :w copy.rs writes.
+  var ff = getbufvar(d.proposed, '&fileformat', d.ff)
+  var lines: list<string> = []
+  if ff !=# d.ff || (tick < 0 ? getbufvar(d.proposed, '&modified') : tick != d.tick)
+    nl = ff ==# 'dos' ? "\r\n" : "\n"
     # edited by the user: the buffer's lines, and the line break at the end the proposal had
-    var lines = getbufline(d.proposed, 1, '$')
+    lines = getbufline(d.proposed, 1, '$')
     # (one empty line is an empty text when the proposal was one)
     var eol = d.eol && !(lines == [''] && d.contents ==# '')
     text = join(lines, nl) .. (eol ? nl : '')
     decision.contents = text
-    Sent(d, lines)
     if match(lines, "\n") >= 0
       # NULs in it (a NL in a line's text), which json_encode() would write as line breaks:
       # written as \u0000 (ContentsJson); for the watch of the file (WatchWrite), as in
@@ -220,14 +234,49 @@ export def Accept(id: number)
       d.nul = true
     endif
   endif
-  if line ==# ''
-    bridge.Send(decision)
-  else
-    bridge.SendLine(line)
+  var went = line ==# '' ? bridge.Send(decision) : bridge.SendLine(line)
+  if !went
+    # The bridge is stopping or gone: nothing was given (claude is told Vim did not answer).
+    # The diff closes as the stop closes it, an edit kept.
+    var kept = KeepEdit(d)
+    timer_start(0, (_) => Close(d))
+    bridge.Error('claude''s change to ' .. fnamemodify(d.path, ':~:.') .. ' was not accepted: the'
+      .. ' bridge is stopping' .. (kept ==# '' ? '' : '; your edit is kept in ' .. kept))
+    return
+  endif
+  if !empty(lines)
+    Sent(d, lines)
   endif
   setbufvar(d.proposed, '&modified', 0)
   timer_start(0, (_) => Close(d))
   WatchWrite(d, text)
+enddef
+
+# The commands typed that write the buffer they are typed in (with the modifiers a user may put
+# before them): :w, :update, :wq, :x, :saveas.
+const WRITE_COMMAND = '^[ \t:]*\%(\%(sil\%[ent]!\=\|keepa\%[lt]\|conf\%[irm]\|lockm\%[arks]\|'
+  .. 'keepj\%[umps]\|uns\%[ilent]\)\s\+\)*'
+  .. '\%(w\%[rite]\|up\%[date]\|wq\|x\%[it]\|exi\%[t]\|sav\%[eas]\)!\=\%(\s\|$\||\)'
+
+# Why the write of proposal `d` running now is not the user's accept ('' when it is): one Vim
+# makes by itself, of every changed buffer (`:wa`, 'autowrite' before `:!` or `:make`) or of
+# this one ('autowrite' before CTRL-Z, a tag jump, `:next`; 'autowriteall' before `:q` or
+# `:e`). An accept is `:w`, `:update`, `:wq`, `:x` or `:saveas` typed in the proposal, ZZ, `:xa`
+# anywhere, or a mapping that writes without the command line (`<Cmd>w<CR>`) while neither
+# option is set.
+def NotTheUsers(d: dict<any>): string
+  if typed =~# '^[ \t:]*\%(xa\%[ll]\|wqa\%[ll]\)!\=\s*$'
+    return ''
+  elseif typed =~# '^[ \t:]*wa\%[ll]!\=\s*$'
+    return ':wa'
+  elseif bufnr() != d.proposed
+    return 'a write of every changed buffer (''autowrite'')'
+  elseif typed =~# WRITE_COMMAND
+    return ''
+  elseif typed !=# '' || &autowrite || &autowriteall
+    return '''autowrite'' or ''autowriteall'''
+  endif
+  return ''
 enddef
 
 # A write of the proposal: to its own name (:w, :wq, :x) it accepts; to another file (`:w
@@ -238,6 +287,13 @@ def Written(id: number, file: string, bang: bool)
   var target = bridge.FullName(file)
   # (Its name as opened: `:saveas copy.rs` renames the buffer before it writes.)
   if empty(d) || target ==# d.name
+    var by = empty(d) ? '' : NotTheUsers(d)
+    if by !=# ''
+      # Left changed: Vim goes on as for a write that did not happen (`:q` refuses, E37).
+      bridge.Error('claude''s change to ' .. fnamemodify(d.path, ':~:.') .. ' is not accepted by '
+        .. by .. ': :w in the proposal accepts it, :q rejects it')
+      return
+    endif
     Accept(id)
     return
   endif
@@ -291,6 +347,24 @@ export def Rejected(id: number)
     return
   endif
   Reject(Take(id))
+  var unsent = get(d, 'unsent', {})
+  if !empty(unsent)
+    var name = Keep(d.path, d.id, unsent.lines, unsent.filetype, 'not sent')
+    bridge.Info('claude''s change to ' .. fnamemodify(d.path, ':~:.') .. ' rejected (its proposal'
+      .. ' was closed): your edit is kept in ' .. name)
+  endif
+enddef
+
+# The proposal's buffer is unloading (BufUnload: its lines still there). An edit it holds goes
+# with it by `:hide` ('bufhidden' is wipe): taken, for Rejected to keep; not by a command with
+# `!` (`:q!`, `:e!`, `:bwipeout!`), which throws edits away.
+def Unloading(id: number)
+  var d = get(diffs, string(id), {})
+  var b = str2nr(expand('<abuf>'))
+  if empty(d) || !getbufvar(b, '&modified') || typed =~# '!'
+    return
+  endif
+  d.unsent = {lines: getbufline(b, 1, '$'), filetype: getbufvar(b, '&filetype')}
 enddef
 
 # :e! in the proposal: its text as claude sent it again, and unchanged.

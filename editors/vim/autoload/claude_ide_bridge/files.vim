@@ -155,13 +155,19 @@ def Find(text: string, from: list<number>, at_end: bool): list<number>
   return pos[0] == 0 ? [] : pos
 enddef
 
-# Selects from `first` to `last` ([line, col], inclusive) in Visual mode (which also sets the marks
-# '< and '> once Visual mode ends).
+# Marks from `first` to `last` ([line, col], inclusive) as the last Visual selection ('< and '>,
+# `gv` selects it), the cursor at its start, and says so. Not in Visual mode: the focus moved
+# here from claude's terminal, and the keys typed next for claude (`c`, `d`, `s`) would act on
+# the selection; nor would a proposal open while Vim is in Visual mode (bridge.Holding).
 def Select(first: list<number>, last: list<number>, linewise: bool)
   execute "silent! normal! \<Esc>"
-  cursor(first[0], first[1])
-  execute 'normal! ' .. (linewise ? 'V' : 'v')
   cursor(last[0], last[1])
+  execute 'normal! ' .. (linewise ? 'V' : 'v') .. "\<Esc>"
+  setpos("'<", [0, first[0], first[1], 0])
+  setpos("'>", [0, last[0], last[1], 0])
+  cursor(first[0], first[1])
+  var which = first[0] == last[0] ? 'line ' .. first[0] : 'lines ' .. first[0] .. '-' .. last[0]
+  bridge.Info('claude showed ' .. which .. ' of ' .. expand('%:~:.') .. ' (gv selects them)')
 enddef
 
 # The buffer's line (1-based) of a 0-based line of the protocol, within the buffer: clamped
