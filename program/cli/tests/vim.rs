@@ -2908,6 +2908,13 @@ fn vim_line_endings_in_a_diff_and_a_selection_claude_shows() {
     vim.ex("ClaudeCodeDiffDeny");
     answer_within(&mut c, id, WAIT).expect("the reject");
     vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    // 'fileformat' set in the proposal (a change of no line) is what is accepted.
+    let id = diff_in_proposal(&mut vim, &mut c, &b, "bee\nSEA\n", "ff");
+    vim.ex("set fileformat=dos");
+    vim.ex("w");
+    let r = answer_within(&mut c, id, WAIT).expect("the accept");
+    assert_eq!(texts(&r), ["FILE_SAVED", "bee\r\nSEA\r\n"]);
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
 
     let open = json!({"filePath": b.to_string_lossy(), "startText": "bee", "endText": "sea"});
     let r = call(&mut c, "openFile", open);
