@@ -1263,6 +1263,51 @@ fn a_watcher_ends_with_runs_command() {
     wait_until_gone(watcher, "the command it watched (the watcher)", &stderr);
 }
 
+/// A command the watcher cannot tie (macOS' way, made Linux's by the test switch) is said: the
+/// program's file removed since the bridge started (`cargo uninstall`, a build tree moved), the
+/// watcher cannot start, and the command ran untied without a word. Said once the terminal is
+/// the bridge's again (the command has it meanwhile).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_command_the_watcher_cannot_tie_is_said() {
+    if !cfg!(debug_assertions) {
+        claude_ide_bridge_testsupport::skip::skip("the watcher's switch is in debug builds only");
+        return;
+    }
+    let sb = Sandbox::new();
+    let copy = sb.root().join("claude-ide-bridge");
+    fs::copy(common::BIN, &copy).unwrap();
+    let (pid_file, go) = (sb.root().join("command.pid"), sb.root().join("go"));
+    let body = format!(
+        "echo $$ > {}\nwhile [ ! -e {} ]; do sleep 0.05; done",
+        pid_file.display(),
+        go.display()
+    );
+    let claude = script(&sb, "claude", &body);
+    let base = sb.command();
+    let mut c = Command::new(&copy);
+    for (key, value) in base.get_envs() {
+        match value {
+            Some(v) => c.env(key, v),
+            None => c.env_remove(key),
+        };
+    }
+    c.env("CLAUDE_IDE_BRIDGE_TEST_TIE", "watcher")
+        .args(["run", "--"])
+        .arg(&claude)
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    // Gone before the bridge listens and starts the command.
+    fs::remove_file(&copy).unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    pid_written(&pid_file, &stderr);
+    fs::write(&go, "").unwrap();
+    let status = exit_within(&mut child, WAIT, &|| stderr.text());
+    assert_eq!(status.code(), Some(0), "{}", stderr.text());
+    let said = stderr.wait_for("not tied to the bridge");
+    assert!(said.contains("could not start"), "{said}");
+}
+
 /// The watcher tying `command` to `bridge`, waited for (at most [`WAIT`]: it starts just after
 /// the command).
 #[cfg(target_os = "linux")]

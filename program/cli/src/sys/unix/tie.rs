@@ -109,7 +109,14 @@ pub(super) fn start(command: Command, setup: impl Fn(&mut Command)) -> io::Resul
     setup(&mut command);
     let child = command.spawn()?;
     if way == Way::Watcher {
-        start_watcher(&child);
+        // Said, not silent: the user thinks it ends with the bridge (once the terminal is the
+        // bridge's again: the command has it now).
+        if let Err(why) = start_watcher(&child) {
+            crate::ui::warn(&format!(
+                "{}: not tied to the bridge ({why}): a bridge that is killed leaves it running",
+                command.get_program().to_string_lossy()
+            ));
+        }
     }
     Ok(child)
 }
@@ -151,15 +158,14 @@ fn through_launcher(command: Command) -> io::Result<Command> {
 }
 
 /// Starts the program as the [`WATCHER`] of `child` and waits (at most [`WATCHER_SET_WAIT`]) for
-/// it to say its watch is set: a newline on its output. A watcher that cannot be started or does
-/// not say so leaves the command untied (and is killed); one that does is reaped, once it ends
-/// with the command, by a thread of its own.
-fn start_watcher(child: &Child) {
+/// it to say its watch is set: a newline on its output. A watcher that cannot be started (the
+/// program's file removed or moved since it started: `cargo uninstall`) or does not say so
+/// leaves the command untied (and is killed): why, for the caller to say. One that does is
+/// reaped, once it ends with the command, by a thread of its own.
+fn start_watcher(child: &Child) -> Result<(), String> {
     use std::io::Read;
-    let Ok(me) = std::env::current_exe() else {
-        return;
-    };
-    let started = Command::new(me)
+    let me = std::env::current_exe().map_err(|e| format!("the program's path: {e}"))?;
+    let started = Command::new(&me)
         .arg(WATCHER)
         .arg(std::process::id().to_string())
         .arg(child.id().to_string())
@@ -168,9 +174,7 @@ fn start_watcher(child: &Child) {
         .stderr(Stdio::null())
         .process_group(0)
         .spawn();
-    let Ok(mut watcher) = started else {
-        return;
-    };
+    let mut watcher = started.map_err(|e| format!("{} could not start: {e}", me.display()))?;
     let set = watcher.stdout.take().is_some_and(|mut out| {
         use rustix::event::{poll, PollFd, PollFlags, Timespec};
         let give_up = std::time::Instant::now() + WATCHER_SET_WAIT;
@@ -199,6 +203,14 @@ fn start_watcher(child: &Child) {
         .name("tie-watcher".into())
         .stack_size(64 * 1024)
         .spawn(reap);
+    match set {
+        true => Ok(()),
+        false => Err(format!(
+            "{} did not say its watch was set within {} s",
+            me.display(),
+            WATCHER_SET_WAIT.as_secs()
+        )),
+    }
 }
 
 /// Called first in `main`: when the program was started as the [`LAUNCHER`] or the [`WATCHER`]
