@@ -170,18 +170,43 @@ fn again_while_held(mut op: impl FnMut() -> io::Result<()>) -> io::Result<()> {
 /// processes writing the same name at once (two bridges given one port, each bound to another
 /// address) cannot both have it: the one that finds the other's refuses the port. Without hard
 /// links (FAT, some network file systems: [`sys::links_unsupported`]) the file is renamed over
-/// the name, as before; any other failure of the link is the write's (a rename then would
+/// the name, as before, unless a live process's file is there (looked at just before: the rename
+/// would replace it); any other failure of the link is the write's (a rename then would
 /// replace whatever is there, a live process's file too).
 fn write_lock_new(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    write_lock_new_with(dir, name, contents, |from, to| fs::hard_link(from, to))
+}
+
+/// [`write_lock_new`], linking with `link` (the tests' file system without hard links).
+fn write_lock_new_with(
+    dir: &Path,
+    name: &str,
+    contents: &[u8],
+    link: impl Fn(&Path, &Path) -> io::Result<()>,
+) -> io::Result<()> {
     let path = dir.join(name);
     let tmp = write_temp(dir, name, contents)?;
+    let held_by = |lock: LockFile| {
+        io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "pid {}, which runs, wrote its lock file {}",
+                lock.pid,
+                path.display()
+            ),
+        )
+    };
     let written = (|| {
         for _ in 0..8 {
-            match again_while_held(|| fs::hard_link(&tmp, &path)) {
+            match again_while_held(|| link(&tmp, &path)) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) if sys::links_unsupported(&e) => {
-                    return again_while_held(|| fs::rename(&tmp, &path))
+                    let there = fs::symlink_metadata(&path).ok();
+                    if let Some(lock) = there.and_then(|meta| live_lock(&path, &meta)) {
+                        return Err(held_by(lock));
+                    }
+                    return again_while_held(|| fs::rename(&tmp, &path));
                 }
                 Err(e) => return Err(e),
             }
@@ -197,14 +222,7 @@ fn write_lock_new(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
                 )));
             }
             if let Some(lock) = live_lock(&path, &meta) {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!(
-                        "pid {}, which runs, wrote its lock file {}",
-                        lock.pid,
-                        path.display()
-                    ),
-                ));
+                return Err(held_by(lock));
             }
             // Set aside, then removed: unless what was set aside is no longer the file found
             // stale (another process's, linked meanwhile), which goes back.
@@ -857,6 +875,32 @@ mod tests {
             .collect();
         assert_eq!(names, [lock_file_name(port)]);
         guard.remove().unwrap();
+    }
+
+    /// On a file system without hard links (FAT, some network ones: the link fails with `EPERM`),
+    /// the lock file is renamed into place, but not over a live process's: that was replaced
+    /// (two bridges given one port on two addresses), and the other's claude lost it.
+    #[test]
+    #[cfg(unix)]
+    fn without_hard_links_a_live_processs_lock_file_is_not_renamed_over() {
+        let (mut child, port) = waiting_child_and_port();
+        let dir = tempfile::tempdir().unwrap();
+        let token = claude_ide_bridge::AuthToken::from_string("t".repeat(43));
+        let mut theirs = LockFile::new(child.id(), vec!["/w".into()], "Vim", false, token.clone());
+        theirs.process_start = process_start(child.id());
+        let name = lock_file_name(port);
+        let path = dir.path().join(&name);
+        fs::write(&path, theirs.to_json()).unwrap();
+        let no_links = |_: &Path, _: &Path| Err(io::Error::from_raw_os_error(1));
+        let ours = LockFile::new(std::process::id(), vec!["/w".into()], "Vim", false, token);
+        let write = || write_lock_new_with(dir.path(), &name, ours.to_json().as_bytes(), no_links);
+        let e = write().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert_eq!(read_lock(&path).unwrap().pid, child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        write().unwrap();
+        assert_eq!(read_lock(&path).unwrap().pid, std::process::id());
     }
 
     /// Another user's lock file in this user's folder (only root can put one there) does not
