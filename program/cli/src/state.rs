@@ -927,10 +927,19 @@ impl Kept {
 }
 
 /// Whether two lock files' folders are one set (in any order; in any case where paths ignore it:
-/// a bridge started from `C:\Proj` and one from `c:\proj` serve one workspace).
+/// a bridge started from `C:\Proj` and one from `c:\proj` serve one workspace), each folder where
+/// it leads: a lock file lists a folder named through a link and where it leads, and one started
+/// there lists that alone, as the state file's key does (one workspace: they were "another
+/// program's" bridges to each other once their tokens differed).
 fn same_folders(a: &[String], b: &[String], key: fn(&str) -> std::borrow::Cow<'_, str>) -> bool {
     let set = |f: &[String]| -> std::collections::BTreeSet<String> {
-        f.iter().map(|f| key(f).into_owned()).collect()
+        (f.iter())
+            .map(|f| {
+                let resolved = (std::fs::canonicalize(f).ok())
+                    .and_then(|p| p.into_os_string().into_string().ok());
+                key(resolved.as_deref().unwrap_or(f)).into_owned()
+            })
+            .collect()
     };
     set(a) == set(b)
 }
@@ -1421,6 +1430,24 @@ pub(crate) mod tests {
             &v(&[r"c:\users\émilie\PROJ"]),
             windows
         ));
+        // A folder named through a link (listed with where it leads) and where it leads.
+        #[cfg(unix)]
+        {
+            let d = tempfile::tempdir().unwrap();
+            let (real, link) = (d.path().join("real"), d.path().join("link"));
+            std::fs::create_dir(&real).unwrap();
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            let text = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+            let real = std::fs::canonicalize(&real).unwrap();
+            assert!(same_folders(
+                &[text(&link), text(&real)],
+                &[text(&real)],
+                exact
+            ));
+            let other = d.path().join("other");
+            std::fs::create_dir(&other).unwrap();
+            assert!(!same_folders(&[text(&link)], &[text(&other)], exact));
+        }
     }
 
     /// A state file in a folder others may write to is not read (the save refused that folder,
