@@ -160,9 +160,17 @@ fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
 pub fn list() -> u8 {
     let windows = windows_dirs();
     for dir in dirs().into_iter().chain(windows.iter().cloned()) {
-        if !dir.exists() {
-            out!("{} (does not exist)", dir.display());
-            continue;
+        match fs::metadata(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                out!("{} (does not exist)", dir.display());
+                continue;
+            }
+            // (A file in its place, a folder on the way this user may not enter.)
+            Err(e) => {
+                out!("{} (cannot be reached: {e}; nor can claude)", dir.display());
+                continue;
+            }
+            Ok(_) => {}
         }
         out!("{}", dir.display());
         let found = match scan_as_claude_reads(&dir, &windows) {
@@ -254,14 +262,46 @@ pub(crate) fn port_silent(port: u16) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    // Any answer, a refusal too, or the connection closed: not silent.
-    let asked = s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    // Any answer, a refusal too, or the connection closed: not silent. An upgrade without the
+    // token, which the bridge there refuses (401) saying who may have asked, not a request it
+    // takes for a client's mistake (400).
+    let asked = s.write_all(
+        format!(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        .as_bytes(),
+    );
     let mut first = [0u8; 1];
     asked.is_ok()
         && matches!(s.read(&mut first), Err(e) if matches!(
             e.kind(),
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
         ))
+}
+
+/// Whether a WebSocket server on `port` of 127.0.0.1 takes `token` (answers its upgrade with
+/// 101): a bridge of this workspace serves there, its process unseen from here or not (another
+/// pid namespace: a container sharing the network and the lock folder). The connection is closed
+/// at once: the bridge there sees a client that left before `initialize`.
+pub(crate) fn takes_token(port: u16, token: &str) -> bool {
+    use std::io::{Read, Write};
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let head = format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         X-Claude-Code-Ide-Authorization: {token}\r\n\r\n"
+    );
+    let mut line = [0u8; 12];
+    s.write_all(head.as_bytes()).is_ok()
+        && s.read_exact(&mut line).is_ok()
+        && line.starts_with(b"HTTP/1.1 101")
 }
 
 /// The terminal of an IDE, by what it sets (`TERM_PROGRAM=vscode` in VS Code and its forks,
@@ -531,11 +571,25 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     }
     for d in &dirs {
         match fs::symlink_metadata(d) {
-            Err(_) => {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 r.info(&format!(
                     "{} does not exist (no IDE wrote a lock file there)",
                     d.display()
                 ));
+                continue;
+            }
+            // A file on the way (CLAUDE_CONFIG_DIR naming a file), a folder this user may not
+            // enter (one `sudo -E` made root's): no bridge can write there, nor claude read.
+            Err(e) => {
+                r.problem(
+                    &format!(
+                        "{} cannot be reached ({e}): no bridge can write its lock file there, nor \
+                         can claude read one",
+                        d.display()
+                    ),
+                    "make each folder on the way one you own and may enter (one made by root: \
+                     sudo chown -R $USER on it), or point CLAUDE_CONFIG_DIR at a folder",
+                );
                 continue;
             }
             Ok(m) if m.file_type().is_symlink() => r.problem(

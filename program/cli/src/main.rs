@@ -260,12 +260,14 @@ fn host_name(name: &str) -> Result<String, String> {
 }
 
 /// Why `path`, which is no directory, cannot be a folder to serve or start claude in: it is
-/// something else, or nothing (`serve`, `doctor`).
-pub(crate) fn not_a_folder(path: &Path) -> &'static str {
-    if path.exists() {
-        "is not a directory"
-    } else {
-        "does not exist"
+/// something else, nothing, or out of reach (a folder on the way this user may not enter, a
+/// file on the way, a loop of links: the system's reason, which "does not exist" hid)
+/// (`serve`, `doctor`).
+pub(crate) fn not_a_folder(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        Ok(_) => "is not a directory".into(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "does not exist".into(),
+        Err(e) => format!("cannot be reached ({e})"),
     }
 }
 

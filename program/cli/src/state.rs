@@ -839,6 +839,21 @@ impl Kept {
                      itself (stop one, or pick one with /ide)"
                 ));
             }
+            // A bridge with the kept token there whose process this one cannot see (another pid
+            // namespace): its lock file looks left by a killed bridge, and was removed, and this
+            // start kept a new port over its own.
+            None if (self.loaded.as_ref())
+                .is_some_and(|s| crate::inspect::takes_token(taken, s.token.as_str())) =>
+            {
+                self.token = claude_ide_bridge_runtime::generate_token();
+                self.save = false;
+                self.notes.push(format!(
+                    "port {taken}, kept for this workspace, is served by a bridge with this \
+                     workspace's token whose process is not seen from here (in another pid \
+                     namespace: a container?): this one takes a new port and token and keeps \
+                     neither"
+                ));
+            }
             None => {
                 self.notes.push(format!(
                     "port {taken}, kept for this workspace, is taken: listening on a new one, with \

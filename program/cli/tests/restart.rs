@@ -252,6 +252,54 @@ fn a_taken_port_is_replaced_and_said() {
     assert_eq!((third.port, third.token()), (new_port, new_token));
 }
 
+/// A second start of a workspace looks at the first's port (taken: silent, or serving?): the
+/// first said "connection #1 refused: 400 Bad Request, Upgrade header must name websocket", a
+/// client's mistake, naming nobody. The look is now an upgrade without the token, whose refusal
+/// says who may have asked.
+#[test]
+fn a_second_start_looks_at_the_first_without_a_bad_request() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &["--no-lsp"]);
+    let second = Served::start(&sb, &["--no-lsp"]);
+    second.stderr.wait_for("is taken");
+    let said = first.stderr.wait_for("refused: 401");
+    assert!(said.contains("another start's of this workspace"), "{said}");
+    assert!(!first.stderr.text().contains("400 Bad Request"));
+    crash(second);
+    crash(first);
+}
+
+/// A bridge of this workspace whose process a new start cannot see (another pid namespace: a
+/// container sharing the network and the lock folder) holds the kept port: the new start took
+/// its lock file for one a killed bridge left, removed it, and kept a new port and token over the
+/// running bridge's (which then came back on the new port at its next restart, and its claude
+/// was lost). Now its port, taking the kept token, says it is alive: the new start keeps nothing.
+#[test]
+fn a_bridge_in_another_pid_namespace_keeps_its_port() {
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let kept = state(&sb);
+    let mut serve = sb.command();
+    serve.arg("serve");
+    let Some(elsewhere) = unshared("-rpfm", "mount -t proc proc /proc", &serve) else {
+        return;
+    };
+    let (mut child, stderr) = spawn_collected(elsewhere);
+    let port = stderr.port();
+    stderr.wait_for("whose process is not seen from here");
+    assert_ne!(port, first.port);
+    assert!(
+        !stderr.text().contains("it was killed"),
+        "{}",
+        stderr.text()
+    );
+    assert_eq!(state(&sb), kept);
+    assert!(first.lock.exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    crash(first);
+}
+
 /// The kept port refused for a reason other than its being taken (here "permission denied":
 /// port 80 in a user namespace, where even root may not bind it; on Windows, a range Hyper-V
 /// reserved after a reboot): a new port, said so, kept for the next start with the same token.

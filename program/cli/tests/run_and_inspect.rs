@@ -1745,3 +1745,66 @@ fn without_home_the_password_databases_home_is_used() {
         "{out}"
     );
 }
+
+/// A lock folder that cannot be reached (CLAUDE_CONFIG_DIR naming a file, a typo such as
+/// `~/.claude.json`; a folder `sudo -E` made root's): `serve` fails and sends the user to
+/// `doctor`, which called the folder missing and told them to run that `serve`; `list` too.
+/// Both now say why it cannot be reached.
+#[test]
+fn doctor_and_list_say_a_lock_folder_they_cannot_reach() {
+    let sb = Sandbox::new();
+    let file = sb.root().join("claude.json");
+    fs::write(&file, "{}").unwrap();
+    let mut c = sb.command();
+    c.env("CLAUDE_CONFIG_DIR", &file)
+        .args(["serve", "--no-lsp"]);
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("doctor` explains"));
+    let ide = file.join("ide");
+    for command in ["doctor", "list"] {
+        let mut c = sb.command();
+        c.env("CLAUDE_CONFIG_DIR", &file).arg(command);
+        let (_, out) = run_bounded(c);
+        let missing =
+            [" does not exist", " (does not exist)"].map(|m| format!("{}{m}", ide.display()));
+        assert!(
+            !missing.iter().any(|m| out.contains(m)),
+            "{command}:\n{out}"
+        );
+        let ide = ide.display().to_string();
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&ide) && l.contains("cannot be reached")),
+            "{command}:\n{out}"
+        );
+    }
+    // A workspace folder behind a file: not "does not exist" either.
+    let mut c = sb.command();
+    c.args(["serve", "--no-lsp", "--workspace"])
+        .arg(file.join("ws"));
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot be reached ("), "{err}");
+}
+
+/// `CLAUDE_CODE_IDE_HOST_OVERRIDE` with a port (`host.docker.internal:8080`) or a scheme is no
+/// host: it was called "an IPv6 address without brackets", with a fix in brackets that is no
+/// host either. A real IPv6 address without brackets still is.
+#[test]
+fn doctor_tells_a_host_with_a_port_from_an_ipv6_address() {
+    let sb = Sandbox::new();
+    for (value, said) in [
+        ("host.docker.internal:8080", "is not a host"),
+        ("http://localhost", "is not a host"),
+        ("::1", "is an IPv6 address without brackets"),
+    ] {
+        let mut c = sb.command();
+        c.env("CLAUDE_CODE_IDE_HOST_OVERRIDE", value).arg("doctor");
+        let (_, out) = run_bounded(c);
+        assert!(
+            out.contains(&format!("CLAUDE_CODE_IDE_HOST_OVERRIDE={value} {said}")),
+            "{value}:\n{out}"
+        );
+    }
+}

@@ -694,8 +694,9 @@ impl Host {
                             // both named, which a refusal cannot tell apart.
                             let doctor = matches!(rejection, Rejection::Unauthorized)
                                 .then_some(
-                                    " (no token or an old one: `doctor`'s look at the port, or a \
-                                     claude from before a new token, which `/ide` reconnects)",
+                                    " (no token or an old one: `doctor`'s look at the port, or \
+                                     another start's of this workspace, or a claude from before a \
+                                     new token, which `/ide` reconnects)",
                                 )
                                 .unwrap_or_default();
                             format!(

@@ -95,6 +95,17 @@ pub(super) fn remote_view(
     r.info(&format!(
         "CLAUDE_CODE_IDE_HOST_OVERRIDE={host}: claude connects to {host}, not to 127.0.0.1"
     ));
+    if host.contains(':') && !host.starts_with('[') && host.parse::<std::net::Ipv6Addr>().is_err() {
+        r.problem(
+            &format!(
+                "CLAUDE_CODE_IDE_HOST_OVERRIDE={host} is not a host: claude connects to \
+                 ws://{host}:PORT, which is not a URL"
+            ),
+            "give the host alone, without a port or a scheme (export \
+             CLAUDE_CODE_IDE_HOST_OVERRIDE=host.docker.internal)",
+        );
+        return;
+    }
     if host.contains(':') && !host.starts_with('[') {
         r.problem(
             &format!(
