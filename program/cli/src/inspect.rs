@@ -105,6 +105,15 @@ fn dirs() -> Vec<PathBuf> {
     lock_dirs(config.as_deref(), home.as_deref())
 }
 
+/// Whether `dir` is a folder claude reads lock files from here ([`dirs`]; the same folder under
+/// another name too).
+pub(crate) fn claude_reads(dir: &Path) -> bool {
+    let same = |a: &Path, b: &Path| {
+        a == b || fs::canonicalize(a).is_ok_and(|a| fs::canonicalize(b).is_ok_and(|b| a == b))
+    };
+    dirs().iter().any(|d| same(d, dir))
+}
+
 /// [`scan`], the files of a Windows lock folder read from WSL (one of `windows`) marked so.
 fn scan_as_claude_reads(dir: &Path, windows: &[PathBuf]) -> std::io::Result<Vec<Found>> {
     let mut found = scan(dir)?;
@@ -752,13 +761,15 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             f.folders().iter().any(|w| is_within(&claude_cwd, w))
         })
         .collect();
-    if let Some(p) = sse_port {
-        if !live.iter().any(|f| f.port == p) {
-            r.problem(
-                &format!("CLAUDE_CODE_SSE_PORT={p}, but no live lock file has that port"),
-                "unset CLAUDE_CODE_SSE_PORT, or set it to the port `claude-ide-bridge serve` printed",
-            );
-        }
+    // Naming no live lock file (an old port, `serve`'s `export` line kept): claude 2.1.332 still
+    // connects by itself, to the one lock file of its folder (the variable turns that on): the
+    // folder's match below decides. Unsetting it would stop a plain `claude` connecting.
+    if let Some(p) = sse_port.filter(|p| !live.iter().any(|f| f.port == *p)) {
+        r.info(&format!(
+            "CLAUDE_CODE_SSE_PORT={p} names no live lock file: claude connects by itself to the \
+             one lock file of its folder, if there is one (below); set it to the port \
+             `claude-ide-bridge serve` printed to choose that bridge"
+        ));
     }
     match matching.len() {
         0 => match served_elsewhere(&dir) {
@@ -779,6 +790,26 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                 ),
             ),
         },
+        // The port named serves other folders: claude connects there, and each change here is
+        // refused as outside its workspace.
+        1 if chosen.is_some()
+            && !matching[0]
+                .folders()
+                .iter()
+                .any(|w| is_within(&claude_cwd, w)) =>
+        {
+            r.problem(
+                &format!(
+                    "CLAUDE_CODE_SSE_PORT={} names the bridge of {} ({}), which does not serve \
+                     {lexical}: claude started here connects to it, and it refuses every change \
+                     here as outside its workspace",
+                    matching[0].port,
+                    matching[0].folders().join(", "),
+                    matching[0].path.display()
+                ),
+                "unset CLAUDE_CODE_SSE_PORT, or set it to the port of this folder's bridge",
+            )
+        }
         1 if chosen.is_some() => r.ok(&format!(
             "exactly one lock file matches ({}): claude, started with CLAUDE_CODE_SSE_PORT as set here, connects to it",
             matching[0].path.display()

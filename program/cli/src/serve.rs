@@ -839,6 +839,20 @@ fn announce(
         Some(p) => ui::say(&format!("lock file: {}", p.display())),
         None => ui::say("lock file: none"),
     }
+    // `--lock-dir` somewhere claude does not look: a claude started with the port below (`run`'s
+    // too) finds no lock file there and never connects.
+    if let Some(dir) = (running.lock_path.as_deref())
+        .and_then(Path::parent)
+        .filter(|_| common.lock_dir.is_some())
+        .filter(|d| !crate::inspect::claude_reads(d))
+    {
+        ui::say_bold(&format!(
+            "warning: --lock-dir {}: claude does not read lock files there (it reads \
+             $CLAUDE_CONFIG_DIR/ide, else ~/.claude/ide), and connects to no bridge whose file \
+             is only there",
+            dir.display()
+        ));
+    }
     // Both: a claude started with them connects by itself, wherever it runs (docs/protocol.md,
     // "Discovery", which lock the client picks); the port alone leaves a plain claude waiting
     // for `/ide`.

@@ -1808,3 +1808,87 @@ fn doctor_tells_a_host_with_a_port_from_an_ipv6_address() {
         );
     }
 }
+
+/// `CLAUDE_CODE_SSE_PORT` naming no live lock file (an old port from `serve`'s `export` line): the
+/// real claude (2.1.332) still connects to the one bridge of its folder, so `doctor` says so; it
+/// called it a problem and told the user to unset it, after which a plain `claude` no longer
+/// connected. Naming another folder's bridge, which refuses every change here, is a problem (it
+/// said "all good").
+#[test]
+fn doctor_on_a_port_named_in_claude_code_sse_port() {
+    let sb = Sandbox::new();
+    let mut here = Served::start(&sb, &["--no-lsp"]);
+    let other = sb.root().join("other");
+    fs::create_dir(&other).unwrap();
+    let other_text = other.to_str().unwrap();
+    let mut there = Served::start(&sb, &["--no-lsp", "--workspace", other_text]);
+    let free = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let doctor = |port: u16| {
+        let mut c = sb.command();
+        c.env("CLAUDE_CODE_SSE_PORT", port.to_string())
+            .arg("doctor")
+            .arg(&sb.ws);
+        run_bounded(c)
+    };
+    let (code, out) = doctor(free);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "info: CLAUDE_CODE_SSE_PORT={free} names no live lock file"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("unset CLAUDE_CODE_SSE_PORT"), "{out}");
+    let (code, out) = doctor(there.port);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("which does not serve"), "{out}");
+    let (code, out) = doctor(here.port);
+    assert_eq!(code, 0, "{out}");
+    for s in [&mut here, &mut there] {
+        s.child.kill().unwrap();
+        s.child.wait().unwrap();
+    }
+}
+
+/// `--lock-dir` where claude does not look: `run`'s claude was given the port alone, looked for
+/// the lock file in its own folder, and never connected, with no word said. Said now, before the
+/// command has the terminal; not for the folder claude reads.
+#[test]
+fn a_lock_dir_claude_does_not_read_is_said() {
+    let sb = Sandbox::new();
+    let dir = sb.root().join("locks");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let probe = script(
+        &sb,
+        "probe",
+        "test -f \"${CLAUDE_CONFIG_DIR:-$HOME/.claude}/ide/$CLAUDE_CODE_SSE_PORT.lock\" || exit 9",
+    );
+    let run = |lock_dir: &std::path::Path| {
+        let mut c = sb.command();
+        c.args(["run", "--no-lsp", "--lock-dir"])
+            .arg(lock_dir)
+            .arg("--")
+            .arg(&probe);
+        c.stdin(Stdio::null()).output().unwrap()
+    };
+    let out = run(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(9), "{err}");
+    assert!(
+        err.contains(&format!(
+            "warning: --lock-dir {}: claude does not read",
+            dir.display()
+        )),
+        "{err}"
+    );
+    let read = sb.config.join("ide");
+    let out = run(&read);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("warning: --lock-dir"), "{err}");
+}
