@@ -43,7 +43,10 @@ pub(super) fn remote_view(
              mount): claude deletes the lock files of processes it cannot see (the host's) at \
              each start, and the host's bridge writes its own again at once (Linux, macOS); with \
              a network of its own (Docker's default), run the bridge in the container \
-             (`docker exec -i ... claude-ide-bridge serve --stdio`; README, \"Remote\")",
+             (`docker exec -i ... claude-ide-bridge serve --stdio`), or serve on the address the \
+             container reaches the host by (`serve --host 172.17.0.1 --allow-host \
+             host.docker.internal`, and here CLAUDE_CODE_IDE_HOST_OVERRIDE=host.docker.internal; \
+             README, \"Remote\")",
         );
         // As claude tells them: by the pid alone (a file it cannot read it deletes too, but
         // `doctor` says so of each already).
@@ -54,7 +57,8 @@ pub(super) fn remote_view(
         if unseen > 0 {
             r.info(&format!(
                 "{unseen} lock file(s) name a process not running here: claude here deletes them \
-                 at start (a bridge on the host has a process id of another namespace)"
+                 at start (left by a bridge that was killed, or written by one on the host, whose \
+                 process id is another namespace's)"
             ));
         }
     }
