@@ -261,7 +261,9 @@ impl IdeServer {
     /// calling a [`Handle`] method) unless the handler is busy on another thread, which then
     /// delivers them after its current call; never on the thread stopping the server
     /// ([`IdeServer::stop`], [`Stopper::stop`], the drop), which may hold a lock the handler
-    /// takes: the calls a stop cancels reach the handler from the server's own threads. A tool
+    /// takes: the calls a stop cancels reach the handler from the server's own threads, once
+    /// that lock is let go (then after the stop returned: a stop under such a lock waits up to
+    /// 5 s for the thread blocked on it, and returns; one without it returns at once). A tool
     /// call answered from inside the handler is read, answered and written by one thread, with
     /// no hand-off (the lowest latency).
     ///
@@ -421,8 +423,8 @@ impl IdeServer {
         self.threads.shared.is_stopped()
     }
 
-    /// Stops: the lock file is removed, pending diffs are answered `DIFF_REJECTED` (or the tool
-    /// error of [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given up to 2 s
+    /// Stops: the lock file is removed, pending diffs are answered with the tool error of
+    /// [`Options::diff_error_at_stop`] (`DIFF_REJECTED` when `None`), clients are sent Close 1001 and given up to 2 s
     /// to finish, then every socket is closed and the threads
     /// joined (those that end within 5 s: one held in a handler that does not return is left to
     /// end on its own, and the stop returns).

@@ -22,14 +22,18 @@ pub enum LockFileMode {
 }
 
 /// How a runtime's server is started. [`Options::new`] gives safe defaults: loopback, an
-/// OS-assigned port, a fresh token, every tool, the lock file where the client looks.
+/// OS-assigned port, a fresh token, every tool, the lock file where the client looks, the
+/// process's signals left to the host, and a stop's pending diffs left to `claude`'s own prompt.
 ///
 /// ```
 /// use claude_ide_bridge_runtime::Options;
-/// let opts = Options::new(vec!["/home/me/project".into()], "MyEditor");
+/// let mut opts = Options::new(vec!["/home/me/project".into()], "MyEditor");
 /// assert_eq!(opts.bind.to_string(), "127.0.0.1");
 /// assert_eq!(opts.port, 0);
-/// assert!(opts.signal_cleanup);
+/// assert!(!opts.signal_cleanup);
+/// assert!(opts.diff_error_at_stop.as_deref().unwrap().starts_with("MyEditor stopped"));
+/// // A program of its own (no signal handling of its own): Ctrl-C removes the lock file.
+/// opts.signal_cleanup = true;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -73,9 +77,15 @@ pub struct Options {
     pub lock_file: LockFileMode,
     /// The token; `None` draws a fresh one from the OS CSPRNG.
     pub auth_token: Option<AuthToken>,
-    /// Remove the lock file on SIGINT/SIGTERM (then the default action happens); default true.
-    /// (A lock file there that names another process, written by another server of the port,
-    /// is left: [`signals::remove_all`](crate::signals::remove_all).)
+    /// Remove the lock file on SIGINT/SIGTERM, then end the process as the signal would (its
+    /// default action); default false. On, it installs a handler for the process's life (also
+    /// after the server stopped), which ends the process on those signals whatever handlers
+    /// the host has: for a program of its own, not an editor that handles its signals (which
+    /// stops the server from its handler: the lock file goes then). Off, a process ended by a
+    /// signal leaves its lock file, which `claude` deletes at its next start (its writer gone),
+    /// as does the next start of a server of the same `ide_name`. (A lock file there that
+    /// names another process, written by another server of the port, is left:
+    /// [`signals::remove_all`](crate::signals::remove_all).)
     pub signal_cleanup: bool,
     /// `serverInfo.name`.
     pub server_name: String,
@@ -85,9 +95,10 @@ pub struct Options {
     pub logger: Option<Logger>,
     /// Report every JSON-RPC message as `Event::Message` (a wire log).
     pub trace_messages: bool,
-    /// What stopping answers each pending `openDiff`: `None`, `DIFF_REJECTED`; `Some(text)`, a
-    /// tool error with `text`, which leaves the decision to `claude`'s own prompt
-    /// ([`Config::diff_error_at_stop`]).
+    /// What stopping answers each pending `openDiff`: `Some(text)` (the default: "IDE_NAME
+    /// stopped before the change was decided ..."), a tool error with `text`, which leaves the
+    /// decision to `claude`'s own prompt; `None`, `DIFF_REJECTED`, which `claude` takes for the
+    /// user's no, and tells the model so ([`Config::diff_error_at_stop`]).
     pub diff_error_at_stop: Option<String>,
     /// Where the runtime reads `now`; tests share a clone to simulate a clock jump.
     pub clock: crate::Clock,
@@ -97,9 +108,13 @@ impl Options {
     /// Defaults for serving `workspace_folders` as `ide_name`.
     pub fn new(workspace_folders: Vec<PathBuf>, ide_name: impl Into<String>) -> Self {
         let defaults = Config::new(AuthToken::from_string(String::new()));
+        let ide_name = ide_name.into();
+        let undecided = format!(
+            "{ide_name} stopped before the change was decided (nothing was accepted or written)"
+        );
         Options {
             workspace_folders,
-            ide_name: ide_name.into(),
+            ide_name,
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             limits: Limits::default(),
@@ -109,12 +124,12 @@ impl Options {
             allowed_hosts: Vec::new(),
             lock_file: LockFileMode::Auto,
             auth_token: None,
-            signal_cleanup: true,
+            signal_cleanup: false,
             server_name: defaults.server_name,
             server_version: defaults.server_version,
             logger: None,
             trace_messages: false,
-            diff_error_at_stop: None,
+            diff_error_at_stop: Some(undecided),
             clock: crate::Clock::default(),
         }
     }

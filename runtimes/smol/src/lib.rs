@@ -351,7 +351,9 @@ impl IdeServer {
     /// the thread calling a [`Handle`] method, unless the handler is busy elsewhere, which then
     /// delivers them after its current call; never from the stop ([`IdeServer::stop`], the
     /// drop), whose caller may hold a lock the handler takes: the calls a stop cancels reach the
-    /// handler from the server's own tasks. One at a time holds on smol's global executor even
+    /// handler from the server's own tasks, once that lock is let go (then after the stop
+    /// returned: a stop under such a lock waits up to 5 s for the task blocked on it, and
+    /// returns; one without it returns at once). One at a time holds on smol's global executor even
     /// when it runs tasks on several threads (`SMOL_THREADS`). A tool call answered from inside
     /// the handler is read, answered and written in one turn of the connection's task, with no
     /// hand-off (the lowest latency). The same concept as the blocking runtime's
@@ -474,8 +476,8 @@ impl IdeServer {
         self.tasks.shared.is_stopped()
     }
 
-    /// Stops: the lock file is removed, pending diffs are answered `DIFF_REJECTED` (or the tool
-    /// error of [`Options::diff_error_at_stop`]), clients are sent Close 1001 and given up to 2 s
+    /// Stops: the lock file is removed, pending diffs are answered with the tool error of
+    /// [`Options::diff_error_at_stop`] (`DIFF_REJECTED` when `None`), clients are sent Close 1001 and given up to 2 s
     /// to finish, then every socket is closed and the tasks
     /// awaited (for up to 5 s: one held in a handler that does not return is left to end on its
     /// own, and the stop returns).

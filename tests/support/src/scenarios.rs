@@ -2099,13 +2099,19 @@ fn a_diff_waiting_for(port: u16, file: &Path) -> (Client, u64) {
     (c, id)
 }
 
-/// The pending diff `id` of client `c` is answered `DIFF_REJECTED` (the server stopped).
+/// The pending diff `id` of client `c` is answered as a stop answers it by default: a tool
+/// error saying nobody decided (not `DIFF_REJECTED`, the user's no).
 fn answered_rejected(c: &mut Client, id: u64) {
     let answer = c
         .recv_until(WAIT, |v| v["id"] == json!(id))
         .expect("the pending diff answered");
-    assert_eq!(
-        answer["result"]["content"][0]["text"], "DIFF_REJECTED",
-        "{answer}"
-    );
+    assert_undecided_at_stop(&answer);
+}
+
+/// `answer`, to an `openDiff` pending at a stop with the default options: a tool error saying the
+/// IDE stopped before the change was decided.
+pub fn assert_undecided_at_stop(answer: &Value) {
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("stopped before the change was decided"), "{answer}");
 }
