@@ -124,7 +124,9 @@ pub struct OpenFilesArgs {
 /// Arguments of `getDiagnostics`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct GetDiagnosticsArgs {
-    /// `file://` URI of one file; `None` asks for every file.
+    /// `file://` URI of one file, as the client writes it (the real client: the path unescaped,
+    /// `file:///a/my app.py`); `None` asks for every file. Answer under this very string
+    /// ([`FileDiagnostics::uri`](crate::FileDiagnostics::uri)), also in later answers to `{}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uri: Option<String>,
 }

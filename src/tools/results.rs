@@ -224,7 +224,12 @@ pub struct OpenedFiles {
 /// Diagnostics of one file; `getDiagnostics` answers a JSON array of these.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileDiagnostics {
-    /// The file's `file://` URI.
+    /// The file's `file://` URI: for a file the client asked about ([`GetDiagnosticsArgs::uri`](
+    /// crate::GetDiagnosticsArgs::uri)), the very string it asked with, also in the answer to
+    /// `getDiagnostics {}`. The real client asks with the path unescaped (`file:///a/my app.py`)
+    /// and compares the text: a [`file_uri`](crate::file_uri) (`my%20app.py`) never matches it,
+    /// and the edit's new errors never reach the model (docs/protocol.md, "Diagnostics and the
+    /// model").
     pub uri: String,
     /// Its diagnostics.
     pub diagnostics: Vec<Diagnostic>,

@@ -19,7 +19,7 @@
 //! let handle = server.handle(); // Clone + Send + Sync: answer from any thread
 //! while let Some(event) = server.next_event() {
 //!     if let Event::ToolCall { call, tool } = event {
-//!         let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+//!         let _ = handle.respond(call, ToolResult::error(format!("{} is not supported", tool.name().as_str())));
 //!     }
 //! }
 //! server.stop();
@@ -286,7 +286,7 @@ impl IdeServer {
     ///     Options::new(vec!["/home/me/project".into()], "MyEditor"),
     ///     |event, handle| {
     ///         if let Event::ToolCall { call, tool } = event {
-    ///             let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+    ///             let _ = handle.respond(call, ToolResult::error(format!("{} is not supported", tool.name().as_str())));
     ///         }
     ///     },
     /// )?;

@@ -878,13 +878,15 @@ const ENCODE_AHEAD: usize = 64 * 1024;
 ///         Event::ToolCall { call, .. } => {
 ///             let _ = handle.respond(call, ToolResult::error("not in this editor"));
 ///         }
-///         Event::Initialized { .. } => {
+///         // A client ready: the file the user has open, mentioned to it (not to every client:
+///         // another claude session would get it again in its input box).
+///         Event::Initialized { conn, .. } => {
 ///             let mention = Notification::AtMentioned(AtMentioned {
 ///                 file_path: "/home/me/project/src/main.rs".into(),
 ///                 line_start: Some(9),
 ///                 line_end: Some(20),
 ///             });
-///             handle.notify(Target::All, &mention);
+///             handle.notify(Target::Connection(conn), &mention);
 ///         }
 ///         _ => {}
 ///     }

@@ -15,7 +15,7 @@
 //!     let handle = server.handle(); // Clone + Send + Sync: answer from any task
 //!     while let Some(event) = server.next_event().await {
 //!         if let Event::ToolCall { call, tool } = event {
-//!             let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+//!             let _ = handle.respond(call, ToolResult::error(format!("{} is not supported", tool.name().as_str())));
 //!         }
 //!     }
 //!     server.stop().await;
@@ -331,7 +331,7 @@ impl IdeServer {
     ///     let handle = server.handle();
     ///     while let Some(event) = server.next_event().await {
     ///         if let Event::ToolCall { call, tool } = event {
-    ///             let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+    ///             let _ = handle.respond(call, ToolResult::error(format!("{} is not supported", tool.name().as_str())));
     ///         }
     ///     }
     ///     Ok::<(), std::io::Error>(())
@@ -384,7 +384,7 @@ impl IdeServer {
     ///         Options::new(vec!["/home/me/project".into()], "MyEditor"),
     ///         |event, handle| {
     ///             if let Event::ToolCall { call, tool } = event {
-    ///                 let _ = handle.respond(call, ToolResult::error(format!("{:?} is not supported", tool.name())));
+    ///                 let _ = handle.respond(call, ToolResult::error(format!("{} is not supported", tool.name().as_str())));
     ///             }
     ///         },
     ///     )

@@ -2112,6 +2112,11 @@ fn answered_rejected(c: &mut Client, id: u64) {
 /// IDE stopped before the change was decided.
 pub fn assert_undecided_at_stop(answer: &Value) {
     assert_eq!(answer["result"]["isError"], true, "{answer}");
-    let text = answer["result"]["content"][0]["text"].as_str().unwrap_or("");
-    assert!(text.contains("stopped before the change was decided"), "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        text.contains("stopped before the change was decided"),
+        "{answer}"
+    );
 }
