@@ -467,13 +467,13 @@ impl Connection {
         self.in_dirty = false;
     }
 
-    /// Bytes arrived. `admit` says whether the endpoint has room for one more live connection,
-    /// should this input complete the upgrade.
+    /// Bytes arrived. `refuse` is why the endpoint would take no more live connection now (its
+    /// limit, or its stop), should this input complete the upgrade.
     pub(crate) fn input(
         &mut self,
         mut data: &[u8],
         now: Instant,
-        admit: bool,
+        refuse: Option<Rejection>,
         cx: &mut EndpointCx,
     ) {
         if self.is_finished() || data.is_empty() {
@@ -490,7 +490,7 @@ impl Connection {
                 HeadRead::TooLarge => return self.refuse(Rejection::HeadersTooLarge, cx),
                 HeadRead::Complete(rest) => rest,
             };
-            if let Err(rejection) = self.accept_upgrade(now, admit, cx) {
+            if let Err(rejection) = self.accept_upgrade(now, refuse, cx) {
                 return self.refuse(rejection, cx);
             }
         }
@@ -505,7 +505,7 @@ impl Connection {
     fn accept_upgrade(
         &mut self,
         now: Instant,
-        admit: bool,
+        refuse: Option<Rejection>,
         cx: &mut EndpointCx,
     ) -> Result<(), Rejection> {
         let config = cx.config;
@@ -519,8 +519,8 @@ impl Connection {
                 allowed_hosts: &config.allowed_hosts,
             },
         )?;
-        if !admit {
-            return Err(Rejection::ServiceUnavailable);
+        if let Some(rejection) = refuse {
+            return Err(rejection);
         }
         let proto = req.offers_protocol("mcp").then_some("mcp");
         self.upgrade.accept(&req, proto);

@@ -276,6 +276,9 @@ pub enum Rejection {
     NotImplemented,
     /// 503: the connection limit is reached.
     ServiceUnavailable,
+    /// 503: the server is stopping (a client reconnecting at once after the Close 1001 of a
+    /// stop is told so, not "too many connections").
+    ShuttingDown,
     /// 505: an HTTP major version other than 1.
     VersionNotSupported,
 }
@@ -292,7 +295,7 @@ impl Rejection {
             Rejection::UpgradeRequired => 426,
             Rejection::HeadersTooLarge => 431,
             Rejection::NotImplemented => 501,
-            Rejection::ServiceUnavailable => 503,
+            Rejection::ServiceUnavailable | Rejection::ShuttingDown => 503,
             Rejection::VersionNotSupported => 505,
         }
     }
@@ -308,7 +311,7 @@ impl Rejection {
             Rejection::UpgradeRequired => "Upgrade Required",
             Rejection::HeadersTooLarge => "Request Header Fields Too Large",
             Rejection::NotImplemented => "Not Implemented",
-            Rejection::ServiceUnavailable => "Service Unavailable",
+            Rejection::ServiceUnavailable | Rejection::ShuttingDown => "Service Unavailable",
             Rejection::VersionNotSupported => "HTTP Version Not Supported",
         }
     }
@@ -324,6 +327,7 @@ impl Rejection {
             Rejection::HeadersTooLarge => "request head too large or too many headers",
             Rejection::NotImplemented => "unknown method; only GET is served",
             Rejection::ServiceUnavailable => "too many connections",
+            Rejection::ShuttingDown => "the IDE is shutting down",
             Rejection::VersionNotSupported => "only HTTP/1.1 is served",
         }
     }

@@ -6,6 +6,7 @@
 //! See the crate documentation for the drive loop.
 
 use crate::connection::{Answered, Connection};
+use crate::handshake::Rejection;
 use crate::jsonrpc::RpcError;
 use crate::limits::Pressure;
 use crate::notify::Notification;
@@ -172,12 +173,17 @@ impl Server {
             .conns
             .get(&conn.0)
             .is_some_and(Connection::is_upgrading);
-        let admit = upgrading
-            && !self.stopping
-            && self.live_connections() < self.config.limits.max_connections;
+        let refuse = match upgrading {
+            false => None,
+            true if self.stopping => Some(Rejection::ShuttingDown),
+            true if self.live_connections() >= self.config.limits.max_connections => {
+                Some(Rejection::ServiceUnavailable)
+            }
+            true => None,
+        };
         let above = self.config.limits.pause_input_above;
         let wants = self.with(conn, |c, cx| {
-            c.input(data, now, admit, cx);
+            c.input(data, now, refuse, cx);
             c.wants_input(above)
         });
         self.refresh_timer();

@@ -134,6 +134,7 @@ fn eleventh_connection_gets_503_and_a_freed_slot_is_reused() {
     let conns: Vec<_> = (0..10).map(|_| p.connect()).collect();
     let (_, head) = p.handshake(&real_request(Some(TOKEN)));
     assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(head.contains("too many connections"), "{head}");
     // Free one: the client closes cleanly.
     p.send_frame(conns[0], OpCode::Close, true, &1000u16.to_be_bytes());
     assert!(p.closed.contains(&conns[0]));
@@ -1416,8 +1417,10 @@ fn disconnect_and_shutdown_resolve_pending_diffs() {
 
     let (mut p, c, diff_answer) = shut_down_with_a_diff_and_a_call_pending(Pair::new());
     assert_eq!(texts(&diff_answer["result"]), vec!["DIFF_REJECTED", "t"]);
+    // A client reconnecting during the stop is told so, not "too many connections".
     let (_, head) = p.handshake(&real_request(Some(TOKEN)));
-    assert!(head.starts_with("HTTP/1.1 503"));
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(head.contains("the IDE is shutting down"), "{head}");
     p.send_frame(c, OpCode::Close, true, &1001u16.to_be_bytes());
     assert!(p.server.is_idle());
 }
