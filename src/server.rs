@@ -487,8 +487,8 @@ impl Server {
     /// to one in that time is held (counted as queued for it) and written after those; if its
     /// socket closes first, those sent to all that no other connection was written wait for the
     /// next client again (not those sent to it alone). The last
-    /// `selection_changed` sent to [`Target::All`] is kept, and a client is sent it when it is
-    /// ready in the same way (before those at-mentions): the editor's selection as it stands shows
+    /// `selection_changed` sent to [`Target::All`] is kept (until
+    /// [`Server::forget_selection`]), and a client is sent it when it is ready in the same way (before those at-mentions): the editor's selection as it stands shows
     /// at once in a `claude` started after it was made. A client sent a selection of its own
     /// since it initialized is sent that one instead, unless one to all came after it: the newest
     /// it was sent.
@@ -612,6 +612,27 @@ impl Server {
             }
         }
         reached
+    }
+
+    /// Forgets the editor's selection: no client ready after this is sent the last
+    /// `selection_changed` sent to all, nor one sent to it alone before (see [`Server::notify`]),
+    /// which are otherwise kept for as long as the server runs. For an editor whose user turned
+    /// sharing the selection off, closed the file, or selected something secret: its text went
+    /// to every `claude` started later. What clients already got stays theirs.
+    ///
+    /// ```
+    /// use claude_ide_bridge::Server;
+    ///
+    /// /// The user turned "share my selection with claude" off.
+    /// fn stop_sharing(server: &mut Server) {
+    ///     server.forget_selection();
+    /// }
+    /// ```
+    pub fn forget_selection(&mut self) {
+        self.selection = None;
+        for c in self.conns.values_mut() {
+            c.selection_sent(None);
+        }
     }
 
     fn expire_mentions(&mut self, now: Instant) {

@@ -1833,6 +1833,35 @@ fn a_client_ready_is_sent_the_editors_selection_as_it_stands() {
     assert!(p.messages(c).is_empty(), "sent once");
 }
 
+/// A selection the host forgot (`Server::forget_selection`: sharing turned off, a secret
+/// selected) is sent to no client that gets ready later, whether it was sent to all or to that
+/// client alone: it was kept, text and all, for as long as the server ran.
+#[test]
+fn a_forgotten_selection_is_sent_to_no_later_client() {
+    let mut p = Pair::new();
+    let secret = Notification::SelectionChanged(SelectionChanged {
+        text: "AWS_SECRET=hunter2".into(),
+        file_path: "/w/.env".into(),
+        file_url: claude_ide_bridge::file_uri("/w/.env"),
+        selection: Selection::new(Position::new(0, 0), Position::new(0, 18)),
+    });
+    p.server.notify(Target::All, &secret, p.now);
+    let c = p.connect_initialized_keep();
+    // Sent to it alone: written now, and kept for its welcome.
+    p.server.notify(Target::Connection(c), &secret, p.now);
+    assert_eq!(p.messages(c).len(), 1);
+    p.server.forget_selection();
+    say_connected(&mut p, c, 4242);
+    list_all(&mut p, c, &LISTS);
+    p.advance(Duration::from_secs(1));
+    assert!(p.messages(c).is_empty(), "the secret was sent");
+    let d = p.connect_initialized_keep();
+    say_connected(&mut p, d, 4243);
+    list_all(&mut p, d, &LISTS);
+    p.advance(Duration::from_secs(1));
+    assert!(p.messages(d).is_empty(), "the secret was sent");
+}
+
 /// The selection a client is sent once ready is the newest it was sent: one the host sent it
 /// alone since it initialized (the editor's selection as the host tells a new client) takes the
 /// kept one's place, which came 300 ms later and put the client back on the old selection; and a

@@ -241,6 +241,16 @@ pub struct IdeServer {
     stop_ran: bool,
 }
 
+/// Its port and lock file (for a host's own `Debug`).
+impl std::fmt::Debug for IdeServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdeServer")
+            .field("port", &self.port())
+            .field("lock_path", &self.lock_path())
+            .finish_non_exhaustive()
+    }
+}
+
 impl IdeServer {
     /// Binds, writes the lock file, and starts the threads. Events are read with
     /// [`IdeServer::next_event`] on a thread of the host's. Read them as they come: while
@@ -476,6 +486,14 @@ fn join_within(t: JoinHandle<()>, give_up: Instant) {
 #[derive(Clone)]
 pub struct Stopper {
     threads: Arc<Threads>,
+}
+
+impl std::fmt::Debug for Stopper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stopper")
+            .field("stopped", &self.threads.shared.is_stopped())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Stopper {

@@ -55,6 +55,9 @@ fn try_next_event_and_stop_with_pending_diff() {
     let dir = tempfile::tempdir().unwrap();
     let s = IdeServer::start(scenarios::opts(dir.path())).unwrap();
     assert!(s.try_next_event().is_none());
+    let shown = format!("{s:?} {:?}", s.stopper());
+    assert!(shown.contains(&format!("port: {}", s.port())), "{shown}");
+    assert!(!shown.contains(scenarios::TOKEN), "{shown}");
     let (_, c) = client::connect(s.port(), Some(scenarios::TOKEN));
     let mut c = c.unwrap();
     c.init();

@@ -897,6 +897,15 @@ pub struct Handle {
     shared: Arc<RunningServer>,
 }
 
+/// Its port (for a host's own `Debug`).
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("port", &self.port())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Handle {
     /// Answers a tool call (see `Server::respond`).
     pub fn respond(&self, call: CallId, result: ToolResult) -> Result<(), ApiError> {
@@ -939,11 +948,19 @@ impl Handle {
     /// `Limits::max_queued_mentions` and `mention_ttl`) and counts 0 here, as one sent nowhere
     /// does; the last `selection_changed` sent to all is kept too. A client is sent both once it
     /// is ready for them (`Server::notify`), and at-mentions sent to it before wait for that too.
+    /// The kept selection goes with [`Handle::forget_selection`].
     pub fn notify(&self, target: Target, notification: &Notification) -> usize {
         self.shared.with(|core| {
             let now = core.clock.now();
             core.server.notify(target, notification, now)
         })
+    }
+
+    /// Forgets the editor's selection, kept for the clients that get ready later (see
+    /// `Server::forget_selection`): after the user turned sharing it off, or selected something
+    /// secret.
+    pub fn forget_selection(&self) {
+        self.shared.with(|core| core.server.forget_selection())
     }
 
     /// Changes the offered tools (clients are told `tools/list_changed`).
@@ -1017,5 +1034,14 @@ impl Handle {
     /// The port listened on.
     pub fn port(&self) -> u16 {
         self.shared.addr.port()
+    }
+
+    /// The token clients must send (`Options::auth_token`, or the one drawn at the start). A
+    /// host restarted (an upgrade, a crash) is found again by a `claude` already connected only
+    /// on the same port with the same token: keep both (in a file only the user may read) and
+    /// give them back as `Options::port` and `Options::auth_token` at the next start.
+    pub fn auth_token(&self) -> claude_ide_bridge::AuthToken {
+        self.shared
+            .with(|core| core.server.config().auth_token.clone())
     }
 }

@@ -300,6 +300,16 @@ pub struct IdeServer {
     events: Arc<EventQueue>,
 }
 
+/// Its port and lock file (for a host's own `Debug`).
+impl std::fmt::Debug for IdeServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdeServer")
+            .field("port", &self.port())
+            .field("lock_path", &self.lock_path())
+            .finish_non_exhaustive()
+    }
+}
+
 impl IdeServer {
     /// Binds, writes the lock file, and spawns the tasks on smol's global executor (which runs
     /// them on its own thread: a host awaiting [`IdeServer::next_event`] elsewhere is one thread

@@ -588,6 +588,9 @@ pub fn lock_file<R: Rt>() {
         expected.insert(3, "processStart");
     }
     assert_eq!(keys, expected);
+    // The token the host gave, as the handle tells it (to keep for the next start).
+    assert_eq!(v["authToken"], R::handle(&s).auth_token().as_str());
+    assert_eq!(R::handle(&s).auth_token().as_str(), TOKEN);
     assert_eq!(v["authToken"], TOKEN);
     assert_eq!(v["pid"], std::process::id());
     assert_eq!(v["ideName"], "ScenarioIDE");
@@ -633,6 +636,14 @@ pub fn lock_file<R: Rt>() {
     assert_eq!(token.len(), 43);
     assert_eq!(connect(R::port(&s), Some(TOKEN)).0, 401);
     assert_eq!(connect(R::port(&s), Some(&token)).0, 101);
+    // Told to the host, which keeps it for its next start; its handle's `Debug` names the port
+    // (and not the token).
+    assert_eq!(R::handle(&s).auth_token().as_str(), token);
+    let shown = format!("{:?}", R::handle(&s));
+    assert!(
+        shown.contains(&R::port(&s).to_string()) && !shown.contains(&token),
+        "{shown}"
+    );
     R::stop(s);
 }
 
