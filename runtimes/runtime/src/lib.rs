@@ -129,6 +129,10 @@ pub mod api {
         file_uri, is_within, resolve_in_workspace, to_posix, uri_to_path, uri_to_windows_path,
         ClientPaths,
     };
+    // The JSON a compatibility request is answered with (`Handle::respond_compat`) and an editor
+    // tab carries (`EditorTab::extra`): the same version as these types', without a dependency
+    // of the host's own.
+    pub use serde_json::{json, Map, Value};
 }
 
 use claude_ide_bridge::AuthToken;
