@@ -218,7 +218,8 @@ impl Drop for Queued {
 /// What `openDiff` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DiffPolicy {
-    /// Show the diff on the terminal and ask.
+    /// Show the diff on the terminal and ask (`serve` on a terminal only: not `run`, whose
+    /// terminal is claude's, nor `--stdio`).
     Ask,
     /// Accept as proposed (`FILE_SAVED`; the client writes the file).
     Accept,
