@@ -717,6 +717,10 @@ enddef
 # `nul`: what became of the NULs in the call's line (Decode).
 def OnToolCall(msg: dict<any>, nul: string)
   if Holding()
+    # A popup may be claude's own terminal (floaterm): the user is told where the call waits.
+    if win_gettype() ==# 'popup'
+      Info('claude''s ' .. get(msg, 'name', 'call') .. ' waits until you leave the popup window')
+    endif
     deferred[string(msg.id)] = true
     timer_start(50, (_) => Deferred(msg, nul))
     return

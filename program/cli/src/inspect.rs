@@ -105,13 +105,14 @@ fn dirs() -> Vec<PathBuf> {
     lock_dirs(config.as_deref(), home.as_deref())
 }
 
-/// Whether `dir` is a folder claude reads lock files from here ([`dirs`]; the same folder under
-/// another name too).
+/// Whether `dir` is a folder a claude reads lock files from here ([`dirs`], and in WSL the
+/// Windows ones, [`windows_dirs`]; the same folder under another name too).
 pub(crate) fn claude_reads(dir: &Path) -> bool {
     let same = |a: &Path, b: &Path| {
         a == b || fs::canonicalize(a).is_ok_and(|a| fs::canonicalize(b).is_ok_and(|b| a == b))
     };
-    dirs().iter().any(|d| same(d, dir))
+    // (In WSL, the Windows folders a Windows claude reads too.)
+    dirs().iter().chain(&windows_dirs()).any(|d| same(d, dir))
 }
 
 /// [`scan`], the files of a Windows lock folder read from WSL (one of `windows`) marked so.
@@ -290,16 +291,23 @@ pub(crate) fn port_silent(port: u16) -> bool {
         ))
 }
 
-/// Whether a WebSocket server on `port` of 127.0.0.1 takes `token` (answers its upgrade with
-/// 101): a bridge of this workspace serves there, its process unseen from here or not (another
-/// pid namespace: a container sharing the network and the lock folder). The connection is closed
-/// at once: the bridge there sees a client that left before `initialize`.
+/// Whether a bridge on `port` of 127.0.0.1 takes `token`: it refuses another token (401) and
+/// answers this one's upgrade (101), as a bridge of this workspace does, its process unseen
+/// from here or not (another pid namespace: a container sharing the network and the lock
+/// folder). Not any WebSocket server, which may answer every upgrade. The bridge there sees a
+/// client that left before `initialize`.
 pub(crate) fn takes_token(port: u16, token: &str) -> bool {
+    let wrong = claude_ide_bridge_runtime::generate_token();
+    upgrade_status_line(port, wrong.as_str()).is_some_and(|l| l.starts_with(b"HTTP/1.1 401"))
+        && upgrade_status_line(port, token).is_some_and(|l| l.starts_with(b"HTTP/1.1 101"))
+}
+
+/// The first 12 bytes of the answer to an upgrade sent with `token` to `port` of 127.0.0.1
+/// (`HTTP/1.1 101`), if any within 2 s; the connection is then closed.
+fn upgrade_status_line(port: u16, token: &str) -> Option<[u8; 12]> {
     use std::io::{Read, Write};
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
-        return false;
-    };
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     let head = format!(
         "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n\
@@ -308,9 +316,9 @@ pub(crate) fn takes_token(port: u16, token: &str) -> bool {
          X-Claude-Code-Ide-Authorization: {token}\r\n\r\n"
     );
     let mut line = [0u8; 12];
-    s.write_all(head.as_bytes()).is_ok()
-        && s.read_exact(&mut line).is_ok()
-        && line.starts_with(b"HTTP/1.1 101")
+    s.write_all(head.as_bytes()).ok()?;
+    s.read_exact(&mut line).ok()?;
+    Some(line)
 }
 
 /// The terminal of an IDE, by what it sets (`TERM_PROGRAM=vscode` in VS Code and its forks,

@@ -453,7 +453,9 @@ impl Store {
         if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             std::fs::remove_dir(&path)?;
         }
-        claude_ide_bridge_runtime::lock::write_atomic(&self.dir, &self.name, &json)
+        // Synced: after a power loss the kept port and token are there, or the file is the last
+        // one (an empty file would be replaced, and claude's retry lost).
+        claude_ide_bridge_runtime::lock::write_atomic_durable(&self.dir, &self.name, &json)
     }
 }
 

@@ -14,6 +14,7 @@ use std::fs;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use common::{client, unshared, Sandbox, Served};
 use serde_json::Value;
@@ -298,6 +299,51 @@ fn a_bridge_in_another_pid_namespace_keeps_its_port() {
     child.kill().unwrap();
     child.wait().unwrap();
     crash(first);
+}
+
+/// Another program's WebSocket server on the kept port that answers every upgrade (a dev
+/// server, Python `websockets`): it is not a bridge of this workspace (it takes a wrong token
+/// too), so this start keeps its new port and token, and removes the lock file the killed bridge
+/// left. Taken for one, every start kept nothing and tried the taken port again.
+#[test]
+fn a_server_taking_every_upgrade_on_the_kept_port_is_not_this_workspaces() {
+    use std::io::{Read, Write};
+    let sb = Sandbox::new();
+    let first = Served::start(&sb, &[]);
+    let (port, lock) = (first.port, first.lock.clone());
+    crash(first);
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = done.clone();
+    let server = std::thread::spawn(move || {
+        let give_up = std::time::Instant::now() + Duration::from_secs(30);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed)
+            && std::time::Instant::now() < give_up
+        {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut head = [0u8; 4096];
+                    let _ = s.read(&mut head);
+                    let _ = s.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    });
+    let second = Served::start(&sb, &[]);
+    second.stderr.wait_for("port and auth token: kept in ");
+    assert_ne!(second.port, port);
+    let said = second.stderr.text();
+    assert!(!said.contains("whose process is not seen"), "{said}");
+    assert!(said.contains("(it was killed) removed"), "{said}");
+    assert!(!lock.exists());
+    assert_eq!(state(&sb)["port"], second.port);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    server.join().unwrap();
+    crash(second);
 }
 
 /// The kept port refused for a reason other than its being taken (here "permission denied":

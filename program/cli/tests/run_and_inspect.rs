@@ -759,7 +759,10 @@ fn list_and_doctor() {
     // same (doctor_on_a_port_named_in_claude_code_sse_port).
     let (code, out) = doctor(&sb, &[("CLAUDE_CODE_SSE_PORT", "1")]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("info: CLAUDE_CODE_SSE_PORT=1 names no live lock file"), "{out}");
+    assert!(
+        out.contains("info: CLAUDE_CODE_SSE_PORT=1 names no live lock file"),
+        "{out}"
+    );
 
     // A second live lock matching the same folder (this test process's pid), whose port does
     // not answer.

@@ -1504,8 +1504,9 @@ fn a_decision_refused_or_too_late_is_told_to_the_editor() {
 /// An accept whose `FILE_SAVED` (the whole new text) does not fit in what claude's connection
 /// has left to queue is answered with an error by the engine: the editor is told its decision
 /// was not given (it was told nothing, and took the change as saved while claude was told an
-/// error). Nine changes of 9 MiB, accepted while claude reads nothing: past the 64 MiB limit of a
-/// connection's output the last are refused, each said to the editor.
+/// error). Ten changes of 9 MiB, accepted while claude reads nothing: past the 64 MiB limit of a
+/// connection's output (and what the socket's buffers took) the last are refused, each said to
+/// the editor.
 #[test]
 fn an_accept_that_does_not_fit_claudes_connection_is_told_to_the_editor() {
     let sb = Sandbox::new();
@@ -1514,10 +1515,10 @@ fn an_accept_that_does_not_fit_claudes_connection_is_told_to_the_editor() {
     let file = sb.ws.join("big.txt");
     fs::write(&file, "old\n").unwrap();
     let text = "x".repeat(9 << 20);
-    let ids: Vec<u64> = (0..9)
+    let ids: Vec<u64> = (0..10)
         .map(|n| c.call_tool("openDiff", open_diff_args(&file, &text, &format!("T{n}"))))
         .collect();
-    // Each shown to the editor (counted without parsing 81 MiB of lines each time).
+    // Each shown to the editor (counted without parsing 90 MiB of lines each time).
     let shown = |s: &Served| -> Vec<u64> {
         let lines = s.stdout.0.lock().unwrap();
         (lines.iter())
@@ -1537,9 +1538,16 @@ fn an_accept_that_does_not_fit_claudes_connection_is_told_to_the_editor() {
     for id in shown(&s) {
         s.send_line(&json!({"type": "diff_decision", "id": id, "decision": "accept"}).to_string());
     }
-    // All answered before claude reads any.
+    // All answered before claude reads any: the last are replaced (the editor is told so
+    // at once), and every accept is said.
+    let told = |s: &Served| {
+        let lines = s.stdout.0.lock().unwrap();
+        (lines.iter())
+            .filter(|l| l.starts_with(r#"{"type":"error""#) && l.contains("did not fit"))
+            .count()
+    };
     let accepted = |s: &Served| s.stderr.text().matches("diff accepted").count();
-    while accepted(&s) < ids.len() {
+    while told(&s) == 0 || accepted(&s) < ids.len() {
         assert!(std::time::Instant::now() < give_up, "{}", s.stderr.text());
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -1553,14 +1561,16 @@ fn an_accept_that_does_not_fit_claudes_connection_is_told_to_the_editor() {
         !refused.is_empty() && refused.len() < ids.len(),
         "{refused:?}"
     );
-    for n in 0..refused.len() {
-        let told = next_msg(&s, "error", n);
-        let message = told["message"].as_str().unwrap();
-        assert!(
-            message.contains("not accepted") && message.contains("did not fit"),
-            "{told}"
-        );
-    }
+    // One `error` line for each ("diff_decision: id N: not accepted; claude was told: an error:
+    // the answer did not fit ...").
+    assert_eq!(told(&s), refused.len());
+    let lines = s.stdout.0.lock().unwrap().clone();
+    let said = (lines.iter()).filter(|l| l.contains("did not fit"));
+    assert!(
+        said.clone().all(|l| l.contains("not accepted")),
+        "{:?}",
+        said.collect::<Vec<_>>()
+    );
     assert_eq!(fs::read_to_string(&file).unwrap(), "old\n");
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);

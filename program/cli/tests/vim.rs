@@ -2955,3 +2955,27 @@ fn vim_an_accept_while_the_bridge_stops_keeps_the_edit() {
     assert!(m.as_str().unwrap().contains("bridge is stopping"), "{m}");
     vim.ex("qa!");
 }
+
+/// Writes the user types are accepts while Vim writes nothing by itself ('autowrite' and
+/// 'autowriteall' off): `:%w` (a range) and a user command (`:W`, `command W w`), which were
+/// refused as 'autowrite's. And an edited LF proposal goes back LF where 'fileformats' puts dos
+/// first (Windows' default), as the proposal's buffer reads it: it went back CRLF.
+#[test]
+fn vim_writes_the_user_types_accept_with_the_proposals_line_breaks() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let extra = "set fileformats=dos,unix\ncommand! W w";
+    let (mut vim, mut c) = vim_with_claude(&sb, &[("a.txt", "one\ntwo\n")], extra);
+    let a = sb.ws.join("a.txt");
+    for (n, write) in ["%w", "W"].into_iter().enumerate() {
+        let id = diff_in_proposal(&mut vim, &mut c, &a, "one\nTWO\n", &format!("t{n}"));
+        vim.ex("%s/TWO/mine/");
+        vim.ex(write);
+        let r = answer_within(&mut c, id, WAIT).expect("the accept");
+        assert_eq!(texts(&r), ["FILE_SAVED", "one\nmine\n"], "{write}");
+        vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    }
+    vim.ex("qa!");
+}

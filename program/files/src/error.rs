@@ -160,7 +160,7 @@ impl fmt::Display for Error {
             ),
             Error::Io { path, op, err } => {
                 write!(f, "{path}: {op} failed: {err}")?;
-                match crate::sys::io_hint(err) {
+                match crate::sys::io_hint(op, err) {
                     Some(hint) => write!(f, " ({hint})"),
                     None => Ok(()),
                 }

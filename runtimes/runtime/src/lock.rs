@@ -115,7 +115,26 @@ fn check_lock_dir(dir: &Path) -> io::Result<()> {
 /// running server's lock (`Handle::set_workspace_folders`), which an `fsync` on a slow disk
 /// would hold for seconds.
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
-    let tmp = write_temp(dir, name, contents)?;
+    write_atomic_as(dir, name, contents, false)
+}
+
+/// [`write_atomic`], the new contents synced to disk before the rename: after a power loss the
+/// name holds the old contents or the new, not an empty file. For a file that outlives the
+/// process (a host's kept port and token), written outside any lock others wait on.
+///
+/// ```
+/// use claude_ide_bridge_runtime::lock::write_atomic_durable;
+/// let dir = tempfile::tempdir().unwrap();
+/// write_atomic_durable(dir.path(), "state.json", b"{}").unwrap();
+/// assert_eq!(std::fs::read(dir.path().join("state.json")).unwrap(), b"{}");
+/// ```
+pub fn write_atomic_durable(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    write_atomic_as(dir, name, contents, true)
+}
+
+/// [`write_atomic`], synced first when `durable`.
+fn write_atomic_as(dir: &Path, name: &str, contents: &[u8], durable: bool) -> io::Result<()> {
+    let tmp = write_temp(dir, name, contents, durable)?;
     let written = again_while_held(|| fs::rename(&tmp, dir.join(name)));
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -124,7 +143,7 @@ pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
 }
 
 /// A temporary file in `dir` for `name`, created as [`write_atomic`] says, holding `contents`.
-fn write_temp(dir: &Path, name: &str, contents: &[u8]) -> io::Result<PathBuf> {
+fn write_temp(dir: &Path, name: &str, contents: &[u8], durable: bool) -> io::Result<PathBuf> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     // Random as well: a run killed between the create and the rename leaves its file, and a
@@ -136,10 +155,10 @@ fn write_temp(dir: &Path, name: &str, contents: &[u8]) -> io::Result<PathBuf> {
         std::process::id()
     ));
     let mut file = sys::create_private_file(&tmp)?;
-    // On the disk before the rename: after a power loss the name holds the old contents or the
-    // new, not an empty file (a restarted bridge's kept port and token would be lost).
     // Closed before the rename, which Windows refuses for an open file.
-    let written = file.write_all(contents).and_then(|()| file.sync_all());
+    let written = file
+        .write_all(contents)
+        .and_then(|()| if durable { file.sync_all() } else { Ok(()) });
     drop(file);
     match written {
         Ok(()) => Ok(tmp),
@@ -185,7 +204,7 @@ fn write_lock_new_with(
     link: impl Fn(&Path, &Path) -> io::Result<()>,
 ) -> io::Result<()> {
     let path = dir.join(name);
-    let tmp = write_temp(dir, name, contents)?;
+    let tmp = write_temp(dir, name, contents, false)?;
     let held_by = |lock: LockFile| {
         io::Error::new(
             io::ErrorKind::AddrInUse,

@@ -108,9 +108,9 @@ export def Open(id: number, args: dict<any>, nul: string = '')
   var endings = file_ff ==# 'dos' && !Crlf(contents) && contents =~# "\n"
     ? ' (its line breaks are LF, the file''s CRLF)' : ''
   setline(1, ProposalLines({contents: contents, nul: nul ==# 'kept', crlf: crlf}))
-  if crlf
-    setlocal fileformat=dos
-  endif
+  # As its lines are split ('fileformats' gives a new buffer dos first on Windows: an LF
+  # proposal, edited, was sent back CRLF).
+  execute 'setlocal fileformat=' .. (crlf ? 'dos' : 'unix')
   &l:filetype = ft
   setlocal nomodified
   if nul ==# 'lost'
@@ -252,29 +252,27 @@ export def Accept(id: number)
   WatchWrite(d, text)
 enddef
 
-# The commands typed that write the buffer they are typed in (with the modifiers a user may put
-# before them): :w, :update, :wq, :x, :saveas.
+# The commands typed that write the buffer they are typed in (with a range, and the modifiers a
+# user may put before them): :w, :update, :wq, :x.
 const WRITE_COMMAND = '^[ \t:]*\%(\%(sil\%[ent]!\=\|keepa\%[lt]\|conf\%[irm]\|lockm\%[arks]\|'
-  .. 'keepj\%[umps]\|uns\%[ilent]\)\s\+\)*'
-  .. '\%(w\%[rite]\|up\%[date]\|wq\|x\%[it]\|exi\%[t]\|sav\%[eas]\)!\=\%(\s\|$\||\)'
+  .. 'keepj\%[umps]\|keepp\%[atterns]\|uns\%[ilent]\|verb\%[ose]\|nos\%[wapfile]\)\s\+\)*'
+  .. '[%.$,0-9''<>]*\%(w\%[rite]\|up\%[date]\|wq\|x\%[it]\|exi\%[t]\)!\=\%(\s\|$\||\)'
 
 # Why the write of proposal `d` running now is not the user's accept ('' when it is): one Vim
 # makes by itself, of every changed buffer (`:wa`, 'autowrite' before `:!` or `:make`) or of
 # this one ('autowrite' before CTRL-Z, a tag jump, `:next`; 'autowriteall' before `:q` or
-# `:e`). An accept is `:w`, `:update`, `:wq`, `:x` or `:saveas` typed in the proposal, ZZ, `:xa`
-# anywhere, or a mapping that writes without the command line (`<Cmd>w<CR>`) while neither
-# option is set.
+# `:e`). Any write of it from its own window is the user's while neither option is set; with
+# one set, only `:w`, `:update`, `:wq` or `:x` typed there (with a range, a modifier), ZZ, or
+# `:xa` anywhere.
 def NotTheUsers(d: dict<any>): string
   if typed =~# '^[ \t:]*\%(xa\%[ll]\|wqa\%[ll]\)!\=\s*$'
     return ''
   elseif typed =~# '^[ \t:]*wa\%[ll]!\=\s*$'
     return ':wa'
   elseif bufnr() != d.proposed
-    return 'a write of every changed buffer (''autowrite'')'
-  elseif typed =~# WRITE_COMMAND
-    return ''
-  elseif typed !=# '' || &autowrite || &autowriteall
-    return '''autowrite'' or ''autowriteall'''
+    return 'a write of every changed buffer'
+  elseif (&autowrite || &autowriteall) && typed !~# WRITE_COMMAND
+    return '''autowrite'' or ''autowriteall'' (or a command typed that is not :w)'
   endif
   return ''
 enddef
@@ -376,10 +374,12 @@ def Reread(id: number)
   var b = str2nr(expand('<abuf>'))
   silent deletebufline(b, 1, '$')
   setbufline(b, 1, ProposalLines(d))
-  if d.crlf
-    setbufvar(b, '&fileformat', 'dos')
-  endif
+  setbufvar(b, '&fileformat', d.crlf ? 'dos' : 'unix')
   setbufvar(b, '&modified', 0)
+  # The edit thrown away is not one to keep (Unloading took it: `:e!` from a mapping).
+  if has_key(d, 'unsent')
+    remove(d, 'unsent')
+  endif
   d.tick = getbufvar(b, 'changedtick')
 enddef
 

@@ -383,6 +383,15 @@ impl RefusedLines {
     }
 }
 
+/// What the terminal is told of an answer the engine did not take as given (`e`): dropped (the
+/// call was no longer waiting), or replaced by an error it did not fit.
+fn not_given(e: &claude_ide_bridge::ApiError) -> String {
+    match e {
+        claude_ide_bridge::ApiError::AnswerTooLarge => format!("(answer replaced: {e})"),
+        e => format!("(answer dropped: {e})"),
+    }
+}
+
 /// The tool error a stop answers an `openDiff` nobody decided with (the stdio editor's, or any
 /// the engine still holds: `Options::diff_error_at_stop`), not `DIFF_REJECTED`: the real client
 /// takes an error as "the IDE could not show it" and keeps its own accept prompt, where a
@@ -466,7 +475,7 @@ impl Host {
 
     fn respond(&self, call: CallId, result: ToolResult) {
         if let Err(e) = self.handle.respond(call, result) {
-            ui::say(&format!("(answer dropped: {e})"));
+            ui::say(&not_given(&e));
         }
     }
 

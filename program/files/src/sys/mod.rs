@@ -53,12 +53,18 @@ pub(crate) const IGNORE_CASE: bool = cfg!(any(windows, target_vendor = "apple"))
 /// compare them.
 pub(crate) const WINDOWS_NAMES: bool = cfg!(windows);
 
-/// What to add to a file operation's error `err` so that the user can act on it, on this OS:
+/// What to add to a file operation's error `err` (the operation `op`, as `Error::Io` names
+/// it) so that the user can act on it, on this OS:
 /// on macOS, an `EPERM` ("Operation not permitted") is the privacy protection of folders such
 /// as Desktop, Documents, Downloads, iCloud Drive and external volumes, lifted in System
 /// Settings for the app that started the bridge ([`privacy_hint`]); nothing elsewhere.
-pub(crate) fn io_hint(err: &std::io::Error) -> Option<&'static str> {
-    privacy_hint(err, cfg!(target_vendor = "apple"))
+pub(crate) fn io_hint(op: &str, err: &std::io::Error) -> Option<&'static str> {
+    // Only where the protection stops: finding, opening, reading, listing (an owner kept, a mode
+    // set, a locked file renamed over fail with EPERM for reasons of their own).
+    let finding = ["open", "read", "look", "stat", "list"]
+        .iter()
+        .any(|w| op.starts_with(w));
+    privacy_hint(err, cfg!(target_vendor = "apple")).filter(|_| finding)
 }
 
 /// [`io_hint`] for macOS (`apple`) or not, testable on every OS.

@@ -317,11 +317,18 @@ impl Workspace {
                     if st.is_some_and(|st| FileType::from_raw_mode(st.st_mode).is_file()) {
                         crate::sys::xattr::copy(old.as_fd(), file.as_fd())
                             .map_err(|(what, e)| Error::io(path, what, e))?;
-                        // Only a name of this folder for this file (one of another folder's
-                        // links to it, which the system may give, is not).
+                        // Only the name asked for, spelled otherwise (case aside), naming this
+                        // file here: the system may give another of its hard links, in this
+                        // folder or another, which the rename would replace instead.
+                        let same_but_case = |name: &OsStr| {
+                            name.to_str().zip(at.name().to_str()).is_some_and(|(a, b)| {
+                                a != b && a.to_lowercase() == b.to_lowercase()
+                            })
+                        };
                         stored = crate::sys::stored_name(old.as_fd()).filter(|name| {
                             let here = stat_at(at.dir.as_fd(), name);
-                            here.zip(st).is_some_and(|(here, st)| same_file(&here, &st))
+                            same_but_case(name)
+                                && here.zip(st).is_some_and(|(here, st)| same_file(&here, &st))
                         });
                     }
                 }
