@@ -105,7 +105,7 @@ export def Open(id: number, args: dict<any>, nul: string = '')
   var file_ff = old_scratch ? '' : getbufvar(old_buf, '&fileformat')
   var crlf = Crlf(contents) && file_ff !=# 'unix'
   # The other way, a CRLF file's endings made LF shows in no line: said.
-  var endings = file_ff ==# 'dos' && !Crlf(contents) && contents =~# "\n"
+  var endings = file_ff ==# 'dos' && contents !~# "\r\n" && contents =~# "\n"
     ? ' (its line breaks are LF, the file''s CRLF)' : ''
   setline(1, ProposalLines({contents: contents, nul: nul ==# 'kept', crlf: crlf}))
   # As its lines are split ('fileformats' gives a new buffer dos first on Windows: an LF
