@@ -1288,14 +1288,8 @@ fn a_command_the_watcher_cannot_tie_is_said() {
         go.display()
     );
     let claude = script(&sb, "claude", &body);
-    let base = sb.command();
     let mut c = Command::new(&copy);
-    for (key, value) in base.get_envs() {
-        match value {
-            Some(v) => c.env(key, v),
-            None => c.env_remove(key),
-        };
-    }
+    with_env_of(&mut c, &sb.command());
     c.env("CLAUDE_IDE_BRIDGE_TEST_TIE", "watcher")
         .args(["run", "--"])
         .arg(&claude)

@@ -100,6 +100,16 @@ pub fn plain(path: PathBuf) -> PathBuf {
 #[derive(Clone, Default)]
 pub struct Lines(pub Arc<Mutex<Vec<String>>>);
 
+/// Gives `c` the environment `base` sets and removes (a sandbox's, for another program).
+pub fn with_env_of(c: &mut Command, base: &Command) {
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+}
+
 impl Lines {
     pub fn collect(r: impl std::io::Read + Send + 'static) -> Lines {
         let lines = Lines::default();

@@ -138,12 +138,7 @@ pub fn unshared(flags: &str, prelude: &str, c: &Command) -> Option<Command> {
     u.args([flags, "sh", "-c", &format!("{prelude}\nexec \"$0\" \"$@\"")])
         .arg(c.get_program())
         .args(c.get_args());
-    for (k, v) in c.get_envs() {
-        match v {
-            Some(v) => u.env(k, v),
-            None => u.env_remove(k),
-        };
-    }
+    super::with_env_of(&mut u, c);
     if let Some(dir) = c.get_current_dir() {
         u.current_dir(dir);
     }
