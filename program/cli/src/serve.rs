@@ -460,7 +460,6 @@ pub(super) fn serve(
     for (_, why) in workspace.refused_folders() {
         ui::say_bold(why);
     }
-
     let lsp = language_servers(
         &common,
         asked.table,
