@@ -915,14 +915,13 @@ impl Connection {
         // answers fit was dropped, its held part not counted here but by `over_limit`.
         let max = cx.config.limits.max_outbound;
         let refused;
-        let mut answered = Answered::Taken;
+        let given = body.is_ok();
         let body = match body {
             Ok(b) => {
                 let taken = outbound(s);
                 let len = b.len() + ANSWER_FRAMING;
                 if len + taken > max {
                     refused = too_large(b.len(), taken, max);
-                    answered = Answered::Replaced;
                     Err(&refused)
                 } else if len + taken <= Pressure::least_share(&cx.config.limits) {
                     Ok(b)
@@ -931,7 +930,6 @@ impl Connection {
                         None => return Ok(Answered::Count),
                         Some(p) if p.refuses(taken, len) => {
                             refused = over_share(b.len(), taken, &p);
-                            answered = Answered::Replaced;
                             Err(&refused)
                         }
                         Some(_) => Ok(b),
@@ -939,6 +937,11 @@ impl Connection {
                 }
             }
             body => body,
+        };
+        // An answer given that became an error is one replaced.
+        let answered = match given && body.is_err() {
+            true => Answered::Replaced,
+            false => Answered::Taken,
         };
         let queued = s.mcp.answer_call(&mut s.ws.sender, seq, compat, body)?;
         if over_limit(s, cx.config.limits.max_outbound) {

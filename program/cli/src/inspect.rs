@@ -275,14 +275,7 @@ pub(crate) fn port_silent(port: u16) -> bool {
     // Any answer, a refusal too, or the connection closed: not silent. An upgrade without the
     // token, which the bridge there refuses (401) saying who may have asked, not a request it
     // takes for a client's mistake (400).
-    let asked = s.write_all(
-        format!(
-            "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n\
-             Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
-             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-        )
-        .as_bytes(),
-    );
+    let asked = s.write_all(upgrade_head(&format!("127.0.0.1:{port}"), None).as_bytes());
     let mut first = [0u8; 1];
     asked.is_ok()
         && matches!(s.read(&mut first), Err(e) if matches!(
@@ -309,16 +302,23 @@ fn upgrade_status_line(port: u16, token: &str) -> Option<[u8; 12]> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let head = format!(
-        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n\
-         Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         X-Claude-Code-Ide-Authorization: {token}\r\n\r\n"
-    );
+    let head = upgrade_head(&format!("127.0.0.1:{port}"), Some(token));
     let mut line = [0u8; 12];
     s.write_all(head.as_bytes()).ok()?;
     s.read_exact(&mut line).ok()?;
     Some(line)
+}
+
+/// A WebSocket upgrade of `/` as claude sends one, to `host` (`name:port`, the `Host` header),
+/// with `token` when given: the probes of a port (`doctor`'s, a start's) all ask so.
+fn upgrade_head(host: &str, token: Option<&str>) -> String {
+    let auth = token
+        .map(|t| format!("X-Claude-Code-Ide-Authorization: {t}\r\n"))
+        .unwrap_or_default();
+    format!(
+        "GET / HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{auth}\r\n"
+    )
 }
 
 /// The terminal of an IDE, by what it sets (`TERM_PROGRAM=vscode` in VS Code and its forks,
@@ -344,28 +344,27 @@ fn auto_connect_off() -> Option<String> {
     off.then(|| format!("CLAUDE_CODE_AUTO_CONNECT_IDE={v}"))
 }
 
-/// The language servers `serve` would use for `dir`: per language present, the servers that would
+/// The language servers `serve` would use for `workspace`, the folder `dir`: per language present, the servers that would
 /// run together (and those that would run beside them once installed), or every server tried and
 /// how to install it. Missing servers are not problems (claude
 /// still finds the bridge); `getDiagnostics` answers `[]` for those files. The files are found by
 /// the walk `listFiles` makes (claude_ide_bridge_files: `.gitignore` honoured, `.git` and links
 /// skipped, bounded), so the languages counted are those of the files a client can list.
-fn language_servers(table: Option<ServerTable>, dir: &Path) {
+fn language_servers(table: Option<ServerTable>, workspace: &Workspace, dir: &str) {
     out!("language servers (getDiagnostics in serve and run):");
     let Some(table) = table else {
         out!("info: --no-lsp: no language server would start");
         return;
     };
-    let workspace = Workspace::new(vec![dir.to_string_lossy().into_owned()], Limits::default());
     let crate::lsp::WorkspaceFiles {
         plan,
         latest,
         files,
-    } = crate::lsp::walk_workspace(&workspace, &table);
+    } = crate::lsp::walk_workspace(workspace, &table);
     if plan.languages.is_empty() {
         out!(
             "info: no file of a language with a known server under {}",
-            dir.display()
+            dir
         );
     }
     for lang in &plan.languages {
@@ -957,7 +956,8 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         out!("warning: {note}");
     }
     match servers.table() {
-        Ok(table) => language_servers(table, Path::new(&lexical)),
+        // (The workspace the folder check above made, not a second one of the same folder.)
+        Ok(table) => language_servers(table, &here, &lexical),
         Err(e) => r.problem(
             &format!("language servers: {e}"),
             "name fewer servers for that language with --lsp",

@@ -470,10 +470,9 @@ impl Workspace {
             .filter_map(|f| {
                 let first = std::fs::read_dir(&f.advertised).and_then(|mut d| d.next().transpose());
                 let e = first.err()?;
-                Some(match sys::io_hint("listing", &e) {
-                    Some(hint) => format!("{} cannot be listed ({e}; {hint})", f.advertised),
-                    None => format!("{} cannot be listed ({e})", f.advertised),
-                })
+                let hint =
+                    (sys::io_hint("listing", &e)).map_or(String::new(), |h| format!("; {h}"));
+                Some(format!("{} cannot be listed ({e}{hint})", f.advertised))
             })
             .collect()
     }

@@ -126,7 +126,7 @@ export def Open(id: number, args: dict<any>, nul: string = '')
   # `tick`: the proposal's changedtick as claude sent it, to tell whether the user edited it
   diffs[string(id)] = {id: id, path: path, tab_name: get(args, 'tab_name', ''), proposed: proposed,
     old_buf: old_buf, old_scratch: old_scratch, main: main, prev_buf: prev_buf, tab: tab,
-    eol: contents =~# "\n$" || contents ==# '', crlf: crlf, ff: &l:fileformat, wins: [main, win_getid()],
+    eol: contents =~# "\n$" || contents ==# '', crlf: crlf, wins: [main, win_getid()],
     disk: Disk(path), contents: contents, tick: getbufvar(proposed, 'changedtick'), nul: nul ==# 'kept',
     name: bridge.FullName(bufname(proposed))}
   execute 'augroup claude_ide_bridge_diff_' .. proposed
@@ -213,9 +213,11 @@ export def Accept(id: number)
   # the decision's line when json_encode() cannot write it
   var line = ''
   # Its 'fileformat' set otherwise (`:set ff=unix`, a change of no line): what :w copy.rs writes.
-  var ff = getbufvar(d.proposed, '&fileformat', d.ff)
+  # (Open and Reread set it from `d.crlf`.)
+  var shown_ff = d.crlf ? 'dos' : 'unix'
+  var ff = getbufvar(d.proposed, '&fileformat', shown_ff)
   var lines: list<string> = []
-  if ff !=# d.ff || (tick < 0 ? getbufvar(d.proposed, '&modified') : tick != d.tick)
+  if ff !=# shown_ff || (tick < 0 ? getbufvar(d.proposed, '&modified') : tick != d.tick)
     nl = ff ==# 'dos' ? "\r\n" : "\n"
     # edited by the user: the buffer's lines, and the line break at the end the proposal had
     lines = getbufline(d.proposed, 1, '$')

@@ -176,10 +176,7 @@ pub(super) fn upgrade_status(host: &str, port: u16) -> Result<u16, String> {
             true => format!("[{bare}]:{port}"),
             false => format!("{host}:{port}"),
         };
-        let head = format!(
-            "GET / HTTP/1.1\r\nHost: {name}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-        );
+        let head = super::upgrade_head(&name, None);
         s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
         let mut line = [0u8; 12];
         s.read_exact(&mut line)
