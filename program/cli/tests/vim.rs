@@ -221,6 +221,8 @@ fn vim_plugin_with_a_scripted_claude() {
     // A buffer with unsaved changes is not diffed.
     vim.ex("buffer a.txt");
     vim.keys(&["O", "mine", "Escape"]);
+    // Out of Insert mode first (which holds the call: under load past the client's 5 s).
+    vim.wait_eval("&modified", |v| v == 1);
     let r = call(
         &mut c,
         "openDiff",
@@ -236,6 +238,7 @@ fn vim_plugin_with_a_scripted_claude() {
     std::os::unix::fs::symlink("real.txt", sb.ws.join("link.txt")).unwrap();
     vim.ex("edit link.txt");
     vim.keys(&["O", "mine", "Escape"]);
+    vim.wait_eval("&modified", |v| v == 1);
     let r = call(
         &mut c,
         "openDiff",
