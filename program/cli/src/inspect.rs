@@ -166,6 +166,57 @@ fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
     Ok(found)
 }
 
+/// What `serve` says of the other lock files in its lock folder `dir` that a claude started in
+/// its workspace counts too: an editor open on the same folder (or one inside or around it),
+/// another bridge. Claude connects by itself only when exactly one lock file matches its folder,
+/// so with one of these beside it, a claude started there connects to neither (doctor's "lock
+/// files match"). Its own file (`port`) names the folders; the others' are compared with them.
+pub(crate) fn others_serving(dir: &Path, port: u16) -> Vec<String> {
+    let Ok(found) = scan(dir) else {
+        return Vec::new();
+    };
+    let Some(own) = (found.iter()).find(|f| f.port == port && f.lock.is_ok()) else {
+        return Vec::new();
+    };
+    let own = own.folders();
+    let overlaps = |theirs: &[String]| {
+        (own.iter()).find_map(|o| {
+            (theirs.iter()).find_map(|t| match (is_within(o, t), is_within(t, o)) {
+                (true, _) => Some(o.clone()),
+                (false, true) => Some(t.clone()),
+                (false, false) => None,
+            })
+        })
+    };
+    (found.iter())
+        .filter(|f| f.port != port && f.ours && f.seen_by_claude())
+        .filter_map(|f| {
+            let l = f.lock.as_ref().ok()?;
+            let folder = overlaps(&f.folders())?;
+            let who = match f.live() {
+                true => format!(
+                    "{} (pid {}, port {}) serves {folder} too",
+                    l.ide_name, l.pid, f.port
+                ),
+                // Stale, its pid handed to another process: claude still counts it.
+                false => format!(
+                    "{} is stale ({}, port {}), but its pid {} names a process again, so claude \
+                     counts it",
+                    f.path.display(),
+                    l.ide_name,
+                    f.port,
+                    l.pid
+                ),
+            };
+            Some(format!(
+                "warning: {who}: a claude started in {folder} connects to neither by itself (it \
+                 does when exactly one lock file matches its folder): pick one with /ide, or \
+                 start claude with this bridge's CLAUDE_CODE_SSE_PORT below"
+            ))
+        })
+        .collect()
+}
+
 /// `list`: every lock file in every directory the client scans.
 pub fn list() -> u8 {
     let windows = windows_dirs();

@@ -852,6 +852,12 @@ fn announce(
             dir.display()
         ));
     }
+    // Another IDE's (or bridge's) lock file for this folder: claude started here picks neither.
+    if let Some(dir) = running.lock_path.as_deref().and_then(Path::parent) {
+        for warning in crate::inspect::others_serving(dir, port) {
+            ui::say_bold(&warning);
+        }
+    }
     // Both: a claude started with them connects by itself, wherever it runs (docs/protocol.md,
     // "Discovery", which lock the client picks); the port alone leaves a plain claude waiting
     // for `/ide`.

@@ -792,8 +792,7 @@ impl Kept {
         self.last_gone_notes.clear();
         self.notes.push(format!(
             "this workspace's bridge (pid {}) {how}: this one (--port) takes a new token and \
-             keeps neither. With two bridges for one folder, a claude started there connects to \
-             neither by itself (stop one, or pick one with /ide)",
+             keeps neither",
             lock.pid
         ));
     }
@@ -836,9 +835,7 @@ impl Kept {
                 self.save = false;
                 self.notes.push(format!(
                     "port {taken}, kept for this workspace, is taken: another bridge (pid {pid}) \
-                     {how}; this one takes a new port and token and keeps neither. With two \
-                     bridges for one folder, a claude started there connects to neither by \
-                     itself (stop one, or pick one with /ide)"
+                     {how}; this one takes a new port and token and keeps neither"
                 ));
             }
             // A bridge with the kept token there whose process this one cannot see (another pid

@@ -602,6 +602,12 @@ fn two_at_once_share_nothing() {
         first.port,
         first.child.id()
     ));
+    // What a claude started there does with two lock files of its folder.
+    second.stderr.wait_for(&format!(
+        "serves {} too: a claude started in {} connects to neither by itself",
+        sb.ws.display(),
+        sb.ws.display()
+    ));
     assert_eq!(fs::read(state_file(&sb)).unwrap(), before);
     old_client_gets_in(first.port, &first.token());
     old_client_gets_in(second.port, &second.token());

@@ -1890,3 +1890,57 @@ fn a_lock_dir_claude_does_not_read_is_said() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("warning: --lock-dir"), "{err}");
 }
+
+/// Another IDE's live lock file for the workspace (an editor open on a folder inside it) is said
+/// at the start: a claude started there counts both and connects to neither by itself. Not said
+/// for one whose process is gone, nor for one of another folder.
+#[test]
+fn another_ides_lock_file_for_the_workspace_is_said() {
+    let sb = Sandbox::new();
+    let sub = sb.ws.join("sub");
+    fs::create_dir(&sub).unwrap();
+    let dir = sb.lock_dir();
+    fs::create_dir_all(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    // The editor's process, started before its lock file was written (as an editor's is).
+    let mut editor = Command::new("sleep").arg("60").spawn().unwrap();
+    let write = |port: u16, pid: u32, folder: &std::path::Path| {
+        let lock = json!({
+            "pid": pid, "workspaceFolders": [folder], "ideName": "Visual Studio Code",
+            "transport": "ws", "runningInWindows": false, "authToken": "t".repeat(36),
+        });
+        let p = dir.join(format!("{port}.lock"));
+        fs::write(&p, lock.to_string()).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    let run = || {
+        let mut c = sb.command();
+        c.args(["run", "--no-lsp", "--", "true"]);
+        let out = c.stdin(Stdio::null()).output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    write(45678, editor.id(), &sub);
+    let err = run();
+    assert!(
+        err.contains(&format!(
+            "warning: Visual Studio Code (pid {}, port 45678) serves {} too: a claude started in \
+             {} connects to neither by itself",
+            editor.id(),
+            sub.display(),
+            sub.display()
+        )),
+        "{err}"
+    );
+    // Of another folder: nothing said.
+    fs::remove_file(dir.join("45678.lock")).unwrap();
+    write(45679, editor.id(), &sb.home);
+    let err = run();
+    assert!(!err.contains("connects to neither"), "{err}");
+    // Its editor gone: claude skips (and deletes) it; nothing said.
+    editor.kill().unwrap();
+    editor.wait().unwrap();
+    write(45680, editor.id(), &sb.ws);
+    let err = run();
+    assert!(!err.contains("connects to neither"), "{err}");
+}
