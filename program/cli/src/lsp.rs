@@ -183,6 +183,21 @@ pub fn describe_set(set: &[Vec<String>]) -> String {
         .join(" + ")
 }
 
+/// What `serve` says of a language server that ended by itself ([`claude_ide_bridge_lsp::Lsp::on_exit`]):
+/// which, why, its status, and that it starts again (`read`: where its log is, said after).
+pub fn ended_by_itself(gone: &claude_ide_bridge_lsp::ServerExit, read: Option<&str>) -> String {
+    format!(
+        "language servers: {} ({}, pid {}) ended by itself ({}; {}): started again when next \
+         needed{}",
+        claude_ide_bridge_lsp::table::command_line(&gone.command),
+        gone.languages.join(", "),
+        gone.pid,
+        gone.reason,
+        gone.status,
+        read.unwrap_or_default()
+    )
+}
+
 /// How the bridge uses its language servers (`serve`, `run`).
 #[derive(Args, Clone, Debug)]
 pub struct LspOpts {

@@ -451,6 +451,37 @@ fn a_language_whose_servers_failed_answers_an_error_saying_why() {
     assert_eq!(s.stop(), 0);
 }
 
+/// A server that ends by itself (here: it exits at once, status 7) is said on the terminal, with
+/// its status and where its log is: before, nothing was said, and diagnostics of its language
+/// stopped coming without a word. A stop the bridge asks for is not said.
+#[test]
+fn a_server_that_ends_by_itself_is_said_with_its_status() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let dying = sb.root().join("dying-lsp");
+    fs::write(&dying, "#!/bin/sh\nexit 7\n").unwrap();
+    fs::set_permissions(&dying, fs::Permissions::from_mode(0o755)).unwrap();
+    let server = format!("python={}", dying.display());
+    let mut s = serve(&sb, "threads", &["--lsp", &server, "--lsp-warm", "none"]);
+    let mut c = Session::new(&s);
+    let r = c.call("getDiagnostics", json!({"uri": uri(&app)}));
+    assert!(is_error(&r), "{r}");
+    let line = s.stderr.wait_for("ended by itself");
+    let log = sb.root().join("lsp.log");
+    assert!(
+        line.contains(&format!(
+            "language servers: {} (python, pid ",
+            dying.display()
+        )) && line.contains("exit status: 7): started again when next needed")
+            && line.ends_with(&format!("; its log: {}", log.display())),
+        "{line}"
+    );
+    drop(c);
+    assert_eq!(s.stop(), 0);
+}
+
 /// clangd lists a function's unused variables when the function ends, so an error in a later
 /// function comes after all of them. With more diagnostics than the bridge keeps for a file
 /// (200), the error is kept and warnings are left out (before, the first 200 were kept: the

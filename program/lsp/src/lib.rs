@@ -281,6 +281,23 @@ pub struct ServerStatus {
     pub restarts: u32,
 }
 
+/// A server process that ended without being asked to ([`Lsp::on_exit`]): it crashed or exited
+/// by itself, was found hung and killed, or was stopped for misbehaving. Its diagnostics are
+/// already told gone; it is started again at the next need, within [`LspLimits::max_restarts`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerExit {
+    /// Its command, as started.
+    pub command: Vec<String>,
+    /// The languages it served (those asked for so far).
+    pub languages: Vec<String>,
+    /// The process's id.
+    pub pid: u32,
+    /// Why it ended, as the bridge saw it (`exited`, `hung: ...`).
+    pub reason: String,
+    /// Its exit status as the OS gives it (`exit status: 3`, `signal: 9 (SIGKILL)`).
+    pub status: String,
+}
+
 /// The state of a server in [`ServerStatus`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerState {
@@ -390,6 +407,8 @@ impl Member {
 struct Inner {
     config: LspConfig,
     on_change: OnChange,
+    /// Told of each server that ends unasked ([`Lsp::on_exit`]).
+    on_exit: Arc<std::sync::OnceLock<server::OnExit>>,
     log: log::Log,
     servers: Arc<Mutex<Servers>>,
     shut: AtomicBool,
@@ -458,11 +477,27 @@ impl Lsp {
             inner: Arc::new(Inner {
                 config,
                 on_change: merged,
+                on_exit: Arc::default(),
                 log,
                 servers,
                 shut: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Sets what is told when a server process ends without being asked to ([`ServerExit`]; a
+    /// stop by [`Lsp::shutdown`] is not told): from the thread that reaps it, after its
+    /// diagnostics are told gone. For saying so to the user: it should return quickly, as
+    /// `on_change` should. Set once: a second call changes nothing and returns `false`.
+    ///
+    /// ```
+    /// use claude_ide_bridge_lsp::{Lsp, LspConfig};
+    /// let lsp = Lsp::new(LspConfig::default(), |_| {});
+    /// assert!(lsp.on_exit(|gone| eprintln!("{} ended: {}", gone.command.join(" "), gone.status)));
+    /// assert!(!lsp.on_exit(|_| {}));
+    /// ```
+    pub fn on_exit(&self, f: impl Fn(&ServerExit) + Send + Sync + 'static) -> bool {
+        self.inner.on_exit.set(Arc::new(f)).is_ok()
     }
 
     /// The configuration.
@@ -1283,6 +1318,8 @@ impl Inner {
             trace: self.config.trace,
             on_change: self.on_change.clone(),
             rechecks: slot.rechecks.clone(),
+            on_exit: self.on_exit.clone(),
+            languages: slot.languages.iter().cloned().collect(),
         };
         match ServerProcess::start(&command, launch) {
             Ok(server) => {

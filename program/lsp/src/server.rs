@@ -24,6 +24,9 @@ use crate::Checked;
 
 pub(crate) type OnChange = Arc<dyn Fn(FileDiagnostics) + Send + Sync>;
 
+/// What is told of a server that ends unasked ([`crate::Lsp::on_exit`]).
+pub(crate) type OnExit = Arc<dyn Fn(&crate::ServerExit) + Send + Sync>;
+
 /// JSON-RPC's "server cancelled" code: the server asks for the request again.
 const SERVER_CANCELLED: i64 = -32802;
 /// "content modified": the document changed while the server worked on the request.
@@ -128,6 +131,10 @@ pub(crate) struct Launch<'a> {
     pub on_change: OnChange,
     /// Counted up when its open documents are checked again ([`State::rechecks`]).
     pub rechecks: Arc<std::sync::atomic::AtomicU64>,
+    /// Told when it ends unasked, once set.
+    pub on_exit: Arc<std::sync::OnceLock<OnExit>>,
+    /// The languages it serves, for that telling.
+    pub languages: Vec<String>,
 }
 
 /// When a server that has not answered `initialize` is given up: [`LspLimits::initialize_timeout`]
@@ -150,6 +157,8 @@ impl ServerProcess {
             trace,
             on_change,
             rechecks,
+            on_exit,
+            languages,
         } = launch;
         let (program, args) = command
             .split_first()
@@ -238,6 +247,11 @@ impl ServerProcess {
                 deadline: started + limits.initialize_timeout,
                 timeout: limits.initialize_timeout,
             };
+            let gone = Gone {
+                on_exit,
+                command: command.to_vec(),
+                languages,
+            };
             let writer = Box::new(move || {
                 write_loop(
                     &shared,
@@ -247,6 +261,7 @@ impl ServerProcess {
                     &log,
                     trace.as_ref(),
                     &on_change,
+                    &gone,
                 )
             });
             if let Err(e) = spawn("writer", writer) {
@@ -791,6 +806,14 @@ fn write_watched(
     Ok(true)
 }
 
+/// What the writer tells of its server's end when nobody asked for it ([`crate::Lsp::on_exit`]).
+struct Gone {
+    on_exit: Arc<std::sync::OnceLock<OnExit>>,
+    command: Vec<String>,
+    languages: Vec<String>,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn write_loop(
     shared: &Arc<StateMonitor>,
     child: Child,
@@ -799,6 +822,7 @@ fn write_loop(
     log: &Log,
     trace: Option<&Log>,
     on_change: &OnChange,
+    told: &Gone,
 ) {
     let pid = child.id();
     // The process's exit, seen by its status: a server can exit while a process it started keeps
@@ -904,12 +928,26 @@ fn write_loop(
     let (mut state, _) =
         shared.wait_until(state, Instant::now() + TELLING_WAIT, |s| s.telling == 0);
     let gone = state.gone();
+    let asked = state.is_stopping();
     drop(state);
     apply(gone, on_change, log);
     let mut state = shared.lock();
     state.reaped = true;
     drop(state);
     shared.cond.notify_all();
+    if let Some(on_exit) = told.on_exit.get().filter(|_| !asked) {
+        let exit = crate::ServerExit {
+            command: told.command.clone(),
+            languages: told.languages.clone(),
+            pid,
+            reason,
+            status,
+        };
+        // As `on_change`'s: logged and ignored.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_exit(&exit))).is_err() {
+            log.note("the on_exit callback panicked (ignored)");
+        }
+    }
 }
 
 /// How long a server's end waits for the changes taken from it to be told (`on_change` should

@@ -443,6 +443,11 @@ impl State {
         self.phase == Phase::Running
     }
 
+    /// Whether it was asked to stop ([`State::begin_shutdown`]).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping
+    }
+
     fn has_exited(&self) -> bool {
         matches!(self.phase, Phase::Exited(_))
     }

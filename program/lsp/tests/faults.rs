@@ -421,6 +421,11 @@ fn crash_later_is_noticed_at_once_and_restarted() {
 #[test]
 fn a_crashed_servers_diagnostics_are_told_gone() {
     let fx = fake("crash-after-publish", |_| {});
+    let exits = Arc::new(Mutex::new(Vec::new()));
+    let seen = exits.clone();
+    assert!(fx
+        .lsp
+        .on_exit(move |gone| seen.lock().unwrap().push(gone.clone())));
     let wait = Duration::from_secs(5);
     let told = |name: &str| fx.told(name);
     assert_eq!(
@@ -435,6 +440,23 @@ fn a_crashed_servers_diagnostics_are_told_gone() {
     });
     assert!(fx.lsp.known().is_empty(), "{:?}", fx.lsp.known());
     assert!(told("b.fake").is_empty());
+    // The end told as well (once reaped: after its diagnostics), with its status.
+    wait_for("the exit to be told", Duration::from_secs(5), || {
+        !exits.lock().unwrap().is_empty()
+    });
+    {
+        let exits = exits.lock().unwrap();
+        assert_eq!(exits.len(), 1, "{exits:?}");
+        assert_eq!(exits[0].languages, ["fake"]);
+        assert_eq!(exits[0].pid, fx.first_pid());
+        assert!(
+            exits[0].command.iter().any(|a| a.ends_with("fake_lsp.py")),
+            "{exits:?}"
+        );
+        assert!(exits[0].reason.starts_with("exited"), "{exits:?}");
+        // `os._exit(4)`: `exit status: 4` (`exit code: 4` on Windows).
+        assert!(exits[0].status.ends_with(": 4"), "{exits:?}");
+    }
     // Its replacement, once the backoff (200 ms) has passed, reports anew; told once per crash.
     std::thread::sleep(Duration::from_millis(250));
     assert_eq!(
@@ -450,6 +472,11 @@ fn a_crashed_servers_diagnostics_are_told_gone() {
     fx.shutdown_leaves_nothing();
     assert_eq!(told("a.fake"), [1, 0, 1], "told nothing at shutdown");
     assert_eq!(fx.lsp.known().len(), 1, "kept at shutdown");
+    assert_eq!(
+        exits.lock().unwrap().len(),
+        1,
+        "a stop asked for is not told"
+    );
 }
 
 /// Once its backoff (200 ms) passed, the crashed fake server is started again by the next
