@@ -495,7 +495,7 @@ fn open_file(path: &Path) -> io::Result<File> {
 
 /// A folder of `dir` that could not be made because a file has its name (the system says only
 /// "File exists", or "Not a directory" deeper down): which one, said as what it is.
-fn a_file_in_the_way(dir: &Path, e: io::Error) -> io::Error {
+pub(crate) fn a_file_in_the_way(dir: &Path, e: io::Error) -> io::Error {
     if !matches!(
         e.kind(),
         io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory

@@ -103,7 +103,8 @@ struct CommonOpts {
     /// whose windows are the user's and stay open when the bridge stops.
     #[arg(long)]
     open_files: bool,
-    /// Append every message and connection event to FILE as JSON lines.
+    /// Append every message and connection event to FILE as JSON lines (FILE and its folder,
+    /// when missing, are made private to you: it holds the files claude reads and changes).
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     wire_log: Option<PathBuf>,
     /// Write the lock file in DIR instead of $CLAUDE_CONFIG_DIR/ide or ~/.claude/ide.

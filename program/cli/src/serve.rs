@@ -586,13 +586,6 @@ impl Asked {
             .map(|f| f.to_string_lossy().into_owned())
             .collect();
         let paths = path_mapping(path_map, &posix).map_err(|e| usage(&e))?;
-        let wire =
-            match &common.wire_log {
-                Some(p) => Some(WireLog::open(p, start).map_err(|e| {
-                    failure(&format!("cannot open the wire log {}: {e}", p.display()))
-                })?),
-                None => None,
-            };
         let table = common.lsp.servers.table().map_err(|e| usage(&e))?;
         // A folder the user named is made when missing, not the folders above it: a mistyped
         // path would leave a tree of them (the default ones are made whole).
@@ -601,6 +594,10 @@ impl Asked {
             (
                 "--lsp-log",
                 common.lsp.lsp_log.as_deref().and_then(Path::parent),
+            ),
+            (
+                "--wire-log",
+                common.wire_log.as_deref().and_then(Path::parent),
             ),
         ];
         for (flag, folder) in named {
@@ -614,6 +611,13 @@ impl Asked {
                 )));
             }
         }
+        let wire =
+            match &common.wire_log {
+                Some(p) => Some(WireLog::open(p, start).map_err(|e| {
+                    failure(&format!("cannot open the wire log {}: {e}", p.display()))
+                })?),
+                None => None,
+            };
         let lsp_log = match &table {
             None => None,
             Some(_) => {

@@ -512,7 +512,8 @@ fn compat_methods_confined() {
 fn wire_log_lines() {
     for rt in RUNTIMES {
         let sb = Sandbox::new();
-        let log = sb.root().join("wire.jsonl");
+        // Its folder made when missing, as `--lsp-log`'s is (it failed: "No such file").
+        let log = sb.root().join("logs").join("wire.jsonl");
         let mut s = Served::start(&sb, &["--runtime", rt, "--wire-log", log.to_str().unwrap()]);
         let mut c = s.client();
         call(&mut c, "getWorkspaceFolders", json!({}));
@@ -603,7 +604,11 @@ fn usage_errors_exit_2() {
     // The folder named for the lock files or the log is made, not missing ones above it (a
     // mistyped path left a tree of folders).
     let missing = sb.root().join("missing");
-    for (flag, path) in [("--lock-dir", "ide"), ("--lsp-log", "logs/lsp.log")] {
+    for (flag, path) in [
+        ("--lock-dir", "ide"),
+        ("--lsp-log", "logs/lsp.log"),
+        ("--wire-log", "logs/wire.log"),
+    ] {
         let path = missing.join(path);
         let err = sb.root().join("err.txt");
         let mut child = sb

@@ -25,8 +25,12 @@ pub struct WireLog {
 
 impl WireLog {
     /// Appends to `path` (created if missing, private to the user: it holds every proposed file's
-    /// contents and every file read), at most 256 MiB in this run.
+    /// contents and every file read; its folder too, as the `--lsp-log`'s is), at most 256 MiB in
+    /// this run.
     pub fn open(path: &Path, start: Instant) -> io::Result<WireLog> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            crate::sys::private_dirs(dir).map_err(|e| crate::lsp::a_file_in_the_way(dir, e))?;
+        }
         let file = crate::sys::append_private(path)?;
         Ok(WireLog {
             file,
