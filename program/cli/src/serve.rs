@@ -449,13 +449,7 @@ pub(super) fn serve(
     // handed to the editor and to `run`'s command.
     let claude = claude_host(running.addr.ip());
     announce(&common, &asked, &running, claude.as_deref(), kept_lines);
-    let workspace = claude_ide_bridge_files::Workspace::new(
-        asked.native_text.clone(),
-        claude_ide_bridge_files::Limits {
-            max_read_bytes: common.max_read_bytes,
-            ..claude_ide_bridge_files::Limits::default()
-        },
-    );
+    let workspace = asked.workspace;
     // Said at once (Windows: a folder on a network share), not first at claude's first file.
     for (_, why) in workspace.refused_folders() {
         ui::say_bold(why);
@@ -529,6 +523,8 @@ struct Asked {
     native: Vec<PathBuf>,
     posix: Vec<String>,
     native_text: Vec<String>,
+    /// The folders served, as the file tools see them.
+    workspace: claude_ide_bridge_files::Workspace,
     paths: PathMap,
     wire: Option<WireLog>,
     table: Option<ServerTable>,
@@ -565,25 +561,28 @@ impl Asked {
                 )));
             }
         }
-        // Served anyway (the permission may come back), but said: every file tool would fail.
-        // (Why as the workspace says it: on macOS, where to lift the privacy protection.)
-        let texts = folders.iter().map(|f| f.to_string_lossy().into_owned());
-        let unreadable: Vec<String> =
-            claude_ide_bridge_files::Workspace::new(texts.collect(), Default::default())
-                .unreadable_folders()
-                .into_iter()
-                .map(|why| {
-                    format!(
-                        "warning: workspace folder {why}: neither claude nor the bridge can see \
-                         the files in it"
-                    )
-                })
-                .collect();
         let (native, posix) = folder_forms(&folders)
             .map_err(|e| failure(&format!("cannot make the workspace folders absolute: {e}")))?;
         let native_text: Vec<String> = native
             .iter()
             .map(|f| f.to_string_lossy().into_owned())
+            .collect();
+        let workspace = claude_ide_bridge_files::Workspace::new(
+            native_text.clone(),
+            claude_ide_bridge_files::Limits {
+                max_read_bytes: common.max_read_bytes,
+                ..claude_ide_bridge_files::Limits::default()
+            },
+        );
+        // Served anyway (the permission may come back), but said: every file tool would fail.
+        // (Why as the workspace says it: on macOS, where to lift the privacy protection.)
+        let unreadable: Vec<String> = (workspace.unreadable_folders().into_iter())
+            .map(|why| {
+                format!(
+                    "warning: workspace folder {why}: neither claude nor the bridge can see the \
+                     files in it"
+                )
+            })
             .collect();
         let paths = path_mapping(path_map, &posix).map_err(|e| usage(&e))?;
         let table = common.lsp.servers.table().map_err(|e| usage(&e))?;
@@ -641,6 +640,7 @@ impl Asked {
             native,
             posix,
             native_text,
+            workspace,
             paths,
             wire,
             table,
