@@ -698,8 +698,11 @@ fn listen(
             ui::err(format_args!("[claude-ide-bridge] {}\n", ui::visible(line)))
         }));
     }
-    // A stop is nobody's decision: claude's own prompt keeps the changes still pending.
-    opts.diff_error_at_stop = Some(host::undecided_at_stop(&common.ide_name, asked.stdio));
+    // A stop is nobody's decision: claude's own prompt keeps the changes still pending (the
+    // runtime's default says so; an editor's link that ends is said as such).
+    if asked.stdio {
+        opts.diff_error_at_stop = Some(host::undecided_by_the_editor(&common.ide_name));
+    }
     if let Some(d) = &common.lock_dir {
         opts.lock_file = LockFileMode::Dir(d.clone());
     }

@@ -432,7 +432,7 @@ fn defer_policy_close_tab_resolves_and_stop_leaves_the_decision_to_claude() {
         assert!(is_error(&r), "{r}");
         assert_eq!(
             texts(&r),
-            ["claude-ide-bridge: the bridge stopped before the change was decided (nothing was accepted or written)"]
+            ["claude-ide-bridge stopped before the change was decided (nothing was accepted or written)"]
         );
         assert_eq!(s.wait_exit(), 0);
         assert!(!s.lock.exists(), "SIGTERM removes the lock file");

@@ -392,20 +392,17 @@ fn not_given(e: &claude_ide_bridge::ApiError) -> String {
     }
 }
 
-/// The tool error a stop answers an `openDiff` nobody decided with (the stdio editor's, or any
-/// the engine still holds: `Options::diff_error_at_stop`), not `DIFF_REJECTED`: the real client
-/// takes an error as "the IDE could not show it" and keeps its own accept prompt, where a
-/// `DIFF_REJECTED` would end the turn as if the user had said no (docs/e2e.md, "When the editor's
-/// link drops with a diff pending").
-pub fn undecided_at_stop(ide_name: &str, stdio: bool) -> String {
-    if stdio {
-        format!(
-            "{ide_name}: the editor did not answer: its link to the bridge ended before the user \
-             decided (nothing was accepted or written)"
-        )
-    } else {
-        format!("{ide_name}: the bridge stopped before the change was decided (nothing was accepted or written)")
-    }
+/// The tool error a stop answers an `openDiff` the `--stdio` editor did not decide with (its own,
+/// and any the engine still holds then: `Options::diff_error_at_stop`, whose default, the
+/// runtime's, says the bridge stopped), not `DIFF_REJECTED`: the real client takes an error as
+/// "the IDE could not show it" and keeps its own accept prompt, where a `DIFF_REJECTED` would end
+/// the turn as if the user had said no (docs/e2e.md, "When the editor's link drops with a diff
+/// pending").
+pub fn undecided_by_the_editor(ide_name: &str) -> String {
+    format!(
+        "{ide_name}: the editor did not answer: its link to the bridge ended before the user \
+         decided (nothing was accepted or written)"
+    )
 }
 
 /// What the terminal says when signal `sig` stops the bridge: Ctrl-C by its key, since the user

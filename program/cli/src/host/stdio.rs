@@ -524,7 +524,7 @@ impl Host {
             .collect();
         diffs.sort_unstable_by_key(|(id, _)| *id);
         for (_, call) in diffs {
-            let e = super::undecided_at_stop(&self.ide_name, true);
+            let e = super::undecided_by_the_editor(&self.ide_name);
             self.respond(call, ToolResult::error(e));
         }
         self.cancel_where(|_| true, "server_stopped");
