@@ -28,7 +28,9 @@ pub struct Limits {
     pub max_message_size: usize,
     /// Most fragments in one message (close 1009 past it).
     pub max_fragments: usize,
-    /// Largest outbound queue per connection; a peer that stops reading is dropped past it.
+    /// Largest outbound queue per connection: an answer that would take it past this is replaced
+    /// by JSON-RPC error `-32000` saying so, and a peer whose queue would pass it even then (it
+    /// stopped reading) is dropped.
     pub max_outbound: usize,
     /// Output queued for all connections together past which each gets its share only: an
     /// answer from the host that would take the queues past this, and its connection past an

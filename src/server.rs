@@ -331,8 +331,9 @@ impl Server {
     ///     while let Some(event) = server.poll_event() {
     ///         let Event::ToolCall { call, tool } = event else { continue };
     ///         let result = match tool {
-    ///             ToolCall::GetDiagnostics(_) => ToolResult::text("[]"),
-    ///             ToolCall::OpenDiff(diff) => ToolResult::diff_rejected(diff.tab_name),
+    ///             // An error, not `diff_rejected` (the user's no, which ends claude's turn):
+    ///             // claude then asks in its own prompt.
+    ///             ToolCall::OpenDiff(_) => ToolResult::error("this editor shows no diffs"),
     ///             _ => ToolResult::error("not in this editor"),
     ///         };
     ///         // Refused only for a call that is gone (cancelled, its connection closed).

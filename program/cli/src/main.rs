@@ -155,13 +155,14 @@ struct ServeArgs {
     /// mapping").
     #[arg(long = "path-map", value_name = "EDITOR=HERE", requires = "stdio")]
     path_map: Vec<String>,
-    /// With --stdio: stop, as at stdin's end, once nothing came from the editor for SECS seconds.
+    /// With --stdio: stop, as at stdin's end, once nothing came from the editor for SECS seconds
+    /// (1 to 86400; `90` or `90s`).
     /// A link gone silent (a laptop asleep, a network gone) ends no pipe until the transport
     /// gives up, which ssh may take hours to; meanwhile claude's diffs would wait for an editor
     /// that cannot answer. The editor keeps the link alive with any line (`{"type":"status"}`)
     /// sent more often than that (docs/stdio.md).
     #[arg(long = "editor-timeout", value_name = "SECS", requires = "stdio",
-          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+          value_parser = editor_timeout)]
     editor_timeout: Option<u64>,
     /// Workspace folders, as --workspace names them (`serve ~/src/app` is `serve --workspace
     /// ~/src/app`).
@@ -188,6 +189,17 @@ struct DoctorArgs {
     workspace: Option<PathBuf>,
     #[command(flatten)]
     servers: lsp::ServerOpts,
+}
+
+/// `--editor-timeout`'s value: whole seconds, 1 to 86400, with or without an `s` (the other
+/// durations' flags take `90s`; a bare number was this one's only form).
+fn editor_timeout(s: &str) -> Result<u64, String> {
+    let secs = s.trim().strip_suffix('s').unwrap_or(s.trim());
+    match secs.parse::<u64>() {
+        Ok(n) if (1..=86_400).contains(&n) => Ok(n),
+        Ok(_) => Err(format!("{s:?}: must be between 1 and 86400 seconds")),
+        Err(_) => Err(format!("{s:?}: give whole seconds, such as 90 or 90s")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -297,7 +309,22 @@ pub(crate) fn folder_forms(folders: &[PathBuf]) -> std::io::Result<(Vec<PathBuf>
 
 #[cfg(test)]
 mod tests {
-    use super::folder_forms;
+    use super::{editor_timeout, folder_forms};
+
+    /// `--editor-timeout` takes `90` and `90s` (the other durations' form), within its range.
+    #[test]
+    fn editor_timeout_takes_seconds_with_or_without_the_unit() {
+        assert_eq!(editor_timeout("90"), Ok(90));
+        assert_eq!(editor_timeout("90s"), Ok(90));
+        assert_eq!(editor_timeout("86400"), Ok(86_400));
+        assert!(editor_timeout("0")
+            .unwrap_err()
+            .contains("between 1 and 86400"));
+        assert!(editor_timeout("86401s").is_err());
+        assert!(editor_timeout("2m").unwrap_err().contains("whole seconds"));
+        assert!(editor_timeout("1.5s").is_err());
+        assert!(editor_timeout("s").is_err());
+    }
 
     /// A folder given twice, in other spellings, is served once.
     #[test]

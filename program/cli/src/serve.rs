@@ -703,8 +703,10 @@ fn listen(
     if asked.stdio {
         opts.diff_error_at_stop = Some(host::undecided_by_the_editor(&common.ide_name));
     }
+    // Absolute: the lock file's path goes to the editor (`ready`, `status`), whose working
+    // directory is not the bridge's.
     if let Some(d) = &common.lock_dir {
-        opts.lock_file = LockFileMode::Dir(d.clone());
+        opts.lock_file = LockFileMode::Dir(std::path::absolute(d).unwrap_or_else(|_| d.clone()));
     }
     let lock_dir = match &opts.lock_file {
         LockFileMode::Dir(d) => Some(d.clone()),
@@ -903,8 +905,8 @@ fn language_servers(
     }
     ui::say(&match common.lsp.lsp_warm {
         lsp::Warm::Connect => format!("language servers: those of the workspace's languages (at most {}) start when claude connects, a file's at its diff (--lsp-warm connect)", lsp::WARM_MAX),
-        lsp::Warm::Diff => "language servers: a file's starts at its diff (--lsp-warm diff)".into(),
-        lsp::Warm::None => "language servers: a file's starts when it is asked about (--lsp-warm none)".into(),
+        lsp::Warm::Diff => "language servers: a file's start at its diff, or when it is asked about (--lsp-warm diff)".into(),
+        lsp::Warm::None => "language servers: a file's start when it is asked about (--lsp-warm none)".into(),
     });
     for note in common.lsp.servers.new_languages() {
         ui::say_bold(&format!("language servers: {note}"));

@@ -16,6 +16,34 @@ use serde_json::{json, Value};
 /// How long a bridge is given to stop (then it is killed and the test fails).
 const STOP_WAIT: Duration = Duration::from_secs(20);
 
+/// A relative `--lock-dir` is given to the editor as an absolute path (it was handed on as
+/// typed, which an editor in another working directory resolved to another file).
+#[cfg(unix)]
+#[test]
+fn a_relative_lock_dir_is_told_absolute() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let locks = sb.root().join("locks");
+    fs::create_dir(&locks).unwrap();
+    fs::set_permissions(&locks, fs::Permissions::from_mode(0o700)).unwrap();
+    // The bridge runs in the workspace (`Sandbox::command`).
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp", "--lock-dir", "../locks"]);
+    let ready = serde_json::from_str::<Value>(&s.stdout.wait_for("\"ready\"")).unwrap();
+    let told = std::path::PathBuf::from(ready["lockFile"].as_str().unwrap());
+    assert!(told.is_absolute(), "{told:?}");
+    assert_eq!(
+        fs::canonicalize(&told).unwrap(),
+        locks.join(format!("{}.lock", s.port))
+    );
+    assert!(
+        s.lock.is_absolute(),
+        "the terminal's line too: {:?}",
+        s.lock
+    );
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
 #[test]
 fn stdio_round_trips() {
     for rt in RUNTIMES {

@@ -426,9 +426,9 @@ impl IdeServer {
         self.threads.shared.taken(self.events.try_recv().ok())
     }
 
-    /// Whether the server has stopped, or is stopping ([`Stopper::stop`], a signal with
-    /// [`Options::signal_cleanup`]): no event comes any more, and [`IdeServer::stop`] is left to
-    /// do.
+    /// Whether the server has stopped, or is stopping ([`Stopper::stop`]): no event comes any
+    /// more, and [`IdeServer::stop`] is left to do. (A signal with [`Options::signal_cleanup`]
+    /// removes the lock file and ends the process: nothing is left to see.)
     pub fn is_stopped(&self) -> bool {
         self.threads.shared.is_stopped()
     }

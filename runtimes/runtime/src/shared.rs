@@ -750,8 +750,9 @@ impl RunningServer {
 
     // ---- stopping ----
 
-    /// The first step of stopping: the lock file removed, pending diffs answered
-    /// `DIFF_REJECTED`, other pending calls an error, and clients sent Close 1001.
+    /// The first step of stopping: the lock file removed, pending diffs answered as
+    /// `Options::diff_error_at_stop` says (a tool error by default; `DIFF_REJECTED` when `None`),
+    /// other pending calls an error, and clients sent Close 1001.
     ///
     /// The events this makes (the calls cancelled, `CancelReason::ServerStopped`) are left to the
     /// threads or tasks that deliver events (a connection's reader, the timer loop), never handed

@@ -4,9 +4,9 @@
 //! handler that removes every registered file and then ends the process as the signal would
 //! have: on Unix a `signal-hook` thread for SIGINT and SIGTERM, which then lets the signal's
 //! default action happen; on Windows a console control handler for Ctrl-C, Ctrl-Break, the
-//! console closing, logoff and shutdown, which then exits with `STATUS_CONTROL_C_EXIT`. Hosts
-//! that handle these themselves opt out (`Options::signal_cleanup = false`) and stop the server
-//! from their own handler. A signal the process was started ignoring (`nohup`, a background job
+//! console closing, logoff and shutdown, which then exits with `STATUS_CONTROL_C_EXIT`. Nothing
+//! is registered unless a host sets `Options::signal_cleanup = true` (off by default: a host
+//! handles its own signals and stops the server from its handler). A signal the process was started ignoring (`nohup`, a background job
 //! of a script) stays ignored: no handler is installed for it ([`ignored`]).
 
 use std::io;

@@ -480,8 +480,9 @@ impl IdeServer {
         self.tasks.shared.taken(self.events.try_next())
     }
 
-    /// Whether the server has stopped, or is stopping (a signal with `Options::signal_cleanup`):
-    /// no event comes any more, and [`IdeServer::stop`] is left to do.
+    /// Whether the server has stopped, or is stopping: no event comes any more, and
+    /// [`IdeServer::stop`] is left to do. (A signal with `Options::signal_cleanup` removes the
+    /// lock file and ends the process: nothing is left to see.)
     pub fn is_stopped(&self) -> bool {
         self.tasks.shared.is_stopped()
     }
