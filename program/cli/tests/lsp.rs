@@ -451,6 +451,42 @@ fn a_language_whose_servers_failed_answers_an_error_saying_why() {
     assert_eq!(s.stop(), 0);
 }
 
+/// The workspace folder removed and made again while the bridge serves it (`rm -rf proj && git
+/// clone ... proj`): a file's diagnostics are a tool error saying to restart the bridge. They were
+/// `[]`, a success, for every file until the bridge restarted: claude took each file for clean.
+#[test]
+fn a_workspace_folder_made_again_is_no_file_without_problems() {
+    let sb = Sandbox::new();
+    let app = sb.ws.join("app.py");
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let mut s = serve(
+        &sb,
+        "threads",
+        &[
+            "--lsp",
+            "python=/nonexistent/bin/some-lsp",
+            "--lsp-warm",
+            "none",
+        ],
+    );
+    let mut c = Session::new(&s);
+    c.call("getDiagnostics", json!({"uri": uri(&app)}));
+    fs::rename(&sb.ws, sb.root().join("ws.old")).unwrap();
+    fs::create_dir(&sb.ws).unwrap();
+    fs::write(&app, TYPE_ERROR).unwrap();
+    let r = c.call("getDiagnostics", json!({"uri": uri(&app)}));
+    assert!(is_error(&r), "{r}");
+    let text = texts(&r).join("");
+    assert!(
+        text.contains(
+            "is no longer the directory it was when the bridge started (restart the bridge"
+        ),
+        "{text}"
+    );
+    drop(c);
+    assert_eq!(s.stop(), 0);
+}
+
 /// A server that ends by itself (here: it exits at once, status 7) is said on the terminal, with
 /// its status and where its log is: before, nothing was said, and diagnostics of its language
 /// stopped coming without a word. A stop the bridge asks for is not said.

@@ -73,6 +73,15 @@ pub enum Error {
         /// The path as given.
         path: String,
     },
+    /// The path's workspace folder is no longer the directory it was when first used (removed
+    /// and made again, replaced by another: `rm -rf proj && git clone ... proj`): nothing in it
+    /// is served until the workspace is made again (the bridge restarted).
+    FolderReplaced {
+        /// The path as given.
+        path: String,
+        /// The workspace folder, as served.
+        folder: String,
+    },
     /// The file system refused or failed.
     Io {
         /// The path as given.
@@ -93,7 +102,7 @@ impl Error {
     /// assert!(Error::NotFound { path: "a".into() }.is_refusal());
     /// ```
     pub fn is_refusal(&self) -> bool {
-        !matches!(self, Error::Io { .. })
+        !matches!(self, Error::Io { .. } | Error::FolderReplaced { .. })
     }
 
     pub(crate) fn io(path: &str, op: &'static str, err: impl Into<io::Error>) -> Error {
@@ -157,6 +166,11 @@ impl fmt::Display for Error {
                 f,
                 "{path} changed (saved or deleted) while the new text was being written: it was \
                  left as it is"
+            ),
+            Error::FolderReplaced { path, folder } => write!(
+                f,
+                "{path}: the workspace folder {folder} is no longer the directory it was when the \
+                 bridge started (restart the bridge to serve what is there now)"
             ),
             Error::Io { path, op, err } => {
                 write!(f, "{path}: {op} failed: {err}")?;

@@ -216,14 +216,10 @@ impl Folder {
         if *self.identity.get_or_init(|| now) == now {
             return Ok(());
         }
-        Err(Error::outside(
-            path,
-            format!(
-                "the workspace folder {} is no longer the directory it was when the bridge \
-                 started (restart the bridge to serve what is there now)",
-                self.advertised
-            ),
-        ))
+        Err(Error::FolderReplaced {
+            path: path.into(),
+            folder: self.advertised.clone(),
+        })
     }
 }
 

@@ -1171,7 +1171,7 @@ fn a_nested_folder_swapped_for_a_link_is_refused() {
     fs::rename(&sub, t.ws.join("sub.orig")).unwrap();
     symlink(&t.outside, &sub).unwrap();
     let e = ws.read_text(&inner("secret")).unwrap_err();
-    assert!(matches!(e, Error::Outside { .. }), "{e}");
+    assert!(matches!(e, Error::FolderReplaced { .. }), "{e}");
     assert!(e.to_string().contains("no longer the directory"), "{e}");
     assert!(ws.write(&inner("planted"), b"x").is_err());
     assert!(!t.outside.join("planted").exists());
