@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{client, unshared, Sandbox, Served};
+use common::{client, unshared, Sandbox, Served, WAIT};
 use serde_json::Value;
 
 /// The state files in the sandbox (each workspace's `<hash>.json`; its starts' lock file,
@@ -84,6 +84,32 @@ fn restarted_with_same_port_and_token(runtime: &str) {
     second
         .stderr
         .wait_for("port and auth token: the last start's, kept in ");
+    old_client_gets_in(port, &token);
+}
+
+/// Killed, and not reaped yet by its parent (a harness, a shell, a container's pid 1 that reaps
+/// late): the zombie holds its pid, and its lock file counted as a live bridge's, so the restart
+/// moved to a new port and token ("another bridge serves it") and claude's retry of the old one
+/// never reconnected. The zombie is no writer: the restart keeps port and token.
+#[test]
+fn a_bridge_killed_and_not_yet_reaped_leaves_its_port_to_the_restart() {
+    let sb = Sandbox::new();
+    let mut first = Served::start(&sb, &[]);
+    let (port, token) = (first.port, first.token());
+    first.stderr.wait_for("port and auth token: kept in ");
+    first.child.kill().unwrap();
+    // This test is its parent, and does not reap it until the restart has started.
+    let pid = first.child.id();
+    let give_up = std::time::Instant::now() + WAIT;
+    while common::state_of(pid) != Some('Z') {
+        assert!(std::time::Instant::now() < give_up, "no zombie");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let second = Served::start(&sb, &[]);
+    assert_eq!(second.port, port, "{}", second.stderr.text());
+    assert_eq!(second.token(), token);
+    assert_eq!(common::state_of(pid), Some('Z'), "still unreaped");
+    first.child.wait().unwrap();
     old_client_gets_in(port, &token);
 }
 

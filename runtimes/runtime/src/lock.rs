@@ -339,8 +339,9 @@ pub fn lock_writer_alive(lock: &LockFile, written: Option<SystemTime>) -> bool {
 /// ```
 pub fn process_is_writer(pid: u32, start: Option<&str>, written: Option<SystemTime>) -> bool {
     // A dead pid writes nothing, whatever `/proc` says (one mounted for another pid namespace
-    // may still show a process of that pid).
-    if !pid_alive(pid) {
+    // may still show a process of that pid); nor does one that has ended and waits to be reaped
+    // (a bridge killed whose parent reaps late: its lock file took the port from its restart).
+    if !pid_alive(pid) || sys::ended_unreaped(pid) {
         return false;
     }
     if let (Some(theirs), Some(now)) = (start, sys::process_start(pid)) {

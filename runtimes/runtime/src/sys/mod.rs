@@ -29,7 +29,10 @@
 //! - `watch_quiet(dir, settle, done)`: `done` called once no entry of the folder has been added,
 //!   removed or renamed for a while ([`Settle`]), or when the folder itself goes ([`Quiet`]);
 //!   the same threads and calls, none on the other Unixes;
-//! - `pid_alive(pid)`: whether a process exists; `process_started(pid)`: when it started;
+//! - `pid_alive(pid)`: whether a process exists; `ended_unreaped(pid)`: whether it has ended and
+//!   only waits for its parent to reap it (a Unix zombie, which `pid_alive` counts: it holds its
+//!   pid, and writes nothing any more; never on Windows, where `pid_alive` tells an ended
+//!   process by its exit code); `process_started(pid)`: when it started;
 //!   `process_start(pid)`: its start as a lock file's `processStart` keeps it (this boot's clock
 //!   ticks from Linux's `/proc`, which name one process where a pid may have been reused; none
 //!   elsewhere, where `process_started` serves);

@@ -534,6 +534,33 @@ pub(crate) fn process_start(pid: u32) -> Option<String> {
     (!boot.is_empty()).then(|| format!("{boot}/{ticks}"))
 }
 
+/// Whether process `pid` has ended and waits for its parent to reap it (a zombie: `Z`, or `X` on
+/// its way out), from `/proc/PID/stat`'s state, the first field after the command's name.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn ended_unreaped(pid: u32) -> bool {
+    use std::io::Read;
+    let mut stat = String::new();
+    let read = std::fs::File::open(format!("/proc/{pid}/stat"))
+        .and_then(|f| f.take(4096).read_to_string(&mut stat));
+    read.is_ok() && stat_ended(&stat)
+}
+
+/// Whether a `/proc/PID/stat` line's state says the process has ended (`Z`, `X`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn stat_ended(stat: &str) -> bool {
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some('Z' | 'X' | 'x'))
+}
+
+/// Whether process `pid` has ended and waits for its parent to reap it: `ps -o stat=` begins
+/// with `Z` (the same keyword and letter in macOS's, the BSDs' and procps' `ps`).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn ended_unreaped(pid: u32) -> bool {
+    ps_field(pid, "stat=").is_some_and(|s| s.trim_start().starts_with('Z'))
+}
+
 /// The start of `/proc/PID/stat`'s process in clock ticks after boot: its 22nd field, the 20th
 /// after the command's name (in parentheses, and which may hold spaces and parentheses itself).
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -763,6 +790,31 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
     use std::time::Duration;
+
+    /// A child that has ended and is not reaped yet exists (`pid_alive`), but has ended: as
+    /// `/proc` says it on Linux and as `ps` says it elsewhere (run here too), and a lock file or
+    /// state file it wrote is no live writer's (`process_is_writer`); reaped, it is gone.
+    #[test]
+    fn an_ended_unreaped_child_is_no_writer() {
+        let mut child = Command::new("sh").args(["-c", "exit 0"]).spawn().unwrap();
+        let pid = child.id();
+        let start = process_start(pid);
+        wait_until_ended(pid);
+        assert!(pid_alive(pid), "a zombie holds its pid");
+        assert!(ended_unreaped(pid));
+        assert!(ps_field(pid, "stat=").is_some_and(|s| s.trim_start().starts_with('Z')));
+        assert!(!crate::lock::process_is_writer(pid, start.as_deref(), None));
+        child.wait().unwrap();
+        assert!(!ended_unreaped(pid));
+        // A live process has not ended.
+        assert!(!ended_unreaped(std::process::id()));
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            assert!(stat_ended("12 (a) b) Z 1 2"), "the name's own parenthesis");
+            assert!(!stat_ended("12 (sleep) S 1 2"));
+            assert!(!stat_ended("garbage"));
+        }
+    }
 
     /// A link refused because the file system has none falls back to a rename; one refused for
     /// another reason does not (a rename would replace what is there).

@@ -611,6 +611,11 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// Never: an ended process is told by its exit code ([`pid_alive`]), reaped or not.
+pub(crate) fn ended_unreaped(_pid: u32) -> bool {
+    false
+}
+
 /// How a client whose `ide_connected` names `pid` names files: a pid that is no process here is a
 /// `claude` in WSL (its pid is Linux's, of another machine's processes), which reads a drive's file
 /// where WSL mounts it; any other is a Windows client (a pid that happens to name an unrelated
