@@ -1176,6 +1176,11 @@ impl Inner {
         if matches!(server.phase(), Phase::Starting) && late(member.starting_since) {
             return left_out();
         }
+        // Already silent for long (stopped, deadlocked; work it was given, given up or not, still
+        // unanswered): given the text, not waited for. Each question of its language waited for
+        // it to the end of its deadline, longer than claude's baseline waits.
+        let silent = matches!(server.phase(), Phase::Running) && late(server.owing_since());
+        let deadline = if silent { Instant::now() } else { deadline };
         let (mut checked, running) = match self.await_start(server, deadline, hard) {
             Some(deadline) => (
                 server.diagnostics(key, language, text, deadline, hard),
