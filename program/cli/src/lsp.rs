@@ -476,8 +476,12 @@ impl Write for Log {
 }
 
 /// Opens the log's file for [`Log::open`]: its folder created (0700) if missing, and checked when
-/// it is the program's state folder; a file above 8 MiB moved aside first; then the file itself,
-/// refused unless it is a private regular file ([`crate::sys::append_private_file`]).
+/// it is the program's state folder; the file itself refused unless it is a private regular file
+/// ([`crate::sys::append_private_file`]); one above 8 MiB moved aside first, when no other bridge
+/// writes to it ([`crate::sys::log_in_use`]; each bridge marks the file it writes to for as long
+/// as it runs, [`crate::sys::hold_log`]): a start that moved it aside while another bridge wrote
+/// there left that one writing to `lsp.log.old`, which the next move replaced (its crash and hang
+/// reasons lost).
 fn open_file(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if crate::state::state_dir().is_some_and(|state| state == dir) {
@@ -487,12 +491,16 @@ fn open_file(path: &Path) -> io::Result<File> {
         }
     }
     // Not through a symbolic link: the link would be moved, and what it names left as it is.
-    if fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_AT) {
+    if fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_AT)
+        && !crate::sys::log_in_use(path)
+    {
         let mut old = path.as_os_str().to_owned();
         old.push(".old");
         let _ = fs::rename(path, old);
     }
-    crate::sys::append_private_file(path)
+    let file = crate::sys::append_private_file(path)?;
+    crate::sys::hold_log(&file);
+    Ok(file)
 }
 
 /// A folder of `dir` that could not be made because a file has its name (the system says only
@@ -644,7 +652,12 @@ mod tests {
         assert!(fs::read_to_string(&p)
             .unwrap()
             .ends_with("the rest is dropped)\n"));
-        drop((log, w));
+        // Another bridge's start while this one still writes there: not moved aside (this one
+        // would go on writing to the `.old` the next move replaces).
+        let beside = Log::open(&p).unwrap();
+        assert!(!d.path().join("state/lsp.log.old").exists());
+        assert!(fs::metadata(&p).unwrap().len() > LOG_ROTATE_AT);
+        drop((log, w, beside));
         // Bigger than 8 MiB at the next start: moved aside, a fresh log begins.
         let log = Log::open(&p).unwrap();
         assert_eq!(fs::metadata(&p).unwrap().len(), 0);

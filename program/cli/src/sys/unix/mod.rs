@@ -195,6 +195,23 @@ pub fn append_private_file(path: &Path) -> io::Result<File> {
     private_file(path, OpenOptions::new().append(true))
 }
 
+/// Whether another bridge writes to the log at `path` now: it holds a shared lock on it
+/// ([`hold_log`]), which an exclusive one taken without waiting runs into. A file system without
+/// locks (some network ones) says no.
+pub fn log_in_use(path: &Path) -> bool {
+    let probe = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
+        .open(path);
+    probe.is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+}
+
+/// Marks the log `file` as written to by this bridge for as long as it is open ([`log_in_use`]):
+/// a shared lock, waited for only while a start moves the file aside.
+pub fn hold_log(file: &File) {
+    let _ = file.lock_shared();
+}
+
 /// Opens `path` to read and write (nothing truncated), created with mode 0600 when missing, as
 /// [`append_private_file`] checks it: the file whose lock one start of a workspace's bridge holds
 /// ([`crate::state::Store::starting`]).
