@@ -417,6 +417,19 @@ fn defer_policy_close_tab_resolves_and_stop_leaves_the_decision_to_claude() {
         assert_eq!(texts(&got[&close]), ["TAB_CLOSED"]);
         assert_eq!(texts(&got[&id]), ["DIFF_REJECTED", "tab D"]);
         assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "old\n");
+        // Its end is said too: the terminal kept "pending" for changes long gone.
+        let a = sb.ws.join("a.txt");
+        s.stderr
+            .wait_for(&format!("diff closed by claude: {}", a.display()));
+        // A claude that goes away with one pending.
+        let mut gone = s.client();
+        let b = sb.ws.join("b.txt");
+        gone.call_tool("openDiff", open_diff_args(&b, "new\n", "tab B"));
+        s.stderr
+            .wait_for(&format!("diff pending (decide in claude): {}", b.display()));
+        drop(gone);
+        s.stderr
+            .wait_for(&format!("diff withdrawn (disconnected): {}", b.display()));
 
         // A diff still pending at SIGTERM is answered with a tool error, not `DIFF_REJECTED`:
         // nobody decided, and the real client keeps its own prompt after an error (where a

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_ide_bridge::OpenDiffArgs;
-use claude_ide_bridge::{ApiError, CallId, ToolResult};
+use claude_ide_bridge::{ApiError, CallId, CancelReason, ToolResult};
 
 use claude_ide_bridge_files::Error;
 
@@ -147,6 +147,7 @@ impl Host {
         }
         if self.decider == Decider::Policy(DiffPolicy::Defer) {
             ui::say(&format!("diff pending (decide in claude): {path}"));
+            self.deferred.insert(call, path);
             return;
         }
         let bytes = proposal_bytes(&args);
@@ -283,7 +284,8 @@ impl Host {
             }
             // The terminal closed while it was checked: claude's own prompt decides.
             Decider::Policy(DiffPolicy::Defer) => {
-                ui::say(&format!("diff pending (decide in claude): {path}"))
+                ui::say(&format!("diff pending (decide in claude): {path}"));
+                self.deferred.insert(call, path);
             }
             // The paths as checked, absolute: the editor opens what was checked, not a
             // relative path resolved against its own directory.
@@ -722,8 +724,22 @@ impl Host {
         }
     }
 
-    /// Takes a cancelled call's diff off the terminal, or out of the queue.
-    pub(super) fn withdraw_diff(&mut self, call: CallId, why: &str) {
+    /// Takes a cancelled call's diff off the terminal, or out of the queue; one left to claude's
+    /// prompt is said to be over (not at a stop, which is said itself).
+    pub(super) fn withdraw_diff(&mut self, call: CallId, reason: CancelReason) {
+        let why = &reason.to_string();
+        if let Some(path) = self.deferred.remove(&call) {
+            match reason {
+                CancelReason::ServerStopped => {}
+                // What claude does once the user answered its prompt (or another change took
+                // the tab): which answer, the bridge is not told.
+                CancelReason::TabClosed | CancelReason::AllDiffTabsClosed => {
+                    ui::say(&format!("diff closed by claude: {path}"))
+                }
+                _ => ui::say(&format!("diff withdrawn ({why}): {path}")),
+            }
+            return;
+        }
         if self.shown.as_ref().is_some_and(|s| s.call == call) {
             let s = self.shown.take().expect("shown");
             // Below its question, which goes with it. (Not into `$EDITOR`'s screen: that one is

@@ -302,6 +302,9 @@ pub struct Host {
     checking: VecDeque<Checking>,
     queue: VecDeque<Shown>,
     shown: Option<Shown>,
+    /// The changes left to claude's own prompt (`--on-diff defer`), by call: their end is said
+    /// (each comes as a cancellation: claude closing the tab once decided, its link dropping).
+    deferred: HashMap<CallId, String>,
     /// When the shown change's question was put: a line read before it is not its answer.
     shown_at: Instant,
     /// The shown change is in `$EDITOR` (on its own thread): nothing else is shown meanwhile.
@@ -439,6 +442,7 @@ impl Host {
             checking: VecDeque::new(),
             queue: VecDeque::new(),
             shown: None,
+            deferred: HashMap::new(),
             editing: None,
             editor_ended: None,
             editor_pid: Arc::default(),
@@ -735,7 +739,7 @@ impl Host {
     fn on_cancelled(&mut self, call: CallId, reason: CancelReason) {
         let why = &reason.to_string();
         self.check_cancelled(call);
-        self.withdraw_diff(call, why);
+        self.withdraw_diff(call, reason);
         self.cancel_forwarded(call, why);
     }
 
