@@ -9,8 +9,12 @@
 //! Output between frames that does not start a header (a log line a server prints on stdout, a wrapper
 //! script's echo) is skipped, as far as the next line's end or the next `Content-Length:`/`Content-Type:`, and
 //! told ([`Decoder::take_skipped`]); more than [`Decoder::MAX_SKIPPED_BYTES`] of it between two frames is an
-//! error. An error is final: the decoder refuses
-//! every later frame too, since the stream can no longer be trusted to be in step.
+//! error. A frame over the body limit, up to [`Decoder::MAX_PASSED_OVER_FACTOR`] times it, is passed over
+//! as it arrives, without being held (its first bytes kept, to tell which request it answers:
+//! [`Decoder::take_passed_over`]), and the frames after it are read as before: a server that answers
+//! a big file's formatting with a message too large to take is not taken for a broken stream. An
+//! error is final: the decoder refuses every later frame too, since the stream can no longer be
+//! trusted to be in step.
 
 use std::fmt;
 
@@ -25,7 +29,8 @@ pub enum FrameError {
     MissingLength,
     /// `Content-Length` is not a decimal number, or appears twice with different values.
     BadLength(String),
-    /// `Content-Length` is over the body limit.
+    /// `Content-Length` is over what is passed over ([`Decoder::MAX_PASSED_OVER_FACTOR`] times
+    /// the body limit).
     TooLarge {
         /// The announced length.
         length: u64,
@@ -102,6 +107,20 @@ pub struct Decoder {
     /// The start of what was skipped since the last frame (told by [`FrameError::NotFrames`],
     /// whatever was taken for the log meanwhile).
     began: Vec<u8>,
+    /// The frame over the body limit being passed over: its length, the bytes of it still to
+    /// come, and its first [`Decoder::PASSED_OVER_START`] bytes.
+    over: Option<(u64, u64, Vec<u8>)>,
+    /// The frames passed over and not yet taken ([`Decoder::take_passed_over`]).
+    passed: Vec<PassedOver>,
+}
+
+/// A frame over the body limit that was passed over ([`Decoder::take_passed_over`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassedOver {
+    /// Its length, as its header announced it.
+    pub length: u64,
+    /// Its first bytes (at most [`Decoder::PASSED_OVER_START`]).
+    pub start: Vec<u8>,
 }
 
 impl Decoder {
@@ -121,7 +140,52 @@ impl Decoder {
             told: 0,
             sample: Vec::new(),
             began: Vec::new(),
+            over: None,
+            passed: Vec::new(),
         }
+    }
+
+    /// How many times the body limit a frame may be and still be passed over; a longer one is
+    /// [`FrameError::TooLarge`] (a stream announcing it is not read on for good).
+    pub const MAX_PASSED_OVER_FACTOR: u64 = 32;
+
+    /// How much of a frame passed over is kept ([`PassedOver::start`]).
+    pub const PASSED_OVER_START: usize = 256;
+
+    /// The frames over the body limit passed over since the last call, in order.
+    ///
+    /// ```
+    /// use claude_ide_bridge_lsp::codec::{encode, Decoder};
+    /// let mut decoder = Decoder::new(8);
+    /// decoder.push(&encode(br#"{"id":7,"result":"far too long"}"#));
+    /// decoder.push(&encode(b"{}"));
+    /// assert_eq!(decoder.next_frame().unwrap().as_deref(), Some(&b"{}"[..]));
+    /// let passed = decoder.take_passed_over();
+    /// assert_eq!(passed[0].length, 32);
+    /// assert!(passed[0].start.starts_with(br#"{"id":7,"#));
+    /// assert!(decoder.take_passed_over().is_empty());
+    /// ```
+    pub fn take_passed_over(&mut self) -> Vec<PassedOver> {
+        std::mem::take(&mut self.passed)
+    }
+
+    /// Takes what `bytes` hold of the frame being passed over; returns the rest.
+    fn pass_over<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
+        let Some((length, left, start)) = &mut self.over else {
+            return bytes;
+        };
+        let take = (*left).min(bytes.len() as u64) as usize;
+        let room = Self::PASSED_OVER_START.saturating_sub(start.len());
+        start.extend_from_slice(&bytes[..take.min(room)]);
+        *left -= take as u64;
+        if *left == 0 {
+            self.passed.push(PassedOver {
+                length: *length,
+                start: std::mem::take(start),
+            });
+            self.over = None;
+        }
+        &bytes[take..]
     }
 
     /// The most output that is not a frame skipped between two frames: past it the stream is
@@ -166,6 +230,7 @@ impl Decoder {
             gather(&mut self.gathered, n, &bytes[..take]);
             bytes = &bytes[take..];
         }
+        bytes = self.pass_over(bytes);
         if bytes.is_empty() {
             return;
         }
@@ -179,7 +244,9 @@ impl Decoder {
     /// How many bytes are buffered and not yet returned: at most one header block plus one body (and what a
     /// single read appended after them).
     pub fn buffered(&self) -> usize {
-        self.buf.len() - self.start + self.gathered.len()
+        self.buf.len() - self.start
+            + self.gathered.len()
+            + self.over.as_ref().map_or(0, |o| o.2.len())
     }
 
     /// Whether more bytes are wanted right now: false once a complete frame is waiting to be taken. A
@@ -192,6 +259,7 @@ impl Decoder {
         let pending = &self.buf[self.start..];
         match self.body {
             Some(n) => self.gathered.len() < n,
+            None if self.over.is_some() => true,
             None => find_blank_line(pending).is_none() && pending.len() < Self::MAX_HEADER_BYTES,
         }
     }
@@ -243,7 +311,16 @@ impl Decoder {
     }
 
     fn step(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
-        if self.body.is_none() {
+        while self.body.is_none() {
+            if self.over.is_some() {
+                let buf = std::mem::take(&mut self.buf);
+                let rest = self.pass_over(&buf[self.start..]).len();
+                self.start = buf.len() - rest;
+                self.buf = buf;
+                if self.over.is_some() {
+                    return Ok(None);
+                }
+            }
             if !self.skip()? {
                 return Ok(None);
             }
@@ -258,11 +335,19 @@ impl Decoder {
                 return Err(FrameError::HeaderTooLong);
             }
             let length = parse_headers(&pending[..end - 4])?;
-            if length > self.max_body as u64 {
+            let most = (self.max_body as u64).saturating_mul(Self::MAX_PASSED_OVER_FACTOR);
+            if length > most {
                 return Err(FrameError::TooLarge {
                     length,
                     limit: self.max_body,
                 });
+            }
+            if length > self.max_body as u64 {
+                self.start += end;
+                self.skipped = 0;
+                self.began.clear();
+                self.over = Some((length, length, Vec::new()));
+                continue;
             }
             let n = length as usize;
             self.start += end;
@@ -552,7 +637,7 @@ mod tests {
             (b"Content-Length: 99999999999999999999999\r\n\r\n", "bad"),
             (b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n", "bad"),
             (b"Content-Type: a\r\n\r\n", "missing"),
-            (b"Content-Length: 101\r\n\r\n", "large"),
+            (b"Content-Length: 3201\r\n\r\n", "large"),
             (b"Content-Length: 1\r\nContent Length: 1\r\n\r\n", "header"),
             (b"Content-Type: a\r\nContent-Length 1\r\n\r\n", "header"),
         ] {
@@ -672,11 +757,42 @@ mod tests {
             }
         }
 
+        /// A body over the limit is passed over as it comes, however it is cut, its start kept,
+        /// and the frame after it read; one over the limit to pass over is refused.
         #[test]
-        fn bodies_over_the_limit_are_refused(extra in 1usize..1000) {
+        fn bodies_over_the_limit_are_passed_over(
+            extra in 1usize..3000,
+            cuts in proptest::collection::vec(0usize..4000, 0..6),
+        ) {
             let mut d = Decoder::new(100);
-            d.push(&encode(&vec![b' '; 100 + extra]));
-            let refused = matches!(d.next_frame(), Err(FrameError::TooLarge { length, limit: 100 }) if length == (100 + extra) as u64);
+            let body: Vec<u8> = (0..100 + extra).map(|i| b'a' + (i % 26) as u8).collect();
+            let mut wire = encode(&body);
+            wire.extend(encode(b"{}"));
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(wire.len())).collect();
+            cuts.sort_unstable();
+            let mut frames = Vec::new();
+            let mut from = 0;
+            for to in cuts.into_iter().chain([wire.len()]) {
+                d.push(&wire[from..to]);
+                from = to;
+                while let Some(f) = d.next_frame().unwrap() {
+                    frames.push(f);
+                }
+                prop_assert!(d.buffered() <= Decoder::MAX_HEADER_BYTES + 100 + Decoder::PASSED_OVER_START + 4100);
+            }
+            prop_assert_eq!(frames, vec![b"{}".to_vec()]);
+            let passed = d.take_passed_over();
+            prop_assert_eq!(passed.len(), 1);
+            prop_assert_eq!(passed[0].length, (100 + extra) as u64);
+            prop_assert_eq!(&passed[0].start[..], &body[..Decoder::PASSED_OVER_START.min(body.len())]);
+        }
+
+        #[test]
+        fn bodies_over_what_is_passed_over_are_refused(extra in 1usize..1000) {
+            let mut d = Decoder::new(100);
+            let length = 100 * Decoder::MAX_PASSED_OVER_FACTOR as usize + extra;
+            d.push(format!("Content-Length: {length}\r\n\r\n").as_bytes());
+            let refused = matches!(d.next_frame(), Err(FrameError::TooLarge { length: l, limit: 100 }) if l == length as u64);
             prop_assert!(refused);
         }
     }

@@ -11,7 +11,9 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LspLimits {
-    /// The largest message accepted from a server; a larger one stops that server.
+    /// The largest message accepted from a server. A larger one, up to 32 times this, is passed
+    /// over as it comes (the request it answers gets an error saying so; a notification is
+    /// logged), and the server goes on; a still larger one stops that server.
     pub max_message_bytes: usize,
     /// Diagnostics kept per file: when a server reports more, the most severe (errors, then
     /// warnings, information and hints), in the server's order.

@@ -963,6 +963,71 @@ fn head(frame: &[u8]) -> String {
     String::from_utf8_lossy(&body[..body.len().min(1000)]).into_owned()
 }
 
+/// Messages over the size limit the decoder passed over ([`Decoder::take_passed_over`]): the
+/// request one answers (its `id` among its first bytes, before any `method`: not the server's own
+/// request) is answered with an error saying so, as if the server had; any other is logged. The
+/// server is not stopped: an answer too large to take (a big file's formatting) is its work, not
+/// its misbehaviour. Returns whether an answer was made up (waiters to wake).
+fn answer_passed_over(
+    shared: &StateMonitor,
+    decoder: &mut Decoder,
+    limit: usize,
+    log: &Log,
+    on_change: &OnChange,
+) -> bool {
+    let mut answered = false;
+    for passed in decoder.take_passed_over() {
+        let too_large = format!(
+            "its answer was {} bytes, over the limit of {limit} bytes for a message from a \
+             language server",
+            passed.length
+        );
+        match answered_id(&passed.start) {
+            Some(id) => {
+                let frame = serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {"code": -32603, "message": too_large},
+                });
+                let effects = shared.lock().handle(frame.to_string().as_bytes());
+                log.line(&format!("request {id}: {too_large}: passed over"));
+                if let Ok(effects) = effects {
+                    apply(effects, on_change, log);
+                }
+                answered = true;
+            }
+            None => log.line(&format!(
+                "passed over a message of {} bytes, over the limit of {limit} bytes: {:?}",
+                passed.length,
+                String::from_utf8_lossy(&passed.start[..passed.start.len().min(120)])
+            )),
+        }
+    }
+    answered
+}
+
+/// The `id` of the response whose first bytes are `start`: an integer after the first `"id"`
+/// key, with no `"method"` before it (a request of the server's own).
+fn answered_id(start: &[u8]) -> Option<i64> {
+    let at = start.windows(4).position(|w| w == b"\"id\"")?;
+    if start[..at].windows(8).any(|w| w == b"\"method\"") {
+        return None;
+    }
+    let rest = &start[at + 4..];
+    let rest = &rest[rest.iter().position(|b| !b.is_ascii_whitespace())?..];
+    let rest = rest.strip_prefix(b":")?;
+    let rest = &rest[rest.iter().position(|b| !b.is_ascii_whitespace())?..];
+    let end = rest
+        .iter()
+        .position(|b| !(b.is_ascii_digit() || *b == b'-'))
+        .unwrap_or(rest.len());
+    // Cut short by the kept start: not known whole.
+    if end == rest.len() {
+        return None;
+    }
+    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
+}
+
 /// Output that is not a frame (a log line on stdout) was passed over: the log says so.
 fn log_skipped(decoder: &mut Decoder, log: &Log) {
     if let Some((n, said)) = decoder.take_skipped() {
@@ -1037,6 +1102,9 @@ fn read_loop(
                 }
             }
         }
+        if answer_passed_over(shared, &mut decoder, max_message, log, on_change) {
+            shared.cond.notify_all();
+        }
         log_skipped(&mut decoder, log);
         if let Some(why) = fatal {
             break format!("stopped for misbehaving: {why}");
@@ -1090,5 +1158,29 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(&secret, &file).unwrap();
         assert!(!on_disk(path, "s3cr3t\n"));
+    }
+}
+
+#[cfg(test)]
+mod passed_over {
+    use super::answered_id;
+
+    /// The request a message passed over answers: its `id` whole, before any `method` (a
+    /// request of the server's own), an integer.
+    #[test]
+    fn the_answered_request_is_read_from_the_start_kept() {
+        assert_eq!(
+            answered_id(br#"{"jsonrpc":"2.0","id":17,"result":[{"#),
+            Some(17)
+        );
+        assert_eq!(answered_id(br#"{ "id" : 3 , "result": 1"#), Some(3));
+        assert_eq!(
+            answered_id(br#"{"jsonrpc":"2.0","method":"x","id":4,"params""#),
+            None
+        );
+        assert_eq!(answered_id(br#"{"jsonrpc":"2.0","result":[1,2,3"#), None);
+        // Cut off by the kept start: not taken for another number.
+        assert_eq!(answered_id(br#"{"id":12"#), None);
+        assert_eq!(answered_id(br#"{"id":"a","result":1"#), None);
     }
 }

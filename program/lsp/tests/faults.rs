@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use claude_ide_bridge_lsp::table::Language;
 use claude_ide_bridge_lsp::{
-    DownReason, FileDiagnostics, Lsp, LspConfig, LspLog, ServerState, ServerTable,
+    DownReason, FileDiagnostics, Lsp, LspConfig, LspError, LspLog, ServerState, ServerTable,
 };
 use common::{script, wait_for, Waits, SLACK};
 
@@ -307,6 +307,34 @@ fn formatting_applies_the_servers_utf16_edits() {
     assert_eq!(formatted.as_deref(), Some("a😀é\nb\nc\n"));
     // A file of no language cannot be formatted this way.
     assert_eq!(fx.lsp.format(&fx.file("c.txt"), "x ", deadline), Ok(None));
+    fx.shutdown_leaves_nothing();
+}
+
+/// An answer over the message limit (a big file's formatting: ruff answered an 8.8 MB file with
+/// 15 MB) is passed over and its request answered with an error saying so; the server goes on.
+/// It was stopped "for misbehaving", every file of its language lost its diagnostics until the
+/// restart, and three such requests gave it up for ten minutes.
+#[test]
+fn an_answer_over_the_message_limit_fails_its_request_and_keeps_the_server() {
+    let fx = fake("good", |c| c.limits.max_message_bytes = 4096);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = "x  \n".repeat(300);
+    let e = fx
+        .lsp
+        .format(&fx.file("big.fake"), &text, deadline)
+        .unwrap_err();
+    assert!(
+        matches!(&e, LspError::Server { message, .. } if message.contains("over the limit of 4096 bytes")),
+        "{e}"
+    );
+    assert_eq!(fx.state_of("fake"), ServerState::Running);
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        fx.diagnostics("a.fake", "error", wait, wait),
+        ["bad line 0"]
+    );
+    assert_eq!(fx.starts().len(), 1, "not restarted");
+    assert!(fx.log_text().contains("passed over"), "{}", fx.log_text());
     fx.shutdown_leaves_nothing();
 }
 
@@ -655,9 +683,11 @@ fn hung_shutdown_is_killed_with_its_children_after_the_grace() {
     );
 }
 
+/// A message of 22 MB, over 32 times the limit (here 512 KiB): not passed over, the server is
+/// stopped (a stream announcing that much is not read on).
 #[test]
-fn a_message_over_the_limit_stops_the_server() {
-    let fx = fake("huge", |c| c.limits.max_message_bytes = 1 << 20);
+fn a_message_over_what_is_passed_over_stops_the_server() {
+    let fx = fake("huge", |c| c.limits.max_message_bytes = 1 << 19);
     let wait = Duration::from_secs(3);
     assert!(fx.diagnostics("a.fake", "error", wait, wait).is_empty());
     wait_for(
