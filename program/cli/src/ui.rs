@@ -88,7 +88,7 @@ pub fn wait_written() {
 /// line, so a path with a newline cannot write a line of its own ("diff accepted: ...").
 pub fn say(line: &str) {
     if heard() {
-        over_prompt(format_args!("{}\n", visible(line)));
+        over_prompt(format_args!("{}\n", shown(line)));
     }
 }
 
@@ -115,10 +115,10 @@ pub fn note(line: &str, queued: usize) {
     match open.is_some() {
         true => {
             let prompt = prompt_text(queued);
-            err(format_args!("\n{}\n{prompt}", visible(line)));
+            err(format_args!("\n{}\n{prompt}", shown(line)));
             *open = Some(prompt);
         }
-        false => err(format_args!("{}\n", visible(line))),
+        false => err(format_args!("{}\n", shown(line))),
     }
 }
 
@@ -184,7 +184,7 @@ pub fn heard() -> bool {
 /// Prints a line in bold.
 pub fn say_bold(line: &str) {
     if heard() {
-        over_prompt(format_args!("{BOLD}{}{BOLD:#}\n", visible(line)));
+        over_prompt(format_args!("{BOLD}{}{BOLD:#}\n", shown(line)));
     }
 }
 
@@ -222,6 +222,21 @@ pub fn prefix_within(text: &str, max: usize) -> &str {
         .find(|&i| text.is_char_boundary(i))
         .unwrap_or(0);
     &text[..end]
+}
+
+/// The most bytes of one line the bridge says ([`say`], [`say_bold`], [`note`]): what it names came
+/// from claude (paths, up to a message's 10 MiB each: `open_files` with thousands of them printed
+/// gigabytes to a log, and megabytes a call to the terminal where the user answers diffs).
+const MAX_SAID_BYTES: usize = 4096;
+
+/// `line` as it is said: cut to [`MAX_SAID_BYTES`] (the rest counted), then [`visible`].
+fn shown(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= MAX_SAID_BYTES {
+        return visible(line);
+    }
+    let kept = prefix_within(line, MAX_SAID_BYTES);
+    let cut = format!("{kept}... ({} bytes more)", line.len() - kept.len());
+    std::borrow::Cow::Owned(visible(&cut).into_owned())
 }
 
 /// `text` with what a terminal would obey instead of print made visible: control characters
@@ -551,6 +566,23 @@ mod tests {
             visible("claude proposes a change: /w/a\ndiff accepted: /w/b\u{1b}"),
             "claude proposes a change: /w/a^Jdiff accepted: /w/b^["
         );
+    }
+
+    /// A line said is at most 4 KiB (and the count of the rest), cut between two characters:
+    /// `open_files` with 1,800 paths of 5 KB wrote 9 MB a call to the terminal.
+    #[test]
+    fn a_line_said_is_bounded() {
+        let paths = vec![format!("/w/{}é", "x".repeat(5000)); 1800].join(", ");
+        let line = format!("claude asked to open {paths}");
+        let out = shown(&line);
+        assert!(out.len() <= MAX_SAID_BYTES + 40, "{}", out.len());
+        assert!(out.starts_with("claude asked to open /w/xxx"), "{out:.40}");
+        let kept = prefix_within(&line, MAX_SAID_BYTES);
+        assert_eq!(
+            out,
+            format!("{kept}... ({} bytes more)", line.len() - kept.len())
+        );
+        assert_eq!(shown("short \u{1b}"), "short ^[");
     }
 
     /// Two long texts with nothing in common: the diff's search would run for minutes, and the
