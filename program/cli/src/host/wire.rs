@@ -42,6 +42,11 @@ impl WireLog {
 
     /// Logs `event` (calls and cancellations are not logged: their messages are).
     pub fn event(&mut self, event: &Event) {
+        // Full (or failed): nothing more is written, so nothing is read or copied either (a
+        // message of megabytes cost the host thread its whole text each time).
+        if self.left == 0 {
+            return;
+        }
         let line = match event {
             Event::Message {
                 conn,
