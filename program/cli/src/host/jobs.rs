@@ -44,6 +44,12 @@ pub const RESERVED_JOBS: usize = 16;
 /// How many jobs a connection may hold and still take one of the [`RESERVED_JOBS`].
 pub const FEW_JOBS: usize = 4;
 
+/// The very last jobs, of the [`RESERVED_JOBS`], kept for connections holding none: one for each
+/// connection the engine admits (`Limits::max_connections`, 10), so that a client whose calls
+/// hold no job always gets one run. (Seven busy connections, three holding 16 and four holding
+/// 3, took all 64, and a new client's `readFile` was refused.)
+pub const KEPT_FOR_IDLE: usize = 10;
+
 /// How long a job may take before its call is answered with a time-out error. Longer than any
 /// bound of the files crate (a listing stops itself after 5 s), so only a file system that does
 /// not answer reaches it.
@@ -84,8 +90,8 @@ pub enum Busy {
     All(usize),
     /// The connection holds as many as it may.
     Connection(usize),
-    /// The jobs left (this many) are kept for connections holding fewer than [`FEW_JOBS`], and
-    /// this one holds more.
+    /// The jobs left (this many) are kept for connections holding fewer than [`FEW_JOBS`] (the
+    /// last [`KEPT_FOR_IDLE`] for those holding none), and this one holds more.
     Kept(usize),
 }
 
@@ -99,6 +105,11 @@ impl std::fmt::Display for Busy {
             Busy::Connection(n) => write!(
                 f,
                 "This connection has {n} operations in progress; try again when one has finished"
+            ),
+            Busy::Kept(n) if *n <= KEPT_FOR_IDLE => write!(
+                f,
+                "The bridge's last {n} operations are kept for connections with none in \
+                 progress; try again when one of this connection's has finished"
             ),
             Busy::Kept(n) => write!(
                 f,
@@ -144,7 +155,7 @@ impl Jobs {
     pub fn with_deadline(handle: Handle, deadline: Duration) -> Jobs {
         Jobs {
             handle,
-            slots: Slots::new(MAX_JOBS, MAX_JOBS_PER_CONNECTION),
+            slots: Slots::new(MAX_JOBS, MAX_JOBS_PER_CONNECTION).with_reserves(),
             next: AtomicU64::new(1),
             deadline,
             in_flight: Arc::default(),
@@ -333,6 +344,10 @@ struct Slots {
     counts: Arc<Mutex<Counts>>,
     max: usize,
     max_per_owner: usize,
+    /// The last jobs kept for connections holding fewer than [`FEW_JOBS`], and of them the
+    /// last for connections holding none ([`Slots::with_reserves`]; none by default).
+    reserved: usize,
+    kept_for_idle: usize,
 }
 
 /// The jobs running, in all and per owner (a connection), under one lock.
@@ -367,6 +382,18 @@ impl Slots {
             counts: Arc::default(),
             max,
             max_per_owner,
+            reserved: 0,
+            kept_for_idle: 0,
+        }
+    }
+
+    /// The bridge's: [`RESERVED_JOBS`] kept for connections holding few, [`KEPT_FOR_IDLE`] of
+    /// them for those holding none.
+    fn with_reserves(self) -> Slots {
+        Slots {
+            reserved: RESERVED_JOBS,
+            kept_for_idle: KEPT_FOR_IDLE,
+            ..self
         }
     }
 
@@ -380,9 +407,11 @@ impl Slots {
         if counts.running >= self.max {
             return Err(Busy::All(self.max));
         }
-        // The last few are for those holding few: the others are busy enough.
-        if counts.running >= self.max.saturating_sub(RESERVED_JOBS) && held >= FEW_JOBS {
-            return Err(Busy::Kept(self.max - counts.running));
+        // The last few are for those holding few, the very last for those holding none: the
+        // others are busy enough.
+        let free = self.max - counts.running;
+        if (free <= self.reserved && held >= FEW_JOBS) || (free <= self.kept_for_idle && held > 0) {
+            return Err(Busy::Kept(free));
         }
         counts.running += 1;
         counts.per_owner.insert(owner, held + 1);
@@ -593,7 +622,7 @@ mod tests {
     /// [`RESERVED_JOBS`] to those holding few: a fifth client still gets its `readFile` run.
     #[test]
     fn the_last_jobs_are_kept_for_connections_holding_few() {
-        let slots = Slots::new(MAX_JOBS, MAX_JOBS_PER_CONNECTION);
+        let slots = Slots::new(MAX_JOBS, MAX_JOBS_PER_CONNECTION).with_reserves();
         let mut held = Vec::new();
         for owner in 1..=4 {
             while let Ok(slot) = slots.take(owner) {
@@ -607,14 +636,46 @@ mod tests {
         assert!(Busy::Kept(left).to_string().starts_with(&format!(
             "The bridge's last {left} operations are kept for connections with fewer than 4"
         )));
-        for owner in 5..=7 {
-            for _ in 0..FEW_JOBS {
-                held.push(slots.take(owner).unwrap());
-            }
-            assert!(slots.take(owner).is_err(), "{owner} holds {FEW_JOBS}");
+        // A fifth holding few takes them down to the last KEPT_FOR_IDLE, which are for
+        // connections holding none, one each.
+        while let Ok(slot) = slots.take(5) {
+            held.push(slot);
         }
-        assert!(held.len() <= MAX_JOBS);
+        assert_eq!(MAX_JOBS - held.len(), KEPT_FOR_IDLE);
+        for owner in 6..6 + KEPT_FOR_IDLE as u64 {
+            held.push(slots.take(owner).unwrap());
+            assert!(slots.take(owner).is_err(), "{owner} holds one");
+        }
+        assert_eq!(held.len(), MAX_JOBS);
         assert!(slots.take(1).is_err());
+    }
+
+    /// However the busy connections share the jobs, each connection holding none still gets one,
+    /// up to as many connections as the engine admits: seven busy ones (three holding 16, four
+    /// holding 3) took all 64 and a new client's `readFile` was refused.
+    #[test]
+    fn a_connection_holding_none_always_gets_a_job() {
+        assert!(KEPT_FOR_IDLE >= claude_ide_bridge::Limits::default().max_connections);
+        for busy in 1..claude_ide_bridge::Limits::default().max_connections as u64 {
+            let slots = Slots::new(MAX_JOBS, MAX_JOBS_PER_CONNECTION).with_reserves();
+            let mut held = Vec::new();
+            // The busy ones take all they may, one after the other.
+            for owner in 1..=busy {
+                while let Ok(slot) = slots.take(owner) {
+                    held.push(slot);
+                }
+            }
+            // Every other connection admitted gets one.
+            for owner in busy + 1..=10 {
+                match slots.take(owner) {
+                    Ok(slot) => held.push(slot),
+                    Err(e) => panic!("{busy} busy: connection {owner} refused: {e}"),
+                }
+            }
+        }
+        assert!(Busy::Kept(3)
+            .to_string()
+            .contains("kept for connections with none in progress"));
     }
 
     #[test]
