@@ -102,7 +102,12 @@ impl Error {
     /// assert!(Error::NotFound { path: "a".into() }.is_refusal());
     /// ```
     pub fn is_refusal(&self) -> bool {
-        !matches!(self, Error::Io { .. } | Error::FolderReplaced { .. })
+        match self {
+            // A name the file system cannot hold (longer than 255 bytes): the client's path.
+            Error::Io { err, .. } => err.kind() == io::ErrorKind::InvalidFilename,
+            Error::FolderReplaced { .. } => false,
+            _ => true,
+        }
     }
 
     pub(crate) fn io(path: &str, op: &'static str, err: impl Into<io::Error>) -> Error {

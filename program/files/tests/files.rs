@@ -121,6 +121,26 @@ fn reads_a_regular_file_and_answers_its_path() {
     ));
 }
 
+/// A name longer than the file system holds (255 bytes) is the client's path: a refusal
+/// (JSON-RPC -32602 for the compatibility methods), not an internal error (-32603).
+#[test]
+fn a_name_too_long_for_the_file_system_is_a_refusal() {
+    let t = Tree::new();
+    let ws = Workspace::new(vec![t.ws.to_str().unwrap().into()], Limits::default());
+    let long = format!("{}/{}", t.ws.display(), "x".repeat(300));
+    let e = ws.read_text(&long).unwrap_err();
+    assert!(e.is_refusal(), "{e:?}");
+    let e = ws.write(&long, b"x").unwrap_err();
+    assert!(e.is_refusal(), "{e:?}");
+    // A failure of the file system itself stays one.
+    let io = Error::Io {
+        path: "a".into(),
+        op: "reading",
+        err: std::io::Error::other("disk on fire"),
+    };
+    assert!(!io.is_refusal());
+}
+
 #[test]
 fn special_files_are_refused_without_blocking() {
     let t = Tree::new();
