@@ -108,8 +108,9 @@ pub struct Decoder {
     /// whatever was taken for the log meanwhile).
     began: Vec<u8>,
     /// The frame over the body limit being passed over: its length, the bytes of it still to
-    /// come, and its first [`Decoder::PASSED_OVER_START`] bytes.
-    over: Option<(u64, u64, Vec<u8>)>,
+    /// come, its first [`Decoder::PASSED_OVER_START`] bytes, and its top-level members as far
+    /// as read.
+    over: Option<(u64, u64, Vec<u8>, TopLevel)>,
     /// The frames passed over and not yet taken ([`Decoder::take_passed_over`]).
     passed: Vec<PassedOver>,
 }
@@ -121,6 +122,105 @@ pub struct PassedOver {
     pub length: u64,
     /// Its first bytes (at most [`Decoder::PASSED_OVER_START`]).
     pub start: Vec<u8>,
+    /// The request it answers: its top-level `id` when it is an integer and the frame has a
+    /// top-level `result` or `error` and no `method` (a response, wherever its members came:
+    /// gopls writes `id` last), read as the frame went by.
+    pub answers: Option<i64>,
+}
+
+/// The top-level members of a JSON object read a byte at a time, as far as a response's
+/// `id` goes: which keys came, and an integer `id`'s digits. Nothing is held but a key's first
+/// bytes and the digits.
+#[derive(Debug, Clone, Default)]
+struct TopLevel {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    /// Reading a top-level key (its first bytes), or expecting one.
+    key: Option<Vec<u8>>,
+    expect_key: bool,
+    /// The last top-level key read.
+    last_key: Vec<u8>,
+    /// The `id`'s digits, while its value is read.
+    digits: Option<Vec<u8>>,
+    id: Option<i64>,
+    method: bool,
+    answer: bool,
+}
+
+impl TopLevel {
+    fn read(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.byte(b);
+        }
+    }
+
+    fn byte(&mut self, b: u8) {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                if let Some(key) = self.key.take() {
+                    match key.as_slice() {
+                        b"method" => self.method = true,
+                        b"result" | b"error" => self.answer = true,
+                        _ => {}
+                    }
+                    self.last_key = key;
+                }
+                return;
+            }
+            if let Some(key) = self.key.as_mut().filter(|k| k.len() < 8) {
+                key.push(b);
+            }
+            return;
+        }
+        match b {
+            b'"' => {
+                self.in_string = true;
+                if self.depth == 1 && self.expect_key {
+                    self.key = Some(Vec::new());
+                    self.expect_key = false;
+                }
+            }
+            b'{' | b'[' => {
+                self.depth += 1;
+                self.expect_key = self.depth == 1 && b == b'{';
+            }
+            b'}' | b']' => {
+                if self.depth == 1 {
+                    self.end_value();
+                }
+                self.depth = self.depth.saturating_sub(1);
+            }
+            b':' if self.depth == 1 && self.last_key == b"id" => self.digits = Some(Vec::new()),
+            b',' if self.depth == 1 => {
+                self.end_value();
+                self.expect_key = true;
+            }
+            b'0'..=b'9' | b'-' if self.depth == 1 => {
+                if let Some(d) = self.digits.as_mut().filter(|d| d.len() < 24) {
+                    d.push(b);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn end_value(&mut self) {
+        if let Some(d) = self.digits.take() {
+            self.id = std::str::from_utf8(&d).ok().and_then(|d| d.parse().ok());
+        }
+        self.last_key.clear();
+    }
+
+    /// The request the object answers, once read whole.
+    fn answers(&self) -> Option<i64> {
+        (self.answer && !self.method).then_some(self.id).flatten()
+    }
 }
 
 impl Decoder {
@@ -163,6 +263,7 @@ impl Decoder {
     /// let passed = decoder.take_passed_over();
     /// assert_eq!(passed[0].length, 32);
     /// assert!(passed[0].start.starts_with(br#"{"id":7,"#));
+    /// assert_eq!(passed[0].answers, Some(7));
     /// assert!(decoder.take_passed_over().is_empty());
     /// ```
     pub fn take_passed_over(&mut self) -> Vec<PassedOver> {
@@ -171,17 +272,19 @@ impl Decoder {
 
     /// Takes what `bytes` hold of the frame being passed over; returns the rest.
     fn pass_over<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
-        let Some((length, left, start)) = &mut self.over else {
+        let Some((length, left, start, top)) = &mut self.over else {
             return bytes;
         };
         let take = (*left).min(bytes.len() as u64) as usize;
         let room = Self::PASSED_OVER_START.saturating_sub(start.len());
         start.extend_from_slice(&bytes[..take.min(room)]);
+        top.read(&bytes[..take]);
         *left -= take as u64;
         if *left == 0 {
             self.passed.push(PassedOver {
                 length: *length,
                 start: std::mem::take(start),
+                answers: top.answers(),
             });
             self.over = None;
         }
@@ -346,7 +449,7 @@ impl Decoder {
                 self.start += end;
                 self.skipped = 0;
                 self.began.clear();
-                self.over = Some((length, length, Vec::new()));
+                self.over = Some((length, length, Vec::new(), TopLevel::default()));
                 continue;
             }
             let n = length as usize;
@@ -626,6 +729,59 @@ mod tests {
         let mut d = Decoder::new(100);
         d.push(b"Content-Length: 2\r\nnot a header\r\n\r\n{}");
         assert!(matches!(d.next_frame(), Err(FrameError::BadHeader(_))));
+    }
+
+    /// The request a passed-over frame answers, read from its top-level members wherever they
+    /// come: `id` first (vscode-jsonrpc, lsp-server, clangd) or last (gopls); never a server's
+    /// own request (`method`, whichever comes first), nor an `id` inside the result.
+    #[test]
+    fn a_passed_over_frame_answers_the_request_of_its_top_level_id() {
+        let answers = |body: &str| {
+            let mut d = Decoder::new(16);
+            // Cut anywhere: read a byte at a time.
+            for b in encode(body.as_bytes()) {
+                d.push(&[b]);
+                while d.next_frame().unwrap().is_some() {}
+            }
+            let passed = d.take_passed_over();
+            assert_eq!(passed.len(), 1, "{body}");
+            passed[0].answers
+        };
+        assert_eq!(
+            answers(r#"{"jsonrpc":"2.0","id":17,"result":[{"a":1}]}"#),
+            Some(17)
+        );
+        assert_eq!(
+            answers(r#"{"jsonrpc":"2.0","result":[{"id":3,"x":"}"}],"id":5}"#),
+            Some(5)
+        );
+        assert_eq!(
+            answers(r#"{ "id" : -2 , "error" : {"code":1,"message":"m"} }"#),
+            Some(-2)
+        );
+        assert_eq!(
+            answers(r#"{"jsonrpc":"2.0","id":4,"method":"workspace/applyEdit","params":{}}"#),
+            None
+        );
+        assert_eq!(
+            answers(r#"{"method":"x","id":4,"params":{"result":1}}"#),
+            None
+        );
+        assert_eq!(
+            answers(
+                r#"{"jsonrpc":"2.0","method":"textDocument/publishDiagnostics","params":{"id":1}}"#
+            ),
+            None
+        );
+        assert_eq!(
+            answers(r#"{"id":"a1","result":"a string id is no request of ours"}"#),
+            None
+        );
+        assert_eq!(
+            answers(r#"{"result":"\"id\":9, \"quoted\"","id":8}"#),
+            Some(8)
+        );
+        assert_eq!(answers(r#"{"idx":3,"result":1}"#), None);
     }
 
     #[test]

@@ -964,7 +964,7 @@ fn head(frame: &[u8]) -> String {
 }
 
 /// Messages over the size limit the decoder passed over ([`Decoder::take_passed_over`]): the
-/// request one answers (its `id` among its first bytes, before any `method`: not the server's own
+/// request one answers ([`crate::codec::PassedOver::answers`]: a response, not the server's own
 /// request) is answered with an error saying so, as if the server had; any other is logged. The
 /// server is not stopped: an answer too large to take (a big file's formatting) is its work, not
 /// its misbehaviour. Returns whether an answer was made up (waiters to wake).
@@ -982,7 +982,7 @@ fn answer_passed_over(
              language server",
             passed.length
         );
-        match answered_id(&passed.start) {
+        match passed.answers {
             Some(id) => {
                 let frame = serde_json::json!({
                     "jsonrpc": "2.0",
@@ -997,35 +997,14 @@ fn answer_passed_over(
                 answered = true;
             }
             None => log.line(&format!(
-                "passed over a message of {} bytes, over the limit of {limit} bytes: {:?}",
+                "passed over a message of {} bytes (no answer to a request of the bridge's), over \
+                 the limit of {limit} bytes: {:?}",
                 passed.length,
                 String::from_utf8_lossy(&passed.start[..passed.start.len().min(120)])
             )),
         }
     }
     answered
-}
-
-/// The `id` of the response whose first bytes are `start`: an integer after the first `"id"`
-/// key, with no `"method"` before it (a request of the server's own).
-fn answered_id(start: &[u8]) -> Option<i64> {
-    let at = start.windows(4).position(|w| w == b"\"id\"")?;
-    if start[..at].windows(8).any(|w| w == b"\"method\"") {
-        return None;
-    }
-    let rest = &start[at + 4..];
-    let rest = &rest[rest.iter().position(|b| !b.is_ascii_whitespace())?..];
-    let rest = rest.strip_prefix(b":")?;
-    let rest = &rest[rest.iter().position(|b| !b.is_ascii_whitespace())?..];
-    let end = rest
-        .iter()
-        .position(|b| !(b.is_ascii_digit() || *b == b'-'))
-        .unwrap_or(rest.len());
-    // Cut short by the kept start: not known whole.
-    if end == rest.len() {
-        return None;
-    }
-    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
 }
 
 /// Output that is not a frame (a log line on stdout) was passed over: the log says so.
@@ -1158,29 +1137,5 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(&secret, &file).unwrap();
         assert!(!on_disk(path, "s3cr3t\n"));
-    }
-}
-
-#[cfg(test)]
-mod passed_over {
-    use super::answered_id;
-
-    /// The request a message passed over answers: its `id` whole, before any `method` (a
-    /// request of the server's own), an integer.
-    #[test]
-    fn the_answered_request_is_read_from_the_start_kept() {
-        assert_eq!(
-            answered_id(br#"{"jsonrpc":"2.0","id":17,"result":[{"#),
-            Some(17)
-        );
-        assert_eq!(answered_id(br#"{ "id" : 3 , "result": 1"#), Some(3));
-        assert_eq!(
-            answered_id(br#"{"jsonrpc":"2.0","method":"x","id":4,"params""#),
-            None
-        );
-        assert_eq!(answered_id(br#"{"jsonrpc":"2.0","result":[1,2,3"#), None);
-        // Cut off by the kept start: not taken for another number.
-        assert_eq!(answered_id(br#"{"id":12"#), None);
-        assert_eq!(answered_id(br#"{"id":"a","result":1"#), None);
     }
 }

@@ -243,6 +243,16 @@ def main():
             send({"jsonrpc": "2.0", "id": mid, "result": {"kind": "full", "items": diagnostics(text)}})
         elif method == "textDocument/formatting":
             note("formatted", params["textDocument"]["uri"])
+            if MODE == "big-server-request":
+                # A request of the server's own (id before method, as vscode-jsonrpc,
+                # lsp-server and llvm::json write it), over the message limit, whose id happens to
+                # be the client's pending one; then the real answer.
+                send({"jsonrpc": "2.0", "id": mid, "method": "workspace/applyEdit", "params": {"edit": {"changes": {}}, "label": "x" * 8000}})
+                time.sleep(0.3)
+            if MODE == "big-result-first":
+                # gopls's jsonrpc2 writes a response's result before its id.
+                send({"jsonrpc": "2.0", "result": [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "newText": "x" * 8000}], "id": mid})
+                continue
             text = docs.get(params["textDocument"]["uri"], "")
             edits = []
             for i, line in enumerate(text.split("\n")):

@@ -338,6 +338,39 @@ fn an_answer_over_the_message_limit_fails_its_request_and_keeps_the_server() {
     fx.shutdown_leaves_nothing();
 }
 
+/// Which request a message passed over answers is read from its top-level members as it goes
+/// by: a server's own request over the limit, written id first (as vscode-jsonrpc, lsp-server
+/// and clangd write), failed the client's request of the same id, whose real answer then came
+/// too late; an answer written result first (gopls) was not failed, and waited to its deadline.
+#[test]
+fn a_message_passed_over_fails_only_the_request_it_answers() {
+    let fx = fake("big-server-request", |c| c.limits.max_message_bytes = 4096);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let formatted = fx.lsp.format(&fx.file("big.fake"), "x  \n", deadline);
+    assert_eq!(formatted, Ok(Some("x\n".to_owned())), "{}", fx.log_text());
+    assert!(fx
+        .log_text()
+        .contains("no answer to a request of the bridge's"));
+    fx.shutdown_leaves_nothing();
+
+    let fx = fake("big-result-first", |c| c.limits.max_message_bytes = 4096);
+    let asked = Instant::now();
+    let e = fx.lsp.format(
+        &fx.file("big.fake"),
+        "x  \n",
+        asked + Duration::from_secs(20),
+    );
+    assert!(
+        matches!(&e, Err(LspError::Server { message, .. }) if message.contains("over the limit")),
+        "{e:?}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "failed at once, not at the deadline"
+    );
+    fx.shutdown_leaves_nothing();
+}
+
 #[test]
 fn start_ahead_of_the_first_question() {
     let fx = fake("good", |_| {});
