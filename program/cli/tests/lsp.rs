@@ -483,6 +483,15 @@ fn a_workspace_folder_made_again_is_no_file_without_problems() {
         ),
         "{text}"
     );
+    // Nor is the answer for every file a success (it was `[]`).
+    let r = c.call("getDiagnostics", json!({}));
+    assert!(is_error(&r), "{r}");
+    assert!(
+        texts(&r)
+            .join("")
+            .contains("the workspace's diagnostics are not known"),
+        "{r}"
+    );
     drop(c);
     assert_eq!(s.stop(), 0);
 }

@@ -444,6 +444,32 @@ impl Workspace {
             .collect()
     }
 
+    /// The folders that are no longer the directories they were when first used (removed and
+    /// made again: `rm -rf proj && git clone ... proj`; replaced by a link), each as the refusal
+    /// every file in it gets ([`Error::FolderReplaced`]). An answer about all the workspace's
+    /// files says so rather than answer for the files of the old directory.
+    ///
+    /// ```
+    /// # use claude_ide_bridge_files::{Limits, Workspace};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let proj = dir.path().join("proj");
+    /// std::fs::create_dir(&proj).unwrap();
+    /// let ws = Workspace::new(vec![proj.to_str().unwrap().into()], Limits::default());
+    /// assert!(ws.replaced_folders().is_empty());
+    /// std::fs::rename(&proj, dir.path().join("old")).unwrap();
+    /// std::fs::create_dir(&proj).unwrap();
+    /// assert_eq!(ws.replaced_folders().len(), 1);
+    /// ```
+    pub fn replaced_folders(&self) -> Vec<Error> {
+        (self.folders.iter().enumerate())
+            .filter(|(_, f)| f.refused.is_none())
+            .filter_map(|(i, f)| match self.open_folder(i, &f.advertised) {
+                Err(e @ Error::FolderReplaced { .. }) => Some(e),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The folders whose entries cannot be listed now, each with why (and, where the OS has
     /// one, what to do: on macOS, the privacy settings that keep an app out of Desktop,
     /// Documents or Downloads until allowed). Every read and listing there fails: a program

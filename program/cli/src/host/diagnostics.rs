@@ -316,7 +316,13 @@ fn named_path(uri: &str) -> Option<String> {
 fn looked_up(ws: &Workspace, uri: &str) -> Option<(String, Result<String, Error>)> {
     let path = named_path(uri).filter(|p| ws.contains(p))?;
     let found = ws.regular_file(&path);
-    (!matches!(found, Err(Error::Outside { .. }))).then_some((path, found))
+    // (A folder replaced since: what a server says of its files is of the old directory, or of
+    // where a link in its place leads.)
+    let out = matches!(
+        found,
+        Err(Error::Outside { .. } | Error::FolderReplaced { .. })
+    );
+    (!out).then_some((path, found))
 }
 
 /// The file `uri` names inside the workspace with the links on its way resolved, as one key for
@@ -1124,6 +1130,11 @@ impl LanguageServers {
         asker: Asker,
         spelled: &Spellings,
     ) -> ToolResult {
+        // What the servers hold is of the directory that was there: not an answer for this one
+        // (`[]` would tell claude every file in it is clean).
+        if let Some(e) = self.ws.replaced_folders().first() {
+            return ToolResult::error(format!("the workspace's diagnostics are not known: {e}"));
+        }
         let now = Instant::now();
         let (deadline, hard) = match asker {
             Asker::Client => ((now + CLIENT_ALL_WAIT).min(self.lsp.deadline()), true),

@@ -375,7 +375,7 @@ impl Workspace {
 
     /// The folder's directory handle, refused when the folder's path has come to name another
     /// directory since the workspace was made (see `unix/resolve.rs` for why).
-    fn open_folder(&self, folder: usize, path: &str) -> Result<Dir, Error> {
+    pub(crate) fn open_folder(&self, folder: usize, path: &str) -> Result<Dir, Error> {
         let f = &self.folders[folder];
         // A folder on a network share was refused when the workspace was made: cap-std would
         // name its directories by a path relative to the current directory (`winpath`'s
