@@ -183,12 +183,20 @@ pub fn describe_set(set: &[Vec<String>]) -> String {
         .join(" + ")
 }
 
-/// What `serve` says of a language server that ended by itself ([`claude_ide_bridge_lsp::Lsp::on_exit`]):
-/// which, why, its status, and that it starts again (`read`: where its log is, said after).
-pub fn ended_by_itself(gone: &claude_ide_bridge_lsp::ServerExit, read: Option<&str>) -> String {
+/// What `serve` says of a language server that ended unasked ([`claude_ide_bridge_lsp::Lsp::on_exit`]:
+/// it crashed or exited, or the bridge killed it as hung or stopped it for misbehaving, which its
+/// reason says): which, why, its status, and whether it starts again (`read`: where its log is,
+/// said after).
+pub fn server_ended(gone: &claude_ide_bridge_lsp::ServerExit, read: Option<&str>) -> String {
+    let next = match gone.given_up_for {
+        None => "started again when next needed".to_owned(),
+        Some(d) => format!(
+            "it ended too often in a row: not started again for {} minutes",
+            d.as_secs().div_ceil(60)
+        ),
+    };
     format!(
-        "language servers: {} ({}, pid {}) ended by itself ({}; {}): started again when next \
-         needed{}",
+        "language servers: {} ({}, pid {}) ended ({}; {}): {next}{}",
         claude_ide_bridge_lsp::table::command_line(&gone.command),
         gone.languages.join(", "),
         gone.pid,

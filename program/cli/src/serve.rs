@@ -955,9 +955,9 @@ fn language_servers(
         return None;
     }
     let lsp = Lsp::new(config, move |change| changes.add(change));
-    // A server that ends by itself (a crash, killed, found hung): said, with where to read why.
+    // A server that ends unasked (a crash, killed, found hung): said, with where to read why.
     let read = (log.is_on()).then(|| format!("; its log: {}", log.path().display()));
-    lsp.on_exit(move |gone| ui::say_bold(&lsp::ended_by_itself(gone, read.as_deref())));
+    lsp.on_exit(move |gone| ui::say_bold(&lsp::server_ended(gone, read.as_deref())));
     Some(Arc::new(
         LanguageServers::new(lsp, log, workspace.clone()).warm(common.lsp.lsp_warm),
     ))

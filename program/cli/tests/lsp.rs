@@ -496,11 +496,12 @@ fn a_workspace_folder_made_again_is_no_file_without_problems() {
     assert_eq!(s.stop(), 0);
 }
 
-/// A server that ends by itself (here: it exits at once, status 7) is said on the terminal, with
+/// A server that ends unasked (here: it exits at once, status 7) is said on the terminal, with
 /// its status and where its log is: before, nothing was said, and diagnostics of its language
-/// stopped coming without a word. A stop the bridge asks for is not said.
+/// stopped coming without a word. Its last end before it is given up says so (each said it
+/// would start again). A stop the bridge asks for is not said.
 #[test]
-fn a_server_that_ends_by_itself_is_said_with_its_status() {
+fn a_server_that_ends_unasked_is_said_with_its_status() {
     use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
     let app = sb.ws.join("app.py");
@@ -513,7 +514,7 @@ fn a_server_that_ends_by_itself_is_said_with_its_status() {
     let mut c = Session::new(&s);
     let r = c.call("getDiagnostics", json!({"uri": uri(&app)}));
     assert!(is_error(&r), "{r}");
-    let line = s.stderr.wait_for("ended by itself");
+    let line = s.stderr.wait_for(") ended (");
     let log = sb.root().join("lsp.log");
     assert!(
         line.contains(&format!(
@@ -523,6 +524,22 @@ fn a_server_that_ends_by_itself_is_said_with_its_status() {
             && line.ends_with(&format!("; its log: {}", log.display())),
         "{line}"
     );
+    // Asked again as its restarts come due (200 ms, 400 ms, 800 ms): the fourth end is the
+    // last of the series.
+    let given_up = "it ended too often in a row: not started again for 10 minutes";
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    while !s.stderr.text().contains(given_up) {
+        assert!(std::time::Instant::now() < give_up, "{}", s.stderr.text());
+        std::thread::sleep(Duration::from_millis(300));
+        c.call("getDiagnostics", json!({"uri": uri(&app)}));
+    }
+    let text = s.stderr.text();
+    assert_eq!(
+        text.matches("started again when next needed").count(),
+        3,
+        "{text}"
+    );
+    assert_eq!(text.matches(given_up).count(), 1, "{text}");
     drop(c);
     assert_eq!(s.stop(), 0);
 }

@@ -281,6 +281,10 @@ pub struct ServerStatus {
     pub restarts: u32,
 }
 
+/// How long a server must have run before it ends for its next start to begin a fresh series of
+/// restarts ([`LspLimits::max_restarts`]).
+pub(crate) const FRESH_SERIES_AFTER: Duration = Duration::from_secs(300);
+
 /// A server process that ended without being asked to ([`Lsp::on_exit`]): it crashed or exited
 /// by itself, was found hung and killed, or was stopped for misbehaving. Its diagnostics are
 /// already told gone; it is started again at the next need, within [`LspLimits::max_restarts`].
@@ -296,6 +300,10 @@ pub struct ServerExit {
     pub reason: String,
     /// Its exit status as the OS gives it (`exit status: 3`, `signal: 9 (SIGKILL)`).
     pub status: String,
+    /// `Some(how long)` when this end used up its restarts ([`LspLimits::max_restarts`] in a
+    /// row): it is not started again for that long ([`LspLimits::given_up_for`]); `None` when it
+    /// is started again at the next need.
+    pub given_up_for: Option<Duration>,
 }
 
 /// The state of a server in [`ServerStatus`].
@@ -1278,7 +1286,7 @@ impl Inner {
                     slot.starting_since = None;
                 }
                 // A server that ran well for a while before crashing starts a fresh series of restarts.
-                if exited_at.duration_since(server.started) > Duration::from_secs(300) {
+                if exited_at.duration_since(server.started) > FRESH_SERIES_AFTER {
                     slot.restarts = 0;
                 }
                 slot.counted = Some(server.pid);
@@ -1325,6 +1333,7 @@ impl Inner {
             rechecks: slot.rechecks.clone(),
             on_exit: self.on_exit.clone(),
             languages: slot.languages.iter().cloned().collect(),
+            restarts: slot.restarts,
         };
         match ServerProcess::start(&command, launch) {
             Ok(server) => {

@@ -135,6 +135,9 @@ pub(crate) struct Launch<'a> {
     pub on_exit: Arc<std::sync::OnceLock<OnExit>>,
     /// The languages it serves, for that telling.
     pub languages: Vec<String>,
+    /// How many times its command was started again in a row before this start (whether its
+    /// end uses up [`LspLimits::max_restarts`]).
+    pub restarts: u32,
 }
 
 /// When a server that has not answered `initialize` is given up: [`LspLimits::initialize_timeout`]
@@ -159,6 +162,7 @@ impl ServerProcess {
             rechecks,
             on_exit,
             languages,
+            restarts,
         } = launch;
         let (program, args) = command
             .split_first()
@@ -251,6 +255,9 @@ impl ServerProcess {
                 on_exit,
                 command: command.to_vec(),
                 languages,
+                restarts,
+                limits: limits.clone(),
+                started,
             };
             let writer = Box::new(move || {
                 write_loop(
@@ -811,6 +818,18 @@ struct Gone {
     on_exit: Arc<std::sync::OnceLock<OnExit>>,
     command: Vec<String>,
     languages: Vec<String>,
+    restarts: u32,
+    limits: LspLimits,
+    started: Instant,
+}
+
+impl Gone {
+    /// How long the server is not started again after this end: its restarts used up, unless
+    /// it ran long enough for the next start to begin a fresh series (`Inner::server_of`).
+    fn given_up_for(&self, ended: Instant) -> Option<Duration> {
+        let fresh = ended.duration_since(self.started) > crate::FRESH_SERIES_AFTER;
+        (!fresh && self.restarts >= self.limits.max_restarts).then_some(self.limits.given_up_for)
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -929,6 +948,7 @@ fn write_loop(
         shared.wait_until(state, Instant::now() + TELLING_WAIT, |s| s.telling == 0);
     let gone = state.gone();
     let asked = state.is_stopping();
+    let ended = state.exited_at.unwrap_or_else(Instant::now);
     drop(state);
     apply(gone, on_change, log);
     let mut state = shared.lock();
@@ -942,6 +962,7 @@ fn write_loop(
             pid,
             reason,
             status,
+            given_up_for: told.given_up_for(ended),
         };
         // As `on_change`'s: logged and ignored.
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_exit(&exit))).is_err() {
