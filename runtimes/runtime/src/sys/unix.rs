@@ -535,7 +535,9 @@ pub(crate) fn process_start(pid: u32) -> Option<String> {
 }
 
 /// Whether process `pid` has ended and waits for its parent to reap it (a zombie: `Z`, or `X` on
-/// its way out), from `/proc/PID/stat`'s state, the first field after the command's name.
+/// its way out, with one thread left), from `/proc/PID/stat`'s state, the first field after the
+/// command's name, and its count of threads (a process whose main thread has ended while others
+/// run shows `Z` too: it runs).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn ended_unreaped(pid: u32) -> bool {
     use std::io::Read;
@@ -545,13 +547,17 @@ pub(crate) fn ended_unreaped(pid: u32) -> bool {
     read.is_ok() && stat_ended(&stat)
 }
 
-/// Whether a `/proc/PID/stat` line's state says the process has ended (`Z`, `X`).
+/// Whether a `/proc/PID/stat` line says the process has ended: its state `Z` or `X`, and no
+/// thread but one (its 20th field, the 18th after the command's name).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn stat_ended(stat: &str) -> bool {
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    matches!(state, Some('Z' | 'X' | 'x'))
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next().and_then(|s| s.chars().next());
+    let threads = fields.nth(16).and_then(|n| n.parse::<u64>().ok());
+    matches!(state, Some('Z' | 'X' | 'x')) && threads.is_some_and(|n| n <= 1)
 }
 
 /// Whether process `pid` has ended and waits for its parent to reap it: `ps -o stat=` begins
@@ -810,9 +816,23 @@ mod tests {
         assert!(!ended_unreaped(std::process::id()));
         #[cfg(any(target_os = "linux", target_os = "android"))]
         {
-            assert!(stat_ended("12 (a) b) Z 1 2"), "the name's own parenthesis");
-            assert!(!stat_ended("12 (sleep) S 1 2"));
+            // The fields after the name: state, then 16 others, then the count of threads.
+            let stat = |state: &str, threads: u32| {
+                format!("12 (a) b) {state} 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 {threads} 0 99")
+            };
+            assert!(stat_ended(&stat("Z", 1)), "the name's own parenthesis");
+            assert!(
+                !stat_ended(&stat("Z", 2)),
+                "its main thread ended, others run"
+            );
+            assert!(!stat_ended(&stat("S", 1)));
+            assert!(!stat_ended("12 (a) Z 1 2"), "cut short");
             assert!(!stat_ended("garbage"));
+            assert_eq!(
+                start_ticks(&stat("Z", 1)),
+                Some(99),
+                "the same field counting"
+            );
         }
     }
 
