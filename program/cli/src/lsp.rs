@@ -486,7 +486,7 @@ impl Write for Log {
 /// Opens the log's file for [`Log::open`]: its folder created (0700) if missing, and checked when
 /// it is the program's state folder; the file itself refused unless it is a private regular file
 /// ([`crate::sys::append_private_file`]); one above 8 MiB moved aside first, when no other bridge
-/// writes to it ([`crate::sys::log_in_use`]; each bridge marks the file it writes to for as long
+/// writes to it ([`crate::sys::move_log_aside`]; each bridge marks the file it writes to for as long
 /// as it runs, [`crate::sys::hold_log`]): a start that moved it aside while another bridge wrote
 /// there left that one writing to `lsp.log.old`, which the next move replaced (its crash and hang
 /// reasons lost).
@@ -499,12 +499,10 @@ fn open_file(path: &Path) -> io::Result<File> {
         }
     }
     // Not through a symbolic link: the link would be moved, and what it names left as it is.
-    if fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_AT)
-        && !crate::sys::log_in_use(path)
-    {
+    if fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_AT) {
         let mut old = path.as_os_str().to_owned();
         old.push(".old");
-        let _ = fs::rename(path, old);
+        crate::sys::move_log_aside(path, Path::new(&old));
     }
     let file = crate::sys::append_private_file(path)?;
     crate::sys::hold_log(&file);

@@ -17,10 +17,10 @@
 //!   state folder (or why there is none), the workspace folders that name a state file
 //!   (resolved), and the private files in it (`state`: a state file, the lock of a workspace's
 //!   starts); `private_dirs(dir)`, `append_private_file(path)`: the language-server log (a
-//!   private regular file only), `log_in_use(path)`, `hold_log(&File)`: whether another bridge
-//!   writes to that log now (then a start does not move it aside), and this one's mark that it
-//!   does (Unix: a shared `flock` held while it runs, which a probe's exclusive one finds; Windows:
-//!   the write handle itself, which an open denying others' writes finds); `append_private(path)`:
+//!   private regular file only), `move_log_aside(path, to)`, `hold_log(&File)`: that log moved
+//!   aside unless another bridge writes to it now, and this one's mark that it does (Unix: a
+//!   shared `flock` held while it runs, which a probe's exclusive one finds; Windows: the write
+//!   handle itself, which an open denying others' writes finds); `append_private(path)`:
 //!   the wire log (a FIFO allowed);
 //! - `is_mine(&Metadata)`, `lock_dir_finding(dir, &Metadata)`, `remove_hint(path)`,
 //!   `new_dir_hint(dir)`: what `list` and `doctor` say about lock files and their folders;

@@ -197,20 +197,25 @@ pub fn append_private_file(path: &Path) -> io::Result<File> {
     regular(append_private(path)?)
 }
 
-/// Whether another bridge writes to the log at `path` now: an open that denies others' writes
-/// fails while a write handle is open ([`hold_log`]). (Not a lock of the file: Windows' locks
-/// are mandatory, and a shared one would refuse the holder's own writes.)
-pub fn log_in_use(path: &Path) -> bool {
+/// Moves the log at `path` to `to` unless another bridge writes to it now: an open that denies
+/// others' writes fails while a write handle is open ([`hold_log`]). (Not a lock of the file:
+/// Windows' locks are mandatory, and a shared one would refuse the holder's own writes.) The
+/// probe is let go before the move, which its own sharing would refuse. Whether it was moved.
+pub fn move_log_aside(path: &Path, to: &Path) -> bool {
     const FILE_SHARE_READ: u32 = 1;
     const ERROR_SHARING_VIOLATION: i32 = 32;
     let probe = OpenOptions::new()
         .read(true)
         .share_mode(FILE_SHARE_READ)
         .open(path);
-    matches!(probe, Err(e) if e.raw_os_error() == Some(ERROR_SHARING_VIOLATION))
+    if matches!(&probe, Err(e) if e.raw_os_error() == Some(ERROR_SHARING_VIOLATION)) {
+        return false;
+    }
+    drop(probe);
+    fs::rename(path, to).is_ok()
 }
 
-/// Nothing to do: the bridge's write handle is what [`log_in_use`] finds.
+/// Nothing to do: the bridge's write handle is what [`move_log_aside`] finds.
 pub fn hold_log(_file: &File) {}
 
 /// Opens `path` to read and write (nothing truncated), created when missing, as

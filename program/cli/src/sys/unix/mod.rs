@@ -195,21 +195,36 @@ pub fn append_private_file(path: &Path) -> io::Result<File> {
     private_file(path, OpenOptions::new().append(true))
 }
 
-/// Whether another bridge writes to the log at `path` now: it holds a shared lock on it
-/// ([`hold_log`]), which an exclusive one taken without waiting runs into. A file system without
-/// locks (some network ones) says no.
-pub fn log_in_use(path: &Path) -> bool {
+/// Moves the log at `path` to `to` unless another bridge writes to it now: it holds a shared
+/// lock on it ([`hold_log`]), which an exclusive one taken without waiting runs into; that one is
+/// held until the file is moved, so that no bridge starts writing to it meanwhile. A file system
+/// without locks (some network ones) says nobody does. Whether it was moved.
+pub fn move_log_aside(path: &Path, to: &Path) -> bool {
     let probe = OpenOptions::new()
         .read(true)
         .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
         .open(path);
-    probe.is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+    let held = probe.as_ref().map(|f| f.try_lock());
+    if matches!(held, Ok(Err(std::fs::TryLockError::WouldBlock))) {
+        return false;
+    }
+    let moved = fs::rename(path, to).is_ok();
+    drop(probe);
+    moved
 }
 
-/// Marks the log `file` as written to by this bridge for as long as it is open ([`log_in_use`]):
-/// a shared lock, waited for only while a start moves the file aside.
+/// Marks the log `file` as written to by this bridge for as long as it is open
+/// ([`move_log_aside`]): a shared lock, waited for (at most a second) only while a start moves the
+/// file aside; a lock held otherwise (a user's `flock`) leaves the file unmarked.
 pub fn hold_log(file: &File) {
-    let _ = file.lock_shared();
+    for _ in 0..100 {
+        match file.try_lock_shared() {
+            Err(std::fs::TryLockError::WouldBlock) => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Opens `path` to read and write (nothing truncated), created with mode 0600 when missing, as
