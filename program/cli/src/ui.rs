@@ -229,14 +229,23 @@ pub fn prefix_within(text: &str, max: usize) -> &str {
 /// gigabytes to a log, and megabytes a call to the terminal where the user answers diffs).
 const MAX_SAID_BYTES: usize = 4096;
 
-/// `line` as it is said: cut to [`MAX_SAID_BYTES`] (the rest counted), then [`visible`].
+/// `line` as it is said: [`visible`], at most [`MAX_SAID_BYTES`] of it (a control character
+/// shown as `^X` or `\u{..}` counted as shown), the rest of the line counted.
 fn shown(line: &str) -> std::borrow::Cow<'_, str> {
-    if line.len() <= MAX_SAID_BYTES {
+    let mut width = 0;
+    let mut end = line.len();
+    for (i, c) in line.char_indices() {
+        width += visible(c.encode_utf8(&mut [0; 4])).len();
+        if width > MAX_SAID_BYTES {
+            end = i;
+            break;
+        }
+    }
+    if end == line.len() {
         return visible(line);
     }
-    let kept = prefix_within(line, MAX_SAID_BYTES);
-    let cut = format!("{kept}... ({} bytes more)", line.len() - kept.len());
-    std::borrow::Cow::Owned(visible(&cut).into_owned())
+    let seen = visible(&line[..end]);
+    std::borrow::Cow::Owned(format!("{seen}... ({} bytes more)", line.len() - end))
 }
 
 /// `text` with what a terminal would obey instead of print made visible: control characters
@@ -583,6 +592,19 @@ mod tests {
             format!("{kept}... ({} bytes more)", line.len() - kept.len())
         );
         assert_eq!(shown("short \u{1b}"), "short ^[");
+        // Control characters shown as two or more are within the bound too.
+        let escapes = "\u{1b}".repeat(10_000);
+        let out = shown(&escapes);
+        assert!(
+            out.starts_with("^[^[") && out.len() <= MAX_SAID_BYTES + 40,
+            "{}",
+            out.len()
+        );
+        assert!(
+            out.ends_with(&format!("... ({} bytes more)", 10_000 - MAX_SAID_BYTES / 2)),
+            "{}",
+            &out[out.len() - 40..]
+        );
     }
 
     /// Two long texts with nothing in common: the diff's search would run for minutes, and the
