@@ -423,19 +423,26 @@ fn a_missing_server_answers_empty_and_the_log_says_why_once() {
     assert_eq!(log.matches("/nonexistent/bin/some-lsp").count(), 1, "{log}");
 }
 
+/// A script `body` at `name` beside the workspace, and the `--lsp` value that makes it Python's
+/// server.
+fn python_server(sb: &Sandbox, name: &str, body: &str) -> (PathBuf, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = sb.root().join(name);
+    fs::write(&path, body).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    let server = format!("python={}", path.display());
+    (path, server)
+}
+
 /// A language whose servers all failed (here the one found cannot be started: its interpreter
 /// is missing) answers `getDiagnostics {uri}` with a tool error saying why, not `[]`: that
 /// would pass for a file without problems (until the server is tried again).
 #[test]
 fn a_language_whose_servers_failed_answers_an_error_saying_why() {
-    use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
     let app = sb.ws.join("app.py");
     fs::write(&app, TYPE_ERROR).unwrap();
-    let broken = sb.root().join("broken-lsp");
-    fs::write(&broken, "#!/nonexistent/interpreter\n").unwrap();
-    fs::set_permissions(&broken, fs::Permissions::from_mode(0o755)).unwrap();
-    let server = format!("python={}", broken.display());
+    let (_, server) = python_server(&sb, "broken-lsp", "#!/nonexistent/interpreter\n");
     let mut s = serve(&sb, "threads", &["--lsp", &server, "--lsp-warm", "none"]);
     let mut c = Session::new(&s);
     for _ in 0..2 {
@@ -502,14 +509,10 @@ fn a_workspace_folder_made_again_is_no_file_without_problems() {
 /// would start again). A stop the bridge asks for is not said.
 #[test]
 fn a_server_that_ends_unasked_is_said_with_its_status() {
-    use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
     let app = sb.ws.join("app.py");
     fs::write(&app, TYPE_ERROR).unwrap();
-    let dying = sb.root().join("dying-lsp");
-    fs::write(&dying, "#!/bin/sh\nexit 7\n").unwrap();
-    fs::set_permissions(&dying, fs::Permissions::from_mode(0o755)).unwrap();
-    let server = format!("python={}", dying.display());
+    let (dying, server) = python_server(&sb, "dying-lsp", "#!/bin/sh\nexit 7\n");
     let mut s = serve(&sb, "threads", &["--lsp", &server, "--lsp-warm", "none"]);
     let mut c = Session::new(&s);
     let r = c.call("getDiagnostics", json!({"uri": uri(&app)}));
