@@ -190,10 +190,11 @@ pub fn describe_set(set: &[Vec<String>]) -> String {
 pub fn server_ended(gone: &claude_ide_bridge_lsp::ServerExit, read: Option<&str>) -> String {
     let next = match gone.given_up_for {
         None => "started again when next needed".to_owned(),
-        Some(d) => format!(
+        Some(d) if d.as_secs() >= 120 && d.as_secs() % 60 == 0 => format!(
             "it ended too often in a row: not started again for {} minutes",
-            d.as_secs().div_ceil(60)
+            d.as_secs() / 60
         ),
+        Some(d) => format!("it ended too often in a row: not started again for {:?}", d),
     };
     format!(
         "language servers: {} ({}, pid {}) ended ({}; {}): {next}{}",
@@ -504,8 +505,14 @@ fn open_file(path: &Path) -> io::Result<File> {
         old.push(".old");
         crate::sys::move_log_aside(path, Path::new(&old));
     }
-    let file = crate::sys::append_private_file(path)?;
-    crate::sys::hold_log(&file);
+    // Opened again when a start moved it aside while this one waited to mark it.
+    let mut file = crate::sys::append_private_file(path)?;
+    for _ in 0..3 {
+        if crate::sys::hold_log(&file, path) {
+            break;
+        }
+        file = crate::sys::append_private_file(path)?;
+    }
     Ok(file)
 }
 
@@ -669,6 +676,33 @@ mod tests {
         assert_eq!(fs::metadata(&p).unwrap().len(), 0);
         assert!(d.path().join("state/lsp.log.old").exists());
         drop(log);
+    }
+
+    /// A start that moves the log aside while another bridge's start waits to mark it: that one
+    /// opens the new file at the path (it wrote to `lsp.log.old`, which the next move replaced).
+    #[cfg(unix)]
+    #[test]
+    fn a_log_moved_while_a_start_waits_is_opened_again() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("lsp.log");
+        fs::write(&p, "old\n").unwrap();
+        // The moving start's probe, holding the file until it is moved.
+        let mover = File::open(&p).unwrap();
+        mover.lock().unwrap();
+        let opening = {
+            let p = p.clone();
+            std::thread::spawn(move || open_file(&p))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        fs::rename(&p, d.path().join("lsp.log.old")).unwrap();
+        drop(mover);
+        let mut file = opening.join().unwrap().unwrap();
+        file.write_all(b"new\n").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
+        assert_eq!(
+            fs::read_to_string(d.path().join("lsp.log.old")).unwrap(),
+            "old\n"
+        );
     }
 
     /// A log file that is refused (here a symbolic link, not followed) leaves the log off: it

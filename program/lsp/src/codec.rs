@@ -126,6 +126,9 @@ pub struct PassedOver {
     /// top-level `result` or `error` and no `method` (a response, wherever its members came:
     /// gopls writes `id` last), read as the frame went by.
     pub answers: Option<i64>,
+    /// The server's own request it is: its top-level integer `id` when it has a top-level
+    /// `method`, to be answered with an error (else the server waits for an answer for good).
+    pub request: Option<i64>,
 }
 
 /// The top-level members of a JSON object read a byte at a time, as far as a response's
@@ -201,7 +204,8 @@ impl TopLevel {
                 self.end_value();
                 self.expect_key = true;
             }
-            b'0'..=b'9' | b'-' if self.depth == 1 => {
+            // (A float's or an exponent's characters too: no integer, no id.)
+            b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' if self.depth == 1 => {
                 if let Some(d) = self.digits.as_mut().filter(|d| d.len() < 24) {
                     d.push(b);
                 }
@@ -220,6 +224,11 @@ impl TopLevel {
     /// The request the object answers, once read whole.
     fn answers(&self) -> Option<i64> {
         (self.answer && !self.method).then_some(self.id).flatten()
+    }
+
+    /// The object's own request id, once read whole: a `method` with an integer `id`.
+    fn request(&self) -> Option<i64> {
+        self.method.then_some(self.id).flatten()
     }
 }
 
@@ -285,6 +294,7 @@ impl Decoder {
                 length: *length,
                 start: std::mem::take(start),
                 answers: top.answers(),
+                request: top.request(),
             });
             self.over = None;
         }
@@ -782,6 +792,9 @@ mod tests {
             Some(8)
         );
         assert_eq!(answers(r#"{"idx":3,"result":1}"#), None);
+        // An id that is no integer is no request of the bridge's (it was read as its digits).
+        assert_eq!(answers(r#"{"id":1e3,"result":1}"#), None);
+        assert_eq!(answers(r#"{"id":2.0,"result":1}"#), None);
     }
 
     #[test]

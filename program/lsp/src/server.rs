@@ -1017,12 +1017,24 @@ fn answer_passed_over(
                 }
                 answered = true;
             }
-            None => log.line(&format!(
-                "passed over a message of {} bytes (no answer to a request of the bridge's), over \
-                 the limit of {limit} bytes: {:?}",
-                passed.length,
-                String::from_utf8_lossy(&passed.start[..passed.start.len().min(120)])
-            )),
+            None => {
+                log.line(&format!(
+                    "passed over a message of {} bytes (no answer to a request of the bridge's), \
+                     over the limit of {limit} bytes: {:?}",
+                    passed.length,
+                    String::from_utf8_lossy(&passed.start[..passed.start.len().min(120)])
+                ));
+                // A request of its own: answered, so that it does not wait for good.
+                if let Some(id) = passed.request {
+                    let why = format!(
+                        "the request was {} bytes, over the limit of {limit} bytes for a message \
+                         from a language server",
+                        passed.length
+                    );
+                    shared.lock().refuse_request(id, &why);
+                    answered = true;
+                }
+            }
         }
     }
     answered

@@ -1333,6 +1333,12 @@ impl State {
     }
 
     /// Feeds one frame read from the server. `Err` means the server is out of order and must stop.
+    /// Answers the server's own request `id` with an error saying `why` (one passed over for its
+    /// size: it would otherwise wait for an answer for good).
+    pub fn refuse_request(&mut self, id: i64, why: &str) {
+        self.push_out(rpc::error_response(&id.into(), rpc::INVALID_REQUEST, why));
+    }
+
     pub fn handle(&mut self, body: &[u8]) -> Result<Vec<Effect>, String> {
         let mut effects = Vec::new();
         match rpc::parse(body)? {

@@ -351,6 +351,13 @@ fn a_message_passed_over_fails_only_the_request_it_answers() {
     assert!(fx
         .log_text()
         .contains("no answer to a request of the bridge's"));
+    // Its own request is answered (an error), not left waiting for good.
+    let answers = fx.state.path().join("answers");
+    wait_for(
+        "the server's request answered",
+        Duration::from_secs(5),
+        || std::fs::read_to_string(&answers).is_ok_and(|a| a.contains("over the limit of 4096")),
+    );
     fx.shutdown_leaves_nothing();
 
     let fx = fake("big-result-first", |c| c.limits.max_message_bytes = 4096);

@@ -215,8 +215,11 @@ pub fn move_log_aside(path: &Path, to: &Path) -> bool {
     fs::rename(path, to).is_ok()
 }
 
-/// Nothing to do: the bridge's write handle is what [`move_log_aside`] finds.
-pub fn hold_log(_file: &File) {}
+/// Nothing to do: the bridge's write handle is what [`move_log_aside`] finds. (A start that moves
+/// the file in the moment between another's open and its first write is not seen: `true`.)
+pub fn hold_log(_file: &File, _path: &Path) -> bool {
+    true
+}
 
 /// Opens `path` to read and write (nothing truncated), created when missing, as
 /// [`append_private_file`] checks it: the file whose lock one start of a workspace's bridge holds

@@ -213,17 +213,25 @@ pub fn move_log_aside(path: &Path, to: &Path) -> bool {
     moved
 }
 
-/// Marks the log `file` as written to by this bridge for as long as it is open
+/// Marks the log `file`, opened at `path`, as written to by this bridge for as long as it is open
 /// ([`move_log_aside`]): a shared lock, waited for (at most a second) only while a start moves the
-/// file aside; a lock held otherwise (a user's `flock`) leaves the file unmarked.
-pub fn hold_log(file: &File) {
+/// file aside; a lock held otherwise (a user's `flock`) leaves the file unmarked. Whether `path`
+/// still names `file` once marked (a start that moved it meanwhile: open it again).
+pub fn hold_log(file: &File, path: &Path) -> bool {
     for _ in 0..100 {
         match file.try_lock_shared() {
             Err(std::fs::TryLockError::WouldBlock) => {
                 std::thread::sleep(std::time::Duration::from_millis(10))
             }
-            _ => return,
+            _ => break,
         }
+    }
+    let same = |a: &Metadata, b: &Metadata| a.dev() == b.dev() && a.ino() == b.ino();
+    match (file.metadata(), fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => same(&a, &b),
+        // Moved, and the mover's own not made yet.
+        (Ok(_), Err(e)) => e.kind() != io::ErrorKind::NotFound,
+        _ => true,
     }
 }
 
