@@ -246,12 +246,12 @@ impl ServerProcess {
         }
         {
             let (shared, log, trace) = (shared.clone(), log.clone(), trace.clone());
-            let on_change = on_change.clone();
             let init = InitBound {
                 deadline: started + limits.initialize_timeout,
                 timeout: limits.initialize_timeout,
             };
-            let gone = Gone {
+            let ending = Ending {
+                on_change: on_change.clone(),
                 on_exit,
                 command: command.to_vec(),
                 languages,
@@ -260,16 +260,7 @@ impl ServerProcess {
                 started,
             };
             let writer = Box::new(move || {
-                write_loop(
-                    &shared,
-                    child,
-                    stdin,
-                    init,
-                    &log,
-                    trace.as_ref(),
-                    &on_change,
-                    &gone,
-                )
+                write_loop(&shared, child, stdin, init, &log, trace.as_ref(), &ending)
             });
             if let Err(e) = spawn("writer", writer) {
                 return Err(give_up(e, None));
@@ -813,8 +804,10 @@ fn write_watched(
     Ok(true)
 }
 
-/// What the writer tells of its server's end when nobody asked for it ([`crate::Lsp::on_exit`]).
-struct Gone {
+/// Whom the writer tells of its server's end: `on_change` of the diagnostics gone with it, and
+/// [`crate::Lsp::on_exit`] of the end itself when nobody asked for it (with what it says).
+struct Ending {
+    on_change: OnChange,
     on_exit: Arc<std::sync::OnceLock<OnExit>>,
     command: Vec<String>,
     languages: Vec<String>,
@@ -823,7 +816,7 @@ struct Gone {
     started: Instant,
 }
 
-impl Gone {
+impl Ending {
     /// How long the server is not started again after this end: its restarts used up, unless
     /// it ran long enough for the next start to begin a fresh series (`Inner::server_of`).
     fn given_up_for(&self, ended: Instant) -> Option<Duration> {
@@ -832,7 +825,6 @@ impl Gone {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn write_loop(
     shared: &Arc<StateMonitor>,
     child: Child,
@@ -840,8 +832,7 @@ fn write_loop(
     init: InitBound,
     log: &Log,
     trace: Option<&Log>,
-    on_change: &OnChange,
-    told: &Gone,
+    told: &Ending,
 ) {
     let pid = child.id();
     // The process's exit, seen by its status: a server can exit while a process it started keeps
@@ -950,7 +941,7 @@ fn write_loop(
     let asked = state.is_stopping();
     let ended = state.exited_at.unwrap_or_else(Instant::now);
     drop(state);
-    apply(gone, on_change, log);
+    apply(gone, &told.on_change, log);
     let mut state = shared.lock();
     state.reaped = true;
     drop(state);

@@ -146,9 +146,7 @@ impl Host {
             servers.opening(&args.old_file_path);
         }
         if self.decider == Decider::Policy(DiffPolicy::Defer) {
-            ui::say(&format!("diff pending (decide in claude): {path}"));
-            self.deferred.insert(call, path);
-            return;
+            return self.defer(call, path);
         }
         let bytes = proposal_bytes(&args);
         let held = self.held_diff_bytes();
@@ -283,10 +281,7 @@ impl Host {
                 }
             }
             // The terminal closed while it was checked: claude's own prompt decides.
-            Decider::Policy(DiffPolicy::Defer) => {
-                ui::say(&format!("diff pending (decide in claude): {path}"));
-                self.deferred.insert(call, path);
-            }
+            Decider::Policy(DiffPolicy::Defer) => self.defer(call, path),
             // The paths as checked, absolute: the editor opens what was checked, not a
             // relative path resolved against its own directory.
             Decider::Editor => {
@@ -722,6 +717,13 @@ impl Host {
                 Err(_) => return,
             }
         }
+    }
+
+    /// Leaves the change to `path` to claude's own prompt, said, and its end said when it comes
+    /// ([`Host::withdraw_diff`]).
+    fn defer(&mut self, call: CallId, path: String) {
+        ui::say(&format!("diff pending (decide in claude): {path}"));
+        self.deferred.insert(call, path);
     }
 
     /// Takes a cancelled call's diff off the terminal, or out of the queue; one left to claude's

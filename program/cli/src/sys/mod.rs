@@ -17,8 +17,9 @@
 //!   state folder (or why there is none), the workspace folders that name a state file
 //!   (resolved), and the private files in it (`state`: a state file, the lock of a workspace's
 //!   starts); `private_dirs(dir)`, `append_private_file(path)`: the language-server log (a
-//!   private regular file only), `move_log_aside(path, to)`, `hold_log(&File)`: that log moved
-//!   aside unless another bridge writes to it now, and this one's mark that it does (Unix: a
+//!   private regular file only), `move_log_aside(path, to)`, `hold_log(&File, path)`: that log
+//!   moved aside unless another bridge writes to it now, and this one's mark that it does, with
+//!   whether the path still names the file marked (Unix: a
 //!   shared `flock` held while it runs, which a probe's exclusive one finds; Windows: the write
 //!   handle itself, which an open denying others' writes finds); `append_private(path)`:
 //!   the wire log (a FIFO allowed);
