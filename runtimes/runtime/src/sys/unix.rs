@@ -534,30 +534,81 @@ pub(crate) fn process_start(pid: u32) -> Option<String> {
     (!boot.is_empty()).then(|| format!("{boot}/{ticks}"))
 }
 
-/// Whether process `pid` has ended and waits for its parent to reap it (a zombie: `Z`, or `X` on
-/// its way out, with one thread left), from `/proc/PID/stat`'s state, the first field after the
-/// command's name, and its count of threads (a process whose main thread has ended while others
-/// run shows `Z` too: it runs).
+/// Whether process `pid` has ended and waits for its parent to reap it (a zombie), from
+/// `/proc/PID/stat`: its main thread's state `Z` (or `X` on its way out), and no other thread
+/// left, or every other one ending too (a whole process killed has SIGKILL pending for each of
+/// its threads, then each exiting, until each is gone, which a thread blocked in the kernel, an
+/// `fsync`, delays). A process whose main thread ended while its others run shows `Z` as well:
+/// it runs.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn ended_unreaped(pid: u32) -> bool {
-    use std::io::Read;
-    let mut stat = String::new();
-    let read = std::fs::File::open(format!("/proc/{pid}/stat"))
-        .and_then(|f| f.take(4096).read_to_string(&mut stat));
-    read.is_ok() && stat_ended(&stat)
+    let Some(stat) = read_proc(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    match stat_ended(&stat) {
+        Some(true) => true,
+        Some(false) => false,
+        // Its main thread ended, others are left.
+        None => std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
+            (tasks.map_while(Result::ok).take(4096))
+                .filter(|t| t.file_name().to_str() != Some(pid.to_string().as_str()))
+                .all(|t| {
+                    let stat = read_proc(t.path().join("stat"));
+                    let status = read_proc(t.path().join("status"));
+                    stat.zip(status)
+                        .is_none_or(|(st, s)| thread_ending(&st, &s))
+                })
+        }),
+    }
 }
 
-/// Whether a `/proc/PID/stat` line says the process has ended: its state `Z` or `X`, and no
-/// thread but one (its 20th field, the 18th after the command's name).
+/// A file of `/proc`, its first 4 KiB.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(crate) fn stat_ended(stat: &str) -> bool {
+fn read_proc(path: impl AsRef<Path>) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let file = std::fs::File::open(path).ok()?;
+    file.take(4096).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// What a `/proc/PID/stat` line says of the process's end: `Some(true)` ended (its state `Z` or
+/// `X`, one thread: the 20th field, the 18th after the command's name), `Some(false)` not,
+/// `None` when its main thread has ended and other threads are left.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn stat_ended(stat: &str) -> Option<bool> {
     let Some((_, rest)) = stat.rsplit_once(')') else {
-        return false;
+        return Some(false);
     };
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next().and_then(|s| s.chars().next());
     let threads = fields.nth(16).and_then(|n| n.parse::<u64>().ok());
-    matches!(state, Some('Z' | 'X' | 'x')) && threads.is_some_and(|n| n <= 1)
+    match (state, threads) {
+        (Some('Z' | 'X' | 'x'), Some(0 | 1)) => Some(true),
+        (Some('Z' | 'X' | 'x'), Some(_)) => None,
+        _ => Some(false),
+    }
+}
+
+/// Whether a thread's `/proc/PID/task/TID/stat` and `status` say it is ending: its state `Z` or
+/// `X`, exiting (`PF_EXITING` in its flags, the 9th field: it took the SIGKILL and runs its
+/// exit), or SIGKILL pending for it (`SigPnd`, bit 9).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn thread_ending(stat: &str, status: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let mut fields = (stat.rsplit_once(')').map(|(_, rest)| rest))
+        .unwrap_or("")
+        .split_ascii_whitespace();
+    let ended = fields
+        .next()
+        .is_some_and(|s| s.starts_with(['Z', 'X', 'x']));
+    let flags = fields.nth(5).and_then(|f| f.parse::<u64>().ok());
+    let exiting = flags.is_some_and(|f| f & PF_EXITING != 0);
+    let killed = (status.lines())
+        .find_map(|l| l.strip_prefix("SigPnd:").map(str::trim))
+        .and_then(|m| u64::from_str_radix(m, 16).ok())
+        .is_some_and(|m| m & (1 << 8) != 0);
+    ended || exiting || killed
 }
 
 /// Whether process `pid` has ended and waits for its parent to reap it: `ps -o stat=` begins
@@ -820,14 +871,40 @@ mod tests {
             let stat = |state: &str, threads: u32| {
                 format!("12 (a) b) {state} 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 {threads} 0 99")
             };
-            assert!(stat_ended(&stat("Z", 1)), "the name's own parenthesis");
-            assert!(
-                !stat_ended(&stat("Z", 2)),
-                "its main thread ended, others run"
+            assert_eq!(
+                stat_ended(&stat("Z", 1)),
+                Some(true),
+                "the name's own parenthesis"
             );
-            assert!(!stat_ended(&stat("S", 1)));
-            assert!(!stat_ended("12 (a) Z 1 2"), "cut short");
-            assert!(!stat_ended("garbage"));
+            assert_eq!(
+                stat_ended(&stat("Z", 2)),
+                None,
+                "its main thread ended, others left"
+            );
+            assert_eq!(stat_ended(&stat("S", 1)), Some(false));
+            assert_eq!(stat_ended(&stat("S", 4)), Some(false));
+            assert_eq!(
+                stat_ended("12 (a) Z 1 2"),
+                Some(false),
+                "cut short: not taken for ended"
+            );
+            assert_eq!(stat_ended("garbage"), Some(false));
+            // The threads left: ending when killed (SIGKILL pending), exiting or ended.
+            let status = |pending: &str| {
+                format!("Name:\tx\nTgid:\t12\nSigQ:\t0/1\nSigPnd:\t{pending}\nShdPnd:\t0000000000000000\n")
+            };
+            let task = |state: &str, flags: u64| {
+                format!("13 (a b) {state} 1 2 3 4 5 {flags} 7 8 9 10 11 12 13 14 15 16 2 0 99")
+            };
+            let none = status("0000000000000000");
+            assert!(thread_ending(&task("D", 0x40), &status("0000000000000100")));
+            assert!(thread_ending(&task("R", 0x40_0044), &none), "exiting");
+            assert!(thread_ending(&task("Z", 0x40), &none));
+            assert!(!thread_ending(&task("S", 0x40_0040), &none));
+            assert!(!thread_ending(
+                &task("R", 0x40),
+                &status("0000000000004000")
+            ));
             assert_eq!(
                 start_ticks(&stat("Z", 1)),
                 Some(99),
