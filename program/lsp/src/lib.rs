@@ -285,6 +285,16 @@ pub struct ServerStatus {
 /// restarts ([`LspLimits::max_restarts`]).
 pub(crate) const FRESH_SERIES_AFTER: Duration = Duration::from_secs(300);
 
+/// The restarts counted against a server once it has ended: `restarts` so far, or none when it
+/// ran (from `started` to `ended`) long enough to begin a fresh series ([`FRESH_SERIES_AFTER`]).
+pub(crate) fn restarts_counted(restarts: u32, started: Instant, ended: Instant) -> u32 {
+    if ended.duration_since(started) > FRESH_SERIES_AFTER {
+        0
+    } else {
+        restarts
+    }
+}
+
 /// A server process that ended without being asked to ([`Lsp::on_exit`]): it crashed or exited
 /// by itself, was found hung and killed, or was stopped for misbehaving. Its diagnostics are
 /// already told gone; it is started again at the next need, within [`LspLimits::max_restarts`].
@@ -1286,9 +1296,7 @@ impl Inner {
                     slot.starting_since = None;
                 }
                 // A server that ran well for a while before crashing starts a fresh series of restarts.
-                if exited_at.duration_since(server.started) > FRESH_SERIES_AFTER {
-                    slot.restarts = 0;
-                }
+                slot.restarts = restarts_counted(slot.restarts, server.started, exited_at);
                 slot.counted = Some(server.pid);
             }
             if slot.restarts >= limits.max_restarts {

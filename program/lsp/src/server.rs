@@ -820,8 +820,8 @@ impl Ending {
     /// How long the server is not started again after this end: its restarts used up, unless
     /// it ran long enough for the next start to begin a fresh series (`Inner::server_of`).
     fn given_up_for(&self, ended: Instant) -> Option<Duration> {
-        let fresh = ended.duration_since(self.started) > crate::FRESH_SERIES_AFTER;
-        (!fresh && self.restarts >= self.limits.max_restarts).then_some(self.limits.given_up_for)
+        let restarts = crate::restarts_counted(self.restarts, self.started, ended);
+        (restarts >= self.limits.max_restarts).then_some(self.limits.given_up_for)
     }
 }
 
@@ -989,13 +989,16 @@ fn answer_passed_over(
 ) -> bool {
     let mut answered = false;
     for passed in decoder.take_passed_over() {
-        let too_large = format!(
-            "its answer was {} bytes, over the limit of {limit} bytes for a message from a \
-             language server",
-            passed.length
-        );
+        let too_large = |what: &str| {
+            format!(
+                "{what} was {} bytes, over the limit of {limit} bytes for a message from a \
+                 language server",
+                passed.length
+            )
+        };
         match passed.answers {
             Some(id) => {
+                let too_large = too_large("its answer");
                 let frame = serde_json::json!({
                     "jsonrpc": "2.0",
                     "id": id,
@@ -1017,12 +1020,7 @@ fn answer_passed_over(
                 ));
                 // A request of its own: answered, so that it does not wait for good.
                 if let Some(id) = passed.request {
-                    let why = format!(
-                        "the request was {} bytes, over the limit of {limit} bytes for a message \
-                         from a language server",
-                        passed.length
-                    );
-                    shared.lock().refuse_request(id, &why);
+                    shared.lock().refuse_request(id, &too_large("the request"));
                     answered = true;
                 }
             }

@@ -200,8 +200,8 @@ pub fn append_private_file(path: &Path) -> io::Result<File> {
 /// Moves the log at `path` to `to` unless another bridge writes to it now: an open that denies
 /// others' writes fails while a write handle is open ([`hold_log`]). (Not a lock of the file:
 /// Windows' locks are mandatory, and a shared one would refuse the holder's own writes.) The
-/// probe is let go before the move, which its own sharing would refuse. Whether it was moved.
-pub fn move_log_aside(path: &Path, to: &Path) -> bool {
+/// probe is let go before the move, which its own sharing would refuse.
+pub fn move_log_aside(path: &Path, to: &Path) {
     const FILE_SHARE_READ: u32 = 1;
     const ERROR_SHARING_VIOLATION: i32 = 32;
     let probe = OpenOptions::new()
@@ -209,10 +209,11 @@ pub fn move_log_aside(path: &Path, to: &Path) -> bool {
         .share_mode(FILE_SHARE_READ)
         .open(path);
     if matches!(&probe, Err(e) if e.raw_os_error() == Some(ERROR_SHARING_VIOLATION)) {
-        return false;
+        return;
     }
     drop(probe);
-    fs::rename(path, to).is_ok()
+    // Not moved (gone meanwhile, or open elsewhere): written on where it is.
+    let _ = fs::rename(path, to);
 }
 
 /// Nothing to do: the bridge's write handle is what [`move_log_aside`] finds. (A start that moves

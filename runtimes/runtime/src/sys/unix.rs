@@ -519,16 +519,8 @@ pub(crate) fn process_started(_pid: u32) -> Option<std::time::SystemTime> {
 /// [`process_started`]'s wall-clock start serves instead).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn process_start(pid: u32) -> Option<String> {
-    use std::io::Read;
-    let read = |path: &str| {
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(4096).read_to_string(&mut text))
-            .ok()?;
-        Some(text)
-    };
-    let boot = read("/proc/sys/kernel/random/boot_id")?;
-    let stat = read(&format!("/proc/{pid}/stat"))?;
+    let boot = read_proc("/proc/sys/kernel/random/boot_id")?;
+    let stat = read_proc(format!("/proc/{pid}/stat"))?;
     let boot = boot.trim();
     let ticks = start_ticks(&stat)?;
     (!boot.is_empty()).then(|| format!("{boot}/{ticks}"))

@@ -198,19 +198,19 @@ pub fn append_private_file(path: &Path) -> io::Result<File> {
 /// Moves the log at `path` to `to` unless another bridge writes to it now: it holds a shared
 /// lock on it ([`hold_log`]), which an exclusive one taken without waiting runs into; that one is
 /// held until the file is moved, so that no bridge starts writing to it meanwhile. A file system
-/// without locks (some network ones) says nobody does. Whether it was moved.
-pub fn move_log_aside(path: &Path, to: &Path) -> bool {
+/// without locks (some network ones) says nobody does. (Not moved, the file grows on until a
+/// start finds it unused.)
+pub fn move_log_aside(path: &Path, to: &Path) {
     let probe = OpenOptions::new()
         .read(true)
         .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
         .open(path);
     let held = probe.as_ref().map(|f| f.try_lock());
-    if matches!(held, Ok(Err(std::fs::TryLockError::WouldBlock))) {
-        return false;
+    if !matches!(held, Ok(Err(std::fs::TryLockError::WouldBlock))) {
+        // Not moved (gone meanwhile, or a folder that refuses it): written on where it is.
+        let _ = fs::rename(path, to);
     }
-    let moved = fs::rename(path, to).is_ok();
     drop(probe);
-    moved
 }
 
 /// Marks the log `file`, opened at `path`, as written to by this bridge for as long as it is open
