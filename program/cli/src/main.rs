@@ -203,7 +203,11 @@ fn editor_timeout(s: &str) -> Result<u64, String> {
 }
 
 fn main() -> ExitCode {
-    // First: the program may have been started to launch a command tied to a bridge.
+    // First: as a container's first process, the program runs itself again and reaps.
+    if let Some(status) = sys::init_if_first() {
+        return status;
+    }
+    // Then: the program may have been started to launch a command tied to a bridge.
     sys::launch_if_asked();
     // Before any thread starts: a bridge left running keeps its idle memory small however many
     // connections came and went (BENCHMARKS.md, "A day's use").

@@ -102,6 +102,68 @@ fn run_reports_a_signal_as_128_plus() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /no/such/claude"));
 }
 
+/// `run` as a container's first process (pid 1 of a pid namespace of its own: `docker run IMAGE
+/// claude-ide-bridge run -- claude`, without `--init`): the processes its command leaves behind,
+/// which the kernel hands to pid 1, are reaped, not zombies for as long as the container runs;
+/// the command's exit status is the container's; a `kill 1` (`docker stop`) reaches the bridge,
+/// which stops, ends its command and removes its lock file.
+#[test]
+fn run_as_a_containers_first_process_reaps_what_is_left_to_it() {
+    for rt in RUNTIMES {
+        let sb = Sandbox::new();
+        let out = sb.root().join("procs.txt");
+        // Two orphans (their subshells end at once), both ended a second later; then each
+        // process's `stat` line.
+        let claude = script(
+            &sb,
+            "claude",
+            &format!(
+                "(sleep 0.2 &)\n(sleep 0.3 &)\nsleep 1.5\ncat /proc/[0-9]*/stat > {}\nexit 7",
+                out.display()
+            ),
+        );
+        let mut c = sb.command();
+        c.args(["run", "--runtime", rt, "--"]).arg(&claude);
+        let Some(c) = unshared("-rpfm", "mount -t proc proc /proc", &c) else {
+            return;
+        };
+        let (code, _) = run_bounded(c);
+        assert_eq!(code, 7, "{rt}");
+        let procs = fs::read_to_string(&out).unwrap();
+        // (pid, name, state, parent) of each.
+        let procs: Vec<(u32, &str, char, u32)> = (procs.lines())
+            .filter_map(|l| {
+                let (pid, rest) = l.split_once(" (")?;
+                let (name, rest) = rest.rsplit_once(") ")?;
+                let mut f = rest.split(' ');
+                let state = f.next()?.chars().next()?;
+                Some((pid.parse().ok()?, name, state, f.next()?.parse().ok()?))
+            })
+            .collect();
+        assert!(
+            procs.contains(&(1, "claude-ide-brid", 'S', 0)),
+            "{rt}: {procs:?}"
+        );
+        let bridge = procs.iter().find(|p| p.3 == 1 && p.1 == "claude-ide-brid");
+        assert!(
+            bridge.is_some(),
+            "{rt}: the bridge is pid 1's child: {procs:?}"
+        );
+        let zombies: Vec<_> = procs.iter().filter(|p| p.2 == 'Z').collect();
+        assert!(zombies.is_empty(), "{rt}: {zombies:?} in {procs:?}");
+        assert_eq!(fs::read_dir(sb.lock_dir()).unwrap().count(), 0, "{rt}");
+
+        // Stopped from inside, as a container's runtime stops it: SIGTERM to pid 1.
+        let claude = script(&sb, "claude", "kill -TERM 1\nsleep 30\nexit 3");
+        let mut c = sb.command();
+        c.args(["run", "--runtime", rt, "--"]).arg(&claude);
+        let c = unshared("-rpfm", "mount -t proc proc /proc", &c).unwrap();
+        let (code, _) = run_bounded(c);
+        assert_eq!(code, 128 + 15, "{rt}: the command ended by the stop");
+        assert_eq!(fs::read_dir(sb.lock_dir()).unwrap().count(), 0, "{rt}");
+    }
+}
+
 /// A bridge started with SIGCHLD ignored (a parent that ignores it, then runs the bridge: the
 /// kernel would reap its children itself) still exits with its command's status. Before, the
 /// wait for the command failed (ECHILD) and `run` exited 1.

@@ -43,6 +43,9 @@
 //!   started again as its own first step, which `$EDITOR` on a proposal goes through too; macOS:
 //!   the program started beside the command as its watcher; Windows: a Job Object with "kill on
 //!   job close", let go once the command ends by itself; `unix/tie.rs`);
+//! - `init_if_first()`: the program as a container's first process (Linux pid 1): started
+//!   again as its only child, while pid 1 reaps the orphans the container's processes leave and
+//!   hands on the stop signals (`unix/init.rs`);
 //! - `wait_for_command(child)`, `exit_code(status)`, `cannot_execute(e)`,
 //!   `ended_abnormally(status)`: `run`'s command, and whether it was killed (a signal; on Windows
 //!   a crash's status, or the bridge's kill), so that the terminal's settings are put back after

@@ -599,6 +599,12 @@ fn editor_command(editor: &OsStr, files: &[&OsStr]) -> io::Result<Command> {
 /// Nothing to launch here: see the Unix `launch_if_asked`.
 pub fn launch_if_asked() {}
 
+/// Nothing to do: a Windows container's first process is not the parent of processes whose own
+/// parent ended (Windows has no such adoption).
+pub fn init_if_first() -> Option<std::process::ExitCode> {
+    None
+}
+
 /// Starts the editor ([`editor_command`]) with `setup` applied (its standard streams). No
 /// [`Ends::WithBridge`] here: a Job Object would end what the editor started too (the VS Code
 /// window a `code --wait` opened), which outlives the bridge on Unix.

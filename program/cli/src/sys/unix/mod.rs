@@ -14,9 +14,11 @@ use rustix::process::getuid;
 
 use super::{Ends, Finding};
 
+mod init;
 mod line_reader;
 mod machine;
 mod tie;
+pub use self::init::init_if_first;
 pub use self::line_reader::LineReader;
 pub use self::tie::{findable, launch_if_asked, program_named, spawn_tied};
 use crate::host::{HostInput, StdioOut};

@@ -1,0 +1,117 @@
+//! The program as a container's first process (`docker run IMAGE claude-ide-bridge run -- claude`,
+//! without `--init`): pid 1 of a pid namespace, which the kernel makes the parent of every process
+//! whose own parent ended first (a language server's worker once the server is killed, what
+//! claude's shell commands leave in the background). Nothing reaped them: each stayed a zombie
+//! for as long as the container ran, and a day's use filled the process table.
+//!
+//! So, as pid 1 ([`init_if_first`], called first in `main`), the program starts itself again with
+//! the same arguments as its only child (the bridge, with everything it does), and then only
+//! reaps every process that ends under it and hands on the requests to stop the container's
+//! runtime sends pid 1 (`docker stop`: SIGTERM), as `tini` and `docker run --init` do. It ends
+//! with the bridge, with its exit status (a signal's as 128 + its number): its end ends every
+//! process left in the namespace.
+//!
+//! On a terminal (`docker run -it`), the bridge gets a process group of its own made the
+//! terminal's foreground group: Ctrl-C and the terminal's other signals reach the bridge and
+//! what it runs, once, and never pid 1 (which would hand them on a second time).
+
+use std::process::ExitCode;
+
+/// The signals a container's runtime or a user's `kill 1` sends to stop or to poke the program:
+/// handed on to the bridge. (Pid 1 of a namespace gets from inside it only the signals it
+/// handles: these are handled so that they reach the bridge at all.)
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const HANDED_ON: [i32; 6] = {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+    [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2]
+};
+
+/// When this process is pid 1 (Linux): runs the program again as its child and reaps until that
+/// child ends (the module's doc), then `Some(its exit status)`, for `main` to end with. `None`
+/// when this process is not pid 1, or could not start its child (said; the program then runs as
+/// pid 1 itself, as before).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn init_if_first() -> Option<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+    if !rustix::process::getpid().is_init() {
+        return None;
+    }
+    // Handled before the child starts: a stop asked for in between is not lost.
+    let mut signals = match signal_hook::iterator::Signals::new(HANDED_ON) {
+        Ok(s) => s,
+        Err(e) => return not_init(&format!("its signals could not be handled: {e}")),
+    };
+    let mut args = std::env::args_os();
+    // By its path, so that `ps` names it as the user does (`/proc/self/exe` would be `exe`).
+    let me = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
+    let mut bridge = Command::new(me);
+    if let Some(arg0) = args.next() {
+        bridge.arg0(arg0);
+    }
+    bridge.args(args).process_group(0);
+    let child = match bridge.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            signals.handle().close();
+            return not_init(&format!("the program could not be started again: {e}"));
+        }
+    };
+    let pid = child.id();
+    // The terminal's signals for the bridge's group alone; no terminal (`docker run` without
+    // `-t`), nothing to do. (Pid 1 is in the foreground group, so the call is allowed.)
+    if let Some(bridge_group) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::termios::tcsetpgrp(std::io::stdin(), bridge_group);
+    }
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if let (Some(to), Some(signal)) = (
+                rustix::process::Pid::from_raw(pid as i32),
+                rustix::process::Signal::from_named_raw(signal),
+            ) {
+                let _ = rustix::process::kill_process(to, signal);
+            }
+        }
+    });
+    // Reaped here, with every orphan, by `wait`: not by `Child::wait`.
+    drop(child);
+    Some(ExitCode::from(reap_until(pid)))
+}
+
+/// Not pid 1's job elsewhere: macOS's pid 1 is launchd, and the other Unixes run no containers
+/// of this kind.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn init_if_first() -> Option<ExitCode> {
+    None
+}
+
+/// Says why the program runs as pid 1 itself, without reaping: `None`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn not_init(why: &str) -> Option<ExitCode> {
+    eprintln!(
+        "claude-ide-bridge: warning: running as the first process (pid 1), {why}: the processes \
+         left to it are not reaped (`docker run --init` does that)"
+    );
+    None
+}
+
+/// Reaps every child that ends until `bridge` does: its exit status, a signal's that ended it as
+/// 128 + its number (as a shell says it).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn reap_until(bridge: u32) -> u8 {
+    use rustix::process::{wait, WaitOptions};
+    loop {
+        match wait(WaitOptions::empty()) {
+            Ok(Some((pid, status))) if pid.as_raw_nonzero().get() as u32 == bridge => {
+                return match (status.exit_status(), status.terminating_signal()) {
+                    (Some(code), _) => code as u8,
+                    (None, Some(signal)) => 128u8.wrapping_add(signal as u8),
+                    (None, None) => 1,
+                };
+            }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            // No child left, which the bridge's own end would have shown: nothing to wait for.
+            Err(_) => return 1,
+        }
+    }
+}
