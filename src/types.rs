@@ -43,7 +43,9 @@ pub struct Config {
     /// Answer the compatibility methods (`readFile`, `files/read`, ...; docs/protocol.md,
     /// "Compatibility methods").
     pub compat_methods: bool,
-    /// The workspace folders (absolute paths), for path checks of compatibility methods.
+    /// The workspace folders (absolute paths, POSIX or Windows), for path checks of
+    /// compatibility methods: every form a client may name a file by (a folder given through a
+    /// link, and the folder it resolves to), as the lock file lists them.
     pub workspace_folders: Vec<String>,
     /// Report every JSON-RPC message in and out as [`Event::Message`] (a wire log for
     /// debugging and tests; costs a copy of each message).

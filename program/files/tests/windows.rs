@@ -338,6 +338,13 @@ fn only_regular_files_within_the_limit_are_read() {
         through_a_file.to_string(),
         r"big.txt\x\y: big.txt is not a directory"
     );
+    // A file as the last directory on the way (it was "creating a directory failed: File
+    // already exists. (os error 183)", an internal error).
+    let under_a_file = ws.write(r"big.txt\x", b"x").unwrap_err();
+    assert_eq!(
+        under_a_file.to_string(),
+        r"big.txt\x: big.txt is not a directory"
+    );
     assert!(matches!(
         ws.read_text(r"big.txt\x"),
         Err(Error::NotADirectory { .. })

@@ -11,7 +11,7 @@ use claude_ide_bridge::LockFile;
 use claude_ide_bridge::{ClientPaths, ConnectionId, DisconnectReason, Event, Rejection, Server};
 
 use crate::lock::{self, LockGuard};
-use crate::{generate_token, posix_folders, LockFileMode, Logger, Options};
+use crate::{generate_token, LockFileMode, Logger, Options};
 
 /// The error inside the [`io::Error`] a server's start returns (each runtime's `start`,
 /// [`RunningServer::start`](crate::RunningServer::start)) when its port was refused: the bind
@@ -171,10 +171,11 @@ impl Core {
     }
 
     /// What both runtimes do at start: binds the listener (blocking mode), takes the token
-    /// (fresh from the OS CSPRNG unless given), makes the workspace folders absolute POSIX
-    /// strings, removes this host's stale lock files and writes `<port>.lock` as the options say.
+    /// (fresh from the OS CSPRNG unless given), gives the engine the workspace folders as the
+    /// lock file names them ([`engine_folders`]), removes this host's stale lock files and writes
+    /// `<port>.lock` as the options say.
     pub fn start(opts: &Options) -> io::Result<(TcpListener, Core)> {
-        let folders = posix_folders(&opts.workspace_folders)?;
+        let folders = engine_folders(&opts.workspace_folders)?;
         let token = opts.auth_token.clone().unwrap_or_else(generate_token);
         let addr = SocketAddr::new(opts.bind, opts.port);
         refuse_a_served_port(addr, crate::sys::BINDS_OVER_WILDCARD)?;
@@ -278,8 +279,7 @@ impl Core {
     /// Changes the workspace folders: the engine's path checks and the lock file (rewritten
     /// atomically).
     pub fn set_workspace_folders(&mut self, folders: &[PathBuf]) -> io::Result<()> {
-        let posix = posix_folders(folders)?;
-        self.server.set_workspace_folders(posix);
+        self.server.set_workspace_folders(engine_folders(folders)?);
         if let Some((guard, content)) = &mut self.lock {
             content.workspace_folders = crate::lock_folders(folders)?;
             guard.update(content)?;
@@ -422,9 +422,55 @@ impl Core {
     }
 }
 
+/// The folders the engine checks a compatibility method's path against: those the lock file
+/// names ([`crate::lock_folders`]), each as given and with its links resolved (a client started
+/// in the resolved folder, `/private/tmp/ws` for `/tmp/ws` on macOS, names its files so), and on
+/// Windows in Windows' own form (`C:\Users\me\ws`), which the engine compares ignoring case as
+/// Windows does; its POSIX form (`/c/Users/me/ws`) was compared case-sensitively.
+fn engine_folders(folders: &[std::path::PathBuf]) -> io::Result<Vec<String>> {
+    crate::lock_folders(folders)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A compatibility method's path in the folder's resolved form (through a link on Unix, in
+    /// another case on Windows), which the lock file advertises and the files crate serves, is
+    /// inside the workspace for the engine too (it was refused: "path is outside the workspace
+    /// folders").
+    #[test]
+    fn the_engine_takes_the_folders_the_lock_file_advertises() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        std::fs::create_dir(&real).unwrap();
+        #[cfg(unix)]
+        let (given, asked) = {
+            let link = tmp.path().join("link");
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            (link, real.join("a.txt"))
+        };
+        #[cfg(windows)]
+        let (given, asked) = {
+            let real =
+                claude_ide_bridge::without_verbatim_prefix(&real.to_string_lossy()).into_owned();
+            // The folder given upper-cased, a file asked for lower-cased: one folder to Windows.
+            (
+                std::path::PathBuf::from(real.to_uppercase()),
+                std::path::PathBuf::from(real.to_lowercase()).join("a.txt"),
+            )
+        };
+        let mut opts = Options::new(vec![given], "test");
+        opts.lock_file = LockFileMode::Disabled;
+        let (_listener, core) = Core::start(&opts).unwrap();
+        let folders = &core.server.config().workspace_folders;
+        let asked = asked.to_string_lossy();
+        assert_eq!(
+            claude_ide_bridge::resolve_in_workspace(&asked, folders).map(|_| ()),
+            Ok(()),
+            "{asked} in {folders:?}"
+        );
+    }
 
     /// Where the OS would let the bind take a port another program serves on every address, the
     /// start refuses it, as taken, after asking by a connection (here a listener on 127.0.0.1

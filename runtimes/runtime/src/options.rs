@@ -134,8 +134,9 @@ impl Options {
         }
     }
 
-    /// The engine configuration these options describe, with `token` and `folders` (from
-    /// [`posix_folders`]).
+    /// The engine configuration these options describe, with `token` and `folders` (the
+    /// runtimes give those of the lock file, [`lock_folders`]: a folder's resolved form and, on
+    /// Windows, its native one, which the engine's path check compares ignoring case).
     pub fn config(&self, token: AuthToken, folders: Vec<String>) -> Config {
         let mut config = Config::new(token);
         config.limits = self.limits.clone();

@@ -637,7 +637,7 @@ impl Workspace {
             } else {
                 let at = rel(parents);
                 dir.create_dir_all(&at)
-                    .map_err(|e| failed_at(&dir, parents, path, "creating a directory", e))?;
+                    .map_err(|e| failed_at(&dir, &comps, path, "creating a directory", e))?;
                 below = dir
                     .open_dir(&at)
                     .map_err(|e| failed(path, "opening a directory", e))?;
