@@ -267,10 +267,11 @@ impl IdeServer {
 
     /// As [`IdeServer::start`], with events handed to `handler` instead of
     /// [`IdeServer::next_event`] (which then returns `None`): in order, one at a time, with no
-    /// lock held, on the thread that produced them (a connection's reader, the timer, a thread
-    /// calling a [`Handle`] method) unless the handler is busy on another thread, which then
-    /// delivers them after its current call; never on the thread stopping the server
-    /// ([`IdeServer::stop`], [`Stopper::stop`], the drop), which may hold a lock the handler
+    /// lock held, on the server's thread that produced them (a connection's reader, the timer)
+    /// unless the handler is busy on another thread, which then delivers them after its current
+    /// call; never on a host's thread calling a [`Handle`] method (its UI thread, which may hold
+    /// a lock the handler takes: the timer's thread delivers what waits then), nor on the thread
+    /// stopping the server ([`IdeServer::stop`], [`Stopper::stop`], the drop), which may hold a lock the handler
     /// takes: the calls a stop cancels reach the handler from the server's own threads, once
     /// that lock is let go (then after the stop returned: a stop under such a lock waits up to
     /// 5 s for the thread blocked on it, and returns; one without it returns at once). A tool
@@ -391,7 +392,9 @@ impl IdeServer {
         }
     }
 
-    /// The next event, waiting for it; `None` once the server has stopped.
+    /// The next event, waiting for it; `None` once the server has stopped, and at once, always,
+    /// when it was started with a handler ([`IdeServer::start_with_handler`]: the handler has
+    /// the events; [`IdeServer::is_stopped`] tells the stop apart).
     pub fn next_event(&self) -> Option<Event> {
         self.threads.shared.taken(self.events.recv().ok())
     }

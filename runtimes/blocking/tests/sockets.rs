@@ -86,6 +86,9 @@ fn is_stopped_ends_a_loop_that_waits_with_a_timeout() {
     assert!(s.next_event_timeout(Duration::from_millis(20)).is_none());
     assert!(!s.is_stopped(), "a timeout is not a stop");
     let stopper = s.stopper();
+    // What a host's UI thread holds: it tells the stop too.
+    let handle = s.handle();
+    assert!(!handle.is_stopped());
     let reader = std::thread::spawn(move || {
         let mut turns = 0u64;
         while !s.is_stopped() {
@@ -102,6 +105,13 @@ fn is_stopped_ends_a_loop_that_waits_with_a_timeout() {
         claude_ide_bridge_testsupport::joined(reader, Duration::from_secs(20), "the host's loop");
     // About one turn per timeout while running (200 ms / 20 ms), none after.
     assert!(turns < 100, "{turns} turns: the loop did not wait");
+    assert!(handle.is_stopped());
+    let moved = handle.set_workspace_folders(vec![dir.path().to_path_buf()]);
+    assert_eq!(
+        moved.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::NotConnected),
+        "no lock file is rewritten after the stop"
+    );
 }
 
 /// A `Stopper` stops the server from another thread while one waits in `next_event` (which has

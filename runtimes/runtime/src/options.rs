@@ -75,7 +75,10 @@ pub struct Options {
     pub allowed_origins: Vec<String>,
     /// Where the lock file goes.
     pub lock_file: LockFileMode,
-    /// The token; `None` draws a fresh one from the OS CSPRNG.
+    /// The token; `None` draws a fresh one from the OS CSPRNG. One given (kept from an earlier
+    /// start, so that a connected `claude` finds the restarted host) should come from
+    /// [`generate_token`](crate::generate_token) too: it is all that keeps other local users'
+    /// and web pages' connections out, and nothing checks its strength.
     pub auth_token: Option<AuthToken>,
     /// Remove the lock file on SIGINT/SIGTERM, then end the process as the signal would (its
     /// default action); default false. On, it installs a handler for the process's life (also

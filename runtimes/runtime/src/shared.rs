@@ -378,7 +378,27 @@ impl RunningServer {
     /// the timer): output goes through the connection's writer, which sends what accumulated while
     /// it woke in one write.
     fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core) -> R) -> R {
-        self.run(|st| f(&mut st.core))
+        let mut st = self.lock();
+        let r = f(&mut st.core);
+        self.release_for_host(st, false);
+        r
+    }
+
+    /// [`RunningServer::release`] for a host's thread (a [`Handle`] method): the handler is never
+    /// run here, where the host may hold a lock its handler takes (its editor's state, around a
+    /// push or an answer), which would wait on itself; events that wait for it with nobody
+    /// delivering them go to the timer's loop, woken ([`RunningServer::timer`]). A handler that
+    /// calls a [`Handle`] method is delivering already, and delivers them after its current call.
+    fn release_for_host(self: &Arc<Self>, mut st: MutexGuard<'_, State>, inline: bool) {
+        self.flush(&mut st, inline);
+        let left = self.has_handler
+            && !st.stopped
+            && st.handler.is_some()
+            && !st.delivery.queue.is_empty();
+        self.unlock(st);
+        if left {
+            (self.wake_timer)();
+        }
     }
 
     /// [`RunningServer::with`] for what answers the peer (input handled, a call answered): the
@@ -395,7 +415,7 @@ impl RunningServer {
         let mut st = self.lock();
         let r = f(&mut st.core);
         let queued = from_host && st.channel.is_some() && self.backlog.is_waiting();
-        self.release(st, !queued);
+        self.release_for_host(st, !queued);
         r
     }
 
@@ -972,8 +992,15 @@ impl Handle {
         })
     }
 
-    /// Changes the workspace folders; the lock file is rewritten atomically.
+    /// Changes the workspace folders; the lock file is rewritten atomically. A `NotConnected`
+    /// error once the server has stopped (there is no lock file to rewrite).
     pub fn set_workspace_folders(&self, folders: Vec<PathBuf>) -> io::Result<()> {
+        if self.is_stopped() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the server has stopped",
+            ));
+        }
         self.shared
             .with(|core| core.set_workspace_folders(&folders))
     }
@@ -1037,6 +1064,15 @@ impl Handle {
         self.shared.addr.port()
     }
 
+    /// Whether the server has stopped (its `stop`, a `Stopper`, the drop): after that, a push
+    /// reaches no one ([`Handle::notify`] answers 0), every call is answered already
+    /// ([`Handle::respond`] says `NotPending`) and [`Handle::set_workspace_folders`] writes no
+    /// lock file. A host's thread that holds only a `Handle` (its UI thread) asks this to stop
+    /// pushing.
+    pub fn is_stopped(&self) -> bool {
+        self.shared.is_stopped()
+    }
+
     /// The token clients must send (`Options::auth_token`, or the one drawn at the start). A
     /// host restarted (an upgrade, a crash) is found again by a `claude` already connected only
     /// on the same port with the same token: keep both (in a file only the user may read) and
@@ -1044,5 +1080,70 @@ impl Handle {
     pub fn auth_token(&self) -> claude_ide_bridge::AuthToken {
         self.shared
             .with(|core| core.server.config().auth_token.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LockFileMode;
+    use claude_ide_bridge::{ConnectionId, ToolSet};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::thread::{self, ThreadId};
+
+    /// A host's thread that calls a `Handle` method (its UI thread, holding its editor's state)
+    /// is never made to run the event handler, which may take that very state: events waiting for
+    /// the handler with nobody delivering them (a delivering thread handed them over after
+    /// `MAX_DELIVERED`, or the call itself made them) go to the timer's loop instead.
+    #[test]
+    fn a_handle_call_never_runs_the_handler_on_the_callers_thread() {
+        let dir = std::env::temp_dir();
+        let mut opts = Options::new(vec![dir], "Reentry");
+        opts.lock_file = LockFileMode::Disabled;
+        let ran_on: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
+        let seen = ran_on.clone();
+        let handler: Handler = Box::new(move |_event, _handle| {
+            seen.lock().unwrap().push(thread::current().id());
+        });
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w = woken.clone();
+        let (_listener, shared) =
+            RunningServer::start(&opts, Events::new(Some(handler), |_| {}), move || {
+                w.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        // An event waits for the handler and nobody delivers it.
+        let tab_closed = Event::TabClosed {
+            conn: ConnectionId(1),
+            tab_name: "t".into(),
+        };
+        shared.lock().delivery.queue.push_back(tab_closed);
+        let before = woken.load(Ordering::SeqCst);
+        let handle = shared.handle();
+        handle.set_tools(ToolSet::all());
+        handle.notify(
+            Target::All,
+            &Notification::AtMentioned(claude_ide_bridge::AtMentioned {
+                file_path: "/x".into(),
+                line_start: None,
+                line_end: None,
+            }),
+        );
+        let me = thread::current().id();
+        assert!(
+            !ran_on.lock().unwrap().contains(&me),
+            "the handler ran on the thread calling a Handle method"
+        );
+        assert!(
+            woken.load(Ordering::SeqCst) > before,
+            "the timer's loop was not woken"
+        );
+        // The timer's loop delivers it.
+        assert_eq!(shared.timer(), Some(Some(Duration::ZERO)));
+        let s = shared.clone();
+        let timer = thread::spawn(move || s.on_timer());
+        let timer_id = timer.thread().id();
+        timer.join().unwrap();
+        assert_eq!(*ran_on.lock().unwrap(), vec![timer_id]);
     }
 }

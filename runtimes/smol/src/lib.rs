@@ -357,9 +357,10 @@ impl IdeServer {
 
     /// As [`IdeServer::start`], with events handed to `handler` instead of
     /// [`IdeServer::next_event`] (which then returns `None`): in order, one at a time, with no
-    /// lock held, from the task that produced them (a connection's, the timer, the acceptor) or
-    /// the thread calling a [`Handle`] method, unless the handler is busy elsewhere, which then
-    /// delivers them after its current call; never from the stop ([`IdeServer::stop`], the
+    /// lock held, from the task that produced them (a connection's, the timer, the acceptor),
+    /// unless the handler is busy elsewhere, which then delivers them after its current call;
+    /// never from a host's thread or task calling a [`Handle`] method (which may hold a lock the
+    /// handler takes: the timer's task delivers what waits then), nor from the stop ([`IdeServer::stop`], the
     /// drop), whose caller may hold a lock the handler takes: the calls a stop cancels reach the
     /// handler from the server's own tasks, once that lock is let go (then after the stop
     /// returned: a stop under such a lock waits up to 5 s for the task blocked on it, and
@@ -469,7 +470,9 @@ impl IdeServer {
         self.tasks.shared.handle()
     }
 
-    /// The next event; `None` once the server has stopped.
+    /// The next event; `None` once the server has stopped, and at once, always, when it was
+    /// started with a handler ([`IdeServer::start_with_handler`]: the handler has the events;
+    /// [`IdeServer::is_stopped`] tells the stop apart).
     pub async fn next_event(&self) -> Option<Event> {
         self.tasks.shared.taken(self.events.next().await)
     }
