@@ -307,8 +307,20 @@ pub(crate) fn check_name(name: &str) -> Result<(), Why> {
             "`{name}` is a reserved device name on Windows (it names a device in every directory)"
         ));
     }
+    // (The system's own answer is "no such file", as for a name that is merely missing.)
+    let length = name.encode_utf16().count();
+    if length > MAX_NAME {
+        let start: String = name.chars().take(40).collect();
+        return Err(format!(
+            "`{start}...` is {length} characters long: Windows takes at most {MAX_NAME} in a name"
+        ));
+    }
     Ok(())
 }
+
+/// The longest name, in UTF-16 units, a Windows file system (NTFS, exFAT, FAT's long names)
+/// takes in one component of a path.
+const MAX_NAME: usize = 255;
 
 /// Whether `name` is a reserved device name: the part before the first dot, trailing spaces
 /// aside, is one of them (`nul.txt`, `COM1 .log`).
@@ -429,6 +441,9 @@ mod tests {
             "a<b",
             "a\"b",
             "a\u{1}b",
+            &"x".repeat(256),
+            // 128 characters, 256 UTF-16 units.
+            &"\u{1F600}".repeat(128),
         ] {
             assert!(check_name(bad).is_err(), "{bad:?} was accepted");
             assert!(
@@ -449,6 +464,7 @@ mod tests {
             "..a",
             "a. b",
             "résumé.md",
+            &"x".repeat(255),
         ] {
             assert!(check_name(good).is_ok(), "{good:?} was refused");
         }
