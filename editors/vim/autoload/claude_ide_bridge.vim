@@ -246,6 +246,19 @@ export def Start(Then: any = 0): bool
     autocmd!
     autocmd VimLeavePre * Leaving()
   augroup END
+  if remote.On()
+    # A transport that hangs before the bridge is ready (a host that does not answer, a network
+    # gone: ssh may wait minutes, or for good) is said, not waited on in silence.
+    var started = job
+    var every = remote.Keepalive()
+    var after = every <= 0 ? 15.0 : every < 1.0 ? 1.0 : every
+    timer_start(float2nr(1000 * after), (_) => {
+      if started == job && Starting() && !stopping
+        Error('still waiting for `' .. remote.Describe() .. '` to start the bridge over there ('
+          .. printf('%g', after) .. ' s): is the host reachable? :ClaudeCodeStop gives up')
+      endif
+    })
+  endif
   return true
 enddef
 
@@ -285,8 +298,20 @@ export def Stop()
   if job_status(job) ==# 'run'
     stopping = true
     ch_close_in(job_getchannel(job))
+    if remote.On()
+      # A transport stuck on a dead link does not end when its input closes (it cannot forward
+      # the end): killed once it had STOP_GRACE seconds (the bridge over there sees the link end
+      # either way), so that the stop ends and a start queued behind it runs.
+      var stopped = job
+      timer_start(STOP_GRACE * 1000, (_) => {
+        if stopped == job && job_status(stopped) ==# 'run'
+          job_stop(stopped, 'kill')
+        endif
+      })
+    endif
   endif
 enddef
+const STOP_GRACE = 3
 
 # With g:claude_ide_bridge_log set to a file name, every line to and from the bridge is appended
 # to that file.
@@ -375,6 +400,8 @@ def Ended(status: number)
   clients = {}
   waiting = []
   deferred = {}
+  # (an accept the user edited, sent just before a bridge that ends unasked, is kept)
+  var unsure = stopping ? [] : diff.KeepSent()
   diff.ForgetSent()
   context.Detach()
   if stopping
@@ -408,6 +435,8 @@ def Ended(status: number)
     ended_why = stamped
     diff.CloseUnanswered((kept) => {
       var full = said .. (empty(kept) ? '' : '. Your edits of the proposals are kept in: ' .. join(kept, ', '))
+        .. (empty(unsure) ? '' : '. Your accept of an edited proposal may not have reached claude'
+        .. ' (its terminal shows whether it wrote it): your edit is kept in: ' .. join(unsure, ', '))
       Error(full)
       # (unless another bridge ended meanwhile)
       if ended_why ==# stamped
@@ -640,7 +669,23 @@ def OnLine(line: string)
     return
   endif
   var [msg, nul] = Decode(line)
-  if !Readable(msg)
+  if !Readable(msg) && port == 0 && remote.On()
+    # Before the bridge is ready, what the login shell over there wrote to its output (a
+    # ~/.bashrc setting the terminal's title, a banner) comes first, and without a line break it
+    # is glued to the `ready` line: that line is read from its first `{`, what is before it said.
+    var at = stridx(line, '{')
+    var junk = at < 0 ? line : strpart(line, 0, at)
+    Report('the shell over there (`' .. remote.Describe() .. '`) wrote this before the bridge'
+      .. ' started (a ~/.bashrc or profile that prints? It should print nothing when not'
+      .. ' interactive); passed over: ' .. Cut(strtrans(junk), 200))
+    if at <= 0
+      return
+    endif
+    [msg, nul] = Decode(strpart(line, at))
+    if !Readable(msg)
+      return
+    endif
+  elseif !Readable(msg)
     Report('the bridge sent a line Vim cannot read (is it another version than the plugin?): '
       .. Cut(line, 200))
     return

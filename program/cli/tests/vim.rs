@@ -377,6 +377,45 @@ fn vim_plugin_with_a_scripted_claude() {
     gone(&lock);
 }
 
+/// The file changes on disk while its diff is open, and the user accepts an edit of the
+/// proposal: claude applies its change to the file as it is now, and fails when it no longer
+/// holds the text it replaced ("String not found in file"). The user's edit, whose proposal was
+/// wiped as it was sent, is kept in a buffer of its own, and said.
+#[test]
+fn vim_keeps_an_edited_accept_of_a_file_changed_meanwhile() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let a = sb.ws.join("a.txt");
+    fs::write(&a, "one\ntwo\n").unwrap();
+    let mut vim = Vim::start(&sb, &a, "");
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let mut c = connect(&lock);
+    let id = c.call_tool("openDiff", open_diff_args(&a, "one\nCLAUDE\n", "tab changed"));
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    fs::write(&a, "one\nsomeone else\n").unwrap();
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("$put ='my words'");
+    vim.ex("w");
+    let r = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("an answer");
+    assert_eq!(texts(&r), ["FILE_SAVED", "one\nCLAUDE\nmy words\n"]);
+    let kept = "bufnr('your edit of claude''s proposal')";
+    vim.wait_eval(kept, |v| v.as_i64().is_some_and(|n| n > 0));
+    assert_eq!(
+        vim.eval(&format!("getbufline({kept}, 1, '$')")),
+        json!(["one", "CLAUDE", "my words"])
+    );
+    let m = vim.eval("execute('messages')");
+    assert!(
+        m.as_str().unwrap().contains("changed on disk since claude proposed"),
+        "{m}"
+    );
+}
+
 #[test]
 fn vim_claude_code_opens_the_terminal() {
     if tools_missing() {

@@ -716,6 +716,146 @@ fn vim_remote_drops_a_link_gone_silent() {
     assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
 }
 
+/// An accept of an edited proposal written into a link gone silent is lost with the transport
+/// Vim kills: the bridge over there answers claude that Vim did not answer, and claude asks in its
+/// own prompt with its own text. The user's edit is kept in a buffer of its own, and said (the
+/// proposal was wiped as the accept was sent, and the accept forgotten as the link dropped).
+#[test]
+fn vim_remote_keeps_an_edited_accept_a_dropped_link_lost() {
+    if tools_missing() {
+        return;
+    }
+    let (sb, sshd, editor, remote, a) = over_ssh();
+    let extra = format!(", 'bridge': {}, 'keepalive': 1", lit(BIN));
+    let mut vim = Vim::start(&sb, &a, &remote_setting(&sshd, &editor, &remote, &extra));
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let mut c = connect(&lock);
+    let id = c.call_tool(
+        "openDiff",
+        open_diff_args(&remote.join("a.txt"), "ONE\n", "tab lost"),
+    );
+    vim.wait_eval("bufwinid(bufnr('proposed by claude'))", |v| v != -1);
+    signal_ssh(&mut vim, "STOP");
+    vim.ex("call win_gotoid(bufwinid(bufnr('proposed by claude')))");
+    vim.ex("s/ONE/my own words/");
+    vim.ex("w");
+    vim.wait_eval("bufnr('proposed by claude')", |v| v == -1);
+    let r = c
+        .recv_until(WAIT, |v| v["id"] == json!(id))
+        .expect("an answer for the diff");
+    assert!(is_error(&r), "{r}");
+    assert!(texts(&r)[0].contains("the editor did not answer"), "{r}");
+    gone(&lock);
+    let kept = "bufnr('your edit of claude''s proposal')";
+    vim.wait_eval(kept, |v| v.as_i64().is_some_and(|n| n > 0));
+    assert_eq!(
+        vim.eval(&format!("getbufline({kept}, 1, '$')")),
+        json!(["my own words"])
+    );
+    assert_eq!(vim.eval(&format!("buflisted({kept})")), 1);
+    let m = messages(&mut vim);
+    assert!(m.contains("went silent"), "{m}");
+    assert!(m.contains("may not have reached claude"), "{m}");
+    assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
+}
+
+/// A transport that hangs before the bridge is ready (a host that does not answer: ssh waits
+/// minutes, or for good behind a dead link) is said after a keepalive, and :ClaudeCodeStop ends
+/// it (it ignores its input's end): the stop completes, no transport is left running, and a
+/// start queued behind it can run.
+#[test]
+fn vim_remote_stop_ends_a_transport_that_hangs() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (editor, remote) = folders(&sb);
+    let a = editor.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let hang = sb.root().join("hang.sh");
+    fs::write(&hang, "#!/bin/sh\nexec sleep 1000 </dev/null\n").unwrap();
+    let mut perms = fs::metadata(&hang).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    fs::set_permissions(&hang, perms).unwrap();
+    let vimrc = format!(
+        "let g:claude_ide_bridge_workspace = {ed}\n\
+         let g:claude_ide_bridge_remote = {{'transport': [{t}], 'path_map': {{{ed}: {rem}}}, 'keepalive': 1}}",
+        t = lit(&hang.to_string_lossy()),
+        ed = lit(&editor.to_string_lossy()),
+        rem = lit(&remote.to_string_lossy()),
+    );
+    let mut vim = Vim::start(&sb, &a, &vimrc);
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("still waiting for")
+    });
+    assert!(m.as_str().unwrap().contains(":ClaudeCodeStop gives up"), "{m}");
+    let st = status(&mut vim);
+    assert!(st.contains("bridge: starting (pid "), "{st}");
+    let pid: i32 = st
+        .split("pid ")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {st}"));
+    vim.ex("ClaudeCodeStop");
+    let give_up = Instant::now() + WAIT;
+    while !status(&mut vim).contains("bridge: not running") {
+        assert!(Instant::now() < give_up, "the stop never ended: {}", status(&mut vim));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let state = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        state.is_empty() || state.contains(") Z "),
+        "the transport still runs: {state}"
+    );
+}
+
+/// A login shell over there that writes to its output before the command runs (a ~/.bashrc that
+/// sets the terminal's title: no line break) glues that to the bridge's `ready` line: Vim reads the
+/// line from its first `{` and says what it passed over, and the bridge is ready (it stayed
+/// "starting" for good, claude's terminal never opened, the line blamed on another version).
+#[test]
+fn vim_remote_passes_over_what_the_shell_writes_before_the_bridge() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (editor, _remote) = folders(&sb);
+    let a = editor.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let chatty = sb.root().join("chatty.sh");
+    fs::write(&chatty, "#!/bin/sh\nprintf '\\033]0;devbox\\007'\nexec \"$@\"\n").unwrap();
+    let mut perms = fs::metadata(&chatty).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    fs::set_permissions(&chatty, perms).unwrap();
+    let vimrc = format!(
+        "let g:claude_ide_bridge_workspace = {ed}\n\
+         let g:claude_ide_bridge_remote = {{'transport': [{t}], 'bridge': {b}}}",
+        t = lit(&chatty.to_string_lossy()),
+        ed = lit(&editor.to_string_lossy()),
+        b = lit(BIN),
+    );
+    let mut vim = Vim::start(&sb, &a, &vimrc);
+    vim.ex("ClaudeCodeStart");
+    wait_lock(&sb);
+    let give_up = Instant::now() + WAIT;
+    while !status(&mut vim).contains("bridge: running") {
+        assert!(
+            Instant::now() < give_up,
+            "never ready: {}\n{}",
+            status(&mut vim),
+            messages(&mut vim)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let m = messages(&mut vim);
+    assert!(m.contains("wrote this before the bridge started"), "{m}");
+    assert!(m.contains("^[]0;devbox^G"), "{m}");
+    assert!(!m.contains("another version"), "{m}");
+}
+
 /// A transport that carries the bridge's output at `argv[1]` bytes a second (16 KiB at a time,
 /// nothing buffered beyond that), as a slow link does; the bridge (the other arguments) reads
 /// Vim's lines as they are.

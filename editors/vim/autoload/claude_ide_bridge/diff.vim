@@ -248,6 +248,17 @@ export def Accept(id: number)
   endif
   if !empty(lines)
     Sent(d, lines)
+    if Disk(d.path) !=# d.disk
+      # The file changed on disk since the diff opened (a formatter, `git checkout`, another
+      # editor): claude applies its change to the file as it is now, and may fail to ("String
+      # not found in file"), the user's edit gone with the proposal. It is kept, and said.
+      var name = Keep(d.path, d.id, lines, getbufvar(d.proposed, '&filetype'),
+        'sent while the file changed')
+      sent[string(d.id)].kept = name
+      bridge.Error(fnamemodify(d.path, ':~:.') .. ' changed on disk since claude proposed its'
+        .. ' change: claude may not apply your accepted edit (its terminal says); it is kept in '
+        .. name)
+    endif
   endif
   setbufvar(d.proposed, '&modified', 0)
   timer_start(0, (_) => Close(d))
@@ -512,6 +523,19 @@ export def ForgetSent()
   sent = {}
 enddef
 
+# The bridge ended without being asked to (a link that dropped, a crash): the accepts sent with
+# the user's edit in the last SENT_KEEP seconds may not have reached it (a line written into a
+# link gone silent is lost with the transport Vim kills), and claude, told Vim did not answer,
+# asks in its own prompt with its own text. Each edit is kept (Keep); their buffers' names are
+# returned, oldest first.
+export def KeepSent(): list<string>
+  var names = mapnew(sort(values(sent), (x, y) => x.at < y.at ? -1 : 1),
+    (_, s) => has_key(s, 'kept') && bufexists(s.kept) ? s.kept
+      : Keep(s.path, s.id, s.lines, s.filetype, 'maybe not taken'))
+  sent = {}
+  return names
+enddef
+
 # The bridge could not give an accept (`message`, its error line for `id`): when it carried the
 # user's edit, the edit is kept (Keep) and the user told where. Returns whether it did.
 export def Refused(id: number, message: string): bool
@@ -519,7 +543,9 @@ export def Refused(id: number, message: string): bool
     return false
   endif
   var s = remove(sent, string(id))
-  var name = Keep(s.path, s.id, s.lines, s.filetype, 'not taken')
+  # (kept already when the file changed meanwhile: that buffer is named)
+  var name = has_key(s, 'kept') && bufexists(s.kept) ? s.kept
+    : Keep(s.path, s.id, s.lines, s.filetype, 'not taken')
   bridge.Error('your accept of claude''s change to ' .. fnamemodify(s.path, ':~:.')
     .. ' was not taken (' .. message .. '): your edit is kept in ' .. name)
   return true
@@ -674,6 +700,10 @@ def WatchWrite(d: dict<any>, text: string)
     var now = Disk(d.path)
     if now ==# want || (now !=# d.disk && now ==# last) || tries >= 100
       timer_stop(timer)
+      if now ==# want && get(sent, string(d.id), {path: ''}).path ==# d.path
+        # written as accepted: taken (KeepSent has nothing to keep of it)
+        remove(sent, string(d.id))
+      endif
       if now !=# d.disk
         Reload(d.path)
       endif
