@@ -186,12 +186,16 @@ export def Start(Then: any = 0): bool
   var serve: list<string>
   if remote.On()
     # the bridge runs on the other side of the transport (:help claude-ide-bridge-remote)
+    var local = WorkspaceFolders()
     var problem = remote.Problem()
+    if problem ==# ''
+      problem = remote.WorkspaceProblem(local)
+    endif
     if problem !=# ''
       Error(problem)
       return false
     endif
-    folders = remote.Workspace(WorkspaceFolders())
+    folders = remote.Workspace(local)
   else
     var cmd = Option('cmd', 'claude-ide-bridge')
     argv = type(cmd) == v:t_list ? copy(cmd) : [cmd]

@@ -714,6 +714,13 @@ fn vim_remote_drops_a_link_gone_silent() {
     assert!(m.contains("1 pending diff(s) closed unanswered"), "{m}");
     assert!(status(&mut vim).contains("went silent"));
     assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
+    // Answered in claude's own prompt a while later: claude writes the file, and the buffer
+    // shows it (it kept the old text, which an edit would then have written over claude's).
+    std::thread::sleep(Duration::from_secs(2));
+    fs::write(&a, "ONE\n").unwrap();
+    vim.wait_eval("getbufline(bufnr('a.txt'), 1, '$')", |v| {
+        v == &json!(["ONE"])
+    });
 }
 
 /// An accept of an edited proposal written into a link gone silent is lost with the transport
@@ -790,7 +797,10 @@ fn vim_remote_stop_ends_a_transport_that_hangs() {
     let m = vim.wait_eval("execute('messages')", |v| {
         v.as_str().unwrap().contains("still waiting for")
     });
-    assert!(m.as_str().unwrap().contains(":ClaudeCodeStop gives up"), "{m}");
+    assert!(
+        m.as_str().unwrap().contains(":ClaudeCodeStop gives up"),
+        "{m}"
+    );
     let st = status(&mut vim);
     assert!(st.contains("bridge: starting (pid "), "{st}");
     let pid: i32 = st
@@ -802,7 +812,11 @@ fn vim_remote_stop_ends_a_transport_that_hangs() {
     vim.ex("ClaudeCodeStop");
     let give_up = Instant::now() + WAIT;
     while !status(&mut vim).contains("bridge: not running") {
-        assert!(Instant::now() < give_up, "the stop never ended: {}", status(&mut vim));
+        assert!(
+            Instant::now() < give_up,
+            "the stop never ended: {}",
+            status(&mut vim)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let state = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -826,7 +840,11 @@ fn vim_remote_passes_over_what_the_shell_writes_before_the_bridge() {
     let a = editor.join("a.txt");
     fs::write(&a, "one\n").unwrap();
     let chatty = sb.root().join("chatty.sh");
-    fs::write(&chatty, "#!/bin/sh\nprintf '\\033]0;devbox\\007'\nexec \"$@\"\n").unwrap();
+    fs::write(
+        &chatty,
+        "#!/bin/sh\nprintf '\\033]0;devbox\\007'\nexec \"$@\"\n",
+    )
+    .unwrap();
     let mut perms = fs::metadata(&chatty).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     fs::set_permissions(&chatty, perms).unwrap();
@@ -1065,5 +1083,33 @@ fn vim_remote_says_what_is_missing_over_there() {
         v.as_str().unwrap().contains("dropped (status 3: closed)")
     });
     assert!(!m.as_str().unwrap().contains("E63"), "a raw Vim error: {m}");
+
+    // A transport killed (a signal, the OOM killer): said so, not with the bridge's last
+    // ordinary line, which came through the transport's stderr before it.
+    let script = r#"printf '{"type":"ready","port":1,"lockFile":null}\n'; echo 'client connected (#1, claude-code/2 (cli))' >&2; sleep 0.5; kill -KILL $$"#;
+    vim.ex(&format!(
+        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
+        lit(script)
+    ));
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str()
+            .unwrap()
+            .contains("dropped (its transport was killed by a signal).")
+    });
+    let m = m.as_str().unwrap();
+    assert!(!m.contains("status -1"), "{m}");
+    assert!(m.contains("then, in claude, /ide and Vim"), "{m}");
+
+    // Vim started in a folder under none of the path map's: its path is no name over there.
+    vim.ex("let g:claude_ide_bridge_remote = {'transport': ['sh', '-c', 'exit 9', 'x'], 'path_map': {'/no/such/editor/folder': '/there'}}");
+    vim.ex("ClaudeCodeStart");
+    vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains(
+            "is under no folder of g:claude_ide_bridge_remote.path_map: :cd into one, or set \
+             g:claude_ide_bridge_remote.workspace",
+        )
+    });
+    assert!(status(&mut vim).contains("bridge: not running"));
     vim.ex("qa!");
 }

@@ -366,8 +366,17 @@ export def Mention(path: string, line_start: number = -1, line_end: number = -1)
     msg.lineStart = line_start
     msg.lineEnd = line_end >= 0 ? line_end : line_start
   endif
-  bridge.Start(() => bridge.Send(msg))
+  bridge.Start(() => {
+    bridge.Send(msg)
+    # (The bridge keeps it for a claude that connects within MENTION_KEPT minutes.)
+    if !bridge.Connected()
+      bridge.Info('no claude is connected: it gets ' .. fnamemodify(path, ':t') .. ' once one'
+        .. ' connects (within ' .. MENTION_KEPT .. ' minutes; a claude started before the bridge:'
+        .. ' /ide in it)')
+    endif
+  })
 enddef
+const MENTION_KEPT = 5
 
 # :[range]ClaudeCodeSend
 export def SendRange(line1: number, line2: number)

@@ -574,10 +574,20 @@ enddef
 
 # The bridge ended without being asked to (a link that dropped, a crash): the diffs close with no
 # answer from Vim (the bridge cannot carry one now; a bridge that stops answers claude itself).
-# The edits the user had not sent are kept, as by CloseAll.
+# The edits the user had not sent are kept, as by CloseAll. claude asks in its own prompt then,
+# and writes the file once answered there, minutes later maybe: each file is watched for
+# UNANSWERED_WATCH seconds, its buffer read again when claude wrote it (Reload: not over unsaved
+# changes), so that an edit of the old text does not write over claude's.
 export def CloseUnanswered(Said: func(list<string>))
-  CloseAll(Said)
+  var ds = mapnew(keys(diffs), (_, id) => Take(str2nr(id)))
+  CloseWhenFree(ds, (kept) => {
+    for d in ds
+      WatchWrite(d, d.contents, 1000, UNANSWERED_WATCH)
+    endfor
+    Said(kept)
+  })
 enddef
+const UNANSWERED_WATCH = 600
 
 # Closes the diffs `ds` (taken from `diffs` already), keeping the edits of their proposals the user
 # had not sent (KeepEdit), then calls Said with the names of the buffers that keep them. Not while
@@ -678,8 +688,9 @@ enddef
 
 # After an accept (with :w, or in claude's terminal), claude writes the file itself: the file's
 # buffer shows it once it did. Written is `text`, or (a hook that formats it) something else than
-# the file held when the diff opened, once it stays the same for a moment.
-def WatchWrite(d: dict<any>, text: string)
+# the file held when the diff opened, once it stays the same for a moment. Looked at every
+# `every` ms, `times` times (10 s by default: claude writes at once after an accept).
+def WatchWrite(d: dict<any>, text: string, every: number = 100, times: number = 100)
   var want = split(text, "\n", true)
   if d.nul
     map(want, (_, l) => tr(l, NUL_STANDIN, "\n"))
@@ -690,15 +701,15 @@ def WatchWrite(d: dict<any>, text: string)
   var Check: func
   Check = (timer) => {
     tries += 1
-    # The file is read again when its size changed, and once a second besides (a write of the
-    # same size): not ten times a second for the ten seconds a rejected diff is watched.
+    # The file is read again when its size changed, and every tenth look besides (a write of
+    # the same size): not ten times a second for the ten seconds a rejected diff is watched.
     var size = getfsize(d.path)
-    if size == last_size && tries % 10 != 0 && tries < 100
+    if size == last_size && tries % 10 != 0 && tries < times
       return
     endif
     last_size = size
     var now = Disk(d.path)
-    if now ==# want || (now !=# d.disk && now ==# last) || tries >= 100
+    if now ==# want || (now !=# d.disk && now ==# last) || tries >= times
       timer_stop(timer)
       if now ==# want && get(sent, string(d.id), {path: ''}).path ==# d.path
         # written as accepted: taken (KeepSent has nothing to keep of it)
@@ -710,7 +721,7 @@ def WatchWrite(d: dict<any>, text: string)
     endif
     last = now
   }
-  timer_start(100, Check, {repeat: 100})
+  timer_start(every, Check, {repeat: times})
 enddef
 
 # Shows what claude wrote in the file's buffer, unless the buffer has unsaved changes: the user

@@ -193,6 +193,20 @@ export def Workspace(local: list<string>): list<string>
   return mapnew(local, (_, d) => ForClaude(d))
 enddef
 
+# Why the editor's folders `local` cannot be the workspace over there ('' when they can): one
+# under no folder of the path map (Vim started above or beside the mapped folder) would be
+# given to the bridge as it is, a path of this machine.
+export def WorkspaceProblem(local: list<string>): string
+  var w = get(Settings(), 'workspace', [])
+  if !empty(type(w) == v:t_list ? w : [w])
+    return ''
+  endif
+  var outside = filter(copy(local), (_, d) => !Reaches(d))
+  return empty(outside) ? '' : "Vim's workspace " .. fnamemodify(outside[0], ':~')
+    .. ' is under no folder of g:claude_ide_bridge_remote.path_map: :cd into one, or set'
+    .. ' g:claude_ide_bridge_remote.workspace'
+enddef
+
 # The name claude (on the other side) has for the editor's path `path`: through the path map, or
 # `path` when no map names it (or there is no map). Vim's answers to claude's calls name files so.
 export def ForClaude(path: string): string
@@ -276,9 +290,15 @@ export def Why(status: number, stderr: list<string>, was_ready: bool, closed_dif
     endfor
     return ''
   endif
-  var errors = filter(copy(stderr), (_, l) => l =~? '^\s*error\|ssh:\|connection\|broken pipe')
-  var tail = !empty(errors) ? ': ' .. errors[-1] : empty(stderr) ? '' : ': ' .. stderr[-1]
-  return 'the link to the remote bridge (`' .. where .. '`) dropped (status ' .. status .. tail .. ').'
+  # (Not the bridge's own "client connected" lines, which come back through the transport too.)
+  var errors = filter(copy(stderr), (_, l) =>
+    l =~? '^\s*error\|ssh:\|connection \(closed\|reset\|refused\|timed out\|lost\)\|broken pipe')
+  # Killed (Vim's -1: a signal, OOM, a user's kill), the last line is the bridge's last word
+  # before it, which says nothing of the end.
+  var tail = !empty(errors) ? ': ' .. errors[-1]
+    : empty(stderr) || status == -1 ? '' : ': ' .. stderr[-1]
+  var how = status == -1 ? 'its transport was killed by a signal' : 'status ' .. status
+  return 'the link to the remote bridge (`' .. where .. '`) dropped (' .. how .. tail .. ').'
     .. AfterTheDrop(closed_diffs)
 enddef
 
@@ -295,5 +315,6 @@ def AfterTheDrop(closed_diffs: number): string
   return (closed_diffs == 0 ? '' : ' ' .. closed_diffs .. ' pending diff(s) closed unanswered by Vim:'
       .. ' the remote bridge answers claude for them as it stops (had it been killed, claude asks'
       .. ' in its own terminal).')
-    .. ' :ClaudeCodeStart connects again'
+    .. ' :ClaudeCodeStart connects again; then, in claude, /ide and Vim (it reconnects by itself'
+    .. ' only within about 17 s of the drop)'
 enddef
