@@ -164,6 +164,51 @@ fn run_as_a_containers_first_process_reaps_what_is_left_to_it() {
     }
 }
 
+/// As a container's first process, `run`'s command suspending itself (claude on Ctrl-Z: `run`
+/// then stops the bridge's group with it) is continued: no shell in a container takes the
+/// terminal back or says `fg`. Before, the bridge and its command stayed stopped, and pid 1
+/// waited for them for good (`docker run -it` frozen until `docker stop` killed it).
+#[test]
+fn run_as_a_containers_first_process_continues_a_suspended_command() {
+    let sb = Sandbox::new();
+    let claude = script(&sb, "claude", "kill -TSTP $$\nexit 5");
+    let mut c = sb.command();
+    c.args(["run", "--no-lsp", "--"]).arg(&claude);
+    let Some(c) = unshared("-rpfm", "mount -t proc proc /proc", &c) else {
+        return;
+    };
+    let (code, _) = run_bounded(c);
+    assert_eq!(code, 5);
+}
+
+/// As a container's first process started with SIGCHLD ignored (its orphans then reaped by the
+/// kernel), the program still ends with the bridge, with its command's status. Before, pid 1's
+/// `wait` waited for every process left (here a `sleep 60`: the container stayed up) and then
+/// said 1.
+#[test]
+fn run_as_a_containers_first_process_with_sigchld_ignored_ends_with_the_bridge() {
+    let sb = Sandbox::new();
+    let mut c = sb.command();
+    c.args(["run", "--no-lsp", "--", "sh", "-c", "(sleep 60 &); exit 7"]);
+    let mut py = Command::new("python3");
+    py.arg("-c")
+        .arg(
+            "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); \
+             os.execv(sys.argv[1], sys.argv[1:])",
+        )
+        .arg(c.get_program())
+        .args(c.get_args())
+        .envs(c.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))));
+    if let Some(dir) = c.get_current_dir() {
+        py.current_dir(dir);
+    }
+    let Some(u) = unshared("-rpfm", "mount -t proc proc /proc", &py) else {
+        return;
+    };
+    let (code, _) = run_bounded(u);
+    assert_eq!(code, 7);
+}
+
 /// A bridge started with SIGCHLD ignored (a parent that ignores it, then runs the bridge: the
 /// kernel would reap its children itself) still exits with its command's status. Before, the
 /// wait for the command failed (ECHILD) and `run` exited 1.
@@ -751,6 +796,26 @@ fn list_and_doctor() {
     // A bridge stopped (`serve` suspended with Ctrl-Z): its port takes connections, but nothing
     // answers them.
     s.signal("STOP");
+    // (Each of its threads stops as it takes the signal: one still running would answer.)
+    let stopped = || {
+        fs::read_dir(format!("/proc/{}/task", s.child.id()))
+            .unwrap()
+            .map_while(Result::ok)
+            .all(|t| {
+                fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
+                    st.rsplit_once(") ")
+                        .is_some_and(|(_, r)| r.starts_with('T'))
+                })
+            })
+    };
+    let give_up = std::time::Instant::now() + WAIT;
+    while !stopped() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the bridge did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let (code, out) = doctor(&sb, &[]);
     s.signal("CONT");
     assert_eq!(code, 1, "{out}");

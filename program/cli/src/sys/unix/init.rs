@@ -11,9 +11,11 @@
 //! with the bridge, with its exit status (a signal's as 128 + its number): its end ends every
 //! process left in the namespace.
 //!
-//! On a terminal (`docker run -it`), the bridge gets a process group of its own made the
-//! terminal's foreground group: Ctrl-C and the terminal's other signals reach the bridge and
-//! what it runs, once, and never pid 1 (which would hand them on a second time).
+//! In a container pid 1 leads its session, on a terminal (`docker run -it`) the terminal's: the
+//! bridge gets a process group of its own made the terminal's foreground group, so that Ctrl-C
+//! and the terminal's other signals reach the bridge and what it runs once, never pid 1 (which
+//! would hand them on a second time). Suspended (claude on Ctrl-Z, which `run` follows), it is
+//! continued at once: no shell there takes the terminal back or says `fg`.
 
 use std::process::ExitCode;
 
@@ -37,8 +39,19 @@ pub fn init_if_first() -> Option<ExitCode> {
     if !rustix::process::getpid().is_init() {
         return None;
     }
-    // Handled before the child starts: a stop asked for in between is not lost.
-    let mut signals = match signal_hook::iterator::Signals::new(HANDED_ON) {
+    // SIGCHLD inherited as ignored makes the kernel reap every child itself: `wait` then waits
+    // for all of them (an orphan left running kept the container up) and ends in ECHILD (the
+    // bridge's status lost, 1). A handler puts the usual reaping back (`listen_for_stop`).
+    if claude_ide_bridge_runtime::signals::ignored(signal_hook::consts::SIGCHLD) {
+        let noted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _ = signal_hook::flag::register(signal_hook::consts::SIGCHLD, noted);
+    }
+    // Handled before the child starts: a stop asked for in between is not lost. A signal
+    // inherited as ignored stays so, for the bridge too (handled here, it would not be).
+    let handed_on = HANDED_ON
+        .into_iter()
+        .filter(|s| !claude_ide_bridge_runtime::signals::ignored(*s));
+    let mut signals = match signal_hook::iterator::Signals::new(handed_on) {
         Ok(s) => s,
         Err(e) => return not_init(&format!("its signals could not be handled: {e}")),
     };
@@ -49,7 +62,16 @@ pub fn init_if_first() -> Option<ExitCode> {
     if let Some(arg0) = args.next() {
         bridge.arg0(arg0);
     }
-    bridge.args(args).process_group(0);
+    bridge.args(args);
+    // A container's first process leads its session, the terminal's when it has one (`docker
+    // run -it`): the bridge gets a group of its own, made the terminal's foreground group. Pid 1
+    // of a namespace made from a shell (`unshare -pf`, maybe run in the background) leads no
+    // session: the bridge stays in its group, which the shell put in the foreground or not (a
+    // `tcsetpgrp` from the background would be retried for good: pid 1 never stops on SIGTTOU).
+    let own_group = leads_its_session();
+    if own_group {
+        bridge.process_group(0);
+    }
     let child = match bridge.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -59,8 +81,8 @@ pub fn init_if_first() -> Option<ExitCode> {
     };
     let pid = child.id();
     // The terminal's signals for the bridge's group alone; no terminal (`docker run` without
-    // `-t`), nothing to do. (Pid 1 is in the foreground group, so the call is allowed.)
-    if let Some(bridge_group) = rustix::process::Pid::from_raw(pid as i32) {
+    // `-t`), nothing to do. (Pid 1, its session's leader, is in the foreground group.)
+    if let Some(bridge_group) = rustix::process::Pid::from_raw(pid as i32).filter(|_| own_group) {
         let _ = rustix::termios::tcsetpgrp(std::io::stdin(), bridge_group);
     }
     std::thread::spawn(move || {
@@ -75,7 +97,20 @@ pub fn init_if_first() -> Option<ExitCode> {
     });
     // Reaped here, with every orphan, by `wait`: not by `Child::wait`.
     drop(child);
-    Some(ExitCode::from(reap_until(pid)))
+    Some(ExitCode::from(reap_until(pid, own_group)))
+}
+
+/// Whether this process leads its session (`/proc/self/stat`'s session is its pid): a session
+/// led from outside the pid namespace shows as 0. (Not `getsid`: rustix's `Pid` cannot be 0.)
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn leads_its_session() -> bool {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    let session = (stat.rsplit_once(')').map(|(_, rest)| rest))
+        .and_then(|rest| rest.split_ascii_whitespace().nth(3))
+        .and_then(|s| s.parse::<u32>().ok());
+    session == Some(std::process::id())
 }
 
 /// Not pid 1's job elsewhere: macOS's pid 1 is launchd, and the other Unixes run no containers
@@ -98,10 +133,27 @@ fn not_init(why: &str) -> Option<ExitCode> {
 /// Reaps every child that ends until `bridge` does: its exit status, a signal's that ended it as
 /// 128 + its number (as a shell says it).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn reap_until(bridge: u32) -> u8 {
-    use rustix::process::{wait, WaitOptions};
+fn reap_until(bridge: u32, own_group: bool) -> u8 {
+    use rustix::process::{
+        kill_current_process_group, kill_process_group, wait, Signal, WaitOptions,
+    };
+    use signal_hook::consts::{SIGTSTP, SIGTTIN, SIGTTOU};
     loop {
-        match wait(WaitOptions::empty()) {
+        match wait(WaitOptions::UNTRACED) {
+            // Stopped by the terminal or by itself (`run` follows claude suspending on Ctrl-Z):
+            // no shell here takes the terminal back or continues it, and the container would
+            // hang, stopped, for good. Continued at once (a SIGSTOP, someone's choice, is left).
+            Ok(Some((pid, status)))
+                if pid.as_raw_nonzero().get() as u32 == bridge
+                    && status
+                        .stopping_signal()
+                        .is_some_and(|s| [SIGTSTP, SIGTTIN, SIGTTOU].contains(&s)) =>
+            {
+                let _ = match own_group {
+                    true => kill_process_group(pid, Signal::CONT),
+                    false => kill_current_process_group(Signal::CONT),
+                };
+            }
             Ok(Some((pid, status))) if pid.as_raw_nonzero().get() as u32 == bridge => {
                 return match (status.exit_status(), status.terminating_signal()) {
                     (Some(code), _) => code as u8,
