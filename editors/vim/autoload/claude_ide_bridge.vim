@@ -673,23 +673,22 @@ def OnLine(line: string)
     return
   endif
   var [msg, nul] = Decode(line)
-  if !Readable(msg) && port == 0 && remote.On()
+  if !Readable(msg) && port == 0 && remote.On() && line !~# '^\s*{'
     # Before the bridge is ready, what the login shell over there wrote to its output (a
     # ~/.bashrc setting the terminal's title, a banner) comes first, and without a line break it
-    # is glued to the `ready` line: that line is read from its first `{`, what is before it said.
-    var at = stridx(line, '{')
+    # is glued to the `ready` line: that line is read from its first `{"` (a title may hold a
+    # `{`), what is before it said. A line that is JSON from its start is the bridge's.
+    var at = stridx(line, '{"')
     var junk = at < 0 ? line : strpart(line, 0, at)
     Report('the shell over there (`' .. remote.Describe() .. '`) wrote this before the bridge'
       .. ' started (a ~/.bashrc or profile that prints? It should print nothing when not'
       .. ' interactive); passed over: ' .. Cut(strtrans(junk), 200))
-    if at <= 0
+    if at < 0
       return
     endif
     [msg, nul] = Decode(strpart(line, at))
-    if !Readable(msg)
-      return
-    endif
-  elseif !Readable(msg)
+  endif
+  if !Readable(msg)
     Report('the bridge sent a line Vim cannot read (is it another version than the plugin?): '
       .. Cut(line, 200))
     return

@@ -874,6 +874,54 @@ fn vim_remote_passes_over_what_the_shell_writes_before_the_bridge() {
     assert!(!m.contains("another version"), "{m}");
 }
 
+/// Before the bridge is ready, a line that is JSON from its start but not one Vim reads (a bridge
+/// of another version) is said as such, not blamed on the shell with nothing quoted; and a
+/// title glued to the `ready` line that holds a `{` itself is passed over too (the line was read
+/// from that `{`, and the bridge never became ready).
+#[test]
+fn vim_remote_tells_another_version_from_the_shells_output() {
+    if tools_missing() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (editor, _remote) = folders(&sb);
+    let a = editor.join("a.txt");
+    fs::write(&a, "one\n").unwrap();
+    let chatty = sb.root().join("chatty.sh");
+    fs::write(
+        &chatty,
+        "#!/bin/sh\nprintf '{\"type\":\"ready\",\"port\":\"x\"}\\n'\n\
+         printf '\\033]0;{devbox}\\007'\nexec \"$@\"\n",
+    )
+    .unwrap();
+    let mut perms = fs::metadata(&chatty).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    fs::set_permissions(&chatty, perms).unwrap();
+    let vimrc = format!(
+        "let g:claude_ide_bridge_workspace = {ed}\n\
+         let g:claude_ide_bridge_remote = {{'transport': [{t}], 'bridge': {b}}}",
+        t = lit(&chatty.to_string_lossy()),
+        ed = lit(&editor.to_string_lossy()),
+        b = lit(BIN),
+    );
+    let mut vim = Vim::start(&sb, &a, &vimrc);
+    vim.ex("ClaudeCodeStart");
+    wait_lock(&sb);
+    let give_up = Instant::now() + WAIT;
+    while !status(&mut vim).contains("bridge: running") {
+        assert!(
+            Instant::now() < give_up,
+            "never ready: {}\n{}",
+            status(&mut vim),
+            messages(&mut vim)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let m = messages(&mut vim);
+    // (What the shell wrote is said a second later, with the messages held back.)
+    assert!(m.contains("another version"), "{m}");
+}
+
 /// A transport that carries the bridge's output at `argv[1]` bytes a second (16 KiB at a time,
 /// nothing buffered beyond that), as a slow link does; the bridge (the other arguments) reads
 /// Vim's lines as they are.

@@ -79,12 +79,15 @@ impl StateMonitor {
     /// [`EXIT_SETTLE_MOST`]: what the server wrote before it went (its last answers and
     /// publishes) is read and told first.
     fn wait_for_reader<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let give_up = Instant::now() + EXIT_SETTLE_MOST;
+        let asked = Instant::now();
+        let give_up = asked + EXIT_SETTLE_MOST;
         let exited = |s: &mut State| matches!(s.phase, Phase::Exited(_));
         while !exited(&mut state) {
             let now = Instant::now();
-            // Read to its end already, or waiting in a read long enough: held open.
-            let settled = state.reading_since.map(|since| since + EXIT_SETTLE);
+            // Read to its end already, or waiting in a read long enough since the exit: held
+            // open. A read begun before it (a server quiet for a while, then killed) is not
+            // one: its end may not have been read yet (a reader slow to be scheduled).
+            let settled = (state.reading_since).map(|since| since.max(asked) + EXIT_SETTLE);
             if now >= give_up || settled.is_some_and(|at| now >= at) {
                 break;
             }
@@ -1144,6 +1147,36 @@ fn on_disk(path: &str, text: &str) -> bool {
 #[cfg(all(test, unix))]
 mod tests {
     use super::on_disk;
+    use super::{Phase, State, StateMonitor, EXIT_SETTLE};
+    use crate::limits::LspLimits;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// A server quiet for a while (its reader waiting in a read since then) that is killed: the
+    /// exit seen by its status first waits for the reader to read the end, rather than taking
+    /// the old read for an output held open by a process the server started (a soak run's
+    /// clangd, killed from outside on a busy machine: "its output still open: held by a process
+    /// it started?").
+    #[test]
+    fn a_quiet_server_killed_is_no_output_held_open() {
+        let mut state = State::new(LspLimits::default(), vec![]);
+        state.reading_since = Some(Instant::now() - Duration::from_secs(10));
+        let shared = Arc::new(StateMonitor {
+            state: Mutex::new(state),
+            cond: std::sync::Condvar::new(),
+        });
+        let reader = Arc::clone(&shared);
+        let t = std::thread::spawn(move || {
+            // The reader, scheduled late, reads the end.
+            std::thread::sleep(EXIT_SETTLE / 5);
+            reader.lock().exit("exited");
+            reader.cond.notify_all();
+        });
+        let state = shared.wait_for_reader(shared.lock());
+        assert!(matches!(state.phase, Phase::Exited(_)), "{:?}", state.phase);
+        drop(state);
+        t.join().unwrap();
+    }
 
     /// A file holding the text is found holding it; a symbolic link put in its place, to a file
     /// outside holding the same text, is not read through.

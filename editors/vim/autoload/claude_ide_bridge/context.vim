@@ -368,15 +368,17 @@ export def Mention(path: string, line_start: number = -1, line_end: number = -1)
   endif
   bridge.Start(() => {
     bridge.Send(msg)
-    # (The bridge keeps it for a claude that connects within MENTION_KEPT minutes.)
-    if !bridge.Connected()
-      bridge.Info('no claude is connected: it gets ' .. fnamemodify(path, ':t') .. ' once one'
-        .. ' connects (within ' .. MENTION_KEPT .. ' minutes; a claude started before the bridge:'
-        .. ' /ide in it)')
+    # (The bridge keeps it for a claude that connects within MENTION_KEPT minutes.) Said once
+    # a bridge: a claude just started takes a few seconds to connect.
+    if !bridge.Connected() && !told_unconnected
+      told_unconnected = true
+      bridge.Info('no claude is connected yet: it gets ' .. fnamemodify(path, ':t') .. ' once one'
+        .. ' connects (within ' .. MENTION_KEPT .. ' minutes)')
     endif
   })
 enddef
 const MENTION_KEPT = 5
+var told_unconnected = false
 
 # :[range]ClaudeCodeSend
 export def SendRange(line1: number, line2: number)
@@ -600,6 +602,7 @@ enddef
 # ---- autocommands, while the bridge runs ----
 
 export def Attach()
+  told_unconnected = false
   last_sel = ''
   last_editors = ''
   last_diags = {}
