@@ -826,25 +826,16 @@ fn vim_remote_stop_ends_a_transport_that_hangs() {
     );
 }
 
-/// A login shell over there that writes to its output before the command runs (a ~/.bashrc that
-/// sets the terminal's title: no line break) glues that to the bridge's `ready` line: Vim reads the
-/// line from its first `{` and says what it passed over, and the bridge is ready (it stayed
-/// "starting" for good, claude's terminal never opened, the line blamed on another version).
-#[test]
-fn vim_remote_passes_over_what_the_shell_writes_before_the_bridge() {
-    if tools_missing() {
-        return;
-    }
+/// Vim started with a transport that runs the shell lines `prelude` (what a login shell over
+/// there writes before the command) and then the bridge, once Vim says the bridge is running:
+/// the sandbox, Vim, and its messages.
+fn ready_through_a_chatty_shell(prelude: &str) -> (Sandbox, Vim, String) {
     let sb = Sandbox::new();
     let (editor, _remote) = folders(&sb);
     let a = editor.join("a.txt");
     fs::write(&a, "one\n").unwrap();
     let chatty = sb.root().join("chatty.sh");
-    fs::write(
-        &chatty,
-        "#!/bin/sh\nprintf '\\033]0;devbox\\007'\nexec \"$@\"\n",
-    )
-    .unwrap();
+    fs::write(&chatty, format!("#!/bin/sh\n{prelude}\nexec \"$@\"\n")).unwrap();
     let mut perms = fs::metadata(&chatty).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     fs::set_permissions(&chatty, perms).unwrap();
@@ -869,6 +860,19 @@ fn vim_remote_passes_over_what_the_shell_writes_before_the_bridge() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let m = messages(&mut vim);
+    (sb, vim, m)
+}
+
+/// A login shell over there that writes to its output before the command runs (a ~/.bashrc that
+/// sets the terminal's title: no line break) glues that to the bridge's `ready` line: Vim reads the
+/// line from its first `{"` and says what it passed over, and the bridge is ready (it stayed
+/// "starting" for good, claude's terminal never opened, the line blamed on another version).
+#[test]
+fn vim_remote_passes_over_what_the_shell_writes_before_the_bridge() {
+    if tools_missing() {
+        return;
+    }
+    let (_sb, _vim, m) = ready_through_a_chatty_shell("printf '\\033]0;devbox\\007'");
     assert!(m.contains("wrote this before the bridge started"), "{m}");
     assert!(m.contains("^[]0;devbox^G"), "{m}");
     assert!(!m.contains("another version"), "{m}");
@@ -883,41 +887,9 @@ fn vim_remote_tells_another_version_from_the_shells_output() {
     if tools_missing() {
         return;
     }
-    let sb = Sandbox::new();
-    let (editor, _remote) = folders(&sb);
-    let a = editor.join("a.txt");
-    fs::write(&a, "one\n").unwrap();
-    let chatty = sb.root().join("chatty.sh");
-    fs::write(
-        &chatty,
-        "#!/bin/sh\nprintf '{\"type\":\"ready\",\"port\":\"x\"}\\n'\n\
-         printf '\\033]0;{devbox}\\007'\nexec \"$@\"\n",
-    )
-    .unwrap();
-    let mut perms = fs::metadata(&chatty).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    fs::set_permissions(&chatty, perms).unwrap();
-    let vimrc = format!(
-        "let g:claude_ide_bridge_workspace = {ed}\n\
-         let g:claude_ide_bridge_remote = {{'transport': [{t}], 'bridge': {b}}}",
-        t = lit(&chatty.to_string_lossy()),
-        ed = lit(&editor.to_string_lossy()),
-        b = lit(BIN),
+    let (_sb, _vim, m) = ready_through_a_chatty_shell(
+        "printf '{\"type\":\"ready\",\"port\":\"x\"}\\n'\nprintf '\\033]0;{devbox}\\007'",
     );
-    let mut vim = Vim::start(&sb, &a, &vimrc);
-    vim.ex("ClaudeCodeStart");
-    wait_lock(&sb);
-    let give_up = Instant::now() + WAIT;
-    while !status(&mut vim).contains("bridge: running") {
-        assert!(
-            Instant::now() < give_up,
-            "never ready: {}\n{}",
-            status(&mut vim),
-            messages(&mut vim)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let m = messages(&mut vim);
     // (What the shell wrote is said a second later, with the messages held back.)
     assert!(m.contains("another version"), "{m}");
 }
