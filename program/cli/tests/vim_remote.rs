@@ -648,6 +648,18 @@ fn vim_remote_words_reach_every_shell_as_they_are() {
     }
 }
 
+/// A bridge over ssh started by Vim, its keepalive 1 s, and a client connected to it: the
+/// sandbox, sshd, the remote folder, the editor's `a.txt`, Vim, the lock file, the client.
+fn started_over_ssh_keepalive_1s() -> (Sandbox, Sshd, PathBuf, PathBuf, Vim, PathBuf, Client) {
+    let (sb, sshd, editor, remote, a) = over_ssh();
+    let extra = format!(", 'bridge': {}, 'keepalive': 1", lit(BIN));
+    let vim = Vim::start(&sb, &a, &remote_setting(&sshd, &editor, &remote, &extra));
+    vim.ex("ClaudeCodeStart");
+    let lock = wait_lock(&sb);
+    let c = connect(&lock);
+    (sb, sshd, remote, a, vim, lock, c)
+}
+
 /// A link that goes silent (the ssh client stopped with SIGSTOP: its TCP connection stays up,
 /// as over a network gone or a laptop asleep, and nothing crosses) with a diff pending. While the
 /// link works, Vim's keepalive `status` lines are answered and nothing happens; the bridge over
@@ -660,12 +672,7 @@ fn vim_remote_drops_a_link_gone_silent() {
     if tools_missing() {
         return;
     }
-    let (sb, sshd, editor, remote, a) = over_ssh();
-    let extra = format!(", 'bridge': {}, 'keepalive': 1", lit(BIN));
-    let mut vim = Vim::start(&sb, &a, &remote_setting(&sshd, &editor, &remote, &extra));
-    vim.ex("ClaudeCodeStart");
-    let lock = wait_lock(&sb);
-    let mut c = connect(&lock);
+    let (_sb, _sshd, remote, a, mut vim, lock, mut c) = started_over_ssh_keepalive_1s();
     let lockv: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
     let bridge = lockv["pid"].as_u64().unwrap();
     let cmdline = fs::read(format!("/proc/{bridge}/cmdline")).unwrap();
@@ -732,12 +739,7 @@ fn vim_remote_keeps_an_edited_accept_a_dropped_link_lost() {
     if tools_missing() {
         return;
     }
-    let (sb, sshd, editor, remote, a) = over_ssh();
-    let extra = format!(", 'bridge': {}, 'keepalive': 1", lit(BIN));
-    let mut vim = Vim::start(&sb, &a, &remote_setting(&sshd, &editor, &remote, &extra));
-    vim.ex("ClaudeCodeStart");
-    let lock = wait_lock(&sb);
-    let mut c = connect(&lock);
+    let (_sb, _sshd, remote, a, mut vim, lock, mut c) = started_over_ssh_keepalive_1s();
     let id = c.call_tool(
         "openDiff",
         open_diff_args(&remote.join("a.txt"), "ONE\n", "tab lost"),
