@@ -190,13 +190,8 @@ fn vim_plugin_with_a_scripted_claude() {
         "len(filter(getbufinfo(), {_, b -> b.name =~ 'proposed by claude'}))",
         |v| v == 0,
     );
-    let kept = "bufnr('your edit of claude''s proposal')";
-    vim.wait_eval(kept, |v| v.as_i64().is_some_and(|n| n > 0));
-    assert_eq!(
-        vim.eval(&format!("getbufline({kept}, 1, '$')")),
-        json!(["my own words"])
-    );
-    assert_eq!(vim.eval(&format!("buflisted({kept})")), 1);
+    assert_eq!(kept_edit_lines(&mut vim), json!(["my own words"]));
+    assert_eq!(vim.eval(&format!("buflisted({KEPT_EDIT})")), 1);
     assert!(
         vim.eval("execute('messages')")
             .as_str()
@@ -205,7 +200,7 @@ fn vim_plugin_with_a_scripted_claude() {
         "{}",
         vim.eval("execute('messages')")
     );
-    vim.ex(&format!("execute 'bwipeout! ' .. {kept}"));
+    vim.ex(&format!("execute 'bwipeout! ' .. {KEPT_EDIT}"));
 
     // closeAllDiffTabs too.
     let id = c.call_tool("openDiff", open_diff_args(&a, "all\n", "tab all"));
@@ -405,10 +400,8 @@ fn vim_keeps_an_edited_accept_of_a_file_changed_meanwhile() {
         .recv_until(WAIT, |v| v["id"] == json!(id))
         .expect("an answer");
     assert_eq!(texts(&r), ["FILE_SAVED", "one\nCLAUDE\nmy words\n"]);
-    let kept = "bufnr('your edit of claude''s proposal')";
-    vim.wait_eval(kept, |v| v.as_i64().is_some_and(|n| n > 0));
     assert_eq!(
-        vim.eval(&format!("getbufline({kept}, 1, '$')")),
+        kept_edit_lines(&mut vim),
         json!(["one", "CLAUDE", "my words"])
     );
     let m = vim.eval("execute('messages')");

@@ -21,7 +21,6 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -756,13 +755,8 @@ fn vim_remote_keeps_an_edited_accept_a_dropped_link_lost() {
     assert!(is_error(&r), "{r}");
     assert!(texts(&r)[0].contains("the editor did not answer"), "{r}");
     gone(&lock);
-    let kept = "bufnr('your edit of claude''s proposal')";
-    vim.wait_eval(kept, |v| v.as_i64().is_some_and(|n| n > 0));
-    assert_eq!(
-        vim.eval(&format!("getbufline({kept}, 1, '$')")),
-        json!(["my own words"])
-    );
-    assert_eq!(vim.eval(&format!("buflisted({kept})")), 1);
+    assert_eq!(kept_edit_lines(&mut vim), json!(["my own words"]));
+    assert_eq!(vim.eval(&format!("buflisted({KEPT_EDIT})")), 1);
     let m = messages(&mut vim);
     assert!(m.contains("went silent"), "{m}");
     assert!(m.contains("may not have reached claude"), "{m}");
@@ -782,11 +776,7 @@ fn vim_remote_stop_ends_a_transport_that_hangs() {
     let (editor, remote) = folders(&sb);
     let a = editor.join("a.txt");
     fs::write(&a, "one\n").unwrap();
-    let hang = sb.root().join("hang.sh");
-    fs::write(&hang, "#!/bin/sh\nexec sleep 1000 </dev/null\n").unwrap();
-    let mut perms = fs::metadata(&hang).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    fs::set_permissions(&hang, perms).unwrap();
+    let hang = shell_script(&sb, "hang.sh", "exec sleep 1000 </dev/null");
     let vimrc = format!(
         "let g:claude_ide_bridge_workspace = {ed}\n\
          let g:claude_ide_bridge_remote = {{'transport': [{t}], 'path_map': {{{ed}: {rem}}}, 'keepalive': 1}}",
@@ -836,11 +826,7 @@ fn ready_through_a_chatty_shell(prelude: &str) -> (Sandbox, Vim, String) {
     let (editor, _remote) = folders(&sb);
     let a = editor.join("a.txt");
     fs::write(&a, "one\n").unwrap();
-    let chatty = sb.root().join("chatty.sh");
-    fs::write(&chatty, format!("#!/bin/sh\n{prelude}\nexec \"$@\"\n")).unwrap();
-    let mut perms = fs::metadata(&chatty).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    fs::set_permissions(&chatty, perms).unwrap();
+    let chatty = shell_script(&sb, "chatty.sh", &format!("{prelude}\nexec \"$@\""));
     let vimrc = format!(
         "let g:claude_ide_bridge_workspace = {ed}\n\
          let g:claude_ide_bridge_remote = {{'transport': [{t}], 'bridge': {b}}}",
@@ -1041,19 +1027,14 @@ fn vim_remote_says_what_is_missing_over_there() {
     vim.ex("close");
 
     // A bridge too old for remote use: one that does not know --path-map (clap's refusal).
-    fs::write(
-        sb.root().join("old-bridge"),
-        "#!/bin/sh\necho \"error: unexpected argument '--path-map' found\" >&2\nexit 2\n",
-    )
-    .unwrap();
-    fs::set_permissions(
-        sb.root().join("old-bridge"),
-        fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    let old_bridge = shell_script(
+        &sb,
+        "old-bridge",
+        "echo \"error: unexpected argument '--path-map' found\" >&2\nexit 2",
+    );
     vim.ex(&format!(
         "let g:claude_ide_bridge_remote.bridge = {}",
-        lit(&sb.root().join("old-bridge").to_string_lossy())
+        lit(&old_bridge.to_string_lossy())
     ));
     vim.ex("ClaudeCodeStart");
     let m = vim.wait_eval("execute('messages')", |v| {

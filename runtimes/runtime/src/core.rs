@@ -172,10 +172,14 @@ impl Core {
 
     /// What both runtimes do at start: binds the listener (blocking mode), takes the token
     /// (fresh from the OS CSPRNG unless given), gives the engine the workspace folders as the
-    /// lock file names them ([`engine_folders`]), removes this host's stale lock files and writes
-    /// `<port>.lock` as the options say.
+    /// lock file names them ([`crate::lock_folders`]: each as given and with its links resolved,
+    /// a client started in the resolved folder, `/private/tmp/ws` for `/tmp/ws` on macOS, naming
+    /// its files so; on Windows in Windows' own form, `C:\Users\me\ws`, which the engine compares
+    /// ignoring case as Windows does, where the POSIX form `/c/Users/me/ws` was compared
+    /// case-sensitively), removes this host's stale lock files and writes `<port>.lock` as the
+    /// options say.
     pub fn start(opts: &Options) -> io::Result<(TcpListener, Core)> {
-        let folders = engine_folders(&opts.workspace_folders)?;
+        let folders = crate::lock_folders(&opts.workspace_folders)?;
         let token = opts.auth_token.clone().unwrap_or_else(generate_token);
         let addr = SocketAddr::new(opts.bind, opts.port);
         refuse_a_served_port(addr, crate::sys::BINDS_OVER_WILDCARD)?;
@@ -197,7 +201,7 @@ impl Core {
             lock::ensure_lock_dir(&dir).map_err(|e| LockFileError::wrap(Some(&dir), e))?;
             let content = LockFile::new(
                 std::process::id(),
-                crate::lock_folders(&opts.workspace_folders)?,
+                folders,
                 opts.ide_name.clone(),
                 crate::sys::RUNNING_IN_WINDOWS,
                 token,
@@ -279,9 +283,10 @@ impl Core {
     /// Changes the workspace folders: the engine's path checks and the lock file (rewritten
     /// atomically).
     pub fn set_workspace_folders(&mut self, folders: &[PathBuf]) -> io::Result<()> {
-        self.server.set_workspace_folders(engine_folders(folders)?);
+        let folders = crate::lock_folders(folders)?;
+        self.server.set_workspace_folders(folders.clone());
         if let Some((guard, content)) = &mut self.lock {
-            content.workspace_folders = crate::lock_folders(folders)?;
+            content.workspace_folders = folders;
             guard.update(content)?;
         }
         Ok(())
@@ -420,15 +425,6 @@ impl Core {
         };
         logs.push(line);
     }
-}
-
-/// The folders the engine checks a compatibility method's path against: those the lock file
-/// names ([`crate::lock_folders`]), each as given and with its links resolved (a client started
-/// in the resolved folder, `/private/tmp/ws` for `/tmp/ws` on macOS, names its files so), and on
-/// Windows in Windows' own form (`C:\Users\me\ws`), which the engine compares ignoring case as
-/// Windows does; its POSIX form (`/c/Users/me/ws`) was compared case-sensitively.
-fn engine_folders(folders: &[std::path::PathBuf]) -> io::Result<Vec<String>> {
-    crate::lock_folders(folders)
 }
 
 #[cfg(test)]

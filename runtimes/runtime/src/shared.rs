@@ -374,9 +374,10 @@ impl RunningServer {
         r
     }
 
-    /// [`RunningServer::run`] on the engine, for what does not answer the peer (pushes, settings,
-    /// the timer): output goes through the connection's writer, which sends what accumulated while
-    /// it woke in one write.
+    /// Runs `f` on the engine for a [`Handle`] method that does not answer the peer (pushes,
+    /// settings), released as [`RunningServer::release_for_host`] releases (the handler never run
+    /// here): output goes through the connection's writer, which sends what accumulated while it
+    /// woke in one write.
     fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st.core);

@@ -569,7 +569,12 @@ enddef
 # The bridge was stopped (:ClaudeCodeStop, Vim quitting): every diff closes; the edits the user
 # had not sent are kept (KeepEdit), and Said is given their buffers' names.
 export def CloseAll(Said: func(list<string>))
-  CloseWhenFree(mapnew(keys(diffs), (_, id) => Take(str2nr(id))), Said)
+  CloseWhenFree(TakeAll(), Said)
+enddef
+
+# Every pending diff, taken from `diffs` (Take).
+def TakeAll(): list<dict<any>>
+  return mapnew(keys(diffs), (_, id) => Take(str2nr(id)))
 enddef
 
 # The bridge ended without being asked to (a link that dropped, a crash): the diffs close with no
@@ -579,7 +584,7 @@ enddef
 # UNANSWERED_WATCH seconds, its buffer read again when claude wrote it (Reload: not over unsaved
 # changes), so that an edit of the old text does not write over claude's.
 export def CloseUnanswered(Said: func(list<string>))
-  var ds = mapnew(keys(diffs), (_, id) => Take(str2nr(id)))
+  var ds = TakeAll()
   CloseWhenFree(ds, (kept) => {
     for d in ds
       WatchWrite(d, d.contents, 1000, UNANSWERED_WATCH)

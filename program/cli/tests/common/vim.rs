@@ -296,11 +296,25 @@ pub fn connect_at(lock: &Path, host: &str) -> Client {
 /// A stand-in for claude, for Vim's terminal (`g:claude_ide_bridge_terminal_cmd`, or the remote
 /// setting's `claude`): runs `body`, then stays (60 s).
 pub fn fake_claude(sb: &Sandbox, body: &str) -> PathBuf {
+    shell_script(sb, "fake-claude", &format!("{body}\nexec sleep 60"))
+}
+
+/// An executable `sh` script `name` in the sandbox's root that runs `body`.
+pub fn shell_script(sb: &Sandbox, name: &str, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let fake = sb.root().join("fake-claude");
-    fs::write(&fake, format!("#!/bin/sh\n{body}\nexec sleep 60\n")).unwrap();
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
-    fake
+    let path = sb.root().join(name);
+    fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// The buffer Vim keeps a user's edit of a proposal in, as a Vim expression (its number).
+pub const KEPT_EDIT: &str = "bufnr('your edit of claude''s proposal')";
+
+/// The lines of the buffer keeping the user's edit of a proposal, once Vim made it.
+pub fn kept_edit_lines(vim: &mut Vim) -> Value {
+    vim.wait_eval(KEPT_EDIT, |v| v.as_i64().is_some_and(|n| n > 0));
+    vim.eval(&format!("getbufline({KEPT_EDIT}, 1, '$')"))
 }
 
 /// The next notification `method` whose params satisfy `ok`.
