@@ -10,6 +10,7 @@ mod common;
 use std::fs;
 use std::net::TcpListener;
 use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use common::*;
@@ -107,6 +108,20 @@ fn run_reports_a_signal_as_128_plus() {
 /// which the kernel hands to pid 1, are reaped, not zombies for as long as the container runs;
 /// the command's exit status is the container's; a `kill 1` (`docker stop`) reaches the bridge,
 /// which stops, ends its command and removes its lock file.
+/// `c` as a container's first process: pid 1 of new user, pid and mount namespaces, leading a
+/// session of its own, as a container's runtime starts it (and so in none of this test's process
+/// groups: what it and the bridge signal their groups with stays inside). `None` where the
+/// namespaces cannot be made (said).
+fn as_a_containers_first(c: &Command) -> Option<Command> {
+    let mut s = Command::new("setsid");
+    s.arg(c.get_program()).args(c.get_args());
+    with_env_of(&mut s, c);
+    if let Some(dir) = c.get_current_dir() {
+        s.current_dir(dir);
+    }
+    unshared("-rpfm", "mount -t proc proc /proc", &s)
+}
+
 #[test]
 fn run_as_a_containers_first_process_reaps_what_is_left_to_it() {
     for rt in RUNTIMES {
@@ -124,7 +139,7 @@ fn run_as_a_containers_first_process_reaps_what_is_left_to_it() {
         );
         let mut c = sb.command();
         c.args(["run", "--runtime", rt, "--"]).arg(&claude);
-        let Some(c) = unshared("-rpfm", "mount -t proc proc /proc", &c) else {
+        let Some(c) = as_a_containers_first(&c) else {
             return;
         };
         let (code, _) = run_bounded(c);
@@ -157,7 +172,7 @@ fn run_as_a_containers_first_process_reaps_what_is_left_to_it() {
         let claude = script(&sb, "claude", "kill -TERM 1\nsleep 30\nexit 3");
         let mut c = sb.command();
         c.args(["run", "--runtime", rt, "--"]).arg(&claude);
-        let c = unshared("-rpfm", "mount -t proc proc /proc", &c).unwrap();
+        let c = as_a_containers_first(&c).unwrap();
         let (code, _) = run_bounded(c);
         assert_eq!(code, 128 + 15, "{rt}: the command ended by the stop");
         assert_eq!(fs::read_dir(sb.lock_dir()).unwrap().count(), 0, "{rt}");
@@ -174,11 +189,64 @@ fn run_as_a_containers_first_process_continues_a_suspended_command() {
     let claude = script(&sb, "claude", "kill -TSTP $$\nexit 5");
     let mut c = sb.command();
     c.args(["run", "--no-lsp", "--"]).arg(&claude);
-    let Some(c) = unshared("-rpfm", "mount -t proc proc /proc", &c) else {
+    let Some(c) = as_a_containers_first(&c) else {
         return;
     };
     let (code, _) = run_bounded(c);
     assert_eq!(code, 5);
+
+    // A SIGSTOP, someone's choice, is left to them; pid 1 waits on. Before, it took the stop for
+    // the bridge's end and ended (the container with it), saying 1.
+    let claude = script(
+        &sb,
+        "claude",
+        "kill -STOP $PPID\nsleep 0.5\nkill -CONT $PPID\nexit 6",
+    );
+    let mut c = sb.command();
+    c.args(["run", "--no-lsp", "--"]).arg(&claude);
+    let (code, _) = run_bounded(as_a_containers_first(&c).unwrap());
+    assert_eq!(code, 6);
+}
+
+/// Pid 1 of a namespace a shell made (`unshare -pf claude-ide-bridge run -- claude`) leads no
+/// session: `run`'s command suspending itself stops the shell's whole job, and the shell's `fg`
+/// continues it; pid 1 leaves that to the shell. Before, it continued its process group at once,
+/// behind the shell's back and with each process of the group outside the namespace (in the
+/// tests, the test's own: a bridge another test had stopped ran on, and that test failed).
+#[test]
+fn run_as_the_first_process_of_a_shells_job_leaves_a_suspend_to_the_shell() {
+    let sb = Sandbox::new();
+    let claude = script(&sb, "claude", "kill -TSTP $$\nexit 5");
+    let mut c = sb.command();
+    c.args(["run", "--no-lsp", "--"]).arg(&claude);
+    let Some(mut c) = unshared("-rpfm", "mount -t proc proc /proc", &c) else {
+        return;
+    };
+    // The shell's job: a process group of its own, in this test's session.
+    let mut child = c
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::collect(child.stderr.take().unwrap());
+    let job = Group(child.id());
+    let give_up = std::time::Instant::now() + WAIT;
+    while state_of(job.0) != Some('T') {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the job did not stop: {:?}",
+            state_of(job.0)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(state_of(job.0), Some('T'), "the job ran on by itself");
+    // `fg`.
+    assert!(job.signal("CONT"));
+    let status = exit_within(&mut child, WAIT, &|| stderr.text());
+    assert_eq!(status.code(), Some(5), "{}", stderr.text());
 }
 
 /// As a container's first process started with SIGCHLD ignored (its orphans then reaped by the
@@ -202,7 +270,7 @@ fn run_as_a_containers_first_process_with_sigchld_ignored_ends_with_the_bridge()
     if let Some(dir) = c.get_current_dir() {
         py.current_dir(dir);
     }
-    let Some(u) = unshared("-rpfm", "mount -t proc proc /proc", &py) else {
+    let Some(u) = as_a_containers_first(&py) else {
         return;
     };
     let (code, _) = run_bounded(u);

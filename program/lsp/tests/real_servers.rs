@@ -121,6 +121,15 @@ fn error_fixed_new_error(case: &Case) -> (Fixture, Vec<Diagnostic>) {
         String::from_utf8_lossy(&f.log.lock().unwrap())
     );
     let uri = claude_ide_bridge::file_uri(file.to_str().unwrap());
+    // `on_change` is called on the thread reading the server, after the diagnostics it tells of
+    // are held: the call above may have them a moment before it (seen with vtsls).
+    let told = |c: &FileDiagnostics| {
+        c.uri == uri && c.diagnostics.iter().any(|d| d.message.contains(want2))
+    };
+    let give_up = deadline();
+    while !f.changes.lock().unwrap().iter().any(told) && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let changes = f.changes.lock().unwrap();
     let mine: Vec<_> = changes.iter().filter(|c| c.uri == uri).collect();
     assert!(

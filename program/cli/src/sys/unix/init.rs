@@ -134,25 +134,25 @@ fn not_init(why: &str) -> Option<ExitCode> {
 /// 128 + its number (as a shell says it).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn reap_until(bridge: u32, own_group: bool) -> u8 {
-    use rustix::process::{
-        kill_current_process_group, kill_process_group, wait, Signal, WaitOptions,
-    };
+    use rustix::process::{kill_process_group, wait, Signal, WaitOptions};
     use signal_hook::consts::{SIGTSTP, SIGTTIN, SIGTTOU};
     loop {
         match wait(WaitOptions::UNTRACED) {
             // Stopped by the terminal or by itself (`run` follows claude suspending on Ctrl-Z):
             // no shell here takes the terminal back or continues it, and the container would
             // hang, stopped, for good. Continued at once (a SIGSTOP, someone's choice, is left).
+            // In a group of its own only: in pid 1's group, the job of the shell that made the
+            // namespace, the whole job stopped, and that shell's `fg` continues it (a group
+            // continued from here is continued behind the shell's back, with every process of it
+            // outside the namespace).
             Ok(Some((pid, status)))
-                if pid.as_raw_nonzero().get() as u32 == bridge
-                    && status
-                        .stopping_signal()
-                        .is_some_and(|s| [SIGTSTP, SIGTTIN, SIGTTOU].contains(&s)) =>
+                if pid.as_raw_nonzero().get() as u32 == bridge && status.stopped() =>
             {
-                let _ = match own_group {
-                    true => kill_process_group(pid, Signal::CONT),
-                    false => kill_current_process_group(Signal::CONT),
-                };
+                let suspended = (status.stopping_signal())
+                    .is_some_and(|s| [SIGTSTP, SIGTTIN, SIGTTOU].contains(&s));
+                if own_group && suspended {
+                    let _ = kill_process_group(pid, Signal::CONT);
+                }
             }
             Ok(Some((pid, status))) if pid.as_raw_nonzero().get() as u32 == bridge => {
                 return match (status.exit_status(), status.terminating_signal()) {
