@@ -379,7 +379,16 @@ impl RunningServer {
     /// here): output goes through the connection's writer, which sends what accumulated while it
     /// woke in one write.
     fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core) -> R) -> R {
-        let mut st = self.lock();
+        self.with_locked(self.lock(), f)
+    }
+
+    /// [`RunningServer::with`] with the lock taken already (by a caller that first looked at the
+    /// state under it).
+    fn with_locked<R>(
+        self: &Arc<Self>,
+        mut st: MutexGuard<'_, State>,
+        f: impl FnOnce(&mut Core) -> R,
+    ) -> R {
         let r = f(&mut st.core);
         self.release_for_host(st, false);
         r
@@ -996,14 +1005,18 @@ impl Handle {
     /// Changes the workspace folders; the lock file is rewritten atomically. A `NotConnected`
     /// error once the server has stopped (there is no lock file to rewrite).
     pub fn set_workspace_folders(&self, folders: Vec<PathBuf>) -> io::Result<()> {
-        if self.is_stopped() {
+        // Told under the lock the stop takes: a stop between the look and the change would
+        // have it answer Ok, having written nothing.
+        let st = self.shared.lock();
+        if st.stopped {
+            drop(st);
             return Err(io::Error::new(
                 io::ErrorKind::NotConnected,
                 "the server has stopped",
             ));
         }
         self.shared
-            .with(|core| core.set_workspace_folders(&folders))
+            .with_locked(st, |core| core.set_workspace_folders(&folders))
     }
 
     /// Removes the lock file now, so that no new `claude` finds the server, while the clients
