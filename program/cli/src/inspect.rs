@@ -20,10 +20,13 @@ mod remote;
 
 /// `println!` that ignores a closed stdout (`claude-ide-bridge list | head -1`): the report is
 /// for a person, and a reader that stopped reading is not an error.
+/// Each line as the terminal should print it (`ui::visible`): a lock file's name and folders are
+/// any IDE's text, which must not colour, clear or break the report.
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let line = format!($($arg)*);
+        let _ = writeln!(std::io::stdout(), "{}", crate::ui::visible(&line));
     }};
 }
 
@@ -666,10 +669,14 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                 ),
                 &format!("replace it with a real directory: {}", sys::new_dir_hint(d)),
             ),
-            Ok(m) if !m.is_dir() => r.problem(
-                &format!("{} is not a directory", d.display()),
-                &format!("remove it and create a directory: {}", sys::new_dir_hint(d)),
-            ),
+            // Said once: not listed as well, with a fix of its own that could not help.
+            Ok(m) if !m.is_dir() => {
+                r.problem(
+                    &format!("{} is not a directory", d.display()),
+                    &format!("remove it and create a directory: {}", sys::new_dir_hint(d)),
+                );
+                continue;
+            }
             // What the bridge refuses (runtimes/runtime/src/lock.rs): a directory others may write.
             Ok(m) => match sys::lock_dir_finding(d, &m) {
                 Finding::Ok(msg) => r.ok(&msg),
@@ -998,8 +1005,8 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                  restarts needs /ide",
                 path.display()
             ),
-            "remove it (the next bridge writes it again, 0600 in a 0700 folder), or make its \
-             folder writable",
+            "a file: remove it (the next bridge writes it again, 0600 in a 0700 folder); a \
+             folder: make it yours and writable",
         );
     }
 

@@ -213,9 +213,9 @@ pub struct LspOpts {
     #[command(flatten)]
     pub servers: ServerOpts,
     /// How long getDiagnostics waits for a language server's answer about a file's current
-    /// contents (such as 800ms or 2s); past it, a file's diagnostics are answered as not known
+    /// contents (such as 800ms or 2s; 100ms at least); past it, a file's diagnostics are answered as not known
     /// yet (a tool error), never with a list that may be another text's.
-    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_answer_wait)]
     pub diagnostics_wait: Duration,
     /// How long the first getDiagnostics of a language also waits for its server to start, and
     /// an accepted openDiff's answer at most as long for its file's check.
@@ -369,6 +369,23 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?}: must be between 0 and 3600s"));
     }
     Ok(Duration::from_secs_f64(v * scale))
+}
+
+/// The shortest `--diagnostics-wait`: no language server answers sooner, and with less every
+/// question after a language's first would be answered "not known yet", asked again or not.
+const SHORTEST_ANSWER_WAIT: Duration = Duration::from_millis(100);
+
+/// Reads `--diagnostics-wait`: a duration ([`parse_duration`]) of [`SHORTEST_ANSWER_WAIT`] at
+/// least.
+fn parse_answer_wait(s: &str) -> Result<Duration, String> {
+    let wait = parse_duration(s)?;
+    if wait < SHORTEST_ANSWER_WAIT {
+        return Err(format!(
+            "{s:?}: must be at least 100ms: a language server's answer takes longer, and every \
+             getDiagnostics would be answered as not known yet"
+        ));
+    }
+    Ok(wait)
 }
 
 /// Where the log goes when `--lsp-log` is not given.
@@ -630,6 +647,11 @@ mod tests {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("-1s").is_err());
+        assert!(parse_answer_wait("0")
+            .unwrap_err()
+            .contains("at least 100ms"));
+        assert!(parse_answer_wait("99ms").is_err());
+        assert_eq!(parse_answer_wait("0.1s"), Ok(Duration::from_millis(100)));
         assert!(parse_duration("2h")
             .unwrap_err()
             .contains("the unit must be ms or s"));

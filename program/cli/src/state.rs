@@ -189,15 +189,17 @@ pub fn workspace_problem(folder: &Path) -> Option<(PathBuf, String)> {
         }
         Ok(_) => {}
     }
-    // Written by the next start (made where missing): a folder that takes no file (read-only,
-    // on a read-only mount) keeps nothing, which a start says only then.
-    if !store.dir.is_dir() {
-        return None;
-    }
-    match tempfile::NamedTempFile::new_in(&store.dir) {
+    // Written by the next start, made where missing: a folder that takes no file (read-only,
+    // on a read-only mount), or where it would be made, keeps nothing, which a start says only
+    // then. (A folder made and removed at once tells.)
+    let probe_in = store.dir.ancestors().find(|a| a.is_dir())?;
+    let probe = tempfile::Builder::new()
+        .prefix(".claude-ide-bridge-doctor")
+        .tempdir_in(probe_in);
+    match probe {
         Ok(_) => None,
         Err(e) => Some((
-            store.dir.clone(),
+            probe_in.to_path_buf(),
             format!("takes no file ({e}): no port or token is kept for the next start"),
         )),
     }
@@ -933,7 +935,10 @@ impl Kept {
                 store.path().display()
             )),
             Err(e) => self.notes.push(format!(
-                "port and auth token: not kept for the next start ({e})"
+                "port and auth token: not kept for the next start ({}: {e}): a claude connected \
+                 to this bridge then needs /ide after a restart; make that folder yours and \
+                 writable (`claude-ide-bridge doctor` looks)",
+                store.path().display()
             )),
         }
         self.said()

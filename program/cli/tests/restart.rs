@@ -891,6 +891,50 @@ fn a_state_folder_open_to_others_keeps_nothing_and_says_so() {
     );
 }
 
+/// A state folder that takes no file (here on a read-only mount; the same for one this user may
+/// not write) keeps nothing: `serve` says which file and what to do (it said only "Read-only
+/// file system"), and `doctor` counts it a problem (it said nothing while the bridge's own
+/// folder in it was not made yet).
+#[test]
+fn a_state_folder_that_takes_no_file_is_said_with_its_path() {
+    let sb = Sandbox::new();
+    let state = sb.home.join(".local/state");
+    fs::create_dir_all(&state).unwrap();
+    let read_only = format!(
+        "mount --bind '{0}' '{0}' && mount -o remount,bind,ro '{0}'",
+        state.display()
+    );
+    let mut serve = sb.command();
+    serve.args(["serve", "--no-lsp"]).arg(&sb.ws);
+    let Some(serve) = unshared("-rm", &read_only, &serve) else {
+        return;
+    };
+    let (mut child, stderr) = spawn_collected(serve);
+    let said = stderr.wait_for("port and auth token: not kept for the next start (");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        said.contains(&format!("{}/claude-ide-bridge/", state.display()))
+            && said.contains("make that folder yours and writable"),
+        "{said}"
+    );
+    let mut doctor = sb.command();
+    doctor.args(["doctor", "--no-lsp"]).arg(&sb.ws);
+    let o = unshared("-rm", &read_only, &doctor)
+        .unwrap()
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "problem: this workspace's state {} takes no file",
+            state.display()
+        )),
+        "{out}"
+    );
+}
+
 /// A state file a start would refuse (its token readable by others) is a problem to `doctor`,
 /// said with its path (it said nothing: the next restart moved, and its claude needed /ide);
 /// the folder's own problem is said once, as such (above).

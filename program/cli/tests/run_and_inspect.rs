@@ -794,6 +794,54 @@ fn a_workspace_served_through_a_link_is_found_from_its_real_folder() {
     );
 }
 
+/// A lock file's name and folders are any IDE's text: `list` and `doctor` show its control
+/// characters rather than send them to the terminal (an escape sequence coloured or cleared the
+/// screen, a newline broke the table).
+#[test]
+fn list_and_doctor_show_a_lock_files_control_characters() {
+    let sb = Sandbox::new();
+    let ws = sb.ws.to_string_lossy().into_owned();
+    let listening = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listening.local_addr().unwrap().port();
+    let dir = sb.lock_dir();
+    fs::create_dir_all(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let v = json!({"pid": std::process::id(), "workspaceFolders": [&ws, "/x\u{1b}[2J"],
+        "ideName": "E\u{1b}[31mvil\nX", "transport": "ws", "runningInWindows": false,
+        "authToken": "t"});
+    fs::write(dir.join(format!("{port}.lock")), v.to_string()).unwrap();
+    let o = sb.command().arg("list").output().unwrap();
+    let list = String::from_utf8_lossy(&o.stdout);
+    let (_, doctor) = doctor(&sb, &[]);
+    for out in [&*list, &doctor] {
+        assert!(!out.contains('\u{1b}'), "{out:?}");
+        assert!(out.contains("E^[[31mvil^JX"), "{out}");
+    }
+    assert!(list.contains("/x^[[2J"), "{list}");
+    assert_eq!(
+        list.lines().filter(|l| l.contains("vil")).count(),
+        1,
+        "{list}"
+    );
+}
+
+/// A file where claude's lock folder should be is one problem, with the fix that helps; it was
+/// also said not to be listable, with `chmod 700` on the file as a second fix.
+#[test]
+fn doctor_says_a_file_in_the_lock_folders_place_once() {
+    let sb = Sandbox::new();
+    fs::create_dir_all(sb.lock_dir().parent().unwrap()).unwrap();
+    fs::write(sb.lock_dir(), "").unwrap();
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1, "{out}");
+    let ide = sb.lock_dir().display().to_string();
+    assert!(
+        out.contains(&format!("problem: {ide} is not a directory")),
+        "{out}"
+    );
+    assert!(!out.contains("cannot be listed"), "{out}");
+}
+
 #[test]
 fn list_and_doctor() {
     let sb = Sandbox::new();
@@ -2000,6 +2048,31 @@ fn doctor_tells_a_host_with_a_port_from_an_ipv6_address() {
             "{value}:\n{out}"
         );
     }
+}
+
+/// claude reaches an IDE on a loopback name directly whatever the proxy variables say (its own
+/// rule, read in its code): `CLAUDE_CODE_IDE_HOST_OVERRIDE=127.0.0.1` with a proxy set is no
+/// problem. It was called one, and the override was said to make claude connect "to 127.0.0.1,
+/// not to 127.0.0.1".
+#[test]
+fn doctor_takes_a_loopback_override_past_the_proxy() {
+    let sb = Sandbox::new();
+    let _s = Served::start(&sb, &["--no-lsp"]);
+    let (code, out) = doctor(
+        &sb,
+        &[
+            ("CLAUDE_CODE_IDE_HOST_OVERRIDE", "127.0.0.1"),
+            ("HTTPS_PROXY", "http://proxy.invalid:3128"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("send its connection to the proxy"), "{out}");
+    assert!(
+        out.contains(
+            "CLAUDE_CODE_IDE_HOST_OVERRIDE=127.0.0.1: the address claude connects to without it"
+        ),
+        "{out}"
+    );
 }
 
 /// `CLAUDE_CODE_SSE_PORT` naming no live lock file (an old port from `serve`'s `export` line): the

@@ -96,9 +96,14 @@ pub(super) fn remote_view(
         return;
     };
     let host = host.trim().to_string();
-    r.info(&format!(
-        "CLAUDE_CODE_IDE_HOST_OVERRIDE={host}: claude connects to {host}, not to 127.0.0.1"
-    ));
+    r.info(&match host.as_str() {
+        "127.0.0.1" => format!(
+            "CLAUDE_CODE_IDE_HOST_OVERRIDE={host}: the address claude connects to without it"
+        ),
+        _ => format!(
+            "CLAUDE_CODE_IDE_HOST_OVERRIDE={host}: claude connects to {host}, not to 127.0.0.1"
+        ),
+    });
     if host.contains(':') && !host.starts_with('[') && host.parse::<std::net::Ipv6Addr>().is_err() {
         r.problem(
             &format!(
@@ -141,7 +146,7 @@ pub(super) fn remote_view(
             ),
         }
     }
-    if !proxies.is_empty() && !covers_host(no_proxy, &host) {
+    if !proxies.is_empty() && !claude_bypasses_proxies(&host) && !covers_host(no_proxy, &host) {
         r.problem(
             &format!(
                 "{} is set and no_proxy/NO_PROXY does not cover {host}: claude would send its \
@@ -195,6 +200,20 @@ fn unbracketed(host: &str) -> &str {
     (host.strip_prefix('[').and_then(|h| h.strip_suffix(']'))).unwrap_or(host)
 }
 
+/// Whether claude reaches an IDE at `host` directly whatever the proxy variables say: as its
+/// URL names a loopback host, `localhost`, `::1` or `127.` and three more numbers (claude 2.1's
+/// own rule, read in its code).
+fn claude_bypasses_proxies(host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    let loopback_v4 = host.strip_prefix("127.").is_some_and(|rest| {
+        let parts: Vec<&str> = rest.split('.').collect();
+        parts.len() == 3
+            && (parts.iter())
+                .all(|p| (1..=3).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+    });
+    loopback_v4 || matches!(host.as_str(), "localhost" | "::1" | "[::1]")
+}
+
 /// Whether a `no_proxy` list leaves `host` out of the proxy: `*`, the host itself, or a domain it
 /// is under (`example.com` and `.example.com` both cover `a.example.com`), ASCII
 /// case-insensitively; for a loopback address, the loopback entries `doctor` already takes.
@@ -217,7 +236,32 @@ fn covers_host(no_proxy: &str, host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::covers_host;
+    use super::{claude_bypasses_proxies, covers_host};
+
+    #[test]
+    fn claude_bypasses_proxies_for_loopback_names_only() {
+        for host in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "localhost",
+            "LocalHost",
+            "[::1]",
+            "::1",
+        ] {
+            assert!(claude_bypasses_proxies(host), "{host}");
+        }
+        for host in [
+            "127.0.0",
+            "127.0.0.1.2",
+            "127.0.0.1234",
+            "128.0.0.1",
+            "host.docker.internal",
+            "[::2]",
+            "localhost.",
+        ] {
+            assert!(!claude_bypasses_proxies(host), "{host}");
+        }
+    }
 
     #[test]
     fn no_proxy_covers_a_host_by_name_or_domain() {
