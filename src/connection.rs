@@ -95,12 +95,16 @@ pub(crate) enum Answered {
 #[cold]
 #[inline(never)]
 fn too_large(len: usize, queued: usize, max: usize) -> RpcError {
+    // Asked again, an answer larger than the whole queue does not fit either.
+    let again = match len > max {
+        true => "",
+        false => ", or again once what waits is read",
+    };
     RpcError::new(
         RpcError::ANSWER_TOO_LARGE,
         format!(
             "the answer ({len} bytes) does not fit in this connection's output queue \
-             ({max} bytes at most, {queued} waiting to be read): ask for less, or again once \
-             what waits is read"
+             ({max} bytes at most, {queued} waiting to be read): ask for less{again}"
         ),
     )
 }
@@ -1060,5 +1064,14 @@ mod tests {
         let mut frame = Vec::new();
         Notification::ToolsListChanged.write_json(&mut frame);
         assert_eq!(frame, super::TOOLS_LIST_CHANGED);
+    }
+
+    /// An answer larger than the whole queue is not told to be asked again later: it never fits.
+    #[test]
+    fn an_answer_larger_than_the_queue_is_not_told_to_wait() {
+        let never = super::too_large(70, 0, 64);
+        assert!(never.message.ends_with("ask for less"), "{}", never.message);
+        let later = super::too_large(40, 30, 64);
+        assert!(later.message.ends_with("or again once what waits is read"));
     }
 }

@@ -45,21 +45,32 @@
 //!     X-Claude-Code-Ide-Authorization: secret-token\r\n\r\n";
 //! server.handle_input(conn, request.as_bytes(), now);
 //!
-//! // 1. Events for the host.
-//! while let Some(event) = server.poll_event() {
-//!     if let Event::Connected { conn, .. } = event {
-//!         println!("client {conn} connected");
+//! // Events and bytes in turn, until a pass finds neither (see below).
+//! let mut written = Vec::new();
+//! loop {
+//!     let mut busy = false;
+//!     // 1. Events for the host.
+//!     while let Some(event) = server.poll_event() {
+//!         busy = true;
+//!         if let Event::Connected { conn, .. } = event {
+//!             println!("client {conn} connected");
+//!         }
+//!     }
+//!     // 2. Bytes to write, per connection that has some.
+//!     while let Some(c) = server.poll_transmit_ready() {
+//!         busy = true;
+//!         let bytes = server.transmit(c).to_vec(); // a runtime writes them to the socket
+//!         written.extend_from_slice(&bytes);
+//!         server.advance_transmit(c, bytes.len());
+//!         if server.should_close(c) {
+//!             server.handle_close(c); // after closing the socket
+//!         }
+//!     }
+//!     if !busy {
+//!         break;
 //!     }
 //! }
-//! // 2. Bytes to write, per connection that has some.
-//! while let Some(c) = server.poll_transmit_ready() {
-//!     let bytes = server.transmit(c).to_vec(); // a runtime writes them to the socket
-//!     assert!(bytes.starts_with(b"HTTP/1.1 101"));
-//!     server.advance_transmit(c, bytes.len());
-//!     if server.should_close(c) {
-//!         server.handle_close(c); // after closing the socket
-//!     }
-//! }
+//! assert!(written.starts_with(b"HTTP/1.1 101"));
 //! // 3. The next deadline: arm one timer, then call handle_timeout when it fires.
 //! let deadline = server.poll_timeout().expect("the ping timer runs");
 //! assert!(deadline <= now + Duration::from_secs(30));

@@ -879,6 +879,12 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
             "exactly one lock file matches ({}): claude, started with CLAUDE_CODE_SSE_PORT as set here, connects to it",
             matching[0].path.display()
         )),
+        // The stale file said above, whose pid names a process again: claude tries it.
+        1 if !matching[0].live() => r.info(&format!(
+            "the one lock file that matches is that stale one ({}): claude started here tries it \
+             and finds no IDE until it is removed",
+            matching[0].path.display()
+        )),
         1 => match ide_terminal() {
             // The lock file of the IDE this terminal is in: claude connects to it.
             Some(_)
@@ -928,7 +934,8 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
     }
     // With an override, claude connects to its host instead (checked by `remote_view`).
     let overridden = remote::env("CLAUDE_CODE_IDE_HOST_OVERRIDE").is_some();
-    for f in matching.iter().filter(|_| !overridden) {
+    // (A stale file's port is no IDE's: its fix, removing it, is said above.)
+    for f in matching.iter().filter(|f| !overridden && f.live()) {
         let port = f.port;
         match port_answers(port) {
             Ok(status) => r.ok(&format!("port {port} answers on 127.0.0.1 (HTTP {status})")),

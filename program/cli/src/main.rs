@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueHint};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueHint};
 
 use claude_ide_bridge_runtime::posix_folders;
 use host::DiffPolicy;
@@ -88,8 +88,9 @@ struct CommonOpts {
     /// A workspace folder (repeatable); default: the current directory.
     #[arg(long = "workspace", value_name = "DIR", value_hint = ValueHint::DirPath)]
     workspace: Vec<PathBuf>,
-    /// The IDE name claude shows.
-    #[arg(long, value_name = "NAME", default_value = "claude-ide-bridge")]
+    /// The IDE name claude shows (in `/ide`, and in its prompts: "Opened changes in NAME"); 1 to
+    /// 100 characters, no control characters.
+    #[arg(long, value_name = "NAME", default_value = "claude-ide-bridge", value_parser = ide_name)]
     ide_name: String,
     /// What to do with proposed changes (openDiff). Default: ask on a terminal, else defer
     /// (serve); defer (run); the editor decides (--stdio).
@@ -134,8 +135,9 @@ struct CommonOpts {
     allow_host: Vec<String>,
     /// The largest file the bridge reads for a client (readFile, openFile's line count, the
     /// diff shown at the prompt), in bytes; a bigger one is refused with its size. Default: the
-    /// message size limit, 10 MiB.
-    #[arg(long, value_name = "BYTES", default_value_t = 10 * 1024 * 1024)]
+    /// message size limit, 10 MiB; at most 32 MiB (half a connection's output queue: a larger
+    /// file's answer, in JSON, would not fit in it).
+    #[arg(long, value_name = "BYTES", default_value_t = 10 * 1024 * 1024, value_parser = read_bytes)]
     max_read_bytes: u64,
     #[command(flatten)]
     lsp: lsp::LspOpts,
@@ -191,6 +193,28 @@ struct DoctorArgs {
     servers: lsp::ServerOpts,
 }
 
+/// `serve`'s folders, `--workspace` and positional `DIR`s, in the order typed: the first is the
+/// one relative paths are read against and `getWorkspaceInfo` names (the positional ones went
+/// after every `--workspace`).
+fn in_typed_order(
+    typed: Option<&clap::ArgMatches>,
+    workspace: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
+) -> Vec<PathBuf> {
+    let at = |id: &str| -> Vec<usize> {
+        (typed.and_then(|m| m.indices_of(id)).into_iter().flatten()).collect()
+    };
+    let (w, d) = (at("workspace"), at("dirs"));
+    if w.len() != workspace.len() || d.len() != dirs.len() {
+        // (Each value has its index; without, the folders stay as clap gave them.)
+        return workspace.into_iter().chain(dirs).collect();
+    }
+    let mut all: Vec<(usize, PathBuf)> = w.into_iter().zip(workspace).collect();
+    all.extend(d.into_iter().zip(dirs));
+    all.sort_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, p)| p).collect()
+}
+
 /// `--editor-timeout`'s value: whole seconds, 1 to 86400, with or without an `s` (the other
 /// durations' flags take `90s`; a bare number was this one's only form).
 fn editor_timeout(s: &str) -> Result<u64, String> {
@@ -215,10 +239,12 @@ fn main() -> ExitCode {
     claude_ide_bridge_runtime::memory::map_large_blocks();
     panic::install();
     sys::write_past_file_size_limit_fails();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         Cmd::Serve(mut a) => {
-            a.common.workspace.extend(a.dirs);
+            let typed = matches.subcommand_matches("serve");
+            a.common.workspace = in_typed_order(typed, a.common.workspace, a.dirs);
             let editor_timeout = a.editor_timeout.map(std::time::Duration::from_secs);
             serve(a.common, a.stdio, &a.path_map, editor_timeout, None)
         }
@@ -256,6 +282,40 @@ fn failure_with(code: u8, msg: &str) -> ExitCode {
     ui::err(format_args!("error: {msg}\n"));
     ui::flush_stderr(STDOUT_GRACE);
     ExitCode::from(code)
+}
+
+/// A `--ide-name` value: what claude shows the user as the IDE's name, so something to show: not
+/// empty (a blank line in `/ide`), at most 100 characters, no control characters (which a
+/// terminal obeys rather than shows).
+fn ide_name(s: &str) -> Result<String, String> {
+    match s.chars().count() {
+        0 => Err("give a name to show in claude's /ide".into()),
+        101.. => Err(format!("{s:?} is longer than 100 characters")),
+        _ if s.chars().any(char::is_control) => Err(format!(
+            "{s:?} has control characters, which a terminal would not show"
+        )),
+        _ if s.trim().is_empty() => {
+            Err("give a name to show in claude's /ide, not only spaces".into())
+        }
+        _ => Ok(s.to_owned()),
+    }
+}
+
+/// A `--max-read-bytes` value: a number of bytes, at most half the output queue a connection
+/// has (`Limits::max_outbound`), which a file's contents, escaped in JSON, may fill twice over.
+fn read_bytes(s: &str) -> Result<u64, String> {
+    let most = claude_ide_bridge::Limits::default().max_outbound as u64 / 2;
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of bytes"))?;
+    match n <= most {
+        true => Ok(n),
+        false => Err(format!(
+            "{n} is more than a connection's answer can carry: {most} at most (half its output \
+             queue: a file's contents in JSON may take twice their size)"
+        )),
+    }
 }
 
 /// A `--allow-host` value: a DNS name (letters, digits, `-`, `.`), an IPv4 address or a bracketed
@@ -313,7 +373,54 @@ pub(crate) fn folder_forms(folders: &[PathBuf]) -> std::io::Result<(Vec<PathBuf>
 
 #[cfg(test)]
 mod tests {
-    use super::{editor_timeout, folder_forms};
+    use super::{editor_timeout, folder_forms, read_bytes};
+
+    /// `serve`'s folders keep the order they were typed in, options and positional ones mixed.
+    #[test]
+    fn folders_keep_the_order_typed() {
+        use clap::{CommandFactory, FromArgMatches};
+        let m = super::Cli::command()
+            .try_get_matches_from([
+                "x",
+                "serve",
+                "c1",
+                "--workspace",
+                "ws",
+                "c2",
+                "--workspace",
+                "w2",
+            ])
+            .unwrap();
+        let super::Cmd::Serve(a) = super::Cli::from_arg_matches(&m).unwrap().command else {
+            panic!("not serve");
+        };
+        let folders =
+            super::in_typed_order(m.subcommand_matches("serve"), a.common.workspace, a.dirs);
+        let want: Vec<std::path::PathBuf> = ["c1", "ws", "c2", "w2"].map(Into::into).to_vec();
+        assert_eq!(folders, want);
+    }
+
+    /// `--ide-name` takes a name to show.
+    #[test]
+    fn ide_name_is_something_to_show() {
+        assert_eq!(super::ide_name("Vim").as_deref(), Ok("Vim"));
+        assert_eq!(super::ide_name("Vim (ssh)").as_deref(), Ok("Vim (ssh)"));
+        for bad in ["", "  ", "E\u{1b}[31mvil", "a\nb"] {
+            assert!(super::ide_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(super::ide_name(&"x".repeat(101)).is_err());
+    }
+
+    /// `--max-read-bytes` takes what an answer can carry: half the output queue at most.
+    #[test]
+    fn max_read_bytes_is_what_an_answer_can_carry() {
+        assert_eq!(read_bytes("10"), Ok(10));
+        assert_eq!(read_bytes("33554432"), Ok(32 << 20));
+        assert!(read_bytes("33554433")
+            .unwrap_err()
+            .contains("33554432 at most"));
+        assert!(read_bytes("1e6").is_err());
+    }
 
     /// `--editor-timeout` takes `90` and `90s` (the other durations' form), within its range.
     #[test]

@@ -56,7 +56,11 @@ fn decider(common: &CommonOpts, stdio: bool, run: bool) -> Result<Decider, Strin
         (Some(DiffPolicy::Ask), false, false)
             if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) =>
         {
-            Err("--on-diff ask needs stdin and stderr on a terminal".into())
+            Err(
+                "--on-diff ask needs stdin and stderr on a terminal; off one, leave it out to \
+                 decide in claude's own prompt (the default there), or use accept/reject"
+                    .into(),
+            )
         }
         (Some(p), _, _) => Ok(Decider::Policy(p)),
         (None, true, _) => Ok(Decider::Editor),

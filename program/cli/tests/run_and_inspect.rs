@@ -714,6 +714,28 @@ fn reused_pid_on(home_ide: &std::path::Path, sb: &Sandbox, port: u16) {
     fs::remove_file(&path).unwrap();
 }
 
+/// The folder's one lock file is stale, its pid handed to another process: said stale with its
+/// fix, then said to be what claude tries, not an IDE it "connects to", nor its port a stopped
+/// IDE to restart (three accounts of one file).
+#[test]
+fn doctor_says_a_stale_lock_file_of_the_folder_once() {
+    let sb = Sandbox::new();
+    let ws = sb.ws.to_string_lossy().into_owned();
+    write_lock(&sb.lock_dir(), 4647, std::process::id(), &[&ws]);
+    written_by_another(&sb.lock_dir().join("4647.lock"));
+    let (code, out) = doctor(&sb, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("4647.lock is stale: its pid"), "{out}");
+    assert!(
+        out.contains("the one lock file that matches is that stale one"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("connects to it") && !out.contains("restart it"),
+        "{out}"
+    );
+}
+
 /// Makes the lock file at `path`, naming this live process, one another process wrote (the pid
 /// handed out again): on Linux its `processStart` is another start of that pid, elsewhere it
 /// was written a year before this process started.

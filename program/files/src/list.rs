@@ -1,12 +1,8 @@
-//! `listFiles` and `getWorkspaceInfo`: bounded walks over the workspace folders.
+//! `listFiles` and `getWorkspaceInfo`: bounded walks over the workspace folders, and what they
+//! list and skip. The walk itself, over directory handles, is `walk.rs`'s (a directory swapped
+//! for a link during the walk is not entered, so a listing never leads outside).
 //!
-//! The walk is this crate's own, depth first over directory handles: each directory is opened
-//! relative to its parent's handle without following a link (a directory swapped for a link
-//! during the walk is not entered, so the listing never leads outside), and its entries are
-//! read a batch at a time as the walk goes, so a huge directory costs no memory (walkdir, under
-//! the `ignore` crate's walker, reads the rest of a directory into memory once the walk is more
-//! than ten levels below it). `ignore` is used for its gitignore matcher, so the semantics are
-//! git's. Each directory's `.gitignore` is read through the handle the walk lists that
+//! `ignore` is used for its gitignore matcher, so the semantics are git's. Each directory's `.gitignore` is read through the handle the walk lists that
 //! directory by, never by its path, so the rules are that directory's whatever is put at its
 //! path meanwhile: opened without following a link and without waiting (a FIFO never blocks
 //! the walk), checked to be a regular file, and read up to

@@ -1,7 +1,11 @@
-//! The listing's walk, the same on every OS (see `list.rs` for what it skips and where it stops):
-//! depth first over directory handles, each child opened relative to its parent's handle
-//! without following a link. What a handle is differs by OS ([`Listing`]): `openat` handles read
-//! with `getdents` on Unix (`sys/unix/open.rs`), cap-std's `Dir` on Windows (`sys/windows.rs`).
+//! The listing's walk, this crate's own and the same on every OS (`list.rs` says what a listing
+//! skips and where it stops): depth first over directory handles, each child opened relative to
+//! its parent's handle without following a link (a directory swapped for a link during the walk
+//! is not entered), its entries read a batch at a time as the walk goes, so that a huge
+//! directory costs no memory (walkdir, under the `ignore` crate's walker, reads the rest of a
+//! directory into memory once the walk is more than ten levels below it). What a handle is
+//! differs by OS ([`Listing`]): `openat` handles read with `getdents` on Unix
+//! (`sys/unix/open.rs`), cap-std's `Dir` on Windows (`sys/windows.rs`).
 
 use std::collections::HashSet;
 use std::io;

@@ -216,7 +216,12 @@ impl Core {
                         return LockFileError::wrap(Some(&dir), e);
                     }
                     let addr = SocketAddr::new(opts.bind, port);
-                    let message = format!("port {port} is served on another address: {e}");
+                    // (Or a lock file whose pid names a process again: taken all the same, as
+                    // the client would take it.)
+                    let message = format!(
+                        "port {port} is taken by the lock file of a running process (a server on \
+                         another address, or an IDE's): {e}"
+                    );
                     io::Error::new(io::ErrorKind::AddrInUse, ListenError { addr, message })
                 })?;
             core.log(|| format!("Lock file written: {}", guard.path().display()));

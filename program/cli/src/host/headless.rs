@@ -85,6 +85,9 @@ impl Host {
                 "{} runs headless and has no notebook kernel: cannot execute code",
                 self.ide_name
             )),
+            // Never asked of a host: the engine answers both itself (`dispatch_tool` in
+            // src/mcp.rs, from the diffs it holds). Answered alike here only for the match to
+            // be whole.
             ToolCall::CloseTab(_) => ToolResult::tab_closed(),
             ToolCall::CloseAllDiffTabs => ToolResult::closed_diff_tabs(0),
             ToolCall::OpenDiff(a) => ToolResult::diff_rejected(a.tab_name.clone()),

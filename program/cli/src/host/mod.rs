@@ -381,7 +381,14 @@ impl RefusedLines {
     fn held(&mut self) -> Option<String> {
         let held = std::mem::take(&mut self.held);
         (held > 0).then(|| {
-            format!("({held} more connections refused or dropped before their upgrade, not shown)")
+            let connections = if held == 1 {
+                "connection"
+            } else {
+                "connections"
+            };
+            format!(
+                "({held} more {connections} refused or dropped before their upgrade, not shown)"
+            )
         })
     }
 }
@@ -817,6 +824,13 @@ mod tests {
             Some("(4 more connections refused or dropped before their upgrade, not shown)")
         );
         assert_eq!(quiet.held(), None);
+        for i in 0..REFUSED_LINES + 1 {
+            quiet.lines(t0 + 5 * REFUSED_WINDOW, format!("{i}"));
+        }
+        assert_eq!(
+            quiet.held().as_deref(),
+            Some("(1 more connection refused or dropped before their upgrade, not shown)")
+        );
     }
 
     /// The stdio `reason` strings stay what editors already read, now that the engine's reasons
