@@ -99,6 +99,9 @@ struct Doc {
     /// ([`State::recheck_others`]): a change of it the program's look at the disk finds later is
     /// that one ([`State::headers_changed`]). Not for a text it was opened with.
     dependents_told: bool,
+    /// Where the text the server has ends ([`text::end_of`]), for a server that takes
+    /// incremental changes ([`Caps::incremental`]): the range a new text replaces.
+    end: lsp_types::Position,
 }
 
 /// A document's checks again with its present text ([`Doc::rechecked`]).
@@ -111,6 +114,15 @@ struct Rechecked {
     /// or a later one of the same text is what the server said of this text with its included
     /// files as they were ([`State::held_from_before_recheck`]).
     base: i32,
+}
+
+/// Where `text` ends, for a server that takes incremental changes (the range its next change
+/// replaces: [`Doc::end`]); the start otherwise, never read.
+fn end_if(incremental: bool, text: &str) -> lsp_types::Position {
+    match incremental {
+        true => crate::text::end_of(text),
+        false => lsp_types::Position::new(0, 0),
+    }
 }
 
 /// Whether the text a sync hands over is what the file on disk holds.
@@ -675,6 +687,7 @@ impl State {
         let seq = self.seq;
         let clock = self.clock;
         let change = self.caps.change;
+        let incremental = change && self.caps.incremental;
         // One counter for every file, across closes: a file opened again after the least recently
         // used was closed gets versions its earlier life never had, so a late publish for that
         // life cannot pass for the new text's.
@@ -699,6 +712,11 @@ impl State {
             doc.hash = hash;
             doc.synced_seq = seq;
             doc.synced_at = Instant::now();
+            // The whole old text replaced, for a server that takes edits; the same as a change
+            // without a range, which one of them (vtsls) gets wrong.
+            let range =
+                incremental.then(|| lsp_types::Range::new(lsp_types::Position::new(0, 0), doc.end));
+            doc.end = end_if(incremental, text);
             let language = doc.language.clone();
             self.versions = version;
             // Its escaped length counted once for the messages of this sync (and of the other
@@ -711,7 +729,7 @@ impl State {
                         version,
                     },
                     content_changes: vec![lsp_types::TextDocumentContentChangeEvent {
-                        range: None,
+                        range,
                         range_length: None,
                         text: TEXT_MARK.to_owned(),
                     }],
@@ -751,6 +769,7 @@ impl State {
                     rechecked: None,
                     stale: false,
                     dependents_told: false,
+                    end: end_if(incremental, text),
                 },
             );
             self.versions = version;

@@ -16,6 +16,35 @@ fn walked(n: usize) {
     let _ = n;
 }
 
+/// Where `text` ends, as an LSP position: its line breaks counted (`\r\n` as one), and the
+/// UTF-16 units of its last line. An edit from the start to there replaces the whole text.
+///
+/// ```
+/// use claude_ide_bridge_lsp::text::end_of;
+/// use lsp_types::Position;
+/// assert_eq!(end_of(""), Position::new(0, 0));
+/// assert_eq!(end_of("a\r\nb😀"), Position::new(1, 3));
+/// assert_eq!(end_of("a\rb\n"), Position::new(2, 0));
+/// ```
+pub fn end_of(text: &str) -> Position {
+    let bytes = text.as_bytes();
+    let mut line = 0u32;
+    let mut last = 0;
+    let mut i = 0;
+    while let Some(at) = bytes[i..].iter().position(|&b| b == b'\n' || b == b'\r') {
+        let at = i + at;
+        i = match bytes[at] == b'\r' && bytes.get(at + 1) == Some(&b'\n') {
+            true => at + 2,
+            false => at + 1,
+        };
+        line = line.saturating_add(1);
+        last = i;
+    }
+    walked(text.len());
+    let character = text[last..].encode_utf16().count() as u32;
+    Position::new(line, character)
+}
+
 /// The byte offset in `text` of an LSP position. A line past the end gives the end of the text; a character
 /// past the end of its line gives the end of the line (as the protocol asks); a position inside a UTF-16
 /// surrogate pair gives the start of that character.
@@ -265,6 +294,17 @@ mod tests {
     }
 
     proptest! {
+        /// The end of a text is the position of its last byte's end: an edit from the start to
+        /// there covers all of it.
+        #[test]
+        fn the_end_of_a_text_is_its_length(text in "[a\r\né😀\n]{0,40}") {
+            let end = super::end_of(&text);
+            prop_assert_eq!(offset_of(&text, end), text.len());
+            // Nothing past it: one more character on its line is still the end.
+            let past = Position::new(end.line, end.character + 1);
+            prop_assert_eq!(offset_of(&text, past), text.len());
+        }
+
         /// Many positions converted together land where each lands alone.
         #[test]
         fn positions_together_are_where_each_is_alone(

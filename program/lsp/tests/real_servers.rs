@@ -367,6 +367,67 @@ fn vtsls_error_fix_new_error_and_shutdown() {
     typescript_error_fix_new_error("vtsls", "vtsls --stdio", "ts");
 }
 
+/// vtsls 0.3 exits ("Bad line number") when a module another open file imports gets a new text
+/// as a change without a range; it asked for incremental changes, and the bridge sends the new
+/// text as one edit over the whole old one: vtsls stays up, and the importer's new errors show.
+#[test]
+fn vtsls_takes_a_new_text_of_an_imported_module() {
+    require("vtsls");
+    let f = fixture(only("typescript", "vtsls --stdio"));
+    let dir = f.dir.path();
+    std::fs::write(
+        dir.join("tsconfig.json"),
+        r#"{"compilerOptions": {"strict": true}, "include": ["src"]}"#,
+    )
+    .unwrap();
+    std::fs::create_dir(dir.join("src")).unwrap();
+    let (util, index) = (dir.join("src/util.ts"), dir.join("src/index.ts"));
+    let util_text =
+        "export function greet(name: string): string {\n  return \"hello \" + name;\n}\n\n\
+                     export function count(items: number[]): number {\n  return items.length;\n}\n";
+    let index_text =
+        "import { greet, count } from \"./util\";\n\nconst limit: number = \"ten\";\n\n\
+                      function main(): void {\n  const total = count([1, 2, 3]);\n  \
+                      console.log(greet(\"bob\"), total, limit);\n}\n\nmain();\n";
+    std::fs::write(&util, util_text).unwrap();
+    std::fs::write(&index, index_text).unwrap();
+    let deadline = |s| Instant::now() + Duration::from_secs(s);
+    let first = f.lsp.diagnostics(&index, index_text, deadline(60));
+    assert!(
+        first
+            .iter()
+            .any(|d| d.message.contains("Type 'string' is not assignable")),
+        "{first:#?}"
+    );
+    let server = pids(&f.lsp);
+    f.lsp.diagnostics(&util, util_text, deadline(20));
+    let changed = util_text.replace("items: number[]", "items: string[]");
+    std::fs::write(&util, &changed).unwrap();
+    f.lsp.diagnostics(&util, &changed, deadline(20));
+    let give_up = deadline(20);
+    let crossed = loop {
+        let now = f.lsp.diagnostics(&index, index_text, deadline(5));
+        if now.iter().any(|d| {
+            d.message
+                .contains("Type 'number' is not assignable to type 'string'")
+        }) || Instant::now() > give_up
+        {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let log = String::from_utf8_lossy(&f.log.lock().unwrap()).into_owned();
+    assert!(!log.contains("Bad line number"), "{log}");
+    assert_eq!(pids(&f.lsp), server, "vtsls was started again: {log}");
+    assert!(
+        crossed.iter().any(|d| d
+            .message
+            .contains("Type 'number' is not assignable to type 'string'")),
+        "{crossed:#?}\nlog: {log}"
+    );
+    stop_and_check_gone(&f);
+}
+
 /// [`error_fixed_new_error`] for a TypeScript server, which names its diagnostics `source`.
 fn typescript_error_fix_new_error(program: &'static str, command: &'static str, source: &str) {
     // A loose file (no tsconfig.json): tsserver checks it in an inferred project.

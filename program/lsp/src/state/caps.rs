@@ -21,6 +21,10 @@ pub(crate) struct Caps {
     pub save: Option<bool>,
     /// Whether the server takes `didChange` (else a changed document is closed and opened again).
     pub change: bool,
+    /// Whether it asked for incremental changes: a new text is then sent as one edit over the
+    /// whole old text, not as a change without a range (which vtsls 0.3 takes wrongly: it
+    /// exits on "Bad line number" at a shorter module's edit).
+    pub incremental: bool,
     /// Whether it offers [`TSSERVER_REQUEST`] (typescript-language-server, vtsls): its tsserver
     /// computes a file's diagnostics on request ([`State::checks_on_request`]).
     pub tsserver: bool,
@@ -145,10 +149,12 @@ impl Caps {
         }
         match sync {
             Some(Ok(TextDocumentSyncCapability::Kind(kind))) => {
-                caps.change = kind != TextDocumentSyncKind::NONE
+                caps.change = kind != TextDocumentSyncKind::NONE;
+                caps.incremental = kind == TextDocumentSyncKind::INCREMENTAL;
             }
             Some(Ok(TextDocumentSyncCapability::Options(o))) => {
                 caps.change = o.change.is_some_and(|k| k != TextDocumentSyncKind::NONE);
+                caps.incremental = o.change == Some(TextDocumentSyncKind::INCREMENTAL);
                 caps.save = match o.save {
                     Some(lsp_types::TextDocumentSyncSaveOptions::Supported(true)) => Some(false),
                     Some(lsp_types::TextDocumentSyncSaveOptions::SaveOptions(s)) => {

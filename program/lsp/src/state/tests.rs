@@ -99,6 +99,50 @@ fn open_change_save_and_versioned_freshness() {
     assert!(s.fresh("/w/a.py"));
 }
 
+/// A server that asked for incremental changes gets a new text as one edit over the whole old
+/// one (vtsls 0.3 exits on "Bad line number" at a change without a range that shortens a
+/// module); one that asked for full texts gets it without a range, as the protocol has it.
+#[test]
+fn an_incremental_server_gets_the_old_text_replaced_by_range() {
+    let mut s = running(
+        json!({"textDocumentSync": {"openClose": true, "change": 2}}),
+        LspLimits::default(),
+    );
+    s.sync("/w/a.ts", "typescript", "let a = 1;\r\nlet 😀 = 2;\n// end");
+    frames(&mut s);
+    s.sync("/w/a.ts", "typescript", "x\n");
+    let sent = frames(&mut s);
+    let change = &sent[0]["params"]["contentChanges"][0];
+    assert_eq!(
+        change["range"],
+        json!({"start": {"line": 0, "character": 0}, "end": {"line": 2, "character": 6}})
+    );
+    assert_eq!(change["text"], "x\n");
+    s.sync("/w/a.ts", "typescript", "");
+    let change = &frames(&mut s)[0]["params"]["contentChanges"][0];
+    assert_eq!(change["range"]["end"], json!({"line": 1, "character": 0}));
+    // A full-text server (the number form of the capability too): no range.
+    for caps in [
+        json!({"textDocumentSync": 1}),
+        json!({"textDocumentSync": {"change": 1}}),
+    ] {
+        let mut s = running(caps, LspLimits::default());
+        s.sync("/w/a.py", "python", "1\n2");
+        frames(&mut s);
+        s.sync("/w/a.py", "python", "3");
+        let change = &frames(&mut s)[0]["params"]["contentChanges"][0];
+        assert!(change.get("range").is_none(), "{change}");
+        assert_eq!(change["text"], "3");
+    }
+    // The number form of incremental.
+    let mut s = running(json!({"textDocumentSync": 2}), LspLimits::default());
+    s.sync("/w/a.c", "c", "ab");
+    frames(&mut s);
+    s.sync("/w/a.c", "c", "c");
+    let change = &frames(&mut s)[0]["params"]["contentChanges"][0];
+    assert_eq!(change["range"]["end"], json!({"line": 0, "character": 2}));
+}
+
 #[test]
 fn versionless_publish_counts_when_after_the_sync() {
     let mut s = running(json!({"textDocumentSync": 2}), LspLimits::default());
