@@ -227,8 +227,9 @@ pub struct LspOpts {
     /// most recently modified file opened and checked, so that the servers load the project
     /// before the first diff; and a file's at its openDiff), `diff` (a file's when an openDiff
     /// arrives for it, which also checks its text on disk then, for claude's baseline), `none`
-    /// (only when a file is asked about). In every mode, a file asked about (getDiagnostics,
-    /// reformat_file) starts its servers; --no-lsp starts none.
+    /// (only when a file is asked about, or its accepted diff checked). In every mode, a file
+    /// asked about (getDiagnostics, reformat_file) or whose diff is accepted starts its
+    /// servers; --no-lsp starts none.
     #[arg(long, value_name = "WHEN", value_enum, default_value_t)]
     pub lsp_warm: Warm,
     /// Append the language servers' stderr and the bridge's notes about them to FILE (default:
@@ -250,7 +251,8 @@ pub enum Warm {
     /// At an openDiff for a file (its server starts and checks the file's text on disk), or when
     /// the file is asked about.
     Diff,
-    /// Only when a file is asked about.
+    /// Only when a file is asked about, or a diff of it is accepted (its check, for claude's
+    /// comparison).
     None,
 }
 

@@ -910,7 +910,7 @@ fn language_servers(
     ui::say(&match common.lsp.lsp_warm {
         lsp::Warm::Connect => format!("language servers: those of the workspace's languages (at most {}) start when claude connects, a file's at its diff (--lsp-warm connect)", lsp::WARM_MAX),
         lsp::Warm::Diff => "language servers: a file's start at its diff, or when it is asked about (--lsp-warm diff)".into(),
-        lsp::Warm::None => "language servers: a file's start when it is asked about (--lsp-warm none)".into(),
+        lsp::Warm::None => "language servers: a file's start when it is asked about or a diff of it accepted (--lsp-warm none)".into(),
     });
     for note in common.lsp.servers.new_languages() {
         ui::say_bold(&format!("language servers: {note}"));

@@ -449,6 +449,31 @@ fn a_stray_line_decides_nothing_and_a_failed_edit_is_kept() {
     ctrl_c(&mut child, &mut tty, &screen);
 }
 
+/// The file of a change asked about is swapped, while the user decides, for a link to another
+/// file of the workspace: the accept is refused, and claude told why. It was accepted, and claude
+/// wrote through the link, over a file nobody was shown.
+#[test]
+fn an_accept_is_refused_when_the_file_shown_became_a_link_elsewhere() {
+    let Some((sb, mut child, mut tty, screen, mut cl, id)) = a_diff_shown("exit 1") else {
+        return;
+    };
+    let file = sb.ws.join("a.txt");
+    let other = sb.ws.join("precious.txt");
+    fs::write(&other, "mine\n").unwrap();
+    fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&other, &file).unwrap();
+    tty.write_all(b"a\n").unwrap();
+    tty.flush().unwrap();
+    let r = cl.response(id);
+    let said = texts(&r).join(" ");
+    assert!(
+        said.contains("precious.txt, not to ") && said.contains("a.txt, the file shown"),
+        "{r}"
+    );
+    screen.wait_for("diff refused");
+    ctrl_c(&mut child, &mut tty, &screen);
+}
+
 /// `serve &`: in the background of its terminal (job control), a change is not asked there but
 /// left for claude's own prompt, said so, and the bridge goes on answering. Before, the
 /// question's flush of the terminal stopped the whole bridge (SIGTTOU: `[1]+ Stopped`), and every

@@ -1449,13 +1449,33 @@ fn an_accept_checks_the_path_claude_writes_not_only_the_one_shown() {
             "{told}"
         );
     }
+    // A plain file swapped, while the editor decides, for a link to another file of the
+    // workspace: refused as well. It was accepted (only a path that held a link when shown was
+    // looked at again), and claude wrote through the link, over that other file.
+    let plain = sb.ws.join("plain.txt");
+    fs::write(&plain, "plain\n").unwrap();
+    let id = c.call_tool("openDiff", open_diff_args(&plain, "new\n", "T5"));
+    let tc = next_msg(&s, "tool_call", 2);
+    fs::remove_file(&plain).unwrap();
+    std::os::unix::fs::symlink(sb.ws.join("e/f.txt"), &plain).unwrap();
+    s.send_line(
+        &json!({"type": "diff_decision", "id": tc["id"], "decision": "accept"}).to_string(),
+    );
+    let r = c.response(id);
+    assert!(is_error(&r), "{r}");
+    assert!(texts(&r).join(" ").contains("e/f.txt, not to "), "{r}");
+    let told = next_msg(&s, "error", 2);
+    assert!(
+        told["message"].as_str().unwrap().contains("not accepted"),
+        "{told}"
+    );
     // Left as it was: the link to the file shown is accepted.
     point(&sb.ws.join("d"));
     let id = c.call_tool(
         "openDiff",
         open_diff_args(&alias.join("f.txt"), "new\n", "T9"),
     );
-    let tc = next_msg(&s, "tool_call", 2);
+    let tc = next_msg(&s, "tool_call", 3);
     s.send_line(
         &json!({"type": "diff_decision", "id": tc["id"], "decision": "accept"}).to_string(),
     );

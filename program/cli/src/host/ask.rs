@@ -34,6 +34,9 @@ pub const MAX_HELD_DIFF_BYTES: usize = 64 * 1024 * 1024;
 pub(super) struct Shown {
     call: CallId,
     args: OpenDiffArgs,
+    /// The file claude's path led to when its change was checked (links resolved): an accept
+    /// is refused when the path leads elsewhere by then.
+    real: String,
     old: Option<ui::Old>,
     /// The user's edit of the proposal, kept when it could not be accepted (the editor failed,
     /// or what it left is not usable): the next `e` opens it again.
@@ -263,13 +266,14 @@ impl Host {
         match self.decider {
             Decider::Policy(DiffPolicy::Accept) => {
                 let contents = args.new_file_contents.clone();
-                self.accept(call, &args, contents, None, None);
+                self.accept(call, &args, contents, None, None, new_real);
             }
             Decider::Policy(DiffPolicy::Reject) => _ = self.reject(call, &args),
             Decider::Policy(DiffPolicy::Ask) => {
                 self.queue.push_back(Shown {
                     call,
                     args,
+                    real: new_real,
                     old: None,
                     draft: None,
                 });
@@ -314,9 +318,10 @@ impl Host {
     /// A decision of the stdio editor (`decision`, its line's id) that could not be given is
     /// told to it with an `error` line: refused, or too late (the call was cancelled meanwhile).
     /// `args` are as shown; `written_as`, claude's own path when it showed under another name
-    /// (links resolved, for the editor): that is the path checked, the one claude writes, and it
-    /// must still lead to the file shown (a link on it pointed elsewhere while the editor
-    /// decided, outside the workspace or to another file of it, is refused).
+    /// (links resolved, for the editor): that is the path checked, the one claude writes. It
+    /// must still lead to `real`, the file it led to when the change was checked and shown (a
+    /// link put on it or pointed elsewhere while the user decided, outside the workspace or to
+    /// another file of it, is refused: claude would write through it).
     pub(super) fn accept(
         &mut self,
         call: CallId,
@@ -324,9 +329,10 @@ impl Host {
         contents: String,
         decision: Option<u64>,
         written_as: Option<String>,
+        real: String,
     ) {
         let path = written_as.unwrap_or_else(|| args.new_file_path.clone());
-        let shown = args.new_file_path.clone();
+        let shown = real;
         let old_path = args.old_file_path.clone();
         let ws = self.ws.clone();
         let lsp = self.lsp.clone();
@@ -335,9 +341,9 @@ impl Host {
         let checked = move |path: &str| match unchecked(path) {
             Some(why) => Err((why.clone(), why)),
             None => match ws.writable(path) {
-                Ok(real) if path != shown && real != shown => Err((
+                Ok(real) if real != shown => Err((
                     format!("(it now leads to {real}, not to the file shown)"),
-                    format!("it now leads to {real}, not to {shown}, the file the editor showed"),
+                    format!("it now leads to {real}, not to {shown}, the file shown"),
                 )),
                 written => written.map_err(|e| (refusal(&e), e.to_string())),
             },
@@ -517,7 +523,7 @@ impl Host {
         match line.trim().to_ascii_lowercase().as_str() {
             "a" | "accept" | "y" | "yes" => {
                 let contents = shown.args.new_file_contents.clone();
-                self.accept(shown.call, &shown.args, contents, None, None);
+                self.accept(shown.call, &shown.args, contents, None, None, shown.real);
                 self.show_next();
             }
             "r" | "reject" | "n" | "no" => {
@@ -618,7 +624,7 @@ impl Host {
         match self.shown.take() {
             Some(shown) if shown.call == call => match edited {
                 Ok((contents, _draft)) => {
-                    self.accept(call, &shown.args, contents, None, None);
+                    self.accept(call, &shown.args, contents, None, None, shown.real);
                     self.show_next();
                 }
                 Err((why, draft)) => {

@@ -1029,7 +1029,9 @@ impl Host {
         match m.decision {
             Decision::Accept => {
                 let contents = m.contents.unwrap_or_else(|| diff.new_file_contents.clone());
-                self.accept(f.call, &diff, contents, Some(m.id), f.written_as);
+                // (Shown under the path it led to when checked.)
+                let real = diff.new_file_path.clone();
+                self.accept(f.call, &diff, contents, Some(m.id), f.written_as, real);
                 Ok(())
             }
             // (Withdrawn meanwhile, its id already taken off here: no `cancelled` line comes.)
