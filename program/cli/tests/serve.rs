@@ -106,6 +106,15 @@ fn every_tool_headless() {
             "{r}"
         );
         s.stderr.wait_for(&format!("claude asked to open {file}"));
+        // A file named by its `file://` URI is that file (it was joined to the folder as a
+        // relative path: "File not found").
+        let uri = claude_ide_bridge::file_uri(&file);
+        let r = call(
+            &mut c,
+            "openFile",
+            json!({"filePath": uri, "makeFrontmost": false}),
+        );
+        assert_eq!(json_of(&r)["lineCount"], 1, "{r}");
         let v = json_of(&call(
             &mut c,
             "openFile",

@@ -1348,6 +1348,11 @@ fn paths_reach_the_editor_absolute_and_claude_resolved_without_a_path_map() {
     let mut s = Served::start(&sb, &["--stdio", "--no-lsp"]);
     let mut c = s.client();
     let ws = sb.ws.to_string_lossy().to_string();
+    // (Files that are there: the editor is asked to open no other.)
+    fs::create_dir(sb.ws.join("src")).unwrap();
+    for f in ["src/a.rs", "b c.rs", "a.rs"] {
+        fs::write(sb.ws.join(f), "x\n").unwrap();
+    }
     let mut forwarded = 0;
     for (given, shown) in [
         ("src/a.rs".to_owned(), format!("{ws}/src/a.rs")),
@@ -1393,6 +1398,79 @@ fn paths_reach_the_editor_absolute_and_claude_resolved_without_a_path_map() {
     assert!(e["message"].as_str().unwrap().contains("uri"), "{e}");
     let all = json_of(&call(&mut c, "getDiagnostics", json!({})));
     assert_eq!(all, json!([]), "nothing kept under /c/...");
+    drop(s.stdin.take());
+    assert_eq!(s.wait_exit(), 0);
+}
+
+/// The files of a call for the editor are checked before it is asked, as the bridge checks its
+/// own reads: a FIFO (Vim opening one froze, waiting for a writer), a link out of the workspace,
+/// a file outside it, a missing one and one over `--max-read-bytes` (an editor loads it whole)
+/// are refused with why, and the editor sees none of them. A regular file, a `file://` URI of
+/// one, and a new file to save reach it.
+#[test]
+fn the_editor_is_handed_only_files_the_bridge_would_read() {
+    let sb = Sandbox::new();
+    let mut s = Served::start(&sb, &["--stdio", "--no-lsp", "--max-read-bytes", "1000"]);
+    let mut c = s.client();
+    let fifo = sb.ws.join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    fs::write(sb.root().join("outside.txt"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(sb.root().join("outside.txt"), sb.ws.join("out.txt")).unwrap();
+    fs::write(sb.ws.join("big.txt"), "x".repeat(2000)).unwrap();
+    fs::write(sb.ws.join("a.txt"), "a\n").unwrap();
+    let refused = [
+        ("openFile", json!({"filePath": fifo}), "FIFO"),
+        (
+            "open_files",
+            json!({"file_paths": [sb.ws.join("a.txt"), sb.ws.join("out.txt")]}),
+            "outside",
+        ),
+        (
+            "reformat_file",
+            json!({"file_path": sb.root().join("outside.txt")}),
+            "outside",
+        ),
+        (
+            "openFile",
+            json!({"filePath": sb.ws.join("none.txt")}),
+            "File not found",
+        ),
+        (
+            "openFile",
+            json!({"filePath": sb.ws.join("big.txt")}),
+            "2000 bytes",
+        ),
+        ("saveDocument", json!({"filePath": fifo}), "FIFO"),
+    ];
+    for (tool, args, said) in refused {
+        let r = call(&mut c, tool, args.clone());
+        assert!(is_error(&r), "{tool} {args}: {r}");
+        assert!(texts(&r).join(" ").contains(said), "{tool} {args}: {r}");
+    }
+    let forwarded = |s: &Served| {
+        (s.stdout.all().iter())
+            .filter(|l| l.contains(r#""type":"tool_call""#))
+            .count()
+    };
+    assert_eq!(forwarded(&s), 0, "{}", s.stdout.text());
+    let uri = claude_ide_bridge::file_uri(sb.ws.join("a.txt").to_str().unwrap());
+    for (n, (tool, args)) in [
+        ("openFile", json!({"filePath": uri})),
+        ("saveDocument", json!({"filePath": sb.ws.join("new.txt")})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = c.call_tool(tool, args);
+        let tc = next_msg(&s, "tool_call", n);
+        assert_eq!(tc["name"], tool);
+        s.send_line(&json!({"type": "respond", "id": tc["id"], "text": "done"}).to_string());
+        assert_eq!(texts(&c.response(id)), ["done"]);
+    }
     drop(s.stdin.take());
     assert_eq!(s.wait_exit(), 0);
 }

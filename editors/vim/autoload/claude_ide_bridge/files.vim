@@ -178,7 +178,9 @@ enddef
 
 export def OpenFile(id: number, args: dict<any>)
   var path = fnamemodify(args.filePath, ':p')
-  if !filereadable(path)
+  # A regular file only: Vim opening a FIFO waits in open() for a writer (the bridge refuses
+  # one before it comes here; an older bridge did not).
+  if !filereadable(path) || getftype(resolve(path)) !=# 'file'
     bridge.Respond(id, {error: 'File not found: ' .. args.filePath})
     return
   endif
@@ -231,7 +233,7 @@ export def OpenFiles(id: number, args: dict<any>)
   var back = win_getid()
   for p in get(args, 'file_paths', [])
     var path = fnamemodify(p, ':p')
-    if filereadable(path)
+    if filereadable(path) && getftype(resolve(path)) ==# 'file'
       Show(path)
       add(opened, path)
     endif

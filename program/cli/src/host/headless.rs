@@ -167,8 +167,7 @@ impl OnDisk {
                     Err(e) => {
                         return ToolResult::error(match e {
                             Error::NotFound { .. } => format!("File not found: {}", a.file_path),
-                            // Its text names the path.
-                            e => format!("Cannot open {e}"),
+                            e => format!("Cannot open the file: {e}"),
                         });
                     }
                 };
@@ -177,7 +176,7 @@ impl OnDisk {
                 } else {
                     match self.ws.line_count(&a.file_path) {
                         Ok(n) => n,
-                        Err(e) => return ToolResult::error(format!("Cannot open {e}")),
+                        Err(e) => return ToolResult::error(format!("Cannot open the file: {e}")),
                     }
                 };
                 let opened = open_in_editor(self.open_files, &[resolved]);

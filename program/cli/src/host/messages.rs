@@ -150,6 +150,20 @@ impl EditorCall {
         }
     }
 
+    /// The files the editor is asked to open, format or save, each with what it does with it,
+    /// to check before the call is forwarded (`Host::check_and_forward`). None for an
+    /// `openDiff`, checked as a proposed change is (`Host::on_diff`).
+    pub fn files_to_check(&self) -> Vec<(String, super::stdio::FileUse)> {
+        use super::stdio::FileUse::{Read, Write};
+        match self {
+            EditorCall::OpenDiff(_) | EditorCall::ExecuteCode(_) => Vec::new(),
+            EditorCall::OpenFile(a) => vec![(a.file_path.clone(), Read)],
+            EditorCall::OpenFiles(a) => a.file_paths.iter().map(|p| (p.clone(), Read)).collect(),
+            EditorCall::SaveDocument(a) => vec![(a.file_path.clone(), Write)],
+            EditorCall::ReformatFile(a) => vec![(a.file_path.clone(), Read)],
+        }
+    }
+
     /// The proposed change, for an `openDiff`.
     pub fn diff(&self) -> Option<&OpenDiffArgs> {
         match self {

@@ -90,6 +90,9 @@ pub enum HostInput {
     ChildExited(io::Result<ExitStatus>),
     /// The workspace check of a proposed change, back from its job.
     DiffChecked(Box<DiffCheck>),
+    /// The check of the files of a call for the stdio editor, back from its job: forwarded if
+    /// they passed, refused with why if not (`Host::check_and_forward`).
+    EditorCallChecked(CallId, Box<EditorCall>, Result<(), String>),
     /// The file the next proposed change on the terminal replaces, read on a job.
     OldRead(CallId, ui::Old),
     /// `$EDITOR` on the shown proposed change ended: the edited contents, or why not.
@@ -575,6 +578,9 @@ impl Host {
             }
             HostInput::Signal(sig) => return self.on_signal(sig),
             HostInput::DiffChecked(check) => self.on_diff_checked(check),
+            HostInput::EditorCallChecked(call, form, checked) => {
+                self.on_editor_call_checked(call, *form, checked)
+            }
             HostInput::OldRead(call, old) => self.on_old_read(call, old),
             HostInput::Edited(call, edited) => self.on_edited(call, edited),
             HostInput::Diagnostics(changes) => {
@@ -751,6 +757,8 @@ impl Host {
     }
 
     fn on_tool(&mut self, call: CallId, tool: ToolCall) {
+        let mut tool = tool;
+        file_uris_as_paths(&mut tool);
         match tool {
             ToolCall::OpenDiff(args) => self.on_diff(call, args),
             ToolCall::GetDiagnostics(a) => self.diagnostics_call(call, a.uri),
@@ -760,10 +768,31 @@ impl Host {
             }
             // With an editor, a tool it has a form for goes to it; the others are answered here.
             other if self.stdio.is_some() => match EditorCall::of(other) {
-                Ok(form) => self.forward(call, form, None),
+                Ok(form) => self.check_and_forward(call, form),
                 Err(other) => self.answer_headless(call, other),
             },
             other => self.answer_headless(call, other),
+        }
+    }
+}
+
+/// The files of a tool call named by `file://` URIs named by their paths, as the tools take them:
+/// a URI was joined to the workspace folder as a relative path ("File not found" for a file
+/// that is there). One that names no file here is left as given, for the tool's own refusal.
+fn file_uris_as_paths(tool: &mut ToolCall) {
+    let paths: Vec<&mut String> = match tool {
+        ToolCall::OpenFile(a) => vec![&mut a.file_path],
+        ToolCall::OpenFiles(a) => a.file_paths.iter_mut().collect(),
+        ToolCall::CheckDocumentDirty(a) => vec![&mut a.file_path],
+        ToolCall::SaveDocument(a) => vec![&mut a.file_path],
+        ToolCall::ReformatFile(a) => vec![&mut a.file_path],
+        _ => Vec::new(),
+    };
+    for p in paths {
+        if claude_ide_bridge::is_file_uri(p) {
+            if let Some(path) = crate::sys::path_of_file_uri(p) {
+                *p = path;
+            }
         }
     }
 }

@@ -469,6 +469,55 @@ impl Host {
         }
     }
 
+    /// A call the editor answers, its files checked first on a job as the bridge checks its
+    /// own: each inside the workspace and a regular file (an editor opening a FIFO waits in
+    /// `open` for a writer: Vim froze), and one it opens or formats no larger than
+    /// `--max-read-bytes` (an editor loads it whole: 100 MB took Vim's memory from 8 to 150
+    /// MB). Then forwarded ([`Host::forward`]), or refused with why.
+    pub(super) fn check_and_forward(&mut self, call: CallId, form: EditorCall) {
+        let checks = form.files_to_check();
+        if checks.is_empty() {
+            return self.forward(call, form, None);
+        }
+        let ws = self.ws.clone();
+        let inputs = self.inputs.clone();
+        let work = move || {
+            (checks.iter()).try_for_each(|(path, use_)| check_editor_file(&ws, path, *use_))
+        };
+        let done = move |r: Result<Result<(), String>, super::jobs::Stalled>| {
+            let checked = match r {
+                Ok(checked) => checked,
+                // Cancelled, or its client gone: nothing to answer.
+                Err(super::jobs::Stalled::Gone) => return,
+                Err(why) => Err(format!("its files could not be checked ({why})")),
+            };
+            let _ = inputs.send(HostInput::EditorCallChecked(call, Box::new(form), checked));
+        };
+        if let Err(busy) = self.jobs.run(call, work, done) {
+            self.respond(call, ToolResult::error(busy.to_string()));
+        }
+    }
+
+    /// [`Host::check_and_forward`]'s check, back: forwarded, or refused, unless the call was
+    /// cancelled meanwhile.
+    pub(super) fn on_editor_call_checked(
+        &mut self,
+        call: CallId,
+        form: EditorCall,
+        checked: Result<(), String>,
+    ) {
+        if !self.handle.is_pending(call) {
+            return;
+        }
+        match checked {
+            Ok(()) => self.forward(call, form, None),
+            Err(e) => {
+                ui::say(&format!("{} not sent to the editor: {e}", form.name()));
+                self.respond(call, ToolResult::error(e));
+            }
+        }
+    }
+
     /// `tool_call`: the editor answers this call, its paths named as the editor names them; a
     /// path the editor has no name for (`--path-map`) is refused with a tool error instead.
     /// `written_as`: an `openDiff`'s path as claude gave it, when it is shown under another
@@ -731,6 +780,49 @@ impl Host {
         }
         Ok(())
     }
+}
+
+/// What the editor does with a file of a call it is handed ([`EditorCall::files_to_check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileUse {
+    /// Opens or formats it: it must be there, a regular file within the read limit.
+    Read,
+    /// Saves it: it may be missing (a new file), else a regular file.
+    Write,
+}
+
+/// Whether the editor may be handed `path` for `use_`, as the bridge would take it itself: a
+/// specific refusal if not. A `file://` URI by its path; a path of neither form is left to the
+/// forward's own refusal.
+fn check_editor_file(
+    ws: &claude_ide_bridge_files::Workspace,
+    path: &str,
+    use_: FileUse,
+) -> Result<(), String> {
+    use claude_ide_bridge_files::Error;
+    let decoded;
+    let path = match claude_ide_bridge::is_file_uri(path) {
+        true => match crate::sys::path_of_file_uri(path) {
+            Some(p) => {
+                decoded = p;
+                decoded.as_str()
+            }
+            None => return Ok(()),
+        },
+        false => path,
+    };
+    if path.is_empty() || path.starts_with('~') {
+        return Ok(());
+    }
+    let checked = match use_ {
+        FileUse::Read => ws.open(path).map(drop),
+        FileUse::Write => ws.writable(path).map(drop),
+    };
+    checked.map_err(|e| match e {
+        Error::NotFound { .. } => format!("File not found: {path}"),
+        // Its text names the path.
+        e => format!("Cannot open the file: {e}"),
+    })
 }
 
 /// The most files the stdio editor's diagnostics are kept for; a `diagnostics` line for one more
