@@ -135,8 +135,9 @@ impl HeadReader {
                 (2, b'\r') => 3,
                 // Two CRs in a row end no valid head: what came is refused now (400 for the
                 // bare CR, or what `parse_upgrade`'s order finds first: 505, 431) rather than at
-                // the head's timeout (a head of bare-CR lines never ends).
-                (1, b'\r') => 4,
+                // the head's timeout (a head of bare-CR lines never ends). At a line's start too
+                // (`\r\n\r\r\n`: the second CR was taken for a new line's, and the head waited).
+                (1 | 3, b'\r') => 4,
                 (_, b'\r') => 1,
                 (0 | 1, b'\n') => 2,
                 (_, b'\n') => 4,

@@ -389,9 +389,14 @@ fn decode_object(text: &str) -> Message<'_> {
             if is_valid_id(raw) {
                 Some(raw)
             } else {
+                let why = match raw.get().starts_with('"') {
+                    // (A lone surrogate's escape: no text, and not to be echoed back.)
+                    true => "id must be a string or an integer: this string is not Unicode text",
+                    false => "id must be a string or an integer",
+                };
                 return Message::Invalid {
                     id: None,
-                    error: RpcError::new(INVALID_REQUEST, "id must be a string or an integer"),
+                    error: RpcError::new(INVALID_REQUEST, why),
                 };
             }
         }
@@ -802,6 +807,15 @@ mod tests {
         for lone in [r#""\ud800""#, r#""a\udc00""#, r#""\ud800\u0041""#] {
             let t = format!(r#"{{"jsonrpc":"2.0","id":{lone},"method":"ping"}}"#);
             assert_eq!(code(&t), Some(INVALID_REQUEST), "{t}");
+            // Said to be a string that is no text, not "not a string".
+            let Message::Invalid { error, .. } = single(&t) else {
+                panic!("{t}");
+            };
+            assert!(
+                error.message.contains("not Unicode text"),
+                "{}",
+                error.message
+            );
         }
         for fine in [r#""\ud83d\ude00""#, r#""a\"b\\c\u0041""#] {
             let t = format!(r#"{{"jsonrpc":"2.0","id":{fine},"method":"ping"}}"#);

@@ -902,10 +902,16 @@ fn not_initialized() -> RpcError {
 }
 
 fn method_not_found(method: &str) -> RpcError {
-    RpcError::new(
-        jsonrpc::METHOD_NOT_FOUND,
-        format!("method not found: {}", jsonrpc::echoed_name(method)),
-    )
+    let name = jsonrpc::echoed_name(method);
+    // MCP's notifications are methods too, but not requests: said so (a client that sent
+    // `notifications/initialized` with an id stays uninitialized, and learns why).
+    let message = match method.starts_with("notifications/") {
+        true => format!(
+            "method not found: {name} is a notification, not a request: send it without an id"
+        ),
+        false => format!("method not found: {name}"),
+    };
+    RpcError::new(jsonrpc::METHOD_NOT_FOUND, message)
 }
 
 /// The params of a list method (`tools/list`, `prompts/list`, ...): absent, or an object whose

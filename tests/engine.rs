@@ -768,6 +768,16 @@ fn parse_and_invalid_request_errors() {
     assert_eq!(r["error"]["code"], -32601);
     let message = r["error"]["message"].as_str().unwrap();
     assert_eq!(message, format!("method not found: {}...", "é".repeat(64)));
+    // A notification sent as a request (with an id) is said to be one.
+    let r = p.request(c, json!(8), "notifications/initialized", json!({}));
+    assert_eq!(r["error"]["code"], -32601);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is a notification, not a request: send it without an id"),
+        "{r}"
+    );
 }
 
 #[test]

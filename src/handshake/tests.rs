@@ -922,6 +922,16 @@ fn terminator_is_found_across_reads_and_after_stray_crs() {
     assert_eq!(reader.feed(b"A\r"), (2, HeadStatus::Partial));
     assert_eq!(reader.feed(b"\rB\r\n\r\n"), (1, HeadStatus::Complete));
     assert_eq!(reader.head(), b"A\r\r");
+    // At a line's start, after a header's CRLF: the same (the head waited for its timeout).
+    let mut reader = HeadReader::new(64);
+    assert_eq!(
+        reader.feed(b"GET / HTTP/1.1\r\nH: x\r\n\r\r\n"),
+        (24, HeadStatus::Complete)
+    );
+    assert_eq!(reader.head(), b"GET / HTTP/1.1\r\nH: x\r\n\r\r");
+    let (result, out) = respond(reader.head(), &policy());
+    assert!(matches!(result, Err(Rejection::BadRequest(_))));
+    assert_refusal(&out, "HTTP/1.1 400 Bad Request");
 }
 
 /// RFC 9112, section 2.2: a recipient may take a bare LF as a line's end. A head whose lines end so, in any
