@@ -131,6 +131,15 @@ impl HeadReader {
         let mut taken = window.len();
         for (i, &byte) in window.iter().enumerate() {
             self.scanned += 1;
+            // No request line starts so (a method is letters; an empty line before it may be
+            // taken, RFC 9112 2.2): TLS's ClientHello (0x16), a client of `wss://`, is refused
+            // at once rather than at the head's timeout.
+            if self.scanned == 1 && !(byte.is_ascii_alphabetic() || byte == b'\r' || byte == b'\n')
+            {
+                taken = i + 1;
+                self.status = HeadStatus::Complete;
+                break;
+            }
             self.matched = match (self.matched, byte) {
                 (2, b'\r') => 3,
                 // Two CRs in a row end no valid head: what came is refused now (400 for the

@@ -932,6 +932,19 @@ fn terminator_is_found_across_reads_and_after_stray_crs() {
     let (result, out) = respond(reader.head(), &policy());
     assert!(matches!(result, Err(Rejection::BadRequest(_))));
     assert_refusal(&out, "HTTP/1.1 400 Bad Request");
+    // No request starts with a byte that is no letter (TLS's ClientHello: 0x16, a `wss://`
+    // client): refused at its first byte, not at the head's timeout.
+    let mut reader = HeadReader::new(64);
+    assert_eq!(
+        reader.feed(b"\x16\x03\x01\x02\x00"),
+        (1, HeadStatus::Complete)
+    );
+    let (result, out) = respond(reader.head(), &policy());
+    assert!(matches!(result, Err(Rejection::BadRequest(_))));
+    assert_refusal(&out, "HTTP/1.1 400 Bad Request");
+    // An empty line before the request line is passed over as before.
+    let mut reader = HeadReader::new(64);
+    assert_eq!(reader.feed(b"\r\nGET"), (5, HeadStatus::Partial));
 }
 
 /// RFC 9112, section 2.2: a recipient may take a bare LF as a line's end. A head whose lines end so, in any

@@ -157,17 +157,32 @@ pub struct Dropped {
     pub count: usize,
     /// serde's words for the first.
     pub why: Option<String>,
+    /// How many readable ones were left out past the most kept: `(left out, kept)`, when some
+    /// were.
+    pub over: Option<(usize, usize)>,
 }
 
 impl Dropped {
     /// The log line for them in a message of `method` (`None`: none was dropped).
     pub fn line(&self, method: &str) -> Option<String> {
-        let why = self.why.as_deref()?;
+        let over = self.over.map(|(left, kept)| {
+            format!(
+                "kept the {kept} most severe diagnostics of {method}, of {}",
+                left + kept
+            )
+        });
+        let Some(why) = self.why.as_deref() else {
+            return over;
+        };
         let s = if self.count == 1 { "" } else { "s" };
-        Some(format!(
+        let unreadable = format!(
             "dropped {} unreadable diagnostic{s} of {method} (the first: {why}); kept the others",
             self.count
-        ))
+        );
+        Some(match over {
+            Some(over) => format!("{unreadable}; {over}"),
+            None => unreadable,
+        })
     }
 }
 
@@ -228,6 +243,8 @@ impl<'de, T: Deserialize<'de>, F: Fn(&T) -> u8> Visitor<'de> for MostSevere<T, F
                 kept.push(item);
                 continue;
             }
+            let (left, _) = dropped.over.get_or_insert((0, self.max));
+            *left += 1;
             // Full: this one goes in only if it is more severe than the least severe kept, which
             // then goes (the last of its rank: earlier ones come first in the array's order).
             let Some(worst) = (0..4).rev().find(|&w| counts[w] > 0) else {

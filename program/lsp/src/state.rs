@@ -1436,7 +1436,8 @@ impl State {
                         Ok(p) => match crate::sys::published_path(&p.uri) {
                             Some(path) => {
                                 effects.extend(
-                                    p.dropped.line(PublishDiagnostics::METHOD).map(Effect::Log),
+                                    (p.dropped.line(PublishDiagnostics::METHOD))
+                                        .map(|line| Effect::Log(format!("{path}: {line}"))),
                                 );
                                 let list = match self.caps.pull {
                                     true => List::Pushed,

@@ -378,7 +378,20 @@ fn the_most_severe_are_kept_over_the_bound() {
     let mut items: Vec<Value> = (10..20).map(|l| item(l, Some(2))).collect();
     items.extend((0..10).map(|l| item(l, Some(4))));
     items.extend([item(20, None), item(21, Some(1)), item(22, None)]);
-    publish_these(&mut s, "/w/a.py", None, items);
+    let effects = publish_these(&mut s, "/w/a.py", None, items);
+    // Said, with the file (a missing error was a mystery).
+    let said: Vec<&String> = (effects.iter())
+        .filter_map(|e| match e {
+            Effect::Log(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        said.iter().any(|l| l.starts_with(
+            "/w/a.py: kept the 6 most severe diagnostics of textDocument/publishDiagnostics, of 23"
+        )),
+        "{said:?}"
+    );
     let kept: Vec<(u32, String)> = s
         .known("/w/a.py")
         .into_iter()
@@ -676,8 +689,9 @@ fn an_unreadable_diagnostic_is_dropped_alone() {
         .collect();
     assert_eq!(logs.len(), 1, "{logs:?}");
     assert!(
-        logs[0].starts_with("dropped 2 unreadable diagnostics of textDocument/publishDiagnostics")
-            && logs[0].contains("NumberOrString"),
+        logs[0].starts_with(
+            "/w/a.py: dropped 2 unreadable diagnostics of textDocument/publishDiagnostics"
+        ) && logs[0].contains("NumberOrString"),
         "{logs:?}"
     );
     // A pull's answer likewise.
