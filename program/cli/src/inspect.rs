@@ -442,8 +442,10 @@ fn language_servers(table: Option<ServerTable>, workspace: &Workspace, dir: &str
                 out!("  or name one: --lsp {}=COMMAND", lang.language);
             }
             set => {
+                // Found, not tried: `serve` starts them (a command that is no language server,
+                // `--lsp python=ruff` without `server`, is found all the same).
                 out!(
-                    "ok: {} ({files}): {}",
+                    "found: {} ({files}): {}",
                     lang.language,
                     crate::lsp::describe_set(set)
                 );
@@ -472,6 +474,13 @@ fn language_servers(table: Option<ServerTable>, workspace: &Workspace, dir: &str
                 }
             }
         }
+    }
+    if plan.languages.iter().any(|l| !l.servers.is_empty()) {
+        out!(
+            "info: servers found are not started here: how each start went is in serve's \
+             language-server log ({}, or --lsp-log)",
+            crate::lsp::default_log_path().display()
+        );
     }
     let warm = crate::lsp::warm_languages(&plan);
     if !warm.is_empty() {

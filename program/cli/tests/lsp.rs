@@ -1126,9 +1126,11 @@ fn doctor_lists_the_servers_of_the_workspace() {
     assert!(out.contains("/nonexistent/gopls"), "{out}");
     if have("pyright-langserver") && have("ruff") {
         assert!(
-            out.contains("ok: python (1 file): pyright-langserver --stdio + ruff server"),
+            out.contains("found: python (1 file): pyright-langserver --stdio + ruff server"),
             "{out}"
         );
+        // Found, not tried: said so, with where their starts are told.
+        assert!(out.contains("servers found are not started here"), "{out}");
         // At connect (the default `--lsp-warm`), the file opened in python's servers: its one file.
         assert!(
             out.contains(&format!(
@@ -1153,7 +1155,7 @@ fn doctor_lists_the_servers_of_the_workspace() {
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("ok: python (1 file): /bin/cat + /bin/cat -u"),
+        out.contains("found: python (1 file): /bin/cat + /bin/cat -u"),
         "{out}"
     );
     // A path that is no program, alone or beside one that runs: said as such (it was "install
@@ -1192,7 +1194,7 @@ fn doctor_lists_the_servers_of_the_workspace() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.contains(
-            "ok: python (1 file): /bin/cat\n  and surely-not-installed-pylsp first, when installed"
+            "found: python (1 file): /bin/cat\n  and surely-not-installed-pylsp first, when installed"
         ),
         "{out}"
     );
