@@ -1425,8 +1425,8 @@ fn the_editor_is_handed_only_files_the_bridge_would_read() {
     let refused = [
         ("openFile", json!({"filePath": fifo}), "FIFO"),
         (
-            "open_files",
-            json!({"file_paths": [sb.ws.join("a.txt"), sb.ws.join("out.txt")]}),
+            "openFile",
+            json!({"filePath": sb.ws.join("out.txt")}),
             "outside",
         ),
         (
@@ -1458,9 +1458,16 @@ fn the_editor_is_handed_only_files_the_bridge_would_read() {
     };
     assert_eq!(forwarded(&s), 0, "{}", s.stdout.text());
     let uri = claude_ide_bridge::file_uri(sb.ws.join("a.txt").to_str().unwrap());
+    let a = sb.ws.join("a.txt");
     for (n, (tool, args)) in [
         ("openFile", json!({"filePath": uri})),
         ("saveDocument", json!({"filePath": sb.ws.join("new.txt")})),
+        // Of several, those that may not be opened are left out (the editor opens what is
+        // there, as `serve` alone does).
+        (
+            "open_files",
+            json!({"file_paths": [a, sb.ws.join("out.txt"), fifo, sb.ws.join("none")]}),
+        ),
     ]
     .into_iter()
     .enumerate()
@@ -1468,6 +1475,9 @@ fn the_editor_is_handed_only_files_the_bridge_would_read() {
         let id = c.call_tool(tool, args);
         let tc = next_msg(&s, "tool_call", n);
         assert_eq!(tc["name"], tool);
+        if tool == "open_files" {
+            assert_eq!(tc["arguments"]["file_paths"], json!([a]), "{tc}");
+        }
         s.send_line(&json!({"type": "respond", "id": tc["id"], "text": "done"}).to_string());
         assert_eq!(texts(&c.response(id)), ["done"]);
     }

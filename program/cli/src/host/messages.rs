@@ -154,13 +154,25 @@ impl EditorCall {
     /// to check before the call is forwarded (`Host::check_and_forward`). None for an
     /// `openDiff`, checked as a proposed change is (`Host::on_diff`).
     pub fn files_to_check(&self) -> Vec<(String, super::stdio::FileUse)> {
-        use super::stdio::FileUse::{Read, Write};
+        use super::stdio::FileUse::{Read, ReadIfThere, Write};
         match self {
             EditorCall::OpenDiff(_) | EditorCall::ExecuteCode(_) => Vec::new(),
             EditorCall::OpenFile(a) => vec![(a.file_path.clone(), Read)],
-            EditorCall::OpenFiles(a) => a.file_paths.iter().map(|p| (p.clone(), Read)).collect(),
+            EditorCall::OpenFiles(a) => (a.file_paths.iter())
+                .map(|p| (p.clone(), ReadIfThere))
+                .collect(),
             EditorCall::SaveDocument(a) => vec![(a.file_path.clone(), Write)],
             EditorCall::ReformatFile(a) => vec![(a.file_path.clone(), Read)],
+        }
+    }
+
+    /// Leaves out the files [`EditorCall::files_to_check`] gave whose `kept` is false (only
+    /// `open_files` has any to leave out).
+    pub fn keep_files(&mut self, kept: &[bool]) {
+        if let EditorCall::OpenFiles(a) = self {
+            let mut kept = kept.iter();
+            a.file_paths
+                .retain(|_| kept.next().copied().unwrap_or(true));
         }
     }
 

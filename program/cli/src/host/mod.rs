@@ -90,9 +90,9 @@ pub enum HostInput {
     ChildExited(io::Result<ExitStatus>),
     /// The workspace check of a proposed change, back from its job.
     DiffChecked(Box<DiffCheck>),
-    /// The check of the files of a call for the stdio editor, back from its job: forwarded if
-    /// they passed, refused with why if not (`Host::check_and_forward`).
-    EditorCallChecked(CallId, Box<EditorCall>, Result<(), String>),
+    /// The check of the files of a call for the stdio editor, back from its job: which are
+    /// kept, and the call forwarded; or refused with why (`Host::check_and_forward`).
+    EditorCallChecked(CallId, Box<EditorCall>, Result<Vec<bool>, String>),
     /// The file the next proposed change on the terminal replaces, read on a job.
     OldRead(CallId, ui::Old),
     /// `$EDITOR` on the shown proposed change ended: the edited contents, or why not.

@@ -481,10 +481,18 @@ impl Host {
         }
         let ws = self.ws.clone();
         let inputs = self.inputs.clone();
+        // Each file kept, or the call refused; one of `open_files` that may not be opened is
+        // left out (the editor opens those that are there, as `serve` alone does).
         let work = move || {
-            (checks.iter()).try_for_each(|(path, use_)| check_editor_file(&ws, path, *use_))
+            (checks.iter())
+                .map(|(path, use_)| match check_editor_file(&ws, path, *use_) {
+                    Ok(()) => Ok(true),
+                    Err(_) if *use_ == FileUse::ReadIfThere => Ok(false),
+                    Err(e) => Err(e),
+                })
+                .collect::<Result<Vec<bool>, String>>()
         };
-        let done = move |r: Result<Result<(), String>, super::jobs::Stalled>| {
+        let done = move |r: Result<Result<Vec<bool>, String>, super::jobs::Stalled>| {
             let checked = match r {
                 Ok(checked) => checked,
                 // Cancelled, or its client gone: nothing to answer.
@@ -504,13 +512,17 @@ impl Host {
         &mut self,
         call: CallId,
         form: EditorCall,
-        checked: Result<(), String>,
+        checked: Result<Vec<bool>, String>,
     ) {
         if !self.handle.is_pending(call) {
             return;
         }
         match checked {
-            Ok(()) => self.forward(call, form, None),
+            Ok(kept) => {
+                let mut form = form;
+                form.keep_files(&kept);
+                self.forward(call, form, None)
+            }
             Err(e) => {
                 ui::say(&format!("{} not sent to the editor: {e}", form.name()));
                 self.respond(call, ToolResult::error(e));
@@ -787,6 +799,8 @@ impl Host {
 pub enum FileUse {
     /// Opens or formats it: it must be there, a regular file within the read limit.
     Read,
+    /// One of several it opens: as [`FileUse::Read`], but one that is not is left out.
+    ReadIfThere,
     /// Saves it: it may be missing (a new file), else a regular file.
     Write,
 }
@@ -815,7 +829,7 @@ fn check_editor_file(
         return Ok(());
     }
     let checked = match use_ {
-        FileUse::Read => ws.open(path).map(drop),
+        FileUse::Read | FileUse::ReadIfThere => ws.open(path).map(drop),
         FileUse::Write => ws.writable(path).map(drop),
     };
     checked.map_err(|e| match e {
