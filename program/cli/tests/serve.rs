@@ -845,3 +845,51 @@ fn a_burst_past_the_hosts_queue_is_answered_and_the_bridge_still_stops() {
         assert_eq!(s.wait_exit(), 0, "{rt}");
     }
 }
+
+/// A change to a file claude may not write (here in a folder on a read-only mount; the same for
+/// a read-only file or folder, for any user but root) is refused, with why: it was accepted, and
+/// claude's own write failed after the user was told the change was saved. One beside it that
+/// may be written is accepted.
+#[test]
+fn an_accept_of_a_file_that_cannot_be_written_is_refused() {
+    let sb = Sandbox::new();
+    let ro = sb.ws.join("ro");
+    fs::create_dir(&ro).unwrap();
+    fs::write(ro.join("a.txt"), "old\n").unwrap();
+    fs::write(sb.ws.join("b.txt"), "old\n").unwrap();
+    let mut c = sb.command();
+    c.args(["serve", "--on-diff", "accept", "--no-lsp"])
+        .arg(&sb.ws);
+    let read_only = format!(
+        "mount --bind '{0}' '{0}' && mount -o remount,bind,ro '{0}'",
+        ro.display()
+    );
+    let Some(c) = unshared("-rm", &read_only, &c) else {
+        return;
+    };
+    let mut s = Served::start_command(c);
+    let mut cl = s.client();
+    for (name, said) in [
+        ("a.txt", "checking that the file may be written"),
+        ("new.txt", "checking that a file may be made there"),
+    ] {
+        let r = call(
+            &mut cl,
+            "openDiff",
+            open_diff_args(&ro.join(name), "new\n", name),
+        );
+        let text = texts(&r).join(" ");
+        assert!(is_error(&r), "{name}: {r}");
+        assert!(
+            text.contains(said) && text.contains("Read-only file system"),
+            "{name}: {text}"
+        );
+    }
+    let r = call(
+        &mut cl,
+        "openDiff",
+        open_diff_args(&sb.ws.join("b.txt"), "new\n", "b"),
+    );
+    assert_eq!(texts(&r)[0], "FILE_SAVED", "{r}");
+    assert_eq!(s.stop(), 0);
+}

@@ -524,6 +524,9 @@ fn writes_replace_atomically() {
     let refused = ws.write("ro.txt", b"changed\n").unwrap_err();
     assert!(refused.to_string().contains("read-only"), "{refused}");
     assert_eq!(fs::read_to_string(&ro).unwrap(), "keep\n");
+    // Nor is it said to be writable (an openDiff of it was accepted, and claude's write failed).
+    let refused = ws.writable("ro.txt").unwrap_err();
+    assert!(refused.to_string().contains("read-only"), "{refused}");
     #[allow(clippy::permissions_set_readonly_false)]
     perms.set_readonly(false);
     fs::set_permissions(&ro, perms).unwrap();

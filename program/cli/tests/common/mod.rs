@@ -185,9 +185,14 @@ impl Served {
         for (k, v) in env {
             c.env(k, v);
         }
-        c.arg("serve")
-            .args(args)
-            .stdin(Stdio::piped())
+        c.arg("serve").args(args);
+        Served::start_command(c)
+    }
+
+    /// The bridge `c` starts (a `serve`, maybe through a wrapper such as `unshare`), as
+    /// [`Served::start`] starts it.
+    pub fn start_command(mut c: Command) -> Served {
+        c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();

@@ -535,7 +535,8 @@ impl Workspace {
     }
 
     /// Whether a write to `path` would be allowed now: inside the workspace (missing directories
-    /// on the way would be created inside it) and not naming anything but a regular file.
+    /// on the way would be created inside it), not naming anything but a regular file, and an
+    /// existing one the user may write (not read-only, its access list letting them).
     /// Returns the path it is known by.
     ///
     /// ```
@@ -559,7 +560,16 @@ impl Workspace {
                 dir.metadata(&at)
             };
             match md {
-                Ok(md) if k == comps.len() && md.is_file() => return Ok(self.display(i, &comps)),
+                // One the user may not write (read-only, or its access list) is refused, as
+                // a write of it would be.
+                Ok(md) if k == comps.len() && md.is_file() => {
+                    let op = "checking that the file may be written";
+                    if md.permissions().readonly() {
+                        return Err(read_only(path, op));
+                    }
+                    may_write(&dir, &at).map_err(|e| Error::io(path, op, e))?;
+                    return Ok(self.display(i, &comps));
+                }
                 Ok(md) if k < comps.len() && md.is_dir() => return Ok(self.display(i, &comps)),
                 Ok(md) if k == comps.len() => {
                     return Err(Error::NotRegular {
@@ -761,7 +771,7 @@ fn remove_left_temps(dir: &Dir, age: std::time::Duration) {
 /// it is opened for `FILE_WRITE_DATA` (sharing everything, not following a link, nothing
 /// written) and closed. Only a denial (`ERROR_ACCESS_DENIED`) is an error: a program holding
 /// the file open without write sharing (a sharing violation) is the rename's to wait for.
-fn may_write(dir: &Dir, name: &str) -> io::Result<()> {
+fn may_write(dir: &Dir, name: impl AsRef<std::path::Path>) -> io::Result<()> {
     let mut opts = OpenOptions::new();
     opts.access_mode(FILE_WRITE_DATA)
         .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)

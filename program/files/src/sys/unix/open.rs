@@ -190,9 +190,10 @@ impl Workspace {
     }
 
     /// Whether a write to `path` would be allowed now: inside the workspace (missing directories
-    /// on the way would be created inside it) and not naming anything but a regular file. For
-    /// `openDiff`, which accepts a change the client then writes itself. Returns the path with
-    /// links resolved.
+    /// on the way would be created inside it), not naming anything but a regular file, and one
+    /// this user may write (an existing file; for a new one, the deepest directory on its way
+    /// that exists: a read-only file, folder or mount is refused). For `openDiff`, which accepts
+    /// a change the client then writes itself. Returns the path with links resolved.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Limits, Workspace};
@@ -204,13 +205,19 @@ impl Workspace {
     /// ```
     pub fn writable(&self, path: &str) -> Result<String, Error> {
         let at = self.locate(path, Missing::Stop)?;
-        match at.file_type() {
-            None | Some(FileType::RegularFile) => self.display(path, &at),
-            Some(t) => Err(Error::NotRegular {
-                path: path.into(),
-                kind: kind_name(t),
-            }),
-        }
+        let (name, op) = match at.file_type() {
+            Some(FileType::RegularFile) => (at.name(), "checking that the file may be written"),
+            None => (OsStr::new("."), "checking that a file may be made there"),
+            Some(t) => {
+                return Err(Error::NotRegular {
+                    path: path.into(),
+                    kind: kind_name(t),
+                })
+            }
+        };
+        accessat(&at.dir, name, Access::WRITE_OK, AtFlags::EACCESS)
+            .map_err(|e| Error::io(path, op, e))?;
+        self.display(path, &at)
     }
 
     /// Writes `contents` to `path` atomically: a temporary file beside it, created relative to
