@@ -217,10 +217,11 @@ def test_selection_and_at_mention_made_before_claude_starts(sb, runtime):
 # 3. an accepted edit
 
 
-def check_saved(sb, b, path, expected, named=str):
+def check_saved(sb, b, path, expected, named=str, wait=None):
     """The edit became `openDiff` for `path` (as the client names it: `named`), answered FILE_SAVED with
-    `expected`, its tab closed, and the client wrote `expected` to the file."""
-    call = b.wait_tool_call("openDiff")
+    `expected`, its tab closed, and the client wrote `expected` to the file. `wait`: how long the edit may
+    take to become `openDiff` (the harness's timeout unless given)."""
+    call = b.wait_tool_call("openDiff", **({} if wait is None else {"timeout": wait}))
     args = call["params"]["arguments"]
     assert args["old_file_path"] == named(path) and args["new_file_path"] == named(path), args
     resp = b.wait_response(call["id"], timeout=60)

@@ -147,7 +147,9 @@ def wait_client_says(c, text):
 def check_edit_accepted(sb, b, path, expected, turn):
     """The prompted Edit became `openDiff` with the file's Windows path, answered FILE_SAVED; the client
     wrote the file and told the model (script entry `turn` answers the request after the edit)."""
-    check_saved(sb, b, path, expected, named=winpath)
+    # The Windows claude under Wine, on a loaded 2-core machine, once took over 30 s from the prompt to the
+    # `openDiff` (8 s on a quiet one): its first edit loads much under Wine.
+    check_saved(sb, b, path, expected, named=winpath, wait=90)
     after = sb.model.wait_turn(turn, "the model turn after the edit")
     results = [tool_result_text(t) for t in tool_results(after["body"])]
     assert any(f"The file {winpath(path)} has been updated successfully" in r for r in results), results
