@@ -864,6 +864,16 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
                 ),
             ),
         },
+        // The stale file said above, whose pid names a process again: claude tries it.
+        1 if !matching[0].live() => r.info(&format!(
+            "the one lock file that {} is that stale one ({}): claude started here tries it and \
+             finds no IDE until it is removed",
+            match chosen {
+                Some(_) => "CLAUDE_CODE_SSE_PORT names",
+                None => "matches",
+            },
+            matching[0].path.display()
+        )),
         // The port named serves other folders: claude connects there, and each change here is
         // refused as outside its workspace.
         1 if chosen.is_some()
@@ -886,12 +896,6 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         }
         1 if chosen.is_some() => r.ok(&format!(
             "exactly one lock file matches ({}): claude, started with CLAUDE_CODE_SSE_PORT as set here, connects to it",
-            matching[0].path.display()
-        )),
-        // The stale file said above, whose pid names a process again: claude tries it.
-        1 if !matching[0].live() => r.info(&format!(
-            "the one lock file that matches is that stale one ({}): claude started here tries it \
-             and finds no IDE until it is removed",
             matching[0].path.display()
         )),
         1 => match ide_terminal() {

@@ -135,8 +135,9 @@ struct CommonOpts {
     allow_host: Vec<String>,
     /// The largest file the bridge reads for a client (readFile, openFile's line count, the
     /// diff shown at the prompt), in bytes; a bigger one is refused with its size. Default: the
-    /// message size limit, 10 MiB; at most 32 MiB (half a connection's output queue: a larger
-    /// file's answer, in JSON, would not fit in it).
+    /// message size limit, 10 MiB; at most 32 MiB, half a connection's output queue (a larger
+    /// file's answer could never fit in it; one whose text JSON escapes to more than twice its
+    /// size, control characters say, is refused as an answer too large all the same).
     #[arg(long, value_name = "BYTES", default_value_t = 10 * 1024 * 1024, value_parser = read_bytes)]
     max_read_bytes: u64,
     #[command(flatten)]
@@ -285,14 +286,16 @@ fn failure_with(code: u8, msg: &str) -> ExitCode {
 }
 
 /// A `--ide-name` value: what claude shows the user as the IDE's name, so something to show: not
-/// empty (a blank line in `/ide`), at most 100 characters, no control characters (which a
-/// terminal obeys rather than shows).
+/// empty (a blank line in `/ide`), at most 100 characters, nothing a terminal obeys rather than
+/// shows (control characters, and the bidirectional ones that reorder what follows: what
+/// `ui::visible` makes visible).
 fn ide_name(s: &str) -> Result<String, String> {
     match s.chars().count() {
         0 => Err("give a name to show in claude's /ide".into()),
         101.. => Err(format!("{s:?} is longer than 100 characters")),
-        _ if s.chars().any(char::is_control) => Err(format!(
-            "{s:?} has control characters, which a terminal would not show"
+        _ if ui::visible(s) != s => Err(format!(
+            "{s:?} has characters a terminal would not show as they are (control or \
+             bidirectional ones)"
         )),
         _ if s.trim().is_empty() => {
             Err("give a name to show in claude's /ide, not only spaces".into())
@@ -302,7 +305,9 @@ fn ide_name(s: &str) -> Result<String, String> {
 }
 
 /// A `--max-read-bytes` value: a number of bytes, at most half the output queue a connection
-/// has (`Limits::max_outbound`), which a file's contents, escaped in JSON, may fill twice over.
+/// has (`Limits::max_outbound`): a file's contents escaped in JSON are twice their size for a
+/// text of quotes or backslashes (more, of control characters: that answer is refused as too
+/// large then).
 fn read_bytes(s: &str) -> Result<u64, String> {
     let most = claude_ide_bridge::Limits::default().max_outbound as u64 / 2;
     let n: u64 = s
@@ -405,7 +410,7 @@ mod tests {
     fn ide_name_is_something_to_show() {
         assert_eq!(super::ide_name("Vim").as_deref(), Ok("Vim"));
         assert_eq!(super::ide_name("Vim (ssh)").as_deref(), Ok("Vim (ssh)"));
-        for bad in ["", "  ", "E\u{1b}[31mvil", "a\nb"] {
+        for bad in ["", "  ", "E\u{1b}[31mvil", "a\nb", "Vim\u{202e}mi"] {
             assert!(super::ide_name(bad).is_err(), "{bad:?}");
         }
         assert!(super::ide_name(&"x".repeat(101)).is_err());

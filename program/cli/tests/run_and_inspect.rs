@@ -734,6 +734,14 @@ fn doctor_says_a_stale_lock_file_of_the_folder_once() {
         !out.contains("connects to it") && !out.contains("restart it"),
         "{out}"
     );
+    // Named by CLAUDE_CODE_SSE_PORT: the same.
+    let (code, out) = doctor(&sb, &[("CLAUDE_CODE_SSE_PORT", "4647")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("the one lock file that CLAUDE_CODE_SSE_PORT names is that stale one"),
+        "{out}"
+    );
+    assert!(!out.contains("connects to it"), "{out}");
 }
 
 /// Makes the lock file at `path`, naming this live process, one another process wrote (the pid

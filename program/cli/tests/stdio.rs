@@ -1466,7 +1466,7 @@ fn the_editor_is_handed_only_files_the_bridge_would_read() {
         // there, as `serve` alone does).
         (
             "open_files",
-            json!({"file_paths": [a, sb.ws.join("out.txt"), fifo, sb.ws.join("none")]}),
+            json!({"file_paths": [a, sb.ws.join("out.txt"), fifo, sb.ws.join("none"), "~/a.txt", ""]}),
         ),
     ]
     .into_iter()

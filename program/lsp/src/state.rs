@@ -99,9 +99,12 @@ struct Doc {
     /// ([`State::recheck_others`]): a change of it the program's look at the disk finds later is
     /// that one ([`State::headers_changed`]). Not for a text it was opened with.
     dependents_told: bool,
-    /// Where the text the server has ends ([`text::end_of`]), for a server that takes
-    /// incremental changes ([`Caps::incremental`]): the range a new text replaces.
-    end: lsp_types::Position,
+    /// Where the text the server has ends ([`crate::text::end_of`]), for a server that takes
+    /// incremental changes ([`Caps::incremental`]): the range a new text replaces. `None` for
+    /// one with a lone CR, where servers count lines otherwise (clangd, rust-analyzer and gopls
+    /// end lines at LF only: clangd refused the edit, "Line value is out of range", and dropped
+    /// the document): its next text is sent without a range, as before.
+    end: Option<lsp_types::Position>,
 }
 
 /// A document's checks again with its present text ([`Doc::rechecked`]).
@@ -117,12 +120,14 @@ struct Rechecked {
 }
 
 /// Where `text` ends, for a server that takes incremental changes (the range its next change
-/// replaces: [`Doc::end`]); the start otherwise, never read.
-fn end_if(incremental: bool, text: &str) -> lsp_types::Position {
-    match incremental {
-        true => crate::text::end_of(text),
-        false => lsp_types::Position::new(0, 0),
-    }
+/// replaces: [`Doc::end`]); `None` otherwise, and for a text with a lone CR (a line's end by the
+/// protocol, not by every server).
+fn end_if(incremental: bool, text: &str) -> Option<lsp_types::Position> {
+    let lone_cr = || {
+        let b = text.as_bytes();
+        (b.iter().enumerate()).any(|(i, &c)| c == b'\r' && b.get(i + 1) != Some(&b'\n'))
+    };
+    (incremental && !lone_cr()).then(|| crate::text::end_of(text))
 }
 
 /// Whether the text a sync hands over is what the file on disk holds.
@@ -714,8 +719,8 @@ impl State {
             doc.synced_at = Instant::now();
             // The whole old text replaced, for a server that takes edits; the same as a change
             // without a range, which one of them (vtsls) gets wrong.
-            let range =
-                incremental.then(|| lsp_types::Range::new(lsp_types::Position::new(0, 0), doc.end));
+            let range = (doc.end.filter(|_| incremental))
+                .map(|end| lsp_types::Range::new(lsp_types::Position::new(0, 0), end));
             doc.end = end_if(incremental, text);
             let language = doc.language.clone();
             self.versions = version;

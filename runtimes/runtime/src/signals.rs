@@ -1,7 +1,7 @@
 //! The process's signals, as a runtime and a host meet them: lock files removed when the process
 //! is told to stop (below); whether a signal was inherited as ignored ([`ignored`], which a host
 //! asks before it handles one); on Windows, the console's events for a host that stops itself
-//! ([`on_console_event`]).
+//! (`on_console_event`).
 //!
 //! A process-wide registry holds the paths of live lock files. The first registration installs a
 //! handler that removes every registered file and then ends the process as the signal would

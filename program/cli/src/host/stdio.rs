@@ -814,6 +814,11 @@ fn check_editor_file(
     use_: FileUse,
 ) -> Result<(), String> {
     use claude_ide_bridge_files::Error;
+    // A path of neither form: the forward's refusal says why; one of several is left out.
+    let unnamed = |why: &str| match use_ {
+        FileUse::ReadIfThere => Err(format!("{why}: {path}")),
+        _ => Ok(()),
+    };
     let decoded;
     let path = match claude_ide_bridge::is_file_uri(path) {
         true => match crate::sys::path_of_file_uri(path) {
@@ -821,12 +826,12 @@ fn check_editor_file(
                 decoded = p;
                 decoded.as_str()
             }
-            None => return Ok(()),
+            None => return unnamed("a file: URI that names no file here"),
         },
         false => path,
     };
     if path.is_empty() || path.starts_with('~') {
-        return Ok(());
+        return unnamed("not an absolute path");
     }
     let checked = match use_ {
         FileUse::Read | FileUse::ReadIfThere => ws.open(path).map(drop),

@@ -134,6 +134,17 @@ fn an_incremental_server_gets_the_old_text_replaced_by_range() {
         assert!(change.get("range").is_none(), "{change}");
         assert_eq!(change["text"], "3");
     }
+    // An old text with a lone CR: without a range (servers end lines at LF only, and clangd
+    // refused the range and dropped the document); the next, without one, gets its range again.
+    let mut s = running(json!({"textDocumentSync": 2}), LspLimits::default());
+    s.sync("/w/a.c", "c", "a\rb\n");
+    frames(&mut s);
+    s.sync("/w/a.c", "c", "c\n");
+    let change = &frames(&mut s)[0]["params"]["contentChanges"][0];
+    assert!(change.get("range").is_none(), "{change}");
+    s.sync("/w/a.c", "c", "d\n");
+    let change = &frames(&mut s)[0]["params"]["contentChanges"][0];
+    assert_eq!(change["range"]["end"], json!({"line": 1, "character": 0}));
     // The number form of incremental.
     let mut s = running(json!({"textDocumentSync": 2}), LspLimits::default());
     s.sync("/w/a.c", "c", "ab");
