@@ -90,6 +90,21 @@ pub fn upgrade(data: &[u8]) {
                 check_refusal(&out, rejection.status());
                 return;
             }
+            // A first byte no request line starts with (TLS's ClientHello, 0x16) ends it at
+            // once: refused, 400.
+            if let [first] = head {
+                if !(first.is_ascii_alphabetic() || *first == b'\r' || *first == b'\n') {
+                    let rejection = parse_upgrade(head, max_headers)
+                        .expect_err("a head of one byte that starts no request is refused");
+                    assert!(
+                        matches!(rejection, Rejection::BadRequest(_)),
+                        "{rejection:?}"
+                    );
+                    rejection.write_response(&mut out);
+                    check_refusal(&out, rejection.status());
+                    return;
+                }
+            }
             assert!(head.ends_with(b"\n\n") || head.ends_with(b"\n\r\n"));
         }
     }
