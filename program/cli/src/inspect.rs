@@ -20,6 +20,7 @@ mod remote;
 
 /// `println!` that ignores a closed stdout (`claude-ide-bridge list | head -1`): the report is
 /// for a person, and a reader that stopped reading is not an error.
+///
 /// Each line as the terminal should print it (`ui::visible`): a lock file's name and folders are
 /// any IDE's text, which must not colour, clear or break the report.
 macro_rules! out {

@@ -213,8 +213,8 @@ pub struct LspOpts {
     #[command(flatten)]
     pub servers: ServerOpts,
     /// How long getDiagnostics waits for a language server's answer about a file's current
-    /// contents (such as 800ms or 2s; 100ms at least); past it, a file's diagnostics are answered as not known
-    /// yet (a tool error), never with a list that may be another text's.
+    /// contents (such as 800ms or 2s; 100ms at least); past it, a file's diagnostics are
+    /// answered as not known yet (a tool error), never with a list that may be another text's.
     #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_answer_wait)]
     pub diagnostics_wait: Duration,
     /// How long the first getDiagnostics of a language also waits for its server to start, and

@@ -2,9 +2,9 @@
 //! list and skip. The walk itself, over directory handles, is `walk.rs`'s (a directory swapped
 //! for a link during the walk is not entered, so a listing never leads outside).
 //!
-//! `ignore` is used for its gitignore matcher, so the semantics are git's. Each directory's `.gitignore` is read through the handle the walk lists that
-//! directory by, never by its path, so the rules are that directory's whatever is put at its
-//! path meanwhile: opened without following a link and without waiting (a FIFO never blocks
+//! `ignore` is used for its gitignore matcher, so the semantics are git's. Each directory's
+//! `.gitignore` is read through the handle the walk lists that directory by, never by its path,
+//! so the rules are that directory's whatever is put at its path meanwhile: opened without following a link and without waiting (a FIFO never blocks
 //! the walk), checked to be a regular file, and read up to
 //! [`Limits::max_ignore_file_bytes`](crate::Limits::max_ignore_file_bytes) (a bigger one is
 //! skipped). A `.gitignore` that is a symbolic link counts for nothing, wherever it points, as

@@ -119,6 +119,15 @@ enum DiskTool {
     Reformat(ReformatFileArgs),
 }
 
+/// Why `path` cannot be opened for a client, as a tool error says it: not found, or the files
+/// crate's reason (whose text names the path).
+pub(super) fn cannot_open(path: &str, e: Error) -> String {
+    match e {
+        Error::NotFound { .. } => format!("File not found: {path}"),
+        e => format!("Cannot open the file: {e}"),
+    }
+}
+
 impl TryFrom<ToolCall> for DiskTool {
     type Error = ToolCall;
 
@@ -165,10 +174,7 @@ impl OnDisk {
                 let resolved = match self.ws.regular_file(&a.file_path) {
                     Ok(p) => p,
                     Err(e) => {
-                        return ToolResult::error(match e {
-                            Error::NotFound { .. } => format!("File not found: {}", a.file_path),
-                            e => format!("Cannot open the file: {e}"),
-                        });
+                        return ToolResult::error(cannot_open(&a.file_path, e));
                     }
                 };
                 let line_count = if a.wants_frontmost() {

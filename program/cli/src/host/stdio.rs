@@ -806,30 +806,21 @@ pub enum FileUse {
 }
 
 /// Whether the editor may be handed `path` for `use_`, as the bridge would take it itself: a
-/// specific refusal if not. A `file://` URI by its path; a path of neither form is left to the
-/// forward's own refusal.
+/// specific refusal if not. A path of neither form (a `file://` URI still, one that named no
+/// file here: `Host::on_tool` gave the others as paths) is left to the forward's own refusal.
 fn check_editor_file(
     ws: &claude_ide_bridge_files::Workspace,
     path: &str,
     use_: FileUse,
 ) -> Result<(), String> {
-    use claude_ide_bridge_files::Error;
     // A path of neither form: the forward's refusal says why; one of several is left out.
     let unnamed = |why: &str| match use_ {
         FileUse::ReadIfThere => Err(format!("{why}: {path}")),
         _ => Ok(()),
     };
-    let decoded;
-    let path = match claude_ide_bridge::is_file_uri(path) {
-        true => match crate::sys::path_of_file_uri(path) {
-            Some(p) => {
-                decoded = p;
-                decoded.as_str()
-            }
-            None => return unnamed("a file: URI that names no file here"),
-        },
-        false => path,
-    };
+    if claude_ide_bridge::is_file_uri(path) {
+        return unnamed("a file: URI that names no file here");
+    }
     if path.is_empty() || path.starts_with('~') {
         return unnamed("not an absolute path");
     }
@@ -837,11 +828,7 @@ fn check_editor_file(
         FileUse::Read | FileUse::ReadIfThere => ws.open(path).map(drop),
         FileUse::Write => ws.writable(path).map(drop),
     };
-    checked.map_err(|e| match e {
-        Error::NotFound { .. } => format!("File not found: {path}"),
-        // Its text names the path.
-        e => format!("Cannot open the file: {e}"),
-    })
+    checked.map_err(|e| super::headless::cannot_open(path, e))
 }
 
 /// The most files the stdio editor's diagnostics are kept for; a `diagnostics` line for one more
