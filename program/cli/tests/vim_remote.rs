@@ -474,7 +474,7 @@ fn vim_remote_over_ssh() {
     assert_eq!(fs::read_to_string(&a).unwrap(), "one\ntwo three\nfour\n");
     let m = messages(&mut vim);
     assert!(m.contains("dropped"), "{m}");
-    assert!(!m.contains("E63"), "a raw write error: {m}");
+    assert!(!has_vim_error(&m, "E63"), "a raw write error: {m}");
     assert!(m.contains("1 pending diff(s) closed unanswered"), "{m}");
     assert!(m.contains("your edit of claude's proposal #"), "{m}");
     let st = status(&mut vim);
@@ -1066,7 +1066,7 @@ fn vim_remote_says_what_is_missing_over_there() {
         v.as_str().unwrap().contains("dropped (status 255: gone)")
     });
     let m = m.as_str().unwrap();
-    assert!(!m.contains("E6"), "a raw Vim error: {m}");
+    assert!(!has_vim_error(m, "E6"), "a raw Vim error: {m}");
     assert!(
         !m.contains("Vim could not"),
         "a half line taken for a call: {m}"
@@ -1085,7 +1085,10 @@ fn vim_remote_says_what_is_missing_over_there() {
     let m = vim.wait_eval("execute('messages')", |v| {
         v.as_str().unwrap().contains("dropped (status 3: closed)")
     });
-    assert!(!m.as_str().unwrap().contains("E63"), "a raw Vim error: {m}");
+    assert!(
+        !has_vim_error(m.as_str().unwrap(), "E63"),
+        "a raw Vim error: {m}"
+    );
 
     // A transport killed (a signal, the OOM killer): said so, not with the bridge's last
     // ordinary line, which came through the transport's stderr before it.
@@ -1115,4 +1118,17 @@ fn vim_remote_says_what_is_missing_over_there() {
     });
     assert!(status(&mut vim).contains("bridge: not running"));
     vim.ex("qa!");
+}
+
+#[test]
+fn a_vim_error_is_told_from_a_name_holding_its_code() {
+    assert!(has_vim_error("E63: invalid use of \\_", "E6"));
+    assert!(has_vim_error(
+        "x\nError detected:\nE716: Key not present",
+        "E716"
+    ));
+    assert!(!has_vim_error("/tmp/.tmp3sE6dC/a.txt \"E6\"", "E6"));
+    assert!(!has_vim_error("E63 is fine: no colon after it", "E63"));
+    assert!(has_vim_error("E716: Key", "E71"));
+    assert!(!has_vim_error("E716: Key", "E72"));
 }

@@ -205,6 +205,19 @@ impl Drop for Vim {
     }
 }
 
+/// Whether `messages` (`:messages`) hold a Vim error whose number starts with `code` (`"E6"`
+/// for E6, E63, E684: ...), written as Vim writes one: `E<digits>:` after a space, a line's
+/// start or punctuation, never inside a word. A temporary folder's random name (`.tmp3sE6dC`)
+/// is not an error.
+pub fn has_vim_error(messages: &str, code: &str) -> bool {
+    messages.match_indices(code).any(|(at, _)| {
+        let before = messages[..at].chars().next_back();
+        let rest = &messages[at + code.len()..];
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_') && rest[digits..].starts_with(':')
+    })
+}
+
 /// A path as one word for `sh` (tmux runs the command through it), whatever it holds.
 pub fn shell_word(p: &Path) -> String {
     format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"))
