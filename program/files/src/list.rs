@@ -341,8 +341,8 @@ impl Workspace {
     /// that cannot be read (permissions, no handle left) marks the listing cut short too. On
     /// Windows names no path can name (`nul.txt`, `trail.`: see
     /// [`check_windows_name`](crate::check_windows_name)) are left out, and a workspace with a
-    /// folder refused when it was made ([`Workspace::refused_folders`]) is not listed: the
-    /// refusal is the answer.
+    /// folder refused when it was made ([`Workspace::refused_folders`]) or replaced since it was
+    /// first used ([`Workspace::replaced_folders`]) is not listed: the refusal is the answer.
     ///
     /// ```
     /// # use claude_ide_bridge_files::{Limits, Workspace};
@@ -368,6 +368,12 @@ impl Workspace {
         // listed: the listing says why instead of coming back without its files.
         if let Some(f) = self.folders.iter().find(|f| f.refused.is_some()) {
             f.usable(&f.advertised)?;
+        }
+        // Nor one with a folder that is no longer the directory it was (`rm -rf proj && git
+        // clone ... proj`): the walk would list the old one (empty once removed) as if it were
+        // the workspace.
+        if let Some(e) = self.replaced_folders().into_iter().next() {
+            return Err(e);
         }
         let (max, max_bytes) = (self.limits.max_list_entries, self.limits.max_list_bytes);
         let mut files = Vec::new();
