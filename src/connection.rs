@@ -28,11 +28,43 @@ enum Lifecycle {
         since: Instant,
         /// The MCP session's phase.
         mcp: McpPhase,
+        /// Why our Close was sent: what the connection's end is reported as.
+        why: CloseCause,
     },
     /// Done: write what is queued (a refusal, a Close), then close the socket.
     Draining(DisconnectReason),
     /// Done: close the socket now, without writing anything more.
     Aborted(DisconnectReason),
+}
+
+/// Why we sent the Close a connection in [`Lifecycle::Closing`] waits to have answered, which
+/// decides the [`DisconnectReason`] its end is reported with, answered or not: the host's
+/// [`crate::Server::close`] is [`DisconnectReason::ClosedByHost`], a stop
+/// [`DisconnectReason::ServerStopped`] (a host told `Closed(1000)` could not tell its own close
+/// from claude leaving).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CloseCause {
+    /// The host closed the connection.
+    Host,
+    /// The server is stopping.
+    Stop,
+    /// The peer sent what MCP does not take (a binary message: close 1003): the peer's answer
+    /// is a close handshake as any other ([`DisconnectReason::Closed`]), none in time
+    /// [`DisconnectReason::CloseTimeout`].
+    Refusal,
+}
+
+impl CloseCause {
+    /// The reason the end is reported with: once the peer answered with `code` (`Some`), or
+    /// when it did not in time (`None`).
+    fn reason(self, answer: Option<Option<u16>>) -> DisconnectReason {
+        match (self, answer) {
+            (CloseCause::Host, _) => DisconnectReason::ClosedByHost,
+            (CloseCause::Stop, _) => DisconnectReason::ServerStopped,
+            (CloseCause::Refusal, Some(code)) => DisconnectReason::Closed(code),
+            (CloseCause::Refusal, None) => DisconnectReason::CloseTimeout,
+        }
+    }
 }
 
 /// The WebSocket and the MCP session of an upgraded connection.
@@ -646,10 +678,11 @@ impl Connection {
                     self.state = Lifecycle::Closing {
                         since: now,
                         mcp: phase,
+                        why: CloseCause::Refusal,
                     };
                 }
                 Step::Failed(error) => self.finish(DisconnectReason::ProtocolError(error)),
-                Step::PeerClosed(code) => self.finish(DisconnectReason::Closed(code)),
+                Step::PeerClosed(code) => self.finish(self.closed_reason(Some(code))),
             }
             self.mark_dirty(cx);
         }
@@ -663,8 +696,19 @@ impl Connection {
             self.abort(DisconnectReason::OutboundFull);
             self.mark_dirty(cx);
         } else if !self.is_finished() && s.ws.is_finished() {
-            self.finish(DisconnectReason::Closed(None));
+            self.finish(self.closed_reason(Some(None)));
             self.mark_dirty(cx);
+        }
+    }
+
+    /// What a close handshake's end is reported as: `answer` is the peer's Close (with its code,
+    /// if any), `None` when none came in time. The cause of our own Close, if we sent one first
+    /// ([`CloseCause`]); else the peer's Close ([`DisconnectReason::Closed`]).
+    fn closed_reason(&self, answer: Option<Option<u16>>) -> DisconnectReason {
+        match (&self.state, answer) {
+            (Lifecycle::Closing { why, .. }, answer) => why.reason(answer),
+            (_, Some(code)) => DisconnectReason::Closed(code),
+            (_, None) => DisconnectReason::CloseTimeout,
         }
     }
 
@@ -758,7 +802,11 @@ impl Connection {
                 if let Some(s) = &mut self.session {
                     let _ = s.ws.sender.send_close(1000, "closed by the IDE");
                 }
-                self.state = Lifecycle::Closing { since: now, mcp };
+                self.state = Lifecycle::Closing {
+                    since: now,
+                    mcp,
+                    why: CloseCause::Host,
+                };
             }
             Lifecycle::Closing { .. } => {}
             _ if self.session.is_none() => self.abort(DisconnectReason::ClosedByHost),
@@ -838,7 +886,7 @@ impl Connection {
                     _ => None,
                 };
                 if closing.is_some_and(|since| now >= since + close_timeout) {
-                    self.abort(DisconnectReason::Closed(None));
+                    self.abort(self.closed_reason(None));
                     self.mark_dirty(cx);
                     return;
                 }
@@ -1034,7 +1082,11 @@ impl Connection {
                 );
                 if let Lifecycle::Open(mcp) = self.state {
                     let _ = s.ws.sender.send_close(1001, "the IDE is shutting down");
-                    self.state = Lifecycle::Closing { since: now, mcp };
+                    self.state = Lifecycle::Closing {
+                        since: now,
+                        mcp,
+                        why: CloseCause::Stop,
+                    };
                 }
                 if let Some(e) = failed {
                     self.on_send_error(e, cx);

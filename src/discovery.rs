@@ -99,6 +99,11 @@ impl fmt::Debug for AuthToken {
 ///
 /// Serialises with the wire keys `pid`, `workspaceFolders`, `ideName`, `transport`, `runningInWindows`,
 /// `authToken`, and `processStart` when it has one. `Debug` redacts the token.
+///
+/// The file holds the token: a host writing it itself makes it private to the user (mode 0600, in
+/// a folder of mode 0700 that the user owns; on Windows, the user's profile), as the runtimes'
+/// lock files are, and writes it whole (a temporary file renamed over it), since `claude` may read
+/// it at any moment. Anyone who can read it can drive the editor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockFile {

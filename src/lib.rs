@@ -117,6 +117,7 @@ pub use mcp::SUPPORTED_PROTOCOL_VERSIONS;
 pub use server::{EncodedAnswer, Server};
 pub use types::{
     ApiError, Asker, CallId, CancelReason, Config, ConnectionId, DisconnectReason, Event, Target,
+    UNDECIDED_AT_STOP,
 };
 // Why things fail: an upgrade refused, a JSON-RPC error, a path outside the workspace.
 pub use handshake::Rejection;

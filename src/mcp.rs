@@ -290,8 +290,8 @@ impl Mcp {
         Ok(answer(self, tx, &p, body))
     }
 
-    /// The server is stopping: every pending diff is answered `DIFF_REJECTED`, or the tool error
-    /// `diff_error` when there is one ([`Config::diff_error_at_stop`]), and every other call an
+    /// The server is stopping: every pending diff is answered the tool error `diff_error` when
+    /// there is one ([`Config::diff_error_at_stop`]), else `DIFF_REJECTED`, and every other call an
     /// error, and each is reported cancelled. Returns the last failure to queue.
     ///
     /// [`Config::diff_error_at_stop`]: crate::Config::diff_error_at_stop

@@ -695,7 +695,9 @@ impl Server {
             .map(|c| c.paths())
     }
 
-    /// Change the workspace folders used for path checks.
+    /// Change the workspace folders the compatibility methods' paths are checked against
+    /// ([`Config::workspace_folders`]). The tools' paths (an `openDiff`'s) are handed to the host
+    /// as the client sent them: the host checks them ([`crate::resolve_in_workspace`]).
     pub fn set_workspace_folders(&mut self, folders: Vec<String>) {
         self.config.workspace_folders = folders;
     }
@@ -716,8 +718,8 @@ impl Server {
             .is_some_and(Connection::is_initialized)
     }
 
-    /// Stop: pending diffs are answered `DIFF_REJECTED` (or [`Config::diff_error_at_stop`]),
-    /// other pending calls an error; every
+    /// Stop: pending diffs are answered as [`Config::diff_error_at_stop`] says (a tool error by
+    /// default, `DIFF_REJECTED` when `None`), other pending calls an error; every
     /// WebSocket is sent Close 1001 and new upgrades are refused with 503. The runtime keeps
     /// driving the server until [`Server::is_idle`].
     pub fn shutdown(&mut self, now: Instant) {

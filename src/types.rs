@@ -51,14 +51,16 @@ pub struct Config {
     /// debugging and tests; costs a copy of each message).
     pub trace_messages: bool,
     /// What a stop ([`Server::shutdown`](crate::Server::shutdown)) answers each pending
-    /// `openDiff`: `None` (the default) `DIFF_REJECTED`, as a closed tab; `Some(text)` a tool error
-    /// with `text`, for a host whose stop is nobody's decision. The real `claude` takes
-    /// `DIFF_REJECTED` as the user's no and ends its turn, and after an error keeps its own accept
-    /// prompt in its terminal, where the user still decides (docs/protocol.md, "Pending calls").
+    /// `openDiff`: `Some(text)` a tool error with `text` (the default: [`UNDECIDED_AT_STOP`], as
+    /// the runtimes answer), for a stop that is nobody's decision; `None` `DIFF_REJECTED`, as a
+    /// closed tab. The real `claude` takes `DIFF_REJECTED` as the user's no and ends its turn, and
+    /// after an error keeps its own accept prompt in its terminal, where the user still decides
+    /// (docs/protocol.md, "Pending calls").
     ///
     /// ```
-    /// use claude_ide_bridge::{AuthToken, Config};
+    /// use claude_ide_bridge::{AuthToken, Config, UNDECIDED_AT_STOP};
     /// let mut config = Config::new(AuthToken::from_string("t"));
+    /// assert_eq!(config.diff_error_at_stop.as_deref(), Some(UNDECIDED_AT_STOP));
     /// config.diff_error_at_stop = Some("MyEditor quit before the change was decided".into());
     /// ```
     pub diff_error_at_stop: Option<String>,
@@ -79,10 +81,15 @@ impl Config {
             compat_methods: false,
             workspace_folders: Vec::new(),
             trace_messages: false,
-            diff_error_at_stop: None,
+            diff_error_at_stop: Some(UNDECIDED_AT_STOP.to_string()),
         }
     }
 }
+
+/// What a stop answers a pending `openDiff` by default ([`Config::diff_error_at_stop`]): a tool
+/// error, which leaves the decision to `claude`'s own prompt.
+pub const UNDECIDED_AT_STOP: &str =
+    "the IDE stopped before the change was decided (nothing was accepted or written)";
 
 /// Names one connection for as long as the server lives; never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -157,8 +164,8 @@ pub enum CancelReason {
     Replaced,
     /// The connection is gone.
     Disconnected,
-    /// The server is stopping; a diff was answered `DIFF_REJECTED` (or
-    /// [`Config::diff_error_at_stop`]), other calls an error.
+    /// The server is stopping; a diff was answered as [`Config::diff_error_at_stop`] says (a
+    /// tool error by default), other calls an error.
     ServerStopped,
 }
 
@@ -192,7 +199,9 @@ pub enum DisconnectReason {
     HandshakeTimeout,
     /// Dropped to make room for a newer socket still in its handshake.
     Evicted,
-    /// A clean close handshake; the code the peer sent, if any.
+    /// A close handshake the peer began (or answered, after our Close for a message MCP does not
+    /// take): the code the peer sent, if any. One the host or a stop began is
+    /// [`DisconnectReason::ClosedByHost`] or [`DisconnectReason::ServerStopped`], answered or not.
     Closed(Option<u16>),
     /// The peer broke the WebSocket protocol: what it did, and the close code we sent
     /// ([`ws::ProtocolError::close_code`]).
@@ -203,16 +212,20 @@ pub enum DisconnectReason {
     OutboundFull,
     /// The socket closed or failed under us.
     TransportClosed,
-    /// The host closed it.
+    /// The host closed it ([`Server::close`](crate::Server::close)), whether the peer answered the
+    /// Close or not.
     ClosedByHost,
-    /// The server is stopping.
+    /// The server is stopping, whether the peer answered the Close or not.
     ServerStopped,
+    /// We sent a Close (the peer sent a binary message: 1003) and no answer came within the close
+    /// timeout.
+    CloseTimeout,
 }
 
 /// The reason's name, as docs/protocol.md's "Disconnect reasons" gives it (and the program's wire
 /// log and `--stdio` lines print it): `refused_<status>`, `handshake_timeout`, `evicted`,
 /// `closed`, `protocol_error_<close code>`, `ping_timeout`, `outbound_full`, `transport_closed`,
-/// `closed_by_host`, `server_stopped`.
+/// `closed_by_host`, `server_stopped`, `close_timeout`.
 ///
 /// ```
 /// use claude_ide_bridge::DisconnectReason;
@@ -232,6 +245,7 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::TransportClosed => f.write_str("transport_closed"),
             DisconnectReason::ClosedByHost => f.write_str("closed_by_host"),
             DisconnectReason::ServerStopped => f.write_str("server_stopped"),
+            DisconnectReason::CloseTimeout => f.write_str("close_timeout"),
         }
     }
 }

@@ -5,7 +5,7 @@ mod common;
 use claude_ide_bridge::ws::OpCode;
 use claude_ide_bridge::{
     ApiError, CancelReason, DisconnectReason, Event, Target, ToolCall, ToolName, ToolResult,
-    ToolSet,
+    ToolSet, UNDECIDED_AT_STOP,
 };
 use claude_ide_bridge::{Asker, AtMentioned, ConnectionId, LogEvent, Notification};
 use claude_ide_bridge::{ClientPaths, Position, Selection, SelectionChanged};
@@ -478,6 +478,80 @@ fn close_handshake_is_bounded_by_the_close_timeout() {
     assert!(p.closed.contains(&c));
 }
 
+/// The reason a connection's end is reported with says who began the close handshake, whether
+/// the peer answered or not: the host ([`Server::close`]), a stop, or the peer (its code). A
+/// host told `Closed(1000)` for its own close could not tell it from claude leaving; a stop's
+/// unanswered Close was reported as a clean handshake.
+#[test]
+fn a_disconnect_says_who_began_the_close() {
+    let reason = |p: &mut Pair| {
+        let events = p.take_events();
+        let reasons: Vec<_> = (events.iter())
+            .filter_map(|e| match e {
+                Event::Disconnected { reason, .. } => Some(reason.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reasons.len(), 1, "{events:?}");
+        reasons[0].clone()
+    };
+    let close_1000 = 1000u16.to_be_bytes();
+    for answered in [true, false] {
+        // The host's close.
+        let mut p = Pair::new();
+        let c = p.connect_initialized();
+        p.take_events();
+        p.server.close(c, p.now).unwrap();
+        assert_eq!(close_code(&p.frames(c)), Some(1000));
+        if answered {
+            p.send_frame(c, OpCode::Close, true, &close_1000);
+        } else {
+            p.advance(Duration::from_secs(6));
+        }
+        assert!(p.closed.contains(&c));
+        assert_eq!(reason(&mut p), DisconnectReason::ClosedByHost);
+        // A stop.
+        let mut p = Pair::new();
+        let c = p.connect_initialized();
+        p.take_events();
+        p.server.shutdown(p.now);
+        assert_eq!(close_code(&p.frames(c)), Some(1001));
+        if answered {
+            p.send_frame(c, OpCode::Close, true, &1001u16.to_be_bytes());
+        } else {
+            p.advance(Duration::from_secs(6));
+        }
+        assert!(p.closed.contains(&c));
+        assert_eq!(reason(&mut p), DisconnectReason::ServerStopped);
+        // A binary message, refused with 1003: the peer's answer is its close, none a timeout.
+        let mut p = Pair::new();
+        let c = p.connect_initialized();
+        p.take_events();
+        p.send_frame(c, OpCode::Binary, true, b"\x00");
+        assert_eq!(close_code(&p.frames(c)), Some(1003));
+        let expected = if answered {
+            p.send_frame(c, OpCode::Close, true, &1003u16.to_be_bytes());
+            DisconnectReason::Closed(Some(1003))
+        } else {
+            p.advance(Duration::from_secs(6));
+            DisconnectReason::CloseTimeout
+        };
+        assert!(p.closed.contains(&c));
+        assert_eq!(reason(&mut p), expected);
+        assert_eq!(
+            expected.to_string(),
+            if answered { "closed" } else { "close_timeout" }
+        );
+    }
+    // The peer's own close.
+    let mut p = Pair::new();
+    let c = p.connect_initialized();
+    p.take_events();
+    p.send_frame(c, OpCode::Close, true, &close_1000);
+    assert_eq!(close_code(&p.frames(c)), Some(1000));
+    assert_eq!(reason(&mut p), DisconnectReason::Closed(Some(1000)));
+}
+
 /// A connection finished with bytes still to write (here the Close of a protocol fault) whose
 /// peer never reads them is dropped after the close timeout. It had no deadline at all: a peer
 /// could keep any number of such sockets (and their queued replies) open, each past the
@@ -552,7 +626,7 @@ fn after_the_hosts_close_the_peer_cannot_keep_the_connection_or_call_the_host() 
     assert!(p.take_events().iter().any(|e| matches!(
         e,
         Event::Disconnected {
-            reason: DisconnectReason::Closed(Some(1000)),
+            reason: DisconnectReason::ClosedByHost,
             ..
         }
     )));
@@ -1425,7 +1499,12 @@ fn disconnect_and_shutdown_resolve_pending_diffs() {
         }
     ));
 
-    let (mut p, c, diff_answer) = shut_down_with_a_diff_and_a_call_pending(Pair::new());
+    // By default a tool error (nobody decided); `None` answers `DIFF_REJECTED`, as a closed tab.
+    let (_, _, diff_answer) = shut_down_with_a_diff_and_a_call_pending(Pair::new());
+    assert_eq!(diff_answer["result"]["isError"], true);
+    assert_eq!(texts(&diff_answer["result"]), vec![UNDECIDED_AT_STOP]);
+    let rejecting = Pair::with_config(|c| c.diff_error_at_stop = None);
+    let (mut p, c, diff_answer) = shut_down_with_a_diff_and_a_call_pending(rejecting);
     assert_eq!(texts(&diff_answer["result"]), vec!["DIFF_REJECTED", "t"]);
     // A client reconnecting during the stop is told so, not "too many connections".
     let (_, head) = p.handshake(&real_request(Some(TOKEN)));

@@ -806,13 +806,14 @@ fn start_hint(e: &std::io::Error, common: &CommonOpts) -> String {
     let Some(lock) = inner.and_then(|i| i.downcast_ref::<LockFileError>()) else {
         return String::new();
     };
+    // The error names the folder when there is one.
     let place = match lock.dir() {
-        Some(d) => format!("the lock file in {}", d.display()),
-        None => "the lock file".into(),
+        Some(_) => "",
+        None => "writing the lock file: ",
     };
     match &common.lock_dir {
-        Some(_) => format!(" (writing {place}; --lock-dir names the folder)"),
-        None => format!(" (writing {place}: `claude-ide-bridge doctor` explains)"),
+        Some(_) => format!(" ({place}--lock-dir names the folder)"),
+        None => format!(" ({place}`claude-ide-bridge doctor` explains)"),
     }
 }
 

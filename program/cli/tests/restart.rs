@@ -472,9 +472,9 @@ fn a_lock_directory_refused_keeps_the_port() {
     assert!(!err.contains("cannot be listened on"), "{err}");
     assert!(
         err.contains(&format!(
-            "(writing the lock file in {}: `claude-ide-bridge doctor` explains)",
+            "cannot write the lock file in {}: ",
             sb.lock_dir().display()
-        )),
+        )) && err.ends_with("(`claude-ide-bridge doctor` explains)\n"),
         "{err}"
     );
     let now = state(&sb);
@@ -484,9 +484,9 @@ fn a_lock_directory_refused_keeps_the_port() {
     let err = serve_fails(&sb, ["--lock-dir".as_ref(), sb.lock_dir().as_os_str()]);
     assert!(
         err.contains(&format!(
-            "(writing the lock file in {}; --lock-dir names the folder)",
+            "cannot write the lock file in {}: ",
             sb.lock_dir().display()
-        )),
+        )) && err.ends_with("(--lock-dir names the folder)\n"),
         "{err}"
     );
 }

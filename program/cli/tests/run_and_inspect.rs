@@ -1338,7 +1338,10 @@ fn doctor_says_a_lock_folder_the_user_cannot_write() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("writing the lock file in {}", ide.display())),
+        err.contains(&format!(
+            "cannot write the lock file in {}: ",
+            ide.display()
+        )),
         "{err}"
     );
     let (_, out) = doctor(0o700);

@@ -61,8 +61,8 @@ impl std::error::Error for ListenError {}
 /// written: no lock-file directory (no home folder), the directory could not be made or was
 /// refused (a link, not this user's, open to others), or the file could not be written (a full
 /// disk). Told apart from the port's errors ([`ListenError`]) and the others (a workspace folder
-/// that cannot be named) without reading the message, which is the cause's. The `io::Error`
-/// keeps the cause's [`io::ErrorKind`].
+/// that cannot be named) without reading the message, which names the directory, then the
+/// cause. The `io::Error` keeps the cause's [`io::ErrorKind`].
 ///
 /// ```
 /// use claude_ide_bridge_runtime::LockFileError;
@@ -98,9 +98,19 @@ impl LockFileError {
     }
 }
 
+/// The cause, after the directory when there was one: "cannot write the lock file in DIR:
+/// CAUSE" (a host that logs only the error still says where).
 impl std::fmt::Display for LockFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+        match &self.dir {
+            Some(dir) => write!(
+                f,
+                "cannot write the lock file in {}: {}",
+                dir.display(),
+                self.message
+            ),
+            None => f.write_str(&self.message),
+        }
     }
 }
 

@@ -978,7 +978,8 @@ impl Handle {
     /// `at_mentioned` that no initialized client can take now is kept for the next one (see
     /// `Limits::max_queued_mentions` and `mention_ttl`) and counts 0 here, as one sent nowhere
     /// does; the last `selection_changed` sent to all is kept too. A client is sent both once it
-    /// is ready for them (`Server::notify`), and at-mentions sent to it before wait for that too.
+    /// is ready for them (`Server::notify`), and at-mentions sent to it before wait for that too
+    /// (counted, though one is dropped unsaid if that client leaves before it is ready).
     /// The kept selection goes with [`Handle::forget_selection`].
     pub fn notify(&self, target: Target, notification: &Notification) -> usize {
         self.shared.with(|core| {

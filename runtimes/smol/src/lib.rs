@@ -472,7 +472,8 @@ impl IdeServer {
 
     /// The next event; `None` once the server has stopped, and at once, always, when it was
     /// started with a handler ([`IdeServer::start_with_handler`]: the handler has the events;
-    /// [`IdeServer::is_stopped`] tells the stop apart).
+    /// [`IdeServer::is_stopped`] tells the stop apart). Cancel-safe: a future dropped before it
+    /// is ready (raced against a timer or a stop signal) takes no event with it.
     pub async fn next_event(&self) -> Option<Event> {
         self.tasks.shared.taken(self.events.next().await)
     }
