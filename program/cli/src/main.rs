@@ -53,9 +53,11 @@ const STDOUT_GRACE: Duration = Duration::from_secs(2);
         connects over WebSocket on 127.0.0.1 and asks it to show diffs, open files and report \
         diagnostics. This program is such an IDE for the terminal, a bridge for editors that \
         speak JSON lines (--stdio), and a doctor for when claude does not find your IDE.\n\n\
-        Exit codes: 0 ok, 1 runtime failure or doctor findings, 2 usage error; `run` exits with \
-        its command's status (128+N when a signal N ended it; 127 when it is not found, 126 when \
-        it cannot be run, as a shell)."
+        Exit codes: 0 ok, 1 runtime failure or doctor findings, 2 usage error; `serve` stopped by \
+        Ctrl-C (SIGINT) ends by that signal after its clean stop on Linux and macOS (130 in a \
+        shell), as an interrupted program does, so that a script running it stops too; `run` \
+        exits with its command's status (128+N when a signal N ended it; 127 when it is not \
+        found, 126 when it cannot be run, as a shell)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -68,7 +70,14 @@ enum Cmd {
     /// stdin closes or stdout cannot be written).
     Serve(ServeArgs),
     /// Serve, run a command (claude) connected to it in this terminal, and exit with its status.
-    #[command(after_help = "Example: claude-ide-bridge run -- claude --model sonnet")]
+    #[command(
+        after_help = "Signals (Linux and macOS): Ctrl-C is the command's (claude takes it), \
+        also when sent with kill; SIGTERM, SIGHUP or SIGQUIT ask the command to end (SIGTERM) and \
+        the bridge stops once it has; the same signal again a second or more later kills it (3 s \
+        after the terminal closed, without asking). On Windows the command shares the console and \
+        gets its events itself.\n\n\
+        Example: claude-ide-bridge run -- claude --model sonnet"
+    )]
     Run(RunArgs),
     /// List the lock files claude would read, with their state.
     List,

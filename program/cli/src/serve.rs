@@ -1121,6 +1121,11 @@ fn stop(
     ui::say("stopped");
     ui::flush_stderr(STDOUT_GRACE);
     sys::stopped();
+    // Stopped by Ctrl-C: ended as Ctrl-C ends a program, so that the shell running `serve` in a
+    // script or a loop stops it too (a status of 0 tells bash the program took Ctrl-C for itself).
+    if host.ends_interrupted() {
+        sys::end_interrupted();
+    }
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 

@@ -149,7 +149,7 @@ fn ctrl_c_stops_the_bridge_and_removes_its_lock_file() {
 fn ctrl_break_stops_the_bridge_and_removes_its_lock_file() {
     let _console = CONSOLE.lock().unwrap_or_else(|e| e.into_inner());
     for rt in RUNTIMES {
-        stops_cleanly_on(CTRL_BREAK_EVENT, "signal 21: stopping", rt);
+        stops_cleanly_on(CTRL_BREAK_EVENT, "Ctrl-Break: stopping the bridge", rt);
     }
 }
 

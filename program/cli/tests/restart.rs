@@ -205,7 +205,7 @@ fn stops_at_once_when_told(child: &mut std::process::Child, stderr: &common::Lin
     assert!(told.success());
     let status = common::exit_within(child, std::time::Duration::from_secs(5), &|| stderr.text());
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
-    stderr.wait_for("signal 15: stopping");
+    stderr.wait_for("SIGTERM: stopping the bridge");
     assert!(!stderr.text().contains("serving "), "{}", stderr.text());
 }
 

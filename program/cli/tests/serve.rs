@@ -462,16 +462,32 @@ fn defer_policy_close_tab_resolves_and_stop_leaves_the_decision_to_claude() {
 }
 
 /// SIGINT, and SIGQUIT (Ctrl-\\, whose default action ended the bridge at once with its lock file
-/// left), stop the bridge as SIGTERM does.
+/// left), stop the bridge as SIGTERM does. After its clean stop, SIGINT ends it as Ctrl-C ends a
+/// program (status 0 told bash it took Ctrl-C for itself: a script or loop running `serve` went
+/// on); SIGQUIT with status 0. Each says what stopped it by name (it said "signal 3").
 #[test]
 fn sigint_and_sigquit_stop_cleanly() {
+    use std::os::unix::process::ExitStatusExt;
     for (rt, sig) in RUNTIMES.iter().flat_map(|rt| [(rt, "INT"), (rt, "QUIT")]) {
         let sb = Sandbox::new();
         let mut s = Served::start(&sb, &["--runtime", rt]);
         assert!(s.lock.exists());
         s.signal(sig);
-        assert_eq!(s.wait_exit(), 0, "{rt} {sig}");
+        let stderr = s.stderr.clone();
+        let status = exit_within(&mut s.child, WAIT, &|| stderr.text());
         assert!(!s.lock.exists(), "{rt} {sig}");
+        let text = stderr.text();
+        assert!(text.contains("stopped"), "{rt} {sig}: {text}");
+        if sig == "INT" {
+            assert_eq!(status.signal(), Some(2), "{rt}: {status:?}: {text}");
+            assert!(
+                text.contains("Ctrl-C (SIGINT): stopping the bridge"),
+                "{text}"
+            );
+        } else {
+            assert_eq!(status.code(), Some(0), "{rt}: {text}");
+            assert!(text.contains("SIGQUIT: stopping the bridge"), "{text}");
+        }
     }
 }
 

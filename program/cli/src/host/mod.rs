@@ -298,6 +298,9 @@ pub struct Host {
     /// servers up). Sooner is the same request: a terminal closing sends SIGHUP twice (the
     /// shell's, then the kernel's), and the command must get its time to clean up.
     stop_asked_at: Option<Instant>,
+    /// Ctrl-C stopped the bridge (not `--stdio`'s): it ends as Ctrl-C ends a program once
+    /// stopped ([`Host::ends_interrupted`]).
+    interrupted: bool,
     /// A thread that brings inputs panicked ([`StopOnPanic`]): the exit status is 101, once
     /// `run`'s command has ended.
     panicked: bool,
@@ -418,13 +421,10 @@ pub fn undecided_by_the_editor(ide_name: &str) -> String {
     )
 }
 
-/// What the terminal says when signal `sig` stops the bridge: Ctrl-C by its key, since the user
-/// pressed it (a number meant nothing to them), others by number.
+/// What the terminal says when signal `sig` stops the bridge, naming it
+/// ([`crate::sys::signal_name`]).
 pub fn stopping_on(sig: i32) -> String {
-    if sig == crate::sys::INTERRUPT {
-        return format!("{}: stopping the bridge", crate::sys::INTERRUPT_NAME);
-    }
-    format!("signal {sig}: stopping")
+    format!("{}: stopping the bridge", crate::sys::signal_name(sig))
 }
 
 /// How a disconnection is named in messages, the wire log and stdio lines: the engine's name
@@ -448,6 +448,7 @@ impl Host {
             stdio: cfg.stdio,
             running_child: None,
             stop_asked_at: None,
+            interrupted: false,
             panicked: false,
             checking: VecDeque::new(),
             queue: VecDeque::new(),
@@ -482,6 +483,12 @@ impl Host {
         self.running_child = Some(pid);
         // A panic of the main thread ends it too (`crate::panic`).
         crate::panic::command_started(pid);
+    }
+
+    /// Whether Ctrl-C stopped the bridge (not `--stdio`'s, whose editor reads its status): the
+    /// program then ends as Ctrl-C ends one, once stopped (`crate::sys::end_interrupted`).
+    pub fn ends_interrupted(&self) -> bool {
+        self.interrupted
     }
 
     fn respond(&self, call: CallId, result: ToolResult) {
@@ -660,6 +667,7 @@ impl Host {
             None => {
                 ui::end_prompt();
                 ui::say(&stopping_on(sig));
+                self.interrupted = sig == crate::sys::INTERRUPT && self.stdio.is_none();
                 Flow::Exit(0)
             }
         }

@@ -30,11 +30,13 @@
 //!   run in WSL reads too) and a Windows path as WSL mounts it, and the processes above this one
 //!   (an IDE whose terminal this is) (`list`, `doctor`);
 //! - `INTERRUPT`, `HANGUP`: the numbers [`HostInput::Signal`](crate::host::HostInput::Signal)
-//!   carries for Ctrl-C and for the terminal hanging up, `INTERRUPT_NAME` how the first is named
+//!   carries for Ctrl-C and for the terminal hanging up, `signal_name(sig)` how each is named
 //!   to the user; `listen_for_stop(inputs, stdio)`: the requests to stop (SIGINT, SIGTERM,
 //!   SIGHUP, SIGQUIT; Ctrl-C, Ctrl-Break, the console closed, logoff, shutdown) as host inputs;
 //!   `stopped()`: the program has stopped (Windows waits for it before ending a process whose
-//!   console closes);
+//!   console closes); `end_interrupted()`: the program ended as Ctrl-C ends one, after its stop
+//!   (Unix: SIGINT's default action, so that a shell stops the script it ran it in; Windows,
+//!   where the shell gets the console's Ctrl-C itself: nothing, status 0);
 //! - `program_named(name)`, `findable(command)`: the program `run -- NAME` runs (Windows: `NAME`
 //!   looked for under `PATHEXT`'s extensions, npm's `claude.cmd`) and whether it can be started,
 //!   said before the bridge starts;

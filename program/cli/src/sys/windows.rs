@@ -291,8 +291,6 @@ pub fn wsl_path(_windows: &str) -> Option<String> {
 
 /// The number `HostInput::Signal` carries for Ctrl-C (the C runtime's SIGINT).
 pub const INTERRUPT: i32 = 2;
-/// How [`INTERRUPT`] is named to the user.
-pub const INTERRUPT_NAME: &str = "Ctrl-C";
 /// For Ctrl-Break (the C runtime's SIGBREAK).
 const BREAK: i32 = 21;
 /// For the console closed (as a terminal hanging up: SIGHUP's number).
@@ -356,6 +354,22 @@ fn on_console_event(event: ConsoleEvent) {
             .wait_timeout_while(done, CLOSE_GRACE, |done| !*done);
     }
 }
+
+/// How a request to stop (a console event, as its number) is named to the user.
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        INTERRUPT => "Ctrl-C".into(),
+        BREAK => "Ctrl-Break".into(),
+        HANGUP => "the console closed".into(),
+        TERMINATE => "logoff or shutdown".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// Nothing: the program exits 0 after its stop. A console's Ctrl-C reaches every process on it,
+/// the shell too (cmd asks whether to end its batch job, PowerShell stops the script), so no
+/// status of the bridge's is needed to stop what ran it.
+pub fn end_interrupted() {}
 
 /// The program has stopped: a console handler waiting for it returns.
 pub fn stopped() {

@@ -424,8 +424,6 @@ pub fn wsl_path(windows: &str) -> Option<String> {
 
 /// The number of SIGINT, which `HostInput::Signal` carries for an interrupt (Ctrl-C).
 pub const INTERRUPT: i32 = signal_hook::consts::SIGINT;
-/// How [`INTERRUPT`] is named to the user.
-pub const INTERRUPT_NAME: &str = "Ctrl-C (SIGINT)";
 /// The number of SIGHUP, which `HostInput::Signal` carries for the terminal hanging up.
 pub const HANGUP: i32 = signal_hook::consts::SIGHUP;
 
@@ -471,6 +469,28 @@ pub fn listen_for_stop(tx: Sender<HostInput>, stdio: Option<StdioOut>) -> io::Re
 
 /// Nothing waits for the stop here: a signal's default action is not taken once handled.
 pub fn stopped() {}
+
+/// How a request to stop (signal `sig`) is named to the user: Ctrl-C by its key, since the user
+/// pressed it, the others by their names (a number meant nothing to a user who did not send it:
+/// systemd, `timeout`, a closed terminal).
+pub fn signal_name(sig: i32) -> String {
+    use signal_hook::consts::{SIGHUP, SIGQUIT, SIGTERM};
+    match sig {
+        INTERRUPT => "Ctrl-C (SIGINT)".into(),
+        SIGTERM => "SIGTERM".into(),
+        SIGHUP => "SIGHUP".into(),
+        SIGQUIT => "SIGQUIT".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// Ends the program as Ctrl-C does, once its stop is done: SIGINT's default action, so that the
+/// shell sees it interrupted and stops the script or loop it ran it in (bash goes on after a
+/// program that took Ctrl-C and exited 0, taking it for one that uses Ctrl-C itself). Returns
+/// only if the signal could not be raised.
+pub fn end_interrupted() {
+    let _ = signal_hook::low_level::emulate_default_handler(INTERRUPT);
+}
 
 /// A process id as rustix takes it (`None` for 0 and ids past `i32`, which name no one process).
 fn pid_of(pid: u32) -> Option<rustix::process::Pid> {
