@@ -168,8 +168,14 @@ fn run_as_a_containers_first_process_reaps_what_is_left_to_it() {
         assert!(zombies.is_empty(), "{rt}: {zombies:?} in {procs:?}");
         assert_eq!(fs::read_dir(sb.lock_dir()).unwrap().count(), 0, "{rt}");
 
-        // Stopped from inside, as a container's runtime stops it: SIGTERM to pid 1.
-        let claude = script(&sb, "claude", "kill -TERM 1\nsleep 30\nexit 3");
+        // Stopped from inside, as a container's runtime stops it: SIGTERM to pid 1. SIGUSR1 and
+        // SIGUSR2 before it change nothing (pid 1 handed them on, and their default action ended
+        // the bridge without its stop, its lock file left).
+        let claude = script(
+            &sb,
+            "claude",
+            "kill -USR1 1\nkill -USR2 1\nsleep 0.5\nkill -TERM 1\nsleep 30\nexit 3",
+        );
         let mut c = sb.command();
         c.args(["run", "--runtime", rt, "--"]).arg(&claude);
         let c = as_a_containers_first(&c).unwrap();

@@ -19,13 +19,15 @@
 
 use std::process::ExitCode;
 
-/// The signals a container's runtime or a user's `kill 1` sends to stop or to poke the program:
-/// handed on to the bridge. (Pid 1 of a namespace gets from inside it only the signals it
-/// handles: these are handled so that they reach the bridge at all.)
+/// The signals a container's runtime or a user's `kill 1` sends to stop the program: handed on
+/// to the bridge, which stops cleanly on each. (Pid 1 of a namespace gets from inside it only the
+/// signals it handles: these are handled so that they reach the bridge at all.) Not SIGUSR1 or
+/// SIGUSR2: the bridge has no use for them, and their default action would end it without its
+/// stop (its lock file left); pid 1, not handling them, is not sent them.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-const HANDED_ON: [i32; 6] = {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
-    [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2]
+const HANDED_ON: [i32; 4] = {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    [SIGTERM, SIGINT, SIGHUP, SIGQUIT]
 };
 
 /// When this process is pid 1 (Linux): runs the program again as its child and reaps until that
