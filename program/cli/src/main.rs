@@ -67,7 +67,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve the workspace until SIGINT, SIGTERM, SIGHUP or SIGQUIT (or, with --stdio, until
-    /// stdin closes or stdout cannot be written).
+    /// stdin closes or stdout's reader leaves).
     Serve(ServeArgs),
     /// Serve, run a command (claude) connected to it in this terminal, and exit with its status.
     #[command(

@@ -976,10 +976,10 @@ fn stdin_closing_stops_a_bridge_whose_editor_no_longer_reads_and_rejects_no_diff
 }
 
 /// An editor that closes its end of stdout but not stdin (`serve --stdio | head -1`, an editor
-/// gone without closing its pipes' other end): the bridge stops at the first line it cannot
-/// write (here the `connected` of claude's connection), as at stdin's end: the client is told
-/// the IDE is shutting down and the lock file goes. It went on with its lock file advertised,
-/// forwarding calls nobody could answer.
+/// gone without closing its pipes' other end): the bridge stops when the reader goes, as at
+/// stdin's end, and the lock file goes. It went on with its lock file advertised, forwarding
+/// calls nobody could answer; then it stopped only at the first line it could not write (the
+/// `connected` of the first claude to connect, which found a bridge that stopped under it).
 #[test]
 fn a_closed_stdout_stops_the_bridge() {
     use std::io::BufRead;
@@ -989,24 +989,21 @@ fn a_closed_stdout_stops_the_bridge() {
     let _stdin_kept_open = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     let stderr = common::Lines::collect(child.stderr.take().unwrap());
-    // The first line (`ready`) read, then the reader's end closed.
-    let mut first = String::new();
-    std::io::BufReader::new(stdout)
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.contains("\"ready\""), "{first}");
-    let port = stderr.port();
     let lock = stderr.wait_for("lock file: ");
     let lock = lock.split_once("lock file: ").unwrap().1.trim().to_owned();
-    let token: Value = serde_json::from_str(&fs::read_to_string(&lock).unwrap()).unwrap();
-    let (status, c) = client::connect(port, token["authToken"].as_str());
-    assert_eq!(status, 101);
-    let mut c = c.unwrap();
-    assert!(c.closed_within(WAIT), "the bridge kept the connection");
+    assert!(std::path::Path::new(&lock).exists());
+    // The first line (`ready`) read, then the reader's end closed; no client comes.
+    let mut first = String::new();
+    let mut reader = std::io::BufReader::new(stdout);
+    reader.read_line(&mut first).unwrap();
+    assert!(first.contains("\"ready\""), "{first}");
+    drop(reader);
     let status = exit_within(&mut child, STOP_WAIT, &|| stderr.text());
     assert_eq!(status.code(), Some(0), "{}", stderr.text());
     assert!(
-        stderr.text().contains("stdout could not be written"),
+        stderr
+            .text()
+            .contains("stdout could not be written (its reader is gone): stopping"),
         "{}",
         stderr.text()
     );

@@ -293,6 +293,9 @@ pub fn watch_silence(
 /// still goes in when the queue is below it.
 pub const MAX_UNWRITTEN: usize = 1024 * 1024;
 
+/// The stack of the thread waiting for stdout's reader to leave: one system call and a send.
+const WATCH_STACK: usize = 64 * 1024;
+
 /// Lines to the stdio editor: one JSON object a line on stdout, written by a thread of its own
 /// (`stdout`), so that an editor that stops reading holds up only that thread. The host waits
 /// for room when [`MAX_UNWRITTEN`] bytes are waiting (an editor writing without reading waits on
@@ -337,6 +340,7 @@ impl StdioOut {
     pub fn start(tx: Sender<HostInput>) -> io::Result<StdioOut> {
         let heard = Arc::new(Heard::new());
         let taking = Arc::clone(&heard);
+        let watch_tx = tx.clone();
         let write = move |batch: &[Vec<u8>]| {
             taking.took();
             let mut out = Taken {
@@ -355,6 +359,17 @@ impl StdioOut {
             written
         };
         let lines = LineWriter::start("stdout", MAX_UNWRITTEN, Full::Wait, write)?;
+        // The editor closing its reading end is seen when it happens, not at the next line
+        // written (which a client's connection made: it found a bridge that then stopped).
+        let watch = move || {
+            if crate::sys::wait_until_stdout_unread() {
+                let _ = watch_tx.send(HostInput::StdoutClosed("its reader is gone".into()));
+            }
+        };
+        std::thread::Builder::new()
+            .name("stdout-watch".into())
+            .stack_size(WATCH_STACK)
+            .spawn(watch)?;
         Ok(StdioOut(lines, heard))
     }
 

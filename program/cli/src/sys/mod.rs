@@ -56,6 +56,9 @@
 //!   stop; `ended_by_interrupt(status)`: whether Ctrl-C ended `$EDITOR`;
 //!   `start_editor(editor, files, ends, setup)`: `$EDITOR` started (a script without `#!` is run
 //!   by `sh` on Unix, as a shell would);
+//! - `wait_until_stdout_unread()`: standard output's reader gone (the `--stdio` editor closed
+//!   its reading end), waited for without a wake-up (Unix: `poll` for its error or hang-up;
+//!   Windows: not watched);
 //! - `terminal_is_ours()`: whether this process may use its terminal (not in its background);
 //!   `LineReader`: the terminal's answers, one line at a time, as a [`TerminalRead`] (Unix:
 //!   waited for so that the bridge sent to the background is not stopped, `unix/line_reader.rs`);

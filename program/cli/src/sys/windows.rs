@@ -355,6 +355,12 @@ fn on_console_event(event: ConsoleEvent) {
     }
 }
 
+/// False at once: an anonymous pipe's end cannot be waited on for its reader leaving; the
+/// `--stdio` editor gone is seen at stdin's end or at the next write, as before.
+pub fn wait_until_stdout_unread() -> bool {
+    false
+}
+
 /// How a request to stop (a console event, as its number) is named to the user.
 pub fn signal_name(sig: i32) -> String {
     match sig {

@@ -639,6 +639,33 @@ pub fn terminal_is_ours() -> bool {
         && rustix::termios::tcgetpgrp(&stdin).is_ok_and(|fg| fg == rustix::process::getpgrp())
 }
 
+/// Waits until standard output has no reader any more (a pipe whose read end every process
+/// closed: `POLLERR`; a socket its peer closed, a terminal hung up: `POLLHUP`), without a wake-up
+/// before: true then; false when that cannot be watched (a file, `/dev/null`: never, and this
+/// waits for good; an error: at once). The `--stdio` editor closing only its reading end
+/// otherwise went unseen until the bridge next wrote a line, its lock file still advertised.
+pub fn wait_until_stdout_unread() -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let stdout = std::io::stdout();
+    loop {
+        // No event asked for: the errors and hang-ups are always reported.
+        let mut fds = [PollFd::new(&stdout, PollFlags::empty())];
+        match poll(&mut fds, None) {
+            Ok(_) => {
+                let seen = fds[0].revents();
+                if seen.contains(PollFlags::NVAL) {
+                    return false;
+                }
+                if seen.intersects(PollFlags::ERR | PollFlags::HUP) {
+                    return true;
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
 /// A write past the file-size limit (`ulimit -f`) fails with `EFBIG`, refused and its temporary
 /// file removed as on a full disk, rather than ending the bridge (SIGXFSZ's default action) with
 /// every client's connection, a temporary file and its lock file left behind. A handler, not
