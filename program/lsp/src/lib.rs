@@ -146,6 +146,8 @@ pub enum DownReason {
     /// is not known until it answers. Without it, an answer standing for a baseline would lack
     /// what it reports, which the client would take as new once it is back.
     Restarting(String),
+    /// Stopped with the others ([`Lsp::shutdown`]): nothing starts it again.
+    Stopping,
 }
 
 impl Down {
@@ -178,6 +180,7 @@ impl fmt::Display for DownReason {
             ),
             DownReason::NotRunning(why) => f.write_str(why),
             DownReason::Restarting(why) => write!(f, "{why}, started again shortly"),
+            DownReason::Stopping => f.write_str("stopped: the bridge is stopping"),
         }
     }
 }
@@ -1228,11 +1231,14 @@ impl Inner {
                 checked.fresh = false;
                 checked.from_before = false;
                 let why = format!("not running ({why})");
+                // (Its restarts were counted before a stop that ended it.)
+                let stopping = self.shut.load(Ordering::SeqCst);
                 checked.down.push(member.down(match member.restarts_left {
+                    _ if stopping => DownReason::Stopping,
                     true => DownReason::Restarting(why),
                     false => DownReason::NotRunning(why),
                 }));
-                member.restarts_left
+                member.restarts_left && !stopping
             }
             Phase::Starting => {
                 checked.down.push(member.down(DownReason::Starting));

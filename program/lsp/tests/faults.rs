@@ -1200,6 +1200,37 @@ fn a_server_still_starting_is_stopped_at_once() {
     );
 }
 
+/// A check waiting for a server still starting when the servers are stopped: its answer says
+/// they are stopping, not that the server is "started again shortly" (nothing starts it again).
+#[test]
+fn a_check_waiting_at_a_stop_is_told_the_servers_are_stopping() {
+    let fx = fake("hang-init", |c| {
+        c.start_wait = Duration::from_secs(30);
+        c.limits.initialize_timeout = Duration::from_secs(60);
+    });
+    std::thread::scope(|s| {
+        let asked = s.spawn(|| {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            fx.lsp.check(&fx.file("a.fake"), "error", deadline)
+        });
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while fx.state_of("fake") != ServerState::Starting {
+            assert!(Instant::now() < give_up, "{:?}", fx.lsp.status());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        fx.lsp.shutdown(Duration::from_secs(5));
+        let got = asked.join().unwrap();
+        assert!(!got.fresh, "{got:?}");
+        let why: Vec<&DownReason> = got.down.iter().map(|d| &d.why).collect();
+        assert_eq!(why, [&DownReason::Stopping], "{got:?}");
+        assert_eq!(
+            got.down[0].to_string(),
+            format!("{}: stopped: the bridge is stopping", got.down[0].server)
+        );
+    });
+}
+
 /// A server without versioned publishes that reports work in progress: its first, empty publish
 /// is not taken as the answer while the work runs (typescript-language-server loading its project
 /// answered `[]` before its 16 real diagnostics, and the `[]` was remembered).

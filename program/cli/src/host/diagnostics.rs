@@ -243,7 +243,12 @@ fn not_known(uri: &str, down: &[Down]) -> ToolResult {
             _ => None,
         })
         .collect();
-    let message = if running.is_empty() && !stopped.is_empty() {
+    let message = if running.is_empty() && down.iter().any(|d| d.why == DownReason::Stopping) {
+        format!(
+            "the diagnostics of {} are not known: the bridge is stopping, its language servers with it",
+            cut(uri)
+        )
+    } else if running.is_empty() && !stopped.is_empty() {
         format!(
             "the diagnostics of {} are not known: its language server is not running ({}); the bridge starts it again (ask again shortly)",
             cut(uri),

@@ -62,6 +62,18 @@ fn not_known_names_only_the_servers_waited_for() {
         ),
         "{text}"
     );
+    // Stopped with the bridge: said so, not "the bridge starts it again".
+    let answer = not_known(
+        "file:///w/a.py",
+        &[down("pyright-langserver --stdio", DownReason::Stopping)],
+    );
+    let text = serde_json::to_string(&answer).unwrap();
+    assert!(answer.is_error, "{text}");
+    assert!(
+        text.contains("not known: the bridge is stopping, its language servers with it"),
+        "{text}"
+    );
+    assert!(!text.contains("again"), "{text}");
     // Beside one starting: waited for, both named.
     let answer = not_known(
         "file:///w/a.py",
