@@ -1798,6 +1798,23 @@ fn a_diagnostics_wait_past_the_jobs_bound_is_kept() {
     assert_eq!(s.stop(), 0);
 }
 
+/// An answer whose client left before it was ready is said as such on the terminal, naming the
+/// client (it said "(answer dropped: the call is no longer pending)", which read as a fault, 20
+/// times in a day's log, with no word of whose).
+#[test]
+fn an_answer_for_a_client_gone_names_it() {
+    let sb = Sandbox::new();
+    let (f, server) = fake_file_and_server(&sb, "hang-pull");
+    let mut s = Served::start(&sb, &["--lsp", &server, "--diagnostics-wait", "1s"]);
+    let mut c = s.client();
+    c.call_tool("getDiagnostics", json!({"uri": uri(&f)}));
+    drop(c);
+    s.stderr.wait_for(
+        "(#1: answer dropped: the call is no longer pending: the client left or cancelled it)",
+    );
+    assert_eq!(s.stop(), 0);
+}
+
 /// `--lsp-warm connect`, the default (issue 32, item 3): when claude connects, each language's
 /// servers start and its most recently modified file is opened in them, its text on disk checked,
 /// with no call naming it: the project is loaded before the first `openDiff`, and

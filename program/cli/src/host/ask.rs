@@ -386,7 +386,7 @@ impl Host {
         let answered = self
             .handle
             .respond(call, ToolResult::diff_rejected(args.tab_name.clone()));
-        answered.inspect_err(|e| ui::say(&super::not_given(e)))
+        answered.inspect_err(|e| ui::say(&super::not_given(call, e)))
     }
 
     /// Takes the next change off the queue, and reads the file it replaces on a job: it is

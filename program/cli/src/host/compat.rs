@@ -76,13 +76,13 @@ impl Host {
                     format!("this host does not answer {other:?}"),
                 );
                 if let Err(e) = self.handle.respond_compat(call, Err(refusal)) {
-                    ui::say(&super::not_given(&e));
+                    ui::say(&super::not_given(call, &e));
                 }
                 return;
             }
         };
         if let Err(e) = self.handle.respond_compat(call, Ok(answer)) {
-            ui::say(&super::not_given(&e));
+            ui::say(&super::not_given(call, &e));
         }
     }
 }

@@ -225,12 +225,12 @@ impl Jobs {
             match (handle.respond(call, result), error) {
                 // Claude was told an error in its place: the decision was not given.
                 (Err(e @ ApiError::AnswerTooLarge), _) => {
-                    ui::say(&super::not_given(&e));
+                    ui::say(&super::not_given(call, &e));
                     let told = "an error: the answer did not fit in its connection's output queue";
                     not_given(NotGiven::Refused(told.to_owned()));
                 }
                 (Err(e), _) => {
-                    ui::say(&super::not_given(&e));
+                    ui::say(&super::not_given(call, &e));
                     not_given(NotGiven::Dropped(e));
                 }
                 (Ok(()), Some(why)) => not_given(NotGiven::Refused(why)),
@@ -276,7 +276,7 @@ impl Jobs {
                 Err(why) => (Err(RpcError::internal(why.to_string())), None),
             };
             if let Err(e) = handle.respond_compat(call, result) {
-                ui::say(&super::not_given(&e));
+                ui::say(&super::not_given(call, &e));
             }
             drop(held);
         };
@@ -284,7 +284,7 @@ impl Jobs {
             ui::say(&format!("call refused: {busy}"));
             let refusal = RpcError::new(RpcError::TOO_MANY_CALLS, busy.to_string());
             if let Err(e) = self.handle.respond_compat(call, Err(refusal)) {
-                ui::say(&super::not_given(&e));
+                ui::say(&super::not_given(call, &e));
             }
         }
     }

@@ -399,12 +399,17 @@ impl RefusedLines {
     }
 }
 
-/// What the terminal is told of an answer the engine did not take as given (`e`): dropped (the
-/// call was no longer waiting), or replaced by an error it did not fit.
-fn not_given(e: &claude_ide_bridge::ApiError) -> String {
+/// What the terminal is told of an answer to `call` the engine did not take as given (`e`):
+/// dropped (the call was no longer waiting: its client left, or cancelled it, which is no fault),
+/// or replaced by an error it did not fit. The client is named.
+fn not_given(call: CallId, e: &claude_ide_bridge::ApiError) -> String {
+    let conn = call.conn;
     match e {
-        claude_ide_bridge::ApiError::AnswerTooLarge => format!("(answer replaced: {e})"),
-        e => format!("(answer dropped: {e})"),
+        claude_ide_bridge::ApiError::AnswerTooLarge => format!("({conn}: answer replaced: {e})"),
+        claude_ide_bridge::ApiError::NotPending => {
+            format!("({conn}: answer dropped: {e}: the client left or cancelled it)")
+        }
+        e => format!("({conn}: answer dropped: {e})"),
     }
 }
 
@@ -493,7 +498,7 @@ impl Host {
 
     fn respond(&self, call: CallId, result: ToolResult) {
         if let Err(e) = self.handle.respond(call, result) {
-            ui::say(&not_given(&e));
+            ui::say(&not_given(call, &e));
         }
     }
 
