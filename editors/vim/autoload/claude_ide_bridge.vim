@@ -19,6 +19,11 @@ var folders: list<string> = []
 var clients: dict<dict<any>> = {}
 var waiting: list<any> = []
 var stderr_tail: list<string> = []
+# When the last of them came: a transport's last words come as it ends; the bridge's own log
+# lines (a client connected) may be much older, and say nothing of the end.
+var stderr_last_at = reltime()
+# How close to the end that must be for the line to be taken as the transport's (seconds).
+const LAST_WORDS = 1.0
 # The bridge's exit status once it exited (`null` before: a signal's status is negative too), and
 # whether its output was read to the end.
 var exited: any = null
@@ -362,6 +367,7 @@ enddef
 def OnStderr(line: string)
   Log('stderr', line)
   add(stderr_tail, line)
+  stderr_last_at = reltime()
   if len(stderr_tail) > 30
     remove(stderr_tail, 0)
   endif
@@ -424,7 +430,8 @@ def Ended(status: number)
     var errors = filter(copy(stderr_tail), (_, l) => l =~? '^\s*error')
     var why = !empty(errors) ? ': ' .. errors[0] : ''
     ended_why = went_silent ? remote.Silent(KEEPALIVES_MISSED * remote.Keepalive(), closed_diffs)
-      : remote.On() ? remote.Why(status, stderr_tail, was_ready, closed_diffs) : ''
+      : remote.On() ? remote.Why(status, stderr_tail, was_ready, closed_diffs,
+          reltimefloat(reltime(stderr_last_at)) < LAST_WORDS) : ''
     if ended_why ==# ''
       ended_why = (remote.On() ? 'the remote bridge (`' .. remote.Describe() .. '`)' : 'the bridge')
         .. ' exited with status ' .. status .. (was_ready ? '' : ' before it was ready') .. why

@@ -295,13 +295,52 @@ fn covers_loopback(no_proxy: &str) -> bool {
 /// The bridge serving `dir` as its one workspace folder, by the port and pid its state file
 /// keeps (`crate::state`, under this user's state folder whatever `CLAUDE_CONFIG_DIR` it had),
 /// when that process runs and the port answers.
-fn served_elsewhere(dir: &Path) -> Option<(u32, u16)> {
+fn served_elsewhere(dir: &Path) -> Option<(u32, u16, Option<PathBuf>)> {
     let (native, posix) = crate::folder_forms(&[dir.to_path_buf()]).ok()?;
     let key = crate::state::key_folders(&native, &posix).ok()?;
     let saved = crate::state::Store::new(&crate::state::state_dir()?, &key)
         .load()
         .ok()??;
-    (pid_alive(saved.pid) && port_answers(saved.port).is_ok()).then_some((saved.pid, saved.port))
+    (pid_alive(saved.pid) && port_answers(saved.port).is_ok()).then_some((
+        saved.pid,
+        saved.port,
+        saved.lock_dir,
+    ))
+}
+
+/// Where a bridge serving elsewhere keeps its lock file, as `doctor` says it ("another folder"
+/// when its state file does not say), and what to start claude with to read it: the folder's
+/// parent as `CLAUDE_CONFIG_DIR` when the folder is an `ide` one (claude reads
+/// `$CLAUDE_CONFIG_DIR/ide`), else the bridge's `--lock-dir`, which claude cannot be told.
+fn elsewhere_hint(lock_dir: Option<&Path>) -> (String, String) {
+    let Some(dir) = lock_dir else {
+        return (
+            "another folder (it was started with another CLAUDE_CONFIG_DIR or HOME)".into(),
+            "start claude with the CLAUDE_CONFIG_DIR (and HOME) that bridge had, or stop it and \
+             start one with these"
+                .into(),
+        );
+    };
+    let shown = dir.display();
+    match dir
+        .parent()
+        .filter(|_| dir.file_name() == Some("ide".as_ref()))
+    {
+        Some(config) => (
+            format!("{shown} (it was started with another CLAUDE_CONFIG_DIR or HOME)"),
+            format!(
+                "start claude with CLAUDE_CONFIG_DIR={}, or stop that bridge and start one with \
+                 these",
+                config.display()
+            ),
+        ),
+        None => (
+            format!("{shown} (its --lock-dir)"),
+            "stop that bridge and start one without --lock-dir (claude reads only \
+             $CLAUDE_CONFIG_DIR/ide or ~/.claude/ide)"
+                .into(),
+        ),
+    }
 }
 
 /// Whether something accepts connections on `port` (127.0.0.1).
@@ -850,14 +889,17 @@ pub fn doctor(dir: Option<PathBuf>, servers: &ServerOpts) -> u8 {
         0 => match served_elsewhere(&dir) {
             // Its lock file may well be in the folder that could not be listed (said above).
             Some(_) if unlisted => {}
-            Some((pid, port)) => r.problem(
-                &format!(
-                    "no lock file claude reads here has a workspace folder containing {lexical}, \
-                     but a bridge serves it (pid {pid}, port {port}): its lock file is in another \
-                     folder (it was started with another CLAUDE_CONFIG_DIR or HOME)"
-                ),
-                "start claude with the CLAUDE_CONFIG_DIR (and HOME) that bridge had, or stop it and start one with these",
-            ),
+            Some((pid, port, lock_dir)) => {
+                let (place, fix) = elsewhere_hint(lock_dir.as_deref());
+                r.problem(
+                    &format!(
+                        "no lock file claude reads here has a workspace folder containing \
+                         {lexical}, but a bridge serves it (pid {pid}, port {port}): its lock file \
+                         is in {place}"
+                    ),
+                    &fix,
+                )
+            }
             None => r.problem(
                 &format!("no live lock file has a workspace folder containing {lexical}"),
                 &format!(

@@ -57,6 +57,11 @@ pub enum MapError {
 impl fmt::Display for MapError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            MapError::NotAbsolute(p) if p.starts_with('~') => write!(
+                f,
+                "{} is not an absolute path (`~` is not expanded: write the home folder's path)",
+                quote(p)
+            ),
             MapError::NotAbsolute(p) => write!(f, "{} is not an absolute path", quote(p)),
             MapError::Climbs(p) => write!(f, "{}: `..` climbs above the root", quote(p)),
             MapError::BadUri(p) => write!(
@@ -819,6 +824,11 @@ mod tests {
         assert_eq!(m.to_here("file:///C:").as_deref(), Ok("/mnt/c"));
         // The current folder of drive C, for Windows: relative.
         assert_eq!(m.to_here("C:"), Err(MapError::NotAbsolute("C:".into())));
+        // A `~` is named: it is not expanded, here or over there.
+        assert_eq!(
+            MapError::NotAbsolute("~/app".into()).to_string(),
+            "\"~/app\" is not an absolute path (`~` is not expanded: write the home folder's path)"
+        );
         assert_eq!(
             m.to_editor("/mnt/c/Users/me/app").as_deref(),
             Ok(r"C:\Users\me\app")

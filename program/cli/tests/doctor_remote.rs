@@ -215,9 +215,14 @@ fn doctor_in_wsl_reads_the_windows_lock_folders_as_claude_here_does() {
         )),
         "{out}"
     );
-    // Not in WSL: that folder is not read.
+    // Not in WSL: that folder is not read (only named as where the bridge's lock file is).
     let (_, out) = doctor(&sb, &[("USERPROFILE", profile.to_str().unwrap())]);
-    assert!(!out.contains(&ide.display().to_string()), "{out}");
+    let reads = out
+        .lines()
+        .find(|l| l.contains("claude reads lock files from"))
+        .unwrap();
+    assert!(!reads.contains(&ide.display().to_string()), "{out}");
+    assert!(!out.contains("a Windows bridge's"), "{out}");
     drop(answering);
     drop(s);
 }

@@ -992,6 +992,18 @@ fn list_and_doctor() {
         )),
         "{out}"
     );
+    // Where its lock file is, and what claude must be started with to read it (it said
+    // "another folder").
+    assert!(
+        out.contains(&format!(
+            "its lock file is in {} (it was started with another CLAUDE_CONFIG_DIR or HOME)",
+            sb.lock_dir().display()
+        )) && out.contains(&format!(
+            "start claude with CLAUDE_CONFIG_DIR={}",
+            sb.lock_dir().parent().unwrap().display()
+        )),
+        "{out}"
+    );
     // The folder written with a trailing separator, as a shell's completion gives it: the same.
     let mut c = sb.command();
     c.arg("doctor")

@@ -1017,6 +1017,20 @@ fn vim_remote_says_what_is_missing_over_there() {
     );
     assert!(m.contains(":help claude-ide-bridge-remote"), "{m}");
     assert!(status(&mut vim).contains("was not found"));
+    // A leading `~/` of the program is the home folder over there (the words are quoted: no
+    // shell there expands it), in what is looked for and in what is said.
+    vim.ex("let g:claude_ide_bridge_remote.bridge = '~/no/such/claude-ide-bridge'");
+    vim.ex("messages clear");
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("was not found")
+    });
+    let m = m.as_str().unwrap();
+    assert!(
+        m.contains("/no/such/claude-ide-bridge was not found through `ssh ") && !m.contains("~/no"),
+        "{m}"
+    );
+    vim.ex("unlet g:claude_ide_bridge_remote.bridge");
     // ... and the help it points to is there.
     vim.ex("helptags ALL");
     vim.ex("help claude-ide-bridge-remote");
@@ -1106,6 +1120,22 @@ fn vim_remote_says_what_is_missing_over_there() {
     let m = m.as_str().unwrap();
     assert!(!m.contains("status -1"), "{m}");
     assert!(m.contains("then, in claude, /ide and Vim"), "{m}");
+
+    // A transport that ends without a word (ssh killed: status 255, nothing said), well after
+    // the bridge's last ordinary line: that line is not given as the reason.
+    let script = r#"printf '{"type":"ready","port":1,"lockFile":null}\n'; echo 'client connected (#2, claude-code/2 (cli))' >&2; sleep 1.6; exit 255"#;
+    vim.ex(&format!(
+        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
+        lit(script)
+    ));
+    vim.ex("ClaudeCodeStart");
+    let m = vim.wait_eval("execute('messages')", |v| {
+        v.as_str().unwrap().contains("dropped (status 255).")
+    });
+    assert!(
+        !m.as_str().unwrap().contains("255: client connected (#2"),
+        "{m}"
+    );
 
     // Vim started in a folder under none of the path map's: its path is no name over there.
     vim.ex("let g:claude_ide_bridge_remote = {'transport': ['sh', '-c', 'exit 9', 'x'], 'path_map': {'/no/such/editor/folder': '/there'}}");

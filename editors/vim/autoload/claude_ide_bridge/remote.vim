@@ -11,7 +11,10 @@ import autoload 'claude_ide_bridge.vim' as bridge
 const NOT_FOUND = 'claude-ide-bridge-remote: not found: '
 
 # Runs "$1" with the other arguments, once `command -v` found it; else says so and exits 127.
-const FIND = 'command -v "$1" >/dev/null 2>&1 || { printf "' .. NOT_FOUND
+# A leading `~/` of the program (the words are quoted, so no shell over there expands it) is
+# the home folder there.
+const FIND = 'case "$1" in "~/"*) p=$HOME/${1#"~/"}; shift; set -- "$p" "$@";; esac; '
+  .. 'command -v "$1" >/dev/null 2>&1 || { printf "' .. NOT_FOUND
   .. '%s\n" "$1" >&2; exit 127; }; exec "$@"'
 
 # In folder "$1", with CLAUDE_CODE_SSE_PORT="$2" and claude told to connect to host "$3" (its own
@@ -71,7 +74,9 @@ enddef
 # (5 minutes by default: a Vim suspended with Ctrl-Z, or a laptop asleep, for less keeps it).
 export def KeepaliveArgs(): list<string>
   var every = Keepalive()
-  return every > 0 ? ['--editor-timeout', string(max([1, float2nr(ceil(20 * every))]))] : []
+  # (At most a day, the bridge's bound.)
+  return every > 0
+    ? ['--editor-timeout', string(min([86400, max([1, float2nr(ceil(20 * every))])]))] : []
 enddef
 
 # The transport as the user reads it: `ssh devbox`.
@@ -231,7 +236,9 @@ export def BridgeCommand(args: list<string>): list<string>
   if type(m) == v:t_string
     words += ['--path-map', m]
   else
-    for [ed, here] in items(m)
+    # (In the order of the names: a Vim dictionary's own has none, and of two names for one
+    # folder there, the bridge names files by the last.)
+    for [ed, here] in sort(items(m))
       words += ['--path-map', EditorFolder(ed) .. '=' .. RemoteFolder(here)]
     endfor
   endif
@@ -270,7 +277,8 @@ export def TerminalCommand(args: list<string>, port: number, host: string): list
 enddef
 
 # Why the remote bridge ended, for the user; '' when nothing specific is known.
-export def Why(status: number, stderr: list<string>, was_ready: bool, closed_diffs: number): string
+export def Why(status: number, stderr: list<string>, was_ready: bool, closed_diffs: number,
+    last_is_recent: bool = true): string
   var where = Describe()
   for l in stderr
     var at = stridx(l, NOT_FOUND)
@@ -294,9 +302,10 @@ export def Why(status: number, stderr: list<string>, was_ready: bool, closed_dif
   var errors = filter(copy(stderr), (_, l) =>
     l =~? '^\s*error\|ssh:\|connection \(closed\|reset\|refused\|timed out\|lost\)\|broken pipe')
   # Killed (Vim's -1: a signal, OOM, a user's kill), the last line is the bridge's last word
-  # before it, which says nothing of the end.
+  # before it, which says nothing of the end; so is a line that came well before the end (a
+  # client connected), when the transport itself ended without a word (ssh killed).
   var tail = !empty(errors) ? ': ' .. errors[-1]
-    : empty(stderr) || status == -1 ? '' : ': ' .. stderr[-1]
+    : empty(stderr) || status == -1 || !last_is_recent ? '' : ': ' .. stderr[-1]
   var how = status == -1 ? 'its transport was killed by a signal' : 'status ' .. status
   return 'the link to the remote bridge (`' .. where .. '`) dropped (' .. how .. tail .. ').'
     .. AfterTheDrop(closed_diffs)
