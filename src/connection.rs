@@ -780,6 +780,12 @@ impl Connection {
         let conn = self.id;
         let reason = match self.state {
             Lifecycle::Draining(r) | Lifecycle::Aborted(r) => r,
+            // The socket gone while our Close waited for its answer: the close the host or a
+            // stop began ends so, answered or not (a refusal's ends as the socket did).
+            Lifecycle::Closing {
+                why: why @ (CloseCause::Host | CloseCause::Stop),
+                ..
+            } => why.reason(None),
             _ => DisconnectReason::TransportClosed,
         };
         match self.session {

@@ -496,18 +496,29 @@ fn a_disconnect_says_who_began_the_close() {
         reasons[0].clone()
     };
     let close_1000 = 1000u16.to_be_bytes();
-    for answered in [true, false] {
+    // How the close handshake ends: the peer's Close, none in time, or its socket gone.
+    #[derive(Clone, Copy, PartialEq)]
+    enum End {
+        Answered,
+        TimedOut,
+        Dropped,
+    }
+    let end = |p: &mut Pair, c, how: End, code: u16| match how {
+        End::Answered => p.send_frame(c, OpCode::Close, true, &code.to_be_bytes()),
+        End::TimedOut => p.advance(Duration::from_secs(6)),
+        End::Dropped => {
+            p.server.handle_close(c);
+            p.closed.push(c);
+        }
+    };
+    for how in [End::Answered, End::TimedOut, End::Dropped] {
         // The host's close.
         let mut p = Pair::new();
         let c = p.connect_initialized();
         p.take_events();
         p.server.close(c, p.now).unwrap();
         assert_eq!(close_code(&p.frames(c)), Some(1000));
-        if answered {
-            p.send_frame(c, OpCode::Close, true, &close_1000);
-        } else {
-            p.advance(Duration::from_secs(6));
-        }
+        end(&mut p, c, how, 1000);
         assert!(p.closed.contains(&c));
         assert_eq!(reason(&mut p), DisconnectReason::ClosedByHost);
         // A stop.
@@ -516,32 +527,25 @@ fn a_disconnect_says_who_began_the_close() {
         p.take_events();
         p.server.shutdown(p.now);
         assert_eq!(close_code(&p.frames(c)), Some(1001));
-        if answered {
-            p.send_frame(c, OpCode::Close, true, &1001u16.to_be_bytes());
-        } else {
-            p.advance(Duration::from_secs(6));
-        }
+        end(&mut p, c, how, 1001);
         assert!(p.closed.contains(&c));
         assert_eq!(reason(&mut p), DisconnectReason::ServerStopped);
-        // A binary message, refused with 1003: the peer's answer is its close, none a timeout.
+        // A binary message, refused with 1003: the peer's answer is its close, none a timeout,
+        // its socket gone the socket's end.
         let mut p = Pair::new();
         let c = p.connect_initialized();
         p.take_events();
         p.send_frame(c, OpCode::Binary, true, b"\x00");
         assert_eq!(close_code(&p.frames(c)), Some(1003));
-        let expected = if answered {
-            p.send_frame(c, OpCode::Close, true, &1003u16.to_be_bytes());
-            DisconnectReason::Closed(Some(1003))
-        } else {
-            p.advance(Duration::from_secs(6));
-            DisconnectReason::CloseTimeout
+        end(&mut p, c, how, 1003);
+        let (expected, name) = match how {
+            End::Answered => (DisconnectReason::Closed(Some(1003)), "closed"),
+            End::TimedOut => (DisconnectReason::CloseTimeout, "close_timeout"),
+            End::Dropped => (DisconnectReason::TransportClosed, "transport_closed"),
         };
         assert!(p.closed.contains(&c));
         assert_eq!(reason(&mut p), expected);
-        assert_eq!(
-            expected.to_string(),
-            if answered { "closed" } else { "close_timeout" }
-        );
+        assert_eq!(expected.to_string(), name);
     }
     // The peer's own close.
     let mut p = Pair::new();

@@ -235,8 +235,8 @@ pub struct LspOpts {
     /// Append the language servers' stderr and the bridge's notes about them to FILE (default:
     /// $XDG_STATE_HOME/claude-ide-bridge/lsp.log, or ~/.local/state/claude-ide-bridge/lsp.log;
     /// %LOCALAPPDATA%\claude-ide-bridge\lsp.log on Windows). At most 32 MiB a run; a log over
-    /// 8 MiB at a start is moved aside to FILE.old (the one before it replaced), so the two
-    /// stay bounded however long the bridge is used.
+    /// 8 MiB at a start is moved aside to FILE.old (the one before it replaced), unless another
+    /// bridge writes to it then.
     #[arg(long, value_name = "FILE")]
     pub lsp_log: Option<PathBuf>,
 }

@@ -225,13 +225,13 @@ fn no_color_on_a_terminal() {
     assert!(!lock.exists());
 }
 
-/// Types Ctrl-C on the terminal and waits for the bridge (and `script`) to end.
 /// The signal that ended the program `script` ran (which exits with 128+N for one that signal N
 /// ended), if one did.
 fn interrupt_of(status: std::process::ExitStatus) -> Option<i32> {
     status.code().filter(|c| *c > 128).map(|c| c - 128)
 }
 
+/// Types Ctrl-C on the terminal and waits for the bridge (and `script`) to end.
 fn ctrl_c(child: &mut Terminal, tty: &mut std::process::ChildStdin, screen: &Screen) {
     tty.write_all(b"\x03").unwrap();
     tty.flush().unwrap();

@@ -1055,7 +1055,20 @@ fn servers_are_stopped_on_every_signal_and_when_stdin_closes() {
         } else {
             s.signal(how);
         }
-        assert_eq!(s.wait_exit(), 0, "{how}: {}", s.stderr.text());
+        let stderr = s.stderr.clone();
+        let status = exit_within(&mut s.child, WAIT, &|| stderr.text());
+        // Ctrl-C's stop ends by SIGINT (so that a shell running it stops too), the others with 0.
+        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+        let expected = match how {
+            "INT" => (None, Some(2)),
+            _ => (Some(0), None),
+        };
+        assert_eq!(
+            (status.code(), signal),
+            expected,
+            "{how}: {}",
+            stderr.text()
+        );
         assert_all_gone(&servers, how);
     }
 }

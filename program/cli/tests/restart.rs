@@ -470,11 +470,12 @@ fn a_lock_directory_refused_keeps_the_port() {
     fs::set_permissions(sb.lock_dir(), fs::Permissions::from_mode(0o777)).unwrap();
     let err = serve_fails(&sb, std::iter::empty::<&str>());
     assert!(!err.contains("cannot be listened on"), "{err}");
+    // The folder named once (the refusal names it), with the way to learn more.
+    let dir = sb.lock_dir().display().to_string();
+    assert_eq!(err.matches(&dir).count(), 1, "{err}");
     assert!(
-        err.contains(&format!(
-            "cannot write the lock file in {}: ",
-            sb.lock_dir().display()
-        )) && err.ends_with("(`claude-ide-bridge doctor` explains)\n"),
+        err.contains(&format!("refusing lock-file directory {dir}: "))
+            && err.ends_with("(`claude-ide-bridge doctor` explains)\n"),
         "{err}"
     );
     let now = state(&sb);
@@ -482,13 +483,8 @@ fn a_lock_directory_refused_keeps_the_port() {
     assert_eq!(now["authToken"], token.as_str());
     // A folder given with --lock-dir, which `doctor` does not look at: named, not sent there.
     let err = serve_fails(&sb, ["--lock-dir".as_ref(), sb.lock_dir().as_os_str()]);
-    assert!(
-        err.contains(&format!(
-            "cannot write the lock file in {}: ",
-            sb.lock_dir().display()
-        )) && err.ends_with("(--lock-dir names the folder)\n"),
-        "{err}"
-    );
+    assert_eq!(err.matches(&dir).count(), 1, "{err}");
+    assert!(err.ends_with("(--lock-dir names the folder)\n"), "{err}");
 }
 
 /// `--port` wins over the kept port (and is kept in its place); the token stays.

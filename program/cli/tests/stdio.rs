@@ -1003,7 +1003,7 @@ fn a_closed_stdout_stops_the_bridge() {
     assert!(
         stderr
             .text()
-            .contains("stdout could not be written (its reader is gone): stopping"),
+            .contains("stdout has no reader any more (the editor closed its end): stopping"),
         "{}",
         stderr.text()
     );

@@ -98,18 +98,18 @@ impl LockFileError {
     }
 }
 
-/// The cause, after the directory when there was one: "cannot write the lock file in DIR:
-/// CAUSE" (a host that logs only the error still says where).
+/// The cause, after the directory when there was one and the cause does not name it already:
+/// "cannot write the lock file in DIR: CAUSE" (a host that logs only the error still says where).
 impl std::fmt::Display for LockFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.dir {
-            Some(dir) => write!(
+            Some(dir) if !self.message.contains(&*dir.to_string_lossy()) => write!(
                 f,
                 "cannot write the lock file in {}: {}",
                 dir.display(),
                 self.message
             ),
-            None => f.write_str(&self.message),
+            _ => f.write_str(&self.message),
         }
     }
 }

@@ -81,8 +81,9 @@ pub enum HostInput {
     /// Nothing came from the stdio editor for this long (`--editor-timeout`): its link is taken
     /// as gone, and the bridge stops as at stdin's end.
     EditorSilent(Duration),
-    /// Writing to the stdio editor failed (it closed its end of stdout): it can answer nothing
-    /// forwarded to it, so the bridge stops as at stdin's end.
+    /// Writing to the stdio editor failed, or stdout's reader left (it closed its end): it can
+    /// answer nothing forwarded to it, so the bridge stops as at stdin's end. What happened, said
+    /// after "stdout".
     StdoutClosed(String),
     /// SIGINT, SIGTERM, SIGHUP or SIGQUIT.
     Signal(i32),
@@ -585,7 +586,7 @@ impl Host {
             }
             HostInput::StdoutClosed(why) => {
                 ui::end_prompt();
-                ui::say(&format!("stdout could not be written ({why}): stopping"));
+                ui::say(&format!("stdout {why}: stopping"));
                 return Flow::Exit(0);
             }
             HostInput::Signal(sig) => return self.on_signal(sig),

@@ -354,7 +354,9 @@ impl StdioOut {
             taking.written();
             if let Err(e) = &written {
                 // Once: the writer ends at its first failure.
-                let _ = tx.send(HostInput::StdoutClosed(e.to_string()));
+                let _ = tx.send(HostInput::StdoutClosed(format!(
+                    "could not be written ({e})"
+                )));
             }
             written
         };
@@ -363,7 +365,8 @@ impl StdioOut {
         // written (which a client's connection made: it found a bridge that then stopped).
         let watch = move || {
             if crate::sys::wait_until_stdout_unread() {
-                let _ = watch_tx.send(HostInput::StdoutClosed("its reader is gone".into()));
+                let gone = "has no reader any more (the editor closed its end)";
+                let _ = watch_tx.send(HostInput::StdoutClosed(gone.into()));
             }
         };
         std::thread::Builder::new()

@@ -57,8 +57,8 @@
 //!   `start_editor(editor, files, ends, setup)`: `$EDITOR` started (a script without `#!` is run
 //!   by `sh` on Unix, as a shell would);
 //! - `wait_until_stdout_unread()`: standard output's reader gone (the `--stdio` editor closed
-//!   its reading end), waited for without a wake-up (Unix: `poll` for its error or hang-up;
-//!   Windows: not watched);
+//!   its reading end), waited for without a wake-up (Linux: `poll` for its error or hang-up;
+//!   macOS, whose `poll` reports neither unless asked for an event, and Windows: not watched);
 //! - `terminal_is_ours()`: whether this process may use its terminal (not in its background);
 //!   `LineReader`: the terminal's answers, one line at a time, as a [`TerminalRead`] (Unix:
 //!   waited for so that the bridge sent to the background is not stopped, `unix/line_reader.rs`);

@@ -486,8 +486,9 @@ pub fn signal_name(sig: i32) -> String {
 
 /// Ends the program as Ctrl-C does, once its stop is done: SIGINT's default action, so that the
 /// shell sees it interrupted and stops the script or loop it ran it in (bash goes on after a
-/// program that took Ctrl-C and exited 0, taking it for one that uses Ctrl-C itself). Returns
-/// only if the signal could not be raised.
+/// program that took Ctrl-C and exited 0, taking it for one that uses Ctrl-C itself). Never
+/// returns when the signal is raised; one that could not be aborts the program (signal-hook's
+/// fallback), and one this platform's table lacks returns (the stop's status then stands).
 pub fn end_interrupted() {
     let _ = signal_hook::low_level::emulate_default_handler(INTERRUPT);
 }
@@ -646,6 +647,12 @@ pub fn terminal_is_ours() -> bool {
 /// otherwise went unseen until the bridge next wrote a line, its lock file still advertised.
 pub fn wait_until_stdout_unread() -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
+    // macOS's poll reports no hang-up or error unless an event is asked for (Apple's bug
+    // 37537852), and asking for POLLOUT wakes at once: not watched there (seen at the next line
+    // written, as on Windows).
+    if cfg!(target_os = "macos") {
+        return false;
+    }
     let stdout = std::io::stdout();
     loop {
         // No event asked for: the errors and hang-ups are always reported.
