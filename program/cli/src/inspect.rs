@@ -322,6 +322,14 @@ fn elsewhere_hint(lock_dir: Option<&Path>) -> (String, String) {
         );
     };
     let shown = dir.display();
+    // A folder claude reads, without the file: gone while the bridge runs (it writes it again
+    // when it can; a folder that could not be made again, say).
+    if claude_reads(dir) {
+        return (
+            format!("{shown}, a folder claude reads, but the file is not there"),
+            "stop that bridge and start it again (it writes its lock file at its start)".into(),
+        );
+    }
     match dir
         .parent()
         .filter(|_| dir.file_name() == Some("ide".as_ref()))

@@ -12,8 +12,10 @@ const NOT_FOUND = 'claude-ide-bridge-remote: not found: '
 
 # Runs "$1" with the other arguments, once `command -v` found it; else says so and exits 127.
 # A leading `~/` of the program (the words are quoted, so no shell over there expands it) is
-# the home folder there.
-const FIND = 'case "$1" in "~/"*) p=$HOME/${1#"~/"}; shift; set -- "$p" "$@";; esac; '
+# the home folder there, when there is one (`$HOME` set and not empty; a variable of its own,
+# unset after, so that nothing the user exported changes).
+const FIND = 'case "$1" in "~/"*) if [ -n "${HOME-}" ]; then claude_ide_bridge_program=${HOME%/}/${1#"~/"}; '
+  .. 'shift; set -- "$claude_ide_bridge_program" "$@"; unset claude_ide_bridge_program; fi;; esac; '
   .. 'command -v "$1" >/dev/null 2>&1 || { printf "' .. NOT_FOUND
   .. '%s\n" "$1" >&2; exit 127; }; exec "$@"'
 
@@ -238,8 +240,8 @@ export def BridgeCommand(args: list<string>): list<string>
   else
     # (In the order of the names: a Vim dictionary's own has none, and of two names for one
     # folder there, the bridge names files by the last.)
-    for [ed, here] in sort(items(m))
-      words += ['--path-map', EditorFolder(ed) .. '=' .. RemoteFolder(here)]
+    for ed in sort(keys(m))
+      words += ['--path-map', EditorFolder(ed) .. '=' .. RemoteFolder(m[ed])]
     endfor
   endif
   return Through(r.transport, words)
