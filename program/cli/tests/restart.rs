@@ -327,6 +327,16 @@ fn a_bridge_in_another_pid_namespace_keeps_its_port() {
     assert!(first.lock.exists());
     child.kill().unwrap();
     child.wait().unwrap();
+    // The namespace's bridge ends with what the test spawned (it served on, orphaned, for the
+    // rest of the machine's life).
+    let give_up = std::time::Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the bridge in the other namespace still serves on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     crash(first);
 }
 

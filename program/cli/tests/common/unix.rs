@@ -121,8 +121,9 @@ impl Drop for HeldWireLog {
 /// `c` run by `unshare FLAGS` (new namespaces: `-r` a user namespace where this user is root,
 /// `-n` a network namespace of its own), `prelude` run by a shell in them first (for example
 /// setting the namespace's `net.ipv6.bindv6only`), then `c` in its place (the same process: its
-/// pid is the one spawned), with `c`'s environment and folder. `None`, said as a skip, where
-/// `unshare` cannot make those namespaces.
+/// pid is the one spawned; with `-f`, a pid namespace's, unshare's forked child, killed with
+/// it), with `c`'s environment and folder. `None`, said as a skip, where `unshare` cannot make
+/// those namespaces.
 pub fn unshared(flags: &str, prelude: &str, c: &Command) -> Option<Command> {
     let usable = Command::new("unshare")
         .args([flags, "true"])
@@ -135,7 +136,14 @@ pub fn unshared(flags: &str, prelude: &str, c: &Command) -> Option<Command> {
         return None;
     }
     let mut u = Command::new("unshare");
-    u.args([flags, "sh", "-c", &format!("{prelude}\nexec \"$0\" \"$@\"")])
+    u.arg(flags);
+    // With a fork (`-f`, a pid namespace's first process), the forked child is killed when
+    // unshare is: a test that kills what it spawned (unshare) left that child, a bridge serving
+    // on, for the rest of the machine's life.
+    if flags.contains('f') {
+        u.arg("--kill-child");
+    }
+    u.args(["sh", "-c", &format!("{prelude}\nexec \"$0\" \"$@\"")])
         .arg(c.get_program())
         .args(c.get_args());
     super::with_env_of(&mut u, c);
