@@ -189,6 +189,16 @@ fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
+/// `:ClaudeCodeStart` with the remote setting's transport `sh -c SCRIPT`, a stand-in for the
+/// link and the bridge over there.
+fn start_through_sh(vim: &mut Vim, script: &str) {
+    vim.ex(&format!(
+        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
+        lit(script)
+    ));
+    vim.ex("ClaudeCodeStart");
+}
+
 /// The remote setting: the transport, the path map `editor` -> `remote` and more `extra` items.
 fn remote_setting(sshd: &Sshd, editor: &Path, remote: &Path, extra: &str) -> String {
     let transport: Vec<String> = sshd.transport().iter().map(|w| lit(w)).collect();
@@ -1071,11 +1081,7 @@ fn vim_remote_says_what_is_missing_over_there() {
     // A transport that dies in the middle of a line: no half line is taken for one, Vim says the
     // link ended, and nothing is left pending.
     let script = r#"printf '{"type":"ready","port":1,"lockFile":null}\n{"type":"tool_call","id":1,"na'; sleep 0.3; echo gone >&2; exit 255"#;
-    vim.ex(&format!(
-        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
-        lit(script)
-    ));
-    vim.ex("ClaudeCodeStart");
+    start_through_sh(&mut vim, script);
     let m = vim.wait_eval("execute('messages')", |v| {
         v.as_str().unwrap().contains("dropped (status 255: gone)")
     });
@@ -1091,11 +1097,7 @@ fn vim_remote_says_what_is_missing_over_there() {
     // A transport that stops reading once the bridge is ready: Vim's next lines meet a broken
     // pipe, which is not put before the user as a raw write error; the end is told once known.
     let script = r#"exec 0<&-; printf '{"type":"ready","port":1,"lockFile":null}\n'; sleep 1; echo closed >&2; exit 3"#;
-    vim.ex(&format!(
-        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
-        lit(script)
-    ));
-    vim.ex("ClaudeCodeStart");
+    start_through_sh(&mut vim, script);
     let m = vim.wait_eval("execute('messages')", |v| {
         v.as_str().unwrap().contains("dropped (status 3: closed)")
     });
@@ -1107,11 +1109,7 @@ fn vim_remote_says_what_is_missing_over_there() {
     // A transport killed (a signal, the OOM killer): said so, not with the bridge's last
     // ordinary line, which came through the transport's stderr before it.
     let script = r#"printf '{"type":"ready","port":1,"lockFile":null}\n'; echo 'client connected (#1, claude-code/2 (cli))' >&2; sleep 0.5; kill -KILL $$"#;
-    vim.ex(&format!(
-        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
-        lit(script)
-    ));
-    vim.ex("ClaudeCodeStart");
+    start_through_sh(&mut vim, script);
     let m = vim.wait_eval("execute('messages')", |v| {
         v.as_str()
             .unwrap()
@@ -1124,11 +1122,7 @@ fn vim_remote_says_what_is_missing_over_there() {
     // A transport that ends without a word (ssh killed: status 255, nothing said), well after
     // the bridge's last ordinary line: that line is not given as the reason.
     let script = r#"printf '{"type":"ready","port":1,"lockFile":null}\n'; echo 'client connected (#2, claude-code/2 (cli))' >&2; sleep 1.6; exit 255"#;
-    vim.ex(&format!(
-        "let g:claude_ide_bridge_remote = {{'transport': ['sh', '-c', {}, 'x']}}",
-        lit(script)
-    ));
-    vim.ex("ClaudeCodeStart");
+    start_through_sh(&mut vim, script);
     let m = vim.wait_eval("execute('messages')", |v| {
         v.as_str().unwrap().contains("dropped (status 255).")
     });

@@ -280,7 +280,7 @@ enddef
 
 # Why the remote bridge ended, for the user; '' when nothing specific is known.
 export def Why(status: number, stderr: list<string>, was_ready: bool, closed_diffs: number,
-    last_is_recent: bool = true): string
+    last_is_recent: bool): string
   var where = Describe()
   for l in stderr
     var at = stridx(l, NOT_FOUND)
